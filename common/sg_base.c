@@ -1,0 +1,14 @@
+/* sg_base.c — the thread-local error message behind sg_set_error / sg_last_error. */
+#include "sg_base.h"
+
+static _Thread_local char sg_error_buf[1024];
+
+const char *sg_last_error(void) { return sg_error_buf[0] ? sg_error_buf : "unknown error"; }
+
+int sg_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sg_error_buf, sizeof sg_error_buf, fmt, ap);
+    va_end(ap);
+    return SG_ERR;
+}

@@ -1,0 +1,76 @@
+/* sg_base.h — the few types every stepgraph module shares: dtypes, bf16 rounding, status.
+ *
+ * Header-only and usable from C11 and CUDA (SG_HD marks host/device functions).
+ * Library code reports errors by returning SG_ERR after sg_set_error(); only main() exits.
+ */
+#ifndef SG_BASE_H
+#define SG_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define SG_HD __host__ __device__ __forceinline__
+#else
+#define SG_HD static inline
+#endif
+
+typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_U8, DT_U32, DT_COUNT } sg_dtype;
+
+/* What a tensor is for. The planner packs the persistent roles (PARAM .. INPUT) at the
+ * bottom of the arena, each contiguous, in this order. */
+typedef enum {
+    ROLE_PARAM = 0, /* fp32 master weights */
+    ROLE_GRAD,      /* parameter gradients (fp32), contiguous: one norm/AdamW over them */
+    ROLE_ADAM_M,
+    ROLE_ADAM_V,
+    ROLE_EMA,
+    ROLE_STATE,     /* step counter, rng seed, lr, loss, grad norm, clip scale */
+    ROLE_INPUT,     /* the dataset, uploaded once */
+    ROLE_SAVED,     /* forward activation kept for the backward pass */
+    ROLE_TEMP,      /* everything else that lives inside one step */
+    ROLE_WORKSPACE, /* scratch for library calls (cuBLAS, reductions) */
+    ROLE_COUNT
+} sg_role;
+
+static const char *const sg_role_names[ROLE_COUNT] = {
+    "param", "grad", "adam_m", "adam_v", "ema", "state", "input", "saved", "temp", "workspace"};
+static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8", "u32"};
+
+SG_HD int sg_dtype_size(int dt) { return dt == DT_BF16 ? 2 : dt == DT_U8 ? 1 : 4; }
+
+/* bf16 is stored as the top 16 bits of an fp32; stores round to nearest, ties to even.
+ * NaN stays NaN (quiet bit forced), infinities stay infinite. */
+typedef uint16_t sg_bf16;
+
+SG_HD float sg_bf16_to_f32(sg_bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+SG_HD sg_bf16 sg_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (sg_bf16)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (sg_bf16)(u >> 16);
+}
+
+/* Status codes: 0 is success; anything else failed and sg_last_error() says why. */
+enum { SG_OK = 0, SG_ERR = 1, SG_ERR_USAGE = 2 };
+
+#ifndef __CUDACC__
+#include <stdarg.h>
+#include <stdio.h>
+/* One error message per thread; the caller that exits prints it. */
+const char *sg_last_error(void);
+int sg_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#endif
+
+#define SG_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define SG_ALIGN_UP(x, a) ((((x) + (a)-1) / (a)) * (a))
+
+#endif

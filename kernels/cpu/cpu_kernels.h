@@ -1,0 +1,125 @@
+/* cpu_kernels.h — the CPU reference kernels: the spec every CUDA kernel is tested against.
+ *
+ * Conventions (one contract for every function below):
+ * - fp32 in, fp32 out. bf16 storage is converted by the CPU backend around these calls.
+ * - Activations are NHWC: x[N][H][W][C]. Conv weights are [Co][K][K][Ci]; linear weights are
+ *   [M][K] (out, in) as in PyTorch.
+ * - Every output is OVERWRITTEN, never accumulated. The backend implements accumulation
+ *   (gradient += contribution) around the call, so a kernel has one job.
+ * - Every reduction runs in a fixed order: the same inputs give the same bits, always.
+ * - Outputs never alias inputs unless a function says it allows it.
+ */
+#ifndef SG_CPU_KERNELS_H
+#define SG_CPU_KERNELS_H
+
+#include <stdint.h>
+
+/* ---- convolution: K in {1, 3}, stride S in {1, 2}, zero padding K/2 on every side.
+ * Ho = (H + 2*(K/2) - K) / S + 1, likewise Wo.
+ * y[N,Ho,Wo,Co] = conv(x[N,H,W,Ci], w[Co,K,K,Ci]) + b[Co]   (b may be NULL) */
+void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
+                    int Ci, int Co, int K, int S);
+/* dx[N,H,W,Ci] from dy[N,Ho,Wo,Co] and w. */
+void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
+                         int Co, int K, int S);
+/* dw[Co,K,K,Ci] = sum over n,pixels of dy * x; db[Co] = sum of dy (db may be NULL). */
+void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
+                           int W, int Ci, int Co, int K, int S);
+
+/* ---- linear: y[N,M] = x[N,K] w[M,K]^T + b[M] (b may be NULL) */
+void cpu_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int K, int M);
+void cpu_linear_bwd_data(float *dx, const float *dy, const float *w, int N, int K, int M);
+void cpu_linear_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int K,
+                           int M);
+
+/* ---- group norm over x[N,HW,C] with G groups (C % G == 0), statistics over (HW, C/G).
+ * y = (x - mean) * rstd * gamma[c] + beta[c]; mean[N,G], rstd[N,G] = 1/sqrt(var + eps) are
+ * saved for the backward pass (biased variance, as PyTorch). */
+void cpu_group_norm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                        const float *beta, int N, int HW, int C, int G, float eps);
+/* dx[N,HW,C], dgamma[C], dbeta[C] from dy, x and the saved statistics. */
+void cpu_group_norm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                        const float *mean, const float *rstd, const float *gamma, int N, int HW,
+                        int C, int G);
+
+/* ---- elementwise over n values (y may alias x / a) */
+void cpu_silu_fwd(float *y, const float *x, int64_t n);
+void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n); /* dx may alias dy */
+void cpu_add_fwd(float *y, const float *a, const float *b, int64_t n);
+void cpu_copy(float *y, const float *x, int64_t n);
+void cpu_scale(float *y, const float *x, float s, int64_t n);
+
+/* y[N,HW,C] = x[N,HW,C] + v[N,C] broadcast over HW (y may alias x). */
+void cpu_add_nc_fwd(float *y, const float *x, const float *v, int N, int HW, int C);
+/* dv[N,C] = sum over HW of dy[N,HW,C]. */
+void cpu_add_nc_bwd(float *dv, const float *dy, int N, int HW, int C);
+
+/* ---- resampling; H, W are the INPUT's spatial size.
+ * upsample: y[N,2H,2W,C] = x[N,H,W,C] nearest; backward sums each 2x2 block.
+ * avgpool:  y[N,H/2,W/2,C] = mean of 2x2 blocks (H, W even); backward spreads dy/4. */
+void cpu_upsample2x_fwd(float *y, const float *x, int N, int H, int W, int C);
+void cpu_upsample2x_bwd(float *dx, const float *dy, int N, int H, int W, int C);
+void cpu_avgpool2x_fwd(float *y, const float *x, int N, int H, int W, int C);
+void cpu_avgpool2x_bwd(float *dx, const float *dy, int N, int H, int W, int C);
+
+/* ---- sinusoidal timestep embedding (DDPM / diffusers flip_sin_to_cos=False, shift=1):
+ * half = dim/2, f_i = exp(-ln(10000) * i / (half - 1)), y[n] = [sin(t f_0..), cos(t f_0..)]. */
+void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim);
+
+/* ---- self-attention, `heads` heads of D = C/heads channels over L = H*W positions.
+ * qkv[N,L,3C] holds q | k | v along channels (head h owns channels h*D .. h*D+D-1 of each).
+ * P[N,heads,L,L] = softmax_row(q k^T / sqrt(D)) is saved; y[N,L,C] = P v. */
+void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C, int heads);
+/* dqkv[N,L,3C] from dy[N,L,C], qkv and P. */
+void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N,
+                       int L, int C, int heads);
+
+/* ---- DDPM: linear betas beta_i = beta1 + (betaT - beta1) * i / (T-1), i in [0,T);
+ * abar_t = prod_{i<=t} (1 - beta_i), accumulated in double in increasing i.
+ * x_t[n] = sqrt(abar_t) x0[n] + sqrt(1 - abar_t) eps[n]; each sample has `per` values. */
+double sg_ddpm_abar(int t, int T, double beta1, double betaT);
+void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
+                    int T, float beta1, float betaT);
+
+/* ---- loss: loss[0] = mean((pred - target)^2) over n values (pairwise/blocked sum in a
+ * fixed order); backward: dpred = scale * 2 (pred - target) / n, scale = dloss. */
+void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n);
+void cpu_mse_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
+
+/* ---- optimizer, over flat regions of n fp32 values.
+ * sumsq: out[0] = sum of g^2 in a fixed blocked order (the global grad norm is its sqrt). */
+void cpu_sumsq(float *out, const float *g, int64_t n);
+/* clip: scale[0] = min(1, max_norm / (norm + 1e-6)) with norm = sqrt(sumsq[0]). */
+void cpu_clip_scale(float *scale, const float *sumsq, float max_norm);
+/* AdamW at step number `step` (0-based; bias correction uses step+1):
+ * lr_t = lr * min(1, (step+1) / warmup) (warmup <= 0: no warmup)
+ * g = grad * scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
+ * p -= lr_t * ( mhat / (sqrt(vhat) + eps) + wd * p ), mhat = m/(1-b1^(step+1)), likewise v.
+ * Writes the lr used to lr_out[0] when lr_out is not NULL. */
+void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
+               int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
+               float *lr_out);
+/* ema = decay * ema + (1 - decay) * p */
+void cpu_ema(float *ema, const float *p, int64_t n, float decay);
+
+/* ---- randomness and data, all drawn from common/philox.h keyed by (seed, step, purpose, index)
+ * so that the CUDA kernels draw exactly the same numbers. */
+/* x0[N,H,W,C] in [-1, 1] gathered from the uploaded dataset data[ndata,H0,W0,C] (uint8):
+ * sample i of this step is g = step*N + i, epoch = g / ndata, item = sg_perm(seed, epoch,
+ * g % ndata, ndata); pixels map v -> v/127.5 - 1, the image sits centred with -1 padding
+ * ((H-H0)/2 rows above, (W-W0)/2 columns left), and is mirrored left-right when flip != 0
+ * and sg_rng_bit(seed, step, SG_RNG_FLIP, i) is set. */
+void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0, int C, int N,
+                      int H, int W, uint64_t seed, int64_t step, int flip);
+/* t[i] uniform in [0, T) from sg_rng_index(seed, step, SG_RNG_TIMESTEP, i, T). */
+void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step);
+/* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, SG_RNG_NOISE, i). */
+void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose);
+/* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_uniform(seed, step, purpose, i) >= p, else
+ * 0. The backward regenerates the same mask from the same key: nothing is stored. */
+void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
+                     uint32_t purpose);
+void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
+                     uint32_t purpose);
+
+#endif

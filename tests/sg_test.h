@@ -1,0 +1,62 @@
+/* sg_test.h — the tiny harness every C test uses.
+ *
+ * A test program calls CHECK(...) as often as it likes and ends with `return sg_test_end();`,
+ * which prints "N passed, N failed" and returns non-zero on any failure. SG_TEST_SKIP (77) is
+ * ctest's skip code (set SKIP_RETURN_CODE 77 on the test).
+ */
+#ifndef SG_TEST_H
+#define SG_TEST_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SG_TEST_SKIP 77
+
+static int sg_test_passed, sg_test_failed;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            sg_test_passed++;                                                                      \
+        } else {                                                                                   \
+            sg_test_failed++;                                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static inline int sg_test_end(void) {
+    printf("%d passed, %d failed\n", sg_test_passed, sg_test_failed);
+    return sg_test_failed ? 1 : 0;
+}
+
+/* A small deterministic generator for test inputs (splitmix64): fixed seeds, fresh values. */
+static inline uint64_t sg_test_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* uniform in [lo, hi) */
+static inline float sg_test_uniform(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((sg_test_next(s) >> 40) * (1.0 / 16777216.0));
+}
+static inline void sg_test_fill(float *x, int64_t n, uint64_t *s, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) x[i] = sg_test_uniform(s, lo, hi);
+}
+/* max |a-b| / max(1e-12, max |b|): the normalised error used across tests */
+static inline double sg_test_rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 1e-12;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > num || d != d) num = d != d ? INFINITY : d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return num / den;
+}
+
+#endif
