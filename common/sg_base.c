@@ -3,7 +3,9 @@
 
 static _Thread_local char sg_error_buf[1024];
 
-const char *sg_last_error(void) { return sg_error_buf[0] ? sg_error_buf : "unknown error"; }
+const char *sg_last_error(void) {
+    return sg_error_buf[0] ? sg_error_buf : "unknown error";
+}
 
 int sg_set_error(const char *fmt, ...) {
     va_list ap;

@@ -16,7 +16,7 @@
 #define SG_HD static inline
 #endif
 
-typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_U8, DT_U32, DT_COUNT } sg_dtype;
+typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_U8, DT_U32, DT_I64, DT_U64, DT_COUNT } sg_dtype;
 
 /* What a tensor is for. The planner packs the persistent roles (PARAM .. INPUT) at the
  * bottom of the arena, each contiguous, in this order. */
@@ -36,9 +36,12 @@ typedef enum {
 
 static const char *const sg_role_names[ROLE_COUNT] = {
     "param", "grad", "adam_m", "adam_v", "ema", "state", "input", "saved", "temp", "workspace"};
-static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8", "u32"};
+static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8",
+                                                     "u32", "i64",  "u64"};
 
-SG_HD int sg_dtype_size(int dt) { return dt == DT_BF16 ? 2 : dt == DT_U8 ? 1 : 4; }
+SG_HD int sg_dtype_size(int dt) {
+    return dt == DT_BF16 ? 2 : dt == DT_U8 ? 1 : (dt == DT_I64 || dt == DT_U64) ? 8 : 4;
+}
 
 /* bf16 is stored as the top 16 bits of an fp32; stores round to nearest, ties to even.
  * NaN stays NaN (quiet bit forced), infinities stay infinite. */

@@ -1,0 +1,173 @@
+/* philox.h — the one random number generator of stepgraph: Philox4x32-10, counter-based.
+ *
+ * Header-only, C11 and CUDA (every function is SG_HD), so the CPU reference kernels and the
+ * CUDA kernels draw exactly the same 32-bit words from the same key. Nothing carries state:
+ * a draw is a pure function of (seed, step, purpose, index), which is what makes a resumed
+ * run replay the same bits as an uninterrupted one and what lets a captured CUDA graph draw
+ * fresh numbers every step from the device-resident step counter alone.
+ *
+ * Philox4x32-10 is the generator of Salmon, Moraes, Dror and Shaw, "Parallel random numbers:
+ * as easy as 1, 2, 3" (SC'11), as published in Random123: a 128-bit counter and a 64-bit key
+ * go through 10 rounds of two 32x32->64 multiplies, xors and a Weyl-sequence key bump.
+ * tests/test_philox.c checks it against Random123's known-answer vectors.
+ *
+ * Keying, used everywhere in stepgraph:
+ *   counter = { (u32)index, (u32)(index >> 32), (u32)step, purpose }
+ *   key     = { (u32)seed,  (u32)(seed >> 32) }
+ * One purpose per consumer keeps streams independent: the timesteps of step 7 never reuse
+ * the noise words of step 7.
+ *
+ * Floating point: the uint32 streams are bit-identical on every platform. The float draws
+ * (uniform, index, bit) are exact integer-to-float conversions, also identical. Normals use
+ * logf/sqrtf/cosf: host libm and CUDA's device math library may differ in the last ulp of
+ * logf and cosf, so a CPU-vs-CUDA comparison of normals needs a tolerance of a few ulp
+ * (everything downstream of a normal inherits that; everything else is exact).
+ */
+#ifndef SG_PHILOX_H
+#define SG_PHILOX_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "sg_base.h"
+
+/* Purposes: the fourth counter word. Dropout node d uses SG_RNG_DROPOUT_BASE + d, d < 2^16;
+ * every other purpose stays below SG_RNG_DROPOUT_BASE so the two ranges never meet. */
+enum {
+    SG_RNG_INIT = 1,      /* parameter initialisation (index = element of the parameter arena) */
+    SG_RNG_TIMESTEP = 2,  /* diffusion timestep per sample */
+    SG_RNG_NOISE = 3,     /* training noise eps */
+    SG_RNG_FLIP = 4,      /* horizontal flip per sample */
+    SG_RNG_PERM = 5,      /* the per-epoch data permutation (sg_perm's round function) */
+    SG_RNG_SAMPLE = 6,    /* sampler noise (DDPM ancestral / initial x_T) */
+    SG_RNG_SYNTHETIC = 7, /* the procedural "synthetic" dataset */
+    SG_RNG_DROPOUT_BASE = 0x10000
+};
+#define SG_RNG_DROPOUT_MAX 0x10000 /* dropout nodes d in [0, SG_RNG_DROPOUT_MAX) */
+
+typedef struct {
+    uint32_t v[4];
+} sg_u32x4;
+
+/* Philox4x32 constants: the two round multipliers and the Weyl key increments
+ * (golden ratio and sqrt(3)-1, as in the paper). */
+#define SG_PHILOX_M0 0xD2511F53u
+#define SG_PHILOX_M1 0xCD9E8D57u
+#define SG_PHILOX_W0 0x9E3779B9u
+#define SG_PHILOX_W1 0xBB67AE85u
+
+/* One round: two 32x32->64 products; the high halves are xored with the other two words and
+ * the key, the low halves carry over, and the words are permuted (0,1,2,3) <- (2,1,0,3). */
+SG_HD sg_u32x4 sg_philox4x32_round(sg_u32x4 c, uint32_t k0, uint32_t k1) {
+    uint64_t p0 = (uint64_t)SG_PHILOX_M0 * c.v[0];
+    uint64_t p1 = (uint64_t)SG_PHILOX_M1 * c.v[2];
+    sg_u32x4 r;
+    r.v[0] = (uint32_t)(p1 >> 32) ^ c.v[1] ^ k0;
+    r.v[1] = (uint32_t)p1;
+    r.v[2] = (uint32_t)(p0 >> 32) ^ c.v[3] ^ k1;
+    r.v[3] = (uint32_t)p0;
+    return r;
+}
+
+/* Philox4x32-10: 10 rounds, the key bumped by the Weyl constants between rounds. */
+SG_HD sg_u32x4 sg_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2]) {
+    sg_u32x4 c;
+    c.v[0] = ctr[0];
+    c.v[1] = ctr[1];
+    c.v[2] = ctr[2];
+    c.v[3] = ctr[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += SG_PHILOX_W0;
+            k1 += SG_PHILOX_W1;
+        }
+        c = sg_philox4x32_round(c, k0, k1);
+    }
+    return c;
+}
+
+/* The four words for (seed, step, purpose, index) under stepgraph's keying (see top). */
+SG_HD sg_u32x4 sg_rng_u32x4(uint64_t seed, int64_t step, uint32_t purpose, uint64_t index) {
+    uint32_t ctr[4] = {(uint32_t)index, (uint32_t)(index >> 32), (uint32_t)(uint64_t)step, purpose};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    return sg_philox4x32_10(ctr, key);
+}
+
+/* A 32-bit word -> float strictly inside (0, 1): the midpoints of 2^23 equal bins,
+ * (u >> 9) * 2^-23 + 2^-24, in [2^-24, 1 - 2^-24]. Why 23 bits and not 24: a 24-bit midpoint
+ * grid (k + 1/2) / 2^24 needs 25 significant bits above 0.5, so in float the top value would
+ * round to 1.0; with 23 bits every value is exact (no rounding anywhere, so CPU and CUDA agree
+ * bit for bit, FMA contraction or not) and 0 and 1 are never drawn (logf(u) stays finite). */
+SG_HD float sg_u32_to_unit(uint32_t u) {
+    return (float)(u >> 9) * (1.0f / 8388608.0f) + (1.0f / 16777216.0f);
+}
+
+/* Uniform in (0, 1) from word 0. */
+SG_HD float sg_rng_uniform(uint64_t seed, int64_t step, uint32_t purpose, uint64_t i) {
+    return sg_u32_to_unit(sg_rng_u32x4(seed, step, purpose, i).v[0]);
+}
+
+/* Standard normal by Box-Muller on words 0 and 1: r = sqrt(-2 ln u1), z = r cos(2 pi u2).
+ * u1 >= 2^-24 bounds |z| by sqrt(2 * 24 ln 2) ~ 5.77; the tails beyond that (p ~ 1e-8) are
+ * never drawn, which diffusion training does not notice. Words 2 and 3 are left unused so
+ * that element i depends on counter i alone (any thread can draw any element). */
+SG_HD float sg_rng_normal(uint64_t seed, int64_t step, uint32_t purpose, uint64_t i) {
+    sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, i);
+    float u1 = sg_u32_to_unit(w.v[0]);
+    float u2 = sg_u32_to_unit(w.v[1]);
+    float r = sqrtf(-2.0f * logf(u1));
+    return r * cosf(6.28318530717958647692f * u2);
+}
+
+/* Integer in [0, n) from word 0 by a 32x32->64 multiply-shift (Lemire): no division, no
+ * rejection loop; the bias is at most n / 2^32, negligible for timesteps and batch sizes. */
+SG_HD uint32_t sg_rng_index(uint64_t seed, int64_t step, uint32_t purpose, uint64_t i, uint32_t n) {
+    return (uint32_t)(((uint64_t)sg_rng_u32x4(seed, step, purpose, i).v[0] * n) >> 32);
+}
+
+/* A fair coin from the lowest bit of word 0. */
+SG_HD uint32_t sg_rng_bit(uint64_t seed, int64_t step, uint32_t purpose, uint64_t i) {
+    return sg_rng_u32x4(seed, step, purpose, i).v[0] & 1u;
+}
+
+/* ---- sg_perm: a keyed bijection of [0, n) per epoch, so the data order needs no stored
+ * permutation and no state: sample g of the run reads item sg_perm(seed, g / n, g % n, n).
+ *
+ * A balanced Feistel network over the smallest even bit width 2b with 2^(2b) >= n: the value
+ * splits into halves L, R of b bits; each round does (L, R) <- (R, L ^ F(R)) with
+ * F = Philox word 0 keyed by seed, counter (R, round, epoch, SG_RNG_PERM), masked to b bits.
+ * Each round is invertible whatever F is, so the network permutes [0, 2^(2b)). Cycle walking
+ * (apply it again while the result is >= n) restricts that permutation to [0, n): the orbit
+ * of pos < n under a permutation returns to pos, so a value < n is always reached, and since
+ * 2^(2b) < 4n the expected number of walks is below 4. The epoch is taken mod 2^32. */
+#define SG_PERM_ROUNDS 6
+
+SG_HD uint64_t sg_perm_feistel(uint64_t x, uint32_t half_bits, uint64_t seed, uint32_t epoch) {
+    uint64_t mask = ((uint64_t)1 << half_bits) - 1; /* half_bits <= 32 */
+    uint64_t left = (x >> half_bits) & mask, right = x & mask;
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    for (uint32_t r = 0; r < SG_PERM_ROUNDS; r++) {
+        uint32_t ctr[4] = {(uint32_t)right, r, epoch, SG_RNG_PERM};
+        uint64_t f = sg_philox4x32_10(ctr, key).v[0] & mask;
+        uint64_t next = left ^ f;
+        left = right;
+        right = next;
+    }
+    return (left << half_bits) | right;
+}
+
+/* pos must lie in [0, n), n >= 1; returns the item at position pos of epoch `epoch`. */
+SG_HD int64_t sg_perm(uint64_t seed, int64_t epoch, int64_t pos, int64_t n) {
+    if (n <= 1) return 0;
+    uint32_t bits = 0; /* smallest bits with 2^bits >= n, then rounded up to even */
+    while (bits < 63 && ((uint64_t)1 << bits) < (uint64_t)n) bits++;
+    bits += bits & 1u;
+    uint64_t x = (uint64_t)pos;
+    do {
+        x = sg_perm_feistel(x, bits / 2, seed, (uint32_t)(uint64_t)epoch);
+    } while (x >= (uint64_t)n);
+    return (int64_t)x;
+}
+
+#endif

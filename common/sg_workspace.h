@@ -1,0 +1,177 @@
+/* sg_workspace.h — how many bytes of scratch each CUDA kernel launcher needs.
+ *
+ * The CUDA launchers in kernels/cuda never allocate: every one that needs scratch (per-block
+ * partial sums, a bf16 copy of fp32 weights for a cuBLAS call, an attention score block)
+ * takes a `void *ws, int64_t ws_bytes` pair pointing into the arena's workspace region. The
+ * planner sizes that region with the functions below (the maximum over the ops of a plan),
+ * and the launchers carve their scratch with the same functions, so the two never disagree.
+ * A launcher given fewer bytes than its rule asks for fails with SG_ERR before launching.
+ *
+ * Rules every function follows:
+ * - the result is in bytes, a multiple of SG_WS_ALIGN (0 when the op needs no scratch);
+ * - `ws` itself must be SG_WS_ALIGN-aligned (arena offsets are);
+ * - it depends only on the shapes, the activation dtype and whether an optional output
+ *   exists, never on the device: the same plan gives the same layout everywhere;
+ * - the chunking constants below also fix the order of every reduction, so they are part of
+ *   the numerics: changing one changes bits (never correctness).
+ *
+ * Plain C, no CUDA types: the planner (host C11) includes it, and so do the .cu files.
+ */
+#ifndef SG_WORKSPACE_H
+#define SG_WORKSPACE_H
+
+#include <stdint.h>
+
+#include "common/sg_base.h"
+
+#define SG_WS_ALIGN 256
+
+/* Column sums (bias gradients, add_nc backward): rows are cut into chunks of this many rows;
+ * each chunk's partial sum per column is stored, then the chunks are summed in order. */
+#define SG_WS_COLSUM_ROWS 512
+
+/* 3x3 (and strided 1x1) conv weight gradient: the P = N*Ho*Wo output pixels are cut into
+ * ceil(P / SG_WS_WGRAD_PIX) chunks, at most SG_WS_WGRAD_MAX_CHUNKS; each chunk writes a full
+ * fp32 copy of dw, and the copies are summed in chunk order. */
+#define SG_WS_WGRAD_PIX 4096
+#define SG_WS_WGRAD_MAX_CHUNKS 32
+
+/* cuBLAS GEMM layers in bf16: the product goes to an fp32 tile of at most this many elements
+ * (rows at a time), then one kernel adds the bias and rounds to bf16 once. */
+#define SG_WS_GEMM_OUT_ELEMS (4 << 20)
+
+/* Full reductions to one scalar (sum of squares, MSE): at most SG_WS_SUM_MAX_BLOCKS blocks,
+ * one per SG_WS_SUM_PER_BLOCK values, each writing one double partial. */
+#define SG_WS_SUM_MAX_BLOCKS 1024
+#define SG_WS_SUM_PER_BLOCK 2048
+
+static inline int64_t sg_ws_align(int64_t bytes) {
+    return (bytes + SG_WS_ALIGN - 1) / SG_WS_ALIGN * SG_WS_ALIGN;
+}
+
+/* ---- building blocks (also used by the launchers to carve their scratch) ---- */
+
+/* Number of row chunks of a column sum over R rows. */
+static inline int64_t sg_ws_colsum_chunks(int64_t R) {
+    int64_t c = (R + SG_WS_COLSUM_ROWS - 1) / SG_WS_COLSUM_ROWS;
+    return c < 1 ? 1 : c;
+}
+/* nb independent column sums of R rows x C columns: fp32 partials [nb][chunks][C]. */
+static inline int64_t sg_ws_colsum(int64_t nb, int64_t R, int64_t C) {
+    return sg_ws_align(nb * sg_ws_colsum_chunks(R) * C * 4);
+}
+
+/* Blocks of a scalar reduction over n values; its scratch holds one double per block. */
+static inline int64_t sg_ws_sum_blocks(int64_t n) {
+    int64_t b = (n + SG_WS_SUM_PER_BLOCK - 1) / SG_WS_SUM_PER_BLOCK;
+    return b < 1 ? 1 : b > SG_WS_SUM_MAX_BLOCKS ? SG_WS_SUM_MAX_BLOCKS : b;
+}
+static inline int64_t sg_ws_sum(int64_t n) {
+    return sg_ws_align(sg_ws_sum_blocks(n) * 8);
+}
+
+/* Weight-gradient chunks over P output pixels (see SG_WS_WGRAD_PIX). */
+static inline int64_t sg_ws_wgrad_chunks(int64_t P) {
+    int64_t c = (P + SG_WS_WGRAD_PIX - 1) / SG_WS_WGRAD_PIX;
+    return c < 1 ? 1 : c > SG_WS_WGRAD_MAX_CHUNKS ? SG_WS_WGRAD_MAX_CHUNKS : c;
+}
+
+/* Rows of one fp32 output tile of a bf16 GEMM with bias (see SG_WS_GEMM_OUT_ELEMS). */
+static inline int64_t sg_ws_gemm_tile_rows(int64_t rows, int64_t Co) {
+    int64_t r = SG_WS_GEMM_OUT_ELEMS / (Co > 0 ? Co : 1);
+    if (r < 1) r = 1;
+    return r < rows ? r : rows;
+}
+
+/* GEMM layer y[rows][Co] = x[rows][Ci] w[Co][Ci]^T (+ b) through cuBLAS (linear layers and
+ * 1x1 stride-1 convs). fp32: no scratch (the GEMM writes y, a kernel adds the bias). bf16: a
+ * bf16 copy of w (cuBLAS wants both operands in one type) and an fp32 output tile, so that the
+ * two halves of a concatenated input and the bias are summed in fp32 and y is rounded once. */
+static inline int64_t sg_ws_gemm_fwd(int64_t rows, int64_t Ci, int64_t Co, int dt) {
+    if (dt != DT_BF16) return 0;
+    return sg_ws_align(Co * Ci * 2) + sg_ws_align(sg_ws_gemm_tile_rows(rows, Co) * Co * 4);
+}
+/* dx[rows][Ci] = dy[rows][Co] w: bf16 needs the bf16 copy of w. */
+static inline int64_t sg_ws_gemm_bwd_data(int64_t rows, int64_t Ci, int64_t Co, int dt) {
+    (void)rows;
+    return dt == DT_BF16 ? sg_ws_align(Co * Ci * 2) : 0;
+}
+/* dw = dy^T x needs nothing; db is a column sum of dy. */
+static inline int64_t sg_ws_gemm_bwd_weight(int64_t rows, int64_t Ci, int64_t Co, int has_db) {
+    (void)Ci;
+    return has_db ? sg_ws_colsum(1, rows, Co) : 0;
+}
+
+/* ---- one function per launcher that takes a workspace ---- */
+
+static inline int sg_ws_conv_out(int H, int K, int S) {
+    return (H + 2 * (K / 2) - K) / S + 1;
+}
+
+/* cuda_conv2d_fwd: 1x1 stride 1 is a cuBLAS GEMM (see sg_ws_gemm_fwd); the implicit-GEMM
+ * kernel needs nothing. */
+static inline int64_t sg_ws_conv2d_fwd(int N, int H, int W, int Ci, int Co, int K, int S, int dt) {
+    if (K == 1 && S == 1) return sg_ws_gemm_fwd((int64_t)N * H * W, Ci, Co, dt);
+    return 0;
+}
+/* cuda_conv2d_bwd_data: likewise. */
+static inline int64_t sg_ws_conv2d_bwd_data(int N, int H, int W, int Ci, int Co, int K, int S,
+                                            int dt) {
+    if (K == 1 && S == 1) return sg_ws_gemm_bwd_data((int64_t)N * H * W, Ci, Co, dt);
+    return 0;
+}
+/* cuda_conv2d_bwd_weight: implicit GEMM: chunks x fp32 [Co][K][K][Ci] partials, then the db
+ * column sum over P = N*Ho*Wo rows (when db is wanted). */
+static inline int64_t sg_ws_conv2d_bwd_weight(int N, int H, int W, int Ci, int Co, int K, int S,
+                                              int has_db) {
+    int64_t P = (int64_t)N * sg_ws_conv_out(H, K, S) * sg_ws_conv_out(W, K, S);
+    if (K == 1 && S == 1) return sg_ws_gemm_bwd_weight(P, Ci, Co, has_db);
+    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * Co * K * K * Ci * 4);
+    if (has_db) b += sg_ws_colsum(1, P, Co);
+    return b;
+}
+
+/* cuda_linear_*: x[N][K], w[M][K]. */
+static inline int64_t sg_ws_linear_fwd(int N, int K, int M, int dt) {
+    return sg_ws_gemm_fwd(N, K, M, dt);
+}
+static inline int64_t sg_ws_linear_bwd_data(int N, int K, int M, int dt) {
+    return sg_ws_gemm_bwd_data(N, K, M, dt);
+}
+static inline int64_t sg_ws_linear_bwd_weight(int N, int K, int M, int has_db) {
+    return sg_ws_gemm_bwd_weight(N, K, M, has_db);
+}
+
+/* cuda_group_norm_bwd: per-(sample, channel) partial sums of dy*xhat and dy, fp32 [N][C]
+ * each; the final pass sums them over n in order. */
+static inline int64_t sg_ws_group_norm_bwd(int N, int C) {
+    return 2 * sg_ws_align((int64_t)N * C * 4);
+}
+
+/* cuda_add_nc_bwd: N column sums of HW rows x C. */
+static inline int64_t sg_ws_add_nc_bwd(int N, int HW, int C) {
+    return sg_ws_colsum(N, HW, C);
+}
+
+/* cuda_attention_fwd: bf16 needs a bf16 copy of one head's P [N][L][L] for the P v GEMM. */
+static inline int64_t sg_ws_attention_fwd(int N, int L, int C, int heads, int dt) {
+    (void)C, (void)heads;
+    return dt == DT_BF16 ? sg_ws_align((int64_t)N * L * L * 2) : 0;
+}
+/* cuda_attention_bwd: one head's dP/dS [N][L][L] in fp32; bf16 adds bf16 copies of P and dS. */
+static inline int64_t sg_ws_attention_bwd(int N, int L, int C, int heads, int dt) {
+    (void)C, (void)heads;
+    int64_t b = sg_ws_align((int64_t)N * L * L * 4);
+    if (dt == DT_BF16) b += 2 * sg_ws_align((int64_t)N * L * L * 2);
+    return b;
+}
+
+/* cuda_mse_fwd and cuda_sumsq: one double partial per block. */
+static inline int64_t sg_ws_mse_fwd(int64_t n) {
+    return sg_ws_sum(n);
+}
+static inline int64_t sg_ws_sumsq(int64_t n) {
+    return sg_ws_sum(n);
+}
+
+#endif

@@ -1,0 +1,155 @@
+/* ir.h — the graph IR: tensors with static shapes, dtypes and roles; nodes; the op table.
+ *
+ * A graph is built once per configuration (planner/models.c), differentiated
+ * (planner/autodiff.c), completed with the optimizer step, scheduled and laid out in one arena
+ * (planner/plan.c). Nothing here runs a kernel: graph/ executes a plan on a backend.
+ *
+ * Conventions: activations are NHWC, stored as 4-D shapes {N, H, W, C}; conv weights
+ * {Co, K, K, Ci}; linear weights {M, K}; vectors {n}. The schedule is the node order: forward
+ * nodes as built, backward nodes in reverse, then the optimizer.
+ */
+#ifndef SG_IR_H
+#define SG_IR_H
+
+#include <stdint.h>
+
+#include "common/sg_base.h"
+
+#define SG_MAX_DIMS 4
+#define SG_MAX_IN 6
+#define SG_MAX_OUT 4
+#define SG_NAME_MAX 96
+#define SG_ALIGN 256
+
+typedef enum {
+    /* step inputs, all computed on the device from device-resident state */
+    OP_GATHER_BATCH, /* dataset, seed, step -> x0                           */
+    OP_SAMPLE_T,     /* seed, step -> t (i32[N])                            */
+    OP_NOISE,        /* seed, step -> eps                                   */
+    OP_DDPM_NOISE,   /* x0, eps, t -> x_t                                   */
+    /* the model */
+    OP_TIMESTEP_EMB, /* t -> emb[N, dim]                                    */
+    OP_LINEAR,       /* x, w, b -> y                                        */
+    OP_CONV2D,       /* x, w, b -> y            iarg: K, S                  */
+    OP_GROUP_NORM,   /* x, gamma, beta -> y, mean, rstd   iarg: G; farg: eps */
+    OP_SILU,
+    OP_ADD,
+    OP_ADD_NC, /* x[N,H,W,C] + v[N,C]                                 */
+    OP_CONCAT, /* a, b -> channel concatenation, virtual: never copied */
+    OP_UPSAMPLE2X,
+    OP_AVGPOOL2X,
+    OP_ATTENTION, /* qkv -> y, P             iarg: heads                 */
+    OP_DROPOUT,   /* x, seed, step -> y      iarg: purpose; farg: p      */
+    OP_MSE,       /* pred, target -> loss                                */
+    /* backward */
+    OP_MSE_BWD,
+    OP_LINEAR_BWD_DATA,
+    OP_LINEAR_BWD_WEIGHT,
+    OP_CONV2D_BWD_DATA,
+    OP_CONV2D_BWD_WEIGHT,
+    OP_GROUP_NORM_BWD,
+    OP_SILU_BWD,
+    OP_ADD_NC_BWD,
+    OP_UPSAMPLE2X_BWD,
+    OP_AVGPOOL2X_BWD,
+    OP_ATTENTION_BWD,
+    OP_DROPOUT_BWD,
+    OP_ACCUM, /* y = x, or y += x: gradient fan-in                   */
+    /* optimizer */
+    OP_GRAD_SUMSQ, /* grads -> sumsq                                      */
+    OP_CLIP_SCALE, /* sumsq -> scale          farg: max_norm              */
+    OP_ADAMW,      /* params, grads, m, v, scale, step -> params, m, v, lr */
+    OP_EMA,        /* ema, params -> ema      farg: decay                 */
+    OP_STEP_INC,   /* step -> step                                        */
+    OP_COUNT
+} sg_op;
+
+enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };
+
+typedef struct {
+    char name[SG_NAME_MAX];
+    sg_dtype dtype;
+    sg_role role;
+    int ndim;
+    int64_t shape[SG_MAX_DIMS];
+    int64_t bytes;   /* unpadded size; 0 for virtual tensors */
+    int64_t offset;  /* arena offset, -1 until planned */
+    int first, last; /* schedule indices of first and last use (inclusive), -1 if unused */
+    int producer;    /* node that first writes it, -1 for persistent / inputs */
+    int nparts;      /* > 0: virtual channel concatenation of parts[] (NHWC), no storage */
+    int parts[2];
+    int grad;         /* gradient tensor (autodiff), -1 if none yet */
+    int needs_grad;   /* a parameter, or computed from one */
+    int has_contrib;  /* autodiff: some node already wrote this gradient */
+    int region;       /* 1: a view over a whole persistent role region (the optimizer's) */
+    int init;         /* parameters: SG_INIT_* */
+    float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
+} sg_tensor;
+
+typedef struct {
+    sg_op op;
+    int nin, nout;
+    int in[SG_MAX_IN];
+    int out[SG_MAX_OUT];
+    /* bit (2*slot + part): that output (or part of a virtual output) accumulates (+=) into
+     * what is already there instead of overwriting it. */
+    unsigned accum;
+    int iarg[4];
+    float farg[6];
+    int fwd; /* backward nodes: the forward node they differentiate; else -1 */
+} sg_node;
+
+typedef struct {
+    sg_tensor *t;
+    int nt, cap_t;
+    sg_node *n;
+    int nn, cap_n;
+    int n_forward;  /* nodes [0, n_forward) are the forward pass */
+    int n_backward; /* nodes [n_forward, n_forward+n_backward) are the backward pass */
+    int n_dropout;  /* dropout purposes handed out */
+} sg_graph;
+
+/* Shape rule: fill the descriptions (dtype, ndim, shape) of a node's new outputs from its
+ * inputs and args; return SG_ERR with a message for inconsistent inputs. */
+typedef int (*sg_shape_fn)(const sg_graph *g, const sg_node *node, sg_tensor *outs);
+/* FLOPs: multiply-adds count 2; elementwise work counts 1 per output element. */
+typedef double (*sg_flops_fn)(const sg_graph *g, const sg_node *node);
+/* Backward rule: append the nodes that turn the gradient of the node's output 0 into
+ * gradient contributions for its inputs (planner/autodiff.c). */
+typedef int (*sg_backward_fn)(sg_graph *g, int node);
+
+typedef struct {
+    const char *name;
+    int nin, nout; /* inputs and outputs a node of this op has */
+    int inplace;   /* output 0 may share input 0's memory */
+    int matmul;    /* FLOPs are matrix work (counted in the tensor-core figure) */
+    sg_shape_fn shape;
+    sg_flops_fn flops;
+    sg_backward_fn backward; /* NULL: nothing to differentiate */
+} sg_op_info;
+
+extern const sg_op_info sg_ops[OP_COUNT];
+
+/* ---- graph building (planner/ir.c) */
+void sg_graph_init(sg_graph *g);
+void sg_graph_free(sg_graph *g);
+/* New tensor; returns its id. */
+int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int ndim,
+                  const int64_t *shape);
+/* Append a node of `op`: inputs `in`, outputs either existing tensors (outs[i] >= 0, written
+ * in place) or new ones (outs[i] < 0) created from the op's shape rule and named
+ * `name`/`name.suffix`. Returns the node id, or -1 with sg_last_error() set. */
+int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const int *iarg,
+                const float *farg, const char *name);
+/* A tensor's output id convenience: the id of node's output k. */
+static inline int sg_out(const sg_graph *g, int node, int k) {
+    return g->n[node].out[k];
+}
+int64_t sg_numel(const sg_tensor *t);
+int sg_find_tensor(const sg_graph *g, const char *name);
+/* "N,H,W,C" style shape string into buf. */
+/* Format a tensor name into buf (SG_NAME_MAX bytes); names that do not fit are cut. */
+char *sg_name(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *sg_shape_str(const sg_tensor *t, char *buf, int cap);
+
+#endif

@@ -1,0 +1,66 @@
+/* model.h — model configurations and the graph builders (docs/model.md is the reference).
+ *
+ * sg_build_train_step builds the whole training step as one graph: batch gather, timestep and
+ * noise draws, DDPM noising, the UNet forward, MSE, the backward pass, gradient-norm clip,
+ * AdamW, EMA and the step increment. sg_build_forward builds the UNet alone (for sampling).
+ */
+#ifndef SG_MODEL_H
+#define SG_MODEL_H
+
+#include "planner/ir.h"
+
+#define SG_MAX_LEVELS 8
+
+typedef struct {
+    char name[32];
+    /* architecture */
+    int img, in_ch, ch, nlevels, ch_mult[SG_MAX_LEVELS], nrb;
+    int nattn, attn_res[SG_MAX_LEVELS];
+    int heads, head_ch; /* head_ch > 0 wins: heads = C / head_ch */
+    int groups;
+    float dropout;
+    int resample_conv;
+    /* step */
+    int batch;
+    sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
+    /* the dataset the step gathers from (uploaded once) */
+    int64_t data_n;
+    int data_h, data_w;
+    int flip;
+    /* objective and optimizer */
+    int T;
+    float beta1, betaT;
+    float lr, b1, b2, eps, wd, clip, ema_decay;
+    int warmup;
+} sg_model_cfg;
+
+/* Fill cfg with a named preset (unet_cifar, unet_adm64, unet_tiny, unet_fmnist). */
+int sg_model_preset(sg_model_cfg *cfg, const char *name);
+/* The presets' names, NULL-terminated, and one-line descriptions. */
+extern const char *const sg_model_names[];
+extern const char *const sg_model_descriptions[];
+
+/* Apply one command-line override `--flag value` to cfg. Returns 1 if the flag is a model
+ * flag and was applied, 0 if it is not a model flag, -1 (with sg_last_error) on a bad value. */
+int sg_model_flag(sg_model_cfg *cfg, const char *flag, const char *value);
+/* Usage text for the model flags. */
+extern const char *const sg_model_flags_help;
+/* Check the configuration is buildable (channels divisible by groups, sizes, ...). */
+int sg_model_validate(const sg_model_cfg *cfg);
+/* One-line JSON object of the architecture fields (for checkpoints and --json). */
+int sg_model_json(const sg_model_cfg *cfg, char *buf, int cap);
+
+/* Indices of the tensors the executor and tools need by role. */
+typedef struct {
+    int dataset, step, seed, lr, loss, grad_sumsq, clip_scale;
+    int x0, t, eps, xt, pred;
+    int params, grads, adam_m, adam_v, ema; /* region tensors */
+    int64_t n_params;                       /* parameter count (scalars) */
+} sg_step_io;
+
+int sg_build_train_step(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
+/* The UNet alone: inputs x_t (INPUT role, act dtype) and t (INPUT role, i32[batch]);
+ * io->xt, io->t, io->pred, io->n_params are set; parameters are ROLE_PARAM tensors. */
+int sg_build_forward(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
+
+#endif

@@ -1,0 +1,530 @@
+/* models.c — the UNet builder (docs/model.md), its presets and flags, and the training step.
+ *
+ * Shapes: activations {N, H, W, C}; conv weights {Co, K, K, Ci}; linear {M, K}. Tensor names
+ * are module paths (diffusers UNet2DModel names); a parameter is "<module>.weight|bias".
+ */
+#include "planner/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/autodiff.h"
+
+const char *const sg_model_names[] = {"unet_cifar", "unet_adm64", "unet_tiny", "unet_fmnist", NULL};
+const char *const sg_model_descriptions[] = {
+    "DDPM CIFAR-10: 32x32x3, ch 128 x (1,2,2,2), 2 res blocks, attn @16, batch 128",
+    "ADM-style 64x64x3: ch 64 x (1,2,3,4), attn @16,8 (32 ch/head), pool/nearest, batch 32",
+    "tests: 16x16x3, ch 32 x (1,2), 1 res block, attn @8, batch 4",
+    "Fashion-MNIST (default): 32x32x1, ch 32 x (1,2,2), 1 res block, attn @8, batch 32",
+};
+
+static void set_training_defaults(sg_model_cfg *c) {
+    c->T = 1000;
+    c->beta1 = 1e-4f;
+    c->betaT = 0.02f;
+    c->lr = 2e-4f;
+    c->b1 = 0.9f;
+    c->b2 = 0.999f;
+    c->eps = 1e-8f;
+    c->wd = 0.0f;
+    c->clip = 1.0f;
+    c->ema_decay = 0.9999f;
+    c->warmup = 5000;
+    c->dropout = 0.1f;
+    c->groups = 32;
+    c->heads = 1;
+    c->resample_conv = 1;
+    c->flip = 1;
+    c->act_dt = DT_F32;
+}
+
+int sg_model_preset(sg_model_cfg *c, const char *name) {
+    memset(c, 0, sizeof *c);
+    set_training_defaults(c);
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+    if (!strcmp(name, "unet_cifar")) {
+        c->img = 32, c->in_ch = 3, c->ch = 128, c->nlevels = 4, c->nrb = 2;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2, c->ch_mult[3] = 2;
+        c->nattn = 1, c->attn_res[0] = 16;
+        c->batch = 128, c->data_n = 50000, c->data_h = 32, c->data_w = 32;
+    } else if (!strcmp(name, "unet_adm64")) {
+        c->img = 64, c->in_ch = 3, c->ch = 64, c->nlevels = 4, c->nrb = 2;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 3, c->ch_mult[3] = 4;
+        c->nattn = 2, c->attn_res[0] = 16, c->attn_res[1] = 8;
+        c->head_ch = 32, c->resample_conv = 0;
+        c->batch = 32, c->data_n = 10000, c->data_h = 64, c->data_w = 64;
+    } else if (!strcmp(name, "unet_tiny")) {
+        c->img = 16, c->in_ch = 3, c->ch = 32, c->nlevels = 2, c->nrb = 1;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2;
+        c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->batch = 4, c->data_n = 1024, c->data_h = 16, c->data_w = 16;
+    } else if (!strcmp(name, "unet_fmnist")) {
+        c->img = 32, c->in_ch = 1, c->ch = 32, c->nlevels = 3, c->nrb = 1;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2;
+        c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->batch = 32, c->data_n = 60000, c->data_h = 28, c->data_w = 28;
+    } else {
+        char list[256] = "";
+        for (int i = 0; sg_model_names[i]; i++) {
+            strcat(list, i ? ", " : "");
+            strcat(list, sg_model_names[i]);
+        }
+        return sg_set_error("unknown model '%s' (models: %s)", name, list);
+    }
+    return SG_OK;
+}
+
+const char *const sg_model_flags_help =
+    "  --batch N            batch size\n"
+    "  --precision P        fp32 | bf16 (bf16 activations, fp32 master weights)\n"
+    "  --ch N               base channels\n"
+    "  --ch-mult A,B,...    channel multiplier per level\n"
+    "  --res-blocks N       res blocks per level\n"
+    "  --attn-res R,...     resolutions with attention (empty string: none)\n"
+    "  --heads N            attention heads (--head-ch N: channels per head instead)\n"
+    "  --groups N           GroupNorm groups\n"
+    "  --img N              image size (square)\n"
+    "  --in-ch N            image channels\n"
+    "  --dropout P          dropout probability\n"
+    "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
+
+static int parse_int(const char *v, int lo, int hi, int *out) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_list(const char *v, int *out, int max, int *n) {
+    *n = 0;
+    if (!*v) return 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n >= max || parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
+int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
+    int x, n;
+    int tmp[SG_MAX_LEVELS];
+#define INTFLAG(NAME, FIELD, LO, HI)                                                               \
+    if (!strcmp(f, NAME)) {                                                                        \
+        if (parse_int(v, LO, HI, &x))                                                              \
+            return sg_set_error("%s expects an integer in [%d, %d], got '%s'", NAME, LO, HI, v),   \
+                   -1;                                                                             \
+        c->FIELD = x;                                                                              \
+        return 1;                                                                                  \
+    }
+    INTFLAG("--batch", batch, 1, 1 << 16)
+    INTFLAG("--ch", ch, 1, 1 << 14)
+    INTFLAG("--res-blocks", nrb, 1, 16)
+    INTFLAG("--groups", groups, 1, 1 << 14)
+    INTFLAG("--img", img, 4, 1 << 12)
+    INTFLAG("--in-ch", in_ch, 1, 64)
+#undef INTFLAG
+    if (!strcmp(f, "--heads")) {
+        if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
+        c->heads = x, c->head_ch = 0;
+        return 1;
+    }
+    if (!strcmp(f, "--head-ch")) {
+        if (parse_int(v, 1, 1 << 14, &x)) return sg_set_error("--head-ch expects a count"), -1;
+        c->head_ch = x;
+        return 1;
+    }
+    if (!strcmp(f, "--data-n")) {
+        if (parse_int(v, 1, 1 << 30, &x)) return sg_set_error("--data-n expects a count"), -1;
+        c->data_n = x;
+        return 1;
+    }
+    if (!strcmp(f, "--ch-mult")) {
+        if (parse_list(v, tmp, SG_MAX_LEVELS, &n) || n < 1)
+            return sg_set_error("--ch-mult expects a list like 1,2,2,2 (at most %d levels)",
+                                SG_MAX_LEVELS),
+                   -1;
+        memcpy(c->ch_mult, tmp, sizeof tmp);
+        c->nlevels = n;
+        return 1;
+    }
+    if (!strcmp(f, "--attn-res")) {
+        if (parse_list(v, tmp, SG_MAX_LEVELS, &n))
+            return sg_set_error("--attn-res expects a list like 16,8"), -1;
+        memcpy(c->attn_res, tmp, sizeof tmp);
+        c->nattn = n;
+        return 1;
+    }
+    if (!strcmp(f, "--precision")) {
+        if (!strcmp(v, "fp32"))
+            c->act_dt = DT_F32;
+        else if (!strcmp(v, "bf16"))
+            c->act_dt = DT_BF16;
+        else
+            return sg_set_error("--precision expects fp32 or bf16, got '%s'", v), -1;
+        return 1;
+    }
+    if (!strcmp(f, "--dropout")) {
+        char *end;
+        double p = strtod(v, &end);
+        if (!*v || *end || p < 0 || p >= 1)
+            return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
+        c->dropout = (float)p;
+        return 1;
+    }
+    return 0;
+}
+
+static int heads_for(const sg_model_cfg *c, int C) {
+    return c->head_ch ? C / c->head_ch : c->heads;
+}
+
+int sg_model_validate(const sg_model_cfg *c) {
+    if (c->nlevels < 1) return sg_set_error("model has no levels");
+    if (c->img % (1 << (c->nlevels - 1)))
+        return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
+                            c->nlevels - 1);
+    if (c->data_h > c->img || c->data_w > c->img)
+        return sg_set_error("data images %dx%d are larger than the model's %d", c->data_h,
+                            c->data_w, c->img);
+    for (int i = 0; i < c->nlevels; i++) {
+        int C = c->ch * c->ch_mult[i];
+        if (C % c->groups || c->ch % c->groups)
+            return sg_set_error("%d channels at level %d are not divisible by %d groups", C, i,
+                                c->groups);
+        if (c->head_ch && C % c->head_ch)
+            return sg_set_error("%d channels at level %d are not divisible by %d ch/head", C, i,
+                                c->head_ch);
+        if (!c->head_ch && C % c->heads)
+            return sg_set_error("%d channels at level %d are not divisible by %d heads", C, i,
+                                c->heads);
+    }
+    return SG_OK;
+}
+
+int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
+    char mult[64] = "", attn[64] = "";
+    for (int i = 0; i < c->nlevels; i++)
+        snprintf(mult + strlen(mult), sizeof mult - strlen(mult), i ? ",%d" : "%d", c->ch_mult[i]);
+    for (int i = 0; i < c->nattn; i++)
+        snprintf(attn + strlen(attn), sizeof attn - strlen(attn), i ? ",%d" : "%d", c->attn_res[i]);
+    return snprintf(buf, (size_t)cap,
+                    "{\"model\":\"%s\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
+                    "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
+                    "\"dropout\":%.9g,\"resample_conv\":%d,\"batch\":%d,\"precision\":\"%s\","
+                    "\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g,\"lr\":%.9g,\"b1\":%.9g,\"b2\":%.9g,"
+                    "\"eps\":%.9g,\"wd\":%.9g,\"warmup\":%d,\"clip\":%.9g,\"ema_decay\":%.9g,"
+                    "\"flip\":%d}",
+                    c->name, c->img, c->in_ch, c->ch, mult, c->nrb, attn, c->heads, c->head_ch,
+                    c->groups, c->dropout, c->resample_conv, c->batch,
+                    c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT, c->lr, c->b1,
+                    c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip);
+}
+
+/* ---- the builder. `B` carries what every helper needs; errors latch in B->err. */
+typedef struct {
+    sg_graph *g;
+    const sg_model_cfg *c;
+    int train; /* creates grad/m/v/ema companions of each parameter */
+    int seed_t, step_t;
+    int st; /* silu(temb), shared by every res block */
+    int err;
+    int64_t n_params;
+} builder;
+
+static int param(builder *b, const char *module, const char *what, int ndim, const int64_t *shape,
+                 int init, float bound) {
+    if (b->err) return -1;
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int p = sg_tensor_new(b->g, nm, DT_F32, ROLE_PARAM, ndim, shape);
+    if (p < 0) return b->err = 1, -1;
+    b->g->t[p].needs_grad = 1;
+    b->g->t[p].init = init;
+    b->g->t[p].init_bound = bound;
+    b->n_params += sg_numel(&b->g->t[p]);
+    if (b->train) {
+        static const char *const pre[] = {"grad:", "adam_m:", "adam_v:", "ema:"};
+        static const sg_role roles[] = {ROLE_GRAD, ROLE_ADAM_M, ROLE_ADAM_V, ROLE_EMA};
+        for (int i = 0; i < 4; i++) {
+            char cn[SG_NAME_MAX + 8];
+            sg_name(cn, "%s%s", pre[i], nm);
+            int id = sg_tensor_new(b->g, cn, DT_F32, roles[i], ndim, shape);
+            if (id < 0) return b->err = 1, -1;
+            if (i == 0) b->g->t[p].grad = id;
+        }
+    }
+    return p;
+}
+
+static int node(builder *b, sg_op op, const int *in, int nin, const int *ia, const float *fa,
+                const char *name, int k) {
+    if (b->err) return -1;
+    int outs[SG_MAX_OUT] = {-1, -1, -1, -1};
+    int n = sg_node_add(b->g, op, in, nin, outs, ia, fa, name);
+    if (n < 0) return b->err = 1, -1;
+    return outs[k];
+}
+
+static int conv(builder *b, int x, int Co, int K, int S, const char *module, sg_dtype out_dt) {
+    if (b->err) return -1;
+    int Ci = (int)b->g->t[x].shape[3];
+    float bound = 1.0f / sqrtf((float)(Ci * K * K));
+    int64_t ws[4] = {Co, K, K, Ci}, bs[1] = {Co};
+    int w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
+    int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
+    int in[3] = {x, w, bb}, ia[4] = {K, S, out_dt == b->g->t[x].dtype ? 0 : (int)out_dt + 1, 0};
+    return node(b, OP_CONV2D, in, 3, ia, NULL, module, 0);
+}
+
+static int linear(builder *b, int x, int M, const char *module) {
+    if (b->err) return -1;
+    int K = (int)b->g->t[x].shape[1];
+    float bound = 1.0f / sqrtf((float)K);
+    int64_t ws[2] = {M, K}, bs[1] = {M};
+    int w = param(b, module, "weight", 2, ws, SG_INIT_UNIFORM, bound);
+    int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
+    int in[3] = {x, w, bb};
+    return node(b, OP_LINEAR, in, 3, NULL, NULL, module, 0);
+}
+
+static int group_norm(builder *b, int x, const char *module) {
+    if (b->err) return -1;
+    int64_t cs[1] = {b->g->t[x].shape[3]};
+    int gm = param(b, module, "weight", 1, cs, SG_INIT_ONES, 0);
+    int bt = param(b, module, "bias", 1, cs, SG_INIT_ZEROS, 0);
+    int in[3] = {x, gm, bt}, ia[4] = {b->c->groups};
+    float fa[6] = {1e-6f};
+    return node(b, OP_GROUP_NORM, in, 3, ia, fa, module, 0);
+}
+
+static int unary(builder *b, sg_op op, int x, const char *module, const char *what) {
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int in[1] = {x};
+    return node(b, op, in, 1, NULL, NULL, nm, 0);
+}
+
+static int binary(builder *b, sg_op op, int x, int y, const char *module, const char *what) {
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int in[2] = {x, y};
+    return node(b, op, in, 2, NULL, NULL, nm, 0);
+}
+
+static int dropout(builder *b, int x, const char *module) {
+    if (b->c->dropout <= 0 || b->err) return x;
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.dropout", module);
+    int in[3] = {x, b->seed_t, b->step_t}, ia[4] = {b->g->n_dropout++};
+    float fa[6] = {b->c->dropout};
+    return node(b, OP_DROPOUT, in, 3, ia, fa, nm, 0);
+}
+
+static int resblock(builder *b, int x, int Co, const char *m) {
+    char nm[SG_NAME_MAX];
+#define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
+    sg_dtype dt = b->c->act_dt;
+    int h = group_norm(b, x, SUB("norm1"));
+    h = unary(b, OP_SILU, h, m, "silu1");
+    h = conv(b, h, Co, 3, 1, SUB("conv1"), dt);
+    int v = linear(b, b->st, Co, SUB("time_emb_proj"));
+    h = binary(b, OP_ADD_NC, h, v, m, "add_temb");
+    h = group_norm(b, h, SUB("norm2"));
+    h = unary(b, OP_SILU, h, m, "silu2");
+    h = dropout(b, h, m);
+    h = conv(b, h, Co, 3, 1, SUB("conv2"), dt);
+    int skip = x;
+    if (!b->err && b->g->t[x].shape[3] != Co) skip = conv(b, x, Co, 1, 1, SUB("conv_shortcut"), dt);
+    return binary(b, OP_ADD, skip, h, m, "out");
+#undef SUB
+}
+
+static int attnblock(builder *b, int x, const char *m) {
+    char nm[SG_NAME_MAX];
+#define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
+    if (b->err) return -1;
+    int C = (int)b->g->t[x].shape[3];
+    int h = group_norm(b, x, SUB("group_norm"));
+    h = conv(b, h, 3 * C, 1, 1, SUB("to_qkv"), b->c->act_dt);
+    int in[1] = {h}, ia[4] = {heads_for(b->c, C)};
+    h = node(b, OP_ATTENTION, in, 1, ia, NULL, SUB("attn"), 0);
+    h = conv(b, h, C, 1, 1, SUB("to_out.0"), b->c->act_dt);
+    return binary(b, OP_ADD, x, h, m, "out");
+#undef SUB
+}
+
+static int has_attn(const sg_model_cfg *c, int res) {
+    for (int i = 0; i < c->nattn; i++)
+        if (c->attn_res[i] == res) return 1;
+    return 0;
+}
+
+/* The UNet on x (act dtype) and t (i32[N]); returns the prediction (fp32). */
+static int unet(builder *b, int x, int t) {
+    const sg_model_cfg *c = b->c;
+    sg_dtype dt = c->act_dt;
+    char nm[SG_NAME_MAX];
+    int in[1] = {t}, ia[4] = {c->ch, dt};
+    int e = node(b, OP_TIMESTEP_EMB, in, 1, ia, NULL, "time_embedding.sinusoid", 0);
+    e = linear(b, e, 4 * c->ch, "time_embedding.linear_1");
+    e = unary(b, OP_SILU, e, "time_embedding", "silu");
+    e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
+    b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
+
+    int hs[64], nhs = 0;
+    int h = conv(b, x, c->ch, 3, 1, "conv_in", dt);
+    hs[nhs++] = h;
+    for (int i = 0; i < c->nlevels; i++) {
+        int C = c->ch * c->ch_mult[i], res = c->img >> i;
+        for (int j = 0; j < c->nrb; j++) {
+            sg_name(nm, "down_blocks.%d.resnets.%d", i, j);
+            h = resblock(b, h, C, nm);
+            if (has_attn(c, res)) {
+                sg_name(nm, "down_blocks.%d.attentions.%d", i, j);
+                h = attnblock(b, h, nm);
+            }
+            hs[nhs++] = h;
+        }
+        if (i != c->nlevels - 1) {
+            sg_name(nm, "down_blocks.%d.downsamplers.0", i);
+            if (c->resample_conv) {
+                char cn[SG_NAME_MAX + 8];
+                sg_name(cn, "%s.conv", nm);
+                h = conv(b, h, C, 3, 2, cn, dt);
+            } else {
+                h = unary(b, OP_AVGPOOL2X, h, nm, "pool");
+            }
+            hs[nhs++] = h;
+        }
+    }
+    int Cmid = c->ch * c->ch_mult[c->nlevels - 1];
+    h = resblock(b, h, Cmid, "mid_block.resnets.0");
+    h = attnblock(b, h, "mid_block.attentions.0");
+    h = resblock(b, h, Cmid, "mid_block.resnets.1");
+    for (int k = 0; k < c->nlevels; k++) {
+        int i = c->nlevels - 1 - k;
+        int C = c->ch * c->ch_mult[i], res = c->img >> i;
+        for (int j = 0; j < c->nrb + 1; j++) {
+            sg_name(nm, "up_blocks.%d.resnets.%d", k, j);
+            h = binary(b, OP_CONCAT, h, hs[--nhs], nm, "cat");
+            h = resblock(b, h, C, nm);
+            if (has_attn(c, res)) {
+                sg_name(nm, "up_blocks.%d.attentions.%d", k, j);
+                h = attnblock(b, h, nm);
+            }
+        }
+        if (i != 0) {
+            sg_name(nm, "up_blocks.%d.upsamplers.0", k);
+            h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");
+            if (c->resample_conv) {
+                char cn[SG_NAME_MAX + 8];
+                sg_name(cn, "%s.conv", nm);
+                h = conv(b, h, C, 3, 1, cn, dt);
+            }
+        }
+    }
+    h = group_norm(b, h, "conv_norm_out");
+    h = unary(b, OP_SILU, h, "conv_norm_out", "silu");
+    return conv(b, h, c->in_ch, 3, 1, "conv_out", DT_F32);
+}
+
+static int scalar_state(sg_graph *g, const char *name, sg_dtype dt) {
+    int64_t one[1] = {1};
+    return sg_tensor_new(g, name, dt, ROLE_STATE, 1, one);
+}
+
+/* One region tensor per persistent role: a flat f32 view over the whole role region (the
+ * optimizer runs one kernel over it). Its size counts every tensor of the role at SG_ALIGN. */
+static int region(sg_graph *g, sg_role role, const char *name) {
+    int64_t bytes = 0;
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].role == role && !g->t[i].region) bytes += SG_ALIGN_UP(g->t[i].bytes, SG_ALIGN);
+    int64_t n[1] = {bytes / 4};
+    int id = sg_tensor_new(g, name, DT_F32, role, 1, n);
+    if (id >= 0) g->t[id].region = 1;
+    return id;
+}
+
+int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
+    if (sg_model_validate(c)) return SG_ERR;
+    memset(io, -1, sizeof *io);
+    builder b = {.g = g, .c = c, .train = 1};
+    int N = c->batch;
+    io->step = scalar_state(g, "step", DT_I64);
+    io->seed = scalar_state(g, "rng_seed", DT_U64);
+    io->lr = scalar_state(g, "lr", DT_F32);
+    io->loss = scalar_state(g, "loss", DT_F32);
+    io->grad_sumsq = scalar_state(g, "grad_sumsq", DT_F32);
+    io->clip_scale = scalar_state(g, "clip_scale", DT_F32);
+    int64_t ds[4] = {c->data_n, c->data_h, c->data_w, c->in_ch};
+    io->dataset = sg_tensor_new(g, "dataset", DT_U8, ROLE_INPUT, 4, ds);
+    b.seed_t = io->seed, b.step_t = io->step;
+
+    int in3[3] = {io->dataset, io->seed, io->step};
+    int ia[4] = {N, c->img, c->flip, 0};
+    io->x0 = node(&b, OP_GATHER_BATCH, in3, 3, ia, NULL, "x0", 0);
+    int in2[2] = {io->seed, io->step}, ia2[4] = {N, c->T};
+    io->t = node(&b, OP_SAMPLE_T, in2, 2, ia2, NULL, "t", 0);
+    int in3b[3] = {io->x0, io->seed, io->step};
+    io->eps = node(&b, OP_NOISE, in3b, 3, NULL, NULL, "eps", 0);
+    int in3c[3] = {io->x0, io->eps, io->t}, ia3[4] = {c->T, c->act_dt + 1};
+    float fa3[6] = {c->beta1, c->betaT};
+    io->xt = node(&b, OP_DDPM_NOISE, in3c, 3, ia3, fa3, "x_t", 0);
+    io->pred = unet(&b, io->xt, io->t);
+    if (b.err) return SG_ERR;
+    int mse_in[2] = {io->pred, io->eps}, mse_out[SG_MAX_OUT] = {io->loss};
+    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, NULL, NULL, "mse") < 0) return SG_ERR;
+    io->n_params = b.n_params;
+
+    if (ad_backward(g, io->loss)) return SG_ERR;
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].role == ROLE_PARAM && !g->t[g->t[i].grad].has_contrib)
+            return sg_set_error("parameter %s receives no gradient", g->t[i].name);
+
+    io->params = region(g, ROLE_PARAM, "params");
+    io->grads = region(g, ROLE_GRAD, "grads");
+    io->adam_m = region(g, ROLE_ADAM_M, "adam_m");
+    io->adam_v = region(g, ROLE_ADAM_V, "adam_v");
+    io->ema = region(g, ROLE_EMA, "ema");
+    int o[SG_MAX_OUT];
+    int s_in[1] = {io->grads};
+    o[0] = io->grad_sumsq;
+    if (sg_node_add(g, OP_GRAD_SUMSQ, s_in, 1, o, NULL, NULL, "grad_sumsq") < 0) return SG_ERR;
+    int c_in[1] = {io->grad_sumsq};
+    float cf[6] = {c->clip};
+    o[0] = io->clip_scale;
+    if (sg_node_add(g, OP_CLIP_SCALE, c_in, 1, o, NULL, cf, "clip_scale") < 0) return SG_ERR;
+    int a_in[6] = {io->params, io->grads, io->adam_m, io->adam_v, io->clip_scale, io->step};
+    int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->lr};
+    int aia[4] = {c->warmup};
+    float afa[6] = {c->lr, c->b1, c->b2, c->eps, c->wd};
+    if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, aia, afa, "adamw") < 0) return SG_ERR;
+    int e_in[2] = {io->ema, io->params}, e_out[SG_MAX_OUT] = {io->ema};
+    float efa[6] = {c->ema_decay};
+    if (sg_node_add(g, OP_EMA, e_in, 2, e_out, NULL, efa, "ema") < 0) return SG_ERR;
+    int st_in[1] = {io->step}, st_out[SG_MAX_OUT] = {io->step};
+    if (sg_node_add(g, OP_STEP_INC, st_in, 1, st_out, NULL, NULL, "step_inc") < 0) return SG_ERR;
+    return SG_OK;
+}
+
+int sg_build_forward(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
+    if (sg_model_validate(c)) return SG_ERR;
+    memset(io, -1, sizeof *io);
+    sg_model_cfg fc = *c;
+    fc.dropout = 0; /* sampling: the network in evaluation form */
+    builder b = {.g = g, .c = &fc, .train = 0};
+    int64_t xs[4] = {c->batch, c->img, c->img, c->in_ch}, ts[1] = {c->batch};
+    io->xt = sg_tensor_new(g, "x_t", c->act_dt, ROLE_INPUT, 4, xs);
+    io->t = sg_tensor_new(g, "t", DT_I32, ROLE_INPUT, 1, ts);
+    io->pred = unet(&b, io->xt, io->t);
+    if (b.err) return SG_ERR;
+    io->n_params = b.n_params;
+    io->params = region(g, ROLE_PARAM, "params");
+    g->n_forward = g->nn;
+    return SG_OK;
+}

@@ -1,0 +1,415 @@
+/* ops.c — the op table: one row per op (name, arity, in-place, shape rule, FLOPs, backward).
+ *
+ * Adding an op: one enum value in ir.h and one row here (plus its kernels in kernels/cpu and
+ * kernels/cuda, registered in those backends' tables). tests/test_planner.c checks that
+ * every row is filled in.
+ *
+ * FLOPs: a multiply-add counts 2 (conv, linear, attention matmuls: the `matmul` column);
+ * elementwise and normalisation work counts 1 per output element. The `matmul` part is what
+ * MFU is measured against.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "planner/autodiff.h"
+#include "planner/ir.h"
+
+#define T(i) (&g->t[nd->in[i]])
+#define DIM(i, d) (g->t[nd->in[i]].shape[d])
+
+static void set4(sg_tensor *o, sg_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d) {
+    o->dtype = dt;
+    o->ndim = 4;
+    o->shape[0] = a, o->shape[1] = b, o->shape[2] = c, o->shape[3] = d;
+}
+static void set2(sg_tensor *o, sg_dtype dt, int64_t a, int64_t b) {
+    o->dtype = dt;
+    o->ndim = 2;
+    o->shape[0] = a, o->shape[1] = b;
+}
+static void set1(sg_tensor *o, sg_dtype dt, int64_t a) {
+    o->dtype = dt;
+    o->ndim = 1;
+    o->shape[0] = a;
+}
+static void same(sg_tensor *o, const sg_tensor *t) {
+    o->dtype = t->dtype;
+    o->ndim = t->ndim;
+    memcpy(o->shape, t->shape, sizeof o->shape);
+}
+static int need_ndim(const sg_graph *g, const sg_node *nd, int i, int ndim) {
+    if (T(i)->ndim != ndim)
+        return sg_set_error("input %d '%s' must be %d-D, is %d-D", i, T(i)->name, ndim, T(i)->ndim);
+    return SG_OK;
+}
+static int conv_out_size(int64_t h, int K, int S) {
+    return (int)((h + 2 * (K / 2) - K) / S + 1);
+}
+/* Activation dtype chosen by an iarg: 0 = like input 0, else dtype + 1. */
+static sg_dtype pick_dt(const sg_graph *g, const sg_node *nd, int code) {
+    return code ? (sg_dtype)(code - 1) : T(0)->dtype;
+}
+static double numel_out0(const sg_graph *g, const sg_node *nd) {
+    (void)g;
+    int64_t n = 1;
+    const sg_tensor *t = &g->t[nd->out[0]];
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return (double)n;
+}
+static double no_flops(const sg_graph *g, const sg_node *nd) {
+    (void)g, (void)nd;
+    return 0;
+}
+
+/* ---- step inputs */
+static int shape_gather(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    int64_t N = nd->iarg[0], img = nd->iarg[1];
+    if (N < 1 || img < DIM(0, 1) || img < DIM(0, 2))
+        return sg_set_error("batch %lld / image %lld do not fit data %lldx%lld", (long long)N,
+                            (long long)img, (long long)DIM(0, 1), (long long)DIM(0, 2));
+    set4(o, DT_F32, N, img, img, DIM(0, 3));
+    return SG_OK;
+}
+static int shape_sample_t(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    (void)g;
+    if (nd->iarg[0] < 1 || nd->iarg[1] < 1) return sg_set_error("need N >= 1 and T >= 1");
+    set1(o, DT_I32, nd->iarg[0]);
+    return SG_OK;
+}
+static int shape_like0(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    same(o, T(0));
+    return SG_OK;
+}
+static int shape_ddpm(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (sg_numel(T(0)) != sg_numel(T(1)) || T(2)->shape[0] != DIM(0, 0))
+        return sg_set_error("x0, eps and t disagree on shape");
+    same(o, T(0));
+    o->dtype = pick_dt(g, nd, nd->iarg[1]);
+    return SG_OK;
+}
+static int shape_temb(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (nd->iarg[0] < 4 || nd->iarg[0] % 2) return sg_set_error("embedding dim must be even >= 4");
+    set2(o, (sg_dtype)(nd->iarg[1]), DIM(0, 0), nd->iarg[0]);
+    return SG_OK;
+}
+
+/* ---- model ops */
+static int shape_linear(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 2) || need_ndim(g, nd, 1, 2)) return SG_ERR;
+    if (DIM(0, 1) != DIM(1, 1) || DIM(2, 0) != DIM(1, 0))
+        return sg_set_error("x [%lld,%lld] does not match w [%lld,%lld] / b", (long long)DIM(0, 0),
+                            (long long)DIM(0, 1), (long long)DIM(1, 0), (long long)DIM(1, 1));
+    set2(o, T(0)->dtype, DIM(0, 0), DIM(1, 0));
+    return SG_OK;
+}
+static double flops_linear(const sg_graph *g, const sg_node *nd) {
+    return 2.0 * DIM(0, 0) * DIM(1, 0) * DIM(1, 1);
+}
+static int shape_conv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 4)) return SG_ERR;
+    int K = nd->iarg[0], S = nd->iarg[1];
+    if ((K != 1 && K != 3) || (S != 1 && S != 2)) return sg_set_error("K must be 1 or 3, S 1 or 2");
+    if (DIM(1, 1) != K || DIM(1, 2) != K || DIM(1, 3) != DIM(0, 3) || DIM(2, 0) != DIM(1, 0))
+        return sg_set_error("weight %lldx%lldx%lldx%lld does not fit x with %lld channels, K=%d",
+                            (long long)DIM(1, 0), (long long)DIM(1, 1), (long long)DIM(1, 2),
+                            (long long)DIM(1, 3), (long long)DIM(0, 3), K);
+    set4(o, pick_dt(g, nd, nd->iarg[2]), DIM(0, 0), conv_out_size(DIM(0, 1), K, S),
+         conv_out_size(DIM(0, 2), K, S), DIM(1, 0));
+    return SG_OK;
+}
+static double flops_conv(const sg_graph *g, const sg_node *nd) {
+    const sg_tensor *y = &g->t[nd->out[0]];
+    return 2.0 * y->shape[0] * y->shape[1] * y->shape[2] * y->shape[3] * DIM(1, 1) * DIM(1, 2) *
+           DIM(1, 3);
+}
+static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    int G = nd->iarg[0];
+    if (G < 1 || DIM(0, 3) % G)
+        return sg_set_error("%lld channels not divisible into %d groups", (long long)DIM(0, 3), G);
+    if (DIM(1, 0) != DIM(0, 3) || DIM(2, 0) != DIM(0, 3)) return sg_set_error("gamma/beta size");
+    same(&o[0], T(0));
+    set2(&o[1], DT_F32, DIM(0, 0), G);
+    set2(&o[2], DT_F32, DIM(0, 0), G);
+    return SG_OK;
+}
+static double flops_5x(const sg_graph *g, const sg_node *nd) {
+    return 5 * numel_out0(g, nd);
+}
+static int shape_add(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (sg_numel(T(0)) != sg_numel(T(1)) || T(0)->ndim != T(1)->ndim)
+        return sg_set_error("'%s' and '%s' differ in shape", T(0)->name, T(1)->name);
+    same(o, T(0));
+    return SG_OK;
+}
+static int shape_add_nc(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 2)) return SG_ERR;
+    if (DIM(1, 0) != DIM(0, 0) || DIM(1, 1) != DIM(0, 3))
+        return sg_set_error("v must be [N, C] of x");
+    same(o, T(0));
+    return SG_OK;
+}
+static int shape_concat(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 4)) return SG_ERR;
+    if (DIM(0, 0) != DIM(1, 0) || DIM(0, 1) != DIM(1, 1) || DIM(0, 2) != DIM(1, 2) ||
+        T(0)->dtype != T(1)->dtype)
+        return sg_set_error("concat of mismatched tensors");
+    if (T(0)->nparts || T(1)->nparts) return sg_set_error("concat of a concat is not supported");
+    set4(o, T(0)->dtype, DIM(0, 0), DIM(0, 1), DIM(0, 2), DIM(0, 3) + DIM(1, 3));
+    return SG_OK;
+}
+static int shape_up(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    set4(o, T(0)->dtype, DIM(0, 0), DIM(0, 1) * 2, DIM(0, 2) * 2, DIM(0, 3));
+    return SG_OK;
+}
+static int shape_pool(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    if (DIM(0, 1) % 2 || DIM(0, 2) % 2) return sg_set_error("avgpool 2x2 needs even H and W");
+    set4(o, T(0)->dtype, DIM(0, 0), DIM(0, 1) / 2, DIM(0, 2) / 2, DIM(0, 3));
+    return SG_OK;
+}
+static int shape_attn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    int heads = nd->iarg[0];
+    int64_t C3 = DIM(0, 3), L = DIM(0, 1) * DIM(0, 2);
+    if (C3 % 3 || heads < 1 || (C3 / 3) % heads)
+        return sg_set_error("qkv has %lld channels: need 3*C with C divisible by %d heads",
+                            (long long)C3, heads);
+    set4(&o[0], T(0)->dtype, DIM(0, 0), DIM(0, 1), DIM(0, 2), C3 / 3);
+    set4(&o[1], DT_F32, DIM(0, 0), heads, L, L);
+    return SG_OK;
+}
+static double flops_attn(const sg_graph *g, const sg_node *nd) {
+    double L = (double)DIM(0, 1) * DIM(0, 2), C = (double)DIM(0, 3) / 3;
+    return 4.0 * DIM(0, 0) * L * L * C; /* q k^T and P v */
+}
+static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (sg_numel(T(0)) != sg_numel(T(1))) return sg_set_error("pred and target differ in size");
+    set1(o, DT_F32, 1);
+    return SG_OK;
+}
+static double flops_mse(const sg_graph *g, const sg_node *nd) {
+    return 3.0 * sg_numel(T(0));
+}
+
+/* ---- backward ops: outputs are gradient tensors made by autodiff; the rules check them */
+static int shape_like1(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    same(o, T(1));
+    return SG_OK;
+}
+static int shape_linear_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    set2(o, T(0)->dtype, DIM(0, 0), DIM(1, 1));
+    return SG_OK;
+}
+static double flops_linear_bd(const sg_graph *g, const sg_node *nd) {
+    return 2.0 * DIM(0, 0) * DIM(0, 1) * DIM(1, 1);
+}
+static int shape_linear_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    set2(&o[0], DT_F32, DIM(0, 1), DIM(1, 1));
+    set1(&o[1], DT_F32, DIM(0, 1));
+    return SG_OK;
+}
+static int shape_conv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    set4(o, T(0)->dtype, DIM(0, 0), nd->iarg[2], nd->iarg[3], DIM(1, 3));
+    return SG_OK;
+}
+static double flops_conv_bwd(const sg_graph *g, const sg_node *nd) {
+    /* dy [N,Ho,Wo,Co]; the weight's K*K*Ci from the gradient/weight tensor */
+    const sg_tensor *w = nd->op == OP_CONV2D_BWD_DATA ? T(1) : &g->t[nd->out[0]];
+    return 2.0 * DIM(0, 0) * DIM(0, 1) * DIM(0, 2) * DIM(0, 3) * w->shape[1] * w->shape[2] *
+           w->shape[3];
+}
+static int shape_conv_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    int K = nd->iarg[0];
+    set4(&o[0], DT_F32, DIM(0, 3), K, K, DIM(1, 3));
+    set1(&o[1], DT_F32, DIM(0, 3));
+    return SG_OK;
+}
+static int shape_gn_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    same(&o[0], T(1));
+    set1(&o[1], DT_F32, DIM(4, 0));
+    set1(&o[2], DT_F32, DIM(4, 0));
+    return SG_OK;
+}
+static int shape_add_nc_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    set2(o, T(0)->dtype, DIM(0, 0), DIM(0, 3));
+    return SG_OK;
+}
+static int shape_attn_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    same(o, T(1));
+    return SG_OK;
+}
+static double flops_attn_bwd(const sg_graph *g, const sg_node *nd) {
+    double L = (double)DIM(1, 1) * DIM(1, 2), C = (double)DIM(1, 3) / 3;
+    return 8.0 * DIM(1, 0) * L * L * C; /* dP, dV, dQ, dK */
+}
+
+/* ---- optimizer ops (in place on persistent regions) */
+static int shape_scalar(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    (void)g, (void)nd;
+    set1(o, DT_F32, 1);
+    return SG_OK;
+}
+static double flops_in0(const sg_graph *g, const sg_node *nd) {
+    return (double)sg_numel(T(0));
+}
+static double flops_adamw(const sg_graph *g, const sg_node *nd) {
+    return 12.0 * sg_numel(T(0));
+}
+static int shape_adamw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    for (int i = 1; i < 4; i++)
+        if (T(i)->bytes != T(0)->bytes) return sg_set_error("optimizer regions differ in size");
+    same(&o[0], T(0));
+    same(&o[1], T(2));
+    same(&o[2], T(3));
+    set1(&o[3], DT_F32, 1);
+    return SG_OK;
+}
+static int shape_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    same(o, T(0));
+    return SG_OK;
+}
+
+/* ---- backward rules. Each appends the nodes that differentiate forward node `i`; `dy` is
+ * the gradient of its output 0. Names are "<forward output name>.<what>". */
+#define FN (&g->n[i])
+#define FIN(k) (g->n[i].in[k])
+#define NEEDS(k) (g->t[FIN(k)].needs_grad)
+
+static const char *bname(const sg_graph *g, int i, const char *what, char *buf) {
+    sg_name(buf, "%s.%s", g->t[g->n[i].out[0]].name, what);
+    return buf;
+}
+
+static int bwd_linear(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int dy = g->t[FN->out[0]].grad;
+    if (NEEDS(0)) {
+        int in[2] = {dy, FIN(1)}, go[1] = {FIN(0)};
+        if (ad_emit(g, OP_LINEAR_BWD_DATA, in, 2, go, NULL, NULL, bname(g, i, "dx", nm), i) < 0)
+            return SG_ERR;
+    }
+    int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
+    return ad_emit(g, OP_LINEAR_BWD_WEIGHT, in, 2, go, NULL, NULL, bname(g, i, "dw", nm), i) < 0;
+}
+static int bwd_conv(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int dy = g->t[FN->out[0]].grad;
+    /* weight gradient first: it reads x, which may then die before dx is written */
+    int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
+    int ia[4] = {FN->iarg[0], FN->iarg[1], 0, 0};
+    if (ad_emit(g, OP_CONV2D_BWD_WEIGHT, in, 2, go, ia, NULL, bname(g, i, "dw", nm), i) < 0)
+        return SG_ERR;
+    if (NEEDS(0)) {
+        int in2[2] = {dy, FIN(1)}, go2[1] = {FIN(0)};
+        const sg_tensor *x = &g->t[FIN(0)];
+        int ib[4] = {FN->iarg[0], FN->iarg[1], (int)x->shape[1], (int)x->shape[2]};
+        if (ad_emit(g, OP_CONV2D_BWD_DATA, in2, 2, go2, ib, NULL, bname(g, i, "dx", nm), i) < 0)
+            return SG_ERR;
+    }
+    return SG_OK;
+}
+static int bwd_gn(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int dy = g->t[FN->out[0]].grad;
+    int in[5] = {dy, FIN(0), FN->out[1], FN->out[2], FIN(1)};
+    int go[3] = {NEEDS(0) ? FIN(0) : -1, FIN(1), FIN(2)};
+    return ad_emit(g, OP_GROUP_NORM_BWD, in, 5, go, FN->iarg, FN->farg, bname(g, i, "bwd", nm), i) <
+           0;
+}
+static int bwd_silu(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int in[2] = {g->t[FN->out[0]].grad, FIN(0)}, go[1] = {FIN(0)};
+    return ad_emit(g, OP_SILU_BWD, in, 2, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+}
+static int bwd_accum_into(sg_graph *g, int i, int k, const char *what) {
+    char nm[SG_NAME_MAX];
+    if (!NEEDS(k)) return SG_OK;
+    int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(k)};
+    return ad_emit(g, OP_ACCUM, in, 1, go, NULL, NULL, bname(g, i, what, nm), i) < 0;
+}
+static int bwd_add(sg_graph *g, int i) {
+    /* b first: in a residual block b is the main branch, whose gradient is consumed next */
+    if (bwd_accum_into(g, i, 1, "db")) return SG_ERR;
+    return bwd_accum_into(g, i, 0, "da");
+}
+static int bwd_add_nc(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    if (NEEDS(1)) {
+        int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(1)};
+        if (ad_emit(g, OP_ADD_NC_BWD, in, 1, go, NULL, NULL, bname(g, i, "dv", nm), i) < 0)
+            return SG_ERR;
+    }
+    return bwd_accum_into(g, i, 0, "dx");
+}
+static int bwd_concat(sg_graph *g, int i) {
+    /* nothing to do: the gradient of the virtual concat IS the pair of its parts' gradients,
+     * written in place by the consumers' backward nodes */
+    (void)g, (void)i;
+    return SG_OK;
+}
+static int bwd_resample(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(0)};
+    sg_op op = FN->op == OP_UPSAMPLE2X ? OP_UPSAMPLE2X_BWD : OP_AVGPOOL2X_BWD;
+    return ad_emit(g, op, in, 1, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+}
+static int bwd_attn(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int in[3] = {g->t[FN->out[0]].grad, FIN(0), FN->out[1]}, go[1] = {FIN(0)};
+    return ad_emit(g, OP_ATTENTION_BWD, in, 3, go, FN->iarg, NULL, bname(g, i, "bwd", nm), i) < 0;
+}
+static int bwd_dropout(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int in[3] = {g->t[FN->out[0]].grad, FIN(1), FIN(2)}, go[1] = {FIN(0)};
+    return ad_emit(g, OP_DROPOUT_BWD, in, 3, go, FN->iarg, FN->farg, bname(g, i, "bwd", nm), i) < 0;
+}
+static int bwd_mse(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int in[2] = {FIN(0), FIN(1)}, go[1] = {FIN(0)};
+    return ad_emit(g, OP_MSE_BWD, in, 2, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+}
+
+/* clang-format off */
+const sg_op_info sg_ops[OP_COUNT] = {
+    /*                      name               in out inpl mm  shape            flops            backward */
+    [OP_GATHER_BATCH]     = {"gather_batch",     3, 1, 0, 0, shape_gather,    numel_out0,      NULL},
+    [OP_SAMPLE_T]         = {"sample_t",         2, 1, 0, 0, shape_sample_t,  numel_out0,      NULL},
+    [OP_NOISE]            = {"noise",            3, 1, 0, 0, shape_like0,     numel_out0,      NULL},
+    [OP_DDPM_NOISE]       = {"ddpm_noise",       3, 1, 0, 0, shape_ddpm,      numel_out0,      NULL},
+    [OP_TIMESTEP_EMB]     = {"timestep_emb",     1, 1, 0, 0, shape_temb,      numel_out0,      NULL},
+    [OP_LINEAR]           = {"linear",           3, 1, 0, 1, shape_linear,    flops_linear,    bwd_linear},
+    [OP_CONV2D]           = {"conv2d",           3, 1, 0, 1, shape_conv,      flops_conv,      bwd_conv},
+    [OP_GROUP_NORM]       = {"group_norm",       3, 3, 0, 0, shape_gn,        flops_5x,        bwd_gn},
+    [OP_SILU]             = {"silu",             1, 1, 1, 0, shape_like0,     numel_out0,      bwd_silu},
+    [OP_ADD]              = {"add",              2, 1, 1, 0, shape_add,       numel_out0,      bwd_add},
+    [OP_ADD_NC]           = {"add_nc",           2, 1, 1, 0, shape_add_nc,    numel_out0,      bwd_add_nc},
+    [OP_CONCAT]           = {"concat",           2, 1, 0, 0, shape_concat,    no_flops,        bwd_concat},
+    [OP_UPSAMPLE2X]       = {"upsample2x",       1, 1, 0, 0, shape_up,        numel_out0,      bwd_resample},
+    [OP_AVGPOOL2X]        = {"avgpool2x",        1, 1, 0, 0, shape_pool,      numel_out0,      bwd_resample},
+    [OP_ATTENTION]        = {"attention",        1, 2, 0, 1, shape_attn,      flops_attn,      bwd_attn},
+    [OP_DROPOUT]          = {"dropout",          3, 1, 1, 0, shape_like0,     numel_out0,      bwd_dropout},
+    [OP_MSE]              = {"mse",              2, 1, 0, 0, shape_mse,       flops_mse,       bwd_mse},
+    [OP_MSE_BWD]          = {"mse_bwd",          2, 1, 0, 0, shape_like0,     numel_out0,      NULL},
+    [OP_LINEAR_BWD_DATA]  = {"linear_bwd_data",  2, 1, 0, 1, shape_linear_bd, flops_linear_bd, NULL},
+    [OP_LINEAR_BWD_WEIGHT]= {"linear_bwd_weight",2, 2, 0, 1, shape_linear_bw, flops_linear_bd, NULL},
+    [OP_CONV2D_BWD_DATA]  = {"conv2d_bwd_data",  2, 1, 0, 1, shape_conv_bd,   flops_conv_bwd,  NULL},
+    [OP_CONV2D_BWD_WEIGHT]= {"conv2d_bwd_weight",2, 2, 0, 1, shape_conv_bw,   flops_conv_bwd,  NULL},
+    [OP_GROUP_NORM_BWD]   = {"group_norm_bwd",   5, 3, 0, 0, shape_gn_bwd,    flops_5x,        NULL},
+    [OP_SILU_BWD]         = {"silu_bwd",         2, 1, 1, 0, shape_like1,     numel_out0,      NULL},
+    [OP_ADD_NC_BWD]       = {"add_nc_bwd",       1, 1, 0, 0, shape_add_nc_bwd,flops_in0,       NULL},
+    [OP_UPSAMPLE2X_BWD]   = {"upsample2x_bwd",   1, 1, 0, 0, shape_pool,      flops_in0,       NULL},
+    [OP_AVGPOOL2X_BWD]    = {"avgpool2x_bwd",    1, 1, 0, 0, shape_up,        numel_out0,      NULL},
+    [OP_ATTENTION_BWD]    = {"attention_bwd",    3, 1, 0, 1, shape_attn_bwd,  flops_attn_bwd,  NULL},
+    [OP_DROPOUT_BWD]      = {"dropout_bwd",      3, 1, 1, 0, shape_like0,     numel_out0,      NULL},
+    [OP_ACCUM]            = {"accum",            1, 1, 1, 0, shape_like0,     numel_out0,      NULL},
+    [OP_GRAD_SUMSQ]       = {"grad_sumsq",       1, 1, 0, 0, shape_scalar,    flops_in0,       NULL},
+    [OP_CLIP_SCALE]       = {"clip_scale",       1, 1, 0, 0, shape_scalar,    no_flops,        NULL},
+    [OP_ADAMW]            = {"adamw",            6, 4, 0, 0, shape_adamw,     flops_adamw,     NULL},
+    [OP_EMA]              = {"ema",              2, 1, 0, 0, shape_like0,     flops_in0,       NULL},
+    [OP_STEP_INC]         = {"step_inc",         1, 1, 0, 0, shape_step,      no_flops,        NULL},
+};
+/* clang-format on */

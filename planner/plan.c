@@ -1,0 +1,301 @@
+/* plan.c — lifetimes, in-place reuse, arena placement, the lower bound, and verification.
+ *
+ * Lifetimes come from the one fixed schedule (the node order). A virtual tensor (a skip
+ * concatenation) has no storage: each use of it is a use of both parts, so the parts stay
+ * alive as long as the concatenation is needed and consumers read them through two pointers.
+ *
+ * Placement of the dynamic region is offline best fit: buffers are taken in some order and
+ * each goes into the smallest gap (among the buffers already placed whose lifetimes overlap
+ * its own) that fits it, else on top. Several orderings are tried; the smallest arena wins.
+ * The lower bound is the most bytes live at any point of the schedule: no placement can do
+ * better, so arena / lower bound measures the placement's waste.
+ */
+#include "planner/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_persistent(sg_role r) {
+    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
+}
+
+static void touch(sg_graph *g, int t, int i) {
+    sg_tensor *x = &g->t[t];
+    if (x->first < 0 || i < x->first) x->first = i;
+    if (i > x->last) x->last = i;
+    for (int p = 0; p < x->nparts; p++) touch(g, x->parts[p], i);
+}
+
+static int find(int *uf, int x) {
+    while (uf[x] != x) x = uf[x] = uf[uf[x]];
+    return x;
+}
+
+/* saved activations: forward tensors that a backward node reads */
+static void classify_roles(sg_graph *g) {
+    for (int i = g->n_forward; i < g->n_forward + g->n_backward; i++)
+        for (int k = 0; k < g->n[i].nin; k++) {
+            sg_tensor *x = &g->t[g->n[i].in[k]];
+            int stack[3] = {g->n[i].in[k], -1, -1}, ns = 1;
+            if (x->nparts) stack[0] = x->parts[0], stack[1] = x->parts[1], ns = 2;
+            for (int s = 0; s < ns; s++) {
+                sg_tensor *y = &g->t[stack[s]];
+                if (y->role == ROLE_TEMP && y->producer >= 0 && y->producer < g->n_forward)
+                    y->role = ROLE_SAVED;
+            }
+        }
+}
+
+typedef struct {
+    int id;
+    int first, last;
+    int64_t size, offset;
+} buf_t;
+
+static int cmp_size(const void *a, const void *b) {
+    const buf_t *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->id - y->id;
+}
+static int cmp_area(const void *a, const void *b) {
+    const buf_t *x = a, *y = b;
+    double ax = (double)x->size * (x->last - x->first + 1);
+    double ay = (double)y->size * (y->last - y->first + 1);
+    if (ax != ay) return ax < ay ? 1 : -1;
+    return cmp_size(a, b);
+}
+static int cmp_life(const void *a, const void *b) {
+    const buf_t *x = a, *y = b;
+    int lx = x->last - x->first, ly = y->last - y->first;
+    if (lx != ly) return lx < ly ? 1 : -1;
+    return cmp_size(a, b);
+}
+static int cmp_first(const void *a, const void *b) {
+    const buf_t *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return cmp_size(a, b);
+}
+static int cmp_offset(const void *a, const void *b) {
+    const buf_t *x = *(buf_t *const *)a, *y = *(buf_t *const *)b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return 0;
+}
+
+/* Best-fit placement of bufs (in the given order); returns the region's size. */
+static int64_t place(buf_t *bufs, int n, buf_t **scratch) {
+    int64_t top = 0;
+    for (int i = 0; i < n; i++) {
+        buf_t *b = &bufs[i];
+        int nc = 0;
+        for (int j = 0; j < i; j++)
+            if (bufs[j].first <= b->last && b->first <= bufs[j].last) scratch[nc++] = &bufs[j];
+        qsort(scratch, (size_t)nc, sizeof *scratch, cmp_offset);
+        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+        for (int j = 0; j < nc; j++) {
+            int64_t gap = scratch[j]->offset - cursor;
+            if (gap >= b->size && gap < best_gap) best = cursor, best_gap = gap;
+            int64_t end = scratch[j]->offset + scratch[j]->size;
+            if (end > cursor) cursor = end;
+        }
+        b->offset = best >= 0 ? best : cursor;
+        if (b->offset + b->size > top) top = b->offset + b->size;
+    }
+    return top;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+    p->train = train;
+    sg_graph_init(&p->g);
+    if (train ? sg_build_train_step(&p->g, cfg, &p->io) : sg_build_forward(&p->g, cfg, &p->io))
+        return SG_ERR;
+    return sg_plan_layout(p);
+}
+
+int sg_plan_layout(sg_plan *p) {
+    sg_graph *g = &p->g;
+    const sg_model_cfg *cfg = &p->cfg;
+    classify_roles(g);
+
+    /* lifetimes */
+    for (int i = 0; i < g->nn; i++) {
+        for (int k = 0; k < g->n[i].nin; k++) touch(g, g->n[i].in[k], i);
+        for (int k = 0; k < g->n[i].nout; k++) touch(g, g->n[i].out[k], i);
+    }
+    for (int t = 0; t < g->nt; t++)
+        if (is_persistent(g->t[t].role)) g->t[t].first = 0, g->t[t].last = g->nn - 1;
+
+    /* in-place reuse: an elementwise op's output takes its input's memory when the input dies
+     * at that op and the output is freshly written there */
+    p->buffer_of = malloc(sizeof(int) * (size_t)g->nt);
+    if (!p->buffer_of) return sg_set_error("out of host memory");
+    for (int t = 0; t < g->nt; t++) p->buffer_of[t] = t;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (!sg_ops[nd->op].inplace || (nd->accum & 3u)) continue;
+        const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
+        if (x->nparts || y->nparts || is_persistent(x->role) || is_persistent(y->role)) continue;
+        if (x->last != i || y->first != i || x->bytes != y->bytes || x->dtype != y->dtype) continue;
+        p->buffer_of[find(p->buffer_of, nd->out[0])] = find(p->buffer_of, nd->in[0]);
+        p->inplace_merges++;
+    }
+    for (int t = 0; t < g->nt; t++) p->buffer_of[t] = find(p->buffer_of, t);
+
+    /* persistent regions, bottom up */
+    static const sg_role order[] = {ROLE_PARAM, ROLE_GRAD,  ROLE_ADAM_M, ROLE_ADAM_V,
+                                    ROLE_EMA,   ROLE_STATE, ROLE_INPUT,  ROLE_WORKSPACE};
+    int64_t off = 0;
+    for (int r = 0; r < SG_ARRAY_LEN(order); r++) {
+        int64_t start = off;
+        for (int t = 0; t < g->nt; t++) {
+            sg_tensor *x = &g->t[t];
+            if (x->role != order[r] || x->region) continue;
+            x->offset = off;
+            off += SG_ALIGN_UP(x->bytes, SG_ALIGN);
+        }
+        for (int t = 0; t < g->nt; t++)
+            if (g->t[t].role == order[r] && g->t[t].region) g->t[t].offset = start;
+        p->role_bytes[order[r]] = off - start;
+    }
+    p->persistent_bytes = off;
+
+    /* dynamic buffers */
+    int nb = 0;
+    buf_t *bufs = calloc((size_t)g->nt, sizeof *bufs);
+    buf_t *best = calloc((size_t)g->nt, sizeof *best);
+    buf_t **scratch = calloc((size_t)g->nt, sizeof *scratch);
+    int *slot = malloc(sizeof(int) * (size_t)g->nt);
+    if (!bufs || !best || !scratch || !slot)
+        return free(bufs), free(best), free(scratch), free(slot),
+               sg_set_error("out of host memory");
+    for (int t = 0; t < g->nt; t++) slot[t] = -1;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (is_persistent(x->role) || x->nparts || x->first < 0) continue;
+        int root = p->buffer_of[t];
+        int k = slot[root] >= 0 ? slot[root] : nb;
+        if (k == nb) {
+            slot[root] = nb;
+            bufs[nb].id = root;
+            bufs[nb].first = x->first;
+            bufs[nb].last = x->last;
+            bufs[nb].size = 0;
+            nb++;
+        }
+        if (x->first < bufs[k].first) bufs[k].first = x->first;
+        if (x->last > bufs[k].last) bufs[k].last = x->last;
+        int64_t sz = SG_ALIGN_UP(x->bytes, SG_ALIGN);
+        if (sz > bufs[k].size) bufs[k].size = sz;
+        p->role_bytes[x->role] += root == t ? sz : 0;
+    }
+    static int (*const orders[])(const void *, const void *) = {cmp_size, cmp_area, cmp_life,
+                                                                cmp_first};
+    static const char *const order_names[] = {"size", "size x lifetime", "lifetime", "start"};
+    int64_t best_top = INT64_MAX;
+    for (int o = 0; o < SG_ARRAY_LEN(orders); o++) {
+        qsort(bufs, (size_t)nb, sizeof *bufs, orders[o]);
+        int64_t top = place(bufs, nb, scratch);
+        if (top < best_top) {
+            best_top = top;
+            memcpy(best, bufs, sizeof *bufs * (size_t)nb);
+            p->placement = order_names[o];
+        }
+    }
+    for (int k = 0; k < nb; k++) slot[best[k].id] = k;
+    for (int t = 0; t < g->nt; t++)
+        if (!is_persistent(g->t[t].role) && !g->t[t].nparts && g->t[t].first >= 0)
+            g->t[t].offset = p->persistent_bytes + best[slot[p->buffer_of[t]]].offset;
+    p->arena_bytes = p->persistent_bytes + (nb ? best_top : 0);
+
+    /* lower bound: the most dynamic bytes live at one schedule point */
+    int64_t *live = calloc((size_t)g->nn + 1, sizeof *live);
+    if (!live)
+        return free(bufs), free(best), free(scratch), free(slot),
+               sg_set_error("out of host memory");
+    for (int k = 0; k < nb; k++) {
+        live[best[k].first] += best[k].size;
+        live[best[k].last + 1] -= best[k].size;
+    }
+    int64_t cur = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cur += live[i];
+        if (cur > p->peak_dynamic_bytes) p->peak_dynamic_bytes = cur, p->peak_node = i;
+    }
+    p->lower_bound_bytes = p->persistent_bytes + p->peak_dynamic_bytes;
+    free(live);
+    free(slot);
+    free(bufs);
+    free(best);
+    free(scratch);
+
+    for (int t = 0; t < g->nt; t++)
+        if (!g->t[t].nparts && !g->t[t].region)
+            p->no_reuse_bytes += SG_ALIGN_UP(g->t[t].bytes, SG_ALIGN);
+    for (int i = 0; i < g->nn; i++) {
+        double f = sg_ops[g->n[i].op].flops(g, &g->n[i]);
+        p->flops += f;
+        if (sg_ops[g->n[i].op].matmul) p->matmul_flops += f;
+    }
+
+    /* the hash pins config + schedule + layout: a checkpoint from another plan is refused */
+    uint64_t h = 0xcbf29ce484222325ull;
+    char js[2048];
+    sg_model_json(cfg, js, sizeof js);
+    h = fnv(h, js, strlen(js));
+    for (int i = 0; i < g->nn; i++) h = fnv(h, &g->n[i].op, sizeof g->n[i].op);
+    for (int t = 0; t < g->nt; t++) {
+        h = fnv(h, g->t[t].name, strlen(g->t[t].name));
+        h = fnv(h, &g->t[t].offset, sizeof g->t[t].offset);
+    }
+    p->hash = h;
+    return sg_plan_verify(p);
+}
+
+void sg_plan_free(sg_plan *p) {
+    sg_graph_free(&p->g);
+    free(p->buffer_of);
+    memset(p, 0, sizeof *p);
+}
+
+int sg_plan_verify(const sg_plan *p) {
+    const sg_graph *g = &p->g;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->nparts || x->first < 0) continue;
+        if (x->offset < 0) return sg_set_error("plan: tensor %s has no offset", x->name);
+        if (x->offset % SG_ALIGN)
+            return sg_set_error("plan: tensor %s at %lld is not %d-aligned", x->name,
+                                (long long)x->offset, SG_ALIGN);
+        if (x->offset + x->bytes > p->arena_bytes)
+            return sg_set_error("plan: tensor %s ends past the arena", x->name);
+    }
+    /* pairwise: live at the same time => disjoint memory, unless one buffer (in-place reuse)
+     * or the same persistent region (a region view and its members) */
+    for (int a = 0; a < g->nt; a++) {
+        const sg_tensor *x = &g->t[a];
+        if (x->nparts || x->first < 0 || x->bytes == 0) continue;
+        for (int b = a + 1; b < g->nt; b++) {
+            const sg_tensor *y = &g->t[b];
+            if (y->nparts || y->first < 0 || y->bytes == 0) continue;
+            if (p->buffer_of[a] == p->buffer_of[b]) continue;
+            if ((x->region || y->region) && x->role == y->role) continue;
+            if (x->first > y->last || y->first > x->last) continue;
+            if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)
+                return sg_set_error("plan: %s [%lld, +%lld) and %s [%lld, +%lld) overlap while "
+                                    "both live (%d..%d vs %d..%d)",
+                                    x->name, (long long)x->offset, (long long)x->bytes, y->name,
+                                    (long long)y->offset, (long long)y->bytes, x->first, x->last,
+                                    y->first, y->last);
+        }
+    }
+    return SG_OK;
+}

@@ -1,0 +1,48 @@
+/* plan.h — the static memory plan: schedule, lifetimes, and one arena with a fixed offset for
+ * every tensor of a training step (or of a forward pass, for sampling).
+ *
+ * Arena layout, bottom to top: parameters, gradients, AdamW m, AdamW v, EMA (each role
+ * contiguous, tensors in the same order so that element j of one region matches element j of
+ * the others), step state, the dataset, the workspace; then the dynamic region where
+ * activations and activation gradients reuse memory according to their lifetimes.
+ */
+#ifndef SG_PLAN_H
+#define SG_PLAN_H
+
+#include "planner/ir.h"
+#include "planner/model.h"
+
+typedef struct {
+    sg_graph g;
+    sg_model_cfg cfg;
+    sg_step_io io;
+    int train;                 /* 1: the training step; 0: forward only */
+    int *buffer_of;            /* tensor -> buffer root (in-place reuse merges tensors) */
+    int64_t arena_bytes;       /* what one cudaMalloc takes */
+    int64_t lower_bound_bytes; /* persistent + the most dynamic bytes live at once */
+    int64_t persistent_bytes;  /* the bottom regions */
+    int64_t no_reuse_bytes;    /* every tensor in its own memory */
+    int64_t role_bytes[ROLE_COUNT];
+    int64_t peak_dynamic_bytes; /* live dynamic bytes at the peak */
+    int peak_node;              /* the schedule index where that happens */
+    int inplace_merges;         /* tensors that took over their input's memory */
+    const char *placement;      /* the ordering that won */
+    double flops, matmul_flops; /* per step */
+    uint64_t hash;              /* of the config, schedule and layout: checkpoints carry it */
+} sg_plan;
+
+/* Build the graph for cfg, schedule it, and lay it out. */
+int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train);
+/* Schedule and lay out a graph already in p->g (sg_plan_build calls it; tests call it on
+ * graphs of their own). */
+int sg_plan_layout(sg_plan *p);
+void sg_plan_free(sg_plan *p);
+/* No two tensors live at the same time overlap; every offset aligned; everything inside the
+ * arena. Returns SG_ERR naming the first violation. */
+int sg_plan_verify(const sg_plan *p);
+/* Is tensor t stored in the arena (not virtual)? */
+static inline int sg_plan_stored(const sg_plan *p, int t) {
+    return p->g.t[t].nparts == 0;
+}
+
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The plan CLI as a user meets it: the headline numbers, --json's required fields, and the
+# exit codes for bad input.
+set -u
+plan=$1
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+
+out=$($plan --model unet_cifar --no-table)
+ok "cifar params" 'grep -q "parameters      35,746,307" <<<"$out"'
+ok "cifar TFLOP" 'grep -q "FLOPs / step    4.78" <<<"$out"'
+ok "chart printed" 'grep -q "memory over the schedule" <<<"$out"'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+$plan --model unet_cifar --batch 128 --precision bf16 --json >"$tmp/plan.json"
+ok "json fields" 'python3 - "$tmp/plan.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["params"] == 35746307
+assert 4.7e12 < d["flops_per_step"] < 4.86e12
+assert d["arena_bytes"] >= d["lower_bound_bytes"] > 0
+assert d["arena_bytes"] <= 1.05 * d["lower_bound_bytes"]
+t = d["tensors"]
+assert len(t) > 100
+for k in ("name", "role", "dtype", "shape", "bytes", "offset", "first", "last"):
+    assert all(k in x for x in t), k
+assert any(x["dtype"] == "bf16" for x in t)
+PY'
+ok "table has tensors" '$plan --model unet_tiny | grep -q "down_blocks.0.resnets.0.conv1.weight"'
+$plan --model nope >/dev/null 2>"$tmp/err.txt"; rc=$?
+ok "unknown model exits 2" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
+$plan --frobnicate 3 >/dev/null 2>"$tmp/err.txt"; rc=$?
+ok "unknown flag exits 2" '[ $rc -eq 2 ] && grep -q frobnicate "$tmp/err.txt"'
+$plan --batch zero >/dev/null 2>"$tmp/err.txt"; rc=$?
+ok "bad value exits 2" '[ $rc -eq 2 ]'
+ok "help lists models" '$plan --help | grep -q unet_adm64'
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,434 @@
+/* test_planner.c — the planner's invariants, checked independently of the planner's own
+ * verifier, on every built-in model, on random UNet configurations, and on random graphs.
+ *
+ * For each plan: recompute every tensor's lifetime from the schedule here, then check that no
+ * two tensors live at the same time share bytes (unless the planner merged them in place, in
+ * which case the first must die where the second is born), that every offset is aligned and
+ * inside the arena, that every tensor read was written earlier in the schedule, that every
+ * parameter receives its gradient from exactly one first write and one contribution per use,
+ * and that arena / lower bound stays within 1.05.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/autodiff.h"
+#include "planner/plan.h"
+#include "tests/sg_test.h"
+
+static int persistent(sg_role r) {
+    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
+}
+
+/* lifetimes recomputed from scratch: first/last schedule index touching t or a virtual
+ * tensor made of it */
+static void lifetimes(const sg_graph *g, int *first, int *last) {
+    for (int t = 0; t < g->nt; t++) first[t] = -1, last[t] = -1;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        int ids[SG_MAX_IN + SG_MAX_OUT], n = 0;
+        for (int k = 0; k < nd->nin; k++) ids[n++] = nd->in[k];
+        for (int k = 0; k < nd->nout; k++) ids[n++] = nd->out[k];
+        for (int k = 0; k < n; k++) {
+            int stack[3] = {ids[k]}, ns = 1;
+            if (g->t[ids[k]].nparts)
+                stack[1] = g->t[ids[k]].parts[0], stack[2] = g->t[ids[k]].parts[1], ns = 3;
+            for (int s = 0; s < ns; s++) {
+                int t = stack[s];
+                if (first[t] < 0 || i < first[t]) first[t] = i;
+                if (i > last[t]) last[t] = i;
+            }
+        }
+    }
+}
+
+static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
+    const sg_graph *g = &p->g;
+    int *first = malloc(sizeof(int) * (size_t)g->nt), *last = malloc(sizeof(int) * (size_t)g->nt);
+    lifetimes(g, first, last);
+    int bad = 0;
+    for (int t = 0; t < g->nt && bad < 5; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->nparts || first[t] < 0) continue;
+        if (x->offset < 0 || x->offset % SG_ALIGN || x->offset + x->bytes > p->arena_bytes) {
+            CHECK(0, "%s: tensor %s badly placed at %lld", what, x->name, (long long)x->offset);
+            bad++;
+        }
+        if (!persistent(x->role) && (first[t] != x->first || last[t] != x->last)) {
+            CHECK(0, "%s: %s lifetime %d..%d, planner says %d..%d", what, x->name, first[t],
+                  last[t], x->first, x->last);
+            bad++;
+        }
+    }
+    /* pairwise overlap */
+    int64_t violations = 0;
+    for (int a = 0; a < g->nt; a++) {
+        const sg_tensor *x = &g->t[a];
+        if (x->nparts || first[a] < 0 || !x->bytes) continue;
+        int la0 = persistent(x->role) ? 0 : first[a], la1 = persistent(x->role) ? g->nn : last[a];
+        for (int b = a + 1; b < g->nt; b++) {
+            const sg_tensor *y = &g->t[b];
+            if (y->nparts || first[b] < 0 || !y->bytes) continue;
+            if (x->role == y->role && (x->region || y->region)) continue;
+            int lb0 = persistent(y->role) ? 0 : first[b],
+                lb1 = persistent(y->role) ? g->nn : last[b];
+            if (la1 < lb0 || lb1 < la0) continue;
+            if (!(x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)) continue;
+            /* an in-place pair: allowed only as a hand-over at one node */
+            if (p->buffer_of[a] == p->buffer_of[b] && (la1 == lb0 || lb1 == la0)) continue;
+            if (violations++ < 3)
+                CHECK(0, "%s: %s and %s overlap in memory while both live", what, x->name, y->name);
+        }
+    }
+    CHECK(violations == 0, "%s: %lld overlapping live pairs", what, (long long)violations);
+
+    /* every read has an earlier write; in-place ops are elementwise and run on one buffer */
+    char *written = calloc((size_t)g->nt, 1);
+    for (int t = 0; t < g->nt; t++)
+        if (persistent(g->t[t].role)) written[t] = 1;
+    int unread = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        for (int k = 0; k < nd->nin; k++) {
+            const sg_tensor *x = &g->t[nd->in[k]];
+            int ok = x->nparts ? written[x->parts[0]] && written[x->parts[1]] : written[nd->in[k]];
+            if (!ok && unread++ < 3)
+                CHECK(0, "%s: node %d (%s) reads %s before any write", what, i, sg_ops[nd->op].name,
+                      x->name);
+        }
+        for (int k = 0; k < nd->nout; k++) {
+            const sg_tensor *y = &g->t[nd->out[k]];
+            for (int part = 0; part < 2; part++) {
+                int id = y->nparts ? y->parts[part] : nd->out[k];
+                if (!y->nparts && part) break;
+                if ((nd->accum >> (2 * k + part)) & 1u)
+                    CHECK(written[id], "%s: node %d accumulates into unwritten %s", what, i,
+                          g->t[id].name);
+                written[id] = 1;
+            }
+        }
+    }
+    CHECK(unread == 0, "%s: %d reads before writes", what, unread);
+    free(written);
+
+    double ratio = (double)p->arena_bytes / (double)p->lower_bound_bytes;
+    CHECK(ratio >= 1.0 && ratio <= max_ratio, "%s: arena/lower bound = %.4f", what, ratio);
+    CHECK(p->lower_bound_bytes <= p->no_reuse_bytes, "%s: bound above no-reuse", what);
+    free(first);
+    free(last);
+}
+
+/* every parameter: exactly one first write of its gradient, one contribution per use */
+static void check_grads(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    int bad = 0;
+    for (int t = 0; t < g->nt && bad < 3; t++) {
+        if (g->t[t].role != ROLE_PARAM || g->t[t].region) continue;
+        int gt = g->t[t].grad, uses = 0, writes = 0, firsts = 0;
+        for (int i = 0; i < g->n_forward; i++)
+            for (int k = 0; k < g->n[i].nin; k++) uses += g->n[i].in[k] == t;
+        for (int i = g->n_forward; i < g->n_forward + g->n_backward; i++)
+            for (int k = 0; k < g->n[i].nout; k++)
+                if (g->n[i].out[k] == gt) {
+                    writes++;
+                    firsts += !((g->n[i].accum >> (2 * k)) & 1u);
+                }
+        if (gt < 0 || g->t[gt].role != ROLE_GRAD || writes != uses || firsts != 1) {
+            CHECK(0, "%s: param %s: %d uses, %d gradient writes, %d first writes", what,
+                  g->t[t].name, uses, writes, firsts);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%s: parameter gradients", what);
+    /* every backward node's saved inputs are forward tensors alive until then (covered by the
+     * lifetime check); every forward output that needs a gradient and is used got one */
+}
+
+static void test_builtin_models(void) {
+    for (int m = 0; sg_model_names[m]; m++)
+        for (int prec = 0; prec < 2; prec++)
+            for (int train = 0; train < 2; train++) {
+                sg_model_cfg cfg;
+                CHECK(sg_model_preset(&cfg, sg_model_names[m]) == SG_OK, "preset");
+                cfg.act_dt = prec ? DT_BF16 : DT_F32;
+                sg_plan p;
+                char what[96];
+                snprintf(what, sizeof what, "%s/%s/%s", sg_model_names[m], prec ? "bf16" : "fp32",
+                         train ? "train" : "forward");
+                int rc = sg_plan_build(&p, &cfg, train);
+                CHECK(rc == SG_OK, "%s: %s", what, sg_last_error());
+                if (rc == SG_OK) {
+                    check_plan(&p, what, 1.05);
+                    if (train) check_grads(&p, what);
+                }
+                if (!strcmp(sg_model_names[m], "unet_cifar")) {
+                    CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
+                          (long long)p.io.n_params);
+                    if (train)
+                        CHECK(p.flops > 4.70e12 && p.flops < 4.86e12,
+                              "unet_cifar step = %.3f TFLOP", p.flops / 1e12);
+                }
+                sg_plan_free(&p);
+            }
+}
+
+static void test_random_unets(uint64_t *rng) {
+    for (int it = 0; it < 40; it++) {
+        sg_model_cfg c;
+        sg_model_preset(&c, "unet_tiny");
+        c.nlevels = 1 + (int)(sg_test_next(rng) % 3);
+        c.groups = 1 << (sg_test_next(rng) % 3);
+        c.ch = c.groups * (1 + (int)(sg_test_next(rng) % 3)) * 4;
+        for (int i = 0; i < c.nlevels; i++) c.ch_mult[i] = 1 + (int)(sg_test_next(rng) % 3);
+        c.nrb = 1 + (int)(sg_test_next(rng) % 2);
+        c.img = 8 << (sg_test_next(rng) % 2);
+        c.data_h = c.data_w = c.img - 2 * (int)(sg_test_next(rng) % 2);
+        c.nattn = (int)(sg_test_next(rng) % 2);
+        c.attn_res[0] = c.img >> (sg_test_next(rng) % c.nlevels);
+        c.heads = 1, c.head_ch = 0;
+        c.resample_conv = (int)(sg_test_next(rng) % 2);
+        c.dropout = sg_test_next(rng) % 2 ? 0.1f : 0.0f;
+        c.batch = 1 + (int)(sg_test_next(rng) % 3);
+        c.act_dt = sg_test_next(rng) % 2 ? DT_BF16 : DT_F32;
+        c.in_ch = 1 + (int)(sg_test_next(rng) % 3);
+        sg_plan p;
+        char what[64];
+        snprintf(what, sizeof what, "random unet %d", it);
+        int rc = sg_plan_build(&p, &c, 1);
+        CHECK(rc == SG_OK, "%s: %s", what, sg_last_error());
+        if (rc == SG_OK) {
+            check_plan(&p, what, 1.05);
+            check_grads(&p, what);
+        }
+        sg_plan_free(&p);
+    }
+}
+
+/* Random graphs: a pool of NHWC activations; each step applies a random op to random
+ * members (convs, norms, elementwise, adds, concats, resampling), then an MSE loss, backward,
+ * and layout. The placement must stay valid; the ratio is reported, not bounded. */
+static void test_random_graphs(uint64_t *rng) {
+    double worst = 1.0;
+    for (int it = 0; it < 60; it++) {
+        sg_plan p;
+        memset(&p, 0, sizeof p);
+        sg_model_preset(&p.cfg, "unet_tiny");
+        p.train = 1;
+        sg_graph *g = &p.g;
+        sg_graph_init(g);
+        int N = 2, H = 8, C = 4;
+        int64_t xs[4] = {N, H, H, C};
+        int pool[64], np = 0;
+        pool[np++] = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
+        int nparam = 0, err = 0;
+        int steps = 5 + (int)(sg_test_next(rng) % 25);
+        for (int s = 0; s < steps && !err; s++) {
+            int a = pool[sg_test_next(rng) % (uint64_t)np];
+            int b = pool[sg_test_next(rng) % (uint64_t)np];
+            const sg_tensor *ta = &g->t[a];
+            int64_t Ca = ta->shape[3];
+            char nm[32];
+            snprintf(nm, sizeof nm, "n%d", s);
+            int kind = (int)(sg_test_next(rng) % 7), out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            if (kind == 0 || (kind == 1 && ta->shape[1] < 2)) { /* conv */
+                int K = sg_test_next(rng) % 2 ? 3 : 1, S = 1;
+                int64_t ws[4] = {4 + (int64_t)(sg_test_next(rng) % 3) * 4, K, K, Ca},
+                        bs[1] = {ws[0]};
+                char pn[48];
+                snprintf(pn, sizeof pn, "p%d.w", nparam);
+                int w = sg_tensor_new(g, pn, DT_F32, ROLE_PARAM, 4, ws);
+                snprintf(pn, sizeof pn, "p%d.b", nparam++);
+                int bb = sg_tensor_new(g, pn, DT_F32, ROLE_PARAM, 1, bs);
+                g->t[w].needs_grad = g->t[bb].needs_grad = 1;
+                g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
+                g->t[bb].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
+                int in[3] = {a, w, bb}, ia[4] = {K, S, 0, 0};
+                err = sg_node_add(g, OP_CONV2D, in, 3, out, ia, NULL, nm) < 0;
+            } else if (kind == 1) {
+                int in[1] = {a};
+                err = sg_node_add(g, OP_AVGPOOL2X, in, 1, out, NULL, NULL, nm) < 0;
+            } else if (kind == 2) {
+                int in[1] = {a};
+                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, NULL, nm) < 0;
+            } else if (kind == 3 && ta->shape[1] <= 8) {
+                int in[1] = {a};
+                err = sg_node_add(g, OP_UPSAMPLE2X, in, 1, out, NULL, NULL, nm) < 0;
+            } else if (kind == 4 && b != a && g->t[b].shape[1] == ta->shape[1] &&
+                       g->t[b].shape[3] == Ca && !ta->nparts && !g->t[b].nparts) {
+                int in[2] = {a, b};
+                err = sg_node_add(g, OP_ADD, in, 2, out, NULL, NULL, nm) < 0;
+            } else if (kind == 5 && b != a && g->t[b].shape[1] == ta->shape[1] && !ta->nparts &&
+                       !g->t[b].nparts) {
+                int in[2] = {a, b};
+                err = sg_node_add(g, OP_CONCAT, in, 2, out, NULL, NULL, nm) < 0;
+            } else {
+                int in[1] = {a};
+                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, NULL, nm) < 0;
+            }
+            if (!err && np < 64) pool[np++] = out[0];
+        }
+        CHECK(!err, "random graph %d build: %s", it, sg_last_error());
+        if (err || nparam == 0) {
+            sg_plan_free(&p);
+            continue;
+        }
+        /* loss on the last conv-derived tensor: reduce every pool member that needs a grad by
+         * adding a loss per member would need an op; use the last tensor that needs one */
+        int last = -1;
+        for (int k = np - 1; k >= 0; k--)
+            if (g->t[pool[k]].needs_grad && !g->t[pool[k]].nparts) {
+                last = pool[k];
+                break;
+            }
+        if (last < 0) {
+            sg_plan_free(&p);
+            continue;
+        }
+        int64_t one[1] = {1};
+        int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
+        int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, g->t[last].ndim, g->t[last].shape);
+        int in[2] = {last, tgt}, out[SG_MAX_OUT] = {loss};
+        CHECK(sg_node_add(g, OP_MSE, in, 2, out, NULL, NULL, "mse") >= 0, "mse");
+        CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
+        char what[32];
+        snprintf(what, sizeof what, "random graph %d", it);
+        CHECK(sg_plan_layout(&p) == SG_OK, "%s layout: %s", what, sg_last_error());
+        check_plan(&p, what, 1.5);
+        double r = (double)p.arena_bytes / (double)p.lower_bound_bytes;
+        if (r > worst) worst = r;
+        sg_plan_free(&p);
+    }
+    printf("random graphs: worst arena / lower bound = %.4f\n", worst);
+}
+
+/* The verifier must catch a broken plan: move a live activation onto another. */
+static void test_verifier_catches_overlap(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    sg_plan p;
+    CHECK(sg_plan_build(&p, &c, 1) == SG_OK, "build");
+    const sg_graph *g = &p.g;
+    int a = p.io.xt, b = -1;
+    for (int t = 0; t < g->nt; t++)
+        if (t != a && !g->t[t].nparts && g->t[t].role == ROLE_SAVED &&
+            g->t[t].first <= g->t[a].last && g->t[t].last >= g->t[a].first &&
+            p.buffer_of[t] != p.buffer_of[a]) {
+            b = t;
+            break;
+        }
+    CHECK(b >= 0, "found a tensor live with x_t");
+    if (b >= 0) {
+        p.g.t[b].offset = p.g.t[a].offset;
+        CHECK(sg_plan_verify(&p) == SG_ERR, "verifier accepted overlapping %s", g->t[b].name);
+        p.g.t[b].offset += 1;
+        CHECK(sg_plan_verify(&p) == SG_ERR, "verifier accepted a misaligned tensor");
+    }
+    sg_plan_free(&p);
+}
+
+static void test_op_table_and_shapes(void) {
+    for (int op = 0; op < OP_COUNT; op++)
+        CHECK(sg_ops[op].name && sg_ops[op].shape && sg_ops[op].flops && sg_ops[op].nin > 0 &&
+                  sg_ops[op].nout > 0,
+              "op %d has an incomplete table row", op);
+    sg_graph g;
+    sg_graph_init(&g);
+    int64_t xs[4] = {2, 9, 7, 5}, ws3[4] = {6, 3, 3, 5}, bs[1] = {6}, ws1[4] = {6, 1, 1, 5};
+    int x = sg_tensor_new(&g, "x", DT_F32, ROLE_INPUT, 4, xs);
+    int w3 = sg_tensor_new(&g, "w3", DT_F32, ROLE_PARAM, 4, ws3);
+    int w1 = sg_tensor_new(&g, "w1", DT_F32, ROLE_PARAM, 4, ws1);
+    int b = sg_tensor_new(&g, "b", DT_F32, ROLE_PARAM, 1, bs);
+    int out[SG_MAX_OUT];
+    struct {
+        int w, K, S;
+        int64_t H, W;
+    } cs[] = {{w3, 3, 1, 9, 7}, {w3, 3, 2, 5, 4}, {w1, 1, 1, 9, 7}, {w1, 1, 2, 5, 4}};
+    for (int i = 0; i < 4; i++) {
+        int in[3] = {x, cs[i].w, b}, ia[4] = {cs[i].K, cs[i].S, 0, 0};
+        out[0] = -1;
+        int n = sg_node_add(&g, OP_CONV2D, in, 3, out, ia, NULL, "conv");
+        CHECK(n >= 0 && g.t[out[0]].shape[1] == cs[i].H && g.t[out[0]].shape[2] == cs[i].W &&
+                  g.t[out[0]].shape[3] == 6,
+              "conv K=%d S=%d shape", cs[i].K, cs[i].S);
+    }
+    { /* mismatched weight: 3x3 weight with a K=1 conv */
+        int in[3] = {x, w3, b}, ia[4] = {1, 1, 0, 0};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, ia, NULL, "bad") < 0, "bad conv accepted");
+    }
+    { /* group norm: 5 channels into 2 groups is an error, into 5 fine */
+        int64_t cs5[1] = {5};
+        int gm = sg_tensor_new(&g, "g", DT_F32, ROLE_PARAM, 1, cs5);
+        int in[3] = {x, gm, gm}, ia[4] = {2}, ib[4] = {5};
+        int o2[SG_MAX_OUT] = {-1, -1, -1, -1};
+        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, ia, NULL, "gn") < 0, "gn 5/2 accepted");
+        o2[0] = o2[1] = o2[2] = -1;
+        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, ib, NULL, "gn") >= 0 &&
+                  g.t[o2[1]].shape[0] == 2 && g.t[o2[1]].shape[1] == 5,
+              "gn stats shape");
+    }
+    { /* avgpool needs even sizes; upsample doubles; concat adds channels */
+        int in[1] = {x};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_AVGPOOL2X, in, 1, out, NULL, NULL, "pool") < 0, "odd pool");
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_UPSAMPLE2X, in, 1, out, NULL, NULL, "up") >= 0 &&
+                  g.t[out[0]].shape[1] == 18 && g.t[out[0]].shape[2] == 14,
+              "upsample shape");
+        int in2[2] = {x, x};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONCAT, in2, 2, out, NULL, NULL, "cat") >= 0 &&
+                  g.t[out[0]].shape[3] == 10 && g.t[out[0]].bytes == 0 && g.t[out[0]].nparts == 2,
+              "concat is virtual with 10 channels");
+    }
+    { /* attention: 3C channels, heads divide C */
+        int64_t qs[4] = {2, 4, 4, 12};
+        int q = sg_tensor_new(&g, "qkv", DT_F32, ROLE_INPUT, 4, qs);
+        int in[1] = {q}, ia[4] = {2}, ib[4] = {3};
+        int o2[SG_MAX_OUT] = {-1, -1, -1, -1};
+        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, ia, NULL, "attn") >= 0 &&
+                  g.t[o2[0]].shape[3] == 4 && g.t[o2[1]].shape[1] == 2 && g.t[o2[1]].shape[2] == 16,
+              "attention shapes");
+        o2[0] = o2[1] = -1;
+        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, ib, NULL, "attn") < 0, "4 ch / 3 heads");
+    }
+    { /* linear */
+        int64_t as[2] = {3, 7}, lw[2] = {5, 7}, lb[1] = {5};
+        int a = sg_tensor_new(&g, "a", DT_F32, ROLE_INPUT, 2, as);
+        int w = sg_tensor_new(&g, "lw", DT_F32, ROLE_PARAM, 2, lw);
+        int bb = sg_tensor_new(&g, "lb", DT_F32, ROLE_PARAM, 1, lb);
+        int in[3] = {a, w, bb};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_LINEAR, in, 3, out, NULL, NULL, "lin") >= 0 &&
+                  g.t[out[0]].shape[0] == 3 && g.t[out[0]].shape[1] == 5,
+              "linear shape");
+        int in2[3] = {x, w, bb};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_LINEAR, in2, 3, out, NULL, NULL, "lin") < 0, "4-D linear");
+    }
+    sg_graph_free(&g);
+}
+
+static void test_bad_configs(void) {
+    sg_model_cfg c;
+    CHECK(sg_model_preset(&c, "no_such_model") == SG_ERR, "unknown model accepted");
+    sg_model_preset(&c, "unet_cifar");
+    CHECK(sg_model_flag(&c, "--ch-mult", "1,x") < 0, "bad ch-mult accepted");
+    CHECK(sg_model_flag(&c, "--batch", "0") < 0, "batch 0 accepted");
+    CHECK(sg_model_flag(&c, "--precision", "fp16") < 0, "fp16 accepted");
+    CHECK(sg_model_flag(&c, "--frobnicate", "1") == 0, "unknown flag claimed");
+    CHECK(sg_model_flag(&c, "--groups", "7") == 1, "groups");
+    sg_plan p;
+    CHECK(sg_plan_build(&p, &c, 1) == SG_ERR, "128 channels in 7 groups accepted");
+    sg_plan_free(&p);
+}
+
+int main(void) {
+    uint64_t rng = 12345;
+    test_op_table_and_shapes();
+    test_bad_configs();
+    test_builtin_models();
+    test_random_unets(&rng);
+    test_random_graphs(&rng);
+    test_verifier_catches_overlap();
+    return sg_test_end();
+}

@@ -1,0 +1,274 @@
+/* plan — print where every byte of a training step lives.
+ *
+ *   build/plan --model unet_cifar [--batch 128] [--precision bf16|fp32] [--json] [--forward]
+ *
+ * A thin program over planner/: build the plan, then render it as a readable memory map
+ * (summary, per-role totals, the peak, a per-tensor table, a time x address chart) or JSON.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan.h"
+
+static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's', 'D', 'S', 't', 'w'};
+
+static const char *human(int64_t b, char *buf) {
+    double x = (double)b;
+    if (x >= 1 << 30)
+        snprintf(buf, 32, "%.2f GiB", x / (1 << 30));
+    else if (x >= 1 << 20)
+        snprintf(buf, 32, "%.1f MiB", x / (1 << 20));
+    else if (x >= 1 << 10)
+        snprintf(buf, 32, "%.1f KiB", x / (1 << 10));
+    else
+        snprintf(buf, 32, "%lld B", (long long)b);
+    return buf;
+}
+
+static const char *commas(int64_t v, char *buf) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v), k = 0;
+    for (int i = 0; i < n; i++) {
+        buf[k++] = tmp[i];
+        if ((n - 1 - i) % 3 == 0 && i != n - 1) buf[k++] = ',';
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+static const char *op_of(const sg_graph *g, int t) {
+    int p = g->t[t].producer;
+    return p >= 0 ? sg_ops[g->n[p].op].name : "-";
+}
+
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const sg_plan *p) {
+    const sg_graph *g = &p->g;
+    char cfg[2048];
+    sg_model_json(&p->cfg, cfg, sizeof cfg);
+    printf("{\"model\":%s,\"params\":%lld,\"arena_bytes\":%lld,\"lower_bound_bytes\":%lld,"
+           "\"ratio\":%.6f,\"no_reuse_bytes\":%lld,\"persistent_bytes\":%lld,"
+           "\"flops_per_step\":%.0f,\"matmul_flops_per_step\":%.0f,\"nodes\":%d,"
+           "\"peak_node\":%d,\"plan_hash\":\"%016llx\",\"role_bytes\":{",
+           cfg, (long long)p->io.n_params, (long long)p->arena_bytes,
+           (long long)p->lower_bound_bytes, (double)p->arena_bytes / (double)p->lower_bound_bytes,
+           (long long)p->no_reuse_bytes, (long long)p->persistent_bytes, p->flops, p->matmul_flops,
+           g->nn, p->peak_node, (unsigned long long)p->hash);
+    for (int r = 0; r < ROLE_COUNT; r++)
+        printf("%s\"%s\":%lld", r ? "," : "", sg_role_names[r], (long long)p->role_bytes[r]);
+    printf("},\"schedule\":[");
+    for (int i = 0; i < g->nn; i++) {
+        printf("%s{\"op\":\"%s\",\"in\":[", i ? "," : "", sg_ops[g->n[i].op].name);
+        for (int k = 0; k < g->n[i].nin; k++) printf("%s%d", k ? "," : "", g->n[i].in[k]);
+        printf("],\"out\":[");
+        for (int k = 0; k < g->n[i].nout; k++) printf("%s%d", k ? "," : "", g->n[i].out[k]);
+        printf("],\"accum\":%u}", g->n[i].accum);
+    }
+    printf("],\"tensors\":[");
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        printf("%s{\"id\":%d,\"name\":", t ? "," : "", t);
+        print_json_string(x->name);
+        printf(",\"role\":\"%s\",\"dtype\":\"%s\",\"shape\":[", sg_role_names[x->role],
+               sg_dtype_names[x->dtype]);
+        for (int d = 0; d < x->ndim; d++) printf("%s%lld", d ? "," : "", (long long)x->shape[d]);
+        printf("],\"bytes\":%lld,\"offset\":%lld,\"first\":%d,\"last\":%d,\"op\":\"%s\"",
+               (long long)x->bytes, (long long)x->offset, x->first, x->last, op_of(g, t));
+        if (x->nparts) printf(",\"parts\":[%d,%d]", x->parts[0], x->parts[1]);
+        if (x->region) printf(",\"region\":true");
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+/* time (columns) x address (rows, high at the top): each cell shows the role of the tensor
+ * covering most of it; '.' is free arena. */
+static void print_chart(const sg_plan *p) {
+    enum { COLS = 96, ROWS = 28 };
+    const sg_graph *g = &p->g;
+    static double cover[ROWS][COLS][ROLE_COUNT];
+    memset(cover, 0, sizeof cover);
+    double rowb = (double)p->arena_bytes / ROWS, colt = (double)g->nn / COLS;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->nparts || x->region || x->first < 0 || !x->bytes) continue;
+        int c0 = (int)(x->first / colt), c1 = (int)(x->last / colt);
+        double a0 = (double)x->offset, a1 = a0 + (double)x->bytes;
+        for (int r = (int)(a0 / rowb); r < ROWS && r * rowb < a1; r++) {
+            double lo = r * rowb > a0 ? r * rowb : a0,
+                   hi = (r + 1) * rowb < a1 ? (r + 1) * rowb : a1;
+            for (int c = c0; c <= c1 && c < COLS; c++) cover[r][c][x->role] += hi - lo;
+        }
+    }
+    char hb[32];
+    printf("\nmemory over the schedule (x: %d nodes, forward | backward | optimizer; y: arena, "
+           "%s per row)\n",
+           g->nn, human((int64_t)rowb, hb));
+    for (int r = ROWS - 1; r >= 0; r--) {
+        printf("%9s |", human((int64_t)(r * rowb), hb));
+        for (int c = 0; c < COLS; c++) {
+            int best = -1;
+            double bv = rowb * 0.02;
+            for (int k = 0; k < ROLE_COUNT; k++)
+                if (cover[r][c][k] > bv) bv = cover[r][c][k], best = k;
+            putchar(best < 0 ? '.' : role_char[best]);
+        }
+        putchar('\n');
+    }
+    printf("          +");
+    int fcol = (int)(g->n_forward / colt), bcol = (int)((g->n_forward + g->n_backward) / colt);
+    for (int c = 0; c < COLS; c++) putchar(c == fcol || c == bcol ? '|' : '-');
+    printf("\n           roles: ");
+    for (int k = 0; k < ROLE_COUNT; k++) printf("%c=%s ", role_char[k], sg_role_names[k]);
+    printf("\n");
+}
+
+static void print_text(const sg_plan *p, int table) {
+    const sg_graph *g = &p->g;
+    char a[32], b[32], c[32];
+    printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
+           p->cfg.act_dt == DT_BF16 ? "bf16 activations / fp32 master weights" : "fp32",
+           p->train ? "one training step" : "forward pass");
+    printf("  parameters      %s\n", commas(p->io.n_params, a));
+    printf("  FLOPs / step    %.3f TFLOP  (matmul %.3f TFLOP: conv, linear, attention; a "
+           "multiply-add counts 2, elementwise work 1 per element)\n",
+           p->flops / 1e12, p->matmul_flops / 1e12);
+    printf("  arena           %s  (%s bytes, one allocation)\n", human(p->arena_bytes, a),
+           commas(p->arena_bytes, b));
+    printf("  lower bound     %s  (most bytes live at once)   arena / bound = %.4f\n",
+           human(p->lower_bound_bytes, a), (double)p->arena_bytes / (double)p->lower_bound_bytes);
+    printf("  without reuse   %s  (every tensor its own memory: %.2fx the arena)\n",
+           human(p->no_reuse_bytes, a), (double)p->no_reuse_bytes / (double)p->arena_bytes);
+    printf("  schedule        %d nodes: %d forward, %d backward, %d optimizer; %d tensors, %d "
+           "in-place\n",
+           g->nn, g->n_forward, g->n_backward, g->nn - g->n_forward - g->n_backward, g->nt,
+           p->inplace_merges);
+    printf("  placement       persistent %s at the bottom; dynamic %s by best fit (ordering: "
+           "%s)\n",
+           human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
+           p->placement ? p->placement : "-");
+    printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
+    printf("  by role (bytes, aligned):\n");
+    for (int r = 0; r < ROLE_COUNT; r++)
+        if (p->role_bytes[r])
+            printf("    %-10s %12s  %s\n", sg_role_names[r], human(p->role_bytes[r], a),
+                   r >= ROLE_SAVED ? "(sum over the step; shares memory)" : "");
+
+    const sg_node *pk = &g->n[p->peak_node];
+    printf("\n  peak: node %d (%s -> %s), %s of activations and gradients live; largest:\n",
+           p->peak_node, sg_ops[pk->op].name, g->t[pk->out[0]].name,
+           human(p->peak_dynamic_bytes, a));
+    int shown[8], ns = 0;
+    for (int k = 0; k < 8; k++) {
+        int bi = -1;
+        for (int t = 0; t < g->nt; t++) {
+            const sg_tensor *x = &g->t[t];
+            if (x->nparts || x->role <= ROLE_INPUT || x->role == ROLE_WORKSPACE) continue;
+            if (x->first > p->peak_node || x->last < p->peak_node) continue;
+            int dup = 0;
+            for (int s = 0; s < ns; s++) dup |= shown[s] == t;
+            if (!dup && (bi < 0 || x->bytes > g->t[bi].bytes)) bi = t;
+        }
+        if (bi < 0) break;
+        shown[ns++] = bi;
+        printf("    %-52s %-6s %10s  %s\n", g->t[bi].name, sg_role_names[g->t[bi].role],
+               human(g->t[bi].bytes, a), sg_shape_str(&g->t[bi], c, sizeof c));
+    }
+
+    if (table) {
+        printf("\n  %-56s %-18s %-16s %-5s %12s %14s %6s %6s %s\n", "tensor", "op", "shape",
+               "dtype", "bytes", "offset", "first", "last", "role");
+        for (int t = 0; t < g->nt; t++) {
+            const sg_tensor *x = &g->t[t];
+            char off[32];
+            if (x->nparts)
+                snprintf(off, sizeof off, "= %d ++ %d", x->parts[0], x->parts[1]);
+            else
+                snprintf(off, sizeof off, "%lld", (long long)x->offset);
+            printf("  %-56s %-18s %-16s %-5s %12lld %14s %6d %6d %s%s\n", x->name, op_of(g, t),
+                   sg_shape_str(x, c, sizeof c), sg_dtype_names[x->dtype], (long long)x->bytes, off,
+                   x->first, x->last, sg_role_names[x->role], x->region ? " (region)" : "");
+        }
+    }
+    print_chart(p);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: plan [--model NAME] [flags]\n"
+               "Print the memory plan of one training step: where every byte lives.\n\n"
+               "  --model NAME         one of:\n");
+    for (int i = 0; sg_model_names[i]; i++)
+        fprintf(f, "                         %-12s %s\n", sg_model_names[i],
+                sg_model_descriptions[i]);
+    fprintf(f,
+            "                       (default: unet_cifar)\n"
+            "  --json               machine-readable output (summary, schedule, every tensor)\n"
+            "  --no-table           leave out the per-tensor table\n"
+            "  --forward            plan the forward pass alone (as sampling runs it)\n"
+            "  --help               this text\n"
+            "model flags:\n%s",
+            sg_model_flags_help);
+}
+
+int main(int argc, char **argv) {
+    const char *model = "unet_cifar";
+    int json = 0, table = 1, train = 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
+    sg_model_cfg cfg;
+    if (sg_model_preset(&cfg, model)) {
+        fprintf(stderr, "plan: %s\n", sg_last_error());
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
+        if (!strcmp(f, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!strcmp(f, "--no-table")) {
+            table = 0;
+            continue;
+        }
+        if (!strcmp(f, "--forward")) {
+            train = 0;
+            continue;
+        }
+        if (!strcmp(f, "--model")) {
+            i++;
+            continue;
+        }
+        if (f[0] == '-' && f[1] == '-' && i + 1 < argc) {
+            int r = sg_model_flag(&cfg, f, argv[i + 1]);
+            if (r < 0) return fprintf(stderr, "plan: %s\n", sg_last_error()), 2;
+            if (r > 0) {
+                i++;
+                continue;
+            }
+        }
+        fprintf(stderr, "plan: unknown flag '%s' (see plan --help)\n", f);
+        return 2;
+    }
+    sg_plan p;
+    if (sg_plan_build(&p, &cfg, train)) {
+        fprintf(stderr, "plan: %s\n", sg_last_error());
+        sg_plan_free(&p);
+        return 1;
+    }
+    if (json)
+        print_json(&p);
+    else
+        print_text(&p, table);
+    sg_plan_free(&p);
+    return 0;
+}
