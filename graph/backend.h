@@ -1,0 +1,45 @@
+/* backend.h — one backend interface (a struct of function pointers plus a context), two
+ * implementations: the CPU reference (graph/backend_cpu.c) and CUDA (graph/backend_cuda.c).
+ *
+ * A backend owns exactly one arena allocation of the plan's size; every tensor lives at
+ * arena base + its planned offset. `prepare` allocates everything up front (arena, and the
+ * CPU's conversion scratch or the CUDA handles); nothing is allocated while a step runs.
+ */
+#ifndef SG_BACKEND_H
+#define SG_BACKEND_H
+
+#include <stdint.h>
+
+#include "planner/plan.h"
+
+typedef struct sg_backend sg_backend;
+
+struct sg_backend {
+    const char *name; /* "cpu" or "cuda" */
+    void *ctx;
+    /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
+    int (*prepare)(sg_backend *be, const sg_plan *plan);
+    /* Host <-> arena copies (offsets in bytes). */
+    int (*upload)(sg_backend *be, int64_t offset, const void *src, int64_t bytes);
+    int (*download)(sg_backend *be, int64_t offset, void *dst, int64_t bytes);
+    /* Run one node of the plan's schedule (eagerly). */
+    int (*run_node)(sg_backend *be, const sg_plan *plan, int node);
+    /* Run the whole schedule once: one training step. CUDA replays its captured graph. */
+    int (*run_step)(sg_backend *be, const sg_plan *plan);
+    /* Wait until everything issued has finished. */
+    int (*sync)(sg_backend *be);
+    /* Environment description for checkpoints: device name, SM count, library versions. */
+    void (*describe)(sg_backend *be, char *buf, int cap);
+    void (*destroy)(sg_backend *be);
+};
+
+/* The CPU reference backend. */
+sg_backend *sg_backend_cpu_create(void);
+/* The CUDA backend on device `dev`; NULL (with sg_last_error) when there is no usable GPU or
+ * the build has no CUDA. `use_graph`: capture the step into a CUDA graph after one eager
+ * warm-up step (0: run every step eagerly, for verification). */
+sg_backend *sg_backend_cuda_create(int dev, int use_graph);
+/* Is a CUDA device present (and the build able to use it)? */
+int sg_cuda_available(void);
+
+#endif

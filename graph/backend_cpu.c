@@ -1,0 +1,357 @@
+/* backend_cpu.c — the CPU reference backend: runs a plan's schedule with kernels/cpu.
+ *
+ * The CPU kernels are fp32-in, fp32-out, overwrite-only. This file adapts every node to that
+ * contract: a bf16 operand or a virtual (two-part channel concatenation) operand is converted
+ * into preallocated fp32 scratch before the call, and an output that is bf16, virtual, or
+ * accumulating (gradient += contribution) is computed into scratch and then written back —
+ * added to what is there when its accum bit is set, rounded to bf16 (nearest even) when
+ * stored as bf16. fp32 operands are used in place in the arena. The scratch is sized once in
+ * prepare() from the plan, so a step allocates nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/philox.h"
+#include "graph/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+typedef struct {
+    unsigned char *arena;
+    int64_t arena_bytes;
+    float *scratch;
+    int64_t scratch_floats;
+} cpu_ctx;
+
+static int is_float(sg_dtype dt) {
+    return dt == DT_F32 || dt == DT_BF16;
+}
+
+/* fp32 values of tensor t (or the channel concatenation of its parts) into dst */
+static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst) {
+    const sg_tensor *x = &g->t[t];
+    if (!x->nparts) {
+        int64_t n = sg_numel(x);
+        const void *src = c->arena + x->offset;
+        if (x->dtype == DT_F32)
+            memcpy(dst, src, (size_t)n * 4);
+        else
+            for (int64_t i = 0; i < n; i++) dst[i] = sg_bf16_to_f32(((const sg_bf16 *)src)[i]);
+        return;
+    }
+    const sg_tensor *a = &g->t[x->parts[0]], *b = &g->t[x->parts[1]];
+    int64_t ca = a->shape[3], cb = b->shape[3], pix = sg_numel(a) / ca;
+    for (int64_t p = 0; p < pix; p++)
+        for (int part = 0; part < 2; part++) {
+            const sg_tensor *s = part ? b : a;
+            int64_t cs = part ? cb : ca;
+            float *d = dst + p * (ca + cb) + (part ? ca : 0);
+            const void *src = c->arena + s->offset;
+            for (int64_t k = 0; k < cs; k++)
+                d[k] = s->dtype == DT_F32 ? ((const float *)src)[p * cs + k]
+                                          : sg_bf16_to_f32(((const sg_bf16 *)src)[p * cs + k]);
+        }
+}
+
+/* store n fp32 values of one stored tensor; add to the existing values when accum */
+static void store_part(cpu_ctx *c, const sg_tensor *s, int64_t i0, int64_t stride, int64_t cs,
+                       int64_t ccat, int64_t coff, const float *src, int64_t pix, int accum) {
+    (void)i0;
+    void *base = c->arena + s->offset;
+    for (int64_t p = 0; p < pix; p++)
+        for (int64_t k = 0; k < cs; k++) {
+            float v = src[p * ccat + coff + k];
+            int64_t j = p * stride + k;
+            if (s->dtype == DT_F32) {
+                float *d = (float *)base + j;
+                *d = accum ? *d + v : v;
+            } else {
+                sg_bf16 *d = (sg_bf16 *)base + j;
+                *d = sg_f32_to_bf16(accum ? sg_bf16_to_f32(*d) + v : v);
+            }
+        }
+}
+
+static void scatter_f32(cpu_ctx *c, const sg_graph *g, int t, const float *src, unsigned bits) {
+    const sg_tensor *x = &g->t[t];
+    if (!x->nparts) {
+        int64_t n = sg_numel(x);
+        store_part(c, x, 0, 1, 1, 1, 0, src, n, bits & 1u);
+        return;
+    }
+    const sg_tensor *a = &g->t[x->parts[0]], *b = &g->t[x->parts[1]];
+    int64_t ca = a->shape[3], cb = b->shape[3], pix = sg_numel(a) / ca;
+    store_part(c, a, 0, ca, ca, ca + cb, 0, src, pix, bits & 1u);
+    store_part(c, b, 0, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
+}
+
+/* an operand needs scratch unless it is a plain fp32 tensor (and, for outputs, overwritten) */
+static int in_direct(const sg_tensor *x) {
+    return !x->nparts && (x->dtype == DT_F32 || !is_float(x->dtype));
+}
+static int out_direct(const sg_tensor *x, unsigned bits) {
+    return in_direct(x) && !(bits & 3u);
+}
+
+static int cpu_prepare(sg_backend *be, const sg_plan *p) {
+    cpu_ctx *c = be->ctx;
+    free(c->arena);
+    free(c->scratch);
+    c->arena = calloc(1, (size_t)p->arena_bytes + 64);
+    if (!c->arena)
+        return sg_set_error("cpu backend: cannot allocate the %lld-byte arena",
+                            (long long)p->arena_bytes);
+    c->arena_bytes = p->arena_bytes;
+    int64_t need = 0;
+    for (int i = 0; i < p->g.nn; i++) {
+        const sg_node *nd = &p->g.n[i];
+        int64_t s = 0;
+        for (int k = 0; k < nd->nin; k++)
+            if (!in_direct(&p->g.t[nd->in[k]])) s += sg_numel(&p->g.t[nd->in[k]]);
+        for (int k = 0; k < nd->nout; k++)
+            if (!out_direct(&p->g.t[nd->out[k]], nd->accum >> (2 * k)))
+                s += sg_numel(&p->g.t[nd->out[k]]);
+        if (s > need) need = s;
+    }
+    c->scratch_floats = need;
+    c->scratch = malloc((size_t)(need ? need : 1) * sizeof(float));
+    if (!c->scratch)
+        return sg_set_error("cpu backend: cannot allocate %lld floats of scratch", (long long)need);
+    return SG_OK;
+}
+
+static int cpu_upload(sg_backend *be, int64_t off, const void *src, int64_t bytes) {
+    cpu_ctx *c = be->ctx;
+    if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("upload outside the arena");
+    memcpy(c->arena + off, src, (size_t)bytes);
+    return SG_OK;
+}
+
+static int cpu_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) {
+    cpu_ctx *c = be->ctx;
+    if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("download outside the arena");
+    memcpy(dst, c->arena + off, (size_t)bytes);
+    return SG_OK;
+}
+
+#define D(a, d) ((int)g->t[nd->a].shape[d])
+
+static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
+    cpu_ctx *c = be->ctx;
+    const sg_graph *g = &p->g;
+    const sg_node *nd = &g->n[i];
+    if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
+
+    /* operands: fp32 views (direct or converted) and raw pointers for integer tensors */
+    float *in[SG_MAX_IN], *out[SG_MAX_OUT];
+    void *raw_in[SG_MAX_IN], *raw_out[SG_MAX_OUT];
+    float *s = c->scratch;
+    for (int k = 0; k < nd->nin; k++) {
+        const sg_tensor *x = &g->t[nd->in[k]];
+        raw_in[k] = x->nparts ? NULL : c->arena + x->offset;
+        if (in_direct(x)) {
+            in[k] = (float *)raw_in[k];
+        } else {
+            in[k] = s;
+            gather_f32(c, g, nd->in[k], s);
+            s += sg_numel(x);
+        }
+    }
+    for (int k = 0; k < nd->nout; k++) {
+        const sg_tensor *y = &g->t[nd->out[k]];
+        raw_out[k] = y->nparts ? NULL : c->arena + y->offset;
+        if (out_direct(y, nd->accum >> (2 * k))) {
+            out[k] = (float *)raw_out[k];
+        } else {
+            out[k] = s;
+            s += sg_numel(y);
+        }
+    }
+    const uint64_t seed =
+        nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)raw_in[1] : 0;
+    const int64_t step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)raw_in[2] : 0;
+    const int64_t n0 = sg_numel(&g->t[nd->out[0]]);
+
+    switch (nd->op) {
+    case OP_GATHER_BATCH: {
+        const sg_tensor *ds = &g->t[nd->in[0]];
+        cpu_gather_batch(out[0], (const uint8_t *)raw_in[0], ds->shape[0], (int)ds->shape[1],
+                         (int)ds->shape[2], (int)ds->shape[3], nd->iarg[0], nd->iarg[1],
+                         nd->iarg[1], seed, step, nd->iarg[2]);
+        break;
+    }
+    case OP_SAMPLE_T:
+        cpu_sample_timesteps((int32_t *)raw_out[0], nd->iarg[0], nd->iarg[1],
+                             *(uint64_t *)raw_in[0], *(int64_t *)raw_in[1]);
+        break;
+    case OP_NOISE:
+        cpu_gaussian(out[0], n0, seed, step, SG_RNG_NOISE);
+        break;
+    case OP_DDPM_NOISE:
+        cpu_ddpm_noise(out[0], in[0], in[1], (const int32_t *)raw_in[2], D(in[0], 0),
+                       (int)(n0 / D(in[0], 0)), nd->iarg[0], nd->farg[0], nd->farg[1]);
+        break;
+    case OP_TIMESTEP_EMB:
+        cpu_timestep_emb(out[0], (const int32_t *)raw_in[0], D(in[0], 0), nd->iarg[0]);
+        break;
+    case OP_LINEAR:
+        cpu_linear_fwd(out[0], in[0], in[1], in[2], D(in[0], 0), D(in[0], 1), D(in[1], 0));
+        break;
+    case OP_CONV2D:
+        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], D(in[0], 0), D(in[0], 1), D(in[0], 2),
+                       D(in[0], 3), D(in[1], 0), nd->iarg[0], nd->iarg[1]);
+        break;
+    case OP_GROUP_NORM:
+        cpu_group_norm_fwd(out[0], out[1], out[2], in[0], in[1], in[2], D(in[0], 0),
+                           D(in[0], 1) * D(in[0], 2), D(in[0], 3), nd->iarg[0], nd->farg[0]);
+        break;
+    case OP_SILU:
+        cpu_silu_fwd(out[0], in[0], n0);
+        break;
+    case OP_ADD:
+        cpu_add_fwd(out[0], in[0], in[1], n0);
+        break;
+    case OP_ADD_NC:
+        cpu_add_nc_fwd(out[0], in[0], in[1], D(in[0], 0), D(in[0], 1) * D(in[0], 2), D(in[0], 3));
+        break;
+    case OP_UPSAMPLE2X:
+        cpu_upsample2x_fwd(out[0], in[0], D(in[0], 0), D(in[0], 1), D(in[0], 2), D(in[0], 3));
+        break;
+    case OP_AVGPOOL2X:
+        cpu_avgpool2x_fwd(out[0], in[0], D(in[0], 0), D(in[0], 1), D(in[0], 2), D(in[0], 3));
+        break;
+    case OP_ATTENTION:
+        cpu_attention_fwd(out[0], out[1], in[0], D(in[0], 0), D(in[0], 1) * D(in[0], 2),
+                          D(in[0], 3) / 3, nd->iarg[0]);
+        break;
+    case OP_DROPOUT:
+        cpu_dropout_fwd(out[0], in[0], n0, nd->farg[0], seed, step,
+                        SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0]);
+        break;
+    case OP_MSE:
+        cpu_mse_fwd(out[0], in[0], in[1], sg_numel(&g->t[nd->in[0]]));
+        break;
+    case OP_MSE_BWD:
+        cpu_mse_bwd(out[0], in[0], in[1], n0, 1.0f);
+        break;
+    case OP_LINEAR_BWD_DATA:
+        cpu_linear_bwd_data(out[0], in[0], in[1], D(in[0], 0), D(in[1], 1), D(in[1], 0));
+        break;
+    case OP_LINEAR_BWD_WEIGHT:
+        cpu_linear_bwd_weight(out[0], out[1], in[0], in[1], D(in[0], 0), D(in[1], 1), D(in[0], 1));
+        break;
+    case OP_CONV2D_BWD_DATA:
+        cpu_conv2d_bwd_data(out[0], in[0], in[1], D(in[0], 0), nd->iarg[2], nd->iarg[3],
+                            D(in[1], 3), D(in[1], 0), nd->iarg[0], nd->iarg[1]);
+        break;
+    case OP_CONV2D_BWD_WEIGHT:
+        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], D(in[1], 0), D(in[1], 1), D(in[1], 2),
+                              D(in[1], 3), D(in[0], 3), nd->iarg[0], nd->iarg[1]);
+        break;
+    case OP_GROUP_NORM_BWD: {
+        const sg_tensor *x = &g->t[nd->in[1]];
+        cpu_group_norm_bwd(out[0], out[1], out[2], in[0], in[1], in[2], in[3], in[4],
+                           (int)x->shape[0], (int)(x->shape[1] * x->shape[2]), (int)x->shape[3],
+                           nd->iarg[0]);
+        break;
+    }
+    case OP_SILU_BWD:
+        cpu_silu_bwd(out[0], in[0], in[1], n0);
+        break;
+    case OP_ADD_NC_BWD:
+        cpu_add_nc_bwd(out[0], in[0], D(in[0], 0), D(in[0], 1) * D(in[0], 2), D(in[0], 3));
+        break;
+    case OP_UPSAMPLE2X_BWD:
+        cpu_upsample2x_bwd(out[0], in[0], D(out[0], 0), D(out[0], 1), D(out[0], 2), D(out[0], 3));
+        break;
+    case OP_AVGPOOL2X_BWD:
+        cpu_avgpool2x_bwd(out[0], in[0], D(out[0], 0), D(out[0], 1), D(out[0], 2), D(out[0], 3));
+        break;
+    case OP_ATTENTION_BWD:
+        cpu_attention_bwd(out[0], in[0], in[1], in[2], D(in[1], 0), D(in[1], 1) * D(in[1], 2),
+                          D(in[1], 3) / 3, nd->iarg[0]);
+        break;
+    case OP_DROPOUT_BWD:
+        cpu_dropout_bwd(out[0], in[0], n0, nd->farg[0], seed, step,
+                        SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0]);
+        break;
+    case OP_ACCUM:
+        if (out[0] != in[0]) cpu_copy(out[0], in[0], n0); /* in place: nothing to move */
+        break;
+    case OP_GRAD_SUMSQ:
+        cpu_sumsq(out[0], in[0], sg_numel(&g->t[nd->in[0]]));
+        break;
+    case OP_CLIP_SCALE:
+        cpu_clip_scale(out[0], in[0], nd->farg[0]);
+        break;
+    case OP_ADAMW:
+        cpu_adamw(out[0], out[1], out[2], in[1], sg_numel(&g->t[nd->in[0]]), in[4],
+                  *(int64_t *)raw_in[5], nd->farg[0], nd->farg[1], nd->farg[2], nd->farg[3],
+                  nd->farg[4], nd->iarg[0], out[3]);
+        break;
+    case OP_EMA:
+        cpu_ema(out[0], in[1], n0, nd->farg[0]);
+        break;
+    case OP_STEP_INC:
+        *(int64_t *)raw_out[0] += 1;
+        break;
+    case OP_CONCAT:
+    case OP_COUNT:
+        break;
+    }
+    for (int k = 0; k < nd->nout; k++) {
+        const sg_tensor *y = &g->t[nd->out[k]];
+        if (!out_direct(y, nd->accum >> (2 * k)))
+            scatter_f32(c, g, nd->out[k], out[k], (nd->accum >> (2 * k)) & 3u);
+    }
+    return SG_OK;
+}
+
+static int cpu_run_step(sg_backend *be, const sg_plan *p) {
+    for (int i = 0; i < p->g.nn; i++)
+        if (cpu_run_node(be, p, i)) return SG_ERR;
+    return SG_OK;
+}
+
+static int cpu_sync(sg_backend *be) {
+    (void)be;
+    return SG_OK;
+}
+
+static void cpu_describe(sg_backend *be, char *buf, int cap) {
+    (void)be;
+    snprintf(buf, (size_t)cap, "{\"backend\":\"cpu\"}");
+}
+
+static void cpu_destroy(sg_backend *be) {
+    if (!be) return;
+    cpu_ctx *c = be->ctx;
+    if (c) {
+        free(c->arena);
+        free(c->scratch);
+        free(c);
+    }
+    free(be);
+}
+
+sg_backend *sg_backend_cpu_create(void) {
+    sg_backend *be = calloc(1, sizeof *be);
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        sg_set_error("out of host memory");
+        return NULL;
+    }
+    be->name = "cpu";
+    be->ctx = c;
+    be->prepare = cpu_prepare;
+    be->upload = cpu_upload;
+    be->download = cpu_download;
+    be->run_node = cpu_run_node;
+    be->run_step = cpu_run_step;
+    be->sync = cpu_sync;
+    be->describe = cpu_describe;
+    be->destroy = cpu_destroy;
+    return be;
+}

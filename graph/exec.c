@@ -1,0 +1,270 @@
+/* exec.c — the executor: plan + backend, training state, and checkpoint save/load. */
+#include "graph/exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoints/ckpt.h"
+#include "checkpoints/ckpt_json.h"
+#include "common/philox.h"
+
+#ifndef SG_BUILD_ID
+#define SG_BUILD_ID "unknown"
+#endif
+
+int sg_exec_init(sg_exec *e, const sg_model_cfg *cfg, int train, sg_backend *be) {
+    memset(e, 0, sizeof *e);
+    e->be = be;
+    if (!be) return sg_set_error("no backend");
+    if (sg_plan_build(&e->plan, cfg, train)) return SG_ERR;
+    return be->prepare(be, &e->plan);
+}
+
+void sg_exec_free(sg_exec *e) {
+    if (e->be) e->be->destroy(e->be);
+    sg_plan_free(&e->plan);
+    memset(e, 0, sizeof *e);
+}
+
+void sg_exec_param_init_values(const sg_plan *p, uint64_t seed, float *params) {
+    const sg_graph *g = &p->g;
+    int64_t base = g->t[p->io.params].offset;
+    memset(params, 0, (size_t)p->role_bytes[ROLE_PARAM]);
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM || x->region) continue;
+        int64_t first = (x->offset - base) / 4, n = sg_numel(x);
+        float *v = params + first;
+        for (int64_t j = 0; j < n; j++) {
+            switch (x->init) {
+            case SG_INIT_UNIFORM: {
+                /* index = the element's position in the parameter region: independent of
+                 * which backend or how many threads draw it */
+                float u = sg_rng_uniform(seed, 0, SG_RNG_INIT, (uint64_t)(first + j));
+                v[j] = (2.0f * u - 1.0f) * x->init_bound;
+                break;
+            }
+            case SG_INIT_ONES:
+                v[j] = 1.0f;
+                break;
+            default:
+                v[j] = 0.0f;
+                break;
+            }
+        }
+    }
+}
+
+int sg_exec_init_state(sg_exec *e, uint64_t seed) {
+    sg_plan *p = &e->plan;
+    const sg_step_io *io = &p->io;
+    e->seed = seed;
+    int64_t pb = p->role_bytes[ROLE_PARAM];
+    float *buf = malloc((size_t)pb);
+    if (!buf) return sg_set_error("out of host memory for %lld bytes of parameters", (long long)pb);
+    sg_exec_param_init_values(p, seed, buf);
+    int rc = e->be->upload(e->be, p->g.t[io->params].offset, buf, pb);
+    if (!rc && io->ema >= 0) rc = e->be->upload(e->be, p->g.t[io->ema].offset, buf, pb);
+    if (!rc && io->adam_m >= 0) {
+        memset(buf, 0, (size_t)pb);
+        rc = e->be->upload(e->be, p->g.t[io->adam_m].offset, buf, pb);
+        if (!rc) rc = e->be->upload(e->be, p->g.t[io->adam_v].offset, buf, pb);
+        if (!rc) rc = e->be->upload(e->be, p->g.t[io->grads].offset, buf, pb);
+    }
+    free(buf);
+    if (rc) return rc;
+    if (io->step >= 0) {
+        int64_t step = 0;
+        if (sg_exec_write(e, io->step, &step) || sg_exec_write(e, io->seed, &seed)) return SG_ERR;
+    }
+    return SG_OK;
+}
+
+int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes) {
+    const sg_tensor *d = &e->plan.g.t[e->plan.io.dataset];
+    if (bytes != d->bytes)
+        return sg_set_error("dataset is %lld bytes, the plan reserved %lld (%lldx%lldx%lldx%lld)",
+                            (long long)bytes, (long long)d->bytes, (long long)d->shape[0],
+                            (long long)d->shape[1], (long long)d->shape[2], (long long)d->shape[3]);
+    return e->be->upload(e->be, d->offset, pixels, bytes);
+}
+
+int sg_exec_step(sg_exec *e) {
+    return e->be->run_step(e->be, &e->plan);
+}
+
+int sg_exec_run_nodes(sg_exec *e, int from, int to) {
+    for (int i = from; i < to; i++)
+        if (e->be->run_node(e->be, &e->plan, i)) return SG_ERR;
+    return SG_OK;
+}
+
+int sg_exec_read(sg_exec *e, int t, void *dst) {
+    const sg_tensor *x = &e->plan.g.t[t];
+    if (x->nparts) return sg_set_error("%s is virtual (a concatenation): read its parts", x->name);
+    if (e->be->sync(e->be)) return SG_ERR;
+    return e->be->download(e->be, x->offset, dst, x->bytes);
+}
+
+int sg_exec_write(sg_exec *e, int t, const void *src) {
+    const sg_tensor *x = &e->plan.g.t[t];
+    if (x->nparts) return sg_set_error("%s is virtual (a concatenation)", x->name);
+    return e->be->upload(e->be, x->offset, src, x->bytes);
+}
+
+int sg_exec_read_name(sg_exec *e, const char *name, void *dst) {
+    int t = sg_find_tensor(&e->plan.g, name);
+    if (t < 0) return sg_set_error("no tensor named %s in the plan", name);
+    return sg_exec_read(e, t, dst);
+}
+
+int64_t sg_exec_step_count(sg_exec *e) {
+    int64_t s = -1;
+    if (e->plan.io.step >= 0) sg_exec_read(e, e->plan.io.step, &s);
+    return s;
+}
+
+float sg_exec_loss(sg_exec *e) {
+    float l = NAN;
+    if (e->plan.io.loss >= 0) sg_exec_read(e, e->plan.io.loss, &l);
+    return l;
+}
+
+/* ---- checkpoints */
+
+/* the tensors a checkpoint carries: everything persistent except gradients (recomputed each
+ * step), the dataset (reloaded from its source) and workspace */
+static int ckpt_carries(const sg_tensor *x) {
+    if (x->region || x->nparts) return 0;
+    return x->role == ROLE_PARAM || x->role == ROLE_ADAM_M || x->role == ROLE_ADAM_V ||
+           x->role == ROLE_EMA || x->role == ROLE_STATE;
+}
+
+int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap) {
+    char cfg[2048], env[1024];
+    sg_model_json(&e->plan.cfg, cfg, sizeof cfg);
+    e->be->describe(e->be, env, sizeof env);
+    int64_t step = sg_exec_step_count(e);
+    uint64_t seed = 0;
+    if (e->plan.io.seed >= 0) sg_exec_read(e, e->plan.io.seed, &seed);
+    int n =
+        snprintf(buf, (size_t)cap,
+                 "{\"format\":\"stepgraph\",\"config\":%s,\"plan_hash\":\"%016llx\","
+                 "\"step\":%lld,\"seed\":%llu,\"data_position\":%lld,\"env\":%s,"
+                 "\"build\":\"%s\"%s%s}",
+                 cfg, (unsigned long long)e->plan.hash, (long long)step, (unsigned long long)seed,
+                 (long long)(step * e->plan.cfg.batch), env, SG_BUILD_ID,
+                 extra_json && *extra_json ? "," : "", extra_json ? extra_json : "");
+    if (n >= cap) return sg_set_error("checkpoint metadata does not fit in %d bytes", cap);
+    return SG_OK;
+}
+
+/* download every carried tensor into one host buffer and describe it */
+static int collect(sg_exec *e, ckpt_tensor_desc **descs_out, int *n_out, void **mem_out) {
+    const sg_graph *g = &e->plan.g;
+    int n = 0;
+    int64_t total = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (ckpt_carries(&g->t[t])) n++, total += g->t[t].bytes;
+    ckpt_tensor_desc *d = calloc((size_t)n, sizeof *d);
+    unsigned char *mem = malloc((size_t)total + 1);
+    if (!d || !mem) return free(d), free(mem), sg_set_error("out of host memory for a checkpoint");
+    if (e->be->sync(e->be)) return free(d), free(mem), SG_ERR;
+    int k = 0;
+    int64_t off = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (!ckpt_carries(x)) continue;
+        if (e->be->download(e->be, x->offset, mem + off, x->bytes))
+            return free(d), free(mem), SG_ERR;
+        d[k].name = x->name;
+        d[k].role = x->role;
+        d[k].dtype = x->dtype;
+        d[k].ndim = x->ndim;
+        for (int i = 0; i < x->ndim; i++) d[k].shape[i] = x->shape[i];
+        d[k].data = mem + off;
+        d[k].bytes = x->bytes;
+        d[k].offset = x->offset;
+        off += x->bytes;
+        k++;
+    }
+    *descs_out = d;
+    *n_out = n;
+    *mem_out = mem;
+    return SG_OK;
+}
+
+int sg_exec_save(sg_exec *e, const char *path, const char *extra_json) {
+    char *meta = malloc(8192);
+    ckpt_tensor_desc *d = NULL;
+    void *mem = NULL;
+    int n = 0, rc = SG_ERR;
+    if (meta && !sg_exec_meta_json(e, extra_json, meta, 8192) && !collect(e, &d, &n, &mem))
+        rc = ckpt_write(path, meta, d, n, NULL);
+    free(meta);
+    free(d);
+    free(mem);
+    return rc;
+}
+
+int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, int keep_last,
+                          char *path_out, size_t cap) {
+    char *meta = malloc(8192);
+    ckpt_tensor_desc *d = NULL;
+    void *mem = NULL;
+    int n = 0, rc = SG_ERR;
+    if (meta && !sg_exec_meta_json(e, extra_json, meta, 8192) && !collect(e, &d, &n, &mem))
+        rc = ckpt_save_rotating(dir, sg_exec_step_count(e), meta, d, n, NULL, keep_last, path_out,
+                                cap);
+    free(meta);
+    free(d);
+    free(mem);
+    return rc;
+}
+
+int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
+    ckpt_file *f = ckpt_open(path);
+    if (!f) return SG_ERR;
+    const sg_graph *g = &e->plan.g;
+    int rc = SG_OK;
+    /* same architecture? (the training fields may differ only when loading weights alone) */
+    char mine[8192];
+    if (sg_exec_meta_json(e, NULL, mine, sizeof mine)) rc = SG_ERR;
+    if (!rc && !params_only && ckpt_meta_check_config(mine, ckpt_meta(f))) rc = SG_ERR;
+    unsigned char *buf = NULL;
+    for (int t = 0; t < g->nt && !rc; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (!ckpt_carries(x)) continue;
+        if (params_only && x->role != ROLE_PARAM) continue;
+        char name[SG_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s%s", params_only && ema ? "ema:" : "", x->name);
+        int i = ckpt_find(f, name);
+        if (i < 0) {
+            rc =
+                sg_set_error("%s: checkpoint has no tensor '%s' (from another model?)", path, name);
+            break;
+        }
+        ckpt_entry en;
+        ckpt_tensor_info(f, i, &en);
+        if (en.raw_bytes != x->bytes || en.dtype != (int)x->dtype) {
+            rc = sg_set_error("%s: tensor '%s' is %lld bytes of %s, the plan expects %lld of %s",
+                              path, name, (long long)en.raw_bytes, ckpt_dtype_name(en.dtype),
+                              (long long)x->bytes, sg_dtype_names[x->dtype]);
+            break;
+        }
+        unsigned char *nb = realloc(buf, (size_t)x->bytes + 1);
+        if (!nb) {
+            rc = sg_set_error("out of host memory");
+            break;
+        }
+        buf = nb;
+        if (ckpt_read(f, i, buf, x->bytes) || e->be->upload(e->be, x->offset, buf, x->bytes))
+            rc = SG_ERR;
+    }
+    free(buf);
+    if (!rc && !params_only && e->plan.io.seed >= 0) sg_exec_read(e, e->plan.io.seed, &e->seed);
+    ckpt_close(f);
+    return rc;
+}

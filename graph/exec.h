@@ -1,0 +1,64 @@
+/* exec.h — the executor: one plan on one backend, and the state that makes a run resumable.
+ *
+ * Typical use (tools/train.c):
+ *   sg_exec e; sg_exec_init(&e, &cfg, 1, backend);
+ *   sg_exec_upload_dataset(&e, pixels, bytes);
+ *   sg_exec_init_state(&e, seed)  or  sg_exec_load(&e, path, ...);
+ *   for (...) sg_exec_step(&e);
+ *   sg_exec_save(&e, path, ...);
+ * Every tensor lives at arena base + planned offset; the host touches the arena only through
+ * upload/download, never inside a step.
+ */
+#ifndef SG_EXEC_H
+#define SG_EXEC_H
+
+#include "graph/backend.h"
+#include "planner/plan.h"
+
+typedef struct {
+    sg_plan plan;
+    sg_backend *be;
+    uint64_t seed;
+} sg_exec;
+
+/* Build the plan for cfg (train: the training step; else the forward pass) and prepare the
+ * backend (allocates the arena). The executor owns the backend from here on. */
+int sg_exec_init(sg_exec *e, const sg_model_cfg *cfg, int train, sg_backend *be);
+void sg_exec_free(sg_exec *e);
+
+/* Fresh training state: parameters from Philox(seed) (docs/model.md), AdamW m = v = 0,
+ * EMA = parameters, step = 0, rng seed = seed. */
+int sg_exec_init_state(sg_exec *e, uint64_t seed);
+/* Initial parameter values on the host (every ROLE_PARAM tensor at its offset relative to
+ * the parameter region); params must hold role_bytes[ROLE_PARAM] bytes. */
+void sg_exec_param_init_values(const sg_plan *p, uint64_t seed, float *params);
+/* Upload the dataset (uint8 NHWC, plan's data_n x data_h x data_w x in_ch). */
+int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes);
+
+/* One training step (the whole schedule). */
+int sg_exec_step(sg_exec *e);
+/* Run schedule nodes [from, to) eagerly (tests read intermediate tensors in between). */
+int sg_exec_run_nodes(sg_exec *e, int from, int to);
+
+/* Copy a tensor out of / into the arena (its full stored bytes). */
+int sg_exec_read(sg_exec *e, int tensor, void *dst);
+int sg_exec_write(sg_exec *e, int tensor, const void *src);
+int sg_exec_read_name(sg_exec *e, const char *name, void *dst);
+/* Small state values. */
+int64_t sg_exec_step_count(sg_exec *e);
+float sg_exec_loss(sg_exec *e);
+
+/* Checkpoints: every persistent tensor a resume needs (parameters, AdamW m and v, EMA, step
+ * state) plus metadata: config, plan hash, step, seed, data position, environment. `extra_json`
+ * is merged in (e.g. the data source); may be NULL. keep_last > 0 rotates in dir. */
+int sg_exec_save(sg_exec *e, const char *path, const char *extra_json);
+int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, int keep_last,
+                          char *path_out, size_t cap);
+/* Load a checkpoint made by the same configuration (the error names the first differing
+ * config field). With params_only, only parameters (or, with ema, the EMA copies loaded into
+ * the parameters) are read: that is how sampling loads weights. */
+int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema);
+/* Metadata JSON for this run (what sg_exec_save writes). */
+int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap);
+
+#endif

@@ -1,0 +1,162 @@
+/* conv.c — 2-D convolution, forward and both backward passes, as im2col + GEMM.
+ *
+ * Shapes (NHWC activations, weights [Co][K][K][Ci]):
+ *   x[N,H,W,Ci], w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]
+ *   K in {1,3}, stride S in {1,2}, zero padding pad = K/2 on every side,
+ *   Ho = (H + 2 pad - K) / S + 1, Wo likewise.
+ *
+ * The math. Flatten the output pixels p = (n, ho, wo) into P = N*Ho*Wo rows. The im2col row
+ * of pixel p is the receptive field laid out exactly like one filter:
+ *   col[p][kh][kw][ci] = x[n, ho*S - pad + kh, wo*S - pad + kw, ci]   (0 outside the image)
+ * so with Kc = K*K*Ci and w viewed as a [Co][Kc] matrix:
+ *   forward      y[P][Co]   = col[P][Kc] w^T[Kc][Co] + b
+ *   bwd data     dcol[P][Kc] = dy[P][Co] w[Co][Kc], then scatter-add dcol back (col2im)
+ *   bwd weight   dw[Co][Kc] = dy^T[Co][P] col[P][Kc];  db[co] = sum_p dy[p][co]
+ *
+ * Memory. col for all P rows would grow with the batch, so rows are processed in chunks of
+ * SG_CPU_SCRATCH_FLOATS / Kc pixels through the shared fixed scratch buffer. The chunking
+ * depends only on the shapes, the chunks run in increasing p, the weight gradient sums chunk
+ * products with beta = 1 in that order, and col2im scatters sequentially: the same inputs
+ * give the same bits, whatever the BLAS thread count (sg_cpu_sgemm, scratch.h). A 1x1 stride-1 conv
+ * needs no im2col at all: col is x itself (NHWC rows are pixels), so it is one plain GEMM.
+ */
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/scratch.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <string.h>
+
+typedef struct {
+    int N, H, W, Ci, Co, K, S, pad, Ho, Wo;
+    int Kc;     /* K*K*Ci: one im2col row, one filter */
+    int64_t P;  /* N*Ho*Wo output pixels */
+    int chunk;  /* output pixels per im2col chunk */
+    int direct; /* 1x1 stride 1: x is already the col matrix */
+} conv_shape;
+
+static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, int S) {
+    assert((K == 1 || K == 3) && (S == 1 || S == 2));
+    assert(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
+    conv_shape s = {N, H, W, Ci, Co, K, S, K / 2, 0, 0, 0, 0, 0, 0};
+    s.Ho = (H + 2 * s.pad - K) / S + 1;
+    s.Wo = (W + 2 * s.pad - K) / S + 1;
+    s.Kc = K * K * Ci;
+    s.P = (int64_t)N * s.Ho * s.Wo;
+    s.direct = K == 1 && S == 1;
+    /* One im2col row must fit the scratch; BLAS takes int dimensions. */
+    assert(s.Kc <= SG_CPU_SCRATCH_FLOATS);
+    assert(s.P <= INT_MAX);
+    int64_t rows = SG_CPU_SCRATCH_FLOATS / s.Kc;
+    /* A whole number of GEMM K blocks per chunk: the weight gradient's K is the chunk's rows */
+    if (rows >= SG_CPU_GEMM_KB) rows -= rows % SG_CPU_GEMM_KB;
+    s.chunk = (int)(rows < s.P ? rows : s.P);
+    return s;
+}
+
+/* col[r][kh][kw][ci] for output pixels p0 .. p0+rows-1 (see the file comment). */
+static void im2col(float *col, const float *x, const conv_shape *s, int64_t p0, int rows) {
+    size_t ci_bytes = (size_t)s->Ci * sizeof(float);
+    for (int r = 0; r < rows; r++) {
+        int64_t p = p0 + r;
+        int n = (int)(p / ((int64_t)s->Ho * s->Wo));
+        int rem = (int)(p % ((int64_t)s->Ho * s->Wo));
+        int ho = rem / s->Wo, wo = rem % s->Wo;
+        float *dst = col + (int64_t)r * s->Kc;
+        for (int kh = 0; kh < s->K; kh++) {
+            int ih = ho * s->S - s->pad + kh;
+            for (int kw = 0; kw < s->K; kw++, dst += s->Ci) {
+                int iw = wo * s->S - s->pad + kw;
+                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) {
+                    memset(dst, 0, ci_bytes);
+                } else {
+                    memcpy(dst, x + (((int64_t)n * s->H + ih) * s->W + iw) * s->Ci, ci_bytes);
+                }
+            }
+        }
+    }
+}
+
+/* The adjoint of im2col: dx[pixel under (p, kh, kw)] += dcol[p][kh][kw][:], in increasing
+ * (p, kh, kw), so every dx element sums its contributions in one fixed order. */
+static void col2im_add(float *dx, const float *dcol, const conv_shape *s, int64_t p0, int rows) {
+    for (int r = 0; r < rows; r++) {
+        int64_t p = p0 + r;
+        int n = (int)(p / ((int64_t)s->Ho * s->Wo));
+        int rem = (int)(p % ((int64_t)s->Ho * s->Wo));
+        int ho = rem / s->Wo, wo = rem % s->Wo;
+        const float *src = dcol + (int64_t)r * s->Kc;
+        for (int kh = 0; kh < s->K; kh++) {
+            int ih = ho * s->S - s->pad + kh;
+            for (int kw = 0; kw < s->K; kw++, src += s->Ci) {
+                int iw = wo * s->S - s->pad + kw;
+                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
+                float *dst = dx + (((int64_t)n * s->H + ih) * s->W + iw) * s->Ci;
+                for (int c = 0; c < s->Ci; c++) dst[c] += src[c];
+            }
+        }
+    }
+}
+
+void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
+                    int Ci, int Co, int K, int S) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+    if (s.direct) {
+        /* y[P][Co] = x[P][Ci] w^T */
+        sg_cpu_sgemm(0, 1, (int)s.P, Co, Ci, 1.0f, x, Ci, w, Ci, 0.0f, y, Co);
+    } else {
+        float *col = sg_cpu_scratch_acquire();
+        for (int64_t p0 = 0; p0 < s.P; p0 += s.chunk) {
+            int rows = (int)(s.P - p0 < s.chunk ? s.P - p0 : s.chunk);
+            im2col(col, x, &s, p0, rows);
+            sg_cpu_sgemm(0, 1, rows, Co, s.Kc, 1.0f, col, s.Kc, w, s.Kc, 0.0f, y + p0 * Co, Co);
+        }
+        sg_cpu_scratch_release();
+    }
+    if (b) {
+        for (int64_t p = 0; p < s.P; p++) {
+            float *row = y + p * Co;
+            for (int c = 0; c < Co; c++) row[c] += b[c];
+        }
+    }
+}
+
+void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
+                         int Co, int K, int S) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+    if (s.direct) {
+        /* dx[P][Ci] = dy[P][Co] w[Co][Ci] */
+        sg_cpu_sgemm(0, 0, (int)s.P, Ci, Co, 1.0f, dy, Co, w, Ci, 0.0f, dx, Ci);
+        return;
+    }
+    /* Strided or padded: some input pixels receive no contribution at all (S = 2 with K = 1
+     * skips odd rows/columns), so start from zero and scatter-add every chunk. */
+    memset(dx, 0, (size_t)N * H * W * Ci * sizeof(float));
+    float *dcol = sg_cpu_scratch_acquire();
+    for (int64_t p0 = 0; p0 < s.P; p0 += s.chunk) {
+        int rows = (int)(s.P - p0 < s.chunk ? s.P - p0 : s.chunk);
+        sg_cpu_sgemm(0, 0, rows, s.Kc, Co, 1.0f, dy + p0 * Co, Co, w, s.Kc, 0.0f, dcol, s.Kc);
+        col2im_add(dx, dcol, &s, p0, rows);
+    }
+    sg_cpu_scratch_release();
+}
+
+void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
+                           int W, int Ci, int Co, int K, int S) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+    if (s.direct) {
+        /* dw[Co][Ci] = dy^T[Co][P] x[P][Ci] */
+        sg_cpu_sgemm(1, 0, Co, Ci, (int)s.P, 1.0f, dy, Co, x, Ci, 0.0f, dw, Ci);
+    } else {
+        float *col = sg_cpu_scratch_acquire();
+        for (int64_t p0 = 0; p0 < s.P; p0 += s.chunk) {
+            int rows = (int)(s.P - p0 < s.chunk ? s.P - p0 : s.chunk);
+            im2col(col, x, &s, p0, rows);
+            /* The first chunk overwrites dw (beta 0), later ones add to it in chunk order. */
+            sg_cpu_sgemm(1, 0, Co, s.Kc, rows, 1.0f, dy + p0 * Co, Co, col, s.Kc,
+                         p0 == 0 ? 0.0f : 1.0f, dw, s.Kc);
+        }
+        sg_cpu_scratch_release();
+    }
+    if (db) sg_cpu_colsum(db, dy, s.P, Co, Co);
+}

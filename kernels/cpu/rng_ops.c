@@ -1,0 +1,78 @@
+/* rng_ops.c — the CPU reference for every op that draws random numbers or reads the dataset:
+ * batch gathering (data order, normalisation, padding, flips), diffusion timesteps, Gaussian
+ * noise and dropout masks.
+ *
+ * Every draw comes from common/philox.h keyed by (seed, step, purpose, element index), so the
+ * result depends on nothing but the arguments: the CUDA kernels draw the same words with the
+ * same keys, any element can be computed by any thread, and no mask or permutation is stored.
+ * Shapes: NHWC, as everywhere; data[ndata][H0][W0][C] is the uploaded uint8 dataset.
+ */
+#include "common/philox.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+/* Sample i of step `step` is sample g = step*N + i of the run: epoch g / ndata reads the
+ * dataset in the order of sg_perm(seed, epoch, ., ndata). The image is placed centred in the
+ * H x W output, with top = (H - H0) / 2 rows and left = (W - W0) / 2 columns of padding
+ * (negative offsets centre-crop instead); padding is -1, the value of a black pixel. A
+ * flipped sample mirrors the source image (column W0-1-sx for sx), not the padded canvas, so
+ * flips keep the image where it is even when the padding is uneven. */
+void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0, int C, int N,
+                      int H, int W, uint64_t seed, int64_t step, int flip) {
+    const int top = (H - H0) / 2, left = (W - W0) / 2;
+    const int64_t image = (int64_t)H0 * W0 * C;
+    for (int i = 0; i < N; i++) {
+        int64_t g = step * N + i;
+        int64_t item = sg_perm(seed, g / ndata, g % ndata, ndata);
+        int mirror = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)i);
+        const uint8_t *src = data + item * image;
+        float *dst = x0 + (int64_t)i * H * W * C;
+        for (int y = 0; y < H; y++) {
+            int sy = y - top;
+            for (int x = 0; x < W; x++) {
+                int sx = x - left;
+                float *d = dst + ((int64_t)y * W + x) * C;
+                if (sy < 0 || sy >= H0 || sx < 0 || sx >= W0) {
+                    for (int c = 0; c < C; c++) d[c] = -1.0f;
+                    continue;
+                }
+                if (mirror) sx = W0 - 1 - sx;
+                const uint8_t *s = src + ((int64_t)sy * W0 + sx) * C;
+                /* v / 127.5 - 1 maps 0 -> -1 and 255 -> 1; written as one division and one
+                 * subtraction so CUDA computes the identical float */
+                for (int c = 0; c < C; c++) d[c] = (float)s[c] / 127.5f - 1.0f;
+            }
+        }
+    }
+}
+
+void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step) {
+    for (int i = 0; i < N; i++)
+        t[i] = (int32_t)sg_rng_index(seed, step, SG_RNG_TIMESTEP, (uint64_t)i, (uint32_t)T);
+}
+
+void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose) {
+    for (int64_t i = 0; i < n; i++) eps[i] = sg_rng_normal(seed, step, purpose, (uint64_t)i);
+}
+
+/* The keep scale 1/(1-p), computed once in float exactly as the CUDA kernel does; p >= 1 drops
+ * everything (the uniform is always < 1), and the scale is never applied then. */
+static float dropout_scale(float p) {
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
+/* y may alias x. */
+void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
+                     uint32_t purpose) {
+    const float scale = dropout_scale(p);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = sg_rng_uniform(seed, step, purpose, (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+}
+
+/* The mask is regenerated from the same key, so the backward needs nothing saved; dx may
+ * alias dy. */
+void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
+                     uint32_t purpose) {
+    const float scale = dropout_scale(p);
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = sg_rng_uniform(seed, step, purpose, (uint64_t)i) >= p ? dy[i] * scale : 0.0f;
+}

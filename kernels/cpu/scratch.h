@@ -1,0 +1,47 @@
+/* scratch.h — internals shared by the CPU reference kernels: the one fixed-size scratch
+ * buffer, a column-sum helper and the thread-count-independent GEMM wrapper.
+ *
+ * GEMM-shaped kernels (conv via im2col, the attention backward) stage data in a buffer of
+ * SG_CPU_SCRATCH_FLOATS floats. Its size is a compile-time constant: callers split their work
+ * into chunks that fit, so nothing grows with the problem size and nothing is allocated per
+ * call. The buffer lives in .bss (pages are only touched when used) and a mutex serialises
+ * its users, so the kernels stay correct if two threads ever call them at once.
+ *
+ * Internal to kernels/cpu: not part of the kernel contract in cpu_kernels.h.
+ */
+#ifndef SG_CPU_SCRATCH_H
+#define SG_CPU_SCRATCH_H
+
+#include <stdint.h>
+
+/* 1 Mi floats = 4 MiB: an im2col chunk of ~227 output pixels at 3x3x512 input channels, or
+ * the full L x L attention-gradient block up to L = 1024 (32x32 attention). */
+#define SG_CPU_SCRATCH_FLOATS (1 << 20)
+
+/* Lock the scratch buffer and return it; every acquire is paired with one release. */
+float *sg_cpu_scratch_acquire(void);
+void sg_cpu_scratch_release(void);
+
+/* Column-block width for per-channel reductions kept in double on the stack (see norm.c,
+ * conv bias gradients): channels are reduced CBLK at a time so each channel's sum still runs
+ * in one fixed order (outer index first) while the loops stream memory contiguously. */
+#define SG_CPU_CBLK 64
+
+/* sum[c] = sum over rows r (in increasing r) of x[r*ld + c], c < C, accumulated in double.
+ * Shared by the bias gradients (conv, linear) and the broadcast-add backward. */
+void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld);
+
+/* C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C, row-major, as cblas_sgemm, but with the
+ * K dimension cut into blocks of SG_CPU_GEMM_KB taken in increasing order (the first with
+ * `beta`, the rest with beta = 1).
+ * Why: OpenBLAS splits a long K into blocks itself, and its threaded driver picks different
+ * block boundaries than its single-threaded one when GEMM_Q < K < 2 GEMM_Q (measured on
+ * OpenBLAS 0.3.21 / SkylakeX: K = 500, 600, 900 differ between 1 and 2 threads, K <= 384
+ * never does). With K <= SG_CPU_GEMM_KB <= GEMM_Q (sgemm Q is 384 on the x86-64 cores
+ * measured), every call is one K block, each output element is one fixed FMA chain, and the
+ * result has the same bits whatever OPENBLAS_NUM_THREADS is. */
+#define SG_CPU_GEMM_KB 256
+void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif

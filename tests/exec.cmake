@@ -1,0 +1,6 @@
+if(TARGET sg_graph)
+  add_executable(test_exec ${CMAKE_SOURCE_DIR}/tests/test_exec.c)
+  target_link_libraries(test_exec PRIVATE sg_graph)
+  add_test(NAME exec_cpu COMMAND test_exec)
+  set_tests_properties(exec_cpu PROPERTIES LABELS "asan")
+endif()

@@ -1,0 +1,1008 @@
+/* test_cpu_kernels.c — checks every CPU reference kernel (kernels/cpu/cpu_kernels.h, except
+ * the randomness/data section, tested with the RNG) against independent oracles:
+ *
+ *  1. Forward vs naive direct formulas written here in double (a 7-loop convolution, naive
+ *     GroupNorm, naive attention, ...), on random inputs with odd shapes, and on shapes big
+ *     enough that the chunked im2col / chunked attention backward run more than one chunk.
+ *  2. Every backward vs central finite differences of L = sum(r * y) for a random r, with L
+ *     accumulated in double. All input elements are perturbed (shapes are kept small).
+ *  3. Optimizer math vs a scalar re-implementation of the formulas in the header.
+ *  4. Determinism and overwrite semantics: every kernel runs twice on the same inputs, once
+ *     into a NaN-poisoned output and once into an output filled with 7.0; the two results
+ *     must be bit-identical (same bits, nothing accumulated into or left from the old
+ *     contents) and finite (every element written).
+ *  5. Thread-count independence: the GEMM-based kernels give the same bits with OpenBLAS on 1
+ *     thread and on 3, on shapes large enough for OpenBLAS to go multi-threaded.
+ *
+ * Tolerances (normalised error = max |got - want| / max |want|, see sg_test_rel_err). The
+ * errors measured on this machine are printed with SG_TEST_VERBOSE=1; each tolerance keeps
+ * at least 10x margin over them, while an indexing or formula bug gives errors of order 1:
+ *  - fp32 kernel vs double oracle rounded to fp32: TOL_FWD = 2e-5 (measured <= 6e-7). The
+ *    GEMMs sum at most a few thousand fp32 products (error ~1e-7 * sqrt(terms) in practice).
+ *  - finite differences of an op that is LINEAR in the perturbed input (conv, linear, add_nc,
+ *    resampling, GN's beta; mse is quadratic in pred, where central differences are exact
+ *    too): the difference quotient is exact for any step, so a large step h = 0.25 is used
+ *    and the only error is fp32 rounding of L divided by 2h: TOL_FD_LINEAR = 1e-4 (measured
+ *    <= 2e-6).
+ *  - finite differences of a nonlinear op (GroupNorm, SiLU, attention): h = 1e-2 balances the
+ *    O(h^2) truncation error against fp32 rounding in L / 2h: TOL_FD_NONLINEAR = 5e-3
+ *    (measured <= 5e-4). A wrong term in a backward (e.g. a dropped mean term in GroupNorm,
+ *    whose groups here hold <= 260 values) is off by several percent or more.
+ */
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/sg_test.h"
+
+#include <cblas.h> /* openblas_set_num_threads, for the thread-count check */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TOL_FWD 2e-5
+#define TOL_FD_LINEAR 1e-4
+#define TOL_FD_NONLINEAR 5e-3
+#define H_LINEAR 0.25
+#define H_NONLINEAR 1e-2
+
+static uint64_t rng = 0x5eed5eedull;
+static int verbose; /* SG_TEST_VERBOSE=1 prints every measured error next to its tolerance */
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static float *new_rand(int64_t n, float lo, float hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    sg_test_fill(p, n, &rng, lo, hi);
+    return p;
+}
+
+static float *new_fill(int64_t n, float v) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = v;
+    return p;
+}
+
+static float *new_nan(int64_t n) {
+    return new_fill(n, NAN);
+}
+
+static double *new_zero_d(int64_t n) {
+    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+}
+
+static int all_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+static double dot_rf(const float *r, const float *y, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)r[i] * y[i];
+    return s;
+}
+
+/* Normalised error of an fp32 result against a double oracle rounded to fp32. */
+static double rel_err_d(const float *got, const double *want, int64_t n) {
+    float *w = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) w[i] = (float)want[i];
+    double e = sg_test_rel_err(got, w, n);
+    free(w);
+    return all_finite(got, n) ? e : INFINITY;
+}
+
+#define CHECK_CLOSE(what, got, want_d, n, tol)                                                     \
+    do {                                                                                           \
+        double e_ = rel_err_d(got, want_d, n);                                                     \
+        if (verbose) printf("  %-40s err %.3g (tol %.3g)\n", what, e_, (double)(tol));             \
+        CHECK(e_ <= (tol), "%s: normalised error %.3g > %.3g", what, e_, (double)(tol));           \
+    } while (0)
+
+/* The scalar loss of a finite-difference check: runs the forward on the current inputs. */
+typedef double (*loss_fn)(void *ctx);
+
+/* Central differences of L with respect to every element of x (perturbed in place and
+ * restored), compared with the analytic gradient. The step actually taken is the difference
+ * of the two rounded fp32 inputs, not 2h. */
+static void check_fd(const char *what, float *x, int64_t n, const float *grad, loss_fn L, void *ctx,
+                     double h, double tol) {
+    double maxerr = 0, maxref = 1e-6;
+    int finite = all_finite(grad, n);
+    for (int64_t i = 0; i < n; i++) {
+        float save = x[i];
+        float xp = (float)(save + h), xm = (float)(save - h);
+        x[i] = xp;
+        double lp = L(ctx);
+        x[i] = xm;
+        double lm = L(ctx);
+        x[i] = save;
+        double fd = (lp - lm) / ((double)xp - (double)xm);
+        double err = fabs(fd - (double)grad[i]);
+        if (err > maxerr || err != err) maxerr = err != err ? INFINITY : err;
+        if (fabs(fd) > maxref) maxref = fabs(fd);
+    }
+    double e = finite ? maxerr / maxref : INFINITY;
+    if (verbose) printf("  %-40s fd err %.3g (tol %.3g)\n", what, e, tol);
+    CHECK(e <= tol, "%s: finite-difference error %.3g > %.3g", what, e, tol);
+}
+
+/* Runs `call` twice: into outputs poisoned with NaN, then into outputs filled with 7.0; the
+ * results must be finite and bit-identical. out1/out2 are arrays of `nout` output pointers. */
+#define CHECK_TWICE(what, outs1, outs2, sizes, nout, call1, call2)                                 \
+    do {                                                                                           \
+        for (int k_ = 0; k_ < (nout); k_++) {                                                      \
+            for (int64_t i_ = 0; i_ < (sizes)[k_]; i_++) {                                         \
+                (outs1)[k_][i_] = NAN;                                                             \
+                (outs2)[k_][i_] = 7.0f;                                                            \
+            }                                                                                      \
+        }                                                                                          \
+        call1;                                                                                     \
+        call2;                                                                                     \
+        for (int k_ = 0; k_ < (nout); k_++) {                                                      \
+            CHECK(all_finite((outs1)[k_], (sizes)[k_]), "%s: output %d not fully written", what,   \
+                  k_);                                                                             \
+            CHECK(memcmp((outs1)[k_], (outs2)[k_], (size_t)(sizes)[k_] * sizeof(float)) == 0,      \
+                  "%s: output %d differs between two calls (not deterministic or accumulates)",    \
+                  what, k_);                                                                       \
+        }                                                                                          \
+    } while (0)
+
+/* ---- convolution -------------------------------------------------------------------------- */
+
+static int conv_out(int H, int K, int S) {
+    return (H + 2 * (K / 2) - K) / S + 1;
+}
+
+/* The direct definition: 7 loops, double accumulation, no im2col. */
+static void naive_conv_fwd(double *y, const float *x, const float *w, const float *b, int N, int H,
+                           int W, int Ci, int Co, int K, int S) {
+    int pad = K / 2, Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
+    for (int n = 0; n < N; n++)
+        for (int ho = 0; ho < Ho; ho++)
+            for (int wo = 0; wo < Wo; wo++)
+                for (int co = 0; co < Co; co++) {
+                    double acc = b ? b[co] : 0.0;
+                    for (int kh = 0; kh < K; kh++)
+                        for (int kw = 0; kw < K; kw++) {
+                            int ih = ho * S - pad + kh, iw = wo * S - pad + kw;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            for (int ci = 0; ci < Ci; ci++)
+                                acc += (double)x[(((int64_t)n * H + ih) * W + iw) * Ci + ci] *
+                                       w[((co * K + kh) * K + kw) * Ci + ci];
+                        }
+                    y[(((int64_t)n * Ho + ho) * Wo + wo) * Co + co] = acc;
+                }
+}
+
+/* The direct adjoints of the loops above. */
+static void naive_conv_bwd(double *dx, double *dw, double *db, const float *dy, const float *x,
+                           const float *w, int N, int H, int W, int Ci, int Co, int K, int S) {
+    int pad = K / 2, Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
+    for (int n = 0; n < N; n++)
+        for (int ho = 0; ho < Ho; ho++)
+            for (int wo = 0; wo < Wo; wo++)
+                for (int co = 0; co < Co; co++) {
+                    double g = dy[(((int64_t)n * Ho + ho) * Wo + wo) * Co + co];
+                    db[co] += g;
+                    for (int kh = 0; kh < K; kh++)
+                        for (int kw = 0; kw < K; kw++) {
+                            int ih = ho * S - pad + kh, iw = wo * S - pad + kw;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            for (int ci = 0; ci < Ci; ci++) {
+                                int64_t xi = (((int64_t)n * H + ih) * W + iw) * Ci + ci;
+                                int wi = ((co * K + kh) * K + kw) * Ci + ci;
+                                dx[xi] += g * w[wi];
+                                dw[wi] += g * x[xi];
+                            }
+                        }
+                }
+}
+
+typedef struct {
+    float *y, *x, *w, *b, *r;
+    int N, H, W, Ci, Co, K, S;
+    int64_t ny;
+} conv_ctx;
+
+static double conv_loss(void *p) {
+    conv_ctx *c = p;
+    cpu_conv2d_fwd(c->y, c->x, c->w, c->b, c->N, c->H, c->W, c->Ci, c->Co, c->K, c->S);
+    return dot_rf(c->r, c->y, c->ny);
+}
+
+/* Forward vs naive (with and without bias), the three gradients vs finite differences and vs
+ * the naive adjoint, and determinism. fd = 0 skips the finite differences (big shapes). */
+static void test_conv_case(int N, int H, int W, int Ci, int Co, int K, int S, int fd) {
+    char name[128];
+    snprintf(name, sizeof name, "conv N%d H%d W%d Ci%d Co%d K%d S%d", N, H, W, Ci, Co, K, S);
+    int Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
+    int64_t nx = (int64_t)N * H * W * Ci, ny = (int64_t)N * Ho * Wo * Co,
+            nw = (int64_t)Co * K * K * Ci;
+    float *x = new_rand(nx, -1, 1), *w = new_rand(nw, -0.5f, 0.5f), *b = new_rand(Co, -1, 1);
+    float *r = new_rand(ny, -1, 1), *y = new_nan(ny), *y2 = new_nan(ny);
+    double *yref = new_zero_d(ny);
+
+    cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S);
+    naive_conv_fwd(yref, x, w, b, N, H, W, Ci, Co, K, S);
+    CHECK_CLOSE(name, y, yref, ny, TOL_FWD);
+    cpu_conv2d_fwd(y, x, w, NULL, N, H, W, Ci, Co, K, S);
+    naive_conv_fwd(yref, x, w, NULL, N, H, W, Ci, Co, K, S);
+    CHECK_CLOSE(name, y, yref, ny, TOL_FWD);
+
+    float *dx = new_nan(nx), *dw = new_nan(nw), *db = new_nan(Co);
+    cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S);
+    double *dxr = new_zero_d(nx), *dwr = new_zero_d(nw), *dbr = new_zero_d(Co);
+    naive_conv_bwd(dxr, dwr, dbr, r, x, w, N, H, W, Ci, Co, K, S);
+    CHECK_CLOSE("conv bwd_data vs naive adjoint", dx, dxr, nx, TOL_FWD);
+    CHECK_CLOSE("conv bwd_weight dw vs naive adjoint", dw, dwr, nw, TOL_FWD);
+    CHECK_CLOSE("conv bwd_weight db vs naive adjoint", db, dbr, Co, TOL_FWD);
+    /* db == NULL must still produce the same dw */
+    float *dw2 = new_nan(nw);
+    cpu_conv2d_bwd_weight(dw2, NULL, r, x, N, H, W, Ci, Co, K, S);
+    CHECK(memcmp(dw, dw2, (size_t)nw * 4) == 0, "%s: dw differs with db NULL", name);
+
+    if (fd) {
+        conv_ctx c = {y2, x, w, b, r, N, H, W, Ci, Co, K, S, ny};
+        check_fd("conv bwd_data dx", x, nx, dx, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        check_fd("conv bwd_weight dw", w, nw, dw, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        check_fd("conv bwd_weight db", b, Co, db, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    }
+
+    float *y_b = new_nan(ny), *dx_b = new_nan(nx), *dw_b = new_nan(nw), *db_b = new_nan(Co);
+    float *f1[1] = {y}, *f2[1] = {y_b}, *d1[1] = {dx}, *d2[1] = {dx_b};
+    float *w1[2] = {dw, db}, *w2[2] = {dw_b, db_b};
+    int64_t szy[1] = {ny}, szx[1] = {nx}, szw[2] = {nw, Co};
+    CHECK_TWICE(name, f1, f2, szy, 1, cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S),
+                cpu_conv2d_fwd(y_b, x, w, b, N, H, W, Ci, Co, K, S));
+    CHECK_TWICE(name, d1, d2, szx, 1, cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S),
+                cpu_conv2d_bwd_data(dx_b, r, w, N, H, W, Ci, Co, K, S));
+    CHECK_TWICE(name, w1, w2, szw, 2, cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S),
+                cpu_conv2d_bwd_weight(dw_b, db_b, r, x, N, H, W, Ci, Co, K, S));
+
+    free(x), free(w), free(b), free(r), free(y), free(y2), free(yref), free(dx), free(dw);
+    free(db), free(dxr), free(dwr), free(dbr), free(dw2), free(y_b), free(dx_b), free(dw_b);
+    free(db_b);
+}
+
+static void test_conv(void) {
+    /* every (K, S), with odd and even sizes; S = 2 with K = 1 leaves inputs with no gradient */
+    int ks[4][2] = {{1, 1}, {1, 2}, {3, 1}, {3, 2}};
+    for (int i = 0; i < 4; i++) {
+        int K = ks[i][0], S = ks[i][1];
+        test_conv_case(2, 5, 7, 3, 4, K, S, 1);
+        test_conv_case(1, 6, 4, 5, 3, K, S, 1);
+        test_conv_case(3, 1, 1, 2, 2, K, S, 1); /* 1x1 image: all taps but the centre padded */
+    }
+    /* Big enough for several im2col chunks (K*K*Ci = 576 floats per pixel, 1 Mi-float
+     * scratch: 1820 pixels per chunk, 2048 output pixels here). */
+    test_conv_case(2, 32, 32, 64, 8, 3, 1, 0);
+    test_conv_case(8, 32, 32, 64, 8, 3, 2, 0);
+    test_conv_case(1, 40, 30, 300, 5, 3, 1, 0); /* 2700 px of 2700 floats: 389 px/chunk */
+}
+
+/* ---- linear ------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *y, *x, *w, *b, *r;
+    int N, K, M;
+} linear_ctx;
+
+static double linear_loss(void *p) {
+    linear_ctx *c = p;
+    cpu_linear_fwd(c->y, c->x, c->w, c->b, c->N, c->K, c->M);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->M);
+}
+
+static void test_linear(int N, int K, int M) {
+    float *x = new_rand((int64_t)N * K, -1, 1), *w = new_rand((int64_t)M * K, -1, 1);
+    float *b = new_rand(M, -1, 1), *r = new_rand((int64_t)N * M, -1, 1);
+    float *y = new_nan((int64_t)N * M), *y2 = new_nan((int64_t)N * M);
+    double *yref = new_zero_d((int64_t)N * M);
+    for (int pass = 0; pass < 2; pass++) {
+        const float *bb = pass ? NULL : b;
+        cpu_linear_fwd(y, x, w, bb, N, K, M);
+        for (int n = 0; n < N; n++)
+            for (int m = 0; m < M; m++) {
+                double acc = bb ? bb[m] : 0.0;
+                for (int k = 0; k < K; k++) acc += (double)x[n * K + k] * w[m * K + k];
+                yref[n * M + m] = acc;
+            }
+        CHECK_CLOSE("linear fwd vs naive", y, yref, (int64_t)N * M, TOL_FWD);
+    }
+    float *dx = new_nan((int64_t)N * K), *dw = new_nan((int64_t)M * K), *db = new_nan(M);
+    cpu_linear_bwd_data(dx, r, w, N, K, M);
+    cpu_linear_bwd_weight(dw, db, r, x, N, K, M);
+    linear_ctx c = {y2, x, w, b, r, N, K, M};
+    check_fd("linear dx", x, (int64_t)N * K, dx, linear_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    check_fd("linear dw", w, (int64_t)M * K, dw, linear_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    check_fd("linear db", b, M, db, linear_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    float *dw2 = new_nan((int64_t)M * K);
+    cpu_linear_bwd_weight(dw2, NULL, r, x, N, K, M);
+    CHECK(memcmp(dw, dw2, (size_t)M * K * 4) == 0, "linear: dw differs with db NULL");
+
+    float *o1[3] = {y, dx, dw}, *o2[3] = {y2, new_nan((int64_t)N * K), dw2};
+    int64_t sz[3] = {(int64_t)N * M, (int64_t)N * K, (int64_t)M * K};
+    CHECK_TWICE("linear fwd", o1, o2, sz, 1, cpu_linear_fwd(o1[0], x, w, b, N, K, M),
+                cpu_linear_fwd(o2[0], x, w, b, N, K, M));
+    CHECK_TWICE("linear bwd_data", o1 + 1, o2 + 1, sz + 1, 1,
+                cpu_linear_bwd_data(o1[1], r, w, N, K, M),
+                cpu_linear_bwd_data(o2[1], r, w, N, K, M));
+    float *db2 = new_nan(M);
+    float *p1[2] = {dw, db}, *p2[2] = {dw2, db2};
+    int64_t szw[2] = {(int64_t)M * K, M};
+    CHECK_TWICE("linear bwd_weight", p1, p2, szw, 2, cpu_linear_bwd_weight(dw, db, r, x, N, K, M),
+                cpu_linear_bwd_weight(dw2, db2, r, x, N, K, M));
+    free(x), free(w), free(b), free(r), free(y), free(y2), free(yref), free(dx), free(dw);
+    free(db), free(dw2), free(o2[1]), free(db2);
+}
+
+/* ---- group norm --------------------------------------------------------------------------- */
+
+typedef struct {
+    float *y, *mean, *rstd, *x, *gamma, *beta, *r;
+    int N, HW, C, G;
+    float eps;
+} gn_ctx;
+
+static double gn_loss(void *p) {
+    gn_ctx *c = p;
+    cpu_group_norm_fwd(c->y, c->mean, c->rstd, c->x, c->gamma, c->beta, c->N, c->HW, c->C, c->G,
+                       c->eps);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->HW * c->C);
+}
+
+static void test_group_norm(int N, int HW, int C, int G, float eps, int fd) {
+    char name[96];
+    snprintf(name, sizeof name, "group_norm N%d HW%d C%d G%d", N, HW, C, G);
+    int64_t n = (int64_t)N * HW * C;
+    /* an offset and spread so the mean subtraction matters */
+    float *x = new_rand(n, -0.5f, 2.5f), *gamma = new_rand(C, 0.5f, 1.5f);
+    float *beta = new_rand(C, -1, 1), *r = new_rand(n, -1, 1);
+    float *y = new_nan(n), *mean = new_nan((int64_t)N * G), *rstd = new_nan((int64_t)N * G);
+    cpu_group_norm_fwd(y, mean, rstd, x, gamma, beta, N, HW, C, G, eps);
+
+    /* naive: per (n, g), straight loops over (hw, channel) in double */
+    int cg = C / G;
+    double *yref = new_zero_d(n), *mref = new_zero_d((int64_t)N * G),
+           *rref = new_zero_d((int64_t)N * G);
+    for (int s = 0; s < N; s++)
+        for (int g = 0; g < G; g++) {
+            double sum = 0, sq = 0;
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++)
+                    sum += x[((int64_t)s * HW + hw) * C + c];
+            double mu = sum / ((double)HW * cg);
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    double d = x[((int64_t)s * HW + hw) * C + c] - mu;
+                    sq += d * d;
+                }
+            double rs = 1.0 / sqrt(sq / ((double)HW * cg) + eps);
+            mref[s * G + g] = mu;
+            rref[s * G + g] = rs;
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    int64_t i = ((int64_t)s * HW + hw) * C + c;
+                    yref[i] = (x[i] - mu) * rs * gamma[c] + beta[c];
+                }
+        }
+    CHECK_CLOSE(name, y, yref, n, TOL_FWD);
+    CHECK_CLOSE("group_norm saved mean", mean, mref, (int64_t)N * G, TOL_FWD);
+    CHECK_CLOSE("group_norm saved rstd", rstd, rref, (int64_t)N * G, TOL_FWD);
+
+    float *dx = new_nan(n), *dg = new_nan(C), *dbt = new_nan(C);
+    cpu_group_norm_bwd(dx, dg, dbt, r, x, mean, rstd, gamma, N, HW, C, G);
+
+    /* naive backward in double from the naive statistics: the textbook formula group by
+     * group, and dgamma/dbeta channel by channel (an oracle for the big shapes, where finite
+     * differences would be slow) */
+    double *dxr = new_zero_d(n), *dgr = new_zero_d(C), *dbr = new_zero_d(C);
+    for (int s = 0; s < N; s++)
+        for (int g = 0; g < G; g++) {
+            double mu = mref[s * G + g], rs = rref[s * G + g], m1 = 0, m2 = 0,
+                   cnt = (double)HW * cg;
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    int64_t i = ((int64_t)s * HW + hw) * C + c;
+                    double xh = (x[i] - mu) * rs;
+                    m1 += r[i] * gamma[c] / cnt;
+                    m2 += r[i] * gamma[c] * xh / cnt;
+                    dgr[c] += r[i] * xh;
+                    dbr[c] += r[i];
+                }
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    int64_t i = ((int64_t)s * HW + hw) * C + c;
+                    dxr[i] = rs * (r[i] * gamma[c] - m1 - (x[i] - mu) * rs * m2);
+                }
+        }
+    CHECK_CLOSE("group_norm bwd dx vs naive", dx, dxr, n, TOL_FWD);
+    CHECK_CLOSE("group_norm bwd dgamma vs naive", dg, dgr, C, TOL_FWD);
+    CHECK_CLOSE("group_norm bwd dbeta vs naive", dbt, dbr, C, TOL_FWD);
+    free(dxr), free(dgr), free(dbr);
+    if (fd) {
+        float *y2 = new_nan(n), *m2 = new_nan((int64_t)N * G), *r2 = new_nan((int64_t)N * G);
+        gn_ctx c = {y2, m2, r2, x, gamma, beta, r, N, HW, C, G, eps};
+        check_fd("group_norm dx", x, n, dx, gn_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        check_fd("group_norm dgamma", gamma, C, dg, gn_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        check_fd("group_norm dbeta", beta, C, dbt, gn_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        free(y2), free(m2), free(r2);
+    }
+
+    float *o1[3] = {y, mean, rstd},
+          *o2[3] = {new_nan(n), new_nan((int64_t)N * G), new_nan((int64_t)N * G)};
+    int64_t sz[3] = {n, (int64_t)N * G, (int64_t)N * G};
+    CHECK_TWICE(name, o1, o2, sz, 3,
+                cpu_group_norm_fwd(o1[0], o1[1], o1[2], x, gamma, beta, N, HW, C, G, eps),
+                cpu_group_norm_fwd(o2[0], o2[1], o2[2], x, gamma, beta, N, HW, C, G, eps));
+    float *b1[3] = {dx, dg, dbt}, *b2[3] = {new_nan(n), new_nan(C), new_nan(C)};
+    int64_t szb[3] = {n, C, C};
+    CHECK_TWICE(name, b1, b2, szb, 3,
+                cpu_group_norm_bwd(b1[0], b1[1], b1[2], r, x, mean, rstd, gamma, N, HW, C, G),
+                cpu_group_norm_bwd(b2[0], b2[1], b2[2], r, x, mean, rstd, gamma, N, HW, C, G));
+    free(x), free(gamma), free(beta), free(r), free(y), free(mean), free(rstd), free(yref);
+    free(mref), free(rref), free(dx), free(dg), free(dbt);
+    for (int i = 0; i < 3; i++) free(o2[i]), free(b2[i]);
+}
+
+static void test_group_norms(void) {
+    test_group_norm(2, 5, 12, 3, 1e-6f, 1);    /* 4 channels per group, odd HW */
+    test_group_norm(3, 3, 6, 6, 1e-5f, 1);     /* one channel per group */
+    test_group_norm(1, 7, 5, 1, 1e-6f, 1);     /* one group (LayerNorm-like) */
+    test_group_norm(2, 4, 130, 2, 1e-6f, 1);   /* 65 channels per group: > one channel block */
+    test_group_norm(2, 64, 256, 32, 1e-6f, 0); /* UNet-like: 32 groups, several group blocks */
+}
+
+/* ---- elementwise -------------------------------------------------------------------------- */
+
+typedef struct {
+    float *y, *x, *r, *v;
+    int64_t n;
+    int N, HW, C, H, W; /* add_nc: N, HW, C; resample: N, H, W, C */
+} ew_ctx;
+
+static double silu_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_silu_fwd(c->y, c->x, c->n);
+    return dot_rf(c->r, c->y, c->n);
+}
+
+static double add_nc_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_add_nc_fwd(c->y, c->x, c->v, c->N, c->HW, c->C);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->HW * c->C);
+}
+
+static void test_elementwise(void) {
+    int64_t n = 203;
+    float *x = new_rand(n, -6, 6), *a = new_rand(n, -1, 1), *r = new_rand(n, -1, 1);
+    float *y = new_nan(n), *y2 = new_nan(n);
+    double *ref = new_zero_d(n);
+
+    /* silu forward vs formula; extreme inputs must stay finite with the right limits */
+    cpu_silu_fwd(y, x, n);
+    for (int64_t i = 0; i < n; i++) ref[i] = x[i] / (1.0 + exp(-(double)x[i]));
+    CHECK_CLOSE("silu fwd", y, ref, n, TOL_FWD);
+    float ext[4] = {-200.0f, -90.0f, 90.0f, 200.0f}, ey[4], edx[4], one[4] = {1, 1, 1, 1};
+    cpu_silu_fwd(ey, ext, 4);
+    cpu_silu_bwd(edx, one, ext, 4);
+    CHECK(all_finite(ey, 4) && all_finite(edx, 4) && ey[0] == 0.0f && ey[3] == 200.0f &&
+              edx[0] == 0.0f && edx[3] == 1.0f,
+          "silu at extremes: y %g %g dx %g %g", ey[0], ey[3], edx[0], edx[3]);
+
+    float *dx = new_nan(n);
+    cpu_silu_bwd(dx, r, x, n);
+    ew_ctx c = {y2, x, r, NULL, n, 0, 0, 0, 0, 0};
+    check_fd("silu dx", x, n, dx, silu_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+    /* dx may alias dy */
+    float *al = malloc((size_t)n * 4);
+    memcpy(al, r, (size_t)n * 4);
+    cpu_silu_bwd(al, al, x, n);
+    CHECK(memcmp(al, dx, (size_t)n * 4) == 0, "silu bwd with dx == dy differs");
+    /* y may alias x */
+    memcpy(al, x, (size_t)n * 4);
+    cpu_silu_fwd(al, al, n);
+    cpu_silu_fwd(y, x, n);
+    CHECK(memcmp(al, y, (size_t)n * 4) == 0, "silu fwd with y == x differs");
+
+    /* add, copy, scale: exact in fp32 (one rounding each), so compare bits with the formula */
+    int ok = 1;
+    cpu_add_fwd(y, x, a, n);
+    for (int64_t i = 0; i < n; i++) ok &= y[i] == x[i] + a[i];
+    CHECK(ok, "add fwd differs from x + a");
+    memcpy(al, x, (size_t)n * 4);
+    cpu_add_fwd(al, al, a, n);
+    CHECK(memcmp(al, y, (size_t)n * 4) == 0, "add fwd with y == a differs");
+    cpu_copy(y, x, n);
+    CHECK(memcmp(y, x, (size_t)n * 4) == 0, "copy");
+    cpu_copy(y, y, n);
+    CHECK(memcmp(y, x, (size_t)n * 4) == 0, "copy in place");
+    ok = 1;
+    cpu_scale(y, x, -0.37f, n);
+    for (int64_t i = 0; i < n; i++) ok &= y[i] == x[i] * -0.37f;
+    CHECK(ok, "scale differs from x * s");
+    memcpy(al, x, (size_t)n * 4);
+    cpu_scale(al, al, -0.37f, n);
+    CHECK(memcmp(al, y, (size_t)n * 4) == 0, "scale in place differs");
+
+    float *o1[1] = {y}, *o2[1] = {y2};
+    int64_t sz[1] = {n};
+    CHECK_TWICE("silu fwd", o1, o2, sz, 1, cpu_silu_fwd(o1[0], x, n), cpu_silu_fwd(o2[0], x, n));
+    CHECK_TWICE("silu bwd", o1, o2, sz, 1, cpu_silu_bwd(o1[0], r, x, n),
+                cpu_silu_bwd(o2[0], r, x, n));
+    CHECK_TWICE("add", o1, o2, sz, 1, cpu_add_fwd(o1[0], x, a, n), cpu_add_fwd(o2[0], x, a, n));
+    CHECK_TWICE("copy", o1, o2, sz, 1, cpu_copy(o1[0], x, n), cpu_copy(o2[0], x, n));
+    CHECK_TWICE("scale", o1, o2, sz, 1, cpu_scale(o1[0], x, 3.0f, n), cpu_scale(o2[0], x, 3.0f, n));
+
+    /* add_nc: forward vs formula, dv vs finite differences (dx is the identity) */
+    int N = 3, HW = 7, C = 5;
+    int64_t m = (int64_t)N * HW * C;
+    float *xx = new_rand(m, -1, 1), *v = new_rand((int64_t)N * C, -1, 1), *rr = new_rand(m, -1, 1);
+    float *yy = new_nan(m), *yy2 = new_nan(m), *dv = new_nan((int64_t)N * C);
+    cpu_add_nc_fwd(yy, xx, v, N, HW, C);
+    ok = 1;
+    for (int s = 0; s < N; s++)
+        for (int hw = 0; hw < HW; hw++)
+            for (int ch = 0; ch < C; ch++) {
+                int64_t i = ((int64_t)s * HW + hw) * C + ch;
+                ok &= yy[i] == xx[i] + v[s * C + ch];
+            }
+    CHECK(ok, "add_nc fwd differs from x + v[n, c]");
+    memcpy(yy2, xx, (size_t)m * 4);
+    cpu_add_nc_fwd(yy2, yy2, v, N, HW, C);
+    CHECK(memcmp(yy2, yy, (size_t)m * 4) == 0, "add_nc fwd in place differs");
+    cpu_add_nc_bwd(dv, rr, N, HW, C);
+    ew_ctx cn = {yy2, xx, rr, v, 0, N, HW, C, 0, 0};
+    check_fd("add_nc dv", v, (int64_t)N * C, dv, add_nc_loss, &cn, H_LINEAR, TOL_FD_LINEAR);
+    float *q1[1] = {yy}, *q2[1] = {yy2}, *d1[1] = {dv}, *d2[1] = {new_nan((int64_t)N * C)};
+    int64_t szm[1] = {m}, szv[1] = {(int64_t)N * C};
+    CHECK_TWICE("add_nc fwd", q1, q2, szm, 1, cpu_add_nc_fwd(q1[0], xx, v, N, HW, C),
+                cpu_add_nc_fwd(q2[0], xx, v, N, HW, C));
+    CHECK_TWICE("add_nc bwd", d1, d2, szv, 1, cpu_add_nc_bwd(d1[0], rr, N, HW, C),
+                cpu_add_nc_bwd(d2[0], rr, N, HW, C));
+
+    free(x), free(a), free(r), free(y), free(y2), free(ref), free(dx), free(al), free(xx);
+    free(v), free(rr), free(yy), free(yy2), free(dv), free(d2[0]);
+}
+
+/* ---- resampling --------------------------------------------------------------------------- */
+
+static double upsample_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_upsample2x_fwd(c->y, c->x, c->N, c->H, c->W, c->C);
+    return dot_rf(c->r, c->y, (int64_t)c->N * 4 * c->H * c->W * c->C);
+}
+
+static double avgpool_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_avgpool2x_fwd(c->y, c->x, c->N, c->H, c->W, c->C);
+    return dot_rf(c->r, c->y, (int64_t)c->N * (c->H / 2) * (c->W / 2) * c->C);
+}
+
+static void test_resample(void) {
+    /* upsample: odd input sizes are fine (the output is 2H x 2W) */
+    int N = 2, H = 3, W = 5, C = 3;
+    int64_t nx = (int64_t)N * H * W * C, ny = 4 * nx;
+    float *x = new_rand(nx, -1, 1), *r = new_rand(ny, -1, 1), *y = new_nan(ny), *y2 = new_nan(ny);
+    float *dx = new_nan(nx);
+    cpu_upsample2x_fwd(y, x, N, H, W, C);
+    int ok = 1;
+    for (int s = 0; s < N; s++)
+        for (int i = 0; i < 2 * H; i++)
+            for (int j = 0; j < 2 * W; j++)
+                for (int c = 0; c < C; c++)
+                    ok &= y[(((int64_t)s * 2 * H + i) * 2 * W + j) * C + c] ==
+                          x[(((int64_t)s * H + i / 2) * W + j / 2) * C + c];
+    CHECK(ok, "upsample fwd differs from nearest neighbour");
+    cpu_upsample2x_bwd(dx, r, N, H, W, C);
+    ew_ctx c = {y2, x, r, NULL, 0, N, 0, C, H, W};
+    check_fd("upsample dx", x, nx, dx, upsample_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    float *o1[1] = {y}, *o2[1] = {y2}, *b1[1] = {dx}, *b2[1] = {new_nan(nx)};
+    int64_t szy[1] = {ny}, szx[1] = {nx};
+    CHECK_TWICE("upsample fwd", o1, o2, szy, 1, cpu_upsample2x_fwd(o1[0], x, N, H, W, C),
+                cpu_upsample2x_fwd(o2[0], x, N, H, W, C));
+    CHECK_TWICE("upsample bwd", b1, b2, szx, 1, cpu_upsample2x_bwd(b1[0], r, N, H, W, C),
+                cpu_upsample2x_bwd(b2[0], r, N, H, W, C));
+    free(x), free(r), free(y), free(y2), free(dx), free(b2[0]);
+
+    /* avgpool: H, W even, non-square */
+    N = 2, H = 4, W = 6, C = 3;
+    nx = (int64_t)N * H * W * C, ny = nx / 4;
+    x = new_rand(nx, -1, 1), r = new_rand(ny, -1, 1), y = new_nan(ny), y2 = new_nan(ny);
+    dx = new_nan(nx);
+    cpu_avgpool2x_fwd(y, x, N, H, W, C);
+    double *ref = new_zero_d(ny);
+    for (int s = 0; s < N; s++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++)
+                for (int ch = 0; ch < C; ch++)
+                    ref[(((int64_t)s * (H / 2) + i / 2) * (W / 2) + j / 2) * C + ch] +=
+                        0.25 * x[(((int64_t)s * H + i) * W + j) * C + ch];
+    CHECK_CLOSE("avgpool fwd", y, ref, ny, TOL_FWD);
+    cpu_avgpool2x_bwd(dx, r, N, H, W, C);
+    ew_ctx c2 = {y2, x, r, NULL, 0, N, 0, C, H, W};
+    check_fd("avgpool dx", x, nx, dx, avgpool_loss, &c2, H_LINEAR, TOL_FD_LINEAR);
+    o1[0] = y, o2[0] = y2, b1[0] = dx, b2[0] = new_nan(nx);
+    szy[0] = ny, szx[0] = nx;
+    CHECK_TWICE("avgpool fwd", o1, o2, szy, 1, cpu_avgpool2x_fwd(o1[0], x, N, H, W, C),
+                cpu_avgpool2x_fwd(o2[0], x, N, H, W, C));
+    CHECK_TWICE("avgpool bwd", b1, b2, szx, 1, cpu_avgpool2x_bwd(b1[0], r, N, H, W, C),
+                cpu_avgpool2x_bwd(b2[0], r, N, H, W, C));
+    free(x), free(r), free(y), free(y2), free(dx), free(b2[0]), free(ref);
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+/* Naive attention in double: P[N,h,L,L], y[N,L,C]; and its backward from the same P. */
+static void naive_attention(double *y, double *P, const float *qkv, int N, int L, int C,
+                            int heads) {
+    int D = C / heads;
+    double a = 1.0 / sqrt((double)D);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < heads; h++) {
+            double *Pr = P + ((int64_t)n * heads + h) * L * L;
+            for (int i = 0; i < L; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < L; j++) {
+                    double s = 0;
+                    for (int d = 0; d < D; d++)
+                        s += (double)qkv[((int64_t)n * L + i) * 3 * C + h * D + d] *
+                             qkv[((int64_t)n * L + j) * 3 * C + C + h * D + d];
+                    Pr[(int64_t)i * L + j] = s * a;
+                    if (s * a > mx) mx = s * a;
+                }
+                for (int j = 0; j < L; j++) {
+                    Pr[(int64_t)i * L + j] = exp(Pr[(int64_t)i * L + j] - mx);
+                    sum += Pr[(int64_t)i * L + j];
+                }
+                for (int j = 0; j < L; j++) Pr[(int64_t)i * L + j] /= sum;
+                for (int d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < L; j++)
+                        acc += Pr[(int64_t)i * L + j] *
+                               qkv[((int64_t)n * L + j) * 3 * C + 2 * C + h * D + d];
+                    y[((int64_t)n * L + i) * C + h * D + d] = acc;
+                }
+            }
+        }
+}
+
+static void naive_attention_bwd(double *dqkv, const float *dy, const float *qkv, const double *P,
+                                int N, int L, int C, int heads) {
+    int D = C / heads;
+    double a = 1.0 / sqrt((double)D);
+    double *dS = new_zero_d(L);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < heads; h++) {
+            const double *Pr = P + ((int64_t)n * heads + h) * L * L;
+#define Q(i, d) qkv[((int64_t)n * L + (i)) * 3 * C + h * D + (d)]
+#define K_(i, d) qkv[((int64_t)n * L + (i)) * 3 * C + C + h * D + (d)]
+#define V(i, d) qkv[((int64_t)n * L + (i)) * 3 * C + 2 * C + h * D + (d)]
+#define DQKV(i, part, d) dqkv[((int64_t)n * L + (i)) * 3 * C + (part)*C + h * D + (d)]
+#define DY(i, d) dy[((int64_t)n * L + (i)) * C + h * D + (d)]
+            for (int i = 0; i < L; i++) {
+                double rowdot = 0;
+                for (int j = 0; j < L; j++) {
+                    double dp = 0;
+                    for (int d = 0; d < D; d++) dp += DY(i, d) * V(j, d);
+                    dS[j] = dp;
+                    rowdot += Pr[(int64_t)i * L + j] * dp;
+                    for (int d = 0; d < D; d++) DQKV(j, 2, d) += Pr[(int64_t)i * L + j] * DY(i, d);
+                }
+                for (int j = 0; j < L; j++) {
+                    double ds = Pr[(int64_t)i * L + j] * (dS[j] - rowdot) * a;
+                    for (int d = 0; d < D; d++) {
+                        DQKV(i, 0, d) += ds * K_(j, d);
+                        DQKV(j, 1, d) += ds * Q(i, d);
+                    }
+                }
+            }
+#undef Q
+#undef K_
+#undef V
+#undef DQKV
+#undef DY
+        }
+    free(dS);
+}
+
+typedef struct {
+    float *y, *P, *qkv, *r;
+    int N, L, C, heads;
+} attn_ctx;
+
+static double attn_loss(void *p) {
+    attn_ctx *c = p;
+    cpu_attention_fwd(c->y, c->P, c->qkv, c->N, c->L, c->C, c->heads);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->L * c->C);
+}
+
+static void test_attention_case(int N, int L, int C, int heads, float lo, float hi, int fd) {
+    char name[96];
+    snprintf(name, sizeof name, "attention N%d L%d C%d heads%d", N, L, C, heads);
+    int64_t nq = (int64_t)N * L * 3 * C, ny = (int64_t)N * L * C, nP = (int64_t)N * heads * L * L;
+    float *qkv = new_rand(nq, lo, hi), *r = new_rand(ny, -1, 1);
+    float *y = new_nan(ny), *P = new_nan(nP), *dqkv = new_nan(nq);
+    double *yref = new_zero_d(ny), *Pref = new_zero_d(nP), *dref = new_zero_d(nq);
+    cpu_attention_fwd(y, P, qkv, N, L, C, heads);
+    naive_attention(yref, Pref, qkv, N, L, C, heads);
+    CHECK_CLOSE(name, P, Pref, nP, TOL_FWD);
+    CHECK_CLOSE(name, y, yref, ny, TOL_FWD);
+    cpu_attention_bwd(dqkv, r, qkv, P, N, L, C, heads);
+    naive_attention_bwd(dref, r, qkv, Pref, N, L, C, heads);
+    CHECK_CLOSE("attention bwd vs naive", dqkv, dref, nq, TOL_FWD);
+    if (fd) {
+        float *y2 = new_nan(ny), *P2 = new_nan(nP);
+        attn_ctx c = {y2, P2, qkv, r, N, L, C, heads};
+        check_fd("attention dqkv", qkv, nq, dqkv, attn_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        free(y2), free(P2);
+    }
+    float *o1[2] = {y, P}, *o2[2] = {new_nan(ny), new_nan(nP)};
+    int64_t sz[2] = {ny, nP};
+    CHECK_TWICE(name, o1, o2, sz, 2, cpu_attention_fwd(o1[0], o1[1], qkv, N, L, C, heads),
+                cpu_attention_fwd(o2[0], o2[1], qkv, N, L, C, heads));
+    float *b1[1] = {dqkv}, *b2[1] = {new_nan(nq)};
+    int64_t szq[1] = {nq};
+    CHECK_TWICE(name, b1, b2, szq, 1, cpu_attention_bwd(b1[0], r, qkv, P, N, L, C, heads),
+                cpu_attention_bwd(b2[0], r, qkv, P, N, L, C, heads));
+    free(qkv), free(r), free(y), free(P), free(dqkv), free(yref), free(Pref), free(dref);
+    free(o2[0]), free(o2[1]), free(b2[0]);
+}
+
+static void test_attention(void) {
+    /* scores spread enough (|qkv| up to 2) that softmax is far from uniform */
+    test_attention_case(2, 7, 4, 1, -2, 2, 1);
+    test_attention_case(2, 7, 4, 2, -2, 2, 1);
+    test_attention_case(1, 5, 6, 2, -2, 2, 1); /* D = 3 */
+    test_attention_case(2, 9, 8, 1, -1, 1, 1);
+    /* L*L > the 1 Mi-float scratch: the backward runs two row chunks (953 + 147 rows) */
+    test_attention_case(1, 1100, 4, 1, -1, 1, 0);
+}
+
+/* ---- timestep embedding, DDPM noise ------------------------------------------------------- */
+
+static void test_embedding(void) {
+    int32_t t[5] = {0, 1, 17, 500, 999};
+    int dims[3] = {4, 32, 128};
+    for (int k = 0; k < 3; k++) {
+        int dim = dims[k], half = dim / 2;
+        float *y = new_nan(5L * dim), *y2 = new_nan(5L * dim);
+        double *ref = new_zero_d(5L * dim);
+        cpu_timestep_emb(y, t, 5, dim);
+        for (int n = 0; n < 5; n++)
+            for (int i = 0; i < half; i++) {
+                /* 10000^(-i/(half-1)), written as a power rather than the kernel's exp/log */
+                double f = pow(10000.0, -(double)i / (half - 1));
+                ref[n * dim + i] = sin(t[n] * f);
+                ref[n * dim + half + i] = cos(t[n] * f);
+            }
+        /* |values| <= 1: an absolute 1e-6 (a few fp32 ulps of 1) */
+        CHECK_CLOSE("timestep emb", y, ref, 5L * dim, 1e-6);
+        CHECK(y[0] == 0.0f && y[half] == 1.0f, "timestep emb at t=0");
+        float *o1[1] = {y}, *o2[1] = {y2};
+        int64_t sz[1] = {5L * dim};
+        CHECK_TWICE("timestep emb", o1, o2, sz, 1, cpu_timestep_emb(o1[0], t, 5, dim),
+                    cpu_timestep_emb(o2[0], t, 5, dim));
+        free(y), free(y2), free(ref);
+    }
+
+    /* abar vs an independent formulation: exp(sum log(1 - beta_i)) */
+    int T = 1000;
+    double b1 = 1e-4, bT = 0.02;
+    int ts[4] = {0, 1, 500, 999};
+    for (int k = 0; k < 4; k++) {
+        double ls = 0;
+        for (int i = 0; i <= ts[k]; i++) ls += log1p(-(b1 + (bT - b1) * i / (T - 1)));
+        double want = exp(ls), got = sg_ddpm_abar(ts[k], T, b1, bT);
+        CHECK(fabs(got - want) <= 1e-12 * want, "abar(%d) = %.17g, want %.17g", ts[k], got, want);
+    }
+    CHECK(sg_ddpm_abar(0, T, b1, bT) == 1.0 - b1, "abar(0) = 1 - beta1");
+
+    int N = 4, per = 13;
+    int32_t tt[4] = {0, 999, 250, 7};
+    float *x0 = new_rand((int64_t)N * per, -1, 1), *eps = new_rand((int64_t)N * per, -3, 3);
+    float *xt = new_nan((int64_t)N * per), *xt2 = new_nan((int64_t)N * per);
+    double *ref = new_zero_d((int64_t)N * per);
+    cpu_ddpm_noise(xt, x0, eps, tt, N, per, T, (float)b1, (float)bT);
+    for (int n = 0; n < N; n++) {
+        double ls = 0;
+        for (int i = 0; i <= tt[n]; i++)
+            ls += log1p(-((float)b1 + ((double)(float)bT - (float)b1) * i / (T - 1)));
+        double ab = exp(ls);
+        for (int i = 0; i < per; i++)
+            ref[n * per + i] = sqrt(ab) * x0[n * per + i] + sqrt(1 - ab) * eps[n * per + i];
+    }
+    CHECK_CLOSE("ddpm noise", xt, ref, (int64_t)N * per, TOL_FWD);
+    float *o1[1] = {xt}, *o2[1] = {xt2};
+    int64_t sz[1] = {(int64_t)N * per};
+    CHECK_TWICE("ddpm noise", o1, o2, sz, 1,
+                cpu_ddpm_noise(o1[0], x0, eps, tt, N, per, T, (float)b1, (float)bT),
+                cpu_ddpm_noise(o2[0], x0, eps, tt, N, per, T, (float)b1, (float)bT));
+    free(x0), free(eps), free(xt), free(xt2), free(ref);
+}
+
+/* ---- loss --------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *pred, *target;
+    int64_t n;
+    float dloss;
+} mse_ctx;
+
+static double mse_loss(void *p) {
+    mse_ctx *c = p;
+    float l;
+    cpu_mse_fwd(&l, c->pred, c->target, c->n);
+    return (double)c->dloss * l;
+}
+
+static void test_loss(void) {
+    /* n spans several 4096-value blocks plus a partial one */
+    int64_t sizes[2] = {37, 3 * 4096 + 123};
+    for (int k = 0; k < 2; k++) {
+        int64_t n = sizes[k];
+        float *pred = new_rand(n, -2, 2), *target = new_rand(n, -2, 2), *dp = new_nan(n);
+        float loss = NAN, loss2 = 7.0f;
+        double want = 0;
+        for (int64_t i = 0; i < n; i++)
+            want += ((double)pred[i] - target[i]) * (pred[i] - target[i]);
+        want /= (double)n;
+        cpu_mse_fwd(&loss, pred, target, n);
+        CHECK(fabs(loss - want) <= 1e-6 * want, "mse fwd %.9g want %.9g", loss, want);
+        cpu_mse_fwd(&loss2, pred, target, n);
+        CHECK(memcmp(&loss, &loss2, 4) == 0, "mse fwd not deterministic");
+        cpu_mse_bwd(dp, pred, target, n, 0.75f);
+        if (k == 0) {
+            /* L = dloss * mse is quadratic in pred: central differences are exact */
+            mse_ctx c = {pred, target, n, 0.75f};
+            check_fd("mse dpred", pred, n, dp, mse_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        }
+        double *ref = new_zero_d(n);
+        for (int64_t i = 0; i < n; i++) ref[i] = 0.75 * 2.0 * ((double)pred[i] - target[i]) / n;
+        CHECK_CLOSE("mse bwd vs formula", dp, ref, n, TOL_FWD);
+        float *o1[1] = {dp}, *o2[1] = {new_nan(n)};
+        int64_t sz[1] = {n};
+        CHECK_TWICE("mse bwd", o1, o2, sz, 1, cpu_mse_bwd(o1[0], pred, target, n, 0.75f),
+                    cpu_mse_bwd(o2[0], pred, target, n, 0.75f));
+        free(pred), free(target), free(dp), free(ref), free(o2[0]);
+    }
+}
+
+/* ---- optimizer ---------------------------------------------------------------------------- */
+
+static void test_optim(void) {
+    int64_t n = 2 * 4096 + 77;
+    float *g = new_rand(n, -1, 1);
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += (double)g[i] * g[i];
+    float ss = NAN, ss2 = 7.0f;
+    cpu_sumsq(&ss, g, n);
+    cpu_sumsq(&ss2, g, n);
+    CHECK(fabs(ss - want) <= 1e-6 * want, "sumsq %.9g want %.9g", ss, want);
+    CHECK(memcmp(&ss, &ss2, 4) == 0, "sumsq not deterministic");
+
+    /* clip: both branches */
+    float sq = 100.0f, sc = NAN;
+    cpu_clip_scale(&sc, &sq, 1.0f);
+    CHECK(fabs(sc - 1.0 / (10.0 + 1e-6)) <= 1e-7, "clip scale %.9g, want ~0.1", sc);
+    cpu_clip_scale(&sc, &sq, 20.0f);
+    CHECK(sc == 1.0f, "clip scale %.9g, want 1 (norm below max)", sc);
+
+    /* AdamW vs a scalar re-implementation of the header's formula, for several steps, with
+     * warmup, a clip scale and weight decay; then without warmup and with NULL lr_out. */
+    int64_t m = 53;
+    float *p = new_rand(m, -1, 1), *mm = new_fill(m, 0.0f), *vv = new_fill(m, 0.0f);
+    double *pr = new_zero_d(m), *mr = new_zero_d(m), *vr = new_zero_d(m);
+    for (int64_t i = 0; i < m; i++) pr[i] = p[i];
+    float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, scale = 0.7f;
+    for (int64_t step = 0; step < 6; step++) {
+        int warmup = step < 4 ? 3 : 0;
+        float *grad = new_rand(m, -1, 1), lr_used = NAN;
+        cpu_adamw(p, mm, vv, grad, m, &scale, step, lr, b1, b2, eps, wd, warmup,
+                  step == 5 ? NULL : &lr_used);
+        double k = (double)step + 1;
+        double lrt = warmup > 0 && k < warmup ? lr * k / warmup : lr;
+        for (int64_t i = 0; i < m; i++) {
+            double gi = (double)grad[i] * scale;
+            mr[i] = b1 * mr[i] + (1 - (double)b1) * gi;
+            vr[i] = b2 * vr[i] + (1 - (double)b2) * gi * gi;
+            double mh = mr[i] / (1 - pow(b1, k)), vh = vr[i] / (1 - pow(b2, k));
+            pr[i] -= lrt * (mh / (sqrt(vh) + eps) + wd * pr[i]);
+        }
+        if (step < 5)
+            CHECK(fabs(lr_used - lrt) <= 1e-7 * lrt, "adamw step %lld lr %.9g want %.9g",
+                  (long long)step, lr_used, lrt);
+        CHECK_CLOSE("adamw p", p, pr, m, 1e-6);
+        CHECK_CLOSE("adamw m", mm, mr, m, 1e-5);
+        CHECK_CLOSE("adamw v", vv, vr, m, 1e-5);
+        free(grad);
+    }
+    /* NULL scale means 1, and AdamW is deterministic from the same state */
+    {
+        float *gr = new_rand(m, -1, 1), one = 1.0f;
+        float *pa = malloc(m * 4), *ma = malloc(m * 4), *va = malloc(m * 4);
+        float *pb = malloc(m * 4), *mb = malloc(m * 4), *vb = malloc(m * 4);
+        memcpy(pa, p, m * 4), memcpy(ma, mm, m * 4), memcpy(va, vv, m * 4);
+        memcpy(pb, p, m * 4), memcpy(mb, mm, m * 4), memcpy(vb, vv, m * 4);
+        cpu_adamw(pa, ma, va, gr, m, NULL, 9, lr, b1, b2, eps, wd, 0, NULL);
+        cpu_adamw(pb, mb, vb, gr, m, &one, 9, lr, b1, b2, eps, wd, 0, NULL);
+        CHECK(memcmp(pa, pb, m * 4) == 0 && memcmp(ma, mb, m * 4) == 0 &&
+                  memcmp(va, vb, m * 4) == 0,
+              "adamw: NULL scale differs from scale 1 (or not deterministic)");
+        free(gr), free(pa), free(ma), free(va), free(pb), free(mb), free(vb);
+    }
+
+    /* EMA vs formula; deterministic */
+    float *e = new_rand(m, -1, 1), *e2 = malloc(m * 4);
+    double *er = new_zero_d(m);
+    memcpy(e2, e, m * 4);
+    for (int64_t i = 0; i < m; i++) er[i] = 0.999 * e[i] + (1 - 0.999) * p[i];
+    cpu_ema(e, p, m, 0.999f);
+    cpu_ema(e2, p, m, 0.999f);
+    CHECK_CLOSE("ema", e, er, m, TOL_FWD);
+    CHECK(memcmp(e, e2, m * 4) == 0, "ema not deterministic");
+
+    free(g), free(p), free(mm), free(vv), free(pr), free(mr), free(vr), free(e), free(e2);
+    free(er);
+}
+
+/* ---- thread-count independence ---------------------------------------------------------- */
+
+/* Runs every GEMM-based kernel on shapes where OpenBLAS threads (and where K spans several
+ * GEMM blocks) with `threads` BLAS threads; out is a concatenation of all outputs. */
+static int64_t gemm_kernels_run(float *out, int threads, const float *x, const float *w,
+                                const float *qkv, const float *dy) {
+    openblas_set_num_threads(threads);
+    int64_t o = 0;
+    /* conv: K*K*Ci = 576 per pixel, 2048 output pixels (two im2col chunks), Co = 96 */
+    cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1), o += 2 * 32 * 32 * 96;
+    cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 1), o += 2 * 32 * 32 * 64;
+    cpu_conv2d_bwd_weight(out + o, out + o + 96 * 576, dy, x, 2, 32, 32, 64, 96, 3, 1);
+    o += 96 * 576 + 96;
+    /* linear with K = 900 (the K that differs between 1 and 2 threads in plain sgemm) */
+    cpu_linear_fwd(out + o, x, w, NULL, 128, 900, 96), o += 128 * 96;
+    cpu_linear_bwd_data(out + o, dy, w, 128, 900, 96), o += 128 * 900;
+    cpu_linear_bwd_weight(out + o, NULL, dy, x, 128, 900, 96), o += 96 * 900;
+    /* attention over L = 600 positions, 2 heads of 32 */
+    cpu_attention_fwd(out + o, out + o + 600 * 64, qkv, 1, 600, 64, 2);
+    cpu_attention_bwd(out + o + 600 * 64 + 2 * 600 * 600, dy, qkv, out + o + 600 * 64, 1, 600, 64,
+                      2);
+    o += 600 * 64 + 2 * 600 * 600 + 600 * 192;
+    return o;
+}
+
+static void test_thread_invariance(void) {
+    int saved = openblas_get_num_threads();
+    int64_t nmax = 4 << 20;
+    float *x = new_rand(2 * 32 * 32 * 64 + 128 * 900, -1, 1), *w = new_rand(96 * 900, -0.5f, 0.5f);
+    float *qkv = new_rand(600 * 192, -1, 1), *dy = new_rand(2 * 32 * 32 * 96 + 128 * 96, -1, 1);
+    float *a = new_nan(nmax), *b = new_nan(nmax);
+    int64_t n = gemm_kernels_run(a, 1, x, w, qkv, dy);
+    gemm_kernels_run(b, 3, x, w, qkv, dy);
+    CHECK(n <= nmax && memcmp(a, b, (size_t)n * sizeof(float)) == 0,
+          "GEMM-based kernels give different bits on 1 and 3 BLAS threads");
+    openblas_set_num_threads(saved);
+    free(x), free(w), free(qkv), free(dy), free(a), free(b);
+}
+
+int main(void) {
+    verbose = getenv("SG_TEST_VERBOSE") != NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    test_conv();
+    test_linear(3, 5, 4);
+    test_linear(1, 17, 9);
+    test_linear(2, 3, 150); /* db over more than one 64-channel block */
+    test_group_norms();
+    test_elementwise();
+    test_resample();
+    test_attention();
+    test_embedding();
+    test_loss();
+    test_optim();
+    test_thread_invariance();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("test_cpu_kernels: %.2f s\n",
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return sg_test_end();
+}
