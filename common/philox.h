@@ -17,11 +17,12 @@
  * One purpose per consumer keeps streams independent: the timesteps of step 7 never reuse
  * the noise words of step 7.
  *
- * Floating point: the uint32 streams are bit-identical on every platform. The float draws
- * (uniform, index, bit) are exact integer-to-float conversions, also identical. Normals use
- * logf/sqrtf/cosf: host libm and CUDA's device math library may differ in the last ulp of
- * logf and cosf, so a CPU-vs-CUDA comparison of normals needs a tolerance of a few ulp
- * (everything downstream of a normal inherits that; everything else is exact).
+ * Floating point: the uint32 streams are bit-identical on every platform, and so are the
+ * draws derived from them by integer arithmetic or exact conversions (index, bit, uniform,
+ * sg_perm). Normals use logf/sqrtf/cosf: host libm and CUDA's device math library may differ
+ * in the last ulp of logf and cosf (sqrtf is correctly rounded on both), so a CPU-vs-CUDA
+ * comparison of normals needs a tolerance of a few ulp; everything else is exact. Build the
+ * CUDA side without --use_fast_math, which would widen that gap.
  */
 #ifndef SG_PHILOX_H
 #define SG_PHILOX_H
@@ -56,8 +57,9 @@ typedef struct {
 #define SG_PHILOX_W0 0x9E3779B9u
 #define SG_PHILOX_W1 0xBB67AE85u
 
-/* One round: two 32x32->64 products; the high halves are xored with the other two words and
- * the key, the low halves carry over, and the words are permuted (0,1,2,3) <- (2,1,0,3). */
+/* One round: two 32x32->64 products, each high half xored with a word that was not
+ * multiplied and a key word, each low half carried over:
+ *   out = { hi(M1 c2) ^ c1 ^ k0, lo(M1 c2), hi(M0 c0) ^ c3 ^ k1, lo(M0 c0) } */
 SG_HD sg_u32x4 sg_philox4x32_round(sg_u32x4 c, uint32_t k0, uint32_t k1) {
     uint64_t p0 = (uint64_t)SG_PHILOX_M0 * c.v[0];
     uint64_t p1 = (uint64_t)SG_PHILOX_M1 * c.v[2];

@@ -1,0 +1,54 @@
+/* dataset.h — loading training images into host memory, ready to be uploaded into the arena.
+ *
+ * Every loader produces the same thing: n images of h x w x c uint8 pixels, NHWC, contiguous
+ * (pixels[((i*h + y)*w + x)*c + ch]). Labels are not kept: diffusion training is
+ * unconditional. Normalisation to [-1, 1], padding and flips happen later, inside the step
+ * (cpu_gather_batch and its CUDA twin), so the uploaded dataset stays 1 byte per value.
+ *
+ * Errors: SG_ERR with a one-line sg_last_error() naming the file, what was expected and what
+ * was found, and how to get the data. Nothing here exits or prints.
+ */
+#ifndef SG_DATASET_H
+#define SG_DATASET_H
+
+#include <stdint.h>
+
+#include "common/sg_base.h"
+
+/* Where Debian's dataset-fashion-mnist package installs Fashion-MNIST (gzipped IDX). */
+#define DATA_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct {
+    uint8_t *pixels; /* [n][h][w][c], owned; NULL when empty */
+    int64_t n;
+    int h, w, c;
+    char source[512]; /* where the images came from: a path, or the synthetic spec */
+} sg_dataset;
+
+/* Loads the dataset named by spec into *ds (overwritten; zeroed on failure):
+ *   "fmnist"             Fashion-MNIST training images, 60000 x 28x28x1 (DATA_FMNIST_DIR)
+ *   "fmnist:test"        its 10000 test images
+ *   "cifar10:DIR"        CIFAR-10 binary, DIR/data_batch_1..5.bin: 50000 x 32x32x3
+ *                        (DIR may also be the folder holding cifar-10-batches-bin/)
+ *   "cifar10:DIR:test"   DIR/test_batch.bin: 10000 x 32x32x3
+ *   "idx:FILE"           one IDX file of unsigned bytes, gzipped or raw: magic 0x00000803
+ *                        (n, h, w; c = 1) or 0x00000804 (n, h, w, c)
+ *   "synthetic[:N[:HxWxC]]"  N procedural images (default 1024, 32x32x1), see data_synthetic
+ * Returns SG_OK or SG_ERR. */
+int data_load(sg_dataset *ds, const char *spec);
+
+/* Frees the pixels and zeroes *ds; safe on a zeroed or already freed dataset. */
+void data_free(sg_dataset *ds);
+
+/* The individual loaders behind data_load, same contract. */
+int data_load_idx(sg_dataset *ds, const char *path);
+int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split);
+
+/* n procedural images of h x w x c: one shape per image (disc, ring, square, diamond, or a
+ * box of horizontal or vertical stripes) at a random position and size, light on a dark
+ * background with anti-aliased edges, random colours when c > 1. Deterministic: a function
+ * of (index, h, w, c) only, computed in integer arithmetic so every machine makes the same
+ * bytes. Easy to learn, so tests can watch the loss fall. 1 <= c <= 4, 4 <= h, w <= 4096. */
+int data_synthetic(sg_dataset *ds, int64_t n, int h, int w, int c);
+
+#endif

@@ -1,0 +1,278 @@
+/* test_rng_ops.c — kernels/cpu/rng_ops.c: batch gathering against hand-written expected
+ * images (normalisation, padding, crop, flips), data-order coverage (each item exactly once per
+ * epoch), timesteps, Gaussian noise and dropout (masks of forward and backward agree, keep rate
+ * ~ 1-p, the same call gives the same bits). Outputs are poisoned with NaN first so an
+ * unwritten element fails. */
+#include "common/philox.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/sg_test.h"
+
+static void poison(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+/* v / 127.5 - 1, the normalisation under test, written out for the expectations */
+static float norm(int v) {
+    return (float)v / 127.5f - 1.0f;
+}
+
+/* Dataset of 5 items, 2x3 pixels, 1 channel: item k has pixel p = base[p] + k, so every value
+ * names its item. Gathered into a 4x6 canvas: (4-2)/2 = 1 row above, 1 below; (6-3)/2 = 1
+ * column left, 2 right. The padding is uneven on purpose: a flip mirrors the image where it
+ * sits, not the whole canvas. */
+static void test_gather_layout(void) {
+    enum { ND = 5, H0 = 2, W0 = 3, H = 4, W = 6, N = 8 };
+    static const int base[H0 * W0] = {0, 50, 100, 150, 200, 250};
+    uint8_t data[ND * H0 * W0];
+    for (int k = 0; k < ND; k++)
+        for (int p = 0; p < H0 * W0; p++) data[k * H0 * W0 + p] = (uint8_t)(base[p] + k);
+    /* the canvas, as source pixel index or -1 for padding; and its mirror image */
+    static const int plain[H][W] = {{-1, -1, -1, -1, -1, -1},
+                                    {-1, 0, 1, 2, -1, -1},
+                                    {-1, 3, 4, 5, -1, -1},
+                                    {-1, -1, -1, -1, -1, -1}};
+    static const int mirror[H][W] = {{-1, -1, -1, -1, -1, -1},
+                                     {-1, 2, 1, 0, -1, -1},
+                                     {-1, 5, 4, 3, -1, -1},
+                                     {-1, -1, -1, -1, -1, -1}};
+    float x0[N * H * W];
+    const uint64_t seed = 99;
+    int flips = 0;
+    for (int64_t step = 0; step < 4; step++) {
+        for (int flip = 0; flip <= 1; flip++) {
+            poison(x0, N * H * W);
+            cpu_gather_batch(x0, data, ND, H0, W0, 1, N, H, W, seed, step, flip);
+            for (int i = 0; i < N; i++) {
+                int64_t g = step * N + i;
+                int item = (int)sg_perm(seed, g / ND, g % ND, ND);
+                int mirrored = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)i);
+                flips += mirrored;
+                int bad = 0;
+                for (int y = 0; y < H; y++)
+                    for (int x = 0; x < W; x++) {
+                        int p = mirrored ? mirror[y][x] : plain[y][x];
+                        float want = p < 0 ? -1.0f : norm(base[p] + item);
+                        bad += !(x0[(i * H + y) * W + x] == want);
+                    }
+                CHECK(bad == 0, "step %lld sample %d (item %d, mirrored %d): %d pixels differ",
+                      (long long)step, i, item, mirrored, bad);
+            }
+        }
+    }
+    CHECK(flips > 4 && flips < 28, "flip bits over 32 samples: %d", flips);
+    /* the normalisation end points are exact */
+    CHECK(norm(0) == -1.0f && norm(255) == 1.0f, "0 -> -1, 255 -> 1");
+}
+
+/* Three channels stay together (HWC) through padding and flips; a canvas smaller than the
+ * image centre-crops. */
+static void test_gather_channels_and_crop(void) {
+    enum { H0 = 3, W0 = 4, C = 3 };
+    uint8_t data[2 * H0 * W0 * C];
+    for (int i = 0; i < 2 * H0 * W0 * C; i++) data[i] = (uint8_t)(i * 7 % 256);
+    /* crop 3x4 -> 1x2: top = (1-3)/2 = -1, left = (2-4)/2 = -1: source rows 1, cols 1..2 */
+    float y[2 * 1 * 2 * C];
+    poison(y, SG_ARRAY_LEN(y));
+    cpu_gather_batch(y, data, 2, H0, W0, C, 2, 1, 2, 5, 0, 0);
+    int bad = 0;
+    for (int i = 0; i < 2; i++) {
+        int item = (int)sg_perm(5, 0, i, 2);
+        for (int x = 0; x < 2; x++)
+            for (int c = 0; c < C; c++)
+                bad +=
+                    y[(i * 2 + x) * C + c] != norm(data[((item * H0 + 1) * W0 + (x + 1)) * C + c]);
+    }
+    CHECK(bad == 0, "crop: %d values differ", bad);
+    /* flipped RGB: channel order within a pixel is kept */
+    float z[2 * H0 * W0 * C];
+    for (int64_t step = 0; step < 8; step++) {
+        poison(z, SG_ARRAY_LEN(z));
+        cpu_gather_batch(z, data, 2, H0, W0, C, 2, H0, W0, 5, step, 1);
+        bad = 0;
+        for (int i = 0; i < 2; i++) {
+            int64_t g = step * 2 + i;
+            int item = (int)sg_perm(5, g / 2, g % 2, 2);
+            int m = sg_rng_bit(5, step, SG_RNG_FLIP, (uint64_t)i);
+            for (int yy = 0; yy < H0; yy++)
+                for (int x = 0; x < W0; x++)
+                    for (int c = 0; c < C; c++) {
+                        int sx = m ? W0 - 1 - x : x;
+                        bad += z[((i * H0 + yy) * W0 + x) * C + c] !=
+                               norm(data[((item * H0 + yy) * W0 + sx) * C + c]);
+                    }
+        }
+        CHECK(bad == 0, "rgb step %lld: %d values differ", (long long)step, bad);
+    }
+}
+
+/* Over the run, epoch e consists of samples g in [e*ndata, (e+1)*ndata): every item exactly
+ * once, whether or not the batch size divides ndata; epochs are in different orders. */
+static void test_gather_epoch_coverage(void) {
+    static const int cases[][2] = {{7, 3}, {10, 10}, {1000, 128}, {256, 1}, {1, 4}};
+    for (int k = 0; k < SG_ARRAY_LEN(cases); k++) {
+        int nd = cases[k][0], N = cases[k][1], epochs = 3;
+        uint8_t *data = malloc((size_t)nd * 2);
+        for (int j = 0; j < nd; j++) { /* 1x1 images, 2 channels encode the item: j = hi*256+lo */
+            data[2 * j] = (uint8_t)(j & 255);
+            data[2 * j + 1] = (uint8_t)(j >> 8);
+        }
+        int64_t total = (int64_t)nd * epochs, steps = (total + N - 1) / N;
+        int *order = malloc(sizeof(int) * (size_t)(steps * N));
+        float *x0 = malloc(sizeof(float) * 2 * (size_t)N);
+        for (int64_t s = 0; s < steps; s++) {
+            poison(x0, 2 * N);
+            cpu_gather_batch(x0, data, nd, 1, 1, 2, N, 1, 1, 31337, s, 1);
+            for (int i = 0; i < N; i++) {
+                int lo = (int)lrintf((x0[2 * i] + 1.0f) * 127.5f);
+                int hi = (int)lrintf((x0[2 * i + 1] + 1.0f) * 127.5f);
+                order[s * N + i] = hi * 256 + lo;
+            }
+        }
+        int *count = calloc((size_t)nd, sizeof(int));
+        for (int e = 0; e < epochs; e++) {
+            memset(count, 0, sizeof(int) * (size_t)nd);
+            int ok = 1;
+            for (int j = 0; j < nd; j++) {
+                int it = order[e * nd + j];
+                if (it < 0 || it >= nd || count[it]++) ok = 0;
+            }
+            CHECK(ok, "ndata %d batch %d epoch %d: not each item exactly once", nd, N, e);
+        }
+        if (nd >= 10) {
+            int same = 0;
+            for (int j = 0; j < nd; j++) same += order[j] == order[nd + j];
+            CHECK(same < nd / 2, "ndata %d: epochs 0 and 1 share %d positions", nd, same);
+        }
+        free(count);
+        free(x0);
+        free(order);
+        free(data);
+    }
+}
+
+static void test_timesteps(void) {
+    enum { N = 4096, T = 1000 };
+    int32_t t[N], u[N];
+    for (int i = 0; i < N; i++) t[i] = u[i] = -7;
+    cpu_sample_timesteps(t, N, T, 17, 3);
+    cpu_sample_timesteps(u, N, T, 17, 3);
+    int in_range = 1, differs = 0;
+    double mean = 0;
+    for (int i = 0; i < N; i++) {
+        in_range &= t[i] >= 0 && t[i] < T;
+        mean += t[i];
+        differs += t[i] != (int32_t)sg_rng_index(17, 3, SG_RNG_TIMESTEP, (uint64_t)i, T);
+    }
+    CHECK(in_range, "timestep out of [0, T)");
+    CHECK(differs == 0, "timesteps differ from sg_rng_index in %d places", differs);
+    CHECK(memcmp(t, u, sizeof t) == 0, "same call, different timesteps");
+    mean /= N; /* uniform on [0, 999]: mean 499.5, sd of the mean ~4.5 */
+    CHECK(fabs(mean - 499.5) < 25, "timestep mean %f", mean);
+    cpu_sample_timesteps(u, N, T, 17, 4);
+    CHECK(memcmp(t, u, sizeof t) != 0, "steps 3 and 4 drew the same timesteps");
+}
+
+static void test_gaussian(void) {
+    const int64_t n = 1 << 20;
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    poison(a, n);
+    poison(b, n);
+    cpu_gaussian(a, n, 2024, 12, SG_RNG_NOISE);
+    cpu_gaussian(b, n, 2024, 12, SG_RNG_NOISE);
+    double s1 = 0, s2 = 0;
+    int finite = 1, differs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        finite &= isfinite(a[i]) != 0;
+        s1 += a[i];
+        s2 += (double)a[i] * a[i];
+        differs += a[i] != sg_rng_normal(2024, 12, SG_RNG_NOISE, (uint64_t)i);
+    }
+    double mean = s1 / n, var = s2 / n - mean * mean;
+    CHECK(finite, "non-finite (or unwritten) noise");
+    CHECK(differs == 0, "noise differs from sg_rng_normal in %d places", differs);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "same call, different noise");
+    CHECK(fabs(mean) < 0.005 && fabs(var - 1) < 0.01, "noise mean %f var %f", mean, var);
+    cpu_gaussian(b, n, 2024, 12, SG_RNG_SAMPLE);
+    int same = 0;
+    for (int64_t i = 0; i < n; i++) same += a[i] == b[i];
+    CHECK(same < 16, "purposes NOISE and SAMPLE share %d values", same);
+    free(a);
+    free(b);
+}
+
+static void test_dropout(void) {
+    const int64_t n = 1 << 20;
+    const float p = 0.1f, scale = 1.0f / (1.0f - p);
+    const uint32_t purpose = SG_RNG_DROPOUT_BASE + 3;
+    uint64_t s = 1;
+    float *x = malloc(sizeof(float) * (size_t)n), *dy = malloc(sizeof(float) * (size_t)n);
+    float *y = malloc(sizeof(float) * (size_t)n), *y2 = malloc(sizeof(float) * (size_t)n);
+    float *dx = malloc(sizeof(float) * (size_t)n);
+    sg_test_fill(x, n, &s, 0.5f, 2.0f); /* never zero: a zero output means dropped */
+    sg_test_fill(dy, n, &s, -2.0f, -0.5f);
+    poison(y, n);
+    poison(y2, n);
+    poison(dx, n);
+    cpu_dropout_fwd(y, x, n, p, 7, 100, purpose);
+    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose);
+    cpu_dropout_bwd(dx, dy, n, p, 7, 100, purpose);
+    int64_t kept = 0, mask_mismatch = 0, wrong_value = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int k = y[i] != 0.0f;
+        kept += k;
+        mask_mismatch += k != (dx[i] != 0.0f);
+        if (k)
+            wrong_value += y[i] != x[i] * scale || dx[i] != dy[i] * scale;
+        else
+            wrong_value += y[i] != 0.0f || dx[i] != 0.0f; /* also catches NaN (unwritten) */
+    }
+    double rate = (double)kept / n; /* sd of the rate ~ 0.0003 */
+    CHECK(fabs(rate - 0.9) < 0.003, "keep rate %f, want 0.9", rate);
+    CHECK(mask_mismatch == 0, "forward and backward masks differ in %lld places",
+          (long long)mask_mismatch);
+    CHECK(wrong_value == 0, "%lld values are not x/(1-p) or 0", (long long)wrong_value);
+    CHECK(memcmp(y, y2, sizeof(float) * (size_t)n) == 0, "same call, different mask");
+    /* in place (y aliases x; dx aliases dy) gives the same result */
+    memcpy(y2, x, sizeof(float) * (size_t)n);
+    cpu_dropout_fwd(y2, y2, n, p, 7, 100, purpose);
+    CHECK(memcmp(y, y2, sizeof(float) * (size_t)n) == 0, "in-place forward differs");
+    memcpy(y2, dy, sizeof(float) * (size_t)n);
+    cpu_dropout_bwd(y2, y2, n, p, 7, 100, purpose);
+    CHECK(memcmp(dx, y2, sizeof(float) * (size_t)n) == 0, "in-place backward differs");
+    /* another step or another dropout node gives an unrelated mask (agreement ~ 0.82) */
+    int64_t agree_step = 0, agree_node = 0;
+    cpu_dropout_fwd(y2, x, n, p, 7, 101, purpose);
+    for (int64_t i = 0; i < n; i++) agree_step += (y[i] != 0) == (y2[i] != 0);
+    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose + 1);
+    for (int64_t i = 0; i < n; i++) agree_node += (y[i] != 0) == (y2[i] != 0);
+    CHECK(fabs((double)agree_step / n - 0.82) < 0.01 && fabs((double)agree_node / n - 0.82) < 0.01,
+          "mask agreement across steps %f, nodes %f (want 0.82)", (double)agree_step / n,
+          (double)agree_node / n);
+    /* p = 0 is the identity; p = 1 drops everything */
+    cpu_dropout_fwd(y2, x, n, 0.0f, 7, 100, purpose);
+    CHECK(memcmp(y2, x, sizeof(float) * (size_t)n) == 0, "p=0 is not the identity");
+    cpu_dropout_fwd(y2, x, n, 1.0f, 7, 100, purpose);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; i++) nonzero += y2[i] != 0.0f;
+    CHECK(nonzero == 0, "p=1 kept %lld values", (long long)nonzero);
+    /* a high rate, checked the same way */
+    cpu_dropout_fwd(y2, x, n, 0.75f, 8, 0, SG_RNG_DROPOUT_BASE);
+    kept = 0;
+    for (int64_t i = 0; i < n; i++) kept += y2[i] != 0.0f;
+    CHECK(fabs((double)kept / n - 0.25) < 0.003, "p=0.75 keep rate %f", (double)kept / n);
+    free(x);
+    free(dy);
+    free(y);
+    free(y2);
+    free(dx);
+}
+
+int main(void) {
+    test_gather_layout();
+    test_gather_channels_and_crop();
+    test_gather_epoch_coverage();
+    test_timesteps();
+    test_gaussian();
+    test_dropout();
+    return sg_test_end();
+}
