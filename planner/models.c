@@ -65,6 +65,9 @@ int sg_model_preset(sg_model_cfg *c, const char *name) {
         c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2;
         c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
         c->batch = 32, c->data_n = 60000, c->data_h = 28, c->data_w = 28;
+        /* the first run is a few thousand CPU steps, not DDPM's 800k: a higher learning rate,
+         * a short warm-up and a faster EMA so that its samples mean something */
+        c->lr = 1e-3f, c->warmup = 100, c->ema_decay = 0.995f;
     } else {
         char list[256] = "";
         for (int i = 0; sg_model_names[i]; i++) {

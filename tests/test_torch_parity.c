@@ -1,0 +1,178 @@
+/* test_torch_parity.c — one whole training step of the CPU backend against PyTorch.
+ *
+ * The C side builds the plan (dropout off), initialises the state, runs the step's input nodes
+ * (batch gather, t, eps) and writes a case folder: config.json, params/<name>.npy, x0, t, eps.
+ * tools/torch_ref/oracle.py (an independent PyTorch implementation written from docs/model.md)
+ * computes the same step in float64. The C side runs the rest of its schedule, capturing the
+ * prediction, loss, raw gradients, and the parameters, AdamW moments and EMA after the update,
+ * and tools/torch_ref/compare.py judges them.
+ *
+ * Tolerances (compare.py; fp32 against a float64 truth): x_t 1e-6 and the prediction 1e-4 of
+ * max|ref| (fp32 rounding through ~40 layers of depth with O(1e2)-term dot products stays below
+ * 1e-5; 1e-4 leaves 10x room), the loss 1e-5 relative, every gradient 2e-4 of its tensor's
+ * max|ref| (gradients pass the network twice, and small tensors such as GroupNorm betas sum
+ * many terms of both signs), m/v 2e-4/5e-4, and the update bounded per element by Adam's
+ * sensitivity to the gradient error: at step 0 the update is ~lr·sign(g), so a gradient that
+ * is nearly zero can legitimately flip — a flat tolerance would be wrong there.
+ *
+ * Usage: test_torch_parity MODEL BATCH REPO_DIR. Exit 77 (skip) only when PyTorch is absent.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graph/exec.h"
+#include "tests/sg_test.h"
+
+static int write_npy(const char *path, const char *descr, const int64_t *shape, int ndim,
+                     const void *data, int64_t bytes) {
+    char hdr[256], sh[96] = "";
+    for (int i = 0; i < ndim; i++)
+        snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%lld,%s", (long long)shape[i],
+                 i + 1 < ndim ? " " : "");
+    int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                     descr, sh);
+    int total = 10 + n + 1, pad = (64 - total % 64) % 64;
+    FILE *f = fopen(path, "wb");
+    if (!f) return sg_set_error("cannot write %s", path);
+    unsigned short hl = (unsigned short)(n + pad + 1);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc(hl & 0xff, f), fputc(hl >> 8, f);
+    fwrite(hdr, 1, (size_t)n, f);
+    for (int i = 0; i < pad; i++) fputc(' ', f);
+    fputc('\n', f);
+    fwrite(data, 1, (size_t)bytes, f);
+    return fclose(f) ? sg_set_error("short write %s", path) : SG_OK;
+}
+
+static int dump_tensor(sg_exec *e, int t, const char *dir, const char *name) {
+    const sg_tensor *x = &e->plan.g.t[t];
+    void *buf = malloc((size_t)x->bytes);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    int rc = sg_exec_read(e, t, buf);
+    const char *descr = x->dtype == DT_I32 ? "<i4" : "<f4";
+    if (!rc) rc = write_npy(path, descr, x->shape, x->ndim, buf, x->bytes);
+    free(buf);
+    return rc;
+}
+
+/* every tensor of `role`, saved under its parameter's name (prefix stripped) */
+static int dump_role(sg_exec *e, sg_role role, const char *dir) {
+    const sg_graph *g = &e->plan.g;
+    mkdir(dir, 0755);
+    for (int t = 0; t < g->nt; t++) {
+        if (g->t[t].role != role || g->t[t].region) continue;
+        const char *name = strchr(g->t[t].name, ':') ? strchr(g->t[t].name, ':') + 1 : g->t[t].name;
+        if (dump_tensor(e, t, dir, name)) return SG_ERR;
+    }
+    return SG_OK;
+}
+
+static int find_node_writing(const sg_graph *g, int t) {
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].nout; k++)
+            if (g->n[i].out[k] == t) return i;
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO\n"), 2;
+    const char *repo = argv[3];
+    if (system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1")) {
+        printf("PyTorch (python3-torch) is not installed: skipped\n");
+        return SG_TEST_SKIP;
+    }
+    sg_model_cfg c;
+    if (sg_model_preset(&c, argv[1])) return fprintf(stderr, "%s\n", sg_last_error()), 2;
+    c.batch = atoi(argv[2]);
+    c.dropout = 0; /* the oracle has no access to our dropout masks */
+    c.data_n = 8, c.data_h = c.img - 4, c.data_w = c.img - 4; /* padding exercised too */
+    c.warmup = 10; /* a visible learning rate at step 0 */
+
+    sg_exec e;
+    if (sg_exec_init(&e, &c, 1, sg_backend_cpu_create()))
+        return fprintf(stderr, "%s\n", sg_last_error()), 1;
+    int64_t nd = c.data_n * c.data_h * c.data_w * c.in_ch;
+    uint8_t *data = malloc((size_t)nd);
+    uint64_t s = 5;
+    for (int64_t i = 0; i < nd; i++) data[i] = (uint8_t)(sg_test_next(&s) >> 56);
+    CHECK(sg_exec_upload_dataset(&e, data, nd) == SG_OK, "upload");
+    CHECK(sg_exec_init_state(&e, 3) == SG_OK, "init");
+
+    char dir[] = "/tmp/sg_parity_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char sub[600];
+    const sg_graph *g = &e.plan.g;
+    const sg_step_io *io = &e.plan.io;
+
+    /* the step's inputs: run up to and including the noising node */
+    int n_xt = find_node_writing(g, io->xt), n_pred = find_node_writing(g, io->pred);
+    int n_loss = find_node_writing(g, io->loss);
+    CHECK(sg_exec_run_nodes(&e, 0, n_xt + 1) == SG_OK, "inputs: %s", sg_last_error());
+    snprintf(sub, sizeof sub, "%s/params", dir);
+    CHECK(dump_role(&e, ROLE_PARAM, sub) == SG_OK, "dump params");
+    CHECK(dump_tensor(&e, io->x0, dir, "x0") == SG_OK, "x0");
+    CHECK(dump_tensor(&e, io->t, dir, "t") == SG_OK, "t");
+    CHECK(dump_tensor(&e, io->eps, dir, "eps") == SG_OK, "eps");
+    snprintf(sub, sizeof sub, "%s/out_c", dir);
+    mkdir(sub, 0755);
+    CHECK(dump_tensor(&e, io->xt, sub, "xt") == SG_OK, "xt");
+    char cfg_json[2048], path[700];
+    sg_model_json(&c, cfg_json, sizeof cfg_json);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    /* the model json plus the 0-based step of this update */
+    cfg_json[strlen(cfg_json) - 1] = 0;
+    fprintf(f, "%s,\"step\":0}\n", cfg_json);
+    fclose(f);
+
+    /* the model, the loss, the backward, the optimizer */
+    CHECK(sg_exec_run_nodes(&e, n_xt + 1, n_pred + 1) == SG_OK, "forward");
+    CHECK(dump_tensor(&e, io->pred, sub, "pred") == SG_OK, "pred");
+    CHECK(sg_exec_run_nodes(&e, n_pred + 1, n_loss + 1) == SG_OK, "loss");
+    CHECK(dump_tensor(&e, io->loss, sub, "loss") == SG_OK, "loss");
+    CHECK(sg_exec_run_nodes(&e, n_loss + 1, g->nn) == SG_OK, "rest");
+    char gsub[700];
+    snprintf(gsub, sizeof gsub, "%s/grads", sub);
+    CHECK(dump_role(&e, ROLE_GRAD, gsub) == SG_OK, "grads");
+    snprintf(gsub, sizeof gsub, "%s/params_after", sub);
+    CHECK(dump_role(&e, ROLE_PARAM, gsub) == SG_OK, "params after");
+    snprintf(gsub, sizeof gsub, "%s/m_after", sub);
+    CHECK(dump_role(&e, ROLE_ADAM_M, gsub) == SG_OK, "m");
+    snprintf(gsub, sizeof gsub, "%s/v_after", sub);
+    CHECK(dump_role(&e, ROLE_ADAM_V, gsub) == SG_OK, "v");
+    snprintf(gsub, sizeof gsub, "%s/ema_after", sub);
+    CHECK(dump_role(&e, ROLE_EMA, gsub) == SG_OK, "ema");
+    float sq, scale, lr;
+    sg_exec_read(&e, io->grad_sumsq, &sq);
+    sg_exec_read(&e, io->clip_scale, &scale);
+    sg_exec_read(&e, io->lr, &lr);
+    float norm = sqrtf(sq);
+    int64_t one[1] = {1};
+    snprintf(path, sizeof path, "%s/grad_norm.npy", sub);
+    write_npy(path, "<f4", one, 1, &norm, 4);
+    snprintf(path, sizeof path, "%s/clip_scale.npy", sub);
+    write_npy(path, "<f4", one, 1, &scale, 4);
+    snprintf(path, sizeof path, "%s/lr.npy", sub);
+    write_npy(path, "<f4", one, 1, &lr, 4);
+    sg_exec_free(&e);
+    free(data);
+
+    /* the oracle in float64, then the comparison */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "
+             "/usr/bin/python3 %s/tools/torch_ref/compare.py %s/out %s/out_c",
+             repo, dir, repo, dir, dir);
+    int rc = system(cmd);
+    CHECK(rc == 0, "PyTorch oracle / comparison failed for %s batch %d (case kept in %s)", argv[1],
+          c.batch, dir);
+    if (rc == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    }
+    return sg_test_end();
+}
