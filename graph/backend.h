@@ -28,6 +28,13 @@ struct sg_backend {
     int (*run_step)(sg_backend *be, const sg_plan *plan);
     /* Wait until everything issued has finished. */
     int (*sync)(sg_backend *be);
+    /* Timing (tools/bench): ms of each of n whole steps (CUDA: events around each replay),
+     * and of each schedule node run eagerly (the per-op breakdown). */
+    int (*time_steps)(sg_backend *be, const sg_plan *plan, int n, float *ms);
+    int (*time_nodes)(sg_backend *be, const sg_plan *plan, float *ms_per_node);
+    /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
+     * 0 where not measured. */
+    double (*matmul_peak_tflops)(sg_backend *be, int dtype);
     /* Environment description for checkpoints: device name, SM count, library versions. */
     void (*describe)(sg_backend *be, char *buf, int cap);
     void (*destroy)(sg_backend *be);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/philox.h"
 #include "graph/backend.h"
@@ -313,6 +314,35 @@ static int cpu_run_step(sg_backend *be, const sg_plan *p) {
     return SG_OK;
 }
 
+static double cpu_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cpu_time_steps(sg_backend *be, const sg_plan *p, int n, float *ms) {
+    for (int i = 0; i < n; i++) {
+        double t0 = cpu_now_ms();
+        if (cpu_run_step(be, p)) return SG_ERR;
+        ms[i] = (float)(cpu_now_ms() - t0);
+    }
+    return SG_OK;
+}
+
+static int cpu_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
+    for (int i = 0; i < p->g.nn; i++) {
+        double t0 = cpu_now_ms();
+        if (cpu_run_node(be, p, i)) return SG_ERR;
+        ms[i] = (float)(cpu_now_ms() - t0);
+    }
+    return SG_OK;
+}
+
+static double cpu_matmul_peak(sg_backend *be, int dtype) {
+    (void)be, (void)dtype;
+    return 0;
+}
+
 static int cpu_sync(sg_backend *be) {
     (void)be;
     return SG_OK;
@@ -351,6 +381,9 @@ sg_backend *sg_backend_cpu_create(void) {
     be->run_node = cpu_run_node;
     be->run_step = cpu_run_step;
     be->sync = cpu_sync;
+    be->time_steps = cpu_time_steps;
+    be->time_nodes = cpu_time_nodes;
+    be->matmul_peak_tflops = cpu_matmul_peak;
     be->describe = cpu_describe;
     be->destroy = cpu_destroy;
     return be;

@@ -1,0 +1,12 @@
+# sampler.cmake — tests of the DDPM / DDIM sampler (graph/sampler.c) and the `sample` CLI.
+if(TARGET sg_graph)
+  add_executable(test_sampler ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
+  target_link_libraries(test_sampler PRIVATE sg_graph)
+  add_test(NAME sampler COMMAND test_sampler)
+  set_tests_properties(sampler PROPERTIES LABELS "asan" TIMEOUT 60)
+  if(TARGET sample)
+    add_dependencies(test_sampler sample)
+    add_test(NAME sample_cli COMMAND test_sampler --cli $<TARGET_FILE:sample>)
+    set_tests_properties(sample_cli PROPERTIES TIMEOUT 60)
+  endif()
+endif()

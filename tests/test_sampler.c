@@ -1,0 +1,600 @@
+/* test_sampler.c — DDPM / DDIM sampling (graph/sampler.c) and the `sample` CLI.
+ *
+ *   test_sampler              the math and the sampling loop (CPU backend)
+ *   test_sampler --cli BIN    the CLI at BIN on a checkpoint written here
+ *
+ * Oracles: (a) each step against Ho et al. Algorithm 2 / the DDIM update written out here with
+ * alpha and abar as products in long double (not sg_ddpm_abar); (b) an "oracle" eps — x_t made
+ * from a known x0 — for which DDIM to t = -1 returns x0 and DDPM's mean is the closed-form
+ * posterior mean of q(x_{t-1} | x_t, x0); (c) sampling a tiny random UNet end to end: finite,
+ * same seed => same bits, other seed => other bits, the documented Philox keying (a loop
+ * rebuilt here gives the same bits), an image independent of its batch's size and a partial
+ * last batch; (d) the CLI: a PNG of the right size, reproducible, EMA vs raw weights, and a
+ * one-line error with the right exit code for every bad input.
+ */
+#include <float.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/philox.h"
+#include "graph/exec.h"
+#include "graph/sampler.h"
+#include "tests/sg_test.h"
+
+enum { TT = 1000 };
+static const double B1 = 1e-4, BT = 0.02;
+
+/* the schedule, independently: alpha_i = 1 - beta_i, abar_t = prod alpha_i, long double */
+static long double ref_beta(int i, int T, double b1, double bT) {
+    return (long double)b1 + ((long double)bT - (long double)b1) * i / (long double)(T - 1);
+}
+static long double ref_abar(int t, int T, double b1, double bT) {
+    long double a = 1.0L;
+    for (int i = 0; i <= t; i++) a *= 1.0L - ref_beta(i, T, b1, bT);
+    return t < 0 ? 1.0L : a;
+}
+static long double ref_clamp(long double v) {
+    return v < -1 ? -1 : v > 1 ? 1 : v;
+}
+
+static void fill_normal(float *x, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) x[i] = sg_rng_normal(seed, 0, SG_RNG_SAMPLE, (uint64_t)i);
+}
+
+/* |got - want| <= rel * |want| + abs, everywhere; returns the worst excess ratio */
+static double worst(const float *got, const long double *want, int n, double rel, double abs_) {
+    double w = 0;
+    for (int i = 0; i < n; i++) {
+        double err = fabsl((long double)got[i] - want[i]);
+        double tol = rel * fabsl(want[i]) + abs_;
+        if (!(err <= tol)) w = err != err ? INFINITY : fmax(w, err / tol);
+    }
+    return w;
+}
+
+enum { NV = 4096 };
+
+/* (a) one step of each sampler against the formulas written out in long double */
+static void test_step_math(void) {
+    static float x[NV], eps[NV], z[NV], out[NV], out2[NV];
+    static long double want[NV];
+    const int ts[] = {0, 1, 2, 10, 500, TT - 2, TT - 1};
+    for (int k = 0; k < SG_ARRAY_LEN(ts); k++) {
+        int t = ts[k];
+        fill_normal(x, NV, 100 + (uint64_t)t);
+        fill_normal(eps, NV, 200 + (uint64_t)t);
+        fill_normal(z, NV, 300 + (uint64_t)t);
+        long double beta = ref_beta(t, TT, B1, BT), alpha = 1 - beta;
+        long double abar = ref_abar(t, TT, B1, BT), abar_prev = ref_abar(t - 1, TT, B1, BT);
+        long double sigma = t > 0 ? sqrtl(beta * (1 - abar_prev) / (1 - abar)) : 0;
+        /* Algorithm 2, no clipping */
+        for (int i = 0; i < NV; i++)
+            want[i] = (x[i] - beta / sqrtl(1 - abar) * eps[i]) / sqrtl(alpha) + sigma * z[i];
+        for (int i = 0; i < NV; i++) out[i] = NAN;
+        sg_ddpm_step(out, x, eps, z, NV, t, TT, B1, BT, 0);
+        double w = worst(out, want, NV, 1e-6, 1e-6);
+        CHECK(w <= 1, "DDPM t=%d: error %.3g x tolerance", t, w);
+        /* in place gives the same bits */
+        memcpy(out2, x, sizeof x);
+        sg_ddpm_step(out2, out2, eps, z, NV, t, TT, B1, BT, 0);
+        CHECK(!memcmp(out, out2, sizeof out), "DDPM t=%d: in place differs", t);
+        /* t = 0 takes no noise: z is ignored (and may be NULL) */
+        if (t == 0) {
+            sg_ddpm_step(out2, x, eps, NULL, NV, t, TT, B1, BT, 0);
+            CHECK(!memcmp(out, out2, sizeof out), "DDPM t=0 used z");
+        }
+        /* clipped: the x0-parameterised posterior mean with x0_pred clamped */
+        int nclamped = 0;
+        for (int i = 0; i < NV; i++) {
+            long double x0 = (x[i] - sqrtl(1 - abar) * eps[i]) / sqrtl(abar);
+            nclamped += fabsl(x0) > 1;
+            x0 = ref_clamp(x0);
+            want[i] = sqrtl(abar_prev) * beta / (1 - abar) * x0 +
+                      sqrtl(alpha) * (1 - abar_prev) / (1 - abar) * x[i] + sigma * z[i];
+        }
+        sg_ddpm_step(out, x, eps, z, NV, t, TT, B1, BT, 1);
+        w = worst(out, want, NV, 1e-6, 1e-6);
+        CHECK(w <= 1, "DDPM clip t=%d: error %.3g x tolerance", t, w);
+        CHECK(t < 10 || nclamped > NV / 4, "t=%d: random eps should clamp often (%d)", t, nclamped);
+
+        /* DDIM from t to a few earlier timesteps, -1 included */
+        const int tps[] = {-1, t / 2, t - 1};
+        for (int m = 0; m < 3; m++) {
+            int tp = tps[m];
+            if (tp >= t || (m > 0 && tp < 0)) continue;
+            long double ap = ref_abar(tp, TT, B1, BT);
+            for (int clip = 0; clip < 2; clip++) {
+                for (int i = 0; i < NV; i++) {
+                    long double x0 = (x[i] - sqrtl(1 - abar) * eps[i]) / sqrtl(abar);
+                    if (clip) x0 = ref_clamp(x0);
+                    want[i] = sqrtl(ap) * x0 + sqrtl(1 - ap) * eps[i];
+                }
+                for (int i = 0; i < NV; i++) out[i] = NAN;
+                sg_ddim_step(out, x, eps, NV, t, tp, TT, B1, BT, clip);
+                w = worst(out, want, NV, 1e-6, 1e-6);
+                CHECK(w <= 1, "DDIM t=%d -> %d clip %d: error %.3g x tolerance", t, tp, clip, w);
+            }
+        }
+    }
+    /* T = 1: one step, beta = beta1 */
+    fill_normal(x, NV, 7);
+    fill_normal(eps, NV, 8);
+    long double abar1 = 1 - (long double)B1;
+    for (int i = 0; i < NV; i++) want[i] = (x[i] - sqrtl(1 - abar1) * eps[i]) / sqrtl(abar1);
+    sg_ddpm_step(out, x, eps, NULL, NV, 0, 1, B1, BT, 0);
+    CHECK(worst(out, want, NV, 1e-6, 1e-6) <= 1, "DDPM with T = 1");
+}
+
+static void test_ddim_timesteps(void) {
+    int ts[TT];
+    CHECK(sg_ddim_timesteps(TT, TT, ts) == SG_OK, "S = T");
+    int ok = 1;
+    for (int j = 0; j < TT; j++) ok &= ts[j] == TT - 1 - j;
+    CHECK(ok, "S = T visits every timestep, T-1 first");
+    CHECK(sg_ddim_timesteps(10, TT, ts) == SG_OK, "S = 10");
+    ok = 1;
+    for (int j = 0; j < 10; j++) ok &= ts[j] == 999 - 100 * j;
+    CHECK(ok, "S = 10: 999, 899, ..., 99 (got %d %d .. %d)", ts[0], ts[1], ts[9]);
+    /* numpy: np.round(np.arange(1000, 0, -1000 / 3)) - 1 = [999, 666, 332] */
+    CHECK(sg_ddim_timesteps(3, TT, ts) == SG_OK && ts[0] == 999 && ts[1] == 666 && ts[2] == 332,
+          "S = 3: %d %d %d", ts[0], ts[1], ts[2]);
+    /* np.round(np.arange(1000, 0, -1000 / 7)) - 1 = [999, 856, 713, 570, 428, 285, 142] */
+    const int s7[7] = {999, 856, 713, 570, 428, 285, 142};
+    CHECK(sg_ddim_timesteps(7, TT, ts) == SG_OK && !memcmp(ts, s7, sizeof s7), "S = 7");
+    CHECK(sg_ddim_timesteps(1, TT, ts) == SG_OK && ts[0] == TT - 1, "S = 1");
+    CHECK(sg_ddim_timesteps(0, TT, ts) == SG_ERR, "S = 0 refused");
+    CHECK(sg_ddim_timesteps(TT + 1, TT, ts) == SG_ERR, "S > T refused");
+    /* every S: strictly decreasing, within [0, T), starting at T-1 */
+    ok = 1;
+    for (int S = 1; S <= TT; S++) {
+        sg_ddim_timesteps(S, TT, ts);
+        ok &= ts[0] == TT - 1 && ts[S - 1] >= 0;
+        for (int j = 1; j < S; j++) ok &= ts[j] < ts[j - 1];
+    }
+    CHECK(ok, "every S in [1, T] gives distinct decreasing timesteps in [0, T)");
+}
+
+/* (b) the oracle eps: x_t = sqrt(abar) x0 + sqrt(1 - abar) eps from a known x0 */
+static void test_oracle(void) {
+    static float x0[NV], eps[NV], xt[NV], out[NV], zero[NV];
+    static long double want[NV];
+    for (int i = 0; i < NV; i++)
+        x0[i] = 2 * sg_rng_uniform(5, 0, SG_RNG_SAMPLE, (uint64_t)i) - 1; /* in (-1, 1) */
+    fill_normal(eps, NV, 6);
+    const int ts[] = {0, 1, 10, 250, 500, TT - 1};
+    for (int k = 0; k < SG_ARRAY_LEN(ts); k++) {
+        int t = ts[k];
+        long double abar = ref_abar(t, TT, B1, BT), abar_prev = ref_abar(t - 1, TT, B1, BT);
+        long double beta = ref_beta(t, TT, B1, BT);
+        for (int i = 0; i < NV; i++)
+            xt[i] = (float)(sqrtl(abar) * x0[i] + sqrtl(1 - abar) * eps[i]);
+        /* DDIM t -> -1 with the true eps returns x0: the only error is x_t's fp32 rounding,
+         * magnified by 1/sqrt(abar) */
+        for (int clip = 0; clip < 2; clip++) {
+            sg_ddim_step(out, xt, eps, NV, t, -1, TT, B1, BT, clip);
+            double maxerr = 0, bound = 0;
+            for (int i = 0; i < NV; i++) {
+                maxerr = fmax(maxerr, fabs((double)out[i] - x0[i]));
+                bound = fmax(bound, 2 * FLT_EPSILON * (fabs(xt[i]) + 1) / sqrt((double)abar));
+            }
+            CHECK(maxerr <= bound, "DDIM oracle t=%d clip %d: |x0 - recovered| %.3g > %.3g", t,
+                  clip, maxerr, bound);
+        }
+        /* DDPM with z = 0 and the true eps is the posterior mean
+         *   mu~(x_t, x0) = sqrt(abar_{t-1}) beta / (1 - abar) x0
+         *                + sqrt(alpha) (1 - abar_{t-1}) / (1 - abar) x_t */
+        for (int i = 0; i < NV; i++)
+            want[i] = sqrtl(abar_prev) * beta / (1 - abar) * x0[i] +
+                      sqrtl(1 - beta) * (1 - abar_prev) / (1 - abar) * xt[i];
+        for (int clip = 0; clip < 2; clip++) {
+            sg_ddpm_step(out, xt, eps, zero, NV, t, TT, B1, BT, clip);
+            double w = worst(out, want, NV, 1e-5, 1e-5 / sqrt((double)abar));
+            CHECK(w <= 1, "DDPM oracle t=%d clip %d: posterior mean off by %.3g x tolerance", t,
+                  clip, w);
+        }
+    }
+    /* a DDIM chain over 10 steps with the true eps stays on x0's trajectory and lands on it */
+    int ts10[10];
+    sg_ddim_timesteps(10, TT, ts10);
+    long double a = ref_abar(ts10[0], TT, B1, BT);
+    for (int i = 0; i < NV; i++) xt[i] = (float)(sqrtl(a) * x0[i] + sqrtl(1 - a) * eps[i]);
+    for (int j = 0; j < 10; j++)
+        sg_ddim_step(xt, xt, eps, NV, ts10[j], j + 1 < 10 ? ts10[j + 1] : -1, TT, B1, BT, 0);
+    double maxerr = 0;
+    for (int i = 0; i < NV; i++) maxerr = fmax(maxerr, fabs((double)xt[i] - x0[i]));
+    CHECK(maxerr < 2e-4, "DDIM 10-step chain with the true eps: |x0 error| %.3g", maxerr);
+}
+
+/* Whole chains with the exact eps of Gaussian data x0 ~ N(0, s^2 I): x_t ~ N(0, v_t) with
+ * v_t = abar s^2 + 1 - abar, and E[eps | x_t] = sqrt(1 - abar) x_t / v_t. Every step is then
+ * linear, x_prev = g_t x_t + sigma_t z, and the variance follows the recursion
+ * var <- g_t^2 var + sigma_t^2 (DDPM: g_t = (1 - beta_t / v_t) / sqrt(alpha_t); DDIM:
+ * g_t = sqrt(abar_prev) (1 - (1 - abar) / v_t) / sqrt(abar) + sqrt(1 - abar_prev)
+ * sqrt(1 - abar) / v_t, sigma_t = 0), evaluated here in long double. DDIM is deterministic,
+ * so its sample mean and variance must follow the recursion from x_T's own to rounding; DDPM
+ * must match it to sampling error (NV values: about 2.2% on a variance). A wrong
+ * coefficient or noise scale anywhere in the chain moves the result. */
+static void gaussian_chain(int ddim_steps, double s) {
+    static float x[NV], eps[NV], z[NV];
+    int ts[TT], n = ddim_steps ? ddim_steps : TT;
+    if (ddim_steps)
+        sg_ddim_timesteps(ddim_steps, TT, ts);
+    else
+        for (int k = 0; k < TT; k++) ts[k] = TT - 1 - k;
+    for (int i = 0; i < NV; i++) x[i] = sg_rng_normal(9, TT, SG_RNG_SAMPLE, (uint64_t)i);
+    long double m0 = 0, q0 = 0;
+    for (int i = 0; i < NV; i++) m0 += x[i], q0 += (long double)x[i] * x[i];
+    m0 /= NV;
+    /* predicted: DDIM from the sample's own moments; DDPM from N(0, 1) */
+    long double pm = m0, pv = ddim_steps ? q0 / NV - m0 * m0 : 1.0L;
+    for (int k = 0; k < n; k++) {
+        int t = ts[k], tp = ddim_steps ? (k + 1 < n ? ts[k + 1] : -1) : t - 1;
+        long double abar = ref_abar(t, TT, B1, BT), ap = ref_abar(tp, TT, B1, BT);
+        long double v = abar * s * s + 1 - abar, e = sqrtl(1 - abar) / v;
+        for (int i = 0; i < NV; i++) eps[i] = (float)(e * x[i]);
+        long double g, sig2 = 0;
+        if (ddim_steps) {
+            sg_ddim_step(x, x, eps, NV, t, tp, TT, B1, BT, 0);
+            g = sqrtl(ap) * (1 - sqrtl(1 - abar) * e) / sqrtl(abar) + sqrtl(1 - ap) * e;
+        } else {
+            for (int i = 0; i < NV; i++) z[i] = sg_rng_normal(9, t, SG_RNG_SAMPLE, (uint64_t)i);
+            sg_ddpm_step(x, x, eps, z, NV, t, TT, B1, BT, 0);
+            long double beta = ref_beta(t, TT, B1, BT);
+            g = (1 - beta / v) / sqrtl(1 - beta);
+            sig2 = beta * (1 - ap) / (1 - abar);
+        }
+        pm *= g;
+        pv = g * g * pv + sig2;
+    }
+    double m = 0, q = 0;
+    for (int i = 0; i < NV; i++) m += x[i], q += (double)x[i] * x[i];
+    m /= NV;
+    double var = q / NV - m * m;
+    printf("Gaussian data, s^2 = %.3f: %s %4d steps: sample mean %+.5f variance %.5f; "
+           "recursion mean %+.5f variance %.5f\n",
+           s * s, ddim_steps ? "DDIM" : "DDPM", n, m, var, (double)pm, (double)pv);
+    if (ddim_steps) {
+        CHECK(fabs(m - (double)pm) < 1e-4 && fabs(var / (double)pv - 1) < 1e-4,
+              "DDIM %d: sample N(%.6f, %.6f), the recursion says N(%.6f, %.6f)", n, m, var,
+              (double)pm, (double)pv);
+    } else {
+        CHECK(fabs(m) < 0.05 && fabs(var / (double)pv - 1) < 0.08 && fabs(var / (s * s) - 1) < 0.08,
+              "DDPM: sample N(%.4f, %.4f), the recursion says variance %.4f, the data %.4f", m, var,
+              (double)pv, s * s);
+    }
+}
+
+static void test_gaussian_chains(void) {
+    gaussian_chain(0, 0.5);
+    gaussian_chain(50, 0.5);
+    gaussian_chain(10, 0.5);
+    gaussian_chain(TT, 0.5);
+}
+
+/* ---- (c) end to end on a tiny random UNet */
+
+static void tiny_cfg(sg_model_cfg *c, int batch, sg_dtype dt) {
+    sg_model_preset(c, "unet_tiny");
+    c->batch = batch;
+    c->act_dt = dt;
+    c->data_n = 8;
+}
+
+/* forward executor with parameters from Philox(seed) (docs/model.md's initialisation) */
+static int open_forward(sg_exec *e, const sg_model_cfg *c, uint64_t seed) {
+    if (sg_exec_init(e, c, 0, sg_backend_cpu_create())) return SG_ERR;
+    const sg_plan *p = &e->plan;
+    int64_t pb = p->role_bytes[ROLE_PARAM];
+    float *buf = malloc((size_t)pb);
+    sg_exec_param_init_values(p, seed, buf);
+    int rc = e->be->upload(e->be, p->g.t[p->io.params].offset, buf, pb);
+    free(buf);
+    return rc;
+}
+
+static int all_finite_in_range(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || x[i] < -1 || x[i] > 1) return 0;
+    return 1;
+}
+
+/* the loop of sg_sample_ex rebuilt from sampler.h's contract: DDIM, x_T from
+ * Philox(seed, step T, SG_RNG_SAMPLE, image * per + element) */
+static void manual_ddim(sg_exec *e, int n_images, uint64_t seed, int S, float *out) {
+    const sg_plan *p = &e->plan;
+    int B = p->cfg.batch, T = p->cfg.T;
+    int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch;
+    float *x = malloc((size_t)(B * per) * 4), *eps = malloc((size_t)(B * per) * 4);
+    int32_t tb[64];
+    int ts[64];
+    sg_ddim_timesteps(S, T, ts);
+    for (int b0 = 0; b0 < n_images; b0 += B) {
+        for (int64_t i = 0; i < B * per; i++)
+            x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, (uint64_t)(b0 * per + i));
+        for (int k = 0; k < S; k++) {
+            for (int j = 0; j < B; j++) tb[j] = ts[k];
+            sg_exec_write(e, p->io.xt, x);
+            sg_exec_write(e, p->io.t, tb);
+            sg_exec_run_nodes(e, 0, p->g.nn);
+            sg_exec_read(e, p->io.pred, eps);
+            sg_ddim_step(x, x, eps, B * per, ts[k], k + 1 < S ? ts[k + 1] : -1, T, p->cfg.beta1,
+                         p->cfg.betaT, 0);
+        }
+        for (int64_t i = 0; i < (n_images - b0 < B ? n_images - b0 : B) * per; i++)
+            out[b0 * per + i] = x[i] < -1 ? -1 : x[i] > 1 ? 1 : x[i];
+    }
+    free(x), free(eps);
+}
+
+static int progress_calls;
+static void count_progress(void *ctx, int done, int nb, int n, int step, int nsteps, int t) {
+    (void)ctx, (void)done, (void)nb, (void)n, (void)step, (void)nsteps, (void)t;
+    progress_calls++;
+}
+
+static void test_end_to_end(void) {
+    sg_model_cfg c;
+    tiny_cfg(&c, 2, DT_F32);
+    sg_exec e;
+    CHECK(open_forward(&e, &c, 11) == SG_OK, "forward executor: %s", sg_last_error());
+    int64_t per = 16 * 16 * 3;
+    float *a = malloc((size_t)(3 * per) * 4), *b = malloc((size_t)(3 * per) * 4),
+          *m = malloc((size_t)(3 * per) * 4);
+    for (int64_t i = 0; i < 3 * per; i++) a[i] = b[i] = NAN;
+
+    progress_calls = 0;
+    CHECK(sg_sample(&e, 2, 42, 5, a, count_progress, NULL) == SG_OK, "DDIM 5: %s", sg_last_error());
+    CHECK(progress_calls == 5, "progress called %d times for 5 steps", progress_calls);
+    CHECK(all_finite_in_range(a, 2 * per), "DDIM samples finite and in [-1, 1]");
+    CHECK(sg_sample(&e, 2, 42, 5, b, NULL, NULL) == SG_OK, "DDIM again");
+    CHECK(!memcmp(a, b, (size_t)(2 * per) * 4), "same seed, different bits");
+    CHECK(sg_sample(&e, 2, 43, 5, b, NULL, NULL) == SG_OK, "DDIM seed 43");
+    CHECK(memcmp(a, b, (size_t)per * 4) && memcmp(a + per, b + per, (size_t)per * 4),
+          "another seed gives the same images");
+    /* the two images of one run differ (per-image noise indices) */
+    CHECK(memcmp(a, a + per, (size_t)per * 4), "two images of a batch are identical");
+    /* the loop matches the documented keying and update order bit for bit */
+    manual_ddim(&e, 2, 42, 5, m);
+    CHECK(!memcmp(a, m, (size_t)(2 * per) * 4), "sg_sample differs from the loop rebuilt here");
+
+    /* a partial last batch: 3 images in batches of 2; image 0, 1 are those drawn above */
+    for (int64_t i = 0; i < 3 * per; i++) b[i] = NAN;
+    CHECK(sg_sample(&e, 3, 42, 5, b, NULL, NULL) == SG_OK, "3 images, batch 2");
+    CHECK(all_finite_in_range(b, 3 * per), "every value of the partial batch written");
+    CHECK(!memcmp(a, b, (size_t)(2 * per) * 4), "first batch changed by a third image");
+    sg_exec_free(&e);
+
+    /* the same images from a batch-3 plan: noise keyed by image, not by batch slot (the conv
+     * kernels may sum in another order at another N, so compare closely, not bitwise) */
+    tiny_cfg(&c, 3, DT_F32);
+    CHECK(open_forward(&e, &c, 11) == SG_OK, "batch-3 executor");
+    CHECK(sg_sample(&e, 3, 42, 5, m, NULL, NULL) == SG_OK, "3 images, batch 3");
+    CHECK(sg_test_rel_err(m, b, 3 * per) < 1e-4, "batch size changed the images: %.3g",
+          sg_test_rel_err(m, b, 3 * per));
+    sg_exec_free(&e);
+
+    /* DDPM over a short schedule (T = 12): every step, noise included */
+    tiny_cfg(&c, 2, DT_F32);
+    c.T = 12;
+    CHECK(open_forward(&e, &c, 11) == SG_OK, "T=12 executor");
+    progress_calls = 0;
+    CHECK(sg_sample(&e, 2, 42, 0, a, count_progress, NULL) == SG_OK, "DDPM: %s", sg_last_error());
+    CHECK(progress_calls == 12, "DDPM took %d steps of 12", progress_calls);
+    CHECK(all_finite_in_range(a, 2 * per), "DDPM samples finite");
+    CHECK(sg_sample(&e, 2, 42, 0, b, NULL, NULL) == SG_OK, "DDPM again");
+    CHECK(!memcmp(a, b, (size_t)(2 * per) * 4), "DDPM: same seed, different bits");
+    sg_sample_opts o = {.ddim_steps = 12, .clip = 1};
+    CHECK(sg_sample_ex(&e, 2, 42, &o, b) == SG_OK, "DDIM 12 with clip");
+    CHECK(memcmp(a, b, (size_t)(2 * per) * 4), "DDPM and DDIM gave the same images");
+    CHECK(sg_sample(&e, 2, 42, 13, b, NULL, NULL) == SG_ERR, "DDIM steps > T accepted");
+    CHECK(sg_sample(&e, 0, 42, 5, b, NULL, NULL) == SG_ERR, "0 images accepted");
+    sg_exec_free(&e);
+
+    /* bf16 activations: the x_t written as bf16 */
+    tiny_cfg(&c, 2, DT_BF16);
+    CHECK(open_forward(&e, &c, 11) == SG_OK, "bf16 executor");
+    CHECK(sg_sample(&e, 2, 42, 5, a, NULL, NULL) == SG_OK, "bf16 DDIM: %s", sg_last_error());
+    CHECK(sg_sample(&e, 2, 42, 5, b, NULL, NULL) == SG_OK, "bf16 DDIM again");
+    CHECK(all_finite_in_range(a, 2 * per), "bf16 samples finite");
+    CHECK(!memcmp(a, b, (size_t)(2 * per) * 4), "bf16: same seed, different bits");
+    sg_exec_free(&e);
+
+    /* a training plan is refused */
+    tiny_cfg(&c, 2, DT_F32);
+    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK, "train executor");
+    CHECK(sg_sample(&e, 2, 42, 5, a, NULL, NULL) == SG_ERR, "sampled from a training plan");
+    sg_exec_free(&e);
+    free(a), free(b), free(m);
+}
+
+/* ---- (d) the CLI */
+
+static char tmpdir[] = "/tmp/sg_sampler_XXXXXX";
+static const char *sample_bin;
+
+/* run `sample ARGS`, stdout and stderr to files; returns the exit status (-1: signal) */
+static int run_cli(const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/stdout' 2>'%s/stderr'", sample_bin, args, tmpdir,
+             tmpdir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static long read_file(const char *path, char *buf, long cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    long n = (long)fread(buf, 1, (size_t)cap - 1, f);
+    fclose(f);
+    buf[n > 0 ? n : 0] = 0;
+    return n;
+}
+
+static int stderr_lines(char *text, long cap) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/stderr", tmpdir);
+    long n = read_file(p, text, cap);
+    int lines = 0;
+    for (long i = 0; i < n; i++) lines += text[i] == '\n';
+    return lines;
+}
+
+/* exit code `want` and exactly one line on stderr */
+static void expect_error(const char *args, int want) {
+    char err[4096];
+    int rc = run_cli(args);
+    int lines = stderr_lines(err, sizeof err);
+    CHECK(rc == want, "sample %s: exit %d, expected %d (%s)", args, rc, want, err);
+    CHECK(lines == 1 && strlen(err) > 10, "sample %s: %d stderr lines: %s", args, lines, err);
+}
+
+static int png_size(const char *path, int *w, int *h) {
+    unsigned char b[24];
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(b, 1, 24, f);
+    fclose(f);
+    if (n != 24 || memcmp(b, "\x89PNG\r\n\x1a\n", 8) || memcmp(b + 12, "IHDR", 4)) return -1;
+    *w = (b[16] << 24) | (b[17] << 16) | (b[18] << 8) | b[19];
+    *h = (b[20] << 24) | (b[21] << 16) | (b[22] << 8) | b[23];
+    return 0;
+}
+
+static int same_file(const char *a, const char *b) {
+    static char x[1 << 20], y[1 << 20];
+    long na = read_file(a, x, sizeof x), nb = read_file(b, y, sizeof y);
+    return na > 0 && na == nb && !memcmp(x, y, (size_t)na);
+}
+
+static void test_cli(void) {
+    CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
+    char ck[256], bad[512], args[1024], pa[256], pb[256], pc[256], pd[256];
+    snprintf(ck, sizeof ck, "%s/tiny.sgck", tmpdir);
+
+    /* a checkpoint of a tiny model (T = 12 so DDPM is quick) whose EMA differs from the
+     * parameters */
+    sg_model_cfg c;
+    tiny_cfg(&c, 2, DT_F32);
+    c.T = 12;
+    sg_exec e;
+    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK, "train exec: %s",
+          sg_last_error());
+    CHECK(sg_exec_init_state(&e, 3) == SG_OK, "init state");
+    int64_t pbytes = e.plan.role_bytes[ROLE_PARAM];
+    float *buf = malloc((size_t)pbytes);
+    sg_exec_param_init_values(&e.plan, 4, buf);
+    CHECK(e.be->upload(e.be, e.plan.g.t[e.plan.io.ema].offset, buf, pbytes) == SG_OK, "EMA");
+    free(buf);
+    CHECK(sg_exec_save(&e, ck, NULL) == SG_OK, "save: %s", sg_last_error());
+    sg_exec_free(&e);
+
+    snprintf(pa, sizeof pa, "%s/a.png", tmpdir);
+    snprintf(pb, sizeof pb, "%s/b.png", tmpdir);
+    snprintf(pc, sizeof pc, "%s/c.png", tmpdir);
+    snprintf(pd, sizeof pd, "%s/d.png", tmpdir);
+    const char *common = "--n 3 --ddim-steps 3 --backend cpu --batch 2 --cols 2 --scale 2";
+    char err[4096];
+
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s", ck, pa, common);
+    int rc = run_cli(args);
+    stderr_lines(err, sizeof err);
+    CHECK(rc == 0, "sample: exit %d: %s", rc, err);
+    int w = 0, h = 0;
+    /* 2 columns, 2 rows of 16x16 tiles at scale 2 with 1-pixel frames: 2*(32+1)+1 = 67 */
+    CHECK(png_size(pa, &w, &h) == 0 && w == 67 && h == 67, "PNG %dx%d, expected 67x67", w, h);
+    CHECK(strstr(err, "images 3/3") != NULL, "progress line missing: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --seed 0", ck, pb, common);
+    CHECK(run_cli(args) == 0 && same_file(pa, pb), "same seed, different PNG");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --seed 1", ck, pc, common);
+    CHECK(run_cli(args) == 0 && !same_file(pa, pc), "seed 1 gives the same PNG");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --no-ema", ck, pd, common);
+    CHECK(run_cli(args) == 0 && !same_file(pa, pd), "--no-ema gives the EMA's PNG");
+    /* DDPM over the checkpoint's T = 12, grid about square, bf16 */
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 4 --backend cpu --precision bf16", ck,
+             pd);
+    rc = run_cli(args);
+    stderr_lines(err, sizeof err);
+    CHECK(rc == 0 && png_size(pd, &w, &h) == 0 && w == 35 && h == 35, "DDPM: exit %d, %dx%d (%s)",
+          rc, w, h, err);
+    CHECK(strstr(err, "DDPM 12") != NULL, "DDPM progress: %s", err);
+
+    CHECK(run_cli("--help") == 0, "--help");
+    snprintf(bad, sizeof bad, "%s/stdout", tmpdir);
+    char help[8192];
+    read_file(bad, help, sizeof help);
+    const char *flags[] = {"--ckpt", "--n",       "--seed",  "--ddim-steps",
+                           "--out",  "--backend", "--batch", "--no-ema",
+                           "--cols", "--scale",   "--clip",  "--precision"};
+    for (int i = 0; i < SG_ARRAY_LEN(flags); i++)
+        CHECK(strstr(help, flags[i]) != NULL, "--help does not mention %s", flags[i]);
+
+    /* usage errors: exit 2, one line */
+    expect_error("--n 3", 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --n 0", ck);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --bogus 1", ck);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --seed -1", ck);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend tpu", ck);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --ddim-steps 13", ck);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --scale", ck);
+    expect_error(args, 2);
+#ifndef SG_HAVE_CUDA
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cuda --out '%s'", ck, pd);
+    expect_error(args, 1);
+#endif
+
+    /* bad checkpoints: exit 1, one line naming the problem */
+    snprintf(args, sizeof args, "--ckpt '%s/missing.sgck' --backend cpu", tmpdir);
+    expect_error(args, 1);
+    struct stat st;
+    CHECK(stat(ck, &st) == 0 && st.st_size > 1000, "checkpoint size");
+    long cap = (long)st.st_size + 1;
+    char *bytes = malloc((size_t)cap);
+    long n = read_file(ck, bytes, cap);
+    CHECK(n == (long)st.st_size, "read %ld of %ld checkpoint bytes", n, (long)st.st_size);
+    snprintf(bad, sizeof bad, "%s/corrupt.sgck", tmpdir);
+    bytes[n / 2] ^= 0x40; /* one bit inside the payloads */
+    FILE *f = fopen(bad, "wb");
+    fwrite(bytes, 1, (size_t)n, f);
+    fclose(f);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", bad, pd);
+    expect_error(args, 1);
+    snprintf(bad, sizeof bad, "%s/truncated.sgck", tmpdir);
+    bytes[n / 2] ^= 0x40;
+    f = fopen(bad, "wb");
+    fwrite(bytes, 1, (size_t)(n * 2 / 3), f);
+    fclose(f);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", bad, pd);
+    expect_error(args, 1);
+    free(bytes);
+    /* an unwritable output directory is reported before sampling */
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --out '%s/no/such/dir.png'", ck, tmpdir);
+    expect_error(args, 1);
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--cli")) {
+        sample_bin = argv[2];
+        test_cli();
+        return sg_test_end();
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: test_sampler [--cli PATH_TO_SAMPLE]\n");
+        return 2;
+    }
+    test_step_math();
+    test_ddim_timesteps();
+    test_oracle();
+    test_gaussian_chains();
+    test_end_to_end();
+    return sg_test_end();
+}
