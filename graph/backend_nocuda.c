@@ -4,8 +4,7 @@
 #ifndef SG_HAVE_CUDA
 sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     (void)dev, (void)use_graph;
-    sg_set_error("this build has no CUDA backend (nvcc was not found at configure time); use "
-                 "--backend cpu");
+    sg_set_error("this build has no CUDA backend (nvcc was not found at configure time)");
     return NULL;
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# verify as a user meets it: a clean run passes and exits 0; bad flags exit 2 with one line;
+# and verify can fail: with --inject-divergence (one ulp added to one parameter in the second
+# run of check (a)) it exits 1 and names the step, the tensor and the index that was touched.
+set -u
+verify=$1
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# a clean run
+$verify --model unet_tiny --steps 4 >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+cat "$tmp/out.txt"
+ok "clean run exits 0" '[ $rc -eq 0 ]'
+ok "(a) passes" 'grep -Eq "^\(a\) same seed twice +PASS" "$tmp/out.txt"'
+ok "(b) passes" 'grep -Eq "^\(b\) stop/resume vs straight +PASS" "$tmp/out.txt"'
+ok "(c) ran or was skipped with a reason" 'grep -Eq "^\(c\) .* (PASS|SKIP) +[a-z-]" "$tmp/out.txt"'
+ok "overall PASS" 'grep -q "^overall: PASS" "$tmp/out.txt"'
+
+# machine-readable
+$verify --model unet_tiny --steps 2 --resume-at 1 --seed 3 --json >"$tmp/out.json" 2>/dev/null; rc=$?
+ok "json run exits 0" '[ $rc -eq 0 ]'
+ok "json fields" 'python3 - "$tmp/out.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["result"] == "PASS", d["result"]
+assert d["steps"] == 2 and d["resume_at"] == 1 and d["seed"] == 3
+assert len(d["losses"]) == 2 and all(x["bits"].startswith("0x") for x in d["losses"])
+assert len(d["state_hash"]) == 16
+r = {c["id"]: c["result"] for c in d["checks"]}
+assert r["a"] == "PASS" and r["b"] == "PASS", r
+assert r["c"] in ("PASS", "SKIP") and r["d"] in ("PASS", "SKIP"), r
+PY'
+
+# verify can fail, and says where
+$verify --model unet_tiny --steps 4 --inject-divergence 2 >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+cat "$tmp/out.txt"
+ok "injected divergence exits 1" '[ $rc -eq 1 ]'
+ok "(a) fails" 'grep -Eq "^\(a\) same seed twice +FAIL" "$tmp/out.txt"'
+ok "(b) still passes" 'grep -Eq "^\(b\) stop/resume vs straight +PASS" "$tmp/out.txt"'
+ok "overall FAIL" 'grep -q "^overall: FAIL" "$tmp/out.txt"'
+# the note on stderr says which element was touched; the report must find that very element
+touched=$(sed -n "s/.*adds one ulp to \([^ ]*\) index \([0-9]*\) after step 2.*/\1 index \2/p" "$tmp/err.txt")
+ok "stderr names the injected element" '[ -n "$touched" ]'
+ok "report names step 2 and the tensor" 'grep -q "state after step 2: tensor $touched:" "$tmp/out.txt"'
+
+# bad flags: one line on stderr, exit 2
+for bad in "--frobnicate 3" "--steps 0" "--steps x" "--model nope" "--backend tpu" \
+    "--steps 4 --resume-at 5" "--inject-divergence 9" "--steps"; do
+    $verify $bad >/dev/null 2>"$tmp/err.txt"; rc=$?
+    ok "'$bad' exits 2 with one line" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
+done
+ok "help documents the testing aid" '$verify --help | grep -q -- "--inject-divergence"'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
