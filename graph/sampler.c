@@ -96,6 +96,15 @@ static int write_xt(sg_exec *e, const sample_bufs *b, int64_t count) {
     return sg_exec_write(e, e->plan.io.xt, b->x);
 }
 
+/* the prediction as fp32 (a bf16 plan predicts in bf16, like PyTorch under autocast) */
+static int read_pred(sg_exec *e, sample_bufs *b, int64_t count) {
+    const sg_tensor *pred = &e->plan.g.t[e->plan.io.pred];
+    if (pred->dtype == DT_F32) return sg_exec_read(e, e->plan.io.pred, b->eps);
+    if (sg_exec_read(e, e->plan.io.pred, b->xin)) return SG_ERR; /* same size as bf16 x_t */
+    for (int64_t i = 0; i < count; i++) b->eps[i] = sg_bf16_to_f32(((const sg_bf16 *)b->xin)[i]);
+    return SG_OK;
+}
+
 int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *opts, float *out) {
     const sg_plan *p = &e->plan;
     const sg_model_cfg *c = &p->cfg;
@@ -112,10 +121,10 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     int B = c->batch;
     int64_t per = (int64_t)c->img * c->img * c->in_ch, count = B * per;
     const sg_tensor *xt = &p->g.t[p->io.xt], *pred = &p->g.t[p->io.pred], *tt = &p->g.t[p->io.t];
-    if (sg_numel(xt) != count || sg_numel(pred) != count || pred->dtype != DT_F32 ||
+    if (sg_numel(xt) != count || sg_numel(pred) != count || pred->dtype != xt->dtype ||
         sg_numel(tt) != B || tt->dtype != DT_I32 || (xt->dtype != DT_F32 && xt->dtype != DT_BF16))
         return sg_set_error("the plan's x_t / t / pred tensors are not [%d,%d,%d,%d] / i32[%d] / "
-                            "f32 as sampling expects",
+                            "x_t's dtype as sampling expects",
                             B, c->img, c->img, c->in_ch, B);
     double beta1 = c->beta1, betaT = c->betaT;
 
@@ -147,7 +156,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
             int t = b.ts[k];
             for (int j = 0; j < B; j++) b.tb[j] = t;
             if (write_xt(e, &b, count) || sg_exec_write(e, p->io.t, b.tb) ||
-                sg_exec_run_nodes(e, 0, p->g.nn) || sg_exec_read(e, p->io.pred, b.eps)) {
+                sg_exec_run_nodes(e, 0, p->g.nn) || read_pred(e, &b, count)) {
                 rc = SG_ERR;
                 break;
             }

@@ -367,7 +367,7 @@ static int has_attn(const sg_model_cfg *c, int res) {
     return 0;
 }
 
-/* The UNet on x (act dtype) and t (i32[N]); returns the prediction (fp32). */
+/* The UNet on x (act dtype) and t (i32[N]); returns the prediction (act dtype). */
 static int unet(builder *b, int x, int t) {
     const sg_model_cfg *c = b->c;
     sg_dtype dt = c->act_dt;
@@ -433,7 +433,9 @@ static int unet(builder *b, int x, int t) {
     }
     h = group_norm(b, h, "conv_norm_out");
     h = unary(b, OP_SILU, h, "conv_norm_out", "silu");
-    return conv(b, h, c->in_ch, 3, 1, "conv_out", DT_F32);
+    /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
+     * it in fp32 */
+    return conv(b, h, c->in_ch, 3, 1, "conv_out", dt);
 }
 
 static int scalar_state(sg_graph *g, const char *name, sg_dtype dt) {
