@@ -147,6 +147,10 @@ static inline int sg_out(const sg_graph *g, int node, int k) {
 }
 int64_t sg_numel(const sg_tensor *t);
 int sg_find_tensor(const sg_graph *g, const char *name);
+/* Scratch bytes the CUDA kernel of this node needs in the workspace (planner/workspace.c). */
+int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd);
+/* cuBLAS's workspace inside the arena (32 MiB, what Hopper wants). */
+#define SG_CUBLAS_WORKSPACE_BYTES (32ll << 20)
 /* "N,H,W,C" style shape string into buf. */
 /* Format a tensor name into buf (SG_NAME_MAX bytes); names that do not fit are cut. */
 char *sg_name(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -126,6 +126,18 @@ int sg_plan_layout(sg_plan *p) {
     const sg_model_cfg *cfg = &p->cfg;
     classify_roles(g);
 
+    /* workspace: the largest any node's kernel needs, and cuBLAS's */
+    int64_t ws = 256;
+    for (int i = 0; i < g->nn; i++) {
+        int64_t b = sg_node_workspace_bytes(g, &g->n[i]);
+        if (b > ws) ws = b;
+    }
+    int64_t wsn[1] = {ws}, cbn[1] = {SG_CUBLAS_WORKSPACE_BYTES};
+    if (sg_find_tensor(g, "workspace") < 0 &&
+        (sg_tensor_new(g, "workspace", DT_U8, ROLE_WORKSPACE, 1, wsn) < 0 ||
+         sg_tensor_new(g, "cublas_workspace", DT_U8, ROLE_WORKSPACE, 1, cbn) < 0))
+        return SG_ERR;
+
     /* lifetimes */
     for (int i = 0; i < g->nn; i++) {
         for (int k = 0; k < g->n[i].nin; k++) touch(g, g->n[i].in[k], i);

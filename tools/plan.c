@@ -161,7 +161,7 @@ static void print_text(const sg_plan *p, int table) {
     for (int r = 0; r < ROLE_COUNT; r++)
         if (p->role_bytes[r])
             printf("    %-10s %12s  %s\n", sg_role_names[r], human(p->role_bytes[r], a),
-                   r >= ROLE_SAVED ? "(sum over the step; shares memory)" : "");
+                   r == ROLE_SAVED || r == ROLE_TEMP ? "(sum over the step; shares memory)" : "");
 
     const sg_node *pk = &g->n[p->peak_node];
     printf("\n  peak: node %d (%s -> %s), %s of activations and gradients live; largest:\n",

@@ -1,0 +1,497 @@
+/* backend_cuda.c — the CUDA backend: one cudaMalloc for the arena, the plan's schedule run with
+ * kernels/cuda, and the whole training step captured once into a CUDA graph and replayed.
+ *
+ * Life of a training run: prepare() checks the free GPU memory against the plan (and says how
+ * much it needs and how much is free before allocating anything), allocates the arena and zeroes
+ * it, creates one stream and one cuBLAS handle bound to it with its workspace inside the arena.
+ * The first run_step() runs the schedule eagerly (a real step: warm-up and validation), then
+ * captures the same launches into a graph, instantiates and uploads it; every later run_step()
+ * is one cudaGraphLaunch. Nothing in the step depends on a host value: step counter, seed,
+ * timesteps, noise, dropout masks and batch indices are read or computed on the device.
+ */
+#ifdef SG_HAVE_CUDA
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "common/philox.h"
+#include "graph/backend.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+typedef struct {
+    int dev, use_graph;
+    cudaStream_t st;
+    cublasHandle_t cb;
+    unsigned char *arena;
+    int64_t arena_bytes;
+    void *ws; /* the plan's kernel workspace */
+    int64_t ws_bytes;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int steps_run; /* run_step calls so far: the first one is eager */
+    cudaEvent_t ev[2];
+} cuda_ctx;
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return sg_set_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
+                                cudaGetErrorString(e_));                                           \
+    } while (0)
+#define CB(call)                                                                                   \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return sg_set_error("%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call,          \
+                                (int)s_);                                                          \
+    } while (0)
+
+int sg_cuda_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+/* the cuBLAS workspace: Hopper wants 32 MiB; it lives in the arena like everything else */
+#define SG_CUBLAS_WS_NAME "cublas_workspace"
+#define SG_KERNEL_WS_NAME "workspace"
+
+static int cuda_prepare(sg_backend *be, const sg_plan *p) {
+    cuda_ctx *c = be->ctx;
+    const sg_graph *g = &p->g;
+    /* per-part accumulation of a concatenated gradient must agree: the kernels take one flag */
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].nout; k++)
+            if (g->t[g->n[i].out[k]].nparts) {
+                unsigned b = (g->n[i].accum >> (2 * k)) & 3u;
+                if (b == 1u || b == 2u)
+                    return sg_set_error("node %d (%s): the two halves of %s differ in "
+                                        "accumulation, which the CUDA kernels do not support",
+                                        i, sg_ops[g->n[i].op].name, g->t[g->n[i].out[k]].name);
+            }
+    CU(cudaSetDevice(c->dev));
+    size_t free_b = 0, total_b = 0;
+    CU(cudaMemGetInfo(&free_b, &total_b));
+    if ((uint64_t)p->arena_bytes + (64u << 20) > free_b)
+        return sg_set_error("the plan needs %.2f GiB on the GPU (arena %lld bytes) but only %.2f "
+                            "GiB of %.2f GiB are free: try a smaller --batch, or --precision bf16",
+                            p->arena_bytes / 1073741824.0, (long long)p->arena_bytes,
+                            free_b / 1073741824.0, total_b / 1073741824.0);
+    CU(cudaMalloc((void **)&c->arena, (size_t)p->arena_bytes));
+    c->arena_bytes = p->arena_bytes;
+    CU(cudaMemset(c->arena, 0, (size_t)p->arena_bytes));
+    CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+    CU(cudaEventCreate(&c->ev[0]));
+    CU(cudaEventCreate(&c->ev[1]));
+    CB(cublasCreate(&c->cb));
+    CB(cublasSetStream(c->cb, c->st));
+    int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME), kw = sg_find_tensor(g, SG_KERNEL_WS_NAME);
+    if (cw < 0 || kw < 0) return sg_set_error("the plan has no workspace tensors");
+    CB(cublasSetWorkspace(c->cb, c->arena + g->t[cw].offset, (size_t)g->t[cw].bytes));
+    c->ws = c->arena + g->t[kw].offset;
+    c->ws_bytes = g->t[kw].bytes;
+    CU(cudaDeviceSynchronize());
+    return SG_OK;
+}
+
+static int cuda_upload(sg_backend *be, int64_t off, const void *src, int64_t bytes) {
+    cuda_ctx *c = be->ctx;
+    if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("upload outside the arena");
+    CU(cudaStreamSynchronize(c->st));
+    CU(cudaMemcpy(c->arena + off, src, (size_t)bytes, cudaMemcpyHostToDevice));
+    return SG_OK;
+}
+
+static int cuda_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) {
+    cuda_ctx *c = be->ctx;
+    if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("download outside the arena");
+    CU(cudaStreamSynchronize(c->st));
+    CU(cudaMemcpy(dst, c->arena + off, (size_t)bytes, cudaMemcpyDeviceToHost));
+    return SG_OK;
+}
+
+/* device pointer of tensor t (NULL for virtual tensors) */
+static void *P(const cuda_ctx *c, const sg_graph *g, int t) {
+    return g->t[t].nparts ? NULL : c->arena + g->t[t].offset;
+}
+
+/* a (possibly virtual) NHWC operand as a two-pointer concatenation */
+static sg_cat CAT(const cuda_ctx *c, const sg_graph *g, int t) {
+    const sg_tensor *x = &g->t[t];
+    if (!x->nparts) return sg_cat1(P(c, g, t), (int)x->shape[3]);
+    const sg_tensor *a = &g->t[x->parts[0]], *b = &g->t[x->parts[1]];
+    return sg_cat2(P(c, g, x->parts[0]), (int)a->shape[3], P(c, g, x->parts[1]), (int)b->shape[3]);
+}
+
+#define IN(k) (nd->in[k])
+#define OUT(k) (nd->out[k])
+#define D(x, d) ((int)g->t[x].shape[d])
+#define ACC(k) ((int)((nd->accum >> (2 * (k))) & 1u))
+
+static int cuda_run_node(sg_backend *be, const sg_plan *p, int i) {
+    cuda_ctx *c = be->ctx;
+    const sg_graph *g = &p->g;
+    const sg_node *nd = &g->n[i];
+    cudaStream_t st = c->st;
+    cublasHandle_t cb = c->cb;
+    void *ws = c->ws;
+    int64_t wsb = c->ws_bytes;
+    int dt = nd->nout ? (int)g->t[OUT(0)].dtype : DT_F32;
+    int64_t n0 = nd->nout ? sg_numel(&g->t[OUT(0)]) : 0;
+    int rc = SG_OK;
+    switch (nd->op) {
+    case OP_GATHER_BATCH:
+        rc = cuda_gather_batch(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].shape[0],
+                               D(IN(0), 1), D(IN(0), 2), D(IN(0), 3), nd->iarg[0], nd->iarg[1],
+                               nd->iarg[1], P(c, g, IN(1)), P(c, g, IN(2)), nd->iarg[2]);
+        break;
+    case OP_SAMPLE_T:
+        rc = cuda_sample_timesteps(st, P(c, g, OUT(0)), nd->iarg[0], nd->iarg[1], P(c, g, IN(0)),
+                                   P(c, g, IN(1)));
+        break;
+    case OP_NOISE:
+        rc = cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE);
+        break;
+    case OP_DDPM_NOISE:
+        rc = cuda_ddpm_noise(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)),
+                             D(IN(0), 0), (int)(n0 / D(IN(0), 0)), nd->iarg[0], nd->farg[0],
+                             nd->farg[1], dt);
+        break;
+    case OP_TIMESTEP_EMB:
+        rc = cuda_timestep_emb(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), nd->iarg[0], dt);
+        break;
+    case OP_LINEAR:
+        rc = cuda_linear_fwd(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                             P(c, g, IN(2)), D(IN(0), 0), D(IN(0), 1), D(IN(1), 0), dt, ws, wsb);
+        break;
+    case OP_CONV2D:
+        rc = cuda_conv2d_fwd(st, cb, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
+                             P(c, g, IN(2)), D(IN(0), 0), D(IN(0), 1), D(IN(0), 2), D(IN(0), 3),
+                             D(IN(1), 0), nd->iarg[0], nd->iarg[1], dt, ws, wsb);
+        break;
+    case OP_GROUP_NORM:
+        rc = cuda_group_norm_fwd(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
+                                 CAT(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), D(IN(0), 0),
+                                 D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), nd->iarg[0], nd->farg[0],
+                                 dt);
+        break;
+    case OP_SILU:
+        rc = cuda_silu_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, dt);
+        break;
+    case OP_ADD:
+        rc = cuda_add_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt);
+        break;
+    case OP_ADD_NC:
+        rc = cuda_add_nc_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), D(IN(0), 0),
+                             D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), dt);
+        break;
+    case OP_CONCAT:
+        break; /* virtual: consumers read both parts */
+    case OP_UPSAMPLE2X:
+        rc = cuda_upsample2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), D(IN(0), 1),
+                                 D(IN(0), 2), D(IN(0), 3), dt);
+        break;
+    case OP_AVGPOOL2X:
+        rc = cuda_avgpool2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), D(IN(0), 1),
+                                D(IN(0), 2), D(IN(0), 3), dt);
+        break;
+    case OP_ATTENTION:
+        rc = cuda_attention_fwd(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                D(IN(0), 0), D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3) / 3,
+                                nd->iarg[0], dt, ws, wsb);
+        break;
+    case OP_DROPOUT:
+        rc = cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, nd->farg[0], P(c, g, IN(1)),
+                              P(c, g, IN(2)), SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0], dt);
+        break;
+    case OP_MSE:
+        rc = cuda_mse_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
+                          g->t[IN(1)].dtype, sg_numel(&g->t[IN(0)]), ws, wsb);
+        break;
+    case OP_MSE_BWD:
+        rc = cuda_mse_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
+                          g->t[IN(1)].dtype, n0, 1.0f, ACC(0));
+        break;
+    case OP_LINEAR_BWD_DATA:
+        rc = cuda_linear_bwd_data(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                  D(IN(0), 0), D(IN(1), 1), D(IN(1), 0), dt, ACC(0), ws, wsb);
+        break;
+    case OP_LINEAR_BWD_WEIGHT:
+        rc = cuda_linear_bwd_weight(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                    P(c, g, IN(1)), D(IN(0), 0), D(IN(1), 1), D(IN(0), 1),
+                                    (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
+        break;
+    case OP_CONV2D_BWD_DATA:
+        rc =
+            cuda_conv2d_bwd_data(st, cb, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                 D(IN(0), 0), nd->iarg[2], nd->iarg[3], D(IN(1), 3), D(IN(1), 0),
+                                 nd->iarg[0], nd->iarg[1], (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
+        break;
+    case OP_CONV2D_BWD_WEIGHT:
+        rc = cuda_conv2d_bwd_weight(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                    CAT(c, g, IN(1)), D(IN(1), 0), D(IN(1), 1), D(IN(1), 2),
+                                    D(IN(1), 3), D(IN(0), 3), nd->iarg[0], nd->iarg[1],
+                                    (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
+        break;
+    case OP_GROUP_NORM_BWD:
+        rc =
+            cuda_group_norm_bwd(st, CAT(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
+                                P(c, g, IN(0)), CAT(c, g, IN(1)), P(c, g, IN(2)), P(c, g, IN(3)),
+                                P(c, g, IN(4)), D(IN(1), 0), D(IN(1), 1) * D(IN(1), 2), D(IN(1), 3),
+                                nd->iarg[0], (int)g->t[IN(0)].dtype, ACC(0), ACC(1), ws, wsb);
+        break;
+    case OP_SILU_BWD:
+        rc = cuda_silu_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt, ACC(0));
+        break;
+    case OP_ADD_NC_BWD:
+        rc = cuda_add_nc_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0),
+                             D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), dt, ACC(0), ws, wsb);
+        break;
+    case OP_UPSAMPLE2X_BWD:
+        rc = cuda_upsample2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(OUT(0), 0), D(OUT(0), 1),
+                                 D(OUT(0), 2), D(OUT(0), 3), dt, ACC(0));
+        break;
+    case OP_AVGPOOL2X_BWD:
+        rc = cuda_avgpool2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(OUT(0), 0), D(OUT(0), 1),
+                                D(OUT(0), 2), D(OUT(0), 3), dt, ACC(0));
+        break;
+    case OP_ATTENTION_BWD:
+        rc = cuda_attention_bwd(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                P(c, g, IN(2)), D(IN(1), 0), D(IN(1), 1) * D(IN(1), 2),
+                                D(IN(1), 3) / 3, nd->iarg[0], dt, ACC(0), ws, wsb);
+        break;
+    case OP_DROPOUT_BWD:
+        rc = cuda_dropout_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, nd->farg[0], P(c, g, IN(1)),
+                              P(c, g, IN(2)), SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0], dt,
+                              ACC(0));
+        break;
+    case OP_ACCUM:
+        /* in place (the planner merged the buffers) and not accumulating: nothing to move */
+        if (P(c, g, OUT(0)) == P(c, g, IN(0)) && !ACC(0)) break;
+        rc = cuda_copy(st, P(c, g, OUT(0)), dt, P(c, g, IN(0)), (int)g->t[IN(0)].dtype, n0, ACC(0));
+        break;
+    case OP_GRAD_SUMSQ:
+        rc = cuda_sumsq(st, P(c, g, OUT(0)), P(c, g, IN(0)), sg_numel(&g->t[IN(0)]), ws, wsb);
+        break;
+    case OP_CLIP_SCALE:
+        rc = cuda_clip_scale(st, P(c, g, OUT(0)), P(c, g, IN(0)), nd->farg[0]);
+        break;
+    case OP_ADAMW:
+        rc = cuda_adamw(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)), P(c, g, IN(1)),
+                        sg_numel(&g->t[IN(0)]), P(c, g, IN(4)), P(c, g, IN(5)), nd->farg[0],
+                        nd->farg[1], nd->farg[2], nd->farg[3], nd->farg[4], nd->iarg[0],
+                        P(c, g, OUT(3)));
+        break;
+    case OP_EMA:
+        rc = cuda_ema(st, P(c, g, OUT(0)), P(c, g, IN(1)), n0, nd->farg[0]);
+        break;
+    case OP_STEP_INC:
+        rc = cuda_step_increment(st, P(c, g, OUT(0)));
+        break;
+    case OP_COUNT:
+        break;
+    }
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", sg_last_error());
+        return sg_set_error("node %d (%s -> %s): %s", i, sg_ops[nd->op].name, g->t[OUT(0)].name,
+                            msg);
+    }
+    return SG_OK;
+}
+
+static int run_eager(sg_backend *be, const sg_plan *p) {
+    for (int i = 0; i < p->g.nn; i++)
+        if (cuda_run_node(be, p, i)) return SG_ERR;
+    return SG_OK;
+}
+
+/* capture the schedule's launches into one graph; nothing runs while capturing */
+static int capture(sg_backend *be, const sg_plan *p) {
+    cuda_ctx *c = be->ctx;
+    CU(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));
+    int rc = run_eager(be, p);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->st, &graph);
+    if (rc) {
+        if (graph) cudaGraphDestroy(graph);
+        return SG_ERR;
+    }
+    if (e != cudaSuccess)
+        return sg_set_error("capturing the step into a CUDA graph failed: %s (something in the "
+                            "step synchronised or allocated)",
+                            cudaGetErrorString(e));
+    c->graph = graph;
+    CU(cudaGraphInstantiate(&c->exec, graph, 0));
+    CU(cudaGraphUpload(c->exec, c->st));
+    CU(cudaStreamSynchronize(c->st));
+    return SG_OK;
+}
+
+static int cuda_run_step(sg_backend *be, const sg_plan *p) {
+    cuda_ctx *c = be->ctx;
+    if (!c->use_graph || c->steps_run == 0) {
+        /* eager: always when graphs are off; otherwise the first (warm-up) step */
+        if (run_eager(be, p)) return SG_ERR;
+        CU(cudaGetLastError());
+        if (c->use_graph) {
+            CU(cudaStreamSynchronize(c->st)); /* validation: the eager step completed */
+            if (capture(be, p)) return SG_ERR;
+        }
+    } else {
+        CU(cudaGraphLaunch(c->exec, c->st));
+    }
+    c->steps_run++;
+    return SG_OK;
+}
+
+static int cuda_sync(sg_backend *be) {
+    cuda_ctx *c = be->ctx;
+    CU(cudaStreamSynchronize(c->st));
+    return SG_OK;
+}
+
+static int cuda_time_steps(sg_backend *be, const sg_plan *p, int n, float *ms) {
+    cuda_ctx *c = be->ctx;
+    for (int i = 0; i < n; i++) {
+        CU(cudaEventRecord(c->ev[0], c->st));
+        if (cuda_run_step(be, p)) return SG_ERR;
+        CU(cudaEventRecord(c->ev[1], c->st));
+        CU(cudaEventSynchronize(c->ev[1]));
+        CU(cudaEventElapsedTime(&ms[i], c->ev[0], c->ev[1]));
+    }
+    return SG_OK;
+}
+
+static int cuda_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
+    cuda_ctx *c = be->ctx;
+    for (int i = 0; i < p->g.nn; i++) {
+        CU(cudaEventRecord(c->ev[0], c->st));
+        if (cuda_run_node(be, p, i)) return SG_ERR;
+        CU(cudaEventRecord(c->ev[1], c->st));
+        CU(cudaEventSynchronize(c->ev[1]));
+        CU(cudaEventElapsedTime(&ms[i], c->ev[0], c->ev[1]));
+    }
+    return SG_OK;
+}
+
+/* dense GEMM peak with cuBLAS on square matrices (n = 8192 bf16 / 4096 fp32), for MFU. This
+ * is a measurement utility outside the step, so it allocates its own buffers. */
+static double cuda_matmul_peak(sg_backend *be, int dtype) {
+    cuda_ctx *c = be->ctx;
+    int n = dtype == DT_BF16 ? 8192 : 4096, es = dtype == DT_BF16 ? 2 : 4, reps = 10;
+    void *a = NULL, *b = NULL, *d = NULL;
+    double tflops = 0;
+    size_t bytes = (size_t)n * n * (size_t)es;
+    unsigned char *host = malloc(bytes);
+    if (!host || cudaMalloc(&a, bytes) || cudaMalloc(&b, bytes) || cudaMalloc(&d, bytes)) {
+        free(host);
+        goto out;
+    }
+    /* random operands: all-zero matrices can run at clocks real data does not */
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        float v = sg_rng_uniform(1, 0, SG_RNG_INIT, i) - 0.5f;
+        if (dtype == DT_BF16)
+            ((sg_bf16 *)host)[i] = sg_f32_to_bf16(v);
+        else
+            ((float *)host)[i] = v;
+    }
+    cudaMemcpy(a, host, bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(b, host, bytes, cudaMemcpyHostToDevice);
+    free(host);
+    cudaDataType t = dtype == DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    float one = 1, zero = 0;
+    for (int k = 0; k < reps + 2; k++) {
+        if (k == 2) cudaEventRecord(c->ev[0], c->st);
+        if (cublasGemmEx(c->cb, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, t, n, b, t, n, &zero, d,
+                         t, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+            goto out;
+    }
+    cudaEventRecord(c->ev[1], c->st);
+    cudaEventSynchronize(c->ev[1]);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, c->ev[0], c->ev[1]);
+    if (ms > 0) tflops = 2.0 * n * (double)n * n * reps / (ms * 1e-3) / 1e12;
+out:
+    cudaFree(a), cudaFree(b), cudaFree(d);
+    cudaGetLastError();
+    return tflops;
+}
+
+static void cuda_describe(sg_backend *be, char *buf, int cap) {
+    cuda_ctx *c = be->ctx;
+    struct cudaDeviceProp prop;
+    int rt = 0, drv = 0, cbv = 0;
+    memset(&prop, 0, sizeof prop);
+    cudaGetDeviceProperties(&prop, c->dev);
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    if (c->cb) cublasGetVersion(c->cb, &cbv);
+    snprintf(buf, (size_t)cap,
+             "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
+             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"graph\":%s}",
+             prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
+             c->use_graph ? "true" : "false");
+}
+
+static void cuda_destroy(sg_backend *be) {
+    if (!be) return;
+    cuda_ctx *c = be->ctx;
+    if (c) {
+        if (c->exec) cudaGraphExecDestroy(c->exec);
+        if (c->graph) cudaGraphDestroy(c->graph);
+        if (c->cb) cublasDestroy(c->cb);
+        if (c->ev[0]) cudaEventDestroy(c->ev[0]);
+        if (c->ev[1]) cudaEventDestroy(c->ev[1]);
+        if (c->st) cudaStreamDestroy(c->st);
+        if (c->arena) cudaFree(c->arena);
+        free(c);
+    }
+    free(be);
+}
+
+sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        sg_set_error("no CUDA device: %s",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "no GPU is visible");
+        cudaGetLastError();
+        return NULL;
+    }
+    if (dev < 0 || dev >= n) {
+        sg_set_error("CUDA device %d does not exist (%d visible)", dev, n);
+        return NULL;
+    }
+    sg_backend *be = calloc(1, sizeof *be);
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be), free(c);
+        sg_set_error("out of host memory");
+        return NULL;
+    }
+    c->dev = dev;
+    c->use_graph = use_graph;
+    be->name = "cuda";
+    be->ctx = c;
+    be->prepare = cuda_prepare;
+    be->upload = cuda_upload;
+    be->download = cuda_download;
+    be->run_node = cuda_run_node;
+    be->run_step = cuda_run_step;
+    be->sync = cuda_sync;
+    be->time_steps = cuda_time_steps;
+    be->time_nodes = cuda_time_nodes;
+    be->matmul_peak_tflops = cuda_matmul_peak;
+    be->describe = cuda_describe;
+    be->destroy = cuda_destroy;
+    return be;
+}
+
+#else
+typedef int sg_backend_cuda_unused; /* ISO C forbids an empty translation unit */
+#endif

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# bench on the CPU (JSON fields, the text report, bad flags), and tools/bench.sh +
+# tools/bench_report.py end to end with fake stepgraph / PyTorch programs: a failing job, a
+# job that times out and a job the budget no longer fits are all recorded and the report
+# still renders with the side-by-side table, the ratios, the targets and the breakdown.
+set -u
+bench=$1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- build/bench on the CPU backend
+$bench --backend cpu --model unet_tiny --iters 2 --warmup 1 --json >"$tmp/b.json" 2>"$tmp/err.txt"
+rc=$?
+ok "json run exits 0" '[ $rc -eq 0 ]'
+ok "json fields" 'python3 - "$tmp/b.json" <<PY
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "stepgraph_bench" and d["model"] == "unet_tiny" and d["backend"] == "cpu"
+assert d["precision"] == "fp32" and d["batch"] == 4 and d["iters"] == 2 and d["warmup"] == 1
+assert d["timing"] == "host-clock"
+assert len(d["steps_ms"]) == 2 and all(x > 0 for x in d["steps_ms"])
+s = sorted(d["steps_ms"])
+assert d["ms_min"] <= d["ms_p10"] <= d["ms_per_step"] <= d["ms_p90"] <= d["ms_max"], d
+assert abs(d["ms_per_step"] - (s[0] + s[1]) / 2) <= 1e-3 * d["ms_per_step"]
+assert abs(d["img_per_s"] - 4 / (d["ms_per_step"] / 1e3)) < 1e-3 * d["img_per_s"]
+assert d["flops_per_step"] >= d["matmul_flops_per_step"] > 0
+assert d["mfu"] is None and d["matmul_peak_tflops"] is None  # no peak on the CPU
+assert d["host_us_per_step"] is None                          # n/a on the CPU
+assert d["arena_bytes"] >= d["lower_bound_bytes"] > 0 and d["arena_ratio"] >= 1
+assert d["params"] == 702499 and d["nodes"] > 0 and len(d["plan_hash"]) == 16
+assert math.isfinite(d["loss"]) and d["data_n"] == 1024
+bd = d["breakdown"]
+assert bd and sum(o["nodes"] for o in bd) == d["nodes"]
+assert [o["ms"] for o in bd] == sorted((o["ms"] for o in bd), reverse=True)
+assert abs(sum(o["ms"] for o in bd) - d["eager_total_ms"]) < 1e-2 * d["eager_total_ms"] + 1e-3
+assert abs(sum(o["pct"] for o in bd) - 100) < 0.5
+conv = [o for o in bd if o["op"] == "conv2d"][0]
+assert conv["matmul"] and conv["gflop"] > 0 and conv["gflops_per_s"] > 0
+assert d["env"]["backend"] == "cpu"
+PY'
+
+$bench --backend cpu --model unet_tiny --iters 2 --warmup 0 >"$tmp/b.txt" 2>&1
+rc=$?
+cat "$tmp/b.txt"
+ok "text run exits 0" '[ $rc -eq 0 ]'
+ok "text: step line" 'grep -Eq "^  step +[0-9.]+ ms median" "$tmp/b.txt"'
+ok "text: MFU n/a on cpu" 'grep -Eq "^  MFU +n/a" "$tmp/b.txt"'
+ok "text: host n/a on cpu" 'grep -Eq "^  host +n/a" "$tmp/b.txt"'
+ok "text: arena and ratio" 'grep -Eq "^  arena .*lower bound .*ratio 1\.[0-9]+" "$tmp/b.txt"'
+ok "text: breakdown with conv2d" 'grep -q "^per-op breakdown" "$tmp/b.txt" && grep -Eq "^  conv2d +[0-9]+ " "$tmp/b.txt"'
+
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --no-breakdown --json \
+    --data synthetic:64 --batch 2 >"$tmp/nb.json" 2>/dev/null
+ok "--no-breakdown, --data synthetic:N, model flags" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d[\"breakdown\"] is None and d[\"data_n\"] == 64 and d[\"batch\"] == 2
+" "$tmp/nb.json"'
+ok "--help" '$bench --help | grep -q -- "--no-breakdown"'
+
+for bad in "--frobnicate 3" "--iters 0" "--iters x" "--warmup -1" "--model nope" \
+    "--backend tpu" "--batch 0" "--data synthetic:0" "--data synthetic:x" "--iters"; do
+    $bench --backend cpu --model unet_tiny $bad >/dev/null 2>"$tmp/err.txt"
+    rc=$?
+    ok "'$bad' exits 2 with one line" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
+done
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    $bench --backend cuda --model unet_tiny >/dev/null 2>"$tmp/err.txt"
+    rc=$?
+    ok "--backend cuda without a GPU: exit 1, one line" \
+        '[ $rc -eq 1 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
+fi
+
+# ---- tools/bench.sh + bench_report.py with fakes
+cat >"$tmp/fake_sg" <<'SH'
+#!/usr/bin/env bash
+# fake build/bench: canned JSON; unet_cifar batch 8 fails like an OOM would
+model= batch= prec=
+while [ $# -gt 0 ]; do
+    case $1 in --model) model=$2; shift ;; --batch) batch=$2; shift ;; --precision) prec=$2; shift ;; esac
+    shift
+done
+if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
+ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
+cat <<J
+{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}]}
+J
+SH
+cat >"$tmp/fake_torch" <<'SH'
+#!/usr/bin/env bash
+# fake tools/torch_ref/bench.py: compile ok, reduce-overhead fails, max-autotune hangs
+model= batch= prec= mode= tf32=
+while [ $# -gt 0 ]; do
+    case $1 in --model) model=$2; shift ;; --batch) batch=$2; shift ;; --precision) prec=$2; shift ;;
+    --mode) mode=$2; shift ;; --tf32) tf32=$2; shift ;; esac
+    shift
+done
+echo "fake torch: $model $batch $prec $mode tf32=$tf32" >&2
+case $mode in
+reduce-overhead)
+    echo "{\"tool\":\"torch_ref_bench\",\"mode\":\"$mode\",\"skipped\":true,\"failed\":true,\"reason\":\"OutOfMemoryError: CUDA out of memory\"}"
+    exit 3 ;;
+max-autotune-no-cudagraphs) sleep 30; exit 0 ;;
+esac
+ms=10.0; [ "$mode" = compile ] && ms=8.0; [ "$batch" = 8 ] && ms=2.0
+echo "{\"tool\":\"torch_ref_bench\",\"model\":\"$model\",\"batch\":$batch,\"precision\":\"$prec\",\"mode\":\"$mode\",\"tf32\":\"$tf32\",\"skipped\":false,\"ms_per_step\":$ms,\"ms_p10\":$ms,\"ms_p90\":$ms,\"img_per_s\":1000.0,\"max_memory_allocated\":4294967296}"
+SH
+chmod +x "$tmp/fake_sg" "$tmp/fake_torch"
+
+# run A: failures, a timeout, then the report
+BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/results" \
+    BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=200 BENCH_CAP_S=2 BENCH_COMPILE_MIN_S=1 \
+    BENCH_JOBS='^sg_|eager|cifar_b128_bf16_(compile|reduce|max)' \
+    bash "$root/tools/bench.sh" "$tmp/runA" >"$tmp/runA.txt" 2>&1
+rc=$?
+cat "$tmp/runA.txt"
+md=$(ls "$tmp"/results/*-fake-gpu-80gb.md 2>/dev/null | head -n 1)
+ok "bench.sh run A exits 0" '[ $rc -eq 0 ]'
+ok "report named <date>-<gpu>.md" '[ -n "$md" ] && [ "$(basename "$md")" = "$(date +%F)-fake-gpu-80gb.md" ]'
+ok "report copied into the output dir" '[ -f "$tmp/runA/$(basename "$md")" ]'
+ok "a record per job" '[ $(ls "$tmp"/runA/jobs/*.json | wc -l) -eq 10 ]'
+ok "failed stepgraph job recorded with its reason" \
+    'grep -q "stepgraph (CUDA graph replay) | failed: exit 1: bench: the plan needs 99.0 GiB" "$md"'
+ok "failing torch mode recorded with its reason" \
+    'grep -q "PyTorch reduce-overhead | failed: OutOfMemoryError: CUDA out of memory" "$md"'
+ok "hanging torch mode recorded as timed out" \
+    'grep -q "PyTorch max-autotune-no-cudagraphs | timeout: timed out after 2s" "$md"'
+ok "side-by-side row with ratios" \
+    'grep -Eq "^\| stepgraph \(CUDA graph replay\) \| ok \| 6\.500 \| 6\.450–6\.600 \| 19692\.3 \| 0\.812× \| – \| 88\.5% \| arena 2048\.0 MiB \| 3\.50 \|" "$md"'
+ok "best PyTorch named" 'grep -q "Best PyTorch mode: PyTorch compile, 8.000 ms/step" "$md"'
+ok "speed-up column" 'grep -Eq "^\| PyTorch eager \| ok \| 10\.000 .* \| 1\.250× \| 1\.54× \|" "$md"'
+ok "TF32 off/on stated for fp32" 'grep -q "PyTorch eager, TF32 off" "$md" && grep -q "PyTorch eager, TF32 on" "$md"'
+ok "target: step time ratio not met" 'grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.812 .*\| \*\*not met\*\* \|" "$md"'
+ok "target: MFU" 'grep -Eq "^\| unet_cifar b128 bf16 MFU .* \| 88\.5% .*\| \*\*met\*\* \|" "$md"'
+ok "target: adm64 n/a without compile" 'grep -Eq "^\| unet_adm64 b32 fp32 step time ÷ torch.compile \(TF32 off\) \| ≤ 0\.8 \| n/a" "$md"'
+ok "target: small batch n/a (stepgraph failed)" 'grep -Eq "^\| unet_cifar b8 bf16 speed-up over PyTorch eager \| ≥ 2× \| n/a \(stepgraph: failed" "$md"'
+ok "target: arena ratio" 'grep -Eq "^\| arena ÷ lower bound \(worst row\) \| ≤ 1\.02 \| .*1\.0101 \| \*\*met\*\* \|" "$md"'
+ok "target: arena vs torch memory" 'grep -Eq "^\| unet_cifar b128 bf16 arena ÷ PyTorch eager max_memory_allocated \| ≤ 0\.7 \| 0\.500 .*\*\*met\*\*" "$md"'
+ok "target: host time" 'grep -Eq "^\| host time per replayed step \(worst row\) \| ≤ 20 µs \| .*3\.50 µs \| \*\*met\*\* \|" "$md"'
+ok "per-op breakdown" 'grep -Eq "^\| conv2d_bwd_weight \| 40 \| 3\.0000 \| 33\.00 \| 1500\.000 \| 500000\.0 \|" "$md"'
+ok "environment and raw logs" 'grep -q "^## Environment" "$md" && grep -q "| GPU | Fake GPU 80GB |" "$md" && grep -q "fake torch: unet_cifar 128 bf16 eager tf32=on" "$md"'
+ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
+
+# run B: a budget that cannot fit the compile modes: they are skipped, saying so; merged
+# with run A, A's finished compile job survives B's skip
+BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsB" \
+    BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_COMPILE_MIN_S=1000 \
+    BENCH_JOBS='sg_cifar_b128|cifar_b128_bf16_(eager|compile)' \
+    bash "$root/tools/bench.sh" "$tmp/runB" >"$tmp/runB.txt" 2>&1
+rc=$?
+mdB=$(ls "$tmp"/resultsB/*.md 2>/dev/null | head -n 1)
+ok "bench.sh run B exits 0" '[ $rc -eq 0 ] && [ -n "$mdB" ]'
+ok "compile skipped: budget spent" \
+    'grep -q "PyTorch compile | skipped: budget spent: [0-9]*s of 100s left, this job needs at least 1000s" "$mdB"'
+ok "target met against eager alone" \
+    'grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.650 .*\| \*\*met\*\* \|" "$mdB"'
+python3 "$root/tools/bench_report.py" report --out "$tmp/merged.md" "$tmp/runA" "$tmp/runB" >/dev/null
+ok "merged report keeps the finished compile job" \
+    'grep -Eq "^\| PyTorch compile \| ok \| 8\.000" "$tmp/merged.md"'
+
+# run C: no binary and a build that cannot work is recorded, and the PyTorch jobs still run
+BENCH_BUILD_DIR="$tmp/nobuild" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsC" \
+    BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_JOBS='sg_cifar_b128|cifar_b128_bf16_eager' \
+    PATH="$tmp/nocmake:$PATH" bash -c 'mkdir -p "$0/nocmake"; printf "#!/bin/sh\necho cmake: broken >&2; exit 1\n" >"$0/nocmake/cmake"; chmod +x "$0/nocmake/cmake"; exec bash "$1/tools/bench.sh" "$0/runC"' "$tmp" "$root" >"$tmp/runC.txt" 2>&1
+rc=$?
+mdC=$(ls "$tmp"/resultsC/*.md 2>/dev/null | head -n 1)
+ok "bench.sh run C (build fails) exits 0 with a report" '[ $rc -eq 0 ] && [ -n "$mdC" ]'
+ok "build failure recorded" 'grep -q "stepgraph (CUDA graph replay) | failed: build failed (exit 1): cmake: broken" "$mdC"'
+ok "torch eager still ran" 'grep -Eq "^\| PyTorch eager \| ok \| 10\.000" "$mdC"'
+
+# the report over a real (CPU) bench result
+mkdir -p "$tmp/real/jobs"
+cp "$tmp/b.json" "$tmp/real/jobs/sg.out"
+python3 "$root/tools/bench_report.py" record --out "$tmp/real/jobs/sg_tiny.json" --job sg_tiny \
+    --row tiny --impl stepgraph --model unet_tiny --batch 4 --precision fp32 --status ok \
+    --stdout "$tmp/real/jobs/sg.out" --cmd "bench --backend cpu --model unet_tiny --json"
+python3 "$root/tools/bench_report.py" report --out "$tmp/real.md" "$tmp/real" >/dev/null
+ok "report over a real CPU result" \
+    'grep -Eq "^\| stepgraph \(cpu backend\) \| ok \| [0-9.]+ \|" "$tmp/real.md" && grep -Eq "^\| conv2d \| 33 \| [0-9.]+ \|" "$tmp/real.md"'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# bench.sh — stepgraph vs PyTorch on one GPU, in one command (issue 7; DESIGN.md "Targets").
+#
+#   tools/bench.sh [OUTDIR]        # OUTDIR defaults to $OUT, else build-bench-runs/<time>
+#
+# Builds build-gpu/bench (sm_90), then for each row
+#   unet_cifar batch 128 bf16 | unet_cifar batch 8 bf16 | unet_adm64 batch 32 fp32
+# runs `bench --json` (the replayed CUDA graph) and tools/torch_ref/bench.py in the modes
+# eager, compile, max-autotune-no-cudagraphs and reduce-overhead (adm64 with TF32 off and on),
+# one process per job, and assembles bench/results/<date>-<gpu>.md (copied to OUTDIR too):
+# the side-by-side tables, ratios to the best PyTorch mode, the targets met / not met, the
+# per-op breakdown, the environment, the commit and the raw logs.
+#
+# Robust by design: a job that fails or times out is recorded with its reason and the script
+# goes on. Everything fits an overall budget (BENCH_BUDGET_S, default 480 s, counted from the
+# start, build included): the fast jobs (stepgraph, eager) run first, the slow torch.compile
+# modes last, most important first, and a job that no longer fits is recorded as skipped.
+#
+# Environment:
+#   BENCH_BUDGET_S      overall budget in seconds (default 480)
+#   BENCH_JOBS          extended regex: run only the jobs whose name matches (e.g. 'compile')
+#   BENCH_BIN           a built bench binary: skip the build
+#   BENCH_BUILD_DIR     build directory (default build-gpu)
+#   BENCH_BUILD_CAP_S   at most this many seconds for the build (default 300)
+#   BENCH_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES (default 90)
+#   BENCH_SG_ITERS / BENCH_SG_WARMUP       stepgraph replays / warm-up (default 50 / 10)
+#   BENCH_TORCH_STEPS / BENCH_TORCH_WARMUP PyTorch timed / warm-up steps (default 50 / 10)
+#   BENCH_CAP_S         at most this many seconds for any one job (default: per job, 150-420)
+#   BENCH_COMPILE_MIN_S budget that must be left to start a compile-mode job (default 90/150)
+#   BENCH_TORCH         the PyTorch bench command (default "$PYTHON tools/torch_ref/bench.py")
+#   BENCH_RESULTS_DIR   where the report goes (default bench/results)
+#   BENCH_GPU_NAME      override the GPU name (nvidia-smi's) used in the report's file name
+#   BENCH_COMMIT        the commit to record where the tree is not a git checkout
+#   PYTHON              python with torch (default python3)
+# Several calls can fill one report: give each its own OUTDIR, then
+#   python3 tools/bench_report.py report --out bench/results/X.md DIR1 DIR2 ...
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+start=$(date +%s)
+budget=${BENCH_BUDGET_S:-480}
+out=${1:-${OUT:-build-bench-runs/$(date +%Y%m%d-%H%M%S)}}
+mkdir -p "$out/jobs" || exit 1
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}
+report="$py $root/tools/bench_report.py"
+torch_cmd=${BENCH_TORCH:-"$py $root/tools/torch_ref/bench.py"}
+sg_iters=${BENCH_SG_ITERS:-50}
+sg_warmup=${BENCH_SG_WARMUP:-10}
+t_steps=${BENCH_TORCH_STEPS:-50}
+t_warmup=${BENCH_TORCH_WARMUP:-10}
+results_dir=${BENCH_RESULTS_DIR:-$root/bench/results}
+filter=${BENCH_JOBS:-}
+cap_max=${BENCH_CAP_S:-100000}
+
+left() { echo $((start + budget - $(date +%s))); }
+say() { echo "bench.sh: $*" >&2; }
+
+# ---- environment (first: it is cheap and the report needs it even if all else fails)
+$report env --out "$out/env.json" --budget "$budget" --python "$py" --repo "$root" \
+    ${BENCH_GPU_NAME:+--gpu-name "$BENCH_GPU_NAME"} ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} ||
+    say "environment probe failed"
+
+# ---- build
+bin=${BENCH_BIN:-}
+build_fail=""
+if [ -z "$bin" ]; then
+    bdir=${BENCH_BUILD_DIR:-build-gpu}
+    arch=${BENCH_CUDA_ARCH:-90}
+    say "building $bdir/bench (sm_$arch), log $out/build.log"
+    t=$(left)
+    bcap=${BENCH_BUILD_CAP_S:-300}
+    [ "$t" -gt "$bcap" ] && t=$bcap
+    if [ "$t" -lt 30 ]; then
+        build_fail="no time left to build (budget ${budget}s)"
+    else
+        timeout -k 10 "$t" bash -c "cmake -S '$root' -B '$bdir' -DCMAKE_BUILD_TYPE=Release \
+            -DCMAKE_CUDA_ARCHITECTURES=$arch && cmake --build '$bdir' --target bench -j $(nproc)" \
+            >"$out/build.log" 2>&1
+        rc=$?
+        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+            build_fail="build timed out after ${t}s (see build.log)"
+        elif [ $rc -ne 0 ]; then
+            msg=$(grep -m1 -E 'error:|Error [0-9]|undefined reference|CMake Error' "$out/build.log")
+            [ -z "$msg" ] && msg=$(grep -v '^\s*$' "$out/build.log" | tail -n 1)
+            build_fail="build failed (exit $rc): $(echo "$msg" | cut -c1-200)"
+        elif [ ! -x "$bdir/bench" ]; then
+            build_fail="the build produced no $bdir/bench (is sg_graph/sg_data configured?)"
+        fi
+    fi
+    bin="$root/$bdir/bench"
+    [ -n "$build_fail" ] && say "$build_fail"
+fi
+
+# ---- jobs
+# job NAME ROW IMPL MODEL BATCH PREC MODE TF32 CAP_S MIN_S -- COMMAND...
+job() {
+    local name=$1 row=$2 impl=$3 model=$4 batch=$5 prec=$6 mode=$7 tf32=$8 cap=$9 min=${10}
+    shift 11
+    if [ -n "$filter" ] && ! echo "$name" | grep -Eq -- "$filter"; then return; fi
+    local o="$out/jobs/$name.out" l="$out/jobs/$name.log" rec="$out/jobs/$name.json"
+    local rest status=ok reason="" rc=0 t0 t1
+    rest=$(left)
+    local common=(--out "$rec" --job "$name" --row "$row" --impl "$impl" --model "$model"
+        --batch "$batch" --precision "$prec" --mode "$mode" --tf32 "$tf32" --cmd "$*")
+    if [ "$impl" = stepgraph ] && [ -n "$build_fail" ]; then
+        $report record "${common[@]}" --status failed --reason "$build_fail"
+        say "$name: failed ($build_fail)"
+        return
+    fi
+    if [ "$rest" -lt "$min" ]; then
+        reason="budget spent: ${rest}s of ${budget}s left, this job needs at least ${min}s"
+        $report record "${common[@]}" --status skipped --reason "$reason"
+        say "$name: skipped ($reason)"
+        return
+    fi
+    [ "$cap" -gt "$cap_max" ] && cap=$cap_max
+    local t=$((rest < cap ? rest : cap))
+    say "$name: running (limit ${t}s, ${rest}s of the budget left)"
+    t0=$(date +%s)
+    timeout -k 10 "$t" "$@" >"$o" 2>"$l" </dev/null
+    rc=$?
+    t1=$(date +%s)
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        status=timeout reason="timed out after ${t}s"
+    elif [ $rc -ne 0 ]; then
+        status=failed reason="exit $rc: $(grep -v '^\s*$' "$l" | tail -n 1 | cut -c1-300)"
+    fi
+    $report record "${common[@]}" --status "$status" --reason "$reason" --rc "$rc" \
+        --seconds $((t1 - t0)) --stdout "$o" --log "$l"
+    say "$name: $(
+        $py -c 'import json,sys; r=json.load(open(sys.argv[1])); ms=(r.get("result") or {}).get("ms_per_step")
+print(r["status"] + (": %.3f ms/step" % ms if r["status"] == "ok" and ms else "") + ("" if r["status"] == "ok" else ": " + r["reason"]))' "$rec" 2>/dev/null || echo "$status")"
+}
+
+sg() { # NAME ROW MODEL BATCH PREC
+    job "$1" "$2" stepgraph "$3" "$4" "$5" graph "" 150 20 -- "$bin" --model "$3" --batch "$4" \
+        --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json
+}
+pt() { # NAME ROW MODEL BATCH PREC MODE TF32 CAP MIN (MIN "c": a compile mode)
+    local min=$9
+    [ "$min" = c ] && min=${BENCH_COMPILE_MIN_S:-90}
+    [ "$min" = C ] && min=${BENCH_COMPILE_MIN_S:-150}
+    # shellcheck disable=SC2086 # torch_cmd is a command line: split it
+    job "$1" "$2" torch "$3" "$4" "$5" "$6" "$7" "$8" "$min" -- $torch_cmd --model "$3" \
+        --batch "$4" --precision "$5" --mode "$6" --tf32 "$7" --steps "$t_steps" \
+        --warmup "$t_warmup"
+}
+
+C=unet_cifar A=unet_adm64
+# bf16 rows give PyTorch TF32 on (its most favourable setting; autocast makes the convs and
+# matmuls bf16 anyway); the fp32 row runs PyTorch with TF32 off and on, both reported.
+# the fast jobs first: stepgraph and PyTorch eager for every row
+sg sg_cifar_b128_bf16 cifar_b128_bf16 $C 128 bf16
+sg sg_cifar_b8_bf16 cifar_b8_bf16 $C 8 bf16
+sg sg_adm64_b32_fp32 adm64_b32_fp32 $A 32 fp32
+pt torch_cifar_b128_bf16_eager cifar_b128_bf16 $C 128 bf16 eager on 180 30
+pt torch_cifar_b8_bf16_eager cifar_b8_bf16 $C 8 bf16 eager on 180 30
+pt torch_adm64_b32_fp32_tf32off_eager adm64_b32_fp32 $A 32 fp32 eager off 180 30
+pt torch_adm64_b32_fp32_tf32on_eager adm64_b32_fp32 $A 32 fp32 eager on 180 30
+# then the compile modes, the ones the targets name first; skipped once the budget is spent
+pt torch_cifar_b128_bf16_compile cifar_b128_bf16 $C 128 bf16 compile on 300 c
+pt torch_adm64_b32_fp32_tf32off_compile adm64_b32_fp32 $A 32 fp32 compile off 300 c
+pt torch_cifar_b128_bf16_reduce-overhead cifar_b128_bf16 $C 128 bf16 reduce-overhead on 300 c
+pt torch_cifar_b8_bf16_reduce-overhead cifar_b8_bf16 $C 8 bf16 reduce-overhead on 300 c
+pt torch_adm64_b32_fp32_tf32on_compile adm64_b32_fp32 $A 32 fp32 compile on 300 c
+pt torch_cifar_b8_bf16_compile cifar_b8_bf16 $C 8 bf16 compile on 300 c
+pt torch_adm64_b32_fp32_tf32off_reduce-overhead adm64_b32_fp32 $A 32 fp32 reduce-overhead off 300 c
+pt torch_adm64_b32_fp32_tf32on_reduce-overhead adm64_b32_fp32 $A 32 fp32 reduce-overhead on 300 c
+pt torch_cifar_b128_bf16_max-autotune-no-cudagraphs cifar_b128_bf16 $C 128 bf16 \
+    max-autotune-no-cudagraphs on 420 C
+pt torch_adm64_b32_fp32_tf32off_max-autotune-no-cudagraphs adm64_b32_fp32 $A 32 fp32 \
+    max-autotune-no-cudagraphs off 420 C
+pt torch_cifar_b8_bf16_max-autotune-no-cudagraphs cifar_b8_bf16 $C 8 bf16 \
+    max-autotune-no-cudagraphs on 420 C
+pt torch_adm64_b32_fp32_tf32on_max-autotune-no-cudagraphs adm64_b32_fp32 $A 32 fp32 \
+    max-autotune-no-cudagraphs on 420 C
+
+# ---- the report
+name=$($report name "$out")
+md="$results_dir/$name"
+if $report report --out "$md" --copy "$out/$name" "$out"; then
+    say "report: $md (and $out/$name); $(($(date +%s) - start))s of ${budget}s used"
+else
+    say "assembling the report failed"
+    exit 1
+fi

@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+"""bench_report.py — the pieces of tools/bench.sh that are easier in Python (stdlib only).
+
+  bench_report.py record --out FILE --job NAME --row ROW --impl stepgraph|torch
+                         --model M --batch B --precision P [--mode M] [--tf32 on|off]
+                         --status ok|failed|timeout|skipped [--reason TEXT] [--rc N]
+                         [--seconds S] [--stdout FILE] [--log FILE] [--cmd TEXT]
+      One job's record (JSON): what was asked, how it ended, and the tool's JSON result
+      (the last line of --stdout that parses as a JSON object). A tool that printed a
+      result marked failed/skipped turns an "ok" status into failed/skipped with its reason.
+
+  bench_report.py env --out FILE [--budget S] [--python PY]
+      The environment: date, GPU (nvidia-smi), driver, CUDA (nvcc), torch/CUDA/cuDNN (PY),
+      the commit and whether the working tree is dirty, CPU, compilers.
+
+  bench_report.py report --out FILE [--copy FILE ...] DIR [DIR ...]
+      Assemble the markdown report from the records (DIR/jobs/*.json; a later DIR's record
+      of the same job wins unless it did not finish and the earlier one did), DIR/env.json
+      and DIR/build.log: the side-by-side tables, ratios to the best PyTorch mode, the
+      targets of docs (DESIGN: Targets) met / not met, the per-op breakdowns, the
+      environment and the raw logs. Prints the targets summary on stdout.
+
+  bench_report.py name DIR     prints <date>-<gpu>.md for DIR/env.json
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+
+# The targets (DESIGN.md, "Targets"), checked against rows found by model/batch/precision.
+CIFAR_BIG = ("unet_cifar", 128, "bf16")
+CIFAR_SMALL = ("unet_cifar", 8, "bf16")
+ADM = ("unet_adm64", 32, "fp32")
+TORCH_MODES = ["eager", "compile", "max-autotune-no-cudagraphs", "reduce-overhead",
+               "max-autotune"]
+LOG_TAIL_LINES = 40
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def last_json_object(path):
+    """The last line of path that parses as a JSON object, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                v = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(v, dict):
+                return v
+    return None
+
+
+def tail(path, n):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    # carriage-return progress lines: keep what a terminal would show last
+    lines = [ln.split("\r")[-1] for ln in lines]
+    return lines[-n:]
+
+
+def run_cmd(cmd, timeout=30):
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fnum(x, fmt="%.3f", na="n/a"):
+    return fmt % x if num(x) else na
+
+
+def mib(b):
+    return "%.1f MiB" % (b / 1048576.0) if num(b) else "n/a"
+
+
+def slug(s):
+    s = re.sub(r"[^a-z0-9]+", "-", (s or "").lower()).strip("-")
+    return s or "unknown-gpu"
+
+
+def md_escape(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+# ---------------------------------------------------------------------------- record
+
+def cmd_record(a):
+    rec = dict(job=a.job, row=a.row, impl=a.impl, model=a.model, batch=a.batch,
+               precision=a.precision, mode=a.mode or ("graph" if a.impl == "stepgraph" else ""),
+               tf32=a.tf32, status=a.status, reason=a.reason or "", rc=a.rc,
+               seconds=a.seconds, cmd=a.command_line or "", log=os.path.basename(a.log or ""),
+               stdout=os.path.basename(a.stdout or ""), result=None)
+    if a.stdout:
+        res = last_json_object(a.stdout)
+        rec["result"] = res
+        if res is not None and rec["status"] in ("ok", "failed"):
+            if res.get("failed"):
+                rec["status"] = "failed"
+                rec["reason"] = res.get("reason") or rec["reason"]
+            elif res.get("skipped"):
+                rec["status"] = "skipped"
+                rec["reason"] = res.get("reason") or rec["reason"]
+        if rec["status"] == "ok" and res is None:
+            rec["status"] = "failed"
+            rec["reason"] = "no JSON result on stdout"
+        if rec["status"] == "ok" and not num(res.get("ms_per_step")):
+            rec["status"] = "failed"
+            rec["reason"] = "the JSON result has no ms_per_step"
+    if rec["status"] in ("failed", "timeout") and not rec["reason"] and a.log:
+        t = [ln for ln in tail(a.log, 20) if ln.strip()]
+        rec["reason"] = t[-1].strip()[:300] if t else "no output"
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(rec, f)
+        f.write("\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------- env
+
+def cmd_env(a):
+    env = dict(date=datetime.date.today().isoformat(),
+               time_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+               host=socket.gethostname(), budget_s=a.budget)
+    q = run_cmd(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
+                 "power.limit", "--format=csv,noheader"])
+    if q:
+        first = [x.strip() for x in q.splitlines()[0].split(",")]
+        keys = ["gpu", "driver", "gpu_memory", "max_sm_clock", "power_limit"]
+        env.update({k: v for k, v in zip(keys, first)})
+        env["gpu_count"] = len(q.splitlines())
+    if a.gpu_name:
+        env["gpu"] = a.gpu_name
+    smi = run_cmd(["nvidia-smi"])
+    if smi:
+        m = re.search(r"CUDA Version:\s*([0-9.]+)", smi)
+        if m:
+            env["driver_cuda"] = m.group(1)
+    nv = run_cmd(["nvcc", "--version"])
+    if nv:
+        m = re.search(r"release ([0-9.]+), V([0-9.]+)", nv)
+        env["nvcc"] = m.group(2) if m else nv.splitlines()[-1]
+    py = a.python or "python3"
+    tv = run_cmd([py, "-c", "import json, torch; print(json.dumps(dict(torch=torch.__version__,"
+                  " cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),"
+                  " triton=__import__('importlib').util.find_spec('triton') is not None)))"],
+                 timeout=120)
+    if tv:
+        try:
+            t = json.loads(tv.splitlines()[-1])
+            env.update(torch=t.get("torch"), torch_cuda=t.get("cuda"), cudnn=t.get("cudnn"),
+                       triton=t.get("triton"))
+        except ValueError:
+            pass
+    pyv = run_cmd([py, "--version"])
+    if pyv:
+        env["python"] = pyv
+    root = a.repo or os.getcwd()
+    c = run_cmd(["git", "-C", root, "rev-parse", "HEAD"])
+    if a.commit:
+        env["commit"] = a.commit
+        env["commit_source"] = "BENCH_COMMIT" + ("" if not c or c.startswith(a.commit) or
+                                                 a.commit.startswith(c) else
+                                                 " (git here says %s)" % c)
+    elif not c:
+        env["commit"] = "unknown (no git checkout here; pass BENCH_COMMIT)"
+    if c:
+        if not a.commit:
+            env["commit"] = c
+        st = run_cmd(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+        env["dirty_files"] = len(st.splitlines()) if st else 0
+    cm = run_cmd(["cmake", "--version"])
+    if cm:
+        env["cmake"] = cm.splitlines()[0]
+    cc = run_cmd(["cc", "--version"])
+    if cc:
+        env["cc"] = cc.splitlines()[0]
+    lc = run_cmd(["lscpu"])
+    if lc:
+        m = re.search(r"Model name:\s*(.+)", lc)
+        if m:
+            env["cpu"] = m.group(1).strip()
+    env["cpu_count"] = os.cpu_count()
+    with open(a.out, "w") as f:
+        json.dump(env, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------- report
+
+def load_dirs(dirs):
+    recs, env, build_logs = {}, {}, []
+    for d in dirs:
+        for p in sorted(glob.glob(os.path.join(d, "jobs", "*.json"))):
+            try:
+                with open(p) as f:
+                    r = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if not isinstance(r, dict) or "job" not in r:
+                continue
+            r["_dir"] = d
+            old = recs.get(r["job"])
+            if old and old["status"] == "ok" and r["status"] != "ok":
+                continue
+            recs[r["job"]] = r
+        e = os.path.join(d, "env.json")
+        if os.path.exists(e):
+            try:
+                with open(e) as f:
+                    env.update(json.load(f))
+            except (OSError, ValueError):
+                pass
+        b = os.path.join(d, "build.log")
+        if os.path.exists(b):
+            build_logs.append(b)
+    return recs, env, build_logs
+
+
+def res(r, key):
+    v = (r.get("result") or {}).get(key) if r else None
+    return v if num(v) else None
+
+
+def ok(r):
+    return r is not None and r["status"] == "ok" and res(r, "ms_per_step") is not None
+
+
+def label(r):
+    if r["impl"] == "stepgraph":
+        be = (r.get("result") or {}).get("backend", "cuda")
+        return "stepgraph (CUDA graph replay)" if be == "cuda" else "stepgraph (%s backend)" % be
+    s = "PyTorch " + r["mode"]
+    if r.get("tf32") and r["precision"] == "fp32":
+        s += ", TF32 " + r["tf32"]
+    return s
+
+
+def row_key(r):
+    return (r["model"], int(r["batch"]), r["precision"])
+
+
+def group_rows(recs):
+    rows = {}
+    for r in recs.values():
+        rows.setdefault(row_key(r), []).append(r)
+
+    def order(r):
+        m = TORCH_MODES.index(r["mode"]) if r["mode"] in TORCH_MODES else len(TORCH_MODES)
+        return (0 if r["impl"] == "stepgraph" else 1, r.get("tf32") or "", m)
+
+    for k in rows:
+        rows[k].sort(key=order)
+    return rows
+
+
+def best_torch(rs, tf32=None):
+    c = [r for r in rs if r["impl"] == "torch" and ok(r) and (tf32 is None or r.get("tf32") == tf32)]
+    return min(c, key=lambda r: res(r, "ms_per_step")) if c else None
+
+
+def sg_of(rs):
+    c = [r for r in rs if r["impl"] == "stepgraph"]
+    return c[0] if c else None
+
+
+def torch_mode(rs, mode, tf32=None):
+    for r in rs:
+        if r["impl"] == "torch" and r["mode"] == mode and (tf32 is None or r.get("tf32") == tf32):
+            return r
+    return None
+
+
+def verdict(value, limit, higher_is_better=False):
+    if value is None:
+        return "n/a"
+    good = value >= limit if higher_is_better else value <= limit
+    return "**met**" if good else "**not met**"
+
+
+def status_text(r):
+    if r is None:
+        return "not run"
+    if r["status"] == "ok":
+        return "ok"
+    return "%s: %s" % (r["status"], r.get("reason") or "?")
+
+
+def modes_note(rs, tf32=None):
+    ran = [r["mode"] for r in rs if r["impl"] == "torch" and ok(r)
+           and (tf32 is None or r.get("tf32") == tf32)]
+    missing = [r["mode"] + (" (TF32 %s)" % r["tf32"] if tf32 is None and r.get("tf32") and
+                            r["precision"] == "fp32" else "")
+               for r in rs if r["impl"] == "torch" and not ok(r)
+               and (tf32 is None or r.get("tf32") == tf32)]
+    s = "best of " + (", ".join(sorted(set(ran))) or "none")
+    if missing:
+        s += "; did not finish: " + ", ".join(missing)
+    return s
+
+
+def side_by_side(out, key, rs):
+    model, batch, prec = key
+    sg = sg_of(rs)
+    best = best_torch(rs)
+    peak = res(sg, "matmul_peak_tflops")
+    mm_flops = res(sg, "matmul_flops_per_step")
+    out.append("### %s, batch %d, %s\n" % (model, batch, prec))
+    if best:
+        out.append("Best PyTorch mode: %s, %.3f ms/step (%s).\n" %
+                   (label(best), res(best, "ms_per_step"), modes_note(rs)))
+    else:
+        out.append("No PyTorch mode finished for this row.\n")
+    if prec == "fp32":
+        lines = ["- best with TF32 %s: %s, %.3f ms/step" % (tf, b["mode"], res(b, "ms_per_step"))
+                 for tf, b in (("off", best_torch(rs, "off")), ("on", best_torch(rs, "on"))) if b]
+        if lines:
+            out.append("\n".join(lines) + "\n")
+    out.append("| implementation | status | ms/step (median) | p10–p90 ms | img/s | "
+               "÷ best PyTorch | stepgraph speed-up | MFU* | peak memory | host µs/step |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sg_ms = res(sg, "ms_per_step") if ok(sg) else None
+    for r in rs:
+        ms = res(r, "ms_per_step") if ok(r) else None
+        if ms is None:
+            out.append("| %s | %s | – | – | – | – | – | – | – | – |" %
+                       (label(r), md_escape(status_text(r))))
+            continue
+        spread = "%s–%s" % (fnum(res(r, "ms_p10")), fnum(res(r, "ms_p90")))
+        ratio = fnum(ms / res(best, "ms_per_step"), "%.3f×") if best else "n/a"
+        speed = fnum(ms / sg_ms, "%.2f×") if (sg_ms and r["impl"] == "torch") else "–"
+        mfu = (fnum(100 * mm_flops / (ms / 1e3) / (peak * 1e12), "%.1f%%")
+               if peak and mm_flops else "n/a")
+        if r["impl"] == "stepgraph":
+            mem = "arena %s" % mib(res(r, "arena_bytes"))
+            host = fnum(res(r, "host_us_per_step"), "%.2f")
+        else:
+            mem = "max_alloc %s" % mib(res(r, "max_memory_allocated"))
+            host = "–"
+        out.append("| %s | ok | %.3f | %s | %s | %s | %s | %s | %s | %s |" %
+                   (label(r), ms, spread, fnum(res(r, "img_per_s"), "%.1f"), ratio, speed, mfu,
+                    mem, host))
+    out.append("")
+    notes = []
+    if peak:
+        notes.append("\\*MFU: the plan's matmul FLOPs per step (%.4g TFLOP) ÷ step time ÷ the "
+                     "%s matmul peak measured with cuBLAS in the stepgraph run (%.1f TFLOP/s); "
+                     "the same FLOP count for every implementation." %
+                     (mm_flops / 1e12, prec, peak))
+    else:
+        notes.append("\\*MFU: n/a (no measured matmul peak).")
+    notes.append("stepgraph speed-up = PyTorch ms ÷ stepgraph ms.")
+    tfs = sorted({r.get("tf32") for r in rs if r["impl"] == "torch" and r.get("tf32")})
+    if prec != "fp32" and tfs:
+        notes.append("PyTorch ran with TF32 %s." % "/".join(tfs))
+    if ok(sg):
+        notes.append("stepgraph: arena %s, lower bound %s (ratio %s); %s timing, %d replays "
+                     "after %d warm-up." %
+                     (mib(res(sg, "arena_bytes")), mib(res(sg, "lower_bound_bytes")),
+                      fnum(res(sg, "arena_ratio"), "%.4f"), sg["result"].get("timing", "?"),
+                      sg["result"].get("iters", 0), sg["result"].get("warmup", 0)))
+    out.append(" ".join(notes) + "\n")
+
+
+def targets(rows):
+    """[(what, target, measured, verdict)]"""
+    t = []
+    big = rows.get(CIFAR_BIG, [])
+    small = rows.get(CIFAR_SMALL, [])
+    adm = rows.get(ADM, [])
+
+    sg = sg_of(big)
+    sg_ms = res(sg, "ms_per_step") if ok(sg) else None
+    b = best_torch(big)
+    v = sg_ms / res(b, "ms_per_step") if (sg_ms and b) else None
+    t.append(("unet_cifar b128 bf16 step time ÷ best PyTorch", "≤ 0.75",
+              "%s (stepgraph %s ms; %s %s ms; %s)" %
+              (fnum(v, "%.3f"), fnum(sg_ms), b["mode"] if b else "PyTorch",
+               fnum(res(b, "ms_per_step")), modes_note(big)) if v else
+              "n/a (stepgraph: %s; PyTorch: %s)" % (status_text(sg), modes_note(big)),
+              verdict(v, 0.75)))
+
+    mfu = res(sg, "mfu") if ok(sg) else None
+    peak, allf = res(sg, "matmul_peak_tflops"), res(sg, "flops_per_step")
+    mfu_all = allf / (sg_ms / 1e3) / (peak * 1e12) if (mfu is not None and peak and allf) else None
+    t.append(("unet_cifar b128 bf16 MFU (matmul FLOPs ÷ step ÷ measured bf16 peak)", "≥ 50%",
+              "%s (%s TFLOP matmul per step, peak %s TFLOP/s; with all %s TFLOP of the step: %s)" %
+              (fnum(100 * mfu, "%.1f%%"), fnum((res(sg, "matmul_flops_per_step") or 0) / 1e12,
+                                               "%.3f"), fnum(peak, "%.1f"),
+               fnum((allf or 0) / 1e12, "%.3f"), fnum(100 * mfu_all if mfu_all else None, "%.1f%%"))
+              if mfu is not None else "n/a (%s)" % (status_text(sg) if not ok(sg)
+                                                    else "no measured peak"),
+              verdict(mfu, 0.5, True)))
+
+    sga = sg_of(adm)
+    sga_ms = res(sga, "ms_per_step") if ok(sga) else None
+    for tf in ("off", "on"):
+        c = torch_mode(adm, "compile", tf)
+        cm = res(c, "ms_per_step") if ok(c) else None
+        v = sga_ms / cm if (sga_ms and cm) else None
+        t.append(("unet_adm64 b32 fp32 step time ÷ torch.compile (TF32 %s)" % tf, "≤ 0.8",
+                  "%s (stepgraph %s ms; compile %s ms)" % (fnum(v, "%.3f"), fnum(sga_ms), fnum(cm))
+                  if v else "n/a (stepgraph: %s; compile: %s)" % (status_text(sga),
+                                                                  status_text(c)),
+                  verdict(v, 0.8)))
+
+    sgs = sg_of(small)
+    sgs_ms = res(sgs, "ms_per_step") if ok(sgs) else None
+    e = torch_mode(small, "eager")
+    em = res(e, "ms_per_step") if ok(e) else None
+    v = em / sgs_ms if (sgs_ms and em) else None
+    t.append(("unet_cifar b8 bf16 speed-up over PyTorch eager", "≥ 2×",
+              "%s (eager %s ms; stepgraph %s ms)" % (fnum(v, "%.2f×"), fnum(em), fnum(sgs_ms))
+              if v else "n/a (stepgraph: %s; eager: %s)" % (status_text(sgs), status_text(e)),
+              verdict(v, 2.0, True)))
+
+    ratios = [(k, res(sg_of(rs), "arena_ratio")) for k, rs in rows.items()
+              if ok(sg_of(rs)) and res(sg_of(rs), "arena_ratio")]
+    worst = max((r for _, r in ratios), default=None)
+    t.append(("arena ÷ lower bound (worst row)", "≤ 1.02",
+              ", ".join("%s b%d %s: %.4f" % (k[0], k[1], k[2], r) for k, r in sorted(ratios))
+              or "n/a", verdict(worst, 1.02)))
+
+    arena = res(sg, "arena_bytes") if ok(sg) else None
+    e = torch_mode(big, "eager")
+    em = res(e, "max_memory_allocated") if ok(e) else None
+    mems = [(r["mode"], res(r, "max_memory_allocated")) for r in big
+            if r["impl"] == "torch" and ok(r) and res(r, "max_memory_allocated")]
+    v = arena / em if (arena and em) else None
+    t.append(("unet_cifar b128 bf16 arena ÷ PyTorch eager max_memory_allocated", "≤ 0.7",
+              "%s (arena %s; eager %s)" % (fnum(v, "%.3f"), mib(arena), mib(em)) if v else
+              "n/a (stepgraph: %s; eager: %s)" % (status_text(sg), status_text(e)),
+              verdict(v, 0.7)))
+    if mems:
+        mode, m = min(mems, key=lambda x: x[1])
+        v = arena / m if arena else None
+        t.append(("… ÷ the smallest PyTorch mode's max_memory_allocated", "≤ 0.7",
+                  "%s (%s: %s)" % (fnum(v, "%.3f"), mode, mib(m)) if v else "n/a",
+                  verdict(v, 0.7)))
+
+    hosts = [(k, res(sg_of(rs), "host_us_per_step")) for k, rs in rows.items()
+             if ok(sg_of(rs)) and res(sg_of(rs), "host_us_per_step") is not None]
+    worst = max((h for _, h in hosts), default=None)
+    t.append(("host time per replayed step (worst row)", "≤ 20 µs",
+              ", ".join("%s b%d %s: %.2f µs" % (k[0], k[1], k[2], h) for k, h in sorted(hosts))
+              or "n/a", verdict(worst, 20.0)))
+    return t
+
+
+def breakdown(out, key, sg):
+    r = sg.get("result") or {}
+    bd = r.get("breakdown")
+    out.append("### %s, batch %d, %s\n" % key)
+    if not bd:
+        out.append("No breakdown (%s).\n" % ("--no-breakdown or not available"
+                                             if ok(sg) else status_text(sg)))
+        return
+    out.append("Every schedule node run once eagerly and timed; the sum is %s ms against "
+               "%s ms for the replayed step.\n" % (fnum(r.get("eager_total_ms")),
+                                                  fnum(r.get("ms_per_step"))))
+    out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |")
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for o in bd:
+        gfs = fnum(o.get("gflops_per_s"), "%.1f") if o.get("matmul") else "–"
+        out.append("| %s | %d | %s | %s | %s | %s |" %
+                   (o.get("op"), o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
+                    fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs))
+    out.append("")
+
+
+def env_section(out, env, recs):
+    out.append("| | |")
+    out.append("|---|---|")
+    keys = [("date", "date"), ("time_utc", "time (UTC)"), ("gpu", "GPU"),
+            ("gpu_memory", "GPU memory"), ("max_sm_clock", "max SM clock"),
+            ("power_limit", "power limit"), ("driver", "driver"),
+            ("driver_cuda", "driver CUDA version"), ("nvcc", "nvcc"), ("torch", "torch"),
+            ("torch_cuda", "torch CUDA"), ("cudnn", "cuDNN"), ("triton", "triton present"),
+            ("python", "python"), ("commit", "commit"), ("commit_source", "commit from"),
+            ("dirty_files", "modified tracked files"),
+            ("cmake", "cmake"), ("cc", "C compiler"), ("cpu", "CPU"), ("cpu_count", "CPU cores"),
+            ("host", "host"), ("budget_s", "time budget (s)")]
+    for k, name in keys:
+        if env.get(k) is not None:
+            out.append("| %s | %s |" % (name, md_escape(env[k])))
+    for r in recs.values():
+        if r["impl"] == "stepgraph" and ok(r):
+            e = r["result"].get("env")
+            out.append("| stepgraph backend | `%s` |" %
+                       md_escape(json.dumps(e) if not isinstance(e, str) else e))
+            out.append("| stepgraph build | %s |" % md_escape(r["result"].get("build", "?")))
+            break
+    out.append("")
+
+
+def raw_logs(out, recs, build_logs):
+    for b in build_logs:
+        out.append("<details><summary>build log (last %d lines)</summary>\n" % LOG_TAIL_LINES)
+        out.append("```")
+        out.extend(tail(b, LOG_TAIL_LINES))
+        out.append("```\n</details>\n")
+    for name in sorted(recs, key=lambda n: (recs[n]["row"], n)):
+        r = recs[name]
+        out.append("<details><summary>%s — %s (%s s)</summary>\n" %
+                   (name, md_escape(status_text(r)), fnum(r.get("seconds"), "%.0f", "?")))
+        out.append("```")
+        if r.get("cmd"):
+            out.append("$ " + r["cmd"])
+        if r.get("result") is not None:
+            out.append(json.dumps(r["result"]))
+        if r.get("log"):
+            lg = tail(os.path.join(r["_dir"], "jobs", r["log"]), LOG_TAIL_LINES)
+            if lg:
+                out.append("--- stderr (last %d lines) ---" % LOG_TAIL_LINES)
+                out.extend(lg)
+        out.append("```\n</details>\n")
+
+
+def cmd_report(a):
+    recs, env, build_logs = load_dirs(a.dirs)
+    rows = group_rows(recs)
+    out = []
+    gpu = env.get("gpu") or "unknown GPU"
+    out.append("# stepgraph vs PyTorch — %s, %s\n" % (gpu, env.get("date", "?")))
+    out.append("Generated by `tools/bench.sh` (issue 7). stepgraph: `build/bench --json` "
+               "(the whole training step replayed as one CUDA graph, CUDA events around each "
+               "replay). PyTorch: `tools/torch_ref/bench.py` (bf16 autocast, channels_last, "
+               "fused AdamW, cudnn.benchmark; one process per mode). Every number below was "
+               "measured in this run; anything that did not run says so.\n")
+    n_ok = sum(1 for r in recs.values() if ok(r))
+    out.append("Jobs: %d recorded, %d finished, %d failed/timed out/skipped.\n" %
+               (len(recs), n_ok, len(recs) - n_ok))
+    out.append("## Targets\n")
+    out.append("| what | target | measured | verdict |")
+    out.append("|---|---|---|---|")
+    tg = targets(rows)
+    for what, target, measured, v in tg:
+        out.append("| %s | %s | %s | %s |" % (md_escape(what), target, md_escape(measured), v))
+    out.append("")
+    out.append("## Side by side\n")
+    order = [CIFAR_BIG, CIFAR_SMALL, ADM]
+    keys = [k for k in order if k in rows] + sorted(k for k in rows if k not in order)
+    for k in keys:
+        side_by_side(out, k, rows[k])
+    out.append("## Per-op breakdown (stepgraph)\n")
+    for k in keys:
+        sg = sg_of(rows[k])
+        if sg:
+            breakdown(out, k, sg)
+    out.append("## Environment\n")
+    env_section(out, env, recs)
+    out.append("## Raw logs\n")
+    raw_logs(out, recs, build_logs)
+    text = "\n".join(out) + "\n"
+    for p in [a.out] + (a.copy or []):
+        d = os.path.dirname(os.path.abspath(p))
+        os.makedirs(d, exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+    print("targets:")
+    for what, target, measured, v in tg:
+        print("  %-62s %-9s %-10s %s" % (what, target, v.replace("*", ""), measured))
+    return 0
+
+
+def cmd_name(a):
+    env = {}
+    try:
+        with open(os.path.join(a.dir, "env.json")) as f:
+            env = json.load(f)
+    except (OSError, ValueError):
+        pass
+    date = env.get("date") or datetime.date.today().isoformat()
+    print("%s-%s.md" % (date, slug(env.get("gpu"))))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="sub", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--out", required=True)
+    r.add_argument("--job", required=True)
+    r.add_argument("--row", required=True)
+    r.add_argument("--impl", choices=["stepgraph", "torch"], required=True)
+    r.add_argument("--model", required=True)
+    r.add_argument("--batch", type=int, required=True)
+    r.add_argument("--precision", required=True)
+    r.add_argument("--mode", default="")
+    r.add_argument("--tf32", default="")
+    r.add_argument("--status", choices=["ok", "failed", "timeout", "skipped"], required=True)
+    r.add_argument("--reason", default="")
+    r.add_argument("--rc", type=int, default=None)
+    r.add_argument("--seconds", type=float, default=None)
+    r.add_argument("--stdout", default=None)
+    r.add_argument("--log", default=None)
+    r.add_argument("--cmd", dest="command_line", default="")
+    e = sub.add_parser("env")
+    e.add_argument("--out", required=True)
+    e.add_argument("--budget", type=float, default=None)
+    e.add_argument("--python", default=None)
+    e.add_argument("--repo", default=None)
+    e.add_argument("--commit", default=None, help="the commit, where there is no git checkout")
+    e.add_argument("--gpu-name", default=None, help="override nvidia-smi's name")
+    p = sub.add_parser("report")
+    p.add_argument("--out", required=True)
+    p.add_argument("--copy", action="append")
+    p.add_argument("dirs", nargs="+")
+    n = sub.add_parser("name")
+    n.add_argument("dir")
+    a = ap.parse_args(argv)
+    return {"record": cmd_record, "env": cmd_env, "report": cmd_report, "name": cmd_name}[a.sub](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
