@@ -1,0 +1,313 @@
+/* conv.cu — 2-D convolution, forward and both backward passes.
+ *
+ * Shapes (NHWC, weights [Co][K][K][Ci]): x[N,H,W,Ci] given as a channel concatenation
+ * (sg_cat, Ci = c0 + c1), w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2}, zero
+ * padding pad = K/2, Ho = (H + 2 pad - K) / S + 1. P = N*Ho*Wo output pixels.
+ *
+ * 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLAS (linear.cu's GEMM layer).
+ *
+ * Everything else is an implicit GEMM with the im2col matrix never stored (tap = kh*K + kw):
+ *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
+ *               M = P output pixels, N = Co, reduction over (part, tap, ci)
+ *   bwd data    dx[q][ci]     = sum over (tap, co) of dy[p(q, tap)][co] w[co][tap][ci]
+ *               where p(q, tap) is the output pixel that reads input pixel q through tap
+ *               (none when (ih + pad - kh) is not a multiple of S or lies outside)
+ *               M = N*H*W input pixels, N = Ci, reduction over (tap, co)
+ *   bwd weight  dw[co][tap][ci] = sum over p of dy[p][co] x[pixel(p, tap)][ci]
+ *               M = Co, N = Ci (one tap per block), reduction over p, cut into
+ *               sg_ws_wgrad_chunks(P) chunks whose fp32 partials are summed in chunk order.
+ *
+ * One tiling for all three: a block of 256 threads computes a 64 x 64 output tile; the
+ * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
+ * thread (tm = tid / 16, tn = tid % 16) owns the 4 x 4 outputs (tm + 16 i, tn + 16 j), so a
+ * warp's 16 consecutive tn write 16 consecutive channels. fp32 arithmetic throughout (bf16 is
+ * widened on load, rounded once on store); tensor cores are a later step. A reduction slice
+ * never straddles a tap or a concatenation part (the loops run part, tap, channel block), so
+ * each tile load reads contiguous channels of one pixel of one buffer.
+ *
+ * Determinism: every output element is one thread's fixed sequence of FMAs, then (weights)
+ * a fixed-order sum over chunks; no atomics.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+/* ================================ kernels ================================ */
+
+#define CONV_BM 64
+#define CONV_BN 64
+#define CONV_BK 16
+#define CONV_THREADS 256
+#define CONV_PAD 4 /* smem row padding against bank conflicts */
+
+/* The 16-step inner product of one reduction slice: acc[i][j] += As[k][tm+16i] Bs[k][tn+16j]. */
+__device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_BM + CONV_PAD],
+                                              float (*Bs)[CONV_BN + CONV_PAD], int tm, int tn) {
+#pragma unroll
+    for (int k = 0; k < CONV_BK; k++) {
+        float a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) a[i] = As[k][tm + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; j++) b[j] = Bs[k][tn + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+/* blockIdx.x: 64 output pixels p (flattened n, oh, ow); blockIdx.y: 64 output channels.
+ * Loads: thread tid fills As[lk..lk+3][lrow] (pixel lrow, 4 consecutive input channels) and
+ * Bs[lk..lk+3][lrow] (output channel lrow, the same 4 input channels), lrow = tid / 4,
+ * lk = 4 (tid % 4). Compute: 4 x 4 outputs per thread (see the file comment). */
+__global__ void __launch_bounds__(CONV_THREADS)
+    conv_fwd_kernel(void *y, sg_cat x, const float *w, const float *bias, int N, int H, int W,
+                    int Ci, int Co, int K, int S, int Ho, int Wo, int dt) {
+    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
+    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    const int lrow = tid / 4, lk = (tid % 4) * 4;
+    const int64_t P = (int64_t)N * Ho * Wo;
+    const int64_t p = (int64_t)blockIdx.x * CONV_BM + lrow;
+    const int co_ld = blockIdx.y * CONV_BN + lrow;
+    const int KK = K * K, pad = K / 2;
+    int n = 0, oh = 0, ow = 0;
+    if (p < P) {
+        n = (int)(p / ((int64_t)Ho * Wo));
+        int r = (int)(p % ((int64_t)Ho * Wo));
+        oh = r / Wo;
+        ow = r % Wo;
+    }
+    /* the weight row this thread loads (clamped: never read when co_ld >= Co) */
+    const float *wrow = w + (int64_t)(co_ld < Co ? co_ld : 0) * KK * Ci;
+    float acc[4][4] = {};
+    for (int part = 0; part < 2; part++) {
+        /* (ternaries, not x.c[part]: a dynamic index would copy x to local memory) */
+        const int cp = part ? x.c[1] : x.c[0];
+        if (cp == 0) continue;
+        const void *src = part ? x.p[1] : x.p[0];
+        const int coff = part ? x.c[0] : 0;
+        for (int tap = 0; tap < KK; tap++) {
+            const int ih = oh * S - pad + tap / K, iw = ow * S - pad + tap % K;
+            const bool valid = p < P && ih >= 0 && ih < H && iw >= 0 && iw < W;
+            const int64_t abase = valid ? (((int64_t)n * H + ih) * W + iw) * cp : 0;
+            const float *wtap = wrow + (int64_t)tap * Ci + coff;
+            for (int c0 = 0; c0 < cp; c0 += CONV_BK) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int ci = c0 + lk + e;
+                    As[lk + e][lrow] = valid && ci < cp ? dev_ld(src, abase + ci, dt) : 0.0f;
+                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? wtap[ci] : 0.0f;
+                }
+                __syncthreads();
+                conv_tile_fma(acc, As, Bs, tm, tn);
+                __syncthreads();
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t po = (int64_t)blockIdx.x * CONV_BM + tm + 16 * i;
+        if (po >= P) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int co = blockIdx.y * CONV_BN + tn + 16 * j;
+            if (co < Co) dev_st(y, po * Co + co, acc[i][j] + (bias ? bias[co] : 0.0f), dt);
+        }
+    }
+}
+
+/* blockIdx.x: 64 input pixels q (flattened n, ih, iw); blockIdx.y: 64 input channels of the
+ * concatenation. Loads: As[lk..lk+3][lrow] = dy at the output pixel that reads q through the
+ * tap (lrow = tid / 4, 4 consecutive output channels from lk = 4 (tid % 4)), zero when there
+ * is none; Bs[bk + 4e][bcol] = w[co][tap][ci] with bcol = tid % 64 the input channel and
+ * bk = tid / 64 (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
+__global__ void __launch_bounds__(CONV_THREADS)
+    conv_bwd_data_kernel(sg_cat dx, const void *dy, const float *w, int N, int H, int W, int Ci,
+                         int Co, int K, int S, int Ho, int Wo, int dt, int accum) {
+    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
+    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    const int lrow = tid / 4, lk = (tid % 4) * 4;
+    const int bcol = tid % 64, bk = tid / 64;
+    const int64_t Q = (int64_t)N * H * W;
+    const int64_t q = (int64_t)blockIdx.x * CONV_BM + lrow;
+    const int ci_ld = blockIdx.y * CONV_BN + bcol;
+    const int KK = K * K, pad = K / 2;
+    int n = 0, ih = 0, iw = 0;
+    if (q < Q) {
+        n = (int)(q / ((int64_t)H * W));
+        int r = (int)(q % ((int64_t)H * W));
+        ih = r / W;
+        iw = r % W;
+    }
+    float acc[4][4] = {};
+    for (int tap = 0; tap < KK; tap++) {
+        /* oh*S - pad + kh = ih  =>  oh = (ih + pad - kh) / S when that divides exactly */
+        const int th = ih + pad - tap / K, tw = iw + pad - tap % K;
+        const bool valid =
+            q < Q && th >= 0 && tw >= 0 && th % S == 0 && tw % S == 0 && th / S < Ho && tw / S < Wo;
+        const int64_t abase = valid ? (((int64_t)n * Ho + th / S) * Wo + tw / S) * Co : 0;
+        for (int c0 = 0; c0 < Co; c0 += CONV_BK) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int co = c0 + lk + e;
+                As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
+                const int kb = bk + 4 * e, cob = c0 + kb;
+                Bs[kb][bcol] =
+                    cob < Co && ci_ld < Ci ? w[((int64_t)cob * KK + tap) * Ci + ci_ld] : 0.0f;
+            }
+            __syncthreads();
+            conv_tile_fma(acc, As, Bs, tm, tn);
+            __syncthreads();
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t qo = (int64_t)blockIdx.x * CONV_BM + tm + 16 * i;
+        if (qo >= Q) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int ci = blockIdx.y * CONV_BN + tn + 16 * j;
+            if (ci < Ci) dev_cat_st_acc(dx, qo, ci, acc[i][j], dt, accum);
+        }
+    }
+}
+
+/* blockIdx.x: tap * ceil(Ci/64) + input-channel tile; blockIdx.y: 64 output channels;
+ * blockIdx.z: chunk of output pixels [z*chunk_len, min(P, (z+1)*chunk_len)). The reduction
+ * runs over the chunk's pixels 16 at a time. Loads: thread tid takes pixel lk = tid / 16 of
+ * the slice and 4 consecutive channels from lc = 4 (tid % 16): As[lk][lc..] = dy[p][co..],
+ * Bs[lk][lc..] = x[pixel(p, tap)][ci..] (one pixel decode per thread and slice). Compute:
+ * thread (tm, tn) owns co = tm + 16 i, ci = tn + 16 j. Writes part[z][co][tap][ci]. */
+__global__ void __launch_bounds__(CONV_THREADS)
+    conv_bwd_weight_kernel(float *part, const void *dy, sg_cat x, int N, int H, int W, int Ci,
+                           int Co, int K, int S, int Ho, int Wo, int dt, int64_t chunk_len) {
+    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
+    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    const int lk = tid / 16, lc = (tid % 16) * 4;
+    const int nct = (Ci + CONV_BN - 1) / CONV_BN;
+    const int tap = blockIdx.x / nct, ci_base = (blockIdx.x % nct) * CONV_BN;
+    const int co_base = blockIdx.y * CONV_BM;
+    const int kh = tap / K, kw = tap % K, KK = K * K, pad = K / 2;
+    const int64_t P = (int64_t)N * Ho * Wo;
+    const int64_t p0 = (int64_t)blockIdx.z * chunk_len;
+    const int64_t p1 = p0 + chunk_len < P ? p0 + chunk_len : P;
+    float acc[4][4] = {};
+    for (int64_t pb = p0; pb < p1; pb += CONV_BK) {
+        const int64_t p = pb + lk;
+        bool valid = false;
+        int64_t pix = 0;
+        if (p < p1) {
+            int nn = (int)(p / ((int64_t)Ho * Wo));
+            int r = (int)(p % ((int64_t)Ho * Wo));
+            int ih = (r / Wo) * S - pad + kh, iw = (r % Wo) * S - pad + kw;
+            valid = ih >= 0 && ih < H && iw >= 0 && iw < W;
+            pix = ((int64_t)nn * H + ih) * W + iw;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int co = co_base + lc + e, ci = ci_base + lc + e;
+            As[lk][lc + e] = p < p1 && co < Co ? dev_ld(dy, p * Co + co, dt) : 0.0f;
+            Bs[lk][lc + e] = valid && ci < Ci ? dev_cat_ld(x, pix, ci, dt) : 0.0f;
+        }
+        __syncthreads();
+        conv_tile_fma(acc, As, Bs, tm, tn);
+        __syncthreads();
+    }
+    float *out = part + (int64_t)blockIdx.z * Co * KK * Ci;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int co = co_base + tm + 16 * i;
+        if (co >= Co) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int ci = ci_base + tn + 16 * j;
+            if (ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = acc[i][j];
+        }
+    }
+}
+
+/* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] */
+__global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks, int accum) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
+        dw[i] = accum ? dw[i] + s : s;
+    }
+}
+
+/* =============================== launchers =============================== */
+
+static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S,
+                      int dt) {
+    SG_DT_CHECK(dt, fn);
+    SG_ARG_CHECK((K == 1 || K == 3) && (S == 1 || S == 2), "%s: K=%d S=%d unsupported", fn, K, S);
+    SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
+    SG_ARG_CHECK(x.c[0] > 0 && x.c[1] >= 0 && x.c[0] + x.c[1] == Ci && x.p[0] != NULL &&
+                     (x.c[1] == 0 || x.p[1] != NULL),
+                 "%s: concatenation of %d + %d channels does not make Ci = %d", fn, x.c[0], x.c[1],
+                 Ci);
+    int64_t P = (int64_t)N * sg_ws_conv_out(H, K, S) * sg_ws_conv_out(W, K, S);
+    SG_ARG_CHECK(P > 0 && (int64_t)N * H * W / CONV_BM < 2147483647LL && Co / CONV_BN < 65535,
+                 "%s: shape too large", fn);
+    return SG_OK;
+}
+
+int cuda_conv2d_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
+                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                    void *ws, int64_t ws_bytes) {
+    if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+    if (K == 1 && S == 1)
+        return cu_gemm_fwd(st, cb, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    const int64_t P = (int64_t)N * Ho * Wo;
+    dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
+    conv_fwd_kernel<<<grid, CONV_THREADS, 0, st>>>(y, x, w, b, N, H, W, Ci, Co, K, S, Ho, Wo, dt);
+    SG_LAUNCH_CHECK("conv_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_conv2d_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy,
+                         const float *w, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                         int accum, void *ws, int64_t ws_bytes) {
+    if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+    if (K == 1 && S == 1)
+        return cu_gemm_bwd_data(st, cb, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
+                                ws_bytes);
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    const int64_t Q = (int64_t)N * H * W;
+    dim3 grid((unsigned)((Q + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN));
+    conv_bwd_data_kernel<<<grid, CONV_THREADS, 0, st>>>(dx, dy, w, N, H, W, Ci, Co, K, S, Ho, Wo,
+                                                        dt, accum);
+    SG_LAUNCH_CHECK("conv_bwd_data_kernel");
+    return SG_OK;
+}
+
+int cuda_conv2d_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                           int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_conv2d_bwd_weight";
+    if (conv_check(fn, x, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    const int64_t P = (int64_t)N * Ho * Wo;
+    if (K == 1 && S == 1)
+        return cu_gemm_bwd_weight(st, cb, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
+    SG_WS_CHECK(sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, db != NULL), ws_bytes, fn);
+    const int64_t chunks = sg_ws_wgrad_chunks(P);
+    const int64_t chunk_len = (P + chunks - 1) / chunks;
+    const int64_t nw = (int64_t)Co * K * K * Ci;
+    float *part = (float *)ws;
+    dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
+              (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
+    conv_bwd_weight_kernel<<<grid, CONV_THREADS, 0, st>>>(part, dy, x, N, H, W, Ci, Co, K, S, Ho,
+                                                          Wo, dt, chunk_len);
+    SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+    chunk_sum_kernel<<<sg_grid_for(nw), SG_THREADS, 0, st>>>(dw, part, nw, (int)chunks, accum);
+    SG_LAUNCH_CHECK("chunk_sum_kernel");
+    if (db)
+        return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
+                          (char *)ws + sg_ws_align(chunks * nw * 4));
+    return SG_OK;
+}

@@ -1,0 +1,168 @@
+/* cuda_common.cuh — what the kernels/cuda files share: dtype loads/stores, deterministic block
+ * reductions, launch checks, and the few host helpers one family lends another (GEMM layers,
+ * column sums). Internal to kernels/cuda; the public API is cuda_kernels.h.
+ */
+#ifndef SG_CUDA_COMMON_CUH
+#define SG_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/sg_base.h"
+#include "common/sg_workspace.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+/* sg_base.h declares these for C only; they are C functions (common/sg_base.c). */
+extern "C" int sg_set_error(const char *fmt, ...);
+extern "C" const char *sg_last_error(void);
+
+#define SG_THREADS 256 /* the block size of every 1-D kernel here (a power of two) */
+
+/* ---- checks (host) ---- */
+
+/* After every launch: a bad configuration or a sticky error shows up here, with file:line. */
+#define SG_LAUNCH_CHECK(what)                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = cudaGetLastError();                                                       \
+        if (e_ != cudaSuccess)                                                                     \
+            return sg_set_error("%s:%d: launching %s: %s", __FILE__, __LINE__, what,               \
+                                cudaGetErrorString(e_));                                           \
+    } while (0)
+
+#define SG_CUBLAS_CHECK(call)                                                                      \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return sg_set_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
+                                cublasGetStatusString(s_));                                        \
+    } while (0)
+
+#define SG_ARG_CHECK(cond, ...)                                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            sg_set_error(__VA_ARGS__);                                                             \
+            return SG_ERR;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define SG_DT_CHECK(dt, fn)                                                                        \
+    SG_ARG_CHECK((dt) == DT_F32 || (dt) == DT_BF16, "%s: activation dtype %d is not f32/bf16", fn, \
+                 (int)(dt))
+
+#define SG_WS_CHECK(need, have, fn)                                                                \
+    SG_ARG_CHECK((have) >= (need) && ((need) == 0 || ((uintptr_t)ws % SG_WS_ALIGN) == 0),          \
+                 "%s: workspace of %lld bytes (aligned %d) given, %lld needed (sg_ws_*)", fn,      \
+                 (long long)(have), (int)((uintptr_t)ws % SG_WS_ALIGN == 0), (long long)(need))
+
+/* Grid for a grid-stride loop over n items, SG_THREADS per block. */
+static inline unsigned sg_grid_for(int64_t n) {
+    int64_t b = (n + SG_THREADS - 1) / SG_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b);
+}
+
+/* ---- device helpers ---- */
+
+__device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
+    return __uint_as_float((uint32_t)h << 16);
+}
+/* Round to nearest even; NaN stays NaN: bit for bit sg_f32_to_bf16. */
+__device__ __forceinline__ uint16_t dev_f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+__device__ __forceinline__ float dev_ld(const void *p, int64_t i, int dt) {
+    return dt == DT_BF16 ? dev_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+__device__ __forceinline__ void dev_st(void *p, int64_t i, float v, int dt) {
+    if (dt == DT_BF16)
+        ((uint16_t *)p)[i] = dev_f32_to_bf16(v);
+    else
+        ((float *)p)[i] = v;
+}
+/* Store v, or v + the old value with accum: v is rounded to fp32 first and the add is never
+ * fused into a multiply-add (__fadd_rn), so old + result is exactly what the CPU backend's
+ * "compute, then add" gives. */
+__device__ __forceinline__ void dev_st_acc(void *p, int64_t i, float v, int dt, int accum) {
+    if (accum) v = __fadd_rn(dev_ld(p, i, dt), v);
+    dev_st(p, i, v, dt);
+}
+/* Element i of a concatenation (see sg_cat): row = pixel, c = channel of the concatenation. */
+__device__ __forceinline__ float dev_cat_ld(const sg_cat x, int64_t row, int c, int dt) {
+    return c < x.c[0] ? dev_ld(x.p[0], row * x.c[0] + c, dt)
+                      : dev_ld(x.p[1], row * x.c[1] + (c - x.c[0]), dt);
+}
+__device__ __forceinline__ void dev_cat_st_acc(sg_cat x, int64_t row, int c, float v, int dt,
+                                               int accum) {
+    if (c < x.c[0])
+        dev_st_acc(x.p[0], row * x.c[0] + c, v, dt, accum);
+    else
+        dev_st_acc(x.p[1], row * x.c[1] + (c - x.c[0]), v, dt, accum);
+}
+
+/* Sum over the block in a fixed tree order (deterministic). Every thread of a 1-D block of
+ * SG_THREADS threads calls it; sh holds SG_THREADS floats; all threads get the sum. */
+__device__ __forceinline__ float dev_block_sum(float v, float *sh) {
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+__device__ __forceinline__ double dev_block_sum_d(double v, double *sh) {
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+__device__ __forceinline__ float dev_block_max(float v, float *sh) {
+    const int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] = fmaxf(sh[t], sh[t + s]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* ---- host helpers shared across families ---- */
+
+/* The handle must already be bound to st (the caller owns the binding). */
+int cu_check_handle(cublasHandle_t cb, cudaStream_t st, const char *fn);
+
+/* linear.cu: GEMM layers on rows x channels (linear layers and 1x1 stride-1 convs).
+ * y[rows][Co] = x[rows][Ci] w[Co][Ci]^T + b; x a concatenation along Ci.
+ * Scratch rules: sg_ws_gemm_fwd / _bwd_data / _bwd_weight. */
+int cu_gemm_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
+                const float *b, int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes);
+int cu_gemm_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy, const float *w,
+                     int64_t rows, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes);
+int cu_gemm_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+                       sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
+                       int64_t ws_bytes);
+/* linear.cu: dst[i] = bf16(src[i]), i < n. */
+int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n);
+
+/* elementwise.cu: out[b][c] (odt) (+)= sum over r < R of in[b][r][c] (idt), b < nb, c < C, in
+ * a fixed order: row chunks of SG_WS_COLSUM_ROWS, then the chunks in order.
+ * ws: sg_ws_colsum(nb, R, C) bytes. */
+int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int nb, int64_t R,
+               int C, int accum, void *ws);
+
+#endif

@@ -1,0 +1,182 @@
+/* cuda_kernels.h — the CUDA kernels: one launcher per CPU reference kernel (cpu_kernels.h).
+ *
+ * Each cuda_<name> computes what cpu_<name> computes, with these differences, shared by all:
+ * - Every launcher takes the stream it enqueues on and returns SG_OK, or SG_ERR with a message
+ *   (sg_last_error) for bad arguments, a too-small workspace or a failed launch. Nothing
+ *   allocates, synchronises or copies to the host: every launcher can be captured into a CUDA
+ *   graph, and a replay does what the eager call did.
+ * - Activations (x, y, dx, dy, qkv, v of add_nc, ...) carry a dtype `dt`: DT_F32 or DT_BF16
+ *   (bf16 storage, fp32 arithmetic, round to nearest even once on store, as sg_f32_to_bf16).
+ *   Parameters, parameter gradients, GroupNorm mean/rstd, attention P, the loss and optimizer
+ *   state are always fp32.
+ * - Outputs that can be gradients take `accum`: 0 overwrites, 1 adds the result to what the
+ *   output holds (in fp32, then one rounding). There are no atomics: every reduction runs in
+ *   an order fixed by the shapes, so the same inputs give the same bits, run after run.
+ * - Values that change from step to step (step counter, seed, timesteps, clip scale) are read
+ *   from device memory inside the kernels, never passed from the host, so a captured graph
+ *   replays correctly.
+ * - Scratch: launchers marked [ws] take `ws` (SG_WS_ALIGN-aligned device memory) and its size
+ *   `ws_bytes`; common/sg_workspace.h gives the size each needs (sg_ws_<name>).
+ * - cuBLAS: launchers marked [cublas] take a handle the caller has bound to `st`
+ *   (cublasSetStream) with its workspace set (cublasSetWorkspace); a handle on another stream
+ *   is an error. GEMMs use CUBLAS_COMPUTE_32F; bf16 GEMMs round the fp32 weights to bf16.
+ * - Outputs never alias inputs unless stated (as in cpu_kernels.h).
+ *
+ * Channel concatenation: a skip connection concatenates channels, which NHWC cannot do by
+ * placing two buffers side by side. Operands of type sg_cat are the concatenation of up to
+ * two NHWC buffers along channels: channels [0, c[0]) come from p[0] (pixel stride c[0]) and
+ * [c[0], c[0]+c[1]) from p[1] (pixel stride c[1]); c[1] = 0 means one buffer. Conv inputs and
+ * input gradients and GroupNorm inputs and input gradients take them.
+ *
+ * Plain C11 with cuda_runtime_api.h and cublas_v2.h; extern "C" from CUDA/C++.
+ */
+#ifndef SG_CUDA_KERNELS_H
+#define SG_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "common/sg_base.h"
+#include "common/sg_workspace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    void *p[2];
+    int c[2];
+} sg_cat;
+
+/* One buffer of c channels. */
+static inline sg_cat sg_cat1(const void *p, int c) {
+    sg_cat r = {{(void *)p, NULL}, {c, 0}};
+    return r;
+}
+/* Channels [0, c0) from p0, then [c0, c0 + c1) from p1. */
+static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
+    sg_cat r = {{(void *)p0, (void *)p1}, {c0, c1}};
+    return r;
+}
+
+/* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}, padding K/2; Ci = x.c[0] + x.c[1].
+ * 1x1 stride 1 runs as cuBLAS GEMMs; the rest as tiled implicit-GEMM kernels. */
+/* [cublas] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
+int cuda_conv2d_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
+                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                    void *ws, int64_t ws_bytes);
+/* [cublas] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
+int cuda_conv2d_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy,
+                         const float *w, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                         int accum, void *ws, int64_t ws_bytes);
+/* [cublas] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
+ * to dw and db. */
+int cuda_conv2d_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
+                           int accum, void *ws, int64_t ws_bytes);
+
+/* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLAS. */
+/* [cublas] [ws] y = x w^T + b (b may be NULL). */
+int cuda_linear_fwd(cudaStream_t st, cublasHandle_t cb, void *y, const void *x, const float *w,
+                    const float *b, int N, int K, int M, int dt, void *ws, int64_t ws_bytes);
+/* [cublas] [ws] dx[N,K] = dy w. */
+int cuda_linear_bwd_data(cudaStream_t st, cublasHandle_t cb, void *dx, const void *dy,
+                         const float *w, int N, int K, int M, int dt, int accum, void *ws,
+                         int64_t ws_bytes);
+/* [cublas] [ws] dw[M,K] = dy^T x, db[M] = column sums of dy (db may be NULL). */
+int cuda_linear_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+                           const void *x, int N, int K, int M, int dt, int accum, void *ws,
+                           int64_t ws_bytes);
+
+/* ---- group norm (norm.cu): x[N,HW,C] (a concatenation, C = x.c[0] + x.c[1]), G | C. */
+/* y[N,HW,C] (dt, one buffer), mean[N,G], rstd[N,G] (fp32). */
+int cuda_group_norm_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x,
+                        const float *gamma, const float *beta, int N, int HW, int C, int G,
+                        float eps, int dt);
+/* [ws] dx (dt, concatenation), dgamma[C], dbeta[C] (fp32); accum_dx applies to dx,
+ * accum_param to dgamma and dbeta. */
+int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta, const void *dy,
+                        sg_cat x, const float *mean, const float *rstd, const float *gamma, int N,
+                        int HW, int C, int G, int dt, int accum_dx, int accum_param, void *ws,
+                        int64_t ws_bytes);
+
+/* ---- elementwise (elementwise.cu), n values; outputs may alias inputs elementwise. */
+int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt);
+int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,
+                  int accum);
+int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
+/* y (ydt) = x (xdt), converting dtype; with accum, y += x. */
+int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum);
+int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum);
+/* y[N,HW,C] = x + v[N,C] broadcast over HW (v has dtype dt too). */
+int cuda_add_nc_fwd(cudaStream_t st, void *y, const void *x, const void *v, int N, int HW, int C,
+                    int dt);
+/* [ws] dv[N,C] (dt) = sum over HW of dy. */
+int cuda_add_nc_bwd(cudaStream_t st, void *dv, const void *dy, int N, int HW, int C, int dt,
+                    int accum, void *ws, int64_t ws_bytes);
+
+/* ---- resampling (resample.cu); H, W are the input's size. */
+int cuda_upsample2x_fwd(cudaStream_t st, void *y, const void *x, int N, int H, int W, int C,
+                        int dt);
+int cuda_upsample2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, int W, int C,
+                        int dt, int accum);
+int cuda_avgpool2x_fwd(cudaStream_t st, void *y, const void *x, int N, int H, int W, int C, int dt);
+int cuda_avgpool2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, int W, int C,
+                       int dt, int accum);
+
+/* ---- embeddings (embedding.cu): t[N] int32 on the device. */
+int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim, int dt);
+/* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32). */
+int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps, const int32_t *t,
+                    int N, int per, int T, float beta1, float betaT, int dt);
+
+/* ---- attention (attention.cu): qkv[N,L,3C], P[N,heads,L,L] fp32, y[N,L,C]. */
+/* [cublas] [ws] */
+int cuda_attention_fwd(cudaStream_t st, cublasHandle_t cb, void *y, float *P, const void *qkv,
+                       int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
+/* [cublas] [ws] dqkv[N,L,3C] (dt); accum applies to dqkv. */
+int cuda_attention_bwd(cudaStream_t st, cublasHandle_t cb, void *dqkv, const void *dy,
+                       const void *qkv, const float *P, int N, int L, int C, int heads, int dt,
+                       int accum, void *ws, int64_t ws_bytes);
+
+/* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
+/* [ws] */
+int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const void *target,
+                 int tdt, int64_t n, void *ws, int64_t ws_bytes);
+/* dpred (pdt) = dloss * 2 (pred - target) / n; dloss is a constant of the plan. */
+int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const void *target,
+                 int tdt, int64_t n, float dloss, int accum);
+
+/* ---- optimizer (optim.cu): flat fp32 regions of n values; scalars in device memory. */
+/* [ws] out[0] = sum of g^2. */
+int cuda_sumsq(cudaStream_t st, float *out, const float *g, int64_t n, void *ws, int64_t ws_bytes);
+int cuda_clip_scale(cudaStream_t st, float *scale, const float *sumsq, float max_norm);
+/* step: device int64 (0-based); scale: device float or NULL (1); lr_out: device or NULL. */
+int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad, int64_t n,
+               const float *scale, const int64_t *step, float lr, float b1, float b2, float eps,
+               float wd, int warmup, float *lr_out);
+int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay);
+/* step[0] += 1 (the last node of a training step; no CPU counterpart needed). */
+int cuda_step_increment(cudaStream_t st, int64_t *step);
+
+/* ---- randomness and data (rng_ops.cu): seed and step are device pointers. */
+int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t ndata, int H0,
+                      int W0, int C, int N, int H, int W, const uint64_t *seed, const int64_t *step,
+                      int flip);
+int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint64_t *seed,
+                          const int64_t *step);
+int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
+                  uint32_t purpose);
+int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p,
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt);
+int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float p,
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt,
+                     int accum);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,73 @@
+/* loss.cu — the DDPM training loss: mean squared error between predicted and true noise.
+ *
+ * Shapes: pred[n] (dtype pdt), target[n] (dtype tdt), loss[1] fp32 in device memory.
+ *   loss = (1/n) sum (pred - target)^2,   dpred = dloss * 2 (pred - target) / n
+ * The sum: sg_ws_sum_blocks(n) blocks; thread g of the grid adds the elements
+ * g, g + grid, g + 2 grid, ... in double, each block reduces its threads in a fixed tree and
+ * writes one double partial; one block then adds the partials in a fixed order. The order
+ * depends on n alone (not the same blocking as the CPU's, so the last bits may differ).
+ * The backward's coefficient 2 dloss / n is computed once, as the CPU reference does.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+/* ================================ kernels ================================ */
+
+/* blockIdx.x: one of gridDim.x partial blocks; threads stride over n with the grid's width. */
+__global__ void mse_partial_kernel(double *part, const void *pred, int pdt, const void *target,
+                                   int tdt, int64_t n) {
+    __shared__ double sh[SG_THREADS];
+    double s = 0.0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        double d = (double)dev_ld(pred, i, pdt) - (double)dev_ld(target, i, tdt);
+        s += d * d;
+    }
+    s = dev_block_sum_d(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+/* one block; threads stride over the nb partials, then the tree: loss[0] = sum / n */
+__global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_t n) {
+    __shared__ double sh[SG_THREADS];
+    double s = 0.0;
+    for (int b = threadIdx.x; b < nb; b += SG_THREADS) s += part[b];
+    s = dev_block_sum_d(s, sh);
+    if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
+}
+
+/* threads stride over n: dpred (+)= k (pred - target) */
+__global__ void mse_bwd_kernel(void *dpred, const void *pred, int pdt, const void *target, int tdt,
+                               int64_t n, float k, int accum) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dev_st_acc(dpred, i, k * (dev_ld(pred, i, pdt) - dev_ld(target, i, tdt)), pdt, accum);
+}
+
+/* =============================== launchers =============================== */
+
+int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const void *target,
+                 int tdt, int64_t n, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_mse_fwd";
+    SG_DT_CHECK(pdt, fn);
+    SG_DT_CHECK(tdt, fn);
+    SG_ARG_CHECK(n > 0, "%s: n must be positive", fn);
+    SG_WS_CHECK(sg_ws_mse_fwd(n), ws_bytes, fn);
+    const int nb = (int)sg_ws_sum_blocks(n);
+    mse_partial_kernel<<<nb, SG_THREADS, 0, st>>>((double *)ws, pred, pdt, target, tdt, n);
+    SG_LAUNCH_CHECK("mse_partial_kernel");
+    mse_final_kernel<<<1, SG_THREADS, 0, st>>>(loss, (const double *)ws, nb, n);
+    SG_LAUNCH_CHECK("mse_final_kernel");
+    return SG_OK;
+}
+
+int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const void *target,
+                 int tdt, int64_t n, float dloss, int accum) {
+    SG_DT_CHECK(pdt, "cuda_mse_bwd");
+    SG_DT_CHECK(tdt, "cuda_mse_bwd");
+    if (n <= 0) return SG_OK;
+    const float k = (float)(2.0 * (double)dloss / (double)n);
+    mse_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dpred, pred, pdt, target, tdt, n, k,
+                                                          accum);
+    SG_LAUNCH_CHECK("mse_bwd_kernel");
+    return SG_OK;
+}
