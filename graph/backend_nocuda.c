@@ -8,7 +8,9 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     return NULL;
 }
 
-int sg_cuda_available(void) { return 0; }
+int sg_cuda_available(void) {
+    return 0;
+}
 #else
 typedef int sg_backend_nocuda_unused; /* ISO C forbids an empty translation unit */
 #endif

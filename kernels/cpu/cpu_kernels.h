@@ -71,8 +71,8 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim);
  * P[N,heads,L,L] = softmax_row(q k^T / sqrt(D)) is saved; y[N,L,C] = P v. */
 void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C, int heads);
 /* dqkv[N,L,3C] from dy[N,L,C], qkv and P. */
-void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N,
-                       int L, int C, int heads);
+void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N, int L,
+                       int C, int heads);
 
 /* ---- DDPM: linear betas beta_i = beta1 + (betaT - beta1) * i / (T-1), i in [0,T);
  * abar_t = prod_{i<=t} (1 - beta_i), accumulated in double in increasing i.
