@@ -59,4 +59,17 @@ static inline double sg_test_rel_err(const float *a, const float *b, int64_t n) 
     return num / den;
 }
 
+/* The whole file at path (malloc'd, *n bytes; NULL if it cannot be opened). */
+static inline uint8_t *sg_test_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)(size > 0 ? size : 0) + 1);
+    *n = b ? fread(b, 1, (size_t)(size > 0 ? size : 0), f) : 0;
+    fclose(f);
+    return b;
+}
+
 #endif

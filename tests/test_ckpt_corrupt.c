@@ -20,18 +20,6 @@
 static const char *META = "{\"model\":\"unet_tiny\",\"config\":{\"ch\":32,\"ch_mult\":[1,2],"
                           "\"groups\":8},\"plan_hash\":\"abc\",\"step\":3}";
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)size + 1);
-    *n = fread(b, 1, (size_t)size, f);
-    fclose(f);
-    return b;
-}
-
 static void spit(const char *path, const uint8_t *b, size_t n) {
     FILE *f = fopen(path, "wb");
     fwrite(b, 1, n, f);
@@ -107,7 +95,7 @@ int main(void) {
         return 1;
     }
     size_t size = 0;
-    uint8_t *good = slurp(path, &size);
+    uint8_t *good = sg_test_slurp(path, &size);
     uint8_t *buf = malloc(size + 64);
     ckpt_file *f = ckpt_open_mem(good, size, 0);
     CHECK(f != NULL, "the good file opens: %s", sg_last_error());

@@ -36,21 +36,9 @@ static int hook(ckpt_io_stage stage, int64_t written, void *ctx) {
     return p->err;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)size + 1);
-    *n = fread(b, 1, (size_t)size, f);
-    fclose(f);
-    return b;
-}
-
 static int same_file(const char *path, const uint8_t *b, size_t n) {
     size_t m = 0;
-    uint8_t *x = slurp(path, &m);
+    uint8_t *x = sg_test_slurp(path, &m);
     int same = x && m == n && memcmp(x, b, n) == 0;
     free(x);
     return same;
@@ -91,14 +79,14 @@ int main(void) {
     ckpt_tensor_desc told = blob("w", old_data, OLD, 1), tnew = blob("w", new_data, NEW, 2);
     CHECK(ckpt_write(path, "{\"step\":1}", &told, 1, NULL) == SG_OK, "old: %s", sg_last_error());
     size_t old_n = 0, new_n = 0;
-    uint8_t *old_bytes = slurp(path, &old_n);
+    uint8_t *old_bytes = sg_test_slurp(path, &old_n);
     /* the new file's bytes, written elsewhere, and how many hook calls a full write makes */
     char ref[256];
     snprintf(ref, sizeof ref, "%s/ref.sgck", dir);
     fault_plan count = {0};
     ckpt_write_opts o = {.fault = hook, .fault_ctx = &count, .block_bytes = 256 << 10};
     CHECK(ckpt_write(ref, "{\"step\":2}", &tnew, 1, &o) == SG_OK, "ref: %s", sg_last_error());
-    uint8_t *new_bytes = slurp(ref, &new_n);
+    uint8_t *new_bytes = sg_test_slurp(ref, &new_n);
     unlink(ref);
     int total = count.calls;
     printf("a full write makes %d I/O steps\n", total);

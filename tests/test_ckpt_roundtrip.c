@@ -97,18 +97,6 @@ static void free_set(tensor_set *s) {
     for (int i = 0; i < s->n; i++) free(s->data[i]);
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)size + 1);
-    *n = fread(b, 1, (size_t)size, f);
-    fclose(f);
-    return b;
-}
-
 static int count_files(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;
@@ -212,7 +200,7 @@ int main(void) {
         snprintf(path2, sizeof path2, "%s/v%d_again.sgck", dir, v);
         CHECK(ckpt_write(path2, META, s.d, s.n, &o) == SG_OK, "%s: rewrite", what);
         size_t n1 = 0, n2 = 0;
-        uint8_t *b1 = slurp(path, &n1), *b2 = slurp(path2, &n2);
+        uint8_t *b1 = sg_test_slurp(path, &n1), *b2 = sg_test_slurp(path2, &n2);
         CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0,
               "%s: file bytes depend on the thread count", what);
         free(b1);
