@@ -233,7 +233,11 @@ int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
     char mine[8192];
     if (sg_exec_meta_json(e, NULL, mine, sizeof mine)) rc = SG_ERR;
     if (!rc && !params_only && ckpt_meta_check_config(mine, ckpt_meta(f))) rc = SG_ERR;
-    unsigned char *buf = NULL;
+    /* find every tensor first (a clear error before any work), then decompress them all in
+     * parallel into one host buffer, then upload */
+    int *tid = calloc((size_t)g->nt, sizeof(int)), *idx = calloc((size_t)g->nt, sizeof(int)), n = 0;
+    int64_t total = 0;
+    if (!tid || !idx) rc = sg_set_error("out of host memory");
     for (int t = 0; t < g->nt && !rc; t++) {
         const sg_tensor *x = &g->t[t];
         if (!ckpt_carries(x)) continue;
@@ -254,15 +258,31 @@ int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
                               (long long)x->bytes, sg_dtype_names[x->dtype]);
             break;
         }
-        unsigned char *nb = realloc(buf, (size_t)x->bytes + 1);
-        if (!nb) {
-            rc = sg_set_error("out of host memory");
-            break;
-        }
-        buf = nb;
-        if (ckpt_read(f, i, buf, x->bytes) || e->be->upload(e->be, x->offset, buf, x->bytes))
-            rc = SG_ERR;
+        tid[n] = t, idx[n] = i, n++;
+        total += x->bytes;
     }
+    unsigned char *buf = NULL;
+    void **dst = NULL;
+    int64_t *cap = NULL;
+    if (!rc && n) {
+        buf = malloc((size_t)total);
+        dst = malloc(sizeof(void *) * (size_t)n);
+        cap = malloc(sizeof(int64_t) * (size_t)n);
+        if (!buf || !dst || !cap) rc = sg_set_error("out of host memory for the checkpoint");
+        int64_t off = 0;
+        for (int k = 0; k < n && !rc; k++) {
+            dst[k] = buf + off;
+            cap[k] = g->t[tid[k]].bytes;
+            off += cap[k];
+        }
+        if (!rc) rc = ckpt_read_many(f, idx, dst, cap, n, 0);
+        for (int k = 0; k < n && !rc; k++)
+            rc = e->be->upload(e->be, g->t[tid[k]].offset, dst[k], cap[k]);
+    }
+    free(dst);
+    free(cap);
+    free(tid);
+    free(idx);
     free(buf);
     if (!rc && !params_only && e->plan.io.seed >= 0) sg_exec_read(e, e->plan.io.seed, &e->seed);
     ckpt_close(f);

@@ -86,9 +86,13 @@ int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const 
         sg_set_error("%s: op %s takes %d inputs, got %d", name, info->name, info->nin, nin);
         return -1;
     }
-    if (grow((void **)&g->n, &g->cap_n, g->nn + 1, sizeof(sg_node))) return -1;
+    /* iarg / farg may point into g->n (a backward rule passing its forward node's args),
+     * which growing moves: take them first */
     sg_node nd;
     memset(&nd, 0, sizeof nd);
+    if (iarg) memcpy(nd.iarg, iarg, sizeof nd.iarg);
+    if (farg) memcpy(nd.farg, farg, sizeof nd.farg);
+    if (grow((void **)&g->n, &g->cap_n, g->nn + 1, sizeof(sg_node))) return -1;
     nd.op = op;
     nd.nin = nin;
     nd.nout = info->nout;
@@ -100,8 +104,6 @@ int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const 
         }
         nd.in[i] = in[i];
     }
-    if (iarg) memcpy(nd.iarg, iarg, sizeof nd.iarg);
-    if (farg) memcpy(nd.farg, farg, sizeof nd.farg);
     for (int k = 0; k < nd.nout; k++) nd.out[k] = outs ? outs[k] : -1;
 
     /* the shape rule describes every output; existing outputs must match it */
