@@ -1,5 +1,8 @@
-/* sg_base.c — the thread-local error message behind sg_set_error / sg_last_error. */
+/* sg_base.c — the thread-local error message behind sg_set_error / sg_last_error, and the
+ * failure path of SG_ASSERT. */
 #include "sg_base.h"
+
+#include <stdlib.h>
 
 static _Thread_local char sg_error_buf[1024];
 
@@ -13,4 +16,10 @@ int sg_set_error(const char *fmt, ...) {
     vsnprintf(sg_error_buf, sizeof sg_error_buf, fmt, ap);
     va_end(ap);
     return SG_ERR;
+}
+
+void sg_assert_fail(const char *cond, const char *file, int line) {
+    fprintf(stderr, "stepgraph: internal invariant violated at %s:%d: %s\n", file, line, cond);
+    fflush(stderr);
+    abort();
 }

@@ -71,6 +71,15 @@ enum { SG_OK = 0, SG_ERR = 1, SG_ERR_USAGE = 2 };
 /* One error message per thread; the caller that exits prints it. */
 const char *sg_last_error(void);
 int sg_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* An invariant that must hold in release builds too (unlike assert(), never compiled out):
+ * when it fails, stepgraph itself is wrong, not its input, so there is no status to return.
+ * It prints the condition with file:line and aborts. Input errors still go through
+ * sg_set_error. */
+#define SG_ASSERT(cond) ((cond) ? (void)0 : sg_assert_fail(#cond, __FILE__, __LINE__))
+/* A branch that must never be taken (e.g. a switch's default over a closed set). */
+#define SG_UNREACHABLE(what) sg_assert_fail(what, __FILE__, __LINE__)
+void sg_assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
 #endif
 
 #define SG_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))

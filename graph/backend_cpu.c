@@ -16,6 +16,7 @@
 #include "common/philox.h"
 #include "graph/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "planner/op_dims.h"
 
 typedef struct {
     unsigned char *arena;
@@ -110,7 +111,7 @@ static int cpu_prepare(sg_backend *be, const sg_plan *p) {
         for (int k = 0; k < nd->nin; k++)
             if (!in_direct(&p->g.t[nd->in[k]])) s += sg_numel(&p->g.t[nd->in[k]]);
         for (int k = 0; k < nd->nout; k++)
-            if (!out_direct(&p->g.t[nd->out[k]], nd->accum >> (2 * k)))
+            if (!out_direct(&p->g.t[nd->out[k]], sg_accum_bits(nd, k)))
                 s += sg_numel(&p->g.t[nd->out[k]]);
         if (s > need) need = s;
     }
@@ -135,175 +136,232 @@ static int cpu_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) {
     return SG_OK;
 }
 
-#define D(a, d) ((int)g->t[nd->a].shape[d])
-
-static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
-    cpu_ctx *c = be->ctx;
-    const sg_graph *g = &p->g;
-    const sg_node *nd = &g->n[i];
-    if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
-
-    /* operands: fp32 views (direct or converted) and raw pointers for integer tensors */
+/* pointers to every operand of node i: fp32 views in[] / out[] (direct or scratch) and raw
+ * arena pointers for integer tensors; bf16 and virtual inputs are converted into scratch */
+typedef struct {
     float *in[SG_MAX_IN], *out[SG_MAX_OUT];
     void *raw_in[SG_MAX_IN], *raw_out[SG_MAX_OUT];
+} cpu_operands;
+
+static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_operands *o) {
     float *s = c->scratch;
     for (int k = 0; k < nd->nin; k++) {
         const sg_tensor *x = &g->t[nd->in[k]];
-        raw_in[k] = x->nparts ? NULL : c->arena + x->offset;
+        o->raw_in[k] = x->nparts ? NULL : c->arena + x->offset;
         if (in_direct(x)) {
-            in[k] = (float *)raw_in[k];
+            o->in[k] = (float *)o->raw_in[k];
         } else {
-            in[k] = s;
+            o->in[k] = s;
             gather_f32(c, g, nd->in[k], s);
             s += sg_numel(x);
         }
     }
     for (int k = 0; k < nd->nout; k++) {
         const sg_tensor *y = &g->t[nd->out[k]];
-        raw_out[k] = y->nparts ? NULL : c->arena + y->offset;
-        if (out_direct(y, nd->accum >> (2 * k))) {
-            out[k] = (float *)raw_out[k];
+        o->raw_out[k] = y->nparts ? NULL : c->arena + y->offset;
+        if (out_direct(y, sg_accum_bits(nd, k))) {
+            o->out[k] = (float *)o->raw_out[k];
         } else {
-            out[k] = s;
+            o->out[k] = s;
             s += sg_numel(y);
         }
     }
+}
+
+/* the step inputs, model and loss ops */
+static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o) {
+    float *const *in = o->in, *const *out = o->out;
+    void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
     const uint64_t seed =
         nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)raw_in[1] : 0;
     const int64_t step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)raw_in[2] : 0;
-    const int64_t n0 = sg_numel(&g->t[nd->out[0]]);
-
+    const int64_t n0 = sg_out_numel(g, nd, 0);
+    const sg_op_args *a = &nd->a;
     switch (nd->op) {
     case OP_GATHER_BATCH: {
         const sg_tensor *ds = &g->t[nd->in[0]];
         cpu_gather_batch(out[0], (const uint8_t *)raw_in[0], ds->shape[0], (int)ds->shape[1],
-                         (int)ds->shape[2], (int)ds->shape[3], nd->iarg[0], nd->iarg[1],
-                         nd->iarg[1], seed, step, nd->iarg[2]);
+                         (int)ds->shape[2], (int)ds->shape[3], a->gather.N, a->gather.img,
+                         a->gather.img, seed, step, a->gather.flip);
         break;
     }
     case OP_SAMPLE_T:
-        cpu_sample_timesteps((int32_t *)raw_out[0], nd->iarg[0], nd->iarg[1],
+        cpu_sample_timesteps((int32_t *)raw_out[0], a->sample_t.N, a->sample_t.T,
                              *(uint64_t *)raw_in[0], *(int64_t *)raw_in[1]);
         break;
     case OP_NOISE:
         cpu_gaussian(out[0], n0, seed, step, SG_RNG_NOISE);
         break;
-    case OP_DDPM_NOISE:
-        cpu_ddpm_noise(out[0], in[0], in[1], (const int32_t *)raw_in[2], D(in[0], 0),
-                       (int)(n0 / D(in[0], 0)), nd->iarg[0], nd->farg[0], nd->farg[1]);
+    case OP_DDPM_NOISE: {
+        int N = (int)g->t[nd->in[0]].shape[0];
+        cpu_ddpm_noise(out[0], in[0], in[1], (const int32_t *)raw_in[2], N, (int)(n0 / N),
+                       a->ddpm.T, a->ddpm.beta1, a->ddpm.betaT);
         break;
+    }
     case OP_TIMESTEP_EMB:
-        cpu_timestep_emb(out[0], (const int32_t *)raw_in[0], D(in[0], 0), nd->iarg[0]);
+        cpu_timestep_emb(out[0], (const int32_t *)raw_in[0], (int)g->t[nd->in[0]].shape[0],
+                         a->temb.dim);
         break;
-    case OP_LINEAR:
-        cpu_linear_fwd(out[0], in[0], in[1], in[2], D(in[0], 0), D(in[0], 1), D(in[1], 0));
+    case OP_LINEAR: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        cpu_linear_fwd(out[0], in[0], in[1], in[2], d.N, d.K, d.M);
         break;
-    case OP_CONV2D:
-        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], D(in[0], 0), D(in[0], 1), D(in[0], 2),
-                       D(in[0], 3), D(in[1], 0), nd->iarg[0], nd->iarg[1]);
+    }
+    case OP_CONV2D: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
         break;
-    case OP_GROUP_NORM:
-        cpu_group_norm_fwd(out[0], out[1], out[2], in[0], in[1], in[2], D(in[0], 0),
-                           D(in[0], 1) * D(in[0], 2), D(in[0], 3), nd->iarg[0], nd->farg[0]);
+    }
+    case OP_GROUP_NORM: {
+        sg_gn_dims d = sg_gn_dims_of(g, nd);
+        cpu_group_norm_fwd(out[0], out[1], out[2], in[0], in[1], in[2], d.N, d.HW, d.C, d.G,
+                           a->gn.eps);
         break;
+    }
     case OP_SILU:
         cpu_silu_fwd(out[0], in[0], n0);
         break;
     case OP_ADD:
         cpu_add_fwd(out[0], in[0], in[1], n0);
         break;
-    case OP_ADD_NC:
-        cpu_add_nc_fwd(out[0], in[0], in[1], D(in[0], 0), D(in[0], 1) * D(in[0], 2), D(in[0], 3));
+    case OP_ADD_NC: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_add_nc_fwd(out[0], in[0], in[1], d.N, d.HW, d.C);
         break;
-    case OP_UPSAMPLE2X:
-        cpu_upsample2x_fwd(out[0], in[0], D(in[0], 0), D(in[0], 1), D(in[0], 2), D(in[0], 3));
+    }
+    case OP_UPSAMPLE2X: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_upsample2x_fwd(out[0], in[0], d.N, d.H, d.W, d.C);
         break;
-    case OP_AVGPOOL2X:
-        cpu_avgpool2x_fwd(out[0], in[0], D(in[0], 0), D(in[0], 1), D(in[0], 2), D(in[0], 3));
+    }
+    case OP_AVGPOOL2X: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_avgpool2x_fwd(out[0], in[0], d.N, d.H, d.W, d.C);
         break;
-    case OP_ATTENTION:
-        cpu_attention_fwd(out[0], out[1], in[0], D(in[0], 0), D(in[0], 1) * D(in[0], 2),
-                          D(in[0], 3) / 3, nd->iarg[0]);
+    }
+    case OP_ATTENTION: {
+        sg_attn_dims d = sg_attn_dims_of(g, nd);
+        cpu_attention_fwd(out[0], out[1], in[0], d.N, d.L, d.C, d.heads);
         break;
+    }
     case OP_DROPOUT:
-        cpu_dropout_fwd(out[0], in[0], n0, nd->farg[0], seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0]);
+        cpu_dropout_fwd(out[0], in[0], n0, a->dropout.p, seed, step,
+                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose);
         break;
     case OP_MSE:
-        cpu_mse_fwd(out[0], in[0], in[1], sg_numel(&g->t[nd->in[0]]));
+        cpu_mse_fwd(out[0], in[0], in[1], sg_in_numel(g, nd, 0));
         break;
+    default:
+        SG_UNREACHABLE("cpu_forward_op: not a forward op");
+    }
+}
+
+/* the backward and optimizer ops */
+static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o) {
+    float *const *in = o->in, *const *out = o->out;
+    void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
+    const uint64_t seed =
+        nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)raw_in[1] : 0;
+    const int64_t step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)raw_in[2] : 0;
+    const int64_t n0 = sg_out_numel(g, nd, 0);
+    const sg_op_args *a = &nd->a;
+    switch (nd->op) {
     case OP_MSE_BWD:
         cpu_mse_bwd(out[0], in[0], in[1], n0, 1.0f);
         break;
-    case OP_LINEAR_BWD_DATA:
-        cpu_linear_bwd_data(out[0], in[0], in[1], D(in[0], 0), D(in[1], 1), D(in[1], 0));
+    case OP_LINEAR_BWD_DATA: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        cpu_linear_bwd_data(out[0], in[0], in[1], d.N, d.K, d.M);
         break;
-    case OP_LINEAR_BWD_WEIGHT:
-        cpu_linear_bwd_weight(out[0], out[1], in[0], in[1], D(in[0], 0), D(in[1], 1), D(in[0], 1));
+    }
+    case OP_LINEAR_BWD_WEIGHT: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        cpu_linear_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.K, d.M);
         break;
-    case OP_CONV2D_BWD_DATA:
-        cpu_conv2d_bwd_data(out[0], in[0], in[1], D(in[0], 0), nd->iarg[2], nd->iarg[3],
-                            D(in[1], 3), D(in[1], 0), nd->iarg[0], nd->iarg[1]);
+    }
+    case OP_CONV2D_BWD_DATA: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        cpu_conv2d_bwd_data(out[0], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
         break;
-    case OP_CONV2D_BWD_WEIGHT:
-        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], D(in[1], 0), D(in[1], 1), D(in[1], 2),
-                              D(in[1], 3), D(in[0], 3), nd->iarg[0], nd->iarg[1]);
+    }
+    case OP_CONV2D_BWD_WEIGHT: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
         break;
+    }
     case OP_GROUP_NORM_BWD: {
-        const sg_tensor *x = &g->t[nd->in[1]];
-        cpu_group_norm_bwd(out[0], out[1], out[2], in[0], in[1], in[2], in[3], in[4],
-                           (int)x->shape[0], (int)(x->shape[1] * x->shape[2]), (int)x->shape[3],
-                           nd->iarg[0]);
+        sg_gn_dims d = sg_gn_dims_of(g, nd);
+        cpu_group_norm_bwd(out[0], out[1], out[2], in[0], in[1], in[2], in[3], in[4], d.N, d.HW,
+                           d.C, d.G);
         break;
     }
     case OP_SILU_BWD:
         cpu_silu_bwd(out[0], in[0], in[1], n0);
         break;
-    case OP_ADD_NC_BWD:
-        cpu_add_nc_bwd(out[0], in[0], D(in[0], 0), D(in[0], 1) * D(in[0], 2), D(in[0], 3));
+    case OP_ADD_NC_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_add_nc_bwd(out[0], in[0], d.N, d.HW, d.C);
         break;
-    case OP_UPSAMPLE2X_BWD:
-        cpu_upsample2x_bwd(out[0], in[0], D(out[0], 0), D(out[0], 1), D(out[0], 2), D(out[0], 3));
+    }
+    case OP_UPSAMPLE2X_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_upsample2x_bwd(out[0], in[0], d.N, d.H, d.W, d.C);
         break;
-    case OP_AVGPOOL2X_BWD:
-        cpu_avgpool2x_bwd(out[0], in[0], D(out[0], 0), D(out[0], 1), D(out[0], 2), D(out[0], 3));
+    }
+    case OP_AVGPOOL2X_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        cpu_avgpool2x_bwd(out[0], in[0], d.N, d.H, d.W, d.C);
         break;
-    case OP_ATTENTION_BWD:
-        cpu_attention_bwd(out[0], in[0], in[1], in[2], D(in[1], 0), D(in[1], 1) * D(in[1], 2),
-                          D(in[1], 3) / 3, nd->iarg[0]);
+    }
+    case OP_ATTENTION_BWD: {
+        sg_attn_dims d = sg_attn_dims_of(g, nd);
+        cpu_attention_bwd(out[0], in[0], in[1], in[2], d.N, d.L, d.C, d.heads);
         break;
+    }
     case OP_DROPOUT_BWD:
-        cpu_dropout_bwd(out[0], in[0], n0, nd->farg[0], seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0]);
+        cpu_dropout_bwd(out[0], in[0], n0, a->dropout.p, seed, step,
+                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose);
         break;
     case OP_ACCUM:
         if (out[0] != in[0]) cpu_copy(out[0], in[0], n0); /* in place: nothing to move */
         break;
     case OP_GRAD_SUMSQ:
-        cpu_sumsq(out[0], in[0], sg_numel(&g->t[nd->in[0]]));
+        cpu_sumsq(out[0], in[0], sg_in_numel(g, nd, 0));
         break;
     case OP_CLIP_SCALE:
-        cpu_clip_scale(out[0], in[0], nd->farg[0]);
+        cpu_clip_scale(out[0], in[0], a->clip.max_norm);
         break;
     case OP_ADAMW:
-        cpu_adamw(out[0], out[1], out[2], in[1], sg_numel(&g->t[nd->in[0]]), in[4],
-                  *(int64_t *)raw_in[5], nd->farg[0], nd->farg[1], nd->farg[2], nd->farg[3],
-                  nd->farg[4], nd->iarg[0], out[3]);
+        cpu_adamw(out[0], out[1], out[2], in[1], sg_in_numel(g, nd, 0), in[4],
+                  *(int64_t *)raw_in[5], a->adamw.lr, a->adamw.b1, a->adamw.b2, a->adamw.eps,
+                  a->adamw.wd, a->adamw.warmup, out[3]);
         break;
     case OP_EMA:
-        cpu_ema(out[0], in[1], n0, nd->farg[0]);
+        cpu_ema(out[0], in[1], n0, a->ema.decay);
         break;
     case OP_STEP_INC:
         *(int64_t *)raw_out[0] += 1;
         break;
-    case OP_CONCAT:
-    case OP_COUNT:
-        break;
+    default:
+        SG_UNREACHABLE("cpu_backward_op: not a backward or optimizer op");
     }
+}
+
+static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
+    cpu_ctx *c = be->ctx;
+    const sg_graph *g = &p->g;
+    const sg_node *nd = &g->n[i];
+    if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
+    cpu_operands o;
+    cpu_bind(c, g, nd, &o);
+    if (sg_op_is_forward(nd->op))
+        cpu_forward_op(g, nd, &o);
+    else
+        cpu_backward_op(g, nd, &o);
     for (int k = 0; k < nd->nout; k++) {
         const sg_tensor *y = &g->t[nd->out[k]];
-        if (!out_direct(y, nd->accum >> (2 * k)))
-            scatter_f32(c, g, nd->out[k], out[k], (nd->accum >> (2 * k)) & 3u);
+        if (!out_direct(y, sg_accum_bits(nd, k)))
+            scatter_f32(c, g, nd->out[k], o.out[k], sg_accum_bits(nd, k));
     }
     return SG_OK;
 }

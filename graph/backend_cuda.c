@@ -21,6 +21,7 @@
 #include "common/philox.h"
 #include "graph/backend.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "planner/op_dims.h"
 
 typedef struct {
     int dev, use_graph;
@@ -67,7 +68,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     for (int i = 0; i < g->nn; i++)
         for (int k = 0; k < g->n[i].nout; k++)
             if (g->t[g->n[i].out[k]].nparts) {
-                unsigned b = (g->n[i].accum >> (2 * k)) & 3u;
+                unsigned b = sg_accum_bits(&g->n[i], k);
                 if (b == 1u || b == 2u)
                     return sg_set_error("node %d (%s): the two halves of %s differ in "
                                         "accumulation, which the CUDA kernels do not support",
@@ -129,172 +130,227 @@ static sg_cat CAT(const cuda_ctx *c, const sg_graph *g, int t) {
 
 #define IN(k) (nd->in[k])
 #define OUT(k) (nd->out[k])
-#define D(x, d) ((int)g->t[x].shape[d])
-#define ACC(k) ((int)((nd->accum >> (2 * (k))) & 1u))
+/* the kernels take one accumulate flag per output: both halves of a virtual output agree
+ * (cuda_prepare checks it) */
+#define ACC(k) ((int)(sg_accum_bits(nd, k) & 1u))
+
+/* what every launch of a node needs besides its own operands */
+typedef struct {
+    cuda_ctx *c;
+    const sg_graph *g;
+    const sg_node *nd;
+    cudaStream_t st;
+    cublasHandle_t cb;
+    void *ws; /* the plan's kernel workspace */
+    int64_t wsb;
+    int dt;     /* output 0's dtype */
+    int64_t n0; /* output 0's elements */
+} cuda_launch;
+
+/* the step inputs, model and loss ops */
+static int cuda_forward_op(const cuda_launch *l) {
+    cuda_ctx *c = l->c;
+    const sg_graph *g = l->g;
+    const sg_node *nd = l->nd;
+    const sg_op_args *a = &nd->a;
+    cudaStream_t st = l->st;
+    int dt = l->dt;
+    int64_t n0 = l->n0;
+    switch (nd->op) {
+    case OP_GATHER_BATCH: {
+        const sg_tensor *ds = &g->t[IN(0)];
+        return cuda_gather_batch(st, P(c, g, OUT(0)), P(c, g, IN(0)), ds->shape[0],
+                                 (int)ds->shape[1], (int)ds->shape[2], (int)ds->shape[3],
+                                 a->gather.N, a->gather.img, a->gather.img, P(c, g, IN(1)),
+                                 P(c, g, IN(2)), a->gather.flip);
+    }
+    case OP_SAMPLE_T:
+        return cuda_sample_timesteps(st, P(c, g, OUT(0)), a->sample_t.N, a->sample_t.T,
+                                     P(c, g, IN(0)), P(c, g, IN(1)));
+    case OP_NOISE:
+        return cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE);
+    case OP_DDPM_NOISE: {
+        int N = (int)g->t[IN(0)].shape[0];
+        return cuda_ddpm_noise(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)),
+                               N, (int)(n0 / N), a->ddpm.T, a->ddpm.beta1, a->ddpm.betaT, dt);
+    }
+    case OP_TIMESTEP_EMB:
+        return cuda_timestep_emb(st, P(c, g, OUT(0)), P(c, g, IN(0)), (int)g->t[IN(0)].shape[0],
+                                 a->temb.dim, dt);
+    case OP_LINEAR: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        return cuda_linear_fwd(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                               P(c, g, IN(2)), d.N, d.K, d.M, dt, l->ws, l->wsb);
+    }
+    case OP_CONV2D: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        return cuda_conv2d_fwd(st, l->cb, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
+                               P(c, g, IN(2)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dt, l->ws,
+                               l->wsb);
+    }
+    case OP_GROUP_NORM: {
+        sg_gn_dims d = sg_gn_dims_of(g, nd);
+        return cuda_group_norm_fwd(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
+                                   CAT(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), d.N, d.HW, d.C,
+                                   d.G, a->gn.eps, dt);
+    }
+    case OP_SILU:
+        return cuda_silu_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, dt);
+    case OP_ADD:
+        return cuda_add_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt);
+    case OP_ADD_NC: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_add_nc_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), d.N, d.HW, d.C,
+                               dt);
+    }
+    case OP_CONCAT:
+        return SG_OK; /* virtual: consumers read both parts */
+    case OP_UPSAMPLE2X: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_upsample2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt);
+    }
+    case OP_AVGPOOL2X: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_avgpool2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt);
+    }
+    case OP_ATTENTION: {
+        sg_attn_dims d = sg_attn_dims_of(g, nd);
+        return cuda_attention_fwd(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)), d.N,
+                                  d.L, d.C, d.heads, dt, l->ws, l->wsb);
+    }
+    case OP_DROPOUT:
+        return cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
+                                P(c, g, IN(1)), P(c, g, IN(2)),
+                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, dt);
+    case OP_MSE:
+        return cuda_mse_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
+                            g->t[IN(1)].dtype, sg_in_numel(g, nd, 0), l->ws, l->wsb);
+    default:
+        SG_UNREACHABLE("cuda_forward_op: not a forward op");
+    }
+}
+
+/* the backward ops; gradients accumulate (+=) where the node's accum bits say so */
+static int cuda_backward_op(const cuda_launch *l) {
+    cuda_ctx *c = l->c;
+    const sg_graph *g = l->g;
+    const sg_node *nd = l->nd;
+    const sg_op_args *a = &nd->a;
+    cudaStream_t st = l->st;
+    int dt = l->dt, dy_dt = (int)g->t[IN(0)].dtype;
+    int64_t n0 = l->n0;
+    switch (nd->op) {
+    case OP_MSE_BWD:
+        return cuda_mse_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
+                            g->t[IN(1)].dtype, n0, 1.0f, ACC(0));
+    case OP_LINEAR_BWD_DATA: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        return cuda_linear_bwd_data(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), d.N,
+                                    d.K, d.M, dt, ACC(0), l->ws, l->wsb);
+    }
+    case OP_LINEAR_BWD_WEIGHT: {
+        sg_linear_dims d = sg_linear_dims_of(g, nd);
+        return cuda_linear_bwd_weight(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                      P(c, g, IN(1)), d.N, d.K, d.M, dy_dt, ACC(0), l->ws, l->wsb);
+    }
+    case OP_CONV2D_BWD_DATA: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        return cuda_conv2d_bwd_data(st, l->cb, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                    d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt, ACC(0), l->ws,
+                                    l->wsb);
+    }
+    case OP_CONV2D_BWD_WEIGHT: {
+        sg_conv_dims d = sg_conv_dims_of(g, nd);
+        return cuda_conv2d_bwd_weight(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                      CAT(c, g, IN(1)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt,
+                                      ACC(0), l->ws, l->wsb);
+    }
+    case OP_GROUP_NORM_BWD: {
+        sg_gn_dims d = sg_gn_dims_of(g, nd);
+        return cuda_group_norm_bwd(st, CAT(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
+                                   P(c, g, IN(0)), CAT(c, g, IN(1)), P(c, g, IN(2)), P(c, g, IN(3)),
+                                   P(c, g, IN(4)), d.N, d.HW, d.C, d.G, dy_dt, ACC(0), ACC(1),
+                                   l->ws, l->wsb);
+    }
+    case OP_SILU_BWD:
+        return cuda_silu_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt, ACC(0));
+    case OP_ADD_NC_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_add_nc_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.HW, d.C, dt, ACC(0),
+                               l->ws, l->wsb);
+    }
+    case OP_UPSAMPLE2X_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_upsample2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt,
+                                   ACC(0));
+    }
+    case OP_AVGPOOL2X_BWD: {
+        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+        return cuda_avgpool2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt,
+                                  ACC(0));
+    }
+    case OP_ATTENTION_BWD: {
+        sg_attn_dims d = sg_attn_dims_of(g, nd);
+        return cuda_attention_bwd(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                  P(c, g, IN(2)), d.N, d.L, d.C, d.heads, dt, ACC(0), l->ws,
+                                  l->wsb);
+    }
+    case OP_DROPOUT_BWD:
+        return cuda_dropout_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
+                                P(c, g, IN(1)), P(c, g, IN(2)),
+                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, dt, ACC(0));
+    case OP_ACCUM:
+        /* in place (the planner merged the buffers) and not accumulating: nothing to move */
+        if (P(c, g, OUT(0)) == P(c, g, IN(0)) && !ACC(0)) return SG_OK;
+        return cuda_copy(st, P(c, g, OUT(0)), dt, P(c, g, IN(0)), dy_dt, n0, ACC(0));
+    default:
+        SG_UNREACHABLE("cuda_backward_op: not a backward op");
+    }
+}
+
+/* the optimizer ops, in place on the persistent regions */
+static int cuda_optimizer_op(const cuda_launch *l) {
+    cuda_ctx *c = l->c;
+    const sg_graph *g = l->g;
+    const sg_node *nd = l->nd;
+    const sg_op_args *a = &nd->a;
+    cudaStream_t st = l->st;
+    switch (nd->op) {
+    case OP_GRAD_SUMSQ:
+        return cuda_sumsq(st, P(c, g, OUT(0)), P(c, g, IN(0)), sg_in_numel(g, nd, 0), l->ws,
+                          l->wsb);
+    case OP_CLIP_SCALE:
+        return cuda_clip_scale(st, P(c, g, OUT(0)), P(c, g, IN(0)), a->clip.max_norm);
+    case OP_ADAMW:
+        return cuda_adamw(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)), P(c, g, IN(1)),
+                          sg_in_numel(g, nd, 0), P(c, g, IN(4)), P(c, g, IN(5)), a->adamw.lr,
+                          a->adamw.b1, a->adamw.b2, a->adamw.eps, a->adamw.wd, a->adamw.warmup,
+                          P(c, g, OUT(3)));
+    case OP_EMA:
+        return cuda_ema(st, P(c, g, OUT(0)), P(c, g, IN(1)), l->n0, a->ema.decay);
+    case OP_STEP_INC:
+        return cuda_step_increment(st, P(c, g, OUT(0)));
+    default:
+        SG_UNREACHABLE("cuda_optimizer_op: not an optimizer op");
+    }
+}
 
 static int cuda_run_node(sg_backend *be, const sg_plan *p, int i) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
-    cudaStream_t st = c->st;
-    cublasHandle_t cb = c->cb;
-    void *ws = c->ws;
-    int64_t wsb = c->ws_bytes;
-    int dt = nd->nout ? (int)g->t[OUT(0)].dtype : DT_F32;
-    int64_t n0 = nd->nout ? sg_numel(&g->t[OUT(0)]) : 0;
-    int rc = SG_OK;
-    switch (nd->op) {
-    case OP_GATHER_BATCH:
-        rc = cuda_gather_batch(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].shape[0],
-                               D(IN(0), 1), D(IN(0), 2), D(IN(0), 3), nd->iarg[0], nd->iarg[1],
-                               nd->iarg[1], P(c, g, IN(1)), P(c, g, IN(2)), nd->iarg[2]);
-        break;
-    case OP_SAMPLE_T:
-        rc = cuda_sample_timesteps(st, P(c, g, OUT(0)), nd->iarg[0], nd->iarg[1], P(c, g, IN(0)),
-                                   P(c, g, IN(1)));
-        break;
-    case OP_NOISE:
-        rc = cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE);
-        break;
-    case OP_DDPM_NOISE:
-        rc = cuda_ddpm_noise(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)),
-                             D(IN(0), 0), (int)(n0 / D(IN(0), 0)), nd->iarg[0], nd->farg[0],
-                             nd->farg[1], dt);
-        break;
-    case OP_TIMESTEP_EMB:
-        rc = cuda_timestep_emb(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), nd->iarg[0], dt);
-        break;
-    case OP_LINEAR:
-        rc = cuda_linear_fwd(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                             P(c, g, IN(2)), D(IN(0), 0), D(IN(0), 1), D(IN(1), 0), dt, ws, wsb);
-        break;
-    case OP_CONV2D:
-        rc = cuda_conv2d_fwd(st, cb, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
-                             P(c, g, IN(2)), D(IN(0), 0), D(IN(0), 1), D(IN(0), 2), D(IN(0), 3),
-                             D(IN(1), 0), nd->iarg[0], nd->iarg[1], dt, ws, wsb);
-        break;
-    case OP_GROUP_NORM:
-        rc = cuda_group_norm_fwd(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
-                                 CAT(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), D(IN(0), 0),
-                                 D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), nd->iarg[0], nd->farg[0],
-                                 dt);
-        break;
-    case OP_SILU:
-        rc = cuda_silu_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, dt);
-        break;
-    case OP_ADD:
-        rc = cuda_add_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt);
-        break;
-    case OP_ADD_NC:
-        rc = cuda_add_nc_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), D(IN(0), 0),
-                             D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), dt);
-        break;
-    case OP_CONCAT:
-        break; /* virtual: consumers read both parts */
-    case OP_UPSAMPLE2X:
-        rc = cuda_upsample2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), D(IN(0), 1),
-                                 D(IN(0), 2), D(IN(0), 3), dt);
-        break;
-    case OP_AVGPOOL2X:
-        rc = cuda_avgpool2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0), D(IN(0), 1),
-                                D(IN(0), 2), D(IN(0), 3), dt);
-        break;
-    case OP_ATTENTION:
-        rc = cuda_attention_fwd(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                D(IN(0), 0), D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3) / 3,
-                                nd->iarg[0], dt, ws, wsb);
-        break;
-    case OP_DROPOUT:
-        rc = cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, nd->farg[0], P(c, g, IN(1)),
-                              P(c, g, IN(2)), SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0], dt);
-        break;
-    case OP_MSE:
-        rc = cuda_mse_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
-                          g->t[IN(1)].dtype, sg_numel(&g->t[IN(0)]), ws, wsb);
-        break;
-    case OP_MSE_BWD:
-        rc = cuda_mse_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
-                          g->t[IN(1)].dtype, n0, 1.0f, ACC(0));
-        break;
-    case OP_LINEAR_BWD_DATA:
-        rc = cuda_linear_bwd_data(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                  D(IN(0), 0), D(IN(1), 1), D(IN(1), 0), dt, ACC(0), ws, wsb);
-        break;
-    case OP_LINEAR_BWD_WEIGHT:
-        rc = cuda_linear_bwd_weight(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                    P(c, g, IN(1)), D(IN(0), 0), D(IN(1), 1), D(IN(0), 1),
-                                    (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
-        break;
-    case OP_CONV2D_BWD_DATA:
-        rc =
-            cuda_conv2d_bwd_data(st, cb, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                 D(IN(0), 0), nd->iarg[2], nd->iarg[3], D(IN(1), 3), D(IN(1), 0),
-                                 nd->iarg[0], nd->iarg[1], (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
-        break;
-    case OP_CONV2D_BWD_WEIGHT:
-        rc = cuda_conv2d_bwd_weight(st, cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                    CAT(c, g, IN(1)), D(IN(1), 0), D(IN(1), 1), D(IN(1), 2),
-                                    D(IN(1), 3), D(IN(0), 3), nd->iarg[0], nd->iarg[1],
-                                    (int)g->t[IN(0)].dtype, ACC(0), ws, wsb);
-        break;
-    case OP_GROUP_NORM_BWD:
-        rc =
-            cuda_group_norm_bwd(st, CAT(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
-                                P(c, g, IN(0)), CAT(c, g, IN(1)), P(c, g, IN(2)), P(c, g, IN(3)),
-                                P(c, g, IN(4)), D(IN(1), 0), D(IN(1), 1) * D(IN(1), 2), D(IN(1), 3),
-                                nd->iarg[0], (int)g->t[IN(0)].dtype, ACC(0), ACC(1), ws, wsb);
-        break;
-    case OP_SILU_BWD:
-        rc = cuda_silu_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt, ACC(0));
-        break;
-    case OP_ADD_NC_BWD:
-        rc = cuda_add_nc_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(IN(0), 0),
-                             D(IN(0), 1) * D(IN(0), 2), D(IN(0), 3), dt, ACC(0), ws, wsb);
-        break;
-    case OP_UPSAMPLE2X_BWD:
-        rc = cuda_upsample2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(OUT(0), 0), D(OUT(0), 1),
-                                 D(OUT(0), 2), D(OUT(0), 3), dt, ACC(0));
-        break;
-    case OP_AVGPOOL2X_BWD:
-        rc = cuda_avgpool2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), D(OUT(0), 0), D(OUT(0), 1),
-                                D(OUT(0), 2), D(OUT(0), 3), dt, ACC(0));
-        break;
-    case OP_ATTENTION_BWD:
-        rc = cuda_attention_bwd(st, cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                P(c, g, IN(2)), D(IN(1), 0), D(IN(1), 1) * D(IN(1), 2),
-                                D(IN(1), 3) / 3, nd->iarg[0], dt, ACC(0), ws, wsb);
-        break;
-    case OP_DROPOUT_BWD:
-        rc = cuda_dropout_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, nd->farg[0], P(c, g, IN(1)),
-                              P(c, g, IN(2)), SG_RNG_DROPOUT_BASE + (uint32_t)nd->iarg[0], dt,
-                              ACC(0));
-        break;
-    case OP_ACCUM:
-        /* in place (the planner merged the buffers) and not accumulating: nothing to move */
-        if (P(c, g, OUT(0)) == P(c, g, IN(0)) && !ACC(0)) break;
-        rc = cuda_copy(st, P(c, g, OUT(0)), dt, P(c, g, IN(0)), (int)g->t[IN(0)].dtype, n0, ACC(0));
-        break;
-    case OP_GRAD_SUMSQ:
-        rc = cuda_sumsq(st, P(c, g, OUT(0)), P(c, g, IN(0)), sg_numel(&g->t[IN(0)]), ws, wsb);
-        break;
-    case OP_CLIP_SCALE:
-        rc = cuda_clip_scale(st, P(c, g, OUT(0)), P(c, g, IN(0)), nd->farg[0]);
-        break;
-    case OP_ADAMW:
-        rc = cuda_adamw(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)), P(c, g, IN(1)),
-                        sg_numel(&g->t[IN(0)]), P(c, g, IN(4)), P(c, g, IN(5)), nd->farg[0],
-                        nd->farg[1], nd->farg[2], nd->farg[3], nd->farg[4], nd->iarg[0],
-                        P(c, g, OUT(3)));
-        break;
-    case OP_EMA:
-        rc = cuda_ema(st, P(c, g, OUT(0)), P(c, g, IN(1)), n0, nd->farg[0]);
-        break;
-    case OP_STEP_INC:
-        rc = cuda_step_increment(st, P(c, g, OUT(0)));
-        break;
-    case OP_COUNT:
-        break;
-    }
+    cuda_launch l = {.c = c,
+                     .g = g,
+                     .nd = nd,
+                     .st = c->st,
+                     .cb = c->cb,
+                     .ws = c->ws,
+                     .wsb = c->ws_bytes,
+                     .dt = nd->nout ? (int)g->t[OUT(0)].dtype : DT_F32,
+                     .n0 = nd->nout ? sg_out_numel(g, nd, 0) : 0};
+    int rc = sg_op_is_forward(nd->op)     ? cuda_forward_op(&l)
+             : sg_op_is_optimizer(nd->op) ? cuda_optimizer_op(&l)
+                                          : cuda_backward_op(&l);
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sg_last_error());

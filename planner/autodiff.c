@@ -41,18 +41,18 @@ static unsigned contrib_bits(sg_graph *g, int gt, int k) {
     if (g->t[gt].nparts) {
         for (int p = 0; p < 2; p++) {
             int pt = g->t[gt].parts[p];
-            if (g->t[pt].has_contrib) bits |= 1u << (2 * k + p);
+            if (g->t[pt].has_contrib) bits |= sg_accum_bit(k, p);
             g->t[pt].has_contrib = 1;
         }
     } else {
-        if (g->t[gt].has_contrib) bits |= 1u << (2 * k);
+        if (g->t[gt].has_contrib) bits |= sg_accum_bit(k, 0);
     }
     g->t[gt].has_contrib = 1;
     return bits;
 }
 
-int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of, const int *iarg,
-            const float *farg, const char *name, int fwd) {
+int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of,
+            const sg_op_args *args, const char *name, int fwd) {
     int outs[SG_MAX_OUT];
     int nout = sg_ops[op].nout;
     for (int k = 0; k < nout; k++) {
@@ -62,7 +62,7 @@ int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of, c
             if (outs[k] < 0) return -1;
         }
     }
-    int nd = sg_node_add(g, op, in, nin, outs, iarg, farg, name);
+    int nd = sg_node_add(g, op, in, nin, outs, args, name);
     if (nd < 0) return -1;
     unsigned bits = 0;
     for (int k = 0; k < nout; k++)

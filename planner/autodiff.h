@@ -12,8 +12,8 @@
 /* Append a backward node. For each output slot k, grad_of[k] names the tensor whose gradient
  * the output contributes to (the gradient tensor is created on first use, virtual for a
  * virtual tensor), or -1 for a plain new output. `fwd` is the forward node differentiated. */
-int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of, const int *iarg,
-            const float *farg, const char *name, int fwd);
+int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of,
+            const sg_op_args *args, const char *name, int fwd);
 
 /* The gradient tensor of t, creating it (not yet written) if needed. Parameters' gradients
  * are the persistent `grad:<name>` tensors made with the parameter. */

@@ -79,19 +79,18 @@ const char *sg_shape_str(const sg_tensor *t, char *buf, int cap) {
     return buf;
 }
 
-int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const int *iarg,
-                const float *farg, const char *name) {
+int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,
+                const char *name) {
     const sg_op_info *info = &sg_ops[op];
     if (nin != info->nin) {
         sg_set_error("%s: op %s takes %d inputs, got %d", name, info->name, info->nin, nin);
         return -1;
     }
-    /* iarg / farg may point into g->n (a backward rule passing its forward node's args),
-     * which growing moves: take them first */
+    /* args may point into g->n (a backward rule passing its forward node's args), which
+     * growing moves: take them first */
     sg_node nd;
     memset(&nd, 0, sizeof nd);
-    if (iarg) memcpy(nd.iarg, iarg, sizeof nd.iarg);
-    if (farg) memcpy(nd.farg, farg, sizeof nd.farg);
+    if (args) nd.a = *args;
     if (grow((void **)&g->n, &g->cap_n, g->nn + 1, sizeof(sg_node))) return -1;
     nd.op = op;
     nd.nin = nin;

@@ -23,46 +23,121 @@
 
 typedef enum {
     /* step inputs, all computed on the device from device-resident state */
-    OP_GATHER_BATCH, /* dataset, seed, step -> x0                           */
-    OP_SAMPLE_T,     /* seed, step -> t (i32[N])                            */
-    OP_NOISE,        /* seed, step -> eps                                   */
-    OP_DDPM_NOISE,   /* x0, eps, t -> x_t                                   */
+    OP_GATHER_BATCH, /* dataset, seed, step -> x0                 args: gather    */
+    OP_SAMPLE_T,     /* seed, step -> t (i32[N])                   args: sample_t  */
+    OP_NOISE,        /* x0, seed, step -> eps                                      */
+    OP_DDPM_NOISE,   /* x0, eps, t -> x_t                          args: ddpm      */
     /* the model */
-    OP_TIMESTEP_EMB, /* t -> emb[N, dim]                                    */
-    OP_LINEAR,       /* x, w, b -> y                                        */
-    OP_CONV2D,       /* x, w, b -> y            iarg: K, S                  */
-    OP_GROUP_NORM,   /* x, gamma, beta -> y, mean, rstd   iarg: G; farg: eps */
+    OP_TIMESTEP_EMB, /* t -> emb[N, dim]                           args: temb      */
+    OP_LINEAR,       /* x, w, b -> y                                               */
+    OP_CONV2D,       /* x, w, b -> y                               args: conv      */
+    OP_GROUP_NORM,   /* x, gamma, beta -> y, mean, rstd            args: gn        */
     OP_SILU,
     OP_ADD,
-    OP_ADD_NC, /* x[N,H,W,C] + v[N,C]                                 */
-    OP_CONCAT, /* a, b -> channel concatenation, virtual: never copied */
+    OP_ADD_NC, /* x[N,H,W,C] + v[N,C]                                          */
+    OP_CONCAT, /* a, b -> channel concatenation, virtual: never copied          */
     OP_UPSAMPLE2X,
     OP_AVGPOOL2X,
-    OP_ATTENTION, /* qkv -> y, P             iarg: heads                 */
-    OP_DROPOUT,   /* x, seed, step -> y      iarg: purpose; farg: p      */
-    OP_MSE,       /* pred, target -> loss                                */
+    OP_ATTENTION, /* qkv -> y, P                                  args: attn      */
+    OP_DROPOUT,   /* x, seed, step -> y                           args: dropout   */
+    OP_MSE,       /* pred, target -> loss                                         */
     /* backward */
     OP_MSE_BWD,
     OP_LINEAR_BWD_DATA,
     OP_LINEAR_BWD_WEIGHT,
-    OP_CONV2D_BWD_DATA,
-    OP_CONV2D_BWD_WEIGHT,
-    OP_GROUP_NORM_BWD,
+    OP_CONV2D_BWD_DATA,   /*                                     args: conv      */
+    OP_CONV2D_BWD_WEIGHT, /*                                     args: conv      */
+    OP_GROUP_NORM_BWD,    /*                                     args: gn        */
     OP_SILU_BWD,
     OP_ADD_NC_BWD,
     OP_UPSAMPLE2X_BWD,
     OP_AVGPOOL2X_BWD,
-    OP_ATTENTION_BWD,
-    OP_DROPOUT_BWD,
-    OP_ACCUM, /* y = x, or y += x: gradient fan-in                   */
+    OP_ATTENTION_BWD, /*                                         args: attn      */
+    OP_DROPOUT_BWD,   /*                                         args: dropout   */
+    OP_ACCUM,         /* y = x, or y += x: gradient fan-in                        */
     /* optimizer */
-    OP_GRAD_SUMSQ, /* grads -> sumsq                                      */
-    OP_CLIP_SCALE, /* sumsq -> scale          farg: max_norm              */
-    OP_ADAMW,      /* params, grads, m, v, scale, step -> params, m, v, lr */
-    OP_EMA,        /* ema, params -> ema      farg: decay                 */
-    OP_STEP_INC,   /* step -> step                                        */
+    OP_GRAD_SUMSQ, /* grads -> sumsq                                              */
+    OP_CLIP_SCALE, /* sumsq -> scale                              args: clip      */
+    OP_ADAMW,      /* params, grads, m, v, scale, step -> params, m, v, lr        */
+                   /*                                             args: adamw     */
+    OP_EMA,        /* ema, params -> ema                          args: ema       */
+    OP_STEP_INC,   /* step -> step                                                */
     OP_COUNT
 } sg_op;
+
+/* The enum is grouped: step inputs and model ops (forward, up to the loss) come first, then
+ * backward ops, then the optimizer's from OP_GRAD_SUMSQ on. A new op goes into its group. */
+static inline int sg_op_is_forward(sg_op op) {
+    return op < OP_MSE_BWD;
+}
+static inline int sg_op_is_optimizer(sg_op op) {
+    return op >= OP_GRAD_SUMSQ && op < OP_COUNT;
+}
+
+/* ---- op arguments: one struct per op family, named fields, filled by whoever builds the
+ * node (planner/models.c, the backward rules in planner/ops.c) and read by name everywhere
+ * else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that follow
+ * from the operands' shapes are not arguments: planner/op_dims.h derives them. */
+typedef struct {
+    int N;    /* images per batch */
+    int img;  /* output height = width (data images are padded into it) */
+    int flip; /* random horizontal flips */
+} sg_gather_args;
+typedef struct {
+    int N, T; /* N timesteps drawn from [0, T) */
+} sg_sample_t_args;
+typedef struct {
+    int T;              /* diffusion steps of the linear beta schedule */
+    float beta1, betaT; /* its first and last beta */
+    sg_dtype out_dt;    /* x_t's dtype */
+} sg_ddpm_args;
+typedef struct {
+    int dim;         /* embedding width (even) */
+    sg_dtype out_dt; /* the embedding's dtype */
+} sg_temb_args;
+typedef struct {
+    int K, S;        /* square kernel (1 or 3) and stride (1 or 2); padding K/2 */
+    sg_dtype out_dt; /* forward: y's dtype */
+    int H, W;        /* backward data: the forward input's height and width (S = 2 cannot
+                        recover them from dy); 0 in the other conv ops */
+} sg_conv_args;
+typedef struct {
+    int groups;
+    float eps;
+} sg_gn_args;
+typedef struct {
+    int heads;
+} sg_attn_args;
+typedef struct {
+    int purpose; /* which dropout of the step: its random stream (SG_RNG_DROPOUT_BASE + it) */
+    float p;     /* drop probability */
+} sg_dropout_args;
+typedef struct {
+    float max_norm;
+} sg_clip_args;
+typedef struct {
+    int warmup;                /* linear learning-rate warm-up steps */
+    float lr, b1, b2, eps, wd; /* peak lr, betas, epsilon, decoupled weight decay */
+} sg_adamw_args;
+typedef struct {
+    float decay;
+} sg_ema_args;
+
+/* The arguments of one node: the member named after its op family (the ir.h enum says which);
+ * ops without arguments leave it zeroed. */
+typedef union {
+    sg_gather_args gather;
+    sg_sample_t_args sample_t;
+    sg_ddpm_args ddpm;
+    sg_temb_args temb;
+    sg_conv_args conv;
+    sg_gn_args gn;
+    sg_attn_args attn;
+    sg_dropout_args dropout;
+    sg_clip_args clip;
+    sg_adamw_args adamw;
+    sg_ema_args ema;
+} sg_op_args;
 
 enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };
 
@@ -92,10 +167,9 @@ typedef struct {
     int in[SG_MAX_IN];
     int out[SG_MAX_OUT];
     /* bit (2*slot + part): that output (or part of a virtual output) accumulates (+=) into
-     * what is already there instead of overwriting it. */
+     * what is already there instead of overwriting it. Read it with sg_accum_bits. */
     unsigned accum;
-    int iarg[4];
-    float farg[6];
+    sg_op_args a;
     int fwd; /* backward nodes: the forward node they differentiate; else -1 */
 } sg_node;
 
@@ -139,8 +213,17 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
 /* Append a node of `op`: inputs `in`, outputs either existing tensors (outs[i] >= 0, written
  * in place) or new ones (outs[i] < 0) created from the op's shape rule and named
  * `name`/`name.suffix`. Returns the node id, or -1 with sg_last_error() set. */
-int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const int *iarg,
-                const float *farg, const char *name);
+int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,
+                const char *name);
+/* The accumulate bits of output slot k: bit 0 for the tensor (or part 0 of a virtual one),
+ * bit 1 for part 1. */
+static inline unsigned sg_accum_bits(const sg_node *nd, int k) {
+    return (nd->accum >> (2 * k)) & 3u;
+}
+/* The bit that makes output slot k (part `part`) accumulate. */
+static inline unsigned sg_accum_bit(int k, int part) {
+    return 1u << (2 * k + part);
+}
 /* A tensor's output id convenience: the id of node's output k. */
 static inline int sg_out(const sg_graph *g, int node, int k) {
     return g->n[node].out[k];
@@ -151,9 +234,9 @@ int sg_find_tensor(const sg_graph *g, const char *name);
 int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd);
 /* cuBLAS's workspace inside the arena (32 MiB, what Hopper wants). */
 #define SG_CUBLAS_WORKSPACE_BYTES (32ll << 20)
-/* "N,H,W,C" style shape string into buf. */
 /* Format a tensor name into buf (SG_NAME_MAX bytes); names that do not fit are cut. */
 char *sg_name(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "NxHxWxC" style shape string into buf (cap bytes). */
 const char *sg_shape_str(const sg_tensor *t, char *buf, int cap);
 
 #endif

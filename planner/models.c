@@ -264,11 +264,11 @@ static int param(builder *b, const char *module, const char *what, int ndim, con
     return p;
 }
 
-static int node(builder *b, sg_op op, const int *in, int nin, const int *ia, const float *fa,
+static int node(builder *b, sg_op op, const int *in, int nin, const sg_op_args *args,
                 const char *name, int k) {
     if (b->err) return -1;
     int outs[SG_MAX_OUT] = {-1, -1, -1, -1};
-    int n = sg_node_add(b->g, op, in, nin, outs, ia, fa, name);
+    int n = sg_node_add(b->g, op, in, nin, outs, args, name);
     if (n < 0) return b->err = 1, -1;
     return outs[k];
 }
@@ -280,8 +280,9 @@ static int conv(builder *b, int x, int Co, int K, int S, const char *module, sg_
     int64_t ws[4] = {Co, K, K, Ci}, bs[1] = {Co};
     int w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
     int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
-    int in[3] = {x, w, bb}, ia[4] = {K, S, out_dt == b->g->t[x].dtype ? 0 : (int)out_dt + 1, 0};
-    return node(b, OP_CONV2D, in, 3, ia, NULL, module, 0);
+    int in[3] = {x, w, bb};
+    sg_op_args a = {.conv = {.K = K, .S = S, .out_dt = out_dt}};
+    return node(b, OP_CONV2D, in, 3, &a, module, 0);
 }
 
 static int linear(builder *b, int x, int M, const char *module) {
@@ -292,7 +293,7 @@ static int linear(builder *b, int x, int M, const char *module) {
     int w = param(b, module, "weight", 2, ws, SG_INIT_UNIFORM, bound);
     int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
     int in[3] = {x, w, bb};
-    return node(b, OP_LINEAR, in, 3, NULL, NULL, module, 0);
+    return node(b, OP_LINEAR, in, 3, NULL, module, 0);
 }
 
 static int group_norm(builder *b, int x, const char *module) {
@@ -300,32 +301,32 @@ static int group_norm(builder *b, int x, const char *module) {
     int64_t cs[1] = {b->g->t[x].shape[3]};
     int gm = param(b, module, "weight", 1, cs, SG_INIT_ONES, 0);
     int bt = param(b, module, "bias", 1, cs, SG_INIT_ZEROS, 0);
-    int in[3] = {x, gm, bt}, ia[4] = {b->c->groups};
-    float fa[6] = {1e-6f};
-    return node(b, OP_GROUP_NORM, in, 3, ia, fa, module, 0);
+    int in[3] = {x, gm, bt};
+    sg_op_args a = {.gn = {.groups = b->c->groups, .eps = 1e-6f}};
+    return node(b, OP_GROUP_NORM, in, 3, &a, module, 0);
 }
 
 static int unary(builder *b, sg_op op, int x, const char *module, const char *what) {
     char nm[SG_NAME_MAX];
     sg_name(nm, "%s.%s", module, what);
     int in[1] = {x};
-    return node(b, op, in, 1, NULL, NULL, nm, 0);
+    return node(b, op, in, 1, NULL, nm, 0);
 }
 
 static int binary(builder *b, sg_op op, int x, int y, const char *module, const char *what) {
     char nm[SG_NAME_MAX];
     sg_name(nm, "%s.%s", module, what);
     int in[2] = {x, y};
-    return node(b, op, in, 2, NULL, NULL, nm, 0);
+    return node(b, op, in, 2, NULL, nm, 0);
 }
 
 static int dropout(builder *b, int x, const char *module) {
     if (b->c->dropout <= 0 || b->err) return x;
     char nm[SG_NAME_MAX];
     sg_name(nm, "%s.dropout", module);
-    int in[3] = {x, b->seed_t, b->step_t}, ia[4] = {b->g->n_dropout++};
-    float fa[6] = {b->c->dropout};
-    return node(b, OP_DROPOUT, in, 3, ia, fa, nm, 0);
+    int in[3] = {x, b->seed_t, b->step_t};
+    sg_op_args a = {.dropout = {.purpose = b->g->n_dropout++, .p = b->c->dropout}};
+    return node(b, OP_DROPOUT, in, 3, &a, nm, 0);
 }
 
 static int resblock(builder *b, int x, int Co, const char *m) {
@@ -354,8 +355,9 @@ static int attnblock(builder *b, int x, const char *m) {
     int C = (int)b->g->t[x].shape[3];
     int h = group_norm(b, x, SUB("group_norm"));
     h = conv(b, h, 3 * C, 1, 1, SUB("to_qkv"), b->c->act_dt);
-    int in[1] = {h}, ia[4] = {heads_for(b->c, C)};
-    h = node(b, OP_ATTENTION, in, 1, ia, NULL, SUB("attn"), 0);
+    int in[1] = {h};
+    sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
+    h = node(b, OP_ATTENTION, in, 1, &a, SUB("attn"), 0);
     h = conv(b, h, C, 1, 1, SUB("to_out.0"), b->c->act_dt);
     return binary(b, OP_ADD, x, h, m, "out");
 #undef SUB
@@ -372,8 +374,9 @@ static int unet(builder *b, int x, int t) {
     const sg_model_cfg *c = b->c;
     sg_dtype dt = c->act_dt;
     char nm[SG_NAME_MAX];
-    int in[1] = {t}, ia[4] = {c->ch, dt};
-    int e = node(b, OP_TIMESTEP_EMB, in, 1, ia, NULL, "time_embedding.sinusoid", 0);
+    int in[1] = {t};
+    sg_op_args ta = {.temb = {.dim = c->ch, .out_dt = dt}};
+    int e = node(b, OP_TIMESTEP_EMB, in, 1, &ta, "time_embedding.sinusoid", 0);
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_1");
     e = unary(b, OP_SILU, e, "time_embedding", "silu");
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
@@ -471,19 +474,21 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     b.seed_t = io->seed, b.step_t = io->step;
 
     int in3[3] = {io->dataset, io->seed, io->step};
-    int ia[4] = {N, c->img, c->flip, 0};
-    io->x0 = node(&b, OP_GATHER_BATCH, in3, 3, ia, NULL, "x0", 0);
-    int in2[2] = {io->seed, io->step}, ia2[4] = {N, c->T};
-    io->t = node(&b, OP_SAMPLE_T, in2, 2, ia2, NULL, "t", 0);
+    sg_op_args ga = {.gather = {.N = N, .img = c->img, .flip = c->flip}};
+    io->x0 = node(&b, OP_GATHER_BATCH, in3, 3, &ga, "x0", 0);
+    int in2[2] = {io->seed, io->step};
+    sg_op_args ta = {.sample_t = {.N = N, .T = c->T}};
+    io->t = node(&b, OP_SAMPLE_T, in2, 2, &ta, "t", 0);
     int in3b[3] = {io->x0, io->seed, io->step};
-    io->eps = node(&b, OP_NOISE, in3b, 3, NULL, NULL, "eps", 0);
-    int in3c[3] = {io->x0, io->eps, io->t}, ia3[4] = {c->T, c->act_dt + 1};
-    float fa3[6] = {c->beta1, c->betaT};
-    io->xt = node(&b, OP_DDPM_NOISE, in3c, 3, ia3, fa3, "x_t", 0);
+    io->eps = node(&b, OP_NOISE, in3b, 3, NULL, "eps", 0);
+    int in3c[3] = {io->x0, io->eps, io->t};
+    sg_op_args da = {
+        .ddpm = {.T = c->T, .beta1 = c->beta1, .betaT = c->betaT, .out_dt = c->act_dt}};
+    io->xt = node(&b, OP_DDPM_NOISE, in3c, 3, &da, "x_t", 0);
     io->pred = unet(&b, io->xt, io->t);
     if (b.err) return SG_ERR;
     int mse_in[2] = {io->pred, io->eps}, mse_out[SG_MAX_OUT] = {io->loss};
-    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, NULL, NULL, "mse") < 0) return SG_ERR;
+    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, NULL, "mse") < 0) return SG_ERR;
     io->n_params = b.n_params;
 
     if (ad_backward(g, io->loss)) return SG_ERR;
@@ -499,21 +504,25 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     int o[SG_MAX_OUT];
     int s_in[1] = {io->grads};
     o[0] = io->grad_sumsq;
-    if (sg_node_add(g, OP_GRAD_SUMSQ, s_in, 1, o, NULL, NULL, "grad_sumsq") < 0) return SG_ERR;
+    if (sg_node_add(g, OP_GRAD_SUMSQ, s_in, 1, o, NULL, "grad_sumsq") < 0) return SG_ERR;
     int c_in[1] = {io->grad_sumsq};
-    float cf[6] = {c->clip};
+    sg_op_args ca = {.clip = {.max_norm = c->clip}};
     o[0] = io->clip_scale;
-    if (sg_node_add(g, OP_CLIP_SCALE, c_in, 1, o, NULL, cf, "clip_scale") < 0) return SG_ERR;
+    if (sg_node_add(g, OP_CLIP_SCALE, c_in, 1, o, &ca, "clip_scale") < 0) return SG_ERR;
     int a_in[6] = {io->params, io->grads, io->adam_m, io->adam_v, io->clip_scale, io->step};
     int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->lr};
-    int aia[4] = {c->warmup};
-    float afa[6] = {c->lr, c->b1, c->b2, c->eps, c->wd};
-    if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, aia, afa, "adamw") < 0) return SG_ERR;
+    sg_op_args aa = {.adamw = {.warmup = c->warmup,
+                               .lr = c->lr,
+                               .b1 = c->b1,
+                               .b2 = c->b2,
+                               .eps = c->eps,
+                               .wd = c->wd}};
+    if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, &aa, "adamw") < 0) return SG_ERR;
     int e_in[2] = {io->ema, io->params}, e_out[SG_MAX_OUT] = {io->ema};
-    float efa[6] = {c->ema_decay};
-    if (sg_node_add(g, OP_EMA, e_in, 2, e_out, NULL, efa, "ema") < 0) return SG_ERR;
+    sg_op_args ea = {.ema = {.decay = c->ema_decay}};
+    if (sg_node_add(g, OP_EMA, e_in, 2, e_out, &ea, "ema") < 0) return SG_ERR;
     int st_in[1] = {io->step}, st_out[SG_MAX_OUT] = {io->step};
-    if (sg_node_add(g, OP_STEP_INC, st_in, 1, st_out, NULL, NULL, "step_inc") < 0) return SG_ERR;
+    if (sg_node_add(g, OP_STEP_INC, st_in, 1, st_out, NULL, "step_inc") < 0) return SG_ERR;
     return SG_OK;
 }
 

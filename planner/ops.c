@@ -1,8 +1,10 @@
 /* ops.c — the op table: one row per op (name, arity, in-place, shape rule, FLOPs, backward).
  *
- * Adding an op: one enum value in ir.h and one row here (plus its kernels in kernels/cpu and
- * kernels/cuda, registered in those backends' tables). tests/test_planner.c checks that
- * every row is filled in.
+ * Adding an op: docs/architecture.md has the checklist (an enum value in ir.h, a row here,
+ * its kernels, a case in each backend's switch). A static assert below fails the build when
+ * the table and the enum disagree; tests/test_planner.c checks that every row is filled in.
+ * Argument fields are read by name (ir.h's sg_op_args); sizes derived from the operands come
+ * from planner/op_dims.h, shared with the backends and the workspace sizing.
  *
  * FLOPs: a multiply-add counts 2 (conv, linear, attention matmuls: the `matmul` column);
  * elementwise and normalisation work counts 1 per output element. The `matmul` part is what
@@ -14,6 +16,7 @@
 
 #include "planner/autodiff.h"
 #include "planner/ir.h"
+#include "planner/op_dims.h"
 
 #define T(i) (&g->t[nd->in[i]])
 #define DIM(i, d) (g->t[nd->in[i]].shape[d])
@@ -46,9 +49,11 @@ static int need_ndim(const sg_graph *g, const sg_node *nd, int i, int ndim) {
 static int conv_out_size(int64_t h, int K, int S) {
     return (int)((h + 2 * (K / 2) - K) / S + 1);
 }
-/* Activation dtype chosen by an iarg: 0 = like input 0, else dtype + 1. */
-static sg_dtype pick_dt(const sg_graph *g, const sg_node *nd, int code) {
-    return code ? (sg_dtype)(code - 1) : T(0)->dtype;
+/* an activation dtype argument: fp32 or bf16 */
+static int need_act_dt(sg_dtype dt) {
+    if (dt != DT_F32 && dt != DT_BF16)
+        return sg_set_error("output dtype %d is not an activation dtype (f32 or bf16)", (int)dt);
+    return SG_OK;
 }
 static double numel_out0(const sg_graph *g, const sg_node *nd) {
     (void)g;
@@ -65,7 +70,7 @@ static double no_flops(const sg_graph *g, const sg_node *nd) {
 /* ---- step inputs */
 static int shape_gather(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
-    int64_t N = nd->iarg[0], img = nd->iarg[1];
+    int64_t N = nd->a.gather.N, img = nd->a.gather.img;
     if (N < 1 || img < DIM(0, 1) || img < DIM(0, 2))
         return sg_set_error("batch %lld / image %lld do not fit data %lldx%lld", (long long)N,
                             (long long)img, (long long)DIM(0, 1), (long long)DIM(0, 2));
@@ -74,8 +79,9 @@ static int shape_gather(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 static int shape_sample_t(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     (void)g;
-    if (nd->iarg[0] < 1 || nd->iarg[1] < 1) return sg_set_error("need N >= 1 and T >= 1");
-    set1(o, DT_I32, nd->iarg[0]);
+    const sg_sample_t_args *a = &nd->a.sample_t;
+    if (a->N < 1 || a->T < 1) return sg_set_error("need N >= 1 and T >= 1");
+    set1(o, DT_I32, a->N);
     return SG_OK;
 }
 static int shape_like0(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
@@ -85,13 +91,17 @@ static int shape_like0(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 static int shape_ddpm(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1)) || T(2)->shape[0] != DIM(0, 0))
         return sg_set_error("x0, eps and t disagree on shape");
+    if (nd->a.ddpm.T < 1) return sg_set_error("need T >= 1");
+    if (need_act_dt(nd->a.ddpm.out_dt)) return SG_ERR;
     same(o, T(0));
-    o->dtype = pick_dt(g, nd, nd->iarg[1]);
+    o->dtype = nd->a.ddpm.out_dt;
     return SG_OK;
 }
 static int shape_temb(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    if (nd->iarg[0] < 4 || nd->iarg[0] % 2) return sg_set_error("embedding dim must be even >= 4");
-    set2(o, (sg_dtype)(nd->iarg[1]), DIM(0, 0), nd->iarg[0]);
+    const sg_temb_args *a = &nd->a.temb;
+    if (a->dim < 4 || a->dim % 2) return sg_set_error("embedding dim must be even >= 4");
+    if (need_act_dt(a->out_dt)) return SG_ERR;
+    set2(o, a->out_dt, DIM(0, 0), a->dim);
     return SG_OK;
 }
 
@@ -104,29 +114,32 @@ static int shape_linear(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set2(o, T(0)->dtype, DIM(0, 0), DIM(1, 0));
     return SG_OK;
 }
+/* linear and both its backward passes: N*M*K multiply-adds each */
 static double flops_linear(const sg_graph *g, const sg_node *nd) {
-    return 2.0 * DIM(0, 0) * DIM(1, 0) * DIM(1, 1);
+    sg_linear_dims d = sg_linear_dims_of(g, nd);
+    return 2.0 * d.N * d.M * d.K;
 }
 static int shape_conv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 4)) return SG_ERR;
-    int K = nd->iarg[0], S = nd->iarg[1];
+    int K = nd->a.conv.K, S = nd->a.conv.S;
     if ((K != 1 && K != 3) || (S != 1 && S != 2)) return sg_set_error("K must be 1 or 3, S 1 or 2");
+    if (need_act_dt(nd->a.conv.out_dt)) return SG_ERR;
     if (DIM(1, 1) != K || DIM(1, 2) != K || DIM(1, 3) != DIM(0, 3) || DIM(2, 0) != DIM(1, 0))
         return sg_set_error("weight %lldx%lldx%lldx%lld does not fit x with %lld channels, K=%d",
                             (long long)DIM(1, 0), (long long)DIM(1, 1), (long long)DIM(1, 2),
                             (long long)DIM(1, 3), (long long)DIM(0, 3), K);
-    set4(o, pick_dt(g, nd, nd->iarg[2]), DIM(0, 0), conv_out_size(DIM(0, 1), K, S),
+    set4(o, nd->a.conv.out_dt, DIM(0, 0), conv_out_size(DIM(0, 1), K, S),
          conv_out_size(DIM(0, 2), K, S), DIM(1, 0));
     return SG_OK;
 }
+/* conv and both its backward passes: N*Ho*Wo*Co*K*K*Ci multiply-adds each */
 static double flops_conv(const sg_graph *g, const sg_node *nd) {
-    const sg_tensor *y = &g->t[nd->out[0]];
-    return 2.0 * y->shape[0] * y->shape[1] * y->shape[2] * y->shape[3] * DIM(1, 1) * DIM(1, 2) *
-           DIM(1, 3);
+    sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return 2.0 * d.N * d.Ho * d.Wo * d.Co * d.K * d.K * d.Ci;
 }
 static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
-    int G = nd->iarg[0];
+    int G = nd->a.gn.groups;
     if (G < 1 || DIM(0, 3) % G)
         return sg_set_error("%lld channels not divisible into %d groups", (long long)DIM(0, 3), G);
     if (DIM(1, 0) != DIM(0, 3) || DIM(2, 0) != DIM(0, 3)) return sg_set_error("gamma/beta size");
@@ -173,7 +186,7 @@ static int shape_pool(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 static int shape_attn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
-    int heads = nd->iarg[0];
+    int heads = nd->a.attn.heads;
     int64_t C3 = DIM(0, 3), L = DIM(0, 1) * DIM(0, 2);
     if (C3 % 3 || heads < 1 || (C3 / 3) % heads)
         return sg_set_error("qkv has %lld channels: need 3*C with C divisible by %d heads",
@@ -183,8 +196,10 @@ static int shape_attn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     return SG_OK;
 }
 static double flops_attn(const sg_graph *g, const sg_node *nd) {
-    double L = (double)DIM(0, 1) * DIM(0, 2), C = (double)DIM(0, 3) / 3;
-    return 4.0 * DIM(0, 0) * L * L * C; /* q k^T and P v */
+    sg_attn_dims d = sg_attn_dims_of(g, nd);
+    double L = d.L;
+    /* forward: q k^T and P v; backward: dP, dV, dQ, dK */
+    return (nd->op == OP_ATTENTION ? 4.0 : 8.0) * d.N * L * L * d.C;
 }
 static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1))) return sg_set_error("pred and target differ in size");
@@ -204,26 +219,17 @@ static int shape_linear_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set2(o, T(0)->dtype, DIM(0, 0), DIM(1, 1));
     return SG_OK;
 }
-static double flops_linear_bd(const sg_graph *g, const sg_node *nd) {
-    return 2.0 * DIM(0, 0) * DIM(0, 1) * DIM(1, 1);
-}
 static int shape_linear_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set2(&o[0], DT_F32, DIM(0, 1), DIM(1, 1));
     set1(&o[1], DT_F32, DIM(0, 1));
     return SG_OK;
 }
 static int shape_conv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    set4(o, T(0)->dtype, DIM(0, 0), nd->iarg[2], nd->iarg[3], DIM(1, 3));
+    set4(o, T(0)->dtype, DIM(0, 0), nd->a.conv.H, nd->a.conv.W, DIM(1, 3));
     return SG_OK;
 }
-static double flops_conv_bwd(const sg_graph *g, const sg_node *nd) {
-    /* dy [N,Ho,Wo,Co]; the weight's K*K*Ci from the gradient/weight tensor */
-    const sg_tensor *w = nd->op == OP_CONV2D_BWD_DATA ? T(1) : &g->t[nd->out[0]];
-    return 2.0 * DIM(0, 0) * DIM(0, 1) * DIM(0, 2) * DIM(0, 3) * w->shape[1] * w->shape[2] *
-           w->shape[3];
-}
 static int shape_conv_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    int K = nd->iarg[0];
+    int K = nd->a.conv.K;
     set4(&o[0], DT_F32, DIM(0, 3), K, K, DIM(1, 3));
     set1(&o[1], DT_F32, DIM(0, 3));
     return SG_OK;
@@ -241,10 +247,6 @@ static int shape_add_nc_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) 
 static int shape_attn_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(o, T(1));
     return SG_OK;
-}
-static double flops_attn_bwd(const sg_graph *g, const sg_node *nd) {
-    double L = (double)DIM(1, 1) * DIM(1, 2), C = (double)DIM(1, 3) / 3;
-    return 8.0 * DIM(1, 0) * L * L * C; /* dP, dV, dQ, dK */
 }
 
 /* ---- optimizer ops (in place on persistent regions) */
@@ -289,25 +291,25 @@ static int bwd_linear(sg_graph *g, int i) {
     int dy = g->t[FN->out[0]].grad;
     if (NEEDS(0)) {
         int in[2] = {dy, FIN(1)}, go[1] = {FIN(0)};
-        if (ad_emit(g, OP_LINEAR_BWD_DATA, in, 2, go, NULL, NULL, bname(g, i, "dx", nm), i) < 0)
+        if (ad_emit(g, OP_LINEAR_BWD_DATA, in, 2, go, NULL, bname(g, i, "dx", nm), i) < 0)
             return SG_ERR;
     }
     int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
-    return ad_emit(g, OP_LINEAR_BWD_WEIGHT, in, 2, go, NULL, NULL, bname(g, i, "dw", nm), i) < 0;
+    return ad_emit(g, OP_LINEAR_BWD_WEIGHT, in, 2, go, NULL, bname(g, i, "dw", nm), i) < 0;
 }
 static int bwd_conv(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int dy = g->t[FN->out[0]].grad;
     /* weight gradient first: it reads x, which may then die before dx is written */
     int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
-    int ia[4] = {FN->iarg[0], FN->iarg[1], 0, 0};
-    if (ad_emit(g, OP_CONV2D_BWD_WEIGHT, in, 2, go, ia, NULL, bname(g, i, "dw", nm), i) < 0)
+    sg_op_args a = FN->a; /* K, S (out_dt unused backward); taken before g->n grows */
+    if (ad_emit(g, OP_CONV2D_BWD_WEIGHT, in, 2, go, &a, bname(g, i, "dw", nm), i) < 0)
         return SG_ERR;
     if (NEEDS(0)) {
         int in2[2] = {dy, FIN(1)}, go2[1] = {FIN(0)};
         const sg_tensor *x = &g->t[FIN(0)];
-        int ib[4] = {FN->iarg[0], FN->iarg[1], (int)x->shape[1], (int)x->shape[2]};
-        if (ad_emit(g, OP_CONV2D_BWD_DATA, in2, 2, go2, ib, NULL, bname(g, i, "dx", nm), i) < 0)
+        a.conv.H = (int)x->shape[1], a.conv.W = (int)x->shape[2];
+        if (ad_emit(g, OP_CONV2D_BWD_DATA, in2, 2, go2, &a, bname(g, i, "dx", nm), i) < 0)
             return SG_ERR;
     }
     return SG_OK;
@@ -317,19 +319,18 @@ static int bwd_gn(sg_graph *g, int i) {
     int dy = g->t[FN->out[0]].grad;
     int in[5] = {dy, FIN(0), FN->out[1], FN->out[2], FIN(1)};
     int go[3] = {NEEDS(0) ? FIN(0) : -1, FIN(1), FIN(2)};
-    return ad_emit(g, OP_GROUP_NORM_BWD, in, 5, go, FN->iarg, FN->farg, bname(g, i, "bwd", nm), i) <
-           0;
+    return ad_emit(g, OP_GROUP_NORM_BWD, in, 5, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
 static int bwd_silu(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[2] = {g->t[FN->out[0]].grad, FIN(0)}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_SILU_BWD, in, 2, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, OP_SILU_BWD, in, 2, go, NULL, bname(g, i, "bwd", nm), i) < 0;
 }
 static int bwd_accum_into(sg_graph *g, int i, int k, const char *what) {
     char nm[SG_NAME_MAX];
     if (!NEEDS(k)) return SG_OK;
     int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(k)};
-    return ad_emit(g, OP_ACCUM, in, 1, go, NULL, NULL, bname(g, i, what, nm), i) < 0;
+    return ad_emit(g, OP_ACCUM, in, 1, go, NULL, bname(g, i, what, nm), i) < 0;
 }
 static int bwd_add(sg_graph *g, int i) {
     /* b first: in a residual block b is the main branch, whose gradient is consumed next */
@@ -340,8 +341,7 @@ static int bwd_add_nc(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     if (NEEDS(1)) {
         int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(1)};
-        if (ad_emit(g, OP_ADD_NC_BWD, in, 1, go, NULL, NULL, bname(g, i, "dv", nm), i) < 0)
-            return SG_ERR;
+        if (ad_emit(g, OP_ADD_NC_BWD, in, 1, go, NULL, bname(g, i, "dv", nm), i) < 0) return SG_ERR;
     }
     return bwd_accum_into(g, i, 0, "dx");
 }
@@ -355,61 +355,71 @@ static int bwd_resample(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(0)};
     sg_op op = FN->op == OP_UPSAMPLE2X ? OP_UPSAMPLE2X_BWD : OP_AVGPOOL2X_BWD;
-    return ad_emit(g, op, in, 1, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, op, in, 1, go, NULL, bname(g, i, "bwd", nm), i) < 0;
 }
 static int bwd_attn(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[3] = {g->t[FN->out[0]].grad, FIN(0), FN->out[1]}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_ATTENTION_BWD, in, 3, go, FN->iarg, NULL, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, OP_ATTENTION_BWD, in, 3, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
 static int bwd_dropout(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[3] = {g->t[FN->out[0]].grad, FIN(1), FIN(2)}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_DROPOUT_BWD, in, 3, go, FN->iarg, FN->farg, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, OP_DROPOUT_BWD, in, 3, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
 static int bwd_mse(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[2] = {FIN(0), FIN(1)}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_MSE_BWD, in, 2, go, NULL, NULL, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, OP_MSE_BWD, in, 2, go, NULL, bname(g, i, "bwd", nm), i) < 0;
 }
 
+/* The table: one R(...) row per op. Each row initialises sg_ops[OP_...] by name, so a row for
+ * an op that does not exist does not compile, a second row for the same op fails
+ * -Woverride-init (in -Wextra, an error under -Werror), and the static assert counts the rows
+ * against OP_COUNT: together, every op has exactly one row. */
 /* clang-format off */
-const sg_op_info sg_ops[OP_COUNT] = {
-    /*                      name               in out inpl mm  shape            flops            backward */
-    [OP_GATHER_BATCH]     = {"gather_batch",     3, 1, 0, 0, shape_gather,    numel_out0,      NULL},
-    [OP_SAMPLE_T]         = {"sample_t",         2, 1, 0, 0, shape_sample_t,  numel_out0,      NULL},
-    [OP_NOISE]            = {"noise",            3, 1, 0, 0, shape_like0,     numel_out0,      NULL},
-    [OP_DDPM_NOISE]       = {"ddpm_noise",       3, 1, 0, 0, shape_ddpm,      numel_out0,      NULL},
-    [OP_TIMESTEP_EMB]     = {"timestep_emb",     1, 1, 0, 0, shape_temb,      numel_out0,      NULL},
-    [OP_LINEAR]           = {"linear",           3, 1, 0, 1, shape_linear,    flops_linear,    bwd_linear},
-    [OP_CONV2D]           = {"conv2d",           3, 1, 0, 1, shape_conv,      flops_conv,      bwd_conv},
-    [OP_GROUP_NORM]       = {"group_norm",       3, 3, 0, 0, shape_gn,        flops_5x,        bwd_gn},
-    [OP_SILU]             = {"silu",             1, 1, 1, 0, shape_like0,     numel_out0,      bwd_silu},
-    [OP_ADD]              = {"add",              2, 1, 1, 0, shape_add,       numel_out0,      bwd_add},
-    [OP_ADD_NC]           = {"add_nc",           2, 1, 1, 0, shape_add_nc,    numel_out0,      bwd_add_nc},
-    [OP_CONCAT]           = {"concat",           2, 1, 0, 0, shape_concat,    no_flops,        bwd_concat},
-    [OP_UPSAMPLE2X]       = {"upsample2x",       1, 1, 0, 0, shape_up,        numel_out0,      bwd_resample},
-    [OP_AVGPOOL2X]        = {"avgpool2x",        1, 1, 0, 0, shape_pool,      numel_out0,      bwd_resample},
-    [OP_ATTENTION]        = {"attention",        1, 2, 0, 1, shape_attn,      flops_attn,      bwd_attn},
-    [OP_DROPOUT]          = {"dropout",          3, 1, 1, 0, shape_like0,     numel_out0,      bwd_dropout},
-    [OP_MSE]              = {"mse",              2, 1, 0, 0, shape_mse,       flops_mse,       bwd_mse},
-    [OP_MSE_BWD]          = {"mse_bwd",          2, 1, 0, 0, shape_like0,     numel_out0,      NULL},
-    [OP_LINEAR_BWD_DATA]  = {"linear_bwd_data",  2, 1, 0, 1, shape_linear_bd, flops_linear_bd, NULL},
-    [OP_LINEAR_BWD_WEIGHT]= {"linear_bwd_weight",2, 2, 0, 1, shape_linear_bw, flops_linear_bd, NULL},
-    [OP_CONV2D_BWD_DATA]  = {"conv2d_bwd_data",  2, 1, 0, 1, shape_conv_bd,   flops_conv_bwd,  NULL},
-    [OP_CONV2D_BWD_WEIGHT]= {"conv2d_bwd_weight",2, 2, 0, 1, shape_conv_bw,   flops_conv_bwd,  NULL},
-    [OP_GROUP_NORM_BWD]   = {"group_norm_bwd",   5, 3, 0, 0, shape_gn_bwd,    flops_5x,        NULL},
-    [OP_SILU_BWD]         = {"silu_bwd",         2, 1, 1, 0, shape_like1,     numel_out0,      NULL},
-    [OP_ADD_NC_BWD]       = {"add_nc_bwd",       1, 1, 0, 0, shape_add_nc_bwd,flops_in0,       NULL},
-    [OP_UPSAMPLE2X_BWD]   = {"upsample2x_bwd",   1, 1, 0, 0, shape_pool,      flops_in0,       NULL},
-    [OP_AVGPOOL2X_BWD]    = {"avgpool2x_bwd",    1, 1, 0, 0, shape_up,        numel_out0,      NULL},
-    [OP_ATTENTION_BWD]    = {"attention_bwd",    3, 1, 0, 1, shape_attn_bwd,  flops_attn_bwd,  NULL},
-    [OP_DROPOUT_BWD]      = {"dropout_bwd",      3, 1, 1, 0, shape_like0,     numel_out0,      NULL},
-    [OP_ACCUM]            = {"accum",            1, 1, 1, 0, shape_like0,     numel_out0,      NULL},
-    [OP_GRAD_SUMSQ]       = {"grad_sumsq",       1, 1, 0, 0, shape_scalar,    flops_in0,       NULL},
-    [OP_CLIP_SCALE]       = {"clip_scale",       1, 1, 0, 0, shape_scalar,    no_flops,        NULL},
-    [OP_ADAMW]            = {"adamw",            6, 4, 0, 0, shape_adamw,     flops_adamw,     NULL},
-    [OP_EMA]              = {"ema",              2, 1, 0, 0, shape_like0,     flops_in0,       NULL},
-    [OP_STEP_INC]         = {"step_inc",         1, 1, 0, 0, shape_step,      no_flops,        NULL},
-};
+#define SG_OP_ROWS(R) \
+    /* op                   name                 in out inpl mm  shape             flops         backward */ \
+    R(OP_GATHER_BATCH,      "gather_batch",      3, 1, 0,   0, shape_gather,     numel_out0,   NULL) \
+    R(OP_SAMPLE_T,          "sample_t",          2, 1, 0,   0, shape_sample_t,   numel_out0,   NULL) \
+    R(OP_NOISE,             "noise",             3, 1, 0,   0, shape_like0,      numel_out0,   NULL) \
+    R(OP_DDPM_NOISE,        "ddpm_noise",        3, 1, 0,   0, shape_ddpm,       numel_out0,   NULL) \
+    R(OP_TIMESTEP_EMB,      "timestep_emb",      1, 1, 0,   0, shape_temb,       numel_out0,   NULL) \
+    R(OP_LINEAR,            "linear",            3, 1, 0,   1, shape_linear,     flops_linear, bwd_linear) \
+    R(OP_CONV2D,            "conv2d",            3, 1, 0,   1, shape_conv,       flops_conv,   bwd_conv) \
+    R(OP_GROUP_NORM,        "group_norm",        3, 3, 0,   0, shape_gn,         flops_5x,     bwd_gn) \
+    R(OP_SILU,              "silu",              1, 1, 1,   0, shape_like0,      numel_out0,   bwd_silu) \
+    R(OP_ADD,               "add",               2, 1, 1,   0, shape_add,        numel_out0,   bwd_add) \
+    R(OP_ADD_NC,            "add_nc",            2, 1, 1,   0, shape_add_nc,     numel_out0,   bwd_add_nc) \
+    R(OP_CONCAT,            "concat",            2, 1, 0,   0, shape_concat,     no_flops,     bwd_concat) \
+    R(OP_UPSAMPLE2X,        "upsample2x",        1, 1, 0,   0, shape_up,         numel_out0,   bwd_resample) \
+    R(OP_AVGPOOL2X,         "avgpool2x",         1, 1, 0,   0, shape_pool,       numel_out0,   bwd_resample) \
+    R(OP_ATTENTION,         "attention",         1, 2, 0,   1, shape_attn,       flops_attn,   bwd_attn) \
+    R(OP_DROPOUT,           "dropout",           3, 1, 1,   0, shape_like0,      numel_out0,   bwd_dropout) \
+    R(OP_MSE,               "mse",               2, 1, 0,   0, shape_mse,        flops_mse,    bwd_mse) \
+    R(OP_MSE_BWD,           "mse_bwd",           2, 1, 0,   0, shape_like0,      numel_out0,   NULL) \
+    R(OP_LINEAR_BWD_DATA,   "linear_bwd_data",   2, 1, 0,   1, shape_linear_bd,  flops_linear, NULL) \
+    R(OP_LINEAR_BWD_WEIGHT, "linear_bwd_weight", 2, 2, 0,   1, shape_linear_bw,  flops_linear, NULL) \
+    R(OP_CONV2D_BWD_DATA,   "conv2d_bwd_data",   2, 1, 0,   1, shape_conv_bd,    flops_conv,   NULL) \
+    R(OP_CONV2D_BWD_WEIGHT, "conv2d_bwd_weight", 2, 2, 0,   1, shape_conv_bw,    flops_conv,   NULL) \
+    R(OP_GROUP_NORM_BWD,    "group_norm_bwd",    5, 3, 0,   0, shape_gn_bwd,     flops_5x,     NULL) \
+    R(OP_SILU_BWD,          "silu_bwd",          2, 1, 1,   0, shape_like1,      numel_out0,   NULL) \
+    R(OP_ADD_NC_BWD,        "add_nc_bwd",        1, 1, 0,   0, shape_add_nc_bwd, flops_in0,    NULL) \
+    R(OP_UPSAMPLE2X_BWD,    "upsample2x_bwd",    1, 1, 0,   0, shape_pool,       flops_in0,    NULL) \
+    R(OP_AVGPOOL2X_BWD,     "avgpool2x_bwd",     1, 1, 0,   0, shape_up,         numel_out0,   NULL) \
+    R(OP_ATTENTION_BWD,     "attention_bwd",     3, 1, 0,   1, shape_attn_bwd,   flops_attn,   NULL) \
+    R(OP_DROPOUT_BWD,       "dropout_bwd",       3, 1, 1,   0, shape_like0,      numel_out0,   NULL) \
+    R(OP_ACCUM,             "accum",             1, 1, 1,   0, shape_like0,      numel_out0,   NULL) \
+    R(OP_GRAD_SUMSQ,        "grad_sumsq",        1, 1, 0,   0, shape_scalar,     flops_in0,    NULL) \
+    R(OP_CLIP_SCALE,        "clip_scale",        1, 1, 0,   0, shape_scalar,     no_flops,     NULL) \
+    R(OP_ADAMW,             "adamw",             6, 4, 0,   0, shape_adamw,      flops_adamw,  NULL) \
+    R(OP_EMA,               "ema",               2, 1, 0,   0, shape_like0,      flops_in0,    NULL) \
+    R(OP_STEP_INC,          "step_inc",          1, 1, 0,   0, shape_step,       no_flops,     NULL)
+
+#define SG_OP_ROW(OP, NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD) \
+    [OP] = {NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD},
+const sg_op_info sg_ops[OP_COUNT] = {SG_OP_ROWS(SG_OP_ROW)};
+#define SG_OP_ROW_ONE(...) +1
+_Static_assert(0 SG_OP_ROWS(SG_OP_ROW_ONE) == OP_COUNT,
+               "the op table needs exactly one row per op of planner/ir.h's sg_op");
 /* clang-format on */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "planner/autodiff.h"
+#include "planner/op_dims.h"
 #include "planner/plan.h"
 #include "tests/sg_test.h"
 
@@ -143,6 +144,94 @@ static void check_grads(const sg_plan *p, const char *what) {
      * lifetime check); every forward output that needs a gradient and is used got one */
 }
 
+/* planner/op_dims.h decodes each op family's sizes from different operands forward and
+ * backward. Check it against the tensors' shapes written by the shape rules (forward nodes),
+ * and check that every backward node decodes exactly the sizes of its forward node. */
+static int shape_is(const sg_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return t->ndim == 4 && t->shape[0] == a && t->shape[1] == b && t->shape[2] == c &&
+           t->shape[3] == d;
+}
+
+static void check_dims(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    int bad = 0;
+    for (int i = 0; i < g->nn && bad < 5; i++) {
+        const sg_node *nd = &g->n[i], *fw = nd->fwd >= 0 ? &g->n[nd->fwd] : NULL;
+        const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
+        int ok = 1;
+        switch (nd->op) {
+        case OP_CONV2D: {
+            sg_conv_dims d = sg_conv_dims_of(g, nd);
+            ok = shape_is(x, d.N, d.H, d.W, d.Ci) && shape_is(y, d.N, d.Ho, d.Wo, d.Co) &&
+                 shape_is(&g->t[nd->in[1]], d.Co, d.K, d.K, d.Ci);
+            break;
+        }
+        case OP_CONV2D_BWD_DATA:
+        case OP_CONV2D_BWD_WEIGHT: {
+            sg_conv_dims d = sg_conv_dims_of(g, nd), f = sg_conv_dims_of(g, fw);
+            ok = fw->op == OP_CONV2D && !memcmp(&d, &f, sizeof d);
+            break;
+        }
+        case OP_LINEAR: {
+            sg_linear_dims d = sg_linear_dims_of(g, nd);
+            ok = x->shape[0] == d.N && x->shape[1] == d.K && y->shape[0] == d.N &&
+                 y->shape[1] == d.M;
+            break;
+        }
+        case OP_LINEAR_BWD_DATA:
+        case OP_LINEAR_BWD_WEIGHT: {
+            sg_linear_dims d = sg_linear_dims_of(g, nd), f = sg_linear_dims_of(g, fw);
+            ok = fw->op == OP_LINEAR && !memcmp(&d, &f, sizeof d);
+            break;
+        }
+        case OP_GROUP_NORM: {
+            sg_gn_dims d = sg_gn_dims_of(g, nd);
+            const sg_tensor *mean = &g->t[nd->out[1]];
+            ok = shape_is(x, d.N, d.H, d.W, d.C) && d.HW == d.H * d.W && mean->shape[0] == d.N &&
+                 mean->shape[1] == d.G;
+            break;
+        }
+        case OP_GROUP_NORM_BWD: {
+            sg_gn_dims d = sg_gn_dims_of(g, nd), f = sg_gn_dims_of(g, fw);
+            ok = fw->op == OP_GROUP_NORM && !memcmp(&d, &f, sizeof d);
+            break;
+        }
+        case OP_ATTENTION: {
+            sg_attn_dims d = sg_attn_dims_of(g, nd);
+            ok = shape_is(x, d.N, d.H, d.W, 3 * d.C) && shape_is(y, d.N, d.H, d.W, d.C) &&
+                 shape_is(&g->t[nd->out[1]], d.N, d.heads, d.L, d.L);
+            break;
+        }
+        case OP_ATTENTION_BWD: {
+            sg_attn_dims d = sg_attn_dims_of(g, nd), f = sg_attn_dims_of(g, fw);
+            ok = fw->op == OP_ATTENTION && !memcmp(&d, &f, sizeof d);
+            break;
+        }
+        case OP_ADD_NC:
+        case OP_UPSAMPLE2X:
+        case OP_AVGPOOL2X: {
+            sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+            ok = shape_is(x, d.N, d.H, d.W, d.C) && d.HW == d.H * d.W;
+            break;
+        }
+        case OP_ADD_NC_BWD:
+        case OP_UPSAMPLE2X_BWD:
+        case OP_AVGPOOL2X_BWD: {
+            sg_nhwc_dims d = sg_nhwc_dims_of(g, nd), f = sg_nhwc_dims_of(g, fw);
+            ok = !memcmp(&d, &f, sizeof d);
+            break;
+        }
+        default:
+            break; /* no size decoding beyond element counts */
+        }
+        if (!ok) {
+            CHECK(0, "%s: node %d (%s -> %s) decodes sizes that do not fit its tensors", what, i,
+                  sg_ops[nd->op].name, y->name);
+            bad++;
+        }
+    }
+}
+
 static void test_builtin_models(void) {
     for (int m = 0; sg_model_names[m]; m++)
         for (int prec = 0; prec < 2; prec++)
@@ -158,6 +247,7 @@ static void test_builtin_models(void) {
                 CHECK(rc == SG_OK, "%s: %s", what, sg_last_error());
                 if (rc == SG_OK) {
                     check_plan(&p, what, 1.05);
+                    check_dims(&p, what);
                     if (train) check_grads(&p, what);
                 }
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
@@ -197,6 +287,7 @@ static void test_random_unets(uint64_t *rng) {
         CHECK(rc == SG_OK, "%s: %s", what, sg_last_error());
         if (rc == SG_OK) {
             check_plan(&p, what, 1.05);
+            check_dims(&p, what);
             check_grads(&p, what);
         }
         sg_plan_free(&p);
@@ -241,28 +332,29 @@ static void test_random_graphs(uint64_t *rng) {
                 g->t[w].needs_grad = g->t[bb].needs_grad = 1;
                 g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
                 g->t[bb].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
-                int in[3] = {a, w, bb}, ia[4] = {K, S, 0, 0};
-                err = sg_node_add(g, OP_CONV2D, in, 3, out, ia, NULL, nm) < 0;
+                int in[3] = {a, w, bb};
+                sg_op_args ca = {.conv = {.K = K, .S = S, .out_dt = ta->dtype}};
+                err = sg_node_add(g, OP_CONV2D, in, 3, out, &ca, nm) < 0;
             } else if (kind == 1) {
                 int in[1] = {a};
-                err = sg_node_add(g, OP_AVGPOOL2X, in, 1, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_AVGPOOL2X, in, 1, out, NULL, nm) < 0;
             } else if (kind == 2) {
                 int in[1] = {a};
-                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, nm) < 0;
             } else if (kind == 3 && ta->shape[1] <= 8) {
                 int in[1] = {a};
-                err = sg_node_add(g, OP_UPSAMPLE2X, in, 1, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_UPSAMPLE2X, in, 1, out, NULL, nm) < 0;
             } else if (kind == 4 && b != a && g->t[b].shape[1] == ta->shape[1] &&
                        g->t[b].shape[3] == Ca && !ta->nparts && !g->t[b].nparts) {
                 int in[2] = {a, b};
-                err = sg_node_add(g, OP_ADD, in, 2, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_ADD, in, 2, out, NULL, nm) < 0;
             } else if (kind == 5 && b != a && g->t[b].shape[1] == ta->shape[1] && !ta->nparts &&
                        !g->t[b].nparts) {
                 int in[2] = {a, b};
-                err = sg_node_add(g, OP_CONCAT, in, 2, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_CONCAT, in, 2, out, NULL, nm) < 0;
             } else {
                 int in[1] = {a};
-                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, NULL, nm) < 0;
+                err = sg_node_add(g, OP_SILU, in, 1, out, NULL, nm) < 0;
             }
             if (!err && np < 64) pool[np++] = out[0];
         }
@@ -287,7 +379,7 @@ static void test_random_graphs(uint64_t *rng) {
         int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
         int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, g->t[last].ndim, g->t[last].shape);
         int in[2] = {last, tgt}, out[SG_MAX_OUT] = {loss};
-        CHECK(sg_node_add(g, OP_MSE, in, 2, out, NULL, NULL, "mse") >= 0, "mse");
+        CHECK(sg_node_add(g, OP_MSE, in, 2, out, NULL, "mse") >= 0, "mse");
         CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
         char what[32];
         snprintf(what, sizeof what, "random graph %d", it);
@@ -343,53 +435,60 @@ static void test_op_table_and_shapes(void) {
         int64_t H, W;
     } cs[] = {{w3, 3, 1, 9, 7}, {w3, 3, 2, 5, 4}, {w1, 1, 1, 9, 7}, {w1, 1, 2, 5, 4}};
     for (int i = 0; i < 4; i++) {
-        int in[3] = {x, cs[i].w, b}, ia[4] = {cs[i].K, cs[i].S, 0, 0};
+        int in[3] = {x, cs[i].w, b};
+        sg_op_args ca = {.conv = {.K = cs[i].K, .S = cs[i].S, .out_dt = DT_F32}};
         out[0] = -1;
-        int n = sg_node_add(&g, OP_CONV2D, in, 3, out, ia, NULL, "conv");
+        int n = sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "conv");
         CHECK(n >= 0 && g.t[out[0]].shape[1] == cs[i].H && g.t[out[0]].shape[2] == cs[i].W &&
                   g.t[out[0]].shape[3] == 6,
               "conv K=%d S=%d shape", cs[i].K, cs[i].S);
     }
     { /* mismatched weight: 3x3 weight with a K=1 conv */
-        int in[3] = {x, w3, b}, ia[4] = {1, 1, 0, 0};
+        int in[3] = {x, w3, b};
+        sg_op_args ca = {.conv = {.K = 1, .S = 1, .out_dt = DT_F32}};
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, ia, NULL, "bad") < 0, "bad conv accepted");
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "bad") < 0, "bad conv accepted");
+        ca = (sg_op_args){.conv = {.K = 3, .S = 1, .out_dt = DT_I32}};
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "bad") < 0, "i32 conv output accepted");
     }
     { /* group norm: 5 channels into 2 groups is an error, into 5 fine */
         int64_t cs5[1] = {5};
         int gm = sg_tensor_new(&g, "g", DT_F32, ROLE_PARAM, 1, cs5);
-        int in[3] = {x, gm, gm}, ia[4] = {2}, ib[4] = {5};
+        int in[3] = {x, gm, gm};
+        sg_op_args ia = {.gn = {.groups = 2, .eps = 1e-6f}},
+                   ib = {.gn = {.groups = 5, .eps = 1e-6f}};
         int o2[SG_MAX_OUT] = {-1, -1, -1, -1};
-        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, ia, NULL, "gn") < 0, "gn 5/2 accepted");
+        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, &ia, "gn") < 0, "gn 5/2 accepted");
         o2[0] = o2[1] = o2[2] = -1;
-        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, ib, NULL, "gn") >= 0 &&
+        CHECK(sg_node_add(&g, OP_GROUP_NORM, in, 3, o2, &ib, "gn") >= 0 &&
                   g.t[o2[1]].shape[0] == 2 && g.t[o2[1]].shape[1] == 5,
               "gn stats shape");
     }
     { /* avgpool needs even sizes; upsample doubles; concat adds channels */
         int in[1] = {x};
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_AVGPOOL2X, in, 1, out, NULL, NULL, "pool") < 0, "odd pool");
+        CHECK(sg_node_add(&g, OP_AVGPOOL2X, in, 1, out, NULL, "pool") < 0, "odd pool");
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_UPSAMPLE2X, in, 1, out, NULL, NULL, "up") >= 0 &&
+        CHECK(sg_node_add(&g, OP_UPSAMPLE2X, in, 1, out, NULL, "up") >= 0 &&
                   g.t[out[0]].shape[1] == 18 && g.t[out[0]].shape[2] == 14,
               "upsample shape");
         int in2[2] = {x, x};
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_CONCAT, in2, 2, out, NULL, NULL, "cat") >= 0 &&
+        CHECK(sg_node_add(&g, OP_CONCAT, in2, 2, out, NULL, "cat") >= 0 &&
                   g.t[out[0]].shape[3] == 10 && g.t[out[0]].bytes == 0 && g.t[out[0]].nparts == 2,
               "concat is virtual with 10 channels");
     }
     { /* attention: 3C channels, heads divide C */
         int64_t qs[4] = {2, 4, 4, 12};
         int q = sg_tensor_new(&g, "qkv", DT_F32, ROLE_INPUT, 4, qs);
-        int in[1] = {q}, ia[4] = {2}, ib[4] = {3};
+        int in[1] = {q};
+        sg_op_args ia = {.attn = {.heads = 2}}, ib = {.attn = {.heads = 3}};
         int o2[SG_MAX_OUT] = {-1, -1, -1, -1};
-        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, ia, NULL, "attn") >= 0 &&
+        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, &ia, "attn") >= 0 &&
                   g.t[o2[0]].shape[3] == 4 && g.t[o2[1]].shape[1] == 2 && g.t[o2[1]].shape[2] == 16,
               "attention shapes");
         o2[0] = o2[1] = -1;
-        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, ib, NULL, "attn") < 0, "4 ch / 3 heads");
+        CHECK(sg_node_add(&g, OP_ATTENTION, in, 1, o2, &ib, "attn") < 0, "4 ch / 3 heads");
     }
     { /* linear */
         int64_t as[2] = {3, 7}, lw[2] = {5, 7}, lb[1] = {5};
@@ -398,12 +497,12 @@ static void test_op_table_and_shapes(void) {
         int bb = sg_tensor_new(&g, "lb", DT_F32, ROLE_PARAM, 1, lb);
         int in[3] = {a, w, bb};
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_LINEAR, in, 3, out, NULL, NULL, "lin") >= 0 &&
+        CHECK(sg_node_add(&g, OP_LINEAR, in, 3, out, NULL, "lin") >= 0 &&
                   g.t[out[0]].shape[0] == 3 && g.t[out[0]].shape[1] == 5,
               "linear shape");
         int in2[3] = {x, w, bb};
         out[0] = -1;
-        CHECK(sg_node_add(&g, OP_LINEAR, in2, 3, out, NULL, NULL, "lin") < 0, "4-D linear");
+        CHECK(sg_node_add(&g, OP_LINEAR, in2, 3, out, NULL, "lin") < 0, "4-D linear");
     }
     sg_graph_free(&g);
 }
