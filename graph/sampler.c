@@ -155,8 +155,11 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         for (int k = 0; k < n_steps && !rc; k++) {
             int t = b.ts[k];
             for (int j = 0; j < B; j++) b.tb[j] = t;
-            if (write_xt(e, &b, count) || sg_exec_write(e, p->io.t, b.tb) ||
-                sg_exec_run_nodes(e, 0, p->g.nn) || read_pred(e, &b, count)) {
+            /* sg_exec_step runs the whole forward plan: on the CUDA backend the first call runs
+             * it eagerly and captures it into a graph, every later denoising step replays that
+             * graph (x_t and t live at fixed arena offsets, so the replay reads each step's) */
+            if (write_xt(e, &b, count) || sg_exec_write(e, p->io.t, b.tb) || sg_exec_step(e) ||
+                read_pred(e, &b, count)) {
                 rc = SG_ERR;
                 break;
             }

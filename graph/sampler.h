@@ -76,10 +76,12 @@ typedef struct {
 } sg_sample_opts;
 
 /* Draw n_images samples with the forward executor e (plan built with train = 0, weights
- * loaded) on any backend, in batches of the plan's batch size (a last partial batch runs
- * full, extra slots discarded). out: [n_images, img, img, in_ch] fp32, clamped to [-1, 1]
- * (NaN and Inf pass through, so broken weights show). Same seed, same weights, same backend: same
- * bits. Returns SG_ERR (sg_last_error) on bad arguments or a backend failure. */
+ * loaded) on any backend (each denoising step is one sg_exec_step: on CUDA the forward pass is
+ * captured once into a graph and replayed for every later step), in batches of the plan's batch
+ * size (a last partial batch runs full, extra slots discarded). out: [n_images, img, img, in_ch]
+ * fp32, clamped to [-1, 1] (NaN and Inf pass through, so broken weights show). Same seed, same
+ * weights, same backend: same bits. Returns SG_ERR (sg_last_error) on bad arguments or a backend
+ * failure. */
 int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *opts, float *out);
 
 /* sg_sample_ex with the default clipping for the chosen sampler. */
