@@ -1,106 +1,260 @@
 #!/usr/bin/env bash
-# The full GPU check, one command for a lent GPU machine (H100/H200): build for sm_90 with the
-# machine's own nvcc and CMake, run every GPU test, compute-sanitizer (memcheck, racecheck,
-# initcheck) over the op tests, a short `train` of unet_cifar on the replayed graph, and
-# `verify` on the CUDA backend; then write a dated report.
+# gpu_check.sh — the GPU check, for one call of a lent GPU machine (H100/H200; a call is at
+# most 10 minutes, the machine goes back 30 s after it and the next call starts bare).
 #
-#   tools/gpu_check.sh [OUTDIR]        (OUTDIR defaults to $OUT, else ./gpu_check_out)
+#   tools/gpu_check.sh [OUTDIR]                 first call: the decisive stages
+#   tools/gpu_check.sh --sanitizers [OUTDIR]    second call: compute-sanitizer over the op tests
+#   tools/gpu_check.sh --build-only [OUTDIR]    configure + build only (the gpu_build_deps test)
 #
-# The report goes to OUTDIR/<date>-<gpu>-gpu-check.md with the logs beside it; commit it under
-# bench/results/. Where the machine lacks the -dev packages (no registry there), run
-# tools/fetch_gpu_deps.sh here first and carry .deps. Each stage has its own time limit and a
-# failure is recorded and the script goes on; the exit status is non-zero if anything failed.
-# Environment: GPU_CHECK_JOBS (parallel build jobs, default nproc), SG_COMMIT (the commit, when
-# the tree is not a git checkout), GPU_CHECK_SKIP (regex of stages to skip).
+# OUTDIR defaults to $OUT, else ./gpu_check_out. Stages, fast and decisive first:
+#   check:      environment, gpu, configure, cuda_backend, build, gpu_tests, verify_cuda (unet_tiny),
+#               train_short (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
+#   sanitizers: environment, gpu, compute_sanitizer, configure, cuda_backend, build,
+#               memcheck / racecheck / initcheck / synccheck over test_cuda_ops, memcheck over
+#               test_cuda_step (each a SKIP, with the reason, where compute-sanitizer is missing)
+#   build-only: environment, configure, cuda_backend, build
+# The build goes through tools/gpu_env.sh (nvcc, the carried .deps libraries, RPATH), the same
+# for every mode and for tools/bench.sh. A failed environment, configure or build, or a build
+# without the CUDA backend, fails the check and the stages that need it are NOT RUN (a
+# failure too); a GPU test that skips (no GPU seen) fails; ctest runs with --no-tests=error.
+# An overall deadline (GPU_CHECK_DEADLINE_S, default 540 s) caps every stage, so the call
+# always ends with a report; a stage the deadline no longer fits is NOT RUN. The report is
+# rewritten before and after every stage: a run killed in the middle still leaves it, naming
+# the stage it died in. Exit status 0 only when no stage failed or did not run.
+#
+# OUTDIR receives two files per mode (the device tool returns at most 8): the report
+# <date>-<gpu>-gpu-check[-sanitizers|-build].md, which holds the tail of every stage's log,
+# and the full logs as gpu-check-<mode>-logs.tar.gz. Commit the report under bench/results/.
+# Environment: GPU_CHECK_DEADLINE_S, GPU_CHECK_JOBS (build jobs, default nproc),
+# GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_CMAKE_ARGS (more configure arguments),
+# GPU_CHECK_SKIP (regex of stages to skip), GPU_CHECK_SANITIZER (the compute-sanitizer to use;
+# default: PATH, then the CUDA folders), SG_COMMIT (the commit, outside a git checkout),
+# and tools/gpu_env.sh's SG_GPU_DEPS, SG_DEPS_DIR, SG_CUDA_ARCH.
 set -u
-cd "$(dirname "$0")/.."
-root=$PWD
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+mode=check
+case ${1:-} in
+--sanitizers) mode=sanitizers && shift ;;
+--build-only) mode=build && shift ;;
+-h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
+-*) echo "gpu_check: unknown option '$1' (--sanitizers, --build-only, --help)" >&2 && exit 2 ;;
+esac
 out=${1:-${OUT:-$root/gpu_check_out}}
-mkdir -p "$out"
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+deadline=${GPU_CHECK_DEADLINE_S:-540}
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 skip=${GPU_CHECK_SKIP:-^$}
+bdir=${GPU_CHECK_BUILD_DIR:-build-gpu}
+read -r -a extra_cmake <<<"${GPU_CHECK_CMAKE_ARGS:-}"
 commit=${SG_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 day=$(date -u +%F)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-' | tr -cd 'A-Za-z0-9._-')
+gpu=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 |
+    tr ' ' '-' | tr -cd 'A-Za-z0-9._-')
 gpu=${gpu:-no-gpu}
-report="$out/$day-$gpu-gpu-check.md"
-results=()
-failed=0
+suffix=("" "-sanitizers" "-build")
+case $mode in check) sfx=${suffix[0]} ;; sanitizers) sfx=${suffix[1]} ;; build) sfx=${suffix[2]} ;; esac
+report="$out/$day-$gpu-gpu-check$sfx.md"
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_logs.XXXXXX") || exit 1
+tarball="$out/gpu-check-$mode-logs.tar.gz"
 
-stage() { # name limit_s command...
-  local name=$1 limit=$2
-  shift 2
-  if [[ $name =~ $skip ]]; then results+=("| $name | SKIP | GPU_CHECK_SKIP |"); return; fi
-  local log="$out/$name.log" t0=$SECONDS rc
-  echo "== $name (limit ${limit}s)"
-  timeout -k 10 "$limit" "$@" >"$log" 2>&1
-  rc=$?
-  local dt=$((SECONDS - t0)) res=PASS
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then res="FAIL (timed out)"; failed=1
-  elif [ $rc -eq 77 ]; then res=SKIP
-  elif [ $rc -ne 0 ]; then res="FAIL (exit $rc)"; failed=1; fi
-  echo "   $res in ${dt}s"
-  results+=("| $name | $res | ${dt}s, log \`$name.log\` |")
+rows=()    # one markdown table row per stage
+failed=0   # any FAIL or NOT RUN
+blocked="" # why the later stages cannot run (configure failed, ...)
+running="" # the stage in progress (for a report written before a kill)
+
+left() { echo $((deadline - SECONDS)); }
+
+write_report() {
+    local verdict
+    if [ -n "$running" ]; then
+        verdict="INCOMPLETE: stage \`$running\` was running when this report was written (killed?)"
+    elif [ $failed -ne 0 ]; then
+        verdict=FAIL
+    else
+        verdict=PASS
+    fi
+    {
+        echo "# GPU check ($mode), $day, $gpu"
+        echo
+        echo "Command: \`tools/gpu_check.sh${sfx:+ --${mode/build/build-only}}\` at commit $commit;" \
+            "deadline ${deadline}s, ${SECONDS}s used."
+        echo
+        echo "**Overall: $verdict**"
+        echo
+        echo "| stage | result | detail |"
+        echo "|---|---|---|"
+        printf '%s\n' "${rows[@]}"
+        [ -n "$running" ] && echo "| $running | RUNNING | started, not finished |"
+        echo
+        echo '## Environment'
+        echo
+        echo '```'
+        cat "$logdir/machine.txt" 2>/dev/null
+        printf '%s' "${SG_GPU_ENV_LOG:-}"
+        echo '```'
+        local f
+        for f in "$logdir"/*.log; do
+            [ -e "$f" ] || continue
+            echo
+            echo "## $(basename "$f" .log) (last 40 lines)"
+            echo
+            echo '```'
+            tail -n 40 "$f"
+            echo '```'
+        done
+    } >"$report.tmp" && mv "$report.tmp" "$report"
+    tar -czf "$tarball" -C "$logdir" . 2>/dev/null
 }
 
-# libraries: use the carried Debian packages when the machine has no -dev packages
-if ! pkg-config --exists libzstd openblas libpng zlib 2>/dev/null && [ -d .deps ]; then
-  mkdir -p .deps/root
-  for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-  r=$root/.deps/root
-  export PKG_CONFIG_SYSROOT_DIR=$r
-  export PKG_CONFIG_LIBDIR=$r/usr/lib/x86_64-linux-gnu/pkgconfig:$r/usr/share/pkgconfig
-  export LD_LIBRARY_PATH=$r/usr/lib/x86_64-linux-gnu:$r/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}
-  export LIBRARY_PATH=$r/usr/lib/x86_64-linux-gnu:$r/usr/lib/x86_64-linux-gnu/openblas-pthread:${LIBRARY_PATH:-}
+# row NAME RESULT DETAIL: record a result; FAIL and NOT RUN fail the check
+row() {
+    rows+=("| $1 | $2 | $3 |")
+    case $2 in FAIL* | NOT\ RUN*) failed=1 ;; esac
+    echo "== $1: $2${3:+ ($3)}"
+    write_report
+}
+
+# stage NAME LIMIT_S COMMAND...: run one stage under the stage limit and the deadline. With
+# BLOCKS set (any value), a failure stops the stages after it. With POST set, that function
+# runs on the log after a zero exit and can turn the result into a failure (it prints why).
+stage() {
+    local name=$1 limit=$2
+    shift 2
+    local log="$logdir/$name.log"
+    if [[ $name =~ $skip ]]; then row "$name" SKIP "GPU_CHECK_SKIP"; return 0; fi
+    if [ -n "$blocked" ]; then row "$name" "NOT RUN" "$blocked"; return 1; fi
+    local rest=$(($(left) - 5))
+    if [ $rest -lt 10 ]; then
+        row "$name" "NOT RUN" "deadline: ${rest}s of ${deadline}s left"
+        [ -n "${BLOCKS:-}" ] && blocked="$name did not run"
+        return 1
+    fi
+    [ "$limit" -gt "$rest" ] && limit=$rest
+    running=$name
+    write_report
+    echo "== $name (limit ${limit}s)"
+    local t0=$SECONDS rc res detail why
+    timeout -k 5 "$limit" "$@" >"$log" 2>&1 </dev/null
+    rc=$?
+    running=""
+    detail="$((SECONDS - t0))s"
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        res="FAIL"
+        detail="timed out after ${limit}s"
+    elif [ $rc -eq 77 ]; then
+        res="FAIL"
+        detail="exit 77: skipped (no GPU seen), $detail"
+    elif [ $rc -ne 0 ]; then
+        res="FAIL"
+        why=$(grep -m1 -E 'error|Error|FAIL|failed' "$log" | cut -c1-160)
+        detail="exit $rc, $detail${why:+: $why}"
+    elif [ -n "${POST:-}" ] && ! why=$("$POST" "$log"); then
+        res="FAIL"
+        detail="$why, $detail"
+    else
+        res="PASS"
+    fi
+    [ "$res" != PASS ] && [ -n "${BLOCKS:-}" ] && blocked="$name failed"
+    row "$name" "$res" "$detail"
+    [ "$res" = PASS ]
+}
+
+# POST checks
+no_skipped_tests() { # ctest ran, and no test was skipped or not run
+    if grep -qE '\*\*\*Skipped|Not Run|did not run' "$1"; then
+        echo "a test was skipped or did not run"
+        return 1
+    fi
+    grep -qE '[0-9]+% tests passed' "$1" || { echo "ctest ran no test"; return 1; }
+}
+cuda_in_cache() {
+    if ! grep -q '^SG_CUDA_BACKEND:INTERNAL=ON' "$bdir/CMakeCache.txt" 2>/dev/null; then
+        echo "the CUDA backend is OFF in $bdir/CMakeCache.txt (nvcc not found?)"
+        return 1
+    fi
+}
+
+# ---- environment: the machine, then tools/gpu_env.sh in this shell
+{
+    echo "date: $(date -u '+%F %T') UTC"
+    echo "commit: $commit"
+    echo "host: $(uname -srm), $(nproc) CPUs"
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+        --format=csv 2>&1 || echo "nvidia-smi: not available"
+} >"$logdir/machine.txt"
+write_report
+if ! source "$root/tools/gpu_env.sh" 2>"$logdir/environment.log"; then
+    row environment FAIL "tools/gpu_env.sh failed: $(tail -n 1 "$logdir/environment.log" | cut -c1-200)"
+    blocked="the environment failed"
+else
+    {
+        echo "nvcc: $( (nvcc --version 2>&1 || echo none) | tail -n 1)"
+        echo "cmake: $(cmake --version 2>&1 | head -n 1)"
+        [ $mode = build ] || echo "$(timeout 60 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1 | tail -n 1)"
+    } >>"$logdir/machine.txt"
+    row environment PASS "${SG_GPU_DEPS_ROOT:+libraries from .deps/root}${SG_GPU_DEPS_ROOT:-system libraries}"
 fi
 
-{
-  echo "date: $(date -u '+%F %T') UTC"
-  echo "commit: $commit"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
-  nvcc --version 2>&1 | tail -2
-  cmake --version | head -1
-  python3 -c 'import torch; print("torch", torch.__version__)' 2>&1
-} >"$out/environment.txt"
+if [ $mode != build ]; then
+    stage gpu 30 nvidia-smi -L
+fi
 
-stage configure 240 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
-stage build 420 cmake --build build-gpu -j"$jobs"
-stage gpu_tests 420 ctest --test-dir build-gpu -L gpu --output-on-failure
-stage cpu_tests 420 ctest --test-dir build-gpu -LE gpu -E 'torch_parity_cifar|torch_ref_selftest' --output-on-failure -j"$jobs"
-for tool in memcheck racecheck initcheck; do
-  stage "sanitizer_$tool" 420 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-    build-gpu/tests/test_cuda_ops
-done
-tmp=$(mktemp -d)
-stage train_cifar 300 build-gpu/train --model unet_cifar --data synthetic:2048:32x32x3 \
-  --backend cuda --precision bf16 --steps 60 --log-every 10 --ckpt-every 0 --warmup 10 \
-  --samples 4 --ddim-steps 10 --out "$tmp/cifar"
-stage verify_cuda 300 build-gpu/verify --backend cuda --model unet_tiny --steps 8
-stage verify_cuda_cifar 300 build-gpu/verify --backend cuda --model unet_cifar --batch 8 \
-  --precision bf16 --steps 4 --data synthetic:256:32x32x3
-rm -rf "$tmp"
+sanitizer=""
+if [ $mode = sanitizers ]; then
+    sanitizer=${GPU_CHECK_SANITIZER:-$(command -v compute-sanitizer 2>/dev/null)}
+    if [ -z "${GPU_CHECK_SANITIZER:-}" ]; then
+        for d in "$(dirname "${CUDACXX:-/none/x}")" /usr/local/cuda/bin \
+            /usr/local/cuda/compute-sanitizer /opt/nvidia/compute-sanitizer; do
+            [ -z "$sanitizer" ] && [ -x "$d/compute-sanitizer" ] && sanitizer=$d/compute-sanitizer
+        done
+    fi
+    [ -x "$sanitizer" ] || sanitizer=""
+    if [ -z "$sanitizer" ]; then
+        for t in memcheck racecheck initcheck synccheck step_memcheck; do
+            row "sanitizer_$t" SKIP "compute-sanitizer not found (PATH, the CUDA bin folder)"
+        done
+        echo "report: $report"
+        rm -rf "$logdir"
+        exit $failed
+    fi
+    row compute_sanitizer PASS "$sanitizer"
+fi
 
-{
-  echo "# GPU check, $day, $gpu"
-  echo
-  echo "Command: \`tools/gpu_check.sh\` (commit $commit)."
-  echo
-  echo '```'
-  cat "$out/environment.txt"
-  echo '```'
-  echo
-  echo "| stage | result | detail |"
-  echo "|---|---|---|"
-  printf '%s\n' "${results[@]}"
-  echo
-  for f in "$out"/*.log; do
-    echo "## $(basename "$f")"
-    echo
-    echo '```'
-    tail -n 60 "$f"
-    echo '```'
-    echo
-  done
-} >"$report"
-echo "report: $report"
+# the configure command of sg_gpu_configure (a function, which `timeout` cannot run)
+BLOCKS=1 stage configure 240 cmake -S "$root" -B "$bdir" "${SG_GPU_CMAKE_ARGS[@]}" \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${extra_cmake[@]}"
+BLOCKS=1 POST=cuda_in_cache stage cuda_backend 10 true
+targets=()
+[ $mode = sanitizers ] && targets=(--target test_cuda_ops test_cuda_step)
+BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
+
+if [ $mode = check ]; then
+    tmp=$(mktemp -d)
+    POST=no_skipped_tests stage gpu_tests 300 ctest --test-dir "$bdir" -L gpu --no-tests=error \
+        --output-on-failure
+    stage verify_cuda 120 "$bdir/verify" --backend cuda --model unet_tiny --steps 8
+    stage train_short 180 "$bdir/train" --model unet_cifar --data synthetic:2048:32x32x3 \
+        --backend cuda --precision bf16 --steps 30 --log-every 10 --ckpt-every 0 --warmup 10 \
+        --samples 4 --ddim-steps 10 --out "$tmp/cifar"
+    stage verify_cuda_cifar 180 "$bdir/verify" --backend cuda --model unet_cifar --batch 8 \
+        --precision bf16 --steps 4 --data synthetic:256:32x32x3
+    POST=no_skipped_tests stage cpu_tests 300 ctest --test-dir "$bdir" -LE gpu \
+        -E 'torch_parity_cifar|torch_ref_selftest|gpu_build_deps' --no-tests=error \
+        --output-on-failure -j"$jobs"
+    rm -rf "$tmp"
+elif [ $mode = sanitizers ]; then
+    for t in memcheck racecheck initcheck synccheck; do
+        stage "sanitizer_$t" 150 "$sanitizer" --tool "$t" --error-exitcode 1 \
+            "$bdir/tests/test_cuda_ops"
+    done
+    stage sanitizer_step_memcheck 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        "$bdir/tests/test_cuda_step"
+fi
+
+write_report
+echo "report: $report (logs: $tarball)"
+rm -rf "$logdir"
 exit $failed

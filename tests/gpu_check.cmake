@@ -1,0 +1,4 @@
+# gpu_check.cmake — tools/gpu_check.sh's logic without a GPU (fake nvidia-smi, cmake, ctest,
+# compute-sanitizer): failures, deadline, a killed run, SKIPs and the all-green path.
+add_test(NAME gpu_check_logic COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_check.sh)
+set_tests_properties(gpu_check_logic PROPERTIES TIMEOUT 300)
