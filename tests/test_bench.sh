@@ -77,12 +77,15 @@ fi
 # ---- tools/bench.sh + bench_report.py with fakes
 cat >"$tmp/fake_sg" <<'SH'
 #!/usr/bin/env bash
-# fake build/bench: canned JSON; unet_cifar batch 8 fails like an OOM would
-model= batch= prec=
+# fake build/bench: canned JSON; unet_cifar batch 8 fails like an OOM would; without
+# --backend cuda it fails (bench.sh must never let stepgraph pick the CPU)
+model= batch= prec= backend=
 while [ $# -gt 0 ]; do
-    case $1 in --model) model=$2; shift ;; --batch) batch=$2; shift ;; --precision) prec=$2; shift ;; esac
+    case $1 in --model) model=$2; shift ;; --batch) batch=$2; shift ;; --precision) prec=$2; shift ;;
+    --backend) backend=$2; shift ;; esac
     shift
 done
+if [ "$backend" != cuda ]; then echo "fake bench: no --backend cuda" >&2; exit 5; fi
 if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
 ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
 cat <<J
@@ -108,10 +111,18 @@ esac
 ms=10.0; [ "$mode" = compile ] && ms=8.0; [ "$batch" = 8 ] && ms=2.0
 echo "{\"tool\":\"torch_ref_bench\",\"model\":\"$model\",\"batch\":$batch,\"precision\":\"$prec\",\"mode\":\"$mode\",\"tf32\":\"$tf32\",\"skipped\":false,\"ms_per_step\":$ms,\"ms_p10\":$ms,\"ms_p90\":$ms,\"img_per_s\":1000.0,\"max_memory_allocated\":4294967296}"
 SH
-chmod +x "$tmp/fake_sg" "$tmp/fake_torch"
+# a bench that answers from the CPU backend (what a silent fallback would look like)
+sed 's/"backend":"cuda"/"backend":"cpu"/' "$tmp/fake_sg" >"$tmp/fake_sg_cpu"
+mkdir -p "$tmp/gpu" "$tmp/nogpu"
+printf '#!/bin/sh\necho "GPU 0: Fake GPU 80GB (UUID: GPU-0)"\n' >"$tmp/gpu/nvidia-smi"
+printf '#!/bin/sh\necho "NVIDIA-SMI has failed: no devices were found" >&2\nexit 9\n' \
+    >"$tmp/nogpu/nvidia-smi"
+chmod +x "$tmp/fake_sg" "$tmp/fake_torch" "$tmp/fake_sg_cpu" "$tmp/gpu/nvidia-smi" \
+    "$tmp/nogpu/nvidia-smi"
+gpath="$tmp/gpu:$PATH"
 
 # run A: failures, a timeout, then the report
-BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/results" \
+PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/results" \
     BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=200 BENCH_CAP_S=2 BENCH_COMPILE_MIN_S=1 \
     BENCH_JOBS='^sg_|eager|cifar_b128_bf16_(compile|reduce|max)' \
     bash "$root/tools/bench.sh" "$tmp/runA" >"$tmp/runA.txt" 2>&1
@@ -146,7 +157,7 @@ ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
 
 # run B: a budget that cannot fit the compile modes: they are skipped, saying so; merged
 # with run A, A's finished compile job survives B's skip
-BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsB" \
+PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsB" \
     BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_COMPILE_MIN_S=1000 \
     BENCH_JOBS='sg_cifar_b128|cifar_b128_bf16_(eager|compile)' \
     bash "$root/tools/bench.sh" "$tmp/runB" >"$tmp/runB.txt" 2>&1
@@ -161,15 +172,37 @@ python3 "$root/tools/bench_report.py" report --out "$tmp/merged.md" "$tmp/runA" 
 ok "merged report keeps the finished compile job" \
     'grep -Eq "^\| PyTorch compile \| ok \| 8\.000" "$tmp/merged.md"'
 
-# run C: no binary and a build that cannot work is recorded, and the PyTorch jobs still run
+# run C: no binary and a build that cannot work is recorded, the PyTorch jobs still run, the
+# report is written, and the exit status says stepgraph was not built
 BENCH_BUILD_DIR="$tmp/nobuild" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsC" \
     BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_JOBS='sg_cifar_b128|cifar_b128_bf16_eager' \
-    PATH="$tmp/nocmake:$PATH" bash -c 'mkdir -p "$0/nocmake"; printf "#!/bin/sh\necho cmake: broken >&2; exit 1\n" >"$0/nocmake/cmake"; chmod +x "$0/nocmake/cmake"; exec bash "$1/tools/bench.sh" "$0/runC"' "$tmp" "$root" >"$tmp/runC.txt" 2>&1
+    PATH="$tmp/nocmake:$gpath" bash -c 'mkdir -p "$0/nocmake"; printf "#!/bin/sh\necho cmake: broken >&2; exit 1\n" >"$0/nocmake/cmake"; chmod +x "$0/nocmake/cmake"; exec bash "$1/tools/bench.sh" "$0/runC"' "$tmp" "$root" >"$tmp/runC.txt" 2>&1
 rc=$?
 mdC=$(ls "$tmp"/resultsC/*.md 2>/dev/null | head -n 1)
-ok "bench.sh run C (build fails) exits 0 with a report" '[ $rc -eq 0 ] && [ -n "$mdC" ]'
+ok "bench.sh run C (build fails) exits 1 with a report" '[ $rc -eq 1 ] && [ -n "$mdC" ]'
+ok "run C: one clear FAIL line" 'grep -q "^bench.sh: FAIL: stepgraph was not built: build failed (exit 1): cmake: broken" "$tmp/runC.txt"'
 ok "build failure recorded" 'grep -q "stepgraph (CUDA graph replay) | failed: build failed (exit 1): cmake: broken" "$mdC"'
 ok "torch eager still ran" 'grep -Eq "^\| PyTorch eager \| ok \| 10\.000" "$mdC"'
+
+# run D: no GPU visible: exit 1 at once, one clear line, nothing run
+PATH="$tmp/nogpu:$PATH" BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" \
+    BENCH_RESULTS_DIR="$tmp/resultsD" bash "$root/tools/bench.sh" "$tmp/runD" >"$tmp/runD.txt" 2>&1
+rc=$?
+ok "run D (no GPU): exit 1, one FAIL line, no report" '[ $rc -eq 1 ] && [ $(wc -l <"$tmp/runD.txt") -eq 1 ] && grep -q "^bench.sh: FAIL: no GPU visible" "$tmp/runD.txt" && [ ! -d "$tmp/resultsD" ]'
+
+# run E: a stepgraph result from the CPU backend fails loudly (no silent CPU fallback)
+PATH=$gpath BENCH_BIN="$tmp/fake_sg_cpu" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsE" \
+    BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_JOBS='^sg_cifar_b128' \
+    bash "$root/tools/bench.sh" "$tmp/runE" >"$tmp/runE.txt" 2>&1
+rc=$?
+ok "run E (CPU result): exit 1 with a clear line" '[ $rc -eq 1 ] && grep -q "^bench.sh: FAIL: a stepgraph result is not from the CUDA backend: sg_cifar_b128_bf16 ran on backend cpu" "$tmp/runE.txt"'
+
+# run F: every stepgraph job failed: exit 1
+PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsF" \
+    BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_JOBS='^sg_cifar_b8' \
+    bash "$root/tools/bench.sh" "$tmp/runF" >"$tmp/runF.txt" 2>&1
+rc=$?
+ok "run F (no stepgraph success): exit 1" '[ $rc -eq 1 ] && grep -q "^bench.sh: FAIL: no stepgraph job succeeded on the GPU" "$tmp/runF.txt"'
 
 # the report over a real (CPU) bench result
 mkdir -p "$tmp/real/jobs"

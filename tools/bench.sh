@@ -3,16 +3,20 @@
 #
 #   tools/bench.sh [OUTDIR]        # OUTDIR defaults to $OUT, else build-bench-runs/<time>
 #
-# Builds build-gpu/bench (sm_90), then for each row
+# Sources tools/gpu_env.sh (nvcc, the carried .deps libraries, RPATH: the same build environment
+# as tools/gpu_check.sh), builds build-gpu/bench (sm_90), then for each row
 #   unet_cifar batch 128 bf16 | unet_cifar batch 8 bf16 | unet_adm64 batch 32 fp32
-# runs `bench --json` (the replayed CUDA graph) and tools/torch_ref/bench.py in the modes
+# runs `bench --backend cuda --json` (the replayed CUDA graph; never the CPU) and
+# tools/torch_ref/bench.py in the modes
 # eager, compile, max-autotune-no-cudagraphs and reduce-overhead (adm64 with TF32 off and on),
 # one process per job, and assembles bench/results/<date>-<gpu>.md (copied to OUTDIR too):
 # the side-by-side tables, ratios to the best PyTorch mode, the targets met / not met, the
 # per-op breakdown, the environment, the commit and the raw logs.
 #
 # Robust by design: a job that fails or times out is recorded with its reason and the script
-# goes on. Everything fits an overall budget (BENCH_BUDGET_S, default 480 s, counted from the
+# goes on. Loud where it matters: no GPU visible (nvidia-smi -L fails) stops it at once, and a
+# failed build, no stepgraph job that succeeded, or a stepgraph result from any backend but
+# CUDA makes the exit status 1 with one line saying why (the report is still written). Everything fits an overall budget (BENCH_BUDGET_S, default 480 s, counted from the
 # start, build included): the fast jobs (stepgraph, eager) run first, the slow torch.compile
 # modes last, most important first, and a job that no longer fits is recorded as skipped.
 #
@@ -56,6 +60,12 @@ cap_max=${BENCH_CAP_S:-100000}
 left() { echo $((start + budget - $(date +%s))); }
 say() { echo "bench.sh: $*" >&2; }
 
+# ---- a GPU, or nothing: stepgraph's bench must not quietly time the CPU
+if ! gpu_list=$(timeout 30 nvidia-smi -L 2>&1) || [ -z "$gpu_list" ]; then
+    say "FAIL: no GPU visible (nvidia-smi -L: $(echo "$gpu_list" | head -n 1)); nothing was timed"
+    exit 1
+fi
+
 # ---- environment (first: it is cheap and the report needs it even if all else fails)
 $report env --out "$out/env.json" --budget "$budget" --python "$py" --repo "$root" \
     ${BENCH_GPU_NAME:+--gpu-name "$BENCH_GPU_NAME"} ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} ||
@@ -74,14 +84,19 @@ if [ -z "$bin" ]; then
     if [ "$t" -lt 30 ]; then
         build_fail="no time left to build (budget ${budget}s)"
     else
-        timeout -k 10 "$t" bash -c "cmake -S '$root' -B '$bdir' -DCMAKE_BUILD_TYPE=Release \
-            -DCMAKE_CUDA_ARCHITECTURES=$arch && cmake --build '$bdir' --target bench -j $(nproc)" \
-            >"$out/build.log" 2>&1
-        rc=$?
+        # shellcheck source=tools/gpu_env.sh
+        if ! SG_CUDA_ARCH=$arch source "$root/tools/gpu_env.sh" 2>"$out/build.log"; then
+            rc=1
+        else
+            timeout -k 10 "$t" bash -c 'cmake -S "$0" -B "$1" "${@:3}" && cmake --build "$1" \
+                --target bench -j "$2"' "$root" "$bdir" "$(nproc)" "${SG_GPU_CMAKE_ARGS[@]}" \
+                >>"$out/build.log" 2>&1
+            rc=$?
+        fi
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             build_fail="build timed out after ${t}s (see build.log)"
         elif [ $rc -ne 0 ]; then
-            msg=$(grep -m1 -E 'error:|Error [0-9]|undefined reference|CMake Error' "$out/build.log")
+            msg=$(grep -m1 -E 'error:|Error [0-9]|undefined reference|CMake Error|gpu_env: .*(no |not |failed)' "$out/build.log")
             [ -z "$msg" ] && msg=$(grep -v '^\s*$' "$out/build.log" | tail -n 1)
             build_fail="build failed (exit $rc): $(echo "$msg" | cut -c1-200)"
         elif [ ! -x "$bdir/bench" ]; then
@@ -134,8 +149,8 @@ print(r["status"] + (": %.3f ms/step" % ms if r["status"] == "ok" and ms else ""
 }
 
 sg() { # NAME ROW MODEL BATCH PREC
-    job "$1" "$2" stepgraph "$3" "$4" "$5" graph "" 150 20 -- "$bin" --model "$3" --batch "$4" \
-        --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json
+    job "$1" "$2" stepgraph "$3" "$4" "$5" graph "" 150 20 -- "$bin" --backend cuda --model "$3" \
+        --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json
 }
 pt() { # NAME ROW MODEL BATCH PREC MODE TF32 CAP MIN (MIN "c": a compile mode)
     local min=$9
@@ -183,5 +198,33 @@ if $report report --out "$md" --copy "$out/$name" "$out"; then
     say "report: $md (and $out/$name); $(($(date +%s) - start))s of ${budget}s used"
 else
     say "assembling the report failed"
+    exit 1
+fi
+
+# ---- loud failures: no CUDA build, no stepgraph result, or a result not from CUDA
+if [ -n "$build_fail" ]; then
+    say "FAIL: stepgraph was not built: $build_fail"
+    exit 1
+fi
+verdict=$($py - "$out/jobs" <<'PY'
+import glob, json, os, sys
+ok, wrong = 0, []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    r = json.load(open(f))
+    if r.get("impl") != "stepgraph" or r.get("status") != "ok":
+        continue
+    be = (r.get("result") or {}).get("backend")
+    if be == "cuda":
+        ok += 1
+    else:
+        wrong.append("%s ran on backend %s" % (r.get("job"), be))
+if wrong:
+    print("a stepgraph result is not from the CUDA backend: " + "; ".join(wrong))
+elif not ok and glob.glob(os.path.join(sys.argv[1], "sg_*.json")):
+    print("no stepgraph job succeeded on the GPU")
+PY
+)
+if [ -n "$verdict" ]; then
+    say "FAIL: $verdict"
     exit 1
 fi
