@@ -90,6 +90,10 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     CU(cudaEventCreate(&c->ev[1]));
     CB(cublasCreate(&c->cb));
     CB(cublasSetStream(c->cb, c->st));
+    /* fp32 math only: no TF32 (CUBLAS_DEFAULT_MATH does not allow it), and split-K partial
+     * sums of a bf16 output are reduced in fp32, not rounded to bf16 on the way */
+    CB(cublasSetMathMode(c->cb,
+                         CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME), kw = sg_find_tensor(g, SG_KERNEL_WS_NAME);
     if (cw < 0 || kw < 0) return sg_set_error("the plan has no workspace tensors");
     CB(cublasSetWorkspace(c->cb, c->arena + g->t[cw].offset, (size_t)g->t[cw].bytes));
@@ -99,19 +103,25 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     return SG_OK;
 }
 
+/* Host <-> arena copies go on the step's stream, so they are ordered with the kernels before
+ * and after them: a plain cudaMemcpy runs on the legacy default stream, which does not wait
+ * for work on a non-blocking stream (cudaStreamNonBlocking), so an upload could overwrite
+ * what a running step still reads, or a download read a half-written tensor. The host
+ * buffers are pageable; waiting for the stream before returning lets the caller reuse or
+ * read them at once. */
 static int cuda_upload(sg_backend *be, int64_t off, const void *src, int64_t bytes) {
     cuda_ctx *c = be->ctx;
     if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("upload outside the arena");
+    CU(cudaMemcpyAsync(c->arena + off, src, (size_t)bytes, cudaMemcpyHostToDevice, c->st));
     CU(cudaStreamSynchronize(c->st));
-    CU(cudaMemcpy(c->arena + off, src, (size_t)bytes, cudaMemcpyHostToDevice));
     return SG_OK;
 }
 
 static int cuda_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) {
     cuda_ctx *c = be->ctx;
     if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("download outside the arena");
+    CU(cudaMemcpyAsync(dst, c->arena + off, (size_t)bytes, cudaMemcpyDeviceToHost, c->st));
     CU(cudaStreamSynchronize(c->st));
-    CU(cudaMemcpy(dst, c->arena + off, (size_t)bytes, cudaMemcpyDeviceToHost));
     return SG_OK;
 }
 
@@ -456,8 +466,10 @@ static double cuda_matmul_peak(sg_backend *be, int dtype) {
         else
             ((float *)host)[i] = v;
     }
-    cudaMemcpy(a, host, bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(b, host, bytes, cudaMemcpyHostToDevice);
+    /* on the GEMMs' stream (see cuda_upload), then wait: host is freed right after */
+    cudaMemcpyAsync(a, host, bytes, cudaMemcpyHostToDevice, c->st);
+    cudaMemcpyAsync(b, host, bytes, cudaMemcpyHostToDevice, c->st);
+    cudaStreamSynchronize(c->st);
     free(host);
     cudaDataType t = dtype == DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     float one = 1, zero = 0;
