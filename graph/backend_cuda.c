@@ -3,11 +3,14 @@
  *
  * Life of a training run: prepare() checks the free GPU memory against the plan (and says how
  * much it needs and how much is free before allocating anything), allocates the arena and zeroes
- * it, creates one stream and one cuBLAS handle bound to it with its workspace inside the arena.
- * The first run_step() runs the schedule eagerly (a real step: warm-up and validation), then
- * captures the same launches into a graph, instantiates and uploads it; every later run_step()
- * is one cudaGraphLaunch. Nothing in the step depends on a host value: step counter, seed,
- * timesteps, noise, dropout masks and batch indices are read or computed on the device.
+ * it, creates one stream and the GEMM context (sg_blas: cuBLASLt on that stream, its workspace
+ * inside the arena; a plain cuBLAS handle is kept only to measure the matmul peak). The first
+ * run_step() runs the schedule eagerly (a real step: warm-up and validation, during which each
+ * distinct GEMM's algorithm is chosen and pinned), freezes the GEMM table, then captures the
+ * same launches into a graph, instantiates and uploads it; every later run_step() is one
+ * cudaGraphLaunch. A GEMM the warm-up did not pin is an error from then on. Nothing in the step
+ * depends on a host value: step counter, seed, timesteps, noise, dropout masks and batch indices
+ * are read or computed on the device.
  */
 #ifdef SG_HAVE_CUDA
 
@@ -26,7 +29,8 @@
 typedef struct {
     int dev, use_graph;
     cudaStream_t st;
-    cublasHandle_t cb;
+    cublasHandle_t cb; /* the matmul-peak measurement only */
+    sg_blas *blas;     /* every GEMM of the step */
     unsigned char *arena;
     int64_t arena_bytes;
     void *ws; /* the plan's kernel workspace */
@@ -97,6 +101,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME), kw = sg_find_tensor(g, SG_KERNEL_WS_NAME);
     if (cw < 0 || kw < 0) return sg_set_error("the plan has no workspace tensors");
     CB(cublasSetWorkspace(c->cb, c->arena + g->t[cw].offset, (size_t)g->t[cw].bytes));
+    if (sg_blas_create(&c->blas, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     c->ws = c->arena + g->t[kw].offset;
     c->ws_bytes = g->t[kw].bytes;
     CU(cudaDeviceSynchronize());
@@ -150,7 +155,7 @@ typedef struct {
     const sg_graph *g;
     const sg_node *nd;
     cudaStream_t st;
-    cublasHandle_t cb;
+    sg_blas *blas;
     void *ws; /* the plan's kernel workspace */
     int64_t wsb;
     int dt;     /* output 0's dtype */
@@ -189,12 +194,12 @@ static int cuda_forward_op(const cuda_launch *l) {
                                  a->temb.dim, dt);
     case OP_LINEAR: {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_fwd(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+        return cuda_linear_fwd(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
                                P(c, g, IN(2)), d.N, d.K, d.M, dt, l->ws, l->wsb);
     }
     case OP_CONV2D: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_fwd(st, l->cb, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
+        return cuda_conv2d_fwd(st, l->blas, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
                                P(c, g, IN(2)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dt, l->ws,
                                l->wsb);
     }
@@ -225,8 +230,8 @@ static int cuda_forward_op(const cuda_launch *l) {
     }
     case OP_ATTENTION: {
         sg_attn_dims d = sg_attn_dims_of(g, nd);
-        return cuda_attention_fwd(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)), d.N,
-                                  d.L, d.C, d.heads, dt, l->ws, l->wsb);
+        return cuda_attention_fwd(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+                                  d.N, d.L, d.C, d.heads, dt, l->ws, l->wsb);
     }
     case OP_DROPOUT:
         return cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
@@ -255,23 +260,23 @@ static int cuda_backward_op(const cuda_launch *l) {
                             g->t[IN(1)].dtype, n0, 1.0f, ACC(0));
     case OP_LINEAR_BWD_DATA: {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_bwd_data(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), d.N,
-                                    d.K, d.M, dt, ACC(0), l->ws, l->wsb);
+        return cuda_linear_bwd_data(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+                                    d.N, d.K, d.M, dt, ACC(0), l->ws, l->wsb);
     }
     case OP_LINEAR_BWD_WEIGHT: {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_bwd_weight(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+        return cuda_linear_bwd_weight(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
                                       P(c, g, IN(1)), d.N, d.K, d.M, dy_dt, ACC(0), l->ws, l->wsb);
     }
     case OP_CONV2D_BWD_DATA: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_bwd_data(st, l->cb, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+        return cuda_conv2d_bwd_data(st, l->blas, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
                                     d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt, ACC(0), l->ws,
                                     l->wsb);
     }
     case OP_CONV2D_BWD_WEIGHT: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_bwd_weight(st, l->cb, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
+        return cuda_conv2d_bwd_weight(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
                                       CAT(c, g, IN(1)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt,
                                       ACC(0), l->ws, l->wsb);
     }
@@ -301,7 +306,7 @@ static int cuda_backward_op(const cuda_launch *l) {
     }
     case OP_ATTENTION_BWD: {
         sg_attn_dims d = sg_attn_dims_of(g, nd);
-        return cuda_attention_bwd(st, l->cb, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
+        return cuda_attention_bwd(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
                                   P(c, g, IN(2)), d.N, d.L, d.C, d.heads, dt, ACC(0), l->ws,
                                   l->wsb);
     }
@@ -353,7 +358,7 @@ static int cuda_run_node(sg_backend *be, const sg_plan *p, int i) {
                      .g = g,
                      .nd = nd,
                      .st = c->st,
-                     .cb = c->cb,
+                     .blas = c->blas,
                      .ws = c->ws,
                      .wsb = c->ws_bytes,
                      .dt = nd->nout ? (int)g->t[OUT(0)].dtype : DT_F32,
@@ -404,6 +409,8 @@ static int cuda_run_step(sg_backend *be, const sg_plan *p) {
         /* eager: always when graphs are off; otherwise the first (warm-up) step */
         if (run_eager(be, p)) return SG_ERR;
         CU(cudaGetLastError());
+        /* every GEMM of the step has its algorithm now: no other may appear (see sg_blas) */
+        sg_blas_freeze(c->blas);
         if (c->use_graph) {
             CU(cudaStreamSynchronize(c->st)); /* validation: the eager step completed */
             if (capture(be, p)) return SG_ERR;
@@ -501,9 +508,11 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     if (c->cb) cublasGetVersion(c->cb, &cbv);
     snprintf(buf, (size_t)cap,
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
-             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"graph\":%s}",
+             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
+             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\"}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
-             c->use_graph ? "true" : "false");
+             sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
+             sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas));
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -513,6 +522,7 @@ static void cuda_destroy(sg_backend *be) {
         if (c->exec) cudaGraphExecDestroy(c->exec);
         if (c->graph) cudaGraphDestroy(c->graph);
         if (c->cb) cublasDestroy(c->cb);
+        sg_blas_destroy(c->blas);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
         if (c->st) cudaStreamDestroy(c->st);

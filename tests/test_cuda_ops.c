@@ -31,7 +31,6 @@
  *
  * Without a GPU: prints "no GPU: skipped" and returns 77 (ctest SKIP).
  */
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -93,7 +92,9 @@ static void cover(const char *name) {
     } while (0)
 
 static cudaStream_t g_st;
-static cublasHandle_t g_cb;
+static sg_blas *g_blas;
+static void *g_blas_ws;
+static const int64_t g_blas_ws_bytes = (int64_t)32 << 20;
 static uint64_t g_rng = 0x5eedc0de;
 
 static void sync_stream(void) {
@@ -382,7 +383,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_conv2d_fwd, g_st, g_cb, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, dt, ws->d,
+            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, dt, ws->d,
                  wsb);
             sync_stream();
             tb_check(y, ref, tol_for(dt), rep, ctx);
@@ -401,7 +402,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_conv2d_bwd_data, g_st, g_cb, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, dt,
+            CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, dt,
                  accum, ws->d, wsb);
             sync_stream();
             tb_check(dxa, refa, tol_for(dt), rep, ctx);
@@ -419,7 +420,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_conv2d_bwd_weight, g_st, g_cb, (float *)gw->d, bias ? (float *)gb->d : NULL,
+            CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
                  ddy->d, xc, N, H, W, Ci, Co, K, S, dt, accum, ws->d, wsb);
             sync_stream();
             tb_check(gw, refw, TOL_F32, rep, ctx);
@@ -485,9 +486,9 @@ static void test_linear(int N, int K, int M, int dt, int bias, int accum) {
     tbuf *ws1 = tb_ws(w1), *ws2 = tb_ws(w2), *ws3 = tb_ws(w3);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        CALL(cuda_linear_fwd, g_st, g_cb, y->d, dx_in->d, wd, bd, N, K, M, dt, ws1->d, w1);
-        CALL(cuda_linear_bwd_data, g_st, g_cb, dx->d, ddy->d, wd, N, K, M, dt, accum, ws2->d, w2);
-        CALL(cuda_linear_bwd_weight, g_st, g_cb, (float *)gw->d, bias ? (float *)gb->d : NULL,
+        CALL(cuda_linear_fwd, g_st, g_blas, y->d, dx_in->d, wd, bd, N, K, M, dt, ws1->d, w1);
+        CALL(cuda_linear_bwd_data, g_st, g_blas, dx->d, ddy->d, wd, N, K, M, dt, accum, ws2->d, w2);
+        CALL(cuda_linear_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
              ddy->d, dx_in->d, N, K, M, dt, accum, ws3->d, w3);
         sync_stream();
         tb_check(y, ref_y, tol_for(dt), rep, ctx);
@@ -781,10 +782,10 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum) {
     tbuf *ws1 = tb_ws(w1), *ws2 = tb_ws(w2);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        CALL(cuda_attention_fwd, g_st, g_cb, y->d, (float *)Pout->d, dq_in->d, N, L, C, heads, dt,
+        CALL(cuda_attention_fwd, g_st, g_blas, y->d, (float *)Pout->d, dq_in->d, N, L, C, heads, dt,
              ws1->d, w1);
-        CALL(cuda_attention_bwd, g_st, g_cb, dqkv->d, ddy->d, dq_in->d, (const float *)dP_in->d, N,
-             L, C, heads, dt, accum, ws2->d, w2);
+        CALL(cuda_attention_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d, (const float *)dP_in->d,
+             N, L, C, heads, dt, accum, ws2->d, w2);
         sync_stream();
         tb_check(y, r_y, tol_for(dt), rep, ctx);
         tb_check(Pout, P, TOL_F32, rep, ctx);
@@ -1032,14 +1033,14 @@ static void test_graph(void) {
 
 #define STEP_SLICE()                                                                               \
     do {                                                                                           \
-        CALL(cuda_conv2d_fwd, g_st, g_cb, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,          \
+        CALL(cuda_conv2d_fwd, g_st, g_blas, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,        \
              (const float *)b->d, N, H, W, Ci, Co, 3, 1, DT_F32, ws->d, wsb);                      \
-        CALL(cuda_conv2d_fwd, g_st, g_cb, y1->d, sg_cat1(xb->d, Ci), (const float *)w1->d,         \
+        CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), (const float *)w1->d,       \
              (const float *)b->d, N, H, W, Ci, Co, 1, 1, DT_BF16, ws->d, wsb);                     \
         CALL(cuda_group_norm_fwd, g_st, yg->d, (float *)mean->d, (float *)rstd->d,                 \
              sg_cat1(y3->d, Ci), (const float *)gamma->d, (const float *)beta->d, N, L, Ci, G,     \
              1e-6f, DT_F32);                                                                       \
-        CALL(cuda_attention_fwd, g_st, g_cb, ya->d, (float *)P->d, qkv->d, N, L, Ci, heads,        \
+        CALL(cuda_attention_fwd, g_st, g_blas, ya->d, (float *)P->d, qkv->d, N, L, Ci, heads,      \
              DT_BF16, ws->d, wsb);                                                                 \
         CALL(cuda_sample_timesteps, g_st, (int32_t *)t->d, N, 1000, sp, tp);                       \
         CALL(cuda_gaussian, g_st, (float *)eps->d, rows *Co, sp, tp, SG_RNG_NOISE);                \
@@ -1106,16 +1107,16 @@ static void test_errors(void) {
     case_begin();
     tbuf *a = tb_in("a", rnd(4096, -1, 1), 4096, DT_F32), *o = tb_out("o", 4096, DT_F32, NULL);
     /* K = 2 is not a supported kernel size */
-    int rc = cuda_conv2d_fwd(g_st, g_cb, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8, 8,
-                             4, 4, 2, 1, DT_F32, NULL, 0);
+    int rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8,
+                             8, 4, 4, 2, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR && strlen(sg_last_error()) > 0, "conv with K=2 must fail");
     /* a concatenation that does not add up to Ci */
-    rc = cuda_conv2d_fwd(g_st, g_cb, o->d, sg_cat2(a->d, 2, a->d, 1), (const float *)a->d, NULL, 1,
-                         8, 8, 4, 4, 3, 1, DT_F32, NULL, 0);
+    rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat2(a->d, 2, a->d, 1), (const float *)a->d, NULL,
+                         1, 8, 8, 4, 4, 3, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR, "conv with Ci != c0 + c1 must fail");
     /* a bf16 GEMM layer without its workspace */
-    rc = cuda_linear_fwd(g_st, g_cb, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16, NULL,
-                         0);
+    rc = cuda_linear_fwd(g_st, g_blas, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16,
+                         NULL, 0);
     CHECK(rc == SG_ERR, "bf16 linear without workspace must fail");
     /* C % G != 0 */
     rc = cuda_group_norm_fwd(g_st, o->d, (float *)o->d, (float *)o->d, sg_cat1(a->d, 10),
@@ -1124,16 +1125,65 @@ static void test_errors(void) {
     /* an unsupported dtype */
     rc = cuda_silu_fwd(g_st, o->d, a->d, 16, DT_I32);
     CHECK(rc == SG_ERR, "silu on int32 must fail");
-    /* a cuBLAS handle bound to another stream */
+    /* a GEMM context made for another stream */
     cudaStream_t other;
+    sg_blas *ob = NULL;
     CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
-    cublasSetStream(g_cb, other);
-    rc = cuda_linear_fwd(g_st, g_cb, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_F32, NULL,
+    CHECK(sg_blas_create(&ob, other, g_blas_ws, g_blas_ws_bytes) == SG_OK, "sg_blas_create: %s",
+          sg_last_error());
+    rc = cuda_linear_fwd(g_st, ob, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_F32, NULL, 0);
+    CHECK(rc == SG_ERR, "a GEMM context of another stream must be refused");
+    rc = cuda_linear_fwd(g_st, NULL, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_F32, NULL,
                          0);
-    CHECK(rc == SG_ERR, "a cuBLAS handle on another stream must be refused");
-    cublasSetStream(g_cb, g_st);
+    CHECK(rc == SG_ERR, "no GEMM context must be refused");
+    sg_blas_destroy(ob);
     CUDA_OK(cudaStreamDestroy(other));
     CUDA_OK(cudaGetLastError()); /* nothing was launched */
+    case_end();
+}
+
+/* ======================= pinned GEMM algorithms ======================= */
+
+/* A fresh context pins one algorithm per distinct GEMM, a repeat pins nothing new, and after
+ * the freeze a GEMM it has not seen fails (naming the pinned table) while a seen one still
+ * runs and the table's hash does not move; a second context pinning the same GEMMs has the
+ * same hash (cuBLASLt's heuristic is deterministic per descriptor). */
+static void test_blas_pinning(void) {
+    const char *ctx = "pinned GEMMs";
+    case_begin();
+    const int N = 6, K = 24, M = 16;
+    tbuf *x = tb_in("x", rnd((int64_t)N * K, -1, 1), (int64_t)N * K, DT_F32);
+    tbuf *w = tb_in("w", rnd((int64_t)M * K, -1, 1), (int64_t)M * K, DT_F32);
+    tbuf *y = tb_out("y", (int64_t)N * M, DT_F32, NULL);
+    sg_blas *b = NULL, *b2 = NULL;
+    CHECK(sg_blas_create(&b, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    CHECK(sg_blas_count(b) == 0 && !sg_blas_frozen(b), "a new context has an empty open table");
+    int rc =
+        cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    CHECK(rc == SG_OK, "first GEMM: %s", sg_last_error());
+    CHECK(sg_blas_count(b) == 1, "one GEMM pinned, got %d", sg_blas_count(b));
+    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    CHECK(rc == SG_OK && sg_blas_count(b) == 1, "a repeat pins nothing new (%d)", sg_blas_count(b));
+    const uint64_t h = sg_blas_hash(b);
+    sg_blas_freeze(b);
+    CHECK(sg_blas_frozen(b), "frozen");
+    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    CHECK(rc == SG_OK, "a pinned GEMM runs after the freeze: %s", sg_last_error());
+    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N - 1, K, M, DT_F32, NULL,
+                         0);
+    CHECK(rc == SG_ERR && strstr(sg_last_error(), "pinned"),
+          "an unseen GEMM after the freeze must fail naming the pinned table (%s)",
+          sg_last_error());
+    CHECK(sg_blas_count(b) == 1 && sg_blas_hash(b) == h, "the frozen table did not change");
+    CHECK(sg_blas_create(&b2, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    rc = cuda_linear_fwd(g_st, b2, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    CHECK(rc == SG_OK && sg_blas_hash(b2) == h, "the same GEMM, the same pinned table hash");
+    sync_stream();
+    guards_all(ctx);
+    sg_blas_destroy(b);
+    sg_blas_destroy(b2);
     case_end();
 }
 
@@ -1147,16 +1197,9 @@ int main(void) {
         return SG_TEST_SKIP;
     }
     CUDA_OK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    if (cublasCreate(&g_cb) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "cublasCreate failed\n");
-        return 1;
-    }
-    const size_t cublas_ws_bytes = (size_t)32 << 20;
-    void *cublas_ws = NULL;
-    CUDA_OK(cudaMalloc(&cublas_ws, cublas_ws_bytes));
-    if (cublasSetStream(g_cb, g_st) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(g_cb, cublas_ws, cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "cublas setup failed\n");
+    CUDA_OK(cudaMalloc(&g_blas_ws, (size_t)g_blas_ws_bytes));
+    if (sg_blas_create(&g_blas, g_st, g_blas_ws, g_blas_ws_bytes) != SG_OK) {
+        fprintf(stderr, "sg_blas_create: %s\n", sg_last_error());
         return 1;
     }
 
@@ -1181,6 +1224,7 @@ int main(void) {
     test_clip_ema_exact();
     test_graph();
     test_errors();
+    test_blas_pinning();
 
     int missing = 0;
     for (int i = 0; i < SG_ARRAY_LEN(launchers); i++) {
@@ -1190,8 +1234,8 @@ int main(void) {
     printf("coverage: %d of %d launchers exercised\n", SG_ARRAY_LEN(launchers) - missing,
            SG_ARRAY_LEN(launchers));
 
-    cublasDestroy(g_cb);
-    CUDA_OK(cudaFree(cublas_ws));
+    sg_blas_destroy(g_blas);
+    CUDA_OK(cudaFree(g_blas_ws));
     CUDA_OK(cudaStreamDestroy(g_st));
     return sg_test_end();
 }

@@ -4,7 +4,7 @@
  * (sg_cat, Ci = c0 + c1), w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2}, zero
  * padding pad = K/2, Ho = (H + 2 pad - K) / S + 1. P = N*Ho*Wo output pixels.
  *
- * 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLAS (linear.cu's GEMM layer).
+ * 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer).
  *
  * Everything else is an implicit GEMM with the im2col matrix never stored (tap = kh*K + kw):
  *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
@@ -255,12 +255,12 @@ static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int
     return SG_OK;
 }
 
-int cuda_conv2d_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
+int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
                     const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
                     void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
     if (K == 1 && S == 1)
-        return cu_gemm_fwd(st, cb, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
+        return cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
@@ -269,12 +269,12 @@ int cuda_conv2d_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const
     return SG_OK;
 }
 
-int cuda_conv2d_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy,
-                         const float *w, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                         int accum, void *ws, int64_t ws_bytes) {
+int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+                         int N, int H, int W, int Ci, int Co, int K, int S, int dt, int accum,
+                         void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
     if (K == 1 && S == 1)
-        return cu_gemm_bwd_data(st, cb, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
+        return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
                                 ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t Q = (int64_t)N * H * W;
@@ -285,7 +285,7 @@ int cuda_conv2d_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const vo
     return SG_OK;
 }
 
-int cuda_conv2d_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
                            int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_conv2d_bwd_weight";
@@ -293,7 +293,7 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float 
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     if (K == 1 && S == 1)
-        return cu_gemm_bwd_weight(st, cb, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
+        return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, db != NULL), ws_bytes, fn);
     const int64_t chunks = sg_ws_wgrad_chunks(P);
     const int64_t chunk_len = (P + chunks - 1) / chunks;

@@ -1,6 +1,6 @@
 /* cuda_common.cuh — what the kernels/cuda files share: dtype loads/stores, deterministic block
- * reductions, launch checks, and the few host helpers one family lends another (GEMM layers,
- * column sums). Internal to kernels/cuda; the public API is cuda_kernels.h.
+ * reductions, launch checks, and the few host helpers one family lends another (the pinned
+ * GEMM, GEMM layers, column sums). Internal to kernels/cuda; the public API is cuda_kernels.h.
  */
 #ifndef SG_CUDA_COMMON_CUH
 #define SG_CUDA_COMMON_CUH
@@ -28,14 +28,6 @@ extern "C" const char *sg_last_error(void);
         if (e_ != cudaSuccess)                                                                     \
             return sg_set_error("%s:%d: launching %s: %s", __FILE__, __LINE__, what,               \
                                 cudaGetErrorString(e_));                                           \
-    } while (0)
-
-#define SG_CUBLAS_CHECK(call)                                                                      \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
-            return sg_set_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
-                                cublasGetStatusString(s_));                                        \
     } while (0)
 
 #define SG_ARG_CHECK(cond, ...)                                                                    \
@@ -143,17 +135,25 @@ __device__ __forceinline__ float dev_block_max(float v, float *sh) {
 
 /* ---- host helpers shared across families ---- */
 
-/* The handle must already be bound to st (the caller owns the binding). */
-int cu_check_handle(cublasHandle_t cb, cudaStream_t st, const char *fn);
+/* blas.cu: the context exists and was created for st. */
+int cu_blas_check(const sg_blas *blas, cudaStream_t st, const char *fn);
+/* blas.cu: one column-major GEMM through cuBLASLt with its pinned algorithm (see sg_blas):
+ * C = alpha op(A) op(B) + beta C, op(A) m x k, op(B) k x n, fp32 compute, alpha/beta on the
+ * host; with batch > 1 strided-batched (strides sa, sb, sc in elements; ignored for batch 1).
+ * adt/bdt/cdt: DT_F32 or DT_BF16. */
+int cu_blas_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb, int m,
+                 int n, int k, float alpha, const void *A, int adt, int lda, int64_t sa,
+                 const void *B, int bdt, int ldb, int64_t sb, float beta, void *C, int cdt, int ldc,
+                 int64_t sc, int batch);
 
 /* linear.cu: GEMM layers on rows x channels (linear layers and 1x1 stride-1 convs).
  * y[rows][Co] = x[rows][Ci] w[Co][Ci]^T + b; x a concatenation along Ci.
  * Scratch rules: sg_ws_gemm_fwd / _bwd_data / _bwd_weight. */
-int cu_gemm_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
-                const float *b, int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes);
-int cu_gemm_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy, const float *w,
+int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w, const float *b,
+                int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes);
+int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
                      int64_t rows, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes);
-int cu_gemm_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
 /* linear.cu: dst[i] = bf16(src[i]), i < n. */

@@ -17,9 +17,10 @@
  *   replays correctly.
  * - Scratch: launchers marked [ws] take `ws` (SG_WS_ALIGN-aligned device memory) and its size
  *   `ws_bytes`; common/sg_workspace.h gives the size each needs (sg_ws_<name>).
- * - cuBLAS: launchers marked [cublas] take a handle the caller has bound to `st`
- *   (cublasSetStream) with its workspace set (cublasSetWorkspace); a handle on another stream
- *   is an error. GEMMs use CUBLAS_COMPUTE_32F; bf16 GEMMs round the fp32 weights to bf16.
+ * - GEMMs: launchers marked [gemm] take an sg_blas context (below) created for `st`; a context
+ *   of another stream is an error. Every GEMM runs through cuBLASLt with CUBLAS_COMPUTE_32F
+ *   (no TF32) and the algorithm pinned for its descriptor; bf16 GEMMs round the fp32 weights
+ *   to bf16.
  * - Outputs never alias inputs unless stated (as in cpu_kernels.h).
  *
  * Channel concatenation: a skip connection concatenates channels, which NHWC cannot do by
@@ -28,14 +29,13 @@
  * [c[0], c[0]+c[1]) from p[1] (pixel stride c[1]); c[1] = 0 means one buffer. Conv inputs and
  * input gradients and GroupNorm inputs and input gradients take them.
  *
- * Plain C11 with cuda_runtime_api.h and cublas_v2.h; extern "C" from CUDA/C++.
+ * Plain C11 with cuda_runtime_api.h; extern "C" from CUDA/C++.
  */
 #ifndef SG_CUDA_KERNELS_H
 #define SG_CUDA_KERNELS_H
 
 #include <stdint.h>
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "common/sg_base.h"
@@ -61,32 +61,51 @@ static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
     return r;
 }
 
+/* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
+ * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
+ * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).
+ * A GEMM not yet in the table gets cublasLtMatmulAlgoGetHeuristic's first algorithm that
+ * fits the workspace, once; after sg_blas_freeze a GEMM not in the table is an error. The
+ * CUDA backend freezes after its eager warm-up step, before capture, so eager and captured
+ * steps run the same algorithms. */
+typedef struct sg_blas sg_blas;
+/* ws: device memory of ws_bytes that outlives the context; st: the stream of every GEMM. */
+int sg_blas_create(sg_blas **out, cudaStream_t st, void *ws, int64_t ws_bytes);
+void sg_blas_destroy(sg_blas *blas);
+void sg_blas_freeze(sg_blas *blas);
+int sg_blas_frozen(const sg_blas *blas);
+/* The number of pinned GEMMs, and a 64-bit hash of the table (descriptors and algorithms, in
+ * the order they were pinned): the same hash, the same algorithms. */
+int sg_blas_count(const sg_blas *blas);
+uint64_t sg_blas_hash(const sg_blas *blas);
+/* cublasLtGetVersion() */
+size_t sg_blas_version(void);
+
 /* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}, padding K/2; Ci = x.c[0] + x.c[1].
- * 1x1 stride 1 runs as cuBLAS GEMMs; the rest as tiled implicit-GEMM kernels. */
-/* [cublas] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
-int cuda_conv2d_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
+ * 1x1 stride 1 runs as cuBLASLt GEMMs; the rest as tiled implicit-GEMM kernels. */
+/* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
+int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
                     const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
                     void *ws, int64_t ws_bytes);
-/* [cublas] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
-int cuda_conv2d_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy,
-                         const float *w, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                         int accum, void *ws, int64_t ws_bytes);
-/* [cublas] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
+/* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
+int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+                         int N, int H, int W, int Ci, int Co, int K, int S, int dt, int accum,
+                         void *ws, int64_t ws_bytes);
+/* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
  * to dw and db. */
-int cuda_conv2d_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
                            int accum, void *ws, int64_t ws_bytes);
 
-/* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLAS. */
-/* [cublas] [ws] y = x w^T + b (b may be NULL). */
-int cuda_linear_fwd(cudaStream_t st, cublasHandle_t cb, void *y, const void *x, const float *w,
+/* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLASLt. */
+/* [gemm] [ws] y = x w^T + b (b may be NULL). */
+int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const float *w,
                     const float *b, int N, int K, int M, int dt, void *ws, int64_t ws_bytes);
-/* [cublas] [ws] dx[N,K] = dy w. */
-int cuda_linear_bwd_data(cudaStream_t st, cublasHandle_t cb, void *dx, const void *dy,
-                         const float *w, int N, int K, int M, int dt, int accum, void *ws,
-                         int64_t ws_bytes);
-/* [cublas] [ws] dw[M,K] = dy^T x, db[M] = column sums of dy (db may be NULL). */
-int cuda_linear_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+/* [gemm] [ws] dx[N,K] = dy w. */
+int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const float *w,
+                         int N, int K, int M, int dt, int accum, void *ws, int64_t ws_bytes);
+/* [gemm] [ws] dw[M,K] = dy^T x, db[M] = column sums of dy (db may be NULL). */
+int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            const void *x, int N, int K, int M, int dt, int accum, void *ws,
                            int64_t ws_bytes);
 
@@ -133,13 +152,13 @@ int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps
                     int N, int per, int T, float beta1, float betaT, int dt);
 
 /* ---- attention (attention.cu): qkv[N,L,3C], P[N,heads,L,L] fp32, y[N,L,C]. */
-/* [cublas] [ws] */
-int cuda_attention_fwd(cudaStream_t st, cublasHandle_t cb, void *y, float *P, const void *qkv,
-                       int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
-/* [cublas] [ws] dqkv[N,L,3C] (dt); accum applies to dqkv. */
-int cuda_attention_bwd(cudaStream_t st, cublasHandle_t cb, void *dqkv, const void *dy,
-                       const void *qkv, const float *P, int N, int L, int C, int heads, int dt,
-                       int accum, void *ws, int64_t ws_bytes);
+/* [gemm] [ws] */
+int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv, int N,
+                       int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
+/* [gemm] [ws] dqkv[N,L,3C] (dt); accum applies to dqkv. */
+int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *dy, const void *qkv,
+                       const float *P, int N, int L, int C, int heads, int dt, int accum, void *ws,
+                       int64_t ws_bytes);
 
 /* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
 /* [ws] */

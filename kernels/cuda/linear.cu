@@ -1,4 +1,4 @@
-/* linear.cu — fully connected layers, and the cuBLAS GEMM layer they share with 1x1 convs.
+/* linear.cu — fully connected layers, and the GEMM layer they share with 1x1 convs.
  *
  * Shapes: x[rows][Ci] (a concatenation along Ci for convs), w[Co][Ci] fp32, b[Co] fp32,
  * y[rows][Co]. For a linear layer rows = N, Ci = K, Co = M.
@@ -6,19 +6,19 @@
  *   bwd data    dx = dy w
  *   bwd weight  dw = dy^T x,  db = column sums of dy
  *
- * cuBLAS is column-major; a row-major [r][c] matrix is the column-major c x r matrix with
- * leading dimension c, so each product is written on the transposes:
- *   y^T  (Co x rows) = op_T(w as Ci x Co) * x^T (Ci x rows)
- *   dx^T (Ci x rows) = w^T (Ci x Co) * dy^T (Co x rows)
- *   dw^T (Ci x Co)   = x^T (Ci x rows) * op_T(dy^T as Co x rows)
- * A concatenated x contributes one GEMM per part: the part's channel range [off, off + c) is a
- * row offset `off` into w^T (leading dimension Ci) and into dw^T.
+ * The GEMMs go through blas.cu (cuBLASLt, pinned algorithms), which is column-major; a row-major
+ * [r][c] matrix is the column-major c x r matrix with leading dimension c, so each product is
+ * written on the transposes: y^T  (Co x rows) = op_T(w as Ci x Co) * x^T (Ci x rows) dx^T (Ci x
+ * rows) = w^T (Ci x Co) * dy^T (Co x rows) dw^T (Ci x Co)   = x^T (Ci x rows) * op_T(dy^T as Co x
+ * rows) A concatenated x contributes one GEMM per part: the part's channel range [off, off + c) is
+ * a row offset `off` into w^T (leading dimension Ci) and into dw^T.
  *
  * Precision: fp32 runs plain fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32). bf16 rounds w to a bf16
- * copy in the workspace (both operands of a cuBLAS GEMM share one type); the forward
- * accumulates into an fp32 tile and rounds y once after the bias; dx is produced in bf16
- * directly (cuBLAS adds beta * dx in fp32 and rounds once); dw is fp32 from bf16 operands.
- * cuBLAS on one stream with a fixed workspace is deterministic.
+ * copy in the workspace (both operands of a GEMM share one type); the forward accumulates
+ * into an fp32 tile and rounds y once after the bias; dx is produced in bf16 directly (the
+ * GEMM adds beta * dx in fp32 and rounds once; split-K sums stay fp32); dw is fp32 from bf16
+ * operands. One pinned algorithm per GEMM on one stream with a fixed workspace is
+ * deterministic.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -53,31 +53,17 @@ __global__ void bias_round_kernel(void *y, const float *tile, const float *b, in
 
 /* =============================== launchers =============================== */
 
-int cu_check_handle(cublasHandle_t cb, cudaStream_t st, const char *fn) {
-    SG_ARG_CHECK(cb != NULL, "%s: no cuBLAS handle", fn);
-    cudaStream_t hs = NULL;
-    SG_CUBLAS_CHECK(cublasGetStream(cb, &hs));
-    SG_ARG_CHECK(hs == st, "%s: the cuBLAS handle is bound to another stream", fn);
-    return SG_OK;
-}
-
-static cudaDataType cu_type(int dt) {
-    return dt == DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
 /* Element offset into a buffer of dtype dt. */
 static const void *cu_off(const void *p, int64_t elems, int dt) {
     return (const char *)p + elems * sg_dtype_size(dt);
 }
 
-/* One column-major GEMM, C = alpha op(A) op(B) + beta C, fp32 compute. */
-static int cu_gemm(cublasHandle_t cb, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                   int k, float alpha, const void *A, int adt, int lda, const void *B, int bdt,
-                   int ldb, float beta, void *C, int cdt, int ldc) {
-    SG_CUBLAS_CHECK(cublasGemmEx(cb, ta, tb, m, n, k, &alpha, A, cu_type(adt), lda, B, cu_type(bdt),
-                                 ldb, &beta, C, cu_type(cdt), ldc, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
-    return SG_OK;
+/* One column-major GEMM, C = alpha op(A) op(B) + beta C, fp32 compute (not batched). */
+static int cu_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb,
+                   int m, int n, int k, float alpha, const void *A, int adt, int lda, const void *B,
+                   int bdt, int ldb, float beta, void *C, int cdt, int ldc) {
+    return cu_blas_gemm(blas, st, ta, tb, m, n, k, alpha, A, adt, lda, 0, B, bdt, ldb, 0, beta, C,
+                        cdt, ldc, 0, 1);
 }
 
 int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n) {
@@ -95,21 +81,21 @@ static int cu_cat_check(sg_cat x, int Ci, const char *fn) {
     return SG_OK;
 }
 
-int cu_gemm_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const float *w,
-                const float *b, int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
+int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w, const float *b,
+                int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
     const char *fn = "gemm_fwd";
     SG_DT_CHECK(dt, fn);
     SG_ARG_CHECK(rows > 0 && rows <= INT_MAX && Ci > 0 && Co > 0, "%s: bad shape", fn);
     if (cu_cat_check(x, Ci, fn)) return SG_ERR;
-    if (cu_check_handle(cb, st, fn)) return SG_ERR;
+    if (cu_blas_check(blas, st, fn)) return SG_ERR;
     int64_t need = sg_ws_gemm_fwd(rows, Ci, Co, dt);
     SG_WS_CHECK(need, ws_bytes, fn);
     if (dt == DT_F32) {
         for (int j = 0, first = 1; j < 2; j++) {
             if (x.c[j] == 0) continue;
             int off = j ? x.c[0] : 0;
-            if (cu_gemm(cb, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, x.c[j], 1.0f, w + off, DT_F32,
-                        Ci, x.p[j], DT_F32, x.c[j], first ? 0.0f : 1.0f, y, DT_F32, Co))
+            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, x.c[j], 1.0f, w + off,
+                        DT_F32, Ci, x.p[j], DT_F32, x.c[j], first ? 0.0f : 1.0f, y, DT_F32, Co))
                 return SG_ERR;
             first = 0;
         }
@@ -130,9 +116,9 @@ int cu_gemm_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const flo
         for (int j = 0, first = 1; j < 2; j++) {
             if (x.c[j] == 0) continue;
             int off = j ? x.c[0] : 0;
-            if (cu_gemm(cb, CUBLAS_OP_T, CUBLAS_OP_N, Co, nr, x.c[j], 1.0f, wb + off, DT_BF16, Ci,
-                        cu_off(x.p[j], r0 * x.c[j], DT_BF16), DT_BF16, x.c[j], first ? 0.0f : 1.0f,
-                        tile, DT_F32, Co))
+            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, nr, x.c[j], 1.0f, wb + off, DT_BF16,
+                        Ci, cu_off(x.p[j], r0 * x.c[j], DT_BF16), DT_BF16, x.c[j],
+                        first ? 0.0f : 1.0f, tile, DT_F32, Co))
                 return SG_ERR;
             first = 0;
         }
@@ -144,13 +130,13 @@ int cu_gemm_fwd(cudaStream_t st, cublasHandle_t cb, void *y, sg_cat x, const flo
     return SG_OK;
 }
 
-int cu_gemm_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *dy, const float *w,
+int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
                      int64_t rows, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "gemm_bwd_data";
     SG_DT_CHECK(dt, fn);
     SG_ARG_CHECK(rows > 0 && rows <= INT_MAX && Ci > 0 && Co > 0, "%s: bad shape", fn);
     if (cu_cat_check(dx, Ci, fn)) return SG_ERR;
-    if (cu_check_handle(cb, st, fn)) return SG_ERR;
+    if (cu_blas_check(blas, st, fn)) return SG_ERR;
     int64_t need = sg_ws_gemm_bwd_data(rows, Ci, Co, dt);
     SG_WS_CHECK(need, ws_bytes, fn);
     const void *A = w;
@@ -161,47 +147,48 @@ int cu_gemm_bwd_data(cudaStream_t st, cublasHandle_t cb, sg_cat dx, const void *
     for (int j = 0; j < 2; j++) {
         if (dx.c[j] == 0) continue;
         int off = j ? dx.c[0] : 0;
-        if (cu_gemm(cb, CUBLAS_OP_N, CUBLAS_OP_N, dx.c[j], (int)rows, Co, 1.0f, cu_off(A, off, dt),
-                    dt, Ci, dy, dt, Co, accum ? 1.0f : 0.0f, dx.p[j], dt, dx.c[j]))
+        if (cu_gemm(blas, st, CUBLAS_OP_N, CUBLAS_OP_N, dx.c[j], (int)rows, Co, 1.0f,
+                    cu_off(A, off, dt), dt, Ci, dy, dt, Co, accum ? 1.0f : 0.0f, dx.p[j], dt,
+                    dx.c[j]))
             return SG_ERR;
     }
     return SG_OK;
 }
 
-int cu_gemm_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes) {
     const char *fn = "gemm_bwd_weight";
     SG_DT_CHECK(dt, fn);
     SG_ARG_CHECK(rows > 0 && rows <= INT_MAX && Ci > 0 && Co > 0, "%s: bad shape", fn);
     if (cu_cat_check(x, Ci, fn)) return SG_ERR;
-    if (cu_check_handle(cb, st, fn)) return SG_ERR;
+    if (cu_blas_check(blas, st, fn)) return SG_ERR;
     int64_t need = sg_ws_gemm_bwd_weight(rows, Ci, Co, db != NULL);
     SG_WS_CHECK(need, ws_bytes, fn);
     for (int j = 0; j < 2; j++) {
         if (x.c[j] == 0) continue;
         int off = j ? x.c[0] : 0;
-        if (cu_gemm(cb, CUBLAS_OP_N, CUBLAS_OP_T, x.c[j], Co, (int)rows, 1.0f, x.p[j], dt, x.c[j],
-                    dy, dt, Co, accum ? 1.0f : 0.0f, dw + off, DT_F32, Ci))
+        if (cu_gemm(blas, st, CUBLAS_OP_N, CUBLAS_OP_T, x.c[j], Co, (int)rows, 1.0f, x.p[j], dt,
+                    x.c[j], dy, dt, Co, accum ? 1.0f : 0.0f, dw + off, DT_F32, Ci))
             return SG_ERR;
     }
     if (db) return cu_col_sum(st, db, DT_F32, dy, dt, 1, rows, Co, accum, ws);
     return SG_OK;
 }
 
-int cuda_linear_fwd(cudaStream_t st, cublasHandle_t cb, void *y, const void *x, const float *w,
+int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const float *w,
                     const float *b, int N, int K, int M, int dt, void *ws, int64_t ws_bytes) {
-    return cu_gemm_fwd(st, cb, y, sg_cat1(x, K), w, b, N, K, M, dt, ws, ws_bytes);
+    return cu_gemm_fwd(st, blas, y, sg_cat1(x, K), w, b, N, K, M, dt, ws, ws_bytes);
 }
 
-int cuda_linear_bwd_data(cudaStream_t st, cublasHandle_t cb, void *dx, const void *dy,
-                         const float *w, int N, int K, int M, int dt, int accum, void *ws,
-                         int64_t ws_bytes) {
-    return cu_gemm_bwd_data(st, cb, sg_cat1(dx, K), dy, w, N, K, M, dt, accum, ws, ws_bytes);
+int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const float *w,
+                         int N, int K, int M, int dt, int accum, void *ws, int64_t ws_bytes) {
+    return cu_gemm_bwd_data(st, blas, sg_cat1(dx, K), dy, w, N, K, M, dt, accum, ws, ws_bytes);
 }
 
-int cuda_linear_bwd_weight(cudaStream_t st, cublasHandle_t cb, float *dw, float *db, const void *dy,
+int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            const void *x, int N, int K, int M, int dt, int accum, void *ws,
                            int64_t ws_bytes) {
-    return cu_gemm_bwd_weight(st, cb, dw, db, dy, sg_cat1(x, K), N, K, M, dt, accum, ws, ws_bytes);
+    return cu_gemm_bwd_weight(st, blas, dw, db, dy, sg_cat1(x, K), N, K, M, dt, accum, ws,
+                              ws_bytes);
 }

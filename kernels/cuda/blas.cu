@@ -1,0 +1,269 @@
+/* blas.cu — every GEMM of kernels/cuda, through cuBLASLt, each distinct GEMM with one
+ * algorithm chosen once and pinned.
+ *
+ * A GEMM here is column-major D = alpha op(A) op(B) + beta C with C == D (in place), fp32
+ * compute (CUBLAS_COMPUTE_32F, fp32 scale, alpha/beta on the host), operands fp32 or bf16,
+ * optionally strided-batched. op(A) is m x k, op(B) k x n, C m x n. Its descriptor — m, n, k,
+ * the transposes, the three types, the leading dimensions, the batch count and strides, and
+ * the alignment of the three pointers (see below) — is the key of a table. The first time a
+ * key is seen, cublasLtMatmulAlgoGetHeuristic picks the algorithm (its first result, with a
+ * workspace no larger than the arena's cuBLAS workspace) and the entry keeps it with the
+ * descriptors; every later call with that key runs exactly that algorithm. The CUDA backend
+ * freezes the table after its eager warm-up step, before capturing the step into a graph;
+ * after that a GEMM not in the table is an error.
+ *
+ * Why pin at all, when cuBLASLt's heuristic is already deterministic for a given descriptor,
+ * library and GPU: the legacy cublasGemmEx with CUBLAS_GEMM_DEFAULT makes that choice
+ * inside every call, invisibly, so "the captured step runs the algorithms the eager step ran"
+ * was an assumption. With a table it is checked (a new GEMM during or after capture fails
+ * loudly instead of being chosen afresh), the choice is made once, outside capture, and it is
+ * recorded: the backend's describe() carries the number of pinned GEMMs and a hash of the
+ * table (keys and opaque algorithm bytes), so two runs — or a run and its resume — can show
+ * they multiplied with the same algorithms. It also keeps the heuristic's host-side work and
+ * any dependence on the environment (library version, heuristics cache settings) out of
+ * every step after the first.
+ *
+ * Preferences: the workspace limit; the minimum alignment of A, B and C/D, measured on the
+ * pointers (capped at 256 bytes, the default cuBLASLt assumes — an algorithm chosen for 256
+ * would refuse or misread the offset operands used here: attention heads, concatenation
+ * parts); and split-K reductions only in the compute type (fp32), so a bf16 output is rounded
+ * once, never summed in bf16 (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; no split-K at all is
+ * always allowed). The alignment is part of the key, so an operand at another alignment is
+ * another GEMM.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+#include <cublasLt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every field int64: no padding, so keys compare and hash as bytes. */
+typedef struct {
+    int64_t m, n, k, ta, tb, adt, bdt, cdt, lda, ldb, ldc, sa, sb, sc, batch;
+    int64_t align_a, align_b, align_c;
+} blas_key;
+
+typedef struct {
+    blas_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_bytes; /* what the algorithm needs */
+} blas_entry;
+
+struct sg_blas {
+    cublasLtHandle_t lt;
+    cudaStream_t st;
+    void *ws;
+    size_t ws_bytes;
+    blas_entry *e;
+    int n, cap, frozen;
+};
+
+#define LT_CHECK(call)                                                                             \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return sg_set_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
+                                cublasLtGetStatusString(s_));                                      \
+    } while (0)
+
+static cudaDataType blas_type(int dt) {
+    return dt == DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* the largest power of two <= 256 that divides the address */
+static int64_t blas_align(const void *p) {
+    const uintptr_t a = (uintptr_t)p;
+    int64_t al = 256;
+    while (al > 1 && a % (uintptr_t)al) al >>= 1;
+    return al;
+}
+
+static void blas_entry_release(blas_entry *e) {
+    if (e->op) cublasLtMatmulDescDestroy(e->op);
+    if (e->la) cublasLtMatrixLayoutDestroy(e->la);
+    if (e->lb) cublasLtMatrixLayoutDestroy(e->lb);
+    if (e->lc) cublasLtMatrixLayoutDestroy(e->lc);
+    memset(e, 0, sizeof *e);
+}
+
+/* a column-major rows x cols layout, strided-batched when batch > 1 */
+static int blas_layout(cublasLtMatrixLayout_t *l, int dt, int64_t rows, int64_t cols, int64_t ld,
+                       int64_t batch, int64_t stride) {
+    LT_CHECK(cublasLtMatrixLayoutCreate(l, blas_type(dt), (uint64_t)rows, (uint64_t)cols, ld));
+    if (batch > 1) {
+        const int32_t b = (int32_t)batch;
+        LT_CHECK(
+            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b));
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &stride, sizeof stride));
+    }
+    return SG_OK;
+}
+
+/* descriptors and the heuristic's first algorithm for key k, into e */
+static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    LT_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = (cublasOperation_t)k->ta, tb = (cublasOperation_t)k->tb;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    /* stored shapes: A is m x k, or k x m when transposed; B is k x n, or n x k */
+    if (blas_layout(&e->la, (int)k->adt, ta == CUBLAS_OP_N ? k->m : k->k,
+                    ta == CUBLAS_OP_N ? k->k : k->m, k->lda, k->batch, k->sa) ||
+        blas_layout(&e->lb, (int)k->bdt, tb == CUBLAS_OP_N ? k->k : k->n,
+                    tb == CUBLAS_OP_N ? k->n : k->k, k->ldb, k->batch, k->sb) ||
+        blas_layout(&e->lc, (int)k->cdt, k->m, k->n, k->ldc, k->batch, k->sc))
+        return SG_ERR;
+
+    cublasLtMatmulPreference_t pref = NULL;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t max_ws = (uint64_t)b->ws_bytes;
+    const uint32_t al[3] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_c};
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                 &reduction, sizeof reduction);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                 &al[0], sizeof al[0]);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                 &al[1], sizeof al[1]);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                 &al[2], sizeof al[2]);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                 &al[2], sizeof al[2]);
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    int nr = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, 1, &r,
+                                           &nr);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return sg_set_error("cuBLASLt preferences / heuristic: %s", cublasLtGetStatusString(s));
+    if (nr < 1 || r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > b->ws_bytes)
+        return sg_set_error("cuBLASLt has no algorithm for GEMM m=%lld n=%lld k=%lld batch %lld "
+                            "(types %lld,%lld->%lld) within a %zu-byte workspace",
+                            (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
+                            (long long)k->adt, (long long)k->bdt, (long long)k->cdt, b->ws_bytes);
+    e->algo = r.algo;
+    e->ws_bytes = r.workspaceSize;
+    return SG_OK;
+}
+
+extern "C" int sg_blas_create(sg_blas **out, cudaStream_t st, void *ws, int64_t ws_bytes) {
+    *out = NULL;
+    SG_ARG_CHECK(ws_bytes >= 0 && (ws_bytes == 0 || ws != NULL),
+                 "sg_blas_create: a workspace of %lld bytes at %p", (long long)ws_bytes, ws);
+    sg_blas *b = (sg_blas *)calloc(1, sizeof *b);
+    SG_ARG_CHECK(b != NULL, "sg_blas_create: out of host memory");
+    cublasStatus_t s = cublasLtCreate(&b->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        free(b);
+        return sg_set_error("cublasLtCreate: %s", cublasLtGetStatusString(s));
+    }
+    b->st = st;
+    b->ws = ws;
+    b->ws_bytes = (size_t)ws_bytes;
+    *out = b;
+    return SG_OK;
+}
+
+extern "C" void sg_blas_destroy(sg_blas *b) {
+    if (!b) return;
+    for (int i = 0; i < b->n; i++) blas_entry_release(&b->e[i]);
+    free(b->e);
+    if (b->lt) cublasLtDestroy(b->lt);
+    free(b);
+}
+
+extern "C" void sg_blas_freeze(sg_blas *b) {
+    if (b) b->frozen = 1;
+}
+
+extern "C" int sg_blas_frozen(const sg_blas *b) {
+    return b ? b->frozen : 0;
+}
+
+extern "C" int sg_blas_count(const sg_blas *b) {
+    return b ? b->n : 0;
+}
+
+/* FNV-1a over every entry in insertion (= schedule) order: key, algorithm bytes, workspace */
+static uint64_t blas_fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+extern "C" uint64_t sg_blas_hash(const sg_blas *b) {
+    uint64_t h = 14695981039346656037ull;
+    for (int i = 0; b && i < b->n; i++) {
+        const uint64_t ws = (uint64_t)b->e[i].ws_bytes;
+        h = blas_fnv(h, &b->e[i].key, sizeof b->e[i].key);
+        h = blas_fnv(h, &b->e[i].algo, sizeof b->e[i].algo);
+        h = blas_fnv(h, &ws, sizeof ws);
+    }
+    return h;
+}
+
+extern "C" size_t sg_blas_version(void) {
+    return cublasLtGetVersion();
+}
+
+int cu_blas_check(const sg_blas *b, cudaStream_t st, const char *fn) {
+    SG_ARG_CHECK(b != NULL, "%s: no GEMM context (sg_blas)", fn);
+    SG_ARG_CHECK(b->st == st, "%s: the GEMM context runs on another stream", fn);
+    return SG_OK;
+}
+
+int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb, int m,
+                 int n, int k, float alpha, const void *A, int adt, int lda, int64_t sa,
+                 const void *B, int bdt, int ldb, int64_t sb, float beta, void *C, int cdt, int ldc,
+                 int64_t sc, int batch) {
+    const char *fn = "cu_blas_gemm";
+    if (cu_blas_check(b, st, fn)) return SG_ERR;
+    SG_ARG_CHECK(m > 0 && n > 0 && k > 0 && batch > 0 && A && B && C,
+                 "%s: bad GEMM m=%d n=%d k=%d batch %d", fn, m, n, k, batch);
+    blas_key key;
+    memset(&key, 0, sizeof key);
+    key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
+    key.adt = adt, key.bdt = bdt, key.cdt = cdt, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+    key.batch = batch;
+    if (batch > 1) key.sa = sa, key.sb = sb, key.sc = sc;
+    key.align_a = blas_align(A), key.align_b = blas_align(B), key.align_c = blas_align(C);
+    blas_entry *e = NULL;
+    for (int i = 0; i < b->n && !e; i++)
+        if (!memcmp(&b->e[i].key, &key, sizeof key)) e = &b->e[i];
+    if (!e) {
+        if (b->frozen)
+            return sg_set_error("%s: GEMM m=%d n=%d k=%d (op %d,%d, lds %d,%d,%d, batch %d, types "
+                                "%d,%d->%d, align %lld,%lld,%lld) is not among the %d pinned "
+                                "after the warm-up step: a captured step would run an algorithm "
+                                "the eager step did not",
+                                fn, m, n, k, (int)ta, (int)tb, lda, ldb, ldc, batch, adt, bdt, cdt,
+                                (long long)key.align_a, (long long)key.align_b,
+                                (long long)key.align_c, b->n);
+        if (b->n == b->cap) {
+            const int cap = b->cap ? 2 * b->cap : 64;
+            blas_entry *ne = (blas_entry *)realloc(b->e, (size_t)cap * sizeof *ne);
+            SG_ARG_CHECK(ne != NULL, "%s: out of host memory", fn);
+            b->e = ne, b->cap = cap;
+        }
+        if (blas_entry_make(b, &key, &b->e[b->n])) {
+            blas_entry_release(&b->e[b->n]);
+            return SG_ERR;
+        }
+        e = &b->e[b->n++];
+    }
+    LT_CHECK(cublasLtMatmul(b->lt, e->op, &alpha, A, e->la, B, e->lb, &beta, C, e->lc, C, e->lc,
+                            &e->algo, b->ws, b->ws_bytes, st));
+    return SG_OK;
+}
