@@ -241,7 +241,7 @@ if [ $mode = check ]; then
         --samples 4 --ddim-steps 10 --out "$tmp/cifar"
     stage verify_cuda_cifar 180 "$bdir/verify" --backend cuda --model unet_cifar --batch 8 \
         --precision bf16 --steps 4 --data synthetic:256:32x32x3
-    POST=no_skipped_tests stage cpu_tests 300 ctest --test-dir "$bdir" -LE gpu \
+    POST=no_skipped_tests stage cpu_tests 300 ctest --test-dir "$bdir" -LE 'gpu|cuda_host|slow' \
         -E 'torch_parity_cifar|torch_ref_selftest|gpu_build_deps' --no-tests=error \
         --output-on-failure -j"$jobs"
     rm -rf "$tmp"
