@@ -195,7 +195,9 @@ else
         echo "cmake: $(cmake --version 2>&1 | head -n 1)"
         [ $mode = build ] || echo "$(timeout 60 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1 | tail -n 1)"
     } >>"$logdir/machine.txt"
-    row environment PASS "${SG_GPU_DEPS_ROOT:+libraries from .deps/root}${SG_GPU_DEPS_ROOT:-system libraries}"
+    libs="system libraries"
+    [ -n "${SG_GPU_DEPS_ROOT:-}" ] && libs="libraries from .deps/root ($SG_GPU_DEPS_ROOT)"
+    row environment PASS "$libs"
 fi
 
 if [ $mode != build ]; then
