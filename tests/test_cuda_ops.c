@@ -27,7 +27,7 @@
  *   TOL_F32   1e-4  fp32 results of GEMMs and reductions summed in another order (~1e-6 is
  *                   typical; a wrong index gives O(1))
  *   TOL_BF16  2e-2  bf16 outputs: one bf16 ulp is 2^-8 relative, plus the bf16 copies of the
- *                   weights / P / dS that the cuBLAS paths use
+ *                   weights / P / dS that the GEMM (cuBLASLt) paths use
  *
  * Without a GPU: prints "no GPU: skipped" and returns 77 (ctest SKIP).
  */
@@ -439,7 +439,7 @@ static void test_convs(void) {
         /* 3x3 stride 2 (the downsample), odd sizes, concatenated, both accumulation modes */
         test_conv(3, 9, 11, 16, 9, 20, 3, 2, dt, 1, 0);
         test_conv(2, 8, 8, 3, 5, 66, 3, 2, dt, 0, 1);
-        /* 1x1 stride 1 (cuBLAS): concatenated with bias, and plain */
+        /* 1x1 stride 1 (cuBLASLt GEMM): concatenated with bias, and plain */
         test_conv(2, 5, 7, 24, 8, 40, 1, 1, dt, 1, 1);
         test_conv(1, 3, 5, 13, 0, 9, 1, 1, dt, 0, 0);
         /* 1x1 stride 2 (implicit GEMM) */
@@ -982,8 +982,8 @@ static void test_rng(int dt) {
 
 /* ======================= CUDA graph capture ======================= */
 
-/* A slice of a training step (cuBLAS, implicit-GEMM conv, GroupNorm, attention in bf16, RNG,
- * loss, optimizer, step counter) is run eagerly twice, then from the same starting state
+/* A slice of a training step (cuBLASLt GEMMs, implicit-GEMM conv, GroupNorm, attention in bf16,
+ * RNG, loss, optimizer, step counter) is run eagerly twice, then from the same starting state
  * captured into a graph and replayed twice. Replay k must equal eager run k bit for bit, and
  * the random outputs of runs 1 and 2 must differ: the step is read from device memory. */
 static void test_graph(void) {
