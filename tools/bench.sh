@@ -16,8 +16,9 @@
 # Robust by design: a job that fails or times out is recorded with its reason and the script
 # goes on. Loud where it matters: no GPU visible (nvidia-smi -L fails) stops it at once, and a
 # failed build, no stepgraph job that succeeded, or a stepgraph result from any backend but
-# CUDA makes the exit status 1 with one line saying why (the report is still written). Everything fits an overall budget (BENCH_BUDGET_S, default 480 s, counted from the
-# start, build included): the fast jobs (stepgraph, eager) run first, the slow torch.compile
+# CUDA makes the exit status 1 with one line saying why (the report is still written).
+# Everything fits an overall budget (BENCH_BUDGET_S, default 480 s, counted from the start,
+# build included): the fast jobs (stepgraph, eager) run first, the slow torch.compile
 # modes last, most important first, and a job that no longer fits is recorded as skipped.
 #
 # Environment:
@@ -96,7 +97,8 @@ if [ -z "$bin" ]; then
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             build_fail="build timed out after ${t}s (see build.log)"
         elif [ $rc -ne 0 ]; then
-            msg=$(grep -m1 -E 'error:|Error [0-9]|undefined reference|CMake Error|gpu_env: .*(no |not |failed)' "$out/build.log")
+            msg=$(grep -m1 -E 'error:|Error [0-9]|undefined reference|CMake Error|gpu_env: .*(no |not |failed)' \
+                "$out/build.log")
             [ -z "$msg" ] && msg=$(grep -v '^\s*$' "$out/build.log" | tail -n 1)
             build_fail="build failed (exit $rc): $(echo "$msg" | cut -c1-200)"
         elif [ ! -x "$bdir/bench" ]; then

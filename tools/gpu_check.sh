@@ -7,8 +7,9 @@
 #   tools/gpu_check.sh --build-only [OUTDIR]    configure + build only (the gpu_build_deps test)
 #
 # OUTDIR defaults to $OUT, else ./gpu_check_out. Stages, fast and decisive first:
-#   check:      environment, gpu, configure, cuda_backend, build, gpu_tests, verify_cuda (unet_tiny),
-#               train_short (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
+#   check:      environment, gpu, configure, cuda_backend, build, gpu_tests, verify_cuda
+#               (unet_tiny), train_short (unet_cifar bf16 on the replayed graph),
+#               verify_cuda_cifar, cpu_tests
 #   sanitizers: environment, gpu, compute_sanitizer, configure, cuda_backend, build,
 #               memcheck / racecheck / initcheck / synccheck over test_cuda_ops, memcheck over
 #               test_cuda_step (each a SKIP, with the reason, where compute-sanitizer is missing)
