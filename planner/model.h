@@ -10,6 +10,7 @@
 #include "planner/ir.h"
 
 #define SG_MAX_LEVELS 8
+#define SG_MAX_RES_BLOCKS 16
 
 typedef struct {
     char name[32];

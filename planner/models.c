@@ -5,6 +5,7 @@
  */
 #include "planner/model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,24 +94,35 @@ const char *const sg_model_flags_help =
     "  --dropout P          dropout probability\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
+/* A decimal integer in [lo, hi], the whole of v: no sign tricks, no blanks, no overflow. */
 static int parse_int(const char *v, int lo, int hi, int *out) {
+    const char *d = v + (*v == '-');
+    if (*d < '0' || *d > '9') return -1;
     char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) return -1;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno || x < lo || x > hi) return -1;
     *out = (int)x;
     return 0;
 }
 
+/* A comma-separated list of integers in [1, 2^20]; "" is the empty list, and an empty
+ * element ("1,,2", "1,", ",1") is an error (strtok skipped them silently). */
 static int parse_list(const char *v, int *out, int max, int *n) {
     *n = 0;
     if (!*v) return 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (*n >= max || parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[16];
+        if (!len || len >= sizeof tok || *n >= max) return -1;
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
         (*n)++;
+        if (!comma) return 0;
+        p = comma + 1;
     }
-    return 0;
 }
 
 int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
@@ -126,7 +138,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     }
     INTFLAG("--batch", batch, 1, 1 << 16)
     INTFLAG("--ch", ch, 1, 1 << 14)
-    INTFLAG("--res-blocks", nrb, 1, 16)
+    INTFLAG("--res-blocks", nrb, 1, SG_MAX_RES_BLOCKS)
     INTFLAG("--groups", groups, 1, 1 << 14)
     INTFLAG("--img", img, 4, 1 << 12)
     INTFLAG("--in-ch", in_ch, 1, 64)
@@ -174,7 +186,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     if (!strcmp(f, "--dropout")) {
         char *end;
         double p = strtod(v, &end);
-        if (!*v || *end || p < 0 || p >= 1)
+        if (!*v || *end || !(p >= 0 && p < 1)) /* NaN fails every comparison */
             return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
         c->dropout = (float)p;
         return 1;
@@ -187,10 +199,21 @@ static int heads_for(const sg_model_cfg *c, int C) {
 }
 
 int sg_model_validate(const sg_model_cfg *c) {
-    if (c->nlevels < 1) return sg_set_error("model has no levels");
+    if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
+        return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
+    if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
+        return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
     if (c->img % (1 << (c->nlevels - 1)))
         return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
                             c->nlevels - 1);
+    for (int k = 0; k < c->nattn; k++) {
+        int found = 0;
+        for (int i = 0; i < c->nlevels; i++) found |= c->attn_res[k] == c->img >> i;
+        if (!found)
+            return sg_set_error("attention resolution %d is not one of the model's resolutions "
+                                "(%d halved per level, %d levels)",
+                                c->attn_res[k], c->img, c->nlevels);
+    }
     if (c->data_h > c->img || c->data_w > c->img)
         return sg_set_error("data images %dx%d are larger than the model's %d", c->data_h,
                             c->data_w, c->img);
@@ -382,7 +405,8 @@ static int unet(builder *b, int x, int t) {
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
     b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
 
-    int hs[64], nhs = 0;
+    /* skip connections: conv_in, nrb per level, one downsample per level but the last */
+    int hs[1 + SG_MAX_LEVELS * (SG_MAX_RES_BLOCKS + 1)], nhs = 0;
     int h = conv(b, x, c->ch, 3, 1, "conv_in", dt);
     hs[nhs++] = h;
     for (int i = 0; i < c->nlevels; i++) {

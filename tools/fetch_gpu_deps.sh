@@ -10,5 +10,6 @@ mkdir -p .deps
 grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >>.git/info/exclude
 cd .deps
 apt-get download libzstd-dev libzstd1 libopenblas-dev libopenblas-pthread-dev \
-  libopenblas0-pthread libgfortran5 libpng-dev libpng16-16 zlib1g-dev zlib1g
+  libopenblas0-pthread libgfortran5 libpng-dev libpng16-16 zlib1g-dev zlib1g \
+  libjansson-dev libjansson4
 ls -la
