@@ -9,3 +9,6 @@ if(TARGET train AND TARGET ckpt)
                                   $<TARGET_FILE:train> $<TARGET_FILE:ckpt>)
   set_tests_properties(train_cli PROPERTIES TIMEOUT 300)
 endif()
+add_test(NAME launchers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_launchers.sh ${CMAKE_SOURCE_DIR}
+                                ${CMAKE_BINARY_DIR})
+set_tests_properties(launchers PROPERTIES SKIP_RETURN_CODE 77)

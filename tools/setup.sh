@@ -18,4 +18,8 @@ if [ -n "$missing" ]; then
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
+# the design card's commands from the repository root: ./plan, ./train, ./sample, tools/verify
+# (links to the built programs; git ignores them)
+for t in plan train sample; do ln -sfn "build/$t" "$t"; done
+ln -sfn ../build/verify tools/verify
 echo "setup: built into build/ ($(ls build | grep -cE '^(plan|train|sample|verify|ckpt|bench)$') tools)"
