@@ -127,7 +127,7 @@ static int parse_list(const char *v, int *out, int max, int *n) {
 
 int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     int x, n;
-    int tmp[SG_MAX_LEVELS];
+    int tmp[SG_MAX_LEVELS] = {0}; /* unused slots stay 0: configs compare field for field */
 #define INTFLAG(NAME, FIELD, LO, HI)                                                               \
     if (!strcmp(f, NAME)) {                                                                        \
         if (parse_int(v, LO, HI, &x))                                                              \
@@ -217,17 +217,36 @@ int sg_model_validate(const sg_model_cfg *c) {
     if (c->data_h > c->img || c->data_w > c->img)
         return sg_set_error("data images %dx%d are larger than the model's %d", c->data_h,
                             c->data_w, c->img);
+    /* Sizes the planner's int64 byte arithmetic holds with room to spare: what the flags
+     * allow (--img 4096 --batch 65536 --ch-mult 1048576 ...) is a clean error here, never an
+     * overflow later. The attention matrix (batch x heads x (H W)^2) is usually the largest. */
+    const double max_elems = 0x1p40;
+    if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
+        return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
+                            (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
     for (int i = 0; i < c->nlevels; i++) {
-        int C = c->ch * c->ch_mult[i];
+        int64_t C = (int64_t)c->ch * c->ch_mult[i];
         if (C % c->groups || c->ch % c->groups)
-            return sg_set_error("%d channels at level %d are not divisible by %d groups", C, i,
-                                c->groups);
+            return sg_set_error("%lld channels at level %d are not divisible by %d groups",
+                                (long long)C, i, c->groups);
         if (c->head_ch && C % c->head_ch)
-            return sg_set_error("%d channels at level %d are not divisible by %d ch/head", C, i,
-                                c->head_ch);
+            return sg_set_error("%lld channels at level %d are not divisible by %d ch/head",
+                                (long long)C, i, c->head_ch);
         if (!c->head_ch && C % c->heads)
-            return sg_set_error("%d channels at level %d are not divisible by %d heads", C, i,
-                                c->heads);
+            return sg_set_error("%lld channels at level %d are not divisible by %d heads",
+                                (long long)C, i, c->heads);
+        double hw = (double)(c->img >> i) * (double)(c->img >> i);
+        double heads = c->head_ch ? (double)(C / c->head_ch) : c->heads;
+        /* concatenated skips hold up to 3 C channels; attention at its levels and mid */
+        double act = (double)c->batch * hw * 3.0 * (double)C;
+        double attn = (double)c->batch * heads * hw * hw;
+        int attn_here = i == c->nlevels - 1;
+        for (int k = 0; k < c->nattn; k++) attn_here |= c->attn_res[k] == c->img >> i;
+        if (act > max_elems || (attn_here && attn > max_elems))
+            return sg_set_error("model too large: level %d (%dx%d, %lld channels, batch %d%s) "
+                                "would need tensors over 2^40 elements",
+                                i, c->img >> i, c->img >> i, (long long)C, c->batch,
+                                attn_here && attn > max_elems ? ", its attention matrix" : "");
     }
     return SG_OK;
 }

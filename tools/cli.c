@@ -221,6 +221,7 @@ static int json_list_field(const json_t *o, const char *key, int *vals, int *n) 
         return sg_set_error("checkpoint config: \"%s\" is not a list of at most %d integers", key,
                             SG_MAX_LEVELS);
     *n = (int)json_array_size(v);
+    memset(vals, 0, sizeof(int) * SG_MAX_LEVELS); /* as sg_model_flag leaves unused slots */
     for (int i = 0; i < *n; i++) {
         json_t *x = json_array_get(v, (size_t)i);
         if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 1 << 20)

@@ -302,9 +302,14 @@ static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path,
     const char *spec = json_string_value(json_object_get(json_object_get(m, "data"), "spec"));
     static char data_spec[4096];
     if (!rc && !spec) rc = sg_set_error("%s names no data source (\"data\".\"spec\")", ckpt_path);
-    if (!rc) snprintf(data_spec, sizeof data_spec, "%s", spec), a->data = data_spec;
+    if (!rc && strlen(spec) >= sizeof data_spec)
+        rc = sg_set_error("%s: the data source's name is too long", ckpt_path);
+    if (!rc) strcpy(data_spec, spec), a->data = data_spec;
     /* the run directory is where the checkpoint is (so a moved run still resumes) */
-    snprintf(out, OUT_MAX, "%s", ckpt_path);
+    size_t len = strlen(ckpt_path);
+    if (!rc && len >= OUT_MAX) rc = sg_set_error("%s: path too long", ckpt_path);
+    memcpy(out, ckpt_path, rc ? 0 : len);
+    out[rc ? 0 : len] = 0;
     char *sl = strrchr(out, '/');
     if (sl)
         *sl = 0;
@@ -654,15 +659,15 @@ static int setup_dir(train_run *r, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    static train_run r = {.a = {.model = "unet_fmnist",
-                                .data = "fmnist",
-                                .steps = 2000,
-                                .ckpt_every = 500,
-                                .log_every = 10,
-                                .keep = 3,
-                                .n_samples = 16,
-                                .ddim_steps = 50},
-                          .lock_fd = -1};
+    train_run r = {.a = {.model = "unet_fmnist",
+                         .data = "fmnist",
+                         .steps = 2000,
+                         .ckpt_every = 500,
+                         .log_every = 10,
+                         .keep = 3,
+                         .n_samples = 16,
+                         .ddim_steps = 50},
+                   .lock_fd = -1};
     int rc = parse_args(argc, argv, &r.a, &r.cfg);
     if (rc) return rc == 1 ? 0 : rc;
     double t0 = cli_now_ms();
