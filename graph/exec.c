@@ -241,8 +241,7 @@ static char *expected_meta(sg_exec *e, const char *ckpt_meta_text, const char *c
     if (!mine) return sg_set_error("out of host memory"), NULL;
     if (sg_exec_meta_json(e, NULL, mine, 8192)) return free(mine), NULL;
     if (!may_differ) return mine;
-    json_error_t err;
-    json_t *m = json_loads(mine, 0, &err), *c = json_loads(ckpt_meta_text, 0, &err);
+    json_t *m = ckpt_meta_load(mine, NULL, 0), *c = ckpt_meta_load(ckpt_meta_text, NULL, 0);
     json_t *mc = json_object_get(m, "config"), *cc = json_object_get(c, "config");
     if (m && json_is_object(mc) && json_is_object(cc)) {
         for (int i = 0; may_differ[i]; i++) {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
+#include "checkpoints/ckpt_json.h"
 #include "data/dataset.h"
 #include "data/image_io.h"
 #include "graph/exec.h"
@@ -293,10 +294,10 @@ static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path,
                             a->fixed_flag);
     ckpt_file *f = ckpt_open(ckpt_path);
     if (!f) return SG_ERR;
-    json_error_t err;
-    json_t *m = json_loads(ckpt_meta(f), 0, &err);
+    char err[200];
+    json_t *m = ckpt_meta_load(ckpt_meta(f), err, sizeof err);
     ckpt_close(f);
-    if (!m) return sg_set_error("%s: metadata: %s", ckpt_path, err.text);
+    if (!m) return sg_set_error("%s: metadata: %s", ckpt_path, err);
     int rc = cli_model_from_json(json_object_get(m, "config"), cfg);
     const json_t *run = json_object_get(m, "run");
     const char *spec = json_string_value(json_object_get(json_object_get(m, "data"), "spec"));

@@ -10,9 +10,9 @@ SRC="$ROOT/checkpoints/*.c $ROOT/common/sg_base.c"
 FLAGS="-std=c11 -D_GNU_SOURCE -I$ROOT -g -O1 -Wall -Wextra -Werror"
 # shellcheck disable=SC2086
 clang $FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DCKPT_LIBFUZZER \
-    "$ROOT/tests/fuzz/ckpt_fuzz_target.c" $SRC -lzstd -lpthread -lm -o "$OUT/fuzz_ckpt"
+    "$ROOT/tests/fuzz/ckpt_fuzz_target.c" $SRC -ljansson -lzstd -lpthread -lm -o "$OUT/fuzz_ckpt"
 # shellcheck disable=SC2086
-clang $FLAGS "$ROOT/tests/fuzz/make_seeds.c" $SRC -lzstd -lpthread -lm -o "$OUT/make_seeds"
+clang $FLAGS "$ROOT/tests/fuzz/make_seeds.c" $SRC -ljansson -lzstd -lpthread -lm -o "$OUT/make_seeds"
 echo "built $OUT/fuzz_ckpt and $OUT/make_seeds"
 # the config fuzzer: model flags -> tools/cli -> builder -> plan -> verify (needs jansson, and
 # the graph library for the tools' backend choice)
