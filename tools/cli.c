@@ -265,6 +265,10 @@ int cli_model_from_json(const json_t *config, sg_model_cfg *c) {
     if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
         json_list_field(config, "attn_res", c->attn_res, &c->nattn))
         return SG_ERR;
+    if (!(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
+        return sg_set_error("checkpoint config: betas %g .. %g are not a schedule (0 < beta1 <= "
+                            "betaT < 1)",
+                            (double)c->beta1, (double)c->betaT);
     return sg_model_validate(c);
 }
 
