@@ -293,6 +293,26 @@ char *cli_json_string(json_t *j) {
     return s;
 }
 
+json_t *cli_json_text(const char *s) {
+    json_t *j = json_string(s);
+    if (j || !s) return j;
+    char *copy = strdup(s); /* not UTF-8: JSON cannot hold the bytes; keep ASCII, mark the rest */
+    for (char *p = copy; p && *p; p++)
+        if ((unsigned char)*p >= 0x80) *p = '?';
+    j = copy ? json_string(copy) : NULL;
+    free(copy);
+    return j;
+}
+
+int cli_json_print_inline(FILE *f, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (!s) return sg_set_error("cannot render JSON (out of memory?)");
+    fputs(s, f);
+    free(s);
+    return SG_OK;
+}
+
 int cli_json_print(FILE *f, json_t *j) {
     char *s = cli_json_string(j);
     if (!s) return SG_ERR;

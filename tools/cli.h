@@ -84,6 +84,10 @@ const char *cli_backend_name(const char *name);
 /* ---- JSON output: the one JSON library. Both take ownership of (decref) j. */
 /* Print j compactly on one line to f. */
 int cli_json_print(FILE *f, json_t *j);
+/* A JSON string of s; bytes that are not UTF-8 (which JSON cannot carry) become '?'. */
+json_t *cli_json_text(const char *s);
+/* Print any JSON value (a string, a number) with no newline: for output assembled piecewise. */
+int cli_json_print_inline(FILE *f, json_t *j);
 /* A malloc'ed compact string (NULL + sg_set_error on failure). */
 char *cli_json_string(json_t *j);
 /* A float as the shortest decimal that reads back to it (0.1f is 0.1, not 0.100000001). */
