@@ -349,17 +349,17 @@ static int axis_range(const double *v, int n, double *lo, double *hi) {
     return 1;
 }
 
-int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
+/* Draw one chart into rgb (IMG_PLOT_W x IMG_PLOT_H x 3, owned by the caller). */
+static int plot_render(uint8_t *rgb, const char *path, const double *xs, const double *ys, int n,
                        const char *title, const char *xlabel, const char *ylabel, int log_y) {
     if (n < 0 || (n > 0 && (!xs || !ys)))
         return sg_set_error("image: %s: bad curve (%d points)", path, n);
-    canvas cv = {malloc((size_t)IMG_PLOT_W * IMG_PLOT_H * 3), IMG_PLOT_W, IMG_PLOT_H};
+    canvas cv = {rgb, IMG_PLOT_W, IMG_PLOT_H};
     /* the plotted y: log10(y) on a log axis; non-finite marks a skipped point */
     double *py = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     double *avg = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     double *fx = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!cv.rgb || !py || !avg || !fx) {
-        free(cv.rgb);
+    if (!py || !avg || !fx) {
         free(py);
         free(avg);
         free(fx);
@@ -501,7 +501,28 @@ int img_plot_curve_png(const char *path, const double *xs, const double *ys, int
     }
     free(py);
     free(avg);
-    int rc = png_write(path, cv.rgb, cv.w, cv.h, 3);
-    free(cv.rgb);
+    return SG_OK;
+}
+
+int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
+                       const char *title, const char *xlabel, const char *ylabel, int log_y) {
+    const char *titles[1] = {title}, *ylabels[1] = {ylabel};
+    const int logs[1] = {log_y};
+    return img_plot_panels_png(path, xs, &ys, n, 1, titles, xlabel, ylabels, logs);
+}
+
+int img_plot_panels_png(const char *path, const double *xs, const double *const *ys, int n,
+                        int panels, const char *const *titles, const char *xlabel,
+                        const char *const *ylabels, const int *log_y) {
+    if (panels < 1 || panels > 16) return sg_set_error("image: %s: %d panels", path, panels);
+    size_t one = (size_t)IMG_PLOT_W * IMG_PLOT_H * 3;
+    uint8_t *rgb = malloc(one * (size_t)panels);
+    if (!rgb) return sg_set_error("image: %s: out of memory", path);
+    int rc = SG_OK;
+    for (int k = 0; k < panels && !rc; k++)
+        rc = plot_render(rgb + one * (size_t)k, path, xs, ys[k], n, titles[k], xlabel, ylabels[k],
+                         log_y[k]);
+    if (!rc) rc = png_write(path, rgb, IMG_PLOT_W, IMG_PLOT_H * panels, 3);
+    free(rgb);
     return rc;
 }

@@ -33,5 +33,10 @@ int img_write_grid_u8_png(const char *path, const uint8_t *x, int n, int h, int 
 #define IMG_PLOT_H 500
 int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
                        const char *title, const char *xlabel, const char *ylabel, int log_y);
+/* Several such charts over the same x, stacked top to bottom in one PNG (panels x
+ * IMG_PLOT_H high): e.g. the loss, the learning rate and the gradient norm of a run. */
+int img_plot_panels_png(const char *path, const double *xs, const double *const *ys, int n,
+                        int panels, const char *const *titles, const char *xlabel,
+                        const char *const *ylabels, const int *log_y);
 
 #endif

@@ -53,7 +53,12 @@ for r in rows:
 assert rows[1]["epoch"] == 4 * 4 / 64
 PY'
 ok "progress line says what the loss is" 'grep -q "mean of the last 2 steps" log.txt'
-ok "loss, lr and grad-norm charts" '[ -s a/b/c/loss.png ] && [ -s a/b/c/lr.png ] && [ -s a/b/c/grad_norm.png ]'
+ok "loss.png has loss, lr and grad-norm panels" 'python3 - a/b/c/loss.png <<PY
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h) == (800, 1500), (w, h)
+PY'
 
 # ---- another fresh run into it refuses; --overwrite replaces it; a held lock refuses
 "${T[@]}" --steps 2 --out a/b/c >/dev/null 2>err.txt; rc=$?

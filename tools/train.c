@@ -451,13 +451,11 @@ static int plot_metrics(const char *out) {
         for (int k = 0; k < 4; k++) cols[k * n + i] = v[4 * i + k];
     static const char *const titles[] = {"training loss (MSE on eps, mean per log interval)",
                                          "learning rate", "gradient norm (before clipping)"};
-    static const char *const names[] = {"loss", "lr", "grad"};
-    static const char *const files[] = {"loss.png", "lr.png", "grad_norm.png"};
-    for (int k = 0; cols && k < 3 && !rc; k++) {
-        snprintf(path, sizeof path, "%s/%s", out, files[k]);
-        rc = img_plot_curve_png(path, cols, cols + (k + 1) * n, n, titles[k], "step", names[k],
-                                k == 0);
-    }
+    static const char *const names[] = {"loss", "lr", "grad norm"};
+    static const int logs[] = {1, 0, 1};
+    const double *ys[3] = {cols + n, cols + 2 * n, cols + 3 * n};
+    snprintf(path, sizeof path, "%s/loss.png", out);
+    if (cols) rc = img_plot_panels_png(path, cols, ys, n, 3, titles, "step", names, logs);
     free(cols);
     free(v);
     return rc;
