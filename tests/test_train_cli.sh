@@ -111,15 +111,16 @@ ok "a damaged newest checkpoint falls back to the newest valid one" '[ $rc -eq 0
 ok "metrics cut back to the fallback checkpoint" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6, 7, 8, 9]" ]'
 
 # ---- a signal: checkpoint, exit 130, and the printed command resumes
-"${T[@]}" --steps 100000 --log-every 1 --ckpt-every 0 --out sig >/dev/null 2>err.txt &
+sig="sig dir/it's \"here\""
+"${T[@]}" --steps 100000 --log-every 1 --ckpt-every 0 --out "$sig" >/dev/null 2>err.txt &
 pid=$!
 for _ in $(seq 100); do grep -q "^step 2/" err.txt && break; sleep 0.1; done
 kill -INT $pid; wait $pid; rc=$?
-ok "SIGINT stops with exit 130 and a checkpoint" '[ $rc -eq 130 ] && ls sig/ckpt_*.sgck >/dev/null 2>&1'
+ok "SIGINT stops with exit 130 and a checkpoint" '[ $rc -eq 130 ] && ls "$sig"/ckpt_*.sgck >/dev/null 2>&1'
 cmd=$(grep -A1 "continue with:" err.txt | tail -1)
-ok "the hint names the run" '[[ "$cmd" == *"--resume sig" ]]'
+ok "the hint names the run" '[[ "$cmd" == *"--resume "* ]]'
 eval "$cmd --steps 30" >/dev/null 2>&1; rc=$?
-ok "the printed command resumes" '[ $rc -eq 0 ] && [ -f sig/ckpt_00000030.sgck ]'
+ok "the printed command resumes, as printed (a space and quotes in the path)" '[ $rc -eq 0 ] && [ -f "$sig/ckpt_00000030.sgck" ]'
 # during the end-of-run sampling (1000 DDIM steps: long enough to be interrupted)
 "${T[@]}" --steps 2 --samples 16 --ddim-steps 1000 --out sig2 >/dev/null 2>err.txt &
 pid=$!

@@ -587,6 +587,19 @@ static int train_loop(train_run *r) {
     return 0;
 }
 
+/* A word a POSIX shell reads back as s: as is when plain, else in single quotes. */
+static void print_shell_word(const char *s) {
+    if (*s &&
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+            strlen(s)) {
+        fputs(s, stderr);
+        return;
+    }
+    fputc('\'', stderr);
+    for (; *s; s++) *s == '\'' ? fputs("'\\''", stderr) : fputc(*s, stderr);
+    fputc('\'', stderr);
+}
+
 /* ---- setup */
 
 /* Resolve the run: a resume reads the checkpoint; both then choose the backend. */
@@ -692,9 +705,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     char took[16];
     if (!rc && stop_requested) {
-        fprintf(stderr,
-                "train: stopped at step %lld by a signal; continue with:\n  %s --resume %s\n",
-                (long long)r.step, argv[0], r.out);
+        fprintf(stderr, "train: stopped at step %lld by a signal; continue with:\n  ",
+                (long long)r.step);
+        print_shell_word(argv[0]);
+        fputs(" --resume ", stderr);
+        print_shell_word(r.out);
+        fputc('\n', stderr);
         rc = EXIT_SIGNAL;
     } else if (!rc) {
         fprintf(stderr, "train: done, %lld steps in %s; loss curve %s/loss.png\n",
