@@ -564,6 +564,12 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     int e_in[2] = {io->ema, io->params}, e_out[SG_MAX_OUT] = {io->ema};
     sg_op_args ea = {.ema = {.decay = c->ema_decay}};
     if (sg_node_add(g, OP_EMA, e_in, 2, e_out, &ea, "ema") < 0) return SG_ERR;
+    /* before the increment: it records step + 1, the 1-based step just run */
+    io->watch = scalar_state(g, "nonfinite_step", DT_I64);
+    io->loss_sum = scalar_state(g, "loss_sum", DT_F32);
+    int w_in[5] = {io->loss, io->grad_sumsq, io->step, io->watch, io->loss_sum};
+    int w_out[SG_MAX_OUT] = {io->watch, io->loss_sum};
+    if (sg_node_add(g, OP_LOSS_WATCH, w_in, 5, w_out, NULL, "loss_watch") < 0) return SG_ERR;
     int st_in[1] = {io->step}, st_out[SG_MAX_OUT] = {io->step};
     if (sg_node_add(g, OP_STEP_INC, st_in, 1, st_out, NULL, "step_inc") < 0) return SG_ERR;
     return SG_OK;

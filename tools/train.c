@@ -552,10 +552,25 @@ static int save_ckpt(train_run *r) {
     return SG_OK;
 }
 
-/* Train to the target; returns the exit status. */
+/* Did a step since the last look go wrong? The step itself writes the watch on the device
+ * (the loss_watch op): the first step whose loss or gradient was not finite, 0 while none. */
+static int check_watch(train_run *r) {
+    int64_t bad = 0;
+    if (sg_exec_read(&r->e, r->e.plan.io.watch, &bad)) return 1;
+    if (!bad) return 0;
+    fprintf(stderr,
+            "\ntrain: the loss or its gradient was not finite at step %lld (seen at step %lld): "
+            "stopping; the last good checkpoint is %s\n",
+            (long long)bad, (long long)r->step, r->last_ckpt);
+    return EXIT_NONFINITE;
+}
+
+/* Train to the target; returns the exit status. The host reads the device only at log,
+ * checkpoint and sample steps: no sync after every step. */
 static int train_loop(train_run *r) {
-    double loss_sum = 0, t_last = cli_now_ms();
-    int64_t n = 0;
+    double t_last = cli_now_ms();
+    int64_t n = 0; /* steps in loss_sum: since the last log line (or the resume) */
+    const float zero = 0;
     r->t_setup = t_last;
     while (r->step < r->a.steps && !stop_requested) {
         if (sg_exec_step(&r->e)) {
@@ -563,24 +578,25 @@ static int train_loop(train_run *r) {
                     sg_last_error());
             return 1;
         }
-        r->step++;
-        float loss = sg_exec_loss(&r->e);
-        if (!isfinite(loss)) {
-            fprintf(stderr,
-                    "\ntrain: the loss is %g at step %lld: stopping; the last good checkpoint "
-                    "is %s\n",
-                    loss, (long long)r->step, r->last_ckpt);
-            return EXIT_NONFINITE;
-        }
-        loss_sum += loss, n++;
+        r->step++, n++;
         int last = r->step == r->a.steps || stop_requested;
-        if (r->step % r->a.log_every == 0 || last) {
+        int log_now = r->step % r->a.log_every == 0 || last;
+        int ckpt_now = (r->a.ckpt_every && r->step % r->a.ckpt_every == 0) || last;
+        int sample_now = r->a.sample_every && r->step % r->a.sample_every == 0 && !last;
+        if (!log_now && !ckpt_now && !sample_now) continue;
+        int rc = check_watch(r);
+        if (rc) return rc;
+        if (log_now) {
+            float sum = NAN;
             double t = cli_now_ms();
-            log_line(r, loss_sum, n, t_last, t);
-            loss_sum = 0, n = 0, t_last = t;
+            if (sg_exec_read(&r->e, r->e.plan.io.loss_sum, &sum) ||
+                sg_exec_write(&r->e, r->e.plan.io.loss_sum, &zero))
+                return fprintf(stderr, "\ntrain: %s\n", sg_last_error()), 1;
+            log_line(r, sum, n, t_last, t);
+            n = 0, t_last = t;
         }
-        if (((r->a.ckpt_every && r->step % r->a.ckpt_every == 0) || last) && save_ckpt(r)) return 1;
-        if (r->a.sample_every && r->step % r->a.sample_every == 0 && !last && write_samples(r))
+        if (ckpt_now && save_ckpt(r)) return 1;
+        if (sample_now && write_samples(r))
             fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     }
     if (isatty(2)) fprintf(stderr, "\n");
@@ -645,6 +661,9 @@ static int setup_exec(train_run *r) {
                            : sg_exec_init_state(&r->e, r->a.seed)))
         return 1;
     data_free(ds), r->ds_loaded = 0; /* the arena holds it now */
+    /* the first log interval starts here: a checkpoint between log lines holds a partial sum */
+    const float zero = 0;
+    if (sg_exec_write(&r->e, r->e.plan.io.loss_sum, &zero)) return 1;
     r->step = r->step_start = sg_exec_step_count(&r->e);
     if (r->a.steps <= r->step)
         return sg_set_error("the run is at step %lld and --steps is %lld: nothing to train (give "
