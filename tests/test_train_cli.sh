@@ -60,6 +60,16 @@ w, h = struct.unpack(">II", b[16:24])
 assert (w, h) == (800, 1500), (w, h)
 PY'
 
+# ---- --sample-every on a step that is neither a log nor a checkpoint step; grids captioned
+"${T[@]}" --steps 4 --log-every 2 --ckpt-every 0 --sample-every 3 --out se >/dev/null 2>&1; rc=$?
+ok "--sample-every 3 samples at step 3 (not a log step)" '[ $rc -eq 0 ] && [ -s se/samples_00000003.png ] && [ -s se/samples_00000004.png ]'
+ok "sample grids carry a caption strip (RGB, 15 px above the 2x2 grid)" 'python3 - se/samples_00000003.png <<PY
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h, b[25]) == (67, 15 + 67, 2), (w, h, b[25])
+PY'
+
 # ---- another fresh run into it refuses; --overwrite replaces it; a held lock refuses
 "${T[@]}" --steps 2 --out a/b/c >/dev/null 2>err.txt; rc=$?
 ok "a fresh run refuses a directory holding a run" '[ $rc -ne 0 ] && grep -q "holds another run" err.txt && [ -f a/b/c/ckpt_00000004.sgck ]'

@@ -491,8 +491,9 @@ static int write_samples(train_run *r) {
     int64_t per = (int64_t)c.img * c.img * c.in_ch;
     if (!rc && !(out = malloc(sizeof(float) * (size_t)(per * n))))
         rc = sg_set_error("out of memory");
+    /* clipped as the sample tool's --clip: what a grid during training should show */
     sg_sample_opts o = {.ddim_steps = r->a.ddim_steps,
-                        .clip = -1,
+                        .clip = 1,
                         .progress = sample_progress,
                         .cancel = &stop_requested};
     if (!rc) rc = sg_sample_ex(&fe, n, r->e.seed, &o, out);
@@ -501,8 +502,14 @@ static int write_samples(train_run *r) {
     snprintf(path, sizeof path, "%s/samples_%08lld.png", r->out, (long long)r->step);
     int cols = 1;
     while (cols * cols < n) cols++;
-    if (!rc) rc = img_write_grid_png(path, out, n, c.img, c.img, c.in_ch, cols, 2);
-    if (!rc) fprintf(stderr, "  samples: %s (EMA weights, DDIM %d steps)\n", path, r->a.ddim_steps);
+    char caption[128];
+    snprintf(caption, sizeof caption, "step %lld  EMA  DDIM %d  clip", (long long)r->step,
+             r->a.ddim_steps);
+    if (!rc)
+        rc = img_write_grid_captioned_png(path, out, n, c.img, c.img, c.in_ch, cols, 2, caption);
+    if (!rc)
+        fprintf(stderr, "  samples: %s (EMA weights, DDIM %d steps, x0 clipped)\n", path,
+                r->a.ddim_steps);
     free(out);
     free(ema);
     sg_exec_free(&fe);
