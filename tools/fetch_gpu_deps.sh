@@ -11,5 +11,5 @@ grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >>.git/info/e
 cd .deps
 apt-get download libzstd-dev libzstd1 libopenblas-dev libopenblas-pthread-dev \
   libopenblas0-pthread libgfortran5 libpng-dev libpng16-16 zlib1g-dev zlib1g \
-  libjansson-dev libjansson4
+  libjansson-dev libjansson4 libjpeg62-turbo-dev libjpeg62-turbo
 ls -la

@@ -61,7 +61,10 @@ static void usage(FILE *f) {
         "AdamW, EMA) runs from one static plan; on CUDA it is one replayed graph.\n\n"
         "  --model NAME         unet_fmnist (default), unet_cifar, unet_adm64, unet_tiny\n"
         "  --data SPEC          fmnist (default; Debian's dataset-fashion-mnist),\n"
-        "                       cifar10:DIR (data_batch_*.bin), idx:IMAGES_FILE, synthetic[:N]\n"
+        "                       folder:DIR (your PNG/JPEG images: centre-cropped, resized to\n"
+        "                       --img, grey or RGB as --in-ch), cifar10:DIR (data_batch_*.bin),\n"
+        "                       idx:IMAGES_FILE, synthetic[:N[:HxWxC]] (default: the model's\n"
+        "                       shape)\n"
         "  --steps N            train until step N (default 2000)\n"
         "  --lr X               peak learning rate (default: the model's)\n"
         "  --warmup N           linear warm-up steps\n"
@@ -643,9 +646,23 @@ static int setup_config(train_run *r) {
     return 0;
 }
 
+/* The data for the model: folder:DIR is decoded to the model's size and channels, and
+ * synthetic or synthetic:N draws images of the model's shape; every other spec as it is. */
+static int load_data(train_run *r) {
+    const char *spec = r->a.data;
+    const sg_model_cfg *c = &r->cfg;
+    if (!strncmp(spec, "folder:", 7)) return data_load_folder(&r->ds, spec + 7, c->img, c->in_ch);
+    int64_t n = 1024;
+    if (!strcmp(spec, "synthetic") ||
+        (!strncmp(spec, "synthetic:", 10) && !strchr(spec + 10, ':') &&
+         !cli_parse_i64("--data synthetic:N", spec + 10, 1, 1LL << 31, &n)))
+        return data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
+    return data_load(&r->ds, spec);
+}
+
 /* Load the data, build the plan, load or initialise the state. */
 static int setup_exec(train_run *r) {
-    if (data_load(&r->ds, r->a.data)) return 1;
+    if (load_data(r)) return 1;
     r->ds_loaded = 1;
     sg_dataset *ds = &r->ds;
     if (ds->c != r->cfg.in_ch)
