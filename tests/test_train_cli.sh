@@ -181,6 +181,7 @@ PY
 ok "folder:DIR trains on its PNGs" '[ $rc -eq 0 ] && grep -q "on folder:imgs (6 images)" err.txt && [ -f own/ckpt_00000002.sgck ]'
 "$train" --resume own --steps 3 >/dev/null 2>&1; rc=$?
 ok "and resumes from them" '[ $rc -eq 0 ] && [ -f own/ckpt_00000003.sgck ]'
+ok "ckpt takes --flag=value too" '"$ckpt" dump own/ckpt_00000003.sgck loss --limit=1 | grep -q "^# loss"'
 echo "not a png" >imgs/zz.png
 "$train" --model unet_tiny --data folder:imgs --steps 2 --out own2 >/dev/null 2>err.txt; rc=$?
 ok "an unreadable image is named" '[ $rc -ne 0 ] && grep -q "zz.png" err.txt'

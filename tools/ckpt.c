@@ -97,25 +97,40 @@ typedef struct {
     int64_t limit;
 } args;
 
+/* Options (--flag value or --flag=value) and up to 4 positional arguments after the command. */
 static int parse_args(int argc, char **argv, args *a) {
     memset(a, 0, sizeof *a);
     a->limit = -1;
     for (int i = 2; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--json") == 0)
+        const char *s = argv[i], *eq = strchr(s, '=');
+        char flag[32];
+        snprintf(flag, sizeof flag, "%.*s", eq && !strncmp(s, "--", 2) ? (int)(eq - s) : 31, s);
+        int takes =
+            !strcmp(flag, "--role") || !strcmp(flag, "--safetensors") || !strcmp(flag, "--limit");
+        const char *v = takes ? (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL) : NULL;
+        if (takes && !v) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "%s needs a value", flag);
+            return usage(msg);
+        }
+        if (!takes && eq && !strncmp(s, "--", 2)) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%.40s takes no value", flag);
+            return usage(msg);
+        }
+        if (strcmp(flag, "--json") == 0)
             a->json = 1;
-        else if (strcmp(s, "--ema") == 0)
+        else if (strcmp(flag, "--ema") == 0)
             a->ema = 1;
-        else if (strcmp(s, "--ignore-meta") == 0)
+        else if (strcmp(flag, "--ignore-meta") == 0)
             a->ignore_meta = 1;
-        else if (strcmp(s, "--role") == 0 && i + 1 < argc)
-            a->role = argv[++i];
-        else if (strcmp(s, "--safetensors") == 0 && i + 1 < argc)
-            a->safetensors = argv[++i];
-        else if (strcmp(s, "--limit") == 0 && i + 1 < argc) {
+        else if (strcmp(flag, "--role") == 0)
+            a->role = v;
+        else if (strcmp(flag, "--safetensors") == 0)
+            a->safetensors = v;
+        else if (strcmp(flag, "--limit") == 0) {
             int64_t limit;
-            if (cli_parse_i64("--limit", argv[++i], 0, INT64_MAX, &limit))
-                return usage(sg_last_error());
+            if (cli_parse_i64("--limit", v, 0, INT64_MAX, &limit)) return usage(sg_last_error());
             a->limit = limit;
         } else if (s[0] == '-' && s[1]) {
             char msg[256];
