@@ -14,6 +14,7 @@
  *   "*.to_out.0.weight"    [C][1][1][Ci]  -> [C][Ci]                 (Linear in diffusers)
  *   everything else unchanged.
  */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,22 +116,6 @@ static void convert(const out_tensor *o, const ckpt_entry *e, const uint8_t *src
     }
 }
 
-/* Append s as a JSON string to buf (escaping quotes, backslashes, control bytes). */
-static size_t json_str(char *buf, size_t pos, const char *s) {
-    buf[pos++] = '"';
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            buf[pos++] = '\\', buf[pos++] = (char)c;
-        else if (c < 0x20)
-            pos += (size_t)sprintf(buf + pos, "\\u%04x", c);
-        else
-            buf[pos++] = (char)c;
-    }
-    buf[pos++] = '"';
-    return pos;
-}
-
 int ckpt_export_safetensors(const ckpt_file *f, const char *out_path, int ema) {
     int role = ema ? ROLE_EMA : ROLE_PARAM;
     int n = ckpt_count(f), nout = 0;
@@ -167,14 +152,6 @@ int ckpt_export_safetensors(const ckpt_file *f, const char *out_path, int ema) {
             goto out;
         }
 
-    /* header: names are at most CKPT_MAX_NAME + 16 bytes, escaped at most 6x */
-    size_t hcap = 4096;
-    for (int k = 0; k < nout; k++) hcap += 6 * strlen(o[k].name) + 200;
-    header = malloc(hcap);
-    if (!header) {
-        sg_set_error("export: out of memory");
-        goto out;
-    }
     char step[32] = "", model[128] = "";
     ckpt_json *meta = ckpt_json_parse(ckpt_meta(f), strlen(ckpt_meta(f)));
     if (meta) {
@@ -184,30 +161,36 @@ int ckpt_export_safetensors(const ckpt_file *f, const char *out_path, int ema) {
         ckpt_json_get_string(meta, "model", model, sizeof model);
         ckpt_json_free(meta);
     }
-    size_t hp = 0;
-    header[hp++] = '{';
+    /* the header: one JSON object written by jansson, padded with spaces to 8 bytes */
+    json_t *hj = json_object();
     int64_t begin = 0;
-    for (int k = 0; k < nout; k++) {
-        o[k].begin = begin;
-        hp = json_str(header, hp, o[k].name);
-        hp += (size_t)sprintf(header + hp, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype(o[k].dtype));
+    for (int k = 0; k < nout && hj; k++) {
+        json_t *shape = json_array();
         for (int d = 0; d < o[k].ndim; d++)
-            hp += (size_t)sprintf(header + hp, "%s%lld", d ? "," : "", (long long)o[k].shape[d]);
-        hp += (size_t)sprintf(header + hp, "],\"data_offsets\":[%lld,%lld]},", (long long)begin,
-                              (long long)(begin + o[k].bytes));
+            json_array_append_new(shape, json_integer(o[k].shape[d]));
+        json_object_set_new(hj, o[k].name,
+                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype(o[k].dtype),
+                                      "shape", shape, "data_offsets", (json_int_t)begin,
+                                      (json_int_t)(begin + o[k].bytes)));
+        o[k].begin = begin;
         begin += o[k].bytes;
     }
-    hp += (size_t)sprintf(header + hp,
-                          "\"__metadata__\":{\"format\":\"pt\",\"producer\":\"stepgraph\","
-                          "\"weights\":\"%s\"",
-                          ema ? "ema" : "param");
-    if (step[0]) hp += (size_t)sprintf(header + hp, ",\"step\":\"%s\"", step);
-    if (model[0]) {
-        hp += (size_t)sprintf(header + hp, ",\"model\":");
-        hp = json_str(header, hp, model);
+    json_t *md = json_pack("{s:s, s:s, s:s}", "format", "pt", "producer", "stepgraph", "weights",
+                           ema ? "ema" : "param");
+    if (md && step[0]) json_object_set_new(md, "step", json_string(step));
+    if (md && model[0]) json_object_set_new(md, "model", json_string(model));
+    json_object_set_new(hj, "__metadata__", md);
+    char *text = json_dumps(hj, JSON_COMPACT);
+    json_decref(hj);
+    size_t hp = text ? strlen(text) : 0;
+    header = text ? malloc(hp + 8) : NULL;
+    if (!header) {
+        free(text);
+        sg_set_error("export: out of memory");
+        goto out;
     }
-    header[hp++] = '}';
-    header[hp++] = '}';
+    memcpy(header, text, hp);
+    free(text);
     while (hp % 8) header[hp++] = ' ';
 
     src = malloc((size_t)largest + 1);

@@ -4,6 +4,7 @@
  * document order. Strings (keys and values) are decoded into one NUL-separated byte pool. */
 #include "checkpoints/ckpt_json.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,42 +23,25 @@ typedef struct {
     int64_t inum;
     int is_int;
     int boolean;
+    const json_t *v; /* the jansson value (rendering) */
 } json_node;
 
 struct ckpt_json {
+    json_t *root; /* jansson's tree, owned */
     json_node *nodes;
     int n, cap;
     char *pool;
     size_t pool_len, pool_cap;
 };
 
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    ckpt_json *j;
-    int err;
-} parser;
+/* ---- parsing: jansson parses (strict: no NaN, no comments, no trailing commas, duplicate
+ * keys and \u0000 refused); the tree is then indexed into nodes addressed by int ids */
 
-static int fail_at(parser *p, const char *what) {
-    if (p->err) return -1;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < p->pos && i < p->len; i++) {
-        if (p->s[i] == '\n')
-            line++, col = 1;
-        else
-            col++;
-    }
-    sg_set_error("json: line %d col %d: %s", line, col, what);
-    p->err = 1;
-    return -1;
-}
-
-static int new_node(parser *p, int type) {
-    ckpt_json *j = p->j;
+static int new_node(ckpt_json *j, int type, const json_t *v) {
     if (j->n == j->cap) {
         int cap = j->cap ? j->cap * 2 : 64;
         json_node *nn = realloc(j->nodes, (size_t)cap * sizeof *nn);
-        if (!nn) return fail_at(p, "out of memory");
+        if (!nn) return -1;
         j->nodes = nn, j->cap = cap;
     }
     json_node *nd = &j->nodes[j->n];
@@ -65,208 +49,22 @@ static int new_node(parser *p, int type) {
     nd->type = type;
     nd->first = nd->last = nd->next = -1;
     nd->key = (size_t)-1;
+    nd->v = v;
     return j->n++;
 }
 
-static int pool_put(parser *p, const char *b, size_t n) {
-    ckpt_json *j = p->j;
-    if (j->pool_len + n > j->pool_cap) {
+static int pool_put(ckpt_json *j, const char *b, size_t n, size_t *off) {
+    if (j->pool_len + n + 1 > j->pool_cap) {
         size_t cap = j->pool_cap ? j->pool_cap : 256;
-        while (cap < j->pool_len + n) cap *= 2;
+        while (cap < j->pool_len + n + 1) cap *= 2;
         char *np = realloc(j->pool, cap);
-        if (!np) return fail_at(p, "out of memory");
+        if (!np) return -1;
         j->pool = np, j->pool_cap = cap;
     }
+    *off = j->pool_len;
     memcpy(j->pool + j->pool_len, b, n);
-    j->pool_len += n;
-    return 0;
-}
-
-static void skip_ws(parser *p) {
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->pos++;
-    }
-}
-
-static int hex4(parser *p, unsigned *out) {
-    if (p->len - p->pos < 4) return fail_at(p, "truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p->s[p->pos + (size_t)i];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0) return fail_at(p, "bad hex digit in \\u escape");
-        v = v * 16 + (unsigned)d;
-    }
-    p->pos += 4;
-    *out = v;
-    return 0;
-}
-
-/* Parse a string starting at the opening quote; decoded bytes + NUL go to the pool. */
-static int parse_string(parser *p, size_t *out) {
-    p->pos++; /* the quote */
-    *out = p->j->pool_len;
-    for (;;) {
-        if (p->pos >= p->len) return fail_at(p, "unterminated string");
-        unsigned char c = (unsigned char)p->s[p->pos];
-        if (c == '"') {
-            p->pos++;
-            return pool_put(p, "", 1);
-        }
-        if (c < 0x20) return fail_at(p, "control character in string");
-        if (c != '\\') {
-            size_t start = p->pos;
-            while (p->pos < p->len && p->s[p->pos] != '"' && p->s[p->pos] != '\\' &&
-                   (unsigned char)p->s[p->pos] >= 0x20)
-                p->pos++;
-            if (pool_put(p, p->s + start, p->pos - start)) return -1;
-            continue;
-        }
-        p->pos++;
-        if (p->pos >= p->len) return fail_at(p, "unterminated escape");
-        char e = p->s[p->pos++];
-        char one;
-        switch (e) {
-        case '"':
-            one = '"';
-            break;
-        case '\\':
-            one = '\\';
-            break;
-        case '/':
-            one = '/';
-            break;
-        case 'b':
-            one = '\b';
-            break;
-        case 'f':
-            one = '\f';
-            break;
-        case 'n':
-            one = '\n';
-            break;
-        case 'r':
-            one = '\r';
-            break;
-        case 't':
-            one = '\t';
-            break;
-        case 'u': {
-            unsigned cp;
-            if (hex4(p, &cp)) return -1;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
-                    return fail_at(p, "lone high surrogate in \\u escape");
-                p->pos += 2;
-                if (hex4(p, &lo)) return -1;
-                if (lo < 0xDC00 || lo > 0xDFFF)
-                    return fail_at(p, "bad low surrogate in \\u escape");
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                return fail_at(p, "lone low surrogate in \\u escape");
-            }
-            if (cp == 0) return fail_at(p, "\\u0000 is not supported");
-            char u[4];
-            size_t n;
-            if (cp < 0x80) {
-                u[0] = (char)cp, n = 1;
-            } else if (cp < 0x800) {
-                u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-            } else if (cp < 0x10000) {
-                u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-            } else {
-                u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F));
-                n = 4;
-            }
-            if (pool_put(p, u, n)) return -1;
-            continue;
-        }
-        default:
-            return fail_at(p, "bad escape in string");
-        }
-        if (pool_put(p, &one, 1)) return -1;
-    }
-}
-
-static int is_digit(char c) {
-    return c >= '0' && c <= '9';
-}
-
-static int parse_number(parser *p, json_node *nd) {
-    size_t start = p->pos, i = p->pos;
-    int is_int = 1;
-    if (i < p->len && p->s[i] == '-') i++;
-    if (i >= p->len || !is_digit(p->s[i])) return fail_at(p, "bad number");
-    if (p->s[i] == '0') {
-        i++;
-    } else {
-        while (i < p->len && is_digit(p->s[i])) i++;
-    }
-    if (i < p->len && p->s[i] == '.') {
-        is_int = 0, i++;
-        if (i >= p->len || !is_digit(p->s[i])) return fail_at(p, "bad number (digits after '.')");
-        while (i < p->len && is_digit(p->s[i])) i++;
-    }
-    if (i < p->len && (p->s[i] == 'e' || p->s[i] == 'E')) {
-        is_int = 0, i++;
-        if (i < p->len && (p->s[i] == '+' || p->s[i] == '-')) i++;
-        if (i >= p->len || !is_digit(p->s[i])) return fail_at(p, "bad number (exponent)");
-        while (i < p->len && is_digit(p->s[i])) i++;
-    }
-    char tmp[64];
-    size_t n = i - start;
-    if (n >= sizeof tmp) {
-        /* long literals: keep the value approximately, as a double */
-        char *big = malloc(n + 1);
-        if (!big) return fail_at(p, "out of memory");
-        memcpy(big, p->s + start, n);
-        big[n] = 0;
-        nd->num = strtod(big, NULL);
-        free(big);
-        nd->is_int = 0;
-    } else {
-        memcpy(tmp, p->s + start, n);
-        tmp[n] = 0;
-        nd->num = strtod(tmp, NULL);
-        nd->is_int = 0;
-        if (is_int) {
-            /* exact int64 when it fits */
-            int neg = tmp[0] == '-';
-            uint64_t v = 0;
-            int ok = 1;
-            for (size_t k = (size_t)neg; k < n; k++) {
-                unsigned d = (unsigned)(tmp[k] - '0');
-                if (v > (UINT64_MAX - d) / 10) {
-                    ok = 0;
-                    break;
-                }
-                v = v * 10 + d;
-            }
-            if (ok && (neg ? v <= (uint64_t)INT64_MAX + 1 : v <= (uint64_t)INT64_MAX)) {
-                nd->is_int = 1;
-                nd->inum =
-                    neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-            }
-        }
-    }
-    if (!isfinite(nd->num)) return fail_at(p, "number out of range");
-    p->pos = i;
-    return 0;
-}
-
-static int literal(parser *p, const char *word) {
-    size_t n = strlen(word);
-    if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
-        return fail_at(p, "unexpected character");
-    p->pos += n;
+    j->pool[j->pool_len + n] = 0;
+    j->pool_len += n + 1;
     return 0;
 }
 
@@ -280,141 +78,91 @@ static void append_child(ckpt_json *j, int parent, int child) {
     pn->count++;
 }
 
-static _Thread_local const char *sort_pool; /* qsort has no context argument */
-static int cmp_keys(const void *a, const void *b) {
-    return strcmp(sort_pool + *(const size_t *)a, sort_pool + *(const size_t *)b);
-}
-
-/* reject duplicate keys: sort the keys of one object and compare neighbours */
-static int check_duplicates(parser *p, int obj) {
-    ckpt_json *j = p->j;
-    int n = j->nodes[obj].count;
-    if (n < 2) return 0;
-    size_t *keys = malloc((size_t)n * sizeof *keys);
-    if (!keys) return fail_at(p, "out of memory");
-    int k = 0;
-    for (int c = j->nodes[obj].first; c >= 0; c = j->nodes[c].next) keys[k++] = j->nodes[c].key;
-    sort_pool = j->pool;
-    qsort(keys, (size_t)n, sizeof *keys, cmp_keys);
-    int dup = -1;
-    for (int i = 1; i < n && dup < 0; i++)
-        if (strcmp(j->pool + keys[i - 1], j->pool + keys[i]) == 0) dup = i;
-    if (dup >= 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "duplicate key \"%.100s\"", j->pool + keys[dup]);
-        free(keys);
-        return fail_at(p, msg);
-    }
-    free(keys);
-    return 0;
-}
-
-static int parse_value(parser *p, int depth);
-
-static int parse_container(parser *p, int depth, int is_obj) {
-    int node = new_node(p, is_obj ? CKPT_JSON_OBJECT : CKPT_JSON_ARRAY);
+/* Index v (and its children) as node ids in document order; -1 when out of memory or deeper
+ * than JSON_MAX_DEPTH (*deep is set then). ints_as_real: the document held an integer beyond
+ * int64 (a uint64 seed), so jansson read every number as a double: integral values within
+ * 2^53 are integers again, exactly. */
+static int index_value(ckpt_json *j, const json_t *v, int depth, int ints_as_real, int *deep) {
+    if (depth >= JSON_MAX_DEPTH) return *deep = 1, -1;
+    static const int kinds[] = {[JSON_OBJECT] = CKPT_JSON_OBJECT, [JSON_ARRAY] = CKPT_JSON_ARRAY,
+                                [JSON_STRING] = CKPT_JSON_STRING, [JSON_INTEGER] = CKPT_JSON_NUMBER,
+                                [JSON_REAL] = CKPT_JSON_NUMBER,   [JSON_TRUE] = CKPT_JSON_BOOL,
+                                [JSON_FALSE] = CKPT_JSON_BOOL,    [JSON_NULL] = CKPT_JSON_NULL};
+    int node = new_node(j, kinds[json_typeof(v)], v);
     if (node < 0) return -1;
-    size_t open_pos = p->pos;
-    p->pos++;
-    skip_ws(p);
-    char close = is_obj ? '}' : ']';
-    if (p->pos < p->len && p->s[p->pos] == close) {
-        p->pos++;
-        return node;
-    }
-    for (;;) {
-        size_t key = (size_t)-1;
-        if (is_obj) {
-            skip_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != '"') return fail_at(p, "expected a key");
-            if (parse_string(p, &key)) return -1;
-            skip_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') return fail_at(p, "expected ':'");
-            p->pos++;
+    json_node *nd = &j->nodes[node];
+    if (json_is_integer(v)) {
+        nd->is_int = 1, nd->inum = json_integer_value(v), nd->num = (double)nd->inum;
+    } else if (json_is_real(v)) {
+        nd->num = json_real_value(v);
+        if (ints_as_real && nd->num == floor(nd->num) && fabs(nd->num) <= 0x1p53)
+            nd->is_int = 1, nd->inum = (int64_t)nd->num;
+    } else if (json_is_boolean(v)) {
+        nd->boolean = json_is_true(v);
+    } else if (json_is_string(v)) {
+        size_t off;
+        if (pool_put(j, json_string_value(v), json_string_length(v), &off)) return -1;
+        j->nodes[node].str = off;
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int c = index_value(j, json_array_get(v, i), depth + 1, ints_as_real, deep);
+            if (c < 0) return -1;
+            append_child(j, node, c);
         }
-        int child = parse_value(p, depth + 1);
-        if (child < 0) return -1;
-        p->j->nodes[child].key = key;
-        append_child(p->j, node, child);
-        skip_ws(p);
-        if (p->pos >= p->len) {
-            p->pos = open_pos;
-            return fail_at(p, is_obj ? "unterminated object" : "unterminated array");
-        }
-        char c = p->s[p->pos++];
-        if (c == close) break;
-        if (c != ',') {
-            p->pos--;
-            return fail_at(p, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+    } else if (json_is_object(v)) {
+        const char *key;
+        const json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            size_t off;
+            if (pool_put(j, key, strlen(key), &off)) return -1;
+            int c = index_value(j, val, depth + 1, ints_as_real, deep);
+            if (c < 0) return -1;
+            j->nodes[c].key = off;
+            append_child(j, node, c);
         }
     }
-    if (is_obj && check_duplicates(p, node)) return -1;
     return node;
 }
 
-static int parse_value(parser *p, int depth) {
-    if (depth >= JSON_MAX_DEPTH) return fail_at(p, "nested too deeply");
-    skip_ws(p);
-    if (p->pos >= p->len) return fail_at(p, "unexpected end of input");
-    char c = p->s[p->pos];
-    int node;
-    switch (c) {
-    case '{':
-        return parse_container(p, depth, 1);
-    case '[':
-        return parse_container(p, depth, 0);
-    case '"': {
-        size_t off;
-        node = new_node(p, CKPT_JSON_STRING);
-        if (node < 0 || parse_string(p, &off)) return -1;
-        p->j->nodes[node].str = off;
-        return node;
-    }
-    case 't':
-    case 'f':
-        node = new_node(p, CKPT_JSON_BOOL);
-        if (node < 0 || literal(p, c == 't' ? "true" : "false")) return -1;
-        p->j->nodes[node].boolean = c == 't';
-        return node;
-    case 'n':
-        node = new_node(p, CKPT_JSON_NULL);
-        if (node < 0 || literal(p, "null")) return -1;
-        return node;
-    default:
-        if (c != '-' && !is_digit(c)) return fail_at(p, "unexpected character");
-        node = new_node(p, CKPT_JSON_NUMBER);
-        if (node < 0) return -1;
-        {
-            json_node tmp = p->j->nodes[node];
-            if (parse_number(p, &tmp)) return -1;
-            p->j->nodes[node] = tmp;
-        }
-        return node;
-    }
+json_t *ckpt_meta_load(const char *text, char *err, size_t cap) {
+    json_error_t e;
+    const size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES;
+    json_t *j = json_loads(text, flags, &e);
+    if (!j && json_error_code(&e) == json_error_numeric_overflow)
+        j = json_loads(text, flags | JSON_DECODE_INT_AS_REAL, NULL);
+    if (!j && err) snprintf(err, cap, "line %d col %d: %s", e.line, e.column, e.text);
+    return j;
 }
 
 ckpt_json *ckpt_json_parse(const char *text, size_t len) {
     ckpt_json *j = calloc(1, sizeof *j);
-    if (!j) {
-        sg_set_error("json: out of memory");
-        return NULL;
+    if (!j) return sg_set_error("json: out of memory"), NULL;
+    const size_t flags = JSON_DECODE_ANY | JSON_REJECT_DUPLICATES;
+    json_error_t err;
+    int ints_as_real = 0;
+    j->root = json_loadb(text ? text : "", text ? len : 0, flags, &err);
+    if (!j->root && json_error_code(&err) == json_error_numeric_overflow) {
+        json_error_t err2; /* an integer past int64: read numbers as doubles */
+        j->root = json_loadb(text, len, flags | JSON_DECODE_INT_AS_REAL, &err2);
+        if (j->root) ints_as_real = 1;
     }
-    parser p = {.s = text ? text : "", .len = text ? len : 0, .pos = 0, .j = j, .err = 0};
-    int root = parse_value(&p, 0);
-    if (root == 0) {
-        skip_ws(&p);
-        if (p.pos < p.len) fail_at(&p, "trailing characters after the value");
+    if (!j->root) {
+        sg_set_error("json: line %d col %d: %s", err.line < 1 ? 1 : err.line,
+                     err.column < 1 ? 1 : err.column, err.text);
+        return ckpt_json_free(j), NULL;
     }
-    if (p.err || root != 0) {
-        if (!p.err) fail_at(&p, "internal error");
-        ckpt_json_free(j);
-        return NULL;
+    int deep = 0;
+    if (index_value(j, j->root, 0, ints_as_real, &deep) != 0) {
+        sg_set_error(deep ? "json: line 1 col 1: nested deeper than %d" : "json: out of memory",
+                     JSON_MAX_DEPTH);
+        return ckpt_json_free(j), NULL;
     }
     return j;
 }
 
 void ckpt_json_free(ckpt_json *j) {
     if (!j) return;
+    json_decref(j->root);
     free(j->nodes);
     free(j->pool);
     free(j);
@@ -542,50 +290,13 @@ int ckpt_json_get_string(const ckpt_json *j, const char *path, char *buf, size_t
     return SG_OK;
 }
 
-/* ---- rendering ---- */
+/* ---- rendering (jansson writes; a number alone is written in its shortest exact form) ---- */
 
-typedef struct {
-    char *buf;
-    size_t cap, len;
-} sink;
-
-static void put(sink *o, const char *s, size_t n) {
-    if (o->len < o->cap) {
-        size_t room = o->cap - o->len;
-        memcpy(o->buf + o->len, s, n < room ? n : room);
-    }
-    o->len += n;
-}
-
-static void put_string(sink *o, const char *s) {
-    put(o, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\', esc[1] = (char)c;
-            put(o, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            put(o, esc, 6);
-        } else {
-            put(o, (const char *)&c, 1);
-        }
-    }
-    put(o, "\"", 1);
-}
-
-static void render(const ckpt_json *j, int node, sink *o) {
-    const json_node *nd = &j->nodes[node];
-    char num[40];
-    switch (nd->type) {
-    case CKPT_JSON_NULL:
-        put(o, "null", 4);
-        break;
-    case CKPT_JSON_BOOL:
-        nd->boolean ? put(o, "true", 4) : put(o, "false", 5);
-        break;
-    case CKPT_JSON_NUMBER:
+size_t ckpt_json_render(const ckpt_json *j, int node, char *buf, size_t cap) {
+    char num[40], *text = NULL;
+    const char *out = "";
+    if (valid(j, node) && j->nodes[node].type == CKPT_JSON_NUMBER) {
+        const json_node *nd = &j->nodes[node];
         if (nd->is_int)
             snprintf(num, sizeof num, "%lld", (long long)nd->inum);
         else /* the shortest of %.15g / %.16g / %.17g that reads back exactly */
@@ -593,32 +304,20 @@ static void render(const ckpt_json *j, int node, sink *o) {
                 snprintf(num, sizeof num, "%.*g", prec, nd->num);
                 if (strtod(num, NULL) == nd->num) break;
             }
-        put(o, num, strlen(num));
-        break;
-    case CKPT_JSON_STRING:
-        put_string(o, j->pool + nd->str);
-        break;
-    default: {
-        int is_obj = nd->type == CKPT_JSON_OBJECT;
-        put(o, is_obj ? "{" : "[", 1);
-        for (int c = nd->first; c >= 0; c = j->nodes[c].next) {
-            if (c != nd->first) put(o, ",", 1);
-            if (is_obj) {
-                put_string(o, j->pool + j->nodes[c].key);
-                put(o, ":", 1);
-            }
-            render(j, c, o);
-        }
-        put(o, is_obj ? "}" : "]", 1);
+        out = num;
+    } else if (valid(j, node)) {
+        text =
+            json_dumps(j->nodes[node].v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+        out = text ? text : "";
     }
+    size_t n = strlen(out);
+    if (cap) {
+        size_t k = n < cap ? n : cap - 1;
+        memcpy(buf, out, k);
+        buf[k] = 0;
     }
-}
-
-size_t ckpt_json_render(const ckpt_json *j, int node, char *buf, size_t cap) {
-    sink o = {buf, cap, 0};
-    if (valid(j, node)) render(j, node, &o);
-    if (cap) buf[o.len < cap ? o.len : cap - 1] = 0;
-    return o.len;
+    free(text);
+    return n;
 }
 
 /* ---- comparison ---- */

@@ -58,6 +58,12 @@ int ckpt_json_diff(const ckpt_json *a, int na, const ckpt_json *b, int nb, char 
  * Returns the length the full text needs. */
 size_t ckpt_json_render(const ckpt_json *j, int node, char *buf, size_t cap);
 
+/* The same strict parse as a jansson tree (for callers that build JSON with jansson): NULL,
+ * and the reason in err, on failure. A document with an integer past int64 (a uint64 seed) is
+ * read with every number as a double. */
+typedef struct json_t json_t;
+json_t *ckpt_meta_load(const char *text, char *err, size_t cap);
+
 /* Is the checkpoint metadata ckpt_meta from the same model as expected_meta? Compares, for
  * each of "model", "config" and "plan_hash" present in expected_meta, the same key in
  * ckpt_meta. SG_OK when they agree; otherwise SG_ERR with a message naming the first

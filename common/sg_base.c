@@ -10,11 +10,16 @@ const char *sg_last_error(void) {
     return sg_error_buf[0] ? sg_error_buf : "unknown error";
 }
 
+/* Formats into a scratch buffer first: callers may pass sg_last_error() as an argument
+ * ("loading x: %s", sg_last_error()), and vsnprintf into the buffer it reads from is
+ * undefined (it garbled such messages). */
 int sg_set_error(const char *fmt, ...) {
+    char msg[sizeof sg_error_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sg_error_buf, sizeof sg_error_buf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(sg_error_buf, msg, sizeof msg);
     return SG_ERR;
 }
 

@@ -43,6 +43,10 @@ void data_free(sg_dataset *ds);
 /* The individual loaders behind data_load, same contract. */
 int data_load_idx(sg_dataset *ds, const char *path);
 int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split);
+/* Your own images: every .png, .jpg and .jpeg in dir (sorted by name), converted to c = 1
+ * (grey) or 3 (RGB) channels, centre-cropped to a square and box-resized to size x size.
+ * An unreadable image is an error naming the file (data/image_folder.c). */
+int data_load_folder(sg_dataset *ds, const char *dir, int size, int c);
 
 /* n procedural images of h x w x c: one shape per image (disc, ring, square, diamond, or a
  * box of horizontal or vertical stripes) at a random position and size, light on a dark

@@ -58,9 +58,13 @@ static uint8_t to_u8(float v) {
     return (uint8_t)(q + 0.5f);
 }
 
-/* One grid writer for both pixel types: exactly one of xf, xu is non-NULL. */
+enum { CAPTION_H = 15 }; /* the caption strip: one line of the 5x7 font, 3 px margins */
+static void draw_caption(uint8_t *rgb, int width, const char *caption);
+
+/* One grid writer for both pixel types: exactly one of xf, xu is non-NULL. With a caption
+ * the grid is RGB under a white strip holding it. */
 static int write_grid(const char *path, const float *xf, const uint8_t *xu, int n, int h, int w,
-                      int c, int cols, int scale) {
+                      int c, int cols, int scale, const char *caption) {
     if (n < 1 || h < 1 || w < 1 || (c != 1 && c != 3))
         return sg_set_error("image: %s: bad grid of %d images of %dx%dx%d (need n >= 1, "
                             "c = 1 or 3)",
@@ -70,35 +74,45 @@ static int write_grid(const char *path, const float *xf, const uint8_t *xu, int 
     if (cols > n) cols = n;
     int rows = (n + cols - 1) / cols;
     int64_t tw = (int64_t)w * scale, th = (int64_t)h * scale;
-    int64_t width = cols * (tw + 1) + 1, height = rows * (th + 1) + 1;
+    int64_t top = caption ? CAPTION_H : 0, oc = caption ? 3 : c;
+    int64_t width = cols * (tw + 1) + 1, height = top + rows * (th + 1) + 1;
     if (width > 65535 || height > 65535)
         return sg_set_error("image: %s: grid of %lldx%lld pixels is too large", path,
                             (long long)width, (long long)height);
-    uint8_t *pix = malloc((size_t)(width * height * c));
+    uint8_t *pix = malloc((size_t)(width * height * oc));
     if (!pix) return sg_set_error("image: %s: out of memory", path);
-    memset(pix, 255, (size_t)(width * height * c)); /* white gaps and unused cells */
+    memset(pix, 255, (size_t)(width * height * oc)); /* white gaps and unused cells */
     for (int i = 0; i < n; i++) {
-        int64_t ox = (i % cols) * (tw + 1) + 1, oy = (i / cols) * (th + 1) + 1;
+        int64_t ox = (i % cols) * (tw + 1) + 1, oy = top + (i / cols) * (th + 1) + 1;
         for (int64_t y = 0; y < th; y++)
             for (int64_t x = 0; x < tw; x++) {
                 int64_t src = (((int64_t)i * h + y / scale) * w + x / scale) * c;
-                uint8_t *dst = pix + ((oy + y) * width + ox + x) * c;
-                for (int ch = 0; ch < c; ch++) dst[ch] = xf ? to_u8(xf[src + ch]) : xu[src + ch];
+                uint8_t *dst = pix + ((oy + y) * width + ox + x) * oc;
+                for (int ch = 0; ch < oc; ch++) {
+                    int64_t k = src + (c == 1 ? 0 : ch); /* grey is repeated into RGB */
+                    dst[ch] = xf ? to_u8(xf[k]) : xu[k];
+                }
             }
     }
-    int rc = png_write(path, pix, (int)width, (int)height, c);
+    if (caption) draw_caption(pix, (int)width, caption);
+    int rc = png_write(path, pix, (int)width, (int)height, (int)oc);
     free(pix);
     return rc;
 }
 
 int img_write_grid_png(const char *path, const float *x, int n, int h, int w, int c, int cols,
                        int scale) {
-    return write_grid(path, x, NULL, n, h, w, c, cols, scale);
+    return write_grid(path, x, NULL, n, h, w, c, cols, scale, NULL);
+}
+
+int img_write_grid_captioned_png(const char *path, const float *x, int n, int h, int w, int c,
+                                 int cols, int scale, const char *caption) {
+    return write_grid(path, x, NULL, n, h, w, c, cols, scale, caption ? caption : "");
 }
 
 int img_write_grid_u8_png(const char *path, const uint8_t *x, int n, int h, int w, int c, int cols,
                           int scale) {
-    return write_grid(path, NULL, x, n, h, w, c, cols, scale);
+    return write_grid(path, NULL, x, n, h, w, c, cols, scale, NULL);
 }
 
 /* ---- bitmap font ---------------------------------------------------------------------------- */
@@ -262,6 +276,15 @@ static int text_width(const char *s, int scale) {
     return n ? (n * FONT_ADVANCE - 1) * scale : 0;
 }
 
+/* The caption in the strip above a grid, cut to the characters that fit its width. */
+static void draw_caption(uint8_t *rgb, int width, const char *caption) {
+    canvas cv = {rgb, width, CAPTION_H};
+    char buf[256];
+    int fit = (width - 6) / FONT_ADVANCE;
+    snprintf(buf, sizeof buf, "%.*s", fit < 0 ? 0 : fit > 255 ? 255 : fit, caption);
+    draw_text(&cv, 3, 3, buf, 1, TEXT);
+}
+
 /* A line from (x0,y0) to (x1,y1) (Bresenham), kept inside the clip rectangle; thick draws a
  * 2x2 pen. */
 typedef struct {
@@ -349,17 +372,17 @@ static int axis_range(const double *v, int n, double *lo, double *hi) {
     return 1;
 }
 
-int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
+/* Draw one chart into rgb (IMG_PLOT_W x IMG_PLOT_H x 3, owned by the caller). */
+static int plot_render(uint8_t *rgb, const char *path, const double *xs, const double *ys, int n,
                        const char *title, const char *xlabel, const char *ylabel, int log_y) {
     if (n < 0 || (n > 0 && (!xs || !ys)))
         return sg_set_error("image: %s: bad curve (%d points)", path, n);
-    canvas cv = {malloc((size_t)IMG_PLOT_W * IMG_PLOT_H * 3), IMG_PLOT_W, IMG_PLOT_H};
+    canvas cv = {rgb, IMG_PLOT_W, IMG_PLOT_H};
     /* the plotted y: log10(y) on a log axis; non-finite marks a skipped point */
     double *py = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     double *avg = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     double *fx = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!cv.rgb || !py || !avg || !fx) {
-        free(cv.rgb);
+    if (!py || !avg || !fx) {
         free(py);
         free(avg);
         free(fx);
@@ -501,7 +524,28 @@ int img_plot_curve_png(const char *path, const double *xs, const double *ys, int
     }
     free(py);
     free(avg);
-    int rc = png_write(path, cv.rgb, cv.w, cv.h, 3);
-    free(cv.rgb);
+    return SG_OK;
+}
+
+int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
+                       const char *title, const char *xlabel, const char *ylabel, int log_y) {
+    const char *titles[1] = {title}, *ylabels[1] = {ylabel};
+    const int logs[1] = {log_y};
+    return img_plot_panels_png(path, xs, &ys, n, 1, titles, xlabel, ylabels, logs);
+}
+
+int img_plot_panels_png(const char *path, const double *xs, const double *const *ys, int n,
+                        int panels, const char *const *titles, const char *xlabel,
+                        const char *const *ylabels, const int *log_y) {
+    if (panels < 1 || panels > 16) return sg_set_error("image: %s: %d panels", path, panels);
+    size_t one = (size_t)IMG_PLOT_W * IMG_PLOT_H * 3;
+    uint8_t *rgb = malloc(one * (size_t)panels);
+    if (!rgb) return sg_set_error("image: %s: out of memory", path);
+    int rc = SG_OK;
+    for (int k = 0; k < panels && !rc; k++)
+        rc = plot_render(rgb + one * (size_t)k, path, xs, ys[k], n, titles[k], xlabel, ylabels[k],
+                         log_y[k]);
+    if (!rc) rc = png_write(path, rgb, IMG_PLOT_W, IMG_PLOT_H * panels, 3);
+    free(rgb);
     return rc;
 }

@@ -18,6 +18,10 @@
  * rows*(h*scale+1)+1 high with rows = ceil(n / cols); unused cells are white. */
 int img_write_grid_png(const char *path, const float *x, int n, int h, int w, int c, int cols,
                        int scale);
+/* The same grid in RGB under a 15-pixel white strip with a one-line caption (e.g. the
+ * training step the samples show), cut to the grid's width. */
+int img_write_grid_captioned_png(const char *path, const float *x, int n, int h, int w, int c,
+                                 int cols, int scale, const char *caption);
 
 /* The same for uint8 pixels (a dataset preview: data/dataset.h's layout). */
 int img_write_grid_u8_png(const char *path, const uint8_t *x, int n, int h, int w, int c, int cols,
@@ -33,5 +37,10 @@ int img_write_grid_u8_png(const char *path, const uint8_t *x, int n, int h, int 
 #define IMG_PLOT_H 500
 int img_plot_curve_png(const char *path, const double *xs, const double *ys, int n,
                        const char *title, const char *xlabel, const char *ylabel, int log_y);
+/* Several such charts over the same x, stacked top to bottom in one PNG (panels x
+ * IMG_PLOT_H high): e.g. the loss, the learning rate and the gradient norm of a run. */
+int img_plot_panels_png(const char *path, const double *xs, const double *const *ys, int n,
+                        int panels, const char *const *titles, const char *xlabel,
+                        const char *const *ylabels, const int *log_y);
 
 #endif

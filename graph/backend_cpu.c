@@ -342,6 +342,9 @@ static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_oper
     case OP_STEP_INC:
         *(int64_t *)raw_out[0] += 1;
         break;
+    case OP_LOSS_WATCH:
+        cpu_loss_watch(in[0], in[1], raw_in[2], raw_out[0], out[1]);
+        break;
     default:
         SG_UNREACHABLE("cpu_backward_op: not a backward or optimizer op");
     }

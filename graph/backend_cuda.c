@@ -345,6 +345,9 @@ static int cuda_optimizer_op(const cuda_launch *l) {
         return cuda_ema(st, P(c, g, OUT(0)), P(c, g, IN(1)), l->n0, a->ema.decay);
     case OP_STEP_INC:
         return cuda_step_increment(st, P(c, g, OUT(0)));
+    case OP_LOSS_WATCH:
+        return cuda_loss_watch(st, P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), P(c, g, OUT(0)),
+                               P(c, g, OUT(1)));
     default:
         SG_UNREACHABLE("cuda_optimizer_op: not an optimizer op");
     }

@@ -1,6 +1,7 @@
 /* exec.c — the executor: plan + backend, training state, and checkpoint save/load. */
 #include "graph/exec.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,12 +197,19 @@ static int collect(sg_exec *e, ckpt_tensor_desc **descs_out, int *n_out, void **
     return SG_OK;
 }
 
+/* room for the metadata: the fixed part is < 8 KiB; the caller's extra JSON (a data path of
+ * any length) comes on top, so a long path cannot fail the save at the end of a run */
+static int meta_cap(const char *extra_json) {
+    return 8192 + (extra_json ? (int)strlen(extra_json) : 0);
+}
+
 int sg_exec_save(sg_exec *e, const char *path, const char *extra_json) {
-    char *meta = malloc(8192);
+    char *meta = malloc((size_t)meta_cap(extra_json));
     ckpt_tensor_desc *d = NULL;
     void *mem = NULL;
     int n = 0, rc = SG_ERR;
-    if (meta && !sg_exec_meta_json(e, extra_json, meta, 8192) && !collect(e, &d, &n, &mem))
+    if (meta && !sg_exec_meta_json(e, extra_json, meta, meta_cap(extra_json)) &&
+        !collect(e, &d, &n, &mem))
         rc = ckpt_write(path, meta, d, n, NULL);
     free(meta);
     free(d);
@@ -211,11 +219,12 @@ int sg_exec_save(sg_exec *e, const char *path, const char *extra_json) {
 
 int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, int keep_last,
                           char *path_out, size_t cap) {
-    char *meta = malloc(8192);
+    char *meta = malloc((size_t)meta_cap(extra_json));
     ckpt_tensor_desc *d = NULL;
     void *mem = NULL;
     int n = 0, rc = SG_ERR;
-    if (meta && !sg_exec_meta_json(e, extra_json, meta, 8192) && !collect(e, &d, &n, &mem))
+    if (meta && !sg_exec_meta_json(e, extra_json, meta, meta_cap(extra_json)) &&
+        !collect(e, &d, &n, &mem))
         rc = ckpt_save_rotating(dir, sg_exec_step_count(e), meta, d, n, NULL, keep_last, path_out,
                                 cap);
     free(meta);
@@ -224,15 +233,43 @@ int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, i
     return rc;
 }
 
-int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
+/* The metadata a checkpoint must agree with: this run's, except that the config fields named
+ * in may_differ take the checkpoint's values and the plan hash (which pins them) is left out.
+ * A malloc'ed string, NULL on failure. */
+static char *expected_meta(sg_exec *e, const char *ckpt_meta_text, const char *const *may_differ) {
+    char *mine = malloc(8192), *out = NULL;
+    if (!mine) return sg_set_error("out of host memory"), NULL;
+    if (sg_exec_meta_json(e, NULL, mine, 8192)) return free(mine), NULL;
+    if (!may_differ) return mine;
+    json_t *m = ckpt_meta_load(mine, NULL, 0), *c = ckpt_meta_load(ckpt_meta_text, NULL, 0);
+    json_t *mc = json_object_get(m, "config"), *cc = json_object_get(c, "config");
+    if (m && json_is_object(mc) && json_is_object(cc)) {
+        for (int i = 0; may_differ[i]; i++) {
+            json_t *v = json_object_get(cc, may_differ[i]);
+            if (v) json_object_set(mc, may_differ[i], v);
+        }
+        json_object_del(m, "plan_hash");
+        out = json_dumps(m, JSON_COMPACT);
+    }
+    if (!out) sg_set_error("checkpoint metadata: cannot compare it with this run's");
+    json_decref(m);
+    json_decref(c);
+    free(mine);
+    return out;
+}
+
+static int load(sg_exec *e, const char *path, int params_only, int ema,
+                const char *const *may_differ) {
     ckpt_file *f = ckpt_open(path);
     if (!f) return SG_ERR;
     const sg_graph *g = &e->plan.g;
     int rc = SG_OK;
     /* same architecture? (the training fields may differ only when loading weights alone) */
-    char mine[8192];
-    if (sg_exec_meta_json(e, NULL, mine, sizeof mine)) rc = SG_ERR;
-    if (!rc && !params_only && ckpt_meta_check_config(mine, ckpt_meta(f))) rc = SG_ERR;
+    if (!params_only) {
+        char *want = expected_meta(e, ckpt_meta(f), may_differ);
+        if (!want || ckpt_meta_check_config(want, ckpt_meta(f))) rc = SG_ERR;
+        free(want);
+    }
     /* find every tensor first (a clear error before any work), then decompress them all in
      * parallel into one host buffer, then upload */
     int *tid = calloc((size_t)g->nt, sizeof(int)), *idx = calloc((size_t)g->nt, sizeof(int)), n = 0;
@@ -287,4 +324,12 @@ int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
     if (!rc && !params_only && e->plan.io.seed >= 0) sg_exec_read(e, e->plan.io.seed, &e->seed);
     ckpt_close(f);
     return rc;
+}
+
+int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
+    return load(e, path, params_only, ema, NULL);
+}
+
+int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ) {
+    return load(e, path, 0, 0, may_differ);
 }

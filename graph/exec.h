@@ -58,6 +58,10 @@ int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, i
  * config field). With params_only, only parameters (or, with ema, the EMA copies loaded into
  * the parameters) are read: that is how sampling loads weights. */
 int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema);
+/* The full state to continue a run whose config changed only in the fields named in
+ * may_differ (NULL-terminated config keys, e.g. "lr", "ema_decay"): those may differ from the
+ * checkpoint's, the plan hash is then not compared, every tensor still must match. */
+int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ);
 /* Metadata JSON for this run (what sg_exec_save writes). */
 int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap);
 

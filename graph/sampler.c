@@ -175,6 +175,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
             }
             if (opts->progress)
                 opts->progress(opts->progress_ctx, b0, nb, n_images, k + 1, n_steps, t);
+            if (opts->cancel && *opts->cancel) rc = sg_set_error("sampling interrupted");
         }
         for (int64_t i = 0; i < nb * per && !rc; i++)
             out[b0 * per + i] = isfinite(b.x[i]) ? (float)clamp1((double)b.x[i]) : b.x[i];

@@ -41,6 +41,7 @@
 #ifndef SG_SAMPLER_H
 #define SG_SAMPLER_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "graph/exec.h"
@@ -73,6 +74,9 @@ typedef struct {
     int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
     sg_sample_progress_fn progress; /* may be NULL */
     void *progress_ctx;
+    /* may be NULL; when it becomes non-zero (a signal handler sets it) sampling stops after
+     * the current forward pass with SG_ERR "sampling interrupted" */
+    const volatile sig_atomic_t *cancel;
 } sg_sample_opts;
 
 /* Draw n_images samples with the forward executor e (plan built with train = 0, weights

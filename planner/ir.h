@@ -62,6 +62,9 @@ typedef enum {
                    /*                                             args: adamw     */
     OP_EMA,        /* ema, params -> ema                          args: ema       */
     OP_STEP_INC,   /* step -> step                                                */
+    OP_LOSS_WATCH, /* loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): */
+                   /* the first step whose loss or gradient was not finite, and the  */
+                   /* running loss sum the trainer averages and resets per log line  */
     OP_COUNT
 } sg_op;
 

@@ -10,6 +10,7 @@
 #include "planner/ir.h"
 
 #define SG_MAX_LEVELS 8
+#define SG_MAX_RES_BLOCKS 16
 
 typedef struct {
     char name[32];
@@ -53,6 +54,7 @@ int sg_model_json(const sg_model_cfg *cfg, char *buf, int cap);
 /* Indices of the tensors the executor and tools need by role. */
 typedef struct {
     int dataset, step, seed, lr, loss, grad_sumsq, clip_scale;
+    int watch, loss_sum; /* the trainer's: first non-finite step + 1 (0: none), sum of losses */
     int x0, t, eps, xt, pred;
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int64_t n_params;                       /* parameter count (scalars) */

@@ -5,6 +5,7 @@
  */
 #include "planner/model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,29 +94,40 @@ const char *const sg_model_flags_help =
     "  --dropout P          dropout probability\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
+/* A decimal integer in [lo, hi], the whole of v: no sign tricks, no blanks, no overflow. */
 static int parse_int(const char *v, int lo, int hi, int *out) {
+    const char *d = v + (*v == '-');
+    if (*d < '0' || *d > '9') return -1;
     char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) return -1;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno || x < lo || x > hi) return -1;
     *out = (int)x;
     return 0;
 }
 
+/* A comma-separated list of integers in [1, 2^20]; "" is the empty list, and an empty
+ * element ("1,,2", "1,", ",1") is an error (strtok skipped them silently). */
 static int parse_list(const char *v, int *out, int max, int *n) {
     *n = 0;
     if (!*v) return 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (*n >= max || parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[16];
+        if (!len || len >= sizeof tok || *n >= max) return -1;
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
         (*n)++;
+        if (!comma) return 0;
+        p = comma + 1;
     }
-    return 0;
 }
 
 int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     int x, n;
-    int tmp[SG_MAX_LEVELS];
+    int tmp[SG_MAX_LEVELS] = {0}; /* unused slots stay 0: configs compare field for field */
 #define INTFLAG(NAME, FIELD, LO, HI)                                                               \
     if (!strcmp(f, NAME)) {                                                                        \
         if (parse_int(v, LO, HI, &x))                                                              \
@@ -126,7 +138,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     }
     INTFLAG("--batch", batch, 1, 1 << 16)
     INTFLAG("--ch", ch, 1, 1 << 14)
-    INTFLAG("--res-blocks", nrb, 1, 16)
+    INTFLAG("--res-blocks", nrb, 1, SG_MAX_RES_BLOCKS)
     INTFLAG("--groups", groups, 1, 1 << 14)
     INTFLAG("--img", img, 4, 1 << 12)
     INTFLAG("--in-ch", in_ch, 1, 64)
@@ -174,7 +186,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     if (!strcmp(f, "--dropout")) {
         char *end;
         double p = strtod(v, &end);
-        if (!*v || *end || p < 0 || p >= 1)
+        if (!*v || *end || !(p >= 0 && p < 1)) /* NaN fails every comparison */
             return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
         c->dropout = (float)p;
         return 1;
@@ -187,24 +199,54 @@ static int heads_for(const sg_model_cfg *c, int C) {
 }
 
 int sg_model_validate(const sg_model_cfg *c) {
-    if (c->nlevels < 1) return sg_set_error("model has no levels");
+    if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
+        return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
+    if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
+        return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
     if (c->img % (1 << (c->nlevels - 1)))
         return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
                             c->nlevels - 1);
+    for (int k = 0; k < c->nattn; k++) {
+        int found = 0;
+        for (int i = 0; i < c->nlevels; i++) found |= c->attn_res[k] == c->img >> i;
+        if (!found)
+            return sg_set_error("attention resolution %d is not one of the model's resolutions "
+                                "(%d halved per level, %d levels)",
+                                c->attn_res[k], c->img, c->nlevels);
+    }
     if (c->data_h > c->img || c->data_w > c->img)
         return sg_set_error("data images %dx%d are larger than the model's %d", c->data_h,
                             c->data_w, c->img);
+    /* Sizes the planner's int64 byte arithmetic holds with room to spare: what the flags
+     * allow (--img 4096 --batch 65536 --ch-mult 1048576 ...) is a clean error here, never an
+     * overflow later. The attention matrix (batch x heads x (H W)^2) is usually the largest. */
+    const double max_elems = 0x1p40;
+    if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
+        return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
+                            (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
     for (int i = 0; i < c->nlevels; i++) {
-        int C = c->ch * c->ch_mult[i];
+        int64_t C = (int64_t)c->ch * c->ch_mult[i];
         if (C % c->groups || c->ch % c->groups)
-            return sg_set_error("%d channels at level %d are not divisible by %d groups", C, i,
-                                c->groups);
+            return sg_set_error("%lld channels at level %d are not divisible by %d groups",
+                                (long long)C, i, c->groups);
         if (c->head_ch && C % c->head_ch)
-            return sg_set_error("%d channels at level %d are not divisible by %d ch/head", C, i,
-                                c->head_ch);
+            return sg_set_error("%lld channels at level %d are not divisible by %d ch/head",
+                                (long long)C, i, c->head_ch);
         if (!c->head_ch && C % c->heads)
-            return sg_set_error("%d channels at level %d are not divisible by %d heads", C, i,
-                                c->heads);
+            return sg_set_error("%lld channels at level %d are not divisible by %d heads",
+                                (long long)C, i, c->heads);
+        double hw = (double)(c->img >> i) * (double)(c->img >> i);
+        double heads = c->head_ch ? (double)(C / c->head_ch) : c->heads;
+        /* concatenated skips hold up to 3 C channels; attention at its levels and mid */
+        double act = (double)c->batch * hw * 3.0 * (double)C;
+        double attn = (double)c->batch * heads * hw * hw;
+        int attn_here = i == c->nlevels - 1;
+        for (int k = 0; k < c->nattn; k++) attn_here |= c->attn_res[k] == c->img >> i;
+        if (act > max_elems || (attn_here && attn > max_elems))
+            return sg_set_error("model too large: level %d (%dx%d, %lld channels, batch %d%s) "
+                                "would need tensors over 2^40 elements",
+                                i, c->img >> i, c->img >> i, (long long)C, c->batch,
+                                attn_here && attn > max_elems ? ", its attention matrix" : "");
     }
     return SG_OK;
 }
@@ -382,7 +424,8 @@ static int unet(builder *b, int x, int t) {
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
     b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
 
-    int hs[64], nhs = 0;
+    /* skip connections: conv_in, nrb per level, one downsample per level but the last */
+    int hs[1 + SG_MAX_LEVELS * (SG_MAX_RES_BLOCKS + 1)], nhs = 0;
     int h = conv(b, x, c->ch, 3, 1, "conv_in", dt);
     hs[nhs++] = h;
     for (int i = 0; i < c->nlevels; i++) {
@@ -521,6 +564,12 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     int e_in[2] = {io->ema, io->params}, e_out[SG_MAX_OUT] = {io->ema};
     sg_op_args ea = {.ema = {.decay = c->ema_decay}};
     if (sg_node_add(g, OP_EMA, e_in, 2, e_out, &ea, "ema") < 0) return SG_ERR;
+    /* before the increment: it records step + 1, the 1-based step just run */
+    io->watch = scalar_state(g, "nonfinite_step", DT_I64);
+    io->loss_sum = scalar_state(g, "loss_sum", DT_F32);
+    int w_in[5] = {io->loss, io->grad_sumsq, io->step, io->watch, io->loss_sum};
+    int w_out[SG_MAX_OUT] = {io->watch, io->loss_sum};
+    if (sg_node_add(g, OP_LOSS_WATCH, w_in, 5, w_out, NULL, "loss_watch") < 0) return SG_ERR;
     int st_in[1] = {io->step}, st_out[SG_MAX_OUT] = {io->step};
     if (sg_node_add(g, OP_STEP_INC, st_in, 1, st_out, NULL, "step_inc") < 0) return SG_ERR;
     return SG_OK;

@@ -274,6 +274,15 @@ static int shape_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(o, T(0));
     return SG_OK;
 }
+static int shape_watch(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (T(0)->dtype != DT_F32 || T(1)->dtype != DT_F32 || T(2)->dtype != DT_I64 ||
+        T(3)->dtype != DT_I64 || T(4)->dtype != DT_F32)
+        return sg_set_error(
+            "loss_watch: expects f32 loss, f32 sumsq, i64 step, i64 watch, f32 sum");
+    same(&o[0], T(3));
+    same(&o[1], T(4));
+    return SG_OK;
+}
 
 /* ---- backward rules. Each appends the nodes that differentiate forward node `i`; `dy` is
  * the gradient of its output 0. Names are "<forward output name>.<what>". */
@@ -414,7 +423,8 @@ static int bwd_mse(sg_graph *g, int i) {
     R(OP_CLIP_SCALE,        "clip_scale",        1, 1, 0,   0, shape_scalar,     no_flops,     NULL) \
     R(OP_ADAMW,             "adamw",             6, 4, 0,   0, shape_adamw,      flops_adamw,  NULL) \
     R(OP_EMA,               "ema",               2, 1, 0,   0, shape_like0,      flops_in0,    NULL) \
-    R(OP_STEP_INC,          "step_inc",          1, 1, 0,   0, shape_step,       no_flops,     NULL)
+    R(OP_STEP_INC,          "step_inc",          1, 1, 0,   0, shape_step,       no_flops,     NULL) \
+    R(OP_LOSS_WATCH,        "loss_watch",        5, 2, 0,   0, shape_watch,      no_flops,     NULL)
 
 #define SG_OP_ROW(OP, NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD) \
     [OP] = {NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD},

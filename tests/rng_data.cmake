@@ -16,3 +16,7 @@ add_test(NAME test_data COMMAND test_data)
 add_executable(test_image_io ${CMAKE_SOURCE_DIR}/tests/test_image_io.c)
 target_link_libraries(test_image_io PRIVATE sg_data sg_common PkgConfig::PNG m)
 add_test(NAME test_image_io COMMAND test_image_io)
+
+add_executable(test_image_folder ${CMAKE_SOURCE_DIR}/tests/test_image_folder.c)
+target_link_libraries(test_image_folder PRIVATE sg_data sg_common PkgConfig::PNG PkgConfig::JPEG)
+add_test(NAME test_image_folder COMMAND test_image_folder)

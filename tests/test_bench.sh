@@ -59,6 +59,13 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d[\"breakdown\"] is None and d[\"data_n\"] == 64 and d[\"batch\"] == 2
 " "$tmp/nb.json"'
+# no GPU and no --backend: a refusal, not hours of CPU (only where no GPU is present)
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  $bench --model unet_tiny --iters 1 --warmup 0 >/dev/null 2>"$tmp/err.txt"; rc=$?
+  ok "no GPU, no --backend: refused" '[ $rc -eq 2 ] && grep -q -- "--backend cpu" "$tmp/err.txt"'
+fi
+$bench --backend=cpu --model=unet_tiny --iters=1 --warmup=0 --no-breakdown --json >"$tmp/eq.json" 2>/dev/null
+ok "--flag=value" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"iters\"] == 1" "$tmp/eq.json"'
 ok "--help" '$bench --help | grep -q -- "--no-breakdown"'
 
 for bad in "--frobnicate 3" "--iters 0" "--iters x" "--warmup -1" "--model nope" \

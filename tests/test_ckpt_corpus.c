@@ -9,7 +9,12 @@
 
 #include "tests/sg_test.h"
 
-int ckpt_fuzz_one(const uint8_t *data, size_t size);
+/* the fuzz target replayed: the checkpoint reader, or (-DFUZZ_ONE=config_fuzz_one, as
+ * test_config_corpus) the model configurations */
+#ifndef FUZZ_ONE
+#define FUZZ_ONE ckpt_fuzz_one
+#endif
+int FUZZ_ONE(const uint8_t *data, size_t size);
 
 static int replay_dir(const char *dir) {
     DIR *d = opendir(dir);
@@ -39,7 +44,7 @@ static int replay_dir(const char *dir) {
         uint8_t *exact = malloc(len ? len : 1);
         memcpy(exact, buf, len);
         free(buf);
-        ckpt_fuzz_one(exact, len);
+        FUZZ_ONE(exact, len);
         free(exact);
         n++;
     }

@@ -49,6 +49,7 @@ int main(void) {
     CHECK(ckpt_json_type(j, ckpt_json_find(j, 0, "arr")) == CKPT_JSON_ARRAY, "empty array");
     CHECK(ckpt_json_find(j, 0, "") == 0, "empty path is the node itself");
 
+    ckpt_json *x0;
     /* render round trip */
     char out[1024];
     size_t n = ckpt_json_render(j, 0, out, sizeof out);
@@ -86,6 +87,15 @@ int main(void) {
     ckpt_json_free(c);
     ckpt_json_free(a);
     ckpt_json_free(j);
+
+    /* an integer past int64 (a uint64 seed, as sg_exec_meta_json writes it) still parses;
+     * the other integers stay exact integers */
+    x0 = parse("{\"seed\":18446744073709551615,\"step\":9007199254740992,\"c\":{\"ch\":-3}}");
+    CHECK(x0 != NULL, "uint64 seed parses: %s", sg_last_error());
+    CHECK(ckpt_json_get_int(x0, "step", &v) == SG_OK && v == 9007199254740992ll, "step exact");
+    CHECK(ckpt_json_get_int(x0, "c.ch", &v) == SG_OK && v == -3, "nested int exact");
+    CHECK(ckpt_json_get_double(x0, "seed", &d) == SG_OK && d == 18446744073709551615.0, "seed");
+    ckpt_json_free(x0);
 
     /* invalid documents, each refused with a position */
     const char *bad[] = {

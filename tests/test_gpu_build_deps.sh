@@ -64,17 +64,18 @@ b=$src/build-gpu
 deps_files=$(find "$b" -name '*.o.d')
 ok "depfiles exist" '[ -n "$deps_files" ]'
 bad=$(cat $deps_files | tr ' \\' '\n\n' |
-    grep -E '^/usr/include/(zstd|zdict|zstd_errors|png|pngconf|pnglibconf|zlib|zconf|cblas)\.h$|^/usr/include/(libpng16|x86_64-linux-gnu/openblas[^/]*|x86_64-linux-gnu/cblas)' |
+    grep -E '^/usr/include/(zstd|zdict|zstd_errors|png|pngconf|pnglibconf|zlib|zconf|cblas|jansson|jansson_config|jpeglib|jconfig|jmorecfg)\.h$|^/usr/include/(libpng16|x86_64-linux-gnu/openblas[^/]*|x86_64-linux-gnu/cblas)' |
     sort -u)
 ok "no system -dev header was compiled against (found: $bad)" '[ -z "$bad" ]'
 for h in 'usr/include/zstd\.h' 'usr/include/(libpng16/)?png\.h' 'usr/include/zlib\.h' \
-    'usr/include/x86_64-linux-gnu/openblas-pthread/cblas\.h'; do
+    'usr/include/x86_64-linux-gnu/openblas-pthread/cblas\.h' 'usr/include/jansson\.h' \
+    'usr/include/jpeglib\.h'; do
     ok "$h came from .deps/root" 'cat $deps_files | tr " \\\\" "\n\n" | grep -Eqx "$r/$h"'
 done
 # libraries: what pkg-config resolved
 libs=$(grep -E '^pkgcfg_lib_[A-Z]+_[a-z0-9]+:FILEPATH=' "$b/CMakeCache.txt")
 echo "$libs"
-ok "pkg-config resolved four libraries" '[ $(echo "$libs" | grep -c .) -ge 4 ]'
+ok "pkg-config resolved six libraries" '[ $(echo "$libs" | grep -c .) -ge 6 ]'
 ok "every resolved library lies under .deps/root" '! echo "$libs" | grep -v "=$r/"'
 # run time: RPATH, the loader's choices without LD_LIBRARY_PATH, a run (train links them all)
 rpath=$(readelf -d "$b/train" | grep -E '\((RPATH|RUNPATH)\)')
@@ -82,7 +83,8 @@ echo "$rpath"
 ok "train has an RPATH (DT_RPATH) into .deps/root" 'echo "$rpath" | grep -q "(RPATH).*$r/usr/lib/x86_64-linux-gnu"'
 ldd_out=$(env -u LD_LIBRARY_PATH ldd "$b/train")
 echo "$ldd_out"
-for l in libzstd.so.1 libpng16.so.16 libz.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+for l in libzstd.so.1 libpng16.so.16 libz.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 \
+    libjansson.so.4 libjpeg.so.62; do
     ok "the loader takes $l from .deps/root" 'echo "$ldd_out" | grep -Eq "^\s*$l => $r/"'
 done
 ok "no library is missing" '! echo "$ldd_out" | grep -q "not found"'
@@ -91,7 +93,7 @@ rc=$?
 ok "plan --model unet_tiny runs (exit $rc)" '[ $rc -eq 0 ] && grep -q "arena" "$tmp/plan.txt"'
 env -u LD_LIBRARY_PATH "$b/train" --help >"$tmp/train.txt" 2>&1
 rc=$?
-ok "train (OpenBLAS, zstd, libpng) starts (exit $rc)" '[ $rc -eq 0 ]'
+ok "train (OpenBLAS, zstd, libpng, jansson, libjpeg) starts (exit $rc)" '[ $rc -eq 0 ]'
 
 # a second call in the same tree
 run_check "$tmp/out2" >"$tmp/check2.txt" 2>&1

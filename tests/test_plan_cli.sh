@@ -33,6 +33,31 @@ $plan --frobnicate 3 >/dev/null 2>"$tmp/err.txt"; rc=$?
 ok "unknown flag exits 2" '[ $rc -eq 2 ] && grep -q frobnicate "$tmp/err.txt"'
 $plan --batch zero >/dev/null 2>"$tmp/err.txt"; rc=$?
 ok "bad value exits 2" '[ $rc -eq 2 ]'
+# issue 15's defects: each of these was accepted, printed a default plan or crashed
+bad() { # name, args...: exit 2, one error line, nothing on stdout
+  local name=$1; shift
+  $plan "$@" >"$tmp/out.txt" 2>"$tmp/err.txt"; local rc=$?
+  ok "$name exits 2 with one line" '[ $rc -eq 2 ] && [ ! -s "$tmp/out.txt" ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
+}
+bad "--dropout nan" --model unet_tiny --dropout nan
+bad "--dropout inf" --model unet_tiny --dropout inf
+bad "--model without a value" --model
+bad "--model followed by a flag" --model --json
+bad "--ch-mult 1,,2" --model unet_tiny --ch-mult 1,,2
+bad "--ch-mult trailing comma" --model unet_tiny --ch-mult 1,2,
+bad "--batch ' 4'" --model unet_tiny --batch " 4"
+bad "--batch 4294967297" --model unet_tiny --batch 4294967297
+bad "--json=1 (a switch takes no value)" --model unet_tiny --json=1
+bad "a stray argument" --model unet_tiny stray
+$plan --model unet_tiny --attn-res 3 >/dev/null 2>"$tmp/err.txt"; rc=$?
+ok "--attn-res 3 is not a resolution of the model" '[ $rc -ne 0 ] && grep -q "attention resolution 3" "$tmp/err.txt"'
+$plan --model unet_tiny --ch-mult 1,1,1,1 --res-blocks 16 --no-table >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+ok "16 res blocks x 4 levels plans (the skip stack overflowed)" '[ $rc -eq 0 ] && grep -q "parameters" "$tmp/out.txt"'
+$plan --model unet_tiny --res-blocks 17 >/dev/null 2>&1; rc=$?
+ok "17 res blocks is a usage error" '[ $rc -eq 2 ]'
+a=$($plan --model unet_tiny --batch 2 --json)
+b=$($plan --model=unet_tiny --batch=2 --json)
+ok "--flag=value is --flag value" '[ -n "$a" ] && [ "$a" = "$b" ]'
 ok "help lists models" '$plan --help | grep -q unet_adm64'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -19,6 +19,7 @@
 
 #include "checkpoints/ckpt.h"
 #include "checkpoints/ckpt_json.h"
+#include "tools/cli.h"
 
 static const char *usage_text =
     "usage: ckpt <command> [options]\n"
@@ -43,18 +44,9 @@ static int fail(void) {
 
 /* ---- output helpers ---- */
 
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
+/* a string as JSON, escaped by the one JSON library */
+static void json_str(const char *s) {
+    cli_json_print_inline(stdout, cli_json_text(s));
 }
 
 /* a double as JSON: non-finite values become strings */
@@ -105,25 +97,41 @@ typedef struct {
     int64_t limit;
 } args;
 
+/* Options (--flag value or --flag=value) and up to 4 positional arguments after the command. */
 static int parse_args(int argc, char **argv, args *a) {
     memset(a, 0, sizeof *a);
     a->limit = -1;
     for (int i = 2; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--json") == 0)
+        const char *s = argv[i], *eq = strchr(s, '=');
+        char flag[32];
+        snprintf(flag, sizeof flag, "%.*s", eq && !strncmp(s, "--", 2) ? (int)(eq - s) : 31, s);
+        int takes =
+            !strcmp(flag, "--role") || !strcmp(flag, "--safetensors") || !strcmp(flag, "--limit");
+        const char *v = takes ? (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL) : NULL;
+        if (takes && !v) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "%s needs a value", flag);
+            return usage(msg);
+        }
+        if (!takes && eq && !strncmp(s, "--", 2)) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%.40s takes no value", flag);
+            return usage(msg);
+        }
+        if (strcmp(flag, "--json") == 0)
             a->json = 1;
-        else if (strcmp(s, "--ema") == 0)
+        else if (strcmp(flag, "--ema") == 0)
             a->ema = 1;
-        else if (strcmp(s, "--ignore-meta") == 0)
+        else if (strcmp(flag, "--ignore-meta") == 0)
             a->ignore_meta = 1;
-        else if (strcmp(s, "--role") == 0 && i + 1 < argc)
-            a->role = argv[++i];
-        else if (strcmp(s, "--safetensors") == 0 && i + 1 < argc)
-            a->safetensors = argv[++i];
-        else if (strcmp(s, "--limit") == 0 && i + 1 < argc) {
-            char *end;
-            a->limit = strtoll(argv[++i], &end, 10);
-            if (*end || a->limit < 0) return usage("--limit needs a count");
+        else if (strcmp(flag, "--role") == 0)
+            a->role = v;
+        else if (strcmp(flag, "--safetensors") == 0)
+            a->safetensors = v;
+        else if (strcmp(flag, "--limit") == 0) {
+            int64_t limit;
+            if (cli_parse_i64("--limit", v, 0, INT64_MAX, &limit)) return usage(sg_last_error());
+            a->limit = limit;
         } else if (s[0] == '-' && s[1]) {
             char msg[256];
             snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", s);
@@ -177,7 +185,7 @@ static void print_totals_json(const char *const *names, const totals *t, int n) 
         if (!t[i].count) continue;
         printf("%s", first ? "" : ",");
         first = 0;
-        json_string(names[i]);
+        json_str(names[i]);
         printf(":{\"count\":%d,\"raw_bytes\":%lld,\"stored_bytes\":%lld,\"ratio\":%.6f}",
                t[i].count, (long long)t[i].raw, (long long)t[i].stored,
                ratio(t[i].raw, t[i].stored));
@@ -202,7 +210,7 @@ static int cmd_info(const args *a) {
     }
     if (a->json) {
         printf("{\"file\":");
-        json_string(ckpt_path(f));
+        json_str(ckpt_path(f));
         printf(",\"version\":%d,\"file_bytes\":%lld,\"block_bytes\":%lld,\"meta\":%s,",
                ckpt_version(f), (long long)ckpt_file_size(f), (long long)ckpt_block_bytes(f),
                ckpt_meta(f));
@@ -253,7 +261,7 @@ static int cmd_ls(const args *a) {
                                                       : "zstd";
         if (a->json) {
             printf("%s{\"name\":", i ? "," : "");
-            json_string(e.name);
+            json_str(e.name);
             printf(",\"role\":\"%s\",\"dtype\":\"%s\",\"shape\":", ckpt_role_name(e.role),
                    ckpt_dtype_name(e.dtype));
             json_shape(&e);
@@ -303,7 +311,7 @@ static int cmd_stats(const args *a) {
         free(buf);
         if (a->json) {
             printf("%s{\"name\":", first ? "" : ",");
-            json_string(e.name);
+            json_str(e.name);
             printf(",\"role\":\"%s\",\"dtype\":\"%s\",\"numel\":%lld,\"min\":",
                    ckpt_role_name(e.role), ckpt_dtype_name(e.dtype), (long long)e.numel);
             json_number(s.min);
@@ -398,7 +406,7 @@ static int cmd_diff(const args *a) {
             if (d.max_abs_index >= 0) multi_index(&ea, d.max_abs_index, mx, sizeof mx);
             if (a->json) {
                 printf("%s{\"name\":", first ? "" : ",");
-                json_string(ea.name);
+                json_str(ea.name);
                 printf(",\"status\":\"%s\"", status);
                 if (!strcmp(status, "differs") || !strcmp(status, "equal"))
                     printf(",\"ndiff\":%lld,\"numel\":%lld,\"first\":%lld,\"max_abs\":",
@@ -429,7 +437,7 @@ static int cmd_diff(const args *a) {
         if (a->json) {
             printf("],\"differing_tensors\":%d,\"meta_equal\":%s,\"meta_diff\":", ndiffer,
                    meta_diff ? "false" : "true");
-            json_string(meta_where);
+            json_str(meta_where);
             printf(",\"equal\":%s}\n", equal ? "true" : "false");
         } else {
             if (meta_diff) printf("metadata differs: %s\n", meta_where);
@@ -470,13 +478,13 @@ static int cmd_verify(const args *a) {
     int ok = f && !first_error[0] && nbad == 0;
     if (a->json) {
         printf("{\"file\":");
-        json_string(a->pos[0]);
+        json_str(a->pos[0]);
         printf(",\"ok\":%s,\"tensors\":%d,\"error\":", ok ? "true" : "false", n);
-        json_string(first_error[0] ? first_error : nbad ? why[0] : "");
+        json_str(first_error[0] ? first_error : nbad ? why[0] : "");
         printf(",\"bad_tensors\":[");
         for (int k = 0; k < nbad; k++) {
             printf("%s", k ? "," : "");
-            json_string(bad[k]);
+            json_str(bad[k]);
         }
         printf("]}\n");
     } else {
@@ -529,7 +537,7 @@ static int cmd_dump(const args *a) {
     int is_signed = !strcmp(dt, "i32") || !strcmp(dt, "i64");
     if (a->json) {
         printf("{\"name\":");
-        json_string(e.name);
+        json_str(e.name);
         printf(",\"role\":\"%s\",\"dtype\":\"%s\",\"shape\":", ckpt_role_name(e.role), dt);
         json_shape(&e);
         printf(",\"numel\":%lld,\"values\":[", (long long)e.numel);

@@ -36,14 +36,13 @@
 #include "checkpoints/ckpt_hash.h"
 #include "data/dataset.h"
 #include "graph/exec.h"
+#include "tools/cli.h"
 
 #define MAX_REPS 64
 #define TMPFS_MAGIC_NUM 0x01021994L
 
 static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    return cli_now_ms() / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -219,6 +218,47 @@ static void breakdown(const ckpt_tensor_desc *d, int n, const unsigned char *mem
     free(out);
 }
 
+/* plain zstd of the same bytes at the same level: one thread, then the library's threads */
+static void bench_plain_zstd(const bench_opts *b, const unsigned char *mem, unsigned char *back,
+                             int64_t raw, state_res *r) {
+    size_t bound = ZSTD_compressBound((size_t)raw);
+    unsigned char *z = malloc(bound);
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_DCtx *dc = ZSTD_createDCtx();
+    if (!z || !cc || !dc) sg_set_error("out of memory"), die("zstd");
+    double v1[MAX_REPS], vt[MAX_REPS], vd[MAX_REPS];
+    for (int rep = 0; rep < b->reps; rep++) {
+        double t0 = now_s();
+        size_t zs = ZSTD_compressCCtx(cc, z, bound, mem, (size_t)raw, b->level);
+        v1[rep] = now_s() - t0;
+        if (ZSTD_isError(zs)) sg_set_error("%s", ZSTD_getErrorName(zs)), die("ZSTD_compress");
+        r->z1_bytes = (int64_t)zs;
+        t0 = now_s();
+        size_t ds = ZSTD_decompressDCtx(dc, back, (size_t)raw, z, zs);
+        vd[rep] = now_s() - t0;
+        if (ZSTD_isError(ds) || ds != (size_t)raw || memcmp(back, mem, (size_t)raw))
+            sg_set_error("plain zstd round trip failed"), die("ZSTD_decompress");
+    }
+    r->z1_c = summarize(v1, b->reps);
+    r->z1_d = summarize(vd, b->reps);
+    ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
+    r->zt_bytes = -1;
+    if (!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, b->level)) &&
+        !ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, b->threads))) {
+        for (int rep = 0; rep < b->reps; rep++) {
+            double t0 = now_s();
+            size_t zs = ZSTD_compress2(cc, z, bound, mem, (size_t)raw);
+            vt[rep] = now_s() - t0;
+            if (ZSTD_isError(zs)) sg_set_error("%s", ZSTD_getErrorName(zs)), die("ZSTD_compress2");
+            r->zt_bytes = (int64_t)zs;
+        }
+        r->zt_c = summarize(vt, b->reps);
+    }
+    ZSTD_freeCCtx(cc);
+    ZSTD_freeDCtx(dc);
+    free(z);
+}
+
 static void bench_state(sg_exec *e, const bench_opts *b, state_res *r) {
     ckpt_tensor_desc *d;
     unsigned char *mem;
@@ -327,46 +367,10 @@ static void bench_state(sg_exec *e, const bench_opts *b, state_res *r) {
     r->exec_load = summarize(v_el, b->reps);
     unlink(path);
 
-    /* plain zstd of the same bytes, same level */
-    size_t bound = ZSTD_compressBound((size_t)raw);
-    unsigned char *z = malloc(bound);
-    ZSTD_CCtx *cc = ZSTD_createCCtx();
-    ZSTD_DCtx *dc = ZSTD_createDCtx();
-    if (!z || !cc || !dc) sg_set_error("out of memory"), die("zstd");
-    double v1[MAX_REPS], vt[MAX_REPS], vd[MAX_REPS];
-    for (int rep = 0; rep < b->reps; rep++) {
-        double t0 = now_s();
-        size_t zs = ZSTD_compressCCtx(cc, z, bound, mem, (size_t)raw, b->level);
-        v1[rep] = now_s() - t0;
-        if (ZSTD_isError(zs)) sg_set_error("%s", ZSTD_getErrorName(zs)), die("ZSTD_compress");
-        r->z1_bytes = (int64_t)zs;
-        t0 = now_s();
-        size_t ds = ZSTD_decompressDCtx(dc, back, (size_t)raw, z, zs);
-        vd[rep] = now_s() - t0;
-        if (ZSTD_isError(ds) || ds != (size_t)raw || memcmp(back, mem, (size_t)raw))
-            sg_set_error("plain zstd round trip failed"), die("ZSTD_decompress");
-    }
-    r->z1_c = summarize(v1, b->reps);
-    r->z1_d = summarize(vd, b->reps);
-    ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
-    r->zt_bytes = -1;
-    if (!ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, b->level)) &&
-        !ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, b->threads))) {
-        for (int rep = 0; rep < b->reps; rep++) {
-            double t0 = now_s();
-            size_t zs = ZSTD_compress2(cc, z, bound, mem, (size_t)raw);
-            vt[rep] = now_s() - t0;
-            if (ZSTD_isError(zs)) sg_set_error("%s", ZSTD_getErrorName(zs)), die("ZSTD_compress2");
-            r->zt_bytes = (int64_t)zs;
-        }
-        r->zt_c = summarize(vt, b->reps);
-    }
+    bench_plain_zstd(b, mem, back, raw, r);
     fprintf(stderr, "ckpt_bench: %s: plain zstd done\n", r->label);
     breakdown(d, n, mem, raw, b->level, b->reps, r);
     fprintf(stderr, "ckpt_bench: %s: per-stage costs done\n", r->label);
-    ZSTD_freeCCtx(cc);
-    ZSTD_freeDCtx(dc);
-    free(z);
     free(back);
     free(idx);
     free(dst);
@@ -467,7 +471,7 @@ static void print_table(FILE *o, const state_res *s, int ns, const bench_opts *b
     fprintf(o, "\n");
 }
 
-static void json_t(FILE *o, const char *k, int64_t raw, tstat t) {
+static void json_tstat(FILE *o, const char *k, int64_t raw, tstat t) {
     fprintf(o, "\"%s\":{\"median_s\":%.6f,\"min_s\":%.6f,\"max_s\":%.6f,\"GBps\":%.4f}", k, t.med,
             t.min, t.max, gbps(raw, t));
 }
@@ -504,54 +508,45 @@ static void print_json(FILE *o, const state_res *s, int ns, const bench_opts *b,
                 first = 0;
             }
         fprintf(o, "},");
-        json_t(o, "save", r->raw, r->save_auto);
+        json_tstat(o, "save", r->raw, r->save_auto);
         fprintf(o, ",");
-        json_t(o, "save_shuffle_on", r->raw, r->save_on);
+        json_tstat(o, "save_shuffle_on", r->raw, r->save_on);
         fprintf(o, ",");
-        json_t(o, "save_shuffle_off", r->raw, r->save_off);
+        json_tstat(o, "save_shuffle_off", r->raw, r->save_off);
         fprintf(o, ",");
-        json_t(o, "open", r->raw, r->open);
+        json_tstat(o, "open", r->raw, r->open);
         fprintf(o, ",");
-        json_t(o, "load_1t", r->raw, r->load_serial);
+        json_tstat(o, "load_1t", r->raw, r->load_serial);
         fprintf(o, ",");
-        json_t(o, "load_mt", r->raw, r->load_par);
+        json_tstat(o, "load_mt", r->raw, r->load_par);
         fprintf(o, ",");
-        json_t(o, "exec_save", r->raw, r->exec_save);
+        json_tstat(o, "exec_save", r->raw, r->exec_save);
         fprintf(o, ",");
-        json_t(o, "exec_load", r->raw, r->exec_load);
+        json_tstat(o, "exec_load", r->raw, r->exec_load);
         fprintf(o, ",");
-        json_t(o, "exec_download", r->raw, r->download);
+        json_tstat(o, "exec_download", r->raw, r->download);
         fprintf(o, ",");
-        json_t(o, "zstd_1t_compress", r->raw, r->z1_c);
+        json_tstat(o, "zstd_1t_compress", r->raw, r->z1_c);
         fprintf(o, ",");
-        json_t(o, "zstd_mt_compress", r->raw, r->zt_c);
+        json_tstat(o, "zstd_mt_compress", r->raw, r->zt_c);
         fprintf(o, ",");
-        json_t(o, "zstd_1t_decompress", r->raw, r->z1_d);
+        json_tstat(o, "zstd_1t_decompress", r->raw, r->z1_d);
         fprintf(o,
                 ",\"one_core\":{\"frames_unshuffled_bytes\":%lld,\"frames_shuffled_bytes\":%lld,",
                 (long long)r->zplain_bytes, (long long)r->zshuf_bytes);
-        json_t(o, "memcpy", r->raw, r->c_memcpy);
+        json_tstat(o, "memcpy", r->raw, r->c_memcpy);
         fprintf(o, ",");
-        json_t(o, "xxh64", r->raw, r->c_hash);
+        json_tstat(o, "xxh64", r->raw, r->c_hash);
         fprintf(o, ",");
-        json_t(o, "shuffle", r->raw, r->c_shuf);
+        json_tstat(o, "shuffle", r->raw, r->c_shuf);
         fprintf(o, ",");
-        json_t(o, "zstd_frames_unshuffled", r->raw, r->c_zplain);
+        json_tstat(o, "zstd_frames_unshuffled", r->raw, r->c_zplain);
         fprintf(o, ",");
-        json_t(o, "zstd_frames_shuffled", r->raw, r->c_zshuf);
+        json_tstat(o, "zstd_frames_shuffled", r->raw, r->c_zshuf);
         fprintf(o, "}");
         fprintf(o, "}");
     }
     fprintf(o, "]}\n");
-}
-
-static int parse_long(const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) return -1;
-    *out = x;
-    return 0;
 }
 
 static void usage(FILE *f) {
@@ -575,58 +570,62 @@ static void usage(FILE *f) {
             CKPT_DEFAULT_LEVEL, sg_model_flags_help);
 }
 
+typedef struct {
+    const char *data, *json;
+    int64_t steps;
+    uint64_t seed;
+    int in_ch_set, batch_set;
+} cb_args;
+
+/* 0 parsed, 1 --help printed, 2 usage error (printed) */
+static int parse_args(int argc, char **argv, cb_args *a, bench_opts *b, sg_model_cfg *cfg) {
+    if (cli_model_prelude("ckpt_bench", argc, argv, "unet_cifar", cfg)) return 2;
+    cli_args c;
+    cli_args_init(&c, "ckpt_bench", argc, argv);
+    while (cli_next(&c)) {
+        int bad = 0;
+        const char *v;
+        if (cli_is(&c, "--help"))
+            return usage(stdout), 1;
+        else if (cli_is(&c, "--data"))
+            bad = !(a->data = cli_value(&c));
+        else if (cli_is(&c, "--json"))
+            bad = !(a->json = cli_value(&c));
+        else if (cli_is(&c, "--dir"))
+            bad = !(v = cli_value(&c)) || snprintf(b->dir, sizeof b->dir, "%s", v) < 0;
+        else if (cli_is(&c, "--seed"))
+            bad = cli_u64(&c, &a->seed);
+        else if (cli_is(&c, "--steps"))
+            bad = cli_i64(&c, 0, 1000000, &a->steps);
+        else if (cli_is(&c, "--reps"))
+            bad = cli_int(&c, 1, MAX_REPS, &b->reps);
+        else if (cli_is(&c, "--level"))
+            bad = cli_int(&c, -131072, 22, &b->level);
+        else if (cli_is(&c, "--threads"))
+            bad = cli_int(&c, 0, 32, &b->threads);
+        else {
+            a->in_ch_set |= cli_is(&c, "--in-ch"), a->batch_set |= cli_is(&c, "--batch");
+            int r = cli_model_flag(&c, cfg);
+            if (!r) return cli_unknown(&c);
+            bad = r < 0;
+        }
+        if (bad) return 2;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *model = "unet_cifar", *data = "fmnist", *json = NULL;
+    cb_args a = {.data = "fmnist", .steps = 50};
     bench_opts b = {.reps = 5, .level = CKPT_DEFAULT_LEVEL};
-    long steps = 50;
-    uint64_t seed = 0;
-    int in_ch_set = 0, batch_set = 0;
     struct stat st;
     snprintf(b.dir, sizeof b.dir, "%s", stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp");
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
     sg_model_cfg cfg;
-    if (sg_model_preset(&cfg, model)) die("--model");
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!v || strncmp(f, "--", 2)) {
-            fprintf(stderr, "ckpt_bench: unknown or incomplete flag '%s' (see --help)\n", f);
-            return 2;
-        }
-        i++;
-        int r = sg_model_flag(&cfg, f, v);
-        if (r < 0) die(f);
-        if (r > 0) {
-            in_ch_set |= !strcmp(f, "--in-ch"), batch_set |= !strcmp(f, "--batch");
-            continue;
-        }
-        long x = 0;
-        int bad = 0;
-        if (!strcmp(f, "--model"))
-            continue;
-        else if (!strcmp(f, "--data"))
-            data = v;
-        else if (!strcmp(f, "--json"))
-            json = v;
-        else if (!strcmp(f, "--dir"))
-            snprintf(b.dir, sizeof b.dir, "%s", v);
-        else if (!strcmp(f, "--seed"))
-            bad = parse_long(v, 0, LONG_MAX, &x), seed = (uint64_t)x;
-        else if (!strcmp(f, "--steps"))
-            bad = parse_long(v, 0, 1000000, &steps);
-        else if (!strcmp(f, "--reps"))
-            bad = parse_long(v, 1, MAX_REPS, &x), b.reps = (int)x;
-        else if (!strcmp(f, "--level"))
-            bad = parse_long(v, -131072, 22, &x), b.level = (int)x;
-        else if (!strcmp(f, "--threads"))
-            bad = parse_long(v, 0, 32, &x), b.threads = (int)x;
-        else {
-            fprintf(stderr, "ckpt_bench: unknown flag '%s' (see --help)\n", f);
-            return 2;
-        }
-        if (bad) return fprintf(stderr, "ckpt_bench: bad value '%s' for %s\n", v, f), 2;
-    }
+    int pr = parse_args(argc, argv, &a, &b, &cfg);
+    if (pr) return pr == 1 ? 0 : pr;
+    const char *data = a.data, *json = a.json;
+    int64_t steps = a.steps;
+    uint64_t seed = a.seed;
+    int in_ch_set = a.in_ch_set, batch_set = a.batch_set;
     if (b.threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         b.threads = nc < 1 ? 1 : nc > 32 ? 32 : (int)nc;

@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="libzstd-dev libzstd1 libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread
-      libgfortran5 libquadmath0 libpng-dev libpng16-16 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3"
+      libgfortran5 libquadmath0 libpng-dev libpng16-16 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3
+      libjansson-dev libjansson4 libjpeg62-turbo-dev libjpeg62-turbo"
 tmp=$(mktemp -d) # .deps itself is git-ignored (.gitignore)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2086 # a list of package names

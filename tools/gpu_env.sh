@@ -122,7 +122,7 @@ EOF
 }
 
 sg_gpu_system_has_libs() {
-    command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libzstd openblas libpng zlib
+    command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libzstd openblas libpng zlib jansson libjpeg
 }
 
 sg_gpu_env_main() {
@@ -131,7 +131,7 @@ sg_gpu_env_main() {
     if [ "$use" = auto ]; then
         if sg_gpu_system_has_libs; then
             use=0
-            sg_gpu_note "the system's pkg-config finds libzstd, openblas, libpng and zlib"
+            sg_gpu_note "the system's pkg-config finds libzstd, openblas, libpng, zlib, jansson and libjpeg"
         else
             use=1
         fi

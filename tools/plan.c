@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "planner/plan.h"
+#include "tools/cli.h"
 
 static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's', 'D', 'S', 't', 'w'};
 
@@ -42,52 +43,50 @@ static const char *op_of(const sg_graph *g, int t) {
     return p >= 0 ? sg_ops[g->n[p].op].name : "-";
 }
 
-static void print_json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') putchar('\\');
-        putchar(*s);
-    }
-    putchar('"');
+static json_t *int_array(const int *v, int n) {
+    json_t *a = json_array();
+    for (int k = 0; k < n; k++) json_array_append_new(a, json_integer(v[k]));
+    return a;
 }
 
-static void print_json(const sg_plan *p) {
+static json_t *tensor_json(const sg_graph *g, int t) {
+    const sg_tensor *x = &g->t[t];
+    json_t *shape = json_array();
+    for (int d = 0; d < x->ndim; d++) json_array_append_new(shape, json_integer(x->shape[d]));
+    json_t *o =
+        json_pack("{s:i, s:s, s:s, s:s, s:o, s:I, s:I, s:i, s:i, s:s}", "id", t, "name", x->name,
+                  "role", sg_role_names[x->role], "dtype", sg_dtype_names[x->dtype], "shape", shape,
+                  "bytes", (json_int_t)x->bytes, "offset", (json_int_t)x->offset, "first", x->first,
+                  "last", x->last, "op", op_of(g, t));
+    if (o && x->nparts) json_object_set_new(o, "parts", int_array(x->parts, 2));
+    if (o && x->region) json_object_set_new(o, "region", json_true());
+    return o;
+}
+
+static int print_json(const sg_plan *p) {
     const sg_graph *g = &p->g;
-    char cfg[2048];
-    sg_model_json(&p->cfg, cfg, sizeof cfg);
-    printf("{\"model\":%s,\"params\":%lld,\"arena_bytes\":%lld,\"lower_bound_bytes\":%lld,"
-           "\"ratio\":%.6f,\"no_reuse_bytes\":%lld,\"persistent_bytes\":%lld,"
-           "\"flops_per_step\":%.0f,\"matmul_flops_per_step\":%.0f,\"nodes\":%d,"
-           "\"peak_node\":%d,\"plan_hash\":\"%016llx\",\"role_bytes\":{",
-           cfg, (long long)p->io.n_params, (long long)p->arena_bytes,
-           (long long)p->lower_bound_bytes, (double)p->arena_bytes / (double)p->lower_bound_bytes,
-           (long long)p->no_reuse_bytes, (long long)p->persistent_bytes, p->flops, p->matmul_flops,
-           g->nn, p->peak_node, (unsigned long long)p->hash);
+    char hash[20];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->hash);
+    json_t *roles = json_object(), *sched = json_array(), *tensors = json_array();
     for (int r = 0; r < ROLE_COUNT; r++)
-        printf("%s\"%s\":%lld", r ? "," : "", sg_role_names[r], (long long)p->role_bytes[r]);
-    printf("},\"schedule\":[");
-    for (int i = 0; i < g->nn; i++) {
-        printf("%s{\"op\":\"%s\",\"in\":[", i ? "," : "", sg_ops[g->n[i].op].name);
-        for (int k = 0; k < g->n[i].nin; k++) printf("%s%d", k ? "," : "", g->n[i].in[k]);
-        printf("],\"out\":[");
-        for (int k = 0; k < g->n[i].nout; k++) printf("%s%d", k ? "," : "", g->n[i].out[k]);
-        printf("],\"accum\":%u}", g->n[i].accum);
-    }
-    printf("],\"tensors\":[");
-    for (int t = 0; t < g->nt; t++) {
-        const sg_tensor *x = &g->t[t];
-        printf("%s{\"id\":%d,\"name\":", t ? "," : "", t);
-        print_json_string(x->name);
-        printf(",\"role\":\"%s\",\"dtype\":\"%s\",\"shape\":[", sg_role_names[x->role],
-               sg_dtype_names[x->dtype]);
-        for (int d = 0; d < x->ndim; d++) printf("%s%lld", d ? "," : "", (long long)x->shape[d]);
-        printf("],\"bytes\":%lld,\"offset\":%lld,\"first\":%d,\"last\":%d,\"op\":\"%s\"",
-               (long long)x->bytes, (long long)x->offset, x->first, x->last, op_of(g, t));
-        if (x->nparts) printf(",\"parts\":[%d,%d]", x->parts[0], x->parts[1]);
-        if (x->region) printf(",\"region\":true");
-        printf("}");
-    }
-    printf("]}\n");
+        json_object_set_new(roles, sg_role_names[r], json_integer(p->role_bytes[r]));
+    for (int i = 0; i < g->nn; i++)
+        json_array_append_new(
+            sched, json_pack("{s:s, s:o, s:o, s:i}", "op", sg_ops[g->n[i].op].name, "in",
+                             int_array(g->n[i].in, g->n[i].nin), "out",
+                             int_array(g->n[i].out, g->n[i].nout), "accum", (int)g->n[i].accum));
+    for (int t = 0; t < g->nt; t++) json_array_append_new(tensors, tensor_json(g, t));
+    json_t *j = json_pack(
+        "{s:o, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:i, s:i, s:s, s:o, s:o, s:o}", "model",
+        cli_model_json(&p->cfg), "params", (json_int_t)p->io.n_params, "arena_bytes",
+        (json_int_t)p->arena_bytes, "lower_bound_bytes", (json_int_t)p->lower_bound_bytes, "ratio",
+        (double)p->arena_bytes / (double)p->lower_bound_bytes, "no_reuse_bytes",
+        (json_int_t)p->no_reuse_bytes, "persistent_bytes", (json_int_t)p->persistent_bytes,
+        "flops_per_step", (json_int_t)p->flops, "matmul_flops_per_step",
+        (json_int_t)p->matmul_flops, "nodes", g->nn, "peak_node", p->peak_node, "plan_hash", hash,
+        "role_bytes", roles, "schedule", sched, "tensors", tensors);
+    if (!j) return sg_set_error("plan: cannot build the JSON output");
+    return cli_json_print(stdout, j);
 }
 
 /* time (columns) x address (rows, high at the top): each cell shows the role of the tensor
@@ -220,55 +219,30 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = "unet_cifar";
     int json = 0, table = 1, train = 1;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
     sg_model_cfg cfg;
-    if (sg_model_preset(&cfg, model)) {
-        fprintf(stderr, "plan: %s\n", sg_last_error());
-        return 2;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!strcmp(f, "--json")) {
+    if (cli_model_prelude("plan", argc, argv, "unet_cifar", &cfg)) return 2;
+    cli_args a;
+    cli_args_init(&a, "plan", argc, argv);
+    while (cli_next(&a)) {
+        if (cli_is(&a, "--help")) return usage(stdout), 0;
+        if (cli_is(&a, "--json"))
             json = 1;
-            continue;
-        }
-        if (!strcmp(f, "--no-table")) {
+        else if (cli_is(&a, "--no-table"))
             table = 0;
-            continue;
-        }
-        if (!strcmp(f, "--forward")) {
+        else if (cli_is(&a, "--forward"))
             train = 0;
-            continue;
+        else {
+            int r = cli_model_flag(&a, &cfg);
+            if (r <= 0) return r < 0 ? 2 : cli_unknown(&a);
         }
-        if (!strcmp(f, "--model")) {
-            i++;
-            continue;
-        }
-        if (f[0] == '-' && f[1] == '-' && i + 1 < argc) {
-            int r = sg_model_flag(&cfg, f, argv[i + 1]);
-            if (r < 0) return fprintf(stderr, "plan: %s\n", sg_last_error()), 2;
-            if (r > 0) {
-                i++;
-                continue;
-            }
-        }
-        fprintf(stderr, "plan: unknown flag '%s' (see plan --help)\n", f);
-        return 2;
     }
     sg_plan p;
     if (sg_plan_build(&p, &cfg, train)) {
-        fprintf(stderr, "plan: %s\n", sg_last_error());
         sg_plan_free(&p);
-        return 1;
+        return cli_fail("plan", 1);
     }
-    if (json)
-        print_json(&p);
-    else
-        print_text(&p, table);
+    int rc = json ? print_json(&p) : (print_text(&p, table), SG_OK);
     sg_plan_free(&p);
-    return 0;
+    return rc ? cli_fail("plan", 1) : 0;
 }

@@ -6,12 +6,10 @@
  * config, so no model flags are repeated) and data/ (the PNG grid). The EMA weights are used
  * unless --no-ema. The math and the random-number keying are documented in graph/sampler.h.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
@@ -19,6 +17,7 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "tools/cli.h"
 
 #define DEFAULT_BATCH 16
 
@@ -49,119 +48,24 @@ static void usage(FILE *f) {
             DEFAULT_BATCH);
 }
 
-static int parse_int(const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) return -1;
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_u64(const char *v, uint64_t *out) {
-    char *end;
-    errno = 0;
-    if (!*v || *v == '-' || *v == '+') return -1;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end || errno) return -1;
-    *out = (uint64_t)x;
-    return 0;
-}
-
 static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cli_now_ms() / 1e3;
 }
 
-/* ---- the model config from the checkpoint metadata ("config": sg_model_json's object) */
-
-static int meta_int(const ckpt_json *j, const char *key, int lo, int hi, int *out) {
-    char path[64];
-    int64_t v;
-    snprintf(path, sizeof path, "config.%s", key);
-    if (ckpt_json_get_int(j, path, &v)) return SG_ERR;
-    if (v < lo || v > hi)
-        return sg_set_error("metadata %s = %lld is out of range [%d, %d]", path, (long long)v, lo,
-                            hi);
-    *out = (int)v;
-    return SG_OK;
-}
-
-static int meta_float(const ckpt_json *j, const char *key, float *out) {
-    char path[64];
-    double v;
-    snprintf(path, sizeof path, "config.%s", key);
-    if (ckpt_json_get_double(j, path, &v)) return SG_ERR;
-    *out = (float)v;
-    return SG_OK;
-}
-
-static int meta_list(const ckpt_json *j, const char *key, int *out, int *n) {
-    char path[64];
-    snprintf(path, sizeof path, "config.%s", key);
-    int node = ckpt_json_find(j, 0, path);
-    if (node < 0 || ckpt_json_type(j, node) != CKPT_JSON_ARRAY)
-        return sg_set_error("metadata has no list %s", path);
-    int k = ckpt_json_count(j, node);
-    if (k > SG_MAX_LEVELS) return sg_set_error("metadata %s has %d entries", path, k);
-    for (int i = 0; i < k; i++) {
-        int c = ckpt_json_child(j, node, i);
-        if (!ckpt_json_is_integer(j, c) || ckpt_json_integer(j, c) < 1 ||
-            ckpt_json_integer(j, c) > (1 << 20))
-            return sg_set_error("metadata %s[%d] is not a positive integer", path, i);
-        out[i] = (int)ckpt_json_integer(j, c);
-    }
-    *n = k;
-    return SG_OK;
-}
-
-static int config_from_meta(const char *meta, sg_model_cfg *cfg) {
-    ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
-    if (!j) return SG_ERR;
-    char name[32], prec[16]; /* name: as sg_model_cfg.name */
-    int rc = SG_ERR;
-    if (ckpt_json_get_string(j, "config.model", name, sizeof name)) goto done;
-    /* a preset gives sane values for fields the metadata does not carry; every field the
-     * forward pass depends on is then set from the metadata */
-    if (sg_model_preset(cfg, name)) sg_model_preset(cfg, "unet_tiny");
-    snprintf(cfg->name, sizeof cfg->name, "%s", name);
-    if (meta_int(j, "img", 1, 1 << 12, &cfg->img) || meta_int(j, "in_ch", 1, 64, &cfg->in_ch) ||
-        meta_int(j, "ch", 1, 1 << 14, &cfg->ch) ||
-        meta_list(j, "ch_mult", cfg->ch_mult, &cfg->nlevels) ||
-        meta_int(j, "nrb", 1, 16, &cfg->nrb) ||
-        meta_list(j, "attn_res", cfg->attn_res, &cfg->nattn) ||
-        meta_int(j, "heads", 0, 1024, &cfg->heads) ||
-        meta_int(j, "head_ch", 0, 1 << 14, &cfg->head_ch) ||
-        meta_int(j, "groups", 1, 1 << 14, &cfg->groups) ||
-        meta_int(j, "resample_conv", 0, 1, &cfg->resample_conv) ||
-        meta_int(j, "T", 1, 1 << 20, &cfg->T) || meta_float(j, "beta1", &cfg->beta1) ||
-        meta_float(j, "betaT", &cfg->betaT) || meta_float(j, "dropout", &cfg->dropout) ||
-        ckpt_json_get_string(j, "config.precision", prec, sizeof prec))
-        goto done;
-    if (!strcmp(prec, "bf16"))
-        cfg->act_dt = DT_BF16;
-    else if (!strcmp(prec, "fp32"))
-        cfg->act_dt = DT_F32;
-    else {
-        sg_set_error("metadata config.precision is '%s' (fp32 or bf16 expected)", prec);
-        goto done;
-    }
-    if (!(cfg->beta1 > 0 && cfg->betaT >= cfg->beta1 && cfg->betaT < 1)) {
-        sg_set_error("metadata betas %g .. %g are not a schedule (0 < beta1 <= betaT < 1)",
-                     (double)cfg->beta1, (double)cfg->betaT);
-        goto done;
-    }
-    if (cfg->nlevels < 1 || (!cfg->heads && !cfg->head_ch)) {
-        sg_set_error("metadata config has no levels or no attention heads");
-        goto done;
-    }
+/* The model config from the checkpoint metadata (its "config": sg_model_json's object). */
+static int config_from_ckpt(const char *ckpt_path, sg_model_cfg *cfg) {
+    ckpt_file *cf = ckpt_open(ckpt_path);
+    if (!cf) return SG_ERR;
+    char err[200];
+    json_t *m = ckpt_meta_load(ckpt_meta(cf), err, sizeof err);
+    ckpt_close(cf);
+    if (!m) return sg_set_error("%s: metadata: %s", ckpt_path, err);
+    int rc = cli_model_from_json(json_object_get(m, "config"), cfg);
+    json_decref(m);
+    if (rc) return sg_set_error("%s: %s", ckpt_path, sg_last_error());
     /* the forward plan reserves no dataset */
     cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
-    rc = SG_OK;
-done:
-    ckpt_json_free(j);
-    return rc;
+    return SG_OK;
 }
 
 /* ---- progress on stderr: one line rewritten in place on a terminal; elsewhere one line
@@ -216,96 +120,74 @@ static int out_dir_writable(const char *path) {
     return access(dir, W_OK | X_OK) == 0;
 }
 
-int main(int argc, char **argv) {
-    const char *ckpt_path = NULL, *out_path = "samples.png", *backend_name = NULL,
-               *precision = NULL;
-    int n = 64, ddim_steps = 0, batch = 0, cols = 0, scale = 1, ema = 1, clip = -1;
-    uint64_t seed = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!strcmp(f, "--no-ema")) {
-            ema = 0;
-            continue;
-        }
-        if (!strcmp(f, "--clip") || !strcmp(f, "--no-clip")) {
-            clip = !strcmp(f, "--clip");
-            continue;
-        }
-        int takes_value = !strcmp(f, "--ckpt") || !strcmp(f, "--n") || !strcmp(f, "--seed") ||
-                          !strcmp(f, "--ddim-steps") || !strcmp(f, "--out") ||
-                          !strcmp(f, "--backend") || !strcmp(f, "--batch") ||
-                          !strcmp(f, "--cols") || !strcmp(f, "--scale") ||
-                          !strcmp(f, "--precision");
-        if (!takes_value) {
-            fprintf(stderr, "sample: unknown flag '%s' (see sample --help)\n", f);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "sample: %s needs a value (see sample --help)\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
+typedef struct {
+    const char *ckpt_path, *out_path, *backend, *precision;
+    int n, ddim_steps, batch, cols, scale, ema, clip;
+    uint64_t seed;
+} sample_args;
+
+/* 0 parsed, 1 --help printed, 2 usage error (printed) */
+static int parse_args(int argc, char **argv, sample_args *a) {
+    cli_args c;
+    cli_args_init(&c, "sample", argc, argv);
+    while (cli_next(&c)) {
         int bad = 0;
-        if (!strcmp(f, "--ckpt"))
-            ckpt_path = v;
-        else if (!strcmp(f, "--out"))
-            out_path = v, bad = !*v;
-        else if (!strcmp(f, "--backend"))
-            backend_name = v, bad = strcmp(v, "cpu") && strcmp(v, "cuda");
-        else if (!strcmp(f, "--precision"))
-            precision = v, bad = strcmp(v, "fp32") && strcmp(v, "bf16");
-        else if (!strcmp(f, "--n"))
-            bad = parse_int(v, 1, 1 << 20, &n);
-        else if (!strcmp(f, "--seed"))
-            bad = parse_u64(v, &seed);
-        else if (!strcmp(f, "--ddim-steps"))
-            bad = parse_int(v, 0, 1 << 20, &ddim_steps);
-        else if (!strcmp(f, "--batch"))
-            bad = parse_int(v, 1, 1 << 16, &batch);
-        else if (!strcmp(f, "--cols"))
-            bad = parse_int(v, 1, 1 << 16, &cols);
-        else if (!strcmp(f, "--scale"))
-            bad = parse_int(v, 1, 64, &scale);
-        if (bad) {
-            const char *want = !strcmp(f, "--backend")      ? "cpu or cuda"
-                               : !strcmp(f, "--precision")  ? "fp32 or bf16"
-                               : !strcmp(f, "--out")        ? "a path"
-                               : !strcmp(f, "--seed")       ? "an unsigned 64-bit integer"
-                               : !strcmp(f, "--scale")      ? "an integer in [1, 64]"
-                               : !strcmp(f, "--ddim-steps") ? "a step count (0: DDPM)"
-                                                            : "a positive integer";
-            fprintf(stderr, "sample: %s expects %s, got '%s'\n", f, want, v);
-            return 2;
-        }
+        if (cli_is(&c, "--help"))
+            return usage(stdout), 1;
+        else if (cli_is(&c, "--no-ema"))
+            a->ema = 0;
+        else if (cli_is(&c, "--clip") || cli_is(&c, "--no-clip"))
+            a->clip = cli_is(&c, "--clip");
+        else if (cli_is(&c, "--ckpt"))
+            bad = !(a->ckpt_path = cli_value(&c));
+        else if (cli_is(&c, "--out"))
+            bad = !(a->out_path = cli_value(&c)) ||
+                  (!*a->out_path && fprintf(stderr, "sample: --out expects a path\n"));
+        else if (cli_is(&c, "--backend"))
+            bad = !(a->backend = cli_value(&c)) || cli_check_backend("sample", a->backend);
+        else if (cli_is(&c, "--precision"))
+            bad = !(a->precision = cli_value(&c)) ||
+                  (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16") &&
+                   fprintf(stderr, "sample: --precision expects fp32 or bf16, got '%s'\n",
+                           a->precision));
+        else if (cli_is(&c, "--n"))
+            bad = cli_int(&c, 1, 1 << 20, &a->n);
+        else if (cli_is(&c, "--seed"))
+            bad = cli_u64(&c, &a->seed);
+        else if (cli_is(&c, "--ddim-steps"))
+            bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
+        else if (cli_is(&c, "--batch"))
+            bad = cli_int(&c, 1, 1 << 16, &a->batch);
+        else if (cli_is(&c, "--cols"))
+            bad = cli_int(&c, 1, 1 << 16, &a->cols);
+        else if (cli_is(&c, "--scale"))
+            bad = cli_int(&c, 1, 64, &a->scale);
+        else
+            return cli_unknown(&c);
+        if (bad) return 2;
     }
-    if (!ckpt_path) {
+    if (!a->ckpt_path) {
         fprintf(stderr, "sample: --ckpt PATH is required (see sample --help)\n");
         return 2;
     }
+    return 0;
+}
 
-    /* the configuration, from the checkpoint itself */
-    ckpt_file *cf = ckpt_open(ckpt_path);
-    if (!cf) return fprintf(stderr, "sample: %s\n", sg_last_error()), 1;
-    sg_model_cfg cfg;
-    if (config_from_meta(ckpt_meta(cf), &cfg)) {
-        fprintf(stderr, "sample: %s: %s\n", ckpt_path, sg_last_error());
-        ckpt_close(cf);
-        return 1;
-    }
-    ckpt_close(cf);
-    if (precision) cfg.act_dt = strcmp(precision, "bf16") ? DT_F32 : DT_BF16;
-    if (ddim_steps > cfg.T) {
-        fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", ddim_steps,
-                cfg.T);
+/* What the checkpoint and the flags allow, checked before any sampling: 0, or the exit code
+ * (the message printed). */
+static int check_request(const sample_args *a, sg_model_cfg *cfg) {
+    if (a->precision) cfg->act_dt = strcmp(a->precision, "bf16") ? DT_F32 : DT_BF16;
+    if (a->ddim_steps > cfg->T) {
+        fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", a->ddim_steps,
+                cfg->T);
         return 2;
     }
-    if (cfg.in_ch != 1 && cfg.in_ch != 3) {
-        fprintf(stderr, "sample: a PNG grid needs 1 or 3 channels; the model has %d\n", cfg.in_ch);
+    if (cfg->in_ch != 1 && cfg->in_ch != 3) {
+        fprintf(stderr, "sample: a PNG grid needs 1 or 3 channels; the model has %d\n", cfg->in_ch);
         return 1;
     }
-    int eff_cols = cols > 0 ? (cols < n ? cols : n) : (int)ceil(sqrt((double)n));
-    int64_t tile = (int64_t)cfg.img * scale + 1;
+    int n = a->n, eff_cols = a->cols > 0 ? (a->cols < n ? a->cols : n) : (int)ceil(sqrt(n));
+    int64_t tile = (int64_t)cfg->img * a->scale + 1;
     int64_t gw = eff_cols * tile + 1, gh = (int64_t)((n + eff_cols - 1) / eff_cols) * tile + 1;
     if (gw > 65535 || gh > 65535) {
         fprintf(stderr,
@@ -314,91 +196,88 @@ int main(int argc, char **argv) {
                 (long long)gw, (long long)gh);
         return 2;
     }
-    if (!out_dir_writable(out_path)) {
+    if (!out_dir_writable(a->out_path)) {
         fprintf(stderr, "sample: cannot write %s: its directory is missing or not writable\n",
-                out_path);
+                a->out_path);
         return 1;
     }
-    if (!batch) batch = DEFAULT_BATCH;
-    cfg.batch = batch < n ? batch : n;
+    int batch = a->batch ? a->batch : DEFAULT_BATCH;
+    cfg->batch = batch < n ? batch : n;
+    return 0;
+}
 
-    /* the backend */
-    int use_cuda = 0;
-#ifdef SG_HAVE_CUDA
-    use_cuda = backend_name ? !strcmp(backend_name, "cuda") : sg_cuda_available();
-#else
-    if (backend_name && !strcmp(backend_name, "cuda")) {
-        fprintf(stderr, "sample: this build has no CUDA backend (built without nvcc or with "
-                        "SG_NO_CUDA); use --backend cpu\n");
-        return 1;
+static sg_backend *make_backend(const char *name, int *use_cuda) {
+    *use_cuda = !strcmp(cli_backend_name(name), "cuda");
+#ifndef SG_HAVE_CUDA
+    if (*use_cuda) {
+        sg_set_error("this build has no CUDA backend (built without nvcc or with SG_NO_CUDA); "
+                     "use --backend cpu");
+        return NULL;
     }
 #endif
-    sg_backend *be = NULL;
-#ifdef SG_HAVE_CUDA
-    if (use_cuda) be = sg_backend_cuda_create(0, 0);
-#endif
-    if (!use_cuda) be = sg_backend_cpu_create();
-    if (!be) {
-        fprintf(stderr, "sample: %s backend: %s\n", use_cuda ? "cuda" : "cpu", sg_last_error());
-        return 1;
-    }
+    sg_backend *be = *use_cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
+    if (!be) sg_set_error("%s backend: %s", *use_cuda ? "cuda" : "cpu", sg_last_error());
+    return be;
+}
 
-    sg_exec e;
-    if (sg_exec_init(&e, &cfg, 0, be)) {
-        fprintf(stderr, "sample: %s: %s\n", ckpt_path, sg_last_error());
-        sg_exec_free(&e);
-        return 1;
-    }
-    if (sg_exec_load(&e, ckpt_path, 1, ema)) {
-        fprintf(stderr, "sample: %s\n", sg_last_error());
-        sg_exec_free(&e);
-        return 1;
-    }
-    int64_t per = (int64_t)cfg.img * cfg.img * cfg.in_ch;
+/* Sample into a grid; 0 or the exit code (the message printed). */
+static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int use_cuda) {
+    int n = a->n;
+    int64_t per = (int64_t)cfg->img * cfg->img * cfg->in_ch;
     float *out = malloc((size_t)(n * per) * sizeof(float));
-    if (!out) {
-        fprintf(stderr, "sample: out of host memory for %d images\n", n);
-        sg_exec_free(&e);
-        return 1;
-    }
+    if (!out) return fprintf(stderr, "sample: out of host memory for %d images\n", n), 1;
     char what[64];
-    if (ddim_steps)
-        snprintf(what, sizeof what, "DDIM %d", ddim_steps);
+    if (a->ddim_steps)
+        snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
-        snprintf(what, sizeof what, "DDPM %d", cfg.T);
+        snprintf(what, sizeof what, "DDPM %d", cfg->T);
     progress_state ps = {.t0 = now_s(),
                          .tty = isatty(2),
-                         .batches = (n + cfg.batch - 1) / cfg.batch,
-                         .batch_size = cfg.batch,
+                         .batches = (n + cfg->batch - 1) / cfg->batch,
+                         .batch_size = cfg->batch,
                          .what = what};
     sg_sample_opts opts = {
-        .ddim_steps = ddim_steps, .clip = clip, .progress = on_progress, .progress_ctx = &ps};
-    int rc = sg_sample_ex(&e, n, seed, &opts, out);
+        .ddim_steps = a->ddim_steps, .clip = a->clip, .progress = on_progress, .progress_ctx = &ps};
+    int rc = sg_sample_ex(e, n, a->seed, &opts, out);
     if (ps.tty) fputc('\n', stderr);
     double secs = now_s() - ps.t0;
-    sg_exec_free(&e);
-    if (rc) {
-        fprintf(stderr, "sample: %s\n", sg_last_error());
-        free(out);
-        return 1;
-    }
+    if (!rc)
+        rc = img_write_grid_png(a->out_path, out, n, cfg->img, cfg->img, cfg->in_ch, a->cols,
+                                a->scale);
     int64_t bad = 0;
-    for (int64_t i = 0; i < n * per; i++) bad += !isfinite(out[i]);
-    if (img_write_grid_png(out_path, out, n, cfg.img, cfg.img, cfg.in_ch, cols, scale)) {
-        fprintf(stderr, "sample: %s\n", sg_last_error());
-        free(out);
-        return 1;
-    }
+    for (int64_t i = 0; i < n * per && !rc; i++) bad += !isfinite(out[i]);
     free(out);
+    if (rc) return cli_fail("sample", 1);
     if (bad) {
         fprintf(stderr,
                 "sample: %lld of %lld sample values are NaN or Inf (the weights in %s are "
                 "broken?); wrote %s anyway\n",
-                (long long)bad, (long long)(n * per), ckpt_path, out_path);
+                (long long)bad, (long long)(n * per), a->ckpt_path, a->out_path);
         return 1;
     }
     printf("sample: wrote %s: %d images (%s, %s weights, seed %llu, %s backend) in %.1f s\n",
-           out_path, n, what, ema ? "EMA" : "raw", (unsigned long long)seed,
+           a->out_path, n, what, a->ema ? "EMA" : "raw", (unsigned long long)a->seed,
            use_cuda ? "cuda" : "cpu", secs);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    sample_args a = {.out_path = "samples.png", .n = 64, .scale = 1, .ema = 1, .clip = -1};
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc == 1 ? 0 : rc;
+    sg_model_cfg cfg;
+    if (config_from_ckpt(a.ckpt_path, &cfg)) return cli_fail("sample", 1);
+    if ((rc = check_request(&a, &cfg))) return rc;
+    int use_cuda;
+    sg_backend *be = make_backend(a.backend, &use_cuda);
+    if (!be) return cli_fail("sample", 1);
+    sg_exec e;
+    if (sg_exec_init(&e, &cfg, 0, be) || sg_exec_load(&e, a.ckpt_path, 1, a.ema)) {
+        fprintf(stderr, "sample: %s: %s\n", a.ckpt_path, sg_last_error());
+        sg_exec_free(&e);
+        return 1;
+    }
+    rc = draw(&a, &cfg, &e, use_cuda);
+    sg_exec_free(&e);
+    return rc;
 }

@@ -2,27 +2,36 @@
  *
  *   build/train                                   # unet_fmnist on Fashion-MNIST, 2000 steps
  *   build/train --model unet_cifar --data cifar10:DIR --backend cuda --precision bf16
+ *   build/train --resume runs/unet_fmnist --steps 4000
  *
- * Prints a progress line, appends metrics to OUT/metrics.jsonl, keeps OUT/loss.png current,
- * writes rotating checkpoints (OUT/ckpt_<step>.sgck, OUT/latest) and sample grids, and on
- * Ctrl-C / SIGTERM finishes the step, writes a checkpoint and exits. A NaN or Inf loss stops
- * the run without overwriting the last good checkpoint.
+ * The run directory (--out) holds one run: config.json (the full config, and every resume
+ * with what it changed), metrics.jsonl, loss.png, rotating checkpoints (ckpt_<step>.sgck,
+ * latest) and sample grids. A fresh run refuses a directory holding another (--overwrite),
+ * and a lock file keeps two trainers out of one directory. Ctrl-C / SIGTERM finishes the step,
+ * writes a checkpoint and exits 130. A NaN or Inf loss stops the run at the step where it
+ * happened without overwriting the last good checkpoint.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
+#include "checkpoints/ckpt_json.h"
 #include "data/dataset.h"
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "tools/cli.h"
+
+enum { EXIT_NONFINITE = 3, EXIT_SIGNAL = 130, OUT_MAX = 900 };
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -30,41 +39,32 @@ static void on_signal(int sig) {
     stop_requested = 1;
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static const char *fmt_time(double s, char *buf) {
-    if (s < 0 || s > 1e8) return strcpy(buf, "?");
-    int h = (int)(s / 3600), m = (int)(s / 60) % 60, sec = (int)s % 60;
-    if (h)
-        sprintf(buf, "%dh%02dm", h, m);
-    else if (m)
-        sprintf(buf, "%dm%02ds", m, sec);
-    else
-        sprintf(buf, "%ds", sec);
-    return buf;
-}
-
+/* What the command line asked for. The *_set fields say which flags were given: a resume
+ * takes everything else from the checkpoint. */
 typedef struct {
     const char *model, *data, *out, *resume, *backend;
-    int64_t steps;
-    int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps;
+    int64_t steps, ckpt_every, sample_every, log_every;
+    int keep, n_samples, ddim_steps, overwrite;
     uint64_t seed;
-    int seed_set;
+    int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
+    /* safe to change on resume: the learning rate, its warm-up, the EMA decay */
+    float lr, ema_decay;
+    int warmup, lr_set, ema_set, warmup_set;
+    char fixed_flag[64]; /* the first flag given that a resume may not change (--data, ...) */
 } train_args;
 
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: train [flags]\n"
+        "usage: train [flags]            (--flag value or --flag=value)\n"
         "Train a DDPM UNet; the whole step (data gather, noising, forward, backward, clip,\n"
         "AdamW, EMA) runs from one static plan; on CUDA it is one replayed graph.\n\n"
         "  --model NAME         unet_fmnist (default), unet_cifar, unet_adm64, unet_tiny\n"
         "  --data SPEC          fmnist (default; Debian's dataset-fashion-mnist),\n"
-        "                       cifar10:DIR (data_batch_*.bin), idx:IMAGES_FILE, synthetic[:N]\n"
+        "                       folder:DIR (your PNG/JPEG images: centre-cropped, resized to\n"
+        "                       --img, grey or RGB as --in-ch), cifar10:DIR (data_batch_*.bin),\n"
+        "                       idx:IMAGES_FILE, synthetic[:N[:HxWxC]] (default: the model's\n"
+        "                       shape)\n"
         "  --steps N            train until step N (default 2000)\n"
         "  --lr X               peak learning rate (default: the model's)\n"
         "  --warmup N           linear warm-up steps\n"
@@ -72,98 +72,399 @@ static void usage(FILE *f) {
         "  --clip X             global gradient-norm clip\n"
         "  --ema-decay X        EMA decay\n"
         "  --seed N             run seed: init, data order, noise, dropout (default 0)\n"
-        "  --out DIR            where checkpoints, samples, metrics go (default runs/<model>)\n"
+        "  --out DIR            the run directory (default runs/<model>; parents are created)\n"
+        "  --overwrite          replace the run already in --out (else a fresh run refuses)\n"
         "  --ckpt-every N       checkpoint every N steps (default 500; 0: only at the end)\n"
-        "  --keep N             checkpoints kept (default 3)\n"
+        "  --keep N             checkpoints kept (default 3; 0 keeps all)\n"
         "  --sample-every N     sample grid every N steps (default 0: only at the end)\n"
         "  --samples N          images per grid (default 16); --ddim-steps N (default 50)\n"
         "  --log-every N        metrics/progress every N steps (default 10)\n"
-        "  --resume CKPT        continue from a checkpoint (or a run directory: its latest)\n"
+        "  --resume DIR|CKPT    continue a run: model, data, run directory and step target\n"
+        "                       come from the checkpoint (a directory: its newest valid one);\n"
+        "                       --steps, --lr, --warmup, --ema-decay and the cadences may\n"
+        "                       change (recorded in config.json), nothing else\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
         "  --help               this text\n"
-        "model flags:\n%s",
+        "model flags:\n%s"
+        "exit status: 0 done, 1 failure, 2 usage, 3 non-finite loss (the last good checkpoint\n"
+        "is kept), 130 stopped by SIGINT/SIGTERM after writing a checkpoint\n",
         sg_model_flags_help);
 }
 
-static int parse_u64(const char *v, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || errno || v[0] == '-') return -1;
-    *out = x;
-    return 0;
+static void note_fixed(train_args *a, const cli_args *c) {
+    if (!a->fixed_flag[0]) snprintf(a->fixed_flag, sizeof a->fixed_flag, "%s", c->flag);
 }
 
-static int parse_float(const char *v, float lo, float hi, float *out) {
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x >= lo && x <= hi)) return -1;
-    *out = (float)x;
-    return 0;
+/* A training flag with a value; 1 taken, 0 not ours, -1 bad value (printed). */
+static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
+    int bad = 0;
+    if (cli_is(c, "--data"))
+        bad = !(a->data = cli_value(c)), note_fixed(a, c);
+    else if (cli_is(c, "--out"))
+        bad = !(a->out = cli_value(c)), note_fixed(a, c);
+    else if (cli_is(c, "--resume"))
+        bad = !(a->resume = cli_value(c));
+    else if (cli_is(c, "--backend"))
+        bad = !(a->backend = cli_value(c)) || cli_check_backend("train", a->backend);
+    else if (cli_is(c, "--steps"))
+        bad = cli_i64(c, 0, INT64_MAX / 2, &a->steps), a->steps_set = 1;
+    else if (cli_is(c, "--seed"))
+        bad = cli_u64(c, &a->seed), a->seed_set = 1, note_fixed(a, c);
+    else if (cli_is(c, "--log-every"))
+        bad = cli_i64(c, 1, INT64_MAX / 2, &a->log_every), a->cadence_set[0] = 1;
+    else if (cli_is(c, "--ckpt-every"))
+        bad = cli_i64(c, 0, INT64_MAX / 2, &a->ckpt_every), a->cadence_set[1] = 1;
+    else if (cli_is(c, "--sample-every"))
+        bad = cli_i64(c, 0, INT64_MAX / 2, &a->sample_every), a->cadence_set[2] = 1;
+    else if (cli_is(c, "--keep"))
+        bad = cli_int(c, 0, 1 << 20, &a->keep), a->cadence_set[3] = 1;
+    else if (cli_is(c, "--samples"))
+        bad = cli_int(c, 1, 1024, &a->n_samples), a->samples_set = 1;
+    else if (cli_is(c, "--ddim-steps"))
+        bad = cli_int(c, 1, 100000, &a->ddim_steps), a->ddim_set = 1;
+    else if (cli_is(c, "--lr"))
+        bad = cli_float(c, 0, 10, &a->lr), a->lr_set = 1;
+    else if (cli_is(c, "--ema-decay"))
+        bad = cli_float(c, 0, 1, &a->ema_decay), a->ema_set = 1;
+    else if (cli_is(c, "--warmup"))
+        bad = cli_int(c, 0, 1 << 30, &a->warmup), a->warmup_set = 1;
+    else if (cli_is(c, "--wd"))
+        bad = cli_float(c, 0, 10, &cfg->wd), note_fixed(a, c);
+    else if (cli_is(c, "--clip"))
+        bad = cli_float(c, 1e-6, 1e9, &cfg->clip), note_fixed(a, c);
+    else
+        return 0;
+    return bad ? -1 : 1;
 }
 
-/* A float training flag; 1 applied, 0 not ours, -1 bad value. */
-static int train_float_flag(sg_model_cfg *c, const char *f, const char *v) {
-    struct {
-        const char *name;
-        float *field;
-        float lo, hi;
-    } fl[] = {{"--lr", &c->lr, 0, 10},
-              {"--wd", &c->wd, 0, 10},
-              {"--clip", &c->clip, 1e-6f, 1e9f},
-              {"--ema-decay", &c->ema_decay, 0, 1}};
-    for (int i = 0; i < SG_ARRAY_LEN(fl); i++)
-        if (!strcmp(f, fl[i].name)) {
-            if (parse_float(v, fl[i].lo, fl[i].hi, fl[i].field))
-                return sg_set_error("%s expects a number in [%g, %g], got '%s'", f, fl[i].lo,
-                                    fl[i].hi, v),
-                       -1;
-            return 1;
+/* 0 parsed, 1 --help printed, 2 usage error (printed) */
+static int parse_args(int argc, char **argv, train_args *a, sg_model_cfg *cfg) {
+    if (cli_model_prelude("train", argc, argv, a->model, cfg)) return 2;
+    cli_args c;
+    cli_args_init(&c, "train", argc, argv);
+    while (cli_next(&c)) {
+        if (cli_is(&c, "--help")) return usage(stdout), 1;
+        if (cli_is(&c, "--overwrite")) {
+            a->overwrite = 1;
+            continue;
         }
-    if (!strcmp(f, "--warmup")) {
-        uint64_t x;
-        if (parse_u64(v, &x) || x > 1u << 30) return sg_set_error("--warmup expects steps"), -1;
-        c->warmup = (int)x;
-        return 1;
+        int r = train_flag(&c, a, cfg);
+        if (!r && (r = cli_model_flag(&c, cfg)) > 0) note_fixed(a, &c);
+        if (r < 0) return 2;
+        if (!r) return cli_unknown(&c);
     }
     return 0;
 }
 
-static int plot_loss(const char *out_dir) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return SG_OK;
-    int cap = 1024, n = 0;
-    double *xs = malloc(sizeof(double) * (size_t)cap), *ys = malloc(sizeof(double) * (size_t)cap);
-    char line[512];
-    while (xs && ys && fgets(line, sizeof line, f)) {
-        long long s;
-        double l;
-        if (sscanf(line, "{\"step\":%lld,\"loss\":%lf", &s, &l) != 2) continue;
-        if (n == cap) {
-            cap *= 2;
-            double *nx = realloc(xs, sizeof(double) * (size_t)cap);
-            double *ny = realloc(ys, sizeof(double) * (size_t)cap);
-            if (!nx || !ny) {
-                xs = nx ? nx : xs, ys = ny ? ny : ys;
-                break;
-            }
-            xs = nx, ys = ny;
+/* ---- the run directory */
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char p[OUT_MAX + 1];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1;; s++) {
+        int end = !*s;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0755) && errno != EEXIST)
+                return sg_set_error("cannot create %s: %s", p, strerror(errno));
+            if (end) break;
+            *s = '/';
         }
-        xs[n] = (double)s, ys[n] = l, n++;
     }
-    fclose(f);
+    return SG_OK;
+}
+
+static int is_run_file(const char *name) {
+    size_t n = strlen(name);
+    return !strcmp(name, "metrics.jsonl") || !strcmp(name, "latest") ||
+           !strcmp(name, "config.json") || !strcmp(name, "loss.png") ||
+           (!strncmp(name, "ckpt_", 5) && n > 5 && !strcmp(name + n - 5, ".sgck")) ||
+           (!strncmp(name, "samples_", 8) && n > 4 && !strcmp(name + n - 4, ".png"));
+}
+
+/* A fresh run: refuse a directory that holds another run, or (overwrite) delete that run's
+ * files — only the files a run writes, nothing else in the directory. */
+static int claim_fresh_dir(const char *out, int overwrite) {
+    DIR *d = opendir(out);
+    if (!d) return sg_set_error("cannot read %s: %s", out, strerror(errno));
     int rc = SG_OK;
-    if (n >= 2) {
-        snprintf(path, sizeof path, "%s/loss.png", out_dir);
-        rc = img_plot_curve_png(path, xs, ys, n, "training loss (MSE on eps)", "step", "loss", 1);
+    char first[300] = "";
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!is_run_file(de->d_name)) continue;
+        if (!overwrite) {
+            snprintf(first, sizeof first, "%s", de->d_name);
+            break;
+        }
+        char path[OUT_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", out, de->d_name);
+        if (unlink(path)) rc = sg_set_error("cannot remove %s: %s", path, strerror(errno));
     }
-    free(xs);
-    free(ys);
+    closedir(d);
+    if (first[0])
+        return sg_set_error("%s holds another run (%s): resume it with --resume %s, or replace it "
+                            "with --overwrite, or choose another --out",
+                            out, first, out);
     return rc;
 }
 
+/* An exclusive lock on OUT/.lock for the life of the process; -1 when another trainer has it. */
+static int lock_dir(const char *out) {
+    char path[OUT_MAX + 16];
+    snprintf(path, sizeof path, "%s/.lock", out);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return sg_set_error("cannot open %s: %s", path, strerror(errno)), -1;
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        close(fd);
+        return sg_set_error("%s is in use by another trainer (%s is locked)", out, path), -1;
+    }
+    return fd;
+}
+
+/* Keep only metrics lines up to step: a crash after a log line and before the checkpoint
+ * would otherwise repeat those steps after the resume. */
+static int trim_metrics(const char *out, int64_t step) {
+    char path[OUT_MAX + 32], tmp[OUT_MAX + 40];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r");
+    if (!in) return SG_OK;
+    FILE *o = fopen(tmp, "w");
+    if (!o) return fclose(in), sg_set_error("cannot write %s: %s", tmp, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0) {
+        json_t *j = json_loads(line, 0, NULL);
+        json_t *s = json_object_get(j, "step");
+        if (json_is_integer(s) && json_integer_value(s) <= step) fputs(line, o);
+        json_decref(j);
+    }
+    free(line);
+    fclose(in);
+    if (fclose(o) || rename(tmp, path))
+        return sg_set_error("cannot rewrite %s: %s", path, strerror(errno));
+    return SG_OK;
+}
+
+/* ---- resume */
+
+/* The checkpoint to resume: CKPT itself, or in a run directory its newest checkpoint that
+ * opens cleanly; a damaged newer one is named and skipped. */
+static int find_resume_ckpt(const char *resume, char *path, size_t cap) {
+    struct stat st;
+    if (stat(resume, &st) || !S_ISDIR(st.st_mode)) {
+        snprintf(path, cap, "%s", resume);
+        return SG_OK;
+    }
+    int64_t steps[4096];
+    int n = 0;
+    DIR *d = opendir(resume);
+    for (struct dirent *de; d && (de = readdir(d)) && n < 4096;) {
+        long long s;
+        char tail[8];
+        if (sscanf(de->d_name, "ckpt_%lld.sgc%1s", &s, tail) == 2 && !strcmp(tail, "k"))
+            steps[n++] = s;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < n; i++) /* newest first */
+        for (int j = i + 1; j < n; j++)
+            if (steps[j] > steps[i]) {
+                int64_t t = steps[i];
+                steps[i] = steps[j], steps[j] = t;
+            }
+    for (int i = 0; i < n; i++) {
+        ckpt_rotating_path(resume, steps[i], path, cap);
+        ckpt_file *f = ckpt_open(path);
+        if (f) return ckpt_close(f), SG_OK;
+        fprintf(stderr, "train: warning: %s is damaged (%s); trying an older checkpoint\n", path,
+                sg_last_error());
+    }
+    return sg_set_error("%s holds no valid checkpoint to resume", resume);
+}
+
+static int64_t meta_int(const json_t *o, const char *key, int64_t dflt) {
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+/* Take model, data, run directory, step target and cadences from the checkpoint; apply the
+ * changes the flags may make; record them in `changes`. */
+static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path, char *out,
+                        json_t *changes) {
+    if (a->fixed_flag[0])
+        return sg_set_error("%s cannot change on --resume: the checkpoint fixes the model, the "
+                            "data and the run directory",
+                            a->fixed_flag);
+    ckpt_file *f = ckpt_open(ckpt_path);
+    if (!f) return SG_ERR;
+    char err[200];
+    json_t *m = ckpt_meta_load(ckpt_meta(f), err, sizeof err);
+    ckpt_close(f);
+    if (!m) return sg_set_error("%s: metadata: %s", ckpt_path, err);
+    int rc = cli_model_from_json(json_object_get(m, "config"), cfg);
+    const json_t *run = json_object_get(m, "run");
+    const char *spec = json_string_value(json_object_get(json_object_get(m, "data"), "spec"));
+    static char data_spec[4096];
+    if (!rc && !spec) rc = sg_set_error("%s names no data source (\"data\".\"spec\")", ckpt_path);
+    if (!rc && strlen(spec) >= sizeof data_spec)
+        rc = sg_set_error("%s: the data source's name is too long", ckpt_path);
+    if (!rc) strcpy(data_spec, spec), a->data = data_spec;
+    /* the run directory is where the checkpoint is (so a moved run still resumes) */
+    size_t len = strlen(ckpt_path);
+    if (!rc && len >= OUT_MAX) rc = sg_set_error("%s: path too long", ckpt_path);
+    memcpy(out, ckpt_path, rc ? 0 : len);
+    out[rc ? 0 : len] = 0;
+    char *sl = strrchr(out, '/');
+    if (sl)
+        *sl = 0;
+    else
+        strcpy(out, ".");
+    int64_t ckpt_steps = meta_int(run, "steps", a->steps);
+    if (!a->steps_set)
+        a->steps = ckpt_steps;
+    else if (a->steps != ckpt_steps)
+        json_object_set_new(changes, "steps", json_integer(a->steps));
+    if (!a->cadence_set[0]) a->log_every = meta_int(run, "log_every", a->log_every);
+    if (!a->cadence_set[1]) a->ckpt_every = meta_int(run, "ckpt_every", a->ckpt_every);
+    if (!a->cadence_set[2]) a->sample_every = meta_int(run, "sample_every", a->sample_every);
+    if (!a->cadence_set[3]) a->keep = (int)meta_int(run, "keep", a->keep);
+    if (!a->samples_set) a->n_samples = (int)meta_int(run, "samples", a->n_samples);
+    if (!a->ddim_set) a->ddim_steps = (int)meta_int(run, "ddim_steps", a->ddim_steps);
+    const char *cad[] = {"log_every", "ckpt_every", "sample_every", "keep"};
+    int64_t val[] = {a->log_every, a->ckpt_every, a->sample_every, a->keep};
+    for (int i = 0; i < 4; i++)
+        if (a->cadence_set[i]) json_object_set_new(changes, cad[i], json_integer(val[i]));
+    json_decref(m);
+    return rc;
+}
+
+/* The flags a fresh run and a resume both apply last: lr, warm-up, EMA decay. */
+static void apply_safe_flags(const train_args *a, sg_model_cfg *cfg, json_t *changes) {
+    if (a->lr_set && a->lr != cfg->lr) json_object_set_new(changes, "lr", cli_json_float(a->lr));
+    if (a->ema_set && a->ema_decay != cfg->ema_decay)
+        json_object_set_new(changes, "ema_decay", cli_json_float(a->ema_decay));
+    if (a->warmup_set && a->warmup != cfg->warmup)
+        json_object_set_new(changes, "warmup", json_integer(a->warmup));
+    if (a->lr_set) cfg->lr = a->lr;
+    if (a->ema_set) cfg->ema_decay = a->ema_decay;
+    if (a->warmup_set) cfg->warmup = a->warmup;
+}
+
+/* ---- the run: everything main sets up, freed in one place */
+typedef struct {
+    train_args a;
+    sg_model_cfg cfg;
+    const char *backend;
+    char out[OUT_MAX + 1], resume_path[OUT_MAX + 64], last_ckpt[OUT_MAX + 64];
+    sg_dataset ds;
+    int ds_loaded, exec_made, lock_fd;
+    sg_exec e;
+    json_t *changes;
+    char *extra_json; /* "data" and "run" members for every checkpoint's metadata */
+    FILE *metrics;
+    int64_t step, step_start;
+    double t_setup;
+} train_run;
+
+static void run_free(train_run *r) {
+    if (r->ds_loaded) data_free(&r->ds);
+    if (r->exec_made) sg_exec_free(&r->e);
+    if (r->metrics) fclose(r->metrics);
+    if (r->lock_fd > 0) close(r->lock_fd);
+    json_decref(r->changes);
+    free(r->extra_json);
+}
+
+/* The members every checkpoint adds to its metadata: where the data came from and what the
+ * run was asked to do (a resume reads them back). Built with jansson: any path is valid. */
+static int make_extra_json(train_run *r) {
+    const train_args *a = &r->a;
+    json_t *j = json_pack("{s:{s:s, s:I}, s:{s:I, s:I, s:I, s:I, s:i, s:i, s:i}}", "data", "spec",
+                          a->data, "n", (json_int_t)r->cfg.data_n, "run", "steps",
+                          (json_int_t)a->steps, "log_every", (json_int_t)a->log_every, "ckpt_every",
+                          (json_int_t)a->ckpt_every, "sample_every", (json_int_t)a->sample_every,
+                          "keep", a->keep, "samples", a->n_samples, "ddim_steps", a->ddim_steps);
+    char *s = j ? cli_json_string(j) : NULL;
+    if (!s) return sg_set_error("cannot describe the data source %s as JSON", r->a.data);
+    /* sg_exec_save merges members: drop the outer braces */
+    size_t n = strlen(s);
+    memmove(s, s + 1, n - 2);
+    s[n - 2] = 0;
+    r->extra_json = s;
+    return SG_OK;
+}
+
+/* OUT/config.json: the run's full config; a resume appends what it changed. */
+static int write_run_config(train_run *r, int argc, char **argv) {
+    char path[OUT_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.json", r->out);
+    json_t *cmd = json_array();
+    for (int i = 0; i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
+    json_t *old = r->resume_path[0] ? json_load_file(path, 0, NULL) : NULL;
+    json_t *resumes = json_object_get(old, "resumes");
+    resumes = json_is_array(resumes) ? json_incref(resumes) : json_array();
+    if (r->resume_path[0])
+        json_array_append_new(resumes, json_pack("{s:I, s:s, s:O, s:o}", "step",
+                                                 (json_int_t)r->step, "checkpoint", r->resume_path,
+                                                 "changes", r->changes, "command", cmd));
+    json_t *j = json_pack("{s:o, s:{s:s, s:I}, s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:s, s:o}",
+                          "model", cli_model_json(&r->cfg), "data", "spec", r->a.data, "n",
+                          (json_int_t)r->cfg.data_n, "steps", (json_int_t)r->a.steps, "seed",
+                          (json_int_t)r->e.seed, "log_every", (json_int_t)r->a.log_every,
+                          "ckpt_every", (json_int_t)r->a.ckpt_every, "sample_every",
+                          (json_int_t)r->a.sample_every, "keep", r->a.keep, "samples",
+                          r->a.n_samples, "backend", r->backend, "resumes", resumes);
+    if (j) json_object_set(j, "command", r->resume_path[0] ? json_object_get(old, "command") : cmd);
+    if (!r->resume_path[0]) json_decref(cmd);
+    json_decref(old);
+    if (!j || json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(9)))
+        return json_decref(j), sg_set_error("cannot write %s", path);
+    json_decref(j);
+    return SG_OK;
+}
+
+/* ---- the loss curve: loss, learning rate and gradient norm over the steps */
+static int plot_metrics(const char *out) {
+    char path[OUT_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    FILE *f = fopen(path, "r");
+    if (!f) return SG_OK;
+    int cap = 0, n = 0, rc = SG_OK;
+    double *v = NULL; /* step, loss, lr, grad_norm per line */
+    char *line = NULL;
+    size_t lcap = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        json_t *j = json_loads(line, 0, NULL);
+        double step = json_number_value(json_object_get(j, "step"));
+        double x[4] = {step, json_number_value(json_object_get(j, "loss")),
+                       json_number_value(json_object_get(j, "lr")),
+                       json_number_value(json_object_get(j, "grad_norm"))};
+        json_decref(j);
+        if (n == cap) {
+            double *nv = realloc(v, sizeof(double) * 4 * (size_t)(cap = cap ? 2 * cap : 1024));
+            if (!nv) break;
+            v = nv;
+        }
+        memcpy(v + 4 * n++, x, sizeof x);
+    }
+    free(line);
+    fclose(f);
+    double *cols = n >= 2 ? malloc(sizeof(double) * 4 * (size_t)n) : NULL;
+    for (int i = 0; cols && i < n; i++)
+        for (int k = 0; k < 4; k++) cols[k * n + i] = v[4 * i + k];
+    static const char *const titles[] = {"training loss (MSE on eps, mean per log interval)",
+                                         "learning rate", "gradient norm (before clipping)"};
+    static const char *const names[] = {"loss", "lr", "grad norm"};
+    static const int logs[] = {1, 0, 1};
+    const double *ys[3] = {cols + n, cols + 2 * n, cols + 3 * n};
+    snprintf(path, sizeof path, "%s/loss.png", out);
+    if (cols) rc = img_plot_panels_png(path, cols, ys, n, 3, titles, "step", names, logs);
+    free(cols);
+    free(v);
+    return rc;
+}
+
+/* ---- samples */
 static void sample_progress(void *ctx, int done, int batch, int n, int step, int n_steps, int t) {
     (void)ctx, (void)t;
     if (isatty(2))
@@ -171,13 +472,14 @@ static void sample_progress(void *ctx, int done, int batch, int n, int step, int
                 step, n_steps);
 }
 
-/* EMA weights of the training executor -> a forward plan -> a PNG grid */
-static int write_samples(sg_exec *train, const char *backend, const char *out_dir, int64_t step,
-                         int n, int ddim, uint64_t seed) {
+/* EMA weights of the training executor -> a forward plan -> a PNG grid. Ctrl-C stops it. */
+static int write_samples(train_run *r) {
+    sg_exec *train = &r->e;
     sg_model_cfg c = train->plan.cfg;
+    int n = r->a.n_samples;
     c.batch = n < 16 ? n : 16;
     sg_backend *be =
-        !strcmp(backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
+        !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
     if (!be) return SG_ERR;
     sg_exec fe;
     int rc = sg_exec_init(&fe, &c, 0, be);
@@ -192,238 +494,272 @@ static int write_samples(sg_exec *train, const char *backend, const char *out_di
     int64_t per = (int64_t)c.img * c.img * c.in_ch;
     if (!rc && !(out = malloc(sizeof(float) * (size_t)(per * n))))
         rc = sg_set_error("out of memory");
-    if (!rc) rc = sg_sample(&fe, n, seed, ddim, out, sample_progress, NULL);
+    /* clipped as the sample tool's --clip: what a grid during training should show */
+    sg_sample_opts o = {.ddim_steps = r->a.ddim_steps,
+                        .clip = 1,
+                        .progress = sample_progress,
+                        .cancel = &stop_requested};
+    if (!rc) rc = sg_sample_ex(&fe, n, r->e.seed, &o, out);
     if (isatty(2)) fprintf(stderr, "\r");
-    char path[1100];
-    snprintf(path, sizeof path, "%s/samples_%08lld.png", out_dir, (long long)step);
+    char path[OUT_MAX + 64];
+    snprintf(path, sizeof path, "%s/samples_%08lld.png", r->out, (long long)r->step);
     int cols = 1;
     while (cols * cols < n) cols++;
-    if (!rc) rc = img_write_grid_png(path, out, n, c.img, c.img, c.in_ch, cols, 2);
-    if (!rc) fprintf(stderr, "  samples: %s (EMA weights, DDIM %d steps)\n", path, ddim);
+    char caption[128];
+    snprintf(caption, sizeof caption, "step %lld  EMA  DDIM %d  clip", (long long)r->step,
+             r->a.ddim_steps);
+    if (!rc)
+        rc = img_write_grid_captioned_png(path, out, n, c.img, c.img, c.in_ch, cols, 2, caption);
+    if (!rc)
+        fprintf(stderr, "  samples: %s (EMA weights, DDIM %d steps, x0 clipped)\n", path,
+                r->a.ddim_steps);
     free(out);
     free(ema);
     sg_exec_free(&fe);
     return rc;
 }
 
-int main(int argc, char **argv) {
-    train_args a = {.model = "unet_fmnist",
-                    .data = "fmnist",
-                    .steps = 2000,
-                    .ckpt_every = 500,
-                    .log_every = 10,
-                    .keep = 3,
-                    .n_samples = 16,
-                    .ddim_steps = 50};
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) a.model = argv[i + 1];
-    sg_model_cfg cfg;
-    if (sg_model_preset(&cfg, a.model)) return fprintf(stderr, "train: %s\n", sg_last_error()), 2;
+/* ---- the loop */
 
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!v || strncmp(f, "--", 2)) {
-            fprintf(stderr, "train: unknown or incomplete flag '%s' (see train --help)\n", f);
-            return 2;
-        }
-        int r = sg_model_flag(&cfg, f, v);
-        if (!r) r = train_float_flag(&cfg, f, v);
-        if (r < 0) return fprintf(stderr, "train: %s\n", sg_last_error()), 2;
-        i++;
-        if (r > 0) continue;
-        uint64_t x = 0;
-        int bad = 0;
-        if (!strcmp(f, "--model"))
-            continue;
-        else if (!strcmp(f, "--data"))
-            a.data = v;
-        else if (!strcmp(f, "--out"))
-            a.out = v;
-        else if (!strcmp(f, "--resume"))
-            a.resume = v;
-        else if (!strcmp(f, "--backend"))
-            a.backend = v;
-        else if (!strcmp(f, "--steps"))
-            bad = parse_u64(v, &x), a.steps = (int64_t)x;
-        else if (!strcmp(f, "--seed"))
-            bad = parse_u64(v, &a.seed), a.seed_set = 1;
-        else if (!strcmp(f, "--ckpt-every"))
-            bad = parse_u64(v, &x), a.ckpt_every = (int)x;
-        else if (!strcmp(f, "--sample-every"))
-            bad = parse_u64(v, &x), a.sample_every = (int)x;
-        else if (!strcmp(f, "--log-every"))
-            bad = parse_u64(v, &x) || !x, a.log_every = (int)x;
-        else if (!strcmp(f, "--keep"))
-            bad = parse_u64(v, &x), a.keep = (int)x;
-        else if (!strcmp(f, "--samples"))
-            bad = parse_u64(v, &x) || !x || x > 1024, a.n_samples = (int)x;
-        else if (!strcmp(f, "--ddim-steps"))
-            bad = parse_u64(v, &x) || !x || x > 100000, a.ddim_steps = (int)x;
-        else {
-            fprintf(stderr, "train: unknown flag '%s' (see train --help)\n", f);
-            return 2;
-        }
-        if (bad) return fprintf(stderr, "train: bad value '%s' for %s\n", v, f), 2;
+/* One metrics line and the progress line: the loss is the mean over the steps since the last
+ * line (every step's loss is read back, so the mean is exact and a NaN is caught at its step). */
+static void log_line(train_run *r, double loss_sum, int64_t n, double t_last, double t_now) {
+    float gsq = NAN, lr = NAN;
+    sg_exec_read(&r->e, r->e.plan.io.grad_sumsq, &gsq);
+    sg_exec_read(&r->e, r->e.plan.io.lr, &lr);
+    double mean = loss_sum / (double)n, ms = (t_now - t_last) / (double)n;
+    double epoch = (double)r->step * r->cfg.batch / (double)r->cfg.data_n;
+    json_t *j = json_pack("{s:I, s:f, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "step",
+                          (json_int_t)r->step, "loss", mean, "lr", cli_json_float(lr), "ema_decay",
+                          cli_json_float(r->cfg.ema_decay), "grad_norm", sqrt((double)gsq), "epoch",
+                          epoch, "wall_s", (t_now - r->t_setup) / 1e3, "ms_per_step", ms,
+                          "img_per_s", 1e3 * r->cfg.batch / ms);
+    cli_json_print(r->metrics, j);
+    fflush(r->metrics);
+    char eta[16];
+    double done = (double)(r->step - r->step_start);
+    int tty = isatty(2);
+    fprintf(
+        stderr,
+        "%sstep %lld/%lld  loss %.4f (mean of the last %lld steps)  lr %.3g  %.1f ms/step  "
+        "%.1f img/s  ETA %s%s",
+        tty ? "\r" : "", (long long)r->step, (long long)r->a.steps, mean, (long long)n, lr, ms,
+        1e3 * r->cfg.batch / ms,
+        cli_fmt_duration((double)(r->a.steps - r->step) * (t_now - r->t_setup) / done / 1e3, eta),
+        tty ? "   " : "\n");
+}
+
+static int save_ckpt(train_run *r) {
+    if (sg_exec_save_rotating(&r->e, r->out, r->extra_json, r->a.keep, r->last_ckpt,
+                              sizeof r->last_ckpt)) {
+        fprintf(stderr, "\ntrain: checkpoint at step %lld failed: %s\n", (long long)r->step,
+                sg_last_error());
+        return SG_ERR;
     }
-    if (a.backend && strcmp(a.backend, "cpu") && strcmp(a.backend, "cuda"))
-        return fprintf(stderr, "train: --backend expects cpu or cuda, got '%s'\n", a.backend), 2;
-    const char *backend = a.backend ? a.backend : sg_cuda_available() ? "cuda" : "cpu";
-    char out_dir[1024];
-    snprintf(out_dir, sizeof out_dir, "%s", a.out ? a.out : "");
-    if (!a.out) snprintf(out_dir, sizeof out_dir, "runs/%s", cfg.name);
+    plot_metrics(r->out);
+    if (isatty(2)) fprintf(stderr, "\n");
+    fprintf(stderr, "  checkpoint: %s\n", r->last_ckpt);
+    return SG_OK;
+}
 
-    /* resume: a run directory means its latest checkpoint */
-    char resume_path[1100] = "";
-    if (a.resume) {
-        struct stat st;
-        if (!stat(a.resume, &st) && S_ISDIR(st.st_mode)) {
-            if (ckpt_latest(a.resume, resume_path, sizeof resume_path))
-                return fprintf(stderr, "train: %s\n", sg_last_error()), 1;
-        } else {
-            snprintf(resume_path, sizeof resume_path, "%s", a.resume);
+/* Did a step since the last look go wrong? The step itself writes the watch on the device
+ * (the loss_watch op): the first step whose loss or gradient was not finite, 0 while none. */
+static int check_watch(train_run *r) {
+    int64_t bad = 0;
+    if (sg_exec_read(&r->e, r->e.plan.io.watch, &bad)) return 1;
+    if (!bad) return 0;
+    fprintf(stderr,
+            "\ntrain: the loss or its gradient was not finite at step %lld (seen at step %lld): "
+            "stopping; the last good checkpoint is %s\n",
+            (long long)bad, (long long)r->step, r->last_ckpt);
+    return EXIT_NONFINITE;
+}
+
+/* Train to the target; returns the exit status. The host reads the device only at log,
+ * checkpoint and sample steps: no sync after every step. */
+static int train_loop(train_run *r) {
+    double t_last = cli_now_ms();
+    int64_t n = 0; /* steps in loss_sum: since the last log line (or the resume) */
+    const float zero = 0;
+    r->t_setup = t_last;
+    while (r->step < r->a.steps && !stop_requested) {
+        if (sg_exec_step(&r->e)) {
+            fprintf(stderr, "\ntrain: step %lld failed: %s\n", (long long)r->step + 1,
+                    sg_last_error());
+            return 1;
         }
+        r->step++, n++;
+        int last = r->step == r->a.steps || stop_requested;
+        int log_now = r->step % r->a.log_every == 0 || last;
+        int ckpt_now = (r->a.ckpt_every && r->step % r->a.ckpt_every == 0) || last;
+        int sample_now = r->a.sample_every && r->step % r->a.sample_every == 0 && !last;
+        if (!log_now && !ckpt_now && !sample_now) continue;
+        int rc = check_watch(r);
+        if (rc) return rc;
+        if (log_now) {
+            float sum = NAN;
+            double t = cli_now_ms();
+            if (sg_exec_read(&r->e, r->e.plan.io.loss_sum, &sum) ||
+                sg_exec_write(&r->e, r->e.plan.io.loss_sum, &zero))
+                return fprintf(stderr, "\ntrain: %s\n", sg_last_error()), 1;
+            log_line(r, sum, n, t_last, t);
+            n = 0, t_last = t;
+        }
+        if (ckpt_now && save_ckpt(r)) return 1;
+        if (sample_now && write_samples(r))
+            fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     }
+    if (isatty(2)) fprintf(stderr, "\n");
+    return 0;
+}
 
-    /* the data decides the plan's dataset region */
-    sg_dataset ds;
-    double t0 = now_ms();
-    if (data_load(&ds, a.data)) return fprintf(stderr, "train: %s\n", sg_last_error()), 1;
-    if (ds.c != cfg.in_ch)
-        return fprintf(stderr, "train: %s has %d channel(s) but model %s expects %d (--in-ch)\n",
-                       ds.source, ds.c, cfg.name, cfg.in_ch),
-               2;
-    if (ds.h > cfg.img || ds.w > cfg.img)
-        return fprintf(stderr,
-                       "train: %s images are %dx%d, larger than the model's %dx%d (--img)\n",
-                       ds.source, ds.h, ds.w, cfg.img, cfg.img),
-               2;
-    cfg.data_n = ds.n, cfg.data_h = ds.h, cfg.data_w = ds.w;
+/* A word a POSIX shell reads back as s: as is when plain, else in single quotes. */
+static void print_shell_word(const char *s) {
+    if (*s &&
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+            strlen(s)) {
+        fputs(s, stderr);
+        return;
+    }
+    fputc('\'', stderr);
+    for (; *s; s++) *s == '\'' ? fputs("'\\''", stderr) : fputc(*s, stderr);
+    fputc('\'', stderr);
+}
 
+/* ---- setup */
+
+/* Resolve the run: a resume reads the checkpoint; both then choose the backend. */
+static int setup_config(train_run *r) {
+    train_args *a = &r->a;
+    if (a->resume) {
+        if (find_resume_ckpt(a->resume, r->resume_path, sizeof r->resume_path) ||
+            resume_setup(a, &r->cfg, r->resume_path, r->out, r->changes))
+            return 2;
+    } else {
+        snprintf(r->out, sizeof r->out, "%s", a->out ? a->out : "");
+        if (!a->out) snprintf(r->out, sizeof r->out, "runs/%s", r->cfg.name);
+        if (a->out && strlen(a->out) >= OUT_MAX)
+            return sg_set_error("--out is longer than %d characters", OUT_MAX - 1), 2;
+    }
+    apply_safe_flags(a, &r->cfg, r->changes);
+    r->backend = cli_backend_name(a->backend);
+    return 0;
+}
+
+/* The data for the model: folder:DIR is decoded to the model's size and channels, and
+ * synthetic or synthetic:N draws images of the model's shape; every other spec as it is. */
+static int load_data(train_run *r) {
+    const char *spec = r->a.data;
+    const sg_model_cfg *c = &r->cfg;
+    if (!strncmp(spec, "folder:", 7)) return data_load_folder(&r->ds, spec + 7, c->img, c->in_ch);
+    int64_t n = 1024;
+    if (!strcmp(spec, "synthetic") ||
+        (!strncmp(spec, "synthetic:", 10) && !strchr(spec + 10, ':') &&
+         !cli_parse_i64("--data synthetic:N", spec + 10, 1, 1LL << 31, &n)))
+        return data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
+    return data_load(&r->ds, spec);
+}
+
+/* Load the data, build the plan, load or initialise the state. */
+static int setup_exec(train_run *r) {
+    if (load_data(r)) return 1;
+    r->ds_loaded = 1;
+    sg_dataset *ds = &r->ds;
+    if (ds->c != r->cfg.in_ch)
+        return sg_set_error("%s has %d channel(s) but model %s expects %d (--in-ch)", ds->source,
+                            ds->c, r->cfg.name, r->cfg.in_ch),
+               2;
+    if (ds->h > r->cfg.img || ds->w > r->cfg.img)
+        return sg_set_error("%s images are %dx%d, larger than the model's %dx%d (--img)",
+                            ds->source, ds->h, ds->w, r->cfg.img, r->cfg.img),
+               2;
+    r->cfg.data_n = ds->n, r->cfg.data_h = ds->h, r->cfg.data_w = ds->w;
     sg_backend *be =
-        !strcmp(backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
-    if (!be) return fprintf(stderr, "train: %s\n", sg_last_error()), 1;
-    sg_exec e;
-    if (sg_exec_init(&e, &cfg, 1, be)) {
-        fprintf(stderr, "train: %s\n", sg_last_error());
-        sg_exec_free(&e);
+        !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
+    if (!be) return 1;
+    r->exec_made = 1;
+    static const char *const may_differ[] = {"lr", "ema_decay", "warmup", NULL};
+    if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
+        sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
+        (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
+                           : sg_exec_init_state(&r->e, r->a.seed)))
         return 1;
-    }
-    if (sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c) ||
-        (resume_path[0] ? sg_exec_load(&e, resume_path, 0, 0) : sg_exec_init_state(&e, a.seed))) {
-        fprintf(stderr, "train: %s\n", sg_last_error());
-        sg_exec_free(&e);
+    data_free(ds), r->ds_loaded = 0; /* the arena holds it now */
+    /* the first log interval starts here: a checkpoint between log lines holds a partial sum */
+    const float zero = 0;
+    if (sg_exec_write(&r->e, r->e.plan.io.loss_sum, &zero)) return 1;
+    r->step = r->step_start = sg_exec_step_count(&r->e);
+    if (r->a.steps <= r->step)
+        return sg_set_error("the run is at step %lld and --steps is %lld: nothing to train (give "
+                            "--steps above %lld)",
+                            (long long)r->step, (long long)r->a.steps, (long long)r->step),
+               2;
+    return make_extra_json(r);
+}
+
+/* The run directory: created, claimed (fresh) or trimmed (resume), locked, config written. */
+static int setup_dir(train_run *r, int argc, char **argv) {
+    if (make_dirs(r->out)) return 1;
+    if ((r->lock_fd = lock_dir(r->out)) < 0) return 1;
+    if (r->resume_path[0] ? trim_metrics(r->out, r->step) : claim_fresh_dir(r->out, r->a.overwrite))
         return 1;
-    }
-    if (resume_path[0] && a.seed_set && a.seed != e.seed)
-        fprintf(stderr, "train: note: --seed %llu ignored; the checkpoint's seed %llu continues\n",
-                (unsigned long long)a.seed, (unsigned long long)e.seed);
-    char source_json[700];
-    snprintf(source_json, sizeof source_json, "\"data\":{\"spec\":\"%s\",\"n\":%lld}", a.data,
-             (long long)ds.n);
-    for (char *p = source_json; *p; p++)
-        if (*p == '\\') *p = '/';
-    data_free(&ds);
+    if (write_run_config(r, argc, argv)) return 1;
+    char path[OUT_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", r->out);
+    if (!(r->metrics = fopen(path, r->resume_path[0] ? "a" : "w")))
+        return sg_set_error("cannot write %s: %s", path, strerror(errno));
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s",
+             r->resume_path[0] ? r->resume_path : "(none)");
+    return 0;
+}
 
-    if (mkdir(out_dir, 0755) && errno != EEXIST) {
-        /* create parents one level up (runs/) */
-        char parent[1024];
-        snprintf(parent, sizeof parent, "%s", out_dir);
-        char *sl = strrchr(parent, '/');
-        if (sl) *sl = 0, mkdir(parent, 0755);
-        if (mkdir(out_dir, 0755) && errno != EEXIST)
-            return fprintf(stderr, "train: cannot create %s: %s\n", out_dir, strerror(errno)), 1;
+int main(int argc, char **argv) {
+    train_run r = {.a = {.model = "unet_fmnist",
+                         .data = "fmnist",
+                         .steps = 2000,
+                         .ckpt_every = 500,
+                         .log_every = 10,
+                         .keep = 3,
+                         .n_samples = 16,
+                         .ddim_steps = 50},
+                   .lock_fd = -1};
+    int rc = parse_args(argc, argv, &r.a, &r.cfg);
+    if (rc) return rc == 1 ? 0 : rc;
+    double t0 = cli_now_ms();
+    r.changes = json_object();
+    if ((rc = setup_config(&r)) || (rc = setup_exec(&r)) || (rc = setup_dir(&r, argc, argv))) {
+        fprintf(stderr, "train: %s\n", sg_last_error());
+        return run_free(&r), rc;
     }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    FILE *metrics = fopen(path, resume_path[0] ? "a" : "w");
-    if (!metrics) return fprintf(stderr, "train: cannot write %s: %s\n", path, strerror(errno)), 1;
-
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-
-    int64_t step = sg_exec_step_count(&e);
-    char hb[32], hb2[32];
     fprintf(stderr,
             "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
             "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
-            cfg.name, a.data, (long long)cfg.data_n, backend, cfg.batch,
-            cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)e.plan.io.n_params,
-            e.plan.arena_bytes / 1048576.0, (long long)step, (long long)a.steps, out_dir,
-            (now_ms() - t0) / 1e3);
-    int tty = isatty(2), rc = 0;
-    char last_ckpt[1100] = "";
-    snprintf(last_ckpt, sizeof last_ckpt, "%s", resume_path[0] ? resume_path : "(none)");
-    double t_start = now_ms(), t_last = t_start, loss_avg = 0;
-    int64_t step_start = step, step_last = step;
-    while (step < a.steps && !stop_requested) {
-        if (sg_exec_step(&e)) {
-            fprintf(stderr, "\ntrain: step %lld failed: %s\n", (long long)step + 1,
-                    sg_last_error());
-            rc = 1;
-            break;
-        }
-        step++;
-        int log_now = step % a.log_every == 0 || step == a.steps || stop_requested;
-        int ckpt_now =
-            (a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop_requested;
-        if (!log_now && !ckpt_now) continue;
-        float loss = sg_exec_loss(&e), gsq = NAN, lr = NAN;
-        sg_exec_read(&e, e.plan.io.grad_sumsq, &gsq);
-        sg_exec_read(&e, e.plan.io.lr, &lr);
-        if (!isfinite(loss) || !isfinite(gsq)) {
-            fprintf(stderr,
-                    "\ntrain: loss is %s at step %lld (grad norm %g): stopping; the last good "
-                    "checkpoint is %s\n",
-                    isfinite(loss) ? "finite but the gradient is not" : "not finite",
-                    (long long)step, sqrt(gsq), last_ckpt);
-            rc = 3;
-            break;
-        }
-        double t = now_ms();
-        double ms = (t - t_last) / (double)(step - step_last);
-        t_last = t, step_last = step;
-        loss_avg = step - step_start <= a.log_every ? loss : 0.9 * loss_avg + 0.1 * loss;
-        fprintf(metrics,
-                "{\"step\":%lld,\"loss\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms_per_step\":%.3f,"
-                "\"img_per_s\":%.2f}\n",
-                (long long)step, loss, lr, sqrt(gsq), ms, 1e3 * cfg.batch / ms);
-        fflush(metrics);
-        double eta = (double)(a.steps - step) * (t - t_start) / (double)(step - step_start) / 1e3;
-        fprintf(stderr,
-                "%sstep %lld/%lld  loss %.4f (avg %.4f)  %.1f ms/step  %.1f img/s  ETA %s%s",
-                tty ? "\r" : "", (long long)step, (long long)a.steps, loss, loss_avg, ms,
-                1e3 * cfg.batch / ms, fmt_time(eta, hb), tty ? "   " : "\n");
-        if (ckpt_now) {
-            if (sg_exec_save_rotating(&e, out_dir, source_json, a.keep, last_ckpt,
-                                      sizeof last_ckpt)) {
-                fprintf(stderr, "\ntrain: checkpoint at step %lld failed: %s\n", (long long)step,
-                        sg_last_error());
-                rc = 1;
-                break;
-            }
-            plot_loss(out_dir);
-            if (tty) fprintf(stderr, "\n");
-            fprintf(stderr, "  checkpoint: %s\n", last_ckpt);
-        }
-        if (a.sample_every && step % a.sample_every == 0 && step != a.steps)
-            if (write_samples(&e, backend, out_dir, step, a.n_samples, a.ddim_steps, a.seed))
-                fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
-    }
-    if (tty) fprintf(stderr, "\n");
-    fclose(metrics);
-    if (!rc && stop_requested)
-        fprintf(stderr, "train: stopped at step %lld by signal; resume with --resume %s\n",
-                (long long)step, out_dir);
-    if (!rc && !stop_requested && step_start < a.steps) {
-        if (write_samples(&e, backend, out_dir, step, a.n_samples, a.ddim_steps, a.seed))
-            fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
+            r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch,
+            r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
+            r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
+            (cli_now_ms() - t0) / 1e3);
+    rc = train_loop(&r);
+    if (!rc && !stop_requested && write_samples(&r))
+        fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
+    char took[16];
+    if (!rc && stop_requested) {
+        fprintf(stderr, "train: stopped at step %lld by a signal; continue with:\n  ",
+                (long long)r.step);
+        print_shell_word(argv[0]);
+        fputs(" --resume ", stderr);
+        print_shell_word(r.out);
+        fputc('\n', stderr);
+        rc = EXIT_SIGNAL;
+    } else if (!rc) {
         fprintf(stderr, "train: done, %lld steps in %s; loss curve %s/loss.png\n",
-                (long long)(step - step_start), fmt_time((now_ms() - t_start) / 1e3, hb2), out_dir);
+                (long long)(r.step - r.step_start),
+                cli_fmt_duration((cli_now_ms() - r.t_setup) / 1e3, took), r.out);
     }
-    sg_exec_free(&e);
+    run_free(&r);
     return rc;
 }

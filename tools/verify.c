@@ -20,18 +20,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
 #include "checkpoints/ckpt_hash.h"
 #include "data/dataset.h"
 #include "graph/exec.h"
+#include "tools/cli.h"
 
 static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+    return cli_now_ms() / 1e3;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -455,22 +453,6 @@ static int nonfinite_step(const run_out *o) {
  * Output
  * ------------------------------------------------------------------------------------- */
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void print_table(const check_row *rows, int n, int failed, int passed, int skipped,
                         double total) {
     printf("%-36s %-6s %s\n", "check", "result", "detail");
@@ -497,59 +479,63 @@ static void print_table(const check_row *rows, int n, int failed, int passed, in
            passed, failed, skipped, total);
 }
 
-static void print_json(verify_ctx *v, const char *backend, int resume_at, const char *data_spec,
-                       const run_out *ref, const check_row *rows, int n, int failed, double total) {
-    char cfg[2048];
-    sg_model_json(&v->cfg, cfg, sizeof cfg);
-    printf("{\"result\":\"%s\",\"model\":%s,\"backend\":\"%s\",\"steps\":%d,\"resume_at\":%d,"
-           "\"seed\":%llu,\"data\":",
-           failed ? "FAIL" : "PASS", cfg, backend, v->steps, resume_at,
-           (unsigned long long)v->seed);
-    json_string(stdout, data_spec);
-    printf(",\"plan_hash\":\"%016llx\",\"seconds\":%.3f", (unsigned long long)v->plan.hash, total);
-    if (ref && ref->steps == v->steps) {
-        printf(",\"state_hash\":\"%016llx\",\"losses\":[", (unsigned long long)ref->hash);
-        for (int s = 0; s < ref->steps; s++) {
-            uint32_t u;
-            memcpy(&u, &ref->loss[s], 4);
-            printf("%s{\"step\":%d,\"loss\":%.9g,\"bits\":\"0x%08x\"}", s ? "," : "", s + 1,
-                   (double)ref->loss[s], u);
-        }
-        printf("]");
+static json_t *bits_json(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    char b[16];
+    snprintf(b, sizeof b, "0x%08x", u);
+    return json_string(b);
+}
+
+static json_t *divergence_json(const divergence *d) {
+    json_t *o = json_pack("{s:i}", "loss_step", d->loss_step);
+    if (d->loss_step) {
+        json_object_set_new(o, "loss_a", bits_json(d->loss_a));
+        json_object_set_new(o, "loss_b", bits_json(d->loss_b));
     }
-    printf(",\"checks\":[");
+    json_object_set_new(o, "state_differs", json_boolean(d->state_differs));
+    if (d->state_differs)
+        json_object_update_new(o, json_pack("{s:i, s:s, s:I, s:s, s:s, s:I, s:I}", "state_step",
+                                            d->state_step, "tensor", d->tensor, "index",
+                                            (json_int_t)d->index, "a", d->val_a, "b", d->val_b,
+                                            "elements_differ", (json_int_t)d->ndiff,
+                                            "elements_differ_final", (json_int_t)d->final_ndiff));
+    return o;
+}
+
+static int print_json(verify_ctx *v, const char *backend, int resume_at, const char *data_spec,
+                      const run_out *ref, const check_row *rows, int n, int failed, double total) {
+    char hash[20];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)v->plan.hash);
+    json_t *j =
+        json_pack("{s:s, s:o, s:s, s:i, s:i, s:I, s:s, s:s, s:f}", "result",
+                  failed ? "FAIL" : "PASS", "model", cli_model_json(&v->cfg), "backend", backend,
+                  "steps", v->steps, "resume_at", resume_at, "seed", (json_int_t)v->seed, "data",
+                  data_spec, "plan_hash", hash, "seconds", total);
+    if (j && ref && ref->steps == v->steps) {
+        snprintf(hash, sizeof hash, "%016llx", (unsigned long long)ref->hash);
+        json_t *losses = json_array();
+        for (int s = 0; s < ref->steps; s++)
+            json_array_append_new(losses, json_pack("{s:i, s:o, s:o}", "step", s + 1, "loss",
+                                                    cli_json_float(ref->loss[s]), "bits",
+                                                    bits_json(ref->loss[s])));
+        json_object_set_new(j, "state_hash", json_string(hash));
+        json_object_set_new(j, "losses", losses);
+    }
+    json_t *checks = json_array();
     for (int i = 0; i < n; i++) {
         const check_row *r = &rows[i];
-        printf("%s{\"id\":\"%s\",\"name\":", i ? "," : "", r->id);
-        json_string(stdout, r->name);
-        printf(",\"result\":\"%s\",\"seconds\":%.3f,\"detail\":", check_result_names[r->result],
-               r->seconds);
-        json_string(stdout, r->detail);
-        if (r->max_rel >= 0) printf(",\"max_rel_loss_diff\":%.6g", r->max_rel);
-        if (r->has_div) {
-            const divergence *d = &r->div;
-            printf(",\"divergence\":{\"loss_step\":%d", d->loss_step);
-            if (d->loss_step) {
-                uint32_t ua, ub;
-                memcpy(&ua, &d->loss_a, 4), memcpy(&ub, &d->loss_b, 4);
-                printf(",\"loss_a\":\"0x%08x\",\"loss_b\":\"0x%08x\"", ua, ub);
-            }
-            printf(",\"state_differs\":%s", d->state_differs ? "true" : "false");
-            if (d->state_differs) {
-                printf(",\"state_step\":%d,\"tensor\":", d->state_step);
-                json_string(stdout, d->tensor);
-                printf(",\"index\":%lld,\"a\":", (long long)d->index);
-                json_string(stdout, d->val_a);
-                printf(",\"b\":");
-                json_string(stdout, d->val_b);
-                printf(",\"elements_differ\":%lld,\"elements_differ_final\":%lld",
-                       (long long)d->ndiff, (long long)d->final_ndiff);
-            }
-            printf("}");
-        }
-        printf("}");
+        json_t *c =
+            json_pack("{s:s, s:s, s:s, s:f, s:s}", "id", r->id, "name", r->name, "result",
+                      check_result_names[r->result], "seconds", r->seconds, "detail", r->detail);
+        if (c && r->max_rel >= 0)
+            json_object_set_new(c, "max_rel_loss_diff", json_real(r->max_rel));
+        if (c && r->has_div) json_object_set_new(c, "divergence", divergence_json(&r->div));
+        json_array_append_new(checks, c);
     }
-    printf("]}\n");
+    if (!j) return json_decref(checks), sg_set_error("verify: cannot build the JSON output");
+    json_object_set_new(j, "checks", checks);
+    return cli_json_print(stdout, j);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -592,14 +578,6 @@ static void usage(FILE *f) {
             sg_model_flags_help);
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (!*s || *end || x < lo || x > hi) return -1;
-    *out = (int)x;
-    return 0;
-}
-
 typedef struct {
     const char *model, *data, *backend;
     int steps, resume_at, inject, json;
@@ -609,52 +587,36 @@ typedef struct {
 
 /* 0: go on; 1: --help printed; 2: bad flags (message printed) */
 static int parse_args(int argc, char **argv, verify_args *a, sg_model_cfg *cfg) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout), 1;
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) a->model = argv[i + 1];
-    }
-    if (sg_model_preset(cfg, a->model)) return fprintf(stderr, "verify: %s\n", sg_last_error()), 2;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--json")) {
-            a->json = 1;
-            continue;
-        }
-        if (strncmp(f, "--", 2) || !val) {
-            fprintf(stderr, "verify: unknown or incomplete flag '%s' (see verify --help)\n", f);
-            return 2;
-        }
-        i++;
-        int r = sg_model_flag(cfg, f, val);
-        if (r < 0) return fprintf(stderr, "verify: %s\n", sg_last_error()), 2;
-        if (r > 0) continue;
+    if (cli_model_prelude("verify", argc, argv, a->model, cfg)) return 2;
+    cli_args c;
+    cli_args_init(&c, "verify", argc, argv);
+    while (cli_next(&c)) {
         int bad = 0;
-        if (!strcmp(f, "--model")) {
-        } else if (!strcmp(f, "--data")) {
-            a->data = val;
-        } else if (!strcmp(f, "--backend")) {
-            a->backend = val;
-            if (strcmp(val, "cpu") && strcmp(val, "cuda"))
-                return fprintf(stderr, "verify: --backend expects cpu or cuda, got '%s'\n", val), 2;
-        } else if (!strcmp(f, "--steps")) {
-            bad = parse_int(val, 1, 1000000, &a->steps);
-        } else if (!strcmp(f, "--resume-at")) {
-            bad = parse_int(val, 0, 1000000, &a->resume_at);
-        } else if (!strcmp(f, "--inject-divergence")) {
-            bad = parse_int(val, 0, 1000000, &a->inject);
-        } else if (!strcmp(f, "--seed")) {
-            char *end;
-            a->seed = strtoull(val, &end, 10);
-            bad = !*val || *end || *val == '-';
-        } else if (!strcmp(f, "--tol")) {
-            char *end;
-            a->tol = strtod(val, &end);
-            bad = !*val || *end || !(a->tol >= 0);
+        if (cli_is(&c, "--help"))
+            return usage(stdout), 1;
+        else if (cli_is(&c, "--json"))
+            a->json = 1;
+        else if (cli_is(&c, "--data"))
+            bad = !(a->data = cli_value(&c));
+        else if (cli_is(&c, "--backend"))
+            bad = !(a->backend = cli_value(&c)) || cli_check_backend("verify", a->backend);
+        else if (cli_is(&c, "--steps"))
+            bad = cli_int(&c, 1, 1000000, &a->steps);
+        else if (cli_is(&c, "--resume-at"))
+            bad = cli_int(&c, 0, 1000000, &a->resume_at);
+        else if (cli_is(&c, "--inject-divergence"))
+            bad = cli_int(&c, 0, 1000000, &a->inject);
+        else if (cli_is(&c, "--seed"))
+            bad = cli_u64(&c, &a->seed);
+        else if (cli_is(&c, "--tol")) {
+            float tol;
+            bad = cli_float(&c, 0, 1e30, &tol), a->tol = tol;
         } else {
-            fprintf(stderr, "verify: unknown flag '%s' (see verify --help)\n", f);
-            return 2;
+            int r = cli_model_flag(&c, cfg);
+            if (!r) return cli_unknown(&c);
+            bad = r < 0;
         }
-        if (bad) return fprintf(stderr, "verify: bad value '%s' for %s\n", val, f), 2;
+        if (bad) return 2;
     }
     if (a->resume_at < 0) a->resume_at = a->steps / 2;
     if (a->resume_at > a->steps)
@@ -686,68 +648,164 @@ static void pick_inject_target(verify_ctx *v) {
     v->inject_index = best >= 0 ? sg_numel(&g->t[best]) / 2 : 0;
 }
 
-int main(int argc, char **argv) {
-    verify_args a = {.model = "unet_tiny", .steps = 8, .resume_at = -1, .inject = -1, .tol = -1};
-    static verify_ctx v;
-    int pr = parse_args(argc, argv, &a, &v.cfg);
-    if (pr) return pr == 1 ? 0 : 2;
-    v.seed = a.seed;
-    v.steps = a.steps;
-    v.tty = isatty(2);
-    double t_start = now_s();
-
-    /* the data decides the plan's dataset region */
-    char data_spec[600];
-    if (a.data)
-        snprintf(data_spec, sizeof data_spec, "%s", a.data);
+/* The data (it decides the plan's dataset region), the plan, the state layout. 0 or an exit
+ * code (the message printed). */
+static int setup_plan(verify_ctx *v, const verify_args *a, char *data_spec, size_t cap) {
+    if (a->data)
+        snprintf(data_spec, cap, "%s", a->data);
     else
-        snprintf(data_spec, sizeof data_spec, "synthetic:256:%dx%dx%d", v.cfg.img, v.cfg.img,
-                 v.cfg.in_ch);
-    if (data_load(&v.data, data_spec)) return fprintf(stderr, "verify: %s\n", sg_last_error()), 1;
-    if (v.data.c != v.cfg.in_ch) {
+        snprintf(data_spec, cap, "synthetic:256:%dx%dx%d", v->cfg.img, v->cfg.img, v->cfg.in_ch);
+    if (data_load(&v->data, data_spec)) return cli_fail("verify", 1);
+    if (v->data.c != v->cfg.in_ch) {
         fprintf(stderr, "verify: %s has %d channel(s) but model %s expects %d (--in-ch)\n",
-                v.data.source, v.data.c, v.cfg.name, v.cfg.in_ch);
-        return data_free(&v.data), 2;
+                v->data.source, v->data.c, v->cfg.name, v->cfg.in_ch);
+        return 2;
     }
-    if (v.data.h > v.cfg.img || v.data.w > v.cfg.img) {
+    if (v->data.h > v->cfg.img || v->data.w > v->cfg.img) {
         fprintf(stderr, "verify: %s images are %dx%d, larger than the model's %dx%d (--img)\n",
-                v.data.source, v.data.h, v.data.w, v.cfg.img, v.cfg.img);
-        return data_free(&v.data), 2;
+                v->data.source, v->data.h, v->data.w, v->cfg.img, v->cfg.img);
+        return 2;
     }
-    v.cfg.data_n = v.data.n, v.cfg.data_h = v.data.h, v.cfg.data_w = v.data.w;
-    if (sg_plan_build(&v.plan, &v.cfg, 1)) {
-        fprintf(stderr, "verify: %s\n", sg_last_error());
-        return sg_plan_free(&v.plan), data_free(&v.data), 1;
+    v->cfg.data_n = v->data.n, v->cfg.data_h = v->data.h, v->cfg.data_w = v->data.w;
+    if (sg_plan_build(&v->plan, &v->cfg, 1)) return cli_fail("verify", 1);
+    layout_state(v);
+    pick_inject_target(v);
+    snprintf(v->ckpt_dir, sizeof v->ckpt_dir, "/tmp/sg_verify_XXXXXX");
+    if (!mkdtemp(v->ckpt_dir)) {
+        v->ckpt_dir[0] = 0;
+        fprintf(stderr, "verify: cannot create a temporary directory in /tmp\n");
+        return 1;
     }
-    layout_state(&v);
-    pick_inject_target(&v);
+    snprintf(v->ckpt_path, sizeof v->ckpt_path, "%s/resume.sgck", v->ckpt_dir);
+    return 0;
+}
 
-    /* the backend: cuda by default where a GPU is present */
-    const char *backend = a.backend ? a.backend : sg_cuda_available() ? "cuda" : "cpu";
-    run_backend main_be = !strcmp(backend, "cuda") ? RUN_CUDA_GRAPH : RUN_CPU;
-    char no_cuda[512] = "";
-    if (main_be == RUN_CUDA_GRAPH && !sg_cuda_available()) {
+/* cuda by default where a GPU is present; no_cuda says why the CUDA checks are skipped */
+static int choose_backend(const char *name, run_backend *main_be, char *no_cuda, size_t cap) {
+    *main_be = !strcmp(cli_backend_name(name), "cuda") ? RUN_CUDA_GRAPH : RUN_CPU;
+    if (*main_be == RUN_CUDA_GRAPH && !sg_cuda_available()) {
         sg_backend *probe = sg_backend_cuda_create(0, 1);
         if (probe) probe->destroy(probe);
         fprintf(stderr, "verify: --backend cuda: %s\n", sg_last_error());
-        return sg_plan_free(&v.plan), data_free(&v.data), 1;
+        return 1;
     }
-    if (main_be == RUN_CPU) {
+    if (*main_be == RUN_CPU) {
         if (sg_cuda_available()) {
-            snprintf(no_cuda, sizeof no_cuda, "--backend cpu: no CUDA runs asked for");
+            snprintf(no_cuda, cap, "--backend cpu: no CUDA runs asked for");
         } else {
             sg_backend *probe = sg_backend_cuda_create(0, 1);
             if (probe) probe->destroy(probe);
-            snprintf(no_cuda, sizeof no_cuda, "no GPU: %.480s", sg_last_error());
+            snprintf(no_cuda, cap, "no GPU: %.480s", sg_last_error());
         }
     }
-    snprintf(v.ckpt_dir, sizeof v.ckpt_dir, "/tmp/sg_verify_XXXXXX");
-    if (!mkdtemp(v.ckpt_dir)) {
-        fprintf(stderr, "verify: cannot create a temporary directory in /tmp\n");
-        return sg_plan_free(&v.plan), data_free(&v.data), 1;
-    }
-    snprintf(v.ckpt_path, sizeof v.ckpt_path, "%s/resume.sgck", v.ckpt_dir);
+    return 0;
+}
 
+/* (a) same seed twice; the first run is the reference of every other check */
+static int check_same_seed(verify_ctx *v, const verify_args *a, run_backend be, check_row *row,
+                           run_out *ref) {
+    run_spec straight = {be, -1, -1}, second = {be, -1, a->inject};
+    run_out other;
+    memset(&other, 0, sizeof other);
+    v->label = "(a) first run";
+    int ref_ok = !run_steps(v, &straight, a->steps, 0, ref);
+    row->seconds = ref->seconds;
+    if (!ref_ok) return run_failed(row, "the first run"), 0;
+    v->label = "(a) second run";
+    int ok = !run_steps(v, &second, a->steps, 0, &other);
+    row->seconds += other.seconds;
+    int nf = nonfinite_step(ref);
+    if (!ok) {
+        run_failed(row, "the second run");
+    } else if (nf) {
+        row->result = CHECK_FAIL;
+        snprintf(row->detail, sizeof row->detail,
+                 "step %d: the loss is not finite (%g): nothing to compare", nf,
+                 (double)ref->loss[nf - 1]);
+    } else {
+        bitwise_check(v, row, ref, &other, &straight, &second, "a", "b", "2 runs of the same seed");
+    }
+    run_out_free(&other);
+    return 1;
+}
+
+/* (b) stop, save, load, resume vs straight; (c) graph replay vs eager: bitwise */
+static void check_bitwise(verify_ctx *v, const verify_args *a, const run_spec *straight,
+                          const run_spec *spec, const run_out *ref, check_row *row,
+                          const char *label, const char *which, const char *an, const char *bn,
+                          const char *what) {
+    run_out other;
+    memset(&other, 0, sizeof other);
+    v->label = label;
+    int ok = !run_steps(v, spec, a->steps, 0, &other);
+    row->seconds = other.seconds;
+    if (!ok)
+        run_failed(row, which);
+    else
+        bitwise_check(v, row, ref, &other, straight, spec, an, bn, what);
+    run_out_free(&other);
+}
+
+/* (d) CPU vs CUDA: losses within a tolerance */
+static void check_cpu_vs_cuda(verify_ctx *v, const verify_args *a, const run_out *ref,
+                              check_row *row) {
+    run_spec cpu = {RUN_CPU, -1, -1};
+    run_out other;
+    memset(&other, 0, sizeof other);
+    v->label = "(d) cpu reference";
+    int ok = !run_steps(v, &cpu, a->steps, 0, &other);
+    row->seconds = other.seconds;
+    double tol = a->tol >= 0 ? a->tol : v->cfg.act_dt == DT_BF16 ? 3e-2 : 1e-2;
+    if (!ok) {
+        run_failed(row, "the CPU run");
+        run_out_free(&other);
+        return;
+    }
+    double worst = 0;
+    int worst_step = 1;
+    for (int s = 0; s < a->steps; s++) {
+        double x = ref->loss[s], y = other.loss[s];
+        double rel = fabs(x - y) / fmax(fmax(fabs(x), fabs(y)), 1e-30);
+        if (!(rel <= worst)) worst = rel, worst_step = s + 1; /* NaN counts as worst */
+    }
+    row->max_rel = worst;
+    ckpt_value_diff pd;
+    const state_part *pp = &v->parts[0];
+    ckpt_compare(ref->state + pp->offset, other.state + pp->offset, DT_F32, pp->bytes / 4, &pd);
+    row->result = worst <= tol ? CHECK_PASS : CHECK_FAIL;
+    snprintf(row->detail, sizeof row->detail,
+             "max relative loss difference %.3g at step %d (tolerance %.3g; cuda %.9g, "
+             "cpu %.9g)\nfinal parameters: %lld of %lld elements differ, max |diff| %.3g",
+             worst, worst_step, tol, (double)ref->loss[worst_step - 1],
+             (double)other.loss[worst_step - 1], (long long)pd.ndiff, (long long)(pp->bytes / 4),
+             pd.max_abs);
+    run_out_free(&other);
+}
+
+static void skip(check_row *row, const char *why) {
+    row->result = CHECK_SKIP;
+    snprintf(row->detail, sizeof row->detail, "%s", why);
+}
+
+static void cleanup(verify_ctx *v) {
+    if (v->ckpt_dir[0]) unlink(v->ckpt_path), rmdir(v->ckpt_dir);
+    sg_plan_free(&v->plan);
+    data_free(&v->data);
+}
+
+int main(int argc, char **argv) {
+    verify_args a = {.model = "unet_tiny", .steps = 8, .resume_at = -1, .inject = -1, .tol = -1};
+    static verify_ctx v;
+    int rc = parse_args(argc, argv, &a, &v.cfg);
+    if (rc) return rc == 1 ? 0 : 2;
+    v.seed = a.seed, v.steps = a.steps, v.tty = isatty(2);
+    double t_start = now_s();
+    char data_spec[600], no_cuda[512] = "";
+    run_backend be;
+    if ((rc = setup_plan(&v, &a, data_spec, sizeof data_spec)) ||
+        (rc = choose_backend(a.backend, &be, no_cuda, sizeof no_cuda)))
+        return cleanup(&v), rc;
+    const char *backend = cli_backend_name(a.backend);
     fprintf(stderr,
             "verify: %s (%lld parameters) on %s, %s backend, %d step%s, resume at %d, seed %llu\n",
             v.cfg.name, (long long)v.plan.io.n_params, data_spec, backend, a.steps,
@@ -757,115 +815,32 @@ int main(int argc, char **argv) {
                 "verify: --inject-divergence: the second run of (a) adds one ulp to %s index "
                 "%lld after step %d\n",
                 v.plan.g.t[v.inject_tensor].name, (long long)v.inject_index, a.inject);
-
     check_row rows[4] = {
         {.id = "a", .name = "same seed twice", .max_rel = -1},
         {.id = "b", .name = "stop/resume vs straight", .max_rel = -1},
         {.id = "c", .name = "CUDA graph replay vs eager", .max_rel = -1},
         {.id = "d", .name = "CPU vs CUDA losses (tolerance)", .max_rel = -1},
     };
-    run_spec straight = {main_be, -1, -1}, second = {main_be, -1, a.inject},
-             resumed = {main_be, a.resume_at, -1}, eager = {RUN_CUDA_EAGER, -1, -1},
-             cpu = {RUN_CPU, -1, -1};
-    run_out ref, other;
-    memset(&other, 0, sizeof other);
-
-    /* (a) */
-    v.label = "(a) first run";
-    int ref_ok = !run_steps(&v, &straight, a.steps, 0, &ref);
-    rows[0].seconds = ref.seconds;
+    run_spec straight = {be, -1, -1}, resumed = {be, a.resume_at, -1},
+             eager = {RUN_CUDA_EAGER, -1, -1};
+    run_out ref;
+    memset(&ref, 0, sizeof ref);
+    int ref_ok = check_same_seed(&v, &a, be, &rows[0], &ref);
+    char what[64];
+    snprintf(what, sizeof what, "resumed at step %d", a.resume_at);
     if (!ref_ok) {
-        run_failed(&rows[0], "the first run");
+        for (int i = 1; i < 4; i++) skip(&rows[i], "the reference run failed");
     } else {
-        v.label = "(a) second run";
-        int ok = !run_steps(&v, &second, a.steps, 0, &other);
-        rows[0].seconds += other.seconds;
-        int nf = nonfinite_step(&ref);
-        if (!ok) {
-            run_failed(&rows[0], "the second run");
-        } else if (nf) {
-            rows[0].result = CHECK_FAIL;
-            snprintf(rows[0].detail, sizeof rows[0].detail,
-                     "step %d: the loss is not finite (%g): nothing to compare", nf,
-                     (double)ref.loss[nf - 1]);
+        check_bitwise(&v, &a, &straight, &resumed, &ref, &rows[1], "(b) stop, save, load, resume",
+                      "the stop/resume run", "straight", "resumed", what);
+        if (be == RUN_CPU) {
+            skip(&rows[2], no_cuda), skip(&rows[3], no_cuda);
         } else {
-            bitwise_check(&v, &rows[0], &ref, &other, &straight, &second, "a", "b",
-                          "2 runs of the same seed");
+            check_bitwise(&v, &a, &straight, &eager, &ref, &rows[2], "(c) cuda eager",
+                          "the eager CUDA run", "graph", "eager", "graph replay vs eager");
+            check_cpu_vs_cuda(&v, &a, &ref, &rows[3]);
         }
-        run_out_free(&other);
     }
-
-    /* (b) */
-    if (!ref_ok) {
-        rows[1].result = CHECK_SKIP;
-        snprintf(rows[1].detail, sizeof rows[1].detail, "the reference run failed");
-    } else {
-        v.label = "(b) stop, save, load, resume";
-        int ok = !run_steps(&v, &resumed, a.steps, 0, &other);
-        rows[1].seconds = other.seconds;
-        char what[64];
-        snprintf(what, sizeof what, "resumed at step %d", a.resume_at);
-        if (!ok)
-            run_failed(&rows[1], "the stop/resume run");
-        else
-            bitwise_check(&v, &rows[1], &ref, &other, &straight, &resumed, "straight", "resumed",
-                          what);
-        run_out_free(&other);
-    }
-
-    /* (c) */
-    if (main_be == RUN_CPU || !ref_ok) {
-        rows[2].result = CHECK_SKIP;
-        snprintf(rows[2].detail, sizeof rows[2].detail, "%s",
-                 ref_ok ? no_cuda : "the reference run failed");
-    } else {
-        v.label = "(c) cuda eager";
-        int ok = !run_steps(&v, &eager, a.steps, 0, &other);
-        rows[2].seconds = other.seconds;
-        if (!ok)
-            run_failed(&rows[2], "the eager CUDA run");
-        else
-            bitwise_check(&v, &rows[2], &ref, &other, &straight, &eager, "graph", "eager",
-                          "graph replay vs eager");
-        run_out_free(&other);
-    }
-
-    /* (d) */
-    if (main_be == RUN_CPU || !ref_ok) {
-        rows[3].result = CHECK_SKIP;
-        snprintf(rows[3].detail, sizeof rows[3].detail, "%s",
-                 ref_ok ? no_cuda : "the reference run failed");
-    } else {
-        v.label = "(d) cpu reference";
-        int ok = !run_steps(&v, &cpu, a.steps, 0, &other);
-        rows[3].seconds = other.seconds;
-        double tol = a.tol >= 0 ? a.tol : v.cfg.act_dt == DT_BF16 ? 3e-2 : 1e-2;
-        if (!ok) {
-            run_failed(&rows[3], "the CPU run");
-        } else {
-            double worst = 0;
-            int worst_step = 1;
-            for (int s = 0; s < a.steps; s++) {
-                double x = ref.loss[s], y = other.loss[s];
-                double rel = fabs(x - y) / fmax(fmax(fabs(x), fabs(y)), 1e-30);
-                if (!(rel <= worst)) worst = rel, worst_step = s + 1; /* NaN counts as worst */
-            }
-            rows[3].max_rel = worst;
-            ckpt_value_diff pd;
-            const state_part *pp = &v.parts[0];
-            ckpt_compare(ref.state + pp->offset, other.state + pp->offset, DT_F32, pp->bytes / 4,
-                         &pd);
-            rows[3].result = worst <= tol ? CHECK_PASS : CHECK_FAIL;
-            snprintf(rows[3].detail, sizeof rows[3].detail,
-                     "max relative loss difference %.3g at step %d (tolerance %.3g; cuda %.9g, "
-                     "cpu %.9g)\nfinal parameters: %lld of %lld elements differ, max |diff| %.3g",
-                     worst, worst_step, tol, (double)ref.loss[worst_step - 1],
-                     (double)other.loss[worst_step - 1], (long long)pd.ndiff,
-                     (long long)(pp->bytes / 4), pd.max_abs);
-        }
-        run_out_free(&other);
-    }
-
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < 4; i++)
         passed += rows[i].result == CHECK_PASS, failed += rows[i].result == CHECK_FAIL,
@@ -876,11 +851,7 @@ int main(int argc, char **argv) {
                    total);
     else
         print_table(rows, 4, failed, passed, skipped, total);
-
     run_out_free(&ref);
-    unlink(v.ckpt_path);
-    rmdir(v.ckpt_dir);
-    sg_plan_free(&v.plan);
-    data_free(&v.data);
+    cleanup(&v);
     return failed ? 1 : 0;
 }

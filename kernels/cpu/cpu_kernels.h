@@ -101,6 +101,11 @@ void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const
                float *lr_out);
 /* ema = decay * ema + (1 - decay) * p */
 void cpu_ema(float *ema, const float *p, int64_t n, float decay);
+/* The trainer's watch (one step-state scalar each): when the loss or the gradient sum of
+ * squares is not finite and *watch is still 0, *watch = step + 1 (the 1-based step that went
+ * wrong); always *loss_sum += *loss (the trainer averages and resets it per log line). */
+void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, void *watch,
+                    float *loss_sum);
 
 /* ---- randomness and data, all drawn from common/philox.h keyed by (seed, step, purpose, index)
  * so that the CUDA kernels draw exactly the same numbers. */

@@ -21,6 +21,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <math.h>
+#include <string.h>
 
 #define SG_SUMSQ_BLOCK 4096
 
@@ -61,6 +62,15 @@ void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const
         p[i] = (float)pi;
     }
     if (lr_out) lr_out[0] = (float)lr_t;
+}
+
+void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, void *watch,
+                    float *loss_sum) {
+    int64_t s, w;
+    memcpy(&s, step, 8), memcpy(&w, watch, 8);
+    if (!(isfinite(loss[0]) && isfinite(sumsq[0])) && w == 0) w = s + 1;
+    memcpy(watch, &w, 8);
+    loss_sum[0] += loss[0];
 }
 
 void cpu_ema(float *ema, const float *p, int64_t n, float decay) {

@@ -179,6 +179,10 @@ int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad,
 int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay);
 /* step[0] += 1 (the last node of a training step; no CPU counterpart needed). */
 int cuda_step_increment(cudaStream_t st, int64_t *step);
+/* watch: step + 1 of the first step whose loss or gradient sum of squares was not finite
+ * (0 while none was); loss_sum += loss. One thread (kernels/cpu: cpu_loss_watch). */
+int cuda_loss_watch(cudaStream_t st, const float *loss, const float *sumsq, const int64_t *step,
+                    int64_t *watch, float *loss_sum);
 
 /* ---- randomness and data (rng_ops.cu): seed and step are device pointers. */
 int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t ndata, int H0,

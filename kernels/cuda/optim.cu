@@ -90,6 +90,15 @@ __global__ void step_increment_kernel(int64_t *step) {
     step[0] += 1;
 }
 
+/* one thread: the trainer reads watch and loss_sum at its log steps instead of the loss after
+ * every step (no host sync per step), and still learns the exact step of a NaN or Inf */
+__global__ void loss_watch_kernel(const float *loss, const float *sumsq, const int64_t *step,
+                                  int64_t *watch, float *loss_sum) {
+    float l = loss[0], s = sumsq[0];
+    if (!(isfinite(l) && isfinite(s)) && watch[0] == 0) watch[0] = step[0] + 1;
+    loss_sum[0] += l;
+}
+
 /* =============================== launchers =============================== */
 
 int cuda_sumsq(cudaStream_t st, float *out, const float *g, int64_t n, void *ws, int64_t ws_bytes) {
@@ -131,5 +140,12 @@ int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay
 int cuda_step_increment(cudaStream_t st, int64_t *step) {
     step_increment_kernel<<<1, 1, 0, st>>>(step);
     SG_LAUNCH_CHECK("step_increment_kernel");
+    return SG_OK;
+}
+
+int cuda_loss_watch(cudaStream_t st, const float *loss, const float *sumsq, const int64_t *step,
+                    int64_t *watch, float *loss_sum) {
+    loss_watch_kernel<<<1, 1, 0, st>>>(loss, sumsq, step, watch, loss_sum);
+    SG_LAUNCH_CHECK("loss_watch_kernel");
     return SG_OK;
 }

@@ -1,0 +1,177 @@
+/* image_folder.c — your own images: every PNG and JPEG in a folder (dataset.h,
+ * data_load_folder).
+ *
+ * Files are taken in byte order of their names (the same order on every machine), decoded
+ * (libpng's simplified API; libjpeg-turbo), converted to RGB or grey as the model asks,
+ * centre-cropped to a square (the shorter side) and resized to size x size with a box filter
+ * (each output pixel the mean of the source pixels its footprint covers; a footprint smaller
+ * than one pixel takes the pixel under its centre). The result is NHWC uint8 like every
+ * other source, so the rest of the pipeline (uint8 in the arena, flips from the RNG) is
+ * unchanged. An unreadable image is an error naming the file.
+ */
+#include <dirent.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* jpeglib.h needs FILE and size_t declared first */
+#include <jpeglib.h>
+#include <setjmp.h>
+#include <strings.h>
+
+#include "data/dataset.h"
+
+typedef struct {
+    uint8_t *px; /* h x w x c */
+    int h, w;
+} decoded;
+
+static int decode_png(const char *path, int c, decoded *d) {
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&im, path))
+        return sg_set_error("data: %s: not a readable PNG (%s)", path, im.message);
+    im.format = c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    d->h = (int)im.height, d->w = (int)im.width;
+    d->px = malloc(PNG_IMAGE_SIZE(im));
+    if (!d->px) return png_image_free(&im), sg_set_error("data: %s: out of memory", path);
+    if (!png_image_finish_read(&im, NULL, d->px, 0, NULL)) {
+        free(d->px), d->px = NULL;
+        return sg_set_error("data: %s: damaged PNG (%s)", path, im.message);
+    }
+    return SG_OK;
+}
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_err;
+
+static void jpeg_fail(j_common_ptr cinfo) {
+    jpeg_err *e = (jpeg_err *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, e->msg);
+    longjmp(e->jump, 1);
+}
+
+static int decode_jpeg(const char *path, int c, decoded *d) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return sg_set_error("data: %s: cannot open", path);
+    struct jpeg_decompress_struct ci;
+    jpeg_err err;
+    ci.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = jpeg_fail;
+    d->px = NULL;
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&ci);
+        fclose(f);
+        free(d->px), d->px = NULL;
+        return sg_set_error("data: %s: not a readable JPEG (%s)", path, err.msg);
+    }
+    jpeg_create_decompress(&ci);
+    jpeg_stdio_src(&ci, f);
+    jpeg_read_header(&ci, TRUE);
+    ci.out_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(&ci);
+    d->h = (int)ci.output_height, d->w = (int)ci.output_width;
+    size_t row = (size_t)d->w * (size_t)c;
+    d->px = malloc(row * (size_t)d->h);
+    if (!d->px) longjmp(err.jump, 1);
+    while (ci.output_scanline < ci.output_height) {
+        JSAMPROW r = d->px + row * ci.output_scanline;
+        jpeg_read_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_decompress(&ci);
+    jpeg_destroy_decompress(&ci);
+    fclose(f);
+    return SG_OK;
+}
+
+/* centre-crop d to a square and box-filter it into out[size][size][c] */
+static void crop_resize(const decoded *d, int c, int size, uint8_t *out) {
+    int side = d->h < d->w ? d->h : d->w;
+    int y0 = (d->h - side) / 2, x0 = (d->w - side) / 2;
+    for (int oy = 0; oy < size; oy++)
+        for (int ox = 0; ox < size; ox++) {
+            /* the footprint [a, b) of output pixel (ox, oy) in crop coordinates */
+            int ya = (int)((int64_t)oy * side / size), yb = (int)((int64_t)(oy + 1) * side / size);
+            int xa = (int)((int64_t)ox * side / size), xb = (int)((int64_t)(ox + 1) * side / size);
+            if (yb <= ya) ya = (int)(((int64_t)2 * oy + 1) * side / (2 * size)), yb = ya + 1;
+            if (xb <= xa) xa = (int)(((int64_t)2 * ox + 1) * side / (2 * size)), xb = xa + 1;
+            for (int ch = 0; ch < c; ch++) {
+                uint64_t sum = 0;
+                for (int y = ya; y < yb; y++)
+                    for (int x = xa; x < xb; x++)
+                        sum += d->px[((size_t)(y0 + y) * d->w + (x0 + x)) * c + ch];
+                uint64_t cnt = (uint64_t)(yb - ya) * (uint64_t)(xb - xa);
+                out[((size_t)oy * size + ox) * c + ch] = (uint8_t)((sum + cnt / 2) / cnt);
+            }
+        }
+}
+
+static int is_image(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot &&
+           (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* the image file names in dir, sorted: *n of them (malloc'ed array of malloc'ed names) */
+static int list_images(const char *dir, char ***out, int64_t *n) {
+    *out = NULL, *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return sg_set_error("data: folder:%s: cannot open the folder", dir);
+    char **names = NULL;
+    int64_t cap = 0;
+    *n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.' || !is_image(de->d_name)) continue;
+        if (*n == cap) {
+            char **nn = realloc(names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 256));
+            if (!nn) break;
+            names = nn;
+        }
+        if (!(names[*n] = strdup(de->d_name))) break;
+        (*n)++;
+    }
+    closedir(d);
+    if (*n) qsort(names, (size_t)*n, sizeof(char *), cmp_names);
+    *out = names;
+    return SG_OK;
+}
+
+int data_load_folder(sg_dataset *ds, const char *dir, int size, int c) {
+    memset(ds, 0, sizeof *ds);
+    if (size < 4 || size > 4096 || (c != 1 && c != 3))
+        return sg_set_error("data: folder:%s: bad target %dx%dx%d (size 4..4096, 1 or 3 "
+                            "channels)",
+                            dir, size, size, c);
+    int64_t n = 0;
+    char **names;
+    int rc = list_images(dir, &names, &n);
+    if (!rc && n == 0)
+        rc = sg_set_error("data: folder:%s: no .png, .jpg or .jpeg files in it", dir);
+    size_t per = (size_t)size * size * (size_t)c;
+    if (!rc && !(ds->pixels = malloc(per * (size_t)n)))
+        rc = sg_set_error("data: folder:%s: out of memory for %lld images", dir, (long long)n);
+    for (int64_t i = 0; i < n && !rc; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        const char *dot = strrchr(names[i], '.');
+        decoded d = {0};
+        rc = !strcasecmp(dot, ".png") ? decode_png(path, c, &d) : decode_jpeg(path, c, &d);
+        if (!rc && (d.h < 1 || d.w < 1)) rc = sg_set_error("data: %s: empty image", path);
+        if (!rc) crop_resize(&d, c, size, ds->pixels + per * (size_t)i);
+        free(d.px);
+    }
+    for (int64_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (rc) return data_free(ds), SG_ERR;
+    ds->n = n, ds->h = ds->w = size, ds->c = c;
+    snprintf(ds->source, sizeof ds->source, "folder:%s", dir);
+    return SG_OK;
+}

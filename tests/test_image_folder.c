@@ -1,0 +1,127 @@
+/* test_image_folder.c — data_load_folder (data/image_folder.c): PNG and JPEG files in a folder
+ * become size x size images, centre-cropped and box-filtered, in name order; other files are
+ * ignored; an unreadable image is an error naming it.
+ *
+ * Oracle: the crop is written out by hand (a 40x24 image keeps columns 8..31) and the resize
+ * is an exact 2x2 mean (24 -> 12), computed here independently of the loader's general box
+ * filter. Pixels are random (fixed seed); JPEG is lossy, so it is compared within a bound.
+ */
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* jpeglib.h needs FILE and size_t first */
+#include <jpeglib.h>
+#include <unistd.h>
+
+#include "data/dataset.h"
+#include "tests/sg_test.h"
+
+static void write_png(const char *path, const uint8_t *px, int w, int h, int c) {
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    im.width = (png_uint_32)w, im.height = (png_uint_32)h;
+    im.format = c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    CHECK(png_image_write_to_file(&im, path, 0, px, 0, NULL), "write %s", path);
+}
+
+static void write_jpeg(const char *path, const uint8_t *px, int w, int h) {
+    FILE *f = fopen(path, "wb");
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr err;
+    ci.err = jpeg_std_error(&err);
+    jpeg_create_compress(&ci);
+    jpeg_stdio_dest(&ci, f);
+    ci.image_width = (JDIMENSION)w, ci.image_height = (JDIMENSION)h;
+    ci.input_components = 3, ci.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, 100, TRUE);
+    jpeg_start_compress(&ci, TRUE);
+    while (ci.next_scanline < ci.image_height) {
+        JSAMPROW r = (JSAMPROW)(px + (size_t)ci.next_scanline * w * 3);
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    fclose(f);
+}
+
+/* the expected 12x12 image: crop (x0, y0, 24x24) of src (w wide, c channels), 2x2 means */
+static void expect(const uint8_t *src, int w, int c, int x0, int y0, uint8_t *out) {
+    for (int y = 0; y < 12; y++)
+        for (int x = 0; x < 12; x++)
+            for (int ch = 0; ch < c; ch++) {
+                int s = 0;
+                for (int dy = 0; dy < 2; dy++)
+                    for (int dx = 0; dx < 2; dx++)
+                        s += src[((y0 + 2 * y + dy) * w + x0 + 2 * x + dx) * c + ch];
+                out[(y * 12 + x) * c + ch] = (uint8_t)((s + 2) / 4);
+            }
+}
+
+int main(void) {
+    char dir[] = "/tmp/sg_folder_XXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    uint64_t seed = 2024;
+    /* a.png: 40x24 RGB (wide: crop columns 8..31); b.jpg: 24x40 RGB (tall: rows 8..31) */
+    uint8_t wide[24 * 40 * 3], tall[40 * 24 * 3];
+    for (size_t i = 0; i < sizeof wide; i++) wide[i] = (uint8_t)(sg_test_next(&seed) >> 56);
+    for (int y = 0; y < 40; y++) /* smooth, so JPEG keeps it close */
+        for (int x = 0; x < 24; x++)
+            for (int ch = 0; ch < 3; ch++)
+                tall[(y * 24 + x) * 3 + ch] = (uint8_t)(2 * y + 2 * x + 40 * ch);
+    snprintf(path, sizeof path, "%s/a.png", dir), write_png(path, wide, 40, 24, 3);
+    snprintf(path, sizeof path, "%s/b.JPG", dir), write_jpeg(path, tall, 24, 40);
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not an image\n", f), fclose(f);
+
+    sg_dataset ds;
+    memset(&ds, 0xA5, sizeof ds);
+    CHECK(data_load_folder(&ds, dir, 12, 3) == SG_OK, "load: %s", sg_last_error());
+    CHECK(ds.n == 2 && ds.h == 12 && ds.w == 12 && ds.c == 3, "shape %lld x %dx%dx%d",
+          (long long)ds.n, ds.h, ds.w, ds.c);
+    uint8_t want[12 * 12 * 3];
+    expect(wide, 40, 3, 8, 0, want);
+    CHECK(ds.n >= 1 && !memcmp(ds.pixels, want, sizeof want), "a.png: crop + 2x2 mean exact");
+    expect(tall, 24, 3, 0, 8, want);
+    int worst = 0;
+    for (size_t i = 0; i < sizeof want && ds.n == 2; i++) {
+        int d = abs((int)ds.pixels[sizeof want + i] - (int)want[i]);
+        worst = d > worst ? d : worst;
+    }
+    CHECK(worst <= 6, "b.JPG within 6 of the exact crop + mean (JPEG q100), worst %d", worst);
+    data_free(&ds);
+
+    /* grey */
+    uint8_t grey[24 * 24];
+    for (size_t i = 0; i < sizeof grey; i++) grey[i] = (uint8_t)(sg_test_next(&seed) >> 56);
+    char gdir[] = "/tmp/sg_folder_XXXXXX";
+    CHECK(mkdtemp(gdir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/g.png", gdir), write_png(path, grey, 24, 24, 1);
+    CHECK(data_load_folder(&ds, gdir, 12, 1) == SG_OK, "grey: %s", sg_last_error());
+    uint8_t gwant[12 * 12];
+    expect(grey, 24, 1, 0, 0, gwant);
+    CHECK(ds.n == 1 && ds.c == 1 && !memcmp(ds.pixels, gwant, sizeof gwant), "grey exact");
+    data_free(&ds);
+
+    /* an unreadable image is named; an empty folder and a missing one are errors */
+    snprintf(path, sizeof path, "%s/zz.png", gdir);
+    f = fopen(path, "w");
+    fputs("garbage, not a PNG", f), fclose(f);
+    CHECK(data_load_folder(&ds, gdir, 12, 1) == SG_ERR && strstr(sg_last_error(), "zz.png") &&
+              ds.pixels == NULL,
+          "damaged file named: %s", sg_last_error());
+    unlink(path);
+    snprintf(path, sizeof path, "%s/g.png", gdir), unlink(path);
+    CHECK(data_load_folder(&ds, gdir, 12, 1) == SG_ERR && strstr(sg_last_error(), "no .png"),
+          "empty folder: %s", sg_last_error());
+    rmdir(gdir);
+    CHECK(data_load_folder(&ds, gdir, 12, 1) == SG_ERR, "missing folder");
+    snprintf(path, sizeof path, "%s/a.png", dir), unlink(path);
+    snprintf(path, sizeof path, "%s/b.JPG", dir), unlink(path);
+    snprintf(path, sizeof path, "%s/notes.txt", dir), unlink(path);
+    rmdir(dir);
+    return sg_test_end();
+}

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# train as a user meets it (issue 15): strict flags, the run directory (refusal, --overwrite,
+# the lock, parents, config.json), self-contained resume (from a directory or a checkpoint,
+# bit-exact, metrics cut back, a damaged newest checkpoint skipped, safe changes recorded,
+# unsafe ones refused), the signal exit code and the printed resume command, Ctrl-C during
+# the end-of-run sampling, and a data path with a quote and a long path that must not fail
+# the first checkpoint save. Usage: test_train_cli.sh build/train build/ckpt
+set -u
+train=$(realpath "$1") ckpt=$(realpath "$2")
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+T=("$train" --model unet_tiny --data synthetic:64:16x16x3 --samples 4 --ddim-steps 2)
+
+# ---- flags: values that were truncated or silently accepted
+usage_err() { # name, args...: exit 2, no run directory made
+  local name=$1; shift
+  "${T[@]}" --out u "$@" >/dev/null 2>err.txt; local rc=$?
+  ok "$name: exit 2" '[ $rc -eq 2 ] && [ ! -e u ] && [ $(wc -l <err.txt) -eq 1 ]'
+}
+usage_err "--keep 4294967297" --steps 2 --keep 4294967297
+usage_err "--steps ' -1'" --steps " -1"
+usage_err "--steps -1" --steps -1
+usage_err "--steps 1e3" --steps 1e3
+usage_err "--steps 99999999999999999999" --steps 99999999999999999999
+usage_err "--lr nan" --steps 2 --lr nan
+usage_err "--dropout nan" --steps 2 --dropout nan
+usage_err "--log-every 0" --steps 2 --log-every 0
+usage_err "--steps without a value" --steps
+usage_err "--backend gpu" --steps 2 --backend gpu
+# after the data is loaded (under ASan, a leaked dataset buffer fails this exit status)
+usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1
+
+# ---- a fresh run with --flag=value into a/b/c: parents made, config.json written
+"${T[@]}" --steps=4 --log-every=2 --ckpt-every=2 --out=a/b/c 2>log.txt; rc=$?
+ok "fresh run into a/b/c" '[ $rc -eq 0 ] && [ -f a/b/c/ckpt_00000004.sgck ]'
+ok "config.json is the full config" 'python3 - a/b/c/config.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["model"]["model"] == "unet_tiny" and d["model"]["dropout"] == 0.1, d["model"]
+assert d["data"] == {"spec": "synthetic:64:16x16x3", "n": 64}, d["data"]
+assert d["steps"] == 4 and d["log_every"] == 2 and d["resumes"] == []
+PY'
+ok "metrics lines carry the interval mean and context" 'python3 - a/b/c/metrics.jsonl <<PY
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in rows] == [2, 4], rows
+for r in rows:
+    for k in ("loss", "lr", "ema_decay", "grad_norm", "epoch", "wall_s", "ms_per_step"):
+        assert k in r, k
+assert rows[1]["epoch"] == 4 * 4 / 64
+PY'
+ok "progress line says what the loss is" 'grep -q "mean of the last 2 steps" log.txt'
+ok "loss.png has loss, lr and grad-norm panels" 'python3 - a/b/c/loss.png <<PY
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h) == (800, 1500), (w, h)
+PY'
+
+# ---- --sample-every on a step that is neither a log nor a checkpoint step; grids captioned
+"${T[@]}" --steps 4 --log-every 2 --ckpt-every 0 --sample-every 3 --out se >/dev/null 2>&1; rc=$?
+ok "--sample-every 3 samples at step 3 (not a log step)" '[ $rc -eq 0 ] && [ -s se/samples_00000003.png ] && [ -s se/samples_00000004.png ]'
+ok "sample grids carry a caption strip (RGB, 15 px above the 2x2 grid)" 'python3 - se/samples_00000003.png <<PY
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h, b[25]) == (67, 15 + 67, 2), (w, h, b[25])
+PY'
+
+# ---- another fresh run into it refuses; --overwrite replaces it; a held lock refuses
+"${T[@]}" --steps 2 --out a/b/c >/dev/null 2>err.txt; rc=$?
+ok "a fresh run refuses a directory holding a run" '[ $rc -ne 0 ] && grep -q "holds another run" err.txt && [ -f a/b/c/ckpt_00000004.sgck ]'
+touch a/b/c/notes.txt
+"${T[@]}" --steps 2 --out a/b/c --overwrite >/dev/null 2>&1; rc=$?
+ok "--overwrite replaces the run (and only its files)" '[ $rc -eq 0 ] && [ ! -e a/b/c/ckpt_00000004.sgck ] && [ -f a/b/c/ckpt_00000002.sgck ] && [ -f a/b/c/notes.txt ]'
+mkdir -p locked
+flock locked/.lock sleep 30 &
+holder=$!
+sleep 0.3
+"${T[@]}" --steps 2 --out locked >/dev/null 2>err.txt; rc=$?
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+ok "a locked directory refuses a second trainer" '[ $rc -ne 0 ] && grep -q "in use by another trainer" err.txt && [ ! -e locked/metrics.jsonl ]'
+
+# ---- resume is bit-exact and self-contained; metrics are cut back to the checkpoint
+"${T[@]}" --steps 6 --log-every 1 --ckpt-every 3 --out straight >/dev/null 2>&1
+"${T[@]}" --steps 6 --log-every 1 --ckpt-every 3 --out crashed >/dev/null 2>&1
+# as if it crashed after logging step 6 but before its checkpoint
+rm crashed/ckpt_00000006.sgck && echo ckpt_00000003.sgck >crashed/latest
+"$train" --resume crashed >/dev/null 2>err.txt; rc=$?
+ok "resume from a directory alone" '[ $rc -eq 0 ] && [ -f crashed/ckpt_00000006.sgck ]'
+ok "resumed run is bit-exact" '"$ckpt" diff straight/ckpt_00000006.sgck crashed/ckpt_00000006.sgck --ignore-meta >/dev/null'
+ok "metrics.jsonl has each step once" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6]" ]'
+"$train" --resume crashed/ckpt_00000006.sgck --steps 8 --lr 0.001 >/dev/null 2>&1; rc=$?
+ok "resume from a checkpoint with a new target and lr" '[ $rc -eq 0 ] && [ -f crashed/ckpt_00000008.sgck ]'
+ok "the change is recorded in config.json" 'python3 - crashed/config.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["resumes"]
+assert len(r) == 2 and r[1]["step"] == 6 and r[1]["changes"] == {"steps": 8, "lr": 0.001}, r
+PY'
+"$train" --resume crashed --steps 7 >/dev/null 2>err.txt; rc=$?
+ok "--steps below the resumed step is an error" '[ $rc -eq 2 ] && grep -q "nothing to train" err.txt'
+"$train" --resume crashed --steps 12 --ch 64 >/dev/null 2>err.txt; rc=$?
+ok "a model flag on resume is refused" '[ $rc -eq 2 ] && grep -q -- "--ch cannot change" err.txt'
+"$train" --resume crashed --steps 12 --data synthetic:32:16x16x3 >/dev/null 2>err.txt; rc=$?
+ok "--data on resume is refused" '[ $rc -eq 2 ] && grep -q -- "--data cannot change" err.txt'
+# a damaged newest checkpoint: the newest valid one is used, and the damage named
+python3 - crashed/ckpt_00000008.sgck <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+for i in range(len(b) // 2, len(b) // 2 + 64):
+    b[i] ^= 0x5A
+open(p, "wb").write(b)
+PY
+"$train" --resume crashed --steps 9 >/dev/null 2>err.txt; rc=$?
+ok "a damaged newest checkpoint falls back to the newest valid one" '[ $rc -eq 0 ] && grep -q "ckpt_00000008.sgck is damaged" err.txt && [ -f crashed/ckpt_00000009.sgck ]'
+ok "metrics cut back to the fallback checkpoint" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6, 7, 8, 9]" ]'
+
+# ---- a signal: checkpoint, exit 130, and the printed command resumes
+sig="sig dir/it's \"here\""
+"${T[@]}" --steps 100000 --log-every 1 --ckpt-every 0 --out "$sig" >/dev/null 2>err.txt &
+pid=$!
+for _ in $(seq 100); do grep -q "^step 2/" err.txt && break; sleep 0.1; done
+kill -INT $pid; wait $pid; rc=$?
+ok "SIGINT stops with exit 130 and a checkpoint" '[ $rc -eq 130 ] && ls "$sig"/ckpt_*.sgck >/dev/null 2>&1'
+cmd=$(grep -A1 "continue with:" err.txt | tail -1)
+ok "the hint names the run" '[[ "$cmd" == *"--resume "* ]]'
+eval "$cmd --steps 30" >/dev/null 2>&1; rc=$?
+ok "the printed command resumes, as printed (a space and quotes in the path)" '[ $rc -eq 0 ] && [ -f "$sig/ckpt_00000030.sgck" ]'
+# during the end-of-run sampling (1000 DDIM steps: long enough to be interrupted)
+"${T[@]}" --steps 2 --samples 16 --ddim-steps 1000 --out sig2 >/dev/null 2>err.txt &
+pid=$!
+for _ in $(seq 100); do grep -q "checkpoint: sig2/ckpt_00000002" err.txt && break; sleep 0.1; done
+sleep 0.5
+t0=$(date +%s.%N)
+kill -INT $pid; wait $pid; rc=$?
+t1=$(date +%s.%N)
+ok "SIGINT during the final sampling stops it (exit 130, under 3 s)" '[ $rc -eq 130 ] && python3 -c "import sys; sys.exit(not ($t1 - $t0 < 3))"'
+
+# ---- a data path with a quote and a long path: the first checkpoint save must not fail
+long="$tmp/$(printf 'd%.0s' $(seq 200))/$(printf 'e%.0s' $(seq 200))/q\"uote \\ dir"
+mkdir -p "$long"
+python3 - "$long/images.idx" <<'PY'
+import random, struct, sys
+random.seed(1)
+n, h, w = 32, 16, 16
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, h, w))
+    f.write(bytes(random.randrange(256) for _ in range(n * h * w)))
+PY
+"$train" --model unet_tiny --in-ch 1 --data "idx:$long/images.idx" --steps 2 --samples 4 \
+  --ddim-steps 2 --out "q\"out" >/dev/null 2>err.txt; rc=$?
+ok "a quote and a long data path: the run saves" '[ $rc -eq 0 ] && [ -f "q\"out/ckpt_00000002.sgck" ]'
+ok "the checkpoint metadata names the data path exactly" '"$ckpt" info "q\"out/ckpt_00000002.sgck" --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+m = d.get(\"meta\", d)
+assert m[\"data\"][\"spec\"] == sys.argv[1], m[\"data\"]
+" "idx:$long/images.idx"'
+"$train" --resume "q\"out" --steps 3 >/dev/null 2>&1; rc=$?
+ok "and it resumes from that path" '[ $rc -eq 0 ] && [ -f "q\"out/ckpt_00000003.sgck" ]'
+
+# ---- your own images: --data folder:DIR (PNG; centre-cropped and resized to the model's 16x16)
+mkdir -p imgs
+python3 - imgs <<'PY'
+import random, struct, sys, zlib
+random.seed(3)
+def png(path, w, h):
+    raw = b"".join(b"\0" + bytes(random.randrange(256) for _ in range(3 * w)) for _ in range(h))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+for i in range(6):
+    png(f"{sys.argv[1]}/img{i}.png", 40 + 8 * i, 24)
+PY
+"$train" --model unet_tiny --data folder:imgs --steps 2 --samples 4 --ddim-steps 2 --out own 2>err.txt >/dev/null; rc=$?
+ok "folder:DIR trains on its PNGs" '[ $rc -eq 0 ] && grep -q "on folder:imgs (6 images)" err.txt && [ -f own/ckpt_00000002.sgck ]'
+"$train" --resume own --steps 3 >/dev/null 2>&1; rc=$?
+ok "and resumes from them" '[ $rc -eq 0 ] && [ -f own/ckpt_00000003.sgck ]'
+ok "ckpt takes --flag=value too" '"$ckpt" dump own/ckpt_00000003.sgck loss --limit=1 | grep -q "^# loss"'
+echo "not a png" >imgs/zz.png
+"$train" --model unet_tiny --data folder:imgs --steps 2 --out own2 >/dev/null 2>err.txt; rc=$?
+ok "an unreadable image is named" '[ $rc -ne 0 ] && grep -q "zz.png" err.txt'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

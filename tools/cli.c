@@ -1,0 +1,350 @@
+/* cli.c — the tools' shared plumbing (cli.h): clock, strict parsing, the argument walker,
+ * the model prelude, the backend choice, JSON through jansson. */
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph/backend.h"
+
+double cli_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+const char *cli_fmt_duration(double s, char *buf) {
+    if (!(s >= 0 && s <= 1e8)) return strcpy(buf, "?");
+    int h = (int)(s / 3600), m = (int)(s / 60) % 60, sec = (int)s % 60;
+    if (h)
+        snprintf(buf, 16, "%dh%02dm", h, m);
+    else if (m)
+        snprintf(buf, 16, "%dm%02ds", m, sec);
+    else
+        snprintf(buf, 16, "%ds", sec);
+    return buf;
+}
+
+/* ---- strict parsing */
+
+/* strtoll/strtoull skip leading blanks and accept a sign (" -1" became 2^64-1): the first
+ * character must be a digit, or a '-' followed by one when negatives are allowed. */
+static int starts_like_number(const char *v, int allow_minus) {
+    if (allow_minus && *v == '-') v++;
+    return *v >= '0' && *v <= '9';
+}
+
+int cli_parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long x = starts_like_number(v, lo < 0) ? strtoll(v, &end, 10) : 0;
+    if (!starts_like_number(v, lo < 0) || *end || errno || x < lo || x > hi)
+        return sg_set_error("%s expects an integer in [%lld, %lld], got '%s'", flag, (long long)lo,
+                            (long long)hi, v);
+    *out = x;
+    return SG_OK;
+}
+
+int cli_parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
+    int64_t x;
+    if (cli_parse_i64(flag, v, lo, hi, &x)) return SG_ERR;
+    *out = (int)x;
+    return SG_OK;
+}
+
+int cli_parse_u64(const char *flag, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = starts_like_number(v, 0) ? strtoull(v, &end, 10) : 0;
+    if (!starts_like_number(v, 0) || *end || errno)
+        return sg_set_error("%s expects an integer in [0, %llu], got '%s'", flag,
+                            (unsigned long long)UINT64_MAX, v);
+    *out = x;
+    return SG_OK;
+}
+
+int cli_parse_float(const char *flag, const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double x = *v && *v != ' ' ? strtod(v, &end) : NAN;
+    /* !(x >= lo && x <= hi) also rejects NaN; a finite double out of float range is too */
+    if (!*v || *v == ' ' || *end || !(x >= lo && x <= hi) || !isfinite((float)x))
+        return sg_set_error("%s expects a number in [%g, %g], got '%s'", flag, lo, hi, v);
+    *out = (float)x;
+    return SG_OK;
+}
+
+/* ---- the argument walker */
+
+void cli_args_init(cli_args *a, const char *tool, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->tool = tool, a->argc = argc, a->argv = argv, a->i = 0, a->value_taken = 1;
+}
+
+static void walker_error(cli_args *a, const char *fmt, const char *what) {
+    fprintf(stderr, "%s: ", a->tool);
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, " (see %s --help)\n", a->tool);
+    a->flag[0] = 0;
+}
+
+int cli_next(cli_args *a) {
+    if (!a->flag[0] && a->i > 0) return 0; /* an error was reported: stop */
+    if (a->inline_ && !a->value_taken) {
+        walker_error(a, "%s takes no value", a->flag);
+        return 1;
+    }
+    a->i++;
+    if (a->i >= a->argc) return 0;
+    const char *s = a->argv[a->i];
+    a->inline_ = NULL, a->value_taken = 0;
+    if (strncmp(s, "--", 2) && strcmp(s, "-h")) {
+        walker_error(a, "unexpected argument '%s'", s);
+        return 1;
+    }
+    const char *eq = strchr(s, '=');
+    size_t len = eq ? (size_t)(eq - s) : strlen(s);
+    if (len >= sizeof a->flag) len = sizeof a->flag - 1;
+    memcpy(a->flag, s, len);
+    a->flag[len] = 0;
+    if (!strcmp(a->flag, "-h")) strcpy(a->flag, "--help");
+    if (eq) a->inline_ = eq + 1;
+    return 1;
+}
+
+int cli_is(const cli_args *a, const char *flag) {
+    return !strcmp(a->flag, flag);
+}
+
+const char *cli_value(cli_args *a) {
+    a->value_taken = 1;
+    if (a->inline_) return a->inline_;
+    if (a->i + 1 >= a->argc) {
+        fprintf(stderr, "%s: %s needs a value (see %s --help)\n", a->tool, a->flag, a->tool);
+        return NULL;
+    }
+    return a->argv[++a->i];
+}
+
+static int parsed(cli_args *a, int rc) {
+    if (rc) fprintf(stderr, "%s: %s\n", a->tool, sg_last_error());
+    return rc;
+}
+
+int cli_i64(cli_args *a, int64_t lo, int64_t hi, int64_t *out) {
+    const char *v = cli_value(a);
+    return v ? parsed(a, cli_parse_i64(a->flag, v, lo, hi, out)) : SG_ERR;
+}
+
+int cli_int(cli_args *a, int lo, int hi, int *out) {
+    const char *v = cli_value(a);
+    return v ? parsed(a, cli_parse_int(a->flag, v, lo, hi, out)) : SG_ERR;
+}
+
+int cli_u64(cli_args *a, uint64_t *out) {
+    const char *v = cli_value(a);
+    return v ? parsed(a, cli_parse_u64(a->flag, v, out)) : SG_ERR;
+}
+
+int cli_float(cli_args *a, double lo, double hi, float *out) {
+    const char *v = cli_value(a);
+    return v ? parsed(a, cli_parse_float(a->flag, v, lo, hi, out)) : SG_ERR;
+}
+
+int cli_unknown(const cli_args *a) {
+    if (a->flag[0])
+        fprintf(stderr, "%s: unknown flag '%s' (see %s --help)\n", a->tool, a->flag, a->tool);
+    return SG_ERR_USAGE;
+}
+
+int cli_fail(const char *tool, int code) {
+    fprintf(stderr, "%s: %s\n", tool, sg_last_error());
+    return code;
+}
+
+/* ---- the model */
+
+int cli_model_prelude(const char *tool, int argc, char **argv, const char *default_model,
+                      sg_model_cfg *cfg) {
+    const char *model = default_model;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
+        if (strcmp(argv[i], "--model")) continue;
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) {
+            fprintf(stderr, "%s: --model needs a value (see %s --help)\n", tool, tool);
+            return SG_ERR;
+        }
+        model = argv[++i];
+    }
+    if (sg_model_preset(cfg, model)) return cli_fail(tool, SG_ERR);
+    return SG_OK;
+}
+
+int cli_model_flag(cli_args *a, sg_model_cfg *cfg) {
+    if (cli_is(a, "--model")) return cli_value(a) ? 1 : -1;
+    /* is it a model flag at all? ask with a scratch config (any value answers that) */
+    sg_model_cfg scratch = *cfg;
+    const char *probe = a->inline_ ? a->inline_ : "";
+    if (!sg_model_flag(&scratch, a->flag, probe)) return 0;
+    const char *v = cli_value(a);
+    if (!v) return -1;
+    if (sg_model_flag(cfg, a->flag, v) < 0)
+        return fprintf(stderr, "%s: %s\n", a->tool, sg_last_error()), -1;
+    return 1;
+}
+
+static int json_int_field(const json_t *o, const char *key, int lo, int hi, int *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK; /* absent: the preset's value; the config check names a mismatch */
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return sg_set_error("checkpoint config: \"%s\" is not an integer in [%d, %d]", key, lo, hi);
+    *out = (int)json_integer_value(v);
+    return SG_OK;
+}
+
+static int json_float_field(const json_t *o, const char *key, float *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return sg_set_error("checkpoint config: \"%s\" is not a finite number", key);
+    *out = (float)json_number_value(v);
+    return SG_OK;
+}
+
+static int json_list_field(const json_t *o, const char *key, int *vals, int *n) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK;
+    if (!json_is_array(v) || json_array_size(v) > SG_MAX_LEVELS)
+        return sg_set_error("checkpoint config: \"%s\" is not a list of at most %d integers", key,
+                            SG_MAX_LEVELS);
+    *n = (int)json_array_size(v);
+    memset(vals, 0, sizeof(int) * SG_MAX_LEVELS); /* as sg_model_flag leaves unused slots */
+    for (int i = 0; i < *n; i++) {
+        json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 1 << 20)
+            return sg_set_error("checkpoint config: \"%s\"[%d] is not a positive integer", key, i);
+        vals[i] = (int)json_integer_value(x);
+    }
+    return SG_OK;
+}
+
+int cli_model_from_json(const json_t *config, sg_model_cfg *c) {
+    const char *model = json_string_value(json_object_get(config, "model"));
+    if (!json_is_object(config) || !model)
+        return sg_set_error("checkpoint metadata has no config with a \"model\" name");
+    if (sg_model_preset(c, model)) return SG_ERR;
+    const char *prec = json_string_value(json_object_get(config, "precision"));
+    if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16"))
+        return sg_set_error("checkpoint config: unknown precision '%s'", prec);
+    if (prec) c->act_dt = !strcmp(prec, "bf16") ? DT_BF16 : DT_F32;
+    struct {
+        const char *key;
+        int *field, lo, hi;
+    } ints[] = {{"img", &c->img, 1, 1 << 12},       {"in_ch", &c->in_ch, 1, 64},
+                {"ch", &c->ch, 1, 1 << 14},         {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
+                {"heads", &c->heads, 1, 1024},      {"head_ch", &c->head_ch, 0, 1 << 14},
+                {"groups", &c->groups, 1, 1 << 14}, {"resample_conv", &c->resample_conv, 0, 1},
+                {"batch", &c->batch, 1, 1 << 16},   {"T", &c->T, 1, 1 << 20},
+                {"warmup", &c->warmup, 0, 1 << 30}, {"flip", &c->flip, 0, 1}};
+    for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
+        if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
+            return SG_ERR;
+    struct {
+        const char *key;
+        float *field;
+    } fls[] = {{"dropout", &c->dropout}, {"beta1", &c->beta1},
+               {"betaT", &c->betaT},     {"lr", &c->lr},
+               {"b1", &c->b1},           {"b2", &c->b2},
+               {"eps", &c->eps},         {"wd", &c->wd},
+               {"clip", &c->clip},       {"ema_decay", &c->ema_decay}};
+    for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
+        if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
+    if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
+        json_list_field(config, "attn_res", c->attn_res, &c->nattn))
+        return SG_ERR;
+    if (!(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
+        return sg_set_error("checkpoint config: betas %g .. %g are not a schedule (0 < beta1 <= "
+                            "betaT < 1)",
+                            (double)c->beta1, (double)c->betaT);
+    return sg_model_validate(c);
+}
+
+/* ---- the backend */
+
+int cli_check_backend(const char *tool, const char *name) {
+    if (!name || !strcmp(name, "cpu") || !strcmp(name, "cuda")) return SG_OK;
+    fprintf(stderr, "%s: --backend expects cpu or cuda, got '%s'\n", tool, name);
+    return SG_ERR;
+}
+
+const char *cli_backend_name(const char *name) {
+    return name ? name : sg_cuda_available() ? "cuda" : "cpu";
+}
+
+/* ---- JSON output */
+
+char *cli_json_string(json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (!s) sg_set_error("cannot render JSON (out of memory?)");
+    return s;
+}
+
+json_t *cli_json_text(const char *s) {
+    json_t *j = json_string(s);
+    if (j || !s) return j;
+    char *copy = strdup(s); /* not UTF-8: JSON cannot hold the bytes; keep ASCII, mark the rest */
+    for (char *p = copy; p && *p; p++)
+        if ((unsigned char)*p >= 0x80) *p = '?';
+    j = copy ? json_string(copy) : NULL;
+    free(copy);
+    return j;
+}
+
+int cli_json_print_inline(FILE *f, json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(j);
+    if (!s) return sg_set_error("cannot render JSON (out of memory?)");
+    fputs(s, f);
+    free(s);
+    return SG_OK;
+}
+
+int cli_json_print(FILE *f, json_t *j) {
+    char *s = cli_json_string(j);
+    if (!s) return SG_ERR;
+    fprintf(f, "%s\n", s);
+    free(s);
+    return SG_OK;
+}
+
+static double shortest_float(float f) {
+    char buf[32];
+    for (int digits = 6; digits < 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        if ((float)strtod(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+json_t *cli_json_float(float f) {
+    return json_real(shortest_float(f));
+}
+
+json_t *cli_model_json(const sg_model_cfg *cfg) {
+    char text[2048];
+    sg_model_json(cfg, text, sizeof text);
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    if (!j) return sg_set_error("model config JSON: %s", err.text), NULL;
+    /* the config's reals are floats: write each as the shortest text that reads back to it */
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (json_is_real(v)) json_real_set(v, shortest_float((float)json_real_value(v)));
+    }
+    return j;
+}
