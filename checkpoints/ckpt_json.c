@@ -748,9 +748,17 @@ int ckpt_meta_check_config(const char *expected_meta, const char *ckpt_meta) {
             if (sep && vs) {
                 *sep = 0, *vs = 0;
                 const char *sub = strcmp(where, "(root)") == 0 ? "" : where;
+                /* the one config field with a meaning when absent: checkpoints written before
+                 * the downsampling padding was a model property padded symmetrically */
+                int old_pad = !strcmp(keys[k], "config") && !strcmp(sub, "down_pad") &&
+                              !strcmp(sep + 2, "(absent)");
                 rc = sg_set_error("checkpoint is from another model config: %s%s%s is %s in "
                                   "the checkpoint, %s expected",
-                                  keys[k], *sub ? "." : "", sub, sep + 2, vs + 4);
+                                  keys[k], *sub ? "." : "", sub,
+                                  old_pad ? "absent (written before down_pad existed: "
+                                            "\"symmetric\")"
+                                          : sep + 2,
+                                  vs + 4);
             } else {
                 rc = sg_set_error("checkpoint is from another model config: %s differs (%s)",
                                   keys[k], where);

@@ -158,6 +158,19 @@ static void print_meta_text(const char *meta) {
     ckpt_json_free(j);
 }
 
+/* The downsampling padding a stepgraph checkpoint was trained with: config.down_pad, or
+ * "symmetric" for checkpoints written before the field existed. Returns 0 when the metadata
+ * has no model config (not a training checkpoint); *recorded says whether the field exists. */
+static int ckpt_down_pad(const char *meta, char *buf, size_t cap, int *recorded) {
+    ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
+    if (!j) return 0;
+    int has_cfg = ckpt_json_find(j, 0, "config") >= 0;
+    *recorded = ckpt_json_get_string(j, "config.down_pad", buf, cap) == SG_OK;
+    if (!*recorded) snprintf(buf, cap, "symmetric");
+    ckpt_json_free(j);
+    return has_cfg;
+}
+
 static void print_totals_text(const char *title, const char *const *names, const totals *t, int n) {
     printf("%-10s %6s %14s %14s %7s\n", title, "count", "raw", "stored", "ratio");
     for (int i = 0; i < n; i++) {
@@ -213,6 +226,13 @@ static int cmd_info(const args *a) {
         print_totals_json(sg_role_names, role, ROLE_COUNT);
         printf(",\"by_dtype\":");
         print_totals_json(sg_dtype_names, dtype, DT_COUNT);
+        char pad[32];
+        int recorded;
+        if (ckpt_down_pad(ckpt_meta(f), pad, sizeof pad, &recorded)) {
+            printf(",\"down_pad\":");
+            json_string(pad);
+            printf(",\"down_pad_recorded\":%s", recorded ? "true" : "false");
+        }
         printf("}\n");
     } else {
         char fb[32], rb[32], sb[32], bb[32];
@@ -225,6 +245,11 @@ static int cmd_info(const args *a) {
                ckpt_version(f), fb, (long long)ckpt_file_size(f), bb);
         printf("metadata\n");
         print_meta_text(ckpt_meta(f));
+        char pad[32];
+        int recorded;
+        if (ckpt_down_pad(ckpt_meta(f), pad, sizeof pad, &recorded))
+            printf("downsample padding %s%s\n", pad,
+                   recorded ? "" : " (no config.down_pad: written before the field existed)");
         printf("tensors    %d, raw %s, stored %s, ratio %.3f (%d byte-shuffled, %d stored raw)\n",
                all.count, rb, sb, ratio(all.raw, all.stored), shuffled, raw_codec);
         print_totals_text("by role", sg_role_names, role, ROLE_COUNT);

@@ -139,6 +139,16 @@ static int config_from_meta(const char *meta, sg_model_cfg *cfg) {
         meta_float(j, "betaT", &cfg->betaT) || meta_float(j, "dropout", &cfg->dropout) ||
         ckpt_json_get_string(j, "config.precision", prec, sizeof prec))
         goto done;
+    /* the downsampling padding; checkpoints from before the field padded symmetrically */
+    char pad[32];
+    cfg->down_pad = SG_DOWN_PAD_SYMMETRIC;
+    if (ckpt_json_find(j, 0, "config.down_pad") >= 0) {
+        if (ckpt_json_get_string(j, "config.down_pad", pad, sizeof pad) ||
+            (cfg->down_pad = sg_down_pad_parse(pad)) < 0) {
+            sg_set_error("metadata config.down_pad is not \"same\" or \"symmetric\"");
+            goto done;
+        }
+    }
     if (!strcmp(prec, "bf16"))
         cfg->act_dt = DT_BF16;
     else if (!strcmp(prec, "fp32"))
