@@ -7,6 +7,7 @@
  *   ckpt verify  FILE [--json]              format and every checksum
  *   ckpt dump    FILE NAME [--json] [--limit N]  the values of one tensor
  *   ckpt export  FILE --safetensors OUT [--ema]  weights for diffusers' UNet2DModel
+ *   ckpt export  FILE --diffusers DIR [--raw]    a folder diffusers loads as it is
  *
  * Exit status: 0 success (diff: bitwise equal; verify: intact), 1 failure (an unreadable or
  * damaged file; diff: different; verify: damaged), 2 usage error.
@@ -28,7 +29,9 @@ static const char *usage_text =
     "  diff    A B [--json] [--ignore-meta]    bitwise comparison (exit 1 when different)\n"
     "  verify  FILE [--json]                   check format and every checksum\n"
     "  dump    FILE NAME [--json] [--limit N]  values of one tensor\n"
-    "  export  FILE --safetensors OUT [--ema]  weights as safetensors (diffusers names)\n";
+    "  export  FILE --safetensors OUT [--ema]  weights as safetensors (diffusers names)\n"
+    "  export  FILE --diffusers DIR [--raw]    a diffusers UNet2DModel / DDPMPipeline folder\n"
+    "                                          (EMA weights; --raw: the raw parameters)\n";
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "ckpt: %s\n", msg);
@@ -100,8 +103,8 @@ static double ratio(int64_t raw, int64_t stored) {
 typedef struct {
     const char *pos[4];
     int npos;
-    int json, ema, ignore_meta;
-    const char *role, *safetensors;
+    int json, ema, raw, ignore_meta;
+    const char *role, *safetensors, *diffusers;
     int64_t limit;
 } args;
 
@@ -114,6 +117,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->json = 1;
         else if (strcmp(s, "--ema") == 0)
             a->ema = 1;
+        else if (strcmp(s, "--raw") == 0)
+            a->raw = 1;
+        else if (strcmp(s, "--diffusers") == 0 && i + 1 < argc)
+            a->diffusers = argv[++i];
         else if (strcmp(s, "--ignore-meta") == 0)
             a->ignore_meta = 1;
         else if (strcmp(s, "--role") == 0 && i + 1 < argc)
@@ -599,8 +606,25 @@ static int cmd_dump(const args *a) {
 
 /* ---- export ---- */
 
+/* export --diffusers DIR: the EMA weights unless --raw (ckpt_export_diffusers) */
+static int cmd_export_diffusers(const args *a) {
+    if (a->ema) return usage("--diffusers exports the EMA weights already (--raw: the parameters)");
+    ckpt_file *f = ckpt_open(a->pos[0]);
+    if (!f) return fail();
+    int rc = ckpt_export_diffusers(f, a->diffusers, !a->raw);
+    ckpt_close(f);
+    if (rc) return fail();
+    printf("wrote %s: a diffusers UNet2DModel (%s weights) with DDPMScheduler and DDPMPipeline "
+           "configs\n",
+           a->diffusers, a->raw ? "raw parameter" : "EMA");
+    return 0;
+}
+
 static int cmd_export(const args *a) {
-    if (a->npos != 1 || !a->safetensors) return usage("export needs FILE --safetensors OUT");
+    if (a->npos != 1 || !!a->safetensors == !!a->diffusers)
+        return usage("export needs FILE and one of --safetensors OUT, --diffusers DIR");
+    if (a->diffusers) return cmd_export_diffusers(a);
+    if (a->raw) return usage("--raw goes with --diffusers (--safetensors: --ema for EMA)");
     ckpt_file *f = ckpt_open(a->pos[0]);
     if (!f) return fail();
     int rc = ckpt_export_safetensors(f, a->safetensors, a->ema);

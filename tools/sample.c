@@ -19,15 +19,21 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "graph/weights.h"
 
 #define DEFAULT_BATCH 16
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sample --ckpt PATH [options]\n"
+            "usage: sample --ckpt PATH | --weights PATH [options]\n"
             "Draw images from a stepgraph checkpoint and write them as one PNG grid.\n"
             "The model configuration (architecture, T, betas) is read from the checkpoint.\n\n"
-            "  --ckpt PATH          checkpoint (.sgck) written by train (required)\n"
+            "  --ckpt PATH          checkpoint (.sgck) written by train\n"
+            "  --weights PATH       instead: a diffusers UNet2DModel folder (config.json +\n"
+            "                       diffusion_pytorch_model.safetensors; T and betas from its\n"
+            "                       scheduler_config.json), a checkpoint, or a .safetensors\n"
+            "                       file with diffusers names together with --model NAME\n"
+            "  --model NAME         the preset a bare .safetensors --weights file is for\n"
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
             "                       seed, checkpoint and backend give the same bits\n"
@@ -74,104 +80,18 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- the model config from the checkpoint metadata ("config": sg_model_json's object) */
-
-static int meta_int(const ckpt_json *j, const char *key, int lo, int hi, int *out) {
-    char path[64];
-    int64_t v;
-    snprintf(path, sizeof path, "config.%s", key);
-    if (ckpt_json_get_int(j, path, &v)) return SG_ERR;
-    if (v < lo || v > hi)
-        return sg_set_error("metadata %s = %lld is out of range [%d, %d]", path, (long long)v, lo,
-                            hi);
-    *out = (int)v;
-    return SG_OK;
-}
-
-static int meta_float(const ckpt_json *j, const char *key, float *out) {
-    char path[64];
-    double v;
-    snprintf(path, sizeof path, "config.%s", key);
-    if (ckpt_json_get_double(j, path, &v)) return SG_ERR;
-    *out = (float)v;
-    return SG_OK;
-}
-
-static int meta_list(const ckpt_json *j, const char *key, int *out, int *n) {
-    char path[64];
-    snprintf(path, sizeof path, "config.%s", key);
-    int node = ckpt_json_find(j, 0, path);
-    if (node < 0 || ckpt_json_type(j, node) != CKPT_JSON_ARRAY)
-        return sg_set_error("metadata has no list %s", path);
-    int k = ckpt_json_count(j, node);
-    if (k > SG_MAX_LEVELS) return sg_set_error("metadata %s has %d entries", path, k);
-    for (int i = 0; i < k; i++) {
-        int c = ckpt_json_child(j, node, i);
-        if (!ckpt_json_is_integer(j, c) || ckpt_json_integer(j, c) < 1 ||
-            ckpt_json_integer(j, c) > (1 << 20))
-            return sg_set_error("metadata %s[%d] is not a positive integer", path, i);
-        out[i] = (int)ckpt_json_integer(j, c);
+/* ---- the model config and the weights' source: --ckpt, or --weights (a stepgraph
+ * checkpoint, a diffusers folder, or a safetensors file with --model) */
+static int sample_config(const char *weights, const char *model, sg_model_cfg *cfg) {
+    if (model && weights && strstr(weights, ".safetensors")) {
+        if (sg_model_preset(cfg, model)) return SG_ERR;
+        cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
+        return SG_OK;
     }
-    *n = k;
-    return SG_OK;
-}
-
-static int config_from_meta(const char *meta, sg_model_cfg *cfg) {
-    ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
-    if (!j) return SG_ERR;
-    char name[32], prec[16]; /* name: as sg_model_cfg.name */
-    int rc = SG_ERR;
-    if (ckpt_json_get_string(j, "config.model", name, sizeof name)) goto done;
-    /* a preset gives sane values for fields the metadata does not carry; every field the
-     * forward pass depends on is then set from the metadata */
-    if (sg_model_preset(cfg, name)) sg_model_preset(cfg, "unet_tiny");
-    snprintf(cfg->name, sizeof cfg->name, "%s", name);
-    if (meta_int(j, "img", 1, 1 << 12, &cfg->img) || meta_int(j, "in_ch", 1, 64, &cfg->in_ch) ||
-        meta_int(j, "ch", 1, 1 << 14, &cfg->ch) ||
-        meta_list(j, "ch_mult", cfg->ch_mult, &cfg->nlevels) ||
-        meta_int(j, "nrb", 1, 16, &cfg->nrb) ||
-        meta_list(j, "attn_res", cfg->attn_res, &cfg->nattn) ||
-        meta_int(j, "heads", 0, 1024, &cfg->heads) ||
-        meta_int(j, "head_ch", 0, 1 << 14, &cfg->head_ch) ||
-        meta_int(j, "groups", 1, 1 << 14, &cfg->groups) ||
-        meta_int(j, "resample_conv", 0, 1, &cfg->resample_conv) ||
-        meta_int(j, "T", 1, 1 << 20, &cfg->T) || meta_float(j, "beta1", &cfg->beta1) ||
-        meta_float(j, "betaT", &cfg->betaT) || meta_float(j, "dropout", &cfg->dropout) ||
-        ckpt_json_get_string(j, "config.precision", prec, sizeof prec))
-        goto done;
-    /* the downsampling padding; checkpoints from before the field padded symmetrically */
-    char pad[32];
-    cfg->down_pad = SG_DOWN_PAD_SYMMETRIC;
-    if (ckpt_json_find(j, 0, "config.down_pad") >= 0) {
-        if (ckpt_json_get_string(j, "config.down_pad", pad, sizeof pad) ||
-            (cfg->down_pad = sg_down_pad_parse(pad)) < 0) {
-            sg_set_error("metadata config.down_pad is not \"same\" or \"symmetric\"");
-            goto done;
-        }
-    }
-    if (!strcmp(prec, "bf16"))
-        cfg->act_dt = DT_BF16;
-    else if (!strcmp(prec, "fp32"))
-        cfg->act_dt = DT_F32;
-    else {
-        sg_set_error("metadata config.precision is '%s' (fp32 or bf16 expected)", prec);
-        goto done;
-    }
-    if (!(cfg->beta1 > 0 && cfg->betaT >= cfg->beta1 && cfg->betaT < 1)) {
-        sg_set_error("metadata betas %g .. %g are not a schedule (0 < beta1 <= betaT < 1)",
-                     (double)cfg->beta1, (double)cfg->betaT);
-        goto done;
-    }
-    if (cfg->nlevels < 1 || (!cfg->heads && !cfg->head_ch)) {
-        sg_set_error("metadata config has no levels or no attention heads");
-        goto done;
-    }
-    /* the forward plan reserves no dataset */
-    cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
-    rc = SG_OK;
-done:
-    ckpt_json_free(j);
-    return rc;
+    if (model) return sg_set_error("--model is only for a bare .safetensors --weights file");
+    char json[8192];
+    if (sg_weights_config(weights, json, sizeof json)) return SG_ERR;
+    return sg_model_cfg_from_json(json, cfg);
 }
 
 /* ---- progress on stderr: one line rewritten in place on a terminal; elsewhere one line
@@ -228,7 +148,7 @@ static int out_dir_writable(const char *path) {
 
 int main(int argc, char **argv) {
     const char *ckpt_path = NULL, *out_path = "samples.png", *backend_name = NULL,
-               *precision = NULL;
+               *precision = NULL, *weights = NULL, *model = NULL;
     int n = 64, ddim_steps = 0, batch = 0, cols = 0, scale = 1, ema = 1, clip = -1;
     uint64_t seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -242,11 +162,11 @@ int main(int argc, char **argv) {
             clip = !strcmp(f, "--clip");
             continue;
         }
-        int takes_value = !strcmp(f, "--ckpt") || !strcmp(f, "--n") || !strcmp(f, "--seed") ||
-                          !strcmp(f, "--ddim-steps") || !strcmp(f, "--out") ||
-                          !strcmp(f, "--backend") || !strcmp(f, "--batch") ||
-                          !strcmp(f, "--cols") || !strcmp(f, "--scale") ||
-                          !strcmp(f, "--precision");
+        int takes_value =
+            !strcmp(f, "--ckpt") || !strcmp(f, "--weights") || !strcmp(f, "--model") ||
+            !strcmp(f, "--n") || !strcmp(f, "--seed") || !strcmp(f, "--ddim-steps") ||
+            !strcmp(f, "--out") || !strcmp(f, "--backend") || !strcmp(f, "--batch") ||
+            !strcmp(f, "--cols") || !strcmp(f, "--scale") || !strcmp(f, "--precision");
         if (!takes_value) {
             fprintf(stderr, "sample: unknown flag '%s' (see sample --help)\n", f);
             return 2;
@@ -259,6 +179,10 @@ int main(int argc, char **argv) {
         int bad = 0;
         if (!strcmp(f, "--ckpt"))
             ckpt_path = v;
+        else if (!strcmp(f, "--weights"))
+            weights = v;
+        else if (!strcmp(f, "--model"))
+            model = v;
         else if (!strcmp(f, "--out"))
             out_path = v, bad = !*v;
         else if (!strcmp(f, "--backend"))
@@ -289,21 +213,19 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!ckpt_path) {
-        fprintf(stderr, "sample: --ckpt PATH is required (see sample --help)\n");
+    if (!ckpt_path == !weights) {
+        fprintf(stderr, "sample: one of --ckpt PATH, --weights PATH is required (see sample "
+                        "--help)\n");
         return 2;
     }
+    if (!weights) weights = ckpt_path;
 
-    /* the configuration, from the checkpoint itself */
-    ckpt_file *cf = ckpt_open(ckpt_path);
-    if (!cf) return fprintf(stderr, "sample: %s\n", sg_last_error()), 1;
+    /* the configuration, from the checkpoint (or folder) itself */
     sg_model_cfg cfg;
-    if (config_from_meta(ckpt_meta(cf), &cfg)) {
-        fprintf(stderr, "sample: %s: %s\n", ckpt_path, sg_last_error());
-        ckpt_close(cf);
+    if (sample_config(weights, model, &cfg)) {
+        fprintf(stderr, "sample: %s: %s\n", weights, sg_last_error());
         return 1;
     }
-    ckpt_close(cf);
     if (precision) cfg.act_dt = strcmp(precision, "bf16") ? DT_F32 : DT_BF16;
     if (ddim_steps > cfg.T) {
         fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", ddim_steps,
@@ -355,11 +277,11 @@ int main(int argc, char **argv) {
 
     sg_exec e;
     if (sg_exec_init(&e, &cfg, 0, be)) {
-        fprintf(stderr, "sample: %s: %s\n", ckpt_path, sg_last_error());
+        fprintf(stderr, "sample: %s: %s\n", weights, sg_last_error());
         sg_exec_free(&e);
         return 1;
     }
-    if (sg_exec_load(&e, ckpt_path, 1, ema)) {
+    if (sg_exec_load_weights(&e, weights, ema ? SG_WEIGHTS_FROM_EMA : 0)) {
         fprintf(stderr, "sample: %s\n", sg_last_error());
         sg_exec_free(&e);
         return 1;
@@ -404,7 +326,7 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "sample: %lld of %lld sample values are NaN or Inf (the weights in %s are "
                 "broken?); wrote %s anyway\n",
-                (long long)bad, (long long)(n * per), ckpt_path, out_path);
+                (long long)bad, (long long)(n * per), weights, out_path);
         return 1;
     }
     printf("sample: wrote %s: %d images (%s, %s weights, seed %llu, %s backend) in %.1f s\n",

@@ -23,6 +23,7 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "graph/weights.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -49,12 +50,21 @@ static const char *fmt_time(double s, char *buf) {
 }
 
 typedef struct {
-    const char *model, *data, *out, *resume, *backend;
+    const char *model, *data, *out, *resume, *backend, *init_from;
     int64_t steps;
     int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps;
     uint64_t seed;
     int seed_set;
 } train_args;
+
+/* --init-from: a fresh state (step 0, AdamW zero, seed's RNG), then the parameters and EMA
+ * from outside weights (graph/weights.h checks the architecture first). */
+static int init_from(sg_exec *e, const char *path, uint64_t seed) {
+    if (sg_exec_init_state(e, seed) || sg_exec_load_weights(e, path, SG_WEIGHTS_SET_EMA))
+        return SG_ERR;
+    printf("train: parameters and EMA from %s (a fresh run: step 0, AdamW state zero)\n", path);
+    return SG_OK;
+}
 
 static void usage(FILE *f) {
     fprintf(
@@ -79,6 +89,11 @@ static void usage(FILE *f) {
         "  --samples N          images per grid (default 16); --ddim-steps N (default 50)\n"
         "  --log-every N        metrics/progress every N steps (default 10)\n"
         "  --resume CKPT        continue from a checkpoint (or a run directory: its latest)\n"
+        "  --init-from W        start a fresh run (step 0, fresh AdamW state) with parameters\n"
+        "                       and EMA from W: a diffusers UNet2DModel folder, a .safetensors\n"
+        "                       file with diffusers names, or a stepgraph checkpoint; its\n"
+        "                       architecture must be this model's (the first difference is\n"
+        "                       named)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
         "  --help               this text\n"
         "model flags:\n%s",
@@ -242,6 +257,8 @@ int main(int argc, char **argv) {
             a.out = v;
         else if (!strcmp(f, "--resume"))
             a.resume = v;
+        else if (!strcmp(f, "--init-from"))
+            a.init_from = v;
         else if (!strcmp(f, "--backend"))
             a.backend = v;
         else if (!strcmp(f, "--steps"))
@@ -268,6 +285,10 @@ int main(int argc, char **argv) {
     }
     if (a.backend && strcmp(a.backend, "cpu") && strcmp(a.backend, "cuda"))
         return fprintf(stderr, "train: --backend expects cpu or cuda, got '%s'\n", a.backend), 2;
+    if (a.resume && a.init_from)
+        return fprintf(stderr, "train: --resume continues a run, --init-from starts one: give "
+                               "one\n"),
+               2;
     const char *backend = a.backend ? a.backend : sg_cuda_available() ? "cuda" : "cpu";
     char out_dir[1024];
     snprintf(out_dir, sizeof out_dir, "%s", a.out ? a.out : "");
@@ -310,7 +331,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c) ||
-        (resume_path[0] ? sg_exec_load(&e, resume_path, 0, 0) : sg_exec_init_state(&e, a.seed))) {
+        (resume_path[0] ? sg_exec_load(&e, resume_path, 0, 0)
+         : a.init_from  ? init_from(&e, a.init_from, a.seed)
+                        : sg_exec_init_state(&e, a.seed))) {
         fprintf(stderr, "train: %s\n", sg_last_error());
         sg_exec_free(&e);
         return 1;
