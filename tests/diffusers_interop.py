@@ -13,7 +13,8 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    1) keeps the weights bit for bit through a checkpoint and `ckpt export --diffusers --raw`;
    a model of another architecture is refused, naming the difference; a corrupt safetensors
    file is a clear error, not a crash.
-3. DDPMPipeline.from_pretrained on an exported folder draws images (3 inference steps).
+3. DDPMPipeline.from_pretrained on an exported folder draws images (3 inference steps), and
+   `sample --weights` on it draws what `sample --ckpt` draws from the checkpoint, bit for bit.
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -45,6 +46,7 @@ from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
 
 BUILD, REPO = sys.argv[1], sys.argv[2]
 TRAIN, CKPT = os.path.join(BUILD, "train"), os.path.join(BUILD, "ckpt")
+SAMPLE = os.path.join(BUILD, "sample")
 FWD = os.path.join(BUILD, "tests", "sg_forward_dump")
 TOL, TOL_FP32 = 1e-4, 1e-4
 failures = 0
@@ -245,7 +247,14 @@ def main():
     print("torch %s, diffusers %s" % (torch.__version__, __import__("diffusers").__version__))
     tmp = tempfile.mkdtemp(prefix="sg_diffusers_")
     try:
-        _, exp, cfg = export_to_diffusers(tmp, "unet_tiny", "synthetic:16:16x16x3", 1)
+        ckpt, exp, cfg = export_to_diffusers(tmp, "unet_tiny", "synthetic:16:16x16x3", 1)
+        # sample --weights on the exported folder draws what sample --ckpt draws, bit for bit
+        pngs = [os.path.join(tmp, n) for n in ("from_folder.png", "from_ckpt.png")]
+        for src, png in zip((["--weights", exp], ["--ckpt", ckpt]), pngs):
+            run([SAMPLE] + src + ["--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out",
+                                  png])
+        check(open(pngs[0], "rb").read() == open(pngs[1], "rb").read(),
+              "sample --weights (exported folder) == sample --ckpt, bit for bit")
         check(cfg["downsample_padding"] == 0 and not cfg["flip_sin_to_cos"] and
               cfg["freq_shift"] == 1 and cfg["norm_eps"] == 1e-6,
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
