@@ -247,6 +247,12 @@ int main(void) {
               strstr(sg_last_error(), "\"symmetric\"") &&
               strstr(sg_last_error(), "\"same\" expected"),
           "old checkpoint under a SAME model: %s", sg_last_error());
+    const char *sym_pad = "{\"model\":\"unet_tiny\",\"config\":{\"ch\":32,\"ch_mult\":[1,2],"
+                          "\"groups\":8,\"down_pad\":\"symmetric\"}}";
+    CHECK(f && ckpt_meta_check_config(sym_pad, ckpt_meta(f)) == SG_ERR &&
+              strstr(sg_last_error(), "before config.down_pad existed") &&
+              strstr(sg_last_error(), "--init-from"),
+          "old checkpoint under a symmetric model: %s", sg_last_error());
     const char *other_model = "{\"model\":\"unet_cifar\"}";
     CHECK(f && ckpt_meta_check_config(other_model, ckpt_meta(f)) == SG_ERR &&
               strstr(sg_last_error(), "model is \"unet_tiny\" in the checkpoint"),
