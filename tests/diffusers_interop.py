@@ -132,6 +132,10 @@ def export_to_diffusers(tmp, name, data, seed):
                                          "error_msgs")),
           "%s: from_pretrained loads every weight, nothing left over (%s)" % (name, info))
     model.eval()
+    with safetensors.safe_open(os.path.join(exp, "diffusion_pytorch_model.safetensors"), "pt") as f:
+        meta = f.metadata()
+    check(meta.get("model") == name and meta.get("weights") == "ema",
+          "%s: the safetensors metadata names the model and the EMA weights: %s" % (name, meta))
     x, t = inputs(cfg, seed)
     y_sg = stepgraph_fwd(ckpt, x, t, tmp)
     y64 = diffusers_fwd(model, x, t, exact=True)
