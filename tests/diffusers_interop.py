@@ -12,7 +12,8 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    names (query/key/value/proj_attn) give the same bits; `train --init-from` (lr 0, EMA decay
    1) keeps the weights bit for bit through a checkpoint and `ckpt export --diffusers --raw`;
    a model of another architecture is refused, naming the difference; a corrupt safetensors
-   file is a clear error, not a crash.
+   file is a clear error, not a crash. `train --init-from` a stepgraph checkpoint takes its
+   parameters and its EMA bit for bit.
 3. DDPMPipeline.from_pretrained on an exported folder draws images (3 inference steps), and
    `sample --weights` on it draws what `sample --ckpt` draws from the checkpoint, bit for bit.
 
@@ -232,6 +233,27 @@ def diffusers_to_stepgraph(tmp, exp, cfg):
               "corrupt safetensors (%s): exit 1 with %r" % (what, r.stdout.strip()[-160:]))
 
 
+def init_from_checkpoint(tmp, ckpt):
+    """train --init-from a stepgraph checkpoint: its parameters and its EMA, bit for bit."""
+    run_dir = os.path.join(tmp, "init_ckpt_run")
+    run([TRAIN, "--model", "unet_tiny", "--data", "synthetic:16:16x16x3", "--steps", "1",
+         "--batch", "2", "--backend", "cpu", "--out", run_dir, "--samples", "1",
+         "--ddim-steps", "1", "--lr", "0", "--ema-decay", "1", "--init-from", ckpt])
+    new = os.path.join(run_dir, "ckpt_00000001.sgck")
+    for flag, what in (([], "parameters"), (["--ema"], "EMA")):
+        a, b = os.path.join(tmp, "src.safetensors"), os.path.join(tmp, "new.safetensors")
+        run([CKPT, "export", ckpt, "--safetensors", a] + flag)
+        run([CKPT, "export", new, "--safetensors", b] + flag)
+        x, y = safetensors.torch.load_file(a), safetensors.torch.load_file(b)
+        check(set(x) == set(y) and all(torch.equal(x[k], y[k]) for k in x),
+              "train --init-from CHECKPOINT: the %s are the checkpoint's, bit for bit" % what)
+    src = safetensors.torch.load_file(os.path.join(tmp, "src.safetensors"))
+    raw = os.path.join(tmp, "src_raw.safetensors")
+    run([CKPT, "export", ckpt, "--safetensors", raw])
+    check(any(not torch.equal(v, safetensors.torch.load_file(raw)[k]) for k, v in src.items()),
+          "(the source checkpoint's EMA and parameters differ, so the two checks are distinct)")
+
+
 def pipeline(exp, cfg):
     pipe = DDPMPipeline.from_pretrained(exp)
     check(pipe.scheduler.config.beta_schedule == "linear" and
@@ -263,6 +285,7 @@ def main():
               cfg["freq_shift"] == 1 and cfg["norm_eps"] == 1e-6,
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
+        init_from_checkpoint(tmp, ckpt)
         diffusers_to_stepgraph(tmp, exp, cfg)
         _, _, ccfg = export_to_diffusers(tmp, "unet_cifar", "synthetic:8:32x32x3", 2)
         check(ccfg["block_out_channels"] == [128, 256, 256, 256] and
