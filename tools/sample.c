@@ -89,6 +89,9 @@ static int sample_config(const char *weights, const char *model, sg_model_cfg *c
         return SG_OK;
     }
     if (model) return sg_set_error("--model is only for a bare .safetensors --weights file");
+    if (strstr(weights, ".safetensors"))
+        return sg_set_error("a bare safetensors file carries no model config: add --model NAME "
+                            "(or give its diffusers folder)");
     char json[8192];
     if (sg_weights_config(weights, json, sizeof json)) return SG_ERR;
     return sg_model_cfg_from_json(json, cfg);
