@@ -213,6 +213,47 @@ int ckpt_compare(const void *a, const void *b, int dtype, int64_t n, ckpt_value_
 int ckpt_export_safetensors(const ckpt_file *f, const char *out_path, int ema);
 
 /* ---------------------------------------------------------------------------------------
+ * diffusers interop (ckpt_diffusers.c, ckpt_safetensors.c)
+ * ------------------------------------------------------------------------------------- */
+
+/* A folder that diffusers loads as it is: UNet2DModel.from_pretrained(dir) (config.json and
+ * diffusion_pytorch_model.safetensors), DDPMScheduler (scheduler_config.json: the linear betas
+ * and T trained with) and DDPMPipeline.from_pretrained(dir) (model_index.json, unet/,
+ * scheduler/). Weights: the EMA copies (ema != 0) or the raw parameters. A model diffusers
+ * cannot express (pooling without resample convs, a head count whose channels per head
+ * differ between blocks) is refused, naming why, before anything is written. */
+int ckpt_export_diffusers(const ckpt_file *f, const char *dir, int ema);
+/* diffusers' UNet2DModel config.json text for a stepgraph model config object (the
+ * checkpoint metadata's "config", sg_model_json's); SG_ERR naming what diffusers lacks. */
+int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap);
+/* The other way: a diffusers folder (config.json or unet/config.json; scheduler_config.json
+ * or scheduler/scheduler_config.json when present) as a stepgraph config object
+ * {"model":"diffusers","img":..,"ch":..,...,"down_pad":..,"T":..,"beta1":..,"betaT":..}.
+ * SG_ERR naming the first field stepgraph's UNet does not compute (e.g. flip_sin_to_cos). */
+int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap);
+/* Do two stepgraph config objects describe the same network (img, channels, levels, res
+ * blocks, groups, resampling, down_pad, attention placement and heads; training fields are
+ * ignored)? SG_ERR naming the first difference, "<source> is another architecture: ...". */
+int ckpt_config_check_arch(const char *expected_json, const char *got_json, const char *source);
+
+/* A safetensors file, opened and validated (header bounds, dtypes, shapes, offsets): NULL
+ * with a clear error for anything malformed. Data is read on demand. */
+typedef struct ckpt_st ckpt_st;
+ckpt_st *ckpt_st_open(const char *path);
+void ckpt_st_close(ckpt_st *s);
+int ckpt_st_count(const ckpt_st *s);
+const char *ckpt_st_name(const ckpt_st *s, int i);
+int ckpt_st_find(const ckpt_st *s, const char *name);
+const char *ckpt_st_model(const ckpt_st *s); /* __metadata__.model, "" if none */
+/* Fill the stepgraph parameter `name` (stepgraph layout, `shape`, fp32) from the diffusers
+ * tensors that hold it (see ckpt_safetensors.c: OIHW convs, to_q/to_k/to_v, Linear to_out.0;
+ * F32, F16 or BF16). SG_ERR naming the missing or misshapen tensor. */
+int ckpt_st_read_param(ckpt_st *s, const char *name, int ndim, const int64_t *shape, float *dst);
+/* The first tensor no ckpt_st_read_param call used, or -1: weights this model has no place
+ * for. */
+int ckpt_st_first_unused(const ckpt_st *s);
+
+/* ---------------------------------------------------------------------------------------
  * Names of the format's enumerations (stable across builds; the file stores these codes)
  * ------------------------------------------------------------------------------------- */
 

@@ -158,7 +158,10 @@ int ckpt_export_safetensors(const ckpt_file *f, const char *out_path, int ema) {
         int64_t s;
         if (ckpt_json_get_int(meta, "step", &s) == SG_OK)
             snprintf(step, sizeof step, "%lld", (long long)s);
-        ckpt_json_get_string(meta, "model", model, sizeof model);
+        /* the model name: top-level "model", or the training metadata's config.model */
+        if (ckpt_json_get_string(meta, "model", model, sizeof model) &&
+            ckpt_json_get_string(meta, "config.model", model, sizeof model))
+            model[0] = 0;
         ckpt_json_free(meta);
     }
     /* the header: one JSON object written by jansson, padded with spaces to 8 bytes */

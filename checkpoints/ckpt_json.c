@@ -447,9 +447,23 @@ int ckpt_meta_check_config(const char *expected_meta, const char *ckpt_meta) {
             if (sep && vs) {
                 *sep = 0, *vs = 0;
                 const char *sub = strcmp(where, "(root)") == 0 ? "" : where;
-                rc = sg_set_error("checkpoint is from another model config: %s%s%s is %s in "
-                                  "the checkpoint, %s expected",
-                                  keys[k], *sub ? "." : "", sub, sep + 2, vs + 4);
+                /* the one config field with a meaning when absent: checkpoints written before
+                 * the downsampling padding was a model property padded symmetrically */
+                int old_pad = !strcmp(keys[k], "config") && !strcmp(sub, "down_pad") &&
+                              !strcmp(sep + 2, "(absent)");
+                if (old_pad && !strcmp(vs + 4, "\"symmetric\""))
+                    rc = sg_set_error("checkpoint was written before config.down_pad existed: "
+                                      "its padding (symmetric) is this model's, but its plan "
+                                      "is not this build's, so it cannot be resumed; start "
+                                      "from its weights with train --init-from instead");
+                else
+                    rc = sg_set_error("checkpoint is from another model config: %s%s%s is %s "
+                                      "in the checkpoint, %s expected",
+                                      keys[k], *sub ? "." : "", sub,
+                                      old_pad ? "absent (written before down_pad existed: "
+                                                "\"symmetric\")"
+                                              : sep + 2,
+                                      vs + 4);
             } else {
                 rc = sg_set_error("checkpoint is from another model config: %s differs (%s)",
                                   keys[k], where);

@@ -209,7 +209,7 @@ static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_opera
     }
     case OP_CONV2D: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
+        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
         break;
     }
     case OP_GROUP_NORM: {
@@ -281,12 +281,13 @@ static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_oper
     }
     case OP_CONV2D_BWD_DATA: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_bwd_data(out[0], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
+        cpu_conv2d_bwd_data(out[0], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
         break;
     }
     case OP_CONV2D_BWD_WEIGHT: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S);
+        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
+                              d.pad);
         break;
     }
     case OP_GROUP_NORM_BWD: {

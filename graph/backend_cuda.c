@@ -200,8 +200,8 @@ static int cuda_forward_op(const cuda_launch *l) {
     case OP_CONV2D: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
         return cuda_conv2d_fwd(st, l->blas, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
-                               P(c, g, IN(2)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dt, l->ws,
-                               l->wsb);
+                               P(c, g, IN(2)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, dt,
+                               l->ws, l->wsb);
     }
     case OP_GROUP_NORM: {
         sg_gn_dims d = sg_gn_dims_of(g, nd);
@@ -271,14 +271,14 @@ static int cuda_backward_op(const cuda_launch *l) {
     case OP_CONV2D_BWD_DATA: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
         return cuda_conv2d_bwd_data(st, l->blas, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                    d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt, ACC(0), l->ws,
-                                    l->wsb);
+                                    d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, dy_dt, ACC(0),
+                                    l->ws, l->wsb);
     }
     case OP_CONV2D_BWD_WEIGHT: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
         return cuda_conv2d_bwd_weight(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                      CAT(c, g, IN(1)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dy_dt,
-                                      ACC(0), l->ws, l->wsb);
+                                      CAT(c, g, IN(1)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad,
+                                      dy_dt, ACC(0), l->ws, l->wsb);
     }
     case OP_GROUP_NORM_BWD: {
         sg_gn_dims d = sg_gn_dims_of(g, nd);

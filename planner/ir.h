@@ -99,7 +99,11 @@ typedef struct {
     sg_dtype out_dt; /* the embedding's dtype */
 } sg_temb_args;
 typedef struct {
-    int K, S;        /* square kernel (1 or 3) and stride (1 or 2); padding K/2 */
+    int K, S;        /* square kernel (1 or 3) and stride (1 or 2) */
+    int pad;         /* zero padding at the top/left, 0..K/2; the bottom/right padding is what
+                        the output size Ho = (H + 2 (K/2) - K) / S + 1 needs: K/2 is the
+                        symmetric rule, 0 with K = 3, S = 2 TensorFlow's SAME (DDPM's
+                        downsampling; model.h's down_pad) */
     sg_dtype out_dt; /* forward: y's dtype */
     int H, W;        /* backward data: the forward input's height and width (S = 2 cannot
                         recover them from dy); 0 in the other conv ops */

@@ -12,6 +12,18 @@
 #define SG_MAX_LEVELS 8
 #define SG_MAX_RES_BLOCKS 16
 
+/* The padding of the stride-2 3x3 downsampling conv, as its top/left padding (the
+ * bottom/right padding follows from the output size H/2, see OP_CONV2D):
+ *   SAME       0 top/left, 1 bottom/right: TensorFlow's SAME, what DDPM (diffusion_tf) trained
+ *              with; diffusers' Downsample2D with downsample_padding = 0
+ *   SYMMETRIC  1 on every side (the last row/column of padding is never read): ADM, and
+ *              diffusers with downsample_padding = 1. Checkpoints written before the field
+ *              existed are SYMMETRIC. */
+enum { SG_DOWN_PAD_SAME = 0, SG_DOWN_PAD_SYMMETRIC = 1 };
+/* "same" / "symmetric" <-> SG_DOWN_PAD_*; parse returns -1 for anything else. */
+const char *sg_down_pad_name(int down_pad);
+int sg_down_pad_parse(const char *s);
+
 typedef struct {
     char name[32];
     /* architecture */
@@ -21,6 +33,7 @@ typedef struct {
     int groups;
     float dropout;
     int resample_conv;
+    int down_pad; /* SG_DOWN_PAD_*: the stride-2 downsampling conv's padding (resample_conv) */
     /* step */
     int batch;
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */

@@ -49,22 +49,26 @@ int sg_model_preset(sg_model_cfg *c, const char *name) {
         c->img = 32, c->in_ch = 3, c->ch = 128, c->nlevels = 4, c->nrb = 2;
         c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2, c->ch_mult[3] = 2;
         c->nattn = 1, c->attn_res[0] = 16;
+        c->down_pad = SG_DOWN_PAD_SAME; /* DDPM's TensorFlow SAME */
         c->batch = 128, c->data_n = 50000, c->data_h = 32, c->data_w = 32;
     } else if (!strcmp(name, "unet_adm64")) {
         c->img = 64, c->in_ch = 3, c->ch = 64, c->nlevels = 4, c->nrb = 2;
         c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 3, c->ch_mult[3] = 4;
         c->nattn = 2, c->attn_res[0] = 16, c->attn_res[1] = 8;
         c->head_ch = 32, c->resample_conv = 0;
+        c->down_pad = SG_DOWN_PAD_SYMMETRIC; /* ADM's rule, used if resample convs are turned on */
         c->batch = 32, c->data_n = 10000, c->data_h = 64, c->data_w = 64;
     } else if (!strcmp(name, "unet_tiny")) {
         c->img = 16, c->in_ch = 3, c->ch = 32, c->nlevels = 2, c->nrb = 1;
         c->ch_mult[0] = 1, c->ch_mult[1] = 2;
         c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->down_pad = SG_DOWN_PAD_SAME;
         c->batch = 4, c->data_n = 1024, c->data_h = 16, c->data_w = 16;
     } else if (!strcmp(name, "unet_fmnist")) {
         c->img = 32, c->in_ch = 1, c->ch = 32, c->nlevels = 3, c->nrb = 1;
         c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2;
         c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->down_pad = SG_DOWN_PAD_SAME;
         c->batch = 32, c->data_n = 60000, c->data_h = 28, c->data_w = 28;
         /* the first run is a few thousand CPU steps, not DDPM's 800k: a higher learning rate,
          * a short warm-up and a faster EMA so that its samples mean something */
@@ -92,7 +96,21 @@ const char *const sg_model_flags_help =
     "  --img N              image size (square)\n"
     "  --in-ch N            image channels\n"
     "  --dropout P          dropout probability\n"
+    "  --down-pad P         same | symmetric: padding of the stride-2 downsampling conv\n"
+    "                       (same: 0 top/left, 1 bottom/right, as DDPM; symmetric: 1 all round)\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
+
+const char *sg_down_pad_name(int down_pad) {
+    return down_pad == SG_DOWN_PAD_SAME        ? "same"
+           : down_pad == SG_DOWN_PAD_SYMMETRIC ? "symmetric"
+                                               : "?";
+}
+
+int sg_down_pad_parse(const char *s) {
+    if (!strcmp(s, "same")) return SG_DOWN_PAD_SAME;
+    if (!strcmp(s, "symmetric")) return SG_DOWN_PAD_SYMMETRIC;
+    return -1;
+}
 
 /* A decimal integer in [lo, hi], the whole of v: no sign tricks, no blanks, no overflow. */
 static int parse_int(const char *v, int lo, int hi, int *out) {
@@ -183,6 +201,12 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
             return sg_set_error("--precision expects fp32 or bf16, got '%s'", v), -1;
         return 1;
     }
+    if (!strcmp(f, "--down-pad")) {
+        int p = sg_down_pad_parse(v);
+        if (p < 0) return sg_set_error("--down-pad expects same or symmetric, got '%s'", v), -1;
+        c->down_pad = p;
+        return 1;
+    }
     if (!strcmp(f, "--dropout")) {
         char *end;
         double p = strtod(v, &end);
@@ -224,6 +248,9 @@ int sg_model_validate(const sg_model_cfg *c) {
     if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
         return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
                             (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
+    if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
+        return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
+                            SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
     for (int i = 0; i < c->nlevels; i++) {
         int64_t C = (int64_t)c->ch * c->ch_mult[i];
         if (C % c->groups || c->ch % c->groups)
@@ -260,14 +287,15 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     return snprintf(buf, (size_t)cap,
                     "{\"model\":\"%s\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                     "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
-                    "\"dropout\":%.9g,\"resample_conv\":%d,\"batch\":%d,\"precision\":\"%s\","
+                    "\"dropout\":%.9g,\"resample_conv\":%d,\"down_pad\":\"%s\",\"batch\":%d,"
+                    "\"precision\":\"%s\","
                     "\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g,\"lr\":%.9g,\"b1\":%.9g,\"b2\":%.9g,"
                     "\"eps\":%.9g,\"wd\":%.9g,\"warmup\":%d,\"clip\":%.9g,\"ema_decay\":%.9g,"
                     "\"flip\":%d}",
                     c->name, c->img, c->in_ch, c->ch, mult, c->nrb, attn, c->heads, c->head_ch,
-                    c->groups, c->dropout, c->resample_conv, c->batch,
-                    c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT, c->lr, c->b1,
-                    c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip);
+                    c->groups, c->dropout, c->resample_conv, sg_down_pad_name(c->down_pad),
+                    c->batch, c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT,
+                    c->lr, c->b1, c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip);
 }
 
 /* ---- the builder. `B` carries what every helper needs; errors latch in B->err. */
@@ -315,7 +343,9 @@ static int node(builder *b, sg_op op, const int *in, int nin, const sg_op_args *
     return outs[k];
 }
 
-static int conv(builder *b, int x, int Co, int K, int S, const char *module, sg_dtype out_dt) {
+/* pad: the top/left zero padding (K/2 is symmetric; see sg_conv_args) */
+static int conv(builder *b, int x, int Co, int K, int S, int pad, const char *module,
+                sg_dtype out_dt) {
     if (b->err) return -1;
     int Ci = (int)b->g->t[x].shape[3];
     float bound = 1.0f / sqrtf((float)(Ci * K * K));
@@ -323,7 +353,7 @@ static int conv(builder *b, int x, int Co, int K, int S, const char *module, sg_
     int w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
     int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
     int in[3] = {x, w, bb};
-    sg_op_args a = {.conv = {.K = K, .S = S, .out_dt = out_dt}};
+    sg_op_args a = {.conv = {.K = K, .S = S, .pad = pad, .out_dt = out_dt}};
     return node(b, OP_CONV2D, in, 3, &a, module, 0);
 }
 
@@ -377,15 +407,16 @@ static int resblock(builder *b, int x, int Co, const char *m) {
     sg_dtype dt = b->c->act_dt;
     int h = group_norm(b, x, SUB("norm1"));
     h = unary(b, OP_SILU, h, m, "silu1");
-    h = conv(b, h, Co, 3, 1, SUB("conv1"), dt);
+    h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
     int v = linear(b, b->st, Co, SUB("time_emb_proj"));
     h = binary(b, OP_ADD_NC, h, v, m, "add_temb");
     h = group_norm(b, h, SUB("norm2"));
     h = unary(b, OP_SILU, h, m, "silu2");
     h = dropout(b, h, m);
-    h = conv(b, h, Co, 3, 1, SUB("conv2"), dt);
+    h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
     int skip = x;
-    if (!b->err && b->g->t[x].shape[3] != Co) skip = conv(b, x, Co, 1, 1, SUB("conv_shortcut"), dt);
+    if (!b->err && b->g->t[x].shape[3] != Co)
+        skip = conv(b, x, Co, 1, 1, 0, SUB("conv_shortcut"), dt);
     return binary(b, OP_ADD, skip, h, m, "out");
 #undef SUB
 }
@@ -396,11 +427,11 @@ static int attnblock(builder *b, int x, const char *m) {
     if (b->err) return -1;
     int C = (int)b->g->t[x].shape[3];
     int h = group_norm(b, x, SUB("group_norm"));
-    h = conv(b, h, 3 * C, 1, 1, SUB("to_qkv"), b->c->act_dt);
+    h = conv(b, h, 3 * C, 1, 1, 0, SUB("to_qkv"), b->c->act_dt);
     int in[1] = {h};
     sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
     h = node(b, OP_ATTENTION, in, 1, &a, SUB("attn"), 0);
-    h = conv(b, h, C, 1, 1, SUB("to_out.0"), b->c->act_dt);
+    h = conv(b, h, C, 1, 1, 0, SUB("to_out.0"), b->c->act_dt);
     return binary(b, OP_ADD, x, h, m, "out");
 #undef SUB
 }
@@ -426,7 +457,7 @@ static int unet(builder *b, int x, int t) {
 
     /* skip connections: conv_in, nrb per level, one downsample per level but the last */
     int hs[1 + SG_MAX_LEVELS * (SG_MAX_RES_BLOCKS + 1)], nhs = 0;
-    int h = conv(b, x, c->ch, 3, 1, "conv_in", dt);
+    int h = conv(b, x, c->ch, 3, 1, 1, "conv_in", dt);
     hs[nhs++] = h;
     for (int i = 0; i < c->nlevels; i++) {
         int C = c->ch * c->ch_mult[i], res = c->img >> i;
@@ -444,7 +475,7 @@ static int unet(builder *b, int x, int t) {
             if (c->resample_conv) {
                 char cn[SG_NAME_MAX + 8];
                 sg_name(cn, "%s.conv", nm);
-                h = conv(b, h, C, 3, 2, cn, dt);
+                h = conv(b, h, C, 3, 2, c->down_pad, cn, dt);
             } else {
                 h = unary(b, OP_AVGPOOL2X, h, nm, "pool");
             }
@@ -473,7 +504,7 @@ static int unet(builder *b, int x, int t) {
             if (c->resample_conv) {
                 char cn[SG_NAME_MAX + 8];
                 sg_name(cn, "%s.conv", nm);
-                h = conv(b, h, C, 3, 1, cn, dt);
+                h = conv(b, h, C, 3, 1, 1, cn, dt);
             }
         }
     }
@@ -481,7 +512,7 @@ static int unet(builder *b, int x, int t) {
     h = unary(b, OP_SILU, h, "conv_norm_out", "silu");
     /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
      * it in fp32 */
-    return conv(b, h, c->in_ch, 3, 1, "conv_out", dt);
+    return conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
 }
 
 static int scalar_state(sg_graph *g, const char *name, sg_dtype dt) {

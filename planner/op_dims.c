@@ -36,7 +36,7 @@ static int conv_out_size(int h, int K, int S) {
 
 sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd) {
     const sg_conv_args *a = &nd->a.conv;
-    sg_conv_dims d = {.K = a->K, .S = a->S};
+    sg_conv_dims d = {.K = a->K, .S = a->S, .pad = a->pad};
     if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_BWD_WEIGHT) {
         const sg_tensor *x = in_t(g, nd, nd->op == OP_CONV2D ? 0 : 1);
         d.N = dim(x, 0), d.H = dim(x, 1), d.W = dim(x, 2), d.Ci = dim(x, 3);

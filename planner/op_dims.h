@@ -17,9 +17,9 @@
 #include "planner/ir.h"
 
 /* OP_CONV2D, OP_CONV2D_BWD_DATA, OP_CONV2D_BWD_WEIGHT: x [N, H, W, Ci] -> y [N, Ho, Wo, Co],
- * weight [Co, K, K, Ci], stride S, padding K/2. */
+ * weight [Co, K, K, Ci], stride S, top/left zero padding pad (sg_conv_args). */
 typedef struct {
-    int N, H, W, Ci, Co, K, S, Ho, Wo;
+    int N, H, W, Ci, Co, K, S, pad, Ho, Wo;
 } sg_conv_dims;
 sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd);
 

@@ -46,8 +46,20 @@ static int need_ndim(const sg_graph *g, const sg_node *nd, int i, int ndim) {
         return sg_set_error("input %d '%s' must be %d-D, is %d-D", i, T(i)->name, ndim, T(i)->ndim);
     return SG_OK;
 }
+/* The output size does not depend on the padding split: Ho = (H + 2 (K/2) - K) / S + 1 (so
+ * the plan's shapes are the same under either rule); the top/left padding `pad` is explicit
+ * and the bottom/right padding is what the last output row needs, (Ho-1) S + K - H - pad,
+ * which must lie in [.., K/2] (negative: the last rows are never read, as in PyTorch). */
 static int conv_out_size(int64_t h, int K, int S) {
     return (int)((h + 2 * (K / 2) - K) / S + 1);
+}
+static int conv_pad_check(int64_t H, int K, int S, int pad) {
+    int64_t bottom = (int64_t)(conv_out_size(H, K, S) - 1) * S + K - H - pad;
+    if (pad < 0 || pad > K / 2 || bottom > K / 2)
+        return sg_set_error("top/left padding %d does not fit K=%d S=%d on size %lld (it leaves "
+                            "%lld at the bottom/right; each side takes 0..%d)",
+                            pad, K, S, (long long)H, (long long)bottom, K / 2);
+    return SG_OK;
 }
 /* an activation dtype argument: fp32 or bf16 */
 static int need_act_dt(sg_dtype dt) {
@@ -128,6 +140,9 @@ static int shape_conv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
         return sg_set_error("weight %lldx%lldx%lldx%lld does not fit x with %lld channels, K=%d",
                             (long long)DIM(1, 0), (long long)DIM(1, 1), (long long)DIM(1, 2),
                             (long long)DIM(1, 3), (long long)DIM(0, 3), K);
+    if (conv_pad_check(DIM(0, 1), K, S, nd->a.conv.pad) ||
+        conv_pad_check(DIM(0, 2), K, S, nd->a.conv.pad))
+        return SG_ERR;
     set4(o, nd->a.conv.out_dt, DIM(0, 0), conv_out_size(DIM(0, 1), K, S),
          conv_out_size(DIM(0, 2), K, S), DIM(1, 0));
     return SG_OK;
@@ -225,6 +240,9 @@ static int shape_linear_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     return SG_OK;
 }
 static int shape_conv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    const sg_conv_args *a = &nd->a.conv;
+    if (conv_pad_check(a->H, a->K, a->S, a->pad) || conv_pad_check(a->W, a->K, a->S, a->pad))
+        return SG_ERR;
     set4(o, T(0)->dtype, DIM(0, 0), nd->a.conv.H, nd->a.conv.W, DIM(1, 3));
     return SG_OK;
 }
@@ -311,7 +329,7 @@ static int bwd_conv(sg_graph *g, int i) {
     int dy = g->t[FN->out[0]].grad;
     /* weight gradient first: it reads x, which may then die before dx is written */
     int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
-    sg_op_args a = FN->a; /* K, S (out_dt unused backward); taken before g->n grows */
+    sg_op_args a = FN->a; /* K, S, pad (out_dt unused backward); taken before g->n grows */
     if (ad_emit(g, OP_CONV2D_BWD_WEIGHT, in, 2, go, &a, bname(g, i, "dw", nm), i) < 0)
         return SG_ERR;
     if (NEEDS(0)) {

@@ -22,6 +22,8 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
         return sg_ws_linear_bwd_weight(d.N, d.K, d.M, 1);
     }
+    /* convs: the scratch depends on the sizes only, and the padding split (d.pad) changes no
+     * size (Ho, Wo are the same under either rule); likewise flops_conv in ops.c */
     case OP_CONV2D: {
         sg_conv_dims d = sg_conv_dims_of(g, nd);
         return sg_ws_conv2d_fwd(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, dt);

@@ -87,8 +87,18 @@ int main(int argc, char **argv) {
         CHECK(ckpt_json_get_double(j, "ratio", &r) == SG_OK && r > 1.0, "info: ratio");
         CHECK(ckpt_json_get_int(j, "by_dtype.f32.count", &v) == SG_OK && v == count - 2,
               "info: by_dtype.f32");
+        /* the fixture's config predates down_pad: such checkpoints padded symmetrically */
+        char pad[32];
+        int rec = 1;
+        CHECK(ckpt_json_get_string(j, "down_pad", pad, sizeof pad) == SG_OK &&
+                  !strcmp(pad, "symmetric") &&
+                  ckpt_json_get_bool(j, "down_pad_recorded", &rec) == SG_OK && !rec,
+              "info --json: down_pad symmetric, not recorded");
         ckpt_json_free(j);
     }
+    CHECK(run("info %s", a) == 0 &&
+              strstr(out, "downsample padding symmetric (no config.down_pad: written before"),
+          "info names the padding of a checkpoint from before down_pad: %s", out);
 
     /* ls */
     CHECK(run("ls %s", a) == 0 && strstr(out, "conv_in.weight") && strstr(out, "[32,3,3,3]"),
@@ -190,6 +200,9 @@ int main(int argc, char **argv) {
     CHECK(sf && fread(len8, 1, 8, sf) == 8 && len8[0] % 8 == 0, "export: safetensors header");
     if (sf) fclose(sf);
     CHECK(run("export %s", a) == 2, "export without --safetensors is a usage error");
+    CHECK(run("export %s --safetensors %s --diffusers %s/d", a, st, dir) == 2,
+          "--safetensors and --diffusers together are a usage error");
+    CHECK(run("export %s --safetensors %s --raw", a, st) == 2, "--raw goes with --diffusers");
 
     /* errors and usage */
     CHECK(run("") == 2, "no command");

@@ -238,6 +238,21 @@ int main(void) {
     CHECK(f && ckpt_meta_check_config(other_mult, ckpt_meta(f)) == SG_ERR &&
               strstr(sg_last_error(), "config.ch_mult[2]"),
           "other ch_mult: %s", sg_last_error());
+    /* META has no down_pad (as checkpoints from before the field): under a SAME model it is
+     * refused, naming the field and what the old checkpoint means */
+    const char *same_pad = "{\"model\":\"unet_tiny\",\"config\":{\"ch\":32,\"ch_mult\":[1,2],"
+                           "\"groups\":8,\"down_pad\":\"same\"}}";
+    CHECK(f && ckpt_meta_check_config(same_pad, ckpt_meta(f)) == SG_ERR &&
+              strstr(sg_last_error(), "config.down_pad is absent") &&
+              strstr(sg_last_error(), "\"symmetric\"") &&
+              strstr(sg_last_error(), "\"same\" expected"),
+          "old checkpoint under a SAME model: %s", sg_last_error());
+    const char *sym_pad = "{\"model\":\"unet_tiny\",\"config\":{\"ch\":32,\"ch_mult\":[1,2],"
+                          "\"groups\":8,\"down_pad\":\"symmetric\"}}";
+    CHECK(f && ckpt_meta_check_config(sym_pad, ckpt_meta(f)) == SG_ERR &&
+              strstr(sg_last_error(), "before config.down_pad existed") &&
+              strstr(sg_last_error(), "--init-from"),
+          "old checkpoint under a symmetric model: %s", sg_last_error());
     const char *other_model = "{\"model\":\"unet_cifar\"}";
     CHECK(f && ckpt_meta_check_config(other_model, ckpt_meta(f)) == SG_ERR &&
               strstr(sg_last_error(), "model is \"unet_tiny\" in the checkpoint"),

@@ -154,8 +154,8 @@ static int conv_out(int H, int K, int S) {
 
 /* The direct definition: 7 loops, double accumulation, no im2col. */
 static void naive_conv_fwd(double *y, const float *x, const float *w, const float *b, int N, int H,
-                           int W, int Ci, int Co, int K, int S) {
-    int pad = K / 2, Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
+                           int W, int Ci, int Co, int K, int S, int pad) {
+    int Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
     for (int n = 0; n < N; n++)
         for (int ho = 0; ho < Ho; ho++)
             for (int wo = 0; wo < Wo; wo++)
@@ -175,8 +175,9 @@ static void naive_conv_fwd(double *y, const float *x, const float *w, const floa
 
 /* The direct adjoints of the loops above. */
 static void naive_conv_bwd(double *dx, double *dw, double *db, const float *dy, const float *x,
-                           const float *w, int N, int H, int W, int Ci, int Co, int K, int S) {
-    int pad = K / 2, Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
+                           const float *w, int N, int H, int W, int Ci, int Co, int K, int S,
+                           int pad) {
+    int Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
     for (int n = 0; n < N; n++)
         for (int ho = 0; ho < Ho; ho++)
             for (int wo = 0; wo < Wo; wo++)
@@ -199,21 +200,22 @@ static void naive_conv_bwd(double *dx, double *dw, double *db, const float *dy, 
 
 typedef struct {
     float *y, *x, *w, *b, *r;
-    int N, H, W, Ci, Co, K, S;
+    int N, H, W, Ci, Co, K, S, pad;
     int64_t ny;
 } conv_ctx;
 
 static double conv_loss(void *p) {
     conv_ctx *c = p;
-    cpu_conv2d_fwd(c->y, c->x, c->w, c->b, c->N, c->H, c->W, c->Ci, c->Co, c->K, c->S);
+    cpu_conv2d_fwd(c->y, c->x, c->w, c->b, c->N, c->H, c->W, c->Ci, c->Co, c->K, c->S, c->pad);
     return dot_rf(c->r, c->y, c->ny);
 }
 
 /* Forward vs naive (with and without bias), the three gradients vs finite differences and vs
  * the naive adjoint, and determinism. fd = 0 skips the finite differences (big shapes). */
-static void test_conv_case(int N, int H, int W, int Ci, int Co, int K, int S, int fd) {
+static void test_conv_case(int N, int H, int W, int Ci, int Co, int K, int S, int pad, int fd) {
     char name[128];
-    snprintf(name, sizeof name, "conv N%d H%d W%d Ci%d Co%d K%d S%d", N, H, W, Ci, Co, K, S);
+    snprintf(name, sizeof name, "conv N%d H%d W%d Ci%d Co%d K%d S%d pad%d", N, H, W, Ci, Co, K, S,
+             pad);
     int Ho = conv_out(H, K, S), Wo = conv_out(W, K, S);
     int64_t nx = (int64_t)N * H * W * Ci, ny = (int64_t)N * Ho * Wo * Co,
             nw = (int64_t)Co * K * K * Ci;
@@ -221,28 +223,28 @@ static void test_conv_case(int N, int H, int W, int Ci, int Co, int K, int S, in
     float *r = new_rand(ny, -1, 1), *y = new_nan(ny), *y2 = new_nan(ny);
     double *yref = new_zero_d(ny);
 
-    cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S);
-    naive_conv_fwd(yref, x, w, b, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S, pad);
+    naive_conv_fwd(yref, x, w, b, N, H, W, Ci, Co, K, S, pad);
     CHECK_CLOSE(name, y, yref, ny, TOL_FWD);
-    cpu_conv2d_fwd(y, x, w, NULL, N, H, W, Ci, Co, K, S);
-    naive_conv_fwd(yref, x, w, NULL, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_fwd(y, x, w, NULL, N, H, W, Ci, Co, K, S, pad);
+    naive_conv_fwd(yref, x, w, NULL, N, H, W, Ci, Co, K, S, pad);
     CHECK_CLOSE(name, y, yref, ny, TOL_FWD);
 
     float *dx = new_nan(nx), *dw = new_nan(nw), *db = new_nan(Co);
-    cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S);
-    cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S, pad);
+    cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S, pad);
     double *dxr = new_zero_d(nx), *dwr = new_zero_d(nw), *dbr = new_zero_d(Co);
-    naive_conv_bwd(dxr, dwr, dbr, r, x, w, N, H, W, Ci, Co, K, S);
+    naive_conv_bwd(dxr, dwr, dbr, r, x, w, N, H, W, Ci, Co, K, S, pad);
     CHECK_CLOSE("conv bwd_data vs naive adjoint", dx, dxr, nx, TOL_FWD);
     CHECK_CLOSE("conv bwd_weight dw vs naive adjoint", dw, dwr, nw, TOL_FWD);
     CHECK_CLOSE("conv bwd_weight db vs naive adjoint", db, dbr, Co, TOL_FWD);
     /* db == NULL must still produce the same dw */
     float *dw2 = new_nan(nw);
-    cpu_conv2d_bwd_weight(dw2, NULL, r, x, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_bwd_weight(dw2, NULL, r, x, N, H, W, Ci, Co, K, S, pad);
     CHECK(memcmp(dw, dw2, (size_t)nw * 4) == 0, "%s: dw differs with db NULL", name);
 
     if (fd) {
-        conv_ctx c = {y2, x, w, b, r, N, H, W, Ci, Co, K, S, ny};
+        conv_ctx c = {y2, x, w, b, r, N, H, W, Ci, Co, K, S, pad, ny};
         check_fd("conv bwd_data dx", x, nx, dx, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
         check_fd("conv bwd_weight dw", w, nw, dw, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
         check_fd("conv bwd_weight db", b, Co, db, conv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
@@ -252,12 +254,13 @@ static void test_conv_case(int N, int H, int W, int Ci, int Co, int K, int S, in
     float *f1[1] = {y}, *f2[1] = {y_b}, *d1[1] = {dx}, *d2[1] = {dx_b};
     float *w1[2] = {dw, db}, *w2[2] = {dw_b, db_b};
     int64_t szy[1] = {ny}, szx[1] = {nx}, szw[2] = {nw, Co};
-    CHECK_TWICE(name, f1, f2, szy, 1, cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S),
-                cpu_conv2d_fwd(y_b, x, w, b, N, H, W, Ci, Co, K, S));
-    CHECK_TWICE(name, d1, d2, szx, 1, cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S),
-                cpu_conv2d_bwd_data(dx_b, r, w, N, H, W, Ci, Co, K, S));
-    CHECK_TWICE(name, w1, w2, szw, 2, cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S),
-                cpu_conv2d_bwd_weight(dw_b, db_b, r, x, N, H, W, Ci, Co, K, S));
+    CHECK_TWICE(name, f1, f2, szy, 1, cpu_conv2d_fwd(y, x, w, b, N, H, W, Ci, Co, K, S, pad),
+                cpu_conv2d_fwd(y_b, x, w, b, N, H, W, Ci, Co, K, S, pad));
+    CHECK_TWICE(name, d1, d2, szx, 1, cpu_conv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, K, S, pad),
+                cpu_conv2d_bwd_data(dx_b, r, w, N, H, W, Ci, Co, K, S, pad));
+    CHECK_TWICE(name, w1, w2, szw, 2,
+                cpu_conv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co, K, S, pad),
+                cpu_conv2d_bwd_weight(dw_b, db_b, r, x, N, H, W, Ci, Co, K, S, pad));
 
     free(x), free(w), free(b), free(r), free(y), free(y2), free(yref), free(dx), free(dw);
     free(db), free(dxr), free(dwr), free(dbr), free(dw2), free(y_b), free(dx_b), free(dw_b);
@@ -269,15 +272,23 @@ static void test_conv(void) {
     int ks[4][2] = {{1, 1}, {1, 2}, {3, 1}, {3, 2}};
     for (int i = 0; i < 4; i++) {
         int K = ks[i][0], S = ks[i][1];
-        test_conv_case(2, 5, 7, 3, 4, K, S, 1);
-        test_conv_case(1, 6, 4, 5, 3, K, S, 1);
-        test_conv_case(3, 1, 1, 2, 2, K, S, 1); /* 1x1 image: all taps but the centre padded */
+        test_conv_case(2, 5, 7, 3, 4, K, S, K / 2, 1);
+        test_conv_case(1, 6, 4, 5, 3, K, S, K / 2, 1);
+        test_conv_case(3, 1, 1, 2, 2, K, S, K / 2,
+                       1); /* 1x1 image: all taps but the centre padded */
     }
+    /* TensorFlow SAME for the stride-2 3x3 conv (DDPM's downsampling): 0 padding at the top/left,
+     * 1 at the bottom/right, on even sizes (what the planner allows); a 2x2 image reads its
+     * bottom/right padding from every output. */
+    test_conv_case(2, 6, 4, 3, 4, 3, 2, 0, 1);
+    test_conv_case(1, 8, 8, 5, 3, 3, 2, 0, 1);
+    test_conv_case(3, 2, 2, 2, 2, 3, 2, 0, 1);
     /* Big enough for several im2col chunks (K*K*Ci = 576 floats per pixel, 1 Mi-float
      * scratch: 1820 pixels per chunk, 2048 output pixels here). */
-    test_conv_case(2, 32, 32, 64, 8, 3, 1, 0);
-    test_conv_case(8, 32, 32, 64, 8, 3, 2, 0);
-    test_conv_case(1, 40, 30, 300, 5, 3, 1, 0); /* 2700 px of 2700 floats: 389 px/chunk */
+    test_conv_case(2, 32, 32, 64, 8, 3, 1, 1, 0);
+    test_conv_case(8, 32, 32, 64, 8, 3, 2, 1, 0);
+    test_conv_case(8, 32, 32, 64, 8, 3, 2, 0, 0);
+    test_conv_case(1, 40, 30, 300, 5, 3, 1, 1, 0); /* 2700 px of 2700 floats: 389 px/chunk */
 }
 
 /* ---- linear ------------------------------------------------------------------------------- */
@@ -955,9 +966,9 @@ static int64_t gemm_kernels_run(float *out, int threads, const float *x, const f
     openblas_set_num_threads(threads);
     int64_t o = 0;
     /* conv: K*K*Ci = 576 per pixel, 2048 output pixels (two im2col chunks), Co = 96 */
-    cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1), o += 2 * 32 * 32 * 96;
-    cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 1), o += 2 * 32 * 32 * 64;
-    cpu_conv2d_bwd_weight(out + o, out + o + 96 * 576, dy, x, 2, 32, 32, 64, 96, 3, 1);
+    cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 96;
+    cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 64;
+    cpu_conv2d_bwd_weight(out + o, out + o + 96 * 576, dy, x, 2, 32, 32, 64, 96, 3, 1, 1);
     o += 96 * 576 + 96;
     /* linear with K = 900 (the K that differs between 1 and 2 threads in plain sgemm) */
     cpu_linear_fwd(out + o, x, w, NULL, 128, 900, 96), o += 128 * 96;

@@ -347,14 +347,15 @@ static const char *dtn(int dt) {
 
 /* ======================= convolution ======================= */
 
-static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int dt, int bias,
-                      int accum) {
+/* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
+static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad, int dt,
+                      int bias, int accum) {
     char ctx[200];
-    snprintf(ctx, sizeof ctx, "conv K%d S%d N%d H%d W%d Ci%d+%d Co%d %s%s%s", K, S, N, H, W, c0, c1,
-             Co, dtn(dt), bias ? " bias" : "", accum ? " accum" : "");
+    snprintf(ctx, sizeof ctx, "conv K%d S%d pad%d N%d H%d W%d Ci%d+%d Co%d %s%s%s", K, S, pad, N, H,
+             W, c0, c1, Co, dtn(dt), bias ? " bias" : "", accum ? " accum" : "");
     case_begin();
-    const int Ci = c0 + c1, pad = K / 2;
-    const int Ho = (H + 2 * pad - K) / S + 1, Wo = (W + 2 * pad - K) / S + 1;
+    const int Ci = c0 + c1;
+    const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
     const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
                   nw = (int64_t)Co * K * K * Ci;
     float *xa = rnd_dt(rows * c0, -1, 1, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 1, dt) : NULL;
@@ -364,9 +365,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
 
     float *y_cpu = fbuf(P * Co), *dx_cpu = fbuf(rows * Ci), *dw_cpu = fbuf(nw);
     float *db_cpu = bias ? fbuf(Co) : NULL;
-    cpu_conv2d_fwd(y_cpu, x, w, b, N, H, W, Ci, Co, K, S);
-    cpu_conv2d_bwd_data(dx_cpu, dy, w, N, H, W, Ci, Co, K, S);
-    cpu_conv2d_bwd_weight(dw_cpu, db_cpu, dy, x, N, H, W, Ci, Co, K, S);
+    cpu_conv2d_fwd(y_cpu, x, w, b, N, H, W, Ci, Co, K, S, pad);
+    cpu_conv2d_bwd_data(dx_cpu, dy, w, N, H, W, Ci, Co, K, S, pad);
+    cpu_conv2d_bwd_weight(dw_cpu, db_cpu, dy, x, N, H, W, Ci, Co, K, S, pad);
 
     tbuf *dxa_in = tb_in("x0", xa, rows * c0, dt),
          *dxb_in = c1 ? tb_in("x1", xb, rows * c1, dt) : NULL;
@@ -383,8 +384,8 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, dt, ws->d,
-                 wsb);
+            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt,
+                 ws->d, wsb);
             sync_stream();
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
@@ -402,8 +403,8 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, dt,
-                 accum, ws->d, wsb);
+            CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, pad,
+                 dt, accum, ws->d, wsb);
             sync_stream();
             tb_check(dxa, refa, tol_for(dt), rep, ctx);
             if (c1) tb_check(dxb, refb, tol_for(dt), rep, ctx);
@@ -421,7 +422,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
-                 ddy->d, xc, N, H, W, Ci, Co, K, S, dt, accum, ws->d, wsb);
+                 ddy->d, xc, N, H, W, Ci, Co, K, S, pad, dt, accum, ws->d, wsb);
             sync_stream();
             tb_check(gw, refw, TOL_F32, rep, ctx);
             if (bias) tb_check(gb, refb, TOL_F32, rep, ctx);
@@ -434,21 +435,26 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
 static void test_convs(void) {
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         /* 3x3 stride 1: tiny, then tiles crossed in every dimension with a concatenation */
-        test_conv(2, 7, 9, 5, 0, 7, 3, 1, dt, 0, 0);
-        test_conv(2, 9, 6, 37, 40, 70, 3, 1, dt, 1, 1);
+        test_conv(2, 7, 9, 5, 0, 7, 3, 1, 1, dt, 0, 0);
+        test_conv(2, 9, 6, 37, 40, 70, 3, 1, 1, dt, 1, 1);
         /* 3x3 stride 2 (the downsample), odd sizes, concatenated, both accumulation modes */
-        test_conv(3, 9, 11, 16, 9, 20, 3, 2, dt, 1, 0);
-        test_conv(2, 8, 8, 3, 5, 66, 3, 2, dt, 0, 1);
+        test_conv(3, 9, 11, 16, 9, 20, 3, 2, 1, dt, 1, 0);
+        test_conv(2, 8, 8, 3, 5, 66, 3, 2, 1, dt, 0, 1);
+        /* 3x3 stride 2 under TensorFlow SAME (0 top/left, 1 bottom/right: DDPM's downsample),
+         * even sizes as the planner allows, concatenated, both accumulation modes */
+        test_conv(3, 10, 12, 16, 9, 20, 3, 2, 0, dt, 1, 0);
+        test_conv(2, 8, 8, 3, 5, 66, 3, 2, 0, dt, 0, 1);
+        test_conv(2, 2, 2, 7, 0, 5, 3, 2, 0, dt, 1, 1);
         /* 1x1 stride 1 (cuBLASLt GEMM): concatenated with bias, and plain */
-        test_conv(2, 5, 7, 24, 8, 40, 1, 1, dt, 1, 1);
-        test_conv(1, 3, 5, 13, 0, 9, 1, 1, dt, 0, 0);
+        test_conv(2, 5, 7, 24, 8, 40, 1, 1, 0, dt, 1, 1);
+        test_conv(1, 3, 5, 13, 0, 9, 1, 1, 0, dt, 0, 0);
         /* 1x1 stride 2 (implicit GEMM) */
-        test_conv(2, 6, 7, 10, 0, 12, 1, 2, dt, 1, 0);
+        test_conv(2, 6, 7, 10, 0, 12, 1, 2, 0, dt, 1, 0);
         /* several weight-gradient chunks (P > SG_WS_WGRAD_PIX) and bias row chunks */
-        test_conv(2, 48, 48, 8, 0, 16, 3, 1, dt, 1, dt == DT_BF16);
+        test_conv(2, 48, 48, 8, 0, 16, 3, 1, 1, dt, 1, dt == DT_BF16);
     }
     /* a bf16 1x1 conv with more rows than one fp32 output tile of the GEMM layer */
-    test_conv(2, 256, 256, 8, 0, 40, 1, 1, DT_BF16, 1, 0);
+    test_conv(2, 256, 256, 8, 0, 40, 1, 1, 0, DT_BF16, 1, 0);
 }
 
 /* ======================= linear ======================= */
@@ -1034,9 +1040,9 @@ static void test_graph(void) {
 #define STEP_SLICE()                                                                               \
     do {                                                                                           \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,        \
-             (const float *)b->d, N, H, W, Ci, Co, 3, 1, DT_F32, ws->d, wsb);                      \
+             (const float *)b->d, N, H, W, Ci, Co, 3, 1, 1, DT_F32, ws->d, wsb);                   \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), (const float *)w1->d,       \
-             (const float *)b->d, N, H, W, Ci, Co, 1, 1, DT_BF16, ws->d, wsb);                     \
+             (const float *)b->d, N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                  \
         CALL(cuda_group_norm_fwd, g_st, yg->d, (float *)mean->d, (float *)rstd->d,                 \
              sg_cat1(y3->d, Ci), (const float *)gamma->d, (const float *)beta->d, N, L, Ci, G,     \
              1e-6f, DT_F32);                                                                       \
@@ -1108,12 +1114,16 @@ static void test_errors(void) {
     tbuf *a = tb_in("a", rnd(4096, -1, 1), 4096, DT_F32), *o = tb_out("o", 4096, DT_F32, NULL);
     /* K = 2 is not a supported kernel size */
     int rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8,
-                             8, 4, 4, 2, 1, DT_F32, NULL, 0);
+                             8, 4, 4, 2, 1, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR && strlen(sg_last_error()) > 0, "conv with K=2 must fail");
     /* a concatenation that does not add up to Ci */
     rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat2(a->d, 2, a->d, 1), (const float *)a->d, NULL,
-                         1, 8, 8, 4, 4, 3, 1, DT_F32, NULL, 0);
+                         1, 8, 8, 4, 4, 3, 1, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR, "conv with Ci != c0 + c1 must fail");
+    /* padding beyond K/2 */
+    rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8, 8,
+                         4, 4, 3, 2, 2, DT_F32, NULL, 0);
+    CHECK(rc == SG_ERR, "conv with padding 2 > K/2 must fail");
     /* a bf16 GEMM layer without its workspace */
     rc = cuda_linear_fwd(g_st, g_blas, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16,
                          NULL, 0);

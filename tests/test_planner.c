@@ -276,6 +276,7 @@ static void test_random_unets(uint64_t *rng) {
         c.attn_res[0] = c.img >> (sg_test_next(rng) % c.nlevels);
         c.heads = 1, c.head_ch = 0;
         c.resample_conv = (int)(sg_test_next(rng) % 2);
+        c.down_pad = (int)(sg_test_next(rng) % 2) ? SG_DOWN_PAD_SAME : SG_DOWN_PAD_SYMMETRIC;
         c.dropout = sg_test_next(rng) % 2 ? 0.1f : 0.0f;
         c.batch = 1 + (int)(sg_test_next(rng) % 3);
         c.act_dt = sg_test_next(rng) % 2 ? DT_BF16 : DT_F32;
@@ -333,7 +334,7 @@ static void test_random_graphs(uint64_t *rng) {
                 g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
                 g->t[bb].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
                 int in[3] = {a, w, bb};
-                sg_op_args ca = {.conv = {.K = K, .S = S, .out_dt = ta->dtype}};
+                sg_op_args ca = {.conv = {.K = K, .S = S, .pad = K / 2, .out_dt = ta->dtype}};
                 err = sg_node_add(g, OP_CONV2D, in, 3, out, &ca, nm) < 0;
             } else if (kind == 1) {
                 int in[1] = {a};
@@ -436,7 +437,8 @@ static void test_op_table_and_shapes(void) {
     } cs[] = {{w3, 3, 1, 9, 7}, {w3, 3, 2, 5, 4}, {w1, 1, 1, 9, 7}, {w1, 1, 2, 5, 4}};
     for (int i = 0; i < 4; i++) {
         int in[3] = {x, cs[i].w, b};
-        sg_op_args ca = {.conv = {.K = cs[i].K, .S = cs[i].S, .out_dt = DT_F32}};
+        sg_op_args ca = {
+            .conv = {.K = cs[i].K, .S = cs[i].S, .pad = cs[i].K / 2, .out_dt = DT_F32}};
         out[0] = -1;
         int n = sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "conv");
         CHECK(n >= 0 && g.t[out[0]].shape[1] == cs[i].H && g.t[out[0]].shape[2] == cs[i].W &&
@@ -445,11 +447,32 @@ static void test_op_table_and_shapes(void) {
     }
     { /* mismatched weight: 3x3 weight with a K=1 conv */
         int in[3] = {x, w3, b};
-        sg_op_args ca = {.conv = {.K = 1, .S = 1, .out_dt = DT_F32}};
+        sg_op_args ca = {.conv = {.K = 1, .S = 1, .pad = 0, .out_dt = DT_F32}};
         out[0] = -1;
         CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "bad") < 0, "bad conv accepted");
-        ca = (sg_op_args){.conv = {.K = 3, .S = 1, .out_dt = DT_I32}};
+        ca = (sg_op_args){.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = DT_I32}};
         CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "bad") < 0, "i32 conv output accepted");
+    }
+    { /* TensorFlow SAME (top/left 0) on the stride-2 3x3 conv: even sizes halve, an odd size
+       * would need 2 rows of bottom padding and is refused, as is 0 padding at stride 1 and
+       * padding beyond K/2 */
+        int64_t es[4] = {2, 8, 6, 5};
+        int xe = sg_tensor_new(&g, "xe", DT_F32, ROLE_INPUT, 4, es);
+        int in[3] = {xe, w3, b};
+        sg_op_args ca = {.conv = {.K = 3, .S = 2, .pad = 0, .out_dt = DT_F32}};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &ca, "same") >= 0 &&
+                  g.t[out[0]].shape[1] == 4 && g.t[out[0]].shape[2] == 3,
+              "SAME stride-2 conv shape");
+        int in2[3] = {x, w3, b};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONV2D, in2, 3, out, &ca, "odd") < 0, "SAME on odd H");
+        sg_op_args cb = {.conv = {.K = 3, .S = 1, .pad = 0, .out_dt = DT_F32}},
+                   cc = {.conv = {.K = 3, .S = 2, .pad = 2, .out_dt = DT_F32}};
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &cb, "s1") < 0, "pad 0 at stride 1");
+        out[0] = -1;
+        CHECK(sg_node_add(&g, OP_CONV2D, in, 3, out, &cc, "p2") < 0, "pad 2 accepted");
     }
     { /* group norm: 5 channels into 2 groups is an error, into 5 fine */
         int64_t cs5[1] = {5};

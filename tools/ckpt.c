@@ -7,6 +7,7 @@
  *   ckpt verify  FILE [--json]              format and every checksum
  *   ckpt dump    FILE NAME [--json] [--limit N]  the values of one tensor
  *   ckpt export  FILE --safetensors OUT [--ema]  weights for diffusers' UNet2DModel
+ *   ckpt export  FILE --diffusers DIR [--raw]    a folder diffusers loads as it is
  *
  * Exit status: 0 success (diff: bitwise equal; verify: intact), 1 failure (an unreadable or
  * damaged file; diff: different; verify: damaged), 2 usage error.
@@ -29,7 +30,9 @@ static const char *usage_text =
     "  diff    A B [--json] [--ignore-meta]    bitwise comparison (exit 1 when different)\n"
     "  verify  FILE [--json]                   check format and every checksum\n"
     "  dump    FILE NAME [--json] [--limit N]  values of one tensor\n"
-    "  export  FILE --safetensors OUT [--ema]  weights as safetensors (diffusers names)\n";
+    "  export  FILE --safetensors OUT [--ema]  weights as safetensors (diffusers names)\n"
+    "  export  FILE --diffusers DIR [--raw]    a diffusers UNet2DModel / DDPMPipeline folder\n"
+    "                                          (EMA weights; --raw: the raw parameters)\n";
 
 static int usage(const char *msg) {
     if (msg) fprintf(stderr, "ckpt: %s\n", msg);
@@ -92,8 +95,8 @@ static double ratio(int64_t raw, int64_t stored) {
 typedef struct {
     const char *pos[4];
     int npos;
-    int json, ema, ignore_meta;
-    const char *role, *safetensors;
+    int json, ema, raw, ignore_meta;
+    const char *role, *safetensors, *diffusers;
     int64_t limit;
 } args;
 
@@ -105,8 +108,8 @@ static int parse_args(int argc, char **argv, args *a) {
         const char *s = argv[i], *eq = strchr(s, '=');
         char flag[32];
         snprintf(flag, sizeof flag, "%.*s", eq && !strncmp(s, "--", 2) ? (int)(eq - s) : 31, s);
-        int takes =
-            !strcmp(flag, "--role") || !strcmp(flag, "--safetensors") || !strcmp(flag, "--limit");
+        int takes = !strcmp(flag, "--role") || !strcmp(flag, "--safetensors") ||
+                    !strcmp(flag, "--limit") || !strcmp(flag, "--diffusers");
         const char *v = takes ? (eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL) : NULL;
         if (takes && !v) {
             char msg[64];
@@ -122,6 +125,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->json = 1;
         else if (strcmp(flag, "--ema") == 0)
             a->ema = 1;
+        else if (strcmp(flag, "--raw") == 0)
+            a->raw = 1;
+        else if (strcmp(flag, "--diffusers") == 0)
+            a->diffusers = v;
         else if (strcmp(flag, "--ignore-meta") == 0)
             a->ignore_meta = 1;
         else if (strcmp(flag, "--role") == 0)
@@ -164,6 +171,19 @@ static void print_meta_text(const char *meta) {
         free(v);
     }
     ckpt_json_free(j);
+}
+
+/* The downsampling padding a stepgraph checkpoint was trained with: config.down_pad, or
+ * "symmetric" for checkpoints written before the field existed. Returns 0 when the metadata
+ * has no model config (not a training checkpoint); *recorded says whether the field exists. */
+static int ckpt_down_pad(const char *meta, char *buf, size_t cap, int *recorded) {
+    ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
+    if (!j) return 0;
+    int has_cfg = ckpt_json_find(j, 0, "config") >= 0;
+    *recorded = ckpt_json_get_string(j, "config.down_pad", buf, cap) == SG_OK;
+    if (!*recorded) snprintf(buf, cap, "symmetric");
+    ckpt_json_free(j);
+    return has_cfg;
 }
 
 static void print_totals_text(const char *title, const char *const *names, const totals *t, int n) {
@@ -221,6 +241,13 @@ static int cmd_info(const args *a) {
         print_totals_json(sg_role_names, role, ROLE_COUNT);
         printf(",\"by_dtype\":");
         print_totals_json(sg_dtype_names, dtype, DT_COUNT);
+        char pad[32];
+        int recorded;
+        if (ckpt_down_pad(ckpt_meta(f), pad, sizeof pad, &recorded)) {
+            printf(",\"down_pad\":");
+            json_str(pad);
+            printf(",\"down_pad_recorded\":%s", recorded ? "true" : "false");
+        }
         printf("}\n");
     } else {
         char fb[32], rb[32], sb[32], bb[32];
@@ -233,6 +260,11 @@ static int cmd_info(const args *a) {
                ckpt_version(f), fb, (long long)ckpt_file_size(f), bb);
         printf("metadata\n");
         print_meta_text(ckpt_meta(f));
+        char pad[32];
+        int recorded;
+        if (ckpt_down_pad(ckpt_meta(f), pad, sizeof pad, &recorded))
+            printf("downsample padding %s%s\n", pad,
+                   recorded ? "" : " (no config.down_pad: written before the field existed)");
         printf("tensors    %d, raw %s, stored %s, ratio %.3f (%d byte-shuffled, %d stored raw)\n",
                all.count, rb, sb, ratio(all.raw, all.stored), shuffled, raw_codec);
         print_totals_text("by role", sg_role_names, role, ROLE_COUNT);
@@ -582,8 +614,25 @@ static int cmd_dump(const args *a) {
 
 /* ---- export ---- */
 
+/* export --diffusers DIR: the EMA weights unless --raw (ckpt_export_diffusers) */
+static int cmd_export_diffusers(const args *a) {
+    if (a->ema) return usage("--diffusers exports the EMA weights already (--raw: the parameters)");
+    ckpt_file *f = ckpt_open(a->pos[0]);
+    if (!f) return fail();
+    int rc = ckpt_export_diffusers(f, a->diffusers, !a->raw);
+    ckpt_close(f);
+    if (rc) return fail();
+    printf("wrote %s: a diffusers UNet2DModel (%s weights) with DDPMScheduler and DDPMPipeline "
+           "configs\n",
+           a->diffusers, a->raw ? "raw parameter" : "EMA");
+    return 0;
+}
+
 static int cmd_export(const args *a) {
-    if (a->npos != 1 || !a->safetensors) return usage("export needs FILE --safetensors OUT");
+    if (a->npos != 1 || !!a->safetensors == !!a->diffusers)
+        return usage("export needs FILE and one of --safetensors OUT, --diffusers DIR");
+    if (a->diffusers) return cmd_export_diffusers(a);
+    if (a->raw) return usage("--raw goes with --diffusers (--safetensors: --ema for EMA)");
     ckpt_file *f = ckpt_open(a->pos[0]);
     if (!f) return fail();
     int rc = ckpt_export_safetensors(f, a->safetensors, a->ema);

@@ -240,6 +240,12 @@ int cli_model_from_json(const json_t *config, sg_model_cfg *c) {
     if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16"))
         return sg_set_error("checkpoint config: unknown precision '%s'", prec);
     if (prec) c->act_dt = !strcmp(prec, "bf16") ? DT_BF16 : DT_F32;
+    /* a checkpoint from before down_pad existed padded symmetrically */
+    const json_t *pad = json_object_get(config, "down_pad");
+    c->down_pad = SG_DOWN_PAD_SYMMETRIC;
+    if (pad &&
+        (!json_is_string(pad) || (c->down_pad = sg_down_pad_parse(json_string_value(pad))) < 0))
+        return sg_set_error("checkpoint config: down_pad must be \"same\" or \"symmetric\"");
     struct {
         const char *key;
         int *field, lo, hi;

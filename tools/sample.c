@@ -17,16 +17,22 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "graph/weights.h"
 #include "tools/cli.h"
 
 #define DEFAULT_BATCH 16
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sample --ckpt PATH [options]\n"
+            "usage: sample --ckpt PATH | --weights PATH [options]\n"
             "Draw images from a stepgraph checkpoint and write them as one PNG grid.\n"
             "The model configuration (architecture, T, betas) is read from the checkpoint.\n\n"
-            "  --ckpt PATH          checkpoint (.sgck) written by train (required)\n"
+            "  --ckpt PATH          checkpoint (.sgck) written by train\n"
+            "  --weights PATH       instead: a diffusers UNet2DModel folder (config.json +\n"
+            "                       diffusion_pytorch_model.safetensors; T and betas from its\n"
+            "                       scheduler_config.json), a checkpoint, or a .safetensors\n"
+            "                       file with diffusers names together with --model NAME\n"
+            "  --model NAME         the preset a bare .safetensors --weights file is for\n"
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
             "                       seed, checkpoint and backend give the same bits\n"
@@ -52,20 +58,21 @@ static double now_s(void) {
     return cli_now_ms() / 1e3;
 }
 
-/* The model config from the checkpoint metadata (its "config": sg_model_json's object). */
-static int config_from_ckpt(const char *ckpt_path, sg_model_cfg *cfg) {
-    ckpt_file *cf = ckpt_open(ckpt_path);
-    if (!cf) return SG_ERR;
-    char err[200];
-    json_t *m = ckpt_meta_load(ckpt_meta(cf), err, sizeof err);
-    ckpt_close(cf);
-    if (!m) return sg_set_error("%s: metadata: %s", ckpt_path, err);
-    int rc = cli_model_from_json(json_object_get(m, "config"), cfg);
-    json_decref(m);
-    if (rc) return sg_set_error("%s: %s", ckpt_path, sg_last_error());
-    /* the forward plan reserves no dataset */
-    cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
-    return SG_OK;
+/* ---- the model config and the weights' source: --ckpt, or --weights (a stepgraph
+ * checkpoint, a diffusers folder, or a safetensors file with --model) */
+static int sample_config(const char *weights, const char *model, sg_model_cfg *cfg) {
+    if (model && weights && strstr(weights, ".safetensors")) {
+        if (sg_model_preset(cfg, model)) return SG_ERR;
+        cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
+        return SG_OK;
+    }
+    if (model) return sg_set_error("--model is only for a bare .safetensors --weights file");
+    if (strstr(weights, ".safetensors"))
+        return sg_set_error("a bare safetensors file carries no model config: add --model NAME "
+                            "(or give its diffusers folder)");
+    char json[8192];
+    if (sg_weights_config(weights, json, sizeof json)) return SG_ERR;
+    return sg_model_cfg_from_json(json, cfg);
 }
 
 /* ---- progress on stderr: one line rewritten in place on a terminal; elsewhere one line
@@ -121,7 +128,7 @@ static int out_dir_writable(const char *path) {
 }
 
 typedef struct {
-    const char *ckpt_path, *out_path, *backend, *precision;
+    const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     int n, ddim_steps, batch, cols, scale, ema, clip;
     uint64_t seed;
 } sample_args;
@@ -140,6 +147,10 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             a->clip = cli_is(&c, "--clip");
         else if (cli_is(&c, "--ckpt"))
             bad = !(a->ckpt_path = cli_value(&c));
+        else if (cli_is(&c, "--weights"))
+            bad = !(a->weights = cli_value(&c));
+        else if (cli_is(&c, "--model"))
+            bad = !(a->model = cli_value(&c));
         else if (cli_is(&c, "--out"))
             bad = !(a->out_path = cli_value(&c)) ||
                   (!*a->out_path && fprintf(stderr, "sample: --out expects a path\n"));
@@ -166,10 +177,12 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             return cli_unknown(&c);
         if (bad) return 2;
     }
-    if (!a->ckpt_path) {
-        fprintf(stderr, "sample: --ckpt PATH is required (see sample --help)\n");
+    if (!a->ckpt_path == !a->weights) {
+        fprintf(stderr, "sample: one of --ckpt PATH, --weights PATH is required (see sample "
+                        "--help)\n");
         return 2;
     }
+    if (!a->weights) a->weights = a->ckpt_path;
     return 0;
 }
 
@@ -252,7 +265,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         fprintf(stderr,
                 "sample: %lld of %lld sample values are NaN or Inf (the weights in %s are "
                 "broken?); wrote %s anyway\n",
-                (long long)bad, (long long)(n * per), a->ckpt_path, a->out_path);
+                (long long)bad, (long long)(n * per), a->weights, a->out_path);
         return 1;
     }
     printf("sample: wrote %s: %d images (%s, %s weights, seed %llu, %s backend) in %.1f s\n",
@@ -266,14 +279,18 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     sg_model_cfg cfg;
-    if (config_from_ckpt(a.ckpt_path, &cfg)) return cli_fail("sample", 1);
+    if (sample_config(a.weights, a.model, &cfg)) {
+        fprintf(stderr, "sample: %s: %s\n", a.weights, sg_last_error());
+        return 1;
+    }
     if ((rc = check_request(&a, &cfg))) return rc;
     int use_cuda;
     sg_backend *be = make_backend(a.backend, &use_cuda);
     if (!be) return cli_fail("sample", 1);
     sg_exec e;
-    if (sg_exec_init(&e, &cfg, 0, be) || sg_exec_load(&e, a.ckpt_path, 1, a.ema)) {
-        fprintf(stderr, "sample: %s: %s\n", a.ckpt_path, sg_last_error());
+    if (sg_exec_init(&e, &cfg, 0, be) ||
+        sg_exec_load_weights(&e, a.weights, a.ema ? SG_WEIGHTS_FROM_EMA : 0)) {
+        fprintf(stderr, "sample: %s: %s\n", a.weights, sg_last_error());
         sg_exec_free(&e);
         return 1;
     }

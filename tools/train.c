@@ -29,6 +29,7 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "graph/weights.h"
 #include "tools/cli.h"
 
 enum { EXIT_NONFINITE = 3, EXIT_SIGNAL = 130, OUT_MAX = 900 };
@@ -42,7 +43,7 @@ static void on_signal(int sig) {
 /* What the command line asked for. The *_set fields say which flags were given: a resume
  * takes everything else from the checkpoint. */
 typedef struct {
-    const char *model, *data, *out, *resume, *backend;
+    const char *model, *data, *out, *resume, *backend, *init_from;
     int64_t steps, ckpt_every, sample_every, log_every;
     int keep, n_samples, ddim_steps, overwrite;
     uint64_t seed;
@@ -52,6 +53,15 @@ typedef struct {
     int warmup, lr_set, ema_set, warmup_set;
     char fixed_flag[64]; /* the first flag given that a resume may not change (--data, ...) */
 } train_args;
+
+/* --init-from: a fresh state (step 0, AdamW zero, seed's RNG), then the parameters and EMA
+ * from outside weights (graph/weights.h checks the architecture first). */
+static int init_from(sg_exec *e, const char *path, uint64_t seed) {
+    if (sg_exec_init_state(e, seed) || sg_exec_load_weights(e, path, SG_WEIGHTS_SET_EMA))
+        return SG_ERR;
+    printf("train: parameters and EMA from %s (a fresh run: step 0, AdamW state zero)\n", path);
+    return SG_OK;
+}
 
 static void usage(FILE *f) {
     fprintf(
@@ -83,6 +93,11 @@ static void usage(FILE *f) {
         "                       come from the checkpoint (a directory: its newest valid one);\n"
         "                       --steps, --lr, --warmup, --ema-decay and the cadences may\n"
         "                       change (recorded in config.json), nothing else\n"
+        "  --init-from W        start a fresh run (step 0, fresh AdamW state) with parameters\n"
+        "                       and EMA from W: a diffusers UNet2DModel folder, a .safetensors\n"
+        "                       file with diffusers names, or a stepgraph checkpoint; its\n"
+        "                       architecture must be this model's (the first difference is\n"
+        "                       named)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
         "  --help               this text\n"
         "model flags:\n%s"
@@ -104,6 +119,8 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = !(a->out = cli_value(c)), note_fixed(a, c);
     else if (cli_is(c, "--resume"))
         bad = !(a->resume = cli_value(c));
+    else if (cli_is(c, "--init-from"))
+        bad = !(a->init_from = cli_value(c)), note_fixed(a, c);
     else if (cli_is(c, "--backend"))
         bad = !(a->backend = cli_value(c)) || cli_check_backend("train", a->backend);
     else if (cli_is(c, "--steps"))
@@ -152,6 +169,10 @@ static int parse_args(int argc, char **argv, train_args *a, sg_model_cfg *cfg) {
         if (!r && (r = cli_model_flag(&c, cfg)) > 0) note_fixed(a, &c);
         if (r < 0) return 2;
         if (!r) return cli_unknown(&c);
+    }
+    if (a->resume && a->init_from) {
+        fprintf(stderr, "train: --resume continues a run, --init-from starts one: give one\n");
+        return 2;
     }
     return 0;
 }
@@ -682,6 +703,7 @@ static int setup_exec(train_run *r) {
     if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
         sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
+         : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
                            : sg_exec_init_state(&r->e, r->a.seed)))
         return 1;
     data_free(ds), r->ds_loaded = 0; /* the arena holds it now */

@@ -2,8 +2,9 @@
  *
  * Shapes (NHWC activations, weights [Co][K][K][Ci]):
  *   x[N,H,W,Ci], w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]
- *   K in {1,3}, stride S in {1,2}, zero padding pad = K/2 on every side,
- *   Ho = (H + 2 pad - K) / S + 1, Wo likewise.
+ *   K in {1,3}, stride S in {1,2}, zero padding: pad (0..K/2) at the top/left, at the
+ *   bottom/right what the output size needs (pad = K/2: symmetric; pad = 0 with S = 2: SAME),
+ *   Ho = (H + 2 (K/2) - K) / S + 1, Wo likewise.
  *
  * The math. Flatten the output pixels p = (n, ho, wo) into P = N*Ho*Wo rows. The im2col row
  * of pixel p is the receptive field laid out exactly like one filter:
@@ -35,12 +36,12 @@ typedef struct {
     int direct; /* 1x1 stride 1: x is already the col matrix */
 } conv_shape;
 
-static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, int S) {
-    assert((K == 1 || K == 3) && (S == 1 || S == 2));
+static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
+    assert((K == 1 || K == 3) && (S == 1 || S == 2) && pad >= 0 && pad <= K / 2);
     assert(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
-    conv_shape s = {N, H, W, Ci, Co, K, S, K / 2, 0, 0, 0, 0, 0, 0};
-    s.Ho = (H + 2 * s.pad - K) / S + 1;
-    s.Wo = (W + 2 * s.pad - K) / S + 1;
+    conv_shape s = {N, H, W, Ci, Co, K, S, pad, 0, 0, 0, 0, 0, 0};
+    s.Ho = (H + 2 * (K / 2) - K) / S + 1;
+    s.Wo = (W + 2 * (K / 2) - K) / S + 1;
     s.Kc = K * K * Ci;
     s.P = (int64_t)N * s.Ho * s.Wo;
     s.direct = K == 1 && S == 1;
@@ -99,8 +100,8 @@ static void col2im_add(float *dx, const float *dcol, const conv_shape *s, int64_
 }
 
 void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
-                    int Ci, int Co, int K, int S) {
-    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+                    int Ci, int Co, int K, int S, int pad) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S, pad);
     if (s.direct) {
         /* y[P][Co] = x[P][Ci] w^T */
         sg_cpu_sgemm(0, 1, (int)s.P, Co, Ci, 1.0f, x, Ci, w, Ci, 0.0f, y, Co);
@@ -122,8 +123,8 @@ void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, in
 }
 
 void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
-                         int Co, int K, int S) {
-    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+                         int Co, int K, int S, int pad) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S, pad);
     if (s.direct) {
         /* dx[P][Ci] = dy[P][Co] w[Co][Ci] */
         sg_cpu_sgemm(0, 0, (int)s.P, Ci, Co, 1.0f, dy, Co, w, Ci, 0.0f, dx, Ci);
@@ -142,8 +143,8 @@ void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int 
 }
 
 void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
-                           int W, int Ci, int Co, int K, int S) {
-    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S);
+                           int W, int Ci, int Co, int K, int S, int pad) {
+    conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S, pad);
     if (s.direct) {
         /* dw[Co][Ci] = dy^T[Co][P] x[P][Ci] */
         sg_cpu_sgemm(1, 0, Co, Ci, (int)s.P, 1.0f, dy, Co, x, Ci, 0.0f, dw, Ci);

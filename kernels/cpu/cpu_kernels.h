@@ -14,17 +14,19 @@
 
 #include <stdint.h>
 
-/* ---- convolution: K in {1, 3}, stride S in {1, 2}, zero padding K/2 on every side.
- * Ho = (H + 2*(K/2) - K) / S + 1, likewise Wo.
+/* ---- convolution: K in {1, 3}, stride S in {1, 2}, zero padding: `pad` (0..K/2) rows and
+ * columns at the top/left, at the bottom/right whatever the output size needs.
+ * Ho = (H + 2*(K/2) - K) / S + 1, likewise Wo (pad = K/2: the symmetric rule; pad = 0 with
+ * K = 3, S = 2 and even H: TensorFlow's SAME, 0 top/left and 1 bottom/right).
  * y[N,Ho,Wo,Co] = conv(x[N,H,W,Ci], w[Co,K,K,Ci]) + b[Co]   (b may be NULL) */
 void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
-                    int Ci, int Co, int K, int S);
+                    int Ci, int Co, int K, int S, int pad);
 /* dx[N,H,W,Ci] from dy[N,Ho,Wo,Co] and w. */
 void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
-                         int Co, int K, int S);
+                         int Co, int K, int S, int pad);
 /* dw[Co,K,K,Ci] = sum over n,pixels of dy * x; db[Co] = sum of dy (db may be NULL). */
 void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
-                           int W, int Ci, int Co, int K, int S);
+                           int W, int Ci, int Co, int K, int S, int pad);
 
 /* ---- linear: y[N,M] = x[N,K] w[M,K]^T + b[M] (b may be NULL) */
 void cpu_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int K, int M);

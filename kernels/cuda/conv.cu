@@ -2,7 +2,8 @@
  *
  * Shapes (NHWC, weights [Co][K][K][Ci]): x[N,H,W,Ci] given as a channel concatenation
  * (sg_cat, Ci = c0 + c1), w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2}, zero
- * padding pad = K/2, Ho = (H + 2 pad - K) / S + 1. P = N*Ho*Wo output pixels.
+ * padding: pad (0..K/2) at the top/left, at the bottom/right what the output size needs (the
+ * kernels only test ih < H), Ho = (H + 2 (K/2) - K) / S + 1. P = N*Ho*Wo output pixels.
  *
  * 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer).
  *
@@ -61,7 +62,7 @@ __device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_
  * lk = 4 (tid % 4). Compute: 4 x 4 outputs per thread (see the file comment). */
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_fwd_kernel(void *y, sg_cat x, const float *w, const float *bias, int N, int H, int W,
-                    int Ci, int Co, int K, int S, int Ho, int Wo, int dt) {
+                    int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int dt) {
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const int64_t P = (int64_t)N * Ho * Wo;
     const int64_t p = (int64_t)blockIdx.x * CONV_BM + lrow;
     const int co_ld = blockIdx.y * CONV_BN + lrow;
-    const int KK = K * K, pad = K / 2;
+    const int KK = K * K;
     int n = 0, oh = 0, ow = 0;
     if (p < P) {
         n = (int)(p / ((int64_t)Ho * Wo));
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
  * bk = tid / 64 (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_bwd_data_kernel(sg_cat dx, const void *dy, const float *w, int N, int H, int W, int Ci,
-                         int Co, int K, int S, int Ho, int Wo, int dt, int accum) {
+                         int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const int64_t Q = (int64_t)N * H * W;
     const int64_t q = (int64_t)blockIdx.x * CONV_BM + lrow;
     const int ci_ld = blockIdx.y * CONV_BN + bcol;
-    const int KK = K * K, pad = K / 2;
+    const int KK = K * K;
     int n = 0, ih = 0, iw = 0;
     if (q < Q) {
         n = (int)(q / ((int64_t)H * W));
@@ -181,7 +182,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
  * thread (tm, tn) owns co = tm + 16 i, ci = tn + 16 j. Writes part[z][co][tap][ci]. */
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_bwd_weight_kernel(float *part, const void *dy, sg_cat x, int N, int H, int W, int Ci,
-                           int Co, int K, int S, int Ho, int Wo, int dt, int64_t chunk_len) {
+                           int Co, int K, int S, int pad, int Ho, int Wo, int dt,
+                           int64_t chunk_len) {
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const int nct = (Ci + CONV_BN - 1) / CONV_BN;
     const int tap = blockIdx.x / nct, ci_base = (blockIdx.x % nct) * CONV_BN;
     const int co_base = blockIdx.y * CONV_BM;
-    const int kh = tap / K, kw = tap % K, KK = K * K, pad = K / 2;
+    const int kh = tap / K, kw = tap % K, KK = K * K;
     const int64_t P = (int64_t)N * Ho * Wo;
     const int64_t p0 = (int64_t)blockIdx.z * chunk_len;
     const int64_t p1 = p0 + chunk_len < P ? p0 + chunk_len : P;
@@ -241,9 +243,10 @@ __global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int ch
 /* =============================== launchers =============================== */
 
 static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S,
-                      int dt) {
+                      int pad, int dt) {
     SG_DT_CHECK(dt, fn);
     SG_ARG_CHECK((K == 1 || K == 3) && (S == 1 || S == 2), "%s: K=%d S=%d unsupported", fn, K, S);
+    SG_ARG_CHECK(pad >= 0 && pad <= K / 2, "%s: padding %d with K=%d unsupported", fn, pad, K);
     SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
     SG_ARG_CHECK(x.c[0] > 0 && x.c[1] >= 0 && x.c[0] + x.c[1] == Ci && x.p[0] != NULL &&
                      (x.c[1] == 0 || x.p[1] != NULL),
@@ -256,40 +259,41 @@ static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int
 }
 
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
-                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                    void *ws, int64_t ws_bytes) {
-    if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
+                    int dt, void *ws, int64_t ws_bytes) {
+    if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     if (K == 1 && S == 1)
         return cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-    conv_fwd_kernel<<<grid, CONV_THREADS, 0, st>>>(y, x, w, b, N, H, W, Ci, Co, K, S, Ho, Wo, dt);
+    conv_fwd_kernel<<<grid, CONV_THREADS, 0, st>>>(y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo,
+                                                   dt);
     SG_LAUNCH_CHECK("conv_fwd_kernel");
     return SG_OK;
 }
 
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
-                         int N, int H, int W, int Ci, int Co, int K, int S, int dt, int accum,
-                         void *ws, int64_t ws_bytes) {
-    if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+                         int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                         int accum, void *ws, int64_t ws_bytes) {
+    if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     if (K == 1 && S == 1)
         return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
                                 ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t Q = (int64_t)N * H * W;
     dim3 grid((unsigned)((Q + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN));
-    conv_bwd_data_kernel<<<grid, CONV_THREADS, 0, st>>>(dx, dy, w, N, H, W, Ci, Co, K, S, Ho, Wo,
-                                                        dt, accum);
+    conv_bwd_data_kernel<<<grid, CONV_THREADS, 0, st>>>(dx, dy, w, N, H, W, Ci, Co, K, S, pad, Ho,
+                                                        Wo, dt, accum);
     SG_LAUNCH_CHECK("conv_bwd_data_kernel");
     return SG_OK;
 }
 
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
-                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                           int accum, void *ws, int64_t ws_bytes) {
+                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
+                           int dt, int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_conv2d_bwd_weight";
-    if (conv_check(fn, x, N, H, W, Ci, Co, K, S, dt)) return SG_ERR;
+    if (conv_check(fn, x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     if (K == 1 && S == 1)
@@ -301,8 +305,8 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
     float *part = (float *)ws;
     dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
               (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
-    conv_bwd_weight_kernel<<<grid, CONV_THREADS, 0, st>>>(part, dy, x, N, H, W, Ci, Co, K, S, Ho,
-                                                          Wo, dt, chunk_len);
+    conv_bwd_weight_kernel<<<grid, CONV_THREADS, 0, st>>>(part, dy, x, N, H, W, Ci, Co, K, S, pad,
+                                                          Ho, Wo, dt, chunk_len);
     SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
     chunk_sum_kernel<<<sg_grid_for(nw), SG_THREADS, 0, st>>>(dw, part, nw, (int)chunks, accum);
     SG_LAUNCH_CHECK("chunk_sum_kernel");

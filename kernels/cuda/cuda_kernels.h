@@ -81,21 +81,23 @@ uint64_t sg_blas_hash(const sg_blas *blas);
 /* cublasLtGetVersion() */
 size_t sg_blas_version(void);
 
-/* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}, padding K/2; Ci = x.c[0] + x.c[1].
+/* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}; zero padding `pad` (0..K/2) at the
+ * top/left, at the bottom/right what Ho = (H + 2 (K/2) - K) / S + 1 needs (cpu_kernels.h);
+ * Ci = x.c[0] + x.c[1].
  * 1x1 stride 1 runs as cuBLASLt GEMMs; the rest as tiled implicit-GEMM kernels. */
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
-                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                    void *ws, int64_t ws_bytes);
+                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
+                    int dt, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
-                         int N, int H, int W, int Ci, int Co, int K, int S, int dt, int accum,
-                         void *ws, int64_t ws_bytes);
+                         int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                         int accum, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
  * to dw and db. */
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
-                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int dt,
-                           int accum, void *ws, int64_t ws_bytes);
+                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
+                           int dt, int accum, void *ws, int64_t ws_bytes);
 
 /* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLASLt. */
 /* [gemm] [ws] y = x w^T + b (b may be NULL). */

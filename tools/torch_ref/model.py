@@ -27,16 +27,16 @@ GN_EPS = 1e-6
 CONFIGS = {
     "unet_cifar": dict(img=32, in_ch=3, ch=128, ch_mult=[1, 2, 2, 2], nrb=2, attn_res=[16],
                        heads=1, head_ch=None, groups=32, dropout=0.1, resample_conv=True,
-                       batch=128),
+                       down_pad="same", batch=128),
     "unet_adm64": dict(img=64, in_ch=3, ch=64, ch_mult=[1, 2, 3, 4], nrb=2, attn_res=[16, 8],
                        heads=None, head_ch=32, groups=32, dropout=0.1, resample_conv=False,
-                       batch=32),
+                       down_pad="symmetric", batch=32),
     "unet_tiny": dict(img=16, in_ch=3, ch=32, ch_mult=[1, 2], nrb=1, attn_res=[8],
                       heads=1, head_ch=None, groups=8, dropout=0.1, resample_conv=True,
-                      batch=4),
+                      down_pad="same", batch=4),
     "unet_fmnist": dict(img=32, in_ch=1, ch=32, ch_mult=[1, 2, 2], nrb=1, attn_res=[8],
                         heads=1, head_ch=None, groups=8, dropout=0.1, resample_conv=True,
-                        batch=32),
+                        down_pad="same", batch=32),
 }
 
 # Training defaults of docs/model.md ("Training objective").
@@ -98,6 +98,12 @@ def normalize_config(cfg):
     out["heads"], out["head_ch"] = heads, head_ch
     out["dropout"] = float(c.get("dropout", 0.0))
     out["resample_conv"] = _bool(c.get("resample_conv", True))
+    # The stride-2 downsampling conv's padding: "same" (TensorFlow SAME, DDPM: 0 rows/columns
+    # at the top/left, 1 at the bottom/right) or "symmetric" (1 on every side). A config
+    # without the field predates it and means "symmetric".
+    out["down_pad"] = c.get("down_pad", "symmetric")
+    if out["down_pad"] not in ("same", "symmetric"):
+        raise ValueError("down_pad must be 'same' or 'symmetric', got %r" % (out["down_pad"],))
     return out
 
 
@@ -194,12 +200,21 @@ class AttnBlock(nn.Module):
 
 
 class Downsample(nn.Module):
-    def __init__(self, C, use_conv):
+    """3x3 stride-2 conv, or 2x2 average pooling. With down_pad "same" the conv sees the input
+    zero-padded by 0 at the top/left and 1 at the bottom/right and convolves unpadded, as
+    TensorFlow's SAME does for even sizes (DDPM's diffusion_tf; diffusers' Downsample2D with
+    downsample_padding=0); "symmetric" is nn.Conv2d's padding=1."""
+
+    def __init__(self, C, use_conv, down_pad="symmetric"):
         super().__init__()
-        self.conv = nn.Conv2d(C, C, 3, stride=2, padding=1) if use_conv else None
+        self.same = down_pad == "same"
+        self.conv = (nn.Conv2d(C, C, 3, stride=2, padding=0 if self.same else 1)
+                     if use_conv else None)
 
     def forward(self, x):
         if self.conv is not None:
+            if self.same:
+                x = F.pad(x, (0, 1, 0, 1))
             return self.conv(x)
         return F.avg_pool2d(x, 2)
 
@@ -272,7 +287,7 @@ class UNet(nn.Module):
                     blk.attentions.append(attn(C))
                 skip_ch.append(cur)
             if i != levels - 1:
-                blk.downsamplers.append(Downsample(cur, cfg["resample_conv"]))
+                blk.downsamplers.append(Downsample(cur, cfg["resample_conv"], cfg["down_pad"]))
                 skip_ch.append(cur)
                 res //= 2
             self.down_blocks.append(blk)

@@ -3,7 +3,8 @@
 
 DIR holds:
   config.json        model fields of docs/model.md (img, in_ch, ch, ch_mult, nrb, attn_res,
-                     heads | head_ch, groups, dropout, resample_conv; or "model": a named
+                     heads | head_ch, groups, dropout, resample_conv, down_pad ("same" |
+                     "symmetric", absent: symmetric); or "model": a named
                      config, whose fields the file's own fields override) and training fields
                      T, beta1, betaT, lr, b1, b2, eps, wd, warmup, clip, ema_decay, step
                      (0-based number of this update). Missing training fields take the

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""diffusers_interop.py BUILD REPO — stepgraph against the real diffusers (run by
+tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
+
+1. stepgraph -> diffusers, for unet_tiny and unet_cifar (batch 2): train 2 CPU steps, `ckpt
+   export --diffusers`, UNet2DModel.from_pretrained (no missing, unexpected or misshapen
+   weights), and diffusers' forward on fresh random x_t and t (0, 999 and between) equals
+   stepgraph's CPU forward on the same inputs from the same checkpoint (tests/sg_forward_dump).
+2. diffusers -> stepgraph, for unet_tiny: a UNet2DModel with the exported config and other
+   random weights (GroupNorm affines too), saved with save_pretrained: stepgraph's forward
+   from the folder equals diffusers'; the same weights under diffusers' deprecated attention
+   names (query/key/value/proj_attn) give the same bits; `train --init-from` (lr 0, EMA decay
+   1) keeps the weights bit for bit through a checkpoint and `ckpt export --diffusers --raw`;
+   a model of another architecture is refused, naming the difference; a corrupt safetensors
+   file is a clear error, not a crash. `train --init-from` a stepgraph checkpoint takes its
+   parameters and its EMA bit for bit.
+3. DDPMPipeline.from_pretrained on an exported folder draws images (3 inference steps), and
+   `sample --weights` on it draws what `sample --ckpt` draws from the checkpoint, bit for bit.
+
+Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
+as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
+layers of O(1e2..1e3)-term dot products stays near 1e-6 relative; 1e-4 leaves room). diffusers
+evaluates the timestep sinusoid in fp32 even for a float64 model (sin of t*f with t up to 999:
+an argument error of ~1e-4 rad), so for the float64 truth its time_proj is replaced by the
+same formula (its own flip_sin_to_cos / downscale_freq_shift) in float64; stepgraph computes
+it in float64 and rounds once. diffusers' unmodified fp32 forward is compared too, under the
+same bound (measured: ~1e-6 for both models; the padding's effect is ~1e-1).
+
+Exit status: 0 all passed, 1 any failure.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+# With huggingface_hub 0.26 on this torch, nothing imports safetensors.torch before diffusers
+# calls safetensors.torch.load_file; import it first.
+import safetensors.torch  # noqa: F401,E402
+from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
+
+BUILD, REPO = sys.argv[1], sys.argv[2]
+TRAIN, CKPT = os.path.join(BUILD, "train"), os.path.join(BUILD, "ckpt")
+SAMPLE = os.path.join(BUILD, "sample")
+FWD = os.path.join(BUILD, "tests", "sg_forward_dump")
+TOL, TOL_FP32 = 1e-4, 1e-4
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print("%s %s" % ("PASS" if ok else "FAIL", what), flush=True)
+    if not ok:
+        failures += 1
+
+
+def run(cmd, expect_ok=True):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if expect_ok and r.returncode != 0:
+        print(r.stdout)
+        raise SystemExit("FAIL command %s exited %d" % (" ".join(cmd), r.returncode))
+    return r
+
+
+class ExactTimesteps(torch.nn.Module):
+    """diffusers' get_timestep_embedding (with the module's own settings), in float64."""
+
+    def __init__(self, tp):
+        super().__init__()
+        self.n, self.flip, self.shift = tp.num_channels, tp.flip_sin_to_cos, tp.downscale_freq_shift
+
+    def forward(self, t):
+        half = self.n // 2
+        i = torch.arange(half, dtype=torch.float64)
+        a = t.double()[:, None] * torch.exp(-math.log(10000.0) * i / (half - self.shift))[None]
+        emb = torch.cat([torch.sin(a), torch.cos(a)], dim=-1)
+        return torch.cat([emb[:, half:], emb[:, :half]], dim=-1) if self.flip else emb
+
+
+def diffusers_fwd(model, x, t, exact):
+    m = model.double() if exact else model.float()
+    if exact:
+        saved, m.time_proj = m.time_proj, ExactTimesteps(m.time_proj)
+    with torch.no_grad():
+        y = m(x.double() if exact else x.float(), t).sample
+    if exact:
+        m.time_proj = saved
+    return y.double()
+
+
+def stepgraph_fwd(weights, x, t, tmp, model=None):
+    """x [N,C,H,W] -> stepgraph's prediction [N,C,H,W] (float64 of the fp32 values)."""
+    xp, tp, yp = (os.path.join(tmp, n) for n in ("x.f32", "t.i32", "y.f32"))
+    x.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+    t.numpy().astype("<i4").tofile(tp)
+    run([FWD, weights, xp, tp, yp] + ([model] if model else []))
+    y = np.fromfile(yp, dtype="<f4").reshape(x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+    return torch.from_numpy(y.astype(np.float64)).permute(0, 3, 1, 2)
+
+
+def rel_err(a, ref):
+    return float((a - ref).abs().max() / ref.abs().max())
+
+
+def inputs(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, cfg["in_channels"], cfg["sample_size"], cfg["sample_size"], generator=g)
+    return x, torch.tensor([999, int(torch.randint(0, 999, (1,), generator=g))], dtype=torch.int32)
+
+
+def trained_export(tmp, name, data):
+    run_dir, exp = os.path.join(tmp, name + "_run"), os.path.join(tmp, name + "_diffusers")
+    run([TRAIN, "--model", name, "--data", data, "--steps", "2", "--batch", "2", "--backend",
+         "cpu", "--out", run_dir, "--samples", "1", "--ddim-steps", "1", "--log-every", "1",
+         "--lr", "1e-3", "--warmup", "1", "--ema-decay", "0.5"])
+    ckpt = os.path.join(run_dir, "ckpt_00000002.sgck")
+    run([CKPT, "export", ckpt, "--diffusers", exp])
+    return ckpt, exp
+
+
+def export_to_diffusers(tmp, name, data, seed):
+    ckpt, exp = trained_export(tmp, name, data)
+    with open(os.path.join(exp, "config.json")) as f:
+        cfg = json.load(f)
+    model, info = UNet2DModel.from_pretrained(exp, output_loading_info=True)
+    check(not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys",
+                                         "error_msgs")),
+          "%s: from_pretrained loads every weight, nothing left over (%s)" % (name, info))
+    model.eval()
+    with safetensors.safe_open(os.path.join(exp, "diffusion_pytorch_model.safetensors"), "pt") as f:
+        meta = f.metadata()
+    check(meta.get("model") == name and meta.get("weights") == "ema",
+          "%s: the safetensors metadata names the model and the EMA weights: %s" % (name, meta))
+    x, t = inputs(cfg, seed)
+    y_sg = stepgraph_fwd(ckpt, x, t, tmp)
+    y64 = diffusers_fwd(model, x, t, exact=True)
+    y32 = diffusers_fwd(model, x, t, exact=False)
+    e64, e32 = rel_err(y_sg, y64), rel_err(y_sg, y32)
+    check(e64 <= TOL, "%s: export -> diffusers forward (float64) vs stepgraph CPU forward: "
+          "max|d|/max|ref| %.3e (tol %.0e), t = %s" % (name, e64, TOL, t.tolist()))
+    check(e32 <= TOL_FP32, "%s: diffusers' own fp32 forward vs stepgraph: %.3e (tol %.0e)"
+          % (name, e32, TOL_FP32))
+    # the same function with the other padding would be far off: the comparison can tell
+    cfg_sym = dict(cfg, downsample_padding=1)
+    sym = UNet2DModel.from_config(cfg_sym)
+    sym.load_state_dict(model.state_dict())
+    e_sym = rel_err(y_sg, diffusers_fwd(sym, x, t, exact=True))
+    check(e_sym > 100 * TOL, "%s: with downsample_padding 1 diffusers computes another function "
+          "(%.3e apart): the comparison sees the padding" % (name, e_sym))
+    return ckpt, exp, cfg
+
+
+def diffusers_to_stepgraph(tmp, exp, cfg):
+    torch.manual_seed(7)
+    m = UNet2DModel.from_config({k: v for k, v in cfg.items() if not k.startswith("_")})
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "norm" in n:  # GroupNorm affines: not the 1 / 0 of a fresh init
+                p.add_(0.1 * torch.randn_like(p))
+    m.eval()
+    dm = os.path.join(tmp, "from_diffusers")
+    m.save_pretrained(dm)
+    DDPMScheduler(num_train_timesteps=1000, beta_start=1e-4, beta_end=0.02,
+                  beta_schedule="linear").save_pretrained(dm)
+    check(os.path.exists(os.path.join(dm, "diffusion_pytorch_model.safetensors")),
+          "save_pretrained wrote safetensors")
+    x, t = inputs(cfg, 11)
+    y64 = diffusers_fwd(m, x, t, exact=True)
+    y_dir = stepgraph_fwd(dm, x, t, tmp)
+    e = rel_err(y_dir, y64)
+    check(e <= TOL, "diffusers weights -> stepgraph (folder) forward vs diffusers float64: "
+          "%.3e (tol %.0e)" % (e, TOL))
+
+    # diffusers' deprecated attention names, as in google/ddpm-cifar10-32's files
+    sd = safetensors.torch.load_file(os.path.join(dm, "diffusion_pytorch_model.safetensors"))
+    ren = {".to_q.": ".query.", ".to_k.": ".key.", ".to_v.": ".value.", ".to_out.0.": ".proj_attn."}
+    legacy = {}
+    for k, v in sd.items():
+        for a, b in ren.items():
+            k = k.replace(a, b)
+        legacy[k] = v
+    check(any(".query." in k for k in legacy), "the model has attention weights to rename")
+    lp = os.path.join(tmp, "legacy.safetensors")
+    safetensors.torch.save_file(legacy, lp)
+    y_leg = stepgraph_fwd(lp, x, t, tmp, model="unet_tiny")
+    check(torch.equal(y_leg, y_dir), "deprecated attention names: the same bits")
+
+    # train --init-from keeps the weights bit for bit (lr 0, EMA decay 1: nothing moves)
+    run_dir, back = os.path.join(tmp, "init_run"), os.path.join(tmp, "init_back")
+    r = run([TRAIN, "--model", "unet_tiny", "--data", "synthetic:16:16x16x3", "--steps", "1",
+             "--batch", "2", "--backend", "cpu", "--out", run_dir, "--samples", "1",
+             "--ddim-steps", "1", "--lr", "0", "--ema-decay", "1", "--init-from", dm])
+    check("fresh run" in r.stdout, "train --init-from says it starts a fresh run")
+    ck = os.path.join(run_dir, "ckpt_00000001.sgck")
+    for flag, what in (([], "EMA"), (["--raw"], "parameters")):
+        shutil.rmtree(back, ignore_errors=True)
+        run([CKPT, "export", ck, "--diffusers", back] + flag)
+        got = safetensors.torch.load_file(os.path.join(back, "diffusion_pytorch_model.safetensors"))
+        same = set(got) == set(sd) and all(torch.equal(got[k], sd[k]) for k in sd)
+        check(same, "--init-from -> checkpoint -> export --diffusers %s: every tensor bit-equal "
+              "to the diffusers weights (%s)" % (" ".join(flag), what))
+    info = json.loads(run([CKPT, "info", ck, "--json"]).stdout)
+    check(info["meta"]["step"] == 1, "the --init-from run counted from step 0")
+
+    # another architecture is refused, naming the difference; nothing is written
+    bad_dir = os.path.join(tmp, "refused")
+    r = run([TRAIN, "--model", "unet_tiny", "--ch", "64", "--data", "synthetic:16:16x16x3",
+             "--steps", "1", "--out", bad_dir, "--backend", "cpu", "--init-from", dm],
+            expect_ok=False)
+    check(r.returncode != 0 and "another architecture: ch is 32 there, 64 here" in r.stdout,
+          "another architecture is refused naming ch: %r" % r.stdout.strip()[-200:])
+    r = run([TRAIN, "--model", "unet_tiny", "--down-pad", "symmetric", "--data",
+             "synthetic:16:16x16x3", "--steps", "1", "--out", bad_dir, "--backend", "cpu",
+             "--init-from", dm], expect_ok=False)
+    check(r.returncode != 0 and "down_pad" in r.stdout,
+          "the other padding is refused naming down_pad: %r" % r.stdout.strip()[-200:])
+    # a corrupt safetensors file: a clear error, not a crash
+    raw = open(lp, "rb").read()
+    for what, data in (("truncated", raw[: len(raw) // 2]), ("header length", b"\xff" * 8 + raw[8:]),
+                       ("header", raw[:8] + b"[" + raw[9:])):
+        cp = os.path.join(tmp, "corrupt.safetensors")
+        with open(cp, "wb") as f:
+            f.write(data)
+        r = run([FWD, cp, os.path.join(tmp, "x.f32"), os.path.join(tmp, "t.i32"),
+                 os.path.join(tmp, "y.f32"), "unet_tiny"], expect_ok=False)
+        check(r.returncode == 1 and "corrupt.safetensors" in r.stdout,
+              "corrupt safetensors (%s): exit 1 with %r" % (what, r.stdout.strip()[-160:]))
+
+
+def init_from_checkpoint(tmp, ckpt):
+    """train --init-from a stepgraph checkpoint: its parameters and its EMA, bit for bit."""
+    run_dir = os.path.join(tmp, "init_ckpt_run")
+    run([TRAIN, "--model", "unet_tiny", "--data", "synthetic:16:16x16x3", "--steps", "1",
+         "--batch", "2", "--backend", "cpu", "--out", run_dir, "--samples", "1",
+         "--ddim-steps", "1", "--lr", "0", "--ema-decay", "1", "--init-from", ckpt])
+    new = os.path.join(run_dir, "ckpt_00000001.sgck")
+    for flag, what in (([], "parameters"), (["--ema"], "EMA")):
+        a, b = os.path.join(tmp, "src.safetensors"), os.path.join(tmp, "new.safetensors")
+        run([CKPT, "export", ckpt, "--safetensors", a] + flag)
+        run([CKPT, "export", new, "--safetensors", b] + flag)
+        x, y = safetensors.torch.load_file(a), safetensors.torch.load_file(b)
+        check(set(x) == set(y) and all(torch.equal(x[k], y[k]) for k in x),
+              "train --init-from CHECKPOINT: the %s are the checkpoint's, bit for bit" % what)
+    src = safetensors.torch.load_file(os.path.join(tmp, "src.safetensors"))
+    raw = os.path.join(tmp, "src_raw.safetensors")
+    run([CKPT, "export", ckpt, "--safetensors", raw])
+    check(any(not torch.equal(v, safetensors.torch.load_file(raw)[k]) for k, v in src.items()),
+          "(the source checkpoint's EMA and parameters differ, so the two checks are distinct)")
+
+
+def pipeline(exp, cfg):
+    pipe = DDPMPipeline.from_pretrained(exp)
+    check(pipe.scheduler.config.beta_schedule == "linear" and
+          pipe.scheduler.config.num_train_timesteps == 1000 and pipe.scheduler.config.clip_sample,
+          "DDPMPipeline: the scheduler is DDPM, linear betas, T = 1000, clip_sample")
+    pipe.set_progress_bar_config(disable=True)
+    out = pipe(batch_size=2, num_inference_steps=3, generator=torch.manual_seed(0),
+               output_type="np").images
+    s, c = cfg["sample_size"], cfg["in_channels"]
+    check(out.shape == (2, s, s, c) and np.isfinite(out).all() and out.min() >= 0 and
+          out.max() <= 1 and out.std() > 0,
+          "DDPMPipeline draws images: shape %s, range [%.3f, %.3f]" % (out.shape, out.min(),
+                                                                      out.max()))
+
+
+def main():
+    print("torch %s, diffusers %s" % (torch.__version__, __import__("diffusers").__version__))
+    tmp = tempfile.mkdtemp(prefix="sg_diffusers_")
+    try:
+        ckpt, exp, cfg = export_to_diffusers(tmp, "unet_tiny", "synthetic:16:16x16x3", 1)
+        # sample --weights on the exported folder draws what sample --ckpt draws, bit for bit
+        pngs = [os.path.join(tmp, n) for n in ("from_folder.png", "from_ckpt.png")]
+        for src, png in zip((["--weights", exp], ["--ckpt", ckpt]), pngs):
+            run([SAMPLE] + src + ["--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out",
+                                  png])
+        check(open(pngs[0], "rb").read() == open(pngs[1], "rb").read(),
+              "sample --weights (exported folder) == sample --ckpt, bit for bit")
+        check(cfg["downsample_padding"] == 0 and not cfg["flip_sin_to_cos"] and
+              cfg["freq_shift"] == 1 and cfg["norm_eps"] == 1e-6,
+              "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
+        pipeline(exp, cfg)
+        init_from_checkpoint(tmp, ckpt)
+        diffusers_to_stepgraph(tmp, exp, cfg)
+        _, _, ccfg = export_to_diffusers(tmp, "unet_cifar", "synthetic:8:32x32x3", 2)
+        check(ccfg["block_out_channels"] == [128, 256, 256, 256] and
+              ccfg["down_block_types"][1] == "AttnDownBlock2D" and
+              ccfg["up_block_types"][2] == "AttnUpBlock2D" and ccfg["downsample_padding"] == 0,
+              "unet_cifar's config is google/ddpm-cifar10-32's architecture")
+        # a model diffusers cannot express is refused before anything is written
+        run_dir = os.path.join(tmp, "adm_run")
+        run([TRAIN, "--model", "unet_adm64", "--ch", "32", "--img", "16", "--attn-res", "",
+             "--data", "synthetic:4:16x16x3", "--steps", "1", "--batch", "1", "--backend", "cpu",
+             "--out", run_dir, "--samples", "1", "--ddim-steps", "1"])
+        r = run([CKPT, "export", os.path.join(run_dir, "ckpt_00000001.sgck"), "--diffusers",
+                 os.path.join(tmp, "adm_diffusers")], expect_ok=False)
+        check(r.returncode == 1 and "resample_conv" in r.stdout and
+              not os.path.exists(os.path.join(tmp, "adm_diffusers")),
+              "unet_adm64 (pooling) is refused naming resample_conv: %r" % r.stdout.strip())
+    finally:
+        if failures == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print("case kept in", tmp)
+    print("%d failure(s)" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
