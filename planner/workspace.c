@@ -78,6 +78,7 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
     case OP_ADAMW:
     case OP_EMA:
     case OP_STEP_INC:
+    case OP_ALLREDUCE:
         return 0;
     case OP_COUNT:
         break;

@@ -7,6 +7,10 @@
  * writes rotating checkpoints (OUT/ckpt_<step>.sgck, OUT/latest) and sample grids, and on
  * Ctrl-C / SIGTERM finishes the step, writes a checkpoint and exits. A NaN or Inf loss stops
  * the run without overwriting the last good checkpoint.
+ *
+ * Data parallel: `mpirun -np N build/train --batch B ...` runs N ranks of B/N samples each,
+ * one all-reduce per step; rank 0 prints and writes, every rank reads (tools/train_dp.h,
+ * docs/data-parallel.md).
  */
 #include <errno.h>
 #include <math.h>
@@ -23,6 +27,7 @@
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "tools/train_dp.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -51,7 +56,7 @@ static const char *fmt_time(double s, char *buf) {
 typedef struct {
     const char *model, *data, *out, *resume, *backend;
     int64_t steps;
-    int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps;
+    int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps, check_every;
     uint64_t seed;
     int seed_set;
 } train_args;
@@ -80,6 +85,9 @@ static void usage(FILE *f) {
         "  --log-every N        metrics/progress every N steps (default 10)\n"
         "  --resume CKPT        continue from a checkpoint (or a run directory: its latest)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+        "  --check-every N      data parallel: compare the ranks' state checksums every N\n"
+        "                       steps (default 100; also at every checkpoint and the end)\n"
+        "data parallel: mpirun -np N build/train --batch B ... (B is the global batch)\n"
         "  --help               this text\n"
         "model flags:\n%s",
         sg_model_flags_help);
@@ -214,7 +222,8 @@ int main(int argc, char **argv) {
                     .log_every = 10,
                     .keep = 3,
                     .n_samples = 16,
-                    .ddim_steps = 50};
+                    .ddim_steps = 50,
+                    .check_every = 100};
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--model") && i + 1 < argc) a.model = argv[i + 1];
     sg_model_cfg cfg;
@@ -260,6 +269,8 @@ int main(int argc, char **argv) {
             bad = parse_u64(v, &x) || !x || x > 1024, a.n_samples = (int)x;
         else if (!strcmp(f, "--ddim-steps"))
             bad = parse_u64(v, &x) || !x || x > 100000, a.ddim_steps = (int)x;
+        else if (!strcmp(f, "--check-every"))
+            bad = parse_u64(v, &x) || x > 1u << 30, a.check_every = (int)x;
         else {
             fprintf(stderr, "train: unknown flag '%s' (see train --help)\n", f);
             return 2;
@@ -268,6 +279,13 @@ int main(int argc, char **argv) {
     }
     if (a.backend && strcmp(a.backend, "cpu") && strcmp(a.backend, "cuda"))
         return fprintf(stderr, "train: --backend expects cpu or cuda, got '%s'\n", a.backend), 2;
+    train_dp dp;
+    if (train_dp_init(&dp, &argc, &argv, &cfg)) {
+        fprintf(stderr, "train: %s\n", sg_last_error());
+        return train_dp_fail(&dp, 2);
+    }
+    dp.check_every = a.check_every;
+    const int root = train_dp_is_root(&dp);
     const char *backend = a.backend ? a.backend : sg_cuda_available() ? "cuda" : "cpu";
     char out_dir[1024];
     snprintf(out_dir, sizeof out_dir, "%s", a.out ? a.out : "");
@@ -300,22 +318,28 @@ int main(int argc, char **argv) {
                2;
     cfg.data_n = ds.n, cfg.data_h = ds.h, cfg.data_w = ds.w;
 
-    sg_backend *be =
-        !strcmp(backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
-    if (!be) return fprintf(stderr, "train: %s\n", sg_last_error()), 1;
+    /* one GPU per rank: the rank's index on its machine picks the device */
+    int ndev = 0;
+    if (!strcmp(backend, "cuda")) ndev = sg_cuda_device_count();
+    sg_backend *be = !strcmp(backend, "cuda")
+                         ? sg_backend_cuda_create(dp.dist->local_rank % (ndev > 0 ? ndev : 1), 1)
+                         : sg_backend_cpu_create();
+    if (!be) return fprintf(stderr, "train: %s\n", sg_last_error()), train_dp_fail(&dp, 1);
+    be->dist = dp.dist;
     sg_exec e;
     if (sg_exec_init(&e, &cfg, 1, be)) {
         fprintf(stderr, "train: %s\n", sg_last_error());
         sg_exec_free(&e);
-        return 1;
+        return train_dp_fail(&dp, 1);
     }
     if (sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c) ||
         (resume_path[0] ? sg_exec_load(&e, resume_path, 0, 0) : sg_exec_init_state(&e, a.seed))) {
         fprintf(stderr, "train: %s\n", sg_last_error());
         sg_exec_free(&e);
-        return 1;
+        return train_dp_fail(&dp, 1);
     }
-    if (resume_path[0] && a.seed_set && a.seed != e.seed)
+    if (resume_path[0]) train_dp_note_resume(&dp, &e);
+    if (root && resume_path[0] && a.seed_set && a.seed != e.seed)
         fprintf(stderr, "train: note: --seed %llu ignored; the checkpoint's seed %llu continues\n",
                 (unsigned long long)a.seed, (unsigned long long)e.seed);
     char source_json[700];
@@ -325,19 +349,23 @@ int main(int argc, char **argv) {
         if (*p == '\\') *p = '/';
     data_free(&ds);
 
-    if (mkdir(out_dir, 0755) && errno != EEXIST) {
+    if (root && mkdir(out_dir, 0755) && errno != EEXIST) {
         /* create parents one level up (runs/) */
         char parent[1024];
         snprintf(parent, sizeof parent, "%s", out_dir);
         char *sl = strrchr(parent, '/');
         if (sl) *sl = 0, mkdir(parent, 0755);
         if (mkdir(out_dir, 0755) && errno != EEXIST)
-            return fprintf(stderr, "train: cannot create %s: %s\n", out_dir, strerror(errno)), 1;
+            return fprintf(stderr, "train: cannot create %s: %s\n", out_dir, strerror(errno)),
+                   train_dp_fail(&dp, 1);
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    FILE *metrics = fopen(path, resume_path[0] ? "a" : "w");
-    if (!metrics) return fprintf(stderr, "train: cannot write %s: %s\n", path, strerror(errno)), 1;
+    /* rank 0 writes; the other ranks write nothing (their numbers are rank 0's) */
+    FILE *metrics = fopen(root ? path : "/dev/null", resume_path[0] ? "a" : "w");
+    if (!metrics)
+        return fprintf(stderr, "train: cannot write %s: %s\n", path, strerror(errno)),
+               train_dp_fail(&dp, 1);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -347,14 +375,18 @@ int main(int argc, char **argv) {
 
     int64_t step = sg_exec_step_count(&e);
     char hb[32], hb2[32];
-    fprintf(stderr,
-            "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
-            "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
-            cfg.name, a.data, (long long)cfg.data_n, backend, cfg.batch,
-            cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)e.plan.io.n_params,
-            e.plan.arena_bytes / 1048576.0, (long long)step, (long long)a.steps, out_dir,
-            (now_ms() - t0) / 1e3);
-    int tty = isatty(2), rc = 0;
+    if (cfg.ranks > 0 && root)
+        fprintf(stderr, "train: data parallel: %d rank(s) (%s) x %d samples = global batch %d\n",
+                cfg.ranks, dp.dist->name, sg_model_rank_batch(&cfg), cfg.batch);
+    if (root)
+        fprintf(stderr,
+                "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
+                "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
+                cfg.name, a.data, (long long)cfg.data_n, backend, cfg.batch,
+                cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)e.plan.io.n_params,
+                e.plan.arena_bytes / 1048576.0, (long long)step, (long long)a.steps, out_dir,
+                (now_ms() - t0) / 1e3);
+    int tty = root && isatty(2), rc = 0;
     char last_ckpt[1100] = "";
     snprintf(last_ckpt, sizeof last_ckpt, "%s", resume_path[0] ? resume_path : "(none)");
     double t_start = now_ms(), t_last = t_start, loss_avg = 0;
@@ -367,6 +399,16 @@ int main(int argc, char **argv) {
             break;
         }
         step++;
+        /* a signal may reach the ranks at different steps: they stop together */
+        if (cfg.ranks > 1) stop_requested = train_dp_any(&dp, stop_requested);
+        if (cfg.ranks > 1 &&
+            (step == a.steps || stop_requested || (dp.check_every && step % dp.check_every == 0))) {
+            if (train_dp_check_state(&dp, &e, step)) {
+                fprintf(stderr, "\ntrain: %s\n", sg_last_error());
+                rc = 4;
+                break;
+            }
+        }
         int log_now = step % a.log_every == 0 || step == a.steps || stop_requested;
         int ckpt_now =
             (a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop_requested;
@@ -393,11 +435,12 @@ int main(int argc, char **argv) {
                 (long long)step, loss, lr, sqrt(gsq), ms, 1e3 * cfg.batch / ms);
         fflush(metrics);
         double eta = (double)(a.steps - step) * (t - t_start) / (double)(step - step_start) / 1e3;
-        fprintf(stderr,
-                "%sstep %lld/%lld  loss %.4f (avg %.4f)  %.1f ms/step  %.1f img/s  ETA %s%s",
-                tty ? "\r" : "", (long long)step, (long long)a.steps, loss, loss_avg, ms,
-                1e3 * cfg.batch / ms, fmt_time(eta, hb), tty ? "   " : "\n");
-        if (ckpt_now) {
+        if (root)
+            fprintf(stderr,
+                    "%sstep %lld/%lld  loss %.4f (avg %.4f)  %.1f ms/step  %.1f img/s  ETA %s%s",
+                    tty ? "\r" : "", (long long)step, (long long)a.steps, loss, loss_avg, ms,
+                    1e3 * cfg.batch / ms, fmt_time(eta, hb), tty ? "   " : "\n");
+        if (ckpt_now && root) {
             if (sg_exec_save_rotating(&e, out_dir, source_json, a.keep, last_ckpt,
                                       sizeof last_ckpt)) {
                 fprintf(stderr, "\ntrain: checkpoint at step %lld failed: %s\n", (long long)step,
@@ -409,21 +452,23 @@ int main(int argc, char **argv) {
             if (tty) fprintf(stderr, "\n");
             fprintf(stderr, "  checkpoint: %s\n", last_ckpt);
         }
-        if (a.sample_every && step % a.sample_every == 0 && step != a.steps)
+        if (root && a.sample_every && step % a.sample_every == 0 && step != a.steps)
             if (write_samples(&e, backend, out_dir, step, a.n_samples, a.ddim_steps, a.seed))
                 fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     }
     if (tty) fprintf(stderr, "\n");
     fclose(metrics);
-    if (!rc && stop_requested)
+    if (!rc && stop_requested && root)
         fprintf(stderr, "train: stopped at step %lld by signal; resume with --resume %s\n",
                 (long long)step, out_dir);
-    if (!rc && !stop_requested && step_start < a.steps) {
+    if (!rc && !stop_requested && step_start < a.steps && root) {
         if (write_samples(&e, backend, out_dir, step, a.n_samples, a.ddim_steps, a.seed))
             fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
         fprintf(stderr, "train: done, %lld steps in %s; loss curve %s/loss.png\n",
                 (long long)(step - step_start), fmt_time((now_ms() - t_start) / 1e3, hb2), out_dir);
     }
     sg_exec_free(&e);
+    if (rc) return train_dp_fail(&dp, rc);
+    train_dp_finalize(&dp);
     return rc;
 }
