@@ -184,6 +184,7 @@ static int write_samples(sg_exec *train, const char *backend, const char *out_di
                          int n, int ddim, uint64_t seed) {
     sg_model_cfg c = train->plan.cfg;
     c.batch = n < 16 ? n : 16;
+    c.ranks = 0; /* sampling runs on rank 0 alone */
     sg_backend *be =
         !strcmp(backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
     if (!be) return SG_ERR;

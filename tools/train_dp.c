@@ -1,6 +1,7 @@
 /* train_dp.c — the data-parallel hooks of tools/train.c (see train_dp.h). */
 #include "tools/train_dp.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg) {
     memset(dp, 0, sizeof *dp);
     dp->check_every = 100;
+    const char *inj = getenv("SG_DP_INJECT_DIVERGENCE");
+    dp->inject_rank = inj && *inj ? atoi(inj) : -1;
     dp->dist = sg_dist_init(argc, argv);
     if (!dp->dist) return SG_ERR;
     cfg->ranks = strcmp(dp->dist->name, "mpi") ? 0 : dp->dist->size;
@@ -43,6 +46,15 @@ int train_dp_check_state(train_dp *dp, sg_exec *e, int64_t step) {
         dp->buf = malloc((size_t)bytes);
         if (!dp->buf) return sg_set_error("out of host memory for the state checksum");
         dp->buf_bytes = bytes;
+    }
+    if (dp->inject_rank == dp->dist->rank) {
+        float p0;
+        if (sg_exec_read(e, io->params, dp->buf)) return SG_ERR;
+        memcpy(&p0, dp->buf, 4);
+        p0 = nextafterf(p0, INFINITY);
+        memcpy(dp->buf, &p0, 4);
+        if (sg_exec_write(e, io->params, dp->buf)) return SG_ERR;
+        dp->inject_rank = -1;
     }
     uint64_t h = 0;
     for (int k = 0; k < 4; k++) {

@@ -12,7 +12,10 @@
 typedef struct {
     sg_dist *dist;   /* never NULL after train_dp_init succeeded */
     int check_every; /* the state checksum comparison, every K steps (0: only at the end) */
-    void *buf;       /* host copy of one state region, allocated once */
+    /* test hook (env SG_DP_INJECT_DIVERGENCE=R): rank R adds one ulp to its first parameter
+     * before its first check, so the check must fire; -1 otherwise */
+    int inject_rank;
+    void *buf; /* host copy of one state region, allocated once */
     int64_t buf_bytes;
 } train_dp;
 
