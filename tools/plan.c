@@ -1,6 +1,7 @@
 /* plan — print where every byte of a training step lives.
  *
  *   build/plan --model unet_cifar [--batch 128] [--precision bf16|fp32] [--json] [--forward]
+ *   build/plan --model unet_cifar --ranks 8     # one rank's plan of an 8-rank data-parallel run
  *
  * A thin program over planner/: build the plan, then render it as a readable memory map
  * (summary, per-role totals, the peak, a per-tensor table, a time x address chart) or JSON.
@@ -51,6 +52,14 @@ static void print_json_string(const char *s) {
     putchar('"');
 }
 
+/* Bytes one step's all-reduce moves in (and out of) each rank: the fp32 gradient region and
+ * the loss (docs/data-parallel.md); 0 without data parallelism. */
+static int64_t allreduce_bytes(const sg_plan *p) {
+    if (p->io.allreduce < 0) return 0;
+    const sg_node *nd = &p->g.n[p->io.allreduce];
+    return p->g.t[nd->in[0]].bytes + p->g.t[nd->in[1]].bytes;
+}
+
 static void print_json(const sg_plan *p) {
     const sg_graph *g = &p->g;
     char cfg[2048];
@@ -58,11 +67,13 @@ static void print_json(const sg_plan *p) {
     printf("{\"model\":%s,\"params\":%lld,\"arena_bytes\":%lld,\"lower_bound_bytes\":%lld,"
            "\"ratio\":%.6f,\"no_reuse_bytes\":%lld,\"persistent_bytes\":%lld,"
            "\"flops_per_step\":%.0f,\"matmul_flops_per_step\":%.0f,\"nodes\":%d,"
-           "\"peak_node\":%d,\"plan_hash\":\"%016llx\",\"role_bytes\":{",
+           "\"peak_node\":%d,\"plan_hash\":\"%016llx\",\"ranks\":%d,\"rank_batch\":%d,"
+           "\"allreduce_bytes\":%lld,\"role_bytes\":{",
            cfg, (long long)p->io.n_params, (long long)p->arena_bytes,
            (long long)p->lower_bound_bytes, (double)p->arena_bytes / (double)p->lower_bound_bytes,
            (long long)p->no_reuse_bytes, (long long)p->persistent_bytes, p->flops, p->matmul_flops,
-           g->nn, p->peak_node, (unsigned long long)p->hash);
+           g->nn, p->peak_node, (unsigned long long)p->hash, p->cfg.ranks,
+           sg_model_rank_batch(&p->cfg), (long long)allreduce_bytes(p));
     for (int r = 0; r < ROLE_COUNT; r++)
         printf("%s\"%s\":%lld", r ? "," : "", sg_role_names[r], (long long)p->role_bytes[r]);
     printf("},\"schedule\":[");
@@ -138,12 +149,23 @@ static void print_text(const sg_plan *p, int table) {
     printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
            p->cfg.act_dt == DT_BF16 ? "bf16 activations / fp32 master weights" : "fp32",
            p->train ? "one training step" : "forward pass");
+    if (p->cfg.ranks > 0) {
+        /* a ring all-reduce sends and receives 2 (N-1)/N of the buffer per rank */
+        const int64_t ar = allreduce_bytes(p);
+        printf("  data parallel   %d ranks x %d samples (global batch %d); FLOPs, arena and "
+               "everything below are ONE rank's\n",
+               p->cfg.ranks, sg_model_rank_batch(&p->cfg), p->cfg.batch);
+        printf("  all-reduce      %s per step (%s bytes: gradients + loss); a ring moves %s in "
+               "and out of each rank\n",
+               human(ar, a), commas(ar, b),
+               human((int64_t)(2.0 * (p->cfg.ranks - 1) / p->cfg.ranks * (double)ar), c));
+    }
     printf("  parameters      %s\n", commas(p->io.n_params, a));
     printf("  FLOPs / step    %.3f TFLOP  (matmul %.3f TFLOP: conv, linear, attention; a "
            "multiply-add counts 2, elementwise work 1 per element)\n",
            p->flops / 1e12, p->matmul_flops / 1e12);
-    printf("  arena           %s  (%s bytes, one allocation)\n", human(p->arena_bytes, a),
-           commas(p->arena_bytes, b));
+    printf("  arena           %s  (%s bytes, one allocation%s)\n", human(p->arena_bytes, a),
+           commas(p->arena_bytes, b), p->cfg.ranks > 0 ? " per rank" : "");
     printf("  lower bound     %s  (most bytes live at once)   arena / bound = %.4f\n",
            human(p->lower_bound_bytes, a), (double)p->arena_bytes / (double)p->lower_bound_bytes);
     printf("  without reuse   %s  (every tensor its own memory: %.2fx the arena)\n",
@@ -214,6 +236,8 @@ static void usage(FILE *f) {
             "  --json               machine-readable output (summary, schedule, every tensor)\n"
             "  --no-table           leave out the per-tensor table\n"
             "  --forward            plan the forward pass alone (as sampling runs it)\n"
+            "  --ranks N            one rank's plan when N ranks share --batch (data parallel:\n"
+            "                       per-rank arena and all-reduce bytes)\n"
             "  --help               this text\n"
             "model flags:\n%s",
             sg_model_flags_help);
@@ -246,6 +270,14 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(f, "--model")) {
             i++;
+            continue;
+        }
+        if (!strcmp(f, "--ranks") && i + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || r < 1 || r > 1 << 16)
+                return fprintf(stderr, "plan: --ranks expects a rank count >= 1\n"), 2;
+            cfg.ranks = (int)r;
             continue;
         }
         if (f[0] == '-' && f[1] == '-' && i + 1 < argc) {
