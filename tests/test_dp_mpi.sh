@@ -36,6 +36,18 @@ ok "2-rank run says it is data parallel" 'grep -q "2 rank(s) (mpi) x 2 samples =
 $compare "$tmp/two/$ck" "$tmp/one/$ck" 1e-5 >"$tmp/cmp.txt" 2>&1; rc=$?
 cat "$tmp/cmp.txt"
 ok "2 ranks vs 1 process within 1e-5 normwise" '[ $rc -eq 0 ]'
+# the logged loss and gradient norm (before the clip) agree step by step: a missing 1/N in the
+# loss scale doubles the norm, which the clip and Adam's scale invariance would hide from the
+# weights
+ok "metrics: loss and grad norm per step within 2e-5" 'python3 - "$tmp/two/metrics.jsonl" "$tmp/one/metrics.jsonl" <<PY
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 5, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("loss", "grad_norm"):
+        assert abs(x[k] - y[k]) <= 2e-5 * abs(y[k]), (x["step"], k, x[k], y[k])
+PY'
 # ... and not trivially: the two runs did not just produce the same bits or skip the reduce
 ok "the comparison saw differences of rounding size" '! $ckpt diff "$tmp/two/$ck" "$tmp/one/$ck" --ignore-meta >/dev/null 2>&1'
 
