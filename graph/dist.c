@@ -40,7 +40,7 @@ int sg_dist_have_mpi(void) {
 
 int sg_dist_launcher_size(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                                       "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS"};
+                                       "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"};
     for (int i = 0; i < SG_ARRAY_LEN(vars); i++) {
         const char *v = getenv(vars[i]);
         if (v && *v) return atoi(v);

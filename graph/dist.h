@@ -46,7 +46,7 @@ sg_dist *sg_dist_init(int *argc, char ***argv);
 /* Ends MPI (when it was started) and frees d; NULL is fine. */
 void sg_dist_finalize(sg_dist *d);
 /* The ranks the launcher's environment announces (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
- * SLURM_NTASKS ...), 0 when none is set: not started by a launcher. */
+ * SLURM_STEP_NUM_TASKS ...), 0 when none is set: not started by a launcher. */
 int sg_dist_launcher_size(void);
 /* Does this build have MPI? */
 int sg_dist_have_mpi(void);

@@ -7,8 +7,10 @@
 #       one ulp injected on rank 1 stops the run with exit 4 naming rank 1;
 #   (3) the same 2-rank run twice: bit-identical checkpoints (ckpt diff);
 #   (4) stop after 2 steps and resume on 2 ranks: bit-identical to the straight run;
-#   (5) a global batch that does not divide over the ranks: a clear error; resuming a 2-rank
-#       checkpoint in one process: allowed, with the warning that the bits will differ.
+#   (5) --ranks 1 in one process (the data-parallel step on one rank) gives the plain step's
+#       bits; a global batch that does not divide over the ranks and a --ranks the launcher
+#       does not match are clear errors; resuming a 2-rank checkpoint in one process is
+#       allowed, with the warning that the bits will differ.
 # Usage: test_dp_mpi.sh TRAIN DP_COMPARE CKPT MPIRUN
 set -u
 train=$1 compare=$2 ckpt=$3 mpirun=${4:-mpirun}
@@ -69,7 +71,15 @@ ok "stop and resume runs" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]'
 ok "stop/resume on 2 ranks: bit-identical to straight" '$ckpt diff "$tmp/two/$ck" "$tmp/res/$ck" --ignore-meta'
 ok "same-N resume: no warning" '! grep -q "warning" "$tmp/res2.log"'
 
+# one process with the data-parallel step (--ranks 1: all-reduce node, loss scale 1/1): the same
+# bits as the plain step
+$train $args --steps 5 --out "$tmp/r1" --ranks 1 >"$tmp/r1.log" 2>&1; rc=$?
+ok "--ranks 1 in one process runs" '[ $rc -eq 0 ]'
+ok "--ranks 1: bit-identical to the plain step" '$ckpt diff "$tmp/one/$ck" "$tmp/r1/$ck" --ignore-meta'
+
 # (5) errors and warnings
+$train $args --steps 1 --out "$tmp/r2" --ranks 2 >"$tmp/r2.log" 2>&1; rc=$?
+ok "--ranks 2 in one process fails and says so" '[ $rc -ne 0 ] && grep -q "start it with mpirun -np 2" "$tmp/r2.log"'
 mpi 2 $train $args --batch 3 --steps 1 --out "$tmp/bad" >"$tmp/bad.log" 2>&1; rc=$?
 ok "batch 3 over 2 ranks fails" '[ $rc -ne 0 ]'
 ok "and says why" 'grep -q "global batch and must divide evenly over the 2 ranks" "$tmp/bad.log"'

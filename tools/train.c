@@ -56,7 +56,7 @@ static const char *fmt_time(double s, char *buf) {
 typedef struct {
     const char *model, *data, *out, *resume, *backend;
     int64_t steps;
-    int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps, check_every;
+    int ckpt_every, sample_every, log_every, keep, n_samples, ddim_steps, check_every, ranks;
     uint64_t seed;
     int seed_set;
 } train_args;
@@ -85,6 +85,8 @@ static void usage(FILE *f) {
         "  --log-every N        metrics/progress every N steps (default 10)\n"
         "  --resume CKPT        continue from a checkpoint (or a run directory: its latest)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+        "  --ranks N            data parallel: the rank count expected (default: mpirun's);\n"
+        "                       --ranks 1 in one process runs the data-parallel step alone\n"
         "  --check-every N      data parallel: compare the ranks' state checksums every N\n"
         "                       steps (default 100; also at every checkpoint and the end)\n"
         "data parallel: mpirun -np N build/train --batch B ... (B is the global batch)\n"
@@ -270,6 +272,8 @@ int main(int argc, char **argv) {
             bad = parse_u64(v, &x) || !x || x > 1024, a.n_samples = (int)x;
         else if (!strcmp(f, "--ddim-steps"))
             bad = parse_u64(v, &x) || !x || x > 100000, a.ddim_steps = (int)x;
+        else if (!strcmp(f, "--ranks"))
+            bad = parse_u64(v, &x) || !x || x > 1u << 16, a.ranks = (int)x;
         else if (!strcmp(f, "--check-every"))
             bad = parse_u64(v, &x) || x > 1u << 30, a.check_every = (int)x;
         else {
@@ -281,7 +285,7 @@ int main(int argc, char **argv) {
     if (a.backend && strcmp(a.backend, "cpu") && strcmp(a.backend, "cuda"))
         return fprintf(stderr, "train: --backend expects cpu or cuda, got '%s'\n", a.backend), 2;
     train_dp dp;
-    if (train_dp_init(&dp, &argc, &argv, &cfg)) {
+    if (train_dp_init(&dp, &argc, &argv, &cfg, a.ranks)) {
         fprintf(stderr, "train: %s\n", sg_last_error());
         return train_dp_fail(&dp, 2);
     }

@@ -8,7 +8,7 @@
 
 #include "checkpoints/ckpt_hash.h"
 
-int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg) {
+int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg, int want_ranks) {
     memset(dp, 0, sizeof *dp);
     dp->check_every = 100;
     const char *inj = getenv("SG_DP_INJECT_DIVERGENCE");
@@ -16,6 +16,11 @@ int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg) {
     dp->dist = sg_dist_init(argc, argv);
     if (!dp->dist) return SG_ERR;
     cfg->ranks = strcmp(dp->dist->name, "mpi") ? 0 : dp->dist->size;
+    if (want_ranks > 0 && want_ranks != (cfg->ranks ? cfg->ranks : 1))
+        return sg_set_error("--ranks %d, but this run has %d process(es): start it with mpirun "
+                            "-np %d (or srun)",
+                            want_ranks, cfg->ranks ? cfg->ranks : 1, want_ranks);
+    if (want_ranks == 1) cfg->ranks = 1; /* one process, the data-parallel step all the same */
     if (cfg->ranks > 0 && cfg->batch % cfg->ranks)
         return sg_set_error("--batch %d is the global batch and must divide evenly over the %d "
                             "ranks (try --batch %d)",

@@ -21,8 +21,11 @@ typedef struct {
 
 /* Start the communicator (MPI_Init under a launcher) and set cfg->ranks: the launcher's world
  * size when started by one (even 1: `mpirun -np 1` runs the data-parallel step), 0 otherwise.
- * A global batch that does not divide over the ranks is an error here, before any work. */
-int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg);
+ * want_ranks > 0 (train --ranks N) must equal that count, except that --ranks 1 in a plain
+ * process runs the data-parallel step on one rank (its all-reduce included: how the NCCL path
+ * is exercised on one GPU without MPI). A global batch that does not divide over the ranks is
+ * an error here, before any work. */
+int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg, int want_ranks);
 /* The rank that prints, writes metrics, checkpoints and samples. */
 int train_dp_is_root(const train_dp *dp);
 /* A stop request (signal) seen by ANY rank stops every rank after the same step: returns the
