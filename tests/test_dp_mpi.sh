@@ -17,6 +17,9 @@ train=$1 compare=$2 ckpt=$3 mpirun=${4:-mpirun}
 command -v "$mpirun" >/dev/null 2>&1 || { echo "SKIP: no mpirun"; exit 77; }
 # CI runs as root; Open MPI refuses that unless told
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# containers often forbid the cross-process memory copy (ptrace) of Open MPI's shared-memory
+# transport; plain copies work everywhere and the messages here are small
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { "$mpirun" --oversubscribe -np "$@"; }
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }

@@ -406,17 +406,17 @@ int main(int argc, char **argv) {
         step++;
         /* a signal may reach the ranks at different steps: they stop together */
         if (cfg.ranks > 1) stop_requested = train_dp_any(&dp, stop_requested);
-        if (cfg.ranks > 1 &&
-            (step == a.steps || stop_requested || (dp.check_every && step % dp.check_every == 0))) {
+        int log_now = step % a.log_every == 0 || step == a.steps || stop_requested;
+        int ckpt_now =
+            (a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop_requested;
+        /* the ranks' states compared before any checkpoint is written, and every K steps */
+        if (cfg.ranks > 1 && (ckpt_now || (dp.check_every && step % dp.check_every == 0))) {
             if (train_dp_check_state(&dp, &e, step)) {
                 fprintf(stderr, "\ntrain: %s\n", sg_last_error());
                 rc = 4;
                 break;
             }
         }
-        int log_now = step % a.log_every == 0 || step == a.steps || stop_requested;
-        int ckpt_now =
-            (a.ckpt_every && step % a.ckpt_every == 0) || step == a.steps || stop_requested;
         if (!log_now && !ckpt_now) continue;
         float loss = sg_exec_loss(&e), gsq = NAN, lr = NAN;
         sg_exec_read(&e, e.plan.io.grad_sumsq, &gsq);
