@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "common/sg_base.h"
+
 typedef struct sg_dist sg_dist;
 
 struct sg_dist {
