@@ -15,6 +15,8 @@ int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg, int 
     dp->inject_rank = inj && *inj ? atoi(inj) : -1;
     dp->dist = sg_dist_init(argc, argv);
     if (!dp->dist) return SG_ERR;
+    dp->all = calloc((size_t)dp->dist->size, sizeof(uint64_t));
+    if (!dp->all) return sg_set_error("out of host memory");
     cfg->ranks = strcmp(dp->dist->name, "mpi") ? 0 : dp->dist->size;
     if (want_ranks > 0 && want_ranks != (cfg->ranks ? cfg->ranks : 1))
         return sg_set_error("--ranks %d, but this run has %d process(es): start it with mpirun "
@@ -34,11 +36,9 @@ int train_dp_is_root(const train_dp *dp) {
 
 int train_dp_any(train_dp *dp, int mine) {
     if (!dp->dist || dp->dist->size == 1) return mine;
-    uint64_t all[1024];
-    if (dp->dist->size > 1024) return mine; /* beyond this, one rank's stop waits for the end */
-    if (dp->dist->allgather_u64(dp->dist, (uint64_t)mine, all)) return 1;
+    if (dp->dist->allgather_u64(dp->dist, (uint64_t)mine, dp->all)) return 1;
     int any = 0;
-    for (int r = 0; r < dp->dist->size; r++) any |= all[r] != 0;
+    for (int r = 0; r < dp->dist->size; r++) any |= dp->all[r] != 0;
     return any;
 }
 
@@ -67,8 +67,7 @@ int train_dp_check_state(train_dp *dp, sg_exec *e, int64_t step) {
         h = ckpt_xxh64(dp->buf, (size_t)bytes, h);
     }
     const int n = dp->dist->size;
-    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
-    if (!all) return sg_set_error("out of host memory");
+    uint64_t *all = dp->all;
     int rc = dp->dist->allgather_u64(dp->dist, h, all);
     for (int r = 1; r < n && !rc; r++)
         if (all[r] != all[0])
@@ -76,7 +75,6 @@ int train_dp_check_state(train_dp *dp, sg_exec *e, int64_t step) {
                               "differs from rank 0's (%016llx): the ranks diverged",
                               (long long)step, r, (unsigned long long)all[r],
                               (unsigned long long)all[0]);
-    free(all);
     return rc;
 }
 
@@ -100,6 +98,7 @@ int train_dp_fail(train_dp *dp, int code) {
 
 void train_dp_finalize(train_dp *dp) {
     free(dp->buf);
+    free(dp->all);
     sg_dist_finalize(dp->dist);
     memset(dp, 0, sizeof *dp);
 }

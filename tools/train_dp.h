@@ -15,7 +15,8 @@ typedef struct {
     /* test hook (env SG_DP_INJECT_DIVERGENCE=R): rank R adds one ulp to its first parameter
      * before its first check, so the check must fire; -1 otherwise */
     int inject_rank;
-    void *buf; /* host copy of one state region, allocated once */
+    void *buf;     /* host copy of one state region, allocated once */
+    uint64_t *all; /* one word per rank: the gathered flags and checksums */
     int64_t buf_bytes;
 } train_dp;
 
