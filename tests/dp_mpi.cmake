@@ -9,7 +9,7 @@ if(TARGET train AND TARGET ckpt AND TARGET sg_ckpt)
     add_test(NAME dp_mpi COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_dp_mpi.sh
                                  $<TARGET_FILE:train> $<TARGET_FILE:dp_compare>
                                  $<TARGET_FILE:ckpt> ${SG_MPIRUN})
-    set_tests_properties(dp_mpi PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+    set_tests_properties(dp_mpi PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
     # the fixed-order all-reduce itself on 4 ranks (with 2, x0 + x1 = x1 + x0 hides any order)
     add_executable(test_dist ${CMAKE_SOURCE_DIR}/tests/test_dist.c)
     target_link_libraries(test_dist PRIVATE sg_graph)

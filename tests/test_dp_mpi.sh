@@ -6,7 +6,8 @@
 #       after every step (--check-every 1) and fails naming the rank; and the check can fail:
 #       one ulp injected on rank 1 stops the run with exit 4 naming rank 1;
 #   (3) the same 2-rank run twice: bit-identical checkpoints (ckpt diff);
-#   (4) stop after 2 steps and resume on 2 ranks: bit-identical to the straight run;
+#   (4) stop after 2 steps and resume on 2 ranks: bit-identical to the straight run; and the
+#       same after a SIGTERM to mpirun (the ranks stop after the same step);
 #   (5) --ranks 1 in one process (the data-parallel step on one rank) gives the plain step's
 #       bits; a global batch that does not divide over the ranks and a --ranks the launcher
 #       does not match are clear errors; resuming a 2-rank checkpoint in one process is
@@ -73,6 +74,28 @@ mpi 2 $train $args --steps 5 --out "$tmp/res" --resume "$tmp/res" >"$tmp/res2.lo
 ok "stop and resume runs" '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]'
 ok "stop/resume on 2 ranks: bit-identical to straight" '$ckpt diff "$tmp/two/$ck" "$tmp/res/$ck" --ignore-meta'
 ok "same-N resume: no warning" '! grep -q "warning" "$tmp/res2.log"'
+
+# SIGTERM to mpirun (Ctrl-C's SIGINT is ignored by a background job of a script): every rank
+# finishes the same step, rank 0 writes the checkpoint, and the resumed run equals a straight one
+# (mpirun itself in the background, not the mpi function: $! must be mpirun's pid)
+"$mpirun" --oversubscribe -np 2 $train $args --steps 100000 --out "$tmp/sig" --log-every 1 \
+    >"$tmp/sig.log" 2>&1 &
+mpid=$!
+trap 'kill -KILL $mpid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 300); do [ -s "$tmp/sig/metrics.jsonl" ] && break; sleep 0.2; done
+kill -TERM $mpid
+for _ in $(seq 300); do kill -0 $mpid 2>/dev/null || break; sleep 0.2; done
+kill -KILL $mpid 2>/dev/null
+wait $mpid
+s=$(sed -n 's/.*stopped at step \([0-9]*\) by signal.*/\1/p' "$tmp/sig.log")
+ok "SIGTERM: the ranks stop together after one step and say where" '[ -n "$s" ] && [ -f "$tmp/sig/$(printf ckpt_%08d.sgck "$s")" ]'
+if [ -n "$s" ]; then
+    end=$(printf ckpt_%08d.sgck $((s + 2)))
+    mpi 2 $train $args --steps $((s + 2)) --out "$tmp/sig" --resume "$tmp/sig" >/dev/null 2>&1
+    mpi 2 $train $args --steps $((s + 2)) --out "$tmp/sig_straight" >/dev/null 2>&1
+    ok "SIGTERM at step $s, resumed to $((s + 2)): bit-identical to straight" \
+        '$ckpt diff "$tmp/sig/$end" "$tmp/sig_straight/$end" --ignore-meta'
+fi
 
 # one process with the data-parallel step (--ranks 1: all-reduce node, loss scale 1/1): the same
 # bits as the plain step
