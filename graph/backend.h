@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "graph/dist.h"
 #include "planner/plan.h"
 
 typedef struct sg_backend sg_backend;
@@ -17,6 +18,10 @@ typedef struct sg_backend sg_backend;
 struct sg_backend {
     const char *name; /* "cpu" or "cuda" */
     void *ctx;
+    /* Data parallel (graph/dist.h): set by the caller BEFORE prepare; NULL in one process.
+     * The backend reads the rank (the global offsets of the step's random draws) and runs the
+     * plan's OP_ALLREDUCE over it. Not owned: the caller finalizes it after destroy. */
+    sg_dist *dist;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). */
@@ -48,5 +53,7 @@ sg_backend *sg_backend_cpu_create(void);
 sg_backend *sg_backend_cuda_create(int dev, int use_graph);
 /* Is a CUDA device present (and the build able to use it)? */
 int sg_cuda_available(void);
+/* Visible CUDA devices (0 without CUDA): data-parallel ranks pick local_rank % count. */
+int sg_cuda_device_count(void);
 
 #endif

@@ -23,6 +23,8 @@ typedef struct {
     int64_t arena_bytes;
     float *scratch;
     int64_t scratch_floats;
+    float *dp_buf, *dp_tmp; /* OP_ALLREDUCE: gradients + loss packed, and the receive scratch */
+    int64_t dp_n;
 } cpu_ctx;
 
 static int is_float(sg_dtype dt) {
@@ -95,6 +97,47 @@ static int out_direct(const sg_tensor *x, unsigned bits) {
     return in_direct(x) && !(bits & 3u);
 }
 
+/* A plan for N ranks needs a communicator of N ranks; its all-reduce packs the gradient
+ * region and the loss into one buffer (one collective per step), sized here once. */
+static int prepare_allreduce(sg_backend *be, const sg_plan *p) {
+    cpu_ctx *c = be->ctx;
+    free(c->dp_buf);
+    c->dp_buf = c->dp_tmp = NULL;
+    for (int i = 0; i < p->g.nn; i++) {
+        const sg_node *nd = &p->g.n[i];
+        if (nd->op != OP_ALLREDUCE) continue;
+        const int size = be->dist ? be->dist->size : 1;
+        if (size != nd->a.allreduce.ranks)
+            return sg_set_error("the plan is for %d ranks but this process is one of %d (the "
+                                "global batch is split by the launcher's rank count)",
+                                nd->a.allreduce.ranks, size);
+        c->dp_n = sg_numel(&p->g.t[nd->in[0]]) + 1;
+        c->dp_buf = malloc(sizeof(float) * (size_t)c->dp_n * 2);
+        if (!c->dp_buf) return sg_set_error("cpu backend: cannot allocate the all-reduce buffers");
+        c->dp_tmp = c->dp_buf + c->dp_n;
+    }
+    return SG_OK;
+}
+
+/* OP_ALLREDUCE: gradients summed over the ranks, the loss averaged; the fixed-order sum of
+ * graph/dist.c gives every rank the same bits. One rank: the sum is the identity and the
+ * mean multiplies by 1/1. Both operands are fp32 and updated in place. */
+static int cpu_allreduce(sg_backend *be, const sg_graph *g, const sg_node *nd, float *grads,
+                         float *loss) {
+    cpu_ctx *c = be->ctx;
+    const int64_t n = sg_numel(&g->t[nd->in[0]]);
+    if (!c->dp_buf || n + 1 != c->dp_n) return sg_set_error("allreduce: backend not prepared");
+    if (be->dist && be->dist->size > 1) {
+        memcpy(c->dp_buf, grads, sizeof(float) * (size_t)n);
+        c->dp_buf[n] = loss[0];
+        if (be->dist->allreduce_sum(be->dist, c->dp_buf, c->dp_tmp, c->dp_n)) return SG_ERR;
+        memcpy(grads, c->dp_buf, sizeof(float) * (size_t)n);
+        loss[0] = c->dp_buf[n];
+    }
+    loss[0] *= nd->a.allreduce.loss_factor;
+    return SG_OK;
+}
+
 static int cpu_prepare(sg_backend *be, const sg_plan *p) {
     cpu_ctx *c = be->ctx;
     free(c->arena);
@@ -119,7 +162,7 @@ static int cpu_prepare(sg_backend *be, const sg_plan *p) {
     c->scratch = malloc((size_t)(need ? need : 1) * sizeof(float));
     if (!c->scratch)
         return sg_set_error("cpu backend: cannot allocate %lld floats of scratch", (long long)need);
-    return SG_OK;
+    return prepare_allreduce(be, p);
 }
 
 static int cpu_upload(sg_backend *be, int64_t off, const void *src, int64_t bytes) {
@@ -168,8 +211,11 @@ static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_opera
     }
 }
 
-/* the step inputs, model and loss ops */
-static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o) {
+/* the step inputs, model and loss ops; rank: this process's data-parallel rank (0 alone): its
+ * slice starts at global sample rank*N, global element rank*numel of every sample-major
+ * tensor (docs/data-parallel.md) */
+static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o,
+                           uint64_t rank) {
     float *const *in = o->in, *const *out = o->out;
     void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
     const uint64_t seed =
@@ -182,15 +228,17 @@ static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_opera
         const sg_tensor *ds = &g->t[nd->in[0]];
         cpu_gather_batch(out[0], (const uint8_t *)raw_in[0], ds->shape[0], (int)ds->shape[1],
                          (int)ds->shape[2], (int)ds->shape[3], a->gather.N, a->gather.img,
-                         a->gather.img, seed, step, a->gather.flip);
+                         a->gather.img, seed, step, a->gather.flip, a->gather.batch,
+                         (int64_t)rank * a->gather.N);
         break;
     }
     case OP_SAMPLE_T:
         cpu_sample_timesteps((int32_t *)raw_out[0], a->sample_t.N, a->sample_t.T,
-                             *(uint64_t *)raw_in[0], *(int64_t *)raw_in[1]);
+                             *(uint64_t *)raw_in[0], *(int64_t *)raw_in[1],
+                             rank * (uint64_t)a->sample_t.N);
         break;
     case OP_NOISE:
-        cpu_gaussian(out[0], n0, seed, step, SG_RNG_NOISE);
+        cpu_gaussian(out[0], n0, seed, step, SG_RNG_NOISE, rank * (uint64_t)n0);
         break;
     case OP_DDPM_NOISE: {
         int N = (int)g->t[nd->in[0]].shape[0];
@@ -246,7 +294,7 @@ static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_opera
     }
     case OP_DROPOUT:
         cpu_dropout_fwd(out[0], in[0], n0, a->dropout.p, seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose);
+                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, rank * (uint64_t)n0);
         break;
     case OP_MSE:
         cpu_mse_fwd(out[0], in[0], in[1], sg_in_numel(g, nd, 0));
@@ -256,8 +304,10 @@ static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_opera
     }
 }
 
-/* the backward and optimizer ops */
-static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o) {
+/* the backward and optimizer ops (OP_ALLREDUCE, which talks to the other ranks, is
+ * cpu_allreduce) */
+static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o,
+                            uint64_t rank) {
     float *const *in = o->in, *const *out = o->out;
     void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
     const uint64_t seed =
@@ -267,7 +317,7 @@ static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_oper
     const sg_op_args *a = &nd->a;
     switch (nd->op) {
     case OP_MSE_BWD:
-        cpu_mse_bwd(out[0], in[0], in[1], n0, 1.0f);
+        cpu_mse_bwd(out[0], in[0], in[1], n0, a->mse.loss_scale);
         break;
     case OP_LINEAR_BWD_DATA: {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
@@ -321,7 +371,7 @@ static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_oper
     }
     case OP_DROPOUT_BWD:
         cpu_dropout_bwd(out[0], in[0], n0, a->dropout.p, seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose);
+                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, rank * (uint64_t)n0);
         break;
     case OP_ACCUM:
         if (out[0] != in[0]) cpu_copy(out[0], in[0], n0); /* in place: nothing to move */
@@ -358,10 +408,14 @@ static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
     if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
     cpu_operands o;
     cpu_bind(c, g, nd, &o);
-    if (sg_op_is_forward(nd->op))
-        cpu_forward_op(g, nd, &o);
-    else
-        cpu_backward_op(g, nd, &o);
+    const uint64_t rank = be->dist ? (uint64_t)be->dist->rank : 0;
+    if (nd->op == OP_ALLREDUCE) {
+        if (cpu_allreduce(be, g, nd, o.out[0], o.out[1])) return SG_ERR;
+    } else if (sg_op_is_forward(nd->op)) {
+        cpu_forward_op(g, nd, &o, rank);
+    } else {
+        cpu_backward_op(g, nd, &o, rank);
+    }
     for (int k = 0; k < nd->nout; k++) {
         const sg_tensor *y = &g->t[nd->out[k]];
         if (!out_direct(y, sg_accum_bits(nd, k)))
@@ -421,6 +475,7 @@ static void cpu_destroy(sg_backend *be) {
     if (c) {
         free(c->arena);
         free(c->scratch);
+        free(c->dp_buf);
         free(c);
     }
     free(be);

@@ -11,6 +11,13 @@
  * cudaGraphLaunch. A GEMM the warm-up did not pin is an error from then on. Nothing in the step
  * depends on a host value: step counter, seed, timesteps, noise, dropout masks and batch indices
  * are read or computed on the device.
+ *
+ * Data parallel (docs/data-parallel.md): with a communicator (be->dist) the random draws start
+ * at this rank's global offsets, and the plan's OP_ALLREDUCE is one grouped NCCL launch on the
+ * step's stream (gradients summed, the loss averaged), captured into the graph like any
+ * kernel. The NCCL communicator is made in prepare() from rank 0's unique id, broadcast over
+ * the dist communicator (MPI). Built without NCCL (SG_HAVE_NCCL unset), a plan for more than
+ * one rank is refused and a one-rank plan's all-reduce is the identity (the loss x 1/1).
  */
 #ifdef SG_HAVE_CUDA
 
@@ -20,6 +27,9 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#ifdef SG_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include "common/philox.h"
 #include "graph/backend.h"
@@ -39,6 +49,10 @@ typedef struct {
     cudaGraphExec_t exec;
     int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
+    int rank; /* data parallel: this process's rank (0 alone), the random draws' offset */
+#ifdef SG_HAVE_NCCL
+    ncclComm_t nccl; /* NULL unless the plan has an all-reduce */
+#endif
 } cuda_ctx;
 
 #define CU(call)                                                                                   \
@@ -56,9 +70,54 @@ typedef struct {
                                 (int)s_);                                                          \
     } while (0)
 
+#ifdef SG_HAVE_NCCL
+#define NC(call)                                                                                   \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            return sg_set_error("%s:%d: %s: %s", __FILE__, __LINE__, #call,                        \
+                                ncclGetErrorString(r_));                                           \
+    } while (0)
+#endif
+
 int sg_cuda_available(void) {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+int sg_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) cudaGetLastError(), n = 0;
+    return n;
+}
+
+/* The NCCL communicator of a plan with an all-reduce: rank 0 makes the unique id, the dist
+ * communicator (MPI) carries it to every rank, every rank joins. Collective: every rank of the
+ * plan calls it. */
+static int prepare_allreduce(sg_backend *be, const sg_plan *p) {
+    cuda_ctx *c = be->ctx;
+    c->rank = be->dist ? be->dist->rank : 0;
+    int ranks = 0;
+    for (int i = 0; i < p->g.nn; i++)
+        if (p->g.n[i].op == OP_ALLREDUCE) ranks = p->g.n[i].a.allreduce.ranks;
+    if (!ranks) return SG_OK;
+    const int size = be->dist ? be->dist->size : 1;
+    if (size != ranks)
+        return sg_set_error("the plan is for %d ranks but this process is one of %d", ranks, size);
+#ifdef SG_HAVE_NCCL
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (c->rank == 0) NC(ncclGetUniqueId(&id));
+    if (be->dist && be->dist->bcast(be->dist, &id, (int64_t)sizeof id)) return SG_ERR;
+    NC(ncclCommInitRank(&c->nccl, size, id, c->rank));
+    return SG_OK;
+#else
+    if (size > 1)
+        return sg_set_error("this build has no NCCL: the CUDA backend cannot all-reduce over %d "
+                            "ranks (rebuild with NCCL found, -DSG_NCCL_ROOT=DIR)",
+                            size);
+    return SG_OK;
+#endif
 }
 
 /* the cuBLAS workspace: Hopper wants 32 MiB; it lives in the arena like everything else */
@@ -105,7 +164,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     c->ws = c->arena + g->t[kw].offset;
     c->ws_bytes = g->t[kw].bytes;
     CU(cudaDeviceSynchronize());
-    return SG_OK;
+    return prepare_allreduce(be, p);
 }
 
 /* Host <-> arena copies go on the step's stream, so they are ordered with the kernels before
@@ -174,16 +233,18 @@ static int cuda_forward_op(const cuda_launch *l) {
     switch (nd->op) {
     case OP_GATHER_BATCH: {
         const sg_tensor *ds = &g->t[IN(0)];
-        return cuda_gather_batch(st, P(c, g, OUT(0)), P(c, g, IN(0)), ds->shape[0],
-                                 (int)ds->shape[1], (int)ds->shape[2], (int)ds->shape[3],
-                                 a->gather.N, a->gather.img, a->gather.img, P(c, g, IN(1)),
-                                 P(c, g, IN(2)), a->gather.flip);
+        return cuda_gather_batch(
+            st, P(c, g, OUT(0)), P(c, g, IN(0)), ds->shape[0], (int)ds->shape[1], (int)ds->shape[2],
+            (int)ds->shape[3], a->gather.N, a->gather.img, a->gather.img, P(c, g, IN(1)),
+            P(c, g, IN(2)), a->gather.flip, a->gather.batch, (int64_t)c->rank * a->gather.N);
     }
     case OP_SAMPLE_T:
         return cuda_sample_timesteps(st, P(c, g, OUT(0)), a->sample_t.N, a->sample_t.T,
-                                     P(c, g, IN(0)), P(c, g, IN(1)));
+                                     P(c, g, IN(0)), P(c, g, IN(1)),
+                                     (uint64_t)c->rank * (uint64_t)a->sample_t.N);
     case OP_NOISE:
-        return cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE);
+        return cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE,
+                             (uint64_t)c->rank * (uint64_t)n0);
     case OP_DDPM_NOISE: {
         int N = (int)g->t[IN(0)].shape[0];
         return cuda_ddpm_noise(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)),
@@ -236,7 +297,8 @@ static int cuda_forward_op(const cuda_launch *l) {
     case OP_DROPOUT:
         return cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
                                 P(c, g, IN(1)), P(c, g, IN(2)),
-                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, dt);
+                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose,
+                                (uint64_t)c->rank * (uint64_t)n0, dt);
     case OP_MSE:
         return cuda_mse_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
                             g->t[IN(1)].dtype, sg_in_numel(g, nd, 0), l->ws, l->wsb);
@@ -257,7 +319,7 @@ static int cuda_backward_op(const cuda_launch *l) {
     switch (nd->op) {
     case OP_MSE_BWD:
         return cuda_mse_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
-                            g->t[IN(1)].dtype, n0, 1.0f, ACC(0));
+                            g->t[IN(1)].dtype, n0, a->mse.loss_scale, ACC(0));
     case OP_LINEAR_BWD_DATA: {
         sg_linear_dims d = sg_linear_dims_of(g, nd);
         return cuda_linear_bwd_data(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
@@ -313,7 +375,8 @@ static int cuda_backward_op(const cuda_launch *l) {
     case OP_DROPOUT_BWD:
         return cuda_dropout_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
                                 P(c, g, IN(1)), P(c, g, IN(2)),
-                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, dt, ACC(0));
+                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose,
+                                (uint64_t)c->rank * (uint64_t)n0, dt, ACC(0));
     case OP_ACCUM:
         /* in place (the planner merged the buffers) and not accumulating: nothing to move */
         if (P(c, g, OUT(0)) == P(c, g, IN(0)) && !ACC(0)) return SG_OK;
@@ -324,6 +387,27 @@ static int cuda_backward_op(const cuda_launch *l) {
 }
 
 /* the optimizer ops, in place on the persistent regions */
+/* OP_ALLREDUCE: one grouped NCCL launch on the step's stream (captured like a kernel):
+ * gradients summed (the 1/ranks is already in the loss gradient), the loss averaged. Summation
+ * order is NCCL's: deterministic for a fixed rank count, topology, NCCL version and algorithm
+ * (docs/data-parallel.md pins NCCL_ALGO); every rank receives the same bits. */
+static int cuda_allreduce(cuda_ctx *c, const sg_graph *g, const sg_node *nd) {
+    float *grads = P(c, g, IN(0)), *loss = P(c, g, IN(1));
+#ifdef SG_HAVE_NCCL
+    if (!c->nccl) return sg_set_error("allreduce: no NCCL communicator (prepare not run?)");
+    NC(ncclGroupStart());
+    NC(ncclAllReduce(grads, grads, (size_t)sg_in_numel(g, nd, 0), ncclFloat32, ncclSum, c->nccl,
+                     c->st));
+    NC(ncclAllReduce(loss, loss, 1, ncclFloat32, ncclAvg, c->nccl, c->st));
+    NC(ncclGroupEnd());
+    return SG_OK;
+#else
+    (void)grads;
+    /* one rank (prepare refused more): the sum is the identity, the mean x 1/1 */
+    return cuda_scale(c->st, loss, loss, nd->a.allreduce.loss_factor, 1, DT_F32, 0);
+#endif
+}
+
 static int cuda_optimizer_op(const cuda_launch *l) {
     cuda_ctx *c = l->c;
     const sg_graph *g = l->g;
@@ -348,6 +432,8 @@ static int cuda_optimizer_op(const cuda_launch *l) {
     case OP_LOSS_WATCH:
         return cuda_loss_watch(st, P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), P(c, g, OUT(0)),
                                P(c, g, OUT(1)));
+    case OP_ALLREDUCE:
+        return cuda_allreduce(c, g, nd);
     default:
         SG_UNREACHABLE("cuda_optimizer_op: not an optimizer op");
     }
@@ -530,6 +616,9 @@ static void cuda_destroy(sg_backend *be) {
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
         if (c->st) cudaStreamDestroy(c->st);
         if (c->arena) cudaFree(c->arena);
+#ifdef SG_HAVE_NCCL
+        if (c->nccl) ncclCommDestroy(c->nccl);
+#endif
         free(c);
     }
     free(be);

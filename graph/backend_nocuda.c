@@ -11,6 +11,10 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
 int sg_cuda_available(void) {
     return 0;
 }
+
+int sg_cuda_device_count(void) {
+    return 0;
+}
 #else
 typedef int sg_backend_nocuda_unused; /* ISO C forbids an empty translation unit */
 #endif

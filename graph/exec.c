@@ -233,6 +233,36 @@ int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, i
     return rc;
 }
 
+/* The rank count a checkpoint's config records (absent: 0, one process). */
+static int meta_ranks(const char *meta) {
+    ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
+    int64_t r = 0;
+    if (j && ckpt_json_get_int(j, "config.ranks", &r)) r = 0;
+    ckpt_json_free(j);
+    return r > 0 && r < (1 << 20) ? (int)r : 0;
+}
+
+/* A checkpoint written on another rank count: the per-rank shapes (and so the plan hash)
+ * differ. Check it against the plan that rank count makes from our config, so that every
+ * other field still has to match exactly. */
+static int check_other_ranks(sg_exec *e, const char *meta, int ranks) {
+    sg_model_cfg c = e->plan.cfg;
+    c.ranks = ranks;
+    sg_plan other;
+    if (sg_plan_build(&other, &c, e->plan.train)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", sg_last_error());
+        sg_plan_free(&other);
+        return sg_set_error("checkpoint was written on %d rank(s): %s", ranks ? ranks : 1, msg);
+    }
+    char cfg[2048], expect[2560];
+    sg_model_json(&c, cfg, sizeof cfg);
+    snprintf(expect, sizeof expect, "{\"config\":%s,\"plan_hash\":\"%016llx\"}", cfg,
+             (unsigned long long)other.hash);
+    sg_plan_free(&other);
+    return ckpt_meta_check_config(expect, meta);
+}
+
 /* The metadata a checkpoint must agree with: this run's, except that the config fields named
  * in may_differ take the checkpoint's values and the plan hash (which pins them) is left out.
  * A malloc'ed string, NULL on failure. */
@@ -265,7 +295,10 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
     const sg_graph *g = &e->plan.g;
     int rc = SG_OK;
     /* same architecture? (the training fields may differ only when loading weights alone) */
-    if (!params_only) {
+    e->ckpt_ranks = meta_ranks(ckpt_meta(f));
+    if (!params_only && e->ckpt_ranks != e->plan.cfg.ranks) {
+        rc = check_other_ranks(e, ckpt_meta(f), e->ckpt_ranks);
+    } else if (!params_only) {
         char *want = expected_meta(e, ckpt_meta(f), may_differ);
         if (!want || ckpt_meta_check_config(want, ckpt_meta(f))) rc = SG_ERR;
         free(want);

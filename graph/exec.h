@@ -19,6 +19,10 @@ typedef struct {
     sg_plan plan;
     sg_backend *be;
     uint64_t seed;
+    /* the rank count (cfg.ranks: 0 = one process) of the checkpoint sg_exec_load read last;
+     * differs from plan.cfg.ranks when a run resumes on another number of ranks, which is
+     * allowed but continues with other bits (the caller warns: docs/data-parallel.md) */
+    int ckpt_ranks;
 } sg_exec;
 
 /* Build the plan for cfg (train: the training step; else the forward pass) and prepare the
@@ -55,8 +59,10 @@ int sg_exec_save(sg_exec *e, const char *path, const char *extra_json);
 int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, int keep_last,
                           char *path_out, size_t cap);
 /* Load a checkpoint made by the same configuration (the error names the first differing
- * config field). With params_only, only parameters (or, with ema, the EMA copies loaded into
- * the parameters) are read: that is how sampling loads weights. */
+ * config field). The rank count alone may differ: the checkpoint is then checked against the
+ * plan its own rank count makes, and e->ckpt_ranks says what it was. With params_only, only
+ * parameters (or, with ema, the EMA copies loaded into the parameters) are read: that is how
+ * sampling loads weights. */
 int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema);
 /* The full state to continue a run whose config changed only in the fields named in
  * may_differ (NULL-terminated config keys, e.g. "lr", "ema_decay"): those may differ from the

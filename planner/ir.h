@@ -40,9 +40,9 @@ typedef enum {
     OP_AVGPOOL2X,
     OP_ATTENTION, /* qkv -> y, P                                  args: attn      */
     OP_DROPOUT,   /* x, seed, step -> y                           args: dropout   */
-    OP_MSE,       /* pred, target -> loss                                         */
+    OP_MSE,       /* pred, target -> loss                         args: mse       */
     /* backward */
-    OP_MSE_BWD,
+    OP_MSE_BWD, /*                                               args: mse       */
     OP_LINEAR_BWD_DATA,
     OP_LINEAR_BWD_WEIGHT,
     OP_CONV2D_BWD_DATA,   /*                                     args: conv      */
@@ -65,6 +65,8 @@ typedef enum {
     OP_LOSS_WATCH, /* loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): */
                    /* the first step whose loss or gradient was not finite, and the  */
                    /* running loss sum the trainer averages and resets per log line  */
+    /* data parallel: after the backward pass, before the optimizer's first op */
+    OP_ALLREDUCE, /* grads, loss -> summed, averaged over ranks  args: allreduce */
     OP_COUNT
 } sg_op;
 
@@ -82,9 +84,11 @@ static inline int sg_op_is_optimizer(sg_op op) {
  * else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that follow
  * from the operands' shapes are not arguments: planner/op_dims.h derives them. */
 typedef struct {
-    int N;    /* images per batch */
-    int img;  /* output height = width (data images are padded into it) */
-    int flip; /* random horizontal flips */
+    int N;     /* images per batch (this rank's) */
+    int img;   /* output height = width (data images are padded into it) */
+    int flip;  /* random horizontal flips */
+    int batch; /* the global batch: N x ranks (N in one process); sample i of rank r is
+                  sample step*batch + r*N + i of the run (docs/data-parallel.md) */
 } sg_gather_args;
 typedef struct {
     int N, T; /* N timesteps drawn from [0, T) */
@@ -120,6 +124,14 @@ typedef struct {
     float p;     /* drop probability */
 } sg_dropout_args;
 typedef struct {
+    float loss_scale; /* the dloss the backward starts from: 1, or 1/ranks when data parallel
+                         (the all-reduce then sums); > 0, never defaulted */
+} sg_mse_args;
+typedef struct {
+    int ranks;         /* the ranks the gradients are summed over */
+    float loss_factor; /* 1/ranks: the summed loss becomes the mean */
+} sg_allreduce_args;
+typedef struct {
     float max_norm;
 } sg_clip_args;
 typedef struct {
@@ -141,6 +153,8 @@ typedef union {
     sg_gn_args gn;
     sg_attn_args attn;
     sg_dropout_args dropout;
+    sg_mse_args mse;
+    sg_allreduce_args allreduce;
     sg_clip_args clip;
     sg_adamw_args adamw;
     sg_ema_args ema;

@@ -35,7 +35,11 @@ typedef struct {
     int resample_conv;
     int down_pad; /* SG_DOWN_PAD_*: the stride-2 downsampling conv's padding (resample_conv) */
     /* step */
-    int batch;
+    int batch; /* the GLOBAL batch: with ranks > 0, each rank's step holds batch / ranks */
+    /* data parallel (docs/data-parallel.md): 0 = one process, no all-reduce (the classic step);
+     * N >= 1 = one of N ranks: the step ends its backward pass with an all-reduce of the
+     * gradients and the loss, and the loss gradient is scaled by 1/N */
+    int ranks;
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
     /* the dataset the step gathers from (uploaded once) */
     int64_t data_n;
@@ -71,7 +75,13 @@ typedef struct {
     int x0, t, eps, xt, pred;
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int64_t n_params;                       /* parameter count (scalars) */
+    int allreduce;                          /* the all-reduce node, -1 without ranks */
 } sg_step_io;
+
+/* Samples one rank's step holds: batch / ranks (batch when ranks is 0). */
+static inline int sg_model_rank_batch(const sg_model_cfg *c) {
+    return c->ranks > 0 ? c->batch / c->ranks : c->batch;
+}
 
 int sg_build_train_step(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
 /* The UNet alone: inputs x_t (INPUT role, act dtype) and t (INPUT role, i32[batch]);

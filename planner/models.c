@@ -227,6 +227,12 @@ int sg_model_validate(const sg_model_cfg *c) {
         return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
     if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
         return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
+    if (c->ranks < 0)
+        return sg_set_error("ranks must be 0 (one process) or a count, is %d", c->ranks);
+    if (c->ranks > 0 && c->batch % c->ranks)
+        return sg_set_error("--batch %d is the global batch and must divide evenly over %d ranks "
+                            "(try --batch %d)",
+                            c->batch, c->ranks, (c->batch / c->ranks + 1) * c->ranks);
     if (c->img % (1 << (c->nlevels - 1)))
         return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
                             c->nlevels - 1);
@@ -284,6 +290,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
         snprintf(mult + strlen(mult), sizeof mult - strlen(mult), i ? ",%d" : "%d", c->ch_mult[i]);
     for (int i = 0; i < c->nattn; i++)
         snprintf(attn + strlen(attn), sizeof attn - strlen(attn), i ? ",%d" : "%d", c->attn_res[i]);
+    /* ranks only when data parallel, so one-process configs read as they always did */
+    char ranks[32] = "";
+    if (c->ranks > 0) snprintf(ranks, sizeof ranks, ",\"ranks\":%d", c->ranks);
     return snprintf(buf, (size_t)cap,
                     "{\"model\":\"%s\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                     "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
@@ -291,11 +300,12 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
                     "\"precision\":\"%s\","
                     "\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g,\"lr\":%.9g,\"b1\":%.9g,\"b2\":%.9g,"
                     "\"eps\":%.9g,\"wd\":%.9g,\"warmup\":%d,\"clip\":%.9g,\"ema_decay\":%.9g,"
-                    "\"flip\":%d}",
+                    "\"flip\":%d%s}",
                     c->name, c->img, c->in_ch, c->ch, mult, c->nrb, attn, c->heads, c->head_ch,
                     c->groups, c->dropout, c->resample_conv, sg_down_pad_name(c->down_pad),
                     c->batch, c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT,
-                    c->lr, c->b1, c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip);
+                    c->lr, c->b1, c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip,
+                    ranks);
 }
 
 /* ---- the builder. `B` carries what every helper needs; errors latch in B->err. */
@@ -536,7 +546,7 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     if (sg_model_validate(c)) return SG_ERR;
     memset(io, -1, sizeof *io);
     builder b = {.g = g, .c = c, .train = 1};
-    int N = c->batch;
+    int N = sg_model_rank_batch(c); /* this rank's samples; c->batch is the global batch */
     io->step = scalar_state(g, "step", DT_I64);
     io->seed = scalar_state(g, "rng_seed", DT_U64);
     io->lr = scalar_state(g, "lr", DT_F32);
@@ -548,7 +558,7 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     b.seed_t = io->seed, b.step_t = io->step;
 
     int in3[3] = {io->dataset, io->seed, io->step};
-    sg_op_args ga = {.gather = {.N = N, .img = c->img, .flip = c->flip}};
+    sg_op_args ga = {.gather = {.N = N, .img = c->img, .flip = c->flip, .batch = c->batch}};
     io->x0 = node(&b, OP_GATHER_BATCH, in3, 3, &ga, "x0", 0);
     int in2[2] = {io->seed, io->step};
     sg_op_args ta = {.sample_t = {.N = N, .T = c->T}};
@@ -561,8 +571,11 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->xt = node(&b, OP_DDPM_NOISE, in3c, 3, &da, "x_t", 0);
     io->pred = unet(&b, io->xt, io->t);
     if (b.err) return SG_ERR;
+    /* the loss scale: the gradient of the loss is 1/ranks, so the all-reduce SUM of the ranks'
+     * gradients is the gradient of the global batch's mean loss (1/1 = 1 in one process) */
     int mse_in[2] = {io->pred, io->eps}, mse_out[SG_MAX_OUT] = {io->loss};
-    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, NULL, "mse") < 0) return SG_ERR;
+    sg_op_args ma = {.mse = {.loss_scale = c->ranks > 0 ? (float)(1.0 / c->ranks) : 1.0f}};
+    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, &ma, "mse") < 0) return SG_ERR;
     io->n_params = b.n_params;
 
     if (ad_backward(g, io->loss)) return SG_ERR;
@@ -576,6 +589,16 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->adam_v = region(g, ROLE_ADAM_V, "adam_v");
     io->ema = region(g, ROLE_EMA, "ema");
     int o[SG_MAX_OUT];
+    if (c->ranks > 0) {
+        /* data parallel: the one all-reduce of the step, after the backward pass and before
+         * anything reads the gradients, so every rank then clips, steps and averages the same
+         * numbers and stays bit-identical. Gradients sum (the 1/ranks is in the loss scale);
+         * the loss is averaged over the ranks for the record. */
+        int r_in[2] = {io->grads, io->loss}, r_out[SG_MAX_OUT] = {io->grads, io->loss};
+        sg_op_args ra = {.allreduce = {.ranks = c->ranks, .loss_factor = (float)(1.0 / c->ranks)}};
+        io->allreduce = sg_node_add(g, OP_ALLREDUCE, r_in, 2, r_out, &ra, "allreduce");
+        if (io->allreduce < 0) return SG_ERR;
+    }
     int s_in[1] = {io->grads};
     o[0] = io->grad_sumsq;
     if (sg_node_add(g, OP_GRAD_SUMSQ, s_in, 1, o, NULL, "grad_sumsq") < 0) return SG_ERR;

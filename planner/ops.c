@@ -86,6 +86,10 @@ static int shape_gather(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (N < 1 || img < DIM(0, 1) || img < DIM(0, 2))
         return sg_set_error("batch %lld / image %lld do not fit data %lldx%lld", (long long)N,
                             (long long)img, (long long)DIM(0, 1), (long long)DIM(0, 2));
+    if (nd->a.gather.batch < N || nd->a.gather.batch % N)
+        return sg_set_error("gather_batch: the global batch %d must be a multiple of the batch "
+                            "%lld",
+                            nd->a.gather.batch, (long long)N);
     set4(o, DT_F32, N, img, img, DIM(0, 3));
     return SG_OK;
 }
@@ -218,11 +222,23 @@ static double flops_attn(const sg_graph *g, const sg_node *nd) {
 }
 static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1))) return sg_set_error("pred and target differ in size");
+    /* no default: a forgotten 0 would silently zero every gradient */
+    if (!(nd->a.mse.loss_scale > 0.0f)) return sg_set_error("mse needs a loss scale > 0");
     set1(o, DT_F32, 1);
     return SG_OK;
 }
 static double flops_mse(const sg_graph *g, const sg_node *nd) {
     return 3.0 * sg_numel(T(0));
+}
+
+/* the all-reduce works in place on the gradient region and the fp32 loss scalar */
+static int shape_allreduce(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (T(0)->dtype != DT_F32 || T(1)->dtype != DT_F32 || sg_numel(T(1)) != 1)
+        return sg_set_error("allreduce takes the fp32 gradient region and the fp32 loss");
+    if (nd->a.allreduce.ranks < 1) return sg_set_error("allreduce needs ranks >= 1");
+    same(&o[0], T(0));
+    same(&o[1], T(1));
+    return SG_OK;
 }
 
 /* ---- backward ops: outputs are gradient tensors made by autodiff; the rules check them */
@@ -397,7 +413,8 @@ static int bwd_dropout(sg_graph *g, int i) {
 static int bwd_mse(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int in[2] = {FIN(0), FIN(1)}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_MSE_BWD, in, 2, go, NULL, bname(g, i, "bwd", nm), i) < 0;
+    /* the loss scale travels along: it is the backward's dloss */
+    return ad_emit(g, OP_MSE_BWD, in, 2, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
 
 /* The table: one R(...) row per op. Each row initialises sg_ops[OP_...] by name, so a row for
@@ -442,7 +459,8 @@ static int bwd_mse(sg_graph *g, int i) {
     R(OP_ADAMW,             "adamw",             6, 4, 0,   0, shape_adamw,      flops_adamw,  NULL) \
     R(OP_EMA,               "ema",               2, 1, 0,   0, shape_like0,      flops_in0,    NULL) \
     R(OP_STEP_INC,          "step_inc",          1, 1, 0,   0, shape_step,       no_flops,     NULL) \
-    R(OP_LOSS_WATCH,        "loss_watch",        5, 2, 0,   0, shape_watch,      no_flops,     NULL)
+    R(OP_LOSS_WATCH,        "loss_watch",        5, 2, 0,   0, shape_watch,      no_flops,     NULL) \
+    R(OP_ALLREDUCE,         "allreduce",         2, 2, 0,   0, shape_allreduce,  flops_in0,    NULL)
 
 #define SG_OP_ROW(OP, NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD) \
     [OP] = {NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD},

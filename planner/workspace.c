@@ -81,6 +81,7 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
     case OP_EMA:
     case OP_STEP_INC:
     case OP_LOSS_WATCH:
+    case OP_ALLREDUCE:
         return 0;
     case OP_COUNT:
         break;

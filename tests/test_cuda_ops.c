@@ -936,22 +936,23 @@ static void test_rng(int dt) {
     uint8_t *data = (uint8_t *)halloc((size_t)ndata * H0 * W0 * C);
     for (int i = 0; i < ndata * H0 * W0 * C; i++) data[i] = (uint8_t)(sg_test_next(&g_rng) & 255);
     float *xa = fbuf((int64_t)N * 8 * 8 * C), *xb = fbuf((int64_t)N * 4 * 4 * C);
-    cpu_gather_batch(xa, data, ndata, H0, W0, C, N, 8, 8, seed, step, 1);
-    cpu_gather_batch(xb, data, ndata, H0, W0, C, N, 4, 4, seed, step, 0);
+    cpu_gather_batch(xa, data, ndata, H0, W0, C, N, 8, 8, seed, step, 1, 3 * N, N);
+    cpu_gather_batch(xb, data, ndata, H0, W0, C, N, 4, 4, seed, step, 0, N, 0);
     /* timesteps, normals, dropout */
     const int NT = 100, T = 1000;
     const int64_t n = 5003;
     const float p = 0.1f;
     const uint32_t purpose = SG_RNG_DROPOUT_BASE + 3;
+    const uint64_t I0 = 70001; /* a rank's global offset (docs/data-parallel.md) */
     int32_t tt[100];
     float t_ref[100];
-    cpu_sample_timesteps(tt, NT, T, seed, step);
+    cpu_sample_timesteps(tt, NT, T, seed, step, I0);
     for (int i = 0; i < NT; i++) t_ref[i] = (float)tt[i];
     float *eps = fbuf(n), *x = rnd_dt(n, -1, 1, dt), *dy = rnd_dt(n, -1, 1, dt);
     float *yd = fbuf(n), *gd = fbuf(n);
-    cpu_gaussian(eps, n, seed, step, SG_RNG_NOISE);
-    cpu_dropout_fwd(yd, x, n, p, seed, step, purpose);
-    cpu_dropout_bwd(gd, dy, n, p, seed, step, purpose);
+    cpu_gaussian(eps, n, seed, step, SG_RNG_NOISE, I0);
+    cpu_dropout_fwd(yd, x, n, p, seed, step, purpose, I0);
+    cpu_dropout_bwd(gd, dy, n, p, seed, step, purpose, I0);
 
     tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
     tbuf *ddata = tb_raw("data", data, (size_t)ndata * H0 * W0 * C);
@@ -967,13 +968,13 @@ static void test_rng(int dt) {
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
         CALL(cuda_gather_batch, g_st, (float *)ga->d, (const uint8_t *)ddata->d, ndata, H0, W0, C,
-             N, 8, 8, sp, tp, 1);
+             N, 8, 8, sp, tp, 1, 3 * N, N);
         CALL(cuda_gather_batch, g_st, (float *)gb->d, (const uint8_t *)ddata->d, ndata, H0, W0, C,
-             N, 4, 4, sp, tp, 0);
-        CALL(cuda_sample_timesteps, g_st, (int32_t *)dt_->d, NT, T, sp, tp);
-        CALL(cuda_gaussian, g_st, (float *)de->d, n, sp, tp, SG_RNG_NOISE);
-        CALL(cuda_dropout_fwd, g_st, y->d, dx_->d, n, p, sp, tp, purpose, dt);
-        CALL(cuda_dropout_bwd, g_st, g->d, ddy->d, n, p, sp, tp, purpose, dt, 1);
+             N, 4, 4, sp, tp, 0, N, 0);
+        CALL(cuda_sample_timesteps, g_st, (int32_t *)dt_->d, NT, T, sp, tp, I0);
+        CALL(cuda_gaussian, g_st, (float *)de->d, n, sp, tp, SG_RNG_NOISE, I0);
+        CALL(cuda_dropout_fwd, g_st, y->d, dx_->d, n, p, sp, tp, purpose, I0, dt);
+        CALL(cuda_dropout_bwd, g_st, g->d, ddy->d, n, p, sp, tp, purpose, I0, dt, 1);
         sync_stream();
         tb_check(ga, xa, TOL_EXACT, rep, ctx);
         tb_check(gb, xb, TOL_EXACT, rep, ctx);
@@ -1048,9 +1049,9 @@ static void test_graph(void) {
              1e-6f, DT_F32);                                                                       \
         CALL(cuda_attention_fwd, g_st, g_blas, ya->d, (float *)P->d, qkv->d, N, L, Ci, heads,      \
              DT_BF16, ws->d, wsb);                                                                 \
-        CALL(cuda_sample_timesteps, g_st, (int32_t *)t->d, N, 1000, sp, tp);                       \
-        CALL(cuda_gaussian, g_st, (float *)eps->d, rows *Co, sp, tp, SG_RNG_NOISE);                \
-        CALL(cuda_dropout_fwd, g_st, yd->d, y3->d, rows *Co, 0.1f, sp, tp, SG_RNG_DROPOUT_BASE,    \
+        CALL(cuda_sample_timesteps, g_st, (int32_t *)t->d, N, 1000, sp, tp, 0);                    \
+        CALL(cuda_gaussian, g_st, (float *)eps->d, rows *Co, sp, tp, SG_RNG_NOISE, 0);             \
+        CALL(cuda_dropout_fwd, g_st, yd->d, y3->d, rows *Co, 0.1f, sp, tp, SG_RNG_DROPOUT_BASE, 0, \
              DT_F32);                                                                              \
         CALL(cuda_mse_fwd, g_st, (float *)loss->d, yd->d, DT_F32, eps->d, DT_F32, rows *Co, ws->d, \
              wsb);                                                                                 \

@@ -59,5 +59,19 @@ a=$($plan --model unet_tiny --batch 2 --json)
 b=$($plan --model=unet_tiny --batch=2 --json)
 ok "--flag=value is --flag value" '[ -n "$a" ] && [ "$a" = "$b" ]'
 ok "help lists models" '$plan --help | grep -q unet_adm64'
+# data parallel: one rank's plan; the all-reduce carries exactly the fp32 gradients + the loss
+$plan --model unet_tiny --ranks 2 --json >"$tmp/r2.json"; rc=$?
+ok "--ranks 2 runs" '[ $rc -eq 0 ]'
+ok "--ranks json: per-rank batch, all-reduce bytes = the gradient region + the loss" 'python3 - "$tmp/r2.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ranks"] == 2 and d["rank_batch"] == 2, (d["ranks"], d["rank_batch"])
+assert d["allreduce_bytes"] == d["role_bytes"]["grad"] + 4 >= 4 * d["params"] + 4, d["allreduce_bytes"]
+assert sum(1 for n in d["schedule"] if n["op"] == "allreduce") == 1
+PY'
+ok "--ranks text" '$plan --model unet_cifar --ranks 8 --no-table | grep -q "8 ranks x 16 samples (global batch 128)"'
+ok "no all-reduce without --ranks" '[ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"allreduce_bytes\"])" "$tmp/plan.json")" = 0 ]'
+$plan --model unet_cifar --ranks 3 >/dev/null 2>"$tmp/err3.txt"; rc=$?
+ok "--ranks 3 with batch 128 fails and says why" '[ $rc -ne 0 ] && grep -q "must divide evenly over 3 ranks" "$tmp/err3.txt"'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -380,7 +380,8 @@ static void test_random_graphs(uint64_t *rng) {
         int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
         int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, g->t[last].ndim, g->t[last].shape);
         int in[2] = {last, tgt}, out[SG_MAX_OUT] = {loss};
-        CHECK(sg_node_add(g, OP_MSE, in, 2, out, NULL, "mse") >= 0, "mse");
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f}};
+        CHECK(sg_node_add(g, OP_MSE, in, 2, out, &ma, "mse") >= 0, "mse");
         CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
         char what[32];
         snprintf(what, sizeof what, "random graph %d", it);

@@ -1,7 +1,9 @@
 /* test_rng_ops.c — kernels/cpu/rng_ops.c: batch gathering against hand-written expected
  * images (normalisation, padding, crop, flips), data-order coverage (each item exactly once per
  * epoch), timesteps, Gaussian noise and dropout (masks of forward and backward agree, keep rate
- * ~ 1-p, the same call gives the same bits). Outputs are poisoned with NaN first so an
+ * ~ 1-p, the same call gives the same bits), and the data-parallel slicing: R ranks, each
+ * drawing its slice at its global offset, together draw bit for bit what one call over the
+ * whole batch draws (docs/data-parallel.md). Outputs are poisoned with NaN first so an
  * unwritten element fails. */
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -41,7 +43,7 @@ static void test_gather_layout(void) {
     for (int64_t step = 0; step < 4; step++) {
         for (int flip = 0; flip <= 1; flip++) {
             poison(x0, N * H * W);
-            cpu_gather_batch(x0, data, ND, H0, W0, 1, N, H, W, seed, step, flip);
+            cpu_gather_batch(x0, data, ND, H0, W0, 1, N, H, W, seed, step, flip, N, 0);
             for (int i = 0; i < N; i++) {
                 int64_t g = step * N + i;
                 int item = (int)sg_perm(seed, g / ND, g % ND, ND);
@@ -73,7 +75,7 @@ static void test_gather_channels_and_crop(void) {
     /* crop 3x4 -> 1x2: top = (1-3)/2 = -1, left = (2-4)/2 = -1: source rows 1, cols 1..2 */
     float y[2 * 1 * 2 * C];
     poison(y, SG_ARRAY_LEN(y));
-    cpu_gather_batch(y, data, 2, H0, W0, C, 2, 1, 2, 5, 0, 0);
+    cpu_gather_batch(y, data, 2, H0, W0, C, 2, 1, 2, 5, 0, 0, 2, 0);
     int bad = 0;
     for (int i = 0; i < 2; i++) {
         int item = (int)sg_perm(5, 0, i, 2);
@@ -87,7 +89,7 @@ static void test_gather_channels_and_crop(void) {
     float z[2 * H0 * W0 * C];
     for (int64_t step = 0; step < 8; step++) {
         poison(z, SG_ARRAY_LEN(z));
-        cpu_gather_batch(z, data, 2, H0, W0, C, 2, H0, W0, 5, step, 1);
+        cpu_gather_batch(z, data, 2, H0, W0, C, 2, H0, W0, 5, step, 1, 2, 0);
         bad = 0;
         for (int i = 0; i < 2; i++) {
             int64_t g = step * 2 + i;
@@ -121,7 +123,7 @@ static void test_gather_epoch_coverage(void) {
         float *x0 = malloc(sizeof(float) * 2 * (size_t)N);
         for (int64_t s = 0; s < steps; s++) {
             poison(x0, 2 * N);
-            cpu_gather_batch(x0, data, nd, 1, 1, 2, N, 1, 1, 31337, s, 1);
+            cpu_gather_batch(x0, data, nd, 1, 1, 2, N, 1, 1, 31337, s, 1, N, 0);
             for (int i = 0; i < N; i++) {
                 int lo = (int)lrintf((x0[2 * i] + 1.0f) * 127.5f);
                 int hi = (int)lrintf((x0[2 * i + 1] + 1.0f) * 127.5f);
@@ -154,8 +156,8 @@ static void test_timesteps(void) {
     enum { N = 4096, T = 1000 };
     int32_t t[N], u[N];
     for (int i = 0; i < N; i++) t[i] = u[i] = -7;
-    cpu_sample_timesteps(t, N, T, 17, 3);
-    cpu_sample_timesteps(u, N, T, 17, 3);
+    cpu_sample_timesteps(t, N, T, 17, 3, 0);
+    cpu_sample_timesteps(u, N, T, 17, 3, 0);
     int in_range = 1, differs = 0;
     double mean = 0;
     for (int i = 0; i < N; i++) {
@@ -168,7 +170,7 @@ static void test_timesteps(void) {
     CHECK(memcmp(t, u, sizeof t) == 0, "same call, different timesteps");
     mean /= N; /* uniform on [0, 999]: mean 499.5, sd of the mean ~4.5 */
     CHECK(fabs(mean - 499.5) < 25, "timestep mean %f", mean);
-    cpu_sample_timesteps(u, N, T, 17, 4);
+    cpu_sample_timesteps(u, N, T, 17, 4, 0);
     CHECK(memcmp(t, u, sizeof t) != 0, "steps 3 and 4 drew the same timesteps");
 }
 
@@ -177,8 +179,8 @@ static void test_gaussian(void) {
     float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
     poison(a, n);
     poison(b, n);
-    cpu_gaussian(a, n, 2024, 12, SG_RNG_NOISE);
-    cpu_gaussian(b, n, 2024, 12, SG_RNG_NOISE);
+    cpu_gaussian(a, n, 2024, 12, SG_RNG_NOISE, 0);
+    cpu_gaussian(b, n, 2024, 12, SG_RNG_NOISE, 0);
     double s1 = 0, s2 = 0;
     int finite = 1, differs = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -192,7 +194,7 @@ static void test_gaussian(void) {
     CHECK(differs == 0, "noise differs from sg_rng_normal in %d places", differs);
     CHECK(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "same call, different noise");
     CHECK(fabs(mean) < 0.005 && fabs(var - 1) < 0.01, "noise mean %f var %f", mean, var);
-    cpu_gaussian(b, n, 2024, 12, SG_RNG_SAMPLE);
+    cpu_gaussian(b, n, 2024, 12, SG_RNG_SAMPLE, 0);
     int same = 0;
     for (int64_t i = 0; i < n; i++) same += a[i] == b[i];
     CHECK(same < 16, "purposes NOISE and SAMPLE share %d values", same);
@@ -213,9 +215,9 @@ static void test_dropout(void) {
     poison(y, n);
     poison(y2, n);
     poison(dx, n);
-    cpu_dropout_fwd(y, x, n, p, 7, 100, purpose);
-    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose);
-    cpu_dropout_bwd(dx, dy, n, p, 7, 100, purpose);
+    cpu_dropout_fwd(y, x, n, p, 7, 100, purpose, 0);
+    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose, 0);
+    cpu_dropout_bwd(dx, dy, n, p, 7, 100, purpose, 0);
     int64_t kept = 0, mask_mismatch = 0, wrong_value = 0;
     for (int64_t i = 0; i < n; i++) {
         int k = y[i] != 0.0f;
@@ -234,29 +236,29 @@ static void test_dropout(void) {
     CHECK(memcmp(y, y2, sizeof(float) * (size_t)n) == 0, "same call, different mask");
     /* in place (y aliases x; dx aliases dy) gives the same result */
     memcpy(y2, x, sizeof(float) * (size_t)n);
-    cpu_dropout_fwd(y2, y2, n, p, 7, 100, purpose);
+    cpu_dropout_fwd(y2, y2, n, p, 7, 100, purpose, 0);
     CHECK(memcmp(y, y2, sizeof(float) * (size_t)n) == 0, "in-place forward differs");
     memcpy(y2, dy, sizeof(float) * (size_t)n);
-    cpu_dropout_bwd(y2, y2, n, p, 7, 100, purpose);
+    cpu_dropout_bwd(y2, y2, n, p, 7, 100, purpose, 0);
     CHECK(memcmp(dx, y2, sizeof(float) * (size_t)n) == 0, "in-place backward differs");
     /* another step or another dropout node gives an unrelated mask (agreement ~ 0.82) */
     int64_t agree_step = 0, agree_node = 0;
-    cpu_dropout_fwd(y2, x, n, p, 7, 101, purpose);
+    cpu_dropout_fwd(y2, x, n, p, 7, 101, purpose, 0);
     for (int64_t i = 0; i < n; i++) agree_step += (y[i] != 0) == (y2[i] != 0);
-    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose + 1);
+    cpu_dropout_fwd(y2, x, n, p, 7, 100, purpose + 1, 0);
     for (int64_t i = 0; i < n; i++) agree_node += (y[i] != 0) == (y2[i] != 0);
     CHECK(fabs((double)agree_step / n - 0.82) < 0.01 && fabs((double)agree_node / n - 0.82) < 0.01,
           "mask agreement across steps %f, nodes %f (want 0.82)", (double)agree_step / n,
           (double)agree_node / n);
     /* p = 0 is the identity; p = 1 drops everything */
-    cpu_dropout_fwd(y2, x, n, 0.0f, 7, 100, purpose);
+    cpu_dropout_fwd(y2, x, n, 0.0f, 7, 100, purpose, 0);
     CHECK(memcmp(y2, x, sizeof(float) * (size_t)n) == 0, "p=0 is not the identity");
-    cpu_dropout_fwd(y2, x, n, 1.0f, 7, 100, purpose);
+    cpu_dropout_fwd(y2, x, n, 1.0f, 7, 100, purpose, 0);
     int64_t nonzero = 0;
     for (int64_t i = 0; i < n; i++) nonzero += y2[i] != 0.0f;
     CHECK(nonzero == 0, "p=1 kept %lld values", (long long)nonzero);
     /* a high rate, checked the same way */
-    cpu_dropout_fwd(y2, x, n, 0.75f, 8, 0, SG_RNG_DROPOUT_BASE);
+    cpu_dropout_fwd(y2, x, n, 0.75f, 8, 0, SG_RNG_DROPOUT_BASE, 0);
     kept = 0;
     for (int64_t i = 0; i < n; i++) kept += y2[i] != 0.0f;
     CHECK(fabs((double)kept / n - 0.25) < 0.003, "p=0.75 keep rate %f", (double)kept / n);
@@ -267,7 +269,53 @@ static void test_dropout(void) {
     free(dx);
 }
 
+/* The global-index keying: the whole batch of B samples drawn at once, against R = 1, 2, 4
+ * ranks each drawing its B/R samples at offset r*B/R (the elements of a sample-major tensor at
+ * offset r*numel/R) and placed side by side. Every random draw of a training step must pass
+ * this for a 2-rank run to see the numbers a 1-rank run sees. */
+static void test_rank_slices(void) {
+    enum { ND = 11, H0 = 3, W0 = 3, C = 2, H = 4, W = 4, B = 8, PER = H * W * C };
+    uint8_t data[ND * H0 * W0 * C];
+    uint64_t s = 0x5eedull;
+    for (int i = 0; i < ND * H0 * W0 * C; i++) data[i] = (uint8_t)(sg_test_next(&s) & 255);
+    float whole[B * PER], parts[B * PER], x[B * PER];
+    int32_t t_whole[B], t_parts[B];
+    sg_test_fill(x, B * PER, &s, 0.5f, 2.0f);
+    const uint64_t seed = 4242;
+    const uint32_t purpose = SG_RNG_DROPOUT_BASE + 5;
+    for (int R = 1; R <= 4; R *= 2) {
+        const int n = B / R;
+        for (int64_t step = 0; step < 3; step++) {
+            const char *what[4] = {"gather", "timesteps", "noise", "dropout"};
+            for (int k = 0; k < 4; k++) {
+                poison(whole, B * PER);
+                poison(parts, B * PER);
+                for (int r = -1; r < R; r++) { /* r = -1: the whole batch in one call */
+                    int64_t s0 = r < 0 ? 0 : (int64_t)r * n, cnt = r < 0 ? B : n;
+                    float *o = (r < 0 ? whole : parts) + s0 * PER;
+                    int32_t *ot = (r < 0 ? t_whole : t_parts) + s0;
+                    if (k == 0)
+                        cpu_gather_batch(o, data, ND, H0, W0, C, (int)cnt, H, W, seed, step, 1, B,
+                                         s0);
+                    else if (k == 1)
+                        cpu_sample_timesteps(ot, (int)cnt, 1000, seed, step, (uint64_t)s0);
+                    else if (k == 2)
+                        cpu_gaussian(o, cnt * PER, seed, step, SG_RNG_NOISE, (uint64_t)(s0 * PER));
+                    else
+                        cpu_dropout_fwd(o, x + s0 * PER, cnt * PER, 0.3f, seed, step, purpose,
+                                        (uint64_t)(s0 * PER));
+                }
+                int same = k == 1 ? !memcmp(t_whole, t_parts, sizeof t_whole)
+                                  : !memcmp(whole, parts, sizeof whole);
+                CHECK(same, "%s: %d ranks x %d samples differ from 1 x %d at step %lld", what[k], R,
+                      n, B, (long long)step);
+            }
+        }
+    }
+}
+
 int main(void) {
+    test_rank_slices();
     test_gather_layout();
     test_gather_channels_and_crop();
     test_gather_epoch_coverage();

@@ -1,6 +1,7 @@
 /* plan — print where every byte of a training step lives.
  *
  *   build/plan --model unet_cifar [--batch 128] [--precision bf16|fp32] [--json] [--forward]
+ *   build/plan --model unet_cifar --ranks 8     # one rank's plan of an 8-rank data-parallel run
  *
  * A thin program over planner/: build the plan, then render it as a readable memory map
  * (summary, per-role totals, the peak, a per-tensor table, a time x address chart) or JSON.
@@ -49,6 +50,14 @@ static json_t *int_array(const int *v, int n) {
     return a;
 }
 
+/* Bytes one step's all-reduce moves in (and out of) each rank: the fp32 gradient region and
+ * the loss (docs/data-parallel.md); 0 without data parallelism. */
+static int64_t allreduce_bytes(const sg_plan *p) {
+    if (p->io.allreduce < 0) return 0;
+    const sg_node *nd = &p->g.n[p->io.allreduce];
+    return p->g.t[nd->in[0]].bytes + p->g.t[nd->in[1]].bytes;
+}
+
 static json_t *tensor_json(const sg_graph *g, int t) {
     const sg_tensor *x = &g->t[t];
     json_t *shape = json_array();
@@ -85,6 +94,11 @@ static int print_json(const sg_plan *p) {
         "flops_per_step", (json_int_t)p->flops, "matmul_flops_per_step",
         (json_int_t)p->matmul_flops, "nodes", g->nn, "peak_node", p->peak_node, "plan_hash", hash,
         "role_bytes", roles, "schedule", sched, "tensors", tensors);
+    if (j) {
+        json_object_set_new(j, "ranks", json_integer(p->cfg.ranks));
+        json_object_set_new(j, "rank_batch", json_integer(sg_model_rank_batch(&p->cfg)));
+        json_object_set_new(j, "allreduce_bytes", json_integer(allreduce_bytes(p)));
+    }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
     return cli_json_print(stdout, j);
 }
@@ -137,12 +151,23 @@ static void print_text(const sg_plan *p, int table) {
     printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
            p->cfg.act_dt == DT_BF16 ? "bf16 activations / fp32 master weights" : "fp32",
            p->train ? "one training step" : "forward pass");
+    if (p->cfg.ranks > 0) {
+        /* a ring all-reduce sends and receives 2 (N-1)/N of the buffer per rank */
+        const int64_t ar = allreduce_bytes(p);
+        printf("  data parallel   %d ranks x %d samples (global batch %d); FLOPs, arena and "
+               "everything below are ONE rank's\n",
+               p->cfg.ranks, sg_model_rank_batch(&p->cfg), p->cfg.batch);
+        printf("  all-reduce      %s per step (%s bytes: gradients + loss); a ring moves %s in "
+               "and out of each rank\n",
+               human(ar, a), commas(ar, b),
+               human((int64_t)(2.0 * (p->cfg.ranks - 1) / p->cfg.ranks * (double)ar), c));
+    }
     printf("  parameters      %s\n", commas(p->io.n_params, a));
     printf("  FLOPs / step    %.3f TFLOP  (matmul %.3f TFLOP: conv, linear, attention; a "
            "multiply-add counts 2, elementwise work 1 per element)\n",
            p->flops / 1e12, p->matmul_flops / 1e12);
-    printf("  arena           %s  (%s bytes, one allocation)\n", human(p->arena_bytes, a),
-           commas(p->arena_bytes, b));
+    printf("  arena           %s  (%s bytes, one allocation%s)\n", human(p->arena_bytes, a),
+           commas(p->arena_bytes, b), p->cfg.ranks > 0 ? " per rank" : "");
     printf("  lower bound     %s  (most bytes live at once)   arena / bound = %.4f\n",
            human(p->lower_bound_bytes, a), (double)p->arena_bytes / (double)p->lower_bound_bytes);
     printf("  without reuse   %s  (every tensor its own memory: %.2fx the arena)\n",
@@ -213,6 +238,8 @@ static void usage(FILE *f) {
             "  --json               machine-readable output (summary, schedule, every tensor)\n"
             "  --no-table           leave out the per-tensor table\n"
             "  --forward            plan the forward pass alone (as sampling runs it)\n"
+            "  --ranks N            one rank's plan when N ranks share --batch (data parallel:\n"
+            "                       per-rank arena and all-reduce bytes)\n"
             "  --help               this text\n"
             "model flags:\n%s",
             sg_model_flags_help);
@@ -232,7 +259,9 @@ int main(int argc, char **argv) {
             table = 0;
         else if (cli_is(&a, "--forward"))
             train = 0;
-        else {
+        else if (cli_is(&a, "--ranks")) {
+            if (cli_int(&a, 1, 1 << 16, &cfg.ranks)) return 2;
+        } else {
             int r = cli_model_flag(&a, &cfg);
             if (r <= 0) return r < 0 ? 2 : cli_unknown(&a);
         }

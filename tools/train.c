@@ -10,6 +10,10 @@
  * and a lock file keeps two trainers out of one directory. Ctrl-C / SIGTERM finishes the step,
  * writes a checkpoint and exits 130. A NaN or Inf loss stops the run at the step where it
  * happened without overwriting the last good checkpoint.
+ *
+ * Data parallel: `mpirun -np N build/train --batch B ...` runs N ranks of B/N samples each,
+ * one all-reduce per step; rank 0 prints and writes, every rank reads (tools/train_dp.h,
+ * docs/data-parallel.md).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,8 +35,9 @@
 #include "graph/sampler.h"
 #include "graph/weights.h"
 #include "tools/cli.h"
+#include "tools/train_dp.h"
 
-enum { EXIT_NONFINITE = 3, EXIT_SIGNAL = 130, OUT_MAX = 900 };
+enum { EXIT_NONFINITE = 3, EXIT_RANKS_DIFFER = 4, EXIT_SIGNAL = 130, OUT_MAX = 900 };
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -45,7 +50,7 @@ static void on_signal(int sig) {
 typedef struct {
     const char *model, *data, *out, *resume, *backend, *init_from;
     int64_t steps, ckpt_every, sample_every, log_every;
-    int keep, n_samples, ddim_steps, overwrite;
+    int keep, n_samples, ddim_steps, overwrite, check_every, ranks;
     uint64_t seed;
     int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
     /* safe to change on resume: the learning rate, its warm-up, the EMA decay */
@@ -99,10 +104,16 @@ static void usage(FILE *f) {
         "                       architecture must be this model's (the first difference is\n"
         "                       named)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+        "  --ranks N            data parallel: the rank count expected (default: mpirun's);\n"
+        "                       --ranks 1 in one process runs the data-parallel step alone\n"
+        "  --check-every N      data parallel: compare the ranks' state checksums every N\n"
+        "                       steps (default 100; also at every checkpoint and the end)\n"
         "  --help               this text\n"
+        "data parallel: mpirun -np N build/train --batch B ... (B is the global batch)\n"
         "model flags:\n%s"
         "exit status: 0 done, 1 failure, 2 usage, 3 non-finite loss (the last good checkpoint\n"
-        "is kept), 130 stopped by SIGINT/SIGTERM after writing a checkpoint\n",
+        "is kept), 4 the data-parallel ranks' states differ, 130 stopped by SIGINT/SIGTERM after\n"
+        "writing a checkpoint\n",
         sg_model_flags_help);
 }
 
@@ -145,6 +156,10 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = cli_float(c, 0, 1, &a->ema_decay), a->ema_set = 1;
     else if (cli_is(c, "--warmup"))
         bad = cli_int(c, 0, 1 << 30, &a->warmup), a->warmup_set = 1;
+    else if (cli_is(c, "--ranks"))
+        bad = cli_int(c, 1, 1 << 16, &a->ranks);
+    else if (cli_is(c, "--check-every"))
+        bad = cli_int(c, 0, 1 << 30, &a->check_every);
     else if (cli_is(c, "--wd"))
         bad = cli_float(c, 0, 10, &cfg->wd), note_fixed(a, c);
     else if (cli_is(c, "--clip"))
@@ -385,6 +400,8 @@ typedef struct {
     FILE *metrics;
     int64_t step, step_start;
     double t_setup;
+    train_dp dp;
+    int dp_made, root; /* root: the rank that prints and writes (the only one without MPI) */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -499,6 +516,7 @@ static int write_samples(train_run *r) {
     sg_model_cfg c = train->plan.cfg;
     int n = r->a.n_samples;
     c.batch = n < 16 ? n : 16;
+    c.ranks = 0; /* sampling runs on rank 0 alone */
     sg_backend *be =
         !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
     if (!be) return SG_ERR;
@@ -560,14 +578,15 @@ static void log_line(train_run *r, double loss_sum, int64_t n, double t_last, do
     char eta[16];
     double done = (double)(r->step - r->step_start);
     int tty = isatty(2);
-    fprintf(
-        stderr,
-        "%sstep %lld/%lld  loss %.4f (mean of the last %lld steps)  lr %.3g  %.1f ms/step  "
-        "%.1f img/s  ETA %s%s",
-        tty ? "\r" : "", (long long)r->step, (long long)r->a.steps, mean, (long long)n, lr, ms,
-        1e3 * r->cfg.batch / ms,
-        cli_fmt_duration((double)(r->a.steps - r->step) * (t_now - r->t_setup) / done / 1e3, eta),
-        tty ? "   " : "\n");
+    if (r->root)
+        fprintf(stderr,
+                "%sstep %lld/%lld  loss %.4f (mean of the last %lld steps)  lr %.3g  %.1f ms/step  "
+                "%.1f img/s  ETA %s%s",
+                tty ? "\r" : "", (long long)r->step, (long long)r->a.steps, mean, (long long)n, lr,
+                ms, 1e3 * r->cfg.batch / ms,
+                cli_fmt_duration((double)(r->a.steps - r->step) * (t_now - r->t_setup) / done / 1e3,
+                                 eta),
+                tty ? "   " : "\n");
 }
 
 static int save_ckpt(train_run *r) {
@@ -610,10 +629,17 @@ static int train_loop(train_run *r) {
             return 1;
         }
         r->step++, n++;
+        /* a signal may reach the ranks at different steps: they stop together */
+        if (r->cfg.ranks > 1) stop_requested = train_dp_any(&r->dp, stop_requested);
         int last = r->step == r->a.steps || stop_requested;
         int log_now = r->step % r->a.log_every == 0 || last;
         int ckpt_now = (r->a.ckpt_every && r->step % r->a.ckpt_every == 0) || last;
         int sample_now = r->a.sample_every && r->step % r->a.sample_every == 0 && !last;
+        /* the ranks' states compared before any checkpoint is written, and every K steps */
+        if (r->cfg.ranks > 1 &&
+            (ckpt_now || (r->dp.check_every && r->step % r->dp.check_every == 0)) &&
+            train_dp_check_state(&r->dp, &r->e, r->step))
+            return fprintf(stderr, "\ntrain: %s\n", sg_last_error()), EXIT_RANKS_DIFFER;
         if (!log_now && !ckpt_now && !sample_now) continue;
         int rc = check_watch(r);
         if (rc) return rc;
@@ -626,11 +652,11 @@ static int train_loop(train_run *r) {
             log_line(r, sum, n, t_last, t);
             n = 0, t_last = t;
         }
-        if (ckpt_now && save_ckpt(r)) return 1;
-        if (sample_now && write_samples(r))
+        if (ckpt_now && r->root && save_ckpt(r)) return 1;
+        if (sample_now && r->root && write_samples(r))
             fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     }
-    if (isatty(2)) fprintf(stderr, "\n");
+    if (r->root && isatty(2)) fprintf(stderr, "\n");
     return 0;
 }
 
@@ -681,6 +707,16 @@ static int load_data(train_run *r) {
     return data_load(&r->ds, spec);
 }
 
+/* The communicator (MPI_Init under a launcher) and the plan's rank count: after the config
+ * (a resume's comes from its checkpoint), before the plan. */
+static int setup_dp(train_run *r, int *argc, char ***argv) {
+    if (train_dp_init(&r->dp, argc, argv, &r->cfg, r->a.ranks)) return 2;
+    r->dp_made = 1;
+    r->dp.check_every = r->a.check_every;
+    r->root = train_dp_is_root(&r->dp);
+    return 0;
+}
+
 /* Load the data, build the plan, load or initialise the state. */
 static int setup_exec(train_run *r) {
     if (load_data(r)) return 1;
@@ -695,9 +731,13 @@ static int setup_exec(train_run *r) {
                             ds->source, ds->h, ds->w, r->cfg.img, r->cfg.img),
                2;
     r->cfg.data_n = ds->n, r->cfg.data_h = ds->h, r->cfg.data_w = ds->w;
-    sg_backend *be =
-        !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
+    /* one GPU per rank: the rank's index on its machine picks the device */
+    int cuda = !strcmp(r->backend, "cuda"), ndev = cuda ? sg_cuda_device_count() : 0;
+    sg_backend *be = cuda
+                         ? sg_backend_cuda_create(r->dp.dist->local_rank % (ndev > 0 ? ndev : 1), 1)
+                         : sg_backend_cpu_create();
     if (!be) return 1;
+    be->dist = r->dp.dist;
     r->exec_made = 1;
     static const char *const may_differ[] = {"lr", "ema_decay", "warmup", NULL};
     if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
@@ -706,6 +746,7 @@ static int setup_exec(train_run *r) {
          : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
                            : sg_exec_init_state(&r->e, r->a.seed)))
         return 1;
+    if (r->resume_path[0]) train_dp_note_resume(&r->dp, &r->e);
     data_free(ds), r->ds_loaded = 0; /* the arena holds it now */
     /* the first log interval starts here: a checkpoint between log lines holds a partial sum */
     const float zero = 0;
@@ -721,6 +762,13 @@ static int setup_exec(train_run *r) {
 
 /* The run directory: created, claimed (fresh) or trimmed (resume), locked, config written. */
 static int setup_dir(train_run *r, int argc, char **argv) {
+    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s",
+             r->resume_path[0] ? r->resume_path : "(none)");
+    if (!r->root) { /* the other ranks write nothing: their numbers are rank 0's */
+        if (!(r->metrics = fopen("/dev/null", "w")))
+            return sg_set_error("cannot open /dev/null: %s", strerror(errno));
+        return 0;
+    }
     if (make_dirs(r->out)) return 1;
     if ((r->lock_fd = lock_dir(r->out)) < 0) return 1;
     if (r->resume_path[0] ? trim_metrics(r->out, r->step) : claim_fresh_dir(r->out, r->a.overwrite))
@@ -730,8 +778,6 @@ static int setup_dir(train_run *r, int argc, char **argv) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->out);
     if (!(r->metrics = fopen(path, r->resume_path[0] ? "a" : "w")))
         return sg_set_error("cannot write %s: %s", path, strerror(errno));
-    snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s",
-             r->resume_path[0] ? r->resume_path : "(none)");
     return 0;
 }
 
@@ -743,33 +789,41 @@ int main(int argc, char **argv) {
                          .log_every = 10,
                          .keep = 3,
                          .n_samples = 16,
-                         .ddim_steps = 50},
+                         .ddim_steps = 50,
+                         .check_every = 100},
                    .lock_fd = -1};
     int rc = parse_args(argc, argv, &r.a, &r.cfg);
     if (rc) return rc == 1 ? 0 : rc;
     double t0 = cli_now_ms();
     r.changes = json_object();
-    if ((rc = setup_config(&r)) || (rc = setup_exec(&r)) || (rc = setup_dir(&r, argc, argv))) {
+    if ((rc = setup_config(&r)) || (rc = setup_dp(&r, &argc, &argv)) || (rc = setup_exec(&r)) ||
+        (rc = setup_dir(&r, argc, argv))) {
         fprintf(stderr, "train: %s\n", sg_last_error());
-        return run_free(&r), rc;
+        return run_free(&r), r.dp_made ? train_dp_fail(&r.dp, rc) : rc;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    fprintf(stderr,
-            "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
-            "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
-            r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch,
-            r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
-            r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
-            (cli_now_ms() - t0) / 1e3);
+    if (r.root && r.cfg.ranks > 0)
+        fprintf(stderr, "train: data parallel: %d rank(s) (%s) x %d samples = global batch %d\n",
+                r.cfg.ranks, r.dp.dist->name, sg_model_rank_batch(&r.cfg), r.cfg.batch);
+    if (r.root)
+        fprintf(stderr,
+                "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
+                "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
+                r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch,
+                r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
+                r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
+                (cli_now_ms() - t0) / 1e3);
     rc = train_loop(&r);
-    if (!rc && !stop_requested && write_samples(&r))
+    if (!rc && r.root && !stop_requested && write_samples(&r))
         fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
     char took[16];
-    if (!rc && stop_requested) {
+    if (!rc && stop_requested && !r.root) {
+        rc = EXIT_SIGNAL;
+    } else if (!rc && stop_requested) {
         fprintf(stderr, "train: stopped at step %lld by a signal; continue with:\n  ",
                 (long long)r.step);
         print_shell_word(argv[0]);
@@ -777,11 +831,13 @@ int main(int argc, char **argv) {
         print_shell_word(r.out);
         fputc('\n', stderr);
         rc = EXIT_SIGNAL;
-    } else if (!rc) {
+    } else if (!rc && r.root) {
         fprintf(stderr, "train: done, %lld steps in %s; loss curve %s/loss.png\n",
                 (long long)(r.step - r.step_start),
                 cli_fmt_duration((cli_now_ms() - r.t_setup) / 1e3, took), r.out);
     }
     run_free(&r);
+    if (rc && rc != EXIT_SIGNAL) return train_dp_fail(&r.dp, rc);
+    train_dp_finalize(&r.dp);
     return rc;
 }

@@ -1,5 +1,5 @@
 if(TARGET sg_graph AND TARGET sg_data)
-  add_executable(train ${CMAKE_SOURCE_DIR}/tools/train.c)
+  add_executable(train ${CMAKE_SOURCE_DIR}/tools/train.c ${CMAKE_SOURCE_DIR}/tools/train_dp.c)
   target_link_libraries(train PRIVATE sg_cli sg_graph sg_data)
   set_target_properties(train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 endif()

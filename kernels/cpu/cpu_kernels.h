@@ -110,23 +110,27 @@ void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, voi
                     float *loss_sum);
 
 /* ---- randomness and data, all drawn from common/philox.h keyed by (seed, step, purpose, index)
- * so that the CUDA kernels draw exactly the same numbers. */
+ * so that the CUDA kernels draw exactly the same numbers. The index is GLOBAL: under data
+ * parallelism (docs/data-parallel.md) a rank computes a slice of the batch, and i0 (s0 for
+ * samples) is the global index of its first element, so N ranks together draw exactly the
+ * numbers one process with the whole batch draws. One process: i0 = s0 = 0. */
 /* x0[N,H,W,C] in [-1, 1] gathered from the uploaded dataset data[ndata,H0,W0,C] (uint8):
- * sample i of this step is g = step*N + i, epoch = g / ndata, item = sg_perm(seed, epoch,
- * g % ndata, ndata); pixels map v -> v/127.5 - 1, the image sits centred with -1 padding
- * ((H-H0)/2 rows above, (W-W0)/2 columns left), and is mirrored left-right when flip != 0
- * and sg_rng_bit(seed, step, SG_RNG_FLIP, i) is set. */
+ * sample i of this call is g = step*B + s0 + i of the run (B: the global batch), epoch =
+ * g / ndata, item = sg_perm(seed, epoch, g % ndata, ndata); pixels map v -> v/127.5 - 1, the
+ * image sits centred with -1 padding ((H-H0)/2 rows above, (W-W0)/2 columns left), and is
+ * mirrored left-right when flip != 0 and sg_rng_bit(seed, step, SG_RNG_FLIP, s0 + i) is set. */
 void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0, int C, int N,
-                      int H, int W, uint64_t seed, int64_t step, int flip);
-/* t[i] uniform in [0, T) from sg_rng_index(seed, step, SG_RNG_TIMESTEP, i, T). */
-void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step);
-/* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, SG_RNG_NOISE, i). */
-void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose);
-/* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_uniform(seed, step, purpose, i) >= p, else
- * 0. The backward regenerates the same mask from the same key: nothing is stored. */
+                      int H, int W, uint64_t seed, int64_t step, int flip, int64_t B, int64_t s0);
+/* t[i] uniform in [0, T) from sg_rng_index(seed, step, SG_RNG_TIMESTEP, i0 + i, T). */
+void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step, uint64_t i0);
+/* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, purpose, i0 + i). */
+void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
+                  uint64_t i0);
+/* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_uniform(seed, step, purpose, i0 + i) >= p,
+ * else 0. The backward regenerates the same mask from the same key: nothing is stored. */
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
-                     uint32_t purpose);
+                     uint32_t purpose, uint64_t i0);
 void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
-                     uint32_t purpose);
+                     uint32_t purpose, uint64_t i0);
 
 #endif

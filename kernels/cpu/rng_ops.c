@@ -10,20 +10,22 @@
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-/* Sample i of step `step` is sample g = step*N + i of the run: epoch g / ndata reads the
- * dataset in the order of sg_perm(seed, epoch, ., ndata). The image is placed centred in the
- * H x W output, with top = (H - H0) / 2 rows and left = (W - W0) / 2 columns of padding
- * (negative offsets centre-crop instead); padding is -1, the value of a black pixel. A
+/* Sample i of this batch is sample g = step*B + s0 + i of the run (B: the global batch, s0:
+ * this rank's first sample; one process: B = N, s0 = 0): epoch g / ndata reads the dataset in
+ * the order of sg_perm(seed, epoch, ., ndata), and the flip is drawn at index s0 + i, so N
+ * ranks of B/N samples draw exactly what one process of B samples draws. The image is placed
+ * centred in the H x W output, with top = (H - H0) / 2 rows and left = (W - W0) / 2 columns of
+ * padding (negative offsets centre-crop instead); padding is -1, the value of a black pixel. A
  * flipped sample mirrors the source image (column W0-1-sx for sx), not the padded canvas, so
  * flips keep the image where it is even when the padding is uneven. */
 void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0, int C, int N,
-                      int H, int W, uint64_t seed, int64_t step, int flip) {
+                      int H, int W, uint64_t seed, int64_t step, int flip, int64_t B, int64_t s0) {
     const int top = (H - H0) / 2, left = (W - W0) / 2;
     const int64_t image = (int64_t)H0 * W0 * C;
     for (int i = 0; i < N; i++) {
-        int64_t g = step * N + i;
+        int64_t g = step * B + s0 + i;
         int64_t item = sg_perm(seed, g / ndata, g % ndata, ndata);
-        int mirror = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)i);
+        int mirror = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)(s0 + i));
         const uint8_t *src = data + item * image;
         float *dst = x0 + (int64_t)i * H * W * C;
         for (int y = 0; y < H; y++) {
@@ -45,13 +47,15 @@ void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int
     }
 }
 
-void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step) {
+/* i0 here and below: the global index of element 0 (see cpu_kernels.h) */
+void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step, uint64_t i0) {
     for (int i = 0; i < N; i++)
-        t[i] = (int32_t)sg_rng_index(seed, step, SG_RNG_TIMESTEP, (uint64_t)i, (uint32_t)T);
+        t[i] = (int32_t)sg_rng_index(seed, step, SG_RNG_TIMESTEP, i0 + (uint64_t)i, (uint32_t)T);
 }
 
-void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose) {
-    for (int64_t i = 0; i < n; i++) eps[i] = sg_rng_normal(seed, step, purpose, (uint64_t)i);
+void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
+                  uint64_t i0) {
+    for (int64_t i = 0; i < n; i++) eps[i] = sg_rng_normal(seed, step, purpose, i0 + (uint64_t)i);
 }
 
 /* The keep scale 1/(1-p), computed once in float exactly as the CUDA kernel does; p >= 1 drops
@@ -62,17 +66,17 @@ static float dropout_scale(float p) {
 
 /* y may alias x. */
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
-                     uint32_t purpose) {
+                     uint32_t purpose, uint64_t i0) {
     const float scale = dropout_scale(p);
     for (int64_t i = 0; i < n; i++)
-        y[i] = sg_rng_uniform(seed, step, purpose, (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+        y[i] = sg_rng_uniform(seed, step, purpose, i0 + (uint64_t)i) >= p ? x[i] * scale : 0.0f;
 }
 
 /* The mask is regenerated from the same key, so the backward needs nothing saved; dx may
  * alias dy. */
 void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
-                     uint32_t purpose) {
+                     uint32_t purpose, uint64_t i0) {
     const float scale = dropout_scale(p);
     for (int64_t i = 0; i < n; i++)
-        dx[i] = sg_rng_uniform(seed, step, purpose, (uint64_t)i) >= p ? dy[i] * scale : 0.0f;
+        dx[i] = sg_rng_uniform(seed, step, purpose, i0 + (uint64_t)i) >= p ? dy[i] * scale : 0.0f;
 }

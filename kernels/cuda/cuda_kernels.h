@@ -186,19 +186,21 @@ int cuda_step_increment(cudaStream_t st, int64_t *step);
 int cuda_loss_watch(cudaStream_t st, const float *loss, const float *sumsq, const int64_t *step,
                     int64_t *watch, float *loss_sum);
 
-/* ---- randomness and data (rng_ops.cu): seed and step are device pointers. */
+/* ---- randomness and data (rng_ops.cu): seed and step are device pointers; i0 (s0, B for the
+ * batch) are the global indices of cpu_kernels.h, 0 (s0 = 0, B = N) in one process. */
 int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t ndata, int H0,
                       int W0, int C, int N, int H, int W, const uint64_t *seed, const int64_t *step,
-                      int flip);
+                      int flip, int64_t B, int64_t s0);
 int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint64_t *seed,
-                          const int64_t *step);
+                          const int64_t *step, uint64_t i0);
 int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
-                  uint32_t purpose);
+                  uint32_t purpose, uint64_t i0);
 int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p,
-                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt);
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
+                     int dt);
 int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float p,
-                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt,
-                     int accum);
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
+                     int dt, int accum);
 
 #ifdef __cplusplus
 }

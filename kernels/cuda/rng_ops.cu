@@ -14,20 +14,21 @@
 /* ================================ kernels ================================ */
 
 /* blockIdx.x: sample i of the batch; threads stride over its H*W*C values. Thread 0 first
- * finds the dataset item (sg_perm of the run position step*N + i) and the flip bit. The
- * placement rules are those of cpu_gather_batch (centred, -1 padding, source mirrored). */
+ * finds the dataset item (sg_perm of the run position step*B + s0 + i) and the flip bit (index
+ * s0 + i: global, see cpu_kernels.h). The placement rules are those of cpu_gather_batch
+ * (centred, -1 padding, source mirrored). */
 __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0,
-                                    int C, int N, int H, int W, const uint64_t *seedp,
-                                    const int64_t *stepp, int flip) {
+                                    int C, int H, int W, const uint64_t *seedp,
+                                    const int64_t *stepp, int flip, int64_t B, int64_t s0) {
     __shared__ int64_t item_s;
     __shared__ int mirror_s;
     const int i = blockIdx.x;
     if (threadIdx.x == 0) {
         const uint64_t seed = seedp[0];
         const int64_t step = stepp[0];
-        const int64_t g = step * N + i;
+        const int64_t g = step * B + s0 + i;
         item_s = sg_perm(seed, g / ndata, g % ndata, ndata);
-        mirror_s = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)i);
+        mirror_s = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)(s0 + i));
     }
     __syncthreads();
     const int top = (H - H0) / 2, left = (W - W0) / 2;
@@ -49,29 +50,30 @@ __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndat
     }
 }
 
-/* threads stride over N: t[i] = sg_rng_index(seed, step, SG_RNG_TIMESTEP, i, T) */
+/* threads stride over N: t[i] = sg_rng_index(seed, step, SG_RNG_TIMESTEP, i0 + i, T) */
 __global__ void timesteps_kernel(int32_t *t, int N, int T, const uint64_t *seed,
-                                 const int64_t *step) {
+                                 const int64_t *step, uint64_t i0) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
-        t[i] = (int32_t)sg_rng_index(seed[0], step[0], SG_RNG_TIMESTEP, (uint64_t)i, (uint32_t)T);
+        t[i] =
+            (int32_t)sg_rng_index(seed[0], step[0], SG_RNG_TIMESTEP, i0 + (uint64_t)i, (uint32_t)T);
 }
 
-/* threads stride over n: eps[i] = sg_rng_normal(seed, step, purpose, i) */
+/* threads stride over n: eps[i] = sg_rng_normal(seed, step, purpose, i0 + i) */
 __global__ void gaussian_kernel(float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
-                                uint32_t purpose) {
+                                uint32_t purpose, uint64_t i0) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        eps[i] = sg_rng_normal(seed[0], step[0], purpose, (uint64_t)i);
+        eps[i] = sg_rng_normal(seed[0], step[0], purpose, i0 + (uint64_t)i);
 }
 
-/* threads stride over n: y (+)= x * scale where uniform(seed, step, purpose, i) >= p, else 0
- * (forward and backward alike: the mask is regenerated, never stored) */
+/* threads stride over n: y (+)= x * scale where uniform(seed, step, purpose, i0 + i) >= p,
+ * else 0 (forward and backward alike: the mask is regenerated, never stored) */
 __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float scale,
-                               const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt,
-                               int accum) {
+                               const uint64_t *seed, const int64_t *step, uint32_t purpose,
+                               uint64_t i0, int dt, int accum) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const float u = sg_rng_uniform(seed[0], step[0], purpose, (uint64_t)i);
+        const float u = sg_rng_uniform(seed[0], step[0], purpose, i0 + (uint64_t)i);
         dev_st_acc(y, i, u >= p ? dev_ld(x, i, dt) * scale : 0.0f, dt, accum);
     }
 }
@@ -80,30 +82,31 @@ __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float
 
 int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t ndata, int H0,
                       int W0, int C, int N, int H, int W, const uint64_t *seed, const int64_t *step,
-                      int flip) {
+                      int flip, int64_t B, int64_t s0) {
     SG_ARG_CHECK(ndata > 0 && H0 > 0 && W0 > 0 && C > 0 && N > 0 && H > 0 && W > 0,
                  "cuda_gather_batch: bad shape");
+    SG_ARG_CHECK(s0 >= 0 && s0 + N <= B, "cuda_gather_batch: samples [s0, s0+N) outside [0, B)");
     SG_ARG_CHECK(seed && step, "cuda_gather_batch: seed and step must be device pointers");
-    gather_batch_kernel<<<(unsigned)N, SG_THREADS, 0, st>>>(x0, data, ndata, H0, W0, C, N, H, W,
-                                                            seed, step, flip);
+    gather_batch_kernel<<<(unsigned)N, SG_THREADS, 0, st>>>(x0, data, ndata, H0, W0, C, H, W, seed,
+                                                            step, flip, B, s0);
     SG_LAUNCH_CHECK("gather_batch_kernel");
     return SG_OK;
 }
 
 int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint64_t *seed,
-                          const int64_t *step) {
+                          const int64_t *step, uint64_t i0) {
     SG_ARG_CHECK(N > 0 && T > 0, "cuda_sample_timesteps: bad shape");
     SG_ARG_CHECK(seed && step, "cuda_sample_timesteps: seed and step must be device pointers");
-    timesteps_kernel<<<sg_grid_for(N), SG_THREADS, 0, st>>>(t, N, T, seed, step);
+    timesteps_kernel<<<sg_grid_for(N), SG_THREADS, 0, st>>>(t, N, T, seed, step, i0);
     SG_LAUNCH_CHECK("timesteps_kernel");
     return SG_OK;
 }
 
 int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
-                  uint32_t purpose) {
+                  uint32_t purpose, uint64_t i0) {
     SG_ARG_CHECK(seed && step, "cuda_gaussian: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
-    gaussian_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(eps, n, seed, step, purpose);
+    gaussian_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(eps, n, seed, step, purpose, i0);
     SG_LAUNCH_CHECK("gaussian_kernel");
     return SG_OK;
 }
@@ -114,24 +117,25 @@ static float dropout_scale(float p) {
 }
 
 int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p,
-                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt) {
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
+                     int dt) {
     SG_DT_CHECK(dt, "cuda_dropout_fwd");
     SG_ARG_CHECK(seed && step, "cuda_dropout_fwd: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
     dropout_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, x, n, p, dropout_scale(p), seed, step,
-                                                          purpose, dt, 0);
+                                                          purpose, i0, dt, 0);
     SG_LAUNCH_CHECK("dropout_kernel");
     return SG_OK;
 }
 
 int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float p,
-                     const uint64_t *seed, const int64_t *step, uint32_t purpose, int dt,
-                     int accum) {
+                     const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
+                     int dt, int accum) {
     SG_DT_CHECK(dt, "cuda_dropout_bwd");
     SG_ARG_CHECK(seed && step, "cuda_dropout_bwd: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
     dropout_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dx, dy, n, p, dropout_scale(p), seed,
-                                                          step, purpose, dt, accum);
+                                                          step, purpose, i0, dt, accum);
     SG_LAUNCH_CHECK("dropout_kernel");
     return SG_OK;
 }
