@@ -1002,7 +1002,8 @@ static void mark_writable(const bo_case *c, uint8_t *mask) {
             strcmp(g->t[t].name, "cublas_workspace")) /* that one lies outside the segments */
             memset(mask + g->t[t].offset, MASK_WS, (size_t)g->t[t].bytes);
     for (int i = 0; i < g->nn; i++)
-        for (int k = 0; k < g->n[i].nout; k++) {
+        for (int k = 0; k < g->n[i].nout && g->n[i].op != OP_CONCAT; k++) {
+            /* (a concatenation writes nothing: its virtual output is its two inputs) */
             const sg_tensor *y = &g->t[g->n[i].out[k]];
             for (int p = 0; p < (y->nparts ? 2 : 1); p++) {
                 const sg_tensor *s = y->nparts ? &g->t[y->parts[p]] : y;
