@@ -145,14 +145,14 @@ typedef struct {
     int nseg;
 } bo_case;
 
-/* The arguments a builder reads; each op uses the fields its comment in `entries` shows. */
+/* The arguments of a case; each op's builder (below) says which fields it reads. */
 typedef struct {
     int N, H, W, C; /* the main activation [N,H,W,C] (linear: [N,C]; flat ops: N values) */
     int C2;         /* > 0: that activation is the concatenation of C and C2 channels */
     int Co;         /* output channels / features / embedding dim */
     int K, S, G, heads, T;
-    int acc;       /* accumulate into output 0 (every part of it) */
-    int acc_param; /* accumulate into the parameter gradients (outputs 1 and 2) */
+    int acc;       /* accumulate into output 0 (every part of it); weight gradients: dw and db */
+    int acc_param; /* group norm backward: accumulate into dgamma and dbeta */
     int inplace;   /* input 0 dies at the node: the planner gives output 0 its memory */
     int mixed;     /* MSE: target in fp32 under bf16 predictions; accum: fp32 sum of a bf16 x */
     int ndata, flip, warmup;
