@@ -221,10 +221,10 @@ static int out_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int nd
     return tensor(c, name, dt, role, ndim, d0, d1, d2, d3, acc ? FILL_UNIFORM : FILL_POISON, -1, 1);
 }
 
-static int node(bo_case *c, sg_op op, const int *in, int nin, int *outs, const int *ia,
-                const float *fa, unsigned accum) {
+static int node(bo_case *c, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,
+                unsigned accum) {
     if (c->err) return -1;
-    int n = sg_node_add(&c->p.g, op, in, nin, outs, ia, fa, sg_ops[op].name);
+    int n = sg_node_add(&c->p.g, op, in, nin, outs, args, sg_ops[op].name);
     if (n < 0) {
         c->err = 1;
         return -1;
@@ -242,7 +242,7 @@ static int act_in(bo_case *c, const char *name, sg_dtype dt, const bo_args *a, i
     int pa = act4(c, sg_name(nm, "%s.a", name), dt, a->N, H, W, C, lo, hi, 0);
     int pb = act4(c, sg_name(nm, "%s.b", name), dt, a->N, H, W, C2, lo, hi, 0);
     int in[2] = {pa, pb}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    if (node(c, OP_CONCAT, in, 2, out, NULL, NULL, 0) < 0) return -1;
+    if (node(c, OP_CONCAT, in, 2, out, NULL, 0) < 0) return -1;
     return out[0];
 }
 
@@ -263,7 +263,7 @@ static int act_out(bo_case *c, const char *name, sg_dtype dt, int N, int H, int 
 
 /* accum bits: output slot k (every part of it) accumulates */
 static unsigned acc_bits(int k, int on) {
-    return on ? 3u << (2 * k) : 0u;
+    return on ? sg_accum_bit(k, 0) | sg_accum_bit(k, 1) : 0u;
 }
 
 static int seed_t(bo_case *c) {
@@ -286,15 +286,16 @@ static int b_gather(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {
         tensor(c, "dataset", DT_U8, ROLE_INPUT, 4, a->ndata, a->W, a->W, a->C, FILL_BYTES, 0, 0),
         seed_t(c), step_t(c, a->step)};
-    int ia[4] = {a->N, a->H, a->flip, 0}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_GATHER_BATCH, in, 3, out, ia, NULL, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.gather = {.N = a->N, .img = a->H, .flip = a->flip}};
+    return node(c, OP_GATHER_BATCH, in, 3, out, &args, 0) < 0;
 }
 
 static int b_sample_t(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
-    int in[2] = {seed_t(c), step_t(c, a->step)}, ia[4] = {a->N, a->T};
-    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_SAMPLE_T, in, 2, out, ia, NULL, 0) < 0;
+    int in[2] = {seed_t(c), step_t(c, a->step)}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.sample_t = {.N = a->N, .T = a->T}};
+    return node(c, OP_SAMPLE_T, in, 2, out, &args, 0) < 0;
 }
 
 static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -302,7 +303,7 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0), seed_t(c),
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_NOISE, in, 3, out, NULL, NULL, 0) < 0;
+    return node(c, OP_NOISE, in, 3, out, NULL, 0) < 0;
 }
 
 static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -310,15 +311,16 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
                  act4(c, "eps", DT_F32, a->N, a->H, a->W, a->C, -3, 3, 0),
                  tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1)};
-    int ia[4] = {a->T, (int)dt + 1}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    float fa[6] = {1e-4f, 0.02f};
-    return node(c, OP_DDPM_NOISE, in, 3, out, ia, fa, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.ddpm = {.T = a->T, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
+    return node(c, OP_DDPM_NOISE, in, 3, out, &args, 0) < 0;
 }
 
 static int b_temb(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[1] = {tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1)};
-    int ia[4] = {a->Co, (int)dt}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_TIMESTEP_EMB, in, 1, out, ia, NULL, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.temb = {.dim = a->Co, .out_dt = dt}};
+    return node(c, OP_TIMESTEP_EMB, in, 1, out, &args, 0) < 0;
 }
 
 static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -329,7 +331,7 @@ static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_LINEAR, in, 3, out, NULL, NULL, 0) < 0;
+    return node(c, OP_LINEAR, in, 3, out, NULL, 0) < 0;
 }
 
 static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -339,8 +341,9 @@ static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
         act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1),
         tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
-    int ia[4] = {a->K, a->S, 0, 0}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_CONV2D, in, 3, out, ia, NULL, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt}};
+    return node(c, OP_CONV2D, in, 3, out, &args, 0) < 0;
 }
 
 static int b_group_norm(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -348,56 +351,57 @@ static int b_group_norm(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -2, 3),
                  tensor(c, "gamma", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, 0.5, 1.5),
                  tensor(c, "beta", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, -0.5, 0.5)};
-    int ia[4] = {a->G}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    float fa[6] = {1e-6f};
-    return node(c, OP_GROUP_NORM, in, 3, out, ia, fa, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.gn = {.groups = a->G, .eps = 1e-6f}};
+    return node(c, OP_GROUP_NORM, in, 3, out, &args, 0) < 0;
 }
 
 static int b_silu(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -4, 4, a->inplace)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_SILU, in, 1, out, NULL, NULL, 0) < 0;
+    return node(c, OP_SILU, in, 1, out, NULL, 0) < 0;
 }
 
 static int b_add(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "a", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace),
                  act4(c, "b", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_ADD, in, 2, out, NULL, NULL, 0) < 0;
+    return node(c, OP_ADD, in, 2, out, NULL, 0) < 0;
 }
 
 static int b_add_nc(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace),
                  tensor(c, "v", dt, ROLE_INPUT, 2, a->N, a->C, 0, 0, FILL_UNIFORM, -1, 1)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_ADD_NC, in, 2, out, NULL, NULL, 0) < 0;
+    return node(c, OP_ADD_NC, in, 2, out, NULL, 0) < 0;
 }
 
 static int b_upsample(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_UPSAMPLE2X, in, 1, out, NULL, NULL, 0) < 0;
+    return node(c, OP_UPSAMPLE2X, in, 1, out, NULL, 0) < 0;
 }
 
 static int b_avgpool(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_AVGPOOL2X, in, 1, out, NULL, NULL, 0) < 0;
+    return node(c, OP_AVGPOOL2X, in, 1, out, NULL, 0) < 0;
 }
 
 static int b_attention(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* qkv [N,H,W,3C], `heads` heads of C/heads channels */
     int in[1] = {act4(c, "qkv", dt, a->N, a->H, a->W, 3 * a->C, -2, 2, 0)};
-    int ia[4] = {a->heads}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_ATTENTION, in, 1, out, ia, NULL, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.attn = {.heads = a->heads}};
+    return node(c, OP_ATTENTION, in, 1, out, &args, 0) < 0;
 }
 
 static int b_dropout(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace), seed_t(c),
                  step_t(c, a->step)};
-    int ia[4] = {a->K}, out[SG_MAX_OUT] = {-1, -1, -1, -1}; /* K: the dropout purpose */
-    float fa[6] = {a->f};
-    return node(c, OP_DROPOUT, in, 3, out, ia, fa, 0) < 0;
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.dropout = {.purpose = a->K, .p = a->f}}; /* K: the dropout purpose */
+    return node(c, OP_DROPOUT, in, 3, out, &args, 0) < 0;
 }
 
 static int b_mse(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -405,14 +409,14 @@ static int b_mse(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_MSE, in, 2, out, NULL, NULL, 0) < 0;
+    return node(c, OP_MSE, in, 2, out, NULL, 0) < 0;
 }
 
 static int b_mse_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dpred", dt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    return node(c, OP_MSE_BWD, in, 2, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_MSE_BWD, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -422,7 +426,7 @@ static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "dy", dt, ROLE_INPUT, 2, a->N, a->Co, 0, 0, FILL_UNIFORM, -1, 1),
         tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {out_t(c, "dx", dt, ROLE_TEMP, 2, a->N, a->C, 0, 0, a->acc)};
-    return node(c, OP_LINEAR_BWD_DATA, in, 2, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_LINEAR_BWD_DATA, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_linear_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -431,7 +435,7 @@ static int b_linear_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
                  tensor(c, "x", dt, ROLE_INPUT, 2, a->N, a->C, 0, 0, FILL_UNIFORM, -1, 1)};
     int out[SG_MAX_OUT] = {out_t(c, "dw", DT_F32, ROLE_GRAD, 2, a->Co, a->C, 0, 0, a->acc),
                            out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, a->acc)};
-    return node(c, OP_LINEAR_BWD_WEIGHT, in, 2, out, NULL, NULL,
+    return node(c, OP_LINEAR_BWD_WEIGHT, in, 2, out, NULL,
                 acc_bits(0, a->acc) | acc_bits(1, a->acc)) < 0;
 }
 
@@ -443,8 +447,8 @@ static int b_conv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
         act4(c, "dy", dt, a->N, Ho, Wo, a->Co, -1, 1, 0),
         tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc)};
-    int ia[4] = {a->K, a->S, a->H, a->W};
-    return node(c, OP_CONV2D_BWD_DATA, in, 2, out, ia, NULL, acc_bits(0, a->acc)) < 0;
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt, .H = a->H, .W = a->W}};
+    return node(c, OP_CONV2D_BWD_DATA, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_conv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -454,8 +458,8 @@ static int b_conv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {dy, act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1)};
     int out[SG_MAX_OUT] = {out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, a->K, a->K, Ci, a->acc),
                            out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, a->acc)};
-    int ia[4] = {a->K, a->S, 0, 0};
-    return node(c, OP_CONV2D_BWD_WEIGHT, in, 2, out, ia, NULL,
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt}};
+    return node(c, OP_CONV2D_BWD_WEIGHT, in, 2, out, &args,
                 acc_bits(0, a->acc) | acc_bits(1, a->acc)) < 0;
 }
 
@@ -495,10 +499,9 @@ static int b_group_norm_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc),
                            out_t(c, "dgamma", DT_F32, ROLE_GRAD, 1, C, 0, 0, 0, a->acc_param),
                            out_t(c, "dbeta", DT_F32, ROLE_GRAD, 1, C, 0, 0, 0, a->acc_param)};
-    int ia[4] = {a->G};
-    float fa[6] = {1e-6f};
+    sg_op_args args = {.gn = {.groups = a->G, .eps = 1e-6f}};
     unsigned acc = acc_bits(0, a->acc) | acc_bits(1, a->acc_param) | acc_bits(2, a->acc_param);
-    return node(c, OP_GROUP_NORM_BWD, in, 5, out, ia, fa, acc) < 0;
+    return node(c, OP_GROUP_NORM_BWD, in, 5, out, &args, acc) < 0;
 }
 
 static int b_silu_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -506,27 +509,27 @@ static int b_silu_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace),
                  act4(c, "x", dt, a->N, a->H, a->W, a->C, -4, 4, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    return node(c, OP_SILU_BWD, in, 2, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_SILU_BWD, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_add_nc_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[1] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {out_t(c, "dv", dt, ROLE_TEMP, 2, a->N, a->C, 0, 0, a->acc)};
-    return node(c, OP_ADD_NC_BWD, in, 1, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_ADD_NC_BWD, in, 1, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_upsample_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* dy [N,2H,2W,C] -> dx [N,H,W,C] */
     int in[1] = {act4(c, "dy", dt, a->N, 2 * a->H, 2 * a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    return node(c, OP_UPSAMPLE2X_BWD, in, 1, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_UPSAMPLE2X_BWD, in, 1, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_avgpool_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* dy [N,H/2,W/2,C] -> dx [N,H,W,C] */
     int in[1] = {act4(c, "dy", dt, a->N, a->H / 2, a->W / 2, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    return node(c, OP_AVGPOOL2X_BWD, in, 1, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_AVGPOOL2X_BWD, in, 1, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 /* P [N,heads,L,L] = softmax(q k^T / sqrt(D)) of the case's qkv, as the forward saved it */
@@ -562,18 +565,18 @@ static int b_attention_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int P = tensor(c, "P", DT_F32, ROLE_INPUT, 4, a->N, a->heads, L, L, FILL_DATA, 0, 0);
     if (c->err) return SG_ERR;
     attn_probs(c, qkv, P, a->N, L, a->C, a->heads);
-    int in[3] = {dy, qkv, P}, ia[4] = {a->heads};
+    int in[3] = {dy, qkv, P};
     int out[SG_MAX_OUT] = {act_out(c, "dqkv", dt, a->N, a->H, a->W, 3 * a->C, 0, a->acc)};
-    return node(c, OP_ATTENTION_BWD, in, 3, out, ia, NULL, acc_bits(0, a->acc)) < 0;
+    sg_op_args args = {.attn = {.heads = a->heads}};
+    return node(c, OP_ATTENTION_BWD, in, 3, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_dropout_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace), seed_t(c),
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    int ia[4] = {a->K};
-    float fa[6] = {a->f};
-    return node(c, OP_DROPOUT_BWD, in, 3, out, ia, fa, acc_bits(0, a->acc)) < 0;
+    sg_op_args args = {.dropout = {.purpose = a->K, .p = a->f}};
+    return node(c, OP_DROPOUT_BWD, in, 3, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_accum(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -581,22 +584,22 @@ static int b_accum(bo_case *c, const bo_args *a, sg_dtype dt) {
     sg_dtype ydt = a->mixed ? DT_F32 : dt;
     int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace)};
     int out[SG_MAX_OUT] = {act_out(c, "y", ydt, a->N, a->H, a->W, a->C, 0, a->acc)};
-    return node(c, OP_ACCUM, in, 1, out, NULL, NULL, acc_bits(0, a->acc)) < 0;
+    return node(c, OP_ACCUM, in, 1, out, NULL, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_grad_sumsq(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
     int in[1] = {tensor(c, "grads", DT_F32, ROLE_GRAD, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1)};
     int out[SG_MAX_OUT] = {out_t(c, "grad_sumsq", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0)};
-    return node(c, OP_GRAD_SUMSQ, in, 1, out, NULL, NULL, 0) < 0;
+    return node(c, OP_GRAD_SUMSQ, in, 1, out, NULL, 0) < 0;
 }
 
 static int b_clip_scale(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
     int in[1] = {tensor(c, "grad_sumsq", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, a->v, 0)};
     int out[SG_MAX_OUT] = {out_t(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0)};
-    float fa[6] = {a->f};
-    return node(c, OP_CLIP_SCALE, in, 1, out, NULL, fa, 0) < 0;
+    sg_op_args args = {.clip = {.max_norm = a->f}};
+    return node(c, OP_CLIP_SCALE, in, 1, out, &args, 0) < 0;
 }
 
 static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -608,9 +611,10 @@ static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
     int s = tensor(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, 0.75, 0);
     int lr = out_t(c, "lr", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0);
     int in[6] = {p, g, m, v, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, lr};
-    int ia[4] = {a->warmup};
-    float fa[6] = {2e-4f, 0.9f, 0.999f, 1e-8f, 0.01f};
-    return node(c, OP_ADAMW, in, 6, out, ia, fa, 0) < 0;
+    sg_op_args args = {
+        .adamw = {
+            .warmup = a->warmup, .lr = 2e-4f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.01f}};
+    return node(c, OP_ADAMW, in, 6, out, &args, 0) < 0;
 }
 
 static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -618,15 +622,15 @@ static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
     int e = tensor(c, "ema", DT_F32, ROLE_EMA, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
     int in[2] = {e, tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1)};
     int out[SG_MAX_OUT] = {e};
-    float fa[6] = {a->f};
-    return node(c, OP_EMA, in, 2, out, NULL, fa, 0) < 0;
+    sg_op_args args = {.ema = {.decay = a->f}};
+    return node(c, OP_EMA, in, 2, out, &args, 0) < 0;
 }
 
 static int b_step_inc(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
     int s = step_t(c, a->step);
     int in[1] = {s}, out[SG_MAX_OUT] = {s};
-    return node(c, OP_STEP_INC, in, 1, out, NULL, NULL, 0) < 0;
+    return node(c, OP_STEP_INC, in, 1, out, NULL, 0) < 0;
 }
 
 static const bo_builder builders[OP_COUNT] = {
