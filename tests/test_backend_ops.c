@@ -961,8 +961,10 @@ static double compare_output(const char *cs, const char *bname, const sg_tensor 
     for (int64_t i = 0; i < n; i++) {
         double a = get(ref, x, i), b = get(got, x, i);
         if (!isfinite(a) || !isfinite(b)) {
-            CHECK(0, "%s: %s (%s) not finite at %s: cpu %g, %s %g (0xFF poison: never written)", cs,
-                  x->name, dt_name(x->dtype), where(x, i, w, sizeof w), a, bname, b);
+            CHECK(0,
+                  "%s: %s (%s) not finite at %s: cpu %g, %s %g (the arena starts as 0xFF, NaN: "
+                  "an element never written, or computed from bytes outside the inputs)",
+                  cs, x->name, dt_name(x->dtype), where(x, i, w, sizeof w), a, bname, b);
             return INFINITY;
         }
         if (fabs(a) > den) den = fabs(a);
