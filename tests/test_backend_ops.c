@@ -231,6 +231,10 @@ static int node(bo_case *c, sg_op op, const int *in, int nin, int *outs, const s
         c->err = 1;
         return -1;
     }
+    /* the bits as autodiff sets them (contrib_bits): part 1's bit only where output k is a
+     * concatenation; a plain output accumulates with bit 0 alone */
+    for (int k = 0; k < c->p.g.n[n].nout; k++)
+        if (!c->p.g.t[c->p.g.n[n].out[k]].nparts) accum &= ~sg_accum_bit(k, 1);
     c->p.g.n[n].accum = accum;
     return n;
 }
@@ -263,7 +267,8 @@ static int act_out(bo_case *c, const char *name, sg_dtype dt, int N, int H, int 
     return v;
 }
 
-/* accum bits: output slot k (every part of it) accumulates */
+/* accum bits: output slot k (every part of it) accumulates; node() drops part 1's bit where
+ * output k is a plain tensor */
 static unsigned acc_bits(int k, int on) {
     return on ? sg_accum_bit(k, 0) | sg_accum_bit(k, 1) : 0u;
 }
