@@ -124,19 +124,37 @@ static int prepare_allreduce(sg_backend *be, const sg_plan *p) {
 #define SG_CUBLAS_WS_NAME "cublas_workspace"
 #define SG_KERNEL_WS_NAME "workspace"
 
+/* The accumulate bits the launchers can honour. The CPU backend honours every bit of every
+ * output; the CUDA launchers take one flag per backward output, shared by the two halves of a
+ * concatenated output, by dw and db, and by dgamma and dbeta, and none for forward or optimizer
+ * ops. A plan asking for anything else is refused here, not computed differently. */
+static int check_accum(const sg_graph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        const char *why = NULL;
+        for (int k = 0; k < nd->nout && !why; k++) {
+            unsigned b = sg_accum_bits(nd, k);
+            if (g->t[nd->out[k]].nparts && (b == 1u || b == 2u))
+                why = "the two halves of a concatenated output differ in accumulation";
+        }
+        if (!why && nd->accum && (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
+            why = "a forward or optimizer op accumulates";
+        if (!why && (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT) &&
+            sg_accum_bits(nd, 1) != sg_accum_bits(nd, 0))
+            why = "dw and db differ in accumulation";
+        if (!why && nd->op == OP_GROUP_NORM_BWD && sg_accum_bits(nd, 2) != sg_accum_bits(nd, 1))
+            why = "dgamma and dbeta differ in accumulation";
+        if (why)
+            return sg_set_error("node %d (%s -> %s): %s, which the CUDA kernels do not support", i,
+                                sg_ops[nd->op].name, g->t[nd->out[0]].name, why);
+    }
+    return SG_OK;
+}
+
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
-    /* per-part accumulation of a concatenated gradient must agree: the kernels take one flag */
-    for (int i = 0; i < g->nn; i++)
-        for (int k = 0; k < g->n[i].nout; k++)
-            if (g->t[g->n[i].out[k]].nparts) {
-                unsigned b = sg_accum_bits(&g->n[i], k);
-                if (b == 1u || b == 2u)
-                    return sg_set_error("node %d (%s): the two halves of %s differ in "
-                                        "accumulation, which the CUDA kernels do not support",
-                                        i, sg_ops[g->n[i].op].name, g->t[g->n[i].out[k]].name);
-            }
+    if (check_accum(g)) return SG_ERR;
     CU(cudaSetDevice(c->dev));
     size_t free_b = 0, total_b = 0;
     CU(cudaMemGetInfo(&free_b, &total_b));
