@@ -252,6 +252,13 @@ CPU_RUN(silu_bwd) {
     cpu_silu_bwd(k->out[0], k->in[0], k->in[1], k->n0);
 }
 
+CPU_RUN(silu_mul) {
+    cpu_silu_mul_fwd(k->out[0], k->in[0], k->in[1], k->n0);
+}
+CPU_RUN(silu_mul_bwd) {
+    cpu_silu_mul_bwd(k->out[0], k->out[1], k->in[0], k->in[1], k->in[2], k->n0);
+}
+
 CPU_RUN(add) {
     cpu_add_fwd(k->out[0], k->in[0], k->in[1], k->n0);
 }

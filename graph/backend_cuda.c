@@ -243,6 +243,14 @@ CUDA_RUN(silu_bwd) {
     return cuda_silu_bwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt, kacc(k, 0));
 }
 
+CUDA_RUN(silu_mul) {
+    return cuda_silu_mul_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
+}
+CUDA_RUN(silu_mul_bwd) {
+    return cuda_silu_mul_bwd(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), kin(k, 2), k->n0,
+                             k->dt, kacc(k, 0), kacc(k, 1));
+}
+
 CUDA_RUN(add) {
     return cuda_add_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
 }

@@ -33,6 +33,7 @@
  *   conv2d          x, w, b -> y                                        args.conv
  *   group_norm      x, gamma, beta -> y, mean, rstd                     args.gn
  *   silu, add       x (, y) -> y
+ *   silu_mul        a, b -> silu(a) * b   (a gated unit's gate)
  *   add_nc          x[N,H,W,C], v[N,C] -> y
  *   concat          a, b -> channel concatenation (virtual: never copied)
  *   upsample2x, avgpool2x   x -> y
@@ -91,7 +92,10 @@
     X(OP_CLIP_SCALE,        clip_scale,        1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
     X(OP_ADAMW,             adamw,             6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
     X(OP_EMA,               ema,               2, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
-    X(OP_STEP_INC,          step_inc,          1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1)
+    X(OP_STEP_INC,          step_inc,          1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
+    /* added later (at the end: see above) */ \
+    X(OP_SILU_MUL,          silu_mul,          2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
+    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1)
 /* clang-format on */
 
 #endif

@@ -107,6 +107,10 @@ int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt);
 int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,
                   int accum);
 int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
+/* y = silu(a) * b; da (+)= dy b silu'(a), db (+)= dy silu(a) (accum_a / accum_b). */
+int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
+int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
+                      const void *b, int64_t n, int dt, int accum_a, int accum_b);
 /* y (ydt) = x (xdt), converting dtype; with accum, y += x. */
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum);
 int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum);

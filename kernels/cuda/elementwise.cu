@@ -35,6 +35,26 @@ __global__ void silu_bwd_kernel(void *dx, const void *dy, const void *x, int64_t
     }
 }
 
+/* threads stride over n: y = silu(a) b */
+__global__ void silu_mul_fwd_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
+    GRID_STRIDE(i, n) {
+        float v = dev_ld(a, i, dt);
+        dev_st(y, i, v / (1.0f + expf(-v)) * dev_ld(b, i, dt), dt);
+    }
+}
+
+/* threads stride over n: da (+)= dy b s (1 + a (1 - s)), db (+)= dy silu(a), s = sigmoid(a) */
+__global__ void silu_mul_bwd_kernel(void *da, void *db, const void *dy, const void *a,
+                                    const void *b, int64_t n, int dt, int accum_a, int accum_b) {
+    GRID_STRIDE(i, n) {
+        float v = dev_ld(a, i, dt), e = expf(-v), g = dev_ld(dy, i, dt);
+        float s = 1.0f / (1.0f + e);
+        float ga = g * dev_ld(b, i, dt) * (s * (1.0f + v * (1.0f - s))), gb = g * (v / (1.0f + e));
+        dev_st_acc(da, i, ga, dt, accum_a);
+        dev_st_acc(db, i, gb, dt, accum_b);
+    }
+}
+
 /* threads stride over n: y = a + b */
 __global__ void add_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
     GRID_STRIDE(i, n) {
@@ -126,6 +146,24 @@ int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int6
     if (n <= 0) return SG_OK;
     silu_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dx, dy, x, n, dt, accum);
     SG_LAUNCH_CHECK("silu_bwd_kernel");
+    return SG_OK;
+}
+
+int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
+    SG_DT_CHECK(dt, "cuda_silu_mul_fwd");
+    if (n <= 0) return SG_OK;
+    silu_mul_fwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, a, b, n, dt);
+    SG_LAUNCH_CHECK("silu_mul_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
+                      const void *b, int64_t n, int dt, int accum_a, int accum_b) {
+    SG_DT_CHECK(dt, "cuda_silu_mul_bwd");
+    if (n <= 0) return SG_OK;
+    silu_mul_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(da, db, dy, a, b, n, dt, accum_a,
+                                                               accum_b);
+    SG_LAUNCH_CHECK("silu_mul_bwd_kernel");
     return SG_OK;
 }
 
