@@ -121,13 +121,15 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* a finite number, or null */
-static void json_num(FILE *f, const char *key, double v, const char *fmt) {
+/* a finite number with `sig` significant digits (0: an integer, "%.0f"), or null */
+static void json_num(FILE *f, const char *key, double v, int sig) {
     fprintf(f, ",\"%s\":", key);
-    if (isfinite(v))
-        fprintf(f, fmt, v);
-    else
+    if (!isfinite(v))
         fputs("null", f);
+    else if (sig > 0)
+        fprintf(f, "%.*g", sig, v);
+    else
+        fprintf(f, "%.0f", v);
 }
 
 static const char *mib(int64_t b, char *buf) {
@@ -352,21 +354,21 @@ int main(int argc, char **argv) {
         json_str(f, data_source);
         fprintf(f, ",\"data_n\":%lld,\"seed\":%llu,\"warmup\":%d,\"iters\":%d,\"timing\":\"%s\"",
                 (long long)cfg.data_n, a.seed, a.warmup, a.iters, timing);
-        json_num(f, "ms_per_step", s.median, "%.6g");
-        json_num(f, "ms_min", s.min, "%.6g");
-        json_num(f, "ms_p10", s.p10, "%.6g");
-        json_num(f, "ms_p90", s.p90, "%.6g");
-        json_num(f, "ms_max", s.max, "%.6g");
-        json_num(f, "ms_mean", s.mean, "%.6g");
-        json_num(f, "img_per_s", img_s, "%.6g");
-        json_num(f, "flops_per_step", p->flops, "%.0f");
-        json_num(f, "matmul_flops_per_step", p->matmul_flops, "%.0f");
-        json_num(f, "achieved_tflops", tflops, "%.6g");
-        json_num(f, "matmul_peak_tflops", peak > 0 ? peak : NAN, "%.6g");
+        json_num(f, "ms_per_step", s.median, 6);
+        json_num(f, "ms_min", s.min, 6);
+        json_num(f, "ms_p10", s.p10, 6);
+        json_num(f, "ms_p90", s.p90, 6);
+        json_num(f, "ms_max", s.max, 6);
+        json_num(f, "ms_mean", s.mean, 6);
+        json_num(f, "img_per_s", img_s, 6);
+        json_num(f, "flops_per_step", p->flops, 0);
+        json_num(f, "matmul_flops_per_step", p->matmul_flops, 0);
+        json_num(f, "achieved_tflops", tflops, 6);
+        json_num(f, "matmul_peak_tflops", peak > 0 ? peak : NAN, 6);
         fprintf(f, ",\"peak_dtype\":\"%s\"", prec);
-        json_num(f, "mfu", mfu, "%.6g");
-        json_num(f, "host_us_per_step", host_us, "%.6g");
-        json_num(f, "launch_sync_ms_per_step", host_wall_ms, "%.6g");
+        json_num(f, "mfu", mfu, 6);
+        json_num(f, "host_us_per_step", host_us, 6);
+        json_num(f, "launch_sync_ms_per_step", host_wall_ms, 6);
         fprintf(f,
                 ",\"arena_bytes\":%lld,\"lower_bound_bytes\":%lld,\"arena_ratio\":%.6f,"
                 "\"persistent_bytes\":%lld,\"input_bytes\":%lld,\"no_reuse_bytes\":%lld,"
@@ -375,24 +377,23 @@ int main(int argc, char **argv) {
                 (long long)p->persistent_bytes, (long long)p->role_bytes[ROLE_INPUT],
                 (long long)p->no_reuse_bytes, (long long)p->io.n_params, g->nn,
                 (unsigned long long)p->hash);
-        json_num(f, "loss", loss, "%.6g");
-        json_num(f, "setup_ms", setup_ms, "%.6g");
-        json_num(f, "warmup_ms", warm_ms, "%.6g");
+        json_num(f, "loss", loss, 6);
+        json_num(f, "setup_ms", setup_ms, 6);
+        json_num(f, "warmup_ms", warm_ms, 6);
         fprintf(f, ",\"steps_ms\":[");
         for (int i = 0; i < a.iters; i++) fprintf(f, "%s%.5g", i ? "," : "", ms[i]);
         fprintf(f, "]");
         if (have_breakdown) {
-            json_num(f, "eager_total_ms", eager_total, "%.6g");
+            json_num(f, "eager_total_ms", eager_total, 6);
             fprintf(f, ",\"breakdown\":[");
             for (int r = 0; r < nrows; r++) {
                 const op_row *o = &rows[r];
                 fprintf(f, "%s{\"op\":\"%s\",\"nodes\":%d,\"matmul\":%s", r ? "," : "",
                         sg_ops[o->op].name, o->nodes, o->matmul ? "true" : "false");
-                json_num(f, "ms", o->ms, "%.6g");
-                json_num(f, "pct", eager_total > 0 ? 100 * o->ms / eager_total : NAN, "%.4g");
-                json_num(f, "gflop", o->flops / 1e9, "%.6g");
-                json_num(f, "gflops_per_s", o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN,
-                         "%.6g");
+                json_num(f, "ms", o->ms, 6);
+                json_num(f, "pct", eager_total > 0 ? 100 * o->ms / eager_total : NAN, 4);
+                json_num(f, "gflop", o->flops / 1e9, 6);
+                json_num(f, "gflops_per_s", o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN, 6);
                 fprintf(f, "}");
             }
             fprintf(f, "]");

@@ -50,14 +50,20 @@ typedef struct {
     int c[2];
 } sg_cat;
 
+/* sg_cat describes inputs and outputs alike, so it holds non-const pointers; a launcher never
+ * writes through an input's. The cast goes through uintptr_t to say that on purpose
+ * (-Wcast-qual). */
+static inline void *sg_cat_ptr(const void *p) {
+    return (void *)(uintptr_t)p;
+}
 /* One buffer of c channels. */
 static inline sg_cat sg_cat1(const void *p, int c) {
-    sg_cat r = {{(void *)p, NULL}, {c, 0}};
+    sg_cat r = {{sg_cat_ptr(p), NULL}, {c, 0}};
     return r;
 }
 /* Channels [0, c0) from p0, then [c0, c0 + c1) from p1. */
 static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
-    sg_cat r = {{(void *)p0, (void *)p1}, {c0, c1}};
+    sg_cat r = {{sg_cat_ptr(p0), sg_cat_ptr(p1)}, {c0, c1}};
     return r;
 }
 
