@@ -55,10 +55,11 @@ static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst) {
         }
 }
 
-/* store n fp32 values of one stored tensor; add to the existing values when accum */
-static void store_part(cpu_ctx *c, const sg_tensor *s, int64_t i0, int64_t stride, int64_t cs,
-                       int64_t ccat, int64_t coff, const float *src, int64_t pix, int accum) {
-    (void)i0;
+/* store pix rows of cs fp32 values, read from src (rows ccat apart, from channel coff on), into
+ * the stored tensor s (rows `stride` apart), rounding to bf16 if s is bf16; add to the values
+ * there when accum */
+static void store_part(cpu_ctx *c, const sg_tensor *s, int64_t stride, int64_t cs, int64_t ccat,
+                       int64_t coff, const float *src, int64_t pix, int accum) {
     void *base = c->arena + s->offset;
     for (int64_t p = 0; p < pix; p++)
         for (int64_t k = 0; k < cs; k++) {
@@ -78,13 +79,13 @@ static void scatter_f32(cpu_ctx *c, const sg_graph *g, int t, const float *src, 
     const sg_tensor *x = &g->t[t];
     if (!x->nparts) {
         int64_t n = sg_numel(x);
-        store_part(c, x, 0, 1, 1, 1, 0, src, n, bits & 1u);
+        store_part(c, x, 1, 1, 1, 0, src, n, bits & 1u);
         return;
     }
     const sg_tensor *a = &g->t[x->parts[0]], *b = &g->t[x->parts[1]];
     int64_t ca = a->shape[3], cb = b->shape[3], pix = sg_numel(a) / ca;
-    store_part(c, a, 0, ca, ca, ca + cb, 0, src, pix, bits & 1u);
-    store_part(c, b, 0, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
+    store_part(c, a, ca, ca, ca + cb, 0, src, pix, bits & 1u);
+    store_part(c, b, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
 }
 
 /* an operand needs scratch unless it is a plain fp32 tensor (and, for outputs, overwritten) */

@@ -31,8 +31,10 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim) {
     }
 }
 
-/* The product runs in increasing i in double, as the contract fixes, so every caller (the
- * sampler's tables, the CUDA noise kernel's host-side table) gets the same value. */
+/* The product runs in increasing i in double, as the contract fixes, so every caller (this
+ * noising, the sampler's coefficients in graph/sampler.c) gets the same value; the CUDA
+ * noising kernel (kernels/cuda/embedding.cu) runs the same product on the device, operation
+ * for operation. */
 double sg_ddpm_abar(int t, int T, double beta1, double betaT) {
     assert(T >= 1 && t >= 0 && t < T);
     double abar = 1.0;
