@@ -415,6 +415,22 @@ static void cpu_destroy(sg_backend *be) {
     free(be);
 }
 
+/* the function table; sg_backend_cpu_create copies it and adds the context */
+static const sg_backend cpu_vtable = {
+    .name = "cpu",
+    .prepare = cpu_prepare,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .run_node = cpu_run_node,
+    .run_step = cpu_run_step,
+    .sync = cpu_sync,
+    .time_steps = cpu_time_steps,
+    .time_nodes = cpu_time_nodes,
+    .matmul_peak_tflops = cpu_matmul_peak,
+    .describe = cpu_describe,
+    .destroy = cpu_destroy,
+};
+
 sg_backend *sg_backend_cpu_create(void) {
     sg_backend *be = calloc(1, sizeof *be);
     cpu_ctx *c = calloc(1, sizeof *c);
@@ -424,18 +440,7 @@ sg_backend *sg_backend_cpu_create(void) {
         sg_set_error("out of host memory");
         return NULL;
     }
-    be->name = "cpu";
+    *be = cpu_vtable;
     be->ctx = c;
-    be->prepare = cpu_prepare;
-    be->upload = cpu_upload;
-    be->download = cpu_download;
-    be->run_node = cpu_run_node;
-    be->run_step = cpu_run_step;
-    be->sync = cpu_sync;
-    be->time_steps = cpu_time_steps;
-    be->time_nodes = cpu_time_nodes;
-    be->matmul_peak_tflops = cpu_matmul_peak;
-    be->describe = cpu_describe;
-    be->destroy = cpu_destroy;
     return be;
 }

@@ -521,6 +521,22 @@ static void cuda_destroy(sg_backend *be) {
     free(be);
 }
 
+/* the function table; sg_backend_cuda_create copies it and adds the context */
+static const sg_backend cuda_vtable = {
+    .name = "cuda",
+    .prepare = cuda_prepare,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .run_node = cuda_run_node,
+    .run_step = cuda_run_step,
+    .sync = cuda_sync,
+    .time_steps = cuda_time_steps,
+    .time_nodes = cuda_time_nodes,
+    .matmul_peak_tflops = cuda_matmul_peak,
+    .describe = cuda_describe,
+    .destroy = cuda_destroy,
+};
+
 sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -543,19 +559,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     }
     c->dev = dev;
     c->use_graph = use_graph;
-    be->name = "cuda";
+    *be = cuda_vtable;
     be->ctx = c;
-    be->prepare = cuda_prepare;
-    be->upload = cuda_upload;
-    be->download = cuda_download;
-    be->run_node = cuda_run_node;
-    be->run_step = cuda_run_step;
-    be->sync = cuda_sync;
-    be->time_steps = cuda_time_steps;
-    be->time_nodes = cuda_time_nodes;
-    be->matmul_peak_tflops = cuda_matmul_peak;
-    be->describe = cuda_describe;
-    be->destroy = cuda_destroy;
     return be;
 }
 
