@@ -15,8 +15,7 @@
 /* threads stride over y's N*2H*2W*C elements */
 __global__ void upsample_fwd_kernel(void *y, const void *x, int64_t total, int H, int W, int C,
                                     int dt) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, total) {
         int c = (int)(i % C);
         int64_t r = i / C;
         int ox = (int)(r % (2 * W));
@@ -30,8 +29,7 @@ __global__ void upsample_fwd_kernel(void *y, const void *x, int64_t total, int H
 /* threads stride over dx's N*H*W*C elements: the 2x2 block sum of dy */
 __global__ void upsample_bwd_kernel(void *dx, const void *dy, int64_t total, int H, int W, int C,
                                     int dt, int accum) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, total) {
         int c = (int)(i % C);
         int64_t r = i / C;
         int ix = (int)(r % W);
@@ -50,8 +48,7 @@ __global__ void upsample_bwd_kernel(void *dx, const void *dy, int64_t total, int
 __global__ void avgpool_fwd_kernel(void *y, const void *x, int64_t total, int H, int W, int C,
                                    int dt) {
     const int Ho = H / 2, Wo = W / 2;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, total) {
         int c = (int)(i % C);
         int64_t r = i / C;
         int ox = (int)(r % Wo);
@@ -70,8 +67,7 @@ __global__ void avgpool_fwd_kernel(void *y, const void *x, int64_t total, int H,
 __global__ void avgpool_bwd_kernel(void *dx, const void *dy, int64_t total, int H, int W, int C,
                                    int dt, int accum) {
     const int Ho = H / 2, Wo = W / 2;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, total) {
         int c = (int)(i % C);
         int64_t r = i / C;
         int ix = (int)(r % W);
