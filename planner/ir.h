@@ -150,8 +150,12 @@ typedef int64_t (*sg_ws_fn)(const sg_graph *g, const sg_node *node);
  * gradient contributions for its inputs (planner/autodiff.c). */
 typedef int (*sg_backward_fn)(sg_graph *g, int node);
 
+/* What an op is (the op list's kind column). */
+typedef enum { SG_OPK_FWD, SG_OPK_BWD, SG_OPK_OPT } sg_op_kind;
+
 typedef struct {
     const char *name;
+    sg_op_kind kind;
     int nin, nout; /* inputs and outputs a node of this op has */
     int inplace;   /* output 0 may share input 0's memory */
     int matmul;    /* FLOPs are matrix work (counted in the tensor-core figure) */
@@ -163,6 +167,15 @@ typedef struct {
 } sg_op_info;
 
 extern const sg_op_info sg_ops[OP_COUNT];
+
+/* Step inputs, the model and its loss (the forward pass). */
+static inline int sg_op_is_forward(sg_op op) {
+    return sg_ops[op].kind == SG_OPK_FWD;
+}
+/* Gradient norm, clip, AdamW, EMA, step counter. */
+static inline int sg_op_is_optimizer(sg_op op) {
+    return sg_ops[op].kind == SG_OPK_OPT;
+}
 
 /* ---- graph building (planner/ir.c) */
 void sg_graph_init(sg_graph *g);

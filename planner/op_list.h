@@ -10,6 +10,8 @@
  * Columns:
  *   op        the enum value
  *   id        its name: the string in plans and profiles, and the backends' function suffix
+ *   kind      FWD (step inputs, the model, its loss), BWD (backward), OPT (optimizer); read
+ *             with sg_op_is_forward / sg_op_is_optimizer, never from the enum order
  *   in, out   inputs and outputs a node of the op has
  *   inpl      output 0 may share input 0's memory
  *   mm        FLOPs are matrix work (the tensor-core figure MFU is measured against)
@@ -21,7 +23,8 @@
  *
  * A new op goes at the END of the list, whatever its kind: an op's enum value is part of the
  * plan hash that checkpoints carry (planner/plan.c), so inserting one in the middle would make
- * every existing checkpoint's plan "different". The group comments are for reading only.
+ * every existing checkpoint's plan "different". The group comments are for reading only: the
+ * kind column says what an op is.
  *
  * Operands (inputs -> outputs) and the sg_op_args member each op reads:
  *   gather_batch    dataset, seed, step -> x0                           args.gather
@@ -53,49 +56,49 @@
 
 /* clang-format off */
 #define SG_OP_LIST(X) \
-    /* op                  id                 in out inpl mm shape             flops         ws            backward       bwd_op */ \
+    /* op                  id                 kind in out inpl mm shape             flops         ws            backward       bwd_op */ \
     /* step inputs, computed on the device from device-resident state */ \
-    X(OP_GATHER_BATCH,      gather_batch,      3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1) \
-    X(OP_SAMPLE_T,          sample_t,          2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1) \
-    X(OP_NOISE,             noise,             3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_DDPM_NOISE,        ddpm_noise,        3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
+    X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1) \
+    X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1) \
+    X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
     /* the model and its loss */ \
-    X(OP_TIMESTEP_EMB,      timestep_emb,      1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1) \
-    X(OP_LINEAR,            linear,            3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1) \
-    X(OP_CONV2D,            conv2d,            3, 1, 0, 1, shape_conv,       flops_conv,   ws_conv,      bwd_conv,      -1) \
-    X(OP_GROUP_NORM,        group_norm,        3, 3, 0, 0, shape_gn,         flops_5x,     0,            bwd_gn,        -1) \
-    X(OP_SILU,              silu,              1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_SILU_BWD) \
-    X(OP_ADD,               add,               2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1) \
-    X(OP_ADD_NC,            add_nc,            2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1) \
-    X(OP_CONCAT,            concat,            2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1) \
-    X(OP_UPSAMPLE2X,        upsample2x,        1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1) \
-    X(OP_AVGPOOL2X,         avgpool2x,         1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1) \
-    X(OP_ATTENTION,         attention,         1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1) \
-    X(OP_DROPOUT,           dropout,           3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1) \
-    X(OP_MSE,               mse,               2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1) \
+    X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1) \
+    X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1) \
+    X(OP_CONV2D,            conv2d,            FWD, 3, 1, 0, 1, shape_conv,       flops_conv,   ws_conv,      bwd_conv,      -1) \
+    X(OP_GROUP_NORM,        group_norm,        FWD, 3, 3, 0, 0, shape_gn,         flops_5x,     0,            bwd_gn,        -1) \
+    X(OP_SILU,              silu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_SILU_BWD) \
+    X(OP_ADD,               add,               FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1) \
+    X(OP_ADD_NC,            add_nc,            FWD, 2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1) \
+    X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1) \
+    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1) \
+    X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1) \
+    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1) \
+    X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1) \
+    X(OP_MSE,               mse,               FWD, 2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1) \
     /* backward */ \
-    X(OP_MSE_BWD,           mse_bwd,           2, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_LINEAR_BWD_DATA,   linear_bwd_data,   2, 1, 0, 1, shape_linear_bd,  flops_linear, ws_linear,    0,             -1) \
-    X(OP_LINEAR_BWD_WEIGHT, linear_bwd_weight, 2, 2, 0, 1, shape_linear_bw,  flops_linear, ws_linear,    0,             -1) \
-    X(OP_CONV2D_BWD_DATA,   conv2d_bwd_data,   2, 1, 0, 1, shape_conv_bd,    flops_conv,   ws_conv,      0,             -1) \
-    X(OP_CONV2D_BWD_WEIGHT, conv2d_bwd_weight, 2, 2, 0, 1, shape_conv_bw,    flops_conv,   ws_conv,      0,             -1) \
-    X(OP_GROUP_NORM_BWD,    group_norm_bwd,    5, 3, 0, 0, shape_gn_bwd,     flops_5x,     ws_gn_bwd,    0,             -1) \
-    X(OP_SILU_BWD,          silu_bwd,          2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1) \
-    X(OP_ADD_NC_BWD,        add_nc_bwd,        1, 1, 0, 0, shape_add_nc_bwd, flops_in0,    ws_add_nc_bwd, 0,            -1) \
-    X(OP_UPSAMPLE2X_BWD,    upsample2x_bwd,    1, 1, 0, 0, shape_pool,       flops_in0,    0,            0,             -1) \
-    X(OP_AVGPOOL2X_BWD,     avgpool2x_bwd,     1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1) \
-    X(OP_ATTENTION_BWD,     attention_bwd,     3, 1, 0, 1, shape_attn_bwd,   flops_attn,   ws_attn,      0,             -1) \
-    X(OP_DROPOUT_BWD,       dropout_bwd,       3, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_ACCUM,             accum,             1, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_MSE_BWD,           mse_bwd,           BWD, 2, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_LINEAR_BWD_DATA,   linear_bwd_data,   BWD, 2, 1, 0, 1, shape_linear_bd,  flops_linear, ws_linear,    0,             -1) \
+    X(OP_LINEAR_BWD_WEIGHT, linear_bwd_weight, BWD, 2, 2, 0, 1, shape_linear_bw,  flops_linear, ws_linear,    0,             -1) \
+    X(OP_CONV2D_BWD_DATA,   conv2d_bwd_data,   BWD, 2, 1, 0, 1, shape_conv_bd,    flops_conv,   ws_conv,      0,             -1) \
+    X(OP_CONV2D_BWD_WEIGHT, conv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw,    flops_conv,   ws_conv,      0,             -1) \
+    X(OP_GROUP_NORM_BWD,    group_norm_bwd,    BWD, 5, 3, 0, 0, shape_gn_bwd,     flops_5x,     ws_gn_bwd,    0,             -1) \
+    X(OP_SILU_BWD,          silu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1) \
+    X(OP_ADD_NC_BWD,        add_nc_bwd,        BWD, 1, 1, 0, 0, shape_add_nc_bwd, flops_in0,    ws_add_nc_bwd, 0,            -1) \
+    X(OP_UPSAMPLE2X_BWD,    upsample2x_bwd,    BWD, 1, 1, 0, 0, shape_pool,       flops_in0,    0,            0,             -1) \
+    X(OP_AVGPOOL2X_BWD,     avgpool2x_bwd,     BWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1) \
+    X(OP_ATTENTION_BWD,     attention_bwd,     BWD, 3, 1, 0, 1, shape_attn_bwd,   flops_attn,   ws_attn,      0,             -1) \
+    X(OP_DROPOUT_BWD,       dropout_bwd,       BWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_ACCUM,             accum,             BWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
     /* optimizer: in place on the persistent regions */ \
-    X(OP_GRAD_SUMSQ,        grad_sumsq,        1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1) \
-    X(OP_CLIP_SCALE,        clip_scale,        1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
-    X(OP_ADAMW,             adamw,             6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
-    X(OP_EMA,               ema,               2, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
-    X(OP_STEP_INC,          step_inc,          1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
+    X(OP_GRAD_SUMSQ,        grad_sumsq,        OPT, 1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1) \
+    X(OP_CLIP_SCALE,        clip_scale,        OPT, 1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
+    X(OP_ADAMW,             adamw,             OPT, 6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
+    X(OP_EMA,               ema,               OPT, 2, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
+    X(OP_STEP_INC,          step_inc,          OPT, 1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
     /* added later (at the end: see above) */ \
-    X(OP_SILU_MUL,          silu_mul,          2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
-    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1)
+    X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
+    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1)
 /* clang-format on */
 
 #endif

@@ -429,7 +429,7 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
 }
 
 /* ---- the op table, generated from planner/op_list.h: one row per op, by construction */
-#define SG_OP_ROW(op, id, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op)          \
-    [op] = {#id, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op},
+#define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op)    \
+    [op] = {#id, SG_OPK_##kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op},
 const sg_op_info sg_ops[OP_COUNT] = {SG_OP_LIST(SG_OP_ROW)};
 #undef SG_OP_ROW

@@ -232,6 +232,26 @@ static void check_dims(const sg_plan *p, const char *what) {
     }
 }
 
+/* the op list's kind column against where the builder put each node: forward nodes first,
+ * then the backward pass, then the optimizer */
+static void check_kinds(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    int bad = 0;
+    for (int i = 0; i < g->nn && bad < 3; i++) {
+        sg_op op = g->n[i].op;
+        int fwd = i < g->n_forward, bwd = !fwd && i < g->n_forward + g->n_backward;
+        if (sg_op_is_forward(op) != fwd || (bwd && sg_op_is_optimizer(op)) ||
+            (!fwd && !bwd && !sg_op_is_optimizer(op))) {
+            CHECK(0, "%s: node %d (%s) has kind %d where the schedule has a %s node", what, i,
+                  sg_ops[op].name, (int)sg_ops[op].kind,
+                  fwd   ? "forward"
+                  : bwd ? "backward"
+                        : "optimizer");
+            bad++;
+        }
+    }
+}
+
 static void test_builtin_models(void) {
     for (int m = 0; sg_model_names[m]; m++)
         for (int prec = 0; prec < 2; prec++)
@@ -248,7 +268,7 @@ static void test_builtin_models(void) {
                 if (rc == SG_OK) {
                     check_plan(&p, what, 1.05);
                     check_dims(&p, what);
-                    if (train) check_grads(&p, what);
+                    if (train) check_grads(&p, what), check_kinds(&p, what);
                 }
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
