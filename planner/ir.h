@@ -2,7 +2,8 @@
  *
  * A graph is built once per configuration (planner/models.c), differentiated
  * (planner/autodiff.c), completed with the optimizer step, scheduled and laid out in one arena
- * (planner/plan.c). Nothing here runs a kernel: graph/ executes a plan on a backend.
+ * (planner/plan_build.c, plan_layout.c). Nothing here runs a kernel: graph/ executes a plan on a
+ * backend.
  *
  * Conventions: activations are NHWC, stored as 4-D shapes {N, H, W, C}; conv weights
  * {Co, K, K, Ci}; linear weights {M, K}; vectors {n}. The schedule is the node order: forward

@@ -22,9 +22,9 @@
  *   bwd_op    the op bwd_pointwise emits (pointwise ops only); -1 otherwise
  *
  * A new op goes at the END of the list, whatever its kind: an op's enum value is part of the
- * plan hash that checkpoints carry (planner/plan.c), so inserting one in the middle would make
- * every existing checkpoint's plan "different". The group comments are for reading only: the
- * kind column says what an op is.
+ * plan hash that checkpoints carry (planner/plan_layout.c), so inserting one in the middle
+ * would make every existing checkpoint's plan "different". The group comments are for reading
+ * only: the kind column says what an op is.
  *
  * Operands (inputs -> outputs) and the sg_op_args member each op reads:
  *   gather_batch    dataset, seed, step -> x0                           args.gather

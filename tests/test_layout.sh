@@ -1,8 +1,10 @@
 #!/bin/bash
-# test_layout.sh — the dependency rules between folders (docs/architecture.md, "Who may include
-# whom"), checked on every #include "folder/..." of the C, CUDA and header files: a file may
-# include its own folder and the folders listed for it, nothing else. Exits 1 listing every
-# include that breaks a rule.
+# test_layout.sh — the layout rules of docs/architecture.md:
+# 1. who may include whom, checked on every #include "folder/..." of the C, CUDA and header
+#    files: a file may include its own folder and the folders listed for it, nothing else;
+# 2. no two files share a name (CMakeLists.txt and README.md aside), so that a name says
+#    which file is meant, to readers and tools alike.
+# Exits 1 listing every break of a rule.
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2
@@ -34,5 +36,13 @@ for dir in "${!allowed[@]}"; do
     done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "[a-z_]+/' "$dir" \
                  --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh')
 done
-[ $bad = 0 ] && echo "layout: every include follows the folder rules"
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    dups=$(git -C "$root" ls-files | awk -F/ '$NF != "CMakeLists.txt" && $NF != "README.md" {print $NF}' |
+        sort | uniq -d)
+    for d in $dups; do
+        echo "FAIL files named $d: $(git -C "$root" ls-files | grep -E "(^|/)$d\$" | tr '\n' ' ')"
+        bad=1
+    done
+fi
+[ $bad = 0 ] && echo "layout: every include follows the folder rules; no two files share a name"
 exit $bad

@@ -1,4 +1,6 @@
-/* plan.c — lifetimes, in-place reuse, arena placement, the lower bound, and verification.
+/* plan_layout.c — the layout of a built graph: lifetimes, in-place reuse, arena placement, the
+ * lower bound, the plan hash, and verification. It never builds graphs (plan_build.c does,
+ * through models.c).
  *
  * Lifetimes come from the one fixed schedule (the node order). A virtual tensor (a skip
  * concatenation) has no storage: each use of it is a use of both parts, so the parts stay
@@ -109,16 +111,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
     return h;
-}
-
-int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
-    memset(p, 0, sizeof *p);
-    p->cfg = *cfg;
-    p->train = train;
-    sg_graph_init(&p->g);
-    if (train ? sg_build_train_step(&p->g, cfg, &p->io) : sg_build_forward(&p->g, cfg, &p->io))
-        return SG_ERR;
-    return sg_plan_layout(p);
 }
 
 /* workspace: the largest any node's kernel needs, and cuBLAS's */
