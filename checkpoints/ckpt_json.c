@@ -82,7 +82,8 @@ static void append_child(ckpt_json *j, int parent, int child) {
  * than JSON_MAX_DEPTH (*deep is set then). ints_as_real: the document held an integer beyond
  * int64 (a uint64 seed), so jansson read every number as a double: integral values within
  * 2^53 are integers again, exactly. */
-static int index_value(ckpt_json *j, const json_t *v, int depth, int ints_as_real, int *deep) {
+/* v is not const only because jansson's object iteration takes a json_t * */
+static int index_value(ckpt_json *j, json_t *v, int depth, int ints_as_real, int *deep) {
     if (depth >= JSON_MAX_DEPTH) return *deep = 1, -1;
     static const int kinds[] = {[JSON_OBJECT] = CKPT_JSON_OBJECT, [JSON_ARRAY] = CKPT_JSON_ARRAY,
                                 [JSON_STRING] = CKPT_JSON_STRING, [JSON_INTEGER] = CKPT_JSON_NUMBER,
@@ -111,8 +112,8 @@ static int index_value(ckpt_json *j, const json_t *v, int depth, int ints_as_rea
         }
     } else if (json_is_object(v)) {
         const char *key;
-        const json_t *val;
-        json_object_foreach((json_t *)v, key, val) {
+        json_t *val;
+        json_object_foreach(v, key, val) {
             size_t off;
             if (pool_put(j, key, strlen(key), &off)) return -1;
             int c = index_value(j, val, depth + 1, ints_as_real, deep);

@@ -26,6 +26,7 @@ struct ckpt_file {
     const uint8_t *base;
     size_t size;
     int mapped;
+    void *map; /* the mapping base, for munmap (mapped files only) */
     unsigned flags;
     int version;
     int64_t block_bytes;
@@ -306,6 +307,7 @@ ckpt_file *ckpt_open_ex(const char *path, unsigned flags) {
             goto fail;
         }
         f->base = p;
+        f->map = p;
         f->mapped = 1;
         madvise(p, f->size, MADV_SEQUENTIAL);
     } else {
@@ -324,7 +326,7 @@ ckpt_file *ckpt_open(const char *path) {
 
 void ckpt_close(ckpt_file *f) {
     if (!f) return;
-    if (f->mapped) munmap((void *)f->base, f->size);
+    if (f->mapped) munmap(f->map, f->size);
     free(f->path);
     free(f->meta);
     free(f->e);

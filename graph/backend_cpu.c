@@ -57,10 +57,11 @@ static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst) {
         }
 }
 
-/* store n fp32 values of one stored tensor; add to the existing values when accum */
-static void store_part(cpu_ctx *c, const sg_tensor *s, int64_t i0, int64_t stride, int64_t cs,
-                       int64_t ccat, int64_t coff, const float *src, int64_t pix, int accum) {
-    (void)i0;
+/* store pix rows of cs fp32 values, read from src (rows ccat apart, from channel coff on), into
+ * the stored tensor s (rows `stride` apart), rounding to bf16 if s is bf16; add to the values
+ * there when accum */
+static void store_part(cpu_ctx *c, const sg_tensor *s, int64_t stride, int64_t cs, int64_t ccat,
+                       int64_t coff, const float *src, int64_t pix, int accum) {
     void *base = c->arena + s->offset;
     for (int64_t p = 0; p < pix; p++)
         for (int64_t k = 0; k < cs; k++) {
@@ -80,13 +81,13 @@ static void scatter_f32(cpu_ctx *c, const sg_graph *g, int t, const float *src, 
     const sg_tensor *x = &g->t[t];
     if (!x->nparts) {
         int64_t n = sg_numel(x);
-        store_part(c, x, 0, 1, 1, 1, 0, src, n, bits & 1u);
+        store_part(c, x, 1, 1, 1, 0, src, n, bits & 1u);
         return;
     }
     const sg_tensor *a = &g->t[x->parts[0]], *b = &g->t[x->parts[1]];
     int64_t ca = a->shape[3], cb = b->shape[3], pix = sg_numel(a) / ca;
-    store_part(c, a, 0, ca, ca, ca + cb, 0, src, pix, bits & 1u);
-    store_part(c, b, 0, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
+    store_part(c, a, ca, ca, ca + cb, 0, src, pix, bits & 1u);
+    store_part(c, b, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
 }
 
 /* an operand needs scratch unless it is a plain fp32 tensor (and, for outputs, overwritten) */
@@ -179,247 +180,242 @@ static int cpu_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) {
     return SG_OK;
 }
 
-/* pointers to every operand of node i: fp32 views in[] / out[] (direct or scratch) and raw
- * arena pointers for integer tensors; bf16 and virtual inputs are converted into scratch */
+/* One node's call: its operands as fp32 views in[] / out[] (used in place, or converted into
+ * scratch), raw arena pointers for integer tensors, and what many ops read. */
 typedef struct {
+    const sg_graph *g;
+    const sg_node *nd;
+    const sg_op_args *a;
     float *in[SG_MAX_IN], *out[SG_MAX_OUT];
     void *raw_in[SG_MAX_IN], *raw_out[SG_MAX_OUT];
-} cpu_operands;
+    int64_t n0;    /* output 0's elements */
+    uint64_t seed; /* input 1 when it is the u64 run seed (random ops), else 0 */
+    int64_t step;  /* input 2 when it is the i64 step counter (random ops), else 0 */
+    /* this process's data-parallel rank (0 alone): its slice starts at global sample rank*N,
+     * global element rank*numel of every sample-major tensor (docs/data-parallel.md) */
+    uint64_t rank;
+    sg_backend *be; /* for the one op that talks to the other ranks (allreduce) */
+    int *rc;        /* where an op that can fail (allreduce) reports SG_ERR */
+} cpu_call;
 
-static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_operands *o) {
+static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_call *k) {
     float *s = c->scratch;
-    for (int k = 0; k < nd->nin; k++) {
-        const sg_tensor *x = &g->t[nd->in[k]];
-        o->raw_in[k] = x->nparts ? NULL : c->arena + x->offset;
+    k->g = g, k->nd = nd, k->a = &nd->a;
+    for (int i = 0; i < nd->nin; i++) {
+        const sg_tensor *x = &g->t[nd->in[i]];
+        k->raw_in[i] = x->nparts ? NULL : c->arena + x->offset;
         if (in_direct(x)) {
-            o->in[k] = (float *)o->raw_in[k];
+            k->in[i] = (float *)k->raw_in[i];
         } else {
-            o->in[k] = s;
-            gather_f32(c, g, nd->in[k], s);
+            k->in[i] = s;
+            gather_f32(c, g, nd->in[i], s);
             s += sg_numel(x);
         }
     }
-    for (int k = 0; k < nd->nout; k++) {
-        const sg_tensor *y = &g->t[nd->out[k]];
-        o->raw_out[k] = y->nparts ? NULL : c->arena + y->offset;
-        if (out_direct(y, sg_accum_bits(nd, k))) {
-            o->out[k] = (float *)o->raw_out[k];
+    for (int i = 0; i < nd->nout; i++) {
+        const sg_tensor *y = &g->t[nd->out[i]];
+        k->raw_out[i] = y->nparts ? NULL : c->arena + y->offset;
+        if (out_direct(y, sg_accum_bits(nd, i))) {
+            k->out[i] = (float *)k->raw_out[i];
         } else {
-            o->out[k] = s;
+            k->out[i] = s;
             s += sg_numel(y);
         }
     }
+    k->n0 = sg_out_numel(g, nd, 0);
+    k->seed = nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)k->raw_in[1] : 0;
+    k->step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)k->raw_in[2] : 0;
 }
 
-/* the step inputs, model and loss ops; rank: this process's data-parallel rank (0 alone): its
- * slice starts at global sample rank*N, global element rank*numel of every sample-major
- * tensor (docs/data-parallel.md) */
-static void cpu_forward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o,
-                           uint64_t rank) {
-    float *const *in = o->in, *const *out = o->out;
-    void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
-    const uint64_t seed =
-        nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)raw_in[1] : 0;
-    const int64_t step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)raw_in[2] : 0;
-    const int64_t n0 = sg_out_numel(g, nd, 0);
-    const sg_op_args *a = &nd->a;
-    switch (nd->op) {
-    case OP_GATHER_BATCH: {
-        const sg_tensor *ds = &g->t[nd->in[0]];
-        cpu_gather_batch(out[0], (const uint8_t *)raw_in[0], ds->shape[0], (int)ds->shape[1],
-                         (int)ds->shape[2], (int)ds->shape[3], a->gather.N, a->gather.img,
-                         a->gather.img, seed, step, a->gather.flip, a->gather.batch,
-                         (int64_t)rank * a->gather.N);
-        break;
-    }
-    case OP_SAMPLE_T:
-        cpu_sample_timesteps((int32_t *)raw_out[0], a->sample_t.N, a->sample_t.T,
-                             *(uint64_t *)raw_in[0], *(int64_t *)raw_in[1],
-                             rank * (uint64_t)a->sample_t.N);
-        break;
-    case OP_NOISE:
-        cpu_gaussian(out[0], n0, seed, step, SG_RNG_NOISE, rank * (uint64_t)n0);
-        break;
-    case OP_DDPM_NOISE: {
-        int N = (int)g->t[nd->in[0]].shape[0];
-        cpu_ddpm_noise(out[0], in[0], in[1], (const int32_t *)raw_in[2], N, (int)(n0 / N),
-                       a->ddpm.T, a->ddpm.beta1, a->ddpm.betaT);
-        break;
-    }
-    case OP_TIMESTEP_EMB:
-        cpu_timestep_emb(out[0], (const int32_t *)raw_in[0], (int)g->t[nd->in[0]].shape[0],
-                         a->temb.dim);
-        break;
-    case OP_LINEAR: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        cpu_linear_fwd(out[0], in[0], in[1], in[2], d.N, d.K, d.M);
-        break;
-    }
-    case OP_CONV2D: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_fwd(out[0], in[0], in[1], in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
-        break;
-    }
-    case OP_GROUP_NORM: {
-        sg_gn_dims d = sg_gn_dims_of(g, nd);
-        cpu_group_norm_fwd(out[0], out[1], out[2], in[0], in[1], in[2], d.N, d.HW, d.C, d.G,
-                           a->gn.eps);
-        break;
-    }
-    case OP_SILU:
-        cpu_silu_fwd(out[0], in[0], n0);
-        break;
-    case OP_ADD:
-        cpu_add_fwd(out[0], in[0], in[1], n0);
-        break;
-    case OP_ADD_NC: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_add_nc_fwd(out[0], in[0], in[1], d.N, d.HW, d.C);
-        break;
-    }
-    case OP_UPSAMPLE2X: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_upsample2x_fwd(out[0], in[0], d.N, d.H, d.W, d.C);
-        break;
-    }
-    case OP_AVGPOOL2X: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_avgpool2x_fwd(out[0], in[0], d.N, d.H, d.W, d.C);
-        break;
-    }
-    case OP_ATTENTION: {
-        sg_attn_dims d = sg_attn_dims_of(g, nd);
-        cpu_attention_fwd(out[0], out[1], in[0], d.N, d.L, d.C, d.heads);
-        break;
-    }
-    case OP_DROPOUT:
-        cpu_dropout_fwd(out[0], in[0], n0, a->dropout.p, seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, rank * (uint64_t)n0);
-        break;
-    case OP_MSE:
-        cpu_mse_fwd(out[0], in[0], in[1], sg_in_numel(g, nd, 0));
-        break;
-    default:
-        SG_UNREACHABLE("cpu_forward_op: not a forward op");
-    }
+/* ---- one function per op, cpu_run_<id> (planner/op_list.h), in op-family order. Each calls
+ * its kernel with the sizes planner/op_dims.h derives and the args by name. */
+#define CPU_RUN(id) static void cpu_run_##id(const cpu_call *k)
+
+CPU_RUN(gather_batch) {
+    const sg_tensor *ds = &k->g->t[k->nd->in[0]];
+    const sg_gather_args *a = &k->a->gather;
+    cpu_gather_batch(k->out[0], (const uint8_t *)k->raw_in[0], ds->shape[0], (int)ds->shape[1],
+                     (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, k->seed, k->step,
+                     a->flip, a->batch, (int64_t)k->rank * a->N);
+}
+CPU_RUN(sample_t) {
+    cpu_sample_timesteps((int32_t *)k->raw_out[0], k->a->sample_t.N, k->a->sample_t.T,
+                         *(uint64_t *)k->raw_in[0], *(int64_t *)k->raw_in[1],
+                         k->rank * (uint64_t)k->a->sample_t.N);
+}
+CPU_RUN(noise) {
+    cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->rank * (uint64_t)k->n0);
+}
+CPU_RUN(ddpm_noise) {
+    const sg_ddpm_args *a = &k->a->ddpm;
+    int N = (int)k->g->t[k->nd->in[0]].shape[0];
+    cpu_ddpm_noise(k->out[0], k->in[0], k->in[1], (const int32_t *)k->raw_in[2], N,
+                   (int)(k->n0 / N), a->T, a->beta1, a->betaT);
+}
+CPU_RUN(timestep_emb) {
+    cpu_timestep_emb(k->out[0], (const int32_t *)k->raw_in[0], (int)k->g->t[k->nd->in[0]].shape[0],
+                     k->a->temb.dim);
 }
 
-/* the backward and optimizer ops (OP_ALLREDUCE, which talks to the other ranks, is
- * cpu_allreduce) */
-static void cpu_backward_op(const sg_graph *g, const sg_node *nd, const cpu_operands *o,
-                            uint64_t rank) {
-    float *const *in = o->in, *const *out = o->out;
-    void *const *raw_in = o->raw_in, *const *raw_out = o->raw_out;
-    const uint64_t seed =
-        nd->nin > 1 && g->t[nd->in[1]].dtype == DT_U64 ? *(uint64_t *)raw_in[1] : 0;
-    const int64_t step = nd->nin > 2 && g->t[nd->in[2]].dtype == DT_I64 ? *(int64_t *)raw_in[2] : 0;
-    const int64_t n0 = sg_out_numel(g, nd, 0);
-    const sg_op_args *a = &nd->a;
-    switch (nd->op) {
-    case OP_MSE_BWD:
-        cpu_mse_bwd(out[0], in[0], in[1], n0, a->mse.loss_scale);
-        break;
-    case OP_LINEAR_BWD_DATA: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        cpu_linear_bwd_data(out[0], in[0], in[1], d.N, d.K, d.M);
-        break;
-    }
-    case OP_LINEAR_BWD_WEIGHT: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        cpu_linear_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.K, d.M);
-        break;
-    }
-    case OP_CONV2D_BWD_DATA: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_bwd_data(out[0], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
-        break;
-    }
-    case OP_CONV2D_BWD_WEIGHT: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        cpu_conv2d_bwd_weight(out[0], out[1], in[0], in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
-                              d.pad);
-        break;
-    }
-    case OP_GROUP_NORM_BWD: {
-        sg_gn_dims d = sg_gn_dims_of(g, nd);
-        cpu_group_norm_bwd(out[0], out[1], out[2], in[0], in[1], in[2], in[3], in[4], d.N, d.HW,
-                           d.C, d.G);
-        break;
-    }
-    case OP_SILU_BWD:
-        cpu_silu_bwd(out[0], in[0], in[1], n0);
-        break;
-    case OP_ADD_NC_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_add_nc_bwd(out[0], in[0], d.N, d.HW, d.C);
-        break;
-    }
-    case OP_UPSAMPLE2X_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_upsample2x_bwd(out[0], in[0], d.N, d.H, d.W, d.C);
-        break;
-    }
-    case OP_AVGPOOL2X_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        cpu_avgpool2x_bwd(out[0], in[0], d.N, d.H, d.W, d.C);
-        break;
-    }
-    case OP_ATTENTION_BWD: {
-        sg_attn_dims d = sg_attn_dims_of(g, nd);
-        cpu_attention_bwd(out[0], in[0], in[1], in[2], d.N, d.L, d.C, d.heads);
-        break;
-    }
-    case OP_DROPOUT_BWD:
-        cpu_dropout_bwd(out[0], in[0], n0, a->dropout.p, seed, step,
-                        SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose, rank * (uint64_t)n0);
-        break;
-    case OP_ACCUM:
-        if (out[0] != in[0]) cpu_copy(out[0], in[0], n0); /* in place: nothing to move */
-        break;
-    case OP_GRAD_SUMSQ:
-        cpu_sumsq(out[0], in[0], sg_in_numel(g, nd, 0));
-        break;
-    case OP_CLIP_SCALE:
-        cpu_clip_scale(out[0], in[0], a->clip.max_norm);
-        break;
-    case OP_ADAMW:
-        cpu_adamw(out[0], out[1], out[2], in[1], sg_in_numel(g, nd, 0), in[4],
-                  *(int64_t *)raw_in[5], a->adamw.lr, a->adamw.b1, a->adamw.b2, a->adamw.eps,
-                  a->adamw.wd, a->adamw.warmup, out[3]);
-        break;
-    case OP_EMA:
-        cpu_ema(out[0], in[1], n0, a->ema.decay);
-        break;
-    case OP_STEP_INC:
-        *(int64_t *)raw_out[0] += 1;
-        break;
-    case OP_LOSS_WATCH:
-        cpu_loss_watch(in[0], in[1], raw_in[2], raw_out[0], out[1]);
-        break;
-    default:
-        SG_UNREACHABLE("cpu_backward_op: not a backward or optimizer op");
-    }
+CPU_RUN(linear) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    cpu_linear_fwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.K, d.M);
 }
+CPU_RUN(linear_bwd_data) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    cpu_linear_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.K, d.M);
+}
+CPU_RUN(linear_bwd_weight) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    cpu_linear_bwd_weight(k->out[0], k->out[1], k->in[0], k->in[1], d.N, d.K, d.M);
+}
+
+CPU_RUN(conv2d) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    cpu_conv2d_fwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
+                   d.pad);
+}
+CPU_RUN(conv2d_bwd_data) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    cpu_conv2d_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
+}
+CPU_RUN(conv2d_bwd_weight) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    cpu_conv2d_bwd_weight(k->out[0], k->out[1], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K,
+                          d.S, d.pad);
+}
+
+CPU_RUN(group_norm) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    cpu_group_norm_fwd(k->out[0], k->out[1], k->out[2], k->in[0], k->in[1], k->in[2], d.N, d.HW,
+                       d.C, d.G, k->a->gn.eps);
+}
+CPU_RUN(group_norm_bwd) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    cpu_group_norm_bwd(k->out[0], k->out[1], k->out[2], k->in[0], k->in[1], k->in[2], k->in[3],
+                       k->in[4], d.N, d.HW, d.C, d.G);
+}
+
+CPU_RUN(silu) {
+    cpu_silu_fwd(k->out[0], k->in[0], k->n0);
+}
+CPU_RUN(silu_bwd) {
+    cpu_silu_bwd(k->out[0], k->in[0], k->in[1], k->n0);
+}
+
+CPU_RUN(silu_mul) {
+    cpu_silu_mul_fwd(k->out[0], k->in[0], k->in[1], k->n0);
+}
+CPU_RUN(silu_mul_bwd) {
+    cpu_silu_mul_bwd(k->out[0], k->out[1], k->in[0], k->in[1], k->in[2], k->n0);
+}
+
+CPU_RUN(add) {
+    cpu_add_fwd(k->out[0], k->in[0], k->in[1], k->n0);
+}
+CPU_RUN(add_nc) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_add_nc_fwd(k->out[0], k->in[0], k->in[1], d.N, d.HW, d.C);
+}
+CPU_RUN(add_nc_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_add_nc_bwd(k->out[0], k->in[0], d.N, d.HW, d.C);
+}
+CPU_RUN(concat) {
+    (void)k; /* virtual: consumers read both parts (cpu_run_node never gets here) */
+}
+
+CPU_RUN(upsample2x) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_upsample2x_fwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);
+}
+CPU_RUN(upsample2x_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_upsample2x_bwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);
+}
+CPU_RUN(avgpool2x) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_avgpool2x_fwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);
+}
+CPU_RUN(avgpool2x_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    cpu_avgpool2x_bwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);
+}
+
+CPU_RUN(attention) {
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    cpu_attention_fwd(k->out[0], k->out[1], k->in[0], d.N, d.L, d.C, d.heads);
+}
+CPU_RUN(attention_bwd) {
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    cpu_attention_bwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.L, d.C, d.heads);
+}
+
+CPU_RUN(dropout) {
+    cpu_dropout_fwd(k->out[0], k->in[0], k->n0, k->a->dropout.p, k->seed, k->step,
+                    SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
+                    k->rank * (uint64_t)k->n0);
+}
+CPU_RUN(dropout_bwd) {
+    cpu_dropout_bwd(k->out[0], k->in[0], k->n0, k->a->dropout.p, k->seed, k->step,
+                    SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
+                    k->rank * (uint64_t)k->n0);
+}
+
+CPU_RUN(mse) {
+    cpu_mse_fwd(k->out[0], k->in[0], k->in[1], sg_in_numel(k->g, k->nd, 0));
+}
+CPU_RUN(mse_bwd) {
+    cpu_mse_bwd(k->out[0], k->in[0], k->in[1], k->n0, k->a->mse.loss_scale);
+}
+CPU_RUN(accum) {
+    if (k->out[0] != k->in[0]) cpu_copy(k->out[0], k->in[0], k->n0); /* in place: nothing to do */
+}
+
+CPU_RUN(grad_sumsq) {
+    cpu_sumsq(k->out[0], k->in[0], sg_in_numel(k->g, k->nd, 0));
+}
+CPU_RUN(clip_scale) {
+    cpu_clip_scale(k->out[0], k->in[0], k->a->clip.max_norm);
+}
+CPU_RUN(adamw) {
+    const sg_adamw_args *a = &k->a->adamw;
+    cpu_adamw(k->out[0], k->out[1], k->out[2], k->in[1], sg_in_numel(k->g, k->nd, 0), k->in[4],
+              *(int64_t *)k->raw_in[5], a->lr, a->b1, a->b2, a->eps, a->wd, a->warmup, k->out[3]);
+}
+CPU_RUN(ema) {
+    cpu_ema(k->out[0], k->in[1], k->n0, k->a->ema.decay);
+}
+CPU_RUN(step_inc) {
+    *(int64_t *)k->raw_out[0] += 1;
+}
+CPU_RUN(loss_watch) {
+    cpu_loss_watch(k->in[0], k->in[1], k->raw_in[2], k->raw_out[0], k->out[1]);
+}
+CPU_RUN(allreduce) {
+    if (cpu_allreduce(k->be, k->g, k->nd, k->out[0], k->out[1])) *k->rc = SG_ERR;
+}
+
+/* every op's function, from the op list: an op without a cpu_run_<id> does not compile */
+typedef void (*cpu_run_fn)(const cpu_call *k);
+#define CPU_RUN_ROW(op, id, ...) [op] = cpu_run_##id,
+static const cpu_run_fn cpu_run[OP_COUNT] = {SG_OP_LIST(CPU_RUN_ROW)};
 
 static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
     cpu_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
     if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
-    cpu_operands o;
-    cpu_bind(c, g, nd, &o);
-    const uint64_t rank = be->dist ? (uint64_t)be->dist->rank : 0;
-    if (nd->op == OP_ALLREDUCE) {
-        if (cpu_allreduce(be, g, nd, o.out[0], o.out[1])) return SG_ERR;
-    } else if (sg_op_is_forward(nd->op)) {
-        cpu_forward_op(g, nd, &o, rank);
-    } else {
-        cpu_backward_op(g, nd, &o, rank);
-    }
-    for (int k = 0; k < nd->nout; k++) {
-        const sg_tensor *y = &g->t[nd->out[k]];
-        if (!out_direct(y, sg_accum_bits(nd, k)))
-            scatter_f32(c, g, nd->out[k], o.out[k], sg_accum_bits(nd, k));
+    cpu_call k;
+    int rc = SG_OK;
+    cpu_bind(c, g, nd, &k);
+    k.rank = be->dist ? (uint64_t)be->dist->rank : 0, k.be = be, k.rc = &rc;
+    cpu_run[nd->op](&k);
+    if (rc) return SG_ERR;
+    for (int o = 0; o < nd->nout; o++) {
+        const sg_tensor *y = &g->t[nd->out[o]];
+        if (!out_direct(y, sg_accum_bits(nd, o)))
+            scatter_f32(c, g, nd->out[o], k.out[o], sg_accum_bits(nd, o));
     }
     return SG_OK;
 }
@@ -481,6 +477,22 @@ static void cpu_destroy(sg_backend *be) {
     free(be);
 }
 
+/* the function table; sg_backend_cpu_create copies it and adds the context */
+static const sg_backend cpu_vtable = {
+    .name = "cpu",
+    .prepare = cpu_prepare,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .run_node = cpu_run_node,
+    .run_step = cpu_run_step,
+    .sync = cpu_sync,
+    .time_steps = cpu_time_steps,
+    .time_nodes = cpu_time_nodes,
+    .matmul_peak_tflops = cpu_matmul_peak,
+    .describe = cpu_describe,
+    .destroy = cpu_destroy,
+};
+
 sg_backend *sg_backend_cpu_create(void) {
     sg_backend *be = calloc(1, sizeof *be);
     cpu_ctx *c = calloc(1, sizeof *c);
@@ -490,18 +502,7 @@ sg_backend *sg_backend_cpu_create(void) {
         sg_set_error("out of host memory");
         return NULL;
     }
-    be->name = "cpu";
+    *be = cpu_vtable;
     be->ctx = c;
-    be->prepare = cpu_prepare;
-    be->upload = cpu_upload;
-    be->download = cpu_download;
-    be->run_node = cpu_run_node;
-    be->run_step = cpu_run_step;
-    be->sync = cpu_sync;
-    be->time_steps = cpu_time_steps;
-    be->time_nodes = cpu_time_nodes;
-    be->matmul_peak_tflops = cpu_matmul_peak;
-    be->describe = cpu_describe;
-    be->destroy = cpu_destroy;
     return be;
 }

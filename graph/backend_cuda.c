@@ -220,263 +220,269 @@ static sg_cat CAT(const cuda_ctx *c, const sg_graph *g, int t) {
     return sg_cat2(P(c, g, x->parts[0]), (int)a->shape[3], P(c, g, x->parts[1]), (int)b->shape[3]);
 }
 
-#define IN(k) (nd->in[k])
-#define OUT(k) (nd->out[k])
-/* the kernels take one accumulate flag per output: both halves of a virtual output agree
- * (cuda_prepare checks it) */
-#define ACC(k) ((int)(sg_accum_bits(nd, k) & 1u))
-
-/* what every launch of a node needs besides its own operands */
+/* One node's launch: the context, the node, and what many launchers take. */
 typedef struct {
-    cuda_ctx *c;
+    const cuda_ctx *c;
     const sg_graph *g;
     const sg_node *nd;
+    const sg_op_args *a;
     cudaStream_t st;
     sg_blas *blas;
     void *ws; /* the plan's kernel workspace */
     int64_t wsb;
     int dt;     /* output 0's dtype */
+    int dy_dt;  /* input 0's dtype (dy, for backward ops) */
     int64_t n0; /* output 0's elements */
-} cuda_launch;
+} cuda_call;
 
-/* the step inputs, model and loss ops */
-static int cuda_forward_op(const cuda_launch *l) {
-    cuda_ctx *c = l->c;
-    const sg_graph *g = l->g;
-    const sg_node *nd = l->nd;
-    const sg_op_args *a = &nd->a;
-    cudaStream_t st = l->st;
-    int dt = l->dt;
-    int64_t n0 = l->n0;
-    switch (nd->op) {
-    case OP_GATHER_BATCH: {
-        const sg_tensor *ds = &g->t[IN(0)];
-        return cuda_gather_batch(
-            st, P(c, g, OUT(0)), P(c, g, IN(0)), ds->shape[0], (int)ds->shape[1], (int)ds->shape[2],
-            (int)ds->shape[3], a->gather.N, a->gather.img, a->gather.img, P(c, g, IN(1)),
-            P(c, g, IN(2)), a->gather.flip, a->gather.batch, (int64_t)c->rank * a->gather.N);
-    }
-    case OP_SAMPLE_T:
-        return cuda_sample_timesteps(st, P(c, g, OUT(0)), a->sample_t.N, a->sample_t.T,
-                                     P(c, g, IN(0)), P(c, g, IN(1)),
-                                     (uint64_t)c->rank * (uint64_t)a->sample_t.N);
-    case OP_NOISE:
-        return cuda_gaussian(st, P(c, g, OUT(0)), n0, P(c, g, IN(1)), P(c, g, IN(2)), SG_RNG_NOISE,
-                             (uint64_t)c->rank * (uint64_t)n0);
-    case OP_DDPM_NOISE: {
-        int N = (int)g->t[IN(0)].shape[0];
-        return cuda_ddpm_noise(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)),
-                               N, (int)(n0 / N), a->ddpm.T, a->ddpm.beta1, a->ddpm.betaT, dt);
-    }
-    case OP_TIMESTEP_EMB:
-        return cuda_timestep_emb(st, P(c, g, OUT(0)), P(c, g, IN(0)), (int)g->t[IN(0)].shape[0],
-                                 a->temb.dim, dt);
-    case OP_LINEAR: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_fwd(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                               P(c, g, IN(2)), d.N, d.K, d.M, dt, l->ws, l->wsb);
-    }
-    case OP_CONV2D: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_fwd(st, l->blas, P(c, g, OUT(0)), CAT(c, g, IN(0)), P(c, g, IN(1)),
-                               P(c, g, IN(2)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, dt,
-                               l->ws, l->wsb);
-    }
-    case OP_GROUP_NORM: {
-        sg_gn_dims d = sg_gn_dims_of(g, nd);
-        return cuda_group_norm_fwd(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
-                                   CAT(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), d.N, d.HW, d.C,
-                                   d.G, a->gn.eps, dt);
-    }
-    case OP_SILU:
-        return cuda_silu_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, dt);
-    case OP_ADD:
-        return cuda_add_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt);
-    case OP_ADD_NC: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_add_nc_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), d.N, d.HW, d.C,
-                               dt);
-    }
-    case OP_CONCAT:
-        return SG_OK; /* virtual: consumers read both parts */
-    case OP_UPSAMPLE2X: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_upsample2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt);
-    }
-    case OP_AVGPOOL2X: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_avgpool2x_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt);
-    }
-    case OP_ATTENTION: {
-        sg_attn_dims d = sg_attn_dims_of(g, nd);
-        return cuda_attention_fwd(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                  d.N, d.L, d.C, d.heads, dt, l->ws, l->wsb);
-    }
-    case OP_DROPOUT:
-        return cuda_dropout_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
-                                P(c, g, IN(1)), P(c, g, IN(2)),
-                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose,
-                                (uint64_t)c->rank * (uint64_t)n0, dt);
-    case OP_MSE:
-        return cuda_mse_fwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
-                            g->t[IN(1)].dtype, sg_in_numel(g, nd, 0), l->ws, l->wsb);
-    default:
-        SG_UNREACHABLE("cuda_forward_op: not a forward op");
-    }
+/* device pointers of input / output i, and the same as (possibly virtual) NHWC operands */
+static void *kin(const cuda_call *k, int i) {
+    return P(k->c, k->g, k->nd->in[i]);
+}
+static void *kout(const cuda_call *k, int i) {
+    return P(k->c, k->g, k->nd->out[i]);
+}
+static sg_cat kin_cat(const cuda_call *k, int i) {
+    return CAT(k->c, k->g, k->nd->in[i]);
+}
+static sg_cat kout_cat(const cuda_call *k, int i) {
+    return CAT(k->c, k->g, k->nd->out[i]);
+}
+/* the kernels take one accumulate flag per output: both halves of a virtual output agree
+ * (cuda_prepare checks it) */
+static int kacc(const cuda_call *k, int i) {
+    return (int)(sg_accum_bits(k->nd, i) & 1u);
 }
 
-/* the backward ops; gradients accumulate (+=) where the node's accum bits say so */
-static int cuda_backward_op(const cuda_launch *l) {
-    cuda_ctx *c = l->c;
-    const sg_graph *g = l->g;
-    const sg_node *nd = l->nd;
-    const sg_op_args *a = &nd->a;
-    cudaStream_t st = l->st;
-    int dt = l->dt, dy_dt = (int)g->t[IN(0)].dtype;
-    int64_t n0 = l->n0;
-    switch (nd->op) {
-    case OP_MSE_BWD:
-        return cuda_mse_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), g->t[IN(0)].dtype, P(c, g, IN(1)),
-                            g->t[IN(1)].dtype, n0, a->mse.loss_scale, ACC(0));
-    case OP_LINEAR_BWD_DATA: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_bwd_data(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                    d.N, d.K, d.M, dt, ACC(0), l->ws, l->wsb);
-    }
-    case OP_LINEAR_BWD_WEIGHT: {
-        sg_linear_dims d = sg_linear_dims_of(g, nd);
-        return cuda_linear_bwd_weight(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                      P(c, g, IN(1)), d.N, d.K, d.M, dy_dt, ACC(0), l->ws, l->wsb);
-    }
-    case OP_CONV2D_BWD_DATA: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_bwd_data(st, l->blas, CAT(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                    d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, dy_dt, ACC(0),
-                                    l->ws, l->wsb);
-    }
-    case OP_CONV2D_BWD_WEIGHT: {
-        sg_conv_dims d = sg_conv_dims_of(g, nd);
-        return cuda_conv2d_bwd_weight(st, l->blas, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, IN(0)),
-                                      CAT(c, g, IN(1)), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad,
-                                      dy_dt, ACC(0), l->ws, l->wsb);
-    }
-    case OP_GROUP_NORM_BWD: {
-        sg_gn_dims d = sg_gn_dims_of(g, nd);
-        return cuda_group_norm_bwd(st, CAT(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)),
-                                   P(c, g, IN(0)), CAT(c, g, IN(1)), P(c, g, IN(2)), P(c, g, IN(3)),
-                                   P(c, g, IN(4)), d.N, d.HW, d.C, d.G, dy_dt, ACC(0), ACC(1),
-                                   l->ws, l->wsb);
-    }
-    case OP_SILU_BWD:
-        return cuda_silu_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)), n0, dt, ACC(0));
-    case OP_ADD_NC_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_add_nc_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.HW, d.C, dt, ACC(0),
-                               l->ws, l->wsb);
-    }
-    case OP_UPSAMPLE2X_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_upsample2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt,
-                                   ACC(0));
-    }
-    case OP_AVGPOOL2X_BWD: {
-        sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
-        return cuda_avgpool2x_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), d.N, d.H, d.W, d.C, dt,
-                                  ACC(0));
-    }
-    case OP_ATTENTION_BWD: {
-        sg_attn_dims d = sg_attn_dims_of(g, nd);
-        return cuda_attention_bwd(st, l->blas, P(c, g, OUT(0)), P(c, g, IN(0)), P(c, g, IN(1)),
-                                  P(c, g, IN(2)), d.N, d.L, d.C, d.heads, dt, ACC(0), l->ws,
-                                  l->wsb);
-    }
-    case OP_DROPOUT_BWD:
-        return cuda_dropout_bwd(st, P(c, g, OUT(0)), P(c, g, IN(0)), n0, a->dropout.p,
-                                P(c, g, IN(1)), P(c, g, IN(2)),
-                                SG_RNG_DROPOUT_BASE + (uint32_t)a->dropout.purpose,
-                                (uint64_t)c->rank * (uint64_t)n0, dt, ACC(0));
-    case OP_ACCUM:
-        /* in place (the planner merged the buffers) and not accumulating: nothing to move */
-        if (P(c, g, OUT(0)) == P(c, g, IN(0)) && !ACC(0)) return SG_OK;
-        return cuda_copy(st, P(c, g, OUT(0)), dt, P(c, g, IN(0)), dy_dt, n0, ACC(0));
-    default:
-        SG_UNREACHABLE("cuda_backward_op: not a backward op");
-    }
+/* ---- one function per op, cuda_run_<id> (planner/op_list.h), in op-family order, each
+ * returning its launcher's status. Sizes from planner/op_dims.h, args by name. */
+#define CUDA_RUN(id) static int cuda_run_##id(const cuda_call *k)
+
+CUDA_RUN(gather_batch) {
+    const sg_tensor *ds = &k->g->t[k->nd->in[0]];
+    const sg_gather_args *a = &k->a->gather;
+    return cuda_gather_batch(k->st, kout(k, 0), kin(k, 0), ds->shape[0], (int)ds->shape[1],
+                             (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, kin(k, 1),
+                             kin(k, 2), a->flip, a->batch, (int64_t)k->c->rank * a->N);
+}
+CUDA_RUN(sample_t) {
+    return cuda_sample_timesteps(k->st, kout(k, 0), k->a->sample_t.N, k->a->sample_t.T, kin(k, 0),
+                                 kin(k, 1), (uint64_t)k->c->rank * (uint64_t)k->a->sample_t.N);
+}
+CUDA_RUN(noise) {
+    return cuda_gaussian(k->st, kout(k, 0), k->n0, kin(k, 1), kin(k, 2), SG_RNG_NOISE,
+                         (uint64_t)k->c->rank * (uint64_t)k->n0);
+}
+CUDA_RUN(ddpm_noise) {
+    const sg_ddpm_args *a = &k->a->ddpm;
+    int N = (int)k->g->t[k->nd->in[0]].shape[0];
+    return cuda_ddpm_noise(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), N, (int)(k->n0 / N),
+                           a->T, a->beta1, a->betaT, k->dt);
+}
+CUDA_RUN(timestep_emb) {
+    return cuda_timestep_emb(k->st, kout(k, 0), kin(k, 0), (int)k->g->t[k->nd->in[0]].shape[0],
+                             k->a->temb.dim, k->dt);
 }
 
-/* the optimizer ops, in place on the persistent regions */
+CUDA_RUN(linear) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    return cuda_linear_fwd(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.K,
+                           d.M, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(linear_bwd_data) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    return cuda_linear_bwd_data(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.K, d.M,
+                                k->dt, kacc(k, 0), k->ws, k->wsb);
+}
+CUDA_RUN(linear_bwd_weight) {
+    sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    return cuda_linear_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), d.N,
+                                  d.K, d.M, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+}
+
+CUDA_RUN(conv2d) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
+                           d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(conv2d_bwd_data) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
+                                d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+}
+CUDA_RUN(conv2d_bwd_weight) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
+                                  d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
+                                  k->ws, k->wsb);
+}
+
+CUDA_RUN(group_norm) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    return cuda_group_norm_fwd(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin_cat(k, 0), kin(k, 1),
+                               kin(k, 2), d.N, d.HW, d.C, d.G, k->a->gn.eps, k->dt);
+}
+CUDA_RUN(group_norm_bwd) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    return cuda_group_norm_bwd(k->st, kout_cat(k, 0), kout(k, 1), kout(k, 2), kin(k, 0),
+                               kin_cat(k, 1), kin(k, 2), kin(k, 3), kin(k, 4), d.N, d.HW, d.C, d.G,
+                               k->dy_dt, kacc(k, 0), kacc(k, 1), k->ws, k->wsb);
+}
+
+CUDA_RUN(silu) {
+    return cuda_silu_fwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->dt);
+}
+CUDA_RUN(silu_bwd) {
+    return cuda_silu_bwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt, kacc(k, 0));
+}
+
+CUDA_RUN(silu_mul) {
+    return cuda_silu_mul_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
+}
+CUDA_RUN(silu_mul_bwd) {
+    return cuda_silu_mul_bwd(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), kin(k, 2), k->n0,
+                             k->dt, kacc(k, 0), kacc(k, 1));
+}
+
+CUDA_RUN(add) {
+    return cuda_add_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
+}
+CUDA_RUN(add_nc) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_add_nc_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.HW, d.C, k->dt);
+}
+CUDA_RUN(add_nc_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_add_nc_bwd(k->st, kout(k, 0), kin(k, 0), d.N, d.HW, d.C, k->dt, kacc(k, 0), k->ws,
+                           k->wsb);
+}
+CUDA_RUN(concat) {
+    (void)k; /* virtual: consumers read both parts */
+    return SG_OK;
+}
+
+CUDA_RUN(upsample2x) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_upsample2x_fwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt);
+}
+CUDA_RUN(upsample2x_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_upsample2x_bwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt, kacc(k, 0));
+}
+CUDA_RUN(avgpool2x) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_avgpool2x_fwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt);
+}
+CUDA_RUN(avgpool2x_bwd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
+    return cuda_avgpool2x_bwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt, kacc(k, 0));
+}
+
+CUDA_RUN(attention) {
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    return cuda_attention_fwd(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), d.N, d.L, d.C,
+                              d.heads, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(attention_bwd) {
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    return cuda_attention_bwd(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.L,
+                              d.C, d.heads, k->dt, kacc(k, 0), k->ws, k->wsb);
+}
+
+CUDA_RUN(dropout) {
+    return cuda_dropout_fwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->a->dropout.p, kin(k, 1),
+                            kin(k, 2), SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
+                            (uint64_t)k->c->rank * (uint64_t)k->n0, k->dt);
+}
+CUDA_RUN(dropout_bwd) {
+    return cuda_dropout_bwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->a->dropout.p, kin(k, 1),
+                            kin(k, 2), SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
+                            (uint64_t)k->c->rank * (uint64_t)k->n0, k->dt, kacc(k, 0));
+}
+
+CUDA_RUN(mse) {
+    const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
+    return cuda_mse_fwd(k->st, kout(k, 0), kin(k, 0), pred->dtype, kin(k, 1), tgt->dtype,
+                        sg_numel(pred), k->ws, k->wsb);
+}
+CUDA_RUN(mse_bwd) {
+    const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
+    return cuda_mse_bwd(k->st, kout(k, 0), kin(k, 0), pred->dtype, kin(k, 1), tgt->dtype, k->n0,
+                        k->a->mse.loss_scale, kacc(k, 0));
+}
+CUDA_RUN(accum) {
+    /* in place (the planner merged the buffers) and not accumulating: nothing to move */
+    if (kout(k, 0) == kin(k, 0) && !kacc(k, 0)) return SG_OK;
+    return cuda_copy(k->st, kout(k, 0), k->dt, kin(k, 0), k->dy_dt, k->n0, kacc(k, 0));
+}
+
+CUDA_RUN(grad_sumsq) {
+    return cuda_sumsq(k->st, kout(k, 0), kin(k, 0), sg_in_numel(k->g, k->nd, 0), k->ws, k->wsb);
+}
+CUDA_RUN(clip_scale) {
+    return cuda_clip_scale(k->st, kout(k, 0), kin(k, 0), k->a->clip.max_norm);
+}
+CUDA_RUN(adamw) {
+    const sg_adamw_args *a = &k->a->adamw;
+    return cuda_adamw(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin(k, 1),
+                      sg_in_numel(k->g, k->nd, 0), kin(k, 4), kin(k, 5), a->lr, a->b1, a->b2,
+                      a->eps, a->wd, a->warmup, kout(k, 3));
+}
+CUDA_RUN(ema) {
+    return cuda_ema(k->st, kout(k, 0), kin(k, 1), k->n0, k->a->ema.decay);
+}
+CUDA_RUN(step_inc) {
+    return cuda_step_increment(k->st, kout(k, 0));
+}
+CUDA_RUN(loss_watch) {
+    return cuda_loss_watch(k->st, kin(k, 0), kin(k, 1), kin(k, 2), kout(k, 0), kout(k, 1));
+}
+
 /* OP_ALLREDUCE: one grouped NCCL launch on the step's stream (captured like a kernel):
  * gradients summed (the 1/ranks is already in the loss gradient), the loss averaged. Summation
  * order is NCCL's: deterministic for a fixed rank count, topology, NCCL version and algorithm
  * (docs/data-parallel.md pins NCCL_ALGO); every rank receives the same bits. */
-static int cuda_allreduce(cuda_ctx *c, const sg_graph *g, const sg_node *nd) {
-    float *grads = P(c, g, IN(0)), *loss = P(c, g, IN(1));
+CUDA_RUN(allreduce) {
+    float *grads = kin(k, 0), *loss = kin(k, 1);
 #ifdef SG_HAVE_NCCL
-    if (!c->nccl) return sg_set_error("allreduce: no NCCL communicator (prepare not run?)");
+    if (!k->c->nccl) return sg_set_error("allreduce: no NCCL communicator (prepare not run?)");
     NC(ncclGroupStart());
-    NC(ncclAllReduce(grads, grads, (size_t)sg_in_numel(g, nd, 0), ncclFloat32, ncclSum, c->nccl,
-                     c->st));
-    NC(ncclAllReduce(loss, loss, 1, ncclFloat32, ncclAvg, c->nccl, c->st));
+    NC(ncclAllReduce(grads, grads, (size_t)sg_in_numel(k->g, k->nd, 0), ncclFloat32, ncclSum,
+                     k->c->nccl, k->st));
+    NC(ncclAllReduce(loss, loss, 1, ncclFloat32, ncclAvg, k->c->nccl, k->st));
     NC(ncclGroupEnd());
     return SG_OK;
 #else
     (void)grads;
     /* one rank (prepare refused more): the sum is the identity, the mean x 1/1 */
-    return cuda_scale(c->st, loss, loss, nd->a.allreduce.loss_factor, 1, DT_F32, 0);
+    return cuda_scale(k->st, loss, loss, k->a->allreduce.loss_factor, 1, DT_F32, 0);
 #endif
 }
 
-static int cuda_optimizer_op(const cuda_launch *l) {
-    cuda_ctx *c = l->c;
-    const sg_graph *g = l->g;
-    const sg_node *nd = l->nd;
-    const sg_op_args *a = &nd->a;
-    cudaStream_t st = l->st;
-    switch (nd->op) {
-    case OP_GRAD_SUMSQ:
-        return cuda_sumsq(st, P(c, g, OUT(0)), P(c, g, IN(0)), sg_in_numel(g, nd, 0), l->ws,
-                          l->wsb);
-    case OP_CLIP_SCALE:
-        return cuda_clip_scale(st, P(c, g, OUT(0)), P(c, g, IN(0)), a->clip.max_norm);
-    case OP_ADAMW:
-        return cuda_adamw(st, P(c, g, OUT(0)), P(c, g, OUT(1)), P(c, g, OUT(2)), P(c, g, IN(1)),
-                          sg_in_numel(g, nd, 0), P(c, g, IN(4)), P(c, g, IN(5)), a->adamw.lr,
-                          a->adamw.b1, a->adamw.b2, a->adamw.eps, a->adamw.wd, a->adamw.warmup,
-                          P(c, g, OUT(3)));
-    case OP_EMA:
-        return cuda_ema(st, P(c, g, OUT(0)), P(c, g, IN(1)), l->n0, a->ema.decay);
-    case OP_STEP_INC:
-        return cuda_step_increment(st, P(c, g, OUT(0)));
-    case OP_LOSS_WATCH:
-        return cuda_loss_watch(st, P(c, g, IN(0)), P(c, g, IN(1)), P(c, g, IN(2)), P(c, g, OUT(0)),
-                               P(c, g, OUT(1)));
-    case OP_ALLREDUCE:
-        return cuda_allreduce(c, g, nd);
-    default:
-        SG_UNREACHABLE("cuda_optimizer_op: not an optimizer op");
-    }
-}
+/* every op's function, from the op list: an op without a cuda_run_<id> does not compile */
+typedef int (*cuda_run_fn)(const cuda_call *k);
+#define CUDA_RUN_ROW(op, id, ...) [op] = cuda_run_##id,
+static const cuda_run_fn cuda_run[OP_COUNT] = {SG_OP_LIST(CUDA_RUN_ROW)};
 
 static int cuda_run_node(sg_backend *be, const sg_plan *p, int i) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
-    cuda_launch l = {.c = c,
-                     .g = g,
-                     .nd = nd,
-                     .st = c->st,
-                     .blas = c->blas,
-                     .ws = c->ws,
-                     .wsb = c->ws_bytes,
-                     .dt = nd->nout ? (int)g->t[OUT(0)].dtype : DT_F32,
-                     .n0 = nd->nout ? sg_out_numel(g, nd, 0) : 0};
-    int rc = sg_op_is_forward(nd->op)     ? cuda_forward_op(&l)
-             : sg_op_is_optimizer(nd->op) ? cuda_optimizer_op(&l)
-                                          : cuda_backward_op(&l);
-    if (rc) {
+    cuda_call k = {.c = c,
+                   .g = g,
+                   .nd = nd,
+                   .a = &nd->a,
+                   .st = c->st,
+                   .blas = c->blas,
+                   .ws = c->ws,
+                   .wsb = c->ws_bytes,
+                   .dt = (int)g->t[nd->out[0]].dtype,
+                   .dy_dt = (int)g->t[nd->in[0]].dtype,
+                   .n0 = sg_out_numel(g, nd, 0)};
+    if (cuda_run[nd->op](&k)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sg_last_error());
-        return sg_set_error("node %d (%s -> %s): %s", i, sg_ops[nd->op].name, g->t[OUT(0)].name,
+        return sg_set_error("node %d (%s -> %s): %s", i, sg_ops[nd->op].name, g->t[nd->out[0]].name,
                             msg);
     }
     return SG_OK;
@@ -642,6 +648,22 @@ static void cuda_destroy(sg_backend *be) {
     free(be);
 }
 
+/* the function table; sg_backend_cuda_create copies it and adds the context */
+static const sg_backend cuda_vtable = {
+    .name = "cuda",
+    .prepare = cuda_prepare,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .run_node = cuda_run_node,
+    .run_step = cuda_run_step,
+    .sync = cuda_sync,
+    .time_steps = cuda_time_steps,
+    .time_nodes = cuda_time_nodes,
+    .matmul_peak_tflops = cuda_matmul_peak,
+    .describe = cuda_describe,
+    .destroy = cuda_destroy,
+};
+
 sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -664,19 +686,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     }
     c->dev = dev;
     c->use_graph = use_graph;
-    be->name = "cuda";
+    *be = cuda_vtable;
     be->ctx = c;
-    be->prepare = cuda_prepare;
-    be->upload = cuda_upload;
-    be->download = cuda_download;
-    be->run_node = cuda_run_node;
-    be->run_step = cuda_run_step;
-    be->sync = cuda_sync;
-    be->time_steps = cuda_time_steps;
-    be->time_nodes = cuda_time_nodes;
-    be->matmul_peak_tflops = cuda_matmul_peak;
-    be->describe = cuda_describe;
-    be->destroy = cuda_destroy;
     return be;
 }
 

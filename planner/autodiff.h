@@ -1,4 +1,5 @@
-/* autodiff.h — reverse-mode differentiation of a forward graph, and the training step.
+/* autodiff.h — reverse-mode differentiation of a forward graph (the training step around it
+ * is assembled in planner/models.c).
  *
  * Gradients accumulate in a fixed order: the first node (in schedule order) that contributes
  * to a tensor's gradient writes it, every later one adds to it (its accum bit is set). Since

@@ -2,7 +2,8 @@
  *
  * A graph is built once per configuration (planner/models.c), differentiated
  * (planner/autodiff.c), completed with the optimizer step, scheduled and laid out in one arena
- * (planner/plan.c). Nothing here runs a kernel: graph/ executes a plan on a backend.
+ * (planner/plan_build.c, plan_layout.c). Nothing here runs a kernel: graph/ executes a plan on a
+ * backend.
  *
  * Conventions: activations are NHWC, stored as 4-D shapes {N, H, W, C}; conv weights
  * {Co, K, K, Ci}; linear weights {M, K}; vectors {n}. The schedule is the node order: forward
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/sg_base.h"
+#include "planner/op_list.h"
 
 #define SG_MAX_DIMS 4
 #define SG_MAX_IN 6
@@ -21,63 +23,13 @@
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
 
+/* The ops, generated from planner/op_list.h (which documents each op's operands and args). */
 typedef enum {
-    /* step inputs, all computed on the device from device-resident state */
-    OP_GATHER_BATCH, /* dataset, seed, step -> x0                 args: gather    */
-    OP_SAMPLE_T,     /* seed, step -> t (i32[N])                   args: sample_t  */
-    OP_NOISE,        /* x0, seed, step -> eps                                      */
-    OP_DDPM_NOISE,   /* x0, eps, t -> x_t                          args: ddpm      */
-    /* the model */
-    OP_TIMESTEP_EMB, /* t -> emb[N, dim]                           args: temb      */
-    OP_LINEAR,       /* x, w, b -> y                                               */
-    OP_CONV2D,       /* x, w, b -> y                               args: conv      */
-    OP_GROUP_NORM,   /* x, gamma, beta -> y, mean, rstd            args: gn        */
-    OP_SILU,
-    OP_ADD,
-    OP_ADD_NC, /* x[N,H,W,C] + v[N,C]                                          */
-    OP_CONCAT, /* a, b -> channel concatenation, virtual: never copied          */
-    OP_UPSAMPLE2X,
-    OP_AVGPOOL2X,
-    OP_ATTENTION, /* qkv -> y, P                                  args: attn      */
-    OP_DROPOUT,   /* x, seed, step -> y                           args: dropout   */
-    OP_MSE,       /* pred, target -> loss                         args: mse       */
-    /* backward */
-    OP_MSE_BWD, /*                                               args: mse       */
-    OP_LINEAR_BWD_DATA,
-    OP_LINEAR_BWD_WEIGHT,
-    OP_CONV2D_BWD_DATA,   /*                                     args: conv      */
-    OP_CONV2D_BWD_WEIGHT, /*                                     args: conv      */
-    OP_GROUP_NORM_BWD,    /*                                     args: gn        */
-    OP_SILU_BWD,
-    OP_ADD_NC_BWD,
-    OP_UPSAMPLE2X_BWD,
-    OP_AVGPOOL2X_BWD,
-    OP_ATTENTION_BWD, /*                                         args: attn      */
-    OP_DROPOUT_BWD,   /*                                         args: dropout   */
-    OP_ACCUM,         /* y = x, or y += x: gradient fan-in                        */
-    /* optimizer */
-    OP_GRAD_SUMSQ, /* grads -> sumsq                                              */
-    OP_CLIP_SCALE, /* sumsq -> scale                              args: clip      */
-    OP_ADAMW,      /* params, grads, m, v, scale, step -> params, m, v, lr        */
-                   /*                                             args: adamw     */
-    OP_EMA,        /* ema, params -> ema                          args: ema       */
-    OP_STEP_INC,   /* step -> step                                                */
-    OP_LOSS_WATCH, /* loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): */
-                   /* the first step whose loss or gradient was not finite, and the  */
-                   /* running loss sum the trainer averages and resets per log line  */
-    /* data parallel: after the backward pass, before the optimizer's first op */
-    OP_ALLREDUCE, /* grads, loss -> summed, averaged over ranks  args: allreduce */
-    OP_COUNT
+#define SG_OP_ENUM(op, ...) op,
+    SG_OP_LIST(SG_OP_ENUM)
+#undef SG_OP_ENUM
+        OP_COUNT
 } sg_op;
-
-/* The enum is grouped: step inputs and model ops (forward, up to the loss) come first, then
- * backward ops, then the optimizer's from OP_GRAD_SUMSQ on. A new op goes into its group. */
-static inline int sg_op_is_forward(sg_op op) {
-    return op < OP_MSE_BWD;
-}
-static inline int sg_op_is_optimizer(sg_op op) {
-    return op >= OP_GRAD_SUMSQ && op < OP_COUNT;
-}
 
 /* ---- op arguments: one struct per op family, named fields, filled by whoever builds the
  * node (planner/models.c, the backward rules in planner/ops.c) and read by name everywhere
@@ -209,21 +161,38 @@ typedef struct {
 typedef int (*sg_shape_fn)(const sg_graph *g, const sg_node *node, sg_tensor *outs);
 /* FLOPs: multiply-adds count 2; elementwise work counts 1 per output element. */
 typedef double (*sg_flops_fn)(const sg_graph *g, const sg_node *node);
+/* Workspace: bytes of scratch the node's CUDA launcher takes (common/sg_workspace.h). */
+typedef int64_t (*sg_ws_fn)(const sg_graph *g, const sg_node *node);
 /* Backward rule: append the nodes that turn the gradient of the node's output 0 into
  * gradient contributions for its inputs (planner/autodiff.c). */
 typedef int (*sg_backward_fn)(sg_graph *g, int node);
 
+/* What an op is (the op list's kind column). */
+typedef enum { SG_OPK_FWD, SG_OPK_BWD, SG_OPK_OPT } sg_op_kind;
+
 typedef struct {
     const char *name;
+    sg_op_kind kind;
     int nin, nout; /* inputs and outputs a node of this op has */
     int inplace;   /* output 0 may share input 0's memory */
     int matmul;    /* FLOPs are matrix work (counted in the tensor-core figure) */
     sg_shape_fn shape;
     sg_flops_fn flops;
+    sg_ws_fn workspace;      /* NULL: the launcher takes no workspace */
     sg_backward_fn backward; /* NULL: nothing to differentiate */
+    int bwd_op;              /* pointwise ops: the op their generic backward rule emits; -1 */
 } sg_op_info;
 
 extern const sg_op_info sg_ops[OP_COUNT];
+
+/* Step inputs, the model and its loss (the forward pass). */
+static inline int sg_op_is_forward(sg_op op) {
+    return sg_ops[op].kind == SG_OPK_FWD;
+}
+/* Gradient norm, clip, AdamW, EMA, step counter. */
+static inline int sg_op_is_optimizer(sg_op op) {
+    return sg_ops[op].kind == SG_OPK_OPT;
+}
 
 /* ---- graph building (planner/ir.c) */
 void sg_graph_init(sg_graph *g);
@@ -251,7 +220,8 @@ static inline int sg_out(const sg_graph *g, int node, int k) {
 }
 int64_t sg_numel(const sg_tensor *t);
 int sg_find_tensor(const sg_graph *g, const char *name);
-/* Scratch bytes the CUDA kernel of this node needs in the workspace (planner/workspace.c). */
+/* Scratch bytes the CUDA launcher of this node takes from the workspace: its op's workspace
+ * rule (planner/ops.c), 0 when it has none. */
 int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd);
 /* cuBLAS's workspace inside the arena (32 MiB, what Hopper wants). */
 #define SG_CUBLAS_WORKSPACE_BYTES (32ll << 20)

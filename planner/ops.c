@@ -1,10 +1,10 @@
 /* ops.c — the op table: one row per op (name, arity, in-place, shape rule, FLOPs, backward).
  *
- * Adding an op: docs/architecture.md has the checklist (an enum value in ir.h, a row here,
- * its kernels, a case in each backend's switch). A static assert below fails the build when
- * the table and the enum disagree; tests/test_planner.c checks that every row is filled in.
- * Argument fields are read by name (ir.h's sg_op_args); sizes derived from the operands come
- * from planner/op_dims.h, shared with the backends and the workspace sizing.
+ * The rows themselves are planner/op_list.h; this file holds the rules they name (shape,
+ * FLOPs, CUDA workspace, backward) and expands the list into sg_ops[]. Adding an op:
+ * docs/architecture.md has the checklist. Argument fields are read by name (ir.h's
+ * sg_op_args); sizes derived from the operands come from planner/op_dims.h, shared with the
+ * backends.
  *
  * FLOPs: a multiply-add counts 2 (conv, linear, attention matmuls: the `matmul` column);
  * elementwise and normalisation work counts 1 per output element. The `matmul` part is what
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/sg_workspace.h"
 #include "planner/autodiff.h"
 #include "planner/ir.h"
 #include "planner/op_dims.h"
@@ -242,8 +243,9 @@ static int shape_allreduce(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 
 /* ---- backward ops: outputs are gradient tensors made by autodiff; the rules check them */
-static int shape_like1(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    same(o, T(1));
+/* pointwise backward ops: in = {dy, the forward inputs}; output k is input k's gradient */
+static int shape_grads(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    for (int k = 0; k < nd->nout; k++) same(&o[k], T(k + 1));
     return SG_OK;
 }
 static int shape_linear_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
@@ -364,10 +366,21 @@ static int bwd_gn(sg_graph *g, int i) {
     int go[3] = {NEEDS(0) ? FIN(0) : -1, FIN(1), FIN(2)};
     return ad_emit(g, OP_GROUP_NORM_BWD, in, 5, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
-static int bwd_silu(sg_graph *g, int i) {
+/* Pointwise ops (the row's bwd_op column names their backward op): one node reads dy and
+ * the forward inputs, and writes a gradient contribution for each input (a scratch output for
+ * an input that needs none). */
+static int bwd_pointwise(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
-    int in[2] = {g->t[FN->out[0]].grad, FIN(0)}, go[1] = {FIN(0)};
-    return ad_emit(g, OP_SILU_BWD, in, 2, go, NULL, bname(g, i, "bwd", nm), i) < 0;
+    const sg_node f = g->n[i]; /* a copy: g->n may move while emitting */
+    int in[SG_MAX_IN], go[SG_MAX_OUT];
+    SG_ASSERT(sg_ops[f.op].bwd_op >= 0 && f.nin + 1 <= SG_MAX_IN && f.nin <= SG_MAX_OUT);
+    in[0] = g->t[f.out[0]].grad;
+    for (int k = 0; k < f.nin; k++) {
+        in[1 + k] = f.in[k];
+        go[k] = g->t[f.in[k]].needs_grad ? f.in[k] : -1;
+    }
+    return ad_emit(g, (sg_op)sg_ops[f.op].bwd_op, in, 1 + f.nin, go, &f.a, bname(g, i, "bwd", nm),
+                   i) < 0;
 }
 static int bwd_accum_into(sg_graph *g, int i, int k, const char *what) {
     char nm[SG_NAME_MAX];
@@ -417,55 +430,50 @@ static int bwd_mse(sg_graph *g, int i) {
     return ad_emit(g, OP_MSE_BWD, in, 2, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
 }
 
-/* The table: one R(...) row per op. Each row initialises sg_ops[OP_...] by name, so a row for
- * an op that does not exist does not compile, a second row for the same op fails
- * -Woverride-init (in -Wextra, an error under -Werror), and the static assert counts the rows
- * against OP_COUNT: together, every op has exactly one row. */
-/* clang-format off */
-#define SG_OP_ROWS(R) \
-    /* op                   name                 in out inpl mm  shape             flops         backward */ \
-    R(OP_GATHER_BATCH,      "gather_batch",      3, 1, 0,   0, shape_gather,     numel_out0,   NULL) \
-    R(OP_SAMPLE_T,          "sample_t",          2, 1, 0,   0, shape_sample_t,   numel_out0,   NULL) \
-    R(OP_NOISE,             "noise",             3, 1, 0,   0, shape_like0,      numel_out0,   NULL) \
-    R(OP_DDPM_NOISE,        "ddpm_noise",        3, 1, 0,   0, shape_ddpm,       numel_out0,   NULL) \
-    R(OP_TIMESTEP_EMB,      "timestep_emb",      1, 1, 0,   0, shape_temb,       numel_out0,   NULL) \
-    R(OP_LINEAR,            "linear",            3, 1, 0,   1, shape_linear,     flops_linear, bwd_linear) \
-    R(OP_CONV2D,            "conv2d",            3, 1, 0,   1, shape_conv,       flops_conv,   bwd_conv) \
-    R(OP_GROUP_NORM,        "group_norm",        3, 3, 0,   0, shape_gn,         flops_5x,     bwd_gn) \
-    R(OP_SILU,              "silu",              1, 1, 1,   0, shape_like0,      numel_out0,   bwd_silu) \
-    R(OP_ADD,               "add",               2, 1, 1,   0, shape_add,        numel_out0,   bwd_add) \
-    R(OP_ADD_NC,            "add_nc",            2, 1, 1,   0, shape_add_nc,     numel_out0,   bwd_add_nc) \
-    R(OP_CONCAT,            "concat",            2, 1, 0,   0, shape_concat,     no_flops,     bwd_concat) \
-    R(OP_UPSAMPLE2X,        "upsample2x",        1, 1, 0,   0, shape_up,         numel_out0,   bwd_resample) \
-    R(OP_AVGPOOL2X,         "avgpool2x",         1, 1, 0,   0, shape_pool,       numel_out0,   bwd_resample) \
-    R(OP_ATTENTION,         "attention",         1, 2, 0,   1, shape_attn,       flops_attn,   bwd_attn) \
-    R(OP_DROPOUT,           "dropout",           3, 1, 1,   0, shape_like0,      numel_out0,   bwd_dropout) \
-    R(OP_MSE,               "mse",               2, 1, 0,   0, shape_mse,        flops_mse,    bwd_mse) \
-    R(OP_MSE_BWD,           "mse_bwd",           2, 1, 0,   0, shape_like0,      numel_out0,   NULL) \
-    R(OP_LINEAR_BWD_DATA,   "linear_bwd_data",   2, 1, 0,   1, shape_linear_bd,  flops_linear, NULL) \
-    R(OP_LINEAR_BWD_WEIGHT, "linear_bwd_weight", 2, 2, 0,   1, shape_linear_bw,  flops_linear, NULL) \
-    R(OP_CONV2D_BWD_DATA,   "conv2d_bwd_data",   2, 1, 0,   1, shape_conv_bd,    flops_conv,   NULL) \
-    R(OP_CONV2D_BWD_WEIGHT, "conv2d_bwd_weight", 2, 2, 0,   1, shape_conv_bw,    flops_conv,   NULL) \
-    R(OP_GROUP_NORM_BWD,    "group_norm_bwd",    5, 3, 0,   0, shape_gn_bwd,     flops_5x,     NULL) \
-    R(OP_SILU_BWD,          "silu_bwd",          2, 1, 1,   0, shape_like1,      numel_out0,   NULL) \
-    R(OP_ADD_NC_BWD,        "add_nc_bwd",        1, 1, 0,   0, shape_add_nc_bwd, flops_in0,    NULL) \
-    R(OP_UPSAMPLE2X_BWD,    "upsample2x_bwd",    1, 1, 0,   0, shape_pool,       flops_in0,    NULL) \
-    R(OP_AVGPOOL2X_BWD,     "avgpool2x_bwd",     1, 1, 0,   0, shape_up,         numel_out0,   NULL) \
-    R(OP_ATTENTION_BWD,     "attention_bwd",     3, 1, 0,   1, shape_attn_bwd,   flops_attn,   NULL) \
-    R(OP_DROPOUT_BWD,       "dropout_bwd",       3, 1, 1,   0, shape_like0,      numel_out0,   NULL) \
-    R(OP_ACCUM,             "accum",             1, 1, 1,   0, shape_like0,      numel_out0,   NULL) \
-    R(OP_GRAD_SUMSQ,        "grad_sumsq",        1, 1, 0,   0, shape_scalar,     flops_in0,    NULL) \
-    R(OP_CLIP_SCALE,        "clip_scale",        1, 1, 0,   0, shape_scalar,     no_flops,     NULL) \
-    R(OP_ADAMW,             "adamw",             6, 4, 0,   0, shape_adamw,      flops_adamw,  NULL) \
-    R(OP_EMA,               "ema",               2, 1, 0,   0, shape_like0,      flops_in0,    NULL) \
-    R(OP_STEP_INC,          "step_inc",          1, 1, 0,   0, shape_step,       no_flops,     NULL) \
-    R(OP_LOSS_WATCH,        "loss_watch",        5, 2, 0,   0, shape_watch,      no_flops,     NULL) \
-    R(OP_ALLREDUCE,         "allreduce",         2, 2, 0,   0, shape_allreduce,  flops_in0,    NULL)
+/* ---- workspace rules: the bytes each CUDA launcher takes (common/sg_workspace.h, the rules
+ * the launchers carve their scratch by), from the same sizes the CUDA backend passes them */
+static int out_dt(const sg_graph *g, const sg_node *nd) {
+    return (int)g->t[nd->out[0]].dtype;
+}
+static int64_t ws_linear(const sg_graph *g, const sg_node *nd) {
+    sg_linear_dims d = sg_linear_dims_of(g, nd);
+    if (nd->op == OP_LINEAR) return sg_ws_linear_fwd(d.N, d.K, d.M, out_dt(g, nd));
+    if (nd->op == OP_LINEAR_BWD_DATA) return sg_ws_linear_bwd_data(d.N, d.K, d.M, out_dt(g, nd));
+    return sg_ws_linear_bwd_weight(d.N, d.K, d.M, 1);
+}
+static int64_t ws_conv(const sg_graph *g, const sg_node *nd) {
+    sg_conv_dims d = sg_conv_dims_of(g, nd);
+    if (nd->op == OP_CONV2D)
+        return sg_ws_conv2d_fwd(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));
+    if (nd->op == OP_CONV2D_BWD_DATA)
+        return sg_ws_conv2d_bwd_data(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));
+    return sg_ws_conv2d_bwd_weight(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, 1);
+}
+static int64_t ws_gn_bwd(const sg_graph *g, const sg_node *nd) {
+    sg_gn_dims d = sg_gn_dims_of(g, nd);
+    return sg_ws_group_norm_bwd(d.N, d.C);
+}
+static int64_t ws_add_nc_bwd(const sg_graph *g, const sg_node *nd) {
+    sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
+    return sg_ws_add_nc_bwd(d.N, d.HW, d.C);
+}
+static int64_t ws_attn(const sg_graph *g, const sg_node *nd) {
+    sg_attn_dims d = sg_attn_dims_of(g, nd);
+    if (nd->op == OP_ATTENTION) return sg_ws_attention_fwd(d.N, d.L, d.C, d.heads, out_dt(g, nd));
+    return sg_ws_attention_bwd(d.N, d.L, d.C, d.heads, out_dt(g, nd));
+}
+/* mse and grad_sumsq: one double partial per block of a full reduction */
+static int64_t ws_reduce(const sg_graph *g, const sg_node *nd) {
+    return sg_ws_sum(sg_in_numel(g, nd, 0));
+}
 
-#define SG_OP_ROW(OP, NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD) \
-    [OP] = {NAME, NIN, NOUT, INPLACE, MATMUL, SHAPE, FLOPS, BACKWARD},
-const sg_op_info sg_ops[OP_COUNT] = {SG_OP_ROWS(SG_OP_ROW)};
-#define SG_OP_ROW_ONE(...) +1
-_Static_assert(0 SG_OP_ROWS(SG_OP_ROW_ONE) == OP_COUNT,
-               "the op table needs exactly one row per op of planner/ir.h's sg_op");
-/* clang-format on */
+int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
+    sg_ws_fn ws = sg_ops[nd->op].workspace;
+    return ws ? ws(g, nd) : 0;
+}
+
+/* ---- the op table, generated from planner/op_list.h: one row per op, by construction */
+#define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op)    \
+    [op] = {#id, SG_OPK_##kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op},
+const sg_op_info sg_ops[OP_COUNT] = {SG_OP_LIST(SG_OP_ROW)};
+#undef SG_OP_ROW

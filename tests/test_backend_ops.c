@@ -1148,11 +1148,12 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
     const sg_node *nd = &g->n[g->nn - 1]; /* the op under test is the last node */
     if (refuse && strcmp(o->second, "cpu")) {
         sg_backend *r = make_second(o);
-        int rc = r ? r->prepare(r, &c.p) : SG_OK;
-        CHECK(r && rc != SG_OK,
+        int prc = r ? r->prepare(r, &c.p) : SG_OK;
+        CHECK(r && prc != SG_OK,
               "%s: the %s backend accepted a plan its kernels cannot compute as the CPU does", cs,
               r ? r->name : o->second);
-        if (o->verbose && r && rc != SG_OK) printf("ok   %-70s refused: %s\n", cs, sg_last_error());
+        if (o->verbose && r && prc != SG_OK)
+            printf("ok   %-70s refused: %s\n", cs, sg_last_error());
         if (r) r->destroy(r);
         n_cases++;
         goto done;

@@ -186,13 +186,14 @@ static void build(fixture_set *s, const param_list *p, uint64_t seed) {
     s->d[s->n++] = st[1];
 }
 
-static const char *meta_fmt =
-    "{\"format\":\"stepgraph-checkpoint\",\"model\":\"unet_tiny\",\"config\":{\"img\":16,"
-    "\"in_ch\":3,\"ch\":32,\"ch_mult\":[1,2],\"nrb\":1,\"attn_res\":[8],\"heads\":1,"
-    "\"groups\":8,\"dropout\":0.1,\"resample_conv\":true,\"batch\":4},\"plan_hash\":"
-    "\"0123456789abcdef\",\"step\":%d,\"seed\":42,\"data\":{\"epoch\":3,\"position\":1024},"
-    "\"precision\":\"f32\",\"env\":{\"backend\":\"cpu\",\"gpu\":\"\",\"sm_count\":0,"
-    "\"cuda\":\"\",\"cublas\":\"\",\"build_id\":\"test\"}}";
+/* a literal, so that -Wformat=2 can check the snprintf calls below */
+#define META_FMT                                                                                   \
+    "{\"format\":\"stepgraph-checkpoint\",\"model\":\"unet_tiny\",\"config\":{\"img\":16,"         \
+    "\"in_ch\":3,\"ch\":32,\"ch_mult\":[1,2],\"nrb\":1,\"attn_res\":[8],\"heads\":1,"              \
+    "\"groups\":8,\"dropout\":0.1,\"resample_conv\":true,\"batch\":4},\"plan_hash\":"              \
+    "\"0123456789abcdef\",\"step\":%d,\"seed\":42,\"data\":{\"epoch\":3,\"position\":1024},"       \
+    "\"precision\":\"f32\",\"env\":{\"backend\":\"cpu\",\"gpu\":\"\",\"sm_count\":0,"              \
+    "\"cuda\":\"\",\"cublas\":\"\",\"build_id\":\"test\"}}"
 
 int main(int argc, char **argv) {
     if (argc != 2) {
@@ -206,7 +207,7 @@ int main(int argc, char **argv) {
     static fixture_set s;
     build(&s, &p, 2024);
     char path[512], meta[1024];
-    snprintf(meta, sizeof meta, meta_fmt, 1000);
+    snprintf(meta, sizeof meta, META_FMT, 1000);
     snprintf(path, sizeof path, "%s/a.sgck", dir);
     CHECK(ckpt_write(path, meta, s.d, s.n, NULL) == SG_OK, "a: %s", sg_last_error());
     snprintf(path, sizeof path, "%s/a_copy.sgck", dir);
@@ -217,7 +218,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < s.n; i++)
         if (!strcmp(s.d[i].name, "down_blocks.1.attentions.0.to_qkv.weight")) victim = i;
     s.data[victim][5] += 0.25f;
-    snprintf(meta, sizeof meta, meta_fmt, 1001);
+    snprintf(meta, sizeof meta, META_FMT, 1001);
     snprintf(path, sizeof path, "%s/b.sgck", dir);
     CHECK(ckpt_write(path, meta, s.d, s.n, NULL) == SG_OK, "b: %s", sg_last_error());
 

@@ -478,6 +478,53 @@ static double silu_loss(void *p) {
     return dot_rf(c->r, c->y, c->n);
 }
 
+static double silu_mul_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_silu_mul_fwd(c->y, c->x, c->v, c->n);
+    return dot_rf(c->r, c->y, c->n);
+}
+
+/* silu_mul: y = silu(a) * b against the formula in double, both gradients against finite
+ * differences (nonlinear in a, linear in b), the allowed aliasing, determinism */
+static void test_silu_mul(void) {
+    int64_t n = 157;
+    float *a = new_rand(n, -6, 6), *b = new_rand(n, -2, 2), *r = new_rand(n, -1, 1);
+    float *y = new_nan(n), *y2 = new_nan(n), *da = new_nan(n), *db = new_nan(n);
+    double *ref = new_zero_d(n);
+    cpu_silu_mul_fwd(y, a, b, n);
+    for (int64_t i = 0; i < n; i++) ref[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+    CHECK_CLOSE("silu_mul fwd", y, ref, n, TOL_FWD);
+
+    cpu_silu_mul_bwd(da, db, r, a, b, n);
+    ew_ctx c = {y2, a, r, b, n, 0, 0, 0, 0, 0};
+    check_fd("silu_mul da", a, n, da, silu_mul_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+    check_fd("silu_mul db", b, n, db, silu_mul_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+
+    /* da may alias dy, and so may db; y may alias a */
+    float *al = malloc((size_t)n * 4), *other = new_nan(n);
+    memcpy(al, r, (size_t)n * 4);
+    cpu_silu_mul_bwd(al, other, al, a, b, n);
+    CHECK(memcmp(al, da, (size_t)n * 4) == 0 && memcmp(other, db, (size_t)n * 4) == 0,
+          "silu_mul bwd with da == dy differs");
+    memcpy(al, r, (size_t)n * 4);
+    cpu_silu_mul_bwd(other, al, al, a, b, n);
+    CHECK(memcmp(al, db, (size_t)n * 4) == 0 && memcmp(other, da, (size_t)n * 4) == 0,
+          "silu_mul bwd with db == dy differs");
+    memcpy(al, a, (size_t)n * 4);
+    cpu_silu_mul_fwd(al, al, b, n);
+    CHECK(memcmp(al, y, (size_t)n * 4) == 0, "silu_mul fwd with y == a differs");
+
+    float *o1[2] = {y, da}, *o2[2] = {y2, db};
+    int64_t sz[2] = {n, n};
+    CHECK_TWICE("silu_mul fwd", o1, o2, sz, 1, cpu_silu_mul_fwd(o1[0], a, b, n),
+                cpu_silu_mul_fwd(o2[0], a, b, n));
+    float *g1[2] = {y, da}, *g2[2] = {y2, db};
+    CHECK_TWICE("silu_mul bwd", g1, g2, sz, 2, cpu_silu_mul_bwd(g1[0], g1[1], r, a, b, n),
+                cpu_silu_mul_bwd(g2[0], g2[1], r, a, b, n));
+    free(a), free(b), free(r), free(y), free(y2), free(da), free(db), free(ref), free(al);
+    free(other);
+}
+
 static double add_nc_loss(void *p) {
     ew_ctx *c = p;
     cpu_add_nc_fwd(c->y, c->x, c->v, c->N, c->HW, c->C);
@@ -1006,6 +1053,7 @@ int main(void) {
     test_linear(2, 3, 150); /* db over more than one 64-channel block */
     test_group_norms();
     test_elementwise();
+    test_silu_mul();
     test_resample();
     test_attention();
     test_embedding();

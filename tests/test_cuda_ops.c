@@ -659,6 +659,39 @@ static void test_elementwise(int dt) {
     case_end();
 }
 
+/* silu_mul: y = silu(a) b (also in place over a), da and db overwritten or accumulated */
+static void test_silu_mul(int dt, int accum) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "silu_mul %s%s", dtn(dt), accum ? " accum" : "");
+    case_begin();
+    const int64_t n = 4099;
+    const double tol = tol_for(dt);
+    float *a = rnd_dt(n, -6, 6, dt), *b = rnd_dt(n, -2, 2, dt), *dy = rnd_dt(n, -1, 1, dt);
+    float *y_cpu = fbuf(n), *da_cpu = fbuf(n), *db_cpu = fbuf(n);
+    cpu_silu_mul_fwd(y_cpu, a, b, n);
+    cpu_silu_mul_bwd(da_cpu, db_cpu, dy, a, b, n);
+    tbuf *ta = tb_in("a", a, n, dt), *tb = tb_in("b", b, n, dt), *tdy = tb_in("dy", dy, n, dt);
+    float *oa = old_for(accum, n, dt), *ob = old_for(accum, n, dt);
+    float *ref_y = ref_acc(y_cpu, NULL, n, dt), *ref_da = ref_acc(da_cpu, oa, n, dt);
+    float *ref_db = ref_acc(db_cpu, ob, n, dt);
+    tbuf *y = tb_out("silu_mul y", n, dt, NULL);
+    tbuf *yin = tb_out("silu_mul y in place", n, dt, a); /* starts as a */
+    tbuf *da = tb_out("silu_mul da", n, dt, oa), *db = tb_out("silu_mul db", n, dt, ob);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_silu_mul_fwd, g_st, y->d, ta->d, tb->d, n, dt);
+        CALL(cuda_silu_mul_fwd, g_st, yin->d, yin->d, tb->d, n, dt);
+        CALL(cuda_silu_mul_bwd, g_st, da->d, db->d, tdy->d, ta->d, tb->d, n, dt, accum, accum);
+        sync_stream();
+        tb_check(y, ref_y, tol, rep, ctx);
+        tb_check(yin, ref_y, tol, rep, ctx);
+        tb_check(da, ref_da, tol, rep, ctx);
+        tb_check(db, ref_db, tol, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
 static void test_add_nc(int N, int HW, int C, int dt, int accum) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "add_nc N%d HW%d C%d %s%s", N, HW, C, dtn(dt), accum ? " accum" : "");
@@ -1219,6 +1252,7 @@ int main(void) {
     test_gns();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_elementwise(dt);
+        test_silu_mul(dt, dt == DT_BF16); /* fp32 overwriting, bf16 accumulating */
         test_add_nc(3, 37, 19, dt, 0);
         test_add_nc(2, 600, 37, dt, 1); /* two row chunks per sample */
         test_resample(2, 6, 8, 5, dt, 0);

@@ -39,7 +39,11 @@ static void write_jpeg(const char *path, const uint8_t *px, int w, int h) {
     jpeg_set_quality(&ci, 100, TRUE);
     jpeg_start_compress(&ci, TRUE);
     while (ci.next_scanline < ci.image_height) {
-        JSAMPROW r = (JSAMPROW)(px + (size_t)ci.next_scanline * w * 3);
+        /* libjpeg's rows are not const: hand it a copy of the row */
+        unsigned char row[3 * 64];
+        CHECK(w <= 64, "write_jpeg: rows up to 64 pixels");
+        memcpy(row, px + (size_t)ci.next_scanline * w * 3, (size_t)w * 3);
+        JSAMPROW r = row;
         jpeg_write_scanlines(&ci, &r, 1);
     }
     jpeg_finish_compress(&ci);

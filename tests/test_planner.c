@@ -232,6 +232,26 @@ static void check_dims(const sg_plan *p, const char *what) {
     }
 }
 
+/* the op list's kind column against where the builder put each node: forward nodes first,
+ * then the backward pass, then the optimizer */
+static void check_kinds(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    int bad = 0;
+    for (int i = 0; i < g->nn && bad < 3; i++) {
+        sg_op op = g->n[i].op;
+        int fwd = i < g->n_forward, bwd = !fwd && i < g->n_forward + g->n_backward;
+        if (sg_op_is_forward(op) != fwd || (bwd && sg_op_is_optimizer(op)) ||
+            (!fwd && !bwd && !sg_op_is_optimizer(op))) {
+            CHECK(0, "%s: node %d (%s) has kind %d where the schedule has a %s node", what, i,
+                  sg_ops[op].name, (int)sg_ops[op].kind,
+                  fwd   ? "forward"
+                  : bwd ? "backward"
+                        : "optimizer");
+            bad++;
+        }
+    }
+}
+
 static void test_builtin_models(void) {
     for (int m = 0; sg_model_names[m]; m++)
         for (int prec = 0; prec < 2; prec++)
@@ -248,7 +268,7 @@ static void test_builtin_models(void) {
                 if (rc == SG_OK) {
                     check_plan(&p, what, 1.05);
                     check_dims(&p, what);
-                    if (train) check_grads(&p, what);
+                    if (train) check_grads(&p, what), check_kinds(&p, what);
                 }
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
@@ -419,11 +439,61 @@ static void test_verifier_catches_overlap(void) {
     sg_plan_free(&p);
 }
 
+/* The generic pointwise backward (silu_mul: two inputs): one silu_mul_bwd node reading
+ * {dy, a, b} and writing {grad a, grad b}; an input that needs no gradient gets a scratch
+ * output instead, never a gradient tensor. */
+static void test_pointwise_backward(void) {
+    for (int b_needs = 0; b_needs < 2; b_needs++) {
+        sg_graph g;
+        sg_graph_init(&g);
+        int64_t s[2] = {3, 5}, one[1] = {1};
+        int a = sg_tensor_new(&g, "a", DT_F32, ROLE_PARAM, 2, s);
+        int b = sg_tensor_new(&g, "b", DT_F32, b_needs ? ROLE_PARAM : ROLE_INPUT, 2, s);
+        g.t[a].needs_grad = 1, g.t[a].grad = sg_tensor_new(&g, "grad:a", DT_F32, ROLE_GRAD, 2, s);
+        if (b_needs) {
+            g.t[b].needs_grad = 1;
+            g.t[b].grad = sg_tensor_new(&g, "grad:b", DT_F32, ROLE_GRAD, 2, s);
+        }
+        int tgt = sg_tensor_new(&g, "target", DT_F32, ROLE_INPUT, 2, s);
+        int loss = sg_tensor_new(&g, "loss", DT_F32, ROLE_STATE, 1, one);
+        int in[2] = {a, b}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+        CHECK(sg_node_add(&g, OP_SILU_MUL, in, 2, out, NULL, "gate") >= 0, "silu_mul node");
+        int y = out[0], min[2] = {y, tgt}, mout[SG_MAX_OUT] = {loss};
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f}};
+        CHECK(sg_node_add(&g, OP_MSE, min, 2, mout, &ma, "mse") >= 0, "mse node");
+        CHECK(ad_backward(&g, loss) == SG_OK, "backward: %s", sg_last_error());
+        int found = 0;
+        for (int i = 0; i < g.nn; i++) {
+            const sg_node *nd = &g.n[i];
+            if (nd->op != OP_SILU_MUL_BWD) continue;
+            found++;
+            CHECK(nd->nin == 3 && nd->in[0] == g.t[y].grad && nd->in[1] == a && nd->in[2] == b &&
+                      nd->out[0] == g.t[a].grad && nd->fwd == 0,
+                  "silu_mul_bwd reads {dy, a, b} and writes grad a");
+            if (b_needs)
+                CHECK(nd->out[1] == g.t[b].grad, "silu_mul_bwd writes grad b");
+            else
+                CHECK(g.t[nd->out[1]].role == ROLE_TEMP && g.t[nd->out[1]].producer == i,
+                      "b needs no gradient: its slot is a scratch output");
+        }
+        CHECK(found == 1, "%d silu_mul_bwd nodes, want 1", found);
+        sg_graph_free(&g);
+    }
+}
+
 static void test_op_table_and_shapes(void) {
     for (int op = 0; op < OP_COUNT; op++)
         CHECK(sg_ops[op].name && sg_ops[op].shape && sg_ops[op].flops && sg_ops[op].nin > 0 &&
                   sg_ops[op].nout > 0,
               "op %d has an incomplete table row", op);
+    /* a pointwise op's backward op reads dy and its inputs and writes one gradient per input */
+    for (int op = 0; op < OP_COUNT; op++) {
+        int b = sg_ops[op].bwd_op;
+        CHECK(b < 0 || (b < OP_COUNT && sg_ops[b].nin == sg_ops[op].nin + 1 &&
+                        sg_ops[b].nout == sg_ops[op].nin && sg_ops[op].backward),
+              "op %s: bwd_op %d does not fit it", sg_ops[op].name, b);
+    }
+    test_pointwise_backward();
     sg_graph g;
     sg_graph_init(&g);
     int64_t xs[4] = {2, 9, 7, 5}, ws3[4] = {6, 3, 3, 5}, bs[1] = {6}, ws1[4] = {6, 1, 1, 5};

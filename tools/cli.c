@@ -84,17 +84,16 @@ void cli_args_init(cli_args *a, const char *tool, int argc, char **argv) {
     a->tool = tool, a->argc = argc, a->argv = argv, a->i = 0, a->value_taken = 1;
 }
 
-static void walker_error(cli_args *a, const char *fmt, const char *what) {
-    fprintf(stderr, "%s: ", a->tool);
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, " (see %s --help)\n", a->tool);
+/* "<tool>: <before><what><after> (see <tool> --help)" */
+static void walker_error(cli_args *a, const char *before, const char *what, const char *after) {
+    fprintf(stderr, "%s: %s%s%s (see %s --help)\n", a->tool, before, what, after, a->tool);
     a->flag[0] = 0;
 }
 
 int cli_next(cli_args *a) {
     if (!a->flag[0] && a->i > 0) return 0; /* an error was reported: stop */
     if (a->inline_ && !a->value_taken) {
-        walker_error(a, "%s takes no value", a->flag);
+        walker_error(a, "", a->flag, " takes no value");
         return 1;
     }
     a->i++;
@@ -102,7 +101,7 @@ int cli_next(cli_args *a) {
     const char *s = a->argv[a->i];
     a->inline_ = NULL, a->value_taken = 0;
     if (strncmp(s, "--", 2) && strcmp(s, "-h")) {
-        walker_error(a, "unexpected argument '%s'", s);
+        walker_error(a, "unexpected argument '", s, "'");
         return 1;
     }
     const char *eq = strchr(s, '=');

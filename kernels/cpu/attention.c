@@ -18,14 +18,14 @@
  * independent, and dk sums its chunk products with beta = 1 in increasing chunk order.
  * Softmax row sums are in double, in increasing j.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/scratch.h"
 
-#include <assert.h>
 #include <math.h>
 
 void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C, int heads) {
-    assert(heads > 0 && C % heads == 0 && L > 0);
+    SG_ASSERT(heads > 0 && C % heads == 0 && L > 0);
     int D = C / heads, ld = 3 * C;
     float a = (float)(1.0 / sqrt((double)D));
     for (int n = 0; n < N; n++) {
@@ -55,7 +55,7 @@ void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C
 
 void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N, int L,
                        int C, int heads) {
-    assert(heads > 0 && C % heads == 0 && L > 0 && L <= SG_CPU_SCRATCH_FLOATS);
+    SG_ASSERT(heads > 0 && C % heads == 0 && L > 0 && L <= SG_CPU_SCRATCH_FLOATS);
     int D = C / heads, ld = 3 * C;
     float a = (float)(1.0 / sqrt((double)D));
     int chunk = SG_CPU_SCRATCH_FLOATS / L < L ? SG_CPU_SCRATCH_FLOATS / L : L;

@@ -21,10 +21,10 @@
  * give the same bits, whatever the BLAS thread count (sg_cpu_sgemm, scratch.h). A 1x1 stride-1 conv
  * needs no im2col at all: col is x itself (NHWC rows are pixels), so it is one plain GEMM.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/scratch.h"
 
-#include <assert.h>
 #include <limits.h>
 #include <string.h>
 
@@ -37,8 +37,8 @@ typedef struct {
 } conv_shape;
 
 static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
-    assert((K == 1 || K == 3) && (S == 1 || S == 2) && pad >= 0 && pad <= K / 2);
-    assert(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
+    SG_ASSERT((K == 1 || K == 3) && (S == 1 || S == 2) && pad >= 0 && pad <= K / 2);
+    SG_ASSERT(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
     conv_shape s = {N, H, W, Ci, Co, K, S, pad, 0, 0, 0, 0, 0, 0};
     s.Ho = (H + 2 * (K / 2) - K) / S + 1;
     s.Wo = (W + 2 * (K / 2) - K) / S + 1;
@@ -46,8 +46,8 @@ static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, in
     s.P = (int64_t)N * s.Ho * s.Wo;
     s.direct = K == 1 && S == 1;
     /* One im2col row must fit the scratch; BLAS takes int dimensions. */
-    assert(s.Kc <= SG_CPU_SCRATCH_FLOATS);
-    assert(s.P <= INT_MAX);
+    SG_ASSERT(s.Kc <= SG_CPU_SCRATCH_FLOATS);
+    SG_ASSERT(s.P <= INT_MAX);
     int64_t rows = SG_CPU_SCRATCH_FLOATS / s.Kc;
     /* A whole number of GEMM K blocks per chunk: the weight gradient's K is the chunk's rows */
     if (rows >= SG_CPU_GEMM_KB) rows -= rows % SG_CPU_GEMM_KB;

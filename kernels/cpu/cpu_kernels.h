@@ -47,6 +47,11 @@ void cpu_group_norm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
 /* ---- elementwise over n values (y may alias x / a) */
 void cpu_silu_fwd(float *y, const float *x, int64_t n);
 void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n); /* dx may alias dy */
+/* y = silu(a) * b, a gated unit's gate; y may alias a or b. */
+void cpu_silu_mul_fwd(float *y, const float *a, const float *b, int64_t n);
+/* da = dy * b * silu'(a), db = dy * silu(a); da or db may alias dy. */
+void cpu_silu_mul_bwd(float *da, float *db, const float *dy, const float *a, const float *b,
+                      int64_t n);
 void cpu_add_fwd(float *y, const float *a, const float *b, int64_t n);
 void cpu_copy(float *y, const float *x, int64_t n);
 void cpu_scale(float *y, const float *x, float s, int64_t n);

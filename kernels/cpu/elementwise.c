@@ -31,6 +31,27 @@ void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n) {
     }
 }
 
+/* silu(a) * b, silu as above. */
+void cpu_silu_mul_fwd(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = a[i];
+        y[i] = v / (1.0f + expf(-v)) * b[i];
+    }
+}
+
+/* da = dy b silu'(a) with silu' as in cpu_silu_bwd; db = dy silu(a). Both are computed before
+ * either is stored, so da or db may alias dy. */
+void cpu_silu_mul_bwd(float *da, float *db, const float *dy, const float *a, const float *b,
+                      int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = a[i], e = expf(-v), g = dy[i];
+        float s = 1.0f / (1.0f + e);
+        float ga = g * b[i] * (s * (1.0f + v * (1.0f - s))), gb = g * (v / (1.0f + e));
+        da[i] = ga;
+        db[i] = gb;
+    }
+}
+
 void cpu_add_fwd(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }

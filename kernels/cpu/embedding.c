@@ -12,13 +12,13 @@
  *   beta_i = beta1 + (betaT - beta1) * i / (T-1),  abar_t = prod_{i<=t} (1 - beta_i),
  *   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-#include <assert.h>
 #include <math.h>
 
 void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim) {
-    assert(dim >= 4 && dim % 2 == 0); /* half - 1 must be > 0 */
+    SG_ASSERT(dim >= 4 && dim % 2 == 0); /* half - 1 must be > 0 */
     int half = dim / 2;
     double step = -log(10000.0) / (half - 1);
     for (int n = 0; n < N; n++) {
@@ -31,10 +31,12 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim) {
     }
 }
 
-/* The product runs in increasing i in double, as the contract fixes, so every caller (the
- * sampler's tables, the CUDA noise kernel's host-side table) gets the same value. */
+/* The product runs in increasing i in double, as the contract fixes, so every caller (this
+ * noising, the sampler's coefficients in graph/sampler.c) gets the same value; the CUDA
+ * noising kernel (kernels/cuda/embedding.cu) runs the same product on the device, operation
+ * for operation. */
 double sg_ddpm_abar(int t, int T, double beta1, double betaT) {
-    assert(T >= 1 && t >= 0 && t < T);
+    SG_ASSERT(T >= 1 && t >= 0 && t < T);
     double abar = 1.0;
     for (int i = 0; i <= t; i++) {
         double beta = T > 1 ? beta1 + (betaT - beta1) * i / (T - 1) : beta1;

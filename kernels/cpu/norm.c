@@ -18,10 +18,10 @@
  * double. Groups (and channels) are handled a block at a time so the loops read contiguous
  * runs of each NHWC row; the block size does not change any sum's order.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/scratch.h"
 
-#include <assert.h>
 #include <math.h>
 
 /* Groups per block: enough to cover about SG_CPU_CBLK channels, at most SG_CPU_CBLK groups. */
@@ -31,7 +31,7 @@ static int groups_per_block(int cg) {
 
 void cpu_group_norm_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                         const float *beta, int N, int HW, int C, int G, float eps) {
-    assert(G > 0 && C % G == 0 && HW > 0);
+    SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     int cg = C / G, gpb = groups_per_block(cg);
     double cnt = (double)HW * cg;
     for (int n = 0; n < N; n++) {
@@ -74,7 +74,7 @@ void cpu_group_norm_fwd(float *y, float *mean, float *rstd, const float *x, cons
 void cpu_group_norm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                         const float *mean, const float *rstd, const float *gamma, int N, int HW,
                         int C, int G) {
-    assert(G > 0 && C % G == 0 && HW > 0);
+    SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     int cg = C / G, gpb = groups_per_block(cg);
     double cnt = (double)HW * cg;
 

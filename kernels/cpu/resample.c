@@ -6,9 +6,9 @@
  * The backwards are the adjoints: upsample's sums each 2x2 block of dy, avgpool's spreads
  * dy/4 to the four inputs. Block sums add (0,0) + (0,1) + (1,0) + (1,1) in that order.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-#include <assert.h>
 #include <string.h>
 
 void cpu_upsample2x_fwd(float *y, const float *x, int N, int H, int W, int C) {
@@ -43,7 +43,7 @@ void cpu_upsample2x_bwd(float *dx, const float *dy, int N, int H, int W, int C) 
 }
 
 void cpu_avgpool2x_fwd(float *y, const float *x, int N, int H, int W, int C) {
-    assert(H % 2 == 0 && W % 2 == 0);
+    SG_ASSERT(H % 2 == 0 && W % 2 == 0);
     int Ho = H / 2, Wo = W / 2;
     for (int n = 0; n < N; n++) {
         for (int i = 0; i < Ho; i++) {
@@ -60,7 +60,7 @@ void cpu_avgpool2x_fwd(float *y, const float *x, int N, int H, int W, int C) {
 }
 
 void cpu_avgpool2x_bwd(float *dx, const float *dy, int N, int H, int W, int C) {
-    assert(H % 2 == 0 && W % 2 == 0);
+    SG_ASSERT(H % 2 == 0 && W % 2 == 0);
     int Ho = H / 2, Wo = W / 2;
     for (int n = 0; n < N; n++) {
         for (int i = 0; i < Ho; i++) {

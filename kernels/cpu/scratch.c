@@ -1,8 +1,8 @@
 /* scratch.c — the shared fixed-size scratch buffer, the column-sum helper and the K-blocked
  * GEMM wrapper (see scratch.h). */
+#include "common/sg_base.h"
 #include "kernels/cpu/scratch.h"
 
-#include <assert.h>
 #include <cblas.h>
 
 #include <pthread.h>
@@ -38,7 +38,7 @@ void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld) 
  * [K][M]); likewise op(B) starts kb rows down (B[K][N]) or kb columns in (B^T: B is [N][K]). */
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc) {
-    assert(M > 0 && N > 0 && K > 0);
+    SG_ASSERT(M > 0 && N > 0 && K > 0);
     for (int k0 = 0; k0 < K; k0 += SG_CPU_GEMM_KB) {
         int kb = K - k0 < SG_CPU_GEMM_KB ? K - k0 : SG_CPU_GEMM_KB;
         const float *a = transA ? A + (int64_t)k0 * lda : A + k0;

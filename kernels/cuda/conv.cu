@@ -232,8 +232,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
 
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] */
 __global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks, int accum) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, n) {
         float s = 0.0f;
         for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
         dw[i] = accum ? dw[i] + s : s;

@@ -1,6 +1,7 @@
 /* cuda_common.cuh — what the kernels/cuda files share: dtype loads/stores, deterministic block
- * reductions, launch checks, and the few host helpers one family lends another (the pinned
- * GEMM, GEMM layers, column sums). Internal to kernels/cuda; the public API is cuda_kernels.h.
+ * reductions, the grid-stride loop, launch checks, and the few host helpers one family lends
+ * another (the pinned GEMM, GEMM layers, column sums). Internal to kernels/cuda; the public API
+ * is cuda_kernels.h.
  */
 #ifndef SG_CUDA_COMMON_CUH
 #define SG_CUDA_COMMON_CUH
@@ -55,6 +56,13 @@ static inline unsigned sg_grid_for(int64_t n) {
 
 /* ---- device helpers ---- */
 
+/* The loop of every 1-D kernel: each thread takes items blockIdx.x * blockDim.x + threadIdx.x,
+ * then strides by the whole grid, so any grid (sg_grid_for caps it) covers n items. i is an
+ * int64_t declared by the macro. */
+#define SG_GRID_STRIDE(i, n)                                                                       \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+         i += (int64_t)gridDim.x * blockDim.x)
+
 __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
     return __uint_as_float((uint32_t)h << 16);
 }
@@ -94,43 +102,35 @@ __device__ __forceinline__ void dev_cat_st_acc(sg_cat x, int64_t row, int c, flo
         dev_st_acc(x.p[1], row * x.c[1] + (c - x.c[0]), v, dt, accum);
 }
 
-/* Sum over the block in a fixed tree order (deterministic). Every thread of a 1-D block of
- * SG_THREADS threads calls it; sh holds SG_THREADS floats; all threads get the sum. */
-__device__ __forceinline__ float dev_block_sum(float v, float *sh) {
+/* Reduce v over the block in a fixed tree order (deterministic): the halves are combined
+ * pairwise, SG_THREADS/2 apart, then SG_THREADS/4, ... Every thread of a 1-D block of
+ * SG_THREADS threads calls it; sh holds SG_THREADS values of T; all threads get the result.
+ * MAX selects fmaxf (float only) instead of +. */
+template <typename T, bool MAX> __device__ __forceinline__ T dev_block_reduce(T v, T *sh) {
     const int t = threadIdx.x;
     sh[t] = v;
     __syncthreads();
     for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
-        if (t < s) sh[t] += sh[t + s];
+        if (t < s) {
+            if constexpr (MAX)
+                sh[t] = fmaxf(sh[t], sh[t + s]);
+            else
+                sh[t] += sh[t + s];
+        }
         __syncthreads();
     }
-    float r = sh[0];
+    T r = sh[0];
     __syncthreads();
     return r;
+}
+__device__ __forceinline__ float dev_block_sum(float v, float *sh) {
+    return dev_block_reduce<float, false>(v, sh);
 }
 __device__ __forceinline__ double dev_block_sum_d(double v, double *sh) {
-    const int t = threadIdx.x;
-    sh[t] = v;
-    __syncthreads();
-    for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
-        if (t < s) sh[t] += sh[t + s];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
+    return dev_block_reduce<double, false>(v, sh);
 }
 __device__ __forceinline__ float dev_block_max(float v, float *sh) {
-    const int t = threadIdx.x;
-    sh[t] = v;
-    __syncthreads();
-    for (int s = SG_THREADS / 2; s > 0; s >>= 1) {
-        if (t < s) sh[t] = fmaxf(sh[t], sh[t + s]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
+    return dev_block_reduce<float, true>(v, sh);
 }
 
 /* ---- host helpers shared across families ---- */

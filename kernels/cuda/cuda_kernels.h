@@ -50,14 +50,20 @@ typedef struct {
     int c[2];
 } sg_cat;
 
+/* sg_cat describes inputs and outputs alike, so it holds non-const pointers; a launcher never
+ * writes through an input's. The cast goes through uintptr_t to say that on purpose
+ * (-Wcast-qual). */
+static inline void *sg_cat_ptr(const void *p) {
+    return (void *)(uintptr_t)p;
+}
 /* One buffer of c channels. */
 static inline sg_cat sg_cat1(const void *p, int c) {
-    sg_cat r = {{(void *)p, NULL}, {c, 0}};
+    sg_cat r = {{sg_cat_ptr(p), NULL}, {c, 0}};
     return r;
 }
 /* Channels [0, c0) from p0, then [c0, c0 + c1) from p1. */
 static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
-    sg_cat r = {{(void *)p0, (void *)p1}, {c0, c1}};
+    sg_cat r = {{sg_cat_ptr(p0), sg_cat_ptr(p1)}, {c0, c1}};
     return r;
 }
 
@@ -128,6 +134,10 @@ int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt);
 int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,
                   int accum);
 int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
+/* y = silu(a) * b; da (+)= dy b silu'(a), db (+)= dy silu(a) (accum_a / accum_b). */
+int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
+int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
+                      const void *b, int64_t n, int dt, int accum_a, int accum_b);
 /* y (ydt) = x (xdt), converting dtype; with accum, y += x. */
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum);
 int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum);

@@ -13,13 +13,9 @@
 
 /* ================================ kernels ================================ */
 
-#define GRID_STRIDE(i, n)                                                                          \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
-         i += (int64_t)gridDim.x * blockDim.x)
-
 /* threads stride over n: y = x sigmoid(x) */
 __global__ void silu_fwd_kernel(void *y, const void *x, int64_t n, int dt) {
-    GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n) {
         float v = dev_ld(x, i, dt);
         dev_st(y, i, v / (1.0f + expf(-v)), dt);
     }
@@ -28,16 +24,36 @@ __global__ void silu_fwd_kernel(void *y, const void *x, int64_t n, int dt) {
 /* threads stride over n: dx (+)= dy s (1 + x (1 - s)), s = sigmoid(x) */
 __global__ void silu_bwd_kernel(void *dx, const void *dy, const void *x, int64_t n, int dt,
                                 int accum) {
-    GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n) {
         float v = dev_ld(x, i, dt);
         float s = 1.0f / (1.0f + expf(-v));
         dev_st_acc(dx, i, dev_ld(dy, i, dt) * (s * (1.0f + v * (1.0f - s))), dt, accum);
     }
 }
 
+/* threads stride over n: y = silu(a) b */
+__global__ void silu_mul_fwd_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
+    SG_GRID_STRIDE(i, n) {
+        float v = dev_ld(a, i, dt);
+        dev_st(y, i, v / (1.0f + expf(-v)) * dev_ld(b, i, dt), dt);
+    }
+}
+
+/* threads stride over n: da (+)= dy b s (1 + a (1 - s)), db (+)= dy silu(a), s = sigmoid(a) */
+__global__ void silu_mul_bwd_kernel(void *da, void *db, const void *dy, const void *a,
+                                    const void *b, int64_t n, int dt, int accum_a, int accum_b) {
+    SG_GRID_STRIDE(i, n) {
+        float v = dev_ld(a, i, dt), e = expf(-v), g = dev_ld(dy, i, dt);
+        float s = 1.0f / (1.0f + e);
+        float ga = g * dev_ld(b, i, dt) * (s * (1.0f + v * (1.0f - s))), gb = g * (v / (1.0f + e));
+        dev_st_acc(da, i, ga, dt, accum_a);
+        dev_st_acc(db, i, gb, dt, accum_b);
+    }
+}
+
 /* threads stride over n: y = a + b */
 __global__ void add_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
-    GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n) {
         dev_st(y, i, dev_ld(a, i, dt) + dev_ld(b, i, dt), dt);
     }
 }
@@ -45,7 +61,7 @@ __global__ void add_kernel(void *y, const void *a, const void *b, int64_t n, int
 /* threads stride over n: y (+)= x * s, converting xdt -> ydt (copy: s = 1) */
 __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, int64_t n,
                              int accum) {
-    GRID_STRIDE(i, n) {
+    SG_GRID_STRIDE(i, n) {
         dev_st_acc(y, i, dev_ld(x, i, xdt) * s, ydt, accum);
     }
 }
@@ -53,7 +69,7 @@ __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, 
 /* threads stride over N*HW*C: y = x + v[n][c] */
 __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t total, int64_t HWC,
                               int C, int dt) {
-    GRID_STRIDE(i, total) {
+    SG_GRID_STRIDE(i, total) {
         int64_t nidx = i / HWC;
         int c = (int)(i % C);
         dev_st(y, i, dev_ld(x, i, dt) + dev_ld(v, nidx * C + c, dt), dt);
@@ -85,7 +101,7 @@ __global__ void col_sum_partial_kernel(float *part, const void *in, int dt, int6
 /* threads stride over nb*C: out[b][c] (+)= sum over chunks k (in order) of part[b][k][c] */
 __global__ void col_sum_final_kernel(void *out, int odt, const float *part, int64_t nbC, int C,
                                      int chunks, int accum) {
-    GRID_STRIDE(i, nbC) {
+    SG_GRID_STRIDE(i, nbC) {
         int64_t b = i / C;
         int c = (int)(i % C);
         const float *p = part + b * chunks * C + c;
@@ -126,6 +142,24 @@ int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int6
     if (n <= 0) return SG_OK;
     silu_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dx, dy, x, n, dt, accum);
     SG_LAUNCH_CHECK("silu_bwd_kernel");
+    return SG_OK;
+}
+
+int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
+    SG_DT_CHECK(dt, "cuda_silu_mul_fwd");
+    if (n <= 0) return SG_OK;
+    silu_mul_fwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, a, b, n, dt);
+    SG_LAUNCH_CHECK("silu_mul_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
+                      const void *b, int64_t n, int dt, int accum_a, int accum_b) {
+    SG_DT_CHECK(dt, "cuda_silu_mul_bwd");
+    if (n <= 0) return SG_OK;
+    silu_mul_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(da, db, dy, a, b, n, dt, accum_a,
+                                                               accum_b);
+    SG_LAUNCH_CHECK("silu_mul_bwd_kernel");
     return SG_OK;
 }
 

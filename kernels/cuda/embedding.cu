@@ -20,8 +20,7 @@
 __global__ void timestep_emb_kernel(void *y, const int32_t *t, int N, int half, double step,
                                     int dt) {
     const int64_t total = (int64_t)N * half;
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < total;
-         k += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(k, total) {
         const int64_t n = k / half;
         const int i = (int)(k % half);
         const double arg = __dmul_rn((double)t[n], exp(__dmul_rn(step, (double)i)));
@@ -53,8 +52,7 @@ __global__ void ddpm_noise_kernel(void *xt, const float *x0, const float *eps, c
     }
     __syncthreads();
     const double a = coef[0], s = coef[1];
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < per;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, per) {
         const int64_t o = n * per + i;
         dev_st(xt, o, (float)__dadd_rn(__dmul_rn(a, (double)x0[o]), __dmul_rn(s, (double)eps[o])),
                dt);

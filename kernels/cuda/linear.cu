@@ -28,23 +28,22 @@
 
 /* threads stride over n: dst[i] = bf16(src[i]) */
 __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    SG_GRID_STRIDE(i, n) {
         dst[i] = dev_f32_to_bf16(src[i]);
+    }
 }
 
 /* threads stride over rows*Co: y[i] += b[i % Co] (fp32, in place) */
 __global__ void bias_add_kernel(float *y, const float *b, int64_t n, int Co) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    SG_GRID_STRIDE(i, n) {
         y[i] += b[i % Co];
+    }
 }
 
 /* threads stride over rows*Co of one tile: y[i] = round(tile[i] + b[i % Co]) (b may be NULL) */
 __global__ void bias_round_kernel(void *y, const float *tile, const float *b, int64_t n, int Co,
                                   int dt) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, n) {
         float v = tile[i];
         if (b) v += b[i % Co];
         dev_st(y, i, v, dt);

@@ -17,8 +17,7 @@ __global__ void mse_partial_kernel(double *part, const void *pred, int pdt, cons
                                    int tdt, int64_t n) {
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, n) {
         double d = (double)dev_ld(pred, i, pdt) - (double)dev_ld(target, i, tdt);
         s += d * d;
     }
@@ -38,9 +37,9 @@ __global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_
 /* threads stride over n: dpred (+)= k (pred - target) */
 __global__ void mse_bwd_kernel(void *dpred, const void *pred, int pdt, const void *target, int tdt,
                                int64_t n, float k, int accum) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    SG_GRID_STRIDE(i, n) {
         dev_st_acc(dpred, i, k * (dev_ld(pred, i, pdt) - dev_ld(target, i, tdt)), pdt, accum);
+    }
 }
 
 /* =============================== launchers =============================== */

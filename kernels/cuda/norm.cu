@@ -137,7 +137,7 @@ __global__ void gn_bwd_kernel(sg_cat dx, float *ws_dg, float *ws_db, const void 
 /* threads stride over C: dgamma[c] (+)= sum over n (in order) of ws_dg[n][c]; dbeta likewise */
 __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg, const float *ws_db,
                                 int N, int C, int accum) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(c, C) {
         float sg = 0.0f, sb = 0.0f;
         for (int n = 0; n < N; n++) {
             sg += ws_dg[(int64_t)n * C + c];

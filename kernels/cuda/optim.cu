@@ -21,8 +21,7 @@
 __global__ void sumsq_partial_kernel(double *part, const float *g, int64_t n) {
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, n) {
         double v = g[i];
         s += v * v;
     }
@@ -64,8 +63,7 @@ __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, in
     }
     __syncthreads();
     const float lr_t = sc[0], bc1 = sc[1], bc2 = sc[2], gs = sc[3];
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SG_GRID_STRIDE(i, n) {
         const float g = grad[i] * gs;
         const float mi = b1 * m[i] + (1.0f - b1) * g;
         const float vi = b2 * v[i] + (1.0f - b2) * g * g;
@@ -80,9 +78,9 @@ __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, in
 /* threads stride over n: ema = d ema + (1 - d) p in double (no fused multiply-add, as the CPU) */
 __global__ void ema_kernel(float *ema, const float *p, int64_t n, double d) {
     const double e = 1.0 - d;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
+    SG_GRID_STRIDE(i, n) {
         ema[i] = (float)__dadd_rn(__dmul_rn(d, (double)ema[i]), __dmul_rn(e, (double)p[i]));
+    }
 }
 
 /* one thread */

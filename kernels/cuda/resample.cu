@@ -12,17 +12,24 @@
 
 /* ================================ kernels ================================ */
 
+/* The coordinates of flat index i of an NHWC tensor of H x W pixels and C channels. */
+__device__ __forceinline__ void dev_nhwc_at(int64_t i, int H, int W, int C, int64_t *n, int *y,
+                                            int *x, int *c) {
+    *c = (int)(i % C);
+    int64_t r = i / C;
+    *x = (int)(r % W);
+    r /= W;
+    *y = (int)(r % H);
+    *n = r / H;
+}
+
 /* threads stride over y's N*2H*2W*C elements */
 __global__ void upsample_fwd_kernel(void *y, const void *x, int64_t total, int H, int W, int C,
                                     int dt) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % C);
-        int64_t r = i / C;
-        int ox = (int)(r % (2 * W));
-        r /= 2 * W;
-        int oy = (int)(r % (2 * H));
-        int64_t n = r / (2 * H);
+    SG_GRID_STRIDE(i, total) {
+        int64_t n;
+        int oy, ox, c;
+        dev_nhwc_at(i, 2 * H, 2 * W, C, &n, &oy, &ox, &c);
         dev_st(y, i, dev_ld(x, ((n * H + oy / 2) * W + ox / 2) * C + c, dt), dt);
     }
 }
@@ -30,14 +37,10 @@ __global__ void upsample_fwd_kernel(void *y, const void *x, int64_t total, int H
 /* threads stride over dx's N*H*W*C elements: the 2x2 block sum of dy */
 __global__ void upsample_bwd_kernel(void *dx, const void *dy, int64_t total, int H, int W, int C,
                                     int dt, int accum) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % C);
-        int64_t r = i / C;
-        int ix = (int)(r % W);
-        r /= W;
-        int iy = (int)(r % H);
-        int64_t n = r / H;
+    SG_GRID_STRIDE(i, total) {
+        int64_t n;
+        int iy, ix, c;
+        dev_nhwc_at(i, H, W, C, &n, &iy, &ix, &c);
         int64_t row = (int64_t)2 * W * C; /* one dy row */
         int64_t a = ((n * 2 * H + 2 * iy) * 2 * W + 2 * ix) * C + c;
         float s = dev_ld(dy, a, dt) + dev_ld(dy, a + C, dt) + dev_ld(dy, a + row, dt) +
@@ -50,14 +53,10 @@ __global__ void upsample_bwd_kernel(void *dx, const void *dy, int64_t total, int
 __global__ void avgpool_fwd_kernel(void *y, const void *x, int64_t total, int H, int W, int C,
                                    int dt) {
     const int Ho = H / 2, Wo = W / 2;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % C);
-        int64_t r = i / C;
-        int ox = (int)(r % Wo);
-        r /= Wo;
-        int oy = (int)(r % Ho);
-        int64_t n = r / Ho;
+    SG_GRID_STRIDE(i, total) {
+        int64_t n;
+        int oy, ox, c;
+        dev_nhwc_at(i, Ho, Wo, C, &n, &oy, &ox, &c);
         int64_t row = (int64_t)W * C;
         int64_t a = ((n * H + 2 * oy) * W + 2 * ox) * C + c;
         float s = dev_ld(x, a, dt) + dev_ld(x, a + C, dt) + dev_ld(x, a + row, dt) +
@@ -70,14 +69,10 @@ __global__ void avgpool_fwd_kernel(void *y, const void *x, int64_t total, int H,
 __global__ void avgpool_bwd_kernel(void *dx, const void *dy, int64_t total, int H, int W, int C,
                                    int dt, int accum) {
     const int Ho = H / 2, Wo = W / 2;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % C);
-        int64_t r = i / C;
-        int ix = (int)(r % W);
-        r /= W;
-        int iy = (int)(r % H);
-        int64_t n = r / H;
+    SG_GRID_STRIDE(i, total) {
+        int64_t n;
+        int iy, ix, c;
+        dev_nhwc_at(i, H, W, C, &n, &iy, &ix, &c);
         float g = dev_ld(dy, ((n * Ho + iy / 2) * Wo + ix / 2) * C + c, dt) * 0.25f;
         dev_st_acc(dx, i, g, dt, accum);
     }

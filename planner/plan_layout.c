@@ -1,4 +1,6 @@
-/* plan.c — lifetimes, in-place reuse, arena placement, the lower bound, and verification.
+/* plan_layout.c — the layout of a built graph: lifetimes, in-place reuse, arena placement, the
+ * lower bound, the plan hash, and verification. It never builds graphs (plan_build.c does,
+ * through models.c).
  *
  * Lifetimes come from the one fixed schedule (the node order). A virtual tensor (a skip
  * concatenation) has no storage: each use of it is a use of both parts, so the parts stay
@@ -111,22 +113,8 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
-    memset(p, 0, sizeof *p);
-    p->cfg = *cfg;
-    p->train = train;
-    sg_graph_init(&p->g);
-    if (train ? sg_build_train_step(&p->g, cfg, &p->io) : sg_build_forward(&p->g, cfg, &p->io))
-        return SG_ERR;
-    return sg_plan_layout(p);
-}
-
-int sg_plan_layout(sg_plan *p) {
-    sg_graph *g = &p->g;
-    const sg_model_cfg *cfg = &p->cfg;
-    classify_roles(g);
-
-    /* workspace: the largest any node's kernel needs, and cuBLAS's */
+/* workspace: the largest any node's kernel needs, and cuBLAS's */
+static int add_workspace(sg_graph *g) {
     int64_t ws = 256;
     for (int i = 0; i < g->nn; i++) {
         int64_t b = sg_node_workspace_bytes(g, &g->n[i]);
@@ -137,23 +125,28 @@ int sg_plan_layout(sg_plan *p) {
         (sg_tensor_new(g, "workspace", DT_U8, ROLE_WORKSPACE, 1, wsn) < 0 ||
          sg_tensor_new(g, "cublas_workspace", DT_U8, ROLE_WORKSPACE, 1, cbn) < 0))
         return SG_ERR;
+    return SG_OK;
+}
 
-    /* lifetimes */
+static void lifetimes(sg_graph *g) {
     for (int i = 0; i < g->nn; i++) {
         for (int k = 0; k < g->n[i].nin; k++) touch(g, g->n[i].in[k], i);
         for (int k = 0; k < g->n[i].nout; k++) touch(g, g->n[i].out[k], i);
     }
     for (int t = 0; t < g->nt; t++)
         if (is_persistent(g->t[t].role)) g->t[t].first = 0, g->t[t].last = g->nn - 1;
+}
 
-    /* in-place reuse: an elementwise op's output takes its input's memory when the input dies
-     * at that op and the output is freshly written there */
+/* in-place reuse: an elementwise op's output takes its input's memory when the input dies at
+ * that op and the output is freshly written there */
+static int merge_inplace(sg_plan *p) {
+    const sg_graph *g = &p->g;
     p->buffer_of = malloc(sizeof(int) * (size_t)g->nt);
     if (!p->buffer_of) return sg_set_error("out of host memory");
     for (int t = 0; t < g->nt; t++) p->buffer_of[t] = t;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
-        if (!sg_ops[nd->op].inplace || (nd->accum & 3u)) continue;
+        if (!sg_ops[nd->op].inplace || sg_accum_bits(nd, 0)) continue;
         const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
         if (x->nparts || y->nparts || is_persistent(x->role) || is_persistent(y->role)) continue;
         if (x->last != i || y->first != i || x->bytes != y->bytes || x->dtype != y->dtype) continue;
@@ -161,8 +154,12 @@ int sg_plan_layout(sg_plan *p) {
         p->inplace_merges++;
     }
     for (int t = 0; t < g->nt; t++) p->buffer_of[t] = find(p->buffer_of, t);
+    return SG_OK;
+}
 
-    /* persistent regions, bottom up */
+/* persistent regions, bottom up */
+static void place_persistent(sg_plan *p) {
+    sg_graph *g = &p->g;
     static const sg_role order[] = {ROLE_PARAM, ROLE_GRAD,  ROLE_ADAM_M, ROLE_ADAM_V,
                                     ROLE_EMA,   ROLE_STATE, ROLE_INPUT,  ROLE_WORKSPACE};
     int64_t off = 0;
@@ -179,16 +176,13 @@ int sg_plan_layout(sg_plan *p) {
         p->role_bytes[order[r]] = off - start;
     }
     p->persistent_bytes = off;
+}
 
-    /* dynamic buffers */
+/* the dynamic buffers (a buffer: the tensors merged in place, their joint lifetime), in slot
+ * order; slot[root tensor] = its buffer. Returns how many. */
+static int collect_buffers(sg_plan *p, buf_t *bufs, int *slot) {
+    const sg_graph *g = &p->g;
     int nb = 0;
-    buf_t *bufs = calloc((size_t)g->nt, sizeof *bufs);
-    buf_t *best = calloc((size_t)g->nt, sizeof *best);
-    buf_t **scratch = calloc((size_t)g->nt, sizeof *scratch);
-    int *slot = malloc(sizeof(int) * (size_t)g->nt);
-    if (!bufs || !best || !scratch || !slot)
-        return free(bufs), free(best), free(scratch), free(slot),
-               sg_set_error("out of host memory");
     for (int t = 0; t < g->nt; t++) slot[t] = -1;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
@@ -209,6 +203,41 @@ int sg_plan_layout(sg_plan *p) {
         if (sz > bufs[k].size) bufs[k].size = sz;
         p->role_bytes[x->role] += root == t ? sz : 0;
     }
+    return nb;
+}
+
+/* lower bound: the most dynamic bytes live at one schedule point */
+static int lower_bound(sg_plan *p, const buf_t *bufs, int nb) {
+    const sg_graph *g = &p->g;
+    int64_t *live = calloc((size_t)g->nn + 1, sizeof *live);
+    if (!live) return sg_set_error("out of host memory");
+    for (int k = 0; k < nb; k++) {
+        live[bufs[k].first] += bufs[k].size;
+        live[bufs[k].last + 1] -= bufs[k].size;
+    }
+    int64_t cur = 0;
+    for (int i = 0; i < g->nn; i++) {
+        cur += live[i];
+        if (cur > p->peak_dynamic_bytes) p->peak_dynamic_bytes = cur, p->peak_node = i;
+    }
+    p->lower_bound_bytes = p->persistent_bytes + p->peak_dynamic_bytes;
+    free(live);
+    return SG_OK;
+}
+
+/* the dynamic region: best fit under several orderings, the smallest wins */
+static int place_dynamic(sg_plan *p) {
+    sg_graph *g = &p->g;
+    buf_t *bufs = calloc((size_t)g->nt, sizeof *bufs);
+    buf_t *best = calloc((size_t)g->nt, sizeof *best);
+    buf_t **scratch = calloc((size_t)g->nt, sizeof *scratch);
+    int *slot = malloc(sizeof(int) * (size_t)g->nt);
+    int rc = SG_OK;
+    if (!bufs || !best || !scratch || !slot) {
+        rc = sg_set_error("out of host memory");
+        goto out;
+    }
+    int nb = collect_buffers(p, bufs, slot);
     static int (*const orders[])(const void *, const void *) = {cmp_size, cmp_area, cmp_life,
                                                                 cmp_first};
     static const char *const order_names[] = {"size", "size x lifetime", "lifetime", "start"};
@@ -227,28 +256,17 @@ int sg_plan_layout(sg_plan *p) {
         if (!is_persistent(g->t[t].role) && !g->t[t].nparts && g->t[t].first >= 0)
             g->t[t].offset = p->persistent_bytes + best[slot[p->buffer_of[t]]].offset;
     p->arena_bytes = p->persistent_bytes + (nb ? best_top : 0);
-
-    /* lower bound: the most dynamic bytes live at one schedule point */
-    int64_t *live = calloc((size_t)g->nn + 1, sizeof *live);
-    if (!live)
-        return free(bufs), free(best), free(scratch), free(slot),
-               sg_set_error("out of host memory");
-    for (int k = 0; k < nb; k++) {
-        live[best[k].first] += best[k].size;
-        live[best[k].last + 1] -= best[k].size;
-    }
-    int64_t cur = 0;
-    for (int i = 0; i < g->nn; i++) {
-        cur += live[i];
-        if (cur > p->peak_dynamic_bytes) p->peak_dynamic_bytes = cur, p->peak_node = i;
-    }
-    p->lower_bound_bytes = p->persistent_bytes + p->peak_dynamic_bytes;
-    free(live);
+    rc = lower_bound(p, best, nb);
+out:
     free(slot);
     free(bufs);
     free(best);
     free(scratch);
+    return rc;
+}
 
+static void totals(sg_plan *p) {
+    const sg_graph *g = &p->g;
     for (int t = 0; t < g->nt; t++)
         if (!g->t[t].nparts && !g->t[t].region)
             p->no_reuse_bytes += SG_ALIGN_UP(g->t[t].bytes, SG_ALIGN);
@@ -257,18 +275,32 @@ int sg_plan_layout(sg_plan *p) {
         p->flops += f;
         if (sg_ops[g->n[i].op].matmul) p->matmul_flops += f;
     }
+}
 
-    /* the hash pins config + schedule + layout: a checkpoint from another plan is refused */
+/* the hash pins config + schedule + layout: a checkpoint from another plan is refused */
+static uint64_t plan_hash(const sg_plan *p) {
+    const sg_graph *g = &p->g;
     uint64_t h = 0xcbf29ce484222325ull;
     char js[2048];
-    sg_model_json(cfg, js, sizeof js);
+    sg_model_json(&p->cfg, js, sizeof js);
     h = fnv(h, js, strlen(js));
     for (int i = 0; i < g->nn; i++) h = fnv(h, &g->n[i].op, sizeof g->n[i].op);
     for (int t = 0; t < g->nt; t++) {
         h = fnv(h, g->t[t].name, strlen(g->t[t].name));
         h = fnv(h, &g->t[t].offset, sizeof g->t[t].offset);
     }
-    p->hash = h;
+    return h;
+}
+
+int sg_plan_layout(sg_plan *p) {
+    classify_roles(&p->g);
+    if (add_workspace(&p->g)) return SG_ERR;
+    lifetimes(&p->g);
+    if (merge_inplace(p)) return SG_ERR;
+    place_persistent(p);
+    if (place_dynamic(p)) return SG_ERR;
+    totals(p);
+    p->hash = plan_hash(p);
     return sg_plan_verify(p);
 }
 

@@ -1,4 +1,4 @@
-# ckpt.cmake — tests of the checkpoint library (checkpoints/), the `ckpt` CLI (tools/ckpt.c),
+# ckpt_tests.cmake — tests of the checkpoint library (checkpoints/), the `ckpt` CLI (tools/ckpt.c),
 # the safetensors export and the fuzz corpus replay.
 set(SG_CKPT_TESTS test_ckpt_hash test_ckpt_roundtrip test_ckpt_corrupt test_ckpt_faults
     test_ckpt_rotate test_ckpt_json)

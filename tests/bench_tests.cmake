@@ -1,4 +1,4 @@
-# bench.cmake — build/bench on the CPU backend, and tools/bench.sh + tools/bench_report.py end
+# bench_tests.cmake — build/bench on the CPU backend, and tools/bench.sh + tools/bench_report.py end
 # to end with fake stepgraph / PyTorch programs (tests/test_bench.sh).
 if(TARGET bench)
   add_test(NAME bench_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh $<TARGET_FILE:bench>)

@@ -1,0 +1,112 @@
+/* op_list.h — every op, one row each: the one place an op is declared.
+ *
+ * SG_OP_LIST is expanded three times, so none of them can disagree with it:
+ * - planner/ir.h: the sg_op enum (column `op`);
+ * - planner/ops.c: the op table sg_ops[] (every other column; a rule named in a row that
+ *   ops.c does not define does not compile);
+ * - each backend (graph/backend_cpu.c, graph/backend_cuda.c): its table of run functions,
+ *   cpu_run_<id> / cuda_run_<id>, so a backend that lacks an op does not compile either.
+ *
+ * Columns:
+ *   op        the enum value
+ *   id        its name: the string in plans and profiles, and the backends' function suffix
+ *   kind      FWD (step inputs, the model, its loss), BWD (backward), OPT (optimizer); read
+ *             with sg_op_is_forward / sg_op_is_optimizer, never from the enum order
+ *   in, out   inputs and outputs a node of the op has
+ *   inpl      output 0 may share input 0's memory
+ *   mm        FLOPs are matrix work (the tensor-core figure MFU is measured against)
+ *   shape     shape rule: the outputs' dtype and shape from the inputs and args (ops.c)
+ *   flops     FLOP rule (ops.c)
+ *   ws        CUDA workspace rule in bytes (ops.c), 0 when the launcher takes none
+ *   backward  backward rule (ops.c): the nodes that differentiate it; 0 for none
+ *   bwd_op    the op bwd_pointwise emits (pointwise ops only); -1 otherwise
+ *
+ * A new op goes at the END of the list, whatever its kind: an op's enum value is part of the
+ * plan hash that checkpoints carry (planner/plan_layout.c), so inserting one in the middle
+ * would make every existing checkpoint's plan "different". The group comments are for reading
+ * only: the kind column says what an op is.
+ *
+ * Operands (inputs -> outputs) and the sg_op_args member each op reads:
+ *   gather_batch    dataset, seed, step -> x0                           args.gather
+ *   sample_t        seed, step -> t (i32[N])                            args.sample_t
+ *   noise           x0, seed, step -> eps
+ *   ddpm_noise      x0, eps, t -> x_t                                   args.ddpm
+ *   timestep_emb    t -> emb[N, dim]                                    args.temb
+ *   linear          x, w, b -> y
+ *   conv2d          x, w, b -> y                                        args.conv
+ *   group_norm      x, gamma, beta -> y, mean, rstd                     args.gn
+ *   silu, add       x (, y) -> y
+ *   silu_mul        a, b -> silu(a) * b   (a gated unit's gate)
+ *   add_nc          x[N,H,W,C], v[N,C] -> y
+ *   concat          a, b -> channel concatenation (virtual: never copied)
+ *   upsample2x, avgpool2x   x -> y
+ *   attention       qkv -> y, P                                         args.attn
+ *   dropout         x, seed, step -> y                                  args.dropout
+ *   mse             pred, target -> loss
+ *   *_bwd           dy and what the forward op saved -> gradient contributions
+ *   accum           g -> y (y = g, or y += g: gradient fan-in)
+ *   grad_sumsq      grads -> sumsq
+ *   clip_scale      sumsq -> scale                                      args.clip
+ *   adamw           params, grads, m, v, scale, step -> params, m, v, lr   args.adamw
+ *   ema             ema, params -> ema                                  args.ema
+ *   step_inc        step -> step
+ *   loss_watch      loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): the
+ *                   first step whose loss or gradient was not finite, and the running loss
+ *                   sum the trainer averages and resets per log line
+ *   allreduce       grads, loss -> grads summed, loss averaged over the ranks (in place; data
+ *                   parallel: after the backward pass, before the optimizer's first op)
+ *                                                                       args.allreduce
+ */
+#ifndef SG_OP_LIST_H
+#define SG_OP_LIST_H
+
+/* clang-format off */
+#define SG_OP_LIST(X) \
+    /* op                  id                 kind in out inpl mm shape             flops         ws            backward       bwd_op */ \
+    /* step inputs, computed on the device from device-resident state */ \
+    X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1) \
+    X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1) \
+    X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
+    /* the model and its loss */ \
+    X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1) \
+    X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1) \
+    X(OP_CONV2D,            conv2d,            FWD, 3, 1, 0, 1, shape_conv,       flops_conv,   ws_conv,      bwd_conv,      -1) \
+    X(OP_GROUP_NORM,        group_norm,        FWD, 3, 3, 0, 0, shape_gn,         flops_5x,     0,            bwd_gn,        -1) \
+    X(OP_SILU,              silu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_SILU_BWD) \
+    X(OP_ADD,               add,               FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1) \
+    X(OP_ADD_NC,            add_nc,            FWD, 2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1) \
+    X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1) \
+    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1) \
+    X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1) \
+    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1) \
+    X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1) \
+    X(OP_MSE,               mse,               FWD, 2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1) \
+    /* backward */ \
+    X(OP_MSE_BWD,           mse_bwd,           BWD, 2, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_LINEAR_BWD_DATA,   linear_bwd_data,   BWD, 2, 1, 0, 1, shape_linear_bd,  flops_linear, ws_linear,    0,             -1) \
+    X(OP_LINEAR_BWD_WEIGHT, linear_bwd_weight, BWD, 2, 2, 0, 1, shape_linear_bw,  flops_linear, ws_linear,    0,             -1) \
+    X(OP_CONV2D_BWD_DATA,   conv2d_bwd_data,   BWD, 2, 1, 0, 1, shape_conv_bd,    flops_conv,   ws_conv,      0,             -1) \
+    X(OP_CONV2D_BWD_WEIGHT, conv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw,    flops_conv,   ws_conv,      0,             -1) \
+    X(OP_GROUP_NORM_BWD,    group_norm_bwd,    BWD, 5, 3, 0, 0, shape_gn_bwd,     flops_5x,     ws_gn_bwd,    0,             -1) \
+    X(OP_SILU_BWD,          silu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1) \
+    X(OP_ADD_NC_BWD,        add_nc_bwd,        BWD, 1, 1, 0, 0, shape_add_nc_bwd, flops_in0,    ws_add_nc_bwd, 0,            -1) \
+    X(OP_UPSAMPLE2X_BWD,    upsample2x_bwd,    BWD, 1, 1, 0, 0, shape_pool,       flops_in0,    0,            0,             -1) \
+    X(OP_AVGPOOL2X_BWD,     avgpool2x_bwd,     BWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1) \
+    X(OP_ATTENTION_BWD,     attention_bwd,     BWD, 3, 1, 0, 1, shape_attn_bwd,   flops_attn,   ws_attn,      0,             -1) \
+    X(OP_DROPOUT_BWD,       dropout_bwd,       BWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_ACCUM,             accum,             BWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    /* optimizer: in place on the persistent regions */ \
+    X(OP_GRAD_SUMSQ,        grad_sumsq,        OPT, 1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1) \
+    X(OP_CLIP_SCALE,        clip_scale,        OPT, 1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
+    X(OP_ADAMW,             adamw,             OPT, 6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
+    X(OP_EMA,               ema,               OPT, 2, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
+    X(OP_STEP_INC,          step_inc,          OPT, 1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
+    /* added later (at the end: see above) */ \
+    X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
+    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1) \
+    X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1) \
+    X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1)
+/* clang-format on */
+
+#endif

@@ -1,0 +1,16 @@
+/* plan_build.c — a plan from a configuration: the graph of a training step or of a forward
+ * pass (the builder, planner/models.c), then its layout (planner/plan_layout.c). The only
+ * place the two meet, so that the layout code never calls up into the builder. */
+#include <string.h>
+
+#include "planner/plan.h"
+
+int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+    p->train = train;
+    sg_graph_init(&p->g);
+    if (train ? sg_build_train_step(&p->g, cfg, &p->io) : sg_build_forward(&p->g, cfg, &p->io))
+        return SG_ERR;
+    return sg_plan_layout(p);
+}
