@@ -1,5 +1,5 @@
 /* autodiff.h — reverse-mode differentiation of a forward graph (the training step around it
- * is assembled in planner/models.c).
+ * is assembled in planner/train_step.c).
  *
  * Gradients accumulate in a fixed order: the first node (in schedule order) that contributes
  * to a tensor's gradient writes it, every later one adds to it (its accum bit is set). Since

@@ -1,6 +1,6 @@
 /* ir.h — the graph IR: tensors with static shapes, dtypes and roles; nodes; the op table.
  *
- * A graph is built once per configuration (planner/models.c), differentiated
+ * A graph is built once per configuration (planner/unet.c, train_step.c), differentiated
  * (planner/autodiff.c), completed with the optimizer step, scheduled and laid out in one arena
  * (planner/plan_build.c, plan_layout.c). Nothing here runs a kernel: graph/ executes a plan on a
  * backend.
@@ -32,7 +32,7 @@ typedef enum {
 } sg_op;
 
 /* ---- op arguments: one struct per op family, named fields, filled by whoever builds the
- * node (planner/models.c, the backward rules in planner/ops.c) and read by name everywhere
+ * node (planner/unet.c and train_step.c, the backward rules in planner/ops.c) and read by name everywhere
  * else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that follow
  * from the operands' shapes are not arguments: planner/op_dims.h derives them. */
 typedef struct {

@@ -1,6 +1,7 @@
 /* plan_build.c — a plan from a configuration: the graph of a training step or of a forward
- * pass (the builder, planner/models.c), then its layout (planner/plan_layout.c). The only
- * place the two meet, so that the layout code never calls up into the builder. */
+ * pass (the builder: planner/unet.c and planner/train_step.c), then its layout
+ * (planner/plan_layout.c). The only place the two meet, so that the layout code never calls up into
+ * the builder. */
 #include <string.h>
 
 #include "planner/plan.h"

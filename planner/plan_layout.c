@@ -1,6 +1,6 @@
 /* plan_layout.c — the layout of a built graph: lifetimes, in-place reuse, arena placement, the
  * lower bound, the plan hash, and verification. It never builds graphs (plan_build.c does,
- * through models.c).
+ * through unet.c and train_step.c).
  *
  * Lifetimes come from the one fixed schedule (the node order). A virtual tensor (a skip
  * concatenation) has no storage: each use of it is a use of both parts, so the parts stay

@@ -1,0 +1,302 @@
+/* model_cfg.c — model configurations: the presets, the command-line model flags, validation
+ * and the JSON form of a config (docs/model.md). No graph is built here (unet.c builds the
+ * network, train_step.c the step around it).
+ */
+#include "planner/model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const sg_model_names[] = {"unet_cifar", "unet_adm64", "unet_tiny", "unet_fmnist", NULL};
+const char *const sg_model_descriptions[] = {
+    "DDPM CIFAR-10: 32x32x3, ch 128 x (1,2,2,2), 2 res blocks, attn @16, batch 128",
+    "ADM-style 64x64x3: ch 64 x (1,2,3,4), attn @16,8 (32 ch/head), pool/nearest, batch 32",
+    "tests: 16x16x3, ch 32 x (1,2), 1 res block, attn @8, batch 4",
+    "Fashion-MNIST (default): 32x32x1, ch 32 x (1,2,2), 1 res block, attn @8, batch 32",
+};
+
+static void set_training_defaults(sg_model_cfg *c) {
+    c->T = 1000;
+    c->beta1 = 1e-4f;
+    c->betaT = 0.02f;
+    c->lr = 2e-4f;
+    c->b1 = 0.9f;
+    c->b2 = 0.999f;
+    c->eps = 1e-8f;
+    c->wd = 0.0f;
+    c->clip = 1.0f;
+    c->ema_decay = 0.9999f;
+    c->warmup = 5000;
+    c->dropout = 0.1f;
+    c->groups = 32;
+    c->heads = 1;
+    c->resample_conv = 1;
+    c->flip = 1;
+    c->act_dt = DT_F32;
+}
+
+int sg_model_preset(sg_model_cfg *c, const char *name) {
+    memset(c, 0, sizeof *c);
+    set_training_defaults(c);
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+    if (!strcmp(name, "unet_cifar")) {
+        c->img = 32, c->in_ch = 3, c->ch = 128, c->nlevels = 4, c->nrb = 2;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2, c->ch_mult[3] = 2;
+        c->nattn = 1, c->attn_res[0] = 16;
+        c->down_pad = SG_DOWN_PAD_SAME; /* DDPM's TensorFlow SAME */
+        c->batch = 128, c->data_n = 50000, c->data_h = 32, c->data_w = 32;
+    } else if (!strcmp(name, "unet_adm64")) {
+        c->img = 64, c->in_ch = 3, c->ch = 64, c->nlevels = 4, c->nrb = 2;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 3, c->ch_mult[3] = 4;
+        c->nattn = 2, c->attn_res[0] = 16, c->attn_res[1] = 8;
+        c->head_ch = 32, c->resample_conv = 0;
+        c->down_pad = SG_DOWN_PAD_SYMMETRIC; /* ADM's rule, used if resample convs are turned on */
+        c->batch = 32, c->data_n = 10000, c->data_h = 64, c->data_w = 64;
+    } else if (!strcmp(name, "unet_tiny")) {
+        c->img = 16, c->in_ch = 3, c->ch = 32, c->nlevels = 2, c->nrb = 1;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2;
+        c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->down_pad = SG_DOWN_PAD_SAME;
+        c->batch = 4, c->data_n = 1024, c->data_h = 16, c->data_w = 16;
+    } else if (!strcmp(name, "unet_fmnist")) {
+        c->img = 32, c->in_ch = 1, c->ch = 32, c->nlevels = 3, c->nrb = 1;
+        c->ch_mult[0] = 1, c->ch_mult[1] = 2, c->ch_mult[2] = 2;
+        c->nattn = 1, c->attn_res[0] = 8, c->groups = 8;
+        c->down_pad = SG_DOWN_PAD_SAME;
+        c->batch = 32, c->data_n = 60000, c->data_h = 28, c->data_w = 28;
+        /* the first run is a few thousand CPU steps, not DDPM's 800k: a higher learning rate,
+         * a short warm-up and a faster EMA so that its samples mean something */
+        c->lr = 1e-3f, c->warmup = 100, c->ema_decay = 0.995f;
+    } else {
+        char list[256] = "";
+        for (int i = 0; sg_model_names[i]; i++) {
+            strcat(list, i ? ", " : "");
+            strcat(list, sg_model_names[i]);
+        }
+        return sg_set_error("unknown model '%s' (models: %s)", name, list);
+    }
+    return SG_OK;
+}
+
+const char *const sg_model_flags_help =
+    "  --batch N            batch size\n"
+    "  --precision P        fp32 | bf16 (bf16 activations, fp32 master weights)\n"
+    "  --ch N               base channels\n"
+    "  --ch-mult A,B,...    channel multiplier per level\n"
+    "  --res-blocks N       res blocks per level\n"
+    "  --attn-res R,...     resolutions with attention (empty string: none)\n"
+    "  --heads N            attention heads (--head-ch N: channels per head instead)\n"
+    "  --groups N           GroupNorm groups\n"
+    "  --img N              image size (square)\n"
+    "  --in-ch N            image channels\n"
+    "  --dropout P          dropout probability\n"
+    "  --down-pad P         same | symmetric: padding of the stride-2 downsampling conv\n"
+    "                       (same: 0 top/left, 1 bottom/right, as DDPM; symmetric: 1 all round)\n"
+    "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
+
+const char *sg_down_pad_name(int down_pad) {
+    return down_pad == SG_DOWN_PAD_SAME        ? "same"
+           : down_pad == SG_DOWN_PAD_SYMMETRIC ? "symmetric"
+                                               : "?";
+}
+
+int sg_down_pad_parse(const char *s) {
+    if (!strcmp(s, "same")) return SG_DOWN_PAD_SAME;
+    if (!strcmp(s, "symmetric")) return SG_DOWN_PAD_SYMMETRIC;
+    return -1;
+}
+
+/* A decimal integer in [lo, hi], the whole of v: no sign tricks, no blanks, no overflow. */
+static int parse_int(const char *v, int lo, int hi, int *out) {
+    const char *d = v + (*v == '-');
+    if (*d < '0' || *d > '9') return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*end || errno || x < lo || x > hi) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+/* A comma-separated list of integers in [1, 2^20]; "" is the empty list, and an empty
+ * element ("1,,2", "1,", ",1") is an error (strtok skipped them silently). */
+static int parse_list(const char *v, int *out, int max, int *n) {
+    *n = 0;
+    if (!*v) return 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[16];
+        if (!len || len >= sizeof tok || *n >= max) return -1;
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (parse_int(tok, 1, 1 << 20, &out[*n])) return -1;
+        (*n)++;
+        if (!comma) return 0;
+        p = comma + 1;
+    }
+}
+
+int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
+    int x, n;
+    int tmp[SG_MAX_LEVELS] = {0}; /* unused slots stay 0: configs compare field for field */
+#define INTFLAG(NAME, FIELD, LO, HI)                                                               \
+    if (!strcmp(f, NAME)) {                                                                        \
+        if (parse_int(v, LO, HI, &x))                                                              \
+            return sg_set_error("%s expects an integer in [%d, %d], got '%s'", NAME, LO, HI, v),   \
+                   -1;                                                                             \
+        c->FIELD = x;                                                                              \
+        return 1;                                                                                  \
+    }
+    INTFLAG("--batch", batch, 1, 1 << 16)
+    INTFLAG("--ch", ch, 1, 1 << 14)
+    INTFLAG("--res-blocks", nrb, 1, SG_MAX_RES_BLOCKS)
+    INTFLAG("--groups", groups, 1, 1 << 14)
+    INTFLAG("--img", img, 4, 1 << 12)
+    INTFLAG("--in-ch", in_ch, 1, 64)
+#undef INTFLAG
+    if (!strcmp(f, "--heads")) {
+        if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
+        c->heads = x, c->head_ch = 0;
+        return 1;
+    }
+    if (!strcmp(f, "--head-ch")) {
+        if (parse_int(v, 1, 1 << 14, &x)) return sg_set_error("--head-ch expects a count"), -1;
+        c->head_ch = x;
+        return 1;
+    }
+    if (!strcmp(f, "--data-n")) {
+        if (parse_int(v, 1, 1 << 30, &x)) return sg_set_error("--data-n expects a count"), -1;
+        c->data_n = x;
+        return 1;
+    }
+    if (!strcmp(f, "--ch-mult")) {
+        if (parse_list(v, tmp, SG_MAX_LEVELS, &n) || n < 1)
+            return sg_set_error("--ch-mult expects a list like 1,2,2,2 (at most %d levels)",
+                                SG_MAX_LEVELS),
+                   -1;
+        memcpy(c->ch_mult, tmp, sizeof tmp);
+        c->nlevels = n;
+        return 1;
+    }
+    if (!strcmp(f, "--attn-res")) {
+        if (parse_list(v, tmp, SG_MAX_LEVELS, &n))
+            return sg_set_error("--attn-res expects a list like 16,8"), -1;
+        memcpy(c->attn_res, tmp, sizeof tmp);
+        c->nattn = n;
+        return 1;
+    }
+    if (!strcmp(f, "--precision")) {
+        if (!strcmp(v, "fp32"))
+            c->act_dt = DT_F32;
+        else if (!strcmp(v, "bf16"))
+            c->act_dt = DT_BF16;
+        else
+            return sg_set_error("--precision expects fp32 or bf16, got '%s'", v), -1;
+        return 1;
+    }
+    if (!strcmp(f, "--down-pad")) {
+        int p = sg_down_pad_parse(v);
+        if (p < 0) return sg_set_error("--down-pad expects same or symmetric, got '%s'", v), -1;
+        c->down_pad = p;
+        return 1;
+    }
+    if (!strcmp(f, "--dropout")) {
+        char *end;
+        double p = strtod(v, &end);
+        if (!*v || *end || !(p >= 0 && p < 1)) /* NaN fails every comparison */
+            return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
+        c->dropout = (float)p;
+        return 1;
+    }
+    return 0;
+}
+
+int sg_model_validate(const sg_model_cfg *c) {
+    if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
+        return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
+    if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
+        return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
+    if (c->ranks < 0)
+        return sg_set_error("ranks must be 0 (one process) or a count, is %d", c->ranks);
+    if (c->ranks > 0 && c->batch % c->ranks)
+        return sg_set_error("--batch %d is the global batch and must divide evenly over %d ranks "
+                            "(try --batch %d)",
+                            c->batch, c->ranks, (c->batch / c->ranks + 1) * c->ranks);
+    if (c->img % (1 << (c->nlevels - 1)))
+        return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
+                            c->nlevels - 1);
+    for (int k = 0; k < c->nattn; k++) {
+        int found = 0;
+        for (int i = 0; i < c->nlevels; i++) found |= c->attn_res[k] == c->img >> i;
+        if (!found)
+            return sg_set_error("attention resolution %d is not one of the model's resolutions "
+                                "(%d halved per level, %d levels)",
+                                c->attn_res[k], c->img, c->nlevels);
+    }
+    if (c->data_h > c->img || c->data_w > c->img)
+        return sg_set_error("data images %dx%d are larger than the model's %d", c->data_h,
+                            c->data_w, c->img);
+    /* Sizes the planner's int64 byte arithmetic holds with room to spare: what the flags
+     * allow (--img 4096 --batch 65536 --ch-mult 1048576 ...) is a clean error here, never an
+     * overflow later. The attention matrix (batch x heads x (H W)^2) is usually the largest. */
+    const double max_elems = 0x1p40;
+    if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
+        return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
+                            (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
+    if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
+        return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
+                            SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
+    for (int i = 0; i < c->nlevels; i++) {
+        int64_t C = (int64_t)c->ch * c->ch_mult[i];
+        if (C % c->groups || c->ch % c->groups)
+            return sg_set_error("%lld channels at level %d are not divisible by %d groups",
+                                (long long)C, i, c->groups);
+        if (c->head_ch && C % c->head_ch)
+            return sg_set_error("%lld channels at level %d are not divisible by %d ch/head",
+                                (long long)C, i, c->head_ch);
+        if (!c->head_ch && C % c->heads)
+            return sg_set_error("%lld channels at level %d are not divisible by %d heads",
+                                (long long)C, i, c->heads);
+        double hw = (double)(c->img >> i) * (double)(c->img >> i);
+        double heads = c->head_ch ? (double)(C / c->head_ch) : c->heads;
+        /* concatenated skips hold up to 3 C channels; attention at its levels and mid */
+        double act = (double)c->batch * hw * 3.0 * (double)C;
+        double attn = (double)c->batch * heads * hw * hw;
+        int attn_here = i == c->nlevels - 1;
+        for (int k = 0; k < c->nattn; k++) attn_here |= c->attn_res[k] == c->img >> i;
+        if (act > max_elems || (attn_here && attn > max_elems))
+            return sg_set_error("model too large: level %d (%dx%d, %lld channels, batch %d%s) "
+                                "would need tensors over 2^40 elements",
+                                i, c->img >> i, c->img >> i, (long long)C, c->batch,
+                                attn_here && attn > max_elems ? ", its attention matrix" : "");
+    }
+    return SG_OK;
+}
+
+int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
+    char mult[64] = "", attn[64] = "";
+    for (int i = 0; i < c->nlevels; i++)
+        snprintf(mult + strlen(mult), sizeof mult - strlen(mult), i ? ",%d" : "%d", c->ch_mult[i]);
+    for (int i = 0; i < c->nattn; i++)
+        snprintf(attn + strlen(attn), sizeof attn - strlen(attn), i ? ",%d" : "%d", c->attn_res[i]);
+    /* ranks only when data parallel, so one-process configs read as they always did */
+    char ranks[32] = "";
+    if (c->ranks > 0) snprintf(ranks, sizeof ranks, ",\"ranks\":%d", c->ranks);
+    return snprintf(buf, (size_t)cap,
+                    "{\"model\":\"%s\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
+                    "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
+                    "\"dropout\":%.9g,\"resample_conv\":%d,\"down_pad\":\"%s\",\"batch\":%d,"
+                    "\"precision\":\"%s\","
+                    "\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g,\"lr\":%.9g,\"b1\":%.9g,\"b2\":%.9g,"
+                    "\"eps\":%.9g,\"wd\":%.9g,\"warmup\":%d,\"clip\":%.9g,\"ema_decay\":%.9g,"
+                    "\"flip\":%d%s}",
+                    c->name, c->img, c->in_ch, c->ch, mult, c->nrb, attn, c->heads, c->head_ch,
+                    c->groups, c->dropout, c->resample_conv, sg_down_pad_name(c->down_pad),
+                    c->batch, c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT,
+                    c->lr, c->b1, c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip,
+                    ranks);
+}

@@ -1,0 +1,222 @@
+/* unet.c — the UNet builder (docs/model.md): parameters with their training companions, the
+ * res blocks, attention blocks, down/up paths and skip connections, as nodes of a graph.
+ *
+ * Shapes: activations {N, H, W, C}; conv weights {Co, K, K, Ci}; linear {M, K}. Tensor names
+ * are module paths (diffusers UNet2DModel names); a parameter is "<module>.weight|bias".
+ */
+#include "planner/unet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int param(builder *b, const char *module, const char *what, int ndim, const int64_t *shape,
+                 int init, float bound) {
+    if (b->err) return -1;
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int p = sg_tensor_new(b->g, nm, DT_F32, ROLE_PARAM, ndim, shape);
+    if (p < 0) return b->err = 1, -1;
+    b->g->t[p].needs_grad = 1;
+    b->g->t[p].init = init;
+    b->g->t[p].init_bound = bound;
+    b->n_params += sg_numel(&b->g->t[p]);
+    if (b->train) {
+        static const char *const pre[] = {"grad:", "adam_m:", "adam_v:", "ema:"};
+        static const sg_role roles[] = {ROLE_GRAD, ROLE_ADAM_M, ROLE_ADAM_V, ROLE_EMA};
+        for (int i = 0; i < 4; i++) {
+            char cn[SG_NAME_MAX + 8];
+            sg_name(cn, "%s%s", pre[i], nm);
+            int id = sg_tensor_new(b->g, cn, DT_F32, roles[i], ndim, shape);
+            if (id < 0) return b->err = 1, -1;
+            if (i == 0) b->g->t[p].grad = id;
+        }
+    }
+    return p;
+}
+
+int sg_builder_node(builder *b, sg_op op, const int *in, int nin, const sg_op_args *args,
+                    const char *name, int k) {
+    if (b->err) return -1;
+    int outs[SG_MAX_OUT] = {-1, -1, -1, -1};
+    int n = sg_node_add(b->g, op, in, nin, outs, args, name);
+    if (n < 0) return b->err = 1, -1;
+    return outs[k];
+}
+
+/* pad: the top/left zero padding (K/2 is symmetric; see sg_conv_args) */
+static int conv(builder *b, int x, int Co, int K, int S, int pad, const char *module,
+                sg_dtype out_dt) {
+    if (b->err) return -1;
+    int Ci = (int)b->g->t[x].shape[3];
+    float bound = 1.0f / sqrtf((float)(Ci * K * K));
+    int64_t ws[4] = {Co, K, K, Ci}, bs[1] = {Co};
+    int w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
+    int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
+    int in[3] = {x, w, bb};
+    sg_op_args a = {.conv = {.K = K, .S = S, .pad = pad, .out_dt = out_dt}};
+    return sg_builder_node(b, OP_CONV2D, in, 3, &a, module, 0);
+}
+
+static int linear(builder *b, int x, int M, const char *module) {
+    if (b->err) return -1;
+    int K = (int)b->g->t[x].shape[1];
+    float bound = 1.0f / sqrtf((float)K);
+    int64_t ws[2] = {M, K}, bs[1] = {M};
+    int w = param(b, module, "weight", 2, ws, SG_INIT_UNIFORM, bound);
+    int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
+    int in[3] = {x, w, bb};
+    return sg_builder_node(b, OP_LINEAR, in, 3, NULL, module, 0);
+}
+
+static int group_norm(builder *b, int x, const char *module) {
+    if (b->err) return -1;
+    int64_t cs[1] = {b->g->t[x].shape[3]};
+    int gm = param(b, module, "weight", 1, cs, SG_INIT_ONES, 0);
+    int bt = param(b, module, "bias", 1, cs, SG_INIT_ZEROS, 0);
+    int in[3] = {x, gm, bt};
+    sg_op_args a = {.gn = {.groups = b->c->groups, .eps = 1e-6f}};
+    return sg_builder_node(b, OP_GROUP_NORM, in, 3, &a, module, 0);
+}
+
+static int unary(builder *b, sg_op op, int x, const char *module, const char *what) {
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int in[1] = {x};
+    return sg_builder_node(b, op, in, 1, NULL, nm, 0);
+}
+
+static int binary(builder *b, sg_op op, int x, int y, const char *module, const char *what) {
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.%s", module, what);
+    int in[2] = {x, y};
+    return sg_builder_node(b, op, in, 2, NULL, nm, 0);
+}
+
+static int dropout(builder *b, int x, const char *module) {
+    if (b->c->dropout <= 0 || b->err) return x;
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "%s.dropout", module);
+    int in[3] = {x, b->seed_t, b->step_t};
+    sg_op_args a = {.dropout = {.purpose = b->g->n_dropout++, .p = b->c->dropout}};
+    return sg_builder_node(b, OP_DROPOUT, in, 3, &a, nm, 0);
+}
+
+static int resblock(builder *b, int x, int Co, const char *m) {
+    char nm[SG_NAME_MAX];
+#define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
+    sg_dtype dt = b->c->act_dt;
+    int h = group_norm(b, x, SUB("norm1"));
+    h = unary(b, OP_SILU, h, m, "silu1");
+    h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
+    int v = linear(b, b->st, Co, SUB("time_emb_proj"));
+    h = binary(b, OP_ADD_NC, h, v, m, "add_temb");
+    h = group_norm(b, h, SUB("norm2"));
+    h = unary(b, OP_SILU, h, m, "silu2");
+    h = dropout(b, h, m);
+    h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
+    int skip = x;
+    if (!b->err && b->g->t[x].shape[3] != Co)
+        skip = conv(b, x, Co, 1, 1, 0, SUB("conv_shortcut"), dt);
+    return binary(b, OP_ADD, skip, h, m, "out");
+#undef SUB
+}
+
+/* attention heads at C channels: C / head_ch when a head width is set, else the fixed count */
+static int heads_for(const sg_model_cfg *c, int C) {
+    return c->head_ch ? C / c->head_ch : c->heads;
+}
+
+static int attnblock(builder *b, int x, const char *m) {
+    char nm[SG_NAME_MAX];
+#define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
+    if (b->err) return -1;
+    int C = (int)b->g->t[x].shape[3];
+    int h = group_norm(b, x, SUB("group_norm"));
+    h = conv(b, h, 3 * C, 1, 1, 0, SUB("to_qkv"), b->c->act_dt);
+    int in[1] = {h};
+    sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
+    h = sg_builder_node(b, OP_ATTENTION, in, 1, &a, SUB("attn"), 0);
+    h = conv(b, h, C, 1, 1, 0, SUB("to_out.0"), b->c->act_dt);
+    return binary(b, OP_ADD, x, h, m, "out");
+#undef SUB
+}
+
+static int has_attn(const sg_model_cfg *c, int res) {
+    for (int i = 0; i < c->nattn; i++)
+        if (c->attn_res[i] == res) return 1;
+    return 0;
+}
+
+/* The UNet on x (act dtype) and t (i32[N]); returns the prediction (act dtype). */
+int sg_unet(builder *b, int x, int t) {
+    const sg_model_cfg *c = b->c;
+    sg_dtype dt = c->act_dt;
+    char nm[SG_NAME_MAX];
+    int in[1] = {t};
+    sg_op_args ta = {.temb = {.dim = c->ch, .out_dt = dt}};
+    int e = sg_builder_node(b, OP_TIMESTEP_EMB, in, 1, &ta, "time_embedding.sinusoid", 0);
+    e = linear(b, e, 4 * c->ch, "time_embedding.linear_1");
+    e = unary(b, OP_SILU, e, "time_embedding", "silu");
+    e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
+    b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
+
+    /* skip connections: conv_in, nrb per level, one downsample per level but the last */
+    int hs[1 + SG_MAX_LEVELS * (SG_MAX_RES_BLOCKS + 1)], nhs = 0;
+    int h = conv(b, x, c->ch, 3, 1, 1, "conv_in", dt);
+    hs[nhs++] = h;
+    for (int i = 0; i < c->nlevels; i++) {
+        int C = c->ch * c->ch_mult[i], res = c->img >> i;
+        for (int j = 0; j < c->nrb; j++) {
+            sg_name(nm, "down_blocks.%d.resnets.%d", i, j);
+            h = resblock(b, h, C, nm);
+            if (has_attn(c, res)) {
+                sg_name(nm, "down_blocks.%d.attentions.%d", i, j);
+                h = attnblock(b, h, nm);
+            }
+            hs[nhs++] = h;
+        }
+        if (i != c->nlevels - 1) {
+            sg_name(nm, "down_blocks.%d.downsamplers.0", i);
+            if (c->resample_conv) {
+                char cn[SG_NAME_MAX + 8];
+                sg_name(cn, "%s.conv", nm);
+                h = conv(b, h, C, 3, 2, c->down_pad, cn, dt);
+            } else {
+                h = unary(b, OP_AVGPOOL2X, h, nm, "pool");
+            }
+            hs[nhs++] = h;
+        }
+    }
+    int Cmid = c->ch * c->ch_mult[c->nlevels - 1];
+    h = resblock(b, h, Cmid, "mid_block.resnets.0");
+    h = attnblock(b, h, "mid_block.attentions.0");
+    h = resblock(b, h, Cmid, "mid_block.resnets.1");
+    for (int k = 0; k < c->nlevels; k++) {
+        int i = c->nlevels - 1 - k;
+        int C = c->ch * c->ch_mult[i], res = c->img >> i;
+        for (int j = 0; j < c->nrb + 1; j++) {
+            sg_name(nm, "up_blocks.%d.resnets.%d", k, j);
+            h = binary(b, OP_CONCAT, h, hs[--nhs], nm, "cat");
+            h = resblock(b, h, C, nm);
+            if (has_attn(c, res)) {
+                sg_name(nm, "up_blocks.%d.attentions.%d", k, j);
+                h = attnblock(b, h, nm);
+            }
+        }
+        if (i != 0) {
+            sg_name(nm, "up_blocks.%d.upsamplers.0", k);
+            h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");
+            if (c->resample_conv) {
+                char cn[SG_NAME_MAX + 8];
+                sg_name(cn, "%s.conv", nm);
+                h = conv(b, h, C, 3, 1, 1, cn, dt);
+            }
+        }
+    }
+    h = group_norm(b, h, "conv_norm_out");
+    h = unary(b, OP_SILU, h, "conv_norm_out", "silu");
+    /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
+     * it in fp32 */
+    return conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
+}
