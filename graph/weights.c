@@ -1,6 +1,7 @@
 /* weights.c — model weights from outside a training run into an executor (weights.h). */
 #include "graph/weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,95 +47,109 @@ int sg_weights_config(const char *path, char *cfg_json, size_t cap) {
     return rc;
 }
 
-/* ---- a model config from a config object ---- */
+/* ---- a model config from a config object: the one reader of sg_model_json's fields ---- */
 
-static int cfg_int(const ckpt_json *j, const char *key, int lo, int hi, int *out) {
-    int64_t v;
-    if (ckpt_json_get_int(j, key, &v)) return SG_ERR;
-    if (v < lo || v > hi)
-        return sg_set_error("config %s = %lld is out of range [%d, %d]", key, (long long)v, lo, hi);
-    *out = (int)v;
+static int json_int_field(const json_t *o, const char *key, int lo, int hi, int *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK; /* absent: the preset's value; the config check names a mismatch */
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return sg_set_error("config: \"%s\" is not an integer in [%d, %d]", key, lo, hi);
+    *out = (int)json_integer_value(v);
     return SG_OK;
 }
 
-static int cfg_float(const ckpt_json *j, const char *key, float *out) {
-    double v;
-    if (ckpt_json_get_double(j, key, &v)) return SG_ERR;
-    *out = (float)v;
+static int json_float_field(const json_t *o, const char *key, float *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return sg_set_error("config: \"%s\" is not a finite number", key);
+    *out = (float)json_number_value(v);
     return SG_OK;
 }
 
-static int cfg_list(const ckpt_json *j, const char *key, int *out, int *n) {
-    int node = ckpt_json_find(j, 0, key);
-    if (node < 0 || ckpt_json_type(j, node) != CKPT_JSON_ARRAY)
-        return sg_set_error("config has no list %s", key);
-    int k = ckpt_json_count(j, node);
-    if (k > SG_MAX_LEVELS) return sg_set_error("config %s has %d entries", key, k);
-    for (int i = 0; i < k; i++) {
-        int c = ckpt_json_child(j, node, i);
-        if (!ckpt_json_is_integer(j, c) || ckpt_json_integer(j, c) < 1 ||
-            ckpt_json_integer(j, c) > (1 << 20))
-            return sg_set_error("config %s[%d] is not a positive integer", key, i);
-        out[i] = (int)ckpt_json_integer(j, c);
+static int json_list_field(const json_t *o, const char *key, int *vals, int *n) {
+    json_t *v = json_object_get(o, key);
+    if (!v) return SG_OK;
+    if (!json_is_array(v) || json_array_size(v) > SG_MAX_LEVELS)
+        return sg_set_error("config: \"%s\" is not a list of at most %d integers", key,
+                            SG_MAX_LEVELS);
+    *n = (int)json_array_size(v);
+    memset(vals, 0, sizeof(int) * SG_MAX_LEVELS); /* as sg_model_flag leaves unused slots */
+    for (int i = 0; i < *n; i++) {
+        json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 1 << 20)
+            return sg_set_error("config: \"%s\"[%d] is not a positive integer", key, i);
+        vals[i] = (int)json_integer_value(x);
     }
-    *n = k;
+    return SG_OK;
+}
+
+int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c) {
+    const char *model = json_string_value(json_object_get(config, "model"));
+    if (!json_is_object(config) || !model)
+        return sg_set_error("no model config with a \"model\" name");
+    /* the preset gives the fields the config does not carry; a weights source's config may
+     * name no preset (a diffusers folder's says "diffusers"): then every architecture field
+     * must come from the config, over unet_tiny's training defaults */
+    if (sg_model_preset(c, model)) {
+        if (!any_name) return SG_ERR;
+        sg_model_preset(c, "unet_tiny");
+        snprintf(c->name, sizeof c->name, "%s", model);
+    }
+    const char *prec = json_string_value(json_object_get(config, "precision"));
+    if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16"))
+        return sg_set_error("config: unknown precision '%s'", prec);
+    if (prec) c->act_dt = !strcmp(prec, "bf16") ? DT_BF16 : DT_F32;
+    /* a checkpoint from before down_pad existed padded symmetrically */
+    const json_t *pad = json_object_get(config, "down_pad");
+    c->down_pad = SG_DOWN_PAD_SYMMETRIC;
+    if (pad &&
+        (!json_is_string(pad) || (c->down_pad = sg_down_pad_parse(json_string_value(pad))) < 0))
+        return sg_set_error("config: down_pad must be \"same\" or \"symmetric\"");
+    struct {
+        const char *key;
+        int *field, lo, hi;
+    } ints[] = {{"img", &c->img, 1, 1 << 12},       {"in_ch", &c->in_ch, 1, 64},
+                {"ch", &c->ch, 1, 1 << 14},         {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
+                {"heads", &c->heads, 0, 1024},      {"head_ch", &c->head_ch, 0, 1 << 14},
+                {"groups", &c->groups, 1, 1 << 14}, {"resample_conv", &c->resample_conv, 0, 1},
+                {"batch", &c->batch, 1, 1 << 16},   {"T", &c->T, 1, 1 << 20},
+                {"warmup", &c->warmup, 0, 1 << 30}, {"flip", &c->flip, 0, 1}};
+    for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
+        if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
+            return SG_ERR;
+    struct {
+        const char *key;
+        float *field;
+    } fls[] = {{"dropout", &c->dropout}, {"beta1", &c->beta1},
+               {"betaT", &c->betaT},     {"lr", &c->lr},
+               {"b1", &c->b1},           {"b2", &c->b2},
+               {"eps", &c->eps},         {"wd", &c->wd},
+               {"clip", &c->clip},       {"ema_decay", &c->ema_decay}};
+    for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
+        if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
+    if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
+        json_list_field(config, "attn_res", c->attn_res, &c->nattn))
+        return SG_ERR;
+    if (!(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
+        return sg_set_error("config: betas %g .. %g are not a schedule (0 < beta1 <= "
+                            "betaT < 1)",
+                            (double)c->beta1, (double)c->betaT);
     return SG_OK;
 }
 
 int sg_model_cfg_from_json(const char *cfg_json, sg_model_cfg *cfg) {
-    ckpt_json *j = ckpt_json_parse(cfg_json, strlen(cfg_json));
-    if (!j) return SG_ERR;
-    char name[32], prec[16], pad[32]; /* name: as sg_model_cfg.name */
-    int rc = SG_ERR;
-    if (ckpt_json_get_string(j, "model", name, sizeof name)) goto done;
-    /* a preset gives sane values for fields the config does not carry; every field the
-     * forward pass depends on is then set from the config */
-    if (sg_model_preset(cfg, name)) sg_model_preset(cfg, "unet_tiny");
-    snprintf(cfg->name, sizeof cfg->name, "%s", name);
-    if (cfg_int(j, "img", 1, 1 << 12, &cfg->img) || cfg_int(j, "in_ch", 1, 64, &cfg->in_ch) ||
-        cfg_int(j, "ch", 1, 1 << 14, &cfg->ch) ||
-        cfg_list(j, "ch_mult", cfg->ch_mult, &cfg->nlevels) ||
-        cfg_int(j, "nrb", 1, 16, &cfg->nrb) ||
-        cfg_list(j, "attn_res", cfg->attn_res, &cfg->nattn) ||
-        cfg_int(j, "heads", 0, 1024, &cfg->heads) ||
-        cfg_int(j, "head_ch", 0, 1 << 14, &cfg->head_ch) ||
-        cfg_int(j, "groups", 1, 1 << 14, &cfg->groups) ||
-        cfg_int(j, "resample_conv", 0, 1, &cfg->resample_conv) ||
-        cfg_int(j, "T", 1, 1 << 20, &cfg->T) || cfg_float(j, "beta1", &cfg->beta1) ||
-        cfg_float(j, "betaT", &cfg->betaT) || cfg_float(j, "dropout", &cfg->dropout) ||
-        ckpt_json_get_string(j, "precision", prec, sizeof prec))
-        goto done;
-    /* the downsampling padding; configs from before the field padded symmetrically */
-    cfg->down_pad = SG_DOWN_PAD_SYMMETRIC;
-    if (ckpt_json_find(j, 0, "down_pad") >= 0 &&
-        (ckpt_json_get_string(j, "down_pad", pad, sizeof pad) ||
-         (cfg->down_pad = sg_down_pad_parse(pad)) < 0)) {
-        sg_set_error("config down_pad is not \"same\" or \"symmetric\"");
-        goto done;
-    }
-    if (!strcmp(prec, "bf16"))
-        cfg->act_dt = DT_BF16;
-    else if (!strcmp(prec, "fp32"))
-        cfg->act_dt = DT_F32;
-    else {
-        sg_set_error("config precision is '%s' (fp32 or bf16 expected)", prec);
-        goto done;
-    }
-    if (!(cfg->beta1 > 0 && cfg->betaT >= cfg->beta1 && cfg->betaT < 1)) {
-        sg_set_error("config betas %g .. %g are not a schedule (0 < beta1 <= betaT < 1)",
-                     (double)cfg->beta1, (double)cfg->betaT);
-        goto done;
-    }
-    if (cfg->nlevels < 1 || (!cfg->heads && !cfg->head_ch)) {
-        sg_set_error("config has no levels or no attention heads");
-        goto done;
-    }
+    json_error_t err;
+    json_t *j = json_loads(cfg_json, JSON_REJECT_DUPLICATES, &err);
+    if (!j) return sg_set_error("config JSON: %s (line %d)", err.text, err.line);
+    int rc = sg_model_cfg_from_config(j, 1, cfg);
+    json_decref(j);
+    if (rc) return SG_ERR;
+    if (cfg->nlevels < 1 || (!cfg->heads && !cfg->head_ch))
+        return sg_set_error("config has no levels or no attention heads");
     /* a forward plan reserves no dataset */
     cfg->data_n = 1, cfg->data_h = cfg->img, cfg->data_w = cfg->img;
-    rc = SG_OK;
-done:
-    ckpt_json_free(j);
-    return rc;
+    return SG_OK;
 }
 
 /* ---- loading ---- */

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "graph/exec.h"
 
 /* The stepgraph model config object of a weights source: a checkpoint's metadata "config", or
@@ -19,9 +21,14 @@
  * SG_ERR for a bare safetensors file (it carries no config). */
 int sg_weights_config(const char *path, char *cfg_json, size_t cap);
 
-/* A model config from a config object (sg_model_json's fields; a missing down_pad means
- * symmetric, as in checkpoints from before it existed). The dataset fields are set for a
- * forward plan (no dataset). */
+/* A model config from a config object (sg_model_json's fields): the preset its "model" names,
+ * then every field the object carries, each checked for type and range (the error names the
+ * field); a missing down_pad means symmetric, as in checkpoints from before it existed.
+ * any_name: a "model" that is no preset is allowed (weights from diffusers), with unet_tiny's
+ * values under the fields the object lacks. Not validated as a whole (sg_model_validate). */
+int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *cfg);
+/* The same from JSON text with any model name, for a forward plan: the dataset fields are set
+ * for no dataset. */
 int sg_model_cfg_from_json(const char *cfg_json, sg_model_cfg *cfg);
 
 enum {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "graph/backend.h"
+#include "graph/weights.h"
 
 double cli_now_ms(void) {
     struct timespec t;
@@ -195,85 +196,8 @@ int cli_model_flag(cli_args *a, sg_model_cfg *cfg) {
     return 1;
 }
 
-static int json_int_field(const json_t *o, const char *key, int lo, int hi, int *out) {
-    json_t *v = json_object_get(o, key);
-    if (!v) return SG_OK; /* absent: the preset's value; the config check names a mismatch */
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return sg_set_error("checkpoint config: \"%s\" is not an integer in [%d, %d]", key, lo, hi);
-    *out = (int)json_integer_value(v);
-    return SG_OK;
-}
-
-static int json_float_field(const json_t *o, const char *key, float *out) {
-    json_t *v = json_object_get(o, key);
-    if (!v) return SG_OK;
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return sg_set_error("checkpoint config: \"%s\" is not a finite number", key);
-    *out = (float)json_number_value(v);
-    return SG_OK;
-}
-
-static int json_list_field(const json_t *o, const char *key, int *vals, int *n) {
-    json_t *v = json_object_get(o, key);
-    if (!v) return SG_OK;
-    if (!json_is_array(v) || json_array_size(v) > SG_MAX_LEVELS)
-        return sg_set_error("checkpoint config: \"%s\" is not a list of at most %d integers", key,
-                            SG_MAX_LEVELS);
-    *n = (int)json_array_size(v);
-    memset(vals, 0, sizeof(int) * SG_MAX_LEVELS); /* as sg_model_flag leaves unused slots */
-    for (int i = 0; i < *n; i++) {
-        json_t *x = json_array_get(v, (size_t)i);
-        if (!json_is_integer(x) || json_integer_value(x) < 1 || json_integer_value(x) > 1 << 20)
-            return sg_set_error("checkpoint config: \"%s\"[%d] is not a positive integer", key, i);
-        vals[i] = (int)json_integer_value(x);
-    }
-    return SG_OK;
-}
-
 int cli_model_from_json(const json_t *config, sg_model_cfg *c) {
-    const char *model = json_string_value(json_object_get(config, "model"));
-    if (!json_is_object(config) || !model)
-        return sg_set_error("checkpoint metadata has no config with a \"model\" name");
-    if (sg_model_preset(c, model)) return SG_ERR;
-    const char *prec = json_string_value(json_object_get(config, "precision"));
-    if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16"))
-        return sg_set_error("checkpoint config: unknown precision '%s'", prec);
-    if (prec) c->act_dt = !strcmp(prec, "bf16") ? DT_BF16 : DT_F32;
-    /* a checkpoint from before down_pad existed padded symmetrically */
-    const json_t *pad = json_object_get(config, "down_pad");
-    c->down_pad = SG_DOWN_PAD_SYMMETRIC;
-    if (pad &&
-        (!json_is_string(pad) || (c->down_pad = sg_down_pad_parse(json_string_value(pad))) < 0))
-        return sg_set_error("checkpoint config: down_pad must be \"same\" or \"symmetric\"");
-    struct {
-        const char *key;
-        int *field, lo, hi;
-    } ints[] = {{"img", &c->img, 1, 1 << 12},       {"in_ch", &c->in_ch, 1, 64},
-                {"ch", &c->ch, 1, 1 << 14},         {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
-                {"heads", &c->heads, 1, 1024},      {"head_ch", &c->head_ch, 0, 1 << 14},
-                {"groups", &c->groups, 1, 1 << 14}, {"resample_conv", &c->resample_conv, 0, 1},
-                {"batch", &c->batch, 1, 1 << 16},   {"T", &c->T, 1, 1 << 20},
-                {"warmup", &c->warmup, 0, 1 << 30}, {"flip", &c->flip, 0, 1}};
-    for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
-        if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
-            return SG_ERR;
-    struct {
-        const char *key;
-        float *field;
-    } fls[] = {{"dropout", &c->dropout}, {"beta1", &c->beta1},
-               {"betaT", &c->betaT},     {"lr", &c->lr},
-               {"b1", &c->b1},           {"b2", &c->b2},
-               {"eps", &c->eps},         {"wd", &c->wd},
-               {"clip", &c->clip},       {"ema_decay", &c->ema_decay}};
-    for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
-        if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
-    if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
-        json_list_field(config, "attn_res", c->attn_res, &c->nattn))
-        return SG_ERR;
-    if (!(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
-        return sg_set_error("checkpoint config: betas %g .. %g are not a schedule (0 < beta1 <= "
-                            "betaT < 1)",
-                            (double)c->beta1, (double)c->betaT);
+    if (sg_model_cfg_from_config(config, 0, c)) return SG_ERR;
     return sg_model_validate(c);
 }
 

@@ -73,8 +73,9 @@ int cli_model_prelude(const char *tool, int argc, char **argv, const char *defau
 /* The current flag as a model flag (sg_model_flag, plus --model which the prelude took):
  * 1 applied, 0 not a model flag, -1 bad value (printed). */
 int cli_model_flag(cli_args *a, sg_model_cfg *cfg);
-/* cfg from a checkpoint's "config" object (the fields sg_model_json writes): the preset of
- * its "model", then every field. SG_ERR naming the field that is missing or out of range. */
+/* cfg from a checkpoint's "config" object (the fields sg_model_json writes), read by
+ * graph/weights.h's sg_model_cfg_from_config (a preset name required), then validated.
+ * SG_ERR naming the field that is out of range. */
 int cli_model_from_json(const json_t *config, sg_model_cfg *cfg);
 
 /* ---- the backend: "cpu" | "cuda" | NULL (cuda where a GPU is usable, else cpu) */
