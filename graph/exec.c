@@ -203,34 +203,32 @@ static int meta_cap(const char *extra_json) {
     return 8192 + (extra_json ? (int)strlen(extra_json) : 0);
 }
 
-int sg_exec_save(sg_exec *e, const char *path, const char *extra_json) {
+/* One save: the metadata and the state collected once; dir NULL writes path, else a rotating
+ * checkpoint in dir (its path into path_out). */
+static int save(sg_exec *e, const char *path, const char *dir, const char *extra_json,
+                int keep_last, char *path_out, size_t cap) {
     char *meta = malloc((size_t)meta_cap(extra_json));
     ckpt_tensor_desc *d = NULL;
     void *mem = NULL;
     int n = 0, rc = SG_ERR;
     if (meta && !sg_exec_meta_json(e, extra_json, meta, meta_cap(extra_json)) &&
         !collect(e, &d, &n, &mem))
-        rc = ckpt_write(path, meta, d, n, NULL);
+        rc = dir ? ckpt_save_rotating(dir, sg_exec_step_count(e), meta, d, n, NULL, keep_last,
+                                      path_out, cap)
+                 : ckpt_write(path, meta, d, n, NULL);
     free(meta);
     free(d);
     free(mem);
     return rc;
 }
 
+int sg_exec_save(sg_exec *e, const char *path, const char *extra_json) {
+    return save(e, path, NULL, extra_json, 0, NULL, 0);
+}
+
 int sg_exec_save_rotating(sg_exec *e, const char *dir, const char *extra_json, int keep_last,
                           char *path_out, size_t cap) {
-    char *meta = malloc((size_t)meta_cap(extra_json));
-    ckpt_tensor_desc *d = NULL;
-    void *mem = NULL;
-    int n = 0, rc = SG_ERR;
-    if (meta && !sg_exec_meta_json(e, extra_json, meta, meta_cap(extra_json)) &&
-        !collect(e, &d, &n, &mem))
-        rc = ckpt_save_rotating(dir, sg_exec_step_count(e), meta, d, n, NULL, keep_last, path_out,
-                                cap);
-    free(meta);
-    free(d);
-    free(mem);
-    return rc;
+    return save(e, NULL, dir, extra_json, keep_last, path_out, cap);
 }
 
 /* The rank count a checkpoint's config records (absent: 0, one process). */
