@@ -956,6 +956,44 @@ static void test_clip_ema_exact(void) {
     case_end();
 }
 
+/* The loss watch: loss_sum += loss always; the watch records step + 1 the first time the
+ * loss or the gradient's sum of squares is not finite, and then keeps it. Cases: finite (the
+ * watch stays 0), a NaN loss, an Inf sum of squares, and a watch already set (kept). */
+static void test_loss_watch(void) {
+    const char *ctx = "loss_watch";
+    const float inf = INFINITY, nan = NAN;
+    const struct {
+        float loss, sumsq;
+        int64_t step, watch;
+    } cases[] = {{0.25f, 3.0f, 41, 0}, {nan, 3.0f, 7, 0}, {0.5f, inf, 9, 0}, {nan, 1.0f, 12, 5}};
+    for (int k = 0; k < SG_ARRAY_LEN(cases); k++) {
+        case_begin();
+        float sum0 = 1.5f, sum_ref = sum0 + cases[k].loss;
+        uint8_t w_ref[8], w_got[8];
+        float sum_got;
+        int64_t w = cases[k].watch;
+        cpu_loss_watch(&cases[k].loss, &cases[k].sumsq, &cases[k].step, &w, &sum0);
+        memcpy(w_ref, &w, 8);
+        CHECK((sum0 == sum_ref || isnan(sum_ref)), "%s: CPU reference sum", ctx);
+        tbuf *dl = tb_raw("loss", &cases[k].loss, 4), *dss = tb_raw("sumsq", &cases[k].sumsq, 4);
+        tbuf *dst = tb_raw("step", &cases[k].step, 8), *dw = tb_raw("watch", &cases[k].watch, 8);
+        float s_init = 1.5f;
+        tbuf *dsum = tb_raw("loss_sum", &s_init, 4);
+        reset_all();
+        CALL(cuda_loss_watch, g_st, (const float *)dl->d, (const float *)dss->d,
+             (const int64_t *)dst->d, (int64_t *)dw->d, (float *)dsum->d);
+        sync_stream();
+        tb_download(dw, w_got);
+        tb_download(dsum, (uint8_t *)&sum_got);
+        CHECK(memcmp(w_got, w_ref, 8) == 0, "%s case %d: watch %lld, CPU %lld", ctx, k,
+              (long long)*(int64_t *)w_got, (long long)w);
+        CHECK(memcmp(&sum_got, &sum0, 4) == 0, "%s case %d: loss_sum %g, CPU %g", ctx, k,
+              (double)sum_got, (double)sum0);
+        guards_all(ctx);
+        case_end();
+    }
+}
+
 /* ======================= randomness and data ======================= */
 
 static void test_rng(int dt) {
@@ -1267,6 +1305,7 @@ int main(void) {
     test_optim(10001, 6, 10, 1);            /* inside the warmup, clipped */
     test_optim(3000001, 20, 10, 0);         /* after the warmup, no clip scale */
     test_clip_ema_exact();
+    test_loss_watch();
     test_graph();
     test_errors();
     test_blas_pinning();

@@ -115,7 +115,7 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, a, k, dt, ld, sqkv, q, dt, ld,
                      sqkv, 0.0f, Ph, DT_F32, L, sP, N))
             return SG_ERR;
-        softmax_fwd_kernel<<<(unsigned)(N * L), SG_THREADS, 0, st>>>(P, Pb, L, heads, h);
+        SG_LAUNCH(softmax_fwd_kernel, (unsigned)(N * L), SG_THREADS, 0, st, P, Pb, L, heads, h);
         SG_LAUNCH_CHECK("softmax_fwd_kernel");
         /* y_h^T (D x L) = v^T P^T */
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
@@ -156,7 +156,8 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, 1.0f, v, dt, ld, sqkv, dyh, dt, C,
                      sY, 0.0f, dP, DT_F32, L, sW, N))
             return SG_ERR;
-        softmax_bwd_kernel<<<(unsigned)(N * L), SG_THREADS, 0, st>>>(dP, dSb, Pb, P, L, heads, h);
+        SG_LAUNCH(softmax_bwd_kernel, (unsigned)(N * L), SG_THREADS, 0, st, dP, dSb, Pb, P, L,
+                  heads, h);
         SG_LAUNCH_CHECK("softmax_bwd_kernel");
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
         const int64_t sPop = Pb ? sW : sP;

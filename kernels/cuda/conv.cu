@@ -266,8 +266,8 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const flo
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-    conv_fwd_kernel<<<grid, CONV_THREADS, 0, st>>>(y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo,
-                                                   dt);
+    SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S, pad,
+              Ho, Wo, dt);
     SG_LAUNCH_CHECK("conv_fwd_kernel");
     return SG_OK;
 }
@@ -282,8 +282,8 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t Q = (int64_t)N * H * W;
     dim3 grid((unsigned)((Q + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN));
-    conv_bwd_data_kernel<<<grid, CONV_THREADS, 0, st>>>(dx, dy, w, N, H, W, Ci, Co, K, S, pad, Ho,
-                                                        Wo, dt, accum);
+    SG_LAUNCH(conv_bwd_data_kernel, grid, CONV_THREADS, 0, st, dx, dy, w, N, H, W, Ci, Co, K, S,
+              pad, Ho, Wo, dt, accum);
     SG_LAUNCH_CHECK("conv_bwd_data_kernel");
     return SG_OK;
 }
@@ -304,10 +304,11 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
     float *part = (float *)ws;
     dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
               (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
-    conv_bwd_weight_kernel<<<grid, CONV_THREADS, 0, st>>>(part, dy, x, N, H, W, Ci, Co, K, S, pad,
-                                                          Ho, Wo, dt, chunk_len);
+    SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co, K, S,
+              pad, Ho, Wo, dt, chunk_len);
     SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
-    chunk_sum_kernel<<<sg_grid_for(nw), SG_THREADS, 0, st>>>(dw, part, nw, (int)chunks, accum);
+    SG_LAUNCH(chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, part, nw, (int)chunks,
+              accum);
     SG_LAUNCH_CHECK("chunk_sum_kernel");
     if (db)
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,

@@ -20,6 +20,31 @@ extern "C" const char *sg_last_error(void);
 
 #define SG_THREADS 256 /* the block size of every 1-D kernel here (a power of two) */
 
+/* ---- launches ---- */
+
+/* Every kernel launch: SG_LAUNCH(kernel, grid, block, dynamic smem bytes, stream, args...).
+ * nvcc: kernel<<<grid, block, smem, stream>>>(args...). Host emulation (SG_CUDA_HOST, the
+ * tests/cuda_host build of these files as C++): the emulator checks the configuration and every
+ * pointer argument, then runs the launch or records it into the stream's capture. */
+#ifdef SG_CUDA_HOST
+#define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
+    sg_sim::launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* A kernel's dynamic shared memory: a declaration statement inside the kernel. */
+#define SG_DYNAMIC_SMEM(type, name) type *name = (type *)sg_sim::dynamic_smem()
+/* The emulator checks the two pointers of a concatenated operand like pointer arguments. */
+template <> struct cuda_sim_arg_ptrs<sg_cat> {
+    static int get(const sg_cat &x, const void **out) {
+        out[0] = x.p[0];
+        out[1] = x.p[1];
+        return 2;
+    }
+};
+#else
+#define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
+    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define SG_DYNAMIC_SMEM(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
 /* ---- checks (host) ---- */
 
 /* After every launch: a bad configuration or a sticky error shows up here, with file:line. */

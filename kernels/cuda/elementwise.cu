@@ -119,11 +119,12 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     if (nb <= 0 || R <= 0 || C <= 0) return sg_set_error("col_sum: bad shape");
     if (chunks > 65535 || nb > 65535) return sg_set_error("col_sum: too many rows or batches");
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks, (unsigned)nb);
-    col_sum_partial_kernel<<<grid, dim3(32, 8), 0, st>>>((float *)ws, in, idt, R, C, (int)chunks);
+    SG_LAUNCH(col_sum_partial_kernel, grid, dim3(32, 8), 0, st, (float *)ws, in, idt, R, C,
+              (int)chunks);
     SG_LAUNCH_CHECK("col_sum_partial_kernel");
     int64_t nbC = (int64_t)nb * C;
-    col_sum_final_kernel<<<sg_grid_for(nbC), SG_THREADS, 0, st>>>(out, odt, (const float *)ws, nbC,
-                                                                  C, (int)chunks, accum);
+    SG_LAUNCH(col_sum_final_kernel, sg_grid_for(nbC), SG_THREADS, 0, st, out, odt,
+              (const float *)ws, nbC, C, (int)chunks, accum);
     SG_LAUNCH_CHECK("col_sum_final_kernel");
     return SG_OK;
 }
@@ -131,7 +132,7 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
 int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt) {
     SG_DT_CHECK(dt, "cuda_silu_fwd");
     if (n <= 0) return SG_OK;
-    silu_fwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, x, n, dt);
+    SG_LAUNCH(silu_fwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, x, n, dt);
     SG_LAUNCH_CHECK("silu_fwd_kernel");
     return SG_OK;
 }
@@ -140,7 +141,7 @@ int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int6
                   int accum) {
     SG_DT_CHECK(dt, "cuda_silu_bwd");
     if (n <= 0) return SG_OK;
-    silu_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dx, dy, x, n, dt, accum);
+    SG_LAUNCH(silu_bwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, dx, dy, x, n, dt, accum);
     SG_LAUNCH_CHECK("silu_bwd_kernel");
     return SG_OK;
 }
@@ -148,7 +149,7 @@ int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int6
 int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
     SG_DT_CHECK(dt, "cuda_silu_mul_fwd");
     if (n <= 0) return SG_OK;
-    silu_mul_fwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, a, b, n, dt);
+    SG_LAUNCH(silu_mul_fwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, a, b, n, dt);
     SG_LAUNCH_CHECK("silu_mul_fwd_kernel");
     return SG_OK;
 }
@@ -157,8 +158,8 @@ int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const
                       const void *b, int64_t n, int dt, int accum_a, int accum_b) {
     SG_DT_CHECK(dt, "cuda_silu_mul_bwd");
     if (n <= 0) return SG_OK;
-    silu_mul_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(da, db, dy, a, b, n, dt, accum_a,
-                                                               accum_b);
+    SG_LAUNCH(silu_mul_bwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, da, db, dy, a, b, n, dt,
+              accum_a, accum_b);
     SG_LAUNCH_CHECK("silu_mul_bwd_kernel");
     return SG_OK;
 }
@@ -166,7 +167,7 @@ int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const
 int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
     SG_DT_CHECK(dt, "cuda_add_fwd");
     if (n <= 0) return SG_OK;
-    add_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, a, b, n, dt);
+    SG_LAUNCH(add_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, a, b, n, dt);
     SG_LAUNCH_CHECK("add_kernel");
     return SG_OK;
 }
@@ -175,7 +176,7 @@ int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t
     SG_DT_CHECK(ydt, "cuda_copy");
     SG_DT_CHECK(xdt, "cuda_copy");
     if (n <= 0 || (y == x && ydt == xdt && !accum)) return SG_OK;
-    scale_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, ydt, x, xdt, 1.0f, n, accum);
+    SG_LAUNCH(scale_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, ydt, x, xdt, 1.0f, n, accum);
     SG_LAUNCH_CHECK("scale_kernel (copy)");
     return SG_OK;
 }
@@ -183,7 +184,7 @@ int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t
 int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum) {
     SG_DT_CHECK(dt, "cuda_scale");
     if (n <= 0) return SG_OK;
-    scale_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, dt, x, dt, s, n, accum);
+    SG_LAUNCH(scale_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, dt, x, dt, s, n, accum);
     SG_LAUNCH_CHECK("scale_kernel");
     return SG_OK;
 }
@@ -193,8 +194,8 @@ int cuda_add_nc_fwd(cudaStream_t st, void *y, const void *x, const void *v, int 
     SG_DT_CHECK(dt, "cuda_add_nc_fwd");
     SG_ARG_CHECK(N > 0 && HW > 0 && C > 0, "cuda_add_nc_fwd: bad shape");
     int64_t total = (int64_t)N * HW * C;
-    add_nc_kernel<<<sg_grid_for(total), SG_THREADS, 0, st>>>(y, x, v, total, (int64_t)HW * C, C,
-                                                             dt);
+    SG_LAUNCH(add_nc_kernel, sg_grid_for(total), SG_THREADS, 0, st, y, x, v, total, (int64_t)HW * C,
+              C, dt);
     SG_LAUNCH_CHECK("add_nc_kernel");
     return SG_OK;
 }

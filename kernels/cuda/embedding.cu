@@ -66,8 +66,8 @@ int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim
     SG_ARG_CHECK(N > 0 && dim >= 4 && dim % 2 == 0, "cuda_timestep_emb: need N > 0, even dim >= 4");
     const int half = dim / 2;
     const double step = -log(10000.0) / (half - 1);
-    timestep_emb_kernel<<<sg_grid_for((int64_t)N * half), SG_THREADS, 0, st>>>(y, t, N, half, step,
-                                                                               dt);
+    SG_LAUNCH(timestep_emb_kernel, sg_grid_for((int64_t)N * half), SG_THREADS, 0, st, y, t, N, half,
+              step, dt);
     SG_LAUNCH_CHECK("timestep_emb_kernel");
     return SG_OK;
 }
@@ -78,8 +78,8 @@ int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps
     SG_ARG_CHECK(N > 0 && N <= 65535 && per > 0 && T >= 1, "cuda_ddpm_noise: bad shape");
     unsigned bx = sg_grid_for(per);
     if (bx > 64) bx = 64; /* each block recomputes abar_t: keep the blocks per sample few */
-    ddpm_noise_kernel<<<dim3(bx, (unsigned)N), SG_THREADS, 0, st>>>(xt, x0, eps, t, per, T, beta1,
-                                                                    betaT, dt);
+    SG_LAUNCH(ddpm_noise_kernel, dim3(bx, (unsigned)N), SG_THREADS, 0, st, xt, x0, eps, t, per, T,
+              beta1, betaT, dt);
     SG_LAUNCH_CHECK("ddpm_noise_kernel");
     return SG_OK;
 }

@@ -67,7 +67,7 @@ static int cu_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasO
 
 int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n) {
     if (n <= 0) return SG_OK;
-    to_bf16_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dst, src, n);
+    SG_LAUNCH(to_bf16_kernel, sg_grid_for(n), SG_THREADS, 0, st, dst, src, n);
     SG_LAUNCH_CHECK("to_bf16_kernel");
     return SG_OK;
 }
@@ -99,8 +99,8 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *
             first = 0;
         }
         if (b) {
-            bias_add_kernel<<<sg_grid_for(rows * Co), SG_THREADS, 0, st>>>((float *)y, b, rows * Co,
-                                                                           Co);
+            SG_LAUNCH(bias_add_kernel, sg_grid_for(rows * Co), SG_THREADS, 0, st, (float *)y, b,
+                      rows * Co, Co);
             SG_LAUNCH_CHECK("bias_add_kernel");
         }
         return SG_OK;
@@ -122,8 +122,8 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *
             first = 0;
         }
         int64_t n = (int64_t)nr * Co;
-        bias_round_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(
-            (void *)cu_off(y, r0 * Co, DT_BF16), tile, b, n, Co, DT_BF16);
+        SG_LAUNCH(bias_round_kernel, sg_grid_for(n), SG_THREADS, 0, st,
+                  (void *)cu_off(y, r0 * Co, DT_BF16), tile, b, n, Co, DT_BF16);
         SG_LAUNCH_CHECK("bias_round_kernel");
     }
     return SG_OK;

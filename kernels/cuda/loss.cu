@@ -52,9 +52,9 @@ int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const 
     SG_ARG_CHECK(n > 0, "%s: n must be positive", fn);
     SG_WS_CHECK(sg_ws_mse_fwd(n), ws_bytes, fn);
     const int nb = (int)sg_ws_sum_blocks(n);
-    mse_partial_kernel<<<nb, SG_THREADS, 0, st>>>((double *)ws, pred, pdt, target, tdt, n);
+    SG_LAUNCH(mse_partial_kernel, nb, SG_THREADS, 0, st, (double *)ws, pred, pdt, target, tdt, n);
     SG_LAUNCH_CHECK("mse_partial_kernel");
-    mse_final_kernel<<<1, SG_THREADS, 0, st>>>(loss, (const double *)ws, nb, n);
+    SG_LAUNCH(mse_final_kernel, 1, SG_THREADS, 0, st, loss, (const double *)ws, nb, n);
     SG_LAUNCH_CHECK("mse_final_kernel");
     return SG_OK;
 }
@@ -65,8 +65,8 @@ int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const 
     SG_DT_CHECK(tdt, "cuda_mse_bwd");
     if (n <= 0) return SG_OK;
     const float k = (float)(2.0 * (double)dloss / (double)n);
-    mse_bwd_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dpred, pred, pdt, target, tdt, n, k,
-                                                          accum);
+    SG_LAUNCH(mse_bwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, dpred, pred, pdt, target, tdt, n,
+              k, accum);
     SG_LAUNCH_CHECK("mse_bwd_kernel");
     return SG_OK;
 }

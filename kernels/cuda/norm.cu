@@ -166,8 +166,8 @@ int cuda_group_norm_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_c
                         const float *gamma, const float *beta, int N, int HW, int C, int G,
                         float eps, int dt) {
     if (gn_check("cuda_group_norm_fwd", x, N, HW, C, G, dt)) return SG_ERR;
-    gn_fwd_kernel<<<(unsigned)(N * G), SG_THREADS, 0, st>>>(y, mean, rstd, x, gamma, beta, HW, C, G,
-                                                            eps, dt);
+    SG_LAUNCH(gn_fwd_kernel, (unsigned)(N * G), SG_THREADS, 0, st, y, mean, rstd, x, gamma, beta,
+              HW, C, G, eps, dt);
     SG_LAUNCH_CHECK("gn_fwd_kernel");
     return SG_OK;
 }
@@ -184,11 +184,11 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
     SG_WS_CHECK(sg_ws_group_norm_bwd(N, C), ws_bytes, fn);
     float *ws_dg = (float *)ws;
     float *ws_db = (float *)((char *)ws + sg_ws_align((int64_t)N * C * 4));
-    gn_bwd_kernel<<<(unsigned)(N * G), SG_THREADS, 0, st>>>(dx, ws_dg, ws_db, dy, x, mean, rstd,
-                                                            gamma, HW, C, G, dt, accum_dx);
+    SG_LAUNCH(gn_bwd_kernel, (unsigned)(N * G), SG_THREADS, 0, st, dx, ws_dg, ws_db, dy, x, mean,
+              rstd, gamma, HW, C, G, dt, accum_dx);
     SG_LAUNCH_CHECK("gn_bwd_kernel");
-    gn_param_kernel<<<sg_grid_for(C), SG_THREADS, 0, st>>>(dgamma, dbeta, ws_dg, ws_db, N, C,
-                                                           accum_param);
+    SG_LAUNCH(gn_param_kernel, sg_grid_for(C), SG_THREADS, 0, st, dgamma, dbeta, ws_dg, ws_db, N, C,
+              accum_param);
     SG_LAUNCH_CHECK("gn_param_kernel");
     return SG_OK;
 }

@@ -104,15 +104,15 @@ int cuda_sumsq(cudaStream_t st, float *out, const float *g, int64_t n, void *ws,
     SG_ARG_CHECK(n > 0, "%s: n must be positive", fn);
     SG_WS_CHECK(sg_ws_sumsq(n), ws_bytes, fn);
     const int nb = (int)sg_ws_sum_blocks(n);
-    sumsq_partial_kernel<<<nb, SG_THREADS, 0, st>>>((double *)ws, g, n);
+    SG_LAUNCH(sumsq_partial_kernel, nb, SG_THREADS, 0, st, (double *)ws, g, n);
     SG_LAUNCH_CHECK("sumsq_partial_kernel");
-    sumsq_final_kernel<<<1, SG_THREADS, 0, st>>>(out, (const double *)ws, nb);
+    SG_LAUNCH(sumsq_final_kernel, 1, SG_THREADS, 0, st, out, (const double *)ws, nb);
     SG_LAUNCH_CHECK("sumsq_final_kernel");
     return SG_OK;
 }
 
 int cuda_clip_scale(cudaStream_t st, float *scale, const float *sumsq, float max_norm) {
-    clip_scale_kernel<<<1, 1, 0, st>>>(scale, sumsq, max_norm);
+    SG_LAUNCH(clip_scale_kernel, 1, 1, 0, st, scale, sumsq, max_norm);
     SG_LAUNCH_CHECK("clip_scale_kernel");
     return SG_OK;
 }
@@ -122,28 +122,28 @@ int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad,
                float wd, int warmup, float *lr_out) {
     SG_ARG_CHECK(step != NULL, "cuda_adamw: the step counter is required");
     if (n <= 0) return SG_OK;
-    adamw_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(p, m, v, grad, n, scale, step, lr, b1, b2,
-                                                        eps, wd, warmup, lr_out);
+    SG_LAUNCH(adamw_kernel, sg_grid_for(n), SG_THREADS, 0, st, p, m, v, grad, n, scale, step, lr,
+              b1, b2, eps, wd, warmup, lr_out);
     SG_LAUNCH_CHECK("adamw_kernel");
     return SG_OK;
 }
 
 int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay) {
     if (n <= 0) return SG_OK;
-    ema_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(ema, p, n, (double)decay);
+    SG_LAUNCH(ema_kernel, sg_grid_for(n), SG_THREADS, 0, st, ema, p, n, (double)decay);
     SG_LAUNCH_CHECK("ema_kernel");
     return SG_OK;
 }
 
 int cuda_step_increment(cudaStream_t st, int64_t *step) {
-    step_increment_kernel<<<1, 1, 0, st>>>(step);
+    SG_LAUNCH(step_increment_kernel, 1, 1, 0, st, step);
     SG_LAUNCH_CHECK("step_increment_kernel");
     return SG_OK;
 }
 
 int cuda_loss_watch(cudaStream_t st, const float *loss, const float *sumsq, const int64_t *step,
                     int64_t *watch, float *loss_sum) {
-    loss_watch_kernel<<<1, 1, 0, st>>>(loss, sumsq, step, watch, loss_sum);
+    SG_LAUNCH(loss_watch_kernel, 1, 1, 0, st, loss, sumsq, step, watch, loss_sum);
     SG_LAUNCH_CHECK("loss_watch_kernel");
     return SG_OK;
 }

@@ -88,7 +88,7 @@ int cuda_upsample2x_fwd(cudaStream_t st, void *y, const void *x, int N, int H, i
                         int dt) {
     RESAMPLE_CHECK("cuda_upsample2x_fwd");
     int64_t total = (int64_t)N * 4 * H * W * C;
-    upsample_fwd_kernel<<<sg_grid_for(total), SG_THREADS, 0, st>>>(y, x, total, H, W, C, dt);
+    SG_LAUNCH(upsample_fwd_kernel, sg_grid_for(total), SG_THREADS, 0, st, y, x, total, H, W, C, dt);
     SG_LAUNCH_CHECK("upsample_fwd_kernel");
     return SG_OK;
 }
@@ -97,8 +97,8 @@ int cuda_upsample2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H,
                         int dt, int accum) {
     RESAMPLE_CHECK("cuda_upsample2x_bwd");
     int64_t total = (int64_t)N * H * W * C;
-    upsample_bwd_kernel<<<sg_grid_for(total), SG_THREADS, 0, st>>>(dx, dy, total, H, W, C, dt,
-                                                                   accum);
+    SG_LAUNCH(upsample_bwd_kernel, sg_grid_for(total), SG_THREADS, 0, st, dx, dy, total, H, W, C,
+              dt, accum);
     SG_LAUNCH_CHECK("upsample_bwd_kernel");
     return SG_OK;
 }
@@ -108,7 +108,7 @@ int cuda_avgpool2x_fwd(cudaStream_t st, void *y, const void *x, int N, int H, in
     RESAMPLE_CHECK("cuda_avgpool2x_fwd");
     SG_ARG_CHECK(H % 2 == 0 && W % 2 == 0, "cuda_avgpool2x_fwd: H and W must be even");
     int64_t total = (int64_t)N * (H / 2) * (W / 2) * C;
-    avgpool_fwd_kernel<<<sg_grid_for(total), SG_THREADS, 0, st>>>(y, x, total, H, W, C, dt);
+    SG_LAUNCH(avgpool_fwd_kernel, sg_grid_for(total), SG_THREADS, 0, st, y, x, total, H, W, C, dt);
     SG_LAUNCH_CHECK("avgpool_fwd_kernel");
     return SG_OK;
 }
@@ -118,8 +118,8 @@ int cuda_avgpool2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, 
     RESAMPLE_CHECK("cuda_avgpool2x_bwd");
     SG_ARG_CHECK(H % 2 == 0 && W % 2 == 0, "cuda_avgpool2x_bwd: H and W must be even");
     int64_t total = (int64_t)N * H * W * C;
-    avgpool_bwd_kernel<<<sg_grid_for(total), SG_THREADS, 0, st>>>(dx, dy, total, H, W, C, dt,
-                                                                  accum);
+    SG_LAUNCH(avgpool_bwd_kernel, sg_grid_for(total), SG_THREADS, 0, st, dx, dy, total, H, W, C, dt,
+              accum);
     SG_LAUNCH_CHECK("avgpool_bwd_kernel");
     return SG_OK;
 }

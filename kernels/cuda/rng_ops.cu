@@ -87,8 +87,8 @@ int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t n
                  "cuda_gather_batch: bad shape");
     SG_ARG_CHECK(s0 >= 0 && s0 + N <= B, "cuda_gather_batch: samples [s0, s0+N) outside [0, B)");
     SG_ARG_CHECK(seed && step, "cuda_gather_batch: seed and step must be device pointers");
-    gather_batch_kernel<<<(unsigned)N, SG_THREADS, 0, st>>>(x0, data, ndata, H0, W0, C, H, W, seed,
-                                                            step, flip, B, s0);
+    SG_LAUNCH(gather_batch_kernel, (unsigned)N, SG_THREADS, 0, st, x0, data, ndata, H0, W0, C, H, W,
+              seed, step, flip, B, s0);
     SG_LAUNCH_CHECK("gather_batch_kernel");
     return SG_OK;
 }
@@ -97,7 +97,7 @@ int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint6
                           const int64_t *step, uint64_t i0) {
     SG_ARG_CHECK(N > 0 && T > 0, "cuda_sample_timesteps: bad shape");
     SG_ARG_CHECK(seed && step, "cuda_sample_timesteps: seed and step must be device pointers");
-    timesteps_kernel<<<sg_grid_for(N), SG_THREADS, 0, st>>>(t, N, T, seed, step, i0);
+    SG_LAUNCH(timesteps_kernel, sg_grid_for(N), SG_THREADS, 0, st, t, N, T, seed, step, i0);
     SG_LAUNCH_CHECK("timesteps_kernel");
     return SG_OK;
 }
@@ -106,7 +106,7 @@ int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, 
                   uint32_t purpose, uint64_t i0) {
     SG_ARG_CHECK(seed && step, "cuda_gaussian: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
-    gaussian_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(eps, n, seed, step, purpose, i0);
+    SG_LAUNCH(gaussian_kernel, sg_grid_for(n), SG_THREADS, 0, st, eps, n, seed, step, purpose, i0);
     SG_LAUNCH_CHECK("gaussian_kernel");
     return SG_OK;
 }
@@ -122,8 +122,8 @@ int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p
     SG_DT_CHECK(dt, "cuda_dropout_fwd");
     SG_ARG_CHECK(seed && step, "cuda_dropout_fwd: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
-    dropout_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(y, x, n, p, dropout_scale(p), seed, step,
-                                                          purpose, i0, dt, 0);
+    SG_LAUNCH(dropout_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, x, n, p, dropout_scale(p), seed,
+              step, purpose, i0, dt, 0);
     SG_LAUNCH_CHECK("dropout_kernel");
     return SG_OK;
 }
@@ -134,8 +134,8 @@ int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float
     SG_DT_CHECK(dt, "cuda_dropout_bwd");
     SG_ARG_CHECK(seed && step, "cuda_dropout_bwd: seed and step must be device pointers");
     if (n <= 0) return SG_OK;
-    dropout_kernel<<<sg_grid_for(n), SG_THREADS, 0, st>>>(dx, dy, n, p, dropout_scale(p), seed,
-                                                          step, purpose, i0, dt, accum);
+    SG_LAUNCH(dropout_kernel, sg_grid_for(n), SG_THREADS, 0, st, dx, dy, n, p, dropout_scale(p),
+              seed, step, purpose, i0, dt, accum);
     SG_LAUNCH_CHECK("dropout_kernel");
     return SG_OK;
 }

@@ -1,0 +1,434 @@
+/* cuda_sim.hpp — the CUDA execution model on the host, for the .cu files compiled as C++ with
+ * SG_CUDA_HOST (included by the stand-in cuda_runtime.h). Written from the CUDA C++ Programming
+ * Guide's semantics, not from stepgraph's kernels, so that it is a second opinion on them.
+ *
+ * The model:
+ * - A launch runs its blocks one after another (blockIdx.x fastest, then y, then z). The
+ *   threads of a block are cooperative fibers on their own stacks (64 KiB each, a guard page
+ *   below), each running until it reaches a barrier, a warp operation or its end; nothing is
+ *   preempted, so every interleaving the model produces is one a GPU may produce, and a missing
+ *   __syncthreads shows up as a wrong value rather than being papered over by lockstep execution.
+ *   The order in which runnable fibers are resumed is chosen by env SG_SIM_ORDER=forward (the
+ *   default), reverse or random:SEED (a fresh permutation per scheduling pass).
+ * - __syncthreads() is a real barrier over all threads of the block. A block in which some
+ *   threads wait at a barrier that others have exited is reported ("barrier divergence"); a
+ *   block where nothing can run and not everything has finished is reported as a deadlock with
+ *   every thread's state. Neither hangs.
+ * - A warp is 32 consecutive linear thread ids (x fastest, then y, then z). Every warp-level
+ *   operation is built on one primitive, the warp rendezvous (sg_sim::warp_rendezvous): each
+ *   lane named in the mask deposits a payload (up to SG_SIM_WARP_PAYLOAD bytes) and waits;
+ *   when all of them have arrived at the same operation with the same mask, every lane gets a
+ *   copy of all payloads and computes its own result. The guide's rules are checked: the mask
+ *   must include the caller and name only lanes that exist; all lanes of the mask must reach
+ *   the same operation with the same mask (a lane that exited, or waits elsewhere, is an
+ *   error); a shuffle must not read a lane outside the mask; width is a power of two <= 32.
+ * - __shared__ variables are function-scope statics in one linker section (sg_sim_shared),
+ *   filled with 0xFF (NaN as fp32 and bf16) at the start of every block, so a read of shared
+ *   memory nobody wrote in this block shows. Dynamic shared memory (SG_DYNAMIC_SMEM in
+ *   kernels/cuda/cuda_common.cuh) is a per-launch buffer, poisoned the same way.
+ * - Kernel arguments are copied at the launch (as CUDA does) and every thread gets its own
+ *   copy of them (kernel parameters are per-thread variables). Pointer arguments, and the
+ *   pointers inside an argument type for which cuda_sim_arg_ptrs<T> is specialised, must be
+ *   NULL or lie in a live allocation: the runtime checks them before anything runs.
+ * - Math: the host's libm and plain float arithmetic, compiled with -ffp-contract=off so that
+ *   a*b+c is never silently fused (fmaf is the explicit, correctly rounded fused op, as on the
+ *   GPU). The intrinsics with a rounding mode (_rn) are the plain operations. The device's own
+ *   approximations (__expf, rsqrtf, libdevice expf's last ulp) are NOT reproduced.
+ * - No atomics: stepgraph has no float atomics by design; an integer atomic can be added here
+ *   when a kernel needs one (it is one rendezvous-free read-modify-write: fibers never run
+ *   concurrently).
+ *
+ * Adding the tensor-core fragment operations later (an addition, not a rewrite):
+ * - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: a warp rendezvous with mask 0xffffffff
+ *   and a payload of each lane's fragment registers (A: 4 x b32, B: 2 x b32, C: 4 x f32 = 40
+ *   bytes, under SG_SIM_WARP_PAYLOAD). Every lane then holds all 32 lanes' fragments,
+ *   reassembles A (16x16), B (16x8) and C (16x8) with the PTX ISA's fragment layouts (section
+ *   "Matrix Fragments for mma.m16n8k16": groupID = lane >> 2, threadID_in_group = lane % 4, a0..a7
+ *   at rows groupID / groupID + 8, columns threadID_in_group * 2 + (i & 1) + 8 * (i >= 4), and
+ *   so on), computes its own four D elements in fp32 and returns them.
+ * - ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16: a rendezvous whose payload is each lane's
+ *   row address; each lane then reads, from shared memory, the 32-bit words the PTX layout
+ *   assigns it (lane l gets row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1 of each matrix).
+ * - cp.async.ca/cg.shared.global + commit_group / wait_group N: a per-fiber queue of pending
+ *   copies (destination, source, bytes) grouped by commit_group; wait_group N performs all but
+ *   the newest N groups. A copy is performed only at the wait, never at issue, so a kernel that
+ *   reads the destination before waiting reads the block's poison and fails its test; copies
+ *   still pending when a fiber reaches __syncthreads without a wait are reported.
+ */
+#ifndef SG_SIM_CUDA_SIM_HPP
+#define SG_SIM_CUDA_SIM_HPP
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <math.h>
+
+#include "cuda_runtime_api.h"
+
+/* ---- qualifiers ---- */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+/* `used` and the section keep every shared variable addressable memory the compiler must reload
+ * after a barrier (the barrier functions also carry a memory clobber). */
+#define __shared__ static __attribute__((section("sg_sim_shared"), used))
+
+/* ---- vector types, with CUDA's alignment ---- */
+struct __attribute__((aligned(8))) float2 {
+    float x, y;
+};
+struct float3 {
+    float x, y, z;
+};
+struct __attribute__((aligned(16))) float4 {
+    float x, y, z, w;
+};
+struct __attribute__((aligned(8))) int2 {
+    int x, y;
+};
+struct __attribute__((aligned(16))) int4 {
+    int x, y, z, w;
+};
+struct __attribute__((aligned(8))) uint2 {
+    unsigned int x, y;
+};
+struct __attribute__((aligned(16))) uint4 {
+    unsigned int x, y, z, w;
+};
+static inline float2 make_float2(float x, float y) {
+    return float2{x, y};
+}
+static inline float3 make_float3(float x, float y, float z) {
+    return float3{x, y, z};
+}
+static inline float4 make_float4(float x, float y, float z, float w) {
+    return float4{x, y, z, w};
+}
+static inline int2 make_int2(int x, int y) {
+    return int2{x, y};
+}
+static inline int4 make_int4(int x, int y, int z, int w) {
+    return int4{x, y, z, w};
+}
+static inline uint2 make_uint2(unsigned x, unsigned y) {
+    return uint2{x, y};
+}
+static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) {
+    return uint3{x, y, z};
+}
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+    return uint4{x, y, z, w};
+}
+
+/* ---- built-in variables: the running fiber's, read-only to kernels ---- */
+extern uint3 sg_sim_threadIdx, sg_sim_blockIdx;
+extern dim3 sg_sim_blockDim, sg_sim_gridDim;
+#define threadIdx (static_cast<const uint3 &>(sg_sim_threadIdx))
+#define blockIdx (static_cast<const uint3 &>(sg_sim_blockIdx))
+#define blockDim (static_cast<const dim3 &>(sg_sim_blockDim))
+#define gridDim (static_cast<const dim3 &>(sg_sim_gridDim))
+static constexpr int warpSize = 32;
+
+/* ---- math ---- */
+static inline float rsqrtf(float x) {
+    return 1.0f / sqrtf(x);
+}
+/* glibc declares __expf/__logf itself: the fast-math intrinsics are macros here */
+#define __expf expf
+#define __logf logf
+static inline float __fdividef(float a, float b) {
+    return a / b;
+}
+static inline float __fadd_rn(float a, float b) {
+    return a + b;
+}
+static inline float __fsub_rn(float a, float b) {
+    return a - b;
+}
+static inline float __fmul_rn(float a, float b) {
+    return a * b;
+}
+static inline float __fdiv_rn(float a, float b) {
+    return a / b;
+}
+static inline float __fmaf_rn(float a, float b, float c) {
+    return fmaf(a, b, c);
+}
+static inline double __dadd_rn(double a, double b) {
+    return a + b;
+}
+static inline double __dsub_rn(double a, double b) {
+    return a - b;
+}
+static inline double __dmul_rn(double a, double b) {
+    return a * b;
+}
+static inline double __ddiv_rn(double a, double b) {
+    return a / b;
+}
+static inline double __fma_rn(double a, double b, double c) {
+    return fma(a, b, c);
+}
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline int __float_as_int(float f) {
+    int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __int_as_float(int u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+template <class T> static inline T __ldg(const T *p) {
+    return *p;
+}
+static inline int min(int a, int b) {
+    return a < b ? a : b;
+}
+static inline int max(int a, int b) {
+    return a > b ? a : b;
+}
+static inline unsigned min(unsigned a, unsigned b) {
+    return a < b ? a : b;
+}
+static inline unsigned max(unsigned a, unsigned b) {
+    return a > b ? a : b;
+}
+static inline long long min(long long a, long long b) {
+    return a < b ? a : b;
+}
+static inline long long max(long long a, long long b) {
+    return a > b ? a : b;
+}
+
+/* ---- the execution model's entry points (sim_exec.cpp) ---- */
+#define SG_SIM_WARP_PAYLOAD 64 /* bytes one lane deposits at a rendezvous */
+
+namespace sg_sim {
+enum warp_op {
+    WOP_SYNCWARP = 1,
+    WOP_SHFL,
+    WOP_SHFL_UP,
+    WOP_SHFL_DOWN,
+    WOP_SHFL_XOR,
+    WOP_BALLOT,
+    WOP_ANY,
+    WOP_ALL
+};
+void syncthreads_impl();
+/* Every lane of `mask` deposits `bytes` of `mine` and waits for the others; then out[l * bytes]
+ * holds lane l's payload for every lane l of the mask. Returns the caller's lane. */
+int warp_rendezvous(int op, unsigned mask, const void *mine, size_t bytes, void *out);
+/* A model violation inside a kernel: reports it with the kernel, block and thread, stops the
+ * launch (the stream gets a sticky cudaErrorLaunchFailure). Does not return. */
+[[noreturn]] void device_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+unsigned active_lanes(); /* lanes of the caller's warp that have not exited */
+void *dynamic_smem();
+} // namespace sg_sim
+
+#define SG_SIM_COMPILER_BARRIER() __asm__ __volatile__("" ::: "memory")
+
+static inline void __syncthreads() {
+    SG_SIM_COMPILER_BARRIER();
+    sg_sim::syncthreads_impl();
+    SG_SIM_COMPILER_BARRIER();
+}
+static inline void __threadfence_block() {
+    SG_SIM_COMPILER_BARRIER();
+}
+static inline void __threadfence() {
+    SG_SIM_COMPILER_BARRIER();
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    SG_SIM_COMPILER_BARRIER();
+    sg_sim::warp_rendezvous(sg_sim::WOP_SYNCWARP, mask, nullptr, 0, nullptr);
+    SG_SIM_COMPILER_BARRIER();
+}
+/* No lockstep exists to observe: the lanes that have not exited. */
+static inline unsigned __activemask() {
+    return sg_sim::active_lanes();
+}
+
+namespace sg_sim {
+static inline void check_width(int width, const char *fn) {
+    if (width <= 0 || width > 32 || (width & (width - 1)))
+        device_fail("%s: width %d is not a power of two in [1, 32]", fn, width);
+}
+/* The shuffle's common tail: the caller's value when src says "own", else lane src's value,
+ * which must be a lane of the mask. */
+template <class T>
+static inline T shfl_common(int op, unsigned mask, T var, int src_of_lane(int, int, int), int arg,
+                            int width, const char *fn) {
+    static_assert(sizeof(T) <= SG_SIM_WARP_PAYLOAD && std::is_trivially_copyable<T>::value,
+                  "shuffle of an unsupported type");
+    check_width(width, fn);
+    unsigned char all[32 * sizeof(T)];
+    SG_SIM_COMPILER_BARRIER();
+    const int lane = warp_rendezvous(op, mask, &var, sizeof(T), all);
+    SG_SIM_COMPILER_BARRIER();
+    const int src = src_of_lane(lane, arg, width);
+    if (src < 0) return var;
+    if (!((mask >> src) & 1u))
+        device_fail("%s: lane %d reads lane %d, which is not in the mask 0x%08x", fn, lane, src,
+                    mask);
+    T r;
+    memcpy(&r, all + (size_t)src * sizeof(T), sizeof(T));
+    return r;
+}
+/* Source lanes per the guide; -1 = the caller keeps its own value. */
+static inline int src_idx(int lane, int src, int width) {
+    return (lane & ~(width - 1)) | (src & (width - 1));
+}
+static inline int src_up(int lane, int delta, int width) {
+    return (lane & (width - 1)) < delta ? -1 : lane - delta;
+}
+static inline int src_down(int lane, int delta, int width) {
+    return (lane & (width - 1)) + delta >= width ? -1 : lane + delta;
+}
+static inline int src_xor(int lane, int m, int width) {
+    const int s = lane ^ m;
+    return s >= (lane & ~(width - 1)) + width ? -1 : s;
+}
+} // namespace sg_sim
+
+template <class T> static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+    return sg_sim::shfl_common(sg_sim::WOP_SHFL, mask, var, sg_sim::src_idx, srcLane, width,
+                               "__shfl_sync");
+}
+template <class T>
+static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    return sg_sim::shfl_common(sg_sim::WOP_SHFL_UP, mask, var, sg_sim::src_up, (int)delta, width,
+                               "__shfl_up_sync");
+}
+template <class T>
+static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+    return sg_sim::shfl_common(sg_sim::WOP_SHFL_DOWN, mask, var, sg_sim::src_down, (int)delta,
+                               width, "__shfl_down_sync");
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+    return sg_sim::shfl_common(sg_sim::WOP_SHFL_XOR, mask, var, sg_sim::src_xor, laneMask, width,
+                               "__shfl_xor_sync");
+}
+
+namespace sg_sim {
+/* ballot over the mask: bit l set when lane l of the mask passed a non-zero predicate */
+static inline unsigned vote(int op, unsigned mask, int pred) {
+    int all[32];
+    SG_SIM_COMPILER_BARRIER();
+    warp_rendezvous(op, mask, &pred, sizeof pred, all);
+    SG_SIM_COMPILER_BARRIER();
+    unsigned b = 0;
+    for (int l = 0; l < 32; l++)
+        if (((mask >> l) & 1u) && all[l]) b |= 1u << l;
+    return b;
+}
+} // namespace sg_sim
+static inline unsigned __ballot_sync(unsigned mask, int predicate) {
+    return sg_sim::vote(sg_sim::WOP_BALLOT, mask, predicate);
+}
+static inline int __any_sync(unsigned mask, int predicate) {
+    return sg_sim::vote(sg_sim::WOP_ANY, mask, predicate) != 0;
+}
+static inline int __all_sync(unsigned mask, int predicate) {
+    return sg_sim::vote(sg_sim::WOP_ALL, mask, predicate) == mask;
+}
+
+/* ---- launches: SG_LAUNCH (kernels/cuda/cuda_common.cuh) calls sg_sim::launch ---- */
+
+/* The pointers inside a by-value kernel argument of type T, so the runtime can check them (a
+ * plain pointer argument needs no trait). Specialise for argument structs that carry device
+ * pointers: get() writes at most 8 and returns how many. */
+template <class T> struct cuda_sim_arg_ptrs {
+    static int get(const T &, const void **) {
+        return 0;
+    }
+};
+
+namespace sg_sim {
+struct call_base {
+    virtual ~call_base() = default;
+    virtual void invoke() = 0; /* one thread's call of the kernel */
+};
+
+struct launch_info {
+    const char *name = nullptr;
+    const void *func = nullptr;
+    dim3 grid, block;
+    size_t smem = 0;
+    std::vector<unsigned char> sig;                 /* every argument's bytes, in order */
+    std::vector<std::pair<int, const void *>> ptrs; /* (argument index, pointer) */
+    int nargs = 0;
+
+    template <class T> void add_arg(const T &v) {
+        const unsigned char *b = reinterpret_cast<const unsigned char *>(&v);
+        sig.insert(sig.end(), b, b + sizeof(T));
+        if constexpr (std::is_pointer<T>::value) {
+            ptrs.emplace_back(nargs, (const void *)v);
+        } else {
+            const void *p[8];
+            int n = cuda_sim_arg_ptrs<T>::get(v, p);
+            for (int i = 0; i < n; i++) ptrs.emplace_back(nargs, p[i]);
+        }
+        nargs++;
+    }
+};
+
+/* Checks the configuration and every pointer, then runs the launch or records it into the
+ * stream's capture. The error, if any, is what the next cudaGetLastError returns. */
+void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call);
+
+template <class... P> struct kernel_call final : call_base {
+    void (*fn)(P...);
+    std::tuple<P...> args;
+    kernel_call(void (*f)(P...), std::tuple<P...> a) : fn(f), args(std::move(a)) {}
+    void invoke() override {
+        std::apply(fn, args); /* copies: each thread's parameters are its own */
+    }
+};
+
+/* implicit conversion to the parameter type, as a <<<>>> call does */
+template <class T> static inline T pass(T v) {
+    return v;
+}
+
+template <class... P, class... A>
+void launch(const char *name, void (*fn)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+            A &&...a) {
+    static_assert(sizeof...(P) == sizeof...(A), "SG_LAUNCH: wrong number of kernel arguments");
+    auto call =
+        std::make_shared<kernel_call<P...>>(fn, std::tuple<P...>(pass<P>(std::forward<A>(a))...));
+    launch_info li;
+    li.name = name;
+    li.func = (const void *)fn;
+    li.grid = grid;
+    li.block = block;
+    li.smem = smem;
+    std::apply([&li](const P &...v) { (li.add_arg(v), ...); }, call->args);
+    submit(li, st, std::move(call));
+}
+} // namespace sg_sim
+
+#endif

@@ -1,0 +1,461 @@
+/* sim_exec.cpp — the execution model of cuda_sim.hpp: blocks in order, the threads of a block as
+ * cooperative fibers, __syncthreads as a real barrier, the warp rendezvous, poisoned shared
+ * memory, and the reports of barrier divergence, deadlock and warp-rule violations.
+ *
+ * Fibers switch with a hand-written x86-64 routine (the six callee-saved registers and the stack
+ * pointer: a few ns, where swapcontext makes a signal-mask syscall per switch); other
+ * architectures fall back to ucontext. MXCSR and the x87 control word are not switched: no
+ * kernel changes them. Stacks are 64 KiB with a PROT_NONE guard page below, pooled and reused
+ * across blocks and launches.
+ */
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#include "sim_internal.hpp"
+
+uint3 sg_sim_threadIdx, sg_sim_blockIdx;
+dim3 sg_sim_blockDim, sg_sim_gridDim;
+
+/* the shared-memory section: GNU ld defines these for a section named like an identifier */
+extern "C" {
+extern char __start_sg_sim_shared[] __attribute__((weak));
+extern char __stop_sg_sim_shared[] __attribute__((weak));
+}
+
+#if defined(__x86_64__)
+/* sg_sim_ctx_switch(save, load): push the callee-saved registers, store rsp in *save, load rsp
+ * from `load`, pop, return into the other context. sg_sim_ctx_start: a new fiber's first
+ * return lands here with r12 = argument and r13 = function. */
+extern "C" void sg_sim_ctx_switch(void **save, void *load);
+extern "C" void sg_sim_ctx_start(void);
+__asm__(".text\n"
+        ".globl sg_sim_ctx_switch\n"
+        ".type sg_sim_ctx_switch,@function\n"
+        "sg_sim_ctx_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size sg_sim_ctx_switch, .-sg_sim_ctx_switch\n"
+        ".globl sg_sim_ctx_start\n"
+        ".type sg_sim_ctx_start,@function\n"
+        "sg_sim_ctx_start:\n"
+        "  movq %r12, %rdi\n"
+        "  callq *%r13\n"
+        "  ud2\n"
+        ".size sg_sim_ctx_start, .-sg_sim_ctx_start\n");
+#endif
+
+namespace sg_sim {
+
+namespace {
+
+constexpr size_t STACK_BYTES = 64 << 10;
+constexpr size_t GUARD_BYTES = 4096;
+constexpr int MAX_THREADS = 1024;
+
+enum fiber_state { F_RUN, F_BAR, F_WARP, F_DONE, F_DEAD };
+
+struct fiber {
+    int linear = 0, lane = 0, warp = 0;
+    uint3 tid{0, 0, 0};
+    int state = F_RUN;
+#if defined(__x86_64__)
+    void *sp = nullptr;
+#else
+    ucontext_t uc;
+#endif
+    char *stack_lo = nullptr; /* usable stack [stack_lo, stack_lo + STACK_BYTES) */
+    /* the warp rendezvous */
+    int wop = 0;
+    unsigned wmask = 0;
+    size_t wbytes = 0;
+    unsigned char payload[SG_SIM_WARP_PAYLOAD];
+    unsigned char xfer[32 * SG_SIM_WARP_PAYLOAD];
+};
+
+struct sim_state {
+    char *pool = nullptr; /* MAX_THREADS stacks, each above a guard page */
+    fiber *f = nullptr;   /* MAX_THREADS fibers */
+    int n = 0;            /* threads of the running block */
+    int bar_count = 0;
+    fiber *cur = nullptr;
+#if defined(__x86_64__)
+    void *sched_sp = nullptr;
+#else
+    ucontext_t sched_uc;
+#endif
+    call_base *call = nullptr;
+    const char *kernel = nullptr;
+    bool running = false, abort = false;
+    std::string err;
+    std::vector<unsigned char> dyn; /* dynamic shared memory of the launch */
+    int order = 0;                  /* 0 forward, 1 reverse, 2 random */
+    uint64_t seed = 0;
+    std::mt19937_64 rng;
+    std::vector<int> perm;
+    char order_str[64] = "forward";
+};
+sim_state S;
+
+void init_once() {
+    if (S.pool) return;
+    const char *o = getenv("SG_SIM_ORDER");
+    if (o && !strcmp(o, "reverse")) {
+        S.order = 1;
+    } else if (o && !strncmp(o, "random:", 7)) {
+        S.order = 2;
+        S.seed = strtoull(o + 7, nullptr, 10);
+        S.rng.seed(S.seed);
+    } else if (o && *o && strcmp(o, "forward")) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_ORDER=%s is not forward|reverse|random:SEED\n", o);
+        _exit(2);
+    }
+    snprintf(S.order_str, sizeof S.order_str, "%s", o && *o ? o : "forward");
+    size_t per = STACK_BYTES + GUARD_BYTES;
+    void *m = mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "sg_cuda_sim: cannot map the fiber stacks\n");
+        _exit(2);
+    }
+    S.pool = (char *)m;
+    S.f = new fiber[MAX_THREADS];
+    for (int i = 0; i < MAX_THREADS; i++) {
+        char *g = S.pool + (size_t)i * per;
+        mprotect(g, GUARD_BYTES, PROT_NONE);
+        S.f[i].stack_lo = g + GUARD_BYTES;
+    }
+}
+
+void switch_to_scheduler(fiber *f) {
+#if defined(__x86_64__)
+    sg_sim_ctx_switch(&f->sp, S.sched_sp);
+#else
+    swapcontext(&f->uc, &S.sched_uc);
+#endif
+}
+
+void resume(fiber *f) {
+    S.cur = f;
+    sg_sim_threadIdx = f->tid;
+#if defined(__x86_64__)
+    sg_sim_ctx_switch(&S.sched_sp, f->sp);
+#else
+    swapcontext(&S.sched_uc, &f->uc);
+#endif
+    S.cur = nullptr;
+}
+
+void fiber_main(void *) {
+    S.call->invoke();
+    fiber *f = S.cur;
+    f->state = F_DONE;
+    switch_to_scheduler(f);
+    abort(); /* never resumed */
+}
+
+#if !defined(__x86_64__)
+void fiber_main_uc() {
+    fiber_main(nullptr);
+}
+#endif
+
+void fiber_init(fiber *f) {
+    f->state = F_RUN;
+    f->wop = 0;
+#if defined(__x86_64__)
+    uintptr_t top = ((uintptr_t)(f->stack_lo + STACK_BYTES)) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = (void *)sg_sim_ctx_start; /* return address of the first switch */
+    *--sp = nullptr;                  /* rbp */
+    *--sp = nullptr;                  /* rbx */
+    *--sp = nullptr;                  /* r12: argument */
+    *--sp = (void *)fiber_main;       /* r13: function */
+    *--sp = nullptr;                  /* r14 */
+    *--sp = nullptr;                  /* r15 */
+    f->sp = sp;
+#else
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->stack_lo;
+    f->uc.uc_stack.ss_size = STACK_BYTES;
+    f->uc.uc_link = nullptr;
+    makecontext(&f->uc, fiber_main_uc, 0);
+#endif
+}
+
+std::string where(const fiber *f) {
+    char b[200];
+    snprintf(b, sizeof b, "kernel %s block (%u,%u,%u) thread (%u,%u,%u)", S.kernel,
+             sg_sim_blockIdx.x, sg_sim_blockIdx.y, sg_sim_blockIdx.z, f ? f->tid.x : 0,
+             f ? f->tid.y : 0, f ? f->tid.z : 0);
+    return b;
+}
+
+const char *op_name(int op) {
+    switch (op) {
+    case WOP_SYNCWARP:
+        return "__syncwarp";
+    case WOP_SHFL:
+        return "__shfl_sync";
+    case WOP_SHFL_UP:
+        return "__shfl_up_sync";
+    case WOP_SHFL_DOWN:
+        return "__shfl_down_sync";
+    case WOP_SHFL_XOR:
+        return "__shfl_xor_sync";
+    case WOP_BALLOT:
+        return "__ballot_sync";
+    case WOP_ANY:
+        return "__any_sync";
+    case WOP_ALL:
+        return "__all_sync";
+    }
+    return "?";
+}
+
+/* The scheduler's diagnosis when no fiber can run but not all have finished. */
+std::string diagnose() {
+    int nbar = 0, ndone = 0, nwarp = 0, first_done = -1, first_bar = -1;
+    for (int i = 0; i < S.n; i++) {
+        const fiber &f = S.f[i];
+        if (f.state == F_BAR) nbar++, first_bar = first_bar < 0 ? i : first_bar;
+        if (f.state == F_DONE) ndone++, first_done = first_done < 0 ? i : first_done;
+        if (f.state == F_WARP) nwarp++;
+    }
+    char b[512];
+    if (nbar > 0 && nbar + ndone == S.n) {
+        const fiber &d = S.f[first_done], &w = S.f[first_bar];
+        snprintf(b, sizeof b,
+                 "barrier divergence: %d threads wait at __syncthreads (first: thread "
+                 "(%u,%u,%u)) while %d have exited (first: thread (%u,%u,%u))",
+                 nbar, w.tid.x, w.tid.y, w.tid.z, ndone, d.tid.x, d.tid.y, d.tid.z);
+        return b;
+    }
+    std::string s = "deadlock: no thread can run;";
+    int shown = 0;
+    for (int i = 0; i < S.n && shown < 6; i++) {
+        const fiber &f = S.f[i];
+        if (f.state != F_WARP) continue;
+        snprintf(b, sizeof b, " thread (%u,%u,%u) waits at %s mask 0x%08x;", f.tid.x, f.tid.y,
+                 f.tid.z, op_name(f.wop), f.wmask);
+        s += b;
+        shown++;
+    }
+    snprintf(b, sizeof b, " %d at __syncthreads, %d at warp operations, %d exited, of %d", nbar,
+             nwarp, ndone, S.n);
+    return s + b;
+}
+
+/* Runs the fibers of one block to completion. false: S.err says why. */
+bool run_block() {
+    for (int i = 0; i < S.n; i++) fiber_init(&S.f[i]);
+    S.bar_count = 0;
+    if (S.order == 2) {
+        S.perm.resize(S.n);
+        for (int i = 0; i < S.n; i++) S.perm[i] = i;
+    }
+    for (;;) {
+        bool ran = false;
+        if (S.order == 2) std::shuffle(S.perm.begin(), S.perm.end(), S.rng);
+        for (int k = 0; k < S.n; k++) {
+            int i = S.order == 0 ? k : S.order == 1 ? S.n - 1 - k : S.perm[k];
+            fiber *f = &S.f[i];
+            if (f->state != F_RUN) continue;
+            resume(f);
+            ran = true;
+            if (S.abort) return false;
+        }
+        if (!ran) {
+            for (int i = 0; i < S.n; i++)
+                if (S.f[i].state != F_DONE) {
+                    S.err = "kernel " + std::string(S.kernel) + " block (" +
+                            std::to_string(sg_sim_blockIdx.x) + "," +
+                            std::to_string(sg_sim_blockIdx.y) + "," +
+                            std::to_string(sg_sim_blockIdx.z) + "): " + diagnose();
+                    return false;
+                }
+            return true;
+        }
+    }
+}
+
+} // namespace
+
+const char *order_name() {
+    init_once();
+    return S.order_str;
+}
+
+void syncthreads_impl() {
+    fiber *f = S.cur;
+    if (!f) return; /* host code: nothing to wait for */
+    f->state = F_BAR;
+    if (++S.bar_count == S.n) { /* the last one in releases everyone */
+        S.bar_count = 0;
+        for (int i = 0; i < S.n; i++) S.f[i].state = F_RUN;
+        return;
+    }
+    switch_to_scheduler(f);
+}
+
+int warp_rendezvous(int op, unsigned mask, const void *mine, size_t bytes, void *out) {
+    fiber *f = S.cur;
+    if (!f) device_fail("%s called outside a kernel", op_name(op));
+    const int lane = f->lane;
+    if (!((mask >> lane) & 1u))
+        device_fail("%s: mask 0x%08x does not include the calling lane %d", op_name(op), mask,
+                    lane);
+    const int base = f->warp * 32;
+    for (int l = 0; l < 32; l++) {
+        if (!((mask >> l) & 1u)) continue;
+        if (base + l >= S.n)
+            device_fail("%s: mask 0x%08x names lane %d, which does not exist (block of %d threads)",
+                        op_name(op), mask, l, S.n);
+        if (S.f[base + l].state == F_DONE)
+            device_fail("%s: mask 0x%08x names lane %d, which has exited", op_name(op), mask, l);
+    }
+    f->state = F_WARP;
+    f->wop = op;
+    f->wmask = mask;
+    f->wbytes = bytes;
+    if (bytes) memcpy(f->payload, mine, bytes);
+    bool all = true;
+    for (int l = 0; l < 32 && all; l++)
+        if (((mask >> l) & 1u) && S.f[base + l].state != F_WARP) all = false;
+    if (all) {
+        for (int l = 0; l < 32; l++) {
+            if (!((mask >> l) & 1u)) continue;
+            const fiber &o = S.f[base + l];
+            if (o.wop != op || o.wmask != mask || o.wbytes != bytes)
+                device_fail("lanes of one mask reach different warp operations: lane %d at %s "
+                            "mask 0x%08x, lane %d at %s mask 0x%08x",
+                            lane, op_name(op), mask, l, op_name(o.wop), o.wmask);
+        }
+        for (int l = 0; l < 32; l++) {
+            if (!((mask >> l) & 1u)) continue;
+            fiber &d = S.f[base + l];
+            for (int s = 0; s < 32 && bytes; s++)
+                if ((mask >> s) & 1u) memcpy(d.xfer + s * bytes, S.f[base + s].payload, bytes);
+            d.state = F_RUN;
+            d.wop = 0;
+        }
+    } else {
+        switch_to_scheduler(f);
+    }
+    if (bytes) memcpy(out, f->xfer, 32 * bytes);
+    return lane;
+}
+
+void device_fail(const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fiber *f = S.cur;
+    if (!f) {
+        report("%s (outside any kernel)", msg);
+        _exit(1);
+    }
+    S.err = where(f) + ": " + msg;
+    S.abort = true;
+    f->state = F_DEAD;
+    switch_to_scheduler(f);
+    abort(); /* never resumed */
+}
+
+unsigned active_lanes() {
+    fiber *f = S.cur;
+    if (!f) return 0;
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) {
+        int i = f->warp * 32 + l;
+        if (i < S.n && S.f[i].state != F_DONE) m |= 1u << l;
+    }
+    return m;
+}
+
+void *dynamic_smem() {
+    return S.dyn.empty() ? nullptr : S.dyn.data();
+}
+
+bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,
+              std::string &err) {
+    init_once();
+    if (S.running) {
+        err = "a launch from inside a kernel (dynamic parallelism) is not emulated";
+        return false;
+    }
+    S.running = true;
+    S.abort = false;
+    S.kernel = name;
+    S.call = call;
+    S.n = (int)(block.x * block.y * block.z);
+    S.dyn.assign(smem, 0xFF);
+    sg_sim_blockDim = block;
+    sg_sim_gridDim = grid;
+    for (int i = 0; i < S.n; i++) {
+        fiber &f = S.f[i];
+        f.linear = i;
+        f.lane = i % 32;
+        f.warp = i / 32;
+        f.tid = uint3{(unsigned)i % block.x, (unsigned)(i / block.x) % block.y,
+                      (unsigned)(i / (block.x * block.y))};
+    }
+    char *sh0 = __start_sg_sim_shared, *sh1 = __stop_sg_sim_shared;
+    bool ok = true;
+    for (unsigned z = 0; z < grid.z && ok; z++)
+        for (unsigned y = 0; y < grid.y && ok; y++)
+            for (unsigned x = 0; x < grid.x && ok; x++) {
+                sg_sim_blockIdx = uint3{x, y, z};
+                /* poison: a read of shared memory this block did not write is NaN / -1 */
+                if (sh0 && sh1 > sh0) memset(sh0, 0xFF, (size_t)(sh1 - sh0));
+                if (smem) memset(S.dyn.data(), 0xFF, smem);
+                ok = run_block();
+            }
+    if (!ok) err = S.err;
+    S.running = false;
+    S.call = nullptr;
+    sg_sim_threadIdx = uint3{0, 0, 0};
+    sg_sim_blockIdx = uint3{0, 0, 0};
+    return ok;
+}
+
+bool describe_execution(char *buf, size_t n) {
+    if (!S.running) return false;
+    snprintf(buf, n, "%s", where(S.cur).c_str());
+    return true;
+}
+
+bool in_stack_guard(const void *addr) {
+    if (!S.pool) return false;
+    uintptr_t a = (uintptr_t)addr, p = (uintptr_t)S.pool;
+    size_t per = STACK_BYTES + GUARD_BYTES;
+    if (a < p || a >= p + per * MAX_THREADS) return false;
+    return (a - p) % per < GUARD_BYTES;
+}
+
+} // namespace sg_sim

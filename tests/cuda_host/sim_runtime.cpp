@@ -1,0 +1,948 @@
+/* sim_runtime.cpp — the CUDA runtime on the host: one emulated device, guarded allocations,
+ * synchronous streams, events on the wall clock, stream capture into graphs that replay the
+ * recorded closures, NVTX ranges, and the checks that make a misuse fail loudly.
+ *
+ * Device memory: every cudaMalloc is its own mapping with PROT_NONE guard pages before and
+ * after, the allocation right-aligned against the trailing guard (keeping 256-byte alignment),
+ * so that a kernel reading one byte past the end of a buffer whose size is a multiple of 256
+ * faults at once; the SIGSEGV handler names the kernel, block, thread, address, the nearest
+ * allocation and the plan node, then exits. cudaMemGetInfo reports a total of SG_SIM_MEM_BYTES
+ * (default 80 GiB) minus what is allocated, and cudaMalloc refuses beyond it.
+ *
+ * Checks (each one line on stderr naming the current NVTX range, plus the error the call or the
+ * next cudaGetLastError returns): launch configurations; every kernel pointer argument; every
+ * copy's and memset's range; no synchronisation, allocation or free during a capture (the
+ * capture is invalidated and cudaStreamEndCapture fails, as on a GPU); and at
+ * cudaStreamEndCapture the captured sequence must equal the eager one: the commands (kernel
+ * name, grid, block, dynamic smem, argument bytes; GEMM descriptors; copies) issued on that
+ * stream between its last two synchronisations, skipping intervals that only copied (uploads
+ * and downloads between the eager step and the capture).
+ */
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "nvtx3/nvToolsExt.h"
+#include "sim_internal.hpp"
+
+struct CUstream_st {
+    int id = 0;
+    unsigned flags = 0;
+    bool capturing = false, invalid = false;
+    std::vector<sg_sim::cmd> captured;
+    std::vector<sg_sim::cmd> seg; /* issued since the last synchronisation (no closures) */
+    std::vector<sg_sim::cmd> ref; /* the last synchronised interval that did work */
+};
+struct CUevent_st {
+    double t = 0;
+    bool recorded = false;
+    unsigned flags = 0;
+};
+struct CUgraph_st {
+    std::vector<sg_sim::cmd> nodes;
+};
+struct CUgraphExec_st {
+    std::vector<sg_sim::cmd> nodes;
+};
+
+namespace sg_sim {
+
+namespace {
+
+constexpr size_t PAGE = 4096;
+constexpr size_t ALIGN = 256;
+
+struct rt_state {
+    cudaError_t last = cudaSuccess, sticky = cudaSuccess;
+    std::map<uintptr_t, alloc> allocs; /* by base */
+    struct mapping {
+        uintptr_t map_base;
+        size_t map_len;
+    };
+    std::map<uintptr_t, mapping> maps; /* by allocation base */
+    size_t device_bytes = 0;
+    size_t total_bytes = 0;
+    int next_id = 1;
+    std::vector<std::string> ranges;
+    CUstream_st legacy;
+    int next_stream = 1;
+    std::vector<CUstream_st *> streams;
+    std::map<const void *, int> max_dyn_smem;
+    bool init = false;
+    int device = 0;
+};
+rt_state R;
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+void on_segv(int sig, siginfo_t *si, void *) {
+    char ex[300], msg[1200];
+    const void *a = si->si_addr;
+    if (!describe_execution(ex, sizeof ex)) snprintf(ex, sizeof ex, "host code");
+    std::string near = in_stack_guard(a) ? std::string("a fiber stack guard page: the thread's "
+                                                       "stack (64 KiB) overflowed")
+                                         : describe_address(a);
+    std::string rg = current_range();
+    int n = snprintf(msg, sizeof msg, "sg_cuda_sim: %s at address %p in %s: %s [node: %s]\n",
+                     sig == SIGBUS ? "SIGBUS" : "invalid memory access", a, ex, near.c_str(),
+                     rg.c_str());
+    if (n > 0) {
+        ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        (void)w;
+    }
+    _exit(1);
+}
+
+void init() {
+    if (R.init) return;
+    R.init = true;
+    const char *m = getenv("SG_SIM_MEM_BYTES");
+    R.total_bytes = m && *m ? (size_t)strtoull(m, nullptr, 10) : ((size_t)80 << 30);
+    R.legacy.id = 0;
+    /* the handler runs on its own stack: a fiber's overflowing stack cannot host it */
+    static char altstack[64 << 10];
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_sp = altstack;
+    ss.ss_size = sizeof altstack;
+    sigaltstack(&ss, nullptr);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+}
+
+CUstream_st *stream_of(cudaStream_t s) {
+    return s ? s : &R.legacy;
+}
+
+bool valid_stream(cudaStream_t s) {
+    if (!s) return true;
+    for (CUstream_st *x : R.streams)
+        if (x == s) return true;
+    return false;
+}
+
+bool has_work(const std::vector<cmd> &v) {
+    for (const cmd &c : v)
+        if (c.kind == CMD_KERNEL || c.kind == CMD_GEMM) return true;
+    return false;
+}
+
+/* A synchronisation of stream s: the interval since the last one becomes the reference for a
+ * later capture, if it did work. */
+void close_segment(CUstream_st *s) {
+    if (has_work(s->seg)) s->ref = std::move(s->seg);
+    s->seg.clear();
+}
+
+std::string describe_cmd(const cmd &c) {
+    char b[300];
+    if (c.kind == CMD_KERNEL)
+        snprintf(b, sizeof b, "kernel %s grid (%u,%u,%u) block (%u,%u,%u) smem %zu", c.name.c_str(),
+                 c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, c.smem);
+    else
+        snprintf(b, sizeof b, "%s", c.name.c_str());
+    return std::string(b) + " [node: " + c.range + "]";
+}
+
+/* Sticky errors make every later call fail, as a faulted CUDA context does. */
+#define SIM_ENTER()                                                                                \
+    do {                                                                                           \
+        init();                                                                                    \
+        if (R.sticky != cudaSuccess) return R.sticky;                                              \
+    } while (0)
+
+void *map_guarded(size_t size, uintptr_t *map_base, size_t *map_len) {
+    size_t body = (size + ALIGN - 1) / ALIGN * ALIGN;
+    size_t body_pages = (body + PAGE - 1) / PAGE * PAGE;
+    size_t len = PAGE + body_pages + PAGE;
+    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    char *b = (char *)m;
+    mprotect(b, PAGE, PROT_NONE);
+    mprotect(b + PAGE + body_pages, PAGE, PROT_NONE);
+    *map_base = (uintptr_t)m;
+    *map_len = len;
+    return b + PAGE + body_pages - body;
+}
+
+cudaError_t do_alloc(void **p, size_t size, bool host) {
+    if (!p) return set_error(cudaErrorInvalidValue);
+    *p = nullptr;
+    if (capturing_any()) return capture_violation(host ? "cudaMallocHost" : "cudaMalloc");
+    if (size == 0) return cudaSuccess;
+    if (!host && (size > R.total_bytes || R.device_bytes > R.total_bytes - size)) {
+        report("cudaMalloc of %zu bytes: out of memory (%zu of %zu bytes in use; SG_SIM_MEM_BYTES)",
+               size, R.device_bytes, R.total_bytes);
+        return set_error(cudaErrorMemoryAllocation);
+    }
+    uintptr_t mb = 0;
+    size_t ml = 0;
+    void *q = map_guarded(size, &mb, &ml);
+    if (!q) {
+        report("%s of %zu bytes: the host cannot map it", host ? "cudaMallocHost" : "cudaMalloc",
+               size);
+        return set_error(cudaErrorMemoryAllocation);
+    }
+    alloc a;
+    a.base = (uintptr_t)q;
+    a.size = size;
+    a.id = R.next_id++;
+    a.host = host;
+    R.allocs[a.base] = a;
+    R.maps[a.base] = {mb, ml};
+    if (!host) R.device_bytes += size;
+    *p = q;
+    return cudaSuccess;
+}
+
+cudaError_t do_free(void *p, bool host) {
+    if (capturing_any()) return capture_violation(host ? "cudaFreeHost" : "cudaFree");
+    if (!p) return cudaSuccess;
+    auto it = R.allocs.find((uintptr_t)p);
+    if (it == R.allocs.end() || it->second.host != host) {
+        report("%s(%p): not the start of a live %s allocation (%s)",
+               host ? "cudaFreeHost" : "cudaFree", p, host ? "host" : "device",
+               describe_address(p).c_str());
+        return set_error(cudaErrorInvalidValue);
+    }
+    if (!host) R.device_bytes -= it->second.size;
+    auto m = R.maps[(uintptr_t)p];
+    munmap((void *)m.map_base, m.map_len);
+    R.maps.erase((uintptr_t)p);
+    R.allocs.erase(it);
+    return cudaSuccess;
+}
+
+/* The device-side ranges of a copy must lie in allocations. */
+cudaError_t check_copy(const char *fn, void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    bool dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind == cudaMemcpyDefault) {
+        dd = find_range(dst, 0) != nullptr;
+        sd = find_range(src, 0) != nullptr;
+    }
+    if ((int)kind < 0 || (int)kind > 4) {
+        report("%s: bad copy kind %d", fn, (int)kind);
+        return cudaErrorInvalidValue;
+    }
+    if (n == 0) return cudaSuccess;
+    if (dd && !find_range(dst, n)) {
+        report("%s: destination [%p, +%zu) is not inside one allocation: %s", fn, dst, n,
+               describe_address(dst).c_str());
+        return cudaErrorInvalidValue;
+    }
+    if (sd && !find_range(src, n)) {
+        report("%s: source [%p, +%zu) is not inside one allocation: %s", fn, src, n,
+               describe_address(src).c_str());
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t sync_point(const char *what, CUstream_st *s) {
+    if (capturing_any()) return capture_violation(what);
+    if (s) {
+        close_segment(s);
+    } else {
+        close_segment(&R.legacy);
+        for (CUstream_st *x : R.streams) close_segment(x);
+    }
+    return cudaSuccess;
+}
+
+} // namespace
+
+void report(const char *fmt, ...) {
+    char msg[1500];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "sg_cuda_sim: %s [node: %s]\n", msg, current_range().c_str());
+    fflush(stderr);
+}
+
+std::string current_range() {
+    return R.ranges.empty() ? std::string("(no NVTX range)") : R.ranges.back();
+}
+
+cudaError_t set_error(cudaError_t e) {
+    if (e != cudaSuccess) R.last = e;
+    return e;
+}
+
+const alloc *find_range(const void *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = R.allocs.upper_bound(a);
+    if (it == R.allocs.begin()) return nullptr;
+    --it;
+    const alloc &x = it->second;
+    if (a < x.base || a >= x.base + x.size) return nullptr;
+    if (bytes > x.base + x.size - a) return nullptr;
+    return &x;
+}
+
+std::string describe_address(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    const alloc *best = nullptr;
+    uintptr_t bestd = ~(uintptr_t)0;
+    for (auto &kv : R.allocs) {
+        const alloc &x = kv.second;
+        uintptr_t d = a < x.base             ? x.base - a
+                      : a >= x.base + x.size ? a - (x.base + x.size) + 1
+                                             : 0;
+        if (d < bestd) bestd = d, best = &x;
+    }
+    if (!best) return "no allocation is live";
+    char b[300];
+    const char *kind = best->host ? "host" : "device";
+    if (bestd == 0)
+        snprintf(b, sizeof b, "offset %zu inside allocation #%d (%s, %zu bytes at %p)",
+                 (size_t)(a - best->base), best->id, kind, best->size, (void *)best->base);
+    else if (a < best->base)
+        snprintf(b, sizeof b, "%zu bytes before allocation #%d (%s, %zu bytes at %p)",
+                 (size_t)bestd, best->id, kind, best->size, (void *)best->base);
+    else
+        snprintf(b, sizeof b, "%zu bytes past the end of allocation #%d (%s, %zu bytes at %p)",
+                 (size_t)bestd - 1, best->id, kind, best->size, (void *)best->base);
+    return b;
+}
+
+bool capturing_any() {
+    if (R.legacy.capturing) return true;
+    for (CUstream_st *s : R.streams)
+        if (s->capturing) return true;
+    return false;
+}
+
+cudaError_t capture_violation(const char *what) {
+    report("%s during stream capture: nothing may synchronise, allocate or free between "
+           "cudaStreamBeginCapture and cudaStreamEndCapture (the capture is invalidated)",
+           what);
+    R.legacy.invalid = R.legacy.capturing || R.legacy.invalid;
+    for (CUstream_st *s : R.streams) s->invalid = s->capturing || s->invalid;
+    return set_error(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t issue(cudaStream_t st, cmd c) {
+    init();
+    if (R.sticky != cudaSuccess) return R.sticky;
+    if (!valid_stream(st)) {
+        report("%s on a stream that does not exist", c.name.c_str());
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    CUstream_st *s = stream_of(st);
+    if (c.range.empty()) c.range = current_range(); /* a graph node keeps its capture's */
+    if (s->capturing) {
+        if (s->invalid) return set_error(cudaErrorStreamCaptureInvalidated);
+        s->captured.push_back(std::move(c));
+        return cudaSuccess;
+    }
+    R.ranges.push_back(c.range); /* messages from inside the command name its node */
+    cudaError_t e = c.run();
+    R.ranges.pop_back();
+    c.run = nullptr;
+    s->seg.push_back(std::move(c));
+    if (e != cudaSuccess) {
+        if (e == cudaErrorLaunchFailure) R.sticky = e;
+        return set_error(e);
+    }
+    return cudaSuccess;
+}
+
+void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
+    init();
+    if (R.sticky != cudaSuccess) {
+        R.last = R.sticky;
+        return;
+    }
+    const dim3 g = li.grid, b = li.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 || threads > 1024 ||
+        b.x > 1024 || b.y > 1024 || b.z > 64 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        report("kernel %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u) (%llu "
+               "threads; limits: 1024 threads, block (1024,1024,64), grid (2^31-1,65535,65535))",
+               li.name, g.x, g.y, g.z, b.x, b.y, b.z, threads);
+        set_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    int lim = 48 << 10;
+    auto it = R.max_dyn_smem.find(li.func);
+    if (it != R.max_dyn_smem.end()) lim = it->second;
+    if (li.smem > (size_t)lim) {
+        report("kernel %s: %zu bytes of dynamic shared memory, above its limit of %d (raise it "
+               "with cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB)",
+               li.name, li.smem, lim);
+        set_error(cudaErrorInvalidValue);
+        return;
+    }
+    for (auto &pa : li.ptrs) {
+        if (!pa.second || find_range(pa.second, 0)) continue;
+        report("kernel %s: argument %d is the pointer %p, which lies in no live allocation (%s)",
+               li.name, pa.first, pa.second, describe_address(pa.second).c_str());
+        set_error(cudaErrorInvalidDevicePointer);
+        return;
+    }
+    cmd c;
+    c.kind = CMD_KERNEL;
+    c.name = li.name;
+    c.grid = g;
+    c.block = b;
+    c.smem = li.smem;
+    c.sig = li.sig;
+    std::string name = li.name;
+    size_t smem = li.smem;
+    c.run = [name, g, b, smem, call]() -> cudaError_t {
+        std::string err;
+        if (run_grid(name.c_str(), g, b, smem, call.get(), err)) return cudaSuccess;
+        report("%s (scheduling order %s)", err.c_str(), order_name());
+        return cudaErrorLaunchFailure;
+    };
+    issue(st, std::move(c));
+}
+
+} // namespace sg_sim
+
+using namespace sg_sim;
+
+extern "C" {
+
+/* ---- NVTX ---- */
+int nvtxRangePushA(const char *message) {
+    init();
+    R.ranges.emplace_back(message ? message : "");
+    return (int)R.ranges.size() - 1;
+}
+int nvtxRangePop(void) {
+    if (R.ranges.empty()) return -1;
+    R.ranges.pop_back();
+    return (int)R.ranges.size();
+}
+void nvtxMarkA(const char *) {}
+
+/* ---- errors ---- */
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+#define SIM_E(x)                                                                                   \
+    case x:                                                                                        \
+        return #x;
+        SIM_E(cudaSuccess)
+        SIM_E(cudaErrorInvalidValue)
+        SIM_E(cudaErrorMemoryAllocation)
+        SIM_E(cudaErrorInitializationError)
+        SIM_E(cudaErrorInvalidConfiguration)
+        SIM_E(cudaErrorInvalidPitchValue)
+        SIM_E(cudaErrorInvalidDevicePointer)
+        SIM_E(cudaErrorInvalidDeviceFunction)
+        SIM_E(cudaErrorNoDevice)
+        SIM_E(cudaErrorInvalidDevice)
+        SIM_E(cudaErrorInvalidResourceHandle)
+        SIM_E(cudaErrorIllegalState)
+        SIM_E(cudaErrorNotReady)
+        SIM_E(cudaErrorIllegalAddress)
+        SIM_E(cudaErrorLaunchOutOfResources)
+        SIM_E(cudaErrorAssert)
+        SIM_E(cudaErrorLaunchFailure)
+        SIM_E(cudaErrorNotPermitted)
+        SIM_E(cudaErrorNotSupported)
+        SIM_E(cudaErrorStreamCaptureUnsupported)
+        SIM_E(cudaErrorStreamCaptureInvalidated)
+        SIM_E(cudaErrorStreamCaptureUnmatched)
+        SIM_E(cudaErrorStreamCaptureImplicit)
+        SIM_E(cudaErrorStreamCaptureWrongThread)
+        SIM_E(cudaErrorUnknown)
+#undef SIM_E
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer:
+        return "invalid device pointer";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle";
+    case cudaErrorLaunchFailure:
+        return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorIllegalState:
+        return "the resource is not in a valid state to perform the request";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorNotSupported:
+        return "operation not supported";
+    default:
+        return cudaGetErrorName(e);
+    }
+}
+
+cudaError_t cudaGetLastError(void) {
+    init();
+    cudaError_t e = R.last;
+    R.last = R.sticky;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) {
+    init();
+    return R.last;
+}
+
+/* ---- the device ---- */
+cudaError_t cudaGetDeviceCount(int *count) {
+    init();
+    if (!count) return set_error(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+    init();
+    if (device != 0) return set_error(cudaErrorInvalidDevice);
+    R.device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) {
+    init();
+    if (!device) return set_error(cudaErrorInvalidValue);
+    *device = R.device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
+    init();
+    if (!p) return set_error(cudaErrorInvalidValue);
+    if (device != 0) return set_error(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "stepgraph host emulation");
+    p->totalGlobalMem = R.total_bytes;
+    p->sharedMemPerBlock = 48 << 10;
+    p->sharedMemPerBlockOptin = 227 << 10;
+    p->sharedMemPerMultiprocessor = 228 << 10;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+    p->totalConstMem = 65536;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->l2CacheSize = 50 << 20;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->memoryBusWidth = 5120;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    init();
+    if (!value) return set_error(cudaErrorInvalidValue);
+    if (device != 0) return set_error(cudaErrorInvalidDevice);
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock:
+        *value = 1024;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *value = 48 << 10;
+        break;
+    case cudaDevAttrWarpSize:
+        *value = 32;
+        break;
+    case cudaDevAttrMultiProcessorCount:
+        *value = 132;
+        break;
+    case cudaDevAttrL2CacheSize:
+        *value = 50 << 20;
+        break;
+    case cudaDevAttrComputeCapabilityMajor:
+        *value = 9;
+        break;
+    case cudaDevAttrComputeCapabilityMinor:
+        *value = 0;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *value = 227 << 10;
+        break;
+    default:
+        report("cudaDeviceGetAttribute(%d) is not emulated", (int)attr);
+        return set_error(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (!v) return set_error(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) {
+    if (!v) return set_error(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+    SIM_ENTER();
+    return sync_point("cudaDeviceSynchronize", nullptr);
+}
+cudaError_t cudaDeviceReset(void) {
+    init();
+    R.sticky = R.last = cudaSuccess;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+    SIM_ENTER();
+    if (!free_b || !total_b) return set_error(cudaErrorInvalidValue);
+    *total_b = R.total_bytes;
+    *free_b = R.total_bytes - R.device_bytes;
+    return cudaSuccess;
+}
+
+/* ---- memory ---- */
+cudaError_t cudaMalloc(void **p, size_t size) {
+    SIM_ENTER();
+    return do_alloc(p, size, false);
+}
+cudaError_t cudaFree(void *p) {
+    SIM_ENTER();
+    return do_free(p, false);
+}
+cudaError_t cudaMallocHost(void **p, size_t size) {
+    SIM_ENTER();
+    return do_alloc(p, size, true);
+}
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int) {
+    SIM_ENTER();
+    return do_alloc(p, size, true);
+}
+cudaError_t cudaFreeHost(void *p) {
+    SIM_ENTER();
+    return do_free(p, true);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+    SIM_ENTER();
+    if (capturing_any()) return capture_violation("cudaMemcpy (synchronous)");
+    cudaError_t e = check_copy("cudaMemcpy", dst, src, n, kind);
+    if (e) return set_error(e);
+    if (n) memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                            cudaStream_t st) {
+    SIM_ENTER();
+    cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, n, kind);
+    if (e) return set_error(e);
+    cmd c;
+    c.kind = CMD_COPY;
+    c.name = "cudaMemcpyAsync";
+    struct {
+        void *d;
+        const void *s;
+        size_t n;
+        int k;
+    } sig = {dst, src, n, (int)kind};
+    c.sig.assign((const unsigned char *)&sig, (const unsigned char *)&sig + sizeof sig);
+    c.run = [dst, src, n]() {
+        if (n) memmove(dst, src, n);
+        return cudaSuccess;
+    };
+    return issue(st, std::move(c));
+}
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+    SIM_ENTER();
+    if (capturing_any()) return capture_violation("cudaMemset (synchronous)");
+    if (n && !find_range(p, n)) {
+        report("cudaMemset: [%p, +%zu) is not inside one allocation: %s", p, n,
+               describe_address(p).c_str());
+        return set_error(cudaErrorInvalidValue);
+    }
+    if (n) memset(p, value, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st) {
+    SIM_ENTER();
+    if (n && !find_range(p, n)) {
+        report("cudaMemsetAsync: [%p, +%zu) is not inside one allocation: %s", p, n,
+               describe_address(p).c_str());
+        return set_error(cudaErrorInvalidValue);
+    }
+    cmd c;
+    c.kind = CMD_SET;
+    c.name = "cudaMemsetAsync";
+    struct {
+        void *p;
+        size_t n;
+        int v;
+        int pad;
+    } sig = {p, n, value, 0};
+    c.sig.assign((const unsigned char *)&sig, (const unsigned char *)&sig + sizeof sig);
+    c.run = [p, value, n]() {
+        if (n) memset(p, value, n);
+        return cudaSuccess;
+    };
+    return issue(st, std::move(c));
+}
+
+/* ---- streams ---- */
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    return cudaStreamCreateWithFlags(s, cudaStreamDefault);
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+    SIM_ENTER();
+    if (!s) return set_error(cudaErrorInvalidValue);
+    CUstream_st *x = new CUstream_st;
+    x->id = R.next_stream++;
+    x->flags = flags;
+    R.streams.push_back(x);
+    *s = x;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    init();
+    for (size_t i = 0; i < R.streams.size(); i++)
+        if (R.streams[i] == s) {
+            if (s->capturing) {
+                report("cudaStreamDestroy of a capturing stream");
+                return set_error(cudaErrorIllegalState);
+            }
+            R.streams.erase(R.streams.begin() + (long)i);
+            delete s;
+            return cudaSuccess;
+        }
+    return set_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    SIM_ENTER();
+    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
+    return sync_point("cudaStreamSynchronize", stream_of(s));
+}
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    SIM_ENTER();
+    if (!valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
+    return cudaSuccess; /* everything issued has run */
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int) {
+    SIM_ENTER();
+    if (!valid_stream(s) || !ev) return set_error(cudaErrorInvalidResourceHandle);
+    return cudaSuccess; /* streams run synchronously: the event has completed */
+}
+
+/* ---- events ---- */
+cudaError_t cudaEventCreate(cudaEvent_t *ev) {
+    return cudaEventCreateWithFlags(ev, cudaEventDefault);
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
+    SIM_ENTER();
+    if (!ev) return set_error(cudaErrorInvalidValue);
+    *ev = new CUevent_st;
+    (*ev)->flags = flags;
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    if (!ev) return set_error(cudaErrorInvalidResourceHandle);
+    delete ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+    SIM_ENTER();
+    if (!ev || !valid_stream(s)) return set_error(cudaErrorInvalidResourceHandle);
+    if (stream_of(s)->capturing) return cudaSuccess; /* an event node: nothing to emulate */
+    ev->t = now_s();
+    ev->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    SIM_ENTER();
+    if (!ev) return set_error(cudaErrorInvalidResourceHandle);
+    if (capturing_any()) return capture_violation("cudaEventSynchronize");
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+    SIM_ENTER();
+    if (!ev) return set_error(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    SIM_ENTER();
+    if (!ms || !a || !b) return set_error(cudaErrorInvalidValue);
+    if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
+    *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    SIM_ENTER();
+    if (!func) return set_error(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || value > (227 << 10)) {
+            report("cudaFuncSetAttribute: %d bytes of dynamic shared memory exceed the device's "
+                   "227 KiB opt-in limit",
+                   value);
+            return set_error(cudaErrorInvalidValue);
+        }
+        R.max_dyn_smem[func] = value;
+        return cudaSuccess;
+    }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+    return set_error(cudaErrorInvalidValue);
+}
+
+/* ---- capture and graphs ---- */
+cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode) {
+    SIM_ENTER();
+    if (!st || !valid_stream(st)) {
+        report("cudaStreamBeginCapture: the legacy NULL stream cannot be captured");
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    if (st->capturing) return set_error(cudaErrorIllegalState);
+    st->capturing = true;
+    st->invalid = false;
+    st->captured.clear();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
+    init();
+    if (!g) return set_error(cudaErrorInvalidValue);
+    *g = nullptr;
+    if (!st || !valid_stream(st) || !st->capturing) {
+        report("cudaStreamEndCapture on a stream that is not capturing");
+        return set_error(cudaErrorIllegalState);
+    }
+    st->capturing = false;
+    std::vector<cmd> nodes = std::move(st->captured);
+    st->captured.clear();
+    if (st->invalid) {
+        st->invalid = false;
+        return set_error(cudaErrorStreamCaptureInvalidated);
+    }
+    /* the captured sequence must replay the eager one */
+    const std::vector<cmd> &ref = st->ref;
+    if (!ref.empty()) {
+        size_t n = nodes.size() < ref.size() ? nodes.size() : ref.size(), k = 0;
+        while (k < n && nodes[k].kind == ref[k].kind && nodes[k].name == ref[k].name &&
+               nodes[k].grid.x == ref[k].grid.x && nodes[k].grid.y == ref[k].grid.y &&
+               nodes[k].grid.z == ref[k].grid.z && nodes[k].block.x == ref[k].block.x &&
+               nodes[k].block.y == ref[k].block.y && nodes[k].block.z == ref[k].block.z &&
+               nodes[k].smem == ref[k].smem && nodes[k].sig == ref[k].sig)
+            k++;
+        if (k < n || nodes.size() != ref.size()) {
+            std::string what;
+            if (k < n) {
+                size_t byte = 0;
+                while (byte < nodes[k].sig.size() && byte < ref[k].sig.size() &&
+                       nodes[k].sig[byte] == ref[k].sig[byte])
+                    byte++;
+                what = "captured " + describe_cmd(nodes[k]) + " vs eager " + describe_cmd(ref[k]);
+                if (nodes[k].name == ref[k].name)
+                    what += " (argument bytes first differ at byte " + std::to_string(byte) + ")";
+            } else {
+                what = nodes.size() > ref.size()
+                           ? "the capture has more: next " + describe_cmd(nodes[k])
+                           : "the eager run had more: next " + describe_cmd(ref[k]);
+            }
+            report("the captured sequence does not replay the eager one (the commands issued on "
+                   "this stream between its last two synchronisations): %zu captured, %zu eager; "
+                   "first difference at command #%zu: %s",
+                   nodes.size(), ref.size(), k, what.c_str());
+            return set_error(cudaErrorStreamCaptureInvalidated);
+        }
+    }
+    CUgraph_st *graph = new CUgraph_st;
+    graph->nodes = std::move(nodes);
+    *g = graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status) {
+    SIM_ENTER();
+    if (!status || !valid_stream(st)) return set_error(cudaErrorInvalidValue);
+    CUstream_st *s = stream_of(st);
+    *status = !s->capturing ? cudaStreamCaptureStatusNone
+              : s->invalid  ? cudaStreamCaptureStatusInvalidated
+                            : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    SIM_ENTER();
+    if (!e || !g) return set_error(cudaErrorInvalidValue);
+    CUgraphExec_st *x = new CUgraphExec_st;
+    x->nodes = g->nodes;
+    *e = x;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphUpload(cudaGraphExec_t e, cudaStream_t st) {
+    SIM_ENTER();
+    if (!e || !valid_stream(st)) return set_error(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) {
+    SIM_ENTER();
+    if (!e || !valid_stream(st)) return set_error(cudaErrorInvalidResourceHandle);
+    CUstream_st *s = stream_of(st);
+    if (s->capturing) {
+        report("cudaGraphLaunch into a capturing stream (a child graph) is not emulated");
+        return set_error(cudaErrorNotSupported);
+    }
+    /* the recorded closures, in order; what ran joins the stream's interval */
+    for (const cmd &n : e->nodes) {
+        cmd c = n;
+        cudaError_t err = issue(st, std::move(c));
+        if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num) {
+    SIM_ENTER();
+    if (!g || !num) return set_error(cudaErrorInvalidValue);
+    if (nodes) {
+        size_t n = *num < g->nodes.size() ? *num : g->nodes.size();
+        for (size_t i = 0; i < n; i++) nodes[i] = (cudaGraphNode_t)(uintptr_t)(i + 1);
+    }
+    *num = g->nodes.size();
+    return cudaSuccess;
+}
+
+/* ---- for the sim's self-tests: clear a sticky error after a planted failure ---- */
+void sg_sim_reset_errors(void) {
+    init();
+    R.sticky = R.last = cudaSuccess;
+}
+
+} /* extern "C" */
