@@ -115,6 +115,10 @@ static const bo_props props[OP_COUNT] = {
     [OP_ADAMW] = {0, 0, 0, TOL_ADAMW},
     [OP_EMA] = {0, 0, 0, TOL_EXACT},
     [OP_STEP_INC] = {0, 0, 0, TOL_EXACT},
+    [OP_SILU_MUL] = {1, 0, 0, TOL_F32},
+    [OP_SILU_MUL_BWD] = {1, 1, 0, TOL_F32},
+    [OP_LOSS_WATCH] = {0, 0, 0, TOL_EXACT},
+    [OP_ALLREDUCE] = {0, 0, 0, TOL_EXACT},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -158,7 +162,9 @@ typedef struct {
     int inplace;   /* input 0 dies at the node: the planner gives output 0 its memory */
     int mixed;     /* MSE: target in fp32 under bf16 predictions; accum: fp32 sum of a bf16 x */
     int ndata, flip, warmup;
-    float f;  /* dropout p; clip max_norm; EMA decay */
+    int same; /* conv: DDPM's TensorFlow SAME padding (0 at the top/left), else K/2 all round */
+    float f;  /* dropout p; clip max_norm; EMA decay; mse's loss scale (0: 1); allreduce's
+                 loss factor */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
 } bo_args;
@@ -288,6 +294,10 @@ static int step_t(bo_case *c, int64_t step) {
 static int conv_out(int h, int K, int S) {
     return (h + 2 * (K / 2) - K) / S + 1;
 }
+/* the top/left zero padding: K/2 (symmetric), or 0 for DDPM's SAME (sg_conv_args) */
+static int conv_pad(const bo_args *a) {
+    return a->same ? 0 : a->K / 2;
+}
 
 /* ---- builders: one per op. Each makes its inputs, its node (accumulate bits, concatenated or
  * in-place operands where asked), and returns SG_OK. */
@@ -298,7 +308,8 @@ static int b_gather(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "dataset", DT_U8, ROLE_INPUT, 4, a->ndata, a->W, a->W, a->C, FILL_BYTES, 0, 0),
         seed_t(c), step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {.gather = {.N = a->N, .img = a->H, .flip = a->flip}};
+    /* one process: the global batch is this node's N */
+    sg_op_args args = {.gather = {.N = a->N, .img = a->H, .flip = a->flip, .batch = a->N}};
     return node(c, OP_GATHER_BATCH, in, 3, out, &args, 0) < 0;
 }
 
@@ -353,7 +364,7 @@ static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt}};
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
     return node(c, OP_CONV2D, in, 3, out, &args, 0) < 0;
 }
 
@@ -421,14 +432,16 @@ static int b_mse(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_MSE, in, 2, out, NULL, 0) < 0;
+    sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f}};
+    return node(c, OP_MSE, in, 2, out, &args, 0) < 0;
 }
 
 static int b_mse_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dpred", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc)};
-    return node(c, OP_MSE_BWD, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
+    sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f}};
+    return node(c, OP_MSE_BWD, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -461,7 +474,8 @@ static int b_conv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
     int acc_b = acc_second(a, a->acc);
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc, acc_b)};
-    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt, .H = a->H, .W = a->W}};
+    sg_op_args args = {
+        .conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt, .H = a->H, .W = a->W}};
     unsigned acc = (a->acc ? sg_accum_bit(0, 0) : 0u) | (acc_b ? sg_accum_bit(0, 1) : 0u);
     return node(c, OP_CONV2D_BWD_DATA, in, 2, out, &args, acc) < 0;
 }
@@ -474,7 +488,7 @@ static int b_conv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
     int out[SG_MAX_OUT] = {
         out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, a->K, a->K, Ci, a->acc),
         out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, acc_second(a, a->acc))};
-    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .out_dt = dt}};
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
     return node(c, OP_CONV2D_BWD_WEIGHT, in, 2, out, &args,
                 acc_bits(0, a->acc) | acc_bits(1, acc_second(a, a->acc))) < 0;
 }
@@ -651,6 +665,49 @@ static int b_step_inc(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_STEP_INC, in, 1, out, NULL, 0) < 0;
 }
 
+static int b_silu_mul(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* y = silu(a) * b; in place: y takes a's memory */
+    int in[2] = {act4(c, "a", dt, a->N, a->H, a->W, a->C, -4, 4, a->inplace),
+                 act4(c, "b", dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    return node(c, OP_SILU_MUL, in, 2, out, NULL, 0) < 0;
+}
+
+static int b_silu_mul_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* dy, a, b -> da, db (each may accumulate) */
+    int in[3] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, 0),
+                 act4(c, "a", dt, a->N, a->H, a->W, a->C, -4, 4, 0),
+                 act4(c, "b", dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
+    int out[SG_MAX_OUT] = {
+        act_out(c, "da", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc),
+        act_out(c, "db", dt, a->N, a->H, a->W, a->C, 0, a->acc_param, a->acc_param)};
+    return node(c, OP_SILU_MUL_BWD, in, 3, out, NULL,
+                acc_bits(0, a->acc) | acc_bits(1, a->acc_param)) < 0;
+}
+
+static int b_loss_watch(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* loss, sumsq, step, watch, loss_sum -> watch, loss_sum in place. v: the sum of squares
+     * fed in (Inf: a bad step), ndata: the watch's value before (a bad step already seen) */
+    (void)dt;
+    int loss = tensor(c, "loss", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_UNIFORM, 0.1, 2);
+    int sumsq = tensor(c, "grad_sumsq", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, a->v, 0);
+    int watch = tensor(c, "nonfinite_step", DT_I64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST,
+                       (double)a->ndata, 0);
+    int sum = tensor(c, "loss_sum", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_UNIFORM, 0, 100);
+    int in[5] = {loss, sumsq, step_t(c, a->step), watch, sum}, out[SG_MAX_OUT] = {watch, sum};
+    return node(c, OP_LOSS_WATCH, in, 5, out, NULL, 0) < 0;
+}
+
+static int b_allreduce(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* one process: the gradients unchanged, the loss times the loss factor (1/ranks) */
+    (void)dt;
+    int g = tensor(c, "grads", DT_F32, ROLE_GRAD, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int loss = tensor(c, "loss", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_UNIFORM, 0.1, 2);
+    int in[2] = {g, loss}, out[SG_MAX_OUT] = {g, loss};
+    sg_op_args args = {.allreduce = {.ranks = 1, .loss_factor = a->f}};
+    return node(c, OP_ALLREDUCE, in, 2, out, &args, 0) < 0;
+}
+
 static const bo_builder builders[OP_COUNT] = {
     [OP_GATHER_BATCH] = b_gather,
     [OP_SAMPLE_T] = b_sample_t,
@@ -686,6 +743,10 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_ADAMW] = b_adamw,
     [OP_EMA] = b_ema,
     [OP_STEP_INC] = b_step_inc,
+    [OP_SILU_MUL] = b_silu_mul,
+    [OP_SILU_MUL_BWD] = b_silu_mul_bwd,
+    [OP_LOSS_WATCH] = b_loss_watch,
+    [OP_ALLREDUCE] = b_allreduce,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -725,6 +786,9 @@ static const bo_entry entries[] = {
     {OP_CONV2D, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .C2 = 8, .Co = 40, .K = 1, .S = 1}},
     {OP_CONV2D, BOTH, 0, {.N = 1, .H = 3, .W = 5, .C = 13, .Co = 9, .K = 1, .S = 1}},
     {OP_CONV2D, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 10, .Co = 12, .K = 1, .S = 2}},
+    /* DDPM's SAME downsample (0 at the top/left, 1 at the bottom/right): even sizes */
+    {OP_CONV2D, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1}},
+    {OP_CONV2D, BOTH, 0, {.N = 2, .H = 2, .W = 2, .C = 7, .Co = 5, .K = 3, .S = 2, .same = 1}},
     /* group norm: odd HW; concatenation on a group boundary; a group straddling the two parts;
      * more channels per group than one block; a 32x32 map */
     {OP_GROUP_NORM, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6}},
@@ -756,6 +820,7 @@ static const bo_entry entries[] = {
     /* backward */
     {OP_MSE_BWD, BOTH, 0, {.N = 1, .H = 1, .W = 1, .C = 10007}},
     {OP_MSE_BWD, BOTH, 0, {.N = 4, .H = 16, .W = 16, .C = 3, .mixed = 1, .acc = 1}},
+    {OP_MSE_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .f = 0.5f}}, /* data parallel's 1/ranks */
     {OP_LINEAR_BWD_DATA, BOTH, 0, {.N = 5, .C = 37, .Co = 70}},
     {OP_LINEAR_BWD_DATA, BOTH, 0, {.N = 3, .C = 128, .Co = 64, .acc = 1}},
     {OP_LINEAR_BWD_WEIGHT, BOTH, 0, {.N = 5, .C = 37, .Co = 70}},
@@ -765,11 +830,15 @@ static const bo_entry entries[] = {
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 3, .H = 9, .W = 11, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2}},
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .C2 = 8, .Co = 40, .K = 1, .S = 1, .acc = 1}},
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 10, .Co = 12, .K = 1, .S = 2}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1, .acc = 1}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 3, .Co = 66, .K = 3, .S = 2, .same = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 5, .Co = 7, .K = 3, .S = 1, .acc = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 9, .W = 6, .C = 37, .C2 = 40, .Co = 70, .K = 3, .S = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 3, .H = 9, .W = 11, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .acc = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .C2 = 8, .Co = 40, .K = 1, .S = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 10, .Co = 12, .K = 1, .S = 2}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 3, .Co = 66, .K = 3, .S = 2, .same = 1, .acc = 1}},
     /* several weight-gradient chunks (pixels > SG_WS_WGRAD_PIX) */
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 48, .W = 48, .C = 8, .Co = 16, .K = 3, .S = 1, .acc = 1}},
     {OP_GROUP_NORM_BWD, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6}},
@@ -808,6 +877,16 @@ static const bo_entry entries[] = {
     {OP_EMA, F32, 0, {.N = 257, .f = 0.5f}},
     {OP_STEP_INC, F32, 0, {.step = 41}},
     {OP_STEP_INC, F32, 0, {.step = ((int64_t)1 << 33) - 1}},
+    /* added later */
+    {OP_SILU_MUL, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9}},
+    {OP_SILU_MUL, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .inplace = 1}},
+    {OP_SILU_MUL_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9}},
+    {OP_SILU_MUL_BWD, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .acc = 1, .acc_param = 1}},
+    {OP_LOSS_WATCH, F32, 0, {.v = 3.0, .step = 41}},                      /* finite: watch stays 0 */
+    {OP_LOSS_WATCH, F32, 0, {.v = INFINITY, .step = 9}},                  /* the first bad step */
+    {OP_LOSS_WATCH, F32, 0, {.v = INFINITY, .step = 12, .ndata = 5}},     /* the first one kept */
+    {OP_ALLREDUCE, F32, 0, {.N = 10001, .f = 1.0f}},
+    {OP_ALLREDUCE, F32, 0, {.N = 257, .f = 0.5f}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the
@@ -1118,6 +1197,7 @@ static void case_name(char *buf, size_t cap, sg_op op, sg_dtype dt, const bo_arg
         k += snprintf(buf + k, cap - (size_t)k, " step%lld", (long long)a->step);
     FIELD(f, " f%g");
     FIELD(v, " v%g");
+    FIELD(same, " same%d");
 #undef FIELD
     if (a->acc && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum");
     if (a->acc_param && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum_param");
