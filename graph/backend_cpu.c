@@ -380,11 +380,16 @@ CPU_RUN(clip_scale) {
 }
 CPU_RUN(adamw) {
     const sg_adamw_args *a = &k->a->adamw;
+    const sg_lr_sched sched = {a->schedule, a->decay_steps, a->lr_min};
     cpu_adamw(k->out[0], k->out[1], k->out[2], k->in[1], sg_in_numel(k->g, k->nd, 0), k->in[4],
-              *(int64_t *)k->raw_in[5], a->lr, a->b1, a->b2, a->eps, a->wd, a->warmup, k->out[3]);
+              *(int64_t *)k->raw_in[5], a->lr, a->b1, a->b2, a->eps, a->wd, a->warmup, &sched,
+              k->out[3]);
 }
 CPU_RUN(ema) {
-    cpu_ema(k->out[0], k->in[1], k->n0, k->a->ema.decay);
+    const sg_ema_args *a = &k->a->ema;
+    const sg_ema_sched warm = {a->inv_gamma, a->power};
+    cpu_ema(k->out[0], k->in[1], k->n0, a->decay, a->warmup ? &warm : NULL,
+            *(int64_t *)k->raw_in[2]);
 }
 CPU_RUN(step_inc) {
     *(int64_t *)k->raw_out[0] += 1;

@@ -427,10 +427,14 @@ CUDA_RUN(adamw) {
     const sg_adamw_args *a = &k->a->adamw;
     return cuda_adamw(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin(k, 1),
                       sg_in_numel(k->g, k->nd, 0), kin(k, 4), kin(k, 5), a->lr, a->b1, a->b2,
-                      a->eps, a->wd, a->warmup, kout(k, 3));
+                      a->eps, a->wd, a->warmup,
+                      (sg_lr_sched){a->schedule, a->decay_steps, a->lr_min}, kout(k, 3));
 }
 CUDA_RUN(ema) {
-    return cuda_ema(k->st, kout(k, 0), kin(k, 1), k->n0, k->a->ema.decay);
+    const sg_ema_args *a = &k->a->ema;
+    const sg_ema_sched warm = {a->inv_gamma, a->power};
+    return cuda_ema(k->st, kout(k, 0), kin(k, 1), k->n0, a->decay, a->warmup ? &warm : NULL,
+                    kin(k, 2));
 }
 CUDA_RUN(step_inc) {
     return cuda_step_increment(k->st, kout(k, 0));

@@ -274,7 +274,10 @@ static char *expected_meta(sg_exec *e, const char *ckpt_meta_text, const char *c
     if (m && json_is_object(mc) && json_is_object(cc)) {
         for (int i = 0; may_differ[i]; i++) {
             json_t *v = json_object_get(cc, may_differ[i]);
-            if (v) json_object_set(mc, may_differ[i], v);
+            if (v)
+                json_object_set(mc, may_differ[i], v);
+            else /* absent there (e.g. a schedule turned on at this resume): not compared */
+                json_object_del(mc, may_differ[i]);
         }
         json_object_del(m, "plan_hash");
         out = json_dumps(m, JSON_COMPACT);

@@ -109,25 +109,43 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     struct {
         const char *key;
         int *field, lo, hi;
-    } ints[] = {{"img", &c->img, 1, 1 << 12},       {"in_ch", &c->in_ch, 1, 64},
-                {"ch", &c->ch, 1, 1 << 14},         {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
-                {"heads", &c->heads, 0, 1024},      {"head_ch", &c->head_ch, 0, 1 << 14},
-                {"groups", &c->groups, 1, 1 << 14}, {"resample_conv", &c->resample_conv, 0, 1},
-                {"batch", &c->batch, 1, 1 << 16},   {"T", &c->T, 1, 1 << 20},
-                {"warmup", &c->warmup, 0, 1 << 30}, {"flip", &c->flip, 0, 1}};
+    } ints[] = {{"img", &c->img, 1, 1 << 12},        {"in_ch", &c->in_ch, 1, 64},
+                {"ch", &c->ch, 1, 1 << 14},          {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
+                {"heads", &c->heads, 0, 1024},       {"head_ch", &c->head_ch, 0, 1 << 14},
+                {"groups", &c->groups, 1, 1 << 14},  {"resample_conv", &c->resample_conv, 0, 1},
+                {"batch", &c->batch, 1, 1 << 16},    {"T", &c->T, 1, 1 << 20},
+                {"warmup", &c->warmup, 0, 1 << 30},  {"flip", &c->flip, 0, 1},
+                {"ema_warmup", &c->ema_warmup, 0, 1}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;
     struct {
         const char *key;
         float *field;
-    } fls[] = {{"dropout", &c->dropout}, {"beta1", &c->beta1},
-               {"betaT", &c->betaT},     {"lr", &c->lr},
-               {"b1", &c->b1},           {"b2", &c->b2},
-               {"eps", &c->eps},         {"wd", &c->wd},
-               {"clip", &c->clip},       {"ema_decay", &c->ema_decay}};
+    } fls[] = {{"dropout", &c->dropout},
+               {"beta1", &c->beta1},
+               {"betaT", &c->betaT},
+               {"lr", &c->lr},
+               {"b1", &c->b1},
+               {"b2", &c->b2},
+               {"eps", &c->eps},
+               {"wd", &c->wd},
+               {"clip", &c->clip},
+               {"ema_decay", &c->ema_decay},
+               {"lr_min", &c->lr_min},
+               {"ema_inv_gamma", &c->ema_inv_gamma},
+               {"ema_power", &c->ema_power}};
     for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
         if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
+    /* the schedules: absent in configs from before them, or when they are the defaults */
+    const json_t *sched = json_object_get(config, "lr_schedule");
+    if (sched && (!json_is_string(sched) ||
+                  (c->lr_schedule = sg_lr_schedule_parse(json_string_value(sched))) < 0))
+        return sg_set_error("config: lr_schedule must be \"constant\", \"cosine\" or \"linear\"");
+    const json_t *ds = json_object_get(config, "lr_decay_steps");
+    if (ds && (!json_is_integer(ds) || json_integer_value(ds) < 0))
+        return sg_set_error("config: \"lr_decay_steps\" is not a step count");
+    if (ds) c->lr_decay_steps = (int64_t)json_integer_value(ds);
     if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
         json_list_field(config, "attn_res", c->attn_res, &c->nattn))
         return SG_ERR;

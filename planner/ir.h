@@ -32,9 +32,9 @@ typedef enum {
 } sg_op;
 
 /* ---- op arguments: one struct per op family, named fields, filled by whoever builds the
- * node (planner/unet.c and train_step.c, the backward rules in planner/ops.c) and read by name everywhere
- * else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that follow
- * from the operands' shapes are not arguments: planner/op_dims.h derives them. */
+ * node (planner/unet.c and train_step.c, the backward rules in planner/ops.c) and read by name
+ * everywhere else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that
+ * follow from the operands' shapes are not arguments: planner/op_dims.h derives them. */
 typedef struct {
     int N;     /* images per batch (this rank's) */
     int img;   /* output height = width (data images are padded into it) */
@@ -89,9 +89,14 @@ typedef struct {
 typedef struct {
     int warmup;                /* linear learning-rate warm-up steps */
     float lr, b1, b2, eps, wd; /* peak lr, betas, epsilon, decoupled weight decay */
+    int schedule;              /* SG_LR_* (common/sg_schedule.h) after the warm-up */
+    float lr_min;              /* the schedule's end, a fraction of lr */
+    int64_t decay_steps;       /* the step where the schedule ends */
 } sg_adamw_args;
 typedef struct {
-    float decay;
+    float decay;            /* fixed decay, or the warm-up's maximum */
+    int warmup;             /* 1: diffusers' EMA warm-up from the step input */
+    float inv_gamma, power; /* the warm-up's shape */
 } sg_ema_args;
 
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);

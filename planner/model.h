@@ -7,6 +7,7 @@
 #ifndef SG_MODEL_H
 #define SG_MODEL_H
 
+#include "common/sg_schedule.h"
 #include "planner/ir.h"
 
 #define SG_MAX_LEVELS 8
@@ -50,6 +51,14 @@ typedef struct {
     float beta1, betaT;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
+    /* the schedules (common/sg_schedule.h): lr after its warm-up — SG_LR_CONSTANT / COSINE /
+     * LINEAR, ending at lr_min x lr at step lr_decay_steps; the EMA decay with diffusers'
+     * warm-up (ema_warmup 1: 1 - (1 + s/inv_gamma)^-power, at most ema_decay) or fixed */
+    int lr_schedule;
+    int64_t lr_decay_steps;
+    float lr_min;
+    int ema_warmup;
+    float ema_inv_gamma, ema_power;
 } sg_model_cfg;
 
 /* Fill cfg with a named preset (unet_cifar, unet_adm64, unet_tiny, unet_fmnist). */
@@ -63,6 +72,9 @@ extern const char *const sg_model_descriptions[];
 int sg_model_flag(sg_model_cfg *cfg, const char *flag, const char *value);
 /* Usage text for the model flags. */
 extern const char *const sg_model_flags_help;
+/* "constant" / "cosine" / "linear" <-> SG_LR_*; parse returns -1 for anything else. */
+const char *sg_lr_schedule_name(int schedule);
+int sg_lr_schedule_parse(const char *s);
 /* Check the configuration is buildable (channels divisible by groups, sizes, ...). */
 int sg_model_validate(const sg_model_cfg *cfg);
 /* One-line JSON object of the architecture fields (for checkpoints and --json). */

@@ -30,6 +30,12 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->clip = 1.0f;
     c->ema_decay = 0.9999f;
     c->warmup = 5000;
+    c->lr_schedule = SG_LR_CONSTANT;
+    c->lr_decay_steps = 0;
+    c->lr_min = 0.0f;
+    c->ema_warmup = 0;
+    c->ema_inv_gamma = 1.0f; /* diffusers' train_unconditional: inv_gamma 1, power 3/4 */
+    c->ema_power = 0.75f;
     c->dropout = 0.1f;
     c->groups = 32;
     c->heads = 1;
@@ -215,7 +221,45 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     return 0;
 }
 
+const char *sg_lr_schedule_name(int schedule) {
+    return schedule == SG_LR_CONSTANT ? "constant"
+           : schedule == SG_LR_COSINE ? "cosine"
+           : schedule == SG_LR_LINEAR ? "linear"
+                                      : "?";
+}
+
+int sg_lr_schedule_parse(const char *s) {
+    if (!strcmp(s, "constant")) return SG_LR_CONSTANT;
+    if (!strcmp(s, "cosine")) return SG_LR_COSINE;
+    if (!strcmp(s, "linear")) return SG_LR_LINEAR;
+    return -1;
+}
+
+/* the schedules' fields: each one in its range */
+static int validate_schedules(const sg_model_cfg *c) {
+    if (c->lr_schedule < SG_LR_CONSTANT || c->lr_schedule > SG_LR_LINEAR)
+        return sg_set_error("lr schedule %d is not constant, cosine or linear", c->lr_schedule);
+    if (!(c->lr_min >= 0 && c->lr_min <= 1))
+        return sg_set_error("lr_min %g is not a fraction of the peak lr in [0, 1]",
+                            (double)c->lr_min);
+    if (c->lr_decay_steps < 0)
+        return sg_set_error("lr_decay_steps %lld is negative", (long long)c->lr_decay_steps);
+    if (c->lr_schedule != SG_LR_CONSTANT && c->lr_decay_steps <= c->warmup)
+        return sg_set_error("the %s lr schedule ends at step %lld, not after its warm-up of %d "
+                            "steps",
+                            sg_lr_schedule_name(c->lr_schedule), (long long)c->lr_decay_steps,
+                            c->warmup);
+    if (c->ema_warmup != 0 && c->ema_warmup != 1)
+        return sg_set_error("ema_warmup %d is neither 0 nor 1", c->ema_warmup);
+    if (!(c->ema_inv_gamma > 0 && isfinite(c->ema_inv_gamma)) ||
+        !(c->ema_power > 0 && isfinite(c->ema_power)))
+        return sg_set_error("EMA warm-up inv_gamma %g and power %g must be positive",
+                            (double)c->ema_inv_gamma, (double)c->ema_power);
+    return SG_OK;
+}
+
 int sg_model_validate(const sg_model_cfg *c) {
+    if (validate_schedules(c)) return SG_ERR;
     if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
         return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
     if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
@@ -286,6 +330,17 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     /* ranks only when data parallel, so one-process configs read as they always did */
     char ranks[32] = "";
     if (c->ranks > 0) snprintf(ranks, sizeof ranks, ",\"ranks\":%d", c->ranks);
+    /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
+     * checkpoints from before them read as they always did */
+    char sched[160] = "";
+    if (c->lr_schedule != SG_LR_CONSTANT)
+        snprintf(sched, sizeof sched,
+                 ",\"lr_schedule\":\"%s\",\"lr_min\":%.9g,\"lr_decay_steps\":%lld",
+                 sg_lr_schedule_name(c->lr_schedule), c->lr_min, (long long)c->lr_decay_steps);
+    if (c->ema_warmup)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
+                 ",\"ema_warmup\":1,\"ema_inv_gamma\":%.9g,\"ema_power\":%.9g", c->ema_inv_gamma,
+                 c->ema_power);
     return snprintf(buf, (size_t)cap,
                     "{\"model\":\"%s\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                     "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
@@ -293,10 +348,10 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
                     "\"precision\":\"%s\","
                     "\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g,\"lr\":%.9g,\"b1\":%.9g,\"b2\":%.9g,"
                     "\"eps\":%.9g,\"wd\":%.9g,\"warmup\":%d,\"clip\":%.9g,\"ema_decay\":%.9g,"
-                    "\"flip\":%d%s}",
+                    "\"flip\":%d%s%s}",
                     c->name, c->img, c->in_ch, c->ch, mult, c->nrb, attn, c->heads, c->head_ch,
                     c->groups, c->dropout, c->resample_conv, sg_down_pad_name(c->down_pad),
                     c->batch, c->act_dt == DT_BF16 ? "bf16" : "fp32", c->T, c->beta1, c->betaT,
                     c->lr, c->b1, c->b2, c->eps, c->wd, c->warmup, c->clip, c->ema_decay, c->flip,
-                    ranks);
+                    ranks, sched);
 }

@@ -48,7 +48,7 @@
  *   grad_sumsq      grads -> sumsq
  *   clip_scale      sumsq -> scale                                      args.clip
  *   adamw           params, grads, m, v, scale, step -> params, m, v, lr   args.adamw
- *   ema             ema, params -> ema                                  args.ema
+ *   ema             ema, params, step -> ema                            args.ema
  *   step_inc        step -> step
  *   loss_watch      loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): the
  *                   first step whose loss or gradient was not finite, and the running loss
@@ -100,7 +100,7 @@
     X(OP_GRAD_SUMSQ,        grad_sumsq,        OPT, 1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1) \
     X(OP_CLIP_SCALE,        clip_scale,        OPT, 1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
     X(OP_ADAMW,             adamw,             OPT, 6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
-    X(OP_EMA,               ema,               OPT, 2, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
+    X(OP_EMA,               ema,               OPT, 3, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
     X(OP_STEP_INC,          step_inc,          OPT, 1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
     /* added later (at the end: see above) */ \
     X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \

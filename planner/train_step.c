@@ -96,11 +96,18 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
                                .b1 = c->b1,
                                .b2 = c->b2,
                                .eps = c->eps,
-                               .wd = c->wd}};
+                               .wd = c->wd,
+                               .schedule = c->lr_schedule,
+                               .lr_min = c->lr_min,
+                               .decay_steps = c->lr_decay_steps}};
     if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, &aa, "adamw") < 0) return SG_ERR;
-    int e_in[2] = {io->ema, io->params}, e_out[SG_MAX_OUT] = {io->ema};
-    sg_op_args ea = {.ema = {.decay = c->ema_decay}};
-    if (sg_node_add(g, OP_EMA, e_in, 2, e_out, &ea, "ema") < 0) return SG_ERR;
+    /* the step counter still holds the step being finished (0-based): the EMA warm-up's s */
+    int e_in[3] = {io->ema, io->params, io->step}, e_out[SG_MAX_OUT] = {io->ema};
+    sg_op_args ea = {.ema = {.decay = c->ema_decay,
+                             .warmup = c->ema_warmup,
+                             .inv_gamma = c->ema_inv_gamma,
+                             .power = c->ema_power}};
+    if (sg_node_add(g, OP_EMA, e_in, 3, e_out, &ea, "ema") < 0) return SG_ERR;
     /* before the increment: it records step + 1, the 1-based step just run */
     io->watch = scalar_state(g, "nonfinite_step", DT_I64);
     io->loss_sum = scalar_state(g, "loss_sum", DT_F32);

@@ -643,19 +643,28 @@ static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
     int s = tensor(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, 0.75, 0);
     int lr = out_t(c, "lr", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0);
     int in[6] = {p, g, m, v, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, lr};
-    sg_op_args args = {
-        .adamw = {
-            .warmup = a->warmup, .lr = 2e-4f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.01f}};
+    sg_op_args args = {.adamw = {.warmup = a->warmup,
+                                 .lr = 2e-4f,
+                                 .b1 = 0.9f,
+                                 .b2 = 0.999f,
+                                 .eps = 1e-8f,
+                                 .wd = 0.01f,
+                                 .schedule = a->K,
+                                 .lr_min = 0.1f,
+                                 .decay_steps = 60}}; /* K: the lr schedule */
     return node(c, OP_ADAMW, in, 6, out, &args, 0) < 0;
 }
 
 static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* warmup: diffusers' EMA warm-up from the step (inv_gamma 1, power 3/4), f its maximum */
     (void)dt;
     int e = tensor(c, "ema", DT_F32, ROLE_EMA, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
-    int in[2] = {e, tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1)};
+    int in[3] = {e, tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1),
+                 step_t(c, a->step)};
     int out[SG_MAX_OUT] = {e};
-    sg_op_args args = {.ema = {.decay = a->f}};
-    return node(c, OP_EMA, in, 2, out, &args, 0) < 0;
+    sg_op_args args = {
+        .ema = {.decay = a->f, .warmup = a->warmup ? 1 : 0, .inv_gamma = 1.0f, .power = 0.75f}};
+    return node(c, OP_EMA, in, 3, out, &args, 0) < 0;
 }
 
 static int b_step_inc(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -873,8 +882,12 @@ static const bo_entry entries[] = {
     {OP_ADAMW, F32, 0, {.N = 10001, .step = 6, .warmup = 10}},
     {OP_ADAMW, F32, 0, {.N = 4099, .step = 20, .warmup = 10}},
     {OP_ADAMW, F32, 1, {.N = 3000001, .step = 20, .warmup = 0}},
+    {OP_ADAMW, F32, 0, {.N = 4099, .step = 34, .warmup = 10, .K = SG_LR_COSINE}},
+    {OP_ADAMW, F32, 0, {.N = 257, .step = 45, .warmup = 10, .K = SG_LR_LINEAR}},
     {OP_EMA, F32, 0, {.N = 10001, .f = 0.999f}},
     {OP_EMA, F32, 0, {.N = 257, .f = 0.5f}},
+    {OP_EMA, F32, 0, {.N = 1001, .f = 0.9999f, .warmup = 1, .step = 37}}, /* EMA warm-up */
+    {OP_EMA, F32, 0, {.N = 33, .f = 0.9999f, .warmup = 1, .step = 0}},
     {OP_STEP_INC, F32, 0, {.step = 41}},
     {OP_STEP_INC, F32, 0, {.step = ((int64_t)1 << 33) - 1}},
     /* added later */

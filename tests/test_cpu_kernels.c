@@ -956,7 +956,7 @@ static void test_optim(void) {
     for (int64_t step = 0; step < 6; step++) {
         int warmup = step < 4 ? 3 : 0;
         float *grad = new_rand(m, -1, 1), lr_used = NAN;
-        cpu_adamw(p, mm, vv, grad, m, &scale, step, lr, b1, b2, eps, wd, warmup,
+        cpu_adamw(p, mm, vv, grad, m, &scale, step, lr, b1, b2, eps, wd, warmup, NULL,
                   step == 5 ? NULL : &lr_used);
         double k = (double)step + 1;
         double lrt = warmup > 0 && k < warmup ? lr * k / warmup : lr;
@@ -982,8 +982,8 @@ static void test_optim(void) {
         float *pb = malloc(m * 4), *mb = malloc(m * 4), *vb = malloc(m * 4);
         memcpy(pa, p, m * 4), memcpy(ma, mm, m * 4), memcpy(va, vv, m * 4);
         memcpy(pb, p, m * 4), memcpy(mb, mm, m * 4), memcpy(vb, vv, m * 4);
-        cpu_adamw(pa, ma, va, gr, m, NULL, 9, lr, b1, b2, eps, wd, 0, NULL);
-        cpu_adamw(pb, mb, vb, gr, m, &one, 9, lr, b1, b2, eps, wd, 0, NULL);
+        cpu_adamw(pa, ma, va, gr, m, NULL, 9, lr, b1, b2, eps, wd, 0, NULL, NULL);
+        cpu_adamw(pb, mb, vb, gr, m, &one, 9, lr, b1, b2, eps, wd, 0, NULL, NULL);
         CHECK(memcmp(pa, pb, m * 4) == 0 && memcmp(ma, mb, m * 4) == 0 &&
                   memcmp(va, vb, m * 4) == 0,
               "adamw: NULL scale differs from scale 1 (or not deterministic)");
@@ -995,10 +995,63 @@ static void test_optim(void) {
     double *er = new_zero_d(m);
     memcpy(e2, e, m * 4);
     for (int64_t i = 0; i < m; i++) er[i] = 0.999 * e[i] + (1 - 0.999) * p[i];
-    cpu_ema(e, p, m, 0.999f);
-    cpu_ema(e2, p, m, 0.999f);
+    cpu_ema(e, p, m, 0.999f, NULL, 123);
+    cpu_ema(e2, p, m, 0.999f, NULL, 0);
     CHECK_CLOSE("ema", e, er, m, TOL_FWD);
-    CHECK(memcmp(e, e2, m * 4) == 0, "ema not deterministic");
+    CHECK(memcmp(e, e2, m * 4) == 0, "ema not deterministic (or the step read without warm-up)");
+
+    /* the schedules against their formulas, written out here independently of
+     * common/sg_schedule.h: lr at the 1-based step k with warm-up 10 and decay to step 110 */
+    {
+        const double pi = acos(-1.0), peak = 1e-3, frac = 0.1;
+        const int64_t ks[] = {1, 5, 9, 10, 11, 35, 60, 85, 109, 110, 111, 500};
+        for (int i = 0; i < (int)(sizeof ks / sizeof ks[0]); i++) {
+            int64_t k = ks[i];
+            double warm = k < 10 ? (double)k / 10 : 1.0;
+            double t = k < 10 ? 0.0 : fmin(1.0, (double)(k - 10) / 100.0);
+            double cosf_ = k < 10 ? warm : frac + (1 - frac) * 0.5 * (1 + cos(pi * t));
+            double linf = k < 10 ? warm : 1 - (1 - frac) * t;
+            double got_c = sg_lr_at(peak, k, 10, SG_LR_COSINE, 110, frac);
+            double got_l = sg_lr_at(peak, k, 10, SG_LR_LINEAR, 110, frac);
+            double got_k = sg_lr_at(peak, k, 10, SG_LR_CONSTANT, 110, frac);
+            CHECK(fabs(got_c - peak * cosf_) <= 1e-15, "cosine lr at %lld: %.12g want %.12g",
+                  (long long)k, got_c, peak * cosf_);
+            CHECK(fabs(got_l - peak * linf) <= 1e-15, "linear lr at %lld: %.12g want %.12g",
+                  (long long)k, got_l, peak * linf);
+            CHECK(fabs(got_k - peak * warm) <= 1e-15, "constant lr at %lld: %.12g", (long long)k,
+                  got_k);
+        }
+        CHECK(sg_lr_at(peak, 110, 10, SG_LR_COSINE, 110, frac) == peak * frac,
+              "cosine must end exactly at lr_min");
+        /* AdamW uses it: the lr it writes at 0-based step 59 (k = 60, half way) */
+        float pp[3] = {0.5f, -0.25f, 1}, m0[3] = {0}, v0[3] = {0}, gg[3] = {0.1f, 0.2f, -0.3f};
+        float used = 0;
+        sg_lr_sched lrs = {SG_LR_COSINE, 110, frac};
+        cpu_adamw(pp, m0, v0, gg, 3, NULL, 59, (float)peak, b1, b2, eps, 0, 10, &lrs, &used);
+        CHECK(used == (float)(peak * (frac + (1 - frac) * 0.5)),
+              "adamw under cosine half way: lr %.9g want %.9g", used,
+              (float)(peak * (frac + (1 - frac) * 0.5)));
+    }
+    /* the EMA warm-up (diffusers' EMAModel: decay 0 at the first step, then
+     * 1 - (1 + s / inv_gamma)^-power, capped) */
+    {
+        sg_ema_sched w = {1.0, 0.75};
+        float *ew = new_rand(m, -1, 1);
+        cpu_ema(ew, p, m, 0.999f, &w, 0);
+        CHECK(memcmp(ew, p, m * 4) == 0, "EMA warm-up: the first step must copy the weights");
+        double ema_want = 1 - pow(1.0 + 10.0, -0.75),
+               got = sg_ema_decay_at(0.999, 10, 1, 1.0, 0.75);
+        CHECK(fabs(got - ema_want) <= 1e-15, "EMA warm-up decay at 10: %.12g want %.12g", got,
+              ema_want);
+        CHECK(sg_ema_decay_at(0.999, 1000000, 1, 1.0, 0.75) == 0.999, "EMA warm-up not capped");
+        CHECK(sg_ema_decay_at(0.999, 10, 0, 1.0, 0.75) == 0.999, "EMA without warm-up not fixed");
+        float *e3 = new_rand(m, -1, 1);
+        double *e3r = new_zero_d(m);
+        for (int64_t i = 0; i < m; i++) e3r[i] = ema_want * e3[i] + (1 - ema_want) * p[i];
+        cpu_ema(e3, p, m, 0.999f, &w, 10);
+        CHECK_CLOSE("ema warm-up at 10", e3, e3r, m, TOL_FWD);
+        free(ew), free(e3), free(e3r);
+    }
 
     free(g), free(p), free(mm), free(vv), free(pr), free(mr), free(vr), free(e), free(e2);
     free(er);

@@ -874,10 +874,16 @@ static void test_loss(int64_t n, int pdt, int tdt, int accum) {
 
 /* ======================= optimizer ======================= */
 
-static void test_optim(int64_t n, int64_t step, int warmup, int with_scale) {
-    char ctx[128];
-    snprintf(ctx, sizeof ctx, "optim n%lld step %lld warmup %d%s", (long long)n, (long long)step,
-             warmup, with_scale ? " scale" : "");
+/* sched: SG_LR_* with its decay to step 60 ending at 0.1 x lr; ema_warm: diffusers' EMA
+ * warm-up (inv_gamma 1, power 3/4) from the device step */
+static void test_optim(int64_t n, int64_t step, int warmup, int with_scale, int sched,
+                       int ema_warm) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "optim n%lld step %lld warmup %d%s lr schedule %d%s", (long long)n,
+             (long long)step, warmup, with_scale ? " scale" : "", sched,
+             ema_warm ? " ema warm-up" : "");
+    const sg_lr_sched sc = {sched, 60, 0.1};
+    const sg_ema_sched warm = {1.0, 0.75};
     case_begin();
     const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, decay = 0.9999f;
     const float max_norm = 1.0f;
@@ -891,8 +897,8 @@ static void test_optim(int64_t n, int64_t step, int warmup, int with_scale) {
         memcpy(v_ref, v, (size_t)n * 4);
     memcpy(ema_ref, ema, (size_t)n * 4);
     cpu_adamw(p_ref, m_ref, v_ref, grad, n, with_scale ? &scale : NULL, step, lr, b1, b2, eps, wd,
-              warmup, &lr_out);
-    cpu_ema(ema_ref, p_ref, n, decay);
+              warmup, &sc, &lr_out);
+    cpu_ema(ema_ref, p_ref, n, decay, ema_warm ? &warm : NULL, step);
     const int64_t step_next = step + 1;
 
     tbuf *dg = tb_in("grad", grad, n, DT_F32), *dstep = tb_raw("step", &step, 8);
@@ -909,8 +915,9 @@ static void test_optim(int64_t n, int64_t step, int warmup, int with_scale) {
         CALL(cuda_clip_scale, g_st, (float *)dscale->d, (const float *)dsumsq->d, max_norm);
         CALL(cuda_adamw, g_st, (float *)dp->d, (float *)dm->d, (float *)dv->d, (const float *)dg->d,
              n, with_scale ? (const float *)dscale->d : NULL, (const int64_t *)dstep->d, lr, b1, b2,
-             eps, wd, warmup, (float *)dlr->d);
-        CALL(cuda_ema, g_st, (float *)dema->d, (const float *)dp->d, n, decay);
+             eps, wd, warmup, sc, (float *)dlr->d);
+        CALL(cuda_ema, g_st, (float *)dema->d, (const float *)dp->d, n, decay,
+             ema_warm ? &warm : NULL, (const int64_t *)dstep->d);
         CALL(cuda_step_increment, g_st, (int64_t *)dstep2->d);
         sync_stream();
         tb_check(dsumsq, &sumsq, TOL_TIGHT, rep, ctx);
@@ -940,14 +947,14 @@ static void test_clip_ema_exact(void) {
     for (int i = 0; i < 3; i++) cpu_clip_scale(&sc_ref[i], &ss[i], 1.0f);
     float *p = rnd(n, -1, 1), *ema = rnd(n, -1, 1), *ema_ref = fbuf(n);
     memcpy(ema_ref, ema, (size_t)n * 4);
-    cpu_ema(ema_ref, p, n, 0.999f);
+    cpu_ema(ema_ref, p, n, 0.999f, NULL, 0);
     tbuf *dss = tb_in("sumsq", ss, 3, DT_F32), *dsc = tb_out("scale", 3, DT_F32, NULL);
     tbuf *dp = tb_in("p", p, n, DT_F32), *dema = tb_out("ema", n, DT_F32, ema);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
         for (int i = 0; i < 3; i++)
             CALL(cuda_clip_scale, g_st, (float *)dsc->d + i, (const float *)dss->d + i, 1.0f);
-        CALL(cuda_ema, g_st, (float *)dema->d, (const float *)dp->d, n, 0.999f);
+        CALL(cuda_ema, g_st, (float *)dema->d, (const float *)dp->d, n, 0.999f, NULL, NULL);
         sync_stream();
         tb_check(dsc, sc_ref, TOL_EXACT, rep, ctx);
         tb_check(dema, ema_ref, TOL_EXACT, rep, ctx);
@@ -1130,7 +1137,7 @@ static void test_graph(void) {
         CALL(cuda_clip_scale, g_st, (float *)sc->d, (const float *)ss->d, 1.0f);                   \
         CALL(cuda_adamw, g_st, (float *)p->d, (float *)m->d, (float *)v->d,                        \
              (const float *)grad->d, nw, (const float *)sc->d, tp, 1e-3f, 0.9f, 0.999f, 1e-8f,     \
-             0.0f, 10, (float *)lr->d);                                                            \
+             0.0f, 10, (sg_lr_sched){SG_LR_CONSTANT, 0, 0.0}, (float *)lr->d);                     \
         CALL(cuda_step_increment, g_st, (int64_t *)dstep->d);                                      \
     } while (0)
 
@@ -1301,9 +1308,13 @@ int main(void) {
     test_attentions();
     test_loss(10007, DT_F32, DT_F32, 0);
     test_loss(10007, DT_BF16, DT_F32, 1);
-    test_loss(3000001, DT_F32, DT_BF16, 0); /* more values than the capped partial grid */
-    test_optim(10001, 6, 10, 1);            /* inside the warmup, clipped */
-    test_optim(3000001, 20, 10, 0);         /* after the warmup, no clip scale */
+    test_loss(3000001, DT_F32, DT_BF16, 0);         /* more values than the capped partial grid */
+    test_optim(10001, 6, 10, 1, SG_LR_CONSTANT, 0); /* inside the warmup, clipped */
+    test_optim(3000001, 20, 10, 0, SG_LR_CONSTANT, 0); /* after the warmup, no clip scale */
+    /* the schedules and the EMA warm-up, computed on the device from the step */
+    test_optim(10001, 34, 10, 1, SG_LR_COSINE, 1);
+    test_optim(4099, 45, 10, 0, SG_LR_LINEAR, 1);
+    test_optim(257, 0, 0, 1, SG_LR_COSINE, 1); /* the EMA's first step: decay 0 */
     test_clip_ema_exact();
     test_loss_watch();
     test_graph();

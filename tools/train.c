@@ -53,9 +53,12 @@ typedef struct {
     int keep, n_samples, ddim_steps, overwrite, check_every, ranks;
     uint64_t seed;
     int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
-    /* safe to change on resume: the learning rate, its warm-up, the EMA decay */
-    float lr, ema_decay;
-    int warmup, lr_set, ema_set, warmup_set;
+    /* safe to change on resume: the learning rate, its warm-up and schedule, the EMA decay and
+     * its warm-up */
+    float lr, ema_decay, lr_min, ema_inv_gamma, ema_power;
+    int warmup, lr_set, ema_set, warmup_set, lr_schedule, ema_warmup;
+    int64_t lr_decay_steps;
+    int sched_set, lr_min_set, decay_set, ema_warm_set, inv_gamma_set, power_set;
     char fixed_flag[64]; /* the first flag given that a resume may not change (--data, ...) */
 } train_args;
 
@@ -83,6 +86,13 @@ static void usage(FILE *f) {
         "  --steps N            train until step N (default 2000)\n"
         "  --lr X               peak learning rate (default: the model's)\n"
         "  --warmup N           linear warm-up steps\n"
+        "  --lr-schedule S      constant | cosine | linear after the warm-up (default constant)\n"
+        "  --lr-min F           where cosine/linear end, a fraction of --lr (default 0)\n"
+        "  --lr-decay-steps N   the step where the decay ends (default: --steps of the run\n"
+        "                       that chose the schedule)\n"
+        "  --ema-warmup 0|1     diffusers' EMA warm-up: decay 1 - (1 + step/inv_gamma)^-power,\n"
+        "                       at most --ema-decay (default 0: the fixed --ema-decay)\n"
+        "  --ema-inv-gamma F    its inv_gamma (default 1); --ema-power F its power (default 0.75)\n"
         "  --wd X               AdamW weight decay\n"
         "  --clip X             global gradient-norm clip\n"
         "  --ema-decay X        EMA decay\n"
@@ -96,7 +106,7 @@ static void usage(FILE *f) {
         "  --log-every N        metrics/progress every N steps (default 10)\n"
         "  --resume DIR|CKPT    continue a run: model, data, run directory and step target\n"
         "                       come from the checkpoint (a directory: its newest valid one);\n"
-        "                       --steps, --lr, --warmup, --ema-decay and the cadences may\n"
+        "                       --steps, the lr and EMA flags above and the cadences may\n"
         "                       change (recorded in config.json), nothing else\n"
         "  --init-from W        start a fresh run (step 0, fresh AdamW state) with parameters\n"
         "                       and EMA from W: a diffusers UNet2DModel folder, a .safetensors\n"
@@ -156,6 +166,23 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = cli_float(c, 0, 1, &a->ema_decay), a->ema_set = 1;
     else if (cli_is(c, "--warmup"))
         bad = cli_int(c, 0, 1 << 30, &a->warmup), a->warmup_set = 1;
+    else if (cli_is(c, "--lr-schedule")) {
+        const char *v = cli_value(c);
+        a->sched_set = 1;
+        bad = !v || (a->lr_schedule = sg_lr_schedule_parse(v)) < 0;
+        if (v && bad)
+            fprintf(stderr, "train: --lr-schedule expects constant, cosine or linear, got '%s'\n",
+                    v);
+    } else if (cli_is(c, "--lr-min"))
+        bad = cli_float(c, 0, 1, &a->lr_min), a->lr_min_set = 1;
+    else if (cli_is(c, "--lr-decay-steps"))
+        bad = cli_i64(c, 1, INT64_MAX / 2, &a->lr_decay_steps), a->decay_set = 1;
+    else if (cli_is(c, "--ema-warmup"))
+        bad = cli_int(c, 0, 1, &a->ema_warmup), a->ema_warm_set = 1;
+    else if (cli_is(c, "--ema-inv-gamma"))
+        bad = cli_float(c, 1e-6, 1e9, &a->ema_inv_gamma), a->inv_gamma_set = 1;
+    else if (cli_is(c, "--ema-power"))
+        bad = cli_float(c, 1e-6, 100, &a->ema_power), a->power_set = 1;
     else if (cli_is(c, "--ranks"))
         bad = cli_int(c, 1, 1 << 16, &a->ranks);
     else if (cli_is(c, "--check-every"))
@@ -374,7 +401,35 @@ static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path,
     return rc;
 }
 
-/* The flags a fresh run and a resume both apply last: lr, warm-up, EMA decay. */
+/* The schedule flags (common/sg_schedule.h), recorded in changes when they change the config.
+ * A decaying schedule without --lr-decay-steps ends at this run's --steps; switching back to
+ * constant forgets the decay. */
+static void apply_schedule_flags(const train_args *a, sg_model_cfg *cfg, json_t *changes) {
+    const sg_model_cfg old = *cfg;
+    if (a->sched_set) cfg->lr_schedule = a->lr_schedule;
+    if (a->lr_min_set) cfg->lr_min = a->lr_min;
+    if (a->decay_set) cfg->lr_decay_steps = a->lr_decay_steps;
+    if (cfg->lr_schedule != SG_LR_CONSTANT && !cfg->lr_decay_steps) cfg->lr_decay_steps = a->steps;
+    if (cfg->lr_schedule == SG_LR_CONSTANT) cfg->lr_decay_steps = 0, cfg->lr_min = 0;
+    if (a->ema_warm_set) cfg->ema_warmup = a->ema_warmup;
+    if (a->inv_gamma_set) cfg->ema_inv_gamma = a->ema_inv_gamma;
+    if (a->power_set) cfg->ema_power = a->ema_power;
+    if (cfg->lr_schedule != old.lr_schedule)
+        json_object_set_new(changes, "lr_schedule",
+                            json_string(sg_lr_schedule_name(cfg->lr_schedule)));
+    if (cfg->lr_min != old.lr_min)
+        json_object_set_new(changes, "lr_min", cli_json_float(cfg->lr_min));
+    if (cfg->lr_decay_steps != old.lr_decay_steps)
+        json_object_set_new(changes, "lr_decay_steps", json_integer(cfg->lr_decay_steps));
+    if (cfg->ema_warmup != old.ema_warmup)
+        json_object_set_new(changes, "ema_warmup", json_integer(cfg->ema_warmup));
+    if (cfg->ema_inv_gamma != old.ema_inv_gamma)
+        json_object_set_new(changes, "ema_inv_gamma", cli_json_float(cfg->ema_inv_gamma));
+    if (cfg->ema_power != old.ema_power)
+        json_object_set_new(changes, "ema_power", cli_json_float(cfg->ema_power));
+}
+
+/* The flags a fresh run and a resume both apply last: lr, warm-up, EMA decay, schedules. */
 static void apply_safe_flags(const train_args *a, sg_model_cfg *cfg, json_t *changes) {
     if (a->lr_set && a->lr != cfg->lr) json_object_set_new(changes, "lr", cli_json_float(a->lr));
     if (a->ema_set && a->ema_decay != cfg->ema_decay)
@@ -384,6 +439,7 @@ static void apply_safe_flags(const train_args *a, sg_model_cfg *cfg, json_t *cha
     if (a->lr_set) cfg->lr = a->lr;
     if (a->ema_set) cfg->ema_decay = a->ema_decay;
     if (a->warmup_set) cfg->warmup = a->warmup;
+    apply_schedule_flags(a, cfg, changes);
 }
 
 /* ---- the run: everything main sets up, freed in one place */
@@ -568,11 +624,16 @@ static void log_line(train_run *r, double loss_sum, int64_t n, double t_last, do
     sg_exec_read(&r->e, r->e.plan.io.lr, &lr);
     double mean = loss_sum / (double)n, ms = (t_now - t_last) / (double)n;
     double epoch = (double)r->step * r->cfg.batch / (double)r->cfg.data_n;
+    /* the decay the EMA used at the last step (0-based r->step - 1): the same function as the
+     * kernels' */
+    const sg_model_cfg *c = &r->cfg;
+    double ema_decay =
+        sg_ema_decay_at(c->ema_decay, r->step - 1, c->ema_warmup, c->ema_inv_gamma, c->ema_power);
     json_t *j = json_pack("{s:I, s:f, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "step",
                           (json_int_t)r->step, "loss", mean, "lr", cli_json_float(lr), "ema_decay",
-                          cli_json_float(r->cfg.ema_decay), "grad_norm", sqrt((double)gsq), "epoch",
-                          epoch, "wall_s", (t_now - r->t_setup) / 1e3, "ms_per_step", ms,
-                          "img_per_s", 1e3 * r->cfg.batch / ms);
+                          cli_json_float(ema_decay), "grad_norm", sqrt((double)gsq), "epoch", epoch,
+                          "wall_s", (t_now - r->t_setup) / 1e3, "ms_per_step", ms, "img_per_s",
+                          1e3 * r->cfg.batch / ms);
     cli_json_print(r->metrics, j);
     fflush(r->metrics);
     char eta[16];
@@ -739,7 +800,9 @@ static int setup_exec(train_run *r) {
     if (!be) return 1;
     be->dist = r->dp.dist;
     r->exec_made = 1;
-    static const char *const may_differ[] = {"lr", "ema_decay", "warmup", NULL};
+    static const char *const may_differ[] = {
+        "lr",         "ema_decay",     "warmup",    "lr_schedule", "lr_min", "lr_decay_steps",
+        "ema_warmup", "ema_inv_gamma", "ema_power", NULL};
     if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
         sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)

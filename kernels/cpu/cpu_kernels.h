@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "common/sg_schedule.h"
+
 /* ---- convolution: K in {1, 3}, stride S in {1, 2}, zero padding: `pad` (0..K/2) rows and
  * columns at the top/left, at the bottom/right whatever the output size needs.
  * Ho = (H + 2*(K/2) - K) / S + 1, likewise Wo (pad = K/2: the symmetric rule; pad = 0 with
@@ -102,12 +104,15 @@ void cpu_clip_scale(float *scale, const float *sumsq, float max_norm);
  * lr_t = lr * min(1, (step+1) / warmup) (warmup <= 0: no warmup)
  * g = grad * scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
  * p -= lr_t * ( mhat / (sqrt(vhat) + eps) + wd * p ), mhat = m/(1-b1^(step+1)), likewise v.
- * Writes the lr used to lr_out[0] when lr_out is not NULL. */
+ * lr_t = sg_lr_at(lr, step + 1, warmup, sched) (common/sg_schedule.h; sched NULL: constant
+ * after the warm-up). Writes the lr used to lr_out[0] when lr_out is not NULL. */
 void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
                int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
-               float *lr_out);
-/* ema = decay * ema + (1 - decay) * p */
-void cpu_ema(float *ema, const float *p, int64_t n, float decay);
+               const sg_lr_sched *sched, float *lr_out);
+/* ema = d * ema + (1 - d) * p; d = decay, or with warm (not NULL) diffusers' warm-up decay at
+ * the 0-based step being finished, at most decay (sg_ema_decay_at) */
+void cpu_ema(float *ema, const float *p, int64_t n, float decay, const sg_ema_sched *warm,
+             int64_t step);
 /* The trainer's watch (one step-state scalar each): when the loss or the gradient sum of
  * squares is not finite and *watch is still 0, *watch = step + 1 (the 1-based step that went
  * wrong); always *loss_sum += *loss (the trainer averages and resets it per log line). */

@@ -44,10 +44,10 @@ void cpu_clip_scale(float *scale, const float *sumsq, float max_norm) {
 
 void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
                int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
-               float *lr_out) {
+               const sg_lr_sched *sched, float *lr_out) {
     double k = (double)step + 1.0;
-    double lr_t = (double)lr;
-    if (warmup > 0 && k < warmup) lr_t *= k / warmup;
+    double lr_t = sg_lr_at((double)lr, step + 1, warmup, sched ? sched->schedule : SG_LR_CONSTANT,
+                           sched ? sched->decay_steps : 0, sched ? sched->lr_min : 0.0);
     double bc1 = 1.0 - pow((double)b1, k), bc2 = 1.0 - pow((double)b2, k);
     double gs = scale ? (double)scale[0] : 1.0; /* NULL scale: no clipping */
     double db1 = b1, db2 = b2, deps = eps, dwd = wd;
@@ -73,7 +73,8 @@ void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, voi
     loss_sum[0] += loss[0];
 }
 
-void cpu_ema(float *ema, const float *p, int64_t n, float decay) {
-    double d = decay;
+void cpu_ema(float *ema, const float *p, int64_t n, float decay, const sg_ema_sched *warm,
+             int64_t step) {
+    double d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power) : decay;
     for (int64_t i = 0; i < n; i++) ema[i] = (float)(d * ema[i] + (1.0 - d) * p[i]);
 }

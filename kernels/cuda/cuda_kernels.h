@@ -39,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/sg_base.h"
+#include "common/sg_schedule.h"
 #include "common/sg_workspace.h"
 
 #ifdef __cplusplus
@@ -184,11 +185,16 @@ int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const 
 /* [ws] out[0] = sum of g^2. */
 int cuda_sumsq(cudaStream_t st, float *out, const float *g, int64_t n, void *ws, int64_t ws_bytes);
 int cuda_clip_scale(cudaStream_t st, float *scale, const float *sumsq, float max_norm);
-/* step: device int64 (0-based); scale: device float or NULL (1); lr_out: device or NULL. */
+/* step: device int64 (0-based); scale: device float or NULL (1); lr_out: device or NULL; the
+ * lr at the step from the peak lr, the warm-up and sched (common/sg_schedule.h), on the
+ * device. */
 int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad, int64_t n,
                const float *scale, const int64_t *step, float lr, float b1, float b2, float eps,
-               float wd, int warmup, float *lr_out);
-int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay);
+               float wd, int warmup, sg_lr_sched sched, float *lr_out);
+/* ema = d ema + (1 - d) p: d = decay, or with warm (not NULL) the warm-up decay at the device
+ * step (0-based, the step being finished), at most decay; step may be NULL without warm. */
+int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay,
+             const sg_ema_sched *warm, const int64_t *step);
 /* step[0] += 1 (the last node of a training step; no CPU counterpart needed). */
 int cuda_step_increment(cudaStream_t st, int64_t *step);
 /* watch: step + 1 of the first step whose loss or gradient sum of squares was not finite

@@ -49,12 +49,12 @@ __global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_no
  * device step counter (and block 0 publishes lr_t to lr_out). */
 __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, int64_t n,
                              const float *scale, const int64_t *step, float lr, float b1, float b2,
-                             float eps, float wd, int warmup, float *lr_out) {
+                             float eps, float wd, int warmup, sg_lr_sched sched, float *lr_out) {
     __shared__ float sc[4]; /* lr_t, 1 - b1^k, 1 - b2^k, grad scale */
     if (threadIdx.x == 0) {
         double k = (double)step[0] + 1.0;
-        double lr_t = (double)lr;
-        if (warmup > 0 && k < warmup) lr_t *= k / warmup;
+        double lr_t = sg_lr_at((double)lr, step[0] + 1, warmup, sched.schedule, sched.decay_steps,
+                               sched.lr_min);
         sc[0] = (float)lr_t;
         sc[1] = (float)(1.0 - pow((double)b1, k));
         sc[2] = (float)(1.0 - pow((double)b2, k));
@@ -75,8 +75,11 @@ __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, in
     }
 }
 
-/* threads stride over n: ema = d ema + (1 - d) p in double (no fused multiply-add, as the CPU) */
-__global__ void ema_kernel(float *ema, const float *p, int64_t n, double d) {
+/* threads stride over n: ema = d ema + (1 - d) p in double (no fused multiply-add, as the CPU);
+ * with the warm-up (warm), d from the device step, the same function as the CPU's */
+__global__ void ema_kernel(float *ema, const float *p, int64_t n, double decay, int warm,
+                           double inv_gamma, double power, const int64_t *step) {
+    const double d = warm ? sg_ema_decay_at(decay, step[0], 1, inv_gamma, power) : decay;
     const double e = 1.0 - d;
     SG_GRID_STRIDE(i, n) {
         ema[i] = (float)__dadd_rn(__dmul_rn(d, (double)ema[i]), __dmul_rn(e, (double)p[i]));
@@ -119,18 +122,21 @@ int cuda_clip_scale(cudaStream_t st, float *scale, const float *sumsq, float max
 
 int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad, int64_t n,
                const float *scale, const int64_t *step, float lr, float b1, float b2, float eps,
-               float wd, int warmup, float *lr_out) {
+               float wd, int warmup, sg_lr_sched sched, float *lr_out) {
     SG_ARG_CHECK(step != NULL, "cuda_adamw: the step counter is required");
     if (n <= 0) return SG_OK;
     SG_LAUNCH(adamw_kernel, sg_grid_for(n), SG_THREADS, 0, st, p, m, v, grad, n, scale, step, lr,
-              b1, b2, eps, wd, warmup, lr_out);
+              b1, b2, eps, wd, warmup, sched, lr_out);
     SG_LAUNCH_CHECK("adamw_kernel");
     return SG_OK;
 }
 
-int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay) {
+int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay,
+             const sg_ema_sched *warm, const int64_t *step) {
+    SG_ARG_CHECK(!warm || step, "cuda_ema: the EMA warm-up needs the step counter");
     if (n <= 0) return SG_OK;
-    SG_LAUNCH(ema_kernel, sg_grid_for(n), SG_THREADS, 0, st, ema, p, n, (double)decay);
+    SG_LAUNCH(ema_kernel, sg_grid_for(n), SG_THREADS, 0, st, ema, p, n, (double)decay, warm ? 1 : 0,
+              warm ? warm->inv_gamma : 1.0, warm ? warm->power : 1.0, step);
     SG_LAUNCH_CHECK("ema_kernel");
     return SG_OK;
 }
