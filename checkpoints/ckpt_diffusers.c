@@ -387,8 +387,45 @@ static char *find_config(const char *dir, const char *sub, const char *name, cha
     return slurp(path_out, 1 << 20);
 }
 
+/* what stepgraph's UNet is (docs/model.md); absent keys take diffusers' defaults */
+static int check_fixed(const ckpt_json *j, const char *path) {
+    return want(j, 0, "act_fn", "\"silu\"", "\"silu\"", path) ||
+           want(j, 0, "time_embedding_type", "\"positional\"", "\"positional\"", path) ||
+           want(j, 0, "flip_sin_to_cos", "false", "true", path) ||
+           want(j, 0, "freq_shift", "1", "0", path) ||
+           want(j, 0, "norm_eps", "1e-6", "1e-5", path) ||
+           want(j, 0, "mid_block_scale_factor", "1", "1", path) ||
+           want(j, 0, "center_input_sample", "false", "false", path) ||
+           want(j, 0, "resnet_time_scale_shift", "\"default\"", "\"default\"", path) ||
+           want(j, 0, "downsample_type", "\"conv\"", "\"conv\"", path) ||
+           want(j, 0, "upsample_type", "\"conv\"", "\"conv\"", path) ||
+           want(j, 0, "add_attention", "true", "true", path) ||
+           want(j, 0, "class_embed_type", "null", "null", path) ||
+           want(j, 0, "num_class_embeds", "null", "null", path);
+}
+
+/* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
+ * betas 1e-4 .. 0.02); only what stepgraph trains is accepted. */
+static int read_scheduler(const char *dir, int *T, double *b1, double *bT) {
+    char spath[4096];
+    char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
+    if (!st) return SG_OK;
+    ckpt_json *s = ckpt_json_parse(st, strlen(st));
+    free(st);
+    if (!s) return SG_ERR;
+    int rc = want(s, 0, "beta_schedule", "\"linear\"", "\"linear\"", spath) ||
+             want(s, 0, "trained_betas", "null", "null", spath) ||
+             want(s, 0, "prediction_type", "\"epsilon\"", "\"epsilon\"", spath) ||
+             (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
+              get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
+             (ckpt_json_find(s, 0, "beta_start") >= 0 && get_num(s, 0, "beta_start", b1, spath)) ||
+             (ckpt_json_find(s, 0, "beta_end") >= 0 && get_num(s, 0, "beta_end", bT, spath));
+    ckpt_json_free(s);
+    return rc ? SG_ERR : SG_OK;
+}
+
 int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
-    char path[4096], spath[4096];
+    char path[4096];
     char *text = find_config(dir, "unet", "config.json", path);
     if (!text)
         return sg_set_error("%s: no config.json (nor unet/config.json): not a diffusers "
@@ -402,27 +439,13 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
         return sg_set_error("%s: %s", path, msg);
     }
     int rc = SG_ERR;
-    ckpt_json *s = NULL;
     char cls[64] = "";
     if (ckpt_json_find(j, 0, "_class_name") >= 0 &&
         (ckpt_json_get_string(j, "_class_name", cls, sizeof cls) || strcmp(cls, "UNet2DModel"))) {
         sg_set_error("%s: _class_name is \"%s\", not UNet2DModel", path, cls);
         goto out;
     }
-    /* what stepgraph's UNet is (docs/model.md); absent keys take diffusers' defaults */
-    if (want(j, 0, "act_fn", "\"silu\"", "\"silu\"", path) ||
-        want(j, 0, "time_embedding_type", "\"positional\"", "\"positional\"", path) ||
-        want(j, 0, "flip_sin_to_cos", "false", "true", path) ||
-        want(j, 0, "freq_shift", "1", "0", path) || want(j, 0, "norm_eps", "1e-6", "1e-5", path) ||
-        want(j, 0, "mid_block_scale_factor", "1", "1", path) ||
-        want(j, 0, "center_input_sample", "false", "false", path) ||
-        want(j, 0, "resnet_time_scale_shift", "\"default\"", "\"default\"", path) ||
-        want(j, 0, "downsample_type", "\"conv\"", "\"conv\"", path) ||
-        want(j, 0, "upsample_type", "\"conv\"", "\"conv\"", path) ||
-        want(j, 0, "add_attention", "true", "true", path) ||
-        want(j, 0, "class_embed_type", "null", "null", path) ||
-        want(j, 0, "num_class_embeds", "null", "null", path))
-        goto out;
+    if (check_fixed(j, path)) goto out;
     int img, in_ch, out_ch, nrb, groups = 32, pad = 1, boc[MAX_LEVELS], nl, dim = 8;
     double dropout = 0;
     if (get_int(j, 0, "sample_size", 1, 1 << 14, &img, path) ||
@@ -526,21 +549,7 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     /* the schedule */
     int T = 1000;
     double b1 = 1e-4, bT = 0.02;
-    char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
-    if (st) {
-        s = ckpt_json_parse(st, strlen(st));
-        free(st);
-        if (!s) goto out;
-        if (want(s, 0, "beta_schedule", "\"linear\"", "\"linear\"", spath) ||
-            want(s, 0, "trained_betas", "null", "null", spath) ||
-            want(s, 0, "prediction_type", "\"epsilon\"", "\"epsilon\"", spath))
-            goto out;
-        if ((ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
-             get_int(s, 0, "num_train_timesteps", 1, 1 << 20, &T, spath)) ||
-            (ckpt_json_find(s, 0, "beta_start") >= 0 && get_num(s, 0, "beta_start", &b1, spath)) ||
-            (ckpt_json_find(s, 0, "beta_end") >= 0 && get_num(s, 0, "beta_end", &bT, spath)))
-            goto out;
-    }
+    if (read_scheduler(dir, &T, &b1, &bT)) goto out;
     int n = snprintf(buf, cap,
                      "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                      "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
@@ -555,7 +564,6 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     rc = SG_OK;
 out:
     ckpt_json_free(j);
-    ckpt_json_free(s);
     return rc;
 }
 
