@@ -142,13 +142,18 @@ static int attention_head_dim(const arch *a, int *dim) {
     return SG_OK;
 }
 
-int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
+/* the architecture of a stepgraph model config (JSON text) */
+static int decode_config(const char *config_json, arch *a) {
     ckpt_json *j = ckpt_json_parse(config_json, strlen(config_json));
     if (!j) return SG_ERR;
-    arch a;
-    int rc = arch_decode(j, 0, &a, "model config");
+    int rc = arch_decode(j, 0, a, "model config");
     ckpt_json_free(j);
-    if (rc) return SG_ERR;
+    return rc;
+}
+
+int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
+    arch a;
+    if (decode_config(config_json, &a)) return SG_ERR;
     if (!a.resample_conv)
         return sg_set_error("diffusers' UNet2DModel cannot express resample_conv 0: its "
                             "DownBlock2D/UpBlock2D always resample through a 3x3 conv, this "
@@ -206,12 +211,8 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
 
 /* DDPMScheduler's config for the training schedule of config_json. */
 static int scheduler_config(const char *config_json, char *buf, size_t cap) {
-    ckpt_json *j = ckpt_json_parse(config_json, strlen(config_json));
-    if (!j) return SG_ERR;
     arch a;
-    int rc = arch_decode(j, 0, &a, "model config");
-    ckpt_json_free(j);
-    if (rc) return SG_ERR;
+    if (decode_config(config_json, &a)) return SG_ERR;
     int n = snprintf(buf, cap,
                      "{\n"
                      "  \"_class_name\": \"DDPMScheduler\",\n"
