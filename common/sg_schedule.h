@@ -31,11 +31,15 @@
 
 enum { SG_LR_CONSTANT = 0, SG_LR_COSINE = 1, SG_LR_LINEAR = 2 };
 
-/* what a schedule needs besides the peak lr and the warm-up; the EMA warm-up's shape */
+/* what a schedule needs besides the peak lr and the warm-up; the EMA warm-up's shape. Passed
+ * by value to kernels, so no byte is padding: a kernel's argument bytes are recorded when a
+ * graph is captured (and compared with the eager launch by the host emulation), and padding
+ * bytes would be whatever the stack held. */
 typedef struct {
-    int schedule; /* SG_LR_* */
     int64_t decay_steps;
     double lr_min;
+    int32_t schedule; /* SG_LR_* */
+    int32_t unused;   /* 0: makes the padding a field */
 } sg_lr_sched;
 typedef struct {
     double inv_gamma, power;

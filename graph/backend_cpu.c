@@ -380,7 +380,8 @@ CPU_RUN(clip_scale) {
 }
 CPU_RUN(adamw) {
     const sg_adamw_args *a = &k->a->adamw;
-    const sg_lr_sched sched = {a->schedule, a->decay_steps, a->lr_min};
+    const sg_lr_sched sched = {
+        .decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule};
     cpu_adamw(k->out[0], k->out[1], k->out[2], k->in[1], sg_in_numel(k->g, k->nd, 0), k->in[4],
               *(int64_t *)k->raw_in[5], a->lr, a->b1, a->b2, a->eps, a->wd, a->warmup, &sched,
               k->out[3]);

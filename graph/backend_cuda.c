@@ -425,10 +425,11 @@ CUDA_RUN(clip_scale) {
 }
 CUDA_RUN(adamw) {
     const sg_adamw_args *a = &k->a->adamw;
-    return cuda_adamw(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin(k, 1),
-                      sg_in_numel(k->g, k->nd, 0), kin(k, 4), kin(k, 5), a->lr, a->b1, a->b2,
-                      a->eps, a->wd, a->warmup,
-                      (sg_lr_sched){a->schedule, a->decay_steps, a->lr_min}, kout(k, 3));
+    return cuda_adamw(
+        k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin(k, 1), sg_in_numel(k->g, k->nd, 0),
+        kin(k, 4), kin(k, 5), a->lr, a->b1, a->b2, a->eps, a->wd, a->warmup,
+        (sg_lr_sched){.decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule},
+        kout(k, 3));
 }
 CUDA_RUN(ema) {
     const sg_ema_args *a = &k->a->ema;

@@ -1026,7 +1026,7 @@ static void test_optim(void) {
         /* AdamW uses it: the lr it writes at 0-based step 59 (k = 60, half way) */
         float pp[3] = {0.5f, -0.25f, 1}, m0[3] = {0}, v0[3] = {0}, gg[3] = {0.1f, 0.2f, -0.3f};
         float used = 0;
-        sg_lr_sched lrs = {SG_LR_COSINE, 110, frac};
+        sg_lr_sched lrs = {.decay_steps = 110, .lr_min = frac, .schedule = SG_LR_COSINE};
         cpu_adamw(pp, m0, v0, gg, 3, NULL, 59, (float)peak, b1, b2, eps, 0, 10, &lrs, &used);
         CHECK(used == (float)(peak * (frac + (1 - frac) * 0.5)),
               "adamw under cosine half way: lr %.9g want %.9g", used,

@@ -882,7 +882,7 @@ static void test_optim(int64_t n, int64_t step, int warmup, int with_scale, int 
     snprintf(ctx, sizeof ctx, "optim n%lld step %lld warmup %d%s lr schedule %d%s", (long long)n,
              (long long)step, warmup, with_scale ? " scale" : "", sched,
              ema_warm ? " ema warm-up" : "");
-    const sg_lr_sched sc = {sched, 60, 0.1};
+    const sg_lr_sched sc = {.decay_steps = 60, .lr_min = 0.1, .schedule = sched};
     const sg_ema_sched warm = {1.0, 0.75};
     case_begin();
     const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, decay = 0.9999f;
@@ -1137,7 +1137,7 @@ static void test_graph(void) {
         CALL(cuda_clip_scale, g_st, (float *)sc->d, (const float *)ss->d, 1.0f);                   \
         CALL(cuda_adamw, g_st, (float *)p->d, (float *)m->d, (float *)v->d,                        \
              (const float *)grad->d, nw, (const float *)sc->d, tp, 1e-3f, 0.9f, 0.999f, 1e-8f,     \
-             0.0f, 10, (sg_lr_sched){SG_LR_CONSTANT, 0, 0.0}, (float *)lr->d);                     \
+             0.0f, 10, (sg_lr_sched){.schedule = SG_LR_CONSTANT}, (float *)lr->d);                 \
         CALL(cuda_step_increment, g_st, (int64_t *)dstep->d);                                      \
     } while (0)
 
