@@ -844,6 +844,15 @@ static int setup_dir(train_run *r, int argc, char **argv) {
     return 0;
 }
 
+/* The communicator's end: a failure on one of several ranks aborts them all (the others
+ * would wait in the next collective); otherwise finalize and free it. Returns rc. */
+static int finish_dp(train_run *r, int rc) {
+    if (!r->dp_made) return rc;
+    if (rc && rc != EXIT_SIGNAL) rc = train_dp_fail(&r->dp, rc);
+    train_dp_finalize(&r->dp);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     train_run r = {.a = {.model = "unet_fmnist",
                          .data = "fmnist",
@@ -862,7 +871,8 @@ int main(int argc, char **argv) {
     if ((rc = setup_config(&r)) || (rc = setup_dp(&r, &argc, &argv)) || (rc = setup_exec(&r)) ||
         (rc = setup_dir(&r, argc, argv))) {
         fprintf(stderr, "train: %s\n", sg_last_error());
-        return run_free(&r), r.dp_made ? train_dp_fail(&r.dp, rc) : rc;
+        run_free(&r);
+        return finish_dp(&r, rc);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -900,7 +910,5 @@ int main(int argc, char **argv) {
                 cli_fmt_duration((cli_now_ms() - r.t_setup) / 1e3, took), r.out);
     }
     run_free(&r);
-    if (rc && rc != EXIT_SIGNAL) return train_dp_fail(&r.dp, rc);
-    train_dp_finalize(&r.dp);
-    return rc;
+    return finish_dp(&r, rc);
 }
