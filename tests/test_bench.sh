@@ -65,11 +65,20 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   ok "no GPU, no --backend: refused" '[ $rc -eq 2 ] && grep -q -- "--backend cpu" "$tmp/err.txt"'
 fi
 $bench --backend=cpu --model=unet_tiny --iters=1 --warmup=0 --no-breakdown --json >"$tmp/eq.json" 2>/dev/null
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --conv-engine own --json \
+    >"$tmp/ce.json" 2>/dev/null
+ok "--conv-engine own: recorded; no per-conv-layer table on the CPU (one engine)" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d[\"conv_engine\"] == \"own\" and d[\"conv_layers\"] is None, d[\"conv_engine\"]
+assert all(o[\"engine\"] == \"\" for o in d[\"breakdown\"])
+" "$tmp/ce.json"'
 ok "--flag=value" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"iters\"] == 1" "$tmp/eq.json"'
 ok "--help" '$bench --help | grep -q -- "--no-breakdown"'
 
 for bad in "--frobnicate 3" "--iters 0" "--iters x" "--warmup -1" "--model nope" \
-    "--backend tpu" "--batch 0" "--data synthetic:0" "--data synthetic:x" "--iters"; do
+    "--backend tpu" "--batch 0" "--data synthetic:0" "--data synthetic:x" "--iters" \
+    "--conv-engine nope" "--conv-engine"; do
     $bench --backend cpu --model unet_tiny $bad >/dev/null 2>"$tmp/err.txt"
     rc=$?
     ok "'$bad' exits 2 with one line" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
