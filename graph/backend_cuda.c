@@ -920,6 +920,17 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     c->use_graph = use_graph;
     *be = cuda_vtable;
     be->ctx = c;
+    /* the conv engine's default: SG_CONV_ENGINE=auto|own|cudnn in the environment (every tool),
+     * else auto; a tool's --conv-engine sets be->conv_engine after this */
+    const char *env = getenv("SG_CONV_ENGINE");
+    if (env && *env) {
+        be->conv_engine = sg_conv_engine_parse(env);
+        if (be->conv_engine < 0) {
+            sg_set_error("SG_CONV_ENGINE=%s: expected auto, own or cudnn", env);
+            free(c), free(be);
+            return NULL;
+        }
+    }
     return be;
 }
 

@@ -76,6 +76,7 @@ typedef struct {
     int64_t inject_index;
     int tty;
     const char *label; /* the run in progress, for the progress line */
+    int conv_engine;   /* --conv-engine for the CUDA runs; -1: the backend's default */
 } verify_ctx;
 
 static void layout_state(verify_ctx *v) {
@@ -161,6 +162,7 @@ static void progress_done(verify_ctx *v) {
 static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
     sg_backend *be = kind == RUN_CPU ? sg_backend_cpu_create()
                                      : sg_backend_cuda_create(0, kind == RUN_CUDA_GRAPH);
+    if (be && v->conv_engine >= 0) be->conv_engine = v->conv_engine;
     if (sg_exec_init(e, &v->cfg, 1, be)) return SG_ERR;
     if (e->plan.hash != v->plan.hash)
         return sg_set_error("the %s backend planned a different step (plan hash %016llx, "
@@ -566,6 +568,8 @@ static void usage(FILE *f) {
             "  --data SPEC          dataset (default synthetic:256:<img>x<img>x<in-ch>); see\n"
             "                       train --help for the specs\n"
             "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+            "  --conv-engine E      the CUDA runs' convolutions: auto | own | cudnn (default:\n"
+            "                       $SG_CONV_ENGINE, else auto: cudnn where built with it)\n"
             "  --tol X              (d): largest relative loss difference allowed (default 1e-2,\n"
             "                       3e-2 with bf16)\n"
             "  --json               machine-readable result on stdout\n"
@@ -581,6 +585,7 @@ static void usage(FILE *f) {
 typedef struct {
     const char *model, *data, *backend;
     int steps, resume_at, inject, json;
+    int conv_engine; /* -1: not given */
     uint64_t seed;
     double tol;
 } verify_args;
@@ -600,7 +605,13 @@ static int parse_args(int argc, char **argv, verify_args *a, sg_model_cfg *cfg) 
             bad = !(a->data = cli_value(&c));
         else if (cli_is(&c, "--backend"))
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("verify", a->backend);
-        else if (cli_is(&c, "--steps"))
+        else if (cli_is(&c, "--conv-engine")) {
+            const char *v = cli_value(&c);
+            a->conv_engine = sg_conv_engine_parse(v);
+            if (v && a->conv_engine < 0)
+                fprintf(stderr, "verify: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
+            bad = !v || a->conv_engine < 0;
+        } else if (cli_is(&c, "--steps"))
             bad = cli_int(&c, 1, 1000000, &a->steps);
         else if (cli_is(&c, "--resume-at"))
             bad = cli_int(&c, 0, 1000000, &a->resume_at);
@@ -794,11 +805,16 @@ static void cleanup(verify_ctx *v) {
 }
 
 int main(int argc, char **argv) {
-    verify_args a = {.model = "unet_tiny", .steps = 8, .resume_at = -1, .inject = -1, .tol = -1};
+    verify_args a = {.model = "unet_tiny",
+                     .steps = 8,
+                     .resume_at = -1,
+                     .inject = -1,
+                     .tol = -1,
+                     .conv_engine = -1};
     static verify_ctx v;
     int rc = parse_args(argc, argv, &a, &v.cfg);
     if (rc) return rc == 1 ? 0 : 2;
-    v.seed = a.seed, v.steps = a.steps, v.tty = isatty(2);
+    v.seed = a.seed, v.steps = a.steps, v.tty = isatty(2), v.conv_engine = a.conv_engine;
     double t_start = now_s();
     char data_spec[600], no_cuda[512] = "";
     run_backend be;
