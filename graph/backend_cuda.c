@@ -251,7 +251,7 @@ static int is_conv(int op) {
 
 #ifdef SG_HAVE_CUDNN
 /* Conv node nd as a cuDNN call (cudnn_conv.h); 0 when an operand is a two-buffer
- * concatenation, which cuDNN cannot take. */
+ * concatenation, which cuDNN cannot take, or the activations differ in dtype. */
 static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *nd,
                            sg_cudnn_conv *cv) {
     sg_conv_dims d = sg_conv_dims_of(g, nd);
@@ -276,7 +276,12 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
         cv->w = cv->out; /* dw: cudnn_conv.h's call wants w set for every pass */
         cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
     }
-    return cv->out && cv->in && cv->w && (cv->pass != SG_CUDNN_BWD_FILTER || cv->x);
+    /* one dtype for the activations of the call, as the own kernels also assume */
+    const int other = nd->op == OP_CONV2D            ? nd->out[0]
+                      : nd->op == OP_CONV2D_BWD_DATA ? nd->out[0]
+                                                     : nd->in[1];
+    return cv->out && cv->in && cv->w && (cv->pass != SG_CUDNN_BWD_FILTER || cv->x) &&
+           (int)g->t[other].dtype == cv->dt;
 }
 #endif
 
@@ -342,7 +347,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     if (want)
         fprintf(stderr,
                 "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
-                "a concatenated operand, e.g. node %d -> %s; %d for lack of a "
+                "a concatenated operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
                 "deterministic cuDNN engine)\n",
                 sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat,
                 first_concat, first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-",

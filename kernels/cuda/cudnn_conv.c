@@ -34,6 +34,8 @@ typedef struct {
     dnn_key key;
     int ok;         /* cuDNN runs this descriptor */
     int bias_fused; /* forward with bias: added inside the conv call */
+    int dw_bf16;    /* backward-filter, bf16: cuDNN writes a bf16 dw, widened (accumulated) by
+                       cuda_copy, because no deterministic engine writes fp32 dw from bf16 */
     cudnnBackendDescriptor_t plan;
     int64_t engine; /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX */
     int64_t ws_bytes;
@@ -82,9 +84,10 @@ static int dnn_out_size(int64_t H, int64_t K, int64_t S) {
     return sg_ws_conv_out((int)H, (int)K, (int)S);
 }
 
-/* The weight copy at the front of the workspace: bf16 w for bf16 forward / backward-data. */
-static int64_t dnn_wcopy_bytes(const dnn_key *k) {
-    if (k->dt != DT_BF16 || k->pass == SG_CUDNN_BWD_FILTER) return 0;
+/* The bf16 weight buffer at the front of the workspace: the bf16 copy of w (forward and
+ * backward-data), or the bf16 dw of the dw_bf16 variant of backward-filter. */
+static int64_t dnn_wcopy_bytes(const dnn_key *k, int dw_bf16) {
+    if (k->dt != DT_BF16 || (k->pass == SG_CUDNN_BWD_FILTER && !dw_bf16)) return 0;
     return sg_ws_align(k->Co * k->K * k->K * k->Ci * 2);
 }
 
@@ -128,8 +131,12 @@ static void dnn_graph_release(dnn_graph *g) {
     dnn_destroy(&g->tb), dnn_destroy(&g->ty), dnn_destroy(&g->tw), dnn_destroy(&g->tx);
 }
 
-/* The operation graph of key k; fuse_bias: forward only, conv -> virtual fp32 -> + b -> y. */
-static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int fuse_bias, dnn_graph *g) {
+/* The operation graph of key k. variant 1: forward with bias, conv -> virtual fp32 -> + b ->
+ * y; backward-filter in bf16, dw in bf16 at the workspace's front (beta 0: the widening copy
+ * accumulates). variant 0: the plain convolution. */
+static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int variant, dnn_graph *g) {
+    const int fuse_bias = variant && k->pass == SG_CUDNN_FWD;
+    const int dw_bf16 = variant && k->pass == SG_CUDNN_BWD_FILTER;
     memset(g, 0, sizeof *g);
     const int64_t Ho = dnn_out_size(k->H, k->K, k->S), Wo = dnn_out_size(k->W, k->K, k->S);
     int64_t xd[4], xs[4], yd[4], ys[4];
@@ -142,7 +149,8 @@ static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int fuse_bias, dnn_grap
     int64_t ax = k->align_in, ay = k->align_out, aw = k->align_w;
     if (k->pass == SG_CUDNN_BWD_DATA) ax = k->align_out, ay = k->align_in;
     if (k->pass == SG_CUDNN_BWD_FILTER) ax = k->align_x, ay = k->align_in, aw = k->align_out;
-    const int64_t wdt = k->pass == SG_CUDNN_BWD_FILTER ? DT_F32 : k->dt;
+    if (dw_bf16) aw = dnn_align(c->ws);
+    const int64_t wdt = k->pass == SG_CUDNN_BWD_FILTER && !dw_bf16 ? DT_F32 : k->dt;
     if (dnn_tensor(&g->tx, UID_X, k->dt, xd, xs, ax, false) ||
         dnn_tensor(&g->tw, UID_W, wdt, wd, ws, aw, false) ||
         dnn_tensor(&g->ty, UID_Y, k->dt, yd, ys, ay, false))
@@ -185,7 +193,7 @@ static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int fuse_bias, dnn_grap
                                  post));
     DNN(cudnnBackendFinalize(g->conv));
 
-    const float alpha = 1.0f, beta = k->accum ? 1.0f : 0.0f;
+    const float alpha = 1.0f, beta = k->accum && !dw_bf16 ? 1.0f : 0.0f;
     if (k->pass == SG_CUDNN_FWD) {
         DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
                                          &g->op_conv));
@@ -459,7 +467,7 @@ static int dnn_check(const sg_cudnn *c, const sg_cudnn_conv *cv) {
 int64_t sg_cudnn_budget(const sg_cudnn *c, const sg_cudnn_conv *cv) {
     dnn_key k;
     dnn_key_of(cv, 0, NULL, &k);
-    return c ? c->ws_bytes - dnn_wcopy_bytes(&k) : 0;
+    return c ? c->ws_bytes - dnn_wcopy_bytes(&k, 0) : 0;
 }
 
 /* the entry of cv's descriptor, made (heuristics, plan) when new; NULL with an error when the
@@ -489,28 +497,46 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
     dnn_entry *e = &c->e[c->n];
     memset(e, 0, sizeof *e);
     e->key = k;
-    const int64_t budget = c->ws_bytes - dnn_wcopy_bytes(&k);
+    /* the variants, preferred first: forward with bias, fused (1) then not (0); backward-filter
+     * in bf16, fp32 dw (0) then bf16 dw (1); everything else, the plain graph (0) */
+    int variants[2] = {0, -1};
+    if (k.pass == SG_CUDNN_FWD && k.bias) variants[0] = 1, variants[1] = 0;
+    if (k.pass == SG_CUDNN_BWD_FILTER && k.dt == DT_BF16) variants[1] = 1;
     int rc = SG_OK;
-    /* forward with bias: the fused graph first; when cuDNN refuses it or has no deterministic
-     * engine for it, the conv alone (the caller adds the bias) */
-    for (int fuse = (int)k.bias; fuse >= 0 && rc == SG_OK && !e->ok; fuse--) {
+    char first_why[sizeof e->why] = "";
+    for (int v = 0; v < 2 && variants[v] >= 0 && rc == SG_OK && !e->ok; v++) {
+        const int var = variants[v];
+        const int64_t budget =
+            c->ws_bytes - dnn_wcopy_bytes(&k, k.pass == SG_CUDNN_BWD_FILTER && var);
         dnn_graph g;
         e->tried = e->refused_notes = 0;
-        rc = dnn_graph_make(c, &k, fuse, &g);
+        e->why[0] = 0;
+        rc = dnn_graph_make(c, &k, var, &g);
         if (rc == SG_OK && budget >= 0) rc = dnn_pick(c, &g, budget, e);
-        e->bias_fused = e->ok && fuse;
+        if (rc == SG_OK && budget < 0)
+            snprintf(e->why, sizeof e->why,
+                     "the bf16 weights (%lld bytes) do not fit the %lld-byte library workspace",
+                     (long long)dnn_wcopy_bytes(&k, 1), (long long)c->ws_bytes);
         dnn_graph_release(&g);
-        if (rc && fuse) {
+        /* a variant cuDNN refuses to build is a reason to try the next, while there is one */
+        if (rc && v == 0 && variants[1] >= 0) {
             snprintf(e->why, sizeof e->why, "%s", sg_last_error());
             rc = SG_OK;
         }
+        if (e->ok) {
+            e->bias_fused = k.pass == SG_CUDNN_FWD && var;
+            e->dw_bf16 = k.pass == SG_CUDNN_BWD_FILTER && var;
+        } else if (v == 0) {
+            snprintf(first_why, sizeof first_why, "%s", e->why);
+        }
+    }
+    if (rc == SG_OK && !e->ok && first_why[0] && variants[1] >= 0) {
+        char second[sizeof e->why];
+        snprintf(second, sizeof second, "%s", e->why);
+        snprintf(e->why, sizeof e->why, "%.180s; and %s: %.150s", first_why,
+                 k.pass == SG_CUDNN_FWD ? "without the fused bias" : "with a bf16 dw", second);
     }
     if (rc) return NULL;
-    if (!e->ok && budget < 0)
-        snprintf(e->why, sizeof e->why,
-                 "the bf16 weight copy does not fit the %lld-byte library "
-                 "workspace",
-                 (long long)c->ws_bytes);
     c->n++;
     return e;
 }
@@ -556,10 +582,10 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     dnn_entry *e = dnn_entry_get(c, cv);
     if (!e) return SG_ERR;
     if (!e->ok) return sg_set_error("%s", e->why);
-    const int64_t wcopy = dnn_wcopy_bytes(&e->key);
+    const int64_t wcopy = dnn_wcopy_bytes(&e->key, e->dw_bf16);
+    const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
     const void *w = cv->w;
-    if (wcopy) {
-        const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
+    if (wcopy && cv->pass != SG_CUDNN_BWD_FILTER) {
         if (cuda_copy(c->st, c->ws, DT_BF16, cv->w, DT_F32, nw, 0)) return SG_ERR;
         w = c->ws;
     }
@@ -571,7 +597,8 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     } else if (cv->pass == SG_CUDNN_BWD_DATA) {
         ptrs[0] = cv->out, ptrs[1] = sg_cat_ptr(w), ptrs[2] = sg_cat_ptr(cv->in);
     } else {
-        ptrs[0] = sg_cat_ptr(cv->x), ptrs[1] = cv->out, ptrs[2] = sg_cat_ptr(cv->in);
+        ptrs[0] = sg_cat_ptr(cv->x), ptrs[1] = e->dw_bf16 ? c->ws : cv->out;
+        ptrs[2] = sg_cat_ptr(cv->in);
     }
     int64_t nptr = 3;
     if (e->bias_fused) ptrs[3] = sg_cat_ptr(cv->b), nptr = 4;
@@ -601,6 +628,9 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     cudaError_t ce = cudaGetLastError();
     if (ce != cudaSuccess)
         return sg_set_error("cudnn_conv: after cudnnBackendExecute: %s", cudaGetErrorString(ce));
+    /* the dw_bf16 variant: dw (fp32) = or += the bf16 dw, in fp32 */
+    if (e->dw_bf16 && cuda_copy(c->st, cv->out, DT_F32, c->ws, DT_BF16, nw, cv->accum))
+        return SG_ERR;
     if (bias_done) *bias_done = e->bias_fused;
     return SG_OK;
 }
@@ -627,7 +657,7 @@ uint64_t sg_cudnn_hash(const sg_cudnn *c) {
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; c && i < c->n; i++) {
         const dnn_entry *e = &c->e[i];
-        const int64_t v[4] = {e->ok, e->bias_fused, e->engine, e->ws_bytes};
+        const int64_t v[5] = {e->ok, e->bias_fused, e->dw_bf16, e->engine, e->ws_bytes};
         h = dnn_fnv(h, &e->key, sizeof e->key);
         h = dnn_fnv(h, v, sizeof v);
         h = dnn_fnv(h, e->knob_type, (size_t)e->nknobs * sizeof e->knob_type[0]);
@@ -651,8 +681,8 @@ void sg_cudnn_engine_name(const sg_cudnn *c, const sg_cudnn_conv *cv, char *buf,
             n += snprintf(buf + n, (size_t)(cap - n), "k%lld=%lld", (long long)e->knob_type[j],
                           (long long)e->knob_value[j]);
         if (n > 0 && n < cap)
-            snprintf(buf + n, (size_t)(cap - n), "%s ws%lld", e->bias_fused ? "+bias" : "",
-                     (long long)e->ws_bytes);
+            snprintf(buf + n, (size_t)(cap - n), "%s%s ws%lld", e->bias_fused ? "+bias" : "",
+                     e->dw_bf16 ? "+dw_bf16" : "", (long long)e->ws_bytes);
         return;
     }
 }

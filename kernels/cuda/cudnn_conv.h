@@ -30,8 +30,11 @@
  * - Accumulate (`accum`): beta = 1 in the operation, so cuDNN adds in fp32 and rounds once.
  * - Forward bias: first tried fused (conv -> virtual fp32 -> pointwise add of b -> y), so y is
  *   rounded once; when no deterministic engine runs that graph, the conv alone and
- *   *bias_done = 0: the caller adds b with cuda_conv2d_bias_add. Backward-filter: dw is fp32;
- *   db is never computed here (cuda_conv2d_bwd_bias).
+ *   *bias_done = 0: the caller adds b with cuda_conv2d_bias_add. Backward-filter: dw is fp32,
+ *   written by cuDNN (beta = 1 to accumulate); in bf16, where no deterministic engine writes an
+ *   fp32 dw from bf16 operands, cuDNN writes a bf16 dw into the workspace and cuda_copy widens
+ *   (and accumulates) it into dw: one bf16 rounding of dw, as PyTorch's autocast has (the
+ *   engine name says "+dw_bf16"). db is never computed here (cuda_conv2d_bwd_bias).
  * - Concatenated (two-buffer) operands are not handled: the CUDA backend runs such nodes on
  *   the own engine (a channel slice of one NHWC tensor is not a concatenation of two).
  *
