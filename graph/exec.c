@@ -252,6 +252,7 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
     json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = conv_engines_json(e);
     json_t *theirs = json_object_get(m, "conv_engines");
     const sg_graph *g = &e->plan.g;
+    e->ckpt_conv_engines_differ = 0;
     if (mine && json_is_object(theirs)) {
         json_t *tt = json_object_get(theirs, "table"), *tn = json_object_get(theirs, "nodes");
         json_t *mt = json_object_get(mine, "table"), *mn = json_object_get(mine, "nodes");
@@ -272,6 +273,7 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
                         path, i, sg_ops[g->n[i].op].name, g->t[g->n[i].out[0]].name,
                         a ? a : "(none recorded)", b ? b : "?");
         }
+        e->ckpt_conv_engines_differ = differ;
         if (differ)
             fprintf(stderr,
                     "warning: %s: %d conv layer(s) run on another engine than the checkpoint's "

@@ -23,6 +23,10 @@ typedef struct {
      * differs from plan.cfg.ranks when a run resumes on another number of ranks, which is
      * allowed but continues with other bits (the caller warns: docs/data-parallel.md) */
     int ckpt_ranks;
+    /* conv nodes whose engine (graph/backend.h: node_engine) differs from the one the
+     * checkpoint sg_exec_load read last recorded (each warned about on stderr); 0 when equal
+     * or when either side has no record (a backend with one engine) */
+    int ckpt_conv_engines_differ;
 } sg_exec;
 
 /* Build the plan for cfg (train: the training step; else the forward pass) and prepare the
