@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -273,14 +274,13 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
         SG_ASSERT(nd->op == OP_CONV2D_BWD_WEIGHT);
         cv->pass = SG_CUDNN_BWD_FILTER;
         cv->x = P(c, g, nd->in[1]);
-        cv->w = cv->out; /* dw: cudnn_conv.h's call wants w set for every pass */
         cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
     }
     /* one dtype for the activations of the call, as the own kernels also assume */
     const int other = nd->op == OP_CONV2D            ? nd->out[0]
                       : nd->op == OP_CONV2D_BWD_DATA ? nd->out[0]
                                                      : nd->in[1];
-    return cv->out && cv->in && cv->w && (cv->pass != SG_CUDNN_BWD_FILTER || cv->x) &&
+    return cv->out && cv->in && (cv->pass == SG_CUDNN_BWD_FILTER ? cv->x != NULL : cv->w != NULL) &&
            (int)g->t[other].dtype == cv->dt;
 }
 #endif
@@ -295,6 +295,8 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
     if (!c->node_eng) return sg_set_error("out of host memory");
     int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
 #ifdef SG_HAVE_CUDNN
     if (want && sg_cudnn_create(&c->dnn, c->st, lib_ws, lib_wsb)) {
         if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
@@ -344,14 +346,17 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         else
             c->convs_own++;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* the engine choice builds every plan (runtime-compiled engines compile here): its time */
+    const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (want)
         fprintf(stderr,
                 "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
                 "a concatenated operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
-                "deterministic cuDNN engine)\n",
+                "deterministic cuDNN engine); %.1f s to choose and build the plans\n",
                 sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat,
                 first_concat, first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-",
-                c->convs_fallback);
+                c->convs_fallback, sec);
     return SG_OK;
 }
 

@@ -457,8 +457,8 @@ static int dnn_check(const sg_cudnn *c, const sg_cudnn_conv *cv) {
         return sg_set_error("cudnn_conv: activation dtype %d is not f32/bf16", cv->dt);
     if (!((cv->K == 1 || cv->K == 3) && (cv->S == 1 || cv->S == 2) && cv->pad >= 0 &&
           cv->pad <= cv->K / 2 && cv->N > 0 && cv->H > 0 && cv->W > 0 && cv->Ci > 0 && cv->Co > 0 &&
-          cv->out && cv->in && cv->w != NULL && cv->pass >= SG_CUDNN_FWD &&
-          cv->pass <= SG_CUDNN_BWD_FILTER && (cv->pass != SG_CUDNN_BWD_FILTER || cv->x)))
+          cv->out && cv->in && cv->pass >= SG_CUDNN_FWD && cv->pass <= SG_CUDNN_BWD_FILTER &&
+          (cv->pass == SG_CUDNN_BWD_FILTER ? cv->x != NULL : cv->w != NULL)))
         return sg_set_error("cudnn_conv: bad call (pass %d, K=%d S=%d pad %d, %dx%dx%dx%d -> %d)",
                             cv->pass, cv->K, cv->S, cv->pad, cv->N, cv->H, cv->W, cv->Ci, cv->Co);
     return SG_OK;

@@ -59,7 +59,7 @@ typedef enum { SG_CUDNN_FWD = 0, SG_CUDNN_BWD_DATA = 1, SG_CUDNN_BWD_FILTER = 2 
 
 /* One convolution call: the pass and its operands. For SG_CUDNN_FWD: out = y, in = x, w = the
  * fp32 weights, b = bias or NULL. BWD_DATA: out = dx, in = dy, w. BWD_FILTER: out = dw (fp32),
- * in = dy, x = the forward input. */
+ * in = dy, x = the forward input (w unused). */
 typedef struct {
     int pass;
     int N, H, W, Ci, Co, K, S, pad;
