@@ -309,6 +309,12 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                 sg_last_error());
         want = 0;
     }
+    /* fp32 convs on TF32 tensor cores only when asked for (cudnn_conv.h) */
+    const char *tf32 = getenv("SG_CUDNN_TF32");
+    if (c->dnn && tf32 && !strcmp(tf32, "1")) {
+        sg_cudnn_allow_tf32(c->dnn, 1);
+        fprintf(stderr, "stepgraph: SG_CUDNN_TF32=1: fp32 convs may run on TF32 engines\n");
+    }
 #else
     (void)lib_ws, (void)lib_wsb;
     if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
@@ -861,24 +867,27 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
     if (c->cb) cublasGetVersion(c->cb, &cbv);
-    int dnn_n = 0, dnn_frozen = 0;
+    int dnn_n = 0, dnn_frozen = 0, dnn_tf32 = 0;
     size_t dnn_ver = 0;
     uint64_t dnn_hash = 0;
 #ifdef SG_HAVE_CUDNN
     dnn_n = sg_cudnn_count(c->dnn), dnn_frozen = sg_cudnn_frozen(c->dnn);
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
+    dnn_tf32 = sg_cudnn_tf32(c->dnn);
 #endif
     snprintf(buf, (size_t)cap,
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
              "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
-             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\"}",
+             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+             "\"cudnn_tf32\":%s}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
-             dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash);
+             dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
+             dnn_tf32 ? "true" : "false");
 }
 
 static void cuda_destroy(sg_backend *be) {

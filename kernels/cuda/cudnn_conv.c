@@ -51,6 +51,7 @@ struct sg_cudnn {
     int64_t ws_bytes;
     dnn_entry *e;
     int n, cap, frozen;
+    int tf32; /* fp32 convolutions may use TF32 tensor-core engines (asked for) */
 };
 
 /* uids of the graph's tensors */
@@ -278,7 +279,7 @@ static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int variant, dnn_graph 
 }
 
 /* Does this configuration's engine carry a note we refuse? *bad = 1 when so. */
-static int dnn_notes_refused(cudnnBackendDescriptor_t engine, int64_t dt, int *bad) {
+static int dnn_notes_refused(cudnnBackendDescriptor_t engine, int64_t dt, int tf32, int *bad) {
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     int64_t n = 0;
     *bad = 0;
@@ -291,8 +292,9 @@ static int dnn_notes_refused(cudnnBackendDescriptor_t engine, int64_t dt, int *b
             x == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
             *bad = 1;
         /* fp32 without TF32: a tensor-core engine on fp32 data down-converts its inputs */
-        if (dt == DT_F32 && (x == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
-                             x == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+        if (dt == DT_F32 && !tf32 &&
+            (x == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
+             x == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
             *bad = 1;
     }
     return SG_OK;
@@ -390,7 +392,7 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine);
         if (s != CUDNN_STATUS_SUCCESS) {
             rc = dnn_fail(__FILE__, __LINE__, "cudnnBackendGetAttribute(ENGINECFG_ENGINE)", s);
-        } else if (dnn_notes_refused(engine, e->key.dt, &bad)) {
+        } else if (dnn_notes_refused(engine, e->key.dt, c->tf32, &bad)) {
             rc = SG_ERR;
         } else if (bad) {
             e->refused_notes++;
@@ -431,8 +433,8 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
                  "refused for their numerical notes (non-deterministic, reduced-precision "
                  "reduction%s), %lld with no plan, %lld over the %lld-byte workspace budget",
                  (long long)got, (long long)e->refused_notes,
-                 e->key.dt == DT_F32 ? ", TF32 / down-converting" : "", (long long)no_plan,
-                 (long long)too_big, (long long)budget);
+                 e->key.dt == DT_F32 && !c->tf32 ? ", TF32 / down-converting" : "",
+                 (long long)no_plan, (long long)too_big, (long long)budget);
     return rc;
 }
 
@@ -635,6 +637,13 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     return SG_OK;
 }
 
+void sg_cudnn_allow_tf32(sg_cudnn *c, int allow) {
+    if (c && !c->n) c->tf32 = !!allow;
+}
+int sg_cudnn_tf32(const sg_cudnn *c) {
+    return c ? c->tf32 : 0;
+}
+
 void sg_cudnn_freeze(sg_cudnn *c) {
     if (c) c->frozen = 1;
 }
@@ -655,6 +664,8 @@ static uint64_t dnn_fnv(uint64_t h, const void *p, size_t n) {
 }
 uint64_t sg_cudnn_hash(const sg_cudnn *c) {
     uint64_t h = 14695981039346656037ull;
+    const int64_t tf32 = c ? c->tf32 : 0;
+    h = dnn_fnv(h, &tf32, sizeof tf32);
     for (int i = 0; c && i < c->n; i++) {
         const dnn_entry *e = &c->e[i];
         const int64_t v[5] = {e->ok, e->bias_fused, e->dw_bf16, e->engine, e->ws_bytes};

@@ -13,7 +13,8 @@
  *
  * - bf16: cuDNN wants x and w in one type, so w is rounded to a bf16 copy in the library
  *   workspace before the call (what the bf16 GEMMs do); fp32: no TF32 (engines whose numerical
- *   notes say TENSOR_CORE or DOWN_CONVERT_INPUTS are refused for fp32).
+ *   notes say TENSOR_CORE or DOWN_CONVERT_INPUTS are refused for fp32) unless asked for
+ *   (sg_cudnn_allow_tf32).
  * - Deterministic only: every engine configuration whose notes say NONDETERMINISTIC or
  *   REDUCED_PRECISION_REDUCTION is refused, for all three passes.
  * - Chosen once: the first time a descriptor (pass, shapes, dtypes, padding, accumulate, bias,
@@ -82,6 +83,11 @@ int sg_cudnn_probe(sg_cudnn *c, const sg_cudnn_conv *cv);
 /* Run the call (probing first when new). *bias_done (forward with b): 1 when the bias was
  * added in the conv call, 0 when the caller must add it. */
 int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done);
+/* fp32 convolutions: allow TF32 tensor-core engines (refused unless asked for; the CUDA
+ * backend asks when SG_CUDNN_TF32=1). Only before the first convolution is pinned; part of
+ * the table's hash. */
+void sg_cudnn_allow_tf32(sg_cudnn *c, int allow);
+int sg_cudnn_tf32(const sg_cudnn *c);
 void sg_cudnn_freeze(sg_cudnn *c);
 int sg_cudnn_frozen(const sg_cudnn *c);
 /* Pinned descriptors, and a hash of the table (descriptors, engines, knobs, workspaces). */
