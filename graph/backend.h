@@ -43,6 +43,11 @@ struct sg_backend {
     /* The convolution engine asked for (SG_CONV_ENGINE_*), set by the caller BEFORE prepare;
      * 0 (auto) by default. */
     int conv_engine;
+    /* Resume: the checkpoint's per-conv-node engine record (its "conv_engines" JSON,
+     * sg_exec_ckpt_conv_engines), set BEFORE prepare, or NULL. A backend with several engines
+     * gives each conv node the engine recorded for it where it can (CUDA: own stays own, a
+     * cuDNN engine is asked for by its index and knobs). Not owned. */
+    const char *conv_pins;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). */

@@ -50,6 +50,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "planner/op_dims.h"
 #ifdef SG_HAVE_CUDNN
+#include <jansson.h>
+
 #include "kernels/cuda/cudnn_conv.h"
 #endif
 
@@ -287,6 +289,54 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
 }
 #endif
 
+#ifdef SG_HAVE_CUDNN
+/* A resume (be->conv_pins: the checkpoint's {"table":[names],"nodes":[index per conv node]}):
+ * the conv nodes recorded as own are marked in own[], each recorded cuDNN engine is asked for
+ * (sg_cudnn_prefer) on its node's descriptor. A record that does not fit this plan is said
+ * and ignored: the engines are then chosen afresh, and the resume's comparison names the
+ * layers that differ. */
+static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, unsigned char *own,
+                            int *n_own, int *n_cudnn) {
+    json_error_t err;
+    json_t *r = json_loads(pins, 0, &err);
+    json_t *table = json_object_get(r, "table"), *nodes = json_object_get(r, "nodes");
+    int convs = 0, bad = 0;
+    for (int i = 0; i < g->nn; i++) convs += is_conv(g->n[i].op);
+    if (!json_is_array(table) || !json_is_array(nodes) || (int)json_array_size(nodes) != convs) {
+        fprintf(stderr,
+                "stepgraph: warning: the checkpoint's conv-engine record does not fit this "
+                "plan (%d conv nodes): engines chosen afresh\n",
+                convs);
+        json_decref(r);
+        return;
+    }
+    for (int i = 0, k = 0; i < g->nn; i++) {
+        if (!is_conv(g->n[i].op)) continue;
+        const char *name = json_string_value(
+            json_array_get(table, (size_t)json_integer_value(json_array_get(nodes, (size_t)k++))));
+        sg_cudnn_conv cv;
+        if (!name) {
+            bad++;
+        } else if (!strcmp(name, "own")) {
+            own[i] = 1, (*n_own)++;
+        } else if (!strncmp(name, "cudnn ", 6) && conv_cudnn_call(c, g, &g->n[i], &cv)) {
+            if (sg_cudnn_prefer(c->dnn, &cv, name + 6) == SG_OK)
+                (*n_cudnn)++;
+            else
+                bad++, fprintf(stderr, "stepgraph: warning: node %d: %s\n", i, sg_last_error());
+        } else {
+            bad++;
+        }
+    }
+    if (bad)
+        fprintf(stderr,
+                "stepgraph: warning: %d conv node(s) of the checkpoint's engine record "
+                "could not be asked for\n",
+                bad);
+    json_decref(r);
+}
+#endif
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -315,6 +365,14 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         sg_cudnn_allow_tf32(c->dnn, 1);
         fprintf(stderr, "stepgraph: SG_CUDNN_TF32=1: fp32 convs may run on TF32 engines\n");
     }
+    /* a resume: the engines the checkpoint's step ran (before any engine is chosen) */
+    unsigned char *pinned_own = NULL;
+    int pins_own = 0, pins_cudnn = 0;
+    if (want && be->conv_pins) {
+        pinned_own = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+        if (!pinned_own) return sg_set_error("out of host memory");
+        apply_conv_pins(c, g, be->conv_pins, pinned_own, &pins_own, &pins_cudnn);
+    }
 #else
     (void)lib_ws, (void)lib_wsb;
     if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
@@ -334,11 +392,14 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         } else if (!eligible) {
             if (first_concat < 0) first_concat = i;
             concat++;
+        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN) {
+            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn wins) */
         } else if (sg_cudnn_probe(c->dnn, &cv) == SG_OK) {
             eng = SG_CONV_ENGINE_CUDNN;
         } else if (c->conv_engine == SG_CONV_ENGINE_CUDNN) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", sg_last_error());
+            free(pinned_own);
             return sg_set_error("node %d (%s -> %s): --conv-engine cudnn, but %s", i,
                                 sg_ops[nd->op].name, g->t[nd->out[0]].name, msg);
         } else {
@@ -354,6 +415,18 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         else
             c->convs_own++;
     }
+#ifdef SG_HAVE_CUDNN
+    free(pinned_own);
+    if (want && be->conv_pins) {
+        int met = 0, missed = 0;
+        const int descs = sg_cudnn_preferences(c->dnn, &met, &missed);
+        fprintf(stderr,
+                "stepgraph: conv engines from the checkpoint: %d node(s) kept on own; %d node(s) "
+                "asked for their cuDNN engine (%d descriptors: %d had, %d not, chosen afresh as "
+                "said above)\n",
+                pins_own, pins_cudnn, descs, met, missed);
+    }
+#endif
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* the engine choice builds every plan (runtime-compiled engines compile here): its time */
     const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

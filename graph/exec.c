@@ -449,6 +449,17 @@ int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
     return load(e, path, params_only, ema, NULL);
 }
 
+char *sg_exec_ckpt_conv_engines(const char *path) {
+    ckpt_file *f = ckpt_open(path);
+    if (!f) return NULL;
+    json_t *m = ckpt_meta_load(ckpt_meta(f), NULL, 0);
+    ckpt_close(f);
+    json_t *rec = json_object_get(m, "conv_engines");
+    char *out = json_is_object(rec) ? json_dumps(rec, JSON_COMPACT) : NULL;
+    json_decref(m);
+    return out;
+}
+
 int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ) {
     return load(e, path, 0, 0, may_differ);
 }

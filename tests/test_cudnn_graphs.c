@@ -100,6 +100,67 @@ int main(void) {
                         check_graph(&c, &cv, 1), graphs++;
                 }
 
+    /* reuse on resume: the names sg_cudnn_engine_name writes parse back (a table entry made
+     * by hand, as a GPU run would have pinned it), and sg_cudnn_prefer takes them only where
+     * they fit the pass */
+    {
+        sg_cudnn_conv fw = {.pass = SG_CUDNN_FWD,
+                            .N = 2,
+                            .H = 8,
+                            .W = 8,
+                            .Ci = 16,
+                            .Co = 32,
+                            .K = 3,
+                            .S = 1,
+                            .pad = 1,
+                            .dt = DT_BF16,
+                            .out = (void *)(uintptr_t)0x7f0010000000ull,
+                            .in = (void *)(uintptr_t)0x7f0020000000ull,
+                            .w = (const float *)(uintptr_t)0x7f0040000000ull,
+                            .b = (const float *)(uintptr_t)0x7f0050000000ull};
+        dnn_entry en;
+        memset(&en, 0, sizeof en);
+        dnn_key_of(&fw, 1, c.ws, &en.key);
+        en.ok = 1, en.bias_fused = 1, en.engine = 12, en.ws_bytes = 4096, en.nknobs = 2;
+        en.knob_type[0] = 3, en.knob_value[0] = 1, en.knob_type[1] = 17, en.knob_value[1] = -2;
+        c.e = &en, c.n = 1;
+        char name[160];
+        sg_cudnn_engine_name(&c, &fw, name, sizeof name);
+        c.e = NULL, c.n = 0;
+        CHECK(!strcmp(name, "e12k3=1k17=-2+bias ws4096"), "engine name '%s'", name);
+        dnn_wish w;
+        memset(&w, 0, sizeof w);
+        CHECK(dnn_parse_name(name, &w) == SG_OK && w.engine == 12 && w.nknobs == 2 &&
+                  w.knob_type[1] == 17 && w.knob_value[1] == -2 && w.variant == 1,
+              "'%s' parses back", name);
+        CHECK(sg_cudnn_prefer(&c, &fw, name) == SG_OK, "prefer: %s", sg_last_error());
+        CHECK(sg_cudnn_prefer(&c, &fw, "e7 ws0") == SG_OK, "prefer again: %s", sg_last_error());
+        int met = -1, missed = -1;
+        CHECK(sg_cudnn_preferences(&c, &met, &missed) == 1 && met == 0 && missed == 0,
+              "one descriptor, one preference (the last)");
+        CHECK(c.wish[0].engine == 7 && c.wish[0].variant == 0, "the last preference wins");
+        static const char *const bad[] = {"",         "own",          "x12 ws0",    "e ws0",
+                                          "e12",      "e12k3 ws0",    "e12k3= ws0", "e12 ws",
+                                          "e12 ws0x", "e12+fused ws0"};
+        for (int i = 0; i < SG_ARRAY_LEN(bad); i++)
+            CHECK(sg_cudnn_prefer(&c, &fw, bad[i]) == SG_ERR, "'%s' must not parse", bad[i]);
+        sg_cudnn_conv nb = fw;
+        nb.b = NULL;
+        CHECK(sg_cudnn_prefer(&c, &nb, "e1+bias ws0") == SG_ERR, "+bias on a conv without bias");
+        sg_cudnn_conv bd = fw;
+        bd.pass = SG_CUDNN_BWD_DATA;
+        CHECK(sg_cudnn_prefer(&c, &bd, "e1+dw_bf16 ws0") == SG_ERR, "+dw_bf16 on backward-data");
+        sg_cudnn_conv bf = fw;
+        bf.pass = SG_CUDNN_BWD_FILTER, bf.x = (void *)(uintptr_t)0x7f0030000000ull;
+        CHECK(sg_cudnn_prefer(&c, &bf, "e1+dw_bf16 ws0") == SG_OK, "+dw_bf16, bf16: %s",
+              sg_last_error());
+        bf.dt = DT_F32;
+        CHECK(sg_cudnn_prefer(&c, &bf, "e1+dw_bf16 ws0") == SG_ERR, "+dw_bf16 on fp32");
+        CHECK(sg_cudnn_preferences(&c, NULL, NULL) == 2, "two descriptors preferred");
+        free(c.wish);
+        c.wish = NULL, c.nwish = c.capwish = 0;
+    }
+
     /* the engine's variant pack: uids and pointers as sg_cudnn_run passes them */
     int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
     void *ptrs[4] = {(void *)(uintptr_t)0x1000, (void *)(uintptr_t)0x2000,

@@ -170,6 +170,11 @@ static void test_conv_engine_record(void) {
     }
     sg_exec_free(&e);
     CHECK(convs > 0 && odd > 0 && odd < convs, "unet_tiny has conv nodes on both parities");
+    /* the record as a resume hands it to the next backend (sg_backend.conv_pins) */
+    char *pins = sg_exec_ckpt_conv_engines(path);
+    CHECK(pins && strstr(pins, "\"table\":[\"cudnn e7 ws0\"]") && strstr(pins, "\"nodes\":[0,"),
+          "the checkpoint's conv-engine record: %s", pins ? pins : "(none)");
+    free(pins);
     /* the same engines: nothing differs */
     CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2");
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load: %s", sg_last_error());
@@ -187,6 +192,14 @@ static void test_conv_engine_record(void) {
     CHECK(open_exec_engines(&e, &c, data, 0) == SG_OK, "init 4");
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 4: %s", sg_last_error());
     CHECK(e.ckpt_conv_engines_differ == 0, "a one-engine backend compares nothing");
+    /* and what it writes carries no record */
+    char path2[300];
+    snprintf(path2, sizeof path2, "%s/k2.sgck", dir);
+    CHECK(sg_exec_save(&e, path2, NULL) == SG_OK, "save 2: %s", sg_last_error());
+    pins = sg_exec_ckpt_conv_engines(path2);
+    CHECK(pins == NULL, "a one-engine checkpoint has no conv-engine record: %s", pins);
+    free(pins);
+    unlink(path2);
     sg_exec_free(&e);
     g_engine_odd = "cudnn e7 ws0";
     unlink(path);

@@ -810,12 +810,17 @@ static int setup_exec(train_run *r) {
     if (!be) return 1;
     be->dist = r->dp.dist;
     if (r->a.conv_engine >= 0) be->conv_engine = r->a.conv_engine;
+    /* a resume asks for the conv engines the checkpoint's step ran (the same bits) */
+    char *pins = r->resume_path[0] ? sg_exec_ckpt_conv_engines(r->resume_path) : NULL;
+    be->conv_pins = pins;
     r->exec_made = 1;
     static const char *const may_differ[] = {
         "lr",         "ema_decay",     "warmup",    "lr_schedule", "lr_min", "lr_decay_steps",
         "ema_warmup", "ema_inv_gamma", "ema_power", NULL};
-    if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
-        sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
+    int init_rc = sg_exec_init(&r->e, &r->cfg, 1, be);
+    be->conv_pins = NULL;
+    free(pins);
+    if (init_rc || sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
          : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
                            : sg_exec_init_state(&r->e, r->a.seed)))

@@ -159,11 +159,15 @@ static void progress_done(verify_ctx *v) {
     if (v->tty) fprintf(stderr, "\r\033[K");
 }
 
-static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
+/* pins: a checkpoint's conv-engine record to resume on (sg_backend.conv_pins), or NULL */
+static int exec_open_pinned(verify_ctx *v, run_backend kind, sg_exec *e, const char *pins) {
     sg_backend *be = kind == RUN_CPU ? sg_backend_cpu_create()
                                      : sg_backend_cuda_create(0, kind == RUN_CUDA_GRAPH);
     if (be && v->conv_engine >= 0) be->conv_engine = v->conv_engine;
-    if (sg_exec_init(e, &v->cfg, 1, be)) return SG_ERR;
+    if (be) be->conv_pins = pins;
+    int rc = sg_exec_init(e, &v->cfg, 1, be);
+    if (be) be->conv_pins = NULL;
+    if (rc) return SG_ERR;
     if (e->plan.hash != v->plan.hash)
         return sg_set_error("the %s backend planned a different step (plan hash %016llx, "
                             "expected %016llx)",
@@ -173,11 +177,18 @@ static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
     return sg_exec_upload_dataset(e, d->pixels, d->n * d->h * d->w * d->c);
 }
 
-/* checkpoint, tear the executor down, and continue in a fresh one from the file */
+static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
+    return exec_open_pinned(v, kind, e, NULL);
+}
+
+/* checkpoint, tear the executor down, and continue in a fresh one from the file (on the conv
+ * engines the checkpoint recorded, as train --resume does) */
 static int stop_and_resume(verify_ctx *v, const run_spec *sp, sg_exec *e) {
     if (sg_exec_save(e, v->ckpt_path, NULL)) return SG_ERR;
     sg_exec_free(e);
-    int rc = exec_open(v, sp->be, e);
+    char *pins = sg_exec_ckpt_conv_engines(v->ckpt_path);
+    int rc = exec_open_pinned(v, sp->be, e, pins);
+    free(pins);
     if (!rc) rc = sg_exec_load(e, v->ckpt_path, 0, 0);
     unlink(v->ckpt_path);
     return rc;

@@ -44,6 +44,14 @@ typedef struct {
     char why[384];                /* when !ok: the reason, for the fallback's warning */
 } dnn_entry;
 
+/* An engine asked for on a descriptor (a resume: the checkpoint's record), tried before the
+ * heuristics. */
+typedef struct {
+    dnn_key key;
+    int variant; /* 1: +bias (forward) or +dw_bf16 (backward-filter) */
+    int64_t engine, nknobs, knob_type[DNN_MAX_KNOBS], knob_value[DNN_MAX_KNOBS];
+} dnn_wish;
+
 struct sg_cudnn {
     cudnnHandle_t h;
     cudaStream_t st;
@@ -52,6 +60,8 @@ struct sg_cudnn {
     dnn_entry *e;
     int n, cap, frozen;
     int tf32; /* fp32 convolutions may use TF32 tensor-core engines (asked for) */
+    dnn_wish *wish;
+    int nwish, capwish, wishes_met, wishes_missed;
 };
 
 /* uids of the graph's tensors */
@@ -438,6 +448,96 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
     return rc;
 }
 
+/* The engine configuration a wish names, on graph g: engine by global index, its knob
+ * choices; kept as e's plan when it passes the same filters as a heuristic's choice. SG_OK
+ * with e->ok = 0 and e->why set when it cannot be had. */
+static int dnn_pick_wished(sg_cudnn *c, dnn_graph *g, int64_t budget, const dnn_wish *w,
+                           dnn_entry *e) {
+    cudnnBackendDescriptor_t engine = NULL, cfg = NULL, plan = NULL;
+    cudnnBackendDescriptor_t knobs[DNN_MAX_KNOBS];
+    memset(knobs, 0, sizeof knobs);
+    const char *step = "engine";
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                     &w->engine);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(engine);
+    for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < w->nknobs; i++) {
+        const cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)w->knob_type[i];
+        step = "knob choice";
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[i]);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                         CUDNN_TYPE_KNOB_TYPE, 1, &type);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                         CUDNN_TYPE_INT64, 1, &w->knob_value[i]);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(knobs[i]);
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+        step = "engine configuration";
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg);
+    }
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine);
+    if (s == CUDNN_STATUS_SUCCESS && w->nknobs)
+        s = cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, w->nknobs, knobs);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(cfg);
+    int bad = 0, rc = SG_OK;
+    int64_t n = 0, ws = 0;
+    if (s == CUDNN_STATUS_SUCCESS) {
+        step = "numerical notes";
+        rc = dnn_notes_refused(engine, e->key.dt, c->tf32, &bad);
+    }
+    if (s == CUDNN_STATUS_SUCCESS && rc == SG_OK && !bad) {
+        step = "execution plan";
+        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE,
+                                         1, &c->h);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                         CUDNN_TYPE_INT64, 1, &n, &ws);
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        char last[200] = "";
+        cudnnGetLastErrorString(last, sizeof last);
+        snprintf(e->why, sizeof e->why, "the recorded engine e%lld: %s: %s%s%s",
+                 (long long)w->engine, step, cudnnGetErrorString(s), last[0] ? ": " : "", last);
+    } else if (rc) {
+        snprintf(e->why, sizeof e->why, "the recorded engine e%lld: %s", (long long)w->engine,
+                 sg_last_error());
+        rc = SG_OK;
+    } else if (bad) {
+        snprintf(e->why, sizeof e->why,
+                 "the recorded engine e%lld has numerical notes this run refuses",
+                 (long long)w->engine);
+    } else if (ws > budget) {
+        snprintf(e->why, sizeof e->why,
+                 "the recorded engine e%lld needs %lld workspace bytes, over the %lld budget",
+                 (long long)w->engine, (long long)ws, (long long)budget);
+    } else {
+        e->ok = 1, e->plan = plan, plan = NULL, e->ws_bytes = ws, e->engine = w->engine;
+        e->nknobs = w->nknobs;
+        memcpy(e->knob_type, w->knob_type, sizeof e->knob_type);
+        memcpy(e->knob_value, w->knob_value, sizeof e->knob_value);
+    }
+    dnn_destroy(&plan);
+    dnn_destroy(&cfg);
+    for (int i = 0; i < DNN_MAX_KNOBS; i++) dnn_destroy(&knobs[i]);
+    dnn_destroy(&engine);
+    return rc;
+}
+
 static int dnn_key_of(const sg_cudnn_conv *cv, int with_wcopy_ptr, void *ws, dnn_key *k) {
     memset(k, 0, sizeof *k);
     k->pass = cv->pass, k->N = cv->N, k->H = cv->H, k->W = cv->W, k->Ci = cv->Ci, k->Co = cv->Co;
@@ -499,6 +599,30 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
     dnn_entry *e = &c->e[c->n];
     memset(e, 0, sizeof *e);
     e->key = k;
+    /* an engine asked for (the checkpoint's record), on its variant, before any heuristic */
+    const dnn_wish *w = NULL;
+    for (int i = 0; i < c->nwish && !w; i++)
+        if (!memcmp(&c->wish[i].key, &k, sizeof k)) w = &c->wish[i];
+    if (w) {
+        const int bf = k.pass == SG_CUDNN_BWD_FILTER && w->variant;
+        const int64_t budget = c->ws_bytes - dnn_wcopy_bytes(&k, bf);
+        dnn_graph g;
+        int wrc = dnn_graph_make(c, &k, w->variant, &g);
+        if (wrc == SG_OK && budget >= 0) wrc = dnn_pick_wished(c, &g, budget, w, e);
+        dnn_graph_release(&g);
+        if (wrc) snprintf(e->why, sizeof e->why, "the recorded engine: %s", sg_last_error());
+        if (e->ok) {
+            e->bias_fused = k.pass == SG_CUDNN_FWD && w->variant;
+            e->dw_bf16 = bf;
+            c->wishes_met++;
+        } else {
+            c->wishes_missed++;
+            fprintf(stderr,
+                    "stepgraph: warning: cuDNN conv (pass %d, %dx%dx%dx%d -> %d, K=%d S=%d): "
+                    "%s; choosing afresh\n",
+                    cv->pass, cv->N, cv->H, cv->W, cv->Ci, cv->Co, cv->K, cv->S, e->why);
+        }
+    }
     /* the variants, preferred first: forward with bias, fused (1) then not (0); backward-filter
      * in bf16, fp32 dw (0) then bf16 dw (1); everything else, the plain graph (0) */
     int variants[2] = {0, -1};
@@ -566,6 +690,7 @@ void sg_cudnn_destroy(sg_cudnn *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++) dnn_destroy(&c->e[i].plan);
     free(c->e);
+    free(c->wish);
     if (c->h) cudnnDestroy(c->h);
     free(c);
 }
@@ -635,6 +760,68 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
         return SG_ERR;
     if (bias_done) *bias_done = e->bias_fused;
     return SG_OK;
+}
+
+/* "e<index>[k<type>=<value>]...[+bias][+dw_bf16] ws<bytes>" (sg_cudnn_engine_name) */
+static int dnn_parse_name(const char *s, dnn_wish *w) {
+    char *end = NULL;
+    if (*s != 'e') return SG_ERR;
+    w->engine = strtoll(s + 1, &end, 10);
+    if (end == s + 1) return SG_ERR;
+    s = end;
+    w->nknobs = 0;
+    while (*s == 'k') {
+        if (w->nknobs == DNN_MAX_KNOBS) return SG_ERR;
+        w->knob_type[w->nknobs] = strtoll(s + 1, &end, 10);
+        if (end == s + 1 || *end != '=') return SG_ERR;
+        s = end + 1;
+        w->knob_value[w->nknobs] = strtoll(s, &end, 10);
+        if (end == s) return SG_ERR;
+        s = end;
+        w->nknobs++;
+    }
+    w->variant = 0;
+    if (!strncmp(s, "+bias", 5)) w->variant = 1, s += 5;
+    if (!strncmp(s, "+dw_bf16", 8)) w->variant = 1, s += 8;
+    if (strncmp(s, " ws", 3)) return SG_ERR;
+    s += 3;
+    (void)strtoll(s, &end, 10);
+    return end == s || *end ? SG_ERR : SG_OK;
+}
+
+int sg_cudnn_prefer(sg_cudnn *c, const sg_cudnn_conv *cv, const char *engine_name) {
+    if (dnn_check(c, cv)) return SG_ERR;
+    if (c->n) return sg_set_error("sg_cudnn_prefer: only before the first convolution is pinned");
+    dnn_wish w;
+    memset(&w, 0, sizeof w);
+    if (!engine_name || dnn_parse_name(engine_name, &w))
+        return sg_set_error("sg_cudnn_prefer: '%s' is not an engine name (e<index>[k<type>=<v>]"
+                            "...[+bias|+dw_bf16] ws<bytes>)",
+                            engine_name ? engine_name : "(null)");
+    dnn_key_of(cv, 1, c->ws, &w.key);
+    if (w.variant &&
+        (w.key.pass == SG_CUDNN_BWD_DATA || (w.key.pass == SG_CUDNN_FWD && !w.key.bias) ||
+         (w.key.pass == SG_CUDNN_BWD_FILTER && w.key.dt != DT_BF16)))
+        return sg_set_error("sg_cudnn_prefer: '%s' does not fit this pass", engine_name);
+    for (int i = 0; i < c->nwish; i++)
+        if (!memcmp(&c->wish[i].key, &w.key, sizeof w.key)) {
+            c->wish[i] = w; /* one descriptor, one engine: the last asked for */
+            return SG_OK;
+        }
+    if (c->nwish == c->capwish) {
+        const int cap = c->capwish ? 2 * c->capwish : 64;
+        dnn_wish *nw = realloc(c->wish, (size_t)cap * sizeof *nw);
+        if (!nw) return sg_set_error("sg_cudnn_prefer: out of host memory");
+        c->wish = nw, c->capwish = cap;
+    }
+    c->wish[c->nwish++] = w;
+    return SG_OK;
+}
+
+int sg_cudnn_preferences(const sg_cudnn *c, int *met, int *missed) {
+    if (met) *met = c ? c->wishes_met : 0;
+    if (missed) *missed = c ? c->wishes_missed : 0;
+    return c ? c->nwish : 0;
 }
 
 void sg_cudnn_allow_tf32(sg_cudnn *c, int allow) {

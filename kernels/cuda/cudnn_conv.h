@@ -89,6 +89,13 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done);
 void sg_cudnn_allow_tf32(sg_cudnn *c, int allow);
 int sg_cudnn_tf32(const sg_cudnn *c);
 void sg_cudnn_freeze(sg_cudnn *c);
+/* Reuse on resume: ask for the engine a checkpoint recorded for this call's descriptor (its
+ * sg_cudnn_engine_name). Before the first convolution is pinned; the descriptor then tries that
+ * engine configuration first (same filters, same budget) and, when it cannot be had, says why
+ * on stderr and chooses afresh. SG_ERR for a name that does not parse or fit the pass. */
+int sg_cudnn_prefer(sg_cudnn *c, const sg_cudnn_conv *cv, const char *engine_name);
+/* Preferences given; *met / *missed: those honoured / not (so far). */
+int sg_cudnn_preferences(const sg_cudnn *c, int *met, int *missed);
 int sg_cudnn_frozen(const sg_cudnn *c);
 /* Pinned descriptors, and a hash of the table (descriptors, engines, knobs, workspaces). */
 int sg_cudnn_count(const sg_cudnn *c);
