@@ -9,11 +9,29 @@
 #define SG_BACKEND_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "graph/dist.h"
 #include "planner/plan.h"
 
 typedef struct sg_backend sg_backend;
+
+/* The convolution engine (issue 14): `own` is the project's kernels (kernels/cuda/conv.cu,
+ * always built, the GPU's reference), `cudnn` the cuDNN engine (kernels/cuda/cudnn_conv.h,
+ * built with SG_HAVE_CUDNN), `auto` cuDNN when built with it. Chosen per conv node in the CUDA
+ * backend's prepare; the CPU backend has one engine and ignores it. */
+enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2 };
+/* "auto" / "own" / "cudnn" <-> SG_CONV_ENGINE_*; parse returns -1 for anything else. */
+static inline int sg_conv_engine_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcmp(s, "auto")) return SG_CONV_ENGINE_AUTO;
+    if (!strcmp(s, "own")) return SG_CONV_ENGINE_OWN;
+    if (!strcmp(s, "cudnn")) return SG_CONV_ENGINE_CUDNN;
+    return -1;
+}
+static inline const char *sg_conv_engine_name(int e) {
+    return e == SG_CONV_ENGINE_OWN ? "own" : e == SG_CONV_ENGINE_CUDNN ? "cudnn" : "auto";
+}
 
 struct sg_backend {
     const char *name; /* "cpu" or "cuda" */
@@ -22,6 +40,14 @@ struct sg_backend {
      * The backend reads the rank (the global offsets of the step's random draws) and runs the
      * plan's OP_ALLREDUCE over it. Not owned: the caller finalizes it after destroy. */
     sg_dist *dist;
+    /* The convolution engine asked for (SG_CONV_ENGINE_*), set by the caller BEFORE prepare;
+     * 0 (auto) by default. */
+    int conv_engine;
+    /* Resume: the checkpoint's per-conv-node engine record (its "conv_engines" JSON,
+     * sg_exec_ckpt_conv_engines), set BEFORE prepare, or NULL. A backend with several engines
+     * gives each conv node the engine recorded for it where it can (CUDA: own stays own, a
+     * cuDNN engine is asked for by its index and knobs). Not owned. */
+    const char *conv_pins;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). */
@@ -40,6 +66,12 @@ struct sg_backend {
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
      * 0 where not measured. */
     double (*matmul_peak_tflops)(sg_backend *be, int dtype);
+    /* The engine that runs node `node` (a conv node; "" for others), e.g. "own" or
+     * "cudnn e12k3=1 ws0", into buf. NULL: one engine (the CPU backend). */
+    void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
+    /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN or _CUDNN), or -1
+     * when that engine cannot run it (tools/bench's per-layer table). NULL: not available. */
+    int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* Environment description for checkpoints: device name, SM count, library versions. */
     void (*describe)(sg_backend *be, char *buf, int cap);
     void (*destroy)(sg_backend *be);

@@ -18,12 +18,25 @@
  * kernel. The NCCL communicator is made in prepare() from rank 0's unique id, broadcast over
  * the dist communicator (MPI). Built without NCCL (SG_HAVE_NCCL unset), a plan for more than
  * one rank is refused and a one-rank plan's all-reduce is the identity (the loss x 1/1).
+ *
+ * Convolution engines (issue 14; kernels/cuda/cudnn_conv.h): each conv node (forward,
+ * backward-data, backward-filter) runs on `own` (conv.cu) or `cudnn`, decided once in prepare()
+ * from be->conv_engine and recorded per node (node_engine(), describe()). With cuDNN asked for
+ * (auto or cudnn, in a build with SG_HAVE_CUDNN), prepare() picks and pins every eligible
+ * node's deterministic engine configuration and builds its execution plan, in the library
+ * workspace (the plan's cublas_workspace), before the warm-up step; the table is frozen with
+ * the GEMM table after it, so the captured step runs exactly the plans the eager step ran.
+ * A node whose operand is a two-buffer concatenation (the decoder's skip inputs) runs on own:
+ * cuDNN needs one tensor. A node cuDNN has no deterministic engine for within the budget is an
+ * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
+ * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
  */
 #ifdef SG_HAVE_CUDA
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -36,12 +49,19 @@
 #include "graph/backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "planner/op_dims.h"
+#ifdef SG_HAVE_CUDNN
+#include <jansson.h>
+
+#include "kernels/cuda/cudnn_conv.h"
+#endif
 
 typedef struct {
     int dev, use_graph;
     cudaStream_t st;
     cublasHandle_t cb; /* the matmul-peak measurement only */
     sg_blas *blas;     /* every GEMM of the step */
+    sg_blas *blas_off; /* GEMMs outside the step (bench: a cuDNN node timed on own), made when
+                          first needed, so the step's pinned table stays what the step ran */
     unsigned char *arena;
     int64_t arena_bytes;
     void *ws; /* the plan's kernel workspace */
@@ -53,6 +73,12 @@ typedef struct {
     int rank; /* data parallel: this process's rank (0 alone), the random draws' offset */
 #ifdef SG_HAVE_NCCL
     ncclComm_t nccl; /* NULL unless the plan has an all-reduce */
+#endif
+    int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
+    unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
+    int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
+#ifdef SG_HAVE_CUDNN
+    sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
 } cuda_ctx;
 
@@ -152,6 +178,8 @@ static int check_accum(const sg_graph *g) {
     return SG_OK;
 }
 
+static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
+
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
@@ -182,6 +210,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if (sg_blas_create(&c->blas, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     c->ws = c->arena + g->t[kw].offset;
     c->ws_bytes = g->t[kw].bytes;
+    if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
     return prepare_allreduce(be, p);
 }
@@ -221,6 +250,197 @@ static sg_cat CAT(const cuda_ctx *c, const sg_graph *g, int t) {
     return sg_cat2(P(c, g, x->parts[0]), (int)a->shape[3], P(c, g, x->parts[1]), (int)b->shape[3]);
 }
 
+static int is_conv(int op) {
+    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+}
+
+#ifdef SG_HAVE_CUDNN
+/* Conv node nd as a cuDNN call (cudnn_conv.h); 0 when an operand is a two-buffer
+ * concatenation, which cuDNN cannot take, or the activations differ in dtype. */
+static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *nd,
+                           sg_cudnn_conv *cv) {
+    sg_conv_dims d = sg_conv_dims_of(g, nd);
+    memset(cv, 0, sizeof *cv);
+    cv->N = d.N, cv->H = d.H, cv->W = d.W, cv->Ci = d.Ci, cv->Co = d.Co, cv->K = d.K, cv->S = d.S;
+    cv->pad = d.pad;
+    cv->dt = (int)g->t[nd->in[0]].dtype; /* x forward, dy backward */
+    cv->out = P(c, g, nd->out[0]);
+    cv->in = P(c, g, nd->in[0]);
+    if (nd->op == OP_CONV2D) {
+        cv->pass = SG_CUDNN_FWD;
+        cv->w = P(c, g, nd->in[1]);
+        cv->b = P(c, g, nd->in[2]);
+    } else if (nd->op == OP_CONV2D_BWD_DATA) {
+        cv->pass = SG_CUDNN_BWD_DATA;
+        cv->w = P(c, g, nd->in[1]);
+        cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
+    } else {
+        SG_ASSERT(nd->op == OP_CONV2D_BWD_WEIGHT);
+        cv->pass = SG_CUDNN_BWD_FILTER;
+        cv->x = P(c, g, nd->in[1]);
+        cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
+    }
+    /* one dtype for the activations of the call, as the own kernels also assume */
+    const int other = nd->op == OP_CONV2D            ? nd->out[0]
+                      : nd->op == OP_CONV2D_BWD_DATA ? nd->out[0]
+                                                     : nd->in[1];
+    return cv->out && cv->in && (cv->pass == SG_CUDNN_BWD_FILTER ? cv->x != NULL : cv->w != NULL) &&
+           (int)g->t[other].dtype == cv->dt;
+}
+#endif
+
+#ifdef SG_HAVE_CUDNN
+/* A resume (be->conv_pins: the checkpoint's {"table":[names],"nodes":[index per conv node]}):
+ * the conv nodes recorded as own are marked in own[], each recorded cuDNN engine is asked for
+ * (sg_cudnn_prefer) on its node's descriptor. A record that does not fit this plan is said
+ * and ignored: the engines are then chosen afresh, and the resume's comparison names the
+ * layers that differ. */
+static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, unsigned char *own,
+                            int *n_own, int *n_cudnn) {
+    json_error_t err;
+    json_t *r = json_loads(pins, 0, &err);
+    json_t *table = json_object_get(r, "table"), *nodes = json_object_get(r, "nodes");
+    int convs = 0, bad = 0;
+    for (int i = 0; i < g->nn; i++) convs += is_conv(g->n[i].op);
+    if (!json_is_array(table) || !json_is_array(nodes) || (int)json_array_size(nodes) != convs) {
+        fprintf(stderr,
+                "stepgraph: warning: the checkpoint's conv-engine record does not fit this "
+                "plan (%d conv nodes): engines chosen afresh\n",
+                convs);
+        json_decref(r);
+        return;
+    }
+    for (int i = 0, k = 0; i < g->nn; i++) {
+        if (!is_conv(g->n[i].op)) continue;
+        const char *name = json_string_value(
+            json_array_get(table, (size_t)json_integer_value(json_array_get(nodes, (size_t)k++))));
+        sg_cudnn_conv cv;
+        if (!name) {
+            bad++;
+        } else if (!strcmp(name, "own")) {
+            own[i] = 1, (*n_own)++;
+        } else if (!strncmp(name, "cudnn ", 6) && conv_cudnn_call(c, g, &g->n[i], &cv)) {
+            if (sg_cudnn_prefer(c->dnn, &cv, name + 6) == SG_OK)
+                (*n_cudnn)++;
+            else
+                bad++, fprintf(stderr, "stepgraph: warning: node %d: %s\n", i, sg_last_error());
+        } else {
+            bad++;
+        }
+    }
+    if (bad)
+        fprintf(stderr,
+                "stepgraph: warning: %d conv node(s) of the checkpoint's engine record "
+                "could not be asked for\n",
+                bad);
+    json_decref(r);
+}
+#endif
+
+/* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
+static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
+    cuda_ctx *c = be->ctx;
+    const sg_graph *g = &p->g;
+    c->conv_engine = be->conv_engine;
+    if (c->conv_engine < SG_CONV_ENGINE_AUTO || c->conv_engine > SG_CONV_ENGINE_CUDNN)
+        return sg_set_error("conv engine %d is not auto, own or cudnn", c->conv_engine);
+    c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+    if (!c->node_eng) return sg_set_error("out of host memory");
+    int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+#ifdef SG_HAVE_CUDNN
+    if (want && sg_cudnn_create(&c->dnn, c->st, lib_ws, lib_wsb)) {
+        if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
+            return sg_set_error("--conv-engine cudnn: %s", sg_last_error());
+        fprintf(stderr,
+                "stepgraph: warning: cuDNN is unusable (%s): every conv runs on the own "
+                "engine\n",
+                sg_last_error());
+        want = 0;
+    }
+    /* fp32 convs on TF32 tensor cores only when asked for (cudnn_conv.h) */
+    const char *tf32 = getenv("SG_CUDNN_TF32");
+    if (c->dnn && tf32 && !strcmp(tf32, "1")) {
+        sg_cudnn_allow_tf32(c->dnn, 1);
+        fprintf(stderr, "stepgraph: SG_CUDNN_TF32=1: fp32 convs may run on TF32 engines\n");
+    }
+    /* a resume: the engines the checkpoint's step ran (before any engine is chosen) */
+    unsigned char *pinned_own = NULL;
+    int pins_own = 0, pins_cudnn = 0;
+    if (want && be->conv_pins) {
+        pinned_own = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+        if (!pinned_own) return sg_set_error("out of host memory");
+        apply_conv_pins(c, g, be->conv_pins, pinned_own, &pins_own, &pins_cudnn);
+    }
+#else
+    (void)lib_ws, (void)lib_wsb;
+    if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
+        return sg_set_error("--conv-engine cudnn: this build has no cuDNN (none was found at "
+                            "configure time: -DSG_CUDNN_ROOT=DIR, see README.md)");
+    want = 0;
+#endif
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (!is_conv(nd->op)) continue;
+        int eng = SG_CONV_ENGINE_OWN;
+#ifdef SG_HAVE_CUDNN
+        sg_cudnn_conv cv;
+        const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
+        if (!want) {
+            /* own asked for, or cuDNN unusable (said above) */
+        } else if (!eligible) {
+            if (first_concat < 0) first_concat = i;
+            concat++;
+        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN) {
+            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn wins) */
+        } else if (sg_cudnn_probe(c->dnn, &cv) == SG_OK) {
+            eng = SG_CONV_ENGINE_CUDNN;
+        } else if (c->conv_engine == SG_CONV_ENGINE_CUDNN) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", sg_last_error());
+            free(pinned_own);
+            return sg_set_error("node %d (%s -> %s): --conv-engine cudnn, but %s", i,
+                                sg_ops[nd->op].name, g->t[nd->out[0]].name, msg);
+        } else {
+            fprintf(stderr,
+                    "stepgraph: warning: node %d (%s -> %s) runs on the own conv engine: %s\n", i,
+                    sg_ops[nd->op].name, g->t[nd->out[0]].name, sg_last_error());
+            c->convs_fallback++;
+        }
+#endif
+        c->node_eng[i] = (unsigned char)eng;
+        if (eng == SG_CONV_ENGINE_CUDNN)
+            c->convs_cudnn++;
+        else
+            c->convs_own++;
+    }
+#ifdef SG_HAVE_CUDNN
+    free(pinned_own);
+    if (want && be->conv_pins) {
+        int met = 0, missed = 0;
+        const int descs = sg_cudnn_preferences(c->dnn, &met, &missed);
+        fprintf(stderr,
+                "stepgraph: conv engines from the checkpoint: %d node(s) kept on own; %d node(s) "
+                "asked for their cuDNN engine (%d descriptors: %d had, %d not, chosen afresh as "
+                "said above)\n",
+                pins_own, pins_cudnn, descs, met, missed);
+    }
+#endif
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* the engine choice builds every plan (runtime-compiled engines compile here): its time */
+    const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (want)
+        fprintf(stderr,
+                "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
+                "a concatenated operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
+                "deterministic cuDNN engine); %.1f s to choose and build the plans\n",
+                sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat,
+                first_concat, first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-",
+                c->convs_fallback, sec);
+    return SG_OK;
+}
+
 /* One node's launch: the context, the node, and what many launchers take. */
 typedef struct {
     const cuda_ctx *c;
@@ -234,6 +454,7 @@ typedef struct {
     int dt;     /* output 0's dtype */
     int dy_dt;  /* input 0's dtype (dy, for backward ops) */
     int64_t n0; /* output 0's elements */
+    int engine; /* conv nodes: the engine that runs this call (SG_CONV_ENGINE_OWN / _CUDNN) */
 } cuda_call;
 
 /* device pointers of input / output i, and the same as (possibly virtual) NHWC operands */
@@ -301,18 +522,43 @@ CUDA_RUN(linear_bwd_weight) {
                                   d.K, d.M, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 
+/* A conv node on the cuDNN engine: the call (cudnn_conv.h), then the bias pieces it leaves to
+ * the own kernels: the forward bias where cuDNN could not fuse it, and db. */
+static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
+#ifdef SG_HAVE_CUDNN
+    sg_cudnn_conv cv;
+    if (!conv_cudnn_call(k->c, k->g, k->nd, &cv))
+        return sg_set_error("conv: a concatenated operand cannot run on cuDNN (prepare chose it)");
+    int bias_done = 0;
+    if (sg_cudnn_run(k->c->dnn, &cv, &bias_done)) return SG_ERR;
+    const int64_t P = (int64_t)d.N * d.Ho * d.Wo;
+    if (k->nd->op == OP_CONV2D && !bias_done)
+        return cuda_conv2d_bias_add(k->st, kout(k, 0), kin(k, 2), P, d.Co, k->dt);
+    if (k->nd->op == OP_CONV2D_BWD_WEIGHT)
+        return cuda_conv2d_bwd_bias(k->st, kout(k, 1), kin(k, 0), P, d.Co, k->dy_dt, kacc(k, 0),
+                                    k->ws, k->wsb);
+    return SG_OK;
+#else
+    (void)k, (void)d;
+    return sg_set_error("conv: this build has no cuDNN engine");
+#endif
+}
+
 CUDA_RUN(conv2d) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
                            d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
                                 d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_weight) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
                                   d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);
@@ -470,7 +716,7 @@ typedef int (*cuda_run_fn)(const cuda_call *k);
 #define CUDA_RUN_ROW(op, id, ...) [op] = cuda_run_##id,
 static const cuda_run_fn cuda_run[OP_COUNT] = {SG_OP_LIST(CUDA_RUN_ROW)};
 
-static int cuda_run_node_launch(sg_backend *be, const sg_plan *p, int i) {
+static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine, sg_blas *blas) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
@@ -479,12 +725,15 @@ static int cuda_run_node_launch(sg_backend *be, const sg_plan *p, int i) {
                    .nd = nd,
                    .a = &nd->a,
                    .st = c->st,
-                   .blas = c->blas,
+                   .blas = blas ? blas : c->blas,
                    .ws = c->ws,
                    .wsb = c->ws_bytes,
                    .dt = (int)g->t[nd->out[0]].dtype,
                    .dy_dt = (int)g->t[nd->in[0]].dtype,
-                   .n0 = sg_out_numel(g, nd, 0)};
+                   .n0 = sg_out_numel(g, nd, 0),
+                   .engine = engine        ? engine
+                             : c->node_eng ? c->node_eng[i]
+                                           : 0};
     if (cuda_run[nd->op](&k)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sg_last_error());
@@ -503,7 +752,7 @@ static int cuda_run_node(sg_backend *be, const sg_plan *p, int i) {
     snprintf(name, sizeof name, "node %d %s -> %s", i, sg_ops[nd->op].name,
              nd->nout ? p->g.t[nd->out[0]].name : "-");
     nvtxRangePushA(name);
-    int rc = cuda_run_node_launch(be, p, i);
+    int rc = cuda_run_node_on(be, p, i, 0, NULL);
     nvtxRangePop();
     return rc;
 }
@@ -544,6 +793,9 @@ static int cuda_run_step(sg_backend *be, const sg_plan *p) {
         CU(cudaGetLastError());
         /* every GEMM of the step has its algorithm now: no other may appear (see sg_blas) */
         sg_blas_freeze(c->blas);
+#ifdef SG_HAVE_CUDNN
+        sg_cudnn_freeze(c->dnn); /* likewise every cuDNN convolution's engine */
+#endif
         if (c->use_graph) {
             CU(cudaStreamSynchronize(c->st)); /* validation: the eager step completed */
             if (capture(be, p)) return SG_ERR;
@@ -630,6 +882,56 @@ out:
     return tflops;
 }
 
+static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap) {
+    cuda_ctx *c = be->ctx;
+    if (cap <= 0) return;
+    buf[0] = 0;
+    if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return;
+    if (c->node_eng[node] == SG_CONV_ENGINE_OWN) {
+        snprintf(buf, (size_t)cap, "own");
+        return;
+    }
+#ifdef SG_HAVE_CUDNN
+    sg_cudnn_conv cv;
+    char name[160] = "-";
+    if (conv_cudnn_call(c, &p->g, &p->g.n[node], &cv))
+        sg_cudnn_engine_name(c->dnn, &cv, name, sizeof name);
+    snprintf(buf, (size_t)cap, "cudnn %s", name);
+#endif
+}
+
+static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
+                                 float *ms) {
+    cuda_ctx *c = be->ctx;
+    *ms = -1;
+    if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return SG_OK;
+    if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN)
+        return sg_set_error("time_node_engine: engine %d is not own or cudnn", engine);
+    /* cuDNN only where prepare pinned it: after the warm-up nothing new may be chosen */
+    if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] != SG_CONV_ENGINE_CUDNN) return SG_OK;
+    /* a cuDNN node run on own may need GEMMs (1x1 convs) the frozen step table never saw: they
+     * go to a second table, outside the step's, and one untimed run first picks their
+     * algorithms (host work that would otherwise sit between the two events) */
+    sg_blas *blas = NULL;
+    if (engine != c->node_eng[node]) {
+        if (!c->blas_off) {
+            const sg_graph *g = &p->g;
+            const int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME);
+            if (cw < 0) return sg_set_error("the plan has no library workspace");
+            if (sg_blas_create(&c->blas_off, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes))
+                return SG_ERR;
+        }
+        blas = c->blas_off;
+        if (cuda_run_node_on(be, p, node, engine, blas)) return SG_ERR;
+    }
+    CU(cudaEventRecord(c->ev[0], c->st));
+    if (cuda_run_node_on(be, p, node, engine, blas)) return SG_ERR;
+    CU(cudaEventRecord(c->ev[1], c->st));
+    CU(cudaEventSynchronize(c->ev[1]));
+    CU(cudaEventElapsedTime(ms, c->ev[0], c->ev[1]));
+    return SG_OK;
+}
+
 static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cuda_ctx *c = be->ctx;
     struct cudaDeviceProp prop;
@@ -639,13 +941,27 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
     if (c->cb) cublasGetVersion(c->cb, &cbv);
+    int dnn_n = 0, dnn_frozen = 0, dnn_tf32 = 0;
+    size_t dnn_ver = 0;
+    uint64_t dnn_hash = 0;
+#ifdef SG_HAVE_CUDNN
+    dnn_n = sg_cudnn_count(c->dnn), dnn_frozen = sg_cudnn_frozen(c->dnn);
+    dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
+    dnn_tf32 = sg_cudnn_tf32(c->dnn);
+#endif
     snprintf(buf, (size_t)cap,
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
              "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
-             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\"}",
+             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
+             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+             "\"cudnn_tf32\":%s}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
-             sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas));
+             sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
+             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
+             dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
+             dnn_tf32 ? "true" : "false");
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -656,6 +972,11 @@ static void cuda_destroy(sg_backend *be) {
         if (c->graph) cudaGraphDestroy(c->graph);
         if (c->cb) cublasDestroy(c->cb);
         sg_blas_destroy(c->blas);
+        sg_blas_destroy(c->blas_off);
+#ifdef SG_HAVE_CUDNN
+        sg_cudnn_destroy(c->dnn);
+#endif
+        free(c->node_eng);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
         if (c->st) cudaStreamDestroy(c->st);
@@ -680,6 +1001,8 @@ static const sg_backend cuda_vtable = {
     .time_steps = cuda_time_steps,
     .time_nodes = cuda_time_nodes,
     .matmul_peak_tflops = cuda_matmul_peak,
+    .node_engine = cuda_node_engine,
+    .time_node_engine = cuda_time_node_engine,
     .describe = cuda_describe,
     .destroy = cuda_destroy,
 };
@@ -708,6 +1031,17 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     c->use_graph = use_graph;
     *be = cuda_vtable;
     be->ctx = c;
+    /* the conv engine's default: SG_CONV_ENGINE=auto|own|cudnn in the environment (every tool),
+     * else auto; a tool's --conv-engine sets be->conv_engine after this */
+    const char *env = getenv("SG_CONV_ENGINE");
+    if (env && *env) {
+        be->conv_engine = sg_conv_engine_parse(env);
+        if (be->conv_engine < 0) {
+            sg_set_error("SG_CONV_ENGINE=%s: expected auto, own or cudnn", env);
+            free(c), free(be);
+            return NULL;
+        }
+    }
     return be;
 }
 

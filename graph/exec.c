@@ -203,19 +203,103 @@ static int meta_cap(const char *extra_json) {
     return 8192 + (extra_json ? (int)strlen(extra_json) : 0);
 }
 
+static int exec_is_conv(int op) {
+    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+}
+
+/* The conv engines of a backend with several (CUDA: own / cudnn, issue 14) as checkpoint
+ * metadata: "conv_engines":{"table":[distinct engine names],"nodes":[index into the table per
+ * conv node, in schedule order]} (the plan hash pins which nodes those are). NULL (nothing to
+ * record) for a backend with one engine. */
+static json_t *conv_engines_json(sg_exec *e) {
+    sg_backend *be = e->be;
+    const sg_graph *g = &e->plan.g;
+    if (!be->node_engine) return NULL;
+    json_t *table = json_array(), *nodes = json_array();
+    for (int i = 0; i < g->nn; i++) {
+        if (!exec_is_conv(g->n[i].op)) continue;
+        char name[160] = "";
+        be->node_engine(be, &e->plan, i, name, sizeof name);
+        size_t k = 0;
+        while (k < json_array_size(table) &&
+               strcmp(json_string_value(json_array_get(table, k)), name))
+            k++;
+        if (k == json_array_size(table)) json_array_append_new(table, json_string(name));
+        json_array_append_new(nodes, json_integer((json_int_t)k));
+    }
+    return json_pack("{s:o, s:o}", "table", table, "nodes", nodes);
+}
+
+/* The caller's extra JSON plus the conv-engine record (malloc'ed; NULL: out of memory). */
+static char *meta_extra(sg_exec *e, const char *extra_json) {
+    json_t *ce = conv_engines_json(e);
+    char *rec = ce ? json_dumps(ce, JSON_COMPACT) : NULL;
+    json_decref(ce);
+    const char *x = extra_json ? extra_json : "";
+    size_t n = strlen(x) + (rec ? strlen(rec) : 0) + 32;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s%s%s", x, *x && rec ? "," : "", rec ? "\"conv_engines\":" : "",
+                 rec ? rec : "");
+    free(rec);
+    return out;
+}
+
+/* A resume whose conv engines differ from the checkpoint's cannot give the same bits: say so,
+ * naming the layers (a warning: the run goes on, as asked). Checkpoints without the record
+ * (the CPU backend, or written before it existed) are not compared. */
+static void check_conv_engines(sg_exec *e, const char *path, const char *meta_text) {
+    json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = conv_engines_json(e);
+    json_t *theirs = json_object_get(m, "conv_engines");
+    const sg_graph *g = &e->plan.g;
+    e->ckpt_conv_engines_differ = 0;
+    if (mine && json_is_object(theirs)) {
+        json_t *tt = json_object_get(theirs, "table"), *tn = json_object_get(theirs, "nodes");
+        json_t *mt = json_object_get(mine, "table"), *mn = json_object_get(mine, "nodes");
+        int differ = 0;
+        size_t k = 0;
+        for (int i = 0; i < g->nn; i++) {
+            if (!exec_is_conv(g->n[i].op)) continue;
+            const char *a = json_string_value(
+                json_array_get(tt, (size_t)json_integer_value(json_array_get(tn, k))));
+            const char *b = json_string_value(
+                json_array_get(mt, (size_t)json_integer_value(json_array_get(mn, k))));
+            k++;
+            if (a && b && !strcmp(a, b)) continue;
+            if (differ++ < 8)
+                fprintf(stderr,
+                        "warning: %s: node %d (%s -> %s) ran on conv engine '%s', this run uses "
+                        "'%s'\n",
+                        path, i, sg_ops[g->n[i].op].name, g->t[g->n[i].out[0]].name,
+                        a ? a : "(none recorded)", b ? b : "?");
+        }
+        e->ckpt_conv_engines_differ = differ;
+        if (differ)
+            fprintf(stderr,
+                    "warning: %s: %d conv layer(s) run on another engine than the checkpoint's "
+                    "(another --conv-engine, cuDNN version or GPU?): the resumed run will not "
+                    "give the same bits as a straight one\n",
+                    path, differ);
+    }
+    json_decref(mine);
+    json_decref(m);
+}
+
 /* One save: the metadata and the state collected once; dir NULL writes path, else a rotating
  * checkpoint in dir (its path into path_out). */
 static int save(sg_exec *e, const char *path, const char *dir, const char *extra_json,
                 int keep_last, char *path_out, size_t cap) {
-    char *meta = malloc((size_t)meta_cap(extra_json));
+    char *extra = meta_extra(e, extra_json);
+    char *meta = extra ? malloc((size_t)meta_cap(extra)) : NULL;
     ckpt_tensor_desc *d = NULL;
     void *mem = NULL;
     int n = 0, rc = SG_ERR;
-    if (meta && !sg_exec_meta_json(e, extra_json, meta, meta_cap(extra_json)) &&
-        !collect(e, &d, &n, &mem))
+    if (!meta) sg_set_error("out of host memory for the checkpoint metadata");
+    if (meta && !sg_exec_meta_json(e, extra, meta, meta_cap(extra)) && !collect(e, &d, &n, &mem))
         rc = dir ? ckpt_save_rotating(dir, sg_exec_step_count(e), meta, d, n, NULL, keep_last,
                                       path_out, cap)
                  : ckpt_write(path, meta, d, n, NULL);
+    free(extra);
     free(meta);
     free(d);
     free(mem);
@@ -304,6 +388,7 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
         if (!want || ckpt_meta_check_config(want, ckpt_meta(f))) rc = SG_ERR;
         free(want);
     }
+    if (!rc && !params_only) check_conv_engines(e, path, ckpt_meta(f));
     /* find every tensor first (a clear error before any work), then decompress them all in
      * parallel into one host buffer, then upload */
     int *tid = calloc((size_t)g->nt, sizeof(int)), *idx = calloc((size_t)g->nt, sizeof(int)), n = 0;
@@ -362,6 +447,17 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
 
 int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema) {
     return load(e, path, params_only, ema, NULL);
+}
+
+char *sg_exec_ckpt_conv_engines(const char *path) {
+    ckpt_file *f = ckpt_open(path);
+    if (!f) return NULL;
+    json_t *m = ckpt_meta_load(ckpt_meta(f), NULL, 0);
+    ckpt_close(f);
+    json_t *rec = json_object_get(m, "conv_engines");
+    char *out = json_is_object(rec) ? json_dumps(rec, JSON_COMPACT) : NULL;
+    json_decref(m);
+    return out;
 }
 
 int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ) {

@@ -23,6 +23,10 @@ typedef struct {
      * differs from plan.cfg.ranks when a run resumes on another number of ranks, which is
      * allowed but continues with other bits (the caller warns: docs/data-parallel.md) */
     int ckpt_ranks;
+    /* conv nodes whose engine (graph/backend.h: node_engine) differs from the one the
+     * checkpoint sg_exec_load read last recorded (each warned about on stderr); 0 when equal
+     * or when either side has no record (a backend with one engine) */
+    int ckpt_conv_engines_differ;
 } sg_exec;
 
 /* Build the plan for cfg (train: the training step; else the forward pass) and prepare the
@@ -68,6 +72,10 @@ int sg_exec_load(sg_exec *e, const char *path, int params_only, int ema);
  * may_differ (NULL-terminated config keys, e.g. "lr", "ema_decay"): those may differ from the
  * checkpoint's, the plan hash is then not compared, every tensor still must match. */
 int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ);
+/* The conv-engine record of checkpoint `path` ("conv_engines": which engine ran each conv
+ * node), as malloc'ed JSON text for sg_backend.conv_pins; NULL when it has none (a one-engine
+ * backend wrote it) or cannot be read. */
+char *sg_exec_ckpt_conv_engines(const char *path);
 /* Metadata JSON for this run (what sg_exec_save writes). */
 int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap);
 

@@ -65,11 +65,20 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   ok "no GPU, no --backend: refused" '[ $rc -eq 2 ] && grep -q -- "--backend cpu" "$tmp/err.txt"'
 fi
 $bench --backend=cpu --model=unet_tiny --iters=1 --warmup=0 --no-breakdown --json >"$tmp/eq.json" 2>/dev/null
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --conv-engine own --json \
+    >"$tmp/ce.json" 2>/dev/null
+ok "--conv-engine own: recorded; no per-conv-layer table on the CPU (one engine)" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d[\"conv_engine\"] == \"own\" and d[\"conv_layers\"] is None, d[\"conv_engine\"]
+assert all(o[\"engine\"] == \"\" for o in d[\"breakdown\"])
+" "$tmp/ce.json"'
 ok "--flag=value" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"iters\"] == 1" "$tmp/eq.json"'
 ok "--help" '$bench --help | grep -q -- "--no-breakdown"'
 
 for bad in "--frobnicate 3" "--iters 0" "--iters x" "--warmup -1" "--model nope" \
-    "--backend tpu" "--batch 0" "--data synthetic:0" "--data synthetic:x" "--iters"; do
+    "--backend tpu" "--batch 0" "--data synthetic:0" "--data synthetic:x" "--iters" \
+    "--conv-engine nope" "--conv-engine"; do
     $bench --backend cpu --model unet_tiny $bad >/dev/null 2>"$tmp/err.txt"
     rc=$?
     ok "'$bad' exits 2 with one line" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
@@ -96,7 +105,7 @@ if [ "$backend" != cuda ]; then echo "fake bench: no --backend cuda" >&2; exit 5
 if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
 ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
 cat <<J
-{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}]}
+{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","own_ms":0.5,"cudnn_ms":0.25},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
 J
 SH
 cat >"$tmp/fake_torch" <<'SH'
@@ -159,6 +168,11 @@ ok "target: arena ratio" 'grep -Eq "^\| arena ÷ lower bound \(worst row\) \| �
 ok "target: arena vs torch memory" 'grep -Eq "^\| unet_cifar b128 bf16 arena ÷ PyTorch eager max_memory_allocated \| ≤ 0\.7 \| 0\.500 .*\*\*met\*\*" "$md"'
 ok "target: host time" 'grep -Eq "^\| host time per replayed step \(worst row\) \| ≤ 20 µs \| .*3\.50 µs \| \*\*met\*\* \|" "$md"'
 ok "per-op breakdown" 'grep -Eq "^\| conv2d_bwd_weight \| 40 \| 3\.0000 \| 33\.00 \| 1500\.000 \| 500000\.0 \|" "$md"'
+ok "per-op breakdown names the conv engine" 'grep -Eq "^\| conv2d/cudnn \| 38 \| 2\.0000 \|" "$md"'
+ok "per-conv-layer table: own vs cudnn, the ratio, the engine, and the total" \
+    'grep -Eq "^\| 9 \| conv2d \| conv_in \| 128 32x32 3->128 K3 S1 pad1 \| 0\.5000 \| 0\.2500 \| 2\.00× \| cudnn e12 ws0 \|" "$md" &&
+     grep -Eq "^\| 300 \| conv2d \| .* \| 0\.1000 \| n/a \| – \| own \|" "$md" &&
+     grep -Eq "^\| \| all \| \| \| 0\.600 \| 0\.350 \| 1\.71× \| \|" "$md"'
 ok "environment and raw logs" 'grep -q "^## Environment" "$md" && grep -q "| GPU | Fake GPU 80GB |" "$md" && grep -q "fake torch: unet_cifar 128 bf16 eager tf32=on" "$md"'
 ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
 

@@ -29,6 +29,15 @@
  *   TOL_BF16  2e-2  bf16 outputs: one bf16 ulp is 2^-8 relative, plus the bf16 copies of the
  *                   weights / P / dS that the GEMM (cuBLASLt) paths use
  *
+ * The cuDNN convolution engine (kernels/cuda/cudnn_conv.h, built with SG_HAVE_CUDNN): every
+ * single-buffer conv case also runs its three passes through cuDNN against the same CPU
+ * reference and tolerances (fp32 within TOL_F32 is also the check that no TF32 engine was
+ * picked: TF32 gives ~1e-3), twice with identical bits (the deterministic-engine filter), with
+ * beta = 1 accumulation where the case accumulates, the forward bias fused or added by
+ * cuda_conv2d_bias_add, and db by cuda_conv2d_bwd_bias; test_cudnn_pinning checks the table
+ * (pinned once, frozen, hash stable across two contexts). Two-buffer (concatenated) operands
+ * never go to cuDNN (the backend runs them on the own kernels), so those cases are own-only.
+ *
  * Without a GPU: prints "no GPU: skipped" and returns 77 (ctest SKIP).
  */
 #include <cuda_runtime_api.h>
@@ -43,6 +52,9 @@
 #include "common/sg_workspace.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
+#ifdef SG_HAVE_CUDNN
+#include "kernels/cuda/cudnn_conv.h"
+#endif
 #include "tests/sg_test.h"
 
 #define TOL_EXACT 0.0
@@ -347,6 +359,108 @@ static const char *dtn(int dt) {
 
 /* ======================= convolution ======================= */
 
+#ifdef SG_HAVE_CUDNN
+/* The cuDNN engine on one test_conv case (a single-buffer x): its device inputs and CPU
+ * results. A fresh context per case, its library workspace a guarded, poisoned buffer. */
+static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int Co, int K, int S,
+                            int pad, int dt, int bias, int accum, tbuf *x, tbuf *w, tbuf *b,
+                            tbuf *dy, const float *y_cpu, const float *dx_cpu, const float *dw_cpu,
+                            const float *db_cpu) {
+    char ctx[240];
+    snprintf(ctx, sizeof ctx, "%s [cudnn]", ctx0);
+    const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
+    const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
+                  nw = (int64_t)Co * K * K * Ci;
+    const int64_t lib_bytes = (int64_t)32 << 20;
+    tbuf *lib = tb_ws(lib_bytes);
+    sg_cudnn *dnn = NULL;
+    CHECK(sg_cudnn_create(&dnn, g_st, lib->d, lib_bytes) == SG_OK, "%s: create: %s", ctx,
+          sg_last_error());
+    if (!dnn) return;
+    sg_cudnn_conv cv = {.N = N,
+                        .H = H,
+                        .W = W,
+                        .Ci = Ci,
+                        .Co = Co,
+                        .K = K,
+                        .S = S,
+                        .pad = pad,
+                        .dt = dt,
+                        .w = (const float *)w->d};
+    /* forward: y = conv(x, w) + b */
+    {
+        float *ref = ref_acc(y_cpu, NULL, P * Co, dt);
+        tbuf *y = tb_out("y", P * Co, dt, NULL);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            sg_cudnn_conv f = cv;
+            f.pass = SG_CUDNN_FWD, f.out = y->d, f.in = x->d;
+            f.b = bias ? (const float *)b->d : NULL;
+            int bias_done = -1;
+            int rc = sg_cudnn_run(dnn, &f, &bias_done);
+            CHECK(rc == SG_OK, "%s: forward: %s", ctx, sg_last_error());
+            if (rc) break;
+            CHECK(bias_done == 0 || bias_done == 1, "%s: bias_done not set", ctx);
+            if (bias && !bias_done)
+                CALL(cuda_conv2d_bias_add, g_st, y->d, (const float *)b->d, P, Co, dt);
+            sync_stream();
+            tb_check(y, ref, tol_for(dt), rep, ctx);
+            guards_all(ctx);
+        }
+    }
+    /* backward data: dx (+)= conv_transpose(dy, w), beta = 1 when accumulating */
+    {
+        float *old = old_for(accum, rows * Ci, dt);
+        float *ref = ref_acc(dx_cpu, old, rows * Ci, dt);
+        tbuf *dx = tb_out("dx", rows * Ci, dt, old);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            sg_cudnn_conv f = cv;
+            f.pass = SG_CUDNN_BWD_DATA, f.out = dx->d, f.in = dy->d, f.accum = accum;
+            int rc = sg_cudnn_run(dnn, &f, NULL);
+            CHECK(rc == SG_OK, "%s: backward data: %s", ctx, sg_last_error());
+            if (rc) break;
+            sync_stream();
+            tb_check(dx, ref, tol_for(dt), rep, ctx);
+            guards_all(ctx);
+        }
+    }
+    /* backward filter: dw (fp32) (+)= dy^T x; db by cuda_conv2d_bwd_bias */
+    {
+        float *ow = old_for(accum, nw, DT_F32), *ob = bias ? old_for(accum, Co, DT_F32) : NULL;
+        float *refw = ref_acc(dw_cpu, ow, nw, DT_F32);
+        float *refb = bias ? ref_acc(db_cpu, ob, Co, DT_F32) : NULL;
+        tbuf *gw = tb_out("dw", nw, DT_F32, ow), *gb = bias ? tb_out("db", Co, DT_F32, ob) : NULL;
+        const int64_t wsb = sg_ws_colsum(1, P, Co);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            sg_cudnn_conv f = cv;
+            f.pass = SG_CUDNN_BWD_FILTER, f.out = gw->d, f.in = dy->d, f.x = x->d;
+            f.accum = accum;
+            int rc = sg_cudnn_run(dnn, &f, NULL);
+            CHECK(rc == SG_OK, "%s: backward filter: %s", ctx, sg_last_error());
+            if (rc) break;
+            if (bias)
+                CALL(cuda_conv2d_bwd_bias, g_st, (float *)gb->d, dy->d, P, Co, dt, accum, ws->d,
+                     wsb);
+            sync_stream();
+            /* the bf16 dw variant (no deterministic engine writes fp32 dw from bf16) rounds dw
+             * to bf16 once, as PyTorch's autocast does */
+            char name[160];
+            sg_cudnn_engine_name(dnn, &f, name, sizeof name);
+            tb_check(gw, refw, strstr(name, "+dw_bf16") ? TOL_BF16 : TOL_F32, rep, ctx);
+            if (bias) tb_check(gb, refb, TOL_F32, rep, ctx);
+            guards_all(ctx);
+        }
+    }
+    CHECK(sg_cudnn_count(dnn) == 3, "%s: %d descriptors pinned, 3 expected", ctx,
+          sg_cudnn_count(dnn));
+    sync_stream();
+    sg_cudnn_destroy(dnn);
+}
+#endif
+
 /* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
 static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad, int dt,
                       int bias, int accum) {
@@ -429,6 +543,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             guards_all(ctx);
         }
     }
+#ifdef SG_HAVE_CUDNN
+    if (!c1)
+        test_conv_cudnn(ctx, N, H, W, Ci, Co, K, S, pad, dt, bias, accum, dxa_in, dw_in, db_in, ddy,
+                        y_cpu, dx_cpu, dw_cpu, db_cpu);
+#endif
     case_end();
 }
 
@@ -453,9 +572,120 @@ static void test_convs(void) {
         /* several weight-gradient chunks (P > SG_WS_WGRAD_PIX) and bias row chunks */
         test_conv(2, 48, 48, 8, 0, 16, 3, 1, 1, dt, 1, dt == DT_BF16);
     }
+    /* single-buffer versions of the stride-2 classes above (the cuDNN engine runs these only):
+     * symmetric and SAME padding, odd and even sizes, tiles crossed */
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        test_conv(3, 9, 11, 25, 0, 20, 3, 2, 1, dt, 1, 0);
+        test_conv(2, 8, 8, 8, 0, 66, 3, 2, 1, dt, 0, 1);
+        test_conv(3, 10, 12, 25, 0, 20, 3, 2, 0, dt, 1, 0);
+        test_conv(2, 8, 8, 8, 0, 66, 3, 2, 0, dt, 0, 1);
+        test_conv(2, 9, 6, 77, 0, 70, 3, 1, 1, dt, 1, 1);
+    }
     /* a bf16 1x1 conv with more rows than one fp32 output tile of the GEMM layer */
     test_conv(2, 256, 256, 8, 0, 40, 1, 1, 0, DT_BF16, 1, 0);
 }
+
+/* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
+ * (exact: one fp32 add and one rounding, as the reference), and db = column sum of dy. */
+static void test_conv_bias_pieces(int64_t P, int Co, int dt, int accum) {
+    char ctx[120];
+    snprintf(ctx, sizeof ctx, "conv bias pieces P%lld Co%d %s%s", (long long)P, Co, dtn(dt),
+             accum ? " accum" : "");
+    case_begin();
+    float *y0 = rnd_dt(P * Co, -1, 1, dt), *b = rnd(Co, -0.5f, 0.5f);
+    float *dy = rnd_dt(P * Co, -1, 1, dt);
+    float *yref = fbuf(P * Co), *db_cpu = fbuf(Co);
+    for (int64_t i = 0; i < P * Co; i++) yref[i] = y0[i] + b[i % Co];
+    round_dt(yref, P * Co, dt);
+    for (int c = 0; c < Co; c++) {
+        double sum = 0;
+        for (int64_t p = 0; p < P; p++) sum += dy[p * Co + c];
+        db_cpu[c] = (float)sum;
+    }
+    float *ob = old_for(accum, Co, DT_F32);
+    float *dbref = ref_acc(db_cpu, ob, Co, DT_F32);
+    tbuf *y = tb_out("y", P * Co, dt, y0), *bd = tb_in("b", b, Co, DT_F32);
+    tbuf *ddy = tb_in("dy", dy, P * Co, dt), *db = tb_out("db", Co, DT_F32, ob);
+    const int64_t wsb = sg_ws_colsum(1, P, Co);
+    tbuf *ws = tb_ws(wsb);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_conv2d_bias_add, g_st, y->d, (const float *)bd->d, P, Co, dt);
+        CALL(cuda_conv2d_bwd_bias, g_st, (float *)db->d, ddy->d, P, Co, dt, accum, ws->d, wsb);
+        sync_stream();
+        tb_check(y, yref, TOL_EXACT, rep, ctx);
+        tb_check(db, dbref, TOL_F32, rep, ctx);
+        guards_all(ctx);
+    }
+    CHECK(cuda_conv2d_bwd_bias(g_st, (float *)db->d, ddy->d, P, Co, dt, accum, ws->d, wsb - 1) ==
+              SG_ERR,
+          "%s: a workspace one byte short must be refused", ctx);
+    case_end();
+}
+
+#ifdef SG_HAVE_CUDNN
+/* The pinned table: one entry per descriptor, a repeat pins nothing, frozen refuses a new
+ * descriptor naming the table, two contexts pinning the same convolution hash the same. */
+static void test_cudnn_pinning(void) {
+    const char *ctx = "cudnn pinning";
+    case_begin();
+    const int N = 2, H = 8, W = 8, Ci = 16, Co = 32;
+    tbuf *x = tb_in("x", rnd_dt((int64_t)N * H * W * Ci, -1, 1, DT_BF16), (int64_t)N * H * W * Ci,
+                    DT_BF16);
+    tbuf *w = tb_in("w", rnd((int64_t)Co * 9 * Ci, -1, 1), (int64_t)Co * 9 * Ci, DT_F32);
+    tbuf *y = tb_out("y", (int64_t)N * H * W * Co, DT_BF16, NULL);
+    const int64_t lib_bytes = (int64_t)32 << 20;
+    tbuf *lib = tb_ws(lib_bytes);
+    sg_cudnn *a = NULL, *b = NULL;
+    CHECK(sg_cudnn_create(&a, g_st, lib->d, lib_bytes) == SG_OK, "create: %s", sg_last_error());
+    CHECK(sg_cudnn_create(&b, g_st, lib->d, lib_bytes) == SG_OK, "create: %s", sg_last_error());
+    if (!a || !b) {
+        sg_cudnn_destroy(a), sg_cudnn_destroy(b);
+        case_end();
+        return;
+    }
+    sg_cudnn_conv cv = {.pass = SG_CUDNN_FWD,
+                        .N = N,
+                        .H = H,
+                        .W = W,
+                        .Ci = Ci,
+                        .Co = Co,
+                        .K = 3,
+                        .S = 1,
+                        .pad = 1,
+                        .dt = DT_BF16,
+                        .out = y->d,
+                        .in = x->d,
+                        .w = (const float *)w->d};
+    CHECK(sg_cudnn_count(a) == 0 && !sg_cudnn_frozen(a), "a new context has an empty open table");
+    CHECK(sg_cudnn_probe(a, &cv) == SG_OK, "probe: %s", sg_last_error());
+    CHECK(sg_cudnn_count(a) == 1, "one descriptor pinned, got %d", sg_cudnn_count(a));
+    CHECK(sg_cudnn_run(a, &cv, NULL) == SG_OK && sg_cudnn_count(a) == 1,
+          "a repeat pins nothing new (%d): %s", sg_cudnn_count(a), sg_last_error());
+    char name[160];
+    sg_cudnn_engine_name(a, &cv, name, sizeof name);
+    CHECK(name[0] == 'e', "the pinned engine is named e<index>...: '%s'", name);
+    printf("cudnn: %s: engine %s (cuDNN %zu)\n", ctx, name, sg_cudnn_version());
+    const uint64_t h = sg_cudnn_hash(a);
+    sg_cudnn_freeze(a);
+    CHECK(sg_cudnn_frozen(a), "frozen");
+    CHECK(sg_cudnn_run(a, &cv, NULL) == SG_OK, "a pinned conv runs after the freeze: %s",
+          sg_last_error());
+    sg_cudnn_conv other = cv;
+    other.N = 1;
+    CHECK(sg_cudnn_run(a, &other, NULL) == SG_ERR && strstr(sg_last_error(), "pinned"),
+          "an unseen conv after the freeze must fail naming the pinned table (%s)",
+          sg_last_error());
+    CHECK(sg_cudnn_count(a) == 1 && sg_cudnn_hash(a) == h, "the frozen table did not change");
+    CHECK(sg_cudnn_run(b, &cv, NULL) == SG_OK && sg_cudnn_hash(b) == h,
+          "the same conv, the same pinned table hash (%s)", sg_last_error());
+    sync_stream();
+    guards_all(ctx);
+    sg_cudnn_destroy(a);
+    sg_cudnn_destroy(b);
+    case_end();
+}
+#endif
 
 /* ======================= linear ======================= */
 
@@ -1320,6 +1550,13 @@ int main(void) {
     test_graph();
     test_errors();
     test_blas_pinning();
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        test_conv_bias_pieces(37, 19, dt, 0);
+        test_conv_bias_pieces(1500, 70, dt, 1); /* several row chunks of the column sum */
+    }
+#ifdef SG_HAVE_CUDNN
+    test_cudnn_pinning();
+#endif
 
     int missing = 0;
     for (int i = 0; i < SG_ARRAY_LEN(launchers); i++) {

@@ -12,7 +12,12 @@
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
  * backend (tests/cuda_host.cmake) runs every thread of every block as a fiber on the CPU, so
  * CI runs 3 steps at batch 2 there; a GPU runs the full 20 at the preset batch.
+ *
+ * In a build with cuDNN all of it runs twice: on the default conv engine (auto: cuDNN) and on
+ * the own kernels (--conv-engine own), so both engines are checked inside the captured graph
+ * (once where the build has only the own engine, as the host execution does).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,8 +71,17 @@ static int run(const sg_model_cfg *c, const uint8_t *data, sg_backend *be, int s
     return SG_OK;
 }
 
-static void check_precision(sg_dtype dt) {
-    const char *nm = dt == DT_BF16 ? "bf16" : "fp32";
+/* the CUDA backend on conv engine `engine` (SG_CONV_ENGINE_*) */
+static sg_backend *cuda_on(int use_graph, int engine) {
+    sg_backend *be = sg_backend_cuda_create(0, use_graph);
+    if (be) be->conv_engine = engine;
+    return be;
+}
+
+static void check_precision(sg_dtype dt, int engine) {
+    char nm[48];
+    snprintf(nm, sizeof nm, "%s, conv engine %s", dt == DT_BF16 ? "bf16" : "fp32",
+             sg_conv_engine_name(engine));
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
     c.act_dt = dt;
@@ -79,9 +93,9 @@ static void check_precision(sg_dtype dt) {
     float lg[MAX_STEPS], le[MAX_STEPS], lg2[MAX_STEPS], lc[MAX_STEPS];
     unsigned char *sg = NULL, *se = NULL, *sg2 = NULL, *sc = NULL;
     int64_t bg = 0, be_ = 0, bg2 = 0, bc = 0;
-    int ok = !run(&c, data, sg_backend_cuda_create(0, 1), STEPS, lg, &sg, &bg) &&
-             !run(&c, data, sg_backend_cuda_create(0, 0), STEPS, le, &se, &be_) &&
-             !run(&c, data, sg_backend_cuda_create(0, 1), STEPS, lg2, &sg2, &bg2) &&
+    int ok = !run(&c, data, cuda_on(1, engine), STEPS, lg, &sg, &bg) &&
+             !run(&c, data, cuda_on(0, engine), STEPS, le, &se, &be_) &&
+             !run(&c, data, cuda_on(1, engine), STEPS, lg2, &sg2, &bg2) &&
              !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc);
     CHECK(ok, "%s: runs failed", nm);
     if (ok) {
@@ -113,8 +127,15 @@ int main(void) {
         printf("no GPU: skipped\n");
         return SG_TEST_SKIP;
     }
-    check_precision(DT_F32);
-    check_precision(DT_BF16);
+#ifdef SG_HAVE_CUDNN
+    const int last_engine = SG_CONV_ENGINE_OWN; /* auto (cuDNN), then own */
+#else
+    const int last_engine = SG_CONV_ENGINE_AUTO; /* one engine: own */
+#endif
+    for (int engine = SG_CONV_ENGINE_AUTO; engine <= last_engine; engine++) {
+        check_precision(DT_F32, engine);
+        check_precision(DT_BF16, engine);
+    }
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");

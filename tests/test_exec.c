@@ -3,6 +3,7 @@
  * and resumes exactly from a checkpoint (straight N steps == K steps, save, load, N-K steps),
  * bitwise for parameters, AdamW state, EMA and every per-step loss. bf16 too.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,6 +130,83 @@ static void test_determinism_and_resume(sg_dtype dt) {
     free(data);
 }
 
+/* Conv engines in checkpoints (graph/exec.c): a backend with several conv engines (CUDA:
+ * own / cudnn) has each conv node's recorded in the checkpoint; a resume whose engines differ
+ * counts (and warns about) the layers. Played here by the CPU backend with a node_engine hook
+ * whose answer the test sets. */
+static const char *g_engine_odd = "cudnn e7 ws0", *g_engine_even = "cudnn e7 ws0";
+static void fake_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap) {
+    (void)be;
+    int op = p->g.n[node].op;
+    int conv = op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    snprintf(buf, (size_t)cap, "%s", !conv ? "" : node % 2 ? g_engine_odd : g_engine_even);
+}
+static int open_exec_engines(sg_exec *e, const sg_model_cfg *c, const uint8_t *data, int hook) {
+    sg_backend *be = sg_backend_cpu_create();
+    if (be && hook) be->node_engine = fake_node_engine;
+    if (sg_exec_init(e, c, 1, be)) return SG_ERR;
+    const sg_tensor *d = &e->plan.g.t[e->plan.io.dataset];
+    return sg_exec_upload_dataset(e, data, d->bytes);
+}
+
+static void test_conv_engine_record(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    char dir[] = "/tmp/sg_exec_engXXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/k.sgck", dir);
+    sg_exec e;
+    CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init: %s", sg_last_error());
+    sg_exec_init_state(&e, 3);
+    CHECK(sg_exec_step(&e) == SG_OK, "step: %s", sg_last_error());
+    CHECK(sg_exec_save(&e, path, NULL) == SG_OK, "save: %s", sg_last_error());
+    int convs = 0, odd = 0;
+    for (int i = 0; i < e.plan.g.nn; i++) {
+        int op = e.plan.g.n[i].op;
+        if (op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT)
+            convs++, odd += i % 2;
+    }
+    sg_exec_free(&e);
+    CHECK(convs > 0 && odd > 0 && odd < convs, "unet_tiny has conv nodes on both parities");
+    /* the record as a resume hands it to the next backend (sg_backend.conv_pins) */
+    char *pins = sg_exec_ckpt_conv_engines(path);
+    CHECK(pins && strstr(pins, "\"table\":[\"cudnn e7 ws0\"]") && strstr(pins, "\"nodes\":[0,"),
+          "the checkpoint's conv-engine record: %s", pins ? pins : "(none)");
+    free(pins);
+    /* the same engines: nothing differs */
+    CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2");
+    CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load: %s", sg_last_error());
+    CHECK(e.ckpt_conv_engines_differ == 0, "same engines, %d differ", e.ckpt_conv_engines_differ);
+    sg_exec_free(&e);
+    /* the odd nodes on another engine: exactly those differ */
+    g_engine_odd = "own";
+    CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 3");
+    CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "a resume on other engines still loads: %s",
+          sg_last_error());
+    CHECK(e.ckpt_conv_engines_differ == odd, "%d conv nodes differ, %d expected",
+          e.ckpt_conv_engines_differ, odd);
+    sg_exec_free(&e);
+    /* one engine (no hook): no record to compare, nothing reported */
+    CHECK(open_exec_engines(&e, &c, data, 0) == SG_OK, "init 4");
+    CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 4: %s", sg_last_error());
+    CHECK(e.ckpt_conv_engines_differ == 0, "a one-engine backend compares nothing");
+    /* and what it writes carries no record */
+    char path2[300];
+    snprintf(path2, sizeof path2, "%s/k2.sgck", dir);
+    CHECK(sg_exec_save(&e, path2, NULL) == SG_OK, "save 2: %s", sg_last_error());
+    pins = sg_exec_ckpt_conv_engines(path2);
+    CHECK(pins == NULL, "a one-engine checkpoint has no conv-engine record: %s", pins);
+    free(pins);
+    unlink(path2);
+    sg_exec_free(&e);
+    g_engine_odd = "cudnn e7 ws0";
+    unlink(path);
+    rmdir(dir);
+    free(data);
+}
+
 /* Learning: with a fixed small dataset and lr 1e-3, the mean loss of the last steps is below
  * that of the first steps. A model that does not learn fails this. */
 static void test_learns(void) {
@@ -159,5 +237,6 @@ int main(void) {
     test_determinism_and_resume(DT_F32);
     test_determinism_and_resume(DT_BF16);
     test_learns();
+    test_conv_engine_record();
     return sg_test_end();
 }

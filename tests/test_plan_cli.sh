@@ -25,6 +25,14 @@ assert len(t) > 100
 for k in ("name", "role", "dtype", "shape", "bytes", "offset", "first", "last"):
     assert all(k in x for x in t), k
 assert any(x["dtype"] == "bf16" for x in t)
+# conv engines: every conv pass counted; a forward conv reading a concat output (the decoder
+# 1x1 skip convs) and its two backward passes are the ones cuDNN cannot take
+s = d["schedule"]
+convs = [n for n in s if n["op"] in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")]
+cat_out = {n["out"][0] for n in s if n["op"] == "concat"}
+cat_fwd = [n for n in s if n["op"] == "conv2d" and n["in"][0] in cat_out]
+assert d["conv_nodes"] == len(convs) > 0, (d["conv_nodes"], len(convs))
+assert len(cat_fwd) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd), d["conv_cudnn_eligible"]
 PY'
 ok "table has tensors" '$plan --model unet_tiny | grep -q "down_blocks.0.resnets.0.conv1.weight"'
 $plan --model nope >/dev/null 2>"$tmp/err.txt"; rc=$?

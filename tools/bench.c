@@ -10,7 +10,10 @@
  * FLOPs per step / median step time / the backend's measured dense matmul peak for the
  * activation dtype), the arena against its lower bound, the host time per replay (launch wall
  * time of back-to-back replays / n, CUDA only), and a per-op breakdown: every schedule node
- * run eagerly once and timed, summed per op family, so the next optimisation is aimed.
+ * run eagerly once and timed, summed per op family (conv families split by the engine that ran
+ * them: own or cudnn), so the next optimisation is aimed; and a per-conv-layer table: every
+ * conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and, where
+ * the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
  *
  * The side-by-side with PyTorch (tools/torch_ref/bench.py) is assembled by tools/bench.sh and
  * tools/bench_report.py from this tool's --json output.
@@ -23,6 +26,7 @@
 
 #include "data/dataset.h"
 #include "graph/exec.h"
+#include "planner/op_dims.h"
 #include "tools/cli.h"
 
 #ifndef SG_BUILD_ID
@@ -47,7 +51,9 @@ static void usage(FILE *f) {
             "                       model, or --data-n of them), synthetic:N, or any train\n"
             "                       --data spec (fmnist, cifar10:DIR, idx:FILE)\n"
             "  --seed N             initialisation and data seed (default 0)\n"
-            "  --no-breakdown       skip the per-op (eager, per-node timed) pass\n"
+            "  --conv-engine E      auto (default: cudnn where built with it) | own | cudnn\n"
+            "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
+            "                       timed) passes\n"
             "  --json               one JSON object on stdout instead of the report\n"
             "  --help               this text\n"
             "model flags:\n%s",
@@ -84,8 +90,12 @@ static stats summarize(const float *ms, int n) {
     return s;
 }
 
+static int is_conv_op(int op) {
+    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+}
+
 typedef struct {
-    int op, nodes, matmul;
+    int op, nodes, matmul, engine; /* engine: SG_CONV_ENGINE_* of conv rows, 0 for the rest */
     double ms, flops;
 } op_row;
 
@@ -106,7 +116,7 @@ static const char *mib(int64_t b, char *buf) {
 
 typedef struct {
     const char *backend, *data;
-    int warmup, iters, json, breakdown, data_n_set;
+    int warmup, iters, json, breakdown, data_n_set, conv_engine;
     uint64_t seed;
 } bench_args;
 
@@ -127,7 +137,13 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("bench", a->backend);
         else if (cli_is(&c, "--data"))
             bad = !(a->data = cli_value(&c));
-        else if (cli_is(&c, "--warmup"))
+        else if (cli_is(&c, "--conv-engine")) {
+            const char *v = cli_value(&c);
+            a->conv_engine = sg_conv_engine_parse(v);
+            if (v && a->conv_engine < 0)
+                fprintf(stderr, "bench: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
+            bad = !v || a->conv_engine < 0;
+        } else if (cli_is(&c, "--warmup"))
             bad = cli_int(&c, 0, 1000000, &a->warmup);
         else if (cli_is(&c, "--iters"))
             bad = cli_int(&c, 1, 1000000, &a->iters);
@@ -175,6 +191,12 @@ typedef struct {
     int cuda, nrows, have_breakdown;
     float *ms, *node_ms, loss;
     op_row *rows;
+    /* the per-conv-layer table: per conv node, eager ms on own and on cudnn (-1: not run),
+     * and the engine the step runs it on */
+    int nconv;
+    int *conv_node;
+    float *conv_own, *conv_dnn;
+    char (*conv_engine)[96];
     double setup_ms, warm_ms, host_us, host_wall_ms, eager_total, peak;
     stats s;
 } bench_result;
@@ -186,7 +208,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
     const sg_graph *g = &p->g;
     r->ms = calloc((size_t)a->iters, sizeof(float));
     r->node_ms = calloc((size_t)g->nn, sizeof(float));
-    r->rows = calloc(OP_COUNT, sizeof(op_row));
+    r->rows = calloc(3 * OP_COUNT, sizeof(op_row)); /* (op, engine) */
     if (!r->ms || !r->node_ms || !r->rows) return sg_set_error("out of host memory");
     /* warm-up (CUDA: eager step, capture, replays), then the timed replays */
     double t_warm = cli_now_ms();
@@ -226,15 +248,39 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         rc = be->time_nodes(be, p, r->node_ms);
         if (!rc) rc = be->sync(be);
         for (int i = 0; i < g->nn && !rc; i++) {
-            int op = g->n[i].op;
-            op_row *o = &r->rows[op];
-            o->op = op, o->nodes++, o->matmul = sg_ops[op].matmul, o->ms += r->node_ms[i];
+            int op = g->n[i].op, eng = 0;
+            char name[96] = "";
+            if (be->node_engine) be->node_engine(be, p, i, name, sizeof name);
+            if (!strncmp(name, "own", 3)) eng = SG_CONV_ENGINE_OWN;
+            if (!strncmp(name, "cudnn", 5)) eng = SG_CONV_ENGINE_CUDNN;
+            op_row *o = &r->rows[3 * op + eng];
+            o->op = op, o->engine = eng, o->nodes++, o->matmul = sg_ops[op].matmul;
+            o->ms += r->node_ms[i];
             if (sg_ops[op].flops) o->flops += sg_ops[op].flops(g, &g->n[i]);
             r->eager_total += r->node_ms[i];
         }
-        for (int op = 0; op < OP_COUNT; op++)
-            if (r->rows[op].nodes) r->rows[r->nrows++] = r->rows[op];
+        for (int k = 0; k < 3 * OP_COUNT; k++)
+            if (r->rows[k].nodes) r->rows[r->nrows++] = r->rows[k];
         qsort(r->rows, (size_t)r->nrows, sizeof(op_row), cmp_row);
+    }
+    /* the per-conv-layer table: each conv node on own, then on cudnn where it is pinned */
+    if (!rc && r->have_breakdown && be->time_node_engine && be->node_engine) {
+        for (int i = 0; i < g->nn; i++) r->nconv += is_conv_op(g->n[i].op);
+        r->conv_node = calloc((size_t)r->nconv + 1, sizeof(int));
+        r->conv_own = calloc((size_t)r->nconv + 1, sizeof(float));
+        r->conv_dnn = calloc((size_t)r->nconv + 1, sizeof(float));
+        r->conv_engine = calloc((size_t)r->nconv + 1, sizeof *r->conv_engine);
+        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_engine)
+            return sg_set_error("out of host memory");
+        for (int i = 0, k = 0; i < g->nn && !rc; i++) {
+            if (!is_conv_op(g->n[i].op)) continue;
+            r->conv_node[k] = i;
+            be->node_engine(be, p, i, r->conv_engine[k], sizeof r->conv_engine[k]);
+            rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
+            if (!rc) rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_CUDNN, &r->conv_dnn[k]);
+            k++;
+        }
+        if (!rc) rc = be->sync(be);
     }
     if (rc) return rc;
     r->peak = be->matmul_peak_tflops ? be->matmul_peak_tflops(be, e->plan.cfg.act_dt) : 0;
@@ -252,11 +298,36 @@ static json_t *breakdown_json(const bench_result *r) {
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
         json_array_append_new(
-            rows, json_pack("{s:s, s:i, s:b, s:o, s:o, s:o, s:o}", "op", sg_ops[o->op].name,
-                            "nodes", o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
+            rows, json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:o}", "op", sg_ops[o->op].name,
+                            "engine", o->engine ? sg_conv_engine_name(o->engine) : "", "nodes",
+                            o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
                             num_or_null(r->eager_total > 0 ? 100 * o->ms / r->eager_total : NAN),
                             "gflop", num_or_null(o->flops / 1e9), "gflops_per_s",
                             num_or_null(o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN)));
+    }
+    return rows;
+}
+
+/* a conv node's shape, "N HxW Ci->Co K3 S2 pad0" */
+static void conv_shape(const sg_graph *g, int node, char *buf, int cap) {
+    sg_conv_dims d = sg_conv_dims_of(g, &g->n[node]);
+    snprintf(buf, (size_t)cap, "%d %dx%d %d->%d K%d S%d pad%d", d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
+             d.pad);
+}
+
+static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
+    if (!r->conv_node) return json_null();
+    json_t *rows = json_array();
+    for (int k = 0; k < r->nconv; k++) {
+        const int i = r->conv_node[k];
+        char shape[96];
+        conv_shape(&p->g, i, shape, sizeof shape);
+        json_array_append_new(
+            rows, json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:o}", "node", i, "op",
+                            sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name,
+                            "shape", shape, "engine", r->conv_engine[k], "own_ms",
+                            num_or_null(r->conv_own[k] >= 0 ? r->conv_own[k] : NAN), "cudnn_ms",
+                            num_or_null(r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : NAN)));
     }
     return rows;
 }
@@ -312,6 +383,8 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     json_decref(more);
     if (r->have_breakdown) json_object_set_new(j, "eager_total_ms", num_or_null(r->eager_total));
     json_object_set_new(j, "breakdown", breakdown_json(r));
+    json_object_set_new(j, "conv_engine", json_string(sg_conv_engine_name(a->conv_engine)));
+    json_object_set_new(j, "conv_layers", conv_layers_json(p, r));
     return cli_json_print(stdout, j);
 }
 
@@ -361,13 +434,41 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     printf("  %-20s %6s %11s %7s %10s %10s\n", "op", "nodes", "ms", "%", "GFLOP", "GFLOP/s");
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
-        printf("  %-20s %6d %11.4f %7.2f %10.3f ", sg_ops[o->op].name, o->nodes, o->ms,
+        char label[64];
+        snprintf(label, sizeof label, "%s%s%s", sg_ops[o->op].name, o->engine ? "/" : "",
+                 o->engine ? sg_conv_engine_name(o->engine) : "");
+        printf("  %-20s %6d %11.4f %7.2f %10.3f ", label, o->nodes, o->ms,
                r->eager_total > 0 ? 100 * o->ms / r->eager_total : 0.0, o->flops / 1e9);
         if (o->matmul && o->ms > 0)
             printf("%10.1f\n", o->flops / (o->ms / 1e3) / 1e9);
         else
             printf("%10s\n", "-");
     }
+    if (!r->conv_node) return;
+    double own = 0, dnn = 0, best = 0;
+    printf("per-conv-layer (each conv node run once eagerly on each engine; --conv-engine %s):\n",
+           sg_conv_engine_name(a->conv_engine));
+    printf("  %5s %-18s %-28s %-30s %10s %10s %9s  %s\n", "node", "op", "tensor", "shape", "own ms",
+           "cudnn ms", "own/cudnn", "the step's engine");
+    for (int k = 0; k < r->nconv; k++) {
+        const int i = r->conv_node[k];
+        char shape[96];
+        conv_shape(&p->g, i, shape, sizeof shape);
+        printf("  %5d %-18s %-28s %-30s %10.4f ", i, sg_ops[p->g.n[i].op].name,
+               p->g.t[p->g.n[i].out[0]].name, shape, r->conv_own[k]);
+        if (r->conv_dnn[k] >= 0)
+            printf("%10.4f %8.2fx", r->conv_dnn[k], r->conv_own[k] / r->conv_dnn[k]);
+        else
+            printf("%10s %9s", "-", "-");
+        printf("  %s\n", r->conv_engine[k]);
+        own += r->conv_own[k];
+        dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
+        best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
+                                                                       : r->conv_own[k];
+    }
+    printf("  all convs: own %.3f ms, cudnn (own where not pinned) %.3f ms, per-layer best %.3f "
+           "ms\n",
+           own, dnn, best);
 }
 
 int main(int argc, char **argv) {
@@ -393,6 +494,7 @@ int main(int argc, char **argv) {
     double t_setup = cli_now_ms();
     sg_backend *be = r.cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
     if (!be) return data_free(&ds), cli_fail("bench", 1);
+    be->conv_engine = a.conv_engine;
     sg_exec e;
     rc = sg_exec_init(&e, &cfg, 1, be);
     if (!rc) rc = sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c);
@@ -406,6 +508,7 @@ int main(int argc, char **argv) {
         report_text(&a, &e, &r);
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
     free(r.ms), free(r.node_ms), free(r.rows);
+    free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
     sg_exec_free(&e);
     return rc ? 1 : 0;
 }

@@ -485,9 +485,35 @@ def breakdown(out, key, sg):
     out.append("|---|---:|---:|---:|---:|---:|")
     for o in bd:
         gfs = fnum(o.get("gflops_per_s"), "%.1f") if o.get("matmul") else "–"
+        op = o.get("op") + ("/" + o["engine"] if o.get("engine") else "")
         out.append("| %s | %d | %s | %s | %s | %s |" %
-                   (o.get("op"), o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
+                   (op, o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
                     fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs))
+    out.append("")
+    conv_layers(out, r)
+
+
+def conv_layers(out, r):
+    """bench's per-conv-layer table: each conv node on the own engine and on cuDNN"""
+    cl = r.get("conv_layers")
+    if not cl:
+        return
+    out.append("Per conv layer (--conv-engine %s): each conv node run once eagerly on each "
+               "engine; the step's engine last.\n" % r.get("conv_engine", "?"))
+    out.append("| node | op | tensor | shape | own ms | cudnn ms | own/cudnn | engine |")
+    out.append("|---:|---|---|---|---:|---:|---:|---|")
+    own = dnn = 0.0
+    for c in cl:
+        o, d = c.get("own_ms"), c.get("cudnn_ms")
+        ratio = "%.2f×" % (o / d) if o is not None and d else "–"
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" %
+                   (c.get("node"), c.get("op"), md_escape(str(c.get("tensor"))),
+                    md_escape(str(c.get("shape"))), fnum(o, "%.4f"), fnum(d, "%.4f"), ratio,
+                    md_escape(str(c.get("engine")))))
+        own += o or 0.0
+        dnn += d if d is not None else (o or 0.0)
+    out.append("| | all | | | %.3f | %.3f | %s | |" %
+               (own, dnn, "%.2f×" % (own / dnn) if dnn else "–"))
     out.append("")
 
 

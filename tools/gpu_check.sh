@@ -7,9 +7,10 @@
 #   tools/gpu_check.sh --build-only [OUTDIR]    configure + build only (the gpu_build_deps test)
 #
 # OUTDIR defaults to $OUT, else ./gpu_check_out. Stages, fast and decisive first:
-#   check:      environment, gpu, configure, cuda_backend, build, gpu_tests, verify_cuda
-#               (unet_tiny), train_short (unet_cifar bf16 on the replayed graph),
-#               verify_cuda_cifar, cpu_tests
+#   check:      environment, gpu, configure, cuda_backend, cudnn (which cuDNN is built in;
+#               SKIP without one), build, gpu_tests, verify_cuda (unet_tiny, the default conv
+#               engine: cuDNN where built), verify_cuda_own (the own conv kernels), train_short
+#               (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
 #   sanitizers: environment, gpu, compute_sanitizer, configure, cuda_backend, build,
 #               memcheck / racecheck / initcheck / synccheck over test_cuda_ops, memcheck over
 #               test_cuda_step (each a SKIP, with the reason, where compute-sanitizer is missing)
@@ -230,6 +231,13 @@ fi
 BLOCKS=1 stage configure 240 cmake -S "$root" -B "$bdir" "${SG_GPU_CMAKE_ARGS[@]}" \
     -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${extra_cmake[@]}"
 BLOCKS=1 POST=cuda_in_cache stage cuda_backend 10 true
+# which cuDNN the build links (CMake's SG_CUDNN_USED: "ON <library>" or "OFF ..."); without
+# one every conv runs on the own engine and the cuDNN cases of the op test are not built
+cudnn_used=$(grep '^SG_CUDNN_USED:INTERNAL=' "$bdir/CMakeCache.txt" 2>/dev/null | cut -d= -f2-)
+case "$cudnn_used" in
+ON*) row cudnn PASS "built with ${cudnn_used#ON }" ;;
+*) row cudnn SKIP "no cuDNN in the build: convs on the own engine only (pass -DSG_CUDNN_ROOT=DIR in GPU_CHECK_CMAKE_ARGS)" ;;
+esac
 targets=()
 [ $mode = sanitizers ] && targets=(--target test_cuda_ops test_cuda_step)
 BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
@@ -238,7 +246,10 @@ if [ $mode = check ]; then
     tmp=$(mktemp -d)
     POST=no_skipped_tests stage gpu_tests 300 ctest --test-dir "$bdir" -L gpu --no-tests=error \
         --output-on-failure
+    # the default conv engine (auto: cuDNN where built), then the own kernels alone
     stage verify_cuda 120 "$bdir/verify" --backend cuda --model unet_tiny --steps 8
+    stage verify_cuda_own 120 "$bdir/verify" --backend cuda --conv-engine own --model unet_tiny \
+        --steps 8
     stage train_short 180 "$bdir/train" --model unet_cifar --data synthetic:2048:32x32x3 \
         --backend cuda --precision bf16 --steps 30 --log-every 10 --ckpt-every 0 --warmup 10 \
         --samples 4 --ddim-steps 10 --out "$tmp/cifar"

@@ -127,6 +127,7 @@ sg_gpu_system_has_libs() {
 
 sg_gpu_env_main() {
     sg_gpu_find_nvcc
+    sg_gpu_find_cudnn
     local deps=${SG_DEPS_DIR:-$SG_GPU_ROOT/.deps} use=${SG_GPU_DEPS:-auto}
     if [ "$use" = auto ]; then
         if sg_gpu_system_has_libs; then
@@ -162,6 +163,24 @@ sg_gpu_env_main() {
         "-DPKG_CONFIG_EXECUTABLE=$PKG_CONFIG")
     sg_gpu_note "libraries from $r (pkg-config: $PKG_CONFIG)"
     return 0
+}
+
+# ---- cuDNN: which one CMake will find (the same order as CMakeLists.txt): the PyTorch
+# environment's nvidia-cudnn package, else the CUDA toolkit's; a note, never a failure
+sg_gpu_find_cudnn() {
+    local d
+    d=$(timeout 60 python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ]; then
+        sg_gpu_note "cuDNN: $d (the PyTorch environment's nvidia-cudnn package)"
+        return 0
+    fi
+    for d in /usr/local/cuda /usr/local/cuda-*; do
+        if [ -f "$d/include/cudnn.h" ]; then
+            sg_gpu_note "cuDNN: $d (the CUDA toolkit's)"
+            return 0
+        fi
+    done
+    sg_gpu_note "cuDNN: not found (every conv on the own engine; -DSG_CUDNN_ROOT=DIR)"
 }
 
 # sg_gpu_configure SRC BUILD [cmake args...]: the one configure command of the GPU machine.

@@ -58,6 +58,28 @@ static int64_t allreduce_bytes(const sg_plan *p) {
     return p->g.t[nd->in[0]].bytes + p->g.t[nd->in[1]].bytes;
 }
 
+/* The conv nodes (forward, backward-data, backward-filter) and how many of them the CUDA
+ * backend can give to cuDNN: one single-buffer tensor per activation operand, of one dtype
+ * (graph/backend_cuda.c's rule). The engine itself is chosen when a backend prepares the plan
+ * (--conv-engine; bench's per-conv-layer table and the checkpoints show what each ran on). */
+static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
+    *convs = *eligible = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        int x, y; /* the two activation operands: x side and y side */
+        if (nd->op == OP_CONV2D)
+            x = nd->in[0], y = nd->out[0];
+        else if (nd->op == OP_CONV2D_BWD_DATA)
+            x = nd->out[0], y = nd->in[0];
+        else if (nd->op == OP_CONV2D_BWD_WEIGHT)
+            x = nd->in[1], y = nd->in[0];
+        else
+            continue;
+        (*convs)++;
+        *eligible += !g->t[x].nparts && !g->t[y].nparts && g->t[x].dtype == g->t[y].dtype;
+    }
+}
+
 static json_t *tensor_json(const sg_graph *g, int t) {
     const sg_tensor *x = &g->t[t];
     json_t *shape = json_array();
@@ -96,6 +118,10 @@ static int print_json(const sg_plan *p) {
         "role_bytes", roles, "schedule", sched, "tensors", tensors);
     if (j) {
         json_object_set_new(j, "ranks", json_integer(p->cfg.ranks));
+        int convs, eligible;
+        conv_counts(g, &convs, &eligible);
+        json_object_set_new(j, "conv_nodes", json_integer(convs));
+        json_object_set_new(j, "conv_cudnn_eligible", json_integer(eligible));
         json_object_set_new(j, "rank_batch", json_integer(sg_model_rank_batch(&p->cfg)));
         json_object_set_new(j, "allreduce_bytes", json_integer(allreduce_bytes(p)));
     }
@@ -180,6 +206,11 @@ static void print_text(const sg_plan *p, int table) {
            "%s)\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
            p->placement ? p->placement : "-");
+    int convs, eligible;
+    conv_counts(g, &convs, &eligible);
+    printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "
+           "kernels (a concatenated operand); chosen at prepare (--conv-engine)\n",
+           convs, eligible, convs - eligible);
     printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
     printf("  by role (bytes, aligned):\n");
     for (int r = 0; r < ROLE_COUNT; r++)

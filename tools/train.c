@@ -51,6 +51,7 @@ typedef struct {
     const char *model, *data, *out, *resume, *backend, *init_from;
     int64_t steps, ckpt_every, sample_every, log_every;
     int keep, n_samples, ddim_steps, overwrite, check_every, ranks;
+    int conv_engine; /* -1: not given (SG_CONV_ENGINE, else auto) */
     uint64_t seed;
     int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
     /* safe to change on resume: the learning rate, its warm-up and schedule, the EMA decay and
@@ -114,6 +115,8 @@ static void usage(FILE *f) {
         "                       architecture must be this model's (the first difference is\n"
         "                       named)\n"
         "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+        "  --conv-engine E      CUDA convolutions: auto (cudnn where built with it) | own |\n"
+        "                       cudnn (default: $SG_CONV_ENGINE, else auto)\n"
         "  --ranks N            data parallel: the rank count expected (default: mpirun's);\n"
         "                       --ranks 1 in one process runs the data-parallel step alone\n"
         "  --check-every N      data parallel: compare the ranks' state checksums every N\n"
@@ -144,7 +147,13 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = !(a->init_from = cli_value(c)), note_fixed(a, c);
     else if (cli_is(c, "--backend"))
         bad = !(a->backend = cli_value(c)) || cli_check_backend("train", a->backend);
-    else if (cli_is(c, "--steps"))
+    else if (cli_is(c, "--conv-engine")) {
+        const char *v = cli_value(c);
+        a->conv_engine = sg_conv_engine_parse(v);
+        if (v && a->conv_engine < 0)
+            fprintf(stderr, "train: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
+        bad = !v || a->conv_engine < 0;
+    } else if (cli_is(c, "--steps"))
         bad = cli_i64(c, 0, INT64_MAX / 2, &a->steps), a->steps_set = 1;
     else if (cli_is(c, "--seed"))
         bad = cli_u64(c, &a->seed), a->seed_set = 1, note_fixed(a, c);
@@ -576,6 +585,7 @@ static int write_samples(train_run *r) {
     sg_backend *be =
         !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
     if (!be) return SG_ERR;
+    if (r->a.conv_engine >= 0) be->conv_engine = r->a.conv_engine;
     sg_exec fe;
     int rc = sg_exec_init(&fe, &c, 0, be);
     float *out = NULL;
@@ -799,12 +809,18 @@ static int setup_exec(train_run *r) {
                          : sg_backend_cpu_create();
     if (!be) return 1;
     be->dist = r->dp.dist;
+    if (r->a.conv_engine >= 0) be->conv_engine = r->a.conv_engine;
+    /* a resume asks for the conv engines the checkpoint's step ran (the same bits) */
+    char *pins = r->resume_path[0] ? sg_exec_ckpt_conv_engines(r->resume_path) : NULL;
+    be->conv_pins = pins;
     r->exec_made = 1;
     static const char *const may_differ[] = {
         "lr",         "ema_decay",     "warmup",    "lr_schedule", "lr_min", "lr_decay_steps",
         "ema_warmup", "ema_inv_gamma", "ema_power", NULL};
-    if (sg_exec_init(&r->e, &r->cfg, 1, be) ||
-        sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
+    int init_rc = sg_exec_init(&r->e, &r->cfg, 1, be);
+    be->conv_pins = NULL;
+    free(pins);
+    if (init_rc || sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
          : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
                            : sg_exec_init_state(&r->e, r->a.seed)))
@@ -862,7 +878,8 @@ int main(int argc, char **argv) {
                          .keep = 3,
                          .n_samples = 16,
                          .ddim_steps = 50,
-                         .check_every = 100},
+                         .check_every = 100,
+                         .conv_engine = -1},
                    .lock_fd = -1};
     int rc = parse_args(argc, argv, &r.a, &r.cfg);
     if (rc) return rc == 1 ? 0 : rc;

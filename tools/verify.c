@@ -76,6 +76,7 @@ typedef struct {
     int64_t inject_index;
     int tty;
     const char *label; /* the run in progress, for the progress line */
+    int conv_engine;   /* --conv-engine for the CUDA runs; -1: the backend's default */
 } verify_ctx;
 
 static void layout_state(verify_ctx *v) {
@@ -158,10 +159,15 @@ static void progress_done(verify_ctx *v) {
     if (v->tty) fprintf(stderr, "\r\033[K");
 }
 
-static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
+/* pins: a checkpoint's conv-engine record to resume on (sg_backend.conv_pins), or NULL */
+static int exec_open_pinned(verify_ctx *v, run_backend kind, sg_exec *e, const char *pins) {
     sg_backend *be = kind == RUN_CPU ? sg_backend_cpu_create()
                                      : sg_backend_cuda_create(0, kind == RUN_CUDA_GRAPH);
-    if (sg_exec_init(e, &v->cfg, 1, be)) return SG_ERR;
+    if (be && v->conv_engine >= 0) be->conv_engine = v->conv_engine;
+    if (be) be->conv_pins = pins;
+    int rc = sg_exec_init(e, &v->cfg, 1, be);
+    if (be) be->conv_pins = NULL;
+    if (rc) return SG_ERR;
     if (e->plan.hash != v->plan.hash)
         return sg_set_error("the %s backend planned a different step (plan hash %016llx, "
                             "expected %016llx)",
@@ -171,11 +177,18 @@ static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
     return sg_exec_upload_dataset(e, d->pixels, d->n * d->h * d->w * d->c);
 }
 
-/* checkpoint, tear the executor down, and continue in a fresh one from the file */
+static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {
+    return exec_open_pinned(v, kind, e, NULL);
+}
+
+/* checkpoint, tear the executor down, and continue in a fresh one from the file (on the conv
+ * engines the checkpoint recorded, as train --resume does) */
 static int stop_and_resume(verify_ctx *v, const run_spec *sp, sg_exec *e) {
     if (sg_exec_save(e, v->ckpt_path, NULL)) return SG_ERR;
     sg_exec_free(e);
-    int rc = exec_open(v, sp->be, e);
+    char *pins = sg_exec_ckpt_conv_engines(v->ckpt_path);
+    int rc = exec_open_pinned(v, sp->be, e, pins);
+    free(pins);
     if (!rc) rc = sg_exec_load(e, v->ckpt_path, 0, 0);
     unlink(v->ckpt_path);
     return rc;
@@ -566,6 +579,8 @@ static void usage(FILE *f) {
             "  --data SPEC          dataset (default synthetic:256:<img>x<img>x<in-ch>); see\n"
             "                       train --help for the specs\n"
             "  --backend B          cpu | cuda (default: cuda when a GPU is present)\n"
+            "  --conv-engine E      the CUDA runs' convolutions: auto | own | cudnn (default:\n"
+            "                       $SG_CONV_ENGINE, else auto: cudnn where built with it)\n"
             "  --tol X              (d): largest relative loss difference allowed (default 1e-2,\n"
             "                       3e-2 with bf16)\n"
             "  --json               machine-readable result on stdout\n"
@@ -581,6 +596,7 @@ static void usage(FILE *f) {
 typedef struct {
     const char *model, *data, *backend;
     int steps, resume_at, inject, json;
+    int conv_engine; /* -1: not given */
     uint64_t seed;
     double tol;
 } verify_args;
@@ -600,7 +616,13 @@ static int parse_args(int argc, char **argv, verify_args *a, sg_model_cfg *cfg) 
             bad = !(a->data = cli_value(&c));
         else if (cli_is(&c, "--backend"))
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("verify", a->backend);
-        else if (cli_is(&c, "--steps"))
+        else if (cli_is(&c, "--conv-engine")) {
+            const char *v = cli_value(&c);
+            a->conv_engine = sg_conv_engine_parse(v);
+            if (v && a->conv_engine < 0)
+                fprintf(stderr, "verify: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
+            bad = !v || a->conv_engine < 0;
+        } else if (cli_is(&c, "--steps"))
             bad = cli_int(&c, 1, 1000000, &a->steps);
         else if (cli_is(&c, "--resume-at"))
             bad = cli_int(&c, 0, 1000000, &a->resume_at);
@@ -794,11 +816,16 @@ static void cleanup(verify_ctx *v) {
 }
 
 int main(int argc, char **argv) {
-    verify_args a = {.model = "unet_tiny", .steps = 8, .resume_at = -1, .inject = -1, .tol = -1};
+    verify_args a = {.model = "unet_tiny",
+                     .steps = 8,
+                     .resume_at = -1,
+                     .inject = -1,
+                     .tol = -1,
+                     .conv_engine = -1};
     static verify_ctx v;
     int rc = parse_args(argc, argv, &a, &v.cfg);
     if (rc) return rc == 1 ? 0 : 2;
-    v.seed = a.seed, v.steps = a.steps, v.tty = isatty(2);
+    v.seed = a.seed, v.steps = a.steps, v.tty = isatty(2), v.conv_engine = a.conv_engine;
     double t_start = now_s();
     char data_spec[600], no_cuda[512] = "";
     run_backend be;

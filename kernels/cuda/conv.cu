@@ -239,6 +239,14 @@ __global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int ch
     }
 }
 
+/* threads stride over P*Co: y[i] = round(y[i] + b[i % Co]) in place (fp32 sum, one rounding
+ * of the sum; the engine that wrote y rounded it once already) */
+__global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co, int dt) {
+    SG_GRID_STRIDE(i, n) {
+        dev_st(y, i, dev_ld(y, i, dt) + b[i % Co], dt);
+    }
+}
+
 /* =============================== launchers =============================== */
 
 static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S,
@@ -314,4 +322,28 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
                           (char *)ws + sg_ws_align(chunks * nw * 4));
     return SG_OK;
+}
+
+/* The bias pieces of a convolution run by another engine (cudnn_conv.h): the forward bias
+ * where cuDNN could not fuse it, and db, which the cuDNN backward-filter does not compute (the
+ * same column sum, in the same order, as cuda_conv2d_bwd_weight's, so db has the own engine's
+ * bits). */
+int cuda_conv2d_bias_add(cudaStream_t st, void *y, const float *b, int64_t P, int Co, int dt) {
+    const char *fn = "cuda_conv2d_bias_add";
+    SG_DT_CHECK(dt, fn);
+    SG_ARG_CHECK(y && b && P > 0 && Co > 0, "%s: bad arguments (P=%lld Co=%d)", fn, (long long)P,
+                 Co);
+    SG_LAUNCH(conv_bias_add_kernel, sg_grid_for(P * Co), SG_THREADS, 0, st, y, b, P * Co, Co, dt);
+    SG_LAUNCH_CHECK("conv_bias_add_kernel");
+    return SG_OK;
+}
+
+int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, int Co, int dt,
+                         int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_conv2d_bwd_bias";
+    SG_DT_CHECK(dt, fn);
+    SG_ARG_CHECK(db && dy && P > 0 && Co > 0, "%s: bad arguments (P=%lld Co=%d)", fn, (long long)P,
+                 Co);
+    SG_WS_CHECK(sg_ws_colsum(1, P, Co), ws_bytes, fn);
+    return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum, ws);
 }

@@ -105,6 +105,13 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
                            int dt, int accum, void *ws, int64_t ws_bytes);
+/* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
+ * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
+ * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
+ * which sg_ws_conv2d_bwd_weight covers). */
+int cuda_conv2d_bias_add(cudaStream_t st, void *y, const float *b, int64_t P, int Co, int dt);
+int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, int Co, int dt,
+                         int accum, void *ws, int64_t ws_bytes);
 
 /* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLASLt. */
 /* [gemm] [ws] y = x w^T + b (b may be NULL). */
