@@ -1,22 +1,24 @@
 # cuda_ops.cmake — the CUDA op tests (tests/test_cuda_ops.c): every launcher declared in
 # kernels/cuda/cuda_kernels.h against the CPU reference. Label `gpu`; exits 77 (SKIP) where
 # there is no GPU.
-if(SG_HAVE_CUDA AND TARGET sg_kernels_cuda)
-  # The coverage list: every `int cuda_<name>(` declaration of the header, regenerated whenever
-  # the header changes, so a new launcher without a test fails the test.
-  set(_sg_cuda_hdr ${CMAKE_SOURCE_DIR}/kernels/cuda/cuda_kernels.h)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_sg_cuda_hdr})
-  file(STRINGS ${_sg_cuda_hdr} _sg_cuda_decls REGEX "^int cuda_[a-z0-9_]+\\(")
-  set(_sg_cuda_list "")
-  foreach(_decl IN LISTS _sg_cuda_decls)
-    string(REGEX MATCH "^int (cuda_[a-z0-9_]+)\\(" _m "${_decl}")
-    if(_m)
-      string(APPEND _sg_cuda_list "    \"${CMAKE_MATCH_1}\",\n")
-    endif()
-  endforeach()
-  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/cuda_launchers.inc
-       CONTENT "${_sg_cuda_list}" @ONLY)
 
+# The coverage list: every `int cuda_<name>(` declaration of the header, regenerated whenever
+# the header changes, so a new launcher without a test fails the test. Made in every build:
+# the host execution (tests/cuda_host.cmake) runs the same test without nvcc.
+set(_sg_cuda_hdr ${CMAKE_SOURCE_DIR}/kernels/cuda/cuda_kernels.h)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_sg_cuda_hdr})
+file(STRINGS ${_sg_cuda_hdr} _sg_cuda_decls REGEX "^int cuda_[a-z0-9_]+\\(")
+set(_sg_cuda_list "")
+foreach(_decl IN LISTS _sg_cuda_decls)
+  string(REGEX MATCH "^int (cuda_[a-z0-9_]+)\\(" _m "${_decl}")
+  if(_m)
+    string(APPEND _sg_cuda_list "    \"${CMAKE_MATCH_1}\",\n")
+  endif()
+endforeach()
+file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/cuda_launchers.inc
+     CONTENT "${_sg_cuda_list}" @ONLY)
+
+if(SG_HAVE_CUDA AND TARGET sg_kernels_cuda)
   add_executable(test_cuda_ops ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
   target_include_directories(test_cuda_ops PRIVATE ${CMAKE_BINARY_DIR}/generated)
   target_link_libraries(test_cuda_ops PRIVATE sg_kernels_cuda sg_kernels_cpu CUDA::cudart
