@@ -425,6 +425,56 @@ static int read_scheduler(const char *dir, int *T, double *b1, double *bT) {
     return rc ? SG_ERR : SG_OK;
 }
 
+/* The level structure of a diffusers config: block types (attention on both paths or neither),
+ * block_out_channels as multiples of the first (-> "mult", "1,2,2,2"), the attention
+ * resolutions (-> "attn", "16"), and the heads from attention_head_dim (dim 0: null = one head
+ * of C channels; D channels per head = C / D heads, a head count when the same in every
+ * attention block, else head_ch = D). */
+static int decode_blocks(ckpt_json *j, const char *path, int nl, const int *boc, int img, int dim,
+                         char mult[128], char attn[128], int *heads, int *head_ch) {
+    int dn = ckpt_json_find(j, 0, "down_block_types"), un = ckpt_json_find(j, 0, "up_block_types");
+    if (dn < 0 || un < 0 || ckpt_json_count(j, dn) != nl || ckpt_json_count(j, un) != nl)
+        return sg_set_error("%s: down_block_types / up_block_types must list %d blocks", path, nl);
+    int nattn = 0, attn_C[MAX_LEVELS + 1], n_attn_C = 0;
+    for (int i = 0; i < nl; i++) {
+        const char *d = ckpt_json_string(j, ckpt_json_child(j, dn, i));
+        const char *u = ckpt_json_string(j, ckpt_json_child(j, un, nl - 1 - i));
+        int da = d && !strcmp(d, "AttnDownBlock2D"), ua = u && !strcmp(u, "AttnUpBlock2D");
+        if (!d || (!da && strcmp(d, "DownBlock2D")) || !u || (!ua && strcmp(u, "UpBlock2D")))
+            return sg_set_error("%s: block types %s / %s at level %d: stepgraph has DownBlock2D, "
+                                "AttnDownBlock2D, UpBlock2D, AttnUpBlock2D",
+                                path, d ? d : "?", u ? u : "?", i);
+        if (da != ua)
+            return sg_set_error("%s: level %d has attention on one path only (%s / %s); "
+                                "stepgraph's attn_res applies to both",
+                                path, i, d, u);
+        if (boc[i] % boc[0])
+            return sg_set_error("%s: block_out_channels[%d] = %d is not a multiple of %d", path, i,
+                                boc[i], boc[0]);
+        snprintf(mult + strlen(mult), 128 - strlen(mult), "%s%d", i ? "," : "", boc[i] / boc[0]);
+        if (da) {
+            snprintf(attn + strlen(attn), 128 - strlen(attn), "%s%d", nattn ? "," : "", img >> i);
+            nattn++;
+            attn_C[n_attn_C++] = boc[i];
+        }
+    }
+    attn_C[n_attn_C++] = boc[nl - 1]; /* the middle block */
+    *heads = 1, *head_ch = 0;
+    if (!dim) return SG_OK;
+    int same = 1;
+    for (int k = 0; k < n_attn_C; k++) {
+        if (attn_C[k] % dim)
+            return sg_set_error("%s: attention_head_dim %d does not divide %d channels", path, dim,
+                                attn_C[k]);
+        same &= attn_C[k] / dim == attn_C[0] / dim;
+    }
+    if (same)
+        *heads = attn_C[0] / dim;
+    else
+        *heads = 0, *head_ch = dim;
+    return SG_OK;
+}
+
 int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     char path[4096];
     char *text = find_config(dir, "unet", "config.json", path);
@@ -497,56 +547,8 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
         goto out;
     }
     char mult[128] = "", attn[128] = "";
-    int nattn = 0, attn_C[MAX_LEVELS + 1], n_attn_C = 0;
-    for (int i = 0; i < nl; i++) {
-        const char *d = ckpt_json_string(j, ckpt_json_child(j, dn, i));
-        const char *u = ckpt_json_string(j, ckpt_json_child(j, un, nl - 1 - i));
-        int da = d && !strcmp(d, "AttnDownBlock2D"), ua = u && !strcmp(u, "AttnUpBlock2D");
-        if (!d || (!da && strcmp(d, "DownBlock2D")) || !u || (!ua && strcmp(u, "UpBlock2D"))) {
-            sg_set_error("%s: block types %s / %s at level %d: stepgraph has DownBlock2D, "
-                         "AttnDownBlock2D, UpBlock2D, AttnUpBlock2D",
-                         path, d ? d : "?", u ? u : "?", i);
-            goto out;
-        }
-        if (da != ua) {
-            sg_set_error("%s: level %d has attention on one path only (%s / %s); stepgraph's "
-                         "attn_res applies to both",
-                         path, i, d, u);
-            goto out;
-        }
-        if (boc[i] % boc[0]) {
-            sg_set_error("%s: block_out_channels[%d] = %d is not a multiple of %d", path, i, boc[i],
-                         boc[0]);
-            goto out;
-        }
-        snprintf(mult + strlen(mult), sizeof mult - strlen(mult), "%s%d", i ? "," : "",
-                 boc[i] / boc[0]);
-        if (da) {
-            snprintf(attn + strlen(attn), sizeof attn - strlen(attn), "%s%d", nattn ? "," : "",
-                     img >> i);
-            nattn++;
-            attn_C[n_attn_C++] = boc[i];
-        }
-    }
-    attn_C[n_attn_C++] = boc[nl - 1]; /* the middle block */
-    /* heads: null = one head of C channels; D channels per head = C / D heads, written as a
-     * head count when it is the same in every attention block */
     int heads = 1, head_ch = 0;
-    if (dim) {
-        int same = 1;
-        for (int k = 0; k < n_attn_C; k++) {
-            if (attn_C[k] % dim) {
-                sg_set_error("%s: attention_head_dim %d does not divide %d channels", path, dim,
-                             attn_C[k]);
-                goto out;
-            }
-            same &= attn_C[k] / dim == attn_C[0] / dim;
-        }
-        if (same)
-            heads = attn_C[0] / dim;
-        else
-            heads = 0, head_ch = dim;
-    }
+    if (decode_blocks(j, path, nl, boc, img, dim, mult, attn, &heads, &head_ch)) goto out;
     /* the schedule */
     int T = 1000;
     double b1 = 1e-4, bT = 0.02;

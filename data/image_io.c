@@ -372,6 +372,48 @@ static int axis_range(const double *v, int n, double *lo, double *hi) {
     return 1;
 }
 
+enum { PLOT_MAX_TICKS = 64 };
+
+/* The y ticks of a chart: values in plotted units (log10 on a log axis) and their labels;
+ * returns how many. A log axis spanning a decade or more gets decades (thinned to ~8 labels,
+ * with 2 and 5 between when there are few); less than a decade, 1-2-5 values placed
+ * logarithmically; a linear axis, ~6 nice steps. */
+static int plot_y_ticks(double y0, double y1, int log_y, double yt[PLOT_MAX_TICKS],
+                        char ylab[PLOT_MAX_TICKS][32]) {
+    int nyt = 0;
+    if (log_y && y1 - y0 >= 1.0) {
+        int d0 = (int)floor(y0), d1 = (int)ceil(y1), every = (d1 - d0) / 8 + 1;
+        static const double sub[3] = {1, 2, 5};
+        int nsub = y1 - y0 < 3.0 ? 3 : 1;
+        for (int d = d0; d <= d1 && nyt < PLOT_MAX_TICKS; d++)
+            for (int j = 0; j < nsub && (d - d0) % every == 0; j++) {
+                double v = sub[j] * pow(10.0, d), lv = log10(v);
+                if (lv < y0 || lv > y1) continue;
+                yt[nyt] = lv;
+                if (d >= -3 && d <= 4)
+                    format_tick(ylab[nyt], 32, v, pow(10.0, d));
+                else
+                    snprintf(ylab[nyt], 32, "%de%d", (int)sub[j], d);
+                nyt++;
+            }
+    } else if (log_y) {
+        double a = pow(10.0, y0), b = pow(10.0, y1), st = nice_step(b - a, 5);
+        for (double k = ceil(a / st); k * st <= b && nyt < PLOT_MAX_TICKS; k++) {
+            double v = k * st;
+            yt[nyt] = log10(v);
+            format_tick(ylab[nyt++], 32, v, st);
+        }
+    } else {
+        double st = nice_step(y1 - y0, 6);
+        for (double k = ceil(y0 / st); k * st <= y1 + st * 1e-9 && nyt < PLOT_MAX_TICKS; k++) {
+            double v = k * st;
+            yt[nyt] = v;
+            format_tick(ylab[nyt++], 32, v, st);
+        }
+    }
+    return nyt;
+}
+
 /* Draw one chart into rgb (IMG_PLOT_W x IMG_PLOT_H x 3, owned by the caller). */
 static int plot_render(uint8_t *rgb, const char *path, const double *xs, const double *ys, int n,
                        const char *title, const char *xlabel, const char *ylabel, int log_y) {
@@ -413,41 +455,9 @@ static int plot_render(uint8_t *rgb, const char *path, const double *xs, const d
     if (!axis_range(py, n, &y0, &y1)) y0 = 0, y1 = 1;
 
     /* y tick values (in plotted units) and labels decide the left margin */
-    enum { MAX_TICKS = 64 };
-    double yt[MAX_TICKS];
-    char ylab[MAX_TICKS][32];
-    int nyt = 0, label_w = 0;
-    if (log_y && y1 - y0 >= 1.0) {
-        /* decades, thinned to at most ~8 labels; 2 and 5 in between when there are few */
-        int d0 = (int)floor(y0), d1 = (int)ceil(y1), every = (d1 - d0) / 8 + 1;
-        static const double sub[3] = {1, 2, 5};
-        int nsub = y1 - y0 < 3.0 ? 3 : 1;
-        for (int d = d0; d <= d1 && nyt < MAX_TICKS; d++)
-            for (int j = 0; j < nsub && (d - d0) % every == 0; j++) {
-                double v = sub[j] * pow(10.0, d), lv = log10(v);
-                if (lv < y0 || lv > y1) continue;
-                yt[nyt] = lv;
-                if (d >= -3 && d <= 4)
-                    format_tick(ylab[nyt], 32, v, pow(10.0, d));
-                else
-                    snprintf(ylab[nyt], 32, "%de%d", (int)sub[j], d);
-                nyt++;
-            }
-    } else if (log_y) { /* less than a decade: 1-2-5 values placed logarithmically */
-        double a = pow(10.0, y0), b = pow(10.0, y1), st = nice_step(b - a, 5);
-        for (double k = ceil(a / st); k * st <= b && nyt < MAX_TICKS; k++) {
-            double v = k * st;
-            yt[nyt] = log10(v);
-            format_tick(ylab[nyt++], 32, v, st);
-        }
-    } else {
-        double st = nice_step(y1 - y0, 6);
-        for (double k = ceil(y0 / st); k * st <= y1 + st * 1e-9 && nyt < MAX_TICKS; k++) {
-            double v = k * st;
-            yt[nyt] = v;
-            format_tick(ylab[nyt++], 32, v, st);
-        }
-    }
+    double yt[PLOT_MAX_TICKS];
+    char ylab[PLOT_MAX_TICKS][32];
+    int nyt = plot_y_ticks(y0, y1, log_y, yt, ylab), label_w = 0;
     for (int i = 0; i < nyt; i++) {
         int tw = text_width(ylab[i], 1);
         label_w = tw > label_w ? tw : label_w;

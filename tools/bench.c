@@ -137,13 +137,9 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("bench", a->backend);
         else if (cli_is(&c, "--data"))
             bad = !(a->data = cli_value(&c));
-        else if (cli_is(&c, "--conv-engine")) {
-            const char *v = cli_value(&c);
-            a->conv_engine = sg_conv_engine_parse(v);
-            if (v && a->conv_engine < 0)
-                fprintf(stderr, "bench: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
-            bad = !v || a->conv_engine < 0;
-        } else if (cli_is(&c, "--warmup"))
+        else if (cli_is(&c, "--conv-engine"))
+            bad = cli_conv_engine(&c, &a->conv_engine);
+        else if (cli_is(&c, "--warmup"))
             bad = cli_int(&c, 0, 1000000, &a->warmup);
         else if (cli_is(&c, "--iters"))
             bad = cli_int(&c, 1, 1000000, &a->iters);

@@ -213,6 +213,15 @@ const char *cli_backend_name(const char *name) {
     return name ? name : sg_cuda_available() ? "cuda" : "cpu";
 }
 
+int cli_conv_engine(cli_args *a, int *out) {
+    const char *v = cli_value(a);
+    if (!v) return SG_ERR;
+    *out = sg_conv_engine_parse(v);
+    if (*out >= 0) return SG_OK;
+    fprintf(stderr, "%s: --conv-engine expects auto, own or cudnn, got '%s'\n", a->tool, v);
+    return SG_ERR;
+}
+
 /* ---- JSON output */
 
 char *cli_json_string(json_t *j) {

@@ -81,6 +81,8 @@ int cli_model_from_json(const json_t *config, sg_model_cfg *cfg);
 /* ---- the backend: "cpu" | "cuda" | NULL (cuda where a GPU is usable, else cpu) */
 int cli_check_backend(const char *tool, const char *name); /* SG_OK, or prints and SG_ERR */
 const char *cli_backend_name(const char *name);
+/* --conv-engine auto|own|cudnn into *out (sg_conv_engine_parse); SG_ERR, printed, when bad */
+int cli_conv_engine(cli_args *a, int *out);
 
 /* ---- JSON output: the one JSON library. Both take ownership of (decref) j. */
 /* Print j compactly on one line to f. */

@@ -147,13 +147,9 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = !(a->init_from = cli_value(c)), note_fixed(a, c);
     else if (cli_is(c, "--backend"))
         bad = !(a->backend = cli_value(c)) || cli_check_backend("train", a->backend);
-    else if (cli_is(c, "--conv-engine")) {
-        const char *v = cli_value(c);
-        a->conv_engine = sg_conv_engine_parse(v);
-        if (v && a->conv_engine < 0)
-            fprintf(stderr, "train: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
-        bad = !v || a->conv_engine < 0;
-    } else if (cli_is(c, "--steps"))
+    else if (cli_is(c, "--conv-engine"))
+        bad = cli_conv_engine(c, &a->conv_engine);
+    else if (cli_is(c, "--steps"))
         bad = cli_i64(c, 0, INT64_MAX / 2, &a->steps), a->steps_set = 1;
     else if (cli_is(c, "--seed"))
         bad = cli_u64(c, &a->seed), a->seed_set = 1, note_fixed(a, c);

@@ -616,13 +616,9 @@ static int parse_args(int argc, char **argv, verify_args *a, sg_model_cfg *cfg) 
             bad = !(a->data = cli_value(&c));
         else if (cli_is(&c, "--backend"))
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("verify", a->backend);
-        else if (cli_is(&c, "--conv-engine")) {
-            const char *v = cli_value(&c);
-            a->conv_engine = sg_conv_engine_parse(v);
-            if (v && a->conv_engine < 0)
-                fprintf(stderr, "verify: --conv-engine expects auto, own or cudnn, got '%s'\n", v);
-            bad = !v || a->conv_engine < 0;
-        } else if (cli_is(&c, "--steps"))
+        else if (cli_is(&c, "--conv-engine"))
+            bad = cli_conv_engine(&c, &a->conv_engine);
+        else if (cli_is(&c, "--steps"))
             bad = cli_int(&c, 1, 1000000, &a->steps);
         else if (cli_is(&c, "--resume-at"))
             bad = cli_int(&c, 0, 1000000, &a->resume_at);

@@ -142,6 +142,113 @@ static void dnn_graph_release(dnn_graph *g) {
     dnn_destroy(&g->tb), dnn_destroy(&g->ty), dnn_destroy(&g->tw), dnn_destroy(&g->tx);
 }
 
+/* The convolution descriptor of key k: cross-correlation (no flip), fp32 compute, pre/post
+ * paddings (DDPM's SAME padding of the stride-2 conv: pre 0, post 1). */
+static int dnn_conv_desc(const dnn_key *k, cudnnBackendDescriptor_t *conv) {
+    const int64_t Ho = dnn_out_size(k->H, k->K, k->S), Wo = dnn_out_size(k->W, k->K, k->S);
+    const int64_t H_need = (Ho - 1) * k->S + k->K, W_need = (Wo - 1) * k->S + k->K;
+    int64_t post_h = H_need - k->H - k->pad, post_w = W_need - k->W - k->pad;
+    if (post_h < 0) post_h = 0;
+    if (post_w < 0) post_w = 0;
+    const int64_t nsp = 2, pre[2] = {k->pad, k->pad}, post[2] = {post_h, post_w};
+    const int64_t stride[2] = {k->S, k->S}, dil[2] = {1, 1};
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    if ((k->H + k->pad + post_h - k->K) / k->S + 1 != Ho ||
+        (k->W + k->pad + post_w - k->K) / k->S + 1 != Wo)
+        return sg_set_error("cudnn_conv: paddings %lld/%lld,%lld do not give %lldx%lld",
+                            (long long)k->pad, (long long)post_h, (long long)post_w, (long long)Ho,
+                            (long long)Wo);
+    DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, conv));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+                                 &nsp));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
+                                 &comp));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+                                 CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
+                                 dil));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                                 stride));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                 pre));
+    DNN(cudnnBackendSetAttribute(*conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
+                                 post));
+    DNN(cudnnBackendFinalize(*conv));
+    return SG_OK;
+}
+
+/* The attribute names of one pass's operation: the three tensors, the convolution, the
+ * scalars. X is x (forward, backward-filter) or dx (backward-data), W is w or dw, Y is y or dy. */
+typedef struct {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+} dnn_op_attrs;
+
+static const dnn_op_attrs dnn_pass_attrs[3] = {
+    [SG_CUDNN_FWD] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+    [SG_CUDNN_BWD_DATA] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+    [SG_CUDNN_BWD_FILTER] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+};
+
+/* The convolution operation of k's pass; with the fused bias its output is the virtual fp32
+ * tensor tv. beta 1 accumulates into the output (not for the bf16 dw, widened afterwards). */
+static int dnn_conv_op(const dnn_key *k, dnn_graph *g, int dw_bf16, int fuse_bias) {
+    const dnn_op_attrs *a = &dnn_pass_attrs[k->pass];
+    const float alpha = 1.0f, beta = k->accum && !dw_bf16 ? 1.0f : 0.0f;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    DNN(cudnnBackendCreateDescriptor(a->type, &g->op_conv));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->x, D, 1, &g->tx));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->w, D, 1, &g->tw));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->y, D, 1, fuse_bias ? &g->tv : &g->ty));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->conv, D, 1, &g->conv));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
+    DNN(cudnnBackendSetAttribute(g->op_conv, a->beta, CUDNN_TYPE_FLOAT, 1, &beta));
+    DNN(cudnnBackendFinalize(g->op_conv));
+    return SG_OK;
+}
+
+/* The fused forward bias: y = tv + b, a pointwise add in fp32. */
+static int dnn_bias_op(dnn_graph *g) {
+    const cudnnPointwiseMode_t add = CUDNN_POINTWISE_ADD;
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &g->pw));
+    DNN(cudnnBackendSetAttribute(g->pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
+                                 &add));
+    DNN(cudnnBackendSetAttribute(g->pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
+                                 &comp));
+    DNN(cudnnBackendFinalize(g->pw));
+    DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &g->op_pw));
+    DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->pw));
+    DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tv));
+    DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tb));
+    DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->ty));
+    DNN(cudnnBackendFinalize(g->op_pw));
+    return SG_OK;
+}
+
 /* The operation graph of key k. variant 1: forward with bias, conv -> virtual fp32 -> + b ->
  * y; backward-filter in bf16, dw in bf16 at the workspace's front (beta 0: the widening copy
  * accumulates). variant 0: the plain convolution. */
@@ -173,109 +280,11 @@ static int dnn_graph_make(sg_cudnn *c, const dnn_key *k, int variant, dnn_graph 
             return SG_ERR;
     }
 
-    /* the convolution: cross-correlation (no flip), fp32 compute, pre/post paddings */
-    const int64_t H_need = (Ho - 1) * k->S + k->K, W_need = (Wo - 1) * k->S + k->K;
-    int64_t post_h = H_need - k->H - k->pad, post_w = W_need - k->W - k->pad;
-    if (post_h < 0) post_h = 0;
-    if (post_w < 0) post_w = 0;
-    const int64_t nsp = 2, pre[2] = {k->pad, k->pad}, post[2] = {post_h, post_w};
-    const int64_t stride[2] = {k->S, k->S}, dil[2] = {1, 1};
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    if ((k->H + k->pad + post_h - k->K) / k->S + 1 != Ho ||
-        (k->W + k->pad + post_w - k->K) / k->S + 1 != Wo)
-        return sg_set_error("cudnn_conv: paddings %lld/%lld,%lld do not give %lldx%lld",
-                            (long long)k->pad, (long long)post_h, (long long)post_w, (long long)Ho,
-                            (long long)Wo);
-    DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &g->conv));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
-                                 &nsp));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
-                                 &comp));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
-                                 CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
-                                 dil));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64,
-                                 2, stride));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2,
-                                 pre));
-    DNN(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2,
-                                 post));
-    DNN(cudnnBackendFinalize(g->conv));
-
-    const float alpha = 1.0f, beta = k->accum && !dw_bf16 ? 1.0f : 0.0f;
-    if (k->pass == SG_CUDNN_FWD) {
-        DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                         &g->op_conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tx));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tw));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                     fuse_bias ? &g->tv : &g->ty));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                                     CUDNN_TYPE_FLOAT, 1, &alpha));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-                                     CUDNN_TYPE_FLOAT, 1, &beta));
-    } else if (k->pass == SG_CUDNN_BWD_DATA) {
-        DNN(cudnnBackendCreateDescriptor(
-            CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, &g->op_conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tx));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tw));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->ty));
-        DNN(cudnnBackendSetAttribute(g->op_conv,
-                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-                                     CUDNN_TYPE_FLOAT, 1, &alpha));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-                                     CUDNN_TYPE_FLOAT, 1, &beta));
-    } else {
-        DNN(cudnnBackendCreateDescriptor(
-            CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, &g->op_conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tw));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tx));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->ty));
-        DNN(cudnnBackendSetAttribute(g->op_conv,
-                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                                     CUDNN_TYPE_FLOAT, 1, &alpha));
-        DNN(cudnnBackendSetAttribute(g->op_conv, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-                                     CUDNN_TYPE_FLOAT, 1, &beta));
-    }
-    DNN(cudnnBackendFinalize(g->op_conv));
-
+    if (dnn_conv_desc(k, &g->conv) || dnn_conv_op(k, g, dw_bf16, fuse_bias)) return SG_ERR;
     cudnnBackendDescriptor_t ops[2] = {g->op_conv, NULL};
     int64_t nops = 1;
     if (fuse_bias) {
-        const cudnnPointwiseMode_t add = CUDNN_POINTWISE_ADD;
-        DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &g->pw));
-        DNN(cudnnBackendSetAttribute(g->pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
-                                     &add));
-        DNN(cudnnBackendSetAttribute(g->pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
-                                     &comp));
-        DNN(cudnnBackendFinalize(g->pw));
-        DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &g->op_pw));
-        DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->pw));
-        DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tv));
-        DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->tb));
-        DNN(cudnnBackendSetAttribute(g->op_pw, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->ty));
-        DNN(cudnnBackendFinalize(g->op_pw));
+        if (dnn_bias_op(g)) return SG_ERR;
         ops[1] = g->op_pw;
         nops = 2;
     }
