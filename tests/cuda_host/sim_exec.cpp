@@ -8,6 +8,7 @@
  * kernel changes them. Stacks are 64 KiB with a PROT_NONE guard page below, pooled and reused
  * across blocks and launches.
  */
+#include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,7 @@ struct sim_state {
     fiber *f = nullptr;   /* MAX_THREADS fibers */
     int n = 0;            /* threads of the running block */
     int bar_count = 0;
+    int rel_lo = 0, rel_hi = 0; /* lowest and highest thread released during the last resume */
     fiber *cur = nullptr;
 #if defined(__x86_64__)
     void *sched_sp = nullptr;
@@ -316,9 +318,16 @@ bool run_block() {
             int i = S.order == 0 ? k : S.order == 1 ? S.n - 1 - k : S.perm[k];
             fiber *f = &S.f[i];
             if (f->state != F_RUN) continue;
+            S.rel_lo = S.n;
+            S.rel_hi = -1;
             resume(f);
             ran = true;
             if (S.abort) return false;
+            /* forward and reverse: the first runnable thread in that order runs next, so when
+             * f completed a warp operation its warp's earlier lanes run on at once: a warp runs
+             * ahead to its next barrier before the next warp starts */
+            if (S.order == 0 && S.rel_lo < i) k = S.rel_lo - 1;
+            if (S.order == 1 && S.rel_hi > i) k = S.n - 1 - S.rel_hi - 1;
         }
         if (!ran) {
             for (int i = 0; i < S.n; i++)
@@ -347,6 +356,8 @@ void syncthreads_impl() {
     f->state = F_BAR;
     if (++S.bar_count == S.n) { /* the last one in releases everyone */
         S.bar_count = 0;
+        S.rel_lo = 0;
+        S.rel_hi = S.n - 1;
         for (int i = 0; i < S.n; i++) S.f[i].state = F_RUN;
         return;
     }
@@ -394,6 +405,8 @@ bool warp_arrive(fiber *f, int op, unsigned mask, const void *mine, size_t bytes
 }
 
 void warp_release(int base, unsigned mask) {
+    S.rel_lo = std::min(S.rel_lo, base + __builtin_ctz(mask));
+    S.rel_hi = std::max(S.rel_hi, base + 31 - __builtin_clz(mask));
     for (int l = 0; l < 32; l++) {
         if (!((mask >> l) & 1u)) continue;
         S.f[base + l].state = F_RUN;

@@ -8,8 +8,12 @@
  *   below), each running until it reaches a barrier, a warp operation or its end; nothing is
  *   preempted, so every interleaving the model produces is one a GPU may produce, and a missing
  *   __syncthreads shows up as a wrong value rather than being papered over by lockstep execution.
- *   The order in which runnable fibers are resumed is chosen by env SG_SIM_ORDER=forward (the
- *   default), reverse or random:SEED (a fresh permutation per scheduling pass).
+ *   The order in which runnable fibers are resumed is chosen by env SG_SIM_ORDER: forward (the
+ *   default) always resumes the lowest-numbered runnable thread, reverse the highest, so when
+ *   the lanes of a warp meet at a warp operation they run on at once and the warp runs ahead
+ *   to its next barrier before the next warp starts (the interleaving in which a warp
+ *   overwrites shared memory that a later warp has yet to read); random:SEED resumes every
+ *   runnable thread once per scheduling pass in a fresh permutation (the warps move in step).
  * - __syncthreads() is a real barrier over all threads of the block. A block in which some
  *   threads wait at a barrier that others have exited is reported ("barrier divergence"); a
  *   block where nothing can run and not everything has finished is reported as a deadlock with
@@ -57,12 +61,13 @@
  *     performed at issue: its shared destination is poisoned then, and the data lands only
  *     when a wait of the issuing thread forces it; wait_group N performs every committed group
  *     but the newest N, uncommitted copies stay pending. So a read of the destination before
- *     the wait, by the thread or by another one across a barrier, reads poison. Reported:
- *     cp-size not 4/8/16, src-size above cp-size, a destination outside shared memory, a
- *     source (when src-size > 0) outside every live allocation, either misaligned to cp-size,
- *     a copy to a destination that overlaps one of the thread's pending copies (unordered
- *     writes). Legal and silent: copies pending at a __syncthreads (a multistage pipeline) or
- *     at the thread's exit (dropped, never performed).
+ *     the wait, by the thread or by another one across a barrier, and a refill of a pipeline
+ *     stage that a warp has yet to read (a missing barrier; in the forward and reverse orders),
+ *     read poison. Reported: cp-size not 4/8/16, src-size above cp-size, a destination
+ *     outside shared memory, a source (when src-size > 0) outside every live allocation,
+ *     either misaligned to cp-size, a copy to a destination that overlaps one of the thread's
+ *     pending copies (unordered writes). Legal and silent: copies pending at a __syncthreads
+ *     (a multistage pipeline) or at the thread's exit (dropped, never performed).
  */
 #ifndef SG_SIM_CUDA_SIM_HPP
 #define SG_SIM_CUDA_SIM_HPP
