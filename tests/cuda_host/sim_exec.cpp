@@ -104,6 +104,10 @@ struct sim_state {
     int n = 0;            /* threads of the running block */
     int bar_count = 0;
     int rel_lo = 0, rel_hi = 0; /* lowest and highest thread released during the last resume */
+    /* per warp of the running block, so that an arrival at a warp operation costs O(1): the
+     * lanes that exist, that have exited, and that wait at a warp operation */
+    unsigned warp_exists[MAX_THREADS / 32], warp_exited[MAX_THREADS / 32];
+    unsigned warp_waiting[MAX_THREADS / 32];
     fiber *cur = nullptr;
 #if defined(__x86_64__)
     void *sched_sp = nullptr;
@@ -177,6 +181,7 @@ void resume(fiber *f) {
 void fiber_main(void *) {
     S.call->invoke();
     fiber *f = S.cur;
+    S.warp_exited[f->warp] |= 1u << f->lane;
     /* cp.async copies still pending when the thread exits are dropped, never performed: the PTX
      * ISA makes exiting with pending copies legal (nothing guarantees their completion without
      * a wait), so any later read of their destinations is a race and reads the poison. */
@@ -306,6 +311,11 @@ std::string diagnose() {
 /* Runs the fibers of one block to completion. false: S.err says why. */
 bool run_block() {
     for (int i = 0; i < S.n; i++) fiber_init(&S.f[i]);
+    for (int w = 0; w < (S.n + 31) / 32; w++) {
+        const int lanes = S.n - 32 * w < 32 ? S.n - 32 * w : 32;
+        S.warp_exists[w] = lanes == 32 ? ~0u : (1u << lanes) - 1;
+        S.warp_exited[w] = S.warp_waiting[w] = 0;
+    }
     S.bar_count = 0;
     if (S.order == 2) {
         S.perm.resize(S.n);
@@ -375,24 +385,22 @@ bool warp_arrive(fiber *f, int op, unsigned mask, const void *mine, size_t bytes
         device_fail("%s: mask 0x%08x does not include the calling lane %d", op_name(op), mask,
                     lane);
     const int base = f->warp * 32;
-    for (int l = 0; l < 32; l++) {
-        if (!((mask >> l) & 1u)) continue;
-        if (base + l >= S.n)
-            device_fail("%s: mask 0x%08x names lane %d, which does not exist (block of %d threads)",
-                        op_name(op), mask, l, S.n);
-        if (S.f[base + l].state == F_DONE)
-            device_fail("%s: mask 0x%08x names lane %d, which has exited", op_name(op), mask, l);
-    }
+    if (const unsigned missing = mask & ~S.warp_exists[f->warp])
+        device_fail("%s: mask 0x%08x names lane %d, which does not exist (block of %d threads)",
+                    op_name(op), mask, __builtin_ctz(missing), S.n);
+    if (const unsigned gone = mask & S.warp_exited[f->warp])
+        device_fail("%s: mask 0x%08x names lane %d, which has exited", op_name(op), mask,
+                    __builtin_ctz(gone));
     f->state = F_WARP;
     f->wop = op;
     f->wmask = mask;
     f->wbytes = bytes;
     if (bytes) memcpy(f->payload, mine, bytes);
-    for (int l = 0; l < 32; l++)
-        if (((mask >> l) & 1u) && S.f[base + l].state != F_WARP) {
-            switch_to_scheduler(f);
-            return false;
-        }
+    S.warp_waiting[f->warp] |= 1u << lane;
+    if ((S.warp_waiting[f->warp] & mask) != mask) {
+        switch_to_scheduler(f);
+        return false;
+    }
     for (int l = 0; l < 32; l++) {
         if (!((mask >> l) & 1u)) continue;
         const fiber &o = S.f[base + l];
@@ -407,6 +415,7 @@ bool warp_arrive(fiber *f, int op, unsigned mask, const void *mine, size_t bytes
 void warp_release(int base, unsigned mask) {
     S.rel_lo = std::min(S.rel_lo, base + __builtin_ctz(mask));
     S.rel_hi = std::max(S.rel_hi, base + 31 - __builtin_clz(mask));
+    S.warp_waiting[base / 32] &= ~mask;
     for (int l = 0; l < 32; l++) {
         if (!((mask >> l) & 1u)) continue;
         S.f[base + l].state = F_RUN;
