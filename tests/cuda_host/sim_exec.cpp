@@ -22,6 +22,9 @@
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "sim_internal.hpp"
 
@@ -198,6 +201,10 @@ void fiber_main_uc() {
 #endif
 
 void fiber_init(fiber *f) {
+#if defined(__SANITIZE_ADDRESS__)
+    /* a fiber stopped by device_fail never unwound: its frames' redzones are still poisoned */
+    ASAN_UNPOISON_MEMORY_REGION(f->stack_lo, STACK_BYTES);
+#endif
     f->state = F_RUN;
     f->wop = 0;
     f->cpq.pending.clear();
