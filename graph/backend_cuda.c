@@ -711,6 +711,16 @@ CUDA_RUN(allreduce) {
 #endif
 }
 
+/* x, pred, table, k, key -> x (in place), x_t, t */
+CUDA_RUN(sample_step) {
+    const sg_tensor *x = &k->g->t[k->nd->in[0]], *table = &k->g->t[k->nd->in[2]];
+    const int N = (int)x->shape[0];
+    return cuda_sample_step(k->st, kout(k, 0), kout(k, 1), (int)k->g->t[k->nd->out[1]].dtype,
+                            kout(k, 2), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype, kin(k, 2),
+                            (int)table->shape[0], kin(k, 3), kin(k, 4), N, sg_numel(x) / N,
+                            k->a->sampler.T);
+}
+
 /* every op's function, from the op list: an op without a cuda_run_<id> does not compile */
 typedef int (*cuda_run_fn)(const cuda_call *k);
 #define CUDA_RUN_ROW(op, id, ...) [op] = cuda_run_##id,

@@ -12,11 +12,6 @@
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-double sg_ddpm_beta(int t, int T, double beta1, double betaT) {
-    /* the same expression sg_ddpm_abar multiplies, so alpha_t and abar_t agree to the bit */
-    return T > 1 ? beta1 + (betaT - beta1) * t / (T - 1) : beta1;
-}
-
 /* clamp to [-1, 1]; NaN passes through (a broken model stays visible) */
 static double clamp1(double v) {
     return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;

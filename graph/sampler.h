@@ -46,9 +46,6 @@
 
 #include "graph/exec.h"
 
-/* beta_t of the linear schedule (t in [0, T)). */
-double sg_ddpm_beta(int t, int T, double beta1, double betaT);
-
 /* One DDPM ancestral step from x_t (timestep t) to x_{t-1}, n values. eps is the predicted
  * noise, z standard normal noise (unused at t = 0, may then be NULL). x_prev may alias x_t. */
 void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
