@@ -798,7 +798,11 @@ static int capture(sg_backend *be, const sg_plan *p) {
 static int cuda_run_step(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     if (!c->use_graph || c->steps_run == 0) {
-        /* eager: always when graphs are off; otherwise the first (warm-up) step */
+        /* eager: always when graphs are off; otherwise the first (warm-up) step, begun on an
+         * idle stream, so that work the caller issued before it (the sampler's start: nodes
+         * run one by one) is not taken for part of the step the graph will capture (the host
+         * execution compares the capture with exactly this eager step) */
+        if (c->use_graph && c->steps_run == 0) CU(cudaStreamSynchronize(c->st));
         if (run_eager(be, p)) return SG_ERR;
         CU(cudaGetLastError());
         /* every GEMM of the step has its algorithm now: no other may appear (see sg_blas) */
