@@ -402,6 +402,17 @@ CPU_RUN(allreduce) {
     if (cpu_allreduce(k->be, k->g, k->nd, k->out[0], k->out[1])) *k->rc = SG_ERR;
 }
 
+/* x, pred, table, k, key -> x (in place: in[0] and out[0] are the same fp32 tensor), x_t, t */
+CPU_RUN(sample_step) {
+    const sg_tensor *x = &k->g->t[k->nd->in[0]], *table = &k->g->t[k->nd->in[2]];
+    const uint64_t *key = (const uint64_t *)k->raw_in[4];
+    const int N = (int)x->shape[0];
+    cpu_sample_step(k->out[0], k->out[1], (int32_t *)k->raw_out[2], k->in[1],
+                    (const sg_sample_row *)k->raw_in[2], (int)table->shape[0],
+                    *(const int64_t *)k->raw_in[3], key[0], key[1], N, sg_numel(x) / N,
+                    k->a->sampler.T);
+}
+
 /* every op's function, from the op list: an op without a cpu_run_<id> does not compile */
 typedef void (*cpu_run_fn)(const cpu_call *k);
 #define CPU_RUN_ROW(op, id, ...) [op] = cpu_run_##id,

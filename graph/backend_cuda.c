@@ -711,6 +711,16 @@ CUDA_RUN(allreduce) {
 #endif
 }
 
+/* x, pred, table, k, key -> x (in place), x_t, t */
+CUDA_RUN(sample_step) {
+    const sg_tensor *x = &k->g->t[k->nd->in[0]], *table = &k->g->t[k->nd->in[2]];
+    const int N = (int)x->shape[0];
+    return cuda_sample_step(k->st, kout(k, 0), kout(k, 1), (int)k->g->t[k->nd->out[1]].dtype,
+                            kout(k, 2), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype, kin(k, 2),
+                            (int)table->shape[0], kin(k, 3), kin(k, 4), N, sg_numel(x) / N,
+                            k->a->sampler.T);
+}
+
 /* every op's function, from the op list: an op without a cuda_run_<id> does not compile */
 typedef int (*cuda_run_fn)(const cuda_call *k);
 #define CUDA_RUN_ROW(op, id, ...) [op] = cuda_run_##id,
@@ -788,7 +798,11 @@ static int capture(sg_backend *be, const sg_plan *p) {
 static int cuda_run_step(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     if (!c->use_graph || c->steps_run == 0) {
-        /* eager: always when graphs are off; otherwise the first (warm-up) step */
+        /* eager: always when graphs are off; otherwise the first (warm-up) step, begun on an
+         * idle stream, so that work the caller issued before it (the sampler's start: nodes
+         * run one by one) is not taken for part of the step the graph will capture (the host
+         * execution compares the capture with exactly this eager step) */
+        if (c->use_graph && c->steps_run == 0) CU(cudaStreamSynchronize(c->st));
         if (run_eager(be, p)) return SG_ERR;
         CU(cudaGetLastError());
         /* every GEMM of the step has its algorithm now: no other may appear (see sg_blas) */

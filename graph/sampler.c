@@ -12,11 +12,6 @@
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-double sg_ddpm_beta(int t, int T, double beta1, double betaT) {
-    /* the same expression sg_ddpm_abar multiplies, so alpha_t and abar_t agree to the bit */
-    return T > 1 ? beta1 + (betaT - beta1) * t / (T - 1) : beta1;
-}
-
 /* clamp to [-1, 1]; NaN passes through (a broken model stays visible) */
 static double clamp1(double v) {
     return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;
@@ -74,42 +69,61 @@ int sg_ddim_timesteps(int S, int T, int *ts) {
     return SG_OK;
 }
 
-typedef struct {
-    float *x, *eps, *z;
-    void *xin; /* x_t as the plan stores it (fp32 or bf16) */
-    int32_t *tb;
-    int *ts;
-} sample_bufs;
+/* The host waits for the device (a stream sync: no transfer) every SAMPLE_IN_FLIGHT steps when
+ * someone watches (a progress callback or a cancel flag), so that progress and cancellation
+ * stay within that many steps of the device; without a watcher it never waits until the end. */
+enum { SAMPLE_IN_FLIGHT = 4 };
 
-static void bufs_free(sample_bufs *b) {
-    free(b->x), free(b->eps), free(b->z), free(b->xin), free(b->tb), free(b->ts);
-}
-
-/* x (fp32) -> the plan's x_t tensor, rounding to bf16 when the activations are bf16 */
-static int write_xt(sg_exec *e, const sample_bufs *b, int64_t count) {
-    const sg_tensor *xt = &e->plan.g.t[e->plan.io.xt];
-    if (xt->dtype == DT_BF16) {
-        sg_bf16 *h = b->xin;
-        for (int64_t i = 0; i < count; i++) h[i] = sg_f32_to_bf16(b->x[i]);
-        return sg_exec_write(e, e->plan.io.xt, h);
-    }
-    return sg_exec_write(e, e->plan.io.xt, b->x);
-}
-
-/* the prediction as fp32 (a bf16 plan predicts in bf16, like PyTorch under autocast) */
-static int read_pred(sg_exec *e, sample_bufs *b, int64_t count) {
-    const sg_tensor *pred = &e->plan.g.t[e->plan.io.pred];
-    if (pred->dtype == DT_F32) return sg_exec_read(e, e->plan.io.pred, b->eps);
-    if (sg_exec_read(e, e->plan.io.pred, b->xin)) return SG_ERR; /* same size as bf16 x_t */
-    for (int64_t i = 0; i < count; i++) b->eps[i] = sg_bf16_to_f32(((const sg_bf16 *)b->xin)[i]);
+/* The sampling plan's shapes as sg_sample_ex drives them (planner/sample_graph.c). */
+static int check_plan(const sg_plan *p, int64_t count) {
+    const sg_model_cfg *c = &p->cfg;
+    const sg_step_io *io = &p->io;
+    if (p->train || io->xt < 0 || io->t < 0 || io->pred < 0 || io->sample_node < 0)
+        return sg_set_error("sampling needs a sampling plan (sg_exec_init with train = 0)");
+    const sg_tensor *xt = &p->g.t[io->xt], *pred = &p->g.t[io->pred], *tt = &p->g.t[io->t];
+    const sg_tensor *x = &p->g.t[io->sample_x], *tab = &p->g.t[io->sample_table];
+    if (sg_numel(xt) != count || sg_numel(pred) != count || sg_numel(x) != count ||
+        x->dtype != DT_F32 || sg_numel(tt) != c->batch || tt->dtype != DT_I32 ||
+        tab->shape[0] != c->T || (xt->dtype != DT_F32 && xt->dtype != DT_BF16))
+        return sg_set_error("the plan's x_t / t / pred / sample_x / sample_table tensors are not "
+                            "[%d,%d,%d,%d] / i32[%d] / x_t's dtype / fp32 / %d rows as sampling "
+                            "expects",
+                            c->batch, c->img, c->img, c->in_ch, c->batch, c->T);
     return SG_OK;
+}
+
+/* One batch of the plan's size: k = -1 and the key, the sampler nodes once (x = x_T, x_t, t
+ * for the first step, k = 0), then n_steps runs of the whole plan (on CUDA: replays of its
+ * graph), then x read back once. Returns SG_ERR on a failure or a cancel. */
+static int sample_batch(sg_exec *e, uint64_t seed, int b0, int nb, int n_images, const int *ts,
+                        int n_steps, const sg_sample_opts *opts, float *x) {
+    const sg_plan *p = &e->plan;
+    const sg_step_io *io = &p->io;
+    int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch, k0 = -1;
+    uint64_t key[2] = {seed, (uint64_t)b0 * (uint64_t)per};
+    if (sg_exec_write(e, io->sample_key, key) || sg_exec_write(e, io->sample_k, &k0) ||
+        sg_exec_run_nodes(e, io->sample_node, p->g.nn))
+        return SG_ERR;
+    int watched = opts->progress || opts->cancel;
+    for (int k = 0; k < n_steps; k++) {
+        /* the whole plan: the forward pass at ts[k], the update, k += 1. On the CUDA backend the
+         * first call runs it eagerly and captures it into a graph; every later one replays it */
+        if (sg_exec_step(e)) return SG_ERR;
+        if (watched && ((k + 1) % SAMPLE_IN_FLIGHT == 0 || k + 1 == n_steps) && e->be->sync(e->be))
+            return SG_ERR;
+        if (opts->progress)
+            opts->progress(opts->progress_ctx, b0, nb, n_images, k + 1, n_steps, ts[k]);
+        if (opts->cancel && *opts->cancel) return sg_set_error("sampling interrupted");
+    }
+    return sg_exec_read(e, io->sample_x, x);
 }
 
 int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *opts, float *out) {
     const sg_plan *p = &e->plan;
     const sg_model_cfg *c = &p->cfg;
-    if (p->train || p->io.xt < 0 || p->io.t < 0 || p->io.pred < 0)
-        return sg_set_error("sampling needs a forward-only plan (sg_exec_init with train = 0)");
+    int B = c->batch;
+    int64_t per = (int64_t)c->img * c->img * c->in_ch, count = B * per;
+    if (check_plan(p, count)) return SG_ERR;
     if (n_images < 1) return sg_set_error("nothing to sample: %d images", n_images);
     int S = opts->ddim_steps;
     if (S < 0 || S > c->T)
@@ -118,69 +132,26 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
                             c->T, S);
     int ddim = S > 0, n_steps = ddim ? S : c->T;
     int clip = opts->clip < 0 ? !ddim : opts->clip != 0;
-    int B = c->batch;
-    int64_t per = (int64_t)c->img * c->img * c->in_ch, count = B * per;
-    const sg_tensor *xt = &p->g.t[p->io.xt], *pred = &p->g.t[p->io.pred], *tt = &p->g.t[p->io.t];
-    if (sg_numel(xt) != count || sg_numel(pred) != count || pred->dtype != xt->dtype ||
-        sg_numel(tt) != B || tt->dtype != DT_I32 || (xt->dtype != DT_F32 && xt->dtype != DT_BF16))
-        return sg_set_error("the plan's x_t / t / pred tensors are not [%d,%d,%d,%d] / i32[%d] / "
-                            "x_t's dtype as sampling expects",
-                            B, c->img, c->img, c->in_ch, B);
-    double beta1 = c->beta1, betaT = c->betaT;
 
-    sample_bufs b = {0};
-    b.x = malloc((size_t)count * sizeof(float));
-    b.eps = malloc((size_t)count * sizeof(float));
-    b.z = malloc((size_t)count * sizeof(float));
-    b.xin = malloc((size_t)xt->bytes);
-    b.tb = malloc((size_t)B * sizeof(int32_t));
-    b.ts = malloc((size_t)n_steps * sizeof(int));
-    if (!b.x || !b.eps || !b.z || !b.xin || !b.tb || !b.ts) {
-        bufs_free(&b);
-        return sg_set_error("out of host memory for a sampling batch of %d images", B);
-    }
-    if (ddim) {
-        if (sg_ddim_timesteps(S, c->T, b.ts)) return bufs_free(&b), SG_ERR;
-    } else {
-        for (int k = 0; k < n_steps; k++) b.ts[k] = c->T - 1 - k;
-    }
-
+    float *x = malloc((size_t)count * sizeof(float));
+    int *ts = malloc((size_t)n_steps * sizeof(int));
+    sg_sample_row *rows = malloc((size_t)c->T * sizeof(sg_sample_row));
     int rc = SG_OK;
+    if (!x || !ts || !rows) rc = sg_set_error("out of host memory for a sampling batch of %d", B);
+    if (!rc && ddim) rc = sg_ddim_timesteps(S, c->T, ts);
+    for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
+    if (!rc) {
+        /* the step table, written once: every batch runs the same steps */
+        sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, c->T, c->beta1, c->betaT);
+        rc = sg_exec_write(e, p->io.sample_table, rows);
+    }
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {
         int nb = n_images - b0 < B ? n_images - b0 : B;
-        /* x_T ~ N(0, I): step T, index = image of the run * per + element */
-        uint64_t first = (uint64_t)b0 * (uint64_t)per;
-        for (int64_t i = 0; i < count; i++)
-            b.x[i] = sg_rng_normal(seed, c->T, SG_RNG_SAMPLE, first + (uint64_t)i);
-        for (int k = 0; k < n_steps && !rc; k++) {
-            int t = b.ts[k];
-            for (int j = 0; j < B; j++) b.tb[j] = t;
-            /* sg_exec_step runs the whole forward plan: on the CUDA backend the first call runs
-             * it eagerly and captures it into a graph, every later denoising step replays that
-             * graph (x_t and t live at fixed arena offsets, so the replay reads each step's) */
-            if (write_xt(e, &b, count) || sg_exec_write(e, p->io.t, b.tb) || sg_exec_step(e) ||
-                read_pred(e, &b, count)) {
-                rc = SG_ERR;
-                break;
-            }
-            if (ddim) {
-                int t_prev = k + 1 < n_steps ? b.ts[k + 1] : -1;
-                sg_ddim_step(b.x, b.x, b.eps, count, t, t_prev, c->T, beta1, betaT, clip);
-            } else {
-                if (t > 0)
-                    for (int64_t i = 0; i < count; i++)
-                        b.z[i] = sg_rng_normal(seed, t, SG_RNG_SAMPLE, first + (uint64_t)i);
-                sg_ddpm_step(b.x, b.x, b.eps, t > 0 ? b.z : NULL, count, t, c->T, beta1, betaT,
-                             clip);
-            }
-            if (opts->progress)
-                opts->progress(opts->progress_ctx, b0, nb, n_images, k + 1, n_steps, t);
-            if (opts->cancel && *opts->cancel) rc = sg_set_error("sampling interrupted");
-        }
+        rc = sample_batch(e, seed, b0, nb, n_images, ts, n_steps, opts, x);
         for (int64_t i = 0; i < nb * per && !rc; i++)
-            out[b0 * per + i] = isfinite(b.x[i]) ? (float)clamp1((double)b.x[i]) : b.x[i];
+            out[b0 * per + i] = isfinite(x[i]) ? (float)sg_sample_clamp1((double)x[i]) : x[i];
     }
-    bufs_free(&b);
+    free(x), free(ts), free(rows);
     return rc;
 }
 

@@ -1,5 +1,6 @@
-/* sampler.h — DDPM ancestral and DDIM sampling: the update math as pure functions, and a loop
- * that drives a forward-only executor (sg_exec_init with train = 0) with them.
+/* sampler.h — DDPM ancestral and DDIM sampling: the update math as pure functions (the
+ * reference), and the loop that runs it on the device with a sampling plan (sg_exec_init with
+ * train = 0).
  *
  * Indexing follows training (docs/model.md): timesteps are 0-based, t in [0, T), linear betas
  * beta_t = beta1 + (betaT - beta1) t / (T - 1), abar_t = prod_{i<=t} (1 - beta_i) (double,
@@ -37,6 +38,21 @@
  * x_T uses step = T, the DDPM noise z of the step from t uses step = t (t >= 1; t = 0 draws
  * none); the index is image * (img*img*in_ch) + element, with `image` the position in the
  * whole run (not in the batch), so the noise an image sees does not depend on the batch size.
+ *
+ * Device-resident loop (sg_sample_ex). The sampling plan is the forward pass followed by the
+ * update (OP_SAMPLE_STEP) and a step counter k (planner/sample_graph.c): one run of the plan is
+ * one denoising step, and on CUDA one replay of its captured graph. The update reads the fp32
+ * state x, the prediction and row k of a step table, and writes the next x, the next x_t (in
+ * the model's dtype) and the next t; the DDPM noise z is drawn inside it with the keys above.
+ * The table (common/sg_sample_step.h, sg_sample_table) holds each step's coefficients,
+ * computed once per call on the host by the expressions of sg_ddpm_step / sg_ddim_step, and the
+ * per-element update is their loop body, so the device loop gives the same bits as these
+ * functions driven from the host (tests/test_sampler.c checks it). Per batch the host writes
+ * the key {seed, first image x per} and k = -1 and runs the update once (it then draws x_T on
+ * the device and sets x_t, t for the first step), runs the plan n_steps times, and reads x
+ * once. Between runs it only calls the progress callback and reads the cancel flag; when
+ * either is given it waits for the device (no transfer) every few steps, so that both stay
+ * within a few steps of it.
  */
 #ifndef SG_SAMPLER_H
 #define SG_SAMPLER_H
@@ -45,9 +61,6 @@
 #include <stdint.h>
 
 #include "graph/exec.h"
-
-/* beta_t of the linear schedule (t in [0, T)). */
-double sg_ddpm_beta(int t, int T, double beta1, double betaT);
 
 /* One DDPM ancestral step from x_t (timestep t) to x_{t-1}, n values. eps is the predicted
  * noise, z standard normal noise (unused at t = 0, may then be NULL). x_prev may alias x_t. */
@@ -63,9 +76,9 @@ void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, 
  * Returns SG_ERR unless 1 <= S <= T. */
 int sg_ddim_timesteps(int S, int T, int *ts);
 
-/* Progress: called after each forward pass. images_done counts images finished before this
- * batch; batch_images is how many this batch holds; step is 1-based within the batch's
- * n_steps; t the timestep just evaluated. */
+/* Progress: called after each denoising step is issued (at most a few steps ahead of the
+ * device). images_done counts images finished before this batch; batch_images is how many this
+ * batch holds; step is 1-based within the batch's n_steps; t the timestep evaluated. */
 typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_images, int n_images,
                                       int step, int n_steps, int t);
 
@@ -74,18 +87,18 @@ typedef struct {
     int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
     sg_sample_progress_fn progress; /* may be NULL */
     void *progress_ctx;
-    /* may be NULL; when it becomes non-zero (a signal handler sets it) sampling stops after
-     * the current forward pass with SG_ERR "sampling interrupted" */
+    /* may be NULL; when it becomes non-zero (a signal handler sets it) sampling issues no
+     * further step and returns SG_ERR "sampling interrupted" */
     const volatile sig_atomic_t *cancel;
 } sg_sample_opts;
 
-/* Draw n_images samples with the forward executor e (plan built with train = 0, weights
- * loaded) on any backend (each denoising step is one sg_exec_step: on CUDA the forward pass is
- * captured once into a graph and replayed for every later step), in batches of the plan's batch
- * size (a last partial batch runs full, extra slots discarded). out: [n_images, img, img, in_ch]
- * fp32, clamped to [-1, 1] (NaN and Inf pass through, so broken weights show). Same seed, same
- * weights, same backend: same bits. Returns SG_ERR (sg_last_error) on bad arguments or a backend
- * failure. */
+/* Draw n_images samples with the sampling executor e (plan built with train = 0, weights
+ * loaded) on any backend (each denoising step is one sg_exec_step, the device-resident loop
+ * above: on CUDA the step is captured once into a graph and replayed for every later step), in
+ * batches of the plan's batch size (a last partial batch runs full, extra slots discarded). out:
+ * [n_images, img, img, in_ch] fp32, clamped to [-1, 1] (NaN and Inf pass through, so broken weights
+ * show). Same seed, same weights, same backend: same bits. Returns SG_ERR (sg_last_error) on bad
+ * arguments or a backend failure. */
 int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *opts, float *out);
 
 /* sg_sample_ex with the default clipping for the chosen sampler. */

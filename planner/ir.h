@@ -94,6 +94,10 @@ typedef struct {
     int64_t decay_steps;       /* the step where the schedule ends */
 } sg_adamw_args;
 typedef struct {
+    int T;          /* the schedule's T: x_T is drawn at Philox step T (graph/sampler.h) */
+    sg_dtype xt_dt; /* the model input x_t's dtype */
+} sg_sampler_args;
+typedef struct {
     float decay;            /* fixed decay, or the warm-up's maximum */
     int warmup;             /* 1: diffusers' EMA warm-up from the step input */
     float inv_gamma, power; /* the warm-up's shape */
@@ -115,6 +119,7 @@ typedef union {
     sg_clip_args clip;
     sg_adamw_args adamw;
     sg_ema_args ema;
+    sg_sampler_args sampler;
 } sg_op_args;
 
 enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };
@@ -194,7 +199,7 @@ extern const sg_op_info sg_ops[OP_COUNT];
 static inline int sg_op_is_forward(sg_op op) {
     return sg_ops[op].kind == SG_OPK_FWD;
 }
-/* Gradient norm, clip, AdamW, EMA, step counter. */
+/* Gradient norm, clip, AdamW, EMA, step counter; the sampler's update after a forward pass. */
 static inline int sg_op_is_optimizer(sg_op op) {
     return sg_ops[op].kind == SG_OPK_OPT;
 }

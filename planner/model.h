@@ -2,7 +2,8 @@
  *
  * sg_build_train_step builds the whole training step as one graph: batch gather, timestep and
  * noise draws, DDPM noising, the UNet forward, MSE, the backward pass, gradient-norm clip,
- * AdamW, EMA and the step increment. sg_build_forward builds the UNet alone (for sampling).
+ * AdamW, EMA and the step increment. sg_build_forward builds the UNet alone, and
+ * sg_build_sampler appends the sampler's update to it: together, the sampling plan.
  */
 #ifndef SG_MODEL_H
 #define SG_MODEL_H
@@ -88,6 +89,10 @@ typedef struct {
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int64_t n_params;                       /* parameter count (scalars) */
     int allreduce;                          /* the all-reduce node, -1 without ranks */
+    /* the sampling plan (sg_build_sampler): the fp32 state x, the step table, the step
+     * counter, the key {seed, first}, and the first sampler node (its update; the counter's
+     * increment follows) */
+    int sample_x, sample_table, sample_k, sample_key, sample_node;
 } sg_step_io;
 
 /* Samples one rank's step holds: batch / ranks (batch when ranks is 0). */
@@ -99,5 +104,10 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
 /* The UNet alone: inputs x_t (INPUT role, act dtype) and t (INPUT role, i32[batch]);
  * io->xt, io->t, io->pred, io->n_params are set; parameters are ROLE_PARAM tensors. */
 int sg_build_forward(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
+/* Append one denoising step to a forward graph (planner/sample_graph.c): after the UNet, the
+ * update (OP_SAMPLE_STEP: x, pred -> x, and x_t, t for the next forward pass) and the step
+ * counter's increment; sets io->sample_*. One run of the whole plan = one denoising step
+ * (graph/sampler.h). */
+int sg_build_sampler(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
 
 #endif

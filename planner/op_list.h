@@ -10,7 +10,8 @@
  * Columns:
  *   op        the enum value
  *   id        its name: the string in plans and profiles, and the backends' function suffix
- *   kind      FWD (step inputs, the model, its loss), BWD (backward), OPT (optimizer); read
+ *   kind      FWD (step inputs, the model, its loss), BWD (backward), OPT (optimizer, and the
+ *             sampler's update: in place on persistent state after the forward pass); read
  *             with sg_op_is_forward / sg_op_is_optimizer, never from the enum order
  *   in, out   inputs and outputs a node of the op has
  *   inpl      output 0 may share input 0's memory
@@ -56,6 +57,10 @@
  *   allreduce       grads, loss -> grads summed, loss averaged over the ranks (in place; data
  *                   parallel: after the backward pass, before the optimizer's first op)
  *                                                                       args.allreduce
+ *   sample_step     x, pred, table, k, key -> x, x_t, t: one denoising step of the sampling
+ *                   plan (x fp32 in place; x_t, t: the next forward's input; k the step
+ *                   counter picking the table row; key {seed, first}; graph/sampler.h)
+ *                                                                       args.sampler
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -106,7 +111,8 @@
     X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
     X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1) \
     X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1) \
-    X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1)
+    X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1) \
+    X(OP_SAMPLE_STEP,       sample_step,       OPT, 5, 3, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1)
 /* clang-format on */
 
 #endif

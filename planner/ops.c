@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/sg_sample_step.h"
 #include "common/sg_workspace.h"
 #include "planner/autodiff.h"
 #include "planner/ir.h"
@@ -317,6 +318,27 @@ static int shape_watch(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
             "loss_watch: expects f32 loss, f32 sumsq, i64 step, i64 watch, f32 sum");
     same(&o[0], T(3));
     same(&o[1], T(4));
+    return SG_OK;
+}
+
+/* x [N,H,W,C] fp32, pred like x (fp32 or bf16), table u8 [rows][SG_SAMPLE_ROW_BYTES], k i64[1],
+ * key u64[2] -> x, x_t (like x, in the args' dtype), t i32[N] */
+static int shape_sample_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    const sg_sampler_args *a = &nd->a.sampler;
+    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 2, 2) || need_act_dt(a->xt_dt)) return SG_ERR;
+    if (T(0)->dtype != DT_F32 || sg_numel(T(1)) != sg_numel(T(0)) ||
+        (T(1)->dtype != DT_F32 && T(1)->dtype != DT_BF16))
+        return sg_set_error("sample_step: x must be fp32 and pred (fp32 or bf16) shaped like it");
+    if (T(2)->dtype != DT_U8 || DIM(2, 1) != SG_SAMPLE_ROW_BYTES || DIM(2, 0) < 1)
+        return sg_set_error("sample_step: the table must be u8 [rows][%d]", SG_SAMPLE_ROW_BYTES);
+    if (T(3)->dtype != DT_I64 || sg_numel(T(3)) != 1 || T(4)->dtype != DT_U64 ||
+        sg_numel(T(4)) != 2)
+        return sg_set_error("sample_step: expects an i64 step counter and a u64[2] key");
+    if (a->T < 1) return sg_set_error("sample_step: need T >= 1");
+    same(&o[0], T(0));
+    same(&o[1], T(0));
+    o[1].dtype = a->xt_dt;
+    set1(&o[2], DT_I32, DIM(0, 0));
     return SG_OK;
 }
 

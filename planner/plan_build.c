@@ -1,5 +1,6 @@
-/* plan_build.c — a plan from a configuration: the graph of a training step or of a forward
- * pass (the builder: planner/unet.c and planner/train_step.c), then its layout
+/* plan_build.c — a plan from a configuration: the graph of a training step or of a sampling
+ * step (the forward pass and the sampler's update; the builder: planner/unet.c,
+ * planner/train_step.c and planner/sample_graph.c), then its layout
  * (planner/plan_layout.c). The only place the two meet, so that the layout code never calls up into
  * the builder. */
 #include <string.h>
@@ -11,7 +12,8 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
     p->cfg = *cfg;
     p->train = train;
     sg_graph_init(&p->g);
-    if (train ? sg_build_train_step(&p->g, cfg, &p->io) : sg_build_forward(&p->g, cfg, &p->io))
+    if (train ? sg_build_train_step(&p->g, cfg, &p->io)
+              : sg_build_forward(&p->g, cfg, &p->io) || sg_build_sampler(&p->g, cfg, &p->io))
         return SG_ERR;
     return sg_plan_layout(p);
 }

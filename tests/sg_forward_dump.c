@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     int rc = sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (!rc) rc = sg_exec_load_weights(&e, weights, SG_WEIGHTS_FROM_EMA);
     if (!rc) rc = sg_exec_write(&e, e.plan.io.xt, x) || sg_exec_write(&e, e.plan.io.t, t);
-    if (!rc) rc = sg_exec_run_nodes(&e, 0, e.plan.g.nn);
+    if (!rc) rc = sg_exec_run_nodes(&e, 0, e.plan.g.n_forward); /* the UNet alone */
     if (!rc) rc = sg_exec_read(&e, e.plan.io.pred, y);
     if (rc) {
         fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());

@@ -38,7 +38,8 @@
  *                 batches, timesteps, EMA, clip scale, the MSE gradient, the step counter
  *   tight   1e-6  double on both sides, blocked differently, or a libm difference in double:
  *                 loss, sum of squares, noising, time embedding
- *   normal  1e-5  Gaussian draws: device logf/cosf within a few ulp of libm's
+ *   normal  1e-5  Gaussian draws (noise; the sampler's x_T and DDPM noise): device logf/cosf
+ *                 within a few ulp of libm's
  *   adamw   1e-5  the fp32 update on the GPU against the reference's double
  *   f32     1e-4  GEMMs, reductions and expf in another order (~1e-6 typical; a wrong index
  *                 gives O(1))
@@ -58,10 +59,13 @@
 
 #include "common/philox.h"
 #include "graph/backend.h"
+#include "graph/sampler.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/sg_test.h"
 
 #define BO_PURPOSE 0x7e57u /* the test's own Philox stream, apart from the step's purposes */
 #define BO_MAX_T 48
+#define BO_MAX_STEPS 1000 /* the sampler cases' T */
 #define POISON 0xFF
 
 /* ---- tolerances */
@@ -119,6 +123,8 @@ static const bo_props props[OP_COUNT] = {
     [OP_SILU_MUL_BWD] = {1, 1, 0, TOL_F32},
     [OP_LOSS_WATCH] = {0, 0, 0, TOL_EXACT},
     [OP_ALLREDUCE] = {0, 0, 0, TOL_EXACT},
+    /* its double math is the CPU's operation for operation; x_T and the DDPM noise are normals */
+    [OP_SAMPLE_STEP] = {1, 0, 0, TOL_NORMAL},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -129,13 +135,15 @@ typedef enum {
     FILL_INT,        /* integers uniform in [lo, hi] */
     FILL_CONST,      /* every element lo (integer or float) */
     FILL_BYTES,      /* uint8 uniform in [0, 255] */
-    FILL_DATA        /* the floats in data[] (computed by the builder) */
+    FILL_DATA,       /* the floats in data[] (computed by the builder) */
+    FILL_RAW         /* the tensor's bytes in raw[] (a struct table, a mixed key) */
 } fill_kind;
 
 typedef struct {
     fill_kind kind;
     double lo, hi;
     float *data;
+    uint8_t *raw;
 } fill_spec;
 
 typedef struct {
@@ -212,7 +220,7 @@ static int tensor(bo_case *c, const char *name, sg_dtype dt, sg_role role, int n
         c->err = 1;
         return -1;
     }
-    c->fill[t] = (fill_spec){fk, lo, hi, NULL};
+    c->fill[t] = (fill_spec){fk, lo, hi, NULL, NULL};
     return t;
 }
 
@@ -511,8 +519,8 @@ static void gn_stats(bo_case *c, int x, int mean, int rstd, int N, int HW, int C
             m[n * G + g] = (float)mu;
             r[n * G + g] = (float)(1.0 / sqrt(var > 0 ? var + eps : eps));
         }
-    c->fill[mean] = (fill_spec){FILL_DATA, 0, 0, m};
-    c->fill[rstd] = (fill_spec){FILL_DATA, 0, 0, r};
+    c->fill[mean] = (fill_spec){FILL_DATA, 0, 0, m, NULL};
+    c->fill[rstd] = (fill_spec){FILL_DATA, 0, 0, r, NULL};
 }
 
 static int b_group_norm_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -586,7 +594,7 @@ static void attn_probs(bo_case *c, int qkv, int P, int N, int L, int C, int head
                     p[(((int64_t)n * heads + h) * L + i) * L + j] = (float)(s[j] / sum);
             }
     free(s);
-    c->fill[P] = (fill_spec){FILL_DATA, 0, 0, p};
+    c->fill[P] = (fill_spec){FILL_DATA, 0, 0, p, NULL};
 }
 
 static int b_attention_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -717,6 +725,46 @@ static int b_allreduce(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_ALLREDUCE, in, 2, out, &args, 0) < 0;
 }
 
+/* a tensor holding `bytes` raw bytes copied from src (the case frees them) */
+static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int ndim, int64_t d0,
+                 int64_t d1, const void *src, size_t bytes) {
+    int t = tensor(c, name, dt, role, ndim, d0, d1, 0, 0, FILL_RAW, 0, 0);
+    uint8_t *raw = t >= 0 ? malloc(bytes) : NULL;
+    if (!raw || (size_t)c->p.g.t[t].bytes != bytes) {
+        free(raw);
+        c->err = 1;
+        return -1;
+    }
+    memcpy(raw, src, bytes);
+    c->fill[t].raw = raw;
+    return t;
+}
+
+static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* x fp32 (in place), pred and x_t in dt, the table of a run over T timesteps: DDPM (K = 0)
+     * or DDIM with K steps, x0 clipped when flip; step: the counter k (-1: the start, x_T) */
+    int ts[BO_MAX_STEPS], n = a->K ? a->K : a->T;
+    if (a->T > BO_MAX_STEPS || n > a->T) return SG_ERR;
+    if (a->K)
+        sg_ddim_timesteps(a->K, a->T, ts);
+    else
+        for (int k = 0; k < n; k++) ts[k] = a->T - 1 - k;
+    sg_sample_row rows[BO_MAX_STEPS];
+    sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->T, 1e-4, 0.02);
+    uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
+    int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
+    int in[5] = {
+        x, act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
+        raw_t(c, "sample_table", DT_U8, ROLE_INPUT, 2, a->T, SG_SAMPLE_ROW_BYTES, rows,
+              sizeof(sg_sample_row) * (size_t)a->T),
+        tensor(c, "sample_step", DT_I64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, (double)a->step, 0),
+        raw_t(c, "sample_key", DT_U64, ROLE_STATE, 1, 2, 0, key, sizeof key)};
+    int out[SG_MAX_OUT] = {x, out_t(c, "x_t", dt, ROLE_INPUT, 4, a->N, a->H, a->W, a->C, 0),
+                           out_t(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, 0), -1};
+    sg_op_args args = {.sampler = {.T = a->T, .xt_dt = dt}};
+    return node(c, OP_SAMPLE_STEP, in, 5, out, &args, 0) < 0;
+}
+
 static const bo_builder builders[OP_COUNT] = {
     [OP_GATHER_BATCH] = b_gather,
     [OP_SAMPLE_T] = b_sample_t,
@@ -755,6 +803,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_SILU_MUL] = b_silu_mul,
     [OP_SILU_MUL_BWD] = b_silu_mul_bwd,
     [OP_LOSS_WATCH] = b_loss_watch,
+    [OP_SAMPLE_STEP] = b_sample_step,
     [OP_ALLREDUCE] = b_allreduce,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
@@ -900,6 +949,15 @@ static const bo_entry entries[] = {
     {OP_LOSS_WATCH, F32, 0, {.v = INFINITY, .step = 12, .ndata = 5}},     /* the first one kept */
     {OP_ALLREDUCE, F32, 0, {.N = 10001, .f = 1.0f}},
     {OP_ALLREDUCE, F32, 0, {.N = 257, .f = 0.5f}},
+    /* the sampler's step (T: the schedule; K: DDIM steps, 0 = DDPM; flip: clip; step: k) */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10}},   /* DDPM, z */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .step = 49}},   /* t = 0 */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},
+    {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9}},  /* done */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 500, .step = 250}}, /* 3 blocks */
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the
@@ -990,6 +1048,9 @@ static void make_image(const bo_case *c, uint8_t *img) {
                 break;
             case FILL_CONST: /* exact for 64-bit integers too: not through a float */
                 put(img, x, i, f->lo);
+                break;
+            case FILL_RAW:
+                if (i == 0) memcpy(img + x->offset, f->raw, (size_t)x->bytes);
                 break;
             default:
                 put(img, x, i, fill_value(c, t, i));
@@ -1317,7 +1378,7 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
     }
     n_cases++;
 done:
-    for (int t = 0; t < BO_MAX_T; t++) free(c.fill[t].data);
+    for (int t = 0; t < BO_MAX_T; t++) free(c.fill[t].data), free(c.fill[t].raw);
     sg_plan_free(&c.p);
 }
 

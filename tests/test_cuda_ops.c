@@ -1231,6 +1231,78 @@ static void test_loss_watch(void) {
     }
 }
 
+/* ======================= the sampler's step ======================= */
+
+/* One denoising step (cuda_sample_step) against cpu_sample_step on the same table
+ * (sg_sample_table) and inputs: DDPM with and without clipping (noise drawn), DDPM's last step
+ * (t = 0: no noise, no next t), DDIM with and without clipping, the start (k = -1: x_T drawn),
+ * a finished run (a NONE row) and a counter past the table. x_t in dt, the prediction in dt,
+ * x fp32 in place. The double math is the CPU's operation for operation, so x is exact where no
+ * normal is drawn; where one is (x_T, DDPM's z) exact on the host execution (the same libm),
+ * on a GPU within TOL_NORMAL (device logf/cosf). t is exact (poisoned where no step follows). */
+static void test_sample_step(int dt) {
+    const int N = 3, per = 75, T = 40; /* 225 values: a partial block */
+    const int64_t n = (int64_t)N * per;
+    /* DDIM's 6 trailing timesteps of 40 (graph/sampler.h: rint(T - j T / S) - 1) */
+    int ts_ddpm[40], ts_ddim[6] = {39, 32, 26, 19, 12, 6};
+    for (int k = 0; k < T; k++) ts_ddpm[k] = T - 1 - k;
+    const struct {
+        int ddim, clip;
+        int64_t k;
+    } cases[] = {{0, 0, 7}, {0, 1, 20}, {0, 1, T - 1}, {0, 0, -1},
+                 {1, 0, 2}, {1, 1, 5},  {1, 0, 6},     {0, 0, T + 3}};
+    for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
+        char ctx[128];
+        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d k %lld", dtn(dt),
+                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, (long long)cases[ci].k);
+        case_begin();
+        sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
+        if (cases[ci].ddim)
+            sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, T, 1e-4, 0.02);
+        else
+            sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, T, 1e-4, 0.02);
+        const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
+        const int64_t k = cases[ci].k;
+        float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(n, -2.0f, 2.0f, dt);
+        /* the reference: x in place, t from poison (-1) */
+        float *x_ref = fbuf(n), *xt_ref = fbuf(n), t_ref[3];
+        int32_t t_cpu[3] = {-1, -1, -1};
+        memcpy(x_ref, x, sizeof(float) * (size_t)n);
+        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T);
+        round_dt(xt_ref, n, dt);
+        for (int i = 0; i < N; i++) t_ref[i] = (float)t_cpu[i];
+        const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
+        const int normals = k == -1 || (row && sg_sample_row_noise(row));
+#ifdef SG_CUDA_HOST
+        const double tol = TOL_EXACT;
+#else
+        const double tol = normals ? TOL_NORMAL : TOL_EXACT;
+#endif
+        const double tol_xt = dt == DT_BF16 && tol > 0 ? TOL_BF16 : tol;
+        tbuf *dx = tb_in("x", x, n, DT_F32), *deps = tb_in("eps", eps, n, dt);
+        tbuf *drows = tb_raw("rows", rows, sizeof(sg_sample_row) * (size_t)T);
+        tbuf *dk = tb_raw("k", &k, 8), *dkey = tb_raw("key", key, sizeof key);
+        tbuf *dxt = tb_out("x_t", n, dt, NULL), *dt_ = tb_out("t", N, DT_I32, NULL);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d, deps->d, dt,
+                 (const sg_sample_row *)drows->d, T, (const int64_t *)dk->d,
+                 (const uint64_t *)dkey->d, N, per, T);
+            sync_stream();
+            tb_check(dx, x_ref, tol, rep, ctx);
+            tb_check(dxt, xt_ref, tol_xt, rep, ctx);
+            tb_check(dt_, t_ref, TOL_EXACT, rep, ctx);
+            guards_all(ctx);
+        }
+        /* the case does what it says: x moves unless the run is over */
+        const int moves = k == -1 || (row && row->kind != SG_SAMPLE_NONE);
+        const double moved = sg_test_rel_err(x_ref, x, n);
+        CHECK((moved > 0) == moves, "%s: x moved by %.3g", ctx, moved);
+        (void)normals;
+        case_end();
+    }
+}
+
 /* ======================= randomness and data ======================= */
 
 static void test_rng(int dt) {
@@ -1534,6 +1606,7 @@ int main(void) {
         test_resample(1, 4, 2, 7, dt, 1);
         test_embedding(dt);
         test_rng(dt);
+        test_sample_step(dt);
     }
     test_attentions();
     test_loss(10007, DT_F32, DT_F32, 0);

@@ -2,6 +2,8 @@
  *
  *   test_sampler              the math and the sampling loop (CPU backend)
  *   test_sampler --cli BIN    the CLI at BIN on a checkpoint written here
+ *   test_sampler --cuda       the CUDA backend's sampling, (f) below; exit 77 without a CUDA
+ *                             device (linked against tests/cuda_host: its host execution)
  *
  * Oracles: (a) each step against Ho et al. Algorithm 2 / the DDIM update written out here with
  * alpha and abar as products in long double (not sg_ddpm_abar); (b) an "oracle" eps — x_t made
@@ -10,7 +12,11 @@
  * same seed => same bits, other seed => other bits, the documented Philox keying (a loop
  * rebuilt here gives the same bits), an image independent of its batch's size and a partial
  * last batch; (d) the CLI: a PNG of the right size, reproducible, EMA vs raw weights, and a
- * one-line error with the right exit code for every bad input.
+ * one-line error with the right exit code for every bad input; (e) the device-resident loop:
+ * its step (sg_sample_table + cpu_sample_step, what both backends run) against sg_ddpm_step /
+ * sg_ddim_step bit for bit at every step, and sg_sample_ex against the host loop it replaced
+ * (rebuilt here) bit for bit; (f) with --cuda: the CUDA backend's sampling, graph replay vs
+ * eager bitwise, twice on one executor bitwise, against the CPU backend within tolerance.
  */
 #include <float.h>
 #include <sys/stat.h>
@@ -20,6 +26,7 @@
 #include "common/philox.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/sg_test.h"
 
 enum { TT = 1000 };
@@ -281,9 +288,18 @@ static void tiny_cfg(sg_model_cfg *c, int batch, sg_dtype dt) {
     c->data_n = 8;
 }
 
-/* forward executor with parameters from Philox(seed) (docs/model.md's initialisation) */
-static int open_forward(sg_exec *e, const sg_model_cfg *c, uint64_t seed) {
-    if (sg_exec_init(e, c, 0, sg_backend_cpu_create())) return SG_ERR;
+/* unet_tiny at 8x8 and 16 channels, batch 2: every op of the full model at a sixteenth of its
+ * work, for the tests that sample many times (and on the host execution of CUDA) */
+static void small_cfg(sg_model_cfg *c, sg_dtype dt) {
+    tiny_cfg(c, 2, dt);
+    c->img = c->data_h = c->data_w = 8, c->ch = 16, c->attn_res[0] = 4;
+}
+
+/* sampling executor on backend be with parameters from Philox(seed) (docs/model.md's
+ * initialisation) */
+static int open_on(sg_exec *e, const sg_model_cfg *c, uint64_t seed, sg_backend *be) {
+    if (!be) return SG_ERR;
+    if (sg_exec_init(e, c, 0, be)) return SG_ERR;
     const sg_plan *p = &e->plan;
     int64_t pb = p->role_bytes[ROLE_PARAM];
     float *buf = malloc((size_t)pb);
@@ -293,38 +309,70 @@ static int open_forward(sg_exec *e, const sg_model_cfg *c, uint64_t seed) {
     return rc;
 }
 
+static int open_forward(sg_exec *e, const sg_model_cfg *c, uint64_t seed) {
+    return open_on(e, c, seed, sg_backend_cpu_create());
+}
+
 static int all_finite_in_range(const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i]) || x[i] < -1 || x[i] > 1) return 0;
     return 1;
 }
 
-/* the loop of sg_sample_ex rebuilt from sampler.h's contract: DDIM, x_T from
- * Philox(seed, step T, SG_RNG_SAMPLE, image * per + element) */
-static void manual_ddim(sg_exec *e, int n_images, uint64_t seed, int S, float *out) {
+/* The host loop sg_sample_ex ran before the sampler moved onto the device (the reference for
+ * the device-resident loop), rebuilt from sampler.h's contract: per batch x_T from Philox(seed,
+ * step T, SG_RNG_SAMPLE, image * per + element); per step x written into x_t (rounded to bf16
+ * for a bf16 plan), t written, the forward nodes alone run, the prediction read back (as fp32),
+ * then sg_ddpm_step (z from Philox at step t) or sg_ddim_step on the host. */
+static void host_loop_sample(sg_exec *e, int n_images, uint64_t seed, int S, int clip, float *out) {
     const sg_plan *p = &e->plan;
-    int B = p->cfg.batch, T = p->cfg.T;
-    int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch;
-    float *x = malloc((size_t)(B * per) * 4), *eps = malloc((size_t)(B * per) * 4);
+    int B = p->cfg.batch, T = p->cfg.T, n_steps = S ? S : T;
+    int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch, count = B * per;
+    const sg_tensor *xt = &p->g.t[p->io.xt];
+    float *x = malloc((size_t)count * 4), *eps = malloc((size_t)count * 4),
+          *z = malloc((size_t)count * 4);
+    sg_bf16 *h = malloc((size_t)count * 2);
     int32_t tb[64];
-    int ts[64];
-    sg_ddim_timesteps(S, T, ts);
+    int *ts = malloc(sizeof(int) * (size_t)n_steps);
+    if (S)
+        sg_ddim_timesteps(S, T, ts);
+    else
+        for (int k = 0; k < T; k++) ts[k] = T - 1 - k;
     for (int b0 = 0; b0 < n_images; b0 += B) {
-        for (int64_t i = 0; i < B * per; i++)
-            x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, (uint64_t)(b0 * per + i));
-        for (int k = 0; k < S; k++) {
-            for (int j = 0; j < B; j++) tb[j] = ts[k];
-            sg_exec_write(e, p->io.xt, x);
+        uint64_t first = (uint64_t)b0 * (uint64_t)per;
+        for (int64_t i = 0; i < count; i++)
+            x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + (uint64_t)i);
+        for (int k = 0; k < n_steps; k++) {
+            int t = ts[k];
+            for (int j = 0; j < B; j++) tb[j] = t;
+            if (xt->dtype == DT_BF16) {
+                for (int64_t i = 0; i < count; i++) h[i] = sg_f32_to_bf16(x[i]);
+                sg_exec_write(e, p->io.xt, h);
+            } else {
+                sg_exec_write(e, p->io.xt, x);
+            }
             sg_exec_write(e, p->io.t, tb);
-            sg_exec_run_nodes(e, 0, p->g.nn);
-            sg_exec_read(e, p->io.pred, eps);
-            sg_ddim_step(x, x, eps, B * per, ts[k], k + 1 < S ? ts[k + 1] : -1, T, p->cfg.beta1,
-                         p->cfg.betaT, 0);
+            sg_exec_run_nodes(e, 0, p->g.n_forward);
+            if (xt->dtype == DT_BF16) {
+                sg_exec_read(e, p->io.pred, h);
+                for (int64_t i = 0; i < count; i++) eps[i] = sg_bf16_to_f32(h[i]);
+            } else {
+                sg_exec_read(e, p->io.pred, eps);
+            }
+            if (S) {
+                sg_ddim_step(x, x, eps, count, t, k + 1 < n_steps ? ts[k + 1] : -1, T, p->cfg.beta1,
+                             p->cfg.betaT, clip);
+            } else {
+                for (int64_t i = 0; i < count && t > 0; i++)
+                    z[i] = sg_rng_normal(seed, t, SG_RNG_SAMPLE, first + (uint64_t)i);
+                sg_ddpm_step(x, x, eps, t > 0 ? z : NULL, count, t, T, p->cfg.beta1, p->cfg.betaT,
+                             clip);
+            }
         }
         for (int64_t i = 0; i < (n_images - b0 < B ? n_images - b0 : B) * per; i++)
-            out[b0 * per + i] = x[i] < -1 ? -1 : x[i] > 1 ? 1 : x[i];
+            out[b0 * per + i] = isfinite(x[i]) ? (x[i] < -1 ? -1 : x[i] > 1 ? 1 : x[i]) : x[i];
     }
-    free(x), free(eps);
+    free(x), free(eps), free(z), free(h), free(ts);
 }
 
 static int progress_calls;
@@ -355,7 +403,7 @@ static void test_end_to_end(void) {
     /* the two images of one run differ (per-image noise indices) */
     CHECK(memcmp(a, a + per, (size_t)per * 4), "two images of a batch are identical");
     /* the loop matches the documented keying and update order bit for bit */
-    manual_ddim(&e, 2, 42, 5, m);
+    host_loop_sample(&e, 2, 42, 5, 0, m);
     CHECK(!memcmp(a, m, (size_t)(2 * per) * 4), "sg_sample differs from the loop rebuilt here");
 
     /* a partial last batch: 3 images in batches of 2; image 0, 1 are those drawn above */
@@ -406,6 +454,180 @@ static void test_end_to_end(void) {
     CHECK(sg_sample(&e, 2, 42, 5, a, NULL, NULL) == SG_ERR, "sampled from a training plan");
     sg_exec_free(&e);
     free(a), free(b), free(m);
+}
+
+/* ---- (e) the device-resident loop (graph/sampler.h) against the host reference */
+
+/* One run of the device step's CPU reference (sg_sample_table + cpu_sample_step: what both
+ * backends run) against sg_ddpm_step / sg_ddim_step (the host reference), bit for bit at every
+ * step: the start (k = -1: x_T from Philox at step T), then every step k on fresh x and eps,
+ * with z drawn by the test from Philox at step t; x_t = x and t = the next step's timestep
+ * after each (unchanged after the last); past the run, x stays. */
+static void device_step_run(int T, int S, int clip) {
+    enum { N = 4, PER = 128, NS = N * PER };
+    static float x[NS], eps[NS], z[NS], ref[NS], xt[NS];
+    static int ts[TT];
+    int32_t t[N];
+    const uint64_t seed = 77, first = 1000 * PER;
+    int n = S ? S : T, bad_x = 0, bad_xt = 0, bad_t = 0, first_bad = -2;
+    if (S)
+        sg_ddim_timesteps(S, T, ts);
+    else
+        for (int k = 0; k < T; k++) ts[k] = T - 1 - k;
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)T);
+    sg_sample_table(rows, T, ts, n, S > 0, clip, T, B1, BT);
+    for (int k = -1; k < n; k++) {
+        if (k >= 0) {
+            fill_normal(x, NS, 300 + (uint64_t)k);
+            fill_normal(eps, NS, 600 + (uint64_t)k);
+        }
+        int tk = k >= 0 ? ts[k] : T;
+        if (k < 0) {
+            for (int i = 0; i < NS; i++)
+                ref[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + (uint64_t)i);
+        } else if (S) {
+            sg_ddim_step(ref, x, eps, NS, tk, k + 1 < n ? ts[k + 1] : -1, T, B1, BT, clip);
+        } else {
+            for (int i = 0; i < NS; i++)
+                z[i] = sg_rng_normal(seed, tk, SG_RNG_SAMPLE, first + (uint64_t)i);
+            sg_ddpm_step(ref, x, eps, tk > 0 ? z : NULL, NS, tk, T, B1, BT, clip);
+        }
+        for (int j = 0; j < N; j++) t[j] = -7;
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
+        int bx = memcmp(x, ref, sizeof x) != 0;
+        bad_x += bx;
+        bad_xt += memcmp(xt, x, sizeof x) != 0;
+        for (int j = 0; j < N; j++) bad_t += t[j] != (k + 1 < n ? ts[k + 1] : -7);
+        if (bx && first_bad == -2) first_bad = k;
+    }
+    CHECK(bad_x == 0 && bad_xt == 0 && bad_t == 0,
+          "T %d %s %d clip %d: the device step differs from the host reference at %d step(s) "
+          "(first k = %d), x_t at %d, t at %d",
+          T, S ? "DDIM" : "DDPM", n, clip, bad_x, first_bad, bad_xt, bad_t);
+    /* past the run (a NONE row where n < T, then past the table): x stays, x_t = x */
+    memcpy(ref, x, sizeof x);
+    for (int k = n; k <= T; k += (T - n > 1 ? T - n : 1)) {
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
+        CHECK(!memcmp(x, ref, sizeof x) && !memcmp(xt, x, sizeof x),
+              "T %d S %d: step %d past the run changed x", T, S, k);
+    }
+    free(rows);
+}
+
+static void test_device_step(void) {
+    for (int clip = 0; clip < 2; clip++) {
+        device_step_run(TT, 0, clip);
+        device_step_run(12, 0, clip);
+        device_step_run(1, 0, clip);
+        const int ss[] = {1, 3, 7, 50, TT};
+        for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip);
+        device_step_run(12, 5, clip);
+    }
+}
+
+/* sg_sample_ex (the device-resident loop on the CPU backend) against host_loop_sample (the host
+ * loop it replaced): the same images bit for bit, DDPM and DDIM, clipped or not, fp32 and bf16,
+ * over several batches with a partial last one. */
+static void test_device_vs_host_loop(void) {
+    const struct {
+        sg_dtype dt;
+        int T, S, clip, n;
+    } cs[] = {{DT_F32, TT, 5, 0, 3}, {DT_F32, TT, 3, 1, 2},  {DT_F32, 6, 0, 1, 3},
+              {DT_F32, 6, 0, 0, 2},  {DT_BF16, TT, 3, 0, 3}, {DT_BF16, 6, 0, 1, 2}};
+    int64_t per = 8 * 8 * 3;
+    float *a = malloc(sizeof(float) * (size_t)(3 * per)),
+          *b = malloc(sizeof(float) * (size_t)(3 * per));
+    for (int i = 0; i < SG_ARRAY_LEN(cs); i++) {
+        sg_model_cfg c;
+        small_cfg(&c, cs[i].dt);
+        c.T = cs[i].T;
+        sg_exec e;
+        CHECK(open_forward(&e, &c, 11) == SG_OK, "executor: %s", sg_last_error());
+        sg_sample_opts o = {.ddim_steps = cs[i].S, .clip = cs[i].clip};
+        CHECK(sg_sample_ex(&e, cs[i].n, 5, &o, a) == SG_OK, "sample: %s", sg_last_error());
+        host_loop_sample(&e, cs[i].n, 5, cs[i].S, cs[i].clip, b);
+        CHECK(!memcmp(a, b, sizeof(float) * (size_t)(cs[i].n * per)),
+              "%s T %d %s %d clip %d, %d images: the device loop differs from the host loop "
+              "(normalised error %.3g)",
+              cs[i].dt == DT_BF16 ? "bf16" : "fp32", cs[i].T, cs[i].S ? "DDIM" : "DDPM",
+              cs[i].S ? cs[i].S : cs[i].T, cs[i].clip, cs[i].n,
+              sg_test_rel_err(a, b, cs[i].n * per));
+        sg_exec_free(&e);
+    }
+    free(a), free(b);
+}
+
+/* ---- (f) the CUDA backend (run on the host execution in CI: tests/cuda_host): the same
+ * sampling through a captured-and-replayed graph, eagerly, twice, and on the CPU backend. */
+
+static sg_backend *make_backend(int which) {
+    return which == 0 ? sg_backend_cpu_create() : sg_backend_cuda_create(0, which == 1);
+}
+
+/* `runs` samplings of n images on one executor of backend `which` (0 cpu, 1 cuda graph, 2 cuda
+ * eager), each with its own sampler (S, clip), into out[run] */
+static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, const int *clip,
+                       int runs, float **out) {
+    sg_exec e;
+    if (open_on(&e, c, 11, make_backend(which))) {
+        fprintf(stderr, "executor: %s\n", sg_last_error());
+        return SG_ERR;
+    }
+    int rc = SG_OK;
+    for (int r = 0; r < runs && !rc; r++) {
+        sg_sample_opts o = {.ddim_steps = S[r], .clip = clip[r]};
+        rc = sg_sample_ex(&e, n, 9, &o, out[r]);
+        if (rc) fprintf(stderr, "sample: %s\n", sg_last_error());
+    }
+    sg_exec_free(&e);
+    return rc;
+}
+
+/* Kept small for the host execution, where every GPU thread is a fiber: small_cfg, DDIM 2
+ * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
+ * replayed for a second table, then the first again); n_img images (3: two batches, the second
+ * partial) */
+static void cuda_case(sg_dtype dt, int n_img, double tol) {
+    enum { RUNS = 3 };
+    const int S[RUNS] = {2, 0, 2}, clip[RUNS] = {-1, -1, -1};
+    sg_model_cfg c;
+    small_cfg(&c, dt);
+    c.T = 3;
+    int64_t per = 8 * 8 * 3, nv = n_img * per;
+    float *buf[3][RUNS];
+    for (int b = 0; b < 3; b++)
+        for (int r = 0; r < RUNS; r++) buf[b][r] = malloc(sizeof(float) * (size_t)nv);
+    const char *nm = dt == DT_BF16 ? "bf16" : "fp32";
+    int ok = !sample_runs(0, &c, n_img, S, clip, RUNS, buf[0]) &&
+             !sample_runs(1, &c, n_img, S, clip, RUNS, buf[1]) &&
+             !sample_runs(2, &c, n_img, S, clip, RUNS, buf[2]);
+    CHECK(ok, "%s: sampling failed", nm);
+    for (int r = 0; ok && r < RUNS; r++) {
+        const char *what = S[r] ? "DDIM 2" : "DDPM 3";
+        CHECK(all_finite_in_range(buf[1][r], nv), "%s %s: CUDA samples not finite", nm, what);
+        CHECK(!memcmp(buf[1][r], buf[2][r], sizeof(float) * (size_t)nv),
+              "%s %s: graph replay and eager differ", nm, what);
+        double err = sg_test_rel_err(buf[1][r], buf[0][r], nv);
+        printf("%s %s: CUDA vs CPU normalised error %.3g (tolerance %.0e)\n", nm, what, err, tol);
+        CHECK(err <= tol, "%s %s: CUDA vs CPU normalised error %.3g > %.3g", nm, what, err, tol);
+    }
+    /* the same sampler twice on one (captured) executor: the same bits */
+    CHECK(!ok || !memcmp(buf[1][0], buf[1][2], sizeof(float) * (size_t)nv),
+          "%s: DDIM 2 twice on one executor differs", nm);
+    for (int b = 0; b < 3; b++)
+        for (int r = 0; r < RUNS; r++) free(buf[b][r]);
+}
+
+static int test_cuda(void) {
+    if (!sg_cuda_available()) {
+        printf("no CUDA device: skipped\n");
+        return SG_TEST_SKIP;
+    }
+    /* fp32: the same network on both (~2e-7 on the host execution, GEMM orders); bf16: the
+     * GPU's GEMMs take bf16 copies of the weights, the CPU reference fp32 ones (~3e-3) */
+    cuda_case(DT_F32, 3, 1e-4);
+    cuda_case(DT_BF16, 2, 2e-2);
+    return sg_test_end();
 }
 
 /* ---- (d) the CLI */
@@ -582,13 +804,14 @@ static void test_cli(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--cuda")) return test_cuda();
     if (argc == 3 && !strcmp(argv[1], "--cli")) {
         sample_bin = argv[2];
         test_cli();
         return sg_test_end();
     }
     if (argc != 1) {
-        fprintf(stderr, "usage: test_sampler [--cli PATH_TO_SAMPLE]\n");
+        fprintf(stderr, "usage: test_sampler [--cli PATH_TO_SAMPLE | --cuda]\n");
         return 2;
     }
     test_step_math();
@@ -596,5 +819,7 @@ int main(int argc, char **argv) {
     test_oracle();
     test_gaussian_chains();
     test_end_to_end();
+    test_device_step();
+    test_device_vs_host_loop();
     return sg_test_end();
 }

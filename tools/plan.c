@@ -176,7 +176,7 @@ static void print_text(const sg_plan *p, int table) {
     char a[32], b[32], c[32];
     printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
            p->cfg.act_dt == DT_BF16 ? "bf16 activations / fp32 master weights" : "fp32",
-           p->train ? "one training step" : "forward pass");
+           p->train ? "one training step" : "one sampling step (forward pass and sampler update)");
     if (p->cfg.ranks > 0) {
         /* a ring all-reduce sends and receives 2 (N-1)/N of the buffer per rank */
         const int64_t ar = allreduce_bytes(p);
@@ -198,10 +198,10 @@ static void print_text(const sg_plan *p, int table) {
            human(p->lower_bound_bytes, a), (double)p->arena_bytes / (double)p->lower_bound_bytes);
     printf("  without reuse   %s  (every tensor its own memory: %.2fx the arena)\n",
            human(p->no_reuse_bytes, a), (double)p->no_reuse_bytes / (double)p->arena_bytes);
-    printf("  schedule        %d nodes: %d forward, %d backward, %d optimizer; %d tensors, %d "
+    printf("  schedule        %d nodes: %d forward, %d backward, %d %s; %d tensors, %d "
            "in-place\n",
-           g->nn, g->n_forward, g->n_backward, g->nn - g->n_forward - g->n_backward, g->nt,
-           p->inplace_merges);
+           g->nn, g->n_forward, g->n_backward, g->nn - g->n_forward - g->n_backward,
+           p->train ? "optimizer" : "sampler", g->nt, p->inplace_merges);
     printf("  placement       persistent %s at the bottom; dynamic %s by best fit (ordering: "
            "%s)\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
@@ -268,7 +268,7 @@ static void usage(FILE *f) {
             "                       (default: unet_cifar)\n"
             "  --json               machine-readable output (summary, schedule, every tensor)\n"
             "  --no-table           leave out the per-tensor table\n"
-            "  --forward            plan the forward pass alone (as sampling runs it)\n"
+            "  --forward            plan a sampling step (forward pass + sampler update)\n"
             "  --ranks N            one rank's plan when N ranks share --batch (data parallel:\n"
             "                       per-rank arena and all-reduce bytes)\n"
             "  --help               this text\n"

@@ -228,7 +228,8 @@ static sg_backend *make_backend(const char *name, int *use_cuda) {
         return NULL;
     }
 #endif
-    sg_backend *be = *use_cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
+    /* CUDA: the denoising step (forward pass and update) captured once and replayed */
+    sg_backend *be = *use_cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
     if (!be) sg_set_error("%s backend: %s", *use_cuda ? "cuda" : "cpu", sg_last_error());
     return be;
 }

@@ -579,7 +579,7 @@ static int write_samples(train_run *r) {
     c.batch = n < 16 ? n : 16;
     c.ranks = 0; /* sampling runs on rank 0 alone */
     sg_backend *be =
-        !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create();
+        !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
     if (!be) return SG_ERR;
     if (r->a.conv_engine >= 0) be->conv_engine = r->a.conv_engine;
     sg_exec fe;

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/sg_sample_step.h"
 #include "common/sg_schedule.h"
 
 /* ---- convolution: K in {1, 3}, stride S in {1, 2}, zero padding: `pad` (0..K/2) rows and
@@ -87,8 +88,32 @@ void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const flo
  * abar_t = prod_{i<=t} (1 - beta_i), accumulated in double in increasing i.
  * x_t[n] = sqrt(abar_t) x0[n] + sqrt(1 - abar_t) eps[n]; each sample has `per` values. */
 double sg_ddpm_abar(int t, int T, double beta1, double betaT);
+/* beta_t (t in [0, T)): the expression sg_ddpm_abar multiplies, so alpha_t and abar_t agree to
+ * the bit. */
+double sg_ddpm_beta(int t, int T, double beta1, double betaT);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT);
+
+/* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
+ * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
+ * rows[k] = step k, rows[n .. cap) zeroed (SG_SAMPLE_NONE). ddim: DDIM from ts[k] to ts[k+1]
+ * (-1 after the last); else DDPM from ts[k] to ts[k] - 1. clip: x0_pred clamped to [-1, 1].
+ * Coefficients by the expressions of sg_ddpm_step / sg_ddim_step, so the steps agree bit for
+ * bit with those functions. A host helper (both backends' tables come from it). */
+void sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip, int T,
+                     double beta1, double betaT);
+/* One step of a batch of N images of `per` values, chosen by the step counter k:
+ *   k = -1        start: x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i) (x_T);
+ *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update(rows[k], x[i], eps[i], z[i]),
+ *                 z[i] = sg_rng_normal(seed, rows[k].t, SG_RNG_SAMPLE, first + i) where the
+ *                 row draws noise (DDPM, t > 0);
+ *   otherwise     x unchanged.
+ * Then xt = x (the backend rounds it to the model's dtype) and, where rows[k + 1] is a step,
+ * t[0 .. N) = rows[k + 1].t (the next forward's timestep); else t is left as it is. x is
+ * updated in place; xt may alias x. */
+void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
+                     int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
+                     int T);
 
 /* ---- loss: loss[0] = mean((pred - target)^2) over n values (pairwise/blocked sum in a
  * fixed order); backward: dpred = scale * 2 (pred - target) / n, scale = dloss. */

@@ -45,6 +45,10 @@ double sg_ddpm_abar(int t, int T, double beta1, double betaT) {
     return abar;
 }
 
+double sg_ddpm_beta(int t, int T, double beta1, double betaT) {
+    return T > 1 ? beta1 + (betaT - beta1) * t / (T - 1) : beta1;
+}
+
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT) {
     for (int n = 0; n < N; n++) {

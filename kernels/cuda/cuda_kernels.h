@@ -39,6 +39,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/sg_base.h"
+#include "common/sg_sample_step.h"
 #include "common/sg_schedule.h"
 #include "common/sg_workspace.h"
 
@@ -224,6 +225,13 @@ int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p
 int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float p,
                      const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
                      int dt, int accum);
+
+/* ---- the device-resident sampler (sample_step.cu): one denoising step of cpu_sample_step,
+ * the step counter k (int64) and the key {seed, first} (uint64[2]) read from device memory;
+ * rows[n_rows] is the step table in device memory. x fp32 in place, xt (xt_dt) = x, t[N]. */
+int cuda_sample_step(cudaStream_t st, float *x, void *xt, int xt_dt, int32_t *t, const void *eps,
+                     int eps_dt, const sg_sample_row *rows, int n_rows, const int64_t *k,
+                     const uint64_t *key, int N, int64_t per, int T);
 
 #ifdef __cplusplus
 }

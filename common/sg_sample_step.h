@@ -1,0 +1,108 @@
+/* sg_sample_step.h — one denoising step of the device-resident sampler: the per-step
+ * coefficient row and the per-element update, shared by the CPU reference
+ * (kernels/cpu/sample_step.c) and the CUDA kernel (kernels/cuda/sample_step.cu), so that both
+ * evaluate the same double-precision expressions, operation for operation, and round once.
+ *
+ * The math and the conventions (timesteps, schedules, clipping, Philox keys) are those of
+ * graph/sampler.h, whose sg_ddpm_step / sg_ddim_step stay the reference: the row holds the
+ * coefficients those functions compute for one step, by the same expressions (sg_sample_table,
+ * kernels/cpu/cpu_kernels.h), and sg_sample_update is their loop body. tests/test_sampler.c
+ * checks the two bit for bit at every timestep.
+ *
+ * The table: row k is denoising step k of the run (k = 0 evaluates t = T - 1), written once by
+ * the host before the loop; rows past the last step are SG_SAMPLE_NONE (zero bytes). A step
+ * counter in the arena picks the row, so a replayed CUDA graph runs step after step with
+ * nothing from the host.
+ *
+ * Double arithmetic on the device goes through the _rn intrinsics (SG_D*): nvcc would fuse
+ * a * b + c into one fma, which rounds once where the host rounds twice. Host compilers do not
+ * fuse on x86-64 without -mfma (the host execution of the CUDA sources builds with
+ * -ffp-contract=off).
+ */
+#ifndef SG_SAMPLE_STEP_H
+#define SG_SAMPLE_STEP_H
+
+#include <stdint.h>
+
+#include "sg_base.h"
+
+/* What row k does. NONE (0: a zeroed row) leaves x alone. */
+enum {
+    SG_SAMPLE_NONE = 0,
+    SG_SAMPLE_DDPM = 1,      /* ancestral, Algorithm 2's mean */
+    SG_SAMPLE_DDPM_CLIP = 2, /* ancestral, posterior mean of the clamped x0_pred */
+    SG_SAMPLE_DDIM = 3,      /* eta = 0 */
+    SG_SAMPLE_DDIM_CLIP = 4  /* eta = 0, x0_pred clamped */
+};
+
+/* One step's coefficients, in double, as sg_ddpm_step / sg_ddim_step compute them for it. */
+typedef struct {
+    int32_t kind; /* SG_SAMPLE_* */
+    int32_t t;    /* the timestep this step evaluates: the model's t, and the DDPM noise key */
+    /* x0_pred = (x - sqrt_1m_abar eps) / sqrt_abar (DDPM clip, DDIM) */
+    double sqrt_abar, sqrt_1m_abar;
+    /* DDPM: mu = inv_sqrt_alpha (x - k_eps eps) */
+    double inv_sqrt_alpha, k_eps;
+    /* DDPM clip: mu = c_x0 x0_pred + c_xt x */
+    double c_x0, c_xt;
+    /* DDIM: x_prev = sqrt_abar_prev x0_pred + sqrt_1m_abar_prev eps */
+    double sqrt_abar_prev, sqrt_1m_abar_prev;
+    /* DDPM: x_prev = mu + sigma z where t > 0 (z: Philox(seed, t, SG_RNG_SAMPLE, index)) */
+    double sigma;
+} sg_sample_row;
+
+/* The row's size in the table tensor (planner: u8 [rows][SG_SAMPLE_ROW_BYTES]). */
+#define SG_SAMPLE_ROW_BYTES 80
+#ifdef __cplusplus
+static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layout");
+#else
+_Static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layout");
+#endif
+
+#ifdef __CUDA_ARCH__
+#define SG_DADD(a, b) __dadd_rn(a, b)
+#define SG_DSUB(a, b) __dsub_rn(a, b)
+#define SG_DMUL(a, b) __dmul_rn(a, b)
+#define SG_DDIV(a, b) __ddiv_rn(a, b)
+#else
+#define SG_DADD(a, b) ((a) + (b))
+#define SG_DSUB(a, b) ((a) - (b))
+#define SG_DMUL(a, b) ((a) * (b))
+#define SG_DDIV(a, b) ((a) / (b))
+#endif
+
+/* Does step `r` draw the DDPM noise z? (posterior variance beta~_0 = 0: never at t = 0) */
+SG_HD int sg_sample_row_noise(const sg_sample_row *r) {
+    return (r->kind == SG_SAMPLE_DDPM || r->kind == SG_SAMPLE_DDPM_CLIP) && r->t > 0;
+}
+
+/* clamp to [-1, 1]; NaN passes through (a broken model stays visible) */
+SG_HD double sg_sample_clamp1(double v) {
+    return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;
+}
+
+/* One element: x (fp32 state), eps (the prediction), z (standard normal; read only where
+ * sg_sample_row_noise) -> the next x, computed in double and rounded once. */
+SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float zf) {
+    const double x = (double)xf, e = (double)ef;
+    double mu = 0.0, x0 = 0.0;
+    switch (r->kind) {
+    case SG_SAMPLE_DDPM:
+        mu = SG_DMUL(r->inv_sqrt_alpha, SG_DSUB(x, SG_DMUL(r->k_eps, e)));
+        break;
+    case SG_SAMPLE_DDPM_CLIP:
+        x0 = sg_sample_clamp1(SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar));
+        mu = SG_DADD(SG_DMUL(r->c_x0, x0), SG_DMUL(r->c_xt, x));
+        break;
+    case SG_SAMPLE_DDIM:
+    case SG_SAMPLE_DDIM_CLIP:
+        x0 = SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar);
+        if (r->kind == SG_SAMPLE_DDIM_CLIP) x0 = sg_sample_clamp1(x0);
+        return (float)SG_DADD(SG_DMUL(r->sqrt_abar_prev, x0), SG_DMUL(r->sqrt_1m_abar_prev, e));
+    default:
+        return xf;
+    }
+    return (float)(sg_sample_row_noise(r) ? SG_DADD(mu, SG_DMUL(r->sigma, (double)zf)) : mu);
+}
+
+#endif

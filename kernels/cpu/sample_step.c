@@ -1,0 +1,78 @@
+/* sample_step.c — the CPU reference of the device-resident sampler: its step table and one
+ * denoising step (common/sg_sample_step.h; the math is graph/sampler.h's).
+ *
+ * Shapes: a batch of N images of `per` values each (NHWC, flat): x[N*per] the fp32 sampling
+ * state, xt[N*per] the model's input, eps[N*per] the prediction, t[N] the model's timesteps.
+ * Random numbers: Philox with purpose SG_RNG_SAMPLE keyed by the run seed, at index
+ * first + i for element i of the batch (first = the batch's first image of the run x per):
+ * x_T at step T, the DDPM noise of the step from t at step t (graph/sampler.h).
+ */
+#include <math.h>
+
+#include "common/philox.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+/* The coefficients of one step, by the expressions of graph/sampler.c's sg_ddpm_step and
+ * sg_ddim_step (kept there as the reference; tests/test_sampler.c compares bit for bit): the
+ * same doubles, so sg_sample_update reproduces their loops exactly. */
+static sg_sample_row ddpm_row(int t, int T, double beta1, double betaT, int clip) {
+    sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDPM_CLIP : SG_SAMPLE_DDPM, .t = t};
+    double beta = sg_ddpm_beta(t, T, beta1, betaT), alpha = 1.0 - beta;
+    double abar = sg_ddpm_abar(t, T, beta1, betaT);
+    double abar_prev = t > 0 ? sg_ddpm_abar(t - 1, T, beta1, betaT) : 1.0;
+    r.sigma = sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
+    r.inv_sqrt_alpha = 1.0 / sqrt(alpha);
+    r.k_eps = beta / sqrt(1.0 - abar);
+    r.sqrt_abar = sqrt(abar);
+    r.sqrt_1m_abar = sqrt(1.0 - abar);
+    r.c_x0 = sqrt(abar_prev) * beta / (1.0 - abar);
+    r.c_xt = sqrt(alpha) * (1.0 - abar_prev) / (1.0 - abar);
+    return r;
+}
+
+static sg_sample_row ddim_row(int t, int t_prev, int T, double beta1, double betaT, int clip) {
+    sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDIM_CLIP : SG_SAMPLE_DDIM, .t = t};
+    double abar = sg_ddpm_abar(t, T, beta1, betaT);
+    double abar_prev = t_prev >= 0 ? sg_ddpm_abar(t_prev, T, beta1, betaT) : 1.0;
+    r.sqrt_abar = sqrt(abar);
+    r.sqrt_1m_abar = sqrt(1.0 - abar);
+    r.sqrt_abar_prev = sqrt(abar_prev);
+    r.sqrt_1m_abar_prev = sqrt(1.0 - abar_prev);
+    return r;
+}
+
+void sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip, int T,
+                     double beta1, double betaT) {
+    SG_ASSERT(n >= 1 && n <= cap && T >= 1);
+    memset(rows, 0, sizeof(sg_sample_row) * (size_t)cap); /* rows n .. cap: SG_SAMPLE_NONE */
+    for (int k = 0; k < n; k++) {
+        SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
+        if (ddim)
+            rows[k] = ddim_row(ts[k], k + 1 < n ? ts[k + 1] : -1, T, beta1, betaT, clip);
+        else
+            rows[k] = ddpm_row(ts[k], T, beta1, betaT, clip);
+    }
+}
+
+/* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE
+ * row leaves x as it is), anything else nothing. x_t always ends as x; t is set where a step
+ * follows (otherwise it keeps its value). */
+void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
+                     int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
+                     int T) {
+    const int64_t n = (int64_t)N * per;
+    const sg_sample_row *row = k >= 0 && k < n_rows ? &rows[k] : NULL;
+    const sg_sample_row *next = k >= -1 && k + 1 < n_rows ? &rows[k + 1] : NULL;
+    if (k == -1) {
+        for (int64_t i = 0; i < n; i++) x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i);
+    } else if (row) {
+        const int noise = sg_sample_row_noise(row);
+        for (int64_t i = 0; i < n; i++) {
+            float z = noise ? sg_rng_normal(seed, row->t, SG_RNG_SAMPLE, first + i) : 0.0f;
+            x[i] = sg_sample_update(row, x[i], eps[i], z);
+        }
+    }
+    if (xt != x) memcpy(xt, x, sizeof(float) * (size_t)n);
+    if (next && next->kind != SG_SAMPLE_NONE)
+        for (int i = 0; i < N; i++) t[i] = next->t;
+}
