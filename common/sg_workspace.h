@@ -108,6 +108,11 @@ static inline int sg_ws_conv_out(int H, int K, int S) {
     return (H + 2 * (K / 2) - K) / S + 1;
 }
 
+/* Tensor-core path, forward and backward data: the fp32 weights rounded to bf16, once per call. */
+static inline int64_t sg_ws_conv_tc_weights(int Ci, int Co, int K) {
+    return sg_ws_align((int64_t)Co * K * K * Ci * 2);
+}
+
 /* cuda_conv2d_fwd: 1x1 stride 1 is a cuBLAS GEMM (see sg_ws_gemm_fwd); the implicit-GEMM
  * kernel needs nothing. */
 static inline int64_t sg_ws_conv2d_fwd(int N, int H, int W, int Ci, int Co, int K, int S, int dt) {
