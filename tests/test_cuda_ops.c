@@ -466,6 +466,15 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
  * run would be worthless, so every case asserts its path for all three passes. */
 static const char *const conv_path_names[] = {"tensor cores", "CUDA cores", "cuBLAS"};
 static int conv_path_cases[3];
+/* runs of each conv case (the second must repeat the first's bits); see test_convs_tc */
+static int g_conv_reps = 2;
+
+/* The CUDA runtime is tests/cuda_host's emulation (its device's name says so). */
+static int on_host_emulation(void) {
+    struct cudaDeviceProp prop;
+    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+           strstr(prop.name, "host emulation") != NULL;
+}
 
 static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int dt) {
     if (dt == DT_BF16 && c0 % 8 == 0 && c1 % 8 == 0 && Co % 8 == 0) return SG_CONV_PATH_TENSOR_CORE;
@@ -514,7 +523,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: forward takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(xc, y->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
-        for (int rep = 0; rep < 2; rep++) {
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt,
                  ws->d, wsb);
@@ -537,7 +546,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: backward data takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(dxc, ddy->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
-        for (int rep = 0; rep < 2; rep++) {
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, pad,
                  dt, accum, ws->d, wsb);
@@ -559,7 +568,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: backward weight takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(xc, ddy->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
-        for (int rep = 0; rep < 2; rep++) {
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
                  ddy->d, xc, N, H, W, Ci, Co, K, S, pad, dt, accum, ws->d, wsb);
@@ -690,11 +699,16 @@ static void test_convs_tc(void) {
         {128, 64, 64, 1, 1, 0, 1, 2, 3},
         {64, 64, 64, 1, 1, 0, 2, 2, 3},
     };
+    /* On the host emulation (tests/cuda_host) these run once: their cost is the emulated
+     * mma.sync count, and a run there is deterministic by construction; the cases above, the
+     * same kernels on every code path, run twice everywhere. A GPU runs every case twice. */
+    g_conv_reps = on_host_emulation() ? 1 : 2;
     for (int i = 0; i < SG_ARRAY_LEN(classes); i++) {
         const int *c = classes[i];
         /* alternate bias and accumulation so both meet every pass */
         test_conv(c[6], c[7], c[8], c[0], c[1], c[2], c[3], c[4], c[5], bf, i % 2, (i / 2) % 2);
     }
+    g_conv_reps = 2;
 }
 
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place

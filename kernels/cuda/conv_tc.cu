@@ -26,15 +26,18 @@
  *             chunk_sum_kernel adds the chunks in chunk order; no atomics).
  *             A[co][p] = dy[p][co], B[p][(tap,ci)] = x[pixel(p, tap)][ci].
  *
- * Tiling. A block computes a TC_BM x BN tile of the GEMM (BM = 128; BN = 128, or 64 where the
- * N extent is at most 64: the 64-channel layers of unet_adm64 would waste half of a 128 tile)
- * with 2 x (BN/32) warps (8 or 4), each warp a 64 x 32 sub-tile = 4 x 4 m16n8 accumulators
- * (64 fp32 registers per thread). The reduction advances TC_BK = 32 at a time through
- * TC_STAGES = 4 shared-memory stages (A 128x32 + B BNx32 bf16: 16 KiB a stage at BN = 128, 64
- * KiB of dynamic shared memory, 2 blocks per SM on sm_90). Why this shape: 128x128 is the
- * largest tile that keeps 64 accumulators per thread (no spills at 256 threads, 2 blocks
- * resident); a 64x32 warp tile needs 4 A + 2 B ldmatrix.x4 per 16 mma; BK = 32 is two k16
- * steps, and 4 stages keep three tiles of loads in flight behind the one being multiplied.
+ * Tiling. A block computes a BM x BN tile of the GEMM with (BM/64) x (BN/32) warps, each warp a
+ * 64 x 32 sub-tile = 4 x 4 m16n8 accumulators (64 fp32 registers per thread). The main tile
+ * is 128 x 128 (8 warps); BN = 64 where the N extent is at most 64 (the 64-channel layers of
+ * unet_adm64 would waste half of a 128 tile), BM = 64 where M is at most 64 or where 128-row
+ * tiles would leave the SMs idle (conv_tc_tile). The reduction advances TC_BK = 32 at a time
+ * through TC_STAGES = 4 shared-memory stages (A BMx32 + B BNx32 bf16: 16 KiB a stage at
+ * 128 x 128, 64 KiB of dynamic shared memory; 16 warps per SM asked of the register
+ * allocator: <= 128 registers, no spills). Why this shape: 128 x 128 is the largest tile that
+ * keeps 64 accumulators per thread with 8 warps and 2 blocks resident; a 64 x 32 warp tile
+ * needs 4 A + 2 B ldmatrix.x4 per 16 mma; BK = 32 is two k16 steps, and 4 stages keep three
+ * tiles of loads in flight behind the one being multiplied. The tile never changes the bits:
+ * each output element runs the same k16 steps in the same order whatever the tile.
  *
  * Loads. Every global load is a 16-byte cp.async (8 bf16 channels of one pixel, one part, one
  * tap: Ci, c[0], c[1], Co multiples of 8 make every chunk lie in one buffer and one tap),
@@ -80,14 +83,16 @@
 
 /* ================================ kernels ================================ */
 
-#define TC_BM 128
 #define TC_BK 32
 #define TC_STAGES 4
-#define TC_THREADS(BN) (2 * (BN)) /* 2 x BN/32 warps */
+/* A BM x BN block tile (BM, BN in {64, 128}) has (BM/64) x (BN/32) warps of 64 x 32. */
+#define TC_THREADS(BM, BN) ((BM) * (BN) / 64)
+/* Resident blocks asked of the register allocator: 16 warps per SM (<= 128 registers) */
+#define TC_MIN_BLOCKS(BM, BN) (512 / TC_THREADS(BM, BN))
 
 /* Shared memory of one pipeline stage, in bf16 elements: A (BM x BK), then B (BN x BK). */
-#define TC_STAGE_ELEMS(BN) ((TC_BM + (BN)) * TC_BK)
-#define TC_SMEM_BYTES(BN) (TC_STAGES * TC_STAGE_ELEMS(BN) * 2)
+#define TC_STAGE_ELEMS(BM, BN) (((BM) + (BN)) * TC_BK)
+#define TC_SMEM_BYTES(BM, BN) (TC_STAGES * TC_STAGE_ELEMS(BM, BN) * 2)
 
 /* Element offset of 16-byte chunk c (0..3) of row r in a KC tile (rows of TC_BK bf16). */
 __device__ __forceinline__ int tc_kc(int r, int c) {
@@ -101,7 +106,7 @@ __device__ __forceinline__ int tc_mc(int r, int c, int cpr) {
 
 /* One stage: acc += A (BM x BK) * B (BK x BN) for the warp's 64 x 32 sub-tile at (wm, wn).
  * A_MN / B_MN: the operand lies in an MC tile (read transposed), else in a KC tile. */
-template <bool A_MN, bool B_MN, int BN>
+template <bool A_MN, bool B_MN, int BM, int BN>
 __device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16_t *sA,
                                              const uint16_t *sB, int wm, int wn, int lane) {
     /* lane l addresses row l % 8 of matrix l / 8 of each ldmatrix.x4 */
@@ -114,8 +119,7 @@ __device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16
             const int m = wm + 16 * mi;
             /* matrices: (m, k), (m + 8, k), (m, k + 8), (m + 8, k + 8) -> a[0..3] */
             if constexpr (A_MN)
-                sg_ldmatrix_x4_trans(a[mi],
-                                     sA + tc_mc(ks + l7 + 8 * l16, (m >> 3) + l8, TC_BM / 8));
+                sg_ldmatrix_x4_trans(a[mi], sA + tc_mc(ks + l7 + 8 * l16, (m >> 3) + l8, BM / 8));
             else
                 sg_ldmatrix_x4(a[mi], sA + tc_kc(m + l7 + 8 * l8, (ks >> 3) + l16));
         }
@@ -143,24 +147,24 @@ __device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16
 
 /* The multistage main loop over KT reduction tiles. load(stage) issues the cp.async copies of
  * the next tile (in order 0, 1, ..., KT-1: it advances its own state) into that stage. */
-template <bool A_MN, bool B_MN, int BN, class Load>
+template <bool A_MN, bool B_MN, int BM, int BN, class Load>
 __device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *smem, int KT,
                                             Load &load) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = (warp / (BN / 32)) * 64, wn = (warp % (BN / 32)) * 32;
 #pragma unroll
     for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < KT) load(smem + s * TC_STAGE_ELEMS(BN));
+        if (s < KT) load(smem + s * TC_STAGE_ELEMS(BM, BN));
         sg_cp_async_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
         sg_cp_async_wait(TC_STAGES - 2); /* tile kt has landed (this thread's copies) */
         __syncthreads();                 /* everyone's copies; stage (kt-1) % STAGES is free */
         const int next = kt + TC_STAGES - 1;
-        if (next < KT) load(smem + (next % TC_STAGES) * TC_STAGE_ELEMS(BN));
+        if (next < KT) load(smem + (next % TC_STAGES) * TC_STAGE_ELEMS(BM, BN));
         sg_cp_async_commit();
-        const uint16_t *sA = smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BN);
-        tc_stage_mma<A_MN, B_MN, BN>(acc, sA, sA + TC_BM * TC_BK, wm, wn, lane);
+        const uint16_t *sA = smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BM, BN);
+        tc_stage_mma<A_MN, B_MN, BM, BN>(acc, sA, sA + BM * TC_BK, wm, wn, lane);
     }
     sg_cp_async_wait(0); /* only empty groups remain; nothing in flight at exit */
 }
@@ -182,18 +186,18 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
-/* Forward. blockIdx.x: 128 output pixels p (flattened n, oh, ow); blockIdx.y: BN output
+/* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). */
-template <int BN>
-__global__ void __launch_bounds__(TC_THREADS(BN), 2)
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias, int N, int H,
                        int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo) {
-    constexpr int ROW_STEP = TC_THREADS(BN) / 4, A_IT = TC_BM / ROW_STEP, B_IT = BN / ROW_STEP;
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
     const int P = N * Ho * Wo, HoWo = Ho * Wo, KK = K * K;
-    const int m0 = blockIdx.x * TC_BM, n0 = blockIdx.y * BN;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     /* A rows: the pixel index of tap (0, 0) and the taps inside the image */
     int pix0[A_IT];
     unsigned mask[A_IT];
@@ -223,7 +227,7 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
     /* the next tile to load: tap (kh, kw), part, channel slice c of the part */
     int tap = 0, kh = 0, kw = 0, part = 0, c = 0;
     auto load = [&](uint16_t *sA) {
-        uint16_t *sB = sA + TC_BM * TC_BK;
+        uint16_t *sB = sA + BM * TC_BK;
         /* (ternaries, not x.p[part]: a dynamic index would copy x to local memory) */
         const uint16_t *xp = (const uint16_t *)(part ? x.p[1] : x.p[0]);
         const int cp = part ? c1 : c0, coff = part ? c0 : 0;
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
         }
     };
     float acc[4][4][4] = {};
-    tc_mainloop<false, false, BN>(acc, smem, KT, load);
+    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -292,20 +296,21 @@ __device__ __forceinline__ tc_class tc_class_of(int z, int H, int W, int K, int 
     return k;
 }
 
-/* Backward data. blockIdx.x: 128 input pixels of parity class blockIdx.z (flattened n, i, j);
+/* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
  * blockIdx.y: BN input channels of the concatenation. Loads: A (dy rows) as the forward's A;
  * B (w, MC rows = output channels of the slice): thread t fills chunk t % (BN/8) (input
- * channels 8 (t % (BN/8)) .. + 7) of rows t / (BN/8) + 16 j. */
-template <int BN>
-__global__ void __launch_bounds__(TC_THREADS(BN), 2)
+ * channels 8 (t % (BN/8)) .. + 7) of rows t / (BN/8) + (BM/8) j. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     conv_tc_dgrad_kernel(sg_cat dx, const uint16_t *dy, const uint16_t *wb, int N, int H, int W,
                          int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int accum) {
-    constexpr int ROW_STEP = TC_THREADS(BN) / 4, A_IT = TC_BM / ROW_STEP;
-    constexpr int BCPR = BN / 8, B_IT = 2; /* B: chunks per row; rows t / BCPR + 16 j */
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
+    /* B: chunks per row, rows t / BCPR + B_STEP j */
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const tc_class k = tc_class_of(blockIdx.z, H, W, K, S, pad);
     const int HWc = k.Hc * k.Wc, Mc = N * HWc, KK = K * K;
-    const int m0 = blockIdx.x * TC_BM, n0 = blockIdx.y * BN;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     if (m0 >= Mc) return; /* the whole block: a smaller (or empty) class */
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
     /* A rows: the dy pixel index of class tap (0, 0) and the class taps inside dy */
@@ -332,7 +337,7 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
     /* the next tile to load: class tap (th, tw) = number ct, output-channel slice cs */
     int th = 0, tw = 0, ct = 0, cs = 0;
     auto load = [&](uint16_t *sA) {
-        uint16_t *sB = sA + TC_BM * TC_BK;
+        uint16_t *sB = sA + BM * TC_BK;
         const int tap = (k.rh + S * th) * K + (k.rw + S * tw), delta = th * Wo + tw;
         const int co = cs + 8 * c4;
         const bool cin = co < Co;
@@ -344,10 +349,10 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
         }
 #pragma unroll
         for (int j = 0; j < B_IT; j++) {
-            const int cob = cs + kr + 16 * j;
+            const int cob = cs + kr + B_STEP * j;
             const bool v = ci_ok && cob < Co;
             const uint16_t *src = v ? wb + ((int64_t)cob * KK + tap) * Ci + ci : wb;
-            sg_cp_async_16(sB + tc_mc(kr + 16 * j, cb, BCPR), src, v);
+            sg_cp_async_16(sB + tc_mc(kr + B_STEP * j, cb, BCPR), src, v);
         }
         cs += TC_BK;
         if (cs >= Co) {
@@ -356,7 +361,7 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
         }
     };
     float acc[4][4][4] = {};
-    tc_mainloop<false, true, BN>(acc, smem, KT, load);
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -380,26 +385,27 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
         }
 }
 
-/* Backward weight. blockIdx.x: BN columns n = tap*Ci + ci of dw; blockIdx.y: 128 output
+/* Backward weight. blockIdx.x: BN columns n = tap*Ci + ci of dw; blockIdx.y: BM output
  * channels; blockIdx.z: chunk of output pixels [z*chunk_len, min(P, (z+1)*chunk_len)), the
- * reduction, 32 at a time. Loads: A (dy, MC rows = pixels): thread t fills chunk t % 16
- * (output channels 8 (t % 16) .. + 7) of rows t / 16 + j (threads / 16); B (x, MC rows =
+ * reduction, 32 at a time. Loads: A (dy, MC rows = pixels): thread t fills chunk t % (BM/8)
+ * (output channels 8 (t % (BM/8)) .. + 7) of rows t / (BM/8) + (BN/8) j; B (x, MC rows =
  * pixels): chunk t % (BN/8), i.e. 8 columns of one tap and one part fixed for the whole
- * reduction, of rows t / (BN/8) + 16 j. Writes part[z][co][n]. */
-template <int BN>
-__global__ void __launch_bounds__(TC_THREADS(BN), 2)
+ * reduction, of rows t / (BN/8) + (BM/8) j. Writes part[z][co][n]. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     conv_tc_wgrad_kernel(float *part, const uint16_t *dy, sg_cat x, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int chunk_len) {
-    constexpr int A_STEP = TC_THREADS(BN) / 16, A_IT = TC_BK / A_STEP;
-    constexpr int BCPR = BN / 8, B_IT = 2;
+    /* A: chunks per row, rows t / ACPR + A_STEP j; B likewise */
+    constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x;
     const int Nn = K * K * Ci, P = N * Ho * Wo, HoWo = Ho * Wo;
-    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * TC_BM;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
     const int p0 = blockIdx.z * chunk_len, p1 = min(P, p0 + chunk_len);
     const int KT = p1 > p0 ? (p1 - p0 + TC_BK - 1) / TC_BK : 0;
     /* A: output channels co .. co + 7 */
-    const int ca = tid % 16, ka = tid / 16, co = m0 + 8 * ca;
+    const int ca = tid % ACPR, ka = tid / ACPR, co = m0 + 8 * ca;
     const bool co_ok = co < Co;
     /* B: columns n .. n + 7 = (tap, ci .. ci + 7) of one part */
     const int cbn = tid % BCPR, kb = tid / BCPR, n = n0 + 8 * cbn;
@@ -409,38 +415,38 @@ __global__ void __launch_bounds__(TC_THREADS(BN), 2)
     const int c0 = x.c[0], c1 = x.c[1];
     const uint16_t *xp = (const uint16_t *)(ci < c0 ? x.p[0] : x.p[1]);
     const int cp = ci < c0 ? c0 : c1, cc = ci < c0 ? ci : ci - c0;
-    /* B rows: image and pixel-in-image of reduction row kb + 16 j of the next tile */
+    /* B rows: image and pixel-in-image of reduction row kb + B_STEP j of the next tile */
     int img[B_IT], rem[B_IT];
 #pragma unroll
     for (int j = 0; j < B_IT; j++) {
-        const int p = p0 + kb + 16 * j;
+        const int p = p0 + kb + B_STEP * j;
         img[j] = p / HoWo, rem[j] = p - img[j] * HoWo;
     }
     int pb = p0; /* first pixel of the next tile */
     auto load = [&](uint16_t *sA) {
-        uint16_t *sB = sA + TC_BM * TC_BK;
+        uint16_t *sB = sA + BM * TC_BK;
 #pragma unroll
         for (int j = 0; j < A_IT; j++) {
             const int p = pb + ka + j * A_STEP;
             const bool v = co_ok && p < p1;
             const uint16_t *src = v ? dy + (int64_t)p * Co + co : dy;
-            sg_cp_async_16(sA + tc_mc(ka + j * A_STEP, ca, TC_BM / 8), src, v);
+            sg_cp_async_16(sA + tc_mc(ka + j * A_STEP, ca, ACPR), src, v);
         }
 #pragma unroll
         for (int j = 0; j < B_IT; j++) {
-            const int p = pb + kb + 16 * j;
+            const int p = pb + kb + B_STEP * j;
             const int oh = rem[j] / Wo, ow = rem[j] - oh * Wo;
             const int ih = oh * S - pad + kh, iw = ow * S - pad + kw;
             const bool v = n_ok && p < p1 && ih >= 0 && ih < H && iw >= 0 && iw < W;
             const uint16_t *src = v ? xp + ((int64_t)(img[j] * H + ih) * W + iw) * cp + cc : xp;
-            sg_cp_async_16(sB + tc_mc(kb + 16 * j, cbn, BCPR), src, v);
+            sg_cp_async_16(sB + tc_mc(kb + B_STEP * j, cbn, BCPR), src, v);
             rem[j] += TC_BK;
             while (rem[j] >= HoWo) rem[j] -= HoWo, img[j]++;
         }
         pb += TC_BK;
     };
     float acc[4][4][4] = {};
-    tc_mainloop<true, true, BN>(acc, smem, KT, load);
+    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -481,16 +487,33 @@ template <class F> static int conv_tc_smem(F *kernel, int bytes, const char *nam
     return SG_OK;
 }
 
-template <int BN>
+/* The block tile of a GEMM of M x N in `slices` independent slices (parity classes, weight
+ * chunks): BN = 64 when N <= 64 (the 64-channel layers), else 128; BM = 64 when M <= 64 or
+ * when 128-row tiles would give fewer than TC_FEW_BLOCKS blocks (the 4x4 and 8x8 layers:
+ * twice as many blocks for the SMs), else 128. Shapes only, and the tile never changes the
+ * bits: every output element's reduction runs the same k16 steps in the same order whatever
+ * the tile, so this rule may be retuned on a GPU freely. */
+#define TC_FEW_BLOCKS 264 /* two blocks for each of an H100's 132 SMs */
+static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn) {
+    *bn = N <= 64 ? 64 : 128;
+    const int64_t blocks128 = (M + 127) / 128 * ((N + *bn - 1) / *bn) * slices;
+    *bm = M <= 64 || blocks128 < TC_FEW_BLOCKS ? 64 : 128;
+}
+/* fn<BM, BN>(args...) for the tile picked at run time */
+#define TC_TILED(bm, bn, fn, ...)                                                                  \
+    ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \
+                : ((bn) == 64 ? fn<128, 64>(__VA_ARGS__) : fn<128, 128>(__VA_ARGS__)))
+
+template <int BM, int BN>
 static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
                               const float *b, int N, int H, int W, int Ci, int Co, int K, int S,
                               int pad, int Ho, int Wo) {
     const int64_t P = (int64_t)N * Ho * Wo;
-    dim3 grid((unsigned)((P + TC_BM - 1) / TC_BM), (unsigned)((Co + BN - 1) / BN));
-    if (conv_tc_smem(conv_tc_fwd_kernel<BN>, TC_SMEM_BYTES(BN), "conv_tc_fwd_kernel"))
+    dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
+    if (conv_tc_smem(conv_tc_fwd_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel"))
         return SG_ERR;
-    SG_LAUNCH(conv_tc_fwd_kernel<BN>, grid, TC_THREADS(BN), TC_SMEM_BYTES(BN), st, y, x, wb, b, N,
-              H, W, Ci, Co, K, S, pad, Ho, Wo);
+    SG_LAUNCH((conv_tc_fwd_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y,
+              x, wb, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
     SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
     return SG_OK;
 }
@@ -501,24 +524,23 @@ int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const flo
     uint16_t *wb = (uint16_t *)ws;
     if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    if (Co <= 64)
-        return conv_tc_fwd_launch<64>(st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S, pad, Ho,
-                                      Wo);
-    return conv_tc_fwd_launch<128>(st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+    int bm, bn;
+    conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S,
+                    pad, Ho, Wo);
 }
 
-template <int BN>
+template <int BM, int BN>
 static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
                                 int N, int H, int W, int Ci, int Co, int K, int S, int pad, int Ho,
                                 int Wo, int accum) {
     /* the largest parity class has ceil(H/S) x ceil(W/S) pixels; smaller ones exit early */
     const int64_t Mmax = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
-    dim3 grid((unsigned)((Mmax + TC_BM - 1) / TC_BM), (unsigned)((Ci + BN - 1) / BN),
-              (unsigned)(S * S));
-    if (conv_tc_smem(conv_tc_dgrad_kernel<BN>, TC_SMEM_BYTES(BN), "conv_tc_dgrad_kernel"))
+    dim3 grid((unsigned)((Mmax + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN), (unsigned)(S * S));
+    if (conv_tc_smem(conv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_dgrad_kernel"))
         return SG_ERR;
-    SG_LAUNCH(conv_tc_dgrad_kernel<BN>, grid, TC_THREADS(BN), TC_SMEM_BYTES(BN), st, dx, dy, wb, N,
-              H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
+    SG_LAUNCH((conv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              dx, dy, wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
     SG_LAUNCH_CHECK("conv_tc_dgrad_kernel");
     return SG_OK;
 }
@@ -530,24 +552,22 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float 
     uint16_t *wb = (uint16_t *)ws;
     if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    if (Ci <= 64)
-        return conv_tc_dgrad_launch<64>(st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co, K, S,
-                                        pad, Ho, Wo, accum);
-    return conv_tc_dgrad_launch<128>(st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co, K, S, pad,
-                                     Ho, Wo, accum);
+    int bm, bn;
+    conv_tc_tile((int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S), Ci, S * S, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co,
+                    K, S, pad, Ho, Wo, accum);
 }
 
-template <int BN>
+template <int BM, int BN>
 static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x, int N,
                                 int H, int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
                                 int chunks, int chunk_len) {
     const int64_t Nn = (int64_t)K * K * Ci;
-    dim3 grid((unsigned)((Nn + BN - 1) / BN), (unsigned)((Co + TC_BM - 1) / TC_BM),
-              (unsigned)chunks);
-    if (conv_tc_smem(conv_tc_wgrad_kernel<BN>, TC_SMEM_BYTES(BN), "conv_tc_wgrad_kernel"))
+    dim3 grid((unsigned)((Nn + BN - 1) / BN), (unsigned)((Co + BM - 1) / BM), (unsigned)chunks);
+    if (conv_tc_smem(conv_tc_wgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel"))
         return SG_ERR;
-    SG_LAUNCH(conv_tc_wgrad_kernel<BN>, grid, TC_THREADS(BN), TC_SMEM_BYTES(BN), st, part, dy, x, N,
-              H, W, Ci, Co, K, S, pad, Ho, Wo, chunk_len);
+    SG_LAUNCH((conv_tc_wgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo, chunk_len);
     SG_LAUNCH_CHECK("conv_tc_wgrad_kernel");
     return SG_OK;
 }
@@ -556,9 +576,8 @@ int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x
                           int W, int Ci, int Co, int K, int S, int pad, int64_t chunks,
                           int64_t chunk_len) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    if (K * K * Ci <= 64)
-        return conv_tc_wgrad_launch<64>(st, part, (const uint16_t *)dy, x, N, H, W, Ci, Co, K, S,
-                                        pad, Ho, Wo, (int)chunks, (int)chunk_len);
-    return conv_tc_wgrad_launch<128>(st, part, (const uint16_t *)dy, x, N, H, W, Ci, Co, K, S, pad,
-                                     Ho, Wo, (int)chunks, (int)chunk_len);
+    int bm, bn;
+    conv_tc_tile(Co, (int64_t)K * K * Ci, chunks, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_wgrad_launch, st, part, (const uint16_t *)dy, x, N, H, W, Ci,
+                    Co, K, S, pad, Ho, Wo, (int)chunks, (int)chunk_len);
 }
