@@ -8,6 +8,7 @@
  * kernel changes them. Stacks are 64 KiB with a PROT_NONE guard page below, pooled and reused
  * across blocks and launches.
  */
+#include <algorithm>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,9 @@
 
 #if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #endif
 
 #include "sim_internal.hpp"
@@ -94,6 +98,7 @@ struct fiber {
     size_t wbytes = 0;
     unsigned char payload[SG_SIM_WARP_PAYLOAD];
     unsigned char xfer[32 * SG_SIM_WARP_PAYLOAD];
+    cp_async_queue cpq; /* the thread's cp.async copies not yet performed */
 };
 
 struct sim_state {
@@ -101,6 +106,11 @@ struct sim_state {
     fiber *f = nullptr;   /* MAX_THREADS fibers */
     int n = 0;            /* threads of the running block */
     int bar_count = 0;
+    int rel_lo = 0, rel_hi = 0; /* lowest and highest thread released during the last resume */
+    /* per warp of the running block, so that an arrival at a warp operation costs O(1): the
+     * lanes that exist, that have exited, and that wait at a warp operation */
+    unsigned warp_exists[MAX_THREADS / 32], warp_exited[MAX_THREADS / 32];
+    unsigned warp_waiting[MAX_THREADS / 32];
     fiber *cur = nullptr;
 #if defined(__x86_64__)
     void *sched_sp = nullptr;
@@ -147,6 +157,8 @@ void init_once() {
         char *g = S.pool + (size_t)i * per;
         mprotect(g, GUARD_BYTES, PROT_NONE);
         S.f[i].stack_lo = g + GUARD_BYTES;
+        S.f[i].cpq.pending.reserve(
+            64); /* grows (rarely) but is never freed: no allocation per copy */
     }
 }
 
@@ -172,6 +184,11 @@ void resume(fiber *f) {
 void fiber_main(void *) {
     S.call->invoke();
     fiber *f = S.cur;
+    S.warp_exited[f->warp] |= 1u << f->lane;
+    /* cp.async copies still pending when the thread exits are dropped, never performed: the PTX
+     * ISA makes exiting with pending copies legal (nothing guarantees their completion without
+     * a wait), so any later read of their destinations is a race and reads the poison. */
+    f->cpq.pending.clear();
     f->state = F_DONE;
     switch_to_scheduler(f);
     abort(); /* never resumed */
@@ -184,8 +201,14 @@ void fiber_main_uc() {
 #endif
 
 void fiber_init(fiber *f) {
+#if defined(__SANITIZE_ADDRESS__)
+    /* a fiber stopped by device_fail never unwound: its frames' redzones are still poisoned */
+    ASAN_UNPOISON_MEMORY_REGION(f->stack_lo, STACK_BYTES);
+#endif
     f->state = F_RUN;
     f->wop = 0;
+    f->cpq.pending.clear();
+    f->cpq.committed = 0;
 #if defined(__x86_64__)
     uintptr_t top = ((uintptr_t)(f->stack_lo + STACK_BYTES)) & ~(uintptr_t)15;
     void **sp = (void **)top;
@@ -232,6 +255,20 @@ const char *op_name(int op) {
         return "__any_sync";
     case WOP_ALL:
         return "__all_sync";
+    case WOP_MMA_M16N8K16_BF16:
+        return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    case WOP_LDMATRIX_X1:
+        return "ldmatrix.sync.aligned.m8n8.x1.shared.b16";
+    case WOP_LDMATRIX_X2:
+        return "ldmatrix.sync.aligned.m8n8.x2.shared.b16";
+    case WOP_LDMATRIX_X4:
+        return "ldmatrix.sync.aligned.m8n8.x4.shared.b16";
+    case WOP_LDMATRIX_X1_TRANS:
+        return "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
+    case WOP_LDMATRIX_X2_TRANS:
+        return "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
+    case WOP_LDMATRIX_X4_TRANS:
+        return "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
     }
     return "?";
 }
@@ -259,9 +296,18 @@ std::string diagnose() {
     for (int i = 0; i < S.n && shown < 6; i++) {
         const fiber &f = S.f[i];
         if (f.state != F_WARP) continue;
-        snprintf(b, sizeof b, " thread (%u,%u,%u) waits at %s mask 0x%08x;", f.tid.x, f.tid.y,
+        snprintf(b, sizeof b, " thread (%u,%u,%u) waits at %s mask 0x%08x", f.tid.x, f.tid.y,
                  f.tid.z, op_name(f.wop), f.wmask);
         s += b;
+        /* the usual cause: a lane of the mask left (returned early) after this one arrived */
+        for (int l = 0; l < 32; l++)
+            if (((f.wmask >> l) & 1u) && f.warp * 32 + l < S.n &&
+                S.f[f.warp * 32 + l].state == F_DONE) {
+                snprintf(b, sizeof b, " (lane %d of the mask has exited)", l);
+                s += b;
+                break;
+            }
+        s += ";";
         shown++;
     }
     snprintf(b, sizeof b, " %d at __syncthreads, %d at warp operations, %d exited, of %d", nbar,
@@ -272,6 +318,11 @@ std::string diagnose() {
 /* Runs the fibers of one block to completion. false: S.err says why. */
 bool run_block() {
     for (int i = 0; i < S.n; i++) fiber_init(&S.f[i]);
+    for (int w = 0; w < (S.n + 31) / 32; w++) {
+        const int lanes = S.n - 32 * w < 32 ? S.n - 32 * w : 32;
+        S.warp_exists[w] = lanes == 32 ? ~0u : (1u << lanes) - 1;
+        S.warp_exited[w] = S.warp_waiting[w] = 0;
+    }
     S.bar_count = 0;
     if (S.order == 2) {
         S.perm.resize(S.n);
@@ -284,9 +335,16 @@ bool run_block() {
             int i = S.order == 0 ? k : S.order == 1 ? S.n - 1 - k : S.perm[k];
             fiber *f = &S.f[i];
             if (f->state != F_RUN) continue;
+            S.rel_lo = S.n;
+            S.rel_hi = -1;
             resume(f);
             ran = true;
             if (S.abort) return false;
+            /* forward and reverse: the first runnable thread in that order runs next, so when
+             * f completed a warp operation its warp's earlier lanes run on at once: a warp runs
+             * ahead to its next barrier before the next warp starts */
+            if (S.order == 0 && S.rel_lo < i) k = S.rel_lo - 1;
+            if (S.order == 1 && S.rel_hi > i) k = S.n - 1 - S.rel_hi - 1;
         }
         if (!ran) {
             for (int i = 0; i < S.n; i++)
@@ -315,58 +373,99 @@ void syncthreads_impl() {
     f->state = F_BAR;
     if (++S.bar_count == S.n) { /* the last one in releases everyone */
         S.bar_count = 0;
+        S.rel_lo = 0;
+        S.rel_hi = S.n - 1;
         for (int i = 0; i < S.n; i++) S.f[i].state = F_RUN;
         return;
     }
     switch_to_scheduler(f);
 }
 
-int warp_rendezvous(int op, unsigned mask, const void *mine, size_t bytes, void *out) {
-    fiber *f = S.cur;
-    if (!f) device_fail("%s called outside a kernel", op_name(op));
+namespace {
+/* Every warp operation's arrival: checks the mask, deposits the caller's payload and marks it
+ * waiting. true: the caller is the last lane of the mask to arrive and must complete the
+ * operation for all (they are all still marked waiting; warp_release lets them go). false: the
+ * caller waited and has been released by the lane that completed it. */
+bool warp_arrive(fiber *f, int op, unsigned mask, const void *mine, size_t bytes) {
     const int lane = f->lane;
     if (!((mask >> lane) & 1u))
         device_fail("%s: mask 0x%08x does not include the calling lane %d", op_name(op), mask,
                     lane);
     const int base = f->warp * 32;
-    for (int l = 0; l < 32; l++) {
-        if (!((mask >> l) & 1u)) continue;
-        if (base + l >= S.n)
-            device_fail("%s: mask 0x%08x names lane %d, which does not exist (block of %d threads)",
-                        op_name(op), mask, l, S.n);
-        if (S.f[base + l].state == F_DONE)
-            device_fail("%s: mask 0x%08x names lane %d, which has exited", op_name(op), mask, l);
-    }
+    if (const unsigned missing = mask & ~S.warp_exists[f->warp])
+        device_fail("%s: mask 0x%08x names lane %d, which does not exist (block of %d threads)",
+                    op_name(op), mask, __builtin_ctz(missing), S.n);
+    if (const unsigned gone = mask & S.warp_exited[f->warp])
+        device_fail("%s: mask 0x%08x names lane %d, which has exited", op_name(op), mask,
+                    __builtin_ctz(gone));
     f->state = F_WARP;
     f->wop = op;
     f->wmask = mask;
     f->wbytes = bytes;
     if (bytes) memcpy(f->payload, mine, bytes);
-    bool all = true;
-    for (int l = 0; l < 32 && all; l++)
-        if (((mask >> l) & 1u) && S.f[base + l].state != F_WARP) all = false;
-    if (all) {
-        for (int l = 0; l < 32; l++) {
-            if (!((mask >> l) & 1u)) continue;
-            const fiber &o = S.f[base + l];
-            if (o.wop != op || o.wmask != mask || o.wbytes != bytes)
-                device_fail("lanes of one mask reach different warp operations: lane %d at %s "
-                            "mask 0x%08x, lane %d at %s mask 0x%08x",
-                            lane, op_name(op), mask, l, op_name(o.wop), o.wmask);
-        }
-        for (int l = 0; l < 32; l++) {
+    S.warp_waiting[f->warp] |= 1u << lane;
+    if ((S.warp_waiting[f->warp] & mask) != mask) {
+        switch_to_scheduler(f);
+        return false;
+    }
+    for (int l = 0; l < 32; l++) {
+        if (!((mask >> l) & 1u)) continue;
+        const fiber &o = S.f[base + l];
+        if (o.wop != op || o.wmask != mask || o.wbytes != bytes)
+            device_fail("lanes of one mask reach different warp operations: lane %d at %s "
+                        "mask 0x%08x, lane %d at %s mask 0x%08x",
+                        lane, op_name(op), mask, l, op_name(o.wop), o.wmask);
+    }
+    return true;
+}
+
+void warp_release(int base, unsigned mask) {
+    S.rel_lo = std::min(S.rel_lo, base + __builtin_ctz(mask));
+    S.rel_hi = std::max(S.rel_hi, base + 31 - __builtin_clz(mask));
+    S.warp_waiting[base / 32] &= ~mask;
+    for (int l = 0; l < 32; l++) {
+        if (!((mask >> l) & 1u)) continue;
+        S.f[base + l].state = F_RUN;
+        S.f[base + l].wop = 0;
+    }
+}
+} // namespace
+
+int warp_rendezvous(int op, unsigned mask, const void *mine, size_t bytes, void *out) {
+    fiber *f = S.cur;
+    if (!f) device_fail("%s called outside a kernel", op_name(op));
+    if (warp_arrive(f, op, mask, mine, bytes)) {
+        const int base = f->warp * 32;
+        for (int l = 0; l < 32 && bytes; l++) {
             if (!((mask >> l) & 1u)) continue;
             fiber &d = S.f[base + l];
-            for (int s = 0; s < 32 && bytes; s++)
+            for (int s = 0; s < 32; s++)
                 if ((mask >> s) & 1u) memcpy(d.xfer + s * bytes, S.f[base + s].payload, bytes);
-            d.state = F_RUN;
-            d.wop = 0;
         }
-    } else {
-        switch_to_scheduler(f);
+        warp_release(base, mask);
     }
     if (bytes) memcpy(out, f->xfer, 32 * bytes);
-    return lane;
+    return f->lane;
+}
+
+int warp_collective(int op, unsigned mask, const void *mine, size_t bytes, warp_collective_fn fn,
+                    const void *ctx, void *result, size_t rbytes) {
+    fiber *f = S.cur;
+    if (!f) device_fail("%s called outside a kernel", op_name(op));
+    if (warp_arrive(f, op, mask, mine, bytes)) {
+        const int base = f->warp * 32;
+        const void *in[32];
+        void *out[32];
+        for (int l = 0; l < 32; l++) {
+            const bool m = (mask >> l) & 1u;
+            in[l] = m ? S.f[base + l].payload : nullptr;
+            out[l] = m ? S.f[base + l].xfer : nullptr;
+        }
+        fn(in, out, ctx);
+        warp_release(base, mask);
+    }
+    if (rbytes) memcpy(result, f->xfer, rbytes);
+    return f->lane;
 }
 
 void device_fail(const char *fmt, ...) {
@@ -400,6 +499,32 @@ unsigned active_lanes() {
 
 void *dynamic_smem() {
     return S.dyn.empty() ? nullptr : S.dyn.data();
+}
+
+bool in_shared(const void *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p;
+    const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
+    if (s0 && a >= s0 && a <= s1 && n <= s1 - a) return true;
+    const uintptr_t d0 = (uintptr_t)S.dyn.data(), d1 = d0 + S.dyn.size();
+    return !S.dyn.empty() && a >= d0 && a <= d1 && n <= d1 - a;
+}
+
+std::string describe_shared() {
+    char b[200];
+    snprintf(b, sizeof b, "static __shared__ [%p, %p), dynamic [%p, +%zu)",
+             (void *)__start_sg_sim_shared, (void *)__stop_sg_sim_shared,
+             S.dyn.empty() ? nullptr : (void *)S.dyn.data(), S.dyn.size());
+    return b;
+}
+
+int current_lane() {
+    if (!S.cur) device_fail("a warp operation called outside a kernel");
+    return S.cur->lane;
+}
+
+cp_async_queue &current_cp_async(const char *fn) {
+    if (!S.cur) device_fail("%s called outside a kernel", fn);
+    return S.cur->cpq;
 }
 
 bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,

@@ -63,6 +63,45 @@ bool in_stack_guard(const void *addr);
 /* Scheduling order name, for messages. */
 const char *order_name();
 
+/* ---- what the tensor-core operations (sim_tensor_core.cpp) need of the execution model ---- */
+
+/* A warp operation whose result is computed once for the whole warp: like warp_rendezvous (same
+ * checks: every lane of `mask` present, at the same operation with the same mask), but instead
+ * of every lane receiving every payload, the lane that completes the rendezvous calls
+ * fn(in, out, ctx) once, with in[l] lane l's payload and out[l] lane l's result buffer
+ * (SG_SIM_WARP_PAYLOAD * 32 bytes; both nullptr for lanes outside the mask); ctx is that lane's.
+ * Then every lane copies `rbytes` of its result to `result`. No allocation. Returns the
+ * caller's lane. */
+typedef void (*warp_collective_fn)(const void *const in[32], void *const out[32], const void *ctx);
+int warp_collective(int op, unsigned mask, const void *mine, size_t bytes, warp_collective_fn fn,
+                    const void *ctx, void *result, size_t rbytes);
+
+/* The running thread's lane in its warp; device_fail outside a kernel. */
+int current_lane();
+
+/* Whether [p, p + n) lies inside shared memory: the __shared__ section, or the running launch's
+ * dynamic shared memory. */
+bool in_shared(const void *p, size_t n);
+/* "static __shared__ [a, b), dynamic [c, d) (N bytes)": for messages. */
+std::string describe_shared();
+
+/* One thread's cp.async operations not yet performed, in issue order. A copy belongs to group
+ * `group`: the number of commit_groups its thread had executed when it was issued, so it is
+ * committed once `committed` exceeds that. Lives in the thread's fiber; reset when the fiber
+ * starts. */
+struct cp_async_copy {
+    void *dst;
+    const void *src;
+    int cp_size, src_size;
+    uint64_t group;
+};
+struct cp_async_queue {
+    std::vector<cp_async_copy> pending;
+    uint64_t committed = 0;
+};
+/* The running thread's queue; device_fail outside a kernel. */
+cp_async_queue &current_cp_async(const char *fn);
+
 } // namespace sg_sim
 
 #endif

@@ -8,8 +8,12 @@
  *   below), each running until it reaches a barrier, a warp operation or its end; nothing is
  *   preempted, so every interleaving the model produces is one a GPU may produce, and a missing
  *   __syncthreads shows up as a wrong value rather than being papered over by lockstep execution.
- *   The order in which runnable fibers are resumed is chosen by env SG_SIM_ORDER=forward (the
- *   default), reverse or random:SEED (a fresh permutation per scheduling pass).
+ *   The order in which runnable fibers are resumed is chosen by env SG_SIM_ORDER: forward (the
+ *   default) always resumes the lowest-numbered runnable thread, reverse the highest, so when
+ *   the lanes of a warp meet at a warp operation they run on at once and the warp runs ahead
+ *   to its next barrier before the next warp starts (the interleaving in which a warp
+ *   overwrites shared memory that a later warp has yet to read); random:SEED resumes every
+ *   runnable thread once per scheduling pass in a fresh permutation (the warps move in step).
  * - __syncthreads() is a real barrier over all threads of the block. A block in which some
  *   threads wait at a barrier that others have exited is reported ("barrier divergence"); a
  *   block where nothing can run and not everything has finished is reported as a deadlock with
@@ -37,23 +41,33 @@
  * - No atomics: stepgraph has no float atomics by design; an integer atomic can be added here
  *   when a kernel needs one (it is one rendezvous-free read-modify-write: fibers never run
  *   concurrently).
- *
- * Adding the tensor-core fragment operations later (an addition, not a rewrite):
- * - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: a warp rendezvous with mask 0xffffffff
- *   and a payload of each lane's fragment registers (A: 4 x b32, B: 2 x b32, C: 4 x f32 = 40
- *   bytes, under SG_SIM_WARP_PAYLOAD). Every lane then holds all 32 lanes' fragments,
- *   reassembles A (16x16), B (16x8) and C (16x8) with the PTX ISA's fragment layouts (section
- *   "Matrix Fragments for mma.m16n8k16": groupID = lane >> 2, threadID_in_group = lane % 4, a0..a7
- *   at rows groupID / groupID + 8, columns threadID_in_group * 2 + (i & 1) + 8 * (i >= 4), and
- *   so on), computes its own four D elements in fp32 and returns them.
- * - ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16: a rendezvous whose payload is each lane's
- *   row address; each lane then reads, from shared memory, the 32-bit words the PTX layout
- *   assigns it (lane l gets row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1 of each matrix).
- * - cp.async.ca/cg.shared.global + commit_group / wait_group N: a per-fiber queue of pending
- *   copies (destination, source, bytes) grouped by commit_group; wait_group N performs all but
- *   the newest N groups. A copy is performed only at the wait, never at issue, so a kernel that
- *   reads the destination before waiting reads the block's poison and fails its test; copies
- *   still pending when a fiber reaches __syncthreads without a wait are reported.
+ * - The sm_80 tensor-core fragment operations and asynchronous copies (sim_tensor_core.cpp,
+ *   called by kernels/cuda/tensor_core.cuh; written from the PTX ISA, whose rules that file
+ *   quotes):
+ *   - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 and ldmatrix.sync.aligned.m8n8
+ *     .x{1,2,4}{.trans}.shared.b16 are warp operations over all 32 lanes, built on a variant of
+ *     the rendezvous (warp_collective in sim_internal.hpp) in which the last lane to arrive
+ *     computes every lane's result once: no allocation, no per-lane copy of the whole warp's
+ *     payloads. A lane that exited, a warp with fewer than 32 threads, lanes at different
+ *     operations or qualifiers are reported as for the other warp operations. mma reassembles
+ *     A, B and C from the lanes' fragments by the PTX layouts, sums the 16 exact bf16 products
+ *     in double in k order, adds C and rounds once to fp32; NaN and Inf propagate (NaN as
+ *     0x7fffffff). The GPU's accumulation order and rounding inside the MMA are unspecified
+ *     by the ISA and differ from these in the last bits: tests of tensor-core kernels compare
+ *     with a tolerance. ldmatrix checks every used row address (in shared memory, 16-byte
+ *     aligned, the 16-byte row inside) and delivers the PTX layout, transposed for .trans.
+ *   - cp.async.ca/cg.shared.global (with src-size zero-fill), commit_group, wait_group N and
+ *     wait_all: a per-thread queue of pending copies grouped by commit_group. A copy is never
+ *     performed at issue: its shared destination is poisoned then, and the data lands only
+ *     when a wait of the issuing thread forces it; wait_group N performs every committed group
+ *     but the newest N, uncommitted copies stay pending. So a read of the destination before
+ *     the wait, by the thread or by another one across a barrier, and a refill of a pipeline
+ *     stage that a warp has yet to read (a missing barrier; in the forward and reverse orders),
+ *     read poison. Reported: cp-size not 4/8/16, src-size above cp-size, a destination
+ *     outside shared memory, a source (when src-size > 0) outside every live allocation,
+ *     either misaligned to cp-size, a copy to a destination that overlaps one of the thread's
+ *     pending copies (unordered writes). Legal and silent: copies pending at a __syncthreads
+ *     (a multistage pipeline) or at the thread's exit (dropped, never performed).
  */
 #ifndef SG_SIM_CUDA_SIM_HPP
 #define SG_SIM_CUDA_SIM_HPP
@@ -235,7 +249,14 @@ enum warp_op {
     WOP_SHFL_XOR,
     WOP_BALLOT,
     WOP_ANY,
-    WOP_ALL
+    WOP_ALL,
+    WOP_MMA_M16N8K16_BF16,
+    WOP_LDMATRIX_X1,
+    WOP_LDMATRIX_X2,
+    WOP_LDMATRIX_X4,
+    WOP_LDMATRIX_X1_TRANS,
+    WOP_LDMATRIX_X2_TRANS,
+    WOP_LDMATRIX_X4_TRANS
 };
 void syncthreads_impl();
 /* Every lane of `mask` deposits `bytes` of `mine` and waits for the others; then out[l * bytes]
@@ -246,6 +267,24 @@ int warp_rendezvous(int op, unsigned mask, const void *mine, size_t bytes, void 
 [[noreturn]] void device_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 unsigned active_lanes(); /* lanes of the caller's warp that have not exited */
 void *dynamic_smem();
+
+/* ---- the tensor-core fragment operations and asynchronous copies (sim_tensor_core.cpp) ----
+ * One function per PTX instruction, called by kernels/cuda/tensor_core.cuh under SG_CUDA_HOST;
+ * their semantics and checks: the top of this file, in detail in sim_tensor_core.cpp. */
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c: warp-collective (all 32
+ * lanes). a: 4 x (2 bf16), b: 2 x (2 bf16), c and d: 4 x f32, in the PTX fragment layouts. d may
+ * alias c. */
+void mma_m16n8k16_bf16_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+/* ldmatrix.sync.aligned.m8n8.x{num}{.trans if trans}.shared.b16 r, [row_addr]: warp-collective;
+ * num is 1, 2 or 4; r receives num registers. */
+void ldmatrix_b16(int num, int trans, unsigned *r, const void *row_addr);
+/* cp.async.{ca,cg}.shared.global [dst], [src], cp_size, src_size (cp_size 4, 8 or 16; the cg
+ * form is 16 only; src_size in [0, cp_size], the rest zero-filled). Per thread. */
+void cp_async(void *dst_smem, const void *src_gmem, int cp_size, int src_size);
+void cp_async_commit_group();    /* cp.async.commit_group */
+void cp_async_wait_group(int n); /* cp.async.wait_group n */
+void cp_async_wait_all();        /* cp.async.wait_all: commit_group; wait_group 0 */
 } // namespace sg_sim
 
 #define SG_SIM_COMPILER_BARRIER() __asm__ __volatile__("" ::: "memory")
