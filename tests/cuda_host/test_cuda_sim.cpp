@@ -9,7 +9,18 @@
  * - __syncthreads is a real barrier: a block-wide reversal through shared memory is exact in
  *   every scheduling order, and the same kernel without the barrier reads poison;
  * - __shfl_xor_sync butterfly sums agree with the serial sum in every lane;
- * - threads that exit while others wait at a barrier ("barrier divergence") are reported.
+ * - threads that exit while others wait at a barrier ("barrier divergence") are reported;
+ * - the tensor-core operations of kernels/cuda/tensor_core.cuh (sim_tensor_core.cpp), through
+ *   its wrappers where they exist: mma.sync m16n8k16 bf16 tiles of several warps and blocks
+ *   against a double matmul (Inf and NaN inputs, d aliasing c), a lane that exited, a partial
+ *   warp and a diverged lane reported; every register of every lane of ldmatrix x1/x2/x4 and
+ *   .trans from static and dynamic shared memory, bad row addresses reported; cp.async data
+ *   after the wait, poison before it, zero-fill, wait_group N in a 3-stage pipeline, eight
+ *   misuses reported; a 64x64x64 bf16 GEMM (cp.async 2-stage pipeline, ldmatrix, mma) against
+ *   a double reference, and the same GEMM waiting too little (reported) or without the barrier
+ *   before a stage is refilled (reads poison in the forward and reverse orders).
+ * Expected failures are checked by their report (stderr captured), then the sticky error is
+ * cleared (sg_sim_reset_errors).
  */
 #include <cuda_runtime.h>
 #include <math.h>
