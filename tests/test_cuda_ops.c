@@ -27,7 +27,15 @@
  *   TOL_F32   1e-4  fp32 results of GEMMs and reductions summed in another order (~1e-6 is
  *                   typical; a wrong index gives O(1))
  *   TOL_BF16  2e-2  bf16 outputs: one bf16 ulp is 2^-8 relative, plus the bf16 copies of the
- *                   weights / P / dS that the GEMM (cuBLASLt) paths use
+ *                   weights / P / dS that the GEMM (cuBLASLt) paths and the tensor-core
+ *                   convolutions use
+ *
+ * Convolutions take one of three paths (cuda_conv2d_path: bf16 tensor cores, fp32 CUDA-core
+ * tiles, cuBLAS for 1x1 stride 1); every conv case prints and asserts the path of its three
+ * passes. The tensor-core cases (test_convs_tc) cover edge tiles, channel counts 8 to 136,
+ * unequal concatenations, stride 2 under both paddings and every conv shape class of
+ * unet_cifar and unet_adm64. Their bf16 products are exact and their fp32 sums run in the
+ * tensor cores' order: dw and db within TOL_F32, y and dx within TOL_BF16, as every path.
  *
  * The cuDNN convolution engine (kernels/cuda/cudnn_conv.h, built with SG_HAVE_CUDNN): every
  * single-buffer conv case also runs its three passes through cuDNN against the same CPU
