@@ -108,27 +108,47 @@ static inline int sg_ws_conv_out(int H, int K, int S) {
     return (H + 2 * (K / 2) - K) / S + 1;
 }
 
-/* cuda_conv2d_fwd: 1x1 stride 1 is a cuBLAS GEMM (see sg_ws_gemm_fwd); the implicit-GEMM
- * kernel needs nothing. */
+/* The conv launchers run a bf16 convolution on tensor cores (kernels/cuda/conv_tc.cu) when
+ * cuda_conv2d_path says so (the channel counts, cuda_kernels.h), else on the CUDA-core
+ * implicit GEMM, or cuBLAS for 1x1 stride 1. The rules below cover whichever path the launcher
+ * takes: they see the dtype and the shape, not the channel split of a concatenation. */
+
+/* Tensor-core path, forward and backward data: the fp32 weights rounded to bf16, once per call. */
+static inline int64_t sg_ws_conv_tc_weights(int Ci, int Co, int K) {
+    return sg_ws_align((int64_t)Co * K * K * Ci * 2);
+}
+/* Weight gradient by chunks (the CUDA-core and the tensor-core implicit GEMM): chunks x fp32
+ * [Co][K][K][Ci] partials over P output pixels, then the db column sum (when db is wanted). */
+static inline int64_t sg_ws_conv_wgrad_chunked(int64_t P, int Ci, int Co, int K, int has_db) {
+    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * Co * K * K * Ci * 4);
+    if (has_db) b += sg_ws_colsum(1, P, Co);
+    return b;
+}
+
+static inline int64_t sg_max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+/* cuda_conv2d_fwd: 1x1 stride 1 off the tensor cores is a cuBLAS GEMM (sg_ws_gemm_fwd), the
+ * CUDA-core implicit GEMM needs nothing, the tensor cores the bf16 weights. */
 static inline int64_t sg_ws_conv2d_fwd(int N, int H, int W, int Ci, int Co, int K, int S, int dt) {
-    if (K == 1 && S == 1) return sg_ws_gemm_fwd((int64_t)N * H * W, Ci, Co, dt);
-    return 0;
+    int64_t b = K == 1 && S == 1 ? sg_ws_gemm_fwd((int64_t)N * H * W, Ci, Co, dt) : 0;
+    return dt == DT_BF16 ? sg_max64(b, sg_ws_conv_tc_weights(Ci, Co, K)) : b;
 }
 /* cuda_conv2d_bwd_data: likewise. */
 static inline int64_t sg_ws_conv2d_bwd_data(int N, int H, int W, int Ci, int Co, int K, int S,
                                             int dt) {
-    if (K == 1 && S == 1) return sg_ws_gemm_bwd_data((int64_t)N * H * W, Ci, Co, dt);
-    return 0;
+    int64_t b = K == 1 && S == 1 ? sg_ws_gemm_bwd_data((int64_t)N * H * W, Ci, Co, dt) : 0;
+    return dt == DT_BF16 ? sg_max64(b, sg_ws_conv_tc_weights(Ci, Co, K)) : b;
 }
-/* cuda_conv2d_bwd_weight: implicit GEMM: chunks x fp32 [Co][K][K][Ci] partials, then the db
- * column sum over P = N*Ho*Wo rows (when db is wanted). */
+/* cuda_conv2d_bwd_weight (dt: the activations'): the chunked partials of either implicit GEMM
+ * (1x1 stride 1 in bf16 included: the tensor cores), or for 1x1 stride 1 on cuBLAS the db
+ * column sum alone. */
 static inline int64_t sg_ws_conv2d_bwd_weight(int N, int H, int W, int Ci, int Co, int K, int S,
-                                              int has_db) {
+                                              int dt, int has_db) {
     int64_t P = (int64_t)N * sg_ws_conv_out(H, K, S) * sg_ws_conv_out(W, K, S);
-    if (K == 1 && S == 1) return sg_ws_gemm_bwd_weight(P, Ci, Co, has_db);
-    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * Co * K * K * Ci * 4);
-    if (has_db) b += sg_ws_colsum(1, P, Co);
-    return b;
+    if (K == 1 && S == 1 && dt != DT_BF16) return sg_ws_gemm_bwd_weight(P, Ci, Co, has_db);
+    return sg_ws_conv_wgrad_chunked(P, Ci, Co, K, has_db);
 }
 
 /* cuda_linear_*: x[N][K], w[M][K]. */

@@ -469,7 +469,9 @@ static int64_t ws_conv(const sg_graph *g, const sg_node *nd) {
         return sg_ws_conv2d_fwd(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));
     if (nd->op == OP_CONV2D_BWD_DATA)
         return sg_ws_conv2d_bwd_data(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));
-    return sg_ws_conv2d_bwd_weight(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, 1);
+    /* dw is fp32 whatever the activations: the rule wants dy's dtype */
+    return sg_ws_conv2d_bwd_weight(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, (int)g->t[nd->in[0]].dtype,
+                                   1);
 }
 static int64_t ws_gn_bwd(const sg_graph *g, const sg_node *nd) {
     sg_gn_dims d = sg_gn_dims_of(g, nd);

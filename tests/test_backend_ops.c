@@ -847,6 +847,12 @@ static const bo_entry entries[] = {
     /* DDPM's SAME downsample (0 at the top/left, 1 at the bottom/right): even sizes */
     {OP_CONV2D, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1}},
     {OP_CONV2D, BOTH, 0, {.N = 2, .H = 2, .W = 2, .C = 7, .Co = 5, .K = 3, .S = 2, .same = 1}},
+    /* channels in multiples of 8: bf16 runs on the tensor cores (conv_tc.cu), with an unequal
+     * concatenation, both stride-2 paddings, 1x1 stride 2 */
+    {OP_CONV2D, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1}},
+    {OP_CONV2D, BOTH, 0, {.N = 2, .H = 8, .W = 6, .C = 16, .C2 = 8, .Co = 24, .K = 3, .S = 2, .same = 1}},
+    {OP_CONV2D, BOTH, 0, {.N = 1, .H = 7, .W = 5, .C = 32, .Co = 16, .K = 3, .S = 2}},
+    {OP_CONV2D, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 16, .Co = 24, .K = 1, .S = 2}},
     /* group norm: odd HW; concatenation on a group boundary; a group straddling the two parts;
      * more channels per group than one block; a 32x32 map */
     {OP_GROUP_NORM, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6}},
@@ -890,6 +896,10 @@ static const bo_entry entries[] = {
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 10, .Co = 12, .K = 1, .S = 2}},
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1, .acc = 1}},
     {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 3, .Co = 66, .K = 3, .S = 2, .same = 1}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1, .acc = 1}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 8, .W = 6, .C = 16, .C2 = 8, .Co = 24, .K = 3, .S = 2, .same = 1}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 1, .H = 7, .W = 5, .C = 32, .Co = 16, .K = 3, .S = 2, .acc = 1}},
+    {OP_CONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 16, .Co = 24, .K = 1, .S = 2}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 5, .Co = 7, .K = 3, .S = 1, .acc = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 9, .W = 6, .C = 37, .C2 = 40, .Co = 70, .K = 3, .S = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 3, .H = 9, .W = 11, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .acc = 1}},
@@ -897,6 +907,10 @@ static const bo_entry entries[] = {
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 10, .Co = 12, .K = 1, .S = 2}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 3, .H = 10, .W = 12, .C = 16, .C2 = 9, .Co = 20, .K = 3, .S = 2, .same = 1}},
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 3, .Co = 66, .K = 3, .S = 2, .same = 1, .acc = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 8, .W = 6, .C = 16, .C2 = 8, .Co = 24, .K = 3, .S = 2, .same = 1, .acc = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 1, .H = 7, .W = 5, .C = 32, .Co = 16, .K = 3, .S = 2}},
+    {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 16, .Co = 24, .K = 1, .S = 2, .acc = 1}},
     /* several weight-gradient chunks (pixels > SG_WS_WGRAD_PIX) */
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 48, .W = 48, .C = 8, .Co = 16, .K = 3, .S = 1, .acc = 1}},
     {OP_GROUP_NORM_BWD, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6}},

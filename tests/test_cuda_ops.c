@@ -27,7 +27,15 @@
  *   TOL_F32   1e-4  fp32 results of GEMMs and reductions summed in another order (~1e-6 is
  *                   typical; a wrong index gives O(1))
  *   TOL_BF16  2e-2  bf16 outputs: one bf16 ulp is 2^-8 relative, plus the bf16 copies of the
- *                   weights / P / dS that the GEMM (cuBLASLt) paths use
+ *                   weights / P / dS that the GEMM (cuBLASLt) paths and the tensor-core
+ *                   convolutions use
+ *
+ * Convolutions take one of three paths (cuda_conv2d_path: bf16 tensor cores, fp32 CUDA-core
+ * tiles, cuBLAS for 1x1 stride 1); every conv case prints and asserts the path of its three
+ * passes. The tensor-core cases (test_convs_tc) cover edge tiles, channel counts 8 to 136,
+ * unequal concatenations, stride 2 under both paddings and every conv shape class of
+ * unet_cifar and unet_adm64. Their bf16 products are exact and their fp32 sums run in the
+ * tensor cores' order: dw and db within TOL_F32, y and dx within TOL_BF16, as every path.
  *
  * The cuDNN convolution engine (kernels/cuda/cudnn_conv.h, built with SG_HAVE_CUDNN): every
  * single-buffer conv case also runs its three passes through cuDNN against the same CPU
@@ -461,6 +469,26 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
 }
 #endif
 
+/* The path a conv case must take (kernels/cuda/conv.cu, cuda_conv2d_path), by the test's own
+ * reading of the rule: a test that believes it checks the tensor cores while the old kernels
+ * run would be worthless, so every case asserts its path for all three passes. */
+static const char *const conv_path_names[] = {"tensor cores", "CUDA cores", "cuBLAS"};
+static int conv_path_cases[3];
+/* runs of each conv case (the second must repeat the first's bits); see test_convs_tc */
+static int g_conv_reps = 2;
+
+/* The CUDA runtime is tests/cuda_host's emulation (its device's name says so). */
+static int on_host_emulation(void) {
+    struct cudaDeviceProp prop;
+    return cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+           strstr(prop.name, "host emulation") != NULL;
+}
+
+static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int dt) {
+    if (dt == DT_BF16 && c0 % 8 == 0 && c1 % 8 == 0 && Co % 8 == 0) return SG_CONV_PATH_TENSOR_CORE;
+    return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
+}
+
 /* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
 static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad, int dt,
                       int bias, int accum) {
@@ -468,6 +496,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
     snprintf(ctx, sizeof ctx, "conv K%d S%d pad%d N%d H%d W%d Ci%d+%d Co%d %s%s%s", K, S, pad, N, H,
              W, c0, c1, Co, dtn(dt), bias ? " bias" : "", accum ? " accum" : "");
     case_begin();
+    const sg_conv_path want = conv_expected_path(c0, c1, Co, K, S, dt);
+    conv_path_cases[want]++;
+    printf("%s: %s\n", ctx, conv_path_names[want]);
     const int Ci = c0 + c1;
     const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
     const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
@@ -496,7 +527,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         tbuf *y = tb_out("y", P * Co, dt, NULL);
         int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, dt);
         tbuf *ws = tb_ws(wsb);
-        for (int rep = 0; rep < 2; rep++) {
+        CHECK(cuda_conv2d_path(xc, y->d, N, H, W, Co, K, S, dt) == want,
+              "%s: forward takes the %s path, expected %s", ctx,
+              conv_path_names[cuda_conv2d_path(xc, y->d, N, H, W, Co, K, S, dt)],
+              conv_path_names[want]);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt,
                  ws->d, wsb);
@@ -515,7 +550,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         sg_cat dxc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
         int64_t wsb = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, K, S, dt);
         tbuf *ws = tb_ws(wsb);
-        for (int rep = 0; rep < 2; rep++) {
+        CHECK(cuda_conv2d_path(dxc, ddy->d, N, H, W, Co, K, S, dt) == want,
+              "%s: backward data takes the %s path, expected %s", ctx,
+              conv_path_names[cuda_conv2d_path(dxc, ddy->d, N, H, W, Co, K, S, dt)],
+              conv_path_names[want]);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, pad,
                  dt, accum, ws->d, wsb);
@@ -531,9 +570,13 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         float *refw = ref_acc(dw_cpu, ow, nw, DT_F32);
         float *refb = bias ? ref_acc(db_cpu, ob, Co, DT_F32) : NULL;
         tbuf *gw = tb_out("dw", nw, DT_F32, ow), *gb = bias ? tb_out("db", Co, DT_F32, ob) : NULL;
-        int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, bias);
+        int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, dt, bias);
         tbuf *ws = tb_ws(wsb);
-        for (int rep = 0; rep < 2; rep++) {
+        CHECK(cuda_conv2d_path(xc, ddy->d, N, H, W, Co, K, S, dt) == want,
+              "%s: backward weight takes the %s path, expected %s", ctx,
+              conv_path_names[cuda_conv2d_path(xc, ddy->d, N, H, W, Co, K, S, dt)],
+              conv_path_names[want]);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
                  ddy->d, xc, N, H, W, Ci, Co, K, S, pad, dt, accum, ws->d, wsb);
@@ -581,8 +624,99 @@ static void test_convs(void) {
         test_conv(2, 8, 8, 8, 0, 66, 3, 2, 0, dt, 0, 1);
         test_conv(2, 9, 6, 77, 0, 70, 3, 1, 1, dt, 1, 1);
     }
-    /* a bf16 1x1 conv with more rows than one fp32 output tile of the GEMM layer */
-    test_conv(2, 256, 256, 8, 0, 40, 1, 1, 0, DT_BF16, 1, 0);
+    /* a bf16 1x1 conv with more rows than one fp32 output tile of the GEMM layer (6 channels:
+     * off the tensor cores, so on cuBLAS) */
+    test_conv(2, 256, 256, 6, 0, 40, 1, 1, 0, DT_BF16, 1, 0);
+}
+
+/* The bf16 tensor-core path (kernels/cuda/conv_tc.cu: tiles of 128 rows x 128 or 64 columns x
+ * 32 of the reduction; rows are pixels, or Co for the weight gradient). Tolerances as every
+ * bf16 case: TOL_BF16 on the bf16 outputs (y, dx: one bf16 rounding of an fp32 sum taken in
+ * another order), TOL_F32 on dw and db (fp32 sums of exact bf16 products, in another order). */
+static void test_convs_tc(void) {
+    const int bf = DT_BF16;
+    /* edge tiles: M = 126 or 130 pixels, Co 40 (a 64 tile) or 72 (a 128 tile), 24 channels (a
+     * reduction slice three-quarters full), both halves of a concatenation unequal, overwrite
+     * and accumulate onto non-zero outputs */
+    test_conv(2, 7, 9, 24, 0, 40, 3, 1, 1, bf, 1, 0);
+    test_conv(2, 5, 13, 16, 24, 72, 3, 1, 1, bf, 1, 1);
+    test_conv(1, 4, 3, 24, 8, 16, 3, 1, 1, bf, 0, 1);
+    /* Ci = 8, 16, 64, 136 (past 128: a second column tile of 8 in the data gradient) */
+    test_conv(1, 6, 5, 8, 0, 8, 3, 1, 1, bf, 0, 1);
+    test_conv(2, 3, 5, 16, 0, 16, 3, 1, 1, bf, 1, 0);
+    test_conv(2, 4, 4, 64, 0, 64, 3, 1, 1, bf, 1, 1);
+    test_conv(1, 5, 7, 136, 0, 136, 3, 1, 1, bf, 1, 0);
+    /* stride 2 under both paddings: odd and even sizes, concatenated, and 1x1 images whose
+     * parity classes are empty (no input pixel) or have no tap */
+    test_conv(2, 9, 7, 16, 8, 24, 3, 2, 1, bf, 1, 1);
+    test_conv(2, 8, 10, 16, 8, 24, 3, 2, 0, bf, 1, 1);
+    test_conv(1, 7, 5, 32, 0, 16, 3, 2, 0, bf, 0, 0);
+    test_conv(1, 1, 1, 8, 0, 8, 3, 2, 1, bf, 1, 1);
+    test_conv(1, 2, 2, 8, 0, 8, 3, 2, 0, bf, 0, 1);
+    /* 1x1 stride 2: half the input pixels receive no tap (zeros, or the old value) */
+    test_conv(2, 6, 7, 16, 0, 24, 1, 2, 0, bf, 1, 1);
+
+    /* every conv shape class of unet_cifar and unet_adm64 (concatenation split, Co, K, S, pad;
+     * planner/unet.c) at batch 1-2 and small images: {c0, c1, Co, K, S, pad, N, H, W} */
+    static const int classes[][9] = {
+        /* unet_cifar: 3x3 stride 1 */
+        {128, 0, 128, 3, 1, 1, 1, 3, 3},
+        {128, 0, 256, 3, 1, 1, 1, 3, 3},
+        {256, 0, 256, 3, 1, 1, 2, 3, 3},
+        {512, 0, 256, 3, 1, 1, 1, 3, 3},
+        {384, 0, 256, 3, 1, 1, 1, 3, 3},
+        {384, 0, 128, 3, 1, 1, 1, 3, 3},
+        {256, 0, 128, 3, 1, 1, 1, 3, 3},
+        /* unet_cifar: the downsamplers, 3x3 stride 2 with SAME padding */
+        {128, 0, 128, 3, 2, 0, 1, 6, 6},
+        {256, 0, 256, 3, 2, 0, 1, 4, 4},
+        /* unet_cifar: 1x1 (shortcuts, attention projections, concatenated skips) */
+        {128, 0, 256, 1, 1, 0, 2, 2, 3},
+        {256, 0, 768, 1, 1, 0, 1, 2, 3},
+        {256, 0, 256, 1, 1, 0, 2, 2, 3},
+        {256, 256, 256, 1, 1, 0, 1, 2, 3},
+        {256, 128, 256, 1, 1, 0, 1, 2, 3},
+        {256, 128, 128, 1, 1, 0, 2, 2, 3},
+        {128, 128, 128, 1, 1, 0, 1, 2, 3},
+        /* unet_adm64: 3x3 stride 1 */
+        {64, 0, 64, 3, 1, 1, 2, 3, 3},
+        {64, 0, 128, 3, 1, 1, 1, 3, 3},
+        {128, 0, 192, 3, 1, 1, 1, 3, 3},
+        {192, 0, 192, 3, 1, 1, 1, 3, 3},
+        {192, 0, 256, 3, 1, 1, 1, 3, 3},
+        {448, 0, 256, 3, 1, 1, 1, 3, 3},
+        {448, 0, 192, 3, 1, 1, 1, 3, 3},
+        {384, 0, 192, 3, 1, 1, 1, 3, 3},
+        {320, 0, 192, 3, 1, 1, 1, 3, 3},
+        {320, 0, 128, 3, 1, 1, 1, 3, 3},
+        {192, 0, 128, 3, 1, 1, 1, 3, 3},
+        {192, 0, 64, 3, 1, 1, 1, 3, 3},
+        {128, 0, 64, 3, 1, 1, 2, 3, 3},
+        /* unet_adm64: 1x1 */
+        {64, 0, 128, 1, 1, 0, 2, 2, 3},
+        {128, 0, 192, 1, 1, 0, 1, 2, 3},
+        {192, 0, 256, 1, 1, 0, 1, 2, 3},
+        {192, 0, 576, 1, 1, 0, 1, 2, 3},
+        {192, 0, 192, 1, 1, 0, 1, 2, 3},
+        {256, 192, 256, 1, 1, 0, 1, 2, 3},
+        {256, 192, 192, 1, 1, 0, 1, 2, 3},
+        {192, 192, 192, 1, 1, 0, 1, 2, 3},
+        {192, 128, 192, 1, 1, 0, 1, 2, 3},
+        {192, 128, 128, 1, 1, 0, 1, 2, 3},
+        {128, 64, 128, 1, 1, 0, 2, 2, 3},
+        {128, 64, 64, 1, 1, 0, 1, 2, 3},
+        {64, 64, 64, 1, 1, 0, 2, 2, 3},
+    };
+    /* On the host emulation (tests/cuda_host) these run once: their cost is the emulated
+     * mma.sync count, and a run there is deterministic by construction; the cases above, the
+     * same kernels on every code path, run twice everywhere. A GPU runs every case twice. */
+    g_conv_reps = on_host_emulation() ? 1 : 2;
+    for (int i = 0; i < SG_ARRAY_LEN(classes); i++) {
+        const int *c = classes[i];
+        /* alternate bias and accumulation so both meet every pass */
+        test_conv(c[6], c[7], c[8], c[0], c[1], c[2], c[3], c[4], c[5], bf, i % 2, (i / 2) % 2);
+    }
+    g_conv_reps = 2;
 }
 
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
@@ -1595,6 +1729,10 @@ int main(void) {
     }
 
     test_convs();
+    test_convs_tc();
+    printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
+           conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
+           conv_path_cases[SG_CONV_PATH_CUBLAS]);
     test_linears();
     test_gns();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {

@@ -5,9 +5,14 @@
  * padding: pad (0..K/2) at the top/left, at the bottom/right what the output size needs (the
  * kernels only test ih < H), Ho = (H + 2 (K/2) - K) / S + 1. P = N*Ho*Wo output pixels.
  *
- * 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer).
+ * Paths (cuda_conv2d_path, one for all three passes of a convolution):
+ * - bf16 with every part of x and Co multiples of 8 (16-byte aligned operands): tensor cores,
+ *   conv_tc.cu (implicit GEMMs on mma.sync; 1x1 stride 1 included);
+ * - otherwise 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer);
+ * - everything else runs the fp32 CUDA-core kernels below: fp32 convolutions always (no TF32),
+ *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions).
  *
- * Everything else is an implicit GEMM with the im2col matrix never stored (tap = kh*K + kw):
+ * The CUDA-core kernels are implicit GEMMs with the im2col matrix never stored (tap = kh*K + kw):
  *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
  *               M = P output pixels, N = Co, reduction over (part, tap, ci)
  *   bwd data    dx[q][ci]     = sum over (tap, co) of dy[p(q, tap)][co] w[co][tap][ci]
@@ -22,7 +27,7 @@
  * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
  * thread (tm = tid / 16, tn = tid % 16) owns the 4 x 4 outputs (tm + 16 i, tn + 16 j), so a
  * warp's 16 consecutive tn write 16 consecutive channels. fp32 arithmetic throughout (bf16 is
- * widened on load, rounded once on store); tensor cores are a later step. A reduction slice
+ * widened on load, rounded once on store). A reduction slice
  * never straddles a tap or a concatenation part (the loops run part, tap, channel block), so
  * each tile load reads contiguous channels of one pixel of one buffer.
  *
@@ -265,10 +270,26 @@ static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int
     return SG_OK;
 }
 
+static int conv_aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int Co, int K, int S,
+                              int dt) {
+    /* 16-byte copies of 8 channels that never straddle a part; 32-bit pixel indices */
+    if (dt == DT_BF16 && x.c[0] % 8 == 0 && x.c[1] % 8 == 0 && Co % 8 == 0 &&
+        conv_aligned16(x.p[0]) && conv_aligned16(x.p[1]) && conv_aligned16(y) &&
+        (int64_t)N * H * W < 2147483647LL)
+        return SG_CONV_PATH_TENSOR_CORE;
+    return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
+}
+
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
                     const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
                     int dt, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    if (cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
+        return cu_conv_tc_fwd(st, y, x, w, b, N, H, W, Ci, Co, K, S, pad, ws, ws_bytes);
     if (K == 1 && S == 1)
         return cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
@@ -284,6 +305,8 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    if (cuda_conv2d_path(dx, dy, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
+        return cu_conv_tc_bwd_data(st, dx, dy, w, N, H, W, Ci, Co, K, S, pad, accum, ws, ws_bytes);
     if (K == 1 && S == 1)
         return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
                                 ws_bytes);
@@ -303,18 +326,24 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
     if (conv_check(fn, x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
-    if (K == 1 && S == 1)
+    const sg_conv_path path = cuda_conv2d_path(x, dy, N, H, W, Co, K, S, dt);
+    if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
-    SG_WS_CHECK(sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, db != NULL), ws_bytes, fn);
+    SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
     const int64_t chunks = sg_ws_wgrad_chunks(P);
     const int64_t chunk_len = (P + chunks - 1) / chunks;
     const int64_t nw = (int64_t)Co * K * K * Ci;
     float *part = (float *)ws;
-    dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
-              (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
-    SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co, K, S,
-              pad, Ho, Wo, dt, chunk_len);
-    SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+    if (path == SG_CONV_PATH_TENSOR_CORE) {
+        if (cu_conv_tc_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, chunks, chunk_len))
+            return SG_ERR;
+    } else {
+        dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
+                  (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
+        SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co,
+                  K, S, pad, Ho, Wo, dt, chunk_len);
+        SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+    }
     SG_LAUNCH(chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, part, nw, (int)chunks,
               accum);
     SG_LAUNCH_CHECK("chunk_sum_kernel");

@@ -92,7 +92,19 @@ size_t sg_blas_version(void);
 /* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}; zero padding `pad` (0..K/2) at the
  * top/left, at the bottom/right what Ho = (H + 2 (K/2) - K) / S + 1 needs (cpu_kernels.h);
  * Ci = x.c[0] + x.c[1].
- * 1x1 stride 1 runs as cuBLASLt GEMMs; the rest as tiled implicit-GEMM kernels. */
+ * Three paths (cuda_conv2d_path): bf16 on tensor cores (conv_tc.cu: implicit GEMMs on
+ * mma.sync, the fp32 weights rounded to bf16 once per call); otherwise 1x1 stride 1 as
+ * cuBLASLt GEMMs and the rest as fp32 CUDA-core implicit-GEMM kernels. */
+typedef enum {
+    SG_CONV_PATH_TENSOR_CORE, /* bf16, every part of x and Co multiples of 8, 16-byte aligned */
+    SG_CONV_PATH_CUDA_CORE,   /* fp32 tiles on CUDA cores (fp32, or bf16 that does not fit) */
+    SG_CONV_PATH_CUBLAS       /* 1x1 stride 1 off the tensor-core path: cuBLASLt GEMMs */
+} sg_conv_path;
+/* The path all three launchers take for a convolution: x is the input (forward, backward
+ * weight) or the input gradient (backward data), y the output or the output gradient. The
+ * launchers dispatch on it; tests assert it. */
+sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int Co, int K, int S,
+                              int dt);
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
                     const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
@@ -102,7 +114,8 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
- * to dw and db. */
+ * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P)
+ * chunks whose fp32 partials are summed in chunk order. */
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
                            int dt, int accum, void *ws, int64_t ws_bytes);

@@ -1,0 +1,583 @@
+/* conv_tc.cu — the bf16 convolutions on tensor cores: implicit GEMMs on mma.sync.m16n8k16 (bf16
+ * operands, fp32 accumulation) fed by ldmatrix from a cp.async multistage pipeline (sm_80 and
+ * later; built for sm_90). conv.cu's launchers send a bf16 convolution here when
+ * cuda_conv2d_path says so (every part of the concatenation and Co multiples of 8, 16-byte
+ * aligned operands); fp32 convolutions never come here (no TF32).
+ *
+ * Shapes as conv.cu: x[N,H,W,Ci] (sg_cat: channel c from p[0] when c < c[0], else from p[1]),
+ * w[Co][K][K][Ci] fp32 (rounded to a bf16 copy in the workspace once per call, by
+ * conv_tc_weights_bf16: the one place a later bf16 weight copy of the optimizer replaces),
+ * y[N,Ho,Wo,Co], K in {1,3}, S in {1,2}, zero padding `pad` at the top/left.
+ *
+ * The three GEMMs (tap = kh*K + kw, channels innermost in the reduction):
+ *   forward   M = P = N*Ho*Wo pixels, N = Co, reduction over (tap, part, ci):
+ *             A[p][(tap,ci)] = x[pixel(p, tap)][ci] (implicit im2col), B[co][(tap,ci)] = w.
+ *   bwd data  dx = the transposed convolution of dy with w, cut by output parity: the input
+ *             pixels with (ih + pad) % S == rh and (iw + pad) % S == rw (blockIdx.z = rh*S + rw)
+ *             receive exactly the taps kh = rh + S*th, kw = rw + S*tw, from the output pixel
+ *             (i + ohoff - th, j + owoff - tw) where ih = ih1 + S*i: a stride-1 correlation on
+ *             the class's sub-grid. Stride 2 thus never multiplies the zeros of the
+ *             zero-inserted dy (the four classes hold 4, 2, 2 and 1 taps of the 3x3: 9 in all).
+ *             M = the class's pixels, N = Ci, reduction over (class tap, co);
+ *             A[q][(t,co)] = dy[opixel(q, t)][co], B[(t,co)][ci] = w[co][tap(t)][ci].
+ *   bwd wgt   M = Co, N = K*K*Ci (the dw row [tap][ci] as it lies in memory), reduction over
+ *             the output pixels of one chunk (deterministic split-K: sg_ws_wgrad_chunks(P)
+ *             chunks, each block writes its fp32 partial tile to the workspace; conv.cu's
+ *             chunk_sum_kernel adds the chunks in chunk order; no atomics).
+ *             A[co][p] = dy[p][co], B[p][(tap,ci)] = x[pixel(p, tap)][ci].
+ *
+ * Tiling. A block computes a BM x BN tile of the GEMM with (BM/64) x (BN/32) warps, each warp a
+ * 64 x 32 sub-tile = 4 x 4 m16n8 accumulators (64 fp32 registers per thread). The main tile
+ * is 128 x 128 (8 warps); BN = 64 where the N extent is at most 64 (the 64-channel layers of
+ * unet_adm64 would waste half of a 128 tile), BM = 64 where M is at most 64 or where 128-row
+ * tiles would leave the SMs idle (conv_tc_tile). The reduction advances TC_BK = 32 at a time
+ * through TC_STAGES = 4 shared-memory stages (A BMx32 + B BNx32 bf16: 16 KiB a stage at
+ * 128 x 128, 64 KiB of dynamic shared memory; 16 warps per SM asked of the register
+ * allocator: <= 128 registers, no spills). Why this shape: 128 x 128 is the largest tile that
+ * keeps 64 accumulators per thread with 8 warps and 2 blocks resident; a 64 x 32 warp tile
+ * needs 4 A + 2 B ldmatrix.x4 per 16 mma; BK = 32 is two k16 steps, and 4 stages keep three
+ * tiles of loads in flight behind the one being multiplied. The tile never changes the bits:
+ * each output element runs the same k16 steps in the same order whatever the tile.
+ *
+ * Loads. Every global load is a 16-byte cp.async (8 bf16 channels of one pixel, one part, one
+ * tap: Ci, c[0], c[1], Co multiples of 8 make every chunk lie in one buffer and one tap),
+ * zero-filled where the pixel is padding, past the tile edge or past the channel count (a
+ * part whose channels are not a multiple of 32 ends in a zero-filled slice; both operands are
+ * zeroed there). A thread loads fixed rows of its tiles for the whole reduction, so the
+ * im2col address math is hoisted out of the K loop: per A row, the pixel index of tap 0 and a
+ * bit mask of the taps that fall inside the image (forward, bwd data); per B column of the
+ * weight gradient, its (tap, ci, part) — only the output pixel of a reduction row advances.
+ *
+ * Shared layouts (no bank conflicts for ldmatrix, no padding):
+ *   KC (K-contiguous: rows are m or n, 32 bf16 = 4 16-byte chunks each): row r, chunk c lies
+ *      in the 128-byte line r/2 at chunk ((r%2)*4 + c) XOR (r/2 % 8). The 8 rows an ldmatrix
+ *      reads at one chunk fall on 8 distinct 16-byte bank groups.
+ *   MC (M/N-contiguous: rows are k, BM or BN bf16 = 16 or 8 chunks each): row r, chunk c at
+ *      chunk c XOR (r % 8) of the row; read with ldmatrix.trans.
+ *   forward: A KC, B KC; bwd data: A KC, B MC (trans); bwd weight: A MC, B MC (both trans).
+ *
+ * Fragments (kernels/cuda/tensor_core.cuh, from the PTX ISA): one ldmatrix.x4 gives a 16x16 A
+ * fragment (matrices: rows m0..7 / m8..15 x k0..7 / k8..15 in a[0..3] order) or the B
+ * fragments of two n8 tiles (b[0] = k0..7, b[1] = k8..15 of each).
+ *
+ * Pipeline per block (one __syncthreads per BK step): tiles 0..STAGES-2 are issued, one commit
+ * group each; step kt waits until tile kt's group has landed (cp.async.wait_group STAGES-2:
+ * the newer STAGES-2 groups may still fly), then a barrier makes every thread's copies
+ * visible and frees the stage read at step kt-1, into which tile kt + STAGES - 1 is issued;
+ * then the mma on stage kt % STAGES. An empty group is committed past the end so the count
+ * stays uniform.
+ *
+ * Epilogue: straight from the accumulators (lane g = lane/4, q = lane%4 holds rows g and g+8,
+ * columns 2q and 2q+1 of each m16n8 tile): forward y = bf16(acc + b), two channels in one
+ * 32-bit store; bwd data dx = bf16(acc) or bf16(old + acc) (fp32 add, __fadd_rn, as
+ * dev_st_acc), into the part of the concatenation the channel belongs to; bwd weight stores
+ * the fp32 partial tile.
+ *
+ * Numerics: the products of bf16 values are exact in fp32; the tensor core sums each k16
+ * slice and the accumulator in its own order, so results differ from the CPU reference (and
+ * from the CUDA-core path) by fp32 rounding of the sums; every output is a function of the
+ * inputs alone (fixed tiles, fixed order, no atomics), run after run.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/tensor_core.cuh"
+
+/* ================================ kernels ================================ */
+
+#define TC_BK 32
+#define TC_STAGES 4
+/* A BM x BN block tile (BM, BN in {64, 128}) has (BM/64) x (BN/32) warps of 64 x 32. */
+#define TC_THREADS(BM, BN) ((BM) * (BN) / 64)
+/* Resident blocks asked of the register allocator: 16 warps per SM (<= 128 registers) */
+#define TC_MIN_BLOCKS(BM, BN) (512 / TC_THREADS(BM, BN))
+
+/* Shared memory of one pipeline stage, in bf16 elements: A (BM x BK), then B (BN x BK). */
+#define TC_STAGE_ELEMS(BM, BN) (((BM) + (BN)) * TC_BK)
+#define TC_SMEM_BYTES(BM, BN) (TC_STAGES * TC_STAGE_ELEMS(BM, BN) * 2)
+
+/* Element offset of 16-byte chunk c (0..3) of row r in a KC tile (rows of TC_BK bf16). */
+__device__ __forceinline__ int tc_kc(int r, int c) {
+    const int line = r >> 1;
+    return (line * 8 + ((((r & 1) << 2) | c) ^ (line & 7))) * 8;
+}
+/* Element offset of chunk c of row r in an MC tile whose rows hold cpr chunks (8 or 16). */
+__device__ __forceinline__ int tc_mc(int r, int c, int cpr) {
+    return (r * cpr + (c ^ (r & 7))) * 8;
+}
+
+/* One stage: acc += A (BM x BK) * B (BK x BN) for the warp's 64 x 32 sub-tile at (wm, wn).
+ * A_MN / B_MN: the operand lies in an MC tile (read transposed), else in a KC tile. */
+template <bool A_MN, bool B_MN, int BM, int BN>
+__device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16_t *sA,
+                                             const uint16_t *sB, int wm, int wn, int lane) {
+    /* lane l addresses row l % 8 of matrix l / 8 of each ldmatrix.x4 */
+    const int l7 = lane & 7, l8 = (lane >> 3) & 1, l16 = lane >> 4;
+#pragma unroll
+    for (int ks = 0; ks < TC_BK; ks += 16) {
+        uint32_t a[4][4], b[4][2];
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++) {
+            const int m = wm + 16 * mi;
+            /* matrices: (m, k), (m + 8, k), (m, k + 8), (m + 8, k + 8) -> a[0..3] */
+            if constexpr (A_MN)
+                sg_ldmatrix_x4_trans(a[mi], sA + tc_mc(ks + l7 + 8 * l16, (m >> 3) + l8, BM / 8));
+            else
+                sg_ldmatrix_x4(a[mi], sA + tc_kc(m + l7 + 8 * l8, (ks >> 3) + l16));
+        }
+#pragma unroll
+        for (int nj = 0; nj < 2; nj++) {
+            const int n = wn + 16 * nj;
+            uint32_t r[4];
+            /* matrices: (k, n), (k + 8, n), (k, n + 8), (k + 8, n + 8) -> b of tiles n, n + 8 */
+            if constexpr (B_MN)
+                sg_ldmatrix_x4_trans(r, sB + tc_mc(ks + l7 + 8 * l8, (n >> 3) + l16, BN / 8));
+            else
+                sg_ldmatrix_x4(r, sB + tc_kc(n + l7 + 8 * l16, (ks >> 3) + l8));
+            b[2 * nj][0] = r[0];
+            b[2 * nj][1] = r[1];
+            b[2 * nj + 1][0] = r[2];
+            b[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+                sg_mma_bf16_16816(acc[mi][ni], a[mi], b[ni], acc[mi][ni]);
+    }
+}
+
+/* The multistage main loop over KT reduction tiles. load(stage) issues the cp.async copies of
+ * the next tile (in order 0, 1, ..., KT-1: it advances its own state) into that stage. */
+template <bool A_MN, bool B_MN, int BM, int BN, class Load>
+__device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *smem, int KT,
+                                            Load &load) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = (warp / (BN / 32)) * 64, wn = (warp % (BN / 32)) * 32;
+#pragma unroll
+    for (int s = 0; s < TC_STAGES - 1; s++) {
+        if (s < KT) load(smem + s * TC_STAGE_ELEMS(BM, BN));
+        sg_cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        sg_cp_async_wait(TC_STAGES - 2); /* tile kt has landed (this thread's copies) */
+        __syncthreads();                 /* everyone's copies; stage (kt-1) % STAGES is free */
+        const int next = kt + TC_STAGES - 1;
+        if (next < KT) load(smem + (next % TC_STAGES) * TC_STAGE_ELEMS(BM, BN));
+        sg_cp_async_commit();
+        const uint16_t *sA = smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BM, BN);
+        tc_stage_mma<A_MN, B_MN, BM, BN>(acc, sA, sA + BM * TC_BK, wm, wn, lane);
+    }
+    sg_cp_async_wait(0); /* only empty groups remain; nothing in flight at exit */
+}
+
+/* The row within the warp tile of this thread's accumulators acc[mi][*][2h], acc[mi][*][2h+1]
+ * (their columns: 8 ni + 2 (lane % 4) and the next). */
+__device__ __forceinline__ int tc_acc_row(int mi, int h) {
+    return 16 * mi + ((threadIdx.x & 31) >> 2) + 8 * h;
+}
+
+/* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each. */
+__device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int accum) {
+    uint32_t *u = (uint32_t *)p;
+    if (accum) {
+        const uint32_t o = *u;
+        v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
+        v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
+    }
+    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
+}
+
+/* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
+ * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
+ * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias, int N, int H,
+                       int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo) {
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
+    const int P = N * Ho * Wo, HoWo = Ho * Wo, KK = K * K;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    /* A rows: the pixel index of tap (0, 0) and the taps inside the image */
+    int pix0[A_IT];
+    unsigned mask[A_IT];
+#pragma unroll
+    for (int j = 0; j < A_IT; j++) {
+        const int p = m0 + r0 + j * ROW_STEP;
+        pix0[j] = 0, mask[j] = 0;
+        if (p < P) {
+            const int img = p / HoWo, rem = p - img * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
+            const int ih0 = oh * S - pad, iw0 = ow * S - pad;
+            pix0[j] = (img * H + ih0) * W + iw0;
+            for (int kh = 0; kh < K; kh++)
+                for (int kw = 0; kw < K; kw++)
+                    if (ih0 + kh >= 0 && ih0 + kh < H && iw0 + kw >= 0 && iw0 + kw < W)
+                        mask[j] |= 1u << (kh * K + kw);
+        }
+    }
+    /* B rows: the offset of weight row co, -1 past Co */
+    int64_t wrow[B_IT];
+#pragma unroll
+    for (int j = 0; j < B_IT; j++) {
+        const int co = n0 + r0 + j * ROW_STEP;
+        wrow[j] = co < Co ? (int64_t)co * KK * Ci : -1;
+    }
+    const int c0 = x.c[0], c1 = x.c[1];
+    const int KT = KK * ((c0 + TC_BK - 1) / TC_BK + (c1 + TC_BK - 1) / TC_BK);
+    /* the next tile to load: tap (kh, kw), part, channel slice c of the part */
+    int tap = 0, kh = 0, kw = 0, part = 0, c = 0;
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+        /* (ternaries, not x.p[part]: a dynamic index would copy x to local memory) */
+        const uint16_t *xp = (const uint16_t *)(part ? x.p[1] : x.p[0]);
+        const int cp = part ? c1 : c0, coff = part ? c0 : 0;
+        const int ci = c + 8 * c4, delta = kh * W + kw;
+        const bool cin = ci < cp;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const bool v = cin && ((mask[j] >> tap) & 1u);
+            const uint16_t *src = v ? xp + (int64_t)(pix0[j] + delta) * cp + ci : xp;
+            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const bool v = cin && wrow[j] >= 0;
+            const uint16_t *src = v ? wb + wrow[j] + (int64_t)tap * Ci + coff + ci : wb;
+            sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+        c += TC_BK;
+        if (c >= cp) {
+            c = 0;
+            if (part == 0 && c1 > 0) {
+                part = 1;
+            } else {
+                part = 0, tap++;
+                if (++kw == K) kw = 0, kh++;
+            }
+        }
+    };
+    float acc[4][4][4] = {};
+    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load);
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int p = wm + tc_acc_row(mi, h);
+            if (p >= P) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int co = wn + 8 * ni + 2 * (lane & 3);
+                if (co >= Co) continue; /* Co is even: co + 1 < Co too */
+                const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
+                tc_st_pair(y + (int64_t)p * Co + co, acc[mi][ni][2 * h] + b0,
+                           acc[mi][ni][2 * h + 1] + b1, 0);
+            }
+        }
+}
+
+/* The parity class (rh, rw) = blockIdx.z of the backward data pass: the input pixels ih =
+ * ih1 + S*i (i < Hc) receive the taps kh = rh + S*th (th < nth) from output row i + ohoff - th;
+ * likewise in w. */
+struct tc_class {
+    int ih1, iw1, Hc, Wc, nth, ntw, ohoff, owoff, rh, rw;
+};
+__device__ __forceinline__ tc_class tc_class_of(int z, int H, int W, int K, int S, int pad) {
+    tc_class k;
+    k.rh = z / S, k.rw = z % S;
+    k.ih1 = ((k.rh - pad) % S + S) % S, k.iw1 = ((k.rw - pad) % S + S) % S;
+    k.Hc = k.ih1 < H ? (H - k.ih1 + S - 1) / S : 0;
+    k.Wc = k.iw1 < W ? (W - k.iw1 + S - 1) / S : 0;
+    k.nth = k.rh < K ? (K - k.rh + S - 1) / S : 0;
+    k.ntw = k.rw < K ? (K - k.rw + S - 1) / S : 0;
+    k.ohoff = (k.ih1 + pad - k.rh) / S, k.owoff = (k.iw1 + pad - k.rw) / S;
+    return k;
+}
+
+/* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
+ * blockIdx.y: BN input channels of the concatenation. Loads: A (dy rows) as the forward's A;
+ * B (w, MC rows = output channels of the slice): thread t fills chunk t % (BN/8) (input
+ * channels 8 (t % (BN/8)) .. + 7) of rows t / (BN/8) + (BM/8) j. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    conv_tc_dgrad_kernel(sg_cat dx, const uint16_t *dy, const uint16_t *wb, int N, int H, int W,
+                         int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int accum) {
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
+    /* B: chunks per row, rows t / BCPR + B_STEP j */
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const tc_class k = tc_class_of(blockIdx.z, H, W, K, S, pad);
+    const int HWc = k.Hc * k.Wc, Mc = N * HWc, KK = K * K;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    if (m0 >= Mc) return; /* the whole block: a smaller (or empty) class */
+    const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
+    /* A rows: the dy pixel index of class tap (0, 0) and the class taps inside dy */
+    int pix0[A_IT];
+    unsigned mask[A_IT];
+#pragma unroll
+    for (int j = 0; j < A_IT; j++) {
+        const int p = m0 + r0 + j * ROW_STEP;
+        pix0[j] = 0, mask[j] = 0;
+        if (p < Mc) {
+            const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
+            const int ohb = i + k.ohoff, owb = jj + k.owoff;
+            pix0[j] = (img * Ho + ohb) * Wo + owb;
+            for (int th = 0; th < k.nth; th++)
+                for (int tw = 0; tw < k.ntw; tw++)
+                    if (ohb - th >= 0 && ohb - th < Ho && owb - tw >= 0 && owb - tw < Wo)
+                        mask[j] |= 1u << (th * k.ntw + tw);
+        }
+    }
+    const int cb = tid % BCPR, kr = tid / BCPR;
+    const int ci = n0 + 8 * cb;
+    const bool ci_ok = ci < Ci;
+    const int KT = k.nth * k.ntw * ((Co + TC_BK - 1) / TC_BK);
+    /* the next tile to load: class tap (th, tw) = number ct, output-channel slice cs */
+    int th = 0, tw = 0, ct = 0, cs = 0;
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+        const int tap = (k.rh + S * th) * K + (k.rw + S * tw), delta = th * Wo + tw;
+        const int co = cs + 8 * c4;
+        const bool cin = co < Co;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const bool v = cin && ((mask[j] >> ct) & 1u);
+            const uint16_t *src = v ? dy + (int64_t)(pix0[j] - delta) * Co + co : dy;
+            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const int cob = cs + kr + B_STEP * j;
+            const bool v = ci_ok && cob < Co;
+            const uint16_t *src = v ? wb + ((int64_t)cob * KK + tap) * Ci + ci : wb;
+            sg_cp_async_16(sB + tc_mc(kr + B_STEP * j, cb, BCPR), src, v);
+        }
+        cs += TC_BK;
+        if (cs >= Co) {
+            cs = 0, ct++;
+            if (++tw == k.ntw) tw = 0, th++;
+        }
+    };
+    float acc[4][4][4] = {};
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
+    const int c0 = dx.c[0], c1 = dx.c[1];
+    uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int p = wm + tc_acc_row(mi, h);
+            if (p >= Mc) continue;
+            const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
+            const int64_t q = ((int64_t)img * H + k.ih1 + S * i) * W + k.iw1 + S * jj;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int c = wn + 8 * ni + 2 * (lane & 3);
+                if (c >= Ci) continue; /* c even and both parts even: c, c + 1 in one part */
+                uint16_t *dst = c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0);
+                tc_st_pair(dst, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], accum);
+            }
+        }
+}
+
+/* Backward weight. blockIdx.x: BN columns n = tap*Ci + ci of dw; blockIdx.y: BM output
+ * channels; blockIdx.z: chunk of output pixels [z*chunk_len, min(P, (z+1)*chunk_len)), the
+ * reduction, 32 at a time. Loads: A (dy, MC rows = pixels): thread t fills chunk t % (BM/8)
+ * (output channels 8 (t % (BM/8)) .. + 7) of rows t / (BM/8) + (BN/8) j; B (x, MC rows =
+ * pixels): chunk t % (BN/8), i.e. 8 columns of one tap and one part fixed for the whole
+ * reduction, of rows t / (BN/8) + (BM/8) j. Writes part[z][co][n]. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    conv_tc_wgrad_kernel(float *part, const uint16_t *dy, sg_cat x, int N, int H, int W, int Ci,
+                         int Co, int K, int S, int pad, int Ho, int Wo, int chunk_len) {
+    /* A: chunks per row, rows t / ACPR + A_STEP j; B likewise */
+    constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x;
+    const int Nn = K * K * Ci, P = N * Ho * Wo, HoWo = Ho * Wo;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    const int p0 = blockIdx.z * chunk_len, p1 = min(P, p0 + chunk_len);
+    const int KT = p1 > p0 ? (p1 - p0 + TC_BK - 1) / TC_BK : 0;
+    /* A: output channels co .. co + 7 */
+    const int ca = tid % ACPR, ka = tid / ACPR, co = m0 + 8 * ca;
+    const bool co_ok = co < Co;
+    /* B: columns n .. n + 7 = (tap, ci .. ci + 7) of one part */
+    const int cbn = tid % BCPR, kb = tid / BCPR, n = n0 + 8 * cbn;
+    const bool n_ok = n < Nn;
+    const int tap = n_ok ? n / Ci : 0, ci = n_ok ? n - tap * Ci : 0;
+    const int kh = tap / K, kw = tap % K;
+    const int c0 = x.c[0], c1 = x.c[1];
+    const uint16_t *xp = (const uint16_t *)(ci < c0 ? x.p[0] : x.p[1]);
+    const int cp = ci < c0 ? c0 : c1, cc = ci < c0 ? ci : ci - c0;
+    /* B rows: image and pixel-in-image of reduction row kb + B_STEP j of the next tile */
+    int img[B_IT], rem[B_IT];
+#pragma unroll
+    for (int j = 0; j < B_IT; j++) {
+        const int p = p0 + kb + B_STEP * j;
+        img[j] = p / HoWo, rem[j] = p - img[j] * HoWo;
+    }
+    int pb = p0; /* first pixel of the next tile */
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const int p = pb + ka + j * A_STEP;
+            const bool v = co_ok && p < p1;
+            const uint16_t *src = v ? dy + (int64_t)p * Co + co : dy;
+            sg_cp_async_16(sA + tc_mc(ka + j * A_STEP, ca, ACPR), src, v);
+        }
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const int p = pb + kb + B_STEP * j;
+            const int oh = rem[j] / Wo, ow = rem[j] - oh * Wo;
+            const int ih = oh * S - pad + kh, iw = ow * S - pad + kw;
+            const bool v = n_ok && p < p1 && ih >= 0 && ih < H && iw >= 0 && iw < W;
+            const uint16_t *src = v ? xp + ((int64_t)(img[j] * H + ih) * W + iw) * cp + cc : xp;
+            sg_cp_async_16(sB + tc_mc(kb + B_STEP * j, cbn, BCPR), src, v);
+            rem[j] += TC_BK;
+            while (rem[j] >= HoWo) rem[j] -= HoWo, img[j]++;
+        }
+        pb += TC_BK;
+    };
+    float acc[4][4][4] = {};
+    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load);
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
+    float *out = part + (int64_t)blockIdx.z * Co * Nn;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int o = wm + tc_acc_row(mi, h);
+            if (o >= Co) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int c = wn + 8 * ni + 2 * (lane & 3);
+                if (c >= Nn) continue; /* Nn is even */
+                *(float2 *)(out + (int64_t)o * Nn + c) =
+                    make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+            }
+        }
+}
+
+/* =============================== launchers =============================== */
+
+/* The fp32 weights as bf16 in the workspace, once per call: the one place the conversion
+ * happens (a bf16 weight copy kept by the optimizer will replace this call). */
+static int conv_tc_weights_bf16(cudaStream_t st, uint16_t *wb, const float *w, int Ci, int Co,
+                                int K) {
+    return cu_to_bf16(st, wb, w, (int64_t)Co * K * K * Ci);
+}
+
+/* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
+ * work: allowed during capture). */
+template <class F> static int conv_tc_smem(F *kernel, int bytes, const char *name) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
+                            cudaGetErrorString(e));
+    return SG_OK;
+}
+
+/* The block tile of a GEMM of M x N in `slices` independent slices (parity classes, weight
+ * chunks): BN = 64 when N <= 64 (the 64-channel layers), else 128; BM = 64 when M <= 64 or
+ * when 128-row tiles would give fewer than TC_FEW_BLOCKS blocks (the 4x4 and 8x8 layers:
+ * twice as many blocks for the SMs), else 128. Shapes only, and the tile never changes the
+ * bits: every output element's reduction runs the same k16 steps in the same order whatever
+ * the tile, so this rule may be retuned on a GPU freely. */
+#define TC_FEW_BLOCKS 264 /* two blocks for each of an H100's 132 SMs */
+static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn) {
+    *bn = N <= 64 ? 64 : 128;
+    const int64_t blocks128 = (M + 127) / 128 * ((N + *bn - 1) / *bn) * slices;
+    *bm = M <= 64 || blocks128 < TC_FEW_BLOCKS ? 64 : 128;
+}
+/* fn<BM, BN>(args...) for the tile picked at run time */
+#define TC_TILED(bm, bn, fn, ...)                                                                  \
+    ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \
+                : ((bn) == 64 ? fn<128, 64>(__VA_ARGS__) : fn<128, 128>(__VA_ARGS__)))
+
+template <int BM, int BN>
+static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
+                              const float *b, int N, int H, int W, int Ci, int Co, int K, int S,
+                              int pad, int Ho, int Wo) {
+    const int64_t P = (int64_t)N * Ho * Wo;
+    dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
+    if (conv_tc_smem(conv_tc_fwd_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((conv_tc_fwd_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y,
+              x, wb, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+    SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
+    return SG_OK;
+}
+
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b, int N, int H,
+                   int W, int Ci, int Co, int K, int S, int pad, void *ws, int64_t ws_bytes) {
+    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, "cuda_conv2d_fwd (tensor cores)");
+    uint16_t *wb = (uint16_t *)ws;
+    if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    int bm, bn;
+    conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S,
+                    pad, Ho, Wo);
+}
+
+template <int BM, int BN>
+static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
+                                int N, int H, int W, int Ci, int Co, int K, int S, int pad, int Ho,
+                                int Wo, int accum) {
+    /* the largest parity class has ceil(H/S) x ceil(W/S) pixels; smaller ones exit early */
+    const int64_t Mmax = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
+    dim3 grid((unsigned)((Mmax + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN), (unsigned)(S * S));
+    if (conv_tc_smem(conv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_dgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((conv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              dx, dy, wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
+    SG_LAUNCH_CHECK("conv_tc_dgrad_kernel");
+    return SG_OK;
+}
+
+int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float *w, int N, int H,
+                        int W, int Ci, int Co, int K, int S, int pad, int accum, void *ws,
+                        int64_t ws_bytes) {
+    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, "cuda_conv2d_bwd_data (tensor cores)");
+    uint16_t *wb = (uint16_t *)ws;
+    if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    int bm, bn;
+    conv_tc_tile((int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S), Ci, S * S, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co,
+                    K, S, pad, Ho, Wo, accum);
+}
+
+template <int BM, int BN>
+static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x, int N,
+                                int H, int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
+                                int chunks, int chunk_len) {
+    const int64_t Nn = (int64_t)K * K * Ci;
+    dim3 grid((unsigned)((Nn + BN - 1) / BN), (unsigned)((Co + BM - 1) / BM), (unsigned)chunks);
+    if (conv_tc_smem(conv_tc_wgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((conv_tc_wgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo, chunk_len);
+    SG_LAUNCH_CHECK("conv_tc_wgrad_kernel");
+    return SG_OK;
+}
+
+int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x, int N, int H,
+                          int W, int Ci, int Co, int K, int S, int pad, int64_t chunks,
+                          int64_t chunk_len) {
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    int bm, bn;
+    conv_tc_tile(Co, (int64_t)K * K * Ci, chunks, &bm, &bn);
+    return TC_TILED(bm, bn, conv_tc_wgrad_launch, st, part, (const uint16_t *)dy, x, N, H, W, Ci,
+                    Co, K, S, pad, Ho, Wo, (int)chunks, (int)chunk_len);
+}
