@@ -90,9 +90,11 @@ double sg_ddpm_abar(int t, int T, double beta1, double betaT);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT);
 
-/* ---- loss: loss[0] = mean((pred - target)^2) over n values (pairwise/blocked sum in a
- * fixed order); backward: dpred = scale * 2 (pred - target) / n, scale = dloss. */
-void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n);
+/* ---- loss: loss[0] = sum((pred - target)^2) / (n parts) over n values (blocked sum in a
+ * fixed order): the mean with parts = 1; one of `parts` equal micro-batches' share of the
+ * mean over all of them otherwise (the caller adds the shares); backward:
+ * dpred = scale * 2 (pred - target) / n, scale = dloss. */
+void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n, int parts);
 void cpu_mse_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
 
 /* ---- optimizer, over flat regions of n fp32 values.
