@@ -93,6 +93,14 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
      * must come from the config, over unet_tiny's training defaults */
     if (sg_model_preset(c, model)) {
         if (!any_name) return SG_ERR;
+        /* the name goes into sg_model_json's text (the plan hash, checkpoints) as it is: a
+         * plain word, so that text stays JSON whatever the weights source says */
+        if (!*model || strlen(model) >= sizeof c->name ||
+            strspn(model, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                strlen(model))
+            return sg_set_error("config: model name \"%.40s\" is not a word of at most %d "
+                                "letters, digits, '_', '.' or '-'",
+                                model, (int)sizeof c->name - 1);
         sg_model_preset(c, "unet_tiny");
         snprintf(c->name, sizeof c->name, "%s", model);
     }
