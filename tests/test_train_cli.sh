@@ -53,6 +53,21 @@ for r in rows:
 assert rows[1]["epoch"] == 4 * 4 / 64
 PY'
 ok "progress line says what the loss is" 'grep -q "mean of the last 2 steps" log.txt'
+# the logged loss is the mean over its interval: the same run logged every step and every 2
+"${T[@]}" --steps=4 --log-every=1 --ckpt-every=0 --out=every1 >/dev/null 2>&1
+ok "the loss logged every 2 steps is the mean of the 2 steps' losses" 'python3 - every1/metrics.jsonl a/b/c/metrics.jsonl <<PY
+import json, sys
+one = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
+two = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+assert sorted(one) == [1, 2, 3, 4] and sorted(two) == [2, 4], (one, two)
+for s in (2, 4):
+    want = (one[s - 1] + one[s]) / 2
+    assert abs(two[s] - want) <= 1e-6 * want, (s, two[s], want)
+PY'
+# --data synthetic takes the model's shape (it was 32x32x1 whatever the model)
+"$train" --model unet_tiny --data synthetic --steps 1 --samples 1 --ddim-steps 1 --out synth \
+  >/dev/null 2>err.txt; rc=$?
+ok "--data synthetic fits unet_tiny (16x16x3)" '[ $rc -eq 0 ] && grep -q "on synthetic (1024 images)" err.txt'
 ok "loss.png has loss, lr and grad-norm panels" 'python3 - a/b/c/loss.png <<PY
 import struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -100,6 +115,16 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 r = d["resumes"]
 assert len(r) == 2 and r[1]["step"] == 6 and r[1]["changes"] == {"steps": 8, "lr": 0.001}, r
+PY'
+cp -r straight changed
+"$train" --resume changed --steps 7 --ema-decay 0.99 --warmup 3 --log-every 2 --keep 5 \
+  >/dev/null 2>&1; rc=$?
+ok "EMA decay, warm-up and cadences may change on resume, recorded" '[ $rc -eq 0 ] && python3 - changed/config.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["resumes"][-1]["changes"]
+assert c == {"steps": 7, "ema_decay": 0.99, "warmup": 3, "log_every": 2, "keep": 5}, c
+assert d["log_every"] == 2 and d["keep"] == 5, d
 PY'
 "$train" --resume crashed --steps 7 >/dev/null 2>err.txt; rc=$?
 ok "--steps below the resumed step is an error" '[ $rc -eq 2 ] && grep -q "nothing to train" err.txt'
