@@ -145,6 +145,24 @@ PY
 ok "a damaged newest checkpoint falls back to the newest valid one" '[ $rc -eq 0 ] && grep -q "ckpt_00000008.sgck is damaged" err.txt && [ -f crashed/ckpt_00000009.sgck ]'
 ok "metrics cut back to the fallback checkpoint" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6, 7, 8, 9]" ]'
 
+# ---- a non-finite loss: reported at the step it happened (not the log step that saw it), exit 3,
+# and no checkpoint of the broken state (weights with one NaN, from a safetensors file)
+"$ckpt" export straight/ckpt_00000006.sgck --safetensors w.safetensors >/dev/null 2>&1
+python3 - w.safetensors nan.safetensors <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = sorted(k for k in h if k != "__metadata__")[0]
+off = 8 + n + h[name]["data_offsets"][0]
+b[off:off + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+"${T[@]}" --init-from nan.safetensors --steps 6 --log-every 3 --ckpt-every 3 --out nanrun \
+  >/dev/null 2>err.txt; rc=$?
+ok "a NaN at step 1 seen at log step 3: exit 3, named at step 1, nothing saved" \
+  '[ $rc -eq 3 ] && grep -q "not finite at step 1 (seen at step 3)" err.txt && ! ls nanrun/ckpt_* >/dev/null 2>&1'
+
 # ---- a signal: checkpoint, exit 130, and the printed command resumes
 sig="sig dir/it's \"here\""
 "${T[@]}" --steps 100000 --log-every 1 --ckpt-every 0 --out "$sig" >/dev/null 2>err.txt &
