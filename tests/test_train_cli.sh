@@ -32,6 +32,9 @@ usage_err "--steps without a value" --steps
 usage_err "--backend gpu" --steps 2 --backend gpu
 # after the data is loaded (under ASan, a leaked dataset buffer fails this exit status)
 usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1
+# refused once the rank count is known (under ASan: the communicator was leaked there)
+usage_err "--ranks 2 in one process" --steps 2 --ranks 2
+usage_err "--grad-accum 3 for batch 4" --steps 2 --grad-accum 3
 
 # ---- a fresh run with --flag=value into a/b/c: parents made, config.json written
 "${T[@]}" --steps=4 --log-every=2 --ckpt-every=2 --out=a/b/c 2>log.txt; rc=$?

@@ -785,8 +785,9 @@ static int load_data(train_run *r) {
 /* The communicator (MPI_Init under a launcher) and the plan's rank count: after the config
  * (a resume's comes from its checkpoint), before the plan. */
 static int setup_dp(train_run *r, int *argc, char ***argv) {
-    if (train_dp_init(&r->dp, argc, argv, &r->cfg, r->a.ranks)) return 2;
-    r->dp_made = 1;
+    const int rc = train_dp_init(&r->dp, argc, argv, &r->cfg, r->a.ranks);
+    r->dp_made = 1; /* finalized on every exit path: a refused config's communicator too */
+    if (rc) return 2;
     r->dp.check_every = r->a.check_every;
     r->root = train_dp_is_root(&r->dp);
     return 0;
