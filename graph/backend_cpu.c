@@ -191,9 +191,10 @@ typedef struct {
     int64_t n0;    /* output 0's elements */
     uint64_t seed; /* input 1 when it is the u64 run seed (random ops), else 0 */
     int64_t step;  /* input 2 when it is the i64 step counter (random ops), else 0 */
-    /* this process's data-parallel rank (0 alone): its slice starts at global sample rank*N,
-     * global element rank*numel of every sample-major tensor (docs/data-parallel.md) */
-    uint64_t rank;
+    /* the node's slice of the global batch (sg_node_slice: the data-parallel rank, 0 alone, and
+     * the node's micro-batch): its samples start at global sample slice*N, its elements at
+     * global element slice*numel of every sample-major tensor (docs/data-parallel.md) */
+    uint64_t slice;
     sg_backend *be; /* for the one op that talks to the other ranks (allreduce) */
     int *rc;        /* where an op that can fail (allreduce) reports SG_ERR */
 } cpu_call;
@@ -236,15 +237,15 @@ CPU_RUN(gather_batch) {
     const sg_gather_args *a = &k->a->gather;
     cpu_gather_batch(k->out[0], (const uint8_t *)k->raw_in[0], ds->shape[0], (int)ds->shape[1],
                      (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, k->seed, k->step,
-                     a->flip, a->batch, (int64_t)k->rank * a->N);
+                     a->flip, a->batch, (int64_t)k->slice * a->N);
 }
 CPU_RUN(sample_t) {
     cpu_sample_timesteps((int32_t *)k->raw_out[0], k->a->sample_t.N, k->a->sample_t.T,
                          *(uint64_t *)k->raw_in[0], *(int64_t *)k->raw_in[1],
-                         k->rank * (uint64_t)k->a->sample_t.N);
+                         k->slice * (uint64_t)k->a->sample_t.N);
 }
 CPU_RUN(noise) {
-    cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->rank * (uint64_t)k->n0);
+    cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
 }
 CPU_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
@@ -354,16 +355,17 @@ CPU_RUN(attention_bwd) {
 CPU_RUN(dropout) {
     cpu_dropout_fwd(k->out[0], k->in[0], k->n0, k->a->dropout.p, k->seed, k->step,
                     SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
-                    k->rank * (uint64_t)k->n0);
+                    k->slice * (uint64_t)k->n0);
 }
 CPU_RUN(dropout_bwd) {
     cpu_dropout_bwd(k->out[0], k->in[0], k->n0, k->a->dropout.p, k->seed, k->step,
                     SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
-                    k->rank * (uint64_t)k->n0);
+                    k->slice * (uint64_t)k->n0);
 }
 
 CPU_RUN(mse) {
-    cpu_mse_fwd(k->out[0], k->in[0], k->in[1], sg_in_numel(k->g, k->nd, 0));
+    cpu_mse_fwd(k->out[0], k->in[0], k->in[1], sg_in_numel(k->g, k->nd, 0),
+                k->a->mse.micro_batches);
 }
 CPU_RUN(mse_bwd) {
     cpu_mse_bwd(k->out[0], k->in[0], k->in[1], k->n0, k->a->mse.loss_scale);
@@ -426,7 +428,7 @@ static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
     cpu_call k;
     int rc = SG_OK;
     cpu_bind(c, g, nd, &k);
-    k.rank = be->dist ? (uint64_t)be->dist->rank : 0, k.be = be, k.rc = &rc;
+    k.slice = sg_node_slice(g, nd, be->dist ? be->dist->rank : 0), k.be = be, k.rc = &rc;
     cpu_run[nd->op](&k);
     if (rc) return SG_ERR;
     for (int o = 0; o < nd->nout; o++) {

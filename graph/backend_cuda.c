@@ -70,7 +70,7 @@ typedef struct {
     cudaGraphExec_t exec;
     int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
-    int rank; /* data parallel: this process's rank (0 alone), the random draws' offset */
+    int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
 #ifdef SG_HAVE_NCCL
     ncclComm_t nccl; /* NULL unless the plan has an all-reduce */
 #endif
@@ -154,7 +154,8 @@ static int prepare_allreduce(sg_backend *be, const sg_plan *p) {
 /* The accumulate bits the launchers can honour. The CPU backend honours every bit of every
  * output; the CUDA launchers take one flag per backward output, shared by the two halves of a
  * concatenated output, by dw and db, and by dgamma and dbeta, and none for forward or optimizer
- * ops. A plan asking for anything else is refused here, not computed differently. */
+ * ops but the loss (mse: gradient accumulation adds the micro-batches' shares of the mean). A
+ * plan asking for anything else is refused here, not computed differently. */
 static int check_accum(const sg_graph *g) {
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
@@ -164,7 +165,9 @@ static int check_accum(const sg_graph *g) {
             if (g->t[nd->out[k]].nparts && (b == 1u || b == 2u))
                 why = "the two halves of a concatenated output differ in accumulation";
         }
-        if (!why && nd->accum && (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
+        /* the loss is the one forward output that accumulates: over the micro-batches */
+        if (!why && nd->accum && nd->op != OP_MSE &&
+            (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
             why = "a forward or optimizer op accumulates";
         if (!why && (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT) &&
             sg_accum_bits(nd, 1) != sg_accum_bits(nd, 0))
@@ -455,6 +458,9 @@ typedef struct {
     int dy_dt;  /* input 0's dtype (dy, for backward ops) */
     int64_t n0; /* output 0's elements */
     int engine; /* conv nodes: the engine that runs this call (SG_CONV_ENGINE_OWN / _CUDNN) */
+    /* the node's slice of the global batch (sg_node_slice: this rank, the node's micro-batch):
+     * where its gathered samples and random draws start, a constant of the captured launch */
+    uint64_t slice;
 } cuda_call;
 
 /* device pointers of input / output i, and the same as (possibly virtual) NHWC operands */
@@ -485,15 +491,15 @@ CUDA_RUN(gather_batch) {
     const sg_gather_args *a = &k->a->gather;
     return cuda_gather_batch(k->st, kout(k, 0), kin(k, 0), ds->shape[0], (int)ds->shape[1],
                              (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, kin(k, 1),
-                             kin(k, 2), a->flip, a->batch, (int64_t)k->c->rank * a->N);
+                             kin(k, 2), a->flip, a->batch, (int64_t)k->slice * a->N);
 }
 CUDA_RUN(sample_t) {
     return cuda_sample_timesteps(k->st, kout(k, 0), k->a->sample_t.N, k->a->sample_t.T, kin(k, 0),
-                                 kin(k, 1), (uint64_t)k->c->rank * (uint64_t)k->a->sample_t.N);
+                                 kin(k, 1), k->slice * (uint64_t)k->a->sample_t.N);
 }
 CUDA_RUN(noise) {
     return cuda_gaussian(k->st, kout(k, 0), k->n0, kin(k, 1), kin(k, 2), SG_RNG_NOISE,
-                         (uint64_t)k->c->rank * (uint64_t)k->n0);
+                         k->slice * (uint64_t)k->n0);
 }
 CUDA_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
@@ -639,18 +645,18 @@ CUDA_RUN(attention_bwd) {
 CUDA_RUN(dropout) {
     return cuda_dropout_fwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->a->dropout.p, kin(k, 1),
                             kin(k, 2), SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
-                            (uint64_t)k->c->rank * (uint64_t)k->n0, k->dt);
+                            k->slice * (uint64_t)k->n0, k->dt);
 }
 CUDA_RUN(dropout_bwd) {
     return cuda_dropout_bwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->a->dropout.p, kin(k, 1),
                             kin(k, 2), SG_RNG_DROPOUT_BASE + (uint32_t)k->a->dropout.purpose,
-                            (uint64_t)k->c->rank * (uint64_t)k->n0, k->dt, kacc(k, 0));
+                            k->slice * (uint64_t)k->n0, k->dt, kacc(k, 0));
 }
 
 CUDA_RUN(mse) {
     const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
     return cuda_mse_fwd(k->st, kout(k, 0), kin(k, 0), pred->dtype, kin(k, 1), tgt->dtype,
-                        sg_numel(pred), k->ws, k->wsb);
+                        sg_numel(pred), k->a->mse.micro_batches, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(mse_bwd) {
     const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
@@ -743,7 +749,8 @@ static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine,
                    .n0 = sg_out_numel(g, nd, 0),
                    .engine = engine        ? engine
                              : c->node_eng ? c->node_eng[i]
-                                           : 0};
+                                           : 0,
+                   .slice = sg_node_slice(g, nd, c->rank)};
     if (cuda_run[nd->op](&k)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sg_last_error());

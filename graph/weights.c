@@ -93,6 +93,14 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
      * must come from the config, over unet_tiny's training defaults */
     if (sg_model_preset(c, model)) {
         if (!any_name) return SG_ERR;
+        /* the name goes into sg_model_json's text (the plan hash, checkpoints) as it is: a
+         * plain word, so that text stays JSON whatever the weights source says */
+        if (!*model || strlen(model) >= sizeof c->name ||
+            strspn(model, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                strlen(model))
+            return sg_set_error("config: model name \"%.40s\" is not a word of at most %d "
+                                "letters, digits, '_', '.' or '-'",
+                                model, (int)sizeof c->name - 1);
         sg_model_preset(c, "unet_tiny");
         snprintf(c->name, sizeof c->name, "%s", model);
     }
@@ -109,13 +117,14 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     struct {
         const char *key;
         int *field, lo, hi;
-    } ints[] = {{"img", &c->img, 1, 1 << 12},        {"in_ch", &c->in_ch, 1, 64},
-                {"ch", &c->ch, 1, 1 << 14},          {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
-                {"heads", &c->heads, 0, 1024},       {"head_ch", &c->head_ch, 0, 1 << 14},
-                {"groups", &c->groups, 1, 1 << 14},  {"resample_conv", &c->resample_conv, 0, 1},
-                {"batch", &c->batch, 1, 1 << 16},    {"T", &c->T, 1, 1 << 20},
-                {"warmup", &c->warmup, 0, 1 << 30},  {"flip", &c->flip, 0, 1},
-                {"ema_warmup", &c->ema_warmup, 0, 1}};
+    } ints[] = {
+        {"img", &c->img, 1, 1 << 12},         {"in_ch", &c->in_ch, 1, 64},
+        {"ch", &c->ch, 1, 1 << 14},           {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
+        {"heads", &c->heads, 0, 1024},        {"head_ch", &c->head_ch, 0, 1 << 14},
+        {"groups", &c->groups, 1, 1 << 14},   {"resample_conv", &c->resample_conv, 0, 1},
+        {"batch", &c->batch, 1, 1 << 16},     {"T", &c->T, 1, 1 << 20},
+        {"warmup", &c->warmup, 0, 1 << 30},   {"flip", &c->flip, 0, 1},
+        {"ema_warmup", &c->ema_warmup, 0, 1}, {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;

@@ -36,14 +36,15 @@ typedef enum {
  * everywhere else. A dtype is always stored as an sg_dtype, never offset or defaulted. Sizes that
  * follow from the operands' shapes are not arguments: planner/op_dims.h derives them. */
 typedef struct {
-    int N;     /* images per batch (this rank's) */
+    int N;     /* images this node gathers: one micro-batch of one rank */
     int img;   /* output height = width (data images are padded into it) */
     int flip;  /* random horizontal flips */
-    int batch; /* the global batch: N x ranks (N in one process); sample i of rank r is
-                  sample step*batch + r*N + i of the run (docs/data-parallel.md) */
+    int batch; /* the global batch: N x ranks x micro-batches; sample i of the node's slice s
+                  (sg_node_slice) is sample step*batch + s*N + i of the run
+                  (docs/data-parallel.md) */
 } sg_gather_args;
 typedef struct {
-    int N, T; /* N timesteps drawn from [0, T) */
+    int N, T; /* N timesteps drawn from [0, T), at the node's slice x N */
 } sg_sample_t_args;
 typedef struct {
     int T;              /* diffusion steps of the linear beta schedule */
@@ -76,8 +77,13 @@ typedef struct {
     float p;     /* drop probability */
 } sg_dropout_args;
 typedef struct {
-    float loss_scale; /* the dloss the backward starts from: 1, or 1/ranks when data parallel
-                         (the all-reduce then sums); > 0, never defaulted */
+    float loss_scale;  /* the dloss the backward starts from: 1/(ranks x micro_batches), 1 in
+                          the classic step (the all-reduce and the micro-batches' accumulating
+                          gradient writes then sum); > 0, never defaulted */
+    int micro_batches; /* K >= 1: the forward writes this micro-batch's squared-error sum over
+                          (its elements x K), the first micro-batch overwriting the loss and the
+                          later ones adding (accum bit): the loss is the mean over the K
+                          micro-batches, i.e. over the rank's batch (1: the batch's mean) */
 } sg_mse_args;
 typedef struct {
     int ranks;         /* the ranks the gradients are summed over */
@@ -140,6 +146,9 @@ typedef struct {
     int needs_grad;   /* a parameter, or computed from one */
     int has_contrib;  /* autodiff: some node already wrote this gradient */
     int region;       /* 1: a view over a whole persistent role region (the optimizer's) */
+    int twin;         /* gradient accumulation: micro-batch 0's tensor that this micro-batch's
+                         tensor copies (its lifetime moved by whole micro-batches: the layout
+                         gives it the twin's offset), -1 for every other tensor */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
 } sg_tensor;
@@ -153,7 +162,9 @@ typedef struct {
      * what is already there instead of overwriting it. Read it with sg_accum_bits. */
     unsigned accum;
     sg_op_args a;
-    int fwd; /* backward nodes: the forward node they differentiate; else -1 */
+    int fwd;   /* backward nodes: the forward node they differentiate; else -1 */
+    int micro; /* the micro-batch of the step this node computes (0 .. micro_batches-1): its
+                  random draws and gathered samples start at sg_node_slice (below) */
 } sg_node;
 
 typedef struct {
@@ -164,6 +175,11 @@ typedef struct {
     int n_forward;  /* nodes [0, n_forward) are the forward pass */
     int n_backward; /* nodes [n_forward, n_forward+n_backward) are the backward pass */
     int n_dropout;  /* dropout purposes handed out */
+    /* gradient accumulation: the forward and backward nodes [0, n_forward + n_backward) are
+     * micro-batch 0's; micro-batches 1 .. micro_batches-1 follow them, each a copy of the same
+     * span (node i + k span is node i's copy for micro-batch k, span = n_forward + n_backward)
+     * on fresh activations and the same parameters and gradients. 0 or 1: no copies. */
+    int micro_batches;
 } sg_graph;
 
 /* Shape rule: fill the descriptions (dtype, ndim, shape) of a node's new outputs from its
@@ -229,6 +245,14 @@ static inline int sg_out(const sg_graph *g, int node, int k) {
     return g->n[node].out[k];
 }
 int64_t sg_numel(const sg_tensor *t);
+/* Which slice of the global batch a node works on, for the ops that gather samples or draw
+ * random numbers by global index (docs/data-parallel.md): rank r's micro-batch k is slice
+ * r K + k of the ranks x K equal slices (K = micro_batches), so its first sample (element) is
+ * slice x its own sample (element) count, the index the one-process, one-pass step gives it. */
+static inline uint64_t sg_node_slice(const sg_graph *g, const sg_node *nd, int rank) {
+    const uint64_t K = g->micro_batches > 1 ? (uint64_t)g->micro_batches : 1u;
+    return (uint64_t)rank * K + (uint64_t)nd->micro;
+}
 int sg_find_tensor(const sg_graph *g, const char *name);
 /* Scratch bytes the CUDA launcher of this node takes from the workspace: its op's workspace
  * rule (planner/ops.c), 0 when it has none. */

@@ -13,6 +13,9 @@
 
 #define SG_MAX_LEVELS 8
 #define SG_MAX_RES_BLOCKS 16
+/* The step is unrolled: K micro-batches are K copies of the forward and backward nodes, so the
+ * plan's size (and the planner's time) grows with K; 64 keeps unet_cifar's plan in seconds. */
+#define SG_MAX_GRAD_ACCUM 64
 
 /* The padding of the stride-2 3x3 downsampling conv, as its top/left padding (the
  * bottom/right padding follows from the output size H/2, see OP_CONV2D):
@@ -42,6 +45,12 @@ typedef struct {
      * N >= 1 = one of N ranks: the step ends its backward pass with an all-reduce of the
      * gradients and the loss, and the loss gradient is scaled by 1/N */
     int ranks;
+    /* gradient accumulation (--grad-accum K >= 1): each rank's step runs K forward+backward
+     * passes over micro-batches of batch / (ranks x K) samples, summing their gradients into
+     * the one gradient region, then ONE clip / AdamW / EMA / step increment (1: the classic
+     * step). Micro-batch k of rank r holds the global batch's samples
+     * [(r K + k) m, (r K + k + 1) m), m the micro-batch, and draws its random numbers there */
+    int grad_accum;
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
     /* the dataset the step gathers from (uploaded once) */
     int64_t data_n;
@@ -76,6 +85,9 @@ extern const char *const sg_model_flags_help;
 /* "constant" / "cosine" / "linear" <-> SG_LR_*; parse returns -1 for anything else. */
 const char *sg_lr_schedule_name(int schedule);
 int sg_lr_schedule_parse(const char *s);
+/* The batch splits: over the ranks, and each rank's share into grad_accum micro-batches
+ * (part of sg_model_validate; train checks it as soon as it knows the rank count). */
+int sg_model_check_batch(const sg_model_cfg *cfg);
 /* Check the configuration is buildable (channels divisible by groups, sizes, ...). */
 int sg_model_validate(const sg_model_cfg *cfg);
 /* One-line JSON object of the architecture fields (for checkpoints and --json). */
@@ -98,6 +110,14 @@ typedef struct {
 /* Samples one rank's step holds: batch / ranks (batch when ranks is 0). */
 static inline int sg_model_rank_batch(const sg_model_cfg *c) {
     return c->ranks > 0 ? c->batch / c->ranks : c->batch;
+}
+/* Micro-batches per step (grad_accum, at least 1). */
+static inline int sg_model_micro_batches(const sg_model_cfg *c) {
+    return c->grad_accum > 1 ? c->grad_accum : 1;
+}
+/* Samples one micro-batch holds: batch / (ranks x grad_accum); what the forward pass sees. */
+static inline int sg_model_micro_batch(const sg_model_cfg *c) {
+    return sg_model_rank_batch(c) / sg_model_micro_batches(c);
 }
 
 int sg_build_train_step(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);

@@ -42,6 +42,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->resample_conv = 1;
     c->flip = 1;
     c->act_dt = DT_F32;
+    c->grad_accum = 1;
 }
 
 int sg_model_preset(sg_model_cfg *c, const char *name) {
@@ -88,7 +89,11 @@ int sg_model_preset(sg_model_cfg *c, const char *name) {
 }
 
 const char *const sg_model_flags_help =
-    "  --batch N            batch size\n"
+    "  --batch N            the global batch (= ranks x --grad-accum x micro-batch)\n"
+    "  --grad-accum K       gradient accumulation: the step runs K forward+backward passes\n"
+    "                       over micro-batches of batch/K samples (per rank), sums their\n"
+    "                       gradients, then one optimizer step (default 1; at most 64; the\n"
+    "                       same data, noise and dropout as one pass over the whole batch)\n"
     "  --precision P        fp32 | bf16 (bf16 activations, fp32 master weights)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
@@ -163,6 +168,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--groups", groups, 1, 1 << 14)
     INTFLAG("--img", img, 4, 1 << 12)
     INTFLAG("--in-ch", in_ch, 1, 64)
+    INTFLAG("--grad-accum", grad_accum, 1, SG_MAX_GRAD_ACCUM)
 #undef INTFLAG
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
@@ -258,18 +264,39 @@ static int validate_schedules(const sg_model_cfg *c) {
     return SG_OK;
 }
 
-int sg_model_validate(const sg_model_cfg *c) {
-    if (validate_schedules(c)) return SG_ERR;
-    if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
-        return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
-    if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
-        return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
+int sg_model_check_batch(const sg_model_cfg *c) {
     if (c->ranks < 0)
         return sg_set_error("ranks must be 0 (one process) or a count, is %d", c->ranks);
     if (c->ranks > 0 && c->batch % c->ranks)
         return sg_set_error("--batch %d is the global batch and must divide evenly over %d ranks "
                             "(try --batch %d)",
                             c->batch, c->ranks, (c->batch / c->ranks + 1) * c->ranks);
+    if (c->grad_accum < 1 || c->grad_accum > SG_MAX_GRAD_ACCUM)
+        return sg_set_error("grad_accum %d: micro-batches per step must be in [1, %d]",
+                            c->grad_accum, SG_MAX_GRAD_ACCUM);
+    if (sg_model_rank_batch(c) % c->grad_accum) {
+        /* suggest the next global batch that ranks x K micro-batches divide */
+        const int per = (c->ranks > 0 ? c->ranks : 1) * c->grad_accum;
+        char where[96] = "";
+        if (c->ranks > 0)
+            snprintf(where, sizeof where, " over %d rank(s) is %d samples per rank, which",
+                     c->ranks, sg_model_rank_batch(c));
+        return sg_set_error("--batch %d%s does not split into %d micro-batches (--grad-accum "
+                            "%d): the global batch must be a multiple of %s%d (try --batch %d)",
+                            c->batch, where, c->grad_accum, c->grad_accum,
+                            c->ranks > 0 ? "ranks x micro-batches = " : "", per,
+                            (c->batch / per + 1) * per);
+    }
+    return SG_OK;
+}
+
+int sg_model_validate(const sg_model_cfg *c) {
+    if (validate_schedules(c)) return SG_ERR;
+    if (c->nlevels < 1 || c->nlevels > SG_MAX_LEVELS)
+        return sg_set_error("model has %d levels (1 to %d)", c->nlevels, SG_MAX_LEVELS);
+    if (c->nrb < 1 || c->nrb > SG_MAX_RES_BLOCKS)
+        return sg_set_error("%d res blocks per level (1 to %d)", c->nrb, SG_MAX_RES_BLOCKS);
+    if (sg_model_check_batch(c)) return SG_ERR;
     if (c->img % (1 << (c->nlevels - 1)))
         return sg_set_error("image size %d is not divisible by 2^%d (levels)", c->img,
                             c->nlevels - 1);
@@ -328,8 +355,13 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     for (int i = 0; i < c->nattn; i++)
         snprintf(attn + strlen(attn), sizeof attn - strlen(attn), i ? ",%d" : "%d", c->attn_res[i]);
     /* ranks only when data parallel, so one-process configs read as they always did */
-    char ranks[32] = "";
+    char ranks[64] = "";
     if (c->ranks > 0) snprintf(ranks, sizeof ranks, ",\"ranks\":%d", c->ranks);
+    /* grad_accum likewise only when accumulating: K = 1 configs (and their plan hashes) are
+     * those of before it existed */
+    if (c->grad_accum > 1)
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"grad_accum\":%d",
+                 c->grad_accum);
     /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
      * checkpoints from before them read as they always did */
     char sched[160] = "";

@@ -226,6 +226,7 @@ static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1))) return sg_set_error("pred and target differ in size");
     /* no default: a forgotten 0 would silently zero every gradient */
     if (!(nd->a.mse.loss_scale > 0.0f)) return sg_set_error("mse needs a loss scale > 0");
+    if (nd->a.mse.micro_batches < 1) return sg_set_error("mse needs micro_batches >= 1");
     set1(o, DT_F32, 1);
     return SG_OK;
 }

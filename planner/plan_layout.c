@@ -34,19 +34,26 @@ static int find(int *uf, int x) {
     return x;
 }
 
-/* saved activations: forward tensors that a backward node reads */
+/* saved activations: forward tensors that a backward node reads (micro-batch by micro-batch:
+ * micro-batch k's forward and backward are micro-batch 0's moved by k spans, ir.h) */
 static void classify_roles(sg_graph *g) {
-    for (int i = g->n_forward; i < g->n_forward + g->n_backward; i++)
-        for (int k = 0; k < g->n[i].nin; k++) {
-            sg_tensor *x = &g->t[g->n[i].in[k]];
-            int stack[3] = {g->n[i].in[k], -1, -1}, ns = 1;
-            if (x->nparts) stack[0] = x->parts[0], stack[1] = x->parts[1], ns = 2;
-            for (int s = 0; s < ns; s++) {
-                sg_tensor *y = &g->t[stack[s]];
-                if (y->role == ROLE_TEMP && y->producer >= 0 && y->producer < g->n_forward)
-                    y->role = ROLE_SAVED;
+    const int span = g->n_forward + g->n_backward;
+    const int K = g->micro_batches > 1 ? g->micro_batches : 1;
+    for (int m = 0; m < K; m++) {
+        const int base = m * span;
+        for (int i = base + g->n_forward; i < base + span; i++)
+            for (int k = 0; k < g->n[i].nin; k++) {
+                sg_tensor *x = &g->t[g->n[i].in[k]];
+                int stack[3] = {g->n[i].in[k], -1, -1}, ns = 1;
+                if (x->nparts) stack[0] = x->parts[0], stack[1] = x->parts[1], ns = 2;
+                for (int s = 0; s < ns; s++) {
+                    sg_tensor *y = &g->t[stack[s]];
+                    if (y->role == ROLE_TEMP && y->producer >= base &&
+                        y->producer < base + g->n_forward)
+                        y->role = ROLE_SAVED;
+                }
             }
-        }
+    }
 }
 
 typedef struct {
@@ -238,24 +245,41 @@ static int place_dynamic(sg_plan *p) {
         goto out;
     }
     int nb = collect_buffers(p, bufs, slot);
+    /* gradient accumulation: the buffers of micro-batches 1 .. K-1 copy micro-batch 0's with
+     * lifetimes moved by whole micro-batches (ir.h's twin), so they go where their twins go:
+     * the placement (quadratic in the buffers) runs over one micro-batch, whatever K */
+    int nown = 0;
+    for (int k = 0; k < nb; k++)
+        if (g->t[bufs[k].id].twin < 0) {
+            buf_t t = bufs[k];
+            bufs[k] = bufs[nown], bufs[nown++] = t;
+        }
     static int (*const orders[])(const void *, const void *) = {cmp_size, cmp_area, cmp_life,
                                                                 cmp_first};
     static const char *const order_names[] = {"size", "size x lifetime", "lifetime", "start"};
     int64_t best_top = INT64_MAX;
     for (int o = 0; o < SG_ARRAY_LEN(orders); o++) {
-        qsort(bufs, (size_t)nb, sizeof *bufs, orders[o]);
-        int64_t top = place(bufs, nb, scratch);
+        qsort(bufs, (size_t)nown, sizeof *bufs, orders[o]);
+        int64_t top = place(bufs, nown, scratch);
         if (top < best_top) {
             best_top = top;
-            memcpy(best, bufs, sizeof *bufs * (size_t)nb);
+            memcpy(best, bufs, sizeof *bufs * (size_t)nown);
             p->placement = order_names[o];
         }
     }
-    for (int k = 0; k < nb; k++) slot[best[k].id] = k;
+    if (!nown) best_top = 0;
+    memcpy(best + nown, bufs + nown, sizeof *bufs * (size_t)(nb - nown));
+    for (int k = 0; k < nown; k++) slot[best[k].id] = k;
+    for (int k = nown; k < nb; k++) {
+        const int j = slot[p->buffer_of[g->t[best[k].id].twin]];
+        SG_ASSERT(j >= 0 && j < nown && best[j].size == best[k].size);
+        best[k].offset = best[j].offset;
+        slot[best[k].id] = k;
+    }
     for (int t = 0; t < g->nt; t++)
         if (!is_persistent(g->t[t].role) && !g->t[t].nparts && g->t[t].first >= 0)
             g->t[t].offset = p->persistent_bytes + best[slot[p->buffer_of[t]]].offset;
-    p->arena_bytes = p->persistent_bytes + (nb ? best_top : 0);
+    p->arena_bytes = p->persistent_bytes + best_top;
     rc = lower_bound(p, best, nb);
 out:
     free(slot);
@@ -310,6 +334,94 @@ void sg_plan_free(sg_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* two stored tensors that are live at the same time must not share a byte, unless they are one
+ * buffer (in-place reuse) or a region view and a member of its role */
+static int verify_pair(const sg_plan *p, int a, int b) {
+    const sg_graph *g = &p->g;
+    const sg_tensor *x = &g->t[a], *y = &g->t[b];
+    if (p->buffer_of[a] == p->buffer_of[b]) return SG_OK;
+    if ((x->region || y->region) && x->role == y->role) return SG_OK;
+    if (x->first > y->last || y->first > x->last) return SG_OK;
+    if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)
+        return sg_set_error("plan: %s [%lld, +%lld) and %s [%lld, +%lld) overlap while both live "
+                            "(%d..%d vs %d..%d)",
+                            x->name, (long long)x->offset, (long long)x->bytes, y->name,
+                            (long long)y->offset, (long long)y->bytes, x->first, x->last, y->first,
+                            y->last);
+    return SG_OK;
+}
+
+/* a tensor and the key it is sorted by (its offset, or the start of its life) */
+typedef struct {
+    int64_t key;
+    int id;
+} keyed_t;
+static int cmp_keyed(const void *a, const void *b) {
+    const keyed_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* Every pair of stored tensors live at the same time, without the quadratic all-pairs loop
+ * (an unrolled gradient-accumulation step has tens of thousands of tensors): the persistent
+ * ones, live the whole step, sorted by offset and each compared with those that start before
+ * it ends; every dynamic one against the persistent ones by binary search; the dynamic ones
+ * in a sweep over the schedule, each compared with those still live when it starts. */
+static int verify_pairs(const sg_plan *p) {
+    const sg_graph *g = &p->g;
+    const size_t n = (size_t)g->nt + 1;
+    keyed_t *per = malloc(sizeof *per * n), *dyn = malloc(sizeof *dyn * n);
+    int *live = malloc(sizeof *live * n);
+    int64_t *reach = malloc(sizeof *reach * n);
+    int np = 0, nd = 0, nl = 0, rc = SG_OK;
+    if (!per || !dyn || !live || !reach) {
+        rc = sg_set_error("out of host memory verifying the plan");
+        goto out;
+    }
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->nparts || x->first < 0 || x->bytes == 0) continue;
+        if (is_persistent(x->role))
+            per[np++] = (keyed_t){x->offset, t};
+        else
+            dyn[nd++] = (keyed_t){x->first, t};
+    }
+    qsort(per, (size_t)np, sizeof *per, cmp_keyed);
+    for (int i = 0; i < np && !rc; i++) {
+        const int64_t end = per[i].key + g->t[per[i].id].bytes;
+        for (int j = i + 1; j < np && per[j].key < end && !rc; j++)
+            rc = verify_pair(p, per[i].id, per[j].id);
+        /* reach[i]: the furthest end among per[0..i] */
+        reach[i] = i && reach[i - 1] > end ? reach[i - 1] : end;
+    }
+    for (int k = 0; k < nd && !rc; k++) {
+        const sg_tensor *x = &g->t[dyn[k].id];
+        int lo = 0, hi = np; /* the persistent tensors that start before x ends: [0, lo) */
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (per[mid].key < x->offset + x->bytes)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (int i = lo - 1; i >= 0 && reach[i] > x->offset && !rc; i--)
+            rc = verify_pair(p, per[i].id, dyn[k].id);
+    }
+    qsort(dyn, (size_t)nd, sizeof *dyn, cmp_keyed);
+    for (int k = 0; k < nd && !rc; k++) {
+        const sg_tensor *x = &g->t[dyn[k].id];
+        int m = 0; /* drop the tensors whose life ended before x's began */
+        for (int i = 0; i < nl; i++)
+            if (g->t[live[i]].last >= x->first) live[m++] = live[i];
+        nl = m;
+        for (int i = 0; i < nl && !rc; i++) rc = verify_pair(p, live[i], dyn[k].id);
+        live[nl++] = dyn[k].id;
+    }
+out:
+    free(per), free(dyn), free(live), free(reach);
+    return rc;
+}
+
 int sg_plan_verify(const sg_plan *p) {
     const sg_graph *g = &p->g;
     for (int t = 0; t < g->nt; t++) {
@@ -322,24 +434,5 @@ int sg_plan_verify(const sg_plan *p) {
         if (x->offset + x->bytes > p->arena_bytes)
             return sg_set_error("plan: tensor %s ends past the arena", x->name);
     }
-    /* pairwise: live at the same time => disjoint memory, unless one buffer (in-place reuse)
-     * or the same persistent region (a region view and its members) */
-    for (int a = 0; a < g->nt; a++) {
-        const sg_tensor *x = &g->t[a];
-        if (x->nparts || x->first < 0 || x->bytes == 0) continue;
-        for (int b = a + 1; b < g->nt; b++) {
-            const sg_tensor *y = &g->t[b];
-            if (y->nparts || y->first < 0 || y->bytes == 0) continue;
-            if (p->buffer_of[a] == p->buffer_of[b]) continue;
-            if ((x->region || y->region) && x->role == y->role) continue;
-            if (x->first > y->last || y->first > x->last) continue;
-            if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)
-                return sg_set_error("plan: %s [%lld, +%lld) and %s [%lld, +%lld) overlap while "
-                                    "both live (%d..%d vs %d..%d)",
-                                    x->name, (long long)x->offset, (long long)x->bytes, y->name,
-                                    (long long)y->offset, (long long)y->bytes, x->first, x->last,
-                                    y->first, y->last);
-        }
-    }
-    return SG_OK;
+    return verify_pairs(p);
 }

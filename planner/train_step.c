@@ -1,8 +1,10 @@
 /* train_step.c — the graphs the executor runs: the whole training step (batch gather,
- * timesteps, noise, the UNet, the loss, its backward pass by autodiff, the data-parallel
- * all-reduce, gradient clipping, AdamW, EMA, the loss watch and the step increment) and the
- * forward pass alone for sampling. The network itself comes from unet.c.
+ * timesteps, noise, the UNet, the loss, its backward pass by autodiff, the copies of both for
+ * the further micro-batches of gradient accumulation, the data-parallel all-reduce, gradient
+ * clipping, AdamW, EMA, the loss watch and the step increment) and the forward pass alone for
+ * sampling. The network itself comes from unet.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "planner/autodiff.h"
@@ -25,11 +27,95 @@ static int region(sg_graph *g, sg_role role, const char *name) {
     return id;
 }
 
+/* ---- gradient accumulation: micro-batches 1 .. K-1 as copies of micro-batch 0's nodes
+ *
+ * Micro-batch 0 is built as the classic step's forward and backward (over batch / (ranks K)
+ * samples); each further micro-batch k is a copy of those nodes, in the same order, appended
+ * after them: the schedule is fwd 0, bwd 0, fwd 1, bwd 1, ..., then the optimizer once. A copy
+ * reads and writes the same persistent tensors (parameters, the gradient region, the step
+ * state, the dataset) and its own copy of every other tensor ("mb<k>/<name>"), so micro-batch
+ * k's activations are dead before micro-batch k+1's exist and the layout puts them in the same
+ * memory: the arena is that of one micro-batch. A copy's write into a persistent tensor (a
+ * parameter's gradient; the loss) accumulates: micro-batch 0 overwrites, the others add, in
+ * micro-batch order — the same accumulate bits autodiff uses for gradient fan-in. Which
+ * samples and random numbers a copy takes is its node's `micro` (sg_node_slice). */
+
+static int is_persistent_role(sg_role r) {
+    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
+}
+
+/* micro-batch k's tensor for micro-batch 0's tensor t (map: 0's ids -> k's, -1 not yet made) */
+static int micro_tensor(sg_graph *g, int *map, int t, int k) {
+    if (is_persistent_role(g->t[t].role)) return t;
+    if (map[t] >= 0) return map[t];
+    int parts[2] = {-1, -1};
+    for (int p = 0; p < g->t[t].nparts; p++)
+        if ((parts[p] = micro_tensor(g, map, g->t[t].parts[p], k)) < 0) return -1;
+    const sg_tensor x = g->t[t]; /* a copy: sg_tensor_new may move g->t */
+    char nm[SG_NAME_MAX];
+    sg_name(nm, "mb%d/%s", k, x.name);
+    int id = sg_tensor_new(g, nm, x.dtype, x.role, x.ndim, x.shape);
+    if (id < 0) return -1;
+    sg_tensor *y = &g->t[id];
+    y->nparts = x.nparts;
+    y->parts[0] = parts[0], y->parts[1] = parts[1];
+    if (x.nparts) y->bytes = 0;
+    y->needs_grad = x.needs_grad;
+    y->twin = t;
+    return map[t] = id;
+}
+
+/* Append micro-batches 1 .. K-1 (the nodes so far are micro-batch 0's forward and backward);
+ * `loss` is the one persistent tensor besides the gradients that they write. */
+static int copy_micro_batches(sg_graph *g, int K, int loss) {
+    const int span = g->nn, nt0 = g->nt;
+    SG_ASSERT(span == g->n_forward + g->n_backward);
+    g->micro_batches = K;
+    if (K <= 1) return SG_OK;
+    int *map = malloc(sizeof(int) * (size_t)nt0);
+    if (!map) return sg_set_error("out of host memory copying the micro-batches");
+    int rc = SG_OK;
+    for (int k = 1; k < K && !rc; k++) {
+        for (int t = 0; t < nt0; t++) map[t] = -1;
+        for (int i = 0; i < span && !rc; i++) {
+            const sg_node nd = g->n[i]; /* a copy: adding nodes may move g->n */
+            int in[SG_MAX_IN], out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            unsigned accum = nd.accum;
+            for (int j = 0; j < nd.nin && !rc; j++)
+                if ((in[j] = micro_tensor(g, map, nd.in[j], k)) < 0) rc = SG_ERR;
+            for (int o = 0; o < nd.nout && !rc; o++) {
+                if ((out[o] = micro_tensor(g, map, nd.out[o], k)) < 0) rc = SG_ERR;
+                if (rc || !is_persistent_role(g->t[out[o]].role)) continue;
+                /* only the parameters' gradients and the loss are written across micro-batches */
+                SG_ASSERT(g->t[out[o]].role == ROLE_GRAD || out[o] == loss);
+                accum |= sg_accum_bit(o, 0);
+            }
+            if (rc) break;
+            int id = sg_node_add(g, nd.op, in, nd.nin, out, &nd.a, g->t[out[0]].name);
+            if (id < 0) {
+                rc = SG_ERR;
+                break;
+            }
+            g->n[id].accum = accum;
+            g->n[id].fwd = nd.fwd >= 0 ? nd.fwd + k * span : -1;
+            g->n[id].micro = k;
+            for (int o = 0; o < nd.nout; o++) {
+                const int p = g->t[nd.out[o]].producer;
+                if (!is_persistent_role(g->t[out[o]].role) && p >= 0)
+                    g->t[out[o]].producer = p + k * span;
+            }
+        }
+    }
+    free(map);
+    return rc;
+}
+
 int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     if (sg_model_validate(c)) return SG_ERR;
     memset(io, -1, sizeof *io);
     builder b = {.g = g, .c = c, .train = 1};
-    int N = sg_model_rank_batch(c); /* this rank's samples; c->batch is the global batch */
+    /* one micro-batch's samples: c->batch is the global batch = ranks x K x N */
+    const int N = sg_model_micro_batch(c), K = sg_model_micro_batches(c);
     io->step = scalar_state(g, "step", DT_I64);
     io->seed = scalar_state(g, "rng_seed", DT_U64);
     io->lr = scalar_state(g, "lr", DT_F32);
@@ -54,10 +140,12 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in3c, 3, &da, "x_t", 0);
     io->pred = sg_unet(&b, io->xt, io->t);
     if (b.err) return SG_ERR;
-    /* the loss scale: the gradient of the loss is 1/ranks, so the all-reduce SUM of the ranks'
-     * gradients is the gradient of the global batch's mean loss (1/1 = 1 in one process) */
+    /* the loss scale: the gradient of the loss is 1/(ranks K), so the sum of the K
+     * micro-batches' gradients and the all-reduce SUM of the ranks' is the gradient of the
+     * global batch's mean loss (1/1 = 1 in one process without accumulation) */
     int mse_in[2] = {io->pred, io->eps}, mse_out[SG_MAX_OUT] = {io->loss};
-    sg_op_args ma = {.mse = {.loss_scale = c->ranks > 0 ? (float)(1.0 / c->ranks) : 1.0f}};
+    const double parts = (double)(c->ranks > 0 ? c->ranks : 1) * K;
+    sg_op_args ma = {.mse = {.loss_scale = (float)(1.0 / parts), .micro_batches = K}};
     if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, &ma, "mse") < 0) return SG_ERR;
     io->n_params = b.n_params;
 
@@ -65,6 +153,7 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     for (int i = 0; i < g->nt; i++)
         if (g->t[i].role == ROLE_PARAM && !g->t[g->t[i].grad].has_contrib)
             return sg_set_error("parameter %s receives no gradient", g->t[i].name);
+    if (copy_micro_batches(g, K, io->loss)) return SG_ERR;
 
     io->params = region(g, ROLE_PARAM, "params");
     io->grads = region(g, ROLE_GRAD, "grads");

@@ -36,3 +36,10 @@ add_executable(test_ckpt_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
 target_link_libraries(test_ckpt_corpus PRIVATE sg_ckpt)
 add_test(NAME test_ckpt_corpus COMMAND test_ckpt_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus)
 set_tests_properties(test_ckpt_corpus PROPERTIES TIMEOUT 120)
+
+# ckpt_bench's JSON report with user text in it (tests/test_ckpt_bench.sh)
+if(TARGET ckpt_bench)
+  add_test(NAME ckpt_bench_json COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ckpt_bench.sh
+                                        $<TARGET_FILE:ckpt_bench>)
+  set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 120)
+endif()

@@ -66,6 +66,7 @@
 #define BO_PURPOSE 0x7e57u /* the test's own Philox stream, apart from the step's purposes */
 #define BO_MAX_T 48
 #define BO_MAX_STEPS 1000 /* the sampler cases' T */
+#define BO_MICROS 3 /* micro-batches of the cases that place a node in one (bo_args.micro) */
 #define POISON 0xFF
 
 /* ---- tolerances */
@@ -100,7 +101,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_AVGPOOL2X] = {1, 0, 0, TOL_EXACT},
     [OP_ATTENTION] = {1, 0, 0, TOL_F32},
     [OP_DROPOUT] = {1, 0, 0, TOL_EXACT},
-    [OP_MSE] = {1, 0, 0, TOL_TIGHT},
+    [OP_MSE] = {1, 1, 0, TOL_TIGHT},
     [OP_MSE_BWD] = {1, 1, 0, TOL_EXACT},
     [OP_LINEAR_BWD_DATA] = {1, 1, 0, TOL_F32},
     [OP_LINEAR_BWD_WEIGHT] = {1, 1, 0, TOL_F32},
@@ -175,6 +176,9 @@ typedef struct {
                  loss factor */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
+    int micro; /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
+                  BO_MICROS (gradient accumulation), so its samples and random draws start at
+                  that slice of the batch (sg_node_slice) */
 } bo_args;
 
 typedef int (*bo_builder)(bo_case *c, const bo_args *a, sg_dtype dt);
@@ -253,6 +257,14 @@ static int node(bo_case *c, sg_op op, const int *in, int nin, int *outs, const s
     return n;
 }
 
+/* node n as micro-batch a->micro of BO_MICROS (a->micro 0: the plain step, left as it is) */
+static int micro_node(bo_case *c, int n, const bo_args *a) {
+    if (n < 0 || !a->micro) return n;
+    c->p.g.micro_batches = BO_MICROS;
+    c->p.g.n[n].micro = a->micro;
+    return n;
+}
+
 /* the activation the op reads: plain, or (C2 > 0) the virtual concatenation of two inputs of C
  * and C2 channels made by an OP_CONCAT node, as the UNet's skip connections are */
 static int act_in(bo_case *c, const char *name, sg_dtype dt, const bo_args *a, int H, int W, int C,
@@ -316,16 +328,17 @@ static int b_gather(bo_case *c, const bo_args *a, sg_dtype dt) {
         tensor(c, "dataset", DT_U8, ROLE_INPUT, 4, a->ndata, a->W, a->W, a->C, FILL_BYTES, 0, 0),
         seed_t(c), step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    /* one process: the global batch is this node's N */
-    sg_op_args args = {.gather = {.N = a->N, .img = a->H, .flip = a->flip, .batch = a->N}};
-    return node(c, OP_GATHER_BATCH, in, 3, out, &args, 0) < 0;
+    /* one process: the global batch is this node's N, or its micro-batches' */
+    const int batch = a->micro ? BO_MICROS * a->N : a->N;
+    sg_op_args args = {.gather = {.N = a->N, .img = a->H, .flip = a->flip, .batch = batch}};
+    return micro_node(c, node(c, OP_GATHER_BATCH, in, 3, out, &args, 0), a) < 0;
 }
 
 static int b_sample_t(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
     int in[2] = {seed_t(c), step_t(c, a->step)}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.sample_t = {.N = a->N, .T = a->T}};
-    return node(c, OP_SAMPLE_T, in, 2, out, &args, 0) < 0;
+    return micro_node(c, node(c, OP_SAMPLE_T, in, 2, out, &args, 0), a) < 0;
 }
 
 static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -333,7 +346,7 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0), seed_t(c),
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_NOISE, in, 3, out, NULL, 0) < 0;
+    return micro_node(c, node(c, OP_NOISE, in, 3, out, NULL, 0), a) < 0;
 }
 
 static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -432,23 +445,25 @@ static int b_dropout(bo_case *c, const bo_args *a, sg_dtype dt) {
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.dropout = {.purpose = a->K, .p = a->f}}; /* K: the dropout purpose */
-    return node(c, OP_DROPOUT, in, 3, out, &args, 0) < 0;
+    return micro_node(c, node(c, OP_DROPOUT, in, 3, out, &args, 0), a) < 0;
 }
 
 static int b_mse(bo_case *c, const bo_args *a, sg_dtype dt) {
-    /* pred in dt; target in dt, or fp32 (the step's eps) when mixed */
+    /* pred in dt; target in dt, or fp32 (the step's eps) when mixed; acc: the loss as one of
+     * BO_MICROS micro-batches' share of their mean, added to the loss there (accumulation) */
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
-    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f}};
-    return node(c, OP_MSE, in, 2, out, &args, 0) < 0;
+    int out[SG_MAX_OUT] = {a->acc ? out_t(c, "loss", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 1) : -1};
+    sg_op_args args = {
+        .mse = {.loss_scale = a->f > 0 ? a->f : 1.0f, .micro_batches = a->acc ? BO_MICROS : 1}};
+    return node(c, OP_MSE, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_mse_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
                  act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {act_out(c, "dpred", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc)};
-    sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f}};
+    sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f, .micro_batches = 1}};
     return node(c, OP_MSE_BWD, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
@@ -616,7 +631,7 @@ static int b_dropout_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc)};
     sg_op_args args = {.dropout = {.purpose = a->K, .p = a->f}};
-    return node(c, OP_DROPOUT_BWD, in, 3, out, &args, acc_bits(0, a->acc)) < 0;
+    return micro_node(c, node(c, OP_DROPOUT_BWD, in, 3, out, &args, acc_bits(0, a->acc)), a) < 0;
 }
 
 static int b_accum(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -824,10 +839,13 @@ static const bo_entry entries[] = {
     /* step inputs */
     {OP_GATHER_BATCH, F32, 0, {.N = 5, .H = 12, .W = 9, .C = 3, .ndata = 7, .flip = 1, .step = 3}},
     {OP_GATHER_BATCH, F32, 0, {.N = 4, .H = 8, .W = 8, .C = 1, .ndata = 13, .flip = 0, .step = 100}},
+    {OP_GATHER_BATCH, F32, 0, {.N = 3, .H = 8, .W = 6, .C = 3, .ndata = 11, .flip = 1, .step = 5, .micro = 2}},
     {OP_SAMPLE_T, F32, 0, {.N = 37, .T = 1000, .step = 5}},
     {OP_SAMPLE_T, F32, 0, {.N = 3, .T = 7, .step = 1 << 20}},
+    {OP_SAMPLE_T, F32, 0, {.N = 5, .T = 1000, .step = 6, .micro = 1}},
     {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9}},
     {OP_NOISE, F32, 0, {.N = 3, .H = 33, .W = 31, .C = 1, .step = 0}},
+    {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9, .micro = 2}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
     /* the model */
@@ -878,8 +896,10 @@ static const bo_entry entries[] = {
     {OP_ATTENTION, BOTH, 0, {.N = 1, .H = 15, .W = 20, .C = 16, .heads = 1}},
     {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 0, .f = 0.1f, .step = 4}},
     {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 9, .W = 8, .C = 33, .K = 5, .f = 0.5f, .step = 77, .inplace = 1}},
+    {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 1, .f = 0.1f, .step = 4, .micro = 1}},
     {OP_MSE, BOTH, 0, {.N = 1, .H = 1, .W = 1, .C = 10007}},
     {OP_MSE, BOTH, 0, {.N = 4, .H = 16, .W = 16, .C = 3, .mixed = 1}},
+    {OP_MSE, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 3, .mixed = 1, .acc = 1}}, /* a micro-batch */
     {OP_MSE, F32, 1, {.N = 1, .H = 1, .W = 1, .C = 3000001}}, /* past the capped partial grid */
     /* backward */
     {OP_MSE_BWD, BOTH, 0, {.N = 1, .H = 1, .W = 1, .C = 10007}},
@@ -932,6 +952,7 @@ static const bo_entry entries[] = {
     {OP_ATTENTION_BWD, BOTH, 0, {.N = 1, .H = 15, .W = 20, .C = 16, .heads = 1, .acc = 1}},
     {OP_DROPOUT_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 0, .f = 0.1f, .step = 4, .acc = 1}},
     {OP_DROPOUT_BWD, BOTH, 0, {.N = 2, .H = 9, .W = 8, .C = 33, .K = 5, .f = 0.5f, .step = 77, .inplace = 1}},
+    {OP_DROPOUT_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 1, .f = 0.1f, .step = 4, .acc = 1, .micro = 2}},
     {OP_ACCUM, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9}},
     {OP_ACCUM, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
     {OP_ACCUM, BOTH, 0, {.N = 1, .H = 9, .W = 8, .C = 33, .inplace = 1}},

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "graph/weights.h"
 #include "tests/sg_test.h"
 #include "tools/cli.h"
 
@@ -69,6 +70,7 @@ static void test_model_json_roundtrip(void) {
         sg_model_cfg a, b;
         CHECK(sg_model_preset(&a, models[m]) == SG_OK, "preset");
         a.lr = 1.2345e-4f, a.dropout = 0.3f, a.batch = 3, a.act_dt = DT_BF16, a.warmup = 7;
+        if (m == 2) a.grad_accum = 3; /* gradient accumulation: recorded when K > 1 */
         a.data_n = a.data_h = a.data_w = 0;
         json_t *j = cli_model_json(&a);
         CHECK(j && cli_model_from_json(j, &b) == SG_OK, "%s: %s", models[m], sg_last_error());
@@ -78,10 +80,31 @@ static void test_model_json_roundtrip(void) {
     }
 }
 
+/* a weights source's config may name no preset, but its name must stay a plain word: it is
+ * written into sg_model_json's JSON text unescaped */
+static void test_config_model_name(void) {
+    sg_model_cfg c;
+    static const char *const bad[] = {"{\"model\":\"a\\\"b\"}", "{\"model\":\"\"}",
+                                      "{\"model\":\"x y\"}",
+                                      "{\"model\":\"0123456789012345678901234567890123\"}"};
+    for (int i = 0; i < SG_ARRAY_LEN(bad); i++) {
+        json_t *j = json_loads(bad[i], 0, NULL);
+        CHECK(j && sg_model_cfg_from_config(j, 1, &c) == SG_ERR &&
+                  strstr(sg_last_error(), "is not a word"),
+              "%s accepted: %s", bad[i], sg_last_error());
+        json_decref(j);
+    }
+    json_t *j = json_loads("{\"model\":\"diffusers\"}", 0, NULL);
+    CHECK(j && sg_model_cfg_from_config(j, 1, &c) == SG_OK && !strcmp(c.name, "diffusers"),
+          "diffusers: %s", sg_last_error());
+    json_decref(j);
+}
+
 int main(void) {
     test_integers();
     test_floats();
     test_error_into_itself();
     test_model_json_roundtrip();
+    test_config_model_name();
     return sg_test_end();
 }

@@ -890,7 +890,7 @@ typedef struct {
 static double mse_loss(void *p) {
     mse_ctx *c = p;
     float l;
-    cpu_mse_fwd(&l, c->pred, c->target, c->n);
+    cpu_mse_fwd(&l, c->pred, c->target, c->n, 1);
     return (double)c->dloss * l;
 }
 
@@ -905,10 +905,24 @@ static void test_loss(void) {
         for (int64_t i = 0; i < n; i++)
             want += ((double)pred[i] - target[i]) * (pred[i] - target[i]);
         want /= (double)n;
-        cpu_mse_fwd(&loss, pred, target, n);
+        cpu_mse_fwd(&loss, pred, target, n, 1);
         CHECK(fabs(loss - want) <= 1e-6 * want, "mse fwd %.9g want %.9g", loss, want);
-        cpu_mse_fwd(&loss2, pred, target, n);
+        cpu_mse_fwd(&loss2, pred, target, n, 1);
         CHECK(memcmp(&loss, &loss2, 4) == 0, "mse fwd not deterministic");
+        /* gradient accumulation: the shares of 3 equal micro-batches add up to the mean of all
+         * (the first part of n is what 3 micro-batches of n/3 values would see) */
+        int64_t m = n / 3;
+        double want3 = 0;
+        float share = NAN, sum3 = 0;
+        for (int64_t i = 0; i < 3 * m; i++)
+            want3 += ((double)pred[i] - target[i]) * (pred[i] - target[i]);
+        want3 /= (double)(3 * m);
+        for (int part = 0; part < 3; part++) {
+            cpu_mse_fwd(&share, pred + part * m, target + part * m, m, 3);
+            sum3 += share;
+        }
+        CHECK(fabs(sum3 - want3) <= 1e-6 * want3, "mse micro-batch shares %.9g want %.9g",
+              (double)sum3, want3);
         cpu_mse_bwd(dp, pred, target, n, 0.75f);
         if (k == 0) {
             /* L = dloss * mse is quadratic in pred: central differences are exact */

@@ -1209,27 +1209,31 @@ static void test_attentions(void) {
 
 /* ======================= loss ======================= */
 
-static void test_loss(int64_t n, int pdt, int tdt, int accum) {
+/* accum: both outputs accumulate, the loss as one of `parts` micro-batches' share of the mean
+ * (gradient accumulation), onto a non-zero loss already there */
+static void test_loss(int64_t n, int pdt, int tdt, int accum, int parts) {
     char ctx[128];
-    snprintf(ctx, sizeof ctx, "mse n%lld pred %s target %s%s", (long long)n, dtn(pdt), dtn(tdt),
-             accum ? " accum" : "");
+    snprintf(ctx, sizeof ctx, "mse n%lld pred %s target %s%s parts %d", (long long)n, dtn(pdt),
+             dtn(tdt), accum ? " accum" : "", parts);
     case_begin();
     float *pred = rnd_dt(n, -2, 2, pdt), *tgt = rnd_dt(n, -2, 2, tdt);
     float loss = 0.0f, *grad = fbuf(n);
     const float dloss = 0.5f;
-    cpu_mse_fwd(&loss, pred, tgt, n);
+    cpu_mse_fwd(&loss, pred, tgt, n, parts);
     cpu_mse_bwd(grad, pred, tgt, n, dloss);
     tbuf *dp = tb_in("pred", pred, n, pdt), *dtg = tb_in("target", tgt, n, tdt);
     float *old = old_for(accum, n, pdt), *r_grad = ref_acc(grad, old, n, pdt);
-    tbuf *l = tb_out("loss", 1, DT_F32, NULL), *g = tb_out("dpred", n, pdt, old);
+    float *old_l = old_for(accum, 1, DT_F32), *r_loss = ref_acc(&loss, old_l, 1, DT_F32);
+    tbuf *l = tb_out("loss", 1, DT_F32, old_l), *g = tb_out("dpred", n, pdt, old);
     int64_t wsb = sg_ws_mse_fwd(n);
     tbuf *ws = tb_ws(wsb);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        CALL(cuda_mse_fwd, g_st, (float *)l->d, dp->d, pdt, dtg->d, tdt, n, ws->d, wsb);
+        CALL(cuda_mse_fwd, g_st, (float *)l->d, dp->d, pdt, dtg->d, tdt, n, parts, accum, ws->d,
+             wsb);
         CALL(cuda_mse_bwd, g_st, g->d, dp->d, pdt, dtg->d, tdt, n, dloss, accum);
         sync_stream();
-        tb_check(l, &loss, TOL_TIGHT, rep, ctx);
+        tb_check(l, r_loss, TOL_TIGHT, rep, ctx);
         tb_check(g, r_grad, TOL_EXACT, rep, ctx);
         guards_all(ctx);
     }
@@ -1567,8 +1571,8 @@ static void test_graph(void) {
         CALL(cuda_gaussian, g_st, (float *)eps->d, rows *Co, sp, tp, SG_RNG_NOISE, 0);             \
         CALL(cuda_dropout_fwd, g_st, yd->d, y3->d, rows *Co, 0.1f, sp, tp, SG_RNG_DROPOUT_BASE, 0, \
              DT_F32);                                                                              \
-        CALL(cuda_mse_fwd, g_st, (float *)loss->d, yd->d, DT_F32, eps->d, DT_F32, rows *Co, ws->d, \
-             wsb);                                                                                 \
+        CALL(cuda_mse_fwd, g_st, (float *)loss->d, yd->d, DT_F32, eps->d, DT_F32, rows *Co, 1, 0,  \
+             ws->d, wsb);                                                                          \
         CALL(cuda_sumsq, g_st, (float *)ss->d, (const float *)grad->d, nw, ws->d, wsb);            \
         CALL(cuda_clip_scale, g_st, (float *)sc->d, (const float *)ss->d, 1.0f);                   \
         CALL(cuda_adamw, g_st, (float *)p->d, (float *)m->d, (float *)v->d,                        \
@@ -1747,9 +1751,10 @@ int main(void) {
         test_sample_step(dt);
     }
     test_attentions();
-    test_loss(10007, DT_F32, DT_F32, 0);
-    test_loss(10007, DT_BF16, DT_F32, 1);
-    test_loss(3000001, DT_F32, DT_BF16, 0);         /* more values than the capped partial grid */
+    test_loss(10007, DT_F32, DT_F32, 0, 1);
+    test_loss(10007, DT_BF16, DT_F32, 1, 1);
+    test_loss(10007, DT_F32, DT_F32, 1, 3);         /* a micro-batch's share, accumulated */
+    test_loss(3000001, DT_F32, DT_BF16, 0, 1);      /* more values than the capped partial grid */
     test_optim(10001, 6, 10, 1, SG_LR_CONSTANT, 0); /* inside the warmup, clipped */
     test_optim(3000001, 20, 10, 0, SG_LR_CONSTANT, 0); /* after the warmup, no clip scale */
     /* the schedules and the EMA warm-up, computed on the device from the step */

@@ -7,11 +7,15 @@
  *   (fp32: 2e-3 relative per step — different summation orders and libm, through a network
  *   whose loss is O(1) and whose parameters move by ~lr per step, stay near 1e-5 for the first
  *   steps and drift slowly; bf16: 3e-2, bf16 rounding of every activation);
+ * - gradient accumulation (2 micro-batches, fp32): graph replay vs eager bitwise, two graph runs
+ *   bitwise, CPU vs GPU within the fp32 tolerance, and within it of the GPU's one-pass step
+ *   (the same data, noise and dropout; only the gradients' summation order differs);
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
  * backend (tests/cuda_host.cmake) runs every thread of every block as a fiber on the CPU, so
- * CI runs 3 steps at batch 2 there; a GPU runs the full 20 at the preset batch.
+ * CI runs 3 steps at batch 2 there; a GPU runs the full 20 at the preset batch. SG_TEST_ACCUM=0
+ * leaves out the gradient-accumulation runs (CI's second thread order: they add no kernel).
  *
  * In a build with cuDNN all of it runs twice: on the default conv engine (auto: cuDNN) and on
  * the own kernels (--conv-engine own), so both engines are checked inside the captured graph
@@ -78,14 +82,17 @@ static sg_backend *cuda_on(int use_graph, int engine) {
     return be;
 }
 
-static void check_precision(sg_dtype dt, int engine) {
-    char nm[48];
-    snprintf(nm, sizeof nm, "%s, conv engine %s", dt == DT_BF16 ? "bf16" : "fp32",
-             sg_conv_engine_name(engine));
+/* accum: K micro-batches per step (--grad-accum); the batch is rounded up to a multiple */
+static void check_precision(sg_dtype dt, int engine, int accum) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s, conv engine %s, %d micro-batch(es)",
+             dt == DT_BF16 ? "bf16" : "fp32", sg_conv_engine_name(engine), accum);
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
     c.act_dt = dt;
     c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
+    c.batch = (c.batch + accum - 1) / accum * accum;
+    c.grad_accum = accum;
     c.data_n = 64;
     c.warmup = 1;
     c.lr = 1e-3f;
@@ -118,6 +125,24 @@ static void check_precision(sg_dtype dt, int engine) {
                STEPS, worst, tol);
         CHECK(worst <= tol, "%s: CPU vs GPU losses differ by %.3e", nm, worst);
     }
+    if (ok && accum > 1) {
+        /* the same global batch in one pass on the GPU: the same losses up to summation order */
+        sg_model_cfg one = c;
+        one.grad_accum = 1;
+        float l1[MAX_STEPS];
+        unsigned char *s1 = NULL;
+        int64_t b1 = 0;
+        CHECK(!run(&one, data, cuda_on(1, engine), STEPS, l1, &s1, &b1), "%s: one pass", nm);
+        double worst = 0;
+        for (int s = 0; s1 && s < STEPS; s++) {
+            double r = fabs((double)lg[s] - l1[s]) / fabs((double)l1[s]);
+            if (r > worst) worst = r;
+        }
+        printf("%s: vs one pass over the batch on the GPU: worst relative loss difference %.3e\n",
+               nm, worst);
+        CHECK(s1 && worst <= 2e-5, "%s: vs one pass: losses differ by %.3e", nm, worst);
+        free(s1);
+    }
     free(sg), free(se), free(sg2), free(sc), free(data);
 }
 
@@ -133,8 +158,10 @@ int main(void) {
     const int last_engine = SG_CONV_ENGINE_AUTO; /* one engine: own */
 #endif
     for (int engine = SG_CONV_ENGINE_AUTO; engine <= last_engine; engine++) {
-        check_precision(DT_F32, engine);
-        check_precision(DT_BF16, engine);
+        check_precision(DT_F32, engine, 1);
+        check_precision(DT_BF16, engine, 1);
+        if (env_int("SG_TEST_ACCUM", 0, 1, 1))
+            check_precision(DT_F32, engine, 2); /* accumulation inside the captured graph */
     }
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;

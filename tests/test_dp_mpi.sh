@@ -11,7 +11,11 @@
 #   (5) --ranks 1 in one process (the data-parallel step on one rank) gives the plain step's
 #       bits; a global batch that does not divide over the ranks and a --ranks the launcher
 #       does not match are clear errors; resuming a 2-rank checkpoint in one process is
-#       allowed, with the warning that the bits will differ.
+#       allowed, with the warning that the bits will differ;
+#   (6) ranks x gradient accumulation compose: 2 ranks x 2 micro-batches of 1 (global batch 4)
+#       within the same tolerance of 1 process x batch 4, the ranks identical after every step,
+#       stop/resume bit-exact; a global batch that ranks x micro-batches do not divide is a
+#       clear error.
 # Usage: test_dp_mpi.sh TRAIN DP_COMPARE CKPT MPIRUN
 set -u
 train=$1 compare=$2 ckpt=$3 mpirun=${4:-mpirun}
@@ -114,6 +118,30 @@ cp -r "$tmp/two" "$tmp/other"
 $train --resume "$tmp/other/$ck" --steps 6 >"$tmp/other.log" 2>&1; rc=$?
 ok "2-rank checkpoint resumes in one process" '[ $rc -eq 0 ]'
 ok "with the warning" 'grep -q "written by a run on 2 rank(s); continuing on 1" "$tmp/other.log"'
+
+# (6) ranks x micro-batches: rank r's micro-batch k is slice 2r + k of the global batch
+mpi 2 $train $args --steps 5 --out "$tmp/ga" --grad-accum 2 --check-every 1 >"$tmp/ga.log" 2>&1; rc=$?
+ok "2 ranks x 2 micro-batches of 1 run, ranks identical after every step" '[ $rc -eq 0 ]'
+ok "and say so" 'grep -q "batch 4 (2 micro-batches of 1 per rank, --grad-accum)" "$tmp/ga.log"'
+$compare "$tmp/ga/$ck" "$tmp/one/$ck" 1e-5 >"$tmp/cmp_ga.txt" 2>&1; rc=$?
+cat "$tmp/cmp_ga.txt"
+ok "2 ranks x 2 micro-batches vs 1 process within 1e-5 normwise" '[ $rc -eq 0 ]'
+ok "metrics of 2 ranks x 2 micro-batches within 2e-5" 'python3 - "$tmp/ga/metrics.jsonl" "$tmp/one/metrics.jsonl" <<PY
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 5, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("loss", "grad_norm"):
+        assert abs(x[k] - y[k]) <= 2e-5 * abs(y[k]), (x["step"], k, x[k], y[k])
+PY'
+mpi 2 $train $args --steps 2 --out "$tmp/ga_res" --grad-accum 2 >/dev/null 2>&1; rc1=$?
+mpi 2 $train --resume "$tmp/ga_res" --steps 5 >/dev/null 2>&1; rc2=$?
+ok "2 ranks x 2 micro-batches: stop/resume bit-identical to straight" \
+    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && $ckpt diff "$tmp/ga/$ck" "$tmp/ga_res/$ck" --ignore-meta'
+mpi 2 $train $args --batch 6 --grad-accum 2 --steps 1 --out "$tmp/ga_bad" >"$tmp/ga_bad.log" 2>&1; rc=$?
+ok "batch 6 over 2 ranks x 2 micro-batches fails (exit $rc) and says why" \
+    '[ $rc -ne 0 ] && grep -q "over 2 rank(s) is 3 samples per rank, which does not split into 2 micro-batches" "$tmp/ga_bad.log"'
 
 echo "dp_mpi: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -109,6 +109,31 @@ int main(void) {
     expect(grey, 24, 1, 0, 0, gwant);
     CHECK(ds.n == 1 && ds.c == 1 && !memcmp(ds.pixels, gwant, sizeof gwant), "grey exact");
     data_free(&ds);
+    /* converted to what the model asks: a grey file for an RGB model is the grey value in all
+     * three channels; an RGB file whose channels are equal, for a grey model, that value
+     * (within 1: libpng converts through linear light) */
+    CHECK(data_load_folder(&ds, gdir, 12, 3) == SG_OK, "grey as RGB: %s", sg_last_error());
+    int bad = ds.n != 1 || ds.c != 3;
+    for (int i = 0; !bad && i < 12 * 12; i++)
+        for (int ch = 0; ch < 3; ch++) bad += ds.pixels[i * 3 + ch] != gwant[i];
+    CHECK(!bad, "a grey file for an RGB model: the grey in R, G and B");
+    data_free(&ds);
+    char cdir[] = "/tmp/sg_folder_XXXXXX";
+    CHECK(mkdtemp(cdir) != NULL, "mkdtemp");
+    uint8_t rgb_grey[24 * 24 * 3];
+    for (int i = 0; i < 24 * 24; i++)
+        rgb_grey[3 * i] = rgb_grey[3 * i + 1] = rgb_grey[3 * i + 2] = grey[i];
+    snprintf(path, sizeof path, "%s/c.png", cdir), write_png(path, rgb_grey, 24, 24, 3);
+    CHECK(data_load_folder(&ds, cdir, 12, 1) == SG_OK, "RGB as grey: %s", sg_last_error());
+    const int shape_ok = ds.n == 1 && ds.c == 1;
+    int worst_grey = shape_ok ? 0 : 256;
+    for (int i = 0; shape_ok && i < 12 * 12; i++) {
+        int d = abs((int)ds.pixels[i] - (int)gwant[i]);
+        worst_grey = d > worst_grey ? d : worst_grey;
+    }
+    CHECK(worst_grey <= 1, "an RGB file (R = G = B) for a grey model: off by %d", worst_grey);
+    data_free(&ds);
+    unlink(path), rmdir(cdir);
 
     /* an unreadable image is named; an empty folder and a missing one are errors */
     snprintf(path, sizeof path, "%s/zz.png", gdir);

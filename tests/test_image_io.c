@@ -111,6 +111,53 @@ static void test_grid_rgb(void) {
     free(im.pix);
 }
 
+/* The training grids (issue 15: "sample grids labelled with their step"): an RGB grid under a
+ * 15-pixel strip whose text is the caption. The grid below the strip is the plain grid's, the
+ * strip holds dark text pixels, and two captions that differ only in the step number differ
+ * only where that digit is drawn (after the shared "step " prefix). */
+static void test_grid_captioned(void) {
+    enum { N = 3, H = 4, W = 4, STRIP = 15 };
+    float x[N * H * W];
+    uint64_t s = 5;
+    sg_test_fill(x, N * H * W, &s, -1, 1);
+    char p3[128], p4[128], plain[128];
+    snprintf(p3, sizeof p3, "%s/cap3.png", tmpdir);
+    snprintf(p4, sizeof p4, "%s/cap4.png", tmpdir);
+    snprintf(plain, sizeof plain, "%s/plain.png", tmpdir);
+    CHECK(img_write_grid_captioned_png(p3, x, N, H, W, 1, 3, 4, "step 3  EMA") == SG_OK &&
+              img_write_grid_captioned_png(p4, x, N, H, W, 1, 3, 4, "step 4  EMA") == SG_OK &&
+              img_write_grid_png(plain, x, N, H, W, 1, 3, 4) == SG_OK,
+          "captioned grids: %s", sg_last_error());
+    image a = read_png(p3), b = read_png(p4), g = read_png(plain);
+    int ok = a.pix && b.pix && g.pix;
+    CHECK(ok && a.channels == 3 && a.w == g.w && a.h == g.h + STRIP && b.w == a.w && b.h == a.h,
+          "captioned grid is %dx%d (%d channels), the plain one %dx%d", a.w, a.h, a.channels, g.w,
+          g.h);
+    if (ok && a.channels == 3 && a.w == g.w && a.h == g.h + STRIP) {
+        int grid_bad = 0, dark = 0, differ = 0, first_diff = a.w;
+        for (int y = 0; y < g.h; y++)
+            for (int xx = 0; xx < g.w; xx++)
+                for (int c = 0; c < 3; c++) grid_bad += px(&a, xx, y + STRIP)[c] != *px(&g, xx, y);
+        for (int y = 0; y < STRIP; y++)
+            for (int xx = 0; xx < a.w; xx++) {
+                dark += px(&a, xx, y)[0] < 128;
+                if (memcmp(px(&a, xx, y), px(&b, xx, y), 3)) {
+                    differ++;
+                    if (xx < first_diff) first_diff = xx;
+                }
+            }
+        CHECK(grid_bad == 0, "%d grid values under the caption differ from the plain grid",
+              grid_bad);
+        CHECK(dark > 20, "the caption strip holds %d text pixels", dark);
+        /* "step " is 5 characters of 6 pixels after a 3-pixel margin: the digit starts at 33 */
+        CHECK(differ > 0 && first_diff >= 3 + 5 * 6,
+              "step 3 and step 4 differ in %d pixels, "
+              "the first at x = %d (the digit is drawn from x = 33)",
+              differ, first_diff);
+    }
+    free(a.pix), free(b.pix), free(g.pix);
+}
+
 static void test_grid_errors(void) {
     float x[4] = {0};
     CHECK(img_write_grid_png("/nonexistent-dir/g.png", x, 1, 2, 2, 1, 1, 1) == SG_ERR, "bad path");
@@ -188,9 +235,11 @@ int main(void) {
     }
     test_grid_gray();
     test_grid_rgb();
+    test_grid_captioned();
     test_grid_errors();
     test_plot();
-    const char *names[] = {"grid.png", "rgb.png", "u8.png", "plot0.png", "plot1.png", "empty.png"};
+    const char *names[] = {"grid.png",  "rgb.png",   "u8.png",    "cap3.png", "cap4.png",
+                           "plain.png", "plot0.png", "plot1.png", "empty.png"};
     char path[128];
     int keep = getenv("SG_KEEP_TEST_IMAGES") != NULL; /* to look at them */
     for (int i = 0; i < SG_ARRAY_LEN(names) && !keep; i++) {

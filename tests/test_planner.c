@@ -233,13 +233,16 @@ static void check_dims(const sg_plan *p, const char *what) {
 }
 
 /* the op list's kind column against where the builder put each node: forward nodes first,
- * then the backward pass, then the optimizer */
+ * then the backward pass (each micro-batch's, with gradient accumulation), then the optimizer */
 static void check_kinds(const sg_plan *p, const char *what) {
     const sg_graph *g = &p->g;
+    const int span = g->n_forward + g->n_backward;
+    const int K = g->micro_batches > 1 ? g->micro_batches : 1;
     int bad = 0;
     for (int i = 0; i < g->nn && bad < 3; i++) {
         sg_op op = g->n[i].op;
-        int fwd = i < g->n_forward, bwd = !fwd && i < g->n_forward + g->n_backward;
+        const int j = i < K * span ? i % span : i; /* the place in its micro-batch */
+        int fwd = j < g->n_forward, bwd = !fwd && j < span;
         if (sg_op_is_forward(op) != fwd || (bwd && sg_op_is_optimizer(op)) ||
             (!fwd && !bwd && !sg_op_is_optimizer(op))) {
             CHECK(0, "%s: node %d (%s) has kind %d where the schedule has a %s node", what, i,
@@ -280,6 +283,147 @@ static void test_builtin_models(void) {
                 }
                 sg_plan_free(&p);
             }
+}
+
+/* Gradient accumulation (train_step.c): micro-batches 1..K-1 are copies of micro-batch 0's
+ * forward and backward nodes on their own activations, the same parameters and gradients;
+ * every write of theirs into a gradient or the loss accumulates; the loss scale is 1/K; the
+ * random ops' slices are rank K + k; the arena is that of one micro-batch's plan. */
+static void check_micro_batches(const sg_plan *p, const sg_plan *one, int K, const char *what) {
+    const sg_graph *g = &p->g;
+    const int span = g->n_forward + g->n_backward;
+    int bad = 0;
+    CHECK(g->micro_batches == K && g->nn == K * span + (one->g.nn - span), "%s: %d nodes", what,
+          g->nn);
+    for (int i = 0; i < g->nn && bad < 3; i++) {
+        const sg_node *nd = &g->n[i], *n0 = &g->n[i % span];
+        const int k = i < K * span ? i / span : 0;
+        int ok = nd->micro == k;
+        if (k > 0) {
+            ok &= nd->op == n0->op && nd->nin == n0->nin && (nd->fwd < 0) == (n0->fwd < 0) &&
+                  (nd->fwd < 0 || nd->fwd == n0->fwd + k * span);
+            for (int j = 0; j < nd->nin; j++) {
+                const sg_tensor *x = &g->t[nd->in[j]];
+                ok &= persistent(x->role) ? nd->in[j] == n0->in[j]
+                                          : nd->in[j] != n0->in[j] && x->twin == n0->in[j];
+            }
+            for (int o = 0; o < nd->nout; o++) {
+                const sg_tensor *y = &g->t[nd->out[o]];
+                const unsigned bits = sg_accum_bits(nd, o), bits0 = sg_accum_bits(n0, o);
+                if (persistent(y->role)) /* a gradient or the loss: always accumulated */
+                    ok &= nd->out[o] == n0->out[o] && (bits & 1u) &&
+                          (y->role == ROLE_GRAD || nd->out[o] == p->io.loss);
+                else
+                    ok &= y->twin == n0->out[o] && bits == bits0;
+            }
+        }
+        if (nd->op == OP_MSE)
+            ok &= nd->a.mse.micro_batches == K && nd->a.mse.loss_scale == (float)(1.0 / K);
+        if (nd->op == OP_GATHER_BATCH)
+            ok &= nd->a.gather.batch == K * nd->a.gather.N &&
+                  sg_node_slice(g, nd, 0) == (uint64_t)k &&
+                  sg_node_slice(g, nd, 3) == (uint64_t)(3 * K + k);
+        if (!ok) {
+            CHECK(0, "%s: node %d (%s, micro-batch %d) is not micro-batch 0's node %d copied", what,
+                  i, sg_ops[nd->op].name, k, i % span);
+            bad++;
+        }
+    }
+    CHECK(p->arena_bytes == one->arena_bytes && p->lower_bound_bytes == one->lower_bound_bytes,
+          "%s: arena %lld (bound %lld), one micro-batch's plan %lld (%lld)", what,
+          (long long)p->arena_bytes, (long long)p->lower_bound_bytes, (long long)one->arena_bytes,
+          (long long)one->lower_bound_bytes);
+}
+
+static void test_grad_accum_plans(void) {
+    static const struct {
+        const char *model;
+        int batch, K, bf16;
+    } cases[] = {{"unet_tiny", 4, 2, 0},
+                 {"unet_tiny", 6, 3, 1},
+                 {"unet_fmnist", 8, 4, 0},
+                 {"unet_adm64", 4, 2, 1}};
+    for (int c = 0; c < SG_ARRAY_LEN(cases); c++) {
+        sg_model_cfg cfg;
+        sg_model_preset(&cfg, cases[c].model);
+        cfg.batch = cases[c].batch, cfg.act_dt = cases[c].bf16 ? DT_BF16 : DT_F32;
+        sg_model_cfg micro = cfg;
+        micro.batch = cfg.batch / cases[c].K;
+        cfg.grad_accum = cases[c].K;
+        char what[96];
+        snprintf(what, sizeof what, "%s batch %d as %d micro-batches", cases[c].model, cfg.batch,
+                 cases[c].K);
+        sg_plan p, one;
+        int rc = sg_plan_build(&p, &cfg, 1), rc1 = sg_plan_build(&one, &micro, 1);
+        CHECK(rc == SG_OK && rc1 == SG_OK, "%s: %s", what, sg_last_error());
+        if (rc == SG_OK && rc1 == SG_OK) {
+            check_plan(&p, what, 1.05);
+            check_dims(&p, what);
+            check_grads(&p, what);
+            check_kinds(&p, what);
+            check_micro_batches(&p, &one, cases[c].K, what);
+        }
+        /* the verifier sees micro-batch 1: one of its tensors moved onto a live one fails */
+        if (rc == SG_OK && c == 0) {
+            const sg_graph *g = &p.g;
+            int a = -1, b = -1;
+            for (int t = 0; t < g->nt && a < 0; t++)
+                if (g->t[t].twin >= 0 && g->t[t].role == ROLE_SAVED && g->t[t].bytes) a = t;
+            for (int t = 0; a >= 0 && t < g->nt && b < 0; t++)
+                if (t != a && g->t[t].twin >= 0 && !g->t[t].nparts && g->t[t].bytes &&
+                    g->t[t].first <= g->t[a].last && g->t[t].last >= g->t[a].first &&
+                    p.buffer_of[t] != p.buffer_of[a])
+                    b = t;
+            CHECK(a >= 0 && b >= 0, "%s: two live micro-batch-1 tensors", what);
+            if (a >= 0 && b >= 0) {
+                const int64_t off = p.g.t[b].offset;
+                p.g.t[b].offset = p.g.t[a].offset;
+                CHECK(sg_plan_verify(&p) == SG_ERR, "%s: verifier accepted %s on %s", what,
+                      g->t[b].name, g->t[a].name);
+                p.g.t[b].offset = p.g.t[p.io.grads].offset; /* onto the gradients */
+                CHECK(sg_plan_verify(&p) == SG_ERR, "%s: verifier accepted %s on the gradients",
+                      what, g->t[b].name);
+                p.g.t[b].offset = off;
+                CHECK(sg_plan_verify(&p) == SG_OK, "%s: restored plan: %s", what, sg_last_error());
+                /* two parameters on one another (the persistent ones are checked apart) */
+                int p0 = -1, p1 = -1;
+                for (int t = 0; t < g->nt && p1 < 0; t++)
+                    if (g->t[t].role == ROLE_PARAM && !g->t[t].region) {
+                        if (p0 < 0)
+                            p0 = t;
+                        else
+                            p1 = t;
+                    }
+                const int64_t off1 = p.g.t[p1].offset;
+                p.g.t[p1].offset = p.g.t[p0].offset + SG_ALIGN * (g->t[p0].bytes > SG_ALIGN);
+                CHECK(sg_plan_verify(&p) == SG_ERR, "%s: verifier accepted %s on %s", what,
+                      g->t[p1].name, g->t[p0].name);
+                p.g.t[p1].offset = off1;
+            }
+        }
+        sg_plan_free(&p);
+        sg_plan_free(&one);
+    }
+    /* K that does not divide the batch, over ranks too, and out of range: clear errors */
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    sg_plan p;
+    c.grad_accum = 3;
+    CHECK(sg_plan_build(&p, &c, 1) == SG_ERR &&
+              strstr(sg_last_error(), "does not split into 3 micro-batches"),
+          "batch 4 in 3 micro-batches: %s", sg_last_error());
+    sg_plan_free(&p);
+    c.grad_accum = 2, c.ranks = 4;
+    CHECK(sg_plan_build(&p, &c, 1) == SG_ERR && strstr(sg_last_error(), "over 4 rank(s)"),
+          "batch 4 over 4 ranks in 2 micro-batches: %s", sg_last_error());
+    sg_plan_free(&p);
+    c.grad_accum = 0, c.ranks = 0;
+    CHECK(sg_plan_build(&p, &c, 1) == SG_ERR, "grad_accum 0 accepted");
+    sg_plan_free(&p);
+    c.grad_accum = 3; /* a forward plan has no micro-batches: any sampler batch goes */
+    CHECK(sg_plan_build(&p, &c, 0) == SG_OK && p.cfg.grad_accum == 1, "forward plan: %s",
+          sg_last_error());
+    sg_plan_free(&p);
 }
 
 static void test_random_unets(uint64_t *rng) {
@@ -401,7 +545,7 @@ static void test_random_graphs(uint64_t *rng) {
         int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
         int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, g->t[last].ndim, g->t[last].shape);
         int in[2] = {last, tgt}, out[SG_MAX_OUT] = {loss};
-        sg_op_args ma = {.mse = {.loss_scale = 1.0f}};
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f, .micro_batches = 1}};
         CHECK(sg_node_add(g, OP_MSE, in, 2, out, &ma, "mse") >= 0, "mse");
         CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
         char what[32];
@@ -460,7 +604,7 @@ static void test_pointwise_backward(void) {
         int in[2] = {a, b}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
         CHECK(sg_node_add(&g, OP_SILU_MUL, in, 2, out, NULL, "gate") >= 0, "silu_mul node");
         int y = out[0], min[2] = {y, tgt}, mout[SG_MAX_OUT] = {loss};
-        sg_op_args ma = {.mse = {.loss_scale = 1.0f}};
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f, .micro_batches = 1}};
         CHECK(sg_node_add(&g, OP_MSE, min, 2, mout, &ma, "mse") >= 0, "mse node");
         CHECK(ad_backward(&g, loss) == SG_OK, "backward: %s", sg_last_error());
         int found = 0;
@@ -624,5 +768,6 @@ int main(void) {
     test_random_unets(&rng);
     test_random_graphs(&rng);
     test_verifier_catches_overlap();
+    test_grad_accum_plans();
     return sg_test_end();
 }

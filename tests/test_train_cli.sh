@@ -32,6 +32,9 @@ usage_err "--steps without a value" --steps
 usage_err "--backend gpu" --steps 2 --backend gpu
 # after the data is loaded (under ASan, a leaked dataset buffer fails this exit status)
 usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1
+# refused once the rank count is known (under ASan: the communicator was leaked there)
+usage_err "--ranks 2 in one process" --steps 2 --ranks 2
+usage_err "--grad-accum 3 for batch 4" --steps 2 --grad-accum 3
 
 # ---- a fresh run with --flag=value into a/b/c: parents made, config.json written
 "${T[@]}" --steps=4 --log-every=2 --ckpt-every=2 --out=a/b/c 2>log.txt; rc=$?
@@ -53,6 +56,21 @@ for r in rows:
 assert rows[1]["epoch"] == 4 * 4 / 64
 PY'
 ok "progress line says what the loss is" 'grep -q "mean of the last 2 steps" log.txt'
+# the logged loss is the mean over its interval: the same run logged every step and every 2
+"${T[@]}" --steps=4 --log-every=1 --ckpt-every=0 --out=every1 >/dev/null 2>&1
+ok "the loss logged every 2 steps is the mean of the 2 steps' losses" 'python3 - every1/metrics.jsonl a/b/c/metrics.jsonl <<PY
+import json, sys
+one = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
+two = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+assert sorted(one) == [1, 2, 3, 4] and sorted(two) == [2, 4], (one, two)
+for s in (2, 4):
+    want = (one[s - 1] + one[s]) / 2
+    assert abs(two[s] - want) <= 1e-6 * want, (s, two[s], want)
+PY'
+# --data synthetic takes the model's shape (it was 32x32x1 whatever the model)
+"$train" --model unet_tiny --data synthetic --steps 1 --samples 1 --ddim-steps 1 --out synth \
+  >/dev/null 2>err.txt; rc=$?
+ok "--data synthetic fits unet_tiny (16x16x3)" '[ $rc -eq 0 ] && grep -q "on synthetic (1024 images)" err.txt'
 ok "loss.png has loss, lr and grad-norm panels" 'python3 - a/b/c/loss.png <<PY
 import struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -101,6 +119,16 @@ d = json.load(open(sys.argv[1]))
 r = d["resumes"]
 assert len(r) == 2 and r[1]["step"] == 6 and r[1]["changes"] == {"steps": 8, "lr": 0.001}, r
 PY'
+cp -r straight changed
+"$train" --resume changed --steps 7 --ema-decay 0.99 --warmup 3 --log-every 2 --keep 5 \
+  >/dev/null 2>&1; rc=$?
+ok "EMA decay, warm-up and cadences may change on resume, recorded" '[ $rc -eq 0 ] && python3 - changed/config.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["resumes"][-1]["changes"]
+assert c == {"steps": 7, "ema_decay": 0.99, "warmup": 3, "log_every": 2, "keep": 5}, c
+assert d["log_every"] == 2 and d["keep"] == 5, d
+PY'
 "$train" --resume crashed --steps 7 >/dev/null 2>err.txt; rc=$?
 ok "--steps below the resumed step is an error" '[ $rc -eq 2 ] && grep -q "nothing to train" err.txt'
 "$train" --resume crashed --steps 12 --ch 64 >/dev/null 2>err.txt; rc=$?
@@ -119,6 +147,24 @@ PY
 "$train" --resume crashed --steps 9 >/dev/null 2>err.txt; rc=$?
 ok "a damaged newest checkpoint falls back to the newest valid one" '[ $rc -eq 0 ] && grep -q "ckpt_00000008.sgck is damaged" err.txt && [ -f crashed/ckpt_00000009.sgck ]'
 ok "metrics cut back to the fallback checkpoint" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6, 7, 8, 9]" ]'
+
+# ---- a non-finite loss: reported at the step it happened (not the log step that saw it), exit 3,
+# and no checkpoint of the broken state (weights with one NaN, from a safetensors file)
+"$ckpt" export straight/ckpt_00000006.sgck --safetensors w.safetensors >/dev/null 2>&1
+python3 - w.safetensors nan.safetensors <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = sorted(k for k in h if k != "__metadata__")[0]
+off = 8 + n + h[name]["data_offsets"][0]
+b[off:off + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+"${T[@]}" --init-from nan.safetensors --steps 6 --log-every 3 --ckpt-every 3 --out nanrun \
+  >/dev/null 2>err.txt; rc=$?
+ok "a NaN at step 1 seen at log step 3: exit 3, named at step 1, nothing saved" \
+  '[ $rc -eq 3 ] && grep -q "not finite at step 1 (seen at step 3)" err.txt && ! ls nanrun/ckpt_* >/dev/null 2>&1'
 
 # ---- a signal: checkpoint, exit 130, and the printed command resumes
 sig="sig dir/it's \"here\""

@@ -18,6 +18,11 @@ ok "(b) passes" 'grep -Eq "^\(b\) stop/resume vs straight +PASS" "$tmp/out.txt"'
 ok "(c) ran or was skipped with a reason" 'grep -Eq "^\(c\) .* (PASS|SKIP) +[a-z-]" "$tmp/out.txt"'
 ok "overall PASS" 'grep -q "^overall: PASS" "$tmp/out.txt"'
 
+# gradient accumulation: 2 micro-batches in the step, the same checks
+$verify --model unet_tiny --steps 3 --grad-accum 2 >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+ok "--grad-accum 2: clean run exits 0" '[ $rc -eq 0 ] && grep -q "^overall: PASS" "$tmp/out.txt"'
+ok "--grad-accum 2: says so" 'grep -q "batch 4 as 2 micro-batches" "$tmp/err.txt"'
+
 # machine-readable
 $verify --model unet_tiny --steps 2 --resume-at 1 --seed 3 --json >"$tmp/out.json" 2>/dev/null; rc=$?
 ok "json run exits 0" '[ $rc -eq 0 ]'

@@ -392,8 +392,12 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     double mfu = r->peak > 0 ? p->matmul_flops / sec / (r->peak * 1e12) : NAN;
     const char *prec = cfg->act_dt == DT_BF16 ? "bf16" : "fp32";
     char b1[32], b2[32], b3[32], b4[32];
-    printf("bench: %s, batch %d, %s, %s backend, %lld parameters, %d nodes\n", cfg->name,
-           cfg->batch, prec, r->backend, (long long)p->io.n_params, p->g.nn);
+    char micro[64] = "";
+    if (cfg->grad_accum > 1)
+        snprintf(micro, sizeof micro, " (%d micro-batches of %d)", cfg->grad_accum,
+                 sg_model_micro_batch(cfg));
+    printf("bench: %s, batch %d%s, %s, %s backend, %lld parameters, %d nodes\n", cfg->name,
+           cfg->batch, micro, prec, r->backend, (long long)p->io.n_params, p->g.nn);
     printf("  device        %s\n", r->env[0] ? r->env : r->backend);
     printf("  data          %s\n", r->data_source);
     printf("  step          %.3f ms median  (min %.3f  p10 %.3f  p90 %.3f  max %.3f; %d "

@@ -471,82 +471,72 @@ static void print_table(FILE *o, const state_res *s, int ns, const bench_opts *b
     fprintf(o, "\n");
 }
 
-static void json_tstat(FILE *o, const char *k, int64_t raw, tstat t) {
-    fprintf(o, "\"%s\":{\"median_s\":%.6f,\"min_s\":%.6f,\"max_s\":%.6f,\"GBps\":%.4f}", k, t.med,
-            t.min, t.max, gbps(raw, t));
+/* {"median_s", "min_s", "max_s", "GBps"} of one timing */
+static json_t *json_tstat(int64_t raw, tstat t) {
+    return json_pack("{s:f, s:f, s:f, s:f}", "median_s", t.med, "min_s", t.min, "max_s", t.max,
+                     "GBps", gbps(raw, t));
 }
 
-static void print_json(FILE *o, const state_res *s, int ns, const bench_opts *b,
-                       const sg_model_cfg *c, const char *data, int64_t nparams, int tmpfs,
-                       const char *la0, const char *la1) {
-    fprintf(o,
-            "{\"bench\":\"ckpt\",\"model\":\"%s\",\"in_ch\":%d,\"batch\":%d,\"params\":%lld,"
-            "\"data\":\"%s\",\"level\":%d,\"threads\":%d,\"reps\":%d,\"dir\":\"%s\","
-            "\"tmpfs\":%s,\"online_cpus\":%ld,\"loadavg_start\":\"%s\",\"loadavg_end\":\"%s\","
-            "\"states\":[",
-            c->name, c->in_ch, c->batch, (long long)nparams, data, b->level, b->threads, b->reps,
-            b->dir, tmpfs ? "true" : "false", sysconf(_SC_NPROCESSORS_ONLN), la0, la1);
-    for (int i = 0; i < ns; i++) {
-        const state_res *r = &s[i];
-        fprintf(o,
-                "%s{\"state\":\"%s\",\"step\":%lld,\"loss\":%.6g,\"tensors\":%d,"
-                "\"raw_bytes\":%lld,\"file_bytes\":%lld,\"file_bytes_shuffle_on\":%lld,"
-                "\"file_bytes_shuffle_off\":%lld,\"shuffled_tensors\":%d,\"raw_codec_tensors\":%d,"
-                "\"zstd_1t_bytes\":%lld,\"zstd_mt_bytes\":%lld,\"ratio_vs_zstd_1t\":%.5f,"
-                "\"ratio_vs_zstd_mt\":%.5f,\"roundtrip_ok\":%s,\"stored_by_role\":{",
-                i ? "," : "", r->label, (long long)r->step, isfinite(r->loss) ? r->loss : -1, r->n,
-                (long long)r->raw, (long long)r->file_auto, (long long)r->file_on,
-                (long long)r->file_off, r->n_shuffled, r->n_raw_codec, (long long)r->z1_bytes,
-                (long long)r->zt_bytes, (double)r->file_auto / r->z1_bytes,
-                r->zt_bytes > 0 ? (double)r->file_auto / r->zt_bytes : -1,
-                r->roundtrip_ok ? "true" : "false");
-        int first = 1;
-        for (int k = 0; k < ROLE_COUNT; k++)
-            if (r->raw_role[k]) {
-                fprintf(o, "%s\"%s\":{\"raw\":%lld,\"stored\":%lld}", first ? "" : ",",
-                        ckpt_role_name(k), (long long)r->raw_role[k], (long long)r->stored_role[k]);
-                first = 0;
-            }
-        fprintf(o, "},");
-        json_tstat(o, "save", r->raw, r->save_auto);
-        fprintf(o, ",");
-        json_tstat(o, "save_shuffle_on", r->raw, r->save_on);
-        fprintf(o, ",");
-        json_tstat(o, "save_shuffle_off", r->raw, r->save_off);
-        fprintf(o, ",");
-        json_tstat(o, "open", r->raw, r->open);
-        fprintf(o, ",");
-        json_tstat(o, "load_1t", r->raw, r->load_serial);
-        fprintf(o, ",");
-        json_tstat(o, "load_mt", r->raw, r->load_par);
-        fprintf(o, ",");
-        json_tstat(o, "exec_save", r->raw, r->exec_save);
-        fprintf(o, ",");
-        json_tstat(o, "exec_load", r->raw, r->exec_load);
-        fprintf(o, ",");
-        json_tstat(o, "exec_download", r->raw, r->download);
-        fprintf(o, ",");
-        json_tstat(o, "zstd_1t_compress", r->raw, r->z1_c);
-        fprintf(o, ",");
-        json_tstat(o, "zstd_mt_compress", r->raw, r->zt_c);
-        fprintf(o, ",");
-        json_tstat(o, "zstd_1t_decompress", r->raw, r->z1_d);
-        fprintf(o,
-                ",\"one_core\":{\"frames_unshuffled_bytes\":%lld,\"frames_shuffled_bytes\":%lld,",
-                (long long)r->zplain_bytes, (long long)r->zshuf_bytes);
-        json_tstat(o, "memcpy", r->raw, r->c_memcpy);
-        fprintf(o, ",");
-        json_tstat(o, "xxh64", r->raw, r->c_hash);
-        fprintf(o, ",");
-        json_tstat(o, "shuffle", r->raw, r->c_shuf);
-        fprintf(o, ",");
-        json_tstat(o, "zstd_frames_unshuffled", r->raw, r->c_zplain);
-        fprintf(o, ",");
-        json_tstat(o, "zstd_frames_shuffled", r->raw, r->c_zshuf);
-        fprintf(o, "}");
-        fprintf(o, "}");
-    }
-    fprintf(o, "]}\n");
+static json_t *state_json(const state_res *r) {
+    json_t *roles = json_object();
+    for (int k = 0; k < ROLE_COUNT; k++)
+        if (r->raw_role[k])
+            json_object_set_new(roles, ckpt_role_name(k),
+                                json_pack("{s:I, s:I}", "raw", (json_int_t)r->raw_role[k], "stored",
+                                          (json_int_t)r->stored_role[k]));
+    json_t *j = json_pack(
+        "{s:s, s:I, s:f, s:i, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:I, s:f, s:f, s:b, s:o}", "state",
+        r->label, "step", (json_int_t)r->step, "loss", isfinite(r->loss) ? (double)r->loss : -1.0,
+        "tensors", r->n, "raw_bytes", (json_int_t)r->raw, "file_bytes", (json_int_t)r->file_auto,
+        "file_bytes_shuffle_on", (json_int_t)r->file_on, "file_bytes_shuffle_off",
+        (json_int_t)r->file_off, "shuffled_tensors", r->n_shuffled, "raw_codec_tensors",
+        r->n_raw_codec, "zstd_1t_bytes", (json_int_t)r->z1_bytes, "zstd_mt_bytes",
+        (json_int_t)r->zt_bytes, "ratio_vs_zstd_1t", (double)r->file_auto / r->z1_bytes,
+        "ratio_vs_zstd_mt", r->zt_bytes > 0 ? (double)r->file_auto / r->zt_bytes : -1.0,
+        "roundtrip_ok", r->roundtrip_ok, "stored_by_role", roles);
+    const struct {
+        const char *key;
+        const tstat *t;
+    } times[] = {{"save", &r->save_auto},
+                 {"save_shuffle_on", &r->save_on},
+                 {"save_shuffle_off", &r->save_off},
+                 {"open", &r->open},
+                 {"load_1t", &r->load_serial},
+                 {"load_mt", &r->load_par},
+                 {"exec_save", &r->exec_save},
+                 {"exec_load", &r->exec_load},
+                 {"exec_download", &r->download},
+                 {"zstd_1t_compress", &r->z1_c},
+                 {"zstd_mt_compress", &r->zt_c},
+                 {"zstd_1t_decompress", &r->z1_d}};
+    for (int i = 0; j && i < SG_ARRAY_LEN(times); i++)
+        json_object_set_new(j, times[i].key, json_tstat(r->raw, *times[i].t));
+    json_t *core = json_pack(
+        "{s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "frames_unshuffled_bytes",
+        (json_int_t)r->zplain_bytes, "frames_shuffled_bytes", (json_int_t)r->zshuf_bytes, "memcpy",
+        json_tstat(r->raw, r->c_memcpy), "xxh64", json_tstat(r->raw, r->c_hash), "shuffle",
+        json_tstat(r->raw, r->c_shuf), "zstd_frames_unshuffled", json_tstat(r->raw, r->c_zplain),
+        "zstd_frames_shuffled", json_tstat(r->raw, r->c_zshuf));
+    if (j) json_object_set_new(j, "one_core", core);
+    return j;
+}
+
+/* The report as JSON, through jansson: the data spec and --dir are user text (quotes,
+ * backslashes, any bytes) and come out as valid JSON strings. */
+static int print_json(FILE *o, const state_res *s, int ns, const bench_opts *b,
+                      const sg_model_cfg *c, const char *data, int64_t nparams, int tmpfs,
+                      const char *la0, const char *la1) {
+    json_t *states = json_array();
+    for (int i = 0; i < ns; i++) json_array_append_new(states, state_json(&s[i]));
+    json_t *j =
+        json_pack("{s:s, s:s, s:i, s:i, s:I, s:o, s:i, s:i, s:i, s:o, s:b, s:I, s:s, "
+                  "s:s, s:o}",
+                  "bench", "ckpt", "model", c->name, "in_ch", c->in_ch, "batch", c->batch, "params",
+                  (json_int_t)nparams, "data", cli_json_text(data), "level", b->level, "threads",
+                  b->threads, "reps", b->reps, "dir", cli_json_text(b->dir), "tmpfs", tmpfs,
+                  "online_cpus", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "loadavg_start", la0,
+                  "loadavg_end", la1, "states", states);
+    return cli_json_print(o, j);
 }
 
 static void usage(FILE *f) {
@@ -710,8 +700,9 @@ int main(int argc, char **argv) {
     if (json) {
         FILE *jf = !strcmp(json, "-") ? stdout : fopen(json, "w");
         if (!jf) return fprintf(stderr, "ckpt_bench: cannot write %s\n", json), 1;
-        print_json(jf, res, ns, &b, &cfg, data, e.plan.io.n_params, tmpfs, la0, la1);
-        if (jf != stdout) fclose(jf);
+        int jrc = print_json(jf, res, ns, &b, &cfg, data, e.plan.io.n_params, tmpfs, la0, la1);
+        if (jf != stdout && fclose(jf)) jrc = sg_set_error("cannot write %s", json);
+        if (jrc) return fprintf(stderr, "ckpt_bench: %s\n", sg_last_error()), 1;
     }
     sg_exec_free(&e);
     int ok = 1;

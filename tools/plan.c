@@ -2,6 +2,7 @@
  *
  *   build/plan --model unet_cifar [--batch 128] [--precision bf16|fp32] [--json] [--forward]
  *   build/plan --model unet_cifar --ranks 8     # one rank's plan of an 8-rank data-parallel run
+ *   build/plan --model unet_cifar --grad-accum 4  # batch 128 as 4 micro-batches of 32
  *
  * A thin program over planner/: build the plan, then render it as a readable memory map
  * (summary, per-role totals, the peak, a per-tensor table, a time x address chart) or JSON.
@@ -123,6 +124,8 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "conv_nodes", json_integer(convs));
         json_object_set_new(j, "conv_cudnn_eligible", json_integer(eligible));
         json_object_set_new(j, "rank_batch", json_integer(sg_model_rank_batch(&p->cfg)));
+        json_object_set_new(j, "grad_accum", json_integer(sg_model_micro_batches(&p->cfg)));
+        json_object_set_new(j, "micro_batch", json_integer(sg_model_micro_batch(&p->cfg)));
         json_object_set_new(j, "allreduce_bytes", json_integer(allreduce_bytes(p)));
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
@@ -149,9 +152,10 @@ static void print_chart(const sg_plan *p) {
         }
     }
     char hb[32];
-    printf("\nmemory over the schedule (x: %d nodes, forward | backward | optimizer; y: arena, "
+    printf("\nmemory over the schedule (x: %d nodes, forward | backward %s| optimizer; y: arena, "
            "%s per row)\n",
-           g->nn, human((int64_t)rowb, hb));
+           g->nn, g->micro_batches > 1 ? "| (the further micro-batches) " : "",
+           human((int64_t)rowb, hb));
     for (int r = ROWS - 1; r >= 0; r--) {
         printf("%9s |", human((int64_t)(r * rowb), hb));
         for (int c = 0; c < COLS; c++) {
@@ -164,8 +168,15 @@ static void print_chart(const sg_plan *p) {
         putchar('\n');
     }
     printf("          +");
-    int fcol = (int)(g->n_forward / colt), bcol = (int)((g->n_forward + g->n_backward) / colt);
-    for (int c = 0; c < COLS; c++) putchar(c == fcol || c == bcol ? '|' : '-');
+    /* the marks: forward | backward | optimizer; with K micro-batches, the end of each
+     * micro-batch's backward, the optimizer after the last */
+    const int span = g->n_forward + g->n_backward, K = g->micro_batches > 1 ? g->micro_batches : 1;
+    int fcol = (int)(g->n_forward / colt);
+    for (int c = 0; c < COLS; c++) {
+        int mark = c == fcol;
+        for (int k = 1; k <= K; k++) mark |= c == (int)(k * span / colt);
+        putchar(mark ? '|' : '-');
+    }
     printf("\n           roles: ");
     for (int k = 0; k < ROLE_COUNT; k++) printf("%c=%s ", role_char[k], sg_role_names[k]);
     printf("\n");
@@ -188,6 +199,13 @@ static void print_text(const sg_plan *p, int table) {
                human(ar, a), commas(ar, b),
                human((int64_t)(2.0 * (p->cfg.ranks - 1) / p->cfg.ranks * (double)ar), c));
     }
+    const int K = sg_model_micro_batches(&p->cfg);
+    if (K > 1)
+        printf("  accumulation    %d micro-batches of %d samples%s = global batch %d "
+               "(--grad-accum %d): gradients summed, one optimizer step; the arena holds one "
+               "micro-batch's activations\n",
+               K, sg_model_micro_batch(&p->cfg), p->cfg.ranks > 0 ? " per rank" : "", p->cfg.batch,
+               K);
     printf("  parameters      %s\n", commas(p->io.n_params, a));
     printf("  FLOPs / step    %.3f TFLOP  (matmul %.3f TFLOP: conv, linear, attention; a "
            "multiply-add counts 2, elementwise work 1 per element)\n",
@@ -198,10 +216,16 @@ static void print_text(const sg_plan *p, int table) {
            human(p->lower_bound_bytes, a), (double)p->arena_bytes / (double)p->lower_bound_bytes);
     printf("  without reuse   %s  (every tensor its own memory: %.2fx the arena)\n",
            human(p->no_reuse_bytes, a), (double)p->no_reuse_bytes / (double)p->arena_bytes);
-    printf("  schedule        %d nodes: %d forward, %d backward, %d %s; %d tensors, %d "
-           "in-place\n",
-           g->nn, g->n_forward, g->n_backward, g->nn - g->n_forward - g->n_backward,
-           p->train ? "optimizer" : "sampler", g->nt, p->inplace_merges);
+    const int span = g->n_forward + g->n_backward;
+    if (K > 1)
+        printf("  schedule        %d nodes: %d micro-batches x (%d forward, %d backward), %d "
+               "optimizer; %d tensors, %d in-place\n",
+               g->nn, K, g->n_forward, g->n_backward, g->nn - K * span, g->nt, p->inplace_merges);
+    else
+        printf("  schedule        %d nodes: %d forward, %d backward, %d %s; %d tensors, %d "
+               "in-place\n",
+               g->nn, g->n_forward, g->n_backward, g->nn - span, p->train ? "optimizer" : "sampler",
+               g->nt, p->inplace_merges);
     printf("  placement       persistent %s at the bottom; dynamic %s by best fit (ordering: "
            "%s)\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),

@@ -108,7 +108,8 @@ static void usage(FILE *f) {
         "  --resume DIR|CKPT    continue a run: model, data, run directory and step target\n"
         "                       come from the checkpoint (a directory: its newest valid one);\n"
         "                       --steps, the lr and EMA flags above and the cadences may\n"
-        "                       change (recorded in config.json), nothing else\n"
+        "                       change (recorded in config.json), nothing else: the model\n"
+        "                       flags, --grad-accum included, stay the checkpoint's\n"
         "  --init-from W        start a fresh run (step 0, fresh AdamW state) with parameters\n"
         "                       and EMA from W: a diffusers UNet2DModel folder, a .safetensors\n"
         "                       file with diffusers names, or a stepgraph checkpoint; its\n"
@@ -123,6 +124,9 @@ static void usage(FILE *f) {
         "                       steps (default 100; also at every checkpoint and the end)\n"
         "  --help               this text\n"
         "data parallel: mpirun -np N build/train --batch B ... (B is the global batch)\n"
+        "gradient accumulation: --grad-accum K runs each step as K micro-batches of B/K (per\n"
+        "rank: B/(N K)) inside the one captured step; the data order, noise and dropout are\n"
+        "those of one pass over B, so only the gradients' summation order differs\n"
         "model flags:\n%s"
         "exit status: 0 done, 1 failure, 2 usage, 3 non-finite loss (the last good checkpoint\n"
         "is kept), 4 the data-parallel ranks' states differ, 130 stopped by SIGINT/SIGTERM after\n"
@@ -777,8 +781,9 @@ static int load_data(train_run *r) {
 /* The communicator (MPI_Init under a launcher) and the plan's rank count: after the config
  * (a resume's comes from its checkpoint), before the plan. */
 static int setup_dp(train_run *r, int *argc, char ***argv) {
-    if (train_dp_init(&r->dp, argc, argv, &r->cfg, r->a.ranks)) return 2;
-    r->dp_made = 1;
+    const int rc = train_dp_init(&r->dp, argc, argv, &r->cfg, r->a.ranks);
+    r->dp_made = 1; /* finalized on every exit path: a refused config's communicator too */
+    if (rc) return 2;
     r->dp.check_every = r->a.check_every;
     r->root = train_dp_is_root(&r->dp);
     return 0;
@@ -895,11 +900,15 @@ int main(int argc, char **argv) {
     if (r.root && r.cfg.ranks > 0)
         fprintf(stderr, "train: data parallel: %d rank(s) (%s) x %d samples = global batch %d\n",
                 r.cfg.ranks, r.dp.dist->name, sg_model_rank_batch(&r.cfg), r.cfg.batch);
+    char micro[96] = "";
+    if (r.cfg.grad_accum > 1)
+        snprintf(micro, sizeof micro, " (%d micro-batches of %d%s, --grad-accum)", r.cfg.grad_accum,
+                 sg_model_micro_batch(&r.cfg), r.cfg.ranks > 0 ? " per rank" : "");
     if (r.root)
         fprintf(stderr,
-                "train: %s on %s (%lld images), %s backend, batch %d, %s, %lld parameters, arena "
+                "train: %s on %s (%lld images), %s backend, batch %d%s, %s, %lld parameters, arena "
                 "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
-                r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch,
+                r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch, micro,
                 r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
                 r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
                 (cli_now_ms() - t0) / 1e3);

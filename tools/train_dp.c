@@ -27,7 +27,7 @@ int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg, int 
         return sg_set_error("--batch %d is the global batch and must divide evenly over the %d "
                             "ranks (try --batch %d)",
                             cfg->batch, cfg->ranks, (cfg->batch / cfg->ranks + 1) * cfg->ranks);
-    return SG_OK;
+    return sg_model_check_batch(cfg); /* and into --grad-accum micro-batches per rank */
 }
 
 int train_dp_is_root(const train_dp *dp) {

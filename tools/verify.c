@@ -829,9 +829,14 @@ int main(int argc, char **argv) {
         (rc = choose_backend(a.backend, &be, no_cuda, sizeof no_cuda)))
         return cleanup(&v), rc;
     const char *backend = cli_backend_name(a.backend);
+    char micro[64] = "";
+    if (v.cfg.grad_accum > 1)
+        snprintf(micro, sizeof micro, ", batch %d as %d micro-batches", v.cfg.batch,
+                 v.cfg.grad_accum);
     fprintf(stderr,
-            "verify: %s (%lld parameters) on %s, %s backend, %d step%s, resume at %d, seed %llu\n",
-            v.cfg.name, (long long)v.plan.io.n_params, data_spec, backend, a.steps,
+            "verify: %s (%lld parameters) on %s, %s backend%s, %d step%s, resume at %d, seed "
+            "%llu\n",
+            v.cfg.name, (long long)v.plan.io.n_params, data_spec, backend, micro, a.steps,
             a.steps == 1 ? "" : "s", a.resume_at, (unsigned long long)a.seed);
     if (a.inject >= 0)
         fprintf(stderr,

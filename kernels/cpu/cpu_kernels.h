@@ -115,9 +115,11 @@ void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
                      int T);
 
-/* ---- loss: loss[0] = mean((pred - target)^2) over n values (pairwise/blocked sum in a
- * fixed order); backward: dpred = scale * 2 (pred - target) / n, scale = dloss. */
-void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n);
+/* ---- loss: loss[0] = sum((pred - target)^2) / (n parts) over n values (blocked sum in a
+ * fixed order): the mean with parts = 1; one of `parts` equal micro-batches' share of the
+ * mean over all of them otherwise (the caller adds the shares); backward:
+ * dpred = scale * 2 (pred - target) / n, scale = dloss. */
+void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n, int parts);
 void cpu_mse_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
 
 /* ---- optimizer, over flat regions of n fp32 values.

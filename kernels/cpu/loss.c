@@ -1,7 +1,8 @@
 /* loss.c — the DDPM training loss: mean squared error between predicted and true noise.
  *
  * Shapes: pred[n], target[n] (flat; n = N*H*W*C), loss[1].
- *   loss = (1/n) sum_i (pred_i - target_i)^2
+ *   loss = (1/(n parts)) sum_i (pred_i - target_i)^2   (parts: the step's micro-batches; 1 is
+ *          the plain mean, and K shares of K equal micro-batches add up to their mean)
  *   dpred_i = dloss * 2 (pred_i - target_i) / n
  * The sum is blocked: each block of SG_LOSS_BLOCK values is summed in increasing i in double,
  * then the block partials are summed in increasing block order, also in double. The order is
@@ -11,7 +12,7 @@
 
 #define SG_LOSS_BLOCK 4096
 
-void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n) {
+void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n, int parts) {
     double total = 0.0;
     for (int64_t b0 = 0; b0 < n; b0 += SG_LOSS_BLOCK) {
         int64_t b1 = n - b0 < SG_LOSS_BLOCK ? n : b0 + SG_LOSS_BLOCK;
@@ -22,7 +23,7 @@ void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n)
         }
         total += part;
     }
-    loss[0] = n > 0 ? (float)(total / (double)n) : 0.0f;
+    loss[0] = n > 0 ? (float)(total / ((double)n * parts)) : 0.0f;
 }
 
 void cpu_mse_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss) {

@@ -195,9 +195,10 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
                        int64_t ws_bytes);
 
 /* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
-/* [ws] */
+/* [ws] loss[0] (+= with accum) sum (pred - target)^2 / (n parts): parts > 1 is one of that many
+ * micro-batches' share of their mean. */
 int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const void *target,
-                 int tdt, int64_t n, void *ws, int64_t ws_bytes);
+                 int tdt, int64_t n, int parts, int accum, void *ws, int64_t ws_bytes);
 /* dpred (pdt) = dloss * 2 (pred - target) / n; dloss is a constant of the plan. */
 int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const void *target,
                  int tdt, int64_t n, float dloss, int accum);

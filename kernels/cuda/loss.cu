@@ -1,7 +1,8 @@
 /* loss.cu — the DDPM training loss: mean squared error between predicted and true noise.
  *
  * Shapes: pred[n] (dtype pdt), target[n] (dtype tdt), loss[1] fp32 in device memory.
- *   loss = (1/n) sum (pred - target)^2,   dpred = dloss * 2 (pred - target) / n
+ *   loss (+)= (1/(n parts)) sum (pred - target)^2,   dpred = dloss * 2 (pred - target) / n
+ * (parts: the step's micro-batches, each adding its share of their mean; 1 is the mean)
  * The sum: sg_ws_sum_blocks(n) blocks; thread g of the grid adds the elements
  * g, g + grid, g + 2 grid, ... in double, each block reduces its threads in a fixed tree and
  * writes one double partial; one block then adds the partials in a fixed order. The order
@@ -25,13 +26,17 @@ __global__ void mse_partial_kernel(double *part, const void *pred, int pdt, cons
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-/* one block; threads stride over the nb partials, then the tree: loss[0] = sum / n */
-__global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_t n) {
+/* one block; threads stride over the nb partials, then the tree: loss[0] (+)= sum / (n parts) */
+__global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_t n, int parts,
+                                 int accum) {
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
     for (int b = threadIdx.x; b < nb; b += SG_THREADS) s += part[b];
     s = dev_block_sum_d(s, sh);
-    if (threadIdx.x == 0) loss[0] = (float)(s / (double)n);
+    if (threadIdx.x == 0) {
+        const float v = (float)(s / ((double)n * parts));
+        loss[0] = accum ? loss[0] + v : v;
+    }
 }
 
 /* threads stride over n: dpred (+)= k (pred - target) */
@@ -45,16 +50,18 @@ __global__ void mse_bwd_kernel(void *dpred, const void *pred, int pdt, const voi
 /* =============================== launchers =============================== */
 
 int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const void *target,
-                 int tdt, int64_t n, void *ws, int64_t ws_bytes) {
+                 int tdt, int64_t n, int parts, int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_mse_fwd";
     SG_DT_CHECK(pdt, fn);
     SG_DT_CHECK(tdt, fn);
     SG_ARG_CHECK(n > 0, "%s: n must be positive", fn);
+    SG_ARG_CHECK(parts > 0, "%s: parts must be positive", fn);
     SG_WS_CHECK(sg_ws_mse_fwd(n), ws_bytes, fn);
     const int nb = (int)sg_ws_sum_blocks(n);
     SG_LAUNCH(mse_partial_kernel, nb, SG_THREADS, 0, st, (double *)ws, pred, pdt, target, tdt, n);
     SG_LAUNCH_CHECK("mse_partial_kernel");
-    SG_LAUNCH(mse_final_kernel, 1, SG_THREADS, 0, st, loss, (const double *)ws, nb, n);
+    SG_LAUNCH(mse_final_kernel, 1, SG_THREADS, 0, st, loss, (const double *)ws, nb, n, parts,
+              accum);
     SG_LAUNCH_CHECK("mse_final_kernel");
     return SG_OK;
 }

@@ -75,11 +75,13 @@ int config_fuzz_one(const uint8_t *data, size_t size) {
     }
 #ifdef SG_LIBFUZZER
     /* fuzzing speed: the deepest models (up to 8 levels x 16 res blocks, seconds to plan
-     * under the fuzzer's instrumentation) are planned by the corpus replay, not here */
-    if (cfg.nlevels * cfg.nrb > 24) return 0;
+     * under the fuzzer's instrumentation), and the longest unrolled gradient-accumulation
+     * steps (K copies of the model's nodes), are planned by the corpus replay, not here */
+    if (cfg.nlevels * cfg.nrb > 24 || cfg.nlevels * cfg.nrb * cfg.grad_accum > 96) return 0;
 #endif
     sg_plan p;
-    if (sg_plan_build(&p, &cfg, train) == SG_OK) check_plan(&p, &cfg);
+    /* the plan's config: what a checkpoint records (a forward plan's has no micro-batches) */
+    if (sg_plan_build(&p, &cfg, train) == SG_OK) check_plan(&p, &p.cfg);
     sg_plan_free(&p);
     return 0;
 }
