@@ -88,6 +88,45 @@ w, h = struct.unpack(">II", b[16:24])
 assert (w, h, b[25]) == (67, 15 + 67, 2), (w, h, b[25])
 PY'
 
+# ---- the training grid is what `sample --clip --scale 2` draws from the checkpoint's EMA
+# weights (the same seed, the same images), and clipping matters at 2 DDIM steps of an
+# untrained model (planted: the grid drawn unclipped is caught)
+sample=$(dirname "$train")/sample
+"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 --clip --backend cpu \
+    --out se/clip.png >/dev/null 2>&1
+"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 \
+    --no-clip --backend cpu --out se/noclip.png >/dev/null 2>&1
+ok "a training grid is sample --clip of its checkpoint (EMA, same seed), not --no-clip" 'python3 - se/samples_00000004.png se/clip.png se/noclip.png <<PY
+import struct, sys, zlib
+def rows(path):  # a non-interlaced 8-bit PNG: its scanlines, unfiltered
+    b = open(path, "rb").read()
+    w, h, depth, ctype = struct.unpack(">IIBB", b[16:26])
+    assert depth == 8, path
+    bpp = {0: 1, 2: 3, 6: 4}[ctype]
+    i, idat = 8, b""
+    while i < len(b):
+        n, kind = struct.unpack(">I4s", b[i:i + 8])
+        if kind == b"IDAT": idat += b[i + 8:i + 8 + n]
+        i += 12 + n
+    raw, out, prev, st = zlib.decompress(idat), [], bytearray(w * bpp), w * bpp + 1
+    for y in range(h):
+        f, line = raw[y * st], bytearray(raw[y * st + 1:(y + 1) * st])
+        for x in range(len(line)):
+            a = line[x - bpp] if x >= bpp else 0
+            c = prev[x - bpp] if x >= bpp else 0
+            p = a + prev[x] - c
+            pr = a if abs(p - a) <= abs(p - prev[x]) and abs(p - a) <= abs(p - c) else prev[x] if abs(p - prev[x]) <= abs(p - c) else c
+            line[x] = (line[x] + [0, a, prev[x], (a + prev[x]) // 2, pr][f]) & 255
+        out.append(bytes(line)); prev = line
+    return out, bpp
+grid, _ = rows(sys.argv[1])
+clip, _ = rows(sys.argv[2])
+noclip, _ = rows(sys.argv[3])
+grid = grid[15:]  # below the caption strip
+assert len(grid) == len(clip) and grid == clip, "the training grid differs from sample --clip"
+assert clip != noclip, "clipping changed nothing: the check would not see it"
+PY'
+
 # ---- another fresh run into it refuses; --overwrite replaces it; a held lock refuses
 "${T[@]}" --steps 2 --out a/b/c >/dev/null 2>err.txt; rc=$?
 ok "a fresh run refuses a directory holding a run" '[ $rc -ne 0 ] && grep -q "holds another run" err.txt && [ -f a/b/c/ckpt_00000004.sgck ]'
