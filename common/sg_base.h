@@ -39,6 +39,10 @@ static const char *const sg_role_names[ROLE_COUNT] = {
 static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8",
                                                      "u32", "i64",  "u64"};
 
+/* The activation a normalisation op applies after its affine transform (the norm_act ops:
+ * planner/op_list.h, kernels/cpu/norm.c). */
+enum { SG_ACT_NONE = 0, SG_ACT_SILU = 1 };
+
 SG_HD int sg_dtype_size(int dt) {
     return dt == DT_BF16 ? 2 : dt == DT_U8 ? 1 : (dt == DT_I64 || dt == DT_U64) ? 8 : 4;
 }

@@ -18,7 +18,7 @@
 #include "planner/op_list.h"
 
 #define SG_MAX_DIMS 4
-#define SG_MAX_IN 6
+#define SG_MAX_IN 10
 #define SG_MAX_OUT 4
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
@@ -64,9 +64,16 @@ typedef struct {
     int H, W;        /* backward data: the forward input's height and width (S = 2 cannot
                         recover them from dy); 0 in the other conv ops */
 } sg_conv_args;
+/* group_norm and the norm_act ops. group_norm takes act = SG_ACT_NONE and p = 0 (its shape
+ * rule refuses anything else); norm_act applies `act` after the affine transform; norm_act_temb
+ * also drops out after it with probability p from the stream of a dropout op of the same
+ * purpose (sg_dropout_args). */
 typedef struct {
     int groups;
     float eps;
+    int act;     /* SG_ACT_NONE or SG_ACT_SILU (common/sg_base.h) */
+    float p;     /* norm_act_temb: drop probability after the activation, 0 for none */
+    int purpose; /* its random stream: SG_RNG_DROPOUT_BASE + purpose */
 } sg_gn_args;
 typedef struct {
     int heads;
@@ -186,6 +193,8 @@ typedef struct {
     sg_ws_fn workspace;      /* NULL: the launcher takes no workspace */
     sg_backward_fn backward; /* NULL: nothing to differentiate */
     int bwd_op;              /* pointwise ops: the op their generic backward rule emits; -1 */
+    int recompute;           /* the op that recomputes output 0 from the node's inputs and its
+                                other outputs; -1 */
 } sg_op_info;
 
 extern const sg_op_info sg_ops[OP_COUNT];
