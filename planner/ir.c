@@ -54,6 +54,7 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
     t->first = t->last = -1;
     t->producer = -1;
     t->grad = -1;
+    t->recomputed = -1;
     return g->nt++;
 }
 

@@ -144,6 +144,11 @@ typedef struct {
     int region;       /* 1: a view over a whole persistent role region (the optimizer's) */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
+    /* The builder's mark on a forward output 0 whose op has a recompute op: do not keep it for
+     * the backward pass; autodiff emits the recompute op just before its first backward reader
+     * and every backward reader reads that copy (`recomputed`, -1 until made). */
+    int recompute;
+    int recomputed;
 } sg_tensor;
 
 typedef struct {
@@ -194,7 +199,7 @@ typedef struct {
     sg_backward_fn backward; /* NULL: nothing to differentiate */
     int bwd_op;              /* pointwise ops: the op their generic backward rule emits; -1 */
     int recompute;           /* the op that recomputes output 0 from the node's inputs and its
-                                other outputs; -1 */
+                                other outputs (sg_tensor.recompute); -1 */
 } sg_op_info;
 
 extern const sg_op_info sg_ops[OP_COUNT];

@@ -268,8 +268,10 @@ out:
 static void totals(sg_plan *p) {
     const sg_graph *g = &p->g;
     for (int t = 0; t < g->nt; t++)
-        if (!g->t[t].nparts && !g->t[t].region)
+        if (!g->t[t].nparts && !g->t[t].region) {
             p->no_reuse_bytes += SG_ALIGN_UP(g->t[t].bytes, SG_ALIGN);
+            p->role_tensors[g->t[t].role]++;
+        }
     for (int i = 0; i < g->nn; i++) {
         double f = sg_ops[g->n[i].op].flops(g, &g->n[i]);
         p->flops += f;
