@@ -393,6 +393,10 @@ static void test_builtin_models(void) {
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
                           (long long)p.io.n_params);
+                    /* the placement reaches the lower bound (with the search's help) */
+                    CHECK(rc != SG_OK || p.arena_bytes == p.lower_bound_bytes,
+                          "%s: arena %lld over the lower bound %lld", what,
+                          (long long)p.arena_bytes, (long long)p.lower_bound_bytes);
                     if (train)
                         CHECK(p.flops > 4.70e12 && p.flops < 4.86e12,
                               "unet_cifar step = %.3f TFLOP", p.flops / 1e12);

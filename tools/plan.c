@@ -211,8 +211,7 @@ static void print_text(const sg_plan *p, int table) {
            "in-place\n",
            g->nn, g->n_forward, g->n_backward, g->nn - g->n_forward - g->n_backward, g->nt,
            p->inplace_merges);
-    printf("  placement       persistent %s at the bottom; dynamic %s by best fit (ordering: "
-           "%s)\n",
+    printf("  placement       persistent %s at the bottom; dynamic %s by %s\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
            p->placement ? p->placement : "-");
     printf("  saved           %d activations (%s) kept from the forward pass for the backward "
