@@ -1,7 +1,8 @@
 /* test_exec.c — the executor on the CPU backend: the whole training step runs, is
  * deterministic (same seed => same bits, twice), learns (loss falls on a fixed batch source),
  * and resumes exactly from a checkpoint (straight N steps == K steps, save, load, N-K steps),
- * bitwise for parameters, AdamW state, EMA and every per-step loss. bf16 too.
+ * bitwise for parameters, AdamW state, EMA and every per-step loss. bf16 too. And the
+ * backward pass's recomputed activations equal the forward's, bit for bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +208,54 @@ static void test_conv_engine_record(void) {
     free(data);
 }
 
+/* Recomputation (planner/autodiff.c): every copy a recompute node makes in the backward pass
+ * has, bit for bit, the value of the forward tensor it stands for. The step runs node by node
+ * on the CPU backend; each tensor marked for recomputation is read as soon as its producer ran
+ * (its memory is reused long before the backward pass), and each copy as soon as its recompute
+ * node ran. fp32 and bf16, dropout on (the temb variant's mask comes from Philox again). */
+static void test_recompute_bits(sg_dtype dt) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = dt, c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    sg_exec e;
+    CHECK(open_exec(&e, &c, data) == SG_OK, "init: %s", sg_last_error());
+    sg_exec_init_state(&e, 5);
+    const sg_graph *g = &e.plan.g;
+    unsigned char **fwd = calloc((size_t)g->nt, sizeof *fwd);
+    int compared = 0, copies = 0;
+    for (int step = 0; step < 2; step++) /* step 1: another dropout mask */
+        for (int i = 0; i < g->nn; i++) {
+            CHECK(sg_exec_run_nodes(&e, i, i + 1) == SG_OK, "node %d: %s", i, sg_last_error());
+            const int y = g->n[i].out[0];
+            if (g->t[y].recompute) {
+                free(fwd[y]);
+                fwd[y] = malloc((size_t)g->t[y].bytes);
+                sg_exec_read(&e, y, fwd[y]);
+            }
+            if (g->t[y].role == ROLE_RECOMPUTED) {
+                const int f = g->n[g->n[i].fwd].out[0];
+                unsigned char *copy = malloc((size_t)g->t[y].bytes);
+                sg_exec_read(&e, y, copy);
+                CHECK(fwd[f] && g->t[y].bytes == g->t[f].bytes &&
+                          !memcmp(copy, fwd[f], (size_t)g->t[y].bytes),
+                      "%s: step %d: %s differs from the forward's %s", sg_dtype_names[dt], step,
+                      g->t[y].name, g->t[f].name);
+                free(copy);
+                compared++;
+            }
+        }
+    for (int t = 0; t < g->nt; t++) {
+        copies += g->t[t].role == ROLE_RECOMPUTED;
+        free(fwd[t]);
+    }
+    CHECK(copies > 0 && compared == 2 * copies, "%s: %d recomputed copies, %d compared",
+          sg_dtype_names[dt], copies, compared);
+    free(fwd);
+    sg_exec_free(&e);
+    free(data);
+}
+
 /* Learning: with a fixed small dataset and lr 1e-3, the mean loss of the last steps is below
  * that of the first steps. A model that does not learn fails this. */
 static void test_learns(void) {
@@ -238,5 +287,7 @@ int main(void) {
     test_determinism_and_resume(DT_BF16);
     test_learns();
     test_conv_engine_record();
+    test_recompute_bits(DT_F32);
+    test_recompute_bits(DT_BF16);
     return sg_test_end();
 }
