@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoints/ckpt.h"
 #include "graph/exec.h"
 #include "tests/sg_test.h"
 
@@ -208,6 +209,80 @@ static void test_conv_engine_record(void) {
     free(data);
 }
 
+/* A copy of checkpoint src at dst whose metadata says another plan (one hex digit of
+ * plan_hash changed): what a build that plans the same config differently wrote. */
+static int copy_other_plan(const char *src, const char *dst) {
+    ckpt_file *f = ckpt_open(src);
+    if (!f) return SG_ERR;
+    int n = ckpt_count(f), rc = SG_OK;
+    ckpt_tensor_desc *d = calloc((size_t)n, sizeof *d);
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    char *meta = strdup(ckpt_meta(f)), *h = strstr(meta, "\"plan_hash\":\"");
+    for (int i = 0; i < n && !rc; i++) {
+        ckpt_entry en;
+        ckpt_tensor_info(f, i, &en);
+        bufs[i] = malloc((size_t)en.raw_bytes + 1);
+        rc = ckpt_read(f, i, bufs[i], en.raw_bytes);
+        d[i] = (ckpt_tensor_desc){.name = en.name,
+                                  .role = en.role,
+                                  .dtype = en.dtype,
+                                  .ndim = en.ndim,
+                                  .data = bufs[i],
+                                  .bytes = en.raw_bytes,
+                                  .offset = en.offset};
+        memcpy(d[i].shape, en.shape, sizeof d[i].shape);
+    }
+    if (!h) rc = SG_ERR;
+    if (!rc) {
+        char *digit = h + strlen("\"plan_hash\":\"");
+        *digit = *digit == '0' ? '1' : '0';
+        rc = ckpt_write(dst, meta, d, n, NULL);
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs), free(d), free(meta);
+    ckpt_close(f);
+    return rc;
+}
+
+/* A checkpoint of the same config but another plan (another build's graph or layout) is
+ * refused, by a plain load and by a resume that lets the learning rate change (which hashes
+ * into the plan, so the resume compares against the plan of the checkpoint's own config), with
+ * a message that says so; the genuine checkpoint resumes with another learning rate. */
+static void test_other_plan_refused(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    char dir[] = "/tmp/sg_exec_planXXXXXX", path[256], other[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/k.sgck", dir);
+    snprintf(other, sizeof other, "%s/other.sgck", dir);
+    sg_exec e;
+    CHECK(open_exec(&e, &c, data) == SG_OK, "init: %s", sg_last_error());
+    sg_exec_init_state(&e, 3);
+    CHECK(sg_exec_step(&e) == SG_OK && sg_exec_save(&e, path, NULL) == SG_OK, "save: %s",
+          sg_last_error());
+    sg_exec_free(&e);
+    CHECK(copy_other_plan(path, other) == SG_OK, "rewrite: %s", sg_last_error());
+    static const char *const lr_only[] = {"lr", NULL};
+    sg_model_cfg c2 = c;
+    c2.lr *= 0.5f;
+    for (int k = 0; k < 2; k++) {
+        CHECK(open_exec(&e, k ? &c2 : &c, data) == SG_OK, "init %d", k);
+        int rc = k ? sg_exec_resume(&e, other, lr_only) : sg_exec_load(&e, other, 0, 0);
+        CHECK(rc == SG_ERR && strstr(sg_last_error(), "plan differs from this build") &&
+                  strstr(sg_last_error(), "--init-from"),
+              "%s of another plan: rc %d, %s", k ? "resume" : "load", rc, sg_last_error());
+        sg_exec_free(&e);
+    }
+    CHECK(open_exec(&e, &c2, data) == SG_OK, "init 3");
+    CHECK(sg_exec_resume(&e, path, lr_only) == SG_OK, "resume with another lr: %s",
+          sg_last_error());
+    sg_exec_free(&e);
+    unlink(path), unlink(other), rmdir(dir);
+    free(data);
+}
+
 /* Recomputation (planner/autodiff.c): every copy a recompute node makes in the backward pass
  * has, bit for bit, the value of the forward tensor it stands for. The step runs node by node
  * on the CPU backend; each tensor marked for recomputation is read as soon as its producer ran
@@ -289,5 +364,6 @@ int main(void) {
     test_conv_engine_record();
     test_recompute_bits(DT_F32);
     test_recompute_bits(DT_BF16);
+    test_other_plan_refused();
     return sg_test_end();
 }
