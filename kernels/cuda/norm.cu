@@ -171,9 +171,10 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * vectorise, else 1): TC = min(CV, SG_THREADS) threads span the CV = C / VEC vectors of a row
  * and TR = SG_THREADS / TC rows are visited at once; thread (tr, tc) = (tid / TC, tid % TC)
  * takes vector cv = cv0 + tc of rows r0 + tr, r0 + tr + TR, ..., one tile of TC vectors
- * (cv0 = 0, TC, ...) at a time; threads with tr >= TR idle. A channel's TR per-thread partials
- * are merged by its tr = 0 thread in order tr = 0, 1, ... through shared memory, so every sum
- * has one order fixed by the shapes.
+ * (cv0 = 0, TC, ...) at a time; threads with tr >= TR idle. Then a channel's TR per-thread
+ * partials are merged in order tr = 0, 1, ... through shared memory, one channel of the tile
+ * per thread (thread t: channel t, t + SG_THREADS, ...), so every sum has one order fixed by
+ * the shapes.
  *
  * Statistics: each thread runs Welford's update over its rows (per channel); partials merge
  * with Chan et al.'s rule (n = na + nb, d = mb - ma, m = ma + d nb/n, M2 = M2a + M2b +
@@ -316,15 +317,14 @@ __global__ void norm_stats_kernel(float2 *part, sg_cat x, const T *v, int HW, in
         }
         for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(m[j], M2[j]);
         __syncthreads();
-        if (mine && tr == 0)
-            for (int j = 0; j < VEC; j++) {
-                float na = 0.0f, ma = 0.0f, M2a = 0.0f;
-                for (int t = 0; t < TR && t < R; t++) {
-                    const float2 pb = tp[t * TC + tc][j];
-                    na_merge(na, ma, M2a, (float)((R - t + TR - 1) / TR), pb.x, pb.y);
-                }
-                chan[c0 + j] = make_float2(ma, M2a);
+        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+            float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+            for (int t = 0; t < TR && t < R; t++) {
+                const float2 pb = tp[t * TC + c / VEC][c % VEC];
+                na_merge(na, ma, M2a, (float)((R - t + TR - 1) / TR), pb.x, pb.y);
             }
+            chan[cv0 * VEC + c] = make_float2(ma, M2a);
+        }
         __syncthreads();
     }
     for (int g = threadIdx.x; g < G; g += SG_THREADS) {
@@ -429,16 +429,15 @@ __global__ void norm_bwd_reduce_kernel(float2 *part, const T *dy, sg_cat x, cons
         }
         for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(sdz[j], sdzx[j]);
         __syncthreads();
-        if (mine && tr == 0)
-            for (int j = 0; j < VEC; j++) {
-                float a = 0.0f, b = 0.0f;
-                for (int t = 0; t < TR; t++) {
-                    const float2 q = tp[t * TC + tc][j];
-                    a += q.x;
-                    b += q.y;
-                }
-                part[((int64_t)n * gridDim.x + chunk) * C + c0 + j] = make_float2(a, b);
+        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+            float a = 0.0f, b = 0.0f;
+            for (int t = 0; t < TR; t++) {
+                const float2 q = tp[t * TC + c / VEC][c % VEC];
+                a += q.x;
+                b += q.y;
             }
+            part[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = make_float2(a, b);
+        }
         __syncthreads();
     }
 }
@@ -510,12 +509,11 @@ __global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_
         if (dvpart) {
             for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = sdx[j];
             __syncthreads();
-            if (mine && tr == 0)
-                for (int j = 0; j < VEC; j++) {
-                    float a = 0.0f;
-                    for (int t = 0; t < TR; t++) a += tp[t * TC + tc][j];
-                    dvpart[((int64_t)n * gridDim.x + chunk) * C + c0 + j] = a;
-                }
+            for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+                float a = 0.0f;
+                for (int t = 0; t < TR; t++) a += tp[t * TC + c / VEC][c % VEC];
+                dvpart[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = a;
+            }
             __syncthreads();
         }
     }
