@@ -93,6 +93,18 @@ void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v
     }
 }
 
+/* The tail (activation, dropout) over one row of C values, in place; i0 + off: the row's first
+ * element's dropout index. */
+static void tail_fwd_row(float *a, int C, int64_t off, const cpu_norm_tail *t, float scale) {
+    if (t->act == SG_ACT_SILU)
+        for (int c = 0; c < C; c++) a[c] = a[c] / (1.0f + expf(-a[c]));
+    if (t->p > 0.0f)
+        for (int c = 0; c < C; c++)
+            a[c] = sg_rng_uniform(t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c)) >= t->p
+                       ? a[c] * scale
+                       : 0.0f;
+}
+
 void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *mean,
                         const float *rstd, const float *gamma, const float *beta, int N, int HW,
                         int C, int G, const cpu_norm_tail *t) {
@@ -104,17 +116,14 @@ void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *m
         const float *vn = v ? v + (int64_t)n * C : NULL;
         for (int64_t hw = 0; hw < HW; hw++) {
             const int64_t off = ((int64_t)n * HW + hw) * C;
-            for (int c = 0; c < C; c++) {
-                int g = n * G + c / cg;
-                float z = (u_at(x, vn, off, c) - mean[g]) * rstd[g] * gamma[c] + beta[c];
-                float a = t->act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
-                if (t->p > 0.0f)
-                    a = sg_rng_uniform(t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c)) >=
-                                t->p
-                            ? a * scale
-                            : 0.0f;
-                y[off + c] = a;
+            float *yr = y + off;
+            const float *xr = x + off;
+            for (int g = 0; g < G; g++) {
+                const float mu = mean[n * G + g], rs = rstd[n * G + g];
+                for (int c = g * cg; c < (g + 1) * cg; c++)
+                    yr[c] = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * gamma[c] + beta[c];
             }
+            tail_fwd_row(yr, C, off, t, scale);
         }
     }
 }
@@ -210,21 +219,24 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
         const float *vn = v ? v + (int64_t)n * C : NULL;
         for (int64_t hw = 0; hw < HW; hw++) {
             const int64_t off = ((int64_t)n * HW + hw) * C;
-            for (int c = 0; c < C; c++) {
-                float d = dy[off + c];
-                if (t->p > 0.0f)
-                    d = sg_rng_uniform(t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c)) >=
-                                t->p
-                            ? d * scale
-                            : 0.0f;
-                if (t->act == SG_ACT_SILU) {
-                    int g = n * G + c / cg;
-                    float z = (u_at(x, vn, off, c) - mean[g]) * rstd[g] * gamma[c] + beta[c];
-                    float s = 1.0f / (1.0f + expf(-z));
-                    d = d * (s * (1.0f + z * (1.0f - s)));
+            float *d = dx + off;
+            const float *xr = x + off;
+            for (int c = 0; c < C; c++) d[c] = dy[off + c];
+            if (t->p > 0.0f)
+                for (int c = 0; c < C; c++)
+                    d[c] = sg_rng_uniform(t->seed, t->step, t->purpose,
+                                          t->i0 + (uint64_t)(off + c)) >= t->p
+                               ? d[c] * scale
+                               : 0.0f;
+            if (t->act == SG_ACT_SILU)
+                for (int g = 0; g < G; g++) {
+                    const float mu = mean[n * G + g], rs = rstd[n * G + g];
+                    for (int c = g * cg; c < (g + 1) * cg; c++) {
+                        float z = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * gamma[c] + beta[c];
+                        float s = 1.0f / (1.0f + expf(-z));
+                        d[c] = d[c] * (s * (1.0f + z * (1.0f - s)));
+                    }
                 }
-                dx[off + c] = d;
-            }
         }
     }
     gn_bwd_inplace(dx, dgamma, dbeta, x, v, mean, rstd, gamma, N, HW, C, G);
