@@ -389,9 +389,10 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
     if (!have || !cfg_json || sg_model_cfg_from_json(cfg_json, &c)) {
         rc = sg_set_error("checkpoint metadata: no config or plan_hash to compare with this run");
     } else {
-        /* the data the plan reserves is this run's (a resume keeps the data source) */
+        /* the data the plan reserves is this run's (a resume keeps the data source), and so
+         * is the rank count (another one takes check_other_ranks's way) */
         c.data_n = e->plan.cfg.data_n, c.data_h = e->plan.cfg.data_h;
-        c.data_w = e->plan.cfg.data_w;
+        c.data_w = e->plan.cfg.data_w, c.ranks = e->plan.cfg.ranks;
         sg_plan p;
         if (sg_plan_build(&p, &c, e->plan.train)) {
             char msg[512];
