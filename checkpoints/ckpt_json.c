@@ -441,7 +441,17 @@ int ckpt_meta_check_config(const char *expected_meta, const char *ckpt_meta) {
             break;
         }
         char where[400];
-        if (ckpt_json_diff(c, nc, e, ne, where, sizeof where)) {
+        const int differs = ckpt_json_diff(c, nc, e, ne, where, sizeof where);
+        if (differs && !strcmp(keys[k], "plan_hash")) {
+            /* model and config agreed (they come first): the same config, another plan */
+            const char *v = strstr(where, ": ");
+            rc = sg_set_error("checkpoint's plan differs from this build's (plan_hash %s; "
+                              "checkpoint vs here): the model config is the same, but this "
+                              "build computes or lays out the step differently (another "
+                              "stepgraph version), so the run cannot continue with the same "
+                              "bits; start a new run from its weights with train --init-from",
+                              v ? v + 2 : where);
+        } else if (differs) {
             /* where = "<sub-path>: <ckpt value> vs <expected value>" */
             char *sep = strstr(where, ": ");
             char *vs = sep ? strstr(sep, " vs ") : NULL;

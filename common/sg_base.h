@@ -31,13 +31,22 @@ typedef enum {
     ROLE_SAVED,     /* forward activation kept for the backward pass */
     ROLE_TEMP,      /* everything else that lives inside one step */
     ROLE_WORKSPACE, /* scratch for library calls (cuBLAS, reductions) */
+    /* a forward activation computed again in the backward pass (a recompute node,
+     * planner/autodiff.c) instead of being saved: it lives from just before its first backward
+     * reader to its last */
+    ROLE_RECOMPUTED,
     ROLE_COUNT
 } sg_role;
 
-static const char *const sg_role_names[ROLE_COUNT] = {
-    "param", "grad", "adam_m", "adam_v", "ema", "state", "input", "saved", "temp", "workspace"};
+static const char *const sg_role_names[ROLE_COUNT] = {"param", "grad",      "adam_m",    "adam_v",
+                                                      "ema",   "state",     "input",     "saved",
+                                                      "temp",  "workspace", "recomputed"};
 static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8",
                                                      "u32", "i64",  "u64"};
+
+/* The activation a normalisation op applies after its affine transform (the norm_act ops:
+ * planner/op_list.h, kernels/cpu/norm.c). */
+enum { SG_ACT_NONE = 0, SG_ACT_SILU = 1 };
 
 SG_HD int sg_dtype_size(int dt) {
     return dt == DT_BF16 ? 2 : dt == DT_U8 ? 1 : (dt == DT_I64 || dt == DT_U64) ? 8 : 4;

@@ -76,6 +76,22 @@ static inline int64_t sg_ws_wgrad_chunks(int64_t P) {
     return c < 1 ? 1 : c > SG_WS_WGRAD_MAX_CHUNKS ? SG_WS_WGRAD_MAX_CHUNKS : c;
 }
 
+/* The norm_act kernels (kernels/cuda/norm.cu): each sample's HW rows are cut into chunks of
+ * sg_ws_norm_rows(HW, C) rows, about SG_WS_NORM_ELEMS values each; one block per (chunk,
+ * sample) reduces its chunk to per-chunk partials, which a second pass merges in chunk order. */
+#define SG_WS_NORM_ELEMS 8192
+
+/* Rows per chunk and chunks per sample of a norm_act pass over x[N][HW][C]. */
+static inline int64_t sg_ws_norm_rows(int64_t HW, int64_t C) {
+    int64_t r = SG_WS_NORM_ELEMS / (C > 0 ? C : 1);
+    if (r < 1) r = 1;
+    return r < HW ? r : HW;
+}
+static inline int64_t sg_ws_norm_chunks(int64_t HW, int64_t C) {
+    int64_t r = sg_ws_norm_rows(HW, C);
+    return r > 0 ? (HW + r - 1) / r : 1;
+}
+
 /* Rows of one fp32 output tile of a bf16 GEMM with bias (see SG_WS_GEMM_OUT_ELEMS). */
 static inline int64_t sg_ws_gemm_tile_rows(int64_t rows, int64_t Co) {
     int64_t r = SG_WS_GEMM_OUT_ELEMS / (Co > 0 ? Co : 1);
@@ -166,6 +182,23 @@ static inline int64_t sg_ws_linear_bwd_weight(int N, int K, int M, int has_db) {
  * each; the final pass sums them over n in order. */
 static inline int64_t sg_ws_group_norm_bwd(int N, int C) {
     return 2 * sg_ws_align((int64_t)N * C * 4);
+}
+
+/* cuda_norm_act_fwd: per (sample, chunk, group) the chunk's (mean, M2) as float2; the
+ * statistics merge them in chunk order. cuda_norm_act_apply needs nothing. */
+static inline int64_t sg_ws_norm_act_fwd(int N, int HW, int C, int G) {
+    return sg_ws_align((int64_t)N * sg_ws_norm_chunks(HW, C) * G * 8);
+}
+/* cuda_norm_act_bwd: per (sample, chunk, channel) the chunk's sums of dz and dz xhat (float2);
+ * their sums over the chunks per (sample, channel) (float2); the two group means of the dx
+ * formula per (sample, group) (float2); with the time-embedding add, per (sample, chunk,
+ * channel) the chunk's sum of dx (fp32), summed over the chunks into dv. */
+static inline int64_t sg_ws_norm_act_bwd(int N, int HW, int C, int G, int has_v) {
+    int64_t chunks = sg_ws_norm_chunks(HW, C);
+    int64_t b = sg_ws_align((int64_t)N * chunks * C * 8) + sg_ws_align((int64_t)N * C * 8) +
+                sg_ws_align((int64_t)N * G * 8);
+    if (has_v) b += sg_ws_align((int64_t)N * chunks * C * 4);
+    return b;
 }
 
 /* cuda_add_nc_bwd: N column sums of HW rows x C. */

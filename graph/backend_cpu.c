@@ -297,6 +297,55 @@ CPU_RUN(group_norm_bwd) {
                        k->in[4], d.N, d.HW, d.C, d.G);
 }
 
+/* the norm_act family: operands by sg_norm_operands_of; the dropout's key as cpu_run_dropout */
+static cpu_norm_tail norm_tail(const cpu_call *k) {
+    const sg_gn_args *a = &k->a->gn;
+    sg_norm_operands o = sg_norm_operands_of(k->nd);
+    const int64_t n = sg_in_numel(k->g, k->nd, o.x);
+    cpu_norm_tail t = {.act = a->act, .p = a->p};
+    if (o.temb && a->p > 0.0f) {
+        t.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
+        t.seed = *(const uint64_t *)k->raw_in[o.seed];
+        t.step = *(const int64_t *)k->raw_in[o.step];
+        t.i0 = k->slice * (uint64_t)n;
+    }
+    return t;
+}
+static void run_norm_act(const cpu_call *k) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    sg_norm_operands o = sg_norm_operands_of(k->nd);
+    const cpu_norm_tail t = norm_tail(k);
+    const float *v = o.temb ? k->in[o.v] : NULL;
+    if (o.bwd)
+        cpu_norm_act_bwd(k->out[0], o.temb ? k->out[1] : NULL, k->out[o.temb + 1],
+                         k->out[o.temb + 2], k->in[o.dy], k->in[o.x], v, k->in[o.mean],
+                         k->in[o.rstd], k->in[o.gamma], k->in[o.beta], d.N, d.HW, d.C, d.G, &t);
+    else if (o.apply)
+        cpu_norm_act_apply(k->out[0], k->in[o.x], v, k->in[o.mean], k->in[o.rstd], k->in[o.gamma],
+                           k->in[o.beta], d.N, d.HW, d.C, d.G, &t);
+    else
+        cpu_norm_act_fwd(k->out[0], k->out[1], k->out[2], k->in[o.x], v, k->in[o.gamma],
+                         k->in[o.beta], d.N, d.HW, d.C, d.G, k->a->gn.eps, &t);
+}
+CPU_RUN(norm_act) {
+    run_norm_act(k);
+}
+CPU_RUN(norm_act_temb) {
+    run_norm_act(k);
+}
+CPU_RUN(norm_act_apply) {
+    run_norm_act(k);
+}
+CPU_RUN(norm_act_temb_apply) {
+    run_norm_act(k);
+}
+CPU_RUN(norm_act_bwd) {
+    run_norm_act(k);
+}
+CPU_RUN(norm_act_temb_bwd) {
+    run_norm_act(k);
+}
+
 CPU_RUN(silu) {
     cpu_silu_fwd(k->out[0], k->in[0], k->n0);
 }

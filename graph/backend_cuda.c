@@ -174,6 +174,11 @@ static int check_accum(const sg_graph *g) {
             why = "dw and db differ in accumulation";
         if (!why && nd->op == OP_GROUP_NORM_BWD && sg_accum_bits(nd, 2) != sg_accum_bits(nd, 1))
             why = "dgamma and dbeta differ in accumulation";
+        if (!why && (nd->op == OP_NORM_ACT_BWD || nd->op == OP_NORM_ACT_TEMB_BWD)) {
+            const int k = nd->op == OP_NORM_ACT_TEMB_BWD ? 2 : 1; /* dgamma's slot */
+            if (sg_accum_bits(nd, k + 1) != sg_accum_bits(nd, k))
+                why = "dgamma and dbeta differ in accumulation";
+        }
         if (why)
             return sg_set_error("node %d (%s -> %s): %s, which the CUDA kernels do not support", i,
                                 sg_ops[nd->op].name, g->t[nd->out[0]].name, why);
@@ -580,6 +585,59 @@ CUDA_RUN(group_norm_bwd) {
     return cuda_group_norm_bwd(k->st, kout_cat(k, 0), kout(k, 1), kout(k, 2), kin(k, 0),
                                kin_cat(k, 1), kin(k, 2), kin(k, 3), kin(k, 4), d.N, d.HW, d.C, d.G,
                                k->dy_dt, kacc(k, 0), kacc(k, 1), k->ws, k->wsb);
+}
+
+/* the norm_act family: operands by sg_norm_operands_of; the dropout's key as
+ * cuda_run_dropout's */
+static sg_drop norm_drop(const cuda_call *k, sg_norm_operands o) {
+    const sg_gn_args *a = &k->a->gn;
+    sg_drop d = {.p = 0.0f, .purpose = 0, .seed = NULL, .step = NULL, .i0 = 0};
+    if (o.temb && a->p > 0.0f) {
+        d.p = a->p;
+        d.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
+        d.seed = kin(k, o.seed);
+        d.step = kin(k, o.step);
+        d.i0 = k->slice * (uint64_t)sg_in_numel(k->g, k->nd, o.x);
+    }
+    return d;
+}
+static int run_norm_act(const cuda_call *k) {
+    sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
+    sg_norm_operands o = sg_norm_operands_of(k->nd);
+    const sg_gn_args *a = &k->a->gn;
+    const void *v = o.temb ? kin(k, o.v) : NULL;
+    const sg_drop drop = norm_drop(k, o);
+    if (o.bwd)
+        return cuda_norm_act_bwd(
+            k->st, kout_cat(k, 0), o.temb ? kout(k, 1) : NULL, kout(k, o.temb + 1),
+            kout(k, o.temb + 2), kin(k, o.dy), kin_cat(k, o.x), v, kin(k, o.mean), kin(k, o.rstd),
+            kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C, d.G, a->act, drop, k->dy_dt,
+            kacc(k, 0), o.temb ? kacc(k, 1) : 0, kacc(k, o.temb + 1), k->ws, k->wsb);
+    if (o.apply)
+        return cuda_norm_act_apply(k->st, kout(k, 0), kin_cat(k, o.x), v, kin(k, o.mean),
+                                   kin(k, o.rstd), kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C,
+                                   d.G, a->act, drop, k->dt);
+    return cuda_norm_act_fwd(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin_cat(k, o.x), v,
+                             kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C, d.G, a->eps, a->act,
+                             drop, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(norm_act) {
+    return run_norm_act(k);
+}
+CUDA_RUN(norm_act_temb) {
+    return run_norm_act(k);
+}
+CUDA_RUN(norm_act_apply) {
+    return run_norm_act(k);
+}
+CUDA_RUN(norm_act_temb_apply) {
+    return run_norm_act(k);
+}
+CUDA_RUN(norm_act_bwd) {
+    return run_norm_act(k);
+}
+CUDA_RUN(norm_act_temb_bwd) {
+    return run_norm_act(k);
 }
 
 CUDA_RUN(silu) {

@@ -10,6 +10,7 @@
 #include "checkpoints/ckpt.h"
 #include "checkpoints/ckpt_json.h"
 #include "common/philox.h"
+#include "graph/weights.h"
 
 #ifndef SG_BUILD_ID
 #define SG_BUILD_ID "unknown"
@@ -373,6 +374,49 @@ static char *expected_meta(sg_exec *e, const char *ckpt_meta_text, const char *c
     return out;
 }
 
+/* A resume lets the fields in may_differ (the learning rate, the EMA, ...) change, and they are
+ * hashed into the plan, so expected_meta leaves the plan hash out. Check it here against the
+ * plan this build makes from the checkpoint's own config: the same config with another plan
+ * means another build computes the step differently (a changed graph or layout), and the run
+ * cannot continue with the bits it would have had; it is refused, as a plain load refuses it
+ * (ckpt_meta_check_config). */
+static int check_resume_plan(sg_exec *e, const char *meta) {
+    json_t *m = ckpt_meta_load(meta, NULL, 0);
+    const char *have = json_string_value(json_object_get(m, "plan_hash"));
+    char *cfg_json = json_dumps(json_object_get(m, "config"), JSON_COMPACT);
+    sg_model_cfg c;
+    int rc = SG_OK;
+    if (!have || !cfg_json || sg_model_cfg_from_json(cfg_json, &c)) {
+        rc = sg_set_error("checkpoint metadata: no config or plan_hash to compare with this run");
+    } else {
+        /* the data the plan reserves is this run's (a resume keeps the data source), and so
+         * is the rank count (another one takes check_other_ranks's way) */
+        c.data_n = e->plan.cfg.data_n, c.data_h = e->plan.cfg.data_h;
+        c.data_w = e->plan.cfg.data_w, c.ranks = e->plan.cfg.ranks;
+        sg_plan p;
+        if (sg_plan_build(&p, &c, e->plan.train)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", sg_last_error());
+            rc = sg_set_error("checkpoint's config does not plan in this build: %s", msg);
+        } else {
+            char want[20];
+            snprintf(want, sizeof want, "%016llx", (unsigned long long)p.hash);
+            if (strcmp(want, have))
+                rc = sg_set_error("checkpoint's plan differs from this build's: plan_hash %s in "
+                                  "the checkpoint, %s for its config here. The model config is "
+                                  "the same, but this build computes or lays out the step "
+                                  "differently (another stepgraph version), so the run cannot "
+                                  "continue with the same bits: start a new run from its "
+                                  "weights with train --init-from",
+                                  have, want);
+        }
+        sg_plan_free(&p);
+    }
+    free(cfg_json);
+    json_decref(m);
+    return rc;
+}
+
 static int load(sg_exec *e, const char *path, int params_only, int ema,
                 const char *const *may_differ) {
     ckpt_file *f = ckpt_open(path);
@@ -387,6 +431,7 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
         char *want = expected_meta(e, ckpt_meta(f), may_differ);
         if (!want || ckpt_meta_check_config(want, ckpt_meta(f))) rc = SG_ERR;
         free(want);
+        if (!rc && may_differ) rc = check_resume_plan(e, ckpt_meta(f));
     }
     if (!rc && !params_only) check_conv_engines(e, path, ckpt_meta(f));
     /* find every tensor first (a clear error before any work), then decompress them all in

@@ -4,6 +4,15 @@
  * backward rule (planner/ops.c) appends nodes that contribute to its inputs' gradients via
  * ad_emit. A tensor used k times gets k contributions: the first overwrites, the rest add, in
  * schedule order — a fixed summation order, hence deterministic.
+ *
+ * Recomputation. A forward output the builder marked (sg_tensor.recompute) is not kept for the
+ * backward pass. The first backward node that reads it (ad_emit sees every one) gets, emitted
+ * just before it, a node of the producer op's recompute op (the op table's `recompute` column)
+ * on the producer's inputs and its other outputs, e.g. norm_act_apply on x, gamma, beta and the
+ * saved mean and rstd; that node and every later backward reader read the copy instead. So the
+ * forward tensor dies at its last forward reader, and the copy lives from just before its
+ * first backward reader to its last. The recompute op runs the forward's second pass on the
+ * same inputs, so the copy has the forward's bits.
  */
 #include "planner/autodiff.h"
 
@@ -51,8 +60,51 @@ static unsigned contrib_bits(sg_graph *g, int gt, int k) {
     return bits;
 }
 
-int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of,
+/* The tensor a backward node reads for t: t itself, or the recomputed copy of a marked forward
+ * tensor (made on the first call; -1 with the error set). */
+static int backward_read(sg_graph *g, int t) {
+    if (g->t[t].nparts)
+        for (int p = 0; p < 2; p++)
+            if (g->t[g->t[t].parts[p]].recompute)
+                return sg_set_error("%s: a concatenation of a tensor marked for recomputation "
+                                    "('%s') is not supported",
+                                    g->t[t].name, g->t[g->t[t].parts[p]].name),
+                       -1;
+    if (!g->t[t].recompute) return t;
+    if (g->t[t].recomputed >= 0) return g->t[t].recomputed;
+    const int p = g->t[t].producer;
+    if (p < 0 || p >= g->n_forward || g->n[p].out[0] != t || sg_ops[g->n[p].op].recompute < 0)
+        return sg_set_error("%s is marked for recomputation, but it is not output 0 of a forward "
+                            "op with a recompute op",
+                            g->t[t].name),
+               -1;
+    const sg_node f = g->n[p]; /* a copy: g->n may move */
+    int in[SG_MAX_IN], n = 0, outs[SG_MAX_OUT] = {-1, -1, -1, -1};
+    SG_ASSERT(f.nin + f.nout - 1 <= SG_MAX_IN);
+    for (int k = 0; k < f.nin; k++) in[n++] = f.in[k];
+    for (int k = 1; k < f.nout; k++) in[n++] = f.out[k];
+    char nm[SG_NAME_MAX + 16];
+    snprintf(nm, sizeof nm, "%s.recomputed", g->t[t].name);
+    int nd = sg_node_add(g, (sg_op)sg_ops[f.op].recompute, in, n, outs, &f.a, nm);
+    if (nd < 0) return -1;
+    g->n[nd].fwd = p;
+    sg_tensor *r = &g->t[outs[0]];
+    r->role = ROLE_RECOMPUTED;
+    r->needs_grad = 0;
+    g->t[t].recomputed = outs[0];
+    return outs[0];
+}
+
+int ad_emit(sg_graph *g, sg_op op, const int *in_fwd, int nin, const int *grad_of,
             const sg_op_args *args, const char *name, int fwd) {
+    /* args may point into g->n, which a recompute node moves: take them first */
+    sg_op_args a;
+    memset(&a, 0, sizeof a);
+    if (args) a = *args;
+    int in[SG_MAX_IN];
+    SG_ASSERT(nin <= SG_MAX_IN);
+    for (int k = 0; k < nin; k++)
+        if ((in[k] = backward_read(g, in_fwd[k])) < 0) return -1;
     int outs[SG_MAX_OUT];
     int nout = sg_ops[op].nout;
     for (int k = 0; k < nout; k++) {
@@ -62,7 +114,7 @@ int ad_emit(sg_graph *g, sg_op op, const int *in, int nin, const int *grad_of,
             if (outs[k] < 0) return -1;
         }
     }
-    int nd = sg_node_add(g, op, in, nin, outs, args, name);
+    int nd = sg_node_add(g, op, in, nin, outs, &a, name);
     if (nd < 0) return -1;
     unsigned bits = 0;
     for (int k = 0; k < nout; k++)

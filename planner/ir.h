@@ -18,7 +18,7 @@
 #include "planner/op_list.h"
 
 #define SG_MAX_DIMS 4
-#define SG_MAX_IN 6
+#define SG_MAX_IN 10
 #define SG_MAX_OUT 4
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
@@ -65,9 +65,16 @@ typedef struct {
     int H, W;        /* backward data: the forward input's height and width (S = 2 cannot
                         recover them from dy); 0 in the other conv ops */
 } sg_conv_args;
+/* group_norm and the norm_act ops. group_norm takes act = SG_ACT_NONE and p = 0 (its shape
+ * rule refuses anything else); norm_act applies `act` after the affine transform; norm_act_temb
+ * also drops out after it with probability p from the stream of a dropout op of the same
+ * purpose (sg_dropout_args). */
 typedef struct {
     int groups;
     float eps;
+    int act;     /* SG_ACT_NONE or SG_ACT_SILU (common/sg_base.h) */
+    float p;     /* norm_act_temb: drop probability after the activation, 0 for none */
+    int purpose; /* its random stream: SG_RNG_DROPOUT_BASE + purpose */
 } sg_gn_args;
 typedef struct {
     int heads;
@@ -151,6 +158,11 @@ typedef struct {
                          gives it the twin's offset), -1 for every other tensor */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
+    /* The builder's mark on a forward output 0 whose op has a recompute op: do not keep it for
+     * the backward pass; autodiff emits the recompute op just before its first backward reader
+     * and every backward reader reads that copy (`recomputed`, -1 until made). */
+    int recompute;
+    int recomputed;
 } sg_tensor;
 
 typedef struct {
@@ -207,6 +219,8 @@ typedef struct {
     sg_ws_fn workspace;      /* NULL: the launcher takes no workspace */
     sg_backward_fn backward; /* NULL: nothing to differentiate */
     int bwd_op;              /* pointwise ops: the op their generic backward rule emits; -1 */
+    int recompute;           /* the op that recomputes output 0 from the node's inputs and its
+                                other outputs (sg_tensor.recompute); -1 */
 } sg_op_info;
 
 extern const sg_op_info sg_ops[OP_COUNT];

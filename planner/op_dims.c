@@ -6,6 +6,7 @@
  *   conv2d_bwd_weight  dy = in0, x = in1
  *   linear             x = in0, w = in1;   bwd_data: dy = in0, w = in1;  bwd_weight: dy, x
  *   group_norm         x = in0;            bwd: x = in1
+ *   norm_act family    sg_norm_operands_of (x = in0 forward and apply, in1 backward)
  *   attention          qkv = in0;          bwd: qkv = in1
  */
 #include "planner/op_dims.h"
@@ -72,9 +73,37 @@ static sg_nhwc_dims nhwc(const sg_tensor *t) {
     return d;
 }
 
+int sg_op_is_norm_act(sg_op op) {
+    return op == OP_NORM_ACT || op == OP_NORM_ACT_TEMB || op == OP_NORM_ACT_APPLY ||
+           op == OP_NORM_ACT_TEMB_APPLY || op == OP_NORM_ACT_BWD || op == OP_NORM_ACT_TEMB_BWD;
+}
+
+sg_norm_operands sg_norm_operands_of(const sg_node *nd) {
+    SG_ASSERT(sg_op_is_norm_act(nd->op));
+    sg_norm_operands o = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0};
+    o.temb = nd->op == OP_NORM_ACT_TEMB || nd->op == OP_NORM_ACT_TEMB_APPLY ||
+             nd->op == OP_NORM_ACT_TEMB_BWD;
+    o.bwd = nd->op == OP_NORM_ACT_BWD || nd->op == OP_NORM_ACT_TEMB_BWD;
+    o.apply = nd->op == OP_NORM_ACT_APPLY || nd->op == OP_NORM_ACT_TEMB_APPLY;
+    int k = 0;
+    if (o.bwd) o.dy = k++;
+    o.x = k++;
+    if (o.temb) o.v = k++;
+    o.gamma = k++;
+    o.beta = k++;
+    if (o.temb) o.seed = k++, o.step = k++;
+    if (o.apply || o.bwd) o.mean = k++, o.rstd = k++;
+    SG_ASSERT(k == nd->nin);
+    return o;
+}
+
 sg_gn_dims sg_gn_dims_of(const sg_graph *g, const sg_node *nd) {
-    SG_ASSERT(nd->op == OP_GROUP_NORM || nd->op == OP_GROUP_NORM_BWD);
-    sg_nhwc_dims x = nhwc(in_t(g, nd, nd->op == OP_GROUP_NORM ? 0 : 1));
+    int xi;
+    if (nd->op == OP_GROUP_NORM || nd->op == OP_GROUP_NORM_BWD)
+        xi = nd->op == OP_GROUP_NORM ? 0 : 1;
+    else
+        xi = sg_norm_operands_of(nd).x;
+    sg_nhwc_dims x = nhwc(in_t(g, nd, xi));
     return (sg_gn_dims){.N = x.N, .H = x.H, .W = x.W, .C = x.C, .HW = x.HW, .G = nd->a.gn.groups};
 }
 

@@ -29,11 +29,24 @@ typedef struct {
 } sg_linear_dims;
 sg_linear_dims sg_linear_dims_of(const sg_graph *g, const sg_node *nd);
 
-/* OP_GROUP_NORM, OP_GROUP_NORM_BWD: x [N, H, W, C] in G groups; HW = H * W. */
+/* OP_GROUP_NORM, OP_GROUP_NORM_BWD and the norm_act ops: x [N, H, W, C] in G groups;
+ * HW = H * W. */
 typedef struct {
     int N, H, W, C, HW, G;
 } sg_gn_dims;
 sg_gn_dims sg_gn_dims_of(const sg_graph *g, const sg_node *nd);
+
+/* The norm_act ops' operands: the index of each in the node's inputs, -1 where it has none.
+ * Forward (norm_act, norm_act_temb): x, [v,] gamma, beta, [seed, step]; the apply ops: the
+ * forward's inputs, then mean, rstd; the backward ops: dy, then the apply op's inputs. temb:
+ * the op adds v[N, C] to x first (and may drop out); bwd: a backward op; apply: an apply op. */
+typedef struct {
+    int dy, x, v, gamma, beta, seed, step, mean, rstd;
+    int temb, bwd, apply;
+} sg_norm_operands;
+sg_norm_operands sg_norm_operands_of(const sg_node *nd);
+/* Is op one of the norm_act family? */
+int sg_op_is_norm_act(sg_op op);
 
 /* OP_ATTENTION, OP_ATTENTION_BWD: qkv [N, H, W, 3C] -> y [N, H, W, C], L = H * W positions,
  * `heads` heads of C / heads channels. */

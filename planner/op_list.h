@@ -21,6 +21,11 @@
  *   ws        CUDA workspace rule in bytes (ops.c), 0 when the launcher takes none
  *   backward  backward rule (ops.c): the nodes that differentiate it; 0 for none
  *   bwd_op    the op bwd_pointwise emits (pointwise ops only); -1 otherwise
+ *   recomp    the op that recomputes output 0 in the backward pass from the node's inputs
+ *             followed by its other outputs (a two-pass op's second pass, reading what the
+ *             first pass saved); -1 for none. A forward output 0 the builder marks
+ *             (sg_tensor.recompute) is then not kept for the backward pass: autodiff emits
+ *             this op just before the output's first backward reader (planner/autodiff.c)
  *
  * A new op goes at the END of the list, whatever its kind: an op's enum value is part of the
  * plan hash that checkpoints carry (planner/plan_layout.c), so inserting one in the middle
@@ -61,58 +66,73 @@
  *                   plan (x fp32 in place; x_t, t: the next forward's input; k the step
  *                   counter picking the table row; key {seed, first}; graph/sampler.h)
  *                                                                       args.sampler
+ *   norm_act        x, gamma, beta -> y, mean, rstd: act(group_norm(x))  args.gn
+ *   norm_act_temb   x, v, gamma, beta, seed, step -> y, mean, rstd: dropout(act(group_norm(
+ *                   x + v[n,c]))), the ResBlock's second normalisation   args.gn
+ *   norm_act_apply, norm_act_temb_apply
+ *                   the forward's inputs, mean, rstd -> y: the second pass alone (the recompute
+ *                   of y in the backward pass; the same kernel as the forward's, same bits)
+ *   norm_act_bwd, norm_act_temb_bwd
+ *                   dy, then the apply op's inputs -> dx, [dv,] dgamma, dbeta
+ *                   (planner/op_dims.h: sg_norm_operands_of says which input is which)
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
 
 /* clang-format off */
 #define SG_OP_LIST(X) \
-    /* op                  id                 kind in out inpl mm shape             flops         ws            backward       bwd_op */ \
+    /* op                  id                 kind in out inpl mm shape             flops         ws            backward       bwd_op           recomp */ \
     /* step inputs, computed on the device from device-resident state */ \
-    X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1) \
-    X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1) \
-    X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
+    X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1, -1) \
+    X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1, -1) \
+    X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1, -1) \
     /* the model and its loss */ \
-    X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1) \
-    X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1) \
-    X(OP_CONV2D,            conv2d,            FWD, 3, 1, 0, 1, shape_conv,       flops_conv,   ws_conv,      bwd_conv,      -1) \
-    X(OP_GROUP_NORM,        group_norm,        FWD, 3, 3, 0, 0, shape_gn,         flops_5x,     0,            bwd_gn,        -1) \
-    X(OP_SILU,              silu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_SILU_BWD) \
-    X(OP_ADD,               add,               FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1) \
-    X(OP_ADD_NC,            add_nc,            FWD, 2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1) \
-    X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1) \
-    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1) \
-    X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1) \
-    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1) \
-    X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1) \
-    X(OP_MSE,               mse,               FWD, 2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1) \
+    X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1, -1) \
+    X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1, -1) \
+    X(OP_CONV2D,            conv2d,            FWD, 3, 1, 0, 1, shape_conv,       flops_conv,   ws_conv,      bwd_conv,      -1, -1) \
+    X(OP_GROUP_NORM,        group_norm,        FWD, 3, 3, 0, 0, shape_gn,         flops_5x,     0,            bwd_gn,        -1, -1) \
+    X(OP_SILU,              silu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_SILU_BWD, -1) \
+    X(OP_ADD,               add,               FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1, -1) \
+    X(OP_ADD_NC,            add_nc,            FWD, 2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1, -1) \
+    X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1, -1) \
+    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1, -1) \
+    X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1, -1) \
+    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1, -1) \
+    X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1, -1) \
+    X(OP_MSE,               mse,               FWD, 2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1, -1) \
     /* backward */ \
-    X(OP_MSE_BWD,           mse_bwd,           BWD, 2, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_LINEAR_BWD_DATA,   linear_bwd_data,   BWD, 2, 1, 0, 1, shape_linear_bd,  flops_linear, ws_linear,    0,             -1) \
-    X(OP_LINEAR_BWD_WEIGHT, linear_bwd_weight, BWD, 2, 2, 0, 1, shape_linear_bw,  flops_linear, ws_linear,    0,             -1) \
-    X(OP_CONV2D_BWD_DATA,   conv2d_bwd_data,   BWD, 2, 1, 0, 1, shape_conv_bd,    flops_conv,   ws_conv,      0,             -1) \
-    X(OP_CONV2D_BWD_WEIGHT, conv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw,    flops_conv,   ws_conv,      0,             -1) \
-    X(OP_GROUP_NORM_BWD,    group_norm_bwd,    BWD, 5, 3, 0, 0, shape_gn_bwd,     flops_5x,     ws_gn_bwd,    0,             -1) \
-    X(OP_SILU_BWD,          silu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1) \
-    X(OP_ADD_NC_BWD,        add_nc_bwd,        BWD, 1, 1, 0, 0, shape_add_nc_bwd, flops_in0,    ws_add_nc_bwd, 0,            -1) \
-    X(OP_UPSAMPLE2X_BWD,    upsample2x_bwd,    BWD, 1, 1, 0, 0, shape_pool,       flops_in0,    0,            0,             -1) \
-    X(OP_AVGPOOL2X_BWD,     avgpool2x_bwd,     BWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1) \
-    X(OP_ATTENTION_BWD,     attention_bwd,     BWD, 3, 1, 0, 1, shape_attn_bwd,   flops_attn,   ws_attn,      0,             -1) \
-    X(OP_DROPOUT_BWD,       dropout_bwd,       BWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_ACCUM,             accum,             BWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1) \
+    X(OP_MSE_BWD,           mse_bwd,           BWD, 2, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_LINEAR_BWD_DATA,   linear_bwd_data,   BWD, 2, 1, 0, 1, shape_linear_bd,  flops_linear, ws_linear,    0,             -1, -1) \
+    X(OP_LINEAR_BWD_WEIGHT, linear_bwd_weight, BWD, 2, 2, 0, 1, shape_linear_bw,  flops_linear, ws_linear,    0,             -1, -1) \
+    X(OP_CONV2D_BWD_DATA,   conv2d_bwd_data,   BWD, 2, 1, 0, 1, shape_conv_bd,    flops_conv,   ws_conv,      0,             -1, -1) \
+    X(OP_CONV2D_BWD_WEIGHT, conv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw,    flops_conv,   ws_conv,      0,             -1, -1) \
+    X(OP_GROUP_NORM_BWD,    group_norm_bwd,    BWD, 5, 3, 0, 0, shape_gn_bwd,     flops_5x,     ws_gn_bwd,    0,             -1, -1) \
+    X(OP_SILU_BWD,          silu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_ADD_NC_BWD,        add_nc_bwd,        BWD, 1, 1, 0, 0, shape_add_nc_bwd, flops_in0,    ws_add_nc_bwd, 0,            -1, -1) \
+    X(OP_UPSAMPLE2X_BWD,    upsample2x_bwd,    BWD, 1, 1, 0, 0, shape_pool,       flops_in0,    0,            0,             -1, -1) \
+    X(OP_AVGPOOL2X_BWD,     avgpool2x_bwd,     BWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1, -1) \
+    X(OP_ATTENTION_BWD,     attention_bwd,     BWD, 3, 1, 0, 1, shape_attn_bwd,   flops_attn,   ws_attn,      0,             -1, -1) \
+    X(OP_DROPOUT_BWD,       dropout_bwd,       BWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_ACCUM,             accum,             BWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
     /* optimizer: in place on the persistent regions */ \
-    X(OP_GRAD_SUMSQ,        grad_sumsq,        OPT, 1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1) \
-    X(OP_CLIP_SCALE,        clip_scale,        OPT, 1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1) \
-    X(OP_ADAMW,             adamw,             OPT, 6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1) \
-    X(OP_EMA,               ema,               OPT, 3, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1) \
-    X(OP_STEP_INC,          step_inc,          OPT, 1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1) \
+    X(OP_GRAD_SUMSQ,        grad_sumsq,        OPT, 1, 1, 0, 0, shape_scalar,     flops_in0,    ws_reduce,    0,             -1, -1) \
+    X(OP_CLIP_SCALE,        clip_scale,        OPT, 1, 1, 0, 0, shape_scalar,     no_flops,     0,            0,             -1, -1) \
+    X(OP_ADAMW,             adamw,             OPT, 6, 4, 0, 0, shape_adamw,      flops_adamw,  0,            0,             -1, -1) \
+    X(OP_EMA,               ema,               OPT, 3, 1, 0, 0, shape_like0,      flops_in0,    0,            0,             -1, -1) \
+    X(OP_STEP_INC,          step_inc,          OPT, 1, 1, 0, 0, shape_step,       no_flops,     0,            0,             -1, -1) \
     /* added later (at the end: see above) */ \
-    X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD) \
-    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1) \
-    X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1) \
-    X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1) \
-    X(OP_SAMPLE_STEP,       sample_step,       OPT, 5, 3, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1)
+    X(OP_SILU_MUL,          silu_mul,          FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_pointwise, OP_SILU_MUL_BWD, -1) \
+    X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1, -1) \
+    X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1, -1) \
+    X(OP_SAMPLE_STEP,       sample_step,       OPT, 5, 3, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1, -1) \
+    X(OP_NORM_ACT,          norm_act,          FWD, 3, 3, 0, 0, shape_norm_act,   flops_norm,   ws_norm,      bwd_norm_act,  -1, OP_NORM_ACT_APPLY) \
+    X(OP_NORM_ACT_TEMB,     norm_act_temb,     FWD, 6, 3, 0, 0, shape_norm_act,   flops_norm,   ws_norm,      bwd_norm_act,  -1, OP_NORM_ACT_TEMB_APPLY) \
+    X(OP_NORM_ACT_APPLY,    norm_act_apply,    BWD, 5, 1, 0, 0, shape_norm_apply, flops_norm,   0,            0,             -1, -1) \
+    X(OP_NORM_ACT_TEMB_APPLY, norm_act_temb_apply, BWD, 8, 1, 0, 0, shape_norm_apply, flops_norm, 0,          0,             -1, -1) \
+    X(OP_NORM_ACT_BWD,      norm_act_bwd,      BWD, 6, 3, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
+    X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1)
 /* clang-format on */
 
 #endif

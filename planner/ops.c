@@ -160,6 +160,8 @@ static double flops_conv(const sg_graph *g, const sg_node *nd) {
 }
 static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
+    if (nd->a.gn.act != SG_ACT_NONE || nd->a.gn.p != 0.0f)
+        return sg_set_error("group_norm has no activation or dropout (norm_act has)");
     int G = nd->a.gn.groups;
     if (G < 1 || DIM(0, 3) % G)
         return sg_set_error("%lld channels not divisible into %d groups", (long long)DIM(0, 3), G);
@@ -172,6 +174,78 @@ static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 static double flops_5x(const sg_graph *g, const sg_node *nd) {
     return 5 * numel_out0(g, nd);
 }
+/* The norm_act family (op_dims.h: sg_norm_operands_of says where each operand is). Forward:
+ * y like x, mean and rstd [N, G] fp32; apply: y like x; backward: dx like x, dv like v,
+ * dgamma and dbeta [C] fp32. */
+static int norm_check(const sg_graph *g, const sg_node *nd, sg_norm_operands o) {
+    const sg_tensor *x = T(o.x);
+    const sg_gn_args *a = &nd->a.gn;
+    if (x->ndim != 4) return sg_set_error("x '%s' must be 4-D", x->name);
+    int64_t N = x->shape[0], C = x->shape[3];
+    if (a->groups < 1 || C % a->groups)
+        return sg_set_error("%lld channels not divisible into %d groups", (long long)C, a->groups);
+    if (!(a->eps > 0.0f)) return sg_set_error("eps must be > 0");
+    if (a->act != SG_ACT_NONE && a->act != SG_ACT_SILU)
+        return sg_set_error("activation %d is not none or silu", a->act);
+    if (!(a->p >= 0.0f && a->p < 1.0f) || (!o.temb && a->p != 0.0f))
+        return sg_set_error("drop probability %g: norm_act_temb takes 0 <= p < 1, norm_act 0",
+                            (double)a->p);
+    if (T(o.gamma)->dtype != DT_F32 || sg_numel(T(o.gamma)) != C || T(o.beta)->dtype != DT_F32 ||
+        sg_numel(T(o.beta)) != C)
+        return sg_set_error("gamma and beta must be fp32 [%lld]", (long long)C);
+    if (o.temb) {
+        const sg_tensor *v = T(o.v);
+        if (v->ndim != 2 || v->shape[0] != N || v->shape[1] != C || v->dtype != x->dtype)
+            return sg_set_error("v '%s' must be [N, C] = [%lld, %lld] of x's dtype", v->name,
+                                (long long)N, (long long)C);
+        if (T(o.seed)->dtype != DT_U64 || T(o.step)->dtype != DT_I64)
+            return sg_set_error("seed and step must be the u64 seed and the i64 step");
+    }
+    if (o.mean >= 0)
+        for (int k = 0; k < 2; k++) {
+            const sg_tensor *s = T(k ? o.rstd : o.mean);
+            if (s->dtype != DT_F32 || s->ndim != 2 || s->shape[0] != N || s->shape[1] != a->groups)
+                return sg_set_error("mean and rstd must be fp32 [N, G] = [%lld, %d]", (long long)N,
+                                    a->groups);
+        }
+    if (o.dy >= 0 && (sg_numel(T(o.dy)) != sg_numel(x) || T(o.dy)->ndim != 4))
+        return sg_set_error("dy must be shaped like x");
+    return SG_OK;
+}
+static int shape_norm_act(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    sg_norm_operands op = sg_norm_operands_of(nd);
+    if (norm_check(g, nd, op)) return SG_ERR;
+    same(&o[0], T(op.x));
+    set2(&o[1], DT_F32, DIM(op.x, 0), nd->a.gn.groups);
+    set2(&o[2], DT_F32, DIM(op.x, 0), nd->a.gn.groups);
+    return SG_OK;
+}
+static int shape_norm_apply(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    sg_norm_operands op = sg_norm_operands_of(nd);
+    if (norm_check(g, nd, op)) return SG_ERR;
+    same(&o[0], T(op.x));
+    return SG_OK;
+}
+static int shape_norm_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    sg_norm_operands op = sg_norm_operands_of(nd);
+    if (norm_check(g, nd, op)) return SG_ERR;
+    int k = 0;
+    same(&o[k++], T(op.x));
+    if (op.temb) same(&o[k++], T(op.v));
+    set1(&o[k++], DT_F32, DIM(op.x, 3));
+    set1(&o[k++], DT_F32, DIM(op.x, 3));
+    return SG_OK;
+}
+/* The FLOPs of the ops a norm_act node stands for: group_norm's 5 per element (statistics and
+ * the affine transform; the apply pass alone 2), and 1 each for the activation, the dropout and
+ * the time-embedding add; backward likewise. */
+static double flops_norm(const sg_graph *g, const sg_node *nd) {
+    sg_norm_operands o = sg_norm_operands_of(nd);
+    double per = o.apply ? 2 : 5;
+    per += (nd->a.gn.act != SG_ACT_NONE) + (nd->a.gn.p > 0.0f) + o.temb;
+    return per * (double)sg_numel(T(o.x));
+}
+
 static int shape_add(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1)) || T(0)->ndim != T(1)->ndim)
         return sg_set_error("'%s' and '%s' differ in shape", T(0)->name, T(1)->name);
@@ -382,6 +456,25 @@ static int bwd_conv(sg_graph *g, int i) {
     }
     return SG_OK;
 }
+/* norm_act, norm_act_temb: one backward node reading dy, the forward inputs and the saved
+ * statistics (never y: it recomputes what it needs), writing dx, dv (temb), dgamma, dbeta. */
+static int bwd_norm_act(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    const sg_node f = g->n[i]; /* a copy: g->n may move while emitting */
+    sg_norm_operands o = sg_norm_operands_of(&f);
+    int in[SG_MAX_IN], go[SG_MAX_OUT], n = 0, k = 0;
+    SG_ASSERT(f.nin + 3 <= SG_MAX_IN);
+    in[n++] = g->t[f.out[0]].grad;
+    for (int j = 0; j < f.nin; j++) in[n++] = f.in[j];
+    in[n++] = f.out[1];
+    in[n++] = f.out[2];
+    go[k++] = g->t[f.in[o.x]].needs_grad ? f.in[o.x] : -1;
+    if (o.temb) go[k++] = g->t[f.in[o.v]].needs_grad ? f.in[o.v] : -1;
+    go[k++] = f.in[o.gamma];
+    go[k++] = f.in[o.beta];
+    sg_op op = o.temb ? OP_NORM_ACT_TEMB_BWD : OP_NORM_ACT_BWD;
+    return ad_emit(g, op, in, n, go, &f.a, bname(g, i, "bwd", nm), i) < 0;
+}
 static int bwd_gn(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     int dy = g->t[FN->out[0]].grad;
@@ -478,6 +571,13 @@ static int64_t ws_gn_bwd(const sg_graph *g, const sg_node *nd) {
     sg_gn_dims d = sg_gn_dims_of(g, nd);
     return sg_ws_group_norm_bwd(d.N, d.C);
 }
+static int64_t ws_norm(const sg_graph *g, const sg_node *nd) {
+    sg_gn_dims d = sg_gn_dims_of(g, nd);
+    sg_norm_operands o = sg_norm_operands_of(nd);
+    SG_ASSERT(!o.apply);
+    return o.bwd ? sg_ws_norm_act_bwd(d.N, d.HW, d.C, d.G, o.temb)
+                 : sg_ws_norm_act_fwd(d.N, d.HW, d.C, d.G);
+}
 static int64_t ws_add_nc_bwd(const sg_graph *g, const sg_node *nd) {
     sg_nhwc_dims d = sg_nhwc_dims_of(g, nd);
     return sg_ws_add_nc_bwd(d.N, d.HW, d.C);
@@ -498,7 +598,9 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
 }
 
 /* ---- the op table, generated from planner/op_list.h: one row per op, by construction */
-#define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op)    \
-    [op] = {#id, SG_OPK_##kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op},
+#define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op,    \
+                  recomp)                                                                          \
+    [op] = {#id,   SG_OPK_##kind, nin, nout,     inplace, matmul,                                  \
+            shape, flops,         ws,  backward, bwd_op,  recomp},
 const sg_op_info sg_ops[OP_COUNT] = {SG_OP_LIST(SG_OP_ROW)};
 #undef SG_OP_ROW

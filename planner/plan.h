@@ -23,12 +23,16 @@ typedef struct {
     int64_t persistent_bytes;  /* the bottom regions */
     int64_t no_reuse_bytes;    /* every tensor in its own memory */
     int64_t role_bytes[ROLE_COUNT];
-    int64_t peak_dynamic_bytes; /* live dynamic bytes at the peak */
-    int peak_node;              /* the schedule index where that happens */
-    int inplace_merges;         /* tensors that took over their input's memory */
-    const char *placement;      /* the ordering that won */
-    double flops, matmul_flops; /* per step */
-    uint64_t hash;              /* of the config, schedule and layout: checkpoints carry it */
+    int role_tensors[ROLE_COUNT]; /* stored tensors per role (regions and virtual ones aside):
+                                     e.g. how many activations are saved for the backward pass
+                                     (ROLE_SAVED) and how many recomputed there instead
+                                     (ROLE_RECOMPUTED, one recompute node each) */
+    int64_t peak_dynamic_bytes;   /* live dynamic bytes at the peak */
+    int peak_node;                /* the schedule index where that happens */
+    int inplace_merges;           /* tensors that took over their input's memory */
+    const char *placement;        /* the ordering that won */
+    double flops, matmul_flops;   /* per step */
+    uint64_t hash;                /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;
 
 /* Build the graph for cfg, schedule it, and lay it out. */

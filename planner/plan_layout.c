@@ -10,7 +10,8 @@
  * each goes into the smallest gap (among the buffers already placed whose lifetimes overlap
  * its own) that fits it, else on top. Several orderings are tried; the smallest arena wins.
  * The lower bound is the most bytes live at any point of the schedule: no placement can do
- * better, so arena / lower bound measures the placement's waste.
+ * better, so arena / lower bound measures the placement's waste. When every ordering leaves
+ * some, a bounded search (below) looks for a placement at the bound itself.
  */
 #include "planner/plan.h"
 
@@ -86,6 +87,13 @@ static int cmp_first(const void *a, const void *b) {
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return cmp_size(a, b);
 }
+/* by first use, then larger first: the search's order */
+static int cmp_start(const void *a, const void *b) {
+    const buf_t *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->size != y->size) return x->size > y->size ? -1 : 1;
+    return x->id - y->id;
+}
 static int cmp_offset(const void *a, const void *b) {
     const buf_t *x = *(buf_t *const *)a, *y = *(buf_t *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
@@ -118,6 +126,185 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
     return h;
+}
+
+/* ---- the search: a placement no higher than `cap` (the lower bound), when the orderings
+ * missed it.
+ *
+ * Best fit never revisits a choice, and around a peak of the schedule that can strand a gap
+ * the bound does not have (unet_cifar with recomputed normalisations: 32 MiB over it). The
+ * search takes the buffers in order of first use (cmp_start); each goes at the bottom of a free
+ * gap among the buffers it overlaps in time, or at the top of one, lowest first, never above
+ * cap; when one fits nowhere the search backs up to the previous buffer's next position. Only
+ * buffers of at least cap/SEARCH_BIG bytes get more than the lowest position: the small ones
+ * would multiply the branches without moving the peak. A dead end is remembered by a hash of
+ * (the buffer, the offsets and ends of the placed buffers still live), which is all the rest
+ * of the search depends on. Buffers marked kept stay where they are (obstacles to the others).
+ * It gives up after SEARCH_STEPS positions tried, so its cost is bounded, and its result, as
+ * everything in this file, depends on the plan alone. */
+#define SEARCH_STEPS 50000
+#define SEARCH_MEMO (1 << 16) /* remembered dead ends (a power of two) */
+#define SEARCH_BIG 256
+
+typedef struct {
+    int64_t off, end;
+} span_t;
+static int cmp_span(const void *a, const void *b) {
+    const span_t *x = a, *y = b;
+    return x->off != y->off ? (x->off < y->off ? -1 : 1) : 0;
+}
+
+typedef struct {
+    buf_t *bufs;               /* sorted by cmp_start */
+    int n;                     /* buffers */
+    const unsigned char *kept; /* per buffer: keep its offset; NULL: none kept */
+    int64_t cap;
+    span_t *busy;   /* scratch: 2n spans */
+    int64_t *cand;  /* scratch: 2n + 2 offsets */
+    int *next;      /* per depth: the next candidate to try */
+    uint64_t *memo; /* dead ends */
+    int depth;      /* buffers placed */
+} search_t;
+
+/* The offsets buffer i may take (bufs[0..i) placed), ascending, into s->cand; returns how
+ * many (0: none). *key identifies the state. */
+static int search_candidates(search_t *s, int i, uint64_t *key) {
+    const buf_t *b = &s->bufs[i];
+    int nl = 0;
+    uint64_t h = fnv(0xcbf29ce484222325ull, &i, sizeof i);
+    for (int j = 0; j < i; j++)
+        if (s->bufs[j].last >= b->first) {
+            const buf_t *x = &s->bufs[j];
+            s->busy[nl].off = x->offset, s->busy[nl++].end = x->offset + x->size;
+            h = fnv(h, &x->offset, sizeof x->offset);
+            h = fnv(h, &x->last, sizeof x->last);
+        }
+    *key = h ? h : 1;
+    if (s->kept && s->kept[i]) {
+        for (int j = 0; j < nl; j++)
+            if (s->busy[j].off < b->offset + b->size && b->offset < s->busy[j].end) return 0;
+        s->cand[0] = b->offset;
+        return b->offset + b->size <= s->cap;
+    }
+    /* the kept buffers still to come are there already */
+    for (int j = i + 1; s->kept && j < s->n && s->bufs[j].first <= b->last; j++)
+        if (s->kept[j])
+            s->busy[nl].off = s->bufs[j].offset,
+            s->busy[nl++].end = s->bufs[j].offset + s->bufs[j].size;
+    qsort(s->busy, (size_t)nl, sizeof *s->busy, cmp_span);
+    const int big = b->size * SEARCH_BIG >= s->cap;
+    int nc = 0;
+    int64_t cursor = 0;
+    for (int j = 0; j <= nl && !(nc && !big); j++) {
+        int64_t lim = j < nl ? s->busy[j].off : s->cap;
+        if (lim - cursor >= b->size) {
+            s->cand[nc++] = cursor;
+            if (big && j < nl && lim - b->size > cursor) s->cand[nc++] = lim - b->size;
+        }
+        if (j < nl && s->busy[j].end > cursor) cursor = s->busy[j].end;
+    }
+    return nc;
+}
+
+static int memo_has(const uint64_t *memo, uint64_t key) {
+    for (int probe = 0; probe < 8; probe++) {
+        uint64_t v = memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)];
+        if (v == key) return 1;
+        if (!v) return 0;
+    }
+    return 0;
+}
+static void memo_add(uint64_t *memo, uint64_t key) {
+    for (int probe = 0; probe < 8; probe++)
+        if (!memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)]) {
+            memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)] = key;
+            return;
+        }
+}
+
+static int search_init(search_t *s, buf_t *bufs, int n, const unsigned char *kept, int64_t cap) {
+    *s = (search_t){.bufs = bufs, .n = n, .kept = kept, .cap = cap};
+    s->next = calloc((size_t)n + 1, sizeof *s->next);
+    s->cand = malloc(sizeof *s->cand * (size_t)(2 * n + 2));
+    s->memo = calloc(SEARCH_MEMO, sizeof *s->memo);
+    s->busy = malloc(sizeof *s->busy * (size_t)(2 * n + 1));
+    return s->next && s->cand && s->memo && s->busy;
+}
+static void search_free(search_t *s) {
+    free(s->next), free(s->cand), free(s->memo), free(s->busy);
+}
+
+/* The next placement of s->bufs under s->cap: 1 (every offset set; a later call goes on to
+ * the one after), or 0 when there is none left or the budget of positions ran out. */
+static int search_next(search_t *s, int64_t *budget) {
+    if (s->depth == s->n) { /* after a placement: on to the next one */
+        if (--s->depth < 0) return 0;
+        s->next[s->depth]++;
+    }
+    while (s->depth >= 0 && (*budget)-- > 0) {
+        if (s->depth == s->n) return 1;
+        uint64_t key;
+        const int d = s->depth, nc = search_candidates(s, d, &key);
+        const int dead = s->next[d] == 0 && memo_has(s->memo, key);
+        if (dead || s->next[d] >= nc) {
+            if (!dead) memo_add(s->memo, key);
+            s->next[d] = 0;
+            if (--s->depth >= 0) s->next[s->depth]++;
+            continue;
+        }
+        s->bufs[d].offset = s->cand[s->next[d]];
+        s->next[++s->depth] = 0;
+    }
+    return 0;
+}
+
+/* The search in two stages: the buffers that live through a peak of the schedule (`bound`
+ * bytes live) among themselves, then, with those kept, everything around them; each stage-1
+ * placement in turn until one admits a stage 2 or the budget is spent. Both in schedule order
+ * and mirrored (the problem is the same with time reversed; the search's order is not).
+ * bufs in any order; on success they hold the placement and 1 is returned. */
+static int search_at_bound(buf_t *bufs, int nb, int nn, int nt, const int64_t *pressure,
+                           int64_t bound) {
+    unsigned char *kept = calloc((size_t)nb, 1);
+    buf_t *work = calloc((size_t)nb, sizeof *work);
+    int64_t *offset_of = calloc((size_t)nt, sizeof *offset_of);
+    int found = 0;
+    int64_t budget = SEARCH_STEPS;
+    for (int mirror = 0; mirror < 2 && !found && kept && work && offset_of; mirror++) {
+        /* the peak group first, by (mirrored) first use */
+        int ng = 0;
+        for (int k = 0; k < nb; k++) {
+            buf_t b = bufs[k];
+            if (mirror) b.first = nn - 1 - bufs[k].last, b.last = nn - 1 - bufs[k].first;
+            if (pressure[b.id] == bound) work[ng++] = b;
+        }
+        for (int k = 0, m = ng; k < nb; k++) {
+            buf_t b = bufs[k];
+            if (mirror) b.first = nn - 1 - bufs[k].last, b.last = nn - 1 - bufs[k].first;
+            if (pressure[b.id] != bound) work[m++] = b;
+        }
+        qsort(work, (size_t)ng, sizeof *work, cmp_start);
+        search_t s1, s2;
+        buf_t *all = calloc((size_t)nb, sizeof *all);
+        int ok1 = all && search_init(&s1, work, ng, NULL, bound);
+        while (ok1 && !found && search_next(&s1, &budget)) {
+            memcpy(all, work, sizeof *all * (size_t)nb);
+            qsort(all, (size_t)nb, sizeof *all, cmp_start);
+            for (int k = 0; k < nb; k++) kept[k] = pressure[all[k].id] == bound;
+            if (search_init(&s2, all, nb, kept, bound) && search_next(&s2, &budget)) {
+                found = 1; /* the offsets, by buffer id, back onto bufs (schedule time) */
+                for (int k = 0; k < nb; k++) offset_of[all[k].id] = all[k].offset;
+                for (int k = 0; k < nb; k++) bufs[k].offset = offset_of[bufs[k].id];
+            }
+            search_free(&s2);
+        }
+        if (all) search_free(&s1);
+        free(all);
+    }
+    free(kept);
+    free(work);
+    free(offset_of);
+    return found;
 }
 
 /* workspace: the largest any node's kernel needs, and cuBLAS's */
@@ -213,6 +400,31 @@ static int collect_buffers(sg_plan *p, buf_t *bufs, int *slot) {
     return nb;
 }
 
+/* per buffer id (nt ids): the most bytes of bufs live at a point of its lifetime, and in
+ * *peak the most at any point; malloc'ed (NULL when out of memory) */
+static int64_t *pressures(int nn, const buf_t *bufs, int nb, int nt, int64_t *peak) {
+    int64_t *live = calloc((size_t)nn + 1, sizeof *live), *pr = calloc((size_t)nt, sizeof *pr);
+    *peak = 0;
+    if (!live || !pr) {
+        free(live), free(pr);
+        return NULL;
+    }
+    for (int k = 0; k < nb; k++) {
+        live[bufs[k].first] += bufs[k].size;
+        live[bufs[k].last + 1] -= bufs[k].size;
+    }
+    int64_t cur = 0;
+    for (int i = 0; i < nn; i++) {
+        live[i] = cur += live[i];
+        if (cur > *peak) *peak = cur;
+    }
+    for (int k = 0; k < nb; k++)
+        for (int i = bufs[k].first; i <= bufs[k].last; i++)
+            if (live[i] > pr[bufs[k].id]) pr[bufs[k].id] = live[i];
+    free(live);
+    return pr;
+}
+
 /* lower bound: the most dynamic bytes live at one schedule point */
 static int lower_bound(sg_plan *p, const buf_t *bufs, int nb) {
     const sg_graph *g = &p->g;
@@ -256,8 +468,10 @@ static int place_dynamic(sg_plan *p) {
         }
     static int (*const orders[])(const void *, const void *) = {cmp_size, cmp_area, cmp_life,
                                                                 cmp_first};
-    static const char *const order_names[] = {"size", "size x lifetime", "lifetime", "start"};
-    int64_t best_top = INT64_MAX;
+    static const char *const order_names[] = {
+        "best fit (ordering: size)", "best fit (ordering: size x lifetime)",
+        "best fit (ordering: lifetime)", "best fit (ordering: start)"};
+    int64_t best_top = INT64_MAX, bound;
     for (int o = 0; o < SG_ARRAY_LEN(orders); o++) {
         qsort(bufs, (size_t)nown, sizeof *bufs, orders[o]);
         int64_t top = place(bufs, nown, scratch);
@@ -268,6 +482,19 @@ static int place_dynamic(sg_plan *p) {
         }
     }
     if (!nown) best_top = 0;
+    /* best fit may leave a gap above the lower bound: a bounded search for a placement at it
+     * (over micro-batch 0's buffers; the twins follow below) */
+    int64_t *pressure = pressures(g->nn, bufs, nown, g->nt, &bound);
+    if (!pressure) {
+        rc = sg_set_error("out of host memory");
+        goto out;
+    }
+    if (nown && best_top > bound && search_at_bound(bufs, nown, g->nn, g->nt, pressure, bound)) {
+        best_top = bound;
+        memcpy(best, bufs, sizeof *bufs * (size_t)nown);
+        p->placement = "a search at the lower bound (best fit left a gap)";
+    }
+    free(pressure);
     memcpy(best + nown, bufs + nown, sizeof *bufs * (size_t)(nb - nown));
     for (int k = 0; k < nown; k++) slot[best[k].id] = k;
     for (int k = nown; k < nb; k++) {
@@ -292,8 +519,10 @@ out:
 static void totals(sg_plan *p) {
     const sg_graph *g = &p->g;
     for (int t = 0; t < g->nt; t++)
-        if (!g->t[t].nparts && !g->t[t].region)
+        if (!g->t[t].nparts && !g->t[t].region) {
             p->no_reuse_bytes += SG_ALIGN_UP(g->t[t].bytes, SG_ALIGN);
+            p->role_tensors[g->t[t].role]++;
+        }
     for (int i = 0; i < g->nn; i++) {
         double f = sg_ops[g->n[i].op].flops(g, &g->n[i]);
         p->flops += f;

@@ -69,14 +69,37 @@ static int linear(builder *b, int x, int M, const char *module) {
     return sg_builder_node(b, OP_LINEAR, in, 3, NULL, module, 0);
 }
 
-static int group_norm(builder *b, int x, const char *module) {
+/* GroupNorm (the module's weight = gamma, bias = beta) and the activation after it as one
+ * norm_act node; with v >= 0 (v[N, C], the time-embedding projection) the node adds v to x
+ * first and drops out after the activation with the model's dropout (norm_act_temb, the
+ * ResBlock's second normalisation; its stream is the one a dropout op in its place would
+ * have). The output is marked for recomputation: the backward pass keeps x and the statistics,
+ * not y, and recomputes y before the next conv's weight gradient (planner/autodiff.c). */
+static int norm_act(builder *b, int x, int v, int act, const char *module) {
     if (b->err) return -1;
     int64_t cs[1] = {b->g->t[x].shape[3]};
     int gm = param(b, module, "weight", 1, cs, SG_INIT_ONES, 0);
     int bt = param(b, module, "bias", 1, cs, SG_INIT_ZEROS, 0);
-    int in[3] = {x, gm, bt};
-    sg_op_args a = {.gn = {.groups = b->c->groups, .eps = 1e-6f}};
-    return sg_builder_node(b, OP_GROUP_NORM, in, 3, &a, module, 0);
+    sg_op_args a = {.gn = {.groups = b->c->groups, .eps = 1e-6f, .act = act}};
+    int y;
+    if (v < 0) {
+        int in[3] = {x, gm, bt};
+        y = sg_builder_node(b, OP_NORM_ACT, in, 3, &a, module, 0);
+    } else {
+        if (b->c->dropout > 0) a.gn.p = b->c->dropout, a.gn.purpose = b->g->n_dropout++;
+        /* the dropout's key: the step's seed and counter. A forward-only graph (sampling,
+         * dropout off) has neither; it gets two zero scalars that are never read. */
+        if (b->g->t[b->seed_t].dtype != DT_U64 || b->g->t[b->step_t].dtype != DT_I64) {
+            int64_t one[1] = {1};
+            b->seed_t = sg_tensor_new(b->g, "rng_seed", DT_U64, ROLE_STATE, 1, one);
+            b->step_t = sg_tensor_new(b->g, "step", DT_I64, ROLE_STATE, 1, one);
+            if (b->seed_t < 0 || b->step_t < 0) return b->err = 1, -1;
+        }
+        int in[6] = {x, v, gm, bt, b->seed_t, b->step_t};
+        y = sg_builder_node(b, OP_NORM_ACT_TEMB, in, 6, &a, module, 0);
+    }
+    if (y >= 0 && b->train) b->g->t[y].recompute = 1;
+    return y;
 }
 
 static int unary(builder *b, sg_op op, int x, const char *module, const char *what) {
@@ -93,27 +116,14 @@ static int binary(builder *b, sg_op op, int x, int y, const char *module, const 
     return sg_builder_node(b, op, in, 2, NULL, nm, 0);
 }
 
-static int dropout(builder *b, int x, const char *module) {
-    if (b->c->dropout <= 0 || b->err) return x;
-    char nm[SG_NAME_MAX];
-    sg_name(nm, "%s.dropout", module);
-    int in[3] = {x, b->seed_t, b->step_t};
-    sg_op_args a = {.dropout = {.purpose = b->g->n_dropout++, .p = b->c->dropout}};
-    return sg_builder_node(b, OP_DROPOUT, in, 3, &a, nm, 0);
-}
-
 static int resblock(builder *b, int x, int Co, const char *m) {
     char nm[SG_NAME_MAX];
 #define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
     sg_dtype dt = b->c->act_dt;
-    int h = group_norm(b, x, SUB("norm1"));
-    h = unary(b, OP_SILU, h, m, "silu1");
+    int h = norm_act(b, x, -1, SG_ACT_SILU, SUB("norm1"));
     h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
     int v = linear(b, b->st, Co, SUB("time_emb_proj"));
-    h = binary(b, OP_ADD_NC, h, v, m, "add_temb");
-    h = group_norm(b, h, SUB("norm2"));
-    h = unary(b, OP_SILU, h, m, "silu2");
-    h = dropout(b, h, m);
+    h = norm_act(b, h, v, SG_ACT_SILU, SUB("norm2")); /* + v, and the dropout */
     h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
     int skip = x;
     if (!b->err && b->g->t[x].shape[3] != Co)
@@ -132,7 +142,7 @@ static int attnblock(builder *b, int x, const char *m) {
 #define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
     if (b->err) return -1;
     int C = (int)b->g->t[x].shape[3];
-    int h = group_norm(b, x, SUB("group_norm"));
+    int h = norm_act(b, x, -1, SG_ACT_NONE, SUB("group_norm"));
     h = conv(b, h, 3 * C, 1, 1, 0, SUB("to_qkv"), b->c->act_dt);
     int in[1] = {h};
     sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
@@ -214,8 +224,7 @@ int sg_unet(builder *b, int x, int t) {
             }
         }
     }
-    h = group_norm(b, h, "conv_norm_out");
-    h = unary(b, OP_SILU, h, "conv_norm_out", "silu");
+    h = norm_act(b, h, -1, SG_ACT_SILU, "conv_norm_out");
     /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
      * it in fp32 */
     return conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);

@@ -126,6 +126,13 @@ static const bo_props props[OP_COUNT] = {
     [OP_ALLREDUCE] = {0, 0, 0, TOL_EXACT},
     /* its double math is the CPU's operation for operation; x_T and the DDPM noise are normals */
     [OP_SAMPLE_STEP] = {1, 0, 0, TOL_NORMAL},
+    /* norm_act_temb's x is a conv output in the UNet, never a concatenation */
+    [OP_NORM_ACT] = {1, 0, 1, TOL_F32},
+    [OP_NORM_ACT_TEMB] = {1, 0, 0, TOL_F32},
+    [OP_NORM_ACT_APPLY] = {1, 0, 1, TOL_F32},
+    [OP_NORM_ACT_TEMB_APPLY] = {1, 0, 0, TOL_F32},
+    [OP_NORM_ACT_BWD] = {1, 1, 1, TOL_F32},
+    [OP_NORM_ACT_TEMB_BWD] = {1, 1, 0, TOL_F32},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -172,6 +179,7 @@ typedef struct {
     int mixed;     /* MSE: target in fp32 under bf16 predictions; accum: fp32 sum of a bf16 x */
     int ndata, flip, warmup;
     int same; /* conv: DDPM's TensorFlow SAME padding (0 at the top/left), else K/2 all round */
+    int act;  /* norm_act: SG_ACT_NONE or SG_ACT_SILU */
     float f;  /* dropout p; clip max_norm; EMA decay; mse's loss scale (0: 1); allreduce's
                  loss factor */
     double v; /* clip: the sum of squares fed in */
@@ -559,6 +567,91 @@ static int b_group_norm_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_GROUP_NORM_BWD, in, 5, out, &args, acc) < 0;
 }
 
+/* mean and rstd [N, G] of x + v (v [N, C] or -1) as a norm_act forward saved them */
+static void na_stats(bo_case *c, int x, int v, int mean, int rstd, int N, int HW, int C, int G) {
+    float *m = malloc(sizeof(float) * (size_t)(N * G)),
+          *r = malloc(sizeof(float) * (size_t)(N * G));
+    int cg = C / G;
+    for (int n = 0; n < N; n++)
+        for (int g = 0; g < G; g++) {
+            double s = 0, s2 = 0;
+            for (int p = 0; p < HW; p++)
+                for (int k = 0; k < cg; k++) {
+                    int ch = g * cg + k;
+                    double u = act_value(c, x, ((int64_t)n * HW + p) * C + ch) +
+                               (v >= 0 ? fill_value(c, v, (int64_t)n * C + ch) : 0.0);
+                    s += u, s2 += u * u;
+                }
+            double cnt = (double)HW * cg, mu = s / cnt, var = s2 / cnt - mu * mu;
+            m[n * G + g] = (float)mu;
+            r[n * G + g] = (float)(1.0 / sqrt(var > 0 ? var + 1e-6 : 1e-6));
+        }
+    c->fill[mean] = (fill_spec){FILL_DATA, 0, 0, m, NULL};
+    c->fill[rstd] = (fill_spec){FILL_DATA, 0, 0, r, NULL};
+}
+
+/* The norm_act family's operands (op_dims.h's order): x (a concatenation when C2 > 0), [v,]
+ * gamma, beta, [seed, step,] then for the apply and backward ops mean and rstd computed here
+ * from x (+ v), and for the backward ops dy first. */
+static int b_norm_family(bo_case *c, const bo_args *a, sg_dtype dt, sg_op op) {
+    const int temb =
+        op == OP_NORM_ACT_TEMB || op == OP_NORM_ACT_TEMB_APPLY || op == OP_NORM_ACT_TEMB_BWD;
+    const int bwd = op == OP_NORM_ACT_BWD || op == OP_NORM_ACT_TEMB_BWD;
+    const int stats = bwd || op == OP_NORM_ACT_APPLY || op == OP_NORM_ACT_TEMB_APPLY;
+    const int C = a->C + a->C2;
+    int in[SG_MAX_IN], n = 0;
+    if (bwd) in[n++] = act4(c, "dy", dt, a->N, a->H, a->W, C, -1, 1, 0);
+    int x = act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -2, 3), v = -1;
+    in[n++] = x;
+    if (temb) in[n++] = v = tensor(c, "v", dt, ROLE_INPUT, 2, a->N, C, 0, 0, FILL_UNIFORM, -1, 1);
+    in[n++] = tensor(c, "gamma", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, 0.5, 1.5);
+    in[n++] = tensor(c, "beta", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, -0.5, 0.5);
+    if (temb) in[n++] = seed_t(c), in[n++] = step_t(c, a->step);
+    if (stats) {
+        int mean = tensor(c, "mean", DT_F32, ROLE_INPUT, 2, a->N, a->G, 0, 0, FILL_DATA, 0, 0);
+        int rstd = tensor(c, "rstd", DT_F32, ROLE_INPUT, 2, a->N, a->G, 0, 0, FILL_DATA, 0, 0);
+        if (c->err) return SG_ERR;
+        na_stats(c, x, v, mean, rstd, a->N, a->H * a->W, C, a->G);
+        in[n++] = mean, in[n++] = rstd;
+    }
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1}, k = 0;
+    unsigned acc = 0;
+    if (bwd) {
+        out[k] = act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc, a->acc);
+        acc |= acc_bits(k++, a->acc);
+        if (temb) {
+            out[k] = out_t(c, "dv", dt, ROLE_TEMP, 2, a->N, C, 0, 0, a->acc);
+            acc |= acc_bits(k++, a->acc);
+        }
+        out[k] = out_t(c, "dgamma", DT_F32, ROLE_GRAD, 1, C, 0, 0, 0, a->acc_param);
+        acc |= acc_bits(k++, a->acc_param);
+        out[k] = out_t(c, "dbeta", DT_F32, ROLE_GRAD, 1, C, 0, 0, 0, acc_second(a, a->acc_param));
+        acc |= acc_bits(k++, acc_second(a, a->acc_param));
+    }
+    /* K: the dropout purpose, f: its p (norm_act_temb only) */
+    sg_op_args args = {
+        .gn = {.groups = a->G, .eps = 1e-6f, .act = a->act, .p = temb ? a->f : 0, .purpose = a->K}};
+    return node(c, op, in, n, out, &args, acc) < 0;
+}
+static int b_norm_act(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT);
+}
+static int b_norm_act_temb(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT_TEMB);
+}
+static int b_norm_act_apply(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT_APPLY);
+}
+static int b_norm_act_temb_apply(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT_TEMB_APPLY);
+}
+static int b_norm_act_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT_BWD);
+}
+static int b_norm_act_temb_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_norm_family(c, a, dt, OP_NORM_ACT_TEMB_BWD);
+}
+
 static int b_silu_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* dy, x -> dx; in place: dx takes dy's memory */
     int in[2] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace),
@@ -820,6 +913,12 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_LOSS_WATCH] = b_loss_watch,
     [OP_SAMPLE_STEP] = b_sample_step,
     [OP_ALLREDUCE] = b_allreduce,
+    [OP_NORM_ACT] = b_norm_act,
+    [OP_NORM_ACT_TEMB] = b_norm_act_temb,
+    [OP_NORM_ACT_APPLY] = b_norm_act_apply,
+    [OP_NORM_ACT_TEMB_APPLY] = b_norm_act_temb_apply,
+    [OP_NORM_ACT_BWD] = b_norm_act_bwd,
+    [OP_NORM_ACT_TEMB_BWD] = b_norm_act_temb_bwd,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -993,6 +1092,24 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9}},  /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 500, .step = 250}}, /* 3 blocks */
+    /* norm_act: 16-byte vectors (C a multiple of 8) and single elements (C = 20, or a part of 12
+     * channels), the skip concatenation, the attention's (no activation), several row chunks
+     * (C = 1040: 7 rows a chunk); the temb variant with and without dropout */
+    {OP_NORM_ACT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 16, .C2 = 16, .G = 8, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT, BOTH, 0, {.N = 3, .H = 4, .W = 3, .C = 12, .C2 = 8, .G = 4, .act = SG_ACT_NONE}},
+    {OP_NORM_ACT, BOTH, 0, {.N = 1, .H = 3, .W = 5, .C = 1040, .G = 8, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT_TEMB, BOTH, 0, {.N = 3, .H = 5, .W = 4, .C = 32, .G = 8, .act = SG_ACT_SILU, .K = 3, .f = 0.1f, .step = 7}},
+    {OP_NORM_ACT_TEMB, BOTH, 0, {.N = 2, .H = 3, .W = 3, .C = 20, .G = 4, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT_APPLY, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 16, .C2 = 16, .G = 8, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT_APPLY, BOTH, 0, {.N = 2, .H = 5, .W = 3, .C = 20, .G = 5, .act = SG_ACT_NONE}},
+    {OP_NORM_ACT_TEMB_APPLY, BOTH, 0, {.N = 3, .H = 5, .W = 4, .C = 32, .G = 8, .act = SG_ACT_SILU, .K = 3, .f = 0.1f, .step = 7}},
+    {OP_NORM_ACT_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU, .acc = 1}},
+    {OP_NORM_ACT_BWD, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 16, .C2 = 16, .G = 8, .act = SG_ACT_SILU, .acc = 1}},
+    {OP_NORM_ACT_BWD, BOTH, 0, {.N = 3, .H = 4, .W = 3, .C = 12, .C2 = 8, .G = 4, .act = SG_ACT_NONE, .acc_param = 1}},
+    {OP_NORM_ACT_BWD, BOTH, 0, {.N = 1, .H = 3, .W = 5, .C = 1040, .G = 8, .act = SG_ACT_SILU}},
+    {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 3, .H = 5, .W = 4, .C = 32, .G = 8, .act = SG_ACT_SILU, .K = 3, .f = 0.1f, .step = 7}},
+    {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 2, .H = 3, .W = 3, .C = 20, .G = 4, .act = SG_ACT_SILU, .acc = 1, .acc_param = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the
@@ -1005,6 +1122,7 @@ static const bo_entry refusals[] = {
     {OP_CONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 5, .Co = 7, .K = 3, .S = 1, .acc = 1, .acc_split = 1}},
     {OP_GROUP_NORM_BWD, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6, .acc_param = 1, .acc_split = 1}},
     {OP_SILU, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
+    {OP_NORM_ACT_BWD, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU, .acc_param = 1, .acc_split = 1}},
 };
 /* clang-format on */
 
@@ -1307,6 +1425,7 @@ static void case_name(char *buf, size_t cap, sg_op op, sg_dtype dt, const bo_arg
     FIELD(f, " f%g");
     FIELD(v, " v%g");
     FIELD(same, " same%d");
+    FIELD(act, " act%d");
 #undef FIELD
     if (a->acc && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum");
     if (a->acc_param && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum_param");

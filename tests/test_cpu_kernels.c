@@ -29,6 +29,7 @@
  *    (measured <= 5e-4). A wrong term in a backward (e.g. a dropped mean term in GroupNorm,
  *    whose groups here hold <= 260 values) is off by several percent or more.
  */
+#include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/sg_test.h"
 
@@ -462,6 +463,164 @@ static void test_group_norms(void) {
     test_group_norm(1, 7, 5, 1, 1e-6f, 1);     /* one group (LayerNorm-like) */
     test_group_norm(2, 4, 130, 2, 1e-6f, 1);   /* 65 channels per group: > one channel block */
     test_group_norm(2, 64, 256, 32, 1e-6f, 0); /* UNet-like: 32 groups, several group blocks */
+}
+
+/* ---- norm_act ----------------------------------------------------------------------------- */
+
+typedef struct {
+    float *y, *mean, *rstd, *x, *v, *gamma, *beta, *r;
+    int N, HW, C, G;
+    cpu_norm_tail t;
+} na_ctx;
+
+static double na_loss(void *p) {
+    na_ctx *c = p;
+    cpu_norm_act_fwd(c->y, c->mean, c->rstd, c->x, c->v, c->gamma, c->beta, c->N, c->HW, c->C, c->G,
+                     1e-6f, &c->t);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->HW * c->C);
+}
+
+/* norm_act: the forward against the formula of norm.c in double (statistics of x + v, the
+ * affine transform, the activation, the dropout's mask drawn from Philox here), the second pass
+ * alone (the recomputation) bit for bit the forward's, the unfused chain add_nc -> group_norm ->
+ * silu -> dropout (and its backward dropout -> silu -> group_norm -> add_nc) bit for bit in
+ * fp32, every gradient (dx, dv, dgamma, dbeta) against central differences, and two calls into
+ * poisoned outputs. */
+static void test_norm_act(int N, int HW, int C, int G, int act, int temb, float p, int fd) {
+    char name[128];
+    snprintf(name, sizeof name, "norm_act N%d HW%d C%d G%d act%d temb%d p%g", N, HW, C, G, act,
+             temb, (double)p);
+    const int64_t n = (int64_t)N * HW * C, ng = (int64_t)N * G;
+    const int cg = C / G;
+    float *x = new_rand(n, -0.5f, 2.5f), *v = temb ? new_rand((int64_t)N * C, -1, 1) : NULL;
+    float *gamma = new_rand(C, 0.5f, 1.5f), *beta = new_rand(C, -1, 1), *r = new_rand(n, -1, 1);
+    float *y = new_nan(n), *mean = new_nan(ng), *rstd = new_nan(ng);
+    cpu_norm_tail t = {.act = act, .p = p, .purpose = 0x10003u, .seed = 77, .step = 5, .i0 = 11};
+    cpu_norm_act_fwd(y, mean, rstd, x, v, gamma, beta, N, HW, C, G, 1e-6f, &t);
+
+    /* the formula in double */
+    double *yref = new_zero_d(n), *mref = new_zero_d(ng), *rref = new_zero_d(ng);
+    const double scale = p > 0 ? 1.0 / (1.0 - p) : 1.0;
+    for (int s = 0; s < N; s++)
+        for (int g = 0; g < G; g++) {
+            double sum = 0, sq = 0;
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++)
+                    sum += (double)x[((int64_t)s * HW + hw) * C + c] + (v ? v[s * C + c] : 0.0);
+            double mu = sum / ((double)HW * cg);
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    double d =
+                        (double)x[((int64_t)s * HW + hw) * C + c] + (v ? v[s * C + c] : 0.0) - mu;
+                    sq += d * d;
+                }
+            double rs = 1.0 / sqrt(sq / ((double)HW * cg) + 1e-6);
+            mref[s * G + g] = mu, rref[s * G + g] = rs;
+            for (int hw = 0; hw < HW; hw++)
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    int64_t i = ((int64_t)s * HW + hw) * C + c;
+                    double z =
+                        ((double)x[i] + (v ? v[s * C + c] : 0.0) - mu) * rs * gamma[c] + beta[c];
+                    double a = act == SG_ACT_SILU ? z / (1.0 + exp(-z)) : z;
+                    if (p > 0)
+                        a = sg_rng_uniform(t.seed, t.step, t.purpose, t.i0 + (uint64_t)i) >= p
+                                ? a * scale
+                                : 0.0;
+                    yref[i] = a;
+                }
+        }
+    CHECK_CLOSE(name, y, yref, n, TOL_FWD);
+    CHECK_CLOSE("norm_act saved mean", mean, mref, ng, TOL_FWD);
+    CHECK_CLOSE("norm_act saved rstd", rstd, rref, ng, TOL_FWD);
+
+    /* the recomputation: the second pass alone on the saved statistics, the same bits */
+    float *y2 = new_nan(n);
+    cpu_norm_act_apply(y2, x, v, mean, rstd, gamma, beta, N, HW, C, G, &t);
+    CHECK(memcmp(y2, y, (size_t)n * 4) == 0, "%s: apply (the recomputation) differs from fwd",
+          name);
+
+    /* the unfused chain in fp32: the same bits, forward and backward */
+    float *u = new_nan(n), *ch = new_nan(n), *cm = new_nan(ng), *cr = new_nan(ng);
+    if (v)
+        cpu_add_nc_fwd(u, x, v, N, HW, C);
+    else
+        memcpy(u, x, (size_t)n * 4);
+    cpu_group_norm_fwd(ch, cm, cr, u, gamma, beta, N, HW, C, G, 1e-6f);
+    float *zsave = new_nan(n);
+    memcpy(zsave, ch, (size_t)n * 4);
+    if (act == SG_ACT_SILU) cpu_silu_fwd(ch, ch, n);
+    float *asave = new_nan(n);
+    memcpy(asave, ch, (size_t)n * 4);
+    if (p > 0) cpu_dropout_fwd(ch, ch, n, p, t.seed, t.step, t.purpose, t.i0);
+    CHECK(memcmp(ch, y, (size_t)n * 4) == 0 && memcmp(cm, mean, (size_t)ng * 4) == 0 &&
+              memcmp(cr, rstd, (size_t)ng * 4) == 0,
+          "%s: fwd differs from the unfused chain's bits", name);
+
+    float *dx = new_nan(n), *dv = temb ? new_nan((int64_t)N * C) : NULL, *dg = new_nan(C),
+          *db = new_nan(C);
+    cpu_norm_act_bwd(dx, dv, dg, db, r, x, v, mean, rstd, gamma, beta, N, HW, C, G, &t);
+    {
+        float *d = new_nan(n), *cdx = new_nan(n), *cdg = new_nan(C), *cdb = new_nan(C);
+        memcpy(d, r, (size_t)n * 4);
+        if (p > 0) cpu_dropout_bwd(d, d, n, p, t.seed, t.step, t.purpose, t.i0);
+        if (act == SG_ACT_SILU) cpu_silu_bwd(d, d, zsave, n);
+        cpu_group_norm_bwd(cdx, cdg, cdb, d, u, cm, cr, gamma, N, HW, C, G);
+        int same = !memcmp(cdx, dx, (size_t)n * 4) && !memcmp(cdg, dg, (size_t)C * 4) &&
+                   !memcmp(cdb, db, (size_t)C * 4);
+        if (v) {
+            float *cdv = new_nan((int64_t)N * C);
+            cpu_add_nc_bwd(cdv, cdx, N, HW, C);
+            same &= !memcmp(cdv, dv, (size_t)N * C * 4);
+            free(cdv);
+        }
+        CHECK(same, "%s: bwd differs from the unfused chain's bits", name);
+        free(d), free(cdx), free(cdg), free(cdb);
+    }
+    if (fd) {
+        float *y3 = new_nan(n), *m3 = new_nan(ng), *r3 = new_nan(ng);
+        na_ctx c = {y3, m3, r3, x, v, gamma, beta, r, N, HW, C, G, t};
+        char w[160];
+        snprintf(w, sizeof w, "%s dx", name);
+        check_fd(w, x, n, dx, na_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        if (v) {
+            snprintf(w, sizeof w, "%s dv", name);
+            check_fd(w, v, (int64_t)N * C, dv, na_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        }
+        snprintf(w, sizeof w, "%s dgamma", name);
+        check_fd(w, gamma, C, dg, na_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+        snprintf(w, sizeof w, "%s dbeta", name);
+        check_fd(w, beta, C, db, na_loss, &c, act == SG_ACT_NONE ? H_LINEAR : H_NONLINEAR,
+                 act == SG_ACT_NONE ? TOL_FD_LINEAR : TOL_FD_NONLINEAR);
+        free(y3), free(m3), free(r3);
+    }
+
+    float *o1[3] = {y, mean, rstd}, *o2[3] = {new_nan(n), new_nan(ng), new_nan(ng)};
+    int64_t sz[3] = {n, ng, ng};
+    CHECK_TWICE(name, o1, o2, sz, 3,
+                cpu_norm_act_fwd(o1[0], o1[1], o1[2], x, v, gamma, beta, N, HW, C, G, 1e-6f, &t),
+                cpu_norm_act_fwd(o2[0], o2[1], o2[2], x, v, gamma, beta, N, HW, C, G, 1e-6f, &t));
+    float *b1[4] = {dx, dg, db, dv},
+          *b2[4] = {new_nan(n), new_nan(C), new_nan(C), new_nan((int64_t)N * C)};
+    int64_t szb[4] = {n, C, C, (int64_t)N * C};
+    CHECK_TWICE(name, b1, b2, szb, temb ? 4 : 3,
+                cpu_norm_act_bwd(b1[0], b1[3], b1[1], b1[2], r, x, v, mean, rstd, gamma, beta, N,
+                                 HW, C, G, &t),
+                cpu_norm_act_bwd(b2[0], temb ? b2[3] : NULL, b2[1], b2[2], r, x, v, mean, rstd,
+                                 gamma, beta, N, HW, C, G, &t));
+    free(x), free(v), free(gamma), free(beta), free(r), free(y), free(mean), free(rstd);
+    free(yref), free(mref), free(rref), free(y2), free(u), free(ch), free(cm), free(cr);
+    free(zsave), free(asave), free(dx), free(dv), free(dg), free(db);
+    for (int i = 0; i < 3; i++) free(o2[i]);
+    for (int i = 0; i < 4; i++) free(b2[i]);
+}
+
+static void test_norm_acts(void) {
+    test_norm_act(2, 5, 12, 3, SG_ACT_SILU, 0, 0.0f, 1);    /* norm1 + silu1 */
+    test_norm_act(2, 5, 12, 3, SG_ACT_SILU, 1, 0.3f, 1);    /* temb + norm2 + silu2 + dropout */
+    test_norm_act(3, 3, 6, 6, SG_ACT_NONE, 0, 0.0f, 1);     /* the attention's GroupNorm */
+    test_norm_act(1, 7, 8, 2, SG_ACT_SILU, 1, 0.0f, 1);     /* temb without dropout */
+    test_norm_act(2, 4, 130, 2, SG_ACT_SILU, 1, 0.1f, 0);   /* 65 channels per group */
+    test_norm_act(2, 64, 256, 32, SG_ACT_SILU, 1, 0.1f, 0); /* UNet-like */
 }
 
 /* ---- elementwise -------------------------------------------------------------------------- */
@@ -1119,6 +1278,7 @@ int main(void) {
     test_linear(1, 17, 9);
     test_linear(2, 3, 150); /* db over more than one 64-channel block */
     test_group_norms();
+    test_norm_acts();
     test_elementwise();
     test_silu_mul();
     test_resample();

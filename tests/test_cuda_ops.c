@@ -963,6 +963,141 @@ static void test_gns(void) {
     }
 }
 
+/* ======================= norm_act ======================= */
+
+/* cuda_norm_act_fwd / _apply / _bwd against cpu_norm_act_*: x a concatenation of c0 + c1
+ * channels (c1 = 0: one buffer), v with temb, SiLU or none, dropout p from device seed and step
+ * at a rank's offset. The apply launcher run on the forward's own statistics must give the
+ * forward's y bit for bit (the recomputation). Shapes pick the kernels' paths: 16-byte vectors
+ * where C and c0 are multiples of 4 (fp32) / 8 (bf16), single elements otherwise, several
+ * row chunks, more channel vectors than threads. The accumulate flags as autodiff sets them
+ * (dx accumulates into a block input that the skip path already wrote; dv, dgamma, dbeta are
+ * first contributions) plus the other combinations. */
+static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int temb, float p, int dt,
+                          int accum_dx, int accum_dv, int accum_param) {
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "norm_act N%d HW%d C%d+%d G%d act%d temb%d p%g %s%s%s%s", N, HW, c0,
+             c1, G, act, temb, (double)p, dtn(dt), accum_dx ? " accum_dx" : "",
+             accum_dv ? " accum_dv" : "", accum_param ? " accum_param" : "");
+    case_begin();
+    const int C = c0 + c1;
+    const int64_t rows = (int64_t)N * HW, n = rows * C, ng = (int64_t)N * G;
+    const float eps = 1e-6f;
+    const uint64_t seed = 0x5eed77ull, I0 = 4096;
+    const int64_t step = 9;
+    const uint32_t purpose = SG_RNG_DROPOUT_BASE + 2;
+    float *xa = rnd_dt(rows * c0, -1, 3, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 3, dt) : NULL;
+    float *x = cat_host(xa, c0, xb, c1, rows);
+    float *v = temb ? rnd_dt((int64_t)N * C, -1, 1, dt) : NULL;
+    float *gamma = rnd(C, 0.5f, 1.5f), *beta = rnd(C, -0.5f, 0.5f);
+    float *dy = rnd_dt(n, -1, 1, dt);
+    cpu_norm_tail t = {
+        .act = act, .p = p, .purpose = purpose, .seed = seed, .step = step, .i0 = I0};
+    float *y_cpu = fbuf(n), *mean = fbuf(ng), *rstd = fbuf(ng);
+    float *dx_cpu = fbuf(n), *dv_cpu = temb ? fbuf((int64_t)N * C) : NULL, *dg_cpu = fbuf(C),
+          *db_cpu = fbuf(C);
+    cpu_norm_act_fwd(y_cpu, mean, rstd, x, v, gamma, beta, N, HW, C, G, eps, &t);
+    cpu_norm_act_bwd(dx_cpu, dv_cpu, dg_cpu, db_cpu, dy, x, v, mean, rstd, gamma, beta, N, HW, C, G,
+                     &t);
+
+    tbuf *dxa_in = tb_in("x0", xa, rows * c0, dt),
+         *dxb_in = c1 ? tb_in("x1", xb, rows * c1, dt) : NULL;
+    sg_cat xc = sg_cat2(dxa_in->d, c0, c1 ? dxb_in->d : NULL, c1);
+    tbuf *dv_in = temb ? tb_in("v", v, (int64_t)N * C, dt) : NULL;
+    const void *vp = temb ? dv_in->d : NULL;
+    tbuf *dgamma_in = tb_in("gamma", gamma, C, DT_F32), *dbeta_in = tb_in("beta", beta, C, DT_F32);
+    tbuf *ddy = tb_in("dy", dy, n, dt);
+    tbuf *mean_in = tb_in("mean", mean, ng, DT_F32), *rstd_in = tb_in("rstd", rstd, ng, DT_F32);
+    tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
+    sg_drop drop = {.p = p,
+                    .purpose = purpose,
+                    .seed = p > 0 ? (const uint64_t *)dseed->d : NULL,
+                    .step = p > 0 ? (const int64_t *)dstep->d : NULL,
+                    .i0 = I0};
+    const float *g_d = (const float *)dgamma_in->d, *b_d = (const float *)dbeta_in->d;
+    /* forward, then the apply launcher on the forward's own statistics */
+    {
+        float *ref_y = ref_acc(y_cpu, NULL, n, dt);
+        tbuf *y = tb_out("y", n, dt, NULL), *y2 = tb_out("y recomputed", n, dt, NULL);
+        tbuf *m = tb_out("mean", ng, DT_F32, NULL), *r = tb_out("rstd", ng, DT_F32, NULL);
+        int64_t wsb = sg_ws_norm_act_fwd(N, HW, C, G);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            CALL(cuda_norm_act_fwd, g_st, y->d, (float *)m->d, (float *)r->d, xc, vp, g_d, b_d, N,
+                 HW, C, G, eps, act, drop, dt, ws->d, wsb);
+            CALL(cuda_norm_act_apply, g_st, y2->d, xc, vp, (const float *)m->d, (const float *)r->d,
+                 g_d, b_d, N, HW, C, G, act, drop, dt);
+            sync_stream();
+            tb_check(y, ref_y, tol_for(dt), rep, ctx);
+            tb_check(m, mean, TOL_F32, rep, ctx);
+            tb_check(r, rstd, TOL_F32, rep, ctx);
+            uint8_t *a = (uint8_t *)halloc(y->bytes), *b = (uint8_t *)halloc(y->bytes);
+            tb_download(y, a);
+            tb_download(y2, b);
+            CHECK(memcmp(a, b, y->bytes) == 0, "%s: the recomputation differs from the forward",
+                  ctx);
+            guards_all(ctx);
+        }
+    }
+    /* backward from the CPU's statistics */
+    {
+        float *oa = old_for(accum_dx, rows * c0, dt),
+              *ob = c1 ? old_for(accum_dx, rows * c1, dt) : NULL;
+        float *refa = ref_acc(split_host(dx_cpu, c0, c1, rows, 0), oa, rows * c0, dt);
+        float *refb = c1 ? ref_acc(split_host(dx_cpu, c0, c1, rows, 1), ob, rows * c1, dt) : NULL;
+        float *ov = temb ? old_for(accum_dv, (int64_t)N * C, dt) : NULL;
+        float *ref_v = temb ? ref_acc(dv_cpu, ov, (int64_t)N * C, dt) : NULL;
+        float *og = old_for(accum_param, C, DT_F32), *obt = old_for(accum_param, C, DT_F32);
+        float *ref_g = ref_acc(dg_cpu, og, C, DT_F32), *ref_b = ref_acc(db_cpu, obt, C, DT_F32);
+        tbuf *dxa = tb_out("dx0", rows * c0, dt, oa),
+             *dxb = c1 ? tb_out("dx1", rows * c1, dt, ob) : NULL;
+        tbuf *dvo = temb ? tb_out("dv", (int64_t)N * C, dt, ov) : NULL;
+        tbuf *dg = tb_out("dgamma", C, DT_F32, og), *dbt = tb_out("dbeta", C, DT_F32, obt);
+        sg_cat dxc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
+        int64_t wsb = sg_ws_norm_act_bwd(N, HW, C, G, temb);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d,
+                 (float *)dbt->d, ddy->d, xc, vp, (const float *)mean_in->d,
+                 (const float *)rstd_in->d, g_d, b_d, N, HW, C, G, act, drop, dt, accum_dx,
+                 accum_dv, accum_param, ws->d, wsb);
+            sync_stream();
+            tb_check(dxa, refa, tol_for(dt), rep, ctx);
+            if (c1) tb_check(dxb, refb, tol_for(dt), rep, ctx);
+            if (temb) tb_check(dvo, ref_v, tol_for(dt), rep, ctx);
+            tb_check(dg, ref_g, TOL_F32, rep, ctx);
+            tb_check(dbt, ref_b, TOL_F32, rep, ctx);
+            guards_all(ctx);
+        }
+    }
+    case_end();
+}
+
+static void test_norm_acts(void) {
+    const int S = SG_ACT_SILU, NONE = SG_ACT_NONE;
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        /* norm1 + silu1 of a block input: dx accumulates (the skip path wrote it first);
+         * vectors in both dtypes */
+        test_norm_act(2, 15, 24, 0, 6, S, 0, 0.0f, dt, 1, 0, 0);
+        /* an up block's norm1 on the skip concatenation: vectors, both parts */
+        test_norm_act(2, 9, 16, 16, 8, S, 0, 0.0f, dt, 1, 0, 0);
+        /* temb + norm2 + silu2 + dropout: dx, dv, dgamma, dbeta first contributions */
+        test_norm_act(3, 10, 32, 0, 8, S, 1, 0.1f, dt, 0, 0, 0);
+        /* a concatenation whose parts are not whole bf16 vectors: single elements in bf16 */
+        test_norm_act(2, 7, 12, 12, 4, S, 0, 0.0f, dt, 0, 0, 1);
+        /* C not a multiple of 4: single elements; the attention's norm (no activation) */
+        test_norm_act(2, 11, 18, 0, 3, NONE, 0, 0.0f, dt, 0, 0, 0);
+        /* 300 channels in one group: more channel vectors than threads in bf16's single-element
+         * path; everything accumulating */
+        test_norm_act(1, 5, 300, 0, 1, S, 1, 0.5f, dt, 1, 1, 1);
+        /* several row chunks (the last one short) and the largest C */
+        test_norm_act(1, 9, 2048, 0, 32, S, 1, 0.1f, dt, 0, 1, 0);
+        test_norm_act(2, 20, 520, 0, 8, S, 1, 0.0f, dt, 1, 0, 1);
+    }
+}
+
 /* ======================= elementwise ======================= */
 
 static void test_elementwise(int dt) {
@@ -1651,6 +1786,16 @@ static void test_errors(void) {
     rc = cuda_group_norm_fwd(g_st, o->d, (float *)o->d, (float *)o->d, sg_cat1(a->d, 10),
                              (const float *)a->d, (const float *)a->d, 1, 4, 10, 3, 1e-6f, DT_F32);
     CHECK(rc == SG_ERR, "group norm with C %% G != 0 must fail");
+    /* norm_act: more channels than a block's shared memory holds; dropout without its key */
+    sg_drop none = {0.0f, 0, NULL, NULL, 0}, keyless = {0.1f, 0, NULL, NULL, 0};
+    rc = cuda_norm_act_apply(g_st, o->d, sg_cat1(a->d, 4096), NULL, (const float *)a->d,
+                             (const float *)a->d, (const float *)a->d, (const float *)a->d, 1, 1,
+                             4096, 32, SG_ACT_SILU, none, DT_F32);
+    CHECK(rc == SG_ERR && strstr(sg_last_error(), "channels"), "norm_act with C = 4096 must fail");
+    rc = cuda_norm_act_apply(g_st, o->d, sg_cat1(a->d, 16), NULL, (const float *)a->d,
+                             (const float *)a->d, (const float *)a->d, (const float *)a->d, 1, 4,
+                             16, 4, SG_ACT_SILU, keyless, DT_F32);
+    CHECK(rc == SG_ERR, "norm_act dropout without a seed must fail");
     /* an unsupported dtype */
     rc = cuda_silu_fwd(g_st, o->d, a->d, 16, DT_I32);
     CHECK(rc == SG_ERR, "silu on int32 must fail");
@@ -1739,6 +1884,7 @@ int main(void) {
            conv_path_cases[SG_CONV_PATH_CUBLAS]);
     test_linears();
     test_gns();
+    test_norm_acts();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_elementwise(dt);
         test_silu_mul(dt, dt == DT_BF16); /* fp32 overwriting, bf16 accumulating */

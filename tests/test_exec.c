@@ -1,13 +1,15 @@
 /* test_exec.c — the executor on the CPU backend: the whole training step runs, is
  * deterministic (same seed => same bits, twice), learns (loss falls on a fixed batch source),
  * and resumes exactly from a checkpoint (straight N steps == K steps, save, load, N-K steps),
- * bitwise for parameters, AdamW state, EMA and every per-step loss. bf16 too.
+ * bitwise for parameters, AdamW state, EMA and every per-step loss. bf16 too. And the
+ * backward pass's recomputed activations equal the forward's, bit for bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoints/ckpt.h"
 #include "graph/exec.h"
 #include "tests/sg_test.h"
 
@@ -207,6 +209,128 @@ static void test_conv_engine_record(void) {
     free(data);
 }
 
+/* A copy of checkpoint src at dst whose metadata says another plan (one hex digit of
+ * plan_hash changed): what a build that plans the same config differently wrote. */
+static int copy_other_plan(const char *src, const char *dst) {
+    ckpt_file *f = ckpt_open(src);
+    if (!f) return SG_ERR;
+    int n = ckpt_count(f), rc = SG_OK;
+    ckpt_tensor_desc *d = calloc((size_t)n, sizeof *d);
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    char *meta = strdup(ckpt_meta(f)), *h = strstr(meta, "\"plan_hash\":\"");
+    for (int i = 0; i < n && !rc; i++) {
+        ckpt_entry en;
+        ckpt_tensor_info(f, i, &en);
+        bufs[i] = malloc((size_t)en.raw_bytes + 1);
+        rc = ckpt_read(f, i, bufs[i], en.raw_bytes);
+        d[i] = (ckpt_tensor_desc){.name = en.name,
+                                  .role = en.role,
+                                  .dtype = en.dtype,
+                                  .ndim = en.ndim,
+                                  .data = bufs[i],
+                                  .bytes = en.raw_bytes,
+                                  .offset = en.offset};
+        memcpy(d[i].shape, en.shape, sizeof d[i].shape);
+    }
+    if (!h) rc = SG_ERR;
+    if (!rc) {
+        char *digit = h + strlen("\"plan_hash\":\"");
+        *digit = *digit == '0' ? '1' : '0';
+        rc = ckpt_write(dst, meta, d, n, NULL);
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(bufs), free(d), free(meta);
+    ckpt_close(f);
+    return rc;
+}
+
+/* A checkpoint of the same config but another plan (another build's graph or layout) is
+ * refused, by a plain load and by a resume that lets the learning rate change (which hashes
+ * into the plan, so the resume compares against the plan of the checkpoint's own config), with
+ * a message that says so; the genuine checkpoint resumes with another learning rate. */
+static void test_other_plan_refused(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    char dir[] = "/tmp/sg_exec_planXXXXXX", path[256], other[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/k.sgck", dir);
+    snprintf(other, sizeof other, "%s/other.sgck", dir);
+    sg_exec e;
+    CHECK(open_exec(&e, &c, data) == SG_OK, "init: %s", sg_last_error());
+    sg_exec_init_state(&e, 3);
+    CHECK(sg_exec_step(&e) == SG_OK && sg_exec_save(&e, path, NULL) == SG_OK, "save: %s",
+          sg_last_error());
+    sg_exec_free(&e);
+    CHECK(copy_other_plan(path, other) == SG_OK, "rewrite: %s", sg_last_error());
+    static const char *const lr_only[] = {"lr", NULL};
+    sg_model_cfg c2 = c;
+    c2.lr *= 0.5f;
+    for (int k = 0; k < 2; k++) {
+        CHECK(open_exec(&e, k ? &c2 : &c, data) == SG_OK, "init %d", k);
+        int rc = k ? sg_exec_resume(&e, other, lr_only) : sg_exec_load(&e, other, 0, 0);
+        CHECK(rc == SG_ERR && strstr(sg_last_error(), "plan differs from this build") &&
+                  strstr(sg_last_error(), "--init-from"),
+              "%s of another plan: rc %d, %s", k ? "resume" : "load", rc, sg_last_error());
+        sg_exec_free(&e);
+    }
+    CHECK(open_exec(&e, &c2, data) == SG_OK, "init 3");
+    CHECK(sg_exec_resume(&e, path, lr_only) == SG_OK, "resume with another lr: %s",
+          sg_last_error());
+    sg_exec_free(&e);
+    unlink(path), unlink(other), rmdir(dir);
+    free(data);
+}
+
+/* Recomputation (planner/autodiff.c): every copy a recompute node makes in the backward pass
+ * has, bit for bit, the value of the forward tensor it stands for. The step runs node by node
+ * on the CPU backend; each tensor marked for recomputation is read as soon as its producer ran
+ * (its memory is reused long before the backward pass), and each copy as soon as its recompute
+ * node ran. fp32 and bf16, dropout on (the temb variant's mask comes from Philox again). */
+static void test_recompute_bits(sg_dtype dt) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = dt, c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    sg_exec e;
+    CHECK(open_exec(&e, &c, data) == SG_OK, "init: %s", sg_last_error());
+    sg_exec_init_state(&e, 5);
+    const sg_graph *g = &e.plan.g;
+    unsigned char **fwd = calloc((size_t)g->nt, sizeof *fwd);
+    int compared = 0, copies = 0;
+    for (int step = 0; step < 2; step++) /* step 1: another dropout mask */
+        for (int i = 0; i < g->nn; i++) {
+            CHECK(sg_exec_run_nodes(&e, i, i + 1) == SG_OK, "node %d: %s", i, sg_last_error());
+            const int y = g->n[i].out[0];
+            if (g->t[y].recompute) {
+                free(fwd[y]);
+                fwd[y] = malloc((size_t)g->t[y].bytes);
+                sg_exec_read(&e, y, fwd[y]);
+            }
+            if (g->t[y].role == ROLE_RECOMPUTED) {
+                const int f = g->n[g->n[i].fwd].out[0];
+                unsigned char *copy = malloc((size_t)g->t[y].bytes);
+                sg_exec_read(&e, y, copy);
+                CHECK(fwd[f] && g->t[y].bytes == g->t[f].bytes &&
+                          !memcmp(copy, fwd[f], (size_t)g->t[y].bytes),
+                      "%s: step %d: %s differs from the forward's %s", sg_dtype_names[dt], step,
+                      g->t[y].name, g->t[f].name);
+                free(copy);
+                compared++;
+            }
+        }
+    for (int t = 0; t < g->nt; t++) {
+        copies += g->t[t].role == ROLE_RECOMPUTED;
+        free(fwd[t]);
+    }
+    CHECK(copies > 0 && compared == 2 * copies, "%s: %d recomputed copies, %d compared",
+          sg_dtype_names[dt], copies, compared);
+    free(fwd);
+    sg_exec_free(&e);
+    free(data);
+}
+
 /* Learning: with a fixed small dataset and lr 1e-3, the mean loss of the last steps is below
  * that of the first steps. A model that does not learn fails this. */
 static void test_learns(void) {
@@ -238,5 +362,8 @@ int main(void) {
     test_determinism_and_resume(DT_BF16);
     test_learns();
     test_conv_engine_record();
+    test_recompute_bits(DT_F32);
+    test_recompute_bits(DT_BF16);
+    test_other_plan_refused();
     return sg_test_end();
 }

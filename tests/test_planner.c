@@ -144,6 +144,125 @@ static void check_grads(const sg_plan *p, const char *what) {
      * lifetime check); every forward output that needs a gradient and is used got one */
 }
 
+/* Recomputation (planner/autodiff.c): no backward node reads a forward tensor marked for
+ * recomputation, so it dies in the forward pass; each copy is made by a node of its producer's
+ * recompute op reading the producer's inputs and then its other outputs, placed just before
+ * its first reader (the next node), itself in the backward pass, role ROLE_RECOMPUTED, read
+ * only by backward nodes. Returns the number of recompute nodes. */
+static int check_recompute(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    const int nf = g->n_forward, nb = nf + g->n_backward;
+    int bad = 0, nodes = 0;
+    for (int t = 0; t < g->nt && bad < 5; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (!x->recompute) continue;
+        int ok = x->role != ROLE_SAVED && x->last < nf;
+        for (int i = nf; i < g->nn; i++)
+            for (int k = 0; k < g->n[i].nin; k++) ok &= g->n[i].in[k] != t;
+        if (!ok) {
+            CHECK(0,
+                  "%s: %s is marked for recomputation but lives into the backward pass "
+                  "(role %s, last use %d, forward ends at %d)",
+                  what, x->name, sg_role_names[x->role], x->last, nf);
+            bad++;
+        }
+    }
+    for (int i = 0; i < g->nn && bad < 5; i++) {
+        const sg_node *nd = &g->n[i];
+        const int rt = nd->out[0];
+        if (g->t[rt].role != ROLE_RECOMPUTED) continue;
+        nodes++;
+        const sg_node *f = nd->fwd >= 0 ? &g->n[nd->fwd] : NULL;
+        int ok = f && i >= nf && i < nb && sg_ops[f->op].recompute == (int)nd->op &&
+                 g->t[f->out[0]].recompute && g->t[f->out[0]].recomputed == rt &&
+                 nd->nin == f->nin + f->nout - 1 && g->t[rt].first == i;
+        for (int k = 0; ok && k < f->nin; k++) ok &= nd->in[k] == f->in[k];
+        for (int k = 1; ok && k < f->nout; k++) ok &= nd->in[f->nin + k - 1] == f->out[k];
+        int next_reads = 0;
+        for (int k = 0; ok && i + 1 < g->nn && k < g->n[i + 1].nin; k++)
+            next_reads |= g->n[i + 1].in[k] == rt;
+        for (int j = 0; ok && j < g->nn; j++)
+            for (int k = 0; k < g->n[j].nin; k++)
+                if (g->n[j].in[k] == rt && (j <= i || j >= nb)) ok = 0;
+        if (!ok || !next_reads) {
+            CHECK(0, "%s: recompute node %d (%s -> %s) is not wired as its forward node %d", what,
+                  i, sg_ops[nd->op].name, g->t[rt].name, nd->fwd);
+            bad++;
+        }
+    }
+    CHECK(p->role_tensors[ROLE_RECOMPUTED] == nodes, "%s: %d recomputed tensors, %d nodes", what,
+          p->role_tensors[ROLE_RECOMPUTED], nodes);
+    return nodes;
+}
+
+/* A hand-made graph: x -> norm_act_temb (y marked) -> conv -> mse, and a second conv reading
+ * y: one recompute node, before the first conv's weight gradient (the first backward reader
+ * of y in schedule order), the second reader reads the same copy; the forward y dies at its
+ * last forward reader. Unmarked, y is saved instead. */
+static void test_recompute_graph(void) {
+    for (int mark = 0; mark < 2; mark++) {
+        sg_plan p;
+        memset(&p, 0, sizeof p);
+        sg_model_preset(&p.cfg, "unet_tiny");
+        p.train = 1;
+        sg_graph *g = &p.g;
+        sg_graph_init(g);
+        int64_t xs[4] = {2, 4, 4, 8}, vs[2] = {2, 8}, cs[1] = {8}, ws[4] = {8, 3, 3, 8},
+                one[1] = {1};
+        int x = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
+        int v = sg_tensor_new(g, "v", DT_F32, ROLE_INPUT, 2, vs);
+        int seed = sg_tensor_new(g, "rng_seed", DT_U64, ROLE_STATE, 1, one);
+        int step = sg_tensor_new(g, "step", DT_I64, ROLE_STATE, 1, one);
+        int par[6];
+        const char *pn[6] = {"gamma", "beta", "w1", "b1", "w2", "b2"};
+        for (int k = 0; k < 6; k++) {
+            int nd = k == 2 || k == 4 ? 4 : 1;
+            par[k] = sg_tensor_new(g, pn[k], DT_F32, ROLE_PARAM, nd, nd == 4 ? ws : cs);
+            g->t[par[k]].needs_grad = 1;
+            char gn[32];
+            snprintf(gn, sizeof gn, "grad:%s", pn[k]);
+            g->t[par[k]].grad = sg_tensor_new(g, gn, DT_F32, ROLE_GRAD, nd, nd == 4 ? ws : cs);
+        }
+        int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, 4, xs);
+        int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
+        int in6[6] = {x, v, par[0], par[1], seed, step}, o[SG_MAX_OUT] = {-1, -1, -1, -1};
+        sg_op_args na = {.gn = {.groups = 2, .eps = 1e-6f, .act = SG_ACT_SILU, .p = 0.1f}};
+        CHECK(sg_node_add(g, OP_NORM_ACT_TEMB, in6, 6, o, &na, "n") >= 0, "norm_act_temb: %s",
+              sg_last_error());
+        int y = o[0];
+        g->t[y].recompute = mark;
+        sg_op_args ca = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = DT_F32}};
+        int c1in[3] = {y, par[2], par[3]}, c2in[3] = {y, par[4], par[5]};
+        int o1[SG_MAX_OUT] = {-1, -1, -1, -1}, o2[SG_MAX_OUT] = {-1, -1, -1, -1};
+        sg_node_add(g, OP_CONV2D, c1in, 3, o1, &ca, "c1");
+        sg_node_add(g, OP_CONV2D, c2in, 3, o2, &ca, "c2");
+        int ain[2] = {o1[0], o2[0]}, ao[SG_MAX_OUT] = {-1, -1, -1, -1};
+        sg_node_add(g, OP_ADD, ain, 2, ao, NULL, "sum");
+        int min[2] = {ao[0], tgt}, mo[SG_MAX_OUT] = {loss};
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f, .micro_batches = 1}};
+        CHECK(sg_node_add(g, OP_MSE, min, 2, mo, &ma, "mse") >= 0, "mse");
+        CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
+        CHECK(sg_plan_layout(&p) == SG_OK, "layout: %s", sg_last_error());
+        const char *what = mark ? "recompute graph (marked)" : "recompute graph (unmarked)";
+        check_plan(&p, what, 1.05);
+        int nodes = check_recompute(&p, what);
+        CHECK(nodes == mark, "%s: %d recompute nodes", what, nodes);
+        CHECK(mark ? g->t[y].role == ROLE_TEMP && g->t[y].last < g->n_forward
+                   : g->t[y].role == ROLE_SAVED && g->t[y].last >= g->n_forward,
+              "%s: y role %s, last %d", what, sg_role_names[g->t[y].role], g->t[y].last);
+        if (mark) {
+            int r = g->t[y].recomputed, readers = 0;
+            for (int i = 0; i < g->nn; i++)
+                for (int k = 0; k < g->n[i].nin; k++) readers += g->n[i].in[k] == r;
+            CHECK(readers == 2,
+                  "%s: the two conv weight gradients read the copy, nothing else does (%d "
+                  "readers)",
+                  what, readers);
+        }
+        sg_plan_free(&p);
+    }
+}
+
 /* planner/op_dims.h decodes each op family's sizes from different operands forward and
  * backward. Check it against the tensors' shapes written by the shape rules (forward nodes),
  * and check that every backward node decodes exactly the sizes of its forward node. */
@@ -273,10 +392,15 @@ static void test_builtin_models(void) {
                     check_dims(&p, what);
                     check_kinds(&p, what); /* forward plans: the sampler's update last */
                     if (train) check_grads(&p, what);
+                    if (train) check_recompute(&p, what);
                 }
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
                           (long long)p.io.n_params);
+                    /* the placement reaches the lower bound (with the search's help) */
+                    CHECK(rc != SG_OK || p.arena_bytes == p.lower_bound_bytes,
+                          "%s: arena %lld over the lower bound %lld", what,
+                          (long long)p.arena_bytes, (long long)p.lower_bound_bytes);
                     if (train)
                         CHECK(p.flops > 4.70e12 && p.flops < 4.86e12,
                               "unet_cifar step = %.3f TFLOP", p.flops / 1e12);
@@ -455,6 +579,7 @@ static void test_random_unets(uint64_t *rng) {
             check_plan(&p, what, 1.05);
             check_dims(&p, what);
             check_grads(&p, what);
+            check_recompute(&p, what);
         }
         sg_plan_free(&p);
     }
@@ -763,6 +888,7 @@ static void test_bad_configs(void) {
 int main(void) {
     uint64_t rng = 12345;
     test_op_table_and_shapes();
+    test_recompute_graph();
     test_bad_configs();
     test_builtin_models();
     test_random_unets(&rng);

@@ -14,7 +14,7 @@
 #include "planner/plan.h"
 #include "tools/cli.h"
 
-static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's', 'D', 'S', 't', 'w'};
+static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's', 'D', 'S', 't', 'w', 'R'};
 
 static const char *human(int64_t b, char *buf) {
     double x = (double)b;
@@ -92,6 +92,9 @@ static json_t *tensor_json(const sg_graph *g, int t) {
                   "last", x->last, "op", op_of(g, t));
     if (o && x->nparts) json_object_set_new(o, "parts", int_array(x->parts, 2));
     if (o && x->region) json_object_set_new(o, "region", json_true());
+    /* a forward activation not kept for the backward pass: "recomputed_as" names its copy */
+    if (o && x->recompute && x->recomputed >= 0)
+        json_object_set_new(o, "recomputed_as", json_integer(x->recomputed));
     return o;
 }
 
@@ -127,6 +130,12 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "grad_accum", json_integer(sg_model_micro_batches(&p->cfg)));
         json_object_set_new(j, "micro_batch", json_integer(sg_model_micro_batch(&p->cfg)));
         json_object_set_new(j, "allreduce_bytes", json_integer(allreduce_bytes(p)));
+        /* what the backward pass reads from the forward: kept, or recomputed there */
+        json_object_set_new(j, "saved_tensors", json_integer(p->role_tensors[ROLE_SAVED]));
+        json_object_set_new(j, "saved_bytes", json_integer(p->role_bytes[ROLE_SAVED]));
+        json_object_set_new(j, "recomputed_tensors",
+                            json_integer(p->role_tensors[ROLE_RECOMPUTED]));
+        json_object_set_new(j, "recomputed_bytes", json_integer(p->role_bytes[ROLE_RECOMPUTED]));
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
     return cli_json_print(stdout, j);
@@ -226,10 +235,14 @@ static void print_text(const sg_plan *p, int table) {
                "in-place\n",
                g->nn, g->n_forward, g->n_backward, g->nn - span, p->train ? "optimizer" : "sampler",
                g->nt, p->inplace_merges);
-    printf("  placement       persistent %s at the bottom; dynamic %s by best fit (ordering: "
-           "%s)\n",
+    printf("  placement       persistent %s at the bottom; dynamic %s by %s\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
            p->placement ? p->placement : "-");
+    printf("  saved           %d activations (%s) kept from the forward pass for the backward "
+           "pass; %d recomputed there instead (%s, each live from just before its first "
+           "backward reader)\n",
+           p->role_tensors[ROLE_SAVED], human(p->role_bytes[ROLE_SAVED], a),
+           p->role_tensors[ROLE_RECOMPUTED], human(p->role_bytes[ROLE_RECOMPUTED], b));
     int convs, eligible;
     conv_counts(g, &convs, &eligible);
     printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "
@@ -240,7 +253,9 @@ static void print_text(const sg_plan *p, int table) {
     for (int r = 0; r < ROLE_COUNT; r++)
         if (p->role_bytes[r])
             printf("    %-10s %12s  %s\n", sg_role_names[r], human(p->role_bytes[r], a),
-                   r == ROLE_SAVED || r == ROLE_TEMP ? "(sum over the step; shares memory)" : "");
+                   r == ROLE_SAVED || r == ROLE_TEMP || r == ROLE_RECOMPUTED
+                       ? "(sum over the step; shares memory)"
+                       : "");
 
     const sg_node *pk = &g->n[p->peak_node];
     printf("\n  peak: node %d (%s -> %s), %s of activations and gradients live; largest:\n",
@@ -273,9 +288,10 @@ static void print_text(const sg_plan *p, int table) {
                 snprintf(off, sizeof off, "= %d ++ %d", x->parts[0], x->parts[1]);
             else
                 snprintf(off, sizeof off, "%lld", (long long)x->offset);
-            printf("  %-56s %-18s %-16s %-5s %12lld %14s %6d %6d %s%s\n", x->name, op_of(g, t),
+            printf("  %-56s %-18s %-16s %-5s %12lld %14s %6d %6d %s%s%s\n", x->name, op_of(g, t),
                    sg_shape_str(x, c, sizeof c), sg_dtype_names[x->dtype], (long long)x->bytes, off,
-                   x->first, x->last, sg_role_names[x->role], x->region ? " (region)" : "");
+                   x->first, x->last, sg_role_names[x->role], x->region ? " (region)" : "",
+                   x->recompute && x->recomputed >= 0 ? " (recomputed in the backward pass)" : "");
         }
     }
     print_chart(p);

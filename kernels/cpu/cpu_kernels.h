@@ -47,6 +47,36 @@ void cpu_group_norm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
                         const float *mean, const float *rstd, const float *gamma, int N, int HW,
                         int C, int G);
 
+/* ---- norm_act (norm.c has the math): y = dropout(act(group_norm(x + v[n,c]))), the
+ * ResBlock's GroupNorm fused with the time-embedding add before it (v may be NULL: none) and
+ * the activation and dropout after it (the tail). Statistics as group_norm's, over x + v. */
+typedef struct {
+    int act;          /* SG_ACT_NONE or SG_ACT_SILU (common/sg_base.h) */
+    float p;          /* drop probability after the activation; 0: no dropout */
+    uint32_t purpose; /* the dropout's key, as cpu_dropout_fwd: uniform(seed, step, purpose, */
+    uint64_t seed;    /* i0 + element index) >= p keeps an element */
+    int64_t step;
+    uint64_t i0;
+} cpu_norm_tail;
+/* Pass 1: mean[N,G], rstd[N,G] of x + v. */
+void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v, int N, int HW,
+                        int C, int G, float eps);
+/* Pass 2: y[N,HW,C] from x, v and the statistics (the backward pass's recomputation calls it
+ * alone, on the saved statistics: the same bits as the forward). */
+void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *mean,
+                        const float *rstd, const float *gamma, const float *beta, int N, int HW,
+                        int C, int G, const cpu_norm_tail *t);
+/* Both passes. */
+void cpu_norm_act_fwd(float *y, float *mean, float *rstd, const float *x, const float *v,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
+                      const cpu_norm_tail *t);
+/* dx[N,HW,C] (the gradient of x and of x + v), dv[N,C] (NULL: not wanted; needs v), dgamma[C],
+ * dbeta[C] from dy and what the forward read and saved. */
+void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const float *dy,
+                      const float *x, const float *v, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G,
+                      const cpu_norm_tail *t);
+
 /* ---- elementwise over n values (y may alias x / a) */
 void cpu_silu_fwd(float *y, const float *x, int64_t n);
 void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n); /* dx may alias dy */

@@ -39,6 +39,14 @@ template <> struct cuda_sim_arg_ptrs<sg_cat> {
         return 2;
     }
 };
+/* ... and the dropout key's seed and step pointers. */
+template <> struct cuda_sim_arg_ptrs<sg_drop> {
+    static int get(const sg_drop &d, const void **out) {
+        out[0] = d.seed;
+        out[1] = d.step;
+        return 2;
+    }
+};
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)

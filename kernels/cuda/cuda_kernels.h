@@ -151,6 +151,41 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
                         int HW, int C, int G, int dt, int accum_dx, int accum_param, void *ws,
                         int64_t ws_bytes);
 
+/* ---- norm_act (norm.cu; the math: kernels/cpu/norm.c): y = dropout(act(group_norm(x + v))),
+ * x[N,HW,C] a concatenation, v[N,C] (dt) or NULL, act SG_ACT_NONE or SG_ACT_SILU, the dropout
+ * after it described by sg_drop. C <= SG_NORM_ACT_MAX_C. Activations move in 16-byte vectors
+ * (4 fp32 or 8 bf16 channels) when C and the first part's channels are multiples of that and
+ * every activation pointer is 16-byte aligned, else one element at a time (same results; only
+ * the statistics' summation order follows the vector width, which the shapes and the plan's
+ * offsets fix). */
+#define SG_NORM_ACT_MAX_C 2048
+/* The dropout after a norm_act op's activation: p = 0 for none; else an element is kept where
+ * sg_rng_uniform(*seed, *step, purpose, i0 + its index in x) >= p (cuda_dropout_fwd's mask;
+ * seed and step are device pointers). No padding bytes: kernels take it by value. */
+typedef struct {
+    float p;
+    uint32_t purpose;
+    const uint64_t *seed;
+    const int64_t *step;
+    uint64_t i0;
+} sg_drop;
+/* [ws] both passes: y[N,HW,C] (dt, one buffer), mean[N,G], rstd[N,G] (fp32). */
+int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
+                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes);
+/* The second pass alone, from saved statistics: the recomputation of y, bit for bit the
+ * forward's (the same kernel on the same inputs). */
+int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,
+                        const float *rstd, const float *gamma, const float *beta, int N, int HW,
+                        int C, int G, int act, sg_drop drop, int dt);
+/* [ws] dx (dt, a concatenation like x), dv[N,C] (dt; NULL: not wanted), dgamma[C], dbeta[C]
+ * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual. */
+int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
+                      const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, int act,
+                      sg_drop drop, int dt, int accum_dx, int accum_dv, int accum_param, void *ws,
+                      int64_t ws_bytes);
+
 /* ---- elementwise (elementwise.cu), n values; outputs may alias inputs elementwise. */
 int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt);
 int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,

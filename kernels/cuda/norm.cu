@@ -1,4 +1,8 @@
-/* norm.cu — group normalisation, forward and backward.
+/* norm.cu — group normalisation, forward and backward: group_norm alone, and the norm_act
+ * kernels (GroupNorm fused with the time-embedding add before it and the activation and
+ * dropout after it: the second half of this file's kernels; their math is kernels/cpu/norm.c's).
+ *
+ * group_norm:
  *
  * Shapes: x[N,HW,C] as a channel concatenation (sg_cat, C = c0 + c1), G groups of Cg = C/G
  * consecutive channels, gamma[C], beta[C] fp32, mean[N,G], rstd[N,G] fp32, y[N,HW,C] (one
@@ -18,6 +22,7 @@
  * element written by exactly one block); a second kernel sums them over n in order.
  * Arithmetic is fp32 (the CPU reference uses double: differences are rounding-level).
  */
+#include "common/philox.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* ================================ kernels ================================ */
@@ -148,6 +153,399 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
     }
 }
 
+/* ---- norm_act ----
+ *
+ * Passes. Forward: (1) norm_stats_kernel reads x (+ v) once and leaves per-(sample, chunk,
+ * group) partial statistics; norm_stats_final_kernel merges the chunks in order into mean and
+ * rstd; (2) norm_apply_kernel reads x (+ v) again and writes y. The recomputation is pass (2)
+ * alone. Backward: (1) norm_bwd_reduce_kernel reads x, v, dy once and leaves per-(sample, chunk,
+ * channel) sums of dz and dz xhat; norm_bwd_terms_kernel merges the chunks in order into
+ * per-(sample, channel) sums and the two per-group means of the dx formula; (2)
+ * norm_bwd_apply_kernel reads x, v, dy again and writes dx (and per-chunk sums of dx for dv);
+ * norm_bwd_finish_kernel sums dgamma, dbeta over the samples and dv over the chunks, in order.
+ * Two passes over the activations each way; the small kernels touch O(N C) values.
+ *
+ * Thread layout of the four big kernels. Block (blockIdx.x, blockIdx.y) = (chunk, sample n)
+ * covers rows [r0, r1) of sample n (sg_ws_norm_rows rows per chunk) and every channel. A
+ * thread owns VEC consecutive channels (VEC = 16 bytes of the dtype when the launcher can
+ * vectorise, else 1): TC = min(CV, SG_THREADS) threads span the CV = C / VEC vectors of a row
+ * and TR = SG_THREADS / TC rows are visited at once; thread (tr, tc) = (tid / TC, tid % TC)
+ * takes vector cv = cv0 + tc of rows r0 + tr, r0 + tr + TR, ..., one tile of TC vectors
+ * (cv0 = 0, TC, ...) at a time; threads with tr >= TR idle. Then a channel's TR per-thread
+ * partials are merged in order tr = 0, 1, ... through shared memory, one channel of the tile
+ * per thread (thread t: channel t, t + SG_THREADS, ...), so every sum has one order fixed by
+ * the shapes.
+ *
+ * Statistics: each thread runs Welford's update over its rows (per channel); partials merge
+ * with Chan et al.'s rule (n = na + nb, d = mb - ma, m = ma + d nb/n, M2 = M2a + M2b +
+ * d^2 na nb / n); a group's channels, which all count the chunk's R rows, merge as mean =
+ * average of the channel means, M2 = sum of M2 + R sum (m_c - mean)^2. No E[u^2] - E[u]^2
+ * cancellation. Arithmetic is fp32 (the CPU reference uses double: rounding-level
+ * differences); z = fmaf(u - mean, rstd gamma, beta) is written as one explicit fused
+ * multiply-add, so the forward and the recomputation (the same kernel) agree bit for bit. */
+
+#define NA_LAYOUT(VEC)                                                                             \
+    const int n = blockIdx.y, chunk = blockIdx.x, cg = C / G;                                      \
+    const int r0 = chunk * rows, r1 = r0 + rows < HW ? r0 + rows : HW, R = r1 - r0;                \
+    const int CV = C / (VEC), TC = CV < SG_THREADS ? CV : SG_THREADS, TR = SG_THREADS / TC;        \
+    const int tc = threadIdx.x % TC, tr = threadIdx.x / TC;                                        \
+    const bool active = tr < TR;                                                                   \
+    (void)cg, (void)R
+
+/* fp32 (float) or bf16 (uint16_t) storage: converted to fp32 on load, rounded once on store */
+__device__ __forceinline__ float na_ld1(const float *p) {
+    return *p;
+}
+__device__ __forceinline__ float na_ld1(const uint16_t *p) {
+    return dev_bf16_to_f32(*p);
+}
+__device__ __forceinline__ void na_st1(float *p, float v) {
+    *p = v;
+}
+__device__ __forceinline__ void na_st1(uint16_t *p, float v) {
+    *p = dev_f32_to_bf16(v);
+}
+/* VEC consecutive elements at p: one 16-byte access when VEC * sizeof(T) == 16 (the launcher
+ * checked the alignment), else VEC single ones. */
+template <typename T, int VEC> __device__ __forceinline__ void na_ld(float *out, const T *p) {
+    if constexpr (VEC * sizeof(T) == 16) {
+        const uint4 r = *reinterpret_cast<const uint4 *>(p);
+        T e[VEC];
+        memcpy(e, &r, 16);
+        for (int j = 0; j < VEC; j++) out[j] = na_ld1(&e[j]);
+    } else {
+        for (int j = 0; j < VEC; j++) out[j] = na_ld1(p + j);
+    }
+}
+/* store v (accum: added to what is there, in fp32, then rounded once, as dev_st_acc) */
+template <typename T, int VEC>
+__device__ __forceinline__ void na_st(T *p, const float *v, int accum) {
+    float w[VEC];
+    if (accum) {
+        na_ld<T, VEC>(w, p);
+        for (int j = 0; j < VEC; j++) w[j] = __fadd_rn(w[j], v[j]);
+    } else {
+        for (int j = 0; j < VEC; j++) w[j] = v[j];
+    }
+    if constexpr (VEC * sizeof(T) == 16) {
+        T e[VEC];
+        for (int j = 0; j < VEC; j++) na_st1(&e[j], w[j]);
+        uint4 r;
+        memcpy(&r, e, 16);
+        *reinterpret_cast<uint4 *>(p) = r;
+    } else {
+        for (int j = 0; j < VEC; j++) na_st1(p + j, w[j]);
+    }
+}
+/* the element (row, c) of a concatenation; with VEC > 1 the launcher made every vector lie in
+ * one part */
+template <typename T> __device__ __forceinline__ T *na_cat(const sg_cat &x, int64_t row, int c) {
+    return c < x.c[0] ? (T *)x.p[0] + row * x.c[0] + c : (T *)x.p[1] + row * x.c[1] + (c - x.c[0]);
+}
+
+/* the dropout's key, read from device memory once per thread */
+struct na_drop {
+    float p, scale;
+    uint32_t purpose;
+    uint64_t seed, i0;
+    int64_t step;
+};
+__device__ __forceinline__ na_drop na_drop_load(const sg_drop &d) {
+    na_drop r = {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.purpose, 0, d.i0, 0};
+    if (d.p > 0.0f) r.seed = d.seed[0], r.step = d.step[0];
+    return r;
+}
+/* forward tail at element i of x: the activation, then the dropout */
+__device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
+    float a = act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
+    if (d.p > 0.0f)
+        a = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p ? a * d.scale
+                                                                                 : 0.0f;
+    return a;
+}
+/* backward tail: dz from dy through the dropout and the activation */
+__device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
+                                             int64_t i) {
+    if (d.p > 0.0f)
+        dy = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p ? dy * d.scale
+                                                                                  : 0.0f;
+    if (act == SG_ACT_SILU) {
+        const float s = 1.0f / (1.0f + expf(-z));
+        dy = dy * (s * (1.0f + z * (1.0f - s)));
+    }
+    return dy;
+}
+
+/* Chan et al.'s merge of (nb, mb, M2b) into (na, ma, M2a) */
+__device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float nb, float mb,
+                                         float M2b) {
+    const float nn = na + nb, d = mb - ma;
+    ma += d * (nb / nn);
+    M2a += M2b + d * d * (na * nb / nn);
+    na = nn;
+}
+
+/* Pass 1 forward, layout above: part[n][chunk][g] = (mean, M2) of x + v over the chunk's rows
+ * of group g. Shared: each thread's per-channel (mean, M2), then chan[C] (dynamic) per
+ * channel over the chunk. */
+template <typename T, int VEC>
+__global__ void norm_stats_kernel(float2 *part, sg_cat x, const T *v, int HW, int C, int G,
+                                  int rows) {
+    __shared__ float2 tp[SG_THREADS][VEC];
+    SG_DYNAMIC_SMEM(float2, chan);
+    NA_LAYOUT(VEC);
+    const T *vn = v ? v + (int64_t)n * C : nullptr;
+    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
+        const int c0 = (cv0 + tc) * VEC;
+        const bool mine = active && cv0 + tc < CV;
+        float m[VEC], M2[VEC], add[VEC];
+        for (int j = 0; j < VEC; j++) m[j] = M2[j] = add[j] = 0.0f;
+        if (mine) {
+            if (vn) na_ld<T, VEC>(add, vn + c0);
+            int k = 0;
+            for (int r = r0 + tr; r < r1; r += TR) {
+                float u[VEC];
+                na_ld<T, VEC>(u, na_cat<const T>(x, (int64_t)n * HW + r, c0));
+                const float inv = 1.0f / (float)++k;
+                for (int j = 0; j < VEC; j++) {
+                    const float uj = vn ? u[j] + add[j] : u[j];
+                    const float d = uj - m[j];
+                    m[j] += d * inv;
+                    M2[j] += d * (uj - m[j]);
+                }
+            }
+        }
+        for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(m[j], M2[j]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+            float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+            for (int t = 0; t < TR && t < R; t++) {
+                const float2 pb = tp[t * TC + c / VEC][c % VEC];
+                na_merge(na, ma, M2a, (float)((R - t + TR - 1) / TR), pb.x, pb.y);
+            }
+            chan[cv0 * VEC + c] = make_float2(ma, M2a);
+        }
+        __syncthreads();
+    }
+    for (int g = threadIdx.x; g < G; g += SG_THREADS) {
+        float s = 0.0f;
+        for (int c = g * cg; c < (g + 1) * cg; c++) s += chan[c].x;
+        const float mg = s / (float)cg;
+        float M2 = 0.0f, q = 0.0f;
+        for (int c = g * cg; c < (g + 1) * cg; c++) {
+            const float d = chan[c].x - mg;
+            M2 += chan[c].y;
+            q += d * d;
+        }
+        part[((int64_t)n * gridDim.x + chunk) * G + g] = make_float2(mg, M2 + (float)R * q);
+    }
+}
+
+/* threads stride over N*G: mean and rstd of group (n, g) from its chunks' partials, merged in
+ * chunk order */
+__global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, int N, int HW,
+                                        int G, int cg, int rows, int chunks, float eps) {
+    SG_GRID_STRIDE(i, (int64_t)N * G) {
+        const int64_t n = i / G;
+        const int g = (int)(i % G);
+        float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+        for (int k = 0; k < chunks; k++) {
+            const int R = HW - k * rows < rows ? HW - k * rows : rows;
+            const float2 pb = part[(n * chunks + k) * G + g];
+            na_merge(na, ma, M2a, (float)R * (float)cg, pb.x, pb.y);
+        }
+        mean[i] = ma;
+        rstd[i] = 1.0f / sqrtf(M2a / na + eps);
+    }
+}
+
+/* Pass 2 forward (and the recomputation), layout above: y = tail(fmaf(u - mean, rstd gamma,
+ * beta)) with u = x + v. Elementwise: no barriers. */
+template <typename T, int VEC>
+__global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
+                                  const float *gamma, const float *beta, int HW, int C, int G,
+                                  int rows, int act, sg_drop drop) {
+    NA_LAYOUT(VEC);
+    const na_drop dk = na_drop_load(drop);
+    const T *vn = v ? v + (int64_t)n * C : nullptr;
+    if (!active) return;
+    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
+        if (cv0 + tc >= CV) break;
+        const int c0 = (cv0 + tc) * VEC;
+        float mu[VEC], ga[VEC], be[VEC], add[VEC];
+        for (int j = 0; j < VEC; j++) {
+            const int c = c0 + j, s = n * G + c / cg;
+            mu[j] = mean[s], ga[j] = rstd[s] * gamma[c], be[j] = beta[c], add[j] = 0.0f;
+        }
+        if (vn) na_ld<T, VEC>(add, vn + c0);
+        for (int r = r0 + tr; r < r1; r += TR) {
+            const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
+            float u[VEC], o[VEC];
+            na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
+            for (int j = 0; j < VEC; j++) {
+                const float uj = vn ? u[j] + add[j] : u[j];
+                o[j] = na_tail_fwd(fmaf(uj - mu[j], ga[j], be[j]), act, dk, i + j);
+            }
+            na_st<T, VEC>(y + i, o, 0);
+        }
+    }
+}
+
+/* Pass 1 backward, layout above: part[n][chunk][c] = the chunk's sums of (dz, dz xhat). */
+template <typename T, int VEC>
+__global__ void norm_bwd_reduce_kernel(float2 *part, const T *dy, sg_cat x, const T *v,
+                                       const float *mean, const float *rstd, const float *gamma,
+                                       const float *beta, int HW, int C, int G, int rows, int act,
+                                       sg_drop drop) {
+    __shared__ float2 tp[SG_THREADS][VEC];
+    NA_LAYOUT(VEC);
+    const na_drop dk = na_drop_load(drop);
+    const T *vn = v ? v + (int64_t)n * C : nullptr;
+    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
+        const int c0 = (cv0 + tc) * VEC;
+        const bool mine = active && cv0 + tc < CV;
+        float sdz[VEC], sdzx[VEC];
+        for (int j = 0; j < VEC; j++) sdz[j] = sdzx[j] = 0.0f;
+        if (mine) {
+            float mu[VEC], rs[VEC], ga[VEC], be[VEC], add[VEC];
+            for (int j = 0; j < VEC; j++) {
+                const int c = c0 + j, s = n * G + c / cg;
+                mu[j] = mean[s], rs[j] = rstd[s], ga[j] = rs[j] * gamma[c], be[j] = beta[c];
+                add[j] = 0.0f;
+            }
+            if (vn) na_ld<T, VEC>(add, vn + c0);
+            for (int r = r0 + tr; r < r1; r += TR) {
+                const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
+                float u[VEC], d[VEC];
+                na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
+                na_ld<T, VEC>(d, dy + i);
+                for (int j = 0; j < VEC; j++) {
+                    const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
+                    const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
+                    sdz[j] += dz;
+                    sdzx[j] += dz * (uc * rs[j]);
+                }
+            }
+        }
+        for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(sdz[j], sdzx[j]);
+        __syncthreads();
+        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+            float a = 0.0f, b = 0.0f;
+            for (int t = 0; t < TR; t++) {
+                const float2 q = tp[t * TC + c / VEC][c % VEC];
+                a += q.x;
+                b += q.y;
+            }
+            part[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = make_float2(a, b);
+        }
+        __syncthreads();
+    }
+}
+
+/* threads stride over N*G: for each channel c of group (n, g), S[n][c] = the sums over the
+ * chunks (in order) of (dz, dz xhat); then m[n][g] = (sum gamma dz, sum gamma dz xhat) / cnt
+ * over the group's channels in order: mean(dxhat) and mean(dxhat xhat). */
+__global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, const float *gamma,
+                                      int N, int HW, int C, int G, int chunks) {
+    const int cg = C / G;
+    SG_GRID_STRIDE(i, (int64_t)N * G) {
+        const int64_t n = i / G;
+        const int g = (int)(i % G);
+        float A = 0.0f, B = 0.0f;
+        for (int c = g * cg; c < (g + 1) * cg; c++) {
+            float sx = 0.0f, sy = 0.0f;
+            for (int k = 0; k < chunks; k++) {
+                const float2 q = part[(n * chunks + k) * C + c];
+                sx += q.x;
+                sy += q.y;
+            }
+            S[n * C + c] = make_float2(sx, sy);
+            A += gamma[c] * sx;
+            B += gamma[c] * sy;
+        }
+        const float cnt = (float)HW * (float)cg;
+        m[i] = make_float2(A / cnt, B / cnt);
+    }
+}
+
+/* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
+ * chunk's per-channel sums of dx (the fresh contribution) into dvpart[n][chunk][c]. */
+template <typename T, int VEC>
+__global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_cat x, const T *v,
+                                      const float *mean, const float *rstd, const float *gamma,
+                                      const float *beta, const float2 *m, int HW, int C, int G,
+                                      int rows, int act, sg_drop drop, int accum) {
+    __shared__ float tp[SG_THREADS][VEC];
+    NA_LAYOUT(VEC);
+    const na_drop dk = na_drop_load(drop);
+    const T *vn = v ? v + (int64_t)n * C : nullptr;
+    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
+        const int c0 = (cv0 + tc) * VEC;
+        const bool mine = active && cv0 + tc < CV;
+        float sdx[VEC];
+        for (int j = 0; j < VEC; j++) sdx[j] = 0.0f;
+        if (mine) {
+            float mu[VEC], rs[VEC], ga[VEC], be[VEC], gm[VEC], m1[VEC], m2[VEC], add[VEC];
+            for (int j = 0; j < VEC; j++) {
+                const int c = c0 + j, s = n * G + c / cg;
+                mu[j] = mean[s], rs[j] = rstd[s], gm[j] = gamma[c], ga[j] = rs[j] * gm[j];
+                be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
+            }
+            if (vn) na_ld<T, VEC>(add, vn + c0);
+            for (int r = r0 + tr; r < r1; r += TR) {
+                const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
+                float u[VEC], d[VEC];
+                na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
+                na_ld<T, VEC>(d, dy + i);
+                for (int j = 0; j < VEC; j++) {
+                    const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
+                    const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
+                    d[j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
+                    sdx[j] += d[j];
+                }
+                na_st<T, VEC>(na_cat<T>(dx, row, c0), d, accum);
+            }
+        }
+        if (dvpart) {
+            for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = sdx[j];
+            __syncthreads();
+            for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
+                float a = 0.0f;
+                for (int t = 0; t < TR; t++) a += tp[t * TC + c / VEC][c % VEC];
+                dvpart[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = a;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* threads stride over C (+ N*C with dv): dgamma[c] (+)= sum over n (in order) of S[n][c].y,
+ * dbeta[c] (+)= of S[n][c].x; dv[n][c] (+)= sum over the chunks (in order) of
+ * dvpart[n][k][c] */
+__global__ void norm_bwd_finish_kernel(float *dgamma, float *dbeta, void *dv, const float2 *S,
+                                       const float *dvpart, int N, int C, int chunks, int dt,
+                                       int accum_param, int accum_dv) {
+    const int64_t total = C + (dv ? (int64_t)N * C : 0);
+    SG_GRID_STRIDE(i, total) {
+        if (i < C) {
+            float sg = 0.0f, sb = 0.0f;
+            for (int n = 0; n < N; n++) {
+                const float2 q = S[(int64_t)n * C + i];
+                sb += q.x;
+                sg += q.y;
+            }
+            dgamma[i] = accum_param ? __fadd_rn(dgamma[i], sg) : sg;
+            dbeta[i] = accum_param ? __fadd_rn(dbeta[i], sb) : sb;
+        } else {
+            const int64_t j = i - C, n = j / C;
+            const int c = (int)(j % C);
+            float s = 0.0f;
+            for (int k = 0; k < chunks; k++) s += dvpart[(n * chunks + k) * C + c];
+            dev_st_acc(dv, j, s, dt, accum_dv);
+        }
+    }
+}
+
 /* =============================== launchers =============================== */
 
 static int gn_check(const char *fn, sg_cat x, int N, int HW, int C, int G, int dt) {
@@ -190,5 +588,168 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
     SG_LAUNCH(gn_param_kernel, sg_grid_for(C), SG_THREADS, 0, st, dgamma, dbeta, ws_dg, ws_db, N, C,
               accum_param);
     SG_LAUNCH_CHECK("gn_param_kernel");
+    return SG_OK;
+}
+
+/* ---- norm_act launchers */
+
+/* 16-byte vectors (4 fp32 or 8 bf16 channels) when C and x's first part are multiples of the
+ * width and every activation pointer is 16-byte aligned; else 1 */
+static int na_vec(int dt, int C, sg_cat x, const void *const *p, int np) {
+    const int V = dt == DT_BF16 ? 8 : 4;
+    if (C % V || x.c[0] % V) return 1;
+    for (int k = 0; k < np; k++)
+        if ((uintptr_t)p[k] % 16) return 1;
+    return V;
+}
+
+static int na_check(const char *fn, sg_cat x, int N, int HW, int C, int G, int act, sg_drop d,
+                    int dt) {
+    if (gn_check(fn, x, N, HW, C, G, dt)) return SG_ERR;
+    SG_ARG_CHECK(C <= SG_NORM_ACT_MAX_C,
+                 "%s: %d channels: at most %d (a block holds one chunk's per-channel "
+                 "statistics in shared memory)",
+                 fn, C, SG_NORM_ACT_MAX_C);
+    SG_ARG_CHECK(N <= 65535, "%s: %d samples: at most 65535 (the grid's y)", fn, N);
+    SG_ARG_CHECK(act == SG_ACT_NONE || act == SG_ACT_SILU, "%s: activation %d", fn, act);
+    SG_ARG_CHECK(d.p >= 0.0f && d.p < 1.0f && (d.p == 0.0f || (d.seed && d.step)),
+                 "%s: dropout p = %g needs 0 <= p < 1 and the device seed and step", fn,
+                 (double)d.p);
+    return SG_OK;
+}
+
+/* one dispatch over (dtype, vector width) for every norm_act launch below: LAUNCH(T, VEC) is
+ * the launch with element type T */
+#define NA_DISPATCH(dt, vec, LAUNCH)                                                               \
+    ((dt) == DT_BF16 ? ((vec) > 1 ? LAUNCH(uint16_t, 8) : LAUNCH(uint16_t, 1))                     \
+                     : ((vec) > 1 ? LAUNCH(float, 4) : LAUNCH(float, 1)))
+
+template <typename T, int VEC>
+static int na_stats(cudaStream_t st, dim3 grid, float2 *part, sg_cat x, const void *v, int HW,
+                    int C, int G, int rows) {
+    void (*const norm_stats)(float2 *, sg_cat, const T *, int, int, int, int) =
+        norm_stats_kernel<T, VEC>;
+    SG_LAUNCH(norm_stats, grid, SG_THREADS, (size_t)C * sizeof(float2), st, part, x, (const T *)v,
+              HW, C, G, rows);
+    SG_LAUNCH_CHECK("norm_stats_kernel");
+    return SG_OK;
+}
+
+template <typename T, int VEC>
+static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v, const float *mean,
+                    const float *rstd, const float *gamma, const float *beta, int HW, int C, int G,
+                    int rows, int act, sg_drop drop) {
+    void (*const norm_apply)(T *, sg_cat, const T *, const float *, const float *, const float *,
+                             const float *, int, int, int, int, int, sg_drop) =
+        norm_apply_kernel<T, VEC>;
+    SG_LAUNCH(norm_apply, grid, SG_THREADS, 0, st, (T *)y, x, (const T *)v, mean, rstd, gamma, beta,
+              HW, C, G, rows, act, drop);
+    SG_LAUNCH_CHECK("norm_apply_kernel");
+    return SG_OK;
+}
+
+template <typename T, int VEC>
+static int na_bwd_reduce(cudaStream_t st, dim3 grid, float2 *part, const void *dy, sg_cat x,
+                         const void *v, const float *mean, const float *rstd, const float *gamma,
+                         const float *beta, int HW, int C, int G, int rows, int act, sg_drop drop) {
+    void (*const norm_bwd_reduce)(float2 *, const T *, sg_cat, const T *, const float *,
+                                  const float *, const float *, const float *, int, int, int, int,
+                                  int, sg_drop) = norm_bwd_reduce_kernel<T, VEC>;
+    SG_LAUNCH(norm_bwd_reduce, grid, SG_THREADS, 0, st, part, (const T *)dy, x, (const T *)v, mean,
+              rstd, gamma, beta, HW, C, G, rows, act, drop);
+    SG_LAUNCH_CHECK("norm_bwd_reduce_kernel");
+    return SG_OK;
+}
+
+template <typename T, int VEC>
+static int na_bwd_apply(cudaStream_t st, dim3 grid, sg_cat dx, float *dvpart, const void *dy,
+                        sg_cat x, const void *v, const float *mean, const float *rstd,
+                        const float *gamma, const float *beta, const float2 *m, int HW, int C,
+                        int G, int rows, int act, sg_drop drop, int accum) {
+    void (*const norm_bwd_apply)(sg_cat, float *, const T *, sg_cat, const T *, const float *,
+                                 const float *, const float *, const float *, const float2 *, int,
+                                 int, int, int, int, sg_drop, int) = norm_bwd_apply_kernel<T, VEC>;
+    SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, 0, st, dx, dvpart, (const T *)dy, x, (const T *)v,
+              mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum);
+    SG_LAUNCH_CHECK("norm_bwd_apply_kernel");
+    return SG_OK;
+}
+
+int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
+                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_norm_act_fwd";
+    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
+    SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
+    const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
+    const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
+    const int vec = na_vec(dt, C, x, p, 4);
+    const dim3 grid((unsigned)chunks, (unsigned)N);
+    float2 *part = (float2 *)ws;
+#define NA_STATS(T, V) na_stats<T, V>(st, grid, part, x, v, HW, C, G, rows)
+    if (NA_DISPATCH(dt, vec, NA_STATS)) return SG_ERR;
+#undef NA_STATS
+    SG_LAUNCH(norm_stats_final_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, mean, rstd,
+              (const float2 *)part, N, HW, G, C / G, rows, chunks, eps);
+    SG_LAUNCH_CHECK("norm_stats_final_kernel");
+    return cuda_norm_act_apply(st, y, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, drop, dt);
+}
+
+int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,
+                        const float *rstd, const float *gamma, const float *beta, int N, int HW,
+                        int C, int G, int act, sg_drop drop, int dt) {
+    if (na_check("cuda_norm_act_apply", x, N, HW, C, G, act, drop, dt)) return SG_ERR;
+    const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
+    const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
+    const int vec = na_vec(dt, C, x, p, 4);
+    const dim3 grid((unsigned)chunks, (unsigned)N);
+#define NA_APPLY(T, V)                                                                             \
+    na_apply<T, V>(st, grid, y, x, v, mean, rstd, gamma, beta, HW, C, G, rows, act, drop)
+    return NA_DISPATCH(dt, vec, NA_APPLY);
+#undef NA_APPLY
+}
+
+int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
+                      const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, int act,
+                      sg_drop drop, int dt, int accum_dx, int accum_dv, int accum_param, void *ws,
+                      int64_t ws_bytes) {
+    const char *fn = "cuda_norm_act_bwd";
+    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
+    SG_ARG_CHECK(dx.c[0] == x.c[0] && dx.c[1] == x.c[1] && dx.p[0] != NULL &&
+                     (dx.c[1] == 0 || dx.p[1] != NULL),
+                 "%s: dx must be split like x", fn);
+    SG_ARG_CHECK(!dv || v, "%s: dv needs v", fn);
+    SG_WS_CHECK(sg_ws_norm_act_bwd(N, HW, C, G, v != NULL), ws_bytes, fn);
+    const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
+    const void *p[6] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy, dx.p[0], dx.c[1] ? dx.p[1] : NULL};
+    const int vec = na_vec(dt, C, x, p, 6);
+    const dim3 grid((unsigned)chunks, (unsigned)N);
+    /* the workspace, in sg_ws_norm_act_bwd's order */
+    char *w = (char *)ws;
+    float2 *part = (float2 *)w;
+    w += sg_ws_align((int64_t)N * chunks * C * 8);
+    float2 *S = (float2 *)w;
+    w += sg_ws_align((int64_t)N * C * 8);
+    float2 *m = (float2 *)w;
+    w += sg_ws_align((int64_t)N * G * 8);
+    float *dvpart = dv ? (float *)w : NULL;
+#define NA_REDUCE(T, V)                                                                            \
+    na_bwd_reduce<T, V>(st, grid, part, dy, x, v, mean, rstd, gamma, beta, HW, C, G, rows, act,    \
+                        drop)
+    if (NA_DISPATCH(dt, vec, NA_REDUCE)) return SG_ERR;
+#undef NA_REDUCE
+    SG_LAUNCH(norm_bwd_terms_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, S, m,
+              (const float2 *)part, gamma, N, HW, C, G, chunks);
+    SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
+#define NA_BWD_APPLY(T, V)                                                                         \
+    na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \
+                       HW, C, G, rows, act, drop, accum_dx)
+    if (NA_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
+#undef NA_BWD_APPLY
+    SG_LAUNCH(norm_bwd_finish_kernel, sg_grid_for(C + (dv ? (int64_t)N * C : 0)), SG_THREADS, 0, st,
+              dgamma, dbeta, dv, (const float2 *)S, (const float *)dvpart, N, C, chunks, dt,
+              accum_param, accum_dv);
+    SG_LAUNCH_CHECK("norm_bwd_finish_kernel");
     return SG_OK;
 }
