@@ -14,9 +14,9 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
     if (!train) p->cfg.grad_accum = 1;
     p->train = train;
     sg_graph_init(&p->g);
-    if (train ? sg_build_train_step(&p->g, &p->cfg, &p->io)
-              : sg_build_forward(&p->g, &p->cfg, &p->io) ||
-                    sg_build_sampler(&p->g, &p->cfg, &p->io))
+    if (train
+            ? sg_build_train_step(&p->g, &p->cfg, &p->io)
+            : sg_build_forward(&p->g, &p->cfg, &p->io) || sg_build_sampler(&p->g, &p->cfg, &p->io))
         return SG_ERR;
     return sg_plan_layout(p);
 }

@@ -66,7 +66,7 @@
 #define BO_PURPOSE 0x7e57u /* the test's own Philox stream, apart from the step's purposes */
 #define BO_MAX_T 48
 #define BO_MAX_STEPS 1000 /* the sampler cases' T */
-#define BO_MICROS 3 /* micro-batches of the cases that place a node in one (bo_args.micro) */
+#define BO_MICROS 3       /* micro-batches of the cases that place a node in one (bo_args.micro) */
 #define POISON 0xFF
 
 /* ---- tolerances */
