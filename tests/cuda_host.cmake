@@ -62,7 +62,7 @@ target_link_libraries(sg_graph_cuda_host PUBLIC sg_kernels_cuda_host sg_cuda_sim
 add_executable(test_cuda_sim ${SG_SIM_DIR}/test_cuda_sim.cpp)
 target_compile_definitions(test_cuda_sim PRIVATE SG_CUDA_HOST=1)
 target_include_directories(test_cuda_sim PRIVATE ${CMAKE_SOURCE_DIR}) # kernels/cuda/*.cuh
-target_compile_options(test_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS})
+target_compile_options(test_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS} -Wno-unknown-pragmas)
 target_link_libraries(test_cuda_sim PRIVATE sg_cuda_sim)
 set_target_properties(test_cuda_sim PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                                CXX_EXTENSIONS OFF)

@@ -9,3 +9,15 @@ if(SG_HAVE_CUDA)
   target_compile_options(sg_hopper_nvcc_check PRIVATE -gencode=arch=compute_90a,code=sm_90a)
   target_include_directories(sg_hopper_nvcc_check PRIVATE ${CMAKE_SOURCE_DIR})
 endif()
+
+# The Hopper probes (tests/hopper_probes.cuh) on a GPU: the same kernels and expectations that
+# cuda_sim_selftest runs on the host emulation. Label gpu; exits 77 (SKIP) without a Hopper GPU.
+if(SG_HAVE_CUDA)
+  add_executable(test_hopper_gpu ${CMAKE_SOURCE_DIR}/tests/test_hopper_gpu.cu)
+  set_target_properties(test_hopper_gpu PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_compile_options(test_hopper_gpu PRIVATE -gencode=arch=compute_90a,code=sm_90a)
+  target_include_directories(test_hopper_gpu PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(test_hopper_gpu PRIVATE CUDA::cudart)
+  add_test(NAME hopper_gpu COMMAND test_hopper_gpu)
+  set_tests_properties(hopper_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endif()

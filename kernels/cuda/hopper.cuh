@@ -60,8 +60,9 @@
  * ------------------------------------------------------------------------------------------
  * The tensor copy engine (PTX ISA "Data Movement: cp.async.bulk.tensor", "Tensor Access
  * Modes", "Tensor-map"; CUDA driver API cuTensorMapEncodeTiled).
- * - The host encodes a CUtensorMap with cuTensorMapEncodeTiled (driver API: <cuda.h>; link the
- *   driver, CUDA::cuda_driver, or fetch it with cudaGetDriverEntryPointByVersion): rank 1..5,
+ * - The host encodes a CUtensorMap with cuTensorMapEncodeTiled (driver API, <cuda.h>;
+ *   sg_tensor_map_encode_tiled at the end of this file calls it without linking libcuda):
+ *   rank 1..5,
  *   dims innermost first (a row-major R x C bf16 matrix: globalDim {C, R}, globalStrides
  *   {C * 2} bytes), the box (boxDim: elements per dimension, each <= 256; boxDim[0] * elemsize a
  *   multiple of 16 and, with a swizzle, <= the swizzle span), elementStrides (1..8; dimension
@@ -527,6 +528,43 @@ __device__ __forceinline__ uint64_t sg_wgmma_desc(const void *p, uint32_t lbo_by
     return (uint64_t)((sg_smem_u32(p) & 0x3FFFFu) >> 4) |
            (uint64_t)((lbo_bytes >> 4) & 0x3FFFu) << 16 |
            (uint64_t)((sbo_bytes >> 4) & 0x3FFFu) << 32 | (uint64_t)(swizzle & 3) << 62;
+}
+
+/* ---- host: encoding a tensor map ----
+ * cuTensorMapEncodeTiled with no interleave, zero out-of-bounds fill and 128-byte L2
+ * promotion (the arguments and their rules: the driver API's documentation, summarised above).
+ * nvcc builds reach the driver's function through the runtime
+ * (cudaGetDriverEntryPointByVersion), so nothing links libcuda; the host emulation calls its
+ * stand-in, which validates as the driver documents. CUDA_ERROR_NOT_SUPPORTED: no driver. */
+static inline CUresult
+sg_tensor_map_encode_tiled(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *addr,
+                           const cuuint64_t *dims, const cuuint64_t *strides_bytes,
+                           const cuuint32_t *box, const cuuint32_t *elem_strides,
+                           CUtensorMapSwizzle swizzle) {
+#ifdef SG_CUDA_HOST
+    return cuTensorMapEncodeTiled(map, type, rank, addr, dims, strides_bytes, box, elem_strides,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+#else
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    static encode_fn encode = nullptr;
+    if (!encode) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess || !fn)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        encode = (encode_fn)fn;
+    }
+    return encode(map, type, rank, addr, dims, strides_bytes, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+#endif
 }
 
 #endif /* SG_HOPPER_CUH */

@@ -814,9 +814,22 @@ uint32_t smem_addr(const void *p) {
     const uintptr_t d0 = (uintptr_t)S.dyn, d1 = d0 + S.dyn_size;
     if (S.dyn_size && a >= d0 && a <= d1) return (uint32_t)(16 + (a - d0));
     const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
-    if (s0 && a >= s0 && a <= s1) return (uint32_t)(S.static_sa + (a - (s0 & ~(uintptr_t)4095)));
-    device_fail("cvta.to.shared of %p, which is not in shared memory (%s)", p,
-                describe_shared().c_str());
+    if (s0 && a >= s0 && a <= s1) {
+        const uintptr_t sa = S.static_sa + (a - (s0 & ~(uintptr_t)4095));
+        /* a GPU's shared window (at most 228 KiB) always fits the descriptors' 18 bits; the
+         * emulation's static section holds every kernel's statics, placed above the dynamic
+         * shared memory, and may not */
+        if (sa >= (1u << 18))
+            device_fail("cvta.to.shared of the static __shared__ address %p: the emulation "
+                        "places it at shared address 0x%zx, beyond the 256 KiB a matrix "
+                        "descriptor can address (%zu bytes of dynamic shared memory below it, "
+                        "and the static section of all kernels): keep this data in dynamic "
+                        "shared memory",
+                        p, (size_t)sa, S.dyn_size);
+        return (uint32_t)sa;
+    }
+    device_fail("cvta.to.shared of %p, which is not in shared memory (%s%s)", p,
+                describe_shared().c_str(), shared_hint(p).c_str());
 }
 
 void *smem_ptr(uint64_t sa, size_t n) {
