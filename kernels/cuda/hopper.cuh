@@ -6,8 +6,9 @@
  *
  * nvcc: inline PTX, one instruction per function; the file needs the sm_90a target
  * (-gencode=arch=compute_90a,code=sm_90a) for wgmma and setmaxnreg (tests/hopper_build.cmake
- * assembles every function of it in every CI build). Host emulation: the sg_sim:: functions of
- * tests/cuda_host/include/cuda_sim.hpp (tests/cuda_host/sim_hopper.cpp), written from the PTX
+ * assembles every function of it in every CI build; tests/hopper_probes.cuh exercises them, on
+ * the emulation in CI and on a GPU as the test hopper_gpu). Host emulation: the sg_sim:: functions
+ * of tests/cuda_host/include/cuda_sim.hpp (tests/cuda_host/sim_hopper.cpp), written from the PTX
  * ISA and the driver API's documentation, not from any kernel. The emulation is STRICT where
  * the documents leave something open: it refuses what it cannot place exactly, with a message
  * that says so (docs/gpu-status.md lists those readings, to confirm on the first GPU).
@@ -18,7 +19,10 @@
  * function of these ADDRESS BITS, so a swizzled buffer must be aligned in shared-address terms:
  * dynamic shared memory (SG_DYNAMIC_SMEM) is only guaranteed 16-byte aligned (the emulation
  * places it at 16 mod 1024 on purpose); round it up with sg_smem_align(p, 1024) and ask for the
- * slack in the launch's dynamic size.
+ * slack in the launch's dynamic size. Under the host emulation a TEMPLATE kernel's __shared__
+ * variables are not shared memory (g++ ignores the section attribute of template statics; the
+ * emulation's checks say so): keep the mbarriers and tiles of template kernels in dynamic
+ * shared memory (carved from SG_DYNAMIC_SMEM), as tests/hopper_probes.cuh does.
  *
  * ------------------------------------------------------------------------------------------
  * mbarrier (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier"). An
@@ -88,6 +92,11 @@
  *   descriptors read. The emulation requires boxDim[0] * elemsize == the span when swizzling.
  * - Data read before the mbarrier phase completes is undefined (the emulation: poison, 0xFF
  *   bytes, NaN in bf16/fp32).
+ * - Not provided: the im2col load mode (the emulation could not place its traversal of the
+ *   bounding box faithfully from the documents). An implicit-GEMM convolution loads, per filter
+ *   tap, a tile-mode box of the NHWC tensor (dims {C, W, H, N}) at the tap's shifted
+ *   coordinates: the out-of-bounds zeros are the padding; a stride-2 conv sets
+ *   elementStrides {1, 2, 2, 1}.
  *
  * ------------------------------------------------------------------------------------------
  * wgmma (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate", "Matrix Descriptor
