@@ -871,6 +871,11 @@ void mbar_init(void *bar, unsigned count) {
     b.valid = true;
     b.marker = 0x5347424152000000ull ^ (uint64_t)b.addr; /* never a plausible stored value */
     memcpy(bar, &b.marker, 8);
+    for (mbar &o : H.bars) /* an invalidated slot first: a persistent kernel re-initialises */
+        if (!o.valid) {
+            o = b;
+            return;
+        }
     H.bars.push_back(b);
 }
 
