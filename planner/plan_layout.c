@@ -159,15 +159,19 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
  * file, depends on the plan alone. */
 #define PACK_WORK ((int64_t)1 << 26)
 
-/* a buffer's place in a preorder: by k[0], k[1], k[2], larger first */
+/* a buffer's place in a preorder: by k[0], k[1], k[2], larger first, then by lifetime and
+ * size, so that interchangeable buffers (same lifetime, same size) are neighbours */
 typedef struct {
-    int64_t k[3];
-    int buf;
+    int64_t k[3], size;
+    int first, last, buf;
 } pack_key_t;
 static int cmp_pack_key(const void *a, const void *b) {
     const pack_key_t *x = a, *y = b;
     for (int c = 0; c < 3; c++)
         if (x->k[c] != y->k[c]) return x->k[c] > y->k[c] ? -1 : 1;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->last != y->last) return x->last < y->last ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
     return x->buf - y->buf;
 }
 
@@ -178,6 +182,8 @@ typedef struct {
     int64_t cap;
     int *lo, *hi;       /* per buffer: the sections it spans, [lo, hi) */
     int *rank;          /* per buffer: its place in the preorder */
+    int *same;          /* per buffer: the one before it in the preorder if interchangeable
+                         * with it (same lifetime and size), else -1 */
     int64_t *low, *off; /* per buffer: its offset if placed next; its offset (-1: unplaced) */
     /* segment trees over the sections (node 1 the root, node v's children 2v and 2v + 1):
      * the skyline, sky_set[v] the top set over all of v's range, sky_max[v] the most set in
@@ -309,9 +315,12 @@ static int pack_search(pack_t *s, int64_t limit) {
         int best = -1;
         for (int j = 0; j < s->n; j++) {
             if (s->off[j] >= 0 || !s->bufs[j].size) continue;
+            /* interchangeable buffers go in preorder: the others' orders place the same */
+            const int twin_unplaced = s->same[j] >= 0 && s->off[s->same[j]] < 0;
             const int64_t t = s->low[j] + s->bufs[j].size;
             if (t < min_top) min_top = t;
-            if (t > s->cap || (tried >= 0 && !pack_before(s, tried, s->low[j], s->rank[j])) ||
+            if (t > s->cap || twin_unplaced ||
+                (tried >= 0 && !pack_before(s, tried, s->low[j], s->rank[j])) ||
                 (prev >= 0 && pack_before(s, j, s->off[prev], s->rank[prev])))
                 continue;
             if (best < 0 || pack_before(s, j, s->low[best], s->rank[best])) best = j;
@@ -349,7 +358,8 @@ static int pack_rounds(pack_t *s, const int64_t *pressure, const int64_t *bytes)
     for (int64_t limit = 2 * (int64_t)s->n; keys && s->work <= PACK_WORK; limit *= 2)
         for (int h = 0; h < SG_ARRAY_LEN(preorders) && s->work <= PACK_WORK; h++) {
             for (int k = 0; k < s->n; k++) {
-                keys[k].buf = k;
+                keys[k].buf = k, keys[k].first = bufs[k].first, keys[k].last = bufs[k].last;
+                keys[k].size = bufs[k].size;
                 for (int c = 0; c < 3; c++) {
                     const char f = preorders[h][c];
                     keys[k].k[c] = f == 'T'   ? pressure[bufs[k].id]
@@ -359,12 +369,19 @@ static int pack_rounds(pack_t *s, const int64_t *pressure, const int64_t *bytes)
                 }
             }
             qsort(keys, (size_t)s->n, sizeof *keys, cmp_pack_key);
-            for (int k = 0; k < s->n; k++) s->rank[keys[k].buf] = k, s->low[k] = 0, s->off[k] = -1;
+            for (int k = 0; k < s->n; k++) {
+                const pack_key_t *x = &keys[k], *w = k ? &keys[k - 1] : NULL;
+                s->rank[x->buf] = k, s->low[k] = 0, s->off[k] = -1;
+                s->same[x->buf] =
+                    w && w->first == x->first && w->last == x->last && w->size == x->size ? w->buf
+                                                                                          : -1;
+            }
             left_build(s, 1, 0, s->ns, bytes);
             s->nlog = 0;
             s->work += s->n + s->ns;
             const int r = pack_search(s, limit);
-            if (r >= 0) { /* found; or unreachable, and no preorder changes that */
+            if (r >= 0) { /* found; or exhausted: the rules lose no placement, whatever the
+                           * preorder, so none is under cap */
                 found = r;
                 goto out;
             }
@@ -383,10 +400,10 @@ static int pack_at_bound(buf_t *bufs, int n, int nn, const int64_t *pressure, in
     int found = 0, *idx = calloc((size_t)nn + 2, sizeof *idx);
     int64_t *bytes = calloc((size_t)nn + 2, sizeof *bytes);
     s.lo = malloc(sizeof(int) * (size_t)n), s.hi = malloc(sizeof(int) * (size_t)n);
-    s.rank = malloc(sizeof(int) * (size_t)n);
+    s.rank = malloc(sizeof(int) * (size_t)n), s.same = malloc(sizeof(int) * (size_t)n);
     s.placed = malloc(sizeof(int) * (size_t)n), s.mark = malloc(sizeof(int) * (size_t)n);
     s.low = malloc(sizeof(int64_t) * (size_t)n), s.off = malloc(sizeof(int64_t) * (size_t)n);
-    if (idx && bytes && s.lo && s.hi && s.rank && s.placed && s.mark && s.low && s.off) {
+    if (idx && bytes && s.lo && s.hi && s.rank && s.same && s.placed && s.mark && s.low && s.off) {
         /* sections: a boundary where a buffer starts or ends; idx[t]: the section from t on */
         for (int k = 0; k < n; k++) idx[bufs[k].first] = idx[bufs[k].last + 1] = 1;
         for (int t = 0, c = -1; t <= nn; t++) idx[t] = c += idx[t];
@@ -413,7 +430,8 @@ static int pack_at_bound(buf_t *bufs, int n, int nn, const int64_t *pressure, in
             for (int k = 0; k < n; k++) bufs[k].offset = bufs[k].size ? s.off[k] : 0;
         }
     }
-    free(idx), free(bytes), free(s.lo), free(s.hi), free(s.rank), free(s.placed), free(s.mark);
+    free(idx), free(bytes), free(s.lo), free(s.hi), free(s.rank), free(s.same), free(s.placed);
+    free(s.mark);
     free(s.low), free(s.off), free(s.sky_set), free(s.sky_max), free(s.left_add), free(s.left_max);
     free(s.sky_node), free(s.sky_old);
     return found;
