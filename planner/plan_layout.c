@@ -139,8 +139,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
  * `low`, the top of the placed buffers it overlaps in time, so that a partial placement is a
  * skyline; every placement under cap has a canonical counterpart that is too. At each step the
  * candidates are the unplaced buffers in order of (low, rank), rank being the buffer's place in
- * a static preorder, and three rules prune:
+ * a static preorder, and four rules prune:
  *   - canonical order: no candidate before the buffer placed last (each placement once);
+ *   - symmetry: of interchangeable buffers (same lifetime, same size) the first in the
+ *     preorder goes first;
  *   - dominance: no candidate whose low is at or above the top of another unplaced buffer set
  *     at its own low (that one fits under it, and the branch that places it first is searched);
  *   - inference: in every section (a stretch of the schedule with one set of live buffers),
