@@ -94,6 +94,14 @@ static void scatter_f32(cpu_ctx *c, const sg_graph *g, int t, const float *src, 
 static int in_direct(const sg_tensor *x) {
     return !x->nparts && (x->dtype == DT_F32 || !is_float(x->dtype));
 }
+
+/* Input k of node nd is fp32 weights that a bf16 convolution or linear layer multiplies: they
+ * are rounded to bf16 on the way into scratch, as every CUDA path multiplies them. */
+static int in_rounded(const sg_graph *g, const sg_node *nd, int k) {
+    const int mm = nd->op == OP_CONV2D || nd->op == OP_CONV2D_BWD_DATA || nd->op == OP_LINEAR ||
+                   nd->op == OP_LINEAR_BWD_DATA;
+    return mm && k == 1 && g->t[nd->in[0]].dtype == DT_BF16 && g->t[nd->in[1]].dtype == DT_F32;
+}
 static int out_direct(const sg_tensor *x, unsigned bits) {
     return in_direct(x) && !(bits & 3u);
 }
@@ -153,7 +161,8 @@ static int cpu_prepare(sg_backend *be, const sg_plan *p) {
         const sg_node *nd = &p->g.n[i];
         int64_t s = 0;
         for (int k = 0; k < nd->nin; k++)
-            if (!in_direct(&p->g.t[nd->in[k]])) s += sg_numel(&p->g.t[nd->in[k]]);
+            if (!in_direct(&p->g.t[nd->in[k]]) || in_rounded(&p->g, nd, k))
+                s += sg_numel(&p->g.t[nd->in[k]]);
         for (int k = 0; k < nd->nout; k++)
             if (!out_direct(&p->g.t[nd->out[k]], sg_accum_bits(nd, k)))
                 s += sg_numel(&p->g.t[nd->out[k]]);
@@ -205,7 +214,12 @@ static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_call 
     for (int i = 0; i < nd->nin; i++) {
         const sg_tensor *x = &g->t[nd->in[i]];
         k->raw_in[i] = x->nparts ? NULL : c->arena + x->offset;
-        if (in_direct(x)) {
+        if (in_rounded(g, nd, i)) {
+            k->in[i] = s;
+            const float *w = (const float *)k->raw_in[i];
+            for (int64_t j = 0; j < sg_numel(x); j++) s[j] = sg_bf16_to_f32(sg_f32_to_bf16(w[j]));
+            s += sg_numel(x);
+        } else if (in_direct(x)) {
             k->in[i] = (float *)k->raw_in[i];
         } else {
             k->in[i] = s;

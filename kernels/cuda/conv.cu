@@ -27,7 +27,8 @@
  * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
  * thread (tm = tid / 16, tn = tid % 16) owns the 4 x 4 outputs (tm + 16 i, tn + 16 j), so a
  * warp's 16 consecutive tn write 16 consecutive channels. fp32 arithmetic throughout (bf16 is
- * widened on load, rounded once on store). A reduction slice
+ * widened on load, rounded once on store; a bf16 convolution multiplies the weights rounded to
+ * bf16, as every other path does). A reduction slice
  * never straddles a tap or a concatenation part (the loops run part, tap, channel block), so
  * each tile load reads contiguous channels of one pixel of one buffer.
  *
@@ -43,6 +44,13 @@
 #define CONV_BK 16
 #define CONV_THREADS 256
 #define CONV_PAD 4 /* smem row padding against bank conflicts */
+
+/* A weight as the convolution multiplies it: a bf16 convolution multiplies the bf16-rounded
+ * weights on every path (the tensor cores, cuBLAS and cuDNN take bf16 operands; the CPU
+ * backend rounds them too), an fp32 one the weights themselves. */
+__device__ __forceinline__ float conv_w(float w, int dt) {
+    return dt == DT_BF16 ? dev_bf16_to_f32(dev_f32_to_bf16(w)) : w;
+}
 
 /* The 16-step inner product of one reduction slice: acc[i][j] += As[k][tm+16i] Bs[k][tn+16j]. */
 __device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_BM + CONV_PAD],
@@ -102,7 +110,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
                 for (int e = 0; e < 4; e++) {
                     const int ci = c0 + lk + e;
                     As[lk + e][lrow] = valid && ci < cp ? dev_ld(src, abase + ci, dt) : 0.0f;
-                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? wtap[ci] : 0.0f;
+                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? conv_w(wtap[ci], dt) : 0.0f;
                 }
                 __syncthreads();
                 conv_tile_fma(acc, As, Bs, tm, tn);
@@ -159,8 +167,9 @@ __global__ void __launch_bounds__(CONV_THREADS)
                 const int co = c0 + lk + e;
                 As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
                 const int kb = bk + 4 * e, cob = c0 + kb;
-                Bs[kb][bcol] =
-                    cob < Co && ci_ld < Ci ? w[((int64_t)cob * KK + tap) * Ci + ci_ld] : 0.0f;
+                Bs[kb][bcol] = cob < Co && ci_ld < Ci
+                                   ? conv_w(w[((int64_t)cob * KK + tap) * Ci + ci_ld], dt)
+                                   : 0.0f;
             }
             __syncthreads();
             conv_tile_fma(acc, As, Bs, tm, tn);
