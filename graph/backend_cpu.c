@@ -408,6 +408,18 @@ CPU_RUN(ema) {
     cpu_ema(k->out[0], k->in[1], k->n0, a->decay, a->warmup ? &warm : NULL,
             *(int64_t *)k->raw_in[2]);
 }
+/* params, grads, m, v, ema, scale, step -> params, m, v, ema, lr (in place on the regions) */
+CPU_RUN(adamw_ema) {
+    const sg_adamw_args *a = &k->a->optim.adamw;
+    const sg_ema_args *e = &k->a->optim.ema;
+    const sg_lr_sched sched = {
+        .decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule};
+    const sg_ema_sched warm = {e->inv_gamma, e->power};
+    cpu_adamw_ema(k->out[0], k->out[1], k->out[2], k->out[3], NULL, k->in[1],
+                  sg_in_numel(k->g, k->nd, 0), k->in[5], *(int64_t *)k->raw_in[6], a->lr, a->b1,
+                  a->b2, a->eps, a->wd, a->warmup, &sched, k->out[4], e->decay,
+                  e->warmup ? &warm : NULL);
+}
 CPU_RUN(step_inc) {
     *(int64_t *)k->raw_out[0] += 1;
 }

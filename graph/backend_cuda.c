@@ -689,6 +689,17 @@ CUDA_RUN(ema) {
     return cuda_ema(k->st, kout(k, 0), kin(k, 1), k->n0, a->decay, a->warmup ? &warm : NULL,
                     kin(k, 2));
 }
+CUDA_RUN(adamw_ema) {
+    const sg_adamw_args *a = &k->a->optim.adamw;
+    const sg_ema_args *e = &k->a->optim.ema;
+    const sg_ema_sched warm = {e->inv_gamma, e->power};
+    return cuda_adamw_ema(
+        k->st, kout(k, 0), kout(k, 1), kout(k, 2), kout(k, 3), NULL, kin(k, 1),
+        sg_in_numel(k->g, k->nd, 0), kin(k, 5), kin(k, 6), a->lr, a->b1, a->b2, a->eps, a->wd,
+        a->warmup,
+        (sg_lr_sched){.decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule},
+        kout(k, 4), e->decay, e->warmup ? &warm : NULL);
+}
 CUDA_RUN(step_inc) {
     return cuda_step_increment(k->st, kout(k, 0));
 }

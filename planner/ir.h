@@ -18,8 +18,8 @@
 #include "planner/op_list.h"
 
 #define SG_MAX_DIMS 4
-#define SG_MAX_IN 6
-#define SG_MAX_OUT 4
+#define SG_MAX_IN 8
+#define SG_MAX_OUT 6
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
 
@@ -109,6 +109,12 @@ typedef struct {
     float inv_gamma, power; /* the warm-up's shape */
 } sg_ema_args;
 
+/* The fused optimizer pass (OP_ADAMW_EMA): AdamW's arguments and the EMA's. */
+typedef struct {
+    sg_adamw_args adamw;
+    sg_ema_args ema;
+} sg_optim_args;
+
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);
  * ops without arguments leave it zeroed. */
 typedef union {
@@ -126,6 +132,7 @@ typedef union {
     sg_adamw_args adamw;
     sg_ema_args ema;
     sg_sampler_args sampler;
+    sg_optim_args optim;
 } sg_op_args;
 
 enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };

@@ -308,6 +308,25 @@ static int shape_adamw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set1(&o[3], DT_F32, 1);
     return SG_OK;
 }
+/* params, grads, m, v, ema (fp32 regions of one size), scale, step -> params, m, v, ema, lr */
+static int shape_adamw_ema(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    for (int i = 0; i < 5; i++)
+        if (T(i)->dtype != DT_F32 || T(i)->bytes != T(0)->bytes)
+            return sg_set_error("adamw_ema: the optimizer regions must be fp32 of one size");
+    if (T(5)->dtype != DT_F32 || sg_numel(T(5)) != 1 || T(6)->dtype != DT_I64 ||
+        sg_numel(T(6)) != 1)
+        return sg_set_error("adamw_ema: expects an f32 clip scale and an i64 step counter");
+    same(&o[0], T(0));
+    same(&o[1], T(2));
+    same(&o[2], T(3));
+    same(&o[3], T(4));
+    set1(&o[4], DT_F32, 1);
+    return SG_OK;
+}
+/* AdamW's 12 per element and the EMA's 1 */
+static double flops_adamw_ema(const sg_graph *g, const sg_node *nd) {
+    return 13.0 * sg_numel(T(0));
+}
 static int shape_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(o, T(0));
     return SG_OK;

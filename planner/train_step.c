@@ -178,25 +178,25 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     sg_op_args ca = {.clip = {.max_norm = c->clip}};
     o[0] = io->clip_scale;
     if (sg_node_add(g, OP_CLIP_SCALE, c_in, 1, o, &ca, "clip_scale") < 0) return SG_ERR;
-    int a_in[6] = {io->params, io->grads, io->adam_m, io->adam_v, io->clip_scale, io->step};
-    int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->lr};
-    sg_op_args aa = {.adamw = {.warmup = c->warmup,
-                               .lr = c->lr,
-                               .b1 = c->b1,
-                               .b2 = c->b2,
-                               .eps = c->eps,
-                               .wd = c->wd,
-                               .schedule = c->lr_schedule,
-                               .lr_min = c->lr_min,
-                               .decay_steps = c->lr_decay_steps}};
-    if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, &aa, "adamw") < 0) return SG_ERR;
-    /* the step counter still holds the step being finished (0-based): the EMA warm-up's s */
-    int e_in[3] = {io->ema, io->params, io->step}, e_out[SG_MAX_OUT] = {io->ema};
-    sg_op_args ea = {.ema = {.decay = c->ema_decay,
-                             .warmup = c->ema_warmup,
-                             .inv_gamma = c->ema_inv_gamma,
-                             .power = c->ema_power}};
-    if (sg_node_add(g, OP_EMA, e_in, 3, e_out, &ea, "ema") < 0) return SG_ERR;
+    /* AdamW, then the EMA of the updated weights, in one pass over the regions; the step
+     * counter still holds the step being finished (0-based): AdamW's k - 1, the EMA warm-up's s */
+    int a_in[7] = {io->params, io->grads,      io->adam_m, io->adam_v,
+                   io->ema,    io->clip_scale, io->step};
+    int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->ema, io->lr, -1};
+    sg_op_args aa = {.optim = {.adamw = {.warmup = c->warmup,
+                                         .lr = c->lr,
+                                         .b1 = c->b1,
+                                         .b2 = c->b2,
+                                         .eps = c->eps,
+                                         .wd = c->wd,
+                                         .schedule = c->lr_schedule,
+                                         .lr_min = c->lr_min,
+                                         .decay_steps = c->lr_decay_steps},
+                               .ema = {.decay = c->ema_decay,
+                                       .warmup = c->ema_warmup,
+                                       .inv_gamma = c->ema_inv_gamma,
+                                       .power = c->ema_power}}};
+    if (sg_node_add(g, OP_ADAMW_EMA, a_in, 7, a_out, &aa, "adamw_ema") < 0) return SG_ERR;
     /* before the increment: it records step + 1, the 1-based step just run */
     io->watch = scalar_state(g, "nonfinite_step", DT_I64);
     io->loss_sum = scalar_state(g, "loss_sum", DT_F32);

@@ -66,7 +66,7 @@
 #define BO_PURPOSE 0x7e57u /* the test's own Philox stream, apart from the step's purposes */
 #define BO_MAX_T 48
 #define BO_MAX_STEPS 1000 /* the sampler cases' T */
-#define BO_MICROS 3 /* micro-batches of the cases that place a node in one (bo_args.micro) */
+#define BO_MICROS 3       /* micro-batches of the cases that place a node in one (bo_args.micro) */
 #define POISON 0xFF
 
 /* ---- tolerances */
@@ -126,6 +126,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_ALLREDUCE] = {0, 0, 0, TOL_EXACT},
     /* its double math is the CPU's operation for operation; x_T and the DDPM noise are normals */
     [OP_SAMPLE_STEP] = {1, 0, 0, TOL_NORMAL},
+    [OP_ADAMW_EMA] = {0, 0, 0, TOL_ADAMW}, /* the EMA is exact given p, p has AdamW's */
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -678,6 +679,32 @@ static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_ADAMW, in, 6, out, &args, 0) < 0;
 }
 
+static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* N values; in place on params, m, v, ema; writes the lr it used. K: the lr schedule; f:
+     * the EMA decay; flip: diffusers' EMA warm-up (inv_gamma 1, power 3/4) */
+    (void)dt;
+    int p = tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int g = tensor(c, "grads", DT_F32, ROLE_GRAD, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int m = tensor(c, "adam_m", DT_F32, ROLE_ADAM_M, 1, a->N, 0, 0, 0, FILL_UNIFORM, -0.1, 0.1);
+    int v = tensor(c, "adam_v", DT_F32, ROLE_ADAM_V, 1, a->N, 0, 0, 0, FILL_UNIFORM, 1e-6, 1e-2);
+    int e = tensor(c, "ema", DT_F32, ROLE_EMA, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int s = tensor(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, 0.75, 0);
+    int lr = out_t(c, "lr", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0);
+    int in[7] = {p, g, m, v, e, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, e, lr, -1};
+    sg_op_args args = {
+        .optim = {
+            .adamw = {.warmup = a->warmup,
+                      .lr = 2e-4f,
+                      .b1 = 0.9f,
+                      .b2 = 0.999f,
+                      .eps = 1e-8f,
+                      .wd = 0.01f,
+                      .schedule = a->K,
+                      .lr_min = 0.1f,
+                      .decay_steps = 60},
+            .ema = {.decay = a->f, .warmup = a->flip ? 1 : 0, .inv_gamma = 1.0f, .power = 0.75f}}};
+    return node(c, OP_ADAMW_EMA, in, 7, out, &args, 0) < 0;
+}
 static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* warmup: diffusers' EMA warm-up from the step (inv_gamma 1, power 3/4), f its maximum */
     (void)dt;
@@ -820,6 +847,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_LOSS_WATCH] = b_loss_watch,
     [OP_SAMPLE_STEP] = b_sample_step,
     [OP_ALLREDUCE] = b_allreduce,
+    [OP_ADAMW_EMA] = b_adamw_ema,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -993,6 +1021,11 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9}},  /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 500, .step = 250}}, /* 3 blocks */
+    /* the fused optimizer pass: lengths with 1 and 3 values after the last group of 4, none */
+    {OP_ADAMW_EMA, F32, 0, {.N = 10001, .step = 6, .warmup = 10, .f = 0.999f}},
+    {OP_ADAMW_EMA, F32, 0, {.N = 4099, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA, F32, 0, {.N = 256, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA, F32, 1, {.N = 3000001, .step = 20, .f = 0.999f}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the

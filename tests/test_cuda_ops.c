@@ -1306,6 +1306,78 @@ static void test_optim(int64_t n, int64_t step, int warmup, int with_scale, int 
     case_end();
 }
 
+/* The fused optimizer pass (cuda_adamw_ema): bit for bit cuda_adamw then cuda_ema on the device
+ * (p, m, v, ema, lr), the bf16 copy exactly round(p) (sg_f32_to_bf16), and within AdamW's
+ * tolerance of the CPU's fused pass. n not a multiple of 4 exercises the scalar tail after the
+ * 16-byte groups: every output element poisoned first, guard bytes around every buffer. */
+static void test_adamw_ema(int64_t n, int64_t step, int warmup, int with_scale, int sched,
+                           int ema_warm) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "adamw_ema n%lld step %lld warmup %d%s lr schedule %d%s",
+             (long long)n, (long long)step, warmup, with_scale ? " scale" : "", sched,
+             ema_warm ? " ema warm-up" : "");
+    const sg_lr_sched sc = {.decay_steps = 60, .lr_min = 0.1, .schedule = sched};
+    const sg_ema_sched warm = {1.0, 0.75};
+    case_begin();
+    const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, decay = 0.9999f;
+    float *p = rnd(n, -1, 1), *m = rnd(n, -0.1f, 0.1f), *v = rnd(n, 1e-4f, 1e-2f);
+    float *grad = rnd(n, -0.3f, 0.3f), *ema = rnd(n, -1, 1), scale = 0.8f, lr_ref = 0.0f;
+    float *p_ref = fbuf(n), *m_ref = fbuf(n), *v_ref = fbuf(n), *ema_ref = fbuf(n);
+    memcpy(p_ref, p, (size_t)n * 4), memcpy(m_ref, m, (size_t)n * 4);
+    memcpy(v_ref, v, (size_t)n * 4), memcpy(ema_ref, ema, (size_t)n * 4);
+    cpu_adamw_ema(p_ref, m_ref, v_ref, ema_ref, NULL, grad, n, with_scale ? &scale : NULL, step, lr,
+                  b1, b2, eps, wd, warmup, &sc, &lr_ref, decay, ema_warm ? &warm : NULL);
+
+    tbuf *dg = tb_in("grad", grad, n, DT_F32), *dstep = tb_raw("step", &step, 8);
+    tbuf *dscale = tb_in("scale", &scale, 1, DT_F32);
+    /* the separate kernels, in place on their own copies */
+    tbuf *sp = tb_out("p (adamw)", n, DT_F32, p), *sm = tb_out("m (adamw)", n, DT_F32, m);
+    tbuf *sv = tb_out("v (adamw)", n, DT_F32, v), *se = tb_out("ema (ema)", n, DT_F32, ema);
+    tbuf *slr = tb_out("lr (adamw)", 1, DT_F32, NULL);
+    /* the fused pass: fp32 regions in place, the bf16 copy and lr poisoned */
+    tbuf *fp = tb_out("p", n, DT_F32, p), *fm = tb_out("m", n, DT_F32, m);
+    tbuf *fv = tb_out("v", n, DT_F32, v), *fe = tb_out("ema", n, DT_F32, ema);
+    tbuf *fb = tb_out("p_bf16", n, DT_BF16, NULL), *flr = tb_out("lr", 1, DT_F32, NULL);
+    const float *dsc = with_scale ? (const float *)dscale->d : NULL;
+    const int64_t *dst = (const int64_t *)dstep->d;
+    uint8_t *a = (uint8_t *)halloc((size_t)n * 4), *b = (uint8_t *)halloc((size_t)n * 4);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_adamw, g_st, (float *)sp->d, (float *)sm->d, (float *)sv->d, (const float *)dg->d,
+             n, dsc, dst, lr, b1, b2, eps, wd, warmup, sc, (float *)slr->d);
+        CALL(cuda_ema, g_st, (float *)se->d, (const float *)sp->d, n, decay,
+             ema_warm ? &warm : NULL, dst);
+        CALL(cuda_adamw_ema, g_st, (float *)fp->d, (float *)fm->d, (float *)fv->d, (float *)fe->d,
+             rep ? (uint16_t *)fb->d : NULL, (const float *)dg->d, n, dsc, dst, lr, b1, b2, eps, wd,
+             warmup, sc, (float *)flr->d, decay, ema_warm ? &warm : NULL);
+        sync_stream();
+        tbuf *pairs[5][2] = {{sp, fp}, {sm, fm}, {sv, fv}, {se, fe}, {slr, flr}};
+        for (int k = 0; k < 5; k++) {
+            tb_download(pairs[k][0], a), tb_download(pairs[k][1], b);
+            CHECK(!memcmp(a, b, pairs[k][1]->bytes), "%s: %s is not the bits of adamw then ema",
+                  ctx, pairs[k][1]->name);
+        }
+        if (rep) {
+            /* the copy: round(p) for every element, none left poisoned */
+            uint16_t *h = (uint16_t *)halloc((size_t)n * 2);
+            float *pf = fbuf(n);
+            tb_download(fb, (uint8_t *)h), tb_download(fp, (uint8_t *)pf);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < n && bad < 0; i++)
+                if (h[i] != sg_f32_to_bf16(pf[i])) bad = i;
+            CHECK(bad < 0, "%s: p_bf16[%lld] = 0x%04x is not round(p) = 0x%04x", ctx,
+                  (long long)bad, bad < 0 ? 0 : h[bad], bad < 0 ? 0 : sg_f32_to_bf16(pf[bad]));
+        }
+        tb_check(fp, p_ref, 1e-5, rep, ctx);
+        tb_check(fm, m_ref, 1e-5, rep, ctx);
+        tb_check(fv, v_ref, 1e-5, rep, ctx);
+        tb_check(fe, ema_ref, 1e-5, rep, ctx);
+        tb_check(flr, &lr_ref, TOL_EXACT, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
 /* clip_scale and EMA exactly, from fixed inputs (the optim case chains them after reductions) */
 static void test_clip_ema_exact(void) {
     const char *ctx = "clip_scale / ema exact";
@@ -1761,6 +1833,14 @@ int main(void) {
     test_optim(10001, 34, 10, 1, SG_LR_COSINE, 1);
     test_optim(4099, 45, 10, 0, SG_LR_LINEAR, 1);
     test_optim(257, 0, 0, 1, SG_LR_COSINE, 1); /* the EMA's first step: decay 0 */
+    /* the fused pass: lengths with 1, 2 and 3 elements after the last group of 4, one without,
+     * fewer than 4, and more values than one grid covers */
+    test_adamw_ema(10001, 6, 10, 1, SG_LR_CONSTANT, 0);
+    test_adamw_ema(4098, 34, 10, 0, SG_LR_COSINE, 1);
+    test_adamw_ema(259, 0, 0, 1, SG_LR_LINEAR, 1);
+    test_adamw_ema(4096, 45, 10, 1, SG_LR_LINEAR, 1);
+    test_adamw_ema(3, 2, 10, 1, SG_LR_CONSTANT, 0);
+    test_adamw_ema(3000002, 20, 10, 0, SG_LR_CONSTANT, 0);
     test_clip_ema_exact();
     test_loss_watch();
     test_graph();

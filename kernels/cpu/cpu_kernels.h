@@ -140,6 +140,13 @@ void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const
  * the 0-based step being finished, at most decay (sg_ema_decay_at) */
 void cpu_ema(float *ema, const float *p, int64_t n, float decay, const sg_ema_sched *warm,
              int64_t step);
+/* cpu_adamw, then cpu_ema of the updated parameters, in one pass: p, m, v, ema and lr_out end
+ * bit for bit as the two calls leave them (shared per-element expressions). p_copy (NULL: none)
+ * receives the updated p: the CPU backend rounds it once into the bf16 weight copy. */
+void cpu_adamw_ema(float *p, float *m, float *v, float *ema, float *p_copy, const float *grad,
+                   int64_t n, const float *scale, int64_t step, float lr, float b1, float b2,
+                   float eps, float wd, int warmup, const sg_lr_sched *sched, float *lr_out,
+                   float decay, const sg_ema_sched *warm);
 /* The trainer's watch (one step-state scalar each): when the loss or the gradient sum of
  * squares is not finite and *watch is still 0, *watch = step + 1 (the 1-based step that went
  * wrong); always *loss_sum += *loss (the trainer averages and resets it per log line). */

@@ -217,6 +217,14 @@ int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad,
  * step (0-based, the step being finished), at most decay; step may be NULL without warm. */
 int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay,
              const sg_ema_sched *warm, const int64_t *step);
+/* cuda_adamw, then cuda_ema of the updated p, in one vectorised pass (bit for bit the two
+ * launches); p_bf16 (NULL: none) receives the updated p rounded to bf16 (the plan's bf16 weight
+ * copy). The fp32 regions must be 16-byte aligned, p_bf16 8-byte aligned (arena offsets are);
+ * any n. */
+int cuda_adamw_ema(cudaStream_t st, float *p, float *m, float *v, float *ema, uint16_t *p_bf16,
+                   const float *grad, int64_t n, const float *scale, const int64_t *step, float lr,
+                   float b1, float b2, float eps, float wd, int warmup, sg_lr_sched sched,
+                   float *lr_out, float decay, const sg_ema_sched *warm);
 /* step[0] += 1 (the last node of a training step; no CPU counterpart needed). */
 int cuda_step_increment(cudaStream_t st, int64_t *step);
 /* watch: step + 1 of the first step whose loss or gradient sum of squares was not finite
