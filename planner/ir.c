@@ -55,6 +55,7 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
     t->producer = -1;
     t->grad = -1;
     t->twin = -1;
+    t->copy_of = -1;
     return g->nt++;
 }
 

@@ -156,6 +156,8 @@ typedef struct {
     int twin;         /* gradient accumulation: micro-batch 0's tensor that this micro-batch's
                          tensor copies (its lifetime moved by whole micro-batches: the layout
                          gives it the twin's offset), -1 for every other tensor */
+    int copy_of;      /* ROLE_PARAM_BF16: the parameter this tensor is the bf16 copy of (laid
+                         out at half its offset in the parameter region), -1 otherwise */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
 } sg_tensor;

@@ -53,6 +53,8 @@
  *   adamw_ema       params, grads, m, v, ema, scale, step -> params, m, v, ema, lr: AdamW then
  *                   the EMA of the updated params in one pass over the regions (bit for bit
  *                   adamw followed by ema; the training step's optimizer)  args.optim
+ *   adamw_ema_bf16  the same -> params, m, v, ema, lr, params_bf16: and the bf16 copy of the
+ *                   updated params (bf16 runs; planner/train_step.c)   args.optim
  *   step_inc        step -> step
  *   loss_watch      loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): the
  *                   first step whose loss or gradient was not finite, and the running loss
@@ -116,7 +118,8 @@
     X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1) \
     X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1) \
     X(OP_SAMPLE_STEP,       sample_step,       OPT, 5, 3, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1) \
-    X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1)
+    X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1) \
+    X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1)
 /* clang-format on */
 
 #endif

@@ -126,7 +126,8 @@ static const bo_props props[OP_COUNT] = {
     [OP_ALLREDUCE] = {0, 0, 0, TOL_EXACT},
     /* its double math is the CPU's operation for operation; x_T and the DDPM noise are normals */
     [OP_SAMPLE_STEP] = {1, 0, 0, TOL_NORMAL},
-    [OP_ADAMW_EMA] = {0, 0, 0, TOL_ADAMW}, /* the EMA is exact given p, p has AdamW's */
+    [OP_ADAMW_EMA] = {0, 0, 0, TOL_ADAMW},      /* the EMA is exact given p, p has AdamW's */
+    [OP_ADAMW_EMA_BF16] = {0, 0, 0, TOL_ADAMW}, /* and the copy of p: round(p), bf16's 2e-2 */
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -304,6 +305,12 @@ static int acc_second(const bo_args *a, int acc) {
     return acc && !a->acc_split;
 }
 
+/* The weights a conv / linear multiplies come in its activations' dtype: the fp32 parameters,
+ * or in bf16 runs their bf16 copy (a ROLE_PARAM_BF16 tensor, planner/train_step.c). */
+static sg_role weight_role(sg_dtype dt) {
+    return dt == DT_BF16 ? ROLE_PARAM_BF16 : ROLE_PARAM;
+}
+
 static int seed_t(bo_case *c) {
     return tensor(c, "rng_seed", DT_U64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST,
                   (double)(c->seed & 0xffffff), 0);
@@ -372,7 +379,7 @@ static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)a->C);
     int in[3] = {
         tensor(c, "x", dt, ROLE_INPUT, 2, a->N, a->C, 0, 0, FILL_UNIFORM, -1, 1),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound),
+        tensor(c, "w", dt, weight_role(dt), 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     return node(c, OP_LINEAR, in, 3, out, NULL, 0) < 0;
@@ -383,7 +390,7 @@ static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[3] = {
         act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
@@ -473,7 +480,7 @@ static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)a->C);
     int in[2] = {
         tensor(c, "dy", dt, ROLE_INPUT, 2, a->N, a->Co, 0, 0, FILL_UNIFORM, -1, 1),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound)};
+        tensor(c, "w", dt, weight_role(dt), 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {out_t(c, "dx", dt, ROLE_TEMP, 2, a->N, a->C, 0, 0, a->acc)};
     return node(c, OP_LINEAR_BWD_DATA, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
 }
@@ -495,7 +502,7 @@ static int b_conv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[2] = {
         act4(c, "dy", dt, a->N, Ho, Wo, a->Co, -1, 1, 0),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
     int acc_b = acc_second(a, a->acc);
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc, acc_b)};
     sg_op_args args = {
@@ -679,10 +686,10 @@ static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_ADAMW, in, 6, out, &args, 0) < 0;
 }
 
-static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
-    /* N values; in place on params, m, v, ema; writes the lr it used. K: the lr schedule; f:
-     * the EMA decay; flip: diffusers' EMA warm-up (inv_gamma 1, power 3/4) */
-    (void)dt;
+/* N values; in place on params, m, v, ema; writes the lr it used and, with copy
+ * (adamw_ema_bf16), the bf16 copy of the updated params. K: the lr schedule; f: the EMA decay;
+ * flip: diffusers' EMA warm-up (inv_gamma 1, power 3/4) */
+static int adamw_ema_case(bo_case *c, const bo_args *a, int copy) {
     int p = tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
     int g = tensor(c, "grads", DT_F32, ROLE_GRAD, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
     int m = tensor(c, "adam_m", DT_F32, ROLE_ADAM_M, 1, a->N, 0, 0, 0, FILL_UNIFORM, -0.1, 0.1);
@@ -690,7 +697,8 @@ static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
     int e = tensor(c, "ema", DT_F32, ROLE_EMA, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
     int s = tensor(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, 0.75, 0);
     int lr = out_t(c, "lr", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0);
-    int in[7] = {p, g, m, v, e, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, e, lr, -1};
+    int pb = copy ? out_t(c, "params_bf16", DT_BF16, ROLE_PARAM_BF16, 1, a->N, 0, 0, 0, 0) : -1;
+    int in[7] = {p, g, m, v, e, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, e, lr, pb};
     sg_op_args args = {
         .optim = {
             .adamw = {.warmup = a->warmup,
@@ -703,7 +711,15 @@ static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
                       .lr_min = 0.1f,
                       .decay_steps = 60},
             .ema = {.decay = a->f, .warmup = a->flip ? 1 : 0, .inv_gamma = 1.0f, .power = 0.75f}}};
-    return node(c, OP_ADAMW_EMA, in, 7, out, &args, 0) < 0;
+    return node(c, copy ? OP_ADAMW_EMA_BF16 : OP_ADAMW_EMA, in, 7, out, &args, 0) < 0;
+}
+static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
+    (void)dt;
+    return adamw_ema_case(c, a, 0);
+}
+static int b_adamw_ema_bf16(bo_case *c, const bo_args *a, sg_dtype dt) {
+    (void)dt;
+    return adamw_ema_case(c, a, 1);
 }
 static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* warmup: diffusers' EMA warm-up from the step (inv_gamma 1, power 3/4), f its maximum */
@@ -848,6 +864,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_SAMPLE_STEP] = b_sample_step,
     [OP_ALLREDUCE] = b_allreduce,
     [OP_ADAMW_EMA] = b_adamw_ema,
+    [OP_ADAMW_EMA_BF16] = b_adamw_ema_bf16,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1026,6 +1043,9 @@ static const bo_entry entries[] = {
     {OP_ADAMW_EMA, F32, 0, {.N = 4099, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
     {OP_ADAMW_EMA, F32, 0, {.N = 256, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
     {OP_ADAMW_EMA, F32, 1, {.N = 3000001, .step = 20, .f = 0.999f}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 10001, .step = 6, .warmup = 10, .f = 0.999f}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 4098, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 259, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the

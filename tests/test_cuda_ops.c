@@ -394,7 +394,7 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
                         .S = S,
                         .pad = pad,
                         .dt = dt,
-                        .w = (const float *)w->d};
+                        .w = w->d};
     /* forward: y = conv(x, w) + b */
     {
         float *ref = ref_acc(y_cpu, NULL, P * Co, dt);
@@ -505,7 +505,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                   nw = (int64_t)Co * K * K * Ci;
     float *xa = rnd_dt(rows * c0, -1, 1, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 1, dt) : NULL;
     float *x = cat_host(xa, c0, xb, c1, rows);
-    float *w = rnd(nw, -0.5f, 0.5f), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
+    /* the weights in dt, as the plan gives a bf16 conv its bf16 copy: the CPU multiplies the
+     * same values */
+    float *w = rnd_dt(nw, -0.5f, 0.5f, dt), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
     float *dy = rnd_dt(P * Co, -1, 1, dt);
 
     float *y_cpu = fbuf(P * Co), *dx_cpu = fbuf(rows * Ci), *dw_cpu = fbuf(nw);
@@ -516,10 +518,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
 
     tbuf *dxa_in = tb_in("x0", xa, rows * c0, dt),
          *dxb_in = c1 ? tb_in("x1", xb, rows * c1, dt) : NULL;
-    tbuf *dw_in = tb_in("w", w, nw, DT_F32), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
+    tbuf *dw_in = tb_in("w", w, nw, dt), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
     tbuf *ddy = tb_in("dy", dy, P * Co, dt);
     sg_cat xc = sg_cat2(dxa_in->d, c0, c1 ? dxb_in->d : NULL, c1);
-    const float *wd = (const float *)dw_in->d, *bd = bias ? (const float *)db_in->d : NULL;
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
 
     /* forward */
     {
@@ -766,7 +769,7 @@ static void test_cudnn_pinning(void) {
     const int N = 2, H = 8, W = 8, Ci = 16, Co = 32;
     tbuf *x = tb_in("x", rnd_dt((int64_t)N * H * W * Ci, -1, 1, DT_BF16), (int64_t)N * H * W * Ci,
                     DT_BF16);
-    tbuf *w = tb_in("w", rnd((int64_t)Co * 9 * Ci, -1, 1), (int64_t)Co * 9 * Ci, DT_F32);
+    tbuf *w = tb_in("w", rnd((int64_t)Co * 9 * Ci, -1, 1), (int64_t)Co * 9 * Ci, DT_BF16);
     tbuf *y = tb_out("y", (int64_t)N * H * W * Co, DT_BF16, NULL);
     const int64_t lib_bytes = (int64_t)32 << 20;
     tbuf *lib = tb_ws(lib_bytes);
@@ -790,7 +793,7 @@ static void test_cudnn_pinning(void) {
                         .dt = DT_BF16,
                         .out = y->d,
                         .in = x->d,
-                        .w = (const float *)w->d};
+                        .w = w->d};
     CHECK(sg_cudnn_count(a) == 0 && !sg_cudnn_frozen(a), "a new context has an empty open table");
     CHECK(sg_cudnn_probe(a, &cv) == SG_OK, "probe: %s", sg_last_error());
     CHECK(sg_cudnn_count(a) == 1, "one descriptor pinned, got %d", sg_cudnn_count(a));
@@ -829,7 +832,7 @@ static void test_linear(int N, int K, int M, int dt, int bias, int accum) {
              accum ? " accum" : "");
     case_begin();
     float *x = rnd_dt((int64_t)N * K, -1, 1, dt), *dy = rnd_dt((int64_t)N * M, -1, 1, dt);
-    float *w = rnd((int64_t)M * K, -0.5f, 0.5f), *b = bias ? rnd(M, -0.5f, 0.5f) : NULL;
+    float *w = rnd_dt((int64_t)M * K, -0.5f, 0.5f, dt), *b = bias ? rnd(M, -0.5f, 0.5f) : NULL;
     float *y_cpu = fbuf((int64_t)N * M), *dx_cpu = fbuf((int64_t)N * K);
     float *dw_cpu = fbuf((int64_t)M * K), *db_cpu = bias ? fbuf(M) : NULL;
     cpu_linear_fwd(y_cpu, x, w, b, N, K, M);
@@ -837,9 +840,10 @@ static void test_linear(int N, int K, int M, int dt, int bias, int accum) {
     cpu_linear_bwd_weight(dw_cpu, db_cpu, dy, x, N, K, M);
 
     tbuf *dx_in = tb_in("x", x, (int64_t)N * K, dt), *ddy = tb_in("dy", dy, (int64_t)N * M, dt);
-    tbuf *dw_in = tb_in("w", w, (int64_t)M * K, DT_F32),
+    tbuf *dw_in = tb_in("w", w, (int64_t)M * K, dt),
          *db_in = bias ? tb_in("b", b, M, DT_F32) : NULL;
-    const float *wd = (const float *)dw_in->d, *bd = bias ? (const float *)db_in->d : NULL;
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
 
     float *ref_y = ref_acc(y_cpu, NULL, (int64_t)N * M, dt);
     float *odx = old_for(accum, (int64_t)N * K, dt);
@@ -1595,7 +1599,7 @@ static void test_graph(void) {
     tbuf *x = tb_in("x", rnd(rows * Ci, -1, 1), rows * Ci, DT_F32);
     tbuf *xb = tb_in("x bf16", rnd_dt(rows * Ci, -1, 1, DT_BF16), rows * Ci, DT_BF16);
     tbuf *w3 = tb_in("w3", rnd(nw, -0.3f, 0.3f), nw, DT_F32);
-    tbuf *w1 = tb_in("w1", rnd(nw1, -0.3f, 0.3f), nw1, DT_F32);
+    tbuf *w1 = tb_in("w1 bf16", rnd_dt(nw1, -0.3f, 0.3f, DT_BF16), nw1, DT_BF16);
     tbuf *b = tb_in("b", rnd(Co, -0.3f, 0.3f), Co, DT_F32);
     tbuf *gamma = tb_in("gamma", rnd(Ci, 0.5f, 1.5f), Ci, DT_F32);
     tbuf *beta = tb_in("beta", rnd(Ci, -0.5f, 0.5f), Ci, DT_F32);
@@ -1632,8 +1636,8 @@ static void test_graph(void) {
     do {                                                                                           \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,        \
              (const float *)b->d, N, H, W, Ci, Co, 3, 1, 1, DT_F32, ws->d, wsb);                   \
-        CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), (const float *)w1->d,       \
-             (const float *)b->d, N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                  \
+        CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), w1->d, (const float *)b->d, \
+             N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                                       \
         CALL(cuda_group_norm_fwd, g_st, yg->d, (float *)mean->d, (float *)rstd->d,                 \
              sg_cat1(y3->d, Ci), (const float *)gamma->d, (const float *)beta->d, N, L, Ci, G,     \
              1e-6f, DT_F32);                                                                       \
@@ -1719,6 +1723,15 @@ static void test_errors(void) {
     rc = cuda_linear_fwd(g_st, g_blas, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16,
                          NULL, 0);
     CHECK(rc == SG_ERR, "bf16 linear without workspace must fail");
+    /* the fused optimizer pass on a region that is not 16-byte aligned (the arena's are) */
+    const int64_t step0 = 0;
+    tbuf *st = tb_raw("step", &step0, 8);
+    float *f = (float *)o->d;
+    const sg_lr_sched sc = {.decay_steps = 0, .lr_min = 0, .schedule = SG_LR_CONSTANT};
+    rc = cuda_adamw_ema(g_st, f + 1, f + 1024, f + 2048, f + 3072, NULL, (const float *)a->d, 1000,
+                        NULL, (const int64_t *)st->d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0, sc, NULL,
+                        0.99f, NULL);
+    CHECK(rc == SG_ERR && strstr(sg_last_error(), "aligned"), "misaligned adamw_ema must fail");
     /* C % G != 0 */
     rc = cuda_group_norm_fwd(g_st, o->d, (float *)o->d, (float *)o->d, sg_cat1(a->d, 10),
                              (const float *)a->d, (const float *)a->d, 1, 4, 10, 3, 1e-6f, DT_F32);
