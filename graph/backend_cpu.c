@@ -261,6 +261,8 @@ CPU_RUN(sample_t) {
 CPU_RUN(noise) {
     cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
 }
+/* the reference recomputes the coefficients from the args (input 3, the table the CUDA kernel
+ * reads, is not needed here: the two backends check each other) */
 CPU_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
     int N = (int)k->g->t[k->nd->in[0]].shape[0];

@@ -514,8 +514,8 @@ CUDA_RUN(noise) {
 CUDA_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
     int N = (int)k->g->t[k->nd->in[0]].shape[0];
-    return cuda_ddpm_noise(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), N, (int)(k->n0 / N),
-                           a->T, a->beta1, a->betaT, k->dt);
+    return cuda_ddpm_noise(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), kin(k, 3), N,
+                           (int)(k->n0 / N), a->T, k->dt);
 }
 CUDA_RUN(timestep_emb) {
     return cuda_timestep_emb(k->st, kout(k, 0), kin(k, 0), (int)k->g->t[k->nd->in[0]].shape[0],

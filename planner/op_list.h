@@ -31,7 +31,9 @@
  *   gather_batch    dataset, seed, step -> x0                           args.gather
  *   sample_t        seed, step -> t (i32[N])                            args.sample_t
  *   noise           x0, seed, step -> eps
- *   ddpm_noise      x0, eps, t -> x_t                                   args.ddpm
+ *   ddpm_noise      x0, eps, t, table -> x_t (table: u8 [T][16], every timestep's sg_ddpm_row,
+ *                   written once by the executor; the CPU reference recomputes them from the
+ *                   args, the CUDA kernel reads them)                   args.ddpm
  *   timestep_emb    t -> emb[N, dim]                                    args.temb
  *   linear          x, w, b -> y
  *   conv2d          x, w, b -> y                                        args.conv
@@ -77,7 +79,7 @@
     X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1) \
     X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1) \
     X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1) \
-    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
+    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 4, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1) \
     /* the model and its loss */ \
     X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1) \
     X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1) \

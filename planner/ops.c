@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/sg_sample_step.h"
+#include "common/sg_schedule.h"
 #include "common/sg_workspace.h"
 #include "planner/autodiff.h"
 #include "planner/ir.h"
@@ -119,6 +120,10 @@ static int shape_ddpm(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1)) || T(2)->shape[0] != DIM(0, 0))
         return sg_set_error("x0, eps and t disagree on shape");
     if (nd->a.ddpm.T < 1) return sg_set_error("need T >= 1");
+    if (T(3)->dtype != DT_U8 || T(3)->ndim != 2 || DIM(3, 0) != nd->a.ddpm.T ||
+        DIM(3, 1) != SG_DDPM_ROW_BYTES)
+        return sg_set_error("ddpm_noise: the table must be u8 [%d][%d]", nd->a.ddpm.T,
+                            SG_DDPM_ROW_BYTES);
     if (need_act_dt(nd->a.ddpm.out_dt)) return SG_ERR;
     same(o, T(0));
     o->dtype = nd->a.ddpm.out_dt;

@@ -35,9 +35,10 @@
  *
  * Tolerances, the categories of tests/test_cuda_ops.c (normalised error):
  *   exact   0     the same arithmetic in the same order: copies, resampling, adds, masks,
- *                 batches, timesteps, EMA, clip scale, the MSE gradient, the step counter
+ *                 batches, timesteps, EMA, clip scale, the MSE gradient, the step counter,
+ *                 noising (the CPU's coefficients from the table, its double expression)
  *   tight   1e-6  double on both sides, blocked differently, or a libm difference in double:
- *                 loss, sum of squares, noising, time embedding
+ *                 loss, sum of squares, time embedding
  *   normal  1e-5  Gaussian draws (noise; the sampler's x_T and DDPM noise): device logf/cosf
  *                 within a few ulp of libm's
  *   adamw   1e-5  the fp32 update on the GPU against the reference's double
@@ -88,7 +89,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_GATHER_BATCH] = {0, 0, 0, TOL_EXACT},
     [OP_SAMPLE_T] = {0, 0, 0, TOL_EXACT},
     [OP_NOISE] = {0, 0, 0, TOL_NORMAL},
-    [OP_DDPM_NOISE] = {1, 0, 0, TOL_TIGHT},
+    [OP_DDPM_NOISE] = {1, 0, 0, TOL_EXACT}, /* the CPU's double expression, bit for bit */
     [OP_TIMESTEP_EMB] = {1, 0, 0, TOL_TIGHT},
     [OP_LINEAR] = {1, 0, 0, TOL_F32},
     [OP_CONV2D] = {1, 0, 1, TOL_F32},
@@ -357,14 +358,25 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     return micro_node(c, node(c, OP_NOISE, in, 3, out, NULL, 0), a) < 0;
 }
 
+static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int ndim, int64_t d0,
+                 int64_t d1, const void *src, size_t bytes);
+
 static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
-    /* x0 and eps fp32 (as the step makes them); x_t in the activation dtype */
-    int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
+    /* x0 and eps fp32 (as the step makes them); x_t in the activation dtype; the table of every
+     * timestep's coefficients as the executor writes it (the CPU recomputes them, the CUDA
+     * kernel reads them) */
+    sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)a->T);
+    if (!rows) return SG_ERR;
+    cpu_ddpm_table(rows, a->T, 1e-4f, 0.02f);
+    int in[4] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
                  act4(c, "eps", DT_F32, a->N, a->H, a->W, a->C, -3, 3, 0),
-                 tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1)};
+                 tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1),
+                 raw_t(c, "ddpm_table", DT_U8, ROLE_INPUT, 2, a->T, SG_DDPM_ROW_BYTES, rows,
+                       sizeof(sg_ddpm_row) * (size_t)a->T)};
+    free(rows);
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.ddpm = {.T = a->T, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
-    return node(c, OP_DDPM_NOISE, in, 3, out, &args, 0) < 0;
+    return node(c, OP_DDPM_NOISE, in, 4, out, &args, 0) < 0;
 }
 
 static int b_temb(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -893,6 +905,7 @@ static const bo_entry entries[] = {
     {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9, .micro = 2}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},

@@ -876,6 +876,18 @@ static void test_embedding(void) {
     CHECK_TWICE("ddpm noise", o1, o2, sz, 1,
                 cpu_ddpm_noise(o1[0], x0, eps, tt, N, per, T, (float)b1, (float)bT),
                 cpu_ddpm_noise(o2[0], x0, eps, tt, N, per, T, (float)b1, (float)bT));
+    /* the table (what the CUDA noising reads): row t = {sqrt(abar_t), sqrt(1 - abar_t)} of the
+     * same product, bit for bit, for every t */
+    sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    cpu_ddpm_table(rows, T, (float)b1, (float)bT);
+    int bad = -1;
+    for (int k = 0; k < T && bad < 0; k++) {
+        const double ab = sg_ddpm_abar(k, T, (float)b1, (float)bT);
+        const double a = sqrt(ab), s = sqrt(1.0 - ab);
+        if (memcmp(&rows[k].sqrt_abar, &a, 8) || memcmp(&rows[k].sqrt_1m_abar, &s, 8)) bad = k;
+    }
+    CHECK(bad < 0, "ddpm table row %d is not sqrt(abar), sqrt(1 - abar)", bad);
+    free(rows);
     free(x0), free(eps), free(xt), free(xt2), free(ref);
 }
 

@@ -1132,19 +1132,23 @@ static void test_resample(int N, int H, int W, int C, int dt, int accum) {
 
 /* ======================= embeddings ======================= */
 
+/* The noising: every timestep of the schedule once (and both ends again), bit for bit
+ * cpu_ddpm_noise, which recomputes the product the table holds. */
 static void test_embedding(int dt) {
     char ctx[96];
     snprintf(ctx, sizeof ctx, "embedding %s", dtn(dt));
     case_begin();
-    const int N = 7, dim = 32, per = 75, T = 1000;
-    int32_t t[7];
-    for (int i = 0; i < N; i++) t[i] = (int32_t)(sg_test_next(&g_rng) % T);
-    t[0] = 0, t[1] = T - 1; /* both ends of the schedule */
+    const int T = 1000, N = T + 2, dim = 32, per = 5;
+    int32_t t[1002];
+    for (int i = 0; i < T; i++) t[i] = (int32_t)((i * 7 + 3) % T); /* every t, shuffled */
+    t[T] = 0, t[T + 1] = T - 1;                                    /* both ends of the schedule */
     float *x0 = rnd((int64_t)N * per, -1, 1), *eps = rnd((int64_t)N * per, -3, 3);
     float *emb = fbuf((int64_t)N * dim), *xt = fbuf((int64_t)N * per);
+    sg_ddpm_row *rows = (sg_ddpm_row *)halloc(sizeof(sg_ddpm_row) * T);
     cpu_timestep_emb(emb, t, N, dim);
     cpu_ddpm_noise(xt, x0, eps, t, N, per, T, 1e-4f, 0.02f);
-    tbuf *dt_ = tb_raw("t", t, sizeof t);
+    cpu_ddpm_table(rows, T, 1e-4f, 0.02f);
+    tbuf *dt_ = tb_raw("t", t, sizeof t), *dtab = tb_raw("table", rows, sizeof(sg_ddpm_row) * T);
     tbuf *dx0 = tb_in("x0", x0, (int64_t)N * per, DT_F32),
          *deps = tb_in("eps", eps, (int64_t)N * per, DT_F32);
     float *r_emb = ref_acc(emb, NULL, (int64_t)N * dim, dt),
@@ -1156,10 +1160,15 @@ static void test_embedding(int dt) {
         reset_all();
         CALL(cuda_timestep_emb, g_st, y->d, (const int32_t *)dt_->d, N, dim, dt);
         CALL(cuda_ddpm_noise, g_st, dxt->d, (const float *)dx0->d, (const float *)deps->d,
-             (const int32_t *)dt_->d, N, per, T, 1e-4f, 0.02f, dt);
+             (const int32_t *)dt_->d, dtab->d, N, per, T, dt);
         sync_stream();
         tb_check(y, r_emb, tol, rep, ctx);
-        tb_check(dxt, r_xt, tol, rep, ctx);
+        tb_check(dxt, r_xt, TOL_EXACT, rep, ctx);
+        /* bit for bit: the reference's value rounded to dt, every element */
+        uint8_t *got = (uint8_t *)halloc(dxt->bytes), *want = (uint8_t *)halloc(dxt->bytes);
+        tb_download(dxt, got);
+        to_bytes(want, r_xt, (int64_t)N * per, dt);
+        CHECK(!memcmp(got, want, dxt->bytes), "%s: x_t is not cpu_ddpm_noise's bits", ctx);
         guards_all(ctx);
     }
     case_end();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "graph/exec.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/sg_test.h"
 
 static uint8_t *fake_data(const sg_model_cfg *c) {
@@ -98,6 +99,23 @@ static int64_t copy_mismatch(sg_exec *e) {
     return bad;
 }
 
+/* The noising table the CUDA kernel reads: written by sg_exec_init, every timestep's
+ * coefficients as the CPU reference computes them (kernels/cpu: cpu_ddpm_table). */
+static void check_ddpm_table(sg_exec *e, const char *name) {
+    const sg_plan *p = &e->plan;
+    CHECK(p->io.ddpm_table >= 0, "%s: the training plan has no noising table", name);
+    if (p->io.ddpm_table < 0) return;
+    const int T = p->cfg.T;
+    sg_ddpm_row *want = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    sg_ddpm_row *got = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    cpu_ddpm_table(want, T, p->cfg.beta1, p->cfg.betaT);
+    CHECK(p->g.t[p->io.ddpm_table].bytes == (int64_t)sizeof(sg_ddpm_row) * T &&
+              sg_exec_read(e, p->io.ddpm_table, got) == SG_OK &&
+              !memcmp(got, want, sizeof(sg_ddpm_row) * (size_t)T),
+          "%s: the noising table is not cpu_ddpm_table's", name);
+    free(want), free(got);
+}
+
 static void test_determinism_and_resume(sg_dtype dt) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
@@ -141,6 +159,7 @@ static void test_determinism_and_resume(sg_dtype dt) {
     CHECK(sg_exec_save(&e, path, NULL) == SG_OK, "%s: save: %s", name, sg_last_error());
     sg_exec_free(&e);
     CHECK(open_exec(&e, &c, data) == SG_OK, "init 2");
+    check_ddpm_table(&e, name);
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "%s: load: %s", name, sg_last_error());
     CHECK(sg_exec_step_count(&e) == K, "%s: resumed at step %lld", name,
           (long long)sg_exec_step_count(&e));

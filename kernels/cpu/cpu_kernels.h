@@ -93,6 +93,9 @@ double sg_ddpm_abar(int t, int T, double beta1, double betaT);
 double sg_ddpm_beta(int t, int T, double beta1, double betaT);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT);
+/* The noising table (common/sg_schedule.h): rows[t] = {sqrt(abar_t), sqrt(1 - abar_t)} for
+ * t < T, the values cpu_ddpm_noise multiplies, bit for bit. */
+void cpu_ddpm_table(sg_ddpm_row *rows, int T, float beta1, float betaT);
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):

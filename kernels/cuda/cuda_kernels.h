@@ -183,9 +183,11 @@ int cuda_avgpool2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, 
 
 /* ---- embeddings (embedding.cu): t[N] int32 on the device. */
 int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim, int dt);
-/* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32). */
+/* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32), the coefficients of
+ * t[n] (clamped to [0, T)) read from table: T rows of sg_ddpm_row (common/sg_schedule.h; the
+ * CPU's are cpu_ddpm_table). */
 int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps, const int32_t *t,
-                    int N, int per, int T, float beta1, float betaT, int dt);
+                    const void *table, int N, int per, int T, int dt);
 
 /* ---- attention (attention.cu): qkv[N,L,3C], P[N,heads,L,L] fp32, y[N,L,C]. */
 /* [gemm] [ws] */
