@@ -20,7 +20,7 @@
 #include <string.h>
 
 static int is_persistent(sg_role r) {
-    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
+    return sg_role_persistent(r);
 }
 
 static void touch(sg_graph *g, int t, int i) {
@@ -483,15 +483,49 @@ static int merge_inplace(sg_plan *p) {
     return SG_OK;
 }
 
+/* The bf16 weight copies (ROLE_PARAM_BF16) mirror the parameter region at half its size from
+ * `start`: the copy of the parameter at byte o of that region at byte o/2 (so element j of the
+ * region "params_bf16" is the copy of element j of "params", and each copy is SG_ALIGN/2-
+ * aligned); any tensor of the role that copies nothing follows. Returns the end. */
+static int64_t place_bf16_copies(sg_graph *g, int64_t start) {
+    int64_t base = INT64_MAX, end = 0; /* the parameter region (placed already) */
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM || x->region) continue;
+        if (x->offset < base) base = x->offset;
+        if (x->offset + SG_ALIGN_UP(x->bytes, SG_ALIGN) > end)
+            end = x->offset + SG_ALIGN_UP(x->bytes, SG_ALIGN);
+    }
+    int64_t off = base < end ? SG_ALIGN_UP(start + (end - base) / 2, SG_ALIGN) : start;
+    for (int t = 0; t < g->nt; t++) {
+        sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM_BF16 || x->region) continue;
+        if (x->copy_of >= 0) {
+            SG_ASSERT(g->t[x->copy_of].role == ROLE_PARAM && base < end);
+            x->offset = start + (g->t[x->copy_of].offset - base) / 2;
+        } else {
+            x->offset = off;
+            off += SG_ALIGN_UP(x->bytes, SG_ALIGN);
+        }
+    }
+    return off;
+}
+
 /* persistent regions, bottom up */
 static void place_persistent(sg_plan *p) {
     sg_graph *g = &p->g;
-    static const sg_role order[] = {ROLE_PARAM, ROLE_GRAD,  ROLE_ADAM_M, ROLE_ADAM_V,
-                                    ROLE_EMA,   ROLE_STATE, ROLE_INPUT,  ROLE_WORKSPACE};
+    static const sg_role order[] = {ROLE_PARAM,  ROLE_GRAD,  ROLE_ADAM_M,
+                                    ROLE_ADAM_V, ROLE_EMA,   ROLE_PARAM_BF16,
+                                    ROLE_STATE,  ROLE_INPUT, ROLE_WORKSPACE};
     int64_t off = 0;
     for (int r = 0; r < SG_ARRAY_LEN(order); r++) {
         int64_t start = off;
-        for (int t = 0; t < g->nt; t++) {
+        for (int t = 0; t < g->nt && order[r] == ROLE_PARAM_BF16; t++)
+            if (g->t[t].role == ROLE_PARAM_BF16) {
+                off = place_bf16_copies(g, start);
+                break;
+            }
+        for (int t = 0; t < g->nt && order[r] != ROLE_PARAM_BF16; t++) {
             sg_tensor *x = &g->t[t];
             if (x->role != order[r] || x->region) continue;
             x->offset = off;
@@ -788,12 +822,29 @@ int sg_plan_verify(const sg_plan *p) {
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
         if (x->nparts || x->first < 0) continue;
+        /* a bf16 weight copy lies at half its parameter's offset: SG_ALIGN / 2 */
+        const int align = x->role == ROLE_PARAM_BF16 && x->copy_of >= 0 ? SG_ALIGN / 2 : SG_ALIGN;
         if (x->offset < 0) return sg_set_error("plan: tensor %s has no offset", x->name);
-        if (x->offset % SG_ALIGN)
+        if (x->offset % align)
             return sg_set_error("plan: tensor %s at %lld is not %d-aligned", x->name,
-                                (long long)x->offset, SG_ALIGN);
+                                (long long)x->offset, align);
         if (x->offset + x->bytes > p->arena_bytes)
             return sg_set_error("plan: tensor %s ends past the arena", x->name);
+    }
+    /* a bf16 conv / linear multiplies bf16 weights (the plan's copy of its parameters,
+     * planner/train_step.c): the CUDA kernels take the weights in the activations' dtype */
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR &&
+            nd->op != OP_LINEAR_BWD_DATA)
+            continue;
+        const sg_tensor *a = &g->t[nd->in[0]], *w = &g->t[nd->in[1]];
+        if (a->dtype != w->dtype)
+            return sg_set_error("plan: node %d (%s) multiplies %s weights '%s' with %s "
+                                "activations: a %s conv / linear reads its weights in that dtype "
+                                "(bf16: the parameters' bf16 copy)",
+                                i, sg_ops[nd->op].name, sg_dtype_names[w->dtype], w->name,
+                                sg_dtype_names[a->dtype], sg_dtype_names[a->dtype]);
     }
     return verify_pairs(p);
 }
