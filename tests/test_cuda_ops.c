@@ -1311,10 +1311,11 @@ static void test_embedding(int dt) {
 
 /* ======================= attention ======================= */
 
-static void test_attention(int N, int L, int C, int heads, int dt, int accum) {
+/* fused: the SG_ATTN=fused launchers (shapes they do not take fall back to the GEMM path). */
+static void test_attention(int N, int L, int C, int heads, int dt, int accum, int fused) {
     char ctx[128];
-    snprintf(ctx, sizeof ctx, "attention N%d L%d C%d heads%d %s%s", N, L, C, heads, dtn(dt),
-             accum ? " accum" : "");
+    snprintf(ctx, sizeof ctx, "attention%s N%d L%d C%d heads%d %s%s", fused ? " fused" : "", N, L,
+             C, heads, dtn(dt), accum ? " accum" : "");
     case_begin();
     const int64_t nqkv = (int64_t)N * L * 3 * C, ny = (int64_t)N * L * C;
     const int64_t nP = (int64_t)N * heads * L * L;
@@ -1333,10 +1334,17 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum) {
     tbuf *ws1 = tb_ws(w1), *ws2 = tb_ws(w2);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        CALL(cuda_attention_fwd, g_st, g_blas, y->d, (float *)Pout->d, dq_in->d, N, L, C, heads, dt,
-             ws1->d, w1);
-        CALL(cuda_attention_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d, (const float *)dP_in->d,
-             N, L, C, heads, dt, accum, ws2->d, w2);
+        if (fused) {
+            CALL(cuda_attention_fused_fwd, g_st, g_blas, y->d, (float *)Pout->d, dq_in->d, N, L, C,
+                 heads, dt, ws1->d, w1);
+            CALL(cuda_attention_fused_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d,
+                 (const float *)dP_in->d, N, L, C, heads, dt, accum, ws2->d, w2);
+        } else {
+            CALL(cuda_attention_fwd, g_st, g_blas, y->d, (float *)Pout->d, dq_in->d, N, L, C, heads,
+                 dt, ws1->d, w1);
+            CALL(cuda_attention_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d,
+                 (const float *)dP_in->d, N, L, C, heads, dt, accum, ws2->d, w2);
+        }
         sync_stream();
         tb_check(y, r_y, tol_for(dt), rep, ctx);
         tb_check(Pout, P, TOL_F32, rep, ctx);
@@ -1348,11 +1356,37 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum) {
 
 static void test_attentions(void) {
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
-        test_attention(2, 35, 24, 2, dt, 0);
-        test_attention(2, 35, 24, 2, dt, 1);
-        test_attention(2, 64, 32, 1, dt, 1);
-        test_attention(1, 300, 16, 1, dt, 0); /* rows longer than a block */
+        test_attention(2, 35, 24, 2, dt, 0, 0);
+        test_attention(2, 35, 24, 2, dt, 1, 0);
+        test_attention(2, 64, 32, 1, dt, 1, 0);
+        test_attention(1, 300, 16, 1, dt, 0, 0); /* rows longer than a block */
     }
+    /* The fused engine takes bf16, L <= 256, heads of a multiple of 16 channels. */
+    cover("cuda_attention_fused_ok");
+    CHECK(cuda_attention_fused_ok(256, 256, 1, DT_BF16) &&
+              cuda_attention_fused_ok(1, 16, 1, DT_BF16),
+          "attention fused: a shape it should take is refused");
+    CHECK(!cuda_attention_fused_ok(256, 256, 1, DT_F32) &&
+              !cuda_attention_fused_ok(257, 64, 1, DT_BF16) &&
+              !cuda_attention_fused_ok(64, 24, 2, DT_BF16),
+          "attention fused: a shape it cannot take is accepted");
+    /* the models' attentions (batch cut down): unet_cifar @16x16 (L 256, C 256, one head) and its
+     * middle @4x4 (L 16); unet_adm64 @16x16 (C 192, 6 heads of 32) and @8x8 (C 256, 8 heads);
+     * unet_tiny / unet_fmnist @8x8 (C 64) */
+    test_attention(1, 256, 256, 1, DT_BF16, 1, 1);
+    test_attention(2, 16, 256, 1, DT_BF16, 0, 1);
+    test_attention(1, 256, 192, 6, DT_BF16, 0, 1);
+    test_attention(2, 64, 256, 8, DT_BF16, 1, 1);
+    test_attention(2, 64, 64, 1, DT_BF16, 0, 1);
+    /* edges: L not a multiple of 16 or 64, one position, 48 channels per head (a half slice),
+     * 16 per head; and shapes the fused launchers hand to the GEMM path (fp32, L > 256, D 12) */
+    test_attention(2, 35, 96, 2, DT_BF16, 1, 1);
+    test_attention(1, 200, 48, 1, DT_BF16, 0, 1);
+    test_attention(3, 1, 32, 2, DT_BF16, 1, 1);
+    test_attention(1, 130, 16, 1, DT_BF16, 0, 1);
+    test_attention(2, 35, 24, 2, DT_F32, 1, 1);
+    test_attention(1, 300, 16, 1, DT_BF16, 0, 1);
+    test_attention(2, 35, 24, 2, DT_BF16, 1, 1);
 }
 
 /* ======================= loss ======================= */

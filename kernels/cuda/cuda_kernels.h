@@ -232,6 +232,16 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
 int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *dy, const void *qkv,
                        const float *P, int N, int L, int C, int heads, int dt, int accum, void *ws,
                        int64_t ws_bytes);
+/* The fused engine (SG_ATTN=fused): one kernel per direction, bf16 on tensor cores, the
+ * sequence on chip; the same arguments, outputs and saved P, other bits (another summation
+ * order). Shapes it does not take (cuda_attention_fused_ok: bf16, L <= 256, C / heads a
+ * multiple of 16) go to the GEMM path above. */
+int cuda_attention_fused_ok(int L, int C, int heads, int dt);
+int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv,
+                             int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
+int cuda_attention_fused_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *dy,
+                             const void *qkv, const float *P, int N, int L, int C, int heads,
+                             int dt, int accum, void *ws, int64_t ws_bytes);
 
 /* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
 /* [ws] loss[0] (+= with accum) sum (pred - target)^2 / (n parts): parts > 1 is one of that many
