@@ -70,8 +70,9 @@ struct sg_backend {
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
      * 0 where not measured. */
     double (*matmul_peak_tflops)(sg_backend *be, int dtype);
-    /* The engine that runs node `node` (a conv node; "" for others), e.g. "own" or
-     * "cudnn e12k3=1 ws0", into buf. NULL: one engine (the CPU backend). */
+    /* The engine that runs node `node` (a conv node: e.g. "own" or "cudnn e12k3=1 ws0"; an
+     * attention node: "gemm" or "fused"; "" for others), into buf. NULL: one engine (the CPU
+     * backend). */
     void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
     /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN or _CUDNN), or -1
      * when that engine cannot run it (tools/bench's per-layer table). NULL: not available. */

@@ -30,6 +30,11 @@
  * cuDNN needs one tensor. A node cuDNN has no deterministic engine for within the budget is an
  * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
  * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
+ *
+ * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
+ * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
+ * when the backend is created. Both take the same plan, workspace and saved P; their bits
+ * differ, so a run keeps one (describe() records it as attn_engine; node_engine() names it).
  */
 #ifdef SG_HAVE_CUDA
 
@@ -80,6 +85,7 @@ typedef struct {
     int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
+    int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
 #ifdef SG_HAVE_CUDNN
     sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
@@ -715,13 +721,15 @@ CUDA_RUN(avgpool2x_bwd) {
 
 CUDA_RUN(attention) {
     sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
-    return cuda_attention_fwd(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), d.N, d.L, d.C,
-                              d.heads, k->dt, k->ws, k->wsb);
+    return (k->c->attn_fused ? cuda_attention_fused_fwd : cuda_attention_fwd)(
+        k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), d.N, d.L, d.C, d.heads, k->dt, k->ws,
+        k->wsb);
 }
 CUDA_RUN(attention_bwd) {
     sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
-    return cuda_attention_bwd(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.L,
-                              d.C, d.heads, k->dt, kacc(k, 0), k->ws, k->wsb);
+    return (k->c->attn_fused ? cuda_attention_fused_bwd : cuda_attention_bwd)(
+        k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.L, d.C, d.heads, k->dt,
+        kacc(k, 0), k->ws, k->wsb);
 }
 
 CUDA_RUN(dropout) {
@@ -1008,6 +1016,14 @@ static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
     cuda_ctx *c = be->ctx;
     if (cap <= 0) return;
     buf[0] = 0;
+    if (node >= 0 && node < p->g.nn &&
+        (p->g.n[node].op == OP_ATTENTION || p->g.n[node].op == OP_ATTENTION_BWD)) {
+        sg_attn_dims d = sg_attn_dims_of(&p->g, &p->g.n[node]);
+        const int dt = p->g.t[p->g.n[node].out[0]].dtype;
+        const int fused = c->attn_fused && cuda_attention_fused_ok(d.L, d.C, d.heads, dt);
+        snprintf(buf, (size_t)cap, "%s", fused ? "fused" : "gemm");
+        return;
+    }
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return;
     if (c->node_eng[node] == SG_CONV_ENGINE_OWN) {
         snprintf(buf, (size_t)cap, "own");
@@ -1077,13 +1093,13 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s}",
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\"}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
              dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
-             dnn_tf32 ? "true" : "false");
+             dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm");
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -1163,6 +1179,16 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
             free(c), free(be);
             return NULL;
         }
+    }
+    /* the attention engine: SG_ATTN=gemm (default) | fused */
+    const char *attn = getenv("SG_ATTN");
+    if (attn && *attn) {
+        if (strcmp(attn, "gemm") && strcmp(attn, "fused")) {
+            sg_set_error("SG_ATTN=%s: expected gemm or fused", attn);
+            free(c), free(be);
+            return NULL;
+        }
+        c->attn_fused = !strcmp(attn, "fused");
     }
     return be;
 }

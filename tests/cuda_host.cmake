@@ -90,3 +90,8 @@ foreach(_order forward reverse)
                        LABELS cuda_host TIMEOUT 900)
 endforeach()
 set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT "SG_TEST_ACCUM=0")
+# the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs)
+add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
+set_tests_properties(cuda_step_host_attn_fused PROPERTIES
+                     ENVIRONMENT "SG_ATTN=fused;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0"
+                     LABELS cuda_host TIMEOUT 900)

@@ -11,9 +11,10 @@
  * activation dtype), the arena against its lower bound, the host time per replay (launch wall
  * time of back-to-back replays / n, CUDA only), and a per-op breakdown: every schedule node
  * run eagerly once and timed, summed per op family (conv families split by the engine that ran
- * them: own or cudnn), so the next optimisation is aimed; and a per-conv-layer table: every
- * conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and, where
- * the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
+ * them: own or cudnn; attention rows labelled with SG_ATTN's engine, gemm or fused: run bench
+ * once with each to compare them), so the next optimisation is aimed; and a per-conv-layer table:
+ * every conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and,
+ * where the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
  *
  * The side-by-side with PyTorch (tools/torch_ref/bench.py) is assembled by tools/bench.sh and
  * tools/bench_report.py from this tool's --json output.
@@ -54,6 +55,8 @@ static void usage(FILE *f) {
             "  --conv-engine E      auto (default: cudnn where built with it) | own | cudnn\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes\n"
+            "  (env SG_ATTN=gemm|fused picks the attention engine; the breakdown's\n"
+            "   attention rows say which ran)\n"
             "  --json               one JSON object on stdout instead of the report\n"
             "  --help               this text\n"
             "model flags:\n%s",
@@ -96,6 +99,7 @@ static int is_conv_op(int op) {
 
 typedef struct {
     int op, nodes, matmul, engine; /* engine: SG_CONV_ENGINE_* of conv rows, 0 for the rest */
+    char variant[8]; /* attention rows: the engine that ran them (SG_ATTN: "gemm" / "fused") */
     double ms, flops;
 } op_row;
 
@@ -251,6 +255,8 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
             if (!strncmp(name, "cudnn", 5)) eng = SG_CONV_ENGINE_CUDNN;
             op_row *o = &r->rows[3 * op + eng];
             o->op = op, o->engine = eng, o->nodes++, o->matmul = sg_ops[op].matmul;
+            if (!eng && (!strcmp(name, "gemm") || !strcmp(name, "fused")))
+                snprintf(o->variant, sizeof o->variant, "%s", name);
             o->ms += r->node_ms[i];
             if (sg_ops[op].flops) o->flops += sg_ops[op].flops(g, &g->n[i]);
             r->eager_total += r->node_ms[i];
@@ -295,8 +301,8 @@ static json_t *breakdown_json(const bench_result *r) {
         const op_row *o = &r->rows[k];
         json_array_append_new(
             rows, json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:o}", "op", sg_ops[o->op].name,
-                            "engine", o->engine ? sg_conv_engine_name(o->engine) : "", "nodes",
-                            o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
+                            "engine", o->engine ? sg_conv_engine_name(o->engine) : o->variant,
+                            "nodes", o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
                             num_or_null(r->eager_total > 0 ? 100 * o->ms / r->eager_total : NAN),
                             "gflop", num_or_null(o->flops / 1e9), "gflops_per_s",
                             num_or_null(o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN)));
@@ -435,8 +441,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
         char label[64];
-        snprintf(label, sizeof label, "%s%s%s", sg_ops[o->op].name, o->engine ? "/" : "",
-                 o->engine ? sg_conv_engine_name(o->engine) : "");
+        const char *eng = o->engine ? sg_conv_engine_name(o->engine) : o->variant;
+        snprintf(label, sizeof label, "%s%s%s", sg_ops[o->op].name, *eng ? "/" : "", eng);
         printf("  %-20s %6d %11.4f %7.2f %10.3f ", label, o->nodes, o->ms,
                r->eager_total > 0 ? 100 * o->ms / r->eager_total : 0.0, o->flops / 1e9);
         if (o->matmul && o->ms > 0)
