@@ -19,7 +19,9 @@
  *   bwd data    dx[q][ci]     = sum over (tap, co) of dy[p(q, tap)][co] w[co][tap][ci]
  *               where p(q, tap) is the output pixel that reads input pixel q through tap
  *               (none when (ih + pad - kh) is not a multiple of S or lies outside)
- *               M = N*H*W input pixels, N = Ci, reduction over (tap, co)
+ *               M = N*H*W input pixels, N = Ci, reduction over (tap, co); the pixels are cut
+ *               by parity class ((ih + pad) % S, (iw + pad) % S), each class running only
+ *               the taps that reach it, so stride 2 does none of the zero products
  *   bwd weight  dw[co][tap][ci] = sum over p of dy[p][co] x[pixel(p, tap)][ci]
  *               M = Co, N = Ci (one tap per block), reduction over p, cut into
  *               sg_ws_wgrad_chunks(P) chunks whose fp32 partials are summed in chunk order.
@@ -124,11 +126,31 @@ __global__ void __launch_bounds__(CONV_THREADS)
     }
 }
 
-/* blockIdx.x: 64 input pixels q (flattened n, ih, iw); blockIdx.y: 64 input channels of the
- * concatenation. Loads: As[lk..lk+3][lrow] = dy at the output pixel that reads q through the
- * tap (lrow = tid / 4, 4 consecutive output channels from lk = 4 (tid % 4)), zero when there
- * is none; Bs[bk + 4e][bcol] = w[co][tap][ci] with bcol = tid % 64 the input channel and
- * bk = tid / 64 (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
+/* The input pixels of parity class (rh, rw) (see conv_bwd_data_kernel): ih = ih1 + S i,
+ * iw = iw1 + S j, i < Hc, j < Wc, with ih1 the first row whose (ih + pad) % S is rh. */
+__device__ __forceinline__ void conv_class_dims(int H, int W, int S, int pad, int rh, int rw,
+                                                int *ih1, int *iw1, int *Hc, int *Wc) {
+    *ih1 = ((rh - pad) % S + S) % S;
+    *iw1 = ((rw - pad) % S + S) % S;
+    *Hc = *ih1 < H ? (H - *ih1 + S - 1) / S : 0;
+    *Wc = *iw1 < W ? (W - *iw1 + S - 1) / S : 0;
+}
+
+/* blockIdx.z: the parity class rh * S + rw of the input pixels, (ih + pad) % S == rh and
+ * (iw + pad) % S == rw; blockIdx.x: 64 pixels of that class (flattened n, i, j: the class's
+ * sub-grid, ih = ih1 + S i, iw = iw1 + S j); blockIdx.y: 64 input channels of the
+ * concatenation. A pixel of class (rh, rw) is reached only by the taps kh = rh + S t,
+ * kw = rw + S u (oh = (ih + pad - kh) / S divides exactly for those and no other), so the
+ * block runs those taps alone: stride 2 multiplies none of the zeros the other taps would
+ * read (a 3x3's classes hold 4, 2, 2 and 1 of its 9 taps), and stride 1 is one class with
+ * every tap. Each output element still sums its taps in increasing tap order and its channels
+ * in increasing order, the skipped taps having contributed exact zeros (fmaf(0, w, acc) ==
+ * acc), so the bits are those of the single-grid kernel this replaces. Blocks past the end of
+ * a smaller class return at once (the grid covers the largest).
+ * Loads: As[lk..lk+3][lrow] = dy at the output pixel that reads q through the tap (lrow =
+ * tid / 4, 4 consecutive output channels from lk = 4 (tid % 4)), zero past the image edge;
+ * Bs[bk + 4e][bcol] = w[co][tap][ci] with bcol = tid % 64 the input channel and bk = tid / 64
+ * (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_bwd_data_kernel(sg_cat dx, const void *dy, const void *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
@@ -137,47 +159,53 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
     const int lrow = tid / 4, lk = (tid % 4) * 4;
     const int bcol = tid % 64, bk = tid / 64;
-    const int64_t Q = (int64_t)N * H * W;
+    const int rh = (int)blockIdx.z / S, rw = (int)blockIdx.z % S;
+    int ih1, iw1, Hc, Wc;
+    conv_class_dims(H, W, S, pad, rh, rw, &ih1, &iw1, &Hc, &Wc);
+    const int64_t Qc = (int64_t)N * Hc * Wc;
+    if ((int64_t)blockIdx.x * CONV_BM >= Qc) return; /* the whole block: a smaller class */
     const int64_t q = (int64_t)blockIdx.x * CONV_BM + lrow;
     const int ci_ld = blockIdx.y * CONV_BN + bcol;
-    const int KK = K * K;
     int n = 0, ih = 0, iw = 0;
-    if (q < Q) {
-        n = (int)(q / ((int64_t)H * W));
-        int r = (int)(q % ((int64_t)H * W));
-        ih = r / W;
-        iw = r % W;
+    if (q < Qc) {
+        n = (int)(q / ((int64_t)Hc * Wc));
+        int r = (int)(q % ((int64_t)Hc * Wc));
+        ih = ih1 + S * (r / Wc);
+        iw = iw1 + S * (r % Wc);
     }
     float acc[4][4] = {};
-    for (int tap = 0; tap < KK; tap++) {
-        /* oh*S - pad + kh = ih  =>  oh = (ih + pad - kh) / S when that divides exactly */
-        const int th = ih + pad - tap / K, tw = iw + pad - tap % K;
-        const bool valid =
-            q < Q && th >= 0 && tw >= 0 && th % S == 0 && tw % S == 0 && th / S < Ho && tw / S < Wo;
-        const int64_t abase = valid ? (((int64_t)n * Ho + th / S) * Wo + tw / S) * Co : 0;
-        for (int c0 = 0; c0 < Co; c0 += CONV_BK) {
+    for (int kh = rh; kh < K; kh += S)
+        for (int kw = rw; kw < K; kw += S) {
+            const int tap = kh * K + kw;
+            /* oh*S - pad + kh = ih  =>  oh = (ih + pad - kh) / S, exact in this class */
+            const int th = ih + pad - kh, tw = iw + pad - kw;
+            const bool valid = q < Qc && th >= 0 && tw >= 0 && th / S < Ho && tw / S < Wo;
+            const int64_t abase = valid ? (((int64_t)n * Ho + th / S) * Wo + tw / S) * Co : 0;
+            for (int c0 = 0; c0 < Co; c0 += CONV_BK) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int co = c0 + lk + e;
-                As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
-                const int kb = bk + 4 * e, cob = c0 + kb;
-                Bs[kb][bcol] = cob < Co && ci_ld < Ci
-                                   ? dev_ld(w, ((int64_t)cob * KK + tap) * Ci + ci_ld, dt)
-                                   : 0.0f;
+                for (int e = 0; e < 4; e++) {
+                    const int co = c0 + lk + e;
+                    As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
+                    const int kb = bk + 4 * e, cob = c0 + kb;
+                    Bs[kb][bcol] = cob < Co && ci_ld < Ci
+                                       ? dev_ld(w, ((int64_t)cob * K * K + tap) * Ci + ci_ld, dt)
+                                       : 0.0f;
+                }
+                __syncthreads();
+                conv_tile_fma(acc, As, Bs, tm, tn);
+                __syncthreads();
             }
-            __syncthreads();
-            conv_tile_fma(acc, As, Bs, tm, tn);
-            __syncthreads();
         }
-    }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int64_t qo = (int64_t)blockIdx.x * CONV_BM + tm + 16 * i;
-        if (qo >= Q) continue;
+        if (qo >= Qc) continue;
+        const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
+        const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int ci = blockIdx.y * CONV_BN + tn + 16 * j;
-            if (ci < Ci) dev_cat_st_acc(dx, qo, ci, acc[i][j], dt, accum);
+            if (ci < Ci) dev_cat_st_acc(dx, pix, ci, acc[i][j], dt, accum);
         }
     }
 }
@@ -315,8 +343,11 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
         return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
                                 ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    const int64_t Q = (int64_t)N * H * W;
-    dim3 grid((unsigned)((Q + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN));
+    /* one grid z-slice per parity class, each as long as the largest class (ceil(H/S) x
+     * ceil(W/S) pixels a sample) */
+    const int64_t Qc = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
+    dim3 grid((unsigned)((Qc + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN),
+              (unsigned)(S * S));
     SG_LAUNCH(conv_bwd_data_kernel, grid, CONV_THREADS, 0, st, dx, dy, w, N, H, W, Ci, Co, K, S,
               pad, Ho, Wo, dt, accum);
     SG_LAUNCH_CHECK("conv_bwd_data_kernel");
