@@ -21,6 +21,9 @@
  * reductions. bf16: GEMM operands share one type, so the P used in P v and P^T dy and the dS
  * used for dq, dk are rounded to bf16 copies in the workspace (as autocast does); P itself,
  * dP and dS are fp32, and dqkv/y are rounded once (beta * old added in fp32 by the GEMM).
+ *
+ * The fused engine (SG_ATTN=fused, graph/backend_cuda.c): the same op in one kernel per
+ * direction for bf16 sequences of at most 256 positions, below ("the fused bf16 kernels").
  */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/tensor_core.cuh"
