@@ -301,6 +301,24 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
     json_decref(m);
 }
 
+/* The same for the attention engine (CUDA: gemm / fused, SG_ATTN), which describe() records in
+ * the checkpoint's env: its two engines sum in different orders. */
+static void check_attn_engine(sg_exec *e, const char *path, const char *meta_text) {
+    char env[1024];
+    e->be->describe(e->be, env, sizeof env);
+    json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = json_loads(env, 0, NULL);
+    const char *a = json_string_value(json_object_get(json_object_get(m, "env"), "attn_engine"));
+    const char *b = json_string_value(json_object_get(mine, "attn_engine"));
+    e->ckpt_attn_engine_differs = a && b && strcmp(a, b);
+    if (e->ckpt_attn_engine_differs)
+        fprintf(stderr,
+                "warning: %s: attention ran on engine '%s', this run uses '%s' (SG_ATTN): the "
+                "resumed run will not give the same bits as a straight one\n",
+                path, a, b);
+    json_decref(mine);
+    json_decref(m);
+}
+
 /* One save: the metadata and the state collected once; dir NULL writes path, else a rotating
  * checkpoint in dir (its path into path_out). */
 static int save(sg_exec *e, const char *path, const char *dir, const char *extra_json,
@@ -448,7 +466,10 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
         free(want);
         if (!rc && may_differ) rc = check_resume_plan(e, ckpt_meta(f));
     }
-    if (!rc && !params_only) check_conv_engines(e, path, ckpt_meta(f));
+    if (!rc && !params_only) {
+        check_conv_engines(e, path, ckpt_meta(f));
+        check_attn_engine(e, path, ckpt_meta(f));
+    }
     /* find every tensor first (a clear error before any work), then decompress them all in
      * parallel into one host buffer, then upload */
     int *tid = calloc((size_t)g->nt, sizeof(int)), *idx = calloc((size_t)g->nt, sizeof(int)), n = 0;
