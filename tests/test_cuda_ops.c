@@ -77,9 +77,11 @@ static double tol_for(int dt) {
 
 /* ---- coverage: the launchers the header declares ---- */
 
+/* the header's written declarations, and the pointwise launchers its list generates */
+#define PW_LAUNCHER_NAME(op, fn, ...) "cuda_" #fn,
 static const char *const launchers[] = {
 #include "cuda_launchers.inc"
-};
+    SG_POINTWISE_LIST(PW_LAUNCHER_NAME)};
 static int covered[SG_ARRAY_LEN(launchers)];
 
 static void cover(const char *name) {
