@@ -362,10 +362,15 @@ CPU_RUN(norm_act_temb_bwd) {
     run_norm_act(k);
 }
 
-/* the pointwise ops (common/sg_pointwise.h): cpu_<fn>(outputs, inputs, n), one per row */
+/* the pointwise ops (common/sg_pointwise.h): cpu_<fn>(outputs, inputs, n), one per row; a row
+ * whose arity is not its op's row's in planner/op_list.h does not compile */
+#define CPU_OP_ARITY(op, id, kind, nin, nout, ...) CPU_NIN_##id = nin, CPU_NOUT_##id = nout,
+enum { SG_OP_LIST(CPU_OP_ARITY) };
 #define CPU_PW_OUT(i) k->out[i]
 #define CPU_PW_IN(i) k->in[i]
 #define CPU_RUN_POINTWISE(op, fn, nin, nout, acc)                                                  \
+    _Static_assert(CPU_NIN_##op == nin && CPU_NOUT_##op == nout,                                   \
+                   #op ": common/sg_pointwise.h's arity differs from planner/op_list.h's");        \
     CPU_RUN(op) {                                                                                  \
         cpu_##fn(SG_PW_EACH_##nout(CPU_PW_OUT), SG_PW_EACH_##nin(CPU_PW_IN), k->n0);               \
     }
