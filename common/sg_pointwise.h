@@ -39,7 +39,9 @@
     X(silu_bwd,     silu_bwd,     2,  1,   1) \
     X(add,          add_fwd,      2,  1,   0) \
     X(silu_mul,     silu_mul_fwd, 2,  1,   0) \
-    X(silu_mul_bwd, silu_mul_bwd, 3,  2,   1)
+    X(silu_mul_bwd, silu_mul_bwd, 3,  2,   1) \
+    X(gelu,         gelu_fwd,     1,  1,   0) \
+    X(gelu_bwd,     gelu_bwd,     2,  1,   1)
 /* clang-format on */
 
 #define SG_PW_MAX_IN 3

@@ -78,12 +78,9 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
                       const float *gamma, const float *beta, int N, int HW, int C, int G,
                       const cpu_norm_tail *t);
 
-/* ---- pointwise ops (common/sg_pointwise.h, one row each; the math: elementwise.c):
- * cpu_<fn>(outputs, inputs, n) over n values, any output may alias any input. Among them:
- *   silu_fwd      y = silu(x) = x sigmoid(x)          silu_bwd      dx = dy silu'(x)
- *   add_fwd       y = a + b
- *   silu_mul_fwd  y = silu(a) b (a gated unit's gate) silu_mul_bwd  da = dy b silu'(a),
- *                                                                   db = dy silu(a) */
+/* ---- pointwise ops: cpu_<fn>(outputs, inputs, n) over n values, any output may alias any
+ * input. Which ops, and their operands: common/sg_pointwise.h; their math: elementwise.c's
+ * element functions (silu, add, silu_mul, gelu and their backward ops). */
 #define SG_PW_CPU_DECL(op, fn, nin, nout, acc) void cpu_##fn(SG_PW_CPU_PARAMS(nin, nout));
 SG_POINTWISE_LIST(SG_PW_CPU_DECL)
 #undef SG_PW_CPU_DECL

@@ -54,6 +54,21 @@ PW_ELEM(silu_mul_bwd) {
     y[1] = g * (v / (1.0f + e));
 }
 
+/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the standard normal CDF: the exact
+ * GELU (PyTorch's approximate='none'). erff saturates at +-1, so both limits are exact. */
+PW_ELEM(gelu_fwd) {
+    float v = x[0];
+    y[0] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
+/* x: dy, x. gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+PW_ELEM(gelu_bwd) {
+    float v = x[1];
+    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    y[0] = x[0] * (cdf + v * pdf);
+}
+
 /* A pointwise launch's operands, passed by value. */
 struct pw_io {
     void *out[SG_PW_MAX_OUT];
