@@ -188,6 +188,8 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     return SG_OK;
 }
 
+/* The 16-byte kernel when every operand is 16-byte aligned (arena tensors are), else the
+ * one-value kernel; both give the same bits (each element is computed alone). */
 template <class F, int NIN, int NOUT, typename T>
 static int pw_launch(cudaStream_t st, const pw_io &io, int64_t n, const char *name) {
     constexpr int V = 16 / sizeof(T);
