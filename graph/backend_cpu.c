@@ -362,23 +362,20 @@ CPU_RUN(norm_act_temb_bwd) {
     run_norm_act(k);
 }
 
-CPU_RUN(silu) {
-    cpu_silu_fwd(k->out[0], k->in[0], k->n0);
-}
-CPU_RUN(silu_bwd) {
-    cpu_silu_bwd(k->out[0], k->in[0], k->in[1], k->n0);
-}
+/* the pointwise ops (common/sg_pointwise.h): cpu_<fn>(outputs, inputs, n), one per row; a row
+ * whose arity is not its op's row's in planner/op_list.h does not compile */
+#define CPU_OP_ARITY(op, id, kind, nin, nout, ...) CPU_NIN_##id = nin, CPU_NOUT_##id = nout,
+enum { SG_OP_LIST(CPU_OP_ARITY) };
+#define CPU_PW_OUT(i) k->out[i]
+#define CPU_PW_IN(i) k->in[i]
+#define CPU_RUN_POINTWISE(op, fn, nin, nout, acc)                                                  \
+    _Static_assert(CPU_NIN_##op == nin && CPU_NOUT_##op == nout,                                   \
+                   #op ": common/sg_pointwise.h's arity differs from planner/op_list.h's");        \
+    CPU_RUN(op) {                                                                                  \
+        cpu_##fn(SG_PW_EACH_##nout(CPU_PW_OUT), SG_PW_EACH_##nin(CPU_PW_IN), k->n0);               \
+    }
+SG_POINTWISE_LIST(CPU_RUN_POINTWISE)
 
-CPU_RUN(silu_mul) {
-    cpu_silu_mul_fwd(k->out[0], k->in[0], k->in[1], k->n0);
-}
-CPU_RUN(silu_mul_bwd) {
-    cpu_silu_mul_bwd(k->out[0], k->out[1], k->in[0], k->in[1], k->in[2], k->n0);
-}
-
-CPU_RUN(add) {
-    cpu_add_fwd(k->out[0], k->in[0], k->in[1], k->n0);
-}
 CPU_RUN(add_nc) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     cpu_add_nc_fwd(k->out[0], k->in[0], k->in[1], d.N, d.HW, d.C);

@@ -670,24 +670,18 @@ CUDA_RUN(norm_act_temb_bwd) {
     return run_norm_act(k);
 }
 
-CUDA_RUN(silu) {
-    return cuda_silu_fwd(k->st, kout(k, 0), kin(k, 0), k->n0, k->dt);
-}
-CUDA_RUN(silu_bwd) {
-    return cuda_silu_bwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt, kacc(k, 0));
-}
+/* the pointwise ops (common/sg_pointwise.h): cuda_<fn>(outputs, inputs, n, dt[, accumulate
+ * flags]), one per row */
+#define CUDA_PW_OUT(i) kout(k, i)
+#define CUDA_PW_IN(i) kin(k, i)
+#define CUDA_PW_ACC(i) kacc(k, i)
+#define CUDA_RUN_POINTWISE(op, fn, nin, nout, acc)                                                 \
+    CUDA_RUN(op) {                                                                                 \
+        return cuda_##fn(k->st, SG_PW_EACH_##nout(CUDA_PW_OUT), SG_PW_EACH_##nin(CUDA_PW_IN),      \
+                         k->n0, k->dt SG_PW_IF_ACC_##acc(CUDA_PW_ACC, nout));                      \
+    }
+SG_POINTWISE_LIST(CUDA_RUN_POINTWISE)
 
-CUDA_RUN(silu_mul) {
-    return cuda_silu_mul_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
-}
-CUDA_RUN(silu_mul_bwd) {
-    return cuda_silu_mul_bwd(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), kin(k, 2), k->n0,
-                             k->dt, kacc(k, 0), kacc(k, 1));
-}
-
-CUDA_RUN(add) {
-    return cuda_add_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), k->n0, k->dt);
-}
 CUDA_RUN(add_nc) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     return cuda_add_nc_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.HW, d.C, k->dt);

@@ -45,6 +45,7 @@
  *   group_norm      x, gamma, beta -> y, mean, rstd                     args.gn
  *   silu, add       x (, y) -> y
  *   silu_mul        a, b -> silu(a) * b   (a gated unit's gate)
+ *   gelu            x -> x Phi(x)   (the exact GELU, PyTorch's approximate='none')
  *   add_nc          x[N,H,W,C], v[N,C] -> y
  *   concat          a, b -> channel concatenation (virtual: never copied)
  *   upsample2x, avgpool2x   x -> y
@@ -141,7 +142,9 @@
     X(OP_NORM_ACT_BWD,      norm_act_bwd,      BWD, 6, 3, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
     X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
     X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
-    X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1)
+    X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
+    X(OP_GELU,              gelu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_GELU_BWD, -1) \
+    X(OP_GELU_BWD,          gelu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1)
 /* clang-format on */
 
 #endif

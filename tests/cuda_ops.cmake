@@ -3,7 +3,8 @@
 # there is no GPU.
 
 # The coverage list: every `int cuda_<name>(` declaration of the header, regenerated whenever
-# the header changes, so a new launcher without a test fails the test. Made in every build:
+# the header changes, so a new launcher without a test fails the test (test_cuda_ops.c adds
+# the pointwise launchers, which the header generates from common/sg_pointwise.h). Made in every build:
 # the host execution (tests/cuda_host.cmake) runs the same test without nvcc.
 set(_sg_cuda_hdr ${CMAKE_SOURCE_DIR}/kernels/cuda/cuda_kernels.h)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_sg_cuda_hdr})

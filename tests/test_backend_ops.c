@@ -136,6 +136,8 @@ static const bo_props props[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_BWD] = {1, 1, 0, TOL_F32},
     [OP_ADAMW_EMA] = {0, 0, 0, TOL_ADAMW},      /* the EMA is exact given p, p has AdamW's */
     [OP_ADAMW_EMA_BF16] = {0, 0, 0, TOL_ADAMW}, /* and the copy of p: round(p), bf16's 2e-2 */
+    [OP_GELU] = {1, 0, 0, TOL_F32},
+    [OP_GELU_BWD] = {1, 1, 0, TOL_F32},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -865,6 +867,20 @@ static int b_silu_mul_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
                 acc_bits(0, a->acc) | acc_bits(1, a->acc_param)) < 0;
 }
 
+static int b_gelu(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -4, 4, a->inplace)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    return node(c, OP_GELU, in, 1, out, NULL, 0) < 0;
+}
+
+static int b_gelu_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
+    /* dy, x -> dx; in place: dx takes dy's memory */
+    int in[2] = {act4(c, "dy", dt, a->N, a->H, a->W, a->C, -1, 1, a->inplace),
+                 act4(c, "x", dt, a->N, a->H, a->W, a->C, -4, 4, 0)};
+    int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc)};
+    return node(c, OP_GELU_BWD, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
+}
+
 static int b_loss_watch(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* loss, sumsq, step, watch, loss_sum -> watch, loss_sum in place. v: the sum of squares
      * fed in (Inf: a bad step), ndata: the watch's value before (a bad step already seen) */
@@ -976,6 +992,8 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_BWD] = b_norm_act_temb_bwd,
     [OP_ADAMW_EMA] = b_adamw_ema,
     [OP_ADAMW_EMA_BF16] = b_adamw_ema_bf16,
+    [OP_GELU] = b_gelu,
+    [OP_GELU_BWD] = b_gelu_bwd,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1176,6 +1194,10 @@ static const bo_entry entries[] = {
     {OP_ADAMW_EMA_BF16, F32, 0, {.N = 10001, .step = 6, .warmup = 10, .f = 0.999f}},
     {OP_ADAMW_EMA_BF16, F32, 0, {.N = 4098, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
     {OP_ADAMW_EMA_BF16, F32, 0, {.N = 259, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
+    {OP_GELU, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9}},
+    {OP_GELU, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .inplace = 1}},
+    {OP_GELU_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
+    {OP_GELU_BWD, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .inplace = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the

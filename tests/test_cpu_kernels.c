@@ -684,6 +684,56 @@ static void test_silu_mul(void) {
     free(other);
 }
 
+static double gelu_loss(void *p) {
+    ew_ctx *c = p;
+    cpu_gelu_fwd(c->y, c->x, c->n);
+    return dot_rf(c->r, c->y, c->n);
+}
+
+/* gelu: y = x Phi(x) against the formula in double (erf, exp), finite at the extremes with the
+ * right limits, dx against finite differences, the allowed aliasing, determinism */
+static void test_gelu(void) {
+    int64_t n = 181;
+    float *x = new_rand(n, -6, 6), *r = new_rand(n, -1, 1);
+    float *y = new_nan(n), *y2 = new_nan(n), *dx = new_nan(n);
+    double *ref = new_zero_d(n);
+    cpu_gelu_fwd(y, x, n);
+    for (int64_t i = 0; i < n; i++) ref[i] = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+    CHECK_CLOSE("gelu fwd", y, ref, n, TOL_FWD);
+    /* the derivative's formula too, so a wrong backward shows without the difference quotient */
+    cpu_gelu_bwd(dx, r, x, n);
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        ref[i] = r[i] * (0.5 * (1.0 + erf(v / sqrt(2.0))) +
+                         v * exp(-0.5 * v * v) / sqrt(2.0 * acos(-1.0)));
+    }
+    CHECK_CLOSE("gelu bwd", dx, ref, n, TOL_FWD);
+    ew_ctx c = {y2, x, r, NULL, n, 0, 0, 0, 0, 0};
+    check_fd("gelu dx", x, n, dx, gelu_loss, &c, H_NONLINEAR, TOL_FD_NONLINEAR);
+    float ext[4] = {-200.0f, -90.0f, 90.0f, 200.0f}, ey[4], edx[4], one[4] = {1, 1, 1, 1};
+    cpu_gelu_fwd(ey, ext, 4);
+    cpu_gelu_bwd(edx, one, ext, 4);
+    CHECK(all_finite(ey, 4) && all_finite(edx, 4) && ey[0] == 0.0f && ey[3] == 200.0f &&
+              edx[0] == 0.0f && edx[3] == 1.0f,
+          "gelu at extremes: y %g %g dx %g %g", ey[0], ey[3], edx[0], edx[3]);
+
+    /* dx may alias dy, y may alias x */
+    float *al = malloc((size_t)n * 4);
+    memcpy(al, r, (size_t)n * 4);
+    cpu_gelu_bwd(al, al, x, n);
+    CHECK(memcmp(al, dx, (size_t)n * 4) == 0, "gelu bwd with dx == dy differs");
+    memcpy(al, x, (size_t)n * 4);
+    cpu_gelu_fwd(al, al, n);
+    CHECK(memcmp(al, y, (size_t)n * 4) == 0, "gelu fwd with y == x differs");
+
+    float *o1[1] = {y}, *o2[1] = {y2};
+    int64_t sz[1] = {n};
+    CHECK_TWICE("gelu fwd", o1, o2, sz, 1, cpu_gelu_fwd(o1[0], x, n), cpu_gelu_fwd(o2[0], x, n));
+    CHECK_TWICE("gelu bwd", o1, o2, sz, 1, cpu_gelu_bwd(o1[0], r, x, n),
+                cpu_gelu_bwd(o2[0], r, x, n));
+    free(x), free(r), free(y), free(y2), free(dx), free(ref), free(al);
+}
+
 static double add_nc_loss(void *p) {
     ew_ctx *c = p;
     cpu_add_nc_fwd(c->y, c->x, c->v, c->N, c->HW, c->C);
@@ -1332,6 +1382,7 @@ int main(void) {
     test_norm_acts();
     test_elementwise();
     test_silu_mul();
+    test_gelu();
     test_resample();
     test_attention();
     test_embedding();

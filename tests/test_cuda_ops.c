@@ -77,9 +77,11 @@ static double tol_for(int dt) {
 
 /* ---- coverage: the launchers the header declares ---- */
 
+/* the header's written declarations, and the pointwise launchers its list generates */
+#define PW_LAUNCHER_NAME(op, fn, ...) "cuda_" #fn,
 static const char *const launchers[] = {
 #include "cuda_launchers.inc"
-};
+    SG_POINTWISE_LIST(PW_LAUNCHER_NAME)};
 static int covered[SG_ARRAY_LEN(launchers)];
 
 static void cover(const char *name) {
@@ -1195,6 +1197,56 @@ static void test_silu_mul(int dt, int accum) {
     case_end();
 }
 
+/* gelu: y = x Phi(x) (also in place), dx overwritten or accumulated (also in place over dy);
+ * and both once on operands one element past 16-byte alignment, so the kernel's one-value
+ * path runs too (element 0 of each such buffer lies before the operand and must stay) */
+static void test_gelu(int dt, int accum) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "gelu %s%s", dtn(dt), accum ? " accum" : "");
+    case_begin();
+    const int64_t n = 4099;
+    const double tol = tol_for(dt);
+    const size_t es = (size_t)sg_dtype_size(dt);
+    float *x = rnd_dt(n + 1, -6, 6, dt), *dy = rnd_dt(n + 1, -1, 1, dt);
+    float *y_cpu = fbuf(n), *dx_cpu = fbuf(n);
+    cpu_gelu_fwd(y_cpu, x + 1, n);
+    cpu_gelu_bwd(dx_cpu, dy + 1, x + 1, n);
+    float *od = old_for(accum, n + 1, dt);
+    float *ref_y = ref_acc(y_cpu, NULL, n, dt),
+          *ref_dx = ref_acc(dx_cpu, od ? od + 1 : NULL, n, dt);
+    /* the misaligned outputs: element 0 holds 0.25 (exact in bf16), the rest is as above */
+    float *ref_yu = fbuf(n + 1), *ref_dxu = fbuf(n + 1), *oyu = fbuf(n + 1), *odu = fbuf(n + 1);
+    ref_yu[0] = ref_dxu[0] = oyu[0] = odu[0] = 0.25f;
+    memcpy(ref_yu + 1, ref_y, (size_t)n * 4), memcpy(ref_dxu + 1, ref_dx, (size_t)n * 4);
+    for (int64_t i = 1; i <= n; i++) oyu[i] = NAN, odu[i] = od ? od[i] : NAN;
+    tbuf *tx = tb_in("x", x + 1, n, dt), *tdy = tb_in("dy", dy + 1, n, dt);
+    tbuf *txu = tb_in("x misaligned", x, n + 1, dt), *tdyu = tb_in("dy misaligned", dy, n + 1, dt);
+    tbuf *y = tb_out("gelu y", n, dt, NULL), *yin = tb_out("gelu y in place", n, dt, x + 1);
+    tbuf *g = tb_out("gelu dx", n, dt, od ? od + 1 : NULL);
+    tbuf *gin = tb_out("gelu dx in place", n, dt, dy + 1); /* starts as dy: only overwriting */
+    tbuf *yu = tb_out("gelu y misaligned", n + 1, dt, oyu);
+    tbuf *gu = tb_out("gelu dx misaligned", n + 1, dt, odu);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_gelu_fwd, g_st, y->d, tx->d, n, dt);
+        CALL(cuda_gelu_fwd, g_st, yin->d, yin->d, n, dt);
+        CALL(cuda_gelu_bwd, g_st, g->d, tdy->d, tx->d, n, dt, accum);
+        CALL(cuda_gelu_bwd, g_st, gin->d, gin->d, tx->d, n, dt, 0);
+        CALL(cuda_gelu_fwd, g_st, (uint8_t *)yu->d + es, (uint8_t *)txu->d + es, n, dt);
+        CALL(cuda_gelu_bwd, g_st, (uint8_t *)gu->d + es, (uint8_t *)tdyu->d + es,
+             (uint8_t *)txu->d + es, n, dt, accum);
+        sync_stream();
+        tb_check(y, ref_y, tol, rep, ctx);
+        tb_check(yin, ref_y, tol, rep, ctx);
+        tb_check(g, ref_dx, tol, rep, ctx);
+        tb_check(gin, accum ? ref_acc(dx_cpu, NULL, n, dt) : ref_dx, tol, rep, ctx);
+        tb_check(yu, ref_yu, tol, rep, ctx);
+        tb_check(gu, ref_dxu, tol, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
 static void test_add_nc(int N, int HW, int C, int dt, int accum) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "add_nc N%d HW%d C%d %s%s", N, HW, C, dtn(dt), accum ? " accum" : "");
@@ -2016,6 +2068,8 @@ int main(void) {
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_elementwise(dt);
         test_silu_mul(dt, dt == DT_BF16); /* fp32 overwriting, bf16 accumulating */
+        test_gelu(dt, 0);
+        test_gelu(dt, 1);
         test_add_nc(3, 37, 19, dt, 0);
         test_add_nc(2, 600, 37, dt, 1); /* two row chunks per sample */
         test_resample(2, 6, 8, 5, dt, 0);

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/sg_pointwise.h"
 #include "common/sg_sample_step.h"
 #include "common/sg_schedule.h"
 
@@ -77,15 +78,14 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
                       const float *gamma, const float *beta, int N, int HW, int C, int G,
                       const cpu_norm_tail *t);
 
-/* ---- elementwise over n values (y may alias x / a) */
-void cpu_silu_fwd(float *y, const float *x, int64_t n);
-void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n); /* dx may alias dy */
-/* y = silu(a) * b, a gated unit's gate; y may alias a or b. */
-void cpu_silu_mul_fwd(float *y, const float *a, const float *b, int64_t n);
-/* da = dy * b * silu'(a), db = dy * silu(a); da or db may alias dy. */
-void cpu_silu_mul_bwd(float *da, float *db, const float *dy, const float *a, const float *b,
-                      int64_t n);
-void cpu_add_fwd(float *y, const float *a, const float *b, int64_t n);
+/* ---- pointwise ops: cpu_<fn>(outputs, inputs, n) over n values, any output may alias any
+ * input. Which ops, and their operands: common/sg_pointwise.h; their math: elementwise.c's
+ * element functions (silu, add, silu_mul, gelu and their backward ops). */
+#define SG_PW_CPU_DECL(op, fn, nin, nout, acc) void cpu_##fn(SG_PW_CPU_PARAMS(nin, nout));
+SG_POINTWISE_LIST(SG_PW_CPU_DECL)
+#undef SG_PW_CPU_DECL
+
+/* ---- other elementwise ops over n values (y may alias x) */
 void cpu_copy(float *y, const float *x, int64_t n);
 void cpu_scale(float *y, const float *x, float s, int64_t n);
 

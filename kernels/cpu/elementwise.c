@@ -12,49 +12,75 @@
 #include <math.h>
 #include <string.h>
 
+/* ---- the pointwise ops (common/sg_pointwise.h): each row's math on one element, y[0..nout)
+ * from x[0..nin), then the loop every row shares. */
+#define PW_ELEM(fn) static inline void fn##_elem(float *y, const float *x)
+
 /* silu(x) = x * sigmoid(x). sigmoid via expf(-x): for x << 0 expf overflows to +inf and
  * s = 1/(1+inf) = 0, which is the correct limit (no NaN). */
-void cpu_silu_fwd(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = v / (1.0f + expf(-v));
-    }
+PW_ELEM(silu_fwd) {
+    float v = x[0];
+    y[0] = v / (1.0f + expf(-v));
 }
 
-/* d silu / dx = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x). dx may alias dy: each
- * dy[i] is read before dx[i] is written. */
-void cpu_silu_bwd(float *dx, const float *dy, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float s = 1.0f / (1.0f + expf(-v));
-        dx[i] = dy[i] * (s * (1.0f + v * (1.0f - s)));
-    }
+/* x: dy, x. d silu / dx = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x). */
+PW_ELEM(silu_bwd) {
+    float v = x[1];
+    float s = 1.0f / (1.0f + expf(-v));
+    y[0] = x[0] * (s * (1.0f + v * (1.0f - s)));
+}
+
+PW_ELEM(add_fwd) {
+    y[0] = x[0] + x[1];
 }
 
 /* silu(a) * b, silu as above. */
-void cpu_silu_mul_fwd(float *y, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = a[i];
-        y[i] = v / (1.0f + expf(-v)) * b[i];
-    }
+PW_ELEM(silu_mul_fwd) {
+    float v = x[0];
+    y[0] = v / (1.0f + expf(-v)) * x[1];
 }
 
-/* da = dy b silu'(a) with silu' as in cpu_silu_bwd; db = dy silu(a). Both are computed before
- * either is stored, so da or db may alias dy. */
-void cpu_silu_mul_bwd(float *da, float *db, const float *dy, const float *a, const float *b,
-                      int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = a[i], e = expf(-v), g = dy[i];
-        float s = 1.0f / (1.0f + e);
-        float ga = g * b[i] * (s * (1.0f + v * (1.0f - s))), gb = g * (v / (1.0f + e));
-        da[i] = ga;
-        db[i] = gb;
-    }
+/* x: dy, a, b. da = dy b silu'(a) with silu' as in silu_bwd; db = dy silu(a). */
+PW_ELEM(silu_mul_bwd) {
+    float v = x[1], e = expf(-v), g = x[0];
+    float s = 1.0f / (1.0f + e);
+    y[0] = g * x[2] * (s * (1.0f + v * (1.0f - s)));
+    y[1] = g * (v / (1.0f + e));
 }
 
-void cpu_add_fwd(float *y, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the standard normal CDF: the exact
+ * GELU (PyTorch's approximate='none'). erff saturates at +-1, so both limits are exact. */
+PW_ELEM(gelu_fwd) {
+    float v = x[0];
+    y[0] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
 }
+
+/* x: dy, x. gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+PW_ELEM(gelu_bwd) {
+    float v = x[1];
+    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    y[0] = x[0] * (cdf + v * pdf);
+}
+
+/* cpu_<fn>: element i's inputs are all read before its outputs are stored, so an output may
+ * alias any input (the contract in cpu_kernels.h). */
+#define PW_OUT_PTR(i) out##i
+#define PW_IN_PTR(i) in##i
+#define PW_CPU_KERNEL(op, fn, nin, nout, acc)                                                      \
+    void cpu_##fn(SG_PW_CPU_PARAMS(nin, nout)) {                                                   \
+        float *const out[] = {SG_PW_EACH_##nout(PW_OUT_PTR)};                                      \
+        const float *const in[] = {SG_PW_EACH_##nin(PW_IN_PTR)};                                   \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            float x[nin], y[nout];                                                                 \
+            for (int k = 0; k < nin; k++) x[k] = in[k][i];                                         \
+            fn##_elem(y, x);                                                                       \
+            for (int k = 0; k < nout; k++) out[k][i] = y[k];                                       \
+        }                                                                                          \
+    }
+SG_POINTWISE_LIST(PW_CPU_KERNEL)
+
+/* ---- the other elementwise ops */
 
 /* memmove: the contract allows y == x (a no-op) and the backend may copy within the arena. */
 void cpu_copy(float *y, const float *x, int64_t n) {

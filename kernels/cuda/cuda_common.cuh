@@ -122,6 +122,52 @@ __device__ __forceinline__ void dev_st_acc(void *p, int64_t i, float v, int dt, 
     if (accum) v = __fadd_rn(dev_ld(p, i, dt), v);
     dev_st(p, i, v, dt);
 }
+/* Typed access: fp32 (float) or bf16 (uint16_t) storage: converted to fp32 on load, rounded once on
+ * store */
+__device__ __forceinline__ float dev_ld1(const float *p) {
+    return *p;
+}
+__device__ __forceinline__ float dev_ld1(const uint16_t *p) {
+    return dev_bf16_to_f32(*p);
+}
+__device__ __forceinline__ void dev_st1(float *p, float v) {
+    *p = v;
+}
+__device__ __forceinline__ void dev_st1(uint16_t *p, float v) {
+    *p = dev_f32_to_bf16(v);
+}
+/* VEC consecutive elements at p: one 16-byte access when VEC * sizeof(T) == 16 (the caller
+ * checked the alignment), else VEC single ones. */
+template <typename T, int VEC> __device__ __forceinline__ void dev_ldv(float *out, const T *p) {
+    if constexpr (VEC * sizeof(T) == 16) {
+        const uint4 r = *reinterpret_cast<const uint4 *>(p);
+        T e[VEC];
+        memcpy(e, &r, 16);
+        for (int j = 0; j < VEC; j++) out[j] = dev_ld1(&e[j]);
+    } else {
+        for (int j = 0; j < VEC; j++) out[j] = dev_ld1(p + j);
+    }
+}
+/* store v (accum: added to what is there, in fp32, then rounded once, as dev_st_acc) */
+template <typename T, int VEC>
+__device__ __forceinline__ void dev_stv(T *p, const float *v, int accum) {
+    float w[VEC];
+    if (accum) {
+        dev_ldv<T, VEC>(w, p);
+        for (int j = 0; j < VEC; j++) w[j] = __fadd_rn(w[j], v[j]);
+    } else {
+        for (int j = 0; j < VEC; j++) w[j] = v[j];
+    }
+    if constexpr (VEC * sizeof(T) == 16) {
+        T e[VEC];
+        for (int j = 0; j < VEC; j++) dev_st1(&e[j], w[j]);
+        uint4 r;
+        memcpy(&r, e, 16);
+        *reinterpret_cast<uint4 *>(p) = r;
+    } else {
+        for (int j = 0; j < VEC; j++) dev_st1(p + j, w[j]);
+    }
+}
 /* Element i of a concatenation (see sg_cat): row = pixel, c = channel of the concatenation. */
 __device__ __forceinline__ float dev_cat_ld(const sg_cat x, int64_t row, int c, int dt) {
     return c < x.c[0] ? dev_ld(x.p[0], row * x.c[0] + c, dt)

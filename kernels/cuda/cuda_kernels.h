@@ -40,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/sg_base.h"
+#include "common/sg_pointwise.h"
 #include "common/sg_sample_step.h"
 #include "common/sg_schedule.h"
 #include "common/sg_workspace.h"
@@ -188,15 +189,14 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
                       sg_drop drop, int dt, int accum_dx, int accum_dv, int accum_param, void *ws,
                       int64_t ws_bytes);
 
-/* ---- elementwise (elementwise.cu), n values; outputs may alias inputs elementwise. */
-int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt);
-int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,
-                  int accum);
-int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
-/* y = silu(a) * b; da (+)= dy b silu'(a), db (+)= dy silu(a) (accum_a / accum_b). */
-int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt);
-int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
-                      const void *b, int64_t n, int dt, int accum_a, int accum_b);
+/* ---- pointwise ops (common/sg_pointwise.h, one row each; elementwise.cu): cuda_<fn> computes
+ * cpu_<fn> over n values of dtype dt; outputs may alias inputs elementwise; a gradient op
+ * takes one accumulate flag per output. */
+#define SG_PW_CUDA_DECL(op, fn, nin, nout, acc) int cuda_##fn(SG_PW_CUDA_PARAMS(nin, nout, acc));
+SG_POINTWISE_LIST(SG_PW_CUDA_DECL)
+#undef SG_PW_CUDA_DECL
+
+/* ---- other elementwise ops (elementwise.cu), n values; outputs may alias inputs. */
 /* y (ydt) = x (xdt), converting dtype; with accum, y += x. */
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum);
 int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum);

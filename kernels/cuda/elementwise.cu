@@ -4,6 +4,11 @@
  * Shapes: flat ops take n values; add_nc takes x[N,HW,C] and v[N,C]. Each output element of
  * a pointwise op depends only on the same element of its inputs, so outputs may alias inputs.
  *
+ * The pointwise family (common/sg_pointwise.h) is one kernel template, pointwise_kernel: an
+ * op is its element function (<fn>_elem below), and its launcher cuda_<fn> is generated from
+ * its row. The kernel moves 16 bytes per operand per access (fp32: 4 values, bf16: 8) when
+ * every operand is 16-byte aligned, one value at a time otherwise.
+ *
  * Column sums (add_nc backward, bias gradients): out[b][c] = sum over r of in[b][r][c]. Pass 1
  * cuts the R rows into chunks of SG_WS_COLSUM_ROWS; one block per (32 columns, chunk, b) sums
  * its chunk and writes partials[b][chunk][c]; pass 2 sums the chunks of each column in
@@ -13,49 +18,103 @@
 
 /* ================================ kernels ================================ */
 
-/* threads stride over n: y = x sigmoid(x) */
-__global__ void silu_fwd_kernel(void *y, const void *x, int64_t n, int dt) {
-    SG_GRID_STRIDE(i, n) {
-        float v = dev_ld(x, i, dt);
-        dev_st(y, i, v / (1.0f + expf(-v)), dt);
-    }
+/* ---- the pointwise ops (common/sg_pointwise.h): each row's math on one element, y[0..nout)
+ * from x[0..nin) in fp32 (the same expressions as kernels/cpu/elementwise.c), then the one
+ * kernel they all run in. */
+#define PW_ELEM(fn) __device__ __forceinline__ void fn##_elem(float *y, const float *x)
+
+/* y = x sigmoid(x) */
+PW_ELEM(silu_fwd) {
+    float v = x[0];
+    y[0] = v / (1.0f + expf(-v));
 }
 
-/* threads stride over n: dx (+)= dy s (1 + x (1 - s)), s = sigmoid(x) */
-__global__ void silu_bwd_kernel(void *dx, const void *dy, const void *x, int64_t n, int dt,
-                                int accum) {
-    SG_GRID_STRIDE(i, n) {
-        float v = dev_ld(x, i, dt);
-        float s = 1.0f / (1.0f + expf(-v));
-        dev_st_acc(dx, i, dev_ld(dy, i, dt) * (s * (1.0f + v * (1.0f - s))), dt, accum);
-    }
+/* x: dy, x. dx = dy s (1 + x (1 - s)), s = sigmoid(x) */
+PW_ELEM(silu_bwd) {
+    float v = x[1];
+    float s = 1.0f / (1.0f + expf(-v));
+    y[0] = x[0] * (s * (1.0f + v * (1.0f - s)));
 }
 
-/* threads stride over n: y = silu(a) b */
-__global__ void silu_mul_fwd_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
-    SG_GRID_STRIDE(i, n) {
-        float v = dev_ld(a, i, dt);
-        dev_st(y, i, v / (1.0f + expf(-v)) * dev_ld(b, i, dt), dt);
-    }
+PW_ELEM(add_fwd) {
+    y[0] = x[0] + x[1];
 }
 
-/* threads stride over n: da (+)= dy b s (1 + a (1 - s)), db (+)= dy silu(a), s = sigmoid(a) */
-__global__ void silu_mul_bwd_kernel(void *da, void *db, const void *dy, const void *a,
-                                    const void *b, int64_t n, int dt, int accum_a, int accum_b) {
-    SG_GRID_STRIDE(i, n) {
-        float v = dev_ld(a, i, dt), e = expf(-v), g = dev_ld(dy, i, dt);
-        float s = 1.0f / (1.0f + e);
-        float ga = g * dev_ld(b, i, dt) * (s * (1.0f + v * (1.0f - s))), gb = g * (v / (1.0f + e));
-        dev_st_acc(da, i, ga, dt, accum_a);
-        dev_st_acc(db, i, gb, dt, accum_b);
-    }
+/* y = silu(a) b */
+PW_ELEM(silu_mul_fwd) {
+    float v = x[0];
+    y[0] = v / (1.0f + expf(-v)) * x[1];
 }
 
-/* threads stride over n: y = a + b */
-__global__ void add_kernel(void *y, const void *a, const void *b, int64_t n, int dt) {
-    SG_GRID_STRIDE(i, n) {
-        dev_st(y, i, dev_ld(a, i, dt) + dev_ld(b, i, dt), dt);
+/* x: dy, a, b. da = dy b s (1 + a (1 - s)), db = dy silu(a), s = sigmoid(a) */
+PW_ELEM(silu_mul_bwd) {
+    float v = x[1], e = expf(-v), g = x[0];
+    float s = 1.0f / (1.0f + e);
+    y[0] = g * x[2] * (s * (1.0f + v * (1.0f - s)));
+    y[1] = g * (v / (1.0f + e));
+}
+
+/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the standard normal CDF: the exact
+ * GELU (PyTorch's approximate='none'). erff saturates at +-1, so both limits are exact. */
+PW_ELEM(gelu_fwd) {
+    float v = x[0];
+    y[0] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
+/* x: dy, x. gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+PW_ELEM(gelu_bwd) {
+    float v = x[1];
+    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    y[0] = x[0] * (cdf + v * pdf);
+}
+
+/* A pointwise launch's operands, passed by value. */
+struct pw_io {
+    void *out[SG_PW_MAX_OUT];
+    const void *in[SG_PW_MAX_IN];
+    int accum[SG_PW_MAX_OUT];
+};
+#ifdef SG_CUDA_HOST
+/* the emulator checks the operands like pointer arguments */
+template <> struct cuda_sim_arg_ptrs<pw_io> {
+    static int get(const pw_io &io, const void **out) {
+        int k = 0;
+        for (int i = 0; i < SG_PW_MAX_OUT; i++) out[k++] = io.out[i];
+        for (int i = 0; i < SG_PW_MAX_IN; i++) out[k++] = io.in[i];
+        return k;
     }
+};
+#endif
+
+/* VEC elements from element i on: every input loaded, F applied element by element, every
+ * output stored (accum: added to what it holds, in fp32, then rounded once). All inputs are
+ * read before any output is written, so outputs may alias inputs. */
+template <class F, int NIN, int NOUT, typename T, int VEC>
+__device__ __forceinline__ void pw_apply(const pw_io &io, int64_t i) {
+    float x[NIN][VEC], y[NOUT][VEC];
+    for (int k = 0; k < NIN; k++) dev_ldv<T, VEC>(x[k], (const T *)io.in[k] + i);
+    for (int j = 0; j < VEC; j++) {
+        float xj[NIN], yj[NOUT];
+        for (int k = 0; k < NIN; k++) xj[k] = x[k][j];
+        F::apply(yj, xj);
+        for (int k = 0; k < NOUT; k++) y[k][j] = yj[k];
+    }
+    for (int k = 0; k < NOUT; k++) dev_stv<T, VEC>((T *)io.out[k] + i, y[k], io.accum[k]);
+}
+
+/* Every pointwise op, F its element function, T its storage (float or uint16_t: bf16). VEC
+ * elements are one 16-byte access per operand (fp32: 4, bf16: 8), or 1 when an operand is not
+ * 16-byte aligned. Threads stride over the n / VEC vectors; then the first n % VEC threads of
+ * the grid take one tail element each. */
+template <class F, int NIN, int NOUT, typename T, int VEC>
+__global__ void pointwise_kernel(pw_io io, int64_t n) {
+    const int64_t nv = n / VEC;
+    SG_GRID_STRIDE(j, nv) {
+        pw_apply<F, NIN, NOUT, T, VEC>(io, j * VEC);
+    }
+    const int64_t t = nv * VEC + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) pw_apply<F, NIN, NOUT, T, 1>(io, t);
 }
 
 /* threads stride over n: y (+)= x * s, converting xdt -> ydt (copy: s = 1) */
@@ -129,48 +188,44 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     return SG_OK;
 }
 
-int cuda_silu_fwd(cudaStream_t st, void *y, const void *x, int64_t n, int dt) {
-    SG_DT_CHECK(dt, "cuda_silu_fwd");
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(silu_fwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, x, n, dt);
-    SG_LAUNCH_CHECK("silu_fwd_kernel");
+/* The 16-byte kernel when every operand is 16-byte aligned (arena tensors are), else the
+ * one-value kernel; both give the same bits (each element is computed alone). */
+template <class F, int NIN, int NOUT, typename T>
+static int pw_launch(cudaStream_t st, const pw_io &io, int64_t n, const char *name) {
+    constexpr int V = 16 / sizeof(T);
+    bool aligned = true;
+    for (int k = 0; k < NIN; k++) aligned = aligned && (uintptr_t)io.in[k] % 16 == 0;
+    for (int k = 0; k < NOUT; k++) aligned = aligned && (uintptr_t)io.out[k] % 16 == 0;
+    if (aligned)
+        SG_LAUNCH((pointwise_kernel<F, NIN, NOUT, T, V>), sg_grid_for(n / V), SG_THREADS, 0, st, io,
+                  n);
+    else
+        SG_LAUNCH((pointwise_kernel<F, NIN, NOUT, T, 1>), sg_grid_for(n), SG_THREADS, 0, st, io, n);
+    SG_LAUNCH_CHECK(name);
     return SG_OK;
 }
 
-int cuda_silu_bwd(cudaStream_t st, void *dx, const void *dy, const void *x, int64_t n, int dt,
-                  int accum) {
-    SG_DT_CHECK(dt, "cuda_silu_bwd");
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(silu_bwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, dx, dy, x, n, dt, accum);
-    SG_LAUNCH_CHECK("silu_bwd_kernel");
-    return SG_OK;
-}
-
-int cuda_silu_mul_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
-    SG_DT_CHECK(dt, "cuda_silu_mul_fwd");
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(silu_mul_fwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, a, b, n, dt);
-    SG_LAUNCH_CHECK("silu_mul_fwd_kernel");
-    return SG_OK;
-}
-
-int cuda_silu_mul_bwd(cudaStream_t st, void *da, void *db, const void *dy, const void *a,
-                      const void *b, int64_t n, int dt, int accum_a, int accum_b) {
-    SG_DT_CHECK(dt, "cuda_silu_mul_bwd");
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(silu_mul_bwd_kernel, sg_grid_for(n), SG_THREADS, 0, st, da, db, dy, a, b, n, dt,
-              accum_a, accum_b);
-    SG_LAUNCH_CHECK("silu_mul_bwd_kernel");
-    return SG_OK;
-}
-
-int cuda_add_fwd(cudaStream_t st, void *y, const void *a, const void *b, int64_t n, int dt) {
-    SG_DT_CHECK(dt, "cuda_add_fwd");
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(add_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, a, b, n, dt);
-    SG_LAUNCH_CHECK("add_kernel");
-    return SG_OK;
-}
+/* cuda_<fn> for every row: the operands into a pw_io, the element function into a type */
+#define PW_OUT_PTR(i) out##i
+#define PW_IN_PTR(i) in##i
+#define PW_ACC_0(i) 0
+#define PW_ACC_1(i) accum##i
+#define PW_LAUNCHER(op, fn, nin, nout, acc)                                                        \
+    struct fn##_op {                                                                               \
+        static __device__ __forceinline__ void apply(float *y, const float *x) {                   \
+            fn##_elem(y, x);                                                                       \
+        }                                                                                          \
+    };                                                                                             \
+    int cuda_##fn(SG_PW_CUDA_PARAMS(nin, nout, acc)) {                                             \
+        SG_DT_CHECK(dt, "cuda_" #fn);                                                              \
+        if (n <= 0) return SG_OK;                                                                  \
+        const pw_io io = {{SG_PW_EACH_##nout(PW_OUT_PTR)},                                         \
+                          {SG_PW_EACH_##nin(PW_IN_PTR)},                                           \
+                          {SG_PW_EACH_##nout(PW_ACC_##acc)}};                                      \
+        return dt == DT_BF16 ? pw_launch<fn##_op, nin, nout, uint16_t>(st, io, n, "cuda_" #fn)     \
+                             : pw_launch<fn##_op, nin, nout, float>(st, io, n, "cuda_" #fn);       \
+    }
+SG_POINTWISE_LIST(PW_LAUNCHER)
 
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum) {
     SG_DT_CHECK(ydt, "cuda_copy");

@@ -192,51 +192,6 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
     const bool active = tr < TR;                                                                   \
     (void)cg, (void)R
 
-/* fp32 (float) or bf16 (uint16_t) storage: converted to fp32 on load, rounded once on store */
-__device__ __forceinline__ float na_ld1(const float *p) {
-    return *p;
-}
-__device__ __forceinline__ float na_ld1(const uint16_t *p) {
-    return dev_bf16_to_f32(*p);
-}
-__device__ __forceinline__ void na_st1(float *p, float v) {
-    *p = v;
-}
-__device__ __forceinline__ void na_st1(uint16_t *p, float v) {
-    *p = dev_f32_to_bf16(v);
-}
-/* VEC consecutive elements at p: one 16-byte access when VEC * sizeof(T) == 16 (the launcher
- * checked the alignment), else VEC single ones. */
-template <typename T, int VEC> __device__ __forceinline__ void na_ld(float *out, const T *p) {
-    if constexpr (VEC * sizeof(T) == 16) {
-        const uint4 r = *reinterpret_cast<const uint4 *>(p);
-        T e[VEC];
-        memcpy(e, &r, 16);
-        for (int j = 0; j < VEC; j++) out[j] = na_ld1(&e[j]);
-    } else {
-        for (int j = 0; j < VEC; j++) out[j] = na_ld1(p + j);
-    }
-}
-/* store v (accum: added to what is there, in fp32, then rounded once, as dev_st_acc) */
-template <typename T, int VEC>
-__device__ __forceinline__ void na_st(T *p, const float *v, int accum) {
-    float w[VEC];
-    if (accum) {
-        na_ld<T, VEC>(w, p);
-        for (int j = 0; j < VEC; j++) w[j] = __fadd_rn(w[j], v[j]);
-    } else {
-        for (int j = 0; j < VEC; j++) w[j] = v[j];
-    }
-    if constexpr (VEC * sizeof(T) == 16) {
-        T e[VEC];
-        for (int j = 0; j < VEC; j++) na_st1(&e[j], w[j]);
-        uint4 r;
-        memcpy(&r, e, 16);
-        *reinterpret_cast<uint4 *>(p) = r;
-    } else {
-        for (int j = 0; j < VEC; j++) na_st1(p + j, w[j]);
-    }
-}
 /* the element (row, c) of a concatenation; with VEC > 1 the launcher made every vector lie in
  * one part */
 template <typename T> __device__ __forceinline__ T *na_cat(const sg_cat &x, int64_t row, int c) {
@@ -301,11 +256,11 @@ __global__ void norm_stats_kernel(float2 *part, sg_cat x, const T *v, int HW, in
         float m[VEC], M2[VEC], add[VEC];
         for (int j = 0; j < VEC; j++) m[j] = M2[j] = add[j] = 0.0f;
         if (mine) {
-            if (vn) na_ld<T, VEC>(add, vn + c0);
+            if (vn) dev_ldv<T, VEC>(add, vn + c0);
             int k = 0;
             for (int r = r0 + tr; r < r1; r += TR) {
                 float u[VEC];
-                na_ld<T, VEC>(u, na_cat<const T>(x, (int64_t)n * HW + r, c0));
+                dev_ldv<T, VEC>(u, na_cat<const T>(x, (int64_t)n * HW + r, c0));
                 const float inv = 1.0f / (float)++k;
                 for (int j = 0; j < VEC; j++) {
                     const float uj = vn ? u[j] + add[j] : u[j];
@@ -377,16 +332,16 @@ __global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean,
             const int c = c0 + j, s = n * G + c / cg;
             mu[j] = mean[s], ga[j] = rstd[s] * gamma[c], be[j] = beta[c], add[j] = 0.0f;
         }
-        if (vn) na_ld<T, VEC>(add, vn + c0);
+        if (vn) dev_ldv<T, VEC>(add, vn + c0);
         for (int r = r0 + tr; r < r1; r += TR) {
             const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
             float u[VEC], o[VEC];
-            na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
+            dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
             for (int j = 0; j < VEC; j++) {
                 const float uj = vn ? u[j] + add[j] : u[j];
                 o[j] = na_tail_fwd(fmaf(uj - mu[j], ga[j], be[j]), act, dk, i + j);
             }
-            na_st<T, VEC>(y + i, o, 0);
+            dev_stv<T, VEC>(y + i, o, 0);
         }
     }
 }
@@ -413,12 +368,12 @@ __global__ void norm_bwd_reduce_kernel(float2 *part, const T *dy, sg_cat x, cons
                 mu[j] = mean[s], rs[j] = rstd[s], ga[j] = rs[j] * gamma[c], be[j] = beta[c];
                 add[j] = 0.0f;
             }
-            if (vn) na_ld<T, VEC>(add, vn + c0);
+            if (vn) dev_ldv<T, VEC>(add, vn + c0);
             for (int r = r0 + tr; r < r1; r += TR) {
                 const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
                 float u[VEC], d[VEC];
-                na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
-                na_ld<T, VEC>(d, dy + i);
+                dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
+                dev_ldv<T, VEC>(d, dy + i);
                 for (int j = 0; j < VEC; j++) {
                     const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
                     const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
@@ -491,19 +446,19 @@ __global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_
                 mu[j] = mean[s], rs[j] = rstd[s], gm[j] = gamma[c], ga[j] = rs[j] * gm[j];
                 be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
             }
-            if (vn) na_ld<T, VEC>(add, vn + c0);
+            if (vn) dev_ldv<T, VEC>(add, vn + c0);
             for (int r = r0 + tr; r < r1; r += TR) {
                 const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
                 float u[VEC], d[VEC];
-                na_ld<T, VEC>(u, na_cat<const T>(x, row, c0));
-                na_ld<T, VEC>(d, dy + i);
+                dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
+                dev_ldv<T, VEC>(d, dy + i);
                 for (int j = 0; j < VEC; j++) {
                     const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
                     const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
                     d[j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
                     sdx[j] += d[j];
                 }
-                na_st<T, VEC>(na_cat<T>(dx, row, c0), d, accum);
+                dev_stv<T, VEC>(na_cat<T>(dx, row, c0), d, accum);
             }
         }
         if (dvpart) {
