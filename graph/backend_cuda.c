@@ -30,6 +30,8 @@
  * cuDNN needs one tensor. A node cuDNN has no deterministic engine for within the budget is an
  * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
  * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
+ * Within own, SG_CONV_TC=wgmma (prepare_conv_tc; opt-in, never run on a GPU) sends the bf16
+ * tensor-core convolutions to the Hopper kernels (conv_wgmma.cu) instead of conv_tc.cu's.
  */
 #ifdef SG_HAVE_CUDA
 
@@ -77,6 +79,10 @@ typedef struct {
     int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
+    /* SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions run on the Hopper wgmma
+     * kernels (conv_wgmma.cu) instead of the mma.sync ones (conv_tc.cu); opt-in, checked at
+     * prepare (prepare_conv_tc) */
+    int conv_wgmma;
 #ifdef SG_HAVE_CUDNN
     sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
@@ -345,6 +351,43 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
 }
 #endif
 
+/* SG_CONV_TC (unset, "mma" or "wgmma"): which tensor-core generation runs the own engine's bf16
+ * convolutions. wgmma is opt-in (it has never run on a GPU, docs/gpu-status.md) and is refused
+ * here, with the reason, where it cannot run: a device other than compute capability 9.0 (the
+ * kernels are sm_90a code), a plan whose convolutions are not bf16, --conv-engine cudnn. With
+ * `auto` it means own. Each conv call then goes to wgmma unless cuda_conv2d_wgmma_refusal
+ * refuses that call (not a tensor-core convolution, e.g. the 3-channel image convs; an operand
+ * not 128-byte aligned): that call runs where own would run it (fixed by the plan, so the same
+ * calls every step). */
+static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
+    const char *env = getenv("SG_CONV_TC");
+    c->conv_wgmma = 0;
+    if (!env || !*env || !strcmp(env, "mma")) return SG_OK;
+    if (strcmp(env, "wgmma"))
+        return sg_set_error("SG_CONV_TC=%s: expected mma (the default) or wgmma", env);
+    if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
+        return sg_set_error("SG_CONV_TC=wgmma selects the own engine's kernels, but --conv-engine "
+                            "cudnn asks for cuDNN");
+    int major = 0, minor = 0;
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
+    CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
+    if (major != 9 || minor != 0)
+        return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are sm_90a code and need a "
+                            "compute capability 9.0 GPU (H100/H200); this device is %d.%d",
+                            major, minor);
+    int bf16 = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (is_conv(g->n[i].op)) bf16 += g->t[g->n[i].in[0]].dtype == DT_BF16;
+    if (!bf16)
+        return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are bf16 only and this "
+                            "plan has no bf16 convolution (--precision bf16)");
+    c->conv_wgmma = 1;
+    c->conv_engine = SG_CONV_ENGINE_OWN;
+    fprintf(stderr, "stepgraph: SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions "
+                    "run on the wgmma kernels (conv_wgmma.cu; never run on a GPU before)\n");
+    return SG_OK;
+}
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -352,6 +395,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     c->conv_engine = be->conv_engine;
     if (c->conv_engine < SG_CONV_ENGINE_AUTO || c->conv_engine > SG_CONV_ENGINE_CUDNN)
         return sg_set_error("conv engine %d is not auto, own or cudnn", c->conv_engine);
+    if (prepare_conv_tc(c, g)) return SG_ERR;
     c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
     if (!c->node_eng) return sg_set_error("out of host memory");
     int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
@@ -555,21 +599,39 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
 #endif
 }
 
+/* SG_CONV_TC=wgmma (prepare_conv_tc) and this call can run on the wgmma kernels: x the
+ * (concatenated) input, y the other activation (y, or dy for the backward passes) */
+static int conv_on_wgmma(const cuda_call *k, sg_conv_dims d, sg_cat x, const void *y, int dt) {
+    return k->c->conv_wgmma &&
+           cuda_conv2d_wgmma_refusal(x, y, d.N, d.H, d.W, d.Co, d.K, d.S, dt) == NULL;
+}
+
 CUDA_RUN(conv2d) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kin_cat(k, 0), kout(k, 0), k->dt))
+        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
+                                     d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
                            d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kout_cat(k, 0), kin(k, 0), k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_data(k->st, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H,
+                                          d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
+                                          k->ws, k->wsb);
     return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
                                 d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_weight) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kin_cat(k, 1), kin(k, 0), k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
+                                            d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt,
+                                            kacc(k, 0), k->ws, k->wsb);
     return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
                                   d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);
