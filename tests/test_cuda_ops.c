@@ -558,14 +558,33 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
     snprintf(ctx, sizeof ctx, "%s [wgmma]", ctx0);
     const char *why = cuda_conv2d_wgmma_refusal(r->x, r->y->d, N, H, W, Co, K, S, dt);
     if (why) {
-        CHECK(!on_host_emulation(), "%s: refused on the host emulation: %s", ctx, why);
-        const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, dt);
+        /* the emulation is a 9.0 device unless SG_SIM_CC says otherwise (cuda_ops_host_sm80) */
+        CHECK(!on_host_emulation() || getenv("SG_SIM_CC"), "%s: refused on the host emulation: %s",
+              ctx, why);
+        /* each launcher refuses with that reason, before any launch (y is left as it was) */
+        uint8_t *before = (uint8_t *)halloc(r->y->bytes), *after = (uint8_t *)halloc(r->y->bytes);
+        tb_download(r->y, before);
+        const int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, dt, r->db != NULL);
         tbuf *ws = tb_ws(wsb);
-        CHECK(cuda_conv2d_wgmma_fwd(g_st, r->y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S, pad, dt,
-                                    ws->d, wsb) == SG_ERR &&
-                  strstr(sg_last_error(), why),
-              "%s: the launcher must refuse with the reason (%s), said: %s", ctx, why,
-              sg_last_error());
+#define WG_REFUSED(fn, ...)                                                                        \
+    do {                                                                                           \
+        cover(#fn);                                                                                \
+        CHECK(fn(__VA_ARGS__) == SG_ERR && strstr(sg_last_error(), why),                           \
+              "%s: %s must refuse with the reason (%s), said: %s", ctx, #fn, why,                  \
+              sg_last_error());                                                                    \
+    } while (0)
+        WG_REFUSED(cuda_conv2d_wgmma_fwd, g_st, r->y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S,
+                   pad, dt, ws->d, wsb);
+        WG_REFUSED(cuda_conv2d_wgmma_bwd_data, g_st,
+                   sg_cat2(r->dxa->d, c0, c1 ? r->dxb->d : NULL, c1), r->dy->d, r->w, N, H, W, Ci,
+                   Co, K, S, pad, dt, r->accum, ws->d, wsb);
+        WG_REFUSED(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)r->dw->d,
+                   r->db ? (float *)r->db->d : NULL, r->dy->d, r->x, N, H, W, Ci, Co, K, S, pad, dt,
+                   r->accum, ws->d, wsb);
+#undef WG_REFUSED
+        sync_stream();
+        tb_download(r->y, after);
+        CHECK(!memcmp(before, after, r->y->bytes), "%s: a refused launcher wrote y", ctx);
         if (!wgmma_refused++) printf("wgmma convolutions refused here: %s\n", why);
         return;
     }
@@ -2035,9 +2054,18 @@ int main(void) {
            conv_path_cases[SG_CONV_PATH_CUBLAS]);
     printf("wgmma convolutions: %d of the %d tensor-core cases run%s\n", wgmma_cases,
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], wgmma_refused ? " (refused here)" : "");
-    /* the host emulation is a compute capability 9.0 device: every tensor-core case runs there */
-    CHECK(wgmma_refused || wgmma_cases == conv_path_cases[SG_CONV_PATH_TENSOR_CORE],
-          "%d wgmma cases of %d", wgmma_cases, conv_path_cases[SG_CONV_PATH_TENSOR_CORE]);
+    /* every tensor-core case runs on them, or every one is refused (a device other than compute
+     * capability 9.0); the host emulation is 9.0 unless SG_SIM_CC says otherwise */
+    {
+        const int tc = conv_path_cases[SG_CONV_PATH_TENSOR_CORE];
+        const char *cc = getenv("SG_SIM_CC");
+        CHECK(wgmma_cases == tc || wgmma_refused == tc, "wgmma: %d cases run, %d refused, of %d",
+              wgmma_cases, wgmma_refused, tc);
+        if (on_host_emulation())
+            CHECK(cc && strcmp(cc, "9.0") ? wgmma_refused == tc : wgmma_cases == tc,
+                  "wgmma on the emulation (SG_SIM_CC=%s): %d cases run, %d refused, of %d",
+                  cc ? cc : "unset", wgmma_cases, wgmma_refused, tc);
+    }
     test_linears();
     test_gns();
     test_norm_acts();
