@@ -354,7 +354,8 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
 /* SG_CONV_TC (unset, "mma" or "wgmma"): which tensor-core generation runs the own engine's bf16
  * convolutions. wgmma is opt-in (it has never run on a GPU, docs/gpu-status.md) and is refused
  * here, with the reason, where it cannot run: a device other than compute capability 9.0 (the
- * kernels are sm_90a code), a plan whose convolutions are not bf16, --conv-engine cudnn. With
+ * kernels are sm_90a code), a plan whose convolutions are not bf16, --conv-engine cudnn (a plan
+ * without convolutions is left alone). With
  * `auto` it means own. Each conv call then goes to wgmma unless cuda_conv2d_wgmma_refusal
  * refuses that call (not a tensor-core convolution, e.g. the 3-channel image convs; an operand
  * not 128-byte aligned): that call runs where own would run it (fixed by the plan, so the same
@@ -365,6 +366,10 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (!env || !*env || !strcmp(env, "mma")) return SG_OK;
     if (strcmp(env, "wgmma"))
         return sg_set_error("SG_CONV_TC=%s: expected mma (the default) or wgmma", env);
+    int convs = 0, bf16 = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (is_conv(g->n[i].op)) convs++, bf16 += g->t[g->n[i].in[0]].dtype == DT_BF16;
+    if (!convs) return SG_OK; /* nothing to run there (a sampler's plan, an op test) */
     if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
         return sg_set_error("SG_CONV_TC=wgmma selects the own engine's kernels, but --conv-engine "
                             "cudnn asks for cuDNN");
@@ -375,9 +380,6 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
         return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are sm_90a code and need a "
                             "compute capability 9.0 GPU (H100/H200); this device is %d.%d",
                             major, minor);
-    int bf16 = 0;
-    for (int i = 0; i < g->nn; i++)
-        if (is_conv(g->n[i].op)) bf16 += g->t[g->n[i].in[0]].dtype == DT_BF16;
     if (!bf16)
         return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are bf16 only and this "
                             "plan has no bf16 convolution (--precision bf16)");
@@ -1096,13 +1098,13 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s}",
+             "\"cudnn_tf32\":%s,\"conv_tc\":\"%s\"}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
              dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
-             dnn_tf32 ? "true" : "false");
+             dnn_tf32 ? "true" : "false", c->conv_wgmma ? "wgmma" : "mma");
 }
 
 static void cuda_destroy(sg_backend *be) {
