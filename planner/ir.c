@@ -56,6 +56,7 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
     t->grad = -1;
     t->twin = -1;
     t->recomputed = -1;
+    t->copy_of = -1;
     return g->nt++;
 }
 
@@ -118,7 +119,7 @@ int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const 
     }
     int needs_grad = 0;
     for (int i = 0; i < nin; i++) needs_grad |= g->t[in[i]].needs_grad;
-    static const char *const suffix[SG_MAX_OUT] = {"", ".mean", ".rstd", ".3"};
+    static const char *const suffix[SG_MAX_OUT] = {"", ".mean", ".rstd", ".3", ".4", ".5"};
     for (int k = 0; k < nd.nout; k++) {
         if (nd.out[k] >= 0) {
             const sg_tensor *t = &g->t[nd.out[k]];

@@ -19,7 +19,7 @@
 
 #define SG_MAX_DIMS 4
 #define SG_MAX_IN 10
-#define SG_MAX_OUT 4
+#define SG_MAX_OUT 6
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
 
@@ -116,6 +116,12 @@ typedef struct {
     float inv_gamma, power; /* the warm-up's shape */
 } sg_ema_args;
 
+/* The fused optimizer pass (OP_ADAMW_EMA): AdamW's arguments and the EMA's. */
+typedef struct {
+    sg_adamw_args adamw;
+    sg_ema_args ema;
+} sg_optim_args;
+
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);
  * ops without arguments leave it zeroed. */
 typedef union {
@@ -133,6 +139,7 @@ typedef union {
     sg_adamw_args adamw;
     sg_ema_args ema;
     sg_sampler_args sampler;
+    sg_optim_args optim;
 } sg_op_args;
 
 enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };
@@ -156,6 +163,8 @@ typedef struct {
     int twin;         /* gradient accumulation: micro-batch 0's tensor that this micro-batch's
                          tensor copies (its lifetime moved by whole micro-batches: the layout
                          gives it the twin's offset), -1 for every other tensor */
+    int copy_of;      /* ROLE_PARAM_BF16: the parameter this tensor is the bf16 copy of (laid
+                         out at half its offset in the parameter region), -1 otherwise */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
     /* The builder's mark on a forward output 0 whose op has a recompute op: do not keep it for

@@ -7,7 +7,7 @@
  * and their mma.sync kernels (conv_tc.cu) stay the default until a GPU has measured these.
  *
  * Shapes and GEMMs as conv_tc.cu: x[N,H,W,Ci] NHWC bf16 (sg_cat: channels [0, c0) from p[0],
- * [c0, Ci) from p[1]), w[Co][K][K][Ci] (here a bf16 copy wb: see the launchers), y[N,Ho,Wo,Co],
+ * [c0, Ci) from p[1]), w[Co][K][K][Ci] bf16 (the plan's bf16 weight copy), y[N,Ho,Wo,Co],
  * K in {1, 3}, S in {1, 2}, zero padding `pad` at the top/left (1: symmetric; 0 with S = 2:
  * DDPM's SAME, one row/column at the bottom/right), tap = kh*K + kw.
  *   forward   M = output pixels, N = Co, reduction over (tap, part, 64-channel chunk of the part)
@@ -461,8 +461,8 @@ static int wg_aligned128(const void *p) {
     return ((uintptr_t)p & 127u) == 0;
 }
 
-const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, int N, int H, int W, int Co, int K,
-                                      int S, int dt) {
+const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, const void *w, int N, int H, int W,
+                                      int Co, int K, int S, int dt) {
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -475,14 +475,15 @@ const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, int N, int H, int
     if (cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt) != SG_CONV_PATH_TENSOR_CORE)
         return "not a tensor-core convolution (bf16, every part of the input and Co multiples of "
                "8, 16-byte aligned operands)";
-    if (!wg_aligned128(x.p[0]) || (x.c[1] && !wg_aligned128(x.p[1])) || !wg_aligned128(y))
+    if (!wg_aligned128(x.p[0]) || (x.c[1] && !wg_aligned128(x.p[1])) || !wg_aligned128(y) ||
+        !wg_aligned128(w))
         return "an operand is not 128-byte aligned (the tensor maps' 128B swizzle)";
     return NULL;
 }
 
 /* The checks every launcher makes: the arguments (as conv.cu's), then the refusal. */
-static int wg_check(const char *fn, sg_cat x, const void *y, int N, int H, int W, int Ci, int Co,
-                    int K, int S, int pad, int dt) {
+static int wg_check(const char *fn, sg_cat x, const void *y, const void *w, int N, int H, int W,
+                    int Ci, int Co, int K, int S, int pad, int dt) {
     SG_ARG_CHECK((K == 1 || K == 3) && (S == 1 || S == 2), "%s: K=%d S=%d unsupported", fn, K, S);
     SG_ARG_CHECK(pad >= 0 && pad <= K / 2, "%s: padding %d with K=%d unsupported", fn, pad, K);
     SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
@@ -490,7 +491,7 @@ static int wg_check(const char *fn, sg_cat x, const void *y, int N, int H, int W
                      (x.c[1] == 0 || x.p[1] != NULL) && y != NULL,
                  "%s: concatenation of %d + %d channels does not make Ci = %d", fn, x.c[0], x.c[1],
                  Ci);
-    const char *why = cuda_conv2d_wgmma_refusal(x, y, N, H, W, Co, K, S, dt);
+    const char *why = cuda_conv2d_wgmma_refusal(x, y, w, N, H, W, Co, K, S, dt);
     SG_ARG_CHECK(why == NULL, "%s: %s", fn, why);
     return SG_OK;
 }
@@ -502,13 +503,6 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
     a.Ho = sg_ws_conv_out(H, K, S), a.Wo = sg_ws_conv_out(W, K, S);
     a.c0 = x.c[0], a.c1 = x.c[1];
     return a;
-}
-
-/* The fp32 weights as bf16 in the workspace, once per call (conv_tc.cu's conv_tc_weights_bf16
- * does the same for the mma.sync kernels; a bf16 weight copy kept by the optimizer will replace
- * both). The kernels below take bf16 weights only. */
-static int wg_weights_bf16(cudaStream_t st, uint16_t *wb, const float *w, int Ci, int Co, int K) {
-    return cu_to_bf16(st, wb, w, (int64_t)Co * K * K * Ci);
 }
 
 template <int BN>
@@ -532,7 +526,7 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     return SG_OK;
 }
 
-/* The forward on bf16 weights wb [Co][K][K][Ci] (what a persistent bf16 weight copy will pass). */
+/* The forward on bf16 weights wb [Co][K][K][Ci]. */
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
@@ -540,16 +534,14 @@ static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *w
     return WG_TILED(wg_pick_bn(Co), conv_wg_fwd_launch, st, y, b, x, wb, a);
 }
 
-int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b, int N,
+int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b, int N,
                           int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
                           int64_t ws_bytes) {
+    (void)ws, (void)ws_bytes; /* no scratch: the weights come in bf16 */
     const char *fn = "cuda_conv2d_wgmma_fwd";
-    if (wg_check(fn, x, y, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
-    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, fn);
-    uint16_t *wb = (uint16_t *)ws;
-    if (wg_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
-    return conv_wg_fwd(st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S, pad);
+    if (wg_check(fn, x, y, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, N, H, W, Ci, Co, K, S, pad);
 }
 
 template <int BN>
@@ -579,16 +571,15 @@ static int conv_wg_bwd_data(cudaStream_t st, sg_cat dx, const uint16_t *dy, cons
     return WG_TILED(wg_pick_bn(Ci), conv_wg_dgrad_launch, st, dx, dy, wb, a, accum);
 }
 
-int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float *w, int N,
+int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,
                                int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                                int accum, void *ws, int64_t ws_bytes) {
+    (void)ws, (void)ws_bytes; /* no scratch: the weights come in bf16 */
     const char *fn = "cuda_conv2d_wgmma_bwd_data";
-    if (wg_check(fn, dx, dy, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
-    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, fn);
-    uint16_t *wb = (uint16_t *)ws;
-    if (wg_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
-    return conv_wg_bwd_data(st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co, K, S, pad, accum);
+    if (wg_check(fn, dx, dy, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    return conv_wg_bwd_data(st, dx, (const uint16_t *)dy, (const uint16_t *)w, N, H, W, Ci, Co, K,
+                            S, pad, accum);
 }
 
 template <int BN>
@@ -615,7 +606,7 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
                                  int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                                  int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_conv2d_wgmma_bwd_weight";
-    if (wg_check(fn, x, dy, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    if (wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     const int64_t P = (int64_t)N * a.Ho * a.Wo, nw = (int64_t)Co * K * K * Ci;
