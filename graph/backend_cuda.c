@@ -35,6 +35,8 @@
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
  * when the backend is created. Both take the same plan, workspace and saved P; their bits
  * differ, so a run keeps one (describe() records it as attn_engine; node_engine() names it).
+ * Within own, SG_CONV_TC=wgmma (prepare_conv_tc; opt-in, never run on a GPU) sends the bf16
+ * tensor-core convolutions to the Hopper kernels (conv_wgmma.cu) instead of conv_tc.cu's.
  */
 #ifdef SG_HAVE_CUDA
 
@@ -86,6 +88,10 @@ typedef struct {
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
     int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
+    /* SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions run on the Hopper wgmma
+     * kernels (conv_wgmma.cu) instead of the mma.sync ones (conv_tc.cu); opt-in, checked at
+     * prepare (prepare_conv_tc) */
+    int conv_wgmma;
 #ifdef SG_HAVE_CUDNN
     sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
@@ -361,6 +367,45 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
 }
 #endif
 
+/* SG_CONV_TC (unset, "mma" or "wgmma"): which tensor-core generation runs the own engine's bf16
+ * convolutions. wgmma is opt-in (it has never run on a GPU, docs/gpu-status.md) and is refused
+ * here, with the reason, where it cannot run: a device other than compute capability 9.0 (the
+ * kernels are sm_90a code), a plan whose convolutions are not bf16, --conv-engine cudnn (a plan
+ * without convolutions is left alone). With
+ * `auto` it means own. Each conv call then goes to wgmma unless cuda_conv2d_wgmma_refusal
+ * refuses that call (not a tensor-core convolution, e.g. the 3-channel image convs; an operand
+ * not 128-byte aligned): that call runs where own would run it (fixed by the plan, so the same
+ * calls every step). */
+static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
+    const char *env = getenv("SG_CONV_TC");
+    c->conv_wgmma = 0;
+    if (!env || !*env || !strcmp(env, "mma")) return SG_OK;
+    if (strcmp(env, "wgmma"))
+        return sg_set_error("SG_CONV_TC=%s: expected mma (the default) or wgmma", env);
+    int convs = 0, bf16 = 0;
+    for (int i = 0; i < g->nn; i++)
+        if (is_conv(g->n[i].op)) convs++, bf16 += g->t[g->n[i].in[0]].dtype == DT_BF16;
+    if (!convs) return SG_OK; /* nothing to run there (a sampler's plan, an op test) */
+    if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
+        return sg_set_error("SG_CONV_TC=wgmma selects the own engine's kernels, but --conv-engine "
+                            "cudnn asks for cuDNN");
+    int major = 0, minor = 0;
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
+    CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
+    if (major != 9 || minor != 0)
+        return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are sm_90a code and need a "
+                            "compute capability 9.0 GPU (H100/H200); this device is %d.%d",
+                            major, minor);
+    if (!bf16)
+        return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are bf16 only and this "
+                            "plan has no bf16 convolution (--precision bf16)");
+    c->conv_wgmma = 1;
+    c->conv_engine = SG_CONV_ENGINE_OWN;
+    fprintf(stderr, "stepgraph: SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions "
+                    "run on the wgmma kernels (conv_wgmma.cu; never run on a GPU before)\n");
+    return SG_OK;
+}
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -368,6 +413,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     c->conv_engine = be->conv_engine;
     if (c->conv_engine < SG_CONV_ENGINE_AUTO || c->conv_engine > SG_CONV_ENGINE_CUDNN)
         return sg_set_error("conv engine %d is not auto, own or cudnn", c->conv_engine);
+    if (prepare_conv_tc(c, g)) return SG_ERR;
     c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
     if (!c->node_eng) return sg_set_error("out of host memory");
     int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
@@ -583,10 +629,22 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
 #endif
 }
 
+/* SG_CONV_TC=wgmma (prepare_conv_tc) and this call can run on the wgmma kernels: x the
+ * (concatenated) input, y the other activation (y, or dy for the backward passes), w the bf16
+ * weights (NULL for the weight gradient) */
+static int conv_on_wgmma(const cuda_call *k, sg_conv_dims d, sg_cat x, const void *y, const void *w,
+                         int dt) {
+    return k->c->conv_wgmma &&
+           cuda_conv2d_wgmma_refusal(x, y, w, d.N, d.H, d.W, d.Co, d.K, d.S, dt) == NULL;
+}
+
 CUDA_RUN(conv2d) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kin_cat(k, 0), kout(k, 0), kin(k, 1), k->dt))
+        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
+                                     d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
                            d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
@@ -594,12 +652,20 @@ CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dy_dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kout_cat(k, 0), kin(k, 0), kin(k, 1), k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_data(k->st, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H,
+                                          d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
+                                          k->ws, k->wsb);
     return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
                                 d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_weight) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (conv_on_wgmma(k, d, kin_cat(k, 1), kin(k, 0), NULL, k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
+                                            d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt,
+                                            kacc(k, 0), k->ws, k->wsb);
     return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
                                   d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);
@@ -1087,13 +1153,14 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\"}",
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\"}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
              dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
-             dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm");
+             dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
+             c->conv_wgmma ? "wgmma" : "mma");
 }
 
 static void cuda_destroy(sg_backend *be) {

@@ -301,20 +301,25 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
     json_decref(m);
 }
 
-/* The same for the attention engine (CUDA: gemm / fused, SG_ATTN), which describe() records in
- * the checkpoint's env: its two engines sum in different orders. */
-static void check_attn_engine(sg_exec *e, const char *path, const char *meta_text) {
+/* The same for the engine choices describe() records in the checkpoint's env (CUDA: the
+ * attention engine, SG_ATTN; the tensor-core convolutions' generation, SG_CONV_TC): each pair
+ * sums in different orders. */
+static void check_env_engines(sg_exec *e, const char *path, const char *meta_text) {
+    static const char *const keys[][2] = {{"attn_engine", "SG_ATTN"}, {"conv_tc", "SG_CONV_TC"}};
     char env[1024];
     e->be->describe(e->be, env, sizeof env);
     json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = json_loads(env, 0, NULL);
-    const char *a = json_string_value(json_object_get(json_object_get(m, "env"), "attn_engine"));
-    const char *b = json_string_value(json_object_get(mine, "attn_engine"));
-    e->ckpt_attn_engine_differs = a && b && strcmp(a, b);
-    if (e->ckpt_attn_engine_differs)
+    e->ckpt_env_engines_differ = 0;
+    for (int k = 0; k < SG_ARRAY_LEN(keys); k++) {
+        const char *a = json_string_value(json_object_get(json_object_get(m, "env"), keys[k][0]));
+        const char *b = json_string_value(json_object_get(mine, keys[k][0]));
+        if (!a || !b || !strcmp(a, b)) continue;
+        e->ckpt_env_engines_differ++;
         fprintf(stderr,
-                "warning: %s: attention ran on engine '%s', this run uses '%s' (SG_ATTN): the "
-                "resumed run will not give the same bits as a straight one\n",
-                path, a, b);
+                "warning: %s: %s was '%s', this run uses '%s' (%s): the resumed run will not "
+                "give the same bits as a straight one\n",
+                path, keys[k][0], a, b, keys[k][1]);
+    }
     json_decref(mine);
     json_decref(m);
 }
@@ -468,7 +473,7 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
     }
     if (!rc && !params_only) {
         check_conv_engines(e, path, ckpt_meta(f));
-        check_attn_engine(e, path, ckpt_meta(f));
+        check_env_engines(e, path, ckpt_meta(f));
     }
     /* find every tensor first (a clear error before any work), then decompress them all in
      * parallel into one host buffer, then upload */

@@ -27,9 +27,9 @@ typedef struct {
      * checkpoint sg_exec_load read last recorded (each warned about on stderr); 0 when equal
      * or when either side has no record (a backend with one engine) */
     int ckpt_conv_engines_differ;
-    /* the attention engine (describe()'s attn_engine) differs from the checkpoint's env: warned
-     * about on stderr; 0 when equal or either side records none */
-    int ckpt_attn_engine_differs;
+    /* engine choices in describe()'s record (attn_engine, conv_tc) that differ from the
+     * checkpoint's env, each warned about on stderr; 0 when equal or either side records none */
+    int ckpt_env_engines_differ;
 } sg_exec;
 
 /* Build the plan for cfg (train: the training step; else the forward pass) and prepare the

@@ -29,6 +29,11 @@ function(sg_backend_ops_tests)
     add_test(NAME backend_ops_attn_fused COMMAND test_backend_ops_host --second cuda)
     set_tests_properties(backend_ops_attn_fused PROPERTIES ENVIRONMENT SG_ATTN=fused LABELS
                          cuda_host TIMEOUT 900)
+    # the same with SG_CONV_TC=wgmma: the bf16 convs on the Hopper wgmma kernels (conv_wgmma.cu)
+    # through the real backend; the fp32 convs refused with the reason
+    add_test(NAME backend_ops_wgmma COMMAND test_backend_ops_host --second cuda)
+    set_tests_properties(backend_ops_wgmma PROPERTIES ENVIRONMENT
+                         "SG_SIM_ORDER=forward;SG_CONV_TC=wgmma" LABELS cuda_host TIMEOUT 900)
   endif()
   if(SG_HAVE_CUDA)
     add_test(NAME backend_ops_gpu COMMAND test_backend_ops --second cuda --skip-without-gpu --big)

@@ -95,3 +95,8 @@ add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
 set_tests_properties(cuda_step_host_attn_fused PROPERTIES
                      ENVIRONMENT "SG_ATTN=fused;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0"
                      LABELS cuda_host TIMEOUT 900)
+# the op test on an emulated compute capability 8.0 device: every wgmma convolution must be
+# refused with the reason (conv_wgmma.cu is sm_90a code), everything else runs as on 9.0
+add_test(NAME cuda_ops_host_sm80 COMMAND test_cuda_ops_host)
+set_tests_properties(cuda_ops_host_sm80 PROPERTIES ENVIRONMENT "SG_SIM_ORDER=forward;SG_SIM_CC=8.0"
+                     LABELS cuda_host TIMEOUT 600)

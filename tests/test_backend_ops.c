@@ -8,7 +8,8 @@
  * and kernels/cuda executed on the host (tests/cuda_host; ctest `backend_ops`), on a GPU the
  * real thing (`backend_ops_gpu`, skipped without one). `--second cpu` runs the CPU backend
  * against itself (ctest `backend_ops_selftest`): it must pass exactly, and exercises the whole
- * harness on any machine.
+ * harness on any machine. Under SG_CONV_TC=wgmma (ctest `backend_ops_wgmma`) the bf16 convs run
+ * on the Hopper wgmma kernels and the fp32 ones must be refused (g_wgmma).
  *
  * Per case:
  *   - inputs: fresh values from Philox (the test's own purpose, keyed by case and tensor), never
@@ -1522,6 +1523,12 @@ static void case_name(char *buf, size_t cap, sg_op op, sg_dtype dt, const bo_arg
     if (a->mixed && k < (int)cap) snprintf(buf + k, cap - (size_t)k, " mixed");
 }
 
+/* SG_CONV_TC=wgmma in the environment with --second cuda (ctest backend_ops_wgmma): the bf16
+ * conv cases run on the Hopper wgmma kernels (graph/backend_cuda.c routes them; the host
+ * emulation is a compute capability 9.0 device), and the fp32 conv cases must be refused at
+ * prepare with the reason (bf16 only), which counts as their fp32 coverage. */
+static int g_wgmma;
+
 static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *o, int index) {
     char cs[256];
     case_name(cs, sizeof cs, e->op, dt, &e->a);
@@ -1542,12 +1549,22 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
     }
     const sg_graph *g = &c.p.g;
     const sg_node *nd = &g->n[g->nn - 1]; /* the op under test is the last node */
-    if (refuse && strcmp(o->second, "cpu")) {
+    const int wg_refuse =
+        g_wgmma && dt == DT_F32 &&
+        (e->op == OP_CONV2D || e->op == OP_CONV2D_BWD_DATA || e->op == OP_CONV2D_BWD_WEIGHT);
+    if ((refuse || wg_refuse) && strcmp(o->second, "cpu")) {
         sg_backend *r = make_second(o);
         int prc = r ? r->prepare(r, &c.p) : SG_OK;
         CHECK(r && prc != SG_OK,
               "%s: the %s backend accepted a plan its kernels cannot compute as the CPU does", cs,
               r ? r->name : o->second);
+        if (wg_refuse && !refuse && r && prc != SG_OK) {
+            CHECK(strstr(sg_last_error(), "SG_CONV_TC=wgmma") &&
+                      strstr(sg_last_error(), "bf16 only"),
+                  "%s: SG_CONV_TC=wgmma must refuse an fp32 conv with the reason, said: %s", cs,
+                  sg_last_error());
+            if (sg_test_failed == failed_before) covered[e->op][0]++;
+        }
         if (o->verbose && r && prc != SG_OK)
             printf("ok   %-70s refused: %s\n", cs, sg_last_error());
         if (r) r->destroy(r);
@@ -1678,6 +1695,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "--second: cpu or cuda, not '%s'\n", o.second);
         return 2;
     }
+    g_wgmma =
+        !strcmp(o.second, "cuda") && getenv("SG_CONV_TC") && !strcmp(getenv("SG_CONV_TC"), "wgmma");
     if (!strcmp(o.second, "cuda")) {
         sg_backend *probe = sg_backend_cuda_create(0, 0);
         if (!probe) {

@@ -36,6 +36,10 @@
  * unequal concatenations, stride 2 under both paddings and every conv shape class of
  * unet_cifar and unet_adm64. Their bf16 products are exact and their fp32 sums run in the
  * tensor cores' order: dw and db within TOL_F32, y and dx within TOL_BF16, as every path.
+ * Every tensor-core case also runs the Hopper wgmma kernels (kernels/cuda/conv_wgmma.cu,
+ * test_conv_wgmma) against the same references and against the mma.sync kernels' outputs (y
+ * and dx bit for bit on the host emulation, TOL_BF16 on a GPU; dw TOL_F32; db bit for bit), a
+ * few at the models' image sizes; a device other than compute capability 9.0 must refuse them.
  *
  * The cuDNN convolution engine (kernels/cuda/cudnn_conv.h, built with SG_HAVE_CUDNN): every
  * single-buffer conv case also runs its three passes through cuDNN against the same CPU
@@ -491,6 +495,155 @@ static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
 }
 
+/* One conv case's device inputs, and per pass the mma.sync kernels' outputs (their bits from
+ * the first run), the CPU references and the old values of accumulating outputs. */
+typedef struct {
+    sg_cat x;
+    const void *w;
+    const float *b;
+    tbuf *dy;
+    int accum;
+    tbuf *y, *dxa, *dxb, *dw, *db;
+    const float *ref_y, *ref_dxa, *ref_dxb, *ref_dw, *ref_db;
+    const float *old_dxa, *old_dxb, *old_dw, *old_db;
+} conv_run;
+
+/* wgmma cases run so far, and the first refusal seen (a GPU other than compute capability 9.0) */
+static int wgmma_cases;
+static int wgmma_refused;
+
+/* Output b (just computed) against the mma.sync kernels' bits in mma: bit for bit where
+ * `bitwise`, else within tol (normalised error). */
+static void tb_check_vs_mma(tbuf *b, const tbuf *mma, int bitwise, double tol, const char *ctx) {
+    uint8_t *img = (uint8_t *)halloc(b->bytes);
+    tb_download(b, img);
+    if (bitwise) {
+        const size_t es = b->bytes / (size_t)b->n;
+        int64_t diff = 0, first = -1;
+        for (int64_t i = 0; i < b->n; i++)
+            if (memcmp(img + i * es, mma->bits + i * es, es)) diff++, first = first < 0 ? i : first;
+        CHECK(diff == 0,
+              "%s: %s differs from the mma.sync kernels' bits in %lld of %lld (first %lld)", ctx,
+              b->name, (long long)diff, (long long)b->n, (long long)first);
+        return;
+    }
+    float *got = fbuf(b->n), *ref = fbuf(b->n);
+    from_bytes(got, img, b->n, b->dt);
+    from_bytes(ref, mma->bits, mma->n, mma->dt);
+    const double err = sg_test_rel_err(got, ref, b->n);
+    CHECK(err <= tol, "%s: %s normalised error %.3g against the mma.sync kernels > %.3g", ctx,
+          b->name, err, tol);
+}
+
+/* The wgmma kernels (kernels/cuda/conv_wgmma.cu) on a tensor-core case: the three launchers into
+ * fresh poisoned (or old-valued) guarded outputs, against the CPU reference (bf16 y and dx
+ * TOL_BF16, fp32 dw and db TOL_F32, as every path) and against the mma.sync kernels' outputs of
+ * the same case, twice with identical bits where the case runs twice. Against mma.sync:
+ *   y, dx  both generations run the same k16 slices in the same order (forward: tap, part,
+ *          16 channels of the part; data: class tap, 16 output channels; a part's zero-filled
+ *          tail slices add exact zeros) and the same epilogue, so they differ only by how the
+ *          tensor core sums a k16 slice into the accumulator. The host emulation does that
+ *          identically for mma.sync and wgmma (tests/cuda_host: 16 exact products summed in
+ *          double, C added, one rounding): bit for bit there. A GPU's internal order for the
+ *          two instructions is unspecified: TOL_BF16 there (a GPU run will say whether they agree).
+ *   dw     the pixels of the reduction are grouped differently (wgmma: 64-pixel boxes of the
+ *          image, padded past its edge, chunked by box; mma.sync: 32 consecutive pixels,
+ *          chunked by pixel range): TOL_F32 (observed <= 2e-7 on the emulation).
+ *   db     the same column sum kernel on both paths: bit for bit.
+ * Where the device cannot run them (not compute capability 9.0), the refusal is checked. */
+static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, int W, int Ci,
+                            int Co, int K, int S, int pad) {
+    const int dt = DT_BF16, c0 = r->x.c[0], c1 = r->x.c[1];
+    const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
+    const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
+                  nw = (int64_t)Co * K * K * Ci;
+    char ctx[240];
+    snprintf(ctx, sizeof ctx, "%s [wgmma]", ctx0);
+    const char *why = cuda_conv2d_wgmma_refusal(r->x, r->y->d, r->w, N, H, W, Co, K, S, dt);
+    if (why) {
+        /* the emulation is a 9.0 device unless SG_SIM_CC says otherwise (cuda_ops_host_sm80) */
+        CHECK(!on_host_emulation() || getenv("SG_SIM_CC"), "%s: refused on the host emulation: %s",
+              ctx, why);
+        /* each launcher refuses with that reason, before any launch (y is left as it was) */
+        uint8_t *before = (uint8_t *)halloc(r->y->bytes), *after = (uint8_t *)halloc(r->y->bytes);
+        tb_download(r->y, before);
+        const int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, dt, r->db != NULL);
+        tbuf *ws = tb_ws(wsb);
+#define WG_REFUSED(fn, ...)                                                                        \
+    do {                                                                                           \
+        cover(#fn);                                                                                \
+        CHECK(fn(__VA_ARGS__) == SG_ERR && strstr(sg_last_error(), why),                           \
+              "%s: %s must refuse with the reason (%s), said: %s", ctx, #fn, why,                  \
+              sg_last_error());                                                                    \
+    } while (0)
+        WG_REFUSED(cuda_conv2d_wgmma_fwd, g_st, r->y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S,
+                   pad, dt, ws->d, wsb);
+        WG_REFUSED(cuda_conv2d_wgmma_bwd_data, g_st,
+                   sg_cat2(r->dxa->d, c0, c1 ? r->dxb->d : NULL, c1), r->dy->d, r->w, N, H, W, Ci,
+                   Co, K, S, pad, dt, r->accum, ws->d, wsb);
+        WG_REFUSED(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)r->dw->d,
+                   r->db ? (float *)r->db->d : NULL, r->dy->d, r->x, N, H, W, Ci, Co, K, S, pad, dt,
+                   r->accum, ws->d, wsb);
+#undef WG_REFUSED
+        sync_stream();
+        tb_download(r->y, after);
+        CHECK(!memcmp(before, after, r->y->bytes), "%s: a refused launcher wrote y", ctx);
+        if (!wgmma_refused++) printf("wgmma convolutions refused here: %s\n", why);
+        return;
+    }
+    wgmma_cases++;
+    const int exact = on_host_emulation(); /* y and dx bit for bit with mma.sync (above) */
+    {
+        tbuf *y = tb_out("y", P * Co, dt, NULL);
+        const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, dt);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
+            reset_all();
+            CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S, pad,
+                 dt, ws->d, wsb);
+            sync_stream();
+            tb_check(y, r->ref_y, TOL_BF16, rep, ctx);
+            guards_all(ctx);
+        }
+        tb_check_vs_mma(y, r->y, exact, TOL_BF16, ctx);
+    }
+    {
+        tbuf *dxa = tb_out("dx0", rows * c0, dt, r->old_dxa);
+        tbuf *dxb = c1 ? tb_out("dx1", rows * c1, dt, r->old_dxb) : NULL;
+        sg_cat dxc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
+        const int64_t wsb = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, K, S, dt);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
+            reset_all();
+            CALL(cuda_conv2d_wgmma_bwd_data, g_st, dxc, r->dy->d, r->w, N, H, W, Ci, Co, K, S, pad,
+                 dt, r->accum, ws->d, wsb);
+            sync_stream();
+            tb_check(dxa, r->ref_dxa, TOL_BF16, rep, ctx);
+            if (c1) tb_check(dxb, r->ref_dxb, TOL_BF16, rep, ctx);
+            guards_all(ctx);
+        }
+        tb_check_vs_mma(dxa, r->dxa, exact, TOL_BF16, ctx);
+        if (c1) tb_check_vs_mma(dxb, r->dxb, exact, TOL_BF16, ctx);
+    }
+    {
+        tbuf *gw = tb_out("dw", nw, DT_F32, r->old_dw);
+        tbuf *gb = r->db ? tb_out("db", Co, DT_F32, r->old_db) : NULL;
+        const int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, dt, r->db != NULL);
+        tbuf *ws = tb_ws(wsb);
+        for (int rep = 0; rep < g_conv_reps; rep++) {
+            reset_all();
+            CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)gw->d, gb ? (float *)gb->d : NULL,
+                 r->dy->d, r->x, N, H, W, Ci, Co, K, S, pad, dt, r->accum, ws->d, wsb);
+            sync_stream();
+            tb_check(gw, r->ref_dw, TOL_F32, rep, ctx);
+            if (gb) tb_check(gb, r->ref_db, TOL_F32, rep, ctx);
+            guards_all(ctx);
+        }
+        tb_check_vs_mma(gw, r->dw, 0, TOL_F32, ctx);
+        if (gb) tb_check_vs_mma(gb, r->db, 1, TOL_EXACT, ctx);
+    }
+}
+
 /* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
 static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad, int dt,
                       int bias, int accum) {
@@ -526,10 +679,14 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
     const void *wd = dw_in->d;
     const float *bd = bias ? (const float *)db_in->d : NULL;
 
+    /* the results of the three passes (each pass's outputs, their references, the old values
+     * of the accumulating outputs), which the wgmma kernels are held to next */
+    conv_run r = {.x = xc, .w = wd, .b = bd, .dy = ddy, .accum = accum};
     /* forward */
     {
         float *ref = ref_acc(y_cpu, NULL, P * Co, dt);
         tbuf *y = tb_out("y", P * Co, dt, NULL);
+        r.y = y, r.ref_y = ref;
         int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, dt);
         tbuf *ws = tb_ws(wsb);
         CHECK(cuda_conv2d_path(xc, y->d, N, H, W, Co, K, S, dt) == want,
@@ -552,6 +709,8 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         float *refb = c1 ? ref_acc(split_host(dx_cpu, c0, c1, rows, 1), ob, rows * c1, dt) : NULL;
         tbuf *dxa = tb_out("dx0", rows * c0, dt, oa);
         tbuf *dxb = c1 ? tb_out("dx1", rows * c1, dt, ob) : NULL;
+        r.dxa = dxa, r.dxb = dxb, r.ref_dxa = refa, r.ref_dxb = refb, r.old_dxa = oa,
+        r.old_dxb = ob;
         sg_cat dxc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
         int64_t wsb = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, K, S, dt);
         tbuf *ws = tb_ws(wsb);
@@ -575,6 +734,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         float *refw = ref_acc(dw_cpu, ow, nw, DT_F32);
         float *refb = bias ? ref_acc(db_cpu, ob, Co, DT_F32) : NULL;
         tbuf *gw = tb_out("dw", nw, DT_F32, ow), *gb = bias ? tb_out("db", Co, DT_F32, ob) : NULL;
+        r.dw = gw, r.db = gb, r.ref_dw = refw, r.ref_db = refb, r.old_dw = ow, r.old_db = ob;
         int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, dt, bias);
         tbuf *ws = tb_ws(wsb);
         CHECK(cuda_conv2d_path(xc, ddy->d, N, H, W, Co, K, S, dt) == want,
@@ -591,6 +751,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             guards_all(ctx);
         }
     }
+    if (want == SG_CONV_PATH_TENSOR_CORE) test_conv_wgmma(ctx, &r, N, H, W, Ci, Co, K, S, pad);
 #ifdef SG_HAVE_CUDNN
     if (!c1)
         test_conv_cudnn(ctx, N, H, W, Ci, Co, K, S, pad, dt, bias, accum, dxa_in, dw_in, db_in, ddy,
@@ -721,6 +882,16 @@ static void test_convs_tc(void) {
         /* alternate bias and accumulation so both meet every pass */
         test_conv(c[6], c[7], c[8], c[0], c[1], c[2], c[3], c[4], c[5], bf, i % 2, (i / 2) % 2);
     }
+    /* the models' image sizes, where the wgmma kernels' pixel tiles are boxes of several rows
+     * or images (conv_wgmma.cu: 128 = tw x th x tn pixels): 32x32 (4 rows a tile), the 32 -> 16
+     * SAME downsampler (element strides 2; 8 rows), 8x8 with an odd batch (2 images a tile, the
+     * second past N), 64 wide (2 rows) and 80 wide (a 128-wide box past the image's edge) */
+    test_conv(1, 32, 32, 64, 0, 64, 3, 1, 1, bf, 1, 1);
+    test_conv(2, 32, 32, 64, 0, 128, 3, 2, 0, bf, 1, 0);
+    test_conv(3, 8, 8, 64, 64, 128, 3, 1, 1, bf, 0, 1);
+    test_conv(3, 8, 8, 128, 64, 64, 1, 1, 0, bf, 1, 0);
+    test_conv(1, 4, 64, 64, 0, 192, 3, 1, 1, bf, 0, 0);
+    test_conv(1, 3, 80, 64, 0, 64, 3, 2, 1, bf, 1, 1);
     g_conv_reps = 2;
 }
 
@@ -2062,6 +2233,20 @@ int main(void) {
     printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
            conv_path_cases[SG_CONV_PATH_CUBLAS]);
+    printf("wgmma convolutions: %d of the %d tensor-core cases run%s\n", wgmma_cases,
+           conv_path_cases[SG_CONV_PATH_TENSOR_CORE], wgmma_refused ? " (refused here)" : "");
+    /* every tensor-core case runs on them, or every one is refused (a device other than compute
+     * capability 9.0); the host emulation is 9.0 unless SG_SIM_CC says otherwise */
+    {
+        const int tc = conv_path_cases[SG_CONV_PATH_TENSOR_CORE];
+        const char *cc = getenv("SG_SIM_CC");
+        CHECK(wgmma_cases == tc || wgmma_refused == tc, "wgmma: %d cases run, %d refused, of %d",
+              wgmma_cases, wgmma_refused, tc);
+        if (on_host_emulation())
+            CHECK(cc && strcmp(cc, "9.0") ? wgmma_refused == tc : wgmma_cases == tc,
+                  "wgmma on the emulation (SG_SIM_CC=%s): %d cases run, %d refused, of %d",
+                  cc ? cc : "unset", wgmma_cases, wgmma_refused, tc);
+    }
     test_linears();
     test_gns();
     test_norm_acts();

@@ -20,6 +20,8 @@
  * CI runs 3 steps at batch 2 there; a GPU runs the full 20 at the preset batch. SG_TEST_ACCUM=0
  * leaves out the gradient-accumulation runs (CI's second thread order: they add no kernel).
  *
+ * SG_CONV_TC=wgmma: the bf16 runs once more on the Hopper wgmma convolutions (check_wgmma).
+ *
  * In a build with cuDNN all of it runs twice: on the default conv engine (auto: cuDNN) and on
  * the own kernels (--conv-engine own), so both engines are checked inside the captured graph
  * (once where the build has only the own engine, as the host execution does).
@@ -167,9 +169,11 @@ static void check_resume_bf16(int engine) {
 
 /* accum: K micro-batches per step (--grad-accum); the batch is rounded up to a multiple */
 static void check_precision(sg_dtype dt, int engine, int accum) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "%s, conv engine %s, %d micro-batch(es)",
-             dt == DT_BF16 ? "bf16" : "fp32", sg_conv_engine_name(engine), accum);
+    char nm[96];
+    const char *tc = getenv("SG_CONV_TC");
+    snprintf(nm, sizeof nm, "%s, conv engine %s%s%s, %d micro-batch(es)",
+             dt == DT_BF16 ? "bf16" : "fp32", sg_conv_engine_name(engine),
+             tc ? ", SG_CONV_TC=" : "", tc ? tc : "", accum);
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
     c.act_dt = dt;
@@ -229,6 +233,30 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
     free(sg), free(se), free(sg2), free(sc), free(data);
 }
 
+/* SG_CONV_TC=wgmma (graph/backend_cuda.c): the own engine's bf16 tensor-core convolutions on
+ * the Hopper wgmma kernels. An fp32 plan is refused with the reason (bf16 only; on a device
+ * other than compute capability 9.0, that reason instead, and nothing more runs); where the
+ * device can run them (the host emulation is a 9.0 device), the bf16 checks above on them
+ * (`auto` means own with SG_CONV_TC=wgmma). */
+static void check_wgmma(void) {
+    setenv("SG_CONV_TC", "wgmma", 1);
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = DT_F32;
+    c.batch = 2;
+    c.data_n = 64;
+    sg_exec e;
+    const int rc = sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO));
+    const int sm90 = rc == SG_ERR && strstr(sg_last_error(), "bf16 only") != NULL;
+    CHECK(rc == SG_ERR && (sm90 || strstr(sg_last_error(), "compute capability 9.0")),
+          "fp32 with SG_CONV_TC=wgmma must be refused with the reason: %s",
+          rc == SG_ERR ? sg_last_error() : "accepted");
+    if (rc == SG_ERR) printf("fp32 with SG_CONV_TC=wgmma refused: %s\n", sg_last_error());
+    sg_exec_free(&e);
+    if (sm90) check_precision(DT_BF16, SG_CONV_ENGINE_AUTO, 1);
+    unsetenv("SG_CONV_TC");
+}
+
 int main(void) {
     STEPS = env_int("SG_TEST_STEPS", 1, MAX_STEPS, MAX_STEPS);
     if (!sg_cuda_available()) {
@@ -247,6 +275,7 @@ int main(void) {
         if (env_int("SG_TEST_ACCUM", 0, 1, 1))
             check_precision(DT_F32, engine, 2); /* accumulation inside the captured graph */
     }
+    check_wgmma();
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");

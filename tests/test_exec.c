@@ -206,11 +206,12 @@ static void fake_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
     int conv = op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
     snprintf(buf, (size_t)cap, "%s", !conv ? "" : node % 2 ? g_engine_odd : g_engine_even);
 }
-/* and an attention engine in describe()'s record, as the CUDA backend's (SG_ATTN) */
-static const char *g_attn_engine = "gemm";
+/* and engine choices in describe()'s record, as the CUDA backend's (SG_ATTN, SG_CONV_TC) */
+static const char *g_attn_engine = "gemm", *g_conv_tc = "mma";
 static void fake_describe(sg_backend *be, char *buf, int cap) {
     (void)be;
-    snprintf(buf, (size_t)cap, "{\"backend\":\"fake\",\"attn_engine\":\"%s\"}", g_attn_engine);
+    snprintf(buf, (size_t)cap, "{\"backend\":\"fake\",\"attn_engine\":\"%s\",\"conv_tc\":\"%s\"}",
+             g_attn_engine, g_conv_tc);
 }
 static int open_exec_engines(sg_exec *e, const sg_model_cfg *c, const uint8_t *data, int hook) {
     sg_backend *be = sg_backend_cpu_create();
@@ -250,15 +251,19 @@ static void test_conv_engine_record(void) {
     CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2");
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load: %s", sg_last_error());
     CHECK(e.ckpt_conv_engines_differ == 0, "same engines, %d differ", e.ckpt_conv_engines_differ);
-    CHECK(!e.ckpt_attn_engine_differs, "same attention engine, reported as differing");
+    CHECK(e.ckpt_env_engines_differ == 0, "same env engines, %d reported as differing",
+          e.ckpt_env_engines_differ);
     sg_exec_free(&e);
-    /* another attention engine: reported, the load goes on */
-    g_attn_engine = "fused";
-    CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2b");
-    CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 2b: %s", sg_last_error());
-    CHECK(e.ckpt_attn_engine_differs, "another attention engine is not reported");
-    sg_exec_free(&e);
-    g_attn_engine = "gemm";
+    /* another attention engine, then both: reported, the load goes on */
+    for (int both = 0; both < 2; both++) {
+        g_attn_engine = "fused", g_conv_tc = both ? "wgmma" : "mma";
+        CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2b");
+        CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 2b: %s", sg_last_error());
+        CHECK(e.ckpt_env_engines_differ == 1 + both, "%d env engines differ, %d reported", 1 + both,
+              e.ckpt_env_engines_differ);
+        sg_exec_free(&e);
+    }
+    g_attn_engine = "gemm", g_conv_tc = "mma";
     /* the odd nodes on another engine: exactly those differ */
     g_engine_odd = "own";
     CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 3");
@@ -270,7 +275,7 @@ static void test_conv_engine_record(void) {
     /* one engine (no hook): no record to compare, nothing reported */
     CHECK(open_exec_engines(&e, &c, data, 0) == SG_OK, "init 4");
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 4: %s", sg_last_error());
-    CHECK(e.ckpt_conv_engines_differ == 0 && !e.ckpt_attn_engine_differs,
+    CHECK(e.ckpt_conv_engines_differ == 0 && e.ckpt_env_engines_differ == 0,
           "a one-engine backend compares nothing");
     /* and what it writes carries no record */
     char path2[300];

@@ -121,6 +121,28 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
                            int dt, int accum, void *ws, int64_t ws_bytes);
+/* The same three passes on Hopper's wgmma (conv_wgmma.cu: TMA, mbarrier pipelines,
+ * warp-specialised blocks; sm_90a code, run only on a compute capability 9.0 device), for the
+ * convolutions of the tensor-core path with every operand (w included: the bf16 weight copy)
+ * 128-byte aligned. Contracts, shapes, workspace rules (sg_ws_conv2d_*) and accumulation as
+ * cuda_conv2d_fwd / _bwd_data / _bwd_weight. y and dx take the mma.sync kernels' k16 slices in
+ * the same order (equal bits wherever the tensor cores sum a slice alike for both
+ * instructions: on the host emulation, checked); dw groups the pixels differently (fp32
+ * rounding of the sums). Never run on a GPU; not the default: the backend routes to them with
+ * SG_CONV_TC=wgmma. cuda_conv2d_wgmma_refusal says why a convolution cannot run there (this
+ * device, the path, alignment; w NULL for the weight gradient), NULL when it can; the
+ * launchers refuse such a call with that reason. */
+const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, const void *w, int N, int H, int W,
+                                      int Co, int K, int S, int dt);
+int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b, int N,
+                          int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
+                          int64_t ws_bytes);
+int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,
+                               int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                               int accum, void *ws, int64_t ws_bytes);
+int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
+                                 int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                                 int accum, void *ws, int64_t ws_bytes);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),

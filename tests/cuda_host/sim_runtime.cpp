@@ -7,7 +7,8 @@
  * so that a kernel reading one byte past the end of a buffer whose size is a multiple of 256
  * faults at once; the SIGSEGV handler names the kernel, block, thread, address, the nearest
  * allocation and the plan node, then exits. cudaMemGetInfo reports a total of SG_SIM_MEM_BYTES
- * (default 80 GiB) minus what is allocated, and cudaMalloc refuses beyond it.
+ * (default 80 GiB) minus what is allocated, and cudaMalloc refuses beyond it. The device is
+ * compute capability 9.0 unless SG_SIM_CC=M.m says otherwise.
  *
  * Checks (each one line on stderr naming the current NVTX range, plus the error the call or the
  * next cudaGetLastError returns): launch configurations; every kernel pointer argument; every
@@ -73,6 +74,7 @@ struct rt_state {
     std::map<uintptr_t, mapping> maps; /* by allocation base */
     size_t device_bytes = 0;
     size_t total_bytes = 0;
+    int cc_major = 9, cc_minor = 0; /* the compute capability reported (SG_SIM_CC) */
     int next_id = 1;
     std::vector<std::string> ranges;
     CUstream_st legacy;
@@ -112,6 +114,13 @@ void init() {
     R.init = true;
     const char *m = getenv("SG_SIM_MEM_BYTES");
     R.total_bytes = m && *m ? (size_t)strtoull(m, nullptr, 10) : ((size_t)80 << 30);
+    /* SG_SIM_CC=M.m: report compute capability M.m instead of 9.0 (the refusals of code that
+     * needs a particular GPU; the emulation itself still executes Hopper instructions) */
+    const char *cc = getenv("SG_SIM_CC");
+    if (cc && *cc && sscanf(cc, "%d.%d", &R.cc_major, &R.cc_minor) != 2) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_CC=%s: expected MAJOR.MINOR\n", cc);
+        _exit(1);
+    }
     R.legacy.id = 0;
     /* the handler runs on its own stack: a fiber's overflowing stack cannot host it */
     static char altstack[64 << 10];
@@ -554,8 +563,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
     p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9;
-    p->minor = 0;
+    p->major = R.cc_major;
+    p->minor = R.cc_minor;
     p->multiProcessorCount = 132;
     p->l2CacheSize = 50 << 20;
     p->maxThreadsPerMultiProcessor = 2048;
@@ -583,10 +592,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
         *value = 50 << 20;
         break;
     case cudaDevAttrComputeCapabilityMajor:
-        *value = 9;
+        *value = R.cc_major;
         break;
     case cudaDevAttrComputeCapabilityMinor:
-        *value = 0;
+        *value = R.cc_minor;
         break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
         *value = 227 << 10;

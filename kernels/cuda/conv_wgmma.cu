@@ -1,0 +1,633 @@
+/* conv_wgmma.cu — the bf16 convolutions on Hopper's tensor cores, second generation: implicit
+ * GEMMs on wgmma.mma_async m64nNk16 (bf16 operands from 128-byte-swizzled shared memory, fp32
+ * accumulators in registers), fed by the tensor copy engine (TMA, cp.async.bulk.tensor, tile
+ * mode) through an mbarrier ring, in warp-specialised blocks: one producer warpgroup, two
+ * consumer warpgroups. sm_90a only (kernels/cuda/hopper.cuh); built apart from the sm_90 kernels
+ * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda.c): conv.cu's launchers
+ * and their mma.sync kernels (conv_tc.cu) stay the default until a GPU has measured these.
+ *
+ * Shapes and GEMMs as conv_tc.cu: x[N,H,W,Ci] NHWC bf16 (sg_cat: channels [0, c0) from p[0],
+ * [c0, Ci) from p[1]), w[Co][K][K][Ci] bf16 (the plan's bf16 weight copy), y[N,Ho,Wo,Co],
+ * K in {1, 3}, S in {1, 2}, zero padding `pad` at the top/left (1: symmetric; 0 with S = 2:
+ * DDPM's SAME, one row/column at the bottom/right), tap = kh*K + kw.
+ *   forward   M = output pixels, N = Co, reduction over (tap, part, 64-channel chunk of the part)
+ *   bwd data  per output-parity class (rh, rw) of the input pixels (as conv_tc.cu: stride 2
+ *             never multiplies the zeros of the zero-inserted dy): M = the class's input
+ *             pixels, N = Ci, reduction over (class tap, 64-channel chunk of Co)
+ *   bwd wgt   M = Co, N = the columns (tap, part, 64-channel chunk) of dw, each chunk padded to
+ *             64 channels, reduction over output pixels in 64-pixel tiles; the tiles are cut
+ *             into sg_ws_wgrad_chunks(P) (at most) contiguous chunks whose fp32 partials go to
+ *             the workspace and are summed in chunk order (deterministic split-K, no atomics).
+ *
+ * Pixel tiles. TMA copies boxes, not gathered rows, so a tile of GEMM rows that are pixels is a
+ * box of the NHWC tensor: tw x th pixels of tn images, tw = min(rows, 2^ceil(log2 Wo)),
+ * th = min(rows / tw, 2^ceil(log2 Ho)), tn = rows / (tw th) (rows = 128 for the forward and data
+ * tiles, 64 for the weight gradient's reduction tiles): powers of two whose product is exactly
+ * `rows`, so a box always fills its tile (the model's images, 4..64 wide, waste nothing; other
+ * shapes waste the pixels past the image, which read zeros or are never stored). Rows are in
+ * box order: row r is pixel (n0 + r / (tw th), h0 + r / tw % th, w0 + r % tw).
+ *
+ * Filter taps and padding: one box per filter tap and 64-channel chunk (no im2col mode: the
+ * host emulation does not emulate it, see hopper.cuh), at the tap's shifted coordinates. TMA
+ * writes zeros for coordinates outside the tensor: that IS the zero padding, symmetric or SAME
+ * (a box may start at -1, or end past H), and the zero channels past a part's end. Stride 2
+ * (forward; the weight gradient's x boxes) sets the box's element strides to {1, 2, 2, 1}: the
+ * box of tw output columns spans 2 tw input columns and copies every second one, so one copy
+ * per tap still fills the tile. (Per-row boxes would take th tn copies per tap; element
+ * strides keep it one, at no cost in bytes.) The backward data pass needs no strides: a parity
+ * class is a stride-1 correlation on its sub-grid.
+ *
+ * Shared memory: every tile row is 64 bf16 = 128 bytes and every box lands 1024-aligned with
+ * CU_TENSOR_MAP_SWIZZLE_128B (16-byte chunk c of row r at c ^ (r % 8)): the layout the 128B
+ * wgmma descriptors read (hopper.cuh), free of bank conflicts for the tensor cores, with no
+ * thread touching the tiles. Per stage: A = 128 rows x 64 (16 KiB) and B = BN x 64 (BN * 128
+ * bytes); both as 64-row blocks of 8 KiB where the operand is MN-major.
+ *   forward   A K-major (rows = pixels), B K-major (rows = co: the weights' ci runs)
+ *   bwd data  A K-major (rows = pixels of dy), B MN-major (rows = co, 64 ci per 8 KiB block)
+ *   bwd wgt   A MN-major (rows = pixels, 64 co per block: one per consumer), B MN-major (rows =
+ *             pixels, 64 ci of one column block per 8 KiB block)
+ *
+ * Warp roles (384 threads, __launch_bounds__(384, 1), one block per SM): warpgroup 0 is the
+ * producer: setmaxnreg.dec to 40 registers, one elected thread of its first warp issues every
+ * copy; warpgroups 1 and 2 consume GEMM rows 0-63 and 64-127 (setmaxnreg.inc to 232): four
+ * m64nBNk16 per 64-wide k-tile on one accumulator (BN/2 fp32 registers per thread). BN is 64,
+ * 128, 192 or 256, picked per call to waste the fewest columns (wg_pick_bn): Co 128 and 256
+ * (unet_cifar) and 64 and 192 (unet_adm64) fill whole tiles.
+ *
+ * Pipeline: WG_STAGES = 4 stages (48 KiB each at BN 256: 192 KiB of the 227), full[s] (1
+ * arrival: the producer's arrive.expect_tx of the stage's bytes, then its copies complete the
+ * transaction) and empty[s] (one arrival per consumer warp). The producer waits for empty[s]
+ * before refilling; a consumer waits for full[s], issues its four wgmmas as one commit group,
+ * then wait_group(1) retires the PREVIOUS k-tile's group, whose stage it then releases: one
+ * group of wgmmas always in flight behind the copies of the next three stages. Why 4 stages: at
+ * 128 x 256 x 64 a k-tile is 4 wgmmas of ~0.25 us together on an SM; three tiles in flight
+ * cover the copy latency, and four 48 KiB stages are what fits.
+ *
+ * Epilogue: straight from the accumulators, as conv_tc.cu (thread t of a consumer warpgroup,
+ * w = t / 32, g = t % 32 / 4, q = t % 4, holds rows 16 w + g (+ 8), columns 8 j + 2 q (+ 1)):
+ * forward y = bf16(acc + b) as two channels in one 32-bit store; bwd data dx = bf16(acc) or
+ * bf16(__fadd_rn(old, acc)) (dev_st_acc's rule: one fp32 add, one rounding) into the part of
+ * the concatenation; bwd weight stores the fp32 partial tile. Then the chunk sum and the bias
+ * gradient (cu_col_sum), as conv.cu.
+ *
+ * Numerics: bf16 products are exact in fp32; the tensor cores sum them in their own order, so
+ * results differ from the CPU reference by fp32 rounding of the sums, and every output is a
+ * function of the inputs and the shapes alone (fixed tiles, fixed order, no atomics), run
+ * after run. Against the mma.sync kernels (conv_tc.cu): y and dx run the same k16 slices in
+ * the same order (forward: tap, part, 16 channels of the part; data: class tap, 16 output
+ * channels; the zero-filled slices past a part's end add exact zeros) into one fp32
+ * accumulator, with the same epilogue, so they are equal bit for bit wherever the tensor cores
+ * sum a k16 slice into the accumulator the same way for mma.sync and wgmma — the host
+ * emulation does (tests/test_cuda_ops.c checks it there); the ISA does not say so for a GPU.
+ * dw is not: its reduction groups the pixels by box (padded past the image's edge) and
+ * chunks by box, where conv_tc.cu takes 32 consecutive pixels and chunks by pixel range.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/hopper.cuh"
+
+/* ================================ kernels ================================ */
+
+#define WG_BK 64 /* reduction elements per k-tile: one 128-byte row of bf16 */
+#define WG_STAGES 4
+#define WG_CONSUMERS 2                        /* consumer warpgroups, 64 GEMM rows each */
+#define WG_BM (64 * WG_CONSUMERS)             /* GEMM rows per block */
+#define WG_THREADS (128 * (1 + WG_CONSUMERS)) /* the producer warpgroup, then the consumers */
+#define WG_BLOCK 8192                         /* 64 rows of 128 bytes: one 64 x 64 box */
+#define WG_A_BYTES (WG_BM * WG_BK * 2)        /* 16 KiB */
+#define WG_STAGE_BYTES(BN) (WG_A_BYTES + (BN)*WG_BK * 2)
+/* the stages, the 2 x WG_STAGES mbarriers, and 1024 bytes to align the stages (hopper.cuh) */
+#define WG_SMEM_BYTES(BN) (WG_STAGES * WG_STAGE_BYTES(BN) + 16 * WG_STAGES + 1024)
+
+/* The scalar arguments of every kernel here. Pixel tiles (file comment): tw x th pixels of tn
+ * images, nw x nh x nn of them over the image grid the GEMM rows (or reduction) walk. */
+struct wg_args {
+    int N, H, W, Ci, Co, K, S, pad, Ho, Wo, c0, c1;
+    int tw, th, tn, nw, nh, nn;
+    int chunks; /* weight gradient: chunks of pixel tiles */
+};
+
+/* The first pixel (n, h, w) of pixel tile i (tiles in (n, h, w) order, w fastest). */
+__device__ __forceinline__ void wg_tile_origin(const wg_args &a, int i, int *n0, int *h0, int *w0) {
+    *w0 = (i % a.nw) * a.tw;
+    i /= a.nw;
+    *h0 = (i % a.nh) * a.th;
+    *n0 = (i / a.nh) * a.tn;
+}
+
+/* A reduction (forward) or column (weight gradient) block of the (tap, part, 64-channel chunk)
+ * order: ch0, ch1 chunks per part (ceil(c / 64)). */
+struct wg_chunk {
+    int tap, part, c;
+};
+__device__ __forceinline__ wg_chunk wg_chunk_of(int i, int ch0, int ch1) {
+    wg_chunk r;
+    const int per = ch0 + ch1, j = i % per;
+    r.tap = i / per;
+    r.part = j >= ch0;
+    r.c = (r.part ? j - ch0 : j) * WG_BK;
+    return r;
+}
+
+/* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each. */
+__device__ __forceinline__ void wg_st_pair(uint16_t *p, float v0, float v1, int accum) {
+    uint32_t *u = (uint32_t *)p;
+    if (accum) {
+        const uint32_t o = *u;
+        v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
+        v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
+    }
+    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
+}
+
+/* The warp-specialised main loop shared by the three kernels. KT k-tiles; the producer's
+ * load(k, sA, sB, bar) issues k-tile k's copies (exactly WG_STAGE_BYTES(BN) bytes, completing on
+ * bar); the consumers multiply stage tiles as TA / TB say (0: K-major, 1: MN-major, file
+ * comment) and hand their accumulators to epi(consumer, thread in warpgroup, d). Every thread
+ * of the block calls it (no thread may have left before). */
+template <int BN, int TA, int TB, class Load, class Epi>
+__device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &load,
+                                            const Epi &epi) {
+    uint8_t *smem = sg_smem_align(raw, 1024);
+    uint64_t *full = (uint64_t *)(smem + WG_STAGES * WG_STAGE_BYTES(BN)), *empty = full + WG_STAGES;
+    const int tid = threadIdx.x, wg = tid / 128;
+    if (tid == 0) {
+        for (int s = 0; s < WG_STAGES; s++) {
+            sg_mbar_init(&full[s], 1);
+            sg_mbar_init(&empty[s], 4 * WG_CONSUMERS); /* one arrival per consumer warp */
+        }
+        sg_fence_mbar_init(); /* the inits, visible to the copy engine */
+    }
+    __syncthreads();
+    if (wg == 0) {
+        sg_setmaxnreg_dec(40);
+        if (tid < 32 && sg_elect_one()) {
+            for (int k = 0; k < KT; k++) {
+                const int s = k % WG_STAGES;
+                /* the k / STAGES-th refill of s waits for the consumers' release of the
+                 * previous one (the first pass waits on the phase before the first: done) */
+                sg_mbar_wait(&empty[s], ((k / WG_STAGES) & 1) ^ 1);
+                uint8_t *sa = smem + s * WG_STAGE_BYTES(BN);
+                sg_mbar_arrive_expect_tx(&full[s], WG_STAGE_BYTES(BN));
+                load(k, sa, sa + WG_A_BYTES, &full[s]);
+            }
+        }
+    } else {
+        sg_setmaxnreg_inc(232);
+        const int c = wg - 1, t = tid % 128;
+        float d[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+        for (int k = 0; k < KT; k++) {
+            const int s = k % WG_STAGES;
+            sg_mbar_wait(&full[s], (k / WG_STAGES) & 1);
+            const uint8_t *sa = smem + s * WG_STAGE_BYTES(BN), *sb = sa + WG_A_BYTES;
+            sg_wgmma_fence_operand(d);
+            sg_wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < WG_BK / 16; ks++) {
+                /* K-major: the k16 step is 32 bytes along the swizzled 128-byte rows, this
+                 * consumer's 64 rows 8 KiB in; MN-major: 16 rows of 128 bytes, this consumer's
+                 * 64-wide block of A 8 KiB in, B's 64-wide blocks 8 KiB apart (LBO) */
+                const uint64_t da =
+                    TA ? sg_wgmma_desc(sa + c * WG_BLOCK + 2048 * ks, WG_BLOCK, 1024,
+                                       SG_SWIZZLE_128B)
+                       : sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
+                const uint64_t db =
+                    TB ? sg_wgmma_desc(sb + 2048 * ks, WG_BLOCK, 1024, SG_SWIZZLE_128B)
+                       : sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
+                sg_wgmma_ss<BN, TA, TB>(d, da, db, 1);
+            }
+            sg_wgmma_commit();
+            /* k-tile k - 1's group has retired: its stage is free (each warp for itself) */
+            sg_wgmma_wait(1);
+            sg_wgmma_fence_operand(d);
+            if (k > 0 && t % 32 == 0) sg_mbar_arrive(&empty[(k - 1) % WG_STAGES]);
+        }
+        sg_wgmma_wait(0);
+        sg_wgmma_fence_operand(d);
+        epi(c, t, d);
+    }
+}
+
+/* Forward. blockIdx.x: pixel tile (128 output pixels, the box order of the file comment);
+ * blockIdx.y: BN output channels. k-tile k = (tap, part, 64-channel chunk): A = the x box of the
+ * part at the tap's input coordinates (element strides S), B = wb[n0 .. n0 + BN)[tap][coff + c
+ * .. + 63] (a chunk past its part reads the other part's weights against A's zeros). */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    conv_wg_fwd_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap xm0,
+                       const __grid_constant__ CUtensorMap xm1,
+                       const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    int n0, oh0, ow0;
+    wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
+    const int co0 = blockIdx.y * BN;
+    const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
+    const int KT = a.K * a.K * (ch0 + ch1);
+    auto load = [&](int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+        const int kh = q.tap / a.K, kw = q.tap % a.K;
+        sg_tma_load_4d(sA, q.part ? &xm1 : &xm0, bar, q.c, ow0 * a.S - a.pad + kw,
+                       oh0 * a.S - a.pad + kh, n0);
+        sg_tma_load_2d(sB, &wm, bar, q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
+    };
+    auto epi = [&](int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 64 * c + 16 * w + g + 8 * h;
+            const int n = n0 + r / (a.tw * a.th), oh = oh0 + r / a.tw % a.th, ow = ow0 + r % a.tw;
+            if (n >= a.N || oh >= a.Ho || ow >= a.Wo) continue;
+            uint16_t *row = y + (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                const int co = co0 + 8 * j + 2 * q;
+                if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
+                const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
+                wg_st_pair(row + co, d[4 * j + 2 * h] + b0, d[4 * j + 2 * h + 1] + b1, 0);
+            }
+        }
+    };
+    wg_pipeline<BN, 0, 0>(raw, KT, load, epi);
+}
+
+/* The output-parity class z = rh * S + rw of the backward data pass (conv_tc.cu's tc_class):
+ * the input pixels ih = ih1 + S i (i < Hc) receive the taps kh = rh + S th (th < nth) from
+ * output row i + ohoff - th; likewise in w. */
+struct wg_class {
+    int ih1, iw1, Hc, Wc, nth, ntw, ohoff, owoff, rh, rw;
+};
+__device__ __forceinline__ wg_class wg_class_of(int z, int H, int W, int K, int S, int pad) {
+    wg_class k;
+    k.rh = z / S, k.rw = z % S;
+    k.ih1 = ((k.rh - pad) % S + S) % S, k.iw1 = ((k.rw - pad) % S + S) % S;
+    k.Hc = k.ih1 < H ? (H - k.ih1 + S - 1) / S : 0;
+    k.Wc = k.iw1 < W ? (W - k.iw1 + S - 1) / S : 0;
+    k.nth = k.rh < K ? (K - k.rh + S - 1) / S : 0;
+    k.ntw = k.rw < K ? (K - k.rw + S - 1) / S : 0;
+    k.ohoff = (k.ih1 + pad - k.rh) / S, k.owoff = (k.iw1 + pad - k.rw) / S;
+    return k;
+}
+
+/* Backward data. blockIdx.z: parity class; blockIdx.x: pixel tile of the class's sub-grid
+ * (tiles sized for the largest class; a smaller class's blocks past its extent exit at once);
+ * blockIdx.y: BN input channels of the concatenation. k-tile k = (class tap (th, tw), 64 output
+ * channels cs): A = the dy box at (i0 + ohoff - th, j0 + owoff - tw), B = BN / 64 boxes
+ * wb[cs .. + 63][tap][ci0 + 64 b .. + 63]. */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    conv_wg_dgrad_kernel(const __grid_constant__ sg_cat dx, const __grid_constant__ CUtensorMap dym,
+                         const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
+                         int accum) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    const wg_class k = wg_class_of(blockIdx.z, a.H, a.W, a.K, a.S, a.pad);
+    int n0, i0, j0;
+    wg_tile_origin(a, blockIdx.x, &n0, &i0, &j0);
+    if (i0 >= k.Hc || j0 >= k.Wc) return; /* the whole block: a smaller (or empty) class */
+    const int ci0 = blockIdx.y * BN, chc = (a.Co + WG_BK - 1) / WG_BK;
+    const int KT = k.nth * k.ntw * chc;
+    auto load = [&](int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const int ct = kt / chc, cs = kt % chc * WG_BK, th = ct / k.ntw, tw = ct % k.ntw;
+        const int tap = (k.rh + a.S * th) * a.K + (k.rw + a.S * tw);
+        sg_tma_load_4d(sA, &dym, bar, cs, j0 + k.owoff - tw, i0 + k.ohoff - th, n0);
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++)
+            sg_tma_load_3d(sB + b * WG_BLOCK, &wm, bar, ci0 + 64 * b, tap, cs);
+    };
+    auto epi = [&](int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4;
+        uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 64 * c + 16 * w + g + 8 * h;
+            const int n = n0 + r / (a.tw * a.th), i = i0 + r / a.tw % a.th, j = j0 + r % a.tw;
+            if (n >= a.N || i >= k.Hc || j >= k.Wc) continue;
+            const int64_t pix = ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
+#pragma unroll
+            for (int jj = 0; jj < BN / 8; jj++) {
+                const int ci = ci0 + 8 * jj + 2 * q;
+                if (ci >= a.Ci) continue; /* ci even and both parts even: ci + 1 in the part */
+                uint16_t *dst = ci < a.c0 ? d0 + pix * a.c0 + ci : d1 + pix * a.c1 + (ci - a.c0);
+                wg_st_pair(dst, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
+            }
+        }
+    };
+    wg_pipeline<BN, 0, 1>(raw, KT, load, epi);
+}
+
+/* Backward weight. blockIdx.x: BN padded columns (BN / 64 column blocks (tap, part, chunk));
+ * blockIdx.y: 128 output channels; blockIdx.z: chunk of pixel tiles (64 output pixels each,
+ * tiles [z T / chunks, (z + 1) T / chunks)). k-tile = one pixel tile: A = two dy boxes
+ * (co0 .. + 63, co0 + 64 .. + 127: one per consumer), B = one x box per column block at the
+ * tap's input coordinates (element strides S). A column block past the last tap loads tap 0
+ * (its results are never stored). Writes part[z][co][tap][ci] (fp32). */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    conv_wg_wgrad_kernel(float *part, const __grid_constant__ CUtensorMap dym,
+                         const __grid_constant__ CUtensorMap xm0,
+                         const __grid_constant__ CUtensorMap xm1,
+                         const __grid_constant__ wg_args a) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
+    const int KK = a.K * a.K, cb0 = blockIdx.x * (BN / 64), co0 = blockIdx.y * WG_BM;
+    const int64_t T = (int64_t)a.nn * a.nh * a.nw;
+    const int t0 = (int)(blockIdx.z * T / a.chunks), t1 = (int)((blockIdx.z + 1) * T / a.chunks);
+    auto load = [&](int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        int n0, oh0, ow0;
+        wg_tile_origin(a, t0 + kt, &n0, &oh0, &ow0);
+#pragma unroll
+        for (int c = 0; c < WG_CONSUMERS; c++)
+            sg_tma_load_4d(sA + c * WG_BLOCK, &dym, bar, co0 + 64 * c, ow0, oh0, n0);
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++) {
+            wg_chunk q = wg_chunk_of(cb0 + b, ch0, ch1);
+            if (q.tap >= KK) q.tap = 0, q.part = 0, q.c = 0;
+            const int kh = q.tap / a.K, kw = q.tap % a.K;
+            sg_tma_load_4d(sB + b * WG_BLOCK, q.part ? &xm1 : &xm0, bar, q.c,
+                           ow0 * a.S - a.pad + kw, oh0 * a.S - a.pad + kh, n0);
+        }
+    };
+    auto epi = [&](int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4;
+        const int64_t ldw = (int64_t)KK * a.Ci;
+        float *out = part + (int64_t)blockIdx.z * a.Co * ldw;
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++) {
+            const wg_chunk cq = wg_chunk_of(cb0 + b, ch0, ch1);
+            const int cp = cq.part ? a.c1 : a.c0;
+            if (cq.tap >= KK) continue;
+            const int64_t col0 = (int64_t)cq.tap * a.Ci + (cq.part ? a.c0 : 0);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int co = co0 + 64 * c + 16 * w + g + 8 * h;
+                if (co >= a.Co) continue;
+#pragma unroll
+                for (int jj = 0; jj < 8; jj++) {
+                    const int j = 8 * b + jj, ci = cq.c + 8 * jj + 2 * q;
+                    if (ci >= cp) continue; /* the part's channels are even: ci + 1 < cp */
+                    *(float2 *)(out + co * ldw + col0 + ci) =
+                        make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                }
+            }
+        }
+    };
+    wg_pipeline<BN, 1, 1>(raw, t1 - t0, load, epi);
+}
+
+/* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
+ * conv.cu's chunk_sum_kernel, the same order */
+__global__ void conv_wg_chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks,
+                                         int accum) {
+    SG_GRID_STRIDE(i, n) {
+        float s = 0.0f;
+        for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
+        dw[i] = accum ? dw[i] + s : s;
+    }
+}
+
+/* =============================== launchers =============================== */
+
+static int wg_pow2(int v) {
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+/* The pixel tiles of `rows` pixels over an N x Hh x Ww image grid (file comment). */
+static void wg_tiles(wg_args *a, int rows, int N, int Hh, int Ww) {
+    a->tw = wg_pow2(Ww) < rows ? wg_pow2(Ww) : rows;
+    a->th = wg_pow2(Hh) < rows / a->tw ? wg_pow2(Hh) : rows / a->tw;
+    a->tn = rows / (a->tw * a->th);
+    a->nw = (Ww + a->tw - 1) / a->tw;
+    a->nh = (Hh + a->th - 1) / a->th;
+    a->nn = (N + a->tn - 1) / a->tn;
+}
+
+/* The N tile: the fewest padded columns over BN in {256, 192, 128, 64}, ties to the larger. */
+static int wg_pick_bn(int64_t n) {
+    int best = 256;
+    int64_t best_cols = (n + 255) / 256 * 256;
+    for (int bn = 192; bn >= 64; bn -= 64) {
+        const int64_t cols = (n + bn - 1) / bn * bn;
+        if (cols < best_cols) best = bn, best_cols = cols;
+    }
+    return best;
+}
+#define WG_TILED(bn, fn, ...)                                                                      \
+    ((bn) == 64    ? fn<64>(__VA_ARGS__)                                                           \
+     : (bn) == 128 ? fn<128>(__VA_ARGS__)                                                          \
+     : (bn) == 192 ? fn<192>(__VA_ARGS__)                                                          \
+                   : fn<256>(__VA_ARGS__))
+
+/* The tensor map of a dense bf16 tensor (dims innermost first), 128B swizzle. */
+static int wg_map(CUtensorMap *m, const void *base, int rank, const uint64_t *dims,
+                  const uint32_t *box, const uint32_t *es, const char *fn, const char *what) {
+    cuuint64_t gd[5], gs[4];
+    cuuint32_t bx[5], el[5];
+    uint64_t stride = 2;
+    for (int i = 0; i < rank; i++) {
+        gd[i] = dims[i], bx[i] = box[i], el[i] = es[i];
+        stride *= dims[i];
+        if (i + 1 < rank) gs[i] = stride;
+    }
+    const CUresult r =
+        sg_tensor_map_encode_tiled(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank,
+                                   sg_cat_ptr(base), gd, gs, bx, el, CU_TENSOR_MAP_SWIZZLE_128B);
+    if (r != CUDA_SUCCESS)
+        return sg_set_error("%s: the tensor map of %s was refused (CUresult %d)", fn, what, (int)r);
+    return SG_OK;
+}
+/* The NHWC activation [N][Hh][Ww][C] in boxes of 64 channels x (tw x th pixels of tn images) at
+ * element strides S in w and h. */
+static int wg_map_nhwc(CUtensorMap *m, const void *base, int N, int Hh, int Ww, int C,
+                       const wg_args *a, int S, const char *fn, const char *what) {
+    const uint64_t dims[4] = {(uint64_t)C, (uint64_t)Ww, (uint64_t)Hh, (uint64_t)N};
+    const uint32_t box[4] = {WG_BK, (uint32_t)(a->tw * S), (uint32_t)(a->th * S), (uint32_t)a->tn};
+    const uint32_t es[4] = {1, (uint32_t)S, (uint32_t)S, 1};
+    return wg_map(m, base, 4, dims, box, es, fn, what);
+}
+
+/* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no
+ * stream work: allowed during capture). */
+template <class F> static int wg_smem(F *kernel, int bytes, const char *name) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
+                            cudaGetErrorString(e));
+    return SG_OK;
+}
+
+static int wg_aligned128(const void *p) {
+    return ((uintptr_t)p & 127u) == 0;
+}
+
+const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, const void *w, int N, int H, int W,
+                                      int Co, int K, int S, int dt) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return "no CUDA device to ask for its compute capability";
+    }
+    if (major != 9 || minor != 0)
+        return "the wgmma kernels are built for sm_90a only (a compute capability 9.0 GPU)";
+    if (cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt) != SG_CONV_PATH_TENSOR_CORE)
+        return "not a tensor-core convolution (bf16, every part of the input and Co multiples of "
+               "8, 16-byte aligned operands)";
+    if (!wg_aligned128(x.p[0]) || (x.c[1] && !wg_aligned128(x.p[1])) || !wg_aligned128(y) ||
+        !wg_aligned128(w))
+        return "an operand is not 128-byte aligned (the tensor maps' 128B swizzle)";
+    return NULL;
+}
+
+/* The checks every launcher makes: the arguments (as conv.cu's), then the refusal. */
+static int wg_check(const char *fn, sg_cat x, const void *y, const void *w, int N, int H, int W,
+                    int Ci, int Co, int K, int S, int pad, int dt) {
+    SG_ARG_CHECK((K == 1 || K == 3) && (S == 1 || S == 2), "%s: K=%d S=%d unsupported", fn, K, S);
+    SG_ARG_CHECK(pad >= 0 && pad <= K / 2, "%s: padding %d with K=%d unsupported", fn, pad, K);
+    SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
+    SG_ARG_CHECK(x.c[0] > 0 && x.c[1] >= 0 && x.c[0] + x.c[1] == Ci && x.p[0] != NULL &&
+                     (x.c[1] == 0 || x.p[1] != NULL) && y != NULL,
+                 "%s: concatenation of %d + %d channels does not make Ci = %d", fn, x.c[0], x.c[1],
+                 Ci);
+    const char *why = cuda_conv2d_wgmma_refusal(x, y, w, N, H, W, Co, K, S, dt);
+    SG_ARG_CHECK(why == NULL, "%s: %s", fn, why);
+    return SG_OK;
+}
+
+/* The scalar arguments of a call; tiles set by the caller. */
+static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
+    wg_args a = {};
+    a.N = N, a.H = H, a.W = W, a.Ci = Ci, a.Co = Co, a.K = K, a.S = S, a.pad = pad;
+    a.Ho = sg_ws_conv_out(H, K, S), a.Wo = sg_ws_conv_out(W, K, S);
+    a.c0 = x.c[0], a.c1 = x.c[1];
+    return a;
+}
+
+template <int BN>
+static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
+                              const uint16_t *wb, const wg_args &a) {
+    const char *fn = "cuda_conv2d_wgmma_fwd";
+    CUtensorMap xm0, xm1, wm;
+    if (wg_map_nhwc(&xm0, x.p[0], a.N, a.H, a.W, a.c0, &a, a.S, fn, "x (first part)"))
+        return SG_ERR;
+    if (a.c1 && wg_map_nhwc(&xm1, x.p[1], a.N, a.H, a.W, a.c1, &a, a.S, fn, "x (second part)"))
+        return SG_ERR;
+    if (!a.c1) xm1 = xm0;
+    const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
+    const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
+    if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
+    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
+    if (wg_smem(conv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel")) return SG_ERR;
+    SG_LAUNCH((conv_wg_fwd_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm0, xm1, wm,
+              a);
+    SG_LAUNCH_CHECK("conv_wg_fwd_kernel");
+    return SG_OK;
+}
+
+/* The forward on bf16 weights wb [Co][K][K][Ci]. */
+static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
+                       int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
+    wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
+    wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
+    return WG_TILED(wg_pick_bn(Co), conv_wg_fwd_launch, st, y, b, x, wb, a);
+}
+
+int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b, int N,
+                          int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
+                          int64_t ws_bytes) {
+    (void)ws, (void)ws_bytes; /* no scratch: the weights come in bf16 */
+    const char *fn = "cuda_conv2d_wgmma_fwd";
+    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
+    if (wg_check(fn, x, y, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, N, H, W, Ci, Co, K, S, pad);
+}
+
+template <int BN>
+static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
+                                const wg_args &a, int accum) {
+    const char *fn = "cuda_conv2d_wgmma_bwd_data";
+    CUtensorMap dym, wm;
+    if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
+    const uint64_t wdims[3] = {(uint64_t)a.Ci, (uint64_t)a.K * a.K, (uint64_t)a.Co};
+    const uint32_t wbox[3] = {64, 1, WG_BK}, wes[3] = {1, 1, 1};
+    if (wg_map(&wm, wb, 3, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
+    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Ci + BN - 1) / BN),
+              (unsigned)(a.S * a.S));
+    if (wg_smem(conv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_dgrad_kernel")) return SG_ERR;
+    SG_LAUNCH((conv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wm, a,
+              accum);
+    SG_LAUNCH_CHECK("conv_wg_dgrad_kernel");
+    return SG_OK;
+}
+
+/* The backward data on bf16 weights wb [Co][K][K][Ci]. */
+static int conv_wg_bwd_data(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
+                            int N, int H, int W, int Ci, int Co, int K, int S, int pad, int accum) {
+    wg_args a = wg_args_of(dx, N, H, W, Ci, Co, K, S, pad);
+    /* tiles over the largest parity class, ceil(H / S) x ceil(W / S) pixels */
+    wg_tiles(&a, WG_BM, N, (H + S - 1) / S, (W + S - 1) / S);
+    return WG_TILED(wg_pick_bn(Ci), conv_wg_dgrad_launch, st, dx, dy, wb, a, accum);
+}
+
+int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,
+                               int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                               int accum, void *ws, int64_t ws_bytes) {
+    (void)ws, (void)ws_bytes; /* no scratch: the weights come in bf16 */
+    const char *fn = "cuda_conv2d_wgmma_bwd_data";
+    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
+    if (wg_check(fn, dx, dy, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    return conv_wg_bwd_data(st, dx, (const uint16_t *)dy, (const uint16_t *)w, N, H, W, Ci, Co, K,
+                            S, pad, accum);
+}
+
+template <int BN>
+static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x,
+                                const wg_args &a, int64_t cols) {
+    const char *fn = "cuda_conv2d_wgmma_bwd_weight";
+    CUtensorMap dym, xm0, xm1;
+    if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
+    if (wg_map_nhwc(&xm0, x.p[0], a.N, a.H, a.W, a.c0, &a, a.S, fn, "x (first part)"))
+        return SG_ERR;
+    if (a.c1 && wg_map_nhwc(&xm1, x.p[1], a.N, a.H, a.W, a.c1, &a, a.S, fn, "x (second part)"))
+        return SG_ERR;
+    if (!a.c1) xm1 = xm0;
+    dim3 grid((unsigned)((cols + BN - 1) / BN), (unsigned)((a.Co + WG_BM - 1) / WG_BM),
+              (unsigned)a.chunks);
+    if (wg_smem(conv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel")) return SG_ERR;
+    SG_LAUNCH((conv_wg_wgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm0,
+              xm1, a);
+    SG_LAUNCH_CHECK("conv_wg_wgrad_kernel");
+    return SG_OK;
+}
+
+int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
+                                 int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                                 int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_conv2d_wgmma_bwd_weight";
+    if (wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
+    wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
+    const int64_t P = (int64_t)N * a.Ho * a.Wo, nw = (int64_t)Co * K * K * Ci;
+    SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
+    /* 64-pixel reduction tiles, cut into at most sg_ws_wgrad_chunks(P) chunks (the workspace
+     * rule's count; fewer when there are fewer tiles) */
+    wg_tiles(&a, WG_BK, N, a.Ho, a.Wo);
+    const int64_t tiles = (int64_t)a.nn * a.nh * a.nw, most = sg_ws_wgrad_chunks(P);
+    a.chunks = (int)(tiles < most ? tiles : most);
+    const int64_t cols =
+        (int64_t)K * K * WG_BK * ((a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK);
+    float *part = (float *)ws;
+    if (WG_TILED(wg_pick_bn(cols), conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a,
+                 cols))
+        return SG_ERR;
+    SG_LAUNCH(conv_wg_chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, (const float *)part,
+              nw, a.chunks, accum);
+    SG_LAUNCH_CHECK("conv_wg_chunk_sum_kernel");
+    /* db: conv.cu's column sum, at conv.cu's offset in the workspace (the same bits) */
+    if (db)
+        return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
+                          (char *)ws + sg_ws_align(most * nw * 4));
+    return SG_OK;
+}
