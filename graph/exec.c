@@ -106,13 +106,16 @@ int sg_exec_run_nodes(sg_exec *e, int from, int to) {
 int sg_exec_read(sg_exec *e, int t, void *dst) {
     const sg_tensor *x = &e->plan.g.t[t];
     if (x->nparts) return sg_set_error("%s is virtual (a concatenation): read its parts", x->name);
+    if (x->vnorm >= 0)
+        return sg_set_error("%s is virtual (normalised inside the convolutions that read it)",
+                            x->name);
     if (e->be->sync(e->be)) return SG_ERR;
     return e->be->download(e->be, x->offset, dst, x->bytes);
 }
 
 int sg_exec_write(sg_exec *e, int t, const void *src) {
     const sg_tensor *x = &e->plan.g.t[t];
-    if (x->nparts) return sg_set_error("%s is virtual (a concatenation)", x->name);
+    if (sg_tensor_virtual(x)) return sg_set_error("%s is virtual (no storage)", x->name);
     return e->be->upload(e->be, x->offset, src, x->bytes);
 }
 
@@ -139,7 +142,7 @@ float sg_exec_loss(sg_exec *e) {
 /* the tensors a checkpoint carries: everything persistent except gradients (recomputed each
  * step), the dataset (reloaded from its source) and workspace */
 static int ckpt_carries(const sg_tensor *x) {
-    if (x->region || x->nparts) return 0;
+    if (x->region || sg_tensor_virtual(x)) return 0;
     return x->role == ROLE_PARAM || x->role == ROLE_ADAM_M || x->role == ROLE_ADAM_V ||
            x->role == ROLE_EMA || x->role == ROLE_STATE;
 }

@@ -56,6 +56,7 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
     t->grad = -1;
     t->twin = -1;
     t->recomputed = -1;
+    t->vnorm = -1;
     return g->nt++;
 }
 

@@ -143,7 +143,7 @@ typedef struct {
     sg_role role;
     int ndim;
     int64_t shape[SG_MAX_DIMS];
-    int64_t bytes;   /* unpadded size; 0 for virtual tensors */
+    int64_t bytes;   /* unpadded size; 0 for virtual tensors (sg_tensor_virtual) */
     int64_t offset;  /* arena offset, -1 until planned */
     int first, last; /* schedule indices of first and last use (inclusive), -1 if unused */
     int producer;    /* node that first writes it, -1 for persistent / inputs */
@@ -163,7 +163,19 @@ typedef struct {
      * and every backward reader reads that copy (`recomputed`, -1 until made). */
     int recompute;
     int recomputed;
+    /* >= 0: a virtual normalised tensor (planner/fuse.c): output 0 of the norm_act or
+     * norm_act_temb node `vnorm`, never stored. That node runs only its statistics pass; every
+     * reader (a convolution the fused kernels take) computes the values from the node's inputs
+     * and its outputs mean and rstd, with the apply pass's arithmetic. -1 for every other
+     * tensor. */
+    int vnorm;
 } sg_tensor;
+
+/* Has no storage of its own: a channel concatenation (nparts) or a virtual normalised tensor
+ * (vnorm). */
+static inline int sg_tensor_virtual(const sg_tensor *t) {
+    return t->nparts > 0 || t->vnorm >= 0;
+}
 
 typedef struct {
     sg_op op;

@@ -32,7 +32,12 @@ typedef struct {
     int inplace_merges;           /* tensors that took over their input's memory */
     const char *placement;        /* the ordering that won */
     double flops, matmul_flops;   /* per step */
-    uint64_t hash;                /* of the config, schedule and layout: checkpoints carry it */
+    /* the fusions (planner/fuse.c): virtual normalised tensors, how many of them a backward
+     * node reads (the recomputations the unfused plan makes), and the bytes no tensor holds
+     * any more (each one's size, once more for each recomputation) */
+    int fused_norms, fused_recomputes;
+    int64_t unmaterialised_bytes;
+    uint64_t hash; /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;
 
 /* Build the graph for cfg, schedule it, and lay it out. */
@@ -46,7 +51,7 @@ void sg_plan_free(sg_plan *p);
 int sg_plan_verify(const sg_plan *p);
 /* Is tensor t stored in the arena (not virtual)? */
 static inline int sg_plan_stored(const sg_plan *p, int t) {
-    return p->g.t[t].nparts == 0;
+    return !sg_tensor_virtual(&p->g.t[t]);
 }
 
 #endif

@@ -59,7 +59,9 @@ static int micro_tensor(sg_graph *g, int *map, int t, int k) {
     sg_tensor *y = &g->t[id];
     y->nparts = x.nparts;
     y->parts[0] = parts[0], y->parts[1] = parts[1];
-    if (x.nparts) y->bytes = 0;
+    /* a virtual normalised tensor: the copy of its node (node i's copy is i + k span) */
+    if (x.vnorm >= 0) y->vnorm = x.vnorm + k * (g->n_forward + g->n_backward);
+    if (sg_tensor_virtual(&x)) y->bytes = 0;
     y->needs_grad = x.needs_grad;
     y->twin = t;
     return map[t] = id;

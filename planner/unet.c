@@ -227,5 +227,8 @@ int sg_unet(builder *b, int x, int t) {
     h = norm_act(b, h, -1, SG_ACT_SILU, "conv_norm_out");
     /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
      * it in fp32 */
-    return conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
+    int pred = conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
+    /* the network is complete: every reader of every normalisation is known */
+    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g);
+    return b->err ? -1 : pred;
 }

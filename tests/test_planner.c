@@ -20,25 +20,28 @@ static int persistent(sg_role r) {
     return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
 }
 
+/* node i uses t: t, the parts of a concatenation, and what a virtual normalised tensor is
+ * computed from (its norm_act node's inputs, those parts too, and its mean and rstd) */
+static void use(const sg_graph *g, int t, int i, int *first, int *last) {
+    if (first[t] < 0 || i < first[t]) first[t] = i;
+    if (i > last[t]) last[t] = i;
+    const sg_tensor *x = &g->t[t];
+    for (int p = 0; p < x->nparts; p++) use(g, x->parts[p], i, first, last);
+    if (x->vnorm >= 0) {
+        const sg_node *nd = &g->n[x->vnorm];
+        for (int k = 0; k < nd->nin; k++) use(g, nd->in[k], i, first, last);
+        for (int k = 1; k < nd->nout; k++) use(g, nd->out[k], i, first, last);
+    }
+}
+
 /* lifetimes recomputed from scratch: first/last schedule index touching t or a virtual
  * tensor made of it */
 static void lifetimes(const sg_graph *g, int *first, int *last) {
     for (int t = 0; t < g->nt; t++) first[t] = -1, last[t] = -1;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
-        int ids[SG_MAX_IN + SG_MAX_OUT], n = 0;
-        for (int k = 0; k < nd->nin; k++) ids[n++] = nd->in[k];
-        for (int k = 0; k < nd->nout; k++) ids[n++] = nd->out[k];
-        for (int k = 0; k < n; k++) {
-            int stack[3] = {ids[k]}, ns = 1;
-            if (g->t[ids[k]].nparts)
-                stack[1] = g->t[ids[k]].parts[0], stack[2] = g->t[ids[k]].parts[1], ns = 3;
-            for (int s = 0; s < ns; s++) {
-                int t = stack[s];
-                if (first[t] < 0 || i < first[t]) first[t] = i;
-                if (i > last[t]) last[t] = i;
-            }
-        }
+        for (int k = 0; k < nd->nin; k++) use(g, nd->in[k], i, first, last);
+        for (int k = 0; k < nd->nout; k++) use(g, nd->out[k], i, first, last);
     }
 }
 
@@ -49,7 +52,7 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     int bad = 0;
     for (int t = 0; t < g->nt && bad < 5; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || first[t] < 0) continue;
+        if (sg_tensor_virtual(x) || first[t] < 0) continue;
         if (x->offset < 0 || x->offset % SG_ALIGN || x->offset + x->bytes > p->arena_bytes) {
             CHECK(0, "%s: tensor %s badly placed at %lld", what, x->name, (long long)x->offset);
             bad++;
@@ -64,11 +67,11 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     int64_t violations = 0;
     for (int a = 0; a < g->nt; a++) {
         const sg_tensor *x = &g->t[a];
-        if (x->nparts || first[a] < 0 || !x->bytes) continue;
+        if (sg_tensor_virtual(x) || first[a] < 0 || !x->bytes) continue;
         int la0 = persistent(x->role) ? 0 : first[a], la1 = persistent(x->role) ? g->nn : last[a];
         for (int b = a + 1; b < g->nt; b++) {
             const sg_tensor *y = &g->t[b];
-            if (y->nparts || first[b] < 0 || !y->bytes) continue;
+            if (sg_tensor_virtual(y) || first[b] < 0 || !y->bytes) continue;
             if (x->role == y->role && (x->region || y->region)) continue;
             int lb0 = persistent(y->role) ? 0 : first[b],
                 lb1 = persistent(y->role) ? g->nn : last[b];
@@ -193,6 +196,60 @@ static int check_recompute(const sg_plan *p, const char *what) {
     CHECK(p->role_tensors[ROLE_RECOMPUTED] == nodes, "%s: %d recomputed tensors, %d nodes", what,
           p->role_tensors[ROLE_RECOMPUTED], nodes);
     return nodes;
+}
+
+/* Fusion (planner/fuse.c), checked against its rule restated here: with fusion on, the output
+ * y of a forward norm_act / norm_act_temb node is virtual normalised (vnorm = that node, no
+ * bytes, no offset, never recomputed) exactly when every forward reader is a conv taking it as
+ * input 0 whose input and output channels are multiples of 8 (K is 1 or 3 in every conv); with
+ * it off, none is. A virtual normalised tensor's readers are those convs and, in the backward
+ * pass, their weight gradients (input 1), nothing else. Returns how many are fused. */
+static int check_fused(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    const int on = sg_model_fuse(&p->cfg);
+    int bad = 0, fused = 0, recomputes = 0;
+    for (int i = 0; i < g->nn && bad < 5; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
+        const int y = nd->out[0];
+        int readers = 0, fusable = 1, bwd_ok = 1;
+        const int base = i - i % (g->n_forward + g->n_backward); /* its micro-batch's span */
+        for (int j = base; j < base + g->n_forward; j++)
+            for (int k = 0; k < g->n[j].nin; k++) {
+                if (g->n[j].in[k] != y) continue;
+                readers++;
+                const sg_node *r = &g->n[j];
+                fusable &= r->op == OP_CONV2D && k == 0 && g->t[y].shape[3] % 8 == 0 &&
+                           g->t[r->out[0]].shape[3] % 8 == 0;
+            }
+        for (int j = 0; j < g->nn; j++)
+            if (j >= base + g->n_forward || j < base)
+                for (int k = 0; k < g->n[j].nin; k++)
+                    if (g->n[j].in[k] == y)
+                        bwd_ok &= g->n[j].op == OP_CONV2D_BWD_WEIGHT && k == 1 &&
+                                  j >= base + g->n_forward &&
+                                  j < base + g->n_forward + g->n_backward;
+        const sg_tensor *t = &g->t[y];
+        const int want = on && readers > 0 && fusable;
+        int ok = want ? t->vnorm == i && t->bytes == 0 && t->offset < 0 && !t->recompute &&
+                            t->recomputed < 0 && bwd_ok
+                      : t->vnorm < 0;
+        fused += t->vnorm >= 0;
+        if (t->vnorm >= 0)
+            for (int j = 0; j < g->nn; j++)
+                for (int k = 0; k < g->n[j].nin; k++)
+                    recomputes += g->n[j].in[k] == y && g->n[j].op == OP_CONV2D_BWD_WEIGHT;
+        if (!ok) {
+            CHECK(0, "%s: %s (node %d, %d readers%s) %s virtual normalised (vnorm %d)", what,
+                  t->name, i, readers, fusable ? ", all fusable convs" : "",
+                  want ? "should be" : "should not be", t->vnorm);
+            bad++;
+        }
+    }
+    CHECK(p->fused_norms == fused && p->fused_recomputes == recomputes,
+          "%s: the plan counts %d fused norms (%d recomputations saved), the graph has %d (%d)",
+          what, p->fused_norms, p->fused_recomputes, fused, recomputes);
+    return fused;
 }
 
 /* A hand-made graph: x -> norm_act_temb (y marked) -> conv -> mse, and a second conv reading
@@ -392,7 +449,18 @@ static void test_builtin_models(void) {
                     check_dims(&p, what);
                     check_kinds(&p, what); /* forward plans: the sampler's update last */
                     if (train) check_grads(&p, what);
-                    if (train) check_recompute(&p, what);
+                    const int recomputes = train ? check_recompute(&p, what) : 0;
+                    const int fused = check_fused(&p, what);
+                    /* bf16 fuses every normalisation but the one before the 3- or 1-channel
+                     * conv_out (whose recomputation stays); fp32 none */
+                    int norms = 0;
+                    for (int i = 0; i < p.g.nn; i++)
+                        norms += p.g.n[i].op == OP_NORM_ACT || p.g.n[i].op == OP_NORM_ACT_TEMB;
+                    CHECK(fused == (prec ? norms - 1 : 0), "%s: %d of %d normalisations fused",
+                          what, fused, norms);
+                    if (train)
+                        CHECK(recomputes == (prec ? 1 : norms), "%s: %d recompute nodes", what,
+                              recomputes);
                 }
                 if (!strcmp(sg_model_names[m], "unet_cifar")) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
@@ -485,6 +553,7 @@ static void test_grad_accum_plans(void) {
             check_dims(&p, what);
             check_grads(&p, what);
             check_kinds(&p, what);
+            check_fused(&p, what); /* each micro-batch's copies point at their own nodes */
             check_micro_batches(&p, &one, cases[c].K, what);
         }
         /* the verifier sees micro-batch 1: one of its tensors moved onto a live one fails */
@@ -570,6 +639,7 @@ static void test_random_unets(uint64_t *rng) {
         c.batch = 1 + (int)(sg_test_next(rng) % 3);
         c.act_dt = sg_test_next(rng) % 2 ? DT_BF16 : DT_F32;
         c.in_ch = 1 + (int)(sg_test_next(rng) % 3);
+        c.fuse = (int)(sg_test_next(rng) % 3) - 1; /* automatic, off, on */
         sg_plan p;
         char what[64];
         snprintf(what, sizeof what, "random unet %d", it);
@@ -580,6 +650,7 @@ static void test_random_unets(uint64_t *rng) {
             check_dims(&p, what);
             check_grads(&p, what);
             check_recompute(&p, what);
+            check_fused(&p, what);
         }
         sg_plan_free(&p);
     }

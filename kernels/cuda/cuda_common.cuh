@@ -47,6 +47,14 @@ template <> struct cuda_sim_arg_ptrs<sg_drop> {
         return 2;
     }
 };
+/* ... and a fused convolution's normalisation operands. */
+template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
+    static int get(const sg_conv_fuse &f, const void **out) {
+        const void *p[7] = {f.mean, f.rstd, f.gamma, f.beta, f.v, f.drop.seed, f.drop.step};
+        for (int i = 0; i < 7; i++) out[i] = p[i];
+        return 7;
+    }
+};
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -190,17 +198,19 @@ int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, con
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
 /* conv_tc.cu: the tensor-core convolutions behind conv.cu's launchers (SG_CONV_PATH_TENSOR_CORE:
- * bf16 activations, conv.cu has checked the arguments). Forward and backward data take
- * sg_ws_conv_tc_weights bytes of ws for the bf16 weights; backward weight writes `chunks` fp32
- * partials [chunk][Co][K][K][Ci] of chunk_len output pixels each into part. */
-int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b, int N, int H,
-                   int W, int Ci, int Co, int K, int S, int pad, void *ws, int64_t ws_bytes);
+ * bf16 activations, conv.cu has checked the arguments; fuse: NULL, or a prologue to compute).
+ * Forward and backward data take sg_ws_conv_tc_weights bytes of ws for the bf16 weights; backward
+ * weight writes `chunks` fp32 partials [chunk][Co][K][K][Ci] of chunk_len output pixels each into
+ * part. */
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b,
+                   const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
+                   int pad, void *ws, int64_t ws_bytes);
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float *w, int N, int H,
                         int W, int Ci, int Co, int K, int S, int pad, int accum, void *ws,
                         int64_t ws_bytes);
-int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x, int N, int H,
-                          int W, int Ci, int Co, int K, int S, int pad, int64_t chunks,
-                          int64_t chunk_len);
+int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
+                          const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
+                          int S, int pad, int64_t chunks, int64_t chunk_len);
 
 /* linear.cu: dst[i] = bf16(src[i]), i < n. */
 int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n);
