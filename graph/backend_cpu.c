@@ -371,6 +371,16 @@ CPU_RUN(conv2d) {
     cpu_conv2d_fwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
                    d.pad);
 }
+/* the conv, its output rounded to y's dtype as the unfused plan stores it, then the residual
+ * add (cpu_add_fwd: r + h), rounded once more when stored: conv2d then add, bit for bit */
+CPU_RUN(conv2d_add) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    float *y = k->out[0];
+    cpu_conv2d_fwd(y, k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
+    if (k->g->t[k->nd->out[0]].dtype == DT_BF16)
+        for (int64_t i = 0; i < k->n0; i++) y[i] = sg_bf16_to_f32(sg_f32_to_bf16(y[i]));
+    cpu_add_fwd(y, k->in[3], y, k->n0);
+}
 CPU_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     cpu_conv2d_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);

@@ -279,7 +279,7 @@ static sg_drop node_drop(const cuda_ctx *c, const sg_graph *g, const sg_node *nd
     return d;
 }
 static int is_conv(int op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    return sg_op_is_conv((sg_op)op);
 }
 
 #ifdef SG_HAVE_CUDNN
@@ -294,7 +294,7 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
     cv->dt = (int)g->t[nd->in[0]].dtype; /* x forward, dy backward */
     cv->out = P(c, g, nd->out[0]);
     cv->in = P(c, g, nd->in[0]);
-    if (nd->op == OP_CONV2D) {
+    if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) {
         cv->pass = SG_CUDNN_FWD;
         cv->w = P(c, g, nd->in[1]);
         cv->b = P(c, g, nd->in[2]);
@@ -309,9 +309,9 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
         cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
     }
     /* one dtype for the activations of the call, as the own kernels also assume */
-    const int other = nd->op == OP_CONV2D            ? nd->out[0]
-                      : nd->op == OP_CONV2D_BWD_DATA ? nd->out[0]
-                                                     : nd->in[1];
+    const int other = nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD ? nd->out[0]
+                      : nd->op == OP_CONV2D_BWD_DATA                 ? nd->out[0]
+                                                                     : nd->in[1];
     return cv->out && cv->in && (cv->pass == SG_CUDNN_BWD_FILTER ? cv->x != NULL : cv->w != NULL) &&
            (int)g->t[other].dtype == cv->dt;
 }
@@ -563,8 +563,11 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
     int bias_done = 0;
     if (sg_cudnn_run(k->c->dnn, &cv, &bias_done)) return SG_ERR;
     const int64_t P = (int64_t)d.N * d.Ho * d.Wo;
-    if (k->nd->op == OP_CONV2D && !bias_done)
-        return cuda_conv2d_bias_add(k->st, kout(k, 0), kin(k, 2), P, d.Co, k->dt);
+    if ((k->nd->op == OP_CONV2D || k->nd->op == OP_CONV2D_ADD) && !bias_done &&
+        cuda_conv2d_bias_add(k->st, kout(k, 0), kin(k, 2), P, d.Co, k->dt))
+        return SG_ERR;
+    if (k->nd->op == OP_CONV2D_ADD) /* the residual: the unfused add (res + y in place) */
+        return cuda_add_fwd(k->st, kout(k, 0), kin(k, 3), kout(k, 0), P * d.Co, k->dt);
     if (k->nd->op == OP_CONV2D_BWD_WEIGHT)
         return cuda_conv2d_bwd_bias(k->st, kout(k, 1), kin(k, 0), P, d.Co, k->dy_dt, kacc(k, 0),
                                     k->ws, k->wsb);
@@ -603,8 +606,8 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
         for (int k = 0; k < nd->nin; k++) {
             const sg_tensor *t = &g->t[nd->in[k]];
             if (t->vnorm < 0) continue;
-            const int conv_x =
-                (nd->op == OP_CONV2D && k == 0) || (nd->op == OP_CONV2D_BWD_WEIGHT && k == 1);
+            const int conv_x = ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) && k == 0) ||
+                               (nd->op == OP_CONV2D_BWD_WEIGHT && k == 1);
             const char *why = NULL;
             if (!conv_x) {
                 why = "only a convolution's input can be";
@@ -612,7 +615,7 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
                 sg_conv_dims d = sg_conv_dims_of(g, nd);
                 sg_conv_fuse f;
                 const sg_cat x = conv_input(c, g, nd->in[k], &f);
-                const int other = nd->op == OP_CONV2D ? nd->out[0] : nd->in[0];
+                const int other = nd->op == OP_CONV2D_BWD_WEIGHT ? nd->in[0] : nd->out[0];
                 if (t->dtype != DT_BF16 ||
                     cuda_conv2d_path(x, P(c, g, other), d.N, d.H, d.W, d.Co, d.K, d.S, DT_BF16) !=
                         SG_CONV_PATH_TENSOR_CORE)
@@ -633,6 +636,17 @@ CUDA_RUN(conv2d) {
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
+    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
+                           d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+}
+/* the conv with the residual add in its store (sg_conv_fuse.res; after it off the tensor
+ * cores), and its input normalised in its tile loads where that is virtual */
+CUDA_RUN(conv2d_add) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    sg_conv_fuse f;
+    const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
+    f.res = kin(k, 3);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                            d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }

@@ -11,6 +11,7 @@
 #include "checkpoints/ckpt_json.h"
 #include "common/philox.h"
 #include "graph/weights.h"
+#include "planner/op_dims.h"
 
 #ifndef SG_BUILD_ID
 #define SG_BUILD_ID "unknown"
@@ -208,7 +209,7 @@ static int meta_cap(const char *extra_json) {
 }
 
 static int exec_is_conv(int op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    return sg_op_is_conv((sg_op)op);
 }
 
 /* The conv engines of a backend with several (CUDA: own / cudnn, issue 14) as checkpoint

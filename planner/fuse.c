@@ -13,9 +13,13 @@
  * the apply pass's arithmetic, so they read exactly the values the unfused plan would have
  * stored. The layout keeps those operands alive as long as y is read (plan_layout.c).
  *
- * Epilogue (the builder, planner/unet.c): a residual add y = skip + conv(h) becomes one
- * conv2d_add node (x, w, b, skip -> y) when the convolution is one the fused kernels take; its
- * output is the unfused add's, bit for bit (the sum of the bf16-rounded conv output and skip).
+ * Epilogue (the builder, planner/unet.c): a residual add y = skip + conv(h) (the ResBlock's
+ * conv2 and its skip, the attention block's to_out and its input) becomes one conv2d_add node
+ * (h, w, b, skip -> y) when the convolution is one the fused kernels take: the add node and the
+ * conv's own output h disappear. y is the unfused add's, bit for bit: the conv's output rounded
+ * to the activation dtype, plus skip, rounded once more. Its backward is the add's (dy into
+ * skip's gradient, first) and the conv's, on dy itself. The time-embedding add needs no
+ * epilogue: norm_act_temb already adds it before its normalisation.
  */
 #include "planner/unet.h"
 
@@ -35,7 +39,7 @@ static int readers_fusable(const sg_graph *g, int y) {
         const sg_node *nd = &g->n[i];
         for (int k = 0; k < nd->nin; k++) {
             if (nd->in[k] != y) continue;
-            if (nd->op != OP_CONV2D || k != 0) return 0;
+            if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD) || k != 0) return 0;
             const sg_tensor *w = &g->t[nd->in[1]];
             if (!sg_conv_fusable(g, y, (int)w->shape[0], nd->a.conv.K)) return 0;
             readers++;

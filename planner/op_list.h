@@ -75,6 +75,9 @@
  *   norm_act_bwd, norm_act_temb_bwd
  *                   dy, then the apply op's inputs -> dx, [dv,] dgamma, dbeta
  *                   (planner/op_dims.h: sg_norm_operands_of says which input is which)
+ *   conv2d_add      x, w, b, r -> y = conv2d(x, w, b) rounded to y's dtype, + r: a residual
+ *                   add in the conv's store (the fused plan, planner/fuse.c; the bits of
+ *                   conv2d then add)                                    args.conv
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -132,7 +135,8 @@
     X(OP_NORM_ACT_APPLY,    norm_act_apply,    BWD, 5, 1, 0, 0, shape_norm_apply, flops_norm,   0,            0,             -1, -1) \
     X(OP_NORM_ACT_TEMB_APPLY, norm_act_temb_apply, BWD, 8, 1, 0, 0, shape_norm_apply, flops_norm, 0,          0,             -1, -1) \
     X(OP_NORM_ACT_BWD,      norm_act_bwd,      BWD, 6, 3, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
-    X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1)
+    X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
+    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1)
 /* clang-format on */
 
 #endif

@@ -34,9 +34,11 @@ typedef struct {
     double flops, matmul_flops;   /* per step */
     /* the fusions (planner/fuse.c): virtual normalised tensors, how many of them a backward
      * node reads (the recomputations the unfused plan makes), and the bytes no tensor holds
-     * any more (each one's size, once more for each recomputation) */
-    int fused_norms, fused_recomputes;
-    int64_t unmaterialised_bytes;
+     * any more (each one's size, once more for each recomputation); the residual adds done in
+     * a convolution's store (conv2d_add nodes) and the conv outputs they never write (also
+     * counted in unmaterialised_bytes) */
+    int fused_norms, fused_recomputes, fused_residuals;
+    int64_t unmaterialised_bytes, fused_residual_bytes;
     uint64_t hash; /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;
 

@@ -539,7 +539,8 @@ out:
 }
 
 /* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes,
- * twice when a backward node reads it (the unfused plan recomputes a copy there) */
+ * twice when a backward node reads it (the unfused plan recomputes a copy there), and each
+ * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back) */
 static void fusion_totals(sg_plan *p) {
     const sg_graph *g = &p->g;
     unsigned char *bwd_read = calloc((size_t)g->nt + 1, 1);
@@ -555,6 +556,14 @@ static void fusion_totals(sg_plan *p) {
         if (bwd_read && bwd_read[t]) p->unmaterialised_bytes += b, p->fused_recomputes++;
     }
     free(bwd_read);
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].op != OP_CONV2D_ADD) continue;
+        const sg_tensor *y = &g->t[g->n[i].out[0]];
+        const int64_t b = SG_ALIGN_UP(sg_numel(y) * sg_dtype_size(y->dtype), SG_ALIGN);
+        p->fused_residuals++;
+        p->fused_residual_bytes += b;
+        p->unmaterialised_bytes += b;
+    }
 }
 
 static void totals(sg_plan *p) {

@@ -138,6 +138,9 @@ static const bo_props props[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_APPLY] = {1, 0, 0, TOL_F32},
     [OP_NORM_ACT_BWD] = {1, 1, 1, TOL_F32},
     [OP_NORM_ACT_TEMB_BWD] = {1, 1, 0, TOL_F32},
+    /* the residual add in the conv's store: its x is a conv's input (a concatenation, or a
+     * fused normalisation) */
+    [OP_CONV2D_ADD] = {1, 0, 1, TOL_F32, 1},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -426,6 +429,20 @@ static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
     return node(c, OP_CONV2D, in, 3, out, &args, 0) < 0;
+}
+
+/* conv2d_add: b_conv's operands and the residual r [N,Ho,Wo,Co] */
+static int b_conv_add(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int Ci = a->C + a->C2, Ho = conv_out(a->H, a->K, a->S), Wo = conv_out(a->W, a->K, a->S);
+    float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
+    int in[4] = {
+        conv_x(c, a, dt),
+        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
+        tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound),
+        act4(c, "r", dt, a->N, Ho, Wo, a->Co, -2, 2, 0)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
+    return node(c, OP_CONV2D_ADD, in, 4, out, &args, 0) < 0;
 }
 
 static int b_group_norm(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -950,6 +967,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_APPLY] = b_norm_act_temb_apply,
     [OP_NORM_ACT_BWD] = b_norm_act_bwd,
     [OP_NORM_ACT_TEMB_BWD] = b_norm_act_temb_bwd,
+    [OP_CONV2D_ADD] = b_conv_add,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1150,6 +1168,13 @@ static const bo_entry entries[] = {
     {OP_NORM_ACT_BWD, BOTH, 0, {.N = 1, .H = 3, .W = 5, .C = 1040, .G = 8, .act = SG_ACT_SILU}},
     {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 3, .H = 5, .W = 4, .C = 32, .G = 8, .act = SG_ACT_SILU, .K = 3, .f = 0.1f, .step = 7}},
     {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 2, .H = 3, .W = 3, .C = 20, .G = 4, .act = SG_ACT_SILU, .acc = 1, .acc_param = 1}},
+    /* the residual in the conv's store: the ResBlock's conv2 (3x3) on norm2's fused output,
+     * the attention's to_out (1x1), a concatenated input; off the tensor cores (fp32, or 12
+     * channels): the conv then the add */
+    {OP_CONV2D_ADD, BF16, 0, {.N = 3, .H = 4, .W = 5, .C = 32, .Co = 32, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 2, .f = 0.1f, .step = 5}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .Co = 24, .K = 1, .S = 1}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 6, .W = 5, .C = 12, .Co = 16, .K = 3, .S = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the

@@ -733,12 +733,12 @@ static void test_convs_tc(void) {
  * temb (p from a device seed and step, at a rank's element offset), SiLU or no activation (the
  * attention's norm), the weight gradient overwriting or accumulating onto non-zero values. */
 static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad,
-                            int G, int act, int temb, float p, int bias, int accum) {
+                            int G, int act, int temb, float p, int bias, int accum, int res) {
     char ctx[220];
     snprintf(ctx, sizeof ctx,
-             "fused conv K%d S%d pad%d N%d H%d W%d Ci%d+%d Co%d G%d act%d temb%d p%g%s%s", K, S,
+             "fused conv K%d S%d pad%d N%d H%d W%d Ci%d+%d Co%d G%d act%d temb%d p%g%s%s%s", K, S,
              pad, N, H, W, c0, c1, Co, G, act, temb, (double)p, bias ? " bias" : "",
-             accum ? " accum" : "");
+             accum ? " accum" : "", res ? " residual" : "");
     case_begin();
     const int bf = DT_BF16, Ci = c0 + c1;
     const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
@@ -827,18 +827,27 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
     const sg_cat yc = sg_cat1(ym->d, Ci);
     CHECK(cuda_conv2d_path(xc, dy, N, H, W, Co, K, S, bf) == SG_CONV_PATH_TENSOR_CORE,
           "%s: not on the tensor-core path", ctx);
-    /* forward: fused (on) and from the stored y (off) */
+    /* forward: fused (on) and from the stored y (off); with res, the residual added in the
+     * store (on) or by cuda_add_fwd after the conv (off) */
     {
         float *ref = ref_acc(o_cpu, NULL, P * Co, bf);
+        float *rv = res ? rnd_dt(P * Co, -2, 2, bf) : NULL;
+        if (res) /* the conv's output as stored, plus the residual, rounded */
+            for (int64_t i = 0; i < P * Co; i++) ref[i] = rv[i] + ref[i];
+        round_dt(ref, P * Co, bf);
+        tbuf *dres = res ? tb_in("residual", rv, P * Co, bf) : NULL;
+        sg_conv_fuse fr = fuse;
+        fr.res = res ? dres->d : NULL;
         tbuf *on = tb_out("y fused", P * Co, bf, NULL),
              *off = tb_out("y unfused", P * Co, bf, NULL);
         const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, bf);
         tbuf *ws = tb_ws(wsb);
         reset_all();
-        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &fuse, N, H, W, Ci, Co, K, S, pad,
-             bf, ws->d, wsb);
+        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad, bf,
+             ws->d, wsb);
         CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, yc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
              bf, ws->d, wsb);
+        if (res) CALL(cuda_add_fwd, g_st, off->d, dres->d, off->d, P * Co, bf);
         sync_stream();
         tb_check(on, ref, TOL_BF16, 0, ctx);
         tb_check(off, ref, TOL_BF16, 0, ctx);
@@ -880,16 +889,16 @@ static void test_convs_fused(void) {
     const int S = SG_ACT_SILU, NONE = SG_ACT_NONE;
     /* edge tiles (M = 126 pixels, Co 40: a 64 tile; 130 pixels, Co 72: a 128 tile), unequal
      * halves, a slice of 24 channels, 8 channels per group, and 4 (a chunk spans two groups) */
-    test_conv_fused(2, 7, 9, 24, 16, 40, 3, 1, 1, 5, S, 0, 0.0f, 1, 0);
-    test_conv_fused(2, 5, 13, 16, 0, 72, 3, 1, 1, 4, S, 1, 0.1f, 0, 1);
+    test_conv_fused(2, 7, 9, 24, 16, 40, 3, 1, 1, 5, S, 0, 0.0f, 1, 0, 0);
+    test_conv_fused(2, 5, 13, 16, 0, 72, 3, 1, 1, 4, S, 1, 0.1f, 0, 1, 1);
     /* stride 2 under both paddings and 1x1 stride 2 (the rule allows them; the UNets have none) */
-    test_conv_fused(2, 8, 6, 16, 8, 24, 3, 2, 0, 6, S, 1, 0.25f, 1, 1);
-    test_conv_fused(1, 7, 5, 32, 0, 16, 3, 2, 1, 8, S, 0, 0.0f, 0, 0);
-    test_conv_fused(2, 6, 7, 16, 0, 24, 1, 2, 0, 2, NONE, 0, 0.0f, 1, 1);
+    test_conv_fused(2, 8, 6, 16, 8, 24, 3, 2, 0, 6, S, 1, 0.25f, 1, 1, 1);
+    test_conv_fused(1, 7, 5, 32, 0, 16, 3, 2, 1, 8, S, 0, 0.0f, 0, 0, 0);
+    test_conv_fused(2, 6, 7, 16, 0, 24, 1, 2, 0, 2, NONE, 0, 0.0f, 1, 1, 1);
     /* the normalised inputs of unet_cifar (G 32) and unet_adm64 (G 32: 2 channels per group at
      * 64) at batch 1-2 on small images: {c0, c1, Co, K, temb, N, H, W}; norm1 + conv1 (the up
-     * path's on the skip concatenation: both halves), norm2 (+ temb, dropout 0.1) + conv2, the
-     * attention's norm (no activation) + to_qkv 1x1 */
+     * path's on the skip concatenation: both halves), norm2 (+ temb, dropout 0.1) + conv2 with
+     * the block's residual add in its store, the attention's norm (no activation) + to_qkv 1x1 */
     static const int classes[][8] = {
         /* unet_cifar */
         {128, 0, 128, 3, 0, 1, 3, 3},
@@ -916,13 +925,67 @@ static void test_convs_fused(void) {
         {128, 64, 128, 3, 0, 1, 3, 3},
         {128, 64, 64, 3, 0, 1, 3, 3},
         {64, 64, 64, 3, 0, 2, 3, 3},
+        /* unet_adm64's other two conv2 widths (each conv2 class carries its block's residual) */
+        {128, 0, 128, 3, 1, 1, 3, 3},
+        {256, 0, 256, 3, 1, 2, 3, 3},
     };
     for (int i = 0; i < SG_ARRAY_LEN(classes); i++) {
         const int *c = classes[i];
         const int qkv = c[3] == 1;
         test_conv_fused(c[5], c[6], c[7], c[0], c[1], c[2], c[3], 1, c[3] / 2, 32, qkv ? NONE : S,
-                        c[4], c[4] ? 0.1f : 0.0f, i % 2, (i / 2) % 2);
+                        c[4], c[4] ? 0.1f : 0.0f, i % 2, (i / 2) % 2, c[4]);
     }
+}
+
+/* The residual epilogue alone (sg_conv_fuse.res, a conv2d_add node): on, the launcher adds res
+ * (in the tensor cores' store, after the conv elsewhere); off, the plain conv then
+ * cuda_add_fwd, the unfused plan's add node. Bitwise equal, and within the conv tolerance of
+ * the CPU's conv rounded to dt plus res. Every path: the attention's to_out (1x1 on the tensor
+ * cores, edge tiles), a bf16 3x3 off them (12 channels), fp32 3x3 (CUDA cores) and 1x1
+ * (cuBLAS). */
+static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "conv residual K%d N%d H%d W%d Ci%d Co%d %s", K, N, H, W, Ci, Co,
+             dtn(dt));
+    case_begin();
+    printf("%s\n", ctx);
+    const int pad = K / 2;
+    const int64_t P = (int64_t)N * H * W, nw = (int64_t)Co * K * K * Ci;
+    float *x = rnd_dt(P * Ci, -1, 1, dt), *w = rnd(nw, -0.5f, 0.5f), *b = rnd(Co, -0.5f, 0.5f);
+    float *r = rnd_dt(P * Co, -2, 2, dt), *o = fbuf(P * Co);
+    cpu_conv2d_fwd(o, x, w, b, N, H, W, Ci, Co, K, 1, pad);
+    round_dt(o, P * Co, dt);
+    for (int64_t i = 0; i < P * Co; i++) o[i] += r[i];
+    round_dt(o, P * Co, dt);
+    tbuf *dx = tb_in("x", x, P * Ci, dt), *dw = tb_in("w", w, nw, DT_F32);
+    tbuf *db = tb_in("b", b, Co, DT_F32), *dr = tb_in("residual", r, P * Co, dt);
+    tbuf *on = tb_out("y fused", P * Co, dt, NULL), *off = tb_out("y unfused", P * Co, dt, NULL);
+    const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, 1, dt);
+    tbuf *ws = tb_ws(wsb);
+    const sg_conv_fuse fr = {.res = dr->d};
+    const sg_cat xc = sg_cat1(dx->d, Ci);
+    reset_all();
+    CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, (const float *)dw->d, (const float *)db->d, &fr,
+         N, H, W, Ci, Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, xc, (const float *)dw->d, (const float *)db->d,
+         NULL, N, H, W, Ci, Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_add_fwd, g_st, off->d, dr->d, off->d, P * Co, dt);
+    sync_stream();
+    tb_check(on, o, tol_for(dt), 0, ctx);
+    tb_check(off, o, tol_for(dt), 0, ctx);
+    CHECK(!memcmp(on->bits, off->bits, on->bytes), "%s: the fused residual differs from conv + add",
+          ctx);
+    guards_all(ctx);
+    case_end();
+}
+
+static void test_convs_res(void) {
+    test_conv_res(2, 7, 9, 256, 256, 1, DT_BF16); /* to_out.0: 126 pixels, a 128 x 128 tile */
+    test_conv_res(1, 3, 5, 192, 192, 1, DT_BF16); /* unet_adm64's to_out.0 at 192 channels */
+    test_conv_res(1, 5, 13, 64, 72, 3, DT_BF16);  /* 3x3, Co 72: a second column tile */
+    test_conv_res(2, 5, 7, 12, 16, 3, DT_BF16);   /* off the tensor cores: CUDA cores + add */
+    test_conv_res(2, 5, 7, 12, 16, 3, DT_F32);    /* fp32: CUDA cores + add */
+    test_conv_res(2, 5, 7, 24, 16, 1, DT_F32);    /* fp32 1x1: cuBLAS + add */
 }
 
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
@@ -2086,6 +2149,7 @@ int main(void) {
     test_convs();
     test_convs_tc();
     test_convs_fused();
+    test_convs_res();
     printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
            conv_path_cases[SG_CONV_PATH_CUBLAS]);

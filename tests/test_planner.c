@@ -219,8 +219,8 @@ static int check_fused(const sg_plan *p, const char *what) {
                 if (g->n[j].in[k] != y) continue;
                 readers++;
                 const sg_node *r = &g->n[j];
-                fusable &= r->op == OP_CONV2D && k == 0 && g->t[y].shape[3] % 8 == 0 &&
-                           g->t[r->out[0]].shape[3] % 8 == 0;
+                fusable &= (r->op == OP_CONV2D || r->op == OP_CONV2D_ADD) && k == 0 &&
+                           g->t[y].shape[3] % 8 == 0 && g->t[r->out[0]].shape[3] % 8 == 0;
             }
         for (int j = 0; j < g->nn; j++)
             if (j >= base + g->n_forward || j < base)
@@ -250,6 +250,90 @@ static int check_fused(const sg_plan *p, const char *what) {
           "%s: the plan counts %d fused norms (%d recomputations saved), the graph has %d (%d)",
           what, p->fused_norms, p->fused_recomputes, fused, recomputes);
     return fused;
+}
+
+/* the tensor of g named nm, or -1 */
+static int tensor_named(const sg_graph *g, const char *nm) {
+    for (int t = 0; t < g->nt; t++)
+        if (!strcmp(g->t[t].name, nm)) return t;
+    return -1;
+}
+
+/* The residual epilogue (planner/unet.c, planner/fuse.c), checked against its rule restated
+ * here on the fused plan f and the unfused plan u of one config: u's forward add node y =
+ * skip + h whose h is a stride-1 conv2d (K 1 or 3) with input and output channels (each half of
+ * a concatenation) multiples of 8 is, in f, one conv2d_add node writing the tensor of the same
+ * name from the conv's input, weight, bias and skip (those of the same names); every other add
+ * stays an add. The parameters are the same tensors in the same places (their initial values
+ * are drawn by position). In the backward pass each conv2d_add's output gradient is copied or
+ * accumulated into skip's gradient by one accum node and read by its conv's two backward
+ * passes. Returns how many residuals are fused. */
+static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what) {
+    const sg_graph *gf = &f->g, *gu = &u->g;
+    int bad = 0, want = 0;
+    int pf = 0, pu = 0;
+    for (;; pf++, pu++) {
+        while (pf < gf->nt && gf->t[pf].role != ROLE_PARAM) pf++;
+        while (pu < gu->nt && gu->t[pu].role != ROLE_PARAM) pu++;
+        if (pf == gf->nt || pu == gu->nt) break;
+        const sg_tensor *a = &gf->t[pf], *b = &gu->t[pu];
+        if (strcmp(a->name, b->name) || a->offset != b->offset || a->init != b->init ||
+            a->init_bound != b->init_bound) {
+            CHECK(0, "%s: parameter %s at %lld, unfused %s at %lld", what, a->name,
+                  (long long)a->offset, b->name, (long long)b->offset);
+            break;
+        }
+    }
+    CHECK(pf == gf->nt && pu == gu->nt, "%s: the fused and unfused plans differ in parameters",
+          what);
+    for (int i = 0; i < gu->n_forward && bad < 5; i++) {
+        const sg_node *a = &gu->n[i];
+        if (a->op != OP_ADD) continue;
+        const sg_tensor *h = &gu->t[a->in[1]];
+        const sg_node *c = h->producer >= 0 ? &gu->n[h->producer] : NULL;
+        int fusable = sg_model_fuse(&f->cfg) && c && c->op == OP_CONV2D && c->a.conv.S == 1 &&
+                      (c->a.conv.K == 1 || c->a.conv.K == 3) && h->shape[3] % 8 == 0;
+        if (fusable) {
+            const sg_tensor *x = &gu->t[c->in[0]];
+            fusable = x->nparts ? gu->t[x->parts[0]].shape[3] % 8 == 0 &&
+                                      gu->t[x->parts[1]].shape[3] % 8 == 0
+                                : x->shape[3] % 8 == 0;
+        }
+        want += fusable;
+        const int y = tensor_named(gf, gu->t[a->out[0]].name);
+        const sg_node *n = y >= 0 && gf->t[y].producer >= 0 ? &gf->n[gf->t[y].producer] : NULL;
+        int ok = n && n->op == (fusable ? OP_CONV2D_ADD : OP_ADD);
+        if (ok && fusable) {
+            static const int from[4] = {0, 1, 2, -1}; /* conv operands, then the add's skip */
+            for (int k = 0; k < 4; k++) {
+                const char *nm = gu->t[from[k] < 0 ? a->in[0] : c->in[from[k]]].name;
+                ok &= !strcmp(gf->t[n->in[k]].name, nm);
+            }
+            ok &= !memcmp(&n->a.conv, &c->a.conv, sizeof c->a.conv);
+            const int dy = gf->t[y].grad, ds = gf->t[n->in[3]].grad;
+            int accums = 0, reads = 0;
+            for (int j = gf->n_forward; f->train && j < gf->n_forward + gf->n_backward; j++) {
+                const sg_node *b = &gf->n[j];
+                accums += b->op == OP_ACCUM && b->in[0] == dy && b->out[0] == ds;
+                reads += (b->op == OP_CONV2D_BWD_DATA || b->op == OP_CONV2D_BWD_WEIGHT) &&
+                         b->in[0] == dy;
+            }
+            /* the skip may need no gradient (the block's input from the network's first
+             * conv always does: conv_in has parameters) */
+            if (f->train) ok &= accums == 1 && reads == 2;
+        }
+        if (!ok) {
+            CHECK(0, "%s: %s should be %s", what, gu->t[a->out[0]].name,
+                  fusable ? "one conv2d_add node with its conv's operands and skip" : "an add");
+            bad++;
+        }
+    }
+    int nodes = 0;
+    for (int i = 0; i < gf->nn; i++) nodes += gf->n[i].op == OP_CONV2D_ADD;
+    CHECK(nodes == want && f->fused_residuals == want,
+          "%s: %d conv2d_add nodes, the plan counts %d, the rule %d", what, nodes,
+          f->fused_residuals, want);
+    return want;
 }
 
 /* A hand-made graph: x -> norm_act_temb (y marked) -> conv -> mse, and a second conv reading
@@ -336,7 +420,8 @@ static void check_dims(const sg_plan *p, const char *what) {
         const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
         int ok = 1;
         switch (nd->op) {
-        case OP_CONV2D: {
+        case OP_CONV2D:
+        case OP_CONV2D_ADD: {
             sg_conv_dims d = sg_conv_dims_of(g, nd);
             ok = shape_is(x, d.N, d.H, d.W, d.Ci) && shape_is(y, d.N, d.Ho, d.Wo, d.Co) &&
                  shape_is(&g->t[nd->in[1]], d.Co, d.K, d.K, d.Ci);
@@ -345,7 +430,7 @@ static void check_dims(const sg_plan *p, const char *what) {
         case OP_CONV2D_BWD_DATA:
         case OP_CONV2D_BWD_WEIGHT: {
             sg_conv_dims d = sg_conv_dims_of(g, nd), f = sg_conv_dims_of(g, fw);
-            ok = fw->op == OP_CONV2D && !memcmp(&d, &f, sizeof d);
+            ok = (fw->op == OP_CONV2D || fw->op == OP_CONV2D_ADD) && !memcmp(&d, &f, sizeof d);
             break;
         }
         case OP_LINEAR: {
@@ -458,6 +543,21 @@ static void test_builtin_models(void) {
                         norms += p.g.n[i].op == OP_NORM_ACT || p.g.n[i].op == OP_NORM_ACT_TEMB;
                     CHECK(fused == (prec ? norms - 1 : 0), "%s: %d of %d normalisations fused",
                           what, fused, norms);
+                    /* the residual epilogue, against the unfused plan: every block's add is
+                     * in its conv's store in bf16 (each conv2 and to_out is fusable), none in
+                     * fp32 */
+                    sg_model_cfg c0 = cfg;
+                    c0.fuse = 0;
+                    sg_plan u;
+                    if (sg_plan_build(&u, &c0, train) == SG_OK) {
+                        const int res = check_residuals(&p, &u, what);
+                        int adds = 0;
+                        for (int i = 0; i < p.g.n_forward; i++) adds += p.g.n[i].op == OP_ADD;
+                        CHECK(prec ? adds == 0 && res > 0 : res == 0 && adds > 0,
+                              "%s: %d add nodes, %d residuals fused", what, adds, res);
+                        sg_plan_free(&u);
+                    } else
+                        CHECK(0, "%s --fuse 0: %s", what, sg_last_error());
                     if (train)
                         CHECK(recomputes == (prec ? 1 : norms), "%s: %d recompute nodes", what,
                               recomputes);
@@ -651,6 +751,14 @@ static void test_random_unets(uint64_t *rng) {
             check_grads(&p, what);
             check_recompute(&p, what);
             check_fused(&p, what);
+            sg_model_cfg c0 = c;
+            c0.fuse = 0;
+            sg_plan u;
+            if (sg_plan_build(&u, &c0, 1) == SG_OK) {
+                check_residuals(&p, &u, what);
+                sg_plan_free(&u);
+            } else
+                CHECK(0, "%s --fuse 0: %s", what, sg_last_error());
         }
         sg_plan_free(&p);
     }

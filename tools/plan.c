@@ -69,7 +69,7 @@ static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         int x, y; /* the two activation operands: x side and y side */
-        if (nd->op == OP_CONV2D)
+        if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD)
             x = nd->in[0], y = nd->out[0];
         else if (nd->op == OP_CONV2D_BWD_DATA)
             x = nd->out[0], y = nd->in[0];
@@ -144,6 +144,8 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "fuse", json_integer(sg_model_fuse(&p->cfg)));
         json_object_set_new(j, "fused_norms", json_integer(p->fused_norms));
         json_object_set_new(j, "fused_recomputes", json_integer(p->fused_recomputes));
+        json_object_set_new(j, "fused_residuals", json_integer(p->fused_residuals));
+        json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
         json_object_set_new(j, "unmaterialised_bytes", json_integer(p->unmaterialised_bytes));
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
@@ -255,9 +257,11 @@ static void print_text(const sg_plan *p, int table) {
     if (sg_model_fuse(&p->cfg))
         printf("  fused           %d normalisations computed inside the convolutions that read "
                "them (GroupNorm + SiLU [+ dropout] in the operand load; %d of them also in the "
-               "weight gradient, no recomputation): %s never materialised per step, %s less "
-               "written and read back (--fuse 0: off)\n",
-               p->fused_norms, p->fused_recomputes, human(p->unmaterialised_bytes, a),
+               "weight gradient, no recomputation); %d residual adds in the store of the "
+               "convolution before them (conv2d_add, %s of conv output never written): %s "
+               "never materialised per step, %s less written and read back (--fuse 0: off)\n",
+               p->fused_norms, p->fused_recomputes, p->fused_residuals,
+               human(p->fused_residual_bytes, c), human(p->unmaterialised_bytes, a),
                human(2 * p->unmaterialised_bytes, b));
     else
         printf("  fused           nothing (--fuse 0%s)\n",

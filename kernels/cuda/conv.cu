@@ -284,9 +284,12 @@ sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int 
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
 }
 
-/* A fused prologue's operands (sg_conv_fuse), and the path it needs. */
+/* A fused prologue's operands (sg_conv_fuse), and the path it needs; the residual's alignment
+ * (the tensor-core epilogue reads two channels at a time). */
 static int conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path, int N, int Ci,
                            int dt) {
+    if (f && f->res)
+        SG_ARG_CHECK(((uintptr_t)f->res & 3u) == 0, "%s: the residual must be 4-byte aligned", fn);
     if (!f || !f->norm) return SG_OK;
     SG_ARG_CHECK(path == SG_CONV_PATH_TENSOR_CORE && dt == DT_BF16,
                  "%s: a normalised input (sg_conv_fuse.norm) is computed on the bf16 tensor-core "
@@ -313,17 +316,21 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const flo
     const sg_conv_path path = cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt);
     if (conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_TENSOR_CORE)
-        return cu_conv_tc_fwd(st, y, x, w, b, fuse && fuse->norm ? fuse : NULL, N, H, W, Ci, Co, K,
-                              S, pad, ws, ws_bytes);
-    if (K == 1 && S == 1)
-        return cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
+        return cu_conv_tc_fwd(st, y, x, w, b, fuse, N, H, W, Ci, Co, K, S, pad, ws, ws_bytes);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
-    dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-    SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S, pad,
-              Ho, Wo, dt);
-    SG_LAUNCH_CHECK("conv_fwd_kernel");
-    return SG_OK;
+    if (K == 1 && S == 1) {
+        if (cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes))
+            return SG_ERR;
+    } else {
+        dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM),
+                  (unsigned)((Co + CONV_BN - 1) / CONV_BN));
+        SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
+                  pad, Ho, Wo, dt);
+        SG_LAUNCH_CHECK("conv_fwd_kernel");
+    }
+    /* the residual after the conv, as the unfused plan's add node (y = res + y in place) */
+    return fuse && fuse->res ? cuda_add_fwd(st, y, fuse->res, y, P * Co, dt) : SG_OK;
 }
 
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,

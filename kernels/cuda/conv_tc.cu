@@ -237,6 +237,16 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
+/* The fused epilogue (sg_conv_fuse.res): v0, v1 (two channels of the conv's fp32 output, bias
+ * added) become what the unfused plan's add computes from the conv's stored bf16 output and the
+ * residual's two bf16 values at r (4-byte aligned): res + round(v), in fp32 (add_kernel's
+ * order; a sum never fuses into a multiply-add), rounded once more by the store. */
+__device__ __forceinline__ void tc_add_res(float &v0, float &v1, const uint16_t *r) {
+    const uint32_t rr = *reinterpret_cast<const uint32_t *>(r);
+    v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr & 0xffffu)), dev_bf16_to_f32(dev_f32_to_bf16(v0)));
+    v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr >> 16)), dev_bf16_to_f32(dev_f32_to_bf16(v1)));
+}
+
 /* The fused prologue (sg_conv_fuse.norm): 8 channels ch .. ch + 7 of input pixel q (of image
  * n) of x, landed by this thread's cp.async at s (16 bytes of shared memory), replaced in place
  * by norm_act's y of them (norm_apply.cuh: the apply pass's arithmetic, the dropout's element
@@ -386,8 +396,10 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
                 const int co = wn + 8 * ni + 2 * (lane & 3);
                 if (co >= Co) continue; /* Co is even: co + 1 < Co too */
                 const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
-                tc_st_pair(y + (int64_t)p * Co + co, acc[mi][ni][2 * h] + b0,
-                           acc[mi][ni][2 * h + 1] + b1, 0);
+                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
+                if (fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
+                    tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
+                tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
             }
         }
 }
@@ -660,7 +672,7 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
 
 /* the fusion as the kernels take it: by value, zeroed for none, field by field (a struct copy
  * need not copy padding, and there is none to copy) */
-static_assert(sizeof(sg_conv_fuse) == 5 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
+static_assert(sizeof(sg_conv_fuse) == 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
               "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
               "exactly its values (graph capture, the host emulation's replay check)");
 static sg_conv_fuse conv_tc_fuse(const sg_conv_fuse *fuse) {
@@ -670,6 +682,7 @@ static sg_conv_fuse conv_tc_fuse(const sg_conv_fuse *fuse) {
         f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
         f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
     }
+    if (fuse) f.res = fuse->res;
     return f;
 }
 

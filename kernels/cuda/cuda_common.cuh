@@ -47,12 +47,12 @@ template <> struct cuda_sim_arg_ptrs<sg_drop> {
         return 2;
     }
 };
-/* ... and a fused convolution's normalisation operands. */
+/* ... and a fused convolution's normalisation operands and residual. */
 template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
     static int get(const sg_conv_fuse &f, const void **out) {
-        const void *p[7] = {f.mean, f.rstd, f.gamma, f.beta, f.v, f.drop.seed, f.drop.step};
-        for (int i = 0; i < 7; i++) out[i] = p[i];
-        return 7;
+        const void *p[8] = {f.mean, f.rstd, f.gamma, f.beta, f.v, f.res, f.drop.seed, f.drop.step};
+        for (int i = 0; i < 8; i++) out[i] = p[i];
+        return 8;
     }
 };
 #else

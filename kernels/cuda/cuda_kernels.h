@@ -125,11 +125,17 @@ sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int 
  * tile of x is loaded, with the apply pass's arithmetic (kernels/cuda/norm_apply.cuh:
  *   y = dropout(act(fmaf(x + v[n,c] - mean[n,g], rstd[n,g] gamma[c], beta[c]))), g = c / (Ci/G),
  * the dropout's element index that of x) and rounded to bf16: the values cuda_norm_act_apply
- * would have stored. The convolution's zero padding is padding of y: applied after it. */
+ * would have stored. The convolution's zero padding is padding of y: applied after it.
+ *
+ * Epilogue, res != NULL (forward): the residual add, y = round(round(conv(x, w) + b) + res),
+ * res [N,Ho,Wo,Co] (dt): the conv's output rounded to dt, then cuda_add_fwd's sum with res,
+ * rounded: the bits of the conv followed by the add. In the store on the tensor-core path;
+ * the other paths run cuda_add_fwd after the conv. */
 typedef struct {
     const float *mean, *rstd;  /* [N, G] */
     const float *gamma, *beta; /* [Ci] */
     const void *v;             /* [N, Ci] (dt), or NULL: norm_act without the time embedding */
+    const void *res;           /* the residual, or NULL */
     sg_drop drop;
     int norm;
     int G, act; /* groups; SG_ACT_NONE or SG_ACT_SILU */
