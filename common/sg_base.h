@@ -18,8 +18,9 @@
 
 typedef enum { DT_F32 = 0, DT_BF16, DT_I32, DT_U8, DT_U32, DT_I64, DT_U64, DT_COUNT } sg_dtype;
 
-/* What a tensor is for. The planner packs the persistent roles (PARAM .. INPUT) at the
- * bottom of the arena, each contiguous, in this order. */
+/* What a tensor is for. The planner packs the persistent roles (PARAM .. INPUT, WORKSPACE,
+ * PARAM_BF16: sg_role_persistent) at the bottom of the arena, each contiguous. New roles go at
+ * the end (checkpoints name roles; plans print them). */
 typedef enum {
     ROLE_PARAM = 0, /* fp32 master weights */
     ROLE_GRAD,      /* parameter gradients (fp32), contiguous: one norm/AdamW over them */
@@ -35,12 +36,20 @@ typedef enum {
      * planner/autodiff.c) instead of being saved: it lives from just before its first backward
      * reader to its last */
     ROLE_RECOMPUTED,
+    /* bf16 runs: the parameters rounded to bf16, the weights every bf16 conv and linear reads;
+     * a pure function of ROLE_PARAM, never checkpointed */
+    ROLE_PARAM_BF16,
     ROLE_COUNT
 } sg_role;
 
-static const char *const sg_role_names[ROLE_COUNT] = {"param", "grad",      "adam_m",    "adam_v",
-                                                      "ema",   "state",     "input",     "saved",
-                                                      "temp",  "workspace", "recomputed"};
+static const char *const sg_role_names[ROLE_COUNT] = {
+    "param", "grad",  "adam_m", "adam_v",    "ema",        "state",
+    "input", "saved", "temp",   "workspace", "recomputed", "param_bf16"};
+
+/* Lives the whole run at a fixed place at the bottom of the arena (not reused by lifetime). */
+SG_HD int sg_role_persistent(int r) {
+    return r <= ROLE_INPUT || r == ROLE_WORKSPACE || r == ROLE_PARAM_BF16;
+}
 static const char *const sg_dtype_names[DT_COUNT] = {"f32", "bf16", "i32", "u8",
                                                      "u32", "i64",  "u64"};
 

@@ -1,6 +1,7 @@
 /* sg_schedule.h — the learning-rate schedule and the EMA warm-up, as functions of the step, in
  * double. One definition for the CPU kernels, the CUDA kernels (computed on the device inside
- * the step: nothing in the step depends on a host value) and the trainer's log lines.
+ * the step: nothing in the step depends on a host value) and the trainer's log lines. Also the
+ * row of the DDPM noising table (the coefficients of each timestep, computed once).
  *
  * Learning rate at the 1-based step k (the optimizer step being taken), peak lr:
  *   warm-up (k < warmup):  lr * k / warmup                   (linear, as before schedules)
@@ -44,6 +45,21 @@ typedef struct {
 typedef struct {
     double inv_gamma, power;
 } sg_ema_sched;
+
+/* The DDPM noising coefficients of timestep t: x_t = sqrt_abar x0 + sqrt_1m_abar eps, with
+ * abar_t = prod_{i<=t} (1 - beta_i) (kernels/cpu/cpu_kernels.h: sg_ddpm_abar). The training
+ * step's table, u8 [T][SG_DDPM_ROW_BYTES] (the plan's "ddpm_table"), holds row t for every
+ * t < T: written once by the executor from the CPU reference (cpu_ddpm_table), read by the CUDA
+ * noising kernel, so no kernel recomputes the T-long product. */
+typedef struct {
+    double sqrt_abar, sqrt_1m_abar;
+} sg_ddpm_row;
+#define SG_DDPM_ROW_BYTES 16
+#ifdef __cplusplus
+static_assert(sizeof(sg_ddpm_row) == SG_DDPM_ROW_BYTES, "sg_ddpm_row layout");
+#else
+_Static_assert(sizeof(sg_ddpm_row) == SG_DDPM_ROW_BYTES, "sg_ddpm_row layout");
+#endif
 
 SG_SCHED_FN double sg_lr_at(double lr, int64_t k, int warmup, int schedule, int64_t decay_steps,
                             double lr_min) {

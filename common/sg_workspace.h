@@ -1,7 +1,7 @@
 /* sg_workspace.h — how many bytes of scratch each CUDA kernel launcher needs.
  *
  * The CUDA launchers in kernels/cuda never allocate: every one that needs scratch (per-block
- * partial sums, a bf16 copy of fp32 weights for a cuBLAS call, an attention score block)
+ * partial sums, the fp32 output tile of a bf16 GEMM, an attention score block)
  * takes a `void *ws, int64_t ws_bytes` pair pointing into the arena's workspace region. The
  * planner sizes that region with the functions below (the maximum over the ops of a plan),
  * and the launchers carve their scratch with the same functions, so the two never disagree.
@@ -100,17 +100,19 @@ static inline int64_t sg_ws_gemm_tile_rows(int64_t rows, int64_t Co) {
 }
 
 /* GEMM layer y[rows][Co] = x[rows][Ci] w[Co][Ci]^T (+ b) through cuBLAS (linear layers and
- * 1x1 stride-1 convs). fp32: no scratch (the GEMM writes y, a kernel adds the bias). bf16: a
- * bf16 copy of w (cuBLAS wants both operands in one type) and an fp32 output tile, so that the
- * two halves of a concatenated input and the bias are summed in fp32 and y is rounded once. */
+ * 1x1 stride-1 convs), w in the activations' dtype (bf16: the plan's weight copy, so nothing
+ * is converted here). fp32: no scratch (the GEMM writes y, a kernel adds the bias). bf16: an
+ * fp32 output tile, so that the two halves of a concatenated input and the bias are summed in
+ * fp32 and y is rounded once. */
 static inline int64_t sg_ws_gemm_fwd(int64_t rows, int64_t Ci, int64_t Co, int dt) {
+    (void)Ci;
     if (dt != DT_BF16) return 0;
-    return sg_ws_align(Co * Ci * 2) + sg_ws_align(sg_ws_gemm_tile_rows(rows, Co) * Co * 4);
+    return sg_ws_align(sg_ws_gemm_tile_rows(rows, Co) * Co * 4);
 }
-/* dx[rows][Ci] = dy[rows][Co] w: bf16 needs the bf16 copy of w. */
+/* dx[rows][Ci] = dy[rows][Co] w: no scratch (w comes in dy's dtype). */
 static inline int64_t sg_ws_gemm_bwd_data(int64_t rows, int64_t Ci, int64_t Co, int dt) {
-    (void)rows;
-    return dt == DT_BF16 ? sg_ws_align(Co * Ci * 2) : 0;
+    (void)rows, (void)Ci, (void)Co, (void)dt;
+    return 0;
 }
 /* dw = dy^T x needs nothing; db is a column sum of dy. */
 static inline int64_t sg_ws_gemm_bwd_weight(int64_t rows, int64_t Ci, int64_t Co, int has_db) {
@@ -129,10 +131,6 @@ static inline int sg_ws_conv_out(int H, int K, int S) {
  * implicit GEMM, or cuBLAS for 1x1 stride 1. The rules below cover whichever path the launcher
  * takes: they see the dtype and the shape, not the channel split of a concatenation. */
 
-/* Tensor-core path, forward and backward data: the fp32 weights rounded to bf16, once per call. */
-static inline int64_t sg_ws_conv_tc_weights(int Ci, int Co, int K) {
-    return sg_ws_align((int64_t)Co * K * K * Ci * 2);
-}
 /* Weight gradient by chunks (the CUDA-core and the tensor-core implicit GEMM): chunks x fp32
  * [Co][K][K][Ci] partials over P output pixels, then the db column sum (when db is wanted). */
 static inline int64_t sg_ws_conv_wgrad_chunked(int64_t P, int Ci, int Co, int K, int has_db) {
@@ -141,21 +139,15 @@ static inline int64_t sg_ws_conv_wgrad_chunked(int64_t P, int Ci, int Co, int K,
     return b;
 }
 
-static inline int64_t sg_max64(int64_t a, int64_t b) {
-    return a > b ? a : b;
-}
-
-/* cuda_conv2d_fwd: 1x1 stride 1 off the tensor cores is a cuBLAS GEMM (sg_ws_gemm_fwd), the
- * CUDA-core implicit GEMM needs nothing, the tensor cores the bf16 weights. */
+/* cuda_conv2d_fwd: 1x1 stride 1 off the tensor cores is a cuBLAS GEMM (sg_ws_gemm_fwd); the
+ * CUDA-core and the tensor-core implicit GEMMs need nothing (the weights come in bf16). */
 static inline int64_t sg_ws_conv2d_fwd(int N, int H, int W, int Ci, int Co, int K, int S, int dt) {
-    int64_t b = K == 1 && S == 1 ? sg_ws_gemm_fwd((int64_t)N * H * W, Ci, Co, dt) : 0;
-    return dt == DT_BF16 ? sg_max64(b, sg_ws_conv_tc_weights(Ci, Co, K)) : b;
+    return K == 1 && S == 1 ? sg_ws_gemm_fwd((int64_t)N * H * W, Ci, Co, dt) : 0;
 }
-/* cuda_conv2d_bwd_data: likewise. */
+/* cuda_conv2d_bwd_data: likewise (the GEMM needs nothing either). */
 static inline int64_t sg_ws_conv2d_bwd_data(int N, int H, int W, int Ci, int Co, int K, int S,
                                             int dt) {
-    int64_t b = K == 1 && S == 1 ? sg_ws_gemm_bwd_data((int64_t)N * H * W, Ci, Co, dt) : 0;
-    return dt == DT_BF16 ? sg_max64(b, sg_ws_conv_tc_weights(Ci, Co, K)) : b;
+    return K == 1 && S == 1 ? sg_ws_gemm_bwd_data((int64_t)N * H * W, Ci, Co, dt) : 0;
 }
 /* cuda_conv2d_bwd_weight (dt: the activations'): the chunked partials of either implicit GEMM
  * (1x1 stride 1 in bf16 included: the tensor cores), or for 1x1 stride 1 on cuBLAS the db

@@ -50,7 +50,11 @@ struct sg_backend {
     const char *conv_pins;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
-    /* Host <-> arena copies (offsets in bytes). */
+    /* Host <-> arena copies (offsets in bytes). An upload that writes parameters (any bytes of
+     * the parameter region) also writes their bf16 copy when the plan has one
+     * (sg_plan_bf16_copy): the copy is round(params) whatever wrote them — initialisation, a
+     * checkpoint load or resume, --init-from, a data-parallel broadcast, a test — so no such
+     * path can leave the bf16 convs and linears reading stale weights. */
     int (*upload)(sg_backend *be, int64_t offset, const void *src, int64_t bytes);
     int (*download)(sg_backend *be, int64_t offset, void *dst, int64_t bytes);
     /* Run one node of the plan's schedule (eagerly). */
@@ -76,6 +80,19 @@ struct sg_backend {
     void (*describe)(sg_backend *be, char *buf, int cap);
     void (*destroy)(sg_backend *be);
 };
+
+/* The elements [*i0, *i0 + *n) of a parameter region of n_params fp32 values at param_off that an
+ * upload of [off, off + bytes) writes (partly written values included); 0 when it writes none
+ * or there is no region (n_params 0). The backends' uploads refresh those elements' copy. */
+static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int64_t off,
+                                        int64_t bytes, int64_t *i0, int64_t *n) {
+    const int64_t lo = off > param_off ? off : param_off;
+    const int64_t end = param_off + 4 * n_params, hi = off + bytes < end ? off + bytes : end;
+    if (n_params <= 0 || hi <= lo) return 0;
+    *i0 = (lo - param_off) / 4;
+    *n = (hi - param_off + 3) / 4 - *i0;
+    return 1;
+}
 
 /* The CPU reference backend. */
 sg_backend *sg_backend_cpu_create(void);

@@ -6,7 +6,9 @@
  * accumulating (gradient += contribution) is computed into scratch and then written back —
  * added to what is there when its accum bit is set, rounded to bf16 (nearest even) when
  * stored as bf16. fp32 operands are used in place in the arena. The scratch is sized once in
- * prepare() from the plan, so a step allocates nothing.
+ * prepare() from the plan, so a step allocates nothing. In bf16 runs a conv's or linear's
+ * weights are the plan's bf16 copy of the parameters (a bf16 operand like any other), so it
+ * multiplies exactly the bf16 weights the CUDA kernels do.
  *
  * A virtual normalised tensor (planner/fuse.c: a norm_act output computed inside the
  * convolutions that read it) is materialised into scratch for each reader by the apply kernel
@@ -31,6 +33,9 @@ typedef struct {
     int64_t scratch_floats;
     float *dp_buf, *dp_tmp; /* OP_ALLREDUCE: gradients + loss packed, and the receive scratch */
     int64_t dp_n;
+    /* the plan's bf16 copy of the parameters (sg_plan_bf16_copy; copy_n 0: none), refreshed by
+     * every upload into the parameter region */
+    int64_t copy_param_off, copy_n, copy_off;
 } cpu_ctx;
 
 static int is_float(sg_dtype dt) {
@@ -223,6 +228,7 @@ static int cpu_prepare(sg_backend *be, const sg_plan *p) {
         return sg_set_error("cpu backend: cannot allocate the %lld-byte arena",
                             (long long)p->arena_bytes);
     c->arena_bytes = p->arena_bytes;
+    if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     int64_t need = 0;
     for (int i = 0; i < p->g.nn; i++) {
         const sg_node *nd = &p->g.n[i];
@@ -250,6 +256,13 @@ static int cpu_upload(sg_backend *be, int64_t off, const void *src, int64_t byte
     cpu_ctx *c = be->ctx;
     if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("upload outside the arena");
     memcpy(c->arena + off, src, (size_t)bytes);
+    /* parameters written: their bf16 copy follows, element for element (graph/backend.h) */
+    int64_t i0, n;
+    if (sg_backend_param_span(c->copy_param_off, c->copy_n, off, bytes, &i0, &n)) {
+        const float *w = (const float *)(c->arena + c->copy_param_off) + i0;
+        sg_bf16 *h = (sg_bf16 *)(c->arena + c->copy_off) + i0;
+        for (int64_t i = 0; i < n; i++) h[i] = sg_f32_to_bf16(w[i]);
+    }
     return SG_OK;
 }
 
@@ -342,6 +355,8 @@ CPU_RUN(sample_t) {
 CPU_RUN(noise) {
     cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
 }
+/* the reference recomputes the coefficients from the args (input 3, the table the CUDA kernel
+ * reads, is not needed here: the two backends check each other) */
 CPU_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
     int N = (int)k->g->t[k->nd->in[0]].shape[0];
@@ -537,6 +552,26 @@ CPU_RUN(ema) {
     const sg_ema_sched warm = {a->inv_gamma, a->power};
     cpu_ema(k->out[0], k->in[1], k->n0, a->decay, a->warmup ? &warm : NULL,
             *(int64_t *)k->raw_in[2]);
+}
+/* params, grads, m, v, ema, scale, step -> params, m, v, ema, lr (in place on the regions), and
+ * with copy (adamw_ema_bf16's output 5, bf16: its fp32 scratch, rounded once on store) the
+ * updated parameters' copy */
+static void run_adamw_ema(const cpu_call *k, float *copy) {
+    const sg_adamw_args *a = &k->a->optim.adamw;
+    const sg_ema_args *e = &k->a->optim.ema;
+    const sg_lr_sched sched = {
+        .decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule};
+    const sg_ema_sched warm = {e->inv_gamma, e->power};
+    cpu_adamw_ema(k->out[0], k->out[1], k->out[2], k->out[3], copy, k->in[1],
+                  sg_in_numel(k->g, k->nd, 0), k->in[5], *(int64_t *)k->raw_in[6], a->lr, a->b1,
+                  a->b2, a->eps, a->wd, a->warmup, &sched, k->out[4], e->decay,
+                  e->warmup ? &warm : NULL);
+}
+CPU_RUN(adamw_ema) {
+    run_adamw_ema(k, NULL);
+}
+CPU_RUN(adamw_ema_bf16) {
+    run_adamw_ema(k, k->out[5]);
 }
 CPU_RUN(step_inc) {
     *(int64_t *)k->raw_out[0] += 1;

@@ -75,6 +75,9 @@ typedef struct {
 #ifdef SG_HAVE_NCCL
     ncclComm_t nccl; /* NULL unless the plan has an all-reduce */
 #endif
+    /* the plan's bf16 copy of the parameters (sg_plan_bf16_copy; copy_n 0: none), refreshed by
+     * every upload into the parameter region */
+    int64_t copy_param_off, copy_n, copy_off;
     int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
@@ -223,6 +226,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     c->ws_bytes = g->t[kw].bytes;
     c->rank = be->dist ? be->dist->rank : 0;
     if (check_fused_operands(c, g)) return SG_ERR;
+    if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
     return prepare_allreduce(be, p);
@@ -238,6 +242,12 @@ static int cuda_upload(sg_backend *be, int64_t off, const void *src, int64_t byt
     cuda_ctx *c = be->ctx;
     if (off < 0 || off + bytes > c->arena_bytes) return sg_set_error("upload outside the arena");
     CU(cudaMemcpyAsync(c->arena + off, src, (size_t)bytes, cudaMemcpyHostToDevice, c->st));
+    /* parameters written: their bf16 copy follows, element for element (graph/backend.h) */
+    int64_t i0, n;
+    if (sg_backend_param_span(c->copy_param_off, c->copy_n, off, bytes, &i0, &n) &&
+        cuda_copy(c->st, c->arena + c->copy_off + 2 * i0, DT_BF16,
+                  c->arena + c->copy_param_off + 4 * i0, DT_F32, n, 0))
+        return SG_ERR;
     CU(cudaStreamSynchronize(c->st));
     return SG_OK;
 }
@@ -529,21 +539,33 @@ CUDA_RUN(noise) {
 CUDA_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
     int N = (int)k->g->t[k->nd->in[0]].shape[0];
-    return cuda_ddpm_noise(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), N, (int)(k->n0 / N),
-                           a->T, a->beta1, a->betaT, k->dt);
+    return cuda_ddpm_noise(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), kin(k, 3), N,
+                           (int)(k->n0 / N), a->T, k->dt);
 }
 CUDA_RUN(timestep_emb) {
     return cuda_timestep_emb(k->st, kout(k, 0), kin(k, 0), (int)k->g->t[k->nd->in[0]].shape[0],
                              k->a->temb.dim, k->dt);
 }
 
+/* conv / linear forward and backward-data: the weights (input 1) come in the activations' dtype
+ * act_dt, as the launchers take them (bf16: the plan's copy; sg_plan_verify holds plans to it) */
+static int weights_in(const cuda_call *k, int act_dt) {
+    const sg_tensor *w = &k->g->t[k->nd->in[1]];
+    if ((int)w->dtype != act_dt)
+        return sg_set_error("the weights %s are %s, the activations %s", w->name,
+                            sg_dtype_names[w->dtype], sg_dtype_names[act_dt]);
+    return SG_OK;
+}
+
 CUDA_RUN(linear) {
     sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
     return cuda_linear_fwd(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.K,
                            d.M, k->dt, k->ws, k->wsb);
 }
 CUDA_RUN(linear_bwd_data) {
     sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
     return cuda_linear_bwd_data(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.K, d.M,
                                 k->dt, kacc(k, 0), k->ws, k->wsb);
 }
@@ -633,6 +655,7 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
 
 CUDA_RUN(conv2d) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
@@ -643,6 +666,7 @@ CUDA_RUN(conv2d) {
  * cores), and its input normalised in its tile loads where that is virtual */
 CUDA_RUN(conv2d_add) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
@@ -652,6 +676,7 @@ CUDA_RUN(conv2d_add) {
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dy_dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
                                 d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
@@ -829,6 +854,25 @@ CUDA_RUN(ema) {
     const sg_ema_sched warm = {a->inv_gamma, a->power};
     return cuda_ema(k->st, kout(k, 0), kin(k, 1), k->n0, a->decay, a->warmup ? &warm : NULL,
                     kin(k, 2));
+}
+/* params, grads, m, v, ema, scale, step -> params, m, v, ema, lr (in place on the regions), and
+ * with copy (adamw_ema_bf16's output 5) the bf16 copy of the updated parameters */
+static int run_adamw_ema(const cuda_call *k, uint16_t *copy) {
+    const sg_adamw_args *a = &k->a->optim.adamw;
+    const sg_ema_args *e = &k->a->optim.ema;
+    const sg_ema_sched warm = {e->inv_gamma, e->power};
+    return cuda_adamw_ema(
+        k->st, kout(k, 0), kout(k, 1), kout(k, 2), kout(k, 3), copy, kin(k, 1),
+        sg_in_numel(k->g, k->nd, 0), kin(k, 5), kin(k, 6), a->lr, a->b1, a->b2, a->eps, a->wd,
+        a->warmup,
+        (sg_lr_sched){.decay_steps = a->decay_steps, .lr_min = a->lr_min, .schedule = a->schedule},
+        kout(k, 4), e->decay, e->warmup ? &warm : NULL);
+}
+CUDA_RUN(adamw_ema) {
+    return run_adamw_ema(k, NULL);
+}
+CUDA_RUN(adamw_ema_bf16) {
+    return run_adamw_ema(k, kout(k, 5));
 }
 CUDA_RUN(step_inc) {
     return cuda_step_increment(k->st, kout(k, 0));

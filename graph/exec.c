@@ -11,18 +11,33 @@
 #include "checkpoints/ckpt_json.h"
 #include "common/philox.h"
 #include "graph/weights.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "planner/op_dims.h"
 
 #ifndef SG_BUILD_ID
 #define SG_BUILD_ID "unknown"
 #endif
 
+/* The training step's noising table: every timestep's coefficients, from the CPU reference,
+ * once per executor (a function of the config alone: no checkpoint carries it). */
+static int write_ddpm_table(sg_exec *e) {
+    const sg_plan *p = &e->plan;
+    if (p->io.ddpm_table < 0) return SG_OK;
+    const sg_tensor *t = &p->g.t[p->io.ddpm_table];
+    sg_ddpm_row *rows = malloc((size_t)t->bytes);
+    if (!rows) return sg_set_error("out of host memory for the noising table");
+    cpu_ddpm_table(rows, (int)t->shape[0], p->cfg.beta1, p->cfg.betaT);
+    const int rc = sg_exec_write(e, p->io.ddpm_table, rows);
+    free(rows);
+    return rc;
+}
+
 int sg_exec_init(sg_exec *e, const sg_model_cfg *cfg, int train, sg_backend *be) {
     memset(e, 0, sizeof *e);
     e->be = be;
     if (!be) return sg_set_error("no backend");
-    if (sg_plan_build(&e->plan, cfg, train)) return SG_ERR;
-    return be->prepare(be, &e->plan);
+    if (sg_plan_build(&e->plan, cfg, train) || be->prepare(be, &e->plan)) return SG_ERR;
+    return write_ddpm_table(e);
 }
 
 void sg_exec_free(sg_exec *e) {

@@ -19,7 +19,7 @@
 
 #define SG_MAX_DIMS 4
 #define SG_MAX_IN 10
-#define SG_MAX_OUT 4
+#define SG_MAX_OUT 6
 #define SG_NAME_MAX 96
 #define SG_ALIGN 256
 
@@ -116,6 +116,12 @@ typedef struct {
     float inv_gamma, power; /* the warm-up's shape */
 } sg_ema_args;
 
+/* The fused optimizer pass (OP_ADAMW_EMA): AdamW's arguments and the EMA's. */
+typedef struct {
+    sg_adamw_args adamw;
+    sg_ema_args ema;
+} sg_optim_args;
+
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);
  * ops without arguments leave it zeroed. */
 typedef union {
@@ -133,6 +139,7 @@ typedef union {
     sg_adamw_args adamw;
     sg_ema_args ema;
     sg_sampler_args sampler;
+    sg_optim_args optim;
 } sg_op_args;
 
 enum { SG_INIT_NONE = 0, SG_INIT_UNIFORM, SG_INIT_ONES, SG_INIT_ZEROS };
@@ -156,6 +163,8 @@ typedef struct {
     int twin;         /* gradient accumulation: micro-batch 0's tensor that this micro-batch's
                          tensor copies (its lifetime moved by whole micro-batches: the layout
                          gives it the twin's offset), -1 for every other tensor */
+    int copy_of;      /* ROLE_PARAM_BF16: the parameter this tensor is the bf16 copy of (laid
+                         out at half its offset in the parameter region), -1 otherwise */
     int init;         /* parameters: SG_INIT_* */
     float init_bound; /* SG_INIT_UNIFORM: U(-bound, bound) */
     /* The builder's mark on a forward output 0 whose op has a recompute op: do not keep it for
@@ -257,6 +266,10 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
  * `name`/`name.suffix`. Returns the node id, or -1 with sg_last_error() set. */
 int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,
                 const char *name);
+/* While building a forward graph (no node refers to another by index yet but the tensors'
+ * producers): move the last node to index `to` (<= it), the nodes from `to` on one later; its
+ * inputs must all be produced before `to`. */
+void sg_node_move_last(sg_graph *g, int to);
 /* The accumulate bits of output slot k: bit 0 for the tensor (or part 0 of a virtual one),
  * bit 1 for part 1. */
 static inline unsigned sg_accum_bits(const sg_node *nd, int k) {

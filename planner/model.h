@@ -104,9 +104,12 @@ typedef struct {
     int dataset, step, seed, lr, loss, grad_sumsq, clip_scale;
     int watch, loss_sum; /* the trainer's: first non-finite step + 1 (0: none), sum of losses */
     int x0, t, eps, xt, pred;
+    int ddpm_table; /* the noising coefficients of every timestep (written by sg_exec_init) */
     int params, grads, adam_m, adam_v, ema; /* region tensors */
-    int64_t n_params;                       /* parameter count (scalars) */
-    int allreduce;                          /* the all-reduce node, -1 without ranks */
+    int params_bf16;  /* bf16 runs: the region of the parameters' bf16 copy (ROLE_PARAM_BF16,
+                         element j = round(params element j)); -1 in fp32 runs */
+    int64_t n_params; /* parameter count (scalars) */
+    int allreduce;    /* the all-reduce node, -1 without ranks */
     /* the sampling plan (sg_build_sampler): the fp32 state x, the step table, the step
      * counter, the key {seed, first}, and the first sampler node (its update; the counter's
      * increment follows) */

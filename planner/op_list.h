@@ -36,7 +36,9 @@
  *   gather_batch    dataset, seed, step -> x0                           args.gather
  *   sample_t        seed, step -> t (i32[N])                            args.sample_t
  *   noise           x0, seed, step -> eps
- *   ddpm_noise      x0, eps, t -> x_t                                   args.ddpm
+ *   ddpm_noise      x0, eps, t, table -> x_t (table: u8 [T][16], every timestep's sg_ddpm_row,
+ *                   written once by the executor; the CPU reference recomputes them from the
+ *                   args, the CUDA kernel reads them)                   args.ddpm
  *   timestep_emb    t -> emb[N, dim]                                    args.temb
  *   linear          x, w, b -> y
  *   conv2d          x, w, b -> y                                        args.conv
@@ -55,6 +57,11 @@
  *   clip_scale      sumsq -> scale                                      args.clip
  *   adamw           params, grads, m, v, scale, step -> params, m, v, lr   args.adamw
  *   ema             ema, params, step -> ema                            args.ema
+ *   adamw_ema       params, grads, m, v, ema, scale, step -> params, m, v, ema, lr: AdamW then
+ *                   the EMA of the updated params in one pass over the regions (bit for bit
+ *                   adamw followed by ema; the training step's optimizer)  args.optim
+ *   adamw_ema_bf16  the same -> params, m, v, ema, lr, params_bf16: and the bf16 copy of the
+ *                   updated params (bf16 runs; planner/train_step.c)   args.optim
  *   step_inc        step -> step
  *   loss_watch      loss, sumsq, step, watch, loss_sum -> watch, loss_sum (in place): the
  *                   first step whose loss or gradient was not finite, and the running loss
@@ -89,7 +96,7 @@
     X(OP_GATHER_BATCH,      gather_batch,      FWD, 3, 1, 0, 0, shape_gather,     numel_out0,   0,            0,             -1, -1) \
     X(OP_SAMPLE_T,          sample_t,          FWD, 2, 1, 0, 0, shape_sample_t,   numel_out0,   0,            0,             -1, -1) \
     X(OP_NOISE,             noise,             FWD, 3, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
-    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 3, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1, -1) \
+    X(OP_DDPM_NOISE,        ddpm_noise,        FWD, 4, 1, 0, 0, shape_ddpm,       numel_out0,   0,            0,             -1, -1) \
     /* the model and its loss */ \
     X(OP_TIMESTEP_EMB,      timestep_emb,      FWD, 1, 1, 0, 0, shape_temb,       numel_out0,   0,            0,             -1, -1) \
     X(OP_LINEAR,            linear,            FWD, 3, 1, 0, 1, shape_linear,     flops_linear, ws_linear,    bwd_linear,    -1, -1) \
@@ -136,6 +143,8 @@
     X(OP_NORM_ACT_TEMB_APPLY, norm_act_temb_apply, BWD, 8, 1, 0, 0, shape_norm_apply, flops_norm, 0,          0,             -1, -1) \
     X(OP_NORM_ACT_BWD,      norm_act_bwd,      BWD, 6, 3, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
     X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
+    X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
+    X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
     X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1)
 /* clang-format on */
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/sg_sample_step.h"
+#include "common/sg_schedule.h"
 #include "common/sg_workspace.h"
 #include "planner/autodiff.h"
 #include "planner/ir.h"
@@ -69,6 +70,15 @@ static int need_act_dt(sg_dtype dt) {
         return sg_set_error("output dtype %d is not an activation dtype (f32 or bf16)", (int)dt);
     return SG_OK;
 }
+/* Input 1 of a conv / linear (forward or backward-data) is its weights: fp32 master weights, or
+ * their copy in the activations' dtype (bf16 runs: planner/train_step.c gives every bf16 one
+ * the copy, and sg_plan_verify holds plans to that; the CUDA kernels take no other). */
+static int need_weights(const sg_graph *g, const sg_node *nd, sg_dtype act) {
+    if (T(1)->dtype != DT_F32 && T(1)->dtype != act)
+        return sg_set_error("weights '%s' are %s under %s activations", T(1)->name,
+                            sg_dtype_names[T(1)->dtype], sg_dtype_names[act]);
+    return SG_OK;
+}
 static double numel_out0(const sg_graph *g, const sg_node *nd) {
     (void)g;
     int64_t n = 1;
@@ -110,6 +120,10 @@ static int shape_ddpm(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1)) || T(2)->shape[0] != DIM(0, 0))
         return sg_set_error("x0, eps and t disagree on shape");
     if (nd->a.ddpm.T < 1) return sg_set_error("need T >= 1");
+    if (T(3)->dtype != DT_U8 || T(3)->ndim != 2 || DIM(3, 0) != nd->a.ddpm.T ||
+        DIM(3, 1) != SG_DDPM_ROW_BYTES)
+        return sg_set_error("ddpm_noise: the table must be u8 [%d][%d]", nd->a.ddpm.T,
+                            SG_DDPM_ROW_BYTES);
     if (need_act_dt(nd->a.ddpm.out_dt)) return SG_ERR;
     same(o, T(0));
     o->dtype = nd->a.ddpm.out_dt;
@@ -125,7 +139,8 @@ static int shape_temb(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 
 /* ---- model ops */
 static int shape_linear(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    if (need_ndim(g, nd, 0, 2) || need_ndim(g, nd, 1, 2)) return SG_ERR;
+    if (need_ndim(g, nd, 0, 2) || need_ndim(g, nd, 1, 2) || need_weights(g, nd, T(0)->dtype))
+        return SG_ERR;
     if (DIM(0, 1) != DIM(1, 1) || DIM(2, 0) != DIM(1, 0))
         return sg_set_error("x [%lld,%lld] does not match w [%lld,%lld] / b", (long long)DIM(0, 0),
                             (long long)DIM(0, 1), (long long)DIM(1, 0), (long long)DIM(1, 1));
@@ -138,7 +153,8 @@ static double flops_linear(const sg_graph *g, const sg_node *nd) {
     return 2.0 * d.N * d.M * d.K;
 }
 static int shape_conv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
-    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 4)) return SG_ERR;
+    if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 1, 4) || need_weights(g, nd, T(0)->dtype))
+        return SG_ERR;
     int K = nd->a.conv.K, S = nd->a.conv.S;
     if ((K != 1 && K != 3) || (S != 1 && S != 2)) return sg_set_error("K must be 1 or 3, S 1 or 2");
     if (need_act_dt(nd->a.conv.out_dt)) return SG_ERR;
@@ -336,6 +352,7 @@ static int shape_grads(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     return SG_OK;
 }
 static int shape_linear_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_weights(g, nd, T(0)->dtype)) return SG_ERR;
     set2(o, T(0)->dtype, DIM(0, 0), DIM(1, 1));
     return SG_OK;
 }
@@ -346,7 +363,8 @@ static int shape_linear_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 static int shape_conv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     const sg_conv_args *a = &nd->a.conv;
-    if (conv_pad_check(a->H, a->K, a->S, a->pad) || conv_pad_check(a->W, a->K, a->S, a->pad))
+    if (conv_pad_check(a->H, a->K, a->S, a->pad) || conv_pad_check(a->W, a->K, a->S, a->pad) ||
+        need_weights(g, nd, T(0)->dtype))
         return SG_ERR;
     set4(o, T(0)->dtype, DIM(0, 0), nd->a.conv.H, nd->a.conv.W, DIM(1, 3));
     return SG_OK;
@@ -392,6 +410,32 @@ static int shape_adamw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(&o[2], T(3));
     set1(&o[3], DT_F32, 1);
     return SG_OK;
+}
+/* params, grads, m, v, ema (fp32 regions of one size), scale, step -> params, m, v, ema, lr
+ * (adamw_ema_bf16: and params_bf16, bf16 of as many elements) */
+static int shape_adamw_ema(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    for (int i = 0; i < 5; i++)
+        if (T(i)->dtype != DT_F32 || T(i)->bytes != T(0)->bytes)
+            return sg_set_error("adamw_ema: the optimizer regions must be fp32 of one size");
+    if (T(5)->dtype != DT_F32 || sg_numel(T(5)) != 1 || T(6)->dtype != DT_I64 ||
+        sg_numel(T(6)) != 1)
+        return sg_set_error("adamw_ema: expects an f32 clip scale and an i64 step counter");
+    same(&o[0], T(0));
+    same(&o[1], T(2));
+    same(&o[2], T(3));
+    same(&o[3], T(4));
+    set1(&o[4], DT_F32, 1);
+    if (nd->nout > 5) { /* adamw_ema_bf16: the bf16 copy, element for element */
+        if (nd->out[5] >= 0 && g->t[nd->out[5]].dtype != DT_BF16)
+            return sg_set_error("adamw_ema_bf16: the weight copy must be bf16");
+        same(&o[5], T(0));
+        o[5].dtype = DT_BF16;
+    }
+    return SG_OK;
+}
+/* AdamW's 12 per element and the EMA's 1 */
+static double flops_adamw_ema(const sg_graph *g, const sg_node *nd) {
+    return 13.0 * sg_numel(T(0));
 }
 static int shape_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(o, T(0));

@@ -3,7 +3,8 @@
  *
  * Arena layout, bottom to top: parameters, gradients, AdamW m, AdamW v, EMA (each role
  * contiguous, tensors in the same order so that element j of one region matches element j of
- * the others), step state, the dataset, the workspace; then the dynamic region where
+ * the others), in bf16 runs the parameters' bf16 copy (ROLE_PARAM_BF16: the same elements at
+ * half the bytes), step state, the dataset, the workspace; then the dynamic region where
  * activations and activation gradients reuse memory according to their lifetimes.
  */
 #ifndef SG_PLAN_H
@@ -49,8 +50,26 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train);
 int sg_plan_layout(sg_plan *p);
 void sg_plan_free(sg_plan *p);
 /* No two tensors live at the same time overlap; every offset aligned; everything inside the
- * arena. Returns SG_ERR naming the first violation. */
+ * arena; every conv / linear reads weights of its activations' dtype. Returns SG_ERR naming
+ * the first violation. */
 int sg_plan_verify(const sg_plan *p);
+/* The plan's bf16 copy of the parameters (bf16 runs): the parameter region's offset and
+ * element count, and the copy's offset (element j of the copy is round(element j of the
+ * region), 2 bytes each). 0 when the plan has none (fp32 runs, plans without parameters). */
+static inline int sg_plan_bf16_copy(const sg_plan *p, int64_t *param_off, int64_t *n,
+                                    int64_t *copy_off) {
+    int params = -1, copy = -1;
+    for (int t = 0; t < p->g.nt; t++) {
+        const sg_tensor *x = &p->g.t[t];
+        if (x->region && x->role == ROLE_PARAM) params = t;
+        if (x->region && x->role == ROLE_PARAM_BF16) copy = t;
+    }
+    if (params < 0 || copy < 0) return 0;
+    *param_off = p->g.t[params].offset;
+    *n = sg_numel(&p->g.t[params]);
+    *copy_off = p->g.t[copy].offset;
+    return 1;
+}
 /* Is tensor t stored in the arena (not virtual)? */
 static inline int sg_plan_stored(const sg_plan *p, int t) {
     return !sg_tensor_virtual(&p->g.t[t]);

@@ -20,7 +20,7 @@
 #include <string.h>
 
 static int is_persistent(sg_role r) {
-    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
+    return sg_role_persistent(r);
 }
 
 /* The stored tensors a read of virtual tensor t reads (none for a stored one): a
@@ -107,13 +107,6 @@ static int cmp_first(const void *a, const void *b) {
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return cmp_size(a, b);
 }
-/* by first use, then larger first: the search's order */
-static int cmp_start(const void *a, const void *b) {
-    const buf_t *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    if (x->size != y->size) return x->size > y->size ? -1 : 1;
-    return x->id - y->id;
-}
 static int cmp_offset(const void *a, const void *b) {
     const buf_t *x = *(buf_t *const *)a, *y = *(buf_t *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
@@ -148,182 +141,321 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* ---- the search: a placement no higher than `cap` (the lower bound), when the orderings
- * missed it.
+/* ---- the search at the bound: a placement no higher than `cap` (the lower bound) when every
+ * best-fit ordering left a gap.
  *
- * Best fit never revisits a choice, and around a peak of the schedule that can strand a gap
- * the bound does not have (unet_cifar with recomputed normalisations: 32 MiB over it). The
- * search takes the buffers in order of first use (cmp_start); each goes at the bottom of a free
- * gap among the buffers it overlaps in time, or at the top of one, lowest first, never above
- * cap; when one fits nowhere the search backs up to the previous buffer's next position. Only
- * buffers of at least cap/SEARCH_BIG bytes get more than the lowest position: the small ones
- * would multiply the branches without moving the peak. A dead end is remembered by a hash of
- * (the buffer, the offsets and ends of the placed buffers still live), which is all the rest
- * of the search depends on. Buffers marked kept stay where they are (obstacles to the others).
- * It gives up after SEARCH_STEPS positions tried, so its cost is bounded, and its result, as
- * everything in this file, depends on the plan alone. */
-#define SEARCH_STEPS 50000
-#define SEARCH_MEMO (1 << 16) /* remembered dead ends (a power of two) */
-#define SEARCH_BIG 256
+ * Why best fit misses it: at a peak of the schedule the buffers live there must tile
+ * [0, bound) exactly, and best fit, which never revisits a choice, has by then put some of
+ * them where the pieces no longer fit. With normalisations recomputed in the backward pass the
+ * peak is at its start (unet_fmnist fp32, 92.3 MiB at nodes 147-149): the recomputed 12 MiB
+ * input of the last block's conv1 (norm1's output), then its 12 MiB gradient, meet the saved
+ * activations of the whole forward pass. Three nodes earlier the block's 4 MiB conv1 output
+ * died, at the node where its own gradient is born (so the gradient cannot take its slot);
+ * the 12 MiB copy does not fit the 4 MiB hole left there, best fit puts it on top, and the
+ * arena ends 4 MiB (4.3%) over the bound. unet_tiny and unet_adm64 bf16 miss it the same way.
+ *
+ * The search is a depth-first search over canonical placements (the method of MiniMalloc,
+ * Moffitt, ASPLOS 2023): buffers are placed in order of non-decreasing offset, each at its
+ * `low`, the top of the placed buffers it overlaps in time, so that a partial placement is a
+ * skyline; every placement under cap has a canonical counterpart that is too. At each step the
+ * candidates are the unplaced buffers in order of (low, rank), rank being the buffer's place in
+ * a static preorder, and four rules prune:
+ *   - canonical order: no candidate before the buffer placed last (each placement once);
+ *   - symmetry: of interchangeable buffers (same lifetime, same size) the first in the
+ *     preorder goes first;
+ *   - dominance: no candidate whose low is at or above the top of another unplaced buffer set
+ *     at its own low (that one fits under it, and the branch that places it first is searched);
+ *   - inference: in every section (a stretch of the schedule with one set of live buffers),
+ *     max(the skyline, the offset just used) + the bytes still to place there <= cap.
+ * The inference rule is what finds the bound quickly: at a peak section the bytes still to
+ * place are exactly the room left, so a hole under them is seen as soon as it is made.
+ *
+ * Preorders: T pressure (the most bytes live at a point of the buffer's lifetime: a peak's
+ * buffers first), A area (bytes x nodes), W width (sections spanned), Z size, in a few
+ * priorities (TAW alone places every built-in model; the others rescue random configs),
+ * tried in turn with a limit on the placements that doubles each round (a preorder that goes
+ * wrong early costs little). Per step the work is linear in the buffers (choosing the next,
+ * raising the lows of those it overlaps) and logarithmic in the sections (two segment trees:
+ * the skyline, and the bytes still to place); the whole search stops after PACK_WORK buffer
+ * visits, so its cost is bounded whatever the graph, and its result, as everything in this
+ * file, depends on the plan alone. */
+#define PACK_WORK ((int64_t)1 << 26)
 
+/* a buffer's place in a preorder: by k[0], k[1], k[2], larger first, then by lifetime and
+ * size, so that interchangeable buffers (same lifetime, same size) are neighbours */
 typedef struct {
-    int64_t off, end;
-} span_t;
-static int cmp_span(const void *a, const void *b) {
-    const span_t *x = a, *y = b;
-    return x->off != y->off ? (x->off < y->off ? -1 : 1) : 0;
+    int64_t k[3], size;
+    int first, last, buf;
+} pack_key_t;
+static int cmp_pack_key(const void *a, const void *b) {
+    const pack_key_t *x = a, *y = b;
+    for (int c = 0; c < 3; c++)
+        if (x->k[c] != y->k[c]) return x->k[c] > y->k[c] ? -1 : 1;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->last != y->last) return x->last < y->last ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    return x->buf - y->buf;
 }
 
 typedef struct {
-    buf_t *bufs;               /* sorted by cmp_start */
-    int n;                     /* buffers */
-    const unsigned char *kept; /* per buffer: keep its offset; NULL: none kept */
+    const buf_t *bufs;
+    int n, ns;  /* buffers, sections */
+    int nplace; /* the buffers of size > 0 (the others go at 0) */
     int64_t cap;
-    span_t *busy;   /* scratch: 2n spans */
-    int64_t *cand;  /* scratch: 2n + 2 offsets */
-    int *next;      /* per depth: the next candidate to try */
-    uint64_t *memo; /* dead ends */
-    int depth;      /* buffers placed */
-} search_t;
+    int *lo, *hi;       /* per buffer: the sections it spans, [lo, hi) */
+    int *rank;          /* per buffer: its place in the preorder */
+    int *same;          /* per buffer: the one before it in the preorder if interchangeable
+                         * with it (same lifetime and size), else -1 */
+    int64_t *low, *off; /* per buffer: its offset if placed next; its offset (-1: unplaced) */
+    /* segment trees over the sections (node 1 the root, node v's children 2v and 2v + 1):
+     * the skyline, sky_set[v] the top set over all of v's range, sky_max[v] the most set in
+     * it; the bytes still to place, left_add[v] added to all of v's range, left_max[v] the
+     * most in it */
+    int64_t *sky_set, *sky_max, *left_add, *left_max;
+    int *sky_node;      /* undo log of the skyline: a node ... */
+    int64_t *sky_old;   /* ... and its sky_set before */
+    int nlog, maxlog;   /* entries, capacity */
+    int *placed, *mark; /* per depth: the buffer placed there, the undo log's length before */
+    int64_t work;       /* buffer visits so far */
+} pack_t;
 
-/* The offsets buffer i may take (bufs[0..i) placed), ascending, into s->cand; returns how
- * many (0: none). *key identifies the state. */
-static int search_candidates(search_t *s, int i, uint64_t *key) {
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+/* the skyline over [a, b) of v's range [l, r) rises to h (above all of it) */
+static void sky_raise(pack_t *s, int v, int l, int r, int a, int b, int64_t h) {
+    if (b <= l || r <= a) return;
+    if (a <= l && r <= b) {
+        s->sky_node[s->nlog] = v, s->sky_old[s->nlog++] = s->sky_set[v];
+        s->sky_set[v] = s->sky_max[v] = h;
+        return;
+    }
+    const int m = (l + r) / 2;
+    sky_raise(s, 2 * v, l, m, a, b, h), sky_raise(s, 2 * v + 1, m, r, a, b, h);
+    s->sky_max[v] = max64(s->sky_set[v], max64(s->sky_max[2 * v], s->sky_max[2 * v + 1]));
+}
+/* after the undo log restored sky_set over [a, b): sky_max again */
+static void sky_fix(pack_t *s, int v, int l, int r, int a, int b) {
+    if (b <= l || r <= a) return;
+    const int m = (l + r) / 2;
+    if (!(a <= l && r <= b)) sky_fix(s, 2 * v, l, m, a, b), sky_fix(s, 2 * v + 1, m, r, a, b);
+    s->sky_max[v] = r - l == 1
+                        ? s->sky_set[v]
+                        : max64(s->sky_set[v], max64(s->sky_max[2 * v], s->sky_max[2 * v + 1]));
+}
+static int64_t sky_top(const pack_t *s, int v, int l, int r, int a, int b) {
+    if (b <= l || r <= a) return 0;
+    if (a <= l && r <= b) return s->sky_max[v];
+    const int m = (l + r) / 2;
+    return max64(s->sky_set[v],
+                 max64(sky_top(s, 2 * v, l, m, a, b), sky_top(s, 2 * v + 1, m, r, a, b)));
+}
+static void left_change(pack_t *s, int v, int l, int r, int a, int b, int64_t d) {
+    if (b <= l || r <= a) return;
+    if (a <= l && r <= b) {
+        s->left_add[v] += d, s->left_max[v] += d;
+        return;
+    }
+    const int m = (l + r) / 2;
+    left_change(s, 2 * v, l, m, a, b, d), left_change(s, 2 * v + 1, m, r, a, b, d);
+    s->left_max[v] = s->left_add[v] + max64(s->left_max[2 * v], s->left_max[2 * v + 1]);
+}
+static int64_t left_most(const pack_t *s, int v, int l, int r, int a, int b) {
+    if (b <= l || r <= a) return INT64_MIN;
+    if (a <= l && r <= b) return s->left_max[v];
+    const int m = (l + r) / 2;
+    const int64_t x = max64(left_most(s, 2 * v, l, m, a, b), left_most(s, 2 * v + 1, m, r, a, b));
+    return x == INT64_MIN ? x : x + s->left_add[v];
+}
+/* the bytes to place per section at the start: leaves from `bytes`, in v's range [l, r) */
+static void left_build(pack_t *s, int v, int l, int r, const int64_t *bytes) {
+    s->left_add[v] = 0, s->sky_set[v] = s->sky_max[v] = 0;
+    if (r - l == 1) {
+        s->left_add[v] = s->left_max[v] = bytes[l];
+        return;
+    }
+    const int m = (l + r) / 2;
+    left_build(s, 2 * v, l, m, bytes), left_build(s, 2 * v + 1, m, r, bytes);
+    s->left_max[v] = max64(s->left_max[2 * v], s->left_max[2 * v + 1]);
+}
+
+/* a candidate's key (low, rank) before (off, rank_b)? */
+static int pack_before(const pack_t *s, int a, int64_t off, int rank_b) {
+    return s->low[a] != off ? s->low[a] < off : s->rank[a] < rank_b;
+}
+
+/* Places buffer i at its low: 1; or 0 when the inference rule fails (nothing changed). Holds
+ * throughout: skyline + bytes to place <= cap in every section, so the rule needs checking
+ * only where i goes (skyline h) and, with the offset used, against the fullest section. */
+static int pack_place(pack_t *s, int i) {
     const buf_t *b = &s->bufs[i];
-    int nl = 0;
-    uint64_t h = fnv(0xcbf29ce484222325ull, &i, sizeof i);
-    for (int j = 0; j < i; j++)
-        if (s->bufs[j].last >= b->first) {
-            const buf_t *x = &s->bufs[j];
-            s->busy[nl].off = x->offset, s->busy[nl++].end = x->offset + x->size;
-            h = fnv(h, &x->offset, sizeof x->offset);
-            h = fnv(h, &x->last, sizeof x->last);
-        }
-    *key = h ? h : 1;
-    if (s->kept && s->kept[i]) {
-        for (int j = 0; j < nl; j++)
-            if (s->busy[j].off < b->offset + b->size && b->offset < s->busy[j].end) return 0;
-        s->cand[0] = b->offset;
-        return b->offset + b->size <= s->cap;
+    const int64_t o = s->low[i], h = o + b->size;
+    left_change(s, 1, 0, s->ns, s->lo[i], s->hi[i], -b->size);
+    s->work += 64;
+    if (o + s->left_max[1] > s->cap || h + left_most(s, 1, 0, s->ns, s->lo[i], s->hi[i]) > s->cap) {
+        left_change(s, 1, 0, s->ns, s->lo[i], s->hi[i], b->size);
+        return 0;
     }
-    /* the kept buffers still to come are there already */
-    for (int j = i + 1; s->kept && j < s->n && s->bufs[j].first <= b->last; j++)
-        if (s->kept[j])
-            s->busy[nl].off = s->bufs[j].offset,
-            s->busy[nl++].end = s->bufs[j].offset + s->bufs[j].size;
-    qsort(s->busy, (size_t)nl, sizeof *s->busy, cmp_span);
-    const int big = b->size * SEARCH_BIG >= s->cap;
-    int nc = 0;
-    int64_t cursor = 0;
-    for (int j = 0; j <= nl && !(nc && !big); j++) {
-        int64_t lim = j < nl ? s->busy[j].off : s->cap;
-        if (lim - cursor >= b->size) {
-            s->cand[nc++] = cursor;
-            if (big && j < nl && lim - b->size > cursor) s->cand[nc++] = lim - b->size;
-        }
-        if (j < nl && s->busy[j].end > cursor) cursor = s->busy[j].end;
+    s->off[i] = o;
+    sky_raise(s, 1, 0, s->ns, s->lo[i], s->hi[i], h);
+    for (int j = 0; j < s->n; j++) {
+        const buf_t *x = &s->bufs[j];
+        if (s->off[j] < 0 && s->low[j] < h && x->first <= b->last && b->first <= x->last)
+            s->low[j] = h;
     }
-    return nc;
+    s->work += s->n;
+    return 1;
 }
 
-static int memo_has(const uint64_t *memo, uint64_t key) {
-    for (int probe = 0; probe < 8; probe++) {
-        uint64_t v = memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)];
-        if (v == key) return 1;
-        if (!v) return 0;
+/* Takes back the placement of buffer i, the last made (undo log entries from `mark` on). */
+static void pack_unplace(pack_t *s, int i, int mark) {
+    const buf_t *b = &s->bufs[i];
+    const int64_t h = s->off[i] + b->size;
+    left_change(s, 1, 0, s->ns, s->lo[i], s->hi[i], b->size);
+    while (s->nlog > mark) s->nlog--, s->sky_set[s->sky_node[s->nlog]] = s->sky_old[s->nlog];
+    sky_fix(s, 1, 0, s->ns, s->lo[i], s->hi[i]);
+    s->off[i] = -1;
+    /* the lows that i raised: the top of what is still placed under them */
+    for (int j = 0; j < s->n; j++) {
+        const buf_t *x = &s->bufs[j];
+        if (s->off[j] < 0 && s->low[j] == h && j != i && x->first <= b->last && b->first <= x->last)
+            s->low[j] = sky_top(s, 1, 0, s->ns, s->lo[j], s->hi[j]);
     }
-    return 0;
+    s->work += s->n;
 }
-static void memo_add(uint64_t *memo, uint64_t key) {
-    for (int probe = 0; probe < 8; probe++)
-        if (!memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)]) {
-            memo[(key + (uint64_t)probe) & (SEARCH_MEMO - 1)] = key;
-            return;
+
+/* One depth-first search from nothing placed, at most `limit` placements: 1 when every buffer
+ * is placed (s->off holds the offsets), 0 when the search space is exhausted (no placement
+ * under cap), -1 when the limit or the work budget stopped it. */
+static int pack_search(pack_t *s, int64_t limit) {
+    int depth = 0, tried = -1; /* the last candidate tried at this depth (-1: none yet) */
+    for (;;) {
+        if (depth == s->nplace) return 1;
+        const int prev = depth ? s->placed[depth - 1] : -1;
+        int64_t min_top = INT64_MAX;
+        int best = -1;
+        for (int j = 0; j < s->n; j++) {
+            if (s->off[j] >= 0 || !s->bufs[j].size) continue;
+            /* interchangeable buffers go in preorder: the others' orders place the same */
+            const int twin_unplaced = s->same[j] >= 0 && s->off[s->same[j]] < 0;
+            const int64_t t = s->low[j] + s->bufs[j].size;
+            if (t < min_top) min_top = t;
+            if (t > s->cap || twin_unplaced ||
+                (tried >= 0 && !pack_before(s, tried, s->low[j], s->rank[j])) ||
+                (prev >= 0 && pack_before(s, j, s->off[prev], s->rank[prev])))
+                continue;
+            if (best < 0 || pack_before(s, j, s->low[best], s->rank[best])) best = j;
         }
-}
-
-static int search_init(search_t *s, buf_t *bufs, int n, const unsigned char *kept, int64_t cap) {
-    *s = (search_t){.bufs = bufs, .n = n, .kept = kept, .cap = cap};
-    s->next = calloc((size_t)n + 1, sizeof *s->next);
-    s->cand = malloc(sizeof *s->cand * (size_t)(2 * n + 2));
-    s->memo = calloc(SEARCH_MEMO, sizeof *s->memo);
-    s->busy = malloc(sizeof *s->busy * (size_t)(2 * n + 1));
-    return s->next && s->cand && s->memo && s->busy;
-}
-static void search_free(search_t *s) {
-    free(s->next), free(s->cand), free(s->memo), free(s->busy);
-}
-
-/* The next placement of s->bufs under s->cap: 1 (every offset set; a later call goes on to
- * the one after), or 0 when there is none left or the budget of positions ran out. */
-static int search_next(search_t *s, int64_t *budget) {
-    if (s->depth == s->n) { /* after a placement: on to the next one */
-        if (--s->depth < 0) return 0;
-        s->next[s->depth]++;
-    }
-    while (s->depth >= 0 && (*budget)-- > 0) {
-        if (s->depth == s->n) return 1;
-        uint64_t key;
-        const int d = s->depth, nc = search_candidates(s, d, &key);
-        const int dead = s->next[d] == 0 && memo_has(s->memo, key);
-        if (dead || s->next[d] >= nc) {
-            if (!dead) memo_add(s->memo, key);
-            s->next[d] = 0;
-            if (--s->depth >= 0) s->next[s->depth]++;
+        s->work += s->n;
+        if (best >= 0 && s->low[best] >= min_top) best = -1; /* dominance: so is every later one */
+        if (best < 0) {                                      /* back up */
+            if (--depth < 0) return 0;
+            tried = s->placed[depth];
+            pack_unplace(s, tried, s->mark[depth]);
             continue;
         }
-        s->bufs[d].offset = s->cand[s->next[d]];
-        s->next[++s->depth] = 0;
+        if (s->work > PACK_WORK) return -1;
+        s->mark[depth] = s->nlog;
+        if (!pack_place(s, best)) {
+            tried = best;
+            continue;
+        }
+        if (limit-- <= 0) { /* the limit counts the placements that pass the rules */
+            pack_unplace(s, best, s->mark[depth]);
+            return -1;
+        }
+        s->placed[depth++] = best, tried = -1;
     }
-    return 0;
 }
 
-/* The search in two stages: the buffers that live through a peak of the schedule (`bound`
- * bytes live) among themselves, then, with those kept, everything around them; each stage-1
- * placement in turn until one admits a stage 2 or the budget is spent. Both in schedule order
- * and mirrored (the problem is the same with time reversed; the search's order is not).
- * bufs in any order; on success they hold the placement and 1 is returned. */
-static int search_at_bound(buf_t *bufs, int nb, int nn, int nt, const int64_t *pressure,
-                           int64_t bound) {
-    unsigned char *kept = calloc((size_t)nb, 1);
-    buf_t *work = calloc((size_t)nb, sizeof *work);
-    int64_t *offset_of = calloc((size_t)nt, sizeof *offset_of);
+/* One search per preorder, in turn, with a placement limit that doubles each round: 1 at the
+ * first placement found; 0 when a search has exhausted its space or the work budget is spent.
+ * bytes: per section, the bytes live there. */
+static int pack_rounds(pack_t *s, const int64_t *pressure, const int64_t *bytes) {
+    static const char *const preorders[] = {"TAW", "TWA", "TZW", "AWT"};
+    const buf_t *bufs = s->bufs;
+    pack_key_t *keys = malloc(sizeof *keys * (size_t)s->n);
     int found = 0;
-    int64_t budget = SEARCH_STEPS;
-    for (int mirror = 0; mirror < 2 && !found && kept && work && offset_of; mirror++) {
-        /* the peak group first, by (mirrored) first use */
-        int ng = 0;
-        for (int k = 0; k < nb; k++) {
-            buf_t b = bufs[k];
-            if (mirror) b.first = nn - 1 - bufs[k].last, b.last = nn - 1 - bufs[k].first;
-            if (pressure[b.id] == bound) work[ng++] = b;
-        }
-        for (int k = 0, m = ng; k < nb; k++) {
-            buf_t b = bufs[k];
-            if (mirror) b.first = nn - 1 - bufs[k].last, b.last = nn - 1 - bufs[k].first;
-            if (pressure[b.id] != bound) work[m++] = b;
-        }
-        qsort(work, (size_t)ng, sizeof *work, cmp_start);
-        search_t s1, s2;
-        buf_t *all = calloc((size_t)nb, sizeof *all);
-        int ok1 = all && search_init(&s1, work, ng, NULL, bound);
-        while (ok1 && !found && search_next(&s1, &budget)) {
-            memcpy(all, work, sizeof *all * (size_t)nb);
-            qsort(all, (size_t)nb, sizeof *all, cmp_start);
-            for (int k = 0; k < nb; k++) kept[k] = pressure[all[k].id] == bound;
-            if (search_init(&s2, all, nb, kept, bound) && search_next(&s2, &budget)) {
-                found = 1; /* the offsets, by buffer id, back onto bufs (schedule time) */
-                for (int k = 0; k < nb; k++) offset_of[all[k].id] = all[k].offset;
-                for (int k = 0; k < nb; k++) bufs[k].offset = offset_of[bufs[k].id];
+    for (int64_t limit = 2 * (int64_t)s->n; keys && s->work <= PACK_WORK; limit *= 2)
+        for (int h = 0; h < SG_ARRAY_LEN(preorders) && s->work <= PACK_WORK; h++) {
+            for (int k = 0; k < s->n; k++) {
+                keys[k].buf = k, keys[k].first = bufs[k].first, keys[k].last = bufs[k].last;
+                keys[k].size = bufs[k].size;
+                for (int c = 0; c < 3; c++) {
+                    const char f = preorders[h][c];
+                    keys[k].k[c] = f == 'T'   ? pressure[bufs[k].id]
+                                   : f == 'A' ? bufs[k].size * (bufs[k].last - bufs[k].first + 1)
+                                   : f == 'Z' ? bufs[k].size
+                                              : s->hi[k] - s->lo[k];
+                }
             }
-            search_free(&s2);
+            qsort(keys, (size_t)s->n, sizeof *keys, cmp_pack_key);
+            for (int k = 0; k < s->n; k++) {
+                const pack_key_t *x = &keys[k], *w = k ? &keys[k - 1] : NULL;
+                s->rank[x->buf] = k, s->low[k] = 0, s->off[k] = -1;
+                s->same[x->buf] =
+                    w && w->first == x->first && w->last == x->last && w->size == x->size ? w->buf
+                                                                                          : -1;
+            }
+            left_build(s, 1, 0, s->ns, bytes);
+            s->nlog = 0;
+            s->work += s->n + s->ns;
+            const int r = pack_search(s, limit);
+            if (r >= 0) { /* found; or exhausted: the rules lose no placement, whatever the
+                           * preorder, so none is under cap */
+                found = r;
+                goto out;
+            }
         }
-        if (all) search_free(&s1);
-        free(all);
+out:
+    free(keys);
+    return found;
+}
+
+/* A search for a placement of bufs (any order) under cap; nn schedule points, pressure by
+ * buffer id. On success the offsets are in bufs and 1 is returned. */
+static int pack_at_bound(buf_t *bufs, int n, int nn, const int64_t *pressure, int64_t cap) {
+    /* each step visits every buffer: skip a search that could not place them all once */
+    if (2 * (int64_t)n * n > PACK_WORK) return 0;
+    pack_t s = {.n = n, .bufs = bufs, .cap = cap};
+    int found = 0, *idx = calloc((size_t)nn + 2, sizeof *idx);
+    int64_t *bytes = calloc((size_t)nn + 2, sizeof *bytes);
+    s.lo = malloc(sizeof(int) * (size_t)n), s.hi = malloc(sizeof(int) * (size_t)n);
+    s.rank = malloc(sizeof(int) * (size_t)n), s.same = malloc(sizeof(int) * (size_t)n);
+    s.placed = malloc(sizeof(int) * (size_t)n), s.mark = malloc(sizeof(int) * (size_t)n);
+    s.low = malloc(sizeof(int64_t) * (size_t)n), s.off = malloc(sizeof(int64_t) * (size_t)n);
+    if (idx && bytes && s.lo && s.hi && s.rank && s.same && s.placed && s.mark && s.low && s.off) {
+        /* sections: a boundary where a buffer starts or ends; idx[t]: the section from t on */
+        for (int k = 0; k < n; k++) idx[bufs[k].first] = idx[bufs[k].last + 1] = 1;
+        for (int t = 0, c = -1; t <= nn; t++) idx[t] = c += idx[t];
+        for (int k = 0; k < n; k++) {
+            s.lo[k] = idx[bufs[k].first], s.hi[k] = idx[bufs[k].last + 1];
+            if (s.hi[k] > s.ns) s.ns = s.hi[k];
+            s.nplace += bufs[k].size > 0;
+            bytes[s.lo[k]] += bufs[k].size, bytes[s.hi[k]] -= bufs[k].size;
+        }
+        for (int q = 1; q < s.ns; q++) bytes[q] += bytes[q - 1];
+        /* a raise logs at most 2 nodes per tree level: 2 (log2 ns + 2) per placement */
+        int levels = 2;
+        while (((int64_t)1 << (levels - 2)) < s.ns) levels++;
+        s.maxlog = 2 * levels * n;
+        s.sky_set = malloc(sizeof(int64_t) * 4 * (size_t)s.ns);
+        s.sky_max = malloc(sizeof(int64_t) * 4 * (size_t)s.ns);
+        s.left_add = malloc(sizeof(int64_t) * 4 * (size_t)s.ns);
+        s.left_max = malloc(sizeof(int64_t) * 4 * (size_t)s.ns);
+        s.sky_node = malloc(sizeof(int) * (size_t)s.maxlog);
+        s.sky_old = malloc(sizeof(int64_t) * (size_t)s.maxlog);
+        if (s.ns > 0 && s.sky_set && s.sky_max && s.left_add && s.left_max && s.sky_node &&
+            s.sky_old && pack_rounds(&s, pressure, bytes)) {
+            found = 1;
+            for (int k = 0; k < n; k++) bufs[k].offset = bufs[k].size ? s.off[k] : 0;
+        }
     }
-    free(kept);
-    free(work);
-    free(offset_of);
+    free(idx), free(bytes), free(s.lo), free(s.hi), free(s.rank), free(s.same), free(s.placed);
+    free(s.mark);
+    free(s.low), free(s.off), free(s.sky_set), free(s.sky_max), free(s.left_add), free(s.left_max);
+    free(s.sky_node), free(s.sky_old);
     return found;
 }
 
@@ -373,15 +505,49 @@ static int merge_inplace(sg_plan *p) {
     return SG_OK;
 }
 
+/* The bf16 weight copies (ROLE_PARAM_BF16) mirror the parameter region at half its size from
+ * `start`: the copy of the parameter at byte o of that region at byte o/2 (so element j of the
+ * region "params_bf16" is the copy of element j of "params", and each copy is SG_ALIGN/2-
+ * aligned); any tensor of the role that copies nothing follows. Returns the end. */
+static int64_t place_bf16_copies(sg_graph *g, int64_t start) {
+    int64_t base = INT64_MAX, end = 0; /* the parameter region (placed already) */
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM || x->region) continue;
+        if (x->offset < base) base = x->offset;
+        if (x->offset + SG_ALIGN_UP(x->bytes, SG_ALIGN) > end)
+            end = x->offset + SG_ALIGN_UP(x->bytes, SG_ALIGN);
+    }
+    int64_t off = base < end ? SG_ALIGN_UP(start + (end - base) / 2, SG_ALIGN) : start;
+    for (int t = 0; t < g->nt; t++) {
+        sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM_BF16 || x->region) continue;
+        if (x->copy_of >= 0) {
+            SG_ASSERT(g->t[x->copy_of].role == ROLE_PARAM && base < end);
+            x->offset = start + (g->t[x->copy_of].offset - base) / 2;
+        } else {
+            x->offset = off;
+            off += SG_ALIGN_UP(x->bytes, SG_ALIGN);
+        }
+    }
+    return off;
+}
+
 /* persistent regions, bottom up */
 static void place_persistent(sg_plan *p) {
     sg_graph *g = &p->g;
-    static const sg_role order[] = {ROLE_PARAM, ROLE_GRAD,  ROLE_ADAM_M, ROLE_ADAM_V,
-                                    ROLE_EMA,   ROLE_STATE, ROLE_INPUT,  ROLE_WORKSPACE};
+    static const sg_role order[] = {ROLE_PARAM,  ROLE_GRAD,  ROLE_ADAM_M,
+                                    ROLE_ADAM_V, ROLE_EMA,   ROLE_PARAM_BF16,
+                                    ROLE_STATE,  ROLE_INPUT, ROLE_WORKSPACE};
     int64_t off = 0;
     for (int r = 0; r < SG_ARRAY_LEN(order); r++) {
         int64_t start = off;
-        for (int t = 0; t < g->nt; t++) {
+        for (int t = 0; t < g->nt && order[r] == ROLE_PARAM_BF16; t++)
+            if (g->t[t].role == ROLE_PARAM_BF16) {
+                off = place_bf16_copies(g, start);
+                break;
+            }
+        for (int t = 0; t < g->nt && order[r] != ROLE_PARAM_BF16; t++) {
             sg_tensor *x = &g->t[t];
             if (x->role != order[r] || x->region) continue;
             x->offset = off;
@@ -511,7 +677,7 @@ static int place_dynamic(sg_plan *p) {
         rc = sg_set_error("out of host memory");
         goto out;
     }
-    if (nown && best_top > bound && search_at_bound(bufs, nown, g->nn, g->nt, pressure, bound)) {
+    if (nown && best_top > bound && pack_at_bound(bufs, nown, g->nn, pressure, bound)) {
         best_top = bound;
         memcpy(best, bufs, sizeof *bufs * (size_t)nown);
         p->placement = "a search at the lower bound (best fit left a gap)";
@@ -707,12 +873,29 @@ int sg_plan_verify(const sg_plan *p) {
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
         if (sg_tensor_virtual(x) || x->first < 0) continue;
+        /* a bf16 weight copy lies at half its parameter's offset: SG_ALIGN / 2 */
+        const int align = x->role == ROLE_PARAM_BF16 && x->copy_of >= 0 ? SG_ALIGN / 2 : SG_ALIGN;
         if (x->offset < 0) return sg_set_error("plan: tensor %s has no offset", x->name);
-        if (x->offset % SG_ALIGN)
+        if (x->offset % align)
             return sg_set_error("plan: tensor %s at %lld is not %d-aligned", x->name,
-                                (long long)x->offset, SG_ALIGN);
+                                (long long)x->offset, align);
         if (x->offset + x->bytes > p->arena_bytes)
             return sg_set_error("plan: tensor %s ends past the arena", x->name);
+    }
+    /* a bf16 conv / linear multiplies bf16 weights (the plan's copy of its parameters,
+     * planner/train_step.c): the CUDA kernels take the weights in the activations' dtype */
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR &&
+            nd->op != OP_LINEAR_BWD_DATA)
+            continue;
+        const sg_tensor *a = &g->t[nd->in[0]], *w = &g->t[nd->in[1]];
+        if (a->dtype != w->dtype)
+            return sg_set_error("plan: node %d (%s) multiplies %s weights '%s' with %s "
+                                "activations: a %s conv / linear reads its weights in that dtype "
+                                "(bf16: the parameters' bf16 copy)",
+                                i, sg_ops[nd->op].name, sg_dtype_names[w->dtype], w->name,
+                                sg_dtype_names[a->dtype], sg_dtype_names[a->dtype]);
     }
     return verify_pairs(p);
 }

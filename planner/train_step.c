@@ -27,6 +27,66 @@ static int region(sg_graph *g, sg_role role, const char *name) {
     return id;
 }
 
+/* ---- the bf16 copy of the weights (bf16 runs)
+ *
+ * A bf16 convolution or linear layer multiplies its weights rounded to bf16. Rather than each
+ * of them converting the fp32 master weights on every call, the plan keeps the copy: a region
+ * of role ROLE_PARAM_BF16 that mirrors the parameter region element for element (element j is
+ * round(params element j), sg_f32_to_bf16; plan_layout.c places each copy at half its
+ * parameter's offset in the region), and the forward node of every bf16 conv / linear reads its
+ * weights' copy "bf16:<name>" instead of the parameter, so its backward-data node (made from it
+ * by autodiff) does too; the backward-weight node writes the parameter's fp32 gradient as
+ * before (the copy's gradient IS the parameter's). Who keeps the copy equal to round(params):
+ * the optimizer pass (OP_ADAMW_EMA_BF16 writes it with the parameters it updates), and every
+ * write into the parameter region from the host (the backends' upload: initialisation,
+ * checkpoint loads, --init-from, the data-parallel broadcast; graph/backend.h). fp32 runs have
+ * no copy. */
+
+/* the bf16 copy of parameter p, made on first use */
+static int weight_copy(sg_graph *g, int p) {
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].copy_of == p) return t;
+    char nm[SG_NAME_MAX];
+    const sg_tensor w = g->t[p]; /* a copy: sg_tensor_new may move g->t */
+    sg_name(nm, "bf16:%s", w.name);
+    int id = sg_tensor_new(g, nm, DT_BF16, ROLE_PARAM_BF16, w.ndim, w.shape);
+    if (id < 0) return -1;
+    g->t[id].copy_of = p;
+    g->t[id].grad = w.grad; /* its gradient is the parameter's */
+    g->t[id].needs_grad = w.needs_grad;
+    return id;
+}
+
+/* Every bf16 conv (conv2d, conv2d_add) / linear forward node (so far: the network's) reads its
+ * weights' copy; the
+ * region tensor "params_bf16" over the copies, when there are any (else -1). */
+static int bf16_weights(sg_graph *g, int *region_out) {
+    int any = 0;
+    *region_out = -1;
+    for (int i = 0; i < g->nn; i++) {
+        const int op = g->n[i].op, w = g->n[i].in[1];
+        if ((op != OP_CONV2D && op != OP_CONV2D_ADD && op != OP_LINEAR) ||
+            g->t[g->n[i].in[0]].dtype != DT_BF16 || g->t[w].role != ROLE_PARAM)
+            continue;
+        const int c = weight_copy(g, w);
+        if (c < 0) return SG_ERR;
+        g->n[i].in[1] = c;
+        any = 1;
+    }
+    if (!any) return SG_OK;
+    /* as many elements as the parameter region, element j the copy of its element j */
+    int64_t bytes = 0;
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].role == ROLE_PARAM && !g->t[i].region)
+            bytes += SG_ALIGN_UP(g->t[i].bytes, SG_ALIGN);
+    int64_t n[1] = {bytes / 4};
+    int id = sg_tensor_new(g, "params_bf16", DT_BF16, ROLE_PARAM_BF16, 1, n);
+    if (id < 0) return SG_ERR;
+    g->t[id].region = 1;
+    *region_out = id;
+    return SG_OK;
+}
+
 /* ---- gradient accumulation: micro-batches 1 .. K-1 as copies of micro-batch 0's nodes
  *
  * Micro-batch 0 is built as the classic step's forward and backward (over batch / (ranks K)
@@ -40,13 +100,9 @@ static int region(sg_graph *g, sg_role role, const char *name) {
  * micro-batch order — the same accumulate bits autodiff uses for gradient fan-in. Which
  * samples and random numbers a copy takes is its node's `micro` (sg_node_slice). */
 
-static int is_persistent_role(sg_role r) {
-    return r <= ROLE_INPUT || r == ROLE_WORKSPACE;
-}
-
 /* micro-batch k's tensor for micro-batch 0's tensor t (map: 0's ids -> k's, -1 not yet made) */
 static int micro_tensor(sg_graph *g, int *map, int t, int k) {
-    if (is_persistent_role(g->t[t].role)) return t;
+    if (sg_role_persistent(g->t[t].role)) return t;
     if (map[t] >= 0) return map[t];
     int parts[2] = {-1, -1};
     for (int p = 0; p < g->t[t].nparts; p++)
@@ -87,7 +143,7 @@ static int copy_micro_batches(sg_graph *g, int K, int loss) {
                 if ((in[j] = micro_tensor(g, map, nd.in[j], k)) < 0) rc = SG_ERR;
             for (int o = 0; o < nd.nout && !rc; o++) {
                 if ((out[o] = micro_tensor(g, map, nd.out[o], k)) < 0) rc = SG_ERR;
-                if (rc || !is_persistent_role(g->t[out[o]].role)) continue;
+                if (rc || !sg_role_persistent(g->t[out[o]].role)) continue;
                 /* only the parameters' gradients and the loss are written across micro-batches */
                 SG_ASSERT(g->t[out[o]].role == ROLE_GRAD || out[o] == loss);
                 accum |= sg_accum_bit(o, 0);
@@ -103,7 +159,7 @@ static int copy_micro_batches(sg_graph *g, int K, int loss) {
             g->n[id].micro = k;
             for (int o = 0; o < nd.nout; o++) {
                 const int p = g->t[nd.out[o]].producer;
-                if (!is_persistent_role(g->t[out[o]].role) && p >= 0)
+                if (!sg_role_persistent(g->t[out[o]].role) && p >= 0)
                     g->t[out[o]].producer = p + k * span;
             }
         }
@@ -136,12 +192,16 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->t = sg_builder_node(&b, OP_SAMPLE_T, in2, 2, &ta, "t", 0);
     int in3b[3] = {io->x0, io->seed, io->step};
     io->eps = sg_builder_node(&b, OP_NOISE, in3b, 3, NULL, "eps", 0);
-    int in3c[3] = {io->x0, io->eps, io->t};
+    /* every timestep's noising coefficients, computed once (common/sg_schedule.h) */
+    int64_t tab[2] = {c->T, SG_DDPM_ROW_BYTES};
+    io->ddpm_table = sg_tensor_new(g, "ddpm_table", DT_U8, ROLE_INPUT, 2, tab);
+    if (io->ddpm_table < 0) return SG_ERR;
+    int in4[4] = {io->x0, io->eps, io->t, io->ddpm_table};
     sg_op_args da = {
         .ddpm = {.T = c->T, .beta1 = c->beta1, .betaT = c->betaT, .out_dt = c->act_dt}};
-    io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in3c, 3, &da, "x_t", 0);
+    io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in4, 4, &da, "x_t", 0);
     io->pred = sg_unet(&b, io->xt, io->t);
-    if (b.err) return SG_ERR;
+    if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;
     /* the loss scale: the gradient of the loss is 1/(ranks K), so the sum of the K
      * micro-batches' gradients and the all-reduce SUM of the ranks' is the gradient of the
      * global batch's mean loss (1/1 = 1 in one process without accumulation) */
@@ -180,25 +240,27 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     sg_op_args ca = {.clip = {.max_norm = c->clip}};
     o[0] = io->clip_scale;
     if (sg_node_add(g, OP_CLIP_SCALE, c_in, 1, o, &ca, "clip_scale") < 0) return SG_ERR;
-    int a_in[6] = {io->params, io->grads, io->adam_m, io->adam_v, io->clip_scale, io->step};
-    int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->lr};
-    sg_op_args aa = {.adamw = {.warmup = c->warmup,
-                               .lr = c->lr,
-                               .b1 = c->b1,
-                               .b2 = c->b2,
-                               .eps = c->eps,
-                               .wd = c->wd,
-                               .schedule = c->lr_schedule,
-                               .lr_min = c->lr_min,
-                               .decay_steps = c->lr_decay_steps}};
-    if (sg_node_add(g, OP_ADAMW, a_in, 6, a_out, &aa, "adamw") < 0) return SG_ERR;
-    /* the step counter still holds the step being finished (0-based): the EMA warm-up's s */
-    int e_in[3] = {io->ema, io->params, io->step}, e_out[SG_MAX_OUT] = {io->ema};
-    sg_op_args ea = {.ema = {.decay = c->ema_decay,
-                             .warmup = c->ema_warmup,
-                             .inv_gamma = c->ema_inv_gamma,
-                             .power = c->ema_power}};
-    if (sg_node_add(g, OP_EMA, e_in, 3, e_out, &ea, "ema") < 0) return SG_ERR;
+    /* AdamW, then the EMA of the updated weights, in one pass over the regions; the step
+     * counter still holds the step being finished (0-based): AdamW's k - 1, the EMA warm-up's s */
+    int a_in[7] = {io->params, io->grads,      io->adam_m, io->adam_v,
+                   io->ema,    io->clip_scale, io->step};
+    int a_out[SG_MAX_OUT] = {io->params, io->adam_m, io->adam_v, io->ema, io->lr, io->params_bf16};
+    /* bf16 runs: the same pass also writes the bf16 copy of the parameters it updated */
+    const sg_op opt = io->params_bf16 >= 0 ? OP_ADAMW_EMA_BF16 : OP_ADAMW_EMA;
+    sg_op_args aa = {.optim = {.adamw = {.warmup = c->warmup,
+                                         .lr = c->lr,
+                                         .b1 = c->b1,
+                                         .b2 = c->b2,
+                                         .eps = c->eps,
+                                         .wd = c->wd,
+                                         .schedule = c->lr_schedule,
+                                         .lr_min = c->lr_min,
+                                         .decay_steps = c->lr_decay_steps},
+                               .ema = {.decay = c->ema_decay,
+                                       .warmup = c->ema_warmup,
+                                       .inv_gamma = c->ema_inv_gamma,
+                                       .power = c->ema_power}}};
+    if (sg_node_add(g, opt, a_in, 7, a_out, &aa, "adamw_ema") < 0) return SG_ERR;
     /* before the increment: it records step + 1, the 1-based step just run */
     io->watch = scalar_state(g, "nonfinite_step", DT_I64);
     io->loss_sum = scalar_state(g, "loss_sum", DT_F32);
@@ -220,7 +282,7 @@ int sg_build_forward(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->xt = sg_tensor_new(g, "x_t", c->act_dt, ROLE_INPUT, 4, xs);
     io->t = sg_tensor_new(g, "t", DT_I32, ROLE_INPUT, 1, ts);
     io->pred = sg_unet(&b, io->xt, io->t);
-    if (b.err) return SG_ERR;
+    if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;
     io->n_params = b.n_params;
     io->params = region(g, ROLE_PARAM, "params");
     g->n_forward = g->nn;

@@ -11,7 +11,8 @@ set(SG_SIM_CXX_FLAGS -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasin
 
 # the stand-in runtime, cuBLAS/cuBLASLt and execution model
 add_library(sg_cuda_sim STATIC ${SG_SIM_DIR}/sim_runtime.cpp ${SG_SIM_DIR}/sim_exec.cpp
-                               ${SG_SIM_DIR}/sim_tensor_core.cpp ${SG_SIM_DIR}/sim_cublas.cpp)
+                               ${SG_SIM_DIR}/sim_tensor_core.cpp ${SG_SIM_DIR}/sim_hopper.cpp
+                               ${SG_SIM_DIR}/sim_cublas.cpp)
 target_include_directories(sg_cuda_sim BEFORE PUBLIC ${SG_SIM_DIR}/include)
 target_compile_options(sg_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS})
 set_target_properties(sg_cuda_sim PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
@@ -60,8 +61,8 @@ target_link_libraries(sg_graph_cuda_host PUBLIC sg_kernels_cuda_host sg_cuda_sim
 # the emulator's own checks
 add_executable(test_cuda_sim ${SG_SIM_DIR}/test_cuda_sim.cpp)
 target_compile_definitions(test_cuda_sim PRIVATE SG_CUDA_HOST=1)
-target_include_directories(test_cuda_sim PRIVATE ${CMAKE_SOURCE_DIR}) # kernels/cuda/tensor_core.cuh
-target_compile_options(test_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS})
+target_include_directories(test_cuda_sim PRIVATE ${CMAKE_SOURCE_DIR}) # kernels/cuda/*.cuh
+target_compile_options(test_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS} -Wno-unknown-pragmas)
 target_link_libraries(test_cuda_sim PRIVATE sg_cuda_sim)
 set_target_properties(test_cuda_sim PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                                CXX_EXTENSIONS OFF)

@@ -39,9 +39,10 @@
  *
  * Tolerances, the categories of tests/test_cuda_ops.c (normalised error):
  *   exact   0     the same arithmetic in the same order: copies, resampling, adds, masks,
- *                 batches, timesteps, EMA, clip scale, the MSE gradient, the step counter
+ *                 batches, timesteps, EMA, clip scale, the MSE gradient, the step counter,
+ *                 noising (the CPU's coefficients from the table, its double expression)
  *   tight   1e-6  double on both sides, blocked differently, or a libm difference in double:
- *                 loss, sum of squares, noising, time embedding
+ *                 loss, sum of squares, time embedding
  *   normal  1e-5  Gaussian draws (noise; the sampler's x_T and DDPM noise): device logf/cosf
  *                 within a few ulp of libm's
  *   adamw   1e-5  the fp32 update on the GPU against the reference's double
@@ -93,7 +94,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_GATHER_BATCH] = {0, 0, 0, TOL_EXACT},
     [OP_SAMPLE_T] = {0, 0, 0, TOL_EXACT},
     [OP_NOISE] = {0, 0, 0, TOL_NORMAL},
-    [OP_DDPM_NOISE] = {1, 0, 0, TOL_TIGHT},
+    [OP_DDPM_NOISE] = {1, 0, 0, TOL_EXACT}, /* the CPU's double expression, bit for bit */
     [OP_TIMESTEP_EMB] = {1, 0, 0, TOL_TIGHT},
     [OP_LINEAR] = {1, 0, 0, TOL_F32},
     [OP_CONV2D] = {1, 0, 1, TOL_F32, 1},
@@ -138,6 +139,8 @@ static const bo_props props[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_APPLY] = {1, 0, 0, TOL_F32},
     [OP_NORM_ACT_BWD] = {1, 1, 1, TOL_F32},
     [OP_NORM_ACT_TEMB_BWD] = {1, 1, 0, TOL_F32},
+    [OP_ADAMW_EMA] = {0, 0, 0, TOL_ADAMW},      /* the EMA is exact given p, p has AdamW's */
+    [OP_ADAMW_EMA_BF16] = {0, 0, 0, TOL_ADAMW}, /* and the copy of p: round(p), bf16's 2e-2 */
     /* the residual add in the conv's store: its x is a conv's input (a concatenation, or a
      * fused normalisation) */
     [OP_CONV2D_ADD] = {1, 0, 1, TOL_F32, 1},
@@ -322,6 +325,12 @@ static int acc_second(const bo_args *a, int acc) {
     return acc && !a->acc_split;
 }
 
+/* The weights a conv / linear multiplies come in its activations' dtype: the fp32 parameters,
+ * or in bf16 runs their bf16 copy (a ROLE_PARAM_BF16 tensor, planner/train_step.c). */
+static sg_role weight_role(sg_dtype dt) {
+    return dt == DT_BF16 ? ROLE_PARAM_BF16 : ROLE_PARAM;
+}
+
 static int seed_t(bo_case *c) {
     return tensor(c, "rng_seed", DT_U64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST,
                   (double)(c->seed & 0xffffff), 0);
@@ -368,14 +377,25 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     return micro_node(c, node(c, OP_NOISE, in, 3, out, NULL, 0), a) < 0;
 }
 
+static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int ndim, int64_t d0,
+                 int64_t d1, const void *src, size_t bytes);
+
 static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
-    /* x0 and eps fp32 (as the step makes them); x_t in the activation dtype */
-    int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
+    /* x0 and eps fp32 (as the step makes them); x_t in the activation dtype; the table of every
+     * timestep's coefficients as the executor writes it (the CPU recomputes them, the CUDA
+     * kernel reads them) */
+    sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)a->T);
+    if (!rows) return SG_ERR;
+    cpu_ddpm_table(rows, a->T, 1e-4f, 0.02f);
+    int in[4] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
                  act4(c, "eps", DT_F32, a->N, a->H, a->W, a->C, -3, 3, 0),
-                 tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1)};
+                 tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1),
+                 raw_t(c, "ddpm_table", DT_U8, ROLE_INPUT, 2, a->T, SG_DDPM_ROW_BYTES, rows,
+                       sizeof(sg_ddpm_row) * (size_t)a->T)};
+    free(rows);
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.ddpm = {.T = a->T, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
-    return node(c, OP_DDPM_NOISE, in, 3, out, &args, 0) < 0;
+    return node(c, OP_DDPM_NOISE, in, 4, out, &args, 0) < 0;
 }
 
 static int b_temb(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -390,7 +410,7 @@ static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)a->C);
     int in[3] = {
         tensor(c, "x", dt, ROLE_INPUT, 2, a->N, a->C, 0, 0, FILL_UNIFORM, -1, 1),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound),
+        tensor(c, "w", dt, weight_role(dt), 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     return node(c, OP_LINEAR, in, 3, out, NULL, 0) < 0;
@@ -424,7 +444,7 @@ static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[3] = {
         conv_x(c, a, dt),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
@@ -437,7 +457,7 @@ static int b_conv_add(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[4] = {
         conv_x(c, a, dt),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound),
         act4(c, "r", dt, a->N, Ho, Wo, a->Co, -2, 2, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
@@ -528,7 +548,7 @@ static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)a->C);
     int in[2] = {
         tensor(c, "dy", dt, ROLE_INPUT, 2, a->N, a->Co, 0, 0, FILL_UNIFORM, -1, 1),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound)};
+        tensor(c, "w", dt, weight_role(dt), 2, a->Co, a->C, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {out_t(c, "dx", dt, ROLE_TEMP, 2, a->N, a->C, 0, 0, a->acc)};
     return node(c, OP_LINEAR_BWD_DATA, in, 2, out, NULL, acc_bits(0, a->acc)) < 0;
 }
@@ -550,7 +570,7 @@ static int b_conv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[2] = {
         act4(c, "dy", dt, a->N, Ho, Wo, a->Co, -1, 1, 0),
-        tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound)};
     int acc_b = acc_second(a, a->acc);
     int out[SG_MAX_OUT] = {act_out(c, "dx", dt, a->N, a->H, a->W, a->C, a->C2, a->acc, acc_b)};
     sg_op_args args = {
@@ -819,6 +839,41 @@ static int b_adamw(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_ADAMW, in, 6, out, &args, 0) < 0;
 }
 
+/* N values; in place on params, m, v, ema; writes the lr it used and, with copy
+ * (adamw_ema_bf16), the bf16 copy of the updated params. K: the lr schedule; f: the EMA decay;
+ * flip: diffusers' EMA warm-up (inv_gamma 1, power 3/4) */
+static int adamw_ema_case(bo_case *c, const bo_args *a, int copy) {
+    int p = tensor(c, "params", DT_F32, ROLE_PARAM, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int g = tensor(c, "grads", DT_F32, ROLE_GRAD, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int m = tensor(c, "adam_m", DT_F32, ROLE_ADAM_M, 1, a->N, 0, 0, 0, FILL_UNIFORM, -0.1, 0.1);
+    int v = tensor(c, "adam_v", DT_F32, ROLE_ADAM_V, 1, a->N, 0, 0, 0, FILL_UNIFORM, 1e-6, 1e-2);
+    int e = tensor(c, "ema", DT_F32, ROLE_EMA, 1, a->N, 0, 0, 0, FILL_UNIFORM, -1, 1);
+    int s = tensor(c, "clip_scale", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, 0.75, 0);
+    int lr = out_t(c, "lr", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 0);
+    int pb = copy ? out_t(c, "params_bf16", DT_BF16, ROLE_PARAM_BF16, 1, a->N, 0, 0, 0, 0) : -1;
+    int in[7] = {p, g, m, v, e, s, step_t(c, a->step)}, out[SG_MAX_OUT] = {p, m, v, e, lr, pb};
+    sg_op_args args = {
+        .optim = {
+            .adamw = {.warmup = a->warmup,
+                      .lr = 2e-4f,
+                      .b1 = 0.9f,
+                      .b2 = 0.999f,
+                      .eps = 1e-8f,
+                      .wd = 0.01f,
+                      .schedule = a->K,
+                      .lr_min = 0.1f,
+                      .decay_steps = 60},
+            .ema = {.decay = a->f, .warmup = a->flip ? 1 : 0, .inv_gamma = 1.0f, .power = 0.75f}}};
+    return node(c, copy ? OP_ADAMW_EMA_BF16 : OP_ADAMW_EMA, in, 7, out, &args, 0) < 0;
+}
+static int b_adamw_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
+    (void)dt;
+    return adamw_ema_case(c, a, 0);
+}
+static int b_adamw_ema_bf16(bo_case *c, const bo_args *a, sg_dtype dt) {
+    (void)dt;
+    return adamw_ema_case(c, a, 1);
+}
 static int b_ema(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* warmup: diffusers' EMA warm-up from the step (inv_gamma 1, power 3/4), f its maximum */
     (void)dt;
@@ -967,6 +1022,8 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_NORM_ACT_TEMB_APPLY] = b_norm_act_temb_apply,
     [OP_NORM_ACT_BWD] = b_norm_act_bwd,
     [OP_NORM_ACT_TEMB_BWD] = b_norm_act_temb_bwd,
+    [OP_ADAMW_EMA] = b_adamw_ema,
+    [OP_ADAMW_EMA_BF16] = b_adamw_ema_bf16,
     [OP_CONV2D_ADD] = b_conv_add,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
@@ -996,6 +1053,7 @@ static const bo_entry entries[] = {
     {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9, .micro = 2}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},
@@ -1168,6 +1226,14 @@ static const bo_entry entries[] = {
     {OP_NORM_ACT_BWD, BOTH, 0, {.N = 1, .H = 3, .W = 5, .C = 1040, .G = 8, .act = SG_ACT_SILU}},
     {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 3, .H = 5, .W = 4, .C = 32, .G = 8, .act = SG_ACT_SILU, .K = 3, .f = 0.1f, .step = 7}},
     {OP_NORM_ACT_TEMB_BWD, BOTH, 0, {.N = 2, .H = 3, .W = 3, .C = 20, .G = 4, .act = SG_ACT_SILU, .acc = 1, .acc_param = 1}},
+    /* the fused optimizer pass: lengths with 1 and 3 values after the last group of 4, none */
+    {OP_ADAMW_EMA, F32, 0, {.N = 10001, .step = 6, .warmup = 10, .f = 0.999f}},
+    {OP_ADAMW_EMA, F32, 0, {.N = 4099, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA, F32, 0, {.N = 256, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA, F32, 1, {.N = 3000001, .step = 20, .f = 0.999f}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 10001, .step = 6, .warmup = 10, .f = 0.999f}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 4098, .step = 34, .warmup = 10, .K = SG_LR_COSINE, .f = 0.9999f, .flip = 1}},
+    {OP_ADAMW_EMA_BF16, F32, 0, {.N = 259, .step = 0, .K = SG_LR_LINEAR, .f = 0.9999f, .flip = 1}},
     /* the residual in the conv's store: the ResBlock's conv2 (3x3) on norm2's fused output,
      * the attention's to_out (1x1), a concatenated input; off the tensor cores (fp32, or 12
      * channels): the conv then the add */

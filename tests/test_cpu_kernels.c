@@ -1035,6 +1035,18 @@ static void test_embedding(void) {
     CHECK_TWICE("ddpm noise", o1, o2, sz, 1,
                 cpu_ddpm_noise(o1[0], x0, eps, tt, N, per, T, (float)b1, (float)bT),
                 cpu_ddpm_noise(o2[0], x0, eps, tt, N, per, T, (float)b1, (float)bT));
+    /* the table (what the CUDA noising reads): row t = {sqrt(abar_t), sqrt(1 - abar_t)} of the
+     * same product, bit for bit, for every t */
+    sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    cpu_ddpm_table(rows, T, (float)b1, (float)bT);
+    int bad = -1;
+    for (int k = 0; k < T && bad < 0; k++) {
+        const double ab = sg_ddpm_abar(k, T, (float)b1, (float)bT);
+        const double a = sqrt(ab), s = sqrt(1.0 - ab);
+        if (memcmp(&rows[k].sqrt_abar, &a, 8) || memcmp(&rows[k].sqrt_1m_abar, &s, 8)) bad = k;
+    }
+    CHECK(bad < 0, "ddpm table row %d is not sqrt(abar), sqrt(1 - abar)", bad);
+    free(rows);
     free(x0), free(eps), free(xt), free(xt2), free(ref);
 }
 
@@ -1230,6 +1242,45 @@ static void test_optim(void) {
     free(er);
 }
 
+/* The fused optimizer pass (cpu_adamw_ema) against cpu_adamw followed by cpu_ema: the same bits
+ * in p, m, v, ema and lr, over several steps (inside and after the warm-up, each lr schedule,
+ * with and without the clip scale and the EMA warm-up, its first step's decay 0 included), and
+ * p_copy equal to the updated p. */
+static void test_adamw_ema(void) {
+    const int64_t n = 1031;
+    const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, scale = 0.6f;
+    const sg_ema_sched warm = {1.0, 0.75};
+    float *p = new_rand(n, -1, 1), *m = new_rand(n, -0.1f, 0.1f), *v = new_rand(n, 1e-4f, 1e-2f);
+    float *e = new_rand(n, -1, 1), *copy = new_nan(n);
+    float *p2 = malloc(n * 4), *m2 = malloc(n * 4), *v2 = malloc(n * 4), *e2 = malloc(n * 4);
+    memcpy(p2, p, n * 4), memcpy(m2, m, n * 4), memcpy(v2, v, n * 4), memcpy(e2, e, n * 4);
+    for (int64_t step = 0; step < 8; step++) {
+        const sg_lr_sched sc = {.decay_steps = 6, .lr_min = 0.1, .schedule = (int)(step % 3)};
+        const int warmup = step < 4 ? 3 : 0, ema_warm = step % 2 == 0;
+        const float *s = step == 5 ? NULL : &scale;
+        float *grad = new_rand(n, -0.5f, 0.5f), lr_a = NAN, lr_b = NAN;
+        cpu_adamw(p, m, v, grad, n, s, step, lr, b1, b2, eps, wd, warmup, &sc, &lr_a);
+        cpu_ema(e, p, n, 0.999f, ema_warm ? &warm : NULL, step);
+        cpu_adamw_ema(p2, m2, v2, e2, copy, grad, n, s, step, lr, b1, b2, eps, wd, warmup, &sc,
+                      &lr_b, 0.999f, ema_warm ? &warm : NULL);
+        CHECK(!memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4) &&
+                  !memcmp(e, e2, n * 4) && !memcmp(&lr_a, &lr_b, 4),
+              "adamw_ema step %lld: not the bits of adamw then ema", (long long)step);
+        CHECK(!memcmp(copy, p2, n * 4), "adamw_ema step %lld: the copy is not the updated p",
+              (long long)step);
+        free(grad);
+    }
+    /* without a copy: the same again */
+    float *g = new_rand(n, -0.5f, 0.5f);
+    cpu_adamw(p, m, v, g, n, &scale, 9, lr, b1, b2, eps, wd, 0, NULL, NULL);
+    cpu_ema(e, p, n, 0.999f, NULL, 9);
+    cpu_adamw_ema(p2, m2, v2, e2, NULL, g, n, &scale, 9, lr, b1, b2, eps, wd, 0, NULL, NULL, 0.999f,
+                  NULL);
+    CHECK(!memcmp(p, p2, n * 4) && !memcmp(e, e2, n * 4), "adamw_ema without a copy differs");
+    free(p), free(m), free(v), free(e), free(copy), free(p2), free(m2), free(v2), free(e2);
+    free(g);
+}
+
 /* ---- thread-count independence ---------------------------------------------------------- */
 
 /* Runs every GEMM-based kernel on shapes where OpenBLAS threads (and where K spans several
@@ -1286,6 +1337,7 @@ int main(void) {
     test_embedding();
     test_loss();
     test_optim();
+    test_adamw_ema();
     test_thread_invariance();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("test_cpu_kernels: %.2f s\n",

@@ -394,7 +394,7 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
                         .S = S,
                         .pad = pad,
                         .dt = dt,
-                        .w = (const float *)w->d};
+                        .w = w->d};
     /* forward: y = conv(x, w) + b */
     {
         float *ref = ref_acc(y_cpu, NULL, P * Co, dt);
@@ -505,7 +505,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                   nw = (int64_t)Co * K * K * Ci;
     float *xa = rnd_dt(rows * c0, -1, 1, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 1, dt) : NULL;
     float *x = cat_host(xa, c0, xb, c1, rows);
-    float *w = rnd(nw, -0.5f, 0.5f), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
+    /* the weights in dt, as the plan gives a bf16 conv its bf16 copy: the CPU multiplies the
+     * same values */
+    float *w = rnd_dt(nw, -0.5f, 0.5f, dt), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
     float *dy = rnd_dt(P * Co, -1, 1, dt);
 
     float *y_cpu = fbuf(P * Co), *dx_cpu = fbuf(rows * Ci), *dw_cpu = fbuf(nw);
@@ -516,10 +518,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
 
     tbuf *dxa_in = tb_in("x0", xa, rows * c0, dt),
          *dxb_in = c1 ? tb_in("x1", xb, rows * c1, dt) : NULL;
-    tbuf *dw_in = tb_in("w", w, nw, DT_F32), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
+    tbuf *dw_in = tb_in("w", w, nw, dt), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
     tbuf *ddy = tb_in("dy", dy, P * Co, dt);
     sg_cat xc = sg_cat2(dxa_in->d, c0, c1 ? dxb_in->d : NULL, c1);
-    const float *wd = (const float *)dw_in->d, *bd = bias ? (const float *)db_in->d : NULL;
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
 
     /* forward */
     {
@@ -753,7 +756,8 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
     float *x = cat_host(xa, c0, xb, c1, rows);
     float *v = temb ? rnd_dt((int64_t)N * Ci, -1, 1, bf) : NULL;
     float *gamma = rnd(Ci, 0.5f, 1.5f), *beta = rnd(Ci, -0.5f, 0.5f);
-    float *w = rnd(nw, -0.5f, 0.5f), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
+    /* the weights in bf16, as the plan gives a bf16 conv its bf16 copy */
+    float *w = rnd_dt(nw, -0.5f, 0.5f, bf), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
     float *dy = rnd_dt(P * Co, -1, 1, bf);
     float *mean = fbuf(ng), *rstd = fbuf(ng);
     cpu_norm_act_stats(mean, rstd, x, v, N, H * W, Ci, G, eps);
@@ -762,7 +766,7 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
     const sg_cat xc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
     tbuf *dv = temb ? tb_in("v", v, (int64_t)N * Ci, bf) : NULL;
     tbuf *dg = tb_in("gamma", gamma, Ci, DT_F32), *dbt = tb_in("beta", beta, Ci, DT_F32);
-    tbuf *dw_in = tb_in("w", w, nw, DT_F32), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
+    tbuf *dw_in = tb_in("w", w, nw, bf), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
     tbuf *ddy = tb_in("dy", dy, P * Co, bf);
     tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
     tbuf *m = tb_out("mean", ng, DT_F32, NULL), *r = tb_out("rstd", ng, DT_F32, NULL);
@@ -782,7 +786,8 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
                                .G = G,
                                .act = act,
                                .drop = drop};
-    const float *wd = (const float *)dw_in->d, *bd = bias ? (const float *)db_in->d : NULL;
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
     const int64_t nws = sg_ws_norm_act_fwd(N, H * W, Ci, G);
     tbuf *nw_ws = tb_ws(nws);
     /* the statistics pass alone, and both passes: the same mean and rstd bits; y the unfused
@@ -951,13 +956,14 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
     printf("%s\n", ctx);
     const int pad = K / 2;
     const int64_t P = (int64_t)N * H * W, nw = (int64_t)Co * K * K * Ci;
-    float *x = rnd_dt(P * Ci, -1, 1, dt), *w = rnd(nw, -0.5f, 0.5f), *b = rnd(Co, -0.5f, 0.5f);
+    float *x = rnd_dt(P * Ci, -1, 1, dt), *w = rnd_dt(nw, -0.5f, 0.5f, dt),
+          *b = rnd(Co, -0.5f, 0.5f);
     float *r = rnd_dt(P * Co, -2, 2, dt), *o = fbuf(P * Co);
     cpu_conv2d_fwd(o, x, w, b, N, H, W, Ci, Co, K, 1, pad);
     round_dt(o, P * Co, dt);
     for (int64_t i = 0; i < P * Co; i++) o[i] += r[i];
     round_dt(o, P * Co, dt);
-    tbuf *dx = tb_in("x", x, P * Ci, dt), *dw = tb_in("w", w, nw, DT_F32);
+    tbuf *dx = tb_in("x", x, P * Ci, dt), *dw = tb_in("w", w, nw, dt); /* weights in dt */
     tbuf *db = tb_in("b", b, Co, DT_F32), *dr = tb_in("residual", r, P * Co, dt);
     tbuf *on = tb_out("y fused", P * Co, dt, NULL), *off = tb_out("y unfused", P * Co, dt, NULL);
     const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, 1, dt);
@@ -965,10 +971,10 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
     const sg_conv_fuse fr = {.res = dr->d};
     const sg_cat xc = sg_cat1(dx->d, Ci);
     reset_all();
-    CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, (const float *)dw->d, (const float *)db->d, &fr,
-         N, H, W, Ci, Co, K, 1, pad, dt, ws->d, wsb);
-    CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, xc, (const float *)dw->d, (const float *)db->d,
-         NULL, N, H, W, Ci, Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, dw->d, (const float *)db->d, &fr, N, H, W, Ci,
+         Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, xc, dw->d, (const float *)db->d, NULL, N, H, W, Ci,
+         Co, K, 1, pad, dt, ws->d, wsb);
     CALL(cuda_add_fwd, g_st, off->d, dr->d, off->d, P * Co, dt);
     sync_stream();
     tb_check(on, o, tol_for(dt), 0, ctx);
@@ -1035,7 +1041,7 @@ static void test_cudnn_pinning(void) {
     const int N = 2, H = 8, W = 8, Ci = 16, Co = 32;
     tbuf *x = tb_in("x", rnd_dt((int64_t)N * H * W * Ci, -1, 1, DT_BF16), (int64_t)N * H * W * Ci,
                     DT_BF16);
-    tbuf *w = tb_in("w", rnd((int64_t)Co * 9 * Ci, -1, 1), (int64_t)Co * 9 * Ci, DT_F32);
+    tbuf *w = tb_in("w", rnd((int64_t)Co * 9 * Ci, -1, 1), (int64_t)Co * 9 * Ci, DT_BF16);
     tbuf *y = tb_out("y", (int64_t)N * H * W * Co, DT_BF16, NULL);
     const int64_t lib_bytes = (int64_t)32 << 20;
     tbuf *lib = tb_ws(lib_bytes);
@@ -1059,7 +1065,7 @@ static void test_cudnn_pinning(void) {
                         .dt = DT_BF16,
                         .out = y->d,
                         .in = x->d,
-                        .w = (const float *)w->d};
+                        .w = w->d};
     CHECK(sg_cudnn_count(a) == 0 && !sg_cudnn_frozen(a), "a new context has an empty open table");
     CHECK(sg_cudnn_probe(a, &cv) == SG_OK, "probe: %s", sg_last_error());
     CHECK(sg_cudnn_count(a) == 1, "one descriptor pinned, got %d", sg_cudnn_count(a));
@@ -1098,7 +1104,7 @@ static void test_linear(int N, int K, int M, int dt, int bias, int accum) {
              accum ? " accum" : "");
     case_begin();
     float *x = rnd_dt((int64_t)N * K, -1, 1, dt), *dy = rnd_dt((int64_t)N * M, -1, 1, dt);
-    float *w = rnd((int64_t)M * K, -0.5f, 0.5f), *b = bias ? rnd(M, -0.5f, 0.5f) : NULL;
+    float *w = rnd_dt((int64_t)M * K, -0.5f, 0.5f, dt), *b = bias ? rnd(M, -0.5f, 0.5f) : NULL;
     float *y_cpu = fbuf((int64_t)N * M), *dx_cpu = fbuf((int64_t)N * K);
     float *dw_cpu = fbuf((int64_t)M * K), *db_cpu = bias ? fbuf(M) : NULL;
     cpu_linear_fwd(y_cpu, x, w, b, N, K, M);
@@ -1106,9 +1112,10 @@ static void test_linear(int N, int K, int M, int dt, int bias, int accum) {
     cpu_linear_bwd_weight(dw_cpu, db_cpu, dy, x, N, K, M);
 
     tbuf *dx_in = tb_in("x", x, (int64_t)N * K, dt), *ddy = tb_in("dy", dy, (int64_t)N * M, dt);
-    tbuf *dw_in = tb_in("w", w, (int64_t)M * K, DT_F32),
+    tbuf *dw_in = tb_in("w", w, (int64_t)M * K, dt),
          *db_in = bias ? tb_in("b", b, M, DT_F32) : NULL;
-    const float *wd = (const float *)dw_in->d, *bd = bias ? (const float *)db_in->d : NULL;
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
 
     float *ref_y = ref_acc(y_cpu, NULL, (int64_t)N * M, dt);
     float *odx = old_for(accum, (int64_t)N * K, dt);
@@ -1532,19 +1539,23 @@ static void test_resample(int N, int H, int W, int C, int dt, int accum) {
 
 /* ======================= embeddings ======================= */
 
+/* The noising: every timestep of the schedule once (and both ends again), bit for bit
+ * cpu_ddpm_noise, which recomputes the product the table holds. */
 static void test_embedding(int dt) {
     char ctx[96];
     snprintf(ctx, sizeof ctx, "embedding %s", dtn(dt));
     case_begin();
-    const int N = 7, dim = 32, per = 75, T = 1000;
-    int32_t t[7];
-    for (int i = 0; i < N; i++) t[i] = (int32_t)(sg_test_next(&g_rng) % T);
-    t[0] = 0, t[1] = T - 1; /* both ends of the schedule */
+    const int T = 1000, N = T + 2, dim = 32, per = 5;
+    int32_t t[1002];
+    for (int i = 0; i < T; i++) t[i] = (int32_t)((i * 7 + 3) % T); /* every t, shuffled */
+    t[T] = 0, t[T + 1] = T - 1;                                    /* both ends of the schedule */
     float *x0 = rnd((int64_t)N * per, -1, 1), *eps = rnd((int64_t)N * per, -3, 3);
     float *emb = fbuf((int64_t)N * dim), *xt = fbuf((int64_t)N * per);
+    sg_ddpm_row *rows = (sg_ddpm_row *)halloc(sizeof(sg_ddpm_row) * T);
     cpu_timestep_emb(emb, t, N, dim);
     cpu_ddpm_noise(xt, x0, eps, t, N, per, T, 1e-4f, 0.02f);
-    tbuf *dt_ = tb_raw("t", t, sizeof t);
+    cpu_ddpm_table(rows, T, 1e-4f, 0.02f);
+    tbuf *dt_ = tb_raw("t", t, sizeof t), *dtab = tb_raw("table", rows, sizeof(sg_ddpm_row) * T);
     tbuf *dx0 = tb_in("x0", x0, (int64_t)N * per, DT_F32),
          *deps = tb_in("eps", eps, (int64_t)N * per, DT_F32);
     float *r_emb = ref_acc(emb, NULL, (int64_t)N * dim, dt),
@@ -1556,10 +1567,15 @@ static void test_embedding(int dt) {
         reset_all();
         CALL(cuda_timestep_emb, g_st, y->d, (const int32_t *)dt_->d, N, dim, dt);
         CALL(cuda_ddpm_noise, g_st, dxt->d, (const float *)dx0->d, (const float *)deps->d,
-             (const int32_t *)dt_->d, N, per, T, 1e-4f, 0.02f, dt);
+             (const int32_t *)dt_->d, dtab->d, N, per, T, dt);
         sync_stream();
         tb_check(y, r_emb, tol, rep, ctx);
-        tb_check(dxt, r_xt, tol, rep, ctx);
+        tb_check(dxt, r_xt, TOL_EXACT, rep, ctx);
+        /* bit for bit: the reference's value rounded to dt, every element */
+        uint8_t *got = (uint8_t *)halloc(dxt->bytes), *want = (uint8_t *)halloc(dxt->bytes);
+        tb_download(dxt, got);
+        to_bytes(want, r_xt, (int64_t)N * per, dt);
+        CHECK(!memcmp(got, want, dxt->bytes), "%s: x_t is not cpu_ddpm_noise's bits", ctx);
         guards_all(ctx);
     }
     case_end();
@@ -1705,6 +1721,78 @@ static void test_optim(int64_t n, int64_t step, int warmup, int with_scale, int 
         CUDA_OK(cudaMemcpy(&got, dstep2->d, 8, cudaMemcpyDeviceToHost));
         CHECK(got == step_next, "%s: step counter %lld, expected %lld", ctx, (long long)got,
               (long long)step_next);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
+/* The fused optimizer pass (cuda_adamw_ema): bit for bit cuda_adamw then cuda_ema on the device
+ * (p, m, v, ema, lr), the bf16 copy exactly round(p) (sg_f32_to_bf16), and within AdamW's
+ * tolerance of the CPU's fused pass. n not a multiple of 4 exercises the scalar tail after the
+ * 16-byte groups: every output element poisoned first, guard bytes around every buffer. */
+static void test_adamw_ema(int64_t n, int64_t step, int warmup, int with_scale, int sched,
+                           int ema_warm) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "adamw_ema n%lld step %lld warmup %d%s lr schedule %d%s",
+             (long long)n, (long long)step, warmup, with_scale ? " scale" : "", sched,
+             ema_warm ? " ema warm-up" : "");
+    const sg_lr_sched sc = {.decay_steps = 60, .lr_min = 0.1, .schedule = sched};
+    const sg_ema_sched warm = {1.0, 0.75};
+    case_begin();
+    const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, decay = 0.9999f;
+    float *p = rnd(n, -1, 1), *m = rnd(n, -0.1f, 0.1f), *v = rnd(n, 1e-4f, 1e-2f);
+    float *grad = rnd(n, -0.3f, 0.3f), *ema = rnd(n, -1, 1), scale = 0.8f, lr_ref = 0.0f;
+    float *p_ref = fbuf(n), *m_ref = fbuf(n), *v_ref = fbuf(n), *ema_ref = fbuf(n);
+    memcpy(p_ref, p, (size_t)n * 4), memcpy(m_ref, m, (size_t)n * 4);
+    memcpy(v_ref, v, (size_t)n * 4), memcpy(ema_ref, ema, (size_t)n * 4);
+    cpu_adamw_ema(p_ref, m_ref, v_ref, ema_ref, NULL, grad, n, with_scale ? &scale : NULL, step, lr,
+                  b1, b2, eps, wd, warmup, &sc, &lr_ref, decay, ema_warm ? &warm : NULL);
+
+    tbuf *dg = tb_in("grad", grad, n, DT_F32), *dstep = tb_raw("step", &step, 8);
+    tbuf *dscale = tb_in("scale", &scale, 1, DT_F32);
+    /* the separate kernels, in place on their own copies */
+    tbuf *sp = tb_out("p (adamw)", n, DT_F32, p), *sm = tb_out("m (adamw)", n, DT_F32, m);
+    tbuf *sv = tb_out("v (adamw)", n, DT_F32, v), *se = tb_out("ema (ema)", n, DT_F32, ema);
+    tbuf *slr = tb_out("lr (adamw)", 1, DT_F32, NULL);
+    /* the fused pass: fp32 regions in place, the bf16 copy and lr poisoned */
+    tbuf *fp = tb_out("p", n, DT_F32, p), *fm = tb_out("m", n, DT_F32, m);
+    tbuf *fv = tb_out("v", n, DT_F32, v), *fe = tb_out("ema", n, DT_F32, ema);
+    tbuf *fb = tb_out("p_bf16", n, DT_BF16, NULL), *flr = tb_out("lr", 1, DT_F32, NULL);
+    const float *dsc = with_scale ? (const float *)dscale->d : NULL;
+    const int64_t *dst = (const int64_t *)dstep->d;
+    uint8_t *a = (uint8_t *)halloc((size_t)n * 4), *b = (uint8_t *)halloc((size_t)n * 4);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_adamw, g_st, (float *)sp->d, (float *)sm->d, (float *)sv->d, (const float *)dg->d,
+             n, dsc, dst, lr, b1, b2, eps, wd, warmup, sc, (float *)slr->d);
+        CALL(cuda_ema, g_st, (float *)se->d, (const float *)sp->d, n, decay,
+             ema_warm ? &warm : NULL, dst);
+        CALL(cuda_adamw_ema, g_st, (float *)fp->d, (float *)fm->d, (float *)fv->d, (float *)fe->d,
+             rep ? (uint16_t *)fb->d : NULL, (const float *)dg->d, n, dsc, dst, lr, b1, b2, eps, wd,
+             warmup, sc, (float *)flr->d, decay, ema_warm ? &warm : NULL);
+        sync_stream();
+        tbuf *pairs[5][2] = {{sp, fp}, {sm, fm}, {sv, fv}, {se, fe}, {slr, flr}};
+        for (int k = 0; k < 5; k++) {
+            tb_download(pairs[k][0], a), tb_download(pairs[k][1], b);
+            CHECK(!memcmp(a, b, pairs[k][1]->bytes), "%s: %s is not the bits of adamw then ema",
+                  ctx, pairs[k][1]->name);
+        }
+        if (rep) {
+            /* the copy: round(p) for every element, none left poisoned */
+            uint16_t *h = (uint16_t *)halloc((size_t)n * 2);
+            float *pf = fbuf(n);
+            tb_download(fb, (uint8_t *)h), tb_download(fp, (uint8_t *)pf);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < n && bad < 0; i++)
+                if (h[i] != sg_f32_to_bf16(pf[i])) bad = i;
+            CHECK(bad < 0, "%s: p_bf16[%lld] = 0x%04x is not round(p) = 0x%04x", ctx,
+                  (long long)bad, bad < 0 ? 0 : h[bad], bad < 0 ? 0 : sg_f32_to_bf16(pf[bad]));
+        }
+        tb_check(fp, p_ref, 1e-5, rep, ctx);
+        tb_check(fm, m_ref, 1e-5, rep, ctx);
+        tb_check(fv, v_ref, 1e-5, rep, ctx);
+        tb_check(fe, ema_ref, 1e-5, rep, ctx);
+        tb_check(flr, &lr_ref, TOL_EXACT, rep, ctx);
         guards_all(ctx);
     }
     case_end();
@@ -1927,7 +2015,7 @@ static void test_graph(void) {
     tbuf *x = tb_in("x", rnd(rows * Ci, -1, 1), rows * Ci, DT_F32);
     tbuf *xb = tb_in("x bf16", rnd_dt(rows * Ci, -1, 1, DT_BF16), rows * Ci, DT_BF16);
     tbuf *w3 = tb_in("w3", rnd(nw, -0.3f, 0.3f), nw, DT_F32);
-    tbuf *w1 = tb_in("w1", rnd(nw1, -0.3f, 0.3f), nw1, DT_F32);
+    tbuf *w1 = tb_in("w1 bf16", rnd_dt(nw1, -0.3f, 0.3f, DT_BF16), nw1, DT_BF16);
     tbuf *b = tb_in("b", rnd(Co, -0.3f, 0.3f), Co, DT_F32);
     tbuf *gamma = tb_in("gamma", rnd(Ci, 0.5f, 1.5f), Ci, DT_F32);
     tbuf *beta = tb_in("beta", rnd(Ci, -0.5f, 0.5f), Ci, DT_F32);
@@ -1964,8 +2052,8 @@ static void test_graph(void) {
     do {                                                                                           \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,        \
              (const float *)b->d, NULL, N, H, W, Ci, Co, 3, 1, 1, DT_F32, ws->d, wsb);             \
-        CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), (const float *)w1->d,       \
-             (const float *)b->d, NULL, N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);            \
+        CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), w1->d, (const float *)b->d, \
+             NULL, N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                                 \
         CALL(cuda_group_norm_fwd, g_st, yg->d, (float *)mean->d, (float *)rstd->d,                 \
              sg_cat1(y3->d, Ci), (const float *)gamma->d, (const float *)beta->d, N, L, Ci, G,     \
              1e-6f, DT_F32);                                                                       \
@@ -2051,6 +2139,15 @@ static void test_errors(void) {
     rc = cuda_linear_fwd(g_st, g_blas, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16,
                          NULL, 0);
     CHECK(rc == SG_ERR, "bf16 linear without workspace must fail");
+    /* the fused optimizer pass on a region that is not 16-byte aligned (the arena's are) */
+    const int64_t step0 = 0;
+    tbuf *st = tb_raw("step", &step0, 8);
+    float *f = (float *)o->d;
+    const sg_lr_sched sc = {.decay_steps = 0, .lr_min = 0, .schedule = SG_LR_CONSTANT};
+    rc = cuda_adamw_ema(g_st, f + 1, f + 1024, f + 2048, f + 3072, NULL, (const float *)a->d, 1000,
+                        NULL, (const int64_t *)st->d, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0, sc, NULL,
+                        0.99f, NULL);
+    CHECK(rc == SG_ERR && strstr(sg_last_error(), "aligned"), "misaligned adamw_ema must fail");
     /* C % G != 0 */
     rc = cuda_group_norm_fwd(g_st, o->d, (float *)o->d, (float *)o->d, sg_cat1(a->d, 10),
                              (const float *)a->d, (const float *)a->d, 1, 4, 10, 3, 1e-6f, DT_F32);
@@ -2178,6 +2275,14 @@ int main(void) {
     test_optim(10001, 34, 10, 1, SG_LR_COSINE, 1);
     test_optim(4099, 45, 10, 0, SG_LR_LINEAR, 1);
     test_optim(257, 0, 0, 1, SG_LR_COSINE, 1); /* the EMA's first step: decay 0 */
+    /* the fused pass: lengths with 1, 2 and 3 elements after the last group of 4, one without,
+     * fewer than 4, and more values than one grid covers */
+    test_adamw_ema(10001, 6, 10, 1, SG_LR_CONSTANT, 0);
+    test_adamw_ema(4098, 34, 10, 0, SG_LR_COSINE, 1);
+    test_adamw_ema(259, 0, 0, 1, SG_LR_LINEAR, 1);
+    test_adamw_ema(4096, 45, 10, 1, SG_LR_LINEAR, 1);
+    test_adamw_ema(3, 2, 10, 1, SG_LR_CONSTANT, 0);
+    test_adamw_ema(3000002, 20, 10, 0, SG_LR_CONSTANT, 0);
     test_clip_ema_exact();
     test_loss_watch();
     test_graph();

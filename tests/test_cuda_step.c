@@ -14,6 +14,9 @@
  *   inside the tensor-core convolutions that read them) gives the unfused step's (--fuse 0)
  *   losses and final state bit for bit, on the GPU and on the CPU (which materialises the fused
  *   operands with its apply kernel: the same values);
+ * - bf16: the weight copy equals round(params) after the steps of every run, and a resume
+ *   (1 step, checkpoint, a fresh executor loading it, 1 step) gives the straight run's losses
+ *   and final state bit for bit, its copy remade from the loaded parameters;
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/exec.h"
 #include "tests/sg_test.h"
@@ -51,6 +55,20 @@ static uint8_t *data_for(const sg_model_cfg *c) {
     return d;
 }
 
+/* bf16 runs: the plan's weight copy (what every bf16 conv and linear reads) is round(params),
+ * element for element, on this backend; fp32 runs have none */
+static int copy_is_rounded(sg_exec *e) {
+    const sg_step_io *io = &e->plan.io;
+    if (io->params_bf16 < 0) return 1;
+    const int64_t n = sg_numel(&e->plan.g.t[io->params]);
+    float *w = malloc((size_t)n * 4);
+    sg_bf16 *h = malloc((size_t)n * 2);
+    int ok = !sg_exec_read(e, io->params, w) && !sg_exec_read(e, io->params_bf16, h);
+    for (int64_t i = 0; i < n && ok; i++) ok = h[i] == sg_f32_to_bf16(w[i]);
+    free(w), free(h);
+    return ok;
+}
+
 /* losses of `steps` steps and the final params+m+v+ema bytes */
 static int run(const sg_model_cfg *c, const uint8_t *data, sg_backend *be, int steps, float *loss,
                unsigned char **state, int64_t *bytes) {
@@ -70,6 +88,8 @@ static int run(const sg_model_cfg *c, const uint8_t *data, sg_backend *be, int s
         }
         loss[s] = sg_exec_loss(&e);
     }
+    CHECK(copy_is_rounded(&e), "%s: after %d steps the bf16 weight copy is not round(params)",
+          be->name, steps);
     int regions[4] = {e.plan.io.params, e.plan.io.adam_m, e.plan.io.adam_v, e.plan.io.ema};
     int64_t rb = e.plan.g.t[e.plan.io.params].bytes;
     *bytes = 4 * rb;
@@ -84,6 +104,69 @@ static sg_backend *cuda_on(int use_graph, int engine) {
     sg_backend *be = sg_backend_cuda_create(0, use_graph);
     if (be) be->conv_engine = engine;
     return be;
+}
+
+/* Resume on the CUDA backend (bf16: the weight copy must be remade from the loaded parameters):
+ * 2 straight steps vs 1 step, a checkpoint, a fresh executor that loads it, 1 step: the same
+ * losses and the same final state, bit for bit, and the copy equal to round(params) right
+ * after the load (what the first resumed step's convs and linears read). */
+static void check_resume(const sg_model_cfg *c, const uint8_t *data, int engine) {
+    char nm[64], dir[] = "/tmp/sg_cuda_step_XXXXXX", path[256];
+    snprintf(nm, sizeof nm, "resume %s, conv engine %s", c->act_dt == DT_BF16 ? "bf16" : "fp32",
+             sg_conv_engine_name(engine));
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/k.sgck", dir);
+    float straight[2], resumed[2];
+    unsigned char *ss = NULL, *sr = NULL;
+    int64_t bs = 0, br = 0;
+    sg_exec e;
+    int ok = !run(c, data, cuda_on(1, engine), 2, straight, &ss, &bs) &&
+             !sg_exec_init(&e, c, 1, cuda_on(1, engine));
+    ok = ok && !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&
+         !sg_exec_init_state(&e, 11) && !sg_exec_step(&e) && !sg_exec_save(&e, path, NULL);
+    if (ok) resumed[0] = sg_exec_loss(&e);
+    sg_exec_free(&e);
+    ok = ok && !sg_exec_init(&e, c, 1, cuda_on(1, engine)) &&
+         !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&
+         !sg_exec_load(&e, path, 0, 0);
+    CHECK(ok, "%s: %s", nm, sg_last_error());
+    if (ok) {
+        CHECK(copy_is_rounded(&e), "%s: after the load the bf16 weight copy is not round(params)",
+              nm);
+        ok = !sg_exec_step(&e);
+        CHECK(ok, "%s: the resumed step: %s", nm, sg_last_error());
+        resumed[1] = sg_exec_loss(&e);
+        int regions[4] = {e.plan.io.params, e.plan.io.adam_m, e.plan.io.adam_v, e.plan.io.ema};
+        const int64_t rb = e.plan.g.t[e.plan.io.params].bytes;
+        br = 4 * rb;
+        sr = malloc((size_t)br);
+        for (int k = 0; k < 4; k++) sg_exec_read(&e, regions[k], sr + k * rb);
+        CHECK(!memcmp(straight, resumed, sizeof straight),
+              "%s: losses %.9g %.9g vs straight %.9g "
+              "%.9g",
+              nm, resumed[0], resumed[1], straight[0], straight[1]);
+        CHECK(bs == br && !memcmp(ss, sr, (size_t)bs),
+              "%s: the final state differs from the "
+              "straight run's",
+              nm);
+    }
+    sg_exec_free(&e);
+    unlink(path);
+    rmdir(dir);
+    free(ss), free(sr);
+}
+
+static void check_resume_bf16(int engine) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = DT_BF16;
+    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
+    c.data_n = 64;
+    c.warmup = 1;
+    c.lr = 1e-3f;
+    uint8_t *data = data_for(&c);
+    check_resume(&c, data, engine);
+    free(data);
 }
 
 /* accum: K micro-batches per step (--grad-accum); the batch is rounded up to a multiple */
@@ -189,6 +272,7 @@ int main(void) {
     for (int engine = SG_CONV_ENGINE_AUTO; engine <= last_engine; engine++) {
         check_precision(DT_F32, engine, 1);
         check_precision(DT_BF16, engine, 1);
+        check_resume_bf16(engine);
         if (env_int("SG_TEST_ACCUM", 0, 1, 1))
             check_precision(DT_F32, engine, 2); /* accumulation inside the captured graph */
     }

@@ -13,7 +13,8 @@
  * pack with the engine's uids and pointers must finalize too.
  *
  * The engine's static functions are reached by including the .c file (tests may include
- * anything); cuda_copy, the one kernel it launches, is a stub that is never called here.
+ * anything); cuda_copy, the one kernel it launches (widening a bf16 dw), is a stub that is never
+ * called here.
  * Exits 77 (SKIP) only when cuDNN itself cannot create a descriptor on this machine.
  */
 #include "kernels/cuda/cudnn_conv.c"
@@ -34,7 +35,7 @@ static void check_graph(sg_cudnn *c, const sg_cudnn_conv *cv, int variant) {
              cv->dt == DT_BF16 ? "bf16" : "f32", cv->K, cv->S, cv->pad, cv->N, cv->H, cv->W, cv->Ci,
              cv->Co, cv->accum ? " accum" : "", variant);
     dnn_key k;
-    dnn_key_of(cv, 1, c->ws, &k);
+    dnn_key_of(cv, &k);
     dnn_graph g;
     int rc = dnn_graph_make(c, &k, variant, &g);
     const char *err = rc ? sg_last_error() : "";
@@ -91,7 +92,7 @@ int main(void) {
                                         .out = (void *)(uintptr_t)0x7f0010000000ull,
                                         .in = (void *)(uintptr_t)0x7f0020000000ull,
                                         .x = (void *)(uintptr_t)0x7f0030000000ull,
-                                        .w = (const float *)(uintptr_t)0x7f0040000000ull,
+                                        .w = (const void *)(uintptr_t)0x7f0040000000ull,
                                         .b = (const float *)(uintptr_t)0x7f0050000000ull};
                     CHECK(dnn_check(&c, &cv) == SG_OK, "dnn_check: %s", sg_last_error());
                     check_graph(&c, &cv, 0), graphs++;
@@ -116,11 +117,11 @@ int main(void) {
                             .dt = DT_BF16,
                             .out = (void *)(uintptr_t)0x7f0010000000ull,
                             .in = (void *)(uintptr_t)0x7f0020000000ull,
-                            .w = (const float *)(uintptr_t)0x7f0040000000ull,
+                            .w = (const void *)(uintptr_t)0x7f0040000000ull,
                             .b = (const float *)(uintptr_t)0x7f0050000000ull};
         dnn_entry en;
         memset(&en, 0, sizeof en);
-        dnn_key_of(&fw, 1, c.ws, &en.key);
+        dnn_key_of(&fw, &en.key);
         en.ok = 1, en.bias_fused = 1, en.engine = 12, en.ws_bytes = 4096, en.nknobs = 2;
         en.knob_type[0] = 3, en.knob_value[0] = 1, en.knob_type[1] = 17, en.knob_value[1] = -2;
         c.e = &en, c.n = 1;

@@ -11,6 +11,7 @@
 
 #include "checkpoints/ckpt.h"
 #include "graph/exec.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/sg_test.h"
 
 static uint8_t *fake_data(const sg_model_cfg *c) {
@@ -64,6 +65,59 @@ static void run(const sg_model_cfg *c, const uint8_t *data, int steps, uint64_t 
     sg_exec_free(&e);
 }
 
+/* bf16 runs: the weight copy holds round(params) element for element (sg_f32_to_bf16), and it is
+ * what every bf16 conv / linear of the step reads: the first index where not, or -1. fp32 runs
+ * have no copy (and no bytes for one). */
+static int64_t copy_mismatch(sg_exec *e) {
+    const sg_plan *p = &e->plan;
+    const sg_graph *g = &p->g;
+    if (p->io.params_bf16 < 0) {
+        CHECK(p->role_bytes[ROLE_PARAM_BF16] == 0, "an fp32 plan has %lld bytes of bf16 copy",
+              (long long)p->role_bytes[ROLE_PARAM_BF16]);
+        return -1;
+    }
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR &&
+            nd->op != OP_LINEAR_BWD_DATA)
+            continue;
+        const sg_tensor *w = &g->t[nd->in[1]];
+        CHECK(w->role == ROLE_PARAM_BF16 && w->copy_of >= 0 &&
+                  (w->offset - g->t[p->io.params_bf16].offset) * 2 ==
+                      g->t[w->copy_of].offset - g->t[p->io.params].offset,
+              "node %d (%s) does not read its weights' bf16 copy (%s)", i, sg_ops[nd->op].name,
+              w->name);
+    }
+    const int64_t n = sg_numel(&g->t[p->io.params]);
+    CHECK(sg_numel(&g->t[p->io.params_bf16]) == n, "the copy has %lld elements, params %lld",
+          (long long)sg_numel(&g->t[p->io.params_bf16]), (long long)n);
+    float *w = malloc((size_t)n * 4);
+    sg_bf16 *h = malloc((size_t)n * 2);
+    int64_t bad = -1;
+    if (sg_exec_read(e, p->io.params, w) || sg_exec_read(e, p->io.params_bf16, h)) bad = 0;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (h[i] != sg_f32_to_bf16(w[i])) bad = i;
+    free(w), free(h);
+    return bad;
+}
+
+/* The noising table the CUDA kernel reads: written by sg_exec_init, every timestep's
+ * coefficients as the CPU reference computes them (kernels/cpu: cpu_ddpm_table). */
+static void check_ddpm_table(sg_exec *e, const char *name) {
+    const sg_plan *p = &e->plan;
+    CHECK(p->io.ddpm_table >= 0, "%s: the training plan has no noising table", name);
+    if (p->io.ddpm_table < 0) return;
+    const int T = p->cfg.T;
+    sg_ddpm_row *want = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    sg_ddpm_row *got = malloc(sizeof(sg_ddpm_row) * (size_t)T);
+    cpu_ddpm_table(want, T, p->cfg.beta1, p->cfg.betaT);
+    CHECK(p->g.t[p->io.ddpm_table].bytes == (int64_t)sizeof(sg_ddpm_row) * T &&
+              sg_exec_read(e, p->io.ddpm_table, got) == SG_OK &&
+              !memcmp(got, want, sizeof(sg_ddpm_row) * (size_t)T),
+          "%s: the noising table is not cpu_ddpm_table's", name);
+    free(want), free(got);
+}
+
 static void test_determinism_and_resume(sg_dtype dt) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
@@ -96,16 +150,25 @@ static void test_determinism_and_resume(sg_dtype dt) {
     sg_exec e;
     CHECK(open_exec(&e, &c, data) == SG_OK, "init");
     sg_exec_init_state(&e, 7);
+    CHECK(copy_mismatch(&e) < 0, "%s: the weight copy after initialisation is not round(params)",
+          name);
     for (int s = 0; s < K; s++) {
         sg_exec_step(&e);
         r.losses[s] = sg_exec_loss(&e);
     }
+    CHECK(copy_mismatch(&e) < 0, "%s: the weight copy after %d steps is not round(params)", name,
+          K);
     CHECK(sg_exec_save(&e, path, NULL) == SG_OK, "%s: save: %s", name, sg_last_error());
     sg_exec_free(&e);
     CHECK(open_exec(&e, &c, data) == SG_OK, "init 2");
+    check_ddpm_table(&e, name);
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "%s: load: %s", name, sg_last_error());
     CHECK(sg_exec_step_count(&e) == K, "%s: resumed at step %lld", name,
           (long long)sg_exec_step_count(&e));
+    /* what the first resumed step's convs and linears read: round(the loaded params) */
+    int64_t bad = copy_mismatch(&e);
+    CHECK(bad < 0, "%s: after the resume the weight copy differs from round(params) at %lld", name,
+          (long long)bad);
     for (int s = K; s < N; s++) {
         sg_exec_step(&e);
         r.losses[s] = sg_exec_loss(&e);

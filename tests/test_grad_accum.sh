@@ -102,7 +102,7 @@ ok "plan shows micro-batches, K and global batch" \
 # residual adds into the convolutions before them, which leaves the 28 add nodes and one of
 # the two gradient copies of each; 209 and 370 with --fuse 0)
 ok "plan: 4 micro-batches x (forward, backward), one optimizer" \
-    'grep -q "4 micro-batches x (181 forward, 292 backward), 6 optimizer" "$tmp/p4.txt"'
+    'grep -q "4 micro-batches x (181 forward, 292 backward), 5 optimizer" "$tmp/p4.txt"'
 arena() { sed -n 's/^  arena .*(\([0-9,]*\) bytes.*/\1/p' "$1"; }
 ok "arena of bs128 K=4 = arena of bs32 ($(arena "$tmp/p4.txt") vs $(arena "$tmp/p32.txt"))" \
     '[ -n "$(arena "$tmp/p4.txt")" ] && [ "$(arena "$tmp/p4.txt")" = "$(arena "$tmp/p32.txt")" ]'

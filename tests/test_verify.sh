@@ -23,6 +23,11 @@ $verify --model unet_tiny --steps 3 --grad-accum 2 >"$tmp/out.txt" 2>"$tmp/err.t
 ok "--grad-accum 2: clean run exits 0" '[ $rc -eq 0 ] && grep -q "^overall: PASS" "$tmp/out.txt"'
 ok "--grad-accum 2: says so" 'grep -q "batch 4 as 2 micro-batches" "$tmp/err.txt"'
 
+# bf16: the stop/resume check runs on the weight copy remade from the loaded parameters
+$verify --model unet_tiny --steps 3 --precision bf16 >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+ok "--precision bf16: clean run exits 0, (b) passes" \
+    '[ $rc -eq 0 ] && grep -Eq "^\(b\) stop/resume vs straight +PASS" "$tmp/out.txt" && grep -q "^overall: PASS" "$tmp/out.txt"'
+
 # machine-readable
 $verify --model unet_tiny --steps 2 --resume-at 1 --seed 3 --json >"$tmp/out.json" 2>/dev/null; rc=$?
 ok "json run exits 0" '[ $rc -eq 0 ]'

@@ -14,7 +14,8 @@
 #include "planner/plan.h"
 #include "tools/cli.h"
 
-static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's', 'D', 'S', 't', 'w', 'R'};
+static const char role_char[ROLE_COUNT] = {'P', 'G', 'm', 'v', 'E', 's',
+                                           'D', 'S', 't', 'w', 'R', 'b'};
 
 static const char *human(int64_t b, char *buf) {
     double x = (double)b;
@@ -289,8 +290,7 @@ static void print_text(const sg_plan *p, int table) {
         int bi = -1;
         for (int t = 0; t < g->nt; t++) {
             const sg_tensor *x = &g->t[t];
-            if (sg_tensor_virtual(x) || x->role <= ROLE_INPUT || x->role == ROLE_WORKSPACE)
-                continue;
+            if (sg_tensor_virtual(x) || sg_role_persistent(x->role)) continue;
             if (x->first > p->peak_node || x->last < p->peak_node) continue;
             int dup = 0;
             for (int s = 0; s < ns; s++) dup |= shown[s] == t;

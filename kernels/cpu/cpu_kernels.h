@@ -123,6 +123,9 @@ double sg_ddpm_abar(int t, int T, double beta1, double betaT);
 double sg_ddpm_beta(int t, int T, double beta1, double betaT);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT);
+/* The noising table (common/sg_schedule.h): rows[t] = {sqrt(abar_t), sqrt(1 - abar_t)} for
+ * t < T, the values cpu_ddpm_noise multiplies, bit for bit. */
+void cpu_ddpm_table(sg_ddpm_row *rows, int T, float beta1, float betaT);
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
@@ -170,6 +173,13 @@ void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const
  * the 0-based step being finished, at most decay (sg_ema_decay_at) */
 void cpu_ema(float *ema, const float *p, int64_t n, float decay, const sg_ema_sched *warm,
              int64_t step);
+/* cpu_adamw, then cpu_ema of the updated parameters, in one pass: p, m, v, ema and lr_out end
+ * bit for bit as the two calls leave them (shared per-element expressions). p_copy (NULL: none)
+ * receives the updated p: the CPU backend rounds it once into the bf16 weight copy. */
+void cpu_adamw_ema(float *p, float *m, float *v, float *ema, float *p_copy, const float *grad,
+                   int64_t n, const float *scale, int64_t step, float lr, float b1, float b2,
+                   float eps, float wd, int warmup, const sg_lr_sched *sched, float *lr_out,
+                   float decay, const sg_ema_sched *warm);
 /* The trainer's watch (one step-state scalar each): when the loss or the gradient sum of
  * squares is not finite and *watch is still 0, *watch = step + 1 (the 1-based step that went
  * wrong); always *loss_sum += *loss (the trainer averages and resets it per log line). */

@@ -11,6 +11,8 @@
  * DDPM (Ho et al. 2020) with linear betas over T steps:
  *   beta_i = beta1 + (betaT - beta1) * i / (T-1),  abar_t = prod_{i<=t} (1 - beta_i),
  *   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
+ * The CUDA noising reads the coefficients from a table of every timestep's (cpu_ddpm_table,
+ * written once per run by the executor) instead of recomputing the product: the same values.
  */
 #include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -49,11 +51,22 @@ double sg_ddpm_beta(int t, int T, double beta1, double betaT) {
     return T > 1 ? beta1 + (betaT - beta1) * t / (T - 1) : beta1;
 }
 
+/* timestep t's coefficients: the one expression cpu_ddpm_noise and cpu_ddpm_table share */
+static sg_ddpm_row ddpm_row(int t, int T, float beta1, float betaT) {
+    const double abar = sg_ddpm_abar(t, T, beta1, betaT);
+    const sg_ddpm_row r = {sqrt(abar), sqrt(1.0 - abar)};
+    return r;
+}
+
+void cpu_ddpm_table(sg_ddpm_row *rows, int T, float beta1, float betaT) {
+    for (int t = 0; t < T; t++) rows[t] = ddpm_row(t, T, beta1, betaT);
+}
+
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     int T, float beta1, float betaT) {
     for (int n = 0; n < N; n++) {
-        double abar = sg_ddpm_abar(t[n], T, beta1, betaT);
-        double a = sqrt(abar), s = sqrt(1.0 - abar);
+        const sg_ddpm_row r = ddpm_row(t[n], T, beta1, betaT);
+        const double a = r.sqrt_abar, s = r.sqrt_1m_abar;
         int64_t off = (int64_t)n * per;
         for (int i = 0; i < per; i++) xt[off + i] = (float)(a * x0[off + i] + s * eps[off + i]);
     }

@@ -17,6 +17,9 @@
  *        The per-step scalars (lr_t, bias corrections) are computed once in double; the
  *        per-element update is also done in double and rounded once per stored value.
  * EMA    ema = decay ema + (1 - decay) p.
+ * AdamW + EMA in one pass (cpu_adamw_ema, the training step's optimizer): per element the
+ *        AdamW update, then the EMA of the updated value, then its copy for the bf16 weights;
+ *        the same expressions as cpu_adamw followed by cpu_ema, so the same bits.
  */
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -42,26 +45,61 @@ void cpu_clip_scale(float *scale, const float *sumsq, float max_norm) {
     scale[0] = (float)(s < 1.0 ? s : 1.0);
 }
 
+/* One AdamW step's scalars, computed once in double. */
+typedef struct {
+    double lr_t, bc1, bc2, gs, b1, b2, eps, wd;
+} adamw_step;
+
+static adamw_step adamw_step_at(const float *scale, int64_t step, float lr, float b1, float b2,
+                                float eps, float wd, int warmup, const sg_lr_sched *sched) {
+    const double k = (double)step + 1.0;
+    adamw_step s;
+    s.lr_t = sg_lr_at((double)lr, step + 1, warmup, sched ? sched->schedule : SG_LR_CONSTANT,
+                      sched ? sched->decay_steps : 0, sched ? sched->lr_min : 0.0);
+    s.bc1 = 1.0 - pow((double)b1, k), s.bc2 = 1.0 - pow((double)b2, k);
+    s.gs = scale ? (double)scale[0] : 1.0; /* NULL scale: no clipping */
+    s.b1 = b1, s.b2 = b2, s.eps = eps, s.wd = wd;
+    return s;
+}
+
+/* Element i's update: the one expression cpu_adamw and cpu_adamw_ema share, so their bits
+ * agree by construction. */
+static inline void adamw_update(const adamw_step *s, float *p, float *m, float *v, float grad) {
+    double g = (double)grad * s->gs;
+    double mi = s->b1 * *m + (1.0 - s->b1) * g;
+    double vi = s->b2 * *v + (1.0 - s->b2) * g * g;
+    double pi = *p;
+    pi -= s->lr_t * ((mi / s->bc1) / (sqrt(vi / s->bc2) + s->eps) + s->wd * pi);
+    *m = (float)mi;
+    *v = (float)vi;
+    *p = (float)pi;
+}
+
+/* The EMA of one element (shared likewise by cpu_ema and cpu_adamw_ema). */
+static inline float ema_update(double d, float ema, float p) {
+    return (float)(d * ema + (1.0 - d) * p);
+}
+
 void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
                int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
                const sg_lr_sched *sched, float *lr_out) {
-    double k = (double)step + 1.0;
-    double lr_t = sg_lr_at((double)lr, step + 1, warmup, sched ? sched->schedule : SG_LR_CONSTANT,
-                           sched ? sched->decay_steps : 0, sched ? sched->lr_min : 0.0);
-    double bc1 = 1.0 - pow((double)b1, k), bc2 = 1.0 - pow((double)b2, k);
-    double gs = scale ? (double)scale[0] : 1.0; /* NULL scale: no clipping */
-    double db1 = b1, db2 = b2, deps = eps, dwd = wd;
+    const adamw_step s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched);
+    for (int64_t i = 0; i < n; i++) adamw_update(&s, &p[i], &m[i], &v[i], grad[i]);
+    if (lr_out) lr_out[0] = (float)s.lr_t;
+}
+
+void cpu_adamw_ema(float *p, float *m, float *v, float *ema, float *p_copy, const float *grad,
+                   int64_t n, const float *scale, int64_t step, float lr, float b1, float b2,
+                   float eps, float wd, int warmup, const sg_lr_sched *sched, float *lr_out,
+                   float decay, const sg_ema_sched *warm) {
+    const adamw_step s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched);
+    const double d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power) : decay;
     for (int64_t i = 0; i < n; i++) {
-        double g = (double)grad[i] * gs;
-        double mi = db1 * m[i] + (1.0 - db1) * g;
-        double vi = db2 * v[i] + (1.0 - db2) * g * g;
-        double pi = p[i];
-        pi -= lr_t * ((mi / bc1) / (sqrt(vi / bc2) + deps) + dwd * pi);
-        m[i] = (float)mi;
-        v[i] = (float)vi;
-        p[i] = (float)pi;
+        adamw_update(&s, &p[i], &m[i], &v[i], grad[i]);
+        ema[i] = ema_update(d, ema[i], p[i]); /* the updated p, as cpu_ema after cpu_adamw */
+        if (p_copy) p_copy[i] = p[i];
     }
-    if (lr_out) lr_out[0] = (float)lr_t;
+    if (lr_out) lr_out[0] = (float)s.lr_t;
 }
 
 void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, void *watch,
@@ -76,5 +114,5 @@ void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, voi
 void cpu_ema(float *ema, const float *p, int64_t n, float decay, const sg_ema_sched *warm,
              int64_t step) {
     double d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power) : decay;
-    for (int64_t i = 0; i < n; i++) ema[i] = (float)(d * ema[i] + (1.0 - d) * p[i]);
+    for (int64_t i = 0; i < n; i++) ema[i] = ema_update(d, ema[i], p[i]);
 }

@@ -1,8 +1,9 @@
 /* conv.cu — 2-D convolution, forward and both backward passes.
  *
  * Shapes (NHWC, weights [Co][K][K][Ci]): x[N,H,W,Ci] given as a channel concatenation
- * (sg_cat, Ci = c0 + c1), w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2}, zero
- * padding: pad (0..K/2) at the top/left, at the bottom/right what the output size needs (the
+ * (sg_cat, Ci = c0 + c1), w[Co,K,K,Ci] in the activations' dtype (fp32: the master weights;
+ * bf16: their bf16 copy, kept by the optimizer), b[Co] fp32, y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2},
+ * zero padding: pad (0..K/2) at the top/left, at the bottom/right what the output size needs (the
  * kernels only test ih < H), Ho = (H + 2 (K/2) - K) / S + 1. P = N*Ho*Wo output pixels.
  *
  * Paths (cuda_conv2d_path, one for all three passes of a convolution):
@@ -27,7 +28,8 @@
  * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
  * thread (tm = tid / 16, tn = tid % 16) owns the 4 x 4 outputs (tm + 16 i, tn + 16 j), so a
  * warp's 16 consecutive tn write 16 consecutive channels. fp32 arithmetic throughout (bf16 is
- * widened on load, rounded once on store). A reduction slice
+ * widened on load, rounded once on store; the weights come in the activations' dtype, bf16:
+ * the plan's bf16 copy). A reduction slice
  * never straddles a tap or a concatenation part (the loops run part, tap, channel block), so
  * each tile load reads contiguous channels of one pixel of one buffer.
  *
@@ -66,7 +68,7 @@ __device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_
  * Bs[lk..lk+3][lrow] (output channel lrow, the same 4 input channels), lrow = tid / 4,
  * lk = 4 (tid % 4). Compute: 4 x 4 outputs per thread (see the file comment). */
 __global__ void __launch_bounds__(CONV_THREADS)
-    conv_fwd_kernel(void *y, sg_cat x, const float *w, const float *bias, int N, int H, int W,
+    conv_fwd_kernel(void *y, sg_cat x, const void *w, const float *bias, int N, int H, int W,
                     int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int dt) {
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
         ow = r % Wo;
     }
     /* the weight row this thread loads (clamped: never read when co_ld >= Co) */
-    const float *wrow = w + (int64_t)(co_ld < Co ? co_ld : 0) * KK * Ci;
+    const int64_t wrow = (int64_t)(co_ld < Co ? co_ld : 0) * KK * Ci;
     float acc[4][4] = {};
     for (int part = 0; part < 2; part++) {
         /* (ternaries, not x.c[part]: a dynamic index would copy x to local memory) */
@@ -96,13 +98,13 @@ __global__ void __launch_bounds__(CONV_THREADS)
             const int ih = oh * S - pad + tap / K, iw = ow * S - pad + tap % K;
             const bool valid = p < P && ih >= 0 && ih < H && iw >= 0 && iw < W;
             const int64_t abase = valid ? (((int64_t)n * H + ih) * W + iw) * cp : 0;
-            const float *wtap = wrow + (int64_t)tap * Ci + coff;
+            const int64_t wtap = wrow + (int64_t)tap * Ci + coff;
             for (int c0 = 0; c0 < cp; c0 += CONV_BK) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int ci = c0 + lk + e;
                     As[lk + e][lrow] = valid && ci < cp ? dev_ld(src, abase + ci, dt) : 0.0f;
-                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? wtap[ci] : 0.0f;
+                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? dev_ld(w, wtap + ci, dt) : 0.0f;
                 }
                 __syncthreads();
                 conv_tile_fma(acc, As, Bs, tm, tn);
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
  * is none; Bs[bk + 4e][bcol] = w[co][tap][ci] with bcol = tid % 64 the input channel and
  * bk = tid / 64 (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
 __global__ void __launch_bounds__(CONV_THREADS)
-    conv_bwd_data_kernel(sg_cat dx, const void *dy, const float *w, int N, int H, int W, int Ci,
+    conv_bwd_data_kernel(sg_cat dx, const void *dy, const void *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
@@ -159,8 +161,9 @@ __global__ void __launch_bounds__(CONV_THREADS)
                 const int co = c0 + lk + e;
                 As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
                 const int kb = bk + 4 * e, cob = c0 + kb;
-                Bs[kb][bcol] =
-                    cob < Co && ci_ld < Ci ? w[((int64_t)cob * KK + tap) * Ci + ci_ld] : 0.0f;
+                Bs[kb][bcol] = cob < Co && ci_ld < Ci
+                                   ? dev_ld(w, ((int64_t)cob * KK + tap) * Ci + ci_ld, dt)
+                                   : 0.0f;
             }
             __syncthreads();
             conv_tile_fma(acc, As, Bs, tm, tn);
@@ -309,14 +312,14 @@ static int conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path p
     return SG_OK;
 }
 
-int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
+int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const sg_conv_path path = cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt);
     if (conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_TENSOR_CORE)
-        return cu_conv_tc_fwd(st, y, x, w, b, fuse, N, H, W, Ci, Co, K, S, pad, ws, ws_bytes);
+        return cu_conv_tc_fwd(st, y, x, (const uint16_t *)w, b, fuse, N, H, W, Ci, Co, K, S, pad);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     if (K == 1 && S == 1) {
@@ -333,12 +336,13 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const flo
     return fuse && fuse->res ? cuda_add_fwd(st, y, fuse->res, y, P * Co, dt) : SG_OK;
 }
 
-int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     if (cuda_conv2d_path(dx, dy, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
-        return cu_conv_tc_bwd_data(st, dx, dy, w, N, H, W, Ci, Co, K, S, pad, accum, ws, ws_bytes);
+        return cu_conv_tc_bwd_data(st, dx, dy, (const uint16_t *)w, N, H, W, Ci, Co, K, S, pad,
+                                   accum);
     if (K == 1 && S == 1)
         return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
                                 ws_bytes);

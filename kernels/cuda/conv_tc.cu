@@ -5,9 +5,9 @@
  * aligned operands); fp32 convolutions never come here (no TF32).
  *
  * Shapes as conv.cu: x[N,H,W,Ci] (sg_cat: channel c from p[0] when c < c[0], else from p[1]),
- * w[Co][K][K][Ci] fp32 (rounded to a bf16 copy in the workspace once per call, by
- * conv_tc_weights_bf16: the one place a later bf16 weight copy of the optimizer replaces),
- * y[N,Ho,Wo,Co], K in {1,3}, S in {1,2}, zero padding `pad` at the top/left.
+ * w[Co][K][K][Ci] bf16 (the plan's bf16 copy of the weights, written by the optimizer's pass
+ * and on every upload of the parameters: nothing here converts them), y[N,Ho,Wo,Co], K in
+ * {1,3}, S in {1,2}, zero padding `pad` at the top/left.
  *
  * The three GEMMs (tap = kh*K + kw, channels innermost in the reduction):
  *   forward   M = P = N*Ho*Wo pixels, N = Co, reduction over (tap, part, ci):
@@ -616,13 +616,6 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
 
 /* =============================== launchers =============================== */
 
-/* The fp32 weights as bf16 in the workspace, once per call: the one place the conversion
- * happens (a bf16 weight copy kept by the optimizer will replace this call). */
-static int conv_tc_weights_bf16(cudaStream_t st, uint16_t *wb, const float *w, int Ci, int Co,
-                                int K) {
-    return cu_to_bf16(st, wb, w, (int64_t)Co * K * K * Ci);
-}
-
 /* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
  * work: allowed during capture). */
 template <class F> static int conv_tc_smem(F *kernel, int bytes, const char *name) {
@@ -686,12 +679,9 @@ static sg_conv_fuse conv_tc_fuse(const sg_conv_fuse *fuse) {
     return f;
 }
 
-int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b,
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
-                   int pad, void *ws, int64_t ws_bytes) {
-    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, "cuda_conv2d_fwd (tensor cores)");
-    uint16_t *wb = (uint16_t *)ws;
-    if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
+                   int pad) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
@@ -714,12 +704,8 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
     return SG_OK;
 }
 
-int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float *w, int N, int H,
-                        int W, int Ci, int Co, int K, int S, int pad, int accum, void *ws,
-                        int64_t ws_bytes) {
-    SG_WS_CHECK(sg_ws_conv_tc_weights(Ci, Co, K), ws_bytes, "cuda_conv2d_bwd_data (tensor cores)");
-    uint16_t *wb = (uint16_t *)ws;
-    if (conv_tc_weights_bf16(st, wb, w, Ci, Co, K)) return SG_ERR;
+int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
+                        int H, int W, int Ci, int Co, int K, int S, int pad, int accum) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S), Ci, S * S, &bm, &bn);

@@ -190,30 +190,26 @@ int cu_blas_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasOpe
 /* linear.cu: GEMM layers on rows x channels (linear layers and 1x1 stride-1 convs).
  * y[rows][Co] = x[rows][Ci] w[Co][Ci]^T + b; x a concatenation along Ci.
  * Scratch rules: sg_ws_gemm_fwd / _bwd_data / _bwd_weight. */
-int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w, const float *b,
+int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w, const float *b,
                 int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes);
-int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                      int64_t rows, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes);
 int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
 /* conv_tc.cu: the tensor-core convolutions behind conv.cu's launchers (SG_CONV_PATH_TENSOR_CORE:
- * bf16 activations, conv.cu has checked the arguments; fuse: NULL, or a prologue to compute).
- * Forward and backward data take sg_ws_conv_tc_weights bytes of ws for the bf16 weights; backward
- * weight writes `chunks` fp32 partials [chunk][Co][K][K][Ci] of chunk_len output pixels each into
- * part. */
-int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const float *w, const float *b,
+ * bf16 activations and bf16 weights wb, conv.cu has checked the arguments; fuse: NULL, or a
+ * prologue to compute, and/or the residual to add). Forward and backward data take no scratch;
+ * backward weight writes `chunks` fp32 partials [chunk][Co][K][K][Ci] of chunk_len output pixels
+ * each into part. */
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
-                   int pad, void *ws, int64_t ws_bytes);
-int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const float *w, int N, int H,
-                        int W, int Ci, int Co, int K, int S, int pad, int accum, void *ws,
-                        int64_t ws_bytes);
+                   int pad);
+int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
+                        int H, int W, int Ci, int Co, int K, int S, int pad, int accum);
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
                           const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
                           int S, int pad, int64_t chunks, int64_t chunk_len);
-
-/* linear.cu: dst[i] = bf16(src[i]), i < n. */
-int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n);
 
 /* elementwise.cu: out[b][c] (odt) (+)= sum over r < R of in[b][r][c] (idt), b < nb, c < C, in
  * a fixed order: row chunks of SG_WS_COLSUM_ROWS, then the chunks in order.

@@ -8,7 +8,9 @@
  * - Activations (x, y, dx, dy, qkv, v of add_nc, ...) carry a dtype `dt`: DT_F32 or DT_BF16
  *   (bf16 storage, fp32 arithmetic, round to nearest even once on store, as sg_f32_to_bf16).
  *   Parameters, parameter gradients, GroupNorm mean/rstd, attention P, the loss and optimizer
- *   state are always fp32.
+ *   state are always fp32, with one exception: the weights a conv or linear layer multiplies
+ *   come in its activations' dtype (bf16 runs: the plan's bf16 copy of the parameters, kept by
+ *   the optimizer's pass and refreshed on every upload; no launcher converts weights).
  * - Outputs that can be gradients take `accum`: 0 overwrites, 1 adds the result to what the
  *   output holds (in fp32, then one rounding). There are no atomics: every reduction runs in
  *   an order fixed by the shapes, so the same inputs give the same bits, run after run.
@@ -19,8 +21,7 @@
  *   `ws_bytes`; common/sg_workspace.h gives the size each needs (sg_ws_<name>).
  * - GEMMs: launchers marked [gemm] take an sg_blas context (below) created for `st`; a context
  *   of another stream is an error. Every GEMM runs through cuBLASLt with CUBLAS_COMPUTE_32F
- *   (no TF32) and the algorithm pinned for its descriptor; bf16 GEMMs round the fp32 weights
- *   to bf16.
+ *   (no TF32) and the algorithm pinned for its descriptor.
  * - Outputs never alias inputs unless stated (as in cpu_kernels.h).
  *
  * Channel concatenation: a skip connection concatenates channels, which NHWC cannot do by
@@ -103,9 +104,9 @@ size_t sg_blas_version(void);
 /* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}; zero padding `pad` (0..K/2) at the
  * top/left, at the bottom/right what Ho = (H + 2 (K/2) - K) / S + 1 needs (cpu_kernels.h);
  * Ci = x.c[0] + x.c[1].
- * Three paths (cuda_conv2d_path): bf16 on tensor cores (conv_tc.cu: implicit GEMMs on
- * mma.sync, the fp32 weights rounded to bf16 once per call); otherwise 1x1 stride 1 as
- * cuBLASLt GEMMs and the rest as fp32 CUDA-core implicit-GEMM kernels. */
+ * w[Co,K,K,Ci] in dt (fp32, or the bf16 weight copy). Three paths (cuda_conv2d_path): bf16 on
+ * tensor cores (conv_tc.cu: implicit GEMMs on mma.sync); otherwise 1x1 stride 1 as cuBLASLt
+ * GEMMs and the rest as fp32 CUDA-core implicit-GEMM kernels. */
 typedef enum {
     SG_CONV_PATH_TENSOR_CORE, /* bf16, every part of x and Co multiples of 8, 16-byte aligned */
     SG_CONV_PATH_CUDA_CORE,   /* fp32 tiles on CUDA cores (fp32, or bf16 that does not fit) */
@@ -142,11 +143,11 @@ typedef struct {
     int zero;   /* 0: no padding bytes (kernels take the struct by value) */
 } sg_conv_fuse;
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL), with `fuse` (may be NULL). */
-int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w,
+int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
-int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
@@ -164,12 +165,13 @@ int cuda_conv2d_bias_add(cudaStream_t st, void *y, const float *b, int64_t P, in
 int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, int Co, int dt,
                          int accum, void *ws, int64_t ws_bytes);
 
-/* ---- linear (linear.cu): x[N,K], w[M,K], y[N,M]; all through cuBLASLt. */
+/* ---- linear (linear.cu): x[N,K], w[M,K] (in dt: fp32, or the bf16 weight copy), y[N,M]; all
+ * through cuBLASLt. */
 /* [gemm] [ws] y = x w^T + b (b may be NULL). */
-int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const float *w,
+int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const void *w,
                     const float *b, int N, int K, int M, int dt, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dx[N,K] = dy w. */
-int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const float *w,
+int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const void *w,
                          int N, int K, int M, int dt, int accum, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dw[M,K] = dy^T x, db[M] = column sums of dy (db may be NULL). */
 int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
@@ -247,9 +249,11 @@ int cuda_avgpool2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, 
 
 /* ---- embeddings (embedding.cu): t[N] int32 on the device. */
 int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim, int dt);
-/* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32). */
+/* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32), the coefficients of
+ * t[n] (clamped to [0, T)) read from table: T rows of sg_ddpm_row (common/sg_schedule.h; the
+ * CPU's are cpu_ddpm_table). */
 int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps, const int32_t *t,
-                    int N, int per, int T, float beta1, float betaT, int dt);
+                    const void *table, int N, int per, int T, int dt);
 
 /* ---- attention (attention.cu): qkv[N,L,3C], P[N,heads,L,L] fp32, y[N,L,C]. */
 /* [gemm] [ws] */
@@ -283,6 +287,14 @@ int cuda_adamw(cudaStream_t st, float *p, float *m, float *v, const float *grad,
  * step (0-based, the step being finished), at most decay; step may be NULL without warm. */
 int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay,
              const sg_ema_sched *warm, const int64_t *step);
+/* cuda_adamw, then cuda_ema of the updated p, in one vectorised pass (bit for bit the two
+ * launches); p_bf16 (NULL: none) receives the updated p rounded to bf16 (the plan's bf16 weight
+ * copy). The fp32 regions must be 16-byte aligned, p_bf16 8-byte aligned (arena offsets are);
+ * any n. */
+int cuda_adamw_ema(cudaStream_t st, float *p, float *m, float *v, float *ema, uint16_t *p_bf16,
+                   const float *grad, int64_t n, const float *scale, const int64_t *step, float lr,
+                   float b1, float b2, float eps, float wd, int warmup, sg_lr_sched sched,
+                   float *lr_out, float decay, const sg_ema_sched *warm);
 /* step[0] += 1 (the last node of a training step; no CPU counterpart needed). */
 int cuda_step_increment(cudaStream_t st, int64_t *step);
 /* watch: step + 1 of the first step whose loss or gradient sum of squares was not finite

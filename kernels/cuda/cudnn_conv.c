@@ -95,10 +95,10 @@ static int dnn_out_size(int64_t H, int64_t K, int64_t S) {
     return sg_ws_conv_out((int)H, (int)K, (int)S);
 }
 
-/* The bf16 weight buffer at the front of the workspace: the bf16 copy of w (forward and
- * backward-data), or the bf16 dw of the dw_bf16 variant of backward-filter. */
+/* The bf16 weight buffer at the front of the workspace: the bf16 dw of the dw_bf16 variant of
+ * backward-filter (forward and backward-data read the plan's bf16 weight copy directly). */
 static int64_t dnn_wcopy_bytes(const dnn_key *k, int dw_bf16) {
-    if (k->dt != DT_BF16 || (k->pass == SG_CUDNN_BWD_FILTER && !dw_bf16)) return 0;
+    if (k->dt != DT_BF16 || k->pass != SG_CUDNN_BWD_FILTER || !dw_bf16) return 0;
     return sg_ws_align(k->Co * k->K * k->K * k->Ci * 2);
 }
 
@@ -547,7 +547,7 @@ static int dnn_pick_wished(sg_cudnn *c, dnn_graph *g, int64_t budget, const dnn_
     return rc;
 }
 
-static int dnn_key_of(const sg_cudnn_conv *cv, int with_wcopy_ptr, void *ws, dnn_key *k) {
+static int dnn_key_of(const sg_cudnn_conv *cv, dnn_key *k) {
     memset(k, 0, sizeof *k);
     k->pass = cv->pass, k->N = cv->N, k->H = cv->H, k->W = cv->W, k->Ci = cv->Ci, k->Co = cv->Co;
     k->K = cv->K, k->S = cv->S, k->pad = cv->pad, k->dt = cv->dt;
@@ -555,8 +555,7 @@ static int dnn_key_of(const sg_cudnn_conv *cv, int with_wcopy_ptr, void *ws, dnn
     k->bias = cv->pass == SG_CUDNN_FWD && cv->b != NULL;
     k->align_out = dnn_align(cv->out), k->align_in = dnn_align(cv->in);
     k->align_x = cv->pass == SG_CUDNN_BWD_FILTER ? dnn_align(cv->x) : 0;
-    if (cv->pass != SG_CUDNN_BWD_FILTER)
-        k->align_w = with_wcopy_ptr && cv->dt == DT_BF16 ? dnn_align(ws) : dnn_align(cv->w);
+    if (cv->pass != SG_CUDNN_BWD_FILTER) k->align_w = dnn_align(cv->w);
     k->align_b = k->bias ? dnn_align(cv->b) : 0;
     SG_ASSERT(k->pass >= SG_CUDNN_FWD && k->pass <= SG_CUDNN_BWD_FILTER);
     return SG_OK;
@@ -577,7 +576,7 @@ static int dnn_check(const sg_cudnn *c, const sg_cudnn_conv *cv) {
 
 int64_t sg_cudnn_budget(const sg_cudnn *c, const sg_cudnn_conv *cv) {
     dnn_key k;
-    dnn_key_of(cv, 0, NULL, &k);
+    dnn_key_of(cv, &k);
     return c ? c->ws_bytes - dnn_wcopy_bytes(&k, 0) : 0;
 }
 
@@ -585,7 +584,7 @@ int64_t sg_cudnn_budget(const sg_cudnn *c, const sg_cudnn_conv *cv) {
  * table is frozen or cuDNN failed */
 static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
     dnn_key k;
-    dnn_key_of(cv, 1, c->ws, &k);
+    dnn_key_of(cv, &k);
     for (int i = 0; i < c->n; i++)
         if (!memcmp(&c->e[i].key, &k, sizeof k)) return &c->e[i];
     if (c->frozen) {
@@ -650,7 +649,7 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
         if (rc == SG_OK && budget >= 0) rc = dnn_pick(c, &g, budget, e);
         if (rc == SG_OK && budget < 0)
             snprintf(e->why, sizeof e->why,
-                     "the bf16 weights (%lld bytes) do not fit the %lld-byte library workspace",
+                     "the bf16 dw (%lld bytes) does not fit the %lld-byte library workspace",
                      (long long)dnn_wcopy_bytes(&k, 1), (long long)c->ws_bytes);
         dnn_graph_release(&g);
         /* a variant cuDNN refuses to build is a reason to try the next, while there is one */
@@ -720,11 +719,7 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     if (!e->ok) return sg_set_error("%s", e->why);
     const int64_t wcopy = dnn_wcopy_bytes(&e->key, e->dw_bf16);
     const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
-    const void *w = cv->w;
-    if (wcopy && cv->pass != SG_CUDNN_BWD_FILTER) {
-        if (cuda_copy(c->st, c->ws, DT_BF16, cv->w, DT_F32, nw, 0)) return SG_ERR;
-        w = c->ws;
-    }
+    const void *w = cv->w; /* in the activations' dtype: bf16, the plan's weight copy */
     /* the pointer of each uid: which activation is x and which y depends on the pass */
     int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
     void *ptrs[4] = {NULL, NULL, NULL, NULL};
@@ -807,7 +802,7 @@ int sg_cudnn_prefer(sg_cudnn *c, const sg_cudnn_conv *cv, const char *engine_nam
         return sg_set_error("sg_cudnn_prefer: '%s' is not an engine name (e<index>[k<type>=<v>]"
                             "...[+bias|+dw_bf16] ws<bytes>)",
                             engine_name ? engine_name : "(null)");
-    dnn_key_of(cv, 1, c->ws, &w.key);
+    dnn_key_of(cv, &w.key);
     if (w.variant &&
         (w.key.pass == SG_CUDNN_BWD_DATA || (w.key.pass == SG_CUDNN_FWD && !w.key.bias) ||
          (w.key.pass == SG_CUDNN_BWD_FILTER && w.key.dt != DT_BF16)))
@@ -878,7 +873,7 @@ void sg_cudnn_engine_name(const sg_cudnn *c, const sg_cudnn_conv *cv, char *buf,
     snprintf(buf, (size_t)cap, "-");
     if (!c) return;
     dnn_key k;
-    dnn_key_of(cv, 1, c->ws, &k);
+    dnn_key_of(cv, &k);
     for (int i = 0; i < c->n; i++) {
         const dnn_entry *e = &c->e[i];
         if (memcmp(&e->key, &k, sizeof k)) continue;

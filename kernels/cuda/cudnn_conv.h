@@ -4,15 +4,15 @@
  * cuDNN is found); every caller keeps its use behind that guard, and the `own` kernels
  * (conv.cu) are the engine that always exists.
  *
- * Shapes as conv.cu (NHWC, weights [Co][K][K][Ci], fp32 master weights): x[N,H,W,Ci],
+ * Shapes as conv.cu (NHWC, weights [Co][K][K][Ci] in the activations' dtype): x[N,H,W,Ci],
  * w[Co,K,K,Ci], b[Co], y[N,Ho,Wo,Co]; K in {1,3}, S in {1,2}, `pad` (0..K/2) at the top/left
  * and at the bottom/right what the output size Ho = (H + 2 (K/2) - K) / S + 1 needs: DDPM's
  * SAME stride-2 downsample pads 0 before and 1 after, which only the graph API's separate pre-
  * and post-paddings express (the legacy cudnnConvolutionDescriptor is symmetric). Activations
  * fp32 or bf16 (`dt`); compute fp32 always.
  *
- * - bf16: cuDNN wants x and w in one type, so w is rounded to a bf16 copy in the library
- *   workspace before the call (what the bf16 GEMMs do); fp32: no TF32 (engines whose numerical
+ * - bf16: cuDNN wants x and w in one type: w is the plan's bf16 copy of the weights (kept by the
+ *   optimizer's pass), read as it is; fp32: no TF32 (engines whose numerical
  *   notes say TENSOR_CORE or DOWN_CONVERT_INPUTS are refused for fp32) unless asked for
  *   (sg_cudnn_allow_tf32).
  * - Deterministic only: every engine configuration whose notes say NONDETERMINISTIC or
@@ -25,9 +25,9 @@
  *   descriptor not in the table is an error. The table (descriptor, engine global index, knob
  *   choices, workspace) has a hash (sg_cudnn_hash) for describe() and checkpoints.
  * - Workspace: the library workspace of the plan (the arena's cublas_workspace region, 32 MiB:
- *   cuBLAS and cuDNN calls are serialised on the one stream, so they share it). The bf16 weight
- *   copy takes its front, the engine gets the rest (the budget): nothing is allocated by a
- *   step.
+ *   cuBLAS and cuDNN calls are serialised on the one stream, so they share it). The engine gets
+ *   all of it (the budget), less the front a bf16 dw takes in the +dw_bf16 variant of the
+ *   backward-filter: nothing is allocated by a step.
  * - Accumulate (`accum`): beta = 1 in the operation, so cuDNN adds in fp32 and rounds once.
  * - Forward bias: first tried fused (conv -> virtual fp32 -> pointwise add of b -> y), so y is
  *   rounded once; when no deterministic engine runs that graph, the conv alone and
@@ -59,8 +59,8 @@ typedef struct sg_cudnn sg_cudnn;
 typedef enum { SG_CUDNN_FWD = 0, SG_CUDNN_BWD_DATA = 1, SG_CUDNN_BWD_FILTER = 2 } sg_cudnn_pass;
 
 /* One convolution call: the pass and its operands. For SG_CUDNN_FWD: out = y, in = x, w = the
- * fp32 weights, b = bias or NULL. BWD_DATA: out = dx, in = dy, w. BWD_FILTER: out = dw (fp32),
- * in = dy, x = the forward input (w unused). */
+ * weights in dt (fp32, or the plan's bf16 copy), b = bias (fp32) or NULL. BWD_DATA: out = dx,
+ * in = dy, w. BWD_FILTER: out = dw (fp32), in = dy, x = the forward input (w unused). */
 typedef struct {
     int pass;
     int N, H, W, Ci, Co, K, S, pad;
@@ -69,7 +69,7 @@ typedef struct {
     void *out;
     const void *in;
     const void *x;
-    const float *w;
+    const void *w;
     const float *b;
 } sg_cudnn_conv;
 
@@ -105,7 +105,8 @@ uint64_t sg_cudnn_hash(const sg_cudnn *c);
 void sg_cudnn_engine_name(const sg_cudnn *c, const sg_cudnn_conv *cv, char *buf, int cap);
 /* The cuDNN library version (cudnnGetVersion), e.g. 91900. */
 size_t sg_cudnn_version(void);
-/* The engine budget: the library workspace less the largest bf16 weight copy it may hold. */
+/* The engine budget of the call's plain variant: the library workspace (the +dw_bf16 variant of
+ * a bf16 backward-filter has less: its bf16 dw takes the front). */
 int64_t sg_cudnn_budget(const sg_cudnn *c, const sg_cudnn_conv *cv);
 
 #ifdef __cplusplus

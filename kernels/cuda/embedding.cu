@@ -8,9 +8,11 @@
  *
  * DDPM noising: abar_t = prod_{i<=t} (1 - beta_i), beta_i = beta1 + (betaT - beta1) i / (T-1),
  *   xt = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
- * t lives on the device, so abar_t is computed there: one thread per block runs the CPU's
- * product (same operations, same order, in double; explicit _rn intrinsics keep the compiler
- * from fusing), so xt matches cpu_ddpm_noise bit for bit. At most T multiplies per block.
+ * t lives on the device; the coefficients of every timestep come from the plan's table
+ * (common/sg_schedule.h: sg_ddpm_row, written once per run by the executor from the CPU
+ * reference, cpu_ddpm_table), so no thread recomputes the T-long product. The element's
+ * expression is the CPU's in double with explicit _rn intrinsics (no fused multiply-add):
+ * xt matches cpu_ddpm_noise bit for bit.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -30,30 +32,14 @@ __global__ void timestep_emb_kernel(void *y, const int32_t *t, int N, int half, 
     }
 }
 
-/* blockIdx.y: sample n; blockIdx.x and the threads stride over its `per` values. Thread 0
- * computes sqrt(abar_t) and sqrt(1 - abar_t) first (shared). */
+/* threads stride over the N*per values o (sample n = o / per): the row of the sample's timestep,
+ * then one element */
 __global__ void ddpm_noise_kernel(void *xt, const float *x0, const float *eps, const int32_t *t,
-                                  int per, int T, double beta1, double betaT, int dt) {
-    __shared__ double coef[2];
-    const int64_t n = blockIdx.y;
-    if (threadIdx.x == 0) {
-        int tn = t[n];
+                                  const sg_ddpm_row *table, int64_t total, int per, int T, int dt) {
+    SG_GRID_STRIDE(o, total) {
+        int tn = t[o / per];
         tn = tn < 0 ? 0 : tn >= T ? T - 1 : tn; /* a bad timestep must not run away */
-        double abar = 1.0;
-        for (int i = 0; i <= tn; i++) {
-            double beta =
-                T > 1 ? __dadd_rn(beta1, __ddiv_rn(__dmul_rn(__dsub_rn(betaT, beta1), (double)i),
-                                                   (double)(T - 1)))
-                      : beta1;
-            abar = __dmul_rn(abar, __dsub_rn(1.0, beta));
-        }
-        coef[0] = sqrt(abar);
-        coef[1] = sqrt(__dsub_rn(1.0, abar));
-    }
-    __syncthreads();
-    const double a = coef[0], s = coef[1];
-    SG_GRID_STRIDE(i, per) {
-        const int64_t o = n * per + i;
+        const double a = table[tn].sqrt_abar, s = table[tn].sqrt_1m_abar;
         dev_st(xt, o, (float)__dadd_rn(__dmul_rn(a, (double)x0[o]), __dmul_rn(s, (double)eps[o])),
                dt);
     }
@@ -73,13 +59,12 @@ int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim
 }
 
 int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps, const int32_t *t,
-                    int N, int per, int T, float beta1, float betaT, int dt) {
+                    const void *table, int N, int per, int T, int dt) {
     SG_DT_CHECK(dt, "cuda_ddpm_noise");
-    SG_ARG_CHECK(N > 0 && N <= 65535 && per > 0 && T >= 1, "cuda_ddpm_noise: bad shape");
-    unsigned bx = sg_grid_for(per);
-    if (bx > 64) bx = 64; /* each block recomputes abar_t: keep the blocks per sample few */
-    SG_LAUNCH(ddpm_noise_kernel, dim3(bx, (unsigned)N), SG_THREADS, 0, st, xt, x0, eps, t, per, T,
-              beta1, betaT, dt);
+    SG_ARG_CHECK(N > 0 && per > 0 && T >= 1 && table != NULL, "cuda_ddpm_noise: bad arguments");
+    const int64_t total = (int64_t)N * per;
+    SG_LAUNCH(ddpm_noise_kernel, sg_grid_for(total), SG_THREADS, 0, st, xt, x0, eps, t,
+              (const sg_ddpm_row *)table, total, per, T, dt);
     SG_LAUNCH_CHECK("ddpm_noise_kernel");
     return SG_OK;
 }

@@ -1,6 +1,7 @@
 /* linear.cu — fully connected layers, and the GEMM layer they share with 1x1 convs.
  *
- * Shapes: x[rows][Ci] (a concatenation along Ci for convs), w[Co][Ci] fp32, b[Co] fp32,
+ * Shapes: x[rows][Ci] (a concatenation along Ci for convs), w[Co][Ci] in the activations'
+ * dtype (fp32: the master weights; bf16: the plan's bf16 copy of them), b[Co] fp32,
  * y[rows][Co]. For a linear layer rows = N, Ci = K, Co = M.
  *   forward     y  = x w^T + b
  *   bwd data    dx = dy w
@@ -13,11 +14,11 @@
  * rows) A concatenated x contributes one GEMM per part: the part's channel range [off, off + c) is
  * a row offset `off` into w^T (leading dimension Ci) and into dw^T.
  *
- * Precision: fp32 runs plain fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32). bf16 rounds w to a bf16
- * copy in the workspace (both operands of a GEMM share one type); the forward accumulates
- * into an fp32 tile and rounds y once after the bias; dx is produced in bf16 directly (the
- * GEMM adds beta * dx in fp32 and rounds once; split-K sums stay fp32); dw is fp32 from bf16
- * operands. One pinned algorithm per GEMM on one stream with a fixed workspace is
+ * Precision: fp32 runs plain fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32). bf16 multiplies bf16 x
+ * and the bf16 weights as they come (nothing is converted here); the forward accumulates into
+ * an fp32 tile in the workspace and rounds y once after the bias; dx is produced in bf16
+ * directly (the GEMM adds beta * dx in fp32 and rounds once; split-K sums stay fp32); dw is
+ * fp32 from bf16 operands. One pinned algorithm per GEMM on one stream with a fixed workspace is
  * deterministic.
  */
 #include "kernels/cuda/cuda_common.cuh"
@@ -25,13 +26,6 @@
 #include <limits.h>
 
 /* ================================ kernels ================================ */
-
-/* threads stride over n: dst[i] = bf16(src[i]) */
-__global__ void to_bf16_kernel(uint16_t *dst, const float *src, int64_t n) {
-    SG_GRID_STRIDE(i, n) {
-        dst[i] = dev_f32_to_bf16(src[i]);
-    }
-}
 
 /* threads stride over rows*Co: y[i] += b[i % Co] (fp32, in place) */
 __global__ void bias_add_kernel(float *y, const float *b, int64_t n, int Co) {
@@ -65,13 +59,6 @@ static int cu_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasO
                         cdt, ldc, 0, 1);
 }
 
-int cu_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, int64_t n) {
-    if (n <= 0) return SG_OK;
-    SG_LAUNCH(to_bf16_kernel, sg_grid_for(n), SG_THREADS, 0, st, dst, src, n);
-    SG_LAUNCH_CHECK("to_bf16_kernel");
-    return SG_OK;
-}
-
 static int cu_cat_check(sg_cat x, int Ci, const char *fn) {
     SG_ARG_CHECK(x.c[0] > 0 && x.c[1] >= 0 && x.c[0] + x.c[1] == Ci && x.p[0] != NULL &&
                      (x.c[1] == 0 || x.p[1] != NULL),
@@ -80,7 +67,7 @@ static int cu_cat_check(sg_cat x, int Ci, const char *fn) {
     return SG_OK;
 }
 
-int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *w, const float *b,
+int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w, const float *b,
                 int64_t rows, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
     const char *fn = "gemm_fwd";
     SG_DT_CHECK(dt, fn);
@@ -93,8 +80,9 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *
         for (int j = 0, first = 1; j < 2; j++) {
             if (x.c[j] == 0) continue;
             int off = j ? x.c[0] : 0;
-            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, x.c[j], 1.0f, w + off,
-                        DT_F32, Ci, x.p[j], DT_F32, x.c[j], first ? 0.0f : 1.0f, y, DT_F32, Co))
+            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, x.c[j], 1.0f,
+                        cu_off(w, off, DT_F32), DT_F32, Ci, x.p[j], DT_F32, x.c[j],
+                        first ? 0.0f : 1.0f, y, DT_F32, Co))
                 return SG_ERR;
             first = 0;
         }
@@ -105,19 +93,17 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *
         }
         return SG_OK;
     }
-    /* bf16: w -> bf16 copy, products in an fp32 tile, then bias + one rounding. */
-    uint16_t *wb = (uint16_t *)ws;
-    float *tile = (float *)((char *)ws + sg_ws_align((int64_t)Co * Ci * 2));
-    if (cu_to_bf16(st, wb, w, (int64_t)Co * Ci)) return SG_ERR;
+    /* bf16: products of the bf16 operands in an fp32 tile, then bias + one rounding. */
+    float *tile = (float *)ws;
     int64_t R = sg_ws_gemm_tile_rows(rows, Co);
     for (int64_t r0 = 0; r0 < rows; r0 += R) {
         int nr = (int)(rows - r0 < R ? rows - r0 : R);
         for (int j = 0, first = 1; j < 2; j++) {
             if (x.c[j] == 0) continue;
             int off = j ? x.c[0] : 0;
-            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, nr, x.c[j], 1.0f, wb + off, DT_BF16,
-                        Ci, cu_off(x.p[j], r0 * x.c[j], DT_BF16), DT_BF16, x.c[j],
-                        first ? 0.0f : 1.0f, tile, DT_F32, Co))
+            if (cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, nr, x.c[j], 1.0f,
+                        cu_off(w, off, DT_BF16), DT_BF16, Ci, cu_off(x.p[j], r0 * x.c[j], DT_BF16),
+                        DT_BF16, x.c[j], first ? 0.0f : 1.0f, tile, DT_F32, Co))
                 return SG_ERR;
             first = 0;
         }
@@ -129,7 +115,7 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const float *
     return SG_OK;
 }
 
-int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const float *w,
+int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                      int64_t rows, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "gemm_bwd_data";
     SG_DT_CHECK(dt, fn);
@@ -138,16 +124,12 @@ int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, 
     if (cu_blas_check(blas, st, fn)) return SG_ERR;
     int64_t need = sg_ws_gemm_bwd_data(rows, Ci, Co, dt);
     SG_WS_CHECK(need, ws_bytes, fn);
-    const void *A = w;
-    if (dt == DT_BF16) {
-        if (cu_to_bf16(st, (uint16_t *)ws, w, (int64_t)Co * Ci)) return SG_ERR;
-        A = ws;
-    }
+    (void)ws; /* w comes in dt: no scratch (sg_ws_gemm_bwd_data is 0) */
     for (int j = 0; j < 2; j++) {
         if (dx.c[j] == 0) continue;
         int off = j ? dx.c[0] : 0;
         if (cu_gemm(blas, st, CUBLAS_OP_N, CUBLAS_OP_N, dx.c[j], (int)rows, Co, 1.0f,
-                    cu_off(A, off, dt), dt, Ci, dy, dt, Co, accum ? 1.0f : 0.0f, dx.p[j], dt,
+                    cu_off(w, off, dt), dt, Ci, dy, dt, Co, accum ? 1.0f : 0.0f, dx.p[j], dt,
                     dx.c[j]))
             return SG_ERR;
     }
@@ -175,12 +157,12 @@ int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, con
     return SG_OK;
 }
 
-int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const float *w,
+int cuda_linear_fwd(cudaStream_t st, sg_blas *blas, void *y, const void *x, const void *w,
                     const float *b, int N, int K, int M, int dt, void *ws, int64_t ws_bytes) {
     return cu_gemm_fwd(st, blas, y, sg_cat1(x, K), w, b, N, K, M, dt, ws, ws_bytes);
 }
 
-int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const float *w,
+int cuda_linear_bwd_data(cudaStream_t st, sg_blas *blas, void *dx, const void *dy, const void *w,
                          int N, int K, int M, int dt, int accum, void *ws, int64_t ws_bytes) {
     return cu_gemm_bwd_data(st, blas, sg_cat1(dx, K), dy, w, N, K, M, dt, accum, ws, ws_bytes);
 }

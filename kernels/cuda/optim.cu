@@ -12,6 +12,10 @@
  *        1 - b^k: computed in double once per block from the device step; the per-element
  *        update runs in fp32 (the CPU reference uses double: they agree to rounding).
  * EMA    ema = decay ema + (1 - decay) p, in double like the CPU (identical results).
+ * AdamW + EMA (+ the bf16 weight copy) in one pass (adamw_ema_kernel, the training step's
+ *        optimizer): one read of grad, p, m, v, ema and one write of p, m, v, ema (and the
+ *        copy), 16 bytes at a time; per element the same device functions as adamw_kernel then
+ *        ema_kernel, so the same bits as the two kernels in sequence.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -45,30 +49,56 @@ __global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_no
     scale[0] = (float)(s < 1.0 ? s : 1.0);
 }
 
+/* The step's AdamW scalars from the device step counter, by one thread of each block into
+ * shared memory: sc = {lr_t, 1 - b1^k, 1 - b2^k, grad scale}, computed in double (block 0
+ * publishes lr_t to lr_out). */
+__device__ __forceinline__ void adamw_scalars(float sc[4], const float *scale, const int64_t *step,
+                                              float lr, float b1, float b2, int warmup,
+                                              sg_lr_sched sched, float *lr_out) {
+    double k = (double)step[0] + 1.0;
+    double lr_t =
+        sg_lr_at((double)lr, step[0] + 1, warmup, sched.schedule, sched.decay_steps, sched.lr_min);
+    sc[0] = (float)lr_t;
+    sc[1] = (float)(1.0 - pow((double)b1, k));
+    sc[2] = (float)(1.0 - pow((double)b2, k));
+    sc[3] = scale ? scale[0] : 1.0f;
+    if (lr_out && blockIdx.x == 0) lr_out[0] = (float)lr_t;
+}
+
+/* One element's AdamW update in fp32: the one expression adamw_kernel and adamw_ema_kernel
+ * share (the compiler contracts the same expression the same way in both), so the fused pass
+ * gives adamw's bits. */
+__device__ __forceinline__ void adamw_update(float &p, float &m, float &v, float grad,
+                                             const float sc[4], float b1, float b2, float eps,
+                                             float wd) {
+    const float lr_t = sc[0], bc1 = sc[1], bc2 = sc[2], gs = sc[3];
+    const float g = grad * gs;
+    const float mi = b1 * m + (1.0f - b1) * g;
+    const float vi = b2 * v + (1.0f - b2) * g * g;
+    float pi = p;
+    pi -= lr_t * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * pi);
+    m = mi;
+    v = vi;
+    p = pi;
+}
+
+/* One element's EMA, ema d + p e with e = 1 - d, in double without fused multiply-adds (the
+ * CPU's rounding): shared by ema_kernel and adamw_ema_kernel. */
+__device__ __forceinline__ float ema_update(double d, double e, float ema, float p) {
+    return (float)__dadd_rn(__dmul_rn(d, (double)ema), __dmul_rn(e, (double)p));
+}
+
 /* threads stride over n. Thread 0 of each block first derives the step's scalars from the
  * device step counter (and block 0 publishes lr_t to lr_out). */
 __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, int64_t n,
                              const float *scale, const int64_t *step, float lr, float b1, float b2,
                              float eps, float wd, int warmup, sg_lr_sched sched, float *lr_out) {
     __shared__ float sc[4]; /* lr_t, 1 - b1^k, 1 - b2^k, grad scale */
-    if (threadIdx.x == 0) {
-        double k = (double)step[0] + 1.0;
-        double lr_t = sg_lr_at((double)lr, step[0] + 1, warmup, sched.schedule, sched.decay_steps,
-                               sched.lr_min);
-        sc[0] = (float)lr_t;
-        sc[1] = (float)(1.0 - pow((double)b1, k));
-        sc[2] = (float)(1.0 - pow((double)b2, k));
-        sc[3] = scale ? scale[0] : 1.0f;
-        if (lr_out && blockIdx.x == 0) lr_out[0] = (float)lr_t;
-    }
+    if (threadIdx.x == 0) adamw_scalars(sc, scale, step, lr, b1, b2, warmup, sched, lr_out);
     __syncthreads();
-    const float lr_t = sc[0], bc1 = sc[1], bc2 = sc[2], gs = sc[3];
     SG_GRID_STRIDE(i, n) {
-        const float g = grad[i] * gs;
-        const float mi = b1 * m[i] + (1.0f - b1) * g;
-        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        float pi = p[i];
-        pi -= lr_t * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * pi);
+        float pi = p[i], mi = m[i], vi = v[i];
+        adamw_update(pi, mi, vi, grad[i], sc, b1, b2, eps, wd);
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;
@@ -82,7 +112,54 @@ __global__ void ema_kernel(float *ema, const float *p, int64_t n, double decay, 
     const double d = warm ? sg_ema_decay_at(decay, step[0], 1, inv_gamma, power) : decay;
     const double e = 1.0 - d;
     SG_GRID_STRIDE(i, n) {
-        ema[i] = (float)__dadd_rn(__dmul_rn(d, (double)ema[i]), __dmul_rn(e, (double)p[i]));
+        ema[i] = ema_update(d, e, ema[i], p[i]);
+    }
+}
+
+/* One element of the fused pass: AdamW, then the EMA of the updated parameter. */
+__device__ __forceinline__ void adamw_ema_update(float &p, float &m, float &v, float &ema,
+                                                 float grad, const float sc[4], float b1, float b2,
+                                                 float eps, float wd, double d, double e) {
+    adamw_update(p, m, v, grad, sc, b1, b2, eps, wd);
+    ema = ema_update(d, e, ema, p);
+}
+
+/* The training step's optimizer in one pass: AdamW, the EMA of the updated parameters and (pb
+ * not NULL) their bf16 copy, reading grad, p, m, v, ema once and writing p, m, v, ema, pb once.
+ * Thread mapping: threads stride over the n/4 groups of 4 consecutive elements (16-byte loads
+ * and stores of every fp32 region, 8 bytes of pb), then over the n % 4 elements left, one
+ * each. Per element exactly adamw_kernel's then ema_kernel's arithmetic. */
+__global__ void adamw_ema_kernel(float *p, float *m, float *v, float *ema, uint16_t *pb,
+                                 const float *grad, int64_t n, const float *scale,
+                                 const int64_t *step, float lr, float b1, float b2, float eps,
+                                 float wd, int warmup, sg_lr_sched sched, float *lr_out,
+                                 double decay, int warm, double inv_gamma, double power) {
+    __shared__ float sc[4];
+    if (threadIdx.x == 0) adamw_scalars(sc, scale, step, lr, b1, b2, warmup, sched, lr_out);
+    __syncthreads();
+    const double d = warm ? sg_ema_decay_at(decay, step[0], 1, inv_gamma, power) : decay;
+    const double e = 1.0 - d;
+    const int64_t nv = n / 4;
+    SG_GRID_STRIDE(j, nv) {
+        float4 P = ((const float4 *)p)[j], M = ((const float4 *)m)[j], V = ((const float4 *)v)[j];
+        float4 E = ((const float4 *)ema)[j];
+        const float4 G = ((const float4 *)grad)[j];
+        adamw_ema_update(P.x, M.x, V.x, E.x, G.x, sc, b1, b2, eps, wd, d, e);
+        adamw_ema_update(P.y, M.y, V.y, E.y, G.y, sc, b1, b2, eps, wd, d, e);
+        adamw_ema_update(P.z, M.z, V.z, E.z, G.z, sc, b1, b2, eps, wd, d, e);
+        adamw_ema_update(P.w, M.w, V.w, E.w, G.w, sc, b1, b2, eps, wd, d, e);
+        ((float4 *)p)[j] = P, ((float4 *)m)[j] = M, ((float4 *)v)[j] = V, ((float4 *)ema)[j] = E;
+        if (pb)
+            ((uint2 *)pb)[j] =
+                make_uint2((uint32_t)dev_f32_to_bf16(P.x) | (uint32_t)dev_f32_to_bf16(P.y) << 16,
+                           (uint32_t)dev_f32_to_bf16(P.z) | (uint32_t)dev_f32_to_bf16(P.w) << 16);
+    }
+    SG_GRID_STRIDE(r, n - 4 * nv) {
+        const int64_t i = 4 * nv + r;
+        float pi = p[i], mi = m[i], vi = v[i], ei = ema[i];
+        adamw_ema_update(pi, mi, vi, ei, grad[i], sc, b1, b2, eps, wd, d, e);
+        p[i] = pi, m[i] = mi, v[i] = vi, ema[i] = ei;
+        if (pb) pb[i] = dev_f32_to_bf16(pi);
     }
 }
 
@@ -138,6 +215,30 @@ int cuda_ema(cudaStream_t st, float *ema, const float *p, int64_t n, float decay
     SG_LAUNCH(ema_kernel, sg_grid_for(n), SG_THREADS, 0, st, ema, p, n, (double)decay, warm ? 1 : 0,
               warm ? warm->inv_gamma : 1.0, warm ? warm->power : 1.0, step);
     SG_LAUNCH_CHECK("ema_kernel");
+    return SG_OK;
+}
+
+static int aligned_to(const void *ptr, uintptr_t bytes) {
+    return ((uintptr_t)ptr & (bytes - 1)) == 0;
+}
+
+int cuda_adamw_ema(cudaStream_t st, float *p, float *m, float *v, float *ema, uint16_t *p_bf16,
+                   const float *grad, int64_t n, const float *scale, const int64_t *step, float lr,
+                   float b1, float b2, float eps, float wd, int warmup, sg_lr_sched sched,
+                   float *lr_out, float decay, const sg_ema_sched *warm) {
+    const char *fn = "cuda_adamw_ema";
+    SG_ARG_CHECK(step != NULL, "%s: the step counter is required", fn);
+    /* the regions start at arena offsets (256-aligned): 16-byte groups of 4 fp32, 8 bytes of
+     * 4 bf16 */
+    SG_ARG_CHECK(aligned_to(p, 16) && aligned_to(m, 16) && aligned_to(v, 16) &&
+                     aligned_to(ema, 16) && aligned_to(grad, 16) && aligned_to(p_bf16, 8),
+                 "%s: the regions must be 16-byte aligned (the bf16 copy 8)", fn);
+    if (n <= 0) return SG_OK;
+    const int64_t nv = n / 4;
+    SG_LAUNCH(adamw_ema_kernel, sg_grid_for(nv > 0 ? nv : n), SG_THREADS, 0, st, p, m, v, ema,
+              p_bf16, grad, n, scale, step, lr, b1, b2, eps, wd, warmup, sched, lr_out,
+              (double)decay, warm ? 1 : 0, warm ? warm->inv_gamma : 1.0, warm ? warm->power : 1.0);
+    SG_LAUNCH_CHECK("adamw_ema_kernel");
     return SG_OK;
 }
 

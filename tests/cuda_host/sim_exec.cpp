@@ -10,6 +10,7 @@
  */
 #include <algorithm>
 #include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -35,6 +36,8 @@ dim3 sg_sim_blockDim, sg_sim_gridDim;
 extern "C" {
 extern char __start_sg_sim_shared[] __attribute__((weak));
 extern char __stop_sg_sim_shared[] __attribute__((weak));
+extern char __bss_start[] __attribute__((weak)); /* GNU ld: the program's zeroed statics */
+extern char _end[] __attribute__((weak));
 }
 
 #if defined(__x86_64__)
@@ -80,7 +83,8 @@ constexpr size_t STACK_BYTES = 64 << 10;
 constexpr size_t GUARD_BYTES = 4096;
 constexpr int MAX_THREADS = 1024;
 
-enum fiber_state { F_RUN, F_BAR, F_WARP, F_DONE, F_DEAD };
+/* F_MBAR: blocked in an mbarrier wait; F_NBAR: at a named barrier (bar.sync id, n) */
+enum fiber_state { F_RUN, F_BAR, F_WARP, F_DONE, F_DEAD, F_MBAR, F_NBAR };
 
 struct fiber {
     int linear = 0, lane = 0, warp = 0;
@@ -98,7 +102,10 @@ struct fiber {
     size_t wbytes = 0;
     unsigned char payload[SG_SIM_WARP_PAYLOAD];
     unsigned char xfer[32 * SG_SIM_WARP_PAYLOAD];
-    cp_async_queue cpq; /* the thread's cp.async copies not yet performed */
+    cp_async_queue cpq;         /* the thread's cp.async copies not yet performed */
+    const void *mbar = nullptr; /* F_MBAR: the mbarrier waited on, and the parity */
+    unsigned mbar_parity = 0;
+    int nbar = 0; /* F_NBAR: the barrier id */
 };
 
 struct sim_state {
@@ -111,6 +118,9 @@ struct sim_state {
      * lanes that exist, that have exited, and that wait at a warp operation */
     unsigned warp_exists[MAX_THREADS / 32], warp_exited[MAX_THREADS / 32];
     unsigned warp_waiting[MAX_THREADS / 32];
+    int wg_arrived[MAX_THREADS / 128]; /* threads waiting at a warpgroup operation */
+    uint64_t bar_gen = 0;              /* __syncthreads completed in this block */
+    int nbar_count[16], nbar_want[16]; /* named barriers: arrived, expected */
     fiber *cur = nullptr;
 #if defined(__x86_64__)
     void *sched_sp = nullptr;
@@ -121,8 +131,13 @@ struct sim_state {
     const char *kernel = nullptr;
     bool running = false, abort = false;
     std::string err;
-    std::vector<unsigned char> dyn; /* dynamic shared memory of the launch */
-    int order = 0;                  /* 0 forward, 1 reverse, 2 random */
+    /* Dynamic shared memory of the launch: dyn = dyn_alloc + 16, so its address is 16 mod 4096:
+     * the alignment a GPU guarantees (16 bytes) and no more, on purpose (a kernel that needs a
+     * 1024-byte aligned buffer must round up, as it must on a GPU). */
+    unsigned char *dyn_alloc = nullptr, *dyn = nullptr;
+    size_t dyn_size = 0, dyn_cap = 0;
+    uintptr_t static_sa = 0; /* the shared address of floor4096(the static section) */
+    int order = 0;           /* 0 forward, 1 reverse, 2 random */
     uint64_t seed = 0;
     std::mt19937_64 rng;
     std::vector<int> perm;
@@ -184,6 +199,7 @@ void resume(fiber *f) {
 void fiber_main(void *) {
     S.call->invoke();
     fiber *f = S.cur;
+    hopper_thread_exit(f->linear); /* may report: registers of an in-flight wgmma */
     S.warp_exited[f->warp] |= 1u << f->lane;
     /* cp.async copies still pending when the thread exits are dropped, never performed: the PTX
      * ISA makes exiting with pending copies legal (nothing guarantees their completion without
@@ -237,6 +253,13 @@ std::string where(const fiber *f) {
     return b;
 }
 
+std::string block_where() {
+    char b[200];
+    snprintf(b, sizeof b, "kernel %s block (%u,%u,%u)", S.kernel, sg_sim_blockIdx.x,
+             sg_sim_blockIdx.y, sg_sim_blockIdx.z);
+    return b;
+}
+
 const char *op_name(int op) {
     switch (op) {
     case WOP_SYNCWARP:
@@ -269,7 +292,22 @@ const char *op_name(int op) {
         return "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
     case WOP_LDMATRIX_X4_TRANS:
         return "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+    case WOP_ELECT:
+        return "elect.sync";
+    case WOP_STMATRIX_X1:
+        return "stmatrix.sync.aligned.m8n8.x1.shared.b16";
+    case WOP_STMATRIX_X2:
+        return "stmatrix.sync.aligned.m8n8.x2.shared.b16";
+    case WOP_STMATRIX_X4:
+        return "stmatrix.sync.aligned.m8n8.x4.shared.b16";
+    case WOP_STMATRIX_X1_TRANS:
+        return "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16";
+    case WOP_STMATRIX_X2_TRANS:
+        return "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
+    case WOP_STMATRIX_X4_TRANS:
+        return "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
     }
+    if (op >= WGOP_FIRST) return warpgroup_op_name(op);
     return "?";
 }
 
@@ -292,7 +330,23 @@ std::string diagnose() {
         return b;
     }
     std::string s = "deadlock: no thread can run;";
-    int shown = 0;
+    int shown = 0, nmbar = 0, nnbar = 0;
+    for (int i = 0; i < S.n; i++) {
+        const fiber &f = S.f[i];
+        if (f.state == F_MBAR && nmbar++ < 4) {
+            snprintf(b, sizeof b,
+                     " thread (%u,%u,%u) waits on the mbarrier at %p for the phase of "
+                     "parity %u (%s);",
+                     f.tid.x, f.tid.y, f.tid.z, f.mbar, f.mbar_parity,
+                     mbar_describe(f.mbar).c_str());
+            s += b;
+        }
+        if (f.state == F_NBAR && nnbar++ < 2) {
+            snprintf(b, sizeof b, " thread (%u,%u,%u) waits at bar.sync %d (%d of %d arrived);",
+                     f.tid.x, f.tid.y, f.tid.z, f.nbar, S.nbar_count[f.nbar], S.nbar_want[f.nbar]);
+            s += b;
+        }
+    }
     for (int i = 0; i < S.n && shown < 6; i++) {
         const fiber &f = S.f[i];
         if (f.state != F_WARP) continue;
@@ -307,11 +361,20 @@ std::string diagnose() {
                 s += b;
                 break;
             }
+        if (f.wop >= WGOP_FIRST) /* warpgroup operations: any thread of the warpgroup */
+            for (int t = (f.warp / 4) * 128; t < (f.warp / 4) * 128 + 128 && t < S.n; t++)
+                if (S.f[t].state == F_DONE) {
+                    snprintf(b, sizeof b, " (thread %d of its warpgroup has exited)", t % 128);
+                    s += b;
+                    break;
+                }
         s += ";";
         shown++;
     }
-    snprintf(b, sizeof b, " %d at __syncthreads, %d at warp operations, %d exited, of %d", nbar,
-             nwarp, ndone, S.n);
+    snprintf(b, sizeof b,
+             " %d at __syncthreads, %d at warp operations, %d at mbarrier waits, %d at named "
+             "barriers, %d exited, of %d",
+             nbar, nwarp, nmbar, nnbar, ndone, S.n);
     return s + b;
 }
 
@@ -324,6 +387,10 @@ bool run_block() {
         S.warp_exited[w] = S.warp_waiting[w] = 0;
     }
     S.bar_count = 0;
+    S.bar_gen = 0;
+    for (int g = 0; g < MAX_THREADS / 128; g++) S.wg_arrived[g] = 0;
+    for (int b = 0; b < 16; b++) S.nbar_count[b] = S.nbar_want[b] = 0;
+    hopper_block_begin();
     if (S.order == 2) {
         S.perm.resize(S.n);
         for (int i = 0; i < S.n; i++) S.perm[i] = i;
@@ -347,6 +414,17 @@ bool run_block() {
             if (S.order == 1 && S.rel_hi > i) k = S.n - 1 - S.rel_hi - 1;
         }
         if (!ran) {
+            bool all_done = true;
+            for (int i = 0; i < S.n && all_done; i++) all_done = S.f[i].state == F_DONE;
+            /* nothing can run: the copy engine's copies still in flight land now (a GPU lands
+             * them some time after issue; the emulation as late as it can) */
+            std::string aerr;
+            const int progress = all_done ? 0 : hopper_idle(aerr);
+            if (progress < 0) {
+                S.err = block_where() + ": " + aerr;
+                return false;
+            }
+            if (progress > 0) continue;
             for (int i = 0; i < S.n; i++)
                 if (S.f[i].state != F_DONE) {
                     S.err = "kernel " + std::string(S.kernel) + " block (" +
@@ -355,6 +433,11 @@ bool run_block() {
                             std::to_string(sg_sim_blockIdx.z) + "): " + diagnose();
                     return false;
                 }
+            std::string berr;
+            if (!hopper_block_end(berr)) {
+                S.err = block_where() + ": " + berr;
+                return false;
+            }
             return true;
         }
     }
@@ -373,6 +456,7 @@ void syncthreads_impl() {
     f->state = F_BAR;
     if (++S.bar_count == S.n) { /* the last one in releases everyone */
         S.bar_count = 0;
+        S.bar_gen++;
         S.rel_lo = 0;
         S.rel_hi = S.n - 1;
         for (int i = 0; i < S.n; i++) S.f[i].state = F_RUN;
@@ -498,22 +582,30 @@ unsigned active_lanes() {
 }
 
 void *dynamic_smem() {
-    return S.dyn.empty() ? nullptr : S.dyn.data();
+    return S.dyn_size ? S.dyn : nullptr;
 }
 
 bool in_shared(const void *p, size_t n) {
     const uintptr_t a = (uintptr_t)p;
     const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
     if (s0 && a >= s0 && a <= s1 && n <= s1 - a) return true;
-    const uintptr_t d0 = (uintptr_t)S.dyn.data(), d1 = d0 + S.dyn.size();
-    return !S.dyn.empty() && a >= d0 && a <= d1 && n <= d1 - a;
+    const uintptr_t d0 = (uintptr_t)S.dyn, d1 = d0 + S.dyn_size;
+    return S.dyn_size && a >= d0 && a <= d1 && n <= d1 - a;
+}
+
+std::string shared_hint(const void *p) {
+    const uintptr_t a = (uintptr_t)p, b0 = (uintptr_t)__bss_start, b1 = (uintptr_t)_end;
+    if (!b0 || a < b0 || a >= b1 || in_shared(p, 1)) return "";
+    return "; it is a static variable outside the shared-memory section: a __shared__ variable "
+           "of a template kernel? g++ ignores the section attribute of template statics, so the "
+           "emulation cannot see it as shared memory (use dynamic shared memory there)";
 }
 
 std::string describe_shared() {
     char b[200];
     snprintf(b, sizeof b, "static __shared__ [%p, %p), dynamic [%p, +%zu)",
              (void *)__start_sg_sim_shared, (void *)__stop_sg_sim_shared,
-             S.dyn.empty() ? nullptr : (void *)S.dyn.data(), S.dyn.size());
+             S.dyn_size ? (void *)S.dyn : nullptr, S.dyn_size);
     return b;
 }
 
@@ -539,7 +631,21 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
     S.kernel = name;
     S.call = call;
     S.n = (int)(block.x * block.y * block.z);
-    S.dyn.assign(smem, 0xFF);
+    if (smem + 16 > S.dyn_cap) {
+        free(S.dyn_alloc);
+        S.dyn_cap = smem + 16;
+        if (posix_memalign((void **)&S.dyn_alloc, 4096, S.dyn_cap)) {
+            fprintf(stderr, "sg_cuda_sim: cannot allocate %zu bytes of dynamic shared memory\n",
+                    smem);
+            _exit(2);
+        }
+    }
+    S.dyn = S.dyn_alloc + 16;
+    S.dyn_size = smem;
+    /* shared addresses: dynamic at [16, 16 + smem), the static section above it, both with
+     * the host address's low 12 bits (so swizzling, a function of address bits, agrees) */
+    S.static_sa = ((16 + smem + 4095) / 4096) * 4096;
+    hopper_launch_begin(smem);
     sg_sim_blockDim = block;
     sg_sim_gridDim = grid;
     for (int i = 0; i < S.n; i++) {
@@ -558,7 +664,7 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
                 sg_sim_blockIdx = uint3{x, y, z};
                 /* poison: a read of shared memory this block did not write is NaN / -1 */
                 if (sh0 && sh1 > sh0) memset(sh0, 0xFF, (size_t)(sh1 - sh0));
-                if (smem) memset(S.dyn.data(), 0xFF, smem);
+                if (smem) memset(S.dyn, 0xFF, smem);
                 ok = run_block();
             }
     if (!ok) err = S.err;
@@ -581,6 +687,170 @@ bool in_stack_guard(const void *addr) {
     size_t per = STACK_BYTES + GUARD_BYTES;
     if (a < p || a >= p + per * MAX_THREADS) return false;
     return (a - p) % per < GUARD_BYTES;
+}
+
+/* ---- what the Hopper operations (sim_hopper.cpp) need of the execution model ---- */
+
+int warpgroup_collective(int op, const void *mine, size_t bytes, warpgroup_collective_fn fn,
+                         const void *ctx) {
+    fiber *f = S.cur;
+    if (!f) device_fail("%s called outside a kernel", op_name(op));
+    const int wg = f->warp / 4, w0 = 4 * wg;
+    for (int w = w0; w < w0 + 4; w++) {
+        if (w * 32 >= S.n || S.warp_exists[w] != ~0u)
+            device_fail("%s: the warpgroup of this thread (threads %d..%d, warps %d..%d) is "
+                        "incomplete: the block has %d threads, and a warpgroup is 4 whole warps "
+                        "whose first warp index is a multiple of 4",
+                        op_name(op), 128 * wg, 128 * wg + 127, w0, w0 + 3, S.n);
+        if (S.warp_exited[w])
+            device_fail("%s: thread %d of this thread's warpgroup has exited (all 128 threads "
+                        "of a warpgroup execute it)",
+                        op_name(op), 32 * w + __builtin_ctz(S.warp_exited[w]));
+    }
+    if (bytes > SG_SIM_WARP_PAYLOAD) device_fail("%s: payload too large", op_name(op));
+    f->state = F_WARP;
+    f->wop = op;
+    f->wmask = ~0u;
+    f->wbytes = bytes;
+    if (bytes) memcpy(f->payload, mine, bytes);
+    S.warp_waiting[f->warp] |= 1u << f->lane;
+    if (++S.wg_arrived[wg] < 128) {
+        switch_to_scheduler(f);
+        return f->linear % 128;
+    }
+    S.wg_arrived[wg] = 0;
+    const void *in[128];
+    for (int t = 0; t < 128; t++) {
+        const fiber &o = S.f[128 * wg + t];
+        if (o.wop != op || o.wbytes != bytes) {
+            const std::string mine_name = op_name(op); /* op_name may reuse one buffer */
+            device_fail("threads of one warpgroup reach different operations: thread %d at %s, "
+                        "thread %d at %s",
+                        f->linear % 128, mine_name.c_str(), t, op_name(o.wop));
+        }
+        in[t] = o.payload;
+    }
+    fn(in, ctx);
+    S.rel_lo = std::min(S.rel_lo, 128 * wg);
+    S.rel_hi = std::max(S.rel_hi, 128 * wg + 127);
+    for (int w = w0; w < w0 + 4; w++) S.warp_waiting[w] = 0;
+    for (int t = 0; t < 128; t++) {
+        S.f[128 * wg + t].state = F_RUN;
+        S.f[128 * wg + t].wop = 0;
+    }
+    return f->linear % 128;
+}
+
+void mbar_block(const void *bar, unsigned parity) {
+    fiber *f = S.cur;
+    f->state = F_MBAR;
+    f->mbar = bar;
+    f->mbar_parity = parity;
+    switch_to_scheduler(f);
+}
+
+void mbar_wake(const void *bar) {
+    for (int i = 0; i < S.n; i++) {
+        fiber &o = S.f[i];
+        if (o.state != F_MBAR || o.mbar != bar) continue;
+        o.state = F_RUN;
+        S.rel_lo = std::min(S.rel_lo, i);
+        S.rel_hi = std::max(S.rel_hi, i);
+    }
+}
+
+void yield_thread() {
+    fiber *f = S.cur;
+    if (!f) return;
+    f->state = F_RUN; /* the scheduler moves on to the next thread, then comes back */
+    switch_to_scheduler(f);
+}
+
+void named_barrier_sync(int id, int nthreads) {
+    fiber *f = S.cur;
+    if (!f) device_fail("bar.sync called outside a kernel");
+    if (id < 1 || id > 15)
+        device_fail("bar.sync %d: the barrier id must be in [1, 15] (0 is __syncthreads')", id);
+    const int warps = (S.n + 31) / 32;
+    if (nthreads <= 0 || nthreads % 32 || nthreads > 32 * warps)
+        device_fail("bar.sync %d, %d: the thread count must be a positive multiple of 32, at most "
+                    "the block's %d warps",
+                    id, nthreads, warps);
+    if (S.nbar_want[id] && S.nbar_want[id] != nthreads)
+        device_fail("bar.sync %d, %d: threads already waiting there gave the count %d", id,
+                    nthreads, S.nbar_want[id]);
+    S.nbar_want[id] = nthreads;
+    f->state = F_NBAR;
+    f->nbar = id;
+    if (++S.nbar_count[id] == nthreads) {
+        S.nbar_count[id] = S.nbar_want[id] = 0;
+        for (int i = 0; i < S.n; i++) {
+            fiber &o = S.f[i];
+            if (o.state != F_NBAR || o.nbar != id) continue;
+            o.state = F_RUN;
+            S.rel_lo = std::min(S.rel_lo, i);
+            S.rel_hi = std::max(S.rel_hi, i);
+        }
+        return;
+    }
+    switch_to_scheduler(f);
+}
+
+uint64_t syncthreads_generation() {
+    return S.bar_gen;
+}
+
+int current_thread() {
+    if (!S.cur) device_fail("a device operation called outside a kernel");
+    return S.cur->linear;
+}
+
+int block_threads() {
+    return S.n;
+}
+
+uint32_t smem_addr(const void *p) {
+    const uintptr_t a = (uintptr_t)p;
+    const uintptr_t d0 = (uintptr_t)S.dyn, d1 = d0 + S.dyn_size;
+    if (S.dyn_size && a >= d0 && a <= d1) return (uint32_t)(16 + (a - d0));
+    const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
+    if (s0 && a >= s0 && a <= s1) {
+        const uintptr_t sa = S.static_sa + (a - (s0 & ~(uintptr_t)4095));
+        /* a GPU's shared window (at most 228 KiB) always fits the descriptors' 18 bits; the
+         * emulation's static section holds every kernel's statics, placed above the dynamic
+         * shared memory, and may not */
+        if (sa >= (1u << 18))
+            device_fail("cvta.to.shared of the static __shared__ address %p: the emulation "
+                        "places it at shared address 0x%zx, beyond the 256 KiB a matrix "
+                        "descriptor can address (%zu bytes of dynamic shared memory below it, "
+                        "and the static section of all kernels): keep this data in dynamic "
+                        "shared memory",
+                        p, (size_t)sa, S.dyn_size);
+        return (uint32_t)sa;
+    }
+    device_fail("cvta.to.shared of %p, which is not in shared memory (%s%s)", p,
+                describe_shared().c_str(), shared_hint(p).c_str());
+}
+
+void *smem_ptr(uint64_t sa, size_t n) {
+    if (S.dyn_size && sa >= 16 && sa - 16 <= S.dyn_size && n <= S.dyn_size - (sa - 16))
+        return S.dyn + (sa - 16);
+    const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
+    if (!s0) return nullptr;
+    const uintptr_t floor = s0 & ~(uintptr_t)4095;
+    if (sa < S.static_sa) return nullptr;
+    const uintptr_t a = floor + (uintptr_t)(sa - S.static_sa);
+    if (a < s0 || a > s1 || n > s1 - a) return nullptr;
+    return (void *)a;
+}
+
+std::string describe_smem_window() {
+    char b[200];
+    const uintptr_t s0 = (uintptr_t)__start_sg_sim_shared, s1 = (uintptr_t)__stop_sg_sim_shared;
+    snprintf(b, sizeof b, "dynamic at shared addresses [0x%x, 0x%zx), static [0x%zx, 0x%zx)", 16u,
+             16 + S.dyn_size, (size_t)(S.static_sa + (s0 - (s0 & ~(uintptr_t)4095))),
+             (size_t)(S.static_sa + (s1 - (s0 & ~(uintptr_t)4095))));
+    return b;
 }
 
 } // namespace sg_sim

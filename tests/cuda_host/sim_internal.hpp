@@ -84,6 +84,9 @@ int current_lane();
 bool in_shared(const void *p, size_t n);
 /* "static __shared__ [a, b), dynamic [c, d) (N bytes)": for messages. */
 std::string describe_shared();
+/* "" or, for an address among the program's zeroed statics but outside the shared section
+ * (a __shared__ variable of a template kernel), a sentence saying so: for messages. */
+std::string shared_hint(const void *p);
 
 /* One thread's cp.async operations not yet performed, in issue order. A copy belongs to group
  * `group`: the number of commit_groups its thread had executed when it was issued, so it is
@@ -101,6 +104,51 @@ struct cp_async_queue {
 };
 /* The running thread's queue; device_fail outside a kernel. */
 cp_async_queue &current_cp_async(const char *fn);
+
+/* ---- what the Hopper operations (sim_hopper.cpp) need of the execution model ---- */
+
+/* A warpgroup operation (threads 128g .. 128g + 127 of the block, 4 whole warps): like
+ * warp_collective over the 128 threads of the caller's warpgroup, all of which must exist, not
+ * have exited and arrive at the same op with payloads of the same size. The thread that
+ * completes the rendezvous calls fn(in, ctx) once, in[t] thread t's payload (t = linear id %
+ * 128), in that thread's context (a device_fail there names it). fn writes its results
+ * through pointers the payloads carry. Returns the caller's index in its warpgroup. */
+typedef void (*warpgroup_collective_fn)(const void *const in[128], const void *ctx);
+int warpgroup_collective(int op, const void *mine, size_t bytes, warpgroup_collective_fn fn,
+                         const void *ctx);
+const char *warpgroup_op_name(int op); /* sim_hopper.cpp, for messages */
+
+/* The running thread blocks until mbar_wake(bar) (an mbarrier phase completion); parity is
+ * only for the deadlock report. */
+void mbar_block(const void *bar, unsigned parity);
+void mbar_wake(const void *bar);
+std::string mbar_describe(const void *bar); /* sim_hopper.cpp: phase, counts, for messages */
+/* The running thread lets the others run once (a polling wait that failed). */
+void yield_thread();
+/* bar.sync id, nthreads: a barrier among nthreads threads of the block. */
+void named_barrier_sync(int id, int nthreads);
+/* __syncthreads completed in the running block so far. */
+uint64_t syncthreads_generation();
+/* The running thread's linear id, the running block's thread count. */
+int current_thread();
+int block_threads();
+/* Shared-state-space addresses: dynamic shared memory at [16, 16 + its size), the static
+ * section above it (4096-aligned), both keeping the host address's low 12 bits. smem_addr
+ * reports a pointer outside shared memory; smem_ptr returns the host pointer of [sa, sa + n)
+ * or nullptr when that is not inside one region. */
+uint32_t smem_addr(const void *p);
+void *smem_ptr(uint64_t sa, size_t n);
+std::string describe_smem_window();
+
+/* sim_hopper.cpp's part of the block's life: a launch's start (its dynamic shared memory
+ * size), a block's start, a thread's exit (may device_fail), the idle hook when no thread can
+ * run (lands the copies in flight: 1 = something happened, 0 = nothing to do, -1 = err set),
+ * and the block's end (false with err: operations still in flight). */
+void hopper_launch_begin(size_t dyn_bytes);
+void hopper_block_begin();
+void hopper_thread_exit(int linear);
+int hopper_idle(std::string &err);
+bool hopper_block_end(std::string &err);
 
 } // namespace sg_sim
 

@@ -18,7 +18,21 @@
  *   after the wait, poison before it, zero-fill, wait_group N in a 3-stage pipeline, eight
  *   misuses reported; a 64x64x64 bf16 GEMM (cp.async 2-stage pipeline, ldmatrix, mma) against
  *   a double reference, and the same GEMM waiting too little (reported) or without the barrier
- *   before a stage is refilled (reads poison in the forward and reverse orders).
+ *   before a stage is refilled (reads poison in the forward and reverse orders);
+ * - the Hopper operations of kernels/cuda/hopper.cuh (sim_hopper.cpp), through the probes of
+ *   tests/hopper_probes.cuh (which hopper_gpu runs unchanged on a GPU) and the emulation's own
+ *   rules: mbarrier phases and parities, ten misuses reported; TMA tile copies of 2 to 5 dimensions
+ * byte for byte against index arithmetic (each swizzle, boxes across the tensor's edges
+ * zero-filled, element strides), poison before the wait, the transaction count, eleven misuses and
+ * the encoders' documented argument rules; wgmma of every N (32..256) and both transposes through
+ * TMA with the 128B swizzle against a double matmul (accumulate and overwrite), the canonical
+ *   layouts of every swizzle placed by the threads themselves, A from registers, wait_group N
+ *   retiring only the older groups, the accumulators poisoned until the wait, thirteen misuses
+ *   reported; a warp-specialised 128x128x64 GEMM (a producer warp's TMA into a 3-stage ring
+ *   guarded by full/empty mbarriers, two consumer warpgroups' wgmma) against a double
+ *   reference, and the same GEMM releasing a stage under its wgmma, refilling a stage that is
+ *   not empty, or reading one that is not full (each reported or wrong); elect.sync, stmatrix,
+ *   named barriers and setmaxnreg, with their misuses.
  * Expected failures are checked by their report (stderr captured), then the sticky error is
  * cleared (sg_sim_reset_errors).
  */
@@ -30,6 +44,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <vector>
+
+#include "kernels/cuda/hopper.cuh"
 #include "kernels/cuda/tensor_core.cuh"
 
 static int g_fail, g_pass;
@@ -47,6 +64,9 @@ static int g_fail, g_pass;
 
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     sg_sim::launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+#define SG_DYNAMIC_SMEM(type, name) type *name = (type *)sg_sim::dynamic_smem()
+
+#include "tests/hopper_probes.cuh" /* after SG_LAUNCH: its drivers launch with it */
 
 __global__ void fill_kernel(float *y, int n, float v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -662,6 +682,512 @@ static void test_gemm(cudaStream_t st) {
     cudaFree(dD);
 }
 
+/* ======== the Hopper operations (kernels/cuda/hopper.cuh, sim_hopper.cpp) ========
+ * The probes of tests/hopper_probes.cuh (expected values from the documents; the same kernels
+ * run on a GPU as hopper_gpu), then the emulation's own rules, each broken once. */
+
+/* ---- mbarrier ---- */
+
+/* one rule broken per mode (the report is checked) */
+__global__ void mbar_bad_kernel(int mode) {
+    __shared__ uint64_t bar[2];
+    const int t = threadIdx.x;
+    if (t == 0) {
+        if (mode == 9) sg_mbar_init((uint64_t *)((char *)bar + 4), 1);
+        sg_mbar_init(&bar[0], mode == 0 ? 0u : mode == 3 || mode == 6 || mode == 8 ? 1u : 2u);
+        sg_mbar_init(&bar[1], 1);
+        sg_fence_mbar_init();
+        if (mode == 1) sg_mbar_init(&bar[0], 1);
+    }
+    if (mode == 2 && t < 32) __syncwarp(); /* orders the init before lane 1's use, but ... */
+    if (mode == 2 && t == 1) sg_mbar_arrive(&bar[0]); /* ... the emulation wants a __syncthreads */
+    __syncthreads();
+    if (t != 0 && mode != 6) return;
+    if (mode == 3) {
+        sg_mbar_arrive_expect_tx(&bar[0], 16); /* 0 arrivals left, 16 bytes pending */
+        sg_mbar_arrive(&bar[0]);
+    }
+    if (mode == 4) {
+        bar[0] = 0; /* an ordinary store over a live mbarrier */
+        sg_mbar_arrive(&bar[0]);
+    }
+    if (mode == 5) {
+        sg_mbar_arrive(&bar[0]);
+        sg_mbar_wait(&bar[0], 0); /* the second arrival never comes */
+    }
+    if (mode == 6) { /* thread 1 waits for phase 0; thread 0 completes phases 0 and 1 */
+        if (t == 1) {
+            sg_mbar_arrive(&bar[1]);
+            sg_mbar_wait(&bar[0], 0);
+        } else if (t == 0) {
+            sg_mbar_wait(&bar[1], 0);
+            sg_mbar_arrive(&bar[0]);
+            sg_mbar_arrive(&bar[0]);
+        }
+    }
+    if (mode == 7) sg_mbar_expect_tx(&bar[0], 1u << 20);
+    if (mode == 8) {
+        sg_mbar_inval(&bar[0]);
+        sg_mbar_arrive(&bar[0]);
+    }
+}
+
+static void test_mbarrier(cudaStream_t st) {
+    CHECK(probe_mbar_phases(st) == 0, "mbarrier phases and parities");
+    const struct {
+        int mode;
+        const char *what, *want;
+    } bads[] = {{0, "mbarrier.init with count 0", "outside [1, 2^20 - 1]"},
+                {1, "mbarrier.init on a live mbarrier", "live mbarrier"},
+                {2, "an mbarrier used before the __syncthreads after its init",
+                 "before a "
+                 "__syncthreads"},
+                {3, "more arrivals than expected", "more arrivals"},
+                {4, "an ordinary store over a live mbarrier", "overwritten by an ordinary store"},
+                {5, "an mbarrier wait that never completes", "waits on the mbarrier"},
+                {6, "a waiter the barrier ran two phases ahead of", "completed two phases"},
+                {7, "a tx-count of 2^20", "outside +-(2^20 - 1)"},
+                {8, "an arrive after mbarrier.inval", "not an initialised mbarrier"},
+                {9, "mbarrier.init at a misaligned address", "8-byte aligned"}};
+    for (const auto &b : bads)
+        expect_fail(b.what, b.want, st, [&] { SG_LAUNCH(mbar_bad_kernel, 1, 64, 0, st, b.mode); });
+}
+
+/* ---- the copy engine ---- */
+
+/* cuTensorMapEncodeTiled itself, for its argument rules */
+static CUresult encode2d_raw(CUtensorMap *m, const void *g, uint64_t cols, uint64_t rows,
+                             uint64_t row_bytes, uint32_t box_c, uint32_t box_r,
+                             CUtensorMapSwizzle sw) {
+    const cuuint64_t dim[2] = {cols, rows}, stride[1] = {row_bytes};
+    const cuuint32_t box[2] = {box_c, box_r}, es[2] = {1, 1};
+    return cuTensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)g, dim, stride,
+                                  box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* one copy-engine rule broken per mode; a 2D map over 64 x 64 bf16 with a 128B swizzle */
+__global__ void tma_bad_kernel(const __grid_constant__ CUtensorMap map, int mode) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    uint8_t *box = sg_smem_align(raw, 1024);
+    __shared__ uint64_t bar;
+    __shared__ __align__(128) CUtensorMap shared_map;
+    if (threadIdx.x != 0) return;
+    sg_mbar_init(&bar, 1);
+    if (mode != 5) sg_fence_mbar_init();
+    sg_mbar_arrive_expect_tx(&bar, 4096u * (mode == 6 ? 2 : 1)); /* a box: 32 rows of 128 bytes */
+    if (mode == 0) sg_tma_load_2d(box + 16, &map, &bar, 0, 0);
+    if (mode == 1) sg_tma_load_2d(box + 128, &map, &bar, 0, 0);
+    if (mode == 2) sg_tma_load_3d(box, &map, &bar, 0, 0, 0);
+    if (mode == 3) {
+        shared_map = map;
+        sg_tma_load_2d(box, &shared_map, &bar, 0, 0);
+    }
+    if (mode == 4) {
+        CUtensorMap local = map;
+        local.opaque[1] ^= 1; /* the global address changed by hand */
+        sg_tma_load_2d(box, &local, &bar, 0, 0);
+    }
+    if (mode == 5 || mode == 7 || mode == 8) sg_tma_load_2d(box, &map, &bar, 0, 0);
+    if (mode == 6) {
+        sg_tma_load_2d(box, &map, &bar, 0, 0);
+        sg_tma_load_2d(box + 2048, &map, &bar, 0, 32);
+    }
+    if (mode == 9) { /* a second mbarrier inside the destination */
+        sg_mbar_init((uint64_t *)(box + 64), 1);
+        sg_tma_load_2d(box, &map, &bar, 0, 0);
+    }
+    if (mode != 7) sg_mbar_wait(&bar, 0);
+}
+
+/* a template kernel's __shared__ variable: g++ ignores the section of template statics */
+template <int N> __global__ void tma_template_kernel(int *out) {
+    __shared__ uint64_t bar[N];
+    if (threadIdx.x == 0) sg_mbar_init(&bar[0], 1);
+    out[0] = 1;
+}
+
+/* Captures stderr around f (a host call), echoes it, and checks that it contains want. */
+template <class F> static void expect_report(const char *what, const char *want, F f) {
+    fflush(stderr);
+    const int saved = dup(2);
+    FILE *tmp = tmpfile();
+    dup2(fileno(tmp), 2);
+    const bool failed = f();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[4096];
+    rewind(tmp);
+    size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+    buf[n] = 0;
+    fclose(tmp);
+    fprintf(stderr, "expected failure (%s): %s", what, buf);
+    CHECK(failed, "%s was accepted", what);
+    CHECK(strstr(buf, want) != NULL, "%s: the report does not say \"%s\"", what, want);
+}
+
+static void test_tma(cudaStream_t st) {
+    CHECK(probe_tma_boxes(st) == 0, "TMA boxes byte for byte");
+    probe_tensor g;
+    g.alloc(40 * 128);
+    uint8_t *dout;
+    cudaMalloc((void **)&dout, 64 << 10);
+    static uint8_t hout[64 << 10];
+    const size_t smem = 48 << 10;
+    /* read before the wait: poison */
+    {
+        CUtensorMap map;
+        probe_encode2d(&map, g.d, 100, 40, 256, 64, 16, CU_TENSOR_MAP_SWIZZLE_128B);
+        const coords5 c = {{0, 0, 0, 0, 0}};
+        SG_LAUNCH(tma_box_kernel, 1, 32, smem, st, dout, map, 2, c, 2048u, 2048u, 1);
+        CHECK(sync_and_error(st) == cudaSuccess, "TMA read-early kernel failed");
+        cudaMemcpy(hout, dout, 2048, cudaMemcpyDeviceToHost);
+        int poison = 0;
+        for (int i = 0; i < 2048; i++) poison += hout[i] == 0xFF;
+        CHECK(poison == 2048, "a read before the mbarrier wait saw data (%d of 2048 bytes poison)",
+              poison);
+        /* the transaction count: the whole box's bytes, no more, no fewer */
+        expect_fail("a phase expecting 16 bytes fewer than the box", "tx-count -16", st, [&] {
+            SG_LAUNCH(tma_box_kernel, 1, 32, smem, st, dout, map, 2, c, 2048u, 2032u, 0);
+        });
+        expect_fail("a phase expecting 16 bytes more than the box", "tx-count 16", st, [&] {
+            SG_LAUNCH(tma_box_kernel, 1, 32, smem, st, dout, map, 2, c, 2048u, 2064u, 0);
+        });
+    }
+    /* device-side misuse */
+    {
+        probe_tensor sq;
+        sq.alloc(64 * 64);
+        CUtensorMap map, im2col;
+        probe_encode2d(&map, sq.d, 64, 64, 128, 64, 32, CU_TENSOR_MAP_SWIZZLE_128B);
+        const cuuint64_t idim[4] = {64, 4, 4, 4}, istr[3] = {128, 512, 2048};
+        const int lo[2] = {-1, -1}, up[2] = {-1, -1};
+        const cuuint32_t ies[4] = {1, 1, 1, 1};
+        CHECK(cuTensorMapEncodeIm2col(&im2col, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, sq.d, idim,
+                                      istr, lo, up, 64, 16, ies, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS,
+              "a valid cuTensorMapEncodeIm2col was refused");
+        const struct {
+            int mode;
+            const char *what, *want;
+        } bads[] = {
+            {0, "a copy to a misaligned destination", "not 128-byte aligned"},
+            {1, "a 128B-swizzled copy to a destination off the 1024-byte pattern",
+             "pattern's "
+             "repeat"},
+            {2, "a 3D copy through a 2D tensor map", "has rank 2"},
+            {3, "a tensor map in shared memory", "in shared memory"},
+            {4, "a tensor map modified after encoding", "not a tensor map encoded"},
+            {5, "a copy on an mbarrier whose init was not fenced", "fence.mbarrier_init"},
+            {6, "two copies in flight to overlapping shared memory", "overlaps"},
+            {7, "a copy nobody waits for", "still in flight when every thread had exited"},
+            {9, "a copy over a live mbarrier", "covers the live mbarrier"},
+        };
+        for (const auto &b : bads)
+            expect_fail(b.what, b.want, st,
+                        [&] { SG_LAUNCH(tma_bad_kernel, 1, 32, smem, st, map, b.mode); });
+        expect_fail("a .tile copy through an im2col tensor map", "cuTensorMapEncodeIm2col", st,
+                    [&] { SG_LAUNCH(tma_bad_kernel, 1, 32, smem, st, im2col, 8); });
+        int *dflag;
+        cudaMalloc((void **)&dflag, sizeof(int));
+        expect_fail("an mbarrier declared __shared__ in a template kernel", "template kernel", st,
+                    [&] { SG_LAUNCH(tma_template_kernel<2>, 1, 32, 0, st, dflag); });
+        cudaFree(dflag);
+        sq.release();
+    }
+    /* the encoders' documented argument rules (and the emulation's own limits) */
+    {
+        probe_tensor t;
+        t.alloc(64 * 64);
+        CUtensorMap map;
+        const CUtensorMapSwizzle N0 = CU_TENSOR_MAP_SWIZZLE_NONE, S128 = CU_TENSOR_MAP_SWIZZLE_128B;
+        auto enc = [&](void *addr, uint64_t cols, uint64_t rows, uint64_t pitch, uint32_t bc,
+                       uint32_t br, CUtensorMapSwizzle sw) {
+            return encode2d_raw(&map, addr, cols, rows, pitch, bc, br, sw) != CUDA_SUCCESS;
+        };
+        uint8_t *base = (uint8_t *)t.d;
+        expect_report("a global address 8 bytes off", "16-byte aligned",
+                      [&] { return enc(base + 8, 32, 32, 128, 32, 8, N0); });
+        expect_report("a row pitch of 120 bytes", "not a multiple of 16",
+                      [&] { return enc(base, 32, 32, 120, 32, 8, N0); });
+        expect_report("a row pitch smaller than the row", "overlapping strides",
+                      [&] { return enc(base, 64, 32, 96, 32, 8, N0); });
+        expect_report("a box of 257 rows", "outside [1, 256]",
+                      [&] { return enc(base, 64, 32, 128, 64, 257, N0); });
+        expect_report("a box row of 20 bytes", "not a multiple of 16",
+                      [&] { return enc(base, 64, 32, 128, 10, 8, N0); });
+        expect_report("a box row of 256 bytes under a 128B swizzle", "exceeds the 128B swizzle",
+                      [&] { return enc(base, 256, 8, 512, 128, 8, S128); });
+        expect_report("a box row of 64 bytes under a 128B swizzle", "not emulated",
+                      [&] { return enc(base, 64, 32, 128, 32, 8, S128); });
+        expect_report("a swizzled map 16 bytes off 128", "128-byte aligned",
+                      [&] { return enc(base + 16, 56, 32, 128, 64, 8, S128); });
+        expect_report("a tensor larger than its allocation", "not inside one live allocation",
+                      [&] { return enc(base, 64, 65, 128, 64, 8, N0); });
+        expect_report("globalDim 0", "outside [1, 2^32]",
+                      [&] { return enc(base, 0, 32, 128, 64, 8, N0); });
+        const cuuint64_t dim[2] = {64, 64}, stride[1] = {128};
+        const cuuint32_t box[2] = {64, 8}, es1[2] = {1, 1}, es9[2] = {1, 9};
+        expect_report("an element stride of 9", "outside [1, 8]", [&] {
+            return cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, t.d, dim,
+                                          stride, box, es9, CU_TENSOR_MAP_INTERLEAVE_NONE, N0,
+                                          CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        expect_report("rank 6", "outside [1, 5]", [&] {
+            return cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 6, t.d, dim,
+                                          stride, box, es1, CU_TENSOR_MAP_INTERLEAVE_NONE, N0,
+                                          CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        expect_report("an interleaved 2D map", "rank >= 3", [&] {
+            return cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, t.d, dim,
+                                          stride, box, es1, CU_TENSOR_MAP_INTERLEAVE_16B, N0,
+                                          CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        expect_report("a NaN fill of an integer tensor", "floating-point", [&] {
+            return cuTensorMapEncodeTiled(
+                       &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, t.d, dim, stride, box, es1,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, N0, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) != CUDA_SUCCESS;
+        });
+        const cuuint64_t idim[4] = {64, 4, 4, 4}, istr[3] = {128, 512, 2048};
+        const int lo[2] = {-1, -1}, up[2] = {-1, -1}, far[2] = {-200, -1};
+        const cuuint32_t ies[4] = {1, 1, 1, 1};
+        expect_report("an im2col map of rank 2", "not 3, 4 or 5", [&] {
+            return cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, t.d, idim,
+                                           istr, lo, up, 64, 16, ies, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           N0, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        expect_report("an im2col corner of -200 at rank 4", "outside [-128, 127]", [&] {
+            return cuTensorMapEncodeIm2col(
+                       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.d, idim, istr, far, up, 64, 16,
+                       ies, CU_TENSOR_MAP_INTERLEAVE_NONE, N0, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        expect_report("1025 pixels per column", "outside [1, 1024]", [&] {
+            return cuTensorMapEncodeIm2col(
+                       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.d, idim, istr, lo, up, 64, 1025,
+                       ies, CU_TENSOR_MAP_INTERLEAVE_NONE, N0, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+        });
+        t.release();
+    }
+    g.release();
+    cudaFree(dout);
+}
+
+/* ---- wgmma ---- */
+
+/* Two groups in flight: group 0 on d0, group 1 on d1. After wait_group 1 only group 0 has
+ * retired: d0 holds results, d1 still the poison; after wait_group 0 both hold results.
+ * early: the kernel bug of reading d0 before any wait (it reads the poison). */
+__global__ void wg_groups_kernel(float *out, int early) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    uint8_t *s = sg_smem_align(raw, 1024);
+    const int t = threadIdx.x;
+    for (int e = t; e < 4096 / 2; e += 128) ((uint16_t *)s)[e] = 0x3f80; /* 1.0 */
+    sg_fence_proxy_async();
+    __syncthreads();
+    const uint64_t da = sg_wgmma_desc(s, 128, 256, SG_SWIZZLE_NONE);
+    const uint64_t db = sg_wgmma_desc(s + 2048, 128, 256, SG_SWIZZLE_NONE);
+    float d0[32], d1[32];
+    for (int i = 0; i < 32; i++) d0[i] = d1[i] = 1.0f;
+    sg_wgmma_fence();
+    sg_wgmma_ss<64, 0, 0>(d0, da, db, 1);
+    sg_wgmma_commit();
+    sg_wgmma_ss<64, 0, 0>(d1, da, db, 0);
+    sg_wgmma_commit();
+    if (early) out[t] = d0[0];
+    sg_wgmma_wait(1);
+    if (!early) {
+        out[t * 4 + 0] = d0[0];
+        out[t * 4 + 1] = d1[0];
+    }
+    sg_wgmma_wait(0);
+    if (!early) {
+        out[t * 4 + 2] = d0[1];
+        out[t * 4 + 3] = d1[1];
+    }
+}
+
+/* one wgmma rule broken per mode (K-major operands without swizzle, placed by the threads) */
+__global__ void wg_bad_kernel(const __grid_constant__ CUtensorMap map, int mode) {
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    uint8_t *s = sg_smem_align(raw, 1024);
+    __shared__ uint64_t bar;
+    const int t = threadIdx.x, warp = t / 32;
+    for (int e = t % 128; e < 4096 / 2; e += 128) ((uint16_t *)s)[e] = 0x3f80;
+    if (mode != 4) sg_fence_proxy_async();
+    if (t == 0) {
+        sg_mbar_init(&bar, 1);
+        sg_fence_mbar_init();
+    }
+    __syncthreads();
+    uint64_t da = sg_wgmma_desc(s, 128, 256, SG_SWIZZLE_NONE);
+    uint64_t db = sg_wgmma_desc(s + 2048, 128, 256, SG_SWIZZLE_NONE);
+    if (mode == 8 && warp == 3) db += 2; /* another start address in one warp */
+    if (mode == 9) da |= 1ull << 49;     /* base offset 1 */
+    if (mode == 10) da = sg_wgmma_desc(s + 16, 0, 1024, SG_SWIZZLE_128B);
+    if (mode == 12 && t == 0) {
+        sg_mbar_arrive_expect_tx(&bar, 1024);
+        sg_tma_load_2d(s + 2048, &map, &bar, 0, 0); /* into B, not waited for */
+    }
+    float d[32], e[32];
+    uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
+    for (int i = 0; i < 32; i++) d[i] = e[i] = 0.0f;
+    if (mode != 0) sg_wgmma_fence();
+    if (mode == 7 && warp == 1)
+        sg_wgmma_commit(); /* one warp elsewhere */
+    else if (mode == 13)
+        sg_wgmma_rs<64, 0>(d, a, db, 1);
+    else if (mode == 14) {
+        sg_wgmma_ss<32, 0, 0>(*reinterpret_cast<float(*)[16]>(d), da, db, 1);
+        sg_wgmma_ss<32, 0, 0>(*reinterpret_cast<float(*)[16]>(d + 8), da, db, 1);
+    } else
+        sg_wgmma_ss<64, 0, 0>(d, da, db, 1);
+    sg_wgmma_commit();
+    if (mode == 2) d[3] = 1.0f;           /* a write to an accumulator in flight */
+    if (mode == 3 && t == 0) s[2048] = 0; /* a write to operand B in flight */
+    if (mode == 13) a[2] = 0;             /* a write to the A fragment in flight */
+    if (mode == 11 && t == 5) return;     /* leaves with its registers in flight */
+    if (mode == 5) return;                /* nobody waits */
+    sg_wgmma_wait(0);
+    if (mode == 12 && t == 0) sg_mbar_wait(&bar, 0);
+    (void)e;
+}
+
+/* ---- the pipeline GEMM (tests/hopper_probes.cuh): correct, then broken three ways ---- */
+
+static void test_tma_wgmma_gemm(cudaStream_t st) {
+    CHECK(probe_tma_wgmma_gemm(st) == 0, "the TMA + wgmma GEMM");
+    probe_gemm g;
+    CHECK(g.init(), "the GEMM's tensor maps were refused");
+    expect_fail("the GEMM releasing a stage under its wgmma", "written while it was in flight", st,
+                [&] { g.run(st, 1); });
+    /* the producer re-arms full[0] for k-tile 3 while its phase for k-tile 0 is still open */
+    expect_fail("the GEMM refilling a stage that is not empty", "more arrivals", st,
+                [&] { g.run(st, 2); });
+    /* not waiting for a full stage: reported (a wgmma under a copy in flight) where the
+     * producer ran first, else the consumers read the poison of the empty ring */
+    g.run(st, 3);
+    const cudaError_t e = sync_and_error(st);
+    sg_sim_reset_errors();
+    double worst;
+    CHECK(e != cudaSuccess || g.check(&worst) > 0,
+          "the GEMM reading stages before they are full went unnoticed");
+    g.release();
+}
+
+/* ---- elect.sync, stmatrix, named barriers, setmaxnreg ---- */
+
+__global__ void hopper_misc_bad_kernel(int mode) {
+    if (mode == 0) sg_named_barrier_sync(1, 33);
+    if (mode == 1) sg_setmaxnreg_inc(100);
+    if (mode == 2) {
+        sg_setmaxnreg_dec(40);
+        sg_setmaxnreg_inc(32);
+    }
+    if (mode == 3) sg_setmaxnreg_inc(232); /* three warpgroups: 3 x 232 x 128 > 65536 */
+    if (mode == 4) {                       /* one warpgroup asks for another count */
+        if (threadIdx.x < 64)
+            sg_setmaxnreg_inc(232);
+        else
+            sg_setmaxnreg_inc(240);
+    }
+    if (mode == 5 && threadIdx.x < 64) sg_named_barrier_sync(2, 96); /* only 64 come */
+}
+
+static void test_hopper_misc(cudaStream_t st) {
+    CHECK(probe_misc(st) == 0, "elect.sync, stmatrix, bar.sync");
+    const struct {
+        int mode, threads;
+        const char *what, *want;
+    } bads[] = {{0, 64, "bar.sync with 33 threads", "multiple of 32"},
+                {1, 128, "setmaxnreg 100", "multiple of 8 in [24, 256]"},
+                {2, 128, "setmaxnreg.inc below the current count", "must not lower"},
+                {3, 384, "setmaxnreg beyond the register file", "more than the 65536"},
+                {4, 128, "setmaxnreg counts differing in a warpgroup", "different operations"},
+                {5, 96, "bar.sync waiting for threads that never come", "bar.sync 2"}};
+    for (const auto &b : bads)
+        expect_fail(b.what, b.want, st,
+                    [&] { SG_LAUNCH(hopper_misc_bad_kernel, 1, b.threads, 0, st, b.mode); });
+}
+
+static void test_wgmma(cudaStream_t st) {
+    float *dout;
+    cudaMalloc((void **)&dout, 64 * 256 * 4);
+    CHECK(probe_wgmma_tma<32>(st) == 0, "wgmma m64n32k16 via TMA");
+    CHECK(probe_wgmma_tma<64>(st) == 0, "wgmma m64n64k16 via TMA");
+    CHECK(probe_wgmma_tma<96>(st) == 0, "wgmma m64n96k16 via TMA");
+    CHECK(probe_wgmma_tma<128>(st) == 0, "wgmma m64n128k16 via TMA");
+    CHECK(probe_wgmma_tma<192>(st) == 0, "wgmma m64n192k16 via TMA");
+    CHECK(probe_wgmma_tma<256>(st) == 0, "wgmma m64n256k16 via TMA");
+    CHECK(probe_wgmma_layouts(st) == 0, "wgmma canonical layouts");
+
+    /* the groups: wait_group 1 retires the older group only; a read before the wait */
+    float h[128 * 4];
+    SG_LAUNCH(wg_groups_kernel, 1, 128, 8192, st, dout, 0);
+    CHECK(sync_and_error(st) == cudaSuccess, "wgmma groups kernel failed");
+    cudaMemcpy(h, dout, sizeof h, cudaMemcpyDeviceToHost);
+    int gbad = 0;
+    for (int t = 0; t < 128; t++) {
+        gbad += h[t * 4 + 0] != 17.0f; /* 16 products of 1 + C = 1 */
+        gbad += f32_bits(h[t * 4 + 1]) != 0x7fc0deadu;
+        gbad += h[t * 4 + 2] != 17.0f || h[t * 4 + 3] != 16.0f; /* overwrite: no C */
+    }
+    CHECK(gbad == 0,
+          "wgmma.wait_group 1 retired the wrong groups (thread 0 saw %g, 0x%08x after wait 1; %g, "
+          "%g after wait 0)",
+          (double)h[0], f32_bits(h[1]), (double)h[2], (double)h[3]);
+    SG_LAUNCH(wg_groups_kernel, 1, 128, 8192, st, dout, 1);
+    CHECK(sync_and_error(st) == cudaSuccess, "wgmma early-read kernel failed");
+    cudaMemcpy(h, dout, 128 * 4, cudaMemcpyDeviceToHost);
+    int poison = 0;
+    for (int t = 0; t < 128; t++) poison += f32_bits(h[t]) == 0x7fc0deadu;
+    CHECK(poison == 128,
+          "a read of the accumulators before wgmma.wait_group saw values (%d of "
+          "128 poisoned)",
+          poison);
+
+    probe_tensor g;
+    g.alloc(64 * 64);
+    CUtensorMap map;
+    probe_encode2d(&map, g.d, 64, 64, 128, 8, 64, CU_TENSOR_MAP_SWIZZLE_NONE);
+    const struct {
+        int mode, threads;
+        const char *what, *want;
+    } bads[] = {
+        {0, 128, "wgmma without wgmma.fence", "no wgmma.fence"},
+        {2, 128, "a write to an accumulator in flight", "wrote accumulator register"},
+        {3, 128, "a write to a shared-memory operand in flight", "written while it was in flight"},
+        {4, 128, "ordinary stores read by wgmma without fence.proxy.async",
+         "no "
+         "fence.proxy.async"},
+        {6, 160, "a warpgroup of one warp", "incomplete"},
+        {7, 128, "one warp at another wgmma operation", "different operations"},
+        {8, 128, "descriptors that differ across the warpgroup", "descriptors differ"},
+        {9, 128, "a descriptor with a base offset", "base offset 1"},
+        {10, 128, "a 128B-swizzled operand 16 bytes into its line", "start address"},
+        {11, 128, "a thread leaving with its accumulators in flight",
+         "exits while a "
+         "wgmma.mma_async"},
+        {12, 128, "wgmma on shared memory a copy still writes", "still writes"},
+        {13, 128, "a write to the A fragment in flight", "A-fragment registers"},
+        {14, 128, "accumulators overlapping an in-flight wgmma's", "overlap"},
+    };
+    for (const auto &b : bads)
+        expect_fail(b.what, b.want, st,
+                    [&] { SG_LAUNCH(wg_bad_kernel, 1, b.threads, 8192, st, map, b.mode); });
+    g.release();
+    cudaFree(dout);
+}
+
 int main(void) {
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -743,6 +1269,13 @@ int main(void) {
     test_ldmatrix(st);
     test_cp_async(st);
     test_gemm(st);
+
+    /* the Hopper operations */
+    test_mbarrier(st);
+    test_tma(st);
+    test_wgmma(st);
+    test_tma_wgmma_gemm(st);
+    test_hopper_misc(st);
 
     /* barrier divergence is an error (last: a failed kernel leaves the context unusable, as a
      * sticky error does on a GPU) */

@@ -29,7 +29,13 @@
  * - __shared__ variables are function-scope statics in one linker section (sg_sim_shared),
  *   filled with 0xFF (NaN as fp32 and bf16) at the start of every block, so a read of shared
  *   memory nobody wrote in this block shows. Dynamic shared memory (SG_DYNAMIC_SMEM in
- *   kernels/cuda/cuda_common.cuh) is a per-launch buffer, poisoned the same way.
+ *   kernels/cuda/cuda_common.cuh) is a per-launch buffer, poisoned the same way, placed at an
+ *   address 16 mod 1024 on purpose: a GPU guarantees it 16-byte alignment and no more. g++
+ *   ignores the section attribute of a TEMPLATE function's statics, so a template kernel's
+ *   __shared__ variables are ordinary statics here (not poisoned, not shared memory to the
+ *   checks, which say so): such kernels keep their shared data in dynamic shared memory.
+ *   Shared-state-space addresses (cvta.to.shared): dynamic shared memory at [16, 16 + size),
+ *   the static section above it, each keeping the host address's low 12 bits.
  * - Kernel arguments are copied at the launch (as CUDA does) and every thread gets its own
  *   copy of them (kernel parameters are per-thread variables). Pointer arguments, and the
  *   pointers inside an argument type for which cuda_sim_arg_ptrs<T> is specialised, must be
@@ -68,6 +74,33 @@
  *     either misaligned to cp-size, a copy to a destination that overlaps one of the thread's
  *     pending copies (unordered writes). Legal and silent: copies pending at a __syncthreads
  *     (a multistage pipeline) or at the thread's exit (dropped, never performed).
+ * - The Hopper (sm_90a) operations (sim_hopper.cpp, called by kernels/cuda/hopper.cuh; written
+ *   from the PTX ISA and the driver API's documentation, the details at the top of that file):
+ *   - mbarrier: init/arrive/expect_tx/test_wait/try_wait/inval on a per-block table (phase,
+ *     arrivals, tx-count); try_wait blocks the thread until the phase completes, so a deadlock
+ *     is reported with every waiter and barrier state. Reported: bad counts, a use before the
+ *     __syncthreads after init, more arrivals than expected, a tx-count out of range, an
+ *     ordinary store over a live barrier, a waiter the barrier ran two phases ahead of.
+ *   - cp.async.bulk.tensor (tile mode, 2-5 dimensions) with tensor maps from the stand-in
+ *     driver API (include/cuda.h: cuTensorMapEncodeTiled/Im2col validate as documented):
+ *     validated and queued at issue, destination poisoned; the box lands (out-of-bounds
+ *     elements zero, the 32/64/128B swizzle applied to shared-address bits) when a thread waits
+ *     on its mbarrier, or when no thread can run; copies in flight at the block's end reported.
+ *   - wgmma.mma_async m64nNk16 bf16 -> f32 (N 32..256, A from shared memory or registers, both
+ *     transposes) with fence/commit_group/wait_group: a warpgroup rendezvous (128 threads, 4
+ *     whole warps from a warp index divisible by 4); operands gathered at issue through the
+ *     matrix descriptors, the accumulators poisoned (NaN 0x7fc0dead) until the wait_group that
+ *     retires the group computes the MMA (arithmetic as mma.sync's: exact products summed in
+ *     double, rounded once). Reported: a missing wgmma.fence, descriptors or scale-d differing
+ *     in the warpgroup, an operand, accumulator or A register written in flight, an operand
+ *     read under a copy in flight, a thread leaving with accumulators in flight, descriptor
+ *     forms whose placement the documents leave open.
+ *   - the async proxy: a shadow of shared memory as the copy engine and wgmma last saw it;
+ *     wgmma reading bytes that ordinary stores changed with no fence.proxy.async since is
+ *     reported (coarsely: any thread's fence counts for all).
+ *   - elect.sync (elects lane 31 of the mask: deterministic, never assume lane 0), setmaxnreg
+ *     (range, warpgroup-uniform, .inc/.dec direction, the 64K register file), stmatrix m8n8
+ *     x1/x2/x4 (.trans), bar.sync id, nthreads (named barriers; deadlocks reported).
  */
 #ifndef SG_SIM_CUDA_SIM_HPP
 #define SG_SIM_CUDA_SIM_HPP
@@ -95,6 +128,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__ /* kernel parameters are per-thread copies here anyway */
 /* `used` and the section keep every shared variable addressable memory the compiler must reload
  * after a barrier (the barrier functions also carry a memory clobber). */
 #define __shared__ static __attribute__((section("sg_sim_shared"), used))
@@ -256,7 +290,16 @@ enum warp_op {
     WOP_LDMATRIX_X4,
     WOP_LDMATRIX_X1_TRANS,
     WOP_LDMATRIX_X2_TRANS,
-    WOP_LDMATRIX_X4_TRANS
+    WOP_LDMATRIX_X4_TRANS,
+    WOP_ELECT,
+    WOP_STMATRIX_X1,
+    WOP_STMATRIX_X2,
+    WOP_STMATRIX_X4,
+    WOP_STMATRIX_X1_TRANS,
+    WOP_STMATRIX_X2_TRANS,
+    WOP_STMATRIX_X4_TRANS,
+    /* warpgroup operations (sim_hopper.cpp) from here: an op code carries its qualifiers */
+    WGOP_FIRST = 0x1000
 };
 void syncthreads_impl();
 /* Every lane of `mask` deposits `bytes` of `mine` and waits for the others; then out[l * bytes]
@@ -285,6 +328,35 @@ void cp_async(void *dst_smem, const void *src_gmem, int cp_size, int src_size);
 void cp_async_commit_group();    /* cp.async.commit_group */
 void cp_async_wait_group(int n); /* cp.async.wait_group n */
 void cp_async_wait_all();        /* cp.async.wait_all: commit_group; wait_group 0 */
+
+/* ---- the Hopper operations (sim_hopper.cpp) ----
+ * One function per PTX instruction, called by kernels/cuda/hopper.cuh under SG_CUDA_HOST;
+ * their semantics and checks: the top of this file, in detail in sim_hopper.cpp. */
+
+uint32_t smem_addr(const void *p); /* cvta.to.shared */
+void mbar_init(void *bar, unsigned count);
+void mbar_inval(void *bar);
+void fence_mbar_init();   /* fence.mbarrier_init.release.cluster */
+void fence_proxy_async(); /* fence.proxy.async.shared::cta */
+/* mbarrier.arrive (expect_tx = 0) or mbarrier.arrive.expect_tx bytes (expect_tx = 1) */
+void mbar_arrive(void *bar, int expect_tx, unsigned bytes);
+void mbar_expect_tx(void *bar, unsigned bytes);
+/* mbarrier.test_wait.parity (blocking = 0) or mbarrier.try_wait.parity (blocking = 1) */
+bool mbar_wait(void *bar, unsigned parity, int blocking);
+/* cp.async.bulk.tensor.{dims}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes */
+void tma_load(int dims, void *dst, const void *tensor_map, void *bar, const int *coords);
+void wgmma_fence();     /* wgmma.fence.sync.aligned */
+void wgmma_commit();    /* wgmma.commit_group.sync.aligned */
+void wgmma_wait(int n); /* wgmma.wait_group.sync.aligned n */
+/* wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16: d (n / 2 floats), A from registers a
+ * (4 x b32) when a is not null, else from the descriptor desc_a */
+void wgmma_bf16(int n, int trans_a, int trans_b, float *d, const uint32_t *a, uint64_t desc_a,
+                uint64_t desc_b, int scale_d);
+bool elect_one(unsigned mask);       /* elect.sync _|p, mask */
+void setmaxnreg(int inc, int count); /* setmaxnreg.{inc,dec}.sync.aligned.u32 count */
+/* stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16 [row_addr], r */
+void stmatrix_b16(int num, int trans, void *row_addr, const uint32_t *r);
+void named_barrier_sync(int id, int nthreads); /* bar.sync id, nthreads */
 } // namespace sg_sim
 
 #define SG_SIM_COMPILER_BARRIER() __asm__ __volatile__("" ::: "memory")
