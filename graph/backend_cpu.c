@@ -9,6 +9,12 @@
  * prepare() from the plan, so a step allocates nothing. In bf16 runs a conv's or linear's
  * weights are the plan's bf16 copy of the parameters (a bf16 operand like any other), so it
  * multiplies exactly the bf16 weights the CUDA kernels do.
+ *
+ * A virtual normalised tensor (planner/fuse.c: a norm_act output computed inside the
+ * convolutions that read it) is materialised into scratch for each reader by the apply kernel
+ * on its node's operands, rounded to its dtype: exactly what the unfused plan stores and reads
+ * (this backend is the reference of the fused kernels by construction). Its norm_act node runs
+ * only the statistics pass.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,9 +42,86 @@ static int is_float(sg_dtype dt) {
     return dt == DT_F32 || dt == DT_BF16;
 }
 
-/* fp32 values of tensor t (or the channel concatenation of its parts) into dst */
-static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst) {
+static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst, float *tmp,
+                       int rank);
+
+/* an operand needs scratch unless it is a plain fp32 tensor (and, for outputs, overwritten) */
+static int in_direct(const sg_tensor *x) {
+    return !sg_tensor_virtual(x) && (x->dtype == DT_F32 || !is_float(x->dtype));
+}
+static int out_direct(const sg_tensor *x, unsigned bits) {
+    return in_direct(x) && !(bits & 3u);
+}
+
+/* Scratch floats gather_f32 takes beyond dst for tensor t: a virtual normalised tensor's x and
+ * v converted to fp32 (x may be a concatenation), while its apply pass runs. */
+static int64_t gather_tmp(const sg_graph *g, int t) {
     const sg_tensor *x = &g->t[t];
+    if (x->vnorm < 0) return 0;
+    const sg_node *nd = &g->n[x->vnorm];
+    const sg_norm_operands o = sg_norm_operands_of(nd);
+    int64_t n = in_direct(&g->t[nd->in[o.x]]) ? 0 : sg_in_numel(g, nd, o.x);
+    if (o.temb && !in_direct(&g->t[nd->in[o.v]])) n += sg_in_numel(g, nd, o.v);
+    return n;
+}
+
+/* The dropout key of a norm_act node as its kernels take it; raw_in: its inputs' arena
+ * addresses. The elements start at the node's slice of the global batch. */
+static cpu_norm_tail node_norm_tail(const sg_graph *g, const sg_node *nd, void *const *raw_in,
+                                    uint64_t slice) {
+    const sg_gn_args *a = &nd->a.gn;
+    sg_norm_operands o = sg_norm_operands_of(nd);
+    cpu_norm_tail t = {.act = a->act, .p = a->p};
+    if (o.temb && a->p > 0.0f) {
+        t.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
+        t.seed = *(const uint64_t *)raw_in[o.seed];
+        t.step = *(const int64_t *)raw_in[o.step];
+        t.i0 = slice * (uint64_t)sg_in_numel(g, nd, o.x);
+    }
+    return t;
+}
+
+/* Virtual normalised tensor t into dst: its node's apply pass (norm_act_apply's kernel, on the
+ * node's inputs and saved statistics), each value rounded to t's dtype as the unfused plan
+ * stores it. tmp: gather_tmp(g, t) floats. */
+static void gather_vnorm(const cpu_ctx *c, const sg_graph *g, int t, float *dst, float *tmp,
+                         int rank) {
+    const sg_tensor *y = &g->t[t];
+    const sg_node *nd = &g->n[y->vnorm];
+    const sg_norm_operands o = sg_norm_operands_of(nd);
+    void *raw[SG_MAX_IN];
+    float *in[SG_MAX_IN];
+    for (int k = 0; k < nd->nin; k++) {
+        const sg_tensor *x = &g->t[nd->in[k]];
+        raw[k] = sg_tensor_virtual(x) ? NULL : c->arena + x->offset;
+        in[k] = (float *)raw[k];
+        if (is_float(x->dtype) && !in_direct(x)) {
+            in[k] = tmp;
+            gather_f32(c, g, nd->in[k], tmp, NULL, rank);
+            tmp += sg_numel(x);
+        }
+    }
+    const sg_tensor *mean = &g->t[nd->out[1]], *rstd = &g->t[nd->out[2]];
+    SG_ASSERT(in_direct(mean) && in_direct(rstd));
+    sg_gn_dims d = sg_gn_dims_of(g, nd);
+    const cpu_norm_tail tail = node_norm_tail(g, nd, raw, sg_node_slice(g, nd, rank));
+    cpu_norm_act_apply(dst, in[o.x], o.temb ? in[o.v] : NULL,
+                       (const float *)(c->arena + mean->offset),
+                       (const float *)(c->arena + rstd->offset), in[o.gamma], in[o.beta], d.N, d.HW,
+                       d.C, d.G, &tail);
+    if (y->dtype == DT_BF16)
+        for (int64_t i = 0; i < sg_numel(y); i++) dst[i] = sg_bf16_to_f32(sg_f32_to_bf16(dst[i]));
+}
+
+/* fp32 values of tensor t (the channel concatenation of its parts, or a virtual normalised
+ * tensor computed with gather_tmp(g, t) floats of tmp) into dst */
+static void gather_f32(const cpu_ctx *c, const sg_graph *g, int t, float *dst, float *tmp,
+                       int rank) {
+    const sg_tensor *x = &g->t[t];
+    if (x->vnorm >= 0) {
+        gather_vnorm(c, g, t, dst, tmp, rank);
+        return;
+    }
     if (!x->nparts) {
         int64_t n = sg_numel(x);
         const void *src = c->arena + x->offset;
@@ -95,15 +178,6 @@ static void scatter_f32(cpu_ctx *c, const sg_graph *g, int t, const float *src, 
     store_part(c, b, cb, cb, ca + cb, ca, src, pix, (bits >> 1) & 1u);
 }
 
-/* an operand needs scratch unless it is a plain fp32 tensor (and, for outputs, overwritten) */
-static int in_direct(const sg_tensor *x) {
-    return !x->nparts && (x->dtype == DT_F32 || !is_float(x->dtype));
-}
-
-static int out_direct(const sg_tensor *x, unsigned bits) {
-    return in_direct(x) && !(bits & 3u);
-}
-
 /* A plan for N ranks needs a communicator of N ranks; its all-reduce packs the gradient
  * region and the loss into one buffer (one collective per step), sized here once. */
 static int prepare_allreduce(sg_backend *be, const sg_plan *p) {
@@ -158,12 +232,17 @@ static int cpu_prepare(sg_backend *be, const sg_plan *p) {
     int64_t need = 0;
     for (int i = 0; i < p->g.nn; i++) {
         const sg_node *nd = &p->g.n[i];
-        int64_t s = 0;
-        for (int k = 0; k < nd->nin; k++)
+        int64_t s = 0, tmp = 0;
+        for (int k = 0; k < nd->nin; k++) {
             if (!in_direct(&p->g.t[nd->in[k]])) s += sg_numel(&p->g.t[nd->in[k]]);
+            const int64_t t = gather_tmp(&p->g, nd->in[k]);
+            if (t > tmp) tmp = t;
+        }
         for (int k = 0; k < nd->nout; k++)
-            if (!out_direct(&p->g.t[nd->out[k]], sg_accum_bits(nd, k)))
+            if (p->g.t[nd->out[k]].vnorm < 0 &&
+                !out_direct(&p->g.t[nd->out[k]], sg_accum_bits(nd, k)))
                 s += sg_numel(&p->g.t[nd->out[k]]);
+        s += tmp; /* past the node's operands while one of them is materialised */
         if (s > need) need = s;
     }
     c->scratch_floats = need;
@@ -213,24 +292,39 @@ typedef struct {
     int *rc;        /* where an op that can fail (allreduce) reports SG_ERR */
 } cpu_call;
 
-static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_call *k) {
+/* the scratch floats the node's operands take (the same sum as cpu_prepare's) */
+static int64_t bound_floats(const sg_graph *g, const sg_node *nd) {
+    int64_t s = 0;
+    for (int i = 0; i < nd->nin; i++)
+        if (!in_direct(&g->t[nd->in[i]])) s += sg_numel(&g->t[nd->in[i]]);
+    for (int i = 0; i < nd->nout; i++)
+        if (g->t[nd->out[i]].vnorm < 0 && !out_direct(&g->t[nd->out[i]], sg_accum_bits(nd, i)))
+            s += sg_numel(&g->t[nd->out[i]]);
+    return s;
+}
+
+static void cpu_bind(cpu_ctx *c, const sg_graph *g, const sg_node *nd, cpu_call *k, int rank) {
     float *s = c->scratch;
+    /* a virtual normalised input's apply pass works past every operand's scratch */
+    float *tmp = c->scratch + bound_floats(g, nd);
     k->g = g, k->nd = nd, k->a = &nd->a;
     for (int i = 0; i < nd->nin; i++) {
         const sg_tensor *x = &g->t[nd->in[i]];
-        k->raw_in[i] = x->nparts ? NULL : c->arena + x->offset;
+        k->raw_in[i] = sg_tensor_virtual(x) ? NULL : c->arena + x->offset;
         if (in_direct(x)) {
             k->in[i] = (float *)k->raw_in[i];
         } else {
             k->in[i] = s;
-            gather_f32(c, g, nd->in[i], s);
+            gather_f32(c, g, nd->in[i], s, tmp, rank);
             s += sg_numel(x);
         }
     }
     for (int i = 0; i < nd->nout; i++) {
         const sg_tensor *y = &g->t[nd->out[i]];
-        k->raw_out[i] = y->nparts ? NULL : c->arena + y->offset;
-        if (out_direct(y, sg_accum_bits(nd, i))) {
+        k->raw_out[i] = sg_tensor_virtual(y) ? NULL : c->arena + y->offset;
+        if (y->vnorm >= 0) {
+            k->out[i] = NULL; /* virtual normalised: its node computes the statistics only */
+        } else if (out_direct(y, sg_accum_bits(nd, i))) {
             k->out[i] = (float *)k->raw_out[i];
         } else {
             k->out[i] = s;
@@ -292,6 +386,16 @@ CPU_RUN(conv2d) {
     cpu_conv2d_fwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
                    d.pad);
 }
+/* the conv, its output rounded to y's dtype as the unfused plan stores it, then the residual
+ * add (cpu_add_fwd: r + h), rounded once more when stored: conv2d then add, bit for bit */
+CPU_RUN(conv2d_add) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    float *y = k->out[0];
+    cpu_conv2d_fwd(y, k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
+    if (k->g->t[k->nd->out[0]].dtype == DT_BF16)
+        for (int64_t i = 0; i < k->n0; i++) y[i] = sg_bf16_to_f32(sg_f32_to_bf16(y[i]));
+    cpu_add_fwd(y, k->in[3], y, k->n0);
+}
 CPU_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     cpu_conv2d_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);
@@ -313,26 +417,16 @@ CPU_RUN(group_norm_bwd) {
                        k->in[4], d.N, d.HW, d.C, d.G);
 }
 
-/* the norm_act family: operands by sg_norm_operands_of; the dropout's key as cpu_run_dropout */
-static cpu_norm_tail norm_tail(const cpu_call *k) {
-    const sg_gn_args *a = &k->a->gn;
-    sg_norm_operands o = sg_norm_operands_of(k->nd);
-    const int64_t n = sg_in_numel(k->g, k->nd, o.x);
-    cpu_norm_tail t = {.act = a->act, .p = a->p};
-    if (o.temb && a->p > 0.0f) {
-        t.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
-        t.seed = *(const uint64_t *)k->raw_in[o.seed];
-        t.step = *(const int64_t *)k->raw_in[o.step];
-        t.i0 = k->slice * (uint64_t)n;
-    }
-    return t;
-}
+/* the norm_act family: operands by sg_norm_operands_of; the dropout's key as cpu_run_dropout.
+ * A forward node whose y is virtual normalised (no out[0]) computes the statistics alone. */
 static void run_norm_act(const cpu_call *k) {
     sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
     sg_norm_operands o = sg_norm_operands_of(k->nd);
-    const cpu_norm_tail t = norm_tail(k);
+    const cpu_norm_tail t = node_norm_tail(k->g, k->nd, k->raw_in, k->slice);
     const float *v = o.temb ? k->in[o.v] : NULL;
-    if (o.bwd)
+    if (!o.bwd && !o.apply && !k->out[0])
+        cpu_norm_act_stats(k->out[1], k->out[2], k->in[o.x], v, d.N, d.HW, d.C, d.G, k->a->gn.eps);
+    else if (o.bwd)
         cpu_norm_act_bwd(k->out[0], o.temb ? k->out[1] : NULL, k->out[o.temb + 1],
                          k->out[o.temb + 2], k->in[o.dy], k->in[o.x], v, k->in[o.mean],
                          k->in[o.rstd], k->in[o.gamma], k->in[o.beta], d.N, d.HW, d.C, d.G, &t);
@@ -509,13 +603,14 @@ static int cpu_run_node(sg_backend *be, const sg_plan *p, int i) {
     if (nd->op == OP_CONCAT) return SG_OK; /* virtual: consumers read both parts */
     cpu_call k;
     int rc = SG_OK;
-    cpu_bind(c, g, nd, &k);
-    k.slice = sg_node_slice(g, nd, be->dist ? be->dist->rank : 0), k.be = be, k.rc = &rc;
+    const int rank = be->dist ? be->dist->rank : 0;
+    cpu_bind(c, g, nd, &k, rank);
+    k.slice = sg_node_slice(g, nd, rank), k.be = be, k.rc = &rc;
     cpu_run[nd->op](&k);
     if (rc) return SG_ERR;
     for (int o = 0; o < nd->nout; o++) {
         const sg_tensor *y = &g->t[nd->out[o]];
-        if (!out_direct(y, sg_accum_bits(nd, o)))
+        if (y->vnorm < 0 && !out_direct(y, sg_accum_bits(nd, o)))
             scatter_f32(c, g, nd->out[o], k.out[o], sg_accum_bits(nd, o));
     }
     return SG_OK;

@@ -26,8 +26,9 @@
  * node's deterministic engine configuration and builds its execution plan, in the library
  * workspace (the plan's cublas_workspace), before the warm-up step; the table is frozen with
  * the GEMM table after it, so the captured step runs exactly the plans the eager step ran.
- * A node whose operand is a two-buffer concatenation (the decoder's skip inputs) runs on own:
- * cuDNN needs one tensor. A node cuDNN has no deterministic engine for within the budget is an
+ * A node whose operand is a two-buffer concatenation (the decoder's skip inputs) or a virtual
+ * normalised tensor (a fused GroupNorm + SiLU, planner/fuse.c) runs on own: cuDNN needs one
+ * stored tensor. A node cuDNN has no deterministic engine for within the budget is an
  * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
  * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
  *
@@ -203,6 +204,8 @@ static int check_accum(const sg_graph *g) {
 
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 
+static int check_fused_operands(const cuda_ctx *c, const sg_graph *g);
+
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
@@ -233,6 +236,8 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if (sg_blas_create(&c->blas, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     c->ws = c->arena + g->t[kw].offset;
     c->ws_bytes = g->t[kw].bytes;
+    c->rank = be->dist ? be->dist->rank : 0;
+    if (check_fused_operands(c, g)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
@@ -269,7 +274,7 @@ static int cuda_download(sg_backend *be, int64_t off, void *dst, int64_t bytes) 
 
 /* device pointer of tensor t (NULL for virtual tensors) */
 static void *P(const cuda_ctx *c, const sg_graph *g, int t) {
-    return g->t[t].nparts ? NULL : c->arena + g->t[t].offset;
+    return sg_tensor_virtual(&g->t[t]) ? NULL : c->arena + g->t[t].offset;
 }
 
 /* a (possibly virtual) NHWC operand as a two-pointer concatenation */
@@ -280,8 +285,23 @@ static sg_cat CAT(const cuda_ctx *c, const sg_graph *g, int t) {
     return sg_cat2(P(c, g, x->parts[0]), (int)a->shape[3], P(c, g, x->parts[1]), (int)b->shape[3]);
 }
 
+/* The dropout's key of norm_act node nd
+ * (slice: its sg_node_slice) as cuda_run_dropout's */
+static sg_drop node_drop(const cuda_ctx *c, const sg_graph *g, const sg_node *nd, uint64_t slice) {
+    const sg_gn_args *a = &nd->a.gn;
+    const sg_norm_operands o = sg_norm_operands_of(nd);
+    sg_drop d = {.p = 0.0f, .purpose = 0, .seed = NULL, .step = NULL, .i0 = 0};
+    if (o.temb && a->p > 0.0f) {
+        d.p = a->p;
+        d.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
+        d.seed = P(c, g, nd->in[o.seed]);
+        d.step = P(c, g, nd->in[o.step]);
+        d.i0 = slice * (uint64_t)sg_in_numel(g, nd, o.x);
+    }
+    return d;
+}
 static int is_conv(int op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    return sg_op_is_conv((sg_op)op);
 }
 
 #ifdef SG_HAVE_CUDNN
@@ -296,7 +316,7 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
     cv->dt = (int)g->t[nd->in[0]].dtype; /* x forward, dy backward */
     cv->out = P(c, g, nd->out[0]);
     cv->in = P(c, g, nd->in[0]);
-    if (nd->op == OP_CONV2D) {
+    if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) {
         cv->pass = SG_CUDNN_FWD;
         cv->w = P(c, g, nd->in[1]);
         cv->b = P(c, g, nd->in[2]);
@@ -311,9 +331,9 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
         cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
     }
     /* one dtype for the activations of the call, as the own kernels also assume */
-    const int other = nd->op == OP_CONV2D            ? nd->out[0]
-                      : nd->op == OP_CONV2D_BWD_DATA ? nd->out[0]
-                                                     : nd->in[1];
+    const int other = nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD ? nd->out[0]
+                      : nd->op == OP_CONV2D_BWD_DATA                 ? nd->out[0]
+                                                                     : nd->in[1];
     return cv->out && cv->in && (cv->pass == SG_CUDNN_BWD_FILTER ? cv->x != NULL : cv->w != NULL) &&
            (int)g->t[other].dtype == cv->dt;
 }
@@ -501,13 +521,13 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     /* the engine choice builds every plan (runtime-compiled engines compile here): its time */
     const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (want)
-        fprintf(stderr,
-                "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
-                "a concatenated operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
-                "deterministic cuDNN engine); %.1f s to choose and build the plans\n",
-                sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat,
-                first_concat, first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-",
-                c->convs_fallback, sec);
+        fprintf(
+            stderr,
+            "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
+            "a concatenated or fused operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
+            "deterministic cuDNN engine); %.1f s to choose and build the plans\n",
+            sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat, first_concat,
+            first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-", c->convs_fallback, sec);
     return SG_OK;
 }
 
@@ -617,8 +637,11 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
     int bias_done = 0;
     if (sg_cudnn_run(k->c->dnn, &cv, &bias_done)) return SG_ERR;
     const int64_t P = (int64_t)d.N * d.Ho * d.Wo;
-    if (k->nd->op == OP_CONV2D && !bias_done)
-        return cuda_conv2d_bias_add(k->st, kout(k, 0), kin(k, 2), P, d.Co, k->dt);
+    if ((k->nd->op == OP_CONV2D || k->nd->op == OP_CONV2D_ADD) && !bias_done &&
+        cuda_conv2d_bias_add(k->st, kout(k, 0), kin(k, 2), P, d.Co, k->dt))
+        return SG_ERR;
+    if (k->nd->op == OP_CONV2D_ADD) /* the residual: the unfused add (res + y in place) */
+        return cuda_add_fwd(k->st, kout(k, 0), kin(k, 3), kout(k, 0), P * d.Co, k->dt);
     if (k->nd->op == OP_CONV2D_BWD_WEIGHT)
         return cuda_conv2d_bwd_bias(k->st, kout(k, 1), kin(k, 0), P, d.Co, k->dy_dt, kacc(k, 0),
                                     k->ws, k->wsb);
@@ -638,15 +661,83 @@ static int conv_on_wgmma(const cuda_call *k, sg_conv_dims d, sg_cat x, const voi
            cuda_conv2d_wgmma_refusal(x, y, w, d.N, d.H, d.W, d.Co, d.K, d.S, dt) == NULL;
 }
 
+/* A conv's input t as the launchers take it: a stored tensor or concatenation as it is; a
+ * virtual normalised tensor (planner/fuse.c) as its norm_act node's input x, with the
+ * normalisation to apply in *f (f->norm = 0 otherwise). */
+static sg_cat conv_input(const cuda_ctx *c, const sg_graph *g, int t, sg_conv_fuse *f) {
+    memset(f, 0, sizeof *f);
+    const int vn = g->t[t].vnorm;
+    if (vn < 0) return CAT(c, g, t);
+    const sg_node *nd = &g->n[vn];
+    const sg_norm_operands o = sg_norm_operands_of(nd);
+    f->norm = 1;
+    f->mean = P(c, g, nd->out[1]), f->rstd = P(c, g, nd->out[2]);
+    f->gamma = P(c, g, nd->in[o.gamma]), f->beta = P(c, g, nd->in[o.beta]);
+    f->v = o.temb ? P(c, g, nd->in[o.v]) : NULL;
+    f->G = nd->a.gn.groups, f->act = nd->a.gn.act;
+    f->drop = node_drop(c, g, nd, sg_node_slice(g, nd, c->rank));
+    return CAT(c, g, nd->in[o.x]);
+}
+
+/* A virtual normalised operand (planner/fuse.c) is computed inside the bf16 tensor-core
+ * convolutions only (kernels/cuda/conv_tc.cu): a plan that gives one to any other reader is
+ * refused here, before the step, naming the node (the arena is allocated: the path depends on
+ * the operands' alignment, which the plan's offsets fix). */
+static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        for (int k = 0; k < nd->nin; k++) {
+            const sg_tensor *t = &g->t[nd->in[k]];
+            if (t->vnorm < 0) continue;
+            const int conv_x = ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) && k == 0) ||
+                               (nd->op == OP_CONV2D_BWD_WEIGHT && k == 1);
+            const char *why = NULL;
+            if (!conv_x) {
+                why = "only a convolution's input can be";
+            } else {
+                sg_conv_dims d = sg_conv_dims_of(g, nd);
+                sg_conv_fuse f;
+                const sg_cat x = conv_input(c, g, nd->in[k], &f);
+                const int other = nd->op == OP_CONV2D_BWD_WEIGHT ? nd->in[0] : nd->out[0];
+                if (t->dtype != DT_BF16 ||
+                    cuda_conv2d_path(x, P(c, g, other), d.N, d.H, d.W, d.Co, d.K, d.S, DT_BF16) !=
+                        SG_CONV_PATH_TENSOR_CORE)
+                    why = "the CUDA kernels compute one only in bf16 tensor-core convolutions "
+                          "(bf16, every channel count a multiple of 8)";
+            }
+            if (why)
+                return sg_set_error("node %d (%s -> %s): its input %s is a fused normalisation "
+                                    "(--fuse 1: never stored), and %s; plan with --fuse 0",
+                                    i, sg_ops[nd->op].name, g->t[nd->out[0]].name, t->name, why);
+        }
+    }
+    return SG_OK;
+}
+
 CUDA_RUN(conv2d) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
-    if (conv_on_wgmma(k, d, kin_cat(k, 0), kout(k, 0), kin(k, 1), k->dt))
-        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
-                                     d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
-    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), kin_cat(k, 0), kin(k, 1), kin(k, 2), d.N,
-                           d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+    sg_conv_fuse f;
+    const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
+    /* the wgmma kernels take no fusion: a fused conv stays on the mma.sync ones */
+    if (!f.norm && conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
+        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), d.N, d.H, d.W,
+                                     d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
+                           d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+}
+/* the conv with the residual add in its store (sg_conv_fuse.res; after it off the tensor
+ * cores), and its input normalised in its tile loads where that is virtual */
+CUDA_RUN(conv2d_add) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
+    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    sg_conv_fuse f;
+    const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
+    f.res = kin(k, 3);
+    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
+                           d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
@@ -662,12 +753,14 @@ CUDA_RUN(conv2d_bwd_data) {
 CUDA_RUN(conv2d_bwd_weight) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
-    if (conv_on_wgmma(k, d, kin_cat(k, 1), kin(k, 0), NULL, k->dy_dt))
-        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
-                                            d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt,
-                                            kacc(k, 0), k->ws, k->wsb);
-    return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin_cat(k, 1),
-                                  d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
+    sg_conv_fuse f;
+    const sg_cat x = conv_input(k->c, k->g, k->nd->in[1], &f);
+    if (!f.norm && conv_on_wgmma(k, d, x, kin(k, 0), NULL, k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), x, d.N, d.H,
+                                            d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
+                                            k->ws, k->wsb);
+    return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), x, &f, d.N,
+                                  d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);
 }
 
@@ -683,26 +776,18 @@ CUDA_RUN(group_norm_bwd) {
                                k->dy_dt, kacc(k, 0), kacc(k, 1), k->ws, k->wsb);
 }
 
-/* the norm_act family: operands by sg_norm_operands_of; the dropout's key as
- * cuda_run_dropout's */
-static sg_drop norm_drop(const cuda_call *k, sg_norm_operands o) {
-    const sg_gn_args *a = &k->a->gn;
-    sg_drop d = {.p = 0.0f, .purpose = 0, .seed = NULL, .step = NULL, .i0 = 0};
-    if (o.temb && a->p > 0.0f) {
-        d.p = a->p;
-        d.purpose = SG_RNG_DROPOUT_BASE + (uint32_t)a->purpose;
-        d.seed = kin(k, o.seed);
-        d.step = kin(k, o.step);
-        d.i0 = k->slice * (uint64_t)sg_in_numel(k->g, k->nd, o.x);
-    }
-    return d;
-}
+/* the norm_act family: operands by sg_norm_operands_of (node_drop, above: the dropout) */
 static int run_norm_act(const cuda_call *k) {
     sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
     sg_norm_operands o = sg_norm_operands_of(k->nd);
     const sg_gn_args *a = &k->a->gn;
     const void *v = o.temb ? kin(k, o.v) : NULL;
-    const sg_drop drop = norm_drop(k, o);
+    const sg_drop drop = node_drop(k->c, k->g, k->nd, k->slice);
+    /* y virtual (planner/fuse.c): the convolutions that read it compute it; here the statistics
+     * alone */
+    if (!o.bwd && !o.apply && k->g->t[k->nd->out[0]].vnorm >= 0)
+        return cuda_norm_act_stats(k->st, kout(k, 1), kout(k, 2), kin_cat(k, o.x), v, d.N, d.HW,
+                                   d.C, d.G, a->eps, k->dt, k->ws, k->wsb);
     if (o.bwd)
         return cuda_norm_act_bwd(
             k->st, kout_cat(k, 0), o.temb ? kout(k, 1) : NULL, kout(k, o.temb + 1),

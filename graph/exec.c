@@ -12,6 +12,7 @@
 #include "common/philox.h"
 #include "graph/weights.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "planner/op_dims.h"
 
 #ifndef SG_BUILD_ID
 #define SG_BUILD_ID "unknown"
@@ -121,13 +122,16 @@ int sg_exec_run_nodes(sg_exec *e, int from, int to) {
 int sg_exec_read(sg_exec *e, int t, void *dst) {
     const sg_tensor *x = &e->plan.g.t[t];
     if (x->nparts) return sg_set_error("%s is virtual (a concatenation): read its parts", x->name);
+    if (x->vnorm >= 0)
+        return sg_set_error("%s is virtual (normalised inside the convolutions that read it)",
+                            x->name);
     if (e->be->sync(e->be)) return SG_ERR;
     return e->be->download(e->be, x->offset, dst, x->bytes);
 }
 
 int sg_exec_write(sg_exec *e, int t, const void *src) {
     const sg_tensor *x = &e->plan.g.t[t];
-    if (x->nparts) return sg_set_error("%s is virtual (a concatenation)", x->name);
+    if (sg_tensor_virtual(x)) return sg_set_error("%s is virtual (no storage)", x->name);
     return e->be->upload(e->be, x->offset, src, x->bytes);
 }
 
@@ -154,7 +158,7 @@ float sg_exec_loss(sg_exec *e) {
 /* the tensors a checkpoint carries: everything persistent except gradients (recomputed each
  * step), the dataset (reloaded from its source) and workspace */
 static int ckpt_carries(const sg_tensor *x) {
-    if (x->region || x->nparts) return 0;
+    if (x->region || sg_tensor_virtual(x)) return 0;
     return x->role == ROLE_PARAM || x->role == ROLE_ADAM_M || x->role == ROLE_ADAM_V ||
            x->role == ROLE_EMA || x->role == ROLE_STATE;
 }
@@ -220,7 +224,7 @@ static int meta_cap(const char *extra_json) {
 }
 
 static int exec_is_conv(int op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    return sg_op_is_conv((sg_op)op);
 }
 
 /* The conv engines of a backend with several (CUDA: own / cudnn, issue 14) as checkpoint

@@ -114,17 +114,27 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     if (pad &&
         (!json_is_string(pad) || (c->down_pad = sg_down_pad_parse(json_string_value(pad))) < 0))
         return sg_set_error("config: down_pad must be \"same\" or \"symmetric\"");
+    /* fusion: recorded when on; a config without it (every one from before it existed) is
+     * unfused */
+    c->fuse = 0;
     struct {
         const char *key;
         int *field, lo, hi;
-    } ints[] = {
-        {"img", &c->img, 1, 1 << 12},         {"in_ch", &c->in_ch, 1, 64},
-        {"ch", &c->ch, 1, 1 << 14},           {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
-        {"heads", &c->heads, 0, 1024},        {"head_ch", &c->head_ch, 0, 1 << 14},
-        {"groups", &c->groups, 1, 1 << 14},   {"resample_conv", &c->resample_conv, 0, 1},
-        {"batch", &c->batch, 1, 1 << 16},     {"T", &c->T, 1, 1 << 20},
-        {"warmup", &c->warmup, 0, 1 << 30},   {"flip", &c->flip, 0, 1},
-        {"ema_warmup", &c->ema_warmup, 0, 1}, {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM}};
+    } ints[] = {{"img", &c->img, 1, 1 << 12},
+                {"in_ch", &c->in_ch, 1, 64},
+                {"ch", &c->ch, 1, 1 << 14},
+                {"nrb", &c->nrb, 1, SG_MAX_RES_BLOCKS},
+                {"heads", &c->heads, 0, 1024},
+                {"head_ch", &c->head_ch, 0, 1 << 14},
+                {"groups", &c->groups, 1, 1 << 14},
+                {"resample_conv", &c->resample_conv, 0, 1},
+                {"batch", &c->batch, 1, 1 << 16},
+                {"T", &c->T, 1, 1 << 20},
+                {"warmup", &c->warmup, 0, 1 << 30},
+                {"flip", &c->flip, 0, 1},
+                {"ema_warmup", &c->ema_warmup, 0, 1},
+                {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM},
+                {"fuse", &c->fuse, 0, 1}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;

@@ -56,6 +56,7 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
     t->grad = -1;
     t->twin = -1;
     t->recomputed = -1;
+    t->vnorm = -1;
     t->copy_of = -1;
     return g->nt++;
 }
@@ -80,6 +81,23 @@ const char *sg_shape_str(const sg_tensor *t, char *buf, int cap) {
     for (int i = 0; i < t->ndim && k < cap; i++)
         k += snprintf(buf + k, (size_t)(cap - k), i ? "x%lld" : "%lld", (long long)t->shape[i]);
     return buf;
+}
+
+void sg_node_move_last(sg_graph *g, int to) {
+    const int last = g->nn - 1;
+    SG_ASSERT(to >= 0 && to <= last);
+    const sg_node nd = g->n[last];
+    for (int k = 0; k < nd.nin; k++)
+        SG_ASSERT(g->t[nd.in[k]].producer < to); /* -1 (persistent, inputs) passes */
+    memmove(&g->n[to + 1], &g->n[to], sizeof(sg_node) * (size_t)(last - to));
+    g->n[to] = nd;
+    for (int t = 0; t < g->nt; t++) {
+        int *p = &g->t[t].producer;
+        if (*p == last)
+            *p = to;
+        else if (*p >= to && *p < last)
+            (*p)++;
+    }
 }
 
 int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,

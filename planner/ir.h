@@ -150,7 +150,7 @@ typedef struct {
     sg_role role;
     int ndim;
     int64_t shape[SG_MAX_DIMS];
-    int64_t bytes;   /* unpadded size; 0 for virtual tensors */
+    int64_t bytes;   /* unpadded size; 0 for virtual tensors (sg_tensor_virtual) */
     int64_t offset;  /* arena offset, -1 until planned */
     int first, last; /* schedule indices of first and last use (inclusive), -1 if unused */
     int producer;    /* node that first writes it, -1 for persistent / inputs */
@@ -172,7 +172,19 @@ typedef struct {
      * and every backward reader reads that copy (`recomputed`, -1 until made). */
     int recompute;
     int recomputed;
+    /* >= 0: a virtual normalised tensor (planner/fuse.c): output 0 of the norm_act or
+     * norm_act_temb node `vnorm`, never stored. That node runs only its statistics pass; every
+     * reader (a convolution the fused kernels take) computes the values from the node's inputs
+     * and its outputs mean and rstd, with the apply pass's arithmetic. -1 for every other
+     * tensor. */
+    int vnorm;
 } sg_tensor;
+
+/* Has no storage of its own: a channel concatenation (nparts) or a virtual normalised tensor
+ * (vnorm). */
+static inline int sg_tensor_virtual(const sg_tensor *t) {
+    return t->nparts > 0 || t->vnorm >= 0;
+}
 
 typedef struct {
     sg_op op;
@@ -254,6 +266,10 @@ int sg_tensor_new(sg_graph *g, const char *name, sg_dtype dt, sg_role role, int 
  * `name`/`name.suffix`. Returns the node id, or -1 with sg_last_error() set. */
 int sg_node_add(sg_graph *g, sg_op op, const int *in, int nin, int *outs, const sg_op_args *args,
                 const char *name);
+/* While building a forward graph (no node refers to another by index yet but the tensors'
+ * producers): move the last node to index `to` (<= it), the nodes from `to` on one later; its
+ * inputs must all be produced before `to`. */
+void sg_node_move_last(sg_graph *g, int to);
 /* The accumulate bits of output slot k: bit 0 for the tensor (or part 0 of a virtual one),
  * bit 1 for part 1. */
 static inline unsigned sg_accum_bits(const sg_node *nd, int k) {

@@ -25,6 +25,8 @@
  *              diffusers with downsample_padding = 1. Checkpoints written before the field
  *              existed are SYMMETRIC. */
 enum { SG_DOWN_PAD_SAME = 0, SG_DOWN_PAD_SYMMETRIC = 1 };
+/* sg_model_cfg.fuse's default: by precision */
+#define SG_FUSE_AUTO (-1)
 /* "same" / "symmetric" <-> SG_DOWN_PAD_*; parse returns -1 for anything else. */
 const char *sg_down_pad_name(int down_pad);
 int sg_down_pad_parse(const char *s);
@@ -52,6 +54,10 @@ typedef struct {
      * [(r K + k) m, (r K + k + 1) m), m the micro-batch, and draws its random numbers there */
     int grad_accum;
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
+    /* fusion of the work around the convolutions into them (--fuse; planner/fuse.c): 1 on, 0
+     * off, SG_FUSE_AUTO (the presets') on for bf16 and off for fp32, whose CUDA-core kernels
+     * fuse nothing. Read it with sg_model_fuse. */
+    int fuse;
     /* the dataset the step gathers from (uploaded once) */
     int64_t data_n;
     int data_h, data_w;
@@ -113,6 +119,10 @@ typedef struct {
 /* Samples one rank's step holds: batch / ranks (batch when ranks is 0). */
 static inline int sg_model_rank_batch(const sg_model_cfg *c) {
     return c->ranks > 0 ? c->batch / c->ranks : c->batch;
+}
+/* Whether the plan fuses (sg_model_cfg.fuse, SG_FUSE_AUTO resolved by the precision). */
+static inline int sg_model_fuse(const sg_model_cfg *c) {
+    return c->fuse == SG_FUSE_AUTO ? c->act_dt == DT_BF16 : c->fuse != 0;
 }
 /* Micro-batches per step (grad_accum, at least 1). */
 static inline int sg_model_micro_batches(const sg_model_cfg *c) {

@@ -43,6 +43,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->flip = 1;
     c->act_dt = DT_F32;
     c->grad_accum = 1;
+    c->fuse = SG_FUSE_AUTO;
 }
 
 int sg_model_preset(sg_model_cfg *c, const char *name) {
@@ -95,6 +96,10 @@ const char *const sg_model_flags_help =
     "                       gradients, then one optimizer step (default 1; at most 64; the\n"
     "                       same data, noise and dropout as one pass over the whole batch)\n"
     "  --precision P        fp32 | bf16 (bf16 activations, fp32 master weights)\n"
+    "  --fuse 0|1           fuse GroupNorm + SiLU (+ dropout) into the next convolution's\n"
+    "                       operand loads and the residual add into its store, so neither\n"
+    "                       is written to memory (default: 1 for bf16, 0 for fp32; the\n"
+    "                       CUDA backend fuses on its bf16 tensor-core convolutions only)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
     "  --res-blocks N       res blocks per level\n"
@@ -169,6 +174,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--img", img, 4, 1 << 12)
     INTFLAG("--in-ch", in_ch, 1, 64)
     INTFLAG("--grad-accum", grad_accum, 1, SG_MAX_GRAD_ACCUM)
+    INTFLAG("--fuse", fuse, 0, 1)
 #undef INTFLAG
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
@@ -318,6 +324,8 @@ int sg_model_validate(const sg_model_cfg *c) {
     if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
         return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
                             (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
+    if (c->fuse != SG_FUSE_AUTO && c->fuse != 0 && c->fuse != 1)
+        return sg_set_error("fuse %d is neither 0, 1 nor automatic (%d)", c->fuse, SG_FUSE_AUTO);
     if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
         return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
                             SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
@@ -362,6 +370,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->grad_accum > 1)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"grad_accum\":%d",
                  c->grad_accum);
+    /* fusion only when on: a config without it is unfused, as every one before it existed */
+    if (sg_model_fuse(c))
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":1");
     /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
      * checkpoints from before them read as they always did */
     char sched[160] = "";

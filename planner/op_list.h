@@ -83,6 +83,9 @@
  *   norm_act_bwd, norm_act_temb_bwd
  *                   dy, then the apply op's inputs -> dx, [dv,] dgamma, dbeta
  *                   (planner/op_dims.h: sg_norm_operands_of says which input is which)
+ *   conv2d_add      x, w, b, r -> y = conv2d(x, w, b) rounded to y's dtype, + r: a residual
+ *                   add in the conv's store (the fused plan, planner/fuse.c; the bits of
+ *                   conv2d then add)                                    args.conv
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -144,7 +147,8 @@
     X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
     X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
     X(OP_GELU,              gelu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_GELU_BWD, -1) \
-    X(OP_GELU_BWD,          gelu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1)
+    X(OP_GELU_BWD,          gelu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
+    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1)
 /* clang-format on */
 
 #endif

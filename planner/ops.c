@@ -169,7 +169,18 @@ static int shape_conv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
          conv_out_size(DIM(0, 2), K, S), DIM(1, 0));
     return SG_OK;
 }
-/* conv and both its backward passes: N*Ho*Wo*Co*K*K*Ci multiply-adds each */
+/* conv2d_add: conv2d's rule, and the residual shaped and typed like y */
+static int shape_conv_add(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (shape_conv(g, nd, o)) return SG_ERR;
+    const sg_tensor *r = T(3);
+    if (r->ndim != 4 || sg_numel(r) != sg_numel(o) || r->shape[3] != o->shape[3] ||
+        r->dtype != o->dtype)
+        return sg_set_error("residual '%s' must be shaped and typed like the conv's output",
+                            r->name);
+    return SG_OK;
+}
+/* conv (conv2d_add's residual add not counted: its FLOPs are the matmul's) and both its
+ * backward passes: N*Ho*Wo*Co*K*K*Ci multiply-adds each */
 static double flops_conv(const sg_graph *g, const sg_node *nd) {
     sg_conv_dims d = sg_conv_dims_of(g, nd);
     return 2.0 * d.N * d.Ho * d.Wo * d.Co * d.K * d.K * d.Ci;
@@ -548,6 +559,12 @@ static int bwd_accum_into(sg_graph *g, int i, int k, const char *what) {
     int in[1] = {g->t[FN->out[0]].grad}, go[1] = {FIN(k)};
     return ad_emit(g, OP_ACCUM, in, 1, go, NULL, bname(g, i, what, nm), i) < 0;
 }
+/* conv2d_add: the residual's gradient is dy itself (accumulated where the unfused add's
+ * backward put it, before the conv's), then the conv's backward on the same dy */
+static int bwd_conv_add(sg_graph *g, int i) {
+    if (bwd_accum_into(g, i, 3, "dres")) return SG_ERR;
+    return bwd_conv(g, i);
+}
 static int bwd_add(sg_graph *g, int i) {
     /* b first: in a residual block b is the main branch, whose gradient is consumed next */
     if (bwd_accum_into(g, i, 1, "db")) return SG_ERR;
@@ -603,7 +620,7 @@ static int64_t ws_linear(const sg_graph *g, const sg_node *nd) {
 }
 static int64_t ws_conv(const sg_graph *g, const sg_node *nd) {
     sg_conv_dims d = sg_conv_dims_of(g, nd);
-    if (nd->op == OP_CONV2D)
+    if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD)
         return sg_ws_conv2d_fwd(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));
     if (nd->op == OP_CONV2D_BWD_DATA)
         return sg_ws_conv2d_bwd_data(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, out_dt(g, nd));

@@ -33,7 +33,14 @@ typedef struct {
     int inplace_merges;           /* tensors that took over their input's memory */
     const char *placement;        /* the ordering that won */
     double flops, matmul_flops;   /* per step */
-    uint64_t hash;                /* of the config, schedule and layout: checkpoints carry it */
+    /* the fusions (planner/fuse.c): virtual normalised tensors, how many of them a backward
+     * node reads (the recomputations the unfused plan makes), and the bytes no tensor holds
+     * any more (each one's size, once more for each recomputation); the residual adds done in
+     * a convolution's store (conv2d_add nodes) and the conv outputs they never write (also
+     * counted in unmaterialised_bytes) */
+    int fused_norms, fused_recomputes, fused_residuals;
+    int64_t unmaterialised_bytes, fused_residual_bytes;
+    uint64_t hash; /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;
 
 /* Build the graph for cfg, schedule it, and lay it out. */
@@ -65,7 +72,7 @@ static inline int sg_plan_bf16_copy(const sg_plan *p, int64_t *param_off, int64_
 }
 /* Is tensor t stored in the arena (not virtual)? */
 static inline int sg_plan_stored(const sg_plan *p, int t) {
-    return p->g.t[t].nparts == 0;
+    return !sg_tensor_virtual(&p->g.t[t]);
 }
 
 #endif

@@ -23,16 +23,46 @@ static int is_persistent(sg_role r) {
     return sg_role_persistent(r);
 }
 
+/* The stored tensors a read of virtual tensor t reads (none for a stored one): a
+ * concatenation's two parts; a virtual normalised tensor's node's inputs and its other outputs
+ * (mean, rstd), the operands of the apply pass that computes it (the node's x may itself be a
+ * concatenation: the caller recurses). Returns how many, into deps (at most SG_MAX_IN +
+ * SG_MAX_OUT). */
+static int virtual_deps(const sg_graph *g, int t, int *deps) {
+    const sg_tensor *x = &g->t[t];
+    int n = 0;
+    for (int p = 0; p < x->nparts; p++) deps[n++] = x->parts[p];
+    if (x->vnorm >= 0) {
+        const sg_node *nd = &g->n[x->vnorm];
+        for (int k = 0; k < nd->nin; k++) deps[n++] = nd->in[k];
+        for (int k = 1; k < nd->nout; k++) deps[n++] = nd->out[k];
+    }
+    return n;
+}
+
 static void touch(sg_graph *g, int t, int i) {
     sg_tensor *x = &g->t[t];
     if (x->first < 0 || i < x->first) x->first = i;
     if (i > x->last) x->last = i;
-    for (int p = 0; p < x->nparts; p++) touch(g, x->parts[p], i);
+    int deps[SG_MAX_IN + SG_MAX_OUT];
+    const int nd = virtual_deps(g, t, deps);
+    for (int k = 0; k < nd; k++) touch(g, deps[k], i);
 }
 
 static int find(int *uf, int x) {
     while (uf[x] != x) x = uf[x] = uf[uf[x]];
     return x;
+}
+
+/* a backward node of the micro-batch starting at node `base` reads t (or, virtual, what t is
+ * computed from): a temporary of that micro-batch's forward pass is saved for it */
+static void mark_saved(sg_graph *g, int t, int base) {
+    sg_tensor *y = &g->t[t];
+    if (y->role == ROLE_TEMP && y->producer >= base && y->producer < base + g->n_forward)
+        y->role = ROLE_SAVED;
+    int deps[SG_MAX_IN + SG_MAX_OUT];
+    const int nd = virtual_deps(g, t, deps);
+    for (int k = 0; k < nd; k++) mark_saved(g, deps[k], base);
 }
 
 /* saved activations: forward tensors that a backward node reads (micro-batch by micro-batch:
@@ -43,17 +73,7 @@ static void classify_roles(sg_graph *g) {
     for (int m = 0; m < K; m++) {
         const int base = m * span;
         for (int i = base + g->n_forward; i < base + span; i++)
-            for (int k = 0; k < g->n[i].nin; k++) {
-                sg_tensor *x = &g->t[g->n[i].in[k]];
-                int stack[3] = {g->n[i].in[k], -1, -1}, ns = 1;
-                if (x->nparts) stack[0] = x->parts[0], stack[1] = x->parts[1], ns = 2;
-                for (int s = 0; s < ns; s++) {
-                    sg_tensor *y = &g->t[stack[s]];
-                    if (y->role == ROLE_TEMP && y->producer >= base &&
-                        y->producer < base + g->n_forward)
-                        y->role = ROLE_SAVED;
-                }
-            }
+            for (int k = 0; k < g->n[i].nin; k++) mark_saved(g, g->n[i].in[k], base);
     }
 }
 
@@ -474,7 +494,9 @@ static int merge_inplace(sg_plan *p) {
         const sg_node *nd = &g->n[i];
         if (!sg_ops[nd->op].inplace || sg_accum_bits(nd, 0)) continue;
         const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
-        if (x->nparts || y->nparts || is_persistent(x->role) || is_persistent(y->role)) continue;
+        if (sg_tensor_virtual(x) || sg_tensor_virtual(y) || is_persistent(x->role) ||
+            is_persistent(y->role))
+            continue;
         if (x->last != i || y->first != i || x->bytes != y->bytes || x->dtype != y->dtype) continue;
         p->buffer_of[find(p->buffer_of, nd->out[0])] = find(p->buffer_of, nd->in[0]);
         p->inplace_merges++;
@@ -546,7 +568,7 @@ static int collect_buffers(sg_plan *p, buf_t *bufs, int *slot) {
     for (int t = 0; t < g->nt; t++) slot[t] = -1;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
-        if (is_persistent(x->role) || x->nparts || x->first < 0) continue;
+        if (is_persistent(x->role) || sg_tensor_virtual(x) || x->first < 0) continue;
         int root = p->buffer_of[t];
         int k = slot[root] >= 0 ? slot[root] : nb;
         if (k == nb) {
@@ -670,7 +692,7 @@ static int place_dynamic(sg_plan *p) {
         slot[best[k].id] = k;
     }
     for (int t = 0; t < g->nt; t++)
-        if (!is_persistent(g->t[t].role) && !g->t[t].nparts && g->t[t].first >= 0)
+        if (!is_persistent(g->t[t].role) && !sg_tensor_virtual(&g->t[t]) && g->t[t].first >= 0)
             g->t[t].offset = p->persistent_bytes + best[slot[p->buffer_of[t]]].offset;
     p->arena_bytes = p->persistent_bytes + best_top;
     rc = lower_bound(p, best, nb);
@@ -682,10 +704,39 @@ out:
     return rc;
 }
 
+/* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes,
+ * twice when a backward node reads it (the unfused plan recomputes a copy there), and each
+ * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back) */
+static void fusion_totals(sg_plan *p) {
+    const sg_graph *g = &p->g;
+    unsigned char *bwd_read = calloc((size_t)g->nt + 1, 1);
+    for (int i = 0; bwd_read && i < g->nn; i++)
+        if (sg_ops[g->n[i].op].kind == SG_OPK_BWD)
+            for (int k = 0; k < g->n[i].nin; k++) bwd_read[g->n[i].in[k]] = 1;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->vnorm < 0) continue;
+        const int64_t b = SG_ALIGN_UP(sg_numel(x) * sg_dtype_size(x->dtype), SG_ALIGN);
+        p->fused_norms++;
+        p->unmaterialised_bytes += b;
+        if (bwd_read && bwd_read[t]) p->unmaterialised_bytes += b, p->fused_recomputes++;
+    }
+    free(bwd_read);
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].op != OP_CONV2D_ADD) continue;
+        const sg_tensor *y = &g->t[g->n[i].out[0]];
+        const int64_t b = SG_ALIGN_UP(sg_numel(y) * sg_dtype_size(y->dtype), SG_ALIGN);
+        p->fused_residuals++;
+        p->fused_residual_bytes += b;
+        p->unmaterialised_bytes += b;
+    }
+}
+
 static void totals(sg_plan *p) {
     const sg_graph *g = &p->g;
+    fusion_totals(p);
     for (int t = 0; t < g->nt; t++)
-        if (!g->t[t].nparts && !g->t[t].region) {
+        if (!sg_tensor_virtual(&g->t[t]) && !g->t[t].region) {
             p->no_reuse_bytes += SG_ALIGN_UP(g->t[t].bytes, SG_ALIGN);
             p->role_tensors[g->t[t].role]++;
         }
@@ -775,7 +826,7 @@ static int verify_pairs(const sg_plan *p) {
     }
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || x->first < 0 || x->bytes == 0) continue;
+        if (sg_tensor_virtual(x) || x->first < 0 || x->bytes == 0) continue;
         if (is_persistent(x->role))
             per[np++] = (keyed_t){x->offset, t};
         else
@@ -821,7 +872,7 @@ int sg_plan_verify(const sg_plan *p) {
     const sg_graph *g = &p->g;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || x->first < 0) continue;
+        if (sg_tensor_virtual(x) || x->first < 0) continue;
         /* a bf16 weight copy lies at half its parameter's offset: SG_ALIGN / 2 */
         const int align = x->role == ROLE_PARAM_BF16 && x->copy_of >= 0 ? SG_ALIGN / 2 : SG_ALIGN;
         if (x->offset < 0) return sg_set_error("plan: tensor %s has no offset", x->name);

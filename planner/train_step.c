@@ -57,15 +57,16 @@ static int weight_copy(sg_graph *g, int p) {
     return id;
 }
 
-/* Every bf16 conv / linear forward node (so far: the network's) reads its weights' copy; the
+/* Every bf16 conv (conv2d, conv2d_add) / linear forward node (so far: the network's) reads its
+ * weights' copy; the
  * region tensor "params_bf16" over the copies, when there are any (else -1). */
 static int bf16_weights(sg_graph *g, int *region_out) {
     int any = 0;
     *region_out = -1;
     for (int i = 0; i < g->nn; i++) {
         const int op = g->n[i].op, w = g->n[i].in[1];
-        if ((op != OP_CONV2D && op != OP_LINEAR) || g->t[g->n[i].in[0]].dtype != DT_BF16 ||
-            g->t[w].role != ROLE_PARAM)
+        if ((op != OP_CONV2D && op != OP_CONV2D_ADD && op != OP_LINEAR) ||
+            g->t[g->n[i].in[0]].dtype != DT_BF16 || g->t[w].role != ROLE_PARAM)
             continue;
         const int c = weight_copy(g, w);
         if (c < 0) return SG_ERR;
@@ -114,7 +115,9 @@ static int micro_tensor(sg_graph *g, int *map, int t, int k) {
     sg_tensor *y = &g->t[id];
     y->nparts = x.nparts;
     y->parts[0] = parts[0], y->parts[1] = parts[1];
-    if (x.nparts) y->bytes = 0;
+    /* a virtual normalised tensor: the copy of its node (node i's copy is i + k span) */
+    if (x.vnorm >= 0) y->vnorm = x.vnorm + k * (g->n_forward + g->n_backward);
+    if (sg_tensor_virtual(&x)) y->bytes = 0;
     y->needs_grad = x.needs_grad;
     y->twin = t;
     return map[t] = id;

@@ -44,18 +44,36 @@ int sg_builder_node(builder *b, sg_op op, const int *in, int nin, const sg_op_ar
     return outs[k];
 }
 
-/* pad: the top/left zero padding (K/2 is symmetric; see sg_conv_args) */
+/* A conv's parameters `module`.weight [Co, K, K, Ci] and .bias [Co], created here: their place
+ * in the parameter region (creation order) is where their initial values are drawn from. */
+static void conv_params(builder *b, int Ci, int Co, int K, const char *module, int *w, int *bb) {
+    float bound = 1.0f / sqrtf((float)(Ci * K * K));
+    int64_t ws[4] = {Co, K, K, Ci}, bs[1] = {Co};
+    *w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
+    *bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
+}
+/* The conv node on x with parameters w, bb; with res >= 0 (a tensor shaped like its output)
+ * the residual add res + conv(x) in the same node (conv2d_add: the fused epilogue,
+ * planner/fuse.c), else a plain conv2d. pad: the top/left zero padding (K/2 is symmetric; see
+ * sg_conv_args). */
+static int conv_node(builder *b, int x, int w, int bb, int res, int K, int S, int pad,
+                     sg_dtype out_dt, const char *name) {
+    int in[4] = {x, w, bb, res};
+    sg_op_args a = {.conv = {.K = K, .S = S, .pad = pad, .out_dt = out_dt}};
+    if (res >= 0) return sg_builder_node(b, OP_CONV2D_ADD, in, 4, &a, name, 0);
+    return sg_builder_node(b, OP_CONV2D, in, 3, &a, name, 0);
+}
 static int conv(builder *b, int x, int Co, int K, int S, int pad, const char *module,
                 sg_dtype out_dt) {
     if (b->err) return -1;
-    int Ci = (int)b->g->t[x].shape[3];
-    float bound = 1.0f / sqrtf((float)(Ci * K * K));
-    int64_t ws[4] = {Co, K, K, Ci}, bs[1] = {Co};
-    int w = param(b, module, "weight", 4, ws, SG_INIT_UNIFORM, bound);
-    int bb = param(b, module, "bias", 1, bs, SG_INIT_UNIFORM, bound);
-    int in[3] = {x, w, bb};
-    sg_op_args a = {.conv = {.K = K, .S = S, .pad = pad, .out_dt = out_dt}};
-    return sg_builder_node(b, OP_CONV2D, in, 3, &a, module, 0);
+    int w, bb;
+    conv_params(b, (int)b->g->t[x].shape[3], Co, K, module, &w, &bb);
+    return conv_node(b, x, w, bb, -1, K, S, pad, out_dt, module);
+}
+/* Is skip + conv(x) (Co channels, K x K, stride 1) one conv2d_add node: fusing, and a conv the
+ * fused kernels take (planner/fuse.c)? */
+static int fuse_residual(const builder *b, int x, int Co, int K) {
+    return !b->err && sg_model_fuse(b->c) && sg_conv_fusable(b->g, x, Co, K);
 }
 
 static int linear(builder *b, int x, int M, const char *module) {
@@ -121,14 +139,33 @@ static int resblock(builder *b, int x, int Co, const char *m) {
 #define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
     sg_dtype dt = b->c->act_dt;
     int h = norm_act(b, x, -1, SG_ACT_SILU, SUB("norm1"));
+    const int after_norm1 = b->g->nn;
     h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
     int v = linear(b, b->st, Co, SUB("time_emb_proj"));
     h = norm_act(b, h, v, SG_ACT_SILU, SUB("norm2")); /* + v, and the dropout */
-    h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
+    if (!fuse_residual(b, h, Co, 3)) {
+        h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
+        int skip = x;
+        if (!b->err && b->g->t[x].shape[3] != Co)
+            skip = conv(b, x, Co, 1, 1, 0, SUB("conv_shortcut"), dt);
+        return binary(b, OP_ADD, skip, h, m, "out");
+    }
+    /* fused: the add in conv2's store, so the skip path runs first: the shortcut conv runs
+     * right after norm1 (there the placement reaches the lower bound on every built-in model;
+     * just before conv2 it misses unet_fmnist bf16's by 6 KiB), still after norm1 so that the
+     * backward pass adds the two gradients of x in the unfused order (the shortcut's first: a
+     * bf16 gradient is rounded between them). Its parameters and conv2's are still created
+     * last, conv2's first: the unfused order (the same parameter region, the same initial
+     * values, checkpoints that load across --fuse). */
+    int w2, b2;
+    conv_params(b, (int)b->g->t[h].shape[3], Co, 3, SUB("conv2"), &w2, &b2);
     int skip = x;
-    if (!b->err && b->g->t[x].shape[3] != Co)
+    if (!b->err && b->g->t[x].shape[3] != Co) {
         skip = conv(b, x, Co, 1, 1, 0, SUB("conv_shortcut"), dt);
-    return binary(b, OP_ADD, skip, h, m, "out");
+        if (!b->err) sg_node_move_last(b->g, after_norm1);
+    }
+    if (b->err) return -1;
+    return conv_node(b, h, w2, b2, skip, 3, 1, 1, dt, SUB("out"));
 #undef SUB
 }
 
@@ -147,8 +184,14 @@ static int attnblock(builder *b, int x, const char *m) {
     int in[1] = {h};
     sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
     h = sg_builder_node(b, OP_ATTENTION, in, 1, &a, SUB("attn"), 0);
-    h = conv(b, h, C, 1, 1, 0, SUB("to_out.0"), b->c->act_dt);
-    return binary(b, OP_ADD, x, h, m, "out");
+    if (!fuse_residual(b, h, C, 1)) {
+        h = conv(b, h, C, 1, 1, 0, SUB("to_out.0"), b->c->act_dt);
+        return binary(b, OP_ADD, x, h, m, "out");
+    }
+    int w, bb;
+    conv_params(b, C, C, 1, SUB("to_out.0"), &w, &bb);
+    if (b->err) return -1;
+    return conv_node(b, h, w, bb, x, 1, 1, 0, b->c->act_dt, SUB("out"));
 #undef SUB
 }
 
@@ -227,5 +270,8 @@ int sg_unet(builder *b, int x, int t) {
     h = norm_act(b, h, -1, SG_ACT_SILU, "conv_norm_out");
     /* the prediction in the activation dtype, as PyTorch's conv under autocast; the loss reads
      * it in fp32 */
-    return conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
+    int pred = conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
+    /* the network is complete: every reader of every normalisation is known */
+    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g);
+    return b->err ? -1 : pred;
 }

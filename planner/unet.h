@@ -25,4 +25,14 @@ int sg_builder_node(builder *b, sg_op op, const int *in, int nin, const sg_op_ar
  * in the activation dtype, or -1 with b->err set. */
 int sg_unet(builder *b, int x, int t);
 
+/* planner/fuse.c: the fusion decisions (sg_model_fuse). A convolution of Co output channels
+ * and K x K taps on input x is one the fused kernels take: every part of x and Co multiples of
+ * 8, K 1 or 3 (the tensor-core rule of kernels/cuda/conv.cu, without its dtype: the plan is
+ * the same on both backends). */
+int sg_conv_fusable(const sg_graph *g, int x, int Co, int K);
+/* Turn the output of every norm_act / norm_act_temb node whose readers are all fusable
+ * convolutions (their input 0) into a virtual normalised tensor (sg_tensor.vnorm); returns
+ * how many. Run on the forward graph, before autodiff (the recomputation it then needs none). */
+int sg_fuse_norm_prologues(sg_graph *g);
+
 #endif

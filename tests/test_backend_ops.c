@@ -30,9 +30,13 @@
  * fp32, as in the model), accumulating outputs, concatenated inputs and outputs, in-place
  * execution (the planner merges output 0 into a dying input 0), shapes at and across the
  * kernels' tile edges and odd sizes, and unet_adm64's ops (average pool, several heads of 32
- * channels). Coverage: every op of the enum must have run in fp32, and in bf16 where it has an
- * activation dtype; where the CUDA backend accumulates, reads or writes concatenations, or runs
- * in place, such a case must have run. A missing one fails the test, named.
+ * channels), and fused convolutions (planner/fuse.c): a conv or weight gradient whose input is
+ * a virtual normalised tensor, made by a norm_act / norm_act_temb node that then runs its
+ * statistics pass alone (two nodes; the CPU materialises the operand, the CUDA kernels compute
+ * it in their tile loads; fp32 is refused by the CUDA backend). Coverage: every op of the enum
+ * must have run in fp32, and in bf16 where it has an activation dtype; where the CUDA backend
+ * accumulates, reads or writes concatenations, runs in place, or reads or makes a fused operand,
+ * such a case must have run. A missing one fails the test, named.
  *
  * Tolerances, the categories of tests/test_cuda_ops.c (normalised error):
  *   exact   0     the same arithmetic in the same order: copies, resampling, adds, masks,
@@ -81,9 +85,10 @@ static const double tol_value[] = {0.0, 1e-6, 1e-5, 1e-5, 1e-4};
  *   act:    has an activation dtype (must run in fp32 and bf16)
  *   accum:  the CUDA backend honours accumulate bits on its outputs (an accumulating case)
  *   concat: reads or writes a channel concatenation in the real graph (a concatenated case)
+ *   fused:  reads a virtual normalised tensor, or (norm_act) makes one (planner/fuse.c)
  * In-place cases are demanded where the op table says the planner may merge (sg_ops.inplace). */
 typedef struct {
-    int act, accum, concat, tol;
+    int act, accum, concat, tol, fused;
 } bo_props;
 
 static const bo_props props[OP_COUNT] = {
@@ -93,7 +98,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_DDPM_NOISE] = {1, 0, 0, TOL_EXACT}, /* the CPU's double expression, bit for bit */
     [OP_TIMESTEP_EMB] = {1, 0, 0, TOL_TIGHT},
     [OP_LINEAR] = {1, 0, 0, TOL_F32},
-    [OP_CONV2D] = {1, 0, 1, TOL_F32},
+    [OP_CONV2D] = {1, 0, 1, TOL_F32, 1},
     [OP_GROUP_NORM] = {1, 0, 1, TOL_F32},
     [OP_SILU] = {1, 0, 0, TOL_F32},
     [OP_ADD] = {1, 0, 0, TOL_EXACT},
@@ -108,7 +113,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_LINEAR_BWD_DATA] = {1, 1, 0, TOL_F32},
     [OP_LINEAR_BWD_WEIGHT] = {1, 1, 0, TOL_F32},
     [OP_CONV2D_BWD_DATA] = {1, 1, 1, TOL_F32},
-    [OP_CONV2D_BWD_WEIGHT] = {1, 1, 1, TOL_F32},
+    [OP_CONV2D_BWD_WEIGHT] = {1, 1, 1, TOL_F32, 1},
     [OP_GROUP_NORM_BWD] = {1, 1, 1, TOL_F32},
     [OP_SILU_BWD] = {1, 1, 0, TOL_F32},
     [OP_ADD_NC_BWD] = {1, 1, 0, TOL_F32},
@@ -129,8 +134,8 @@ static const bo_props props[OP_COUNT] = {
     /* its double math is the CPU's operation for operation; x_T and the DDPM noise are normals */
     [OP_SAMPLE_STEP] = {1, 0, 0, TOL_NORMAL},
     /* norm_act_temb's x is a conv output in the UNet, never a concatenation */
-    [OP_NORM_ACT] = {1, 0, 1, TOL_F32},
-    [OP_NORM_ACT_TEMB] = {1, 0, 0, TOL_F32},
+    [OP_NORM_ACT] = {1, 0, 1, TOL_F32, 1},
+    [OP_NORM_ACT_TEMB] = {1, 0, 0, TOL_F32, 1},
     [OP_NORM_ACT_APPLY] = {1, 0, 1, TOL_F32},
     [OP_NORM_ACT_TEMB_APPLY] = {1, 0, 0, TOL_F32},
     [OP_NORM_ACT_BWD] = {1, 1, 1, TOL_F32},
@@ -139,6 +144,9 @@ static const bo_props props[OP_COUNT] = {
     [OP_ADAMW_EMA_BF16] = {0, 0, 0, TOL_ADAMW}, /* and the copy of p: round(p), bf16's 2e-2 */
     [OP_GELU] = {1, 0, 0, TOL_F32},
     [OP_GELU_BWD] = {1, 1, 0, TOL_F32},
+    /* the residual add in the conv's store: its x is a conv's input (a concatenation, or a
+     * fused normalisation) */
+    [OP_CONV2D_ADD] = {1, 0, 1, TOL_F32, 1},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -193,6 +201,9 @@ typedef struct {
     int micro; /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
                   BO_MICROS (gradient accumulation), so its samples and random draws start at
                   that slice of the batch (sg_node_slice) */
+    int fused; /* conv, conv weight gradient: the input x is the virtual normalised output of a
+                  norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
+                  dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
 } bo_args;
 
 typedef int (*bo_builder)(bo_case *c, const bo_args *a, sg_dtype dt);
@@ -408,16 +419,53 @@ static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_LINEAR, in, 3, out, NULL, 0) < 0;
 }
 
+/* A conv's input x: plain or a concatenation (act_in), or (a->fused) the virtual normalised
+ * output y of a norm_act / norm_act_temb node on such an x, which then runs its statistics
+ * pass alone: the fused plan (planner/fuse.c), made by hand here because the fusion pass sees
+ * forward readers only. */
+static int conv_x(bo_case *c, const bo_args *a, sg_dtype dt) {
+    if (!a->fused) return act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1);
+    const int C = a->C + a->C2, temb = a->fused == 2;
+    int in[SG_MAX_IN], n = 0;
+    in[n++] = act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -2, 3);
+    if (temb) in[n++] = tensor(c, "v", dt, ROLE_INPUT, 2, a->N, C, 0, 0, FILL_UNIFORM, -1, 1);
+    in[n++] = tensor(c, "gamma", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, 0.5, 1.5);
+    in[n++] = tensor(c, "beta", DT_F32, ROLE_PARAM, 1, C, 0, 0, 0, FILL_UNIFORM, -0.5, 0.5);
+    if (temb) in[n++] = seed_t(c), in[n++] = step_t(c, a->step);
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {
+        .gn = {.groups = a->G, .eps = 1e-6f, .act = a->act, .p = temb ? a->f : 0, .purpose = 3}};
+    const int nd = node(c, temb ? OP_NORM_ACT_TEMB : OP_NORM_ACT, in, n, out, &args, 0);
+    if (nd < 0) return -1;
+    sg_tensor *y = &c->p.g.t[out[0]];
+    y->vnorm = nd, y->bytes = 0;
+    return out[0];
+}
+
 static int b_conv(bo_case *c, const bo_args *a, sg_dtype dt) {
     int Ci = a->C + a->C2;
     float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
     int in[3] = {
-        act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1),
+        conv_x(c, a, dt),
         tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
         tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
     return node(c, OP_CONV2D, in, 3, out, &args, 0) < 0;
+}
+
+/* conv2d_add: b_conv's operands and the residual r [N,Ho,Wo,Co] */
+static int b_conv_add(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int Ci = a->C + a->C2, Ho = conv_out(a->H, a->K, a->S), Wo = conv_out(a->W, a->K, a->S);
+    float bound = 1.0f / sqrtf((float)(Ci * a->K * a->K));
+    int in[4] = {
+        conv_x(c, a, dt),
+        tensor(c, "w", dt, weight_role(dt), 4, a->Co, a->K, a->K, Ci, FILL_UNIFORM, -bound, bound),
+        tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -bound, bound),
+        act4(c, "r", dt, a->N, Ho, Wo, a->Co, -2, 2, 0)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
+    return node(c, OP_CONV2D_ADD, in, 4, out, &args, 0) < 0;
 }
 
 static int b_group_norm(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -538,7 +586,7 @@ static int b_conv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* dy [N,Ho,Wo,Co], x [N,H,W,C+C2] (a concatenation when C2 > 0) -> dw, db (fp32) */
     int Ci = a->C + a->C2, Ho = conv_out(a->H, a->K, a->S), Wo = conv_out(a->W, a->K, a->S);
     int dy = act4(c, "dy", dt, a->N, Ho, Wo, a->Co, -1, 1, 0);
-    int in[2] = {dy, act_in(c, "x", dt, a, a->H, a->W, a->C, a->C2, -1, 1)};
+    int in[2] = {dy, conv_x(c, a, dt)};
     int out[SG_MAX_OUT] = {
         out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, a->K, a->K, Ci, a->acc),
         out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, acc_second(a, a->acc))};
@@ -995,6 +1043,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_ADAMW_EMA_BF16] = b_adamw_ema_bf16,
     [OP_GELU] = b_gelu,
     [OP_GELU_BWD] = b_gelu_bwd,
+    [OP_CONV2D_ADD] = b_conv_add,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1109,6 +1158,15 @@ static const bo_entry entries[] = {
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 6, .W = 7, .C = 16, .Co = 24, .K = 1, .S = 2, .acc = 1}},
     /* several weight-gradient chunks (pixels > SG_WS_WGRAD_PIX) */
     {OP_CONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 48, .W = 48, .C = 8, .Co = 16, .K = 3, .S = 1, .acc = 1}},
+    /* fused: the input is norm_act's virtual output (bf16 on the tensor cores; fp32 refused by
+     * the CUDA backend, below): norm1 on a skip concatenation, norm2 with the time embedding
+     * and dropout, the attention's norm (no activation) before a 1x1 */
+    {OP_CONV2D, BF16, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 1}},
+    {OP_CONV2D, BF16, 0, {.N = 3, .H = 4, .W = 5, .C = 32, .Co = 32, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 2, .f = 0.1f, .step = 5}},
+    {OP_CONV2D, BF16, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 72, .K = 1, .S = 1, .G = 4, .act = SG_ACT_NONE, .fused = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BF16, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 1, .acc = 1}},
+    {OP_CONV2D_BWD_WEIGHT, BF16, 0, {.N = 3, .H = 4, .W = 5, .C = 32, .Co = 32, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 2, .f = 0.1f, .step = 5}},
+    {OP_CONV2D_BWD_WEIGHT, BF16, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 72, .K = 1, .S = 1, .G = 4, .act = SG_ACT_NONE, .fused = 1, .acc = 1}},
     {OP_GROUP_NORM_BWD, BOTH, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6}},
     {OP_GROUP_NORM_BWD, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 20, .C2 = 20, .G = 8, .acc = 1}},
     {OP_GROUP_NORM_BWD, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 6, .C2 = 10, .G = 4, .acc_param = 1}},
@@ -1199,6 +1257,13 @@ static const bo_entry entries[] = {
     {OP_GELU, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .inplace = 1}},
     {OP_GELU_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
     {OP_GELU_BWD, BOTH, 0, {.N = 1, .H = 33, .W = 32, .C = 40, .inplace = 1}},
+    /* the residual in the conv's store: the ResBlock's conv2 (3x3) on norm2's fused output,
+     * the attention's to_out (1x1), a concatenated input; off the tensor cores (fp32, or 12
+     * channels): the conv then the add */
+    {OP_CONV2D_ADD, BF16, 0, {.N = 3, .H = 4, .W = 5, .C = 32, .Co = 32, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 2, .f = 0.1f, .step = 5}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .Co = 24, .K = 1, .S = 1}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1}},
+    {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 6, .W = 5, .C = 12, .Co = 16, .K = 3, .S = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the
@@ -1212,6 +1277,11 @@ static const bo_entry refusals[] = {
     {OP_GROUP_NORM_BWD, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6, .acc_param = 1, .acc_split = 1}},
     {OP_SILU, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
     {OP_NORM_ACT_BWD, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU, .acc_param = 1, .acc_split = 1}},
+    /* a fused operand in fp32: the CUDA-core kernels have no prologue */
+    {OP_CONV2D, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .Co = 24, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 1}},
+    {OP_CONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .Co = 24, .K = 3, .S = 1, .G = 8, .act = SG_ACT_SILU, .fused = 2, .f = 0.1f}},
+    /* bf16 whose channels the tensor cores do not take */
+    {OP_CONV2D, BF16, 0, {.N = 2, .H = 5, .W = 7, .C = 12, .Co = 24, .K = 3, .S = 1, .G = 4, .act = SG_ACT_SILU, .fused = 1}},
 };
 /* clang-format on */
 
@@ -1224,7 +1294,7 @@ typedef struct {
 } bo_opts;
 
 static int covered[OP_COUNT][2], covered_acc[OP_COUNT], covered_cat[OP_COUNT],
-    covered_inplace[OP_COUNT];
+    covered_inplace[OP_COUNT], covered_fused[OP_COUNT];
 static int n_cases;
 
 static void put(uint8_t *img, const sg_tensor *x, int64_t i, double v) {
@@ -1276,7 +1346,7 @@ static void make_image(const bo_case *c, uint8_t *img) {
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
         const fill_spec *f = &c->fill[t];
-        if (x->nparts || x->offset < 0 || f->kind == FILL_POISON) continue;
+        if (sg_tensor_virtual(x) || x->offset < 0 || f->kind == FILL_POISON) continue;
         int64_t n = sg_numel(x);
         for (int64_t i = 0; i < n; i++) {
             switch (f->kind) {
@@ -1409,7 +1479,7 @@ static const char *owner(const sg_graph *g, int64_t off, char *buf, size_t cap) 
     int best = -1;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || x->offset < 0 || x->offset > off) continue;
+        if (sg_tensor_virtual(x) || x->offset < 0 || x->offset > off) continue;
         if (best < 0 || x->offset > g->t[best].offset) best = t;
     }
     if (best < 0) return "nothing";
@@ -1436,6 +1506,7 @@ static void mark_writable(const bo_case *c, uint8_t *mask) {
         for (int k = 0; k < g->n[i].nout && g->n[i].op != OP_CONCAT; k++) {
             /* (a concatenation writes nothing: its virtual output is its two inputs) */
             const sg_tensor *y = &g->t[g->n[i].out[k]];
+            if (y->vnorm >= 0) continue; /* virtual: nothing is written */
             for (int p = 0; p < (y->nparts ? 2 : 1); p++) {
                 const sg_tensor *s = y->nparts ? &g->t[y->parts[p]] : y;
                 memset(mask + s->offset, MASK_OUT, (size_t)s->bytes);
@@ -1515,6 +1586,7 @@ static void case_name(char *buf, size_t cap, sg_op op, sg_dtype dt, const bo_arg
     FIELD(v, " v%g");
     FIELD(same, " same%d");
     FIELD(act, " act%d");
+    FIELD(fused, " fused%d");
 #undef FIELD
     if (a->acc && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum");
     if (a->acc_param && k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, " accum_param");
@@ -1549,9 +1621,9 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
     }
     const sg_graph *g = &c.p.g;
     const sg_node *nd = &g->n[g->nn - 1]; /* the op under test is the last node */
-    const int wg_refuse =
-        g_wgmma && dt == DT_F32 &&
-        (e->op == OP_CONV2D || e->op == OP_CONV2D_BWD_DATA || e->op == OP_CONV2D_BWD_WEIGHT);
+    const int wg_refuse = g_wgmma && dt == DT_F32 &&
+                          (e->op == OP_CONV2D || e->op == OP_CONV2D_ADD ||
+                           e->op == OP_CONV2D_BWD_DATA || e->op == OP_CONV2D_BWD_WEIGHT);
     if ((refuse || wg_refuse) && strcmp(o->second, "cpu")) {
         sg_backend *r = make_second(o);
         int prc = r ? r->prepare(r, &c.p) : SG_OK;
@@ -1630,6 +1702,8 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
             if (x->accum) covered_acc[x->op]++;
             for (int k = 0; k < x->nin; k++) covered_cat[x->op] += g->t[x->in[k]].nparts > 0;
             for (int k = 0; k < x->nout; k++) covered_cat[x->op] += g->t[x->out[k]].nparts > 0;
+            for (int k = 0; k < x->nin; k++) covered_fused[x->op] += g->t[x->in[k]].vnorm >= 0;
+            covered_fused[x->op] += g->t[x->out[0]].vnorm >= 0;
             if (x->op == OP_CONCAT) covered_cat[x->op]++;
             if (sg_ops[x->op].inplace && c.p.buffer_of[x->in[0]] == c.p.buffer_of[x->out[0]])
                 covered_inplace[x->op]++;
@@ -1656,6 +1730,10 @@ static int coverage(const bo_opts *o) {
         }
         if (props[op].accum && !covered_acc[op]) {
             CHECK(0, "coverage: %s never ran accumulating", nm);
+            missing++;
+        }
+        if (props[op].fused && !covered_fused[op]) {
+            CHECK(0, "coverage: %s never ran with a fused (virtual normalised) operand", nm);
             missing++;
         }
         if (props[op].concat && !covered_cat[op]) {

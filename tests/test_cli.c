@@ -71,6 +71,8 @@ static void test_model_json_roundtrip(void) {
         CHECK(sg_model_preset(&a, models[m]) == SG_OK, "preset");
         a.lr = 1.2345e-4f, a.dropout = 0.3f, a.batch = 3, a.act_dt = DT_BF16, a.warmup = 7;
         if (m == 2) a.grad_accum = 3; /* gradient accumulation: recorded when K > 1 */
+        /* fusion: recorded resolved (as a plan's config holds it), on for bf16 unless off */
+        a.fuse = m == 3 ? 0 : 1;
         a.data_n = a.data_h = a.data_w = 0;
         json_t *j = cli_model_json(&a);
         CHECK(j && cli_model_from_json(j, &b) == SG_OK, "%s: %s", models[m], sg_last_error());

@@ -695,8 +695,8 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               conv_path_names[want]);
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
-            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt,
-                 ws->d, wsb);
+            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
+                 dt, ws->d, wsb);
             sync_stream();
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
@@ -744,7 +744,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
-                 ddy->d, xc, N, H, W, Ci, Co, K, S, pad, dt, accum, ws->d, wsb);
+                 ddy->d, xc, NULL, N, H, W, Ci, Co, K, S, pad, dt, accum, ws->d, wsb);
             sync_stream();
             tb_check(gw, refw, TOL_F32, rep, ctx);
             if (bias) tb_check(gb, refb, TOL_F32, rep, ctx);
@@ -893,6 +893,278 @@ static void test_convs_tc(void) {
     test_conv(1, 4, 64, 64, 0, 192, 3, 1, 1, bf, 0, 0);
     test_conv(1, 3, 80, 64, 0, 64, 3, 2, 1, bf, 1, 1);
     g_conv_reps = 2;
+}
+
+/* ---- fused convolutions (sg_conv_fuse; planner/fuse.c) ----
+ *
+ * The prologue: a convolution whose input is norm_act's y computes it from norm_act's input x
+ * as it loads its tiles (forward: the A operand; weight gradient: the B operand), with
+ * norm_act's own apply arithmetic. On: cuda_conv2d_fwd / cuda_conv2d_bwd_weight given x and
+ * the normalisation. Off: what the unfused plan runs, cuda_norm_act_apply into a stored y (bf16)
+ * then the plain launchers on y. The two must agree BIT FOR BIT (they multiply the same bf16
+ * operands in the same order), the statistics come from cuda_norm_act_stats (which must give
+ * cuda_norm_act_fwd's bits), and both must match the CPU reference (cpu_norm_act_apply rounded
+ * to bf16, then cpu_conv2d_*) within the bf16 conv tolerances. x is a concatenation of c0 + c1
+ * channels (an up block's norm1 on the skip connection: both halves), v and the dropout with
+ * temb (p from a device seed and step, at a rank's element offset), SiLU or no activation (the
+ * attention's norm), the weight gradient overwriting or accumulating onto non-zero values. */
+static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad,
+                            int G, int act, int temb, float p, int bias, int accum, int res) {
+    char ctx[220];
+    snprintf(ctx, sizeof ctx,
+             "fused conv K%d S%d pad%d N%d H%d W%d Ci%d+%d Co%d G%d act%d temb%d p%g%s%s%s", K, S,
+             pad, N, H, W, c0, c1, Co, G, act, temb, (double)p, bias ? " bias" : "",
+             accum ? " accum" : "", res ? " residual" : "");
+    case_begin();
+    const int bf = DT_BF16, Ci = c0 + c1;
+    const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
+    const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
+                  nw = (int64_t)Co * K * K * Ci, nx = rows * Ci, ng = (int64_t)N * G;
+    const float eps = 1e-6f;
+    const uint64_t seed = 0x5eed99ull, I0 = 3 * nx; /* a rank's (or micro-batch's) offset */
+    const int64_t step = 17;
+    const uint32_t purpose = SG_RNG_DROPOUT_BASE + 5;
+    printf("%s\n", ctx);
+    float *xa = rnd_dt(rows * c0, -1, 3, bf), *xb = c1 ? rnd_dt(rows * c1, -1, 3, bf) : NULL;
+    float *x = cat_host(xa, c0, xb, c1, rows);
+    float *v = temb ? rnd_dt((int64_t)N * Ci, -1, 1, bf) : NULL;
+    float *gamma = rnd(Ci, 0.5f, 1.5f), *beta = rnd(Ci, -0.5f, 0.5f);
+    /* the weights in bf16, as the plan gives a bf16 conv its bf16 copy */
+    float *w = rnd_dt(nw, -0.5f, 0.5f, bf), *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL;
+    float *dy = rnd_dt(P * Co, -1, 1, bf);
+    float *mean = fbuf(ng), *rstd = fbuf(ng);
+    cpu_norm_act_stats(mean, rstd, x, v, N, H * W, Ci, G, eps);
+
+    tbuf *dxa = tb_in("x0", xa, rows * c0, bf), *dxb = c1 ? tb_in("x1", xb, rows * c1, bf) : NULL;
+    const sg_cat xc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
+    tbuf *dv = temb ? tb_in("v", v, (int64_t)N * Ci, bf) : NULL;
+    tbuf *dg = tb_in("gamma", gamma, Ci, DT_F32), *dbt = tb_in("beta", beta, Ci, DT_F32);
+    tbuf *dw_in = tb_in("w", w, nw, bf), *db_in = bias ? tb_in("b", b, Co, DT_F32) : NULL;
+    tbuf *ddy = tb_in("dy", dy, P * Co, bf);
+    tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
+    tbuf *m = tb_out("mean", ng, DT_F32, NULL), *r = tb_out("rstd", ng, DT_F32, NULL);
+    tbuf *ym = tb_out("y (unfused)", nx, bf, NULL), *ymf = tb_out("y (norm_act_fwd)", nx, bf, NULL);
+    tbuf *mf = tb_out("mean (fwd)", ng, DT_F32, NULL), *rf = tb_out("rstd (fwd)", ng, DT_F32, NULL);
+    const sg_drop drop = {.p = p,
+                          .purpose = purpose,
+                          .seed = p > 0 ? (const uint64_t *)dseed->d : NULL,
+                          .step = p > 0 ? (const int64_t *)dstep->d : NULL,
+                          .i0 = I0};
+    const sg_conv_fuse fuse = {.norm = 1,
+                               .mean = (const float *)m->d,
+                               .rstd = (const float *)r->d,
+                               .gamma = (const float *)dg->d,
+                               .beta = (const float *)dbt->d,
+                               .v = temb ? dv->d : NULL,
+                               .G = G,
+                               .act = act,
+                               .drop = drop};
+    const void *wd = dw_in->d;
+    const float *bd = bias ? (const float *)db_in->d : NULL;
+    const int64_t nws = sg_ws_norm_act_fwd(N, H * W, Ci, G);
+    tbuf *nw_ws = tb_ws(nws);
+    /* the statistics pass alone, and both passes: the same mean and rstd bits; y the unfused
+     * plan's stored operand */
+    reset_all();
+    CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, xc, temb ? dv->d : NULL, N, H * W,
+         Ci, G, eps, bf, nw_ws->d, nws);
+    CALL(cuda_norm_act_fwd, g_st, ymf->d, (float *)mf->d, (float *)rf->d, xc, temb ? dv->d : NULL,
+         (const float *)dg->d, (const float *)dbt->d, N, H * W, Ci, G, eps, act, drop, bf, nw_ws->d,
+         nws);
+    CALL(cuda_norm_act_apply, g_st, ym->d, xc, temb ? dv->d : NULL, (const float *)m->d,
+         (const float *)r->d, (const float *)dg->d, (const float *)dbt->d, N, H * W, Ci, G, act,
+         drop, bf);
+    sync_stream();
+    tb_check(m, mean, TOL_F32, 0, ctx);
+    tb_check(r, rstd, TOL_F32, 0, ctx);
+    {
+        uint8_t *a = (uint8_t *)halloc(m->bytes), *a2 = (uint8_t *)halloc(m->bytes);
+        tb_download(m, a), tb_download(mf, a2);
+        CHECK(!memcmp(a, a2, m->bytes), "%s: cuda_norm_act_stats' mean differs from the forward's",
+              ctx);
+        tb_download(r, a), tb_download(rf, a2);
+        CHECK(!memcmp(a, a2, r->bytes), "%s: cuda_norm_act_stats' rstd differs from the forward's",
+              ctx);
+    }
+    /* keep the statistics and the unfused y: the runs below reset every other buffer */
+    tbuf *keep[] = {m, r, ym};
+    for (int k = 0; k < 3; k++) tb_download(keep[k], keep[k]->init + GUARD);
+    /* the CPU reference from the device's statistics (the CPU's own, in double, may move a y
+     * value across a bf16 rounding boundary): y rounded to bf16 as the unfused plan stores it,
+     * then the convolution */
+    cpu_norm_tail t = {
+        .act = act, .p = p, .purpose = purpose, .seed = seed, .step = step, .i0 = I0};
+    float *dmean = fbuf(ng), *drstd = fbuf(ng), *y = fbuf(nx);
+    from_bytes(dmean, m->init + GUARD, ng, DT_F32);
+    from_bytes(drstd, r->init + GUARD, ng, DT_F32);
+    cpu_norm_act_apply(y, x, v, dmean, drstd, gamma, beta, N, H * W, Ci, G, &t);
+    round_dt(y, nx, bf);
+    float *o_cpu = fbuf(P * Co), *dw_cpu = fbuf(nw), *db_cpu = bias ? fbuf(Co) : NULL;
+    cpu_conv2d_fwd(o_cpu, y, w, b, N, H, W, Ci, Co, K, S, pad);
+    cpu_conv2d_bwd_weight(dw_cpu, db_cpu, dy, y, N, H, W, Ci, Co, K, S, pad);
+    const sg_cat yc = sg_cat1(ym->d, Ci);
+    CHECK(cuda_conv2d_path(xc, dy, N, H, W, Co, K, S, bf) == SG_CONV_PATH_TENSOR_CORE,
+          "%s: not on the tensor-core path", ctx);
+    /* forward: fused (on) and from the stored y (off); with res, the residual added in the
+     * store (on) or by cuda_add_fwd after the conv (off) */
+    {
+        float *ref = ref_acc(o_cpu, NULL, P * Co, bf);
+        float *rv = res ? rnd_dt(P * Co, -2, 2, bf) : NULL;
+        if (res) /* the conv's output as stored, plus the residual, rounded */
+            for (int64_t i = 0; i < P * Co; i++) ref[i] = rv[i] + ref[i];
+        round_dt(ref, P * Co, bf);
+        tbuf *dres = res ? tb_in("residual", rv, P * Co, bf) : NULL;
+        sg_conv_fuse fr = fuse;
+        fr.res = res ? dres->d : NULL;
+        tbuf *on = tb_out("y fused", P * Co, bf, NULL),
+             *off = tb_out("y unfused", P * Co, bf, NULL);
+        const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, S, bf);
+        tbuf *ws = tb_ws(wsb);
+        reset_all();
+        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad, bf,
+             ws->d, wsb);
+        CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, yc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
+             bf, ws->d, wsb);
+        if (res) CALL(cuda_add_fwd, g_st, off->d, dres->d, off->d, P * Co, bf);
+        sync_stream();
+        tb_check(on, ref, TOL_BF16, 0, ctx);
+        tb_check(off, ref, TOL_BF16, 0, ctx);
+        CHECK(!memcmp(on->bits, off->bits, on->bytes),
+              "%s: the fused forward differs from norm_act_apply + conv", ctx);
+        guards_all(ctx);
+    }
+    /* weight gradient: fused and unfused from the same old values */
+    {
+        float *ow = old_for(accum, nw, DT_F32), *ob = bias ? old_for(accum, Co, DT_F32) : NULL;
+        float *refw = ref_acc(dw_cpu, ow, nw, DT_F32),
+              *refb = bias ? ref_acc(db_cpu, ob, Co, DT_F32) : NULL;
+        tbuf *gw = tb_out("dw fused", nw, DT_F32, ow), *gw2 = tb_out("dw unfused", nw, DT_F32, ow);
+        tbuf *gb = bias ? tb_out("db fused", Co, DT_F32, ob) : NULL;
+        tbuf *gb2 = bias ? tb_out("db unfused", Co, DT_F32, ob) : NULL;
+        const int64_t wsb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, K, S, bf, bias);
+        tbuf *ws = tb_ws(wsb);
+        reset_all();
+        CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
+             ddy->d, xc, &fuse, N, H, W, Ci, Co, K, S, pad, bf, accum, ws->d, wsb);
+        CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw2->d, bias ? (float *)gb2->d : NULL,
+             ddy->d, yc, NULL, N, H, W, Ci, Co, K, S, pad, bf, accum, ws->d, wsb);
+        sync_stream();
+        tb_check(gw, refw, TOL_F32, 0, ctx);
+        tb_check(gw2, refw, TOL_F32, 0, ctx);
+        CHECK(!memcmp(gw->bits, gw2->bits, gw->bytes),
+              "%s: the fused weight gradient differs from norm_act_apply + the unfused one", ctx);
+        if (bias) {
+            tb_check(gb, refb, TOL_F32, 0, ctx);
+            tb_check(gb2, refb, TOL_F32, 0, ctx);
+            CHECK(!memcmp(gb->bits, gb2->bits, gb->bytes), "%s: fused db differs", ctx);
+        }
+        guards_all(ctx);
+    }
+    case_end();
+}
+
+static void test_convs_fused(void) {
+    const int S = SG_ACT_SILU, NONE = SG_ACT_NONE;
+    /* edge tiles (M = 126 pixels, Co 40: a 64 tile; 130 pixels, Co 72: a 128 tile), unequal
+     * halves, a slice of 24 channels, 8 channels per group, and 4 (a chunk spans two groups) */
+    test_conv_fused(2, 7, 9, 24, 16, 40, 3, 1, 1, 5, S, 0, 0.0f, 1, 0, 0);
+    test_conv_fused(2, 5, 13, 16, 0, 72, 3, 1, 1, 4, S, 1, 0.1f, 0, 1, 1);
+    /* stride 2 under both paddings and 1x1 stride 2 (the rule allows them; the UNets have none) */
+    test_conv_fused(2, 8, 6, 16, 8, 24, 3, 2, 0, 6, S, 1, 0.25f, 1, 1, 1);
+    test_conv_fused(1, 7, 5, 32, 0, 16, 3, 2, 1, 8, S, 0, 0.0f, 0, 0, 0);
+    test_conv_fused(2, 6, 7, 16, 0, 24, 1, 2, 0, 2, NONE, 0, 0.0f, 1, 1, 1);
+    /* the normalised inputs of unet_cifar (G 32) and unet_adm64 (G 32: 2 channels per group at
+     * 64) at batch 1-2 on small images: {c0, c1, Co, K, temb, N, H, W}; norm1 + conv1 (the up
+     * path's on the skip concatenation: both halves), norm2 (+ temb, dropout 0.1) + conv2 with
+     * the block's residual add in its store, the attention's norm (no activation) + to_qkv 1x1 */
+    static const int classes[][8] = {
+        /* unet_cifar */
+        {128, 0, 128, 3, 0, 1, 3, 3},
+        {128, 0, 128, 3, 1, 2, 3, 3},
+        {128, 0, 256, 3, 0, 1, 3, 3},
+        {256, 0, 256, 3, 1, 1, 3, 3},
+        {256, 0, 768, 1, 0, 1, 2, 3},
+        {256, 256, 256, 3, 0, 1, 3, 3},
+        {256, 128, 256, 3, 0, 1, 3, 3},
+        {256, 128, 128, 3, 0, 1, 3, 3},
+        {128, 128, 128, 3, 0, 2, 3, 3},
+        /* unet_adm64 */
+        {64, 0, 64, 3, 1, 2, 3, 3},
+        {64, 0, 128, 3, 0, 1, 3, 3},
+        {128, 0, 192, 3, 0, 1, 3, 3},
+        {192, 0, 256, 3, 0, 1, 3, 3},
+        {192, 0, 192, 3, 1, 1, 3, 3},
+        {192, 0, 576, 1, 0, 1, 2, 3},
+        {256, 0, 768, 1, 0, 1, 2, 3},
+        {256, 192, 256, 3, 0, 1, 3, 3},
+        {256, 192, 192, 3, 0, 1, 3, 3},
+        {192, 128, 192, 3, 0, 1, 3, 3},
+        {192, 128, 128, 3, 0, 1, 3, 3},
+        {128, 64, 128, 3, 0, 1, 3, 3},
+        {128, 64, 64, 3, 0, 1, 3, 3},
+        {64, 64, 64, 3, 0, 2, 3, 3},
+        /* unet_adm64's other two conv2 widths (each conv2 class carries its block's residual) */
+        {128, 0, 128, 3, 1, 1, 3, 3},
+        {256, 0, 256, 3, 1, 2, 3, 3},
+    };
+    for (int i = 0; i < SG_ARRAY_LEN(classes); i++) {
+        const int *c = classes[i];
+        const int qkv = c[3] == 1;
+        test_conv_fused(c[5], c[6], c[7], c[0], c[1], c[2], c[3], 1, c[3] / 2, 32, qkv ? NONE : S,
+                        c[4], c[4] ? 0.1f : 0.0f, i % 2, (i / 2) % 2, c[4]);
+    }
+}
+
+/* The residual epilogue alone (sg_conv_fuse.res, a conv2d_add node): on, the launcher adds res
+ * (in the tensor cores' store, after the conv elsewhere); off, the plain conv then
+ * cuda_add_fwd, the unfused plan's add node. Bitwise equal, and within the conv tolerance of
+ * the CPU's conv rounded to dt plus res. Every path: the attention's to_out (1x1 on the tensor
+ * cores, edge tiles), a bf16 3x3 off them (12 channels), fp32 3x3 (CUDA cores) and 1x1
+ * (cuBLAS). */
+static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "conv residual K%d N%d H%d W%d Ci%d Co%d %s", K, N, H, W, Ci, Co,
+             dtn(dt));
+    case_begin();
+    printf("%s\n", ctx);
+    const int pad = K / 2;
+    const int64_t P = (int64_t)N * H * W, nw = (int64_t)Co * K * K * Ci;
+    float *x = rnd_dt(P * Ci, -1, 1, dt), *w = rnd_dt(nw, -0.5f, 0.5f, dt),
+          *b = rnd(Co, -0.5f, 0.5f);
+    float *r = rnd_dt(P * Co, -2, 2, dt), *o = fbuf(P * Co);
+    cpu_conv2d_fwd(o, x, w, b, N, H, W, Ci, Co, K, 1, pad);
+    round_dt(o, P * Co, dt);
+    for (int64_t i = 0; i < P * Co; i++) o[i] += r[i];
+    round_dt(o, P * Co, dt);
+    tbuf *dx = tb_in("x", x, P * Ci, dt), *dw = tb_in("w", w, nw, dt); /* weights in dt */
+    tbuf *db = tb_in("b", b, Co, DT_F32), *dr = tb_in("residual", r, P * Co, dt);
+    tbuf *on = tb_out("y fused", P * Co, dt, NULL), *off = tb_out("y unfused", P * Co, dt, NULL);
+    const int64_t wsb = sg_ws_conv2d_fwd(N, H, W, Ci, Co, K, 1, dt);
+    tbuf *ws = tb_ws(wsb);
+    const sg_conv_fuse fr = {.res = dr->d};
+    const sg_cat xc = sg_cat1(dx->d, Ci);
+    reset_all();
+    CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, dw->d, (const float *)db->d, &fr, N, H, W, Ci,
+         Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_conv2d_fwd, g_st, g_blas, off->d, xc, dw->d, (const float *)db->d, NULL, N, H, W, Ci,
+         Co, K, 1, pad, dt, ws->d, wsb);
+    CALL(cuda_add_fwd, g_st, off->d, dr->d, off->d, P * Co, dt);
+    sync_stream();
+    tb_check(on, o, tol_for(dt), 0, ctx);
+    tb_check(off, o, tol_for(dt), 0, ctx);
+    CHECK(!memcmp(on->bits, off->bits, on->bytes), "%s: the fused residual differs from conv + add",
+          ctx);
+    guards_all(ctx);
+    case_end();
+}
+
+static void test_convs_res(void) {
+    test_conv_res(2, 7, 9, 256, 256, 1, DT_BF16); /* to_out.0: 126 pixels, a 128 x 128 tile */
+    test_conv_res(1, 3, 5, 192, 192, 1, DT_BF16); /* unet_adm64's to_out.0 at 192 channels */
+    test_conv_res(1, 5, 13, 64, 72, 3, DT_BF16);  /* 3x3, Co 72: a second column tile */
+    test_conv_res(2, 5, 7, 12, 16, 3, DT_BF16);   /* off the tensor cores: CUDA cores + add */
+    test_conv_res(2, 5, 7, 12, 16, 3, DT_F32);    /* fp32: CUDA cores + add */
+    test_conv_res(2, 5, 7, 24, 16, 1, DT_F32);    /* fp32 1x1: cuBLAS + add */
 }
 
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
@@ -2036,9 +2308,9 @@ static void test_graph(void) {
 #define STEP_SLICE()                                                                               \
     do {                                                                                           \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y3->d, sg_cat1(x->d, Ci), (const float *)w3->d,        \
-             (const float *)b->d, N, H, W, Ci, Co, 3, 1, 1, DT_F32, ws->d, wsb);                   \
+             (const float *)b->d, NULL, N, H, W, Ci, Co, 3, 1, 1, DT_F32, ws->d, wsb);             \
         CALL(cuda_conv2d_fwd, g_st, g_blas, y1->d, sg_cat1(xb->d, Ci), w1->d, (const float *)b->d, \
-             N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                                       \
+             NULL, N, H, W, Ci, Co, 1, 1, 0, DT_BF16, ws->d, wsb);                                 \
         CALL(cuda_group_norm_fwd, g_st, yg->d, (float *)mean->d, (float *)rstd->d,                 \
              sg_cat1(y3->d, Ci), (const float *)gamma->d, (const float *)beta->d, N, L, Ci, G,     \
              1e-6f, DT_F32);                                                                       \
@@ -2109,16 +2381,16 @@ static void test_errors(void) {
     case_begin();
     tbuf *a = tb_in("a", rnd(4096, -1, 1), 4096, DT_F32), *o = tb_out("o", 4096, DT_F32, NULL);
     /* K = 2 is not a supported kernel size */
-    int rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8,
-                             8, 4, 4, 2, 1, 1, DT_F32, NULL, 0);
+    int rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, NULL,
+                             1, 8, 8, 4, 4, 2, 1, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR && strlen(sg_last_error()) > 0, "conv with K=2 must fail");
     /* a concatenation that does not add up to Ci */
     rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat2(a->d, 2, a->d, 1), (const float *)a->d, NULL,
-                         1, 8, 8, 4, 4, 3, 1, 1, DT_F32, NULL, 0);
+                         NULL, 1, 8, 8, 4, 4, 3, 1, 1, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR, "conv with Ci != c0 + c1 must fail");
     /* padding beyond K/2 */
-    rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, 1, 8, 8,
-                         4, 4, 3, 2, 2, DT_F32, NULL, 0);
+    rc = cuda_conv2d_fwd(g_st, g_blas, o->d, sg_cat1(a->d, 4), (const float *)a->d, NULL, NULL, 1,
+                         8, 8, 4, 4, 3, 2, 2, DT_F32, NULL, 0);
     CHECK(rc == SG_ERR, "conv with padding 2 > K/2 must fail");
     /* a bf16 GEMM layer without its workspace */
     rc = cuda_linear_fwd(g_st, g_blas, o->d, a->d, (const float *)a->d, NULL, 4, 8, 8, DT_BF16,
@@ -2230,6 +2502,8 @@ int main(void) {
 
     test_convs();
     test_convs_tc();
+    test_convs_fused();
+    test_convs_res();
     printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
            conv_path_cases[SG_CONV_PATH_CUBLAS]);

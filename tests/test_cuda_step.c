@@ -10,6 +10,10 @@
  * - gradient accumulation (2 micro-batches, fp32): graph replay vs eager bitwise, two graph runs
  *   bitwise, CPU vs GPU within the fp32 tolerance, and within it of the GPU's one-pass step
  *   (the same data, noise and dropout; only the gradients' summation order differs);
+ * - fusion (bf16's default, planner/fuse.c): the fused step (GroupNorm + SiLU + dropout computed
+ *   inside the tensor-core convolutions that read them) gives the unfused step's (--fuse 0)
+ *   losses and final state bit for bit, on the GPU and on the CPU (which materialises the fused
+ *   operands with its apply kernel: the same values);
  * - bf16: the weight copy equals round(params) after the steps of every run, and a resume
  *   (1 step, checkpoint, a fresh executor loading it, 1 step) gives the straight run's losses
  *   and final state bit for bit, its copy remade from the loaded parameters;
@@ -211,6 +215,34 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
         printf("%s: CPU vs GPU loss over %d steps: worst relative difference %.3e (tol %.0e)\n", nm,
                STEPS, worst, tol);
         CHECK(worst <= tol, "%s: CPU vs GPU losses differ by %.3e", nm, worst);
+    }
+    /* Under SG_CONV_TC=wgmma the fused convs stay on the mma.sync kernels (the wgmma ones take
+     * no fusion) while the unfused plan runs them all on wgmma, whose weight gradients group
+     * the pixels differently: that comparison would mix generations, so it is made without. */
+    if (ok && dt == DT_BF16 && sg_model_fuse(&c) && !(tc && !strcmp(tc, "wgmma"))) {
+        /* the same step unfused: the same bits, on both backends */
+        sg_model_cfg u = c;
+        u.fuse = 0;
+        float lu[MAX_STEPS], lcu[MAX_STEPS];
+        unsigned char *su = NULL, *scu = NULL;
+        int64_t bu = 0, bcu = 0;
+        const int uok = !run(&u, data, cuda_on(1, engine), STEPS, lu, &su, &bu) &&
+                        !run(&u, data, sg_backend_cpu_create(), STEPS, lcu, &scu, &bcu);
+        CHECK(uok, "%s: unfused runs failed", nm);
+        if (uok) {
+            CHECK(!memcmp(lg, lu, sizeof(float) * (size_t)STEPS) && bu == bg &&
+                      !memcmp(sg, su, (size_t)bg),
+                  "%s: the fused GPU step differs from the unfused one (loss 0: %a vs %a)", nm,
+                  lg[0], lu[0]);
+            CHECK(!memcmp(lc, lcu, sizeof(float) * (size_t)STEPS) && bcu == bc &&
+                      !memcmp(sc, scu, (size_t)bc),
+                  "%s: the fused CPU step differs from the unfused one (loss 0: %a vs %a)", nm,
+                  lc[0], lcu[0]);
+            printf("%s: fused vs unfused (--fuse 0): identical losses and state on the GPU and "
+                   "on the CPU\n",
+                   nm);
+        }
+        free(su), free(scu);
     }
     if (ok && accum > 1) {
         /* the same global batch in one pass on the GPU: the same losses up to summation order */

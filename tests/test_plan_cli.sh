@@ -31,12 +31,49 @@ assert any(x["dtype"] == "bf16" for x in t)
 # conv engines: every conv pass counted; a forward conv reading a concat output (the decoder
 # 1x1 skip convs) and its two backward passes are the ones cuDNN cannot take
 s = d["schedule"]
-convs = [n for n in s if n["op"] in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")]
+convs = [n for n in s if n["op"] in ("conv2d", "conv2d_add", "conv2d_bwd_data", "conv2d_bwd_weight")]
 cat_out = {n["out"][0] for n in s if n["op"] == "concat"}
-cat_fwd = [n for n in s if n["op"] == "conv2d" and n["in"][0] in cat_out]
+cat_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add") and n["in"][0] in cat_out]
 assert d["conv_nodes"] == len(convs) > 0, (d["conv_nodes"], len(convs))
-assert len(cat_fwd) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd), d["conv_cudnn_eligible"]
+# a fused normalisation (the bf16 default, --fuse): its forward conv and weight gradient read
+# a virtual operand, which cuDNN cannot take either
+fused = {x["id"] for x in t if "normalised_by" in x}
+fused_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add") and n["in"][0] in fused]
+fused_bw = [n for n in s if n["op"] == "conv2d_bwd_weight" and n["in"][1] in fused]
+assert len(cat_fwd) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd) - len(fused_fwd) - len(fused_bw), d["conv_cudnn_eligible"]
+# every normalisation but conv_norm_out (read by the 3-channel conv_out) is fused, and with it
+# its recomputation: the one recomputed tensor left is that of conv_norm_out
+assert d["fuse"] == 1 and d["fused_norms"] == len(fused) > 0 and len(fused_fwd) == len(fused)
+assert d["fused_recomputes"] == len(fused_bw) == len(fused), (d["fused_recomputes"], len(fused_bw))
+assert d["recomputed_tensors"] == 1, d["recomputed_tensors"]
+assert all(x["bytes"] == 0 and x["offset"] == -1 for x in t if "normalised_by" in x)
+elem = {"bf16": 2, "fp32": 4}
+want = sum(2 * elem[x["dtype"]] * eval("*".join(map(str, x["shape"]))) for x in t if "normalised_by" in x)
+# every residual add (the 22 ResBlocks and the 6 attention blocks) is in the store of a conv: no
+# add node is left, and the conv outputs they never write are counted too
+res = [n for n in s if n["op"] == "conv2d_add"]
+assert d["fused_residuals"] == len(res) == 28 and not any(n["op"] == "add" for n in s)
+rbytes = sum(t[n["out"][0]]["bytes"] for n in res)
+assert d["fused_residual_bytes"] == rbytes, (d["fused_residual_bytes"], rbytes)
+assert d["unmaterialised_bytes"] == want + rbytes, (d["unmaterialised_bytes"], want + rbytes)
 PY'
+$plan --model unet_cifar --batch 128 --precision bf16 --fuse 0 --json >"$tmp/plan0.json"
+ok "json --fuse 0" 'python3 - "$tmp/plan.json" "$tmp/plan0.json" <<PY
+import json, sys
+d, u = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert u["fuse"] == 0 and u["fused_norms"] == 0 and u["unmaterialised_bytes"] == 0
+assert u["fused_residuals"] == 0 and sum(n["op"] == "add" for n in u["schedule"]) == 28
+assert not any("normalised_by" in x for x in u["tensors"])
+# unfused, every fused normalisation is recomputed in the backward pass instead
+assert u["recomputed_tensors"] == d["recomputed_tensors"] + d["fused_recomputes"]
+assert d["lower_bound_bytes"] <= u["lower_bound_bytes"], (d["lower_bound_bytes"], u["lower_bound_bytes"])
+# and each fused residual saves its add node and one of the two gradient copies of the add
+assert d["nodes"] == u["nodes"] - d["fused_recomputes"] - 2 * d["fused_residuals"]
+PY'
+out=$($plan --model unet_cifar --precision bf16 --no-table)
+ok "fused line" 'grep -q "^  fused           [0-9]* normalisations computed inside the convolutions.* 28 residual adds in the store" <<<"$out"'
+out=$($plan --model unet_cifar --no-table)
+ok "fp32 fuses nothing" 'grep -q "^  fused           nothing (--fuse 0: the default for fp32)" <<<"$out"'
 ok "table has tensors" '$plan --model unet_tiny | grep -q "down_blocks.0.resnets.0.conv1.weight"'
 $plan --model nope >/dev/null 2>"$tmp/err.txt"; rc=$?
 ok "unknown model exits 2" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'

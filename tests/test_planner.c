@@ -21,25 +21,28 @@ static int persistent(sg_role r) {
     return r <= ROLE_INPUT || r == ROLE_WORKSPACE || r == ROLE_PARAM_BF16;
 }
 
+/* node i uses t: t, the parts of a concatenation, and what a virtual normalised tensor is
+ * computed from (its norm_act node's inputs, those parts too, and its mean and rstd) */
+static void use(const sg_graph *g, int t, int i, int *first, int *last) {
+    if (first[t] < 0 || i < first[t]) first[t] = i;
+    if (i > last[t]) last[t] = i;
+    const sg_tensor *x = &g->t[t];
+    for (int p = 0; p < x->nparts; p++) use(g, x->parts[p], i, first, last);
+    if (x->vnorm >= 0) {
+        const sg_node *nd = &g->n[x->vnorm];
+        for (int k = 0; k < nd->nin; k++) use(g, nd->in[k], i, first, last);
+        for (int k = 1; k < nd->nout; k++) use(g, nd->out[k], i, first, last);
+    }
+}
+
 /* lifetimes recomputed from scratch: first/last schedule index touching t or a virtual
  * tensor made of it */
 static void lifetimes(const sg_graph *g, int *first, int *last) {
     for (int t = 0; t < g->nt; t++) first[t] = -1, last[t] = -1;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
-        int ids[SG_MAX_IN + SG_MAX_OUT], n = 0;
-        for (int k = 0; k < nd->nin; k++) ids[n++] = nd->in[k];
-        for (int k = 0; k < nd->nout; k++) ids[n++] = nd->out[k];
-        for (int k = 0; k < n; k++) {
-            int stack[3] = {ids[k]}, ns = 1;
-            if (g->t[ids[k]].nparts)
-                stack[1] = g->t[ids[k]].parts[0], stack[2] = g->t[ids[k]].parts[1], ns = 3;
-            for (int s = 0; s < ns; s++) {
-                int t = stack[s];
-                if (first[t] < 0 || i < first[t]) first[t] = i;
-                if (i > last[t]) last[t] = i;
-            }
-        }
+        for (int k = 0; k < nd->nin; k++) use(g, nd->in[k], i, first, last);
+        for (int k = 0; k < nd->nout; k++) use(g, nd->out[k], i, first, last);
     }
 }
 
@@ -50,7 +53,7 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     int bad = 0;
     for (int t = 0; t < g->nt && bad < 5; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || first[t] < 0) continue;
+        if (sg_tensor_virtual(x) || first[t] < 0) continue;
         /* a bf16 weight copy lies at half its parameter's offset in the mirrored region */
         const int align = x->role == ROLE_PARAM_BF16 && x->copy_of >= 0 ? SG_ALIGN / 2 : SG_ALIGN;
         if (x->offset < 0 || x->offset % align || x->offset + x->bytes > p->arena_bytes) {
@@ -67,11 +70,11 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     int64_t violations = 0;
     for (int a = 0; a < g->nt; a++) {
         const sg_tensor *x = &g->t[a];
-        if (x->nparts || first[a] < 0 || !x->bytes) continue;
+        if (sg_tensor_virtual(x) || first[a] < 0 || !x->bytes) continue;
         int la0 = persistent(x->role) ? 0 : first[a], la1 = persistent(x->role) ? g->nn : last[a];
         for (int b = a + 1; b < g->nt; b++) {
             const sg_tensor *y = &g->t[b];
-            if (y->nparts || first[b] < 0 || !y->bytes) continue;
+            if (sg_tensor_virtual(y) || first[b] < 0 || !y->bytes) continue;
             if (x->role == y->role && (x->region || y->region)) continue;
             int lb0 = persistent(y->role) ? 0 : first[b],
                 lb1 = persistent(y->role) ? g->nn : last[b];
@@ -199,6 +202,144 @@ static int check_recompute(const sg_plan *p, const char *what) {
     return nodes;
 }
 
+/* Fusion (planner/fuse.c), checked against its rule restated here: with fusion on, the output
+ * y of a forward norm_act / norm_act_temb node is virtual normalised (vnorm = that node, no
+ * bytes, no offset, never recomputed) exactly when every forward reader is a conv taking it as
+ * input 0 whose input and output channels are multiples of 8 (K is 1 or 3 in every conv); with
+ * it off, none is. A virtual normalised tensor's readers are those convs and, in the backward
+ * pass, their weight gradients (input 1), nothing else. Returns how many are fused. */
+static int check_fused(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    const int on = sg_model_fuse(&p->cfg);
+    int bad = 0, fused = 0, recomputes = 0;
+    for (int i = 0; i < g->nn && bad < 5; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
+        const int y = nd->out[0];
+        int readers = 0, fusable = 1, bwd_ok = 1;
+        const int base = i - i % (g->n_forward + g->n_backward); /* its micro-batch's span */
+        for (int j = base; j < base + g->n_forward; j++)
+            for (int k = 0; k < g->n[j].nin; k++) {
+                if (g->n[j].in[k] != y) continue;
+                readers++;
+                const sg_node *r = &g->n[j];
+                fusable &= (r->op == OP_CONV2D || r->op == OP_CONV2D_ADD) && k == 0 &&
+                           g->t[y].shape[3] % 8 == 0 && g->t[r->out[0]].shape[3] % 8 == 0;
+            }
+        for (int j = 0; j < g->nn; j++)
+            if (j >= base + g->n_forward || j < base)
+                for (int k = 0; k < g->n[j].nin; k++)
+                    if (g->n[j].in[k] == y)
+                        bwd_ok &= g->n[j].op == OP_CONV2D_BWD_WEIGHT && k == 1 &&
+                                  j >= base + g->n_forward &&
+                                  j < base + g->n_forward + g->n_backward;
+        const sg_tensor *t = &g->t[y];
+        const int want = on && readers > 0 && fusable;
+        int ok = want ? t->vnorm == i && t->bytes == 0 && t->offset < 0 && !t->recompute &&
+                            t->recomputed < 0 && bwd_ok
+                      : t->vnorm < 0;
+        fused += t->vnorm >= 0;
+        if (t->vnorm >= 0)
+            for (int j = 0; j < g->nn; j++)
+                for (int k = 0; k < g->n[j].nin; k++)
+                    recomputes += g->n[j].in[k] == y && g->n[j].op == OP_CONV2D_BWD_WEIGHT;
+        if (!ok) {
+            CHECK(0, "%s: %s (node %d, %d readers%s) %s virtual normalised (vnorm %d)", what,
+                  t->name, i, readers, fusable ? ", all fusable convs" : "",
+                  want ? "should be" : "should not be", t->vnorm);
+            bad++;
+        }
+    }
+    CHECK(p->fused_norms == fused && p->fused_recomputes == recomputes,
+          "%s: the plan counts %d fused norms (%d recomputations saved), the graph has %d (%d)",
+          what, p->fused_norms, p->fused_recomputes, fused, recomputes);
+    return fused;
+}
+
+/* the tensor of g named nm, or -1 */
+static int tensor_named(const sg_graph *g, const char *nm) {
+    for (int t = 0; t < g->nt; t++)
+        if (!strcmp(g->t[t].name, nm)) return t;
+    return -1;
+}
+
+/* The residual epilogue (planner/unet.c, planner/fuse.c), checked against its rule restated
+ * here on the fused plan f and the unfused plan u of one config: u's forward add node y =
+ * skip + h whose h is a stride-1 conv2d (K 1 or 3) with input and output channels (each half of
+ * a concatenation) multiples of 8 is, in f, one conv2d_add node writing the tensor of the same
+ * name from the conv's input, weight, bias and skip (those of the same names); every other add
+ * stays an add. The parameters are the same tensors in the same places (their initial values
+ * are drawn by position). In the backward pass each conv2d_add's output gradient is copied or
+ * accumulated into skip's gradient by one accum node and read by its conv's two backward
+ * passes. Returns how many residuals are fused. */
+static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what) {
+    const sg_graph *gf = &f->g, *gu = &u->g;
+    int bad = 0, want = 0;
+    int pf = 0, pu = 0;
+    for (;; pf++, pu++) {
+        while (pf < gf->nt && gf->t[pf].role != ROLE_PARAM) pf++;
+        while (pu < gu->nt && gu->t[pu].role != ROLE_PARAM) pu++;
+        if (pf == gf->nt || pu == gu->nt) break;
+        const sg_tensor *a = &gf->t[pf], *b = &gu->t[pu];
+        if (strcmp(a->name, b->name) || a->offset != b->offset || a->init != b->init ||
+            a->init_bound != b->init_bound) {
+            CHECK(0, "%s: parameter %s at %lld, unfused %s at %lld", what, a->name,
+                  (long long)a->offset, b->name, (long long)b->offset);
+            break;
+        }
+    }
+    CHECK(pf == gf->nt && pu == gu->nt, "%s: the fused and unfused plans differ in parameters",
+          what);
+    for (int i = 0; i < gu->n_forward && bad < 5; i++) {
+        const sg_node *a = &gu->n[i];
+        if (a->op != OP_ADD) continue;
+        const sg_tensor *h = &gu->t[a->in[1]];
+        const sg_node *c = h->producer >= 0 ? &gu->n[h->producer] : NULL;
+        int fusable = sg_model_fuse(&f->cfg) && c && c->op == OP_CONV2D && c->a.conv.S == 1 &&
+                      (c->a.conv.K == 1 || c->a.conv.K == 3) && h->shape[3] % 8 == 0;
+        if (fusable) {
+            const sg_tensor *x = &gu->t[c->in[0]];
+            fusable = x->nparts ? gu->t[x->parts[0]].shape[3] % 8 == 0 &&
+                                      gu->t[x->parts[1]].shape[3] % 8 == 0
+                                : x->shape[3] % 8 == 0;
+        }
+        want += fusable;
+        const int y = tensor_named(gf, gu->t[a->out[0]].name);
+        const sg_node *n = y >= 0 && gf->t[y].producer >= 0 ? &gf->n[gf->t[y].producer] : NULL;
+        int ok = n && n->op == (fusable ? OP_CONV2D_ADD : OP_ADD);
+        if (ok && fusable) {
+            static const int from[4] = {0, 1, 2, -1}; /* conv operands, then the add's skip */
+            for (int k = 0; k < 4; k++) {
+                const char *nm = gu->t[from[k] < 0 ? a->in[0] : c->in[from[k]]].name;
+                ok &= !strcmp(gf->t[n->in[k]].name, nm);
+            }
+            ok &= !memcmp(&n->a.conv, &c->a.conv, sizeof c->a.conv);
+            const int dy = gf->t[y].grad, ds = gf->t[n->in[3]].grad;
+            int accums = 0, reads = 0;
+            for (int j = gf->n_forward; f->train && j < gf->n_forward + gf->n_backward; j++) {
+                const sg_node *b = &gf->n[j];
+                accums += b->op == OP_ACCUM && b->in[0] == dy && b->out[0] == ds;
+                reads += (b->op == OP_CONV2D_BWD_DATA || b->op == OP_CONV2D_BWD_WEIGHT) &&
+                         b->in[0] == dy;
+            }
+            /* the skip may need no gradient (the block's input from the network's first
+             * conv always does: conv_in has parameters) */
+            if (f->train) ok &= accums == 1 && reads == 2;
+        }
+        if (!ok) {
+            CHECK(0, "%s: %s should be %s", what, gu->t[a->out[0]].name,
+                  fusable ? "one conv2d_add node with its conv's operands and skip" : "an add");
+            bad++;
+        }
+    }
+    int nodes = 0;
+    for (int i = 0; i < gf->nn; i++) nodes += gf->n[i].op == OP_CONV2D_ADD;
+    CHECK(nodes == want && f->fused_residuals == want,
+          "%s: %d conv2d_add nodes, the plan counts %d, the rule %d", what, nodes,
+          f->fused_residuals, want);
+    return want;
+}
+
 /* A hand-made graph: x -> norm_act_temb (y marked) -> conv -> mse, and a second conv reading
  * y: one recompute node, before the first conv's weight gradient (the first backward reader
  * of y in schedule order), the second reader reads the same copy; the forward y dies at its
@@ -283,7 +424,8 @@ static void check_dims(const sg_plan *p, const char *what) {
         const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
         int ok = 1;
         switch (nd->op) {
-        case OP_CONV2D: {
+        case OP_CONV2D:
+        case OP_CONV2D_ADD: {
             sg_conv_dims d = sg_conv_dims_of(g, nd);
             ok = shape_is(x, d.N, d.H, d.W, d.Ci) && shape_is(y, d.N, d.Ho, d.Wo, d.Co) &&
                  shape_is(&g->t[nd->in[1]], d.Co, d.K, d.K, d.Ci);
@@ -292,7 +434,7 @@ static void check_dims(const sg_plan *p, const char *what) {
         case OP_CONV2D_BWD_DATA:
         case OP_CONV2D_BWD_WEIGHT: {
             sg_conv_dims d = sg_conv_dims_of(g, nd), f = sg_conv_dims_of(g, fw);
-            ok = fw->op == OP_CONV2D && !memcmp(&d, &f, sizeof d);
+            ok = (fw->op == OP_CONV2D || fw->op == OP_CONV2D_ADD) && !memcmp(&d, &f, sizeof d);
             break;
         }
         case OP_LINEAR: {
@@ -402,8 +544,8 @@ static void check_weight_copy(const sg_plan *p, const char *what) {
     for (int i = 0; i < g->nn && bad < 3; i++) {
         const sg_node *nd = &g->n[i];
         if (nd->op == OP_ADAMW_EMA || nd->op == OP_ADAMW_EMA_BF16) opt = i;
-        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR &&
-            nd->op != OP_LINEAR_BWD_DATA)
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD && nd->op != OP_CONV2D_BWD_DATA &&
+            nd->op != OP_LINEAR && nd->op != OP_LINEAR_BWD_DATA)
             continue;
         const sg_tensor *w = &g->t[nd->in[1]];
         const int ok = bf16
@@ -418,7 +560,8 @@ static void check_weight_copy(const sg_plan *p, const char *what) {
         /* nothing converts weights inside the step: no scratch for them (backward-data takes
          * none at all, a 3x3 forward none, a GEMM forward only its fp32 output tile) */
         const int64_t ws = sg_node_workspace_bytes(g, nd);
-        const int gemm = nd->op == OP_LINEAR || (nd->op == OP_CONV2D && nd->a.conv.K == 1);
+        const int gemm = nd->op == OP_LINEAR ||
+                         ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) && nd->a.conv.K == 1);
         if (bf16 && (gemm ? ws > (int64_t)SG_WS_GEMM_OUT_ELEMS * 4 : ws != 0)) {
             CHECK(0, "%s: node %d (%s) takes %lld bytes of workspace", what, i, sg_ops[nd->op].name,
                   (long long)ws);
@@ -463,7 +606,36 @@ static void test_builtin_models(void) {
                     check_kinds(&p, what); /* forward plans: the sampler's update last */
                     check_weight_copy(&p, what);
                     if (train) check_grads(&p, what);
-                    if (train && v != 1) check_recompute(&p, what); /* one micro-batch's span */
+                    /* one micro-batch's span (with 2, each count is twice) */
+                    const int recomputes = train && v != 1 ? check_recompute(&p, what) : 0;
+                    const int fused = check_fused(&p, what);
+                    if (v != 1) {
+                        /* bf16 fuses every normalisation but the one before the 3- or 1-channel
+                         * conv_out (whose recomputation stays); fp32 none */
+                        int norms = 0;
+                        for (int i = 0; i < p.g.nn; i++)
+                            norms += p.g.n[i].op == OP_NORM_ACT || p.g.n[i].op == OP_NORM_ACT_TEMB;
+                        CHECK(fused == (prec ? norms - 1 : 0), "%s: %d of %d normalisations fused",
+                              what, fused, norms);
+                        if (train)
+                            CHECK(recomputes == (prec ? 1 : norms), "%s: %d recompute nodes", what,
+                                  recomputes);
+                        /* the residual epilogue, against the unfused plan: every block's add is
+                         * in its conv's store in bf16 (each conv2 and to_out is fusable), none
+                         * in fp32 */
+                        sg_model_cfg c0 = cfg;
+                        c0.fuse = 0;
+                        sg_plan u;
+                        if (sg_plan_build(&u, &c0, train) == SG_OK) {
+                            const int res = check_residuals(&p, &u, what);
+                            int adds = 0;
+                            for (int i = 0; i < p.g.n_forward; i++) adds += p.g.n[i].op == OP_ADD;
+                            CHECK(prec ? adds == 0 && res > 0 : res == 0 && adds > 0,
+                                  "%s: %d add nodes, %d residuals fused", what, adds, res);
+                            sg_plan_free(&u);
+                        } else
+                            CHECK(0, "%s --fuse 0: %s", what, sg_last_error());
+                    }
                 }
                 if (rc == SG_OK && !strcmp(sg_model_names[m], "unet_cifar") && v == 0) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
@@ -551,6 +723,7 @@ static void test_grad_accum_plans(void) {
             check_dims(&p, what);
             check_grads(&p, what);
             check_kinds(&p, what);
+            check_fused(&p, what); /* each micro-batch's copies point at their own nodes */
             check_micro_batches(&p, &one, cases[c].K, what);
         }
         /* the verifier sees micro-batch 1: one of its tensors moved onto a live one fails */
@@ -638,6 +811,7 @@ static void test_random_unets(uint64_t *rng) {
         c.batch = 1 + (int)(sg_test_next(rng) % 3);
         c.act_dt = sg_test_next(rng) % 2 ? DT_BF16 : DT_F32;
         c.in_ch = 1 + (int)(sg_test_next(rng) % 3);
+        c.fuse = (int)(sg_test_next(rng) % 3) - 1; /* automatic, off, on */
         sg_plan p;
         char what[64];
         snprintf(what, sizeof what, "random unet %d", it);
@@ -651,6 +825,15 @@ static void test_random_unets(uint64_t *rng) {
             check_dims(&p, what);
             check_grads(&p, what);
             check_recompute(&p, what);
+            check_fused(&p, what);
+            sg_model_cfg c0 = c;
+            c0.fuse = 0;
+            sg_plan u;
+            if (sg_plan_build(&u, &c0, 1) == SG_OK) {
+                check_residuals(&p, &u, what);
+                sg_plan_free(&u);
+            } else
+                CHECK(0, "%s --fuse 0: %s", what, sg_last_error());
         }
         sg_plan_free(&p);
     }

@@ -94,7 +94,7 @@ static stats summarize(const float *ms, int n) {
 }
 
 static int is_conv_op(int op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
+    return sg_op_is_conv((sg_op)op);
 }
 
 typedef struct {

@@ -61,15 +61,16 @@ static int64_t allreduce_bytes(const sg_plan *p) {
 }
 
 /* The conv nodes (forward, backward-data, backward-filter) and how many of them the CUDA
- * backend can give to cuDNN: one single-buffer tensor per activation operand, of one dtype
- * (graph/backend_cuda.c's rule). The engine itself is chosen when a backend prepares the plan
+ * backend can give to cuDNN: one single-buffer stored tensor per activation operand (not a
+ * concatenation, not a virtual normalised tensor), of one dtype (graph/backend_cuda.c's rule). The
+ * engine itself is chosen when a backend prepares the plan
  * (--conv-engine; bench's per-conv-layer table and the checkpoints show what each ran on). */
 static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
     *convs = *eligible = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         int x, y; /* the two activation operands: x side and y side */
-        if (nd->op == OP_CONV2D)
+        if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD)
             x = nd->in[0], y = nd->out[0];
         else if (nd->op == OP_CONV2D_BWD_DATA)
             x = nd->out[0], y = nd->in[0];
@@ -78,7 +79,8 @@ static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
         else
             continue;
         (*convs)++;
-        *eligible += !g->t[x].nparts && !g->t[y].nparts && g->t[x].dtype == g->t[y].dtype;
+        *eligible += !sg_tensor_virtual(&g->t[x]) && !sg_tensor_virtual(&g->t[y]) &&
+                     g->t[x].dtype == g->t[y].dtype;
     }
 }
 
@@ -92,6 +94,8 @@ static json_t *tensor_json(const sg_graph *g, int t) {
                   "bytes", (json_int_t)x->bytes, "offset", (json_int_t)x->offset, "first", x->first,
                   "last", x->last, "op", op_of(g, t));
     if (o && x->nparts) json_object_set_new(o, "parts", int_array(x->parts, 2));
+    /* a virtual normalised tensor: the norm_act node whose statistics define it */
+    if (o && x->vnorm >= 0) json_object_set_new(o, "normalised_by", json_integer(x->vnorm));
     if (o && x->region) json_object_set_new(o, "region", json_true());
     /* a forward activation not kept for the backward pass: "recomputed_as" names its copy */
     if (o && x->recompute && x->recomputed >= 0)
@@ -137,6 +141,13 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "recomputed_tensors",
                             json_integer(p->role_tensors[ROLE_RECOMPUTED]));
         json_object_set_new(j, "recomputed_bytes", json_integer(p->role_bytes[ROLE_RECOMPUTED]));
+        /* the fusions (--fuse): what no tensor holds any more */
+        json_object_set_new(j, "fuse", json_integer(sg_model_fuse(&p->cfg)));
+        json_object_set_new(j, "fused_norms", json_integer(p->fused_norms));
+        json_object_set_new(j, "fused_recomputes", json_integer(p->fused_recomputes));
+        json_object_set_new(j, "fused_residuals", json_integer(p->fused_residuals));
+        json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
+        json_object_set_new(j, "unmaterialised_bytes", json_integer(p->unmaterialised_bytes));
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
     return cli_json_print(stdout, j);
@@ -152,7 +163,7 @@ static void print_chart(const sg_plan *p) {
     double rowb = (double)p->arena_bytes / ROWS, colt = (double)g->nn / COLS;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
-        if (x->nparts || x->region || x->first < 0 || !x->bytes) continue;
+        if (sg_tensor_virtual(x) || x->region || x->first < 0 || !x->bytes) continue;
         int c0 = (int)(x->first / colt), c1 = (int)(x->last / colt);
         double a0 = (double)x->offset, a1 = a0 + (double)x->bytes;
         for (int r = (int)(a0 / rowb); r < ROWS && r * rowb < a1; r++) {
@@ -244,10 +255,22 @@ static void print_text(const sg_plan *p, int table) {
            "backward reader)\n",
            p->role_tensors[ROLE_SAVED], human(p->role_bytes[ROLE_SAVED], a),
            p->role_tensors[ROLE_RECOMPUTED], human(p->role_bytes[ROLE_RECOMPUTED], b));
+    if (sg_model_fuse(&p->cfg))
+        printf("  fused           %d normalisations computed inside the convolutions that read "
+               "them (GroupNorm + SiLU [+ dropout] in the operand load; %d of them also in the "
+               "weight gradient, no recomputation); %d residual adds in the store of the "
+               "convolution before them (conv2d_add, %s of conv output never written): %s "
+               "never materialised per step, %s less written and read back (--fuse 0: off)\n",
+               p->fused_norms, p->fused_recomputes, p->fused_residuals,
+               human(p->fused_residual_bytes, c), human(p->unmaterialised_bytes, a),
+               human(2 * p->unmaterialised_bytes, b));
+    else
+        printf("  fused           nothing (--fuse 0%s)\n",
+               p->cfg.act_dt == DT_BF16 ? "" : ": the default for fp32");
     int convs, eligible;
     conv_counts(g, &convs, &eligible);
     printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "
-           "kernels (a concatenated operand); chosen at prepare (--conv-engine)\n",
+           "kernels (a concatenated or fused operand); chosen at prepare (--conv-engine)\n",
            convs, eligible, convs - eligible);
     printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
     printf("  by role (bytes, aligned):\n");
@@ -267,7 +290,7 @@ static void print_text(const sg_plan *p, int table) {
         int bi = -1;
         for (int t = 0; t < g->nt; t++) {
             const sg_tensor *x = &g->t[t];
-            if (x->nparts || sg_role_persistent(x->role)) continue;
+            if (sg_tensor_virtual(x) || sg_role_persistent(x->role)) continue;
             if (x->first > p->peak_node || x->last < p->peak_node) continue;
             int dup = 0;
             for (int s = 0; s < ns; s++) dup |= shown[s] == t;
@@ -287,6 +310,8 @@ static void print_text(const sg_plan *p, int table) {
             char off[32];
             if (x->nparts)
                 snprintf(off, sizeof off, "= %d ++ %d", x->parts[0], x->parts[1]);
+            else if (x->vnorm >= 0)
+                snprintf(off, sizeof off, "= norm(%d)", x->vnorm);
             else
                 snprintf(off, sizeof off, "%lld", (long long)x->offset);
             printf("  %-56s %-18s %-16s %-5s %12lld %14s %6d %6d %s%s%s\n", x->name, op_of(g, t),

@@ -315,21 +315,53 @@ sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int 
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
 }
 
+/* A fused prologue's operands (sg_conv_fuse), and the path it needs; the residual's alignment
+ * (the tensor-core epilogue reads two channels at a time). */
+static int conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path, int N, int Ci,
+                           int dt) {
+    if (f && f->res)
+        SG_ARG_CHECK(((uintptr_t)f->res & 3u) == 0, "%s: the residual must be 4-byte aligned", fn);
+    if (!f || !f->norm) return SG_OK;
+    SG_ARG_CHECK(path == SG_CONV_PATH_TENSOR_CORE && dt == DT_BF16,
+                 "%s: a normalised input (sg_conv_fuse.norm) is computed on the bf16 tensor-core "
+                 "path only (bf16, every part of x and Co multiples of 8, 16-byte aligned "
+                 "operands); this convolution takes the %s path",
+                 fn, path == SG_CONV_PATH_CUBLAS ? "cuBLAS" : "CUDA-core");
+    SG_ARG_CHECK(f->mean && f->rstd && f->gamma && f->beta && f->G > 0 && Ci % f->G == 0 &&
+                     (int64_t)N * f->G < 2147483647LL,
+                 "%s: the normalisation needs mean, rstd, gamma, beta and G | Ci (G = %d, Ci = %d)",
+                 fn, f->G, Ci);
+    SG_ARG_CHECK(f->act == SG_ACT_NONE || f->act == SG_ACT_SILU, "%s: activation %d", fn, f->act);
+    SG_ARG_CHECK(f->drop.p >= 0.0f && f->drop.p < 1.0f &&
+                     (f->drop.p == 0.0f || (f->drop.seed && f->drop.step)),
+                 "%s: dropout p = %g needs 0 <= p < 1 and the device seed and step", fn,
+                 (double)f->drop.p);
+    SG_ARG_CHECK(!f->v || conv_aligned16(f->v), "%s: v must be 16-byte aligned", fn);
+    return SG_OK;
+}
+
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
-                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
-                    int dt, void *ws, int64_t ws_bytes) {
+                    const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                    int K, int S, int pad, int dt, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
-    if (cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
-        return cu_conv_tc_fwd(st, y, x, (const uint16_t *)w, b, N, H, W, Ci, Co, K, S, pad);
-    if (K == 1 && S == 1)
-        return cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes);
+    const sg_conv_path path = cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt);
+    if (conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
+    if (path == SG_CONV_PATH_TENSOR_CORE)
+        return cu_conv_tc_fwd(st, y, x, (const uint16_t *)w, b, fuse, N, H, W, Ci, Co, K, S, pad);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
-    dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM), (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-    SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S, pad,
-              Ho, Wo, dt);
-    SG_LAUNCH_CHECK("conv_fwd_kernel");
-    return SG_OK;
+    if (K == 1 && S == 1) {
+        if (cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes))
+            return SG_ERR;
+    } else {
+        dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM),
+                  (unsigned)((Co + CONV_BN - 1) / CONV_BN));
+        SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
+                  pad, Ho, Wo, dt);
+        SG_LAUNCH_CHECK("conv_fwd_kernel");
+    }
+    /* the residual after the conv, as the unfused plan's add node (y = res + y in place) */
+    return fuse && fuse->res ? cuda_add_fwd(st, y, fuse->res, y, P * Co, dt) : SG_OK;
 }
 
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
@@ -355,13 +387,14 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
 }
 
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
-                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
-                           int dt, int accum, void *ws, int64_t ws_bytes) {
+                           sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                           int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_conv2d_bwd_weight";
     if (conv_check(fn, x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     const sg_conv_path path = cuda_conv2d_path(x, dy, N, H, W, Co, K, S, dt);
+    if (conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
@@ -370,7 +403,8 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
     const int64_t nw = (int64_t)Co * K * K * Ci;
     float *part = (float *)ws;
     if (path == SG_CONV_PATH_TENSOR_CORE) {
-        if (cu_conv_tc_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, chunks, chunk_len))
+        if (cu_conv_tc_bwd_weight(st, part, dy, x, fuse && fuse->norm ? fuse : NULL, N, H, W, Ci,
+                                  Co, K, S, pad, chunks, chunk_len))
             return SG_ERR;
     } else {
         dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),

@@ -77,8 +77,52 @@
  * slice and the accumulator in its own order, so results differ from the CPU reference (and
  * from the CUDA-core path) by fp32 rounding of the sums; every output is a function of the
  * inputs alone (fixed tiles, fixed order, no atomics), run after run.
+ *
+ * Fused prologue (sg_conv_fuse.norm; the plan's virtual normalised tensor, planner/fuse.c):
+ * the conv's input is norm_act's output y = dropout(silu(GroupNorm(x [+ v]))), never stored;
+ * x is what the kernels load. The forward's A operand and the weight gradient's B operand
+ * (the two that read y) are made from x in the kernel instances with NORM set:
+ *   - How: cp.async cannot transform, so either the operand is loaded through registers
+ *     (ld.global, transform, st.shared) or the landed shared-memory tile is transformed in
+ *     place before ldmatrix reads it. This file does the second: each thread rewrites its own
+ *     16-byte chunks of stage kt (tc_norm_chunk) between its cp.async.wait_group (a thread's
+ *     own copies are visible to it then) and the stage barrier that already exists (which
+ *     publishes them), so no barrier is added and the global loads stay asynchronous, three
+ *     tiles ahead. Through registers, a load would be exposed in the main loop unless a
+ *     register double buffer held the next tile (one tile ahead instead of three, and its
+ *     16 A_IT bytes per thread live across the MMAs, where the registers are already spent).
+ *     The price of the in-place form: one more 16-byte shared read and write per chunk.
+ *   - What: y with the apply pass's own device expressions (norm_apply.cuh, shared with
+ *     norm.cu's norm_apply_kernel), rounded to bf16: the MMAs see exactly the operands the
+ *     unfused conv reads back from memory, in the same order, so fused and unfused give the
+ *     same bits (tested on the host emulation, per conv and per training step).
+ *   - Padding: the chunks cp.async zero-filled (padding, past the pixels, past the channels)
+ *     are left alone: the conv pads y with zeros, after the activation (silu(shift) != 0).
+ *   - Registers: the transform runs while the 64 accumulators are live; the NORM instances
+ *     ask the allocator for 12 warps per SM (TC_MIN_BLOCKS_NORM: 154-160 registers, no
+ *     spills, nvcc 13 sm_90) instead of 16, so a 128 x 128 tile runs one 8-warp block per SM.
+ *     Their operands (statistics, gamma, beta, v, the dropout key) are read per chunk from
+ *     global memory (L1), the tile's pixels and channels decoded afresh from kt, and a chunk
+ *     is transformed two channels at a time, not unrolled: every variant that held more in
+ *     registers spilled.
+ *   - Cost and saving (to measure on a GPU; nothing here is timed). Saved per fused
+ *     normalisation and step: y written and read back in the forward pass, and in the
+ *     backward pass the recomputation's write of y and the weight gradient's read of it:
+ *     4 |y| bytes of traffic (x is read in place of y), 2 |y| bytes never allocated. A
+ *     unet_cifar ResBlock at 32 x 32 x 128, batch 128 bf16 (|y| = 32 MiB, two normalisations):
+ *     256 MiB less traffic per step; the whole unet_cifar step: 50 normalisations, 1.54 GiB
+ *     never materialised, 3.09 GiB less traffic (`plan`). Paid: each x element is transformed
+ *     once per tap and output-channel tile that reads it (K K ceil(Co / BN) times, 9 for a
+ *     3 x 3 with Co <= 128), each an add (v), a subtract, an FMA, expf, an add and an IEEE
+ *     divide (SiLU), and with dropout a Philox-4x32-10 draw: some 30 instructions against
+ *     2 BN tensor-core FLOPs per transformed element, i.e. ~0.12 instruction per FLOP at
+ *     BN = 128, within reach of an H100's ratio of fp32 issue to mma.sync throughput: the
+ *     prologue may bound these layers. If it does, the next form transforms the block's input
+ *     tile with its halo once per channel slice (each element once per block, not K K times)
+ *     and cuts the tap tiles from it in shared memory.
  */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/norm_apply.cuh"
 #include "kernels/cuda/tensor_core.cuh"
 
 /* ================================ kernels ================================ */
@@ -87,8 +131,11 @@
 #define TC_STAGES 4
 /* A BM x BN block tile (BM, BN in {64, 128}) has (BM/64) x (BN/32) warps of 64 x 32. */
 #define TC_THREADS(BM, BN) ((BM) * (BN) / 64)
-/* Resident blocks asked of the register allocator: 16 warps per SM (<= 128 registers) */
+/* Resident blocks asked of the register allocator: 16 warps per SM (<= 128 registers); with
+ * a fused prologue (NORM) 12 (<= 168 registers; one 256-thread block: <= 255): its transform
+ * runs while the 64 accumulators are live and does not fit in 128 without spilling. */
 #define TC_MIN_BLOCKS(BM, BN) (512 / TC_THREADS(BM, BN))
+#define TC_MIN_BLOCKS_NORM(BM, BN) (384 / TC_THREADS(BM, BN))
 
 /* Shared memory of one pipeline stage, in bf16 elements: A (BM x BK), then B (BN x BK). */
 #define TC_STAGE_ELEMS(BM, BN) (((BM) + (BN)) * TC_BK)
@@ -146,10 +193,13 @@ __device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16
 }
 
 /* The multistage main loop over KT reduction tiles. load(stage) issues the cp.async copies of
- * the next tile (in order 0, 1, ..., KT-1: it advances its own state) into that stage. */
-template <bool A_MN, bool B_MN, int BM, int BN, class Load>
+ * the next tile (in order 0, 1, ..., KT-1: it advances its own state) into that stage;
+ * fix(stage, kt), called for tiles kt = 0, 1, ..., KT-1 in order once this thread's copies of
+ * the tile have landed and before the barrier that shows them to the other warps, may rewrite
+ * this thread's own chunks of it in place (the fused prologue; a no-op otherwise). */
+template <bool A_MN, bool B_MN, int BM, int BN, class Load, class Fix>
 __device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *smem, int KT,
-                                            Load &load) {
+                                            Load &load, Fix &fix) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = (warp / (BN / 32)) * 64, wn = (warp % (BN / 32)) * 32;
 #pragma unroll
@@ -159,7 +209,8 @@ __device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *sme
     }
     for (int kt = 0; kt < KT; kt++) {
         sg_cp_async_wait(TC_STAGES - 2); /* tile kt has landed (this thread's copies) */
-        __syncthreads();                 /* everyone's copies; stage (kt-1) % STAGES is free */
+        fix(smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BM, BN), kt);
+        __syncthreads(); /* everyone's copies (and fixes); stage (kt-1) % STAGES is free */
         const int next = kt + TC_STAGES - 1;
         if (next < KT) load(smem + (next % TC_STAGES) * TC_STAGE_ELEMS(BM, BN));
         sg_cp_async_commit();
@@ -186,13 +237,62 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
+/* The fused epilogue (sg_conv_fuse.res): v0, v1 (two channels of the conv's fp32 output, bias
+ * added) become what the unfused plan's add computes from the conv's stored bf16 output and the
+ * residual's two bf16 values at r (4-byte aligned): res + round(v), in fp32 (add_kernel's
+ * order; a sum never fuses into a multiply-add), rounded once more by the store. */
+__device__ __forceinline__ void tc_add_res(float &v0, float &v1, const uint16_t *r) {
+    const uint32_t rr = *reinterpret_cast<const uint32_t *>(r);
+    v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr & 0xffffu)), dev_bf16_to_f32(dev_f32_to_bf16(v0)));
+    v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr >> 16)), dev_bf16_to_f32(dev_f32_to_bf16(v1)));
+}
+
+/* The fused prologue (sg_conv_fuse.norm): 8 channels ch .. ch + 7 of input pixel q (of image
+ * n) of x, landed by this thread's cp.async at s (16 bytes of shared memory), replaced in place
+ * by norm_act's y of them (norm_apply.cuh: the apply pass's arithmetic, the dropout's element
+ * index that of x), rounded to bf16 as the unfused plan stores y. C: the channels of x. Its
+ * operands (statistics, gamma, beta, v, the dropout key) are read from global memory per chunk
+ * (L1 hits): the main loop's registers are spent on the accumulators. */
+__device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
+                                              int ch, int C) {
+    /* (the key is read here, not held through the main loop: registers are the limit) */
+    const na_drop dk = na_drop_load(f.drop);
+    const uint32_t *vw =
+        f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
+    uint32_t *sw = (uint32_t *)s;
+    const int cg = C / f.G;
+    /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold every
+     * operand load in flight in registers the accumulators need */
+#pragma unroll 1
+    for (int k = 0; k < 8; k += 2) {
+        const uint32_t xw = sw[k / 2], vv = vw ? vw[k / 2] : 0u;
+        uint32_t out = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int c = ch + k + h, g = n * f.G + c / cg;
+            const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
+            const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
+            const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
+                                           f.beta[c], f.act, dk, q * C + c);
+            out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
+        }
+        sw[k / 2] = out;
+    }
+}
+
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
- * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). */
-template <int BM, int BN>
-__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
-    conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias, int N, int H,
-                       int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo) {
+ * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
+ * input and A is its output y (sg_conv_fuse): each thread turns its own landed A chunks into y
+ * (tc_norm_chunk) before the stage's barrier, following the loads one cursor behind; chunks of
+ * padding, past the pixels or past the channels stay the zeros cp.async filled (padding of y,
+ * after the activation). */
+template <int BM, int BN, bool NORM>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN),
+                                  NORM ? TC_MIN_BLOCKS_NORM(BM, BN) : TC_MIN_BLOCKS(BM, BN))
+    conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
+                       sg_conv_fuse fuse, int N, int H, int W, int Ci, int Co, int K, int S,
+                       int pad, int Ho, int Wo) {
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
@@ -206,9 +306,9 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         const int p = m0 + r0 + j * ROW_STEP;
         pix0[j] = 0, mask[j] = 0;
         if (p < P) {
-            const int img = p / HoWo, rem = p - img * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
+            const int im = p / HoWo, rem = p - im * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
             const int ih0 = oh * S - pad, iw0 = ow * S - pad;
-            pix0[j] = (img * H + ih0) * W + iw0;
+            pix0[j] = (im * H + ih0) * W + iw0;
             for (int kh = 0; kh < K; kh++)
                 for (int kw = 0; kw < K; kw++)
                     if (ih0 + kh >= 0 && ih0 + kh < H && iw0 + kw >= 0 && iw0 + kw < W)
@@ -256,8 +356,32 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
             }
         }
     };
+    /* the prologue: tile kt's own A chunks, the same pixels and channels as its load, decoded
+     * afresh from kt and the row (a second cursor, or the rows' arrays indexed in a loop that
+     * is not unrolled, would take registers the accumulators need) */
+    auto fix = [&](uint16_t *sA, int kt) {
+        if constexpr (NORM) {
+            const int t0 = (c0 + TC_BK - 1) / TC_BK, tpt = t0 + (c1 + TC_BK - 1) / TC_BK;
+            const int tap = kt / tpt, sl = kt - tap * tpt, part = sl >= t0;
+            const int cp = part ? c1 : c0, coff = part ? c0 : 0;
+            const int ci = (part ? sl - t0 : sl) * TC_BK + 8 * c4;
+            const int kh = tap / K, kw = tap - kh * K;
+            if (ci < cp) {
+#pragma unroll 1
+                for (int j = 0; j < A_IT; j++) {
+                    const int p = m0 + r0 + j * ROW_STEP;
+                    if (p >= P) break;
+                    const int im = p / HoWo, rem = p - im * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
+                    const int ih = oh * S - pad + kh, iw = ow * S - pad + kw;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        tc_norm_chunk(sA + tc_kc(r0 + j * ROW_STEP, c4), fuse, im,
+                                      ((int64_t)im * H + ih) * W + iw, coff + ci, Ci);
+                }
+            }
+        }
+    };
     float acc[4][4][4] = {};
-    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load);
+    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -272,8 +396,10 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
                 const int co = wn + 8 * ni + 2 * (lane & 3);
                 if (co >= Co) continue; /* Co is even: co + 1 < Co too */
                 const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
-                tc_st_pair(y + (int64_t)p * Co + co, acc[mi][ni][2 * h] + b0,
-                           acc[mi][ni][2 * h + 1] + b1, 0);
+                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
+                if (fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
+                    tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
+                tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
             }
         }
 }
@@ -360,8 +486,9 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
             if (++tw == k.ntw) tw = 0, th++;
         }
     };
+    auto fix = [](uint16_t *, int) {};
     float acc[4][4][4] = {};
-    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load, fix);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -390,11 +517,15 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
  * reduction, 32 at a time. Loads: A (dy, MC rows = pixels): thread t fills chunk t % (BM/8)
  * (output channels 8 (t % (BM/8)) .. + 7) of rows t / (BM/8) + (BN/8) j; B (x, MC rows =
  * pixels): chunk t % (BN/8), i.e. 8 columns of one tap and one part fixed for the whole
- * reduction, of rows t / (BN/8) + (BM/8) j. Writes part[z][co][n]. */
-template <int BM, int BN>
-__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
-    conv_tc_wgrad_kernel(float *part, const uint16_t *dy, sg_cat x, int N, int H, int W, int Ci,
-                         int Co, int K, int S, int pad, int Ho, int Wo, int chunk_len) {
+ * reduction, of rows t / (BN/8) + (BM/8) j. Writes part[z][co][n]. NORM: B is norm_act's y,
+ * made from the landed x chunks as the forward's A (tc_norm_chunk), the fix following the
+ * loads' pixel rows one tile behind. */
+template <int BM, int BN, bool NORM>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN),
+                                  NORM ? TC_MIN_BLOCKS_NORM(BM, BN) : TC_MIN_BLOCKS(BM, BN))
+    conv_tc_wgrad_kernel(float *part, const uint16_t *dy, sg_cat x, sg_conv_fuse fuse, int N, int H,
+                         int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
+                         int chunk_len) {
     /* A: chunks per row, rows t / ACPR + A_STEP j; B likewise */
     constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
@@ -445,8 +576,24 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         }
         pb += TC_BK;
     };
+    auto fix = [&](uint16_t *sA, int kt) {
+        if constexpr (NORM) {
+            uint16_t *sB = sA + BM * TC_BK;
+#pragma unroll 1
+            for (int j = 0; j < B_IT; j++) {
+                const int p = p0 + kt * TC_BK + kb + B_STEP * j;
+                if (!n_ok || p >= p1) continue;
+                /* the pixel decoded afresh (a second cursor would hold 2 B_IT registers) */
+                const int im = p / HoWo, rm = p - im * HoWo, oh = rm / Wo, ow = rm - oh * Wo;
+                const int ih = oh * S - pad + kh, iw = ow * S - pad + kw;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    tc_norm_chunk(sB + tc_mc(kb + B_STEP * j, cbn, BCPR), fuse, im,
+                                  ((int64_t)im * H + ih) * W + iw, ci, Ci);
+            }
+        }
+    };
     float acc[4][4][4] = {};
-    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load);
+    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load, fix);
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
@@ -497,27 +644,49 @@ static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn)
     ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \
                 : ((bn) == 64 ? fn<128, 64>(__VA_ARGS__) : fn<128, 128>(__VA_ARGS__)))
 
+/* the kernel instance for a fused prologue (norm) or none */
+#define TC_NORM(norm, kernel, BM, BN) ((norm) ? kernel<BM, BN, true> : kernel<BM, BN, false>)
+
 template <int BM, int BN>
 static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
-                              const float *b, int N, int H, int W, int Ci, int Co, int K, int S,
-                              int pad, int Ho, int Wo) {
+                              const float *b, sg_conv_fuse f, int N, int H, int W, int Ci, int Co,
+                              int K, int S, int pad, int Ho, int Wo) {
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
-    if (conv_tc_smem(conv_tc_fwd_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_tc_fwd_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y,
-              x, wb, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+    void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse, int,
+                         int, int, int, int, int, int, int, int, int) =
+        TC_NORM(f.norm, conv_tc_fwd_kernel, BM, BN);
+    if (conv_tc_smem(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel")) return SG_ERR;
+    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y, x, wb, b, f, N, H, W,
+              Ci, Co, K, S, pad, Ho, Wo);
     SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
     return SG_OK;
 }
 
-int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b, int N,
-                   int H, int W, int Ci, int Co, int K, int S, int pad) {
+/* the fusion as the kernels take it: by value, zeroed for none, field by field (a struct copy
+ * need not copy padding, and there is none to copy) */
+static_assert(sizeof(sg_conv_fuse) == 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
+              "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
+              "exactly its values (graph capture, the host emulation's replay check)");
+static sg_conv_fuse conv_tc_fuse(const sg_conv_fuse *fuse) {
+    sg_conv_fuse f;
+    memset(&f, 0, sizeof f);
+    if (fuse && fuse->norm) {
+        f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
+        f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
+    }
+    if (fuse) f.res = fuse->res;
+    return f;
+}
+
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
+                   const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
+                   int pad) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
-    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, N, H, W, Ci, Co, K, S,
-                    pad, Ho, Wo);
+    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, conv_tc_fuse(fuse), N,
+                    H, W, Ci, Co, K, S, pad, Ho, Wo);
 }
 
 template <int BM, int BN>
@@ -545,25 +714,28 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
 }
 
 template <int BM, int BN>
-static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x, int N,
-                                int H, int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
-                                int chunks, int chunk_len) {
+static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x,
+                                sg_conv_fuse f, int N, int H, int W, int Ci, int Co, int K, int S,
+                                int pad, int Ho, int Wo, int chunks, int chunk_len) {
     const int64_t Nn = (int64_t)K * K * Ci;
     dim3 grid((unsigned)((Nn + BN - 1) / BN), (unsigned)((Co + BM - 1) / BM), (unsigned)chunks);
-    if (conv_tc_smem(conv_tc_wgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_tc_wgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
-              part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo, chunk_len);
+    void (*const kernel)(float *, const uint16_t *, sg_cat, sg_conv_fuse, int, int, int, int, int,
+                         int, int, int, int, int, int) =
+        TC_NORM(f.norm, conv_tc_wgrad_kernel, BM, BN);
+    if (conv_tc_smem(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel")) return SG_ERR;
+    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, part, dy, x, f, N, H, W,
+              Ci, Co, K, S, pad, Ho, Wo, chunk_len);
     SG_LAUNCH_CHECK("conv_tc_wgrad_kernel");
     return SG_OK;
 }
 
-int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x, int N, int H,
-                          int W, int Ci, int Co, int K, int S, int pad, int64_t chunks,
-                          int64_t chunk_len) {
+int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
+                          const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
+                          int S, int pad, int64_t chunks, int64_t chunk_len) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile(Co, (int64_t)K * K * Ci, chunks, &bm, &bn);
-    return TC_TILED(bm, bn, conv_tc_wgrad_launch, st, part, (const uint16_t *)dy, x, N, H, W, Ci,
-                    Co, K, S, pad, Ho, Wo, (int)chunks, (int)chunk_len);
+    return TC_TILED(bm, bn, conv_tc_wgrad_launch, st, part, (const uint16_t *)dy, x,
+                    conv_tc_fuse(fuse), N, H, W, Ci, Co, K, S, pad, Ho, Wo, (int)chunks,
+                    (int)chunk_len);
 }

@@ -47,6 +47,14 @@ template <> struct cuda_sim_arg_ptrs<sg_drop> {
         return 2;
     }
 };
+/* ... and a fused convolution's normalisation operands and residual. */
+template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
+    static int get(const sg_conv_fuse &f, const void **out) {
+        const void *p[8] = {f.mean, f.rstd, f.gamma, f.beta, f.v, f.res, f.drop.seed, f.drop.step};
+        for (int i = 0; i < 8; i++) out[i] = p[i];
+        return 8;
+    }
+};
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -236,16 +244,18 @@ int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, con
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
 /* conv_tc.cu: the tensor-core convolutions behind conv.cu's launchers (SG_CONV_PATH_TENSOR_CORE:
- * bf16 activations and bf16 weights wb, conv.cu has checked the arguments). Forward and
- * backward data take no scratch; backward weight writes `chunks` fp32 partials
- * [chunk][Co][K][K][Ci] of chunk_len output pixels each into part. */
-int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b, int N,
-                   int H, int W, int Ci, int Co, int K, int S, int pad);
+ * bf16 activations and bf16 weights wb, conv.cu has checked the arguments; fuse: NULL, or a
+ * prologue to compute, and/or the residual to add). Forward and backward data take no scratch;
+ * backward weight writes `chunks` fp32 partials [chunk][Co][K][K][Ci] of chunk_len output pixels
+ * each into part. */
+int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
+                   const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
+                   int pad);
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
                         int H, int W, int Ci, int Co, int K, int S, int pad, int accum);
-int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x, int N, int H,
-                          int W, int Ci, int Co, int K, int S, int pad, int64_t chunks,
-                          int64_t chunk_len);
+int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
+                          const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
+                          int S, int pad, int64_t chunks, int64_t chunk_len);
 
 /* elementwise.cu: out[b][c] (odt) (+)= sum over r < R of in[b][r][c] (idt), b < nb, c < C, in
  * a fixed order: row chunks of SG_WS_COLSUM_ROWS, then the chunks in order.

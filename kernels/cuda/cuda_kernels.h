@@ -71,6 +71,17 @@ static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
     return r;
 }
 
+/* The dropout after a norm_act op's activation: p = 0 for none; else an element is kept where
+ * sg_rng_uniform(*seed, *step, purpose, i0 + its index in x) >= p (cuda_dropout_fwd's mask;
+ * seed and step are device pointers). No padding bytes: kernels take it by value. */
+typedef struct {
+    float p;
+    uint32_t purpose;
+    const uint64_t *seed;
+    const int64_t *step;
+    uint64_t i0;
+} sg_drop;
+
 /* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
  * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
  * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).
@@ -107,20 +118,46 @@ typedef enum {
  * launchers dispatch on it; tests assert it. */
 sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int Co, int K, int S,
                               int dt);
-/* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL). */
+/* What a convolution fuses around its GEMM (issue 17, planner/fuse.c); NULL (or a zeroed
+ * struct) fuses nothing.
+ *
+ * Prologue, norm = 1 (forward and backward weight; the tensor-core path only, the launchers
+ * refuse it elsewhere): the convolution's input is norm_act's output y, never stored. x (the
+ * launcher's sg_cat, Ci channels) is norm_act's input, and each value of y is computed as the
+ * tile of x is loaded, with the apply pass's arithmetic (kernels/cuda/norm_apply.cuh:
+ *   y = dropout(act(fmaf(x + v[n,c] - mean[n,g], rstd[n,g] gamma[c], beta[c]))), g = c / (Ci/G),
+ * the dropout's element index that of x) and rounded to bf16: the values cuda_norm_act_apply
+ * would have stored. The convolution's zero padding is padding of y: applied after it.
+ *
+ * Epilogue, res != NULL (forward): the residual add, y = round(round(conv(x, w) + b) + res),
+ * res [N,Ho,Wo,Co] (dt): the conv's output rounded to dt, then cuda_add_fwd's sum with res,
+ * rounded: the bits of the conv followed by the add. In the store on the tensor-core path;
+ * the other paths run cuda_add_fwd after the conv. */
+typedef struct {
+    const float *mean, *rstd;  /* [N, G] */
+    const float *gamma, *beta; /* [Ci] */
+    const void *v;             /* [N, Ci] (dt), or NULL: norm_act without the time embedding */
+    const void *res;           /* the residual, or NULL */
+    sg_drop drop;
+    int norm;
+    int G, act; /* groups; SG_ACT_NONE or SG_ACT_SILU */
+    int zero;   /* 0: no padding bytes (kernels take the struct by value) */
+} sg_conv_fuse;
+/* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL), with `fuse` (may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
-                    const float *b, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
-                    int dt, void *ws, int64_t ws_bytes);
+                    const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                    int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
  * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P)
- * chunks whose fp32 partials are summed in chunk order. */
+ * chunks whose fp32 partials are summed in chunk order. fuse (may be NULL): the prologue
+ * alone (x is norm_act's input). */
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
-                           sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S, int pad,
-                           int dt, int accum, void *ws, int64_t ws_bytes);
+                           sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                           int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes);
 /* The same three passes on Hopper's wgmma (conv_wgmma.cu: TMA, mbarrier pipelines,
  * warp-specialised blocks; sm_90a code, run only on a compute capability 9.0 device), for the
  * convolutions of the tensor-core path with every operand (w included: the bf16 weight copy)
@@ -184,20 +221,14 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
  * the statistics' summation order follows the vector width, which the shapes and the plan's
  * offsets fix). */
 #define SG_NORM_ACT_MAX_C 2048
-/* The dropout after a norm_act op's activation: p = 0 for none; else an element is kept where
- * sg_rng_uniform(*seed, *step, purpose, i0 + its index in x) >= p (cuda_dropout_fwd's mask;
- * seed and step are device pointers). No padding bytes: kernels take it by value. */
-typedef struct {
-    float p;
-    uint32_t purpose;
-    const uint64_t *seed;
-    const int64_t *step;
-    uint64_t i0;
-} sg_drop;
 /* [ws] both passes: y[N,HW,C] (dt, one buffer), mean[N,G], rstd[N,G] (fp32). */
 int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
                       int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes);
+/* [ws] The first pass alone: mean[N,G], rstd[N,G], the bits cuda_norm_act_fwd saves. The
+ * fused plan's norm_act node (its y virtual: computed by the convolutions that read it). */
+int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
+                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes);
 /* The second pass alone, from saved statistics: the recomputation of y, bit for bit the
  * forward's (the same kernel on the same inputs). */
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,

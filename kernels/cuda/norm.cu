@@ -24,6 +24,7 @@
  */
 #include "common/philox.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/norm_apply.cuh"
 
 /* ================================ kernels ================================ */
 
@@ -198,26 +199,6 @@ template <typename T> __device__ __forceinline__ T *na_cat(const sg_cat &x, int6
     return c < x.c[0] ? (T *)x.p[0] + row * x.c[0] + c : (T *)x.p[1] + row * x.c[1] + (c - x.c[0]);
 }
 
-/* the dropout's key, read from device memory once per thread */
-struct na_drop {
-    float p, scale;
-    uint32_t purpose;
-    uint64_t seed, i0;
-    int64_t step;
-};
-__device__ __forceinline__ na_drop na_drop_load(const sg_drop &d) {
-    na_drop r = {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.purpose, 0, d.i0, 0};
-    if (d.p > 0.0f) r.seed = d.seed[0], r.step = d.step[0];
-    return r;
-}
-/* forward tail at element i of x: the activation, then the dropout */
-__device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
-    float a = act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
-    if (d.p > 0.0f)
-        a = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p ? a * d.scale
-                                                                                 : 0.0f;
-    return a;
-}
 /* backward tail: dz from dy through the dropout and the activation */
 __device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
                                              int64_t i) {
@@ -330,17 +311,17 @@ __global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean,
         float mu[VEC], ga[VEC], be[VEC], add[VEC];
         for (int j = 0; j < VEC; j++) {
             const int c = c0 + j, s = n * G + c / cg;
-            mu[j] = mean[s], ga[j] = rstd[s] * gamma[c], be[j] = beta[c], add[j] = 0.0f;
+            mu[j] = mean[s], ga[j] = na_apply_scale(rstd[s], gamma[c]), be[j] = beta[c];
+            add[j] = 0.0f;
         }
         if (vn) dev_ldv<T, VEC>(add, vn + c0);
         for (int r = r0 + tr; r < r1; r += TR) {
             const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
             float u[VEC], o[VEC];
             dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
-            for (int j = 0; j < VEC; j++) {
-                const float uj = vn ? u[j] + add[j] : u[j];
-                o[j] = na_tail_fwd(fmaf(uj - mu[j], ga[j], be[j]), act, dk, i + j);
-            }
+            for (int j = 0; j < VEC; j++)
+                o[j] =
+                    na_apply_value(vn ? u[j] + add[j] : u[j], mu[j], ga[j], be[j], act, dk, i + j);
             dev_stv<T, VEC>(y + i, o, 0);
         }
     }
@@ -630,15 +611,14 @@ static int na_bwd_apply(cudaStream_t st, dim3 grid, sg_cat dx, float *dvpart, co
     return SG_OK;
 }
 
-int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
-                      const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
-                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes) {
-    const char *fn = "cuda_norm_act_fwd";
-    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
-    SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
+/* Pass 1. Its vector width (hence its summation order) follows x and v alone, so the
+ * statistics are the same bits whether y is stored (cuda_norm_act_fwd) or virtual
+ * (cuda_norm_act_stats: the fused plan). */
+static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
+                         int HW, int C, int G, float eps, int dt, void *ws) {
     const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
-    const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
-    const int vec = na_vec(dt, C, x, p, 4);
+    const void *p[3] = {x.p[0], x.c[1] ? x.p[1] : NULL, v};
+    const int vec = na_vec(dt, C, x, p, 3);
     const dim3 grid((unsigned)chunks, (unsigned)N);
     float2 *part = (float2 *)ws;
 #define NA_STATS(T, V) na_stats<T, V>(st, grid, part, x, v, HW, C, G, rows)
@@ -647,7 +627,26 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
     SG_LAUNCH(norm_stats_final_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, mean, rstd,
               (const float2 *)part, N, HW, G, C / G, rows, chunks, eps);
     SG_LAUNCH_CHECK("norm_stats_final_kernel");
+    return SG_OK;
+}
+
+int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
+                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_norm_act_fwd";
+    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
+    SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
+    if (na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws)) return SG_ERR;
     return cuda_norm_act_apply(st, y, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, drop, dt);
+}
+
+int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
+                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_norm_act_stats";
+    const sg_drop none = {0.0f, 0, NULL, NULL, 0};
+    if (na_check(fn, x, N, HW, C, G, SG_ACT_NONE, none, dt)) return SG_ERR;
+    SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
+    return na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws);
 }
 
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,

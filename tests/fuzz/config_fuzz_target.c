@@ -34,7 +34,9 @@ static void check_plan(const sg_plan *p, const sg_model_cfg *cfg) {
     require(p->arena_bytes >= p->lower_bound_bytes, "arena below its lower bound");
     for (int t = 0; t < p->g.nt; t++) {
         const sg_tensor *x = &p->g.t[t];
-        if (x->nparts) continue; /* a concatenation of its parts, not placed itself */
+        /* a concatenation of its parts, or a normalisation computed inside the convolutions
+         * that read it: not placed itself */
+        if (sg_tensor_virtual(x)) continue;
         require(x->bytes >= 0 && x->offset >= 0 && x->offset + x->bytes <= p->arena_bytes,
                 "tensor outside the arena");
     }

@@ -1,0 +1,65 @@
+/* fuse.c — the fusion decisions of a forward graph (issue 17; --fuse, sg_model_fuse): which
+ * work around the convolutions the plan moves into them, so that its result is never written
+ * to memory. The decisions are the plan's, the same for both backends: the CPU backend computes
+ * a fused operand into scratch and runs its plain kernels (the reference by construction); the
+ * CUDA backend computes it inside its tensor-core convolutions (kernels/cuda/conv_tc.cu).
+ *
+ * Prologue (sg_fuse_norm_prologues): the output y of a norm_act / norm_act_temb node whose
+ * every reader is a convolution the fused kernels take (sg_conv_fusable) becomes a virtual
+ * normalised tensor (sg_tensor.vnorm = the node): no storage, no recomputation in the backward
+ * pass. The node then runs only its statistics pass (mean, rstd); the forward convolution and
+ * the weight gradient of the backward pass (the readers: norm_act's own backward reads x, not y)
+ * compute y from the node's inputs x, [v,] gamma, beta, [seed, step] and its mean and rstd with
+ * the apply pass's arithmetic, so they read exactly the values the unfused plan would have
+ * stored. The layout keeps those operands alive as long as y is read (plan_layout.c).
+ *
+ * Epilogue (the builder, planner/unet.c): a residual add y = skip + conv(h) (the ResBlock's
+ * conv2 and its skip, the attention block's to_out and its input) becomes one conv2d_add node
+ * (h, w, b, skip -> y) when the convolution is one the fused kernels take: the add node and the
+ * conv's own output h disappear. y is the unfused add's, bit for bit: the conv's output rounded
+ * to the activation dtype, plus skip, rounded once more. Its backward is the add's (dy into
+ * skip's gradient, first) and the conv's, on dy itself. The time-embedding add needs no
+ * epilogue: norm_act_temb already adds it before its normalisation.
+ */
+#include "planner/unet.h"
+
+int sg_conv_fusable(const sg_graph *g, int x, int Co, int K) {
+    const sg_tensor *t = &g->t[x];
+    if (K != 1 && K != 3) return 0;
+    if (Co % 8) return 0;
+    if (t->nparts)
+        return g->t[t->parts[0]].shape[3] % 8 == 0 && g->t[t->parts[1]].shape[3] % 8 == 0;
+    return t->shape[3] % 8 == 0;
+}
+
+/* every forward reader of y is a convolution taking it as its input and fusable */
+static int readers_fusable(const sg_graph *g, int y) {
+    int readers = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        for (int k = 0; k < nd->nin; k++) {
+            if (nd->in[k] != y) continue;
+            if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD) || k != 0) return 0;
+            const sg_tensor *w = &g->t[nd->in[1]];
+            if (!sg_conv_fusable(g, y, (int)w->shape[0], nd->a.conv.K)) return 0;
+            readers++;
+        }
+    }
+    return readers > 0;
+}
+
+int sg_fuse_norm_prologues(sg_graph *g) {
+    int fused = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
+        const int y = nd->out[0];
+        if (sg_tensor_virtual(&g->t[y]) || !readers_fusable(g, y)) continue;
+        sg_tensor *t = &g->t[y];
+        t->vnorm = i;
+        t->bytes = 0;
+        t->recompute = 0; /* the backward readers read it as it is: there is nothing to keep */
+        fused++;
+    }
+    return fused;
+}
