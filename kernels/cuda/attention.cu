@@ -492,17 +492,6 @@ int cuda_attention_fused_ok(int L, int C, int heads, int dt) {
     return (C / heads) % 16 == 0;
 }
 
-/* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
- * work: allowed during capture). */
-static int af_smem(const void *kernel, int bytes, const char *name) {
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != cudaSuccess)
-        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
-                            cudaGetErrorString(e));
-    return SG_OK;
-}
-
 int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv,
                              int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes) {
     if (!cuda_attention_fused_ok(L, C, heads, dt))
@@ -510,7 +499,7 @@ int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, 
     const char *fn = "cuda_attention_fused_fwd";
     SG_ARG_CHECK(N > 0 && N <= 65535 && heads <= 65535, "%s: bad shape", fn);
     const int Lp = (L + AF_TILE - 1) / AF_TILE * AF_TILE, smem = af_fwd_smem(Lp);
-    if (af_smem((const void *)attn_fused_fwd_kernel, smem, fn)) return SG_ERR;
+    if (cuda_smem_attr(attn_fused_fwd_kernel, smem, fn)) return SG_ERR;
     const float a = (float)(1.0 / sqrt((double)(C / heads)));
     SG_LAUNCH(attn_fused_fwd_kernel, dim3((unsigned)(Lp / AF_TILE), (unsigned)heads, (unsigned)N),
               AF_THREADS, (size_t)smem, st, (uint16_t *)y, P, (const uint16_t *)qkv, L, C, heads,
@@ -528,7 +517,7 @@ int cuda_attention_fused_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const v
     const char *fn = "cuda_attention_fused_bwd";
     SG_ARG_CHECK(N > 0 && N <= 65535, "%s: bad shape", fn);
     const int Lp = (L + AF_TILE - 1) / AF_TILE * AF_TILE, smem = af_bwd_smem(Lp);
-    if (af_smem((const void *)attn_fused_bwd_kernel, smem, fn)) return SG_ERR;
+    if (cuda_smem_attr(attn_fused_bwd_kernel, smem, fn)) return SG_ERR;
     const float a = (float)(1.0 / sqrt((double)(C / heads)));
     SG_LAUNCH(attn_fused_bwd_kernel, dim3((unsigned)heads, (unsigned)N), AF_THREADS, (size_t)smem,
               st, (uint16_t *)dqkv, (const uint16_t *)dy, (const uint16_t *)qkv, P, L, C, heads, a,

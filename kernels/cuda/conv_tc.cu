@@ -404,24 +404,6 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
         }
 }
 
-/* The parity class (rh, rw) = blockIdx.z of the backward data pass: the input pixels ih =
- * ih1 + S*i (i < Hc) receive the taps kh = rh + S*th (th < nth) from output row i + ohoff - th;
- * likewise in w. */
-struct tc_class {
-    int ih1, iw1, Hc, Wc, nth, ntw, ohoff, owoff, rh, rw;
-};
-__device__ __forceinline__ tc_class tc_class_of(int z, int H, int W, int K, int S, int pad) {
-    tc_class k;
-    k.rh = z / S, k.rw = z % S;
-    k.ih1 = ((k.rh - pad) % S + S) % S, k.iw1 = ((k.rw - pad) % S + S) % S;
-    k.Hc = k.ih1 < H ? (H - k.ih1 + S - 1) / S : 0;
-    k.Wc = k.iw1 < W ? (W - k.iw1 + S - 1) / S : 0;
-    k.nth = k.rh < K ? (K - k.rh + S - 1) / S : 0;
-    k.ntw = k.rw < K ? (K - k.rw + S - 1) / S : 0;
-    k.ohoff = (k.ih1 + pad - k.rh) / S, k.owoff = (k.iw1 + pad - k.rw) / S;
-    return k;
-}
-
 /* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
  * blockIdx.y: BN input channels of the concatenation. Loads: A (dy rows) as the forward's A;
  * B (w, MC rows = output channels of the slice): thread t fills chunk t % (BN/8) (input
@@ -434,7 +416,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     /* B: chunks per row, rows t / BCPR + B_STEP j */
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
-    const tc_class k = tc_class_of(blockIdx.z, H, W, K, S, pad);
+    const sg_conv_class k = sg_conv_class_of(blockIdx.z, H, W, K, S, pad);
     const int HWc = k.Hc * k.Wc, Mc = N * HWc, KK = K * K;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     if (m0 >= Mc) return; /* the whole block: a smaller (or empty) class */
@@ -616,17 +598,6 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
 
 /* =============================== launchers =============================== */
 
-/* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
- * work: allowed during capture). */
-template <class F> static int conv_tc_smem(F *kernel, int bytes, const char *name) {
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != cudaSuccess)
-        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
-                            cudaGetErrorString(e));
-    return SG_OK;
-}
-
 /* The block tile of a GEMM of M x N in `slices` independent slices (parity classes, weight
  * chunks): BN = 64 when N <= 64 (the 64-channel layers), else 128; BM = 64 when M <= 64 or
  * when 128-row tiles would give fewer than TC_FEW_BLOCKS blocks (the 4x4 and 8x8 layers:
@@ -656,7 +627,7 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
     void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse, int,
                          int, int, int, int, int, int, int, int, int) =
         TC_NORM(f.norm, conv_tc_fwd_kernel, BM, BN);
-    if (conv_tc_smem(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel")) return SG_ERR;
+    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel")) return SG_ERR;
     SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y, x, wb, b, f, N, H, W,
               Ci, Co, K, S, pad, Ho, Wo);
     SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
@@ -696,7 +667,7 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
     /* the largest parity class has ceil(H/S) x ceil(W/S) pixels; smaller ones exit early */
     const int64_t Mmax = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
     dim3 grid((unsigned)((Mmax + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN), (unsigned)(S * S));
-    if (conv_tc_smem(conv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_dgrad_kernel"))
+    if (cuda_smem_attr(conv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_dgrad_kernel"))
         return SG_ERR;
     SG_LAUNCH((conv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
               dx, dy, wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
@@ -722,7 +693,7 @@ static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     void (*const kernel)(float *, const uint16_t *, sg_cat, sg_conv_fuse, int, int, int, int, int,
                          int, int, int, int, int, int) =
         TC_NORM(f.norm, conv_tc_wgrad_kernel, BM, BN);
-    if (conv_tc_smem(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel")) return SG_ERR;
+    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel")) return SG_ERR;
     SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, part, dy, x, f, N, H, W,
               Ci, Co, K, S, pad, Ho, Wo, chunk_len);
     SG_LAUNCH_CHECK("conv_tc_wgrad_kernel");

@@ -251,24 +251,6 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_pipeline<BN, 0, 0>(raw, KT, load, epi);
 }
 
-/* The output-parity class z = rh * S + rw of the backward data pass (conv_tc.cu's tc_class):
- * the input pixels ih = ih1 + S i (i < Hc) receive the taps kh = rh + S th (th < nth) from
- * output row i + ohoff - th; likewise in w. */
-struct wg_class {
-    int ih1, iw1, Hc, Wc, nth, ntw, ohoff, owoff, rh, rw;
-};
-__device__ __forceinline__ wg_class wg_class_of(int z, int H, int W, int K, int S, int pad) {
-    wg_class k;
-    k.rh = z / S, k.rw = z % S;
-    k.ih1 = ((k.rh - pad) % S + S) % S, k.iw1 = ((k.rw - pad) % S + S) % S;
-    k.Hc = k.ih1 < H ? (H - k.ih1 + S - 1) / S : 0;
-    k.Wc = k.iw1 < W ? (W - k.iw1 + S - 1) / S : 0;
-    k.nth = k.rh < K ? (K - k.rh + S - 1) / S : 0;
-    k.ntw = k.rw < K ? (K - k.rw + S - 1) / S : 0;
-    k.ohoff = (k.ih1 + pad - k.rh) / S, k.owoff = (k.iw1 + pad - k.rw) / S;
-    return k;
-}
-
 /* Backward data. blockIdx.z: parity class; blockIdx.x: pixel tile of the class's sub-grid
  * (tiles sized for the largest class; a smaller class's blocks past its extent exit at once);
  * blockIdx.y: BN input channels of the concatenation. k-tile k = (class tap (th, tw), 64 output
@@ -280,7 +262,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                          const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
                          int accum) {
     SG_DYNAMIC_SMEM(uint8_t, raw);
-    const wg_class k = wg_class_of(blockIdx.z, a.H, a.W, a.K, a.S, a.pad);
+    const sg_conv_class k = sg_conv_class_of(blockIdx.z, a.H, a.W, a.K, a.S, a.pad);
     int n0, i0, j0;
     wg_tile_origin(a, blockIdx.x, &n0, &i0, &j0);
     if (i0 >= k.Hc || j0 >= k.Wc) return; /* the whole block: a smaller (or empty) class */
@@ -446,17 +428,6 @@ static int wg_map_nhwc(CUtensorMap *m, const void *base, int N, int Hh, int Ww, 
     return wg_map(m, base, 4, dims, box, es, fn, what);
 }
 
-/* The kernel's dynamic shared memory above the default 48 KiB (a function attribute, no
- * stream work: allowed during capture). */
-template <class F> static int wg_smem(F *kernel, int bytes, const char *name) {
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != cudaSuccess)
-        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
-                            cudaGetErrorString(e));
-    return SG_OK;
-}
-
 static int wg_aligned128(const void *p) {
     return ((uintptr_t)p & 127u) == 0;
 }
@@ -519,7 +490,8 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
     if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
     dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
-    if (wg_smem(conv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel")) return SG_ERR;
+    if (cuda_smem_attr(conv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel"))
+        return SG_ERR;
     SG_LAUNCH((conv_wg_fwd_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm0, xm1, wm,
               a);
     SG_LAUNCH_CHECK("conv_wg_fwd_kernel");
@@ -555,7 +527,8 @@ static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
     if (wg_map(&wm, wb, 3, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
     dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Ci + BN - 1) / BN),
               (unsigned)(a.S * a.S));
-    if (wg_smem(conv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_dgrad_kernel")) return SG_ERR;
+    if (cuda_smem_attr(conv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_dgrad_kernel"))
+        return SG_ERR;
     SG_LAUNCH((conv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wm, a,
               accum);
     SG_LAUNCH_CHECK("conv_wg_dgrad_kernel");
@@ -595,7 +568,8 @@ static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     if (!a.c1) xm1 = xm0;
     dim3 grid((unsigned)((cols + BN - 1) / BN), (unsigned)((a.Co + WG_BM - 1) / WG_BM),
               (unsigned)a.chunks);
-    if (wg_smem(conv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel")) return SG_ERR;
+    if (cuda_smem_attr(conv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel"))
+        return SG_ERR;
     SG_LAUNCH((conv_wg_wgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm0,
               xm1, a);
     SG_LAUNCH_CHECK("conv_wg_wgrad_kernel");

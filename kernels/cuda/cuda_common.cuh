@@ -263,4 +263,34 @@ int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x
 int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int nb, int64_t R,
                int C, int accum, void *ws);
 
+/* The output-parity class z = rh * S + rw of a convolution's backward data pass (the
+ * tensor-core kernels: conv_tc.cu, conv_wgmma.cu): the input pixels ih = ih1 + S i (i < Hc)
+ * receive the taps kh = rh + S th (th < nth) from output row i + ohoff - th; likewise in w. */
+struct sg_conv_class {
+    int ih1, iw1, Hc, Wc, nth, ntw, ohoff, owoff, rh, rw;
+};
+__device__ __forceinline__ sg_conv_class sg_conv_class_of(int z, int H, int W, int K, int S,
+                                                          int pad) {
+    sg_conv_class k;
+    k.rh = z / S, k.rw = z % S;
+    k.ih1 = ((k.rh - pad) % S + S) % S, k.iw1 = ((k.rw - pad) % S + S) % S;
+    k.Hc = k.ih1 < H ? (H - k.ih1 + S - 1) / S : 0;
+    k.Wc = k.iw1 < W ? (W - k.iw1 + S - 1) / S : 0;
+    k.nth = k.rh < K ? (K - k.rh + S - 1) / S : 0;
+    k.ntw = k.rw < K ? (K - k.rw + S - 1) / S : 0;
+    k.ohoff = (k.ih1 + pad - k.rh) / S, k.owoff = (k.iw1 + pad - k.rw) / S;
+    return k;
+}
+
+/* A kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
+ * work: allowed during capture); the error names the kernel. */
+template <class F> static int cuda_smem_attr(F *kernel, int bytes, const char *name) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
+                            cudaGetErrorString(e));
+    return SG_OK;
+}
+
 #endif
