@@ -6,7 +6,10 @@
  * - CPU vs GPU: the loss trajectories of 20 steps of unet_tiny agree within a tolerance
  *   (fp32: 2e-3 relative per step — different summation orders and libm, through a network
  *   whose loss is O(1) and whose parameters move by ~lr per step, stay near 1e-5 for the first
- *   steps and drift slowly; bf16: 3e-2, bf16 rounding of every activation);
+ *   steps and drift slowly; bf16: 3e-2, bf16 rounding of every activation), and so does every
+ *   parameter tensor's Adam m, a running mean of its gradients (worst_m_diff: fp32 1e-2, bf16
+ *   0.15 normwise; the host emulation shows 2e-4 and 4e-2), which sees the layers the losses
+ *   of a few steps cannot;
  * - gradient accumulation (2 micro-batches, fp32): graph replay vs eager bitwise, two graph runs
  *   bitwise, CPU vs GPU within the fp32 tolerance, and within it of the GPU's one-pass step
  *   (the same data, noise and dropout; only the gradients' summation order differs);
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "graph/exec.h"
+#include "planner/plan.h"
 #include "tests/sg_test.h"
 
 enum { MAX_STEPS = 20 };
@@ -171,6 +175,34 @@ static void check_resume_bf16(int engine) {
     free(data);
 }
 
+/* The GPU's and the CPU's Adam first moments (the state's second region), parameter tensor by
+ * parameter tensor: m after a few steps is a running mean of the gradients, so this compares
+ * every gradient of the step, which the losses alone cannot (a layer whose output the next one
+ * multiplies by zero-initialised weights, as the attention before its to_out, moves no loss of
+ * the first steps). The worst normwise relative difference, its tensor named in `name`. */
+static double worst_m_diff(const sg_model_cfg *c, const unsigned char *sg, const unsigned char *sc,
+                           char *name, int cap) {
+    sg_plan p;
+    snprintf(name, (size_t)cap, "(none)");
+    if (sg_plan_build(&p, c, 1)) return INFINITY;
+    const sg_graph *g = &p.g;
+    const sg_tensor *reg = &g->t[p.io.params];
+    const float *mg = (const float *)(sg + reg->bytes), *mc = (const float *)(sc + reg->bytes);
+    double worst = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const sg_tensor *x = &g->t[t];
+        if (x->role != ROLE_PARAM || x->region) continue;
+        const int64_t o = (x->offset - reg->offset) / 4, n = sg_numel(x);
+        double d = 0, r = 0;
+        for (int64_t i = o; i < o + n; i++)
+            d += ((double)mg[i] - mc[i]) * ((double)mg[i] - mc[i]), r += (double)mc[i] * mc[i];
+        const double e = r > 0 ? sqrt(d / r) : d > 0 ? INFINITY : 0;
+        if (e > worst) worst = e, snprintf(name, (size_t)cap, "%s", x->name);
+    }
+    sg_plan_free(&p);
+    return worst;
+}
+
 /* accum: K micro-batches per step (--grad-accum); the batch is rounded up to a multiple */
 static void check_precision(sg_dtype dt, int engine, int accum) {
     char nm[96];
@@ -215,6 +247,11 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
         printf("%s: CPU vs GPU loss over %d steps: worst relative difference %.3e (tol %.0e)\n", nm,
                STEPS, worst, tol);
         CHECK(worst <= tol, "%s: CPU vs GPU losses differ by %.3e", nm, worst);
+        char wn[SG_NAME_MAX];
+        const double mt = dt == DT_BF16 ? 0.15 : 1e-2, mw = worst_m_diff(&c, sg, sc, wn, sizeof wn);
+        printf("%s: CPU vs GPU Adam m after %d steps: worst tensor %s, normwise %.3e (tol %.2g)\n",
+               nm, STEPS, wn, mw, mt);
+        CHECK(mw <= mt, "%s: CPU vs GPU gradients (Adam m) of %s differ by %.3e", nm, wn, mw);
     }
     /* Under SG_CONV_TC=wgmma the fused convs stay on the mma.sync kernels (the wgmma ones take
      * no fusion) while the unfused plan runs them all on wgmma, whose weight gradients group
