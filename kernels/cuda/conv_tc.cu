@@ -226,6 +226,28 @@ __device__ __forceinline__ int tc_acc_row(int mi, int h) {
     return 16 * mi + ((threadIdx.x & 31) >> 2) + 8 * h;
 }
 
+/* The epilogue's walk over this thread's accumulators: f(row, col, v0, v1) for each pair at
+ * (row, col), (row, col + 1) of the block tile at (m0, n0) that lies inside rows x cols (cols
+ * even: a pair is inside or outside whole), in a fixed order. */
+template <int BN, class F>
+__device__ __forceinline__ void tc_epilogue(const float (&acc)[4][4][4], int m0, int n0, int rows,
+                                            int cols, F f) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = wm + tc_acc_row(mi, h);
+            if (r >= rows) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const int c = wn + 8 * ni + 2 * (lane & 3);
+                if (c < cols) f(r, c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+            }
+        }
+}
+
 /* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each. */
 __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int accum) {
     uint32_t *u = (uint32_t *)p;
@@ -383,25 +405,13 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     float acc[4][4][4] = {};
     tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
 
-    const int lane = tid & 31, warp = tid >> 5;
-    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int p = wm + tc_acc_row(mi, h);
-            if (p >= P) continue;
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const int co = wn + 8 * ni + 2 * (lane & 3);
-                if (co >= Co) continue; /* Co is even: co + 1 < Co too */
-                const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
-                float v0 = acc[mi][ni][2 * h] + b0, v1 = acc[mi][ni][2 * h + 1] + b1;
-                if (fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
-                    tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
-                tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
-            }
-        }
+    /* Co is even: co + 1 < Co too */
+    tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
+        v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
+        if (fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
+            tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
+        tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
+    });
 }
 
 /* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
@@ -472,26 +482,14 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     float acc[4][4][4] = {};
     tc_mainloop<false, true, BM, BN>(acc, smem, KT, load, fix);
 
-    const int lane = tid & 31, warp = tid >> 5;
-    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
     const int c0 = dx.c[0], c1 = dx.c[1];
     uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int p = wm + tc_acc_row(mi, h);
-            if (p >= Mc) continue;
-            const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
-            const int64_t q = ((int64_t)img * H + k.ih1 + S * i) * W + k.iw1 + S * jj;
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const int c = wn + 8 * ni + 2 * (lane & 3);
-                if (c >= Ci) continue; /* c even and both parts even: c, c + 1 in one part */
-                uint16_t *dst = c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0);
-                tc_st_pair(dst, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], accum);
-            }
-        }
+    /* c even and both parts even: c, c + 1 in one part */
+    tc_epilogue<BN>(acc, m0, n0, Mc, Ci, [&](int p, int c, float v0, float v1) {
+        const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
+        const int64_t q = ((int64_t)img * H + k.ih1 + S * i) * W + k.iw1 + S * jj;
+        tc_st_pair(c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0), v0, v1, accum);
+    });
 }
 
 /* Backward weight. blockIdx.x: BN columns n = tap*Ci + ci of dw; blockIdx.y: BM output
@@ -577,23 +575,12 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     float acc[4][4][4] = {};
     tc_mainloop<true, true, BM, BN>(acc, smem, KT, load, fix);
 
-    const int lane = tid & 31, warp = tid >> 5;
-    const int wm = m0 + (warp / (BN / 32)) * 64, wn = n0 + (warp % (BN / 32)) * 32;
     float *out = part + (int64_t)blockIdx.z * Co * Nn;
-#pragma unroll
-    for (int mi = 0; mi < 4; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int o = wm + tc_acc_row(mi, h);
-            if (o >= Co) continue;
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const int c = wn + 8 * ni + 2 * (lane & 3);
-                if (c >= Nn) continue; /* Nn is even */
-                *(float2 *)(out + (int64_t)o * Nn + c) =
-                    make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
-            }
-        }
+    tc_epilogue<BN>(acc, m0, n0, Co, Nn,
+                    [&](int o, int c, float v0, float v1) { /* Nn even */
+                                                            *(float2 *)(out + (int64_t)o * Nn + c) =
+                                                                make_float2(v0, v1);
+                    });
 }
 
 /* =============================== launchers =============================== */
