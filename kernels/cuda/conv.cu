@@ -317,8 +317,8 @@ sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int 
 
 /* A fused prologue's operands (sg_conv_fuse), and the path it needs; the residual's alignment
  * (the tensor-core epilogue reads two channels at a time). */
-static int conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path, int N, int Ci,
-                           int dt) {
+int cu_conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path, int N, int Ci,
+                       int dt) {
     if (f && f->res)
         SG_ARG_CHECK(((uintptr_t)f->res & 3u) == 0, "%s: the residual must be 4-byte aligned", fn);
     if (!f || !f->norm) return SG_OK;
@@ -345,7 +345,7 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes) {
     if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const sg_conv_path path = cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt);
-    if (conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
+    if (cu_conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_TENSOR_CORE)
         return cu_conv_tc_fwd(st, y, x, (const uint16_t *)w, b, fuse, N, H, W, Ci, Co, K, S, pad);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
@@ -394,7 +394,7 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
     const sg_conv_path path = cuda_conv2d_path(x, dy, N, H, W, Co, K, S, dt);
-    if (conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
+    if (cu_conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);

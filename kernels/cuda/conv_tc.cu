@@ -259,49 +259,6 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
-/* The fused epilogue (sg_conv_fuse.res): v0, v1 (two channels of the conv's fp32 output, bias
- * added) become what the unfused plan's add computes from the conv's stored bf16 output and the
- * residual's two bf16 values at r (4-byte aligned): res + round(v), in fp32 (add_kernel's
- * order; a sum never fuses into a multiply-add), rounded once more by the store. */
-__device__ __forceinline__ void tc_add_res(float &v0, float &v1, const uint16_t *r) {
-    const uint32_t rr = *reinterpret_cast<const uint32_t *>(r);
-    v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr & 0xffffu)), dev_bf16_to_f32(dev_f32_to_bf16(v0)));
-    v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr >> 16)), dev_bf16_to_f32(dev_f32_to_bf16(v1)));
-}
-
-/* The fused prologue (sg_conv_fuse.norm): 8 channels ch .. ch + 7 of input pixel q (of image
- * n) of x, landed by this thread's cp.async at s (16 bytes of shared memory), replaced in place
- * by norm_act's y of them (norm_apply.cuh: the apply pass's arithmetic, the dropout's element
- * index that of x), rounded to bf16 as the unfused plan stores y. C: the channels of x. Its
- * operands (statistics, gamma, beta, v, the dropout key) are read from global memory per chunk
- * (L1 hits): the main loop's registers are spent on the accumulators. */
-__device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
-                                              int ch, int C) {
-    /* (the key is read here, not held through the main loop: registers are the limit) */
-    const na_drop dk = na_drop_load(f.drop);
-    const uint32_t *vw =
-        f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
-    uint32_t *sw = (uint32_t *)s;
-    const int cg = C / f.G;
-    /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold every
-     * operand load in flight in registers the accumulators need */
-#pragma unroll 1
-    for (int k = 0; k < 8; k += 2) {
-        const uint32_t xw = sw[k / 2], vv = vw ? vw[k / 2] : 0u;
-        uint32_t out = 0;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int c = ch + k + h, g = n * f.G + c / cg;
-            const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
-            const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
-            const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
-                                           f.beta[c], f.act, dk, q * C + c);
-            out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
-        }
-        sw[k / 2] = out;
-    }
-}
-
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
@@ -621,30 +578,14 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
     return SG_OK;
 }
 
-/* the fusion as the kernels take it: by value, zeroed for none, field by field (a struct copy
- * need not copy padding, and there is none to copy) */
-static_assert(sizeof(sg_conv_fuse) == 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
-              "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
-              "exactly its values (graph capture, the host emulation's replay check)");
-static sg_conv_fuse conv_tc_fuse(const sg_conv_fuse *fuse) {
-    sg_conv_fuse f;
-    memset(&f, 0, sizeof f);
-    if (fuse && fuse->norm) {
-        f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
-        f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
-    }
-    if (fuse) f.res = fuse->res;
-    return f;
-}
-
 int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
                    int pad) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
-    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, conv_tc_fuse(fuse), N,
-                    H, W, Ci, Co, K, S, pad, Ho, Wo);
+    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, cu_conv_fuse_arg(fuse),
+                    N, H, W, Ci, Co, K, S, pad, Ho, Wo);
 }
 
 template <int BM, int BN>
@@ -694,6 +635,6 @@ int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x
     int bm, bn;
     conv_tc_tile(Co, (int64_t)K * K * Ci, chunks, &bm, &bn);
     return TC_TILED(bm, bn, conv_tc_wgrad_launch, st, part, (const uint16_t *)dy, x,
-                    conv_tc_fuse(fuse), N, H, W, Ci, Co, K, S, pad, Ho, Wo, (int)chunks,
+                    cu_conv_fuse_arg(fuse), N, H, W, Ci, Co, K, S, pad, Ho, Wo, (int)chunks,
                     (int)chunk_len);
 }

@@ -130,6 +130,17 @@ __device__ __forceinline__ void dev_st_acc(void *p, int64_t i, float v, int dt, 
     if (accum) v = __fadd_rn(dev_ld(p, i, dt), v);
     dev_st(p, i, v, dt);
 }
+
+/* The fused residual epilogue of both tensor-core generations (sg_conv_fuse.res; conv_tc.cu,
+ * conv_wgmma.cu): v0, v1 (two channels of the conv's fp32 output, bias
+ * added) become what the unfused plan's add computes from the conv's stored bf16 output and the
+ * residual's two bf16 values at r (4-byte aligned): res + round(v), in fp32 (add_kernel's
+ * order; a sum never fuses into a multiply-add), rounded once more by the store. */
+__device__ __forceinline__ void tc_add_res(float &v0, float &v1, const uint16_t *r) {
+    const uint32_t rr = *reinterpret_cast<const uint32_t *>(r);
+    v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr & 0xffffu)), dev_bf16_to_f32(dev_f32_to_bf16(v0)));
+    v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(rr >> 16)), dev_bf16_to_f32(dev_f32_to_bf16(v1)));
+}
 /* Typed access: fp32 (float) or bf16 (uint16_t) storage: converted to fp32 on load, rounded once on
  * store */
 __device__ __forceinline__ float dev_ld1(const float *p) {
@@ -256,6 +267,27 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
                           const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
                           int S, int pad, int64_t chunks, int64_t chunk_len);
+
+/* the fusion as the tensor-core kernels (conv_tc.cu, conv_wgmma.cu) take it: by value, zeroed for
+ * none, field by field (a struct copy need not copy padding, and there is none to copy) */
+static_assert(sizeof(sg_conv_fuse) == 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
+              "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
+              "exactly its values (graph capture, the host emulation's replay check)");
+static inline sg_conv_fuse cu_conv_fuse_arg(const sg_conv_fuse *fuse) {
+    sg_conv_fuse f;
+    memset(&f, 0, sizeof f);
+    if (fuse && fuse->norm) {
+        f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
+        f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
+    }
+    if (fuse) f.res = fuse->res;
+    return f;
+}
+/* conv.cu: the checks of a fusion's operands (sg_conv_fuse) for a convolution on `path`: a
+ * prologue needs the bf16 tensor-core path and its normalisation's operands, a residual 4-byte
+ * alignment. Shared by conv.cu's launchers and conv_wgmma.cu's. */
+int cu_conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path, int N, int Ci,
+                       int dt);
 
 /* elementwise.cu: out[b][c] (odt) (+)= sum over r < R of in[b][r][c] (idt), b < nb, c < C, in
  * a fixed order: row chunks of SG_WS_COLSUM_ROWS, then the chunks in order.

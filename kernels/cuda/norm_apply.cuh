@@ -1,9 +1,9 @@
 /* norm_apply.cuh — the one definition of norm_act's apply arithmetic on the device, shared by
  * its own apply pass (norm.cu's norm_apply_kernel: the forward's second pass and the backward
  * pass's recomputation) and by the convolutions that compute a virtual normalised operand as
- * they load it (conv_tc.cu, planner/fuse.c). Because both run exactly these expressions, a
- * fused convolution multiplies the very bf16 values the unfused plan would have stored and read
- * back. The math is kernels/cpu/norm.c's:
+ * they load it (conv_tc.cu, conv_wgmma.cu; planner/fuse.c). Because both run exactly these
+ * expressions, a fused convolution multiplies the very bf16 values the unfused plan would have
+ * stored and read back. The math is kernels/cpu/norm.c's:
  *
  *   u = x + v[n, c]                                 (one fp32 add; u = x without v)
  *   z = fmaf(u - mean[n, g], rstd[n, g] gamma[c], beta[c])
@@ -49,6 +49,40 @@ __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
 __device__ __forceinline__ float na_apply_value(float u, float mean, float scale, float beta,
                                                 int act, const na_drop &d, int64_t i) {
     return na_tail_fwd(fmaf(u - mean, scale, beta), act, d, i);
+}
+
+/* The fused prologue of both tensor-core generations (sg_conv_fuse.norm): 8 channels
+ * ch .. ch + 7 of input pixel q (of image n) of x, 16 bytes of shared memory at s (landed by the
+ * calling thread's cp.async in conv_tc.cu, by TMA in conv_wgmma.cu), replaced in place by
+ * norm_act's y of them (the apply pass's arithmetic above, the dropout's element index that of
+ * x), rounded to bf16 as the unfused plan stores y. C: the channels of x. Its
+ * operands (statistics, gamma, beta, v, the dropout key) are read from global memory per chunk
+ * (L1 hits): the main loop's registers are spent on the accumulators. */
+__device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
+                                              int ch, int C) {
+    /* (the key is read here, not held through the main loop: registers are the limit) */
+    const na_drop dk = na_drop_load(f.drop);
+    const uint32_t *vw =
+        f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
+    uint32_t *sw = (uint32_t *)s;
+    const int cg = C / f.G;
+    /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold every
+     * operand load in flight in registers the accumulators need */
+#pragma unroll 1
+    for (int k = 0; k < 8; k += 2) {
+        const uint32_t xw = sw[k / 2], vv = vw ? vw[k / 2] : 0u;
+        uint32_t out = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int c = ch + k + h, g = n * f.G + c / cg;
+            const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
+            const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
+            const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
+                                           f.beta[c], f.act, dk, q * C + c);
+            out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
+        }
+        sw[k / 2] = out;
+    }
 }
 
 #endif
