@@ -37,7 +37,8 @@
  * when the backend is created. Both take the same plan, workspace and saved P; their bits
  * differ, so a run keeps one (describe() records it as attn_engine; node_engine() names it).
  * Within own, SG_CONV_TC=wgmma (prepare_conv_tc; opt-in, never run on a GPU) sends the bf16
- * tensor-core convolutions to the Hopper kernels (conv_wgmma.cu) instead of conv_tc.cu's.
+ * tensor-core convolutions, fused ones included, to the Hopper kernels (conv_wgmma.cu) instead
+ * of conv_tc.cu's.
  */
 #ifdef SG_HAVE_CUDA
 
@@ -680,9 +681,9 @@ static sg_cat conv_input(const cuda_ctx *c, const sg_graph *g, int t, sg_conv_fu
 }
 
 /* A virtual normalised operand (planner/fuse.c) is computed inside the bf16 tensor-core
- * convolutions only (kernels/cuda/conv_tc.cu): a plan that gives one to any other reader is
- * refused here, before the step, naming the node (the arena is allocated: the path depends on
- * the operands' alignment, which the plan's offsets fix). */
+ * convolutions only (kernels/cuda/conv_tc.cu, conv_wgmma.cu): a plan that gives one to any other
+ * reader is refused here, before the step, naming the node (the arena is allocated: the path
+ * depends on the operands' alignment, which the plan's offsets fix). */
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
@@ -720,9 +721,8 @@ CUDA_RUN(conv2d) {
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
-    /* the wgmma kernels take no fusion: a fused conv stays on the mma.sync ones */
-    if (!f.norm && conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
-        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), d.N, d.H, d.W,
+    if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
+        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                                      d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                            d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
@@ -736,6 +736,9 @@ CUDA_RUN(conv2d_add) {
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
     f.res = kin(k, 3);
+    if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
+        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
+                                     d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                            d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
@@ -755,10 +758,10 @@ CUDA_RUN(conv2d_bwd_weight) {
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[1], &f);
-    if (!f.norm && conv_on_wgmma(k, d, x, kin(k, 0), NULL, k->dy_dt))
-        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), x, d.N, d.H,
-                                            d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
-                                            k->ws, k->wsb);
+    if (conv_on_wgmma(k, d, x, kin(k, 0), NULL, k->dy_dt))
+        return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), x, &f, d.N,
+                                            d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt,
+                                            kacc(k, 0), k->ws, k->wsb);
     return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), x, &f, d.N,
                                   d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);

@@ -576,14 +576,14 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
               "%s: %s must refuse with the reason (%s), said: %s", ctx, #fn, why,                  \
               sg_last_error());                                                                    \
     } while (0)
-        WG_REFUSED(cuda_conv2d_wgmma_fwd, g_st, r->y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S,
-                   pad, dt, ws->d, wsb);
+        WG_REFUSED(cuda_conv2d_wgmma_fwd, g_st, r->y->d, r->x, r->w, r->b, NULL, N, H, W, Ci, Co, K,
+                   S, pad, dt, ws->d, wsb);
         WG_REFUSED(cuda_conv2d_wgmma_bwd_data, g_st,
                    sg_cat2(r->dxa->d, c0, c1 ? r->dxb->d : NULL, c1), r->dy->d, r->w, N, H, W, Ci,
                    Co, K, S, pad, dt, r->accum, ws->d, wsb);
         WG_REFUSED(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)r->dw->d,
-                   r->db ? (float *)r->db->d : NULL, r->dy->d, r->x, N, H, W, Ci, Co, K, S, pad, dt,
-                   r->accum, ws->d, wsb);
+                   r->db ? (float *)r->db->d : NULL, r->dy->d, r->x, NULL, N, H, W, Ci, Co, K, S,
+                   pad, dt, r->accum, ws->d, wsb);
 #undef WG_REFUSED
         sync_stream();
         tb_download(r->y, after);
@@ -599,8 +599,8 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
-            CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S, pad,
-                 dt, ws->d, wsb);
+            CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, NULL, N, H, W, Ci, Co, K, S,
+                 pad, dt, ws->d, wsb);
             sync_stream();
             tb_check(y, r->ref_y, TOL_BF16, rep, ctx);
             guards_all(ctx);
@@ -633,7 +633,7 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)gw->d, gb ? (float *)gb->d : NULL,
-                 r->dy->d, r->x, N, H, W, Ci, Co, K, S, pad, dt, r->accum, ws->d, wsb);
+                 r->dy->d, r->x, NULL, N, H, W, Ci, Co, K, S, pad, dt, r->accum, ws->d, wsb);
             sync_stream();
             tb_check(gw, r->ref_dw, TOL_F32, rep, ctx);
             if (gb) tb_check(gb, r->ref_db, TOL_F32, rep, ctx);
@@ -908,6 +908,20 @@ static void test_convs_tc(void) {
  * channels (an up block's norm1 on the skip connection: both halves), v and the dropout with
  * temb (p from a device seed and step, at a rank's element offset), SiLU or no activation (the
  * attention's norm), the weight gradient overwriting or accumulating onto non-zero values. */
+/* Whether the wgmma kernels take a fused case: fused input x and unfused input y (the stored
+ * normalised tensor, or x itself) with output o and weights w (NULL: the weight gradient). Only a
+ * device other than compute capability 9.0 may refuse (cuda_ops_host_sm80 and non-Hopper GPUs);
+ * then the fused launchers must refuse with the same reason. */
+static int wgmma_takes(sg_cat x, sg_cat y, const void *o, const void *w, int N, int H, int W,
+                       int Co, int K, int S, const char *ctx) {
+    const char *why = cuda_conv2d_wgmma_refusal(x, o, w, N, H, W, Co, K, S, DT_BF16);
+    if (!why) why = cuda_conv2d_wgmma_refusal(y, o, w, N, H, W, Co, K, S, DT_BF16);
+    if (!why) return 1;
+    CHECK(!on_host_emulation() || getenv("SG_SIM_CC"),
+          "%s [wgmma]: refused on the host emulation: %s", ctx, why);
+    return 0;
+}
+
 static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad,
                             int G, int act, int temb, float p, int bias, int accum, int res) {
     char ctx[220];
@@ -1032,6 +1046,27 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         CHECK(!memcmp(on->bits, off->bits, on->bytes),
               "%s: the fused forward differs from norm_act_apply + conv", ctx);
         guards_all(ctx);
+        /* the wgmma kernels: fused against their own unfused path (norm_act_apply, the conv,
+         * cuda_add_fwd) bit for bit, against the CPU, and on the emulation against mma.sync's
+         * bits (the forward's k16 slices run in the same order there, test_conv_wgmma) */
+        if (wgmma_takes(xc, yc, on->d, wd, N, H, W, Co, K, S, ctx)) {
+            tbuf *won = tb_out("y fused [wgmma]", P * Co, bf, NULL),
+                 *woff = tb_out("y unfused [wgmma]", P * Co, bf, NULL);
+            reset_all();
+            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad,
+                 bf, ws->d, wsb);
+            CALL(cuda_conv2d_wgmma_fwd, g_st, woff->d, yc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
+                 bf, ws->d, wsb);
+            if (res) CALL(cuda_add_fwd, g_st, woff->d, dres->d, woff->d, P * Co, bf);
+            sync_stream();
+            tb_check(won, ref, TOL_BF16, 0, ctx);
+            tb_check(woff, ref, TOL_BF16, 0, ctx);
+            CHECK(!memcmp(won->bits, woff->bits, won->bytes),
+                  "%s [wgmma]: the fused forward differs from norm_act_apply + conv", ctx);
+            CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
+                  "%s [wgmma]: the fused forward differs from mma.sync's", ctx);
+            guards_all(ctx);
+        }
     }
     /* weight gradient: fused and unfused from the same old values */
     {
@@ -1059,6 +1094,34 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             CHECK(!memcmp(gb->bits, gb2->bits, gb->bytes), "%s: fused db differs", ctx);
         }
         guards_all(ctx);
+        /* the wgmma kernels: fused against their own unfused path bit for bit (their pixel
+         * grouping differs from mma.sync's: TOL_F32 against those, test_conv_wgmma) */
+        if (wgmma_takes(xc, yc, ddy->d, NULL, N, H, W, Co, K, S, ctx)) {
+            tbuf *wgw = tb_out("dw fused [wgmma]", nw, DT_F32, ow),
+                 *wgw2 = tb_out("dw unfused [wgmma]", nw, DT_F32, ow);
+            tbuf *wgb = bias ? tb_out("db fused [wgmma]", Co, DT_F32, ob) : NULL;
+            tbuf *wgb2 = bias ? tb_out("db unfused [wgmma]", Co, DT_F32, ob) : NULL;
+            reset_all();
+            CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)wgw->d, bias ? (float *)wgb->d : NULL,
+                 ddy->d, xc, &fuse, N, H, W, Ci, Co, K, S, pad, bf, accum, ws->d, wsb);
+            CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)wgw2->d,
+                 bias ? (float *)wgb2->d : NULL, ddy->d, yc, NULL, N, H, W, Ci, Co, K, S, pad, bf,
+                 accum, ws->d, wsb);
+            sync_stream();
+            tb_check(wgw, refw, TOL_F32, 0, ctx);
+            tb_check(wgw2, refw, TOL_F32, 0, ctx);
+            CHECK(!memcmp(wgw->bits, wgw2->bits, wgw->bytes),
+                  "%s [wgmma]: the fused weight gradient differs from norm_act_apply + the "
+                  "unfused one",
+                  ctx);
+            if (bias) {
+                tb_check(wgb, refb, TOL_F32, 0, ctx);
+                tb_check(wgb2, refb, TOL_F32, 0, ctx);
+                CHECK(!memcmp(wgb->bits, wgb2->bits, wgb->bytes), "%s [wgmma]: fused db differs",
+                      ctx);
+            }
+            guards_all(ctx);
+        }
     }
     case_end();
 }
@@ -1155,6 +1218,27 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
     CHECK(!memcmp(on->bits, off->bits, on->bytes), "%s: the fused residual differs from conv + add",
           ctx);
     guards_all(ctx);
+    /* the wgmma kernels on the tensor-core cases: the residual in their store against their
+     * conv + cuda_add_fwd bit for bit, and against mma.sync's on the emulation */
+    if (cuda_conv2d_path(xc, on->d, N, H, W, Co, K, 1, dt) == SG_CONV_PATH_TENSOR_CORE &&
+        wgmma_takes(xc, xc, on->d, dw->d, N, H, W, Co, K, 1, ctx)) {
+        tbuf *won = tb_out("y fused [wgmma]", P * Co, dt, NULL),
+             *woff = tb_out("y unfused [wgmma]", P * Co, dt, NULL);
+        reset_all();
+        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &fr, N, H, W, Ci,
+             Co, K, 1, pad, dt, ws->d, wsb);
+        CALL(cuda_conv2d_wgmma_fwd, g_st, woff->d, xc, dw->d, (const float *)db->d, NULL, N, H, W,
+             Ci, Co, K, 1, pad, dt, ws->d, wsb);
+        CALL(cuda_add_fwd, g_st, woff->d, dr->d, woff->d, P * Co, dt);
+        sync_stream();
+        tb_check(won, o, tol_for(dt), 0, ctx);
+        tb_check(woff, o, tol_for(dt), 0, ctx);
+        CHECK(!memcmp(won->bits, woff->bits, won->bytes),
+              "%s [wgmma]: the fused residual differs from conv + add", ctx);
+        CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
+              "%s [wgmma]: the fused residual differs from mma.sync's", ctx);
+        guards_all(ctx);
+    }
     case_end();
 }
 

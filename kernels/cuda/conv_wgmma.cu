@@ -3,8 +3,9 @@
  * accumulators in registers), fed by the tensor copy engine (TMA, cp.async.bulk.tensor, tile
  * mode) through an mbarrier ring, in warp-specialised blocks: one producer warpgroup, two
  * consumer warpgroups. sm_90a only (kernels/cuda/hopper.cuh); built apart from the sm_90 kernels
- * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda.c): conv.cu's launchers
- * and their mma.sync kernels (conv_tc.cu) stay the default until a GPU has measured these.
+ * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda.c; fused convolutions
+ * included): conv.cu's launchers and their mma.sync kernels (conv_tc.cu) stay the default until
+ * a GPU has measured these.
  *
  * Shapes and GEMMs as conv_tc.cu: x[N,H,W,Ci] NHWC bf16 (sg_cat: channels [0, c0) from p[0],
  * [c0, Ci) from p[1]), w[Co][K][K][Ci] bf16 (the plan's bf16 weight copy), y[N,Ho,Wo,Co],
@@ -70,6 +71,50 @@
  * the concatenation; bwd weight stores the fp32 partial tile. Then the chunk sum and the bias
  * gradient (cu_col_sum), as conv.cu.
  *
+ * Fusions (sg_conv_fuse, planner/fuse.c; conv_tc.cu's two, with the bits of this file's unfused
+ * calls: norm_act_apply then the conv, the conv then cuda_add_fwd):
+ *   - Residual epilogue (f.res, forward): tc_add_res (cuda_common.cuh, shared with conv_tc.cu)
+ *     on each pair after the bias: the conv output rounded to bf16, __fadd_rn with the
+ *     residual's two bf16 values of the same pixel and channels, rounded by the store.
+ *   - Prologue (f.norm; the operand that reads the input: the forward's A, the weight
+ *     gradient's B): x is norm_act's input and the operand is y = dropout(silu(GroupNorm(x
+ *     [+ v]))). TMA cannot transform, so the consumers rewrite each landed stage in shared
+ *     memory before their wgmmas read it (wg_pipeline's fix step, after the full[s] wait):
+ *     . Addressing: a thread takes whole 16-byte chunks (8 channels) by PHYSICAL position, 8
+ *       consecutive threads the 8 chunks of one 128-byte row (no bank conflict); only the
+ *       channel index is un-swizzled: physical chunk p of row r holds logical chunk
+ *       p ^ (r % 8) (the stages are 1024-aligned), channels c + 8 (p ^ (r % 8)) of the box's
+ *       64-channel chunk c of the part. The values: tc_norm_chunk (norm_apply.cuh:
+ *       norm_apply_kernel's expressions, the dropout's element index that of x), rounded to
+ *       bf16, so the wgmmas read the very operands the unfused conv loads.
+ *     . Padding: row r of a box is GEMM pixel (n0 + r / (tw th), ph0 + r / tw % th,
+ *       pw0 + r % tw), its tap's input pixel (n, ph S - pad + kh, pw S - pad + kw) (the box's
+ *       element strides): a chunk whose input pixel is outside the tensor, or whose channels
+ *       are past the part's, is left as TMA's zeros: the padding of y, after the activation
+ *       (silu(shift) != 0). Rows of pixels past the output grid are rewritten like any other
+ *       (what the unfused conv loads there is y too), so every byte wgmma reads is the
+ *       unfused operand's.
+ *     . Who: forward, each consumer warpgroup its own 64 rows of A (only its wgmmas read them;
+ *       4 chunks a thread), then a named barrier among its 128 threads (ids 1 and 2);
+ *       weight gradient, both consumers together the B tile they share (BN / 64 boxes of 64
+ *       pixel rows, BN / 32 chunks a thread; column blocks past the last tap left alone),
+ *       then a named barrier among the 256 (id 1). The producer warpgroup takes no part.
+ *     . Ordering: the rewrite is ordinary shared stores (the generic proxy) and wgmma reads
+ *       its operands through the async proxy: each writing thread runs fence.proxy.async
+ *       after its stores and before the barrier that orders them with every wgmma-issuing
+ *       thread (PTX ISA, memory consistency model: proxies). The same fence orders the
+ *       stores before the TMA refill of the stage (the consumers' empty[s] arrivals come
+ *       later), and the refill itself waits until the wgmmas that read the stage's previous
+ *       contents have retired (empty[s]), so no rewrite overlaps a read or a copy. The host
+ *       emulation reports a wgmma operand changed by ordinary stores with no fence since
+ *       (coarsely: any thread's fence counts for all).
+ *     . Cost: the NORM instances keep 168 registers, no spills (ptxas, nvcc 13, sm_90a), but
+ *       ptxas reports C7515 for them: it serialises the wgmmas around the rewrite (the
+ *       in-flight group is waited for before it), so a warpgroup's tensor-core work does not
+ *       overlap its own rewrite (the forward's other consumer runs on; the weight gradient's
+ *       two meet at their barrier). To measure on a GPU against apply + plain conv; the
+ *       rewrite's arithmetic per element is conv_tc.cu's (its comment has the estimate).
+ *
  * Numerics: bf16 products are exact in fp32; the tensor cores sum them in their own order, so
  * results differ from the CPU reference by fp32 rounding of the sums, and every output is a
  * function of the inputs and the shapes alone (fixed tiles, fixed order, no atomics), run
@@ -80,10 +125,14 @@
  * sum a k16 slice into the accumulator the same way for mma.sync and wgmma — the host
  * emulation does (tests/test_cuda_ops.c checks it there); the ISA does not say so for a GPU.
  * dw is not: its reduction groups the pixels by box (padded past the image's edge) and
- * chunks by box, where conv_tc.cu takes 32 consecutive pixels and chunks by pixel range.
+ * chunks by box, where conv_tc.cu takes 32 consecutive pixels and chunks by pixel range. The
+ * fused calls give their unfused calls' bits exactly (the same operands in the same order, the
+ * same epilogue arithmetic): on the emulation checked per call and per training step; on a GPU
+ * too unless the compiler contracts the apply pass's and the rewrite's expressions differently.
  */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/hopper.cuh"
+#include "kernels/cuda/norm_apply.cuh"
 
 /* ================================ kernels ================================ */
 
@@ -139,13 +188,21 @@ __device__ __forceinline__ void wg_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
+/* Who rewrites a landed stage before the wgmmas read it (the fused prologue, file comment):
+ * nobody; each consumer warpgroup its own 64 rows of A (the barrier among its 128 threads); or
+ * both consumers together the B tile they share (the barrier among their 256). */
+enum { WG_FIX_NONE, WG_FIX_OWN_A, WG_FIX_SHARED_B };
+
 /* The warp-specialised main loop shared by the three kernels. KT k-tiles; the producer's
  * load(k, sA, sB, bar) issues k-tile k's copies (exactly WG_STAGE_BYTES(BN) bytes, completing on
- * bar); the consumers multiply stage tiles as TA / TB say (0: K-major, 1: MN-major, file
- * comment) and hand their accumulators to epi(consumer, thread in warpgroup, d). Every thread
- * of the block calls it (no thread may have left before). */
-template <int BN, int TA, int TB, class Load, class Epi>
-__device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &load,
+ * bar); with FIX (not WG_FIX_NONE) the consumers' fix(consumer, thread in warpgroup, sA, sB, k)
+ * then rewrites landed chunks in place with ordinary shared stores, each thread its own chunks,
+ * followed by the fence and barrier that make them the async proxy's (wgmma's) operands; the
+ * consumers multiply stage tiles as TA / TB say (0: K-major, 1: MN-major, file comment) and hand
+ * their accumulators to epi(consumer, thread in warpgroup, d). Every thread of the block calls
+ * it (no thread may have left before). */
+template <int BN, int TA, int TB, int FIX, class Load, class Fix, class Epi>
+__device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &load, const Fix &fix,
                                             const Epi &epi) {
     uint8_t *smem = sg_smem_align(raw, 1024);
     uint64_t *full = (uint64_t *)(smem + WG_STAGES * WG_STAGE_BYTES(BN)), *empty = full + WG_STAGES;
@@ -180,7 +237,26 @@ __device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &lo
         for (int k = 0; k < KT; k++) {
             const int s = k % WG_STAGES;
             sg_mbar_wait(&full[s], (k / WG_STAGES) & 1);
-            const uint8_t *sa = smem + s * WG_STAGE_BYTES(BN), *sb = sa + WG_A_BYTES;
+            uint8_t *sa = smem + s * WG_STAGE_BYTES(BN), *sb = sa + WG_A_BYTES;
+            if constexpr (FIX != WG_FIX_NONE) {
+                fix(c, t, sa, sb, k);
+                /* PTX ISA (memory consistency model, proxies): wgmma reads its shared-memory
+                 * operands through the async proxy, which the generic proxy's stores above reach
+                 * only after a fence.proxy.async in each writing thread; the barrier then orders
+                 * every writer's fence before every reader's wgmma (the wgmmas of stage k's
+                 * previous use retired before the producer's refill: empty[s]) */
+                sg_fence_proxy_async();
+                if constexpr (FIX == WG_FIX_OWN_A) {
+                    /* (literal ids: a computed one makes ptxas reserve all 16 barriers) */
+                    static_assert(WG_CONSUMERS == 2, "one named barrier per consumer");
+                    if (c == 0)
+                        sg_named_barrier_sync(1, 128);
+                    else
+                        sg_named_barrier_sync(2, 128);
+                } else {
+                    sg_named_barrier_sync(1, 128 * WG_CONSUMERS);
+                }
+            }
             sg_wgmma_fence_operand(d);
             sg_wgmma_fence();
 #pragma unroll
@@ -209,15 +285,42 @@ __device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &lo
     }
 }
 
+/* The fused prologue's rewrite of one landed box (file comment): rows r0, r0 + rstep, .. < nrows
+ * of the box of 128-byte rows at `box` (rows in box order from pixel (n0, ph0, pw0) of the GEMM's
+ * pixel grid), the calling thread the physical 16-byte chunk pc of each: logical chunk pc ^ (r % 8)
+ * (128B swizzle), channels c + 8 (pc ^ (r % 8)) of the part (cp channels, at coff in x). A chunk
+ * is rewritten only where TMA copied x: its channels inside the part and its input pixel
+ * (n, ph S - pad + kh, pw S - pad + kw) inside the image; the rest stays TMA's zeros, the
+ * padding of y (after the activation: silu(shift) != 0). */
+__device__ __forceinline__ void wg_norm_box(uint8_t *box, const sg_conv_fuse &f, const wg_args &a,
+                                            int r0, int rstep, int nrows, int pc, int n0, int ph0,
+                                            int pw0, int kh, int kw, int c, int cp, int coff) {
+#pragma unroll 1
+    for (int r = r0; r < nrows; r += rstep) {
+        const int ci = c + 8 * (pc ^ (r % 8));
+        if (ci >= cp) continue;
+        const int n = n0 + r / (a.tw * a.th);
+        const int ih = (ph0 + r / a.tw % a.th) * a.S - a.pad + kh;
+        const int iw = (pw0 + r % a.tw) * a.S - a.pad + kw;
+        if (n >= a.N || ih < 0 || ih >= a.H || iw < 0 || iw >= a.W) continue;
+        tc_norm_chunk((uint16_t *)(box + 128 * r + 16 * pc), f, n,
+                      ((int64_t)n * a.H + ih) * a.W + iw, coff + ci, a.Ci);
+    }
+}
+
 /* Forward. blockIdx.x: pixel tile (128 output pixels, the box order of the file comment);
  * blockIdx.y: BN output channels. k-tile k = (tap, part, 64-channel chunk): A = the x box of the
  * part at the tap's input coordinates (element strides S), B = wb[n0 .. n0 + BN)[tap][coff + c
- * .. + 63] (a chunk past its part reads the other part's weights against A's zeros). */
-template <int BN>
+ * .. + 63] (a chunk past its part reads the other part's weights against A's zeros). NORM: x is
+ * norm_act's input, A its output y: consumer warpgroup c rewrites its own 64 rows of each landed
+ * A (wg_norm_box: thread t the physical chunk t % 8 of rows t / 8 + 16 i). f.res: the residual
+ * add in the store (tc_add_res). */
+template <int BN, bool NORM>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     conv_wg_fwd_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap xm0,
                        const __grid_constant__ CUtensorMap xm1,
-                       const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a) {
+                       const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
+                       const __grid_constant__ sg_conv_fuse f) {
     SG_DYNAMIC_SMEM(uint8_t, raw);
     int n0, oh0, ow0;
     wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
@@ -231,6 +334,13 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                        oh0 * a.S - a.pad + kh, n0);
         sg_tma_load_2d(sB, &wm, bar, q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
     };
+    auto fix = [&](int c, int t, uint8_t *sA, uint8_t *, int k) {
+        if constexpr (NORM) {
+            const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+            wg_norm_box(sA, f, a, 64 * c + t / 8, 16, 64 * (c + 1), t % 8, n0, oh0, ow0,
+                        q.tap / a.K, q.tap % a.K, q.c, q.part ? a.c1 : a.c0, q.part ? a.c0 : 0);
+        }
+    };
     auto epi = [&](int c, int t, auto &d) {
         const int w = t / 32, g = t % 32 / 4, q = t % 4;
 #pragma unroll
@@ -238,17 +348,21 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const int r = 64 * c + 16 * w + g + 8 * h;
             const int n = n0 + r / (a.tw * a.th), oh = oh0 + r / a.tw % a.th, ow = ow0 + r % a.tw;
             if (n >= a.N || oh >= a.Ho || ow >= a.Wo) continue;
-            uint16_t *row = y + (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
+            const int64_t pix = (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
+            uint16_t *row = y + pix;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const int co = co0 + 8 * j + 2 * q;
                 if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
-                const float b0 = bias ? bias[co] : 0.0f, b1 = bias ? bias[co + 1] : 0.0f;
-                wg_st_pair(row + co, d[4 * j + 2 * h] + b0, d[4 * j + 2 * h + 1] + b1, 0);
+                float v0 = d[4 * j + 2 * h] + (bias ? bias[co] : 0.0f);
+                float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
+                if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
+                    tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
+                wg_st_pair(row + co, v0, v1, 0);
             }
         }
     };
-    wg_pipeline<BN, 0, 0>(raw, KT, load, epi);
+    wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, KT, load, fix, epi);
 }
 
 /* Backward data. blockIdx.z: parity class; blockIdx.x: pixel tile of the class's sub-grid
@@ -294,7 +408,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             }
         }
     };
-    wg_pipeline<BN, 0, 1>(raw, KT, load, epi);
+    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(
+        raw, KT, load, [](int, int, uint8_t *, uint8_t *, int) {}, epi);
 }
 
 /* Backward weight. blockIdx.x: BN padded columns (BN / 64 column blocks (tap, part, chunk));
@@ -302,13 +417,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * tiles [z T / chunks, (z + 1) T / chunks)). k-tile = one pixel tile: A = two dy boxes
  * (co0 .. + 63, co0 + 64 .. + 127: one per consumer), B = one x box per column block at the
  * tap's input coordinates (element strides S). A column block past the last tap loads tap 0
- * (its results are never stored). Writes part[z][co][tap][ci] (fp32). */
-template <int BN>
+ * (its results are never stored). Writes part[z][co][tap][ci] (fp32). NORM: x is norm_act's
+ * input, B its output y: both consumer warpgroups rewrite each landed B together (wg_norm_box:
+ * consumer thread u = 128 c + t the physical chunk u % 8 of rows u / 8 + 32 i of every column
+ * block), the blocks past the last tap left alone. */
+template <int BN, bool NORM>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     conv_wg_wgrad_kernel(float *part, const __grid_constant__ CUtensorMap dym,
                          const __grid_constant__ CUtensorMap xm0,
-                         const __grid_constant__ CUtensorMap xm1,
-                         const __grid_constant__ wg_args a) {
+                         const __grid_constant__ CUtensorMap xm1, const __grid_constant__ wg_args a,
+                         const __grid_constant__ sg_conv_fuse f) {
     SG_DYNAMIC_SMEM(uint8_t, raw);
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
     const int KK = a.K * a.K, cb0 = blockIdx.x * (BN / 64), co0 = blockIdx.y * WG_BM;
@@ -327,6 +445,20 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             const int kh = q.tap / a.K, kw = q.tap % a.K;
             sg_tma_load_4d(sB + b * WG_BLOCK, q.part ? &xm1 : &xm0, bar, q.c,
                            ow0 * a.S - a.pad + kw, oh0 * a.S - a.pad + kh, n0);
+        }
+    };
+    auto fix = [&](int c, int t, uint8_t *, uint8_t *sB, int kt) {
+        if constexpr (NORM) {
+            int n0, oh0, ow0;
+            wg_tile_origin(a, t0 + kt, &n0, &oh0, &ow0);
+            const int u = 128 * c + t;
+#pragma unroll 1
+            for (int b = 0; b < BN / 64; b++) {
+                const wg_chunk q = wg_chunk_of(cb0 + b, ch0, ch1);
+                if (q.tap >= KK) break; /* this block and the later ones: never stored */
+                wg_norm_box(sB + b * WG_BLOCK, f, a, u / 8, 32, 64, u % 8, n0, oh0, ow0,
+                            q.tap / a.K, q.tap % a.K, q.c, q.part ? a.c1 : a.c0, q.part ? a.c0 : 0);
+            }
         }
     };
     auto epi = [&](int c, int t, auto &d) {
@@ -353,7 +485,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             }
         }
     };
-    wg_pipeline<BN, 1, 1>(raw, t1 - t0, load, epi);
+    wg_pipeline<BN, 1, 1, NORM ? WG_FIX_SHARED_B : WG_FIX_NONE>(raw, t1 - t0, load, fix, epi);
 }
 
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
@@ -478,7 +610,7 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
 
 template <int BN>
 static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                              const uint16_t *wb, const wg_args &a) {
+                              const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f) {
     const char *fn = "cuda_conv2d_wgmma_fwd";
     CUtensorMap xm0, xm1, wm;
     if (wg_map_nhwc(&xm0, x.p[0], a.N, a.H, a.W, a.c0, &a, a.S, fn, "x (first part)"))
@@ -490,30 +622,34 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
     if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
     dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
-    if (cuda_smem_attr(conv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_wg_fwd_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm0, xm1, wm,
-              a);
+    void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
+                         const CUtensorMap, const wg_args, const sg_conv_fuse) =
+        f.norm ? conv_wg_fwd_kernel<BN, true> : conv_wg_fwd_kernel<BN, false>;
+    if (cuda_smem_attr(kernel, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel")) return SG_ERR;
+    SG_LAUNCH(kernel, grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm0, xm1, wm, a, f);
     SG_LAUNCH_CHECK("conv_wg_fwd_kernel");
     return SG_OK;
 }
 
 /* The forward on bf16 weights wb [Co][K][K][Ci]. */
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
-                       int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
+                       const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
+                       int pad) {
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
-    return WG_TILED(wg_pick_bn(Co), conv_wg_fwd_launch, st, y, b, x, wb, a);
+    return WG_TILED(wg_pick_bn(Co), conv_wg_fwd_launch, st, y, b, x, wb, a, f);
 }
 
-int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b, int N,
-                          int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
-                          int64_t ws_bytes) {
+int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,
+                          const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
+                          int S, int pad, int dt, void *ws, int64_t ws_bytes) {
     (void)ws, (void)ws_bytes; /* no scratch: the weights come in bf16 */
     const char *fn = "cuda_conv2d_wgmma_fwd";
     SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
     if (wg_check(fn, x, y, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
-    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, N, H, W, Ci, Co, K, S, pad);
+    if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
+    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, cu_conv_fuse_arg(fuse), N, H,
+                       W, Ci, Co, K, S, pad);
 }
 
 template <int BN>
@@ -557,7 +693,7 @@ int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const
 
 template <int BN>
 static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x,
-                                const wg_args &a, int64_t cols) {
+                                const wg_args &a, int64_t cols, const sg_conv_fuse &f) {
     const char *fn = "cuda_conv2d_wgmma_bwd_weight";
     CUtensorMap dym, xm0, xm1;
     if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
@@ -568,19 +704,24 @@ static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     if (!a.c1) xm1 = xm0;
     dim3 grid((unsigned)((cols + BN - 1) / BN), (unsigned)((a.Co + WG_BM - 1) / WG_BM),
               (unsigned)a.chunks);
-    if (cuda_smem_attr(conv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_wg_wgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm0,
-              xm1, a);
+    void (*const kernel)(float *, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                         const wg_args, const sg_conv_fuse) =
+        f.norm ? conv_wg_wgrad_kernel<BN, true> : conv_wg_wgrad_kernel<BN, false>;
+    if (cuda_smem_attr(kernel, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel")) return SG_ERR;
+    SG_LAUNCH(kernel, grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm0, xm1, a, f);
     SG_LAUNCH_CHECK("conv_wg_wgrad_kernel");
     return SG_OK;
 }
 
 int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
-                                 int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
-                                 int accum, void *ws, int64_t ws_bytes) {
+                                 const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                                 int K, int S, int pad, int dt, int accum, void *ws,
+                                 int64_t ws_bytes) {
     const char *fn = "cuda_conv2d_wgmma_bwd_weight";
     if (wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    /* the prologue alone (a residual belongs to the forward) */
+    const sg_conv_fuse *norm = fuse && fuse->norm ? fuse : NULL;
+    if (cu_conv_fuse_check(fn, norm, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     const int64_t P = (int64_t)N * a.Ho * a.Wo, nw = (int64_t)Co * K * K * Ci;
@@ -593,8 +734,8 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
     const int64_t cols =
         (int64_t)K * K * WG_BK * ((a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK);
     float *part = (float *)ws;
-    if (WG_TILED(wg_pick_bn(cols), conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a,
-                 cols))
+    if (WG_TILED(wg_pick_bn(cols), conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a, cols,
+                 cu_conv_fuse_arg(norm)))
         return SG_ERR;
     SG_LAUNCH(conv_wg_chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, (const float *)part,
               nw, a.chunks, accum);

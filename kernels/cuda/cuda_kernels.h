@@ -165,21 +165,24 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
  * cuda_conv2d_fwd / _bwd_data / _bwd_weight. y and dx take the mma.sync kernels' k16 slices in
  * the same order (equal bits wherever the tensor cores sum a slice alike for both
  * instructions: on the host emulation, checked); dw groups the pixels differently (fp32
- * rounding of the sums). Never run on a GPU; not the default: the backend routes to them with
- * SG_CONV_TC=wgmma. cuda_conv2d_wgmma_refusal says why a convolution cannot run there (this
- * device, the path, alignment; w NULL for the weight gradient), NULL when it can; the
- * launchers refuse such a call with that reason. */
+ * rounding of the sums). fuse (may be NULL) as the mma.sync launchers take it: the forward
+ * both fusions, the weight gradient the prologue alone, with the same bits as the unfused
+ * wgmma calls (cuda_norm_act_apply, then the conv; the conv, then cuda_add_fwd). Never run on a
+ * GPU; not the default: the backend routes to them with SG_CONV_TC=wgmma. cuda_conv2d_wgmma_refusal
+ * says why a convolution cannot run there (this device, the path, alignment; w NULL for the weight
+ * gradient), NULL when it can; the launchers refuse such a call with that reason. */
 const char *cuda_conv2d_wgmma_refusal(sg_cat x, const void *y, const void *w, int N, int H, int W,
                                       int Co, int K, int S, int dt);
-int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b, int N,
-                          int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
-                          int64_t ws_bytes);
+int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,
+                          const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
+                          int S, int pad, int dt, void *ws, int64_t ws_bytes);
 int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,
                                int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                                int accum, void *ws, int64_t ws_bytes);
 int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
-                                 int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
-                                 int accum, void *ws, int64_t ws_bytes);
+                                 const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                                 int K, int S, int pad, int dt, int accum, void *ws,
+                                 int64_t ws_bytes);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
