@@ -263,11 +263,10 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
                nm, STEPS < M_STEP ? STEPS : M_STEP, wn, mw, mt);
         CHECK(mw <= mt, "%s: CPU vs GPU gradients (Adam m) of %s differ by %.3e", nm, wn, mw);
     }
-    /* Under SG_CONV_TC=wgmma the fused convs stay on the mma.sync kernels (the wgmma ones take
-     * no fusion) while the unfused plan runs them all on wgmma, whose weight gradients group
-     * the pixels differently: that comparison would mix generations, so it is made without. */
-    if (ok && dt == DT_BF16 && sg_model_fuse(&c) && !(tc && !strcmp(tc, "wgmma"))) {
-        /* the same step unfused: the same bits, on both backends */
+    if (ok && dt == DT_BF16 && sg_model_fuse(&c)) {
+        /* the same step unfused: the same bits, on both backends (under SG_CONV_TC=wgmma every
+         * tensor-core conv of both plans, fused or not, runs on the wgmma kernels, whose fused
+         * and unfused paths give the same bits) */
         sg_model_cfg u = c;
         u.fuse = 0;
         float lu[MAX_STEPS], lcu[MAX_STEPS];
