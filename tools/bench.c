@@ -16,6 +16,13 @@
  * every conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and,
  * where the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
  *
+ * --tune-engines FILE measures the per-layer engine table (planner/engine_table.h) instead:
+ * the step planned with every conv layer on own (fused), then with every layer on cuDNN
+ * (nothing fused into a conv), every node of each timed eagerly --iters times (median), each
+ * node charged to its conv layer (its conv nodes, the normalisation feeding it and that one's
+ * recomputation and backward), and per layer the faster whole alternative written to FILE.
+ * --engine-table FILE benches the step planned and run with such a table.
+ *
  * The side-by-side with PyTorch (tools/torch_ref/bench.py) is assembled by tools/bench.sh and
  * tools/bench_report.py from this tool's --json output.
  */
@@ -26,6 +33,7 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "graph/engine_table_io.h"
 #include "graph/exec.h"
 #include "planner/op_dims.h"
 #include "tools/cli.h"
@@ -53,6 +61,15 @@ static void usage(FILE *f) {
             "                       --data spec (fmnist, cifar10:DIR, idx:FILE)\n"
             "  --seed N             initialisation and data seed (default 0)\n"
             "  --conv-engine E      auto (default: cudnn where built with it) | own | cudnn\n"
+            "  --engine-table FILE  plan and run with a per-layer conv engine table (see\n"
+            "                       --tune-engines; --conv-engine own|cudnn override its\n"
+            "                       engines, not its plan)\n"
+            "  --tune-engines FILE  measure the table instead of benching: the step with every\n"
+            "                       conv layer on own (fused) and with every layer on cudnn\n"
+            "                       (unfused), each node timed eagerly --iters times (median),\n"
+            "                       charged to its layer; the faster alternative per layer is\n"
+            "                       written to FILE (cudnn_ms null where cuDNN is unavailable:\n"
+            "                       the CPU, a build without cuDNN)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes\n"
             "  (env SG_ATTN=gemm|fused picks the attention engine; the breakdown's\n"
@@ -122,6 +139,8 @@ typedef struct {
     const char *backend, *data;
     int warmup, iters, json, breakdown, data_n_set, conv_engine;
     uint64_t seed;
+    const char *tune_path, *table_path; /* --tune-engines, --engine-table */
+    sg_engine_table table;
 } bench_args;
 
 /* 0 parsed, 1 --help printed, 2 usage error (printed) */
@@ -143,7 +162,12 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = !(a->data = cli_value(&c));
         else if (cli_is(&c, "--conv-engine"))
             bad = cli_conv_engine(&c, &a->conv_engine);
-        else if (cli_is(&c, "--warmup"))
+        else if (cli_is(&c, "--tune-engines"))
+            bad = !(a->tune_path = cli_value(&c));
+        else if (cli_is(&c, "--engine-table")) {
+            bad = cli_engine_table(&c, &a->table, &a->table_path);
+            if (!bad) cfg->engines = &a->table;
+        } else if (cli_is(&c, "--warmup"))
             bad = cli_int(&c, 0, 1000000, &a->warmup);
         else if (cli_is(&c, "--iters"))
             bad = cli_int(&c, 1, 1000000, &a->iters);
@@ -156,6 +180,11 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = r < 0;
         }
         if (bad) return 2;
+    }
+    if (a->tune_path && a->table_path) {
+        fprintf(stderr, "bench: --tune-engines measures a table, --engine-table uses one: give "
+                        "one\n");
+        return 2;
     }
     return 0;
 }
@@ -477,6 +506,158 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
            own, dnn, best);
 }
 
+/* ---- --tune-engines: the per-layer engine table, measured */
+
+/* The conv layer a node's time is charged to (its name into layer), or -1: a conv node's own
+ * layer; a normalisation node (or its recomputation or backward: fwd) whose output only convs
+ * of one layer read, that layer's — so a fusion site's stats-only normalisation + fused conv
+ * and its apply pass + cuDNN conv + recomputation are compared whole. Everything else runs
+ * the same in both plans and is charged to nothing. */
+static int charge_layer(const sg_graph *g, int node, char *layer) {
+    if (sg_conv_layer_of(g, node, layer) >= 0) return 0;
+    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB) return -1;
+    const int y = g->n[f].out[0];
+    int readers = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].fwd >= 0 || !is_conv_op(g->n[i].op) || g->n[i].in[0] != y) continue;
+        char l[SG_NAME_MAX];
+        sg_conv_layer_of(g, i, l);
+        if (readers++ && strcmp(l, layer)) return -1; /* read by two layers: neither's */
+        snprintf(layer, SG_NAME_MAX, "%s", l);
+    }
+    return readers ? 0 : -1;
+}
+
+/* One alternative: the step planned with every layer on `engine`, run on a fresh backend;
+ * per layer of `layers` the summed median ms of the nodes charged to it (ms[k]) and whether
+ * every conv node of it ran on that engine (ran[k]). env: describe()'s record. */
+static int tune_pass(const bench_args *a, const sg_model_cfg *cfg0, const sg_dataset *ds,
+                     const sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
+                     int env_cap) {
+    sg_engine_table all;
+    sg_engine_table_init(&all);
+    snprintf(all.model, sizeof all.model, "%s", layers->model);
+    snprintf(all.precision, sizeof all.precision, "%s", layers->precision);
+    all.batch = layers->batch;
+    int rc = SG_OK;
+    for (int k = 0; k < layers->n && !rc; k++)
+        rc = sg_engine_table_add(&all, layers->e[k].layer, engine, -1, -1);
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = &all;
+    const int cuda = !strcmp(cli_backend_name(a->backend), "cuda");
+    sg_backend *be = rc ? NULL : cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
+    if (!be) return sg_engine_table_free(&all), SG_ERR;
+    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
+    sg_exec e;
+    rc = sg_exec_init(&e, &cfg, 1, be);
+    if (!rc) rc = sg_exec_upload_dataset(&e, ds->pixels, ds->n * ds->h * ds->w * ds->c);
+    if (!rc) rc = sg_exec_init_state(&e, a->seed);
+    for (int i = 0; i < a->warmup && !rc; i++) rc = be->run_step(be, &e.plan);
+    if (!rc) rc = be->sync(be);
+    const sg_graph *g = &e.plan.g;
+    float *node_ms = calloc((size_t)g->nn * (size_t)a->iters + 1, sizeof(float));
+    float *one = calloc((size_t)a->iters + 1, sizeof(float));
+    if (!rc && (!node_ms || !one)) rc = sg_set_error("out of host memory");
+    if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
+    for (int it = 0; it < a->iters && !rc; it++) {
+        rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)g->nn);
+        if (!rc) rc = be->sync(be);
+    }
+    for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
+    for (int i = 0; i < g->nn && !rc; i++) {
+        char layer[SG_NAME_MAX];
+        if (charge_layer(g, i, layer)) continue;
+        int k = 0;
+        while (k < layers->n && strcmp(layers->e[k].layer, layer)) k++;
+        SG_ASSERT(k < layers->n); /* the check in sg_plan_build: every layer is listed */
+        for (int it = 0; it < a->iters; it++) one[it] = node_ms[(size_t)it * (size_t)g->nn + i];
+        ms[k] += summarize(one, a->iters).median;
+        if (is_conv_op(g->n[i].op)) {
+            char name[160] = "";
+            if (be->node_engine) be->node_engine(be, &e.plan, i, name, sizeof name);
+            ran[k] &= engine == SG_CONV_ENGINE_CUDNN ? !strncmp(name, "cudnn", 5)
+                                                     : strncmp(name, "cudnn", 5) != 0;
+        }
+    }
+    if (!rc && env && be->describe) be->describe(be, env, env_cap);
+    free(node_ms);
+    free(one);
+    sg_exec_free(&e);
+    sg_engine_table_free(&all);
+    return rc;
+}
+
+static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
+    json_t *v = json_object_get(env, key);
+    if (json_is_string(v))
+        snprintf(dst, cap, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
+}
+
+static int tune_engines(const bench_args *a, const sg_model_cfg *cfg0, const sg_dataset *ds) {
+    /* the layers: the forward conv nodes of the plain plan */
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = NULL;
+    sg_plan p;
+    sg_engine_table t;
+    sg_engine_table_init(&t);
+    snprintf(t.model, sizeof t.model, "%s", cfg.name);
+    snprintf(t.precision, sizeof t.precision, "%s", cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
+    t.batch = sg_model_micro_batch(&cfg);
+    snprintf(t.backend, sizeof t.backend, "%s", cli_backend_name(a->backend));
+    int rc = sg_plan_build(&p, &cfg, 1);
+    for (int i = 0; !rc && i < p.g.n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(&p.g, i, layer) >= 0 && !p.g.n[i].micro)
+            rc = sg_engine_table_add(&t, layer, SG_LAYER_OWN, -1, -1);
+    }
+    sg_plan_free(&p);
+    const int n = t.n;
+    double *own = calloc((size_t)n + 1, sizeof(double)),
+           *dnn = calloc((size_t)n + 1, sizeof(double));
+    int *ran_own = calloc((size_t)n + 1, sizeof(int)),
+        *ran_dnn = calloc((size_t)n + 1, sizeof(int));
+    char env[2048] = "";
+    if (!rc && (!own || !dnn || !ran_own || !ran_dnn)) rc = sg_set_error("out of host memory");
+    if (!rc) fprintf(stderr, "bench: tuning %d conv layers: every layer on own (fused)\n", n);
+    if (!rc) rc = tune_pass(a, &cfg, ds, &t, SG_LAYER_OWN, own, ran_own, NULL, 0);
+    if (!rc) fprintf(stderr, "bench: tuning: every layer on cudnn (unfused)\n");
+    if (!rc) rc = tune_pass(a, &cfg, ds, &t, SG_LAYER_CUDNN, dnn, ran_dnn, env, sizeof env);
+    json_t *envj = json_loads(env, 0, NULL);
+    env_field(envj, "gpu", t.device, sizeof t.device);
+    env_field(envj, "driver", t.driver, sizeof t.driver);
+    env_field(envj, "cudnn", t.cudnn, sizeof t.cudnn);
+    json_decref(envj);
+    if (!t.device[0]) snprintf(t.device, sizeof t.device, "%s", t.backend);
+    int on_dnn = 0;
+    double sum_own = 0, sum_best = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        sg_engine_entry *x = &t.e[k];
+        /* cuDNN counts only where every conv node of the layer ran on it */
+        x->own_ms = own[k];
+        x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
+        x->engine = x->cudnn_ms >= 0 && x->cudnn_ms < x->own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        on_dnn += x->engine == SG_LAYER_CUDNN;
+        sum_own += x->own_ms;
+        sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms : x->own_ms;
+    }
+    if (!rc) sg_engine_table_hash(&t);
+    if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
+    if (!rc)
+        printf("bench: engine table %s: %s, batch %d per pass, %s; %d conv layers, %d on cudnn, "
+               "%d on own; charged time %.3f ms all own, %.3f ms per-layer best%s\n",
+               a->tune_path, t.model, t.batch, t.precision, n, on_dnn, n - on_dnn, sum_own,
+               sum_best,
+               on_dnn || n == 0 || t.e[0].cudnn_ms >= 0
+                   ? ""
+                   : " (cuDNN unavailable on this backend: cudnn_ms null)");
+    free(own), free(dnn), free(ran_own), free(ran_dnn);
+    sg_engine_table_free(&t);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     bench_args a = {.data = "synthetic", .warmup = 10, .iters = -1, .breakdown = 1};
     sg_model_cfg cfg;
@@ -494,7 +675,13 @@ int main(int argc, char **argv) {
     r.cuda = !strcmp(r.backend, "cuda");
     if (a.iters < 0) a.iters = r.cuda ? 50 : 5;
     sg_dataset ds;
-    if ((rc = load_data(&a, &cfg, &ds))) return cli_fail("bench", rc);
+    if ((rc = load_data(&a, &cfg, &ds)))
+        return sg_engine_table_free(&a.table), cli_fail("bench", rc);
+    if (a.tune_path) {
+        rc = tune_engines(&a, &cfg, &ds);
+        data_free(&ds);
+        return rc ? cli_fail("bench", 1) : 0;
+    }
     snprintf(r.data_source, sizeof r.data_source, "%s", ds.source);
     /* plan, arena, state */
     double t_setup = cli_now_ms();
@@ -516,5 +703,6 @@ int main(int argc, char **argv) {
     free(r.ms), free(r.node_ms), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
     sg_exec_free(&e);
+    sg_engine_table_free(&a.table);
     return rc ? 1 : 0;
 }
