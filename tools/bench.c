@@ -34,6 +34,7 @@
 
 #include "data/dataset.h"
 #include "graph/engine_table_io.h"
+#include "graph/engine_tune.h"
 #include "graph/exec.h"
 #include "planner/op_dims.h"
 #include "tools/cli.h"
@@ -506,154 +507,40 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
            own, dnn, best);
 }
 
-/* ---- --tune-engines: the per-layer engine table, measured */
-
-/* The conv layer a node's time is charged to (its name into layer), or -1: a conv node's own
- * layer; a normalisation node (or its recomputation or backward: fwd) whose output only convs
- * of one layer read, that layer's — so a fusion site's stats-only normalisation + fused conv
- * and its apply pass + cuDNN conv + recomputation are compared whole. Everything else runs
- * the same in both plans and is charged to nothing. */
-static int charge_layer(const sg_graph *g, int node, char *layer) {
-    if (sg_conv_layer_of(g, node, layer) >= 0) return 0;
-    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
-    if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB) return -1;
-    const int y = g->n[f].out[0];
-    int readers = 0;
-    for (int i = 0; i < g->nn; i++) {
-        if (g->n[i].fwd >= 0 || !is_conv_op(g->n[i].op) || g->n[i].in[0] != y) continue;
-        char l[SG_NAME_MAX];
-        sg_conv_layer_of(g, i, l);
-        if (readers++ && strcmp(l, layer)) return -1; /* read by two layers: neither's */
-        snprintf(layer, SG_NAME_MAX, "%s", l);
-    }
-    return readers ? 0 : -1;
+/* --tune-engines: measure the table (graph/engine_tune.h) and write it */
+static sg_backend *tune_backend(const void *ctx) {
+    return !strcmp((const char *)ctx, "cuda") ? sg_backend_cuda_create(0, 1)
+                                              : sg_backend_cpu_create();
 }
 
-/* One alternative: the step planned with every layer on `engine`, run on a fresh backend;
- * per layer of `layers` the summed median ms of the nodes charged to it (ms[k]) and whether
- * every conv node of it ran on that engine (ran[k]). env: describe()'s record. */
-static int tune_pass(const bench_args *a, const sg_model_cfg *cfg0, const sg_dataset *ds,
-                     const sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
-                     int env_cap) {
-    sg_engine_table all;
-    sg_engine_table_init(&all);
-    snprintf(all.model, sizeof all.model, "%s", layers->model);
-    snprintf(all.precision, sizeof all.precision, "%s", layers->precision);
-    all.batch = layers->batch;
-    int rc = SG_OK;
-    for (int k = 0; k < layers->n && !rc; k++)
-        rc = sg_engine_table_add(&all, layers->e[k].layer, engine, -1, -1);
-    sg_model_cfg cfg = *cfg0;
-    cfg.engines = &all;
-    const int cuda = !strcmp(cli_backend_name(a->backend), "cuda");
-    sg_backend *be = rc ? NULL : cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
-    if (!be) return sg_engine_table_free(&all), SG_ERR;
-    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
-    sg_exec e;
-    rc = sg_exec_init(&e, &cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(&e, ds->pixels, ds->n * ds->h * ds->w * ds->c);
-    if (!rc) rc = sg_exec_init_state(&e, a->seed);
-    for (int i = 0; i < a->warmup && !rc; i++) rc = be->run_step(be, &e.plan);
-    if (!rc) rc = be->sync(be);
-    const sg_graph *g = &e.plan.g;
-    float *node_ms = calloc((size_t)g->nn * (size_t)a->iters + 1, sizeof(float));
-    float *one = calloc((size_t)a->iters + 1, sizeof(float));
-    if (!rc && (!node_ms || !one)) rc = sg_set_error("out of host memory");
-    if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
-    for (int it = 0; it < a->iters && !rc; it++) {
-        rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)g->nn);
-        if (!rc) rc = be->sync(be);
-    }
-    for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
-    for (int i = 0; i < g->nn && !rc; i++) {
-        char layer[SG_NAME_MAX];
-        if (charge_layer(g, i, layer)) continue;
-        int k = 0;
-        while (k < layers->n && strcmp(layers->e[k].layer, layer)) k++;
-        SG_ASSERT(k < layers->n); /* the check in sg_plan_build: every layer is listed */
-        for (int it = 0; it < a->iters; it++) one[it] = node_ms[(size_t)it * (size_t)g->nn + i];
-        ms[k] += summarize(one, a->iters).median;
-        if (is_conv_op(g->n[i].op)) {
-            char name[160] = "";
-            if (be->node_engine) be->node_engine(be, &e.plan, i, name, sizeof name);
-            ran[k] &= engine == SG_CONV_ENGINE_CUDNN ? !strncmp(name, "cudnn", 5)
-                                                     : strncmp(name, "cudnn", 5) != 0;
-        }
-    }
-    if (!rc && env && be->describe) be->describe(be, env, env_cap);
-    free(node_ms);
-    free(one);
-    sg_exec_free(&e);
-    sg_engine_table_free(&all);
-    return rc;
-}
-
-static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
-    json_t *v = json_object_get(env, key);
-    if (json_is_string(v))
-        snprintf(dst, cap, "%s", json_string_value(v));
-    else if (json_is_integer(v))
-        snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
-}
-
-static int tune_engines(const bench_args *a, const sg_model_cfg *cfg0, const sg_dataset *ds) {
-    /* the layers: the forward conv nodes of the plain plan */
-    sg_model_cfg cfg = *cfg0;
-    cfg.engines = NULL;
-    sg_plan p;
+static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_dataset *ds) {
+    sg_engine_tune_opts o = {.make_backend = tune_backend,
+                             .ctx = cli_backend_name(a->backend),
+                             .pixels = ds->pixels,
+                             .pixel_bytes = ds->n * ds->h * ds->w * ds->c,
+                             .warmup = a->warmup,
+                             .iters = a->iters,
+                             .seed = a->seed,
+                             .progress = stderr};
     sg_engine_table t;
-    sg_engine_table_init(&t);
-    snprintf(t.model, sizeof t.model, "%s", cfg.name);
-    snprintf(t.precision, sizeof t.precision, "%s", cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
-    t.batch = sg_model_micro_batch(&cfg);
-    snprintf(t.backend, sizeof t.backend, "%s", cli_backend_name(a->backend));
-    int rc = sg_plan_build(&p, &cfg, 1);
-    for (int i = 0; !rc && i < p.g.n_forward; i++) {
-        char layer[SG_NAME_MAX];
-        if (sg_conv_layer_of(&p.g, i, layer) >= 0 && !p.g.n[i].micro)
-            rc = sg_engine_table_add(&t, layer, SG_LAYER_OWN, -1, -1);
-    }
-    sg_plan_free(&p);
-    const int n = t.n;
-    double *own = calloc((size_t)n + 1, sizeof(double)),
-           *dnn = calloc((size_t)n + 1, sizeof(double));
-    int *ran_own = calloc((size_t)n + 1, sizeof(int)),
-        *ran_dnn = calloc((size_t)n + 1, sizeof(int));
-    char env[2048] = "";
-    if (!rc && (!own || !dnn || !ran_own || !ran_dnn)) rc = sg_set_error("out of host memory");
-    if (!rc) fprintf(stderr, "bench: tuning %d conv layers: every layer on own (fused)\n", n);
-    if (!rc) rc = tune_pass(a, &cfg, ds, &t, SG_LAYER_OWN, own, ran_own, NULL, 0);
-    if (!rc) fprintf(stderr, "bench: tuning: every layer on cudnn (unfused)\n");
-    if (!rc) rc = tune_pass(a, &cfg, ds, &t, SG_LAYER_CUDNN, dnn, ran_dnn, env, sizeof env);
-    json_t *envj = json_loads(env, 0, NULL);
-    env_field(envj, "gpu", t.device, sizeof t.device);
-    env_field(envj, "driver", t.driver, sizeof t.driver);
-    env_field(envj, "cudnn", t.cudnn, sizeof t.cudnn);
-    json_decref(envj);
-    if (!t.device[0]) snprintf(t.device, sizeof t.device, "%s", t.backend);
-    int on_dnn = 0;
-    double sum_own = 0, sum_best = 0;
-    for (int k = 0; k < n && !rc; k++) {
-        sg_engine_entry *x = &t.e[k];
-        /* cuDNN counts only where every conv node of the layer ran on it */
-        x->own_ms = own[k];
-        x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
-        x->engine = x->cudnn_ms >= 0 && x->cudnn_ms < x->own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
-        on_dnn += x->engine == SG_LAYER_CUDNN;
-        sum_own += x->own_ms;
-        sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms : x->own_ms;
-    }
-    if (!rc) sg_engine_table_hash(&t);
+    int rc = sg_engine_tune(cfg, &o, &t);
     if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
-    if (!rc)
-        printf("bench: engine table %s: %s, batch %d per pass, %s; %d conv layers, %d on cudnn, "
-               "%d on own; charged time %.3f ms all own, %.3f ms per-layer best%s\n",
-               a->tune_path, t.model, t.batch, t.precision, n, on_dnn, n - on_dnn, sum_own,
-               sum_best,
-               on_dnn || n == 0 || t.e[0].cudnn_ms >= 0
-                   ? ""
-                   : " (cuDNN unavailable on this backend: cudnn_ms null)");
-    free(own), free(dnn), free(ran_own), free(ran_dnn);
+    if (!rc) {
+        int on_dnn = 0, measured = 0;
+        double sum_own = 0, sum_best = 0;
+        for (int k = 0; k < t.n; k++) {
+            const sg_engine_entry *x = &t.e[k];
+            on_dnn += x->engine == SG_LAYER_CUDNN;
+            measured += x->cudnn_ms >= 0;
+            sum_own += x->own_ms;
+            sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms : x->own_ms;
+        }
+        printf("bench: engine table %s: %s, batch %d per pass, %s, on %s; %d conv layers, %d on "
+               "cudnn, %d on own; charged time %.3f ms all own, %.3f ms per-layer best%s\n",
+               a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, t.n - on_dnn,
+               sum_own, sum_best,
+               measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
+    }
     sg_engine_table_free(&t);
     return rc;
 }
