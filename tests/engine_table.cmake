@@ -14,3 +14,9 @@ if(TARGET sg_graph_cuda_host)
   set_tests_properties(engine_table_cuda_host PROPERTIES LABELS cuda_host TIMEOUT 900
                        ENVIRONMENT "SG_SIM_ORDER=forward" SKIP_RETURN_CODE 77)
 endif()
+if(TARGET bench AND TARGET plan AND TARGET train AND TARGET ckpt)
+  add_test(NAME engine_table_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_engine_table_cli.sh
+                                         $<TARGET_FILE:bench> $<TARGET_FILE:plan>
+                                         $<TARGET_FILE:train> $<TARGET_FILE:ckpt>)
+  set_tests_properties(engine_table_cli PROPERTIES TIMEOUT 300)
+endif()
