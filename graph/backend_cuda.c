@@ -492,8 +492,10 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                         "stepgraph: warning: node %d (%s -> %s): the engine table says cudnn, but "
                         "cuDNN cannot take its operands: own\n",
                         i, sg_ops[nd->op].name, g->t[nd->out[0]].name);
-        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN) {
-            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn wins) */
+        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
+                   pick != SG_LAYER_CUDNN) {
+            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn, or a
+             * table given on the resume that says cudnn, wins) */
         } else if (pick == SG_LAYER_OWN) {
             /* the engine table measured own faster for this layer */
         } else if (sg_cudnn_probe(c->dnn, &cv) == SG_OK) {
