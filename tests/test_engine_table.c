@@ -152,6 +152,7 @@ static void check_io(void) {
               bad[i].says);
         sg_engine_table_free(&x);
     }
+    sg_engine_table_free(&back); /* read and parse initialise their table */
     CHECK(sg_engine_table_read("/nonexistent/table.json", &back) == SG_ERR, "a missing file");
     unlink(path);
     sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&rev);
