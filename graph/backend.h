@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "graph/dist.h"
+#include "planner/engine_table.h"
 #include "planner/plan.h"
 
 typedef struct sg_backend sg_backend;
@@ -21,6 +22,10 @@ typedef struct sg_backend sg_backend;
  * built with SG_HAVE_CUDNN), `auto` cuDNN when built with it. Chosen per conv node in the CUDA
  * backend's prepare; the CPU backend has one engine and ignores it. */
 enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2 };
+/* the engine table's per-layer choices (planner/engine_table.h) are these engines */
+_Static_assert((int)SG_LAYER_OWN == (int)SG_CONV_ENGINE_OWN &&
+                   (int)SG_LAYER_CUDNN == (int)SG_CONV_ENGINE_CUDNN,
+               "engine table choices are conv engines");
 /* "auto" / "own" / "cudnn" <-> SG_CONV_ENGINE_*; parse returns -1 for anything else. */
 static inline int sg_conv_engine_parse(const char *s) {
     if (!s) return -1;

@@ -31,6 +31,8 @@
  * stored tensor. A node cuDNN has no deterministic engine for within the budget is an
  * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
  * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
+ * With an engine table in the plan's config (planner/engine_table.h) and `auto`, a node goes
+ * to cuDNN only when its layer's entry says cudnn, and stays on own when it says own.
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
@@ -478,13 +480,25 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
+        /* the engine table's choice for this layer (auto only: own / cudnn force) */
+        const int pick =
+            c->conv_engine == SG_CONV_ENGINE_AUTO ? sg_engine_table_node(p->cfg.engines, g, i) : 0;
         if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
         } else if (!eligible) {
             if (first_concat < 0) first_concat = i;
             concat++;
-        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN) {
-            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn wins) */
+            if (pick == SG_LAYER_CUDNN)
+                fprintf(stderr,
+                        "stepgraph: warning: node %d (%s -> %s): the engine table says cudnn, but "
+                        "cuDNN cannot take its operands: own\n",
+                        i, sg_ops[nd->op].name, g->t[nd->out[0]].name);
+        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
+                   pick != SG_LAYER_CUDNN) {
+            /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn, or a
+             * table given on the resume that says cudnn, wins) */
+        } else if (pick == SG_LAYER_OWN) {
+            /* the engine table measured own faster for this layer */
         } else if (sg_cudnn_probe(c->dnn, &cv) == SG_OK) {
             eng = SG_CONV_ENGINE_CUDNN;
         } else if (c->conv_engine == SG_CONV_ENGINE_CUDNN) {

@@ -10,6 +10,7 @@
 #include "checkpoints/ckpt.h"
 #include "checkpoints/ckpt_json.h"
 #include "common/philox.h"
+#include "graph/engine_table_io.h"
 #include "graph/weights.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "planner/op_dims.h"
@@ -250,19 +251,46 @@ static json_t *conv_engines_json(sg_exec *e) {
     return json_pack("{s:o, s:o}", "table", table, "nodes", nodes);
 }
 
-/* The caller's extra JSON plus the conv-engine record (malloc'ed; NULL: out of memory). */
+/* The caller's extra JSON plus the conv-engine record and the engine table the plan was made
+ * with (the whole table: a resume plans with it; malloc'ed; NULL: out of memory). */
 static char *meta_extra(sg_exec *e, const char *extra_json) {
     json_t *ce = conv_engines_json(e);
     char *rec = ce ? json_dumps(ce, JSON_COMPACT) : NULL;
     json_decref(ce);
+    char *tab = e->plan.cfg.engines ? sg_engine_table_json(e->plan.cfg.engines) : NULL;
+    if (e->plan.cfg.engines && !tab) return free(rec), NULL;
     const char *x = extra_json ? extra_json : "";
-    size_t n = strlen(x) + (rec ? strlen(rec) : 0) + 32;
+    size_t n = strlen(x) + (rec ? strlen(rec) : 0) + (tab ? strlen(tab) : 0) + 64;
     char *out = malloc(n);
     if (out)
-        snprintf(out, n, "%s%s%s%s", x, *x && rec ? "," : "", rec ? "\"conv_engines\":" : "",
-                 rec ? rec : "");
+        snprintf(out, n, "%s%s%s%s%s%s", x, *x && rec ? "," : "", rec ? "\"conv_engines\":" : "",
+                 rec ? rec : "", (*x || rec) && tab ? "," : "", tab ? "\"engine_table\":" : "");
+    if (out && tab) snprintf(out + strlen(out), n - strlen(out), "%s", tab);
     free(rec);
+    free(tab);
     return out;
+}
+
+/* The engine table in checkpoint metadata text: 1 (t filled), 0 none, SG_ERR malformed. */
+static int meta_engine_table(const char *meta_text, const char *path, sg_engine_table *t) {
+    json_t *m = ckpt_meta_load(meta_text, NULL, 0);
+    json_t *tab = json_object_get(m, "engine_table");
+    char *text = json_is_object(tab) ? json_dumps(tab, JSON_COMPACT) : NULL;
+    json_decref(m);
+    sg_engine_table_init(t);
+    if (!text) return 0;
+    const int rc = sg_engine_table_parse(text, path, t);
+    free(text);
+    return rc ? SG_ERR : 1;
+}
+
+int sg_exec_ckpt_engine_table(const char *path, sg_engine_table *t) {
+    sg_engine_table_init(t);
+    ckpt_file *f = ckpt_open(path);
+    if (!f) return SG_ERR;
+    const int rc = meta_engine_table(ckpt_meta(f), path, t);
+    ckpt_close(f);
+    return rc;
 }
 
 /* A resume whose conv engines differ from the checkpoint's cannot give the same bits: say so,
@@ -427,10 +455,15 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
     const char *have = json_string_value(json_object_get(m, "plan_hash"));
     char *cfg_json = json_dumps(json_object_get(m, "config"), JSON_COMPACT);
     sg_model_cfg c;
-    int rc = SG_OK;
-    if (!have || !cfg_json || sg_model_cfg_from_json(cfg_json, &c)) {
+    sg_engine_table tab;
+    int rc = SG_OK, has_tab = meta_engine_table(meta, "checkpoint", &tab);
+    if (has_tab < 0) {
+        rc = SG_ERR;
+    } else if (!have || !cfg_json || sg_model_cfg_from_json(cfg_json, &c)) {
         rc = sg_set_error("checkpoint metadata: no config or plan_hash to compare with this run");
     } else {
+        /* the plan the checkpoint's step ran: with its engine table */
+        c.engines = has_tab ? &tab : NULL;
         /* the data the plan reserves is this run's (a resume keeps the data source), and so
          * is the rank count (another one takes check_other_ranks's way) */
         c.data_n = e->plan.cfg.data_n, c.data_h = e->plan.cfg.data_h;
@@ -454,6 +487,7 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
         }
         sg_plan_free(&p);
     }
+    sg_engine_table_free(&tab);
     free(cfg_json);
     json_decref(m);
     return rc;

@@ -13,6 +13,7 @@
 #define SG_EXEC_H
 
 #include "graph/backend.h"
+#include "planner/engine_table.h"
 #include "planner/plan.h"
 
 typedef struct {
@@ -79,6 +80,10 @@ int sg_exec_resume(sg_exec *e, const char *path, const char *const *may_differ);
  * node), as malloc'ed JSON text for sg_backend.conv_pins; NULL when it has none (a one-engine
  * backend wrote it) or cannot be read. */
 char *sg_exec_ckpt_conv_engines(const char *path);
+/* The engine table checkpoint `path` was planned with ("engine_table": planner/engine_table.h),
+ * into t: 1 when it has one, 0 when not (t empty), SG_ERR when it cannot be read. The caller
+ * frees t (sg_engine_table_free) and keeps it alive as long as a config points to it. */
+int sg_exec_ckpt_engine_table(const char *path, sg_engine_table *t);
 /* Metadata JSON for this run (what sg_exec_save writes). */
 int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap);
 

@@ -11,7 +11,8 @@
  * the weight gradient of the backward pass (the readers: norm_act's own backward reads x, not y)
  * compute y from the node's inputs x, [v,] gamma, beta, [seed, step] and its mean and rstd with
  * the apply pass's arithmetic, so they read exactly the values the unfused plan would have
- * stored. The layout keeps those operands alive as long as y is read (plan_layout.c).
+ * stored. The layout keeps those operands alive as long as y is read (plan_layout.c). A reader
+ * the engine table (planner/engine_table.h) sends to cuDNN keeps y stored: cuDNN reads memory.
  *
  * Epilogue (the builder, planner/unet.c): a residual add y = skip + conv(h) (the ResBlock's
  * conv2 and its skip, the attention block's to_out and its input) becomes one conv2d_add node
@@ -21,6 +22,7 @@
  * skip's gradient, first) and the conv's, on dy itself. The time-embedding add needs no
  * epilogue: norm_act_temb already adds it before its normalisation.
  */
+#include "planner/engine_table.h"
 #include "planner/unet.h"
 
 int sg_conv_fusable(const sg_graph *g, int x, int Co, int K) {
@@ -32,8 +34,9 @@ int sg_conv_fusable(const sg_graph *g, int x, int Co, int K) {
     return t->shape[3] % 8 == 0;
 }
 
-/* every forward reader of y is a convolution taking it as its input and fusable */
-static int readers_fusable(const sg_graph *g, int y) {
+/* every forward reader of y is a convolution taking it as its input, fusable, and not a layer
+ * the engine table sends to cuDNN (which reads stored tensors only) */
+static int readers_fusable(const sg_graph *g, int y, const sg_engine_table *engines) {
     int readers = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
@@ -42,19 +45,20 @@ static int readers_fusable(const sg_graph *g, int y) {
             if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD) || k != 0) return 0;
             const sg_tensor *w = &g->t[nd->in[1]];
             if (!sg_conv_fusable(g, y, (int)w->shape[0], nd->a.conv.K)) return 0;
+            if (sg_engine_table_node(engines, g, i) == SG_LAYER_CUDNN) return 0;
             readers++;
         }
     }
     return readers > 0;
 }
 
-int sg_fuse_norm_prologues(sg_graph *g) {
+int sg_fuse_norm_prologues(sg_graph *g, const sg_engine_table *engines) {
     int fused = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
         const int y = nd->out[0];
-        if (sg_tensor_virtual(&g->t[y]) || !readers_fusable(g, y)) continue;
+        if (sg_tensor_virtual(&g->t[y]) || !readers_fusable(g, y, engines)) continue;
         sg_tensor *t = &g->t[y];
         t->vnorm = i;
         t->bytes = 0;

@@ -58,6 +58,10 @@ typedef struct {
      * off, SG_FUSE_AUTO (the presets') on for bf16 and off for fp32, whose CUDA-core kernels
      * fuse nothing. Read it with sg_model_fuse. */
     int fuse;
+    /* the per-layer conv engine table (--engine-table; planner/engine_table.h), or NULL: a
+     * `cudnn` layer's normalisation is not fused into it. Not owned (the caller keeps it alive
+     * as long as the config); recorded in the config JSON as its hash */
+    const struct sg_engine_table *engines;
     /* the dataset the step gathers from (uploaded once) */
     int64_t data_n;
     int data_h, data_w;

@@ -4,6 +4,8 @@
  */
 #include "planner/model.h"
 
+#include "planner/engine_table.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -363,7 +365,7 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     for (int i = 0; i < c->nattn; i++)
         snprintf(attn + strlen(attn), sizeof attn - strlen(attn), i ? ",%d" : "%d", c->attn_res[i]);
     /* ranks only when data parallel, so one-process configs read as they always did */
-    char ranks[64] = "";
+    char ranks[128] = "";
     if (c->ranks > 0) snprintf(ranks, sizeof ranks, ",\"ranks\":%d", c->ranks);
     /* grad_accum likewise only when accumulating: K = 1 configs (and their plan hashes) are
      * those of before it existed */
@@ -373,6 +375,10 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     /* fusion only when on: a config without it is unfused, as every one before it existed */
     if (sg_model_fuse(c))
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":1");
+    /* the engine table only when given: its hash (of the choices) pins it */
+    if (c->engines)
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
+                 ",\"engine_table\":\"%016llx\"", (unsigned long long)c->engines->hash);
     /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
      * checkpoints from before them read as they always did */
     char sched[160] = "";

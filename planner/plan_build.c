@@ -5,6 +5,7 @@
  * the builder. */
 #include <string.h>
 
+#include "planner/engine_table.h"
 #include "planner/plan.h"
 
 int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
@@ -20,6 +21,9 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
     if (train
             ? sg_build_train_step(&p->g, &p->cfg, &p->io)
             : sg_build_forward(&p->g, &p->cfg, &p->io) || sg_build_sampler(&p->g, &p->cfg, &p->io))
+        return SG_ERR;
+    /* the engine table fits this model (its layers, precision and, for a step, its batch) */
+    if (p->cfg.engines && sg_engine_table_check(p->cfg.engines, &p->g, &p->cfg, train))
         return SG_ERR;
     return sg_plan_layout(p);
 }

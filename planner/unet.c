@@ -272,6 +272,6 @@ int sg_unet(builder *b, int x, int t) {
      * it in fp32 */
     int pred = conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
     /* the network is complete: every reader of every normalisation is known */
-    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g);
+    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g, c->engines);
     return b->err ? -1 : pred;
 }

@@ -31,8 +31,9 @@ int sg_unet(builder *b, int x, int t);
  * the same on both backends). */
 int sg_conv_fusable(const sg_graph *g, int x, int Co, int K);
 /* Turn the output of every norm_act / norm_act_temb node whose readers are all fusable
- * convolutions (their input 0) into a virtual normalised tensor (sg_tensor.vnorm); returns
- * how many. Run on the forward graph, before autodiff (the recomputation it then needs none). */
-int sg_fuse_norm_prologues(sg_graph *g);
+ * convolutions (their input 0) that the engine table (NULL: none) does not send to cuDNN into a
+ * virtual normalised tensor (sg_tensor.vnorm); returns how many. Run on the forward graph, before
+ * autodiff (the recomputation it then needs none). */
+int sg_fuse_norm_prologues(sg_graph *g, const struct sg_engine_table *engines);
 
 #endif

@@ -16,6 +16,13 @@
  * every conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and,
  * where the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
  *
+ * --tune-engines FILE measures the per-layer engine table (planner/engine_table.h) instead:
+ * the step planned with every conv layer on own (fused), then with every layer on cuDNN
+ * (nothing fused into a conv), every node of each timed eagerly --iters times (median), each
+ * node charged to its conv layer (its conv nodes, the normalisation feeding it and that one's
+ * recomputation and backward), and per layer the faster whole alternative written to FILE.
+ * --engine-table FILE benches the step planned and run with such a table.
+ *
  * The side-by-side with PyTorch (tools/torch_ref/bench.py) is assembled by tools/bench.sh and
  * tools/bench_report.py from this tool's --json output.
  */
@@ -26,6 +33,8 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "graph/engine_table_io.h"
+#include "graph/engine_tune.h"
 #include "graph/exec.h"
 #include "planner/op_dims.h"
 #include "tools/cli.h"
@@ -53,6 +62,16 @@ static void usage(FILE *f) {
             "                       --data spec (fmnist, cifar10:DIR, idx:FILE)\n"
             "  --seed N             initialisation and data seed (default 0)\n"
             "  --conv-engine E      auto (default: cudnn where built with it) | own | cudnn\n"
+            "  --engine-table FILE  plan and run with a per-layer conv engine table (see\n"
+            "                       --tune-engines; --conv-engine own|cudnn override its\n"
+            "                       engines, not its plan)\n"
+            "  --tune-engines FILE  measure the table instead of benching: the step with every\n"
+            "                       conv layer on own (fused) and with every layer on cudnn\n"
+            "                       (unfused), each node timed eagerly --iters times (median;\n"
+            "                       5 is plenty on a GPU),\n"
+            "                       charged to its layer; the faster alternative per layer is\n"
+            "                       written to FILE (cudnn_ms null where cuDNN is unavailable:\n"
+            "                       the CPU, a build without cuDNN)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes\n"
             "  (env SG_ATTN=gemm|fused picks the attention engine; the breakdown's\n"
@@ -122,6 +141,8 @@ typedef struct {
     const char *backend, *data;
     int warmup, iters, json, breakdown, data_n_set, conv_engine;
     uint64_t seed;
+    const char *tune_path, *table_path; /* --tune-engines, --engine-table */
+    sg_engine_table table;
 } bench_args;
 
 /* 0 parsed, 1 --help printed, 2 usage error (printed) */
@@ -143,7 +164,12 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = !(a->data = cli_value(&c));
         else if (cli_is(&c, "--conv-engine"))
             bad = cli_conv_engine(&c, &a->conv_engine);
-        else if (cli_is(&c, "--warmup"))
+        else if (cli_is(&c, "--tune-engines"))
+            bad = !(a->tune_path = cli_value(&c));
+        else if (cli_is(&c, "--engine-table")) {
+            bad = cli_engine_table(&c, &a->table, &a->table_path);
+            if (!bad) cfg->engines = &a->table;
+        } else if (cli_is(&c, "--warmup"))
             bad = cli_int(&c, 0, 1000000, &a->warmup);
         else if (cli_is(&c, "--iters"))
             bad = cli_int(&c, 1, 1000000, &a->iters);
@@ -156,6 +182,11 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = r < 0;
         }
         if (bad) return 2;
+    }
+    if (a->tune_path && a->table_path) {
+        fprintf(stderr, "bench: --tune-engines measures a table, --engine-table uses one: give "
+                        "one\n");
+        return 2;
     }
     return 0;
 }
@@ -477,6 +508,44 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
            own, dnn, best);
 }
 
+/* --tune-engines: measure the table (graph/engine_tune.h) and write it */
+static sg_backend *tune_backend(const void *ctx) {
+    return !strcmp((const char *)ctx, "cuda") ? sg_backend_cuda_create(0, 1)
+                                              : sg_backend_cpu_create();
+}
+
+static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_dataset *ds) {
+    sg_engine_tune_opts o = {.make_backend = tune_backend,
+                             .ctx = cli_backend_name(a->backend),
+                             .pixels = ds->pixels,
+                             .pixel_bytes = ds->n * ds->h * ds->w * ds->c,
+                             .warmup = a->warmup,
+                             .iters = a->iters,
+                             .seed = a->seed,
+                             .progress = stderr};
+    sg_engine_table t;
+    int rc = sg_engine_tune(cfg, &o, &t);
+    if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
+    if (!rc) {
+        int on_dnn = 0, measured = 0;
+        double sum_own = 0, sum_best = 0;
+        for (int k = 0; k < t.n; k++) {
+            const sg_engine_entry *x = &t.e[k];
+            on_dnn += x->engine == SG_LAYER_CUDNN;
+            measured += x->cudnn_ms >= 0;
+            sum_own += x->own_ms;
+            sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms : x->own_ms;
+        }
+        printf("bench: engine table %s: %s, batch %d per pass, %s, on %s; %d conv layers, %d on "
+               "cudnn, %d on own; charged time %.3f ms all own, %.3f ms per-layer best%s\n",
+               a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, t.n - on_dnn,
+               sum_own, sum_best,
+               measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
+    }
+    sg_engine_table_free(&t);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     bench_args a = {.data = "synthetic", .warmup = 10, .iters = -1, .breakdown = 1};
     sg_model_cfg cfg;
@@ -494,7 +563,13 @@ int main(int argc, char **argv) {
     r.cuda = !strcmp(r.backend, "cuda");
     if (a.iters < 0) a.iters = r.cuda ? 50 : 5;
     sg_dataset ds;
-    if ((rc = load_data(&a, &cfg, &ds))) return cli_fail("bench", rc);
+    if ((rc = load_data(&a, &cfg, &ds)))
+        return sg_engine_table_free(&a.table), cli_fail("bench", rc);
+    if (a.tune_path) {
+        rc = tune_engines(&a, &cfg, &ds);
+        data_free(&ds);
+        return rc ? cli_fail("bench", 1) : 0;
+    }
     snprintf(r.data_source, sizeof r.data_source, "%s", ds.source);
     /* plan, arena, state */
     double t_setup = cli_now_ms();
@@ -516,5 +591,6 @@ int main(int argc, char **argv) {
     free(r.ms), free(r.node_ms), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
     sg_exec_free(&e);
+    sg_engine_table_free(&a.table);
     return rc ? 1 : 0;
 }

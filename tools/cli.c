@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "graph/backend.h"
+#include "graph/engine_table_io.h"
 #include "graph/weights.h"
 
 double cli_now_ms(void) {
@@ -220,6 +221,52 @@ int cli_conv_engine(cli_args *a, int *out) {
     if (*out >= 0) return SG_OK;
     fprintf(stderr, "%s: --conv-engine expects auto, own or cudnn, got '%s'\n", a->tool, v);
     return SG_ERR;
+}
+
+int cli_engine_table(cli_args *a, sg_engine_table *t, const char **path) {
+    const char *v = cli_value(a);
+    if (!v) return SG_ERR;
+    sg_engine_table_free(t); /* a second --engine-table replaces the first */
+    if (sg_engine_table_read(v, t)) {
+        fprintf(stderr, "%s: --engine-table: %s\n", a->tool, sg_last_error());
+        return SG_ERR;
+    }
+    if (path) *path = v;
+    return SG_OK;
+}
+
+void cli_print_engine_table(const sg_plan *p, const char *path) {
+    const sg_engine_table *t = p->cfg.engines;
+    if (!t) return;
+    const sg_graph *g = &p->g;
+    int dnn = 0;
+    for (int k = 0; k < t->n; k++) dnn += t->e[k].engine == SG_LAYER_CUDNN;
+    printf("  engine table    %s (hash %016llx; measured on %s, %s backend): %d conv layers, "
+           "%d on cudnn, %d on own\n",
+           path ? path : "(the checkpoint's)", (unsigned long long)t->hash,
+           t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn);
+    printf("    %-48s %-6s %10s %10s  %s\n", "layer", "engine", "own ms", "cudnn ms",
+           "its input in this plan");
+    for (int i = 0; i < g->n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(g, i, layer) < 0) continue;
+        const sg_engine_entry *e = NULL;
+        for (int k = 0; k < t->n && !e; k++)
+            if (!strcmp(t->e[k].layer, layer)) e = &t->e[k];
+        if (!e) continue;
+        const sg_tensor *x = &g->t[g->n[i].in[0]];
+        char own[16] = "-", dnn_ms[16] = "-";
+        if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
+        if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
+        printf("    %-48s %-6s %10s %10s  %s\n", layer, sg_layer_engine_name(e->engine), own,
+               dnn_ms,
+               x->vnorm >= 0 ? "fused normalisation (never stored)"
+               : x->nparts   ? "concatenation (own only)"
+               : x->producer >= 0 && (g->n[x->producer].op == OP_NORM_ACT ||
+                                      g->n[x->producer].op == OP_NORM_ACT_TEMB)
+                   ? "stored normalisation"
+                   : "stored");
+    }
 }
 
 /* ---- JSON output */

@@ -23,7 +23,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "planner/engine_table.h"
 #include "planner/model.h"
+#include "planner/plan.h"
 
 /* ---- clock and durations */
 double cli_now_ms(void);                           /* CLOCK_MONOTONIC in milliseconds */
@@ -83,6 +85,15 @@ int cli_check_backend(const char *tool, const char *name); /* SG_OK, or prints a
 const char *cli_backend_name(const char *name);
 /* --conv-engine auto|own|cudnn into *out (sg_conv_engine_parse); SG_ERR, printed, when bad */
 int cli_conv_engine(cli_args *a, int *out);
+
+/* --engine-table FILE (graph/engine_table_io.h) into t (freed first: a repeated flag replaces
+ * it), its path into *path (may be NULL); SG_ERR, printed, for a missing, unreadable or
+ * malformed file. */
+int cli_engine_table(cli_args *a, sg_engine_table *t, const char **path);
+/* The plan's engine table, per conv layer in forward order: its choice, the measured ms and
+ * what its input is in this plan (a fused normalisation, a stored one, ...); nothing without
+ * one. path: the file (NULL: a checkpoint's). */
+void cli_print_engine_table(const sg_plan *p, const char *path);
 
 /* ---- JSON output: the one JSON library. Both take ownership of (decref) j. */
 /* Print j compactly on one line to f. */

@@ -148,6 +148,23 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "fused_residuals", json_integer(p->fused_residuals));
         json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
         json_object_set_new(j, "unmaterialised_bytes", json_integer(p->unmaterialised_bytes));
+        /* the engine table: each conv layer's choice (forward order) */
+        if (p->cfg.engines) {
+            json_t *layers = json_array();
+            for (int i = 0; i < g->n_forward; i++) {
+                char layer[SG_NAME_MAX];
+                if (sg_conv_layer_of(g, i, layer) < 0) continue;
+                json_array_append_new(
+                    layers,
+                    json_pack("{s:s, s:s, s:b}", "layer", layer, "engine",
+                              sg_layer_engine_name(sg_engine_table_layer(p->cfg.engines, layer)),
+                              "input_fused", g->t[g->n[i].in[0]].vnorm >= 0));
+            }
+            char th[20];
+            snprintf(th, sizeof th, "%016llx", (unsigned long long)p->cfg.engines->hash);
+            json_object_set_new(j, "engine_table",
+                                json_pack("{s:s, s:o}", "hash", th, "layers", layers));
+        }
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
     return cli_json_print(stdout, j);
@@ -203,7 +220,7 @@ static void print_chart(const sg_plan *p) {
     printf("\n");
 }
 
-static void print_text(const sg_plan *p, int table) {
+static void print_text(const sg_plan *p, int table, const char *engines_path) {
     const sg_graph *g = &p->g;
     char a[32], b[32], c[32];
     printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
@@ -272,6 +289,7 @@ static void print_text(const sg_plan *p, int table) {
     printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "
            "kernels (a concatenated or fused operand); chosen at prepare (--conv-engine)\n",
            convs, eligible, convs - eligible);
+    cli_print_engine_table(p, engines_path);
     printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
     printf("  by role (bytes, aligned):\n");
     for (int r = 0; r < ROLE_COUNT; r++)
@@ -337,6 +355,9 @@ static void usage(FILE *f) {
             "  --forward            plan a sampling step (forward pass + sampler update)\n"
             "  --ranks N            one rank's plan when N ranks share --batch (data parallel:\n"
             "                       per-rank arena and all-reduce bytes)\n"
+            "  --engine-table FILE  plan with a per-layer conv engine table (bench\n"
+            "                       --tune-engines writes one): a normalisation read by a layer\n"
+            "                       chosen cudnn is stored, not fused; prints each layer's choice\n"
             "  --help               this text\n"
             "model flags:\n%s",
             sg_model_flags_help);
@@ -345,6 +366,9 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     int json = 0, table = 1, train = 1;
     sg_model_cfg cfg;
+    sg_engine_table engines;
+    const char *engines_path = NULL;
+    sg_engine_table_init(&engines);
     if (cli_model_prelude("plan", argc, argv, "unet_cifar", &cfg)) return 2;
     cli_args a;
     cli_args_init(&a, "plan", argc, argv);
@@ -358,6 +382,9 @@ int main(int argc, char **argv) {
             train = 0;
         else if (cli_is(&a, "--ranks")) {
             if (cli_int(&a, 1, 1 << 16, &cfg.ranks)) return 2;
+        } else if (cli_is(&a, "--engine-table")) {
+            if (cli_engine_table(&a, &engines, &engines_path)) return 2;
+            cfg.engines = &engines;
         } else {
             int r = cli_model_flag(&a, &cfg);
             if (r <= 0) return r < 0 ? 2 : cli_unknown(&a);
@@ -366,9 +393,11 @@ int main(int argc, char **argv) {
     sg_plan p;
     if (sg_plan_build(&p, &cfg, train)) {
         sg_plan_free(&p);
+        sg_engine_table_free(&engines);
         return cli_fail("plan", 1);
     }
-    int rc = json ? print_json(&p) : (print_text(&p, table), SG_OK);
+    int rc = json ? print_json(&p) : (print_text(&p, table, engines_path), SG_OK);
     sg_plan_free(&p);
+    sg_engine_table_free(&engines);
     return rc ? cli_fail("plan", 1) : 0;
 }

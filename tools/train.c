@@ -31,6 +31,7 @@
 #include "checkpoints/ckpt_json.h"
 #include "data/dataset.h"
 #include "data/image_io.h"
+#include "graph/engine_table_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
 #include "graph/weights.h"
@@ -51,7 +52,9 @@ typedef struct {
     const char *model, *data, *out, *resume, *backend, *init_from;
     int64_t steps, ckpt_every, sample_every, log_every;
     int keep, n_samples, ddim_steps, overwrite, check_every, ranks;
-    int conv_engine; /* -1: not given (SG_CONV_ENGINE, else auto) */
+    int conv_engine;               /* -1: not given (SG_CONV_ENGINE, else auto) */
+    const char *engine_table_path; /* --engine-table: read into engine_table */
+    sg_engine_table engine_table;
     uint64_t seed;
     int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
     /* safe to change on resume: the learning rate, its warm-up and schedule, the EMA decay and
@@ -120,6 +123,12 @@ static void usage(FILE *f) {
         "                       cudnn (default: $SG_CONV_ENGINE, else auto);\n"
         "                       SG_CONV_TC=wgmma: own's bf16 tensor-core convs on the Hopper\n"
         "                       wgmma kernels (compute capability 9.0 only; never run on a GPU)\n"
+        "  --engine-table FILE  per-layer conv engines measured by bench --tune-engines: the\n"
+        "                       plan stores (does not fuse) the normalisation a cudnn layer\n"
+        "                       reads, and under --conv-engine auto each layer runs where the\n"
+        "                       table says; recorded in the checkpoints. A resume plans with\n"
+        "                       the checkpoint's table; given on a resume, FILE replaces it\n"
+        "                       (a warning names the layers whose engine changes)\n"
         "  --ranks N            data parallel: the rank count expected (default: mpirun's);\n"
         "                       --ranks 1 in one process runs the data-parallel step alone\n"
         "  --check-every N      data parallel: compare the ranks' state checksums every N\n"
@@ -155,6 +164,8 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = !(a->backend = cli_value(c)) || cli_check_backend("train", a->backend);
     else if (cli_is(c, "--conv-engine"))
         bad = cli_conv_engine(c, &a->conv_engine);
+    else if (cli_is(c, "--engine-table"))
+        bad = cli_engine_table(c, &a->engine_table, &a->engine_table_path);
     else if (cli_is(c, "--steps"))
         bad = cli_i64(c, 0, INT64_MAX / 2, &a->steps), a->steps_set = 1;
     else if (cli_is(c, "--seed"))
@@ -469,6 +480,7 @@ typedef struct {
     double t_setup;
     train_dp dp;
     int dp_made, root; /* root: the rank that prints and writes (the only one without MPI) */
+    sg_engine_table ckpt_table; /* a resume: the engine table its checkpoint was planned with */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -478,6 +490,8 @@ static void run_free(train_run *r) {
     if (r->lock_fd > 0) close(r->lock_fd);
     json_decref(r->changes);
     free(r->extra_json);
+    sg_engine_table_free(&r->a.engine_table);
+    sg_engine_table_free(&r->ckpt_table);
 }
 
 /* The members every checkpoint adds to its metadata: where the data came from and what the
@@ -583,7 +597,8 @@ static int write_samples(train_run *r) {
     sg_model_cfg c = train->plan.cfg;
     int n = r->a.n_samples;
     c.batch = n < 16 ? n : 16;
-    c.ranks = 0; /* sampling runs on rank 0 alone */
+    c.ranks = 0;      /* sampling runs on rank 0 alone */
+    c.engines = NULL; /* and is planned without the step's engine table (another batch) */
     sg_backend *be =
         !strcmp(r->backend, "cuda") ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
     if (!be) return SG_ERR;
@@ -748,6 +763,37 @@ static void print_shell_word(const char *s) {
 
 /* ---- setup */
 
+/* The engine table the plan is made with: --engine-table's; on a resume without it, the
+ * checkpoint's (the same plan and engines, the same bits); given on a resume, it replaces the
+ * checkpoint's, and the layers whose engine changes are named. */
+static int setup_engine_table(train_run *r) {
+    const train_args *a = &r->a;
+    const int given = a->engine_table_path != NULL;
+    int had = 0;
+    if (r->resume_path[0] && (had = sg_exec_ckpt_engine_table(r->resume_path, &r->ckpt_table)) < 0)
+        return 2;
+    r->cfg.engines = given ? &a->engine_table : had ? &r->ckpt_table : NULL;
+    if (!r->resume_path[0] || !given) return 0;
+    char prefix[OUT_MAX + 96];
+    snprintf(prefix, sizeof prefix,
+             "train: warning: --engine-table %s replaces %s's: ", a->engine_table_path,
+             r->resume_path);
+    const int differ = had ? sg_engine_table_diff(&r->ckpt_table, &a->engine_table, prefix) : 0;
+    if (!had)
+        fprintf(stderr,
+                "train: warning: %s was planned without an engine table; this run plans with "
+                "%s\n",
+                r->resume_path, a->engine_table_path);
+    if (!had || differ)
+        fprintf(stderr,
+                "train: warning: %d conv layer(s) change engine: the resumed run will not give "
+                "the same bits as a straight one where a layer's engine changes\n",
+                had ? differ : a->engine_table.n);
+    if (!had || r->ckpt_table.hash != a->engine_table.hash)
+        json_object_set_new(r->changes, "engine_table", json_string(a->engine_table_path));
+    return 0;
+}
+
 /* Resolve the run: a resume reads the checkpoint; both then choose the backend. */
 static int setup_config(train_run *r) {
     train_args *a = &r->a;
@@ -763,7 +809,7 @@ static int setup_config(train_run *r) {
     }
     apply_safe_flags(a, &r->cfg, r->changes);
     r->backend = cli_backend_name(a->backend);
-    return 0;
+    return setup_engine_table(r);
 }
 
 /* The data for the model: folder:DIR is decoded to the model's size and channels, and
@@ -818,8 +864,8 @@ static int setup_exec(train_run *r) {
     be->conv_pins = pins;
     r->exec_made = 1;
     static const char *const may_differ[] = {
-        "lr",         "ema_decay",     "warmup",    "lr_schedule", "lr_min", "lr_decay_steps",
-        "ema_warmup", "ema_inv_gamma", "ema_power", NULL};
+        "lr",         "ema_decay",     "warmup",    "lr_schedule",  "lr_min", "lr_decay_steps",
+        "ema_warmup", "ema_inv_gamma", "ema_power", "engine_table", NULL};
     int init_rc = sg_exec_init(&r->e, &r->cfg, 1, be);
     be->conv_pins = NULL;
     free(pins);

@@ -1,0 +1,192 @@
+/* engine_table_io.c — the engine table's JSON form: parse, serialise, write, compare
+ * (graph/engine_table_io.h). */
+#include "graph/engine_table_io.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SG_ENGINE_TABLE_FORMAT "stepgraph_engine_table"
+
+static int str_field(json_t *o, const char *key, char *dst, size_t cap, int required,
+                     const char *what) {
+    json_t *v = json_object_get(o, key);
+    if (!v && !required) return dst[0] = 0, SG_OK;
+    if (!json_is_string(v) || strlen(json_string_value(v)) >= cap)
+        return sg_set_error("%s: engine table: \"%s\" must be a string of at most %d characters",
+                            what, key, (int)cap - 1);
+    snprintf(dst, cap, "%s", json_string_value(v));
+    return SG_OK;
+}
+
+/* a measured ms: a non-negative number, or null / absent for "not measured" (-1) */
+static int ms_field(json_t *o, const char *key, double *out, const char *layer, const char *what) {
+    json_t *v = json_object_get(o, key);
+    *out = -1;
+    if (!v || json_is_null(v)) return SG_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
+        return sg_set_error("%s: engine table: layer %s: \"%s\" must be a number >= 0 or null",
+                            what, layer, key);
+    *out = json_number_value(v);
+    return SG_OK;
+}
+
+int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
+    sg_engine_table_init(t);
+    json_error_t err;
+    json_t *r = json_loads(text, 0, &err);
+    if (!r)
+        return sg_set_error("%s: engine table is not JSON (line %d: %s)", what, err.line, err.text);
+    int rc = SG_OK;
+    const char *fmt = json_string_value(json_object_get(r, "format"));
+    json_t *batch = json_object_get(r, "batch"), *layers = json_object_get(r, "layers");
+    if (!json_is_object(r) || !fmt || strcmp(fmt, SG_ENGINE_TABLE_FORMAT))
+        rc = sg_set_error("%s: not an engine table (no \"format\":\"%s\"; bench --tune-engines "
+                          "writes one)",
+                          what, SG_ENGINE_TABLE_FORMAT);
+    else if (json_integer_value(json_object_get(r, "version")) != 1)
+        rc = sg_set_error("%s: engine table version is not 1", what);
+    else if (str_field(r, "model", t->model, sizeof t->model, 1, what) ||
+             str_field(r, "precision", t->precision, sizeof t->precision, 1, what) ||
+             str_field(r, "device", t->device, sizeof t->device, 0, what) ||
+             str_field(r, "driver", t->driver, sizeof t->driver, 0, what) ||
+             str_field(r, "cudnn", t->cudnn, sizeof t->cudnn, 0, what) ||
+             str_field(r, "backend", t->backend, sizeof t->backend, 0, what))
+        rc = SG_ERR;
+    else if (!json_is_integer(batch) || json_integer_value(batch) < 1 ||
+             json_integer_value(batch) > (1 << 16))
+        rc = sg_set_error("%s: engine table: \"batch\" must be an integer from 1 to 65536", what);
+    else if (!json_is_array(layers) || !json_array_size(layers))
+        rc = sg_set_error("%s: engine table: \"layers\" must be a non-empty array", what);
+    if (!rc) t->batch = (int)json_integer_value(batch);
+    for (size_t i = 0; !rc && i < json_array_size(layers); i++) {
+        json_t *l = json_array_get(layers, i);
+        const char *name = json_string_value(json_object_get(l, "layer"));
+        const char *eng = json_string_value(json_object_get(l, "engine"));
+        double own, dnn;
+        if (!json_is_object(l) || !name)
+            rc = sg_set_error("%s: engine table: layers[%zu] has no \"layer\" name", what, i);
+        else if (!sg_layer_engine_parse(eng))
+            rc = sg_set_error("%s: engine table: layer %s: \"engine\" must be \"own\" or "
+                              "\"cudnn\"",
+                              what, name);
+        else if (ms_field(l, "own_ms", &own, name, what) ||
+                 ms_field(l, "cudnn_ms", &dnn, name, what))
+            rc = SG_ERR;
+        else if (sg_engine_table_add(t, name, sg_layer_engine_parse(eng), own, dnn)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", sg_last_error());
+            rc = sg_set_error("%s: %s", what, msg);
+        }
+    }
+    json_decref(r);
+    return rc;
+}
+
+int sg_engine_table_read(const char *path, sg_engine_table *t) {
+    sg_engine_table_init(t);
+    FILE *f = fopen(path, "rb");
+    if (!f) return sg_set_error("%s: cannot open the engine table", path);
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = SG_OK;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            if (cap > (64u << 20)) {
+                rc = sg_set_error("%s: engine table larger than 64 MiB", path);
+                break;
+            }
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = sg_set_error("out of host memory");
+                break;
+            }
+            buf = nb;
+        }
+        const size_t k = fread(buf + n, 1, 4096, f);
+        n += k;
+        if (k < 4096) break;
+    }
+    if (!rc && ferror(f)) rc = sg_set_error("%s: read error", path);
+    fclose(f);
+    if (!rc) {
+        buf[n] = 0;
+        rc = sg_engine_table_parse(buf, path, t);
+    }
+    free(buf);
+    return rc;
+}
+
+static json_t *ms_json(double ms) {
+    return ms >= 0 && isfinite(ms) ? json_real(ms) : json_null();
+}
+
+static json_t *table_json(const sg_engine_table *t) {
+    json_t *layers = json_array();
+    for (int i = 0; i < t->n; i++)
+        json_array_append_new(layers, json_pack("{s:s, s:s, s:o, s:o}", "layer", t->e[i].layer,
+                                                "engine", sg_layer_engine_name(t->e[i].engine),
+                                                "own_ms", ms_json(t->e[i].own_ms), "cudnn_ms",
+                                                ms_json(t->e[i].cudnn_ms)));
+    return json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "format",
+                     SG_ENGINE_TABLE_FORMAT, "version", 1, "model", t->model, "precision",
+                     t->precision, "batch", t->batch, "device", t->device, "driver", t->driver,
+                     "cudnn", t->cudnn, "backend", t->backend, "layers", layers);
+}
+
+char *sg_engine_table_json(const sg_engine_table *t) {
+    json_t *j = table_json(t);
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (!s) sg_set_error("engine table: cannot serialise it");
+    return s;
+}
+
+int sg_engine_table_write(const char *path, const sg_engine_table *t) {
+    json_t *j = table_json(t);
+    /* indented: readable and diffable */
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (!s) return sg_set_error("engine table: cannot serialise it");
+    const size_t n = strlen(path) + 8;
+    char *tmp = malloc(n);
+    int rc = SG_OK;
+    if (!tmp) {
+        free(s);
+        return sg_set_error("out of host memory");
+    }
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        rc = sg_set_error("%s: cannot write the engine table", tmp);
+    } else {
+        const int bad = fputs(s, f) < 0 || fputc('\n', f) == EOF;
+        if (fclose(f) || bad)
+            rc = sg_set_error("%s: cannot write the engine table", tmp);
+        else if (rename(tmp, path))
+            rc = sg_set_error("%s: cannot rename the engine table into place", path);
+        if (rc) remove(tmp);
+    }
+    free(tmp);
+    free(s);
+    return rc;
+}
+
+int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, const char *prefix) {
+    int differ = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const sg_engine_table *x = pass ? b : a, *y = pass ? a : b;
+        for (int i = 0; i < x->n; i++) {
+            const int e = sg_engine_table_layer(y, x->e[i].layer);
+            if (e == x->e[i].engine || (pass && e)) continue; /* pass 1: only y's missing ones */
+            if (differ++ < 8)
+                fprintf(stderr, "%slayer %s: %s -> %s\n", prefix, x->e[i].layer,
+                        sg_layer_engine_name(pass ? e : x->e[i].engine),
+                        sg_layer_engine_name(pass ? x->e[i].engine : e));
+        }
+    }
+    return differ;
+}

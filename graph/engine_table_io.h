@@ -1,0 +1,33 @@
+/* engine_table_io.h — the engine table's JSON form (planner/engine_table.h has the table):
+ *
+ *   {"format":"stepgraph_engine_table","version":1,
+ *    "model":"unet_cifar","precision":"bf16","batch":128,
+ *    "device":"NVIDIA H100 80GB HBM3","driver":"12080","cudnn":"91000","backend":"cuda",
+ *    "layers":[{"layer":"conv_in","engine":"own","own_ms":0.041,"cudnn_ms":0.052}, ...]}
+ *
+ * "own_ms" / "cudnn_ms": the measured ms of the layer's whole alternative per step, null when
+ * not measured (cudnn_ms null: cuDNN was not available where it was tuned). Only "model",
+ * "precision", "batch" and each layer's "layer" and "engine" decide anything; the rest records
+ * where the choice came from. Written by bench --tune-engines, read by --engine-table.
+ */
+#ifndef SG_ENGINE_TABLE_IO_H
+#define SG_ENGINE_TABLE_IO_H
+
+#include "planner/engine_table.h"
+
+/* Parse JSON text into t (initialised here; freed by the caller on success and on failure).
+ * `what` names the source in errors (a path). SG_ERR with a one-line message. */
+int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t);
+/* Read a table file (sg_engine_table_parse on its contents). */
+int sg_engine_table_read(const char *path, sg_engine_table *t);
+/* The table as compact JSON text (malloc'ed; NULL with sg_last_error on failure). */
+char *sg_engine_table_json(const sg_engine_table *t);
+/* Write the table to path, one layer per line: a temporary file renamed over path, so a
+ * failed write leaves any earlier file whole. */
+int sg_engine_table_write(const char *path, const sg_engine_table *t);
+/* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given),
+ * each named on stderr after `prefix` (at most 8 lines); returns the count, layers missing
+ * from either side included. */
+int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, const char *prefix);
+
+#endif

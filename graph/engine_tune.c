@@ -1,0 +1,150 @@
+/* engine_tune.c — measuring the per-layer conv engine table (graph/engine_tune.h). */
+#include "graph/engine_tune.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "planner/op_dims.h"
+
+int sg_engine_tune_charge(const sg_graph *g, int node, char *layer) {
+    if (sg_conv_layer_of(g, node, layer) >= 0) return 0;
+    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB) return -1;
+    const int y = g->n[f].out[0];
+    int readers = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].fwd >= 0 || !sg_op_is_conv(g->n[i].op) || g->n[i].in[0] != y) continue;
+        char l[SG_NAME_MAX];
+        sg_conv_layer_of(g, i, l);
+        if (readers++ && strcmp(l, layer)) return -1; /* read by two layers: neither's */
+        snprintf(layer, SG_NAME_MAX, "%s", l);
+    }
+    return readers ? 0 : -1;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(float *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One alternative: every layer of `layers` on `engine`; per layer the charged ms (ms[k]) and
+ * whether every conv node of it ran on that engine (ran[k]); env: describe()'s record. */
+static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
+                     const sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
+                     int env_cap) {
+    sg_engine_table all;
+    sg_engine_table_init(&all);
+    snprintf(all.model, sizeof all.model, "%s", layers->model);
+    snprintf(all.precision, sizeof all.precision, "%s", layers->precision);
+    all.batch = layers->batch;
+    int rc = SG_OK;
+    for (int k = 0; k < layers->n && !rc; k++)
+        rc = sg_engine_table_add(&all, layers->e[k].layer, engine, -1, -1);
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = &all;
+    sg_backend *be = rc ? NULL : o->make_backend(o->ctx);
+    if (!be) return sg_engine_table_free(&all), SG_ERR;
+    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
+    sg_exec e;
+    rc = sg_exec_init(&e, &cfg, 1, be);
+    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
+    if (!rc) rc = sg_exec_init_state(&e, o->seed);
+    for (int i = 0; i < o->warmup && !rc; i++) rc = be->run_step(be, &e.plan);
+    if (!rc) rc = be->sync(be);
+    const sg_graph *g = &e.plan.g;
+    const int nn = rc ? 0 : g->nn;
+    float *node_ms = calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float));
+    float *one = calloc((size_t)o->iters + 1, sizeof(float));
+    if (!rc && (!node_ms || !one)) rc = sg_set_error("out of host memory");
+    if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
+    for (int it = 0; it < o->iters && !rc; it++) {
+        rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)nn);
+        if (!rc) rc = be->sync(be);
+    }
+    for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
+    for (int i = 0; i < nn && !rc; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_engine_tune_charge(g, i, layer)) continue;
+        int k = 0;
+        while (k < layers->n && strcmp(layers->e[k].layer, layer)) k++;
+        SG_ASSERT(k < layers->n); /* sg_plan_build checked: every layer is listed */
+        for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
+        ms[k] += median(one, o->iters);
+        if (sg_op_is_conv(g->n[i].op)) {
+            char name[160] = "";
+            if (be->node_engine) be->node_engine(be, &e.plan, i, name, sizeof name);
+            const int on_dnn = !strncmp(name, "cudnn", 5);
+            ran[k] &= engine == SG_LAYER_CUDNN ? on_dnn : !on_dnn;
+        }
+    }
+    if (!rc && env && be->describe) be->describe(be, env, env_cap);
+    free(node_ms);
+    free(one);
+    sg_exec_free(&e);
+    sg_engine_table_free(&all);
+    return rc;
+}
+
+static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
+    json_t *v = json_object_get(env, key);
+    if (json_is_string(v))
+        snprintf(dst, cap, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
+}
+
+int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
+    sg_engine_table_init(t);
+    if (o->iters < 1 || o->warmup < 0) return sg_set_error("engine tuning: iters must be >= 1");
+    /* the layers: the forward conv nodes of the plan without a table */
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = NULL;
+    snprintf(t->model, sizeof t->model, "%s", cfg.name);
+    snprintf(t->precision, sizeof t->precision, "%s", cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
+    t->batch = sg_model_micro_batch(&cfg);
+    sg_plan p;
+    int rc = sg_plan_build(&p, &cfg, 1);
+    for (int i = 0; !rc && i < p.g.n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(&p.g, i, layer) >= 0)
+            rc = sg_engine_table_add(t, layer, SG_LAYER_OWN, -1, -1);
+    }
+    sg_plan_free(&p);
+    const int n = t->n;
+    double *own = calloc((size_t)n + 1, sizeof(double)),
+           *dnn = calloc((size_t)n + 1, sizeof(double));
+    int *ran_own = calloc((size_t)n + 1, sizeof(int)),
+        *ran_dnn = calloc((size_t)n + 1, sizeof(int));
+    char env[2048] = "";
+    if (!rc && (!own || !dnn || !ran_own || !ran_dnn)) rc = sg_set_error("out of host memory");
+    if (!rc && o->progress)
+        fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
+    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, own, ran_own, NULL, 0);
+    if (!rc && o->progress)
+        fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
+    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, dnn, ran_dnn, env, sizeof env);
+    json_t *envj = json_loads(env, 0, NULL);
+    env_field(envj, "backend", t->backend, sizeof t->backend);
+    env_field(envj, "gpu", t->device, sizeof t->device);
+    env_field(envj, "driver", t->driver, sizeof t->driver);
+    env_field(envj, "cudnn", t->cudnn, sizeof t->cudnn);
+    json_decref(envj);
+    if (!t->device[0]) snprintf(t->device, sizeof t->device, "%s", t->backend);
+    for (int k = 0; k < n && !rc; k++) {
+        sg_engine_entry *x = &t->e[k];
+        x->own_ms = own[k];
+        /* cuDNN's time counts only where every conv node of the layer ran on it */
+        x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
+        x->engine = x->cudnn_ms >= 0 && x->cudnn_ms < x->own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+    }
+    if (!rc) sg_engine_table_hash(t);
+    free(own), free(dnn), free(ran_own), free(ran_dnn);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/* engine_tune.h — measuring the per-layer conv engine table (planner/engine_table.h; issue 17,
+ * item 3): what `bench --tune-engines` runs, in graph/ so that the tests run it on the CPU
+ * backend and on the host emulation of the CUDA backend.
+ *
+ * The step of cfg is planned twice, on a fresh backend each: every conv layer `own` (the fused
+ * plan on the own kernels) and every layer `cudnn` (nothing fused into a conv; cuDNN wherever
+ * the backend can run it). Each is warmed up, then every schedule node is timed eagerly
+ * (`time_nodes`) `iters` times, and each node's median is charged to a conv layer: its conv
+ * nodes (forward, backward-data, backward-weight, every micro-batch), and the normalisation
+ * whose output only that layer's convs read, with that normalisation's recomputation and
+ * backward nodes. So a fusion site's two whole alternatives are compared: stats-only GroupNorm
+ * + a conv computing the normalised operand in its load, against GroupNorm with its apply pass
+ * + a cuDNN conv + the recomputation before the weight gradient. A layer gets `cudnn` iff every
+ * one of its conv nodes ran on cuDNN in the second plan (`node_engine`) and its charged time
+ * there is lower; otherwise `own`, with cudnn_ms < 0 where cuDNN did not run it (a backend or
+ * build without cuDNN: nothing is invented). The timings never reach a training run except
+ * through the table file it writes.
+ */
+#ifndef SG_ENGINE_TUNE_H
+#define SG_ENGINE_TUNE_H
+
+#include <stdio.h>
+
+#include "graph/backend.h"
+#include "planner/engine_table.h"
+
+typedef struct {
+    /* a fresh backend per plan (conv_engine is set to auto here: the table decides) */
+    sg_backend *(*make_backend)(const void *ctx);
+    const void *ctx;
+    const uint8_t *pixels; /* the dataset cfg's data_n/h/w describe, uploaded to each plan */
+    int64_t pixel_bytes;
+    int warmup, iters; /* untimed steps first; per-node timing passes (median), >= 1 */
+    uint64_t seed;
+    FILE *progress; /* a line per plan, or NULL */
+} sg_engine_tune_opts;
+
+/* The conv layer a node's time is charged to (name into layer, SG_NAME_MAX bytes): 0, or -1
+ * for a node charged to none (it runs the same in both plans). */
+int sg_engine_tune_charge(const sg_graph *g, int node, char *layer);
+/* Measure the table for cfg (its engines ignored) into t (initialised here; the caller frees
+ * it, also on failure). Header: model, precision, per-pass batch, the backend's name and, from
+ * its describe(), the device, driver and cuDNN version. */
+int sg_engine_tune(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, sg_engine_table *t);
+
+#endif

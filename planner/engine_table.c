@@ -1,0 +1,141 @@
+/* engine_table.c — the per-layer convolution engine table's planner side: entries, the hash
+ * the config records, the layer of a conv node, and the check against a model
+ * (planner/engine_table.h). */
+#include "planner/engine_table.h"
+
+#include "planner/op_dims.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sg_engine_table_init(sg_engine_table *t) {
+    memset(t, 0, sizeof *t);
+}
+
+void sg_engine_table_free(sg_engine_table *t) {
+    free(t->e);
+    memset(t, 0, sizeof *t);
+}
+
+const char *sg_layer_engine_name(int engine) {
+    return engine == SG_LAYER_OWN ? "own" : engine == SG_LAYER_CUDNN ? "cudnn" : "-";
+}
+
+int sg_layer_engine_parse(const char *s) {
+    if (s && !strcmp(s, "own")) return SG_LAYER_OWN;
+    if (s && !strcmp(s, "cudnn")) return SG_LAYER_CUDNN;
+    return 0;
+}
+
+int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, double own_ms,
+                        double cudnn_ms) {
+    if (engine != SG_LAYER_OWN && engine != SG_LAYER_CUDNN)
+        return sg_set_error("engine table: layer %s: engine must be \"own\" or \"cudnn\"", layer);
+    if (!*layer || strlen(layer) >= SG_NAME_MAX)
+        return sg_set_error("engine table: a layer name is empty or longer than %d characters",
+                            SG_NAME_MAX - 1);
+    if (sg_engine_table_layer(t, layer))
+        return sg_set_error("engine table: layer %s is listed twice", layer);
+    if (t->n == t->cap) {
+        const int cap = t->cap ? 2 * t->cap : 64;
+        sg_engine_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+        if (!e) return sg_set_error("out of host memory for the engine table");
+        t->e = e, t->cap = cap;
+    }
+    sg_engine_entry *x = &t->e[t->n++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->layer, sizeof x->layer, "%s", layer);
+    x->engine = engine, x->own_ms = own_ms, x->cudnn_ms = cudnn_ms;
+    sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
+    return SG_OK;
+}
+
+static uint64_t fnv(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp((*(const sg_engine_entry *const *)a)->layer,
+                  (*(const sg_engine_entry *const *)b)->layer);
+}
+
+uint64_t sg_engine_table_hash(sg_engine_table *t) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const sg_engine_entry **s = malloc(sizeof *s * (size_t)(t->n > 0 ? t->n : 1));
+    SG_ASSERT(s); /* a few hundred pointers */
+    for (int i = 0; i < t->n; i++) s[i] = &t->e[i];
+    qsort(s, (size_t)t->n, sizeof *s, cmp_entry);
+    for (int i = 0; i < t->n; i++) {
+        h = fnv(h, s[i]->layer);
+        h = fnv(h, "=");
+        h = fnv(h, sg_layer_engine_name(s[i]->engine));
+        h = fnv(h, ";");
+    }
+    free(s);
+    return t->hash = h;
+}
+
+int sg_engine_table_layer(const sg_engine_table *t, const char *layer) {
+    for (int i = 0; t && i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) return t->e[i].engine;
+    return 0;
+}
+
+int sg_conv_layer_of(const sg_graph *g, int node, char *name) {
+    if (node < 0 || node >= g->nn || !sg_op_is_conv(g->n[node].op)) return -1;
+    /* a backward node's layer is its forward node's (a weight gradient names no weight) */
+    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    SG_ASSERT(g->n[f].op == OP_CONV2D || g->n[f].op == OP_CONV2D_ADD);
+    int w = g->n[f].in[1];
+    if (g->t[w].copy_of >= 0) w = g->t[w].copy_of; /* bf16 runs read the weights' copy */
+    if (name) {
+        snprintf(name, SG_NAME_MAX, "%s", g->t[w].name);
+        const size_t n = strlen(name), k = strlen(".weight");
+        if (n > k && !strcmp(name + n - k, ".weight")) name[n - k] = 0;
+    }
+    return w;
+}
+
+int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node) {
+    char layer[SG_NAME_MAX];
+    if (!t || sg_conv_layer_of(g, node, layer) < 0) return 0;
+    return sg_engine_table_layer(t, layer);
+}
+
+int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_model_cfg *cfg,
+                          int train) {
+    const char *prec = cfg->act_dt == DT_BF16 ? "bf16" : "fp32";
+    if (strcmp(t->model, cfg->name))
+        return sg_set_error("engine table is for model %s, this run is %s", t->model, cfg->name);
+    if (strcmp(t->precision, prec))
+        return sg_set_error("engine table is for precision %s, this run is %s", t->precision, prec);
+    if (train && t->batch != sg_model_micro_batch(cfg))
+        return sg_set_error("engine table was measured at batch %d per pass, this run's is %d "
+                            "(tune it again at this batch: bench --tune-engines)",
+                            t->batch, sg_model_micro_batch(cfg));
+    /* every conv layer of the graph has a choice ... */
+    int layers = 0;
+    for (int i = 0; i < g->nn; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(g, i, layer) < 0 || g->n[i].fwd >= 0 || g->n[i].micro) continue;
+        layers++;
+        if (!sg_engine_table_layer(t, layer))
+            return sg_set_error("engine table has no entry for conv layer %s of model %s", layer,
+                                cfg->name);
+    }
+    /* ... and every entry is a layer of the graph (the names are distinct: one each) */
+    if (layers != t->n)
+        for (int k = 0; k < t->n; k++) {
+            int found = 0;
+            for (int i = 0; i < g->nn && !found; i++) {
+                char layer[SG_NAME_MAX];
+                found = sg_conv_layer_of(g, i, layer) >= 0 && !strcmp(layer, t->e[k].layer);
+            }
+            if (!found)
+                return sg_set_error("engine table names layer %s, which model %s does not have",
+                                    t->e[k].layer, cfg->name);
+        }
+    return SG_OK;
+}

@@ -1,0 +1,69 @@
+/* engine_table.h — the per-layer convolution engine table (issue 17, item 3): for every conv
+ * layer of a model, `own` (stepgraph's kernels, with the GroupNorm + SiLU before it fused into
+ * the conv where the fused kernels take it) or `cudnn` (cuDNN, with that normalisation written
+ * to memory as a separate pass), measured once on a GPU (bench --tune-engines) and read back by
+ * every run that gives the file (--engine-table): the same table, the same plan and bits.
+ *
+ * A layer is named by its weight's module path ("down_blocks.0.resnets.1.conv1"): the forward,
+ * backward-data and backward-weight nodes of a layer, in every micro-batch, share it. The
+ * planner applies the table (planner/fuse.c: a normalisation read by a `cudnn` layer is not
+ * fused) and checks it against the model (sg_engine_table_check); the CUDA backend reads each
+ * node's choice (sg_engine_table_node). The JSON form is read and written by
+ * graph/engine_table_io.h (the planner holds no JSON library). docs/design-notes.md has the
+ * decisions.
+ */
+#ifndef SG_ENGINE_TABLE_H
+#define SG_ENGINE_TABLE_H
+
+#include "planner/ir.h"
+#include "planner/model.h"
+
+/* A layer's choice: the values of graph/backend.h's SG_CONV_ENGINE_OWN / _CUDNN (a static
+ * assert there keeps them equal). 0: no choice (no table, or not a conv node). */
+enum { SG_LAYER_OWN = 1, SG_LAYER_CUDNN = 2 };
+
+typedef struct {
+    char layer[SG_NAME_MAX];
+    int engine;      /* SG_LAYER_OWN or SG_LAYER_CUDNN */
+    double own_ms;   /* measured: the layer's whole own alternative per step; < 0: not measured */
+    double cudnn_ms; /* the whole cuDNN alternative; < 0: not measured or cuDNN unavailable */
+} sg_engine_entry;
+
+typedef struct sg_engine_table {
+    /* what it was measured for: checked against the config (sg_engine_table_check) */
+    char model[32], precision[8];
+    int batch; /* the per-pass batch: the samples one forward pass sees (sg_model_micro_batch) */
+    /* where it was measured (informational: a table may be used on another GPU) */
+    char device[128], driver[64], cudnn[64], backend[16];
+    int n, cap;
+    sg_engine_entry *e;
+    uint64_t hash; /* sg_engine_table_hash: of the choices alone */
+} sg_engine_table;
+
+void sg_engine_table_init(sg_engine_table *t);
+void sg_engine_table_free(sg_engine_table *t);
+/* Append a layer (SG_ERR on a duplicate name, an unknown engine or out of memory). */
+int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, double own_ms,
+                        double cudnn_ms);
+/* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name: two tables with the same
+ * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
+ * sg_engine_table_add) and returned. */
+uint64_t sg_engine_table_hash(sg_engine_table *t);
+/* The choice for a layer name; 0 when the table has no such layer. */
+int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
+/* The conv layer of conv node `node` (forward or backward, any micro-batch): its weight
+ * parameter's id, the layer name (the weight's name without ".weight") into name
+ * (SG_NAME_MAX bytes); -1 for a node that is not a convolution. */
+int sg_conv_layer_of(const sg_graph *g, int node, char *name);
+/* The table's choice for conv node `node`; 0 without a table or for other nodes. */
+int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);
+/* Does the table fit the graph built from cfg: model name, precision, and (train: a training
+ * step's table is timed at its batch) the per-pass batch; every conv layer of the graph in the
+ * table and every table layer in the graph. SG_ERR with a one-line message otherwise. */
+int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_model_cfg *cfg,
+                          int train);
+/* "own" / "cudnn"; parse returns 0 for anything else. */
+const char *sg_layer_engine_name(int engine);
+int sg_layer_engine_parse(const char *s);
+
+#endif

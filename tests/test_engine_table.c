@@ -1,0 +1,386 @@
+/* test_engine_table.c — the per-layer conv engine table (issue 17, item 3): its JSON form
+ * (graph/engine_table_io.h), the planner applying it (planner/engine_table.h, planner/fuse.c),
+ * the tuning run (graph/engine_tune.h), training with it, and checkpoints carrying it.
+ *
+ * - io: write / read back / parse round trip; the hash depends on the choices alone (order,
+ *   timings and device do not change it, one engine does); malformed tables refused, naming
+ *   what is wrong.
+ * - plan: a table with every layer own plans the fusions of no table; a layer chosen cudnn keeps
+ *   the normalisation it reads stored (and recomputed in the backward pass), every other site
+ *   stays fused, the plan's fused counts and bytes follow; a table for another model,
+ *   precision or batch, with an unknown or a missing layer, is refused.
+ * - tune: the tuning run on this backend lists every conv layer once, measures own, and marks
+ *   cuDNN unavailable (no backend here has it: cudnn_ms null, every layer own); its charging
+ *   puts a normalisation on the layer that reads it.
+ * - train: the step planned with a table gives the bits of the step without one (fused and
+ *   unfused are bitwise equal; no cuDNN here), on this backend.
+ * - checkpoints: the table is recorded whole and read back; a resume with the checkpoint's table
+ *   gives the straight run's bits; a resume that replaces it (may_differ "engine_table") is
+ *   planned against the checkpoint's own table and goes on; a plain load with another table, or
+ *   none, is refused.
+ *
+ * Built twice: on the CPU backend (engine_table) and on the host emulation of the CUDA backend
+ * (engine_table_cuda_host, SG_TEST_CUDA_HOST: the real backend_cuda.c, own engine only).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/engine_table_io.h"
+#include "graph/engine_tune.h"
+#include "graph/exec.h"
+#include "planner/op_dims.h"
+#include "tests/sg_test.h"
+
+static sg_backend *make_backend(const void *ctx) {
+    (void)ctx;
+#ifdef SG_TEST_CUDA_HOST
+    return sg_backend_cuda_create(0, 1);
+#else
+    return sg_backend_cpu_create();
+#endif
+}
+
+static sg_model_cfg tiny(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = DT_BF16; /* fused by default */
+    c.batch = 2;
+    c.data_n = 64;
+    c.warmup = 1;
+    c.lr = 1e-3f;
+    return c;
+}
+
+static uint8_t *data_for(const sg_model_cfg *c) {
+    const int64_t n = c->data_n * c->data_h * c->data_w * c->in_ch;
+    uint8_t *d = malloc((size_t)n);
+    uint64_t s = 9;
+    for (int64_t i = 0; i < n; i++) d[i] = (uint8_t)(sg_test_next(&s) >> 56);
+    return d;
+}
+
+/* A table of every conv layer of c's plan: cudnn where cudnn(layer) says so, else own (cudnn
+ * NULL: all own); made-up timings. */
+static int pick_conv1(const char *layer) {
+    const size_t n = strlen(layer);
+    return n > 6 && !strcmp(layer + n - 6, ".conv1");
+}
+static void table_for(const sg_model_cfg *c, sg_engine_table *t, int (*cudnn)(const char *)) {
+    sg_model_cfg plain = *c;
+    plain.engines = NULL;
+    sg_plan p;
+    sg_engine_table_init(t);
+    snprintf(t->model, sizeof t->model, "%s", c->name);
+    snprintf(t->precision, sizeof t->precision, "%s", c->act_dt == DT_BF16 ? "bf16" : "fp32");
+    t->batch = sg_model_micro_batch(c);
+    SG_ASSERT(!sg_plan_build(&p, &plain, 1));
+    for (int i = 0; i < p.g.n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(&p.g, i, layer) < 0) continue;
+        const int e = cudnn && cudnn(layer) ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        SG_ASSERT(!sg_engine_table_add(t, layer, e, 1.0 + i, e == SG_LAYER_CUDNN ? 0.5 : -1));
+    }
+    sg_plan_free(&p);
+}
+
+/* ---- io */
+static void check_io(void) {
+    const sg_model_cfg c = tiny();
+    sg_engine_table t, back, rev;
+    table_for(&c, &t, pick_conv1);
+    snprintf(t.device, sizeof t.device, "test device");
+    char path[] = "/tmp/sg_engine_table_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    CHECK(!sg_engine_table_write(path, &t), "write: %s", sg_last_error());
+    CHECK(!sg_engine_table_read(path, &back), "read: %s", sg_last_error());
+    int same = back.n == t.n && back.hash == t.hash && back.batch == t.batch &&
+               !strcmp(back.model, t.model) && !strcmp(back.device, t.device);
+    for (int k = 0; same && k < t.n; k++)
+        same = !strcmp(back.e[k].layer, t.e[k].layer) && back.e[k].engine == t.e[k].engine &&
+               back.e[k].own_ms == t.e[k].own_ms && back.e[k].cudnn_ms == t.e[k].cudnn_ms;
+    CHECK(same, "the table read back differs from the one written");
+    char *text = sg_engine_table_json(&t);
+    sg_engine_table_free(&back);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash,
+          "JSON text round trip");
+    free(text);
+    /* the hash: the choices alone */
+    sg_engine_table_init(&rev);
+    snprintf(rev.model, sizeof rev.model, "other");
+    for (int k = t.n - 1; k >= 0; k--)
+        sg_engine_table_add(&rev, t.e[k].layer, t.e[k].engine, 99, 98);
+    CHECK(rev.hash == t.hash, "the hash depends on the order, the timings or the header");
+    rev.e[0].engine = rev.e[0].engine == SG_LAYER_OWN ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+    CHECK(sg_engine_table_hash(&rev) != t.hash, "one engine changed, the hash did not");
+    CHECK(sg_engine_table_diff(&t, &rev, "(expected) ") == 1, "diff counts one layer");
+    /* malformed tables: refused with what is wrong */
+    static const struct {
+        const char *json, *says;
+    } bad[] = {
+        {"{bad", "not JSON"},
+        {"{\"format\":\"x\",\"version\":1}", "not an engine table"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":2}", "version"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":0,\"layers\":[]}",
+         "batch"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[]}",
+         "non-empty"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"tf32\"}]}",
+         "\"own\" or \"cudnn\""},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\"},{\"layer\":\"a\","
+         "\"engine\":\"own\"}]}",
+         "twice"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\",\"own_ms\":-1}]}",
+         "own_ms"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"precision\":\"bf16\","
+         "\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\"}]}",
+         "\"model\""},
+    };
+    for (int i = 0; i < SG_ARRAY_LEN(bad); i++) {
+        sg_engine_table x;
+        const int rc = sg_engine_table_parse(bad[i].json, "bad.json", &x);
+        CHECK(rc == SG_ERR && strstr(sg_last_error(), bad[i].says) &&
+                  strstr(sg_last_error(), "bad.json"),
+              "malformed table %d: rc %d, '%s' (expected '%s')", i, rc, sg_last_error(),
+              bad[i].says);
+        sg_engine_table_free(&x);
+    }
+    sg_engine_table_free(&back); /* read and parse initialise their table */
+    CHECK(sg_engine_table_read("/nonexistent/table.json", &back) == SG_ERR, "a missing file");
+    unlink(path);
+    sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&rev);
+}
+
+/* ---- the planner applies it */
+static int reads_layer(const sg_graph *g, int y, int (*pick)(const char *)) {
+    for (int i = 0; i < g->n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(g, i, layer) >= 0 && g->n[i].in[0] == y && pick(layer)) return 1;
+    }
+    return 0;
+}
+
+static void check_plan(void) {
+    sg_model_cfg c = tiny();
+    sg_plan p0, pown, pt;
+    sg_engine_table own, t;
+    table_for(&c, &own, NULL);
+    table_for(&c, &t, pick_conv1);
+    CHECK(!sg_plan_build(&p0, &c, 1), "no table: %s", sg_last_error());
+    c.engines = &own;
+    CHECK(!sg_plan_build(&pown, &c, 1), "all own: %s", sg_last_error());
+    c.engines = &t;
+    CHECK(!sg_plan_build(&pt, &c, 1), "conv1 on cudnn: %s", sg_last_error());
+    CHECK(!sg_plan_verify(&pt), "verify: %s", sg_last_error());
+    /* all own: the fusions of no table (another config hash: the table is recorded) */
+    CHECK(pown.fused_norms == p0.fused_norms &&
+              pown.unmaterialised_bytes == p0.unmaterialised_bytes &&
+              pown.arena_bytes == p0.arena_bytes && pown.g.nn == p0.g.nn,
+          "an all-own table changed the plan");
+    CHECK(pown.hash != p0.hash, "the plan hash does not pin the table");
+    /* conv1 on cudnn: norm1 of every res block stored and recomputed, norm2 still fused */
+    int sites = 0, wrong = 0, fused_left = 0;
+    for (int i = 0; i < pt.g.n_forward; i++) {
+        const sg_node *nd = &pt.g.n[i];
+        if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
+        const sg_tensor *y = &pt.g.t[nd->out[0]];
+        const sg_tensor *y0 = &p0.g.t[p0.g.n[i].out[0]];
+        if (reads_layer(&pt.g, nd->out[0], pick_conv1)) {
+            sites++;
+            wrong += y->vnorm >= 0 || y->recomputed < 0 || y->bytes == 0 || y0->vnorm < 0;
+        } else {
+            wrong += (y->vnorm >= 0) != (y0->vnorm >= 0);
+            fused_left += y->vnorm >= 0;
+        }
+    }
+    CHECK(sites > 0 && !wrong, "%d conv1 sites, %d normalisations planned wrong", sites, wrong);
+    CHECK(pt.fused_norms == p0.fused_norms - sites && pt.fused_norms == fused_left,
+          "fused normalisations %d, expected %d - %d", pt.fused_norms, p0.fused_norms, sites);
+    CHECK(pt.unmaterialised_bytes < p0.unmaterialised_bytes &&
+              pt.no_reuse_bytes > p0.no_reuse_bytes &&
+              pt.role_tensors[ROLE_RECOMPUTED] == p0.role_tensors[ROLE_RECOMPUTED] + sites,
+          "the memory plan does not follow the table (unmaterialised %lld vs %lld)",
+          (long long)pt.unmaterialised_bytes, (long long)p0.unmaterialised_bytes);
+    printf("plan: %d conv1 sites on cudnn: fused normalisations %d -> %d, unmaterialised %lld -> "
+           "%lld bytes, without reuse %lld -> %lld bytes\n",
+           sites, p0.fused_norms, pt.fused_norms, (long long)p0.unmaterialised_bytes,
+           (long long)pt.unmaterialised_bytes, (long long)p0.no_reuse_bytes,
+           (long long)pt.no_reuse_bytes);
+    /* every node of a layer (backward ones too) reads its layer's choice */
+    int conv_nodes = 0, agree = 0;
+    for (int i = 0; i < pt.g.nn; i++) {
+        char layer[SG_NAME_MAX];
+        if (sg_conv_layer_of(&pt.g, i, layer) < 0) continue;
+        conv_nodes++;
+        agree += sg_engine_table_node(&t, &pt.g, i) ==
+                 (pick_conv1(layer) ? SG_LAYER_CUDNN : SG_LAYER_OWN);
+    }
+    CHECK(conv_nodes > 0 && agree == conv_nodes, "%d of %d conv nodes read their layer's choice",
+          agree, conv_nodes);
+    sg_plan_free(&p0), sg_plan_free(&pown), sg_plan_free(&pt);
+    /* tables that do not fit */
+    sg_plan p;
+    sg_model_cfg o = tiny();
+    o.engines = &t;
+    o.act_dt = DT_F32;
+    CHECK(sg_plan_build(&p, &o, 1) && strstr(sg_last_error(), "precision"), "precision: %s",
+          sg_last_error());
+    sg_plan_free(&p);
+    o = tiny(), o.engines = &t, o.batch = 4;
+    CHECK(sg_plan_build(&p, &o, 1) && strstr(sg_last_error(), "batch"), "batch: %s",
+          sg_last_error());
+    sg_plan_free(&p);
+    CHECK(!sg_plan_build(&p, &o, 0), "a forward plan takes another batch: %s", sg_last_error());
+    sg_plan_free(&p);
+    sg_model_preset(&o, "unet_fmnist"), o.act_dt = DT_BF16, o.engines = &t;
+    CHECK(sg_plan_build(&p, &o, 1) && strstr(sg_last_error(), "model"), "model: %s",
+          sg_last_error());
+    sg_plan_free(&p);
+    o = tiny(), o.engines = &t;
+    sg_engine_table_add(&t, "down_blocks.9.resnets.0.conv1", SG_LAYER_OWN, -1, -1);
+    CHECK(sg_plan_build(&p, &o, 1) && strstr(sg_last_error(), "down_blocks.9.resnets.0.conv1"),
+          "an unknown layer: %s", sg_last_error());
+    sg_plan_free(&p);
+    t.n -= 2; /* the unknown one and the last real layer (conv_out) */
+    CHECK(sg_plan_build(&p, &o, 1) && strstr(sg_last_error(), "no entry for conv layer conv_out"),
+          "a missing layer: %s", sg_last_error());
+    sg_plan_free(&p);
+    sg_engine_table_free(&own), sg_engine_table_free(&t);
+}
+
+/* ---- the tuning run */
+static void check_tune(const uint8_t *data) {
+    const sg_model_cfg c = tiny();
+    sg_engine_tune_opts o = {.make_backend = make_backend,
+                             .pixels = data,
+                             .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
+                             .warmup = 0,
+                             .iters = 1,
+                             .seed = 3};
+    sg_engine_table t, want;
+    table_for(&c, &want, NULL);
+    const int rc = sg_engine_tune(&c, &o, &t);
+    CHECK(!rc, "tune: %s", sg_last_error());
+    int ok = !rc && t.n == want.n && t.hash == want.hash && t.batch == 2 &&
+             !strcmp(t.model, "unet_tiny") && !strcmp(t.precision, "bf16") && t.device[0];
+    int measured = 0;
+    for (int k = 0; !rc && k < t.n; k++)
+        measured += t.e[k].own_ms > 0 && t.e[k].cudnn_ms < 0 && t.e[k].engine == SG_LAYER_OWN;
+    CHECK(ok && measured == t.n,
+          "tune: %d layers (want %d), %d measured on own with cuDNN unavailable; device '%s'", t.n,
+          want.n, measured, t.device);
+    printf("tune on %s: %d conv layers, own measured, cudnn_ms null (no cuDNN here)\n", t.backend,
+           t.n);
+    /* charging: the normalisation feeding a conv1 (and its backward) goes to that conv1 */
+    sg_plan p;
+    SG_ASSERT(!sg_plan_build(&p, &c, 1));
+    int norms = 0, charged = 0;
+    for (int i = 0; i < p.g.nn; i++) {
+        const int f = p.g.n[i].fwd >= 0 ? p.g.n[i].fwd : i;
+        if (p.g.n[f].op != OP_NORM_ACT_TEMB) continue; /* a ResBlock's norm2: read by conv2 */
+        char layer[SG_NAME_MAX] = "", want_layer[SG_NAME_MAX];
+        norms++;
+        snprintf(want_layer, sizeof want_layer, "%s", p.g.t[p.g.n[f].out[0]].name);
+        char *dot = strrchr(want_layer, '.');
+        if (dot) snprintf(dot, sizeof want_layer - (size_t)(dot - want_layer), ".conv2");
+        charged += !sg_engine_tune_charge(&p.g, i, layer) && !strcmp(layer, want_layer);
+    }
+    CHECK(norms > 0 && charged == norms, "%d of %d norm2 nodes charged to their conv2", charged,
+          norms);
+    sg_plan_free(&p);
+    sg_engine_table_free(&t), sg_engine_table_free(&want);
+}
+
+/* ---- training and checkpoints */
+static int run(const sg_model_cfg *c, const uint8_t *data, int steps, unsigned char **state,
+               int64_t *bytes, const char *save, const char *resume) {
+    sg_exec e;
+    static const char *const may_differ[] = {"engine_table", NULL};
+    int rc = sg_exec_init(&e, c, 1, make_backend(NULL)) ||
+             sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) ||
+             (resume ? sg_exec_resume(&e, resume, may_differ) : sg_exec_init_state(&e, 11));
+    for (int s = 0; s < steps && !rc; s++) rc = sg_exec_step(&e);
+    if (!rc && save) rc = sg_exec_save(&e, save, NULL);
+    if (!rc && state) {
+        const int regions[4] = {e.plan.io.params, e.plan.io.adam_m, e.plan.io.adam_v,
+                                e.plan.io.ema};
+        const int64_t rb = e.plan.g.t[e.plan.io.params].bytes;
+        *bytes = 4 * rb;
+        *state = malloc((size_t)*bytes);
+        for (int k = 0; k < 4; k++) sg_exec_read(&e, regions[k], *state + k * rb);
+    }
+    if (rc) fprintf(stderr, "run: %s\n", sg_last_error());
+    sg_exec_free(&e);
+    return rc;
+}
+
+static void check_train(const uint8_t *data) {
+    sg_model_cfg c = tiny(), ct = c;
+    sg_engine_table t, own, back;
+    table_for(&c, &t, pick_conv1);
+    table_for(&c, &own, NULL);
+    ct.engines = &t;
+    unsigned char *s0 = NULL, *st = NULL, *sr = NULL, *so = NULL;
+    int64_t b0 = 0, bt = 0, br = 0, bo = 0;
+    char dir[] = "/tmp/sg_engine_table_ckpt_XXXXXX", p1[300], pn[300];
+    SG_ASSERT(mkdtemp(dir));
+    snprintf(p1, sizeof p1, "%s/t1.sgck", dir);
+    snprintf(pn, sizeof pn, "%s/none.sgck", dir);
+    /* the table changes the plan, not the bits */
+    CHECK(!run(&c, data, 2, &s0, &b0, pn, NULL) && !run(&ct, data, 2, &st, &bt, NULL, NULL),
+          "runs failed");
+    CHECK(s0 && st && b0 == bt && !memcmp(s0, st, (size_t)b0),
+          "the step planned with the table differs from the step without one");
+    /* the checkpoint carries the table whole */
+    CHECK(!run(&ct, data, 1, NULL, NULL, p1, NULL), "1 step + save");
+    CHECK(sg_exec_ckpt_engine_table(p1, &back) == 1 && back.hash == t.hash && back.n == t.n,
+          "the checkpoint's table: %s", sg_last_error());
+    sg_engine_table_free(&back);
+    CHECK(sg_exec_ckpt_engine_table(pn, &back) == 0 && back.n == 0, "a checkpoint without one");
+    /* a resume with its table: the straight run's bits */
+    CHECK(!run(&ct, data, 1, &sr, &br, NULL, p1) && sr && br == bt && !memcmp(sr, st, (size_t)bt),
+          "resumed with the checkpoint's table: not the straight run's state");
+    /* another table on a resume: planned against the checkpoint's own, and it goes on (the
+     * same bits here: no cuDNN, so no layer changes engine) */
+    sg_model_cfg co = c;
+    co.engines = &own;
+    CHECK(!run(&co, data, 1, &so, &bo, NULL, p1) && so && bo == bt && !memcmp(so, st, (size_t)bt),
+          "resumed with another table");
+    /* a plain load checks the config: another table, or none, is refused */
+    sg_exec e;
+    CHECK(!sg_exec_init(&e, &co, 1, make_backend(NULL)), "init");
+    CHECK(sg_exec_load(&e, p1, 0, 0) == SG_ERR && strstr(sg_last_error(), "engine_table"),
+          "a load with another table: %s", sg_last_error());
+    sg_exec_free(&e);
+    CHECK(!sg_exec_init(&e, &c, 1, make_backend(NULL)), "init");
+    CHECK(sg_exec_load(&e, p1, 0, 0) == SG_ERR && strstr(sg_last_error(), "engine_table"),
+          "a load without the table: %s", sg_last_error());
+    sg_exec_free(&e);
+    unlink(p1), unlink(pn), rmdir(dir);
+    free(s0), free(st), free(sr), free(so);
+    sg_engine_table_free(&t), sg_engine_table_free(&own);
+}
+
+int main(void) {
+#ifdef SG_TEST_CUDA_HOST
+    if (!sg_cuda_available()) {
+        printf("no CUDA backend: skipped\n");
+        return SG_TEST_SKIP;
+    }
+#endif
+    const sg_model_cfg c = tiny();
+    uint8_t *data = data_for(&c);
+    check_io();
+    check_plan();
+    check_tune(data);
+    check_train(data);
+    free(data);
+    return sg_test_end();
+}

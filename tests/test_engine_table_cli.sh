@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The per-layer conv engine table as a user meets it (issue 17, item 3): bench --tune-engines
+# writes one on the CPU (own measured, cuDNN unavailable: null), plan --engine-table prints each
+# layer's choice and plans memory for it, train with a table gives the bits of train without
+# one (CPU), a resume plans with the checkpoint's table (the straight run's bits) and one given
+# on a resume replaces it with a warning naming the layers; bad tables exit non-zero with one
+# line and leave no run directory. Usage: test_engine_table_cli.sh build/bench build/plan
+# build/train build/ckpt
+set -u
+bench=$(realpath "$1") plan=$(realpath "$2") train=$(realpath "$3") ckpt=$(realpath "$4")
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+M=(--model unet_tiny --precision bf16 --batch 2)
+
+# ---- the tuning run (CPU: cuDNN unavailable)
+"$bench" --backend cpu "${M[@]}" --iters 1 --warmup 0 --tune-engines tab.json >tune.txt 2>&1
+rc=$?
+cat tune.txt
+ok "tune exits 0" '[ $rc -eq 0 ]'
+ok "tune: summary line" 'grep -q "engine table tab.json: unet_tiny, batch 2 per pass, bf16, on cpu; 33 conv layers, 0 on cudnn, 33 on own.*cudnn_ms null" tune.txt'
+ok "tune: the file" 'python3 - tab.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "stepgraph_engine_table" and d["version"] == 1
+assert d["model"] == "unet_tiny" and d["precision"] == "bf16" and d["batch"] == 2
+assert d["backend"] == "cpu" and d["device"] == "cpu"
+L = d["layers"]
+assert len(L) == 33 and len({l["layer"] for l in L}) == 33
+assert all(l["engine"] == "own" and l["own_ms"] > 0 and l["cudnn_ms"] is None for l in L)
+assert L[0]["layer"] == "conv_in" and L[-1]["layer"] == "conv_out"
+# a table with every ResBlock conv1 on cudnn, for the runs below
+for l in L:
+    if l["layer"].endswith(".conv1"): l["engine"] = "cudnn"
+json.dump(d, open("c1.json", "w"), indent=1)
+PY'
+"$bench" --backend cpu "${M[@]}" --tune-engines t.json --engine-table tab.json >/dev/null 2>err.txt
+rc=$?
+ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && [ ! -e t.json ]'
+
+# ---- plan with it
+"$plan" "${M[@]}" --no-table >p0.txt && "$plan" "${M[@]}" --no-table --engine-table c1.json >p1.txt
+rc=$?
+ok "plan --engine-table exits 0" '[ $rc -eq 0 ]'
+ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*33 conv layers, 8 on cudnn, 25 on own" p1.txt'
+ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt'
+ok "plan: fewer fusions" 'grep -q "^  fused           20 normalisations" p0.txt && grep -q "^  fused           12 normalisations" p1.txt'
+ok "plan without a table prints none" '! grep -q "engine table" p0.txt'
+"$plan" "${M[@]}" --json --engine-table c1.json >p1.json
+ok "plan --json: engine_table" 'python3 - p1.json <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+L = d["engine_table"]["layers"]
+assert len(L) == 33 and len(d["engine_table"]["hash"]) == 16 and d["fused_norms"] == 12
+for l in L:
+    assert l["engine"] == ("cudnn" if l["layer"].endswith(".conv1") else "own"), l
+    if l["layer"].endswith(".conv1"): assert not l["input_fused"], l
+assert d["model"]["engine_table"] == d["engine_table"]["hash"]
+PY'
+
+# ---- bad tables: one line, non-zero, nothing made
+echo '{nope' >bad.json
+python3 - <<'PY'
+import json
+d = json.load(open("tab.json"))
+e = dict(d, layers=d["layers"] + [{"layer": "down_blocks.7.resnets.0.conv1", "engine": "own"}])
+json.dump(e, open("extra.json", "w"))
+json.dump(dict(d, layers=d["layers"][1:]), open("missing.json", "w"))
+json.dump(dict(d, batch=8), open("batch.json", "w"))
+json.dump(dict(d, precision="fp32"), open("fp32.json", "w"))
+json.dump(dict(d, model="unet_fmnist"), open("model.json", "w"))
+PY
+bad() { # name, file, expected text
+  local file=$2 want=$3
+  "$plan" "${M[@]}" --engine-table "$file" >/dev/null 2>err.txt; local rc=$?
+  ok "plan, $1: non-zero, one line naming it" '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "$want" err.txt'
+  "$train" "${M[@]}" --data synthetic:64 --backend cpu --steps 2 --out r_bad --engine-table "$file" >/dev/null 2>err.txt
+  rc=$?
+  ok "train, $1: non-zero, one line, no run directory" '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "$want" err.txt && [ ! -e r_bad ]'
+}
+bad "malformed" bad.json "not JSON"
+bad "missing file" nofile.json "cannot open"
+bad "unknown layer" extra.json "down_blocks.7.resnets.0.conv1, which model unet_tiny does not have"
+bad "missing layer" missing.json "no entry for conv layer conv_in"
+bad "another batch" batch.json "batch 8 per pass"
+bad "another precision" fp32.json "precision fp32"
+bad "another model" model.json "model unet_fmnist"
+
+# ---- train: the same bits with and without; resume with the checkpoint's table
+R=("$train" "${M[@]}" --data synthetic:64 --backend cpu --steps 4 --ckpt-every 2 --keep 0 --samples 1 --ddim-steps 2)
+"${R[@]}" --out r0 >/dev/null 2>&1 && "${R[@]}" --out r1 --engine-table c1.json >/dev/null 2>&1
+rc=$?
+ok "train with and without a table" '[ $rc -eq 0 ]'
+ok "the same tensors (ckpt diff --ignore-meta)" '"$ckpt" diff --ignore-meta r0/ckpt_00000004.sgck r1/ckpt_00000004.sgck >/dev/null'
+ok "the table in the checkpoint (ckpt info)" '"$ckpt" info r1/ckpt_00000004.sgck | grep -q "engine_table {\"format\":\"stepgraph_engine_table\""'
+cp -r r1 r2 && rm r2/ckpt_00000004.sgck
+"$train" --resume r2/ckpt_00000002.sgck >/dev/null 2>err.txt
+rc=$?
+ok "resume with the checkpoint's table: no warning, the straight run's bits" '[ $rc -eq 0 ] && ! grep -q "engine" err.txt && "$ckpt" diff r1/ckpt_00000004.sgck r2/ckpt_00000004.sgck >/dev/null'
+cp -r r1 r3 && rm r3/ckpt_00000004.sgck
+"$train" --resume r3/ckpt_00000002.sgck --engine-table tab.json >/dev/null 2>err.txt
+rc=$?
+ok "resume with another table: goes on, warns naming layers" '[ $rc -eq 0 ] && grep -q "layer down_blocks.0.resnets.0.conv1: cudnn -> own" err.txt && grep -q "8 conv layer(s) change engine" err.txt'
+ok "resume with another table: recorded in config.json" 'grep -q "\"engine_table\": *\"tab.json\"" r3/config.json'
+"$train" --resume r3/ckpt_00000002.sgck --steps 6 --engine-table batch.json >/dev/null 2>err.txt
+rc=$?
+ok "resume with a table that does not fit: non-zero" '[ $rc -ne 0 ] && grep -q "batch 8 per pass" err.txt'
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
