@@ -764,6 +764,24 @@ CUDA_RUN(conv2d_bwd_weight) {
                                   k->ws, k->wsb);
 }
 
+/* upconv2d: w (input 1) is the fp32 master weights, folded by the launchers (kernels/cuda/conv.cu)
+ */
+CUDA_RUN(upconv2d) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H, d.W,
+                             d.Ci, d.Co, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(upconv2d_bwd_data) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_bwd_data(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W, d.Ci,
+                                  d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+}
+CUDA_RUN(upconv2d_bwd_weight) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), d.N, d.H,
+                                    d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+}
+
 CUDA_RUN(group_norm) {
     sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
     return cuda_group_norm_fwd(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin_cat(k, 0), kin(k, 1),
