@@ -185,7 +185,9 @@ static int check_accum(const sg_graph *g) {
         if (!why && nd->accum && nd->op != OP_MSE &&
             (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
             why = "a forward or optimizer op accumulates";
-        if (!why && (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT) &&
+        if (!why &&
+            (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT ||
+             nd->op == OP_UPCONV2D_BWD_WEIGHT) &&
             sg_accum_bits(nd, 1) != sg_accum_bits(nd, 0))
             why = "dw and db differ in accumulation";
         if (!why && nd->op == OP_GROUP_NORM_BWD && sg_accum_bits(nd, 2) != sg_accum_bits(nd, 1))

@@ -621,11 +621,12 @@ static int b_upconv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
 static int b_upconv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[2] = {act4(c, "dy", dt, a->N, 2 * a->H, 2 * a->W, a->Co, -1, 1, 0),
                  act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
-    int out[SG_MAX_OUT] = {out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, 3, 3, a->C, a->acc),
-                           out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, a->acc)};
+    int out[SG_MAX_OUT] = {
+        out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, 3, 3, a->C, a->acc),
+        out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, acc_second(a, a->acc))};
     sg_op_args args = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = dt}};
     return node(c, OP_UPCONV2D_BWD_WEIGHT, in, 2, out, &args,
-                acc_bits(0, a->acc) | acc_bits(1, a->acc)) < 0;
+                acc_bits(0, a->acc) | acc_bits(1, acc_second(a, a->acc))) < 0;
 }
 
 /* mean and rstd [N, G] of activation x (as the forward saved them), from the case's values */
@@ -1321,6 +1322,7 @@ static const bo_entry refusals[] = {
     {OP_CONV2D_BWD_DATA, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .C2 = 8, .Co = 40, .K = 1, .S = 1, .acc = 1, .acc_split = 1}},
     {OP_LINEAR_BWD_WEIGHT, F32, 0, {.N = 5, .C = 37, .Co = 70, .acc = 1, .acc_split = 1}},
     {OP_CONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 5, .Co = 7, .K = 3, .S = 1, .acc = 1, .acc_split = 1}},
+    {OP_UPCONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 40, .acc = 1, .acc_split = 1}},
     {OP_GROUP_NORM_BWD, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6, .acc_param = 1, .acc_split = 1}},
     {OP_SILU, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
     {OP_NORM_ACT_BWD, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU, .acc_param = 1, .acc_split = 1}},
