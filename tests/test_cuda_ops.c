@@ -1213,6 +1213,17 @@ static void test_upconv(int N, int H, int W, int Ci, int Co, int dt, int bias, i
              W, Ci, Co, dt, accum, ws3->d, wsw);
         sync_stream();
         tb_check(ty, ry, tol_for(dt), rep, ctx);
+        /* the folded weights the forward left in its workspace ([4][Co][2][2][Ci], bf16 on
+         * the tensor-core path, fp32 on the CUDA-core one): bit for bit cpu_upconv2d_fold's,
+         * rounded to bf16 once in a bf16 plan */
+        const int64_t nf = (int64_t)16 * Co * Ci;
+        float *wf = fbuf(nf), *gotf = fbuf(nf);
+        uint8_t *img = (uint8_t *)halloc(ws1->bytes);
+        cpu_upconv2d_fold(wf, w, Ci, Co, dt == DT_BF16);
+        tb_download(ws1, img);
+        from_bytes(gotf, img, nf, tc ? DT_BF16 : DT_F32);
+        CHECK(!memcmp(gotf, wf, (size_t)nf * sizeof(float)),
+              "%s: the folded weights differ from the CPU's fold", ctx);
         tb_check(tdx, rdx, tol_for(dt), rep, ctx);
         tb_check(tdw, rdw, TOL_F32, rep, ctx);
         tb_check(tdb, rdb, TOL_F32, rep, ctx);

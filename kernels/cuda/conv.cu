@@ -455,9 +455,10 @@ int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, 
  * taps (ky, kx) with a = (py + ky + 1) / 2 - py and b = (px + kx + 1) / 2 - px.
  *
  * What is rounded where: w is the fp32 master weights; upconv_fold_kernel sums each folded
- * weight's taps in fp32 (increasing ky, then kx: cpu_upconv2d_fold's order, the same bits) and
- * stores it once in the activations' dtype (bf16 runs: one rounding of the fp32 sum, never a
- * sum of rounded taps). The GEMMs multiply those; the outputs are rounded once on store.
+ * weight's taps in fp32 (increasing ky, then kx: cpu_upconv2d_fold's order, the same bits) and,
+ * in a bf16 plan, rounds that sum to bf16 once (never a sum of rounded taps; on the CUDA-core
+ * path the rounded value is kept in fp32 storage), into the workspace. The GEMMs multiply
+ * those; the outputs are rounded once on store.
  *
  * Paths (cuda_upconv2d_path): bf16 with Ci and Co multiples of 8 and 16-byte aligned operands
  * runs on the tensor cores (conv_tc.cu: the forward as 4 class GEMMs of K = 4 Ci, the backward
@@ -476,8 +477,10 @@ __device__ __forceinline__ int upconv_tap(int p, int k) {
     return (p + k + 1) / 2 - p;
 }
 
-/* threads stride over wf[4][Co][4][Ci] (dt): the fp32 sum of the element's taps, stored once */
-__global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int dt) {
+/* threads stride over wf[4][Co][4][Ci] (stored as dt): the fp32 sum of the element's taps,
+ * rounded to bf16 once when round (the fp32 storage of the CUDA-core path keeps the rounded
+ * value: a bf16 plan multiplies the same folded weights on either path, and the CPU's) */
+__global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int dt, int round) {
     SG_GRID_STRIDE(e, (int64_t)16 * Co * Ci) {
         const int ci = (int)(e % Ci);
         int64_t r = e / Ci;
@@ -488,7 +491,7 @@ __global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int
             for (int kx = 0; kx < 3; kx++)
                 if (upconv_tap(py, ky) == a && upconv_tap(px, kx) == b)
                     s = __fadd_rn(s, w[((int64_t)co * 9 + ky * 3 + kx) * Ci + ci]);
-        dev_st(wf, e, s, dt);
+        dev_st(wf, e, round ? dev_bf16_to_f32(dev_f32_to_bf16(s)) : s, dt);
     }
 }
 
@@ -604,10 +607,11 @@ static int upconv_check(const char *fn, const void *a, const void *w, int N, int
     return SG_OK;
 }
 
-/* the folded weights into ws, in dt (the tensor-core path's bf16 or the CUDA-core path's fp32) */
-static int upconv_fold(cudaStream_t st, void *ws, const float *w, int Ci, int Co, int dt) {
+/* the folded weights into ws, stored as sdt (the tensor-core path's bf16, the CUDA-core path's
+ * fp32), their values rounded to bf16 once when the activations dt are bf16 */
+static int upconv_fold(cudaStream_t st, void *ws, const float *w, int Ci, int Co, int sdt, int dt) {
     SG_LAUNCH(upconv_fold_kernel, sg_grid_for((int64_t)16 * Co * Ci), SG_THREADS, 0, st, ws, w, Ci,
-              Co, dt);
+              Co, sdt, (int)(dt == DT_BF16));
     SG_LAUNCH_CHECK("upconv_fold_kernel");
     return SG_OK;
 }
@@ -618,11 +622,11 @@ int cuda_upconv2d_fwd(cudaStream_t st, void *y, const void *x, const float *w, c
     if (upconv_check(fn, x, w, N, H, W, Ci, Co, dt, ws, sg_ws_upconv2d_fold(Ci, Co), ws_bytes))
         return SG_ERR;
     if (cuda_upconv2d_path(x, y, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
-        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16)) return SG_ERR;
+        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16, dt)) return SG_ERR;
         return cu_upconv_tc_fwd(st, (uint16_t *)y, (const uint16_t *)x, (const uint16_t *)ws, b, N,
                                 H, W, Ci, Co);
     }
-    if (upconv_fold(st, ws, w, Ci, Co, DT_F32)) return SG_ERR;
+    if (upconv_fold(st, ws, w, Ci, Co, DT_F32, dt)) return SG_ERR;
     SG_LAUNCH(upconv_fwd_kernel, sg_grid_for((int64_t)N * 4 * H * W * Co), SG_THREADS, 0, st, y, x,
               (const float *)ws, b, N, H, W, Ci, Co, dt);
     SG_LAUNCH_CHECK("upconv_fwd_kernel");
@@ -635,11 +639,11 @@ int cuda_upconv2d_bwd_data(cudaStream_t st, void *dx, const void *dy, const floa
     if (upconv_check(fn, dy, w, N, H, W, Ci, Co, dt, ws, sg_ws_upconv2d_fold(Ci, Co), ws_bytes))
         return SG_ERR;
     if (cuda_upconv2d_path(dx, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
-        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16)) return SG_ERR;
+        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16, dt)) return SG_ERR;
         return cu_upconv_tc_bwd_data(st, (uint16_t *)dx, (const uint16_t *)dy, (const uint16_t *)ws,
                                      N, H, W, Ci, Co, accum);
     }
-    if (upconv_fold(st, ws, w, Ci, Co, DT_F32)) return SG_ERR;
+    if (upconv_fold(st, ws, w, Ci, Co, DT_F32, dt)) return SG_ERR;
     SG_LAUNCH(upconv_bwd_data_kernel, sg_grid_for((int64_t)N * H * W * Ci), SG_THREADS, 0, st, dx,
               dy, (const float *)ws, N, H, W, Ci, Co, dt, accum);
     SG_LAUNCH_CHECK("upconv_bwd_data_kernel");
