@@ -159,6 +159,21 @@ static inline int64_t sg_ws_conv2d_bwd_weight(int N, int H, int W, int Ci, int C
     return sg_ws_conv_wgrad_chunked(P, Ci, Co, K, has_db);
 }
 
+/* cuda_upconv2d_fwd / _bwd_data: the folded weights [4][Co][2][2][Ci] (bf16 on the
+ * tensor-core path, fp32 on the CUDA-core one: the fp32 size covers both). */
+static inline int64_t sg_ws_upconv2d_fold(int Ci, int Co) {
+    return sg_ws_align((int64_t)16 * Co * Ci * 4);
+}
+/* cuda_upconv2d_bwd_weight: the folded gradient by chunks of the N*H*W low-res pixels, fp32
+ * [chunks][4][Co][2][2][Ci] (chunks = sg_ws_wgrad_chunks(N*H*W)), then the db column sum over
+ * the 4 N H W output pixels. */
+static inline int64_t sg_ws_upconv2d_bwd_weight(int N, int H, int W, int Ci, int Co, int has_db) {
+    const int64_t P = (int64_t)N * H * W;
+    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * 16 * Co * Ci * 4);
+    if (has_db) b += sg_ws_colsum(1, 4 * P, Co);
+    return b;
+}
+
 /* cuda_linear_*: x[N][K], w[M][K]. */
 static inline int64_t sg_ws_linear_fwd(int N, int K, int M, int dt) {
     return sg_ws_gemm_fwd(N, K, M, dt);

@@ -406,6 +406,26 @@ CPU_RUN(conv2d_bwd_weight) {
                           d.S, d.pad);
 }
 
+/* upconv2d: the folded weights from the fp32 master weights (input 1), rounded to bf16 once in
+ * a bf16 plan (the activations' dtype: y forward, dy backward), as the CUDA kernels fold them */
+static int upconv_round(const cpu_call *k, int t) {
+    return k->g->t[t].dtype == DT_BF16;
+}
+CPU_RUN(upconv2d) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    cpu_upconv2d_fwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.H, d.W, d.Ci, d.Co,
+                     upconv_round(k, k->nd->out[0]));
+}
+CPU_RUN(upconv2d_bwd_data) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    cpu_upconv2d_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co,
+                          upconv_round(k, k->nd->in[0]));
+}
+CPU_RUN(upconv2d_bwd_weight) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    cpu_upconv2d_bwd_weight(k->out[0], k->out[1], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co);
+}
+
 CPU_RUN(group_norm) {
     sg_gn_dims d = sg_gn_dims_of(k->g, k->nd);
     cpu_group_norm_fwd(k->out[0], k->out[1], k->out[2], k->in[0], k->in[1], k->in[2], d.N, d.HW,

@@ -188,7 +188,9 @@ static int check_accum(const sg_graph *g) {
         if (!why && nd->accum && nd->op != OP_MSE &&
             (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
             why = "a forward or optimizer op accumulates";
-        if (!why && (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT) &&
+        if (!why &&
+            (nd->op == OP_LINEAR_BWD_WEIGHT || nd->op == OP_CONV2D_BWD_WEIGHT ||
+             nd->op == OP_UPCONV2D_BWD_WEIGHT) &&
             sg_accum_bits(nd, 1) != sg_accum_bits(nd, 0))
             why = "dw and db differ in accumulation";
         if (!why && nd->op == OP_GROUP_NORM_BWD && sg_accum_bits(nd, 2) != sg_accum_bits(nd, 1))
@@ -779,6 +781,24 @@ CUDA_RUN(conv2d_bwd_weight) {
     return cuda_conv2d_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), x, &f, d.N,
                                   d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
                                   k->ws, k->wsb);
+}
+
+/* upconv2d: w (input 1) is the fp32 master weights, folded by the launchers (kernels/cuda/conv.cu)
+ */
+CUDA_RUN(upconv2d) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H, d.W,
+                             d.Ci, d.Co, k->dt, k->ws, k->wsb);
+}
+CUDA_RUN(upconv2d_bwd_data) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_bwd_data(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W, d.Ci,
+                                  d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+}
+CUDA_RUN(upconv2d_bwd_weight) {
+    sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return cuda_upconv2d_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), d.N, d.H,
+                                    d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 
 CUDA_RUN(group_norm) {

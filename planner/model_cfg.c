@@ -101,7 +101,10 @@ const char *const sg_model_flags_help =
     "  --fuse 0|1           fuse GroupNorm + SiLU (+ dropout) into the next convolution's\n"
     "                       operand loads and the residual add into its store, so neither\n"
     "                       is written to memory (default: 1 for bf16, 0 for fp32; the\n"
-    "                       CUDA backend fuses on its bf16 tensor-core convolutions only)\n"
+    "                       CUDA backend fuses on its bf16 tensor-core convolutions only);\n"
+    "                       in bf16 also the decoder's nearest upsample into the 3x3 conv\n"
+    "                       after it (from the low-res input, 4/9 of its FLOPs; folded\n"
+    "                       weights: not the unfused bits)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
     "  --res-blocks N       res blocks per level\n"
@@ -326,8 +329,9 @@ int sg_model_validate(const sg_model_cfg *c) {
     if ((double)c->data_n * c->data_h * c->data_w * c->in_ch > max_elems)
         return sg_set_error("the dataset region is too large (%lld images of %dx%dx%d)",
                             (long long)c->data_n, c->data_h, c->data_w, c->in_ch);
-    if (c->fuse != SG_FUSE_AUTO && c->fuse != 0 && c->fuse != 1)
-        return sg_set_error("fuse %d is neither 0, 1 nor automatic (%d)", c->fuse, SG_FUSE_AUTO);
+    if (c->fuse != SG_FUSE_AUTO && c->fuse != 0 && c->fuse != 1 && c->fuse != SG_FUSE_BITWISE)
+        return sg_set_error("fuse %d is neither 0, 1, %d (bitwise) nor automatic (%d)", c->fuse,
+                            SG_FUSE_BITWISE, SG_FUSE_AUTO);
     if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
         return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
                             SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
@@ -374,7 +378,8 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
                  c->grad_accum);
     /* fusion only when on: a config without it is unfused, as every one before it existed */
     if (sg_model_fuse(c))
-        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":1");
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":%d",
+                 c->fuse == SG_FUSE_BITWISE ? SG_FUSE_BITWISE : 1);
     /* the engine table only when given: its hash (of the choices) pins it */
     if (c->engines)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),

@@ -8,6 +8,7 @@
  *   group_norm         x = in0;            bwd: x = in1
  *   norm_act family    sg_norm_operands_of (x = in0 forward and apply, in1 backward)
  *   attention          qkv = in0;          bwd: qkv = in1
+ *   upconv2d           x = in0, w = in1;   bwd_data: dy, w (H, W: args); bwd_weight: dy, x
  */
 #include "planner/op_dims.h"
 
@@ -50,6 +51,22 @@ sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd) {
     d.Co = nd->op == OP_CONV2D_BWD_WEIGHT ? dim(in_t(g, nd, 0), 3) : dim(in_t(g, nd, 1), 0);
     d.Ho = conv_out_size(d.H, d.K, d.S);
     d.Wo = conv_out_size(d.W, d.K, d.S);
+    return d;
+}
+
+sg_conv_dims sg_upconv_dims_of(const sg_graph *g, const sg_node *nd) {
+    sg_conv_dims d = {.K = 3, .S = 1, .pad = 1};
+    if (nd->op == OP_UPCONV2D || nd->op == OP_UPCONV2D_BWD_WEIGHT) {
+        const sg_tensor *x = in_t(g, nd, nd->op == OP_UPCONV2D ? 0 : 1);
+        d.N = dim(x, 0), d.H = dim(x, 1), d.W = dim(x, 2), d.Ci = dim(x, 3);
+        d.Co = nd->op == OP_UPCONV2D ? dim(in_t(g, nd, 1), 0) : dim(in_t(g, nd, 0), 3);
+    } else {
+        SG_ASSERT(nd->op == OP_UPCONV2D_BWD_DATA);
+        const sg_tensor *dy = in_t(g, nd, 0), *w = in_t(g, nd, 1);
+        d.N = dim(dy, 0), d.H = nd->a.conv.H, d.W = nd->a.conv.W, d.Ci = dim(w, 3);
+        d.Co = dim(w, 0);
+    }
+    d.Ho = 2 * d.H, d.Wo = 2 * d.W;
     return d;
 }
 

@@ -23,6 +23,9 @@ typedef struct {
     int N, H, W, Ci, Co, K, S, pad, Ho, Wo;
 } sg_conv_dims;
 sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd);
+/* OP_UPCONV2D, OP_UPCONV2D_BWD_DATA, OP_UPCONV2D_BWD_WEIGHT: the low-res x [N, H, W, Ci] ->
+ * y [N, Ho = 2H, Wo = 2W, Co], weight [Co, 3, 3, Ci] (K = 3, S = 1, pad = 1). */
+sg_conv_dims sg_upconv_dims_of(const sg_graph *g, const sg_node *nd);
 /* Is op a convolution pass (the ops sg_conv_dims_of decodes: a conv node for the engines)? */
 int sg_op_is_conv(sg_op op);
 

@@ -86,6 +86,13 @@
  *   conv2d_add      x, w, b, r -> y = conv2d(x, w, b) rounded to y's dtype, + r: a residual
  *                   add in the conv's store (the fused plan, planner/fuse.c; the bits of
  *                   conv2d then add)                                    args.conv
+ *   upconv2d        x, w, b -> y[N,2H,2W,Co] = conv2d(upsample2x(x), w, b), 3x3 pad 1, as four
+ *                   2x2 convs of x with the folded weights (never the upsampled tensor; the
+ *                   fused plan, planner/fuse.c). w: the fp32 master weights (the fold sums
+ *                   them in fp32 and rounds the folded ones to bf16 once in bf16 runs: not
+ *                   conv2d's bits)                                      args.conv
+ *   upconv2d_bwd_data, upconv2d_bwd_weight
+ *                   dy, w -> dx (args.conv H, W: x's); dy, x -> dw [Co,3,3,Ci], db
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -148,7 +155,10 @@
     X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
     X(OP_GELU,              gelu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_GELU_BWD, -1) \
     X(OP_GELU_BWD,          gelu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
-    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1)
+    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1) \
+    X(OP_UPCONV2D,          upconv2d,          FWD, 3, 1, 0, 1, shape_upconv,     flops_upconv, ws_upconv,    bwd_upconv,    -1, -1) \
+    X(OP_UPCONV2D_BWD_DATA, upconv2d_bwd_data, BWD, 2, 1, 0, 1, shape_upconv_bd,  flops_upconv, ws_upconv,    0,             -1, -1) \
+    X(OP_UPCONV2D_BWD_WEIGHT, upconv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw, flops_upconv, ws_upconv,  0,             -1, -1)
 /* clang-format on */
 
 #endif

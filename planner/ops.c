@@ -185,6 +185,37 @@ static double flops_conv(const sg_graph *g, const sg_node *nd) {
     sg_conv_dims d = sg_conv_dims_of(g, nd);
     return 2.0 * d.N * d.Ho * d.Wo * d.Co * d.K * d.K * d.Ci;
 }
+/* upconv2d: x [N,H,W,Ci] -> y [N,2H,2W,Co], w [Co,3,3,Ci] the fp32 master weights (the fold
+ * reads them: planner/fuse.c), a 3x3 stride-1 pad-1 conv of the upsampled x */
+static int upconv_weights(const sg_graph *g, const sg_node *nd, int64_t Ci) {
+    const sg_conv_args *a = &nd->a.conv;
+    if (a->K != 3 || a->S != 1 || a->pad != 1)
+        return sg_set_error("upconv2d is a 3x3 stride-1 pad-1 conv (K=%d S=%d pad=%d)", a->K, a->S,
+                            a->pad);
+    if (need_ndim(g, nd, 1, 4)) return SG_ERR;
+    if (T(1)->dtype != DT_F32)
+        return sg_set_error("upconv2d folds the fp32 master weights; '%s' is %s", T(1)->name,
+                            sg_dtype_names[T(1)->dtype]);
+    if (DIM(1, 1) != 3 || DIM(1, 2) != 3 || DIM(1, 3) != Ci)
+        return sg_set_error("weight %lldx%lldx%lldx%lld does not fit %lld channels, K=3",
+                            (long long)DIM(1, 0), (long long)DIM(1, 1), (long long)DIM(1, 2),
+                            (long long)DIM(1, 3), (long long)Ci);
+    return SG_OK;
+}
+static int shape_upconv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 4) || upconv_weights(g, nd, DIM(0, 3)) ||
+        need_act_dt(nd->a.conv.out_dt))
+        return SG_ERR;
+    if (DIM(2, 0) != DIM(1, 0)) return sg_set_error("upconv2d: bias size");
+    set4(o, nd->a.conv.out_dt, DIM(0, 0), 2 * DIM(0, 1), 2 * DIM(0, 2), DIM(1, 0));
+    return SG_OK;
+}
+/* 4 taps per output pixel (the sub-pixel form): 4/9 of the 3x3 conv on the upsampled x, in
+ * each of the three passes */
+static double flops_upconv(const sg_graph *g, const sg_node *nd) {
+    sg_conv_dims d = sg_upconv_dims_of(g, nd);
+    return 2.0 * d.N * d.Ho * d.Wo * d.Co * 4 * d.Ci;
+}
 static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
     if (nd->a.gn.act != SG_ACT_NONE || nd->a.gn.p != 0.0f)
@@ -369,6 +400,14 @@ static int shape_conv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set4(o, T(0)->dtype, DIM(0, 0), nd->a.conv.H, nd->a.conv.W, DIM(1, 3));
     return SG_OK;
 }
+static int shape_upconv_bd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    const sg_conv_args *a = &nd->a.conv;
+    if (need_ndim(g, nd, 0, 4) || upconv_weights(g, nd, DIM(1, 3))) return SG_ERR;
+    if (DIM(0, 1) != 2 * (int64_t)a->H || DIM(0, 2) != 2 * (int64_t)a->W || DIM(0, 3) != DIM(1, 0))
+        return sg_set_error("upconv2d_bwd_data: dy does not fit H=%d W=%d", a->H, a->W);
+    set4(o, T(0)->dtype, DIM(0, 0), a->H, a->W, DIM(1, 3));
+    return SG_OK;
+}
 static int shape_conv_bw(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     int K = nd->a.conv.K;
     set4(&o[0], DT_F32, DIM(0, 3), K, K, DIM(1, 3));
@@ -511,6 +550,23 @@ static int bwd_conv(sg_graph *g, int i) {
     }
     return SG_OK;
 }
+/* upconv2d: as the conv's (weight gradient first), with its own two passes */
+static int bwd_upconv(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    int dy = g->t[FN->out[0]].grad;
+    int in[2] = {dy, FIN(0)}, go[2] = {FIN(1), FIN(2)};
+    sg_op_args a = FN->a;
+    if (ad_emit(g, OP_UPCONV2D_BWD_WEIGHT, in, 2, go, &a, bname(g, i, "dw", nm), i) < 0)
+        return SG_ERR;
+    if (NEEDS(0)) {
+        int in2[2] = {dy, FIN(1)}, go2[1] = {FIN(0)};
+        const sg_tensor *x = &g->t[FIN(0)];
+        a.conv.H = (int)x->shape[1], a.conv.W = (int)x->shape[2];
+        if (ad_emit(g, OP_UPCONV2D_BWD_DATA, in2, 2, go2, &a, bname(g, i, "dx", nm), i) < 0)
+            return SG_ERR;
+    }
+    return SG_OK;
+}
 /* norm_act, norm_act_temb: one backward node reading dy, the forward inputs and the saved
  * statistics (never y: it recomputes what it needs), writing dx, dv (temb), dgamma, dbeta. */
 static int bwd_norm_act(sg_graph *g, int i) {
@@ -627,6 +683,12 @@ static int64_t ws_conv(const sg_graph *g, const sg_node *nd) {
     /* dw is fp32 whatever the activations: the rule wants dy's dtype */
     return sg_ws_conv2d_bwd_weight(d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, (int)g->t[nd->in[0]].dtype,
                                    1);
+}
+static int64_t ws_upconv(const sg_graph *g, const sg_node *nd) {
+    sg_conv_dims d = sg_upconv_dims_of(g, nd);
+    if (nd->op == OP_UPCONV2D_BWD_WEIGHT)
+        return sg_ws_upconv2d_bwd_weight(d.N, d.H, d.W, d.Ci, d.Co, 1);
+    return sg_ws_upconv2d_fold(d.Ci, d.Co);
 }
 static int64_t ws_gn_bwd(const sg_graph *g, const sg_node *nd) {
     sg_gn_dims d = sg_gn_dims_of(g, nd);

@@ -14,8 +14,9 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
     /* a forward pass (sampling) has no training step to split: its batch is the sampler's */
     if (!train) p->cfg.grad_accum = 1;
     /* fusion as it is planned (SG_FUSE_AUTO resolved by the precision): what the config JSON
-     * of the plan's checkpoints records, and reads back */
-    p->cfg.fuse = sg_model_fuse(cfg);
+     * of the plan's checkpoints records, and reads back (SG_FUSE_BITWISE kept: it is a
+     * different plan) */
+    p->cfg.fuse = cfg->fuse == SG_FUSE_BITWISE ? SG_FUSE_BITWISE : sg_model_fuse(cfg);
     p->train = train;
     sg_graph_init(&p->g);
     if (train

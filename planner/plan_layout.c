@@ -706,7 +706,10 @@ out:
 
 /* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes,
  * twice when a backward node reads it (the unfused plan recomputes a copy there), and each
- * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back) */
+ * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back), and
+ * each upconv2d's upsampled input u [N,2H,2W,Ci] in the activations' dtype, twice in training
+ * (the unfused plan's upsample writes u and its conv reads it, forward and in the weight
+ * gradient; the conv's data gradient writes du and the upsample's backward reads it back) */
 static void fusion_totals(sg_plan *p) {
     const sg_graph *g = &p->g;
     unsigned char *bwd_read = calloc((size_t)g->nt + 1, 1);
@@ -729,6 +732,15 @@ static void fusion_totals(sg_plan *p) {
         p->fused_residuals++;
         p->fused_residual_bytes += b;
         p->unmaterialised_bytes += b;
+    }
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].op != OP_UPCONV2D) continue;
+        const sg_tensor *x = &g->t[g->n[i].in[0]];
+        const int64_t b = SG_ALIGN_UP(4 * sg_numel(x) * sg_dtype_size(x->dtype), SG_ALIGN);
+        const int64_t n = x->needs_grad && p->train ? 2 : 1;
+        p->fused_upconvs++;
+        p->fused_upconv_bytes += n * b;
+        p->unmaterialised_bytes += n * b;
     }
 }
 

@@ -76,6 +76,27 @@ static int fuse_residual(const builder *b, int x, int Co, int K) {
     return !b->err && sg_model_fuse(b->c) && sg_conv_fusable(b->g, x, Co, K);
 }
 
+/* Is upsample2x(x) then a 3x3 conv to Co channels one upconv2d node (planner/fuse.c): fusing,
+ * and the bf16 tensor-core kernels take it (bf16 activations, channels multiples of 8)? fp32
+ * plans (--fuse 1 forced) keep the pair: only the direct CUDA-core kernels would run it there,
+ * and its numerics would change for no gain. */
+static int fuse_upconv(const builder *b, int x, int Co) {
+    return !b->err && sg_model_fuse(b->c) && b->c->fuse != SG_FUSE_BITWISE &&
+           b->c->act_dt == DT_BF16 && b->g->t[x].shape[3] % 8 == 0 && Co % 8 == 0 &&
+           !sg_tensor_virtual(&b->g->t[x]);
+}
+/* upconv2d: the upsample and the conv `module` in one node; the conv's parameters as conv()
+ * makes them (same names, same place in the parameter region: the same initial values, and
+ * checkpoints load across --fuse) */
+static int upconv(builder *b, int x, int Co, const char *module) {
+    int w, bb;
+    conv_params(b, (int)b->g->t[x].shape[3], Co, 3, module, &w, &bb);
+    if (b->err) return -1;
+    int in[3] = {x, w, bb};
+    sg_op_args a = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = b->c->act_dt}};
+    return sg_builder_node(b, OP_UPCONV2D, in, 3, &a, module, 0);
+}
+
 static int linear(builder *b, int x, int M, const char *module) {
     if (b->err) return -1;
     int K = (int)b->g->t[x].shape[1];
@@ -259,11 +280,13 @@ int sg_unet(builder *b, int x, int t) {
         }
         if (i != 0) {
             sg_name(nm, "up_blocks.%d.upsamplers.0", k);
-            h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");
-            if (c->resample_conv) {
-                char cn[SG_NAME_MAX + 8];
-                sg_name(cn, "%s.conv", nm);
-                h = conv(b, h, C, 3, 1, 1, cn, dt);
+            char cn[SG_NAME_MAX + 8];
+            sg_name(cn, "%s.conv", nm);
+            if (c->resample_conv && fuse_upconv(b, h, C)) {
+                h = upconv(b, h, C, cn);
+            } else {
+                h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");
+                if (c->resample_conv) h = conv(b, h, C, 3, 1, 1, cn, dt);
             }
         }
     }

@@ -147,6 +147,10 @@ static const bo_props props[OP_COUNT] = {
     /* the residual add in the conv's store: its x is a conv's input (a concatenation, or a
      * fused normalisation) */
     [OP_CONV2D_ADD] = {1, 0, 1, TOL_F32, 1},
+    /* nearest-upsample + 3x3 conv from the low-res input: w is the fp32 master weights */
+    [OP_UPCONV2D] = {1, 0, 0, TOL_F32},
+    [OP_UPCONV2D_BWD_DATA] = {1, 1, 0, TOL_F32},
+    [OP_UPCONV2D_BWD_WEIGHT] = {1, 1, 0, TOL_F32},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -592,6 +596,36 @@ static int b_conv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
         out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, acc_second(a, a->acc))};
     sg_op_args args = {.conv = {.K = a->K, .S = a->S, .pad = conv_pad(a), .out_dt = dt}};
     return node(c, OP_CONV2D_BWD_WEIGHT, in, 2, out, &args,
+                acc_bits(0, a->acc) | acc_bits(1, acc_second(a, a->acc))) < 0;
+}
+
+/* upconv2d: x [N,H,W,C] (low-res), w [Co,3,3,C] fp32 (the master weights in every dtype: the
+ * launchers fold them), b -> y [N,2H,2W,Co]; and its two backward passes */
+static int upconv_w(bo_case *c, const bo_args *a) {
+    float bound = 1.0f / sqrtf((float)(a->C * 9));
+    return tensor(c, "w", DT_F32, ROLE_PARAM, 4, a->Co, 3, 3, a->C, FILL_UNIFORM, -bound, bound);
+}
+static int b_upconv(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[3] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0), upconv_w(c, a),
+                 tensor(c, "b", DT_F32, ROLE_PARAM, 1, a->Co, 0, 0, 0, FILL_UNIFORM, -0.5, 0.5)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = dt}};
+    return node(c, OP_UPCONV2D, in, 3, out, &args, 0) < 0;
+}
+static int b_upconv_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[2] = {act4(c, "dy", dt, a->N, 2 * a->H, 2 * a->W, a->Co, -1, 1, 0), upconv_w(c, a)};
+    int out[SG_MAX_OUT] = {out_t(c, "dx", dt, ROLE_TEMP, 4, a->N, a->H, a->W, a->C, a->acc)};
+    sg_op_args args = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = dt, .H = a->H, .W = a->W}};
+    return node(c, OP_UPCONV2D_BWD_DATA, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
+}
+static int b_upconv_bwd_weight(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[2] = {act4(c, "dy", dt, a->N, 2 * a->H, 2 * a->W, a->Co, -1, 1, 0),
+                 act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
+    int out[SG_MAX_OUT] = {
+        out_t(c, "dw", DT_F32, ROLE_GRAD, 4, a->Co, 3, 3, a->C, a->acc),
+        out_t(c, "db", DT_F32, ROLE_GRAD, 1, a->Co, 0, 0, 0, acc_second(a, a->acc))};
+    sg_op_args args = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = dt}};
+    return node(c, OP_UPCONV2D_BWD_WEIGHT, in, 2, out, &args,
                 acc_bits(0, a->acc) | acc_bits(1, acc_second(a, a->acc))) < 0;
 }
 
@@ -1044,6 +1078,9 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_GELU] = b_gelu,
     [OP_GELU_BWD] = b_gelu_bwd,
     [OP_CONV2D_ADD] = b_conv_add,
+    [OP_UPCONV2D] = b_upconv,
+    [OP_UPCONV2D_BWD_DATA] = b_upconv_bwd_data,
+    [OP_UPCONV2D_BWD_WEIGHT] = b_upconv_bwd_weight,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1264,6 +1301,17 @@ static const bo_entry entries[] = {
     {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .Co = 24, .K = 1, .S = 1}},
     {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 16, .C2 = 24, .Co = 40, .K = 3, .S = 1}},
     {OP_CONV2D_ADD, BOTH, 0, {.N = 2, .H = 6, .W = 5, .C = 12, .Co = 16, .K = 3, .S = 1}},
+    /* upconv2d: the tensor-core path in bf16 (channels multiples of 8), the CUDA-core one in
+     * fp32 and for 12 channels; a unet_tiny-sized 64 -> 64 at 8x8 */
+    {OP_UPCONV2D, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 40}},
+    {OP_UPCONV2D, BOTH, 0, {.N = 1, .H = 8, .W = 8, .C = 64, .Co = 64}},
+    {OP_UPCONV2D, BOTH, 0, {.N = 2, .H = 4, .W = 3, .C = 12, .Co = 8}},
+    {OP_UPCONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 40}},
+    {OP_UPCONV2D_BWD_DATA, BOTH, 0, {.N = 1, .H = 8, .W = 8, .C = 64, .Co = 64, .acc = 1}},
+    {OP_UPCONV2D_BWD_DATA, BOTH, 0, {.N = 2, .H = 4, .W = 3, .C = 12, .Co = 8, .acc = 1}},
+    {OP_UPCONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 40}},
+    {OP_UPCONV2D_BWD_WEIGHT, BOTH, 0, {.N = 1, .H = 8, .W = 8, .C = 64, .Co = 64, .acc = 1}},
+    {OP_UPCONV2D_BWD_WEIGHT, BOTH, 0, {.N = 2, .H = 4, .W = 3, .C = 12, .Co = 8, .acc = 1}},
 };
 
 /* Refusals: the CUDA launchers take one accumulate flag per backward output, shared by the
@@ -1274,6 +1322,7 @@ static const bo_entry refusals[] = {
     {OP_CONV2D_BWD_DATA, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .C2 = 8, .Co = 40, .K = 1, .S = 1, .acc = 1, .acc_split = 1}},
     {OP_LINEAR_BWD_WEIGHT, F32, 0, {.N = 5, .C = 37, .Co = 70, .acc = 1, .acc_split = 1}},
     {OP_CONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 5, .Co = 7, .K = 3, .S = 1, .acc = 1, .acc_split = 1}},
+    {OP_UPCONV2D_BWD_WEIGHT, F32, 0, {.N = 2, .H = 3, .W = 5, .C = 24, .Co = 40, .acc = 1, .acc_split = 1}},
     {OP_GROUP_NORM_BWD, F32, 0, {.N = 2, .H = 7, .W = 9, .C = 24, .G = 6, .acc_param = 1, .acc_split = 1}},
     {OP_SILU, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .acc = 1}},
     {OP_NORM_ACT_BWD, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .G = 6, .act = SG_ACT_SILU, .acc_param = 1, .acc_split = 1}},

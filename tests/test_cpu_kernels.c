@@ -292,6 +292,120 @@ static void test_conv(void) {
     test_conv_case(1, 40, 30, 300, 5, 3, 1, 1, 0); /* 2700 px of 2700 floats: 389 px/chunk */
 }
 
+/* ---- nearest upsample + 3x3 conv from the low-res input (upconv2d) --------------------- */
+
+typedef struct {
+    float *y, *x, *w, *b, *r;
+    int N, H, W, Ci, Co;
+    int64_t ny;
+} upconv_ctx;
+
+static double upconv_loss(void *p) {
+    upconv_ctx *c = p;
+    cpu_upconv2d_fwd(c->y, c->x, c->w, c->b, c->N, c->H, c->W, c->Ci, c->Co, 0);
+    return dot_rf(c->r, c->y, c->ny);
+}
+
+/* The sub-pixel form against what it replaces, cpu_upsample2x_fwd then cpu_conv2d_fwd (3x3,
+ * pad 1), and the adjoints likewise (the conv's backward then the upsample's 2x2 sum): the same
+ * sums in another order, so within fp32 rounding (TOL_FWD); every gradient against finite
+ * differences of the fused forward; the folded weights rounded to bf16 against a fold done
+ * here; determinism and overwrite. */
+static void test_upconv_case(int N, int H, int W, int Ci, int Co, int fd) {
+    char name[128];
+    snprintf(name, sizeof name, "upconv N%d H%d W%d Ci%d Co%d", N, H, W, Ci, Co);
+    int64_t nx = (int64_t)N * H * W * Ci, nu = (int64_t)N * 4 * H * W * Ci,
+            ny = (int64_t)N * 4 * H * W * Co, nw = (int64_t)Co * 9 * Ci;
+    float *x = new_rand(nx, -1, 1), *w = new_rand(nw, -0.5f, 0.5f), *b = new_rand(Co, -1, 1);
+    float *r = new_rand(ny, -1, 1), *y = new_nan(ny), *y2 = new_nan(ny), *u = new_nan(nu);
+    float *yu = new_nan(ny);
+    double *yd = new_zero_d(ny);
+
+    /* forward: the unfused pair is the oracle (widened to double for rel_err_d) */
+    cpu_upconv2d_fwd(y, x, w, b, N, H, W, Ci, Co, 0);
+    cpu_upsample2x_fwd(u, x, N, H, W, Ci);
+    cpu_conv2d_fwd(yu, u, w, b, N, 2 * H, 2 * W, Ci, Co, 3, 1, 1);
+    for (int64_t i = 0; i < ny; i++) yd[i] = yu[i];
+    CHECK_CLOSE(name, y, yd, ny, TOL_FWD);
+
+    /* backward data and weight against the unfused adjoints */
+    float *dx = new_nan(nx), *dw = new_nan(nw), *db = new_nan(Co);
+    float *du = new_nan(nu), *dxu = new_nan(nx), *dwu = new_nan(nw), *dbu = new_nan(Co);
+    cpu_upconv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, 0);
+    cpu_upconv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co);
+    cpu_conv2d_bwd_data(du, r, w, N, 2 * H, 2 * W, Ci, Co, 3, 1, 1);
+    cpu_upsample2x_bwd(dxu, du, N, H, W, Ci);
+    cpu_conv2d_bwd_weight(dwu, dbu, r, u, N, 2 * H, 2 * W, Ci, Co, 3, 1, 1);
+    double *dxd = new_zero_d(nx), *dwd = new_zero_d(nw), *dbd = new_zero_d(Co);
+    for (int64_t i = 0; i < nx; i++) dxd[i] = dxu[i];
+    for (int64_t i = 0; i < nw; i++) dwd[i] = dwu[i];
+    for (int i = 0; i < Co; i++) dbd[i] = dbu[i];
+    CHECK_CLOSE("upconv bwd_data vs upsample+conv", dx, dxd, nx, TOL_FWD);
+    CHECK_CLOSE("upconv bwd_weight dw vs upsample+conv", dw, dwd, nw, TOL_FWD);
+    CHECK(memcmp(db, dbu, (size_t)Co * 4) == 0, "%s: db is not the conv's (same column sum)", name);
+
+    /* the bf16 fold: each folded entry the fp32 sum of its taps, rounded once */
+    float *wf = new_nan(16 * (int64_t)Co * Ci);
+    cpu_upconv2d_fold(wf, w, Ci, Co, 1);
+    int fold_ok = 1;
+    for (int py = 0; py < 2; py++)
+        for (int px = 0; px < 2; px++)
+            for (int co = 0; co < Co; co++)
+                for (int a = 0; a < 2; a++)
+                    for (int bb = 0; bb < 2; bb++)
+                        for (int c = 0; c < Ci; c++) {
+                            /* the taps of (a, b): py = 0: a = 0 <- {0}, 1 <- {1, 2};
+                             * py = 1: a = 0 <- {0, 1}, 1 <- {2} (listed, not derived) */
+                            static const int lo[2][2] = {{0, 1}, {0, 2}},
+                                             hi[2][2] = {{0, 2}, {1, 2}};
+                            float s = 0.0f;
+                            for (int ky = lo[py][a]; ky <= hi[py][a]; ky++)
+                                for (int kx = lo[px][bb]; kx <= hi[px][bb]; kx++)
+                                    s += w[((int64_t)co * 9 + ky * 3 + kx) * Ci + c];
+                            const float want = sg_bf16_to_f32(sg_f32_to_bf16(s));
+                            const int64_t k =
+                                ((((int64_t)py * 2 + px) * Co + co) * 4 + a * 2 + bb) * Ci + c;
+                            if (memcmp(&wf[k], &want, 4)) fold_ok = 0;
+                        }
+    CHECK(fold_ok, "%s: the bf16 folded weights are not round(sum of their taps)", name);
+    /* the forward with bf16 folds is the fp32 form on the rounded folds: compare with the
+     * fold's own rounding visible (normwise: bf16 weights move y by ~2^-9 relative) */
+    float *ybf = new_nan(ny);
+    cpu_upconv2d_fwd(ybf, x, w, b, N, H, W, Ci, Co, 1);
+    double e_bf = sg_test_rel_err(ybf, y, ny);
+    CHECK(all_finite(ybf, ny) && e_bf > 0 && e_bf < 2e-2,
+          "%s: bf16-folded forward differs by %.3g (want > 0, < 2e-2)", name, e_bf);
+
+    if (fd) {
+        upconv_ctx c = {y2, x, w, b, r, N, H, W, Ci, Co, ny};
+        check_fd("upconv bwd_data dx", x, nx, dx, upconv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        check_fd("upconv bwd_weight dw", w, nw, dw, upconv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+        check_fd("upconv bwd_weight db", b, Co, db, upconv_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    }
+
+    float *y_b = new_nan(ny), *dx_b = new_nan(nx), *dw_b = new_nan(nw), *db_b = new_nan(Co);
+    float *f1[1] = {y}, *f2[1] = {y_b}, *d1[1] = {dx}, *d2[1] = {dx_b};
+    float *w1[2] = {dw, db}, *w2[2] = {dw_b, db_b};
+    int64_t szy[1] = {ny}, szx[1] = {nx}, szw[2] = {nw, Co};
+    CHECK_TWICE(name, f1, f2, szy, 1, cpu_upconv2d_fwd(y, x, w, b, N, H, W, Ci, Co, 1),
+                cpu_upconv2d_fwd(y_b, x, w, b, N, H, W, Ci, Co, 1));
+    CHECK_TWICE(name, d1, d2, szx, 1, cpu_upconv2d_bwd_data(dx, r, w, N, H, W, Ci, Co, 1),
+                cpu_upconv2d_bwd_data(dx_b, r, w, N, H, W, Ci, Co, 1));
+    CHECK_TWICE(name, w1, w2, szw, 2, cpu_upconv2d_bwd_weight(dw, db, r, x, N, H, W, Ci, Co),
+                cpu_upconv2d_bwd_weight(dw_b, db_b, r, x, N, H, W, Ci, Co));
+
+    free(x), free(w), free(b), free(r), free(y), free(y2), free(u), free(yu), free(yd), free(dx);
+    free(dw), free(db), free(du), free(dxu), free(dwu), free(dbu), free(dxd), free(dwd);
+    free(dbd), free(wf), free(ybf), free(y_b), free(dx_b), free(dw_b), free(db_b);
+}
+
+static void test_upconv(void) {
+    test_upconv_case(2, 3, 4, 3, 5, 1);
+    test_upconv_case(1, 1, 1, 2, 3, 1); /* one low-res pixel: every class reads padding */
+    test_upconv_case(1, 2, 5, 4, 2, 1);
+    test_upconv_case(2, 8, 8, 64, 32, 0); /* unet_cifar's 8 -> 16 shape, fewer channels */
+}
+
 /* ---- linear ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1384,6 +1498,7 @@ int main(void) {
     test_silu_mul();
     test_gelu();
     test_resample();
+    test_upconv();
     test_attention();
     test_embedding();
     test_loss();

@@ -1251,6 +1251,98 @@ static void test_convs_res(void) {
     test_conv_res(2, 5, 7, 24, 16, 1, DT_F32);    /* fp32 1x1: cuBLAS + add */
 }
 
+/* upconv2d (nearest-upsample + 3x3 conv from the low-res input): the three launchers against
+ * cpu_upconv2d_* (the folded weights rounded to bf16 once in bf16, as both backends do), with
+ * and without bias, overwriting and accumulating, on the path cuda_upconv2d_path names (asserted):
+ * tensor cores for bf16 with Ci, Co multiples of 8, else the direct CUDA-core kernels. x and dy
+ * in dt, w the fp32 master weights. */
+static int upconv_path_cases[2];
+static void test_upconv(int N, int H, int W, int Ci, int Co, int dt, int bias, int accum) {
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "upconv N%d H%d W%d Ci%d Co%d %s%s%s", N, H, W, Ci, Co, dtn(dt),
+             bias ? " bias" : "", accum ? " accum" : "");
+    case_begin();
+    const int tc = dt == DT_BF16 && Ci % 8 == 0 && Co % 8 == 0;
+    upconv_path_cases[!tc]++;
+    printf("%s: %s\n", ctx, tc ? "tensor cores" : "CUDA cores");
+    const int64_t nx = (int64_t)N * H * W * Ci, ny = (int64_t)N * 4 * H * W * Co,
+                  nw = (int64_t)Co * 9 * Ci;
+    float *x = rnd_dt(nx, -1, 1, dt), *w = rnd(nw, -0.5f, 0.5f);
+    float *b = bias ? rnd(Co, -0.5f, 0.5f) : NULL, *dyv = rnd_dt(ny, -1, 1, dt);
+    float *y = fbuf(ny), *dx = fbuf(nx), *dw = fbuf(nw), *db = fbuf(Co);
+    cpu_upconv2d_fwd(y, x, w, b, N, H, W, Ci, Co, dt == DT_BF16);
+    cpu_upconv2d_bwd_data(dx, dyv, w, N, H, W, Ci, Co, dt == DT_BF16);
+    cpu_upconv2d_bwd_weight(dw, db, dyv, x, N, H, W, Ci, Co);
+    float *odx = old_for(accum, nx, dt), *odw = old_for(accum, nw, DT_F32),
+          *odb = old_for(accum, Co, DT_F32);
+    float *ry = ref_acc(y, NULL, ny, dt), *rdx = ref_acc(dx, odx, nx, dt);
+    float *rdw = ref_acc(dw, odw, nw, DT_F32), *rdb = ref_acc(db, odb, Co, DT_F32);
+    tbuf *tx = tb_in("x", x, nx, dt), *tw = tb_in("w", w, nw, DT_F32);
+    tbuf *tbb = bias ? tb_in("b", b, Co, DT_F32) : NULL, *tdy = tb_in("dy", dyv, ny, dt);
+    tbuf *ty = tb_out("y", ny, dt, NULL), *tdx = tb_out("dx", nx, dt, odx);
+    tbuf *tdw = tb_out("dw", nw, DT_F32, odw), *tdb = tb_out("db", Co, DT_F32, odb);
+    const int64_t wsf = sg_ws_upconv2d_fold(Ci, Co),
+                  wsw = sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, 1);
+    tbuf *ws1 = tb_ws(wsf), *ws2 = tb_ws(wsf), *ws3 = tb_ws(wsw);
+    CHECK(cuda_upconv2d_path(tx->d, ty->d, N, H, W, Ci, Co, dt) ==
+              (tc ? SG_CONV_PATH_TENSOR_CORE : SG_CONV_PATH_CUDA_CORE),
+          "%s: unexpected path", ctx);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_upconv2d_fwd, g_st, ty->d, tx->d, (const float *)tw->d,
+             bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d, wsf);
+        CALL(cuda_upconv2d_bwd_data, g_st, tdx->d, tdy->d, (const float *)tw->d, N, H, W, Ci, Co,
+             dt, accum, ws2->d, wsf);
+        CALL(cuda_upconv2d_bwd_weight, g_st, (float *)tdw->d, (float *)tdb->d, tdy->d, tx->d, N, H,
+             W, Ci, Co, dt, accum, ws3->d, wsw);
+        sync_stream();
+        tb_check(ty, ry, tol_for(dt), rep, ctx);
+        /* the folded weights the forward left in its workspace ([4][Co][2][2][Ci], bf16 on
+         * the tensor-core path, fp32 on the CUDA-core one): bit for bit cpu_upconv2d_fold's,
+         * rounded to bf16 once in a bf16 plan */
+        const int64_t nf = (int64_t)16 * Co * Ci;
+        float *wf = fbuf(nf), *gotf = fbuf(nf);
+        uint8_t *img = (uint8_t *)halloc(ws1->bytes);
+        cpu_upconv2d_fold(wf, w, Ci, Co, dt == DT_BF16);
+        tb_download(ws1, img);
+        from_bytes(gotf, img, nf, tc ? DT_BF16 : DT_F32);
+        CHECK(!memcmp(gotf, wf, (size_t)nf * sizeof(float)),
+              "%s: the folded weights differ from the CPU's fold", ctx);
+        tb_check(tdx, rdx, tol_for(dt), rep, ctx);
+        tb_check(tdw, rdw, TOL_F32, rep, ctx);
+        tb_check(tdb, rdb, TOL_F32, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
+static void test_upconvs(void) {
+    /* unet_cifar's three upsample convs (256 -> 256 channels from 4x4, 8x8, 16x16) at batch 2
+     * and 1; unet_tiny's and unet_fmnist's (64 channels from 8x8, 16x16); unet_adm64 has none
+     * (resample_conv = 0: a plain nearest upsample) */
+    test_upconv(2, 4, 4, 256, 256, DT_BF16, 1, 0);
+    test_upconv(2, 8, 8, 256, 256, DT_BF16, 1, 1);
+    test_upconv(1, 16, 16, 256, 256, DT_BF16, 1, 0);
+    test_upconv(2, 8, 8, 64, 64, DT_BF16, 1, 0);
+    test_upconv(1, 16, 16, 64, 64, DT_BF16, 1, 1);
+    /* edge tiles: pixels not a multiple of the tile, channels not a multiple of 32 (a partial
+     * slice) or of the column tile (Co 72 and 136: a second, mostly empty column tile), one
+     * low-res pixel (every class reads padding), non-square images, no bias, accumulation */
+    test_upconv(1, 3, 5, 24, 40, DT_BF16, 1, 1);
+    test_upconv(3, 5, 3, 40, 72, DT_BF16, 0, 0);
+    test_upconv(1, 1, 1, 8, 8, DT_BF16, 1, 1);
+    test_upconv(2, 7, 9, 136, 16, DT_BF16, 1, 0);
+    test_upconv(1, 9, 7, 16, 136, DT_BF16, 0, 1);
+    test_upconv(2, 2, 6, 48, 24, DT_BF16, 1, 1); /* 4*Ci = 192: a wgrad column tile edge */
+    /* the CUDA-core fallback: fp32, and bf16 with channels the tensor cores do not take */
+    test_upconv(2, 3, 4, 5, 7, DT_F32, 1, 0);
+    test_upconv(1, 4, 3, 16, 8, DT_F32, 1, 1);
+    test_upconv(2, 3, 4, 12, 6, DT_BF16, 1, 1);
+    test_upconv(1, 1, 1, 3, 5, DT_BF16, 0, 0);
+    CHECK(upconv_path_cases[0] > 0 && upconv_path_cases[1] > 0,
+          "upconv: both paths must have been exercised");
+}
+
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
  * (exact: one fp32 add and one rounding, as the reference), and db = column sum of dy. */
 static void test_conv_bias_pieces(int64_t P, int Co, int dt, int accum) {
@@ -2588,6 +2680,7 @@ int main(void) {
     test_convs_tc();
     test_convs_fused();
     test_convs_res();
+    test_upconvs();
     printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
            conv_path_cases[SG_CONV_PATH_CUBLAS]);

@@ -161,3 +161,162 @@ void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x
     }
     if (db) sg_cpu_colsum(db, dy, s.P, Co, Co);
 }
+
+/* ---- nearest-upsample + 3x3 conv from the low-resolution input (upconv2d, issue 17)
+ *
+ * u[n][r][c] = x[n][r/2][c/2] (r < 2H, c < 2W) followed by the 3x3 stride-1 pad-1 conv:
+ *   y[n][R][C] = b + sum over (ky, kx) of w[ky][kx] u[R - 1 + ky][C - 1 + kx]  (0 outside u).
+ * Write R = 2i + py (the output's row class py in {0, 1}): tap ky reads up row 2i + py - 1 + ky,
+ * i.e. low-res row floor((2i + py - 1 + ky) / 2) = i + floor((py - 1 + ky) / 2):
+ *   py = 0: ky = 0 -> i - 1; ky = 1, 2 -> i        py = 1: ky = 0, 1 -> i; ky = 2 -> i + 1
+ * so each class reads a 2 x 2 low-res window, rows i + py - 1 + a (a in {0, 1}), with the
+ * folded tap a(py, ky) = floor((py - 1 + ky) / 2) - (py - 1); columns likewise. Padding is
+ * exact: up row -1 is low row -1 and up row 2H is low row H, both outside x, and every up row
+ * inside u maps to a low row inside x. Hence, with the folded weights
+ *   wf[py][px][co][a][b][ci] = sum of w[co][ky][kx][ci] over the taps with a(py, ky) = a and
+ *                              a(px, kx) = b   (in increasing ky, then kx),
+ * y[n][2i + py][2j + px] = b + sum over (a, b) of wf[py][px][a][b] x[i + py - 1 + a][j + px - 1 +
+ * b]: 16 multiply-adds per low-res pixel and output channel-pair instead of 36. These kernels are
+ * direct loops over that form (the reference; the CUDA kernels are tested against them). */
+
+/* the low-res row offset (relative to i + py - 1) of 3x3 tap k in output class p */
+static int up_fold(int p, int k) {
+    const int d = p - 1 + k; /* -1 .. 2 */
+    const int fl = d < 0 ? -1 : d / 2;
+    return fl - (p - 1);
+}
+
+void cpu_upconv2d_fold(float *wf, const float *w, int Ci, int Co, int round_bf16) {
+    const int64_t cls_n = (int64_t)Co * 4 * Ci;
+    memset(wf, 0, (size_t)(4 * cls_n) * sizeof(float));
+    for (int py = 0; py < 2; py++)
+        for (int px = 0; px < 2; px++) {
+            float *dst = wf + (py * 2 + px) * cls_n;
+            for (int co = 0; co < Co; co++)
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) {
+                        const float *src = w + ((int64_t)co * 9 + ky * 3 + kx) * Ci;
+                        float *d =
+                            dst + ((int64_t)co * 4 + up_fold(py, ky) * 2 + up_fold(px, kx)) * Ci;
+                        for (int c = 0; c < Ci; c++) d[c] += src[c];
+                    }
+        }
+    if (round_bf16)
+        for (int64_t k = 0; k < 4 * cls_n; k++) wf[k] = sg_bf16_to_f32(sg_f32_to_bf16(wf[k]));
+}
+
+/* one folded weight set at a time: 4 classes x Co x 4 x Ci floats of the scratch */
+static float *upconv_folded(const float *w, int Ci, int Co, int round_bf16) {
+    SG_ASSERT((int64_t)16 * Co * Ci <= SG_CPU_SCRATCH_FLOATS);
+    float *wf = sg_cpu_scratch_acquire();
+    cpu_upconv2d_fold(wf, w, Ci, Co, round_bf16);
+    return wf;
+}
+
+void cpu_upconv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
+                      int Ci, int Co, int round_bf16) {
+    SG_ASSERT(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
+    const float *wf = upconv_folded(w, Ci, Co, round_bf16);
+    const int64_t cls_n = (int64_t)Co * 4 * Ci;
+    for (int n = 0; n < N; n++)
+        for (int R = 0; R < 2 * H; R++)
+            for (int C = 0; C < 2 * W; C++) {
+                const int py = R & 1, px = C & 1, i = R >> 1, j = C >> 1;
+                const float *wc = wf + (py * 2 + px) * cls_n;
+                float *yp = y + (((int64_t)n * 2 * H + R) * 2 * W + C) * Co;
+                for (int co = 0; co < Co; co++) {
+                    float acc = 0.0f;
+                    for (int a = 0; a < 2; a++) {
+                        const int ih = i + py - 1 + a;
+                        if (ih < 0 || ih >= H) continue;
+                        for (int bb = 0; bb < 2; bb++) {
+                            const int iw = j + px - 1 + bb;
+                            if (iw < 0 || iw >= W) continue;
+                            const float *xp = x + (((int64_t)n * H + ih) * W + iw) * Ci;
+                            const float *wp = wc + ((int64_t)co * 4 + a * 2 + bb) * Ci;
+                            for (int c = 0; c < Ci; c++) acc += wp[c] * xp[c];
+                        }
+                    }
+                    yp[co] = acc + (b ? b[co] : 0.0f);
+                }
+            }
+    sg_cpu_scratch_release();
+}
+
+/* dx[i][j] = sum over the output pixels (2i' + py, 2j' + px) that read it through folded tap
+ * (a, b): i' = i - py + 1 - a, j' = j - px + 1 - b (inside the low-res grid); in increasing
+ * (py, px, a, b), then co. */
+void cpu_upconv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
+                           int Co, int round_bf16) {
+    SG_ASSERT(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
+    const float *wf = upconv_folded(w, Ci, Co, round_bf16);
+    const int64_t cls_n = (int64_t)Co * 4 * Ci;
+    memset(dx, 0, (size_t)N * H * W * Ci * sizeof(float));
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++) {
+                float *dxp = dx + (((int64_t)n * H + i) * W + j) * Ci;
+                for (int py = 0; py < 2; py++)
+                    for (int px = 0; px < 2; px++)
+                        for (int a = 0; a < 2; a++)
+                            for (int bb = 0; bb < 2; bb++) {
+                                const int oi = i - py + 1 - a, oj = j - px + 1 - bb;
+                                if (oi < 0 || oi >= H || oj < 0 || oj >= W) continue;
+                                const float *dyp =
+                                    dy +
+                                    (((int64_t)n * 2 * H + 2 * oi + py) * 2 * W + 2 * oj + px) * Co;
+                                const float *wc = wf + (py * 2 + px) * cls_n + (a * 2 + bb) * Ci;
+                                for (int co = 0; co < Co; co++) {
+                                    const float g = dyp[co], *wp = wc + (int64_t)co * 4 * Ci;
+                                    for (int c = 0; c < Ci; c++) dxp[c] += g * wp[c];
+                                }
+                            }
+            }
+    sg_cpu_scratch_release();
+}
+
+/* dwf[py][px][co][a][b][ci] = sum over low-res pixels (n, i, j) (in that order) of
+ * dy[n][2i + py][2j + px][co] x[n][i + py - 1 + a][j + px - 1 + b][ci]; then each 3x3 tap of dw
+ * is the sum over the classes (py, px) in increasing order of the one folded entry that holds
+ * it. db as the conv's (the same column sum over all output pixels). */
+void cpu_upconv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
+                             int W, int Ci, int Co) {
+    SG_ASSERT(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0);
+    SG_ASSERT((int64_t)Co * Ci <= SG_CPU_SCRATCH_FLOATS);
+    float *part = sg_cpu_scratch_acquire(); /* one (class, a, b): [Co][Ci] */
+    for (int py = 0; py < 2; py++)
+        for (int px = 0; px < 2; px++)
+            for (int a = 0; a < 2; a++)
+                for (int bb = 0; bb < 2; bb++) {
+                    memset(part, 0, (size_t)Co * Ci * sizeof(float));
+                    for (int n = 0; n < N; n++)
+                        for (int i = 0; i < H; i++)
+                            for (int j = 0; j < W; j++) {
+                                const int ih = i + py - 1 + a, iw = j + px - 1 + bb;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                const float *xp = x + (((int64_t)n * H + ih) * W + iw) * Ci;
+                                const float *dyp =
+                                    dy +
+                                    (((int64_t)n * 2 * H + 2 * i + py) * 2 * W + 2 * j + px) * Co;
+                                for (int co = 0; co < Co; co++) {
+                                    float *pp = part + (int64_t)co * Ci;
+                                    for (int c = 0; c < Ci; c++) pp[c] += dyp[co] * xp[c];
+                                }
+                            }
+                    /* fold: every 3x3 tap whose folded position in this class is (a, b) */
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            if (up_fold(py, ky) != a || up_fold(px, kx) != bb) continue;
+                            for (int co = 0; co < Co; co++) {
+                                float *d = dw + ((int64_t)co * 9 + ky * 3 + kx) * Ci;
+                                const float *pp = part + (int64_t)co * Ci;
+                                if (py == 0 && px == 0)
+                                    memcpy(d, pp, (size_t)Ci * sizeof(float));
+                                else
+                                    for (int c = 0; c < Ci; c++) d[c] += pp[c];
+                            }
+                        }
+                }
+    sg_cpu_scratch_release();
+    if (db) sg_cpu_colsum(db, dy, (int64_t)N * 4 * H * W, Co, Co);
+}

@@ -32,6 +32,23 @@ void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int 
 void cpu_conv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
                            int W, int Ci, int Co, int K, int S, int pad);
 
+/* ---- nearest 2x upsample + 3x3 stride-1 pad-1 conv, from the low-resolution input (upconv2d;
+ * conv.c derives the sub-pixel form): y[N,2H,2W,Co] = conv3x3(upsample2x(x[N,H,W,Ci]), w) + b,
+ * computed as four 2x2 convs of x (one per output parity class) with the folded weights
+ * wf[4][Co][2][2][Ci] (cpu_upconv2d_fold). round_bf16: the folded weights are rounded to bf16
+ * once (the bf16 plans: wf is summed in fp32 from the fp32 master weights, then rounded), else
+ * kept in fp32. H, W: the low-res input's size. */
+void cpu_upconv2d_fold(float *wf, const float *w, int Ci, int Co, int round_bf16);
+void cpu_upconv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
+                      int Ci, int Co, int round_bf16);
+/* dx[N,H,W,Ci] from dy[N,2H,2W,Co] and w (folded as the forward). */
+void cpu_upconv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
+                           int Co, int round_bf16);
+/* dw[Co,3,3,Ci] (the 3x3 conv's weight gradient: the folded gradient folded back), db[Co]
+ * (may be NULL). */
+void cpu_upconv2d_bwd_weight(float *dw, float *db, const float *dy, const float *x, int N, int H,
+                             int W, int Ci, int Co);
+
 /* ---- linear: y[N,M] = x[N,K] w[M,K]^T + b[M] (b may be NULL) */
 void cpu_linear_fwd(float *y, const float *x, const float *w, const float *b, int N, int K, int M);
 void cpu_linear_bwd_data(float *dx, const float *dy, const float *w, int N, int K, int M);

@@ -445,3 +445,236 @@ int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, 
     SG_WS_CHECK(sg_ws_colsum(1, P, Co), ws_bytes, fn);
     return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum, ws);
 }
+
+/* ================ upconv2d: nearest-upsample + 3x3 conv from the low-res input ================
+ *
+ * y[N,2H,2W,Co] = conv3x3_pad1(upsample2x(x[N,H,W,Ci]), w) + b without the upsampled tensor
+ * (the sub-pixel form, derived in kernels/cpu/conv.c): output pixel (2i + py, 2j + px) is a 2x2
+ * conv of x at rows i + py - 1 + a, columns j + px - 1 + b (a, b in {0, 1}; outside x: the zero
+ * padding, exactly) with the folded weights wf[py][px][co][a][b][ci], each the sum of the 3x3
+ * taps (ky, kx) with a = (py + ky + 1) / 2 - py and b = (px + kx + 1) / 2 - px.
+ *
+ * What is rounded where: w is the fp32 master weights; upconv_fold_kernel sums each folded
+ * weight's taps in fp32 (increasing ky, then kx: cpu_upconv2d_fold's order, the same bits) and,
+ * in a bf16 plan, rounds that sum to bf16 once (never a sum of rounded taps; on the CUDA-core
+ * path the rounded value is kept in fp32 storage), into the workspace. The GEMMs multiply
+ * those; the outputs are rounded once on store.
+ *
+ * Paths (cuda_upconv2d_path): bf16 with Ci and Co multiples of 8 and 16-byte aligned operands
+ * runs on the tensor cores (conv_tc.cu: the forward as 4 class GEMMs of K = 4 Ci, the backward
+ * data as one GEMM of K = 16 Co over the low-res pixels, the weight gradient as 4 class GEMMs
+ * split over the pixels); anything else on the direct CUDA-core kernels below (one thread per
+ * output element, fp32 arithmetic: the fallback, which the planner never picks for a model).
+ *
+ * Weight gradient, both paths: fp32 partials part[chunk][class][Co][2][2][Ci] over chunks of
+ * the low-res pixels (sg_ws_wgrad_chunks), then upconv_fold_back_kernel: each 3x3 tap of dw is
+ * the sum over the classes in increasing (py, px) of its folded entry (each entry the sum of its
+ * chunks in chunk order), added to the old dw when accumulating. db: the conv's column sum over
+ * the 4 N H W output pixels. No atomics. */
+
+/* the folded tap (0 or 1) of 3x3 tap k in output parity class p */
+__device__ __forceinline__ int upconv_tap(int p, int k) {
+    return (p + k + 1) / 2 - p;
+}
+
+/* threads stride over wf[4][Co][4][Ci] (stored as dt): the fp32 sum of the element's taps,
+ * rounded to bf16 once when round (the fp32 storage of the CUDA-core path keeps the rounded
+ * value: a bf16 plan multiplies the same folded weights on either path, and the CPU's) */
+__global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int dt, int round) {
+    SG_GRID_STRIDE(e, (int64_t)16 * Co * Ci) {
+        const int ci = (int)(e % Ci);
+        int64_t r = e / Ci;
+        const int t = (int)(r % 4), co = (int)(r / 4 % Co), cls = (int)(r / 4 / Co);
+        const int py = cls >> 1, px = cls & 1, a = t >> 1, b = t & 1;
+        float s = 0.0f;
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++)
+                if (upconv_tap(py, ky) == a && upconv_tap(px, kx) == b)
+                    s = __fadd_rn(s, w[((int64_t)co * 9 + ky * 3 + kx) * Ci + ci]);
+        dev_st(wf, e, round ? dev_bf16_to_f32(dev_f32_to_bf16(s)) : s, dt);
+    }
+}
+
+/* threads stride over y[N,2H,2W,Co]: the 2x2 sub-pixel conv of the element's class (fp32 wf) */
+__global__ void upconv_fwd_kernel(void *y, const void *x, const float *wf, const float *b, int N,
+                                  int H, int W, int Ci, int Co, int dt) {
+    SG_GRID_STRIDE(e, (int64_t)N * 4 * H * W * Co) {
+        const int co = (int)(e % Co);
+        const int64_t q = e / Co;
+        const int C = (int)(q % (2 * W)), R = (int)(q / (2 * W) % (2 * H));
+        const int img = (int)(q / (2 * W) / (2 * H));
+        const int py = R & 1, px = C & 1, i = R >> 1, j = C >> 1;
+        float acc = 0.0f;
+        for (int t = 0; t < 4; t++) {
+            const int ih = i + py - 1 + (t >> 1), iw = j + px - 1 + (t & 1);
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            const int64_t xo = (((int64_t)img * H + ih) * W + iw) * Ci;
+            const float *wp = wf + (((int64_t)(py * 2 + px) * Co + co) * 4 + t) * Ci;
+            for (int ci = 0; ci < Ci; ci++) acc = fmaf(wp[ci], dev_ld(x, xo + ci, dt), acc);
+        }
+        dev_st(y, e, acc + (b ? b[co] : 0.0f), dt);
+    }
+}
+
+/* threads stride over dx[N,H,W,Ci]: the 16 (class, tap) output pixels that read it */
+__global__ void upconv_bwd_data_kernel(void *dx, const void *dy, const float *wf, int N, int H,
+                                       int W, int Ci, int Co, int dt, int accum) {
+    SG_GRID_STRIDE(e, (int64_t)N * H * W * Ci) {
+        const int ci = (int)(e % Ci);
+        const int64_t q = e / Ci;
+        const int j = (int)(q % W), i = (int)(q / W % H), img = (int)(q / W / H);
+        float acc = 0.0f;
+        for (int cls = 0; cls < 4; cls++)
+            for (int t = 0; t < 4; t++) {
+                const int py = cls >> 1, px = cls & 1;
+                const int oi = i - py + 1 - (t >> 1), oj = j - px + 1 - (t & 1);
+                if (oi < 0 || oi >= H || oj < 0 || oj >= W) continue;
+                const int64_t yo =
+                    (((int64_t)img * 2 * H + 2 * oi + py) * 2 * W + 2 * oj + px) * Co;
+                const float *wp = wf + ((int64_t)cls * Co * 4 + t) * Ci + ci;
+                for (int co = 0; co < Co; co++)
+                    acc = fmaf(dev_ld(dy, yo + co, dt), wp[(int64_t)co * 4 * Ci], acc);
+            }
+        dev_st_acc(dx, e, acc, dt, accum);
+    }
+}
+
+/* threads stride over part[chunks][4][Co][4][Ci]: the element's sum over its chunk's low-res
+ * pixels */
+__global__ void upconv_wgrad_part_kernel(float *part, const void *dy, const void *x, int N, int H,
+                                         int W, int Ci, int Co, int dt, int chunks,
+                                         int64_t chunk_len) {
+    const int64_t P = (int64_t)N * H * W;
+    SG_GRID_STRIDE(e, (int64_t)chunks * 16 * Co * Ci) {
+        const int ci = (int)(e % Ci);
+        int64_t r = e / Ci;
+        const int t = (int)(r % 4);
+        r /= 4;
+        const int co = (int)(r % Co);
+        r /= Co;
+        const int cls = (int)(r % 4), chunk = (int)(r / 4);
+        const int py = cls >> 1, px = cls & 1, a = t >> 1, b = t & 1;
+        const int64_t p0 = chunk * chunk_len, p1 = p0 + chunk_len < P ? p0 + chunk_len : P;
+        float acc = 0.0f;
+        for (int64_t p = p0; p < p1; p++) {
+            const int j = (int)(p % W), i = (int)(p / W % H), img = (int)(p / W / H);
+            const int ih = i + py - 1 + a, iw = j + px - 1 + b;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            const float g = dev_ld(
+                dy, (((int64_t)img * 2 * H + 2 * i + py) * 2 * W + 2 * j + px) * Co + co, dt);
+            acc = fmaf(g, dev_ld(x, (((int64_t)img * H + ih) * W + iw) * Ci + ci, dt), acc);
+        }
+        part[e] = acc;
+    }
+}
+
+/* threads stride over dw[Co][3][3][Ci]: the sum over classes (increasing) of the tap's folded
+ * entry, each the sum of its chunks in order; old + that when accumulating */
+__global__ void upconv_fold_back_kernel(float *dw, const float *part, int Ci, int Co, int chunks,
+                                        int accum) {
+    const int64_t nf = (int64_t)16 * Co * Ci; /* one chunk's partials */
+    SG_GRID_STRIDE(e, (int64_t)9 * Co * Ci) {
+        const int ci = (int)(e % Ci);
+        const int tap = (int)(e / Ci % 9), co = (int)(e / Ci / 9);
+        const int ky = tap / 3, kx = tap % 3;
+        float v = 0.0f;
+        for (int cls = 0; cls < 4; cls++) {
+            const int t = upconv_tap(cls >> 1, ky) * 2 + upconv_tap(cls & 1, kx);
+            const float *pp = part + (((int64_t)cls * Co + co) * 4 + t) * Ci + ci;
+            float s = 0.0f;
+            for (int c = 0; c < chunks; c++) s = __fadd_rn(s, pp[(int64_t)c * nf]);
+            v = cls ? __fadd_rn(v, s) : s;
+        }
+        dw[e] = accum ? __fadd_rn(dw[e], v) : v;
+    }
+}
+
+sg_conv_path cuda_upconv2d_path(const void *x, const void *y, int N, int H, int W, int Ci, int Co,
+                                int dt) {
+    if (dt == DT_BF16 && Ci % 8 == 0 && Co % 8 == 0 && conv_aligned16(x) && conv_aligned16(y) &&
+        (int64_t)N * 4 * H * W < 2147483647LL)
+        return SG_CONV_PATH_TENSOR_CORE;
+    return SG_CONV_PATH_CUDA_CORE;
+}
+
+static int upconv_check(const char *fn, const void *a, const void *w, int N, int H, int W, int Ci,
+                        int Co, int dt, const void *ws, int64_t need, int64_t ws_bytes) {
+    SG_DT_CHECK(dt, fn);
+    SG_ARG_CHECK(a && w && N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0 &&
+                     (int64_t)N * 4 * H * W * (Ci > Co ? Ci : Co) < ((int64_t)1 << 40),
+                 "%s: bad shape", fn);
+    SG_WS_CHECK(need, ws_bytes, fn);
+    return SG_OK;
+}
+
+/* the folded weights into ws, stored as sdt (the tensor-core path's bf16, the CUDA-core path's
+ * fp32), their values rounded to bf16 once when the activations dt are bf16 */
+static int upconv_fold(cudaStream_t st, void *ws, const float *w, int Ci, int Co, int sdt, int dt) {
+    SG_LAUNCH(upconv_fold_kernel, sg_grid_for((int64_t)16 * Co * Ci), SG_THREADS, 0, st, ws, w, Ci,
+              Co, sdt, (int)(dt == DT_BF16));
+    SG_LAUNCH_CHECK("upconv_fold_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
+                      int N, int H, int W, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_fwd";
+    if (upconv_check(fn, x, w, N, H, W, Ci, Co, dt, ws, sg_ws_upconv2d_fold(Ci, Co), ws_bytes))
+        return SG_ERR;
+    if (cuda_upconv2d_path(x, y, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
+        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16, dt)) return SG_ERR;
+        return cu_upconv_tc_fwd(st, (uint16_t *)y, (const uint16_t *)x, (const uint16_t *)ws, b, N,
+                                H, W, Ci, Co);
+    }
+    if (upconv_fold(st, ws, w, Ci, Co, DT_F32, dt)) return SG_ERR;
+    SG_LAUNCH(upconv_fwd_kernel, sg_grid_for((int64_t)N * 4 * H * W * Co), SG_THREADS, 0, st, y, x,
+              (const float *)ws, b, N, H, W, Ci, Co, dt);
+    SG_LAUNCH_CHECK("upconv_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N, int H,
+                           int W, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_bwd_data";
+    if (upconv_check(fn, dy, w, N, H, W, Ci, Co, dt, ws, sg_ws_upconv2d_fold(Ci, Co), ws_bytes))
+        return SG_ERR;
+    if (cuda_upconv2d_path(dx, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
+        if (upconv_fold(st, ws, w, Ci, Co, DT_BF16, dt)) return SG_ERR;
+        return cu_upconv_tc_bwd_data(st, (uint16_t *)dx, (const uint16_t *)dy, (const uint16_t *)ws,
+                                     N, H, W, Ci, Co, accum);
+    }
+    if (upconv_fold(st, ws, w, Ci, Co, DT_F32, dt)) return SG_ERR;
+    SG_LAUNCH(upconv_bwd_data_kernel, sg_grid_for((int64_t)N * H * W * Ci), SG_THREADS, 0, st, dx,
+              dy, (const float *)ws, N, H, W, Ci, Co, dt, accum);
+    SG_LAUNCH_CHECK("upconv_bwd_data_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, const void *x,
+                             int N, int H, int W, int Ci, int Co, int dt, int accum, void *ws,
+                             int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_bwd_weight";
+    if (upconv_check(fn, dy, x, N, H, W, Ci, Co, dt, ws,
+                     sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes))
+        return SG_ERR;
+    SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
+    const int64_t P = (int64_t)N * H * W, chunks = sg_ws_wgrad_chunks(P);
+    const int64_t chunk_len = (P + chunks - 1) / chunks;
+    float *part = (float *)ws;
+    if (cuda_upconv2d_path(x, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
+        if (cu_upconv_tc_bwd_weight(st, part, (const uint16_t *)dy, (const uint16_t *)x, N, H, W,
+                                    Ci, Co, chunks, chunk_len))
+            return SG_ERR;
+    } else {
+        SG_LAUNCH(upconv_wgrad_part_kernel, sg_grid_for(chunks * 16 * Co * Ci), SG_THREADS, 0, st,
+                  part, dy, x, N, H, W, Ci, Co, dt, (int)chunks, chunk_len);
+        SG_LAUNCH_CHECK("upconv_wgrad_part_kernel");
+    }
+    SG_LAUNCH(upconv_fold_back_kernel, sg_grid_for((int64_t)9 * Co * Ci), SG_THREADS, 0, st, dw,
+              part, Ci, Co, (int)chunks, accum);
+    SG_LAUNCH_CHECK("upconv_fold_back_kernel");
+    if (db)
+        return cu_col_sum(st, db, DT_F32, dy, dt, 1, 4 * P, Co, accum,
+                          (char *)ws + sg_ws_align(chunks * 16 * Co * Ci * 4));
+    return SG_OK;
+}

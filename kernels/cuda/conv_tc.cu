@@ -638,3 +638,290 @@ int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x
                     cu_conv_fuse_arg(fuse), N, H, W, Ci, Co, K, S, pad, Ho, Wo, (int)chunks,
                     (int)chunk_len);
 }
+
+/* ============ upconv2d: nearest-upsample + 3x3 conv from the low-res input (conv.cu) ============
+ *
+ * The three GEMMs of the sub-pixel form (conv.cu's section comment; wf[cls][co][t][ci], class
+ * cls = 2 py + px, folded tap t = 2 a + b, bf16), on this file's tile machinery (tc_mainloop,
+ * tc_epilogue, the KC/MC layouts, conv_tc_tile), with their own tap tables:
+ *   forward   per class (blockIdx.z = cls, like bwd data's parity classes): M = N*H*W low-res
+ *             pixels p = (n, i, j), N = Co, reduction over (t, ci):
+ *             A[p][(t,ci)] = x[n][i + py - 1 + a][j + px - 1 + b][ci] (0 outside),
+ *             B[co][(t,ci)] = wf[cls][co][t][ci]; the store goes to y pixel (2i + py, 2j + px).
+ *   bwd data  one GEMM: M = N*H*W low-res pixels q = (n, i, j), N = Ci, reduction over the 16
+ *             (cls, t) and co: A[q][(cls,t,co)] = dy[n][2i + 2 - 2a - py][2j + 2 - 2b - px][co]
+ *             (the output pixel (2i' + py, 2j' + px), i' = i - py + 1 - a, that reads q through
+ *             (cls, t); 0 when i' or j' is outside), B[(cls,t,co)][ci] = wf[cls][co][t][ci].
+ *             The 2x2 sum of the upsample's backward is the reduction itself.
+ *   bwd wgt   per (chunk, class) (blockIdx.z = 4 chunk + cls): M = Co, N = 4 Ci (the folded
+ *             row [t][ci]), reduction over the chunk's low-res pixels:
+ *             A[co][p] = dy[n][2i + py][2j + px][co], B[p][(t,ci)] = x[n][i+py-1+a][j+px-1+b][ci];
+ *             writes part[chunk][cls][co][t][ci] (conv.cu folds them back to 3x3).
+ * FLOPs: 4 taps per output pixel in each pass, 4/9 of the 3x3 conv on the upsampled tensor.
+ * Loads are 16-byte cp.async of 8 channels (Ci, Co multiples of 8), zero-filled outside. The
+ * weight gradient decodes each row's pixel per tile (divisions; the conv's wgrad advances a
+ * cursor instead: a GPU measurement decides whether that matters here). */
+
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    upconv_tc_fwd_kernel(uint16_t *y, const uint16_t *x, const uint16_t *wf, const float *bias,
+                         int N, int H, int W, int Ci, int Co) {
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
+    const int cls = blockIdx.z, py = cls >> 1, px = cls & 1;
+    const int P = N * H * W, HW = H * W;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    /* A rows: the low-res pixel of folded tap (0, 0) and the taps inside x */
+    int pix0[A_IT];
+    unsigned mask[A_IT];
+#pragma unroll
+    for (int j = 0; j < A_IT; j++) {
+        const int p = m0 + r0 + j * ROW_STEP;
+        pix0[j] = 0, mask[j] = 0;
+        if (p < P) {
+            const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
+            const int ih0 = i + py - 1, iw0 = jj + px - 1;
+            pix0[j] = (im * H + ih0) * W + iw0;
+            for (int t = 0; t < 4; t++)
+                if (ih0 + (t >> 1) >= 0 && ih0 + (t >> 1) < H && iw0 + (t & 1) >= 0 &&
+                    iw0 + (t & 1) < W)
+                    mask[j] |= 1u << t;
+        }
+    }
+    /* B rows: the offset of folded weight row co of this class, -1 past Co */
+    int64_t wrow[B_IT];
+#pragma unroll
+    for (int j = 0; j < B_IT; j++) {
+        const int co = n0 + r0 + j * ROW_STEP;
+        wrow[j] = co < Co ? ((int64_t)cls * Co + co) * 4 * Ci : -1;
+    }
+    const int KT = 4 * ((Ci + TC_BK - 1) / TC_BK);
+    int t = 0, c = 0; /* the next tile: folded tap t, channel slice c */
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+        const int ci = c + 8 * c4, delta = (t >> 1) * W + (t & 1);
+        const bool cin = ci < Ci;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const bool v = cin && ((mask[j] >> t) & 1u);
+            const uint16_t *src = v ? x + (int64_t)(pix0[j] + delta) * Ci + ci : x;
+            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const bool v = cin && wrow[j] >= 0;
+            const uint16_t *src = v ? wf + wrow[j] + (int64_t)t * Ci + ci : wf;
+            sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+        c += TC_BK;
+        if (c >= Ci) c = 0, t++;
+    };
+    auto fix = [](uint16_t *, int) {};
+    float acc[4][4][4] = {};
+    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
+
+    /* Co is even: co + 1 < Co too */
+    tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
+        const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
+        const int64_t q = ((int64_t)im * 2 * H + 2 * i + py) * 2 * W + 2 * jj + px;
+        v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
+        tc_st_pair(y + q * Co + co, v0, v1, 0);
+    });
+}
+
+/* Backward data. blockIdx.x: BM low-res pixels; blockIdx.y: BN input channels. Loads: A (dy
+ * rows) as the forward's A, one of 16 (class, tap) per tile run; B (wf, MC rows = output
+ * channels of the slice) as conv_tc_dgrad_kernel's. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    upconv_tc_dgrad_kernel(uint16_t *dx, const uint16_t *dy, const uint16_t *wf, int N, int H,
+                           int W, int Ci, int Co, int accum) {
+    constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
+    const int M = N * H * W, HW = H * W, W2 = 2 * W;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    /* A rows: the dy pixel (n, 2i, 2j) and the 16 (class, tap) whose output pixel is inside */
+    int pix0[A_IT];
+    unsigned mask[A_IT];
+#pragma unroll
+    for (int j = 0; j < A_IT; j++) {
+        const int q = m0 + r0 + j * ROW_STEP;
+        pix0[j] = 0, mask[j] = 0;
+        if (q < M) {
+            const int im = q / HW, rem = q - im * HW, i = rem / W, jj = rem - i * W;
+            pix0[j] = (im * 2 * H + 2 * i) * W2 + 2 * jj;
+            for (int ct = 0; ct < 16; ct++) {
+                const int py = ct >> 3, px = (ct >> 2) & 1, a = (ct >> 1) & 1, b = ct & 1;
+                const int oi = i - py + 1 - a, oj = jj - px + 1 - b;
+                if (oi >= 0 && oi < H && oj >= 0 && oj < W) mask[j] |= 1u << ct;
+            }
+        }
+    }
+    const int cb = tid % BCPR, kr = tid / BCPR;
+    const int ci = n0 + 8 * cb;
+    const bool ci_ok = ci < Ci;
+    const int KT = 16 * ((Co + TC_BK - 1) / TC_BK);
+    int ct = 0, cs = 0; /* the next tile: (class, tap) number ct = 4 cls + t, channel slice cs */
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+        const int py = ct >> 3, px = (ct >> 2) & 1, a = (ct >> 1) & 1, b = ct & 1;
+        const int delta = (2 - 2 * a - py) * W2 + (2 - 2 * b - px);
+        const int co = cs + 8 * c4;
+        const bool cin = co < Co;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const bool v = cin && ((mask[j] >> ct) & 1u);
+            const uint16_t *src = v ? dy + (int64_t)(pix0[j] + delta) * Co + co : dy;
+            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+        }
+        const int64_t wcls = (int64_t)(ct >> 2) * Co * 4 * Ci + (int64_t)(ct & 3) * Ci;
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const int cob = cs + kr + B_STEP * j;
+            const bool v = ci_ok && cob < Co;
+            const uint16_t *src = v ? wf + wcls + (int64_t)cob * 4 * Ci + ci : wf;
+            sg_cp_async_16(sB + tc_mc(kr + B_STEP * j, cb, BCPR), src, v);
+        }
+        cs += TC_BK;
+        if (cs >= Co) cs = 0, ct++;
+    };
+    auto fix = [](uint16_t *, int) {};
+    float acc[4][4][4] = {};
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load, fix);
+
+    tc_epilogue<BN>(acc, m0, n0, M, Ci, [&](int q, int c, float v0, float v1) {
+        tc_st_pair(dx + (int64_t)q * Ci + c, v0, v1, accum);
+    });
+}
+
+/* Backward weight. blockIdx.x: BN columns n = t*Ci + ci of the class's folded row; blockIdx.y:
+ * BM output channels; blockIdx.z = 4 chunk + cls: the class, and the chunk of low-res pixels
+ * [chunk*chunk_len, min(P, (chunk+1)*chunk_len)), the reduction, 32 at a time. Loads as
+ * conv_tc_wgrad_kernel's (A: dy, B: x, both MC), each row's pixel decoded per tile. */
+template <int BM, int BN>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    upconv_tc_wgrad_kernel(float *part, const uint16_t *dy, const uint16_t *x, int N, int H, int W,
+                           int Ci, int Co, int chunk_len) {
+    constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
+    constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x;
+    const int Nn = 4 * Ci, P = N * H * W, HW = H * W;
+    const int cls = blockIdx.z & 3, chunk = blockIdx.z >> 2, py = cls >> 1, px = cls & 1;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    const int p0 = chunk * chunk_len, p1 = min(P, p0 + chunk_len);
+    const int KT = p1 > p0 ? (p1 - p0 + TC_BK - 1) / TC_BK : 0;
+    const int ca = tid % ACPR, ka = tid / ACPR, co = m0 + 8 * ca;
+    const bool co_ok = co < Co;
+    const int cbn = tid % BCPR, kb = tid / BCPR, n = n0 + 8 * cbn;
+    const bool n_ok = n < Nn;
+    const int t = n_ok ? n / Ci : 0, ci = n_ok ? n - t * Ci : 0;
+    const int ta = py - 1 + (t >> 1), tb = px - 1 + (t & 1); /* the x row / column offsets */
+    int pb = p0;
+    auto load = [&](uint16_t *sA) {
+        uint16_t *sB = sA + BM * TC_BK;
+#pragma unroll
+        for (int j = 0; j < A_IT; j++) {
+            const int p = pb + ka + j * A_STEP;
+            const bool v = co_ok && p < p1;
+            const uint16_t *src = dy;
+            if (v) {
+                const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
+                src = dy + (((int64_t)im * 2 * H + 2 * i + py) * 2 * W + 2 * jj + px) * Co + co;
+            }
+            sg_cp_async_16(sA + tc_mc(ka + j * A_STEP, ca, ACPR), src, v);
+        }
+#pragma unroll
+        for (int j = 0; j < B_IT; j++) {
+            const int p = pb + kb + B_STEP * j;
+            bool v = n_ok && p < p1;
+            const uint16_t *src = x;
+            if (v) {
+                const int im = p / HW, rem = p - im * HW, ih = rem / W + ta, iw = rem % W + tb;
+                v = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                if (v) src = x + (((int64_t)im * H + ih) * W + iw) * Ci + ci;
+            }
+            sg_cp_async_16(sB + tc_mc(kb + B_STEP * j, cbn, BCPR), src, v);
+        }
+        pb += TC_BK;
+    };
+    auto fix = [](uint16_t *, int) {};
+    float acc[4][4][4] = {};
+    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load, fix);
+
+    float *out = part + ((int64_t)chunk * 4 + cls) * Co * Nn;
+    tc_epilogue<BN>(acc, m0, n0, Co, Nn,
+                    [&](int o, int c, float v0, float v1) { /* Nn even */
+                                                            *(float2 *)(out + (int64_t)o * Nn + c) =
+                                                                make_float2(v0, v1);
+                    });
+}
+
+template <int BM, int BN>
+static int upconv_tc_fwd_launch(cudaStream_t st, uint16_t *y, const uint16_t *x, const uint16_t *wf,
+                                const float *b, int N, int H, int W, int Ci, int Co) {
+    const int64_t P = (int64_t)N * H * W;
+    dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN), 4u);
+    if (cuda_smem_attr(upconv_tc_fwd_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "upconv_tc_fwd_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_tc_fwd_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              y, x, wf, b, N, H, W, Ci, Co);
+    SG_LAUNCH_CHECK("upconv_tc_fwd_kernel");
+    return SG_OK;
+}
+
+int cu_upconv_tc_fwd(cudaStream_t st, uint16_t *y, const uint16_t *x, const uint16_t *wf,
+                     const float *b, int N, int H, int W, int Ci, int Co) {
+    int bm, bn;
+    conv_tc_tile((int64_t)N * H * W, Co, 4, &bm, &bn);
+    return TC_TILED(bm, bn, upconv_tc_fwd_launch, st, y, x, wf, b, N, H, W, Ci, Co);
+}
+
+template <int BM, int BN>
+static int upconv_tc_dgrad_launch(cudaStream_t st, uint16_t *dx, const uint16_t *dy,
+                                  const uint16_t *wf, int N, int H, int W, int Ci, int Co,
+                                  int accum) {
+    const int64_t M = (int64_t)N * H * W;
+    dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN));
+    if (cuda_smem_attr(upconv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN),
+                       "upconv_tc_dgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              dx, dy, wf, N, H, W, Ci, Co, accum);
+    SG_LAUNCH_CHECK("upconv_tc_dgrad_kernel");
+    return SG_OK;
+}
+
+int cu_upconv_tc_bwd_data(cudaStream_t st, uint16_t *dx, const uint16_t *dy, const uint16_t *wf,
+                          int N, int H, int W, int Ci, int Co, int accum) {
+    int bm, bn;
+    conv_tc_tile((int64_t)N * H * W, Ci, 1, &bm, &bn);
+    return TC_TILED(bm, bn, upconv_tc_dgrad_launch, st, dx, dy, wf, N, H, W, Ci, Co, accum);
+}
+
+template <int BM, int BN>
+static int upconv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy,
+                                  const uint16_t *x, int N, int H, int W, int Ci, int Co,
+                                  int chunks, int chunk_len) {
+    dim3 grid((unsigned)((4 * Ci + BN - 1) / BN), (unsigned)((Co + BM - 1) / BM),
+              (unsigned)(4 * chunks));
+    if (cuda_smem_attr(upconv_tc_wgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN),
+                       "upconv_tc_wgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_tc_wgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
+              part, dy, x, N, H, W, Ci, Co, chunk_len);
+    SG_LAUNCH_CHECK("upconv_tc_wgrad_kernel");
+    return SG_OK;
+}
+
+int cu_upconv_tc_bwd_weight(cudaStream_t st, float *part, const uint16_t *dy, const uint16_t *x,
+                            int N, int H, int W, int Ci, int Co, int64_t chunks,
+                            int64_t chunk_len) {
+    int bm, bn;
+    conv_tc_tile(Co, 4 * (int64_t)Ci, 4 * chunks, &bm, &bn);
+    return TC_TILED(bm, bn, upconv_tc_wgrad_launch, st, part, dy, x, N, H, W, Ci, Co, (int)chunks,
+                    (int)chunk_len);
+}

@@ -267,6 +267,16 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
                           const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
                           int S, int pad, int64_t chunks, int64_t chunk_len);
+/* conv_tc.cu: upconv2d's tensor-core GEMMs behind conv.cu's launchers (bf16, Ci and Co multiples
+ * of 8, 16-byte aligned operands, checked there). wf: the folded bf16 weights [4][Co][2][2][Ci]
+ * (conv.cu's upconv_fold_kernel). The weight gradient writes `chunks` fp32 partials
+ * [chunk][4][Co][2][2][Ci] of chunk_len low-res pixels each into part. */
+int cu_upconv_tc_fwd(cudaStream_t st, uint16_t *y, const uint16_t *x, const uint16_t *wf,
+                     const float *b, int N, int H, int W, int Ci, int Co);
+int cu_upconv_tc_bwd_data(cudaStream_t st, uint16_t *dx, const uint16_t *dy, const uint16_t *wf,
+                          int N, int H, int W, int Ci, int Co, int accum);
+int cu_upconv_tc_bwd_weight(cudaStream_t st, float *part, const uint16_t *dy, const uint16_t *x,
+                            int N, int H, int W, int Ci, int Co, int64_t chunks, int64_t chunk_len);
 
 /* the fusion as the tensor-core kernels (conv_tc.cu, conv_wgmma.cu) take it: by value, zeroed for
  * none, field by field (a struct copy need not copy padding, and there is none to copy) */

@@ -158,6 +158,23 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                            int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes);
+/* ---- nearest-upsample + 3x3 conv from the low-res input (upconv2d, conv.cu; planner/fuse.c):
+ * y[N,2H,2W,Co] (dt) = conv3x3_pad1(upsample2x(x[N,H,W,Ci] (dt)), w) + b (b may be NULL) without
+ * the upsampled tensor: four 2x2 sub-pixel convs of x with folded weights. w [Co,3,3,Ci]: the
+ * fp32 MASTER weights (not the bf16 copy): the launchers fold them in fp32 into ws and store the
+ * folded weights in dt (bf16: rounded once). H, W: x's size. ws: sg_ws_upconv2d_fold (forward,
+ * backward data), sg_ws_upconv2d_bwd_weight. Paths (cuda_upconv2d_path): bf16 with Ci, Co
+ * multiples of 8 and 16-byte aligned x, y on tensor cores, anything else on direct CUDA-core
+ * kernels. dw [Co,3,3,Ci] and db fp32, accumulated into with accum (dx likewise). */
+sg_conv_path cuda_upconv2d_path(const void *x, const void *y, int N, int H, int W, int Ci, int Co,
+                                int dt);
+int cuda_upconv2d_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
+                      int N, int H, int W, int Ci, int Co, int dt, void *ws, int64_t ws_bytes);
+int cuda_upconv2d_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N, int H,
+                           int W, int Ci, int Co, int dt, int accum, void *ws, int64_t ws_bytes);
+int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, const void *x,
+                             int N, int H, int W, int Ci, int Co, int dt, int accum, void *ws,
+                             int64_t ws_bytes);
 /* The same three passes on Hopper's wgmma (conv_wgmma.cu: TMA, mbarrier pipelines,
  * warp-specialised blocks; sm_90a code, run only on a compute capability 9.0 device), for the
  * convolutions of the tensor-core path with every operand (w included: the bf16 weight copy)
