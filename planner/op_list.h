@@ -86,6 +86,10 @@
  *   conv2d_add      x, w, b, r -> y = conv2d(x, w, b) rounded to y's dtype, + r: a residual
  *                   add in the conv's store (the fused plan, planner/fuse.c; the bits of
  *                   conv2d then add)                                    args.conv
+ *   conv2d_sc       h, w, b, x, ws, bs -> y = conv2d(h, w, b) + conv2d_1x1(x, ws, bs), summed
+ *                   in fp32 and rounded once: a ResBlock's conv2 with its 1x1 shortcut folded
+ *                   into the same GEMM (the fused bf16 plan, planner/fuse.c; stride 1, x
+ *                   [N, H, W, Cin] at h's pixels, ws [Co, 1, 1, Cin])   args.conv (conv2's)
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -148,7 +152,8 @@
     X(OP_ADAMW_EMA_BF16,    adamw_ema_bf16,    OPT, 7, 6, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \
     X(OP_GELU,              gelu,              FWD, 1, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_pointwise, OP_GELU_BWD, -1) \
     X(OP_GELU_BWD,          gelu_bwd,          BWD, 2, 1, 1, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
-    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1)
+    X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1) \
+    X(OP_CONV2D_SC,         conv2d_sc,         FWD, 6, 1, 0, 1, shape_conv_sc,    flops_conv_sc, 0,           bwd_conv_sc,   -1, -1)
 /* clang-format on */
 
 #endif
