@@ -58,6 +58,11 @@ typedef struct {
      * off, SG_FUSE_AUTO (the presets') on for bf16 and off for fp32, whose CUDA-core kernels
      * fuse nothing. Read it with sg_model_fuse. */
     int fuse;
+    /* with fusion on, leave a ResBlock's 1x1 shortcut a conv of its own (conv2 a conv2d_add)
+     * instead of folding it into conv2's GEMM (conv2d_sc, planner/fuse.c): no flag, for the
+     * tests, whose fused steps without the fold must give --fuse 0's bits (the fold changes
+     * them). In the config JSON when set. */
+    int no_fold;
     /* the dataset the step gathers from (uploaded once) */
     int64_t data_n;
     int data_h, data_w;

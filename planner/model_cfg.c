@@ -98,8 +98,10 @@ const char *const sg_model_flags_help =
     "  --precision P        fp32 | bf16 (bf16 activations, fp32 master weights)\n"
     "  --fuse 0|1           fuse GroupNorm + SiLU (+ dropout) into the next convolution's\n"
     "                       operand loads and the residual add into its store, so neither\n"
-    "                       is written to memory (default: 1 for bf16, 0 for fp32; the\n"
-    "                       CUDA backend fuses on its bf16 tensor-core convolutions only)\n"
+    "                       is written to memory, and (bf16) a block's 1x1 shortcut into\n"
+    "                       the same GEMM as the conv before the add (default: 1 for bf16,\n"
+    "                       0 for fp32; the CUDA backend fuses on its bf16 tensor-core\n"
+    "                       convolutions only)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
     "  --res-blocks N       res blocks per level\n"
@@ -372,7 +374,8 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
                  c->grad_accum);
     /* fusion only when on: a config without it is unfused, as every one before it existed */
     if (sg_model_fuse(c))
-        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":1");
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":1%s",
+                 c->no_fold ? ",\"no_fold\":1" : "");
     /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
      * checkpoints from before them read as they always did */
     char sched[160] = "";

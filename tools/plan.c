@@ -147,6 +147,8 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "fused_recomputes", json_integer(p->fused_recomputes));
         json_object_set_new(j, "fused_residuals", json_integer(p->fused_residuals));
         json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
+        json_object_set_new(j, "fused_shortcuts", json_integer(p->fused_shortcuts));
+        json_object_set_new(j, "fused_shortcut_bytes", json_integer(p->fused_shortcut_bytes));
         json_object_set_new(j, "unmaterialised_bytes", json_integer(p->unmaterialised_bytes));
     }
     if (!j) return sg_set_error("plan: cannot build the JSON output");
