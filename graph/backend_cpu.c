@@ -396,6 +396,13 @@ CPU_RUN(conv2d_add) {
         for (int64_t i = 0; i < k->n0; i++) y[i] = sg_bf16_to_f32(sg_f32_to_bf16(y[i]));
     cpu_add_fwd(y, k->in[3], y, k->n0);
 }
+/* conv2 and its folded 1x1 shortcut (cpu_conv2d_sc_fwd), summed in fp32 and rounded once as
+ * the output is stored */
+CPU_RUN(conv2d_sc) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    cpu_conv2d_sc_fwd(k->out[0], k->in[0], k->in[1], k->in[2], k->in[3], k->in[4], k->in[5], d.N,
+                      d.H, d.W, d.Ci, (int)k->g->t[k->nd->in[3]].shape[3], d.Co, d.K, d.pad);
+}
 CPU_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     cpu_conv2d_bwd_data(k->out[0], k->in[0], k->in[1], d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad);

@@ -703,11 +703,28 @@ static sg_cat conv_input(const cuda_ctx *c, const sg_graph *g, int t, sg_conv_fu
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
+        if (nd->op == OP_CONV2D_SC) { /* the fold: the tensor cores take both GEMM parts */
+            sg_conv_dims d = sg_conv_dims_of(g, nd);
+            sg_conv_fuse f;
+            const sg_cat h = conv_input(c, g, nd->in[0], &f);
+            const void *y = P(c, g, nd->out[0]);
+            if (g->t[nd->out[0]].dtype != DT_BF16 ||
+                cuda_conv2d_path(h, y, d.N, d.H, d.W, d.Co, d.K, 1, DT_BF16) !=
+                    SG_CONV_PATH_TENSOR_CORE ||
+                cuda_conv2d_path(CAT(c, g, nd->in[3]), y, d.N, d.H, d.W, d.Co, 1, 1, DT_BF16) !=
+                    SG_CONV_PATH_TENSOR_CORE)
+                return sg_set_error("node %d (conv2d_sc -> %s): the 1x1 shortcut folded into "
+                                    "conv2 runs on the bf16 tensor-core convolutions only (bf16, "
+                                    "every channel count a multiple of 8); plan with --fuse 0",
+                                    i, g->t[nd->out[0]].name);
+        }
         for (int k = 0; k < nd->nin; k++) {
             const sg_tensor *t = &g->t[nd->in[k]];
             if (t->vnorm < 0) continue;
-            const int conv_x = ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) && k == 0) ||
-                               (nd->op == OP_CONV2D_BWD_WEIGHT && k == 1);
+            const int conv_x =
+                ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD || nd->op == OP_CONV2D_SC) &&
+                 k == 0) ||
+                (nd->op == OP_CONV2D_BWD_WEIGHT && k == 1);
             const char *why = NULL;
             if (!conv_x) {
                 why = "only a convolution's input can be";
@@ -757,6 +774,23 @@ CUDA_RUN(conv2d_add) {
                                      d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                            d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+}
+/* conv2 with its 1x1 shortcut folded into one tensor-core GEMM (conv2d_sc): always the own
+ * mma.sync kernels, whatever the conv engine or SG_CONV_TC (cuDNN and the wgmma kernels take no
+ * fold; it is no engine-chosen conv node, sg_op_is_conv); h normalised in its tile loads where
+ * it is virtual, x (the block's input, often the skip concatenation) loaded as it is */
+CUDA_RUN(conv2d_sc) {
+    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
+    if (weights_in(k, k->dt)) return SG_ERR;
+    const sg_tensor *ws = &k->g->t[k->nd->in[4]];
+    if ((int)ws->dtype != k->dt)
+        return sg_set_error("the shortcut weights %s are %s, the activations %s", ws->name,
+                            sg_dtype_names[ws->dtype], sg_dtype_names[k->dt]);
+    sg_conv_fuse f;
+    const sg_cat h = conv_input(k->c, k->g, k->nd->in[0], &f);
+    return cuda_conv2d_sc_fwd(k->st, kout(k, 0), h, kin(k, 1), kin(k, 2), &f,
+                              CAT(k->c, k->g, k->nd->in[3]), kin(k, 4), kin(k, 5), d.N, d.H, d.W,
+                              d.Ci, d.Co, d.K, d.pad, k->dt);
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);

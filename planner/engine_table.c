@@ -87,6 +87,9 @@ int sg_conv_layer_of(const sg_graph *g, int node, char *name) {
     if (node < 0 || node >= g->nn || !sg_op_is_conv(g->n[node].op)) return -1;
     /* a backward node's layer is its forward node's (a weight gradient names no weight) */
     const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    /* the backward passes of a folded shortcut (conv2d_sc: two weights, a forward only the own
+     * kernels run) belong to no layer of the table: they take the --conv-engine default */
+    if (g->n[f].op == OP_CONV2D_SC) return -1;
     SG_ASSERT(g->n[f].op == OP_CONV2D || g->n[f].op == OP_CONV2D_ADD);
     int w = g->n[f].in[1];
     if (g->t[w].copy_of >= 0) w = g->t[w].copy_of; /* bf16 runs read the weights' copy */

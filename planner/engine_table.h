@@ -53,7 +53,8 @@ uint64_t sg_engine_table_hash(sg_engine_table *t);
 int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
 /* The conv layer of conv node `node` (forward or backward, any micro-batch): its weight
  * parameter's id, the layer name (the weight's name without ".weight") into name
- * (SG_NAME_MAX bytes); -1 for a node that is not a convolution. */
+ * (SG_NAME_MAX bytes); -1 for a node that is not a convolution or is one of no layer (the
+ * backward passes of a conv2d_sc, whose forward only the own kernels run). */
 int sg_conv_layer_of(const sg_graph *g, int node, char *name);
 /* The table's choice for conv node `node`; 0 without a table or for other nodes. */
 int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);

@@ -21,6 +21,17 @@
  * to the activation dtype, plus skip, rounded once more. Its backward is the add's (dy into
  * skip's gradient, first) and the conv's, on dy itself. The time-embedding add needs no
  * epilogue: norm_act_temb already adds it before its normalisation.
+ *
+ * Shortcut fold (the builder, planner/unet.c; sg_conv_sc_foldable): a ResBlock whose input x
+ * has other channels than its output adds a 1x1 shortcut conv of x; where conv2 and the
+ * shortcut are both convolutions the fused kernels take and the activations are bf16, the two
+ * are one conv2d_sc node (h, w2, b2, x, ws, bs -> y): ONE implicit GEMM whose reduction runs
+ * over conv2's 9 Cmid taps-and-channels, then the shortcut's Cin channels, both biases added in
+ * its store. The shortcut's output and its gradient (the add's copy of dy) are never written.
+ * This changes the bits of y (the shortcut is summed in fp32, not rounded to bf16 and added),
+ * so it is --fuse 1's only (--fuse 0 keeps the unfused bits). bf16 only: the CUDA kernels fold
+ * the two only on the tensor-core path (kernels/cuda/conv_tc.cu), and a plan must run on both
+ * backends; an fp32 plan with --fuse 1 keeps conv2d_add and its fallback off the tensor cores.
  */
 #include "planner/engine_table.h"
 #include "planner/unet.h"
@@ -34,6 +45,10 @@ int sg_conv_fusable(const sg_graph *g, int x, int Co, int K) {
     return t->shape[3] % 8 == 0;
 }
 
+int sg_conv_sc_foldable(const sg_graph *g, int h, int x, int Co, sg_dtype act_dt) {
+    return act_dt == DT_BF16 && sg_conv_fusable(g, h, Co, 3) && sg_conv_fusable(g, x, Co, 1);
+}
+
 /* every forward reader of y is a convolution taking it as its input, fusable, and not a layer
  * the engine table sends to cuDNN (which reads stored tensors only) */
 static int readers_fusable(const sg_graph *g, int y, const sg_engine_table *engines) {
@@ -42,7 +57,9 @@ static int readers_fusable(const sg_graph *g, int y, const sg_engine_table *engi
         const sg_node *nd = &g->n[i];
         for (int k = 0; k < nd->nin; k++) {
             if (nd->in[k] != y) continue;
-            if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD) || k != 0) return 0;
+            if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD && nd->op != OP_CONV2D_SC) ||
+                k != 0)
+                return 0;
             const sg_tensor *w = &g->t[nd->in[1]];
             if (!sg_conv_fusable(g, y, (int)w->shape[0], nd->a.conv.K)) return 0;
             if (sg_engine_table_node(engines, g, i) == SG_LAYER_CUDNN) return 0;

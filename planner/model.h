@@ -28,8 +28,9 @@ enum { SG_DOWN_PAD_SAME = 0, SG_DOWN_PAD_SYMMETRIC = 1 };
 /* sg_model_cfg.fuse's default: by precision */
 #define SG_FUSE_AUTO (-1)
 /* sg_model_cfg.fuse = SG_FUSE_BITWISE (tests; no flag sets it): only the fusions that keep the
- * unfused plan's bits (the normalisation prologues, the residual epilogues), not upconv2d,
- * whose folded weights round differently (planner/fuse.c) */
+ * unfused plan's bits (the normalisation prologues, the residual epilogues), not upconv2d
+ * (folded weights rounded once) nor conv2d_sc (the shortcut summed in fp32), which round
+ * differently (planner/fuse.c) */
 #define SG_FUSE_BITWISE 2
 /* "same" / "symmetric" <-> SG_DOWN_PAD_*; parse returns -1 for anything else. */
 const char *sg_down_pad_name(int down_pad);
@@ -60,7 +61,8 @@ typedef struct {
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
     /* fusion of the work around the convolutions into them (--fuse; planner/fuse.c): 1 on, 0
      * off, SG_FUSE_AUTO (the presets') on for bf16 and off for fp32, whose CUDA-core kernels
-     * fuse nothing; SG_FUSE_BITWISE (tests) on but for upconv2d. Read it with sg_model_fuse. */
+     * fuse nothing; SG_FUSE_BITWISE (tests) on but for upconv2d and conv2d_sc. Read it with
+     * sg_model_fuse. */
     int fuse;
     /* the per-layer conv engine table (--engine-table; planner/engine_table.h), or NULL: a
      * `cudnn` layer's normalisation is not fused into it. Not owned (the caller keeps it alive

@@ -1,7 +1,8 @@
 /* op_dims.c — the one decoding of each op family's sizes (see op_dims.h for the contract).
  *
  * Which operand carries which size, per op (the node's inputs in[] and outputs out[]):
- *   conv2d             x = in0, w = in1, y = out0 (conv2d_add likewise; r = in3)
+ *   conv2d             x = in0, w = in1, y = out0 (conv2d_add likewise; r = in3; conv2d_sc
+ *                      likewise for its conv2: h = in0, w = in1; its shortcut's x = in3)
  *   conv2d_bwd_data    dy = in0, w = in1; H, W from the args (dx = out0 may be virtual)
  *   conv2d_bwd_weight  dy = in0, x = in1
  *   linear             x = in0, w = in1;   bwd_data: dy = in0, w = in1;  bwd_weight: dy, x
@@ -39,7 +40,8 @@ static int conv_out_size(int h, int K, int S) {
 sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd) {
     const sg_conv_args *a = &nd->a.conv;
     sg_conv_dims d = {.K = a->K, .S = a->S, .pad = a->pad};
-    if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD || nd->op == OP_CONV2D_BWD_WEIGHT) {
+    if (nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD || nd->op == OP_CONV2D_SC ||
+        nd->op == OP_CONV2D_BWD_WEIGHT) {
         const sg_tensor *x = in_t(g, nd, nd->op == OP_CONV2D_BWD_WEIGHT ? 1 : 0);
         d.N = dim(x, 0), d.H = dim(x, 1), d.W = dim(x, 2), d.Ci = dim(x, 3);
     } else {

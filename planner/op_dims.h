@@ -18,7 +18,7 @@
 
 /* OP_CONV2D, OP_CONV2D_ADD, OP_CONV2D_BWD_DATA, OP_CONV2D_BWD_WEIGHT: x [N, H, W, Ci] ->
  * y [N, Ho, Wo, Co], weight [Co, K, K, Ci], stride S, top/left zero padding pad
- * (sg_conv_args). */
+ * (sg_conv_args). OP_CONV2D_SC: its conv2's (h = in0); the shortcut's Cin is in3's channels. */
 typedef struct {
     int N, H, W, Ci, Co, K, S, pad, Ho, Wo;
 } sg_conv_dims;
@@ -26,7 +26,9 @@ sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd);
 /* OP_UPCONV2D, OP_UPCONV2D_BWD_DATA, OP_UPCONV2D_BWD_WEIGHT: the low-res x [N, H, W, Ci] ->
  * y [N, Ho = 2H, Wo = 2W, Co], weight [Co, 3, 3, Ci] (K = 3, S = 1, pad = 1). */
 sg_conv_dims sg_upconv_dims_of(const sg_graph *g, const sg_node *nd);
-/* Is op a convolution pass (the ops sg_conv_dims_of decodes: a conv node for the engines)? */
+/* Is op a convolution pass (the ops sg_conv_dims_of decodes: a conv node for the engines)?
+ * conv2d_sc is not: it runs on the own tensor-core kernels whatever the engine
+ * (graph/backend_cuda.c). */
 int sg_op_is_conv(sg_op op);
 
 /* OP_LINEAR, OP_LINEAR_BWD_DATA, OP_LINEAR_BWD_WEIGHT: x [N, K] -> y [N, M], weight [M, K]. */

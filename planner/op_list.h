@@ -93,6 +93,10 @@
  *                   conv2d's bits)                                      args.conv
  *   upconv2d_bwd_data, upconv2d_bwd_weight
  *                   dy, w -> dx (args.conv H, W: x's); dy, x -> dw [Co,3,3,Ci], db
+ *   conv2d_sc       h, w, b, x, ws, bs -> y = conv2d(h, w, b) + conv2d_1x1(x, ws, bs), summed
+ *                   in fp32 and rounded once: a ResBlock's conv2 with its 1x1 shortcut folded
+ *                   into the same GEMM (the fused bf16 plan, planner/fuse.c; stride 1, x
+ *                   [N, H, W, Cin] at h's pixels, ws [Co, 1, 1, Cin])   args.conv (conv2's)
  */
 #ifndef SG_OP_LIST_H
 #define SG_OP_LIST_H
@@ -158,7 +162,8 @@
     X(OP_CONV2D_ADD,        conv2d_add,        FWD, 4, 1, 0, 1, shape_conv_add,   flops_conv,   ws_conv,      bwd_conv_add,  -1, -1) \
     X(OP_UPCONV2D,          upconv2d,          FWD, 3, 1, 0, 1, shape_upconv,     flops_upconv, ws_upconv,    bwd_upconv,    -1, -1) \
     X(OP_UPCONV2D_BWD_DATA, upconv2d_bwd_data, BWD, 2, 1, 0, 1, shape_upconv_bd,  flops_upconv, ws_upconv,    0,             -1, -1) \
-    X(OP_UPCONV2D_BWD_WEIGHT, upconv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw, flops_upconv, ws_upconv,  0,             -1, -1)
+    X(OP_UPCONV2D_BWD_WEIGHT, upconv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw, flops_upconv, ws_upconv,  0,             -1, -1) \
+    X(OP_CONV2D_SC,         conv2d_sc,         FWD, 6, 1, 0, 1, shape_conv_sc,    flops_conv_sc, 0,           bwd_conv_sc,   -1, -1)
 /* clang-format on */
 
 #endif

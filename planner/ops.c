@@ -179,6 +179,24 @@ static int shape_conv_add(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
                             r->name);
     return SG_OK;
 }
+/* conv2d_sc: conv2d's rule on (h, w, b), stride 1, and the shortcut's operands: x at h's
+ * pixels in y's dtype, ws [Co, 1, 1, Cin], bs [Co] */
+static int shape_conv_sc(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (shape_conv(g, nd, o)) return SG_ERR;
+    if (nd->a.conv.S != 1) return sg_set_error("conv2d_sc: stride %d (1 only)", nd->a.conv.S);
+    const sg_tensor *x = T(3), *ws = T(4), *bs = T(5);
+    if (x->ndim != 4 || x->shape[0] != o->shape[0] || x->shape[1] != o->shape[1] ||
+        x->shape[2] != o->shape[2] || x->dtype != o->dtype)
+        return sg_set_error("conv2d_sc: shortcut input '%s' must be typed like y and have its "
+                            "pixels",
+                            x->name);
+    if (ws->ndim != 4 || ws->shape[0] != o->shape[3] || ws->shape[1] != 1 || ws->shape[2] != 1 ||
+        ws->shape[3] != x->shape[3] || bs->ndim != 1 || bs->shape[0] != o->shape[3])
+        return sg_set_error("conv2d_sc: shortcut weight '%s' / bias '%s' do not fit %lld -> %lld "
+                            "channels",
+                            ws->name, bs->name, (long long)x->shape[3], (long long)o->shape[3]);
+    return SG_OK;
+}
 /* conv (conv2d_add's residual add not counted: its FLOPs are the matmul's) and both its
  * backward passes: N*Ho*Wo*Co*K*K*Ci multiply-adds each */
 static double flops_conv(const sg_graph *g, const sg_node *nd) {
@@ -215,6 +233,11 @@ static int shape_upconv(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 static double flops_upconv(const sg_graph *g, const sg_node *nd) {
     sg_conv_dims d = sg_upconv_dims_of(g, nd);
     return 2.0 * d.N * d.Ho * d.Wo * d.Co * 4 * d.Ci;
+}
+/* conv2d_sc: conv2's and the shortcut's multiply-adds (the sum in the accumulator is free) */
+static double flops_conv_sc(const sg_graph *g, const sg_node *nd) {
+    sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return flops_conv(g, nd) + 2.0 * d.N * d.Ho * d.Wo * d.Co * DIM(3, 3);
 }
 static int shape_gn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (need_ndim(g, nd, 0, 4)) return SG_ERR;
@@ -620,6 +643,30 @@ static int bwd_accum_into(sg_graph *g, int i, int k, const char *what) {
 static int bwd_conv_add(sg_graph *g, int i) {
     if (bwd_accum_into(g, i, 3, "dres")) return SG_ERR;
     return bwd_conv(g, i);
+}
+/* conv2d_sc: conv2's backward on dy (dw, db, then dh: bwd_conv), then the shortcut's on the
+ * same dy: its weight gradient (dws, dbs), then its data gradient into x. x's two gradient
+ * contributions keep the order of the unfused plans (conv2d_add and conv + add): this node
+ * stands where conv2 did, after norm1 in the forward order, so its dx is emitted before
+ * norm1's backward: the shortcut's contribution first (overwriting, or onto what later readers
+ * of x gave), norm1's accumulated onto it. dws and dx are the conv2d_add plan's bits: that
+ * plan's shortcut reads a copy of dy (the add's gradient accum). */
+static int bwd_conv_sc(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    if (bwd_conv(g, i)) return SG_ERR;
+    int dy = g->t[FN->out[0]].grad;
+    sg_op_args a = {.conv = {.K = 1, .S = 1, .pad = 0, .out_dt = FN->a.conv.out_dt}};
+    int in[2] = {dy, FIN(3)}, go[2] = {FIN(4), FIN(5)};
+    if (ad_emit(g, OP_CONV2D_BWD_WEIGHT, in, 2, go, &a, bname(g, i, "dws", nm), i) < 0)
+        return SG_ERR;
+    if (NEEDS(3)) {
+        const sg_tensor *x = &g->t[FIN(3)];
+        a.conv.H = (int)x->shape[1], a.conv.W = (int)x->shape[2];
+        int in2[2] = {dy, FIN(4)}, go2[1] = {FIN(3)};
+        if (ad_emit(g, OP_CONV2D_BWD_DATA, in2, 2, go2, &a, bname(g, i, "dxs", nm), i) < 0)
+            return SG_ERR;
+    }
+    return SG_OK;
 }
 static int bwd_add(sg_graph *g, int i) {
     /* b first: in a residual block b is the main branch, whose gradient is consumed next */

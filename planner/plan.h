@@ -37,11 +37,13 @@ typedef struct {
      * node reads (the recomputations the unfused plan makes), and the bytes no tensor holds
      * any more (each one's size, once more for each recomputation); the residual adds done in
      * a convolution's store (conv2d_add nodes) and the conv outputs they never write (also
-     * counted in unmaterialised_bytes); the nearest upsamples done inside the 3x3 conv after
-     * them (upconv2d nodes) and the upsampled tensors and their gradients they never write
-     * (also counted in unmaterialised_bytes) */
-    int fused_norms, fused_recomputes, fused_residuals, fused_upconvs;
-    int64_t unmaterialised_bytes, fused_residual_bytes, fused_upconv_bytes;
+     * counted in unmaterialised_bytes); the 1x1 shortcuts folded into conv2 (conv2d_sc nodes,
+     * also counted as residuals) and their outputs and gradients never written (also counted
+     * in unmaterialised_bytes); the nearest upsamples done inside the 3x3 conv after them
+     * (upconv2d nodes) and the upsampled tensors and their gradients they never write (also
+     * counted in unmaterialised_bytes) */
+    int fused_norms, fused_recomputes, fused_residuals, fused_shortcuts, fused_upconvs;
+    int64_t unmaterialised_bytes, fused_residual_bytes, fused_shortcut_bytes, fused_upconv_bytes;
     uint64_t hash; /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;
 

@@ -707,6 +707,7 @@ out:
 /* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes,
  * twice when a backward node reads it (the unfused plan recomputes a copy there), and each
  * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back), and
+ * each conv2d_sc's conv output, shortcut output and that one's gradient, and
  * each upconv2d's upsampled input u [N,2H,2W,Ci] in the activations' dtype, twice in training
  * (the unfused plan's upsample writes u and its conv reads it, forward and in the weight
  * gradient; the conv's data gradient writes du and the upsample's backward reads it back) */
@@ -726,12 +727,19 @@ static void fusion_totals(sg_plan *p) {
     }
     free(bwd_read);
     for (int i = 0; i < g->nn; i++) {
-        if (g->n[i].op != OP_CONV2D_ADD) continue;
+        if (g->n[i].op != OP_CONV2D_ADD && g->n[i].op != OP_CONV2D_SC) continue;
         const sg_tensor *y = &g->t[g->n[i].out[0]];
         const int64_t b = SG_ALIGN_UP(sg_numel(y) * sg_dtype_size(y->dtype), SG_ALIGN);
         p->fused_residuals++;
         p->fused_residual_bytes += b;
         p->unmaterialised_bytes += b;
+        if (g->n[i].op != OP_CONV2D_SC) continue;
+        /* the folded shortcut's output, and in a training plan its gradient (conv2d_add's
+         * copy of dy) */
+        const int64_t sb = y->grad >= 0 ? 2 * b : b;
+        p->fused_shortcuts++;
+        p->fused_shortcut_bytes += sb;
+        p->unmaterialised_bytes += sb;
     }
     for (int i = 0; i < g->nn; i++) {
         if (g->n[i].op != OP_UPCONV2D) continue;
@@ -898,10 +906,11 @@ int sg_plan_verify(const sg_plan *p) {
      * planner/train_step.c): the CUDA kernels take the weights in the activations' dtype */
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
-        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR &&
-            nd->op != OP_LINEAR_BWD_DATA)
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_SC && nd->op != OP_CONV2D_BWD_DATA &&
+            nd->op != OP_LINEAR && nd->op != OP_LINEAR_BWD_DATA)
             continue;
         const sg_tensor *a = &g->t[nd->in[0]], *w = &g->t[nd->in[1]];
+        if (nd->op == OP_CONV2D_SC && w->dtype == a->dtype) w = &g->t[nd->in[4]];
         if (a->dtype != w->dtype)
             return sg_set_error("plan: node %d (%s) multiplies %s weights '%s' with %s "
                                 "activations: a %s conv / linear reads its weights in that dtype "

@@ -57,21 +57,26 @@ static int weight_copy(sg_graph *g, int p) {
     return id;
 }
 
-/* Every bf16 conv (conv2d, conv2d_add) / linear forward node (so far: the network's) reads its
- * weights' copy; the
- * region tensor "params_bf16" over the copies, when there are any (else -1). */
+/* Every bf16 conv (conv2d, conv2d_add, conv2d_sc: both its weights) / linear forward node (so far:
+ * the network's) reads its weights' copy; the region tensor "params_bf16" over the copies, when
+ * there are any (else -1). */
 static int bf16_weights(sg_graph *g, int *region_out) {
     int any = 0;
     *region_out = -1;
     for (int i = 0; i < g->nn; i++) {
         const int op = g->n[i].op, w = g->n[i].in[1];
-        if ((op != OP_CONV2D && op != OP_CONV2D_ADD && op != OP_LINEAR) ||
+        if ((op != OP_CONV2D && op != OP_CONV2D_ADD && op != OP_CONV2D_SC && op != OP_LINEAR) ||
             g->t[g->n[i].in[0]].dtype != DT_BF16 || g->t[w].role != ROLE_PARAM)
             continue;
         const int c = weight_copy(g, w);
         if (c < 0) return SG_ERR;
         g->n[i].in[1] = c;
         any = 1;
+        if (op == OP_CONV2D_SC) { /* and the folded shortcut's weights */
+            const int cs = weight_copy(g, g->n[i].in[4]);
+            if (cs < 0) return SG_ERR;
+            g->n[i].in[4] = cs;
+        }
     }
     if (!any) return SG_OK;
     /* as many elements as the parameter region, element j the copy of its element j */

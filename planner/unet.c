@@ -180,6 +180,16 @@ static int resblock(builder *b, int x, int Co, const char *m) {
      * values, checkpoints that load across --fuse). */
     int w2, b2;
     conv_params(b, (int)b->g->t[h].shape[3], Co, 3, SUB("conv2"), &w2, &b2);
+    if (!b->err && b->g->t[x].shape[3] != Co && b->c->fuse != SG_FUSE_BITWISE &&
+        sg_conv_sc_foldable(b->g, h, x, Co, dt)) {
+        /* the shortcut folded into conv2's GEMM (conv2d_sc, planner/fuse.c): its parameters
+         * created after conv2's, as unfused; no shortcut node, nothing to move */
+        int ws, bs;
+        conv_params(b, (int)b->g->t[x].shape[3], Co, 1, SUB("conv_shortcut"), &ws, &bs);
+        int in[6] = {h, w2, b2, x, ws, bs};
+        sg_op_args a = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = dt}};
+        return sg_builder_node(b, OP_CONV2D_SC, in, 6, &a, SUB("out"), 0);
+    }
     int skip = x;
     if (!b->err && b->g->t[x].shape[3] != Co) {
         skip = conv(b, x, Co, 1, 1, 0, SUB("conv_shortcut"), dt);

@@ -30,6 +30,10 @@ int sg_unet(builder *b, int x, int t);
  * 8, K 1 or 3 (the tensor-core rule of kernels/cuda/conv.cu, without its dtype: the plan is
  * the same on both backends). */
 int sg_conv_fusable(const sg_graph *g, int x, int Co, int K);
+/* A ResBlock's conv2 (3x3 on h) and its 1x1 shortcut (on x), both to Co channels, folded into
+ * one conv2d_sc node: both fusable, and bf16 activations (the tensor-core path is the only
+ * CUDA one for the fold). The caller checks the fusion switch. */
+int sg_conv_sc_foldable(const sg_graph *g, int h, int x, int Co, sg_dtype act_dt);
 /* Turn the output of every norm_act / norm_act_temb node whose readers are all fusable
  * convolutions (their input 0) that the engine table (NULL: none) does not send to cuDNN into a
  * virtual normalised tensor (sg_tensor.vnorm); returns how many. Run on the forward graph, before

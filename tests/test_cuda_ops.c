@@ -1343,6 +1343,165 @@ static void test_upconvs(void) {
           "upconv: both paths must have been exercised");
 }
 
+/* The shortcut fold (cuda_conv2d_sc_fwd, a conv2d_sc node): y = conv3x3(h, w) + b + x ws^T + bs
+ * as one tensor-core GEMM whose reduction runs over conv2's 9 Cm then the shortcut's Cin =
+ * s0 + s1 (x two parts: the decoder's skip concatenation, both halves). h plain (norm 0) or
+ * norm_act's virtual output (norm 1: SiLU; norm 2: + temb and dropout): the K loop switches
+ * operand source and transform at the 9 Cm boundary (x is loaded plain). Against the CPU
+ * reference cpu_conv2d_sc_fwd (itself checked against two plain convs summed in fp32), rounded
+ * to bf16 once; poisoned output, guards, two runs with equal bits. Cm, s0, s1 not multiples of
+ * 32 end each part in a zero-filled slice of a BK tile; pixel counts off the 64 / 128 tiles. */
+static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, int norm, int G,
+                         int bias) {
+    char ctx[200];
+    const int bf = DT_BF16, Cin = s0 + s1, K = 3, pad = 1;
+    snprintf(ctx, sizeof ctx, "conv shortcut fold N%d H%d W%d Cm%d x%d+%d Co%d norm%d G%d%s", N, H,
+             W, Cm, s0, s1, Co, norm, G, bias ? " bias" : "");
+    case_begin();
+    printf("%s\n", ctx);
+    const int64_t P = (int64_t)N * H * W, nw = (int64_t)Co * K * K * Cm, nws = (int64_t)Co * Cin,
+                  nh = P * Cm, ng = (int64_t)N * (G ? G : 1);
+    const uint64_t seed = 0x5c0ffull;
+    const int64_t step = 23;
+    const uint32_t purpose = SG_RNG_DROPOUT_BASE + 2;
+    /* h's values (norm: norm_act's input xh, v; the statistics from the device's pass) */
+    float *xh = rnd_dt(nh, norm ? -1.0f : -2.0f, norm ? 3.0f : 2.0f, bf);
+    float *v = norm == 2 ? rnd_dt((int64_t)N * Cm, -1, 1, bf) : NULL;
+    float *gamma = rnd(Cm, 0.5f, 1.5f), *beta = rnd(Cm, -0.5f, 0.5f);
+    float *xa = rnd_dt(P * s0, -2, 2, bf), *xb = s1 ? rnd_dt(P * s1, -2, 2, bf) : NULL;
+    float *x = cat_host(xa, s0, xb, s1, P);
+    float *w = rnd_dt(nw, -0.2f, 0.2f, bf), *ws = rnd_dt(nws, -0.5f, 0.5f, bf);
+    float *b = bias ? rnd(Co, -1, 1) : NULL, *bs = bias ? rnd(Co, -1, 1) : NULL;
+    tbuf *dh = tb_in("h (or norm_act's x)", xh, nh, bf);
+    tbuf *dv = v ? tb_in("v", v, (int64_t)N * Cm, bf) : NULL;
+    tbuf *dg = tb_in("gamma", gamma, Cm, DT_F32), *dbt = tb_in("beta", beta, Cm, DT_F32);
+    tbuf *dxa = tb_in("x0", xa, P * s0, bf), *dxb = s1 ? tb_in("x1", xb, P * s1, bf) : NULL;
+    tbuf *dw = tb_in("w", w, nw, bf), *dws = tb_in("ws", ws, nws, bf);
+    tbuf *db = bias ? tb_in("b", b, Co, DT_F32) : NULL,
+         *dbs = bias ? tb_in("bs", bs, Co, DT_F32) : NULL;
+    tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
+    tbuf *m = tb_out("mean", ng, DT_F32, NULL), *r = tb_out("rstd", ng, DT_F32, NULL);
+    const sg_cat xc = sg_cat2(dxa->d, s0, s1 ? dxb->d : NULL, s1), hc = sg_cat1(dh->d, Cm);
+    const sg_drop drop = {.p = norm == 2 ? 0.1f : 0.0f,
+                          .purpose = purpose,
+                          .seed = norm == 2 ? (const uint64_t *)dseed->d : NULL,
+                          .step = norm == 2 ? (const int64_t *)dstep->d : NULL,
+                          .i0 = 0};
+    sg_conv_fuse fuse;
+    memset(&fuse, 0, sizeof fuse);
+    float *hv = xh; /* the conv's input as the CPU sees it */
+    if (norm) {
+        fuse.norm = 1, fuse.mean = (const float *)m->d, fuse.rstd = (const float *)r->d;
+        fuse.gamma = (const float *)dg->d, fuse.beta = (const float *)dbt->d;
+        fuse.v = v ? dv->d : NULL, fuse.G = G, fuse.act = SG_ACT_SILU, fuse.drop = drop;
+        const int64_t nwsb = sg_ws_norm_act_fwd(N, H * W, Cm, G);
+        tbuf *nws_b = tb_ws(nwsb);
+        reset_all();
+        CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, hc, v ? dv->d : NULL, N,
+             H * W, Cm, G, 1e-6f, bf, nws_b->d, nwsb);
+        sync_stream();
+        tb_download(m, m->init + GUARD), tb_download(r, r->init + GUARD); /* kept by resets */
+        float *dmean = fbuf(ng), *drstd = fbuf(ng);
+        from_bytes(dmean, m->init + GUARD, ng, DT_F32);
+        from_bytes(drstd, r->init + GUARD, ng, DT_F32);
+        cpu_norm_tail t = {.act = SG_ACT_SILU,
+                           .p = drop.p,
+                           .purpose = purpose,
+                           .seed = seed,
+                           .step = step,
+                           .i0 = 0};
+        hv = fbuf(nh);
+        cpu_norm_act_apply(hv, xh, v, dmean, drstd, gamma, beta, N, H * W, Cm, G, &t);
+        round_dt(hv, nh, bf); /* as the unfused plan stores norm_act's y */
+    }
+    /* the reference, and the reference checked against two plain convs summed in fp32 */
+    float *ref = fbuf(P * Co), *y1 = fbuf(P * Co), *y2 = fbuf(P * Co);
+    cpu_conv2d_sc_fwd(ref, hv, w, b, x, ws, bs, N, H, W, Cm, Cin, Co, K, pad);
+    cpu_conv2d_fwd(y1, hv, w, b, N, H, W, Cm, Co, K, 1, pad);
+    cpu_conv2d_fwd(y2, x, ws, bs, N, H, W, Cin, Co, 1, 1, 0);
+    for (int64_t i = 0; i < P * Co; i++) y1[i] += y2[i];
+    CHECK(sg_test_rel_err(ref, y1, P * Co) <= 1e-6,
+          "%s: cpu_conv2d_sc_fwd differs from conv + 1x1 conv by %.3g", ctx,
+          sg_test_rel_err(ref, y1, P * Co));
+    round_dt(ref, P * Co, bf);
+    CHECK(cuda_conv2d_path(hc, dh->d, N, H, W, Co, K, 1, bf) == SG_CONV_PATH_TENSOR_CORE &&
+              cuda_conv2d_path(xc, dh->d, N, H, W, Co, 1, 1, bf) == SG_CONV_PATH_TENSOR_CORE,
+          "%s: not on the tensor-core path", ctx);
+    tbuf *y = tb_out("y", P * Co, bf, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_conv2d_sc_fwd, g_st, y->d, hc, dw->d, bias ? (const float *)db->d : NULL,
+             norm ? &fuse : NULL, xc, dws->d, bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co,
+             K, pad, bf);
+        sync_stream();
+        tb_check(y, ref, TOL_BF16, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
+/* The fold's refusals: it has no path off the tensor cores */
+static void test_conv_sc_refusals(void) {
+    case_begin();
+    const int N = 1, H = 3, W = 4, P = N * H * W;
+    tbuf *h = tb_out("h", P * 16, DT_BF16, NULL), *x = tb_out("x", P * 16, DT_BF16, NULL);
+    tbuf *w = tb_out("w", 16 * 9 * 16, DT_BF16, NULL), *ws = tb_out("ws", 16 * 16, DT_BF16, NULL);
+    tbuf *y = tb_out("y", P * 16, DT_BF16, NULL);
+    const sg_cat hc = sg_cat1(h->d, 16);
+    CHECK(cuda_conv2d_sc_fwd(g_st, y->d, hc, w->d, NULL, NULL, sg_cat1(x->d, 16), ws->d, NULL, N, H,
+                             W, 16, 16, 3, 1, DT_F32) != SG_OK,
+          "cuda_conv2d_sc_fwd accepted fp32");
+    CHECK(cuda_conv2d_sc_fwd(g_st, y->d, hc, w->d, NULL, NULL, sg_cat2(x->d, 12, x->d, 4), ws->d,
+                             NULL, N, H, W, 16, 16, 3, 1, DT_BF16) != SG_OK &&
+              strstr(sg_last_error(), "tensor-core path only"),
+          "cuda_conv2d_sc_fwd accepted a 12 + 4 channel shortcut input: %s", sg_last_error());
+    const sg_conv_fuse fr = {.res = y->d};
+    CHECK(cuda_conv2d_sc_fwd(g_st, y->d, hc, w->d, NULL, &fr, sg_cat1(x->d, 16), ws->d, NULL, N, H,
+                             W, 16, 16, 3, 1, DT_BF16) != SG_OK,
+          "cuda_conv2d_sc_fwd accepted a residual");
+    case_end();
+}
+
+static void test_convs_sc(void) {
+    /* edge tiles: 70 and 130 pixels (64 and 128-row tiles), Co 40 (a 64 tile) and 136 (two
+     * 128 columns); parts of 24, 8, 40 channels (zero-filled BK tails in both phases, a
+     * one-chunk part); no bias; a 1-channel-per-group norm */
+    test_conv_sc(2, 5, 7, 24, 16, 8, 40, 0, 0, 1);
+    test_conv_sc(2, 5, 13, 40, 24, 0, 136, 1, 8, 0);
+    test_conv_sc(1, 7, 10, 16, 8, 40, 72, 2, 16, 1);
+    test_conv_sc(2, 3, 3, 32, 32, 32, 32, 2, 4, 1);
+    /* every folded shape of unet_cifar and unet_adm64 (conv2d_sc nodes of `plan --json`) at
+     * batch 1-2 on small images: {Cm (= Co), s0, s1, N, H, W}. The decoder's x is the skip
+     * concatenation, an encoder block widening its level reads one buffer. */
+    static const int classes[][6] = {
+        /* unet_cifar */
+        {256, 128, 0, 1, 3, 3},
+        {256, 256, 256, 1, 3, 3},
+        {256, 256, 128, 1, 3, 3},
+        {128, 256, 128, 2, 3, 3},
+        {128, 128, 128, 1, 4, 3},
+        /* unet_adm64 */
+        {128, 64, 0, 2, 3, 3},
+        {192, 128, 0, 1, 3, 3},
+        {256, 192, 0, 1, 3, 3},
+        {256, 256, 192, 1, 3, 3},
+        {192, 256, 192, 1, 3, 3},
+        {192, 192, 192, 1, 3, 3},
+        {192, 192, 128, 1, 3, 3},
+        {128, 192, 128, 1, 3, 3},
+        {128, 128, 64, 1, 3, 3},
+        {64, 128, 64, 2, 3, 3},
+        {64, 64, 64, 1, 3, 4},
+    };
+    for (int i = 0; i < SG_ARRAY_LEN(classes); i++) {
+        const int *c = classes[i];
+        /* h: norm2's output in the plan (temb, dropout 0.1), plain every third case */
+        const int norm = i % 3 == 2 ? 0 : 2;
+        test_conv_sc(c[3], c[4], c[5], c[0], c[1], c[2], c[0], norm, norm ? 32 : 0, 1);
+    }
+    test_conv_sc_refusals();
+}
+
 /* The bias pieces of a conv run by the cuDNN engine, in every build: y = round(y + b) in place
  * (exact: one fp32 add and one rounding, as the reference), and db = column sum of dy. */
 static void test_conv_bias_pieces(int64_t P, int Co, int dt, int accum) {
@@ -2681,6 +2840,7 @@ int main(void) {
     test_convs_fused();
     test_convs_res();
     test_upconvs();
+    test_convs_sc();
     printf("conv cases by path: %d on tensor cores, %d on CUDA cores, %d on cuBLAS\n",
            conv_path_cases[SG_CONV_PATH_TENSOR_CORE], conv_path_cases[SG_CONV_PATH_CUDA_CORE],
            conv_path_cases[SG_CONV_PATH_CUBLAS]);

@@ -17,8 +17,10 @@
  *   inside the tensor-core convolutions that read them, the residual adds in their stores)
  *   gives the unfused step's (--fuse 0) losses and final state bit for bit, on the GPU and on
  *   the CPU (which materialises the fused operands with its apply kernel: the same values);
- *   the upsample conv as upconv2d (folded weights rounded once: other bits) is the one
- *   fusion left out of that (SG_FUSE_BITWISE) and checked within the bf16 loss tolerance;
+ *   the two fusions that change the bits (the upsample conv as upconv2d: folded weights
+ *   rounded once; the shortcut folded into conv2 as conv2d_sc: summed in fp32, not rounded to
+ *   bf16 and added) are left out of that (SG_FUSE_BITWISE) and the default fused step is
+ *   checked within the bf16 loss tolerance of the unfused one, on each backend;
  * - bf16: the weight copy equals round(params) after the steps of every run, and a resume
  *   (1 step, checkpoint, a fresh executor loading it, 1 step) gives the straight run's losses
  *   and final state bit for bit, its copy remade from the loaded parameters;
@@ -267,11 +269,11 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
     }
     if (ok && dt == DT_BF16 && sg_model_fuse(&c)) {
         /* the same step unfused: the same bits as the fusions that keep them (SG_FUSE_BITWISE:
-         * all but upconv2d, whose folded weights round differently), on both backends (under
+         * all but upconv2d and conv2d_sc, which round differently), on both backends (under
          * SG_CONV_TC=wgmma every tensor-core conv of both plans, fused or not, runs on the wgmma
          * kernels, whose fused and unfused paths give the same bits); the full fusion (the runs
-         * above, unet_tiny's upsample conv as upconv2d) within the bf16 loss tolerance of the
-         * unfused step */
+         * above: unet_tiny's upsample conv as upconv2d, its shortcuts folded) within the bf16 loss
+         * tolerance of the unfused step */
         sg_model_cfg u = c, f = c;
         u.fuse = 0;
         f.fuse = SG_FUSE_BITWISE;
@@ -298,9 +300,11 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
                 const double rc = fabs((double)lc[s] - lcu[s]) / fabs((double)lcu[s]);
                 worst = fmax(worst, fmax(rg, rc));
             }
-            CHECK(worst <= 3e-2, "%s: the upconv2d step is %.3e from the unfused one", nm, worst);
-            printf("%s: fused but upconv2d vs unfused (--fuse 0): identical losses and state on "
-                   "the GPU and on the CPU; with upconv2d worst relative loss difference %.3e\n",
+            CHECK(worst <= 3e-2, "%s: the upconv2d/conv2d_sc step is %.3e from the unfused one", nm,
+                  worst);
+            printf("%s: fused but upconv2d/conv2d_sc vs unfused (--fuse 0): identical losses and "
+                   "state on "
+                   "the GPU and on the CPU; with them worst relative loss difference %.3e\n",
                    nm, worst);
         }
         free(su), free(scu), free(sf), free(scf);

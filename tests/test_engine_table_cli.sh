@@ -20,7 +20,7 @@ M=(--model unet_tiny --precision bf16 --batch 2)
 rc=$?
 cat tune.txt
 ok "tune exits 0" '[ $rc -eq 0 ]'
-ok "tune: summary line" 'grep -q "engine table tab.json: unet_tiny, batch 2 per pass, bf16, on cpu; 33 conv layers, 0 on cudnn, 33 on own.*cudnn_ms null" tune.txt'
+ok "tune: summary line" 'grep -q "engine table tab.json: unet_tiny, batch 2 per pass, bf16, on cpu; 22 conv layers, 0 on cudnn, 22 on own.*cudnn_ms null" tune.txt'
 ok "tune: the file" 'python3 - tab.json <<PY
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -28,7 +28,7 @@ assert d["format"] == "stepgraph_engine_table" and d["version"] == 1
 assert d["model"] == "unet_tiny" and d["precision"] == "bf16" and d["batch"] == 2
 assert d["backend"] == "cpu" and d["device"] == "cpu"
 L = d["layers"]
-assert len(L) == 33 and len({l["layer"] for l in L}) == 33
+assert len(L) == 22 and len({l["layer"] for l in L}) == 22
 assert all(l["engine"] == "own" and l["own_ms"] > 0 and l["cudnn_ms"] is None for l in L)
 assert L[0]["layer"] == "conv_in" and L[-1]["layer"] == "conv_out"
 # a table with every ResBlock conv1 on cudnn, for the runs below
@@ -44,7 +44,7 @@ ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(
 "$plan" "${M[@]}" --no-table >p0.txt && "$plan" "${M[@]}" --no-table --engine-table c1.json >p1.txt
 rc=$?
 ok "plan --engine-table exits 0" '[ $rc -eq 0 ]'
-ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*33 conv layers, 8 on cudnn, 25 on own" p1.txt'
+ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*22 conv layers, 8 on cudnn, 14 on own" p1.txt'
 ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt'
 ok "plan: fewer fusions" 'grep -q "^  fused           20 normalisations" p0.txt && grep -q "^  fused           12 normalisations" p1.txt'
 ok "plan without a table prints none" '! grep -q "engine table" p0.txt'
@@ -53,7 +53,7 @@ ok "plan --json: engine_table" 'python3 - p1.json <<PY
 import json, sys
 d = json.load(open(sys.argv[1]))
 L = d["engine_table"]["layers"]
-assert len(L) == 33 and len(d["engine_table"]["hash"]) == 16 and d["fused_norms"] == 12
+assert len(L) == 22 and len(d["engine_table"]["hash"]) == 16 and d["fused_norms"] == 12
 for l in L:
     assert l["engine"] == ("cudnn" if l["layer"].endswith(".conv1") else "own"), l
     if l["layer"].endswith(".conv1"): assert not l["input_fused"], l

@@ -28,19 +28,23 @@ assert len(t) > 100
 for k in ("name", "role", "dtype", "shape", "bytes", "offset", "first", "last"):
     assert all(k in x for x in t), k
 assert any(x["dtype"] == "bf16" for x in t)
-# conv engines: every conv pass counted; a forward conv reading a concat output (the decoder
-# 1x1 skip convs) and its two backward passes are the ones cuDNN cannot take
+# conv engines: every conv pass counted; a forward conv reading a concat output and its two
+# backward passes are the ones cuDNN cannot take, and so are the two backward passes of the
+# decoder blocks 1x1 shortcuts folded into conv2 (conv2d_sc, itself no engine-chosen conv)
 s = d["schedule"]
 convs = [n for n in s if n["op"] in ("conv2d", "conv2d_add", "conv2d_bwd_data", "conv2d_bwd_weight")]
 cat_out = {n["out"][0] for n in s if n["op"] == "concat"}
 cat_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add") and n["in"][0] in cat_out]
+sc = [n for n in s if n["op"] == "conv2d_sc"]
+sc_cat = [n for n in sc if n["in"][3] in cat_out]
 assert d["conv_nodes"] == len(convs) > 0, (d["conv_nodes"], len(convs))
 # a fused normalisation (the bf16 default, --fuse): its forward conv and weight gradient read
 # a virtual operand, which cuDNN cannot take either
 fused = {x["id"] for x in t if "normalised_by" in x}
-fused_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add") and n["in"][0] in fused]
+fused_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add", "conv2d_sc") and n["in"][0] in fused]
 fused_bw = [n for n in s if n["op"] == "conv2d_bwd_weight" and n["in"][1] in fused]
-assert len(cat_fwd) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd) - len(fused_fwd) - len(fused_bw), d["conv_cudnn_eligible"]
+fused_fwd_conv = [n for n in fused_fwd if n["op"] != "conv2d_sc"]
+assert len(sc_cat) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd) - 2 * len(sc_cat) - len(fused_fwd_conv) - len(fused_bw), d["conv_cudnn_eligible"]
 # every normalisation but conv_norm_out (read by the 3-channel conv_out) is fused, and with it
 # its recomputation: the one recomputed tensor left is that of conv_norm_out
 assert d["fuse"] == 1 and d["fused_norms"] == len(fused) > 0 and len(fused_fwd) == len(fused)
@@ -50,10 +54,14 @@ assert all(x["bytes"] == 0 and x["offset"] == -1 for x in t if "normalised_by" i
 elem = {"bf16": 2, "fp32": 4}
 want = sum(2 * elem[x["dtype"]] * eval("*".join(map(str, x["shape"]))) for x in t if "normalised_by" in x)
 # every residual add (the 22 ResBlocks and the 6 attention blocks) is in the store of a conv: no
-# add node is left, and the conv outputs they never write are counted too
-res = [n for n in s if n["op"] == "conv2d_add"]
+# add node is left, and the conv outputs they never write are counted too; the 13 blocks whose
+# channel count changes (12 decoder blocks, the first block of level 1) fold their shortcut into
+# conv2: its output and gradient are never written either
+res = [n for n in s if n["op"] in ("conv2d_add", "conv2d_sc")]
 assert d["fused_residuals"] == len(res) == 28 and not any(n["op"] == "add" for n in s)
+assert d["fused_shortcuts"] == len(sc) == 13 and len(sc_cat) == 12, (len(sc), len(sc_cat))
 rbytes = sum(t[n["out"][0]]["bytes"] for n in res)
+sbytes = sum(2 * t[n["out"][0]]["bytes"] for n in sc)
 assert d["fused_residual_bytes"] == rbytes, (d["fused_residual_bytes"], rbytes)
 # the 3 decoder upsamples run inside their 3x3 conv from the low-res input: no upsample2x node,
 # and the upsampled tensor (4x the input) and its gradient are never written
@@ -61,7 +69,8 @@ upc = [n for n in s if n["op"] == "upconv2d"]
 assert d["fused_upconvs"] == len(upc) == 3 and not any(n["op"] == "upsample2x" for n in s)
 ubytes = sum(2 * 4 * t[n["in"][0]]["bytes"] for n in upc)
 assert d["fused_upconv_bytes"] == ubytes, (d["fused_upconv_bytes"], ubytes)
-assert d["unmaterialised_bytes"] == want + rbytes + ubytes, (d["unmaterialised_bytes"], want + rbytes + ubytes)
+assert d["fused_shortcut_bytes"] == sbytes, (d["fused_shortcut_bytes"], sbytes)
+assert d["unmaterialised_bytes"] == want + rbytes + sbytes + ubytes, (d["unmaterialised_bytes"], want + rbytes + sbytes + ubytes)
 PY'
 $plan --model unet_cifar --batch 128 --precision bf16 --fuse 0 --json >"$tmp/plan0.json"
 ok "json --fuse 0" 'python3 - "$tmp/plan.json" "$tmp/plan0.json" <<PY
@@ -73,10 +82,11 @@ assert not any("normalised_by" in x for x in u["tensors"])
 # unfused, every fused normalisation is recomputed in the backward pass instead
 assert u["recomputed_tensors"] == d["recomputed_tensors"] + d["fused_recomputes"]
 assert d["lower_bound_bytes"] <= u["lower_bound_bytes"], (d["lower_bound_bytes"], u["lower_bound_bytes"])
-# and each fused residual saves its add node and one of the two gradient copies of the add
-# and each upconv2d its upsample2x node and the backward node of it
+# and each fused residual saves its add node and one of the two gradient copies of the add,
+# each folded shortcut its conv node and the other copy, each upconv2d its upsample2x node and
+# the backward node of it
 assert u["fused_upconvs"] == 0 and sum(n["op"] == "upsample2x" for n in u["schedule"]) == 3
-assert d["nodes"] == u["nodes"] - d["fused_recomputes"] - 2 * d["fused_residuals"] - 2 * d["fused_upconvs"]
+assert d["nodes"] == u["nodes"] - d["fused_recomputes"] - 2 * d["fused_residuals"] - 2 * d["fused_shortcuts"] - 2 * d["fused_upconvs"]
 PY'
 out=$($plan --model unet_cifar --precision bf16 --no-table)
 ok "fused line" 'grep -q "^  fused           [0-9]* normalisations computed inside the convolutions.* 28 residual adds in the store" <<<"$out"'

@@ -223,8 +223,9 @@ static int check_fused(const sg_plan *p, const char *what) {
                 if (g->n[j].in[k] != y) continue;
                 readers++;
                 const sg_node *r = &g->n[j];
-                fusable &= (r->op == OP_CONV2D || r->op == OP_CONV2D_ADD) && k == 0 &&
-                           g->t[y].shape[3] % 8 == 0 && g->t[r->out[0]].shape[3] % 8 == 0;
+                fusable &=
+                    (r->op == OP_CONV2D || r->op == OP_CONV2D_ADD || r->op == OP_CONV2D_SC) &&
+                    k == 0 && g->t[y].shape[3] % 8 == 0 && g->t[r->out[0]].shape[3] % 8 == 0;
             }
         for (int j = 0; j < g->nn; j++)
             if (j >= base + g->n_forward || j < base)
@@ -271,10 +272,15 @@ static int tensor_named(const sg_graph *g, const char *nm) {
  * stays an add. The parameters are the same tensors in the same places (their initial values
  * are drawn by position). In the backward pass each conv2d_add's output gradient is copied or
  * accumulated into skip's gradient by one accum node and read by its conv's two backward
- * passes. Returns how many residuals are fused. */
+ * passes. The shortcut fold: where skip is u's 1x1 stride-1 conv of the block input x (the
+ * block's conv_shortcut) whose x and output channels are multiples of 8 too, and the plan is
+ * bf16, the add and that conv are in f one conv2d_sc node from conv2's input, weight and bias
+ * and the shortcut's (those names), no accum node, its output gradient read by the four
+ * backward passes (conv2's and the shortcut's; three where x needs no gradient). Returns how
+ * many residuals are fused. */
 static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what) {
     const sg_graph *gf = &f->g, *gu = &u->g;
-    int bad = 0, want = 0;
+    int bad = 0, want = 0, want_sc = 0;
     int pf = 0, pu = 0;
     for (;; pf++, pu++) {
         while (pf < gf->nt && gf->t[pf].role != ROLE_PARAM) pf++;
@@ -304,10 +310,36 @@ static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what)
                                 : x->shape[3] % 8 == 0;
         }
         want += fusable;
+        /* the fold: skip the block's 1x1 shortcut conv, its input's parts multiples of 8 */
+        const sg_tensor *sk = &gu->t[a->in[0]];
+        const sg_node *sc = sk->producer >= 0 ? &gu->n[sk->producer] : NULL;
+        int fold = fusable && f->cfg.act_dt == DT_BF16 && sc && sc->op == OP_CONV2D &&
+                   sc->a.conv.K == 1 && sc->a.conv.S == 1 && strstr(sk->name, ".conv_shortcut");
+        if (fold) {
+            const sg_tensor *xs = &gu->t[sc->in[0]];
+            fold = xs->nparts ? gu->t[xs->parts[0]].shape[3] % 8 == 0 &&
+                                    gu->t[xs->parts[1]].shape[3] % 8 == 0
+                              : xs->shape[3] % 8 == 0;
+        }
+        want_sc += fold;
         const int y = tensor_named(gf, gu->t[a->out[0]].name);
         const sg_node *n = y >= 0 && gf->t[y].producer >= 0 ? &gf->n[gf->t[y].producer] : NULL;
-        int ok = n && n->op == (fusable ? OP_CONV2D_ADD : OP_ADD);
-        if (ok && fusable) {
+        int ok = n && n->op == (fold ? OP_CONV2D_SC : fusable ? OP_CONV2D_ADD : OP_ADD);
+        if (ok && fold) {
+            for (int k = 0; k < 6; k++) /* conv2's operands, then the shortcut's */
+                ok &= !strcmp(gf->t[n->in[k]].name, gu->t[k < 3 ? c->in[k] : sc->in[k - 3]].name);
+            ok &= !memcmp(&n->a.conv, &c->a.conv, sizeof c->a.conv) &&
+                  tensor_named(gf, sk->name) < 0; /* the shortcut's output: gone */
+            const int dy = gf->t[y].grad;
+            int accums = 0, reads = 0;
+            for (int j = gf->n_forward; f->train && j < gf->n_forward + gf->n_backward; j++) {
+                const sg_node *b = &gf->n[j];
+                accums += b->op == OP_ACCUM && b->in[0] == dy;
+                reads += (b->op == OP_CONV2D_BWD_DATA || b->op == OP_CONV2D_BWD_WEIGHT) &&
+                         b->in[0] == dy;
+            }
+            if (f->train) ok &= accums == 0 && reads == (gf->t[n->in[3]].needs_grad ? 4 : 3);
+        } else if (ok && fusable) {
             static const int from[4] = {0, 1, 2, -1}; /* conv operands, then the add's skip */
             for (int k = 0; k < 4; k++) {
                 const char *nm = gu->t[from[k] < 0 ? a->in[0] : c->in[from[k]]].name;
@@ -328,15 +360,23 @@ static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what)
         }
         if (!ok) {
             CHECK(0, "%s: %s should be %s", what, gu->t[a->out[0]].name,
-                  fusable ? "one conv2d_add node with its conv's operands and skip" : "an add");
+                  fold      ? "one conv2d_sc node with conv2's and the shortcut's operands"
+                  : fusable ? "one conv2d_add node with its conv's operands and skip"
+                            : "an add");
             bad++;
         }
     }
-    int nodes = 0;
-    for (int i = 0; i < gf->nn; i++) nodes += gf->n[i].op == OP_CONV2D_ADD;
+    int nodes = 0, folds = 0;
+    for (int i = 0; i < gf->nn; i++) {
+        nodes += gf->n[i].op == OP_CONV2D_ADD || gf->n[i].op == OP_CONV2D_SC;
+        folds += gf->n[i].op == OP_CONV2D_SC;
+    }
     CHECK(nodes == want && f->fused_residuals == want,
-          "%s: %d conv2d_add nodes, the plan counts %d, the rule %d", what, nodes,
+          "%s: %d conv2d_add and conv2d_sc nodes, the plan counts %d, the rule %d", what, nodes,
           f->fused_residuals, want);
+    CHECK(folds == want_sc && f->fused_shortcuts == want_sc,
+          "%s: %d conv2d_sc nodes, the plan counts %d, the rule %d", what, folds,
+          f->fused_shortcuts, want_sc);
     return want;
 }
 
@@ -431,10 +471,22 @@ static void check_dims(const sg_plan *p, const char *what) {
                  shape_is(&g->t[nd->in[1]], d.Co, d.K, d.K, d.Ci);
             break;
         }
+        case OP_CONV2D_SC: { /* conv2's sizes; the shortcut's x and ws at its pixels */
+            sg_conv_dims d = sg_conv_dims_of(g, nd);
+            const sg_tensor *xs = &g->t[nd->in[3]];
+            const int Cin = (int)xs->shape[3];
+            ok = shape_is(x, d.N, d.H, d.W, d.Ci) && shape_is(y, d.N, d.H, d.W, d.Co) &&
+                 shape_is(&g->t[nd->in[1]], d.Co, 3, 3, d.Ci) && d.S == 1 && d.K == 3 &&
+                 shape_is(xs, d.N, d.H, d.W, Cin) && shape_is(&g->t[nd->in[4]], d.Co, 1, 1, Cin);
+            break;
+        }
         case OP_CONV2D_BWD_DATA:
         case OP_CONV2D_BWD_WEIGHT: {
             sg_conv_dims d = sg_conv_dims_of(g, nd), f = sg_conv_dims_of(g, fw);
-            ok = (fw->op == OP_CONV2D || fw->op == OP_CONV2D_ADD) && !memcmp(&d, &f, sizeof d);
+            if (fw->op == OP_CONV2D_SC && nd->a.conv.K == 1) /* the folded shortcut's passes */
+                f.K = 1, f.pad = 0, f.Ci = (int)g->t[fw->in[3]].shape[3];
+            ok = (fw->op == OP_CONV2D || fw->op == OP_CONV2D_ADD || fw->op == OP_CONV2D_SC) &&
+                 !memcmp(&d, &f, sizeof d);
             break;
         }
         case OP_UPCONV2D: {
@@ -556,9 +608,21 @@ static void check_weight_copy(const sg_plan *p, const char *what) {
     for (int i = 0; i < g->nn && bad < 3; i++) {
         const sg_node *nd = &g->n[i];
         if (nd->op == OP_ADAMW_EMA || nd->op == OP_ADAMW_EMA_BF16) opt = i;
-        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD && nd->op != OP_CONV2D_BWD_DATA &&
-            nd->op != OP_LINEAR && nd->op != OP_LINEAR_BWD_DATA)
+        if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD && nd->op != OP_CONV2D_SC &&
+            nd->op != OP_CONV2D_BWD_DATA && nd->op != OP_LINEAR && nd->op != OP_LINEAR_BWD_DATA)
             continue;
+        /* (conv2d_sc: conv2's weights here, the shortcut's checked alike just below) */
+        if (nd->op == OP_CONV2D_SC) {
+            const sg_tensor *s = &g->t[nd->in[4]];
+            const int sok = bf16 ? s->role == ROLE_PARAM_BF16 && s->copy_of >= 0 &&
+                                       s->dtype == DT_BF16 &&
+                                       2 * (s->offset - co) == g->t[s->copy_of].offset - po
+                                 : s->role == ROLE_PARAM && s->dtype == DT_F32;
+            if (!sok) {
+                CHECK(0, "%s: node %d (conv2d_sc) reads shortcut weights %s", what, i, s->name);
+                bad++;
+            }
+        }
         const sg_tensor *w = &g->t[nd->in[1]];
         const int ok = bf16
                            ? w->role == ROLE_PARAM_BF16 && w->copy_of >= 0 && w->dtype == DT_BF16 &&

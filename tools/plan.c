@@ -149,6 +149,8 @@ static int print_json(const sg_plan *p) {
         json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
         json_object_set_new(j, "fused_upconvs", json_integer(p->fused_upconvs));
         json_object_set_new(j, "fused_upconv_bytes", json_integer(p->fused_upconv_bytes));
+        json_object_set_new(j, "fused_shortcuts", json_integer(p->fused_shortcuts));
+        json_object_set_new(j, "fused_shortcut_bytes", json_integer(p->fused_shortcut_bytes));
         json_object_set_new(j, "unmaterialised_bytes", json_integer(p->unmaterialised_bytes));
         /* the engine table: each conv layer's choice (forward order) */
         if (p->cfg.engines) {
@@ -224,7 +226,7 @@ static void print_chart(const sg_plan *p) {
 
 static void print_text(const sg_plan *p, int table, const char *engines_path) {
     const sg_graph *g = &p->g;
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], e[32];
     printf("stepgraph plan: %s, batch %d, %s, %s\n\n", p->cfg.name, p->cfg.batch,
            p->cfg.act_dt == DT_BF16 ? "bf16 activations / fp32 master weights" : "fp32",
            p->train ? "one training step" : "one sampling step (forward pass and sampler update)");
@@ -278,12 +280,15 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
         printf("  fused           %d normalisations computed inside the convolutions that read "
                "them (GroupNorm + SiLU [+ dropout] in the operand load; %d of them also in the "
                "weight gradient, no recomputation); %d residual adds in the store of the "
-               "convolution before them (conv2d_add, %s of conv output never written); %d "
-               "nearest upsamples done inside the 3x3 conv after them from the low-res input "
+               "convolution before them (conv2d_add, conv2d_sc: %s of conv output never "
+               "written), %d of them with the 1x1 shortcut folded into the same GEMM "
+               "(conv2d_sc, %s of shortcut output and gradient never written); %d nearest "
+               "upsamples done inside the 3x3 conv after them from the low-res input "
                "(upconv2d, %s of upsampled tensors and their gradients never written): %s "
                "never materialised per step, %s less written and read back (--fuse 0: off)\n",
                p->fused_norms, p->fused_recomputes, p->fused_residuals,
-               human(p->fused_residual_bytes, c), p->fused_upconvs, human(p->fused_upconv_bytes, d),
+               human(p->fused_residual_bytes, c), p->fused_shortcuts,
+               human(p->fused_shortcut_bytes, d), p->fused_upconvs, human(p->fused_upconv_bytes, e),
                human(p->unmaterialised_bytes, a), human(2 * p->unmaterialised_bytes, b));
     else
         printf("  fused           nothing (--fuse 0%s)\n",

@@ -122,6 +122,22 @@ void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, in
     }
 }
 
+/* conv2d_sc: the two convolutions of the fold as they are written unfused, each in fp32 with
+ * its bias, y = (conv(h) + b) + (x ws^T + bs): conv2's output, the shortcut's GEMM summed onto
+ * it (beta = 1), then the shortcut's bias. Not rounded in between: the fold's one rounding is
+ * the store's. */
+void cpu_conv2d_sc_fwd(float *y, const float *h, const float *w, const float *b, const float *x,
+                       const float *ws, const float *bs, int N, int H, int W, int Cm, int Cin,
+                       int Co, int K, int pad) {
+    cpu_conv2d_fwd(y, h, w, b, N, H, W, Cm, Co, K, 1, pad);
+    const int64_t P = (int64_t)N * H * W; /* stride 1, same size: conv2's pixels are x's */
+    SG_ASSERT(K % 2 == 1 && P <= 2147483647LL);
+    sg_cpu_sgemm(0, 1, (int)P, Co, Cin, 1.0f, x, Cin, ws, Cin, 1.0f, y, Co);
+    if (bs)
+        for (int64_t p = 0; p < P; p++)
+            for (int c = 0; c < Co; c++) y[p * Co + c] += bs[c];
+}
+
 void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad) {
     conv_shape s = conv_shape_make(N, H, W, Ci, Co, K, S, pad);

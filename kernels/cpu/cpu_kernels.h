@@ -26,6 +26,12 @@
 void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
                     int Ci, int Co, int K, int S, int pad);
 /* dx[N,H,W,Ci] from dy[N,Ho,Wo,Co] and w. */
+/* y[N,H,W,Co] = conv(h, w, b) (K x K, stride 1, h[N,H,W,Cm], w[Co,K,K,Cm]) + the 1x1 conv of
+ * x[N,H,W,Cin] with ws[Co,Cin] and bs[Co]: a ResBlock's conv2 with its shortcut folded in
+ * (conv2d_sc), both summed in fp32; the caller rounds y once. b, bs may be NULL. */
+void cpu_conv2d_sc_fwd(float *y, const float *h, const float *w, const float *b, const float *x,
+                       const float *ws, const float *bs, int N, int H, int W, int Cm, int Cin,
+                       int Co, int K, int pad);
 void cpu_conv2d_bwd_data(float *dx, const float *dy, const float *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad);
 /* dw[Co,K,K,Ci] = sum over n,pixels of dy * x; db[Co] = sum of dy (db may be NULL). */

@@ -364,6 +364,28 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
     return fuse && fuse->res ? cuda_add_fwd(st, y, fuse->res, y, P * Co, dt) : SG_OK;
 }
 
+/* The fold has no path off the tensor cores: the planner folds only bf16 convolutions the
+ * fused kernels take (planner/fuse.c), and a call that does not fit is refused, never run
+ * another way with other bits. */
+int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
+                       const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs, int N,
+                       int H, int W, int Ci, int Co, int K, int pad, int dt) {
+    const char *fn = "cuda_conv2d_sc_fwd";
+    if (conv_check(fn, h, N, H, W, Ci, Co, K, 1, pad, dt)) return SG_ERR;
+    if (conv_check(fn, x, N, H, W, x.c[0] + x.c[1], Co, 1, 1, 0, dt)) return SG_ERR;
+    const sg_conv_path path = cuda_conv2d_path(h, y, N, H, W, Co, K, 1, dt);
+    SG_ARG_CHECK(path == SG_CONV_PATH_TENSOR_CORE &&
+                     cuda_conv2d_path(x, y, N, H, W, Co, 1, 1, dt) == SG_CONV_PATH_TENSOR_CORE &&
+                     ws != NULL && conv_aligned16(w) && conv_aligned16(ws),
+                 "%s: the shortcut fold runs on the bf16 tensor-core path only (bf16, every part "
+                 "of h and x and Co multiples of 8, 16-byte aligned operands): plan with --fuse 0",
+                 fn);
+    SG_ARG_CHECK(!fuse || !fuse->res, "%s: the fold adds the shortcut, not a residual", fn);
+    if (cu_conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
+    const sg_tc_shortcut sc = {x, (const uint16_t *)ws, bs};
+    return cu_conv_tc_fwd_sc(st, y, h, (const uint16_t *)w, b, fuse, sc, N, H, W, Ci, Co, K, pad);
+}
+
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes) {

@@ -120,6 +120,23 @@
  *     prologue may bound these layers. If it does, the next form transforms the block's input
  *     tile with its halo once per channel slice (each element once per block, not K K times)
  *     and cuts the tap tiles from it in shared memory.
+ *
+ * Shortcut fold (SC instances of the forward kernel, cu_conv_tc_fwd_sc; a conv2d_sc node,
+ * planner/fuse.c): a ResBlock's conv2 and its 1x1 shortcut as ONE GEMM, y = conv(h, w) + b +
+ * x ws^T + bs. The reduction runs over conv2's KK taps x (parts, slices) of h, then over the
+ * shortcut's parts and slices of x: KT = KK (ceil(c0/32) + ceil(c1/32)) + ceil(s0/32) +
+ * ceil(s1/32) tiles, so the shortcut's output is never written (nor, in the backward pass, its
+ * gradient's copy of dy). The load cursor simply runs on past the last tap: tap == KK is the
+ * shortcut, whose A rows are the output pixel itself (stride 1: the pixel of tap (pad, pad),
+ * which lies inside the image for every pixel p < P, so its mask bit doubles as the row's
+ * validity) read from x's parts (the skip concatenation: two pointers, as any sg_cat), and
+ * whose B rows are ws[co][Cin]; each part ends in a zero-filled slice like the conv's. The
+ * fused prologue (NORM) transforms only the conv's tiles (kt below the boundary): x is loaded
+ * as it is. Both biases are added in the store, conv2's then the shortcut's, and y is rounded
+ * once: the shortcut is summed in the fp32 accumulator instead of being rounded to bf16 and
+ * added (conv2d_add), so the fold changes the bits and is --fuse 1's only. There is no path
+ * off the tensor cores (conv.cu refuses it; the planner folds only bf16 convolutions the
+ * fused kernels take); the wgmma kernels take no fold (the backend keeps it here).
  */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/norm_apply.cuh"
@@ -266,12 +283,12 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
  * (tc_norm_chunk) before the stage's barrier, following the loads one cursor behind; chunks of
  * padding, past the pixels or past the channels stay the zeros cp.async filled (padding of y,
  * after the activation). */
-template <int BM, int BN, bool NORM>
+template <int BM, int BN, bool NORM, bool SC = false>
 __global__ void __launch_bounds__(TC_THREADS(BM, BN),
                                   NORM ? TC_MIN_BLOCKS_NORM(BM, BN) : TC_MIN_BLOCKS(BM, BN))
     conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
-                       sg_conv_fuse fuse, int N, int H, int W, int Ci, int Co, int K, int S,
-                       int pad, int Ho, int Wo) {
+                       sg_conv_fuse fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci, int Co,
+                       int K, int S, int pad, int Ho, int Wo) {
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
@@ -302,32 +319,46 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
         wrow[j] = co < Co ? (int64_t)co * KK * Ci : -1;
     }
     const int c0 = x.c[0], c1 = x.c[1];
-    const int KT = KK * ((c0 + TC_BK - 1) / TC_BK + (c1 + TC_BK - 1) / TC_BK);
-    /* the next tile to load: tap (kh, kw), part, channel slice c of the part */
+    /* SC: the shortcut's parts s0 + s1 = Cin channels follow the KK taps in the reduction */
+    const int s0 = SC ? sc.x.c[0] : 0, s1 = SC ? sc.x.c[1] : 0;
+    const int KT = KK * ((c0 + TC_BK - 1) / TC_BK + (c1 + TC_BK - 1) / TC_BK) +
+                   (SC ? (s0 + TC_BK - 1) / TC_BK + (s1 + TC_BK - 1) / TC_BK : 0);
+    /* the next tile to load: tap (kh, kw), part, channel slice c of the part; tap == KK: the
+     * shortcut (SC), its part and slice */
     int tap = 0, kh = 0, kw = 0, part = 0, c = 0;
     auto load = [&](uint16_t *sA) {
         uint16_t *sB = sA + BM * TC_BK;
+        const bool sct = SC && tap == KK;
         /* (ternaries, not x.p[part]: a dynamic index would copy x to local memory) */
-        const uint16_t *xp = (const uint16_t *)(part ? x.p[1] : x.p[0]);
-        const int cp = part ? c1 : c0, coff = part ? c0 : 0;
-        const int ci = c + 8 * c4, delta = kh * W + kw;
+        const uint16_t *xp =
+            (const uint16_t *)(sct ? (part ? sc.x.p[1] : sc.x.p[0]) : (part ? x.p[1] : x.p[0]));
+        const int cp = sct ? (part ? s1 : s0) : (part ? c1 : c0);
+        const int coff = part ? (sct ? s0 : c0) : 0;
+        /* the shortcut reads the output pixel itself: stride 1, so tap (pad, pad), which lies
+         * inside the image for every pixel p < P (its mask bit) */
+        const int ci = c + 8 * c4, delta = sct ? pad * W + pad : kh * W + kw;
+        const int mtap = sct ? pad * K + pad : tap;
         const bool cin = ci < cp;
 #pragma unroll
         for (int j = 0; j < A_IT; j++) {
-            const bool v = cin && ((mask[j] >> tap) & 1u);
+            const bool v = cin && ((mask[j] >> mtap) & 1u);
             const uint16_t *src = v ? xp + (int64_t)(pix0[j] + delta) * cp + ci : xp;
             sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
         }
 #pragma unroll
         for (int j = 0; j < B_IT; j++) {
             const bool v = cin && wrow[j] >= 0;
-            const uint16_t *src = v ? wb + wrow[j] + (int64_t)tap * Ci + coff + ci : wb;
+            /* the shortcut's weight row co: [Co][Cin] */
+            const uint16_t *src =
+                !v    ? wb
+                : sct ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci
+                      : wb + wrow[j] + (int64_t)tap * Ci + coff + ci;
             sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
         }
         c += TC_BK;
         if (c >= cp) {
             c = 0;
-            if (part == 0 && c1 > 0) {
+            if (part == 0 && (sct ? s1 : c1) > 0) {
                 part = 1;
             } else {
                 part = 0, tap++;
@@ -342,6 +373,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
         if constexpr (NORM) {
             const int t0 = (c0 + TC_BK - 1) / TC_BK, tpt = t0 + (c1 + TC_BK - 1) / TC_BK;
             const int tap = kt / tpt, sl = kt - tap * tpt, part = sl >= t0;
+            if (SC && tap >= KK) return; /* the shortcut's tiles: x as loaded */
             const int cp = part ? c1 : c0, coff = part ? c0 : 0;
             const int ci = (part ? sl - t0 : sl) * TC_BK + 8 * c4;
             const int kh = tap / K, kw = tap - kh * K;
@@ -365,7 +397,9 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     /* Co is even: co + 1 < Co too */
     tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
         v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
-        if (fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
+        if (SC && sc.b) /* the shortcut's bias, once: its products are in acc already */
+            v0 += sc.b[co], v1 += sc.b[co + 1];
+        if (!SC && fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
             tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
         tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
     });
@@ -562,30 +596,57 @@ static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn)
 /* the kernel instance for a fused prologue (norm) or none */
 #define TC_NORM(norm, kernel, BM, BN) ((norm) ? kernel<BM, BN, true> : kernel<BM, BN, false>)
 
+/* the forward kernel instance for a fused prologue (norm) or none, with the folded shortcut
+ * (sc) or without */
+#define TC_FWD(norm, sc, BM, BN)                                                                   \
+    ((sc) ? ((norm) ? conv_tc_fwd_kernel<BM, BN, true, true>                                       \
+                    : conv_tc_fwd_kernel<BM, BN, false, true>)                                     \
+          : TC_NORM(norm, conv_tc_fwd_kernel, BM, BN))
+
 template <int BM, int BN>
 static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
-                              const float *b, sg_conv_fuse f, int N, int H, int W, int Ci, int Co,
-                              int K, int S, int pad, int Ho, int Wo) {
+                              const float *b, sg_conv_fuse f, sg_tc_shortcut sc, int N, int H,
+                              int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo) {
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
-    void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse, int,
-                         int, int, int, int, int, int, int, int, int) =
-        TC_NORM(f.norm, conv_tc_fwd_kernel, BM, BN);
+    void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
+                         sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int) =
+        TC_FWD(f.norm, sc.w != NULL, BM, BN);
     if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y, x, wb, b, f, N, H, W,
-              Ci, Co, K, S, pad, Ho, Wo);
+    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y, x, wb, b, f, sc, N, H,
+              W, Ci, Co, K, S, pad, Ho, Wo);
     SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
     return SG_OK;
 }
 
+/* the shortcut as the kernels take it: by value (a launch's argument bytes must be exactly its
+ * values: graph capture, the host emulation's replay check) */
+static_assert(sizeof(sg_tc_shortcut) == sizeof(sg_cat) + 2 * sizeof(void *) &&
+                  sizeof(sg_cat) == 2 * sizeof(void *) + 2 * sizeof(int),
+              "sg_tc_shortcut must have no padding bytes (a kernel argument, as below)");
 int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
                    int pad) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
+    sg_tc_shortcut none;
+    memset(&none, 0, sizeof none);
     return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, cu_conv_fuse_arg(fuse),
-                    N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+                    none, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+}
+
+/* The shortcut fold: the forward kernel with the shortcut's tiles after the conv's (the same
+ * tile rule: the reduction's length never changes the bits' order within a tile) */
+int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, const float *b,
+                      const sg_conv_fuse *fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
+                      int Co, int K, int pad) {
+    int bm, bn;
+    conv_tc_tile((int64_t)N * H * W, Co, 1, &bm, &bn);
+    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
+    f.res = NULL; /* the fold adds the shortcut, never a stored residual */
+    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, h, wb, b, f, sc, N, H, W, Ci, Co,
+                    K, 1, pad, H, W);
 }
 
 template <int BM, int BN>

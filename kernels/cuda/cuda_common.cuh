@@ -262,6 +262,19 @@ int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, con
 int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
                    int pad);
+/* The folded 1x1 shortcut of cu_conv_tc_fwd_sc (conv2d_sc): its input x [N,H,W,Cin] (at the
+ * conv's pixels: stride 1), bf16 weights w [Co][Cin] and bias b [Co] (may be NULL). Zeroed:
+ * none. No padding bytes (a kernel argument). */
+typedef struct {
+    sg_cat x;
+    const uint16_t *w;
+    const float *b;
+} sg_tc_shortcut;
+/* y = conv(h) + b + x ws^T + bs in one implicit GEMM (stride 1; the conv's and the shortcut's
+ * operands on the tensor-core path, checked by conv.cu); fuse: NULL or the prologue (of h). */
+int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, const float *b,
+                      const sg_conv_fuse *fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
+                      int Co, int K, int pad);
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
                         int H, int W, int Ci, int Co, int K, int S, int pad, int accum);
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,

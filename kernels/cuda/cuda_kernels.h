@@ -147,6 +147,15 @@ typedef struct {
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
+/* The shortcut fold (conv2d_sc): y[N,H,W,Co] = conv(h, w) + b + x ws^T + bs as ONE implicit
+ * GEMM on the tensor cores, the reduction over conv's K K Ci then the shortcut's Cin = x.c[0] +
+ * x.c[1], both biases added in the store, rounded once to bf16. h[N,H,W,Ci] (with fuse->norm:
+ * norm_act's input, the prologue as cuda_conv2d_fwd's), w[Co,K,K,Ci] and ws[Co,1,1,Cin] bf16,
+ * b, bs fp32 (may be NULL), stride 1, padding pad. bf16 tensor-core path only (h, x and Co
+ * multiples of 8, 16-byte aligned): anything else is refused. No workspace. */
+int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
+                       const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs, int N,
+                       int H, int W, int Ci, int Co, int K, int pad, int dt);
 /* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
