@@ -82,6 +82,14 @@ struct sg_backend {
     /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN or _CUDNN), or -1
      * when that engine cannot run it (tools/bench's per-layer table). NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
+    /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of
+     * dtype (DT_BF16 or DT_F32) and fp32 accumulation, on the backend's GEMM library (CUDA:
+     * cuBLASLt on the plan's library workspace, operands in one temporary device allocation
+     * made and freed here, never the arena): what a convolution's implicit GEMM of that size
+     * is compared with (tools/bench's per-layer table). Outside the step: it changes nothing
+     * the step computes. NULL: not available (the CPU backend). */
+    int (*time_gemm)(sg_backend *be, const sg_plan *plan, int64_t m, int64_t n, int64_t k,
+                     int dtype, float *ms);
     /* Environment description for checkpoints: device name, SM count, library versions. */
     void (*describe)(sg_backend *be, char *buf, int cap);
     void (*destroy)(sg_backend *be);

@@ -712,6 +712,7 @@ static const sg_backend cpu_vtable = {
     .time_steps = cpu_time_steps,
     .time_nodes = cpu_time_nodes,
     .matmul_peak_tflops = cpu_matmul_peak,
+    .time_gemm = NULL, /* no GEMM library to compare a layer with: bench prints '-' */
     .describe = cpu_describe,
     .destroy = cpu_destroy,
 };

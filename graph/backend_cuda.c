@@ -1254,6 +1254,82 @@ static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
 #endif
 }
 
+/* the GEMM table for work outside the step (c->blas_off), made when first needed on the plan's
+ * library workspace: the step's pinned table stays what the step ran */
+static int blas_outside_step(cuda_ctx *c, const sg_plan *p) {
+    if (c->blas_off) return SG_OK;
+    const sg_graph *g = &p->g;
+    const int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME);
+    if (cw < 0) return sg_set_error("the plan has no library workspace");
+    return sg_blas_create(&c->blas_off, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes);
+}
+
+/* One plain cuBLASLt GEMM of the given size (backend.h: time_gemm), on the outside-the-step
+ * table. Its operands are one temporary cudaMalloc made and freed here, not the arena: the
+ * largest same-size GEMM of unet_cifar b128 (a 3x3 conv's weight gradient, K = N*Ho*Wo)
+ * needs A and B as large as an im2col of the layer, which no arena tensor is, and arena
+ * memory belongs to the step's state (parameters, moments) that a measurement must not
+ * overwrite. The operands are filled with a fixed random pattern (all-zero matrices can run
+ * at clocks real data does not), one untimed run picks the algorithm, then `reps` runs are
+ * timed between two events and averaged. */
+static int cuda_time_gemm(sg_backend *be, const sg_plan *p, int64_t m, int64_t n, int64_t k,
+                          int dtype, float *ms) {
+    cuda_ctx *c = be->ctx;
+    *ms = -1;
+    if (m <= 0 || n <= 0 || k <= 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return sg_set_error("time_gemm: GEMM m=%lld n=%lld k=%lld out of range", (long long)m,
+                            (long long)n, (long long)k);
+    if (dtype != DT_BF16 && dtype != DT_F32)
+        return sg_set_error("time_gemm: dtype %d is not bf16 or fp32", dtype);
+    if (blas_outside_step(c, p)) return SG_ERR;
+    const size_t es = dtype == DT_BF16 ? 2 : 4, na = (size_t)(m * k), nb = (size_t)(n * k);
+    const size_t total = (na + nb + (size_t)(m * n)) * es;
+    unsigned char *buf = NULL;
+    if (cudaMalloc((void **)&buf, total) != cudaSuccess) {
+        cudaGetLastError();
+        return sg_set_error("time_gemm: no %.1f MiB of device memory for a GEMM m=%lld n=%lld "
+                            "k=%lld",
+                            total / 1048576.0, (long long)m, (long long)n, (long long)k);
+    }
+    /* a 1 MiB random pattern copied over A and B */
+    enum { PAT = 1 << 20 };
+    unsigned char *pat = malloc(PAT);
+    int rc = pat ? SG_OK : sg_set_error("out of host memory");
+    for (size_t i = 0; !rc && i < PAT / es; i++) {
+        const float v = sg_rng_uniform(1, 0, SG_RNG_INIT, i) - 0.5f;
+        if (dtype == DT_BF16)
+            ((sg_bf16 *)pat)[i] = sg_f32_to_bf16(v);
+        else
+            ((float *)pat)[i] = v;
+    }
+    const size_t ab = (na + nb) * es;
+    for (size_t off = 0; !rc && off < ab; off += PAT)
+        if (cudaMemcpyAsync(buf + off, pat, ab - off < PAT ? ab - off : PAT, cudaMemcpyHostToDevice,
+                            c->st) != cudaSuccess)
+            rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    if (!rc && cudaStreamSynchronize(c->st) != cudaSuccess)
+        rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    free(pat);
+    const void *A = buf, *B = buf + na * es;
+    void *C = buf + (na + nb) * es;
+    const int reps = 3;
+    if (!rc)
+        rc = sg_blas_gemm_rowmajor_nt(c->blas_off, c->st, (int)m, (int)n, (int)k, dtype, A, B, C);
+    if (!rc && cudaEventRecord(c->ev[0], c->st) != cudaSuccess)
+        rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    for (int r = 0; r < reps && !rc; r++)
+        rc = sg_blas_gemm_rowmajor_nt(c->blas_off, c->st, (int)m, (int)n, (int)k, dtype, A, B, C);
+    float t = 0;
+    if (!rc && (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
+                cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
+                cudaEventElapsedTime(&t, c->ev[0], c->ev[1]) != cudaSuccess))
+        rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    cudaStreamSynchronize(c->st); /* nothing may still read buf when it is freed */
+    cudaFree(buf);
+    if (!rc) *ms = t / reps;
+    return rc;
+}
+
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
@@ -1268,13 +1344,7 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
      * algorithms (host work that would otherwise sit between the two events) */
     sg_blas *blas = NULL;
     if (engine != c->node_eng[node]) {
-        if (!c->blas_off) {
-            const sg_graph *g = &p->g;
-            const int cw = sg_find_tensor(g, SG_CUBLAS_WS_NAME);
-            if (cw < 0) return sg_set_error("the plan has no library workspace");
-            if (sg_blas_create(&c->blas_off, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes))
-                return SG_ERR;
-        }
+        if (blas_outside_step(c, p)) return SG_ERR;
         blas = c->blas_off;
         if (cuda_run_node_on(be, p, node, engine, blas)) return SG_ERR;
     }
@@ -1358,6 +1428,7 @@ static const sg_backend cuda_vtable = {
     .matmul_peak_tflops = cuda_matmul_peak,
     .node_engine = cuda_node_engine,
     .time_node_engine = cuda_time_node_engine,
+    .time_gemm = cuda_time_gemm,
     .describe = cuda_describe,
     .destroy = cuda_destroy,
 };

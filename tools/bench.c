@@ -13,8 +13,14 @@
  * run eagerly once and timed, summed per op family (conv families split by the engine that ran
  * them: own or cudnn; attention rows labelled with SG_ATTN's engine, gemm or fused: run bench
  * once with each to compare them), so the next optimisation is aimed; and a per-conv-layer table:
- * every conv node (forward, backward-data, backward-filter) timed eagerly on the own engine and,
- * where the backend pinned a cuDNN engine for it, on cuDNN, with the engine the step uses named.
+ * every convolution-like node (conv forward, backward-data, backward-filter, and the own-only
+ * fused ones: conv2d_sc, upconv2d and its backward passes; the fusions each carries named)
+ * timed eagerly on the own engine and, where the backend pinned a cuDNN engine for it, on
+ * cuDNN, with the engine the step uses named, its FLOPs and TFLOP/s, and the time of a plain
+ * GEMM of its implicit GEMM's size and dtype on the same backend (time_gemm: cuBLASLt on CUDA,
+ * each distinct size timed once; '-' on the CPU) with the layer's % of that GEMM's TFLOP/s;
+ * then the fusion savings: the plan's per-fusion counts, bytes and FLOPs removed, the fused
+ * nodes' measured time, and the --fuse 0 command that measures the unfused alternative.
  *
  * --tune-engines FILE measures the per-layer engine table (planner/engine_table.h) instead:
  * the step planned with every conv layer on own (fused), then with every layer on cuDNN
@@ -74,6 +80,9 @@ static void usage(FILE *f) {
             "                       the CPU, a build without cuDNN)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes\n"
+            "  (the per-conv-layer table: every conv-like node, fused ones included, with\n"
+            "   its FLOPs, TFLOP/s and %% of a same-size cuBLASLt GEMM (CUDA; '-' on the\n"
+            "   CPU); then the fusion savings and the --fuse 0 command to compare)\n"
             "  (env SG_ATTN=gemm|fused picks the attention engine; the breakdown's\n"
             "   attention rows say which ran)\n"
             "  --json               one JSON object on stdout instead of the report\n"
@@ -112,8 +121,69 @@ static stats summarize(const float *ms, int n) {
     return s;
 }
 
-static int is_conv_op(int op) {
-    return sg_op_is_conv((sg_op)op);
+/* A row of the per-layer table: every convolution-like node, the engine-chosen conv passes
+ * (sg_op_is_conv) and the own-only fused ones (conv2 + folded shortcut, the upsample convs). */
+static int is_layer_op(int op) {
+    return sg_op_is_conv((sg_op)op) || op == OP_CONV2D_SC || op == OP_UPCONV2D ||
+           op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT;
+}
+
+/* The implicit GEMM of a layer node, as an M x N x K dense GEMM doing the node's FLOPs (2MNK is
+ * the planner's flops rule for the node; tests/test_bench.sh checks it). conv_tc.cu's header:
+ *   forward (conv2d, conv2d_add)  M = N*Ho*Wo, N = Co, K = taps*Ci; conv2d_sc: K + Cin (the
+ *                                 folded 1x1 shortcut's reduction rows);
+ *   backward data                 M = N*Ho*Wo, N = Ci, K = taps*Co (stride 1: M is the input
+ *                                 pixels; stride 2: the four parity classes together);
+ *   backward weight               M = Co, N = taps*Ci, K = N*Ho*Wo;
+ *   upconv2d (sub-pixel form: four 2x2 convs of the low-res x, one per output parity)
+ *                                 M = N*2H*2W, N = Co, K = 4*Ci;
+ *   upconv2d_bwd_data             M = N*H*W, N = Ci, K = 16*Co (4 parities x 4 taps);
+ *   upconv2d_bwd_weight           M = Co, N = 16*Ci (the folded taps), K = N*H*W. */
+static void layer_gemm(const sg_graph *g, int node, int64_t *M, int64_t *N, int64_t *K) {
+    const sg_node *nd = &g->n[node];
+    const int op = nd->op;
+    if (op == OP_UPCONV2D || op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT) {
+        sg_conv_dims d = sg_upconv_dims_of(g, nd);
+        const int64_t lo = (int64_t)d.N * d.H * d.W;
+        if (op == OP_UPCONV2D) *M = 4 * lo, *N = d.Co, *K = 4 * (int64_t)d.Ci;
+        if (op == OP_UPCONV2D_BWD_DATA) *M = lo, *N = d.Ci, *K = 16 * (int64_t)d.Co;
+        if (op == OP_UPCONV2D_BWD_WEIGHT) *M = d.Co, *N = 16 * (int64_t)d.Ci, *K = lo;
+        return;
+    }
+    sg_conv_dims d = sg_conv_dims_of(g, nd);
+    const int64_t P = (int64_t)d.N * d.Ho * d.Wo, taps = (int64_t)d.K * d.K;
+    if (op == OP_CONV2D_BWD_DATA)
+        *M = P, *N = d.Ci, *K = taps * d.Co;
+    else if (op == OP_CONV2D_BWD_WEIGHT)
+        *M = d.Co, *N = taps * d.Ci, *K = P;
+    else
+        *M = P, *N = d.Co, *K = taps * d.Ci + (op == OP_CONV2D_SC ? g->t[nd->in[3]].shape[3] : 0);
+}
+
+/* Does the node read a virtual normalised tensor (a GroupNorm + SiLU done in its prologue)? */
+static int reads_fused_norm(const sg_graph *g, int node) {
+    const sg_node *nd = &g->n[node];
+    for (int k = 0; k < nd->nin; k++) {
+        const sg_tensor *t = &g->t[nd->in[k]];
+        if (t->vnorm >= 0) return 1;
+        for (int q = 0; q < t->nparts; q++)
+            if (g->t[t->parts[q]].vnorm >= 0) return 1;
+    }
+    return 0;
+}
+
+/* the fusions a layer node carries, e.g. "norm+residual" ("-" for none) */
+static void layer_fusions(const sg_graph *g, int node, char *buf, int cap) {
+    const int op = g->n[node].op;
+    snprintf(buf, (size_t)cap, "%s%s%s%s", reads_fused_norm(g, node) ? "+norm" : "",
+             op == OP_CONV2D_ADD ? "+residual" : "", op == OP_CONV2D_SC ? "+shortcut" : "",
+             op == OP_UPCONV2D || op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT
+                 ? "+upsample"
+                 : "");
+    if (buf[0] == '+')
+        memmove(buf, buf + 1, strlen(buf));
+    else
+        snprintf(buf, (size_t)cap, "-");
 }
 
 typedef struct {
@@ -222,11 +292,14 @@ typedef struct {
     int cuda, nrows, have_breakdown;
     float *ms, *node_ms, loss;
     op_row *rows;
-    /* the per-conv-layer table: per conv node, eager ms on own and on cudnn (-1: not run),
-     * and the engine the step runs it on */
+    /* the per-layer table: per convolution-like node (is_layer_op), eager ms on own and on
+     * cudnn (-1: not run), the engine the step runs it on, its FLOPs, its same-size GEMM and
+     * that GEMM's ms (-1: the backend has no time_gemm) */
     int nconv;
     int *conv_node;
-    float *conv_own, *conv_dnn;
+    float *conv_own, *conv_dnn, *conv_gemm;
+    double *conv_flops;
+    int64_t (*conv_mnk)[3];
     char (*conv_engine)[96];
     double setup_ms, warm_ms, host_us, host_wall_ms, eager_total, peak;
     stats s;
@@ -296,21 +369,41 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
             if (r->rows[k].nodes) r->rows[r->nrows++] = r->rows[k];
         qsort(r->rows, (size_t)r->nrows, sizeof(op_row), cmp_row);
     }
-    /* the per-conv-layer table: each conv node on own, then on cudnn where it is pinned */
-    if (!rc && r->have_breakdown && be->time_node_engine && be->node_engine) {
-        for (int i = 0; i < g->nn; i++) r->nconv += is_conv_op(g->n[i].op);
-        r->conv_node = calloc((size_t)r->nconv + 1, sizeof(int));
-        r->conv_own = calloc((size_t)r->nconv + 1, sizeof(float));
-        r->conv_dnn = calloc((size_t)r->nconv + 1, sizeof(float));
-        r->conv_engine = calloc((size_t)r->nconv + 1, sizeof *r->conv_engine);
-        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_engine)
+    /* the per-layer table: each convolution-like node on own, then on cudnn where it is
+     * pinned (a node no engine choice covers, or a backend with one engine: its eager time
+     * from the breakdown), and its same-size GEMM, timed once per distinct (M, N, K) */
+    if (!rc && r->have_breakdown) {
+        for (int i = 0; i < g->nn; i++) r->nconv += is_layer_op(g->n[i].op);
+        const size_t n1 = (size_t)r->nconv + 1;
+        r->conv_node = calloc(n1, sizeof(int));
+        r->conv_own = calloc(n1, sizeof(float));
+        r->conv_dnn = calloc(n1, sizeof(float));
+        r->conv_gemm = calloc(n1, sizeof(float));
+        r->conv_flops = calloc(n1, sizeof(double));
+        r->conv_mnk = calloc(n1, sizeof *r->conv_mnk);
+        r->conv_engine = calloc(n1, sizeof *r->conv_engine);
+        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_gemm || !r->conv_flops ||
+            !r->conv_mnk || !r->conv_engine)
             return sg_set_error("out of host memory");
+        const int dt = p->cfg.act_dt;
         for (int i = 0, k = 0; i < g->nn && !rc; i++) {
-            if (!is_conv_op(g->n[i].op)) continue;
+            if (!is_layer_op(g->n[i].op)) continue;
             r->conv_node[k] = i;
-            be->node_engine(be, p, i, r->conv_engine[k], sizeof r->conv_engine[k]);
-            rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
-            if (!rc) rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_CUDNN, &r->conv_dnn[k]);
+            r->conv_own[k] = r->conv_dnn[k] = r->conv_gemm[k] = -1;
+            if (be->node_engine) be->node_engine(be, p, i, r->conv_engine[k], 96);
+            if (be->time_node_engine) {
+                rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
+                if (!rc) rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_CUDNN, &r->conv_dnn[k]);
+            }
+            if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
+            r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
+            int64_t *mnk = r->conv_mnk[k];
+            layer_gemm(g, i, &mnk[0], &mnk[1], &mnk[2]);
+            for (int q = 0; q < k && r->conv_gemm[k] < 0; q++) /* the cache: one run a size */
+                if (!memcmp(r->conv_mnk[q], mnk, sizeof r->conv_mnk[q]))
+                    r->conv_gemm[k] = r->conv_gemm[q];
+            if (!rc && r->conv_gemm[k] < 0 && be->time_gemm)
+                rc = be->time_gemm(be, p, mnk[0], mnk[1], mnk[2], dt, &r->conv_gemm[k]);
             k++;
         }
         if (!rc) rc = be->sync(be);
@@ -341,11 +434,26 @@ static json_t *breakdown_json(const bench_result *r) {
     return rows;
 }
 
-/* a conv node's shape, "N HxW Ci->Co K3 S2 pad0" */
+/* a layer node's shape, "N HxW Ci->Co K3 S2 pad0" (upconvs: the low-res H x W, "up2") */
 static void conv_shape(const sg_graph *g, int node, char *buf, int cap) {
-    sg_conv_dims d = sg_conv_dims_of(g, &g->n[node]);
-    snprintf(buf, (size_t)cap, "%d %dx%d %d->%d K%d S%d pad%d", d.N, d.H, d.W, d.Ci, d.Co, d.K, d.S,
-             d.pad);
+    const int op = g->n[node].op;
+    const int up = op == OP_UPCONV2D || op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT;
+    sg_conv_dims d = up ? sg_upconv_dims_of(g, &g->n[node]) : sg_conv_dims_of(g, &g->n[node]);
+    snprintf(buf, (size_t)cap, "%d %dx%d %d->%d K%d S%d pad%d%s", d.N, d.H, d.W, d.Ci, d.Co, d.K,
+             d.S, d.pad, up ? " up2" : "");
+}
+
+/* a layer row's achieved TFLOP/s (own engine), its same-size GEMM's, and the % of the latter
+ * (NAN where not measured) */
+static double layer_tflops(const bench_result *r, int k) {
+    return r->conv_own[k] > 0 ? r->conv_flops[k] / (r->conv_own[k] * 1e-3) / 1e12 : NAN;
+}
+static double gemm_tflops(const bench_result *r, int k) {
+    const int64_t *m = r->conv_mnk[k];
+    return r->conv_gemm[k] > 0 ? 2.0 * m[0] * m[1] * m[2] / (r->conv_gemm[k] * 1e-3) / 1e12 : NAN;
+}
+static double pct_of_gemm(const bench_result *r, int k) {
+    return 100 * layer_tflops(r, k) / gemm_tflops(r, k);
 }
 
 static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
@@ -353,16 +461,88 @@ static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
     json_t *rows = json_array();
     for (int k = 0; k < r->nconv; k++) {
         const int i = r->conv_node[k];
-        char shape[96];
+        char shape[96], fus[64];
         conv_shape(&p->g, i, shape, sizeof shape);
+        layer_fusions(&p->g, i, fus, sizeof fus);
+        const int64_t *m = r->conv_mnk[k];
         json_array_append_new(
-            rows, json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:o}", "node", i, "op",
-                            sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name,
-                            "shape", shape, "engine", r->conv_engine[k], "own_ms",
-                            num_or_null(r->conv_own[k] >= 0 ? r->conv_own[k] : NAN), "cudnn_ms",
-                            num_or_null(r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : NAN)));
+            rows,
+            json_pack(
+                "{s:i, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:[I,I,I], s:o, s:o, s:o}",
+                "node", i, "op", sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name,
+                "shape", shape, "engine", r->conv_engine[k], "fusions", fus, "own_ms",
+                num_or_null(r->conv_own[k] >= 0 ? r->conv_own[k] : NAN), "cudnn_ms",
+                num_or_null(r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : NAN), "flops",
+                json_real(r->conv_flops[k]), "tflops", num_or_null(layer_tflops(r, k)), "gemm_mnk",
+                (json_int_t)m[0], (json_int_t)m[1], (json_int_t)m[2], "gemm_ms",
+                num_or_null(r->conv_gemm[k] >= 0 ? r->conv_gemm[k] : NAN), "gemm_tflops",
+                num_or_null(gemm_tflops(r, k)), "pct_of_gemm", num_or_null(pct_of_gemm(r, k))));
     }
     return rows;
+}
+
+/* The fusion savings (planner/plan.h's counters): per fusion kind, the nodes, the FLOPs and
+ * bytes the fused plan no longer spends, and the measured eager time of the layer nodes that
+ * carry it. FLOPs removed: only the upsample conv's (its sub-pixel form does 4 taps of the 9
+ * the conv of the upsampled tensor does: 5/4 of its own FLOPs); the normalisation, residual
+ * add and shortcut are moved into a convolution, not removed (the shortcut's 1x1 GEMM is in
+ * conv2d_sc's FLOPs). The unfused alternative is measured by running the same command with
+ * --fuse 0. */
+typedef struct {
+    const char *kind, *tag, *tag2; /* the layer_fusions tags of its nodes */
+    int count;
+    int64_t bytes;
+    double flops_removed, ms;
+    int nodes;
+} fusion_row;
+
+static int fusion_rows(const sg_plan *p, const bench_result *r, fusion_row *f) {
+    /* plan.h: unmaterialised_bytes is the sum of the normalised tensors' bytes (with their
+     * recomputations) and the three others; conv2d_sc's sum is counted as a residual too */
+    const fusion_row rows[] = {
+        {"norm", "norm", "norm", p->fused_norms,
+         p->unmaterialised_bytes - p->fused_residual_bytes - p->fused_shortcut_bytes -
+             p->fused_upconv_bytes,
+         0, 0, 0},
+        {"residual", "residual", "shortcut", p->fused_residuals, p->fused_residual_bytes, 0, 0, 0},
+        {"shortcut", "shortcut", "shortcut", p->fused_shortcuts, p->fused_shortcut_bytes, 0, 0, 0},
+        {"upsample", "upsample", "upsample", p->fused_upconvs, p->fused_upconv_bytes, 0, 0, 0},
+    };
+    const int n = SG_ARRAY_LEN(rows);
+    for (int j = 0; j < n; j++) {
+        f[j] = rows[j];
+        for (int k = 0; k < r->nconv; k++) {
+            char fus[64];
+            layer_fusions(&p->g, r->conv_node[k], fus, sizeof fus);
+            if (!strstr(fus, f[j].tag) && !strstr(fus, f[j].tag2)) continue;
+            f[j].nodes++, f[j].ms += r->conv_own[k];
+            if (!strcmp(f[j].tag, "upsample")) f[j].flops_removed += 1.25 * r->conv_flops[k];
+        }
+    }
+    return n;
+}
+
+/* the command that measures the unfused plan: this run's, with --fuse 0 */
+static void unfused_command(const sg_plan *p, const bench_result *r, char *buf, int cap) {
+    snprintf(buf, (size_t)cap,
+             "build/bench --backend %s --model %s --batch %d --precision %s --fuse 0", r->backend,
+             p->cfg.name, p->cfg.batch, p->cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
+}
+
+static json_t *fusions_json(const sg_plan *p, const bench_result *r) {
+    if (!r->conv_node) return json_null();
+    fusion_row f[8];
+    const int n = fusion_rows(p, r, f);
+    json_t *rows = json_array();
+    for (int k = 0; k < n; k++)
+        json_array_append_new(rows,
+                              json_pack("{s:s, s:i, s:I, s:f, s:i, s:f}", "kind", f[k].kind,
+                                        "count", f[k].count, "bytes_removed",
+                                        (json_int_t)f[k].bytes, "flops_removed", f[k].flops_removed,
+                                        "fused_nodes", f[k].nodes, "fused_nodes_ms", f[k].ms));
+    char cmd[256];
+    unfused_command(p, r, cmd, sizeof cmd);
+    return json_pack("{s:o, s:s}", "kinds", rows, "unfused_command", cmd);
 }
 
 static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
@@ -418,6 +598,7 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     json_object_set_new(j, "breakdown", breakdown_json(r));
     json_object_set_new(j, "conv_engine", json_string(sg_conv_engine_name(a->conv_engine)));
     json_object_set_new(j, "conv_layers", conv_layers_json(p, r));
+    json_object_set_new(j, "fusions", fusions_json(p, r));
     return cli_json_print(stdout, j);
 }
 
@@ -483,21 +664,32 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     }
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0;
-    printf("per-conv-layer (each conv node run once eagerly on each engine; --conv-engine %s):\n",
-           sg_conv_engine_name(a->conv_engine));
-    printf("  %5s %-18s %-28s %-30s %10s %10s %9s  %s\n", "node", "op", "tensor", "shape", "own ms",
-           "cudnn ms", "own/cudnn", "the step's engine");
+    printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
+           "--conv-engine %s; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
+           "M x N x K, %% of GEMM = TFLOP/s over the GEMM's):\n",
+           sg_conv_engine_name(a->conv_engine), prec);
+    printf("  %5s %-19s %-28s %-34s %-17s %10s %10s %9s %9s %8s %-22s %10s %9s %8s  %s\n", "node",
+           "op", "tensor", "shape", "fusions", "own ms", "cudnn ms", "own/cudnn", "GFLOP",
+           "TFLOP/s", "GEMM M x N x K", "GEMM ms", "GEMM TF/s", "% GEMM", "the step's engine");
     for (int k = 0; k < r->nconv; k++) {
         const int i = r->conv_node[k];
-        char shape[96];
+        char shape[96], fus[64], mnk[64];
         conv_shape(&p->g, i, shape, sizeof shape);
-        printf("  %5d %-18s %-28s %-30s %10.4f ", i, sg_ops[p->g.n[i].op].name,
-               p->g.t[p->g.n[i].out[0]].name, shape, r->conv_own[k]);
+        layer_fusions(&p->g, i, fus, sizeof fus);
+        snprintf(mnk, sizeof mnk, "%lldx%lldx%lld", (long long)r->conv_mnk[k][0],
+                 (long long)r->conv_mnk[k][1], (long long)r->conv_mnk[k][2]);
+        printf("  %5d %-19s %-28s %-34s %-17s %10.4f ", i, sg_ops[p->g.n[i].op].name,
+               p->g.t[p->g.n[i].out[0]].name, shape, fus, r->conv_own[k]);
         if (r->conv_dnn[k] >= 0)
             printf("%10.4f %8.2fx", r->conv_dnn[k], r->conv_own[k] / r->conv_dnn[k]);
         else
             printf("%10s %9s", "-", "-");
-        printf("  %s\n", r->conv_engine[k]);
+        printf(" %9.4f %8.3f %-22s", r->conv_flops[k] / 1e9, layer_tflops(r, k), mnk);
+        if (r->conv_gemm[k] >= 0)
+            printf(" %10.4f %9.3f %7.1f%%", r->conv_gemm[k], gemm_tflops(r, k), pct_of_gemm(r, k));
+        else
+            printf(" %10s %9s %8s", "-", "-", "-");
+        printf("  %s\n", r->conv_engine[k][0] ? r->conv_engine[k] : "-");
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
@@ -506,6 +698,20 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     printf("  all convs: own %.3f ms, cudnn (own where not pinned) %.3f ms, per-layer best %.3f "
            "ms\n",
            own, dnn, best);
+    fusion_row f[8];
+    const int nf = fusion_rows(p, r, f);
+    char cmd[256];
+    unfused_command(p, r, cmd, sizeof cmd);
+    printf("fusion savings (the plan's counters; FLOPs removed: only the upsample conv's 5 of 9 "
+           "taps, the others move work into a conv; ms: the eager time of the fused layer nodes "
+           "above):\n");
+    printf("  %-10s %6s %14s %14s %7s %11s\n", "fusion", "count", "MiB removed", "GFLOP removed",
+           "nodes", "fused ms");
+    for (int k = 0; k < nf; k++)
+        printf("  %-10s %6d %14.2f %14.4f %7d %11.4f\n", f[k].kind, f[k].count,
+               f[k].bytes / 1048576.0, f[k].flops_removed / 1e9, f[k].nodes, f[k].ms);
+    printf("  the unfused alternative, to compare (same per-layer table, nothing fused): %s\n",
+           cmd);
 }
 
 /* --tune-engines: measure the table (graph/engine_tune.h) and write it */
@@ -590,6 +796,7 @@ int main(int argc, char **argv) {
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
     free(r.ms), free(r.node_ms), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
+    free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);
     sg_engine_table_free(&a.table);
     return rc ? 1 : 0;

@@ -267,3 +267,11 @@ int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperat
                             &e->algo, b->ws, b->ws_bytes, st));
     return SG_OK;
 }
+
+/* row-major C[m][n] = A[m][k] B[n][k]^T is column-major C^T (n x m, ld n) = B^T A with B
+ * stored k x n transposed (lda k) and A stored k x m (ldb k): cuBLAS's "TN" GEMM */
+extern "C" int sg_blas_gemm_rowmajor_nt(sg_blas *b, cudaStream_t st, int m, int n, int k, int dt,
+                                        const void *A, const void *B, void *C) {
+    return cu_blas_gemm(b, st, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, 1.0f, B, dt, k, 0, A, dt, k, 0,
+                        0.0f, C, dt, n, 0, 1);
+}

@@ -101,6 +101,12 @@ int sg_blas_count(const sg_blas *blas);
 uint64_t sg_blas_hash(const sg_blas *blas);
 /* cublasLtGetVersion() */
 size_t sg_blas_version(void);
+/* One plain GEMM through the table, for measurements outside the step (tools/bench's
+ * same-size-GEMM column): row-major C[m][n] = A[m][k] B[n][k]^T, both operands K-contiguous
+ * (a convolution's implicit-GEMM layout), operands and C of dtype dt (DT_BF16 or DT_F32),
+ * fp32 accumulation. */
+int sg_blas_gemm_rowmajor_nt(sg_blas *blas, cudaStream_t st, int m, int n, int k, int dt,
+                             const void *A, const void *B, void *C);
 
 /* ---- convolution (conv.cu): K in {1, 3}, S in {1, 2}; zero padding `pad` (0..K/2) at the
  * top/left, at the bottom/right what Ho = (H + 2 (K/2) - K) / S + 1 needs (cpu_kernels.h);
