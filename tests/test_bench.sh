@@ -3,13 +3,104 @@
 # tools/bench_report.py end to end with fake stepgraph / PyTorch programs: a failing job, a
 # job that times out and a job the budget no longer fits are all recorded and the report
 # still renders with the side-by-side table, the ratios, the targets and the breakdown.
+#
+# The per-conv-layer table of a unet_tiny bf16 plan (every conv-like node, conv2d_sc and the
+# upconvs included; FLOPs, TFLOP/s, the same-size GEMM, the fusion savings) is checked on the
+# CPU here, and with --cuda-host BIN on bench built over the host emulation of the CUDA
+# backend (tests/cuda_host_bench.cmake: the real time_gemm hook; only that part runs).
 set -u
+mode=cpu
+if [ "${1:-}" = --cuda-host ]; then mode=cuda_host; shift; fi
 bench=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# check_layers JSON GEMM: the per-layer rows and the fusion savings of a unet_tiny bf16 run;
+# GEMM=1: the backend has time_gemm (numbers in the GEMM columns), 0: '-' (null) there
+check_layers() {
+    python3 - "$1" "$2" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+gemm = sys.argv[2] == "1"
+rows = d["conv_layers"]
+ops = {r["op"] for r in rows}
+want = {"conv2d", "conv2d_add", "conv2d_bwd_data", "conv2d_bwd_weight", "conv2d_sc",
+        "upconv2d", "upconv2d_bwd_data", "upconv2d_bwd_weight"}
+assert want <= ops, ("missing layer ops", want - ops)
+# every conv-like node of the breakdown has its row
+n_bd = sum(o["nodes"] for o in d["breakdown"] if o["op"] in want)
+assert len(rows) == n_bd, (len(rows), n_bd)
+assert len({r["node"] for r in rows}) == len(rows)
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b)) + 1e-12
+for r in rows:
+    m, n, k = r["gemm_mnk"]
+    assert r["flops"] > 0 and close(2.0 * m * n * k, r["flops"]), ("2MNK != FLOPs", r)
+    assert r["own_ms"] > 0 and close(r["tflops"], r["flops"] / (r["own_ms"] * 1e-3) / 1e12), r
+    assert r["cudnn_ms"] is None, r  # no cuDNN on either backend here
+    if gemm:
+        assert r["gemm_ms"] > 0, r
+        assert close(r["gemm_tflops"], r["flops"] / (r["gemm_ms"] * 1e-3) / 1e12), r
+        assert close(r["pct_of_gemm"], 100 * r["tflops"] / r["gemm_tflops"]), r
+    else:
+        assert r["gemm_ms"] is None and r["gemm_tflops"] is None and r["pct_of_gemm"] is None, r
+    f = r["fusions"]
+    assert (r["op"] == "conv2d_sc") == ("shortcut" in f), r
+    assert (r["op"] == "conv2d_add") == ("residual" in f), r
+    assert r["op"].startswith("upconv2d") == ("upsample" in f), r
+# a forward conv's same-size GEMM: M = N*Ho*Wo, N = Co, K = 9*Ci (+ Cin for the fold)
+sc = [r for r in rows if r["op"] == "conv2d_sc"]
+up = [r for r in rows if r["op"] == "upconv2d"]
+assert sc and up and any("norm" in r["fusions"] for r in rows)
+for r in sc:
+    nb, hw, chans = r["shape"].split()[:3]
+    h, w = map(int, hw.split("x")); ci, co = map(int, chans.split("->"))
+    m, n, k = r["gemm_mnk"]
+    assert m == int(nb) * h * w and n == co and k > 9 * ci, r
+# one GEMM timing per distinct size, the same ms for every row of that size
+sizes = {tuple(r["gemm_mnk"]) for r in rows}
+assert d["gemm_sizes_timed"] == (len(sizes) if gemm else 0), (d["gemm_sizes_timed"], len(sizes))
+for s in sizes:
+    assert len({r["gemm_ms"] for r in rows if tuple(r["gemm_mnk"]) == s}) == 1, s
+# the fusion savings: the plan's four kinds, each with its nodes' time
+fu = d["fusions"]
+kinds = {f["kind"]: f for f in fu["kinds"]}
+assert set(kinds) == {"norm", "residual", "shortcut", "upsample"}, kinds
+for f in fu["kinds"]:
+    assert f["count"] > 0 and f["bytes_removed"] > 0 and f["fused_nodes"] > 0, f
+    tag = f["kind"]
+    mine = [r for r in rows if tag in r["fusions"] or (tag == "residual" and "shortcut" in r["fusions"])]
+    assert f["fused_nodes"] == len(mine), (f, len(mine))
+    assert close(f["fused_nodes_ms"], sum(r["own_ms"] for r in mine)), f
+assert kinds["upsample"]["flops_removed"] > 0 and kinds["norm"]["flops_removed"] == 0
+assert "--fuse 0" in fu["unfused_command"] and "--model unet_tiny" in fu["unfused_command"]
+PY
+}
+
+if [ $mode = cuda_host ]; then
+    $bench --backend cuda --model unet_tiny --precision bf16 --batch 2 --iters 1 --warmup 0 \
+        --json >"$tmp/h.json" 2>"$tmp/err.txt"
+    rc=$?
+    cat "$tmp/err.txt"
+    ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
+    ok "cuda_host: the per-layer table with the same-size GEMM (time_gemm)" 'check_layers "$tmp/h.json" 1'
+    $bench --backend cuda --model unet_tiny --precision bf16 --batch 2 --iters 1 --warmup 0 \
+        >"$tmp/h.txt" 2>&1
+    rc=$?
+    cat "$tmp/h.txt"
+    ok "cuda_host: text run exits 0" '[ $rc -eq 0 ]'
+    ok "cuda_host: text rows for conv2d_sc and upconv2d with GEMM columns" \
+        'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%" "$tmp/h.txt" &&
+         grep -Eq "^ +[0-9]+ upconv2d +.* up2 +upsample +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%" "$tmp/h.txt"'
+    ok "cuda_host: fusion savings and the --fuse 0 command" \
+        'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
+    echo "$pass passed, $fail failed"
+    [ $fail -eq 0 ]
+    exit
+fi
 
 # ---- build/bench on the CPU backend
 $bench --backend cpu --model unet_tiny --iters 2 --warmup 1 --json >"$tmp/b.json" 2>"$tmp/err.txt"
@@ -67,12 +158,23 @@ fi
 $bench --backend=cpu --model=unet_tiny --iters=1 --warmup=0 --no-breakdown --json >"$tmp/eq.json" 2>/dev/null
 $bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --conv-engine own --json \
     >"$tmp/ce.json" 2>/dev/null
-ok "--conv-engine own: recorded; no per-conv-layer table on the CPU (one engine)" 'python3 -c "
+ok "--conv-engine own: recorded; the CPU's per-conv-layer table has one engine, no GEMM hook" 'python3 -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d[\"conv_engine\"] == \"own\" and d[\"conv_layers\"] is None, d[\"conv_engine\"]
+assert d[\"conv_engine\"] == \"own\" and d[\"conv_layers\"], d[\"conv_engine\"]
 assert all(o[\"engine\"] == \"\" for o in d[\"breakdown\"])
+assert all(r[\"engine\"] == \"\" and r[\"cudnn_ms\"] is None and r[\"gemm_ms\"] is None for r in d[\"conv_layers\"])
 " "$tmp/ce.json"'
+# the per-layer table of a bf16 plan on the CPU (the fused nodes: conv2d_sc, the upconvs)
+$bench --backend cpu --model unet_tiny --precision bf16 --iters 1 --warmup 0 --json \
+    >"$tmp/bf.json" 2>/dev/null
+ok "cpu bf16: the per-layer table, '-' for the GEMM (no time_gemm)" 'check_layers "$tmp/bf.json" 0'
+$bench --backend cpu --model unet_tiny --precision bf16 --iters 1 --warmup 0 >"$tmp/bf.txt" 2>&1
+ok "cpu bf16 text: conv2d_sc / upconv2d rows with '-' GEMM columns, the fusion savings" \
+    'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +- +- +-  -$" "$tmp/bf.txt" &&
+     grep -Eq "^ +[0-9]+ upconv2d_bwd_weight +.* upsample +[0-9.]+ +- +- " "$tmp/bf.txt" &&
+     grep -Eq "^  shortcut +[0-9]+ +[0-9.]+ +0\.0000 +[0-9]+ " "$tmp/bf.txt" &&
+     grep -q "bench --backend cpu --model unet_tiny --batch 4 --precision bf16 --fuse 0" "$tmp/bf.txt"'
 ok "--flag=value" 'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"iters\"] == 1" "$tmp/eq.json"'
 ok "--help" '$bench --help | grep -q -- "--no-breakdown"'
 

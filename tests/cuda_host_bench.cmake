@@ -1,0 +1,16 @@
+# cuda_host_bench.cmake — build/bench itself on the host emulation of the CUDA backend
+# (tests/cuda_host: the real backend_cuda.c, its per-layer timing hooks time_node_engine and
+# time_gemm, over the stand-in runtime and cuBLASLt), and the per-layer table's checks in
+# tests/test_bench.sh --cuda-host. After cuda_host.cmake (file order): it needs
+# sg_graph_cuda_host. The emulation's event times are not GPU times: the test checks the
+# table's shape and consistency, never a speed.
+if(TARGET sg_graph_cuda_host AND TARGET sg_data)
+  add_executable(bench_cuda_host ${CMAKE_SOURCE_DIR}/tools/bench.c ${CMAKE_SOURCE_DIR}/tools/cli.c)
+  target_include_directories(bench_cuda_host BEFORE PRIVATE ${SG_SIM_DIR}/include)
+  target_compile_definitions(bench_cuda_host PRIVATE SG_BUILD_ID="${SG_BUILD_ID}")
+  target_link_libraries(bench_cuda_host PRIVATE sg_graph_cuda_host sg_data PkgConfig::JANSSON m)
+  add_test(NAME bench_cuda_host COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh --cuda-host
+                                        $<TARGET_FILE:bench_cuda_host>)
+  set_tests_properties(bench_cuda_host PROPERTIES LABELS cuda_host TIMEOUT 900
+                       ENVIRONMENT "SG_SIM_ORDER=forward")
+endif()
