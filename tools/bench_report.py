@@ -494,27 +494,49 @@ def breakdown(out, key, sg):
 
 
 def conv_layers(out, r):
-    """bench's per-conv-layer table: each conv node on the own engine and on cuDNN"""
+    """bench's per-conv-layer table: each convolution-like node on the own engine and on cuDNN,
+    its TFLOP/s and the same-size cuBLASLt GEMM's; then what each fusion kind removed"""
     cl = r.get("conv_layers")
     if not cl:
         return
-    out.append("Per conv layer (--conv-engine %s): each conv node run once eagerly on each "
-               "engine; the step's engine last.\n" % r.get("conv_engine", "?"))
-    out.append("| node | op | tensor | shape | own ms | cudnn ms | own/cudnn | engine |")
-    out.append("|---:|---|---|---|---:|---:|---:|---|")
+    out.append("Per conv layer (--conv-engine %s): each convolution-like node run once eagerly "
+               "on each engine; its implicit GEMM (M×N×K) timed as a plain cuBLASLt GEMM of the "
+               "same size; the step's engine last.\n" % r.get("conv_engine", "?"))
+    out.append("| node | op | fused | tensor | shape | own ms | cudnn ms | own/cudnn | TFLOP/s "
+               "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM | engine |")
+    out.append("|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     own = dnn = 0.0
     for c in cl:
         o, d = c.get("own_ms"), c.get("cudnn_ms")
         ratio = "%.2f×" % (o / d) if o is not None and d else "–"
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" %
-                   (c.get("node"), c.get("op"), md_escape(str(c.get("tensor"))),
-                    md_escape(str(c.get("shape"))), fnum(o, "%.4f"), fnum(d, "%.4f"), ratio,
-                    md_escape(str(c.get("engine")))))
+        mnk = c.get("gemm_mnk")
+        mnk = "×".join(str(v) for v in mnk) if mnk else "–"
+        pct = c.get("pct_of_gemm")
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
+                   (c.get("node"), c.get("op"), md_escape(str(c.get("fusions", "-"))),
+                    md_escape(str(c.get("tensor"))), md_escape(str(c.get("shape"))),
+                    fnum(o, "%.4f"), fnum(d, "%.4f"), ratio, fnum(c.get("tflops"), "%.1f"), mnk,
+                    fnum(c.get("gemm_tflops"), "%.1f"),
+                    fnum(pct, "%.0f%%") if pct is not None else "–",
+                    md_escape(str(c.get("engine") or "-"))))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
-    out.append("| | all | | | %.3f | %.3f | %s | |" %
+    out.append("| | all | | | | %.3f | %.3f | %s | | | | | |" %
                (own, dnn, "%.2f×" % (own / dnn) if dnn else "–"))
     out.append("")
+    fu = r.get("fusions")
+    if fu and fu.get("kinds"):
+        out.append("Fusions of this plan: what each kind removes, and the measured time of the "
+                   "nodes that carry it (the unfused plan, for comparison: `%s`).\n" %
+                   fu.get("unfused_command", "--fuse 0"))
+        out.append("| fusion | count | bytes removed | GFLOP removed | fused nodes | their ms |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for k in fu["kinds"]:
+            out.append("| %s | %s | %s | %.3f | %s | %s |" %
+                       (k.get("kind"), k.get("count"), k.get("bytes_removed"),
+                        (k.get("flops_removed") or 0) / 1e9, k.get("fused_nodes"),
+                        fnum(k.get("fused_nodes_ms"), "%.3f")))
+        out.append("")
 
 
 def env_section(out, env, recs):
