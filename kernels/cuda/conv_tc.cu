@@ -236,6 +236,13 @@ __device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *sme
     }
     sg_cp_async_wait(0); /* only empty groups remain; nothing in flight at exit */
 }
+/* ... with no fix (every kernel but the fused prologue's) */
+template <bool A_MN, bool B_MN, int BM, int BN, class Load>
+__device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *smem, int KT,
+                                            Load &load) {
+    auto none = [](uint16_t *, int) {};
+    tc_mainloop<A_MN, B_MN, BM, BN>(acc, smem, KT, load, none);
+}
 
 /* The row within the warp tile of this thread's accumulators acc[mi][*][2h], acc[mi][*][2h+1]
  * (their columns: 8 ni + 2 (lane % 4) and the next). */
@@ -276,6 +283,96 @@ __device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int 
     *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
 }
 
+/* The gathered A operand (KC rows = pixels of some grid, an implicit im2col) that the forward
+ * convolutions and both data gradients share: each of this thread's IT rows row0 + STEP j
+ * holds the pixel of its first tap and a bit mask of its taps that lie inside the image,
+ * computed once (geo(row, &pix, &mask) for the rows below `rows`; 0 and no taps past them);
+ * a tile of tap `bit` then reads pixel pix + delta, channels ci .. ci + 7 of rows of ld
+ * channels, zero-filled where the tap is outside or !cin (past the channels). Only the
+ * geometry differs between the kernels: it lives in their geo lambdas and tap cursors. */
+template <int IT, int STEP, class Geo>
+__device__ __forceinline__ void tc_gather_rows(int (&pix0)[IT], unsigned (&mask)[IT], int row0,
+                                               int rows, Geo geo) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const int r = row0 + j * STEP;
+        pix0[j] = 0, mask[j] = 0;
+        if (r < rows) geo(r, pix0[j], mask[j]);
+    }
+}
+template <int IT, int STEP>
+__device__ __forceinline__ void tc_load_gather(uint16_t *sA, int r0, int c4, const uint16_t *src,
+                                               const int (&pix0)[IT], const unsigned (&mask)[IT],
+                                               int bit, int delta, int ld, int ci, bool cin) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const bool v = cin && ((mask[j] >> bit) & 1u);
+        const uint16_t *p = v ? src + (int64_t)(pix0[j] + delta) * ld + ci : src;
+        sg_cp_async_16(sA + tc_kc(r0 + j * STEP, c4), p, v);
+    }
+}
+/* The taps of an na x nb box, bit a nb + b for tap (a, b), whose pixel (r + s a, c + s b)
+ * (s = 1: a convolution's window; s = -1: the output pixels a transposed one reads) lies
+ * inside an h x w image. */
+__device__ __forceinline__ unsigned tc_box_mask(int r, int c, int na, int nb, int s, int h, int w) {
+    unsigned m = 0;
+    for (int a = 0; a < na; a++)
+        for (int b = 0; b < nb; b++)
+            if (r + s * a >= 0 && r + s * a < h && c + s * b >= 0 && c + s * b < w)
+                m |= 1u << (a * nb + b);
+    return m;
+}
+
+/* The forwards' B operand (KC rows = output channels): the offset wrow[j] = off0 + co rowlen
+ * of this thread's weight row co = row0 + STEP j, -1 past Co (computed once); a tile reads
+ * channels off .. off + 7 of each row, zero-filled past Co or where !cin. */
+template <int IT, int STEP>
+__device__ __forceinline__ void tc_weight_rows(int64_t (&wrow)[IT], int row0, int Co, int64_t off0,
+                                               int64_t rowlen) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const int co = row0 + j * STEP;
+        wrow[j] = co < Co ? off0 + co * rowlen : -1;
+    }
+}
+template <int IT, int STEP>
+__device__ __forceinline__ void tc_load_weight_rows(uint16_t *sB, int r0, int c4, const uint16_t *w,
+                                                    const int64_t (&wrow)[IT], int64_t off,
+                                                    bool cin) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const bool v = cin && wrow[j] >= 0;
+        const uint16_t *src = v ? w + wrow[j] + off : w;
+        sg_cp_async_16(sB + tc_kc(r0 + j * STEP, c4), src, v);
+    }
+}
+
+/* The data gradients' B operand (MC rows = output channels cs + kr + STEP j of the slice,
+ * rows of rowlen elements from w + off, CPR chunks a row): chunk cb, channels ci .. ci + 7,
+ * zero-filled past Co or where !ci_ok. */
+template <int IT, int STEP, int CPR>
+__device__ __forceinline__ void tc_load_weight_cols(uint16_t *sB, int kr, int cb, const uint16_t *w,
+                                                    int64_t off, int64_t rowlen, int cs, int Co,
+                                                    int ci, bool ci_ok) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const int cob = cs + kr + STEP * j;
+        const bool v = ci_ok && cob < Co;
+        const uint16_t *src = v ? w + off + cob * rowlen + ci : w;
+        sg_cp_async_16(sB + tc_mc(kr + STEP * j, cb, CPR), src, v);
+    }
+}
+
+/* The weight gradients' store: the fp32 partial tile at (m0, n0) of a rows x cols slice (cols
+ * even), row-major at out. */
+template <int BN>
+__device__ __forceinline__ void tc_store_partial(const float (&acc)[4][4][4], float *out, int m0,
+                                                 int n0, int rows, int cols) {
+    tc_epilogue<BN>(acc, m0, n0, rows, cols, [&](int o, int c, float v0, float v1) {
+        *(float2 *)(out + (int64_t)o * cols + c) = make_float2(v0, v1);
+    });
+}
+
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
@@ -294,30 +391,18 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
     const int P = N * Ho * Wo, HoWo = Ho * Wo, KK = K * K;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    /* A rows: the pixel index of tap (0, 0) and the taps inside the image */
+    /* A rows: the pixel index of tap (0, 0) and the taps of the K x K window inside the image */
     int pix0[A_IT];
     unsigned mask[A_IT];
-#pragma unroll
-    for (int j = 0; j < A_IT; j++) {
-        const int p = m0 + r0 + j * ROW_STEP;
-        pix0[j] = 0, mask[j] = 0;
-        if (p < P) {
-            const int im = p / HoWo, rem = p - im * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
-            const int ih0 = oh * S - pad, iw0 = ow * S - pad;
-            pix0[j] = (im * H + ih0) * W + iw0;
-            for (int kh = 0; kh < K; kh++)
-                for (int kw = 0; kw < K; kw++)
-                    if (ih0 + kh >= 0 && ih0 + kh < H && iw0 + kw >= 0 && iw0 + kw < W)
-                        mask[j] |= 1u << (kh * K + kw);
-        }
-    }
-    /* B rows: the offset of weight row co, -1 past Co */
+    tc_gather_rows<A_IT, ROW_STEP>(pix0, mask, m0 + r0, P, [&](int p, int &pix, unsigned &msk) {
+        const int im = p / HoWo, rem = p - im * HoWo, oh = rem / Wo, ow = rem - oh * Wo;
+        const int ih0 = oh * S - pad, iw0 = ow * S - pad;
+        pix = (im * H + ih0) * W + iw0;
+        msk = tc_box_mask(ih0, iw0, K, K, 1, H, W);
+    });
+    /* B rows: the offset of weight row co */
     int64_t wrow[B_IT];
-#pragma unroll
-    for (int j = 0; j < B_IT; j++) {
-        const int co = n0 + r0 + j * ROW_STEP;
-        wrow[j] = co < Co ? (int64_t)co * KK * Ci : -1;
-    }
+    tc_weight_rows<B_IT, ROW_STEP>(wrow, n0 + r0, Co, 0, (int64_t)KK * Ci);
     const int c0 = x.c[0], c1 = x.c[1];
     /* SC: the shortcut's parts s0 + s1 = Cin channels follow the KK taps in the reduction */
     const int s0 = SC ? sc.x.c[0] : 0, s1 = SC ? sc.x.c[1] : 0;
@@ -339,21 +424,19 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
         const int ci = c + 8 * c4, delta = sct ? pad * W + pad : kh * W + kw;
         const int mtap = sct ? pad * K + pad : tap;
         const bool cin = ci < cp;
+        tc_load_gather<A_IT, ROW_STEP>(sA, r0, c4, xp, pix0, mask, mtap, delta, cp, ci, cin);
+        if (sct) {
 #pragma unroll
-        for (int j = 0; j < A_IT; j++) {
-            const bool v = cin && ((mask[j] >> mtap) & 1u);
-            const uint16_t *src = v ? xp + (int64_t)(pix0[j] + delta) * cp + ci : xp;
-            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-        }
-#pragma unroll
-        for (int j = 0; j < B_IT; j++) {
-            const bool v = cin && wrow[j] >= 0;
-            /* the shortcut's weight row co: [Co][Cin] */
-            const uint16_t *src =
-                !v    ? wb
-                : sct ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci
-                      : wb + wrow[j] + (int64_t)tap * Ci + coff + ci;
-            sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+            for (int j = 0; j < B_IT; j++) {
+                const bool v = cin && wrow[j] >= 0;
+                /* the shortcut's weight row co: [Co][Cin] */
+                const uint16_t *src =
+                    v ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci : wb;
+                sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+            }
+        } else {
+            tc_load_weight_rows<B_IT, ROW_STEP>(sB, r0, c4, wb, wrow, (int64_t)tap * Ci + coff + ci,
+                                                cin);
         }
         c += TC_BK;
         if (c >= cp) {
@@ -422,23 +505,16 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     if (m0 >= Mc) return; /* the whole block: a smaller (or empty) class */
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
-    /* A rows: the dy pixel index of class tap (0, 0) and the class taps inside dy */
+    /* A rows: the dy pixel index of class tap (0, 0) and the class taps inside dy (class tap
+     * (th, tw) reads dy pixel (ohb - th, owb - tw)) */
     int pix0[A_IT];
     unsigned mask[A_IT];
-#pragma unroll
-    for (int j = 0; j < A_IT; j++) {
-        const int p = m0 + r0 + j * ROW_STEP;
-        pix0[j] = 0, mask[j] = 0;
-        if (p < Mc) {
-            const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
-            const int ohb = i + k.ohoff, owb = jj + k.owoff;
-            pix0[j] = (img * Ho + ohb) * Wo + owb;
-            for (int th = 0; th < k.nth; th++)
-                for (int tw = 0; tw < k.ntw; tw++)
-                    if (ohb - th >= 0 && ohb - th < Ho && owb - tw >= 0 && owb - tw < Wo)
-                        mask[j] |= 1u << (th * k.ntw + tw);
-        }
-    }
+    tc_gather_rows<A_IT, ROW_STEP>(pix0, mask, m0 + r0, Mc, [&](int p, int &pix, unsigned &msk) {
+        const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
+        const int ohb = i + k.ohoff, owb = jj + k.owoff;
+        pix = (img * Ho + ohb) * Wo + owb;
+        msk = tc_box_mask(ohb, owb, k.nth, k.ntw, -1, Ho, Wo);
+    });
     const int cb = tid % BCPR, kr = tid / BCPR;
     const int ci = n0 + 8 * cb;
     const bool ci_ok = ci < Ci;
@@ -447,31 +523,19 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     int th = 0, tw = 0, ct = 0, cs = 0;
     auto load = [&](uint16_t *sA) {
         uint16_t *sB = sA + BM * TC_BK;
-        const int tap = (k.rh + S * th) * K + (k.rw + S * tw), delta = th * Wo + tw;
+        const int tap = (k.rh + S * th) * K + (k.rw + S * tw), delta = -(th * Wo + tw);
         const int co = cs + 8 * c4;
-        const bool cin = co < Co;
-#pragma unroll
-        for (int j = 0; j < A_IT; j++) {
-            const bool v = cin && ((mask[j] >> ct) & 1u);
-            const uint16_t *src = v ? dy + (int64_t)(pix0[j] - delta) * Co + co : dy;
-            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-        }
-#pragma unroll
-        for (int j = 0; j < B_IT; j++) {
-            const int cob = cs + kr + B_STEP * j;
-            const bool v = ci_ok && cob < Co;
-            const uint16_t *src = v ? wb + ((int64_t)cob * KK + tap) * Ci + ci : wb;
-            sg_cp_async_16(sB + tc_mc(kr + B_STEP * j, cb, BCPR), src, v);
-        }
+        tc_load_gather<A_IT, ROW_STEP>(sA, r0, c4, dy, pix0, mask, ct, delta, Co, co, co < Co);
+        tc_load_weight_cols<B_IT, B_STEP, BCPR>(sB, kr, cb, wb, (int64_t)tap * Ci, (int64_t)KK * Ci,
+                                                cs, Co, ci, ci_ok);
         cs += TC_BK;
         if (cs >= Co) {
             cs = 0, ct++;
             if (++tw == k.ntw) tw = 0, th++;
         }
     };
-    auto fix = [](uint16_t *, int) {};
     float acc[4][4][4] = {};
-    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load, fix);
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
 
     const int c0 = dx.c[0], c1 = dx.c[1];
     uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
@@ -566,12 +630,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     float acc[4][4][4] = {};
     tc_mainloop<true, true, BM, BN>(acc, smem, KT, load, fix);
 
-    float *out = part + (int64_t)blockIdx.z * Co * Nn;
-    tc_epilogue<BN>(acc, m0, n0, Co, Nn,
-                    [&](int o, int c, float v0, float v1) { /* Nn even */
-                                                            *(float2 *)(out + (int64_t)o * Nn + c) =
-                                                                make_float2(v0, v1);
-                    });
+    tc_store_partial<BN>(acc, part + (int64_t)blockIdx.z * Co * Nn, m0, n0, Co, Nn); /* Nn even */
 }
 
 /* =============================== launchers =============================== */
@@ -593,6 +652,17 @@ static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn)
     ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \
                 : ((bn) == 64 ? fn<128, 64>(__VA_ARGS__) : fn<128, 128>(__VA_ARGS__)))
 
+/* Every launch of a kernel of this file: its BM x BN tile's dynamic shared memory allowed,
+ * then the launch, errors named after the kernel. */
+template <int BM, int BN, class... P, class... A>
+static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStream_t st,
+                     A... args) {
+    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), name)) return SG_ERR;
+    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, args...);
+    SG_LAUNCH_CHECK(name);
+    return SG_OK;
+}
+
 /* the kernel instance for a fused prologue (norm) or none */
 #define TC_NORM(norm, kernel, BM, BN) ((norm) ? kernel<BM, BN, true> : kernel<BM, BN, false>)
 
@@ -612,11 +682,8 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
     void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
                          sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int) =
         TC_FWD(f.norm, sc.w != NULL, BM, BN);
-    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_fwd_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, y, x, wb, b, f, sc, N, H,
-              W, Ci, Co, K, S, pad, Ho, Wo);
-    SG_LAUNCH_CHECK("conv_tc_fwd_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(kernel, "conv_tc_fwd_kernel", grid, st, y, x, wb, b, f, sc, N, H, W,
+                             Ci, Co, K, S, pad, Ho, Wo);
 }
 
 /* the shortcut as the kernels take it: by value (a launch's argument bytes must be exactly its
@@ -656,12 +723,8 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
     /* the largest parity class has ceil(H/S) x ceil(W/S) pixels; smaller ones exit early */
     const int64_t Mmax = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
     dim3 grid((unsigned)((Mmax + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN), (unsigned)(S * S));
-    if (cuda_smem_attr(conv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "conv_tc_dgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
-              dx, dy, wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
-    SG_LAUNCH_CHECK("conv_tc_dgrad_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(conv_tc_dgrad_kernel<BM, BN>, "conv_tc_dgrad_kernel", grid, st, dx, dy,
+                             wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
 }
 
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
@@ -682,11 +745,8 @@ static int conv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     void (*const kernel)(float *, const uint16_t *, sg_cat, sg_conv_fuse, int, int, int, int, int,
                          int, int, int, int, int, int) =
         TC_NORM(f.norm, conv_tc_wgrad_kernel, BM, BN);
-    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), "conv_tc_wgrad_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, part, dy, x, f, N, H, W,
-              Ci, Co, K, S, pad, Ho, Wo, chunk_len);
-    SG_LAUNCH_CHECK("conv_tc_wgrad_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(kernel, "conv_tc_wgrad_kernel", grid, st, part, dy, x, f, N, H, W, Ci,
+                             Co, K, S, pad, Ho, Wo, chunk_len);
 }
 
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
@@ -704,7 +764,10 @@ int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x
  *
  * The three GEMMs of the sub-pixel form (conv.cu's section comment; wf[cls][co][t][ci], class
  * cls = 2 py + px, folded tap t = 2 a + b, bf16), on this file's tile machinery (tc_mainloop,
- * tc_epilogue, the KC/MC layouts, conv_tc_tile), with their own tap tables:
+ * tc_epilogue, the KC/MC layouts, conv_tc_tile) and the convolutions' operand loads (the
+ * gathered A rows, tc_gather_rows / tc_load_gather with tc_box_mask; the weight rows, KC and
+ * MC; the partial tile's store), with their own geometry (a pixel's first tap, its mask, a
+ * tap's offset) and tap tables:
  *   forward   per class (blockIdx.z = cls, like bwd data's parity classes): M = N*H*W low-res
  *             pixels p = (n, i, j), N = Co, reduction over (t, ci):
  *             A[p][(t,ci)] = x[n][i + py - 1 + a][j + px - 1 + b][ci] (0 outside),
@@ -733,54 +796,32 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     const int cls = blockIdx.z, py = cls >> 1, px = cls & 1;
     const int P = N * H * W, HW = H * W;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-    /* A rows: the low-res pixel of folded tap (0, 0) and the taps inside x */
+    /* A rows: the low-res pixel of folded tap (0, 0) and the taps of the 2 x 2 window inside x
+     * (the conv's forward geometry with K = 2, S = 1, the window moved by the class) */
     int pix0[A_IT];
     unsigned mask[A_IT];
-#pragma unroll
-    for (int j = 0; j < A_IT; j++) {
-        const int p = m0 + r0 + j * ROW_STEP;
-        pix0[j] = 0, mask[j] = 0;
-        if (p < P) {
-            const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
-            const int ih0 = i + py - 1, iw0 = jj + px - 1;
-            pix0[j] = (im * H + ih0) * W + iw0;
-            for (int t = 0; t < 4; t++)
-                if (ih0 + (t >> 1) >= 0 && ih0 + (t >> 1) < H && iw0 + (t & 1) >= 0 &&
-                    iw0 + (t & 1) < W)
-                    mask[j] |= 1u << t;
-        }
-    }
-    /* B rows: the offset of folded weight row co of this class, -1 past Co */
+    tc_gather_rows<A_IT, ROW_STEP>(pix0, mask, m0 + r0, P, [&](int p, int &pix, unsigned &msk) {
+        const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
+        const int ih0 = i + py - 1, iw0 = jj + px - 1;
+        pix = (im * H + ih0) * W + iw0;
+        msk = tc_box_mask(ih0, iw0, 2, 2, 1, H, W);
+    });
+    /* B rows: the offset of folded weight row co of this class */
     int64_t wrow[B_IT];
-#pragma unroll
-    for (int j = 0; j < B_IT; j++) {
-        const int co = n0 + r0 + j * ROW_STEP;
-        wrow[j] = co < Co ? ((int64_t)cls * Co + co) * 4 * Ci : -1;
-    }
+    tc_weight_rows<B_IT, ROW_STEP>(wrow, n0 + r0, Co, (int64_t)cls * Co * 4 * Ci, 4 * (int64_t)Ci);
     const int KT = 4 * ((Ci + TC_BK - 1) / TC_BK);
     int t = 0, c = 0; /* the next tile: folded tap t, channel slice c */
     auto load = [&](uint16_t *sA) {
         uint16_t *sB = sA + BM * TC_BK;
         const int ci = c + 8 * c4, delta = (t >> 1) * W + (t & 1);
         const bool cin = ci < Ci;
-#pragma unroll
-        for (int j = 0; j < A_IT; j++) {
-            const bool v = cin && ((mask[j] >> t) & 1u);
-            const uint16_t *src = v ? x + (int64_t)(pix0[j] + delta) * Ci + ci : x;
-            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-        }
-#pragma unroll
-        for (int j = 0; j < B_IT; j++) {
-            const bool v = cin && wrow[j] >= 0;
-            const uint16_t *src = v ? wf + wrow[j] + (int64_t)t * Ci + ci : wf;
-            sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-        }
+        tc_load_gather<A_IT, ROW_STEP>(sA, r0, c4, x, pix0, mask, t, delta, Ci, ci, cin);
+        tc_load_weight_rows<B_IT, ROW_STEP>(sB, r0, c4, wf, wrow, (int64_t)t * Ci + ci, cin);
         c += TC_BK;
         if (c >= Ci) c = 0, t++;
     };
-    auto fix = [](uint16_t *, int) {};
     float acc[4][4][4] = {};
-    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
+    tc_mainloop<false, false, BM, BN>(acc, smem, KT, load);
 
     /* Co is even: co + 1 < Co too */
     tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
@@ -807,20 +848,14 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     /* A rows: the dy pixel (n, 2i, 2j) and the 16 (class, tap) whose output pixel is inside */
     int pix0[A_IT];
     unsigned mask[A_IT];
-#pragma unroll
-    for (int j = 0; j < A_IT; j++) {
-        const int q = m0 + r0 + j * ROW_STEP;
-        pix0[j] = 0, mask[j] = 0;
-        if (q < M) {
-            const int im = q / HW, rem = q - im * HW, i = rem / W, jj = rem - i * W;
-            pix0[j] = (im * 2 * H + 2 * i) * W2 + 2 * jj;
-            for (int ct = 0; ct < 16; ct++) {
-                const int py = ct >> 3, px = (ct >> 2) & 1, a = (ct >> 1) & 1, b = ct & 1;
-                const int oi = i - py + 1 - a, oj = jj - px + 1 - b;
-                if (oi >= 0 && oi < H && oj >= 0 && oj < W) mask[j] |= 1u << ct;
-            }
-        }
-    }
+    tc_gather_rows<A_IT, ROW_STEP>(pix0, mask, m0 + r0, M, [&](int q, int &pix, unsigned &msk) {
+        const int im = q / HW, rem = q - im * HW, i = rem / W, jj = rem - i * W;
+        pix = (im * 2 * H + 2 * i) * W2 + 2 * jj;
+        /* (class, tap) ct = 4 cls + 2 a + b reads output pixel (2 oi + py, 2 oj + px), oi =
+         * i + 1 - py - a, oj = jj + 1 - px - b: per class, a 2 x 2 box stepping back */
+        for (int cls = 0; cls < 4; cls++)
+            msk |= tc_box_mask(i + 1 - (cls >> 1), jj + 1 - (cls & 1), 2, 2, -1, H, W) << 4 * cls;
+    });
     const int cb = tid % BCPR, kr = tid / BCPR;
     const int ci = n0 + 8 * cb;
     const bool ci_ok = ci < Ci;
@@ -831,27 +866,15 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         const int py = ct >> 3, px = (ct >> 2) & 1, a = (ct >> 1) & 1, b = ct & 1;
         const int delta = (2 - 2 * a - py) * W2 + (2 - 2 * b - px);
         const int co = cs + 8 * c4;
-        const bool cin = co < Co;
-#pragma unroll
-        for (int j = 0; j < A_IT; j++) {
-            const bool v = cin && ((mask[j] >> ct) & 1u);
-            const uint16_t *src = v ? dy + (int64_t)(pix0[j] + delta) * Co + co : dy;
-            sg_cp_async_16(sA + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-        }
+        tc_load_gather<A_IT, ROW_STEP>(sA, r0, c4, dy, pix0, mask, ct, delta, Co, co, co < Co);
         const int64_t wcls = (int64_t)(ct >> 2) * Co * 4 * Ci + (int64_t)(ct & 3) * Ci;
-#pragma unroll
-        for (int j = 0; j < B_IT; j++) {
-            const int cob = cs + kr + B_STEP * j;
-            const bool v = ci_ok && cob < Co;
-            const uint16_t *src = v ? wf + wcls + (int64_t)cob * 4 * Ci + ci : wf;
-            sg_cp_async_16(sB + tc_mc(kr + B_STEP * j, cb, BCPR), src, v);
-        }
+        tc_load_weight_cols<B_IT, B_STEP, BCPR>(sB, kr, cb, wf, wcls, 4 * (int64_t)Ci, cs, Co, ci,
+                                                ci_ok);
         cs += TC_BK;
         if (cs >= Co) cs = 0, ct++;
     };
-    auto fix = [](uint16_t *, int) {};
     float acc[4][4][4] = {};
-    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load, fix);
+    tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
 
     tc_epilogue<BN>(acc, m0, n0, M, Ci, [&](int q, int c, float v0, float v1) {
         tc_st_pair(dx + (int64_t)q * Ci + c, v0, v1, accum);
@@ -909,16 +932,10 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         }
         pb += TC_BK;
     };
-    auto fix = [](uint16_t *, int) {};
     float acc[4][4][4] = {};
-    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load, fix);
+    tc_mainloop<true, true, BM, BN>(acc, smem, KT, load);
 
-    float *out = part + ((int64_t)chunk * 4 + cls) * Co * Nn;
-    tc_epilogue<BN>(acc, m0, n0, Co, Nn,
-                    [&](int o, int c, float v0, float v1) { /* Nn even */
-                                                            *(float2 *)(out + (int64_t)o * Nn + c) =
-                                                                make_float2(v0, v1);
-                    });
+    tc_store_partial<BN>(acc, part + ((int64_t)chunk * 4 + cls) * Co * Nn, m0, n0, Co, Nn);
 }
 
 template <int BM, int BN>
@@ -926,12 +943,8 @@ static int upconv_tc_fwd_launch(cudaStream_t st, uint16_t *y, const uint16_t *x,
                                 const float *b, int N, int H, int W, int Ci, int Co) {
     const int64_t P = (int64_t)N * H * W;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN), 4u);
-    if (cuda_smem_attr(upconv_tc_fwd_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN), "upconv_tc_fwd_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_tc_fwd_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
-              y, x, wf, b, N, H, W, Ci, Co);
-    SG_LAUNCH_CHECK("upconv_tc_fwd_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(upconv_tc_fwd_kernel<BM, BN>, "upconv_tc_fwd_kernel", grid, st, y, x,
+                             wf, b, N, H, W, Ci, Co);
 }
 
 int cu_upconv_tc_fwd(cudaStream_t st, uint16_t *y, const uint16_t *x, const uint16_t *wf,
@@ -947,13 +960,8 @@ static int upconv_tc_dgrad_launch(cudaStream_t st, uint16_t *dx, const uint16_t 
                                   int accum) {
     const int64_t M = (int64_t)N * H * W;
     dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN));
-    if (cuda_smem_attr(upconv_tc_dgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN),
-                       "upconv_tc_dgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_tc_dgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
-              dx, dy, wf, N, H, W, Ci, Co, accum);
-    SG_LAUNCH_CHECK("upconv_tc_dgrad_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(upconv_tc_dgrad_kernel<BM, BN>, "upconv_tc_dgrad_kernel", grid, st, dx,
+                             dy, wf, N, H, W, Ci, Co, accum);
 }
 
 int cu_upconv_tc_bwd_data(cudaStream_t st, uint16_t *dx, const uint16_t *dy, const uint16_t *wf,
@@ -969,13 +977,8 @@ static int upconv_tc_wgrad_launch(cudaStream_t st, float *part, const uint16_t *
                                   int chunks, int chunk_len) {
     dim3 grid((unsigned)((4 * Ci + BN - 1) / BN), (unsigned)((Co + BM - 1) / BM),
               (unsigned)(4 * chunks));
-    if (cuda_smem_attr(upconv_tc_wgrad_kernel<BM, BN>, TC_SMEM_BYTES(BM, BN),
-                       "upconv_tc_wgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_tc_wgrad_kernel<BM, BN>), grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st,
-              part, dy, x, N, H, W, Ci, Co, chunk_len);
-    SG_LAUNCH_CHECK("upconv_tc_wgrad_kernel");
-    return SG_OK;
+    return tc_launch<BM, BN>(upconv_tc_wgrad_kernel<BM, BN>, "upconv_tc_wgrad_kernel", grid, st,
+                             part, dy, x, N, H, W, Ci, Co, chunk_len);
 }
 
 int cu_upconv_tc_bwd_weight(cudaStream_t st, float *part, const uint16_t *dy, const uint16_t *x,
