@@ -748,32 +748,27 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
     return SG_OK;
 }
 
-CUDA_RUN(conv2d) {
+/* the forward conv, with the residual res added in its store where not NULL (conv2d_add) */
+static int conv_fwd_run(const cuda_call *k, const void *res) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
+    f.res = res;
     if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
         return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                                      d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
     return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                            d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
 }
+CUDA_RUN(conv2d) {
+    return conv_fwd_run(k, NULL);
+}
 /* the conv with the residual add in its store (sg_conv_fuse.res; after it off the tensor
  * cores), and its input normalised in its tile loads where that is virtual */
 CUDA_RUN(conv2d_add) {
-    sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
-    if (weights_in(k, k->dt)) return SG_ERR;
-    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
-    sg_conv_fuse f;
-    const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
-    f.res = kin(k, 3);
-    if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
-        return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
-                                     d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
-    return cuda_conv2d_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
-                           d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
+    return conv_fwd_run(k, kin(k, 3));
 }
 /* conv2 with its 1x1 shortcut folded into one tensor-core GEMM (conv2d_sc): always the own
  * mma.sync kernels, whatever the conv engine or SG_CONV_TC (cuDNN and the wgmma kernels take no

@@ -272,17 +272,6 @@ __device__ __forceinline__ void tc_epilogue(const float (&acc)[4][4][4], int m0,
         }
 }
 
-/* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each. */
-__device__ __forceinline__ void tc_st_pair(uint16_t *p, float v0, float v1, int accum) {
-    uint32_t *u = (uint32_t *)p;
-    if (accum) {
-        const uint32_t o = *u;
-        v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
-        v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
-    }
-    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
-}
-
 /* The gathered A operand (KC rows = pixels of some grid, an implicit im2col) that the forward
  * convolutions and both data gradients share: each of this thread's IT rows row0 + STEP j
  * holds the pixel of its first tap and a bit mask of its taps that lie inside the image,
@@ -484,7 +473,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
             v0 += sc.b[co], v1 += sc.b[co + 1];
         if (!SC && fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
             tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
-        tc_st_pair(y + (int64_t)p * Co + co, v0, v1, 0);
+        dev_st_bf16_pair(y + (int64_t)p * Co + co, v0, v1, 0);
     });
 }
 
@@ -543,7 +532,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     tc_epilogue<BN>(acc, m0, n0, Mc, Ci, [&](int p, int c, float v0, float v1) {
         const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
         const int64_t q = ((int64_t)img * H + k.ih1 + S * i) * W + k.iw1 + S * jj;
-        tc_st_pair(c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0), v0, v1, accum);
+        dev_st_bf16_pair(c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0), v0, v1, accum);
     });
 }
 
@@ -828,7 +817,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         const int im = p / HW, rem = p - im * HW, i = rem / W, jj = rem - i * W;
         const int64_t q = ((int64_t)im * 2 * H + 2 * i + py) * 2 * W + 2 * jj + px;
         v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
-        tc_st_pair(y + q * Co + co, v0, v1, 0);
+        dev_st_bf16_pair(y + q * Co + co, v0, v1, 0);
     });
 }
 
@@ -877,7 +866,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     tc_mainloop<false, true, BM, BN>(acc, smem, KT, load);
 
     tc_epilogue<BN>(acc, m0, n0, M, Ci, [&](int q, int c, float v0, float v1) {
-        tc_st_pair(dx + (int64_t)q * Ci + c, v0, v1, accum);
+        dev_st_bf16_pair(dx + (int64_t)q * Ci + c, v0, v1, accum);
     });
 }
 

@@ -177,17 +177,6 @@ __device__ __forceinline__ wg_chunk wg_chunk_of(int i, int ch0, int ch1) {
     return r;
 }
 
-/* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each. */
-__device__ __forceinline__ void wg_st_pair(uint16_t *p, float v0, float v1, int accum) {
-    uint32_t *u = (uint32_t *)p;
-    if (accum) {
-        const uint32_t o = *u;
-        v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
-        v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
-    }
-    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
-}
-
 /* Who rewrites a landed stage before the wgmmas read it (the fused prologue, file comment):
  * nobody; each consumer warpgroup its own 64 rows of A (the barrier among its 128 threads); or
  * both consumers together the B tile they share (the barrier among their 256). */
@@ -358,7 +347,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
                 if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
                     tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
-                wg_st_pair(row + co, v0, v1, 0);
+                dev_st_bf16_pair(row + co, v0, v1, 0);
             }
         }
     };
@@ -404,7 +393,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                 const int ci = ci0 + 8 * jj + 2 * q;
                 if (ci >= a.Ci) continue; /* ci even and both parts even: ci + 1 in the part */
                 uint16_t *dst = ci < a.c0 ? d0 + pix * a.c0 + ci : d1 + pix * a.c1 + (ci - a.c0);
-                wg_st_pair(dst, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
+                dev_st_bf16_pair(dst, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
             }
         }
     };

@@ -123,6 +123,17 @@ __device__ __forceinline__ void dev_st(void *p, int64_t i, float v, int dt) {
     else
         ((float *)p)[i] = v;
 }
+/* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each
+ * (dev_st_acc's arithmetic, two channels in one 32-bit store: the tensor-core epilogues). */
+__device__ __forceinline__ void dev_st_bf16_pair(uint16_t *p, float v0, float v1, int accum) {
+    uint32_t *u = (uint32_t *)p;
+    if (accum) {
+        const uint32_t o = *u;
+        v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
+        v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
+    }
+    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
+}
 /* Store v, or v + the old value with accum: v is rounded to fp32 first and the add is never
  * fused into a multiply-add (__fadd_rn), so old + result is exactly what the CPU backend's
  * "compute, then add" gives. */
