@@ -4,18 +4,18 @@
  *
  * A row generates everything about the op that is not its math:
  * - kernels/cpu/cpu_kernels.h: the declaration of cpu_<fn>, and kernels/cpu/elementwise.c its
- *   loop around the CPU element function <fn>_elem;
+ *   loop around the element function sg_pw_<fn> (common/sg_pointwise_math.h);
  * - kernels/cuda/cuda_kernels.h: the declaration of cuda_<fn>, and kernels/cuda/elementwise.cu
- *   its launcher of the one shared vectorised kernel around the CUDA element function;
+ *   its launcher of the one shared vectorised kernel around the same element function;
  * - graph/backend_cpu.c, graph/backend_cuda.c: cpu_run_<op> and cuda_run_<op>;
  * - tests/test_cuda_ops.c: the launcher's place in the coverage check.
- * So a new pointwise op is its planner/op_list.h row(s), a row here, and its math twice: one
- * element function in elementwise.c (the reference) and one in elementwise.cu.
+ * So a new pointwise op is its planner/op_list.h row(s), a row here, and its math once: the
+ * element function sg_pw_<fn> in common/sg_pointwise_math.h, which both backends' kernels run.
  *
  * Columns:
  *   op    the op's id in planner/op_list.h; its node's inputs are in0.. and outputs out0.., in
  *         the node's order
- *   fn    the kernels' name: cpu_<fn>, cuda_<fn>, the element functions <fn>_elem
+ *   fn    the kernels' name: cpu_<fn>, cuda_<fn>, the element function sg_pw_<fn>
  *   nin   inputs, 1..3;  nout  outputs, 1..2
  *   acc   1: the outputs are gradients, so the CUDA launcher takes one accumulate flag per
  *         output (after dt; 0 overwrites, 1 adds, as every launcher); 0: it overwrites and

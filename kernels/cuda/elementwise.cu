@@ -5,69 +5,23 @@
  * a pointwise op depends only on the same element of its inputs, so outputs may alias inputs.
  *
  * The pointwise family (common/sg_pointwise.h) is one kernel template, pointwise_kernel: an
- * op is its element function (<fn>_elem below), and its launcher cuda_<fn> is generated from
- * its row. The kernel moves 16 bytes per operand per access (fp32: 4 values, bf16: 8) when
- * every operand is 16-byte aligned, one value at a time otherwise.
+ * op is its element function (sg_pw_<fn>, common/sg_pointwise_math.h), and its launcher cuda_<fn>
+ * is generated from its row. The kernel moves 16 bytes per operand per access (fp32: 4 values,
+ * bf16: 8) when every operand is 16-byte aligned, one value at a time otherwise.
  *
  * Column sums (add_nc backward, bias gradients): out[b][c] = sum over r of in[b][r][c]. Pass 1
  * cuts the R rows into chunks of SG_WS_COLSUM_ROWS; one block per (32 columns, chunk, b) sums
  * its chunk and writes partials[b][chunk][c]; pass 2 sums the chunks of each column in
  * increasing chunk order. The order depends on the shapes alone: no atomics, same bits.
  */
+#include "common/sg_pointwise_math.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* ================================ kernels ================================ */
 
-/* ---- the pointwise ops (common/sg_pointwise.h): each row's math on one element, y[0..nout)
- * from x[0..nin) in fp32 (the same expressions as kernels/cpu/elementwise.c), then the one
- * kernel they all run in. */
-#define PW_ELEM(fn) __device__ __forceinline__ void fn##_elem(float *y, const float *x)
-
-/* y = x sigmoid(x) */
-PW_ELEM(silu_fwd) {
-    float v = x[0];
-    y[0] = v / (1.0f + expf(-v));
-}
-
-/* x: dy, x. dx = dy s (1 + x (1 - s)), s = sigmoid(x) */
-PW_ELEM(silu_bwd) {
-    float v = x[1];
-    float s = 1.0f / (1.0f + expf(-v));
-    y[0] = x[0] * (s * (1.0f + v * (1.0f - s)));
-}
-
-PW_ELEM(add_fwd) {
-    y[0] = x[0] + x[1];
-}
-
-/* y = silu(a) b */
-PW_ELEM(silu_mul_fwd) {
-    float v = x[0];
-    y[0] = v / (1.0f + expf(-v)) * x[1];
-}
-
-/* x: dy, a, b. da = dy b s (1 + a (1 - s)), db = dy silu(a), s = sigmoid(a) */
-PW_ELEM(silu_mul_bwd) {
-    float v = x[1], e = expf(-v), g = x[0];
-    float s = 1.0f / (1.0f + e);
-    y[0] = g * x[2] * (s * (1.0f + v * (1.0f - s)));
-    y[1] = g * (v / (1.0f + e));
-}
-
-/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the standard normal CDF: the exact
- * GELU (PyTorch's approximate='none'). erff saturates at +-1, so both limits are exact. */
-PW_ELEM(gelu_fwd) {
-    float v = x[0];
-    y[0] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-}
-
-/* x: dy, x. gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
-PW_ELEM(gelu_bwd) {
-    float v = x[1];
-    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
-    y[0] = x[0] * (cdf + v * pdf);
-}
+/* ---- the pointwise ops (common/sg_pointwise.h): each row's math on one element is
+ * common/sg_pointwise_math.h's sg_pw_<fn> (fp32; the CPU reference's very text), run in the
+ * one kernel below. */
 
 /* A pointwise launch's operands, passed by value. */
 struct pw_io {
@@ -213,7 +167,7 @@ static int pw_launch(cudaStream_t st, const pw_io &io, int64_t n, const char *na
 #define PW_LAUNCHER(op, fn, nin, nout, acc)                                                        \
     struct fn##_op {                                                                               \
         static __device__ __forceinline__ void apply(float *y, const float *x) {                   \
-            fn##_elem(y, x);                                                                       \
+            sg_pw_##fn(y, x);                                                                      \
         }                                                                                          \
     };                                                                                             \
     int cuda_##fn(SG_PW_CUDA_PARAMS(nin, nout, acc)) {                                             \
