@@ -31,9 +31,9 @@
  */
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/scratch.h" /* sg_cpu_set_threads, for the thread-count check */
 #include "tests/sg_test.h"
 
-#include <cblas.h> /* openblas_set_num_threads, for the thread-count check */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1447,11 +1447,12 @@ static void test_adamw_ema(void) {
 
 /* ---- thread-count independence ---------------------------------------------------------- */
 
-/* Runs every GEMM-based kernel on shapes where OpenBLAS threads (and where K spans several
- * GEMM blocks) with `threads` BLAS threads; out is a concatenation of all outputs. */
+/* Runs every GEMM-based kernel on shapes that span several GEMM slices and K blocks (and where
+ * OpenBLAS's own threading would change the bits) with `threads` CPU threads; out is a
+ * concatenation of all outputs. */
 static int64_t gemm_kernels_run(float *out, int threads, const float *x, const float *w,
                                 const float *qkv, const float *dy) {
-    openblas_set_num_threads(threads);
+    sg_cpu_set_threads(threads);
     int64_t o = 0;
     /* conv: K*K*Ci = 576 per pixel, 2048 output pixels (two im2col chunks), Co = 96 */
     cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 96;
@@ -1471,16 +1472,17 @@ static int64_t gemm_kernels_run(float *out, int threads, const float *x, const f
 }
 
 static void test_thread_invariance(void) {
-    int saved = openblas_get_num_threads();
     int64_t nmax = 4 << 20;
     float *x = new_rand(2 * 32 * 32 * 64 + 128 * 900, -1, 1), *w = new_rand(96 * 900, -0.5f, 0.5f);
     float *qkv = new_rand(600 * 192, -1, 1), *dy = new_rand(2 * 32 * 32 * 96 + 128 * 96, -1, 1);
     float *a = new_nan(nmax), *b = new_nan(nmax);
     int64_t n = gemm_kernels_run(a, 1, x, w, qkv, dy);
-    gemm_kernels_run(b, 3, x, w, qkv, dy);
-    CHECK(n <= nmax && memcmp(a, b, (size_t)n * sizeof(float)) == 0,
-          "GEMM-based kernels give different bits on 1 and 3 BLAS threads");
-    openblas_set_num_threads(saved);
+    for (int threads = 2; threads <= 5; threads += 3) {
+        gemm_kernels_run(b, threads, x, w, qkv, dy);
+        CHECK(n <= nmax && memcmp(a, b, (size_t)n * sizeof(float)) == 0,
+              "GEMM-based kernels give different bits on 1 and %d CPU threads", threads);
+    }
+    sg_cpu_set_threads(0);
     free(x), free(w), free(qkv), free(dy), free(a), free(b);
 }
 

@@ -1,11 +1,14 @@
 /* scratch.c — the shared fixed-size scratch buffer, the column-sum helper and the K-blocked
- * GEMM wrapper (see scratch.h). */
+ * GEMM wrapper and its thread pool (see scratch.h). */
 #include "common/sg_base.h"
 #include "kernels/cpu/scratch.h"
 
 #include <cblas.h>
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static _Alignas(64) float sg_cpu_scratch_buf[SG_CPU_SCRATCH_FLOATS];
 static pthread_mutex_t sg_cpu_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,17 +37,163 @@ void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld) 
     }
 }
 
-/* Block kb of op(A) starts kb columns in (A[M][K] row-major, lda) or kb rows down (A^T: A is
- * [K][M]); likewise op(B) starts kb rows down (B[K][N]) or kb columns in (B^T: B is [N][K]). */
+/* ---- the GEMM: fixed slices of C shared out over a small pool of threads ----
+ *
+ * A call is cut into nslice slices of C (sg_cpu_sgemm's comment): slice j covers rows (or
+ * columns) [j PB, (j + 1) PB) and runs its K blocks in increasing order in one thread. The
+ * caller and up to sg_cpu_threads() - 1 pool workers take slices from a shared counter, so
+ * which thread runs a slice varies, what a slice computes never does. One call at a time
+ * (sg_gemm_call_lock): a second caller waits. */
+
+typedef struct {
+    int transA, transB, M, N, K, split_m, nslice;
+    float alpha, beta;
+    const float *A, *B;
+    int lda, ldb, ldc;
+    float *C;
+} sg_gemm_call;
+
+/* Slice j: its rows of op(A) and C (split_m), or its columns of op(B) and C, then the K blocks
+ * in order. Block kb of op(A) starts kb columns in (A[M][K] row-major, lda) or kb rows down
+ * (A^T: A is [K][M]); likewise op(B) starts kb rows down (B[K][N]) or kb columns in (B^T: B is
+ * [N][K]). */
+static void gemm_slice(const sg_gemm_call *g, int j) {
+    const int p0 = j * SG_CPU_GEMM_PB, extent = g->split_m ? g->M : g->N;
+    const int pb = extent - p0 < SG_CPU_GEMM_PB ? extent - p0 : SG_CPU_GEMM_PB;
+    const int M = g->split_m ? pb : g->M, N = g->split_m ? g->N : pb;
+    const float *A = g->A, *B = g->B;
+    float *C = g->C;
+    if (g->split_m) {
+        A += g->transA ? (int64_t)p0 : (int64_t)p0 * g->lda;
+        C += (int64_t)p0 * g->ldc;
+    } else {
+        B += g->transB ? (int64_t)p0 * g->ldb : (int64_t)p0;
+        C += p0;
+    }
+    for (int k0 = 0; k0 < g->K; k0 += SG_CPU_GEMM_KB) {
+        const int kb = g->K - k0 < SG_CPU_GEMM_KB ? g->K - k0 : SG_CPU_GEMM_KB;
+        const float *a = g->transA ? A + (int64_t)k0 * g->lda : A + k0;
+        const float *b = g->transB ? B + k0 : B + (int64_t)k0 * g->ldb;
+        cblas_sgemm(CblasRowMajor, g->transA ? CblasTrans : CblasNoTrans,
+                    g->transB ? CblasTrans : CblasNoTrans, M, N, kb, g->alpha, a, g->lda, b, g->ldb,
+                    k0 == 0 ? g->beta : 1.0f, C, g->ldc);
+    }
+}
+
+#define SG_CPU_MAX_THREADS 256
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    const sg_gemm_call *call; /* the call in progress, NULL between calls */
+    uint64_t gen;             /* bumped per call: wakes the workers */
+    int next, finished;       /* the next slice to take, slices finished */
+    int helpers;              /* workers taking part in this call */
+    int started;              /* workers running (they never exit) */
+    int threads;              /* sg_cpu_threads(); 0 = not read yet */
+} sg_pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
+             .go = PTHREAD_COND_INITIALIZER,
+             .done = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t sg_gemm_call_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t sg_blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_one_thread(void) {
+    openblas_set_num_threads(1);
+}
+
+/* Take slices until none is left; called with sg_pool.mu held, returns with it held. */
+static void pool_take_slices(const sg_gemm_call *g) {
+    while (sg_pool.next < g->nslice) {
+        const int j = sg_pool.next++;
+        pthread_mutex_unlock(&sg_pool.mu);
+        gemm_slice(g, j);
+        pthread_mutex_lock(&sg_pool.mu);
+        if (++sg_pool.finished == g->nslice) pthread_cond_broadcast(&sg_pool.done);
+    }
+}
+
+static void *pool_worker(void *arg) {
+    const int id = (int)(intptr_t)arg; /* 1, 2, ...: the caller is 0 */
+    uint64_t seen = 0;
+    pthread_mutex_lock(&sg_pool.mu);
+    for (;;) {
+        while (sg_pool.gen == seen) pthread_cond_wait(&sg_pool.go, &sg_pool.mu);
+        seen = sg_pool.gen;
+        if (sg_pool.call && id <= sg_pool.helpers) pool_take_slices(sg_pool.call);
+    }
+    return NULL;
+}
+
+static int threads_default(void) {
+    const char *e = getenv("SG_CPU_THREADS");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= SG_CPU_MAX_THREADS) return (int)v;
+        fprintf(stderr, "stepgraph: SG_CPU_THREADS=%s is not a whole number in 1..%d; ignored\n", e,
+                SG_CPU_MAX_THREADS);
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > SG_CPU_MAX_THREADS ? SG_CPU_MAX_THREADS : (int)n;
+}
+
+int sg_cpu_threads(void) {
+    pthread_mutex_lock(&sg_pool.mu);
+    if (!sg_pool.threads) sg_pool.threads = threads_default();
+    int n = sg_pool.threads;
+    pthread_mutex_unlock(&sg_pool.mu);
+    return n;
+}
+
+void sg_cpu_set_threads(int n) {
+    pthread_mutex_lock(&sg_pool.mu);
+    sg_pool.threads = n <= 0 ? threads_default() : n > SG_CPU_MAX_THREADS ? SG_CPU_MAX_THREADS : n;
+    pthread_mutex_unlock(&sg_pool.mu);
+}
+
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc) {
     SG_ASSERT(M > 0 && N > 0 && K > 0);
-    for (int k0 = 0; k0 < K; k0 += SG_CPU_GEMM_KB) {
-        int kb = K - k0 < SG_CPU_GEMM_KB ? K - k0 : SG_CPU_GEMM_KB;
-        const float *a = transA ? A + (int64_t)k0 * lda : A + k0;
-        const float *b = transB ? B + k0 : B + (int64_t)k0 * ldb;
-        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                    transB ? CblasTrans : CblasNoTrans, M, N, kb, alpha, a, lda, b, ldb,
-                    k0 == 0 ? beta : 1.0f, C, ldc);
+    const int split_m = M >= N, extent = split_m ? M : N;
+    const sg_gemm_call g = {.transA = transA,
+                            .transB = transB,
+                            .M = M,
+                            .N = N,
+                            .K = K,
+                            .split_m = split_m,
+                            .nslice = (extent + SG_CPU_GEMM_PB - 1) / SG_CPU_GEMM_PB,
+                            .alpha = alpha,
+                            .beta = beta,
+                            .A = A,
+                            .B = B,
+                            .lda = lda,
+                            .ldb = ldb,
+                            .ldc = ldc,
+                            .C = C};
+    const int threads = sg_cpu_threads();
+    pthread_once(&sg_blas_once, blas_one_thread);
+    if (threads == 1 || g.nslice == 1) {
+        for (int j = 0; j < g.nslice; j++) gemm_slice(&g, j);
+        return;
     }
+    pthread_mutex_lock(&sg_gemm_call_lock);
+    pthread_mutex_lock(&sg_pool.mu);
+    const int helpers = (threads < g.nslice ? threads : g.nslice) - 1;
+    while (sg_pool.started < helpers) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, pool_worker, (void *)(intptr_t)(sg_pool.started + 1)))
+            break; /* fewer helpers: the same slices, the same bits */
+        pthread_detach(t);
+        sg_pool.started++;
+    }
+    sg_pool.call = &g;
+    sg_pool.helpers = helpers;
+    sg_pool.next = sg_pool.finished = 0;
+    sg_pool.gen++;
+    pthread_cond_broadcast(&sg_pool.go);
+    pool_take_slices(&g);
+    while (sg_pool.finished < g.nslice) pthread_cond_wait(&sg_pool.done, &sg_pool.mu);
+    sg_pool.call = NULL;
+    pthread_mutex_unlock(&sg_pool.mu);
+    pthread_mutex_unlock(&sg_gemm_call_lock);
 }

@@ -31,17 +31,30 @@ void sg_cpu_scratch_release(void);
  * Shared by the bias gradients (conv, linear) and the broadcast-add backward. */
 void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld);
 
-/* C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C, row-major, as cblas_sgemm, but with the
- * K dimension cut into blocks of SG_CPU_GEMM_KB taken in increasing order (the first with
- * `beta`, the rest with beta = 1).
- * Why: OpenBLAS splits a long K into blocks itself, and its threaded driver picks different
- * block boundaries than its single-threaded one when GEMM_Q < K < 2 GEMM_Q (measured on
- * OpenBLAS 0.3.21 / SkylakeX: K = 500, 600, 900 differ between 1 and 2 threads, K <= 384
- * never does). With K <= SG_CPU_GEMM_KB <= GEMM_Q (sgemm Q is 384 on the x86-64 cores
- * measured), every call is one K block, each output element is one fixed FMA chain, and the
- * result has the same bits whatever OPENBLAS_NUM_THREADS is. */
+/* C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C, row-major, as cblas_sgemm, but cut into
+ * fixed blocks so the bits never depend on how many threads ran it:
+ * - K in blocks of SG_CPU_GEMM_KB taken in increasing order (the first with `beta`, the rest
+ *   with beta = 1);
+ * - the larger of M and N (M on a tie) in blocks of SG_CPU_GEMM_PB rows or columns of C, each
+ *   block one single-threaded cblas_sgemm, the blocks shared out over sg_cpu_threads() threads.
+ * Why: OpenBLAS's own threading changes the bits. Its threaded driver cuts K differently from
+ * its single-threaded one when GEMM_Q < K < 2 GEMM_Q (measured on OpenBLAS 0.3.21 / SkylakeX:
+ * K = 500, 600, 900 differ between 1 and 2 threads), and on its Zen kernels (AMD EPYC, the
+ * same OpenBLAS) even K = 16 differs: there an element's sum depends on where its row or column
+ * falls in the M or N range a thread is given (single-threaded calls over 16- or 64-row slices
+ * of C also differ from one call over all rows). So OpenBLAS always runs one thread here, and
+ * the slices are a function of the shape alone: every element of C is the same FMA chain of
+ * the same call whatever the thread count, on a given CPU. (Other CPUs run other OpenBLAS
+ * kernels and give other bits; checkpoints record the environment.) */
 #define SG_CPU_GEMM_KB 256
+#define SG_CPU_GEMM_PB 128
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Threads the CPU kernels use: SG_CPU_THREADS from the environment when set (1..256), else the
+ * online processors. sg_cpu_set_threads(n) changes it (n <= 0: back to that default); the
+ * results are the same bits for every value. */
+int sg_cpu_threads(void);
+void sg_cpu_set_threads(int n);
 
 #endif
