@@ -191,10 +191,30 @@ static inline int64_t sg_ws_group_norm_bwd(int N, int C) {
     return 2 * sg_ws_align((int64_t)N * C * 4);
 }
 
-/* cuda_norm_act_fwd: per (sample, chunk, group) the chunk's (mean, M2) as float2; the
- * statistics merge them in chunk order. cuda_norm_act_apply needs nothing. */
+/* The statistics of the norm_act ops (kernels/cuda/norm.cu, "the statistics' partials"): each
+ * sample's HW rows are cut into segments of sg_ws_norm_seg(HW) rows (64, or the whole sample when
+ * it has fewer), and each (sample, segment, channel) has ONE canonical partial (mean, M2): a
+ * sequential Welford pass over the segment's rows in increasing order. The segments are what a
+ * convolution's output tile covers (64 or 128 pixels: whole segments when HW is a multiple of
+ * 64 or divides 64), so the convolution before a normalisation can compute its partials in its
+ * epilogue with the same bits as the normalisation's own pass. */
+#define SG_WS_NORM_SEG 64
+static inline int64_t sg_ws_norm_seg(int64_t HW) {
+    return HW < SG_WS_NORM_SEG ? (HW > 0 ? HW : 1) : SG_WS_NORM_SEG;
+}
+static inline int64_t sg_ws_norm_segs(int64_t HW) {
+    return (HW + sg_ws_norm_seg(HW) - 1) / sg_ws_norm_seg(HW);
+}
+/* the partials, float2 (mean, M2) [N][segs][C] */
+static inline int64_t sg_ws_norm_partials(int64_t N, int64_t HW, int64_t C) {
+    return sg_ws_align(N * sg_ws_norm_segs(HW) * C * 8);
+}
+/* cuda_norm_act_fwd / _stats: the partials of every channel (the statistics merge them: per
+ * segment the group's channels, then the segments in order). cuda_norm_act_apply needs
+ * nothing. */
 static inline int64_t sg_ws_norm_act_fwd(int N, int HW, int C, int G) {
-    return sg_ws_align((int64_t)N * sg_ws_norm_chunks(HW, C) * G * 8);
+    (void)G;
+    return sg_ws_norm_partials(N, HW, C);
 }
 /* cuda_norm_act_bwd: per (sample, chunk, channel) the chunk's sums of dz and dz xhat (float2);
  * their sums over the chunks per (sample, channel) (float2); the two group means of the dx

@@ -96,6 +96,15 @@ typedef struct {
      * kernels (conv_wgmma.cu) instead of the mma.sync ones (conv_tc.cu); opt-in, checked at
      * prepare (prepare_conv_tc) */
     int conv_wgmma;
+    /* The statistics' partials of a normalisation computed by the convolution before it
+     * (prepare_norm_stats): stats_to[i] = the norm_act node that takes conv-like node i's
+     * output partials, -1 for none; per norm_act node j, norm_off[j] = where in the kernel
+     * workspace its partials lie (after its producer's own scratch) and norm_done[j] = the
+     * channels whose partials the producer wrote (0: it computes all of them). Off with
+     * SG_FUSE_STATS=0: the same bits, one more pass per normalisation. */
+    int *stats_to, *norm_done;
+    int64_t *norm_off;
+    int stats_fused; /* pairs */
 #ifdef SG_HAVE_CUDNN
     sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
@@ -210,6 +219,7 @@ static int check_accum(const sg_graph *g) {
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g);
+static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g);
 
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -243,6 +253,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     c->ws_bytes = g->t[kw].bytes;
     c->rank = be->dist ? be->dist->rank : 0;
     if (check_fused_operands(c, g)) return SG_ERR;
+    if (prepare_norm_stats(c, g)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
@@ -748,14 +759,75 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
     return SG_OK;
 }
 
+/* The statistics' partials of each forward norm_act node (kernels/cuda/norm.cu) are computed by
+ * the conv-like node that writes its input x (or the first part of a concatenated x) when that
+ * node runs right before it (only virtual concatenations between): in its tensor-core epilogue
+ * where the tile fits, else by the partials pass inside its launch. The partials lie in the
+ * kernel workspace after the producer's own scratch (the plan sizes the workspace per node;
+ * a pair that does not fit in it is not made), where the normalisation, the next node to
+ * run, finds them. The partials are one fixed function of x whoever computes them, so this
+ * changes no bits (SG_FUSE_STATS=0 turns it off; cuda_step_host compares). The pairs depend on
+ * the plan alone: the same launches every step, eager and captured. */
+static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
+    const int nn = g->nn > 0 ? g->nn : 1;
+    c->stats_to = malloc(sizeof(int) * (size_t)nn);
+    c->norm_done = calloc((size_t)nn, sizeof(int));
+    c->norm_off = calloc((size_t)nn, sizeof(int64_t));
+    if (!c->stats_to || !c->norm_done || !c->norm_off) return sg_set_error("out of host memory");
+    for (int i = 0; i < nn; i++) c->stats_to[i] = -1;
+    c->stats_fused = 0;
+    const char *env = getenv("SG_FUSE_STATS");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return sg_set_error("SG_FUSE_STATS=%s: expected 1 (the default) or 0", env);
+    if (env && !strcmp(env, "0")) return SG_OK;
+    for (int j = 0; j < g->nn; j++) {
+        const sg_node *nj = &g->n[j];
+        if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
+        const int x = nj->in[sg_norm_operands_of(nj).x];
+        const int first = g->t[x].nparts ? g->t[x].parts[0] : x;
+        int i = j - 1;
+        while (i >= 0 && g->n[i].op == OP_CONCAT) i--;
+        if (i < 0) continue;
+        const sg_op op = g->n[i].op;
+        if ((op != OP_CONV2D && op != OP_CONV2D_ADD && op != OP_CONV2D_SC && op != OP_UPCONV2D) ||
+            g->n[i].out[0] != first)
+            continue;
+        const sg_gn_dims d = sg_gn_dims_of(g, nj);
+        const int64_t off = sg_ws_align(sg_node_workspace_bytes(g, &g->n[i]));
+        if (off + sg_ws_norm_act_fwd(d.N, d.HW, d.C, d.G) > c->ws_bytes) continue;
+        c->stats_to[i] = j;
+        c->norm_off[j] = off;
+        c->norm_done[j] = (int)g->t[first].shape[3];
+        c->stats_fused++;
+    }
+    return SG_OK;
+}
+/* Where node k writes the partials of the normalisation after it (NULL: nowhere), and their
+ * channels per segment (that normalisation's C) */
+static float *node_stats(const cuda_call *k, int *ld) {
+    const int i = (int)(k->nd - k->g->n), j = k->c->stats_to[i];
+    if (j < 0) return NULL;
+    *ld = sg_gn_dims_of(k->g, &k->g->n[j]).C;
+    return (float *)((char *)k->c->ws + k->c->norm_off[j]);
+}
+/* The partials pass after a conv that ran off the fused launchers (cuDNN, upconv2d) */
+static int node_stats_after(const cuda_call *k, int N, int HW, int Co) {
+    int ld = 0;
+    float *stats = node_stats(k, &ld);
+    return stats ? cuda_norm_partials(k->st, stats, ld, sg_cat1(kout(k, 0), Co), N, HW, 0, k->dt)
+                 : SG_OK;
+}
+
 /* the forward conv, with the residual res added in its store where not NULL (conv2d_add) */
 static int conv_fwd_run(const cuda_call *k, const void *res) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
-    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (k->engine == SG_CONV_ENGINE_CUDNN)
+        return conv_run_cudnn(k, d) || node_stats_after(k, d.N, d.Ho * d.Wo, d.Co);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
     f.res = res;
+    f.stats = node_stats(k, &f.stats_ld);
     if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
         return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                                      d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
@@ -783,6 +855,7 @@ CUDA_RUN(conv2d_sc) {
                             sg_dtype_names[ws->dtype], sg_dtype_names[k->dt]);
     sg_conv_fuse f;
     const sg_cat h = conv_input(k->c, k->g, k->nd->in[0], &f);
+    f.stats = node_stats(k, &f.stats_ld);
     return cuda_conv2d_sc_fwd(k->st, kout(k, 0), h, kin(k, 1), kin(k, 2), &f,
                               CAT(k->c, k->g, k->nd->in[3]), kin(k, 4), kin(k, 5), d.N, d.H, d.W,
                               d.Ci, d.Co, d.K, d.pad, k->dt);
@@ -817,7 +890,8 @@ CUDA_RUN(conv2d_bwd_weight) {
 CUDA_RUN(upconv2d) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
     return cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H, d.W,
-                             d.Ci, d.Co, k->dt, k->ws, k->wsb);
+                             d.Ci, d.Co, k->dt, k->ws, k->wsb) ||
+           node_stats_after(k, d.N, 4 * d.H * d.W, d.Co);
 }
 CUDA_RUN(upconv2d_bwd_data) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
@@ -849,11 +923,15 @@ static int run_norm_act(const cuda_call *k) {
     const sg_gn_args *a = &k->a->gn;
     const void *v = o.temb ? kin(k, o.v) : NULL;
     const sg_drop drop = node_drop(k->c, k->g, k->nd, k->slice);
+    /* the forward's partials: where the conv before left them (prepare_norm_stats) */
+    const int j = (int)(k->nd - k->g->n);
+    void *ws = (char *)k->ws + k->c->norm_off[j];
+    const int64_t wsb = k->wsb - k->c->norm_off[j];
     /* y virtual (planner/fuse.c): the convolutions that read it compute it; here the statistics
      * alone */
     if (!o.bwd && !o.apply && k->g->t[k->nd->out[0]].vnorm >= 0)
         return cuda_norm_act_stats(k->st, kout(k, 1), kout(k, 2), kin_cat(k, o.x), v, d.N, d.HW,
-                                   d.C, d.G, a->eps, k->dt, k->ws, k->wsb);
+                                   d.C, d.G, a->eps, k->dt, ws, wsb, k->c->norm_done[j]);
     if (o.bwd)
         return cuda_norm_act_bwd(
             k->st, kout_cat(k, 0), o.temb ? kout(k, 1) : NULL, kout(k, o.temb + 1),
@@ -866,7 +944,7 @@ static int run_norm_act(const cuda_call *k) {
                                    d.G, a->act, drop, k->dt);
     return cuda_norm_act_fwd(k->st, kout(k, 0), kout(k, 1), kout(k, 2), kin_cat(k, o.x), v,
                              kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C, d.G, a->eps, a->act,
-                             drop, k->dt, k->ws, k->wsb);
+                             drop, k->dt, ws, wsb, k->c->norm_done[j]);
 }
 CUDA_RUN(norm_act) {
     return run_norm_act(k);
@@ -1374,14 +1452,14 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\"}",
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
              dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
              dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
-             c->conv_wgmma ? "wgmma" : "mma");
+             c->conv_wgmma ? "wgmma" : "mma", c->stats_fused);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -1397,6 +1475,7 @@ static void cuda_destroy(sg_backend *be) {
         sg_cudnn_destroy(c->dnn);
 #endif
         free(c->node_eng);
+        free(c->stats_to), free(c->norm_done), free(c->norm_off);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
         if (c->st) cudaStreamDestroy(c->st);

@@ -163,6 +163,13 @@ static int resblock(builder *b, int x, int Co, const char *m) {
     const int after_norm1 = b->g->nn;
     h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
     int v = linear(b, b->st, Co, SUB("time_emb_proj"));
+    /* fused plans: the projection runs before conv1 (its parameters are still created after
+     * conv1's: the parameter region, initial values and checkpoints stay as they were), so that
+     * conv1 runs right before norm2 and its tensor-core epilogue can compute norm2's statistics'
+     * partials (graph/backend_cuda.c, prepare_norm_stats). The two are independent: no bits
+     * change. Unfused plans keep the order (their convs have no such epilogue, and there the
+     * placement search reaches the lower bound on every built-in model only in this order). */
+    if (!b->err && sg_model_fuse(b->c)) sg_node_move_last(b->g, after_norm1);
     h = norm_act(b, h, v, SG_ACT_SILU, SUB("norm2")); /* + v, and the dropout */
     if (!fuse_residual(b, h, Co, 3)) {
         h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);

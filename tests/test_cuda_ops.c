@@ -644,6 +644,102 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
     }
 }
 
+/* ---- the statistics' partials of a forward convolution's output (sg_conv_fuse.stats) ----
+ *
+ * run(arg, f) launches one forward convolution into y with the fusion f. Run with f (the
+ * case's own fusion) and again with the partials asked for, at a channel stride of Co + 8 (y
+ * as the first part of a concatenation): y must keep its bits, the partials of channels
+ * [0, Co) must be cuda_norm_partials' bits of that y (the tensor-core epilogue where an output
+ * tile covers whole segments, else that very pass after the conv), the channels past Co must
+ * stay unwritten (poison), and the partials must be the segments' mean and M2 of y (double,
+ * within TOL_F32). tc: the convolution runs on the tensor-core kernels; prints whether their
+ * epilogue takes the case (every tile's rows whole segments: conv_tc.cu's rule). */
+typedef int (*fwd_run_fn)(void *arg, const sg_conv_fuse *f);
+static int g_stats_epilogue_cases;
+static void check_fwd_stats(const char *ctx, tbuf *y, int N, int HWo, int Co, int dt, int tc,
+                            fwd_run_fn run, void *arg, const sg_conv_fuse *f0) {
+    const int ld = Co + 8, seg = (int)sg_ws_norm_seg(HWo), S = (int)sg_ws_norm_segs(HWo);
+    const int64_t np = (int64_t)N * S * ld * 2, ny = (int64_t)N * HWo * Co;
+    tbuf *st = tb_out("stats (conv)", np, DT_F32, NULL);
+    tbuf *ref = tb_out("stats (pass)", np, DT_F32, NULL);
+    sg_conv_fuse f = {0};
+    if (f0) f = *f0;
+    uint8_t *y0 = (uint8_t *)halloc(y->bytes), *y1 = (uint8_t *)halloc(y->bytes);
+    reset_all();
+    if (run(arg, &f)) CHECK(0, "%s: the forward failed: %s", ctx, sg_last_error());
+    sync_stream();
+    tb_download(y, y0);
+    reset_all();
+    f.stats = (float *)st->d, f.stats_ld = ld;
+    if (run(arg, &f)) CHECK(0, "%s: the forward with statistics failed: %s", ctx, sg_last_error());
+    CALL(cuda_norm_partials, g_st, (float *)ref->d, ld, sg_cat1(y->d, Co), N, HWo, 0, dt);
+    sync_stream();
+    tb_download(y, y1);
+    CHECK(!memcmp(y0, y1, y->bytes), "%s: asking for the statistics' partials changed y", ctx);
+    uint8_t *a = (uint8_t *)halloc(st->bytes), *b = (uint8_t *)halloc(ref->bytes);
+    tb_download(st, a), tb_download(ref, b);
+    float *pa = fbuf(np), *pb = fbuf(np), *yv = fbuf(ny);
+    memcpy(pa, a, st->bytes), memcpy(pb, b, ref->bytes);
+    from_bytes(yv, y1, ny, dt);
+    int64_t differ = 0, poison = 0, wrong = 0;
+    double worst = 0.0;
+    for (int n = 0; n < N; n++)
+        for (int s = 0; s < S; s++) {
+            const int r0 = s * seg, r1 = r0 + seg < HWo ? r0 + seg : HWo;
+            for (int c = 0; c < ld; c++) {
+                const int64_t i = (((int64_t)n * S + s) * ld + c) * 2;
+                if (c >= Co) { /* past y's channels: nothing may be written */
+                    uint32_t u0, u1;
+                    memcpy(&u0, &pa[i], 4), memcpy(&u1, &pa[i + 1], 4);
+                    poison += u0 != 0xFFFFFFFFu || u1 != 0xFFFFFFFFu;
+                    continue;
+                }
+                differ += memcmp(&pa[i], &pb[i], 8) != 0;
+                double m = 0.0, M2 = 0.0, scale = 1e-30;
+                for (int r = r0; r < r1; r++) m += yv[((int64_t)n * HWo + r) * Co + c];
+                m /= r1 - r0;
+                for (int r = r0; r < r1; r++) {
+                    const double d = yv[((int64_t)n * HWo + r) * Co + c] - m;
+                    M2 += d * d, scale += fabs(yv[((int64_t)n * HWo + r) * Co + c]);
+                }
+                const double e = fmax(fabs(pa[i] - m) * (r1 - r0) / scale,
+                                      fabs(pa[i + 1] - M2) / (M2 + scale * scale / (r1 - r0)));
+                if (!(e <= TOL_F32)) wrong++;
+                if (e > worst) worst = e;
+            }
+        }
+    CHECK(differ == 0, "%s: %lld statistics' partials differ from cuda_norm_partials' bits", ctx,
+          (long long)differ);
+    CHECK(poison == 0, "%s: %lld partials past Co were written", ctx, (long long)poison);
+    CHECK(wrong == 0, "%s: %lld partials are not the segments' mean and M2 (worst %.3g)", ctx,
+          (long long)wrong, worst);
+    guards_all(ctx);
+    const int epi = tc && HWo % seg == 0 && 64 % seg == 0;
+    g_stats_epilogue_cases += epi;
+    printf("  %s: statistics' partials (%d-row segments) %s\n", ctx, seg,
+           epi ? "where the tile allows, in the epilogue" : "by the partials pass");
+}
+
+/* test_conv's forward, for check_fwd_stats */
+typedef struct {
+    void *y;
+    sg_cat x;
+    const void *w;
+    const float *b;
+    int N, H, W, Ci, Co, K, S, pad, dt;
+    void *ws;
+    int64_t wsb;
+    int wgmma;
+} fwd_args;
+static int fwd_run(void *arg, const sg_conv_fuse *f) {
+    const fwd_args *a = (const fwd_args *)arg;
+    if (a->wgmma)
+        return cuda_conv2d_wgmma_fwd(g_st, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci,
+                                     a->Co, a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
+    return cuda_conv2d_fwd(g_st, g_blas, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci, a->Co,
+                           a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
+}
+
 /* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
 static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S, int pad, int dt,
                       int bias, int accum) {
@@ -701,6 +797,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
         }
+        fwd_args fa = {y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt, ws->d, wsb, 0};
+        check_fwd_stats(ctx, y, N, Ho * Wo, Co, dt, want == SG_CONV_PATH_TENSOR_CORE, fwd_run, &fa,
+                        NULL);
     }
     /* backward data, into the two parts */
     {
@@ -981,10 +1080,10 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
      * plan's stored operand */
     reset_all();
     CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, xc, temb ? dv->d : NULL, N, H * W,
-         Ci, G, eps, bf, nw_ws->d, nws);
+         Ci, G, eps, bf, nw_ws->d, nws, 0);
     CALL(cuda_norm_act_fwd, g_st, ymf->d, (float *)mf->d, (float *)rf->d, xc, temb ? dv->d : NULL,
          (const float *)dg->d, (const float *)dbt->d, N, H * W, Ci, G, eps, act, drop, bf, nw_ws->d,
-         nws);
+         nws, 0);
     CALL(cuda_norm_act_apply, g_st, ym->d, xc, temb ? dv->d : NULL, (const float *)m->d,
          (const float *)r->d, (const float *)dg->d, (const float *)dbt->d, N, H * W, Ci, G, act,
          drop, bf);
@@ -1046,6 +1145,8 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         CHECK(!memcmp(on->bits, off->bits, on->bytes),
               "%s: the fused forward differs from norm_act_apply + conv", ctx);
         guards_all(ctx);
+        fwd_args fa = {on->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, bf, ws->d, wsb, 0};
+        check_fwd_stats(ctx, on, N, (int)(P / N), Co, bf, 1, fwd_run, &fa, &fr);
         /* the wgmma kernels: fused against their own unfused path (norm_act_apply, the conv,
          * cuda_add_fwd) bit for bit, against the CPU, and on the emulation against mma.sync's
          * bits (the forward's k16 slices run in the same order there, test_conv_wgmma) */
@@ -1176,6 +1277,11 @@ static void test_convs_fused(void) {
         test_conv_fused(c[5], c[6], c[7], c[0], c[1], c[2], c[3], 1, c[3] / 2, 32, qkv ? NONE : S,
                         c[4], c[4] ? 0.1f : 0.0f, i % 2, (i / 2) % 2, c[4]);
     }
+    /* image sizes whose output tiles hold whole 64-row segments (8x8) and whole 16-row images
+     * (4x4, 3 images: the 64-row tile's last segment past the pixels), so the statistics'
+     * partials come from the epilogue (check_fwd_stats): prologue and residual fused too */
+    test_conv_fused(2, 8, 8, 64, 0, 64, 3, 1, 1, 32, S, 1, 0.1f, 1, 0, 1);
+    test_conv_fused(3, 4, 4, 32, 32, 48, 3, 1, 1, 16, S, 0, 0.0f, 0, 1, 0);
 }
 
 /* The residual epilogue alone (sg_conv_fuse.res, a conv2d_add node): on, the launcher adds res
@@ -1218,6 +1324,11 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
     CHECK(!memcmp(on->bits, off->bits, on->bytes), "%s: the fused residual differs from conv + add",
           ctx);
     guards_all(ctx);
+    fwd_args fa = {on->d, xc,  dw->d, (const float *)db->d, N, H, W, Ci, Co, K, 1, pad, dt,
+                   ws->d, wsb, 0};
+    check_fwd_stats(ctx, on, N, H * W, Co, dt,
+                    cuda_conv2d_path(xc, on->d, N, H, W, Co, K, 1, dt) == SG_CONV_PATH_TENSOR_CORE,
+                    fwd_run, &fa, &fr);
     /* the wgmma kernels on the tensor-core cases: the residual in their store against their
      * conv + cuda_add_fwd bit for bit, and against mma.sync's on the emulation */
     if (cuda_conv2d_path(xc, on->d, N, H, W, Co, K, 1, dt) == SG_CONV_PATH_TENSOR_CORE &&
@@ -1249,6 +1360,7 @@ static void test_convs_res(void) {
     test_conv_res(2, 5, 7, 12, 16, 3, DT_BF16);   /* off the tensor cores: CUDA cores + add */
     test_conv_res(2, 5, 7, 12, 16, 3, DT_F32);    /* fp32: CUDA cores + add */
     test_conv_res(2, 5, 7, 24, 16, 1, DT_F32);    /* fp32 1x1: cuBLAS + add */
+    test_conv_res(1, 8, 16, 64, 72, 3, DT_BF16);  /* 128 pixels: two 64-row segments a tile */
 }
 
 /* upconv2d (nearest-upsample + 3x3 conv from the low-res input): the three launchers against
@@ -1351,6 +1463,19 @@ static void test_upconvs(void) {
  * reference cpu_conv2d_sc_fwd (itself checked against two plain convs summed in fp32), rounded
  * to bf16 once; poisoned output, guards, two runs with equal bits. Cm, s0, s1 not multiples of
  * 32 end each part in a zero-filled slice of a BK tile; pixel counts off the 64 / 128 tiles. */
+/* test_conv_sc's forward, for check_fwd_stats */
+typedef struct {
+    void *y;
+    sg_cat h, x;
+    const void *w, *ws;
+    const float *b, *bs;
+    int N, H, W, Cm, Co, K, pad;
+} sc_args;
+static int sc_run(void *arg, const sg_conv_fuse *f) {
+    const sc_args *a = (const sc_args *)arg;
+    return cuda_conv2d_sc_fwd(g_st, a->y, a->h, a->w, a->b, f, a->x, a->ws, a->bs, a->N, a->H, a->W,
+                              a->Cm, a->Co, a->K, a->pad, DT_BF16);
+}
 static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, int norm, int G,
                          int bias) {
     char ctx[200];
@@ -1398,7 +1523,7 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
         tbuf *nws_b = tb_ws(nwsb);
         reset_all();
         CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, hc, v ? dv->d : NULL, N,
-             H * W, Cm, G, 1e-6f, bf, nws_b->d, nwsb);
+             H * W, Cm, G, 1e-6f, bf, nws_b->d, nwsb, 0);
         sync_stream();
         tb_download(m, m->init + GUARD), tb_download(r, r->init + GUARD); /* kept by resets */
         float *dmean = fbuf(ng), *drstd = fbuf(ng);
@@ -1437,6 +1562,21 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
         tb_check(y, ref, TOL_BF16, rep, ctx);
         guards_all(ctx);
     }
+    sc_args sa = {y->d,
+                  hc,
+                  xc,
+                  dw->d,
+                  dws->d,
+                  bias ? (const float *)db->d : NULL,
+                  bias ? (const float *)dbs->d : NULL,
+                  N,
+                  H,
+                  W,
+                  Cm,
+                  Co,
+                  K,
+                  pad};
+    check_fwd_stats(ctx, y, N, H * W, Co, bf, 1, sc_run, &sa, norm ? &fuse : NULL);
     case_end();
 }
 
@@ -1470,6 +1610,10 @@ static void test_convs_sc(void) {
     test_conv_sc(2, 5, 13, 40, 24, 0, 136, 1, 8, 0);
     test_conv_sc(1, 7, 10, 16, 8, 40, 72, 2, 16, 1);
     test_conv_sc(2, 3, 3, 32, 32, 32, 32, 2, 4, 1);
+    /* tiles of whole statistics' segments (8x8: 64 rows; 4x4: 16-row images, the last segment
+     * of the 64-row tile past the pixels): the partials in the epilogue (check_fwd_stats) */
+    test_conv_sc(2, 8, 8, 64, 32, 32, 64, 2, 8, 1);
+    test_conv_sc(3, 4, 4, 32, 16, 0, 40, 1, 4, 0);
     /* every folded shape of unet_cifar and unet_adm64 (conv2d_sc nodes of `plan --json`) at
      * batch 1-2 on small images: {Cm (= Co), s0, s1, N, H, W}. The decoder's x is the skip
      * concatenation, an encoder block widening its level reads one buffer. */
@@ -1809,7 +1953,7 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
             CALL(cuda_norm_act_fwd, g_st, y->d, (float *)m->d, (float *)r->d, xc, vp, g_d, b_d, N,
-                 HW, C, G, eps, act, drop, dt, ws->d, wsb);
+                 HW, C, G, eps, act, drop, dt, ws->d, wsb, 0);
             CALL(cuda_norm_act_apply, g_st, y2->d, xc, vp, (const float *)m->d, (const float *)r->d,
                  g_d, b_d, N, HW, C, G, act, drop, dt);
             sync_stream();
@@ -1823,6 +1967,23 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
                   ctx);
             guards_all(ctx);
         }
+        /* the first part's partials computed before (by cuda_norm_partials, as the conv before
+         * the normalisation leaves them: c_done = c0, into the workspace at a concatenation's
+         * stride), the rest by the statistics pass: mean and rstd bit for bit the same */
+        uint8_t *m0 = (uint8_t *)halloc(m->bytes), *r0 = (uint8_t *)halloc(r->bytes);
+        tb_download(m, m0), tb_download(r, r0);
+        reset_all();
+        CALL(cuda_norm_partials, g_st, (float *)ws->d, C, sg_cat1(dxa_in->d, c0), N, HW, 0, dt);
+        CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, xc, vp, N, HW, C, G, eps, dt,
+             ws->d, wsb, c0);
+        sync_stream();
+        uint8_t *m1 = (uint8_t *)halloc(m->bytes), *r1 = (uint8_t *)halloc(r->bytes);
+        tb_download(m, m1), tb_download(r, r1);
+        CHECK(!memcmp(m0, m1, m->bytes) && !memcmp(r0, r1, r->bytes),
+              "%s: the statistics from partials of the first %d channels computed before differ "
+              "from the forward's",
+              ctx, c0);
+        guards_all(ctx);
     }
     /* backward from the CPU's statistics */
     {
@@ -2913,6 +3074,9 @@ int main(void) {
     }
     printf("coverage: %d of %d launchers exercised\n", SG_ARRAY_LEN(launchers) - missing,
            SG_ARRAY_LEN(launchers));
+    CHECK(g_stats_epilogue_cases >= 6,
+          "only %d convolutions whose statistics' partials the epilogue could take ran",
+          g_stats_epilogue_cases);
 
     sg_blas_destroy(g_blas);
     CUDA_OK(cudaFree(g_blas_ws));

@@ -24,6 +24,9 @@
  * - bf16: the weight copy equals round(params) after the steps of every run, and a resume
  *   (1 step, checkpoint, a fresh executor loading it, 1 step) gives the straight run's losses
  *   and final state bit for bit, its copy remade from the loaded parameters;
+ * - the statistics' partials of each normalisation computed by the convolution before it
+ *   (graph/backend_cuda.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
+ *   give the bits of SG_FUSE_STATS=0 (every normalisation's own partials pass);
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -252,6 +255,24 @@ static void check_precision(sg_dtype dt, int engine, int accum) {
               nm);
         CHECK(!memcmp(lg, lg2, sizeof(float) * (size_t)STEPS) && !memcmp(sg, sg2, (size_t)bg),
               "%s: two graph runs differ", nm);
+        if (accum == 1) {
+            /* the statistics' partials of every normalisation by its own pass instead of the
+             * conv before it (graph/backend_cuda.c, prepare_norm_stats): the same bits */
+            float ln[MAX_STEPS];
+            unsigned char *sn = NULL;
+            int64_t bn = 0;
+            setenv("SG_FUSE_STATS", "0", 1);
+            const int nok = !run(&c, data, cuda_on(1, engine), STEPS, ln, &sn, &bn, NULL);
+            unsetenv("SG_FUSE_STATS");
+            CHECK(nok && !memcmp(lg, ln, sizeof(float) * (size_t)STEPS) && bn == bg &&
+                      !memcmp(sg, sn, (size_t)bg),
+                  "%s: the step with the statistics' partials in the convolutions differs from "
+                  "SG_FUSE_STATS=0's (loss 0: %a vs %a)",
+                  nm, lg[0], nok ? ln[0] : 0.0f);
+            if (nok)
+                printf("%s: statistics' partials in the convs vs SG_FUSE_STATS=0: identical\n", nm);
+            free(sn);
+        }
         double tol = dt == DT_BF16 ? 3e-2 : 2e-3, worst = 0;
         for (int s = 0; s < STEPS; s++) {
             CHECK(isfinite(lg[s]), "%s: GPU loss %d not finite", nm, s);

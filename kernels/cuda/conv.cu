@@ -321,6 +321,10 @@ int cu_conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path,
                        int dt) {
     if (f && f->res)
         SG_ARG_CHECK(((uintptr_t)f->res & 3u) == 0, "%s: the residual must be 4-byte aligned", fn);
+    if (f && f->stats)
+        SG_ARG_CHECK(((uintptr_t)f->stats & 7u) == 0 && f->stats_ld > 0,
+                     "%s: the statistics' partials must be 8-byte aligned, with their channels",
+                     fn);
     if (!f || !f->norm) return SG_OK;
     SG_ARG_CHECK(path == SG_CONV_PATH_TENSOR_CORE && dt == DT_BF16,
                  "%s: a normalised input (sg_conv_fuse.norm) is computed on the bf16 tensor-core "
@@ -361,7 +365,11 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
         SG_LAUNCH_CHECK("conv_fwd_kernel");
     }
     /* the residual after the conv, as the unfused plan's add node (y = res + y in place) */
-    return fuse && fuse->res ? cuda_add_fwd(st, y, fuse->res, y, P * Co, dt) : SG_OK;
+    if (fuse && fuse->res && cuda_add_fwd(st, y, fuse->res, y, P * Co, dt)) return SG_ERR;
+    /* the statistics' partials of y: the normalisation's own pass, after it */
+    return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
+                                                    N, Ho * Wo, 0, dt)
+                               : SG_OK;
 }
 
 /* The fold has no path off the tensor cores: the planner folds only bf16 convolutions the

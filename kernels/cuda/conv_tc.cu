@@ -362,6 +362,34 @@ __device__ __forceinline__ void tc_store_partial(const float (&acc)[4][4][4], fl
     });
 }
 
+/* The forward's statistics' partials (sg_conv_fuse.stats; norm.cu, "The statistics'
+ * partials"): the block's stored output tile, bf16, rows of TC_STATS_ROW_WORDS(BN) 32-bit words
+ * in shared memory (BN values, then 16 bytes that put the 8 rows a warp's epilogue stores at
+ * once on distinct banks). The tile's BM rows are whole segments of f.stats_seg rows of one
+ * image each (the launcher checked: HoWo and BM are multiples of the segment, so is P). Chain
+ * (segment j, column cc) runs gn_welford down its rows in order: norm_partials_kernel's
+ * arithmetic on the same values, so the same bits. Consecutive threads take consecutive
+ * columns (conflict-free reads). */
+#define TC_STATS_ROW_WORDS(BN) ((BN) / 2 + 4)
+template <int BM, int BN>
+__device__ __forceinline__ void tc_stats_tile(const uint16_t *tile, const sg_conv_fuse &f, int m0,
+                                              int n0, int P, int Co, int HoWo) {
+    static_assert(BM * TC_STATS_ROW_WORDS(BN) * 4 <= TC_SMEM_BYTES(BM, BN),
+                  "the output tile fits in the pipeline's shared memory");
+    const int seg = f.stats_seg, nseg = BM / seg;
+    for (int ch = threadIdx.x; ch < nseg * BN; ch += TC_THREADS(BM, BN)) {
+        const int j = ch / BN, cc = ch - j * BN, co = n0 + cc, p0 = m0 + j * seg;
+        if (co >= Co || p0 >= P) continue;
+        float m = 0.0f, M2 = 0.0f;
+        const uint16_t *col = tile + (int64_t)j * seg * (2 * TC_STATS_ROW_WORDS(BN)) + cc;
+        for (int r = 0; r < seg; r++)
+            gn_welford(m, M2, dev_bf16_to_f32(col[r * (2 * TC_STATS_ROW_WORDS(BN))]), r + 1);
+        const int n = p0 / HoWo, s = (p0 - n * HoWo) / seg;
+        reinterpret_cast<float2 *>(f.stats)[((int64_t)n * (HoWo / seg) + s) * f.stats_ld + co] =
+            make_float2(m, M2);
+    }
+}
+
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
@@ -466,6 +494,10 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     float acc[4][4][4] = {};
     tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
 
+    /* the statistics' partials (fuse.stats): the stored tile, kept in the pipeline's shared
+     * memory once every warp is done with it */
+    uint32_t *tile = reinterpret_cast<uint32_t *>(smem);
+    if (fuse.stats) __syncthreads();
     /* Co is even: co + 1 < Co too */
     tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
         v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
@@ -473,8 +505,13 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
             v0 += sc.b[co], v1 += sc.b[co + 1];
         if (!SC && fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
             tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
-        dev_st_bf16_pair(y + (int64_t)p * Co + co, v0, v1, 0);
+        const uint32_t w = dev_st_bf16_pair(y + (int64_t)p * Co + co, v0, v1, 0);
+        if (fuse.stats) tile[(p - m0) * TC_STATS_ROW_WORDS(BN) + (co - n0) / 2] = w;
     });
+    if (fuse.stats) {
+        __syncthreads();
+        tc_stats_tile<BM, BN>(reinterpret_cast<const uint16_t *>(tile), fuse, m0, n0, P, Co, HoWo);
+    }
 }
 
 /* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
@@ -680,16 +717,38 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
 static_assert(sizeof(sg_tc_shortcut) == sizeof(sg_cat) + 2 * sizeof(void *) &&
                   sizeof(sg_cat) == 2 * sizeof(void *) + 2 * sizeof(int),
               "sg_tc_shortcut must have no padding bytes (a kernel argument, as below)");
+/* The forwards' fusion argument with the statistics' partials (sg_conv_fuse.stats) decided:
+ * the epilogue computes them where its BM-row tiles cover whole segments, else (*after set)
+ * the normalisation's own pass runs after the conv (cuda_norm_partials): the same bits. */
+static sg_conv_fuse tc_fwd_fuse(const sg_conv_fuse *fuse, int HoWo, int bm, int *after) {
+    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
+    *after = 0;
+    if (f.stats) {
+        f.stats_seg = (int)sg_ws_norm_seg(HoWo);
+        if (HoWo % f.stats_seg || bm % f.stats_seg) f.stats = NULL, *after = 1;
+    }
+    return f;
+}
+static int tc_fwd_stats_after(cudaStream_t st, int after, const sg_conv_fuse *fuse, void *y, int N,
+                              int HoWo, int Co) {
+    return after ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co), N, HoWo, 0,
+                                      DT_BF16)
+                 : SG_OK;
+}
+
 int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const float *b,
                    const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K, int S,
                    int pad) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    int bm, bn;
+    int bm, bn, after;
     conv_tc_tile((int64_t)N * Ho * Wo, Co, 1, &bm, &bn);
     sg_tc_shortcut none;
     memset(&none, 0, sizeof none);
-    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, cu_conv_fuse_arg(fuse),
-                    none, N, H, W, Ci, Co, K, S, pad, Ho, Wo);
+    const sg_conv_fuse f = tc_fwd_fuse(fuse, Ho * Wo, bm, &after);
+    if (TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, x, wb, b, f, none, N, H, W, Ci, Co,
+                 K, S, pad, Ho, Wo))
+        return SG_ERR;
+    return tc_fwd_stats_after(st, after, fuse, y, N, Ho * Wo, Co);
 }
 
 /* The shortcut fold: the forward kernel with the shortcut's tiles after the conv's (the same
@@ -697,12 +756,14 @@ int cu_conv_tc_fwd(cudaStream_t st, void *y, sg_cat x, const uint16_t *wb, const
 int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, const float *b,
                       const sg_conv_fuse *fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
                       int Co, int K, int pad) {
-    int bm, bn;
+    int bm, bn, after;
     conv_tc_tile((int64_t)N * H * W, Co, 1, &bm, &bn);
-    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
+    sg_conv_fuse f = tc_fwd_fuse(fuse, H * W, bm, &after);
     f.res = NULL; /* the fold adds the shortcut, never a stored residual */
-    return TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, h, wb, b, f, sc, N, H, W, Ci, Co,
-                    K, 1, pad, H, W);
+    if (TC_TILED(bm, bn, conv_tc_fwd_launch, st, (uint16_t *)y, h, wb, b, f, sc, N, H, W, Ci, Co, K,
+                 1, pad, H, W))
+        return SG_ERR;
+    return tc_fwd_stats_after(st, after, fuse, y, N, H * W, Co);
 }
 
 template <int BM, int BN>

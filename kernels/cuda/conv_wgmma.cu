@@ -637,8 +637,14 @@ int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, con
     SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
     if (wg_check(fn, x, y, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
-    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, cu_conv_fuse_arg(fuse), N, H,
-                       W, Ci, Co, K, S, pad);
+    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
+    f.stats = NULL; /* no epilogue for them here yet: the normalisation's own pass, after */
+    if (conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, S, pad))
+        return SG_ERR;
+    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
+                                                    N, Ho * Wo, 0, dt)
+                               : SG_OK;
 }
 
 template <int BN>

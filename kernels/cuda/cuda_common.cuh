@@ -124,15 +124,18 @@ __device__ __forceinline__ void dev_st(void *p, int64_t i, float v, int dt) {
         ((float *)p)[i] = v;
 }
 /* Two bf16 at p (4-byte aligned): bf16(v) or, accumulating, bf16(__fadd_rn(old, v)) each
- * (dev_st_acc's arithmetic, two channels in one 32-bit store: the tensor-core epilogues). */
-__device__ __forceinline__ void dev_st_bf16_pair(uint16_t *p, float v0, float v1, int accum) {
+ * (dev_st_acc's arithmetic, two channels in one 32-bit store: the tensor-core epilogues).
+ * Returns the stored word. */
+__device__ __forceinline__ uint32_t dev_st_bf16_pair(uint16_t *p, float v0, float v1, int accum) {
     uint32_t *u = (uint32_t *)p;
     if (accum) {
         const uint32_t o = *u;
         v0 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o & 0xffffu)), v0);
         v1 = __fadd_rn(dev_bf16_to_f32((uint16_t)(o >> 16)), v1);
     }
-    *u = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
+    const uint32_t w = (uint32_t)dev_f32_to_bf16(v0) | ((uint32_t)dev_f32_to_bf16(v1) << 16);
+    *u = w;
+    return w;
 }
 /* Store v, or v + the old value with accum: v is rounded to fp32 first and the add is never
  * fused into a multiply-add (__fadd_rn), so old + result is exactly what the CPU backend's
@@ -304,7 +307,7 @@ int cu_upconv_tc_bwd_weight(cudaStream_t st, float *part, const uint16_t *dy, co
 
 /* the fusion as the tensor-core kernels (conv_tc.cu, conv_wgmma.cu) take it: by value, zeroed for
  * none, field by field (a struct copy need not copy padding, and there is none to copy) */
-static_assert(sizeof(sg_conv_fuse) == 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
+static_assert(sizeof(sg_conv_fuse) == 7 * sizeof(void *) + sizeof(sg_drop) + 6 * sizeof(int),
               "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
               "exactly its values (graph capture, the host emulation's replay check)");
 static inline sg_conv_fuse cu_conv_fuse_arg(const sg_conv_fuse *fuse) {
@@ -314,7 +317,7 @@ static inline sg_conv_fuse cu_conv_fuse_arg(const sg_conv_fuse *fuse) {
         f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
         f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
     }
-    if (fuse) f.res = fuse->res;
+    if (fuse) f.res = fuse->res, f.stats = fuse->stats, f.stats_ld = fuse->stats_ld;
     return f;
 }
 /* conv.cu: the checks of a fusion's operands (sg_conv_fuse) for a convolution on `path`: a

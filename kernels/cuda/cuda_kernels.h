@@ -138,16 +138,25 @@ sg_conv_path cuda_conv2d_path(sg_cat x, const void *y, int N, int H, int W, int 
  * Epilogue, res != NULL (forward): the residual add, y = round(round(conv(x, w) + b) + res),
  * res [N,Ho,Wo,Co] (dt): the conv's output rounded to dt, then cuda_add_fwd's sum with res,
  * rounded: the bits of the conv followed by the add. In the store on the tensor-core path;
- * the other paths run cuda_add_fwd after the conv. */
+ * the other paths run cuda_add_fwd after the conv.
+ *
+ * Statistics, stats != NULL (forward): also the canonical partials (mean, M2) of y's channels
+ * [0, Co) as the normalisation after it takes them (cuda_norm_act_fwd's c_done), into
+ * stats[n][s][c] (float2, stats_ld channels a segment): in the tensor-core kernels' epilogue
+ * when an output tile covers whole segments (bf16, HW a multiple of 64 or a divisor of 64),
+ * else by the normalisation's own partials pass after the conv: the same bits either way. */
 typedef struct {
     const float *mean, *rstd;  /* [N, G] */
     const float *gamma, *beta; /* [Ci] */
     const void *v;             /* [N, Ci] (dt), or NULL: norm_act without the time embedding */
     const void *res;           /* the residual, or NULL */
+    float *stats;              /* the statistics' partials of y, or NULL (below) */
     sg_drop drop;
     int norm;
-    int G, act; /* groups; SG_ACT_NONE or SG_ACT_SILU */
-    int zero;   /* 0: no padding bytes (kernels take the struct by value) */
+    int G, act;    /* groups; SG_ACT_NONE or SG_ACT_SILU */
+    int stats_ld;  /* the partials' channels per segment (>= Co: y may be part 0 of a concat) */
+    int stats_seg; /* set by the launchers (sg_ws_norm_seg of y's pixels per image) */
+    int zero;      /* 0: no padding bytes (kernels take the struct by value) */
 } sg_conv_fuse;
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL), with `fuse` (may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
@@ -252,18 +261,29 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
  * x[N,HW,C] a concatenation, v[N,C] (dt) or NULL, act SG_ACT_NONE or SG_ACT_SILU, the dropout
  * after it described by sg_drop. C <= SG_NORM_ACT_MAX_C. Activations move in 16-byte vectors
  * (4 fp32 or 8 bf16 channels) when C and the first part's channels are multiples of that and
- * every activation pointer is 16-byte aligned, else one element at a time (same results; only
- * the statistics' summation order follows the vector width, which the shapes and the plan's
- * offsets fix). */
+ * every activation pointer is 16-byte aligned, else one element at a time (same results).
+ * The statistics are a fixed function of x and v: mean and rstd merged from the canonical
+ * partials of x (sg_ws_norm_seg: per sample, 64-row segment and channel, one sequential
+ * Welford pass; norm.cu), whoever computed them.
+ *
+ * c_done: the partials of channels [0, c_done) are in ws already, [N][segs][C] float2 (the
+ * convolution before wrote them: sg_conv_fuse.stats; graph/backend_cuda.c), and the first pass
+ * computes only the others; 0: all. */
 #define SG_NORM_ACT_MAX_C 2048
+/* The statistics' partials of channels [c0, C) of x[N,HW,C] (dt, a concatenation) into
+ * part[n][s][c] (float2 (mean, M2), ld >= C channels a segment): the normalisation's own first
+ * pass, and what a convolution whose tile cannot do it runs after it (sg_conv_fuse.stats). */
+int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, int HW, int c0,
+                       int dt);
 /* [ws] both passes: y[N,HW,C] (dt, one buffer), mean[N,G], rstd[N,G] (fp32). */
 int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
-                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes);
+                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes, int c_done);
 /* [ws] The first pass alone: mean[N,G], rstd[N,G], the bits cuda_norm_act_fwd saves. The
  * fused plan's norm_act node (its y virtual: computed by the convolutions that read it). */
 int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
-                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes);
+                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes,
+                        int c_done);
 /* The second pass alone, from saved statistics: the recomputation of y, bit for bit the
  * forward's (the same kernel on the same inputs). */
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,

@@ -156,34 +156,45 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
 
 /* ---- norm_act ----
  *
- * Passes. Forward: (1) norm_stats_kernel reads x (+ v) once and leaves per-(sample, chunk,
- * group) partial statistics; norm_stats_final_kernel merges the chunks in order into mean and
- * rstd; (2) norm_apply_kernel reads x (+ v) again and writes y. The recomputation is pass (2)
- * alone. Backward: (1) norm_bwd_reduce_kernel reads x, v, dy once and leaves per-(sample, chunk,
+ * Passes. Forward: (1) the statistics: norm_partials_kernel reads x once and leaves the
+ * canonical partials (below), norm_stats_final_kernel merges them into mean and rstd; (2)
+ * norm_apply_kernel reads x (+ v) again and writes y. The recomputation is pass (2) alone.
+ * Backward: (1) norm_bwd_reduce_kernel reads x, v, dy once and leaves per-(sample, chunk,
  * channel) sums of dz and dz xhat; norm_bwd_terms_kernel merges the chunks in order into
  * per-(sample, channel) sums and the two per-group means of the dx formula; (2)
  * norm_bwd_apply_kernel reads x, v, dy again and writes dx (and per-chunk sums of dx for dv);
  * norm_bwd_finish_kernel sums dgamma, dbeta over the samples and dv over the chunks, in order.
  * Two passes over the activations each way; the small kernels touch O(N C) values.
  *
- * Thread layout of the four big kernels. Block (blockIdx.x, blockIdx.y) = (chunk, sample n)
- * covers rows [r0, r1) of sample n (sg_ws_norm_rows rows per chunk) and every channel. A
- * thread owns VEC consecutive channels (VEC = 16 bytes of the dtype when the launcher can
- * vectorise, else 1): TC = min(CV, SG_THREADS) threads span the CV = C / VEC vectors of a row
- * and TR = SG_THREADS / TC rows are visited at once; thread (tr, tc) = (tid / TC, tid % TC)
- * takes vector cv = cv0 + tc of rows r0 + tr, r0 + tr + TR, ..., one tile of TC vectors
- * (cv0 = 0, TC, ...) at a time; threads with tr >= TR idle. Then a channel's TR per-thread
- * partials are merged in order tr = 0, 1, ... through shared memory, one channel of the tile
- * per thread (thread t: channel t, t + SG_THREADS, ...), so every sum has one order fixed by
- * the shapes.
+ * The statistics' partials. Each sample's HW rows are cut into segments of seg =
+ * sg_ws_norm_seg(HW) rows (64; the whole sample when it has fewer), and each (sample n,
+ * segment s, channel c) has ONE partial (mean, M2) of x over the segment's rows: Welford's
+ * sequential update (gn_welford, norm_apply.cuh) over the rows in increasing order, in
+ * explicitly rounded fp32 operations. That definition fixes every bit of the partials whoever
+ * computes them: this file's norm_partials_kernel (any vector width: a vector is VEC
+ * independent chains), or the epilogue of the convolution that writes x when its output tile
+ * covers whole segments (conv_tc.cu: the convolution before a normalisation; graph/
+ * backend_cuda.c pairs them, and tells the normalisation which channels' partials are there
+ * already). The partials are of x alone: the time-embedding add shifts a channel's mean by
+ * v[n, c] in the merge (its M2 does not change), so a convolution needs no v.
+ * norm_stats_final_kernel then merges, per (sample, group): for each segment in order, the
+ * group's channels (mean = average of the channel means + v, M2 = sum of M2 + R sum (m_c -
+ * mean)^2, R the segment's rows), merged into the running total with Chan et al.'s rule (n = na
+ * + nb, d = mb - ma, m = ma + d nb/n, M2 = M2a + M2b + d^2 na nb / n). No E[u^2] - E[u]^2
+ * cancellation. Arithmetic is fp32 (the CPU reference uses double: rounding-level differences);
+ * z = fmaf(u - mean, rstd gamma, beta) is written as one explicit fused multiply-add, so the
+ * forward and the recomputation (the same kernel) agree bit for bit.
  *
- * Statistics: each thread runs Welford's update over its rows (per channel); partials merge
- * with Chan et al.'s rule (n = na + nb, d = mb - ma, m = ma + d nb/n, M2 = M2a + M2b +
- * d^2 na nb / n); a group's channels, which all count the chunk's R rows, merge as mean =
- * average of the channel means, M2 = sum of M2 + R sum (m_c - mean)^2. No E[u^2] - E[u]^2
- * cancellation. Arithmetic is fp32 (the CPU reference uses double: rounding-level
- * differences); z = fmaf(u - mean, rstd gamma, beta) is written as one explicit fused
- * multiply-add, so the forward and the recomputation (the same kernel) agree bit for bit. */
+ * Thread layout of the big elementwise kernels (apply, backward). Block (blockIdx.x,
+ * blockIdx.y) = (chunk, sample n) covers rows [r0, r1) of sample n (sg_ws_norm_rows rows per
+ * chunk) and every channel. A thread owns VEC consecutive channels (VEC = 16 bytes of the dtype
+ * when the launcher can vectorise, else 1): TC = min(CV, SG_THREADS) threads span the CV = C /
+ * VEC vectors of a row and TR = SG_THREADS / TC rows are visited at once; thread (tr, tc) =
+ * (tid / TC, tid % TC) takes vector cv = cv0 + tc of rows r0 + tr, r0 + tr + TR, ..., one tile
+ * of TC vectors (cv0 = 0, TC, ...) at a time; threads with tr >= TR idle. The backward's
+ * per-thread partials are merged in order tr = 0, 1, ... through shared memory, one channel of
+ * the tile per thread (thread t: channel t, t + SG_THREADS, ...), so every sum has one order
+ * fixed by the shapes. */
 
 #define NA_LAYOUT(VEC)                                                                             \
     const int n = blockIdx.y, chunk = blockIdx.x, cg = C / G;                                      \
@@ -221,74 +232,54 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
     na = nn;
 }
 
-/* Pass 1 forward, layout above: part[n][chunk][g] = (mean, M2) of x + v over the chunk's rows
- * of group g. Shared: each thread's per-channel (mean, M2), then chan[C] (dynamic) per
- * channel over the chunk. */
+/* The statistics' partials (above) of channels [c0, c1) of x[N][HW][*] (a concatenation)
+ * into part[n][s][c] (ld channels a segment). Grid-stride over the items (n, s, cv), cv the
+ * VEC-channel vectors of [c0, c1) (the launcher checked that a vector lies in one part and is
+ * 16-byte aligned when VEC > 1): a thread runs its VEC chains down the segment's rows. */
 template <typename T, int VEC>
-__global__ void norm_stats_kernel(float2 *part, sg_cat x, const T *v, int HW, int C, int G,
-                                  int rows) {
-    __shared__ float2 tp[SG_THREADS][VEC];
-    SG_DYNAMIC_SMEM(float2, chan);
-    NA_LAYOUT(VEC);
-    const T *vn = v ? v + (int64_t)n * C : nullptr;
-    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
-        const int c0 = (cv0 + tc) * VEC;
-        const bool mine = active && cv0 + tc < CV;
-        float m[VEC], M2[VEC], add[VEC];
-        for (int j = 0; j < VEC; j++) m[j] = M2[j] = add[j] = 0.0f;
-        if (mine) {
-            if (vn) dev_ldv<T, VEC>(add, vn + c0);
-            int k = 0;
-            for (int r = r0 + tr; r < r1; r += TR) {
-                float u[VEC];
-                dev_ldv<T, VEC>(u, na_cat<const T>(x, (int64_t)n * HW + r, c0));
-                const float inv = 1.0f / (float)++k;
-                for (int j = 0; j < VEC; j++) {
-                    const float uj = vn ? u[j] + add[j] : u[j];
-                    const float d = uj - m[j];
-                    m[j] += d * inv;
-                    M2[j] += d * (uj - m[j]);
-                }
-            }
+__global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int c0, int c1,
+                                     int seg, int S, int64_t items) {
+    const int CV = (c1 - c0) / VEC;
+    SG_GRID_STRIDE(it, items) {
+        const int64_t ns = it / CV, n = ns / S;
+        const int c = c0 + (int)(it % CV) * VEC, s = (int)(ns % S);
+        const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
+        float m[VEC], M2[VEC];
+        for (int j = 0; j < VEC; j++) m[j] = M2[j] = 0.0f;
+        for (int r = r0; r < r1; r++) {
+            float u[VEC];
+            dev_ldv<T, VEC>(u, na_cat<const T>(x, n * HW + r, c));
+            for (int j = 0; j < VEC; j++) gn_welford(m[j], M2[j], u[j], r - r0 + 1);
         }
-        for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(m[j], M2[j]);
-        __syncthreads();
-        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
-            float na = 0.0f, ma = 0.0f, M2a = 0.0f;
-            for (int t = 0; t < TR && t < R; t++) {
-                const float2 pb = tp[t * TC + c / VEC][c % VEC];
-                na_merge(na, ma, M2a, (float)((R - t + TR - 1) / TR), pb.x, pb.y);
-            }
-            chan[cv0 * VEC + c] = make_float2(ma, M2a);
-        }
-        __syncthreads();
-    }
-    for (int g = threadIdx.x; g < G; g += SG_THREADS) {
-        float s = 0.0f;
-        for (int c = g * cg; c < (g + 1) * cg; c++) s += chan[c].x;
-        const float mg = s / (float)cg;
-        float M2 = 0.0f, q = 0.0f;
-        for (int c = g * cg; c < (g + 1) * cg; c++) {
-            const float d = chan[c].x - mg;
-            M2 += chan[c].y;
-            q += d * d;
-        }
-        part[((int64_t)n * gridDim.x + chunk) * G + g] = make_float2(mg, M2 + (float)R * q);
+        for (int j = 0; j < VEC; j++) part[ns * ld + c + j] = make_float2(m[j], M2[j]);
     }
 }
 
-/* threads stride over N*G: mean and rstd of group (n, g) from its chunks' partials, merged in
- * chunk order */
-__global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, int N, int HW,
-                                        int G, int cg, int rows, int chunks, float eps) {
+/* threads stride over N*G: mean and rstd of group (n, g) from the partials part[n][s][c] (C
+ * channels a segment), each channel's mean shifted by v[n][c] (dt) where v is given; per
+ * segment the group's channels in order, then the segments in order (above) */
+__global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, const void *v,
+                                        int N, int HW, int C, int G, int seg, int S, float eps,
+                                        int dt) {
+    const int cg = C / G;
     SG_GRID_STRIDE(i, (int64_t)N * G) {
         const int64_t n = i / G;
         const int g = (int)(i % G);
         float na = 0.0f, ma = 0.0f, M2a = 0.0f;
-        for (int k = 0; k < chunks; k++) {
-            const int R = HW - k * rows < rows ? HW - k * rows : rows;
-            const float2 pb = part[(n * chunks + k) * G + g];
-            na_merge(na, ma, M2a, (float)R * (float)cg, pb.x, pb.y);
+        for (int s = 0; s < S; s++) {
+            const int R = HW - s * seg < seg ? HW - s * seg : seg;
+            const float2 *ps = part + (n * S + s) * C;
+            float sum = 0.0f;
+            for (int c = g * cg; c < (g + 1) * cg; c++)
+                sum += v ? ps[c].x + dev_ld(v, n * C + c, dt) : ps[c].x;
+            const float mg = sum / (float)cg;
+            float M2 = 0.0f, q = 0.0f;
+            for (int c = g * cg; c < (g + 1) * cg; c++) {
+                const float d = (v ? ps[c].x + dev_ld(v, n * C + c, dt) : ps[c].x) - mg;
+                M2 += ps[c].y;
+                q += d * d;
+            }
+            na_merge(na, ma, M2a, (float)R * (float)cg, mg, M2 + (float)R * q);
         }
         mean[i] = ma;
         rstd[i] = 1.0f / sqrtf(M2a / na + eps);
@@ -561,17 +552,6 @@ static int na_check(const char *fn, sg_cat x, int N, int HW, int C, int G, int a
                      : ((vec) > 1 ? LAUNCH(float, 4) : LAUNCH(float, 1)))
 
 template <typename T, int VEC>
-static int na_stats(cudaStream_t st, dim3 grid, float2 *part, sg_cat x, const void *v, int HW,
-                    int C, int G, int rows) {
-    void (*const norm_stats)(float2 *, sg_cat, const T *, int, int, int, int) =
-        norm_stats_kernel<T, VEC>;
-    SG_LAUNCH(norm_stats, grid, SG_THREADS, (size_t)C * sizeof(float2), st, part, x, (const T *)v,
-              HW, C, G, rows);
-    SG_LAUNCH_CHECK("norm_stats_kernel");
-    return SG_OK;
-}
-
-template <typename T, int VEC>
 static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v, const float *mean,
                     const float *rstd, const float *gamma, const float *beta, int HW, int C, int G,
                     int rows, int act, sg_drop drop) {
@@ -611,42 +591,69 @@ static int na_bwd_apply(cudaStream_t st, dim3 grid, sg_cat dx, float *dvpart, co
     return SG_OK;
 }
 
-/* Pass 1. Its vector width (hence its summation order) follows x and v alone, so the
- * statistics are the same bits whether y is stored (cuda_norm_act_fwd) or virtual
- * (cuda_norm_act_stats: the fused plan). */
+template <typename T, int VEC>
+static int na_partials(cudaStream_t st, float2 *part, int ld, sg_cat x, int N, int HW, int c0,
+                       int c1) {
+    const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
+    const int64_t items = (int64_t)N * S * ((c1 - c0) / VEC);
+    void (*const kernel)(float2 *, int, sg_cat, int, int, int, int, int, int64_t) =
+        norm_partials_kernel<T, VEC>;
+    SG_LAUNCH(kernel, sg_grid_for(items), SG_THREADS, 0, st, part, ld, x, HW, c0, c1, seg, S,
+              items);
+    SG_LAUNCH_CHECK("norm_partials_kernel");
+    return SG_OK;
+}
+
+int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, int HW, int c0,
+                       int dt) {
+    const int C = x.c[0] + x.c[1];
+    SG_ARG_CHECK(part != NULL && N > 0 && HW > 0 && c0 >= 0 && c0 <= C && C <= ld,
+                 "cuda_norm_partials: channels %d.. of %d into partials of %d channels", c0, C, ld);
+    if (c0 == C) return SG_OK;
+    /* 16-byte vectors where they lie in one part, aligned, and cover [c0, C) */
+    const int V = dt == DT_BF16 ? 8 : 4;
+    int vec = V;
+    if (c0 % V || C % V || x.c[0] % V || (uintptr_t)x.p[0] % 16 ||
+        (x.c[1] && (uintptr_t)x.p[1] % 16))
+        vec = 1;
+    float2 *p = (float2 *)part;
+#define NA_PARTIALS(T, V) na_partials<T, V>(st, p, ld, x, N, HW, c0, C)
+    return NA_DISPATCH(dt, vec, NA_PARTIALS);
+#undef NA_PARTIALS
+}
+
+/* Pass 1: the partials of channels [c_done, C) (those before c_done are in ws already: the
+ * convolution before wrote them, graph/backend_cuda.c), then the merge. */
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
-                         int HW, int C, int G, float eps, int dt, void *ws) {
-    const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
-    const void *p[3] = {x.p[0], x.c[1] ? x.p[1] : NULL, v};
-    const int vec = na_vec(dt, C, x, p, 3);
-    const dim3 grid((unsigned)chunks, (unsigned)N);
-    float2 *part = (float2 *)ws;
-#define NA_STATS(T, V) na_stats<T, V>(st, grid, part, x, v, HW, C, G, rows)
-    if (NA_DISPATCH(dt, vec, NA_STATS)) return SG_ERR;
-#undef NA_STATS
+                         int HW, int C, int G, float eps, int dt, void *ws, int c_done) {
+    if (cuda_norm_partials(st, (float *)ws, C, x, N, HW, c_done, dt)) return SG_ERR;
     SG_LAUNCH(norm_stats_final_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, mean, rstd,
-              (const float2 *)part, N, HW, G, C / G, rows, chunks, eps);
+              (const float2 *)ws, v, N, HW, C, G, (int)sg_ws_norm_seg(HW), (int)sg_ws_norm_segs(HW),
+              eps, dt);
     SG_LAUNCH_CHECK("norm_stats_final_kernel");
     return SG_OK;
 }
 
 int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
-                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes) {
+                      int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes, int c_done) {
     const char *fn = "cuda_norm_act_fwd";
     if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
     SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
-    if (na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws)) return SG_ERR;
+    SG_ARG_CHECK(c_done >= 0 && c_done <= C, "%s: %d channels' partials done of %d", fn, c_done, C);
+    if (na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws, c_done)) return SG_ERR;
     return cuda_norm_act_apply(st, y, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, drop, dt);
 }
 
 int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
-                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes) {
+                        int HW, int C, int G, float eps, int dt, void *ws, int64_t ws_bytes,
+                        int c_done) {
     const char *fn = "cuda_norm_act_stats";
     const sg_drop none = {0.0f, 0, NULL, NULL, 0};
     if (na_check(fn, x, N, HW, C, G, SG_ACT_NONE, none, dt)) return SG_ERR;
     SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
-    return na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws);
+    SG_ARG_CHECK(c_done >= 0 && c_done <= C, "%s: %d channels' partials done of %d", fn, c_done, C);
+    return na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws, c_done);
 }
 
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,

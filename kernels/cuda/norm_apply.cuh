@@ -20,6 +20,17 @@
 #include "common/philox.h"
 #include "kernels/cuda/cuda_common.cuh"
 
+/* One step of the statistics' canonical partials (norm.cu, "The statistics' partials"):
+ * Welford's update of the running (m, M2) of a segment's channel by its k-th value u (k = 1,
+ * 2, ...), in explicitly rounded operations, so that every kernel that computes a partial (the
+ * normalisation's own pass, the epilogue of the convolution before it: conv_tc.cu) computes the
+ * same bits, whatever the compiler would contract. */
+__device__ __forceinline__ void gn_welford(float &m, float &M2, float u, int k) {
+    const float d = __fsub_rn(u, m);
+    m = __fmaf_rn(d, __fdiv_rn(1.0f, (float)k), m);
+    M2 = __fmaf_rn(d, __fsub_rn(u, m), M2);
+}
+
 /* the dropout's key, read from device memory once per thread */
 struct na_drop {
     float p, scale;
