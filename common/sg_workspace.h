@@ -216,13 +216,14 @@ static inline int64_t sg_ws_norm_act_fwd(int N, int HW, int C, int G) {
     (void)G;
     return sg_ws_norm_partials(N, HW, C);
 }
-/* cuda_norm_act_bwd: per (sample, chunk, channel) the chunk's sums of dz and dz xhat (float2);
- * their sums over the chunks per (sample, channel) (float2); the two group means of the dx
- * formula per (sample, group) (float2); with the time-embedding add, per (sample, chunk,
+/* cuda_norm_act_bwd: the backward partials, per (sample, segment, channel) the segment's sums of
+ * dz and dz xhat (float2, sg_ws_norm_partials: first, where the data gradient before may leave
+ * them); their sums over the segments per (sample, channel) (float2); the two group means of
+ * the dx formula per (sample, group) (float2); with the time-embedding add, per (sample, chunk,
  * channel) the chunk's sum of dx (fp32), summed over the chunks into dv. */
 static inline int64_t sg_ws_norm_act_bwd(int N, int HW, int C, int G, int has_v) {
     int64_t chunks = sg_ws_norm_chunks(HW, C);
-    int64_t b = sg_ws_align((int64_t)N * chunks * C * 8) + sg_ws_align((int64_t)N * C * 8) +
+    int64_t b = sg_ws_norm_partials(N, HW, C) + sg_ws_align((int64_t)N * C * 8) +
                 sg_ws_align((int64_t)N * G * 8);
     if (has_v) b += sg_ws_align((int64_t)N * chunks * C * 4);
     return b;

@@ -97,11 +97,12 @@ typedef struct {
      * prepare (prepare_conv_tc) */
     int conv_wgmma;
     /* The statistics' partials of a normalisation computed by the convolution before it
-     * (prepare_norm_stats): stats_to[i] = the norm_act node that takes conv-like node i's
-     * output partials, -1 for none; per norm_act node j, norm_off[j] = where in the kernel
-     * workspace its partials lie (after its producer's own scratch) and norm_done[j] = the
-     * channels whose partials the producer wrote (0: it computes all of them). Off with
-     * SG_FUSE_STATS=0: the same bits, one more pass per normalisation. */
+     * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
+     * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
+     * norm_off[j] = where in the kernel workspace its partials lie (after its producer's own
+     * scratch) and norm_done[j] = the channels whose partials the producer wrote (the
+     * backward: 1, all of them; 0: it computes all of them). Off with SG_FUSE_STATS=0: the
+     * same bits, one more pass per normalisation. */
     int *stats_to, *norm_done;
     int64_t *norm_off;
     int stats_fused; /* pairs */
@@ -768,6 +769,11 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
  * run, finds them. The partials are one fixed function of x whoever computes them, so this
  * changes no bits (SG_FUSE_STATS=0 turns it off; cuda_step_host compares). The pairs depend on
  * the plan alone: the same launches every step, eager and captured. */
+static int node_writes(const sg_node *nd, int t) {
+    for (int k = 0; k < nd->nout; k++)
+        if (nd->out[k] == t) return 1;
+    return 0;
+}
 static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
     const int nn = g->nn > 0 ? g->nn : 1;
     c->stats_to = malloc(sizeof(int) * (size_t)nn);
@@ -800,6 +806,30 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
         c->norm_done[j] = (int)g->t[first].shape[3];
         c->stats_fused++;
     }
+    /* the backward: each norm_act's backward with the data gradient that last wrote its dy (the
+     * gradient of its output y, which only convolutions read), its backward partials after the
+     * scratch of every node from that one to it (e.g. the time-embedding projection's
+     * backward: small), when that fits in the workspace */
+    for (int j = 0; j < g->nn; j++) {
+        const sg_node *nj = &g->n[j];
+        if (nj->op != OP_NORM_ACT_BWD && nj->op != OP_NORM_ACT_TEMB_BWD) continue;
+        const sg_norm_operands o = sg_norm_operands_of(nj);
+        const int dy = nj->in[o.dy];
+        int i = j - 1;
+        while (i >= 0 && !node_writes(&g->n[i], dy)) i--;
+        if (i < 0 || g->n[i].op != OP_CONV2D_BWD_DATA || g->t[dy].nparts) continue;
+        int64_t off = 0;
+        for (int k = i; k < j; k++) {
+            const int64_t b = sg_ws_align(sg_node_workspace_bytes(g, &g->n[k]));
+            off = b > off ? b : off;
+        }
+        const sg_gn_dims d = sg_gn_dims_of(g, nj);
+        if (off + sg_ws_norm_act_bwd(d.N, d.HW, d.C, d.G, o.temb) > c->ws_bytes) continue;
+        c->stats_to[i] = j;
+        c->norm_off[j] = off;
+        c->norm_done[j] = 1;
+        c->stats_fused++;
+    }
     return SG_OK;
 }
 /* Where node k writes the partials of the normalisation after it (NULL: nowhere), and their
@@ -810,6 +840,33 @@ static float *node_stats(const cuda_call *k, int *ld) {
     *ld = sg_gn_dims_of(k->g, &k->g->n[j]).C;
     return (float *)((char *)k->c->ws + k->c->norm_off[j]);
 }
+/* The backward partials data gradient k computes for the norm_act backward after it (its
+ * operands: the norm's x, v, statistics, gamma, beta, dropout), or part = NULL */
+static sg_norm_bwd_fuse node_bwd_stats(const cuda_call *k) {
+    sg_norm_bwd_fuse nb;
+    memset(&nb, 0, sizeof nb);
+    const int i = (int)(k->nd - k->g->n), j = k->c->stats_to[i];
+    if (j < 0) return nb;
+    const sg_node *nj = &k->g->n[j];
+    const sg_norm_operands o = sg_norm_operands_of(nj);
+    nb.x = CAT(k->c, k->g, nj->in[o.x]);
+    nb.mean = P(k->c, k->g, nj->in[o.mean]), nb.rstd = P(k->c, k->g, nj->in[o.rstd]);
+    nb.gamma = P(k->c, k->g, nj->in[o.gamma]), nb.beta = P(k->c, k->g, nj->in[o.beta]);
+    nb.v = o.temb ? P(k->c, k->g, nj->in[o.v]) : NULL;
+    nb.drop = node_drop(k->c, k->g, nj, sg_node_slice(k->g, nj, k->c->rank));
+    nb.G = nj->a.gn.groups, nb.act = nj->a.gn.act;
+    nb.part = (float *)((char *)k->c->ws + k->c->norm_off[j]);
+    return nb;
+}
+/* ... by the partials pass after a data gradient off the own launchers (cuDNN, wgmma) */
+static int node_bwd_stats_after(const cuda_call *k, sg_conv_dims d) {
+    const sg_norm_bwd_fuse nb = node_bwd_stats(k);
+    return nb.part ? cuda_norm_bwd_partials(k->st, nb.part, kout(k, 0), nb.x, nb.v, nb.mean,
+                                            nb.rstd, nb.gamma, nb.beta, d.N, d.H * d.W, d.Ci, nb.G,
+                                            nb.act, nb.drop, k->dy_dt)
+                   : SG_OK;
+}
+
 /* The partials pass after a conv that ran off the fused launchers (cuDNN, upconv2d) */
 static int node_stats_after(const cuda_call *k, int N, int HW, int Co) {
     int ld = 0;
@@ -863,13 +920,17 @@ CUDA_RUN(conv2d_sc) {
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dy_dt)) return SG_ERR;
-    if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
+    if (k->engine == SG_CONV_ENGINE_CUDNN)
+        return conv_run_cudnn(k, d) || node_bwd_stats_after(k, d);
     if (conv_on_wgmma(k, d, kout_cat(k, 0), kin(k, 0), kin(k, 1), k->dy_dt))
         return cuda_conv2d_wgmma_bwd_data(k->st, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H,
                                           d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
-                                          k->ws, k->wsb);
+                                          k->ws, k->wsb) ||
+               node_bwd_stats_after(k, d);
+    const sg_norm_bwd_fuse nb = node_bwd_stats(k);
     return cuda_conv2d_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
-                                d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
+                                d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0), k->ws, k->wsb,
+                                nb.part ? &nb : NULL);
 }
 CUDA_RUN(conv2d_bwd_weight) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
@@ -923,7 +984,7 @@ static int run_norm_act(const cuda_call *k) {
     const sg_gn_args *a = &k->a->gn;
     const void *v = o.temb ? kin(k, o.v) : NULL;
     const sg_drop drop = node_drop(k->c, k->g, k->nd, k->slice);
-    /* the forward's partials: where the conv before left them (prepare_norm_stats) */
+    /* the partials: where the conv before left them (prepare_norm_stats) */
     const int j = (int)(k->nd - k->g->n);
     void *ws = (char *)k->ws + k->c->norm_off[j];
     const int64_t wsb = k->wsb - k->c->norm_off[j];
@@ -937,7 +998,7 @@ static int run_norm_act(const cuda_call *k) {
             k->st, kout_cat(k, 0), o.temb ? kout(k, 1) : NULL, kout(k, o.temb + 1),
             kout(k, o.temb + 2), kin(k, o.dy), kin_cat(k, o.x), v, kin(k, o.mean), kin(k, o.rstd),
             kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C, d.G, a->act, drop, k->dy_dt,
-            kacc(k, 0), o.temb ? kacc(k, 1) : 0, kacc(k, o.temb + 1), k->ws, k->wsb);
+            kacc(k, 0), o.temb ? kacc(k, 1) : 0, kacc(k, o.temb + 1), ws, wsb, k->c->norm_done[j]);
     if (o.apply)
         return cuda_norm_act_apply(k->st, kout(k, 0), kin_cat(k, o.x), v, kin(k, o.mean),
                                    kin(k, o.rstd), kin(k, o.gamma), kin(k, o.beta), d.N, d.HW, d.C,

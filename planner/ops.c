@@ -644,16 +644,18 @@ static int bwd_conv_add(sg_graph *g, int i) {
     if (bwd_accum_into(g, i, 3, "dres")) return SG_ERR;
     return bwd_conv(g, i);
 }
-/* conv2d_sc: conv2's backward on dy (dw, db, then dh: bwd_conv), then the shortcut's on the
- * same dy: its weight gradient (dws, dbs), then its data gradient into x. x's two gradient
- * contributions keep the order of the unfused plans (conv2d_add and conv + add): this node
- * stands where conv2 did, after norm1 in the forward order, so its dx is emitted before
- * norm1's backward: the shortcut's contribution first (overwriting, or onto what later readers
- * of x gave), norm1's accumulated onto it. dws and dx are the conv2d_add plan's bits: that
- * plan's shortcut reads a copy of dy (the add's gradient accum). */
+/* conv2d_sc: the shortcut's backward on dy (its weight gradient dws, dbs, then its data
+ * gradient into x), then conv2's (dw, db, then dh: bwd_conv), so that conv2's data gradient,
+ * which writes the gradient of norm2's output, runs right before norm2's backward (the CUDA
+ * backend then computes that backward's statistics' partials in its epilogue:
+ * graph/backend_cuda.c). The four write different tensors, so their order changes no bits.
+ * x's two gradient contributions keep the order of the unfused plans (conv2d_add and conv +
+ * add): this node stands where conv2 did, after norm1 in the forward order, so its dx is
+ * emitted before norm1's backward: the shortcut's contribution first (overwriting, or onto
+ * what later readers of x gave), norm1's accumulated onto it. dws and dx are the conv2d_add
+ * plan's bits: that plan's shortcut reads a copy of dy (the add's gradient accum). */
 static int bwd_conv_sc(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
-    if (bwd_conv(g, i)) return SG_ERR;
     int dy = g->t[FN->out[0]].grad;
     sg_op_args a = {.conv = {.K = 1, .S = 1, .pad = 0, .out_dt = FN->a.conv.out_dt}};
     int in[2] = {dy, FIN(3)}, go[2] = {FIN(4), FIN(5)};
@@ -666,7 +668,7 @@ static int bwd_conv_sc(sg_graph *g, int i) {
         if (ad_emit(g, OP_CONV2D_BWD_DATA, in2, 2, go2, &a, bname(g, i, "dxs", nm), i) < 0)
             return SG_ERR;
     }
-    return SG_OK;
+    return bwd_conv(g, i);
 }
 static int bwd_add(sg_graph *g, int i) {
     /* b first: in a residual block b is the main branch, whose gradient is consumed next */

@@ -820,7 +820,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, pad,
-                 dt, accum, ws->d, wsb);
+                 dt, accum, ws->d, wsb, NULL);
             sync_stream();
             tb_check(dxa, refa, tol_for(dt), rep, ctx);
             if (c1) tb_check(dxb, refb, tol_for(dt), rep, ctx);
@@ -1224,6 +1224,83 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             guards_all(ctx);
         }
     }
+    /* the backward statistics' partials of the normalisation before the conv
+     * (sg_norm_bwd_fuse): its data gradient (the norm's dy, overwriting or accumulating) with
+     * and without them asked for: the same dx bits, the partials cuda_norm_bwd_partials' bits of
+     * that dx (the epilogue where stride 1 and whole segments allow, else that very pass), and
+     * each (sum dz, sum dz xhat) the segment's, in double from dx and the device's statistics
+     * (within 1e-4 of the sums of |dz| and |dz xhat|) */
+    {
+        const int HW = H * W, seg = (int)sg_ws_norm_seg(HW), Sg = (int)sg_ws_norm_segs(HW);
+        const int64_t np = (int64_t)N * Sg * Ci * 2;
+        float *od = old_for(accum, nx, bf);
+        tbuf *d1 = tb_out("dy of the norm", nx, bf, od),
+             *d2 = tb_out("dy of the norm (partials asked)", nx, bf, od);
+        tbuf *pa = tb_out("backward partials (dgrad)", np, DT_F32, NULL),
+             *pb = tb_out("backward partials (pass)", np, DT_F32, NULL);
+        const int64_t wsb = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, K, S, bf);
+        tbuf *ws = tb_ws(wsb);
+        sg_norm_bwd_fuse nb;
+        memset(&nb, 0, sizeof nb);
+        nb.x = xc, nb.mean = (const float *)m->d, nb.rstd = (const float *)r->d;
+        nb.gamma = (const float *)dg->d, nb.beta = (const float *)dbt->d;
+        nb.v = temb ? dv->d : NULL, nb.part = (float *)pa->d, nb.drop = drop, nb.G = G;
+        nb.act = act;
+        reset_all();
+        CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d1->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
+             S, pad, bf, accum, ws->d, wsb, NULL);
+        CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d2->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
+             S, pad, bf, accum, ws->d, wsb, &nb);
+        CALL(cuda_norm_bwd_partials, g_st, (float *)pb->d, d2->d, xc, temb ? dv->d : NULL,
+             (const float *)m->d, (const float *)r->d, (const float *)dg->d, (const float *)dbt->d,
+             N, HW, Ci, G, act, drop, bf);
+        sync_stream();
+        uint8_t *b1 = (uint8_t *)halloc(d1->bytes), *b2 = (uint8_t *)halloc(d2->bytes);
+        tb_download(d1, b1), tb_download(d2, b2);
+        CHECK(!memcmp(b1, b2, d1->bytes),
+              "%s: asking for the backward partials changed the data gradient", ctx);
+        float *ga = fbuf(np), *gb = fbuf(np), *dyn = fbuf(nx);
+        tb_download(pa, (uint8_t *)ga), tb_download(pb, (uint8_t *)gb);
+        CHECK(!memcmp(ga, gb, (size_t)np * 4),
+              "%s: the data gradient's backward partials differ from cuda_norm_bwd_partials'", ctx);
+        from_bytes(dyn, b2, nx, bf);
+        int64_t wrong = 0;
+        double worst = 0.0;
+        const int cg = Ci / G;
+        const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+        for (int n = 0; n < N; n++)
+            for (int s = 0; s < Sg; s++)
+                for (int c = 0; c < Ci; c++) {
+                    const int g = n * G + c / cg;
+                    double sa = 0, sb = 0, ma = 1e-30, mb = 1e-30;
+                    for (int r0 = s * seg; r0 < (s + 1) * seg && r0 < HW; r0++) {
+                        const int64_t i = ((int64_t)n * HW + r0) * Ci + c;
+                        const double u = x[i] + (temb ? v[(int64_t)n * Ci + c] : 0.0f);
+                        const double xh = (u - dmean[g]) * drstd[g];
+                        const double z = xh * gamma[c] + beta[c];
+                        double dz = dyn[i];
+                        if (p > 0.0f)
+                            dz = sg_rng_uniform(seed, step, purpose, (uint64_t)(I0 + i)) >= p
+                                     ? dz * scale
+                                     : 0.0;
+                        if (act == SG_ACT_SILU) {
+                            const double sg = 1.0 / (1.0 + exp(-z));
+                            dz *= sg * (1.0 + z * (1.0 - sg));
+                        }
+                        sa += dz, sb += dz * xh, ma += fabs(dz), mb += fabs(dz * xh);
+                    }
+                    const int64_t k = (((int64_t)n * Sg + s) * Ci + c) * 2;
+                    const double e = fmax(fabs(ga[k] - sa) / ma, fabs(ga[k + 1] - sb) / mb);
+                    if (!(e <= 1e-4)) wrong++;
+                    if (e > worst) worst = e;
+                }
+        CHECK(wrong == 0, "%s: %lld backward partials are not the segments' sums (worst %.3g)", ctx,
+              (long long)wrong, worst);
+        guards_all(ctx);
+        printf("  %s: backward partials (%d-row segments) %s\n", ctx, seg,
+               S == 1 && HW % seg == 0 && 64 % seg == 0 ? "where the tile allows, in the epilogue"
+                                                        : "by the partials pass");
+    }
     case_end();
 }
 
@@ -1282,6 +1359,10 @@ static void test_convs_fused(void) {
      * partials come from the epilogue (check_fwd_stats): prologue and residual fused too */
     test_conv_fused(2, 8, 8, 64, 0, 64, 3, 1, 1, 32, S, 1, 0.1f, 1, 0, 1);
     test_conv_fused(3, 4, 4, 32, 32, 48, 3, 1, 1, 16, S, 0, 0.0f, 0, 1, 0);
+    /* ... and for the data gradient's backward partials (stride 1): 16x16 (four segments an
+     * image, 128-row tiles) with the dropout accumulating, the attention's norm + 1x1 qkv */
+    test_conv_fused(1, 16, 16, 32, 0, 32, 3, 1, 1, 8, S, 1, 0.25f, 0, 1, 0);
+    test_conv_fused(2, 8, 8, 64, 0, 192, 1, 1, 0, 32, NONE, 0, 0.0f, 1, 0, 0);
 }
 
 /* The residual epilogue alone (sg_conv_fuse.res, a conv2d_add node): on, the launcher adds res
@@ -2007,7 +2088,7 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
             CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d,
                  (float *)dbt->d, ddy->d, xc, vp, (const float *)mean_in->d,
                  (const float *)rstd_in->d, g_d, b_d, N, HW, C, G, act, drop, dt, accum_dx,
-                 accum_dv, accum_param, ws->d, wsb);
+                 accum_dv, accum_param, ws->d, wsb, 0);
             sync_stream();
             tb_check(dxa, refa, tol_for(dt), rep, ctx);
             if (c1) tb_check(dxb, refb, tol_for(dt), rep, ctx);
@@ -2016,6 +2097,23 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
             tb_check(dbt, ref_b, TOL_F32, rep, ctx);
             guards_all(ctx);
         }
+        /* the backward partials computed before (by cuda_norm_bwd_partials, as the data
+         * gradient that writes dy leaves them at the workspace's start: part_done): every
+         * output bit for bit the same */
+        reset_all();
+        CALL(cuda_norm_bwd_partials, g_st, (float *)ws->d, ddy->d, xc, vp,
+             (const float *)mean_in->d, (const float *)rstd_in->d, g_d, b_d, N, HW, C, G, act, drop,
+             dt);
+        CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d, (float *)dbt->d,
+             ddy->d, xc, vp, (const float *)mean_in->d, (const float *)rstd_in->d, g_d, b_d, N, HW,
+             C, G, act, drop, dt, accum_dx, accum_dv, accum_param, ws->d, wsb, 1);
+        sync_stream();
+        tb_check(dxa, refa, tol_for(dt), 1, ctx);
+        if (c1) tb_check(dxb, refb, tol_for(dt), 1, ctx);
+        if (temb) tb_check(dvo, ref_v, tol_for(dt), 1, ctx);
+        tb_check(dg, ref_g, TOL_F32, 1, ctx);
+        tb_check(dbt, ref_b, TOL_F32, 1, ctx);
+        guards_all(ctx);
     }
     case_end();
 }

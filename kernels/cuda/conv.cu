@@ -394,16 +394,33 @@ int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const 
     return cu_conv_tc_fwd_sc(st, y, h, (const uint16_t *)w, b, fuse, sc, N, H, W, Ci, Co, K, pad);
 }
 
+/* the backward partials of dx after a data gradient off the tensor cores (sg_norm_bwd_fuse) */
+static int bwd_stats_after(cudaStream_t st, const sg_norm_bwd_fuse *nb, sg_cat dx, int N, int HW,
+                           int Ci, int dt) {
+    if (!nb || !nb->part) return SG_OK;
+    SG_ARG_CHECK(!dx.c[1], "the backward partials of a concatenated dx");
+    return cuda_norm_bwd_partials(st, nb->part, dx.p[0], nb->x, nb->v, nb->mean, nb->rstd,
+                                  nb->gamma, nb->beta, N, HW, Ci, nb->G, nb->act, nb->drop, dt);
+}
+
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
-                         int accum, void *ws, int64_t ws_bytes) {
-    if (conv_check("cuda_conv2d_bwd_data", dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+                         int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb) {
+    const char *fn = "cuda_conv2d_bwd_data";
+    if (conv_check(fn, dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    SG_ARG_CHECK(!nb || !nb->part ||
+                     (!dx.c[1] && nb->x.c[0] + nb->x.c[1] == Ci && nb->G > 0 && Ci % nb->G == 0 &&
+                      ((uintptr_t)nb->part & 7u) == 0),
+                 "%s: the backward partials need dx one buffer, the norm's x of Ci channels in G "
+                 "groups and 8-byte aligned partials",
+                 fn);
     if (cuda_conv2d_path(dx, dy, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
-        return cu_conv_tc_bwd_data(st, dx, dy, (const uint16_t *)w, N, H, W, Ci, Co, K, S, pad,
+        return cu_conv_tc_bwd_data(st, dx, dy, (const uint16_t *)w, nb, N, H, W, Ci, Co, K, S, pad,
                                    accum);
     if (K == 1 && S == 1)
         return cu_gemm_bwd_data(st, blas, dx, dy, w, (int64_t)N * H * W, Ci, Co, dt, accum, ws,
-                                ws_bytes);
+                                ws_bytes) ||
+               bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     /* one grid z-slice per parity class, each as long as the largest class (ceil(H/S) x
      * ceil(W/S) pixels a sample) */
@@ -413,7 +430,7 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
     SG_LAUNCH(conv_bwd_data_kernel, grid, CONV_THREADS, 0, st, dx, dy, w, N, H, W, Ci, Co, K, S,
               pad, Ho, Wo, dt, accum);
     SG_LAUNCH_CHECK("conv_bwd_data_kernel");
-    return SG_OK;
+    return bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
 }
 
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,

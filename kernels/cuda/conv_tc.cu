@@ -390,6 +390,40 @@ __device__ __forceinline__ void tc_stats_tile(const uint16_t *tile, const sg_con
     }
 }
 
+/* The data gradient's backward statistics' partials (sg_norm_bwd_fuse; norm.cu): the block's
+ * stored tile of dx (the normalisation's dy), laid out as tc_stats_tile's, rows whole segments
+ * of nb.seg pixels of one image (the launcher checked), columns the normalisation's channels.
+ * Chain (segment j, column cc) runs gn_bwd_step down its rows in order, reading x (and v, the
+ * statistics, gamma, beta, the dropout key) of the normalisation from global memory:
+ * norm_bwd_partials_kernel's arithmetic on the same values, so the same bits. */
+template <int BM, int BN>
+__device__ __forceinline__ void tc_bwd_stats_tile(const uint16_t *tile, const sg_norm_bwd_fuse &nb,
+                                                  int m0, int n0, int P, int C, int HW) {
+    const int seg = nb.seg, nseg = BM / seg, cg = C / nb.G;
+    const na_drop dk = na_drop_load(nb.drop);
+    for (int ch = threadIdx.x; ch < nseg * BN; ch += TC_THREADS(BM, BN)) {
+        const int j = ch / BN, cc = ch - j * BN, c = n0 + cc, p0 = m0 + j * seg;
+        if (c >= C || p0 >= P) continue;
+        const int n = p0 / HW, g = n * nb.G + c / cg;
+        const float mean = nb.mean[g], rstd = nb.rstd[g];
+        const float scale = na_apply_scale(rstd, nb.gamma[c]), beta = nb.beta[c];
+        const float add = nb.v ? dev_bf16_to_f32(((const uint16_t *)nb.v)[(int64_t)n * C + c]) : 0;
+        const int part = c >= nb.x.c[0], cp = nb.x.c[part], cx = part ? c - nb.x.c[0] : c;
+        const uint16_t *xc = (const uint16_t *)nb.x.p[part] + cx;
+        const uint16_t *col = tile + (int64_t)j * seg * (2 * TC_STATS_ROW_WORDS(BN)) + cc;
+        float a = 0.0f, b = 0.0f;
+        for (int r = 0; r < seg; r++) {
+            const int64_t q = p0 + r;
+            const float x = dev_bf16_to_f32(xc[q * cp]);
+            gn_bwd_step(a, b, dev_bf16_to_f32(col[r * (2 * TC_STATS_ROW_WORDS(BN))]),
+                        nb.v ? x + add : x, mean, rstd, scale, beta, nb.act, dk, q * C + c);
+        }
+        const int s = (p0 - n * HW) / seg;
+        reinterpret_cast<float2 *>(nb.part)[((int64_t)n * (HW / seg) + s) * C + c] =
+            make_float2(a, b);
+    }
+}
+
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
@@ -517,11 +551,15 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
 /* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
  * blockIdx.y: BN input channels of the concatenation. Loads: A (dy rows) as the forward's A;
  * B (w, MC rows = output channels of the slice): thread t fills chunk t % (BN/8) (input
- * channels 8 (t % (BN/8)) .. + 7) of rows t / (BN/8) + (BM/8) j. */
-template <int BM, int BN>
-__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
-    conv_tc_dgrad_kernel(sg_cat dx, const uint16_t *dy, const uint16_t *wb, int N, int H, int W,
-                         int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int accum) {
+ * channels 8 (t % (BN/8)) .. + 7) of rows t / (BN/8) + (BM/8) j. STATS: the epilogue also
+ * computes the normalisation's backward partials (nb; tc_bwd_stats_tile), asking the register
+ * allocator for 12 warps per SM as the fused prologue does (16 spills there). */
+template <int BM, int BN, bool STATS>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN),
+                                  STATS ? TC_MIN_BLOCKS_NORM(BM, BN) : TC_MIN_BLOCKS(BM, BN))
+    conv_tc_dgrad_kernel(sg_cat dx, const uint16_t *dy, const uint16_t *wb, sg_norm_bwd_fuse nb,
+                         int N, int H, int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
+                         int accum) {
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
     /* B: chunks per row, rows t / BCPR + B_STEP j */
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
@@ -565,12 +603,24 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
 
     const int c0 = dx.c[0], c1 = dx.c[1];
     uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
+    /* the backward statistics' partials (nb.part; the launcher checked: stride 1, so the class
+     * is the whole image and row p is pixel p, and dx one buffer): the stored tile, kept in the
+     * pipeline's shared memory once every warp is done with it */
+    uint32_t *tile = reinterpret_cast<uint32_t *>(smem);
+    if (STATS) __syncthreads();
     /* c even and both parts even: c, c + 1 in one part */
     tc_epilogue<BN>(acc, m0, n0, Mc, Ci, [&](int p, int c, float v0, float v1) {
         const int img = p / HWc, rem = p - img * HWc, i = rem / k.Wc, jj = rem - i * k.Wc;
         const int64_t q = ((int64_t)img * H + k.ih1 + S * i) * W + k.iw1 + S * jj;
-        dev_st_bf16_pair(c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0), v0, v1, accum);
+        const uint32_t w =
+            dev_st_bf16_pair(c < c0 ? d0 + q * c0 + c : d1 + q * c1 + (c - c0), v0, v1, accum);
+        if (STATS) tile[(p - m0) * TC_STATS_ROW_WORDS(BN) + (c - n0) / 2] = w;
     });
+    if (STATS) {
+        __syncthreads();
+        tc_bwd_stats_tile<BM, BN>(reinterpret_cast<const uint16_t *>(tile), nb, m0, n0, Mc, Ci,
+                                  HWc);
+    }
 }
 
 /* Backward weight. blockIdx.x: BN columns n = tap*Ci + ci of dw; blockIdx.y: BM output
@@ -768,22 +818,42 @@ int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, co
 
 template <int BM, int BN>
 static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
-                                int N, int H, int W, int Ci, int Co, int K, int S, int pad, int Ho,
-                                int Wo, int accum) {
+                                sg_norm_bwd_fuse nb, int N, int H, int W, int Ci, int Co, int K,
+                                int S, int pad, int Ho, int Wo, int accum) {
     /* the largest parity class has ceil(H/S) x ceil(W/S) pixels; smaller ones exit early */
     const int64_t Mmax = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
     dim3 grid((unsigned)((Mmax + BM - 1) / BM), (unsigned)((Ci + BN - 1) / BN), (unsigned)(S * S));
-    return tc_launch<BM, BN>(conv_tc_dgrad_kernel<BM, BN>, "conv_tc_dgrad_kernel", grid, st, dx, dy,
-                             wb, N, H, W, Ci, Co, K, S, pad, Ho, Wo, accum);
+    void (*const kernel)(sg_cat, const uint16_t *, const uint16_t *, sg_norm_bwd_fuse, int, int,
+                         int, int, int, int, int, int, int, int, int) =
+        nb.part ? conv_tc_dgrad_kernel<BM, BN, true> : conv_tc_dgrad_kernel<BM, BN, false>;
+    return tc_launch<BM, BN>(kernel, "conv_tc_dgrad_kernel", grid, st, dx, dy, wb, nb, N, H, W, Ci,
+                             Co, K, S, pad, Ho, Wo, accum);
 }
 
-int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
-                        int H, int W, int Ci, int Co, int K, int S, int pad, int accum) {
+/* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where stride 1 makes a tile's
+ * rows consecutive pixels, dx is one buffer and the BM-row tiles hold whole segments, else
+ * cuda_norm_bwd_partials after the data gradient: the same bits. */
+int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb,
+                        const sg_norm_bwd_fuse *nb, int N, int H, int W, int Ci, int Co, int K,
+                        int S, int pad, int accum) {
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     int bm, bn;
     conv_tc_tile((int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S), Ci, S * S, &bm, &bn);
-    return TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, N, H, W, Ci, Co,
-                    K, S, pad, Ho, Wo, accum);
+    sg_norm_bwd_fuse f;
+    memset(&f, 0, sizeof f);
+    int after = 0;
+    if (nb && nb->part) {
+        f = *nb;
+        f.seg = (int)sg_ws_norm_seg((int64_t)H * W);
+        if (S != 1 || dx.c[1] || (H * W) % f.seg || bm % f.seg) f.part = NULL, after = 1;
+    }
+    if (TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, f, N, H, W, Ci, Co,
+                 K, S, pad, Ho, Wo, accum))
+        return SG_ERR;
+    return after ? cuda_norm_bwd_partials(st, nb->part, dx.p[0], nb->x, nb->v, nb->mean, nb->rstd,
+                                          nb->gamma, nb->beta, N, H * W, Ci, nb->G, nb->act,
+                                          nb->drop, DT_BF16)
+                 : SG_OK;
 }
 
 template <int BM, int BN>

@@ -289,8 +289,9 @@ typedef struct {
 int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, const float *b,
                       const sg_conv_fuse *fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
                       int Co, int K, int pad);
-int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb, int N,
-                        int H, int W, int Ci, int Co, int K, int S, int pad, int accum);
+int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb,
+                        const sg_norm_bwd_fuse *nb, int N, int H, int W, int Ci, int Co, int K,
+                        int S, int pad, int accum);
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
                           const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
                           int S, int pad, int64_t chunks, int64_t chunk_len);
@@ -310,6 +311,9 @@ int cu_upconv_tc_bwd_weight(cudaStream_t st, float *part, const uint16_t *dy, co
 static_assert(sizeof(sg_conv_fuse) == 7 * sizeof(void *) + sizeof(sg_drop) + 6 * sizeof(int),
               "sg_conv_fuse must have no padding bytes: a launch's argument bytes must be "
               "exactly its values (graph capture, the host emulation's replay check)");
+static_assert(sizeof(sg_norm_bwd_fuse) ==
+                  sizeof(sg_cat) + 6 * sizeof(void *) + sizeof(sg_drop) + 4 * sizeof(int),
+              "sg_norm_bwd_fuse must have no padding bytes (a kernel argument, as above)");
 static inline sg_conv_fuse cu_conv_fuse_arg(const sg_conv_fuse *fuse) {
     sg_conv_fuse f;
     memset(&f, 0, sizeof f);

@@ -171,10 +171,29 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
 int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
                        const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs, int N,
                        int H, int W, int Ci, int Co, int K, int pad, int dt);
-/* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx. */
+/* The backward statistics' partials of a data gradient's output, for the normalisation before
+ * the convolution (whose input is that norm_act's output y: dx is the norm's dy). part != NULL
+ * asks for cuda_norm_bwd_partials' bits of dx as stored (after any accumulation) into part,
+ * with x, v, mean, rstd, gamma, beta, drop, G, act the norm_act's operands (x: its input, Ci
+ * channels): in the tensor-core data gradient's epilogue where an output tile holds whole
+ * segments (bf16, stride 1, dx one buffer, HW a multiple of 64 or a divisor of 64), else by
+ * cuda_norm_bwd_partials after the data gradient. No padding bytes (kernels take it by
+ * value). */
+typedef struct {
+    sg_cat x;
+    const float *mean, *rstd, *gamma, *beta;
+    const void *v;
+    float *part;
+    sg_drop drop;
+    int G, act;
+    int seg;  /* set by the launchers (sg_ws_norm_seg(H W)) */
+    int zero; /* 0 */
+} sg_norm_bwd_fuse;
+/* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx;
+ * nb (may be NULL): the backward partials of dx (above). */
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
-                         int accum, void *ws, int64_t ws_bytes);
+                         int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
  * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P)
  * chunks whose fp32 partials are summed in chunk order. fuse (may be NULL): the prologue
@@ -289,13 +308,23 @@ int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, con
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,
                         const float *rstd, const float *gamma, const float *beta, int N, int HW,
                         int C, int G, int act, sg_drop drop, int dt);
+/* The backward statistics' partials of dy[N,HW,C] (dt): part[n][s][c] = (sum dz, sum dz xhat)
+ * over segment s's rows in order (float2; dz the gradient of the normalised value z through the
+ * activation and the dropout, xhat = (x + v - mean) rstd): cuda_norm_act_bwd's first pass, and
+ * what a data gradient whose tile cannot do it runs after it (sg_norm_bwd_fuse). */
+int cuda_norm_bwd_partials(cudaStream_t st, float *part, const void *dy, sg_cat x, const void *v,
+                           const float *mean, const float *rstd, const float *gamma,
+                           const float *beta, int N, int HW, int C, int G, int act, sg_drop drop,
+                           int dt);
 /* [ws] dx (dt, a concatenation like x), dv[N,C] (dt; NULL: not wanted), dgamma[C], dbeta[C]
- * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual. */
+ * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual.
+ * part_done: the backward partials are in ws already (the data gradient that wrote dy
+ * computed them: sg_norm_bwd_fuse; graph/backend_cuda.c); 0: the first pass computes them. */
 int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
                       const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, int act,
                       sg_drop drop, int dt, int accum_dx, int accum_dv, int accum_param, void *ws,
-                      int64_t ws_bytes);
+                      int64_t ws_bytes, int part_done);
 
 /* ---- pointwise ops (common/sg_pointwise.h, one row each; elementwise.cu): cuda_<fn> computes
  * cpu_<fn> over n values of dtype dt; outputs may alias inputs elementwise; a gradient op

@@ -159,8 +159,11 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * Passes. Forward: (1) the statistics: norm_partials_kernel reads x once and leaves the
  * canonical partials (below), norm_stats_final_kernel merges them into mean and rstd; (2)
  * norm_apply_kernel reads x (+ v) again and writes y. The recomputation is pass (2) alone.
- * Backward: (1) norm_bwd_reduce_kernel reads x, v, dy once and leaves per-(sample, chunk,
- * channel) sums of dz and dz xhat; norm_bwd_terms_kernel merges the chunks in order into
+ * Backward: (1) norm_bwd_partials_kernel reads x, v, dy once and leaves the backward partials:
+ * per (sample, segment, channel) the sums of dz and dz xhat down the segment's rows in order
+ * (gn_bwd_step, explicitly rounded: the epilogue of the data gradient that writes dy computes
+ * the same bits where its tile holds whole segments, conv_tc.cu); norm_bwd_terms_kernel merges
+ * the segments in order into
  * per-(sample, channel) sums and the two per-group means of the dx formula; (2)
  * norm_bwd_apply_kernel reads x, v, dy again and writes dx (and per-chunk sums of dx for dv);
  * norm_bwd_finish_kernel sums dgamma, dbeta over the samples and dv over the chunks, in order.
@@ -208,19 +211,6 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * one part */
 template <typename T> __device__ __forceinline__ T *na_cat(const sg_cat &x, int64_t row, int c) {
     return c < x.c[0] ? (T *)x.p[0] + row * x.c[0] + c : (T *)x.p[1] + row * x.c[1] + (c - x.c[0]);
-}
-
-/* backward tail: dz from dy through the dropout and the activation */
-__device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
-                                             int64_t i) {
-    if (d.p > 0.0f)
-        dy = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p ? dy * d.scale
-                                                                                  : 0.0f;
-    if (act == SG_ACT_SILU) {
-        const float s = 1.0f / (1.0f + expf(-z));
-        dy = dy * (s * (1.0f + z * (1.0f - s)));
-    }
-    return dy;
 }
 
 /* Chan et al.'s merge of (nb, mb, M2b) into (na, ma, M2a) */
@@ -318,62 +308,45 @@ __global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean,
     }
 }
 
-/* Pass 1 backward, layout above: part[n][chunk][c] = the chunk's sums of (dz, dz xhat). */
+/* Pass 1 backward: the backward statistics' partials (above: the forward's segments) of dy,
+ * part[n][s][c] = (sum dz, sum dz xhat) over the segment's rows in order (gn_bwd_step). Grid-
+ * stride over the items (n, s, cv) as norm_partials_kernel. */
 template <typename T, int VEC>
-__global__ void norm_bwd_reduce_kernel(float2 *part, const T *dy, sg_cat x, const T *v,
-                                       const float *mean, const float *rstd, const float *gamma,
-                                       const float *beta, int HW, int C, int G, int rows, int act,
-                                       sg_drop drop) {
-    __shared__ float2 tp[SG_THREADS][VEC];
-    NA_LAYOUT(VEC);
+__global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v,
+                                         const float *mean, const float *rstd, const float *gamma,
+                                         const float *beta, int HW, int C, int G, int seg, int S,
+                                         int act, sg_drop drop, int64_t items) {
+    const int CV = C / VEC, cg = C / G;
     const na_drop dk = na_drop_load(drop);
-    const T *vn = v ? v + (int64_t)n * C : nullptr;
-    for (int cv0 = 0; cv0 < CV; cv0 += TC) {
-        const int c0 = (cv0 + tc) * VEC;
-        const bool mine = active && cv0 + tc < CV;
-        float sdz[VEC], sdzx[VEC];
-        for (int j = 0; j < VEC; j++) sdz[j] = sdzx[j] = 0.0f;
-        if (mine) {
-            float mu[VEC], rs[VEC], ga[VEC], be[VEC], add[VEC];
-            for (int j = 0; j < VEC; j++) {
-                const int c = c0 + j, s = n * G + c / cg;
-                mu[j] = mean[s], rs[j] = rstd[s], ga[j] = rs[j] * gamma[c], be[j] = beta[c];
-                add[j] = 0.0f;
-            }
-            if (vn) dev_ldv<T, VEC>(add, vn + c0);
-            for (int r = r0 + tr; r < r1; r += TR) {
-                const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
-                float u[VEC], d[VEC];
-                dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
-                dev_ldv<T, VEC>(d, dy + i);
-                for (int j = 0; j < VEC; j++) {
-                    const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
-                    const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
-                    sdz[j] += dz;
-                    sdzx[j] += dz * (uc * rs[j]);
-                }
-            }
+    SG_GRID_STRIDE(it, items) {
+        const int64_t ns = it / CV, n = ns / S;
+        const int c0 = (int)(it % CV) * VEC, s = (int)(ns % S);
+        const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
+        float mu[VEC], rs[VEC], sc[VEC], be[VEC], add[VEC], a[VEC], b[VEC];
+        for (int j = 0; j < VEC; j++) {
+            const int c = c0 + j, g = (int)n * G + c / cg;
+            mu[j] = mean[g], rs[j] = rstd[g], sc[j] = na_apply_scale(rs[j], gamma[c]);
+            be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
         }
-        for (int j = 0; j < VEC; j++) tp[threadIdx.x][j] = make_float2(sdz[j], sdzx[j]);
-        __syncthreads();
-        for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
-            float a = 0.0f, b = 0.0f;
-            for (int t = 0; t < TR; t++) {
-                const float2 q = tp[t * TC + c / VEC][c % VEC];
-                a += q.x;
-                b += q.y;
-            }
-            part[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = make_float2(a, b);
+        if (v) dev_ldv<T, VEC>(add, v + n * C + c0);
+        for (int r = r0; r < r1; r++) {
+            const int64_t row = n * HW + r, i = row * C + c0;
+            float u[VEC], d[VEC];
+            dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
+            dev_ldv<T, VEC>(d, dy + i);
+            for (int j = 0; j < VEC; j++)
+                gn_bwd_step(a[j], b[j], d[j], v ? u[j] + add[j] : u[j], mu[j], rs[j], sc[j], be[j],
+                            act, dk, i + j);
         }
-        __syncthreads();
+        for (int j = 0; j < VEC; j++) part[ns * C + c0 + j] = make_float2(a[j], b[j]);
     }
 }
 
 /* threads stride over N*G: for each channel c of group (n, g), S[n][c] = the sums over the
- * chunks (in order) of (dz, dz xhat); then m[n][g] = (sum gamma dz, sum gamma dz xhat) / cnt
+ * segments (in order) of (dz, dz xhat); then m[n][g] = (sum gamma dz, sum gamma dz xhat) / cnt
  * over the group's channels in order: mean(dxhat) and mean(dxhat xhat). */
 __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, const float *gamma,
-                                      int N, int HW, int C, int G, int chunks) {
+                                      int N, int HW, int C, int G, int segs) {
     const int cg = C / G;
     SG_GRID_STRIDE(i, (int64_t)N * G) {
         const int64_t n = i / G;
@@ -381,8 +354,8 @@ __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, 
         float A = 0.0f, B = 0.0f;
         for (int c = g * cg; c < (g + 1) * cg; c++) {
             float sx = 0.0f, sy = 0.0f;
-            for (int k = 0; k < chunks; k++) {
-                const float2 q = part[(n * chunks + k) * C + c];
+            for (int k = 0; k < segs; k++) {
+                const float2 q = part[(n * segs + k) * C + c];
                 sx += q.x;
                 sy += q.y;
             }
@@ -565,15 +538,17 @@ static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v
 }
 
 template <typename T, int VEC>
-static int na_bwd_reduce(cudaStream_t st, dim3 grid, float2 *part, const void *dy, sg_cat x,
-                         const void *v, const float *mean, const float *rstd, const float *gamma,
-                         const float *beta, int HW, int C, int G, int rows, int act, sg_drop drop) {
-    void (*const norm_bwd_reduce)(float2 *, const T *, sg_cat, const T *, const float *,
-                                  const float *, const float *, const float *, int, int, int, int,
-                                  int, sg_drop) = norm_bwd_reduce_kernel<T, VEC>;
-    SG_LAUNCH(norm_bwd_reduce, grid, SG_THREADS, 0, st, part, (const T *)dy, x, (const T *)v, mean,
-              rstd, gamma, beta, HW, C, G, rows, act, drop);
-    SG_LAUNCH_CHECK("norm_bwd_reduce_kernel");
+static int na_bwd_partials(cudaStream_t st, float2 *part, const void *dy, sg_cat x, const void *v,
+                           const float *mean, const float *rstd, const float *gamma,
+                           const float *beta, int N, int HW, int C, int G, int act, sg_drop drop) {
+    const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
+    const int64_t items = (int64_t)N * S * (C / VEC);
+    void (*const kernel)(float2 *, const T *, sg_cat, const T *, const float *, const float *,
+                         const float *, const float *, int, int, int, int, int, int, sg_drop,
+                         int64_t) = norm_bwd_partials_kernel<T, VEC>;
+    SG_LAUNCH(kernel, sg_grid_for(items), SG_THREADS, 0, st, part, (const T *)dy, x, (const T *)v,
+              mean, rstd, gamma, beta, HW, C, G, seg, S, act, drop, items);
+    SG_LAUNCH_CHECK("norm_bwd_partials_kernel");
     return SG_OK;
 }
 
@@ -670,11 +645,27 @@ int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const
 #undef NA_APPLY
 }
 
+int cuda_norm_bwd_partials(cudaStream_t st, float *part, const void *dy, sg_cat x, const void *v,
+                           const float *mean, const float *rstd, const float *gamma,
+                           const float *beta, int N, int HW, int C, int G, int act, sg_drop drop,
+                           int dt) {
+    const char *fn = "cuda_norm_bwd_partials";
+    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
+    SG_ARG_CHECK(part != NULL && dy != NULL, "%s: no partials or dy", fn);
+    const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy};
+    const int vec = na_vec(dt, C, x, p, 4);
+#define NA_PARTIALS(T, V)                                                                          \
+    na_bwd_partials<T, V>(st, (float2 *)part, dy, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, \
+                          drop)
+    return NA_DISPATCH(dt, vec, NA_PARTIALS);
+#undef NA_PARTIALS
+}
+
 int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
                       const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, int act,
                       sg_drop drop, int dt, int accum_dx, int accum_dv, int accum_param, void *ws,
-                      int64_t ws_bytes) {
+                      int64_t ws_bytes, int part_done) {
     const char *fn = "cuda_norm_act_bwd";
     if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
     SG_ARG_CHECK(dx.c[0] == x.c[0] && dx.c[1] == x.c[1] && dx.p[0] != NULL &&
@@ -686,22 +677,21 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     const void *p[6] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy, dx.p[0], dx.c[1] ? dx.p[1] : NULL};
     const int vec = na_vec(dt, C, x, p, 6);
     const dim3 grid((unsigned)chunks, (unsigned)N);
-    /* the workspace, in sg_ws_norm_act_bwd's order */
+    /* the workspace, in sg_ws_norm_act_bwd's order: the partials first (where the data
+     * gradient before may have left them: part_done) */
     char *w = (char *)ws;
-    float2 *part = (float2 *)w;
-    w += sg_ws_align((int64_t)N * chunks * C * 8);
+    float *part = (float *)w;
+    w += sg_ws_norm_partials(N, HW, C);
     float2 *S = (float2 *)w;
     w += sg_ws_align((int64_t)N * C * 8);
     float2 *m = (float2 *)w;
     w += sg_ws_align((int64_t)N * G * 8);
     float *dvpart = dv ? (float *)w : NULL;
-#define NA_REDUCE(T, V)                                                                            \
-    na_bwd_reduce<T, V>(st, grid, part, dy, x, v, mean, rstd, gamma, beta, HW, C, G, rows, act,    \
-                        drop)
-    if (NA_DISPATCH(dt, vec, NA_REDUCE)) return SG_ERR;
-#undef NA_REDUCE
+    if (!part_done && cuda_norm_bwd_partials(st, part, dy, x, v, mean, rstd, gamma, beta, N, HW, C,
+                                             G, act, drop, dt))
+        return SG_ERR;
     SG_LAUNCH(norm_bwd_terms_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, S, m,
-              (const float2 *)part, gamma, N, HW, C, G, chunks);
+              (const float2 *)part, gamma, N, HW, C, G, (int)sg_ws_norm_segs(HW));
     SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
 #define NA_BWD_APPLY(T, V)                                                                         \
     na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \

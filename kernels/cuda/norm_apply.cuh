@@ -51,6 +51,21 @@ __device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d,
                                                                                  : 0.0f;
     return a;
 }
+/* backward tail at element i of x: dz from dy through the dropout and the activation (SiLU':
+ * s (1 + z (1 - s)), s = 1 / (1 + expf(-z))), in explicitly rounded operations: the backward
+ * partials (gn_bwd_step) are computed by two kernels that must agree bit for bit */
+__device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
+                                             int64_t i) {
+    if (d.p > 0.0f)
+        dy = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p
+                 ? __fmul_rn(dy, d.scale)
+                 : 0.0f;
+    if (act == SG_ACT_SILU) {
+        const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
+        dy = __fmul_rn(dy, __fmul_rn(s, __fmaf_rn(z, __fsub_rn(1.0f, s), 1.0f)));
+    }
+    return dy;
+}
 /* the affine transform's multiplier of channel c in group (n, g): rstd[n, g] gamma[c] */
 __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
     return rstd * gamma;
@@ -60,6 +75,21 @@ __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
 __device__ __forceinline__ float na_apply_value(float u, float mean, float scale, float beta,
                                                 int act, const na_drop &d, int64_t i) {
     return na_tail_fwd(fmaf(u - mean, scale, beta), act, d, i);
+}
+
+/* One step of the backward statistics' canonical partials (norm.cu): element i of x with
+ * u = x (+ v), its group's mean and rstd, its channel's scale (na_apply_scale) and beta, and dy
+ * (the gradient of norm_act's output): dz by na_tail_bwd of z = fmaf(u - mean, scale, beta)
+ * (the apply pass's z), then (a, b) += (dz, dz xhat), xhat = (u - mean) rstd, explicitly
+ * rounded: norm_bwd_partials_kernel and the data gradient's epilogue (conv_tc.cu) agree bit
+ * for bit. */
+__device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float u, float mean,
+                                            float rstd, float scale, float beta, int act,
+                                            const na_drop &d, int64_t i) {
+    const float uc = __fsub_rn(u, mean);
+    const float dz = na_tail_bwd(dy, __fmaf_rn(uc, scale, beta), act, d, i);
+    a = __fadd_rn(a, dz);
+    b = __fmaf_rn(dz, __fmul_rn(uc, rstd), b);
 }
 
 /* The fused prologue of both tensor-core generations (sg_conv_fuse.norm): 8 channels
