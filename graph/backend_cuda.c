@@ -767,7 +767,8 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
  * kernel workspace after the producer's own scratch (the plan sizes the workspace per node;
  * a pair that does not fit in it is not made), where the normalisation, the next node to
  * run, finds them. The partials are one fixed function of x whoever computes them, so this
- * changes no bits (SG_FUSE_STATS=0 turns it off; cuda_step_host compares). The pairs depend on
+ * changes no bits (SG_FUSE_STATS=0 turns it off, fwd or bwd keeps one direction; cuda_step_host
+ * compares). The pairs depend on
  * the plan alone: the same launches every step, eager and captured. */
 static int node_writes(const sg_node *nd, int t) {
     for (int k = 0; k < nd->nout; k++)
@@ -782,11 +783,17 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
     if (!c->stats_to || !c->norm_done || !c->norm_off) return sg_set_error("out of host memory");
     for (int i = 0; i < nn; i++) c->stats_to[i] = -1;
     c->stats_fused = 0;
+    /* SG_FUSE_STATS: 1 (the default) both directions, fwd or bwd one, 0 none: the same bits
+     * every way, so a GPU can time each (docs/gpu-status.md) */
     const char *env = getenv("SG_FUSE_STATS");
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return sg_set_error("SG_FUSE_STATS=%s: expected 1 (the default) or 0", env);
-    if (env && !strcmp(env, "0")) return SG_OK;
-    for (int j = 0; j < g->nn; j++) {
+    int fwd = 1, bwd = 1;
+    if (env && *env) {
+        fwd = !strcmp(env, "1") || !strcmp(env, "fwd");
+        bwd = !strcmp(env, "1") || !strcmp(env, "bwd");
+        if (!fwd && !bwd && strcmp(env, "0"))
+            return sg_set_error("SG_FUSE_STATS=%s: expected 1 (the default), fwd, bwd or 0", env);
+    }
+    for (int j = 0; j < g->nn && fwd; j++) {
         const sg_node *nj = &g->n[j];
         if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
         const int x = nj->in[sg_norm_operands_of(nj).x];
@@ -810,7 +817,7 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
      * gradient of its output y, which only convolutions read), its backward partials after the
      * scratch of every node from that one to it (e.g. the time-embedding projection's
      * backward: small), when that fits in the workspace */
-    for (int j = 0; j < g->nn; j++) {
+    for (int j = 0; j < g->nn && bwd; j++) {
         const sg_node *nj = &g->n[j];
         if (nj->op != OP_NORM_ACT_BWD && nj->op != OP_NORM_ACT_TEMB_BWD) continue;
         const sg_norm_operands o = sg_norm_operands_of(nj);
