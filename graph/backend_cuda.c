@@ -760,6 +760,11 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
     return SG_OK;
 }
 
+static int node_writes(const sg_node *nd, int t) {
+    for (int k = 0; k < nd->nout; k++)
+        if (nd->out[k] == t) return 1;
+    return 0;
+}
 /* The statistics' partials of each forward norm_act node (kernels/cuda/norm.cu) are computed by
  * the conv-like node that writes its input x (or the first part of a concatenated x) when that
  * node runs right before it (only virtual concatenations between): in its tensor-core epilogue
@@ -768,13 +773,8 @@ static int check_fused_operands(const cuda_ctx *c, const sg_graph *g) {
  * a pair that does not fit in it is not made), where the normalisation, the next node to
  * run, finds them. The partials are one fixed function of x whoever computes them, so this
  * changes no bits (SG_FUSE_STATS=0 turns it off, fwd or bwd keeps one direction; cuda_step_host
- * compares). The pairs depend on
- * the plan alone: the same launches every step, eager and captured. */
-static int node_writes(const sg_node *nd, int t) {
-    for (int k = 0; k < nd->nout; k++)
-        if (nd->out[k] == t) return 1;
-    return 0;
-}
+ * compares). The pairs depend on the plan alone: the same launches every step, eager and
+ * captured. */
 static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
     const int nn = g->nn > 0 ? g->nn : 1;
     c->stats_to = malloc(sizeof(int) * (size_t)nn);
@@ -868,9 +868,7 @@ static sg_norm_bwd_fuse node_bwd_stats(const cuda_call *k) {
 /* ... by the partials pass after a data gradient off the own launchers (cuDNN, wgmma) */
 static int node_bwd_stats_after(const cuda_call *k, sg_conv_dims d) {
     const sg_norm_bwd_fuse nb = node_bwd_stats(k);
-    return nb.part ? cuda_norm_bwd_partials(k->st, nb.part, kout(k, 0), nb.x, nb.v, nb.mean,
-                                            nb.rstd, nb.gamma, nb.beta, d.N, d.H * d.W, d.Ci, nb.G,
-                                            nb.act, nb.drop, k->dy_dt)
+    return nb.part ? cuda_norm_bwd_partials(k->st, &nb, kout(k, 0), d.N, d.H * d.W, d.Ci, k->dy_dt)
                    : SG_OK;
 }
 

@@ -1251,9 +1251,9 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
              S, pad, bf, accum, ws->d, wsb, NULL);
         CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d2->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
              S, pad, bf, accum, ws->d, wsb, &nb);
-        CALL(cuda_norm_bwd_partials, g_st, (float *)pb->d, d2->d, xc, temb ? dv->d : NULL,
-             (const float *)m->d, (const float *)r->d, (const float *)dg->d, (const float *)dbt->d,
-             N, HW, Ci, G, act, drop, bf);
+        sg_norm_bwd_fuse nbp = nb;
+        nbp.part = (float *)pb->d;
+        CALL(cuda_norm_bwd_partials, g_st, &nbp, d2->d, N, HW, Ci, bf);
         sync_stream();
         uint8_t *b1 = (uint8_t *)halloc(d1->bytes), *b2 = (uint8_t *)halloc(d2->bytes);
         tb_download(d1, b1), tb_download(d2, b2);
@@ -2101,9 +2101,19 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
          * gradient that writes dy leaves them at the workspace's start: part_done): every
          * output bit for bit the same */
         reset_all();
-        CALL(cuda_norm_bwd_partials, g_st, (float *)ws->d, ddy->d, xc, vp,
-             (const float *)mean_in->d, (const float *)rstd_in->d, g_d, b_d, N, HW, C, G, act, drop,
-             dt);
+        const sg_norm_bwd_fuse nb = {.x = xc,
+                                     .mean = (const float *)mean_in->d,
+                                     .rstd = (const float *)rstd_in->d,
+                                     .gamma = g_d,
+                                     .beta = b_d,
+                                     .v = vp,
+                                     .part = (float *)ws->d,
+                                     .drop = drop,
+                                     .G = G,
+                                     .act = act,
+                                     .seg = 0,
+                                     .zero = 0};
+        CALL(cuda_norm_bwd_partials, g_st, &nb, ddy->d, N, HW, C, dt);
         CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d, (float *)dbt->d,
              ddy->d, xc, vp, (const float *)mean_in->d, (const float *)rstd_in->d, g_d, b_d, N, HW,
              C, G, act, drop, dt, accum_dx, accum_dv, accum_param, ws->d, wsb, 1);

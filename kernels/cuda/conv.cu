@@ -399,8 +399,7 @@ static int bwd_stats_after(cudaStream_t st, const sg_norm_bwd_fuse *nb, sg_cat d
                            int Ci, int dt) {
     if (!nb || !nb->part) return SG_OK;
     SG_ARG_CHECK(!dx.c[1], "the backward partials of a concatenated dx");
-    return cuda_norm_bwd_partials(st, nb->part, dx.p[0], nb->x, nb->v, nb->mean, nb->rstd,
-                                  nb->gamma, nb->beta, N, HW, Ci, nb->G, nb->act, nb->drop, dt);
+    return cuda_norm_bwd_partials(st, nb, dx.p[0], N, HW, Ci, dt);
 }
 
 int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,

@@ -850,10 +850,7 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
     if (TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, f, N, H, W, Ci, Co,
                  K, S, pad, Ho, Wo, accum))
         return SG_ERR;
-    return after ? cuda_norm_bwd_partials(st, nb->part, dx.p[0], nb->x, nb->v, nb->mean, nb->rstd,
-                                          nb->gamma, nb->beta, N, H * W, Ci, nb->G, nb->act,
-                                          nb->drop, DT_BF16)
-                 : SG_OK;
+    return after ? cuda_norm_bwd_partials(st, nb, dx.p[0], N, H * W, Ci, DT_BF16) : SG_OK;
 }
 
 template <int BM, int BN>

@@ -308,14 +308,13 @@ int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, con
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,
                         const float *rstd, const float *gamma, const float *beta, int N, int HW,
                         int C, int G, int act, sg_drop drop, int dt);
-/* The backward statistics' partials of dy[N,HW,C] (dt): part[n][s][c] = (sum dz, sum dz xhat)
- * over segment s's rows in order (float2; dz the gradient of the normalised value z through the
- * activation and the dropout, xhat = (x + v - mean) rstd): cuda_norm_act_bwd's first pass, and
- * what a data gradient whose tile cannot do it runs after it (sg_norm_bwd_fuse). */
-int cuda_norm_bwd_partials(cudaStream_t st, float *part, const void *dy, sg_cat x, const void *v,
-                           const float *mean, const float *rstd, const float *gamma,
-                           const float *beta, int N, int HW, int C, int G, int act, sg_drop drop,
-                           int dt);
+/* The backward statistics' partials of dy[N,HW,C] (dt) into nb->part: part[n][s][c] = (sum dz,
+ * sum dz xhat) over segment s's rows in order (float2; dz the gradient of the normalised value z
+ * through the activation and the dropout, xhat = (x + v - mean) rstd), nb's other fields the
+ * norm_act's operands (sg_norm_bwd_fuse; seg is not read): cuda_norm_act_bwd's first pass, and
+ * what a data gradient whose tile cannot do it runs after it. */
+int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const void *dy, int N,
+                           int HW, int C, int dt);
 /* [ws] dx (dt, a concatenation like x), dv[N,C] (dt; NULL: not wanted), dgamma[C], dbeta[C]
  * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual.
  * part_done: the backward partials are in ws already (the data gradient that wrote dy

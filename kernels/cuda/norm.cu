@@ -163,8 +163,8 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * per (sample, segment, channel) the sums of dz and dz xhat down the segment's rows in order
  * (gn_bwd_step, explicitly rounded: the epilogue of the data gradient that writes dy computes
  * the same bits where its tile holds whole segments, conv_tc.cu); norm_bwd_terms_kernel merges
- * the segments in order into
- * per-(sample, channel) sums and the two per-group means of the dx formula; (2)
+ * the segments in order into per-(sample, channel) sums and the two per-group means of the dx
+ * formula; (2)
  * norm_bwd_apply_kernel reads x, v, dy again and writes dx (and per-chunk sums of dx for dv);
  * norm_bwd_finish_kernel sums dgamma, dbeta over the samples and dv over the chunks, in order.
  * Two passes over the activations each way; the small kernels touch O(N C) values.
@@ -645,18 +645,16 @@ int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const
 #undef NA_APPLY
 }
 
-int cuda_norm_bwd_partials(cudaStream_t st, float *part, const void *dy, sg_cat x, const void *v,
-                           const float *mean, const float *rstd, const float *gamma,
-                           const float *beta, int N, int HW, int C, int G, int act, sg_drop drop,
-                           int dt) {
+int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const void *dy, int N,
+                           int HW, int C, int dt) {
     const char *fn = "cuda_norm_bwd_partials";
-    if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
-    SG_ARG_CHECK(part != NULL && dy != NULL, "%s: no partials or dy", fn);
-    const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy};
-    const int vec = na_vec(dt, C, x, p, 4);
+    SG_ARG_CHECK(nb && nb->part != NULL && dy != NULL, "%s: no partials or dy", fn);
+    if (na_check(fn, nb->x, N, HW, C, nb->G, nb->act, nb->drop, dt)) return SG_ERR;
+    const void *p[4] = {nb->x.p[0], nb->x.c[1] ? nb->x.p[1] : NULL, nb->v, dy};
+    const int vec = na_vec(dt, C, nb->x, p, 4);
 #define NA_PARTIALS(T, V)                                                                          \
-    na_bwd_partials<T, V>(st, (float2 *)part, dy, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, \
-                          drop)
+    na_bwd_partials<T, V>(st, (float2 *)nb->part, dy, nb->x, nb->v, nb->mean, nb->rstd, nb->gamma, \
+                          nb->beta, N, HW, C, nb->G, nb->act, nb->drop)
     return NA_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
 }
@@ -687,9 +685,21 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     float2 *m = (float2 *)w;
     w += sg_ws_align((int64_t)N * G * 8);
     float *dvpart = dv ? (float *)w : NULL;
-    if (!part_done && cuda_norm_bwd_partials(st, part, dy, x, v, mean, rstd, gamma, beta, N, HW, C,
-                                             G, act, drop, dt))
-        return SG_ERR;
+    if (!part_done) {
+        const sg_norm_bwd_fuse nb = {.x = x,
+                                     .mean = mean,
+                                     .rstd = rstd,
+                                     .gamma = gamma,
+                                     .beta = beta,
+                                     .v = v,
+                                     .part = part,
+                                     .drop = drop,
+                                     .G = G,
+                                     .act = act,
+                                     .seg = 0,
+                                     .zero = 0};
+        if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
+    }
     SG_LAUNCH(norm_bwd_terms_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, S, m,
               (const float2 *)part, gamma, N, HW, C, G, (int)sg_ws_norm_segs(HW));
     SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
