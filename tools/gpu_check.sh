@@ -29,7 +29,9 @@
 # and the full logs as gpu-check-<mode>-logs.tar.gz. Commit the report under bench/results/.
 # Environment: GPU_CHECK_DEADLINE_S, GPU_CHECK_JOBS (build jobs, default nproc),
 # GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_CMAKE_ARGS (more configure arguments),
-# GPU_CHECK_SKIP (regex of stages to skip), GPU_CHECK_SANITIZER (the compute-sanitizer to use;
+# GPU_CHECK_SKIP (regex of stages to skip), GPU_CHECK_TARGETS (build only these targets, e.g.
+# with GPU_CHECK_SKIP=cpu_tests: the GPU tests' and tools' binaries build in half the time),
+# GPU_CHECK_TEST_JOBS (GPU tests run at once, default 1), GPU_CHECK_SANITIZER (the compute-sanitizer to use;
 # default: PATH, then the CUDA folders), SG_COMMIT (the commit, outside a git checkout),
 # and tools/gpu_env.sh's SG_GPU_DEPS, SG_DEPS_DIR, SG_CUDA_ARCH.
 set -u
@@ -240,12 +242,16 @@ ON*) row cudnn PASS "built with ${cudnn_used#ON }" ;;
 esac
 targets=()
 [ $mode = sanitizers ] && targets=(--target test_cuda_ops test_cuda_step)
+if [ $mode = check ] && [ -n "${GPU_CHECK_TARGETS:-}" ]; then
+    read -r -a targets <<<"$GPU_CHECK_TARGETS"
+    targets=(--target "${targets[@]}")
+fi
 BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
 
 if [ $mode = check ]; then
     tmp=$(mktemp -d)
     POST=no_skipped_tests stage gpu_tests 300 ctest --test-dir "$bdir" -L gpu --no-tests=error \
-        --output-on-failure
+        --output-on-failure -j"${GPU_CHECK_TEST_JOBS:-1}"
     # the default conv engine (auto: cuDNN where built), then the own kernels alone
     stage verify_cuda 120 "$bdir/verify" --backend cuda --model unet_tiny --steps 8
     stage verify_cuda_own 120 "$bdir/verify" --backend cuda --conv-engine own --model unet_tiny \

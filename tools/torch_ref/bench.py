@@ -3,7 +3,7 @@
 way a PyTorch user would do it with PyTorch's best settings.
 
   bench.py --model unet_cifar --batch 128 --precision bf16 --mode compile [--tf32 on|off]
-           [--steps 50] [--warmup 10] [--params DIR] [--device cuda|cpu]
+           [--steps 50] [--warmup 10] [--params DIR] [--device cuda|cpu] [--profile N]
   bench.py --parity DIR [--precision fp32|bf16] [--out OUT]
 
 One step: gather a batch of uint8 images from a dataset held on the device (random indices,
@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -289,8 +290,68 @@ def bench_mode(a, cfg, device, mode):
         base.update(max_memory_allocated=torch.cuda.max_memory_allocated(device),
                     max_memory_allocated_incl_warmup=peak_incl_warmup,
                     max_memory_reserved=torch.cuda.max_memory_reserved(device))
+    if a.profile > 0:
+        base["profile"] = profile_steps(st, a.profile, cuda)
     del st
     return base
+
+
+# Kernel families, first match wins: attention before convolution (cuDNN's fused attention
+# carries "cudnn" in its name), convolution before GEMM (implicit GEMMs carry "gemm").
+KERNEL_FAMILIES = (
+    ("attention", re.compile(r"sdpa|flash|fmha|attention|attn", re.I)),
+    ("convolution", re.compile(r"conv|fprop|dgrad|wgrad|implicit_gemm|cudnn|nhwc|nchw", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|nvjet|cublas|matmul", re.I)),
+    ("norm", re.compile(r"norm|welford", re.I)),
+    ("optimizer", re.compile(r"adam|foreach|lerp|multi_tensor", re.I)),
+)
+
+
+def kernel_family(name):
+    for fam, rx in KERNEL_FAMILIES:
+        if rx.search(name):
+            return fam
+    return "other"
+
+
+def profile_steps(st, n, cuda):
+    """Profile n more steps (after the timed ones) with torch.profiler: the device time per
+    kernel family (convolution vs everything else decides where stepgraph's next speed work
+    goes), and the 15 costliest kernels. On the CPU, the self CPU time per operator."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
+            for _ in range(n):
+                st()
+            if cuda:
+                torch.cuda.synchronize()
+        fams, kernels = {}, []
+        for ev in prof.key_averages():
+            if cuda:
+                dt = getattr(ev, "device_type", None)
+                if dt is None or "CUDA" not in str(dt):
+                    continue
+                us = getattr(ev, "self_device_time_total", None)
+                if us is None:
+                    us = getattr(ev, "self_cuda_time_total", 0)
+            else:
+                us = ev.self_cpu_time_total
+            if not us:
+                continue
+            fam = kernel_family(ev.key)
+            fams[fam] = fams.get(fam, 0.0) + us / 1e3 / n
+            kernels.append((us / 1e3 / n, ev.count // n, fam, ev.key[:160]))
+        kernels.sort(reverse=True)
+        total = sum(fams.values())
+        return dict(steps=n, timer="device" if cuda else "cpu", ms_per_step_total=total,
+                    ms_per_step_by_family=dict(sorted(fams.items(), key=lambda kv: -kv[1])),
+                    share_by_family={k: (v / total if total else 0.0) for k, v in fams.items()},
+                    top=[dict(ms_per_step=k[0], calls_per_step=k[1], family=k[2], name=k[3])
+                         for k in kernels[:15]])
+    except Exception as e:  # the profile is extra: never lose the timing over it
+        log("bench: profile failed: %s: %s" % (type(e).__name__, e))
+        return dict(error="%s: %s" % (type(e).__name__, e))
 
 
 def parity(a, device):
@@ -343,6 +404,8 @@ def main(argv=None):
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--ema-decay", type=float, default=0.9999)
     ap.add_argument("--T", type=int, default=1000)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, profile N steps: device time per kernel family")
     ap.add_argument("--parity", default=None, metavar="DIR")
     ap.add_argument("--out", default=None, help="--parity output folder")
     a = ap.parse_args(argv)

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# gpu_call.sh — the most one device call can learn when a session's whole GPU time is about
+# 15 minutes (one call of at most 10, after a start of one or two): the GPU check's decisive
+# stages on a lean build, then the side-by-side bench's most important rows in the time left.
+#
+#   tools/gpu_call.sh [OUTDIR]      # OUTDIR defaults to $OUT; device tool: carry [".deps"]
+#
+# 1. tools/gpu_check.sh (GPU_CALL_CHECK_S, default 330 s): configure, build only the binaries
+#    the GPU stages run, the GPU tests five at a time, verify (unet_tiny, default engine and
+#    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
+# 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
+#    eager for both (each with a 3-step profile: device time per kernel family).
+# 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
+#    own engine alone, cuDNN unfused, the wgmma convolutions, the statistics' partials in
+#    their own passes (SG_FUSE_STATS=0), the fused attention: which default to keep.
+# 4. tools/bench.sh's torch.compile row at batch 128, until GPU_CALL_S (default 560 s).
+# OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
+# bench reports, a tarball of the raw output of every job, and call.log.
+# Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (bench.sh's BENCH_JOBS),
+# SG_COMMIT (the commit, where the tree is not a git checkout).
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+case ${1:-} in -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;; esac
+out=${1:-${OUT:-$root/gpu_call_out}}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+total=${GPU_CALL_S:-560}
+exec > >(tee "$out/call.log") 2>&1
+
+echo "gpu_call: check (${GPU_CALL_CHECK_S:-330}s), then bench until ${total}s"
+GPU_CHECK_DEADLINE_S=${GPU_CALL_CHECK_S:-330} GPU_CHECK_SKIP=${GPU_CHECK_SKIP:-cpu_tests} \
+    GPU_CHECK_TEST_JOBS=${GPU_CHECK_TEST_JOBS:-5} \
+    GPU_CHECK_TARGETS=${GPU_CHECK_TARGETS:-"test_cuda_ops test_cuda_step test_hopper_gpu \
+test_sampler test_backend_ops verify train bench sample plan ckpt"} \
+    tools/gpu_check.sh "$out"
+check_rc=$?
+
+bin=$root/build-gpu/bench
+runs=$(mktemp -d)
+mkdir -p "$runs/results" "$runs/variants"
+# bench NAME JOBS: one tools/bench.sh run of the jobs matching JOBS, in the time left
+bench() {
+    local rest=$((total - SECONDS))
+    if [ ! -x "$bin" ] || [ $rest -lt 40 ]; then
+        echo "gpu_call: bench $1 does not run (${rest}s left, $bin)" && return 1
+    fi
+    BENCH_BIN=$bin BENCH_BUDGET_S=$rest BENCH_SG_ITERS=30 BENCH_TORCH_STEPS=30 BENCH_JOBS=$2 \
+        BENCH_TORCH="${PYTHON:-python3} $root/tools/torch_ref/bench.py --profile 3" \
+        BENCH_RESULTS_DIR="$runs/results/$1" tools/bench.sh "$runs/$1"
+}
+# variant NAME [VAR=VALUE...] -- [bench flags]: stepgraph's unet_cifar b128 bf16 step, 20 replays
+variant() {
+    local name=$1 envs=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+    shift
+    [ $((total - SECONDS)) -lt 100 ] && echo "gpu_call: variant $name: no time left" && return
+    env "${envs[@]}" timeout -k 5 60 "$bin" --backend cuda --model unet_cifar --batch 128 \
+        --precision bf16 --warmup 5 --iters 20 --no-breakdown --json "$@" \
+        >"$runs/variants/$name.json" 2>"$runs/variants/$name.log"
+    echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
+        "$runs/variants/$name.json")"
+}
+bench main '^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_bf16_eager)$'
+bench_rc=$?
+if [ -x "$bin" ]; then
+    variant own -- --conv-engine own
+    variant cudnn_unfused -- --conv-engine cudnn --fuse 0
+    variant wgmma SG_CONV_TC=wgmma -- --conv-engine own
+    variant stats_passes SG_FUSE_STATS=0 -- --conv-engine own
+    variant attn_fused SG_ATTN=fused --
+fi
+bench compile '^torch_cifar_b128_bf16_compile$'
+for f in "$runs"/results/*/*.md; do
+    [ -e "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+tar -czf "$out/bench-runs.tar.gz" -C "$runs" .
+rm -rf "$runs"
+echo "gpu_call: check exit $check_rc, bench exit $bench_rc, ${SECONDS}s"
+[ $check_rc -eq 0 ] && [ $bench_rc -eq 0 ]
