@@ -32,7 +32,7 @@ endif()
 # graph's handle must finalize (tests/test_cudnn_graphs.c). Only with cuDNN in the build.
 if(SG_HAVE_CUDNN AND TARGET sg_kernels_cuda)
   add_executable(test_cudnn_graphs ${CMAKE_SOURCE_DIR}/tests/test_cudnn_graphs.c)
-  target_include_directories(test_cudnn_graphs PRIVATE ${SG_CUDNN_INCLUDE})
+  target_include_directories(test_cudnn_graphs SYSTEM PRIVATE ${SG_CUDNN_INCLUDE})
   target_link_libraries(test_cudnn_graphs PRIVATE sg_common ${SG_CUDNN_LIB} CUDA::cudart m)
   add_test(NAME cudnn_graphs COMMAND test_cudnn_graphs)
   set_tests_properties(cudnn_graphs PROPERTIES SKIP_RETURN_CODE 77)
