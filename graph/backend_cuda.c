@@ -1161,8 +1161,10 @@ CUDA_RUN(loss_watch) {
 }
 
 /* OP_ALLREDUCE: one grouped NCCL launch on the step's stream (captured like a kernel):
- * gradients summed (the 1/ranks is already in the loss gradient), the loss averaged. Summation
- * order is NCCL's: deterministic for a fixed rank count, topology, NCCL version and algorithm
+ * gradients summed (the 1/ranks is already in the loss gradient), the loss summed, then times
+ * the op's loss factor, as the CPU backend does (ncclAvg ignored the factor: backend_ops_gpu's
+ * one-rank case with a factor of 0.5 caught it on the first GPU run). Summation order is NCCL's:
+ * deterministic for a fixed rank count, topology, NCCL version and algorithm
  * (docs/data-parallel.md pins NCCL_ALGO); every rank receives the same bits. */
 CUDA_RUN(allreduce) {
     float *grads = kin(k, 0), *loss = kin(k, 1);
@@ -1171,14 +1173,12 @@ CUDA_RUN(allreduce) {
     NC(ncclGroupStart());
     NC(ncclAllReduce(grads, grads, (size_t)sg_in_numel(k->g, k->nd, 0), ncclFloat32, ncclSum,
                      k->c->nccl, k->st));
-    NC(ncclAllReduce(loss, loss, 1, ncclFloat32, ncclAvg, k->c->nccl, k->st));
+    NC(ncclAllReduce(loss, loss, 1, ncclFloat32, ncclSum, k->c->nccl, k->st));
     NC(ncclGroupEnd());
-    return SG_OK;
 #else
-    (void)grads;
-    /* one rank (prepare refused more): the sum is the identity, the mean x 1/1 */
-    return cuda_scale(k->st, loss, loss, k->a->allreduce.loss_factor, 1, DT_F32, 0);
+    (void)grads; /* one rank (prepare refused more): the sum is the identity */
 #endif
+    return cuda_scale(k->st, loss, loss, k->a->allreduce.loss_factor, 1, DT_F32, 0);
 }
 
 /* x, pred, table, k, key -> x (in place), x_t, t */

@@ -106,6 +106,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     /* the layers: the forward conv nodes of the plan without a table */
     sg_model_cfg cfg = *cfg0;
     cfg.engines = NULL;
+    /* own means fused: the table is for plans that fuse where it says own (sg_model_fuse) */
+    if (cfg.fuse == SG_FUSE_AUTO && cfg.act_dt == DT_BF16) cfg.fuse = 1;
     snprintf(t->model, sizeof t->model, "%s", cfg.name);
     snprintf(t->precision, sizeof t->precision, "%s", cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
     t->batch = sg_model_micro_batch(&cfg);

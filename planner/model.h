@@ -60,9 +60,11 @@ typedef struct {
     int grad_accum;
     sg_dtype act_dt; /* DT_F32 or DT_BF16: activations; master weights are always fp32 */
     /* fusion of the work around the convolutions into them (--fuse; planner/fuse.c): 1 on, 0
-     * off, SG_FUSE_AUTO (the presets') on for bf16 and off for fp32, whose CUDA-core kernels
-     * fuse nothing; SG_FUSE_BITWISE (tests) on but for upconv2d and conv2d_sc. Read it with
-     * sg_model_fuse. */
+     * off, SG_FUSE_AUTO (the presets') the measured faster of the two: off, but where a bf16
+     * plan's engine table puts a layer on own (on the first GPU run, 2026-11-28, an H200,
+     * unet_cifar batch 128 bf16 took 28.3 ms per step unfused on cuDNN and 173 ms fused on the
+     * own kernels; bench/results/2026-11-28-nvidia-h200.md); SG_FUSE_BITWISE (tests) on but for
+     * upconv2d and conv2d_sc. Read it with sg_model_fuse. */
     int fuse;
     /* the per-layer conv engine table (--engine-table; planner/engine_table.h), or NULL: a
      * `cudnn` layer's normalisation is not fused into it. Not owned (the caller keeps it alive
@@ -130,9 +132,11 @@ typedef struct {
 static inline int sg_model_rank_batch(const sg_model_cfg *c) {
     return c->ranks > 0 ? c->batch / c->ranks : c->batch;
 }
-/* Whether the plan fuses (sg_model_cfg.fuse, SG_FUSE_AUTO resolved by the precision). */
+/* Whether the plan fuses (sg_model_cfg.fuse). SG_FUSE_AUTO: a bf16 plan with a per-layer engine
+ * table fuses where the table says own (its measurement chose the fused layer); any other plan
+ * does not, until the own fused kernels measure faster than cuDNN's unfused convolutions. */
 static inline int sg_model_fuse(const sg_model_cfg *c) {
-    return c->fuse == SG_FUSE_AUTO ? c->act_dt == DT_BF16 : c->fuse != 0;
+    return c->fuse == SG_FUSE_AUTO ? c->engines != NULL && c->act_dt == DT_BF16 : c->fuse != 0;
 }
 /* Micro-batches per step (grad_accum, at least 1). */
 static inline int sg_model_micro_batches(const sg_model_cfg *c) {

@@ -13,7 +13,7 @@ int sg_plan_build(sg_plan *p, const sg_model_cfg *cfg, int train) {
     p->cfg = *cfg;
     /* a forward pass (sampling) has no training step to split: its batch is the sampler's */
     if (!train) p->cfg.grad_accum = 1;
-    /* fusion as it is planned (SG_FUSE_AUTO resolved by the precision): what the config JSON
+    /* fusion as it is planned (SG_FUSE_AUTO resolved: sg_model_fuse): what the config JSON
      * of the plan's checkpoints records, and reads back (SG_FUSE_BITWISE kept: it is a
      * different plan) */
     p->cfg.fuse = cfg->fuse == SG_FUSE_BITWISE ? SG_FUSE_BITWISE : sg_model_fuse(cfg);

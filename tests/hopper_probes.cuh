@@ -169,7 +169,11 @@ static inline int probe_tma_boxes(cudaStream_t st) {
     uint8_t *dout;
     cudaMalloc((void **)&dout, 48 << 10);
     std::vector<uint8_t> got(48 << 10);
-    const size_t smem = 48 << 10;
+    /* the largest box is 2 KiB, plus the 1024-byte alignment; under the 48 KiB that static
+     * (the barrier) and dynamic shared memory share without an opt-in: 48 KiB of dynamic alone
+     * was refused at launch on the first GPU ("invalid argument"; the emulation checks the
+     * dynamic part only: a kernel's static size is not known to it) */
+    const size_t smem = 16 << 10;
     const CUtensorMapSwizzle sws[4] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
                                        CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
     const int spans[4] = {0, 32, 64, 128};

@@ -77,8 +77,9 @@
 
 /* ---- tolerances */
 
-enum { TOL_EXACT, TOL_TIGHT, TOL_NORMAL, TOL_ADAMW, TOL_F32 };
-static const double tol_value[] = {0.0, 1e-6, 1e-5, 1e-5, 1e-4};
+/* TOL_BF16_OUT: an fp32 output the engine computed through a bf16 rounding (cuDNN's bf16 dw) */
+enum { TOL_EXACT, TOL_TIGHT, TOL_NORMAL, TOL_ADAMW, TOL_F32, TOL_BF16_OUT };
+static const double tol_value[] = {0.0, 1e-6, 1e-5, 1e-5, 1e-4, 2e-2};
 #define TOL_BF16 2e-2
 
 /* What the coverage check demands of each op, and its tolerance category.
@@ -1757,11 +1758,17 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
         CHECK(0, "%s: %s: %s", cs, b->name, sg_last_error());
     } else {
         double worst = 0;
+        /* cuDNN has no deterministic bf16 backward-filter engine that writes an fp32 dw: its
+         * dw_bf16 variant rounds dw to bf16 before widening it (kernels/cuda/cudnn_conv.c), so
+         * that fp32 output is held to the bf16 tolerance; the own engine's dw stays at fp32's */
+        char eng[96] = "";
+        if (b->node_engine) b->node_engine(b, &c.p, g->nn - 1, eng, (int)sizeof eng);
+        const int tol = strstr(eng, "+dw_bf16") ? TOL_BF16_OUT : props[e->op].tol;
         for (int k = 0; k < nd->nout; k++) {
             const sg_tensor *y = &g->t[nd->out[k]];
             for (int p = 0; p < (y->nparts ? 2 : 1); p++) {
                 const sg_tensor *s = y->nparts ? &g->t[y->parts[p]] : y;
-                double err = compare_output(cs, b->name, s, ref, got, props[e->op].tol);
+                double err = compare_output(cs, b->name, s, ref, got, tol);
                 if (err > worst) worst = err;
             }
         }

@@ -81,13 +81,13 @@ PY
 }
 
 if [ $mode = cuda_host ]; then
-    $bench --backend cuda --model unet_tiny --precision bf16 --batch 2 --iters 1 --warmup 0 \
+    $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         --json >"$tmp/h.json" 2>"$tmp/err.txt"
     rc=$?
     cat "$tmp/err.txt"
     ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
     ok "cuda_host: the per-layer table with the same-size GEMM (time_gemm)" 'check_layers "$tmp/h.json" 1'
-    $bench --backend cuda --model unet_tiny --precision bf16 --batch 2 --iters 1 --warmup 0 \
+    $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         >"$tmp/h.txt" 2>&1
     rc=$?
     cat "$tmp/h.txt"
@@ -165,11 +165,11 @@ assert d[\"conv_engine\"] == \"own\" and d[\"conv_layers\"], d[\"conv_engine\"]
 assert all(o[\"engine\"] == \"\" for o in d[\"breakdown\"])
 assert all(r[\"engine\"] == \"\" and r[\"cudnn_ms\"] is None and r[\"gemm_ms\"] is None for r in d[\"conv_layers\"])
 " "$tmp/ce.json"'
-# the per-layer table of a bf16 plan on the CPU (the fused nodes: conv2d_sc, the upconvs)
-$bench --backend cpu --model unet_tiny --precision bf16 --iters 1 --warmup 0 --json \
+# the per-layer table of a fused bf16 plan on the CPU (the fused nodes: conv2d_sc, the upconvs)
+$bench --backend cpu --model unet_tiny --precision bf16 --fuse 1 --iters 1 --warmup 0 --json \
     >"$tmp/bf.json" 2>/dev/null
 ok "cpu bf16: the per-layer table, '-' for the GEMM (no time_gemm)" 'check_layers "$tmp/bf.json" 0'
-$bench --backend cpu --model unet_tiny --precision bf16 --iters 1 --warmup 0 >"$tmp/bf.txt" 2>&1
+$bench --backend cpu --model unet_tiny --precision bf16 --fuse 1 --iters 1 --warmup 0 >"$tmp/bf.txt" 2>&1
 ok "cpu bf16 text: conv2d_sc / upconv2d rows with '-' GEMM columns, the fusion savings" \
     'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +- +- +-  -$" "$tmp/bf.txt" &&
      grep -Eq "^ +[0-9]+ upconv2d_bwd_weight +.* upsample +[0-9.]+ +- +- " "$tmp/bf.txt" &&

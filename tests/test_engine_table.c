@@ -45,7 +45,8 @@ static sg_backend *make_backend(const void *ctx) {
 static sg_model_cfg tiny(void) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
-    c.act_dt = DT_BF16; /* fused by default */
+    c.act_dt = DT_BF16;
+    c.fuse = 1; /* the table's plans fuse where it says own (sg_model_fuse) */
     c.batch = 2;
     c.data_n = 64;
     c.warmup = 1;

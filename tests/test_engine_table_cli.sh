@@ -13,7 +13,8 @@ ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAI
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-M=(--model unet_tiny --precision bf16 --batch 2)
+M0=(--model unet_tiny --precision bf16 --batch 2)
+M=("${M0[@]}" --fuse 1) # the table is for fused plans
 
 # ---- the tuning run (CPU: cuDNN unavailable)
 "$bench" --backend cpu "${M[@]}" --iters 1 --warmup 0 --tune-engines tab.json >tune.txt 2>&1
@@ -47,6 +48,10 @@ ok "plan --engine-table exits 0" '[ $rc -eq 0 ]'
 ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*22 conv layers, 8 on cudnn, 14 on own" p1.txt'
 ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt'
 ok "plan: fewer fusions" 'grep -q "^  fused           20 normalisations" p0.txt && grep -q "^  fused           12 normalisations" p1.txt'
+# the default (no --fuse): unfused, but a table's own layers fuse (sg_model_fuse)
+"$plan" "${M0[@]}" --no-table >pu.txt && "$plan" "${M0[@]}" --no-table --engine-table c1.json >pa.txt
+ok "plan: the default fuses nothing, but what a table puts on own" \
+    '! grep -q "^  fused .* normalisations" pu.txt && grep -q "^  fused           12 normalisations" pa.txt'
 ok "plan without a table prints none" '! grep -q "engine table" p0.txt'
 "$plan" "${M[@]}" --json --engine-table c1.json >p1.json
 ok "plan --json: engine_table" 'python3 - p1.json <<PY

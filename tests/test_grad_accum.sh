@@ -97,14 +97,15 @@ $plan --model unet_cifar --precision bf16 --grad-accum 4 --no-table >"$tmp/p4.tx
 $plan --model unet_cifar --precision bf16 --batch 32 --no-table >"$tmp/p32.txt" 2>&1
 ok "plan shows micro-batches, K and global batch" \
     'grep -q "4 micro-batches of 32 samples = global batch 128 (--grad-accum 4)" "$tmp/p4.txt"'
-# (165 forward and 276 backward nodes: bf16 fuses 50 of the 51 normalisations into their
-# convolutions, which leaves their 50 recomputations out of the backward pass, the 28
-# residual adds into the convolutions before them, which leaves the 28 add nodes and one of
-# the two gradient copies of each, the 13 1x1 shortcuts into conv2, which leaves their conv
-# nodes and the other copy, and the 3 upsamples into the 3x3 convs after them (upconv2d),
-# which leaves the 3 upsample nodes and their 3 backward nodes; 209 and 370 with --fuse 0)
+# (209 forward and 370 backward nodes, unfused, the default; with --fuse 1, 165 and 276: 50
+# of the 51 normalisations fused into their convolutions, which leaves their 50
+# recomputations out of the backward pass, the 28 residual adds into the convolutions before
+# them, which leaves the 28 add nodes and one of the two gradient copies of each, the 13 1x1
+# shortcuts into conv2, which leaves their conv nodes and the other copy, and the 3 upsamples
+# into the 3x3 convs after them (upconv2d), which leaves the 3 upsample nodes and their 3
+# backward nodes)
 ok "plan: 4 micro-batches x (forward, backward), one optimizer" \
-    'grep -q "4 micro-batches x (165 forward, 276 backward), 5 optimizer" "$tmp/p4.txt"'
+    'grep -q "4 micro-batches x (209 forward, 370 backward), 5 optimizer" "$tmp/p4.txt"'
 arena() { sed -n 's/^  arena .*(\([0-9,]*\) bytes.*/\1/p' "$1"; }
 ok "arena of bs128 K=4 = arena of bs32 ($(arena "$tmp/p4.txt") vs $(arena "$tmp/p32.txt"))" \
     '[ -n "$(arena "$tmp/p4.txt")" ] && [ "$(arena "$tmp/p4.txt")" = "$(arena "$tmp/p32.txt")" ]'

@@ -15,7 +15,7 @@ out=$($plan --model unet_fmnist --no-table)
 ok "fmnist arena at its bound" 'grep -q "arena / bound = 1.0000" <<<"$out"'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-$plan --model unet_cifar --batch 128 --precision bf16 --json >"$tmp/plan.json"
+$plan --model unet_cifar --batch 128 --precision bf16 --fuse 1 --json >"$tmp/plan.json"
 ok "json fields" 'python3 - "$tmp/plan.json" <<PY
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -38,7 +38,7 @@ cat_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add") and n["in"][0] in
 sc = [n for n in s if n["op"] == "conv2d_sc"]
 sc_cat = [n for n in sc if n["in"][3] in cat_out]
 assert d["conv_nodes"] == len(convs) > 0, (d["conv_nodes"], len(convs))
-# a fused normalisation (the bf16 default, --fuse): its forward conv and weight gradient read
+# a fused normalisation (--fuse 1): its forward conv and weight gradient read
 # a virtual operand, which cuDNN cannot take either
 fused = {x["id"] for x in t if "normalised_by" in x}
 fused_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add", "conv2d_sc") and n["in"][0] in fused]
@@ -88,10 +88,12 @@ assert d["lower_bound_bytes"] <= u["lower_bound_bytes"], (d["lower_bound_bytes"]
 assert u["fused_upconvs"] == 0 and sum(n["op"] == "upsample2x" for n in u["schedule"]) == 3
 assert d["nodes"] == u["nodes"] - d["fused_recomputes"] - 2 * d["fused_residuals"] - 2 * d["fused_shortcuts"] - 2 * d["fused_upconvs"]
 PY'
-out=$($plan --model unet_cifar --precision bf16 --no-table)
+out=$($plan --model unet_cifar --precision bf16 --fuse 1 --no-table)
 ok "fused line" 'grep -q "^  fused           [0-9]* normalisations computed inside the convolutions.* 28 residual adds in the store" <<<"$out"'
 out=$($plan --model unet_cifar --no-table)
-ok "fp32 fuses nothing" 'grep -q "^  fused           nothing (--fuse 0: the default for fp32)" <<<"$out"'
+ok "fp32 fuses nothing" 'grep -q "^  fused           nothing (--fuse 0: the default; --fuse 1 fuses, on the CPU only in fp32)" <<<"$out"'
+out=$($plan --model unet_cifar --precision bf16 --no-table)
+ok "bf16 fuses nothing by default" 'grep -q "^  fused           nothing (--fuse 0: the default; --fuse 1 fuses)" <<<"$out"'
 ok "table has tensors" '$plan --model unet_tiny | grep -q "down_blocks.0.resnets.0.conv1.weight"'
 $plan --model nope >/dev/null 2>"$tmp/err.txt"; rc=$?
 ok "unknown model exits 2" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'

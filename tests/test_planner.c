@@ -657,17 +657,22 @@ static void check_weight_copy(const sg_plan *p, const char *what) {
 static void test_builtin_models(void) {
     static const char *const variants[] = {"train", "2 micro-batches", "2 ranks", "forward"};
     for (int m = 0; sg_model_names[m]; m++)
-        for (int prec = 0; prec < 2; prec++)
+        for (int pv = 0; pv < 3; pv++) /* fp32, bf16 (unfused, the default), bf16 --fuse 1 */
             for (int v = 0; v < SG_ARRAY_LEN(variants); v++) {
+                const int prec = pv > 0, fz = pv == 2;
                 sg_model_cfg cfg;
                 CHECK(sg_model_preset(&cfg, sg_model_names[m]) == SG_OK, "preset");
                 cfg.act_dt = prec ? DT_BF16 : DT_F32;
+                cfg.fuse = fz ? 1 : SG_FUSE_AUTO;
                 cfg.grad_accum = v == 1 ? 2 : 1;
                 cfg.ranks = v == 2 ? 2 : 0;
                 const int train = v != 3;
                 sg_plan p;
                 char what[96];
-                snprintf(what, sizeof what, "%s/%s/%s", sg_model_names[m], prec ? "bf16" : "fp32",
+                snprintf(what, sizeof what, "%s/%s/%s", sg_model_names[m],
+                         fz     ? "bf16 fused"
+                         : prec ? "bf16"
+                                : "fp32",
                          variants[v]);
                 int rc = sg_plan_build(&p, &cfg, train);
                 CHECK(rc == SG_OK, "%s: %s", what, sg_last_error());
@@ -686,27 +691,27 @@ static void test_builtin_models(void) {
                     const int recomputes = train && v != 1 ? check_recompute(&p, what) : 0;
                     const int fused = check_fused(&p, what);
                     if (v != 1) {
-                        /* bf16 fuses every normalisation but the one before the 3- or 1-channel
-                         * conv_out (whose recomputation stays); fp32 none */
+                        /* fused bf16 fuses every normalisation but the one before the 3- or
+                         * 1-channel conv_out (whose recomputation stays); unfused none */
                         int norms = 0;
                         for (int i = 0; i < p.g.nn; i++)
                             norms += p.g.n[i].op == OP_NORM_ACT || p.g.n[i].op == OP_NORM_ACT_TEMB;
-                        CHECK(fused == (prec ? norms - 1 : 0), "%s: %d of %d normalisations fused",
+                        CHECK(fused == (fz ? norms - 1 : 0), "%s: %d of %d normalisations fused",
                               what, fused, norms);
                         if (train)
-                            CHECK(recomputes == (prec ? 1 : norms), "%s: %d recompute nodes", what,
+                            CHECK(recomputes == (fz ? 1 : norms), "%s: %d recompute nodes", what,
                                   recomputes);
                         /* the residual epilogue, against the unfused plan: every block's add is
-                         * in its conv's store in bf16 (each conv2 and to_out is fusable), none
-                         * in fp32 */
+                         * in its conv's store fused (each conv2 and to_out is fusable), none
+                         * unfused */
                         sg_model_cfg c0 = cfg;
                         c0.fuse = 0;
                         sg_plan u;
                         if (sg_plan_build(&u, &c0, train) == SG_OK) {
                             const int res = check_residuals(&p, &u, what);
-                            /* bf16: every decoder upsample conv (channels multiples of 8 in
+                            /* fused: every decoder upsample conv (channels multiples of 8 in
                              * every built-in model) is one upconv2d node, and no upsample2x
-                             * is left; fp32 keeps the pairs */
+                             * is left; unfused keeps the pairs */
                             int upc = 0, ups = 0, ups0 = 0;
                             for (int i = 0; i < p.g.n_forward; i++)
                                 upc += p.g.n[i].op == OP_UPCONV2D,
@@ -714,13 +719,13 @@ static void test_builtin_models(void) {
                             for (int i = 0; i < u.g.n_forward; i++)
                                 ups0 += u.g.n[i].op == OP_UPSAMPLE2X;
                             const int conv_ups = cfg.resample_conv ? ups0 : 0;
-                            CHECK(prec ? upc == conv_ups && ups == ups0 - conv_ups
-                                       : upc == 0 && ups == ups0,
+                            CHECK(fz ? upc == conv_ups && ups == ups0 - conv_ups
+                                     : upc == 0 && ups == ups0,
                                   "%s: %d upconv2d, %d upsample2x (unfused %d)", what, upc, ups,
                                   ups0);
                             int adds = 0;
                             for (int i = 0; i < p.g.n_forward; i++) adds += p.g.n[i].op == OP_ADD;
-                            CHECK(prec ? adds == 0 && res > 0 : res == 0 && adds > 0,
+                            CHECK(fz ? adds == 0 && res > 0 : res == 0 && adds > 0,
                                   "%s: %d add nodes, %d residuals fused", what, adds, res);
                             sg_plan_free(&u);
                         } else
@@ -730,11 +735,11 @@ static void test_builtin_models(void) {
                 if (rc == SG_OK && !strcmp(sg_model_names[m], "unet_cifar") && v == 0) {
                     CHECK(p.io.n_params == 35746307, "unet_cifar has %lld parameters",
                           (long long)p.io.n_params);
-                    /* bf16 fuses the 3 upsample convs into upconv2d: 4 taps per output pixel
+                    /* fused, the 3 upsample convs are upconv2d: 4 taps per output pixel
                      * instead of 9 in each of their three passes (0.338 TFLOP less) */
-                    const double lo = prec ? 4.40e12 : 4.70e12, hi = prec ? 4.50e12 : 4.86e12;
-                    CHECK(p.flops > lo && p.flops < hi, "unet_cifar %s step = %.3f TFLOP",
-                          prec ? "bf16" : "fp32", p.flops / 1e12);
+                    const double lo = fz ? 4.40e12 : 4.70e12, hi = fz ? 4.50e12 : 4.86e12;
+                    CHECK(p.flops > lo && p.flops < hi, "unet_cifar %s step = %.3f TFLOP", what,
+                          p.flops / 1e12);
                 }
                 sg_plan_free(&p);
             }

@@ -11,12 +11,15 @@
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
-#    own engine alone, cuDNN unfused, the wgmma convolutions, the statistics' partials in
-#    their own passes (SG_FUSE_STATS=0), the fused attention: which default to keep.
-# 4. tools/bench.sh's torch.compile row at batch 128, until GPU_CALL_S (default 560 s).
+#    own engine fused and unfused, the wgmma convolutions fused, the statistics' partials in
+#    their own passes (SG_FUSE_STATS=0), the fused attention: which default to keep
+#    (GPU_CALL_VARIANTS=0: none).
+# 4. tools/bench.sh's torch.compile row at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
+#    regex instead), until GPU_CALL_S (default 560 s).
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
 # bench reports, a tarball of the raw output of every job, and call.log.
-# Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (bench.sh's BENCH_JOBS),
+# Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
+# GPU_CALL_VARIANTS, GPU_CALL_COMPILE_JOBS,
 # SG_COMMIT (the commit, where the tree is not a git checkout).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,16 +65,18 @@ variant() {
     echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
         "$runs/variants/$name.json")"
 }
-bench main '^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_bf16_eager)$'
+main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_bf16_eager)$'}
+compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_compile$'}
+bench main "$main_jobs"
 bench_rc=$?
-if [ -x "$bin" ]; then
-    variant own -- --conv-engine own
-    variant cudnn_unfused -- --conv-engine cudnn --fuse 0
-    variant wgmma SG_CONV_TC=wgmma -- --conv-engine own
-    variant stats_passes SG_FUSE_STATS=0 -- --conv-engine own
+if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
+    variant own_fused -- --conv-engine own --fuse 1
+    variant own_unfused -- --conv-engine own
+    variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
+    variant stats_passes SG_FUSE_STATS=0 -- --conv-engine own --fuse 1
     variant attn_fused SG_ATTN=fused --
 fi
-bench compile '^torch_cifar_b128_bf16_compile$'
+bench compile "$compile_jobs"
 for f in "$runs"/results/*/*.md; do
     [ -e "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")-$(basename "$f")"
 done

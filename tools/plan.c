@@ -291,8 +291,8 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
                human(p->fused_shortcut_bytes, d), p->fused_upconvs, human(p->fused_upconv_bytes, e),
                human(p->unmaterialised_bytes, a), human(2 * p->unmaterialised_bytes, b));
     else
-        printf("  fused           nothing (--fuse 0%s)\n",
-               p->cfg.act_dt == DT_BF16 ? "" : ": the default for fp32");
+        printf("  fused           nothing (--fuse 0: the default; --fuse 1 fuses%s)\n",
+               p->cfg.act_dt == DT_BF16 ? "" : ", on the CPU only in fp32");
     int convs, eligible;
     conv_counts(g, &convs, &eligible);
     printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "

@@ -296,12 +296,15 @@ def bench_mode(a, cfg, device, mode):
     return base
 
 
-# Kernel families, first match wins: attention before convolution (cuDNN's fused attention
-# carries "cudnn" in its name), convolution before GEMM (implicit GEMMs carry "gemm").
+# Kernel families, first match wins: Triton's pointwise and reduction kernels first (their
+# names list the ops they fused, "convolution" among them: a bias add or a cast around a cuDNN
+# call, not a convolution), attention before convolution (cuDNN's fused attention carries
+# "cudnn" in its name), convolution before GEMM (implicit GEMMs carry "gemm").
 KERNEL_FAMILIES = (
+    ("triton", re.compile(r"^triton_(poi|red|per)")),
     ("attention", re.compile(r"sdpa|flash|fmha|attention|attn", re.I)),
     ("convolution", re.compile(r"conv|fprop|dgrad|wgrad|implicit_gemm|cudnn|nhwc|nchw", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|nvjet|cublas|matmul", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|nvjet|cublas|matmul|_mm_|addmm|bmm", re.I)),
     ("norm", re.compile(r"norm|welford", re.I)),
     ("optimizer", re.compile(r"adam|foreach|lerp|multi_tensor", re.I)),
 )
