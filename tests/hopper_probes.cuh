@@ -174,9 +174,12 @@ static inline int probe_tma_boxes(cudaStream_t st) {
      * was refused at launch on the first GPU ("invalid argument"; the emulation checks the
      * dynamic part only: a kernel's static size is not known to it) */
     const size_t smem = 16 << 10;
-    const CUtensorMapSwizzle sws[4] = {CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
-                                       CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
-    const int spans[4] = {0, 32, 64, 128};
+    /* 128B first: the swizzle the wgmma probes' copies use (they passed on the first GPU run,
+     * where a launch of this kernel, swizzle NONE first, met "an illegal instruction"): the
+     * first failing case of the four narrows the cause */
+    const CUtensorMapSwizzle sws[4] = {CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_64B,
+                                       CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_SWIZZLE_NONE};
+    const int spans[4] = {128, 64, 32, 0};
     const int corners[3][2] = {{0, 0}, {60, 30}, {-8, -3}};
     for (int s = 0; s < 4; s++)
         for (int k = 0; k < 3; k++) {
@@ -192,7 +195,10 @@ static inline int probe_tma_boxes(cudaStream_t st) {
             const coords5 c = {{corners[k][0], corners[k][1], 0, 0, 0}};
             cudaMemset(dout, 0xAB, bytes);
             SG_LAUNCH(tma_box_kernel, 1, 32, smem, st, dout, map, 2, c, bytes, bytes, 0);
-            if (probe_sync(st, "TMA 2D")) return fails + 1;
+            char what[96];
+            snprintf(what, sizeof what, "TMA 2D (swizzle %d, box %ux%u at %d,%d)", spans[s],
+                     box[0], box[1], c.c[0], c.c[1]);
+            if (probe_sync(st, what)) return fails + 1;
             cudaMemcpy(got.data(), dout, bytes, cudaMemcpyDeviceToHost);
             const std::vector<uint8_t> want =
                 expected_box(g.h, 2, dim, stride_el, box, es, c.c, spans[s]);
@@ -259,7 +265,9 @@ static inline int probe_tma_boxes(cudaStream_t st) {
         for (int i = 0; i < k.rank; i++) c.c[i] = k.c[i];
         cudaMemset(dout, 0xAB, bytes);
         SG_LAUNCH(tma_box_kernel, 1, 64, smem, st, dout, map, k.rank, c, bytes, bytes, 0);
-        if (probe_sync(st, "TMA ND")) return fails + 1;
+        char what[64];
+        snprintf(what, sizeof what, "TMA %dD (swizzle %d)", k.rank, k.span);
+        if (probe_sync(st, what)) return fails + 1;
         cudaMemcpy(got.data(), dout, bytes, cudaMemcpyDeviceToHost);
         const std::vector<uint8_t> want =
             expected_box(t.h, k.rank, k.dim, stride_el, k.box, k.es, k.c, k.span);

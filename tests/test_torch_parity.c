@@ -1,4 +1,4 @@
-/* test_torch_parity.c — one whole training step of the CPU backend against PyTorch.
+/* test_torch_parity.c — one whole training step of the CPU or CUDA backend against PyTorch.
  *
  * The C side builds the plan (dropout off), initialises the state, runs the step's input nodes
  * (batch gather, t, eps) and writes a case folder: config.json, params/<name>.npy, x0, t, eps.
@@ -15,7 +15,14 @@
  * sensitivity to the gradient error: at step 0 the update is ~lr·sign(g), so a gradient that
  * is nearly zero can legitimately flip — a flat tolerance would be wrong there.
  *
- * Usage: test_torch_parity MODEL BATCH REPO_DIR. Exit 77 (skip) only when PyTorch is absent.
+ * Usage: test_torch_parity MODEL BATCH REPO_DIR [cpu|cuda [fp32|bf16]]. Exit 77 (skip) when
+ * PyTorch is absent, or for cuda when there is no GPU. bf16 (bf16 activations, the oracle still
+ * float64) is held to compare.py's bf16 tolerances (--bf16). On cuda, PyTorch's own step
+ * on the same GPU from the same case folder (tools/torch_ref/bench.py --parity) is compared with
+ * the same float64 truth and the same tolerances, and printed beside ours: the yardstick of
+ * what a GPU's rounding does to this step (it does not decide the test).
+ * Python: $SG_PYTHON, else /usr/bin/python3 (Debian's PyTorch), else python3 on PATH (the GPU
+ * machine's environment), the first that imports torch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +61,16 @@ static int dump_tensor(sg_exec *e, int t, const char *dir, const char *name) {
     snprintf(path, sizeof path, "%s/%s.npy", dir, name);
     int rc = sg_exec_read(e, t, buf);
     const char *descr = x->dtype == DT_I32 ? "<i4" : "<f4";
-    if (!rc) rc = write_npy(path, descr, x->shape, x->ndim, buf, x->bytes);
+    int64_t bytes = x->bytes;
+    if (!rc && x->dtype == DT_BF16) { /* widened: .npy has no bf16 */
+        const int64_t n = x->bytes / 2;
+        float *w = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; w && i < n; i++) w[i] = sg_bf16_to_f32(((const uint16_t *)buf)[i]);
+        free(buf);
+        buf = w, bytes = n * (int64_t)sizeof(float);
+        if (!w) rc = sg_set_error("out of host memory");
+    }
+    if (!rc) rc = write_npy(path, descr, x->shape, x->ndim, buf, bytes);
     free(buf);
     return rc;
 }
@@ -78,22 +94,49 @@ static int find_node_writing(const sg_graph *g, int t) {
     return -1;
 }
 
+/* the python that imports torch (see the top), or NULL */
+static const char *find_python(void) {
+    static const char *cands[3];
+    cands[0] = getenv("SG_PYTHON"), cands[1] = "/usr/bin/python3", cands[2] = "python3";
+    for (int i = 0; i < 3; i++) {
+        char cmd[512];
+        if (!cands[i] || !cands[i][0]) continue;
+        snprintf(cmd, sizeof cmd, "%s -c 'import torch, numpy' >/dev/null 2>&1", cands[i]);
+        if (!system(cmd)) return cands[i];
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 4) return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO\n"), 2;
+    if (argc < 4 || argc > 6)
+        return fprintf(stderr,
+                       "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16]]\n"),
+               2;
     const char *repo = argv[3];
-    if (system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1")) {
-        printf("PyTorch (python3-torch) is not installed: skipped\n");
+    const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
+    const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
+    if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
+        (argc > 5 && !bf16 && strcmp(argv[5], "fp32")))
+        return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16\n"), 2;
+    const char *py = find_python();
+    if (!py) {
+        printf("PyTorch is not installed ($SG_PYTHON, /usr/bin/python3, python3): skipped\n");
+        return SG_TEST_SKIP;
+    }
+    if (cuda && !sg_cuda_available()) {
+        printf("no GPU: skipped\n");
         return SG_TEST_SKIP;
     }
     sg_model_cfg c;
     if (sg_model_preset(&c, argv[1])) return fprintf(stderr, "%s\n", sg_last_error()), 2;
     c.batch = atoi(argv[2]);
+    c.act_dt = bf16 ? DT_BF16 : DT_F32;
     c.dropout = 0; /* the oracle has no access to our dropout masks */
     c.data_n = 8, c.data_h = c.img - 4, c.data_w = c.img - 4; /* padding exercised too */
     c.warmup = 10; /* a visible learning rate at step 0 */
 
     sg_exec e;
-    if (sg_exec_init(&e, &c, 1, sg_backend_cpu_create()))
+    if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
         return fprintf(stderr, "%s\n", sg_last_error()), 1;
     int64_t nd = c.data_n * c.data_h * c.data_w * c.in_ch;
     uint8_t *data = malloc((size_t)nd);
@@ -162,14 +205,30 @@ int main(int argc, char **argv) {
     free(data);
 
     /* the oracle in float64, then the comparison */
-    char cmd[2048];
+    char cmd[3072];
+    const char *tol = bf16 ? "--bf16" : "";
+    printf("stepgraph (%s, %s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+           bf16 ? "bf16" : "fp32");
+    fflush(stdout);
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "
-             "/usr/bin/python3 %s/tools/torch_ref/compare.py %s/out %s/out_c",
-             repo, dir, repo, dir, dir);
+             "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "
+             "%s %s/tools/torch_ref/compare.py %s %s/out %s/out_c",
+             py, repo, dir, py, repo, tol, dir, dir);
     int rc = system(cmd);
     CHECK(rc == 0, "PyTorch oracle / comparison failed for %s batch %d (case kept in %s)", argv[1],
           c.batch, dir);
+    if (rc == 0 && cuda) {
+        printf("PyTorch (%s, on the same GPU, the same case) against the float64 oracle "
+               "(printed, not judged):\n",
+               bf16 ? "bf16 autocast" : "fp32, TF32 off");
+        fflush(stdout);
+        snprintf(cmd, sizeof cmd,
+                 "%s %s/tools/torch_ref/bench.py --parity %s --device cuda --precision %s "
+                 "--tf32 off --out %s/out_torch >/dev/null && "
+                 "%s %s/tools/torch_ref/compare.py %s %s/out %s/out_torch",
+                 py, repo, dir, bf16 ? "bf16" : "fp32", dir, py, repo, tol, dir, dir);
+        if (system(cmd)) printf("(PyTorch's step is outside these tolerances, or did not run)\n");
+    }
     if (rc == 0) {
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

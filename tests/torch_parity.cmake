@@ -1,5 +1,6 @@
 # The whole training step of the CPU backend against the independent PyTorch reference
-# (tools/torch_ref). Skips (77) only where PyTorch is absent; .ci/run installs it.
+# (tools/torch_ref); of the CUDA backend on a GPU and on the host emulation. Skips (77) where
+# PyTorch is absent (.ci/run installs it) or, for the GPU tests, where there is no GPU.
 if(TARGET sg_graph)
   add_executable(test_torch_parity ${CMAKE_SOURCE_DIR}/tests/test_torch_parity.c)
   target_link_libraries(test_torch_parity PRIVATE sg_graph)
@@ -7,6 +8,27 @@ if(TARGET sg_graph)
   add_test(NAME torch_parity_cifar COMMAND test_torch_parity unet_cifar 2 ${CMAKE_SOURCE_DIR})
   set_tests_properties(torch_parity_tiny torch_parity_cifar PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
+  # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and
+  # bf16, with PyTorch's own step on the GPU printed beside it (issue 11: GPU parity)
+  if(SG_HAVE_CUDA)
+    add_test(NAME torch_parity_gpu COMMAND test_torch_parity unet_cifar 2 ${CMAKE_SOURCE_DIR} cuda)
+    add_test(NAME torch_parity_gpu_bf16
+             COMMAND test_torch_parity unet_cifar 2 ${CMAKE_SOURCE_DIR} cuda bf16)
+    set_tests_properties(torch_parity_gpu torch_parity_gpu_bf16
+                         PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+  endif()
+  # the same CUDA path on the host emulation (tests/cuda_host), unet_tiny: CI proves it
+  if(TARGET sg_graph_cuda_host)
+    add_executable(test_torch_parity_host ${CMAKE_SOURCE_DIR}/tests/test_torch_parity.c)
+    target_link_libraries(test_torch_parity_host PRIVATE sg_graph_cuda_host)
+    add_test(NAME torch_parity_cuda_host
+             COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda)
+    add_test(NAME torch_parity_cuda_host_bf16
+             COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda bf16)
+    set_tests_properties(torch_parity_cuda_host torch_parity_cuda_host_bf16
+                         PROPERTIES LABELS cuda_host SKIP_RETURN_CODE 77 TIMEOUT 600
+                                    ENVIRONMENT SG_SIM_ORDER=forward)
+  endif()
 endif()
 add_test(NAME torch_ref_selftest COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/torch_ref_selftest.py --skip-bench)
 set_tests_properties(torch_ref_selftest PROPERTIES TIMEOUT 600)
