@@ -513,6 +513,9 @@ CPU_RUN(upsample2x) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     cpu_upsample2x_fwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);
 }
+CPU_RUN(upsample2x_apply) { /* the recomputation: upsample2x's values */
+    cpu_run_upsample2x(k);
+}
 CPU_RUN(upsample2x_bwd) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     cpu_upsample2x_bwd(k->out[0], k->in[0], d.N, d.H, d.W, d.C);

@@ -1061,6 +1061,9 @@ CUDA_RUN(upsample2x) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     return cuda_upsample2x_fwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt);
 }
+CUDA_RUN(upsample2x_apply) { /* the recomputation: upsample2x's values */
+    return cuda_run_upsample2x(k);
+}
 CUDA_RUN(upsample2x_bwd) {
     sg_nhwc_dims d = sg_nhwc_dims_of(k->g, k->nd);
     return cuda_upsample2x_bwd(k->st, kout(k, 0), kin(k, 0), d.N, d.H, d.W, d.C, k->dt, kacc(k, 0));

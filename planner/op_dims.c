@@ -143,6 +143,7 @@ sg_nhwc_dims sg_nhwc_dims_of(const sg_graph *g, const sg_node *nd) {
     case OP_ADD_NC:
     case OP_ADD_NC_BWD:
     case OP_UPSAMPLE2X:
+    case OP_UPSAMPLE2X_APPLY:
     case OP_AVGPOOL2X:
         return nhwc(in_t(g, nd, 0));
     case OP_UPSAMPLE2X_BWD:

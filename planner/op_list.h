@@ -118,7 +118,7 @@
     X(OP_ADD,               add,               FWD, 2, 1, 1, 0, shape_add,        numel_out0,   0,            bwd_add,       -1, -1) \
     X(OP_ADD_NC,            add_nc,            FWD, 2, 1, 1, 0, shape_add_nc,     numel_out0,   0,            bwd_add_nc,    -1, -1) \
     X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1, -1) \
-    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1, -1) \
+    X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1, OP_UPSAMPLE2X_APPLY) \
     X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1, -1) \
     X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1, -1) \
     X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1, -1) \
@@ -153,6 +153,9 @@
     X(OP_NORM_ACT_TEMB,     norm_act_temb,     FWD, 6, 3, 0, 0, shape_norm_act,   flops_norm,   ws_norm,      bwd_norm_act,  -1, OP_NORM_ACT_TEMB_APPLY) \
     X(OP_NORM_ACT_APPLY,    norm_act_apply,    BWD, 5, 1, 0, 0, shape_norm_apply, flops_norm,   0,            0,             -1, -1) \
     X(OP_NORM_ACT_TEMB_APPLY, norm_act_temb_apply, BWD, 8, 1, 0, 0, shape_norm_apply, flops_norm, 0,          0,             -1, -1) \
+    /* the decoder's nearest upsample recomputed in the backward pass for the conv after it (the  \
+     * same values as upsample2x; not kept from the forward pass: 64 MiB of unet_cifar's peak) */ \
+    X(OP_UPSAMPLE2X_APPLY,  upsample2x_apply,  BWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            0,             -1, -1) \
     X(OP_NORM_ACT_BWD,      norm_act_bwd,      BWD, 6, 3, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
     X(OP_NORM_ACT_TEMB_BWD, norm_act_temb_bwd, BWD, 9, 4, 0, 0, shape_norm_bwd,   flops_norm,   ws_norm,      0,             -1, -1) \
     X(OP_ADAMW_EMA,         adamw_ema,         OPT, 7, 5, 0, 0, shape_adamw_ema,  flops_adamw_ema, 0,         0,             -1, -1) \

@@ -303,6 +303,9 @@ int sg_unet(builder *b, int x, int t) {
                 h = upconv(b, h, C, cn);
             } else {
                 h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");
+                /* the conv's weight gradient reads it: recomputed there (upsample2x_apply), not
+                 * kept from the forward pass (it is 4x its input) */
+                if (h >= 0 && b->train && c->resample_conv) b->g->t[h].recompute = 1;
                 if (c->resample_conv) h = conv(b, h, C, 3, 1, 1, cn, dt);
             }
         }

@@ -106,6 +106,7 @@ static const bo_props props[OP_COUNT] = {
     [OP_ADD_NC] = {1, 0, 0, TOL_EXACT},
     [OP_CONCAT] = {1, 0, 1, TOL_EXACT},
     [OP_UPSAMPLE2X] = {1, 0, 0, TOL_EXACT},
+    [OP_UPSAMPLE2X_APPLY] = {1, 0, 0, TOL_EXACT},
     [OP_AVGPOOL2X] = {1, 0, 0, TOL_EXACT},
     [OP_ATTENTION] = {1, 0, 0, TOL_F32},
     [OP_DROPOUT] = {1, 0, 0, TOL_EXACT},
@@ -507,10 +508,17 @@ static int b_add_nc(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_ADD_NC, in, 2, out, NULL, 0) < 0;
 }
 
-static int b_upsample(bo_case *c, const bo_args *a, sg_dtype dt) {
+static int b_upsample_op(bo_case *c, const bo_args *a, sg_dtype dt, sg_op op) {
     int in[1] = {act4(c, "x", dt, a->N, a->H, a->W, a->C, -1, 1, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return node(c, OP_UPSAMPLE2X, in, 1, out, NULL, 0) < 0;
+    return node(c, op, in, 1, out, NULL, 0) < 0;
+}
+static int b_upsample(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_upsample_op(c, a, dt, OP_UPSAMPLE2X);
+}
+/* the backward pass's recomputation of an upsample: the same values */
+static int b_upsample_apply(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_upsample_op(c, a, dt, OP_UPSAMPLE2X_APPLY);
 }
 
 static int b_avgpool(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -1063,6 +1071,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_ADD] = b_add,
     [OP_ADD_NC] = b_add_nc,
     [OP_UPSAMPLE2X] = b_upsample,
+    [OP_UPSAMPLE2X_APPLY] = b_upsample_apply,
     [OP_AVGPOOL2X] = b_avgpool,
     [OP_ATTENTION] = b_attention,
     [OP_DROPOUT] = b_dropout,
@@ -1172,6 +1181,7 @@ static const bo_entry entries[] = {
     {OP_ADD_NC, BOTH, 0, {.N = 2, .H = 20, .W = 30, .C = 37, .inplace = 1}},
     {OP_UPSAMPLE2X, BOTH, 0, {.N = 2, .H = 6, .W = 8, .C = 5}},
     {OP_UPSAMPLE2X, BOTH, 0, {.N = 1, .H = 4, .W = 2, .C = 7}},
+    {OP_UPSAMPLE2X_APPLY, BOTH, 0, {.N = 2, .H = 5, .W = 3, .C = 9}},
     {OP_AVGPOOL2X, BOTH, 0, {.N = 2, .H = 6, .W = 8, .C = 5}},
     {OP_AVGPOOL2X, BOTH, 0, {.N = 3, .H = 10, .W = 4, .C = 33}},
     /* attention: odd L, two heads; unet_adm64's 32-channel heads (6 at 16x16 C=192, here on a

@@ -698,9 +698,13 @@ static void test_builtin_models(void) {
                             norms += p.g.n[i].op == OP_NORM_ACT || p.g.n[i].op == OP_NORM_ACT_TEMB;
                         CHECK(fused == (fz ? norms - 1 : 0), "%s: %d of %d normalisations fused",
                               what, fused, norms);
+                        /* and each upsample before a conv (unfused; fused, it is upconv2d) */
+                        int nups = 0;
+                        for (int i = 0; i < p.g.n_forward; i++)
+                            nups += p.g.n[i].op == OP_UPSAMPLE2X;
                         if (train)
-                            CHECK(recomputes == (fz ? 1 : norms), "%s: %d recompute nodes", what,
-                                  recomputes);
+                            CHECK(recomputes == (fz ? 1 : norms) + (cfg.resample_conv ? nups : 0),
+                                  "%s: %d recompute nodes", what, recomputes);
                         /* the residual epilogue, against the unfused plan: every block's add is
                          * in its conv's store fused (each conv2 and to_out is fusable), none
                          * unfused */

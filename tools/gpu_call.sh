@@ -11,11 +11,10 @@
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
-#    own engine fused and unfused, the wgmma convolutions fused, the statistics' partials in
-#    their own passes (SG_FUSE_STATS=0), the fused attention: which default to keep
-#    (GPU_CALL_VARIANTS=0: none).
-# 4. tools/bench.sh's torch.compile row at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
-#    regex instead), until GPU_CALL_S (default 560 s).
+#    fused attention on the default plan, and the own kernels fused (mma.sync, wgmma), whose
+#    speed issue 17 must raise (GPU_CALL_VARIANTS=0: none).
+# 4. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
+#    (GPU_CALL_COMPILE_JOBS: bench.sh's job regex instead), until GPU_CALL_S (default 560 s).
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
 # bench reports, a tarball of the raw output of every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
@@ -66,15 +65,13 @@ variant() {
         "$runs/variants/$name.json")"
 }
 main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_bf16_eager)$'}
-compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_compile$'}
+compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
-    variant own_fused -- --conv-engine own --fuse 1
-    variant own_unfused -- --conv-engine own
-    variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
-    variant stats_passes SG_FUSE_STATS=0 -- --conv-engine own --fuse 1
     variant attn_fused SG_ATTN=fused --
+    variant own_fused -- --conv-engine own --fuse 1
+    variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
 fi
 bench compile "$compile_jobs"
 for f in "$runs"/results/*/*.md; do
