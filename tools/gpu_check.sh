@@ -30,9 +30,10 @@
 # Environment: GPU_CHECK_DEADLINE_S, GPU_CHECK_JOBS (build jobs, default nproc),
 # GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_CMAKE_ARGS (more configure arguments),
 # GPU_CHECK_SKIP (regex of stages to skip), GPU_CHECK_TARGETS (build only these targets, e.g.
-# with GPU_CHECK_SKIP=cpu_tests: the GPU tests' and tools' binaries build in half the time),
-# GPU_CHECK_TEST_JOBS (GPU tests run at once, default 1), GPU_CHECK_SANITIZER (the compute-sanitizer to use;
-# default: PATH, then the CUDA folders), SG_COMMIT (the commit, outside a git checkout),
+# with GPU_CHECK_SKIP=cpu_tests only the GPU tests' and the tools' binaries; tools/gpu_call.sh),
+# GPU_CHECK_TEST_JOBS (GPU tests run at once, default 1), GPU_CHECK_SANITIZER (the
+# compute-sanitizer to use; default: PATH, then the CUDA folders), SG_COMMIT (the commit,
+# outside a git checkout),
 # and tools/gpu_env.sh's SG_GPU_DEPS, SG_DEPS_DIR, SG_CUDA_ARCH.
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
