@@ -196,8 +196,8 @@ static inline int probe_tma_boxes(cudaStream_t st) {
             cudaMemset(dout, 0xAB, bytes);
             SG_LAUNCH(tma_box_kernel, 1, 32, smem, st, dout, map, 2, c, bytes, bytes, 0);
             char what[96];
-            snprintf(what, sizeof what, "TMA 2D (swizzle %d, box %ux%u at %d,%d)", spans[s],
-                     box[0], box[1], c.c[0], c.c[1]);
+            snprintf(what, sizeof what, "TMA 2D (swizzle %d, box %ux%u at %d,%d)", spans[s], box[0],
+                     box[1], c.c[0], c.c[1]);
             if (probe_sync(st, what)) return fails + 1;
             cudaMemcpy(got.data(), dout, bytes, cudaMemcpyDeviceToHost);
             const std::vector<uint8_t> want =
