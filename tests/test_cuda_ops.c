@@ -2182,6 +2182,10 @@ static void test_elementwise(int dt) {
     tbuf *sum = tb_out("add y", n, dt, NULL);
     tbuf *cp = tb_out("copy f32->dt", n, dt, NULL),
          *cpa = tb_out("copy dt->f32 accum", n, DT_F32, o3);
+    /* one dtype: the 16-byte path, and one value at a time from an odd offset */
+    float *o4 = old_for(1, n, dt), *ref_cps_acc = ref_acc(x, o4, n, dt);
+    tbuf *cps = tb_out("copy dt->dt", n, dt, NULL), *cpsa = tb_out("copy dt->dt accum", n, dt, o4);
+    tbuf *cpu1 = tb_out("copy dt->dt unaligned", n + 1, dt, NULL);
     tbuf *sc = tb_out("scale", n, dt, NULL), *sca = tb_out("scale accum", n, dt, o2);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
@@ -2195,6 +2199,9 @@ static void test_elementwise(int dt) {
         CALL(cuda_copy, g_st, cpa->d, DT_F32, dx_->d, dt, n, 1);
         CALL(cuda_scale, g_st, sc->d, dx_->d, s, n, dt, 0);
         CALL(cuda_scale, g_st, sca->d, dx_->d, s, n, dt, 1);
+        CALL(cuda_copy, g_st, cps->d, dt, dx_->d, dt, n, 0);
+        CALL(cuda_copy, g_st, cpsa->d, dt, dx_->d, dt, n, 1);
+        CALL(cuda_copy, g_st, (char *)cpu1->d + sg_dtype_size(dt), dt, dx_->d, dt, n, 0);
         sync_stream();
         tb_check(y, ref_s, tol, rep, ctx);
         tb_check(yin, ref_s, tol, rep, ctx);
@@ -2206,6 +2213,18 @@ static void test_elementwise(int dt) {
         tb_check(cpa, ref_cp_acc, TOL_EXACT, rep, ctx);
         tb_check(sc, ref_sc, TOL_EXACT, rep, ctx);
         tb_check(sca, ref_sc_acc, TOL_EXACT, rep, ctx);
+        tb_check(cps, ref_cp, TOL_EXACT, rep, ctx);
+        tb_check(cpsa, ref_cps_acc, TOL_EXACT, rep, ctx);
+        {
+            /* the unaligned copy: element 0 untouched (poison), 1.. x */
+            uint8_t *img = (uint8_t *)halloc(cpu1->bytes);
+            tb_download(cpu1, img);
+            float *got = fbuf(n + 1);
+            from_bytes(got, img, n + 1, dt);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++) bad += got[i + 1] != ref_cp[i];
+            CHECK(bad == 0, "%s: the unaligned copy differs in %lld values", ctx, (long long)bad);
+        }
         guards_all(ctx);
     }
     case_end();

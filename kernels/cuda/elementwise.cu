@@ -79,6 +79,26 @@ __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, 
     }
 }
 
+/* scale_kernel's arithmetic over one dtype, VEC values per 16-byte access (both operands
+ * 16-byte aligned); the first n % VEC threads of the grid take one tail value each. y may be x. */
+template <typename T, int VEC>
+__global__ void scale_vec_kernel(T *y, const T *x, float s, int64_t n, int accum) {
+    const int64_t nv = n / VEC;
+    SG_GRID_STRIDE(j, nv) {
+        float v[VEC];
+        dev_ldv<T, VEC>(v, x + j * VEC);
+        for (int k = 0; k < VEC; k++) v[k] *= s;
+        dev_stv<T, VEC>(y + j * VEC, v, accum);
+    }
+    const int64_t t = nv * VEC + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) {
+        float v;
+        dev_ldv<T, 1>(&v, x + t);
+        v *= s;
+        dev_stv<T, 1>(y + t, &v, accum);
+    }
+}
+
 /* threads stride over N*HW*C: y = x + v[n][c] */
 __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t total, int64_t HWC,
                               int C, int dt) {
@@ -181,21 +201,35 @@ static int pw_launch(cudaStream_t st, const pw_io &io, int64_t n, const char *na
     }
 SG_POINTWISE_LIST(PW_LAUNCHER)
 
+/* y (+)= x s: 16-byte accesses where both are one dtype and 16-byte aligned (the gradient
+ * fan-in copies and accumulations of a step), else one value at a time; the same bits */
+static int scale_launch(cudaStream_t st, void *y, int ydt, const void *x, int xdt, float s,
+                        int64_t n, int accum) {
+    const int vec = ydt == xdt && ((uintptr_t)y & 15u) == 0 && ((uintptr_t)x & 15u) == 0;
+    if (vec && ydt == DT_BF16) {
+        SG_LAUNCH((scale_vec_kernel<uint16_t, 8>), sg_grid_for(n / 8 + 1), SG_THREADS, 0, st,
+                  (uint16_t *)y, (const uint16_t *)x, s, n, accum);
+    } else if (vec) {
+        SG_LAUNCH((scale_vec_kernel<float, 4>), sg_grid_for(n / 4 + 1), SG_THREADS, 0, st,
+                  (float *)y, (const float *)x, s, n, accum);
+    } else {
+        SG_LAUNCH(scale_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, ydt, x, xdt, s, n, accum);
+    }
+    SG_LAUNCH_CHECK("scale_kernel");
+    return SG_OK;
+}
+
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum) {
     SG_DT_CHECK(ydt, "cuda_copy");
     SG_DT_CHECK(xdt, "cuda_copy");
     if (n <= 0 || (y == x && ydt == xdt && !accum)) return SG_OK;
-    SG_LAUNCH(scale_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, ydt, x, xdt, 1.0f, n, accum);
-    SG_LAUNCH_CHECK("scale_kernel (copy)");
-    return SG_OK;
+    return scale_launch(st, y, ydt, x, xdt, 1.0f, n, accum);
 }
 
 int cuda_scale(cudaStream_t st, void *y, const void *x, float s, int64_t n, int dt, int accum) {
     SG_DT_CHECK(dt, "cuda_scale");
     if (n <= 0) return SG_OK;
-    SG_LAUNCH(scale_kernel, sg_grid_for(n), SG_THREADS, 0, st, y, dt, x, dt, s, n, accum);
-    SG_LAUNCH_CHECK("scale_kernel");
-    return SG_OK;
+    return scale_launch(st, y, dt, x, dt, s, n, accum);
 }
 
 int cuda_add_nc_fwd(cudaStream_t st, void *y, const void *x, const void *v, int N, int HW, int C,

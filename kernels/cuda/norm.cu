@@ -222,10 +222,18 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
     na = nn;
 }
 
+/* Rows the partials kernels load before they fold them into their chains: that many
+ * independent loads in flight per thread instead of one. A segment's chain is sequential, so a
+ * small activation (8 x 8 x 256 at batch 128: one segment per image, 128 warps in all) would
+ * otherwise wait a memory latency per row; the chains' order, and so their bits, are unchanged. */
+#define NA_BATCH 8
+#define NA_BATCH_BWD 4
+
 /* The statistics' partials (above) of channels [c0, c1) of x[N][HW][*] (a concatenation)
  * into part[n][s][c] (ld channels a segment). Grid-stride over the items (n, s, cv), cv the
  * VEC-channel vectors of [c0, c1) (the launcher checked that a vector lies in one part and is
- * 16-byte aligned when VEC > 1): a thread runs its VEC chains down the segment's rows. */
+ * 16-byte aligned when VEC > 1): a thread runs its VEC chains down the segment's rows,
+ * NA_BATCH rows loaded at a time. */
 template <typename T, int VEC>
 __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int c0, int c1,
                                      int seg, int S, int64_t items) {
@@ -236,10 +244,16 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
         const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
         float m[VEC], M2[VEC];
         for (int j = 0; j < VEC; j++) m[j] = M2[j] = 0.0f;
-        for (int r = r0; r < r1; r++) {
-            float u[VEC];
-            dev_ldv<T, VEC>(u, na_cat<const T>(x, n * HW + r, c));
-            for (int j = 0; j < VEC; j++) gn_welford(m[j], M2[j], u[j], r - r0 + 1);
+        for (int rb = r0; rb < r1; rb += NA_BATCH) {
+            float u[NA_BATCH][VEC] = {};
+#pragma unroll
+            for (int q = 0; q < NA_BATCH; q++)
+                if (rb + q < r1) dev_ldv<T, VEC>(u[q], na_cat<const T>(x, n * HW + rb + q, c));
+#pragma unroll
+            for (int q = 0; q < NA_BATCH; q++)
+                if (rb + q < r1)
+#pragma unroll
+                    for (int j = 0; j < VEC; j++) gn_welford(m[j], M2[j], u[q][j], rb + q - r0 + 1);
         }
         for (int j = 0; j < VEC; j++) part[ns * ld + c + j] = make_float2(m[j], M2[j]);
     }
@@ -310,7 +324,8 @@ __global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean,
 
 /* Pass 1 backward: the backward statistics' partials (above: the forward's segments) of dy,
  * part[n][s][c] = (sum dz, sum dz xhat) over the segment's rows in order (gn_bwd_step). Grid-
- * stride over the items (n, s, cv) as norm_partials_kernel. */
+ * stride over the items (n, s, cv) as norm_partials_kernel, NA_BATCH_BWD rows loaded at a
+ * time. */
 template <typename T, int VEC>
 __global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v,
                                          const float *mean, const float *rstd, const float *gamma,
@@ -329,14 +344,24 @@ __global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, co
             be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
         }
         if (v) dev_ldv<T, VEC>(add, v + n * C + c0);
-        for (int r = r0; r < r1; r++) {
-            const int64_t row = n * HW + r, i = row * C + c0;
-            float u[VEC], d[VEC];
-            dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
-            dev_ldv<T, VEC>(d, dy + i);
-            for (int j = 0; j < VEC; j++)
-                gn_bwd_step(a[j], b[j], d[j], v ? u[j] + add[j] : u[j], mu[j], rs[j], sc[j], be[j],
-                            act, dk, i + j);
+        for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
+            float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
+#pragma unroll
+            for (int q = 0; q < NA_BATCH_BWD; q++)
+                if (rb + q < r1) {
+                    const int64_t row = n * HW + rb + q;
+                    dev_ldv<T, VEC>(u[q], na_cat<const T>(x, row, c0));
+                    dev_ldv<T, VEC>(d[q], dy + row * C + c0);
+                }
+#pragma unroll
+            for (int q = 0; q < NA_BATCH_BWD; q++)
+                if (rb + q < r1) {
+                    const int64_t i = (n * HW + rb + q) * C + c0;
+#pragma unroll
+                    for (int j = 0; j < VEC; j++)
+                        gn_bwd_step(a[j], b[j], d[q][j], v ? u[q][j] + add[j] : u[q][j], mu[j],
+                                    rs[j], sc[j], be[j], act, dk, i + j);
+                }
         }
         for (int j = 0; j < VEC; j++) part[ns * C + c0 + j] = make_float2(a[j], b[j]);
     }
