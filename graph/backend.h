@@ -53,6 +53,11 @@ struct sg_backend {
      * gives each conv node the engine recorded for it where it can (CUDA: own stays own, a
      * cuDNN engine is asked for by its index and knobs). Not owned. */
     const char *conv_pins;
+    /* Engine tuning only (graph/engine_tune.h): choose each cuDNN convolution's engine by
+     * timing, this many runs per candidate (kernels/cuda/cudnn_conv.h, sg_cudnn_set_timing),
+     * set BEFORE prepare; 0, the default: the heuristics' first. Its choices reach a training
+     * run through the engine table alone. */
+    int cudnn_time_reps;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). An upload that writes parameters (any bytes of
@@ -75,11 +80,12 @@ struct sg_backend {
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
      * 0 where not measured. */
     double (*matmul_peak_tflops)(sg_backend *be, int dtype);
-    /* The engine that runs node `node` (a conv node: e.g. "own" or "cudnn e12k3=1 ws0"; an
+    /* The engine that runs node `node` (a conv node: e.g. "own", "gemm" or "cudnn e12k3=1 ws0"; an
      * attention node: "gemm" or "fused"; "" for others), into buf. NULL: one engine (the CPU
      * backend). */
     void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
-    /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN or _CUDNN), or -1
+    /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN, or _CUDNN: the
+     * library side, which is cuBLASLt for a 1x1 conv the CUDA backend runs as GEMMs), or -1
      * when that engine cannot run it (tools/bench's per-layer table). NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of

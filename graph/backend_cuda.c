@@ -34,6 +34,18 @@
  * With an engine table in the plan's config (planner/engine_table.h) and `auto`, a node goes
  * to cuDNN only when its layer's entry says cudnn, and stays on own when it says own.
  *
+ * The GEMM engine (`gemm`, CONV_ENGINE_GEMM): under `auto`, every 1x1 stride-1 conv node
+ * (the ResBlock shortcuts, attention's qkv and output projections) whose input is stored runs
+ * as cuBLASLt GEMMs (conv.cu's cuda_conv2d_gemm_*: linear.cu's GEMM layer, algorithms pinned
+ * in the GEMM table), in every build, with or without cuDNN: a 1x1 conv is a GEMM, and the
+ * first GPU run measured cuBLASLt's GEMM of each such layer's size 2-5x faster than both the
+ * cuDNN engine and the own kernels on that layer (bench/results/2026-11-28-nvidia-h200-bench-2.md,
+ * per conv layer: 4.8 ms of the step's 75 1x1 passes against 1.4 ms as GEMMs). It takes the
+ * skip concatenation as one GEMM per part, so the decoder's 1x1 shortcuts leave the own
+ * kernels too. An engine table's `cudnn` for a 1x1 layer means this library side; `own` keeps
+ * the own kernels; --conv-engine own and cudnn force their engine for 1x1 convs as well; a
+ * conv whose input is a virtual normalised tensor (a fused prologue) stays own.
+ *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
  * when the backend is created. Both take the same plan, workspace and saved P; their bits
@@ -89,8 +101,10 @@ typedef struct {
      * every upload into the parameter region */
     int64_t copy_param_off, copy_n, copy_off;
     int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
-    unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN for conv nodes, else 0 */
-    int convs_own, convs_cudnn, convs_fallback; /* conv nodes per engine; own for lack of cuDNN */
+    unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN / CONV_ENGINE_GEMM for conv
+                                nodes, else 0 */
+    int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine */
+    int convs_fallback;                     /* on own for lack of a deterministic cuDNN engine */
     int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
     /* SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions run on the Hopper wgmma
      * kernels (conv_wgmma.cu) instead of the mma.sync ones (conv_tc.cu); opt-in, checked at
@@ -321,6 +335,13 @@ static int is_conv(int op) {
     return sg_op_is_conv((sg_op)op);
 }
 
+/* The per-node engine of 1x1 stride-1 convs on cuBLASLt (the file comment): internal to this
+ * backend (its node_engine() name is "gemm"), beside graph/backend.h's own and cudnn. */
+#define CONV_ENGINE_GEMM 3
+_Static_assert(CONV_ENGINE_GEMM != SG_CONV_ENGINE_OWN && CONV_ENGINE_GEMM != SG_CONV_ENGINE_CUDNN &&
+                   CONV_ENGINE_GEMM != SG_CONV_ENGINE_AUTO,
+               "the GEMM engine is a value of its own");
+
 #ifdef SG_HAVE_CUDNN
 /* Conv node nd as a cuDNN call (cudnn_conv.h); 0 when an operand is a two-buffer
  * concatenation, which cuDNN cannot take, or the activations differ in dtype. */
@@ -358,11 +379,12 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
 
 #ifdef SG_HAVE_CUDNN
 /* A resume (be->conv_pins: the checkpoint's {"table":[names],"nodes":[index per conv node]}):
- * the conv nodes recorded as own are marked in own[], each recorded cuDNN engine is asked for
- * (sg_cudnn_prefer) on its node's descriptor. A record that does not fit this plan is said
+ * each conv node's recorded engine is marked in pinned[] (SG_CONV_ENGINE_OWN, _CUDNN,
+ * CONV_ENGINE_GEMM), and each recorded cuDNN engine is asked for (sg_cudnn_prefer) on its
+ * node's descriptor. A record that does not fit this plan is said
  * and ignored: the engines are then chosen afresh, and the resume's comparison names the
  * layers that differ. */
-static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, unsigned char *own,
+static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, unsigned char *pinned,
                             int *n_own, int *n_cudnn) {
     json_error_t err;
     json_t *r = json_loads(pins, 0, &err);
@@ -385,10 +407,12 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
         if (!name) {
             bad++;
         } else if (!strcmp(name, "own")) {
-            own[i] = 1, (*n_own)++;
+            pinned[i] = SG_CONV_ENGINE_OWN, (*n_own)++;
+        } else if (!strcmp(name, "gemm")) {
+            pinned[i] = CONV_ENGINE_GEMM;
         } else if (!strncmp(name, "cudnn ", 6) && conv_cudnn_call(c, g, &g->n[i], &cv)) {
             if (sg_cudnn_prefer(c->dnn, &cv, name + 6) == SG_OK)
-                (*n_cudnn)++;
+                pinned[i] = SG_CONV_ENGINE_CUDNN, (*n_cudnn)++;
             else
                 bad++, fprintf(stderr, "stepgraph: warning: node %d: %s\n", i, sg_last_error());
         } else {
@@ -401,6 +425,34 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
                 "could not be asked for\n",
                 bad);
     json_decref(r);
+}
+#endif
+
+#ifdef SG_HAVE_CUDNN
+/* The engine table's cuDNN engine names (planner/engine_table.h: a timed tuning run's choice)
+ * asked for on every conv node of a cudnn layer that cuDNN may run; a name that does not fit is
+ * said and left to the heuristics. */
+static void apply_table_engines(cuda_ctx *c, const sg_graph *g, const sg_engine_table *t) {
+    int asked = 0, bad = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_engine_entry *x = sg_engine_table_entry_of(t, g, i);
+        const int pass = sg_conv_pass_of(g->n[i].op);
+        sg_cudnn_conv cv;
+        if (!x || x->engine != SG_LAYER_CUDNN || pass < 0 || !x->cudnn[pass][0] ||
+            sg_conv_gemm_node(g, i) || !conv_cudnn_call(c, g, &g->n[i], &cv))
+            continue;
+        if (sg_cudnn_prefer(c->dnn, &cv, x->cudnn[pass]) == SG_OK) {
+            asked++;
+        } else {
+            bad++;
+            fprintf(stderr, "stepgraph: warning: node %d (layer %s): %s\n", i, x->layer,
+                    sg_last_error());
+        }
+    }
+    if (asked || bad)
+        fprintf(stderr,
+                "stepgraph: engine table: %d conv node(s) asked for their timed cuDNN engine%s\n",
+                asked, bad ? " (some could not be: said above)" : "");
 }
 #endif
 
@@ -472,13 +524,25 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         sg_cudnn_allow_tf32(c->dnn, 1);
         fprintf(stderr, "stepgraph: SG_CUDNN_TF32=1: fp32 convs may run on TF32 engines\n");
     }
+    /* a tuning run: each cuDNN engine chosen by timing (graph/engine_tune.h) */
+    if (c->dnn && be->cudnn_time_reps > 0) {
+        if (sg_cudnn_set_timing(c->dnn, be->cudnn_time_reps, stderr)) return SG_ERR;
+        fprintf(stderr,
+                "stepgraph: cuDNN engines chosen by timing (%d runs of each candidate), for the "
+                "engine table\n",
+                be->cudnn_time_reps);
+    }
+    /* the engine table's timed cuDNN engines, asked for before any engine is chosen (a
+     * resume's record, below, is asked for after them and wins) */
+    if (want && c->conv_engine == SG_CONV_ENGINE_AUTO && p->cfg.engines)
+        apply_table_engines(c, g, p->cfg.engines);
     /* a resume: the engines the checkpoint's step ran (before any engine is chosen) */
-    unsigned char *pinned_own = NULL;
+    unsigned char *pinned = NULL;
     int pins_own = 0, pins_cudnn = 0;
     if (want && be->conv_pins) {
-        pinned_own = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
-        if (!pinned_own) return sg_set_error("out of host memory");
-        apply_conv_pins(c, g, be->conv_pins, pinned_own, &pins_own, &pins_cudnn);
+        pinned = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+        if (!pinned) return sg_set_error("out of host memory");
+        apply_conv_pins(c, g, be->conv_pins, pinned, &pins_own, &pins_cudnn);
     }
 #else
     (void)lib_ws, (void)lib_wsb;
@@ -491,13 +555,20 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         const sg_node *nd = &g->n[i];
         if (!is_conv(nd->op)) continue;
         int eng = SG_CONV_ENGINE_OWN;
-#ifdef SG_HAVE_CUDNN
-        sg_cudnn_conv cv;
-        const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
         /* the engine table's choice for this layer (auto only: own / cudnn force) */
         const int pick =
             c->conv_engine == SG_CONV_ENGINE_AUTO ? sg_engine_table_node(p->cfg.engines, g, i) : 0;
-        if (!want) {
+        /* auto's library side of a 1x1 stride-1 conv: cuBLASLt GEMMs (own where the table says
+         * own; cuDNN only when asked for by --conv-engine cudnn or a resume's record) */
+        const int gemm = c->conv_engine == SG_CONV_ENGINE_AUTO && pick != SG_LAYER_OWN &&
+                         sg_conv_gemm_node(g, i);
+#ifdef SG_HAVE_CUDNN
+        sg_cudnn_conv cv;
+        const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
+        const int pin = pinned ? pinned[i] : 0;
+        if (gemm && pin != SG_CONV_ENGINE_OWN && pin != SG_CONV_ENGINE_CUDNN) {
+            eng = CONV_ENGINE_GEMM;
+        } else if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
         } else if (!eligible) {
             if (first_concat < 0) first_concat = i;
@@ -507,7 +578,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                         "stepgraph: warning: node %d (%s -> %s): the engine table says cudnn, but "
                         "cuDNN cannot take its operands: own\n",
                         i, sg_ops[nd->op].name, g->t[nd->out[0]].name);
-        } else if (pinned_own && pinned_own[i] && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
+        } else if (pin == SG_CONV_ENGINE_OWN && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
                    pick != SG_LAYER_CUDNN) {
             /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn, or a
              * table given on the resume that says cudnn, wins) */
@@ -518,7 +589,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         } else if (c->conv_engine == SG_CONV_ENGINE_CUDNN) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", sg_last_error());
-            free(pinned_own);
+            free(pinned);
             return sg_set_error("node %d (%s -> %s): --conv-engine cudnn, but %s", i,
                                 sg_ops[nd->op].name, g->t[nd->out[0]].name, msg);
         } else {
@@ -527,15 +598,19 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                     sg_ops[nd->op].name, g->t[nd->out[0]].name, sg_last_error());
             c->convs_fallback++;
         }
+#else
+        if (gemm) eng = CONV_ENGINE_GEMM;
 #endif
         c->node_eng[i] = (unsigned char)eng;
         if (eng == SG_CONV_ENGINE_CUDNN)
             c->convs_cudnn++;
+        else if (eng == CONV_ENGINE_GEMM)
+            c->convs_gemm++;
         else
             c->convs_own++;
     }
 #ifdef SG_HAVE_CUDNN
-    free(pinned_own);
+    free(pinned);
     if (want && be->conv_pins) {
         int met = 0, missed = 0;
         const int descs = sg_cudnn_preferences(c->dnn, &met, &missed);
@@ -549,14 +624,21 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* the engine choice builds every plan (runtime-compiled engines compile here): its time */
     const double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (want)
-        fprintf(
-            stderr,
-            "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on own (%d with "
-            "a concatenated or fused operand or mixed dtypes, e.g. node %d -> %s; %d for lack of a "
-            "deterministic cuDNN engine); %.1f s to choose and build the plans\n",
-            sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_own, concat, first_concat,
-            first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-", c->convs_fallback, sec);
+    if (!want && c->convs_gemm)
+        fprintf(stderr,
+                "stepgraph: conv engines (%s, no cuDNN): %d conv nodes on gemm (1x1, cuBLASLt), "
+                "%d on own\n",
+                sg_conv_engine_name(c->conv_engine), c->convs_gemm, c->convs_own);
+    else if (want)
+        fprintf(stderr,
+                "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on gemm (1x1, "
+                "cuBLASLt), %d on own (%d with a concatenated or fused operand or mixed dtypes, "
+                "e.g. node %d -> %s; %d for lack of a deterministic cuDNN engine); %.1f s to "
+                "choose and build the plans\n",
+                sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_gemm, c->convs_own,
+                concat, first_concat,
+                first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-", c->convs_fallback,
+                sec);
     return SG_OK;
 }
 
@@ -573,7 +655,8 @@ typedef struct {
     int dt;     /* output 0's dtype */
     int dy_dt;  /* input 0's dtype (dy, for backward ops) */
     int64_t n0; /* output 0's elements */
-    int engine; /* conv nodes: the engine that runs this call (SG_CONV_ENGINE_OWN / _CUDNN) */
+    int engine; /* conv nodes: the engine that runs this call (SG_CONV_ENGINE_OWN / _CUDNN,
+                   CONV_ENGINE_GEMM) */
     /* the node's slice of the global batch (sg_node_slice: this rank, the node's micro-batch):
      * where its gathered samples and random draws start, a constant of the captured launch */
     uint64_t slice;
@@ -890,6 +973,9 @@ static int conv_fwd_run(const cuda_call *k, const void *res) {
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[0], &f);
     f.res = res;
     f.stats = node_stats(k, &f.stats_ld);
+    if (k->engine == CONV_ENGINE_GEMM)
+        return cuda_conv2d_gemm_fwd(k->st, k->blas, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N,
+                                    d.H, d.W, d.Ci, d.Co, k->dt, k->ws, k->wsb);
     if (conv_on_wgmma(k, d, x, kout(k, 0), kin(k, 1), k->dt))
         return cuda_conv2d_wgmma_fwd(k->st, kout(k, 0), x, kin(k, 1), kin(k, 2), &f, d.N, d.H, d.W,
                                      d.Ci, d.Co, d.K, d.S, d.pad, k->dt, k->ws, k->wsb);
@@ -927,6 +1013,12 @@ CUDA_RUN(conv2d_bwd_data) {
     if (weights_in(k, k->dy_dt)) return SG_ERR;
     if (k->engine == SG_CONV_ENGINE_CUDNN)
         return conv_run_cudnn(k, d) || node_bwd_stats_after(k, d);
+    if (k->engine == CONV_ENGINE_GEMM) {
+        const sg_norm_bwd_fuse nb = node_bwd_stats(k);
+        return cuda_conv2d_gemm_bwd_data(k->st, k->blas, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N,
+                                         d.H, d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb,
+                                         nb.part ? &nb : NULL);
+    }
     if (conv_on_wgmma(k, d, kout_cat(k, 0), kin(k, 0), kin(k, 1), k->dy_dt))
         return cuda_conv2d_wgmma_bwd_data(k->st, kout_cat(k, 0), kin(k, 0), kin(k, 1), d.N, d.H,
                                           d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt, kacc(k, 0),
@@ -942,6 +1034,10 @@ CUDA_RUN(conv2d_bwd_weight) {
     if (k->engine == SG_CONV_ENGINE_CUDNN) return conv_run_cudnn(k, d);
     sg_conv_fuse f;
     const sg_cat x = conv_input(k->c, k->g, k->nd->in[1], &f);
+    if (k->engine == CONV_ENGINE_GEMM)
+        return cuda_conv2d_gemm_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), x,
+                                           d.N, d.H, d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws,
+                                           k->wsb);
     if (conv_on_wgmma(k, d, x, kin(k, 0), NULL, k->dy_dt))
         return cuda_conv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), x, &f, d.N,
                                             d.H, d.W, d.Ci, d.Co, d.K, d.S, d.pad, k->dy_dt,
@@ -1383,8 +1479,8 @@ static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
         return;
     }
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return;
-    if (c->node_eng[node] == SG_CONV_ENGINE_OWN) {
-        snprintf(buf, (size_t)cap, "own");
+    if (c->node_eng[node] == SG_CONV_ENGINE_OWN || c->node_eng[node] == CONV_ENGINE_GEMM) {
+        snprintf(buf, (size_t)cap, "%s", c->node_eng[node] == CONV_ENGINE_GEMM ? "gemm" : "own");
         return;
     }
 #ifdef SG_HAVE_CUDNN
@@ -1479,11 +1575,14 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return SG_OK;
     if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN)
         return sg_set_error("time_node_engine: engine %d is not own or cudnn", engine);
-    /* cuDNN only where prepare pinned it: after the warm-up nothing new may be chosen */
+    /* the library side: cuDNN only where prepare pinned it (after the warm-up nothing new may
+     * be chosen); a 1x1 node on the GEMM engine is its library side */
+    if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] == CONV_ENGINE_GEMM)
+        engine = CONV_ENGINE_GEMM;
     if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] != SG_CONV_ENGINE_CUDNN) return SG_OK;
-    /* a cuDNN node run on own may need GEMMs (1x1 convs) the frozen step table never saw: they
-     * go to a second table, outside the step's, and one untimed run first picks their
-     * algorithms (host work that would otherwise sit between the two events) */
+    /* a node run off its engine may need GEMMs the frozen step table never saw: they go to a
+     * second table, outside the step's, and one untimed run first picks their algorithms (host
+     * work that would otherwise sit between the two events) */
     sg_blas *blas = NULL;
     if (engine != c->node_eng[node]) {
         if (blas_outside_step(c, p)) return SG_ERR;
@@ -1519,14 +1618,15 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
              "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_own\":%d,"
+             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
+             "\"convs_own\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
-             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_own, dnn_n,
-             dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
+             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
+             c->convs_own, dnn_n, dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
              dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
              c->conv_wgmma ? "wgmma" : "mma", c->stats_fused);
 }

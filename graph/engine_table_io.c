@@ -33,6 +33,34 @@ static int ms_field(json_t *o, const char *key, double *out, const char *layer, 
     return SG_OK;
 }
 
+/* the JSON keys of an entry's cuDNN engine names, by pass (SG_CONV_PASS_*) */
+static const char *const pass_keys[3] = {"fwd", "bwd_data", "bwd_filter"};
+
+/* a layer's optional "cudnn_engines": {"fwd": name, "bwd_data": name, "bwd_filter": name} */
+static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(l, "cudnn_engines");
+    if (!o || json_is_null(o)) return SG_OK;
+    if (!json_is_object(o))
+        return sg_set_error("%s: engine table: layer %s: \"cudnn_engines\" must be an object", what,
+                            name);
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        int pass = 0;
+        while (pass < 3 && strcmp(pass_keys[pass], key)) pass++;
+        if (pass == 3 || !json_is_string(v))
+            return sg_set_error("%s: engine table: layer %s: \"cudnn_engines\" takes string "
+                                "values for fwd, bwd_data and bwd_filter (\"%s\")",
+                                what, name, key);
+        if (sg_engine_table_set_cudnn(t, name, pass, json_string_value(v))) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", sg_last_error());
+            return sg_set_error("%s: %s", what, msg);
+        }
+    }
+    return SG_OK;
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -79,6 +107,8 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
             char msg[256];
             snprintf(msg, sizeof msg, "%s", sg_last_error());
             rc = sg_set_error("%s: %s", what, msg);
+        } else {
+            rc = cudnn_names(l, name, t, what);
         }
     }
     json_decref(r);
@@ -126,11 +156,20 @@ static json_t *ms_json(double ms) {
 
 static json_t *table_json(const sg_engine_table *t) {
     json_t *layers = json_array();
-    for (int i = 0; i < t->n; i++)
-        json_array_append_new(layers, json_pack("{s:s, s:s, s:o, s:o}", "layer", t->e[i].layer,
-                                                "engine", sg_layer_engine_name(t->e[i].engine),
-                                                "own_ms", ms_json(t->e[i].own_ms), "cudnn_ms",
-                                                ms_json(t->e[i].cudnn_ms)));
+    for (int i = 0; i < t->n; i++) {
+        json_t *l = json_pack("{s:s, s:s, s:o, s:o}", "layer", t->e[i].layer, "engine",
+                              sg_layer_engine_name(t->e[i].engine), "own_ms",
+                              ms_json(t->e[i].own_ms), "cudnn_ms", ms_json(t->e[i].cudnn_ms));
+        json_t *names = json_object();
+        for (int pass = 0; pass < 3; pass++)
+            if (t->e[i].cudnn[pass][0])
+                json_object_set_new(names, pass_keys[pass], json_string(t->e[i].cudnn[pass]));
+        if (json_object_size(names))
+            json_object_set_new(l, "cudnn_engines", names);
+        else
+            json_decref(names);
+        json_array_append_new(layers, l);
+    }
     return json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "format",
                      SG_ENGINE_TABLE_FORMAT, "version", 1, "model", t->model, "precision",
                      t->precision, "batch", t->batch, "device", t->device, "driver", t->driver,
@@ -181,6 +220,18 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
         const sg_engine_table *x = pass ? b : a, *y = pass ? a : b;
         for (int i = 0; i < x->n; i++) {
             const int e = sg_engine_table_layer(y, x->e[i].layer);
+            if (!pass && e == x->e[i].engine && e == SG_LAYER_CUDNN) {
+                /* the same choice, other timed cuDNN engines: other bits too */
+                const sg_engine_entry *ye = NULL;
+                for (int j = 0; j < y->n && !ye; j++)
+                    if (!strcmp(y->e[j].layer, x->e[i].layer)) ye = &y->e[j];
+                int same = 1;
+                for (int q = 0; q < 3; q++) same &= !strcmp(ye->cudnn[q], x->e[i].cudnn[q]);
+                if (!same && differ++ < 8)
+                    fprintf(stderr, "%slayer %s: cudnn -> cudnn with other cuDNN engines\n", prefix,
+                            x->e[i].layer);
+                continue;
+            }
             if (e == x->e[i].engine || (pass && e)) continue; /* pass 1: only y's missing ones */
             if (differ++ < 8)
                 fprintf(stderr, "%slayer %s: %s -> %s\n", prefix, x->e[i].layer,

@@ -35,9 +35,11 @@ static double median(float *v, int n) {
 }
 
 /* One alternative: every layer of `layers` on `engine`; per layer the charged ms (ms[k]) and
- * whether every conv node of it ran on that engine (ran[k]); env: describe()'s record. */
+ * whether every conv node of it ran on that engine (ran[k]); env: describe()'s record. cuDNN's
+ * alternative chooses its engines by timing where o->cudnn_time_reps asks, and each layer's
+ * cuDNN engine per pass (its first node's) goes into `layers` (sg_engine_table_set_cudnn). */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
-                     const sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
+                     sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
                      int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
@@ -52,6 +54,7 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     sg_backend *be = rc ? NULL : o->make_backend(o->ctx);
     if (!be) return sg_engine_table_free(&all), SG_ERR;
     be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
+    if (engine == SG_LAYER_CUDNN) be->cudnn_time_reps = o->cudnn_time_reps;
     sg_exec e;
     rc = sg_exec_init(&e, &cfg, 1, be);
     if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
@@ -80,8 +83,13 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
         if (sg_op_is_conv(g->n[i].op)) {
             char name[160] = "";
             if (be->node_engine) be->node_engine(be, &e.plan, i, name, sizeof name);
-            const int on_dnn = !strncmp(name, "cudnn", 5);
-            ran[k] &= engine == SG_LAYER_CUDNN ? on_dnn : !on_dnn;
+            /* the library side: cuDNN, or cuBLASLt for a 1x1 conv (the CUDA backend's gemm) */
+            const int on_lib = !strncmp(name, "cudnn", 5) || !strcmp(name, "gemm");
+            ran[k] &= engine == SG_LAYER_CUDNN ? on_lib : !on_lib;
+            const int pass = sg_conv_pass_of(g->n[i].op);
+            if (engine == SG_LAYER_CUDNN && !strncmp(name, "cudnn ", 6) && pass >= 0 &&
+                !layers->e[k].cudnn[pass][0])
+                rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
     if (!rc && env && be->describe) be->describe(be, env, env_cap);
@@ -145,6 +153,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         /* cuDNN's time counts only where every conv node of the layer ran on it */
         x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
         x->engine = x->cudnn_ms >= 0 && x->cudnn_ms < x->own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        /* the cuDNN engines are kept where the layer goes there */
+        if (x->engine != SG_LAYER_CUDNN) memset(x->cudnn, 0, sizeof x->cudnn);
     }
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(ran_own), free(ran_dnn);

@@ -11,10 +11,13 @@
  * backward nodes. So a fusion site's two whole alternatives are compared: stats-only GroupNorm
  * + a conv computing the normalised operand in its load, against GroupNorm with its apply pass
  * + a cuDNN conv + the recomputation before the weight gradient. A layer gets `cudnn` iff every
- * one of its conv nodes ran on cuDNN in the second plan (`node_engine`) and its charged time
+ * one of its conv nodes ran on the library side in the second plan (`node_engine`: cuDNN, or
+ * the CUDA backend's cuBLASLt GEMMs for a 1x1 conv) and its charged time
  * there is lower; otherwise `own`, with cudnn_ms < 0 where cuDNN did not run it (a backend or
- * build without cuDNN: nothing is invented). The timings never reach a training run except
- * through the table file it writes.
+ * build without cuDNN: nothing is invented). With cudnn_time_reps, the cuDNN alternative picks
+ * each convolution's cuDNN engine by timing its deterministic candidates (cudnn_conv.h), and a
+ * cudnn layer's entry records the engine of each pass, which every run given the table asks
+ * for. The timings never reach a training run except through the table file it writes.
  */
 #ifndef SG_ENGINE_TUNE_H
 #define SG_ENGINE_TUNE_H
@@ -31,6 +34,10 @@ typedef struct {
     const uint8_t *pixels; /* the dataset cfg's data_n/h/w describe, uploaded to each plan */
     int64_t pixel_bytes;
     int warmup, iters; /* untimed steps first; per-node timing passes (median), >= 1 */
+    /* the cuDNN alternative's engines chosen by timing, this many runs per candidate
+     * (sg_backend.cudnn_time_reps), recorded per layer and pass in the table; 0: the
+     * heuristics' first, recorded as none */
+    int cudnn_time_reps;
     uint64_t seed;
     FILE *progress; /* a line per plan, or NULL */
 } sg_engine_tune_opts;

@@ -72,15 +72,63 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         h = fnv(h, "=");
         h = fnv(h, sg_layer_engine_name(s[i]->engine));
         h = fnv(h, ";");
+        for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
+            if (!s[i]->cudnn[pass][0]) continue;
+            const char tag[3] = {(char)('0' + pass), ':', 0};
+            h = fnv(h, tag);
+            h = fnv(h, s[i]->cudnn[pass]);
+            h = fnv(h, ";");
+        }
     }
     free(s);
     return t->hash = h;
+}
+
+int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name) {
+    if (pass < 0 || pass > 2) return sg_set_error("engine table: pass %d", pass);
+    if (strlen(name) >= SG_ENGINE_NAME_MAX)
+        return sg_set_error("engine table: layer %s: a cuDNN engine name longer than %d characters",
+                            layer, SG_ENGINE_NAME_MAX - 1);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) {
+            snprintf(t->e[i].cudnn[pass], SG_ENGINE_NAME_MAX, "%s", name);
+            sg_engine_table_hash(t);
+            return SG_OK;
+        }
+    return sg_set_error("engine table: no layer %s", layer);
+}
+
+int sg_conv_pass_of(int op) {
+    return op == OP_CONV2D || op == OP_CONV2D_ADD ? SG_CONV_PASS_FWD
+           : op == OP_CONV2D_BWD_DATA             ? SG_CONV_PASS_BWD_DATA
+           : op == OP_CONV2D_BWD_WEIGHT           ? SG_CONV_PASS_BWD_FILTER
+                                                  : -1;
+}
+
+const sg_engine_entry *sg_engine_table_entry_of(const sg_engine_table *t, const sg_graph *g,
+                                                int node) {
+    char name[SG_NAME_MAX];
+    if (!t || sg_conv_layer_of(g, node, name) < 0) return NULL;
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, name)) return &t->e[i];
+    return NULL;
 }
 
 int sg_engine_table_layer(const sg_engine_table *t, const char *layer) {
     for (int i = 0; t && i < t->n; i++)
         if (!strcmp(t->e[i].layer, layer)) return t->e[i].engine;
     return 0;
+}
+
+int sg_conv_gemm_node(const sg_graph *g, int node) {
+    const sg_node *nd = &g->n[node];
+    if (!sg_op_is_conv(nd->op)) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    if (d.K != 1 || d.S != 1 || d.pad != 0) return 0;
+    const int x = nd->op == OP_CONV2D_BWD_WEIGHT ? nd->in[1]
+                  : nd->op == OP_CONV2D_BWD_DATA ? -1
+                                                 : nd->in[0];
+    return x < 0 || g->t[x].vnorm < 0;
 }
 
 int sg_conv_layer_of(const sg_graph *g, int node, char *name) {

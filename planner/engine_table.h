@@ -22,11 +22,22 @@
  * assert there keeps them equal). 0: no choice (no table, or not a conv node). */
 enum { SG_LAYER_OWN = 1, SG_LAYER_CUDNN = 2 };
 
+/* A conv node's pass, the index of an entry's cuDNN engine names: forward, backward-data,
+ * backward-filter (sg_conv_pass_of). */
+enum { SG_CONV_PASS_FWD = 0, SG_CONV_PASS_BWD_DATA = 1, SG_CONV_PASS_BWD_FILTER = 2 };
+/* The longest cuDNN engine name kept (kernels/cuda/cudnn_conv.h, sg_cudnn_engine_name). */
+#define SG_ENGINE_NAME_MAX 160
+
 typedef struct {
     char layer[SG_NAME_MAX];
     int engine;      /* SG_LAYER_OWN or SG_LAYER_CUDNN */
     double own_ms;   /* measured: the layer's whole own alternative per step; < 0: not measured */
     double cudnn_ms; /* the whole cuDNN alternative; < 0: not measured or cuDNN unavailable */
+    /* a cudnn layer's cuDNN engine per pass (SG_CONV_PASS_*), as a timed tuning run chose it
+     * ("e4k24=27+bias ws0"), or "": the backend's own choice (the heuristics' first). The CUDA
+     * backend asks for these before it chooses (sg_cudnn_prefer), so a table carries the timed
+     * choice to every run that gives it, and no run's bits depend on a timing of its own. */
+    char cudnn[3][SG_ENGINE_NAME_MAX];
 } sg_engine_entry;
 
 typedef struct sg_engine_table {
@@ -45,9 +56,13 @@ void sg_engine_table_free(sg_engine_table *t);
 /* Append a layer (SG_ERR on a duplicate name, an unknown engine or out of memory). */
 int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, double own_ms,
                         double cudnn_ms);
-/* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name: two tables with the same
- * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
- * sg_engine_table_add) and returned. */
+/* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
+ * for an unknown layer, a bad pass or a name too long. */
+int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
+/* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
+ * names (where set) after its choice as "pass:name;": two tables with the same choices hash
+ * alike whatever their order, timings or device. Stored in t->hash (kept current by
+ * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);
 /* The choice for a layer name; 0 when the table has no such layer. */
 int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
@@ -56,6 +71,16 @@ int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
  * (SG_NAME_MAX bytes); -1 for a node that is not a convolution or is one of no layer (the
  * backward passes of a conv2d_sc, whose forward only the own kernels run). */
 int sg_conv_layer_of(const sg_graph *g, int node, char *name);
+/* Does the CUDA backend's `auto` run conv node `node` on its gemm engine (cuBLASLt GEMMs,
+ * graph/backend_cuda.c): a 1x1 stride-1 unpadded conv pass whose operand a fused prologue would
+ * normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
+ * the backend and `plan`. */
+int sg_conv_gemm_node(const sg_graph *g, int node);
+/* The pass of a conv op (SG_CONV_PASS_*), -1 for other ops. */
+int sg_conv_pass_of(int op);
+/* The table's entry of conv node `node`'s layer; NULL without a table or for other nodes. */
+const sg_engine_entry *sg_engine_table_entry_of(const sg_engine_table *t, const sg_graph *g,
+                                                int node);
 /* The table's choice for conv node `node`; 0 without a table or for other nodes. */
 int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training

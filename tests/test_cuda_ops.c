@@ -720,6 +720,54 @@ static void check_fwd_stats(const char *ctx, tbuf *y, int N, int HWo, int Co, in
            epi ? "where the tile allows, in the epilogue" : "by the partials pass");
 }
 
+/* The GEMM engine (cuda_conv2d_gemm_*: the CUDA backend's 1x1 convs under auto) on a 1x1
+ * stride-1 case: the three passes on cuBLASLt whatever path cuda_conv2d_path would take (bf16
+ * aligned cases included), into fresh outputs (the old values where accumulating), against the
+ * CPU reference with every path's tolerances, twice with the same bits; a normalised input,
+ * which only the tensor cores compute, is refused. */
+static void test_conv_gemm(const char *ctx0, const conv_run *r, int N, int H, int W, int Ci, int Co,
+                           int dt) {
+    char ctx[240];
+    snprintf(ctx, sizeof ctx, "%s, gemm engine", ctx0);
+    const int c0 = r->x.c[0], c1 = r->x.c[1];
+    const int64_t rows = (int64_t)N * H * W, nw = (int64_t)Co * Ci;
+    tbuf *y = tb_out("y (gemm)", rows * Co, dt, NULL);
+    tbuf *dxa = tb_out("dx0 (gemm)", rows * c0, dt, r->old_dxa);
+    tbuf *dxb = c1 ? tb_out("dx1 (gemm)", rows * c1, dt, r->old_dxb) : NULL;
+    tbuf *dw = tb_out("dw (gemm)", nw, DT_F32, r->old_dw);
+    tbuf *db = r->b ? tb_out("db (gemm)", Co, DT_F32, r->old_db) : NULL;
+    const int64_t wf = sg_ws_conv2d_fwd(N, H, W, Ci, Co, 1, 1, dt),
+                  wd = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, 1, 1, dt),
+                  wb = sg_ws_conv2d_bwd_weight(N, H, W, Ci, Co, 1, 1, dt, r->b != NULL);
+    int64_t wmax = wf > wd ? wf : wd;
+    wmax = wb > wmax ? wb : wmax;
+    tbuf *ws = tb_ws(wmax > 16 ? wmax : 16);
+    const sg_cat dxc = sg_cat2(dxa->d, c0, c1 ? dxb->d : NULL, c1);
+    for (int rep = 0; rep < g_conv_reps; rep++) {
+        reset_all();
+        CALL(cuda_conv2d_gemm_fwd, g_st, g_blas, y->d, r->x, r->w, r->b, NULL, N, H, W, Ci, Co, dt,
+             ws->d, wf);
+        CALL(cuda_conv2d_gemm_bwd_data, g_st, g_blas, dxc, r->dy->d, r->w, N, H, W, Ci, Co, dt,
+             r->accum, ws->d, wd, NULL);
+        CALL(cuda_conv2d_gemm_bwd_weight, g_st, g_blas, (float *)dw->d, db ? (float *)db->d : NULL,
+             r->dy->d, r->x, N, H, W, Ci, Co, dt, r->accum, ws->d, wb);
+        sync_stream();
+        tb_check(y, r->ref_y, tol_for(dt), rep, ctx);
+        tb_check(dxa, r->ref_dxa, tol_for(dt), rep, ctx);
+        if (c1) tb_check(dxb, r->ref_dxb, tol_for(dt), rep, ctx);
+        tb_check(dw, r->ref_dw, TOL_F32, rep, ctx);
+        if (db) tb_check(db, r->ref_db, TOL_F32, rep, ctx);
+        guards_all(ctx);
+    }
+    sg_conv_fuse f;
+    memset(&f, 0, sizeof f);
+    f.norm = 1;
+    CHECK(cuda_conv2d_gemm_fwd(g_st, g_blas, y->d, r->x, r->w, r->b, &f, N, H, W, Ci, Co, dt, ws->d,
+                               wf) != SG_OK,
+          "%s: a normalised input was not refused", ctx);
+    printf("%s: the three passes on cuBLASLt agree with the CPU\n", ctx);
+}
+
 /* test_conv's forward, for check_fwd_stats */
 typedef struct {
     void *y;
@@ -851,6 +899,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
         }
     }
     if (want == SG_CONV_PATH_TENSOR_CORE) test_conv_wgmma(ctx, &r, N, H, W, Ci, Co, K, S, pad);
+    if (K == 1 && S == 1 && pad == 0) test_conv_gemm(ctx, &r, N, H, W, Ci, Co, dt);
 #ifdef SG_HAVE_CUDNN
     if (!c1)
         test_conv_cudnn(ctx, N, H, W, Ci, Co, K, S, pad, dt, bias, accum, dxa_in, dw_in, db_in, ddy,

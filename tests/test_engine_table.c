@@ -3,15 +3,17 @@
  * the tuning run (graph/engine_tune.h), training with it, and checkpoints carrying it.
  *
  * - io: write / read back / parse round trip; the hash depends on the choices alone (order,
- *   timings and device do not change it, one engine does); malformed tables refused, naming
- *   what is wrong.
+ *   timings and device do not change it, one engine does, and so does a cudnn layer's timed
+ *   cuDNN engine); malformed tables refused, naming what is wrong.
  * - plan: a table with every layer own plans the fusions of no table; a layer chosen cudnn keeps
  *   the normalisation it reads stored (and recomputed in the backward pass), every other site
  *   stays fused, the plan's fused counts and bytes follow; a table for another model,
  *   precision or batch, with an unknown or a missing layer, is refused.
  * - tune: the tuning run on this backend lists every conv layer once, measures own, and marks
- *   cuDNN unavailable (no backend here has it: cudnn_ms null, every layer own); its charging
- *   puts a normalisation on the layer that reads it.
+ *   cuDNN unavailable (no backend here has it: cudnn_ms null, the layer own) except where the
+ *   CUDA backend's library side is its gemm engine (the 1x1 layers: measured, the faster side
+ *   chosen); no timed cuDNN engine is recorded; its charging puts a normalisation on the layer
+ *   that reads it.
  * - train: the step planned with a table gives the bits of the step without one (fused and
  *   unfused are bitwise equal; no cuDNN here), on this backend.
  * - checkpoints: the table is recorded whole and read back; a resume with the checkpoint's table
@@ -36,7 +38,12 @@
 static sg_backend *make_backend(const void *ctx) {
     (void)ctx;
 #ifdef SG_TEST_CUDA_HOST
-    return sg_backend_cuda_create(0, 1);
+    /* own: every conv on the own kernels whatever the table (a tuning run sets auto itself), so
+     * that a table changes the plan alone: under auto the gemm engine would run the 1x1 convs
+     * of an untabled plan and leave a table's own layers on own, other bits */
+    sg_backend *be = sg_backend_cuda_create(0, 1);
+    if (be) be->conv_engine = SG_CONV_ENGINE_OWN;
+    return be;
 #else
     return sg_backend_cpu_create();
 #endif
@@ -87,6 +94,43 @@ static void table_for(const sg_model_cfg *c, sg_engine_table *t, int (*cudnn)(co
 }
 
 /* ---- io */
+/* A timed tuning run's cuDNN engine names (sg_engine_entry.cudnn): part of a cudnn layer's
+ * choice (the hash, the diff), kept by the JSON round trip, nothing for an own layer. */
+static void check_io_cudnn_names(const sg_engine_table *t0) {
+    char *text = sg_engine_table_json(t0);
+    sg_engine_table t, back;
+    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
+    free(text);
+    int dnn = -1, own = -1;
+    for (int k = 0; k < t.n; k++) {
+        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
+        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
+    }
+    SG_ASSERT(dnn >= 0 && own >= 0);
+    const uint64_t h0 = t.hash;
+    CHECK(!sg_engine_table_set_cudnn(&t, t.e[own].layer, SG_CONV_PASS_FWD, "e9 ws0") &&
+              t.hash == h0,
+          "a cuDNN engine on an own layer changed the hash");
+    CHECK(!sg_engine_table_set_cudnn(&t, t.e[dnn].layer, SG_CONV_PASS_BWD_DATA,
+                                     "e67k2=0k13=1 ws131") &&
+              t.hash != h0,
+          "a cudnn layer's timed engine did not change the hash");
+    CHECK(sg_engine_table_diff(t0, &t, "(expected) ") == 1, "diff: the timed engine's layer");
+    CHECK(sg_engine_table_set_cudnn(&t, "no.such.layer", 0, "e1 ws0") == SG_ERR &&
+              sg_engine_table_set_cudnn(&t, t.e[dnn].layer, 3, "e1 ws0") == SG_ERR,
+          "set_cudnn: an unknown layer or pass accepted");
+    text = sg_engine_table_json(&t);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              !strcmp(back.e[dnn].cudnn[SG_CONV_PASS_BWD_DATA], "e67k2=0k13=1 ws131") &&
+              !back.e[dnn].cudnn[SG_CONV_PASS_FWD][0] &&
+              !strcmp(back.e[own].cudnn[SG_CONV_PASS_FWD], "e9 ws0") &&
+              strstr(text, "\"cudnn_engines\":{\"bwd_data\":\"e67k2=0k13=1 ws131\"}"),
+          "the timed engines' JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    printf("io: timed cuDNN engines in the hash (cudnn layers), the diff and the JSON\n");
+    sg_engine_table_free(&t), sg_engine_table_free(&back);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -117,6 +161,7 @@ static void check_io(void) {
     rev.e[0].engine = rev.e[0].engine == SG_LAYER_OWN ? SG_LAYER_CUDNN : SG_LAYER_OWN;
     CHECK(sg_engine_table_hash(&rev) != t.hash, "one engine changed, the hash did not");
     CHECK(sg_engine_table_diff(&t, &rev, "(expected) ") == 1, "diff counts one layer");
+    check_io_cudnn_names(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -143,6 +188,14 @@ static void check_io(void) {
         {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"precision\":\"bf16\","
          "\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\"}]}",
          "\"model\""},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\","
+         "\"cudnn_engines\":{\"fwd\":4}}]}",
+         "cudnn_engines"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\","
+         "\"cudnn_engines\":{\"dgrad\":\"e1 ws0\"}}]}",
+         "bwd_filter"},
     };
     for (int i = 0; i < SG_ARRAY_LEN(bad); i++) {
         sg_engine_table x;
@@ -264,21 +317,47 @@ static void check_tune(const uint8_t *data) {
                              .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
                              .warmup = 0,
                              .iters = 1,
+                             .cudnn_time_reps = 3, /* asked for; no cuDNN here: nothing timed */
                              .seed = 3};
     sg_engine_table t, want;
     table_for(&c, &want, NULL);
     const int rc = sg_engine_tune(&c, &o, &t);
     CHECK(!rc, "tune: %s", sg_last_error());
-    int ok = !rc && t.n == want.n && t.hash == want.hash && t.batch == 2 &&
-             !strcmp(t.model, "unet_tiny") && !strcmp(t.precision, "bf16") && t.device[0];
-    int measured = 0;
-    for (int k = 0; !rc && k < t.n; k++)
-        measured += t.e[k].own_ms > 0 && t.e[k].cudnn_ms < 0 && t.e[k].engine == SG_LAYER_OWN;
+    /* every conv layer once, in the table's order (the choices: below) */
+    int ok = !rc && t.n == want.n && t.batch == 2 && !strcmp(t.model, "unet_tiny") &&
+             !strcmp(t.precision, "bf16") && t.device[0];
+    for (int k = 0; ok && k < t.n; k++) ok = !strcmp(t.e[k].layer, want.e[k].layer);
+    /* the library side without cuDNN: none on the CPU; on the CUDA backend the 1x1 layers' gemm
+     * engine (cuBLASLt), measured, the faster side chosen; no timed cuDNN engine anywhere */
+    sg_plan p0;
+    SG_ASSERT(!sg_plan_build(&p0, &c, 1));
+    int measured = 0, gemm_layers = 0;
+    for (int k = 0; !rc && k < t.n; k++) {
+        int one = 0; /* a 1x1 layer */
+        for (int i = 0; i < p0.g.n_forward; i++) {
+            char layer[SG_NAME_MAX];
+            if (sg_conv_layer_of(&p0.g, i, layer) >= 0 && !strcmp(layer, t.e[k].layer))
+                one = sg_conv_dims_of(&p0.g, &p0.g.n[i]).K == 1;
+        }
+#ifdef SG_TEST_CUDA_HOST
+        const int lib = one;
+#else
+        const int lib = 0 * one;
+#endif
+        gemm_layers += lib;
+        const int choice = lib && t.e[k].cudnn_ms < t.e[k].own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        measured += t.e[k].own_ms > 0 && (lib ? t.e[k].cudnn_ms > 0 : t.e[k].cudnn_ms < 0) &&
+                    t.e[k].engine == choice && !t.e[k].cudnn[0][0] && !t.e[k].cudnn[1][0] &&
+                    !t.e[k].cudnn[2][0];
+    }
+    sg_plan_free(&p0);
     CHECK(ok && measured == t.n,
-          "tune: %d layers (want %d), %d measured on own with cuDNN unavailable; device '%s'", t.n,
-          want.n, measured, t.device);
-    printf("tune on %s: %d conv layers, own measured, cudnn_ms null (no cuDNN here)\n", t.backend,
-           t.n);
+          "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, the rest "
+          "own with cuDNN unavailable); device '%s'",
+          t.n, want.n, measured, gemm_layers, t.device);
+    printf("tune on %s: %d conv layers, own measured, the library side on %d (gemm, 1x1), "
+           "cudnn_ms null elsewhere (no cuDNN here)\n",
+           t.backend, t.n, gemm_layers);
     /* charging: the normalisation feeding a conv2 (and its backward) goes to that conv2; not
      * where conv2 has the block's shortcut folded in (conv2d_sc: no layer of the table, its
      * norm2 charged to none) */

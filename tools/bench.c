@@ -67,7 +67,8 @@ static void usage(FILE *f) {
             "                       model, or --data-n of them), synthetic:N, or any train\n"
             "                       --data spec (fmnist, cifar10:DIR, idx:FILE)\n"
             "  --seed N             initialisation and data seed (default 0)\n"
-            "  --conv-engine E      auto (default: cudnn where built with it) | own | cudnn\n"
+            "  --conv-engine E      auto (default: cudnn where built with it, 1x1 convs as\n"
+            "                       cuBLASLt GEMMs) | own | cudnn\n"
             "  --engine-table FILE  plan and run with a per-layer conv engine table (see\n"
             "                       --tune-engines; --conv-engine own|cudnn override its\n"
             "                       engines, not its plan)\n"
@@ -77,7 +78,13 @@ static void usage(FILE *f) {
             "                       5 is plenty on a GPU),\n"
             "                       charged to its layer; the faster alternative per layer is\n"
             "                       written to FILE (cudnn_ms null where cuDNN is unavailable:\n"
-            "                       the CPU, a build without cuDNN)\n"
+            "                       the CPU, a build without cuDNN); the cudnn step's engines\n"
+            "                       are chosen by timing (--cudnn-time) and written per layer\n"
+            "                       and pass: every run given the table asks for them\n"
+            "  --cudnn-time N       with --tune-engines: runs of each deterministic cuDNN\n"
+            "                       candidate (heuristics modes A, B and fallback) timed to\n"
+            "                       choose a convolution's engine (default 10; 0: the\n"
+            "                       heuristics' first, nothing recorded)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes\n"
             "  (the per-conv-layer table: every conv-like node, fused ones included, with\n"
@@ -210,6 +217,7 @@ static const char *mib(int64_t b, char *buf) {
 typedef struct {
     const char *backend, *data;
     int warmup, iters, json, breakdown, data_n_set, conv_engine;
+    int cudnn_time; /* --cudnn-time: runs per cuDNN candidate when tuning; -1: the default */
     uint64_t seed;
     const char *tune_path, *table_path; /* --tune-engines, --engine-table */
     sg_engine_table table;
@@ -236,6 +244,8 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = cli_conv_engine(&c, &a->conv_engine);
         else if (cli_is(&c, "--tune-engines"))
             bad = !(a->tune_path = cli_value(&c));
+        else if (cli_is(&c, "--cudnn-time"))
+            bad = cli_int(&c, 0, 1000, &a->cudnn_time);
         else if (cli_is(&c, "--engine-table")) {
             bad = cli_engine_table(&c, &a->table, &a->table_path);
             if (!bad) cfg->engines = &a->table;
@@ -252,6 +262,11 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = r < 0;
         }
         if (bad) return 2;
+    }
+    if (a->cudnn_time >= 0 && !a->tune_path) {
+        fprintf(stderr, "bench: --cudnn-time chooses the cuDNN engines of --tune-engines: give "
+                        "both\n");
+        return 2;
     }
     if (a->tune_path && a->table_path) {
         fprintf(stderr, "bench: --tune-engines measures a table, --engine-table uses one: give "
@@ -674,12 +689,13 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0;
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
-           "--conv-engine %s; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
+           "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
+           "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
            "M x N x K, %% of GEMM = TFLOP/s over the GEMM's):\n",
            sg_conv_engine_name(a->conv_engine), prec);
     printf("  %5s %-19s %-28s %-34s %-17s %10s %10s %9s %9s %8s %-22s %10s %9s %8s  %s\n", "node",
-           "op", "tensor", "shape", "fusions", "own ms", "cudnn ms", "own/cudnn", "GFLOP",
-           "TFLOP/s", "GEMM M x N x K", "GEMM ms", "GEMM TF/s", "% GEMM", "the step's engine");
+           "op", "tensor", "shape", "fusions", "own ms", "lib ms", "own/lib", "GFLOP", "TFLOP/s",
+           "GEMM M x N x K", "GEMM ms", "GEMM TF/s", "% GEMM", "the step's engine");
     for (int k = 0; k < r->nconv; k++) {
         const int i = r->conv_node[k];
         char shape[96], fus[64], mnk[64];
@@ -704,7 +720,7 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
                                                                        : r->conv_own[k];
     }
-    printf("  all convs: own %.3f ms, cudnn (own where not pinned) %.3f ms, per-layer best %.3f "
+    printf("  all convs: own %.3f ms, lib (own where not pinned) %.3f ms, per-layer best %.3f "
            "ms\n",
            own, dnn, best);
     fusion_row f[8];
@@ -736,6 +752,7 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
                              .pixel_bytes = ds->n * ds->h * ds->w * ds->c,
                              .warmup = a->warmup,
                              .iters = a->iters,
+                             .cudnn_time_reps = a->cudnn_time >= 0 ? a->cudnn_time : 10,
                              .seed = a->seed,
                              .progress = stderr};
     sg_engine_table t;
@@ -762,7 +779,8 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
 }
 
 int main(int argc, char **argv) {
-    bench_args a = {.data = "synthetic", .warmup = 10, .iters = -1, .breakdown = 1};
+    bench_args a = {
+        .data = "synthetic", .warmup = 10, .iters = -1, .breakdown = 1, .cudnn_time = -1};
     sg_model_cfg cfg;
     int rc = parse_args(argc, argv, &a, &cfg);
     if (rc) return rc == 1 ? 0 : rc;

@@ -500,9 +500,10 @@ def conv_layers(out, r):
     if not cl:
         return
     out.append("Per conv layer (--conv-engine %s): each convolution-like node run once eagerly "
-               "on each engine; its implicit GEMM (M×N×K) timed as a plain cuBLASLt GEMM of the "
+               "on each engine (lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the gemm "
+               "engine); its implicit GEMM (M×N×K) timed as a plain cuBLASLt GEMM of the "
                "same size; the step's engine last.\n" % r.get("conv_engine", "?"))
-    out.append("| node | op | fused | tensor | shape | own ms | cudnn ms | own/cudnn | TFLOP/s "
+    out.append("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
                "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM | engine |")
     out.append("|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     own = dnn = 0.0

@@ -239,12 +239,17 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
     const sg_engine_table *t = p->cfg.engines;
     if (!t) return;
     const sg_graph *g = &p->g;
-    int dnn = 0;
-    for (int k = 0; k < t->n; k++) dnn += t->e[k].engine == SG_LAYER_CUDNN;
+    int dnn = 0, timed = 0;
+    for (int k = 0; k < t->n; k++) {
+        dnn += t->e[k].engine == SG_LAYER_CUDNN;
+        timed += t->e[k].engine == SG_LAYER_CUDNN &&
+                 (t->e[k].cudnn[0][0] || t->e[k].cudnn[1][0] || t->e[k].cudnn[2][0]);
+    }
     printf("  engine table    %s (hash %016llx; measured on %s, %s backend): %d conv layers, "
-           "%d on cudnn, %d on own\n",
+           "%d on cudnn, %d on own; %d cudnn layers with timed cuDNN engines\n",
            path ? path : "(the checkpoint's)", (unsigned long long)t->hash,
-           t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn);
+           t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn,
+           timed);
     printf("    %-48s %-6s %10s %10s  %s\n", "layer", "engine", "own ms", "cudnn ms",
            "its input in this plan");
     for (int i = 0; i < g->n_forward; i++) {
@@ -258,8 +263,11 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
         char own[16] = "-", dnn_ms[16] = "-";
         if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
         if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
-        printf("    %-48s %-6s %10s %10s  %s\n", layer, sg_layer_engine_name(e->engine), own,
+        printf("    %-48s %-6s %10s %10s  %s%s\n", layer, sg_layer_engine_name(e->engine), own,
                dnn_ms,
+               e->engine == SG_LAYER_CUDNN && (e->cudnn[0][0] || e->cudnn[1][0] || e->cudnn[2][0])
+                   ? "timed cuDNN engines; "
+                   : "",
                x->vnorm >= 0 ? "fused normalisation (never stored)"
                : x->nparts   ? "concatenation (own only)"
                : x->producer >= 0 && (g->n[x->producer].op == OP_NORM_ACT ||

@@ -13,12 +13,15 @@
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
 #    fused attention on the default plan, and the own kernels fused (mma.sync, wgmma), whose
 #    speed issue 17 must raise (GPU_CALL_VARIANTS=0: none).
-# 4. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
+# 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
+#    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
+#    the step planned and run with that table (variant `tuned`).
+# 5. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
 #    (GPU_CALL_COMPILE_JOBS: bench.sh's job regex instead), until GPU_CALL_S (default 560 s).
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
 # bench reports, a tarball of the raw output of every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
-# GPU_CALL_VARIANTS, GPU_CALL_COMPILE_JOBS,
+# GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_COMPILE_JOBS,
 # SG_COMMIT (the commit, where the tree is not a git checkout).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -72,6 +75,16 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant attn_fused SG_ATTN=fused --
     variant own_fused -- --conv-engine own --fuse 1
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
+fi
+if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 230 ]; then
+    table=$runs/variants/engine-table.json
+    timeout -k 5 150 "$bin" --backend cuda --model unet_cifar --batch 128 --precision bf16 \
+        --warmup 3 --iters 5 --tune-engines "$table" >"$runs/variants/tune.txt" \
+        2>"$runs/variants/tune.log"
+    echo "gpu_call: tune: exit $?, $(tail -n 1 "$runs/variants/tune.txt")"
+    [ -s "$table" ] && variant tuned -- --engine-table "$table"
+elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
+    echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
 fi
 bench compile "$compile_jobs"
 for f in "$runs"/results/*/*.md; do

@@ -63,10 +63,11 @@ static int64_t allreduce_bytes(const sg_plan *p) {
 /* The conv nodes (forward, backward-data, backward-filter) and how many of them the CUDA
  * backend can give to cuDNN: one single-buffer stored tensor per activation operand (not a
  * concatenation, not a virtual normalised tensor), of one dtype (graph/backend_cuda.c's rule). The
+ * 1x1 ones `auto` runs as cuBLASLt GEMMs (sg_conv_gemm_node) are counted apart. The
  * engine itself is chosen when a backend prepares the plan
  * (--conv-engine; bench's per-conv-layer table and the checkpoints show what each ran on). */
-static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
-    *convs = *eligible = 0;
+static void conv_counts(const sg_graph *g, int *convs, int *eligible, int *gemm, int *rest) {
+    *convs = *eligible = *gemm = *rest = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         int x, y; /* the two activation operands: x side and y side */
@@ -79,8 +80,10 @@ static void conv_counts(const sg_graph *g, int *convs, int *eligible) {
         else
             continue;
         (*convs)++;
-        *eligible += !sg_tensor_virtual(&g->t[x]) && !sg_tensor_virtual(&g->t[y]) &&
-                     g->t[x].dtype == g->t[y].dtype;
+        const int ok = !sg_tensor_virtual(&g->t[x]) && !sg_tensor_virtual(&g->t[y]) &&
+                       g->t[x].dtype == g->t[y].dtype;
+        const int on_gemm = sg_conv_gemm_node(g, i);
+        *eligible += ok, *gemm += on_gemm, *rest += ok && !on_gemm;
     }
 }
 
@@ -127,9 +130,10 @@ static int print_json(const sg_plan *p) {
         "role_bytes", roles, "schedule", sched, "tensors", tensors);
     if (j) {
         json_object_set_new(j, "ranks", json_integer(p->cfg.ranks));
-        int convs, eligible;
-        conv_counts(g, &convs, &eligible);
+        int convs, eligible, gemm, rest;
+        conv_counts(g, &convs, &eligible, &gemm, &rest);
         json_object_set_new(j, "conv_nodes", json_integer(convs));
+        json_object_set_new(j, "conv_gemm", json_integer(gemm));
         json_object_set_new(j, "conv_cudnn_eligible", json_integer(eligible));
         json_object_set_new(j, "rank_batch", json_integer(sg_model_rank_batch(&p->cfg)));
         json_object_set_new(j, "grad_accum", json_integer(sg_model_micro_batches(&p->cfg)));
@@ -293,11 +297,12 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     else
         printf("  fused           nothing (--fuse 0: the default; --fuse 1 fuses%s)\n",
                p->cfg.act_dt == DT_BF16 ? "" : ", on the CPU only in fp32");
-    int convs, eligible;
-    conv_counts(g, &convs, &eligible);
-    printf("  conv engines    %d conv nodes; on CUDA %d can run on cuDNN, %d run on the own "
-           "kernels (a concatenated or fused operand); chosen at prepare (--conv-engine)\n",
-           convs, eligible, convs - eligible);
+    int convs, eligible, gemm, rest;
+    conv_counts(g, &convs, &eligible, &gemm, &rest);
+    printf("  conv engines    %d conv nodes; on CUDA under auto %d (1x1) run as cuBLASLt GEMMs, "
+           "%d can run on cuDNN, %d on the own kernels (a concatenated or fused operand); "
+           "chosen at prepare (--conv-engine)\n",
+           convs, gemm, rest, convs - gemm - rest);
     cli_print_engine_table(p, engines_path);
     printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
     printf("  by role (bytes, aligned):\n");

@@ -344,12 +344,13 @@ int cu_conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path,
     return SG_OK;
 }
 
-int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
-                    const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
-                    int K, int S, int pad, int dt, void *ws, int64_t ws_bytes) {
-    if (conv_check("cuda_conv2d_fwd", x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
-    const sg_conv_path path = cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt);
-    if (cu_conv_fuse_check("cuda_conv2d_fwd", fuse, path, N, Ci, dt)) return SG_ERR;
+/* The forward on `path` (the launchers' choice: cuda_conv2d_path, or the GEMM engine's). */
+static int conv2d_fwd_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_blas *blas, void *y,
+                         sg_cat x, const void *w, const float *b, const sg_conv_fuse *fuse, int N,
+                         int H, int W, int Ci, int Co, int K, int S, int pad, int dt, void *ws,
+                         int64_t ws_bytes) {
+    if (conv_check(fn, x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
+    if (cu_conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_TENSOR_CORE)
         return cu_conv_tc_fwd(st, y, x, (const uint16_t *)w, b, fuse, N, H, W, Ci, Co, K, S, pad);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
@@ -370,6 +371,20 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
     return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
                                                     N, Ho * Wo, 0, dt)
                                : SG_OK;
+}
+
+int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
+                    const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                    int K, int S, int pad, int dt, void *ws, int64_t ws_bytes) {
+    return conv2d_fwd_on(cuda_conv2d_path(x, y, N, H, W, Co, K, S, dt), "cuda_conv2d_fwd", st, blas,
+                         y, x, w, b, fuse, N, H, W, Ci, Co, K, S, pad, dt, ws, ws_bytes);
+}
+
+int cuda_conv2d_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
+                         const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci,
+                         int Co, int dt, void *ws, int64_t ws_bytes) {
+    return conv2d_fwd_on(SG_CONV_PATH_CUBLAS, "cuda_conv2d_gemm_fwd", st, blas, y, x, w, b, fuse, N,
+                         H, W, Ci, Co, 1, 1, 0, dt, ws, ws_bytes);
 }
 
 /* The fold has no path off the tensor cores: the planner folds only bf16 convolutions the
@@ -402,10 +417,10 @@ static int bwd_stats_after(cudaStream_t st, const sg_norm_bwd_fuse *nb, sg_cat d
     return cuda_norm_bwd_partials(st, nb, dx.p[0], N, HW, Ci, dt);
 }
 
-int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
-                         int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
-                         int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb) {
-    const char *fn = "cuda_conv2d_bwd_data";
+static int conv2d_bwd_data_on(int gemm, const char *fn, cudaStream_t st, sg_blas *blas, sg_cat dx,
+                              const void *dy, const void *w, int N, int H, int W, int Ci, int Co,
+                              int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes,
+                              const sg_norm_bwd_fuse *nb) {
     if (conv_check(fn, dx, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     SG_ARG_CHECK(!nb || !nb->part ||
                      (!dx.c[1] && nb->x.c[0] + nb->x.c[1] == Ci && nb->G > 0 && Ci % nb->G == 0 &&
@@ -413,7 +428,7 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
                  "%s: the backward partials need dx one buffer, the norm's x of Ci channels in G "
                  "groups and 8-byte aligned partials",
                  fn);
-    if (cuda_conv2d_path(dx, dy, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
+    if (!gemm && cuda_conv2d_path(dx, dy, N, H, W, Co, K, S, dt) == SG_CONV_PATH_TENSOR_CORE)
         return cu_conv_tc_bwd_data(st, dx, dy, (const uint16_t *)w, nb, N, H, W, Ci, Co, K, S, pad,
                                    accum);
     if (K == 1 && S == 1)
@@ -432,14 +447,28 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
     return bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
 }
 
-int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
-                           sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
-                           int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes) {
-    const char *fn = "cuda_conv2d_bwd_weight";
+int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, const void *w,
+                         int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
+                         int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb) {
+    return conv2d_bwd_data_on(0, "cuda_conv2d_bwd_data", st, blas, dx, dy, w, N, H, W, Ci, Co, K, S,
+                              pad, dt, accum, ws, ws_bytes, nb);
+}
+
+int cuda_conv2d_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy,
+                              const void *w, int N, int H, int W, int Ci, int Co, int dt, int accum,
+                              void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb) {
+    return conv2d_bwd_data_on(1, "cuda_conv2d_gemm_bwd_data", st, blas, dx, dy, w, N, H, W, Ci, Co,
+                              1, 1, 0, dt, accum, ws, ws_bytes, nb);
+}
+
+static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_blas *blas,
+                                float *dw, float *db, const void *dy, sg_cat x,
+                                const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                                int K, int S, int pad, int dt, int accum, void *ws,
+                                int64_t ws_bytes) {
     if (conv_check(fn, x, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     const int64_t P = (int64_t)N * Ho * Wo;
-    const sg_conv_path path = cuda_conv2d_path(x, dy, N, H, W, Co, K, S, dt);
     if (cu_conv_fuse_check(fn, fuse, path, N, Ci, dt)) return SG_ERR;
     if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
@@ -466,6 +495,21 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
                           (char *)ws + sg_ws_align(chunks * nw * 4));
     return SG_OK;
+}
+
+int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
+                           sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
+                           int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes) {
+    return conv2d_bwd_weight_on(cuda_conv2d_path(x, dy, N, H, W, Co, K, S, dt),
+                                "cuda_conv2d_bwd_weight", st, blas, dw, db, dy, x, fuse, N, H, W,
+                                Ci, Co, K, S, pad, dt, accum, ws, ws_bytes);
+}
+
+int cuda_conv2d_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
+                                const void *dy, sg_cat x, int N, int H, int W, int Ci, int Co,
+                                int dt, int accum, void *ws, int64_t ws_bytes) {
+    return conv2d_bwd_weight_on(SG_CONV_PATH_CUBLAS, "cuda_conv2d_gemm_bwd_weight", st, blas, dw,
+                                db, dy, x, NULL, N, H, W, Ci, Co, 1, 1, 0, dt, accum, ws, ws_bytes);
 }
 
 /* The bias pieces of a convolution run by another engine (cudnn_conv.h): the forward bias

@@ -201,6 +201,22 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                            int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes);
+/* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda.c puts the library side's
+ * 1x1 convs here, beside cuDNN's spatial ones): the three passes above with K = 1, S = 1,
+ * pad = 0 on the SG_CONV_PATH_CUBLAS path whatever the dtype and alignment (linear.cu's GEMM
+ * layer: cuBLASLt, pinned algorithms), a concatenated operand one GEMM per part. The same
+ * arithmetic as the tensor-core path (fp32 accumulation; y = round(acc + b), then the residual
+ * as the add node; dx = round(old + acc); dw fp32), in cuBLASLt's summation order. A normalised
+ * input (fuse->norm) is refused: it exists on the tensor-core path only. */
+int cuda_conv2d_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
+                         const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci,
+                         int Co, int dt, void *ws, int64_t ws_bytes);
+int cuda_conv2d_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy,
+                              const void *w, int N, int H, int W, int Ci, int Co, int dt, int accum,
+                              void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb);
+int cuda_conv2d_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
+                                const void *dy, sg_cat x, int N, int H, int W, int Ci, int Co,
+                                int dt, int accum, void *ws, int64_t ws_bytes);
 /* ---- nearest-upsample + 3x3 conv from the low-res input (upconv2d, conv.cu; planner/fuse.c):
  * y[N,2H,2W,Co] (dt) = conv3x3_pad1(upsample2x(x[N,H,W,Ci] (dt)), w) + b (b may be NULL) without
  * the upsampled tensor: four 2x2 sub-pixel convs of x with folded weights. w [Co,3,3,Ci]: the

@@ -7,6 +7,9 @@
  * element lies; NHWC x[N,H,W,C] is dims {N, C, H, W}, strides {H W C, 1, W C, C}, and the
  * weights [Co][K][K][Ci] are dims {Co, Ci, K, K}, strides {K K Ci, 1, K Ci, Ci}.
  *
+ * The timed choice (sg_cudnn_set_timing, a tuning run's) executes each candidate on the call's
+ * own operands: it writes the call's output, which the step then writes again.
+ *
  * Plain C11 (the cuDNN API is C); compiled only with SG_HAVE_CUDNN.
  */
 #include "kernels/cuda/cudnn_conv.h"
@@ -62,7 +65,15 @@ struct sg_cudnn {
     int tf32; /* fp32 convolutions may use TF32 tensor-core engines (asked for) */
     dnn_wish *wish;
     int nwish, capwish, wishes_met, wishes_missed;
+    /* the timed choice (sg_cudnn_set_timing): reps per candidate, 0 off; its events; where a
+     * line per timed descriptor goes */
+    int time_reps;
+    cudaEvent_t ev[2];
+    FILE *log;
 };
+
+/* At most this many distinct deterministic configurations are timed per descriptor. */
+#define DNN_TIMED_MAX 12
 
 /* uids of the graph's tensors */
 enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_B = 4, UID_CONV_OUT = 5 };
@@ -364,11 +375,55 @@ static int dnn_cfg_describe(cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor
     return rc;
 }
 
-/* Heuristics mode A over graph g; the first deterministic configuration whose plan finalizes
- * and fits the budget becomes e's plan. SG_OK with e->ok = 0 and e->why set when none does. */
-static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
+/* Execute plan on cv's operands (the variant's: the fused bias; the bf16 dw at the workspace's
+ * front). SG_ERR with the status. */
+static int dnn_exec(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k, int bias_fused,
+                    int dw_bf16, const sg_cudnn_conv *cv) {
+    const int64_t wcopy = dnn_wcopy_bytes(k, dw_bf16);
+    const void *w = cv->w; /* in the activations' dtype: bf16, the plan's weight copy */
+    /* the pointer of each uid: which activation is x and which y depends on the pass */
+    int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
+    void *ptrs[4] = {NULL, NULL, NULL, NULL};
+    if (cv->pass == SG_CUDNN_FWD) {
+        ptrs[0] = sg_cat_ptr(cv->in), ptrs[1] = sg_cat_ptr(w), ptrs[2] = cv->out;
+    } else if (cv->pass == SG_CUDNN_BWD_DATA) {
+        ptrs[0] = cv->out, ptrs[1] = sg_cat_ptr(w), ptrs[2] = sg_cat_ptr(cv->in);
+    } else {
+        ptrs[0] = sg_cat_ptr(cv->x), ptrs[1] = dw_bf16 ? c->ws : cv->out;
+        ptrs[2] = sg_cat_ptr(cv->in);
+    }
+    int64_t nptr = 3;
+    if (bias_fused) ptrs[3] = sg_cat_ptr(cv->b), nptr = 4;
+    void *engine_ws = (char *)c->ws + wcopy;
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, nptr,
+                                     uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                     nptr, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                     &engine_ws);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(vp);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendExecute(c->h, plan, vp);
+    dnn_destroy(&vp);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return dnn_fail(__FILE__, __LINE__, "variant pack / cudnnBackendExecute", s);
+    cudaError_t ce = cudaGetLastError();
+    if (ce != cudaSuccess)
+        return sg_set_error("cudnn_conv: after cudnnBackendExecute: %s", cudaGetErrorString(ce));
+    return SG_OK;
+}
+
+/* The configurations of heuristics `mode` over graph g, into *cfgs (*got of them; the caller
+ * destroys them and frees the array). A mode cuDNN does not support for this graph is an error
+ * unless `optional` (then *got = 0). */
+static int dnn_heur(dnn_graph *g, cudnnBackendHeurMode_t mode, int optional,
+                    cudnnBackendDescriptor_t **cfgs_out, int64_t *got) {
+    *cfgs_out = NULL, *got = 0;
     cudnnBackendDescriptor_t heur = NULL;
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     DNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
     cudnnStatus_t s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->graph);
@@ -382,7 +437,7 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
     if (s != CUDNN_STATUS_SUCCESS) {
         dnn_destroy(&heur);
-        return dnn_fail(__FILE__, __LINE__, "engine heuristics (mode A)", s);
+        return optional ? SG_OK : dnn_fail(__FILE__, __LINE__, "engine heuristics", s);
     }
     cudnnBackendDescriptor_t *cfgs = calloc((size_t)(count > 0 ? count : 1), sizeof *cfgs);
     if (!cfgs) return dnn_destroy(&heur), sg_set_error("cudnn_conv: out of host memory");
@@ -392,68 +447,181 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e) {
         if (s != CUDNN_STATUS_SUCCESS)
             rc = dnn_fail(__FILE__, __LINE__, "cudnnBackendCreateDescriptor(ENGINECFG)", s);
     }
-    int64_t got = 0;
     if (rc == SG_OK) {
         s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs);
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, got, cfgs);
         if (s != CUDNN_STATUS_SUCCESS)
             rc = dnn_fail(__FILE__, __LINE__, "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)", s);
     }
-    int64_t too_big = 0, no_plan = 0;
-    for (int64_t i = 0; rc == SG_OK && i < got && !e->ok; i++) {
-        e->tried++;
-        cudnnBackendDescriptor_t engine = NULL, plan = NULL;
-        int64_t n = 0, ws = 0;
-        int bad = 0;
-        s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            rc = dnn_fail(__FILE__, __LINE__, "cudnnBackendGetAttribute(ENGINECFG_ENGINE)", s);
-        } else if (dnn_notes_refused(engine, e->key.dt, c->tf32, &bad)) {
-            rc = SG_ERR;
-        } else if (bad) {
-            e->refused_notes++;
-        } else {
-            /* a configuration the engine cannot build for this device is skipped, not fatal */
-            s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
-            if (s == CUDNN_STATUS_SUCCESS)
-                s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                             CUDNN_TYPE_HANDLE, 1, &c->h);
-            if (s == CUDNN_STATUS_SUCCESS)
-                s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-            if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
-            if (s == CUDNN_STATUS_SUCCESS)
-                s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                             CUDNN_TYPE_INT64, 1, &n, &ws);
-            if (s != CUDNN_STATUS_SUCCESS) {
-                no_plan++;
-                dnn_destroy(&plan);
-            } else if (ws > budget) {
-                too_big++;
-                dnn_destroy(&plan);
-            } else if (dnn_cfg_describe(cfgs[i], engine, e)) {
-                rc = SG_ERR;
-                dnn_destroy(&plan);
-            } else {
-                e->plan = plan, e->ws_bytes = ws, e->ok = 1;
-            }
-        }
-        dnn_destroy(&engine);
-    }
-    for (int64_t i = 0; i < count; i++) dnn_destroy(&cfgs[i]);
-    free(cfgs);
     dnn_destroy(&heur);
+    if (rc) {
+        for (int64_t i = 0; i < count; i++) dnn_destroy(&cfgs[i]);
+        free(cfgs);
+        *got = 0;
+        return rc;
+    }
+    /* the descriptors past *got were made for nothing: destroyed now, NULL for the caller */
+    for (int64_t i = *got; i < count; i++) dnn_destroy(&cfgs[i]);
+    *cfgs_out = cfgs;
+    return SG_OK;
+}
+
+/* ms per execution of plan on cv's operands: one untimed run (a runtime-compiled engine
+ * compiles, caches warm), then c->time_reps between two events. */
+static int dnn_time_plan(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k,
+                         int bias_fused, int dw_bf16, const sg_cudnn_conv *cv, float *ms) {
+    if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+    if (cudaEventRecord(c->ev[0], c->st) != cudaSuccess)
+        return sg_set_error("cudnn_conv: timing: %s", cudaGetErrorString(cudaGetLastError()));
+    for (int r = 0; r < c->time_reps; r++)
+        if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+    float t = 0;
+    if (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
+        cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&t, c->ev[0], c->ev[1]) != cudaSuccess)
+        return sg_set_error("cudnn_conv: timing: %s", cudaGetErrorString(cudaGetLastError()));
+    *ms = t / (float)c->time_reps;
+    return SG_OK;
+}
+
+/* e's engine and knobs as a wish (the signature two configurations are compared by) */
+static void dnn_sig(const dnn_entry *e, dnn_wish *w) {
+    memset(w, 0, sizeof *w);
+    w->engine = e->engine, w->nknobs = e->nknobs;
+    memcpy(w->knob_type, e->knob_type, sizeof w->knob_type);
+    memcpy(w->knob_value, e->knob_value, sizeof w->knob_value);
+}
+static int dnn_sig_eq(const dnn_wish *a, const dnn_wish *b) {
+    if (a->engine != b->engine || a->nknobs != b->nknobs) return 0;
+    for (int64_t i = 0; i < a->nknobs; i++)
+        if (a->knob_type[i] != b->knob_type[i] || a->knob_value[i] != b->knob_value[i]) return 0;
+    return 1;
+}
+
+/* The engine of graph g (variant `variant` of e's key): heuristics mode A's configurations in
+ * order; each that is deterministic (dnn_notes_refused), whose plan finalizes and whose
+ * workspace fits the budget is a candidate. Without timing the first candidate becomes e's
+ * plan. With timing (sg_cudnn_set_timing), the candidates of modes A, B and FALLBACK, each
+ * distinct engine + knobs once and at most DNN_TIMED_MAX of them, are executed on cv's operands
+ * and the fastest becomes e's plan (the earlier on a tie: the heuristics' order). SG_OK with
+ * e->ok = 0 and e->why set when there is no candidate. */
+static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e,
+                    const sg_cudnn_conv *cv, int variant) {
+    const int timing = c->time_reps > 0;
+    const cudnnBackendHeurMode_t modes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
+                                             CUDNN_HEUR_MODE_FALLBACK};
+    const int nmodes = timing ? 3 : 1;
+    const int bias_fused = variant && e->key.pass == SG_CUDNN_FWD;
+    const int dw_bf16 = variant && e->key.pass == SG_CUDNN_BWD_FILTER;
+    dnn_wish seen[DNN_TIMED_MAX];
+    int nseen = 0, done = 0;
+    float best = 0, first_ms = -1;
+    char first[160] = "";
+    int64_t got_all = 0, too_big = 0, no_plan = 0, failed = 0;
+    int rc = SG_OK;
+    for (int m = 0; m < nmodes && rc == SG_OK && !done; m++) {
+        cudnnBackendDescriptor_t *cfgs = NULL;
+        int64_t got = 0;
+        rc = dnn_heur(g, modes[m], m > 0, &cfgs, &got);
+        got_all += got;
+        for (int64_t i = 0; rc == SG_OK && i < got && !done; i++) {
+            e->tried++;
+            cudnnBackendDescriptor_t engine = NULL, plan = NULL;
+            int64_t n = 0, ws = 0;
+            int bad = 0;
+            cudnnStatus_t s =
+                cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine);
+            if (s == CUDNN_STATUS_SUCCESS)
+                s = cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine);
+            if (s != CUDNN_STATUS_SUCCESS) {
+                rc = dnn_fail(__FILE__, __LINE__, "cudnnBackendGetAttribute(ENGINECFG_ENGINE)", s);
+            } else if (dnn_notes_refused(engine, e->key.dt, c->tf32, &bad)) {
+                rc = SG_ERR;
+            } else if (bad) {
+                e->refused_notes++;
+            } else {
+                /* a configuration the engine cannot build for this device is skipped, not fatal */
+                s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+                if (s == CUDNN_STATUS_SUCCESS)
+                    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                                 CUDNN_TYPE_HANDLE, 1, &c->h);
+                if (s == CUDNN_STATUS_SUCCESS)
+                    s = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+                if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan);
+                if (s == CUDNN_STATUS_SUCCESS)
+                    s = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                 CUDNN_TYPE_INT64, 1, &n, &ws);
+                dnn_entry cand;
+                memset(&cand, 0, sizeof cand);
+                dnn_wish sig;
+                float ms = 0;
+                if (s != CUDNN_STATUS_SUCCESS) {
+                    no_plan++;
+                } else if (ws > budget) {
+                    too_big++;
+                } else if (dnn_cfg_describe(cfgs[i], engine, &cand)) {
+                    rc = SG_ERR;
+                } else if (!timing) {
+                    e->plan = plan, plan = NULL, e->ws_bytes = ws, e->ok = 1, done = 1;
+                    e->engine = cand.engine, e->nknobs = cand.nknobs;
+                    memcpy(e->knob_type, cand.knob_type, sizeof e->knob_type);
+                    memcpy(e->knob_value, cand.knob_value, sizeof e->knob_value);
+                } else {
+                    dnn_sig(&cand, &sig);
+                    int dup = 0;
+                    for (int j = 0; j < nseen && !dup; j++) dup = dnn_sig_eq(&seen[j], &sig);
+                    if (dup) {
+                        /* listed by an earlier mode: timed already */
+                    } else if (dnn_time_plan(c, plan, &e->key, bias_fused, dw_bf16, cv, &ms)) {
+                        /* a candidate that fails to run is skipped, saying why */
+                        failed++;
+                        if (c->log)
+                            fprintf(c->log, "stepgraph: cuDNN timing: e%lld skipped: %s\n",
+                                    (long long)cand.engine, sg_last_error());
+                        cudaGetLastError();
+                    } else {
+                        seen[nseen++] = sig;
+                        if (first_ms < 0) {
+                            first_ms = ms;
+                            snprintf(first, sizeof first, "e%lld", (long long)cand.engine);
+                        }
+                        if (!e->ok || ms < best) {
+                            dnn_destroy(&e->plan);
+                            e->plan = plan, plan = NULL, e->ws_bytes = ws, e->ok = 1, best = ms;
+                            e->engine = cand.engine, e->nknobs = cand.nknobs;
+                            memcpy(e->knob_type, cand.knob_type, sizeof e->knob_type);
+                            memcpy(e->knob_value, cand.knob_value, sizeof e->knob_value);
+                        }
+                        done = nseen == DNN_TIMED_MAX;
+                    }
+                }
+                dnn_destroy(&plan);
+            }
+            dnn_destroy(&engine);
+        }
+        for (int64_t i = 0; i < got; i++) dnn_destroy(&cfgs[i]);
+        free(cfgs);
+    }
+    if (rc == SG_OK && timing && e->ok && c->log)
+        fprintf(c->log,
+                "stepgraph: cuDNN timed (pass %lld, %lldx%lldx%lldx%lld -> %lld, K=%lld S=%lld%s): "
+                "%d candidates, fastest e%lld %.4f ms; heuristics' first %s %.4f ms\n",
+                (long long)e->key.pass, (long long)e->key.N, (long long)e->key.H,
+                (long long)e->key.W, (long long)e->key.Ci, (long long)e->key.Co,
+                (long long)e->key.K, (long long)e->key.S,
+                variant ? (e->key.pass == SG_CUDNN_FWD ? ", +bias" : ", +dw_bf16") : "", nseen,
+                (long long)e->engine, (double)best, first, (double)first_ms);
     if (rc == SG_OK && !e->ok)
         snprintf(e->why, sizeof e->why,
-                 "no deterministic cuDNN engine: %lld configurations from heuristics mode A, %lld "
-                 "refused for their numerical notes (non-deterministic, reduced-precision "
-                 "reduction%s), %lld with no plan, %lld over the %lld-byte workspace budget",
-                 (long long)got, (long long)e->refused_notes,
+                 "no deterministic cuDNN engine: %lld configurations from heuristics mode A%s, "
+                 "%lld refused for their numerical notes (non-deterministic, reduced-precision "
+                 "reduction%s), %lld with no plan, %lld over the %lld-byte workspace budget%s",
+                 (long long)got_all, timing ? ", B and fallback" : "", (long long)e->refused_notes,
                  e->key.dt == DT_F32 && !c->tf32 ? ", TF32 / down-converting" : "",
-                 (long long)no_plan, (long long)too_big, (long long)budget);
+                 (long long)no_plan, (long long)too_big, (long long)budget,
+                 failed ? ", some failing to run" : "");
     return rc;
 }
 
@@ -646,7 +814,7 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
         e->tried = e->refused_notes = 0;
         e->why[0] = 0;
         rc = dnn_graph_make(c, &k, var, &g);
-        if (rc == SG_OK && budget >= 0) rc = dnn_pick(c, &g, budget, e);
+        if (rc == SG_OK && budget >= 0) rc = dnn_pick(c, &g, budget, e, cv, var);
         if (rc == SG_OK && budget < 0)
             snprintf(e->why, sizeof e->why,
                      "the bf16 dw (%lld bytes) does not fit the %lld-byte library workspace",
@@ -696,6 +864,8 @@ int sg_cudnn_create(sg_cudnn **out, cudaStream_t st, void *ws, int64_t ws_bytes)
 
 void sg_cudnn_destroy(sg_cudnn *c) {
     if (!c) return;
+    for (int i = 0; i < 2; i++)
+        if (c->ev[i]) cudaEventDestroy(c->ev[i]);
     for (int i = 0; i < c->n; i++) dnn_destroy(&c->e[i].plan);
     free(c->e);
     free(c->wish);
@@ -717,48 +887,13 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     dnn_entry *e = dnn_entry_get(c, cv);
     if (!e) return SG_ERR;
     if (!e->ok) return sg_set_error("%s", e->why);
-    const int64_t wcopy = dnn_wcopy_bytes(&e->key, e->dw_bf16);
     const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
-    const void *w = cv->w; /* in the activations' dtype: bf16, the plan's weight copy */
-    /* the pointer of each uid: which activation is x and which y depends on the pass */
-    int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_B};
-    void *ptrs[4] = {NULL, NULL, NULL, NULL};
-    if (cv->pass == SG_CUDNN_FWD) {
-        ptrs[0] = sg_cat_ptr(cv->in), ptrs[1] = sg_cat_ptr(w), ptrs[2] = cv->out;
-    } else if (cv->pass == SG_CUDNN_BWD_DATA) {
-        ptrs[0] = cv->out, ptrs[1] = sg_cat_ptr(w), ptrs[2] = sg_cat_ptr(cv->in);
-    } else {
-        ptrs[0] = sg_cat_ptr(cv->x), ptrs[1] = e->dw_bf16 ? c->ws : cv->out;
-        ptrs[2] = sg_cat_ptr(cv->in);
-    }
-    int64_t nptr = 3;
-    if (e->bias_fused) ptrs[3] = sg_cat_ptr(cv->b), nptr = 4;
-    void *engine_ws = (char *)c->ws + wcopy;
-    cudnnBackendDescriptor_t vp = NULL;
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, nptr,
-                                     uids);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                     nptr, ptrs);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
-                                     &engine_ws);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(vp);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendExecute(c->h, e->plan, vp);
-    dnn_destroy(&vp);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        char name[160];
-        sg_cudnn_engine_name(c, cv, name, sizeof name);
-        char msg[384];
-        dnn_fail(__FILE__, __LINE__, "variant pack / cudnnBackendExecute", s);
+    if (dnn_exec(c, e->plan, &e->key, e->bias_fused, e->dw_bf16, cv)) {
+        char name[160], msg[384];
         snprintf(msg, sizeof msg, "%s", sg_last_error());
+        sg_cudnn_engine_name(c, cv, name, sizeof name);
         return sg_set_error("%s (engine %s)", msg, name);
     }
-    cudaError_t ce = cudaGetLastError();
-    if (ce != cudaSuccess)
-        return sg_set_error("cudnn_conv: after cudnnBackendExecute: %s", cudaGetErrorString(ce));
     /* the dw_bf16 variant: dw (fp32) = or += the bf16 dw, in fp32 */
     if (e->dw_bf16 && cuda_copy(c->st, cv->out, DT_F32, c->ws, DT_BF16, nw, cv->accum))
         return SG_ERR;
@@ -826,6 +961,19 @@ int sg_cudnn_preferences(const sg_cudnn *c, int *met, int *missed) {
     if (met) *met = c ? c->wishes_met : 0;
     if (missed) *missed = c ? c->wishes_missed : 0;
     return c ? c->nwish : 0;
+}
+
+int sg_cudnn_set_timing(sg_cudnn *c, int reps, FILE *log) {
+    if (!c) return sg_set_error("sg_cudnn_set_timing: no cuDNN context");
+    if (c->n)
+        return sg_set_error("sg_cudnn_set_timing: only before the first convolution is pinned");
+    if (reps < 0 || reps > 1000) return sg_set_error("sg_cudnn_set_timing: %d repetitions", reps);
+    for (int i = 0; i < 2 && reps > 0; i++)
+        if (!c->ev[i] && cudaEventCreate(&c->ev[i]) != cudaSuccess)
+            return sg_set_error("sg_cudnn_set_timing: cudaEventCreate: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+    c->time_reps = reps, c->log = log;
+    return SG_OK;
 }
 
 void sg_cudnn_allow_tf32(sg_cudnn *c, int allow) {

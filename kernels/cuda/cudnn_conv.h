@@ -20,7 +20,11 @@
  * - Chosen once: the first time a descriptor (pass, shapes, dtypes, padding, accumulate, bias,
  *   the pointers' alignments) is seen, heuristics mode A lists the configurations and the first
  *   that passes the filters, whose execution plan finalizes and whose workspace fits the
- *   budget, is kept with its plan; later calls with that descriptor execute that plan. After
+ *   budget, is kept with its plan; later calls with that descriptor execute that plan. A tuning
+ *   run may ask for the choice by timing instead (sg_cudnn_set_timing): the candidates of
+ *   heuristics modes A, B and FALLBACK that pass the same filters, each run on the call's
+ *   operands, the fastest kept; its names reach training runs only through the engine table
+ *   (bench --tune-engines), so no training run's bits depend on a timing. After
  *   sg_cudnn_freeze (the CUDA backend calls it after the eager warm-up step, before capture) a
  *   descriptor not in the table is an error. The table (descriptor, engine global index, knob
  *   choices, workspace) has a hash (sg_cudnn_hash) for describe() and checkpoints.
@@ -47,6 +51,7 @@
 #define SG_CUDNN_CONV_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -78,8 +83,14 @@ int sg_cudnn_create(sg_cudnn **out, cudaStream_t st, void *ws, int64_t ws_bytes)
 void sg_cudnn_destroy(sg_cudnn *c);
 /* Pick (when new and not frozen) and pin the engine of this call's descriptor. SG_OK: cuDNN
  * runs it; SG_ERR with sg_last_error saying why not (no deterministic configuration within the
- * budget, a status from cuDNN). Runs nothing on the GPU. */
+ * budget, a status from cuDNN). Runs nothing on the GPU (unless timing: sg_cudnn_set_timing). */
 int sg_cudnn_probe(sg_cudnn *c, const sg_cudnn_conv *cv);
+/* Choose new descriptors' engines by timing (above): reps executions of each candidate between
+ * two events after one untimed run; a line per descriptor on log (may be NULL). Only before the
+ * first convolution is pinned; reps 0 turns it off. The probe then RUNS each candidate on the
+ * call's operands, writing (or with accumulate, adding to) its output: for tuning runs, whose
+ * step writes every output afresh. */
+int sg_cudnn_set_timing(sg_cudnn *c, int reps, FILE *log);
 /* Run the call (probing first when new). *bias_done (forward with b): 1 when the bias was
  * added in the conv call, 0 when the caller must add it. */
 int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done);
