@@ -16,10 +16,11 @@
  *
  * Precision: fp32 runs plain fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32). bf16 multiplies bf16 x
  * and the bf16 weights as they come (nothing is converted here); the forward accumulates into
- * an fp32 tile in the workspace and rounds y once after the bias; dx is produced in bf16
- * directly (the GEMM adds beta * dx in fp32 and rounds once; split-K sums stay fp32); dw is
- * fp32 from bf16 operands. One pinned algorithm per GEMM on one stream with a fixed workspace is
- * deterministic.
+ * an fp32 tile in the workspace and rounds y once after the bias (8 values per access where
+ * Co is a multiple of 8 and the operands are aligned: the 1x1 convs of the gemm engine); dx is
+ * produced in bf16 directly (the GEMM adds beta * dx in fp32 and rounds once; split-K sums stay
+ * fp32); dw is fp32 from bf16 operands. One pinned algorithm per GEMM on one stream with a fixed
+ * workspace is deterministic.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -41,6 +42,27 @@ __global__ void bias_round_kernel(void *y, const float *tile, const float *b, in
         float v = tile[i];
         if (b) v += b[i % Co];
         dev_st(y, i, v, dt);
+    }
+}
+
+/* bias_round_kernel into bf16, 8 values per access: threads stride over rows*Co/8 (Co a multiple
+ * of 8; tile, b and y 16-byte aligned); the same arithmetic, so the same bits */
+__global__ void bias_round8_kernel(uint16_t *y, const float *tile, const float *b, int64_t n8,
+                                   int Co8) {
+    SG_GRID_STRIDE(i, n8) {
+        float v[8];
+        const float4 t0 = reinterpret_cast<const float4 *>(tile)[2 * i],
+                     t1 = reinterpret_cast<const float4 *>(tile)[2 * i + 1];
+        v[0] = t0.x, v[1] = t0.y, v[2] = t0.z, v[3] = t0.w;
+        v[4] = t1.x, v[5] = t1.y, v[6] = t1.z, v[7] = t1.w;
+        if (b) {
+            const int64_t c8 = i % Co8;
+            const float4 b0 = reinterpret_cast<const float4 *>(b)[2 * c8],
+                         b1 = reinterpret_cast<const float4 *>(b)[2 * c8 + 1];
+            v[0] += b0.x, v[1] += b0.y, v[2] += b0.z, v[3] += b0.w;
+            v[4] += b1.x, v[5] += b1.y, v[6] += b1.z, v[7] += b1.w;
+        }
+        dev_stv<uint16_t, 8>(y + 8 * i, v, 0);
     }
 }
 
@@ -108,9 +130,17 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w
             first = 0;
         }
         int64_t n = (int64_t)nr * Co;
-        SG_LAUNCH(bias_round_kernel, sg_grid_for(n), SG_THREADS, 0, st,
-                  (void *)cu_off(y, r0 * Co, DT_BF16), tile, b, n, Co, DT_BF16);
-        SG_LAUNCH_CHECK("bias_round_kernel");
+        void *yr = (void *)cu_off(y, r0 * Co, DT_BF16);
+        if (Co % 8 == 0 && ((uintptr_t)yr & 15u) == 0 && ((uintptr_t)tile & 15u) == 0 &&
+            ((uintptr_t)b & 15u) == 0) {
+            SG_LAUNCH(bias_round8_kernel, sg_grid_for(n / 8), SG_THREADS, 0, st, (uint16_t *)yr,
+                      tile, b, n / 8, Co / 8);
+            SG_LAUNCH_CHECK("bias_round8_kernel");
+        } else {
+            SG_LAUNCH(bias_round_kernel, sg_grid_for(n), SG_THREADS, 0, st, yr, tile, b, n, Co,
+                      DT_BF16);
+            SG_LAUNCH_CHECK("bias_round_kernel");
+        }
     }
     return SG_OK;
 }
