@@ -107,6 +107,8 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
         f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
     uint32_t *sw = (uint32_t *)s;
     const int cg = C / f.G;
+    /* the channels' group, walked: one division per chunk, not one per channel (the same g) */
+    int g = n * f.G + ch / cg, r = ch % cg;
     /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold every
      * operand load in flight in registers the accumulators need */
 #pragma unroll 1
@@ -115,12 +117,13 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
         uint32_t out = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int c = ch + k + h, g = n * f.G + c / cg;
+            const int c = ch + k + h;
             const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
             const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
             const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
                                            f.beta[c], f.act, dk, q * C + c);
             out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
+            if (++r == cg) r = 0, g++;
         }
         sw[k / 2] = out;
     }
