@@ -45,6 +45,15 @@ fused_fwd = [n for n in s if n["op"] in ("conv2d", "conv2d_add", "conv2d_sc") an
 fused_bw = [n for n in s if n["op"] == "conv2d_bwd_weight" and n["in"][1] in fused]
 fused_fwd_conv = [n for n in fused_fwd if n["op"] != "conv2d_sc"]
 assert len(sc_cat) > 0 and d["conv_cudnn_eligible"] == len(convs) - 3 * len(cat_fwd) - 2 * len(sc_cat) - len(fused_fwd_conv) - len(fused_bw), d["conv_cudnn_eligible"]
+# the gemm engine passes (under auto): every 1x1 conv pass whose x operand is stored (the
+# data gradient has none), the rule of sg_conv_gemm_node
+byid = {x["id"]: x for x in t}
+def ksize(n):
+    return byid[n["out"][0] if n["op"] == "conv2d_bwd_weight" else n["in"][1]]["shape"][1]
+def xop(n):
+    return n["in"][1] if n["op"] == "conv2d_bwd_weight" else None if n["op"] == "conv2d_bwd_data" else n["in"][0]
+gemm = [n for n in convs if ksize(n) == 1 and xop(n) not in fused]
+assert d["conv_gemm"] == len(gemm) > 0, (d["conv_gemm"], len(gemm))
 # every normalisation but conv_norm_out (read by the 3-channel conv_out) is fused, and with it
 # its recomputation: the one recomputed tensor left is that of conv_norm_out
 assert d["fuse"] == 1 and d["fused_norms"] == len(fused) > 0 and len(fused_fwd) == len(fused)
