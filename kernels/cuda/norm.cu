@@ -270,6 +270,9 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
         const int64_t n = i / G;
         const int g = (int)(i % G);
         float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+        /* unrolled: the loads of several segments in flight (one thread per group: 128 warps
+         * at batch 128), the merges in the same order */
+#pragma unroll 4
         for (int s = 0; s < S; s++) {
             const int R = HW - s * seg < seg ? HW - s * seg : seg;
             const float2 *ps = part + (n * S + s) * C;
@@ -379,6 +382,7 @@ __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, 
         float A = 0.0f, B = 0.0f;
         for (int c = g * cg; c < (g + 1) * cg; c++) {
             float sx = 0.0f, sy = 0.0f;
+#pragma unroll 4
             for (int k = 0; k < segs; k++) {
                 const float2 q = part[(n * segs + k) * C + c];
                 sx += q.x;
