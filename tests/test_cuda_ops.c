@@ -1193,6 +1193,15 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         tb_check(off, ref, TOL_BF16, 0, ctx);
         CHECK(!memcmp(on->bits, off->bits, on->bytes),
               "%s: the fused forward differs from norm_act_apply + conv", ctx);
+        /* the fused forward's other kernel (conv_tc.cu: the resident halo by default, the
+         * per-tap transform with cuda_conv_tc_halo(0)): the same bits */
+        tb_reset(on);
+        cuda_conv_tc_halo(0);
+        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad, bf,
+             ws->d, wsb);
+        cuda_conv_tc_halo(1);
+        sync_stream();
+        tb_check(on, ref, TOL_BF16, 1, ctx);
         guards_all(ctx);
         fwd_args fa = {on->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, bf, ws->d, wsb, 0};
         check_fwd_stats(ctx, on, N, (int)(P / N), Co, bf, 1, fwd_run, &fa, &fr);
@@ -1683,11 +1692,15 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
               cuda_conv2d_path(xc, dh->d, N, H, W, Co, 1, 1, bf) == SG_CONV_PATH_TENSOR_CORE,
           "%s: not on the tensor-core path", ctx);
     tbuf *y = tb_out("y", P * Co, bf, NULL);
+    /* twice, the same bits; with the prologue, the second run on the per-tap kernel (conv_tc.cu:
+     * the resident halo's k order is the same) */
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
+        cuda_conv_tc_halo(rep == 0);
         CALL(cuda_conv2d_sc_fwd, g_st, y->d, hc, dw->d, bias ? (const float *)db->d : NULL,
              norm ? &fuse : NULL, xc, dws->d, bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co,
              K, pad, bf);
+        cuda_conv_tc_halo(1);
         sync_stream();
         tb_check(y, ref, TOL_BF16, rep, ctx);
         guards_all(ctx);

@@ -11,7 +11,8 @@
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
-#    fused attention on the default plan, and the own kernels fused (mma.sync, wgmma), whose
+#    fused attention on the default plan, and the own kernels fused (mma.sync with the
+#    prologue's forward on the resident halo, then per tap as on the first run; wgmma), whose
 #    speed issue 17 must raise (GPU_CALL_VARIANTS=0: none).
 # 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
@@ -74,6 +75,7 @@ bench_rc=$?
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant attn_fused SG_ATTN=fused --
     variant own_fused -- --conv-engine own --fuse 1
+    variant own_fused_pertap SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 230 ]; then

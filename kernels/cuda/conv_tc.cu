@@ -117,9 +117,11 @@
  *     divide (SiLU), and with dropout a Philox-4x32-10 draw: some 30 instructions against
  *     2 BN tensor-core FLOPs per transformed element, i.e. ~0.12 instruction per FLOP at
  *     BN = 128, within reach of an H100's ratio of fp32 issue to mma.sync throughput: the
- *     prologue may bound these layers. If it does, the next form transforms the block's input
- *     tile with its halo once per channel slice (each element once per block, not K K times)
- *     and cuts the tap tiles from it in shared memory.
+ *     prologue may bound these layers. It did (the first GPU run: 10x the unfused kernel's
+ *     time), so a forward with the prologue now runs on the resident halo instead
+ *     (conv_tc_fwd_halo_kernel: each element transformed once per block, the tap tiles cut
+ *     from it in shared memory, the same k order and bits); the weight gradient still
+ *     transforms per tap.
  *
  * Shortcut fold (SC instances of the forward kernel, cu_conv_tc_fwd_sc; a conv2d_sc node,
  * planner/fuse.c): a ResBlock's conv2 and its 1x1 shortcut as ONE GEMM, y = conv(h, w) + b +
@@ -168,25 +170,20 @@ __device__ __forceinline__ int tc_mc(int r, int c, int cpr) {
     return (r * cpr + (c ^ (r & 7))) * 8;
 }
 
-/* One stage: acc += A (BM x BK) * B (BK x BN) for the warp's 64 x 32 sub-tile at (wm, wn).
- * A_MN / B_MN: the operand lies in an MC tile (read transposed), else in a KC tile. */
-template <bool A_MN, bool B_MN, int BM, int BN>
-__device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16_t *sA,
-                                             const uint16_t *sB, int wm, int wn, int lane) {
+/* One k16 step's B fragments and MMAs: acc += A (16 k) * B (16 k) for the warp's 64 x 32
+ * sub-tile at column wn of the stage's B, the A fragments given by afrag(mi, ks, a[mi]) (16
+ * rows 16 mi .. of the warp's sub-tile, k ks .. ks + 15 of the stage). B_MN: B lies in an MC
+ * tile (read transposed), else in a KC tile. */
+template <bool B_MN, int BN, class AFrag>
+__device__ __forceinline__ void tc_stage_mma_af(float (&acc)[4][4][4], AFrag afrag,
+                                                const uint16_t *sB, int wn, int lane) {
     /* lane l addresses row l % 8 of matrix l / 8 of each ldmatrix.x4 */
     const int l7 = lane & 7, l8 = (lane >> 3) & 1, l16 = lane >> 4;
 #pragma unroll
     for (int ks = 0; ks < TC_BK; ks += 16) {
         uint32_t a[4][4], b[4][2];
 #pragma unroll
-        for (int mi = 0; mi < 4; mi++) {
-            const int m = wm + 16 * mi;
-            /* matrices: (m, k), (m + 8, k), (m, k + 8), (m + 8, k + 8) -> a[0..3] */
-            if constexpr (A_MN)
-                sg_ldmatrix_x4_trans(a[mi], sA + tc_mc(ks + l7 + 8 * l16, (m >> 3) + l8, BM / 8));
-            else
-                sg_ldmatrix_x4(a[mi], sA + tc_kc(m + l7 + 8 * l8, (ks >> 3) + l16));
-        }
+        for (int mi = 0; mi < 4; mi++) afrag(mi, ks, a[mi]);
 #pragma unroll
         for (int nj = 0; nj < 2; nj++) {
             const int n = wn + 16 * nj;
@@ -208,33 +205,56 @@ __device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16
                 sg_mma_bf16_16816(acc[mi][ni], a[mi], b[ni], acc[mi][ni]);
     }
 }
+/* One stage: acc += A (BM x BK) * B (BK x BN) for the warp's 64 x 32 sub-tile at (wm, wn).
+ * A_MN / B_MN: the operand lies in an MC tile (read transposed), else in a KC tile. */
+template <bool A_MN, bool B_MN, int BM, int BN>
+__device__ __forceinline__ void tc_stage_mma(float (&acc)[4][4][4], const uint16_t *sA,
+                                             const uint16_t *sB, int wm, int wn, int lane) {
+    const int l7 = lane & 7, l8 = (lane >> 3) & 1, l16 = lane >> 4;
+    /* matrices: (m, k), (m + 8, k), (m, k + 8), (m + 8, k + 8) -> a[0..3] */
+    auto afrag = [&](int mi, int ks, uint32_t(&a)[4]) {
+        const int m = wm + 16 * mi;
+        if constexpr (A_MN)
+            sg_ldmatrix_x4_trans(a, sA + tc_mc(ks + l7 + 8 * l16, (m >> 3) + l8, BM / 8));
+        else
+            sg_ldmatrix_x4(a, sA + tc_kc(m + l7 + 8 * l8, (ks >> 3) + l16));
+    };
+    tc_stage_mma_af<B_MN, BN>(acc, afrag, sB, wn, lane);
+}
 
 /* The multistage main loop over KT reduction tiles. load(stage) issues the cp.async copies of
  * the next tile (in order 0, 1, ..., KT-1: it advances its own state) into that stage;
  * fix(stage, kt), called for tiles kt = 0, 1, ..., KT-1 in order once this thread's copies of
  * the tile have landed and before the barrier that shows them to the other warps, may rewrite
- * this thread's own chunks of it in place (the fused prologue; a no-op otherwise). */
+ * this thread's own chunks of it in place (the fused prologue; a no-op otherwise); mma(stage,
+ * kt) then multiplies tile kt, every thread's copies of it visible. */
+template <int STAGE_ELEMS, class Load, class Fix, class Mma>
+__device__ __forceinline__ void tc_pipeline(uint16_t *smem, int KT, Load &load, Fix &fix, Mma mma) {
+#pragma unroll
+    for (int s = 0; s < TC_STAGES - 1; s++) {
+        if (s < KT) load(smem + s * STAGE_ELEMS);
+        sg_cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        sg_cp_async_wait(TC_STAGES - 2); /* tile kt has landed (this thread's copies) */
+        fix(smem + (kt % TC_STAGES) * STAGE_ELEMS, kt);
+        __syncthreads(); /* everyone's copies (and fixes); stage (kt-1) % STAGES is free */
+        const int next = kt + TC_STAGES - 1;
+        if (next < KT) load(smem + (next % TC_STAGES) * STAGE_ELEMS);
+        sg_cp_async_commit();
+        mma(smem + (kt % TC_STAGES) * STAGE_ELEMS, kt);
+    }
+    sg_cp_async_wait(0); /* only empty groups remain; nothing in flight at exit */
+}
+/* ... with stages of TC_STAGE_ELEMS (A, then B) multiplied by tc_stage_mma */
 template <bool A_MN, bool B_MN, int BM, int BN, class Load, class Fix>
 __device__ __forceinline__ void tc_mainloop(float (&acc)[4][4][4], uint16_t *smem, int KT,
                                             Load &load, Fix &fix) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = (warp / (BN / 32)) * 64, wn = (warp % (BN / 32)) * 32;
-#pragma unroll
-    for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < KT) load(smem + s * TC_STAGE_ELEMS(BM, BN));
-        sg_cp_async_commit();
-    }
-    for (int kt = 0; kt < KT; kt++) {
-        sg_cp_async_wait(TC_STAGES - 2); /* tile kt has landed (this thread's copies) */
-        fix(smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BM, BN), kt);
-        __syncthreads(); /* everyone's copies (and fixes); stage (kt-1) % STAGES is free */
-        const int next = kt + TC_STAGES - 1;
-        if (next < KT) load(smem + (next % TC_STAGES) * TC_STAGE_ELEMS(BM, BN));
-        sg_cp_async_commit();
-        const uint16_t *sA = smem + (kt % TC_STAGES) * TC_STAGE_ELEMS(BM, BN);
+    tc_pipeline<TC_STAGE_ELEMS(BM, BN)>(smem, KT, load, fix, [&](const uint16_t *sA, int) {
         tc_stage_mma<A_MN, B_MN, BM, BN>(acc, sA, sA + BM * TC_BK, wm, wn, lane);
-    }
-    sg_cp_async_wait(0); /* only empty groups remain; nothing in flight at exit */
+    });
 }
 /* ... with no fix (every kernel but the fused prologue's) */
 template <bool A_MN, bool B_MN, int BM, int BN, class Load>
@@ -424,6 +444,33 @@ __device__ __forceinline__ void tc_bwd_stats_tile(const uint16_t *tile, const sg
     }
 }
 
+/* The forwards' store: y = bf16(acc + b (+ the shortcut's bias, SC) (+ the residual, fuse.res)),
+ * two channels in one 32-bit store, and the statistics' partials (fuse.stats) of the stored
+ * tile, kept in the block's shared memory (at least TC_SMEM_BYTES) once every warp is done with
+ * it. */
+template <int BM, int BN, bool SC>
+__device__ __forceinline__ void tc_fwd_store(const float (&acc)[4][4][4], uint16_t *smem,
+                                             uint16_t *y, const float *bias,
+                                             const sg_conv_fuse &fuse, const sg_tc_shortcut &sc,
+                                             int m0, int n0, int P, int Co, int HoWo) {
+    uint32_t *tile = reinterpret_cast<uint32_t *>(smem);
+    if (fuse.stats) __syncthreads();
+    /* Co is even: co + 1 < Co too */
+    tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
+        v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
+        if (SC && sc.b) /* the shortcut's bias, once: its products are in acc already */
+            v0 += sc.b[co], v1 += sc.b[co + 1];
+        if (!SC && fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
+            tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
+        const uint32_t w = dev_st_bf16_pair(y + (int64_t)p * Co + co, v0, v1, 0);
+        if (fuse.stats) tile[(p - m0) * TC_STATS_ROW_WORDS(BN) + (co - n0) / 2] = w;
+    });
+    if (fuse.stats) {
+        __syncthreads();
+        tc_stats_tile<BM, BN>(reinterpret_cast<const uint16_t *>(tile), fuse, m0, n0, P, Co, HoWo);
+    }
+}
+
 /* Forward. blockIdx.x: BM output pixels p (flattened n, oh, ow); blockIdx.y: BN output
  * channels. Loads: thread t fills chunk t % 4 (channels 8 (t % 4) .. + 7 of the slice) of rows
  * t / 4 + j * (threads / 4) of A (pixels) and of B (output channels). NORM: x is norm_act's
@@ -528,24 +575,208 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     float acc[4][4][4] = {};
     tc_mainloop<false, false, BM, BN>(acc, smem, KT, load, fix);
 
-    /* the statistics' partials (fuse.stats): the stored tile, kept in the pipeline's shared
-     * memory once every warp is done with it */
-    uint32_t *tile = reinterpret_cast<uint32_t *>(smem);
-    if (fuse.stats) __syncthreads();
-    /* Co is even: co + 1 < Co too */
-    tc_epilogue<BN>(acc, m0, n0, P, Co, [&](int p, int co, float v0, float v1) {
-        v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
-        if (SC && sc.b) /* the shortcut's bias, once: its products are in acc already */
-            v0 += sc.b[co], v1 += sc.b[co + 1];
-        if (!SC && fuse.res) /* the residual add (the conv's bf16 output, then the sum) */
-            tc_add_res(v0, v1, (const uint16_t *)fuse.res + (int64_t)p * Co + co);
-        const uint32_t w = dev_st_bf16_pair(y + (int64_t)p * Co + co, v0, v1, 0);
-        if (fuse.stats) tile[(p - m0) * TC_STATS_ROW_WORDS(BN) + (co - n0) / 2] = w;
-    });
-    if (fuse.stats) {
-        __syncthreads();
-        tc_stats_tile<BM, BN>(reinterpret_cast<const uint16_t *>(tile), fuse, m0, n0, P, Co, HoWo);
+    tc_fwd_store<BM, BN, SC>(acc, smem, y, bias, fuse, sc, m0, n0, P, Co, HoWo);
+}
+
+/* The fused prologue's forward on a resident halo (conv_tc_fwd_halo_kernel; the launcher sends
+ * a forward with the prologue here unless cuda_conv_tc_halo(0) or it does not fit).
+ *
+ * Why: conv_tc_fwd_kernel's NORM instance transforms each landed A chunk in place, so an
+ * element of x is transformed once per tap and output-channel tile that reads it (9 times for
+ * a 3x3), between the stage's wait and its barrier: on the first GPU run that made the fused
+ * forwards 10x slower than the same kernels unfused (docs/gpu-status.md). Here a block loads
+ * the input its BM output pixels read, every channel, with its halo, ONCE (cp.async), turns it
+ * into y ONCE (tc_norm_chunk, the same expressions as the apply pass), and keeps it in shared
+ * memory for the whole reduction; the pipeline streams only the weights (B). The A fragment of
+ * tap (kh, kw) is cut from the resident tile by each lane's ldmatrix row address (the halo
+ * pixel of its output pixel, shifted by the tap).
+ *
+ * Same bits: the reduction runs the same k16 slices in the same order as conv_tc_fwd_kernel
+ * (tap, part, 32-channel slice of the part, the zero-filled tail of a part included: the
+ * resident channels are laid out padded the same way) on the same operand values, so fused
+ * halo, fused per-tap and unfused give identical bits (cuda_ops_host checks all three).
+ *
+ * The halo (tc_halo_slots): a block's pixels lie on output rows R0 .. R1 (r = n Ho + oh). Output
+ * row r = R0 + t of image n reads input rows oh S - pad + kh, held in slot rows t S + (n - n0)
+ * (K - S) + kh (n0 = R0 / Ho): consecutive rows of one image share their K - S common input
+ * rows, an image's first row starts past the previous image's last (S <= K). A slot row holds
+ * Wh = (Wo - 1) S + K input columns iw = col - pad, each pixel cpr 16-byte chunks (the padded
+ * channels), swizzled (tc_halo_at). Padding, rows past the image and the parts' tails are the
+ * zeros cp.async fills and stay zero (padding of y, after the activation). A slot table in
+ * shared memory maps slot -> (n, ih), written before the loads by the output row that owns it.
+ *
+ * Pipeline: the halo's copies are one commit group, older than the B tiles'; the tile-0 wait
+ * of tc_pipeline therefore covers it, and its fix at kt = 0 transforms the thread's own halo
+ * chunks (the barrier after it publishes them) while the first B tiles are in flight.
+ * SC: the shortcut's tiles (kt >= KK tpt) stream their A through the stages as
+ * conv_tc_fwd_kernel does (x as loaded, no prologue).
+ *
+ * Shared memory: TC_STAGES stages (B, or A + B with SC), the largest halo of any block of the
+ * launch (hslots slot rows), the slot table; at least TC_SMEM_BYTES (the statistics' tile).
+ * 32 x 32 x 128 at BM 128: 6 x 34 halo pixels, 52 KiB + 32 KiB of stages, two blocks an SM;
+ * 16 x 16 x 256: 10 x 18 pixels, 90 KiB + 32; the launcher falls back to the per-tap kernel
+ * where it exceeds the device's opt-in limit. Registers: the transform runs before the
+ * accumulators are still zero, so the allocator is asked for 16 warps per SM as the unfused
+ * kernels (<= 128 registers: 118-128 with nvcc 13 for sm_90, no spills), not the NORM
+ * instances' 12. */
+__host__ __device__ inline int tc_halo_slots(int m0, int BM, int P, int Ho, int Wo, int K, int S) {
+    const int last = (m0 + BM < P ? m0 + BM : P) - 1;
+    const int R0 = m0 / Wo, R1 = last / Wo;
+    return (R1 - R0) * S + (R1 / Ho - R0 / Ho) * (K - S) + K;
+}
+/* Element offset of chunk c of halo pixel hr (rows of cpr chunks, cpr a multiple of 4): the
+ * chunk XOR (hr >> ksh) & kmask, so the 8 rows an ldmatrix reads (8 consecutive output pixels:
+ * consecutive halo pixels, every other one at stride 2) fall on distinct 16-byte bank groups:
+ * ksh = S - 1, kmask = 7 where rows span whole 128-byte lines (cpr % 8 == 0); where they span
+ * half lines (cpr % 8 == 4) kmask = 3 and ksh one more (pairs of rows share a line). */
+__device__ __forceinline__ int tc_halo_at(int hr, int c, int cpr, int ksh, int kmask) {
+    return (hr * cpr + (c ^ ((hr >> ksh) & kmask))) * 8;
+}
+template <int BM, int BN, bool SC>
+__global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
+    conv_tc_fwd_halo_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
+                            sg_conv_fuse fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
+                            int Co, int K, int S, int pad, int Ho, int Wo, int hslots) {
+    constexpr int NT = TC_THREADS(BM, BN), ROW_STEP = NT / 4, A_IT = BM / ROW_STEP,
+                  B_IT = BN / ROW_STEP;
+    /* a stage: B (BN x BK), after the shortcut's A (BM x BK) with SC */
+    constexpr int BOFF = SC ? BM * TC_BK : 0, STAGE = BOFF + BN * TC_BK;
+    SG_DYNAMIC_SMEM(uint16_t, smem);
+    const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2, lane = tid & 31, warp = tid >> 5;
+    const int P = N * Ho * Wo, HoWo = Ho * Wo, KK = K * K;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int c0 = x.c[0], c1 = x.c[1];
+    /* k tiles per tap: part 0's slices, then part 1's; the resident pixel's chunks likewise */
+    const int t0 = (c0 + TC_BK - 1) / TC_BK, tpt = t0 + (c1 + TC_BK - 1) / TC_BK;
+    const int cpr = tpt * (TC_BK / 8), Wh = (Wo - 1) * S + K;
+    const int ksh = S - 1 + ((cpr & 7) ? 1 : 0), kmask = (cpr & 7) ? 3 : 7;
+    uint16_t *res = smem + TC_STAGES * STAGE;
+    int2 *slot = reinterpret_cast<int2 *>(res + (int64_t)hslots * Wh * cpr * 8);
+    const int last = (m0 + BM < P ? m0 + BM : P) - 1;
+    const int R0 = m0 / Wo, n0img = R0 / Ho, rows = last / Wo - R0 + 1;
+    const int hpix = tc_halo_slots(m0, BM, P, Ho, Wo, K, S) * Wh, hchunks = hpix * cpr;
+
+    /* the slot table: output row t writes the slots no earlier row of its image wrote */
+    for (int t = tid; t < rows; t += NT) {
+        const int r = R0 + t, n = r / Ho, oh = r - n * Ho;
+        const int base = t * S + (n - n0img) * (K - S);
+        const int kh0 = t > 0 && (r - 1) / Ho == n ? K - S : 0;
+        for (int kh = kh0; kh < K; kh++) slot[base + kh] = make_int2(n, oh * S - pad + kh);
     }
+    __syncthreads();
+    /* halo chunk i: its pixel hp and chunk ch, the part and channel ci within it, the input
+     * pixel q of image n; whether it holds data (else zeros) */
+    auto halo_chunk = [&](int i, int &hp, int &ch, int &part, int &ci, int &n, int64_t &q) {
+        hp = i / cpr, ch = i - hp * cpr;
+        const int sl = hp / Wh, iw = hp - sl * Wh - pad;
+        const int2 e = slot[sl];
+        part = ch >= 4 * t0;
+        ci = 8 * (part ? ch - 4 * t0 : ch);
+        n = e.x, q = ((int64_t)e.x * H + e.y) * W + iw;
+        return e.y >= 0 && e.y < H && iw >= 0 && iw < W && ci < (part ? c1 : c0);
+    };
+    for (int i = tid; i < hchunks; i += NT) {
+        int hp, ch, part, ci, n;
+        int64_t q;
+        const bool v = halo_chunk(i, hp, ch, part, ci, n, q);
+        /* (ternaries, not x.p[part]: a dynamic index would copy x to local memory) */
+        const uint16_t *xp = (const uint16_t *)(part ? x.p[1] : x.p[0]);
+        sg_cp_async_16(res + tc_halo_at(hp, ch, cpr, ksh, kmask),
+                       v ? xp + q * (part ? c1 : c0) + ci : xp, v);
+    }
+    sg_cp_async_commit();
+
+    /* B rows: the offset of weight row co */
+    int64_t wrow[B_IT];
+    tc_weight_rows<B_IT, ROW_STEP>(wrow, n0 + r0, Co, 0, (int64_t)KK * Ci);
+    const int s0 = SC ? sc.x.c[0] : 0, s1 = SC ? sc.x.c[1] : 0, KTc = KK * tpt;
+    const int KT = KTc + (SC ? (s0 + TC_BK - 1) / TC_BK + (s1 + TC_BK - 1) / TC_BK : 0);
+    /* the next tile to load: tap, part, channel slice c of the part; tap == KK: the shortcut */
+    int tap = 0, part = 0, c = 0;
+    auto load = [&](uint16_t *st) {
+        const bool sct = SC && tap == KK;
+        const int cp = sct ? (part ? s1 : s0) : (part ? c1 : c0);
+        const int coff = part ? (sct ? s0 : c0) : 0;
+        const int ci = c + 8 * c4;
+        const bool cin = ci < cp;
+        if (sct) {
+            /* the shortcut's A rows: the output pixel itself (stride 1, Ho = H, Wo = W) */
+            const uint16_t *xp = (const uint16_t *)(part ? sc.x.p[1] : sc.x.p[0]);
+#pragma unroll
+            for (int j = 0; j < A_IT; j++) {
+                const int p = m0 + r0 + j * ROW_STEP;
+                const bool v = cin && p < P;
+                sg_cp_async_16(st + tc_kc(r0 + j * ROW_STEP, c4),
+                               v ? xp + (int64_t)p * cp + ci : xp, v);
+            }
+#pragma unroll
+            for (int j = 0; j < B_IT; j++) {
+                const bool v = cin && wrow[j] >= 0;
+                const uint16_t *src =
+                    v ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci : wb;
+                sg_cp_async_16(st + BOFF + tc_kc(r0 + j * ROW_STEP, c4), src, v);
+            }
+        } else {
+            tc_load_weight_rows<B_IT, ROW_STEP>(st + BOFF, r0, c4, wb, wrow,
+                                                (int64_t)tap * Ci + coff + ci, cin);
+        }
+        c += TC_BK;
+        if (c >= cp) {
+            c = 0;
+            if (part == 0 && (sct ? s1 : c1) > 0)
+                part = 1;
+            else
+                part = 0, tap++;
+        }
+    };
+    /* the prologue, once: at tile 0 (the halo's group is older than tile 0's, so it has landed
+     * too), this thread's own halo chunks become y; the barrier after publishes them */
+    auto fix = [&](uint16_t *, int kt) {
+        if (kt) return;
+#pragma unroll 1
+        for (int i = tid; i < hchunks; i += NT) {
+            int hp, ch, part, ci, n;
+            int64_t q;
+            if (halo_chunk(i, hp, ch, part, ci, n, q))
+                tc_norm_chunk(res + tc_halo_at(hp, ch, cpr, ksh, kmask), fuse, n, q,
+                              (part ? c0 : 0) + ci, Ci);
+        }
+    };
+    /* the lane's A rows (wm + 16 mi + lane % 8 + 8 (lane / 8 % 2), as tc_stage_mma's ldmatrix):
+     * the halo pixel of tap (0, 0) of their output pixel (rows past P read the last pixel's:
+     * any resident row will do, their outputs are not stored) */
+    const int wm = (warp / (BN / 32)) * 64, wn = (warp % (BN / 32)) * 32;
+    const int l16 = lane >> 4;
+    int hrow[4];
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++) {
+        int p = m0 + wm + 16 * mi + (lane & 7) + 8 * ((lane >> 3) & 1);
+        p = p < P ? p : P - 1;
+        const int r = p / Wo, ow = p - r * Wo;
+        hrow[mi] = ((r - R0) * S + (r / Ho - n0img) * (K - S)) * Wh + ow * S;
+    }
+    /* the multiplying cursor: slice sl of tap (kh, kw), toff = kh Wh + kw halo pixels */
+    int msl = 0, mkh = 0, mkw = 0, toff = 0;
+    float acc[4][4][4] = {};
+    tc_pipeline<STAGE>(smem, KT, load, fix, [&](const uint16_t *st, int kt) {
+        if (SC && kt >= KTc) {
+            tc_stage_mma<false, false, BM, BN>(acc, st, st + BOFF, wm, wn, lane);
+            return;
+        }
+        const int cb = msl * (TC_BK / 8);
+        auto afrag = [&](int mi, int ks, uint32_t(&a)[4]) {
+            sg_ldmatrix_x4(
+                a, res + tc_halo_at(hrow[mi] + toff, cb + (ks >> 3) + l16, cpr, ksh, kmask));
+        };
+        tc_stage_mma_af<false, BN>(acc, afrag, st + BOFF, wn, lane);
+        if (++msl == tpt) {
+            msl = 0;
+            if (++mkw == K) mkw = 0, mkh++;
+            toff = mkh * Wh + mkw;
+        }
+    });
+
+    tc_fwd_store<BM, BN, SC>(acc, smem, y, bias, fuse, sc, m0, n0, P, Co, HoWo);
 }
 
 /* Backward data. blockIdx.x: BM input pixels of parity class blockIdx.z (flattened n, i, j);
@@ -728,15 +959,20 @@ static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn)
     ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \
                 : ((bn) == 64 ? fn<128, 64>(__VA_ARGS__) : fn<128, 128>(__VA_ARGS__)))
 
-/* Every launch of a kernel of this file: its BM x BN tile's dynamic shared memory allowed,
- * then the launch, errors named after the kernel. */
+/* Every launch of a kernel of this file: its dynamic shared memory allowed (that of its BM x BN
+ * tile, or `bytes`), then the launch, errors named after the kernel. */
+template <int BM, int BN, class... P, class... A>
+static int tc_launch_smem(void (*kernel)(P...), const char *name, dim3 grid, int bytes,
+                          cudaStream_t st, A... args) {
+    if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
+    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), bytes, st, args...);
+    SG_LAUNCH_CHECK(name);
+    return SG_OK;
+}
 template <int BM, int BN, class... P, class... A>
 static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStream_t st,
                      A... args) {
-    if (cuda_smem_attr(kernel, TC_SMEM_BYTES(BM, BN), name)) return SG_ERR;
-    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), TC_SMEM_BYTES(BM, BN), st, args...);
-    SG_LAUNCH_CHECK(name);
-    return SG_OK;
+    return tc_launch_smem<BM, BN>(kernel, name, grid, TC_SMEM_BYTES(BM, BN), st, args...);
 }
 
 /* the kernel instance for a fused prologue (norm) or none */
@@ -749,12 +985,72 @@ static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStre
                     : conv_tc_fwd_kernel<BM, BN, false, true>)                                     \
           : TC_NORM(norm, conv_tc_fwd_kernel, BM, BN))
 
+/* The fused prologue's forward on the resident halo (conv_tc_fwd_halo_kernel): on unless
+ * cuda_conv_tc_halo(0) (SG_TC_HALO=0, graph/backend_cuda.c). The same bits either way. */
+static int g_tc_halo = 1;
+void cuda_conv_tc_halo(int on) {
+    g_tc_halo = on != 0;
+}
+
+/* The device's opt-in limit of a block's dynamic shared memory (bytes), asked once. */
+static int tc_smem_optin(void) {
+    static int bytes = -1;
+    if (bytes < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            v = 0; /* unknown: the per-tap kernel */
+        bytes = v;
+    }
+    return bytes;
+}
+/* The halo kernel's dynamic shared memory for a BM x BN forward (0 where it does not apply:
+ * S > K, or more than the device allows), and in *hslots the most slot rows a block's halo
+ * takes (tc_halo_slots is the same for blocks HoWo pixels apart: one period of blocks, and the
+ * last, cut by P). */
+static int64_t tc_halo_bytes(int BM, int BN, int sc, int64_t P, int Ho, int Wo, int c0, int c1,
+                             int K, int S, int *hslots) {
+    if (S > K) return 0;
+    const int64_t HoWo = (int64_t)Ho * Wo, blocks = (P + BM - 1) / BM;
+    int64_t g = BM, h = HoWo; /* period: HoWo / gcd(BM, HoWo) blocks */
+    while (h) {
+        const int64_t t = g % h;
+        g = h, h = t;
+    }
+    const int64_t period = HoWo / g < blocks ? HoWo / g : blocks;
+    int most = 0;
+    for (int64_t b = 0; b <= period; b++) {
+        const int64_t m0 = b < period ? b * BM : (blocks - 1) * BM;
+        const int n = tc_halo_slots((int)m0, BM, (int)P, Ho, Wo, K, S);
+        most = n > most ? n : most;
+    }
+    const int64_t cpr = 4 * ((c0 + TC_BK - 1) / TC_BK + (c1 + TC_BK - 1) / TC_BK);
+    const int64_t stage = ((sc ? BM : 0) + BN) * TC_BK * 2;
+    int64_t bytes = TC_STAGES * stage + (int64_t)most * ((Wo - 1) * S + K) * cpr * 16 +
+                    (int64_t)most * (int64_t)sizeof(int2);
+    bytes = bytes > TC_SMEM_BYTES(BM, BN) ? bytes : TC_SMEM_BYTES(BM, BN);
+    *hslots = most;
+    return bytes <= tc_smem_optin() ? bytes : 0;
+}
+
 template <int BM, int BN>
 static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
                               const float *b, sg_conv_fuse f, sg_tc_shortcut sc, int N, int H,
                               int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo) {
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
+    int hslots = 0;
+    const int64_t hb = f.norm && g_tc_halo ? tc_halo_bytes(BM, BN, sc.w != NULL, P, Ho, Wo, x.c[0],
+                                                           x.c[1], K, S, &hslots)
+                                           : 0;
+    if (hb) {
+        void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
+                             sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int,
+                             int) =
+            sc.w ? conv_tc_fwd_halo_kernel<BM, BN, true> : conv_tc_fwd_halo_kernel<BM, BN, false>;
+        return tc_launch_smem<BM, BN>(kernel, "conv_tc_fwd_halo_kernel", grid, (int)hb, st, y, x,
+                                      wb, b, f, sc, N, H, W, Ci, Co, K, S, pad, Ho, Wo, hslots);
+    }
     void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
                          sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int) =
         TC_FWD(f.norm, sc.w != NULL, BM, BN);
