@@ -466,12 +466,13 @@ static void apply_table_engines(cuda_ctx *c, const sg_graph *g, const sg_engine_
  * not 128-byte aligned): that call runs where own would run it (fixed by the plan, so the same
  * calls every step). */
 static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
-    /* SG_TC_HALO (unset or 1, 0): the fused prologue's forward on the resident halo or per tap
-     * (conv_tc.cu; the same bits, so a GPU can time both) */
+    /* SG_TC_HALO (unset or 1, 0, all): the fused prologue's forward on the resident halo or
+     * per tap, or every tensor-core forward on the halo (conv_tc.cu; the same bits, so a GPU
+     * can time each) */
     const char *halo = getenv("SG_TC_HALO");
-    if (halo && *halo && strcmp(halo, "0") && strcmp(halo, "1"))
-        return sg_set_error("SG_TC_HALO=%s: expected 1 (the default) or 0", halo);
-    cuda_conv_tc_halo(!halo || !*halo || !strcmp(halo, "1"));
+    if (halo && *halo && strcmp(halo, "0") && strcmp(halo, "1") && strcmp(halo, "all"))
+        return sg_set_error("SG_TC_HALO=%s: expected 1 (the default), 0 or all", halo);
+    cuda_conv_tc_halo(!halo || !*halo || !strcmp(halo, "1") ? 1 : !strcmp(halo, "all") ? 2 : 0);
     const char *env = getenv("SG_CONV_TC");
     c->conv_wgmma = 0;
     if (!env || !*env || !strcmp(env, "mma")) return SG_OK;

@@ -845,6 +845,18 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
         }
+        /* the tensor cores' forward on the resident halo (cuda_conv_tc_halo(2), conv_tc.cu;
+         * stride <= K): the per-tap kernel's k order, the same bits */
+        if (want == SG_CONV_PATH_TENSOR_CORE && S <= K) {
+            reset_all();
+            cuda_conv_tc_halo(2);
+            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
+                 dt, ws->d, wsb);
+            cuda_conv_tc_halo(1);
+            sync_stream();
+            tb_check(y, ref, tol_for(dt), 1, ctx);
+            guards_all(ctx);
+        }
         fwd_args fa = {y->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, dt, ws->d, wsb, 0};
         check_fwd_stats(ctx, y, N, Ho * Wo, Co, dt, want == SG_CONV_PATH_TENSOR_CORE, fwd_run, &fa,
                         NULL);

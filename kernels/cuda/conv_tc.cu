@@ -579,7 +579,10 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
 }
 
 /* The fused prologue's forward on a resident halo (conv_tc_fwd_halo_kernel; the launcher sends
- * a forward with the prologue here unless cuda_conv_tc_halo(0) or it does not fit).
+ * a forward with the prologue here unless cuda_conv_tc_halo(0) or it does not fit, and with
+ * cuda_conv_tc_halo(2) every forward it fits: NORM false, x kept as loaded, an experiment for a
+ * GPU, whether loading x once per block instead of once per tap beats the per-tap kernel's
+ * overlap of loads and MMAs).
  *
  * Why: conv_tc_fwd_kernel's NORM instance transforms each landed A chunk in place, so an
  * element of x is transformed once per tap and output-channel tile that reads it (9 times for
@@ -632,7 +635,7 @@ __host__ __device__ inline int tc_halo_slots(int m0, int BM, int P, int Ho, int 
 __device__ __forceinline__ int tc_halo_at(int hr, int c, int cpr, int ksh, int kmask) {
     return (hr * cpr + (c ^ ((hr >> ksh) & kmask))) * 8;
 }
-template <int BM, int BN, bool SC>
+template <int BM, int BN, bool NORM, bool SC>
 __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     conv_tc_fwd_halo_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
                             sg_conv_fuse fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
@@ -732,14 +735,16 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     /* the prologue, once: at tile 0 (the halo's group is older than tile 0's, so it has landed
      * too), this thread's own halo chunks become y; the barrier after publishes them */
     auto fix = [&](uint16_t *, int kt) {
-        if (kt) return;
+        if constexpr (NORM) {
+            if (kt) return;
 #pragma unroll 1
-        for (int i = tid; i < hchunks; i += NT) {
-            int hp, ch, part, ci, n;
-            int64_t q;
-            if (halo_chunk(i, hp, ch, part, ci, n, q))
-                tc_norm_chunk(res + tc_halo_at(hp, ch, cpr, ksh, kmask), fuse, n, q,
-                              (part ? c0 : 0) + ci, Ci);
+            for (int i = tid; i < hchunks; i += NT) {
+                int hp, ch, part, ci, n;
+                int64_t q;
+                if (halo_chunk(i, hp, ch, part, ci, n, q))
+                    tc_norm_chunk(res + tc_halo_at(hp, ch, cpr, ksh, kmask), fuse, n, q,
+                                  (part ? c0 : 0) + ci, Ci);
+            }
         }
     };
     /* the lane's A rows (wm + 16 mi + lane % 8 + 8 (lane / 8 % 2), as tc_stage_mma's ldmatrix):
@@ -985,11 +990,13 @@ static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStre
                     : conv_tc_fwd_kernel<BM, BN, false, true>)                                     \
           : TC_NORM(norm, conv_tc_fwd_kernel, BM, BN))
 
-/* The fused prologue's forward on the resident halo (conv_tc_fwd_halo_kernel): on unless
- * cuda_conv_tc_halo(0) (SG_TC_HALO=0, graph/backend_cuda.c). The same bits either way. */
+/* Which forwards run on the resident halo (conv_tc_fwd_halo_kernel; cuda_conv_tc_halo, from
+ * SG_TC_HALO in graph/backend_cuda.c): 1 (the default) those with the fused prologue, 2 every
+ * one (an experiment for a GPU: x loaded once per block instead of once per tap), 0 none. The
+ * same bits every way. */
 static int g_tc_halo = 1;
-void cuda_conv_tc_halo(int on) {
-    g_tc_halo = on != 0;
+void cuda_conv_tc_halo(int mode) {
+    g_tc_halo = mode;
 }
 
 /* The device's opt-in limit of a block's dynamic shared memory (bytes), asked once. */
@@ -1040,14 +1047,17 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
     int hslots = 0;
-    const int64_t hb = f.norm && g_tc_halo ? tc_halo_bytes(BM, BN, sc.w != NULL, P, Ho, Wo, x.c[0],
-                                                           x.c[1], K, S, &hslots)
-                                           : 0;
+    const int64_t hb =
+        (f.norm && g_tc_halo) || g_tc_halo == 2
+            ? tc_halo_bytes(BM, BN, sc.w != NULL, P, Ho, Wo, x.c[0], x.c[1], K, S, &hslots)
+            : 0;
     if (hb) {
         void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
                              sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int,
-                             int) =
-            sc.w ? conv_tc_fwd_halo_kernel<BM, BN, true> : conv_tc_fwd_halo_kernel<BM, BN, false>;
+                             int) = sc.w ? (f.norm ? conv_tc_fwd_halo_kernel<BM, BN, true, true>
+                                                   : conv_tc_fwd_halo_kernel<BM, BN, false, true>)
+                                         : (f.norm ? conv_tc_fwd_halo_kernel<BM, BN, true, false>
+                                                   : conv_tc_fwd_halo_kernel<BM, BN, false, false>);
         return tc_launch_smem<BM, BN>(kernel, "conv_tc_fwd_halo_kernel", grid, (int)hb, st, y, x,
                                       wb, b, f, sc, N, H, W, Ci, Co, K, S, pad, Ho, Wo, hslots);
     }

@@ -162,11 +162,12 @@ typedef struct {
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
-/* Which tensor-core forward takes a fused prologue (fuse->norm): on (1, the default), the
- * resident-halo kernel, which transforms each input element once per block (conv_tc.cu); off,
- * the per-tap kernel, which transforms it once per tap. The same bits either way; process-wide
+/* Which tensor-core forwards run on the resident-halo kernel (conv_tc.cu), which loads a
+ * block's input once (and, with a fused prologue, fuse->norm, transforms each element once per
+ * block): 1 (the default) those with the prologue; 2 every one; 0 none (the per-tap kernel,
+ * which loads, and transforms, once per tap). The same bits every way; process-wide
  * (graph/backend_cuda.c sets it from SG_TC_HALO). */
-void cuda_conv_tc_halo(int on);
+void cuda_conv_tc_halo(int mode);
 /* The shortcut fold (conv2d_sc): y[N,H,W,Co] = conv(h, w) + b + x ws^T + bs as ONE implicit
  * GEMM on the tensor cores, the reduction over conv's K K Ci then the shortcut's Cin = x.c[0] +
  * x.c[1], both biases added in the store, rounded once to bf16. h[N,H,W,Ci] (with fuse->norm:
