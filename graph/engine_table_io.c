@@ -222,9 +222,7 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
             const int e = sg_engine_table_layer(y, x->e[i].layer);
             if (!pass && e == x->e[i].engine && e == SG_LAYER_CUDNN) {
                 /* the same choice, other timed cuDNN engines: other bits too */
-                const sg_engine_entry *ye = NULL;
-                for (int j = 0; j < y->n && !ye; j++)
-                    if (!strcmp(y->e[j].layer, x->e[i].layer)) ye = &y->e[j];
+                const sg_engine_entry *ye = sg_engine_table_find(y, x->e[i].layer);
                 int same = 1;
                 for (int q = 0; q < 3; q++) same &= !strcmp(ye->cudnn[q], x->e[i].cudnn[q]);
                 if (!same && differ++ < 8)

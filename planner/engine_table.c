@@ -109,15 +109,18 @@ const sg_engine_entry *sg_engine_table_entry_of(const sg_engine_table *t, const 
                                                 int node) {
     char name[SG_NAME_MAX];
     if (!t || sg_conv_layer_of(g, node, name) < 0) return NULL;
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->e[i].layer, name)) return &t->e[i];
+    return sg_engine_table_find(t, name);
+}
+
+const sg_engine_entry *sg_engine_table_find(const sg_engine_table *t, const char *layer) {
+    for (int i = 0; t && i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) return &t->e[i];
     return NULL;
 }
 
 int sg_engine_table_layer(const sg_engine_table *t, const char *layer) {
-    for (int i = 0; t && i < t->n; i++)
-        if (!strcmp(t->e[i].layer, layer)) return t->e[i].engine;
-    return 0;
+    const sg_engine_entry *e = sg_engine_table_find(t, layer);
+    return e ? e->engine : 0;
 }
 
 int sg_conv_gemm_node(const sg_graph *g, int node) {

@@ -64,6 +64,8 @@ int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, c
  * alike whatever their order, timings or device. Stored in t->hash (kept current by
  * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);
+/* A layer's entry; NULL when the table (which may be NULL) has no such layer. */
+const sg_engine_entry *sg_engine_table_find(const sg_engine_table *t, const char *layer);
 /* The choice for a layer name; 0 when the table has no such layer. */
 int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
 /* The conv layer of conv node `node` (forward or backward, any micro-batch): its weight
