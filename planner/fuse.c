@@ -6,12 +6,17 @@
  *
  * Prologue (sg_fuse_norm_prologues): the output y of a norm_act / norm_act_temb node whose
  * every reader is a convolution the fused kernels take (sg_conv_fusable) becomes a virtual
- * normalised tensor (sg_tensor.vnorm = the node): no storage, no recomputation in the backward
- * pass. The node then runs only its statistics pass (mean, rstd); the forward convolution and
- * the weight gradient of the backward pass (the readers: norm_act's own backward reads x, not y)
- * compute y from the node's inputs x, [v,] gamma, beta, [seed, step] and its mean and rstd with
- * the apply pass's arithmetic, so they read exactly the values the unfused plan would have
- * stored. The layout keeps those operands alive as long as y is read (plan_layout.c). A reader
+ * normalised tensor (sg_tensor.vnorm = the node): no storage in the forward pass. The node then
+ * runs only its statistics pass (mean, rstd); the forward convolutions that read y compute it
+ * from the node's inputs x, [v,] gamma, beta, [seed, step] and its mean and rstd with the apply
+ * pass's arithmetic, so they read exactly the values the unfused plan would have stored. The
+ * backward pass recomputes y for the weight gradient as the unfused plan does (y stays marked
+ * for recomputation: autodiff.c emits norm_act_apply before the first backward reader, the one
+ * reader, the weight gradient, reads that stored copy; norm_act's own backward reads x): a
+ * weight gradient's output tile is one tap's channels, so a prologue there transforms each x
+ * element once per tap, and on the first GPU run that made it 7x slower than the unfused
+ * gradient (docs/gpu-status.md). The layout keeps y's operands alive as long as y is read
+ * (plan_layout.c). A reader
  * the engine table (planner/engine_table.h) sends to cuDNN keeps y stored: cuDNN reads memory.
  *
  * Epilogue (the builder, planner/unet.c): a residual add y = skip + conv(h) (the ResBlock's
@@ -79,7 +84,6 @@ int sg_fuse_norm_prologues(sg_graph *g, const sg_engine_table *engines) {
         sg_tensor *t = &g->t[y];
         t->vnorm = i;
         t->bytes = 0;
-        t->recompute = 0; /* the backward readers read it as it is: there is nothing to keep */
         fused++;
     }
     return fused;

@@ -33,16 +33,16 @@ typedef struct {
     int inplace_merges;           /* tensors that took over their input's memory */
     const char *placement;        /* the ordering that won */
     double flops, matmul_flops;   /* per step */
-    /* the fusions (planner/fuse.c): virtual normalised tensors, how many of them a backward
-     * node reads (the recomputations the unfused plan makes), and the bytes no tensor holds
-     * any more (each one's size, once more for each recomputation); the residual adds done in
+    /* the fusions (planner/fuse.c): virtual normalised tensors and the bytes no tensor holds
+     * any more (each one's size: the forward's y; the backward recomputes y as unfused); the
+     * residual adds done in
      * a convolution's store (conv2d_add nodes) and the conv outputs they never write (also
      * counted in unmaterialised_bytes); the 1x1 shortcuts folded into conv2 (conv2d_sc nodes,
      * also counted as residuals) and their outputs and gradients never written (also counted
      * in unmaterialised_bytes); the nearest upsamples done inside the 3x3 conv after them
      * (upconv2d nodes) and the upsampled tensors and their gradients they never write (also
      * counted in unmaterialised_bytes) */
-    int fused_norms, fused_recomputes, fused_residuals, fused_shortcuts, fused_upconvs;
+    int fused_norms, fused_residuals, fused_shortcuts, fused_upconvs;
     int64_t unmaterialised_bytes, fused_residual_bytes, fused_shortcut_bytes, fused_upconv_bytes;
     uint64_t hash; /* of the config, schedule and layout: checkpoints carry it */
 } sg_plan;

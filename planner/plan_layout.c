@@ -704,8 +704,8 @@ out:
     return rc;
 }
 
-/* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes,
- * twice when a backward node reads it (the unfused plan recomputes a copy there), and each
+/* What the fusions (planner/fuse.c) leave unwritten: each virtual normalised tensor's bytes
+ * (the forward pass's y; the backward pass recomputes its copy as the unfused plan does), and each
  * conv2d_add's conv output (the unfused plan's conv2d writes it, its add reads it back), and
  * each conv2d_sc's conv output, shortcut output and that one's gradient, and
  * each upconv2d's upsampled input u [N,2H,2W,Ci] in the activations' dtype, twice in training
@@ -713,19 +713,13 @@ out:
  * gradient; the conv's data gradient writes du and the upsample's backward reads it back) */
 static void fusion_totals(sg_plan *p) {
     const sg_graph *g = &p->g;
-    unsigned char *bwd_read = calloc((size_t)g->nt + 1, 1);
-    for (int i = 0; bwd_read && i < g->nn; i++)
-        if (sg_ops[g->n[i].op].kind == SG_OPK_BWD)
-            for (int k = 0; k < g->n[i].nin; k++) bwd_read[g->n[i].in[k]] = 1;
     for (int t = 0; t < g->nt; t++) {
         const sg_tensor *x = &g->t[t];
         if (x->vnorm < 0) continue;
         const int64_t b = SG_ALIGN_UP(sg_numel(x) * sg_dtype_size(x->dtype), SG_ALIGN);
         p->fused_norms++;
         p->unmaterialised_bytes += b;
-        if (bwd_read && bwd_read[t]) p->unmaterialised_bytes += b, p->fused_recomputes++;
     }
-    free(bwd_read);
     for (int i = 0; i < g->nn; i++) {
         if (g->n[i].op != OP_CONV2D_ADD && g->n[i].op != OP_CONV2D_SC) continue;
         const sg_tensor *y = &g->t[g->n[i].out[0]];

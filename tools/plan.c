@@ -148,7 +148,6 @@ static int print_json(const sg_plan *p) {
         /* the fusions (--fuse): what no tensor holds any more */
         json_object_set_new(j, "fuse", json_integer(sg_model_fuse(&p->cfg)));
         json_object_set_new(j, "fused_norms", json_integer(p->fused_norms));
-        json_object_set_new(j, "fused_recomputes", json_integer(p->fused_recomputes));
         json_object_set_new(j, "fused_residuals", json_integer(p->fused_residuals));
         json_object_set_new(j, "fused_residual_bytes", json_integer(p->fused_residual_bytes));
         json_object_set_new(j, "fused_upconvs", json_integer(p->fused_upconvs));
@@ -282,18 +281,19 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
            p->role_tensors[ROLE_RECOMPUTED], human(p->role_bytes[ROLE_RECOMPUTED], b));
     if (sg_model_fuse(&p->cfg))
         printf("  fused           %d normalisations computed inside the convolutions that read "
-               "them (GroupNorm + SiLU [+ dropout] in the operand load; %d of them also in the "
-               "weight gradient, no recomputation); %d residual adds in the store of the "
+               "them in the forward pass (GroupNorm + SiLU [+ dropout] in the operand load; the "
+               "backward pass recomputes them for the weight gradients, as unfused); %d "
+               "residual adds in the store of the "
                "convolution before them (conv2d_add, conv2d_sc: %s of conv output never "
                "written), %d of them with the 1x1 shortcut folded into the same GEMM "
                "(conv2d_sc, %s of shortcut output and gradient never written); %d nearest "
                "upsamples done inside the 3x3 conv after them from the low-res input "
                "(upconv2d, %s of upsampled tensors and their gradients never written): %s "
                "never materialised per step, %s less written and read back (--fuse 0: off)\n",
-               p->fused_norms, p->fused_recomputes, p->fused_residuals,
-               human(p->fused_residual_bytes, c), p->fused_shortcuts,
-               human(p->fused_shortcut_bytes, d), p->fused_upconvs, human(p->fused_upconv_bytes, e),
-               human(p->unmaterialised_bytes, a), human(2 * p->unmaterialised_bytes, b));
+               p->fused_norms, p->fused_residuals, human(p->fused_residual_bytes, c),
+               p->fused_shortcuts, human(p->fused_shortcut_bytes, d), p->fused_upconvs,
+               human(p->fused_upconv_bytes, e), human(p->unmaterialised_bytes, a),
+               human(2 * p->unmaterialised_bytes, b));
     else
         printf("  fused           nothing (--fuse 0: the default; --fuse 1 fuses%s)\n",
                p->cfg.act_dt == DT_BF16 ? "" : ", on the CPU only in fp32");

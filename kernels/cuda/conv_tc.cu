@@ -105,13 +105,11 @@
  *     global memory (L1), the tile's pixels and channels decoded afresh from kt, and a chunk
  *     is transformed two channels at a time, not unrolled: every variant that held more in
  *     registers spilled.
- *   - Cost and saving (to measure on a GPU; nothing here is timed). Saved per fused
- *     normalisation and step: y written and read back in the forward pass, and in the
- *     backward pass the recomputation's write of y and the weight gradient's read of it:
- *     4 |y| bytes of traffic (x is read in place of y), 2 |y| bytes never allocated. A
- *     unet_cifar ResBlock at 32 x 32 x 128, batch 128 bf16 (|y| = 32 MiB, two normalisations):
- *     256 MiB less traffic per step; the whole unet_cifar step: 50 normalisations, 1.54 GiB
- *     never materialised, 3.09 GiB less traffic (`plan`). Paid: each x element is transformed
+ *   - Cost and saving. Saved per fused normalisation and step: y written and read back in
+ *     the forward pass, 2 |y| bytes of traffic (x is read in place of y), |y| never allocated
+ *     (the plan recomputes y in the backward pass for the weight gradient, which reads that
+ *     stored copy: planner/fuse.c says why; the NORM instance of the weight gradient below is
+ *     tested but no plan runs it). Paid: each x element is transformed
  *     once per tap and output-channel tile that reads it (K K ceil(Co / BN) times, 9 for a
  *     3 x 3 with Co <= 128), each an add (v), a subtract, an FMA, expf, an add and an IEEE
  *     divide (SiLU), and with dropout a Philox-4x32-10 draw: some 30 instructions against
@@ -120,8 +118,7 @@
  *     prologue may bound these layers. It did (the first GPU run: 10x the unfused kernel's
  *     time), so a forward with the prologue now runs on the resident halo instead
  *     (conv_tc_fwd_halo_kernel: each element transformed once per block, the tap tiles cut
- *     from it in shared memory, the same k order and bits); the weight gradient still
- *     transforms per tap.
+ *     from it in shared memory, the same k order and bits).
  *
  * Shortcut fold (SC instances of the forward kernel, cu_conv_tc_fwd_sc; a conv2d_sc node,
  * planner/fuse.c): a ResBlock's conv2 and its 1x1 shortcut as ONE GEMM, y = conv(h, w) + b +
