@@ -11,10 +11,11 @@
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
-#    fused attention on the default plan, and the own kernels fused (mma.sync: the prologue's
-#    forward on the resident halo and its weight gradient after the apply pass, then both per
-#    tap as on the first run; wgmma), whose speed issue 17 must raise (GPU_CALL_VARIANTS=0:
-#    none).
+#    fused attention on the default plan, the fused plan under auto (the fused forwards on
+#    own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
+#    prologue's forward on the resident halo, then per tap as on the first run; wgmma; the
+#    weight gradients read y recomputed), whose speed issue 17 must raise
+#    (GPU_CALL_VARIANTS=0: none).
 # 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
 #    the step planned and run with that table (variant `tuned`).
@@ -75,6 +76,7 @@ bench main "$main_jobs"
 bench_rc=$?
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant attn_fused SG_ATTN=fused --
+    variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1
     variant own_fused_pertap SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
