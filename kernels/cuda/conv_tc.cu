@@ -353,6 +353,21 @@ __device__ __forceinline__ void tc_load_weight_rows(uint16_t *sB, int r0, int c4
     }
 }
 
+/* The folded shortcut's weight rows (SC: ws[Co][rowlen], rowlen = the shortcut's Cin) as the
+ * forwards' B operand: row co = row0 + STEP j, channels off .. off + 7, zero-filled past Co
+ * (wrow[j] < 0: the conv's rows, tc_weight_rows) or where !cin. */
+template <int IT, int STEP>
+__device__ __forceinline__ void tc_load_shortcut_rows(uint16_t *sB, int r0, int c4,
+                                                      const uint16_t *ws, const int64_t (&wrow)[IT],
+                                                      int row0, int rowlen, int64_t off, bool cin) {
+#pragma unroll
+    for (int j = 0; j < IT; j++) {
+        const bool v = cin && wrow[j] >= 0;
+        const uint16_t *src = v ? ws + (int64_t)(row0 + j * STEP) * rowlen + off : ws;
+        sg_cp_async_16(sB + tc_kc(r0 + j * STEP, c4), src, v);
+    }
+}
+
 /* The data gradients' B operand (MC rows = output channels cs + kr + STEP j of the slice,
  * rows of rowlen elements from w + off, CPR chunks a row): chunk cb, channels ci .. ci + 7,
  * zero-filled past Co or where !ci_ok. */
@@ -521,14 +536,8 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
         const bool cin = ci < cp;
         tc_load_gather<A_IT, ROW_STEP>(sA, r0, c4, xp, pix0, mask, mtap, delta, cp, ci, cin);
         if (sct) {
-#pragma unroll
-            for (int j = 0; j < B_IT; j++) {
-                const bool v = cin && wrow[j] >= 0;
-                /* the shortcut's weight row co: [Co][Cin] */
-                const uint16_t *src =
-                    v ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci : wb;
-                sg_cp_async_16(sB + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-            }
+            tc_load_shortcut_rows<B_IT, ROW_STEP>(sB, r0, c4, sc.w, wrow, n0 + r0, s0 + s1,
+                                                  coff + ci, cin);
         } else {
             tc_load_weight_rows<B_IT, ROW_STEP>(sB, r0, c4, wb, wrow, (int64_t)tap * Ci + coff + ci,
                                                 cin);
@@ -709,13 +718,8 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
                 sg_cp_async_16(st + tc_kc(r0 + j * ROW_STEP, c4),
                                v ? xp + (int64_t)p * cp + ci : xp, v);
             }
-#pragma unroll
-            for (int j = 0; j < B_IT; j++) {
-                const bool v = cin && wrow[j] >= 0;
-                const uint16_t *src =
-                    v ? sc.w + (int64_t)(n0 + r0 + j * ROW_STEP) * (s0 + s1) + coff + ci : wb;
-                sg_cp_async_16(st + BOFF + tc_kc(r0 + j * ROW_STEP, c4), src, v);
-            }
+            tc_load_shortcut_rows<B_IT, ROW_STEP>(st + BOFF, r0, c4, sc.w, wrow, n0 + r0, s0 + s1,
+                                                  coff + ci, cin);
         } else {
             tc_load_weight_rows<B_IT, ROW_STEP>(st + BOFF, r0, c4, wb, wrow,
                                                 (int64_t)tap * Ci + coff + ci, cin);
