@@ -605,6 +605,16 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
             tb_check(y, r->ref_y, TOL_BF16, rep, ctx);
             guards_all(ctx);
         }
+        /* on the resident halo (cuda_conv_tc_halo(2): conv_wg_fwd_halo_kernel with x as loaded,
+         * A from registers): the per-tap kernel's k order, the same bits */
+        reset_all();
+        cuda_conv_tc_halo(2);
+        CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, NULL, N, H, W, Ci, Co, K, S, pad,
+             dt, ws->d, wsb);
+        cuda_conv_tc_halo(1);
+        sync_stream();
+        tb_check(y, r->ref_y, TOL_BF16, 1, ctx);
+        guards_all(ctx);
         tb_check_vs_mma(y, r->y, exact, TOL_BF16, ctx);
     }
     {
@@ -1237,6 +1247,16 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
                   "%s [wgmma]: the fused forward differs from mma.sync's", ctx);
             guards_all(ctx);
+            /* the fused forward's other wgmma kernel (the resident halo by default, the per-tap
+             * rewrite with cuda_conv_tc_halo(0)): the same bits */
+            tb_reset(won);
+            cuda_conv_tc_halo(0);
+            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad,
+                 bf, ws->d, wsb);
+            cuda_conv_tc_halo(1);
+            sync_stream();
+            tb_check(won, ref, TOL_BF16, 1, ctx);
+            guards_all(ctx);
         }
     }
     /* weight gradient: fused and unfused from the same old values */
@@ -1499,6 +1519,15 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
               "%s [wgmma]: the fused residual differs from conv + add", ctx);
         CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
               "%s [wgmma]: the fused residual differs from mma.sync's", ctx);
+        guards_all(ctx);
+        /* the residual in the resident-halo kernel's store (cuda_conv_tc_halo(2)) */
+        tb_reset(won);
+        cuda_conv_tc_halo(2);
+        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &fr, N, H, W, Ci,
+             Co, K, 1, pad, dt, ws->d, wsb);
+        cuda_conv_tc_halo(1);
+        sync_stream();
+        tb_check(won, o, tol_for(dt), 1, ctx);
         guards_all(ctx);
     }
     case_end();

@@ -13,10 +13,10 @@
 # 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
 #    fused attention on the default plan, the fused plan under auto (the fused forwards on
 #    own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
-#    prologue's forward on the resident halo, then per tap as on the first run; wgmma; the
-#    weight gradients read y recomputed), whose speed issue 17 must raise; then the own
-#    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma (the
-#    kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none).
+#    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
+#    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
+#    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
+#    and on the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none).
 # 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
 #    the step planned and run with that table (variant `tuned`).
@@ -81,9 +81,11 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant own_fused -- --conv-engine own --fuse 1
     variant own_fused_pertap SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
+    variant wgmma_fused_pertap SG_CONV_TC=wgmma SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant own_unfused -- --conv-engine own --fuse 0
     variant own_unfused_halo SG_TC_HALO=all -- --conv-engine own --fuse 0
     variant wgmma_unfused SG_CONV_TC=wgmma -- --conv-engine own --fuse 0
+    variant wgmma_unfused_halo SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 230 ]; then
     table=$runs/variants/engine-table.json

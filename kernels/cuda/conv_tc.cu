@@ -991,27 +991,18 @@ static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStre
                     : conv_tc_fwd_kernel<BM, BN, false, true>)                                     \
           : TC_NORM(norm, conv_tc_fwd_kernel, BM, BN))
 
-/* Which forwards run on the resident halo (conv_tc_fwd_halo_kernel; cuda_conv_tc_halo, from
- * SG_TC_HALO in graph/backend_cuda.c): 1 (the default) those with the fused prologue, 2 every
- * one (an experiment for a GPU: x loaded once per block instead of once per tap), 0 none. The
- * same bits every way. */
+/* Which forwards run on the resident halo (conv_tc_fwd_halo_kernel here, conv_wg_fwd_halo_kernel
+ * in conv_wgmma.cu; cuda_conv_tc_halo, from SG_TC_HALO in graph/backend_cuda.c): 1 (the
+ * default) those with the fused prologue, 2 every one (an experiment for a GPU: x loaded once
+ * per block instead of once per tap), 0 none. The same bits every way. */
 static int g_tc_halo = 1;
 void cuda_conv_tc_halo(int mode) {
     g_tc_halo = mode;
 }
-
-/* The device's opt-in limit of a block's dynamic shared memory (bytes), asked once. */
-static int tc_smem_optin(void) {
-    static int bytes = -1;
-    if (bytes < 0) {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-            v = 0; /* unknown: the per-tap kernel */
-        bytes = v;
-    }
-    return bytes;
+int cuda_conv_tc_halo_mode(void) {
+    return g_tc_halo;
 }
+
 /* The halo kernel's dynamic shared memory for a BM x BN forward (0 where it does not apply:
  * S > K, or more than the device allows), and in *hslots the most slot rows a block's halo
  * takes (tc_halo_slots is the same for blocks HoWo pixels apart: one period of blocks, and the
@@ -1038,7 +1029,7 @@ static int64_t tc_halo_bytes(int BM, int BN, int sc, int64_t P, int Ho, int Wo, 
                     (int64_t)most * (int64_t)sizeof(int2);
     bytes = bytes > TC_SMEM_BYTES(BM, BN) ? bytes : TC_SMEM_BYTES(BM, BN);
     *hslots = most;
-    return bytes <= tc_smem_optin() ? bytes : 0;
+    return bytes <= cuda_smem_optin() ? bytes : 0;
 }
 
 template <int BM, int BN>

@@ -133,6 +133,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/hopper.cuh"
 #include "kernels/cuda/norm_apply.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 /* ================================ kernels ================================ */
 
@@ -153,6 +154,9 @@ struct wg_args {
     int N, H, W, Ci, Co, K, S, pad, Ho, Wo, c0, c1;
     int tw, th, tn, nw, nh, nn;
     int chunks; /* weight gradient: chunks of pixel tiles */
+    /* the forward on a resident halo: its box (hw x hh input pixels of tn images), the box's
+     * bytes rounded up to 1024, the B stages */
+    int hh, hw, hbox, stages;
 };
 
 /* The first pixel (n, h, w) of pixel tile i (tiles in (n, h, w) order, w fastest). */
@@ -297,6 +301,35 @@ __device__ __forceinline__ void wg_norm_box(uint8_t *box, const sg_conv_fuse &f,
     }
 }
 
+/* The forward's store (both forward kernels): consumer c's thread t writes its accumulators'
+ * rows of the pixel tile at (n0, oh0, ow0), channels co0 .. + BN: y = bf16(acc + b), with f.res
+ * the residual add (tc_add_res), two channels in one 32-bit store; rows past the output grid and
+ * channels past Co are not stored. */
+template <int BN>
+__device__ __forceinline__ void
+wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y, const float *bias,
+             const wg_args &a, const sg_conv_fuse &f, int n0, int oh0, int ow0, int co0) {
+    const int w = t / 32, g = t % 32 / 4, q = t % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = 64 * c + 16 * w + g + 8 * h;
+        const int n = n0 + r / (a.tw * a.th), oh = oh0 + r / a.tw % a.th, ow = ow0 + r % a.tw;
+        if (n >= a.N || oh >= a.Ho || ow >= a.Wo) continue;
+        const int64_t pix = (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
+        uint16_t *row = y + pix;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            const int co = co0 + 8 * j + 2 * q;
+            if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
+            float v0 = d[4 * j + 2 * h] + (bias ? bias[co] : 0.0f);
+            float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
+            if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
+                tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
+            dev_st_bf16_pair(row + co, v0, v1, 0);
+        }
+    }
+}
+
 /* Forward. blockIdx.x: pixel tile (128 output pixels, the box order of the file comment);
  * blockIdx.y: BN output channels. k-tile k = (tap, part, 64-channel chunk): A = the x box of the
  * part at the tap's input coordinates (element strides S), B = wb[n0 .. n0 + BN)[tap][coff + c
@@ -331,27 +364,162 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         }
     };
     auto epi = [&](int c, int t, auto &d) {
-        const int w = t / 32, g = t % 32 / 4, q = t % 4;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = 64 * c + 16 * w + g + 8 * h;
-            const int n = n0 + r / (a.tw * a.th), oh = oh0 + r / a.tw % a.th, ow = ow0 + r % a.tw;
-            if (n >= a.N || oh >= a.Ho || ow >= a.Wo) continue;
-            const int64_t pix = (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
-            uint16_t *row = y + pix;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const int co = co0 + 8 * j + 2 * q;
-                if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
-                float v0 = d[4 * j + 2 * h] + (bias ? bias[co] : 0.0f);
-                float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
-                if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
-                    tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
-                dev_st_bf16_pair(row + co, v0, v1, 0);
-            }
-        }
+        wg_fwd_store<BN>(c, t, d, y, bias, a, f, n0, oh0, ow0, co0);
     };
     wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, KT, load, fix, epi);
+}
+
+/* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): the consumer
+ * thread u of nu takes the 16-byte chunks u, u + nu, .. of the nch boxes (hpix rows of 128 bytes
+ * each, hbox apart), physical chunk pc = i % 8 of row p: logical chunk pc ^ (p % 8) (128B
+ * swizzle), channels of the part as wg_norm_box, input pixel (n0 + p / (hh hw), oh0 S - pad +
+ * p / hw % hh, ow0 S - pad + p % hw). Where TMA copied x (inside the image and the part) the
+ * chunk becomes y (tc_norm_chunk); elsewhere it stays TMA's zeros, the padding of y. */
+__device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &f, const wg_args &a,
+                                             int u, int nu, int n0, int oh0, int ow0, int ch0,
+                                             int nch) {
+    const int hpix = a.tn * a.hh * a.hw, per = hpix * 8;
+#pragma unroll 1
+    for (int i = u; i < nch * per; i += nu) {
+        const int j = i / per, p = i % per / 8, pc = i % 8;
+        const int part = j >= ch0, cp = part ? a.c1 : a.c0;
+        const int ci = (part ? j - ch0 : j) * WG_BK + 8 * (pc ^ (p % 8));
+        if (ci >= cp) continue;
+        const int n = n0 + p / (a.hh * a.hw);
+        const int ih = oh0 * a.S - a.pad + p / a.hw % a.hh, iw = ow0 * a.S - a.pad + p % a.hw;
+        if (n >= a.N || ih < 0 || ih >= a.H || iw < 0 || iw >= a.W) continue;
+        tc_norm_chunk((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f, n,
+                      ((int64_t)n * a.H + ih) * a.W + iw, (part ? a.c0 : 0) + ci, a.Ci);
+    }
+}
+
+/* The forward on a resident halo (the launcher's choice where the fused prologue's halo fits:
+ * cuda_conv_tc_halo, as conv_tc.cu's conv_tc_fwd_halo_kernel; every forward that fits with
+ * cuda_conv_tc_halo(2), NORM false).
+ *
+ * Why: conv_wg_fwd_kernel's NORM instance rewrites each landed A box in place, so every element
+ * of x is transformed once per tap (9 times for a 3x3), between its wgmmas (ptxas serialises
+ * them around it: C7515). Here the producer first copies the block's whole input box with its
+ * halo, every 64-channel chunk of both parts (TMA, element strides 1: hw = (tw - 1) S + K
+ * columns, hh = (th - 1) S + K rows, tn images, from (ow0 S - pad, oh0 S - pad, n0); TMA's zeros
+ * outside the tensor are the padding), one box per chunk, 1024-aligned, on one mbarrier; then it
+ * streams only the weights, B, through `stages` stages. The consumers wait for the halo, rewrite
+ * it into y once (wg_norm_halo; both warpgroups, then a named barrier among their 256 threads),
+ * and keep it for the whole reduction.
+ *
+ * A from registers: the A fragment of k-tile (tap (kh, kw), part, chunk) is cut from the halo by
+ * ldmatrix, each lane's row address the halo pixel of its GEMM row shifted by the tap
+ * (kh hw + kw), its 16-byte chunk un-swizzled (c ^ (pixel % 8)); sg_wgmma_rs multiplies it with
+ * B from shared memory. The fragment of wgmma's A in registers is mma.sync's (hopper.cuh), so
+ * ldmatrix.x4 fills it as in conv_tc.cu. The A registers of an mma_async stay in flight until
+ * the wait that retires it, so k-tiles alternate between two register sets: k's are filled while
+ * k - 1's group may still run, and k + 1 refills k - 1's only after k's wait(1) retired it.
+ *
+ * Same bits: the same k16 slices in the same order (tap, part, 16 channels of the 64-channel
+ * chunk, a part's zero tail included) on the same operand values (the rewrite is tc_norm_chunk,
+ * as the apply pass), and the same store (wg_fwd_store): the halo forward, the per-tap forward
+ * and the unfused plan give identical bits (cuda_ops_host checks all three; and, there, against
+ * conv_tc.cu's). Never run on a GPU. */
+template <int BN, bool NORM>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    conv_wg_fwd_halo_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap hm0,
+                            const __grid_constant__ CUtensorMap hm1,
+                            const __grid_constant__ CUtensorMap wm,
+                            const __grid_constant__ wg_args a,
+                            const __grid_constant__ sg_conv_fuse f) {
+    constexpr int B_BYTES = BN * WG_BK * 2;
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    uint8_t *smem = sg_smem_align(raw, 1024);
+    const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK, nch = ch0 + ch1;
+    uint8_t *halo = smem, *sb0 = smem + (int64_t)nch * a.hbox;
+    uint64_t *full = (uint64_t *)(sb0 + (int64_t)a.stages * B_BYTES), *empty = full + a.stages,
+             *hbar = empty + a.stages;
+    int n0, oh0, ow0;
+    wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
+    const int co0 = blockIdx.y * BN, KT = a.K * a.K * nch;
+    const int tid = threadIdx.x, wg = tid / 128;
+    if (tid == 0) {
+        for (int s = 0; s < a.stages; s++) {
+            sg_mbar_init(&full[s], 1);
+            sg_mbar_init(&empty[s], 4 * WG_CONSUMERS); /* one arrival per consumer warp */
+        }
+        sg_mbar_init(hbar, 1);
+        sg_fence_mbar_init();
+    }
+    __syncthreads();
+    if (wg == 0) {
+        sg_setmaxnreg_dec(40);
+        if (tid < 32 && sg_elect_one()) {
+            /* the halo first: every chunk's box on hbar */
+            sg_mbar_arrive_expect_tx(hbar, (uint32_t)nch * a.tn * a.hh * a.hw * (WG_BK * 2));
+            for (int j = 0; j < nch; j++)
+                sg_tma_load_4d(halo + (int64_t)j * a.hbox, j >= ch0 ? &hm1 : &hm0, hbar,
+                               (j >= ch0 ? j - ch0 : j) * WG_BK, ow0 * a.S - a.pad,
+                               oh0 * a.S - a.pad, n0);
+            /* then B, k-tile k = (tap, part, chunk): wb[co0 .. + BN)[tap][coff + c .. + 63] */
+            int s = 0, ph = 0;
+            for (int k = 0; k < KT; k++) {
+                sg_mbar_wait(&empty[s], ph ^ 1); /* the first pass: the phase before, done */
+                sg_mbar_arrive_expect_tx(&full[s], B_BYTES);
+                const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+                sg_tma_load_2d(sb0 + (int64_t)s * B_BYTES, &wm, &full[s],
+                               q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
+                if (++s == a.stages) s = 0, ph ^= 1;
+            }
+        }
+    } else {
+        sg_setmaxnreg_inc(232);
+        const int c = wg - 1, t = tid % 128, lane = t % 32;
+        sg_mbar_wait(hbar, 0);
+        if constexpr (NORM) {
+            wg_norm_halo(halo, f, a, t + 128 * c, 128 * WG_CONSUMERS, n0, oh0, ow0, ch0, nch);
+            sg_named_barrier_sync(1, 128 * WG_CONSUMERS); /* every rewrite before any read */
+        }
+        /* the lane's ldmatrix row: GEMM row r (warp t / 32's 16 rows, as sg_ldmatrix_x4 feeds
+         * an m16 A fragment), its tap-(0, 0) halo pixel */
+        const int r = 64 * c + 16 * (t / 32) + (lane & 7) + 8 * ((lane >> 3) & 1), l16 = lane >> 4;
+        const int hp0 =
+            ((r / (a.tw * a.th)) * a.hh + (r / a.tw % a.th) * a.S) * a.hw + (r % a.tw) * a.S;
+        float d[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+        uint32_t af0[WG_BK / 16][4], af1[WG_BK / 16][4];
+        int s = 0, ph = 0, sprev = 0;
+        auto step = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
+            const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+            const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
+            const uint8_t *row =
+                halo + (int64_t)((q.part ? ch0 : 0) + q.c / WG_BK) * a.hbox + 128 * hp;
+#pragma unroll
+            for (int ks = 0; ks < WG_BK / 16; ks++)
+                sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
+            sg_mbar_wait(&full[s], ph);
+            const uint8_t *sb = sb0 + (int64_t)s * B_BYTES;
+            sg_wgmma_fence_operand(d);
+            sg_wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < WG_BK / 16; ks++)
+                sg_wgmma_rs<BN, 0>(d, af[ks], sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
+                                   1);
+            sg_wgmma_commit();
+            /* k-tile k - 1's group has retired (its A registers, the other set, are free): its
+             * stage goes back to the producer (each warp for itself) */
+            sg_wgmma_wait(1);
+            sg_wgmma_fence_operand(d);
+            if (k > 0 && lane == 0) sg_mbar_arrive(&empty[sprev]);
+            sprev = s;
+            if (++s == a.stages) s = 0, ph ^= 1;
+        };
+        int k = 0;
+        for (; k + 1 < KT; k += 2) {
+            step(k, af0);
+            step(k + 1, af1);
+        }
+        if (k < KT) step(k, af0);
+        sg_wgmma_wait(0);
+        sg_wgmma_fence_operand(d);
+        wg_fwd_store<BN>(c, t, d, y, bias, a, f, n0, oh0, ow0, co0);
+    }
 }
 
 /* Backward data. blockIdx.z: parity class; blockIdx.x: pixel tile of the class's sub-grid
@@ -521,6 +689,33 @@ static int wg_pick_bn(int64_t n) {
      : (bn) == 192 ? fn<192>(__VA_ARGS__)                                                          \
                    : fn<256>(__VA_ARGS__))
 
+/* The halo forward's dynamic shared memory: the boxes, the B stages, the mbarriers, and 1024
+ * bytes to align the boxes. */
+static int wg_halo_smem(const wg_args &a, int bn) {
+    const int nch = (a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK;
+    return nch * a.hbox + a.stages * (bn * WG_BK * 2 + 16) + 8 + 1024;
+}
+/* Whether the forward's halo (conv_wg_fwd_halo_kernel) fits: its box dims within TMA's 256,
+ * and the boxes with at least two B stages within the device's opt-in shared memory, at the
+ * tile width *bn or, failing that, a narrower one (64 or 128 columns: more blocks, each its own
+ * halo; the same bits). Sets a's halo fields and *bn where it fits. */
+static int wg_halo_fit(wg_args *a, int *bn) {
+    a->hw = (a->tw - 1) * a->S + a->K;
+    a->hh = (a->th - 1) * a->S + a->K;
+    if (a->hw > 256 || a->hh > 256 || a->S > a->K) return 0;
+    a->hbox = (a->tn * a->hh * a->hw * WG_BK * 2 + 1023) / 1024 * 1024;
+    const int tried[3] = {*bn, *bn % 128 ? 64 : 128, 64}, optin = cuda_smem_optin();
+    for (int i = 0; i < 3; i++) {
+        if (tried[i] > *bn || (i && tried[i] == tried[i - 1])) continue;
+        for (a->stages = WG_STAGES; a->stages >= 2; a->stages--)
+            if (wg_halo_smem(*a, tried[i]) <= optin) {
+                *bn = tried[i];
+                return 1;
+            }
+    }
+    return 0;
+}
+
 /* The tensor map of a dense bf16 tensor (dims innermost first), 128B swizzle. */
 static int wg_map(CUtensorMap *m, const void *base, int rank, const uint64_t *dims,
                   const uint32_t *box, const uint32_t *es, const char *fn, const char *what) {
@@ -620,13 +815,51 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     return SG_OK;
 }
 
-/* The forward on bf16 weights wb [Co][K][K][Ci]. */
+/* The halo forward's launch: the halo's tensor maps (boxes of 64 channels x hw x hh x tn at
+ * element strides 1), the weights' (as the per-tap forward's), a.hh .. a.stages set by
+ * wg_halo_fit. */
+template <int BN>
+static int conv_wg_fwd_halo_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
+                                   const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f) {
+    const char *fn = "cuda_conv2d_wgmma_fwd";
+    CUtensorMap hm0, hm1, wm;
+    const uint32_t box[4] = {WG_BK, (uint32_t)a.hw, (uint32_t)a.hh, (uint32_t)a.tn},
+                   es[4] = {1, 1, 1, 1};
+    const uint64_t d0[4] = {(uint64_t)a.c0, (uint64_t)a.W, (uint64_t)a.H, (uint64_t)a.N};
+    if (wg_map(&hm0, x.p[0], 4, d0, box, es, fn, "the halo of x (first part)")) return SG_ERR;
+    if (a.c1) {
+        const uint64_t d1[4] = {(uint64_t)a.c1, (uint64_t)a.W, (uint64_t)a.H, (uint64_t)a.N};
+        if (wg_map(&hm1, x.p[1], 4, d1, box, es, fn, "the halo of x (second part)")) return SG_ERR;
+    } else {
+        hm1 = hm0;
+    }
+    const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
+    const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
+    if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
+    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
+    void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
+                         const CUtensorMap, const wg_args, const sg_conv_fuse) =
+        f.norm ? conv_wg_fwd_halo_kernel<BN, true> : conv_wg_fwd_halo_kernel<BN, false>;
+    const int bytes = wg_halo_smem(a, BN);
+    if (cuda_smem_attr(kernel, bytes, "conv_wg_fwd_halo_kernel")) return SG_ERR;
+    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, hm0, hm1, wm, a, f);
+    SG_LAUNCH_CHECK("conv_wg_fwd_halo_kernel");
+    return SG_OK;
+}
+
+/* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where cuda_conv_tc_halo's
+ * mode asks for it (1: the fused prologue's; 2: every forward) and it fits (wg_halo_fit), else
+ * per tap. */
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
                        int pad) {
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
-    return WG_TILED(wg_pick_bn(Co), conv_wg_fwd_launch, st, y, b, x, wb, a, f);
+    const int mode = cuda_conv_tc_halo_mode();
+    int bn = wg_pick_bn(Co);
+    if (((f.norm && mode) || mode == 2) && wg_halo_fit(&a, &bn))
+        return WG_TILED(bn, conv_wg_fwd_halo_launch, st, y, b, x, wb, a, f);
+    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f);
 }
 
 int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,

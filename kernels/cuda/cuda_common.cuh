@@ -366,4 +366,24 @@ template <class F> static int cuda_smem_attr(F *kernel, int bytes, const char *n
     return SG_OK;
 }
 
+/* The device's opt-in limit of a block's dynamic shared memory (bytes), asked once per file
+ * (0 where it cannot be asked: the caller's smaller kernel then). */
+static inline int cuda_smem_optin(void) {
+    static int bytes = -1;
+    if (bytes < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            v = 0;
+        }
+        bytes = v;
+    }
+    return bytes;
+}
+
+/* cuda_conv_tc_halo's mode (conv_tc.cu), for conv_wgmma.cu's forward. */
+int cuda_conv_tc_halo_mode(void);
+
 #endif

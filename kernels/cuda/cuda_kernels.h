@@ -162,11 +162,11 @@ typedef struct {
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
-/* Which tensor-core forwards run on the resident-halo kernel (conv_tc.cu), which loads a
- * block's input once (and, with a fused prologue, fuse->norm, transforms each element once per
- * block): 1 (the default) those with the prologue; 2 every one; 0 none (the per-tap kernel,
- * which loads, and transforms, once per tap). The same bits every way; process-wide
- * (graph/backend_cuda.c sets it from SG_TC_HALO). */
+/* Which tensor-core forwards run on the resident-halo kernels (conv_tc.cu; conv_wgmma.cu's
+ * under cuda_conv2d_wgmma_fwd), which load a block's input once (and, with a fused prologue,
+ * fuse->norm, transform each element once per block): 1 (the default) those with the
+ * prologue; 2 every one; 0 none (the per-tap kernels, which load, and transform, once per
+ * tap). The same bits every way; process-wide (graph/backend_cuda.c sets it from SG_TC_HALO). */
 void cuda_conv_tc_halo(int mode);
 /* The shortcut fold (conv2d_sc): y[N,H,W,Co] = conv(h, w) + b + x ws^T + bs as ONE implicit
  * GEMM on the tensor cores, the reduction over conv's K K Ci then the shortcut's Cin = x.c[0] +
