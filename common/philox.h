@@ -110,6 +110,36 @@ SG_HD float sg_rng_uniform(uint64_t seed, int64_t step, uint32_t purpose, uint64
     return sg_u32_to_unit(sg_rng_u32x4(seed, step, purpose, i).v[0]);
 }
 
+/* The dropout's uniform of element e of a stream (seed, step, purpose): word e % 4 of counter
+ * e / 4, so one Philox call serves four consecutive elements (every dropout, CPU and CUDA, fused
+ * into norm_act or alone, draws its mask this way; sg_rng_dropout4 gives a block's four at
+ * once). Before 2026-11-28 each element took word 0 of its own counter: four times the Philox
+ * work for the same mask quality. */
+SG_HD float sg_rng_dropout(uint64_t seed, int64_t step, uint32_t purpose, uint64_t e) {
+    const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, e >> 2);
+    /* (selects, not w.v[e & 3]: a dynamic index would put w in CUDA local memory) */
+    const uint32_t lo = (e & 1) ? w.v[1] : w.v[0], hi = (e & 1) ? w.v[3] : w.v[2];
+    return sg_u32_to_unit((e & 2) ? hi : lo);
+}
+/* The four uniforms of elements 4 b .. 4 b + 3 (sg_rng_dropout of each). */
+SG_HD void sg_rng_dropout4(float u[4], uint64_t seed, int64_t step, uint32_t purpose, uint64_t b) {
+    const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, b);
+    for (int j = 0; j < 4; j++) u[j] = sg_u32_to_unit(w.v[j]);
+}
+
+/* u[k] = sg_rng_dropout(seed, step, purpose, e0 + k) for k < n: one Philox call per block of
+ * four (the host's loops; a CUDA thread draws its own blocks). */
+SG_HD void sg_rng_dropout_run(float *u, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
+                              uint64_t e0) {
+    int64_t k = 0;
+    while (k < n) {
+        const uint64_t e = e0 + (uint64_t)k;
+        float w[4];
+        sg_rng_dropout4(w, seed, step, purpose, e >> 2);
+        for (int j = (int)(e & 3); j < 4 && k < n; j++) u[k++] = w[j];
+    }
+}
+
 /* Standard normal by Box-Muller on words 0 and 1: r = sqrt(-2 ln u1), z = r cos(2 pi u2).
  * u1 >= 2^-24 bounds |z| by sqrt(2 * 24 ln 2) ~ 5.77; the tails beyond that (p ~ 1e-8) are
  * never drawn, which diffusion training does not notice. Words 2 and 3 are left unused so

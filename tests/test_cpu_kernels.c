@@ -637,7 +637,7 @@ static void test_norm_act(int N, int HW, int C, int G, int act, int temb, float 
                         ((double)x[i] + (v ? v[s * C + c] : 0.0) - mu) * rs * gamma[c] + beta[c];
                     double a = act == SG_ACT_SILU ? z / (1.0 + exp(-z)) : z;
                     if (p > 0)
-                        a = sg_rng_uniform(t.seed, t.step, t.purpose, t.i0 + (uint64_t)i) >= p
+                        a = sg_rng_dropout(t.seed, t.step, t.purpose, t.i0 + (uint64_t)i) >= p
                                 ? a * scale
                                 : 0.0;
                     yref[i] = a;

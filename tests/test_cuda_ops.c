@@ -1370,7 +1370,7 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
                         const double z = xh * gamma[c] + beta[c];
                         double dz = dyn[i];
                         if (p > 0.0f)
-                            dz = sg_rng_uniform(seed, step, purpose, (uint64_t)(I0 + i)) >= p
+                            dz = sg_rng_dropout(seed, step, purpose, (uint64_t)(I0 + i)) >= p
                                      ? dz * scale
                                      : 0.0;
                         if (act == SG_ACT_SILU) {

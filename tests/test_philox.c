@@ -42,6 +42,26 @@ static void test_keying(void) {
               (uint32_t)(((uint64_t)w.v[0] * 1000u) >> 32),
           "index is multiply-shift of word 0");
     CHECK(sg_rng_uniform(seed, step, SG_RNG_TIMESTEP, 5) == sg_u32_to_unit(w.v[0]), "uniform");
+    /* the dropout's packing: element e takes word e % 4 of counter e / 4, and the run and block
+     * forms agree with it wherever they start */
+    for (uint64_t e = 40; e < 48; e++) {
+        const sg_u32x4 blk = sg_rng_u32x4(seed, step, SG_RNG_DROPOUT_BASE + 3, e / 4);
+        CHECK(sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE + 3, e) ==
+                  sg_u32_to_unit(blk.v[e % 4]),
+              "dropout element %llu is not word %llu of counter %llu", (unsigned long long)e,
+              (unsigned long long)(e % 4), (unsigned long long)(e / 4));
+    }
+    float u4[4], run[11];
+    sg_rng_dropout4(u4, seed, step, SG_RNG_DROPOUT_BASE, 10);
+    for (int j = 0; j < 4; j++)
+        CHECK(u4[j] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, 40 + (uint64_t)j),
+              "dropout4 word %d", j);
+    for (uint64_t e0 = 37; e0 < 41; e0++) {
+        sg_rng_dropout_run(run, 11, seed, step, SG_RNG_DROPOUT_BASE, e0);
+        for (int k = 0; k < 11; k++)
+            CHECK(run[k] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, e0 + (uint64_t)k),
+                  "dropout run from %llu, element %d", (unsigned long long)e0, k);
+    }
     /* the endpoints of the uniform grid are exact and strictly inside (0, 1) */
     CHECK(sg_u32_to_unit(0) == 0x1p-24f, "min %a", sg_u32_to_unit(0));
     CHECK(sg_u32_to_unit(0xffffffffu) == 1.0f - 0x1p-24f, "max %a", sg_u32_to_unit(0xffffffffu));

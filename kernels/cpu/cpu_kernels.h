@@ -77,8 +77,8 @@ void cpu_group_norm_bwd(float *dx, float *dgamma, float *dbeta, const float *dy,
 typedef struct {
     int act;          /* SG_ACT_NONE or SG_ACT_SILU (common/sg_base.h) */
     float p;          /* drop probability after the activation; 0: no dropout */
-    uint32_t purpose; /* the dropout's key, as cpu_dropout_fwd: uniform(seed, step, purpose, */
-    uint64_t seed;    /* i0 + element index) >= p keeps an element */
+    uint32_t purpose; /* the dropout's key, as cpu_dropout_fwd: sg_rng_dropout(seed, step, */
+    uint64_t seed;    /* purpose, i0 + element index) >= p keeps an element */
     int64_t step;
     uint64_t i0;
 } cpu_norm_tail;
@@ -226,7 +226,7 @@ void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step,
 /* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, purpose, i0 + i). */
 void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
                   uint64_t i0);
-/* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_uniform(seed, step, purpose, i0 + i) >= p,
+/* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0. The backward regenerates the same mask from the same key: nothing is stored. */
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
                      uint32_t purpose, uint64_t i0);

@@ -93,16 +93,25 @@ void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v
     }
 }
 
+/* The dropout over one row of C values, in place: a[c] kept (times scale) where
+ * sg_rng_dropout(seed, step, purpose, i0 + off + c) >= p; the uniforms drawn DROP_RUN at a time
+ * on the stack. */
+#define DROP_RUN 256
+static void drop_row(float *a, int C, int64_t off, const cpu_norm_tail *t, float scale) {
+    float u[DROP_RUN];
+    for (int c0 = 0; c0 < C; c0 += DROP_RUN) {
+        const int m = C - c0 < DROP_RUN ? C - c0 : DROP_RUN;
+        sg_rng_dropout_run(u, m, t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c0));
+        for (int c = 0; c < m; c++) a[c0 + c] = u[c] >= t->p ? a[c0 + c] * scale : 0.0f;
+    }
+}
+
 /* The tail (activation, dropout) over one row of C values, in place; i0 + off: the row's first
  * element's dropout index. */
 static void tail_fwd_row(float *a, int C, int64_t off, const cpu_norm_tail *t, float scale) {
     if (t->act == SG_ACT_SILU)
         for (int c = 0; c < C; c++) a[c] = a[c] / (1.0f + expf(-a[c]));
-    if (t->p > 0.0f)
-        for (int c = 0; c < C; c++)
-            a[c] = sg_rng_uniform(t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c)) >= t->p
-                       ? a[c] * scale
-                       : 0.0f;
+    if (t->p > 0.0f) drop_row(a, C, off, t, scale);
 }
 
 void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *mean,
@@ -222,12 +231,7 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
             float *d = dx + off;
             const float *xr = x + off;
             for (int c = 0; c < C; c++) d[c] = dy[off + c];
-            if (t->p > 0.0f)
-                for (int c = 0; c < C; c++)
-                    d[c] = sg_rng_uniform(t->seed, t->step, t->purpose,
-                                          t->i0 + (uint64_t)(off + c)) >= t->p
-                               ? d[c] * scale
-                               : 0.0f;
+            if (t->p > 0.0f) drop_row(d, C, off, t, scale);
             if (t->act == SG_ACT_SILU)
                 for (int g = 0; g < G; g++) {
                     const float mu = mean[n * G + g], rs = rstd[n * G + g];

@@ -58,6 +58,9 @@ void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t p
     for (int64_t i = 0; i < n; i++) eps[i] = sg_rng_normal(seed, step, purpose, i0 + (uint64_t)i);
 }
 
+/* elements per run of uniforms (sg_rng_dropout_run) */
+#define DROP_RUN 256
+
 /* The keep scale 1/(1-p), computed once in float exactly as the CUDA kernel does; p >= 1 drops
  * everything (the uniform is always < 1), and the scale is never applied then. */
 static float dropout_scale(float p) {
@@ -68,8 +71,12 @@ static float dropout_scale(float p) {
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,
                      uint32_t purpose, uint64_t i0) {
     const float scale = dropout_scale(p);
-    for (int64_t i = 0; i < n; i++)
-        y[i] = sg_rng_uniform(seed, step, purpose, i0 + (uint64_t)i) >= p ? x[i] * scale : 0.0f;
+    float u[DROP_RUN];
+    for (int64_t i0r = 0; i0r < n; i0r += DROP_RUN) {
+        const int64_t m = n - i0r < DROP_RUN ? n - i0r : DROP_RUN;
+        sg_rng_dropout_run(u, m, seed, step, purpose, i0 + (uint64_t)i0r);
+        for (int64_t k = 0; k < m; k++) y[i0r + k] = u[k] >= p ? x[i0r + k] * scale : 0.0f;
+    }
 }
 
 /* The mask is regenerated from the same key, so the backward needs nothing saved; dx may
@@ -77,6 +84,10 @@ void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed
 void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
                      uint32_t purpose, uint64_t i0) {
     const float scale = dropout_scale(p);
-    for (int64_t i = 0; i < n; i++)
-        dx[i] = sg_rng_uniform(seed, step, purpose, i0 + (uint64_t)i) >= p ? dy[i] * scale : 0.0f;
+    float u[DROP_RUN];
+    for (int64_t i0r = 0; i0r < n; i0r += DROP_RUN) {
+        const int64_t m = n - i0r < DROP_RUN ? n - i0r : DROP_RUN;
+        sg_rng_dropout_run(u, m, seed, step, purpose, i0 + (uint64_t)i0r);
+        for (int64_t k = 0; k < m; k++) dx[i0r + k] = u[k] >= p ? dy[i0r + k] * scale : 0.0f;
+    }
 }

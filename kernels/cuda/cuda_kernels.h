@@ -72,7 +72,7 @@ static inline sg_cat sg_cat2(const void *p0, int c0, const void *p1, int c1) {
 }
 
 /* The dropout after a norm_act op's activation: p = 0 for none; else an element is kept where
- * sg_rng_uniform(*seed, *step, purpose, i0 + its index in x) >= p (cuda_dropout_fwd's mask;
+ * sg_rng_dropout(*seed, *step, purpose, i0 + its index in x) >= p (cuda_dropout_fwd's mask;
  * seed and step are device pointers). No padding bytes: kernels take it by value. */
 typedef struct {
     float p;

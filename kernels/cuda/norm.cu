@@ -229,11 +229,13 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
 #define NA_BATCH 8
 #define NA_BATCH_BWD 4
 /* ... and the apply pass, rows TR apart: a thread visits about 4 rows of its chunk
- * (SG_WS_NORM_ELEMS values a block), so all 4 are loaded before the first is computed (66 -> 70
- * registers with nvcc 13 for sm_90: the same 3 blocks an SM); the same arithmetic per element.
- * Not the backward apply: holding x and dy of 2 rows took it from 112 to 161 registers, half
- * the resident blocks for the same loads in flight. */
-#define NA_ROWS_APPLY 4
+ * (SG_WS_NORM_ELEMS values a block), and loads 3 of them before it computes the first; the same
+ * arithmetic per element. 3, not 4: with the dropout's block draws (na_drop_vec) the bf16
+ * instance took 134 registers at 4 rows, one 256-thread block an SM; at 3 it keeps two
+ * (__launch_bounds__, 124 registers, no spills, nvcc 13 for sm_90). Not the backward apply:
+ * holding x and dy of 2 rows took it from 112 to 161 registers, half the resident blocks for
+ * the same loads in flight. */
+#define NA_ROWS_APPLY 3
 
 /* The statistics' partials (above) of channels [c0, c1) of x[N][HW][*] (a concatenation)
  * into part[n][s][c] (ld channels a segment). Grid-stride over the items (n, s, cv), cv the
@@ -302,9 +304,10 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
 /* Pass 2 forward (and the recomputation), layout above: y = tail(fmaf(u - mean, rstd gamma,
  * beta)) with u = x + v. Elementwise: no barriers. */
 template <typename T, int VEC>
-__global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
-                                  const float *gamma, const float *beta, int HW, int C, int G,
-                                  int rows, int act, sg_drop drop) {
+__global__ void __launch_bounds__(SG_THREADS, 2)
+    norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, int HW, int C, int G, int rows,
+                      int act, sg_drop drop) {
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
     const T *vn = v ? v + (int64_t)n * C : nullptr;
@@ -331,8 +334,9 @@ __global__ void norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean,
                 const int64_t i = ((int64_t)n * HW + rb + q * TR) * C + c0;
                 float o[VEC];
                 for (int j = 0; j < VEC; j++)
-                    o[j] = na_apply_value(vn ? u[q][j] + add[j] : u[q][j], mu[j], ga[j], be[j], act,
-                                          dk, i + j);
+                    o[j] = na_apply_act(vn ? u[q][j] + add[j] : u[q][j], mu[j], ga[j], be[j], act);
+                /* the dropout: one Philox call per 4 elements (na_drop_vec) */
+                na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)i);
                 dev_stv<T, VEC>(y + i, o, 0);
             }
         }
@@ -374,10 +378,11 @@ __global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, co
             for (int q = 0; q < NA_BATCH_BWD; q++)
                 if (rb + q < r1) {
                     const int64_t i = (n * HW + rb + q) * C + c0;
+                    na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i); /* gn_bwd_step's */
 #pragma unroll
                     for (int j = 0; j < VEC; j++)
-                        gn_bwd_step(a[j], b[j], d[q][j], v ? u[q][j] + add[j] : u[q][j], mu[j],
-                                    rs[j], sc[j], be[j], act, dk, i + j);
+                        gn_bwd_step_dropped(a[j], b[j], d[q][j], v ? u[q][j] + add[j] : u[q][j],
+                                            mu[j], rs[j], sc[j], be[j], act);
                 }
         }
         for (int j = 0; j < VEC; j++) part[ns * C + c0 + j] = make_float2(a[j], b[j]);
@@ -440,9 +445,10 @@ __global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_
                 float u[VEC], d[VEC];
                 dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
                 dev_ldv<T, VEC>(d, dy + i);
+                na_drop_vec<true, VEC>(d, dk, dk.i0 + (uint64_t)i); /* na_tail_bwd's dropout */
                 for (int j = 0; j < VEC; j++) {
                     const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
-                    const float dz = na_tail_bwd(d[j], fmaf(uc, ga[j], be[j]), act, dk, i + j);
+                    const float dz = na_act_bwd(d[j], fmaf(uc, ga[j], be[j]), act);
                     d[j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
                     sdx[j] += d[j];
                 }

@@ -8,9 +8,9 @@
  *   u = x + v[n, c]                                 (one fp32 add; u = x without v)
  *   z = fmaf(u - mean[n, g], rstd[n, g] gamma[c], beta[c])
  *   a = z / (1 + expf(-z))                          (act silu; a = z with act none)
- *   y = keep ? a / (1 - p) : 0                      (dropout p > 0: keep = uniform(seed, step,
- *                                                    purpose, i0 + i) >= p, i the element's
- *                                                    index in x; y = a without)
+ *   y = keep ? a / (1 - p) : 0                      (dropout p > 0: keep = sg_rng_dropout(seed,
+ *                                                    step, purpose, i0 + i) >= p, i the
+ *                                                    element's index in x; y = a without)
  *
  * Internal to kernels/cuda (after cuda_common.cuh).
  */
@@ -43,28 +43,62 @@ __device__ __forceinline__ na_drop na_drop_load(const sg_drop &d) {
     if (d.p > 0.0f) r.seed = d.seed[0], r.step = d.step[0];
     return r;
 }
-/* forward tail at element i of x: the activation, then the dropout */
-__device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
-    float a = act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
-    if (d.p > 0.0f)
-        a = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p ? a * d.scale
-                                                                                 : 0.0f;
-    return a;
+/* The dropout on one element with its uniform u (sg_rng_dropout): kept times 1 / (1 - p), or
+ * 0; the backward (BWD) multiplies explicitly rounded, as na_tail_bwd's other operations. */
+template <bool BWD> __device__ __forceinline__ float na_drop1(float a, const na_drop &d, float u) {
+    return u >= d.p ? (BWD ? __fmul_rn(a, d.scale) : a * d.scale) : 0.0f;
 }
-/* backward tail at element i of x: dz from dy through the dropout and the activation (SiLU':
- * s (1 + z (1 - s)), s = 1 / (1 + expf(-z))), in explicitly rounded operations: the backward
- * partials (gn_bwd_step) are computed by two kernels that must agree bit for bit */
-__device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
-                                             int64_t i) {
-    if (d.p > 0.0f)
-        dy = sg_rng_uniform(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i) >= d.p
-                 ? __fmul_rn(dy, d.scale)
-                 : 0.0f;
+/* ... on VEC consecutive elements e0 .. e0 + VEC - 1 of x, in place: one Philox call per four
+ * of them (sg_rng_dropout4) where e0 % 4 == 0 and VEC % 4 == 0, else one per element; the same
+ * uniforms either way (sg_rng_dropout's packing), so the same bits as na_drop1 element by
+ * element. Nothing where p = 0. */
+template <bool BWD, int VEC>
+__device__ __forceinline__ void na_drop_vec(float (&o)[VEC], const na_drop &d, uint64_t e0) {
+    if (d.p <= 0.0f) return;
+    if constexpr (VEC % 4 == 0) {
+        if ((e0 & 3) == 0) {
+#pragma unroll
+            for (int b = 0; b < VEC; b += 4) {
+                float u[4];
+                sg_rng_dropout4(u, d.seed, d.step, d.purpose, (e0 >> 2) + (uint64_t)(b / 4));
+#pragma unroll
+                for (int j = 0; j < 4; j++) o[b + j] = na_drop1<BWD>(o[b + j], d, u[j]);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        o[j] = na_drop1<BWD>(o[j], d, sg_rng_dropout(d.seed, d.step, d.purpose, e0 + (uint64_t)j));
+}
+/* the activation */
+__device__ __forceinline__ float na_act_fwd(float z, int act) {
+    return act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
+}
+/* forward tail at element i of x: the activation, then the dropout (na_drop1) */
+__device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
+    const float a = na_act_fwd(z, act);
+    return d.p > 0.0f ? na_drop1<false>(
+                            a, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i))
+                      : a;
+}
+/* the activation's backward: dz from the dropout's output gradient (SiLU': s (1 + z (1 - s)),
+ * s = 1 / (1 + expf(-z))), in explicitly rounded operations: the backward partials
+ * (gn_bwd_step) are computed by two kernels that must agree bit for bit */
+__device__ __forceinline__ float na_act_bwd(float dy, float z, int act) {
     if (act == SG_ACT_SILU) {
         const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
         dy = __fmul_rn(dy, __fmul_rn(s, __fmaf_rn(z, __fsub_rn(1.0f, s), 1.0f)));
     }
     return dy;
+}
+/* backward tail at element i of x: dz from dy through the dropout (na_drop1), then the
+ * activation (na_act_bwd) */
+__device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
+                                             int64_t i) {
+    if (d.p > 0.0f)
+        dy = na_drop1<true>(dy, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i));
+    return na_act_bwd(dy, z, act);
 }
 /* the affine transform's multiplier of channel c in group (n, g): rstd[n, g] gamma[c] */
 __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
@@ -76,6 +110,11 @@ __device__ __forceinline__ float na_apply_value(float u, float mean, float scale
                                                 int act, const na_drop &d, int64_t i) {
     return na_tail_fwd(fmaf(u - mean, scale, beta), act, d, i);
 }
+/* ... without the dropout (the caller's na_drop_vec follows) */
+__device__ __forceinline__ float na_apply_act(float u, float mean, float scale, float beta,
+                                              int act) {
+    return na_act_fwd(fmaf(u - mean, scale, beta), act);
+}
 
 /* One step of the backward statistics' canonical partials (norm.cu): element i of x with
  * u = x (+ v), its group's mean and rstd, its channel's scale (na_apply_scale) and beta, and dy
@@ -83,13 +122,20 @@ __device__ __forceinline__ float na_apply_value(float u, float mean, float scale
  * (the apply pass's z), then (a, b) += (dz, dz xhat), xhat = (u - mean) rstd, explicitly
  * rounded: norm_bwd_partials_kernel and the data gradient's epilogue (conv_tc.cu) agree bit
  * for bit. */
+__device__ __forceinline__ void gn_bwd_step_dropped(float &a, float &b, float dyd, float u,
+                                                    float mean, float rstd, float scale, float beta,
+                                                    int act) {
+    const float uc = __fsub_rn(u, mean);
+    const float dz = na_act_bwd(dyd, __fmaf_rn(uc, scale, beta), act);
+    a = __fadd_rn(a, dz);
+    b = __fmaf_rn(dz, __fmul_rn(uc, rstd), b);
+}
 __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float u, float mean,
                                             float rstd, float scale, float beta, int act,
                                             const na_drop &d, int64_t i) {
-    const float uc = __fsub_rn(u, mean);
-    const float dz = na_tail_bwd(dy, __fmaf_rn(uc, scale, beta), act, d, i);
-    a = __fadd_rn(a, dz);
-    b = __fmaf_rn(dz, __fmul_rn(uc, rstd), b);
+    if (d.p > 0.0f)
+        dy = na_drop1<true>(dy, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i));
+    gn_bwd_step_dropped(a, b, dy, u, mean, rstd, scale, beta, act);
 }
 
 /* The fused prologue of both tensor-core generations (sg_conv_fuse.norm): 8 channels

@@ -67,13 +67,13 @@ __global__ void gaussian_kernel(float *eps, int64_t n, const uint64_t *seed, con
     }
 }
 
-/* threads stride over n: y (+)= x * scale where uniform(seed, step, purpose, i0 + i) >= p,
+/* threads stride over n: y (+)= x * scale where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0 (forward and backward alike: the mask is regenerated, never stored) */
 __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float scale,
                                const uint64_t *seed, const int64_t *step, uint32_t purpose,
                                uint64_t i0, int dt, int accum) {
     SG_GRID_STRIDE(i, n) {
-        const float u = sg_rng_uniform(seed[0], step[0], purpose, i0 + (uint64_t)i);
+        const float u = sg_rng_dropout(seed[0], step[0], purpose, i0 + (uint64_t)i);
         dev_st_acc(y, i, u >= p ? dev_ld(x, i, dt) * scale : 0.0f, dt, accum);
     }
 }
