@@ -374,7 +374,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * each, hbox apart), physical chunk pc = i % 8 of row p: logical chunk pc ^ (p % 8) (128B
  * swizzle), channels of the part as wg_norm_box, input pixel (n0 + p / (hh hw), oh0 S - pad +
  * p / hw % hh, ow0 S - pad + p % hw). Where TMA copied x (inside the image and the part) the
- * chunk becomes y (tc_norm_chunk); elsewhere it stays TMA's zeros, the padding of y. */
+ * chunk becomes y (tc_norm_chunk, WIDE: the consumers' accumulators are not live yet);
+ * elsewhere it stays TMA's zeros, the padding of y. */
 __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &f, const wg_args &a,
                                              int u, int nu, int n0, int oh0, int ow0, int ch0,
                                              int nch) {
@@ -388,8 +389,8 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &
         const int n = n0 + p / (a.hh * a.hw);
         const int ih = oh0 * a.S - a.pad + p / a.hw % a.hh, iw = ow0 * a.S - a.pad + p % a.hw;
         if (n >= a.N || ih < 0 || ih >= a.H || iw < 0 || iw >= a.W) continue;
-        tc_norm_chunk((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f, n,
-                      ((int64_t)n * a.H + ih) * a.W + iw, (part ? a.c0 : 0) + ci, a.Ci);
+        tc_norm_chunk<true>((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f, n,
+                            ((int64_t)n * a.H + ih) * a.W + iw, (part ? a.c0 : 0) + ci, a.Ci);
     }
 }
 

@@ -144,11 +144,37 @@ __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float 
  * norm_act's y of them (the apply pass's arithmetic above, the dropout's element index that of
  * x), rounded to bf16 as the unfused plan stores y. C: the channels of x. Its
  * operands (statistics, gamma, beta, v, the dropout key) are read from global memory per chunk
- * (L1 hits): the main loop's registers are spent on the accumulators. */
+ * (L1 hits): the main loop's registers are spent on the accumulators. WIDE: all 8 at once,
+ * the dropout's uniforms drawn by blocks of four (na_drop_vec; the same values, so the same
+ * bits), for a caller with registers to spare (conv_wgmma.cu's halo rewrite, before its
+ * accumulators are live); otherwise two channels at a time, one Philox call per element. */
+template <bool WIDE = false>
 __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
                                               int ch, int C) {
     /* (the key is read here, not held through the main loop: registers are the limit) */
     const na_drop dk = na_drop_load(f.drop);
+    if constexpr (WIDE) {
+        const uint32_t *vw =
+            f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
+        uint32_t *sw = (uint32_t *)s;
+        const int cg = C / f.G;
+        int g = n * f.G + ch / cg, r = ch % cg;
+        float o[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int c = ch + k;
+            const float x = dev_bf16_to_f32((uint16_t)(sw[k / 2] >> (16 * (k % 2))));
+            const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vw[k / 2] >> (16 * (k % 2)))) : x;
+            o[k] =
+                na_apply_act(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]), f.beta[c], f.act);
+            if (++r == cg) r = 0, g++;
+        }
+        na_drop_vec<false, 8>(o, dk, dk.i0 + (uint64_t)(q * C + ch));
+#pragma unroll
+        for (int k = 0; k < 8; k += 2)
+            sw[k / 2] = (uint32_t)dev_f32_to_bf16(o[k]) | (uint32_t)dev_f32_to_bf16(o[k + 1]) << 16;
+        return;
+    }
     const uint32_t *vw =
         f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
     uint32_t *sw = (uint32_t *)s;
