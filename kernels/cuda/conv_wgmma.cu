@@ -793,46 +793,28 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
     return a;
 }
 
+/* The forward's launch, per tap (conv_wg_fwd_kernel: x in boxes of the pixel tile at element
+ * strides S) or on the resident halo (conv_wg_fwd_halo_kernel: boxes of 64 channels x hw x hh x
+ * tn at element strides 1, a.hh .. a.stages set by wg_halo_fit); the weights' map is the same. */
 template <int BN>
 static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                              const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f) {
+                              const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f,
+                              int halo) {
     const char *fn = "cuda_conv2d_wgmma_fwd";
-    CUtensorMap xm0, xm1, wm;
-    if (wg_map_nhwc(&xm0, x.p[0], a.N, a.H, a.W, a.c0, &a, a.S, fn, "x (first part)"))
-        return SG_ERR;
-    if (a.c1 && wg_map_nhwc(&xm1, x.p[1], a.N, a.H, a.W, a.c1, &a, a.S, fn, "x (second part)"))
-        return SG_ERR;
-    if (!a.c1) xm1 = xm0;
-    const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
-    const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
-    if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
-    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
-    void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
-                         const CUtensorMap, const wg_args, const sg_conv_fuse) =
-        f.norm ? conv_wg_fwd_kernel<BN, true> : conv_wg_fwd_kernel<BN, false>;
-    if (cuda_smem_attr(kernel, WG_SMEM_BYTES(BN), "conv_wg_fwd_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm0, xm1, wm, a, f);
-    SG_LAUNCH_CHECK("conv_wg_fwd_kernel");
-    return SG_OK;
-}
-
-/* The halo forward's launch: the halo's tensor maps (boxes of 64 channels x hw x hh x tn at
- * element strides 1), the weights' (as the per-tap forward's), a.hh .. a.stages set by
- * wg_halo_fit. */
-template <int BN>
-static int conv_wg_fwd_halo_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                                   const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f) {
-    const char *fn = "cuda_conv2d_wgmma_fwd";
-    CUtensorMap hm0, hm1, wm;
-    const uint32_t box[4] = {WG_BK, (uint32_t)a.hw, (uint32_t)a.hh, (uint32_t)a.tn},
-                   es[4] = {1, 1, 1, 1};
-    const uint64_t d0[4] = {(uint64_t)a.c0, (uint64_t)a.W, (uint64_t)a.H, (uint64_t)a.N};
-    if (wg_map(&hm0, x.p[0], 4, d0, box, es, fn, "the halo of x (first part)")) return SG_ERR;
-    if (a.c1) {
-        const uint64_t d1[4] = {(uint64_t)a.c1, (uint64_t)a.W, (uint64_t)a.H, (uint64_t)a.N};
-        if (wg_map(&hm1, x.p[1], 4, d1, box, es, fn, "the halo of x (second part)")) return SG_ERR;
-    } else {
-        hm1 = hm0;
+    CUtensorMap xm[2], wm;
+    for (int part = 0; part < 2; part++) {
+        const int c = part ? a.c1 : a.c0;
+        const char *what = part ? "x (second part)" : "x (first part)";
+        if (!c) {
+            xm[1] = xm[0];
+            continue;
+        }
+        const uint64_t dims[4] = {(uint64_t)c, (uint64_t)a.W, (uint64_t)a.H, (uint64_t)a.N};
+        const uint32_t box[4] = {WG_BK, (uint32_t)a.hw, (uint32_t)a.hh, (uint32_t)a.tn},
+                       es[4] = {1, 1, 1, 1};
+        if (halo ? wg_map(&xm[part], x.p[part], 4, dims, box, es, fn, what)
+                 : wg_map_nhwc(&xm[part], x.p[part], a.N, a.H, a.W, c, &a, a.S, fn, what))
+            return SG_ERR;
     }
     const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
     const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
@@ -840,11 +822,13 @@ static int conv_wg_fwd_halo_launch(cudaStream_t st, uint16_t *y, const float *b,
     dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
     void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
                          const CUtensorMap, const wg_args, const sg_conv_fuse) =
-        f.norm ? conv_wg_fwd_halo_kernel<BN, true> : conv_wg_fwd_halo_kernel<BN, false>;
-    const int bytes = wg_halo_smem(a, BN);
-    if (cuda_smem_attr(kernel, bytes, "conv_wg_fwd_halo_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, hm0, hm1, wm, a, f);
-    SG_LAUNCH_CHECK("conv_wg_fwd_halo_kernel");
+        halo ? (f.norm ? conv_wg_fwd_halo_kernel<BN, true> : conv_wg_fwd_halo_kernel<BN, false>)
+             : (f.norm ? conv_wg_fwd_kernel<BN, true> : conv_wg_fwd_kernel<BN, false>);
+    const char *name = halo ? "conv_wg_fwd_halo_kernel" : "conv_wg_fwd_kernel";
+    const int bytes = halo ? wg_halo_smem(a, BN) : WG_SMEM_BYTES(BN);
+    if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
+    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, xm[0], xm[1], wm, a, f);
+    SG_LAUNCH_CHECK(name);
     return SG_OK;
 }
 
@@ -858,9 +842,8 @@ static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *w
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
     const int mode = cuda_conv_tc_halo_mode();
     int bn = wg_pick_bn(Co);
-    if (((f.norm && mode) || mode == 2) && wg_halo_fit(&a, &bn))
-        return WG_TILED(bn, conv_wg_fwd_halo_launch, st, y, b, x, wb, a, f);
-    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f);
+    const int halo = ((f.norm && mode) || mode == 2) && wg_halo_fit(&a, &bn);
+    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo);
 }
 
 int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,
