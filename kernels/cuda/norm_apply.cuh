@@ -48,6 +48,13 @@ __device__ __forceinline__ na_drop na_drop_load(const sg_drop &d) {
 template <bool BWD> __device__ __forceinline__ float na_drop1(float a, const na_drop &d, float u) {
     return u >= d.p ? (BWD ? __fmul_rn(a, d.scale) : a * d.scale) : 0.0f;
 }
+/* ... on element i of x, its uniform drawn alone (sg_rng_dropout); a unchanged where p = 0 */
+template <bool BWD>
+__device__ __forceinline__ float na_drop_at(float a, const na_drop &d, int64_t i) {
+    return d.p > 0.0f
+               ? na_drop1<BWD>(a, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i))
+               : a;
+}
 /* ... on VEC consecutive elements e0 .. e0 + VEC - 1 of x, in place: one Philox call per four
  * of them (sg_rng_dropout4) where e0 % 4 == 0 and VEC % 4 == 0, else one per element; the same
  * uniforms either way (sg_rng_dropout's packing), so the same bits as na_drop1 element by
@@ -77,10 +84,7 @@ __device__ __forceinline__ float na_act_fwd(float z, int act) {
 }
 /* forward tail at element i of x: the activation, then the dropout (na_drop1) */
 __device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
-    const float a = na_act_fwd(z, act);
-    return d.p > 0.0f ? na_drop1<false>(
-                            a, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i))
-                      : a;
+    return na_drop_at<false>(na_act_fwd(z, act), d, i);
 }
 /* the activation's backward: dz from the dropout's output gradient (SiLU': s (1 + z (1 - s)),
  * s = 1 / (1 + expf(-z))), in explicitly rounded operations: the backward partials
@@ -96,9 +100,7 @@ __device__ __forceinline__ float na_act_bwd(float dy, float z, int act) {
  * activation (na_act_bwd) */
 __device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
                                              int64_t i) {
-    if (d.p > 0.0f)
-        dy = na_drop1<true>(dy, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i));
-    return na_act_bwd(dy, z, act);
+    return na_act_bwd(na_drop_at<true>(dy, d, i), z, act);
 }
 /* the affine transform's multiplier of channel c in group (n, g): rstd[n, g] gamma[c] */
 __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
@@ -133,9 +135,7 @@ __device__ __forceinline__ void gn_bwd_step_dropped(float &a, float &b, float dy
 __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float u, float mean,
                                             float rstd, float scale, float beta, int act,
                                             const na_drop &d, int64_t i) {
-    if (d.p > 0.0f)
-        dy = na_drop1<true>(dy, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i));
-    gn_bwd_step_dropped(a, b, dy, u, mean, rstd, scale, beta, act);
+    gn_bwd_step_dropped(a, b, na_drop_at<true>(dy, d, i), u, mean, rstd, scale, beta, act);
 }
 
 /* The fused prologue of both tensor-core generations (sg_conv_fuse.norm): 8 channels
@@ -153,12 +153,13 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
                                               int ch, int C) {
     /* (the key is read here, not held through the main loop: registers are the limit) */
     const na_drop dk = na_drop_load(f.drop);
+    const uint32_t *vw =
+        f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
+    uint32_t *sw = (uint32_t *)s;
+    const int cg = C / f.G;
+    /* the channels' group, walked: one division per chunk, not one per channel (the same g) */
+    int g = n * f.G + ch / cg, r = ch % cg;
     if constexpr (WIDE) {
-        const uint32_t *vw =
-            f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
-        uint32_t *sw = (uint32_t *)s;
-        const int cg = C / f.G;
-        int g = n * f.G + ch / cg, r = ch % cg;
         float o[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -173,31 +174,25 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
 #pragma unroll
         for (int k = 0; k < 8; k += 2)
             sw[k / 2] = (uint32_t)dev_f32_to_bf16(o[k]) | (uint32_t)dev_f32_to_bf16(o[k + 1]) << 16;
-        return;
-    }
-    const uint32_t *vw =
-        f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
-    uint32_t *sw = (uint32_t *)s;
-    const int cg = C / f.G;
-    /* the channels' group, walked: one division per chunk, not one per channel (the same g) */
-    int g = n * f.G + ch / cg, r = ch % cg;
-    /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold every
-     * operand load in flight in registers the accumulators need */
+    } else {
+        /* two channels (one 32-bit word) at a time, not unrolled: eight at once would hold
+         * every operand load in flight in registers the accumulators need */
 #pragma unroll 1
-    for (int k = 0; k < 8; k += 2) {
-        const uint32_t xw = sw[k / 2], vv = vw ? vw[k / 2] : 0u;
-        uint32_t out = 0;
+        for (int k = 0; k < 8; k += 2) {
+            const uint32_t xw = sw[k / 2], vv = vw ? vw[k / 2] : 0u;
+            uint32_t out = 0;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int c = ch + k + h;
-            const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
-            const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
-            const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
-                                           f.beta[c], f.act, dk, q * C + c);
-            out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
-            if (++r == cg) r = 0, g++;
+            for (int h = 0; h < 2; h++) {
+                const int c = ch + k + h;
+                const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
+                const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
+                const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
+                                               f.beta[c], f.act, dk, q * C + c);
+                out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
+                if (++r == cg) r = 0, g++;
+            }
+            sw[k / 2] = out;
         }
-        sw[k / 2] = out;
     }
 }
 
