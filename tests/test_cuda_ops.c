@@ -2072,6 +2072,7 @@ static void test_gns(void) {
         test_gn(2, 15, 6, 10, 4, dt, 0, 1);     /* a group straddling the two buffers */
         test_gn(2, 7, 300, 0, 1, dt, 1, 1);     /* 300 channels per group: > one block */
         test_gn(1, 1024, 64, 32, 32, dt, 0, 0); /* a 32x32 map, 3 channels per group */
+        test_gn(70, 2, 40, 0, 4, dt, 0, 1);     /* more samples than dgamma stages a round */
     }
 }
 
@@ -2251,6 +2252,11 @@ static void test_norm_acts(void) {
         /* several row chunks (the last one short) and the largest C */
         test_norm_act(1, 9, 2048, 0, 32, S, 1, 0.1f, dt, 0, 1, 0);
         test_norm_act(2, 20, 520, 0, 8, S, 1, 0.0f, dt, 1, 0, 1);
+        /* the merges' tiles: more samples than the parameter gradients stage a round (64),
+         * both parts, dv; three segments (the last short) of 300 groups, more than a block's
+         * (256): two blocks of groups, one segment a round */
+        test_norm_act(70, 3, 8, 8, 4, S, 1, 0.1f, dt, 0, 1, 0);
+        test_norm_act(1, 150, 600, 0, 300, S, 1, 0.1f, dt, 0, 0, 1);
     }
 }
 

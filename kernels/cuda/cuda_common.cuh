@@ -169,13 +169,18 @@ __device__ __forceinline__ void dev_st1(float *p, float v) {
 __device__ __forceinline__ void dev_st1(uint16_t *p, float v) {
     *p = dev_f32_to_bf16(v);
 }
-/* VEC consecutive elements at p: one 16-byte access when VEC * sizeof(T) == 16 (the caller
- * checked the alignment), else VEC single ones. */
+/* VEC consecutive elements at p: one 16- or 8-byte access when VEC * sizeof(T) is 16 or 8 (the
+ * caller checked the alignment), else VEC single ones. */
 template <typename T, int VEC> __device__ __forceinline__ void dev_ldv(float *out, const T *p) {
     if constexpr (VEC * sizeof(T) == 16) {
         const uint4 r = *reinterpret_cast<const uint4 *>(p);
         T e[VEC];
         memcpy(e, &r, 16);
+        for (int j = 0; j < VEC; j++) out[j] = dev_ld1(&e[j]);
+    } else if constexpr (VEC * sizeof(T) == 8) {
+        const uint2 r = *reinterpret_cast<const uint2 *>(p);
+        T e[VEC];
+        memcpy(e, &r, 8);
         for (int j = 0; j < VEC; j++) out[j] = dev_ld1(&e[j]);
     } else {
         for (int j = 0; j < VEC; j++) out[j] = dev_ld1(p + j);

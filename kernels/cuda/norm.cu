@@ -140,17 +140,47 @@ __global__ void gn_bwd_kernel(sg_cat dx, float *ws_dg, float *ws_db, const void 
         }
 }
 
-/* threads stride over C: dgamma[c] (+)= sum over n (in order) of ws_dg[n][c]; dbeta likewise */
+/* Samples staged per round by dev_col_sums */
+#define NA_FIN_ROWS 64
+
+/* The column sums of a table of N rows, column c = (blockIdx.x) 32 + lane: ld(n, c) gives
+ * (row n, column c) as a float2 (columns c >= C read nothing). The block's warps stage
+ * NA_FIN_ROWS rows at a time in shared memory, coalesced, and the first warp adds them in
+ * order n = 0, 1, ..., one column a lane: the order of one thread's loop, its loads spread over
+ * the block. Every thread of the block calls it; the sums are lane's in warp 0. */
+template <typename LD>
+__device__ __forceinline__ float2 dev_col_sums(const LD &ld, int N, int C, int blk) {
+    __shared__ float2 rows[NA_FIN_ROWS][32];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, c = blk * 32 + lane;
+    float2 s = make_float2(0.0f, 0.0f);
+    for (int n0 = 0; n0 < N; n0 += NA_FIN_ROWS) {
+        const int nr = N - n0 < NA_FIN_ROWS ? N - n0 : NA_FIN_ROWS;
+        for (int r = w; r < nr; r += SG_THREADS / 32)
+            rows[r][lane] = c < C ? ld(n0 + r, c) : make_float2(0.0f, 0.0f);
+        __syncthreads();
+        if (w == 0)
+            for (int r = 0; r < nr; r++) {
+                s.x += rows[r][lane].x;
+                s.y += rows[r][lane].y;
+            }
+        __syncthreads();
+    }
+    return s;
+}
+
+/* block b < ceil(C / 32): dgamma[c] (+)= sum over n (in order) of ws_dg[n][c], dbeta likewise,
+ * for its 32 channels (dev_col_sums) */
 __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg, const float *ws_db,
                                 int N, int C, int accum) {
-    SG_GRID_STRIDE(c, C) {
-        float sg = 0.0f, sb = 0.0f;
-        for (int n = 0; n < N; n++) {
-            sg += ws_dg[(int64_t)n * C + c];
-            sb += ws_db[(int64_t)n * C + c];
-        }
-        dgamma[c] = accum ? dgamma[c] + sg : sg;
-        dbeta[c] = accum ? dbeta[c] + sb : sb;
+    const float2 q = dev_col_sums(
+        [&](int n, int c) {
+            return make_float2(ws_dg[(int64_t)n * C + c], ws_db[(int64_t)n * C + c]);
+        },
+        N, C, (int)blockIdx.x);
+    const int c = (int)blockIdx.x * 32 + (int)threadIdx.x;
+    if (threadIdx.x < 32 && c < C) {
+        dgamma[c] = accum ? dgamma[c] + q.x : q.x;
+        dbeta[c] = accum ? dbeta[c] + q.y : q.y;
     }
 }
 
@@ -222,12 +252,18 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
     na = nn;
 }
 
-/* Rows the partials kernels load before they fold them into their chains: that many
- * independent loads in flight per thread instead of one. A segment's chain is sequential, so a
- * small activation (8 x 8 x 256 at batch 128: one segment per image, 128 warps in all) would
- * otherwise wait a memory latency per row; the chains' order, and so their bits, are unchanged. */
-#define NA_BATCH 8
-#define NA_BATCH_BWD 4
+/* The partials kernels' parallelism. A segment's chain is sequential, so the chains are the
+ * only parallelism: N S C / VEC threads, each waiting a memory latency per batch of rows. Two
+ * choices make the most of it without touching a chain's order (so the bits are unchanged):
+ * - rows loaded before they are folded into the chains: NA_BATCH (16) forward, NA_BATCH_BWD (8)
+ *   backward (x and dy), so a 64-row segment waits 4 or 8 latencies, not 64;
+ * - 4 channels a thread in both dtypes (NA_PART_DISPATCH: 8-byte bf16 vectors where the other
+ *   passes move 16): twice the threads of 16-byte vectors in bf16. At batch 128, 8 x 8 x 256 has
+ *   one segment per image, 32768 chains: 16 blocks of 256 threads at 8 channels a thread on a
+ *   132-SM GPU, 32 at 4. Four, not fewer: the dropout's uniforms come four at a time
+ *   (na_drop_vec). */
+#define NA_BATCH 16
+#define NA_BATCH_BWD 8
 /* ... and the apply pass, rows TR apart: a thread visits about 4 rows of its chunk
  * (SG_WS_NORM_ELEMS values a block), and loads 3 of them before it computes the first; the same
  * arithmetic per element. 3, not 4: with the dropout's block draws (na_drop_vec) the bf16
@@ -267,37 +303,57 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
     }
 }
 
-/* threads stride over N*G: mean and rstd of group (n, g) from the partials part[n][s][c] (C
- * channels a segment), each channel's mean shifted by v[n][c] (dt) where v is given; per
- * segment the group's channels in order, then the segments in order (above) */
+/* The merges of the partials (norm_stats_final_kernel, norm_bwd_terms_kernel) take one block
+ * per (tile of NA_GROUPS(G) groups, sample n): grid (ceil(G / NA_GROUPS(G)), N). Their loads
+ * are spread over the block's threads and each sum keeps the order defined above, through
+ * shared memory. (One thread per (sample, group) walking every segment and channel itself was
+ * a chain of dependent memory latencies: 16 segments of 4 channels at 32 x 32 x 128, in 16
+ * blocks at batch 128 and one at batch 8.) */
+#define NA_GROUPS(G) ((G) < SG_THREADS ? (G) : SG_THREADS)
+
+/* mean and rstd of the block's groups of sample n from the partials part[n][s][c] (C channels a
+ * segment), each channel's mean shifted by v[n][c] (dt) where v is given. Segments are taken
+ * SG_THREADS / NA_GROUPS(G) at a time: thread t first sums segment s0 + t / gb's channels of
+ * group g0 + t % gb into (mean, M2 + R q) in order (above), then thread g (< the block's
+ * groups) merges its group's segments in order into the running total. */
 __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, const void *v,
                                         int N, int HW, int C, int G, int seg, int S, float eps,
                                         int dt) {
-    const int cg = C / G;
-    SG_GRID_STRIDE(i, (int64_t)N * G) {
-        const int64_t n = i / G;
-        const int g = (int)(i % G);
-        float na = 0.0f, ma = 0.0f, M2a = 0.0f;
-        /* unrolled: the loads of several segments in flight (one thread per group: 128 warps
-         * at batch 128), the merges in the same order */
-#pragma unroll 4
-        for (int s = 0; s < S; s++) {
+    __shared__ float2 sums[SG_THREADS];
+    const int cg = C / G, gb = NA_GROUPS(G), ST = SG_THREADS / gb;
+    const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
+    const int t = threadIdx.x, gi = t % gb, sl = t / gb;
+    float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+    (void)N;
+    for (int s0 = 0; s0 < S; s0 += ST) {
+        const int s = s0 + sl, g = g0 + gi;
+        if (sl < ST && gi < ng && s < S) {
             const int R = HW - s * seg < seg ? HW - s * seg : seg;
-            const float2 *ps = part + (n * S + s) * C;
+            const float2 *ps = part + ((int64_t)n * S + s) * C;
             float sum = 0.0f;
             for (int c = g * cg; c < (g + 1) * cg; c++)
-                sum += v ? ps[c].x + dev_ld(v, n * C + c, dt) : ps[c].x;
+                sum += v ? ps[c].x + dev_ld(v, (int64_t)n * C + c, dt) : ps[c].x;
             const float mg = sum / (float)cg;
             float M2 = 0.0f, q = 0.0f;
             for (int c = g * cg; c < (g + 1) * cg; c++) {
-                const float d = (v ? ps[c].x + dev_ld(v, n * C + c, dt) : ps[c].x) - mg;
+                const float d = (v ? ps[c].x + dev_ld(v, (int64_t)n * C + c, dt) : ps[c].x) - mg;
                 M2 += ps[c].y;
                 q += d * d;
             }
-            na_merge(na, ma, M2a, (float)R * (float)cg, mg, M2 + (float)R * q);
+            sums[t] = make_float2(mg, M2 + (float)R * q);
         }
-        mean[i] = ma;
-        rstd[i] = 1.0f / sqrtf(M2a / na + eps);
+        __syncthreads();
+        if (t < ng)
+            for (int k = 0; k < ST && s0 + k < S; k++) {
+                const int R = HW - (s0 + k) * seg < seg ? HW - (s0 + k) * seg : seg;
+                const float2 u = sums[k * gb + t];
+                na_merge(na, ma, M2a, (float)R * (float)cg, u.x, u.y);
+            }
+        __syncthreads();
+    }
+    if (t < ng) {
+        mean[(int64_t)n * G + g0 + t] = ma;
+        rstd[(int64_t)n * G + g0 + t] = 1.0f / sqrtf(M2a / na + eps);
     }
 }
 
@@ -348,10 +404,10 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
  * stride over the items (n, s, cv) as norm_partials_kernel, NA_BATCH_BWD rows loaded at a
  * time. */
 template <typename T, int VEC>
-__global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v,
-                                         const float *mean, const float *rstd, const float *gamma,
-                                         const float *beta, int HW, int C, int G, int seg, int S,
-                                         int act, sg_drop drop, int64_t items) {
+__global__ void __launch_bounds__(SG_THREADS, 2)
+    norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v, const float *mean,
+                             const float *rstd, const float *gamma, const float *beta, int HW,
+                             int C, int G, int seg, int S, int act, sg_drop drop, int64_t items) {
     const int CV = C / VEC, cg = C / G;
     const na_drop dk = na_drop_load(drop);
     SG_GRID_STRIDE(it, items) {
@@ -389,30 +445,39 @@ __global__ void norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, co
     }
 }
 
-/* threads stride over N*G: for each channel c of group (n, g), S[n][c] = the sums over the
- * segments (in order) of (dz, dz xhat); then m[n][g] = (sum gamma dz, sum gamma dz xhat) / cnt
- * over the group's channels in order: mean(dxhat) and mean(dxhat xhat). */
+/* Block as norm_stats_final_kernel's (NA_GROUPS): for each channel c of the block's groups of
+ * sample n, S[n][c] = the sums over the segments (in order) of (dz, dz xhat), one thread a
+ * channel; then thread g (< the block's groups) m[n][g] = (sum gamma dz, sum gamma dz xhat) /
+ * cnt over its group's channels in order, from shared memory (dynamic: NA_GROUPS(G) C / G
+ * float2): mean(dxhat) and mean(dxhat xhat). */
 __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, const float *gamma,
                                       int N, int HW, int C, int G, int segs) {
-    const int cg = C / G;
-    SG_GRID_STRIDE(i, (int64_t)N * G) {
-        const int64_t n = i / G;
-        const int g = (int)(i % G);
+    SG_DYNAMIC_SMEM(float2, sums);
+    const int cg = C / G, gb = NA_GROUPS(G);
+    const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
+    const int c0 = g0 * cg;
+    (void)N;
+    for (int t = threadIdx.x; t < ng * cg; t += SG_THREADS) {
+        const int c = c0 + t;
+        float sx = 0.0f, sy = 0.0f;
+#pragma unroll 8
+        for (int k = 0; k < segs; k++) {
+            const float2 q = part[((int64_t)n * segs + k) * C + c];
+            sx += q.x;
+            sy += q.y;
+        }
+        S[(int64_t)n * C + c] = sums[t] = make_float2(sx, sy);
+    }
+    __syncthreads();
+    for (int gi = threadIdx.x; gi < ng; gi += SG_THREADS) {
         float A = 0.0f, B = 0.0f;
-        for (int c = g * cg; c < (g + 1) * cg; c++) {
-            float sx = 0.0f, sy = 0.0f;
-#pragma unroll 4
-            for (int k = 0; k < segs; k++) {
-                const float2 q = part[(n * segs + k) * C + c];
-                sx += q.x;
-                sy += q.y;
-            }
-            S[n * C + c] = make_float2(sx, sy);
-            A += gamma[c] * sx;
-            B += gamma[c] * sy;
+        for (int j = gi * cg; j < (gi + 1) * cg; j++) {
+            const float2 q = sums[j];
+            A += gamma[c0 + j] * q.x;
+            B += gamma[c0 + j] * q.y;
         }
         const float cnt = (float)HW * (float)cg;
-        m[i] = make_float2(A / cnt, B / cnt);
+        m[(int64_t)n * G + g0 + gi] = make_float2(A / cnt, B / cnt);
     }
 }
 
@@ -468,30 +533,32 @@ __global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_
     }
 }
 
-/* threads stride over C (+ N*C with dv): dgamma[c] (+)= sum over n (in order) of S[n][c].y,
- * dbeta[c] (+)= of S[n][c].x; dv[n][c] (+)= sum over the chunks (in order) of
- * dvpart[n][k][c] */
+/* Blocks [0, pb), pb = ceil(C / 32): dgamma[c] (+)= sum over n (in order) of S[n][c].y,
+ * dbeta[c] (+)= of S[n][c].x (dev_col_sums); the other blocks stride over N*C with dv:
+ * dv[n][c] (+)= sum over the chunks (in order) of dvpart[n][k][c] */
 __global__ void norm_bwd_finish_kernel(float *dgamma, float *dbeta, void *dv, const float2 *S,
                                        const float *dvpart, int N, int C, int chunks, int dt,
                                        int accum_param, int accum_dv) {
-    const int64_t total = C + (dv ? (int64_t)N * C : 0);
-    SG_GRID_STRIDE(i, total) {
-        if (i < C) {
-            float sg = 0.0f, sb = 0.0f;
-            for (int n = 0; n < N; n++) {
-                const float2 q = S[(int64_t)n * C + i];
-                sb += q.x;
-                sg += q.y;
-            }
-            dgamma[i] = accum_param ? __fadd_rn(dgamma[i], sg) : sg;
-            dbeta[i] = accum_param ? __fadd_rn(dbeta[i], sb) : sb;
-        } else {
-            const int64_t j = i - C, n = j / C;
-            const int c = (int)(j % C);
-            float s = 0.0f;
-            for (int k = 0; k < chunks; k++) s += dvpart[(n * chunks + k) * C + c];
-            dev_st_acc(dv, j, s, dt, accum_dv);
+    const int pb = (C + 31) / 32;
+    if ((int)blockIdx.x < pb) {
+        const float2 q = dev_col_sums([&](int n, int c) { return S[(int64_t)n * C + c]; }, N, C,
+                                      (int)blockIdx.x);
+        const int i = (int)blockIdx.x * 32 + (int)threadIdx.x;
+        if (threadIdx.x < 32 && i < C) {
+            dgamma[i] = accum_param ? __fadd_rn(dgamma[i], q.y) : q.y;
+            dbeta[i] = accum_param ? __fadd_rn(dbeta[i], q.x) : q.x;
         }
+        return;
+    }
+    if (!dv) return;
+    const int64_t total = (int64_t)N * C;
+    for (int64_t j = (int64_t)(blockIdx.x - pb) * blockDim.x + threadIdx.x; j < total;
+         j += (int64_t)(gridDim.x - pb) * blockDim.x) {
+        const int64_t n = j / C;
+        const int c = (int)(j % C);
+        float s = 0.0f;
+        for (int k = 0; k < chunks; k++) s += dvpart[(n * chunks + k) * C + c];
+        dev_st_acc(dv, j, s, dt, accum_dv);
     }
 }
 
@@ -534,8 +601,8 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
     SG_LAUNCH(gn_bwd_kernel, (unsigned)(N * G), SG_THREADS, 0, st, dx, ws_dg, ws_db, dy, x, mean,
               rstd, gamma, HW, C, G, dt, accum_dx);
     SG_LAUNCH_CHECK("gn_bwd_kernel");
-    SG_LAUNCH(gn_param_kernel, sg_grid_for(C), SG_THREADS, 0, st, dgamma, dbeta, ws_dg, ws_db, N, C,
-              accum_param);
+    SG_LAUNCH(gn_param_kernel, (unsigned)((C + 31) / 32), SG_THREADS, 0, st, dgamma, dbeta, ws_dg,
+              ws_db, N, C, accum_param);
     SG_LAUNCH_CHECK("gn_param_kernel");
     return SG_OK;
 }
@@ -571,6 +638,11 @@ static int na_check(const char *fn, sg_cat x, int N, int HW, int C, int G, int a
  * the launch with element type T */
 #define NA_DISPATCH(dt, vec, LAUNCH)                                                               \
     ((dt) == DT_BF16 ? ((vec) > 1 ? LAUNCH(uint16_t, 8) : LAUNCH(uint16_t, 1))                     \
+                     : ((vec) > 1 ? LAUNCH(float, 4) : LAUNCH(float, 1)))
+/* ... and for the partials kernels: 4 channels a thread in both dtypes where na_vec allows
+ * vectors (NA_BATCH) */
+#define NA_PART_DISPATCH(dt, vec, LAUNCH)                                                          \
+    ((dt) == DT_BF16 ? ((vec) > 1 ? LAUNCH(uint16_t, 4) : LAUNCH(uint16_t, 1))                     \
                      : ((vec) > 1 ? LAUNCH(float, 4) : LAUNCH(float, 1)))
 
 template <typename T, int VEC>
@@ -634,7 +706,8 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
     SG_ARG_CHECK(part != NULL && N > 0 && HW > 0 && c0 >= 0 && c0 <= C && C <= ld,
                  "cuda_norm_partials: channels %d.. of %d into partials of %d channels", c0, C, ld);
     if (c0 == C) return SG_OK;
-    /* 16-byte vectors where they lie in one part, aligned, and cover [c0, C) */
+    /* vectors (NA_PART_DISPATCH) where 16-byte ones would lie in one part, aligned, and cover
+     * [c0, C) */
     const int V = dt == DT_BF16 ? 8 : 4;
     int vec = V;
     if (c0 % V || C % V || x.c[0] % V || (uintptr_t)x.p[0] % 16 ||
@@ -642,7 +715,7 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
         vec = 1;
     float2 *p = (float2 *)part;
 #define NA_PARTIALS(T, V) na_partials<T, V>(st, p, ld, x, N, HW, c0, C)
-    return NA_DISPATCH(dt, vec, NA_PARTIALS);
+    return NA_PART_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
 }
 
@@ -651,9 +724,9 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
                          int HW, int C, int G, float eps, int dt, void *ws, int c_done) {
     if (cuda_norm_partials(st, (float *)ws, C, x, N, HW, c_done, dt)) return SG_ERR;
-    SG_LAUNCH(norm_stats_final_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, mean, rstd,
-              (const float2 *)ws, v, N, HW, C, G, (int)sg_ws_norm_seg(HW), (int)sg_ws_norm_segs(HW),
-              eps, dt);
+    const dim3 grid((unsigned)((G + NA_GROUPS(G) - 1) / NA_GROUPS(G)), (unsigned)N);
+    SG_LAUNCH(norm_stats_final_kernel, grid, SG_THREADS, 0, st, mean, rstd, (const float2 *)ws, v,
+              N, HW, C, G, (int)sg_ws_norm_seg(HW), (int)sg_ws_norm_segs(HW), eps, dt);
     SG_LAUNCH_CHECK("norm_stats_final_kernel");
     return SG_OK;
 }
@@ -704,7 +777,7 @@ int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const vo
 #define NA_PARTIALS(T, V)                                                                          \
     na_bwd_partials<T, V>(st, (float2 *)nb->part, dy, nb->x, nb->v, nb->mean, nb->rstd, nb->gamma, \
                           nb->beta, N, HW, C, nb->G, nb->act, nb->drop)
-    return NA_DISPATCH(dt, vec, NA_PARTIALS);
+    return NA_PART_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
 }
 
@@ -749,17 +822,19 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
                                      .zero = 0};
         if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
     }
-    SG_LAUNCH(norm_bwd_terms_kernel, sg_grid_for((int64_t)N * G), SG_THREADS, 0, st, S, m,
-              (const float2 *)part, gamma, N, HW, C, G, (int)sg_ws_norm_segs(HW));
+    const int gb = NA_GROUPS(G);
+    SG_LAUNCH(norm_bwd_terms_kernel, dim3((unsigned)((G + gb - 1) / gb), (unsigned)N), SG_THREADS,
+              (size_t)gb * (C / G) * sizeof(float2), st, S, m, (const float2 *)part, gamma, N, HW,
+              C, G, (int)sg_ws_norm_segs(HW));
     SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
 #define NA_BWD_APPLY(T, V)                                                                         \
     na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \
                        HW, C, G, rows, act, drop, accum_dx)
     if (NA_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
 #undef NA_BWD_APPLY
-    SG_LAUNCH(norm_bwd_finish_kernel, sg_grid_for(C + (dv ? (int64_t)N * C : 0)), SG_THREADS, 0, st,
-              dgamma, dbeta, dv, (const float2 *)S, (const float *)dvpart, N, C, chunks, dt,
-              accum_param, accum_dv);
+    const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? sg_grid_for((int64_t)N * C) : 0u);
+    SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv, (const float2 *)S,
+              (const float *)dvpart, N, C, chunks, dt, accum_param, accum_dv);
     SG_LAUNCH_CHECK("norm_bwd_finish_kernel");
     return SG_OK;
 }
