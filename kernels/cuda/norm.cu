@@ -264,14 +264,19 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
  *   (na_drop_vec). */
 #define NA_BATCH 16
 #define NA_BATCH_BWD 8
-/* ... and the apply pass, rows TR apart: a thread visits about 4 rows of its chunk
- * (SG_WS_NORM_ELEMS values a block), and loads 3 of them before it computes the first; the same
- * arithmetic per element. 3, not 4: with the dropout's block draws (na_drop_vec) the bf16
- * instance took 134 registers at 4 rows, one 256-thread block an SM; at 3 it keeps two
- * (__launch_bounds__, 124 registers, no spills, nvcc 13 for sm_90). Not the backward apply:
- * holding x and dy of 2 rows took it from 112 to 161 registers, half the resident blocks for
- * the same loads in flight. */
-#define NA_ROWS_APPLY 3
+/* ... and the apply passes, rows TR apart: a thread loads NA_ROWS_APPLY (forward) or
+ * NA_ROWS_BWD_APPLY (backward: x and dy) rows of its chunk (SG_WS_NORM_ELEMS values a block)
+ * before it computes the first; the same arithmetic per element. The dropout's code is compiled
+ * only into the instances that draw it (DROP): its Philox rounds hold registers the loads in
+ * flight would otherwise get. Both keep two 256-thread blocks an SM (__launch_bounds__) with
+ * no spills (nvcc 13, sm_90). Forward, 16-byte vectors: a thread visits about 4 rows, all 4
+ * loaded at once without the dropout (one memory latency a block), 3 with it. Backward, 4
+ * channels a thread (NA_PART_DISPATCH: 8 rows a thread, 4 or 2 at once): 16-byte bf16 vectors
+ * with 2 rows of x and dy spilled, and one row at a time left 16 KB in flight an SM and four
+ * latencies a block; now 32 KB and two (without the dropout). The per-chunk sums of dx for dv
+ * add a thread's rows in order, then the threads in order, so their order follows the layout. */
+#define NA_ROWS_APPLY(DROP) ((DROP) ? 3 : 4)
+#define NA_ROWS_BWD_APPLY(DROP) ((DROP) ? 2 : 4)
 
 /* The statistics' partials (above) of channels [c0, c1) of x[N][HW][*] (a concatenation)
  * into part[n][s][c] (ld channels a segment). Grid-stride over the items (n, s, cv), cv the
@@ -359,11 +364,12 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
 
 /* Pass 2 forward (and the recomputation), layout above: y = tail(fmaf(u - mean, rstd gamma,
  * beta)) with u = x + v. Elementwise: no barriers. */
-template <typename T, int VEC>
+template <typename T, int VEC, bool DROP>
 __global__ void __launch_bounds__(SG_THREADS, 2)
     norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int HW, int C, int G, int rows,
                       int act, sg_drop drop) {
+    constexpr int ROWS = NA_ROWS_APPLY(DROP);
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
     const T *vn = v ? v + (int64_t)n * C : nullptr;
@@ -378,21 +384,21 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             add[j] = 0.0f;
         }
         if (vn) dev_ldv<T, VEC>(add, vn + c0);
-        for (int rb = r0 + tr; rb < r1; rb += NA_ROWS_APPLY * TR) {
-            float u[NA_ROWS_APPLY][VEC];
+        for (int rb = r0 + tr; rb < r1; rb += ROWS * TR) {
+            float u[ROWS][VEC];
 #pragma unroll
-            for (int q = 0; q < NA_ROWS_APPLY; q++)
+            for (int q = 0; q < ROWS; q++)
                 if (rb + q * TR < r1)
                     dev_ldv<T, VEC>(u[q], na_cat<const T>(x, (int64_t)n * HW + rb + q * TR, c0));
 #pragma unroll
-            for (int q = 0; q < NA_ROWS_APPLY; q++) {
+            for (int q = 0; q < ROWS; q++) {
                 if (rb + q * TR >= r1) break;
                 const int64_t i = ((int64_t)n * HW + rb + q * TR) * C + c0;
                 float o[VEC];
                 for (int j = 0; j < VEC; j++)
                     o[j] = na_apply_act(vn ? u[q][j] + add[j] : u[q][j], mu[j], ga[j], be[j], act);
                 /* the dropout: one Philox call per 4 elements (na_drop_vec) */
-                na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)i);
+                if constexpr (DROP) na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)i);
                 dev_stv<T, VEC>(y + i, o, 0);
             }
         }
@@ -483,11 +489,13 @@ __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, 
 
 /* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
  * chunk's per-channel sums of dx (the fresh contribution) into dvpart[n][chunk][c]. */
-template <typename T, int VEC>
-__global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_cat x, const T *v,
-                                      const float *mean, const float *rstd, const float *gamma,
-                                      const float *beta, const float2 *m, int HW, int C, int G,
-                                      int rows, int act, sg_drop drop, int accum) {
+template <typename T, int VEC, bool DROP>
+__global__ void __launch_bounds__(SG_THREADS, 2)
+    norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_cat x, const T *v,
+                          const float *mean, const float *rstd, const float *gamma,
+                          const float *beta, const float2 *m, int HW, int C, int G, int rows,
+                          int act, sg_drop drop, int accum) {
+    constexpr int ROWS = NA_ROWS_BWD_APPLY(DROP);
     __shared__ float tp[SG_THREADS][VEC];
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
@@ -505,19 +513,29 @@ __global__ void norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_
                 be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
             }
             if (vn) dev_ldv<T, VEC>(add, vn + c0);
-            for (int r = r0 + tr; r < r1; r += TR) {
-                const int64_t row = (int64_t)n * HW + r, i = row * C + c0;
-                float u[VEC], d[VEC];
-                dev_ldv<T, VEC>(u, na_cat<const T>(x, row, c0));
-                dev_ldv<T, VEC>(d, dy + i);
-                na_drop_vec<true, VEC>(d, dk, dk.i0 + (uint64_t)i); /* na_tail_bwd's dropout */
-                for (int j = 0; j < VEC; j++) {
-                    const float uc = (vn ? u[j] + add[j] : u[j]) - mu[j];
-                    const float dz = na_act_bwd(d[j], fmaf(uc, ga[j], be[j]), act);
-                    d[j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
-                    sdx[j] += d[j];
+            for (int rb = r0 + tr; rb < r1; rb += ROWS * TR) {
+                float u[ROWS][VEC], d[ROWS][VEC];
+#pragma unroll
+                for (int q = 0; q < ROWS; q++)
+                    if (rb + q * TR < r1) {
+                        const int64_t row = (int64_t)n * HW + rb + q * TR;
+                        dev_ldv<T, VEC>(u[q], na_cat<const T>(x, row, c0));
+                        dev_ldv<T, VEC>(d[q], dy + row * C + c0);
+                    }
+#pragma unroll
+                for (int q = 0; q < ROWS; q++) {
+                    if (rb + q * TR >= r1) break;
+                    const int64_t row = (int64_t)n * HW + rb + q * TR, i = row * C + c0;
+                    if constexpr (DROP) /* na_tail_bwd's dropout */
+                        na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i);
+                    for (int j = 0; j < VEC; j++) {
+                        const float uc = (vn ? u[q][j] + add[j] : u[q][j]) - mu[j];
+                        const float dz = na_act_bwd(d[q][j], fmaf(uc, ga[j], be[j]), act);
+                        d[q][j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
+                        sdx[j] += d[q][j];
+                    }
+                    dev_stv<T, VEC>(na_cat<T>(dx, row, c0), d[q], accum);
                 }
-                dev_stv<T, VEC>(na_cat<T>(dx, row, c0), d, accum);
             }
         }
         if (dvpart) {
@@ -651,7 +669,7 @@ static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v
                     int rows, int act, sg_drop drop) {
     void (*const norm_apply)(T *, sg_cat, const T *, const float *, const float *, const float *,
                              const float *, int, int, int, int, int, sg_drop) =
-        norm_apply_kernel<T, VEC>;
+        drop.p > 0.0f ? norm_apply_kernel<T, VEC, true> : norm_apply_kernel<T, VEC, false>;
     SG_LAUNCH(norm_apply, grid, SG_THREADS, 0, st, (T *)y, x, (const T *)v, mean, rstd, gamma, beta,
               HW, C, G, rows, act, drop);
     SG_LAUNCH_CHECK("norm_apply_kernel");
@@ -680,7 +698,8 @@ static int na_bwd_apply(cudaStream_t st, dim3 grid, sg_cat dx, float *dvpart, co
                         int G, int rows, int act, sg_drop drop, int accum) {
     void (*const norm_bwd_apply)(sg_cat, float *, const T *, sg_cat, const T *, const float *,
                                  const float *, const float *, const float *, const float2 *, int,
-                                 int, int, int, int, sg_drop, int) = norm_bwd_apply_kernel<T, VEC>;
+                                 int, int, int, int, sg_drop, int) =
+        drop.p > 0.0f ? norm_bwd_apply_kernel<T, VEC, true> : norm_bwd_apply_kernel<T, VEC, false>;
     SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, 0, st, dx, dvpart, (const T *)dy, x, (const T *)v,
               mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum);
     SG_LAUNCH_CHECK("norm_bwd_apply_kernel");
@@ -830,7 +849,7 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
 #define NA_BWD_APPLY(T, V)                                                                         \
     na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \
                        HW, C, G, rows, act, drop, accum_dx)
-    if (NA_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
+    if (NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
 #undef NA_BWD_APPLY
     const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? sg_grid_for((int64_t)N * C) : 0u);
     SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv, (const float2 *)S,
