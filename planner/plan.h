@@ -31,6 +31,8 @@ typedef struct {
     int64_t peak_dynamic_bytes;   /* live dynamic bytes at the peak */
     int peak_node;                /* the schedule index where that happens */
     int inplace_merges;           /* tensors that took over their input's memory */
+    int copies_shared;            /* ... of them plain copies whose source lives on (no bytes
+                                     move: plan_layout.c's merge_copies) */
     const char *placement;        /* the ordering that won */
     double flops, matmul_flops;   /* per step */
     /* the fusions (planner/fuse.c): virtual normalised tensors and the bytes no tensor holds

@@ -2,8 +2,9 @@
  * verifier, on every built-in model, on random UNet configurations, and on random graphs.
  *
  * For each plan: recompute every tensor's lifetime from the schedule here, then check that no
- * two tensors live at the same time share bytes (unless the planner merged them in place, in
- * which case the first must die where the second is born), that every offset is aligned and
+ * two tensors live at the same time share bytes (unless the planner merged them into one buffer:
+ * then a symbolic run of the schedule must find every read's own value in its bytes), that
+ * every offset is aligned and
  * inside the arena, that every tensor read was written earlier in the schedule, that every
  * parameter receives its gradient from exactly one first write and one contribution per use,
  * and that arena / lower bound stays within 1.05 (every built-in model: exactly 1).
@@ -46,6 +47,81 @@ static void lifetimes(const sg_graph *g, int *first, int *last) {
     }
 }
 
+/* The values, independently of the planner's buffers: the schedule run symbolically over the
+ * arena. Each write gives its tensor a fresh value (a plain copy, accum writing over its
+ * output, gives the copy its source's value) and puts that value in the tensor's bytes (keyed
+ * by offset: tensors that share bytes while live start at one offset, the overlap check above
+ * holds the rest); every read of a dynamic tensor (a concatenation's parts, a virtual
+ * normalised tensor's operands) must find its own value there. A node reads before it writes.
+ * So sharing memory is right exactly when no write lands on bytes a live tensor still needs. */
+typedef struct {
+    const sg_plan *p;
+    int64_t *val;   /* per tensor: its current value */
+    int64_t *held;  /* per distinct dynamic offset: the value in those bytes */
+    int64_t *offs;  /* the sorted distinct dynamic offsets */
+    int noffs, bad; /* ... and reads that found another value */
+    const char *what;
+} values_t;
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+static int64_t *held_at(values_t *v, int t) {
+    const int64_t o = v->p->g.t[t].offset;
+    const int64_t *k = bsearch(&o, v->offs, (size_t)v->noffs, sizeof o, cmp_i64);
+    return k ? &v->held[k - v->offs] : NULL;
+}
+static void value_read(values_t *v, int t, int i) {
+    const sg_graph *g = &v->p->g;
+    const sg_tensor *x = &g->t[t];
+    for (int q = 0; q < x->nparts; q++) value_read(v, x->parts[q], i);
+    if (x->vnorm >= 0) {
+        const sg_node *nd = &g->n[x->vnorm];
+        for (int k = 0; k < nd->nin; k++) value_read(v, nd->in[k], i);
+        for (int k = 1; k < nd->nout; k++) value_read(v, nd->out[k], i);
+    }
+    if (sg_tensor_virtual(x) || persistent(x->role) || !x->bytes) return;
+    const int64_t *h = held_at(v, t);
+    if (h && *h == v->val[t]) return;
+    if (v->bad++ < 3)
+        CHECK(0, "%s: node %d (%s) reads %s, but its bytes hold another value", v->what, i,
+              sg_ops[g->n[i].op].name, x->name);
+}
+static void check_values(const sg_plan *p, const char *what) {
+    const sg_graph *g = &p->g;
+    values_t v = {.p = p, .what = what};
+    v.val = calloc((size_t)g->nt, sizeof *v.val);
+    v.offs = malloc(sizeof *v.offs * ((size_t)g->nt + 1));
+    for (int t = 0; t < g->nt; t++)
+        if (!sg_tensor_virtual(&g->t[t]) && !persistent(g->t[t].role) && g->t[t].bytes)
+            v.offs[v.noffs++] = g->t[t].offset;
+    qsort(v.offs, (size_t)v.noffs, sizeof *v.offs, cmp_i64);
+    int n = 0;
+    for (int k = 0; k < v.noffs; k++)
+        if (!n || v.offs[k] != v.offs[n - 1]) v.offs[n++] = v.offs[k];
+    v.noffs = n;
+    v.held = calloc((size_t)n + 1, sizeof *v.held);
+    int64_t fresh = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        for (int k = 0; k < nd->nin; k++) value_read(&v, nd->in[k], i);
+        for (int k = 0; k < nd->nout; k++) {
+            const sg_tensor *y = &g->t[nd->out[k]];
+            for (int part = 0; part < (y->nparts ? y->nparts : 1); part++) {
+                const int id = y->nparts ? y->parts[part] : nd->out[k];
+                const int acc = (nd->accum >> (2 * k + part)) & 1u;
+                const int copy = nd->op == OP_ACCUM && !acc && !g->t[nd->in[0]].nparts;
+                v.val[id] = copy ? v.val[nd->in[0]] : ++fresh;
+                int64_t *h = held_at(&v, id);
+                if (h && !sg_tensor_virtual(&g->t[id]) && !persistent(g->t[id].role))
+                    *h = v.val[id];
+            }
+        }
+    }
+    CHECK(v.bad == 0, "%s: %d reads of overwritten values", what, v.bad);
+    free(v.val), free(v.held), free(v.offs);
+}
+
 static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     const sg_graph *g = &p->g;
     int *first = malloc(sizeof(int) * (size_t)g->nt), *last = malloc(sizeof(int) * (size_t)g->nt);
@@ -80,8 +156,9 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
                 lb1 = persistent(y->role) ? g->nn : last[b];
             if (la1 < lb0 || lb1 < la0) continue;
             if (!(x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes)) continue;
-            /* an in-place pair: allowed only as a hand-over at one node */
-            if (p->buffer_of[a] == p->buffer_of[b] && (la1 == lb0 || lb1 == la0)) continue;
+            /* one buffer (in place, or a copy sharing its source's bytes): the values
+             * check below decides */
+            if (p->buffer_of[a] == p->buffer_of[b]) continue;
             if (violations++ < 3)
                 CHECK(0, "%s: %s and %s overlap in memory while both live", what, x->name, y->name);
         }
@@ -116,6 +193,7 @@ static void check_plan(const sg_plan *p, const char *what, double max_ratio) {
     }
     CHECK(unread == 0, "%s: %d reads before writes", what, unread);
     free(written);
+    check_values(p, what);
 
     double ratio = (double)p->arena_bytes / (double)p->lower_bound_bytes;
     CHECK(ratio >= 1.0 && ratio <= max_ratio, "%s: arena/lower bound = %.4f", what, ratio);
@@ -748,6 +826,11 @@ static void test_builtin_models(void) {
                     const double lo = fz ? 4.40e12 : 4.70e12, hi = fz ? 4.50e12 : 4.86e12;
                     CHECK(p.flops > lo && p.flops < hi, "unet_cifar %s step = %.3f TFLOP", what,
                           p.flops / 1e12);
+                    /* unfused, each residual add's first gradient copy shares dy's bytes
+                     * (the second takes them in place: dy dies there) */
+                    if (!fz)
+                        CHECK(p.copies_shared == 28, "unet_cifar %s: %d shared copies, want 28",
+                              what, p.copies_shared);
                 }
                 sg_plan_free(&p);
             }
@@ -1247,8 +1330,81 @@ static void test_bad_configs(void) {
     sg_plan_free(&p);
 }
 
+/* A plain copy shares its source's bytes only where neither is written while the other is
+ * still read (plan_layout.c's merge_copies). Without silu: s = a + b; the add's backward copies
+ * ds into db (first: shared) and da (in place: ds dies there). With it: v = s + u, u = silu(a).
+ * v's add copies dv into du and ds (in place); s's add copies ds into db and da (in place);
+ * then silu's backward accumulates into da, while db waits for b's convolution and while it
+ * reads du: sharing either copy would let that write reach a value still to be read, so both
+ * move their bytes. check_plan's symbolic run holds every read to its own value (planted:
+ * merge_copies sharing every copy fails it). */
+static void test_shared_copies(void) {
+    for (int with_silu = 0; with_silu < 2; with_silu++) {
+        sg_plan p;
+        memset(&p, 0, sizeof p);
+        sg_model_preset(&p.cfg, "unet_tiny");
+        p.train = 1;
+        sg_graph *g = &p.g;
+        sg_graph_init(g);
+        int64_t xs[4] = {2, 8, 8, 4}, ws[4] = {4, 3, 3, 4}, bs[1] = {4}, one[1] = {1};
+        const int x = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
+        int conv[2], err = 0;
+        for (int k = 0; k < 2; k++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "w%d", k);
+            const int w = sg_tensor_new(g, nm, DT_F32, ROLE_PARAM, 4, ws);
+            snprintf(nm, sizeof nm, "b%d", k);
+            const int b = sg_tensor_new(g, nm, DT_F32, ROLE_PARAM, 1, bs);
+            g->t[w].needs_grad = g->t[b].needs_grad = 1;
+            g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
+            g->t[b].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
+            int in[3] = {x, w, b}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            sg_op_args ca = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = DT_F32}};
+            snprintf(nm, sizeof nm, "conv%d", k);
+            err |= sg_node_add(g, OP_CONV2D, in, 3, out, &ca, nm) < 0;
+            conv[k] = out[0];
+        }
+        int u = -1, s = -1, v = -1;
+        if (with_silu) {
+            int in[1] = {conv[0]}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            err |= sg_node_add(g, OP_SILU, in, 1, out, NULL, "u") < 0;
+            u = out[0];
+        }
+        {
+            int in[2] = {conv[0], conv[1]}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            err |= sg_node_add(g, OP_ADD, in, 2, out, NULL, "s") < 0;
+            s = v = out[0];
+        }
+        if (with_silu) {
+            int in[2] = {s, u}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
+            err |= sg_node_add(g, OP_ADD, in, 2, out, NULL, "v") < 0;
+            v = out[0];
+        }
+        CHECK(!err, "shared copies graph: %s", sg_last_error());
+        const int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
+        const int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, 4, xs);
+        int in[2] = {v, tgt}, out[SG_MAX_OUT] = {loss};
+        sg_op_args ma = {.mse = {.loss_scale = 1.0f, .micro_batches = 1}};
+        CHECK(sg_node_add(g, OP_MSE, in, 2, out, &ma, "mse") >= 0, "mse");
+        CHECK(ad_backward(g, loss) == SG_OK, "backward: %s", sg_last_error());
+        const char *what = with_silu ? "shared copies (a read twice)" : "shared copies";
+        CHECK(sg_plan_layout(&p) == SG_OK, "%s layout: %s", what, sg_last_error());
+        check_plan(&p, what, 1.5);
+        CHECK(p.copies_shared == !with_silu, "%s: %d shared copies, want %d", what, p.copies_shared,
+              !with_silu);
+        int moved = 0;
+        for (int i = 0; i < g->nn; i++)
+            if (g->n[i].op == OP_ACCUM && !sg_accum_bits(&g->n[i], 0))
+                moved += p.buffer_of[g->n[i].in[0]] != p.buffer_of[g->n[i].out[0]];
+        CHECK(moved == 2 * with_silu, "%s: %d copies move bytes, want %d", what, moved,
+              2 * with_silu);
+        sg_plan_free(&p);
+    }
+}
+
 int main(void) {
     uint64_t rng = 12345;
+    test_shared_copies();
     test_op_table_and_shapes();
     test_recompute_graph();
     test_bad_configs();

@@ -264,13 +264,14 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     const int span = g->n_forward + g->n_backward;
     if (K > 1)
         printf("  schedule        %d nodes: %d micro-batches x (%d forward, %d backward), %d "
-               "optimizer; %d tensors, %d in-place\n",
-               g->nn, K, g->n_forward, g->n_backward, g->nn - K * span, g->nt, p->inplace_merges);
+               "optimizer; %d tensors, %d in-place (%d shared copies)\n",
+               g->nn, K, g->n_forward, g->n_backward, g->nn - K * span, g->nt, p->inplace_merges,
+               p->copies_shared);
     else
         printf("  schedule        %d nodes: %d forward, %d backward, %d %s; %d tensors, %d "
-               "in-place\n",
+               "in-place (%d shared copies)\n",
                g->nn, g->n_forward, g->n_backward, g->nn - span, p->train ? "optimizer" : "sampler",
-               g->nt, p->inplace_merges);
+               g->nt, p->inplace_merges, p->copies_shared);
     printf("  placement       persistent %s at the bottom; dynamic %s by %s\n",
            human(p->persistent_bytes, a), human(p->arena_bytes - p->persistent_bytes, b),
            p->placement ? p->placement : "-");
