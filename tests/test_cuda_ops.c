@@ -3269,6 +3269,9 @@ int main(void) {
         test_add_nc(2, 600, 37, dt, 1); /* two row chunks per sample */
         test_resample(2, 6, 8, 5, dt, 0);
         test_resample(1, 4, 2, 7, dt, 1);
+        /* 16-byte vectors: 2 (bf16) / 4 (fp32) of them a pixel, overwriting and accumulating */
+        test_resample(2, 4, 6, 16, dt, 0);
+        test_resample(1, 6, 4, 24, dt, 1);
         test_embedding(dt);
         test_rng(dt);
         test_sample_step(dt);
