@@ -143,11 +143,11 @@ __global__ void gn_bwd_kernel(sg_cat dx, float *ws_dg, float *ws_db, const void 
 /* Samples staged per round by dev_col_sums */
 #define NA_FIN_ROWS 64
 
-/* The column sums of a table of N rows, column c = (blockIdx.x) 32 + lane: ld(n, c) gives
- * (row n, column c) as a float2 (columns c >= C read nothing). The block's warps stage
- * NA_FIN_ROWS rows at a time in shared memory, coalesced, and the first warp adds them in
- * order n = 0, 1, ..., one column a lane: the order of one thread's loop, its loads spread over
- * the block. Every thread of the block calls it; the sums are lane's in warp 0. */
+/* The column sums of a table of N rows, column c = 32 blk + lane: ld(n, c) gives (row n,
+ * column c) as a float2 (columns c >= C read nothing). The block's warps stage NA_FIN_ROWS rows
+ * at a time in shared memory, coalesced, and the first warp adds them in order n = 0, 1, ...,
+ * one column a lane: the order of one thread's loop, its loads spread over the block. Every
+ * thread of the block calls it; the first warp's lanes return the sums. */
 template <typename LD>
 __device__ __forceinline__ float2 dev_col_sums(const LD &ld, int N, int C, int blk) {
     __shared__ float2 rows[NA_FIN_ROWS][32];
