@@ -461,6 +461,24 @@ static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what)
     return want;
 }
 
+/* A hand-made training plan's start: unet_tiny's config (the plan's metadata), an empty graph */
+static sg_graph *hand_plan(sg_plan *p) {
+    memset(p, 0, sizeof *p);
+    sg_model_preset(&p->cfg, "unet_tiny");
+    p->train = 1;
+    sg_graph_init(&p->g);
+    return &p->g;
+}
+/* a parameter that needs a gradient, with its gradient tensor ("grad:NAME") */
+static int hand_param(sg_graph *g, const char *name, int ndim, const int64_t *shape) {
+    const int t = sg_tensor_new(g, name, DT_F32, ROLE_PARAM, ndim, shape);
+    char gn[SG_NAME_MAX];
+    snprintf(gn, sizeof gn, "grad:%s", name);
+    g->t[t].needs_grad = 1;
+    g->t[t].grad = sg_tensor_new(g, gn, DT_F32, ROLE_GRAD, ndim, shape);
+    return t;
+}
+
 /* A hand-made graph: x -> norm_act_temb (y marked) -> conv -> mse, and a second conv reading
  * y: one recompute node, before the first conv's weight gradient (the first backward reader
  * of y in schedule order), the second reader reads the same copy; the forward y dies at its
@@ -468,11 +486,7 @@ static int check_residuals(const sg_plan *f, const sg_plan *u, const char *what)
 static void test_recompute_graph(void) {
     for (int mark = 0; mark < 2; mark++) {
         sg_plan p;
-        memset(&p, 0, sizeof p);
-        sg_model_preset(&p.cfg, "unet_tiny");
-        p.train = 1;
-        sg_graph *g = &p.g;
-        sg_graph_init(g);
+        sg_graph *g = hand_plan(&p);
         int64_t xs[4] = {2, 4, 4, 8}, vs[2] = {2, 8}, cs[1] = {8}, ws[4] = {8, 3, 3, 8},
                 one[1] = {1};
         int x = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
@@ -483,11 +497,7 @@ static void test_recompute_graph(void) {
         const char *pn[6] = {"gamma", "beta", "w1", "b1", "w2", "b2"};
         for (int k = 0; k < 6; k++) {
             int nd = k == 2 || k == 4 ? 4 : 1;
-            par[k] = sg_tensor_new(g, pn[k], DT_F32, ROLE_PARAM, nd, nd == 4 ? ws : cs);
-            g->t[par[k]].needs_grad = 1;
-            char gn[32];
-            snprintf(gn, sizeof gn, "grad:%s", pn[k]);
-            g->t[par[k]].grad = sg_tensor_new(g, gn, DT_F32, ROLE_GRAD, nd, nd == 4 ? ws : cs);
+            par[k] = hand_param(g, pn[k], nd, nd == 4 ? ws : cs);
         }
         int tgt = sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, 4, xs);
         int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
@@ -1037,11 +1047,7 @@ static void test_random_graphs(uint64_t *rng) {
     double worst = 1.0;
     for (int it = 0; it < 60; it++) {
         sg_plan p;
-        memset(&p, 0, sizeof p);
-        sg_model_preset(&p.cfg, "unet_tiny");
-        p.train = 1;
-        sg_graph *g = &p.g;
-        sg_graph_init(g);
+        sg_graph *g = hand_plan(&p);
         int N = 2, H = 8, C = 4;
         int64_t xs[4] = {N, H, H, C};
         int pool[64], np = 0;
@@ -1062,12 +1068,9 @@ static void test_random_graphs(uint64_t *rng) {
                         bs[1] = {ws[0]};
                 char pn[48];
                 snprintf(pn, sizeof pn, "p%d.w", nparam);
-                int w = sg_tensor_new(g, pn, DT_F32, ROLE_PARAM, 4, ws);
+                int w = hand_param(g, pn, 4, ws);
                 snprintf(pn, sizeof pn, "p%d.b", nparam++);
-                int bb = sg_tensor_new(g, pn, DT_F32, ROLE_PARAM, 1, bs);
-                g->t[w].needs_grad = g->t[bb].needs_grad = 1;
-                g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
-                g->t[bb].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
+                int bb = hand_param(g, pn, 1, bs);
                 int in[3] = {a, w, bb};
                 sg_op_args ca = {.conv = {.K = K, .S = S, .pad = K / 2, .out_dt = ta->dtype}};
                 err = sg_node_add(g, OP_CONV2D, in, 3, out, &ca, nm) < 0;
@@ -1341,23 +1344,16 @@ static void test_bad_configs(void) {
 static void test_shared_copies(void) {
     for (int with_silu = 0; with_silu < 2; with_silu++) {
         sg_plan p;
-        memset(&p, 0, sizeof p);
-        sg_model_preset(&p.cfg, "unet_tiny");
-        p.train = 1;
-        sg_graph *g = &p.g;
-        sg_graph_init(g);
+        sg_graph *g = hand_plan(&p);
         int64_t xs[4] = {2, 8, 8, 4}, ws[4] = {4, 3, 3, 4}, bs[1] = {4}, one[1] = {1};
         const int x = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
         int conv[2], err = 0;
         for (int k = 0; k < 2; k++) {
             char nm[16];
             snprintf(nm, sizeof nm, "w%d", k);
-            const int w = sg_tensor_new(g, nm, DT_F32, ROLE_PARAM, 4, ws);
+            const int w = hand_param(g, nm, 4, ws);
             snprintf(nm, sizeof nm, "b%d", k);
-            const int b = sg_tensor_new(g, nm, DT_F32, ROLE_PARAM, 1, bs);
-            g->t[w].needs_grad = g->t[b].needs_grad = 1;
-            g->t[w].grad = sg_tensor_new(g, "gw", DT_F32, ROLE_GRAD, 4, ws);
-            g->t[b].grad = sg_tensor_new(g, "gb", DT_F32, ROLE_GRAD, 1, bs);
+            const int b = hand_param(g, nm, 1, bs);
             int in[3] = {x, w, b}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
             sg_op_args ca = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = DT_F32}};
             snprintf(nm, sizeof nm, "conv%d", k);
