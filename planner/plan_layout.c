@@ -483,6 +483,20 @@ static void lifetimes(sg_graph *g) {
         if (is_persistent(g->t[t].role)) g->t[t].first = 0, g->t[t].last = g->nn - 1;
 }
 
+/* May node i's output 0 take input 0's memory, as far as the two tensors go: both stored in the
+ * dynamic region, the output first written at i, the same bytes and dtype (the callers add
+ * what the op and the lifetimes must allow) */
+static int may_take_memory(const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
+    return !sg_tensor_virtual(x) && !sg_tensor_virtual(y) && !is_persistent(x->role) &&
+           !is_persistent(y->role) && y->first == i && x->bytes == y->bytes && x->dtype == y->dtype;
+}
+/* a plain copy: accum writing over its output */
+static int plain_copy(const sg_node *nd) {
+    return nd->op == OP_ACCUM && !sg_accum_bits(nd, 0);
+}
+
 /* in-place reuse: an elementwise op's output takes its input's memory when the input dies at
  * that op and the output is freshly written there */
 static int merge_inplace(sg_plan *p) {
@@ -493,11 +507,7 @@ static int merge_inplace(sg_plan *p) {
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         if (!sg_ops[nd->op].inplace || sg_accum_bits(nd, 0)) continue;
-        const sg_tensor *x = &g->t[nd->in[0]], *y = &g->t[nd->out[0]];
-        if (sg_tensor_virtual(x) || sg_tensor_virtual(y) || is_persistent(x->role) ||
-            is_persistent(y->role))
-            continue;
-        if (x->last != i || y->first != i || x->bytes != y->bytes || x->dtype != y->dtype) continue;
+        if (!may_take_memory(g, i) || g->t[nd->in[0]].last != i) continue;
         p->buffer_of[find(p->buffer_of, nd->out[0])] = find(p->buffer_of, nd->in[0]);
         p->inplace_merges++;
     }
@@ -527,8 +537,7 @@ static int can_share(const sg_graph *g, const int *root, int ra, int rb, const i
     for (int j = lo; j <= hi; j++) {
         const sg_node *nd = &g->n[j];
         /* a copy within the buffer moves no bytes */
-        if (nd->op == OP_ACCUM && !sg_accum_bits(nd, 0) &&
-            (root[nd->in[0]] == ra || root[nd->in[0]] == rb) &&
+        if (plain_copy(nd) && (root[nd->in[0]] == ra || root[nd->in[0]] == rb) &&
             (root[nd->out[0]] == ra || root[nd->out[0]] == rb))
             continue;
         for (int o = 0; o < nd->nout; o++) {
@@ -578,12 +587,9 @@ static int merge_copies(sg_plan *p) {
     }
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
-        if (nd->op != OP_ACCUM || sg_accum_bits(nd, 0)) continue;
-        const int xi = nd->in[0], yi = nd->out[0], ra = root[xi], rb = root[yi];
-        const sg_tensor *x = &g->t[xi], *y = &g->t[yi];
-        if (ra == rb || sg_tensor_virtual(x) || sg_tensor_virtual(y) || is_persistent(x->role) ||
-            is_persistent(y->role) || y->first != i || x->bytes != y->bytes || x->dtype != y->dtype)
-            continue;
+        if (!plain_copy(nd) || !may_take_memory(g, i)) continue;
+        const int ra = root[nd->in[0]], rb = root[nd->out[0]];
+        if (ra == rb) continue;
         int nm = 0;
         for (int t = head[ra]; t >= 0; t = next[t]) mem[nm++] = t;
         for (int t = head[rb]; t >= 0; t = next[t]) mem[nm++] = t;
