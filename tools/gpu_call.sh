@@ -16,7 +16,8 @@
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
 #    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
 #    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
-#    and on the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none).
+#    and on the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none;
+#    a regex other than 0 or 1: the variants whose names match).
 # 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
 #    the step planned and run with that table (variant `tuned`).
@@ -64,6 +65,7 @@ variant() {
     shift
     while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
     shift
+    case ${GPU_CALL_VARIANTS:-1} in 0 | 1) ;; *) [[ $name =~ $GPU_CALL_VARIANTS ]] || return 0 ;; esac
     [ $((total - SECONDS)) -lt 100 ] && echo "gpu_call: variant $name: no time left" && return
     env "${envs[@]}" timeout -k 5 60 "$bin" --backend cuda --model unet_cifar --batch 128 \
         --precision bf16 --warmup 5 --iters 20 --no-breakdown --json "$@" \
