@@ -1020,6 +1020,15 @@ void tma_load(int dims, void *dst, const void *tensor_map, void *bar, const int 
         if (o.valid && o.addr < (uintptr_t)c.dst + c.bytes && (uintptr_t)c.dst < o.addr + 8)
             device_fail("%s: the destination [%p, +%u) covers the live mbarrier at %p", what, dst,
                         c.bytes, (void *)o.addr);
+    /* Measured on an H200 (2026-11-28, bench/results/2026-11-28-nvidia-h200-run-3.md): a
+     * tile-mode box whose innermost coordinate is not at a multiple of 16 bytes faults with
+     * "an illegal instruction" (inside or outside the tensor, any swizzle; at 0, 8, 16, 24, 32,
+     * 40, 56, 80, 88 and -8, -16 bf16 elements it copies, at 1, 2, 4, 36, 60, 90, -3 and -4 it
+     * faults); the other coordinates take any value. */
+    if (((int64_t)coords[0] * (int64_t)m.esize) % 16)
+        device_fail("%s: the box's innermost coordinate %d (x %u bytes) is not a multiple of 16 "
+                    "bytes: the GPU faults with an illegal instruction",
+                    what, coords[0], (unsigned)m.esize);
     for (int i = 0; i < 5; i++) c.coord[i] = i < dims ? coords[i] : 0;
     c.issuer = current_thread();
     memset(dst, 0xFF, bytes); /* in flight: a read before the mbarrier wait reads poison */

@@ -794,6 +794,7 @@ __global__ void tma_bad_kernel(const __grid_constant__ CUtensorMap map, int mode
         sg_tma_load_2d(box, &map, &bar, 0, 0);
         sg_tma_load_2d(box + 2048, &map, &bar, 0, 32);
     }
+    if (mode == 10) sg_tma_load_2d(box, &map, &bar, 4, 0); /* innermost at 8 bytes */
     if (mode == 9) { /* a second mbarrier inside the destination */
         sg_mbar_init((uint64_t *)(box + 64), 1);
         sg_tma_load_2d(box, &map, &bar, 0, 0);
@@ -885,6 +886,8 @@ static void test_tma(cudaStream_t st) {
             {6, "two copies in flight to overlapping shared memory", "overlaps"},
             {7, "a copy nobody waits for", "still in flight when every thread had exited"},
             {9, "a copy over a live mbarrier", "covers the live mbarrier"},
+            {10, "a box whose innermost coordinate is not at a 16-byte multiple",
+             "not a multiple of 16 bytes"},
         };
         for (const auto &b : bads)
             expect_fail(b.what, b.want, st,
