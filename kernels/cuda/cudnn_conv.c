@@ -44,6 +44,7 @@ typedef struct {
     int64_t ws_bytes;
     int64_t nknobs, knob_type[DNN_MAX_KNOBS], knob_value[DNN_MAX_KNOBS];
     int64_t tried, refused_notes; /* configurations seen, and refused for their notes */
+    float timed_ms;               /* a timed choice: its ms per call (dnn_pick) */
     char why[384];                /* when !ok: the reason, for the fallback's warning */
 } dnn_entry;
 
@@ -466,15 +467,27 @@ static int dnn_heur(dnn_graph *g, cudnnBackendHeurMode_t mode, int optional,
     return SG_OK;
 }
 
-/* ms per execution of plan on cv's operands: one untimed run (a runtime-compiled engine
+/* One call as sg_cudnn_run makes it: plan on cv's operands, then the dw_bf16 variant's widening
+ * of the bf16 dw into dw. */
+static int dnn_call(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k, int bias_fused,
+                    int dw_bf16, const sg_cudnn_conv *cv) {
+    if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+    const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
+    /* the dw_bf16 variant: dw (fp32) = or += the bf16 dw, in fp32 */
+    if (dw_bf16 && cuda_copy(c->st, cv->out, DT_F32, c->ws, DT_BF16, nw, cv->accum)) return SG_ERR;
+    return SG_OK;
+}
+
+/* ms per call (dnn_call: the widening of a bf16 dw included, so the two backward-filter
+ * variants compare whole) on cv's operands: one untimed call (a runtime-compiled engine
  * compiles, caches warm), then c->time_reps between two events. */
 static int dnn_time_plan(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k,
                          int bias_fused, int dw_bf16, const sg_cudnn_conv *cv, float *ms) {
-    if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+    if (dnn_call(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
     if (cudaEventRecord(c->ev[0], c->st) != cudaSuccess)
         return sg_set_error("cudnn_conv: timing: %s", cudaGetErrorString(cudaGetLastError()));
     for (int r = 0; r < c->time_reps; r++)
-        if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+        if (dnn_call(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
     float t = 0;
     if (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
         cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
@@ -590,6 +603,7 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e,
                         if (!e->ok || ms < best) {
                             dnn_destroy(&e->plan);
                             e->plan = plan, plan = NULL, e->ws_bytes = ws, e->ok = 1, best = ms;
+                            e->timed_ms = ms;
                             e->engine = cand.engine, e->nknobs = cand.nknobs;
                             memcpy(e->knob_type, cand.knob_type, sizeof e->knob_type);
                             memcpy(e->knob_value, cand.knob_value, sizeof e->knob_value);
@@ -800,14 +814,26 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
         }
     }
     /* the variants, preferred first: forward with bias, fused (1) then not (0); backward-filter
-     * in bf16, fp32 dw (0) then bf16 dw (1); everything else, the plain graph (0) */
+     * in bf16, fp32 dw (0) then bf16 dw (1); everything else, the plain graph (0). A timed
+     * choice of a bf16 backward-filter times both and keeps the faster whole call: timing
+     * also lists the fallback heuristics, whose only fp32-dw engine ran 2 to 4 times slower
+     * than the bf16-dw engine the first variant's absence leads to (bench/results/
+     * 2026-11-28-nvidia-h200-run-3.md); the forward keeps its preference, since its unfused
+     * variant's time would leave out the caller's separate bias pass. */
     int variants[2] = {0, -1};
     if (k.pass == SG_CUDNN_FWD && k.bias) variants[0] = 1, variants[1] = 0;
     if (k.pass == SG_CUDNN_BWD_FILTER && k.dt == DT_BF16) variants[1] = 1;
+    const int time_both = c->time_reps > 0 && k.pass == SG_CUDNN_BWD_FILTER && k.dt == DT_BF16;
+    dnn_entry kept; /* time_both: the first variant's choice while the second is timed */
+    int have_kept = 0;
     int rc = SG_OK;
     char first_why[sizeof e->why] = "";
-    for (int v = 0; v < 2 && variants[v] >= 0 && rc == SG_OK && !e->ok; v++) {
+    for (int v = 0; v < 2 && variants[v] >= 0 && rc == SG_OK && (!e->ok || time_both); v++) {
         const int var = variants[v];
+        if (e->ok) { /* time_both: set the first choice aside, choose the second afresh */
+            kept = *e, have_kept = 1;
+            e->plan = NULL, e->ok = 0;
+        }
         const int64_t budget =
             c->ws_bytes - dnn_wcopy_bytes(&k, k.pass == SG_CUDNN_BWD_FILTER && var);
         dnn_graph g;
@@ -830,6 +856,17 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
             e->dw_bf16 = k.pass == SG_CUDNN_BWD_FILTER && var;
         } else if (v == 0) {
             snprintf(first_why, sizeof first_why, "%s", e->why);
+        }
+        if (have_kept) { /* the faster of the two (the first on a tie; the first where the
+                          * second cannot be built) */
+            if (rc != SG_OK) cudaGetLastError(), rc = SG_OK;
+            if (e->ok && e->timed_ms < kept.timed_ms) {
+                dnn_destroy(&kept.plan);
+            } else {
+                dnn_destroy(&e->plan);
+                *e = kept;
+            }
+            have_kept = 0;
         }
     }
     if (rc == SG_OK && !e->ok && first_why[0] && variants[1] >= 0) {
@@ -887,16 +924,12 @@ int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done) {
     dnn_entry *e = dnn_entry_get(c, cv);
     if (!e) return SG_ERR;
     if (!e->ok) return sg_set_error("%s", e->why);
-    const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
-    if (dnn_exec(c, e->plan, &e->key, e->bias_fused, e->dw_bf16, cv)) {
+    if (dnn_call(c, e->plan, &e->key, e->bias_fused, e->dw_bf16, cv)) {
         char name[160], msg[384];
         snprintf(msg, sizeof msg, "%s", sg_last_error());
         sg_cudnn_engine_name(c, cv, name, sizeof name);
         return sg_set_error("%s (engine %s)", msg, name);
     }
-    /* the dw_bf16 variant: dw (fp32) = or += the bf16 dw, in fp32 */
-    if (e->dw_bf16 && cuda_copy(c->st, cv->out, DT_F32, c->ws, DT_BF16, nw, cv->accum))
-        return SG_ERR;
     if (bias_done) *bias_done = e->bias_fused;
     return SG_OK;
 }
