@@ -9,17 +9,23 @@
 #include "planner/op_dims.h"
 
 int sg_engine_tune_charge(const sg_graph *g, int node, char *layer) {
-    if (sg_conv_layer_of(g, node, layer) >= 0) return 0;
     const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
-    if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB) return -1;
+    char names[2][SG_NAME_MAX];
+    /* a conv node, any pass, fused forms included: its (first) layer's */
+    if (sg_conv_layers_computed(g, f, names)) {
+        snprintf(layer, SG_NAME_MAX, "%s", names[0]);
+        return 0;
+    }
+    /* a normalisation or a nearest upsample (with its recomputation and backward) that one
+     * layer's convs alone read: that layer's */
+    if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB && g->n[f].op != OP_UPSAMPLE2X)
+        return -1;
     const int y = g->n[f].out[0];
     int readers = 0;
     for (int i = 0; i < g->nn; i++) {
-        if (g->n[i].fwd >= 0 || !sg_op_is_conv(g->n[i].op) || g->n[i].in[0] != y) continue;
-        char l[SG_NAME_MAX];
-        sg_conv_layer_of(g, i, l);
-        if (readers++ && strcmp(l, layer)) return -1; /* read by two layers: neither's */
-        snprintf(layer, SG_NAME_MAX, "%s", l);
+        if (g->n[i].in[0] != y || !sg_conv_layers_computed(g, i, names)) continue;
+        if (readers++ && strcmp(names[0], layer)) return -1; /* read by two layers: neither's */
+        snprintf(layer, SG_NAME_MAX, "%s", names[0]);
     }
     return readers ? 0 : -1;
 }
@@ -32,6 +38,14 @@ static int cmp_float(const void *a, const void *b) {
 static double median(float *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_float);
     return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The index of layer name in t (every name the plans compute is listed: sg_plan_build checked) */
+static int layer_index(const sg_engine_table *t, const char *name) {
+    int k = 0;
+    while (k < t->n && strcmp(t->e[k].layer, name)) k++;
+    SG_ASSERT(k < t->n);
+    return k;
 }
 
 /* One alternative: every layer of `layers` on `engine`; per layer the charged ms (ms[k]) and
@@ -75,9 +89,7 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     for (int i = 0; i < nn && !rc; i++) {
         char layer[SG_NAME_MAX];
         if (sg_engine_tune_charge(g, i, layer)) continue;
-        int k = 0;
-        while (k < layers->n && strcmp(layers->e[k].layer, layer)) k++;
-        SG_ASSERT(k < layers->n); /* sg_plan_build checked: every layer is listed */
+        const int k = layer_index(layers, layer);
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
         ms[k] += median(one, o->iters);
         if (sg_op_is_conv(g->n[i].op)) {
@@ -111,7 +123,6 @@ static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
 int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
     sg_engine_table_init(t);
     if (o->iters < 1 || o->warmup < 0) return sg_set_error("engine tuning: iters must be >= 1");
-    /* the layers: the forward conv nodes of the plan without a table */
     sg_model_cfg cfg = *cfg0;
     cfg.engines = NULL;
     /* own means fused: the table is for plans that fuse where it says own (sg_model_fuse) */
@@ -119,8 +130,13 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     snprintf(t->model, sizeof t->model, "%s", cfg.name);
     snprintf(t->precision, sizeof t->precision, "%s", cfg.act_dt == DT_BF16 ? "bf16" : "fp32");
     t->batch = sg_model_micro_batch(&cfg);
+    /* the layers: the forward conv nodes of the unfused plan (every layer a plain conv, in
+     * forward order), so that the table also fits a --fuse 0 run; then the layer pairs the
+     * fused plan folds into one conv2d_sc (conv2 and its block's shortcut), chosen together */
+    sg_model_cfg plain = cfg;
+    plain.fuse = 0;
     sg_plan p;
-    int rc = sg_plan_build(&p, &cfg, 1);
+    int rc = sg_plan_build(&p, &plain, 1);
     for (int i = 0; !rc && i < p.g.n_forward; i++) {
         char layer[SG_NAME_MAX];
         if (sg_conv_layer_of(&p.g, i, layer) >= 0)
@@ -128,6 +144,19 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     }
     sg_plan_free(&p);
     const int n = t->n;
+    int *pair = calloc((size_t)n + 1, sizeof(int)); /* a folded layer's partner, or -1 */
+    if (!rc && !pair) rc = sg_set_error("out of host memory");
+    for (int k = 0; !rc && k < n; k++) pair[k] = -1;
+    if (!rc) {
+        rc = sg_plan_build(&p, &cfg, 1);
+        for (int i = 0; !rc && i < p.g.n_forward; i++) {
+            char names[2][SG_NAME_MAX];
+            if (sg_conv_layers_computed(&p.g, i, names) != 2) continue;
+            const int a = layer_index(t, names[0]), b = layer_index(t, names[1]);
+            pair[a] = b, pair[b] = a;
+        }
+        sg_plan_free(&p);
+    }
     double *own = calloc((size_t)n + 1, sizeof(double)),
            *dnn = calloc((size_t)n + 1, sizeof(double));
     int *ran_own = calloc((size_t)n + 1, sizeof(int)),
@@ -152,11 +181,17 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         x->own_ms = own[k];
         /* cuDNN's time counts only where every conv node of the layer ran on it */
         x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
-        x->engine = x->cudnn_ms >= 0 && x->cudnn_ms < x->own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        /* a folded pair is one choice: the fused conv2d_sc (charged to conv2, its first layer;
+         * the shortcut's own_ms is 0) against both layers on cuDNN */
+        const int q = pair[k];
+        const double own_ms = own[k] + (q >= 0 ? own[q] : 0);
+        const double dnn_ms =
+            !ran_dnn[k] || (q >= 0 && !ran_dnn[q]) ? -1 : dnn[k] + (q >= 0 ? dnn[q] : 0);
+        x->engine = dnn_ms >= 0 && dnn_ms < own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
         /* the cuDNN engines are kept where the layer goes there */
         if (x->engine != SG_LAYER_CUDNN) memset(x->cudnn, 0, sizeof x->cudnn);
     }
     if (!rc) sg_engine_table_hash(t);
-    free(own), free(dnn), free(ran_own), free(ran_dnn);
+    free(own), free(dnn), free(ran_own), free(ran_dnn), free(pair);
     return rc;
 }

@@ -134,6 +134,27 @@ int sg_conv_gemm_node(const sg_graph *g, int node) {
     return x < 0 || g->t[x].vnorm < 0;
 }
 
+/* The layer name of weight tensor w: its name without ".weight" (bf16 runs read the weights'
+ * copy: its source's name) */
+static void weight_layer(const sg_graph *g, int w, char *name) {
+    if (g->t[w].copy_of >= 0) w = g->t[w].copy_of;
+    snprintf(name, SG_NAME_MAX, "%s", g->t[w].name);
+    const size_t n = strlen(name), k = strlen(".weight");
+    if (n > k && !strcmp(name + n - k, ".weight")) name[n - k] = 0;
+}
+
+int sg_conv_layers_computed(const sg_graph *g, int node, char names[2][SG_NAME_MAX]) {
+    if (node < 0 || node >= g->nn || g->n[node].fwd >= 0) return 0;
+    const sg_node *nd = &g->n[node];
+    if (nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD && nd->op != OP_UPCONV2D &&
+        nd->op != OP_CONV2D_SC)
+        return 0;
+    weight_layer(g, nd->in[1], names[0]);
+    if (nd->op != OP_CONV2D_SC) return 1;
+    weight_layer(g, nd->in[4], names[1]); /* {h, w2, b2, x, ws, bs} */
+    return 2;
+}
+
 int sg_conv_layer_of(const sg_graph *g, int node, char *name) {
     if (node < 0 || node >= g->nn || !sg_op_is_conv(g->n[node].op)) return -1;
     /* a backward node's layer is its forward node's (a weight gradient names no weight) */
@@ -143,13 +164,8 @@ int sg_conv_layer_of(const sg_graph *g, int node, char *name) {
     if (g->n[f].op == OP_CONV2D_SC) return -1;
     SG_ASSERT(g->n[f].op == OP_CONV2D || g->n[f].op == OP_CONV2D_ADD);
     int w = g->n[f].in[1];
-    if (g->t[w].copy_of >= 0) w = g->t[w].copy_of; /* bf16 runs read the weights' copy */
-    if (name) {
-        snprintf(name, SG_NAME_MAX, "%s", g->t[w].name);
-        const size_t n = strlen(name), k = strlen(".weight");
-        if (n > k && !strcmp(name + n - k, ".weight")) name[n - k] = 0;
-    }
-    return w;
+    if (name) weight_layer(g, w, name);
+    return g->t[w].copy_of >= 0 ? g->t[w].copy_of : w;
 }
 
 int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node) {
@@ -169,23 +185,26 @@ int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_
         return sg_set_error("engine table was measured at batch %d per pass, this run's is %d "
                             "(tune it again at this batch: bench --tune-engines)",
                             t->batch, sg_model_micro_batch(cfg));
-    /* every conv layer of the graph has a choice ... */
+    /* every conv layer the graph computes has a choice ... */
     int layers = 0;
     for (int i = 0; i < g->nn; i++) {
-        char layer[SG_NAME_MAX];
-        if (sg_conv_layer_of(g, i, layer) < 0 || g->n[i].fwd >= 0 || g->n[i].micro) continue;
-        layers++;
-        if (!sg_engine_table_layer(t, layer))
-            return sg_set_error("engine table has no entry for conv layer %s of model %s", layer,
-                                cfg->name);
+        char names[2][SG_NAME_MAX];
+        const int n = g->n[i].micro ? 0 : sg_conv_layers_computed(g, i, names);
+        for (int j = 0; j < n; j++) {
+            layers++;
+            if (!sg_engine_table_layer(t, names[j]))
+                return sg_set_error("engine table has no entry for conv layer %s of model %s",
+                                    names[j], cfg->name);
+        }
     }
-    /* ... and every entry is a layer of the graph (the names are distinct: one each) */
+    /* ... and every entry is a layer the graph computes (the names are distinct: one each) */
     if (layers != t->n)
         for (int k = 0; k < t->n; k++) {
             int found = 0;
             for (int i = 0; i < g->nn && !found; i++) {
-                char layer[SG_NAME_MAX];
-                found = sg_conv_layer_of(g, i, layer) >= 0 && !strcmp(layer, t->e[k].layer);
+                char names[2][SG_NAME_MAX];
+                const int n = sg_conv_layers_computed(g, i, names);
+                for (int j = 0; j < n && !found; j++) found = !strcmp(names[j], t->e[k].layer);
             }
             if (!found)
                 return sg_set_error("engine table names layer %s, which model %s does not have",

@@ -73,6 +73,13 @@ int sg_engine_table_layer(const sg_engine_table *t, const char *layer);
  * (SG_NAME_MAX bytes); -1 for a node that is not a convolution or is one of no layer (the
  * backward passes of a conv2d_sc, whose forward only the own kernels run). */
 int sg_conv_layer_of(const sg_graph *g, int node, char *name);
+/* The conv layers forward node `node` computes, named as sg_conv_layer_of names them, into
+ * names[0..1]: one for conv2d, conv2d_add and upconv2d (the nearest upsample inside the
+ * upsampler's conv), two for conv2d_sc (conv2's, then the folded shortcut's); 0 for any other
+ * node (backward nodes included). A table lists every layer of the unfused plan, which the
+ * fused forms cover; the planner fuses a conv2d_sc or an upconv2d only where the table sends
+ * none of its layers to cudnn (planner/unet.c): those forms run on the own kernels alone. */
+int sg_conv_layers_computed(const sg_graph *g, int node, char names[2][SG_NAME_MAX]);
 /* Does the CUDA backend's `auto` run conv node `node` on its gemm engine (cuBLASLt GEMMs,
  * graph/backend_cuda.c): a 1x1 stride-1 unpadded conv pass whose operand a fused prologue would
  * normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
@@ -86,8 +93,9 @@ const sg_engine_entry *sg_engine_table_entry_of(const sg_engine_table *t, const 
 /* The table's choice for conv node `node`; 0 without a table or for other nodes. */
 int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training
- * step's table is timed at its batch) the per-pass batch; every conv layer of the graph in the
- * table and every table layer in the graph. SG_ERR with a one-line message otherwise. */
+ * step's table is timed at its batch) the per-pass batch; every conv layer the graph computes
+ * (sg_conv_layers_computed) in the table and every table layer computed by the graph. SG_ERR
+ * with a one-line message otherwise. */
 int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_model_cfg *cfg,
                           int train);
 /* "own" / "cudnn"; parse returns 0 for anything else. */

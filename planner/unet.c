@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "planner/engine_table.h"
+
 static int param(builder *b, const char *module, const char *what, int ndim, const int64_t *shape,
                  int init, float bound) {
     if (b->err) return -1;
@@ -76,14 +78,21 @@ static int fuse_residual(const builder *b, int x, int Co, int K) {
     return !b->err && sg_model_fuse(b->c) && sg_conv_fusable(b->g, x, Co, K);
 }
 
-/* Is upsample2x(x) then a 3x3 conv to Co channels one upconv2d node (planner/fuse.c): fusing,
- * and the bf16 tensor-core kernels take it (bf16 activations, channels multiples of 8)? fp32
- * plans (--fuse 1 forced) keep the pair: only the direct CUDA-core kernels would run it there,
- * and its numerics would change for no gain. */
-static int fuse_upconv(const builder *b, int x, int Co) {
+/* Does the engine table send conv layer `layer` to cuDNN? Then no form only the own kernels
+ * run (conv2d_sc, upconv2d) takes it. */
+static int layer_on_cudnn(const builder *b, const char *layer) {
+    return b->c->engines && sg_engine_table_layer(b->c->engines, layer) == SG_LAYER_CUDNN;
+}
+
+/* Is upsample2x(x) then a 3x3 conv `layer` to Co channels one upconv2d node (planner/fuse.c):
+ * fusing, the table leaves the conv to the own kernels, and the bf16 tensor-core kernels take
+ * it (bf16 activations, channels multiples of 8)? fp32 plans (--fuse 1 forced) keep the pair:
+ * only the direct CUDA-core kernels would run it there, and its numerics would change for no
+ * gain. */
+static int fuse_upconv(const builder *b, int x, int Co, const char *layer) {
     return !b->err && sg_model_fuse(b->c) && b->c->fuse != SG_FUSE_BITWISE &&
-           b->c->act_dt == DT_BF16 && b->g->t[x].shape[3] % 8 == 0 && Co % 8 == 0 &&
-           !sg_tensor_virtual(&b->g->t[x]);
+           !layer_on_cudnn(b, layer) && b->c->act_dt == DT_BF16 && b->g->t[x].shape[3] % 8 == 0 &&
+           Co % 8 == 0 && !sg_tensor_virtual(&b->g->t[x]);
 }
 /* upconv2d: the upsample and the conv `module` in one node; the conv's parameters as conv()
  * makes them (same names, same place in the parameter region: the same initial values, and
@@ -188,7 +197,8 @@ static int resblock(builder *b, int x, int Co, const char *m) {
     int w2, b2;
     conv_params(b, (int)b->g->t[h].shape[3], Co, 3, SUB("conv2"), &w2, &b2);
     if (!b->err && b->g->t[x].shape[3] != Co && b->c->fuse != SG_FUSE_BITWISE &&
-        sg_conv_sc_foldable(b->g, h, x, Co, dt)) {
+        sg_conv_sc_foldable(b->g, h, x, Co, dt) && !layer_on_cudnn(b, SUB("conv2")) &&
+        !layer_on_cudnn(b, SUB("conv_shortcut"))) {
         /* the shortcut folded into conv2's GEMM (conv2d_sc, planner/fuse.c): its parameters
          * created after conv2's, as unfused; no shortcut node, nothing to move */
         int ws, bs;
@@ -299,7 +309,7 @@ int sg_unet(builder *b, int x, int t) {
             sg_name(nm, "up_blocks.%d.upsamplers.0", k);
             char cn[SG_NAME_MAX + 8];
             sg_name(cn, "%s.conv", nm);
-            if (c->resample_conv && fuse_upconv(b, h, C)) {
+            if (c->resample_conv && fuse_upconv(b, h, C, cn)) {
                 h = upconv(b, h, C, cn);
             } else {
                 h = unary(b, OP_UPSAMPLE2X, h, nm, "nearest");

@@ -69,7 +69,7 @@ static uint8_t *data_for(const sg_model_cfg *c) {
     return d;
 }
 
-/* A table of every conv layer of c's plan: cudnn where cudnn(layer) says so, else own (cudnn
+/* A table of every conv layer of c's model: cudnn where cudnn(layer) says so, else own (cudnn
  * NULL: all own); made-up timings. */
 static int pick_conv1(const char *layer) {
     const size_t n = strlen(layer);
@@ -78,6 +78,7 @@ static int pick_conv1(const char *layer) {
 static void table_for(const sg_model_cfg *c, sg_engine_table *t, int (*cudnn)(const char *)) {
     sg_model_cfg plain = *c;
     plain.engines = NULL;
+    plain.fuse = 0; /* the layers of the unfused plan: every conv weight, which fused forms cover */
     sg_plan p;
     sg_engine_table_init(t);
     snprintf(t->model, sizeof t->model, "%s", c->name);
@@ -310,6 +311,44 @@ static void check_plan(void) {
     sg_engine_table_free(&own), sg_engine_table_free(&t);
 }
 
+/* A table that sends the shortcuts and the upsamplers' convs to cuDNN: the plan folds no
+ * shortcut (conv2d_sc) and fuses no upsample (upconv2d), forms only the own kernels run; every
+ * layer still computed, the plan still valid */
+static int pick_fold_sites(const char *layer) {
+    return strstr(layer, ".conv_shortcut") || strstr(layer, ".upsamplers.0.conv");
+}
+static int count_op(const sg_graph *g, sg_op op) {
+    int n = 0;
+    for (int i = 0; i < g->nn; i++) n += g->n[i].op == op;
+    return n;
+}
+static void check_folds(void) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, pick_fold_sites);
+    sg_plan p0, pt;
+    CHECK(!sg_plan_build(&p0, &c, 1), "no table: %s", sg_last_error());
+    c.engines = &t;
+    CHECK(!sg_plan_build(&pt, &c, 1), "the table: %s", sg_last_error());
+    CHECK(!sg_plan_verify(&pt), "verify: %s", sg_last_error());
+    const int sc0 = count_op(&p0.g, OP_CONV2D_SC), up0 = count_op(&p0.g, OP_UPCONV2D);
+    const int sct = count_op(&pt.g, OP_CONV2D_SC), upt = count_op(&pt.g, OP_UPCONV2D);
+    CHECK(sc0 > 0 && up0 > 0 && sct == 0 && upt == 0,
+          "conv2d_sc %d -> %d, upconv2d %d -> %d with their layers on cudnn", sc0, sct, up0, upt);
+    /* those layers' convs are plain convs now, each asking the table for cudnn */
+    int asked = 0;
+    for (int i = 0; i < pt.g.n_forward; i++) {
+        char layer[SG_NAME_MAX];
+        asked += sg_conv_layer_of(&pt.g, i, layer) >= 0 && pick_fold_sites(layer) &&
+                 sg_engine_table_node(&t, &pt.g, i) == SG_LAYER_CUDNN;
+    }
+    CHECK(asked == sc0 + up0, "%d of %d unfolded layers on cudnn", asked, sc0 + up0);
+    printf("folds: %d conv2d_sc and %d upconv2d with their layers on own, none on cudnn\n", sc0,
+           up0);
+    sg_plan_free(&p0), sg_plan_free(&pt);
+    sg_engine_table_free(&t);
+}
+
 /* ---- the tuning run */
 static void check_tune(const uint8_t *data) {
     const sg_model_cfg c = tiny();
@@ -332,8 +371,27 @@ static void check_tune(const uint8_t *data) {
      * engine (cuBLASLt), measured, the faster side chosen; no timed cuDNN engine anywhere */
     sg_plan p0;
     SG_ASSERT(!sg_plan_build(&p0, &c, 1));
+    /* the shortcuts the fused plan folds into their block's conv2 (conv2d_sc): no node of their
+     * own there, their own time charged to conv2 (own_ms 0), one choice for the pair */
+    int pair[64];
+    SG_ASSERT(t.n <= 64);
+    for (int k = 0; k < t.n; k++) pair[k] = -1;
+    int folded_pairs = 0;
+    for (int i = 0; !rc && i < p0.g.n_forward; i++) {
+        char names[2][SG_NAME_MAX];
+        if (sg_conv_layers_computed(&p0.g, i, names) != 2) continue;
+        int a = 0, b = 0;
+        while (a < t.n && strcmp(t.e[a].layer, names[0])) a++;
+        while (b < t.n && strcmp(t.e[b].layer, names[1])) b++;
+        SG_ASSERT(a < t.n && b < t.n);
+        pair[b] = a, folded_pairs++;
+    }
     int measured = 0, gemm_layers = 0;
     for (int k = 0; !rc && k < t.n; k++) {
+        if (pair[k] >= 0) { /* a folded shortcut */
+            measured += t.e[k].own_ms == 0 && t.e[k].engine == t.e[pair[k]].engine;
+            continue;
+        }
         int lib = 0; /* the library side measured: a 1x1 layer on the CUDA backend */
 #ifdef SG_TEST_CUDA_HOST
         for (int i = 0; i < p0.g.n_forward; i++) {
@@ -349,32 +407,29 @@ static void check_tune(const uint8_t *data) {
                     !t.e[k].cudnn[2][0];
     }
     sg_plan_free(&p0);
-    CHECK(ok && measured == t.n,
-          "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, the rest "
-          "own with cuDNN unavailable); device '%s'",
-          t.n, want.n, measured, gemm_layers, t.device);
+    CHECK(ok && measured == t.n && folded_pairs > 0,
+          "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, %d folded "
+          "shortcuts, the rest own with cuDNN unavailable); device '%s'",
+          t.n, want.n, measured, gemm_layers, folded_pairs, t.device);
     printf("tune on %s: %d conv layers, own measured, the library side on %d (gemm, 1x1), "
-           "cudnn_ms null elsewhere (no cuDNN here)\n",
-           t.backend, t.n, gemm_layers);
-    /* charging: the normalisation feeding a conv2 (and its backward) goes to that conv2; not
-     * where conv2 has the block's shortcut folded in (conv2d_sc: no layer of the table, its
-     * norm2 charged to none) */
+           "%d folded shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
+           t.backend, t.n, gemm_layers, folded_pairs);
+    /* the table fits the unfused plan too */
+    sg_model_cfg unfused = c;
+    unfused.fuse = 0, unfused.engines = &t;
+    sg_plan pu;
+    CHECK(!sg_plan_build(&pu, &unfused, 1), "the tuned table at --fuse 0: %s", sg_last_error());
+    sg_plan_free(&pu);
+    /* charging: the normalisation feeding a conv2 (and its backward) goes to that conv2, also
+     * where conv2 has the block's shortcut folded in (conv2d_sc: conv2 is its first layer) */
     sg_plan p;
     SG_ASSERT(!sg_plan_build(&p, &c, 1));
     int norms = 0, charged = 0, folded = 0;
     for (int i = 0; i < p.g.nn; i++) {
         const int f = p.g.n[i].fwd >= 0 ? p.g.n[i].fwd : i;
         if (p.g.n[f].op != OP_NORM_ACT_TEMB) continue; /* a ResBlock's norm2: read by conv2 */
-        int sc = 0;
         for (int r = 0; r < p.g.nn; r++)
-            sc |= p.g.n[r].op == OP_CONV2D_SC && p.g.n[r].in[0] == p.g.n[f].out[0];
-        if (sc) {
-            char none[SG_NAME_MAX];
-            folded++;
-            CHECK(sg_engine_tune_charge(&p.g, i, none) < 0,
-                  "node %d: a folded conv2's norm2 charged to %s", i, none);
-            continue;
-        }
+            folded += p.g.n[r].op == OP_CONV2D_SC && p.g.n[r].in[0] == p.g.n[f].out[0];
         char layer[SG_NAME_MAX] = "", want_layer[SG_NAME_MAX];
         norms++;
         snprintf(want_layer, sizeof want_layer, "%s", p.g.t[p.g.n[f].out[0]].name);
@@ -384,6 +439,22 @@ static void check_tune(const uint8_t *data) {
     }
     CHECK(norms > 0 && folded > 0 && charged == norms,
           "%d of %d norm2 nodes charged to their conv2 (%d folded)", charged, norms, folded);
+    sg_plan_free(&p);
+    /* the unfused plan's nearest upsample (forward, recomputation, backward) goes to the conv
+     * after it, the layer whose upconv2d computes it in the fused plan */
+    sg_model_cfg cu = c;
+    cu.fuse = 0;
+    SG_ASSERT(!sg_plan_build(&p, &cu, 1));
+    int ups = 0, up_charged = 0;
+    for (int i = 0; i < p.g.nn; i++) {
+        const int f = p.g.n[i].fwd >= 0 ? p.g.n[i].fwd : i;
+        if (p.g.n[f].op != OP_UPSAMPLE2X) continue;
+        char layer[SG_NAME_MAX] = "";
+        ups++;
+        up_charged += !sg_engine_tune_charge(&p.g, i, layer) && strstr(layer, ".upsamplers.0.conv");
+    }
+    CHECK(ups >= 3 && up_charged == ups, "%d of %d upsample nodes charged to the conv after them",
+          up_charged, ups);
     sg_plan_free(&p);
     sg_engine_table_free(&t), sg_engine_table_free(&want);
 }
@@ -469,6 +540,7 @@ int main(void) {
     uint8_t *data = data_for(&c);
     check_io();
     check_plan();
+    check_folds();
     check_tune(data);
     check_train(data);
     free(data);

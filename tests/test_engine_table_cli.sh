@@ -21,7 +21,7 @@ M=("${M0[@]}" --fuse 1) # the table is for fused plans
 rc=$?
 cat tune.txt
 ok "tune exits 0" '[ $rc -eq 0 ]'
-ok "tune: summary line" 'grep -q "engine table tab.json: unet_tiny, batch 2 per pass, bf16, on cpu; 22 conv layers, 0 on cudnn, 22 on own.*cudnn_ms null" tune.txt'
+ok "tune: summary line" 'grep -q "engine table tab.json: unet_tiny, batch 2 per pass, bf16, on cpu; 33 conv layers, 0 on cudnn, 33 on own.*cudnn_ms null" tune.txt'
 ok "tune: the file" 'python3 - tab.json <<PY
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -29,8 +29,12 @@ assert d["format"] == "stepgraph_engine_table" and d["version"] == 1
 assert d["model"] == "unet_tiny" and d["precision"] == "bf16" and d["batch"] == 2
 assert d["backend"] == "cpu" and d["device"] == "cpu"
 L = d["layers"]
-assert len(L) == 22 and len({l["layer"] for l in L}) == 22
-assert all(l["engine"] == "own" and l["own_ms"] > 0 and l["cudnn_ms"] is None for l in L)
+# every conv layer of the unfused plan; a shortcut the fused plan folds into the conv2 of its block
+# (conv2d_sc) has its own time charged to that conv2
+assert len(L) == 33 and len({l["layer"] for l in L}) == 33
+folded = [l for l in L if l["own_ms"] == 0]
+assert len(folded) == 5 and all(l["layer"].endswith(".conv_shortcut") for l in folded)
+assert all(l["engine"] == "own" and l["own_ms"] >= 0 and l["cudnn_ms"] is None for l in L)
 assert L[0]["layer"] == "conv_in" and L[-1]["layer"] == "conv_out"
 # a table with every ResBlock conv1 on cudnn, for the runs below
 for l in L:
@@ -45,8 +49,8 @@ ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(
 "$plan" "${M[@]}" --no-table >p0.txt && "$plan" "${M[@]}" --no-table --engine-table c1.json >p1.txt
 rc=$?
 ok "plan --engine-table exits 0" '[ $rc -eq 0 ]'
-ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*22 conv layers, 8 on cudnn, 14 on own" p1.txt'
-ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt'
+ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*33 conv layers, 8 on cudnn, 25 on own" p1.txt'
+ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt && grep -Eq "^    down_blocks.1.resnets.0.conv_shortcut +own .*in conv2d_sc with its block.s shortcut" p1.txt'
 ok "plan: fewer fusions" 'grep -q "^  fused           20 normalisations" p0.txt && grep -q "^  fused           12 normalisations" p1.txt'
 # the default (no --fuse): unfused, but a table's own layers fuse (sg_model_fuse)
 "$plan" "${M0[@]}" --no-table >pu.txt && "$plan" "${M0[@]}" --no-table --engine-table c1.json >pa.txt
@@ -58,7 +62,7 @@ ok "plan --json: engine_table" 'python3 - p1.json <<PY
 import json, sys
 d = json.load(open(sys.argv[1]))
 L = d["engine_table"]["layers"]
-assert len(L) == 22 and len(d["engine_table"]["hash"]) == 16 and d["fused_norms"] == 12
+assert len(L) == 33 and len(d["engine_table"]["hash"]) == 16 and d["fused_norms"] == 12
 for l in L:
     assert l["engine"] == ("cudnn" if l["layer"].endswith(".conv1") else "own"), l
     if l["layer"].endswith(".conv1"): assert not l["input_fused"], l

@@ -253,27 +253,33 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
     printf("    %-48s %-6s %10s %10s  %s\n", "layer", "engine", "own ms", "cudnn ms",
            "its input in this plan");
     for (int i = 0; i < g->n_forward; i++) {
-        char layer[SG_NAME_MAX];
-        if (sg_conv_layer_of(g, i, layer) < 0) continue;
-        const sg_engine_entry *e = NULL;
-        for (int k = 0; k < t->n && !e; k++)
-            if (!strcmp(t->e[k].layer, layer)) e = &t->e[k];
-        if (!e) continue;
-        const sg_tensor *x = &g->t[g->n[i].in[0]];
-        char own[16] = "-", dnn_ms[16] = "-";
-        if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
-        if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
-        printf("    %-48s %-6s %10s %10s  %s%s\n", layer, sg_layer_engine_name(e->engine), own,
-               dnn_ms,
-               e->engine == SG_LAYER_CUDNN && (e->cudnn[0][0] || e->cudnn[1][0] || e->cudnn[2][0])
-                   ? "timed cuDNN engines; "
-                   : "",
-               x->vnorm >= 0 ? "fused normalisation (never stored)"
-               : x->nparts   ? "concatenation (own only)"
-               : x->producer >= 0 && (g->n[x->producer].op == OP_NORM_ACT ||
-                                      g->n[x->producer].op == OP_NORM_ACT_TEMB)
-                   ? "stored normalisation"
-                   : "stored");
+        char names[2][SG_NAME_MAX];
+        const int n = sg_conv_layers_computed(g, i, names);
+        for (int j = 0; j < n; j++) {
+            const sg_engine_entry *e = sg_engine_table_find(t, names[j]);
+            if (!e) continue;
+            /* the input this layer reads: the folded shortcut's is the block's input */
+            const sg_tensor *x = &g->t[g->n[i].in[j ? 3 : 0]];
+            char own[16] = "-", dnn_ms[16] = "-";
+            if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
+            if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
+            const int op = g->n[i].op;
+            printf("    %-48s %-6s %10s %10s  %s%s%s\n", names[j], sg_layer_engine_name(e->engine),
+                   own, dnn_ms,
+                   e->engine == SG_LAYER_CUDNN &&
+                           (e->cudnn[0][0] || e->cudnn[1][0] || e->cudnn[2][0])
+                       ? "timed cuDNN engines; "
+                       : "",
+                   op == OP_CONV2D_SC  ? "in conv2d_sc with its block's shortcut (own only); "
+                   : op == OP_UPCONV2D ? "upconv2d: the upsample inside the conv (own only); "
+                                       : "",
+                   x->vnorm >= 0 ? "fused normalisation (never stored)"
+                   : x->nparts   ? "concatenation (own only)"
+                   : x->producer >= 0 && (g->n[x->producer].op == OP_NORM_ACT ||
+                                          g->n[x->producer].op == OP_NORM_ACT_TEMB)
+                       ? "stored normalisation"
+                       : "stored");
+        }
     }
 }
 

@@ -159,13 +159,15 @@ static int print_json(const sg_plan *p) {
         if (p->cfg.engines) {
             json_t *layers = json_array();
             for (int i = 0; i < g->n_forward; i++) {
-                char layer[SG_NAME_MAX];
-                if (sg_conv_layer_of(g, i, layer) < 0) continue;
-                json_array_append_new(
-                    layers,
-                    json_pack("{s:s, s:s, s:b}", "layer", layer, "engine",
-                              sg_layer_engine_name(sg_engine_table_layer(p->cfg.engines, layer)),
-                              "input_fused", g->t[g->n[i].in[0]].vnorm >= 0));
+                char names[2][SG_NAME_MAX];
+                const int n = sg_conv_layers_computed(g, i, names);
+                for (int k = 0; k < n; k++)
+                    json_array_append_new(
+                        layers, json_pack("{s:s, s:s, s:b, s:s}", "layer", names[k], "engine",
+                                          sg_layer_engine_name(
+                                              sg_engine_table_layer(p->cfg.engines, names[k])),
+                                          "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0,
+                                          "node_op", sg_ops[g->n[i].op].name));
             }
             char th[20];
             snprintf(th, sizeof th, "%016llx", (unsigned long long)p->cfg.engines->hash);
