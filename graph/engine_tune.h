@@ -6,9 +6,11 @@
  * plan on the own kernels) and every layer `cudnn` (nothing fused into a conv; cuDNN wherever
  * the backend can run it). Each is warmed up, then every schedule node is timed eagerly
  * (`time_nodes`) `iters` times, and each node's median is charged to a conv layer: its conv
- * nodes (forward, backward-data, backward-weight, every micro-batch), and the normalisation
- * whose output only that layer's convs read, with that normalisation's recomputation and
- * backward nodes. So a fusion site's two whole alternatives are compared: stats-only GroupNorm
+ * nodes (forward, backward-data, backward-weight, every micro-batch; a conv2d_sc's to conv2,
+ * an upconv2d's to the upsampler's conv), and the normalisation or nearest upsample whose
+ * output only that layer's convs read, with its recomputation and backward nodes. The layers
+ * are the unfused plan's; a folded pair (conv2 and its shortcut, one conv2d_sc in the fused
+ * plan) is chosen together, on the sum of both. So a fusion site's two whole alternatives are compared: stats-only GroupNorm
  * + a conv computing the normalised operand in its load, against GroupNorm with its apply pass
  * + a cuDNN conv + the recomputation before the weight gradient. A layer gets `cudnn` iff every
  * one of its conv nodes ran on the library side in the second plan (`node_engine`: cuDNN, or
