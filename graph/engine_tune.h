@@ -10,16 +10,17 @@
  * an upconv2d's to the upsampler's conv), and the normalisation or nearest upsample whose
  * output only that layer's convs read, with its recomputation and backward nodes. The layers
  * are the unfused plan's; a folded pair (conv2 and its shortcut, one conv2d_sc in the fused
- * plan) is chosen together, on the sum of both. So a fusion site's two whole alternatives are compared: stats-only GroupNorm
- * + a conv computing the normalised operand in its load, against GroupNorm with its apply pass
- * + a cuDNN conv + the recomputation before the weight gradient. A layer gets `cudnn` iff every
- * one of its conv nodes ran on the library side in the second plan (`node_engine`: cuDNN, or
- * the CUDA backend's cuBLASLt GEMMs for a 1x1 conv) and its charged time
- * there is lower; otherwise `own`, with cudnn_ms < 0 where cuDNN did not run it (a backend or
- * build without cuDNN: nothing is invented). With cudnn_time_reps, the cuDNN alternative picks
- * each convolution's cuDNN engine by timing its deterministic candidates (cudnn_conv.h), and a
- * cudnn layer's entry records the engine of each pass, which every run given the table asks
- * for. The timings never reach a training run except through the table file it writes.
+ * plan) is chosen together, on the sum of both. So a fusion site's two whole alternatives are
+ * compared: stats-only GroupNorm and a conv computing the normalised operand in its load,
+ * against GroupNorm with its apply pass, a cuDNN conv and the recomputation before the weight
+ * gradient. A layer gets `cudnn` iff every one of its conv nodes ran on the library side in the
+ * second plan (`node_engine`: cuDNN, or the CUDA backend's cuBLASLt GEMMs for a 1x1 conv) and
+ * its charged time there is lower; otherwise `own`, with cudnn_ms < 0 where cuDNN did not run
+ * it (a backend or build without cuDNN: nothing is invented). With cudnn_time_reps, the cuDNN
+ * alternative picks each convolution's cuDNN engine by timing its deterministic candidates
+ * (cudnn_conv.h), and a cudnn layer's entry records the engine of each pass, which every run
+ * given the table asks for. The timings never reach a training run except through the table
+ * file it writes.
  */
 #ifndef SG_ENGINE_TUNE_H
 #define SG_ENGINE_TUNE_H
