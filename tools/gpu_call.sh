@@ -10,7 +10,12 @@
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
-# 3. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
+# 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
+#    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
+#    the step planned and run with that table (variant `tuned`: the table's fusions where it
+#    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
+#    GPU session's tuning and step took 50 s, and its variants left no time for them.
+# 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
 #    fused attention on the default plan, the fused plan under auto (the fused forwards on
 #    own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -18,9 +23,6 @@
 #    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
 #    and on the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none;
 #    a regex other than 0 or 1: the variants whose names match).
-# 4. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
-#    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
-#    the step planned and run with that table (variant `tuned`).
 # 5. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
 #    (GPU_CALL_COMPILE_JOBS: bench.sh's job regex instead), until GPU_CALL_S (default 560 s).
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
@@ -77,6 +79,19 @@ main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
+if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 120 ]; then
+    table=$runs/variants/engine-table.json
+    timeout -k 5 150 "$bin" --backend cuda --model unet_cifar --batch 128 --precision bf16 \
+        --warmup 3 --iters 5 --tune-engines "$table" >"$runs/variants/tune.txt" \
+        2>"$runs/variants/tune.log"
+    echo "gpu_call: tune: exit $?, $(tail -n 1 "$runs/variants/tune.txt")"
+    if [ -s "$table" ]; then
+        variant tuned -- --engine-table "$table"
+        variant tuned_unfused -- --engine-table "$table" --fuse 0
+    fi
+elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
+    echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
+fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
@@ -88,16 +103,6 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant own_unfused_halo SG_TC_HALO=all -- --conv-engine own --fuse 0
     variant wgmma_unfused SG_CONV_TC=wgmma -- --conv-engine own --fuse 0
     variant wgmma_unfused_halo SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
-fi
-if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 230 ]; then
-    table=$runs/variants/engine-table.json
-    timeout -k 5 150 "$bin" --backend cuda --model unet_cifar --batch 128 --precision bf16 \
-        --warmup 3 --iters 5 --tune-engines "$table" >"$runs/variants/tune.txt" \
-        2>"$runs/variants/tune.log"
-    echo "gpu_call: tune: exit $?, $(tail -n 1 "$runs/variants/tune.txt")"
-    [ -s "$table" ] && variant tuned -- --engine-table "$table"
-elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
-    echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
 fi
 bench compile "$compile_jobs"
 for f in "$runs"/results/*/*.md; do
