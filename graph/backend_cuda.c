@@ -1428,6 +1428,65 @@ static int cuda_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
     return SG_OK;
 }
 
+static int cmp_ms(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *nodes, int n,
+                                  int reps, float *ms) {
+    cuda_ctx *c = be->ctx;
+    *ms = 0;
+    if (n <= 0 || reps <= 0) return SG_OK;
+    /* the nodes once eagerly, between two synchronisations, then captured: as the step is
+     * (the host execution checks that a capture replays the eager commands before it) */
+    CU(cudaStreamSynchronize(c->st));
+    for (int k = 0; k < n; k++)
+        if (cuda_run_node(be, p, nodes[k])) return SG_ERR;
+    CU(cudaStreamSynchronize(c->st));
+    float *t = calloc((size_t)reps, sizeof(float));
+    if (!t) return sg_set_error("out of host memory");
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal);
+    int rc = e == cudaSuccess ? SG_OK : sg_set_error("capture: %s", cudaGetErrorString(e));
+    for (int k = 0; k < n && !rc; k++) rc = cuda_run_node(be, p, nodes[k]);
+    if (e == cudaSuccess) {
+        e = cudaStreamEndCapture(c->st, &graph);
+        if (!rc && e != cudaSuccess)
+            rc = sg_set_error("capturing %d nodes: %s", n, cudaGetErrorString(e));
+    }
+    size_t launches = 0;
+    if (!rc) {
+        e = cudaGraphGetNodes(graph, NULL, &launches);
+        if (e != cudaSuccess) rc = sg_set_error("cudaGraphGetNodes: %s", cudaGetErrorString(e));
+    }
+    /* nodes that launch nothing (an accum whose input is its output) cost nothing */
+    if (!rc && launches > 0) {
+        e = cudaGraphInstantiate(&exec, graph, 0);
+        if (e != cudaSuccess) rc = sg_set_error("instantiate: %s", cudaGetErrorString(e));
+        if (!rc && cudaGraphLaunch(exec, c->st) != cudaSuccess) /* warm: uploaded, caches */
+            rc = sg_set_error("replay: %s", cudaGetErrorString(cudaGetLastError()));
+        for (int r = 0; r < reps && !rc; r++) {
+            if (cudaEventRecord(c->ev[0], c->st) != cudaSuccess ||
+                cudaGraphLaunch(exec, c->st) != cudaSuccess ||
+                cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
+                cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
+                cudaEventElapsedTime(&t[r], c->ev[0], c->ev[1]) != cudaSuccess)
+                rc = sg_set_error("replay: %s", cudaGetErrorString(cudaGetLastError()));
+        }
+        if (!rc) {
+            qsort(t, (size_t)reps, sizeof(float), cmp_ms);
+            *ms = reps % 2 ? t[reps / 2] : 0.5f * (t[reps / 2 - 1] + t[reps / 2]);
+        }
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    free(t);
+    if (!rc) CU(cudaStreamSynchronize(c->st));
+    return rc;
+}
+
 /* dense GEMM peak with cuBLAS on square matrices (n = 8192 bf16 / 4096 fp32), for MFU. This
  * is a measurement utility outside the step, so it allocates its own buffers. */
 static double cuda_matmul_peak(sg_backend *be, int dtype) {
@@ -1675,6 +1734,7 @@ static const sg_backend cuda_vtable = {
     .sync = cuda_sync,
     .time_steps = cuda_time_steps,
     .time_nodes = cuda_time_nodes,
+    .time_nodes_replay = cuda_time_nodes_replay,
     .matmul_peak_tflops = cuda_matmul_peak,
     .node_engine = cuda_node_engine,
     .time_node_engine = cuda_time_node_engine,

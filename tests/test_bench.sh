@@ -93,6 +93,16 @@ if [ $mode = cuda_host ]; then
     cat "$tmp/err.txt"
     ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
     ok "cuda_host: the per-layer table with the same-size GEMM (time_gemm)" 'check_layers "$tmp/h.json" 1'
+    ok "cuda_host: every breakdown row replayed as one graph, the sum given" 'python3 - "$tmp/h.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["breakdown"]
+assert rows and all(isinstance(o["replay_ms"], float) and o["replay_ms"] >= 0 for o in rows)
+assert abs(sum(o["replay_ms"] for o in rows) - d["replay_total_ms"]) < 1e-6 * d["replay_total_ms"] + 1e-9
+assert all(o["replay_ms"] > 0 for o in rows if o["op"].startswith("conv2d")), rows
+# nodes that launch nothing cost nothing (concat: the decoder skips are virtual)
+assert all(o["replay_ms"] == 0 for o in rows if o["op"] == "concat"), rows
+PY'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         >"$tmp/h.txt" 2>&1
     rc=$?

@@ -12,7 +12,10 @@
  * time of back-to-back replays / n, CUDA only), and a per-op breakdown: every schedule node
  * run eagerly once and timed, summed per op family (conv families split by the engine that ran
  * them: own or cudnn; attention rows labelled with SG_ATTN's engine, gemm or fused: run bench
- * once with each to compare them), so the next optimisation is aimed; and a per-conv-layer table:
+ * once with each to compare them), so the next optimisation is aimed, with beside each row
+ * (CUDA) its nodes captured in schedule order as one graph and replayed (the family's cost
+ * inside a replay, without the eager launch gaps; run last: it leaves the arena as no step
+ * would); and a per-conv-layer table:
  * every convolution-like node (conv forward, backward-data, backward-filter, and the own-only
  * fused ones: conv2d_sc, upconv2d and its backward passes; the fusions each carries named)
  * timed eagerly on the own engine and, where the backend pinned a cuDNN engine for it, on
@@ -86,7 +89,8 @@ static void usage(FILE *f) {
             "                       choose a convolution's engine (default 10; 0: the\n"
             "                       heuristics' first, nothing recorded)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
-            "                       timed) passes\n"
+            "                       timed) passes, and the per-op replay column (CUDA: each\n"
+            "                       op family's nodes captured as one graph and replayed)\n"
             "  (the per-conv-layer table: every conv-like node, fused ones included, with\n"
             "   its FLOPs, TFLOP/s and %% of a same-size cuBLASLt GEMM (CUDA; '-' on the\n"
             "   CPU); then the fusion savings and the --fuse 0 command to compare)\n"
@@ -197,6 +201,7 @@ typedef struct {
     int op, nodes, matmul, engine; /* engine: SG_CONV_ENGINE_* of conv rows, 0 for the rest */
     char variant[8]; /* attention rows: the engine that ran them (SG_ATTN: "gemm" / "fused") */
     double ms, flops;
+    double replay_ms; /* the row's nodes captured as one graph and replayed; NAN: not measured */
 } op_row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -318,8 +323,20 @@ typedef struct {
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
     char (*conv_engine)[96];
     double setup_ms, warm_ms, host_us, host_wall_ms, eager_total, peak;
+    double replay_total; /* the rows' replay_ms summed; NAN: not measured */
     stats s;
 } bench_result;
+
+/* The breakdown row of node i: its op, and for a conv node its engine (SG_CONV_ENGINE_*, 0
+ * for the rest); name: the backend's engine name of it ("" where it has none). */
+static int node_row(sg_backend *be, const sg_plan *p, int i, char *name, int cap) {
+    name[0] = 0;
+    if (be->node_engine) be->node_engine(be, p, i, name, cap);
+    const int eng = !strncmp(name, "own", 3)     ? SG_CONV_ENGINE_OWN
+                    : !strncmp(name, "cudnn", 5) ? SG_CONV_ENGINE_CUDNN
+                                                 : 0;
+    return 3 * (int)p->g.n[i].op + eng;
+}
 
 /* Warm-up, the timed replays, the host time per launch, the loss, the per-op breakdown. */
 static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
@@ -368,15 +385,13 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         rc = be->time_nodes(be, p, r->node_ms);
         if (!rc) rc = be->sync(be);
         for (int i = 0; i < g->nn && !rc; i++) {
-            int op = g->n[i].op, eng = 0;
-            char name[96] = "";
-            if (be->node_engine) be->node_engine(be, p, i, name, sizeof name);
-            if (!strncmp(name, "own", 3)) eng = SG_CONV_ENGINE_OWN;
-            if (!strncmp(name, "cudnn", 5)) eng = SG_CONV_ENGINE_CUDNN;
-            op_row *o = &r->rows[3 * op + eng];
+            char name[96];
+            const int key = node_row(be, p, i, name, sizeof name);
+            const int op = key / 3, eng = key % 3;
+            op_row *o = &r->rows[key];
             o->op = op, o->engine = eng, o->nodes++, o->matmul = sg_ops[op].matmul;
             if (!eng && (!strcmp(name, "gemm") || !strcmp(name, "fused")))
-                snprintf(o->variant, sizeof o->variant, "%s", name);
+                snprintf(o->variant, sizeof o->variant, "%.7s", name);
             o->ms += r->node_ms[i];
             if (sg_ops[op].flops) o->flops += sg_ops[op].flops(g, &g->n[i]);
             r->eager_total += r->node_ms[i];
@@ -384,6 +399,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         for (int k = 0; k < 3 * OP_COUNT; k++)
             if (r->rows[k].nodes) r->rows[r->nrows++] = r->rows[k];
         qsort(r->rows, (size_t)r->nrows, sizeof(op_row), cmp_row);
+        for (int k = 0; k < r->nrows; k++) r->rows[k].replay_ms = NAN;
     }
     /* the per-layer table: each convolution-like node on own, then on cudnn where it is
      * pinned (a node no engine choice covers, or a backend with one engine: its eager time
@@ -426,6 +442,28 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         }
         if (!rc) rc = be->sync(be);
     }
+    /* the replay column: each row's nodes captured in schedule order as one graph, replayed
+     * (the median of up to 10); last, since it leaves the arena as no step would */
+    r->replay_total = NAN;
+    if (!rc && r->have_breakdown && be->time_nodes_replay) {
+        int *nodes = calloc((size_t)g->nn + 1, sizeof(int));
+        if (!nodes) return sg_set_error("out of host memory");
+        const int reps = a->iters < 10 ? a->iters : 10;
+        r->replay_total = 0;
+        for (int k = 0; k < r->nrows && !rc; k++) {
+            const int want = 3 * r->rows[k].op + r->rows[k].engine;
+            int n = 0;
+            for (int i = 0; i < g->nn; i++) {
+                char name[96];
+                if (node_row(be, p, i, name, sizeof name) == want) nodes[n++] = i;
+            }
+            float ms = 0;
+            rc = be->time_nodes_replay(be, p, nodes, n, reps, &ms);
+            r->rows[k].replay_ms = ms;
+            r->replay_total += ms;
+        }
+        free(nodes);
+    }
     if (rc) return rc;
 #ifndef SG_CUDA_HOST
     r->peak = be->matmul_peak_tflops ? be->matmul_peak_tflops(be, e->plan.cfg.act_dt) : 0;
@@ -447,12 +485,14 @@ static json_t *breakdown_json(const bench_result *r) {
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
         json_array_append_new(
-            rows, json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:o}", "op", sg_ops[o->op].name,
-                            "engine", o->engine ? sg_conv_engine_name(o->engine) : o->variant,
-                            "nodes", o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
-                            num_or_null(r->eager_total > 0 ? 100 * o->ms / r->eager_total : NAN),
-                            "gflop", num_or_null(o->flops / 1e9), "gflops_per_s",
-                            num_or_null(o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN)));
+            rows,
+            json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:o, s:o}", "op", sg_ops[o->op].name,
+                      "engine", o->engine ? sg_conv_engine_name(o->engine) : o->variant, "nodes",
+                      o->nodes, "matmul", o->matmul, "ms", num_or_null(o->ms), "pct",
+                      num_or_null(r->eager_total > 0 ? 100 * o->ms / r->eager_total : NAN), "gflop",
+                      num_or_null(o->flops / 1e9), "gflops_per_s",
+                      num_or_null(o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN), "replay_ms",
+                      num_or_null(o->replay_ms)));
     }
     return rows;
 }
@@ -618,6 +658,7 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     json_object_update(j, more);
     json_decref(more);
     if (r->have_breakdown) json_object_set_new(j, "eager_total_ms", num_or_null(r->eager_total));
+    if (r->have_breakdown) json_object_set_new(j, "replay_total_ms", num_or_null(r->replay_total));
     json_object_set_new(j, "breakdown", breakdown_json(r));
     json_object_set_new(j, "conv_engine", json_string(sg_conv_engine_name(a->conv_engine)));
     json_object_set_new(j, "conv_layers", conv_layers_json(p, r));
@@ -671,9 +712,14 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
         return;
     }
     printf("per-op breakdown (each node run once eagerly and timed; sum %.3f ms vs "
-           "%.3f ms replayed):\n",
+           "%.3f ms replayed",
            r->eager_total, s->median);
-    printf("  %-20s %6s %11s %7s %10s %10s\n", "op", "nodes", "ms", "%", "GFLOP", "GFLOP/s");
+    if (isfinite(r->replay_total))
+        printf("; replay ms: the row's nodes captured as one graph and replayed, sum %.3f ms",
+               r->replay_total);
+    printf("):\n");
+    printf("  %-20s %6s %11s %7s %10s %10s %10s\n", "op", "nodes", "ms", "%", "GFLOP", "GFLOP/s",
+           "replay ms");
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
         char label[64];
@@ -682,7 +728,11 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
         printf("  %-20s %6d %11.4f %7.2f %10.3f ", label, o->nodes, o->ms,
                r->eager_total > 0 ? 100 * o->ms / r->eager_total : 0.0, o->flops / 1e9);
         if (o->matmul && o->ms > 0)
-            printf("%10.1f\n", o->flops / (o->ms / 1e3) / 1e9);
+            printf("%10.1f ", o->flops / (o->ms / 1e3) / 1e9);
+        else
+            printf("%10s ", "-");
+        if (isfinite(o->replay_ms))
+            printf("%10.4f\n", o->replay_ms);
         else
             printf("%10s\n", "-");
     }

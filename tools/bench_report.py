@@ -481,14 +481,20 @@ def breakdown(out, key, sg):
     out.append("Every schedule node run once eagerly and timed; the sum is %s ms against "
                "%s ms for the replayed step.\n" % (fnum(r.get("eager_total_ms")),
                                                   fnum(r.get("ms_per_step"))))
-    out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |")
-    out.append("|---|---:|---:|---:|---:|---:|")
+    replay = r.get("replay_total_ms") is not None
+    if replay:
+        out.append("Replay ms: each row's nodes captured in schedule order as one CUDA graph and "
+                   "replayed (median): the family's cost inside a replay, without the eager "
+                   "launch gaps; the sum is %s ms.\n" % fnum(r.get("replay_total_ms")))
+    out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |" + (" replay ms |" if replay else ""))
+    out.append("|---|---:|---:|---:|---:|---:|" + ("---:|" if replay else ""))
     for o in bd:
         gfs = fnum(o.get("gflops_per_s"), "%.1f") if o.get("matmul") else "–"
         op = o.get("op") + ("/" + o["engine"] if o.get("engine") else "")
         out.append("| %s | %d | %s | %s | %s | %s |" %
                    (op, o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
-                    fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs))
+                    fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs) +
+                   (" %s |" % fnum(o.get("replay_ms"), "%.4f") if replay else ""))
     out.append("")
     conv_layers(out, r)
 

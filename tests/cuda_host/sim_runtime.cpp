@@ -44,6 +44,7 @@ struct CUstream_st {
     std::vector<sg_sim::cmd> captured;
     std::vector<sg_sim::cmd> seg; /* issued since the last synchronisation (no closures) */
     std::vector<sg_sim::cmd> ref; /* the last synchronised interval that did work */
+    bool last_idle = false;       /* the last synchronised interval did no work */
 };
 struct CUevent_st {
     double t = 0;
@@ -157,7 +158,8 @@ bool has_work(const std::vector<cmd> &v) {
 /* A synchronisation of stream s: the interval since the last one becomes the reference for a
  * later capture, if it did work. */
 void close_segment(CUstream_st *s) {
-    if (has_work(s->seg)) s->ref = std::move(s->seg);
+    s->last_idle = !has_work(s->seg);
+    if (!s->last_idle) s->ref = std::move(s->seg);
     s->seg.clear();
 }
 
@@ -852,9 +854,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
         st->invalid = false;
         return set_error(cudaErrorStreamCaptureInvalidated);
     }
-    /* the captured sequence must replay the eager one */
+    /* the captured sequence must replay the eager one (a capture of no work after an interval
+     * of none replays it: nodes that launch nothing, e.g. an in-place accum) */
     const std::vector<cmd> &ref = st->ref;
-    if (!ref.empty()) {
+    if (!ref.empty() && !(st->last_idle && !has_work(nodes))) {
         size_t n = nodes.size() < ref.size() ? nodes.size() : ref.size(), k = 0;
         while (k < n && nodes[k].kind == ref[k].kind && nodes[k].name == ref[k].name &&
                nodes[k].grid.x == ref[k].grid.x && nodes[k].grid.y == ref[k].grid.y &&
