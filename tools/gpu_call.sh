@@ -15,7 +15,8 @@
 #    the step planned and run with that table (variant `tuned`: the table's fusions where it
 #    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
-# 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each, no breakdown): the
+# 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
+#    GPU_CALL_BREAKDOWN's): the
 #    fused attention on the default plan, the fused plan under auto (the fused forwards on
 #    own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -28,7 +29,9 @@
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
 # bench reports, a tarball of the raw output of every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
-# GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_COMPILE_JOBS,
+# GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN (a regex of the
+# variants that keep bench's per-op and per-layer breakdown; default the tuned steps and
+# wgmma_unfused_halo: the engine choice and the own kernels' per-layer times),
 # SG_COMMIT (the commit, where the tree is not a git checkout).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,8 +72,10 @@ variant() {
     shift
     case ${GPU_CALL_VARIANTS:-1} in 0 | 1) ;; *) [[ $name =~ $GPU_CALL_VARIANTS ]] || return 0 ;; esac
     [ $((total - SECONDS)) -lt 100 ] && echo "gpu_call: variant $name: no time left" && return
-    env "${envs[@]}" timeout -k 5 60 "$bin" --backend cuda --model unet_cifar --batch 128 \
-        --precision bf16 --warmup 5 --iters 20 --no-breakdown --json "$@" \
+    local bd=--no-breakdown
+    [[ $name =~ ${GPU_CALL_BREAKDOWN:-^(tuned|tuned_unfused|wgmma_unfused_halo)$} ]] && bd=
+    env "${envs[@]}" timeout -k 5 90 "$bin" --backend cuda --model unet_cifar --batch 128 \
+        --precision bf16 --warmup 5 --iters 20 $bd --json "$@" \
         >"$runs/variants/$name.json" 2>"$runs/variants/$name.log"
     echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
         "$runs/variants/$name.json")"
