@@ -16,9 +16,8 @@
 #    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
-#    GPU_CALL_BREAKDOWN's): the
-#    fused attention on the default plan, the fused plan under auto (the fused forwards on
-#    own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
+#    GPU_CALL_BREAKDOWN's): the fused attention on the default plan, the fused plan under auto
+#    (the fused forwards on own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
 #    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
 #    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
