@@ -473,6 +473,12 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (halo && *halo && strcmp(halo, "0") && strcmp(halo, "1") && strcmp(halo, "all"))
         return sg_set_error("SG_TC_HALO=%s: expected 1 (the default), 0 or all", halo);
     cuda_conv_tc_halo(!halo || !*halo || !strcmp(halo, "1") ? 1 : !strcmp(halo, "all") ? 2 : 0);
+    /* SG_TC_DGRAD_STATS (unset or 0, 1): the mma.sync data gradient's backward partials by the
+     * partials pass after it or in its epilogue (conv_tc.cu; the same bits) */
+    const char *ds = getenv("SG_TC_DGRAD_STATS");
+    if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
+        return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
+    cuda_conv_tc_dgrad_stats(ds && !strcmp(ds, "1"));
     const char *env = getenv("SG_CONV_TC");
     c->conv_wgmma = 0;
     if (!env || !*env || !strcmp(env, "mma")) return SG_OK;

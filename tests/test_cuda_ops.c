@@ -1339,8 +1339,11 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         reset_all();
         CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d1->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
              S, pad, bf, accum, ws->d, wsb, NULL);
+        /* the epilogue form (off by default: cuda_conv_tc_dgrad_stats), held to the pass here */
+        cuda_conv_tc_dgrad_stats(1);
         CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d2->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
              S, pad, bf, accum, ws->d, wsb, &nb);
+        cuda_conv_tc_dgrad_stats(0);
         sg_norm_bwd_fuse nbp = nb;
         nbp.part = (float *)pb->d;
         CALL(cuda_norm_bwd_partials, g_st, &nbp, d2->d, N, HW, Ci, bf);

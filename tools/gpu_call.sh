@@ -20,7 +20,8 @@
 #    (the fused forwards on own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
 #    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
-#    kernels unfused: mma.sync per tap, mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
+#    kernels unfused: mma.sync per tap (and with its data gradients' backward partials in the
+#    epilogue, SG_TC_DGRAD_STATS=1), mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
 #    and on the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none;
 #    a regex other than 0 or 1: the variants whose names match).
 # 5. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
@@ -104,6 +105,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
     variant wgmma_fused_pertap SG_CONV_TC=wgmma SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant own_unfused -- --conv-engine own --fuse 0
+    variant own_unfused_dgradstats SG_TC_DGRAD_STATS=1 -- --conv-engine own --fuse 0
     variant own_unfused_halo SG_TC_HALO=all -- --conv-engine own --fuse 0
     variant wgmma_unfused SG_CONV_TC=wgmma -- --conv-engine own --fuse 0
     variant wgmma_unfused_halo SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0

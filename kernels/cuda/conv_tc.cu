@@ -1003,6 +1003,17 @@ int cuda_conv_tc_halo_mode(void) {
     return g_tc_halo;
 }
 
+/* Whether the data gradient computes the normalisation's backward partials in its epilogue
+ * (conv_tc_dgrad_kernel's STATS, where the launcher allows) or leaves them to
+ * cuda_norm_bwd_partials after it, as the wgmma and cuDNN gradients do: the same bits. The
+ * second GPU session (bench/results/2026-11-28-nvidia-h200-run-3.md, per-layer table) put the
+ * epilogue form at 64-74 TFLOP/s at 32x32 (batch 128), against 240-248 for the same kernel
+ * without it; so off unless SG_TC_DGRAD_STATS=1 asks (graph/backend_cuda.c). */
+static int g_tc_dgrad_stats = 0;
+void cuda_conv_tc_dgrad_stats(int on) {
+    g_tc_dgrad_stats = on;
+}
+
 /* The halo kernel's dynamic shared memory for a BM x BN forward (0 where it does not apply:
  * S > K, or more than the device allows), and in *hslots the most slot rows a block's halo
  * takes (tc_halo_slots is the same for blocks HoWo pixels apart: one period of blocks, and the
@@ -1128,9 +1139,10 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
                              Co, K, S, pad, Ho, Wo, accum);
 }
 
-/* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where stride 1 makes a tile's
- * rows consecutive pixels, dx is one buffer and the BM-row tiles hold whole segments, else
- * cuda_norm_bwd_partials after the data gradient: the same bits. */
+/* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where cuda_conv_tc_dgrad_stats
+ * asks for it, stride 1 makes a tile's rows consecutive pixels, dx is one buffer and the BM-row
+ * tiles hold whole segments, else cuda_norm_bwd_partials after the data gradient: the same
+ * bits. */
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb,
                         const sg_norm_bwd_fuse *nb, int N, int H, int W, int Ci, int Co, int K,
                         int S, int pad, int accum) {
@@ -1143,7 +1155,8 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
     if (nb && nb->part) {
         f = *nb;
         f.seg = (int)sg_ws_norm_seg((int64_t)H * W);
-        if (S != 1 || dx.c[1] || (H * W) % f.seg || bm % f.seg) f.part = NULL, after = 1;
+        if (!g_tc_dgrad_stats || S != 1 || dx.c[1] || (H * W) % f.seg || bm % f.seg)
+            f.part = NULL, after = 1;
     }
     if (TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, f, N, H, W, Ci, Co,
                  K, S, pad, Ho, Wo, accum))

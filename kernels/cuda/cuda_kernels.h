@@ -168,6 +168,11 @@ int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const voi
  * prologue; 2 every one; 0 none (the per-tap kernels, which load, and transform, once per
  * tap). The same bits every way; process-wide (graph/backend_cuda.c sets it from SG_TC_HALO). */
 void cuda_conv_tc_halo(int mode);
+/* Whether the mma.sync data gradient computes a normalisation's backward partials
+ * (sg_norm_bwd_fuse) in its epilogue (1) or by cuda_norm_bwd_partials after it (0, the
+ * default: the epilogue form measured 3-4x slower on an H200). The same bits either way;
+ * process-wide (graph/backend_cuda.c sets it from SG_TC_DGRAD_STATS). */
+void cuda_conv_tc_dgrad_stats(int on);
 /* The shortcut fold (conv2d_sc): y[N,H,W,Co] = conv(h, w) + b + x ws^T + bs as ONE implicit
  * GEMM on the tensor cores, the reduction over conv's K K Ci then the shortcut's Cin = x.c[0] +
  * x.c[1], both biases added in the store, rounded once to bf16. h[N,H,W,Ci] (with fuse->norm:
