@@ -8,8 +8,9 @@
  * into a CUDA graph), then times `iters` replays (CUDA events around each replay on CUDA, the
  * host clock on the CPU) and reports the median and spread, img/s, MFU (the plan's matmul
  * FLOPs per step / median step time / the backend's measured dense matmul peak for the
- * activation dtype), the arena against its lower bound, the host time per replay (launch wall
- * time of back-to-back replays / n, CUDA only), and a per-op breakdown: every schedule node
+ * activation dtype), the arena against its lower bound, the host time per replay (CUDA only:
+ * the median host time of one launch on an idle stream; and the wall time per step of n
+ * launches back to back, then a wait), and a per-op breakdown: every schedule node
  * run eagerly once and timed, summed per op family (conv families split by the engine that ran
  * them: own or cudnn; attention rows labelled with SG_ATTN's engine, gemm or fused: run bench
  * once with each to compare them), so the next optimisation is aimed, with beside each row
@@ -366,16 +367,28 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         }
     }
     if (!rc) rc = be->sync(be);
-    /* host time per replay: launch n steps back to back without waiting, then wait */
+    /* host time per replay: each launch timed alone on the host, issued on an idle stream
+     * (the median of n): what the host spends on a step while the device queue has room.
+     * Launches back to back block once the queue is full (the first GPU run's batch-128
+     * figure, 20 ms a launch, was that wait), so they give the launch + sync wall time per
+     * step instead. */
     r->host_us = r->host_wall_ms = NAN;
     if (!rc && r->cuda) {
-        double t0 = cli_now_ms();
-        for (int i = 0; i < a->iters && !rc; i++) rc = be->run_step(be, p);
-        double t1 = cli_now_ms();
+        float *launch_us = calloc((size_t)a->iters, sizeof(float));
+        if (!launch_us) return sg_set_error("out of host memory");
+        for (int i = 0; i < a->iters && !rc; i++) {
+            rc = be->sync(be);
+            const double t0 = cli_now_ms();
+            if (!rc) rc = be->run_step(be, p);
+            launch_us[i] = (float)((cli_now_ms() - t0) * 1e3);
+        }
         if (!rc) rc = be->sync(be);
-        double t2 = cli_now_ms();
-        r->host_us = (t1 - t0) * 1e3 / a->iters;
-        r->host_wall_ms = (t2 - t0) / a->iters;
+        if (!rc) r->host_us = summarize(launch_us, a->iters).median;
+        free(launch_us);
+        const double t0 = cli_now_ms();
+        for (int i = 0; i < a->iters && !rc; i++) rc = be->run_step(be, p);
+        if (!rc) rc = be->sync(be);
+        r->host_wall_ms = (cli_now_ms() - t0) / a->iters;
     }
     r->loss = NAN;
     if (!rc && p->io.loss >= 0) rc = sg_exec_read(e, p->io.loss, &r->loss);
@@ -696,8 +709,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     else
         printf("  MFU           n/a (the %s backend measures no matmul peak)\n", r->backend);
     if (isfinite(r->host_us))
-        printf("  host          %.2f us per replay launch (%d back-to-back launches; "
-               "launch + sync %.3f ms/step)\n",
+        printf("  host          %.2f us per replay launch (the median of %d, each on an idle "
+               "stream); back to back, launch + sync %.3f ms/step\n",
                r->host_us, a->iters, r->host_wall_ms);
     else
         printf("  host          n/a (the %s backend runs the step synchronously)\n", r->backend);
