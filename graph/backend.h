@@ -77,11 +77,12 @@ struct sg_backend {
      * and of each schedule node run eagerly (the per-op breakdown). */
     int (*time_steps)(sg_backend *be, const sg_plan *plan, int n, float *ms);
     int (*time_nodes)(sg_backend *be, const sg_plan *plan, float *ms_per_node);
-    /* ms of one replay (the median of reps, each between events) of a graph that captures the
-     * n schedule nodes `nodes` in that order, each launched as the step launches it: an op
+    /* ms of each of reps replays (events around each) of a graph that captures the n
+     * schedule nodes `nodes` in that order, each launched as the step launches it: an op
      * family's cost inside a replayed graph, without the eager per-node launch gaps (the
-     * per-op breakdown's replay column). The nodes compute on whatever the arena holds: for
-     * timing only, the state after it is not a step's. NULL: not available (the CPU backend). */
+     * per-op breakdown's replay column); all 0 where the nodes launch nothing. The nodes
+     * compute on whatever the arena holds: for timing only, the state after it is not a
+     * step's. NULL: not available (the CPU backend). */
     int (*time_nodes_replay)(sg_backend *be, const sg_plan *plan, const int *nodes, int n, int reps,
                              float *ms);
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;

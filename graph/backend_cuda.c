@@ -1434,15 +1434,10 @@ static int cuda_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
     return SG_OK;
 }
 
-static int cmp_ms(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *nodes, int n,
                                   int reps, float *ms) {
     cuda_ctx *c = be->ctx;
-    *ms = 0;
+    for (int r = 0; r < reps; r++) ms[r] = 0;
     if (n <= 0 || reps <= 0) return SG_OK;
     /* the nodes once eagerly, between two synchronisations, then captured: as the step is
      * (the host execution checks that a capture replays the eager commands before it) */
@@ -1450,8 +1445,6 @@ static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *n
     for (int k = 0; k < n; k++)
         if (cuda_run_node(be, p, nodes[k])) return SG_ERR;
     CU(cudaStreamSynchronize(c->st));
-    float *t = calloc((size_t)reps, sizeof(float));
-    if (!t) return sg_set_error("out of host memory");
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal);
@@ -1478,17 +1471,12 @@ static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *n
                 cudaGraphLaunch(exec, c->st) != cudaSuccess ||
                 cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
                 cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
-                cudaEventElapsedTime(&t[r], c->ev[0], c->ev[1]) != cudaSuccess)
+                cudaEventElapsedTime(&ms[r], c->ev[0], c->ev[1]) != cudaSuccess)
                 rc = sg_set_error("replay: %s", cudaGetErrorString(cudaGetLastError()));
-        }
-        if (!rc) {
-            qsort(t, (size_t)reps, sizeof(float), cmp_ms);
-            *ms = reps % 2 ? t[reps / 2] : 0.5f * (t[reps / 2 - 1] + t[reps / 2]);
         }
     }
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
-    free(t);
     if (!rc) CU(cudaStreamSynchronize(c->st));
     return rc;
 }

@@ -312,6 +312,7 @@ typedef struct {
     char data_source[512], env[2048];
     int cuda, nrows, have_breakdown;
     float *ms, *node_ms, loss;
+    int *node_key; /* each node's breakdown row (node_row), once */
     op_row *rows;
     /* the per-layer table: per convolution-like node (is_layer_op), eager ms on own and on
      * cudnn (-1: not run), the engine the step runs it on, its FLOPs, its same-size GEMM and
@@ -346,8 +347,10 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
     const sg_graph *g = &p->g;
     r->ms = calloc((size_t)a->iters, sizeof(float));
     r->node_ms = calloc((size_t)g->nn, sizeof(float));
+    r->node_key = calloc((size_t)g->nn + 1, sizeof(int));
     r->rows = calloc(3 * OP_COUNT, sizeof(op_row)); /* (op, engine) */
-    if (!r->ms || !r->node_ms || !r->rows) return sg_set_error("out of host memory");
+    if (!r->ms || !r->node_ms || !r->node_key || !r->rows)
+        return sg_set_error("out of host memory");
     /* warm-up (CUDA: eager step, capture, replays), then the timed replays */
     double t_warm = cli_now_ms();
     int rc = SG_OK;
@@ -399,7 +402,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         if (!rc) rc = be->sync(be);
         for (int i = 0; i < g->nn && !rc; i++) {
             char name[96];
-            const int key = node_row(be, p, i, name, sizeof name);
+            const int key = r->node_key[i] = node_row(be, p, i, name, sizeof name);
             const int op = key / 3, eng = key % 3;
             op_row *o = &r->rows[key];
             o->op = op, o->engine = eng, o->nodes++, o->matmul = sg_ops[op].matmul;
@@ -459,23 +462,21 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
      * (the median of up to 10); last, since it leaves the arena as no step would */
     r->replay_total = NAN;
     if (!rc && r->have_breakdown && be->time_nodes_replay) {
-        int *nodes = calloc((size_t)g->nn + 1, sizeof(int));
-        if (!nodes) return sg_set_error("out of host memory");
         const int reps = a->iters < 10 ? a->iters : 10;
-        r->replay_total = 0;
+        int *nodes = calloc((size_t)g->nn + 1, sizeof(int));
+        float *ms = calloc((size_t)reps, sizeof(float));
+        if (!nodes || !ms) rc = sg_set_error("out of host memory");
+        if (!rc) r->replay_total = 0;
         for (int k = 0; k < r->nrows && !rc; k++) {
             const int want = 3 * r->rows[k].op + r->rows[k].engine;
             int n = 0;
-            for (int i = 0; i < g->nn; i++) {
-                char name[96];
-                if (node_row(be, p, i, name, sizeof name) == want) nodes[n++] = i;
-            }
-            float ms = 0;
-            rc = be->time_nodes_replay(be, p, nodes, n, reps, &ms);
-            r->rows[k].replay_ms = ms;
-            r->replay_total += ms;
+            for (int i = 0; i < g->nn; i++)
+                if (r->node_key[i] == want) nodes[n++] = i;
+            rc = be->time_nodes_replay(be, p, nodes, n, reps, ms);
+            r->rows[k].replay_ms = summarize(ms, reps).median;
+            r->replay_total += r->rows[k].replay_ms;
         }
-        free(nodes);
+        free(nodes), free(ms);
     }
     if (rc) return rc;
 #ifndef SG_CUDA_HOST
@@ -884,7 +885,7 @@ int main(int argc, char **argv) {
     else if (!rc)
         report_text(&a, &e, &r);
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
-    free(r.ms), free(r.node_ms), free(r.rows);
+    free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);
