@@ -58,6 +58,10 @@ struct sg_backend {
      * set BEFORE prepare; 0, the default: the heuristics' first. Its choices reach a training
      * run through the engine table alone. */
     int cudnn_time_reps;
+    /* Set by the backend when created: 1 where its own convolutions can run on the Hopper wgmma
+     * kernels (CUDA on a compute capability 9.0 device; planner/engine_table.h's SG_TC_WGMMA),
+     * so engine tuning times that generation too; 0 otherwise. */
+    int conv_wgmma;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). An upload that writes parameters (any bytes of

@@ -32,7 +32,8 @@
  * error under `cudnn` and runs on own under `auto`, each with a line on stderr naming the layer
  * and the reason. Every cuDNN reference is behind SG_HAVE_CUDNN: without it, every conv is own.
  * With an engine table in the plan's config (planner/engine_table.h) and `auto`, a node goes
- * to cuDNN only when its layer's entry says cudnn, and stays on own when it says own.
+ * to cuDNN only when its layer's entry says cudnn (and its pass is not one the table sends to
+ * own: "passes"), and stays on own when it says own.
  *
  * The GEMM engine (`gemm`, CONV_ENGINE_GEMM): under `auto`, every 1x1 stride-1 conv node
  * (the ResBlock shortcuts, attention's qkv and output projections) whose input is stored runs
@@ -50,9 +51,10 @@
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
  * when the backend is created. Both take the same plan, workspace and saved P; their bits
  * differ, so a run keeps one (describe() records it as attn_engine; node_engine() names it).
- * Within own, SG_CONV_TC=wgmma (prepare_conv_tc; opt-in, never run on a GPU) sends the bf16
- * tensor-core convolutions, fused ones included, to the Hopper kernels (conv_wgmma.cu) instead
- * of conv_tc.cu's.
+ * Within own, each conv node's tensor-core generation (CONV_ENGINE_WGMMA: the Hopper kernels,
+ * conv_wgmma.cu, instead of conv_tc.cu's mma.sync ones; bf16, compute capability 9.0) comes from
+ * the engine table's layer ("tc":"wgmma", measured by bench --tune-engines), a resume's record,
+ * or SG_CONV_TC=mma|wgmma, which forces one generation on every own conv (prepare_conv_tc).
  */
 #ifdef SG_HAVE_CUDA
 
@@ -101,15 +103,16 @@ typedef struct {
      * every upload into the parameter region */
     int64_t copy_param_off, copy_n, copy_off;
     int conv_engine;         /* asked for: SG_CONV_ENGINE_* */
-    unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN / CONV_ENGINE_GEMM for conv
-                                nodes, else 0 */
-    int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine */
+    unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN / CONV_ENGINE_GEMM /
+                                CONV_ENGINE_WGMMA for conv nodes, else 0 */
+    int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
+    int convs_wgmma;                        /* ... of them on the wgmma kernels */
     int convs_fallback;                     /* on own for lack of a deterministic cuDNN engine */
     int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
-    /* SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions run on the Hopper wgmma
-     * kernels (conv_wgmma.cu) instead of the mma.sync ones (conv_tc.cu); opt-in, checked at
-     * prepare (prepare_conv_tc) */
-    int conv_wgmma;
+    /* SG_CONV_TC=mma|wgmma: one tensor-core generation forced on every own conv (SG_TC_*), -1:
+     * each node's from the engine table or a resume's record (prepare_conv_tc) */
+    int conv_tc_force;
+    int wgmma_ok; /* the device can run the wgmma kernels (compute capability 9.0) */
     /* The statistics' partials of a normalisation computed by the convolution before it
      * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
      * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
@@ -341,6 +344,16 @@ static int is_conv(int op) {
 _Static_assert(CONV_ENGINE_GEMM != SG_CONV_ENGINE_OWN && CONV_ENGINE_GEMM != SG_CONV_ENGINE_CUDNN &&
                    CONV_ENGINE_GEMM != SG_CONV_ENGINE_AUTO,
                "the GEMM engine is a value of its own");
+/* ... and of own convs on the Hopper wgmma kernels (conv_wgmma.cu; node_engine() name "wgmma"):
+ * the own engine in every respect but the tensor-core generation its calls run on */
+#define CONV_ENGINE_WGMMA 4
+_Static_assert(CONV_ENGINE_WGMMA != CONV_ENGINE_GEMM && CONV_ENGINE_WGMMA != SG_CONV_ENGINE_OWN &&
+                   CONV_ENGINE_WGMMA != SG_CONV_ENGINE_CUDNN &&
+                   CONV_ENGINE_WGMMA != SG_CONV_ENGINE_AUTO,
+               "the wgmma engine is a value of its own");
+static inline int on_own(int eng) {
+    return eng == SG_CONV_ENGINE_OWN || eng == CONV_ENGINE_WGMMA;
+}
 
 #ifdef SG_HAVE_CUDNN
 /* Conv node nd as a cuDNN call (cudnn_conv.h); 0 when an operand is a two-buffer
@@ -406,8 +419,8 @@ static void apply_conv_pins(cuda_ctx *c, const sg_graph *g, const char *pins, un
         sg_cudnn_conv cv;
         if (!name) {
             bad++;
-        } else if (!strcmp(name, "own")) {
-            pinned[i] = SG_CONV_ENGINE_OWN, (*n_own)++;
+        } else if (!strcmp(name, "own") || !strcmp(name, "wgmma")) {
+            pinned[i] = !strcmp(name, "own") ? SG_CONV_ENGINE_OWN : CONV_ENGINE_WGMMA, (*n_own)++;
         } else if (!strcmp(name, "gemm")) {
             pinned[i] = CONV_ENGINE_GEMM;
         } else if (!strncmp(name, "cudnn ", 6) && conv_cudnn_call(c, g, &g->n[i], &cv)) {
@@ -456,15 +469,14 @@ static void apply_table_engines(cuda_ctx *c, const sg_graph *g, const sg_engine_
 }
 #endif
 
-/* SG_CONV_TC (unset, "mma" or "wgmma"): which tensor-core generation runs the own engine's bf16
- * convolutions. wgmma is opt-in (it has never run on a GPU, docs/gpu-status.md) and is refused
- * here, with the reason, where it cannot run: a device other than compute capability 9.0 (the
- * kernels are sm_90a code), a plan whose convolutions are not bf16, --conv-engine cudnn (a plan
- * without convolutions is left alone). With
- * `auto` it means own. Each conv call then goes to wgmma unless cuda_conv2d_wgmma_refusal
- * refuses that call (not a tensor-core convolution, e.g. the 3-channel image convs; an operand
- * not 128-byte aligned): that call runs where own would run it (fixed by the plan, so the same
- * calls every step). */
+/* SG_CONV_TC (unset, "mma" or "wgmma"): one tensor-core generation for every own bf16
+ * convolution, whatever the engine table says (unset: each layer's from the table, mma.sync
+ * without one). wgmma is refused here, with the reason, where it cannot run: a device other
+ * than compute capability 9.0 (the kernels are sm_90a code), a plan whose convolutions are not
+ * bf16, --conv-engine cudnn (a plan without convolutions is left alone). With `auto` it means
+ * own. A wgmma node's calls go to wgmma unless cuda_conv2d_wgmma_refusal refuses the call (not
+ * a tensor-core convolution, e.g. the 3-channel image convs; an operand not 128-byte aligned):
+ * that call runs where own would run it (fixed by the plan, so the same calls every step). */
 static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     /* SG_TC_HALO (unset or 1, 0, all): the fused prologue's forward on the resident halo or
      * per tap, or every tensor-core forward on the halo (conv_tc.cu; the same bits, so a GPU
@@ -479,11 +491,19 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
         return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
     cuda_conv_tc_dgrad_stats(ds && !strcmp(ds, "1"));
+    int major = 0, minor = 0;
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
+    CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
+    c->wgmma_ok = major == 9 && minor == 0;
     const char *env = getenv("SG_CONV_TC");
-    c->conv_wgmma = 0;
-    if (!env || !*env || !strcmp(env, "mma")) return SG_OK;
-    if (strcmp(env, "wgmma"))
-        return sg_set_error("SG_CONV_TC=%s: expected mma (the default) or wgmma", env);
+    c->conv_tc_force = -1;
+    if (!env || !*env) return SG_OK;
+    c->conv_tc_force = sg_tc_parse(env);
+    if (c->conv_tc_force < 0)
+        return sg_set_error("SG_CONV_TC=%s: expected mma or wgmma (unset: the engine table's "
+                            "per layer, else mma)",
+                            env);
+    if (c->conv_tc_force == SG_TC_MMA) return SG_OK;
     int convs = 0, bf16 = 0;
     for (int i = 0; i < g->nn; i++)
         if (is_conv(g->n[i].op)) convs++, bf16 += g->t[g->n[i].in[0]].dtype == DT_BF16;
@@ -491,21 +511,35 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (c->conv_engine == SG_CONV_ENGINE_CUDNN)
         return sg_set_error("SG_CONV_TC=wgmma selects the own engine's kernels, but --conv-engine "
                             "cudnn asks for cuDNN");
-    int major = 0, minor = 0;
-    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
-    CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
-    if (major != 9 || minor != 0)
+    if (!c->wgmma_ok)
         return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are sm_90a code and need a "
                             "compute capability 9.0 GPU (H100/H200); this device is %d.%d",
                             major, minor);
     if (!bf16)
         return sg_set_error("SG_CONV_TC=wgmma: the wgmma convolutions are bf16 only and this "
                             "plan has no bf16 convolution (--precision bf16)");
-    c->conv_wgmma = 1;
     c->conv_engine = SG_CONV_ENGINE_OWN;
     fprintf(stderr, "stepgraph: SG_CONV_TC=wgmma: the own engine's bf16 tensor-core convolutions "
-                    "run on the wgmma kernels (conv_wgmma.cu; never run on a GPU before)\n");
+                    "run on the wgmma kernels (conv_wgmma.cu)\n");
     return SG_OK;
+}
+
+/* An own conv node's generation: SG_CONV_TC's where forced, else a resume's record (pin), else
+ * the engine table's layer (also under --conv-engine own, which forces the engine, not which
+ * own kernels); wgmma only for a bf16 node on a device that runs it (a table or
+ * record that asks for it elsewhere is counted in *refused, said once by the caller). */
+static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, int *refused) {
+    const sg_graph *g = &p->g;
+    const int tc = c->conv_tc_force >= 0       ? c->conv_tc_force
+                   : pin == CONV_ENGINE_WGMMA  ? SG_TC_WGMMA
+                   : pin == SG_CONV_ENGINE_OWN ? SG_TC_MMA
+                                               : sg_engine_table_node_tc(p->cfg.engines, g, i);
+    if (tc != SG_TC_WGMMA) return SG_CONV_ENGINE_OWN;
+    if (!c->wgmma_ok || g->t[g->n[i].in[0]].dtype != DT_BF16) {
+        (*refused)++;
+        return SG_CONV_ENGINE_OWN;
+    }
+    return CONV_ENGINE_WGMMA;
 }
 
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
@@ -519,6 +553,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
     if (!c->node_eng) return sg_set_error("out of host memory");
     int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
+    int tc_refused = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 #ifdef SG_HAVE_CUDNN
@@ -568,9 +603,14 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         const sg_node *nd = &g->n[i];
         if (!is_conv(nd->op)) continue;
         int eng = SG_CONV_ENGINE_OWN;
-        /* the engine table's choice for this layer (auto only: own / cudnn force) */
-        const int pick =
+        /* the engine table's choice for this layer (auto only: own / cudnn force), own for a
+         * cudnn layer's pass the tuning measured faster on own (its input stored all the same) */
+        const int layer_pick =
             c->conv_engine == SG_CONV_ENGINE_AUTO ? sg_engine_table_node(p->cfg.engines, g, i) : 0;
+        const int pick =
+            layer_pick == SG_LAYER_CUDNN && sg_engine_table_node_pass_own(p->cfg.engines, g, i)
+                ? SG_LAYER_OWN
+                : layer_pick;
         /* auto's library side of a 1x1 stride-1 conv: cuBLASLt GEMMs (own where the table says
          * own; cuDNN only when asked for by --conv-engine cudnn or a resume's record) */
         const int gemm = c->conv_engine == SG_CONV_ENGINE_AUTO && pick != SG_LAYER_OWN &&
@@ -579,7 +619,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
         const int pin = pinned ? pinned[i] : 0;
-        if (gemm && pin != SG_CONV_ENGINE_OWN && pin != SG_CONV_ENGINE_CUDNN) {
+        if (gemm && !on_own(pin) && pin != SG_CONV_ENGINE_CUDNN) {
             eng = CONV_ENGINE_GEMM;
         } else if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
@@ -591,7 +631,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                         "stepgraph: warning: node %d (%s -> %s): the engine table says cudnn, but "
                         "cuDNN cannot take its operands: own\n",
                         i, sg_ops[nd->op].name, g->t[nd->out[0]].name);
-        } else if (pin == SG_CONV_ENGINE_OWN && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
+        } else if (on_own(pin) && c->conv_engine != SG_CONV_ENGINE_CUDNN &&
                    pick != SG_LAYER_CUDNN) {
             /* own in the checkpoint's step: own again (an explicit --conv-engine cudnn, or a
              * table given on the resume that says cudnn, wins) */
@@ -612,16 +652,25 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             c->convs_fallback++;
         }
 #else
+        const int pin = 0;
         if (gemm) eng = CONV_ENGINE_GEMM;
 #endif
+        if (eng == SG_CONV_ENGINE_OWN) eng = own_generation(c, p, i, pin, &tc_refused);
         c->node_eng[i] = (unsigned char)eng;
         if (eng == SG_CONV_ENGINE_CUDNN)
             c->convs_cudnn++;
         else if (eng == CONV_ENGINE_GEMM)
             c->convs_gemm++;
         else
-            c->convs_own++;
+            c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
+    if (tc_refused)
+        fprintf(stderr,
+                "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
+                "table or checkpoint) run on mma.sync: %s\n",
+                tc_refused,
+                c->wgmma_ok ? "their convolutions are not bf16"
+                            : "this device is not compute capability 9.0 (H100/H200)");
 #ifdef SG_HAVE_CUDNN
     free(pinned);
     if (want && be->conv_pins) {
@@ -640,16 +689,17 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     if (!want && c->convs_gemm)
         fprintf(stderr,
                 "stepgraph: conv engines (%s, no cuDNN): %d conv nodes on gemm (1x1, cuBLASLt), "
-                "%d on own\n",
-                sg_conv_engine_name(c->conv_engine), c->convs_gemm, c->convs_own);
+                "%d on own (%d on the wgmma kernels)\n",
+                sg_conv_engine_name(c->conv_engine), c->convs_gemm, c->convs_own, c->convs_wgmma);
     else if (want)
         fprintf(stderr,
                 "stepgraph: conv engines (%s): %d conv nodes on cudnn, %d on gemm (1x1, "
-                "cuBLASLt), %d on own (%d with a concatenated or fused operand or mixed dtypes, "
+                "cuBLASLt), %d on own (%d on the wgmma kernels; %d with a concatenated or fused "
+                "operand or mixed dtypes, "
                 "e.g. node %d -> %s; %d for lack of a deterministic cuDNN engine); %.1f s to "
                 "choose and build the plans\n",
                 sg_conv_engine_name(c->conv_engine), c->convs_cudnn, c->convs_gemm, c->convs_own,
-                concat, first_concat,
+                c->convs_wgmma, concat, first_concat,
                 first_concat >= 0 ? g->t[g->n[first_concat].out[0]].name : "-", c->convs_fallback,
                 sec);
     return SG_OK;
@@ -777,12 +827,12 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
 #endif
 }
 
-/* SG_CONV_TC=wgmma (prepare_conv_tc) and this call can run on the wgmma kernels: x the
+/* The node is on the wgmma kernels (own_generation) and this call can run there: x the
  * (concatenated) input, y the other activation (y, or dy for the backward passes), w the bf16
  * weights (NULL for the weight gradient) */
 static int conv_on_wgmma(const cuda_call *k, sg_conv_dims d, sg_cat x, const void *y, const void *w,
                          int dt) {
-    return k->c->conv_wgmma &&
+    return k->engine == CONV_ENGINE_WGMMA &&
            cuda_conv2d_wgmma_refusal(x, y, w, d.N, d.H, d.W, d.Co, d.K, d.S, dt) == NULL;
 }
 
@@ -1539,8 +1589,12 @@ static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
         return;
     }
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return;
-    if (c->node_eng[node] == SG_CONV_ENGINE_OWN || c->node_eng[node] == CONV_ENGINE_GEMM) {
-        snprintf(buf, (size_t)cap, "%s", c->node_eng[node] == CONV_ENGINE_GEMM ? "gemm" : "own");
+    if (c->node_eng[node] != SG_CONV_ENGINE_CUDNN) {
+        const int e = c->node_eng[node];
+        snprintf(buf, (size_t)cap, "%s",
+                 e == CONV_ENGINE_GEMM    ? "gemm"
+                 : e == CONV_ENGINE_WGMMA ? "wgmma"
+                                          : "own");
         return;
     }
 #ifdef SG_HAVE_CUDNN
@@ -1639,6 +1693,9 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
      * be chosen); a 1x1 node on the GEMM engine is its library side */
     if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] == CONV_ENGINE_GEMM)
         engine = CONV_ENGINE_GEMM;
+    /* the own side of a node on the wgmma kernels is those kernels */
+    if (engine == SG_CONV_ENGINE_OWN && c->node_eng[node] == CONV_ENGINE_WGMMA)
+        engine = CONV_ENGINE_WGMMA;
     if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] != SG_CONV_ENGINE_CUDNN) return SG_OK;
     /* a node run off its engine may need GEMMs the frozen step table never saw: they go to a
      * second table, outside the step's, and one untimed run first picks their algorithms (host
@@ -1679,16 +1736,20 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
-             "\"convs_own\":%d,"
+             "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
-             c->convs_own, dnn_n, dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
-             dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
-             c->conv_wgmma ? "wgmma" : "mma", c->stats_fused);
+             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
+             c->attn_fused ? "fused" : "gemm",
+             !c->convs_wgmma                  ? "mma"
+             : c->convs_wgmma == c->convs_own ? "wgmma"
+                                              : "per-layer",
+             c->stats_fused);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -1772,6 +1833,12 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
             return NULL;
         }
     }
+    /* the wgmma kernels are sm_90a code (prepare_conv_tc checks again) */
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
+        be->conv_wgmma = major == 9 && minor == 0;
+    cudaGetLastError();
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

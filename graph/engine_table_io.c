@@ -61,6 +61,55 @@ static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const ch
     return SG_OK;
 }
 
+/* a layer's optional "passes": {"fwd": {"engine": "own"|"cudnn", "own_ms": x, "lib_ms": y},
+ * "bwd_data": ..., "bwd_filter": ...}; "engine" absent: the layer's side (a record of the
+ * times alone, as an own layer's) */
+static int passes_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(l, "passes");
+    if (!o || json_is_null(o)) return SG_OK;
+    if (!json_is_object(o))
+        return sg_set_error("%s: engine table: layer %s: \"passes\" must be an object", what, name);
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        int pass = 0;
+        while (pass < 3 && strcmp(pass_keys[pass], key)) pass++;
+        json_t *ej = json_object_get(v, "engine");
+        const int eng = ej ? sg_layer_engine_parse(json_string_value(ej)) : SG_LAYER_CUDNN;
+        double own, lib;
+        if (pass == 3 || !json_is_object(v) || !eng)
+            return sg_set_error("%s: engine table: layer %s: \"passes\" takes fwd, bwd_data and "
+                                "bwd_filter, each {\"engine\": \"own\" or \"cudnn\", "
+                                "\"own_ms\", \"lib_ms\"} (\"%s\")",
+                                what, name, key);
+        if (ms_field(v, "own_ms", &own, name, what) || ms_field(v, "lib_ms", &lib, name, what))
+            return SG_ERR;
+        if (sg_engine_table_set_pass(t, name, pass, eng == SG_LAYER_OWN, own, lib)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", sg_last_error());
+            return sg_set_error("%s: %s", what, msg);
+        }
+    }
+    return SG_OK;
+}
+
+/* a layer's optional "tc": "mma" | "wgmma" (absent: mma) and "wgmma_ms" */
+static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
+    json_t *v = json_object_get(l, "tc");
+    const int tc = v ? sg_tc_parse(json_string_value(v)) : SG_TC_MMA;
+    double ms;
+    if (tc < 0)
+        return sg_set_error("%s: engine table: layer %s: \"tc\" must be \"mma\" or \"wgmma\"", what,
+                            name);
+    if (ms_field(l, "wgmma_ms", &ms, name, what)) return SG_ERR;
+    if (sg_engine_table_set_tc(t, name, tc, ms)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", sg_last_error());
+        return sg_set_error("%s: %s", what, msg);
+    }
+    return SG_OK;
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -109,6 +158,8 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
             rc = sg_set_error("%s: %s", what, msg);
         } else {
             rc = cudnn_names(l, name, t, what);
+            if (!rc) rc = tc_field(l, name, t, what);
+            if (!rc) rc = passes_field(l, name, t, what);
         }
     }
     json_decref(r);
@@ -160,6 +211,11 @@ static json_t *table_json(const sg_engine_table *t) {
         json_t *l = json_pack("{s:s, s:s, s:o, s:o}", "layer", t->e[i].layer, "engine",
                               sg_layer_engine_name(t->e[i].engine), "own_ms",
                               ms_json(t->e[i].own_ms), "cudnn_ms", ms_json(t->e[i].cudnn_ms));
+        /* the generation where the table says wgmma or measured it (older tables: neither) */
+        if (t->e[i].tc == SG_TC_WGMMA || t->e[i].wgmma_ms >= 0) {
+            json_object_set_new(l, "tc", json_string(sg_tc_name(t->e[i].tc)));
+            json_object_set_new(l, "wgmma_ms", ms_json(t->e[i].wgmma_ms));
+        }
         json_t *names = json_object();
         for (int pass = 0; pass < 3; pass++)
             if (t->e[i].cudnn[pass][0])
@@ -168,6 +224,23 @@ static json_t *table_json(const sg_engine_table *t) {
             json_object_set_new(l, "cudnn_engines", names);
         else
             json_decref(names);
+        /* the passes where they were measured or sent to own (a cudnn layer's: with the side
+         * each runs on) */
+        json_t *passes = json_object();
+        for (int pass = 0; pass < 3; pass++) {
+            const sg_engine_entry *x = &t->e[i];
+            if (!x->pass_own[pass] && x->pass_own_ms[pass] < 0 && x->pass_lib_ms[pass] < 0)
+                continue;
+            json_t *o = json_pack("{s:o, s:o}", "own_ms", ms_json(x->pass_own_ms[pass]), "lib_ms",
+                                  ms_json(x->pass_lib_ms[pass]));
+            if (x->engine == SG_LAYER_CUDNN)
+                json_object_set_new(o, "engine", json_string(x->pass_own[pass] ? "own" : "cudnn"));
+            json_object_set_new(passes, pass_keys[pass], o);
+        }
+        if (json_object_size(passes))
+            json_object_set_new(l, "passes", passes);
+        else
+            json_decref(passes);
         json_array_append_new(layers, l);
     }
     return json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "format",
@@ -220,14 +293,23 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
         const sg_engine_table *x = pass ? b : a, *y = pass ? a : b;
         for (int i = 0; i < x->n; i++) {
             const int e = sg_engine_table_layer(y, x->e[i].layer);
+            if (!pass && e == x->e[i].engine && e == SG_LAYER_OWN) {
+                /* the same choice, another tensor-core generation: other bits too */
+                const int tc = sg_engine_table_find(y, x->e[i].layer)->tc;
+                if (tc != x->e[i].tc && differ++ < 8)
+                    fprintf(stderr, "%slayer %s: own (%s) -> own (%s)\n", prefix, x->e[i].layer,
+                            sg_tc_name(x->e[i].tc), sg_tc_name(tc));
+                continue;
+            }
             if (!pass && e == x->e[i].engine && e == SG_LAYER_CUDNN) {
                 /* the same choice, other timed cuDNN engines: other bits too */
                 const sg_engine_entry *ye = sg_engine_table_find(y, x->e[i].layer);
-                int same = 1;
+                int same = 1, passes = 1;
                 for (int q = 0; q < 3; q++) same &= !strcmp(ye->cudnn[q], x->e[i].cudnn[q]);
-                if (!same && differ++ < 8)
-                    fprintf(stderr, "%slayer %s: cudnn -> cudnn with other cuDNN engines\n", prefix,
-                            x->e[i].layer);
+                for (int q = 0; q < 3; q++) passes &= ye->pass_own[q] == x->e[i].pass_own[q];
+                if ((!same || !passes) && differ++ < 8)
+                    fprintf(stderr, "%slayer %s: cudnn -> cudnn with other %s\n", prefix,
+                            x->e[i].layer, !passes ? "passes on own" : "cuDNN engines");
                 continue;
             }
             if (e == x->e[i].engine || (pass && e)) continue; /* pass 1: only y's missing ones */

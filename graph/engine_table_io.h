@@ -6,9 +6,16 @@
  *    "layers":[{"layer":"conv_in","engine":"own","own_ms":0.041,"cudnn_ms":0.052}, ...]}
  *
  * "own_ms" / "cudnn_ms": the measured ms of the layer's whole alternative per step, null when
- * not measured (cudnn_ms null: cuDNN was not available where it was tuned). Only "model",
- * "precision", "batch" and each layer's "layer" and "engine" decide anything; the rest records
- * where the choice came from. Written by bench --tune-engines, read by --engine-table.
+ * not measured (cudnn_ms null: cuDNN was not available where it was tuned). An own layer may
+ * say "tc":"wgmma" (its bf16 convolutions on the Hopper wgmma kernels; absent or "mma": mma.sync)
+ * with "wgmma_ms", the own alternative's time on them (own_ms is then mma.sync's); a cudnn
+ * layer may carry "cudnn_engines", the timed cuDNN engine per pass, and every layer "passes",
+ * per pass {"own_ms", "lib_ms"}: its nodes' times on own and on the library side in the plan
+ * where its input is stored; a cudnn layer's with "engine": "own" (those nodes run on own all
+ * the same, measured faster there) or "cudnn". Only "model", "precision", "batch" and
+ * each layer's "layer", "engine", "tc", "cudnn_engines" and the passes' "engine" decide
+ * anything; the rest records where the choice came from. Written by bench --tune-engines, read by
+ * --engine-table.
  */
 #ifndef SG_ENGINE_TABLE_IO_H
 #define SG_ENGINE_TABLE_IO_H

@@ -30,6 +30,12 @@ int sg_engine_tune_charge(const sg_graph *g, int node, char *layer) {
     return readers ? 0 : -1;
 }
 
+/* a conv node's engine name on the library side: cuDNN, or cuBLASLt for a 1x1 conv (the CUDA
+ * backend's gemm) */
+static int on_lib(const char *name) {
+    return !strncmp(name, "cudnn", 5) || !strcmp(name, "gemm");
+}
+
 static int cmp_float(const void *a, const void *b) {
     const float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
@@ -48,13 +54,18 @@ static int layer_index(const sg_engine_table *t, const char *name) {
     return k;
 }
 
-/* One alternative: every layer of `layers` on `engine`; per layer the charged ms (ms[k]) and
- * whether every conv node of it ran on that engine (ran[k]); env: describe()'s record. cuDNN's
- * alternative chooses its engines by timing where o->cudnn_time_reps asks, and each layer's
- * cuDNN engine per pass (its first node's) goes into `layers` (sg_engine_table_set_cudnn). */
+/* One alternative: every layer of `layers` on `engine` (own: on tensor-core generation tc);
+ * per layer the charged ms (ms[k]) and whether every conv node of it ran on that engine (ran[k];
+ * own on wgmma: none left on mma.sync, "own", where the backend could not take it; the 1x1
+ * passes a folded shortcut leaves to gemm are gemm in every alternative); env: describe()'s record.
+ * cuDNN's alternative chooses its engines by timing where o->cudnn_time_reps asks, and each layer's
+ * cuDNN engine per pass (its first node's) goes into `layers` (sg_engine_table_set_cudnn); with
+ * pass_lib / pass_own (n x 3 each, cuDNN's alternative on a backend that can time a node on
+ * another engine), each of its library-side conv nodes is also timed on own in the same plan,
+ * and per layer and pass the sums of both go there (< 0: not measured). */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
-                     sg_engine_table *layers, int engine, double *ms, int *ran, char *env,
-                     int env_cap) {
+                     sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
+                     double *pass_lib, double *pass_own, char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -62,7 +73,8 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     all.batch = layers->batch;
     int rc = SG_OK;
     for (int k = 0; k < layers->n && !rc; k++)
-        rc = sg_engine_table_add(&all, layers->e[k].layer, engine, -1, -1);
+        rc = sg_engine_table_add(&all, layers->e[k].layer, engine, -1, -1) ||
+             (tc == SG_TC_WGMMA && sg_engine_table_set_tc(&all, layers->e[k].layer, tc, -1));
     sg_model_cfg cfg = *cfg0;
     cfg.engines = &all;
     sg_backend *be = rc ? NULL : o->make_backend(o->ctx);
@@ -79,12 +91,27 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     const int nn = rc ? 0 : g->nn;
     float *node_ms = calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float));
     float *one = calloc((size_t)o->iters + 1, sizeof(float));
-    if (!rc && (!node_ms || !one)) rc = sg_set_error("out of host memory");
+    /* each conv node's engine name; the library side's nodes also timed on own (pass_own) */
+    char(*names)[160] = calloc((size_t)nn + 1, sizeof *names);
+    const int per_pass = pass_lib && pass_own && be->time_node_engine;
+    float *own_ms = per_pass ? calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float)) : NULL;
+    if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms)))
+        rc = sg_set_error("out of host memory");
     if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
+    for (int i = 0; i < nn && !rc; i++)
+        if (sg_op_is_conv(g->n[i].op) && be->node_engine)
+            be->node_engine(be, &e.plan, i, names[i], sizeof names[i]);
     for (int it = 0; it < o->iters && !rc; it++) {
         rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)nn);
+        for (int i = 0; i < nn && !rc && own_ms; i++)
+            if (on_lib(names[i]))
+                rc = be->time_node_engine(be, &e.plan, i, SG_CONV_ENGINE_OWN,
+                                          own_ms + (size_t)it * (size_t)nn + i);
         if (!rc) rc = be->sync(be);
     }
+    for (int k = 0; k < 3 * layers->n && per_pass; k++) pass_lib[k] = pass_own[k] = 0;
+    int *pass_seen = per_pass ? calloc(3 * (size_t)layers->n + 1, sizeof(int)) : NULL;
+    if (!rc && per_pass && !pass_seen) rc = sg_set_error("out of host memory");
     for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
     for (int i = 0; i < nn && !rc; i++) {
         char layer[SG_NAME_MAX];
@@ -93,20 +120,37 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
         ms[k] += median(one, o->iters);
         if (sg_op_is_conv(g->n[i].op)) {
-            char name[160] = "";
-            if (be->node_engine) be->node_engine(be, &e.plan, i, name, sizeof name);
-            /* the library side: cuDNN, or cuBLASLt for a 1x1 conv (the CUDA backend's gemm) */
-            const int on_lib = !strncmp(name, "cudnn", 5) || !strcmp(name, "gemm");
-            ran[k] &= engine == SG_LAYER_CUDNN ? on_lib : !on_lib;
+            const char *name = names[i];
+            const int lib = on_lib(name);
+            ran[k] &= engine == SG_LAYER_CUDNN ? lib
+                      : tc == SG_TC_WGMMA      ? strcmp(name, "own") != 0
+                                               : !lib;
             const int pass = sg_conv_pass_of(g->n[i].op);
+            /* the pass's two sides: this node's median on the library side and on own (-1 from
+             * time_node_engine: own cannot run it, the pass unmeasured) */
+            if (per_pass && lib && pass >= 0) {
+                const int kp = 3 * k + pass;
+                pass_lib[kp] += median(one, o->iters);
+                for (int it = 0; it < o->iters; it++) one[it] = own_ms[(size_t)it * (size_t)nn + i];
+                const double own = median(one, o->iters);
+                pass_own[kp] = own < 0 || pass_own[kp] < 0 ? -1 : pass_own[kp] + own;
+                pass_seen[kp] = 1;
+            }
             if (engine == SG_LAYER_CUDNN && !strncmp(name, "cudnn ", 6) && pass >= 0 &&
                 !layers->e[k].cudnn[pass][0])
                 rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
+    for (int k = 0; k < 3 * layers->n && per_pass; k++)
+        if (rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = -1;
+    for (int k = 0; k < 3 * layers->n && !per_pass && pass_lib && pass_own; k++)
+        pass_lib[k] = pass_own[k] = -1;
     if (!rc && env && be->describe) be->describe(be, env, env_cap);
     free(node_ms);
     free(one);
+    free(names);
+    free(own_ms);
+    free(pass_seen);
     sg_exec_free(&e);
     sg_engine_table_free(&all);
     return rc;
@@ -118,6 +162,17 @@ static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
         snprintf(dst, cap, "%s", json_string_value(v));
     else if (json_is_integer(v))
         snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
+}
+
+/* what layer k's passes on own save on cuDNN's side (pass_lib / pass_own as tune_pass left
+ * them) */
+static double pass_saving(const double *plib, const double *pown, int k) {
+    double s = 0;
+    for (int p = 0; p < 3; p++) {
+        const double l = plib[3 * k + p], w = pown[3 * k + p];
+        if (l >= 0 && w >= 0 && w < l) s += l - w;
+    }
+    return s;
 }
 
 int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
@@ -159,16 +214,33 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     }
     double *own = calloc((size_t)n + 1, sizeof(double)),
            *dnn = calloc((size_t)n + 1, sizeof(double));
+    double *wg = calloc((size_t)n + 1, sizeof(double));
+    double *plib = calloc(3 * (size_t)n + 1, sizeof(double)),
+           *pown = calloc(3 * (size_t)n + 1, sizeof(double));
     int *ran_own = calloc((size_t)n + 1, sizeof(int)),
-        *ran_dnn = calloc((size_t)n + 1, sizeof(int));
+        *ran_dnn = calloc((size_t)n + 1, sizeof(int)), *ran_wg = calloc((size_t)n + 1, sizeof(int));
     char env[2048] = "";
-    if (!rc && (!own || !dnn || !ran_own || !ran_dnn)) rc = sg_set_error("out of host memory");
+    if (!rc && (!own || !dnn || !wg || !plib || !pown || !ran_own || !ran_dnn || !ran_wg))
+        rc = sg_set_error("out of host memory");
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
-    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, own, ran_own, NULL, 0);
+    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, 0);
+    /* the own kernels' second generation, where the backend has it (bf16 on a Hopper GPU) */
+    int wgmma = 0;
+    if (!rc && cfg.act_dt == DT_BF16) {
+        sg_backend *be = o->make_backend(o->ctx);
+        wgmma = be && be->conv_wgmma;
+        if (be) be->destroy(be);
+    }
+    if (!rc && wgmma && o->progress)
+        fprintf(o->progress, "engine tuning: every layer on own (fused), on the wgmma kernels\n");
+    if (!rc && wgmma)
+        rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL, 0);
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
-    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, dnn, ran_dnn, env, sizeof env);
+    if (!rc)
+        rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, env,
+                       sizeof env);
     json_t *envj = json_loads(env, 0, NULL);
     env_field(envj, "backend", t->backend, sizeof t->backend);
     env_field(envj, "gpu", t->device, sizeof t->device);
@@ -182,16 +254,36 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         /* cuDNN's time counts only where every conv node of the layer ran on it */
         x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
         /* a folded pair is one choice: the fused conv2d_sc (charged to conv2, its first layer;
-         * the shortcut's own_ms is 0) against both layers on cuDNN */
+         * the shortcut's own_ms is 0) against both layers on cuDNN; on own, the generation of
+         * the pair's nodes (the fold itself runs on mma.sync whatever they say) */
         const int q = pair[k];
-        const double own_ms = own[k] + (q >= 0 ? own[q] : 0);
-        const double dnn_ms =
-            !ran_dnn[k] || (q >= 0 && !ran_dnn[q]) ? -1 : dnn[k] + (q >= 0 ? dnn[q] : 0);
+        const double mma_ms = own[k] + (q >= 0 ? own[q] : 0);
+        const int wg_ran = wgmma && ran_wg[k] && (q < 0 || ran_wg[q]);
+        const double wg_ms = wg_ran ? wg[k] + (q >= 0 ? wg[q] : 0) : -1;
+        const int tc = wg_ms >= 0 && wg_ms < mma_ms ? SG_TC_WGMMA : SG_TC_MMA;
+        const double own_ms = tc == SG_TC_WGMMA ? wg_ms : mma_ms;
+        x->tc = SG_TC_MMA;
+        x->wgmma_ms = wg_ran ? wg[k] : -1;
+        /* cuDNN's side with each of its passes where it was faster: a pass whose nodes ran faster
+         * on own in that plan (the layer's input stored) runs there (pass_own) */
+        const double dnn_ms = !ran_dnn[k] || (q >= 0 && !ran_dnn[q])
+                                  ? -1
+                                  : dnn[k] + (q >= 0 ? dnn[q] : 0) - pass_saving(plib, pown, k) -
+                                        (q >= 0 ? pass_saving(plib, pown, q) : 0);
         x->engine = dnn_ms >= 0 && dnn_ms < own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
         /* the cuDNN engines are kept where the layer goes there */
         if (x->engine != SG_LAYER_CUDNN) memset(x->cudnn, 0, sizeof x->cudnn);
+        /* every layer's pass times (a record), the choice where it is cudnn */
+        for (int pass = 0; pass < 3; pass++) {
+            const double l = plib[3 * k + pass], w = pown[3 * k + pass];
+            x->pass_lib_ms[pass] = l, x->pass_own_ms[pass] = w;
+            x->pass_own[pass] = x->engine == SG_LAYER_CUDNN && l >= 0 && w >= 0 && w < l;
+            if (x->pass_own[pass]) x->cudnn[pass][0] = 0; /* no cuDNN engine to ask for */
+        }
+        if (x->engine == SG_LAYER_OWN) x->tc = tc;
     }
     if (!rc) sg_engine_table_hash(t);
-    free(own), free(dnn), free(ran_own), free(ran_dnn), free(pair);
+    free(own), free(dnn), free(wg), free(plib), free(pown), free(ran_own), free(ran_dnn),
+        free(ran_wg), free(pair);
     return rc;
 }

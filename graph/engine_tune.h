@@ -49,8 +49,10 @@ typedef struct {
  * for a node charged to none (it runs the same in both plans). */
 int sg_engine_tune_charge(const sg_graph *g, int node, char *layer);
 /* Measure the table for cfg (its engines ignored) into t (initialised here; the caller frees
- * it, also on failure). Header: model, precision, per-pass batch, the backend's name and, from
- * its describe(), the device, driver and cuDNN version. */
+ * it, also on failure): each layer's own alternative on mma.sync, and on the wgmma kernels where
+ * the backend has them (be->conv_wgmma, bf16), and its cuDNN alternative; the fastest kept. Header:
+ * model, precision, per-pass batch, the backend's name and, from its describe(), the device, driver
+ * and cuDNN version. */
 int sg_engine_tune(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, sg_engine_table *t);
 
 #endif

@@ -28,6 +28,16 @@ int sg_layer_engine_parse(const char *s) {
     return 0;
 }
 
+const char *sg_tc_name(int tc) {
+    return tc == SG_TC_WGMMA ? "wgmma" : "mma";
+}
+
+int sg_tc_parse(const char *s) {
+    if (s && !strcmp(s, "mma")) return SG_TC_MMA;
+    if (s && !strcmp(s, "wgmma")) return SG_TC_WGMMA;
+    return -1;
+}
+
 int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, double own_ms,
                         double cudnn_ms) {
     if (engine != SG_LAYER_OWN && engine != SG_LAYER_CUDNN)
@@ -47,6 +57,8 @@ int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, doubl
     memset(x, 0, sizeof *x);
     snprintf(x->layer, sizeof x->layer, "%s", layer);
     x->engine = engine, x->own_ms = own_ms, x->cudnn_ms = cudnn_ms;
+    x->tc = SG_TC_MMA, x->wgmma_ms = -1;
+    for (int q = 0; q < 3; q++) x->pass_own_ms[q] = x->pass_lib_ms[q] = -1;
     sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
     return SG_OK;
 }
@@ -72,6 +84,12 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         h = fnv(h, "=");
         h = fnv(h, sg_layer_engine_name(s[i]->engine));
         h = fnv(h, ";");
+        if (s[i]->engine == SG_LAYER_OWN && s[i]->tc == SG_TC_WGMMA) h = fnv(h, "tc:wgmma;");
+        for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
+            if (!s[i]->pass_own[pass]) continue;
+            const char tag[7] = {'o', 'w', 'n', ':', (char)('0' + pass), ';', 0};
+            h = fnv(h, tag);
+        }
         for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
             if (!s[i]->cudnn[pass][0]) continue;
             const char tag[3] = {(char)('0' + pass), ':', 0};
@@ -82,6 +100,39 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
     }
     free(s);
     return t->hash = h;
+}
+
+int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double wgmma_ms) {
+    if (tc != SG_TC_MMA && tc != SG_TC_WGMMA)
+        return sg_set_error("engine table: layer %s: tensor-core generation %d", layer, tc);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) {
+            if (tc == SG_TC_WGMMA && t->e[i].engine != SG_LAYER_OWN)
+                return sg_set_error("engine table: layer %s: \"tc\": \"wgmma\" is an own "
+                                    "layer's generation, and this layer says %s",
+                                    layer, sg_layer_engine_name(t->e[i].engine));
+            t->e[i].tc = tc, t->e[i].wgmma_ms = wgmma_ms;
+            sg_engine_table_hash(t);
+            return SG_OK;
+        }
+    return sg_set_error("engine table: no layer %s", layer);
+}
+
+int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, int own,
+                             double own_ms, double lib_ms) {
+    if (pass < 0 || pass > 2) return sg_set_error("engine table: pass %d", pass);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) {
+            if (own && t->e[i].engine != SG_LAYER_CUDNN)
+                return sg_set_error("engine table: layer %s: a pass on own is a cudnn layer's "
+                                    "choice, and this layer says %s",
+                                    layer, sg_layer_engine_name(t->e[i].engine));
+            t->e[i].pass_own[pass] = own != 0;
+            t->e[i].pass_own_ms[pass] = own_ms, t->e[i].pass_lib_ms[pass] = lib_ms;
+            sg_engine_table_hash(t);
+            return SG_OK;
+        }
+    return sg_set_error("engine table: no layer %s", layer);
 }
 
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name) {
@@ -172,6 +223,23 @@ int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node) 
     char layer[SG_NAME_MAX];
     if (!t || sg_conv_layer_of(g, node, layer) < 0) return 0;
     return sg_engine_table_layer(t, layer);
+}
+
+int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, int node) {
+    const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
+    const int pass = e && node >= 0 && node < g->nn ? sg_conv_pass_of(g->n[node].op) : -1;
+    return pass >= 0 && e->engine == SG_LAYER_CUDNN && e->pass_own[pass];
+}
+
+int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node) {
+    const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
+    /* the backward passes of a folded shortcut (no layer's: sg_conv_layer_of) run where the
+     * pair's first layer, conv2, says (the fold itself runs on mma.sync) */
+    char names[2][SG_NAME_MAX];
+    if (!e && t && node >= 0 && node < g->nn && sg_op_is_conv(g->n[node].op) &&
+        g->n[node].fwd >= 0 && sg_conv_layers_computed(g, g->n[node].fwd, names) == 2)
+        e = sg_engine_table_find(t, names[0]);
+    return e && e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? SG_TC_WGMMA : SG_TC_MMA;
 }
 
 int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_model_cfg *cfg,

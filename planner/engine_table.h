@@ -2,7 +2,9 @@
  * layer of a model, `own` (stepgraph's kernels, with the GroupNorm + SiLU before it fused into
  * the conv where the fused kernels take it) or `cudnn` (cuDNN, with that normalisation written
  * to memory as a separate pass), measured once on a GPU (bench --tune-engines) and read back by
- * every run that gives the file (--engine-table): the same table, the same plan and bits.
+ * every run that gives the file (--engine-table): the same table, the same plan and bits. An own
+ * layer also names its tensor-core generation (mma.sync or wgmma), and a cudnn layer may send
+ * single passes to own where they measured faster there; both are the CUDA backend's alone.
  *
  * A layer is named by its weight's module path ("down_blocks.0.resnets.1.conv1"): the forward,
  * backward-data and backward-weight nodes of a layer, in every micro-batch, share it. The
@@ -21,6 +23,10 @@
 /* A layer's choice: the values of graph/backend.h's SG_CONV_ENGINE_OWN / _CUDNN (a static
  * assert there keeps them equal). 0: no choice (no table, or not a conv node). */
 enum { SG_LAYER_OWN = 1, SG_LAYER_CUDNN = 2 };
+/* An own layer's tensor-core generation (the bf16 convolutions): mma.sync (kernels/cuda/conv_tc.cu,
+ * sm_80 and later, the default) or the Hopper wgmma kernels (conv_wgmma.cu, compute capability
+ * 9.0 only). Different kernels, different summation orders: other bits, so the table pins it. */
+enum { SG_TC_MMA = 0, SG_TC_WGMMA = 1 };
 
 /* A conv node's pass, the index of an entry's cuDNN engine names: forward, backward-data,
  * backward-filter (sg_conv_pass_of). */
@@ -33,11 +39,22 @@ typedef struct {
     int engine;      /* SG_LAYER_OWN or SG_LAYER_CUDNN */
     double own_ms;   /* measured: the layer's whole own alternative per step; < 0: not measured */
     double cudnn_ms; /* the whole cuDNN alternative; < 0: not measured or cuDNN unavailable */
+    /* an own layer's tensor-core generation (SG_TC_*): the faster of the two where both were
+     * measured; wgmma_ms the own alternative on the wgmma kernels (own_ms then is mma.sync's),
+     * < 0: not measured (no Hopper GPU, or fp32) */
+    int tc;
+    double wgmma_ms;
     /* a cudnn layer's cuDNN engine per pass (SG_CONV_PASS_*), as a timed tuning run chose it
      * ("e4k24=27+bias ws0"), or "": the backend's own choice (the heuristics' first). The CUDA
      * backend asks for these before it chooses (sg_cudnn_prefer), so a table carries the timed
      * choice to every run that gives it, and no run's bits depend on a timing of its own. */
     char cudnn[3][SG_ENGINE_NAME_MAX];
+    /* a cudnn layer's passes (SG_CONV_PASS_*) that run on the own kernels all the same: the
+     * tuning timed that pass's nodes, in the plan where the layer's input is stored, on both
+     * sides and own was faster (its input stays stored: the layer is still cudnn to the
+     * planner). pass_own_ms / pass_lib_ms: those times, < 0 where not measured. */
+    unsigned char pass_own[3];
+    double pass_own_ms[3], pass_lib_ms[3];
 } sg_engine_entry;
 
 typedef struct sg_engine_table {
@@ -56,12 +73,22 @@ void sg_engine_table_free(sg_engine_table *t);
 /* Append a layer (SG_ERR on a duplicate name, an unknown engine or out of memory). */
 int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, double own_ms,
                         double cudnn_ms);
+/* Set an own layer's tensor-core generation (SG_TC_*) and its wgmma time (< 0: not measured), and
+ * rehash. SG_ERR for an unknown layer, a bad generation, or wgmma on a cudnn layer. */
+int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double wgmma_ms);
+/* Set a cudnn layer's pass (SG_CONV_PASS_*) to run on own (own 1) or its library side (0), with
+ * the pass's measured times (< 0: not measured), and rehash. SG_ERR for an unknown layer, a bad
+ * pass, or own on a layer that is not cudnn (an own layer runs every pass on own). */
+int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, int own,
+                             double own_ms, double lib_ms);
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
 /* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
- * names (where set) after its choice as "pass:name;": two tables with the same choices hash
- * alike whatever their order, timings or device. Stored in t->hash (kept current by
+ * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
+ * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
+ * passes on own as "own:pass;": two tables with the same
+ * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
  * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);
 /* A layer's entry; NULL when the table (which may be NULL) has no such layer. */
@@ -92,6 +119,13 @@ const sg_engine_entry *sg_engine_table_entry_of(const sg_engine_table *t, const 
                                                 int node);
 /* The table's choice for conv node `node`; 0 without a table or for other nodes. */
 int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);
+/* Does the table run conv node `node` on own although its layer is cudnn (its pass's
+ * pass_own)? 0 without a table, for other nodes and for other layers. */
+int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, int node);
+/* The tensor-core generation the table gives conv node `node` (SG_TC_WGMMA only for a layer
+ * whose entry says own and wgmma; SG_TC_MMA otherwise, without a table included). The backward
+ * passes of a folded shortcut (conv2d_sc), which belong to no layer, take conv2's. */
+int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training
  * step's table is timed at its batch) the per-pass batch; every conv layer the graph computes
  * (sg_conv_layers_computed) in the table and every table layer computed by the graph. SG_ERR
@@ -101,5 +135,8 @@ int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_
 /* "own" / "cudnn"; parse returns 0 for anything else. */
 const char *sg_layer_engine_name(int engine);
 int sg_layer_engine_parse(const char *s);
+/* "mma" / "wgmma"; parse returns -1 for anything else. */
+const char *sg_tc_name(int tc);
+int sg_tc_parse(const char *s);
 
 #endif

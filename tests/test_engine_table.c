@@ -4,12 +4,14 @@
  *
  * - io: write / read back / parse round trip; the hash depends on the choices alone (order,
  *   timings and device do not change it, one engine does, and so does a cudnn layer's timed
- *   cuDNN engine); malformed tables refused, naming what is wrong.
+ *   cuDNN engine and an own layer's tensor-core generation); malformed tables refused, naming
+ *   what is wrong.
  * - plan: a table with every layer own plans the fusions of no table; a layer chosen cudnn keeps
  *   the normalisation it reads stored (and recomputed in the backward pass), every other site
  *   stays fused, the plan's fused counts and bytes follow; a table for another model,
  *   precision or batch, with an unknown or a missing layer, is refused.
- * - tune: the tuning run on this backend lists every conv layer once, measures own, and marks
+ * - tune: the tuning run on this backend lists every conv layer once, measures own (on the CUDA
+ *   backend of compute capability 9.0 on both generations, the faster kept), and marks
  *   cuDNN unavailable (no backend here has it: cudnn_ms null, the layer own) except where the
  *   CUDA backend's library side is its gemm engine (the 1x1 layers: measured, the faster side
  *   chosen); no timed cuDNN engine is recorded; its charging puts a normalisation on the layer
@@ -20,6 +22,11 @@
  *   gives the straight run's bits; a resume that replaces it (may_differ "engine_table") is
  *   planned against the checkpoint's own table and goes on; a plain load with another table, or
  *   none, is refused.
+ *
+ * - generation (CUDA): an own layer's "tc":"wgmma" puts its conv nodes (a folded shortcut's
+ *   backward passes with conv2) on the wgmma kernels and the rest on mma.sync; SG_CONV_TC=mma
+ *   overrides it; the wgmma kernels run (the emulation's count), and a resume gives the
+ *   straight run's bits.
  *
  * Built twice: on the CPU backend (engine_table) and on the host emulation of the CUDA backend
  * (engine_table_cuda_host, SG_TEST_CUDA_HOST: the real backend_cuda.c, own engine only).
@@ -132,6 +139,94 @@ static void check_io_cudnn_names(const sg_engine_table *t0) {
     sg_engine_table_free(&t), sg_engine_table_free(&back);
 }
 
+/* An own layer's tensor-core generation (sg_engine_entry.tc): part of its choice (the hash, the
+ * diff; a table without wgmma hashes as before), kept by the JSON round trip with its time,
+ * refused on a cudnn layer. */
+static void check_io_tc(const sg_engine_table *t0) {
+    char *text = sg_engine_table_json(t0);
+    sg_engine_table t, back;
+    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
+    CHECK(!strstr(text, "\"tc\"") && !strstr(text, "wgmma_ms"),
+          "a table without wgmma writes a generation: %s", text);
+    free(text);
+    int dnn = -1, own = -1;
+    for (int k = 0; k < t.n; k++) {
+        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
+        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
+    }
+    SG_ASSERT(dnn >= 0 && own >= 0);
+    const uint64_t h0 = t.hash;
+    CHECK(t.e[own].tc == SG_TC_MMA && t.e[own].wgmma_ms < 0, "a new entry is not mma, unmeasured");
+    CHECK(!sg_engine_table_set_tc(&t, t.e[dnn].layer, SG_TC_MMA, 0.25) && t.hash == h0,
+          "mma with a wgmma time on a cudnn layer changed the hash or was refused");
+    CHECK(sg_engine_table_set_tc(&t, t.e[dnn].layer, SG_TC_WGMMA, 0.25) == SG_ERR &&
+              strstr(sg_last_error(), "own layer's generation"),
+          "wgmma on a cudnn layer: %s", sg_last_error());
+    CHECK(sg_engine_table_set_tc(&t, "no.such.layer", SG_TC_WGMMA, -1) == SG_ERR &&
+              sg_engine_table_set_tc(&t, t.e[own].layer, 7, -1) == SG_ERR,
+          "set_tc: an unknown layer or generation accepted");
+    CHECK(!sg_engine_table_set_tc(&t, t.e[own].layer, SG_TC_WGMMA, 0.5) && t.hash != h0,
+          "an own layer's wgmma did not change the hash");
+    CHECK(sg_engine_table_node_tc(&t, NULL, -1) == SG_TC_MMA, "no node: mma");
+    CHECK(sg_engine_table_diff(t0, &t, "(expected) ") == 1, "diff: the generation's layer");
+    text = sg_engine_table_json(&t);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.e[own].tc == SG_TC_WGMMA && back.e[own].wgmma_ms == 0.5 &&
+              back.e[dnn].tc == SG_TC_MMA && back.e[dnn].wgmma_ms == 0.25 &&
+              strstr(text, "\"tc\":\"wgmma\",\"wgmma_ms\":0.5"),
+          "the generation's JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    printf("io: an own layer's tensor-core generation in the hash, the diff and the JSON\n");
+    sg_engine_table_free(&t), sg_engine_table_free(&back);
+}
+
+/* A cudnn layer's passes on own (sg_engine_entry.pass_own): part of its choice (the hash, the
+ * diff), kept by the JSON round trip with the pass times, refused on an own layer; an own
+ * layer's pass times are a record (no "engine", nothing hashed). */
+static void check_io_passes(const sg_engine_table *t0) {
+    char *text = sg_engine_table_json(t0);
+    sg_engine_table t, back;
+    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
+    CHECK(!strstr(text, "\"passes\""), "a table without pass times writes passes: %s", text);
+    free(text);
+    int dnn = -1, own = -1;
+    for (int k = 0; k < t.n; k++) {
+        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
+        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
+    }
+    SG_ASSERT(dnn >= 0 && own >= 0);
+    const uint64_t h0 = t.hash;
+    CHECK(sg_engine_table_set_pass(&t, t.e[own].layer, SG_CONV_PASS_FWD, 1, 0.1, 0.2) == SG_ERR &&
+              strstr(sg_last_error(), "a cudnn layer's choice"),
+          "a pass on own on an own layer: %s", sg_last_error());
+    CHECK(sg_engine_table_set_pass(&t, "no.such.layer", 0, 0, -1, -1) == SG_ERR &&
+              sg_engine_table_set_pass(&t, t.e[dnn].layer, 3, 1, -1, -1) == SG_ERR,
+          "set_pass: an unknown layer or pass accepted");
+    CHECK(!sg_engine_table_set_pass(&t, t.e[own].layer, SG_CONV_PASS_BWD_DATA, 0, 0.375, 0.4375) &&
+              !sg_engine_table_set_pass(&t, t.e[dnn].layer, SG_CONV_PASS_BWD_DATA, 0, 0.625, 0.5) &&
+              t.hash == h0,
+          "pass times alone changed the hash");
+    CHECK(!sg_engine_table_set_pass(&t, t.e[dnn].layer, SG_CONV_PASS_FWD, 1, 0.25, 0.75) &&
+              t.hash != h0,
+          "a cudnn layer's pass on own did not change the hash");
+    CHECK(sg_engine_table_diff(t0, &t, "(expected) ") == 1, "diff: the pass's layer");
+    text = sg_engine_table_json(&t);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.e[dnn].pass_own[SG_CONV_PASS_FWD] && !back.e[dnn].pass_own[1] &&
+              back.e[dnn].pass_own_ms[0] == 0.25 && back.e[dnn].pass_lib_ms[0] == 0.75 &&
+              back.e[dnn].pass_own_ms[1] == 0.625 && back.e[own].pass_lib_ms[1] == 0.4375 &&
+              back.e[own].pass_own_ms[2] < 0 &&
+              strstr(text, "\"passes\":{\"fwd\":{\"own_ms\":0.25,\"lib_ms\":0.75,\"engine\":"
+                           "\"own\"},\"bwd_data\":{\"own_ms\":0.625,\"lib_ms\":0.5,\"engine\":"
+                           "\"cudnn\"}}") &&
+              strstr(text, "\"passes\":{\"bwd_data\":{\"own_ms\":0.375,\"lib_ms\":0.4375}}"),
+          "the passes' JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    printf("io: a cudnn layer's passes on own in the hash, the diff and the JSON; pass times a "
+           "record\n");
+    sg_engine_table_free(&t), sg_engine_table_free(&back);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -163,6 +258,8 @@ static void check_io(void) {
     CHECK(sg_engine_table_hash(&rev) != t.hash, "one engine changed, the hash did not");
     CHECK(sg_engine_table_diff(&t, &rev, "(expected) ") == 1, "diff counts one layer");
     check_io_cudnn_names(&t);
+    check_io_tc(&t);
+    check_io_passes(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -197,6 +294,34 @@ static void check_io(void) {
          "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\","
          "\"cudnn_engines\":{\"dgrad\":\"e1 ws0\"}}]}",
          "bwd_filter"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\",\"tc\":"
+         "\"hopper\"}]}",
+         "\"mma\" or \"wgmma\""},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\",\"tc\":"
+         "\"wgmma\"}]}",
+         "own layer's generation"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\",\"wgmma_ms\":"
+         "\"fast\"}]}",
+         "wgmma_ms"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\",\"passes\":"
+         "{\"fwd\":{\"engine\":\"tf32\"}}}]}",
+         "takes fwd, bwd_data and bwd_filter"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\",\"passes\":"
+         "{\"wgrad\":{\"engine\":\"own\"}}}]}",
+         "(\"wgrad\")"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"own\",\"passes\":"
+         "{\"fwd\":{\"engine\":\"own\"}}}]}",
+         "a cudnn layer's choice"},
+        {"{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\",\"precision\":"
+         "\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\",\"engine\":\"cudnn\",\"passes\":"
+         "{\"fwd\":{\"own_ms\":-2}}}]}",
+         "own_ms"},
     };
     for (int i = 0; i < SG_ARRAY_LEN(bad); i++) {
         sg_engine_table x;
@@ -350,6 +475,13 @@ static void check_folds(void) {
 }
 
 /* ---- the tuning run */
+/* a folded shortcut's conv2 (pair[shortcut] = conv2): conv2's partner, -1 for any other layer */
+static int pair_of(const int *pair, int n, int k) {
+    for (int j = 0; j < n; j++)
+        if (pair[j] == k) return j;
+    return -1;
+}
+
 static void check_tune(const uint8_t *data) {
     const sg_model_cfg c = tiny();
     sg_engine_tune_opts o = {.make_backend = make_backend,
@@ -386,7 +518,8 @@ static void check_tune(const uint8_t *data) {
         SG_ASSERT(a < t.n && b < t.n);
         pair[b] = a, folded_pairs++;
     }
-    int measured = 0, gemm_layers = 0;
+    int measured = 0, gemm_layers = 0, wgmma_measured = 0, on_wgmma = 0;
+    int passes_measured = 0, pass_wrong = 0, on_own_passes = 0;
     for (int k = 0; !rc && k < t.n; k++) {
         if (pair[k] >= 0) { /* a folded shortcut */
             measured += t.e[k].own_ms == 0 && t.e[k].engine == t.e[pair[k]].engine;
@@ -401,19 +534,63 @@ static void check_tune(const uint8_t *data) {
         }
 #endif
         gemm_layers += lib;
-        const int choice = lib && t.e[k].cudnn_ms < t.e[k].own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
-        measured += t.e[k].own_ms > 0 && (lib ? t.e[k].cudnn_ms > 0 : t.e[k].cudnn_ms < 0) &&
-                    t.e[k].engine == choice && !t.e[k].cudnn[0][0] && !t.e[k].cudnn[1][0] &&
-                    !t.e[k].cudnn[2][0];
+        /* the own alternative: the faster generation where wgmma was measured (the host
+         * emulation reports compute capability 9.0: every layer; the CPU: none) */
+        const sg_engine_entry *x = &t.e[k];
+        const int q = pair_of(pair, t.n, k);
+        const double mma = x->own_ms + (q >= 0 ? t.e[q].own_ms : 0);
+        const double wg = x->wgmma_ms < 0 ? -1 : x->wgmma_ms + (q >= 0 ? t.e[q].wgmma_ms : 0);
+        const int tc = wg >= 0 && wg < mma ? SG_TC_WGMMA : SG_TC_MMA;
+        const double own = tc == SG_TC_WGMMA ? wg : mma;
+        wgmma_measured += x->wgmma_ms > 0;
+        /* cuDNN's side with its passes on own where they were faster there (the host emulation:
+         * the 1x1 layers' gemm passes, each also timed on own; the CPU: none) */
+        double saved = 0;
+        for (int p = 0; p < 3; p++) {
+            const double l = x->pass_lib_ms[p], w = x->pass_own_ms[p];
+            passes_measured += l > 0 && w > 0;
+            saved += l >= 0 && w >= 0 && w < l ? l - w : 0;
+            if (q >= 0) {
+                const double lq = t.e[q].pass_lib_ms[p], wq = t.e[q].pass_own_ms[p];
+                saved += lq >= 0 && wq >= 0 && wq < lq ? lq - wq : 0;
+            }
+            pass_wrong +=
+                x->pass_own[p] != (x->engine == SG_LAYER_CUDNN && l >= 0 && w >= 0 && w < l);
+            on_own_passes += x->pass_own[p];
+        }
+        const double dside = x->cudnn_ms + (q >= 0 ? t.e[q].cudnn_ms : 0) - saved;
+        const int choice = lib && dside < own ? SG_LAYER_CUDNN : SG_LAYER_OWN;
+        measured += x->own_ms > 0 && (lib ? x->cudnn_ms > 0 : x->cudnn_ms < 0) &&
+                    x->engine == choice && (choice == SG_LAYER_CUDNN || x->tc == tc) &&
+                    !x->cudnn[0][0] && !x->cudnn[1][0] && !x->cudnn[2][0];
+        on_wgmma += x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA;
     }
+#ifdef SG_TEST_CUDA_HOST
+    const int want_wgmma = t.n - folded_pairs; /* the shortcuts' own time is 0 */
+#else
+    const int want_wgmma = 0;
+#endif
+#ifdef SG_TEST_CUDA_HOST
+    const int want_passes = 1; /* at least one: every gemm layer's passes */
+#else
+    const int want_passes = 0;
+#endif
+    CHECK(!pass_wrong && (want_passes ? passes_measured >= gemm_layers : passes_measured == 0),
+          "tune: %d passes measured on both sides (%d gemm layers), %d pass choices wrong",
+          passes_measured, gemm_layers, pass_wrong);
+    CHECK(wgmma_measured == want_wgmma,
+          "tune: %d layers with a wgmma time, expected %d (the backend %s the wgmma kernels)",
+          wgmma_measured, want_wgmma, want_wgmma ? "has" : "lacks");
     sg_plan_free(&p0);
     CHECK(ok && measured == t.n && folded_pairs > 0,
           "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, %d folded "
           "shortcuts, the rest own with cuDNN unavailable); device '%s'",
           t.n, want.n, measured, gemm_layers, folded_pairs, t.device);
-    printf("tune on %s: %d conv layers, own measured, the library side on %d (gemm, 1x1), "
-           "%d folded shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
-           t.backend, t.n, gemm_layers, folded_pairs);
+    printf("tune on %s: %d conv layers, own measured (%d with a wgmma time, %d chosen on it), the "
+           "library side on %d (gemm, 1x1; %d passes timed on both sides, %d on own), %d folded "
+           "shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
+           t.backend, t.n, wgmma_measured, on_wgmma, gemm_layers, passes_measured, on_own_passes,
+           folded_pairs);
     /* the table fits the unfused plan too */
     sg_model_cfg unfused = c;
     unfused.fuse = 0, unfused.engines = &t;
@@ -529,6 +706,132 @@ static void check_train(const uint8_t *data) {
     sg_engine_table_free(&t), sg_engine_table_free(&own);
 }
 
+#ifdef SG_TEST_CUDA_HOST
+/* ---- an own layer's tensor-core generation on the CUDA backend */
+/* the host emulation's count of wgmma.mma_async instructions issued (tests/cuda_host) */
+uint64_t sg_sim_wgmma_count(void);
+static int pick_down1(const char *layer) {
+    return !strncmp(layer, "down_blocks.1.", 14);
+}
+/* the generation each conv node of e's plan runs on is its layer's in t (a folded shortcut's
+ * backward passes: conv2's); the count of nodes on wgmma into *wg */
+static int nodes_follow(sg_exec *e, const sg_engine_table *t, int forced_mma, int *wg) {
+    const sg_graph *g = &e->plan.g;
+    int wrong = 0;
+    *wg = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (!sg_op_is_conv(g->n[i].op)) continue;
+        char name[160] = "";
+        e->be->node_engine(e->be, &e->plan, i, name, sizeof name);
+        const int want = !forced_mma && sg_engine_table_node_tc(t, g, i) == SG_TC_WGMMA;
+        *wg += !strcmp(name, "wgmma");
+        if (strcmp(name, want ? "wgmma" : "own") && wrong++ < 4)
+            fprintf(stderr, "node %d (%s -> %s): on %s, expected %s\n", i, sg_ops[g->n[i].op].name,
+                    g->t[g->n[i].out[0]].name, name, want ? "wgmma" : "own");
+    }
+    return wrong;
+}
+/* a cudnn layer's pass on own: that pass's nodes on own, the others on the library side (gemm
+ * for a 1x1 layer on the host emulation), under auto */
+static int pick_qkv(const char *layer) {
+    return strstr(layer, ".to_qkv") != NULL;
+}
+static void check_backend_passes(void) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, pick_qkv);
+    int layers = 0;
+    for (int k = 0; k < t.n; k++)
+        if (t.e[k].engine == SG_LAYER_CUDNN)
+            layers++, SG_ASSERT(!sg_engine_table_set_pass(&t, t.e[k].layer, SG_CONV_PASS_FWD, 1,
+                                                          0.1, 0.2));
+    c.engines = &t;
+    sg_exec e;
+    sg_backend *be = sg_backend_cuda_create(0, 1); /* auto: the table decides */
+    CHECK(be && !sg_exec_init(&e, &c, 1, be), "init: %s", sg_last_error());
+    const sg_graph *g = &e.plan.g;
+    int fwd_own = 0, bwd_gemm = 0, wrong = 0;
+    for (int i = 0; i < g->nn; i++) {
+        char layer[SG_NAME_MAX], name[160] = "";
+        if (sg_conv_layer_of(g, i, layer) < 0 || !pick_qkv(layer)) continue;
+        be->node_engine(be, &e.plan, i, name, sizeof name);
+        const int fwd = sg_conv_pass_of(g->n[i].op) == SG_CONV_PASS_FWD;
+        fwd_own += fwd && !strcmp(name, "own");
+        bwd_gemm += !fwd && !strcmp(name, "gemm");
+        wrong += strcmp(name, fwd ? "own" : "gemm") != 0;
+    }
+    CHECK(layers > 0 && !wrong && fwd_own == layers && bwd_gemm == 2 * layers,
+          "%d qkv layers: %d forward nodes on own, %d backward on gemm, %d wrong", layers, fwd_own,
+          bwd_gemm, wrong);
+    printf("passes: %d cudnn (1x1: gemm) layers with their forward on own: %d forward nodes on "
+           "own, %d backward nodes on gemm\n",
+           layers, fwd_own, bwd_gemm);
+    sg_exec_free(&e);
+    sg_engine_table_free(&t);
+}
+
+static void check_backend_tc(const uint8_t *data) {
+    sg_model_cfg c = tiny(), cw = c;
+    sg_engine_table t, mma;
+    table_for(&c, &t, NULL);
+    table_for(&c, &mma, NULL);
+    int picked = 0;
+    for (int k = 0; k < t.n; k++)
+        if (pick_down1(t.e[k].layer))
+            picked++, SG_ASSERT(!sg_engine_table_set_tc(&t, t.e[k].layer, SG_TC_WGMMA, 1.0));
+    cw.engines = &t;
+    /* every node where its layer says */
+    sg_exec e;
+    int wg = 0;
+    CHECK(!sg_exec_init(&e, &cw, 1, make_backend(NULL)), "init: %s", sg_last_error());
+    CHECK(!nodes_follow(&e, &t, 0, &wg) && wg > 0, "the table's generations: %d nodes on wgmma",
+          wg);
+    const int on_wg = wg;
+    sg_exec_free(&e);
+    /* SG_CONV_TC=mma forces mma.sync on every own conv, whatever the table */
+    setenv("SG_CONV_TC", "mma", 1);
+    CHECK(!sg_exec_init(&e, &cw, 1, make_backend(NULL)), "init: %s", sg_last_error());
+    CHECK(!nodes_follow(&e, &t, 1, &wg) && wg == 0, "SG_CONV_TC=mma: %d nodes on wgmma", wg);
+    sg_exec_free(&e);
+    setenv("SG_CONV_TC", "tensor", 1);
+    CHECK(sg_exec_init(&e, &cw, 1, make_backend(NULL)) == SG_ERR &&
+              strstr(sg_last_error(), "SG_CONV_TC=tensor"),
+          "a bad SG_CONV_TC: %s", sg_last_error());
+    sg_exec_free(&e);
+    unsetenv("SG_CONV_TC");
+    /* other kernels, other bits; a resume keeps them: the straight run's bits */
+    unsigned char *sm = NULL, *sw = NULL, *sr = NULL;
+    int64_t bm = 0, bw = 0, br = 0;
+    char dir[] = "/tmp/sg_engine_table_tc_XXXXXX", p1[300];
+    SG_ASSERT(mkdtemp(dir));
+    snprintf(p1, sizeof p1, "%s/w1.sgck", dir);
+    sg_model_cfg cm = c;
+    cm.engines = &mma;
+    const uint64_t w0 = sg_sim_wgmma_count();
+    CHECK(!run(&cm, data, 2, &sm, &bm, NULL, NULL), "the mma.sync run failed");
+    const uint64_t w1 = sg_sim_wgmma_count();
+    CHECK(!run(&cw, data, 2, &sw, &bw, NULL, NULL) && !run(&cw, data, 1, NULL, NULL, p1, NULL) &&
+              !run(&cw, data, 1, &sr, &br, NULL, p1),
+          "runs failed");
+    const uint64_t w2 = sg_sim_wgmma_count();
+    CHECK(w1 == w0 && w2 > w1, "wgmma instructions: %llu in the all-mma run, %llu with the table",
+          (unsigned long long)(w1 - w0), (unsigned long long)(w2 - w1));
+    /* the emulation sums a k16 slice alike for both generations, and the two kernels' y and dx
+     * run the same slices in the same order (kernels/cuda/conv_wgmma.cu): whatever the weight
+     * gradients' grouping, equal bits here would not show the kernels did not run; the count
+     * does. On a GPU the bits may differ, and the checkpoint records the generation per node. */
+    (void)sm;
+    CHECK(sr && br == bw && !memcmp(sr, sw, (size_t)bw),
+          "resumed with the checkpoint's table: not the straight run's state");
+    printf("generation: %d layers on wgmma (%d conv nodes, %llu wgmma instructions in 4 steps), "
+           "SG_CONV_TC=mma overrides, a resume gives the straight run's bits\n",
+           picked, on_wg, (unsigned long long)(w2 - w1));
+    unlink(p1), rmdir(dir);
+    free(sm), free(sw), free(sr);
+    sg_engine_table_free(&t), sg_engine_table_free(&mma);
+}
+#endif
+
 int main(void) {
 #ifdef SG_TEST_CUDA_HOST
     if (!sg_cuda_available()) {
@@ -543,6 +846,10 @@ int main(void) {
     check_folds();
     check_tune(data);
     check_train(data);
+#ifdef SG_TEST_CUDA_HOST
+    check_backend_tc(data);
+    check_backend_passes();
+#endif
     free(data);
     return sg_test_end();
 }

@@ -27,10 +27,12 @@
  * nodes' measured time, and the --fuse 0 command that measures the unfused alternative.
  *
  * --tune-engines FILE measures the per-layer engine table (planner/engine_table.h) instead:
- * the step planned with every conv layer on own (fused), then with every layer on cuDNN
+ * the step planned with every conv layer on own (fused), again on the wgmma kernels where the
+ * backend has them (bf16 on a compute capability 9.0 GPU), then with every layer on cuDNN
  * (nothing fused into a conv), every node of each timed eagerly --iters times (median), each
  * node charged to its conv layer (its conv nodes, the normalisation feeding it and that one's
- * recomputation and backward), and per layer the faster whole alternative written to FILE.
+ * recomputation and backward), and per layer the fastest whole alternative written to FILE
+ * (own with its tensor-core generation, "tc", or cudnn).
  * --engine-table FILE benches the step planned and run with such a table.
  *
  * The side-by-side with PyTorch (tools/torch_ref/bench.py) is assembled by tools/bench.sh and
@@ -77,11 +79,12 @@ static void usage(FILE *f) {
             "                       --tune-engines; --conv-engine own|cudnn override its\n"
             "                       engines, not its plan)\n"
             "  --tune-engines FILE  measure the table instead of benching: the step with every\n"
-            "                       conv layer on own (fused) and with every layer on cudnn\n"
-            "                       (unfused), each node timed eagerly --iters times (median;\n"
-            "                       5 is plenty on a GPU),\n"
-            "                       charged to its layer; the faster alternative per layer is\n"
-            "                       written to FILE (cudnn_ms null where cuDNN is unavailable:\n"
+            "                       conv layer on own (fused: mma.sync, then the wgmma\n"
+            "                       kernels on a Hopper GPU in bf16) and with every layer on\n"
+            "                       cudnn (unfused), each node timed eagerly --iters times\n"
+            "                       (median; 5 is plenty on a GPU), charged to its layer; the\n"
+            "                       fastest alternative per layer is written to FILE\n"
+            "                       (cudnn_ms null where cuDNN is unavailable:\n"
             "                       the CPU, a build without cuDNN); the cudnn step's engines\n"
             "                       are chosen by timing (--cudnn-time) and written per layer\n"
             "                       and pass: every run given the table asks for them\n"
@@ -823,19 +826,27 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
     int rc = sg_engine_tune(cfg, &o, &t);
     if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
     if (!rc) {
-        int on_dnn = 0, measured = 0;
+        int on_dnn = 0, on_wg = 0, measured = 0, wg_measured = 0, own_passes = 0;
         double sum_own = 0, sum_best = 0;
         for (int k = 0; k < t.n; k++) {
             const sg_engine_entry *x = &t.e[k];
             on_dnn += x->engine == SG_LAYER_CUDNN;
+            on_wg += x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA;
             measured += x->cudnn_ms >= 0;
+            wg_measured += x->wgmma_ms >= 0;
+            double saved = 0; /* a cudnn layer's passes on own */
+            for (int q = 0; q < 3 && x->engine == SG_LAYER_CUDNN; q++)
+                if (x->pass_own[q]) own_passes++, saved += x->pass_lib_ms[q] - x->pass_own_ms[q];
             sum_own += x->own_ms;
-            sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms : x->own_ms;
+            sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms - saved
+                        : x->tc == SG_TC_WGMMA      ? x->wgmma_ms
+                                                    : x->own_ms;
         }
         printf("bench: engine table %s: %s, batch %d per pass, %s, on %s; %d conv layers, %d on "
-               "cudnn, %d on own; charged time %.3f ms all own, %.3f ms per-layer best%s\n",
-               a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, t.n - on_dnn,
-               sum_own, sum_best,
+               "cudnn (%d of their passes on own), %d on own (%d on the wgmma kernels%s); charged "
+               "time %.3f ms all own (mma.sync), %.3f ms per-layer best%s\n",
+               a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, own_passes,
+               t.n - on_dnn, on_wg, wg_measured ? "" : ", not measured here", sum_own, sum_best,
                measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
     }
     sg_engine_table_free(&t);

@@ -239,19 +239,23 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
     const sg_engine_table *t = p->cfg.engines;
     if (!t) return;
     const sg_graph *g = &p->g;
-    int dnn = 0, timed = 0;
+    int dnn = 0, timed = 0, wg = 0, own_passes = 0;
     for (int k = 0; k < t->n; k++) {
+        for (int q = 0; q < 3 && t->e[k].engine == SG_LAYER_CUDNN; q++)
+            own_passes += t->e[k].pass_own[q];
         dnn += t->e[k].engine == SG_LAYER_CUDNN;
+        wg += t->e[k].engine == SG_LAYER_OWN && t->e[k].tc == SG_TC_WGMMA;
         timed += t->e[k].engine == SG_LAYER_CUDNN &&
                  (t->e[k].cudnn[0][0] || t->e[k].cudnn[1][0] || t->e[k].cudnn[2][0]);
     }
     printf("  engine table    %s (hash %016llx; measured on %s, %s backend): %d conv layers, "
-           "%d on cudnn, %d on own; %d cudnn layers with timed cuDNN engines\n",
+           "%d on cudnn, %d on own (%d on the wgmma kernels); %d cudnn layers with timed cuDNN "
+           "engines; %d of their passes on own\n",
            path ? path : "(the checkpoint's)", (unsigned long long)t->hash,
            t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn,
-           timed);
-    printf("    %-48s %-6s %10s %10s  %s\n", "layer", "engine", "own ms", "cudnn ms",
-           "its input in this plan");
+           wg, timed, own_passes);
+    printf("    %-48s %-12s %10s %10s %10s  %s\n", "layer", "engine", "own ms", "wgmma ms",
+           "cudnn ms", "its input in this plan");
     for (int i = 0; i < g->n_forward; i++) {
         char names[2][SG_NAME_MAX];
         const int n = sg_conv_layers_computed(g, i, names);
@@ -260,12 +264,22 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
             if (!e) continue;
             /* the input this layer reads: the folded shortcut's is the block's input */
             const sg_tensor *x = &g->t[g->n[i].in[j ? 3 : 0]];
-            char own[16] = "-", dnn_ms[16] = "-";
+            char own[16] = "-", wg_ms[16] = "-", dnn_ms[16] = "-", eng[16];
             if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
+            if (e->wgmma_ms >= 0) snprintf(wg_ms, sizeof wg_ms, "%.4f", e->wgmma_ms);
+            /* an own layer's generation where wgmma; a cudnn layer's passes on own (f: forward,
+             * d: data gradient, w: weight gradient) */
+            char passes[8] = "";
+            for (int q = 0, m = 0; q < 3 && e->engine == SG_LAYER_CUDNN; q++)
+                if (e->pass_own[q]) passes[m++] = "fdw"[q], passes[m] = 0;
+            snprintf(eng, sizeof eng, "%s%s%s", sg_layer_engine_name(e->engine),
+                     e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? " wgmma"
+                     : passes[0]                                       ? " own:"
+                                                                       : "",
+                     passes);
             if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
             const int op = g->n[i].op;
-            printf("    %-48s %-6s %10s %10s  %s%s%s\n", names[j], sg_layer_engine_name(e->engine),
-                   own, dnn_ms,
+            printf("    %-48s %-12s %10s %10s %10s  %s%s%s\n", names[j], eng, own, wg_ms, dnn_ms,
                    e->engine == SG_LAYER_CUDNN &&
                            (e->cudnn[0][0] || e->cudnn[1][0] || e->cudnn[2][0])
                        ? "timed cuDNN engines; "

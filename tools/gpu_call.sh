@@ -11,7 +11,8 @@
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
-#    (own fused against the library side per layer, each cuDNN engine chosen by timing), then
+#    (own fused on mma.sync and on wgmma against the library side per layer, each cuDNN engine
+#    chosen by timing; per layer the fastest, an own layer with its generation), then
 #    the step planned and run with that table (variant `tuned`: the table's fusions where it
 #    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.

@@ -161,13 +161,22 @@ static int print_json(const sg_plan *p) {
             for (int i = 0; i < g->n_forward; i++) {
                 char names[2][SG_NAME_MAX];
                 const int n = sg_conv_layers_computed(g, i, names);
-                for (int k = 0; k < n; k++)
+                for (int k = 0; k < n; k++) {
+                    const sg_engine_entry *e = sg_engine_table_find(p->cfg.engines, names[k]);
+                    /* a cudnn layer's passes the table sends to own */
+                    static const char *const pass_names[3] = {"fwd", "bwd_data", "bwd_filter"};
+                    json_t *own_passes = json_array();
+                    for (int q = 0; q < 3 && e && e->engine == SG_LAYER_CUDNN; q++)
+                        if (e->pass_own[q])
+                            json_array_append_new(own_passes, json_string(pass_names[q]));
                     json_array_append_new(
-                        layers, json_pack("{s:s, s:s, s:b, s:s}", "layer", names[k], "engine",
-                                          sg_layer_engine_name(
-                                              sg_engine_table_layer(p->cfg.engines, names[k])),
-                                          "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0,
-                                          "node_op", sg_ops[g->n[i].op].name));
+                        layers, json_pack("{s:s, s:s, s:s, s:o, s:b, s:s}", "layer", names[k],
+                                          "engine", sg_layer_engine_name(e ? e->engine : 0), "tc",
+                                          e && e->engine == SG_LAYER_OWN ? sg_tc_name(e->tc) : "-",
+                                          "own_passes", own_passes, "input_fused",
+                                          g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0, "node_op",
+                                          sg_ops[g->n[i].op].name));
+                }
             }
             char th[20];
             snprintf(th, sizeof th, "%016llx", (unsigned long long)p->cfg.engines->hash);

@@ -58,6 +58,7 @@
  * ran since the chunk was last seen by the async proxy, else it is reported. (Coarse: one
  * thread's fence covers every thread's stores; the rule wants a fence in each writing thread.)
  */
+#include <atomic>
 #include <cstdarg>
 #include <cstring>
 #include <string>
@@ -1054,9 +1055,14 @@ void wgmma_wait(int n) {
     warpgroup_collective(0x2000 + n, nullptr, 0, wg_wait_fn, &n);
 }
 
+/* wgmma.mma_async instructions issued (per thread), since the process started: a test asks
+ * (sg_sim_wgmma_count) whether a step ran the wgmma kernels at all */
+static std::atomic<uint64_t> wgmma_issued{0};
+
 void wgmma_bf16(int n, int trans_a, int trans_b, float *d, const uint32_t *a, uint64_t desc_a,
                 uint64_t desc_b, int scale_d) {
     touch();
+    wgmma_issued.fetch_add(1, std::memory_order_relaxed);
     if (n < 8 || n > 256 || n % 8 || trans_a < 0 || trans_a > 1 || trans_b < 0 || trans_b > 1 ||
         (a && trans_a))
         device_fail("wgmma.mma_async: m64n%dk16 with trans-a %d trans-b %d (A %s) is not a bf16 "
@@ -1250,6 +1256,11 @@ CUresult common_checks(const char *fn, tmap_enc &m, CUtensorMap *tensorMap, CUte
 } // namespace
 
 extern "C" {
+
+/* the emulation's own query (no CUDA call has it): wgmma.mma_async instructions issued so far */
+uint64_t sg_sim_wgmma_count(void) {
+    return wgmma_issued.load(std::memory_order_relaxed);
+}
 
 CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
                                 cuuint32_t tensorRank, void *globalAddress,
