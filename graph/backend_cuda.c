@@ -64,6 +64,7 @@
 #include <time.h>
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #ifdef SG_HAVE_NCCL
@@ -108,7 +109,8 @@ typedef struct {
     int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
     int convs_wgmma;                        /* ... of them on the wgmma kernels */
     int convs_fallback;                     /* on own for lack of a deterministic cuDNN engine */
-    int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
+    int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
+    int profile_first; /* SG_PROFILE_FIRST_STEP=1: the first step in a profiler range */
     /* SG_CONV_TC=mma|wgmma: one tensor-core generation forced on every own conv (SG_TC_*), -1:
      * each node's from the engine table or a resume's record (prepare_conv_tc) */
     int conv_tc_force;
@@ -1436,7 +1438,16 @@ static int cuda_run_step(sg_backend *be, const sg_plan *p) {
          * run one by one) is not taken for part of the step the graph will capture (the host
          * execution compares the capture with exactly this eager step) */
         if (c->use_graph && c->steps_run == 0) CU(cudaStreamSynchronize(c->st));
+        /* SG_PROFILE_FIRST_STEP=1: the first step alone inside a profiler collection range
+         * (ncu --profile-from-start off, nsys --capture-range=cudaProfilerApi:
+         * tools/gpu_profile.sh): its kernels are every replay's, in the same order */
+        const int prof = c->steps_run == 0 && c->profile_first;
+        if (prof) CU(cudaProfilerStart());
         if (run_eager(be, p)) return SG_ERR;
+        if (prof) {
+            CU(cudaStreamSynchronize(c->st));
+            CU(cudaProfilerStop());
+        }
         CU(cudaGetLastError());
         /* every GEMM of the step has its algorithm now: no other may appear (see sg_blas) */
         sg_blas_freeze(c->blas);
@@ -1833,6 +1844,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
             return NULL;
         }
     }
+    const char *prof = getenv("SG_PROFILE_FIRST_STEP");
+    c->profile_first = prof && !strcmp(prof, "1");
     /* the wgmma kernels are sm_90a code (prepare_conv_tc checks again) */
     int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&

@@ -4,3 +4,5 @@ if(TARGET bench)
   add_test(NAME bench_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh $<TARGET_FILE:bench>)
   set_tests_properties(bench_cli PROPERTIES TIMEOUT 300)
 endif()
+# tools/ncu_summary.py (tools/gpu_profile.sh's report) on a hand-written CSV in ncu's raw layout
+add_test(NAME ncu_summary COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ncu_summary.sh)

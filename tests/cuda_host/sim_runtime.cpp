@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cuda_profiler_api.h"
 #include "nvtx3/nvToolsExt.h"
 #include "sim_internal.hpp"
 
@@ -621,6 +622,21 @@ cudaError_t cudaDriverGetVersion(int *v) {
 cudaError_t cudaDeviceSynchronize(void) {
     SIM_ENTER();
     return sync_point("cudaDeviceSynchronize", nullptr);
+}
+/* the profiler's collection range (cuda_profiler_api.h): no profiler here; a start inside a
+ * range or a stop outside one is reported, as a caller's bookkeeping error */
+static int profiler_on;
+cudaError_t cudaProfilerStart(void) {
+    SIM_ENTER();
+    if (profiler_on) report("cudaProfilerStart inside a profiler range");
+    profiler_on = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaProfilerStop(void) {
+    SIM_ENTER();
+    if (!profiler_on) report("cudaProfilerStop outside a profiler range");
+    profiler_on = 0;
+    return cudaSuccess;
 }
 cudaError_t cudaDeviceReset(void) {
     init();

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# gpu_profile.sh — where one training step's GPU time goes, kernel by kernel (issue 17): Nsight
+# Compute over the first step of unet_cifar batch 128 bf16 (that eager step launches every
+# replay's kernels, in the same order), per configuration, each summarised by
+# tools/ncu_summary.py: per kernel family the time, DRAM bytes, achieved GB/s and % of the
+# DRAM and SM peaks, and the longest kernels. Meant for a second device call while the machine
+# is still warm after tools/gpu_call.sh (it reuses build-gpu/; on a fresh machine it builds
+# bench first).
+#
+#   tools/gpu_profile.sh [OUTDIR]     # OUTDIR defaults to $OUT; device tool: carry [".deps"]
+#
+# Configurations (GPU_PROFILE_CONFIGS: a regex of their names; default all, in this order):
+#   default       the default step (unfused; cuDNN, 1x1 convs on cuBLASLt)
+#   wgmma_unfused own convolutions on the wgmma kernels, unfused, prologue-free halo forward
+#                 (SG_CONV_TC=wgmma SG_TC_HALO=all --conv-engine own --fuse 0)
+#   wgmma_fused   the same fused (GroupNorm + SiLU in the conv's operand loads)
+#   tuned         with an engine table, where GPU_PROFILE_TABLE names one (gpu_call.sh leaves
+#                 none behind: it is in its tarball)
+# Each configuration writes OUTDIR/ncu-NAME.csv (raw) and ncu-NAME.md (the summary); SKIP
+# lines where ncu or the binary is missing. ncu runs with --cache-control none and
+# --clock-control none: each kernel alone (serialised) but with the caches and clocks as a
+# replay has them. Environment: GPU_PROFILE_S (the whole script's deadline, default 540 s),
+# GPU_PROFILE_CONFIGS, GPU_PROFILE_TABLE, GPU_PROFILE_ARGS (extra bench flags for every
+# configuration), NCU (the ncu binary).
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+case ${1:-} in -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;; esac
+out=${1:-${OUT:-$root/gpu_profile_out}}
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+total=${GPU_PROFILE_S:-540}
+exec > >(tee "$out/profile.log") 2>&1
+
+# shellcheck source=tools/gpu_env.sh
+source tools/gpu_env.sh || exit 1
+bdir=$root/build-gpu
+bin=$bdir/bench
+if [ ! -x "$bin" ]; then
+    echo "gpu_profile: no $bin: building it ($((total - SECONDS))s left)"
+    sg_gpu_configure "$root" "$bdir" >"$out/build.log" 2>&1 &&
+        timeout -k 5 $((total - SECONDS - 60)) cmake --build "$bdir" -j"$(nproc)" --target bench \
+            >>"$out/build.log" 2>&1
+    [ -x "$bin" ] || { echo "gpu_profile: FAIL: bench did not build (build.log)" && exit 1; }
+fi
+ncu=${NCU:-$(command -v ncu 2>/dev/null)}
+if [ -z "$ncu" ]; then
+    for c in /usr/local/cuda/bin/ncu /usr/local/cuda-*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+        [ -x "$c" ] && ncu=$c && break
+    done
+fi
+if [ -z "$ncu" ]; then
+    echo "gpu_profile: SKIP: no ncu on PATH, under /usr/local/cuda*/bin or /opt/nvidia"
+    exit 0
+fi
+echo "gpu_profile: $("$ncu" --version 2>&1 | tail -n 1); commit ${SG_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
+
+# profile NAME [VAR=VALUE...] -- [bench flags]
+profile() {
+    local name=$1 envs=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+    shift
+    [[ $name =~ ${GPU_PROFILE_CONFIGS:-.} ]] || return 0
+    local rest=$((total - SECONDS - 10))
+    if [ $rest -lt 60 ]; then
+        echo "gpu_profile: $name: SKIP (${rest}s left)"
+        return 0
+    fi
+    # shellcheck disable=SC2086 # GPU_PROFILE_ARGS: flags, split on purpose
+    env "${envs[@]}" SG_PROFILE_FIRST_STEP=1 timeout -k 5 "$rest" "$ncu" --profile-from-start off \
+        --target-processes all --cache-control none --clock-control none \
+        --section SpeedOfLight --section LaunchStats \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+        --log-file "$out/ncu-$name.csv" "$bin" --backend cuda --model unet_cifar --batch 128 \
+        --precision bf16 --warmup 1 --iters 1 --no-breakdown ${GPU_PROFILE_ARGS:-} "$@" \
+        >"$out/ncu-$name.log" 2>&1
+    local rc=$?
+    "${PYTHON:-python3}" tools/ncu_summary.py "$out/ncu-$name.csv" \
+        --title "ncu: unet_cifar b128 bf16, $name (${envs[*]} $*)" >"$out/ncu-$name.md"
+    echo "gpu_profile: $name: ncu exit $rc; $(sed -n 3p "$out/ncu-$name.md") (${SECONDS}s)"
+}
+profile default --
+profile wgmma_unfused SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
+profile wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
+if [ -n "${GPU_PROFILE_TABLE:-}" ]; then
+    profile tuned -- --engine-table "$GPU_PROFILE_TABLE"
+fi
+echo "gpu_profile: done in ${SECONDS}s"
