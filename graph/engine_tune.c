@@ -141,10 +141,8 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                 rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
-    for (int k = 0; k < 3 * layers->n && per_pass; k++)
-        if (rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = -1;
-    for (int k = 0; k < 3 * layers->n && !per_pass && pass_lib && pass_own; k++)
-        pass_lib[k] = pass_own[k] = -1;
+    for (int k = 0; k < 3 * layers->n && pass_lib && pass_own; k++)
+        if (!per_pass || rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = -1;
     if (!rc && env && be->describe) be->describe(be, env, env_cap);
     free(node_ms);
     free(one);
@@ -262,7 +260,6 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         const double wg_ms = wg_ran ? wg[k] + (q >= 0 ? wg[q] : 0) : -1;
         const int tc = wg_ms >= 0 && wg_ms < mma_ms ? SG_TC_WGMMA : SG_TC_MMA;
         const double own_ms = tc == SG_TC_WGMMA ? wg_ms : mma_ms;
-        x->tc = SG_TC_MMA;
         x->wgmma_ms = wg_ran ? wg[k] : -1;
         /* cuDNN's side with each of its passes where it was faster: a pass whose nodes ran faster
          * on own in that plan (the layer's input stored) runs there (pass_own) */
@@ -280,7 +277,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
             x->pass_own[pass] = x->engine == SG_LAYER_CUDNN && l >= 0 && w >= 0 && w < l;
             if (x->pass_own[pass]) x->cudnn[pass][0] = 0; /* no cuDNN engine to ask for */
         }
-        if (x->engine == SG_LAYER_OWN) x->tc = tc;
+        x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
     }
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(wg), free(plib), free(pown), free(ran_own), free(ran_dnn),
