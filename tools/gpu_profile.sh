@@ -16,12 +16,15 @@
 #   wgmma_fused   the same fused (GroupNorm + SiLU in the conv's operand loads)
 #   tuned         with an engine table, where GPU_PROFILE_TABLE names one (gpu_call.sh leaves
 #                 none behind: it is in its tarball)
-# Each configuration writes OUTDIR/ncu-NAME.csv (raw) and ncu-NAME.md (the summary); SKIP
-# lines where ncu or the binary is missing. ncu runs with --cache-control none and
-# --clock-control none: each kernel alone (serialised) but with the caches and clocks as a
-# replay has them. Environment: GPU_PROFILE_S (the whole script's deadline, default 540 s),
-# GPU_PROFILE_CONFIGS, GPU_PROFILE_TABLE, GPU_PROFILE_ARGS (extra bench flags for every
-# configuration), NCU (the ncu binary).
+# Each configuration writes OUTDIR/ncu-NAME.csv (raw) and ncu-NAME.md (the summary), and a line
+# in OUTDIR/profile.log; without ncu the script says SKIP and exits 0; a configuration whose
+# ncu run or summary fails makes the exit status 1 (the others still run). ncu runs with
+# --cache-control none and --clock-control none: each kernel alone (serialised) but with the
+# caches and clocks as a replay has them. Environment: GPU_PROFILE_S (the whole script's
+# deadline, default 540 s), GPU_PROFILE_CONFIGS, GPU_PROFILE_TABLE, GPU_PROFILE_ARGS (extra
+# bench flags for every configuration), GPU_PROFILE_BIN (the bench binary; default
+# build-gpu/bench, built here when missing), NCU (the ncu binary; default: PATH, then
+# /usr/local/cuda*/bin and /opt/nvidia).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -32,27 +35,29 @@ out=$(cd "$out" && pwd)
 total=${GPU_PROFILE_S:-540}
 exec > >(tee "$out/profile.log") 2>&1
 
-# shellcheck source=tools/gpu_env.sh
-source tools/gpu_env.sh || exit 1
 bdir=$root/build-gpu
-bin=$bdir/bench
+bin=${GPU_PROFILE_BIN:-$bdir/bench}
 if [ ! -x "$bin" ]; then
     echo "gpu_profile: no $bin: building it ($((total - SECONDS))s left)"
+    # shellcheck source=tools/gpu_env.sh
+    source tools/gpu_env.sh || exit 1
+    bin=$bdir/bench
     sg_gpu_configure "$root" "$bdir" >"$out/build.log" 2>&1 &&
         timeout -k 5 $((total - SECONDS - 60)) cmake --build "$bdir" -j"$(nproc)" --target bench \
             >>"$out/build.log" 2>&1
     [ -x "$bin" ] || { echo "gpu_profile: FAIL: bench did not build (build.log)" && exit 1; }
 fi
-ncu=${NCU:-$(command -v ncu 2>/dev/null)}
-if [ -z "$ncu" ]; then
+ncu=${NCU-$(command -v ncu 2>/dev/null)}
+if [ -z "${NCU+set}" ] && [ -z "$ncu" ]; then
     for c in /usr/local/cuda/bin/ncu /usr/local/cuda-*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
         [ -x "$c" ] && ncu=$c && break
     done
 fi
-if [ -z "$ncu" ]; then
-    echo "gpu_profile: SKIP: no ncu on PATH, under /usr/local/cuda*/bin or /opt/nvidia"
+if [ -z "$ncu" ] || [ ! -x "$ncu" ]; then
+    echo "gpu_profile: SKIP: no ncu (${ncu:-not on PATH, under /usr/local/cuda*/bin or /opt/nvidia})"
     exit 0
 fi
+failed=0
 echo "gpu_profile: $("$ncu" --version 2>&1 | tail -n 1); commit ${SG_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
 
 # profile NAME [VAR=VALUE...] -- [bench flags]
@@ -76,9 +81,14 @@ profile() {
         --precision bf16 --warmup 1 --iters 1 --no-breakdown ${GPU_PROFILE_ARGS:-} "$@" \
         >"$out/ncu-$name.log" 2>&1
     local rc=$?
-    "${PYTHON:-python3}" tools/ncu_summary.py "$out/ncu-$name.csv" \
-        --title "ncu: unet_cifar b128 bf16, $name (${envs[*]} $*)" >"$out/ncu-$name.md"
-    echo "gpu_profile: $name: ncu exit $rc; $(sed -n 3p "$out/ncu-$name.md") (${SECONDS}s)"
+    if "${PYTHON:-python3}" tools/ncu_summary.py "$out/ncu-$name.csv" \
+        --title "ncu: unet_cifar b128 bf16, $name (${envs[*]} $*)" >"$out/ncu-$name.md" \
+        2>"$out/ncu-$name.err" && [ $rc -eq 0 ]; then
+        echo "gpu_profile: $name: $(sed -n 3p "$out/ncu-$name.md") (${SECONDS}s)"
+    else
+        failed=$((failed + 1))
+        echo "gpu_profile: $name: FAIL: ncu exit $rc; $(cat "$out/ncu-$name.err") (ncu-$name.log)"
+    fi
 }
 profile default --
 profile wgmma_unfused SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
@@ -86,4 +96,5 @@ profile wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
 if [ -n "${GPU_PROFILE_TABLE:-}" ]; then
     profile tuned -- --engine-table "$GPU_PROFILE_TABLE"
 fi
-echo "gpu_profile: done in ${SECONDS}s"
+echo "gpu_profile: done in ${SECONDS}s, $failed configuration(s) failed"
+[ $failed -eq 0 ]
