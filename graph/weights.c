@@ -117,6 +117,7 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     /* fusion: recorded when on; a config without it (every one from before it existed) is
      * unfused */
     c->fuse = 0;
+    c->store_norm = 0; /* likewise --store-norm: recorded when on */
     struct {
         const char *key;
         int *field, lo, hi;
@@ -134,7 +135,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                 {"flip", &c->flip, 0, 1},
                 {"ema_warmup", &c->ema_warmup, 0, 1},
                 {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM},
-                {"fuse", &c->fuse, 0, SG_FUSE_BITWISE}};
+                {"fuse", &c->fuse, 0, SG_FUSE_BITWISE},
+                {"store_norm", &c->store_norm, 0, 1}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;

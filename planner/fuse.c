@@ -74,7 +74,7 @@ static int readers_fusable(const sg_graph *g, int y, const sg_engine_table *engi
     return readers > 0;
 }
 
-int sg_fuse_norm_prologues(sg_graph *g, const sg_engine_table *engines) {
+int sg_fuse_norm_prologues(sg_graph *g, const sg_engine_table *engines, int train) {
     int fused = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
@@ -84,6 +84,9 @@ int sg_fuse_norm_prologues(sg_graph *g, const sg_engine_table *engines) {
         sg_tensor *t = &g->t[y];
         t->vnorm = i;
         t->bytes = 0;
+        /* never stored, so recomputed for the weight gradients even where the config keeps
+         * stored normalisations (--store-norm) */
+        if (train) t->recompute = 1;
         fused++;
     }
     return fused;

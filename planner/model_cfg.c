@@ -107,6 +107,10 @@ const char *const sg_model_flags_help =
     "                       0: measured on an H200, unfused on cuDNN runs 6x faster than\n"
     "                       fused on stepgraph's own kernels today; the CUDA backend fuses\n"
     "                       on its bf16 tensor-core convolutions only)\n"
+    "  --store-norm 0|1     1: keep each stored GroupNorm + SiLU output from the forward\n"
+    "                       pass for the weight gradients instead of recomputing it in\n"
+    "                       the backward pass: the same bits, fewer passes, more memory\n"
+    "                       (unet_cifar batch 128 bf16: +0.74 GiB of arena; default 0)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
     "  --res-blocks N       res blocks per level\n"
@@ -182,6 +186,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--in-ch", in_ch, 1, 64)
     INTFLAG("--grad-accum", grad_accum, 1, SG_MAX_GRAD_ACCUM)
     INTFLAG("--fuse", fuse, 0, 1)
+    INTFLAG("--store-norm", store_norm, 0, 1)
 #undef INTFLAG
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
@@ -334,6 +339,8 @@ int sg_model_validate(const sg_model_cfg *c) {
     if (c->fuse != SG_FUSE_AUTO && c->fuse != 0 && c->fuse != 1 && c->fuse != SG_FUSE_BITWISE)
         return sg_set_error("fuse %d is neither 0, 1, %d (bitwise) nor automatic (%d)", c->fuse,
                             SG_FUSE_BITWISE, SG_FUSE_AUTO);
+    if (c->store_norm != 0 && c->store_norm != 1)
+        return sg_set_error("store_norm %d is neither 0 nor 1", c->store_norm);
     if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
         return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
                             SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
@@ -382,6 +389,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (sg_model_fuse(c))
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"fuse\":%d",
                  c->fuse == SG_FUSE_BITWISE ? SG_FUSE_BITWISE : 1);
+    /* storing the normalisations only when on (the same bits, another plan) */
+    if (c->store_norm)
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"store_norm\":1");
     /* the engine table only when given: its hash (of the choices) pins it */
     if (c->engines)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),

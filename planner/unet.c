@@ -146,7 +146,9 @@ static int norm_act(builder *b, int x, int v, int act, const char *module) {
         int in[6] = {x, v, gm, bt, b->seed_t, b->step_t};
         y = sg_builder_node(b, OP_NORM_ACT_TEMB, in, 6, &a, module, 0);
     }
-    if (y >= 0 && b->train) b->g->t[y].recompute = 1;
+    /* recomputed for the backward pass unless the config keeps it (--store-norm); a fused y
+     * (planner/fuse.c) is marked there whatever this says */
+    if (y >= 0 && b->train && !b->c->store_norm) b->g->t[y].recompute = 1;
     return y;
 }
 
@@ -325,6 +327,6 @@ int sg_unet(builder *b, int x, int t) {
      * it in fp32 */
     int pred = conv(b, h, c->in_ch, 3, 1, 1, "conv_out", dt);
     /* the network is complete: every reader of every normalisation is known */
-    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g, c->engines);
+    if (!b->err && sg_model_fuse(c)) sg_fuse_norm_prologues(b->g, c->engines, b->train);
     return b->err ? -1 : pred;
 }

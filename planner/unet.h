@@ -37,7 +37,8 @@ int sg_conv_sc_foldable(const sg_graph *g, int h, int x, int Co, sg_dtype act_dt
 /* Turn the output of every norm_act / norm_act_temb node whose readers are all fusable
  * convolutions (their input 0) that the engine table (NULL: none) does not send to cuDNN into a
  * virtual normalised tensor (sg_tensor.vnorm); returns how many. Run on the forward graph, before
- * autodiff (the recomputation it then needs none). */
-int sg_fuse_norm_prologues(sg_graph *g, const struct sg_engine_table *engines);
+ * autodiff; in a training graph (train) each one is marked for recomputation, which its weight
+ * gradients read (also where the config keeps stored normalisations, --store-norm). */
+int sg_fuse_norm_prologues(sg_graph *g, const struct sg_engine_table *engines, int train);
 
 #endif

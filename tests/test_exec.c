@@ -414,6 +414,24 @@ static void test_recompute_bits(sg_dtype dt) {
     free(data);
 }
 
+/* --store-norm keeps the normalisations the backward pass would recompute: the recomputation has
+ * the forward's bits (above), so three steps give the same losses and state bit for bit. */
+static void test_store_norm_bits(sg_dtype dt) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = dt, c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    run_result a = {0}, b = {0};
+    run(&c, data, 3, 7, &a);
+    c.store_norm = 1;
+    run(&c, data, 3, 7, &b);
+    CHECK(a.state && b.state && a.state_bytes == b.state_bytes &&
+              !memcmp(a.state, b.state, (size_t)a.state_bytes) &&
+              !memcmp(a.losses, b.losses, 3 * sizeof(float)),
+          "%s: --store-norm changed the bits", sg_dtype_names[dt]);
+    free(a.state), free(b.state), free(data);
+}
+
 /* Learning: with a fixed small dataset and lr 1e-3, the mean loss of the last steps is below
  * that of the first steps. A model that does not learn fails this. */
 static void test_learns(void) {
@@ -447,6 +465,8 @@ int main(void) {
     test_conv_engine_record();
     test_recompute_bits(DT_F32);
     test_recompute_bits(DT_BF16);
+    test_store_norm_bits(DT_F32);
+    test_store_norm_bits(DT_BF16);
     test_other_plan_refused();
     return sg_test_end();
 }

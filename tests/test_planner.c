@@ -1398,6 +1398,71 @@ static void test_shared_copies(void) {
     }
 }
 
+/* --store-norm (sg_model_cfg.store_norm): unfused, no normalisation is recomputed (each stored
+ * y lives from its forward node into the backward pass, the weight gradients read it) and the
+ * arena grows; fused, the fused ones are still recomputed for their weight gradients
+ * (check_fused) and only the stored one (before conv_out) is kept; the config records it (the
+ * plan hash differs), a plan without it is the plan of before. */
+static int norm_recomputes(const sg_graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nn; i++)
+        n += g->n[i].op == OP_NORM_ACT_APPLY || g->n[i].op == OP_NORM_ACT_TEMB_APPLY;
+    return n;
+}
+static void test_store_norm(void) {
+    for (int fz = 0; fz < 2; fz++) {
+        sg_model_cfg c;
+        sg_model_preset(&c, "unet_cifar");
+        c.act_dt = DT_BF16, c.batch = 128, c.fuse = fz;
+        sg_plan p0, p1;
+        SG_ASSERT(!sg_plan_build(&p0, &c, 1));
+        c.store_norm = 1;
+        CHECK(!sg_plan_build(&p1, &c, 1), "store_norm, fuse %d: %s", fz, sg_last_error());
+        char what[64];
+        snprintf(what, sizeof what, "unet_cifar b128 bf16 fuse %d store_norm", fz);
+        check_plan(&p1, what, 1.0);
+        check_recompute(&p1, what);
+        const int fused = check_fused(&p1, what), n0 = norm_recomputes(&p0.g),
+                  n1 = norm_recomputes(&p1.g);
+        int norms = 0, stored_read = 0;
+        for (int i = 0; i < p1.g.n_forward; i++) {
+            const sg_node *nd = &p1.g.n[i];
+            if (nd->op != OP_NORM_ACT && nd->op != OP_NORM_ACT_TEMB) continue;
+            norms++;
+            const sg_tensor *y = &p1.g.t[nd->out[0]];
+            /* a stored y: kept (saved) and read by a backward node itself */
+            for (int j = p1.g.n_forward; y->vnorm < 0 && j < p1.g.nn; j++)
+                for (int k = 0; k < p1.g.n[j].nin; k++)
+                    stored_read += p1.g.n[j].in[k] == nd->out[0];
+        }
+        CHECK(n0 == norms && n1 == fused && (fz ? fused == norms - 1 : fused == 0),
+              "%s: %d normalisations, %d fused, recomputed %d (without it %d)", what, norms, fused,
+              n1, n0);
+        CHECK(stored_read >= norms - fused && p1.hash != p0.hash &&
+                  (fz ? p1.arena_bytes <= p0.arena_bytes + (64 << 20)
+                      : p1.arena_bytes > p0.arena_bytes + ((int64_t)512 << 20)),
+              "%s: %d backward reads of stored normalisations, arena %lld (without it %lld)", what,
+              stored_read, (long long)p1.arena_bytes, (long long)p0.arena_bytes);
+        char j0[2048], j1[2048];
+        c.store_norm = 0;
+        sg_model_json(&c, j0, sizeof j0);
+        c.store_norm = 1;
+        sg_model_json(&c, j1, sizeof j1);
+        CHECK(!strstr(j0, "store_norm") && strstr(j1, "\"store_norm\":1"),
+              "the config JSON: %s / %s", j0, j1);
+        printf("store_norm, fuse %d: %d of %d normalisations recomputed (without it %d), arena "
+               "%.2f GiB (without it %.2f)\n",
+               fz, n1, norms, n0, (double)p1.arena_bytes / (1 << 30),
+               (double)p0.arena_bytes / (1 << 30));
+        sg_plan_free(&p0), sg_plan_free(&p1);
+    }
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    CHECK(sg_model_flag(&c, "--store-norm", "2") == -1 &&
+              sg_model_flag(&c, "--store-norm", "1") == 1 && c.store_norm == 1,
+          "--store-norm: %s", sg_last_error());
+}
+
 int main(void) {
     uint64_t rng = 12345;
     test_shared_copies();
@@ -1409,5 +1474,6 @@ int main(void) {
     test_random_graphs(&rng);
     test_verifier_catches_overlap();
     test_grad_accum_plans();
+    test_store_norm();
     return sg_test_end();
 }

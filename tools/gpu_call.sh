@@ -17,8 +17,10 @@
 #    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
-#    GPU_CALL_BREAKDOWN's): the fused attention on the default plan, the fused plan under auto
-#    (the fused forwards on own, what cuDNN can take on cuDNN), and the own kernels fused (mma.sync with the
+#    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
+#    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the fused attention on the
+#    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
+#    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
 #    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
 #    kernels unfused: mma.sync per tap (and with its data gradients' backward partials in the
@@ -99,6 +101,7 @@ elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
+    variant store_norm -- --store-norm 1
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1
