@@ -23,6 +23,21 @@ int sg_set_error(const char *fmt, ...) {
     return SG_ERR;
 }
 
+static int cmp_f32(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+void sg_sort_f32(float *v, int n) {
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_f32);
+}
+
+double sg_quantile_sorted(const float *s, int n, double q) {
+    const double k = (n - 1) * q;
+    const int lo = (int)k, hi = lo + (k > lo && lo + 1 < n);
+    return s[lo] + (s[hi] - s[lo]) * (k - lo);
+}
+
 void sg_assert_fail(const char *cond, const char *file, int line) {
     fprintf(stderr, "stepgraph: internal invariant violated at %s:%d: %s\n", file, line, cond);
     fflush(stderr);

@@ -98,6 +98,12 @@ int sg_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A branch that must never be taken (e.g. a switch's default over a closed set). */
 #define SG_UNREACHABLE(what) sg_assert_fail(what, __FILE__, __LINE__)
 void sg_assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
+
+/* Timings' statistics (bench, the engine tuning): sort v[0..n) ascending in place, and the
+ * q-quantile of sorted s[0..n) (n >= 1) with linear interpolation between neighbours (numpy's
+ * default; q = 0.5: the median, the mean of the middle two for even n). */
+void sg_sort_f32(float *v, int n);
+double sg_quantile_sorted(const float *s, int n, double q);
 #endif
 
 #define SG_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))

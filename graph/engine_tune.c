@@ -36,14 +36,10 @@ static int on_lib(const char *name) {
     return !strncmp(name, "cudnn", 5) || !strcmp(name, "gemm");
 }
 
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* the median of v[0..n) (sorted in place) */
 static double median(float *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+    sg_sort_f32(v, n);
+    return sg_quantile_sorted(v, n, 0.5);
 }
 
 /* The index of layer name in t (every name the plans compute is listed: sg_plan_build checked) */

@@ -106,18 +106,6 @@ static void usage(FILE *f) {
             BENCH_DEFAULT_DATA_N, sg_model_flags_help);
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* q-quantile of sorted s[0..n) with linear interpolation (numpy's default, and bench.py's) */
-static double quantile(const float *s, int n, double q) {
-    double k = (n - 1) * q;
-    int lo = (int)floor(k), hi = (int)ceil(k);
-    return s[lo] + (s[hi] - s[lo]) * (k - lo);
-}
-
 typedef struct {
     double median, min, p10, p90, max, mean;
 } stats;
@@ -127,8 +115,9 @@ static stats summarize(const float *ms, int n) {
     float *c = malloc(sizeof(float) * (size_t)n);
     if (!c || n <= 0) return free(c), s;
     memcpy(c, ms, sizeof(float) * (size_t)n);
-    qsort(c, (size_t)n, sizeof(float), cmp_float);
-    s.median = quantile(c, n, 0.5), s.p10 = quantile(c, n, 0.1), s.p90 = quantile(c, n, 0.9);
+    sg_sort_f32(c, n); /* quantiles as numpy's default, and bench.py's */
+    s.median = sg_quantile_sorted(c, n, 0.5), s.p10 = sg_quantile_sorted(c, n, 0.1),
+    s.p90 = sg_quantile_sorted(c, n, 0.9);
     s.min = c[0], s.max = c[n - 1];
     for (int i = 0; i < n; i++) s.mean += c[i];
     s.mean /= n;
