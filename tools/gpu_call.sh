@@ -14,7 +14,8 @@
 #    (own fused on mma.sync and on wgmma against the library side per layer, each cuDNN engine
 #    chosen by timing; per layer the fastest, an own layer with its generation), then
 #    the step planned and run with that table (variant `tuned`: the table's fusions where it
-#    says own; `tuned_unfused`: --fuse 0 with its engines). Before the variants: the second
+#    says own; `tuned_unfused`: --fuse 0 with its engines; `tuned_store_norm`: the table's plan
+#    with its stored normalisations kept for the backward pass). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
 #    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
@@ -96,6 +97,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt
     if [ -s "$table" ]; then
         variant tuned -- --engine-table "$table"
         variant tuned_unfused -- --engine-table "$table" --fuse 0
+        variant tuned_store_norm -- --engine-table "$table" --store-norm 1
     fi
 elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
