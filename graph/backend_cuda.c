@@ -115,6 +115,9 @@ typedef struct {
      * each node's from the engine table or a resume's record (prepare_conv_tc) */
     int conv_tc_force;
     int wgmma_ok; /* the device can run the wgmma kernels (compute capability 9.0) */
+    /* SG_TC_HALO and SG_TC_DGRAD_STATS (prepare_conv_tc): every tensor-core forward's
+     * sg_conv_fuse.halo and every data gradient's sg_norm_bwd_fuse.epilogue */
+    int tc_halo, dgrad_epilogue;
     /* The statistics' partials of a normalisation computed by the convolution before it
      * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
      * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
@@ -486,13 +489,15 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     const char *halo = getenv("SG_TC_HALO");
     if (halo && *halo && strcmp(halo, "0") && strcmp(halo, "1") && strcmp(halo, "all"))
         return sg_set_error("SG_TC_HALO=%s: expected 1 (the default), 0 or all", halo);
-    cuda_conv_tc_halo(!halo || !*halo || !strcmp(halo, "1") ? 1 : !strcmp(halo, "all") ? 2 : 0);
+    c->tc_halo = !halo || !*halo || !strcmp(halo, "1") ? SG_TC_HALO_PROLOGUE
+                 : !strcmp(halo, "all")                ? SG_TC_HALO_ALL
+                                                       : SG_TC_HALO_NONE;
     /* SG_TC_DGRAD_STATS (unset or 0, 1): the mma.sync data gradient's backward partials by the
      * partials pass after it or in its epilogue (conv_tc.cu; the same bits) */
     const char *ds = getenv("SG_TC_DGRAD_STATS");
     if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
         return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
-    cuda_conv_tc_dgrad_stats(ds && !strcmp(ds, "1"));
+    c->dgrad_epilogue = ds && !strcmp(ds, "1");
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
@@ -840,9 +845,10 @@ static int conv_on_wgmma(const cuda_call *k, sg_conv_dims d, sg_cat x, const voi
 
 /* A conv's input t as the launchers take it: a stored tensor or concatenation as it is; a
  * virtual normalised tensor (planner/fuse.c) as its norm_act node's input x, with the
- * normalisation to apply in *f (f->norm = 0 otherwise). */
+ * normalisation to apply in *f (f->norm = 0 otherwise); f->halo: SG_TC_HALO's choice. */
 static sg_cat conv_input(const cuda_ctx *c, const sg_graph *g, int t, sg_conv_fuse *f) {
     memset(f, 0, sizeof *f);
+    f->halo = c->tc_halo;
     const int vn = g->t[t].vnorm;
     if (vn < 0) return CAT(c, g, t);
     const sg_node *nd = &g->n[vn];
@@ -1011,6 +1017,7 @@ static sg_norm_bwd_fuse node_bwd_stats(const cuda_call *k) {
     nb.drop = node_drop(k->c, k->g, nj, sg_node_slice(k->g, nj, k->c->rank));
     nb.G = nj->a.gn.groups, nb.act = nj->a.gn.act;
     nb.part = (float *)((char *)k->c->ws + k->c->norm_off[j]);
+    nb.epilogue = k->c->dgrad_epilogue;
     return nb;
 }
 /* ... by the partials pass after a data gradient off the own launchers (cuDNN, wgmma) */

@@ -605,13 +605,14 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
             tb_check(y, r->ref_y, TOL_BF16, rep, ctx);
             guards_all(ctx);
         }
-        /* on the resident halo (cuda_conv_tc_halo(2): conv_wg_fwd_halo_kernel with x as loaded,
-         * A from registers): the per-tap kernel's k order, the same bits */
+        /* on the resident halo (SG_TC_HALO_ALL: conv_wg_fwd_halo_kernel with x as loaded, A from
+         * registers): the per-tap kernel's k order, the same bits */
         reset_all();
-        cuda_conv_tc_halo(2);
-        CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, NULL, N, H, W, Ci, Co, K, S, pad,
+        sg_conv_fuse all;
+        memset(&all, 0, sizeof all);
+        all.halo = SG_TC_HALO_ALL;
+        CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, &all, N, H, W, Ci, Co, K, S, pad,
              dt, ws->d, wsb);
-        cuda_conv_tc_halo(1);
         sync_stream();
         tb_check(y, r->ref_y, TOL_BF16, 1, ctx);
         guards_all(ctx);
@@ -855,14 +856,15 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
         }
-        /* the tensor cores' forward on the resident halo (cuda_conv_tc_halo(2), conv_tc.cu;
+        /* the tensor cores' forward on the resident halo (SG_TC_HALO_ALL, conv_tc.cu;
          * stride <= K): the per-tap kernel's k order, the same bits */
         if (want == SG_CONV_PATH_TENSOR_CORE && S <= K) {
             reset_all();
-            cuda_conv_tc_halo(2);
-            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
+            sg_conv_fuse all;
+            memset(&all, 0, sizeof all);
+            all.halo = SG_TC_HALO_ALL;
+            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, &all, N, H, W, Ci, Co, K, S, pad,
                  dt, ws->d, wsb);
-            cuda_conv_tc_halo(1);
             sync_stream();
             tb_check(y, ref, tol_for(dt), 1, ctx);
             guards_all(ctx);
@@ -1216,12 +1218,12 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         CHECK(!memcmp(on->bits, off->bits, on->bytes),
               "%s: the fused forward differs from norm_act_apply + conv", ctx);
         /* the fused forward's other kernel (conv_tc.cu: the resident halo by default, the
-         * per-tap transform with cuda_conv_tc_halo(0)): the same bits */
+         * per-tap transform with SG_TC_HALO_NONE): the same bits */
         tb_reset(on);
-        cuda_conv_tc_halo(0);
-        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad, bf,
+        sg_conv_fuse tap = fr;
+        tap.halo = SG_TC_HALO_NONE;
+        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &tap, N, H, W, Ci, Co, K, S, pad, bf,
              ws->d, wsb);
-        cuda_conv_tc_halo(1);
         sync_stream();
         tb_check(on, ref, TOL_BF16, 1, ctx);
         guards_all(ctx);
@@ -1248,12 +1250,12 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
                   "%s [wgmma]: the fused forward differs from mma.sync's", ctx);
             guards_all(ctx);
             /* the fused forward's other wgmma kernel (the resident halo by default, the per-tap
-             * rewrite with cuda_conv_tc_halo(0)): the same bits */
+             * rewrite with SG_TC_HALO_NONE): the same bits */
             tb_reset(won);
-            cuda_conv_tc_halo(0);
-            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &fr, N, H, W, Ci, Co, K, S, pad,
-                 bf, ws->d, wsb);
-            cuda_conv_tc_halo(1);
+            sg_conv_fuse pertap = fr;
+            pertap.halo = SG_TC_HALO_NONE;
+            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W, Ci, Co, K, S,
+                 pad, bf, ws->d, wsb);
             sync_stream();
             tb_check(won, ref, TOL_BF16, 1, ctx);
             guards_all(ctx);
@@ -1335,15 +1337,13 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         nb.x = xc, nb.mean = (const float *)m->d, nb.rstd = (const float *)r->d;
         nb.gamma = (const float *)dg->d, nb.beta = (const float *)dbt->d;
         nb.v = temb ? dv->d : NULL, nb.part = (float *)pa->d, nb.drop = drop, nb.G = G;
-        nb.act = act;
+        /* the epilogue form (off by default: sg_norm_bwd_fuse.epilogue), held to the pass here */
+        nb.act = act, nb.epilogue = 1;
         reset_all();
         CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d1->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
              S, pad, bf, accum, ws->d, wsb, NULL);
-        /* the epilogue form (off by default: cuda_conv_tc_dgrad_stats), held to the pass here */
-        cuda_conv_tc_dgrad_stats(1);
         CALL(cuda_conv2d_bwd_data, g_st, g_blas, sg_cat1(d2->d, Ci), ddy->d, wd, N, H, W, Ci, Co, K,
              S, pad, bf, accum, ws->d, wsb, &nb);
-        cuda_conv_tc_dgrad_stats(0);
         sg_norm_bwd_fuse nbp = nb;
         nbp.part = (float *)pb->d;
         CALL(cuda_norm_bwd_partials, g_st, &nbp, d2->d, N, HW, Ci, bf);
@@ -1523,12 +1523,12 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
         CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
               "%s [wgmma]: the fused residual differs from mma.sync's", ctx);
         guards_all(ctx);
-        /* the residual in the resident-halo kernel's store (cuda_conv_tc_halo(2)) */
+        /* the residual in the resident-halo kernel's store (SG_TC_HALO_ALL) */
         tb_reset(won);
-        cuda_conv_tc_halo(2);
-        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &fr, N, H, W, Ci,
-             Co, K, 1, pad, dt, ws->d, wsb);
-        cuda_conv_tc_halo(1);
+        sg_conv_fuse all = fr;
+        all.halo = SG_TC_HALO_ALL;
+        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &all, N, H, W,
+             Ci, Co, K, 1, pad, dt, ws->d, wsb);
         sync_stream();
         tb_check(won, o, tol_for(dt), 1, ctx);
         guards_all(ctx);
@@ -1740,11 +1740,11 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
      * the resident halo's k order is the same) */
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        cuda_conv_tc_halo(rep == 0);
+        sg_conv_fuse f = fuse;
+        f.halo = rep == 0 ? SG_TC_HALO_PROLOGUE : SG_TC_HALO_NONE;
         CALL(cuda_conv2d_sc_fwd, g_st, y->d, hc, dw->d, bias ? (const float *)db->d : NULL,
-             norm ? &fuse : NULL, xc, dws->d, bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co,
-             K, pad, bf);
-        cuda_conv_tc_halo(1);
+             norm ? &f : NULL, xc, dws->d, bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co, K,
+             pad, bf);
         sync_stream();
         tb_check(y, ref, TOL_BF16, rep, ctx);
         guards_all(ctx);
@@ -2219,7 +2219,7 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
                                      .G = G,
                                      .act = act,
                                      .seg = 0,
-                                     .zero = 0};
+                                     .epilogue = 0};
         CALL(cuda_norm_bwd_partials, g_st, &nb, ddy->d, N, HW, C, dt);
         CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d, (float *)dbt->d,
              ddy->d, xc, vp, (const float *)mean_in->d, (const float *)rstd_in->d, g_d, b_d, N, HW,

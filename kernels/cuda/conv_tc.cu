@@ -585,8 +585,8 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
 }
 
 /* The fused prologue's forward on a resident halo (conv_tc_fwd_halo_kernel; the launcher sends
- * a forward with the prologue here unless cuda_conv_tc_halo(0) or it does not fit, and with
- * cuda_conv_tc_halo(2) every forward it fits: NORM false, x kept as loaded, an experiment for a
+ * a forward with the prologue here unless its fuse says SG_TC_HALO_NONE or it does not fit, and
+ * with SG_TC_HALO_ALL every forward it fits: NORM false, x kept as loaded, an experiment for a
  * GPU, whether loading x once per block instead of once per tap beats the per-tap kernel's
  * overlap of loads and MMAs).
  *
@@ -991,27 +991,13 @@ static int tc_launch(void (*kernel)(P...), const char *name, dim3 grid, cudaStre
                     : conv_tc_fwd_kernel<BM, BN, false, true>)                                     \
           : TC_NORM(norm, conv_tc_fwd_kernel, BM, BN))
 
-/* Which forwards run on the resident halo (conv_tc_fwd_halo_kernel here, conv_wg_fwd_halo_kernel
- * in conv_wgmma.cu; cuda_conv_tc_halo, from SG_TC_HALO in graph/backend_cuda.c): 1 (the
- * default) those with the fused prologue, 2 every one (an experiment for a GPU: x loaded once
- * per block instead of once per tap), 0 none. The same bits every way. */
-static int g_tc_halo = 1;
-void cuda_conv_tc_halo(int mode) {
-    g_tc_halo = mode;
-}
-int cuda_conv_tc_halo_mode(void) {
-    return g_tc_halo;
-}
-
-/* Whether the data gradient computes the normalisation's backward partials in its epilogue
- * (conv_tc_dgrad_kernel's STATS, where the launcher allows) or leaves them to
- * cuda_norm_bwd_partials after it, as the wgmma and cuDNN gradients do: the same bits. The
- * second GPU session (bench/results/2026-11-28-nvidia-h200-run-3.md, per-layer table) put the
- * epilogue form at 64-74 TFLOP/s at 32x32 (batch 128), against 240-248 for the same kernel
- * without it; so off unless SG_TC_DGRAD_STATS=1 asks (graph/backend_cuda.c). */
-static int g_tc_dgrad_stats = 0;
-void cuda_conv_tc_dgrad_stats(int on) {
-    g_tc_dgrad_stats = on;
+/* Does the forward with fuse f run on the resident halo (conv_tc_fwd_halo_kernel here,
+ * conv_wg_fwd_halo_kernel in conv_wgmma.cu), where it fits? f.halo (cuda_kernels.h): the
+ * fused prologue's by default, every one with SG_TC_HALO_ALL (an experiment for a GPU: x
+ * loaded once per block instead of once per tap), none with SG_TC_HALO_NONE. The same bits
+ * every way. */
+int cu_tc_fwd_on_halo(const sg_conv_fuse &f) {
+    return f.halo == SG_TC_HALO_ALL || (f.norm && f.halo == SG_TC_HALO_PROLOGUE);
 }
 
 /* The halo kernel's dynamic shared memory for a BM x BN forward (0 where it does not apply:
@@ -1050,10 +1036,9 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
     const int64_t P = (int64_t)N * Ho * Wo;
     dim3 grid((unsigned)((P + BM - 1) / BM), (unsigned)((Co + BN - 1) / BN));
     int hslots = 0;
-    const int64_t hb =
-        (f.norm && g_tc_halo) || g_tc_halo == 2
-            ? tc_halo_bytes(BM, BN, sc.w != NULL, P, Ho, Wo, x.c[0], x.c[1], K, S, &hslots)
-            : 0;
+    const int64_t hb = cu_tc_fwd_on_halo(f) ? tc_halo_bytes(BM, BN, sc.w != NULL, P, Ho, Wo, x.c[0],
+                                                            x.c[1], K, S, &hslots)
+                                            : 0;
     if (hb) {
         void (*const kernel)(uint16_t *, sg_cat, const uint16_t *, const float *, sg_conv_fuse,
                              sg_tc_shortcut, int, int, int, int, int, int, int, int, int, int,
@@ -1139,10 +1124,12 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
                              Co, K, S, pad, Ho, Wo, accum);
 }
 
-/* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where cuda_conv_tc_dgrad_stats
- * asks for it, stride 1 makes a tile's rows consecutive pixels, dx is one buffer and the BM-row
- * tiles hold whole segments, else cuda_norm_bwd_partials after the data gradient: the same
- * bits. */
+/* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where nb->epilogue asks for
+ * it, stride 1 makes a tile's rows consecutive pixels, dx is one buffer and the BM-row tiles
+ * hold whole segments, else cuda_norm_bwd_partials after the data gradient: the same bits. The
+ * second GPU session (bench/results/2026-11-28-nvidia-h200-run-3.md, per-layer table) put the
+ * epilogue form at 64-74 TFLOP/s at 32x32 (batch 128), against 240-248 for the same kernel
+ * without it; so the CUDA backend asks for it only under SG_TC_DGRAD_STATS=1. */
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb,
                         const sg_norm_bwd_fuse *nb, int N, int H, int W, int Ci, int Co, int K,
                         int S, int pad, int accum) {
@@ -1155,7 +1142,7 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
     if (nb && nb->part) {
         f = *nb;
         f.seg = (int)sg_ws_norm_seg((int64_t)H * W);
-        if (!g_tc_dgrad_stats || S != 1 || dx.c[1] || (H * W) % f.seg || bm % f.seg)
+        if (!f.epilogue || S != 1 || dx.c[1] || (H * W) % f.seg || bm % f.seg)
             f.part = NULL, after = 1;
     }
     if (TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, f, N, H, W, Ci, Co,

@@ -395,8 +395,8 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &
 }
 
 /* The forward on a resident halo (the launcher's choice where the fused prologue's halo fits:
- * cuda_conv_tc_halo, as conv_tc.cu's conv_tc_fwd_halo_kernel; every forward that fits with
- * cuda_conv_tc_halo(2), NORM false).
+ * sg_conv_fuse.halo, as conv_tc.cu's conv_tc_fwd_halo_kernel; every forward that fits with
+ * SG_TC_HALO_ALL, NORM false).
  *
  * Why: conv_wg_fwd_kernel's NORM instance rewrites each landed A box in place, so every element
  * of x is transformed once per tap (9 times for a 3x3), between its wgmmas (ptxas serialises
@@ -832,17 +832,16 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     return SG_OK;
 }
 
-/* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where cuda_conv_tc_halo's
- * mode asks for it (1: the fused prologue's; 2: every forward) and it fits (wg_halo_fit), else
- * per tap. */
+/* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where f.halo asks for it
+ * (cu_tc_fwd_on_halo: the fused prologue's by default, or every forward) and it fits
+ * (wg_halo_fit), else per tap. */
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
                        int pad) {
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
-    const int mode = cuda_conv_tc_halo_mode();
     int bn = wg_pick_bn(Co);
-    const int halo = ((f.norm && mode) || mode == 2) && wg_halo_fit(&a, &bn);
+    const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn);
     return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo);
 }
 

@@ -388,7 +388,8 @@ static inline int cuda_smem_optin(void) {
     return bytes;
 }
 
-/* cuda_conv_tc_halo's mode (conv_tc.cu), for conv_wgmma.cu's forward. */
-int cuda_conv_tc_halo_mode(void);
+/* Does a tensor-core forward with fuse f run on the resident halo where it fits (conv_tc.cu;
+ * sg_conv_fuse.halo), for both generations' forwards. */
+int cu_tc_fwd_on_halo(const sg_conv_fuse &f);
 
 #endif

@@ -156,23 +156,20 @@ typedef struct {
     int G, act;    /* groups; SG_ACT_NONE or SG_ACT_SILU */
     int stats_ld;  /* the partials' channels per segment (>= Co: y may be part 0 of a concat) */
     int stats_seg; /* set by the launchers (sg_ws_norm_seg of y's pixels per image) */
-    int zero;      /* 0: no padding bytes (kernels take the struct by value) */
+    int halo;      /* SG_TC_HALO_*, below (also the last int: no padding bytes, kernels take the
+                      struct by value) */
 } sg_conv_fuse;
+/* sg_conv_fuse.halo: which tensor-core forwards run on the resident-halo kernels (conv_tc.cu;
+ * conv_wgmma.cu's under cuda_conv2d_wgmma_fwd), which load a block's input once (and, with a
+ * fused prologue, norm, transform each element once per block): PROLOGUE (0, the default,
+ * also where fuse is NULL) those with the prologue, ALL every one, NONE none (the per-tap
+ * kernels, which load, and transform, once per tap). The same bits every way; the CUDA
+ * backend passes SG_TC_HALO's (graph/backend_cuda.c) so a GPU can time each. */
+enum { SG_TC_HALO_PROLOGUE = 0, SG_TC_HALO_NONE = 1, SG_TC_HALO_ALL = 2 };
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL), with `fuse` (may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
                     const float *b, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                     int K, int S, int pad, int dt, void *ws, int64_t ws_bytes);
-/* Which tensor-core forwards run on the resident-halo kernels (conv_tc.cu; conv_wgmma.cu's
- * under cuda_conv2d_wgmma_fwd), which load a block's input once (and, with a fused prologue,
- * fuse->norm, transform each element once per block): 1 (the default) those with the
- * prologue; 2 every one; 0 none (the per-tap kernels, which load, and transform, once per
- * tap). The same bits every way; process-wide (graph/backend_cuda.c sets it from SG_TC_HALO). */
-void cuda_conv_tc_halo(int mode);
-/* Whether the mma.sync data gradient computes a normalisation's backward partials
- * (sg_norm_bwd_fuse) in its epilogue (1) or by cuda_norm_bwd_partials after it (0, the
- * default: the epilogue form measured 3-4x slower on an H200). The same bits either way;
- * process-wide (graph/backend_cuda.c sets it from SG_TC_DGRAD_STATS). */
-void cuda_conv_tc_dgrad_stats(int on);
 /* The shortcut fold (conv2d_sc): y[N,H,W,Co] = conv(h, w) + b + x ws^T + bs as ONE implicit
  * GEMM on the tensor cores, the reduction over conv's K K Ci then the shortcut's Cin = x.c[0] +
  * x.c[1], both biases added in the store, rounded once to bf16. h[N,H,W,Ci] (with fuse->norm:
@@ -188,8 +185,8 @@ int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const 
  * with x, v, mean, rstd, gamma, beta, drop, G, act the norm_act's operands (x: its input, Ci
  * channels): in the tensor-core data gradient's epilogue where an output tile holds whole
  * segments (bf16, stride 1, dx one buffer, HW a multiple of 64 or a divisor of 64), else by
- * cuda_norm_bwd_partials after the data gradient. No padding bytes (kernels take it by
- * value). */
+ * cuda_norm_bwd_partials after the data gradient (and with epilogue 0, always after). No
+ * padding bytes (kernels take it by value). */
 typedef struct {
     sg_cat x;
     const float *mean, *rstd, *gamma, *beta;
@@ -197,8 +194,12 @@ typedef struct {
     float *part;
     sg_drop drop;
     int G, act;
-    int seg;  /* set by the launchers (sg_ws_norm_seg(H W)) */
-    int zero; /* 0 */
+    int seg; /* set by the launchers (sg_ws_norm_seg(H W)) */
+    /* 1: the mma.sync data gradient computes the partials in its epilogue where the tile allows;
+     * 0 (the default): cuda_norm_bwd_partials after it, as after the wgmma and cuDNN gradients
+     * (the epilogue form measured 3-4x slower on an H200). The same bits either way; the CUDA
+     * backend passes SG_TC_DGRAD_STATS's. */
+    int epilogue;
 } sg_norm_bwd_fuse;
 /* [gemm] [ws] dx (dt, concatenation like x) from dy[N,Ho,Wo,Co] (dt); accum applies to dx;
  * nb (may be NULL): the backward partials of dx (above). */

@@ -838,7 +838,7 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
                                      .G = G,
                                      .act = act,
                                      .seg = 0,
-                                     .zero = 0};
+                                     .epilogue = 0};
         if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
     }
     const int gb = NA_GROUPS(G);
