@@ -33,8 +33,15 @@ static int ms_field(json_t *o, const char *key, double *out, const char *layer, 
     return SG_OK;
 }
 
-/* the JSON keys of an entry's cuDNN engine names, by pass (SG_CONV_PASS_*) */
+/* the JSON keys of an entry's per-pass values, by pass (SG_CONV_PASS_*) */
 static const char *const pass_keys[3] = {"fwd", "bwd_data", "bwd_filter"};
+
+/* the pass a key names, 3 for none */
+static int pass_of_key(const char *key) {
+    int pass = 0;
+    while (pass < 3 && strcmp(pass_keys[pass], key)) pass++;
+    return pass;
+}
 
 /* a layer's optional "cudnn_engines": {"fwd": name, "bwd_data": name, "bwd_filter": name} */
 static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const char *what) {
@@ -46,8 +53,7 @@ static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const ch
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
-        int pass = 0;
-        while (pass < 3 && strcmp(pass_keys[pass], key)) pass++;
+        const int pass = pass_of_key(key);
         if (pass == 3 || !json_is_string(v))
             return sg_set_error("%s: engine table: layer %s: \"cudnn_engines\" takes string "
                                 "values for fwd, bwd_data and bwd_filter (\"%s\")",
@@ -72,8 +78,7 @@ static int passes_field(json_t *l, const char *name, sg_engine_table *t, const c
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
-        int pass = 0;
-        while (pass < 3 && strcmp(pass_keys[pass], key)) pass++;
+        const int pass = pass_of_key(key);
         json_t *ej = json_object_get(v, "engine");
         const int eng = ej ? sg_layer_engine_parse(json_string_value(ej)) : SG_LAYER_CUDNN;
         double own, lib;

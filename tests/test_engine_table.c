@@ -102,19 +102,29 @@ static void table_for(const sg_model_cfg *c, sg_engine_table *t, int (*cudnn)(co
 }
 
 /* ---- io */
+/* A copy of t0 through its JSON text into t (the caller frees it; the text into *text when asked,
+ * else freed), and the indices of its first cudnn and first own layer. */
+static void io_copy(const sg_engine_table *t0, sg_engine_table *t, char **text, int *dnn,
+                    int *own) {
+    char *j = sg_engine_table_json(t0);
+    SG_ASSERT(j && !sg_engine_table_parse(j, "copy", t));
+    if (text)
+        *text = j;
+    else
+        free(j);
+    *dnn = *own = -1;
+    for (int k = 0; k < t->n; k++) {
+        if (t->e[k].engine == SG_LAYER_CUDNN && *dnn < 0) *dnn = k;
+        if (t->e[k].engine == SG_LAYER_OWN && *own < 0) *own = k;
+    }
+    SG_ASSERT(*dnn >= 0 && *own >= 0);
+}
 /* A timed tuning run's cuDNN engine names (sg_engine_entry.cudnn): part of a cudnn layer's
  * choice (the hash, the diff), kept by the JSON round trip, nothing for an own layer. */
 static void check_io_cudnn_names(const sg_engine_table *t0) {
-    char *text = sg_engine_table_json(t0);
     sg_engine_table t, back;
-    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
-    free(text);
-    int dnn = -1, own = -1;
-    for (int k = 0; k < t.n; k++) {
-        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
-        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
-    }
-    SG_ASSERT(dnn >= 0 && own >= 0);
+    int dnn, own;
+    io_copy(t0, &t, NULL, &dnn, &own);
     const uint64_t h0 = t.hash;
     CHECK(!sg_engine_table_set_cudnn(&t, t.e[own].layer, SG_CONV_PASS_FWD, "e9 ws0") &&
               t.hash == h0,
@@ -127,7 +137,7 @@ static void check_io_cudnn_names(const sg_engine_table *t0) {
     CHECK(sg_engine_table_set_cudnn(&t, "no.such.layer", 0, "e1 ws0") == SG_ERR &&
               sg_engine_table_set_cudnn(&t, t.e[dnn].layer, 3, "e1 ws0") == SG_ERR,
           "set_cudnn: an unknown layer or pass accepted");
-    text = sg_engine_table_json(&t);
+    char *text = sg_engine_table_json(&t);
     CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
               !strcmp(back.e[dnn].cudnn[SG_CONV_PASS_BWD_DATA], "e67k2=0k13=1 ws131") &&
               !back.e[dnn].cudnn[SG_CONV_PASS_FWD][0] &&
@@ -143,18 +153,13 @@ static void check_io_cudnn_names(const sg_engine_table *t0) {
  * diff; a table without wgmma hashes as before), kept by the JSON round trip with its time,
  * refused on a cudnn layer. */
 static void check_io_tc(const sg_engine_table *t0) {
-    char *text = sg_engine_table_json(t0);
     sg_engine_table t, back;
-    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
     CHECK(!strstr(text, "\"tc\"") && !strstr(text, "wgmma_ms"),
           "a table without wgmma writes a generation: %s", text);
     free(text);
-    int dnn = -1, own = -1;
-    for (int k = 0; k < t.n; k++) {
-        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
-        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
-    }
-    SG_ASSERT(dnn >= 0 && own >= 0);
     const uint64_t h0 = t.hash;
     CHECK(t.e[own].tc == SG_TC_MMA && t.e[own].wgmma_ms < 0, "a new entry is not mma, unmeasured");
     CHECK(!sg_engine_table_set_tc(&t, t.e[dnn].layer, SG_TC_MMA, 0.25) && t.hash == h0,
@@ -184,17 +189,12 @@ static void check_io_tc(const sg_engine_table *t0) {
  * diff), kept by the JSON round trip with the pass times, refused on an own layer; an own
  * layer's pass times are a record (no "engine", nothing hashed). */
 static void check_io_passes(const sg_engine_table *t0) {
-    char *text = sg_engine_table_json(t0);
     sg_engine_table t, back;
-    SG_ASSERT(text && !sg_engine_table_parse(text, "copy", &t));
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
     CHECK(!strstr(text, "\"passes\""), "a table without pass times writes passes: %s", text);
     free(text);
-    int dnn = -1, own = -1;
-    for (int k = 0; k < t.n; k++) {
-        if (t.e[k].engine == SG_LAYER_CUDNN && dnn < 0) dnn = k;
-        if (t.e[k].engine == SG_LAYER_OWN && own < 0) own = k;
-    }
-    SG_ASSERT(dnn >= 0 && own >= 0);
     const uint64_t h0 = t.hash;
     CHECK(sg_engine_table_set_pass(&t, t.e[own].layer, SG_CONV_PASS_FWD, 1, 0.1, 0.2) == SG_ERR &&
               strstr(sg_last_error(), "a cudnn layer's choice"),
