@@ -59,9 +59,7 @@ static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const ch
                                 "values for fwd, bwd_data and bwd_filter (\"%s\")",
                                 what, name, key);
         if (sg_engine_table_set_cudnn(t, name, pass, json_string_value(v))) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", sg_last_error());
-            return sg_set_error("%s: %s", what, msg);
+            return sg_set_error("%s: %s", what, sg_last_error());
         }
     }
     return SG_OK;
@@ -90,9 +88,7 @@ static int passes_field(json_t *l, const char *name, sg_engine_table *t, const c
         if (ms_field(v, "own_ms", &own, name, what) || ms_field(v, "lib_ms", &lib, name, what))
             return SG_ERR;
         if (sg_engine_table_set_pass(t, name, pass, eng == SG_LAYER_OWN, own, lib)) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", sg_last_error());
-            return sg_set_error("%s: %s", what, msg);
+            return sg_set_error("%s: %s", what, sg_last_error());
         }
     }
     return SG_OK;
@@ -108,9 +104,7 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
                             name);
     if (ms_field(l, "wgmma_ms", &ms, name, what)) return SG_ERR;
     if (sg_engine_table_set_tc(t, name, tc, ms)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", sg_last_error());
-        return sg_set_error("%s: %s", what, msg);
+        return sg_set_error("%s: %s", what, sg_last_error());
     }
     return SG_OK;
 }
@@ -158,9 +152,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
                  ms_field(l, "cudnn_ms", &dnn, name, what))
             rc = SG_ERR;
         else if (sg_engine_table_add(t, name, sg_layer_engine_parse(eng), own, dnn)) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", sg_last_error());
-            rc = sg_set_error("%s: %s", what, msg);
+            rc = sg_set_error("%s: %s", what, sg_last_error()); /* sg_set_error copies first */
         } else {
             rc = cudnn_names(l, name, t, what);
             if (!rc) rc = tc_field(l, name, t, what);
