@@ -447,8 +447,8 @@ __device__ __forceinline__ void tc_bwd_stats_tile(const uint16_t *tile, const sg
         for (int r = 0; r < seg; r++) {
             const int64_t q = p0 + r;
             const float x = dev_bf16_to_f32(xc[q * cp]);
-            gn_bwd_step(a, b, dev_bf16_to_f32(col[r * (2 * TC_STATS_ROW_WORDS(BN))]),
-                        nb.v ? x + add : x, mean, rstd, scale, beta, nb.act, dk, q * C + c);
+            gn_bwd_step<true>(a, b, dev_bf16_to_f32(col[r * (2 * TC_STATS_ROW_WORDS(BN))]),
+                              nb.v ? x + add : x, mean, rstd, scale, beta, nb.act, dk, q * C + c);
         }
         const int s = (p0 - n * HW) / seg;
         reinterpret_cast<float2 *>(nb.part)[((int64_t)n * (HW / seg) + s) * C + c] =

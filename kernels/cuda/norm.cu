@@ -237,10 +237,20 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
     const bool active = tr < TR;                                                                   \
     (void)cg, (void)R
 
-/* the element (row, c) of a concatenation; with VEC > 1 the launcher made every vector lie in
- * one part */
-template <typename T> __device__ __forceinline__ T *na_cat(const sg_cat &x, int64_t row, int c) {
-    return c < x.c[0] ? (T *)x.p[0] + row * x.c[0] + c : (T *)x.p[1] + row * x.c[1] + (c - x.c[0]);
+/* Column c of a concatenation: its part's pointer at row 0 and that part's row stride, so that
+ * element (row, c) is at p + row ld. A thread's channels are fixed down its rows, so the part is
+ * chosen once, before the row loop, not per row (with VEC > 1 the launcher made every vector
+ * lie in one part). */
+template <typename T> struct na_col {
+    T *p;
+    int64_t ld;
+    __device__ __forceinline__ T *at(int64_t row) const {
+        return p + row * ld;
+    }
+};
+template <typename T> __device__ __forceinline__ na_col<T> na_cat_col(const sg_cat &x, int c) {
+    return c < x.c[0] ? na_col<T>{(T *)x.p[0] + c, x.c[0]}
+                      : na_col<T>{(T *)x.p[1] + (c - x.c[0]), x.c[1]};
 }
 
 /* Chan et al.'s merge of (nb, mb, M2b) into (na, ma, M2a) */
@@ -291,13 +301,14 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
         const int64_t ns = it / CV, n = ns / S;
         const int c = c0 + (int)(it % CV) * VEC, s = (int)(ns % S);
         const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
+        const na_col<const T> xc = na_cat_col<const T>(x, c);
         float m[VEC], M2[VEC];
         for (int j = 0; j < VEC; j++) m[j] = M2[j] = 0.0f;
         for (int rb = r0; rb < r1; rb += NA_BATCH) {
             float u[NA_BATCH][VEC] = {};
 #pragma unroll
             for (int q = 0; q < NA_BATCH; q++)
-                if (rb + q < r1) dev_ldv<T, VEC>(u[q], na_cat<const T>(x, n * HW + rb + q, c));
+                if (rb + q < r1) dev_ldv<T, VEC>(u[q], xc.at(n * HW + rb + q));
 #pragma unroll
             for (int q = 0; q < NA_BATCH; q++)
                 if (rb + q < r1)
@@ -384,19 +395,20 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             add[j] = 0.0f;
         }
         if (vn) dev_ldv<T, VEC>(add, vn + c0);
+        const na_col<const T> xc = na_cat_col<const T>(x, c0);
         for (int rb = r0 + tr; rb < r1; rb += ROWS * TR) {
             float u[ROWS][VEC];
 #pragma unroll
             for (int q = 0; q < ROWS; q++)
-                if (rb + q * TR < r1)
-                    dev_ldv<T, VEC>(u[q], na_cat<const T>(x, (int64_t)n * HW + rb + q * TR, c0));
+                if (rb + q * TR < r1) dev_ldv<T, VEC>(u[q], xc.at((int64_t)n * HW + rb + q * TR));
 #pragma unroll
             for (int q = 0; q < ROWS; q++) {
                 if (rb + q * TR >= r1) break;
                 const int64_t i = ((int64_t)n * HW + rb + q * TR) * C + c0;
                 float o[VEC];
                 for (int j = 0; j < VEC; j++)
-                    o[j] = na_apply_act(vn ? u[q][j] + add[j] : u[q][j], mu[j], ga[j], be[j], act);
+                    o[j] = na_apply_act<na_fast_act<T>>(vn ? u[q][j] + add[j] : u[q][j], mu[j],
+                                                        ga[j], be[j], act);
                 /* the dropout: one Philox call per 4 elements (na_drop_vec) */
                 if constexpr (DROP) na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)i);
                 dev_stv<T, VEC>(y + i, o, 0);
@@ -428,12 +440,13 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
         }
         if (v) dev_ldv<T, VEC>(add, v + n * C + c0);
         for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
+            const na_col<const T> xc = na_cat_col<const T>(x, c0);
             float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
 #pragma unroll
             for (int q = 0; q < NA_BATCH_BWD; q++)
                 if (rb + q < r1) {
                     const int64_t row = n * HW + rb + q;
-                    dev_ldv<T, VEC>(u[q], na_cat<const T>(x, row, c0));
+                    dev_ldv<T, VEC>(u[q], xc.at(row));
                     dev_ldv<T, VEC>(d[q], dy + row * C + c0);
                 }
 #pragma unroll
@@ -443,8 +456,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                     na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i); /* gn_bwd_step's */
 #pragma unroll
                     for (int j = 0; j < VEC; j++)
-                        gn_bwd_step_dropped(a[j], b[j], d[q][j], v ? u[q][j] + add[j] : u[q][j],
-                                            mu[j], rs[j], sc[j], be[j], act);
+                        gn_bwd_step_dropped<na_fast_act<T>>(a[j], b[j], d[q][j],
+                                                            v ? u[q][j] + add[j] : u[q][j], mu[j],
+                                                            rs[j], sc[j], be[j], act);
                 }
         }
         for (int j = 0; j < VEC; j++) part[ns * C + c0 + j] = make_float2(a[j], b[j]);
@@ -513,13 +527,15 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                 be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
             }
             if (vn) dev_ldv<T, VEC>(add, vn + c0);
+            const na_col<const T> xc = na_cat_col<const T>(x, c0);
+            const na_col<T> dxc = na_cat_col<T>(dx, c0);
             for (int rb = r0 + tr; rb < r1; rb += ROWS * TR) {
                 float u[ROWS][VEC], d[ROWS][VEC];
 #pragma unroll
                 for (int q = 0; q < ROWS; q++)
                     if (rb + q * TR < r1) {
                         const int64_t row = (int64_t)n * HW + rb + q * TR;
-                        dev_ldv<T, VEC>(u[q], na_cat<const T>(x, row, c0));
+                        dev_ldv<T, VEC>(u[q], xc.at(row));
                         dev_ldv<T, VEC>(d[q], dy + row * C + c0);
                     }
 #pragma unroll
@@ -530,11 +546,12 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                         na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i);
                     for (int j = 0; j < VEC; j++) {
                         const float uc = (vn ? u[q][j] + add[j] : u[q][j]) - mu[j];
-                        const float dz = na_act_bwd(d[q][j], fmaf(uc, ga[j], be[j]), act);
+                        const float dz =
+                            na_act_bwd<na_fast_act<T>>(d[q][j], fmaf(uc, ga[j], be[j]), act);
                         d[q][j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
                         sdx[j] += d[q][j];
                     }
-                    dev_stv<T, VEC>(na_cat<T>(dx, row, c0), d[q], accum);
+                    dev_stv<T, VEC>(dxc.at(row), d[q], accum);
                 }
             }
         }

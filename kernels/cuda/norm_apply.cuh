@@ -12,6 +12,19 @@
  *                                                    step, purpose, i0 + i) >= p, i the
  *                                                    element's index in x; y = a without)
  *
+ * SiLU's precision follows the stored dtype (FAST below). In fp32, expf and an IEEE division,
+ * as the CPU. In bf16, the hardware's approximations: __expf (ex2.approx: CUDA's guide bounds
+ * its error by 2 + floor(|1.173 z|) ulp) and __fdividef (rcp.approx: 2 ulp). For |z| < 16 that
+ * is under 2^-18 relative, 2^9 times below bf16's half ulp (2^-9), and every value this
+ * arithmetic produces is stored as bf16 or summed into fp32 statistics. The exact forms cost
+ * about 19 instructions an element each way (the expf range reduction, then the division's
+ * Newton steps and its slow-path check), the approximate ones about 5 (SASS of sm_90,
+ * docs/design-notes.md): the passes that apply SiLU move 4 to 6 bytes an element, and an
+ * H200 issues about 7 instructions a byte at full bandwidth. torch.compile's SiLU takes the
+ * same approximations (Triton's exp is ex2.approx). Every kernel of a dtype runs the same
+ * form, so the fused and unfused plans still agree bit for bit; the host emulation (no
+ * approximations: tests/cuda_host) computes the exact form.
+ *
  * Internal to kernels/cuda (after cuda_common.cuh).
  */
 #ifndef SG_NORM_APPLY_CUH
@@ -78,29 +91,36 @@ __device__ __forceinline__ void na_drop_vec(float (&o)[VEC], const na_drop &d, u
     for (int j = 0; j < VEC; j++)
         o[j] = na_drop1<BWD>(o[j], d, sg_rng_dropout(d.seed, d.step, d.purpose, e0 + (uint64_t)j));
 }
-/* the activation */
-__device__ __forceinline__ float na_act_fwd(float z, int act) {
-    return act == SG_ACT_SILU ? z / (1.0f + expf(-z)) : z;
+/* SiLU's precision for storage type T (top): the approximations for bf16 (uint16_t) */
+template <typename T> constexpr bool na_fast_act = sizeof(T) == 2;
+/* the activation (FAST: top) */
+template <bool FAST> __device__ __forceinline__ float na_act_fwd(float z, int act) {
+    if (act != SG_ACT_SILU) return z;
+    return FAST ? __fdividef(z, 1.0f + __expf(-z)) : z / (1.0f + expf(-z));
 }
 /* forward tail at element i of x: the activation, then the dropout (na_drop1) */
+template <bool FAST>
 __device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d, int64_t i) {
-    return na_drop_at<false>(na_act_fwd(z, act), d, i);
+    return na_drop_at<false>(na_act_fwd<FAST>(z, act), d, i);
 }
 /* the activation's backward: dz from the dropout's output gradient (SiLU': s (1 + z (1 - s)),
  * s = 1 / (1 + expf(-z))), in explicitly rounded operations: the backward partials
  * (gn_bwd_step) are computed by two kernels that must agree bit for bit */
-__device__ __forceinline__ float na_act_bwd(float dy, float z, int act) {
+template <bool FAST> __device__ __forceinline__ float na_act_bwd(float dy, float z, int act) {
     if (act == SG_ACT_SILU) {
-        const float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
+        const float e = FAST ? __expf(-z) : expf(-z);
+        const float s =
+            FAST ? __fdividef(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(1.0f, __fadd_rn(1.0f, e));
         dy = __fmul_rn(dy, __fmul_rn(s, __fmaf_rn(z, __fsub_rn(1.0f, s), 1.0f)));
     }
     return dy;
 }
 /* backward tail at element i of x: dz from dy through the dropout (na_drop1), then the
  * activation (na_act_bwd) */
+template <bool FAST>
 __device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const na_drop &d,
                                              int64_t i) {
-    return na_act_bwd(na_drop_at<true>(dy, d, i), z, act);
+    return na_act_bwd<FAST>(na_drop_at<true>(dy, d, i), z, act);
 }
 /* the affine transform's multiplier of channel c in group (n, g): rstd[n, g] gamma[c] */
 __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
@@ -108,14 +128,16 @@ __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
 }
 /* y at element i of x from u = x (+ v), the group's mean, the channel's scale
  * (na_apply_scale) and beta: the apply pass's value before its rounding to the stored dtype */
+template <bool FAST>
 __device__ __forceinline__ float na_apply_value(float u, float mean, float scale, float beta,
                                                 int act, const na_drop &d, int64_t i) {
-    return na_tail_fwd(fmaf(u - mean, scale, beta), act, d, i);
+    return na_tail_fwd<FAST>(fmaf(u - mean, scale, beta), act, d, i);
 }
 /* ... without the dropout (the caller's na_drop_vec follows) */
+template <bool FAST>
 __device__ __forceinline__ float na_apply_act(float u, float mean, float scale, float beta,
                                               int act) {
-    return na_act_fwd(fmaf(u - mean, scale, beta), act);
+    return na_act_fwd<FAST>(fmaf(u - mean, scale, beta), act);
 }
 
 /* One step of the backward statistics' canonical partials (norm.cu): element i of x with
@@ -124,18 +146,20 @@ __device__ __forceinline__ float na_apply_act(float u, float mean, float scale, 
  * (the apply pass's z), then (a, b) += (dz, dz xhat), xhat = (u - mean) rstd, explicitly
  * rounded: norm_bwd_partials_kernel and the data gradient's epilogue (conv_tc.cu) agree bit
  * for bit. */
+template <bool FAST>
 __device__ __forceinline__ void gn_bwd_step_dropped(float &a, float &b, float dyd, float u,
                                                     float mean, float rstd, float scale, float beta,
                                                     int act) {
     const float uc = __fsub_rn(u, mean);
-    const float dz = na_act_bwd(dyd, __fmaf_rn(uc, scale, beta), act);
+    const float dz = na_act_bwd<FAST>(dyd, __fmaf_rn(uc, scale, beta), act);
     a = __fadd_rn(a, dz);
     b = __fmaf_rn(dz, __fmul_rn(uc, rstd), b);
 }
+template <bool FAST>
 __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float u, float mean,
                                             float rstd, float scale, float beta, int act,
                                             const na_drop &d, int64_t i) {
-    gn_bwd_step_dropped(a, b, na_drop_at<true>(dy, d, i), u, mean, rstd, scale, beta, act);
+    gn_bwd_step_dropped<FAST>(a, b, na_drop_at<true>(dy, d, i), u, mean, rstd, scale, beta, act);
 }
 
 /* The fused prologue of both tensor-core generations (sg_conv_fuse.norm): 8 channels
@@ -166,8 +190,8 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
             const int c = ch + k;
             const float x = dev_bf16_to_f32((uint16_t)(sw[k / 2] >> (16 * (k % 2))));
             const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vw[k / 2] >> (16 * (k % 2)))) : x;
-            o[k] =
-                na_apply_act(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]), f.beta[c], f.act);
+            o[k] = na_apply_act<true>(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
+                                      f.beta[c], f.act);
             if (++r == cg) r = 0, g++;
         }
         na_drop_vec<false, 8>(o, dk, dk.i0 + (uint64_t)(q * C + ch));
@@ -186,8 +210,9 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
                 const int c = ch + k + h;
                 const float x = dev_bf16_to_f32((uint16_t)(xw >> (16 * h)));
                 const float u = vw ? x + dev_bf16_to_f32((uint16_t)(vv >> (16 * h))) : x;
-                const float y = na_apply_value(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
-                                               f.beta[c], f.act, dk, q * C + c);
+                const float y =
+                    na_apply_value<true>(u, f.mean[g], na_apply_scale(f.rstd[g], f.gamma[c]),
+                                         f.beta[c], f.act, dk, q * C + c);
                 out |= (uint32_t)dev_f32_to_bf16(y) << (16 * h);
                 if (++r == cg) r = 0, g++;
             }
