@@ -104,6 +104,30 @@ static inline unsigned sg_grid_for(int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
+/* The hardware's approximate 2^x and 1 / x (ex2.approx.ftz.f32, rcp.approx.ftz.f32): one MUFU
+ * instruction each, where CUDA's __expf and __fdividef add range checks for subnormal results
+ * and divisors (two to four more instructions) that a sigmoid's 1 + e^-z >= 1 never needs. The
+ * host emulation computes the same expressions exactly, each operation rounded once. */
+#ifdef SG_CUDA_HOST
+static inline float dev_ex2_approx(float x) {
+    return exp2f(x);
+}
+static inline float dev_rcp_approx(float x) {
+    return 1.0f / x;
+}
+#else
+__device__ __forceinline__ float dev_ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float dev_rcp_approx(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#endif
+
 __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
     return __uint_as_float((uint32_t)h << 16);
 }

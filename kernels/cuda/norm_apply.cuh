@@ -12,18 +12,19 @@
  *                                                    step, purpose, i0 + i) >= p, i the
  *                                                    element's index in x; y = a without)
  *
- * SiLU's precision follows the stored dtype (FAST below). In fp32, expf and an IEEE division,
- * as the CPU. In bf16, the hardware's approximations: __expf (ex2.approx: CUDA's guide bounds
- * its error by 2 + floor(|1.173 z|) ulp) and __fdividef (rcp.approx: 2 ulp). For |z| < 16 that
- * is under 2^-18 relative, 2^9 times below bf16's half ulp (2^-9), and every value this
- * arithmetic produces is stored as bf16 or summed into fp32 statistics. The exact forms cost
- * about 19 instructions an element each way (the expf range reduction, then the division's
- * Newton steps and its slow-path check), the approximate ones about 5 (SASS of sm_90,
- * docs/design-notes.md): the passes that apply SiLU move 4 to 6 bytes an element, and an
- * H200 issues about 7 instructions a byte at full bandwidth. torch.compile's SiLU takes the
- * same approximations (Triton's exp is ex2.approx). Every kernel of a dtype runs the same
- * form, so the fused and unfused plans still agree bit for bit; the host emulation (no
- * approximations: tests/cuda_host) computes the exact form.
+ * SiLU's precision follows the stored dtype (FAST below). In fp32: expf and an IEEE division,
+ * as the CPU. In bf16: the sigmoid as rcp.approx(1 + ex2.approx(-z log2 e)) (dev_ex2_approx,
+ * dev_rcp_approx), the form of CUDA's __expf and __fdividef without their range checks. CUDA's
+ * guide bounds that exponential's error by 2 + floor(|1.173 z|) ulp, and rcp.approx is within
+ * about 1 ulp: under 2^-19 relative for |z| < 16, 2^10 times below bf16's half ulp (2^-9),
+ * and every value this arithmetic produces is stored as bf16 or summed into fp32 statistics.
+ * The exact forms take 19 instructions an element each way on sm_90 (the expf range
+ * reduction, the division's Newton steps and slow-path check); the approximate ones 5 forward
+ * and 8 backward (docs/design-notes.md). Why it matters: the passes that apply SiLU move 4 to
+ * 6 bytes an element, and an H200 issues about 7 instructions a byte at full bandwidth.
+ * torch.compile's SiLU takes the same approximations (Triton's exp is ex2.approx). Every
+ * kernel of a dtype runs the same form, so the fused and unfused plans still agree bit for
+ * bit.
  *
  * Internal to kernels/cuda (after cuda_common.cuh).
  */
@@ -93,10 +94,15 @@ __device__ __forceinline__ void na_drop_vec(float (&o)[VEC], const na_drop &d, u
 }
 /* SiLU's precision for storage type T (top): the approximations for bf16 (uint16_t) */
 template <typename T> constexpr bool na_fast_act = sizeof(T) == 2;
+/* bf16's sigmoid (top): each operation explicitly rounded, so that every kernel computes the
+ * same bits (-z log2 e, 1 + e) */
+__device__ __forceinline__ float na_sigmoid_fast(float z) {
+    return dev_rcp_approx(__fadd_rn(1.0f, dev_ex2_approx(__fmul_rn(z, -1.44269504088896341f))));
+}
 /* the activation (FAST: top) */
 template <bool FAST> __device__ __forceinline__ float na_act_fwd(float z, int act) {
     if (act != SG_ACT_SILU) return z;
-    return FAST ? __fdividef(z, 1.0f + __expf(-z)) : z / (1.0f + expf(-z));
+    return FAST ? __fmul_rn(z, na_sigmoid_fast(z)) : z / (1.0f + expf(-z));
 }
 /* forward tail at element i of x: the activation, then the dropout (na_drop1) */
 template <bool FAST>
@@ -108,9 +114,7 @@ __device__ __forceinline__ float na_tail_fwd(float z, int act, const na_drop &d,
  * (gn_bwd_step) are computed by two kernels that must agree bit for bit */
 template <bool FAST> __device__ __forceinline__ float na_act_bwd(float dy, float z, int act) {
     if (act == SG_ACT_SILU) {
-        const float e = FAST ? __expf(-z) : expf(-z);
-        const float s =
-            FAST ? __fdividef(1.0f, __fadd_rn(1.0f, e)) : __fdiv_rn(1.0f, __fadd_rn(1.0f, e));
+        const float s = FAST ? na_sigmoid_fast(z) : __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
         dy = __fmul_rn(dy, __fmul_rn(s, __fmaf_rn(z, __fsub_rn(1.0f, s), 1.0f)));
     }
     return dy;
