@@ -46,6 +46,15 @@
  * kernels too. An engine table's `cudnn` for a 1x1 layer means this library side; `own` keeps
  * the own kernels; --conv-engine own and cudnn force their engine for 1x1 convs as well; a
  * conv whose input is a virtual normalised tensor (a fused prologue) stays own.
+ * Since then the own kernels got faster: the second GPU session measured every 1x1 forward of
+ * unet_cifar in bf16 faster on own's tensor-core kernel than as a GEMM (the GEMM writes fp32
+ * products to a workspace tile, then a second pass adds the bias and rounds, and the
+ * statistics' partials are a third; own does all three in its epilogue): 25 nodes, 1.110
+ * against 1.913 ms at batch 128, 0.329 against 1.124 at batch 8, each node faster
+ * (bench/results/2026-11-28-nvidia-h200-bench-3.md), while both backward passes stayed faster
+ * as GEMMs. So without an engine table entry for its layer, a bf16 1x1 forward whose channels
+ * the tensor-core kernel takes (multiples of 8) runs on own (FWD_1X1_OWN), its backward passes
+ * on gemm; a resume's record of gemm keeps gemm.
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
@@ -549,6 +558,15 @@ static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, i
     return CONV_ENGINE_WGMMA;
 }
 
+/* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward (a gemm node) whose
+ * channels own's tensor-core kernel takes? */
+static int fwd_1x1_own(const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    if (sg_conv_pass_of(nd->op) != SG_CONV_PASS_FWD || g->t[nd->in[0]].dtype != DT_BF16) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return d.Ci % 8 == 0 && d.Co % 8 == 0;
+}
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -622,12 +640,17 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
          * own; cuDNN only when asked for by --conv-engine cudnn or a resume's record) */
         const int gemm = c->conv_engine == SG_CONV_ENGINE_AUTO && pick != SG_LAYER_OWN &&
                          sg_conv_gemm_node(g, i);
+        /* ... but its forward on own by default (the file comment) */
+        const int fwd_own = gemm && !layer_pick && fwd_1x1_own(g, i);
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
         const int pin = pinned ? pinned[i] : 0;
-        if (gemm && !on_own(pin) && pin != SG_CONV_ENGINE_CUDNN) {
+        if (gemm && (pin == CONV_ENGINE_GEMM ||
+                     (!fwd_own && !on_own(pin) && pin != SG_CONV_ENGINE_CUDNN))) {
             eng = CONV_ENGINE_GEMM;
+        } else if (fwd_own && pin != SG_CONV_ENGINE_CUDNN) {
+            /* own's tensor-core kernel, measured faster than the GEMM (the file comment) */
         } else if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
         } else if (!eligible) {
@@ -660,7 +683,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         }
 #else
         const int pin = 0;
-        if (gemm) eng = CONV_ENGINE_GEMM;
+        if (gemm && !fwd_own) eng = CONV_ENGINE_GEMM;
 #endif
         if (eng == SG_CONV_ENGINE_OWN) eng = own_generation(c, p, i, pin, &tc_refused);
         c->node_eng[i] = (unsigned char)eng;
@@ -1708,8 +1731,13 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN)
         return sg_set_error("time_node_engine: engine %d is not own or cudnn", engine);
     /* the library side: cuDNN only where prepare pinned it (after the warm-up nothing new may
-     * be chosen); a 1x1 node on the GEMM engine is its library side */
-    if (engine == SG_CONV_ENGINE_CUDNN && c->node_eng[node] == CONV_ENGINE_GEMM)
+     * be chosen); a 1x1 node on the GEMM engine is its library side, and so is the GEMM for a
+     * 1x1 forward auto put on own (FWD_1X1_OWN, the file comment: the per-layer table keeps
+     * showing both) */
+    if (engine == SG_CONV_ENGINE_CUDNN &&
+        (c->node_eng[node] == CONV_ENGINE_GEMM ||
+         (c->conv_engine == SG_CONV_ENGINE_AUTO && on_own(c->node_eng[node]) &&
+          sg_conv_gemm_node(&p->g, node) && fwd_1x1_own(&p->g, node))))
         engine = CONV_ENGINE_GEMM;
     /* the own side of a node on the wgmma kernels is those kernels */
     if (engine == SG_CONV_ENGINE_OWN && c->node_eng[node] == CONV_ENGINE_WGMMA)

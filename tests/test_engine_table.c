@@ -770,6 +770,38 @@ static void check_backend_passes(void) {
     sg_engine_table_free(&t);
 }
 
+/* No table, auto (graph/backend_cuda.c, FWD_1X1_OWN): a bf16 1x1 forward runs on own, its
+ * backward passes on gemm; in fp32 all three on gemm */
+static void check_backend_1x1_default(void) {
+    for (int bf16 = 1; bf16 >= 0; bf16--) {
+        sg_model_cfg c = tiny();
+        c.fuse = 0; /* every 1x1 reads a stored input */
+        if (!bf16) c.act_dt = DT_F32;
+        sg_exec e;
+        sg_backend *be = sg_backend_cuda_create(0, 1);
+        CHECK(be && !sg_exec_init(&e, &c, 1, be), "init: %s", sg_last_error());
+        const sg_graph *g = &e.plan.g;
+        int fwd = 0, bwd = 0, wrong = 0;
+        for (int i = 0; i < g->nn; i++) {
+            char name[160] = "";
+            if (!sg_conv_gemm_node(g, i)) continue;
+            be->node_engine(be, &e.plan, i, name, sizeof name);
+            const int f = sg_conv_pass_of(g->n[i].op) == SG_CONV_PASS_FWD;
+            fwd += f, bwd += !f;
+            if (strcmp(name, f && bf16 ? "own" : "gemm") && wrong++ < 4)
+                fprintf(stderr, "node %d (%s -> %s): on %s\n", i, sg_ops[g->n[i].op].name,
+                        g->t[g->n[i].out[0]].name, name);
+        }
+        CHECK(fwd > 0 && bwd == 2 * fwd && !wrong,
+              "%s, no table: %d 1x1 forward and %d backward nodes, %d on the wrong engine",
+              bf16 ? "bf16" : "fp32", fwd, bwd, wrong);
+        if (!wrong)
+            printf("no table, %s: %d 1x1 forward nodes on %s, %d backward nodes on gemm\n",
+                   bf16 ? "bf16" : "fp32", fwd, bf16 ? "own" : "gemm", bwd);
+        sg_exec_free(&e);
+    }
+}
+
 static void check_backend_tc(const uint8_t *data) {
     sg_model_cfg c = tiny(), cw = c;
     sg_engine_table t, mma;
@@ -849,6 +881,7 @@ int main(void) {
 #ifdef SG_TEST_CUDA_HOST
     check_backend_tc(data);
     check_backend_passes();
+    check_backend_1x1_default();
 #endif
     free(data);
     return sg_test_end();
