@@ -116,8 +116,9 @@ typedef struct {
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN / CONV_ENGINE_GEMM /
                                 CONV_ENGINE_WGMMA for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
-    int convs_wgmma;                        /* ... of them on the wgmma kernels */
-    int convs_fallback;                     /* on own for lack of a deterministic cuDNN engine */
+    int pdl;            /* SG_PDL: launches allow programmatic dependent launch (cuda_kernels.h) */
+    int convs_wgmma;    /* ... of them on the wgmma kernels */
+    int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
     int profile_first; /* SG_PROFILE_FIRST_STEP=1: the first step in a profiler range */
     /* SG_CONV_TC=mma|wgmma: one tensor-core generation forced on every own conv (SG_TC_*), -1:
@@ -1392,6 +1393,7 @@ static const cuda_run_fn cuda_run[OP_COUNT] = {SG_OP_LIST(CUDA_RUN_ROW)};
 
 static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine, sg_blas *blas) {
     cuda_ctx *c = be->ctx;
+    sg_cuda_set_pdl(c->pdl); /* process-wide: this backend's, for every launch of its nodes */
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
     cuda_call k = {.c = c,
@@ -1784,7 +1786,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d}",
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
+             "\"pdl\":%s}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
@@ -1795,7 +1798,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              !c->convs_wgmma                  ? "mma"
              : c->convs_wgmma == c->convs_own ? "wgmma"
                                               : "per-layer",
-             c->stats_fused);
+             c->stats_fused, c->pdl ? "true" : "false");
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -1887,6 +1890,20 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
         be->conv_wgmma = major == 9 && minor == 0;
     cudaGetLastError();
+    /* programmatic dependent launch (cuda_kernels.h): SG_PDL=1 on compute capability 9.0 and
+     * above; unset or 0: off (the same bits either way) */
+    const char *pdl = getenv("SG_PDL");
+    if (pdl && *pdl && strcmp(pdl, "0") && strcmp(pdl, "1")) {
+        sg_set_error("SG_PDL=%s: expected 0 (the default) or 1", pdl);
+        free(c), free(be);
+        return NULL;
+    }
+    c->pdl = pdl && !strcmp(pdl, "1") && major >= 9;
+    if (pdl && !strcmp(pdl, "1") && !c->pdl)
+        fprintf(stderr,
+                "stepgraph: SG_PDL=1: this device (compute capability %d.%d) has no "
+                "programmatic dependent launch: off\n",
+                major, minor);
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

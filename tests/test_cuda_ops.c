@@ -3086,28 +3086,34 @@ static void test_graph(void) {
               memcmp(eager[0][8], eager[1][8], yd->bytes) != 0,
           "%s: timesteps/dropout did not change with the step", ctx);
 
-    reset_all();
-    sync_stream();
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CUDA_OK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
-    STEP_SLICE();
-    CUDA_OK(cudaStreamEndCapture(g_st, &graph));
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int r = 0; r < 2; r++) {
-        CUDA_OK(cudaGraphLaunch(exec, g_st));
+    /* captured plainly, then with programmatic dependent launch (sg_cuda_set_pdl: each kernel
+     * may start while the one before it drains, and waits for it first): the eager bits */
+    for (int pdl = 0; pdl < 2; pdl++) {
+        reset_all();
         sync_stream();
-        for (int k = 0; k < NOUT; k++) {
-            uint8_t *img = (uint8_t *)halloc(outs[k]->bytes);
-            tb_download(outs[k], img);
-            CHECK(memcmp(img, eager[r][k], outs[k]->bytes) == 0,
-                  "%s: replay %d of the graph differs from eager run %d in %s", ctx, r, r,
-                  outs[k]->name);
+        sg_cuda_set_pdl(pdl);
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        CUDA_OK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+        STEP_SLICE();
+        CUDA_OK(cudaStreamEndCapture(g_st, &graph));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int r = 0; r < 2; r++) {
+            CUDA_OK(cudaGraphLaunch(exec, g_st));
+            sync_stream();
+            for (int k = 0; k < NOUT; k++) {
+                uint8_t *img = (uint8_t *)halloc(outs[k]->bytes);
+                tb_download(outs[k], img);
+                CHECK(memcmp(img, eager[r][k], outs[k]->bytes) == 0,
+                      "%s: replay %d of the graph%s differs from eager run %d in %s", ctx, r,
+                      pdl ? " with programmatic dependent launch" : "", r, outs[k]->name);
+            }
         }
+        sg_cuda_set_pdl(0);
+        guards_all(ctx);
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
     }
-    guards_all(ctx);
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
 #undef STEP_SLICE
     case_end();
 }

@@ -28,6 +28,8 @@
  *   (graph/backend_cuda.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
  *   give the bits of SG_FUSE_STATS=0 (every normalisation's own partials pass) and of
  *   SG_FUSE_STATS=fwd (the forward's alone; bf16);
+ * - programmatic dependent launch (SG_PDL=1, bf16): the replayed step's bits are the ones
+ *   without it;
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -129,6 +131,25 @@ static sg_backend *cuda_on(int use_graph, int engine) {
     sg_backend *be = sg_backend_cuda_create(0, use_graph);
     if (be) be->conv_engine = engine;
     return be;
+}
+
+/* The replayed step with var=val in the environment (read when the backend is created) gives
+ * the losses lg and final state sg (bg bytes) bit for bit; `base` names the run without it. */
+static void same_under_env(const char *nm, const char *var, const char *val, const char *base,
+                           const sg_model_cfg *c, const uint8_t *data, int engine, const float *lg,
+                           const unsigned char *sg, int64_t bg) {
+    float ln[MAX_STEPS];
+    unsigned char *sn = NULL;
+    int64_t bn = 0;
+    setenv(var, val, 1);
+    const int ok = !run(c, data, cuda_on(1, engine), STEPS, ln, &sn, &bn, NULL);
+    unsetenv(var);
+    CHECK(ok && !memcmp(lg, ln, sizeof(float) * (size_t)STEPS) && bn == bg &&
+              !memcmp(sg, sn, (size_t)bg),
+          "%s: the step with %s differs from %s=%s's (loss 0: %a vs %a)", nm, base, var, val, lg[0],
+          ok ? ln[0] : 0.0f);
+    if (ok) printf("%s: %s vs %s=%s: identical\n", nm, base, var, val);
+    free(sn);
 }
 
 /* Resume on the CUDA backend (bf16: the weight copy must be remade from the loaded parameters):
@@ -263,26 +284,17 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
         if (accum == 1) {
             /* the statistics' partials of every normalisation by its own pass instead of the
              * conv before it (graph/backend_cuda.c, prepare_norm_stats): the same bits */
-            static const char *const modes[] = {"0", "fwd"}; /* none; the forward alone */
-            for (int mi = 0; mi < 2; mi++) {
-                float ln[MAX_STEPS];
-                unsigned char *sn = NULL;
-                int64_t bn = 0;
-                setenv("SG_FUSE_STATS", modes[mi], 1);
-                const int nok = !run(&c, data, cuda_on(1, engine), STEPS, ln, &sn, &bn, NULL);
-                unsetenv("SG_FUSE_STATS");
-                CHECK(nok && !memcmp(lg, ln, sizeof(float) * (size_t)STEPS) && bn == bg &&
-                          !memcmp(sg, sn, (size_t)bg),
-                      "%s: the step with the statistics' partials in the convolutions differs "
-                      "from SG_FUSE_STATS=%s's (loss 0: %a vs %a)",
-                      nm, modes[mi], lg[0], nok ? ln[0] : 0.0f);
-                if (nok)
-                    printf("%s: statistics' partials in the convs vs SG_FUSE_STATS=%s: identical\n",
-                           nm, modes[mi]);
-                free(sn);
-                if (dt != DT_BF16) break; /* fp32: the partials passes only; once is enough */
-            }
+            static const char *const modes[] = {"0", "fwd"};     /* none; the forward alone */
+            for (int mi = 0; mi < (dt == DT_BF16 ? 2 : 1); mi++) /* fp32: the passes only */
+                same_under_env(nm, "SG_FUSE_STATS", modes[mi],
+                               "the statistics' partials in the convolutions", &c, data, engine, lg,
+                               sg, bg);
         }
+        /* programmatic dependent launch (SG_PDL=1, cuda_kernels.h): each kernel may start while
+         * the one before it drains and waits for it first: the same bits, replayed */
+        if (accum == 1 && dt == DT_BF16)
+            same_under_env(nm, "SG_PDL", "1", "programmatic dependent launch off", &c, data, engine,
+                           lg, sg, bg);
         double tol = dt == DT_BF16 ? 3e-2 : 2e-3, worst = 0;
         for (int s = 0; s < STEPS; s++) {
             CHECK(isfinite(lg[s]), "%s: GPU loss %d not finite", nm, s);

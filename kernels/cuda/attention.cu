@@ -35,6 +35,7 @@
  * softmax = exp(s - max) * (1 / sum) (the CPU's formulation), and with Pb != NULL also a bf16
  * copy at Pb + (n*L + i)*L. */
 __global__ void softmax_fwd_kernel(float *P, uint16_t *Pb, int L, int heads, int h) {
+    SG_PDL_ENTER();
     __shared__ float sh[SG_THREADS];
     const int64_t n = blockIdx.x / L, i = blockIdx.x % L;
     float *row = P + ((n * heads + h) * L + i) * L;
@@ -57,6 +58,7 @@ __global__ void softmax_fwd_kernel(float *P, uint16_t *Pb, int L, int heads, int
  * != NULL) also writes dS and P rounded to bf16, laid out like dP. */
 __global__ void softmax_bwd_kernel(float *dP, uint16_t *dSb, uint16_t *Pb, const float *P, int L,
                                    int heads, int h) {
+    SG_PDL_ENTER();
     __shared__ float sh[SG_THREADS];
     const int64_t n = blockIdx.x / L, i = blockIdx.x % L;
     const float *prow = P + ((n * heads + h) * L + i) * L;
@@ -211,6 +213,7 @@ __device__ __forceinline__ float af_warp_max(float v) {
 __global__ void __launch_bounds__(AF_THREADS)
     attn_fused_fwd_kernel(uint16_t *y, float *P, const uint16_t *qkv, int L, int C, int heads,
                           float a) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(float, sS);
     const int Lp = (L + AF_TILE - 1) / AF_TILE * AF_TILE, ldS = Lp + 4, ldP = AF_LD(Lp);
     uint16_t *sP = (uint16_t *)(sS + AF_TILE * ldS);
@@ -293,6 +296,7 @@ static int af_bwd_smem(int Lp) {
 __global__ void __launch_bounds__(AF_THREADS)
     attn_fused_bwd_kernel(uint16_t *dqkv, const uint16_t *dy, const uint16_t *qkv, const float *P,
                           int L, int C, int heads, float a, int accum) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint16_t, sdS);
     const int Lp = (L + AF_TILE - 1) / AF_TILE * AF_TILE, ldS = AF_LD(Lp), ldP = Lp + 4;
     float *sdP = (float *)(sdS + Lp * ldS);

@@ -72,6 +72,7 @@ __device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_fwd_kernel(void *y, sg_cat x, const void *w, const float *bias, int N, int H, int W,
                     int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int dt) {
+    SG_PDL_ENTER();
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -154,6 +155,7 @@ __device__ __forceinline__ void conv_class_dims(int H, int W, int S, int pad, in
 __global__ void __launch_bounds__(CONV_THREADS)
     conv_bwd_data_kernel(sg_cat dx, const void *dy, const void *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
+    SG_PDL_ENTER();
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -220,6 +222,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
     conv_bwd_weight_kernel(float *part, const void *dy, sg_cat x, int N, int H, int W, int Ci,
                            int Co, int K, int S, int pad, int Ho, int Wo, int dt,
                            int64_t chunk_len) {
+    SG_PDL_ENTER();
     __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
     __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
@@ -268,6 +271,7 @@ __global__ void __launch_bounds__(CONV_THREADS)
 
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] */
 __global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks, int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         float s = 0.0f;
         for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
@@ -278,6 +282,7 @@ __global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int ch
 /* threads stride over P*Co: y[i] = round(y[i] + b[i % Co]) in place (fp32 sum, one rounding
  * of the sum; the engine that wrote y rounded it once already) */
 __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co, int dt) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         dev_st(y, i, dev_ld(y, i, dt) + b[i % Co], dt);
     }
@@ -571,6 +576,7 @@ __device__ __forceinline__ int upconv_tap(int p, int k) {
  * rounded to bf16 once when round (the fp32 storage of the CUDA-core path keeps the rounded
  * value: a bf16 plan multiplies the same folded weights on either path, and the CPU's) */
 __global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int dt, int round) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(e, (int64_t)16 * Co * Ci) {
         const int ci = (int)(e % Ci);
         int64_t r = e / Ci;
@@ -588,6 +594,7 @@ __global__ void upconv_fold_kernel(void *wf, const float *w, int Ci, int Co, int
 /* threads stride over y[N,2H,2W,Co]: the 2x2 sub-pixel conv of the element's class (fp32 wf) */
 __global__ void upconv_fwd_kernel(void *y, const void *x, const float *wf, const float *b, int N,
                                   int H, int W, int Ci, int Co, int dt) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(e, (int64_t)N * 4 * H * W * Co) {
         const int co = (int)(e % Co);
         const int64_t q = e / Co;
@@ -609,6 +616,7 @@ __global__ void upconv_fwd_kernel(void *y, const void *x, const float *wf, const
 /* threads stride over dx[N,H,W,Ci]: the 16 (class, tap) output pixels that read it */
 __global__ void upconv_bwd_data_kernel(void *dx, const void *dy, const float *wf, int N, int H,
                                        int W, int Ci, int Co, int dt, int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(e, (int64_t)N * H * W * Ci) {
         const int ci = (int)(e % Ci);
         const int64_t q = e / Ci;
@@ -634,6 +642,7 @@ __global__ void upconv_bwd_data_kernel(void *dx, const void *dy, const float *wf
 __global__ void upconv_wgrad_part_kernel(float *part, const void *dy, const void *x, int N, int H,
                                          int W, int Ci, int Co, int dt, int chunks,
                                          int64_t chunk_len) {
+    SG_PDL_ENTER();
     const int64_t P = (int64_t)N * H * W;
     SG_GRID_STRIDE(e, (int64_t)chunks * 16 * Co * Ci) {
         const int ci = (int)(e % Ci);
@@ -662,6 +671,7 @@ __global__ void upconv_wgrad_part_kernel(float *part, const void *dy, const void
  * entry, each the sum of its chunks in order; old + that when accumulating */
 __global__ void upconv_fold_back_kernel(float *dw, const float *part, int Ci, int Co, int chunks,
                                         int accum) {
+    SG_PDL_ENTER();
     const int64_t nf = (int64_t)16 * Co * Ci; /* one chunk's partials */
     SG_GRID_STRIDE(e, (int64_t)9 * Co * Ci) {
         const int ci = (int)(e % Ci);

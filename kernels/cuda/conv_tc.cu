@@ -496,6 +496,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     conv_tc_fwd_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
                        sg_conv_fuse fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci, int Co,
                        int K, int S, int pad, int Ho, int Wo) {
+    SG_PDL_ENTER();
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
@@ -646,6 +647,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     conv_tc_fwd_halo_kernel(uint16_t *y, sg_cat x, const uint16_t *wb, const float *bias,
                             sg_conv_fuse fuse, sg_tc_shortcut sc, int N, int H, int W, int Ci,
                             int Co, int K, int S, int pad, int Ho, int Wo, int hslots) {
+    SG_PDL_ENTER();
     constexpr int NT = TC_THREADS(BM, BN), ROW_STEP = NT / 4, A_IT = BM / ROW_STEP,
                   B_IT = BN / ROW_STEP;
     /* a stage: B (BN x BK), after the shortcut's A (BM x BK) with SC */
@@ -797,6 +799,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     conv_tc_dgrad_kernel(sg_cat dx, const uint16_t *dy, const uint16_t *wb, sg_norm_bwd_fuse nb,
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
                          int accum) {
+    SG_PDL_ENTER();
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
     /* B: chunks per row, rows t / BCPR + B_STEP j */
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
@@ -874,6 +877,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN),
     conv_tc_wgrad_kernel(float *part, const uint16_t *dy, sg_cat x, sg_conv_fuse fuse, int N, int H,
                          int W, int Ci, int Co, int K, int S, int pad, int Ho, int Wo,
                          int chunk_len) {
+    SG_PDL_ENTER();
     /* A: chunks per row, rows t / ACPR + A_STEP j; B likewise */
     constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
@@ -1205,6 +1209,7 @@ template <int BM, int BN>
 __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     upconv_tc_fwd_kernel(uint16_t *y, const uint16_t *x, const uint16_t *wf, const float *bias,
                          int N, int H, int W, int Ci, int Co) {
+    SG_PDL_ENTER();
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP, B_IT = BN / ROW_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
     const int tid = threadIdx.x, c4 = tid & 3, r0 = tid >> 2;
@@ -1254,6 +1259,7 @@ template <int BM, int BN>
 __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     upconv_tc_dgrad_kernel(uint16_t *dx, const uint16_t *dy, const uint16_t *wf, int N, int H,
                            int W, int Ci, int Co, int accum) {
+    SG_PDL_ENTER();
     constexpr int ROW_STEP = TC_THREADS(BM, BN) / 4, A_IT = BM / ROW_STEP;
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);
@@ -1304,6 +1310,7 @@ template <int BM, int BN>
 __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     upconv_tc_wgrad_kernel(float *part, const uint16_t *dy, const uint16_t *x, int N, int H, int W,
                            int Ci, int Co, int chunk_len) {
+    SG_PDL_ENTER();
     constexpr int ACPR = BM / 8, A_STEP = BN / 8, A_IT = TC_BK / A_STEP;
     constexpr int BCPR = BN / 8, B_STEP = BM / 8, B_IT = TC_BK / B_STEP;
     SG_DYNAMIC_SMEM(uint16_t, smem);

@@ -343,6 +343,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                        const __grid_constant__ CUtensorMap xm1,
                        const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
                        const __grid_constant__ sg_conv_fuse f) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
     int n0, oh0, ow0;
     wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
@@ -428,6 +429,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                             const __grid_constant__ CUtensorMap wm,
                             const __grid_constant__ wg_args a,
                             const __grid_constant__ sg_conv_fuse f) {
+    SG_PDL_ENTER();
     constexpr int B_BYTES = BN * WG_BK * 2;
     SG_DYNAMIC_SMEM(uint8_t, raw);
     uint8_t *smem = sg_smem_align(raw, 1024);
@@ -533,6 +535,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     conv_wg_dgrad_kernel(const __grid_constant__ sg_cat dx, const __grid_constant__ CUtensorMap dym,
                          const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
                          int accum) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
     const sg_conv_class k = sg_conv_class_of(blockIdx.z, a.H, a.W, a.K, a.S, a.pad);
     int n0, i0, j0;
@@ -585,6 +588,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                          const __grid_constant__ CUtensorMap xm0,
                          const __grid_constant__ CUtensorMap xm1, const __grid_constant__ wg_args a,
                          const __grid_constant__ sg_conv_fuse f) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
     const int KK = a.K * a.K, cb0 = blockIdx.x * (BN / 64), co0 = blockIdx.y * WG_BM;
@@ -650,6 +654,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * conv.cu's chunk_sum_kernel, the same order */
 __global__ void conv_wg_chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks,
                                          int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         float s = 0.0f;
         for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];

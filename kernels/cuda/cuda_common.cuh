@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <utility>
+
 #include "common/sg_base.h"
 #include "common/sg_workspace.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -28,7 +30,11 @@ extern "C" const char *sg_last_error(void);
  * pointer argument, then runs the launch or records it into the stream's capture. */
 #ifdef SG_CUDA_HOST
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
-    sg_sim::launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+    sg_sim::launch_pdl(#kernel, sg_cuda_pdl(), kernel, grid, block, smem, stream, __VA_ARGS__)
+/* The first statement of every kernel SG_LAUNCH launches (cuda_kernels.h: programmatic
+ * dependent launch): the emulator runs kernels one after another, and checks that every thread
+ * of such a launch executed it. */
+#define SG_PDL_ENTER() sg_sim::pdl_enter()
 /* A kernel's dynamic shared memory: a declaration statement inside the kernel. */
 #define SG_DYNAMIC_SMEM(type, name) type *name = (type *)sg_sim::dynamic_smem()
 /* The emulator checks the two pointers of a concatenated operand like pointer arguments. */
@@ -57,7 +63,36 @@ template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
 };
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
-    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+    sg_launch_pdl(kernel, grid, block, smem, stream, __VA_ARGS__)
+/* Let the next kernel in the stream start (its own SG_PDL_ENTER holds it until this grid has
+ * finished), then wait for the previous kernel's completion and memory. No-ops in a launch
+ * without the attribute. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SG_PDL_ENTER()                                                                             \
+    asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define SG_PDL_ENTER() ((void)0)
+#endif
+/* A launch, with the programmatic-serialization attribute when sg_cuda_pdl() is on. */
+template <typename... P, typename... A>
+static inline void sg_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                 cudaStream_t st, A &&...args) {
+    if (!sg_cuda_pdl()) {
+        kernel<<<grid, block, smem, st>>>(std::forward<A>(args)...);
+        return;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...); /* SG_LAUNCH_CHECK reads it */
+}
 #define SG_DYNAMIC_SMEM(type, name) extern __shared__ __align__(16) type name[]
 #endif
 

@@ -82,6 +82,18 @@ typedef struct {
     uint64_t i0;
 } sg_drop;
 
+/* ---- Programmatic dependent launch (Hopper; elementwise.cu). With it on, every kernel of
+ * these launchers is launched with cudaLaunchAttributeProgrammaticStreamSerialization: it may
+ * start while the kernel before it in the stream drains, and waits (griddepcontrol.wait, the
+ * first statement of every kernel: SG_PDL_ENTER) for that kernel's completion and memory
+ * before it touches any; each kernel also lets its own successor start early
+ * (griddepcontrol.launch_dependents). What it saves is the launch latency between dependent
+ * kernels; the arithmetic and its order are untouched, so the bits are the same on or off.
+ * Process-wide, off by default; the CUDA backend sets it from SG_PDL before each run of its
+ * nodes (eager or captured). Off on devices below compute capability 9.0. */
+void sg_cuda_set_pdl(int on);
+int sg_cuda_pdl(void);
+
 /* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
  * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
  * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).

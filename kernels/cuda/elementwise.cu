@@ -17,6 +17,15 @@
 #include "common/sg_pointwise_math.h"
 #include "kernels/cuda/cuda_common.cuh"
 
+/* Programmatic dependent launch (cuda_kernels.h): the switch SG_LAUNCH reads */
+static int g_pdl;
+void sg_cuda_set_pdl(int on) {
+    g_pdl = on != 0;
+}
+int sg_cuda_pdl(void) {
+    return g_pdl;
+}
+
 /* ================================ kernels ================================ */
 
 /* ---- the pointwise ops (common/sg_pointwise.h): each row's math on one element is
@@ -63,6 +72,7 @@ __device__ __forceinline__ void pw_apply(const pw_io &io, int64_t i) {
  * the grid take one tail element each. */
 template <class F, int NIN, int NOUT, typename T, int VEC>
 __global__ void pointwise_kernel(pw_io io, int64_t n) {
+    SG_PDL_ENTER();
     const int64_t nv = n / VEC;
     SG_GRID_STRIDE(j, nv) {
         pw_apply<F, NIN, NOUT, T, VEC>(io, j * VEC);
@@ -74,6 +84,7 @@ __global__ void pointwise_kernel(pw_io io, int64_t n) {
 /* threads stride over n: y (+)= x * s, converting xdt -> ydt (copy: s = 1) */
 __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, int64_t n,
                              int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         dev_st_acc(y, i, dev_ld(x, i, xdt) * s, ydt, accum);
     }
@@ -83,6 +94,7 @@ __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, 
  * 16-byte aligned); the first n % VEC threads of the grid take one tail value each. y may be x. */
 template <typename T, int VEC>
 __global__ void scale_vec_kernel(T *y, const T *x, float s, int64_t n, int accum) {
+    SG_PDL_ENTER();
     const int64_t nv = n / VEC;
     SG_GRID_STRIDE(j, nv) {
         float v[VEC];
@@ -102,6 +114,7 @@ __global__ void scale_vec_kernel(T *y, const T *x, float s, int64_t n, int accum
 /* threads stride over N*HW*C: y = x + v[n][c] */
 __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t total, int64_t HWC,
                               int C, int dt) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, total) {
         int64_t nidx = i / HWC;
         int c = (int)(i % C);
@@ -114,6 +127,7 @@ __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t tot
  * sums of a column are added in order 0..7. part[b][chunk][c]. */
 __global__ void col_sum_partial_kernel(float *part, const void *in, int dt, int64_t R, int C,
                                        int chunks) {
+    SG_PDL_ENTER();
     __shared__ float sh[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const int64_t b = blockIdx.z;
@@ -134,6 +148,7 @@ __global__ void col_sum_partial_kernel(float *part, const void *in, int dt, int6
 /* threads stride over nb*C: out[b][c] (+)= sum over chunks k (in order) of part[b][k][c] */
 __global__ void col_sum_final_kernel(void *out, int odt, const float *part, int64_t nbC, int C,
                                      int chunks, int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, nbC) {
         int64_t b = i / C;
         int c = (int)(i % C);

@@ -21,6 +21,7 @@
 /* threads stride over N*half (n, i): y[n][i] = sin(t f_i), y[n][half + i] = cos(t f_i) */
 __global__ void timestep_emb_kernel(void *y, const int32_t *t, int N, int half, double step,
                                     int dt) {
+    SG_PDL_ENTER();
     const int64_t total = (int64_t)N * half;
     SG_GRID_STRIDE(k, total) {
         const int64_t n = k / half;
@@ -36,6 +37,7 @@ __global__ void timestep_emb_kernel(void *y, const int32_t *t, int N, int half, 
  * then one element */
 __global__ void ddpm_noise_kernel(void *xt, const float *x0, const float *eps, const int32_t *t,
                                   const sg_ddpm_row *table, int64_t total, int per, int T, int dt) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(o, total) {
         int tn = t[o / per];
         tn = tn < 0 ? 0 : tn >= T ? T - 1 : tn; /* a bad timestep must not run away */

@@ -30,6 +30,7 @@
 
 /* threads stride over rows*Co: y[i] += b[i % Co] (fp32, in place) */
 __global__ void bias_add_kernel(float *y, const float *b, int64_t n, int Co) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         y[i] += b[i % Co];
     }
@@ -38,6 +39,7 @@ __global__ void bias_add_kernel(float *y, const float *b, int64_t n, int Co) {
 /* threads stride over rows*Co of one tile: y[i] = round(tile[i] + b[i % Co]) (b may be NULL) */
 __global__ void bias_round_kernel(void *y, const float *tile, const float *b, int64_t n, int Co,
                                   int dt) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         float v = tile[i];
         if (b) v += b[i % Co];
@@ -49,6 +51,7 @@ __global__ void bias_round_kernel(void *y, const float *tile, const float *b, in
  * of 8; tile, b and y 16-byte aligned); the same arithmetic, so the same bits */
 __global__ void bias_round8_kernel(uint16_t *y, const float *tile, const float *b, int64_t n8,
                                    int Co8) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n8) {
         float v[8];
         const float4 t0 = reinterpret_cast<const float4 *>(tile)[2 * i],

@@ -16,6 +16,7 @@
 /* blockIdx.x: one of gridDim.x partial blocks; threads stride over n with the grid's width. */
 __global__ void mse_partial_kernel(double *part, const void *pred, int pdt, const void *target,
                                    int tdt, int64_t n) {
+    SG_PDL_ENTER();
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
     SG_GRID_STRIDE(i, n) {
@@ -29,6 +30,7 @@ __global__ void mse_partial_kernel(double *part, const void *pred, int pdt, cons
 /* one block; threads stride over the nb partials, then the tree: loss[0] (+)= sum / (n parts) */
 __global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_t n, int parts,
                                  int accum) {
+    SG_PDL_ENTER();
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
     for (int b = threadIdx.x; b < nb; b += SG_THREADS) s += part[b];
@@ -42,6 +44,7 @@ __global__ void mse_final_kernel(float *loss, const double *part, int nb, int64_
 /* threads stride over n: dpred (+)= k (pred - target) */
 __global__ void mse_bwd_kernel(void *dpred, const void *pred, int pdt, const void *target, int tdt,
                                int64_t n, float k, int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         dev_st_acc(dpred, i, k * (dev_ld(pred, i, pdt) - dev_ld(target, i, tdt)), pdt, accum);
     }

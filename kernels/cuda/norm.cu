@@ -39,6 +39,7 @@
 /* blockIdx.x: n*G + g; threads as GN_LAYOUT over the group's (hw, channel) values. */
 __global__ void gn_fwd_kernel(void *y, float *mean, float *rstd, sg_cat x, const float *gamma,
                               const float *beta, int HW, int C, int G, float eps, int dt) {
+    SG_PDL_ENTER();
     __shared__ float sh[SG_THREADS];
     const int ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, cbase = g * Cg;
     GN_LAYOUT(Cg);
@@ -84,6 +85,7 @@ __global__ void gn_fwd_kernel(void *y, float *mean, float *rstd, sg_cat x, const
 __global__ void gn_bwd_kernel(sg_cat dx, float *ws_dg, float *ws_db, const void *dy, sg_cat x,
                               const float *mean, const float *rstd, const float *gamma, int HW,
                               int C, int G, int dt, int accum) {
+    SG_PDL_ENTER();
     __shared__ float sh[SG_THREADS], sh2[SG_THREADS];
     const int ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, cbase = g * Cg;
     GN_LAYOUT(Cg);
@@ -172,6 +174,7 @@ __device__ __forceinline__ float2 dev_col_sums(const LD &ld, int N, int C, int b
  * for its 32 channels (dev_col_sums) */
 __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg, const float *ws_db,
                                 int N, int C, int accum) {
+    SG_PDL_ENTER();
     const float2 q = dev_col_sums(
         [&](int n, int c) {
             return make_float2(ws_dg[(int64_t)n * C + c], ws_db[(int64_t)n * C + c]);
@@ -296,6 +299,7 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
 template <typename T, int VEC>
 __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int c0, int c1,
                                      int seg, int S, int64_t items) {
+    SG_PDL_ENTER();
     const int CV = (c1 - c0) / VEC;
     SG_GRID_STRIDE(it, items) {
         const int64_t ns = it / CV, n = ns / S;
@@ -335,6 +339,7 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
 __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, const void *v,
                                         int N, int HW, int C, int G, int seg, int S, float eps,
                                         int dt) {
+    SG_PDL_ENTER();
     __shared__ float2 sums[SG_THREADS];
     const int cg = C / G, gb = NA_GROUPS(G), ST = SG_THREADS / gb;
     const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
@@ -380,6 +385,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int HW, int C, int G, int rows,
                       int act, sg_drop drop) {
+    SG_PDL_ENTER();
     constexpr int ROWS = NA_ROWS_APPLY(DROP);
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
@@ -426,6 +432,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v, const float *mean,
                              const float *rstd, const float *gamma, const float *beta, int HW,
                              int C, int G, int seg, int S, int act, sg_drop drop, int64_t items) {
+    SG_PDL_ENTER();
     const int CV = C / VEC, cg = C / G;
     const na_drop dk = na_drop_load(drop);
     SG_GRID_STRIDE(it, items) {
@@ -472,6 +479,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
  * float2): mean(dxhat) and mean(dxhat xhat). */
 __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, const float *gamma,
                                       int N, int HW, int C, int G, int segs) {
+    SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(float2, sums);
     const int cg = C / G, gb = NA_GROUPS(G);
     const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
@@ -509,6 +517,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                           const float *mean, const float *rstd, const float *gamma,
                           const float *beta, const float2 *m, int HW, int C, int G, int rows,
                           int act, sg_drop drop, int accum) {
+    SG_PDL_ENTER();
     constexpr int ROWS = NA_ROWS_BWD_APPLY(DROP);
     __shared__ float tp[SG_THREADS][VEC];
     NA_LAYOUT(VEC);
@@ -574,6 +583,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
 __global__ void norm_bwd_finish_kernel(float *dgamma, float *dbeta, void *dv, const float2 *S,
                                        const float *dvpart, int N, int C, int chunks, int dt,
                                        int accum_param, int accum_dv) {
+    SG_PDL_ENTER();
     const int pb = (C + 31) / 32;
     if ((int)blockIdx.x < pb) {
         const float2 q = dev_col_sums([&](int n, int c) { return S[(int64_t)n * C + c]; }, N, C,

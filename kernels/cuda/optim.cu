@@ -23,6 +23,7 @@
 
 /* blockIdx.x: one of gridDim.x partial blocks; threads stride over n with the grid's width. */
 __global__ void sumsq_partial_kernel(double *part, const float *g, int64_t n) {
+    SG_PDL_ENTER();
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
     SG_GRID_STRIDE(i, n) {
@@ -35,6 +36,7 @@ __global__ void sumsq_partial_kernel(double *part, const float *g, int64_t n) {
 
 /* one block; threads stride over the nb partials, then the tree */
 __global__ void sumsq_final_kernel(float *out, const double *part, int nb) {
+    SG_PDL_ENTER();
     __shared__ double sh[SG_THREADS];
     double s = 0.0;
     for (int b = threadIdx.x; b < nb; b += SG_THREADS) s += part[b];
@@ -44,6 +46,7 @@ __global__ void sumsq_final_kernel(float *out, const double *part, int nb) {
 
 /* one thread */
 __global__ void clip_scale_kernel(float *scale, const float *sumsq, float max_norm) {
+    SG_PDL_ENTER();
     double norm = sqrt((double)sumsq[0]);
     double s = (double)max_norm / (norm + 1e-6);
     scale[0] = (float)(s < 1.0 ? s : 1.0);
@@ -93,6 +96,7 @@ __device__ __forceinline__ float ema_update(double d, double e, float ema, float
 __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, int64_t n,
                              const float *scale, const int64_t *step, float lr, float b1, float b2,
                              float eps, float wd, int warmup, sg_lr_sched sched, float *lr_out) {
+    SG_PDL_ENTER();
     __shared__ float sc[4]; /* lr_t, 1 - b1^k, 1 - b2^k, grad scale */
     if (threadIdx.x == 0) adamw_scalars(sc, scale, step, lr, b1, b2, warmup, sched, lr_out);
     __syncthreads();
@@ -109,6 +113,7 @@ __global__ void adamw_kernel(float *p, float *m, float *v, const float *grad, in
  * with the warm-up (warm), d from the device step, the same function as the CPU's */
 __global__ void ema_kernel(float *ema, const float *p, int64_t n, double decay, int warm,
                            double inv_gamma, double power, const int64_t *step) {
+    SG_PDL_ENTER();
     const double d = warm ? sg_ema_decay_at(decay, step[0], 1, inv_gamma, power) : decay;
     const double e = 1.0 - d;
     SG_GRID_STRIDE(i, n) {
@@ -134,6 +139,7 @@ __global__ void adamw_ema_kernel(float *p, float *m, float *v, float *ema, uint1
                                  const int64_t *step, float lr, float b1, float b2, float eps,
                                  float wd, int warmup, sg_lr_sched sched, float *lr_out,
                                  double decay, int warm, double inv_gamma, double power) {
+    SG_PDL_ENTER();
     __shared__ float sc[4];
     if (threadIdx.x == 0) adamw_scalars(sc, scale, step, lr, b1, b2, warmup, sched, lr_out);
     __syncthreads();
@@ -165,6 +171,7 @@ __global__ void adamw_ema_kernel(float *p, float *m, float *v, float *ema, uint1
 
 /* one thread */
 __global__ void step_increment_kernel(int64_t *step) {
+    SG_PDL_ENTER();
     step[0] += 1;
 }
 
@@ -172,6 +179,7 @@ __global__ void step_increment_kernel(int64_t *step) {
  * every step (no host sync per step), and still learns the exact step of a NaN or Inf */
 __global__ void loss_watch_kernel(const float *loss, const float *sumsq, const int64_t *step,
                                   int64_t *watch, float *loss_sum) {
+    SG_PDL_ENTER();
     float l = loss[0], s = sumsq[0];
     if (!(isfinite(l) && isfinite(s)) && watch[0] == 0) watch[0] = step[0] + 1;
     loss_sum[0] += l;

@@ -25,6 +25,7 @@
 /* y[n, 2py + a, 2px + b] = x[n, py, px] for a, b in {0, 1} */
 template <typename T, int VEC>
 __global__ void upsample_fwd_kernel(T *y, const T *x, int64_t items, int H, int W, int C) {
+    SG_PDL_ENTER();
     const int CV = C / VEC;
     SG_GRID_STRIDE(i, items) {
         RS_ITEM(i, CV, H, W);
@@ -43,6 +44,7 @@ __global__ void upsample_fwd_kernel(T *y, const T *x, int64_t items, int H, int 
 template <typename T, int VEC>
 __global__ void upsample_bwd_kernel(T *dx, const T *dy, int64_t items, int H, int W, int C,
                                     int accum) {
+    SG_PDL_ENTER();
     const int CV = C / VEC;
     SG_GRID_STRIDE(i, items) {
         RS_ITEM(i, CV, H, W);
@@ -61,6 +63,7 @@ __global__ void upsample_bwd_kernel(T *dx, const T *dy, int64_t items, int H, in
 /* y[n, py, px] = the 2x2 mean of x: (0,0) + (0,1) + (1,0) + (1,1), times 0.25 */
 template <typename T, int VEC>
 __global__ void avgpool_fwd_kernel(T *y, const T *x, int64_t items, int H, int W, int C) {
+    SG_PDL_ENTER();
     const int CV = C / VEC, Ho = H / 2, Wo = W / 2;
     SG_GRID_STRIDE(i, items) {
         RS_ITEM(i, CV, Ho, Wo);
@@ -80,6 +83,7 @@ __global__ void avgpool_fwd_kernel(T *y, const T *x, int64_t items, int H, int W
 template <typename T, int VEC>
 __global__ void avgpool_bwd_kernel(T *dx, const T *dy, int64_t items, int H, int W, int C,
                                    int accum) {
+    SG_PDL_ENTER();
     const int CV = C / VEC, Ho = H / 2, Wo = W / 2;
     SG_GRID_STRIDE(i, items) {
         RS_ITEM(i, CV, Ho, Wo);

@@ -20,6 +20,7 @@
 __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0,
                                     int C, int H, int W, const uint64_t *seedp,
                                     const int64_t *stepp, int flip, int64_t B, int64_t s0) {
+    SG_PDL_ENTER();
     __shared__ int64_t item_s;
     __shared__ int mirror_s;
     const int i = blockIdx.x;
@@ -53,6 +54,7 @@ __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndat
 /* threads stride over N: t[i] = sg_rng_index(seed, step, SG_RNG_TIMESTEP, i0 + i, T) */
 __global__ void timesteps_kernel(int32_t *t, int N, int T, const uint64_t *seed,
                                  const int64_t *step, uint64_t i0) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, N) {
         t[i] =
             (int32_t)sg_rng_index(seed[0], step[0], SG_RNG_TIMESTEP, i0 + (uint64_t)i, (uint32_t)T);
@@ -62,6 +64,7 @@ __global__ void timesteps_kernel(int32_t *t, int N, int T, const uint64_t *seed,
 /* threads stride over n: eps[i] = sg_rng_normal(seed, step, purpose, i0 + i) */
 __global__ void gaussian_kernel(float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
                                 uint32_t purpose, uint64_t i0) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         eps[i] = sg_rng_normal(seed[0], step[0], purpose, i0 + (uint64_t)i);
     }
@@ -72,6 +75,7 @@ __global__ void gaussian_kernel(float *eps, int64_t n, const uint64_t *seed, con
 __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float scale,
                                const uint64_t *seed, const int64_t *step, uint32_t purpose,
                                uint64_t i0, int dt, int accum) {
+    SG_PDL_ENTER();
     SG_GRID_STRIDE(i, n) {
         const float u = sg_rng_dropout(seed[0], step[0], purpose, i0 + (uint64_t)i);
         dev_st_acc(y, i, u >= p ? dev_ld(x, i, dt) * scale : 0.0f, dt, accum);

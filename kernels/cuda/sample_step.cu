@@ -23,6 +23,7 @@ __global__ void sample_step_kernel(float *x, void *xt, int xt_dt, int32_t *t, co
                                    int eps_dt, const sg_sample_row *rows, int n_rows,
                                    const int64_t *kp, const uint64_t *key, int N, int64_t per,
                                    int T) {
+    SG_PDL_ENTER();
     const int64_t k = kp[0];
     const uint64_t seed = key[0], first = key[1];
     const int start = k == -1;

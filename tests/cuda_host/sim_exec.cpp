@@ -105,7 +105,8 @@ struct fiber {
     cp_async_queue cpq;         /* the thread's cp.async copies not yet performed */
     const void *mbar = nullptr; /* F_MBAR: the mbarrier waited on, and the parity */
     unsigned mbar_parity = 0;
-    int nbar = 0; /* F_NBAR: the barrier id */
+    int nbar = 0;             /* F_NBAR: the barrier id */
+    bool pdl_entered = false; /* executed SG_PDL_ENTER (pdl_enter) */
 };
 
 struct sim_state {
@@ -199,6 +200,9 @@ void resume(fiber *f) {
 void fiber_main(void *) {
     S.call->invoke();
     fiber *f = S.cur;
+    if (S.call->pdl_required && !f->pdl_entered)
+        device_fail("the thread exits without SG_PDL_ENTER(): every kernel SG_LAUNCH launches "
+                    "begins with it (programmatic dependent launch: cuda_kernels.h)");
     hopper_thread_exit(f->linear); /* may report: registers of an in-flight wgmma */
     S.warp_exited[f->warp] |= 1u << f->lane;
     /* cp.async copies still pending when the thread exits are dropped, never performed: the PTX
@@ -223,6 +227,7 @@ void fiber_init(fiber *f) {
 #endif
     f->state = F_RUN;
     f->wop = 0;
+    f->pdl_entered = false;
     f->cpq.pending.clear();
     f->cpq.committed = 0;
 #if defined(__x86_64__)
@@ -607,6 +612,11 @@ std::string describe_shared() {
              (void *)__start_sg_sim_shared, (void *)__stop_sg_sim_shared,
              S.dyn_size ? (void *)S.dyn : nullptr, S.dyn_size);
     return b;
+}
+
+void pdl_enter() {
+    if (!S.cur) device_fail("SG_PDL_ENTER called outside a kernel");
+    S.cur->pdl_entered = true;
 }
 
 int current_lane() {
