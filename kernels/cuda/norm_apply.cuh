@@ -16,7 +16,7 @@
  * as the CPU. In bf16: the sigmoid as rcp.approx(1 + ex2.approx(-z log2 e)) (dev_ex2_approx,
  * dev_rcp_approx), the form of CUDA's __expf and __fdividef without their range checks. CUDA's
  * guide bounds that exponential's error by 2 + floor(|1.173 z|) ulp, and rcp.approx is within
- * about 1 ulp: under 2^-19 relative for |z| < 16, 2^10 times below bf16's half ulp (2^-9),
+ * about 1 ulp: under 2^-18 relative for |z| < 16 (20 ulp and 1), 2^9 times below bf16's half ulp,
  * and every value this arithmetic produces is stored as bf16 or summed into fp32 statistics.
  * The exact forms take 19 instructions an element each way on sm_90 (the expf range
  * reduction, the division's Newton steps and slow-path check); the approximate ones 5 forward
