@@ -19,6 +19,11 @@ endforeach()
 file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/cuda_launchers.inc
      CONTENT "${_sg_cuda_list}" @ONLY)
 
+# Every kernel of kernels/cuda begins with SG_PDL_ENTER() (programmatic dependent launch:
+# cuda_kernels.h), read from the sources, so it runs in every build.
+add_test(NAME kernel_entry COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/test_kernel_entry.py
+                                   ${CMAKE_SOURCE_DIR})
+
 if(SG_HAVE_CUDA AND TARGET sg_kernels_cuda)
   add_executable(test_cuda_ops ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
   target_include_directories(test_cuda_ops PRIVATE ${CMAKE_BINARY_DIR}/generated)
