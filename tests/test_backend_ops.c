@@ -77,7 +77,8 @@
 
 /* ---- tolerances */
 
-/* TOL_BF16_OUT: an fp32 output the engine computed through a bf16 rounding (cuDNN's bf16 dw) */
+/* TOL_BF16_OUT: an fp32 output the engine computed through a bf16 rounding (cuDNN's bf16 dw;
+ * a fused bf16 weight gradient's dw, its operand recomputed with CUDA's approximate SiLU) */
 enum { TOL_EXACT, TOL_TIGHT, TOL_NORMAL, TOL_ADAMW, TOL_F32, TOL_BF16_OUT };
 static const double tol_value[] = {0.0, 1e-6, 1e-5, 1e-5, 1e-4, 2e-2};
 #define TOL_BF16 2e-2
@@ -1773,7 +1774,13 @@ static void run_case(const bo_entry *e, int refuse, sg_dtype dt, const bo_opts *
          * that fp32 output is held to the bf16 tolerance; the own engine's dw stays at fp32's */
         char eng[96] = "";
         if (b->node_engine) b->node_engine(b, &c.p, g->nn - 1, eng, (int)sizeof eng);
-        const int tol = strstr(eng, "+dw_bf16") ? TOL_BF16_OUT : props[e->op].tol;
+        /* ... and so is a fused bf16 op's fp32 output where the second backend recomputes the
+         * normalised operand with SiLU (a weight gradient's dw): CUDA's bf16 SiLU runs on the
+         * hardware's approximations (kernels/cuda/norm_apply.cuh), so the rare y value within
+         * 2^-18 of a bf16 rounding boundary rounds the other way from the CPU's, and the fp32
+         * sums see operands an ulp apart */
+        const int silu_fused = dt == DT_BF16 && e->a.fused && e->a.act == SG_ACT_SILU;
+        const int tol = strstr(eng, "+dw_bf16") || silu_fused ? TOL_BF16_OUT : props[e->op].tol;
         for (int k = 0; k < nd->nout; k++) {
             const sg_tensor *y = &g->t[nd->out[k]];
             for (int p = 0; p < (y->nparts ? 2 : 1); p++) {

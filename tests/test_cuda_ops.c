@@ -1175,9 +1175,12 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
     /* keep the statistics and the unfused y: the runs below reset every other buffer */
     tbuf *keep[] = {m, r, ym};
     for (int k = 0; k < 3; k++) tb_download(keep[k], keep[k]->init + GUARD);
-    /* the CPU reference from the device's statistics (the CPU's own, in double, may move a y
-     * value across a bf16 rounding boundary): y rounded to bf16 as the unfused plan stores it,
-     * then the convolution */
+    /* the CPU reference of y from the device's statistics (the CPU's own, in double, may move
+     * a y value across a bf16 rounding boundary), rounded to bf16 as the unfused plan stores it:
+     * the device's y within bf16's tolerance (bf16 SiLU runs on the hardware's approximations,
+     * kernels/cuda/norm_apply.cuh, which move the rare value within 2^-18 of a boundary). The
+     * convolutions' references then multiply the device's y itself: they check the
+     * convolutions, not the activation twice. */
     cpu_norm_tail t = {
         .act = act, .p = p, .purpose = purpose, .seed = seed, .step = step, .i0 = I0};
     float *dmean = fbuf(ng), *drstd = fbuf(ng), *y = fbuf(nx);
@@ -1185,6 +1188,8 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
     from_bytes(drstd, r->init + GUARD, ng, DT_F32);
     cpu_norm_act_apply(y, x, v, dmean, drstd, gamma, beta, N, H * W, Ci, G, &t);
     round_dt(y, nx, bf);
+    tb_check(ym, y, TOL_BF16, 0, ctx);
+    from_bytes(y, ym->init + GUARD, nx, bf);
     float *o_cpu = fbuf(P * Co), *dw_cpu = fbuf(nw), *db_cpu = bias ? fbuf(Co) : NULL;
     cpu_conv2d_fwd(o_cpu, y, w, b, N, H, W, Ci, Co, K, S, pad);
     cpu_conv2d_bwd_weight(dw_cpu, db_cpu, dy, y, N, H, W, Ci, Co, K, S, pad);
