@@ -559,11 +559,13 @@ static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, i
     return CONV_ENGINE_WGMMA;
 }
 
-/* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward (a gemm node) whose
- * channels own's tensor-core kernel takes? */
+/* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward on a stored input (a gemm
+ * node) whose channels own's tensor-core kernel takes? */
 static int fwd_1x1_own(const sg_graph *g, int i) {
     const sg_node *nd = &g->n[i];
-    if (sg_conv_pass_of(nd->op) != SG_CONV_PASS_FWD || g->t[nd->in[0]].dtype != DT_BF16) return 0;
+    if (!sg_conv_gemm_node(g, i) || sg_conv_pass_of(nd->op) != SG_CONV_PASS_FWD ||
+        g->t[nd->in[0]].dtype != DT_BF16)
+        return 0;
     const sg_conv_dims d = sg_conv_dims_of(g, nd);
     return d.Ci % 8 == 0 && d.Co % 8 == 0;
 }
@@ -1736,10 +1738,9 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
      * be chosen); a 1x1 node on the GEMM engine is its library side, and so is the GEMM for a
      * 1x1 forward auto put on own (FWD_1X1_OWN, the file comment: the per-layer table keeps
      * showing both) */
-    if (engine == SG_CONV_ENGINE_CUDNN &&
-        (c->node_eng[node] == CONV_ENGINE_GEMM ||
-         (c->conv_engine == SG_CONV_ENGINE_AUTO && on_own(c->node_eng[node]) &&
-          sg_conv_gemm_node(&p->g, node) && fwd_1x1_own(&p->g, node))))
+    if (engine == SG_CONV_ENGINE_CUDNN && (c->node_eng[node] == CONV_ENGINE_GEMM ||
+                                           (c->conv_engine == SG_CONV_ENGINE_AUTO &&
+                                            on_own(c->node_eng[node]) && fwd_1x1_own(&p->g, node))))
         engine = CONV_ENGINE_GEMM;
     /* the own side of a node on the wgmma kernels is those kernels */
     if (engine == SG_CONV_ENGINE_OWN && c->node_eng[node] == CONV_ENGINE_WGMMA)

@@ -30,7 +30,7 @@ extern "C" const char *sg_last_error(void);
  * pointer argument, then runs the launch or records it into the stream's capture. */
 #ifdef SG_CUDA_HOST
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
-    sg_sim::launch_pdl(#kernel, sg_cuda_pdl(), kernel, grid, block, smem, stream, __VA_ARGS__)
+    sg_sim::launch_as(true, #kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
 /* The first statement of every kernel SG_LAUNCH launches (cuda_kernels.h: programmatic
  * dependent launch): the emulator runs kernels one after another, and checks that every thread
  * of such a launch executed it. */

@@ -447,6 +447,8 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
         }
         if (v) dev_ldv<T, VEC>(add, v + n * C + c0);
         for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
+            /* (per batch, not hoisted above the loop: held across it, the column's pointer and
+             * stride made the fp32 instance spill) */
             const na_col<const T> xc = na_cat_col<const T>(x, c0);
             float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
 #pragma unroll

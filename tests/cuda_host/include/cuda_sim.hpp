@@ -482,13 +482,13 @@ namespace sg_sim {
 struct call_base {
     virtual ~call_base() = default;
     virtual void invoke() = 0; /* one thread's call of the kernel */
-    /* launched by SG_LAUNCH (launch_pdl): every thread must execute SG_PDL_ENTER (pdl_enter) */
+    /* launched by SG_LAUNCH (launch_as): every thread must execute SG_PDL_ENTER (pdl_enter) */
     bool pdl_required = false;
 };
 
 /* SG_PDL_ENTER() in a kernel (kernels/cuda/cuda_common.cuh): the running thread executed
  * griddepcontrol.launch_dependents and griddepcontrol.wait. The emulator runs launches one at
- * a time, so both are no-ops here; it records the call to check launch_pdl's rule. */
+ * a time, so both are no-ops here; it records the call to check launch_as's rule. */
 void pdl_enter();
 
 struct launch_info {
@@ -532,7 +532,9 @@ template <class T> static inline T pass(T v) {
     return v;
 }
 
-/* A launch; pdl_required: every thread must execute SG_PDL_ENTER before it exits */
+/* A launch; pdl_required (SG_LAUNCH's launches): every thread must execute SG_PDL_ENTER before
+ * it exits, whether programmatic dependent launch is on or off (on a GPU a kernel launched with
+ * the attribute that never waits races with the kernel before it) */
 template <class... P, class... A>
 void launch_as(bool pdl_required, const char *name, void (*fn)(P...), dim3 grid, dim3 block,
                size_t smem, cudaStream_t st, A &&...a) {
@@ -556,15 +558,6 @@ void launch(const char *name, void (*fn)(P...), dim3 grid, dim3 block, size_t sm
     launch_as(false, name, fn, grid, block, smem, st, std::forward<A>(a)...);
 }
 
-/* SG_LAUNCH's launch: as launch, and every thread of it must execute SG_PDL_ENTER before it
- * exits (checked whether programmatic dependent launch is on, pdl, or off: on a GPU a kernel
- * launched with the attribute that never waits races with the kernel before it). */
-template <class... P, class... A>
-void launch_pdl(const char *name, int pdl, void (*fn)(P...), dim3 grid, dim3 block, size_t smem,
-                cudaStream_t st, A &&...a) {
-    (void)pdl;
-    launch_as(true, name, fn, grid, block, smem, st, std::forward<A>(a)...);
-}
 } // namespace sg_sim
 
 #endif
