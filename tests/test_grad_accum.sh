@@ -17,9 +17,10 @@ pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# as dp_mpi: lr without warm-up so that 5 steps move the weights; samples as small as possible
+# as dp_mpi: lr without warm-up so that 5 steps move the weights, AdamW's epsilon 1e-5 (why:
+# test_dp_mpi.sh); samples as small as possible
 args="--model unet_tiny --data synthetic:64:16x16x3 --batch 4 --lr 1e-3 --warmup 0 --backend cpu
-      --log-every 1 --samples 2 --ddim-steps 1 --seed 7"
+      --adam-eps 1e-5 --log-every 1 --samples 2 --ddim-steps 1 --seed 7"
 ck=ckpt_00000005.sgck
 
 $train $args --steps 5 --out "$tmp/one" >"$tmp/one.log" 2>&1; rc=$?

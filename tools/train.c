@@ -98,6 +98,7 @@ static void usage(FILE *f) {
         "                       at most --ema-decay (default 0: the fixed --ema-decay)\n"
         "  --ema-inv-gamma F    its inv_gamma (default 1); --ema-power F its power (default 0.75)\n"
         "  --wd X               AdamW weight decay\n"
+        "  --adam-eps X         AdamW epsilon (default 1e-8)\n"
         "  --clip X             global gradient-norm clip\n"
         "  --ema-decay X        EMA decay\n"
         "  --seed N             run seed: init, data order, noise, dropout (default 0)\n"
@@ -214,6 +215,8 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = cli_float(c, 0, 10, &cfg->wd), note_fixed(a, c);
     else if (cli_is(c, "--clip"))
         bad = cli_float(c, 1e-6, 1e9, &cfg->clip), note_fixed(a, c);
+    else if (cli_is(c, "--adam-eps"))
+        bad = cli_float(c, 1e-12, 1, &cfg->eps), note_fixed(a, c);
     else
         return 0;
     return bad ? -1 : 1;
