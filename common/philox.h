@@ -120,33 +120,59 @@ SG_HD float sg_rng_uniform(uint64_t seed, int64_t step, uint32_t purpose, uint64
     return sg_u32_to_unit(sg_rng_u32x4(seed, step, purpose, i).v[0]);
 }
 
-/* The dropout's uniform of element e of a stream (seed, step, purpose): word e % 4 of counter
- * e / 4, so one Philox call serves four consecutive elements (every dropout, CPU and CUDA, fused
- * into norm_act or alone, draws its mask this way; sg_rng_dropout4 gives a block's four at
- * once). Before 2026-11-28 each element took word 0 of its own counter: four times the Philox
- * work for the same mask quality. */
-SG_HD float sg_rng_dropout(uint64_t seed, int64_t step, uint32_t purpose, uint64_t e) {
-    const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, e >> 2);
-    /* (selects, not w.v[e & 3]: a dynamic index would put w in CUDA local memory) */
-    const uint32_t lo = (e & 1) ? w.v[1] : w.v[0], hi = (e & 1) ? w.v[3] : w.v[2];
-    return sg_u32_to_unit((e & 2) ? hi : lo);
+/* A 16-bit half word -> float strictly inside (0, 1): the midpoints of 2^16 equal bins,
+ * h 2^-16 + 2^-17, in [2^-17, 1 - 2^-17]; exact in float (17 significant bits), so CPU and CUDA
+ * agree bit for bit. */
+SG_HD float sg_u16_to_unit(uint32_t h) {
+    return (float)h * (1.0f / 65536.0f) + (1.0f / 131072.0f);
 }
-/* The four uniforms of elements 4 b .. 4 b + 3 (sg_rng_dropout of each). */
-SG_HD void sg_rng_dropout4(float u[4], uint64_t seed, int64_t step, uint32_t purpose, uint64_t b) {
+
+/* The dropout's uniform of element e of a stream (seed, step, purpose): half word e % 2 (the low
+ * half for even e) of word (e / 2) % 4 of counter e / 8, so one Philox call serves eight
+ * consecutive elements (every dropout, CPU and CUDA, fused into norm_act or alone, draws its
+ * mask this way; sg_rng_dropout8 and sg_rng_dropout4 give a block's eight or four at once).
+ *
+ * 16 bits a uniform: element e is kept where its uniform is >= p, so the keep probability is p
+ * rounded to the bins, within 2^-17 of it (p = 0.1: 0.899994 instead of 0.9; the kept values'
+ * scale stays 1 / (1 - p), a bias of 7 parts per million, against bf16's 2^-9 rounding).
+ * FlashAttention-2's dropout compares 8-bit draws. History: until 2026-11-28 each element took
+ * word 0 of its own counter, then until 2026-11-29 word e % 4 of counter e / 4 (23-bit uniforms,
+ * sg_u32_to_unit): eight and then two times the Philox work for the same mask quality, in
+ * passes that the draws made issue-bound (docs/design-notes.md). */
+SG_HD float sg_rng_dropout(uint64_t seed, int64_t step, uint32_t purpose, uint64_t e) {
+    const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, e >> 3);
+    /* (selects, not w.v[...]: a dynamic index would put w in CUDA local memory) */
+    const uint32_t lo = (e & 2) ? w.v[1] : w.v[0], hi = (e & 2) ? w.v[3] : w.v[2];
+    const uint32_t word = (e & 4) ? hi : lo;
+    return sg_u16_to_unit((e & 1) ? word >> 16 : word & 0xFFFFu);
+}
+/* The eight uniforms of elements 8 b .. 8 b + 7 (sg_rng_dropout of each): one Philox call. */
+SG_HD void sg_rng_dropout8(float u[8], uint64_t seed, int64_t step, uint32_t purpose, uint64_t b) {
     const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, b);
-    for (int j = 0; j < 4; j++) u[j] = sg_u32_to_unit(w.v[j]);
+    for (int j = 0; j < 4; j++) {
+        u[2 * j] = sg_u16_to_unit(w.v[j] & 0xFFFFu);
+        u[2 * j + 1] = sg_u16_to_unit(w.v[j] >> 16);
+    }
+}
+/* The four uniforms of elements 4 b .. 4 b + 3 (sg_rng_dropout of each): half of counter b / 2's
+ * draw (a thread that owns four elements draws the whole call and keeps its half). */
+SG_HD void sg_rng_dropout4(float u[4], uint64_t seed, int64_t step, uint32_t purpose, uint64_t b) {
+    const sg_u32x4 w = sg_rng_u32x4(seed, step, purpose, b >> 1);
+    const uint32_t w0 = (b & 1) ? w.v[2] : w.v[0], w1 = (b & 1) ? w.v[3] : w.v[1];
+    u[0] = sg_u16_to_unit(w0 & 0xFFFFu), u[1] = sg_u16_to_unit(w0 >> 16);
+    u[2] = sg_u16_to_unit(w1 & 0xFFFFu), u[3] = sg_u16_to_unit(w1 >> 16);
 }
 
 /* u[k] = sg_rng_dropout(seed, step, purpose, e0 + k) for k < n: one Philox call per block of
- * four (the host's loops; a CUDA thread draws its own blocks). */
+ * eight (the host's loops; a CUDA thread draws its own blocks). */
 SG_HD void sg_rng_dropout_run(float *u, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
                               uint64_t e0) {
     int64_t k = 0;
     while (k < n) {
         const uint64_t e = e0 + (uint64_t)k;
-        float w[4];
-        sg_rng_dropout4(w, seed, step, purpose, e >> 2);
-        for (int j = (int)(e & 3); j < 4 && k < n; j++) u[k++] = w[j];
+        float w[8];
+        sg_rng_dropout8(w, seed, step, purpose, e >> 3);
+        for (int j = (int)(e & 7); j < 8 && k < n; j++) u[k++] = w[j];
     }
 }
 

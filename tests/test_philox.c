@@ -42,25 +42,48 @@ static void test_keying(void) {
               (uint32_t)(((uint64_t)w.v[0] * 1000u) >> 32),
           "index is multiply-shift of word 0");
     CHECK(sg_rng_uniform(seed, step, SG_RNG_TIMESTEP, 5) == sg_u32_to_unit(w.v[0]), "uniform");
-    /* the dropout's packing: element e takes word e % 4 of counter e / 4, and the run and block
-     * forms agree with it wherever they start */
-    for (uint64_t e = 40; e < 48; e++) {
-        const sg_u32x4 blk = sg_rng_u32x4(seed, step, SG_RNG_DROPOUT_BASE + 3, e / 4);
-        CHECK(sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE + 3, e) ==
-                  sg_u32_to_unit(blk.v[e % 4]),
-              "dropout element %llu is not word %llu of counter %llu", (unsigned long long)e,
-              (unsigned long long)(e % 4), (unsigned long long)(e / 4));
+    /* the dropout's packing: element e takes half word e % 2 (low half first) of word
+     * (e / 2) % 4 of counter e / 8, and the run and block forms agree with it wherever they
+     * start */
+    for (uint64_t e = 40; e < 64; e++) {
+        const sg_u32x4 blk = sg_rng_u32x4(seed, step, SG_RNG_DROPOUT_BASE + 3, e / 8);
+        const uint32_t word = blk.v[(e / 2) % 4], half = e % 2 ? word >> 16 : word & 0xFFFFu;
+        CHECK(sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE + 3, e) == sg_u16_to_unit(half),
+              "dropout element %llu is not half %llu of word %llu of counter %llu",
+              (unsigned long long)e, (unsigned long long)(e % 2), (unsigned long long)((e / 2) % 4),
+              (unsigned long long)(e / 8));
     }
-    float u4[4], run[11];
-    sg_rng_dropout4(u4, seed, step, SG_RNG_DROPOUT_BASE, 10);
-    for (int j = 0; j < 4; j++)
-        CHECK(u4[j] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, 40 + (uint64_t)j),
-              "dropout4 word %d", j);
-    for (uint64_t e0 = 37; e0 < 41; e0++) {
-        sg_rng_dropout_run(run, 11, seed, step, SG_RNG_DROPOUT_BASE, e0);
-        for (int k = 0; k < 11; k++)
+    float u4[4], u8[8], run[19];
+    for (uint64_t blk = 10; blk < 12; blk++) {
+        sg_rng_dropout4(u4, seed, step, SG_RNG_DROPOUT_BASE, blk);
+        for (int j = 0; j < 4; j++)
+            CHECK(u4[j] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, 4 * blk + (uint64_t)j),
+                  "dropout4 block %llu, element %d", (unsigned long long)blk, j);
+    }
+    sg_rng_dropout8(u8, seed, step, SG_RNG_DROPOUT_BASE, 5);
+    for (int j = 0; j < 8; j++)
+        CHECK(u8[j] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, 40 + (uint64_t)j),
+              "dropout8 element %d", j);
+    for (uint64_t e0 = 35; e0 < 41; e0++) {
+        sg_rng_dropout_run(run, 19, seed, step, SG_RNG_DROPOUT_BASE, e0);
+        for (int k = 0; k < 19; k++)
             CHECK(run[k] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, e0 + (uint64_t)k),
                   "dropout run from %llu, element %d", (unsigned long long)e0, k);
+    }
+    /* the 16-bit grid: exact, strictly inside (0, 1); and the keep rate of p = 0.1 over 2^20
+     * elements is 1 - p rounded to the grid (0.899994), within 5 sigma (0.0015) */
+    CHECK(sg_u16_to_unit(0) == 0x1p-17f, "min %a", sg_u16_to_unit(0));
+    CHECK(sg_u16_to_unit(0xFFFFu) == 1.0f - 0x1p-17f, "max %a", sg_u16_to_unit(0xFFFFu));
+    {
+        static float big[1 << 20];
+        sg_rng_dropout_run(big, 1 << 20, seed, step, SG_RNG_DROPOUT_BASE + 1, 3);
+        int64_t kept = 0;
+        double mean = 0.0;
+        for (int i = 0; i < 1 << 20; i++) kept += big[i] >= 0.1f, mean += big[i];
+        const double rate = (double)kept / (double)(1 << 20);
+        mean /= (double)(1 << 20);
+        CHECK(fabs(rate - 0.899994) < 0.0015, "keep rate %.6f for p = 0.1", rate);
+        CHECK(fabs(mean - 0.5) < 0.0015, "mean uniform %.6f", mean);
     }
     /* the endpoints of the uniform grid are exact and strictly inside (0, 1) */
     CHECK(sg_u32_to_unit(0) == 0x1p-24f, "min %a", sg_u32_to_unit(0));

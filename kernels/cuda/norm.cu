@@ -273,8 +273,8 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
  * - 4 channels a thread in both dtypes (NA_PART_DISPATCH: 8-byte bf16 vectors where the other
  *   passes move 16): twice the threads of 16-byte vectors in bf16. At batch 128, 8 x 8 x 256 has
  *   one segment per image, 32768 chains: 16 blocks of 256 threads at 8 channels a thread on a
- *   132-SM GPU, 32 at 4. Four, not fewer: the dropout's uniforms come four at a time
- *   (na_drop_vec). */
+ *   132-SM GPU, 32 at 4. Four, not fewer: the dropout's uniforms come four at a time or more
+ *   (na_drop_vec: a four-channel thread keeps half of each eight-element Philox call). */
 #define NA_BATCH 16
 #define NA_BATCH_BWD 8
 /* ... and the apply passes, rows TR apart: a thread loads NA_ROWS_APPLY (forward) or
@@ -415,7 +415,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                 for (int j = 0; j < VEC; j++)
                     o[j] = na_apply_act<na_fast_act<T>>(vn ? u[q][j] + add[j] : u[q][j], mu[j],
                                                         ga[j], be[j], act);
-                /* the dropout: one Philox call per 4 elements (na_drop_vec) */
+                /* the dropout: one Philox call per 8 elements (na_drop_vec) */
                 if constexpr (DROP) na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)i);
                 dev_stv<T, VEC>(y + i, o, 0);
             }

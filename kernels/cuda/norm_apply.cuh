@@ -69,13 +69,26 @@ __device__ __forceinline__ float na_drop_at(float a, const na_drop &d, int64_t i
                ? na_drop1<BWD>(a, d, sg_rng_dropout(d.seed, d.step, d.purpose, d.i0 + (uint64_t)i))
                : a;
 }
-/* ... on VEC consecutive elements e0 .. e0 + VEC - 1 of x, in place: one Philox call per four
- * of them (sg_rng_dropout4) where e0 % 4 == 0 and VEC % 4 == 0, else one per element; the same
- * uniforms either way (sg_rng_dropout's packing), so the same bits as na_drop1 element by
- * element. Nothing where p = 0. */
+/* ... on VEC consecutive elements e0 .. e0 + VEC - 1 of x, in place: one Philox call per eight
+ * of them (sg_rng_dropout8) where e0 % 8 == 0 and VEC % 8 == 0, else one per four
+ * (sg_rng_dropout4: the call's half, where e0 % 4 == 0 and VEC % 4 == 0), else one per
+ * element; the same uniforms every way (sg_rng_dropout's packing), so the same bits as na_drop1
+ * element by element. Nothing where p = 0. */
 template <bool BWD, int VEC>
 __device__ __forceinline__ void na_drop_vec(float (&o)[VEC], const na_drop &d, uint64_t e0) {
     if (d.p <= 0.0f) return;
+    if constexpr (VEC % 8 == 0) {
+        if ((e0 & 7) == 0) {
+#pragma unroll
+            for (int b = 0; b < VEC; b += 8) {
+                float u[8];
+                sg_rng_dropout8(u, d.seed, d.step, d.purpose, (e0 >> 3) + (uint64_t)(b / 8));
+#pragma unroll
+                for (int j = 0; j < 8; j++) o[b + j] = na_drop1<BWD>(o[b + j], d, u[j]);
+            }
+            return;
+        }
+    }
     if constexpr (VEC % 4 == 0) {
         if ((e0 & 3) == 0) {
 #pragma unroll
@@ -173,7 +186,7 @@ __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float 
  * x), rounded to bf16 as the unfused plan stores y. C: the channels of x. Its
  * operands (statistics, gamma, beta, v, the dropout key) are read from global memory per chunk
  * (L1 hits): the main loop's registers are spent on the accumulators. WIDE: all 8 at once,
- * the dropout's uniforms drawn by blocks of four (na_drop_vec; the same values, so the same
+ * the dropout's uniforms drawn by one Philox call (na_drop_vec; the same values, so the same
  * bits), for a caller with registers to spare (conv_wgmma.cu's halo rewrite, before its
  * accumulators are live); otherwise two channels at a time, one Philox call per element. */
 template <bool WIDE = false>
