@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
     --log-file) log=$2 && shift 2 ;;
     --profile-from-start) [ "$2" = off ] || exit 3; shift 2; saw_off=1 ;;
     --cache-control | --clock-control | --section | --metrics | --page | --target-processes) shift 2 ;;
+    --kernel-name | --launch-count | --filter-mode) echo "ncu $1 $2" >>"$FAKE_CALLS" && shift 2 ;;
     --csv) shift ;;
     -*) echo "fake ncu: unknown flag $1" >&2 && exit 4 ;;
     *) break ;;
@@ -70,6 +71,12 @@ ok "log lines" '[ $(grep -c "^gpu_profile: [a-z_]*: 1 kernels, 0.002 ms summed" 
 
 run sel GPU_PROFILE_CONFIGS='^(default|tuned)$' GPU_PROFILE_TABLE=/x/table.json
 ok "selected: default and tuned only, the table given" '[ $(cat $tmp/sel.rc) -eq 0 ] && [ $(wc -l <$tmp/sel.calls) -eq 2 ] && grep -q "no-breakdown --engine-table /x/table.json SG_PROFILE" $tmp/sel.calls'
+
+ok "no kernel filter unless asked" '! grep -q "^ncu --" $tmp/all.calls'
+
+run short GPU_PROFILE_CONFIGS='^default$' GPU_PROFILE_KERNELS='regex:^norm_' GPU_PROFILE_LAUNCHES=1 \
+    GPU_PROFILE_FILTER=per-launch-config
+ok "short: the kernel filter, launch count and filter mode given to ncu, the default step only" '[ $(cat $tmp/short.rc) -eq 0 ] && grep -qx "ncu --kernel-name regex:^norm_" $tmp/short.calls && grep -qx "ncu --launch-count 1" $tmp/short.calls && grep -qx "ncu --filter-mode per-launch-config" $tmp/short.calls && [ $(grep -c "^bench " $tmp/short.calls) -eq 1 ]'
 
 run bad FAKE_NCU_FAIL_FUSED=1
 ok "a failing configuration: exit 1, named, the others ran" '[ $(cat $tmp/bad.rc) -eq 1 ] && grep -q "wgmma_fused: FAIL: ncu exit 7" $tmp/bad.out && [ $(grep -c "0.002 ms summed" $tmp/bad.out) -eq 2 ] && grep -q "1 configuration(s) failed" $tmp/bad.out'

@@ -17,6 +17,10 @@
 #    says own; `tuned_unfused`: --fuse 0 with its engines; `tuned_store_norm`: the table's plan
 #    with its stored normalisations kept for the backward pass). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
+# 3b. a short Nsight Compute profile of the default step's normalisation kernels, each distinct
+#    launch once (tools/gpu_profile.sh; 90 s at most, only with 300 s left so that the compile
+#    rows still run; GPU_CALL_PROFILE=0: not): its summary goes into call.log, its raw CSV into
+#    the tarball.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
 #    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
 #    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the default plan with
@@ -34,9 +38,9 @@
 # OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
 # bench reports, a tarball of the raw output of every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
-# GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN (a regex of the
-# variants that keep bench's per-op and per-layer breakdown; default the tuned steps and
-# wgmma_unfused_halo: the engine choice and the own kernels' per-layer times),
+# GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_PROFILE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN
+# (a regex of the variants that keep bench's per-op and per-layer breakdown; default the tuned
+# steps and wgmma_unfused_halo: the engine choice and the own kernels' per-layer times),
 # SG_COMMIT (the commit, where the tree is not a git checkout).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -102,6 +106,18 @@ if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt
     fi
 elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
+fi
+# the default step's normalisation kernels under Nsight Compute, each distinct launch once: their
+# DRAM and SM throughputs say whether the GroupNorm passes are bound by memory or by issue
+# (docs/gpu-status.md, "What the profile should decide next")
+if [ -x "$bin" ] && [ "${GPU_CALL_PROFILE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 300 ]; then
+    GPU_PROFILE_BIN=$bin GPU_PROFILE_S=90 GPU_PROFILE_CONFIGS='^default$' \
+        GPU_PROFILE_KERNELS='regex:^norm_' GPU_PROFILE_LAUNCHES=1 \
+        GPU_PROFILE_FILTER=per-launch-config tools/gpu_profile.sh "$runs/profile" >/dev/null 2>&1
+    echo "gpu_call: profile: exit $?, $(tail -n 2 "$runs/profile/profile.log" 2>/dev/null | head -n 1)"
+    [ -s "$runs/profile/ncu-default.md" ] && sed -n '1,40p' "$runs/profile/ncu-default.md"
+elif [ "${GPU_CALL_PROFILE:-1}" != 0 ]; then
+    echo "gpu_call: profile: not run ($((total - SECONDS))s left)"
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant store_norm -- --store-norm 1

@@ -22,9 +22,13 @@
 # --cache-control none and --clock-control none: each kernel alone (serialised) but with the
 # caches and clocks as a replay has them. Environment: GPU_PROFILE_S (the whole script's
 # deadline, default 540 s), GPU_PROFILE_CONFIGS, GPU_PROFILE_TABLE, GPU_PROFILE_ARGS (extra
-# bench flags for every configuration), GPU_PROFILE_BIN (the bench binary; default
-# build-gpu/bench, built here when missing), NCU (the ncu binary; default: PATH, then
-# /usr/local/cuda*/bin and /opt/nvidia).
+# bench flags for every configuration), GPU_PROFILE_KERNELS (ncu's --kernel-name: only the
+# kernels it names, e.g. regex:^norm_), GPU_PROFILE_LAUNCHES (ncu's --launch-count: at most
+# that many kernels a configuration), GPU_PROFILE_FILTER (ncu's --filter-mode: per-launch-config
+# counts the launches per kernel and launch configuration, so GPU_PROFILE_LAUNCHES=1 samples
+# each distinct launch once; gpu_call.sh's short profile sets all three), GPU_PROFILE_BIN
+# (the bench binary; default build-gpu/bench, built here when missing), NCU (the ncu binary;
+# default: PATH, then /usr/local/cuda*/bin and /opt/nvidia).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -72,9 +76,13 @@ profile() {
         echo "gpu_profile: $name: SKIP (${rest}s left)"
         return 0
     fi
+    local only=()
+    [ -n "${GPU_PROFILE_KERNELS:-}" ] && only+=(--kernel-name "$GPU_PROFILE_KERNELS")
+    [ -n "${GPU_PROFILE_LAUNCHES:-}" ] && only+=(--launch-count "$GPU_PROFILE_LAUNCHES")
+    [ -n "${GPU_PROFILE_FILTER:-}" ] && only+=(--filter-mode "$GPU_PROFILE_FILTER")
     # shellcheck disable=SC2086 # GPU_PROFILE_ARGS: flags, split on purpose
     env "${envs[@]}" SG_PROFILE_FIRST_STEP=1 timeout -k 5 "$rest" "$ncu" --profile-from-start off \
-        --target-processes all --cache-control none --clock-control none \
+        --target-processes all --cache-control none --clock-control none "${only[@]}" \
         --section SpeedOfLight --section LaunchStats \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
         --log-file "$out/ncu-$name.csv" "$bin" --backend cuda --model unet_cifar --batch 128 \
