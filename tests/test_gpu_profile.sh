@@ -76,7 +76,7 @@ ok "no kernel filter unless asked" '! grep -q "^ncu --" $tmp/all.calls'
 
 run short GPU_PROFILE_CONFIGS='^default$' GPU_PROFILE_KERNELS='regex:^norm_' GPU_PROFILE_LAUNCHES=1 \
     GPU_PROFILE_FILTER=per-launch-config
-ok "short: the kernel filter, launch count and filter mode given to ncu, the default step only" '[ $(cat $tmp/short.rc) -eq 0 ] && grep -qx "ncu --kernel-name regex:^norm_" $tmp/short.calls && grep -qx "ncu --launch-count 1" $tmp/short.calls && grep -qx "ncu --filter-mode per-launch-config" $tmp/short.calls && [ $(grep -c "^bench " $tmp/short.calls) -eq 1 ]'
+ok "short: the kernel filter, launch count and filter mode given to ncu, the default step only" '[ $(cat $tmp/short.rc) -eq 0 ] && grep -qx "ncu --kernel-name regex:^norm_" $tmp/short.calls && grep -qx "ncu --launch-count 1" $tmp/short.calls && grep -qx "ncu --filter-mode per-launch-config" $tmp/short.calls && [ $(grep -c "^bench " $tmp/short.calls) -eq 1 ] && grep -q "a sample: --kernel-name regex:^norm_ --launch-count 1 --filter-mode per-launch-config" $tmp/short/ncu-default.md'
 
 run bad FAKE_NCU_FAIL_FUSED=1
 ok "a failing configuration: exit 1, named, the others ran" '[ $(cat $tmp/bad.rc) -eq 1 ] && grep -q "wgmma_fused: FAIL: ncu exit 7" $tmp/bad.out && [ $(grep -c "0.002 ms summed" $tmp/bad.out) -eq 2 ] && grep -q "1 configuration(s) failed" $tmp/bad.out'

@@ -90,7 +90,8 @@ profile() {
         >"$out/ncu-$name.log" 2>&1
     local rc=$?
     if "${PYTHON:-python3}" tools/ncu_summary.py "$out/ncu-$name.csv" \
-        --title "ncu: unet_cifar b128 bf16, $name (${envs[*]} $*)" >"$out/ncu-$name.md" \
+        --title "ncu: unet_cifar b128 bf16, $name (${envs[*]} $*)${only[*]:+; a sample: ${only[*]}}" \
+        >"$out/ncu-$name.md" \
         2>"$out/ncu-$name.err" && [ $rc -eq 0 ]; then
         echo "gpu_profile: $name: $(sed -n 3p "$out/ncu-$name.md") (${SECONDS}s)"
     else
