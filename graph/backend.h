@@ -22,6 +22,9 @@ typedef struct sg_backend sg_backend;
  * built with SG_HAVE_CUDNN), `auto` cuDNN when built with it. Chosen per conv node in the CUDA
  * backend's prepare; the CPU backend has one engine and ignores it. */
 enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2 };
+/* time_node_engine's own side on the Hopper wgmma kernels (a timing choice, not an engine to
+ * ask for) */
+enum { SG_TIME_OWN_WGMMA = 8 };
 /* the engine table's per-layer choices (planner/engine_table.h) are these engines */
 _Static_assert((int)SG_LAYER_OWN == (int)SG_CONV_ENGINE_OWN &&
                    (int)SG_LAYER_CUDNN == (int)SG_CONV_ENGINE_CUDNN,
@@ -97,8 +100,9 @@ struct sg_backend {
      * backend). */
     void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
     /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN, or _CUDNN: the
-     * library side, which is cuBLASLt for a 1x1 conv the CUDA backend runs as GEMMs), or -1
-     * when that engine cannot run it (tools/bench's per-layer table). NULL: not available. */
+     * library side, which is cuBLASLt for a 1x1 conv the CUDA backend runs as GEMMs; or
+     * SG_TIME_OWN_WGMMA: own on the wgmma kernels), or -1 when that engine cannot run it
+     * (tools/bench's per-layer table, the engine tuning's passes). NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of
      * dtype (DT_BF16 or DT_F32) and fp32 accumulation, on the backend's GEMM library (CUDA:

@@ -1727,13 +1727,41 @@ static int cuda_time_gemm(sg_backend *be, const sg_plan *p, int64_t m, int64_t n
     return rc;
 }
 
+/* Would the wgmma kernels run conv node i (a plain conv pass: forward, data or weight gradient)?
+ * The operands its launcher would give conv_on_wgmma (conv_fwd_run, cuda_run_conv2d_bwd_data,
+ * cuda_run_conv2d_bwd_weight), checked without a launch: time_node_engine's wgmma side times
+ * nothing that would silently run on mma.sync. */
+static int node_on_wgmma(cuda_ctx *c, const sg_plan *p, int i) {
+    const sg_graph *g = &p->g;
+    const sg_node *nd = &g->n[i];
+    if (!c->wgmma_ok || g->t[nd->in[0]].dtype != DT_BF16) return 0;
+    const cuda_call k = {.c = c, .g = g, .nd = nd, .engine = CONV_ENGINE_WGMMA};
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    sg_conv_fuse f;
+    if (nd->op == OP_CONV2D)
+        return conv_on_wgmma(&k, d, conv_input(c, g, nd->in[0], &f), kout(&k, 0), kin(&k, 1),
+                             DT_BF16);
+    if (nd->op == OP_CONV2D_BWD_DATA)
+        return conv_on_wgmma(&k, d, kout_cat(&k, 0), kin(&k, 0), kin(&k, 1), DT_BF16);
+    if (nd->op == OP_CONV2D_BWD_WEIGHT)
+        return conv_on_wgmma(&k, d, conv_input(c, g, nd->in[1], &f), kin(&k, 0), NULL, DT_BF16);
+    return 0;
+}
+
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
     *ms = -1;
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return SG_OK;
-    if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN)
-        return sg_set_error("time_node_engine: engine %d is not own or cudnn", engine);
+    if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN &&
+        engine != SG_TIME_OWN_WGMMA)
+        return sg_set_error("time_node_engine: engine %d is not own, cudnn or own on wgmma",
+                            engine);
+    /* own on the wgmma kernels: where they take the node as its launcher would call them */
+    if (engine == SG_TIME_OWN_WGMMA) {
+        if (!node_on_wgmma(c, p, node)) return SG_OK;
+        engine = CONV_ENGINE_WGMMA;
+    }
     /* the library side: cuDNN only where prepare pinned it (after the warm-up nothing new may
      * be chosen); a 1x1 node on the GEMM engine is its library side, and so is the GEMM for a
      * 1x1 forward auto put on own (FWD_1X1_OWN, the file comment: the per-layer table keeps

@@ -65,9 +65,10 @@ static int cudnn_names(json_t *l, const char *name, sg_engine_table *t, const ch
     return SG_OK;
 }
 
-/* a layer's optional "passes": {"fwd": {"engine": "own"|"cudnn", "own_ms": x, "lib_ms": y},
- * "bwd_data": ..., "bwd_filter": ...}; "engine" absent: the layer's side (a record of the
- * times alone, as an own layer's) */
+/* a layer's optional "passes": {"fwd": {"engine": "own"|"cudnn", "own_ms": x, "lib_ms": y,
+ * "tc": "mma"|"wgmma", "wgmma_ms": z}, "bwd_data": ..., "bwd_filter": ...}; "engine" absent: the
+ * layer's side (a record of the times alone, as an own layer's); "tc" absent: mma (older tables),
+ * wgmma only for a pass on own */
 static int passes_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
     json_t *o = json_object_get(l, "passes");
     if (!o || json_is_null(o)) return SG_OK;
@@ -85,9 +86,18 @@ static int passes_field(json_t *l, const char *name, sg_engine_table *t, const c
                                 "bwd_filter, each {\"engine\": \"own\" or \"cudnn\", "
                                 "\"own_ms\", \"lib_ms\"} (\"%s\")",
                                 what, name, key);
-        if (ms_field(v, "own_ms", &own, name, what) || ms_field(v, "lib_ms", &lib, name, what))
+        json_t *tj = json_object_get(v, "tc");
+        const int tc = tj ? sg_tc_parse(json_string_value(tj)) : SG_TC_MMA;
+        double wg;
+        if (tc < 0)
+            return sg_set_error("%s: engine table: layer %s: pass %s: \"tc\" must be \"mma\" or "
+                                "\"wgmma\"",
+                                what, name, key);
+        if (ms_field(v, "own_ms", &own, name, what) || ms_field(v, "lib_ms", &lib, name, what) ||
+            ms_field(v, "wgmma_ms", &wg, name, what))
             return SG_ERR;
-        if (sg_engine_table_set_pass(t, name, pass, eng == SG_LAYER_OWN, own, lib)) {
+        if (sg_engine_table_set_pass(t, name, pass, eng == SG_LAYER_OWN, own, lib) ||
+            sg_engine_table_set_pass_tc(t, name, pass, tc, wg)) {
             return sg_set_error("%s: %s", what, sg_last_error());
         }
     }
@@ -226,12 +236,18 @@ static json_t *table_json(const sg_engine_table *t) {
         json_t *passes = json_object();
         for (int pass = 0; pass < 3; pass++) {
             const sg_engine_entry *x = &t->e[i];
-            if (!x->pass_own[pass] && x->pass_own_ms[pass] < 0 && x->pass_lib_ms[pass] < 0)
+            if (!x->pass_own[pass] && x->pass_own_ms[pass] < 0 && x->pass_lib_ms[pass] < 0 &&
+                x->pass_wgmma_ms[pass] < 0)
                 continue;
             json_t *o = json_pack("{s:o, s:o}", "own_ms", ms_json(x->pass_own_ms[pass]), "lib_ms",
                                   ms_json(x->pass_lib_ms[pass]));
             if (x->engine == SG_LAYER_CUDNN)
                 json_object_set_new(o, "engine", json_string(x->pass_own[pass] ? "own" : "cudnn"));
+            /* the generation where the pass says wgmma or measured it (older tables: neither) */
+            if (x->pass_tc[pass] == SG_TC_WGMMA || x->pass_wgmma_ms[pass] >= 0) {
+                json_object_set_new(o, "tc", json_string(sg_tc_name(x->pass_tc[pass])));
+                json_object_set_new(o, "wgmma_ms", ms_json(x->pass_wgmma_ms[pass]));
+            }
             json_object_set_new(passes, pass_keys[pass], o);
         }
         if (json_object_size(passes))
@@ -303,7 +319,9 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
                 const sg_engine_entry *ye = sg_engine_table_find(y, x->e[i].layer);
                 int same = 1, passes = 1;
                 for (int q = 0; q < 3; q++) same &= !strcmp(ye->cudnn[q], x->e[i].cudnn[q]);
-                for (int q = 0; q < 3; q++) passes &= ye->pass_own[q] == x->e[i].pass_own[q];
+                for (int q = 0; q < 3; q++)
+                    passes &= ye->pass_own[q] == x->e[i].pass_own[q] &&
+                              (!ye->pass_own[q] || ye->pass_tc[q] == x->e[i].pass_tc[q]);
                 if ((!same || !passes) && differ++ < 8)
                     fprintf(stderr, "%slayer %s: cudnn -> cudnn with other %s\n", prefix,
                             x->e[i].layer, !passes ? "passes on own" : "cuDNN engines");

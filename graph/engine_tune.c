@@ -56,12 +56,14 @@ static int layer_index(const sg_engine_table *t, const char *name) {
  * passes a folded shortcut leaves to gemm are gemm in every alternative); env: describe()'s record.
  * cuDNN's alternative chooses its engines by timing where o->cudnn_time_reps asks, and each layer's
  * cuDNN engine per pass (its first node's) goes into `layers` (sg_engine_table_set_cudnn); with
- * pass_lib / pass_own (n x 3 each, cuDNN's alternative on a backend that can time a node on
- * another engine), each of its library-side conv nodes is also timed on own in the same plan,
- * and per layer and pass the sums of both go there (< 0: not measured). */
+ * pass_lib / pass_own / pass_wg (n x 3 each, cuDNN's alternative on a backend that can time a
+ * node on another engine), each of its library-side conv nodes is also timed on own in the same
+ * plan, on mma.sync and (where the backend has them) on the wgmma kernels, and per layer and
+ * pass the sums go there (< 0: not measured; a pass is measured on wgmma only where every node
+ * of it ran there). */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
-                     double *pass_lib, double *pass_own, char *env, int env_cap) {
+                     double *pass_lib, double *pass_own, double *pass_wg, char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -89,9 +91,11 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     float *one = calloc((size_t)o->iters + 1, sizeof(float));
     /* each conv node's engine name; the library side's nodes also timed on own (pass_own) */
     char(*names)[160] = calloc((size_t)nn + 1, sizeof *names);
-    const int per_pass = pass_lib && pass_own && be->time_node_engine;
+    const int per_pass = pass_lib && pass_own && pass_wg && be->time_node_engine;
+    const int per_pass_wg = per_pass && be->conv_wgmma;
     float *own_ms = per_pass ? calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float)) : NULL;
-    if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms)))
+    float *wg_ms = per_pass_wg ? calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float)) : NULL;
+    if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms) || (per_pass_wg && !wg_ms)))
         rc = sg_set_error("out of host memory");
     if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
     for (int i = 0; i < nn && !rc; i++)
@@ -100,12 +104,17 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     for (int it = 0; it < o->iters && !rc; it++) {
         rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)nn);
         for (int i = 0; i < nn && !rc && own_ms; i++)
-            if (on_lib(names[i]))
+            if (on_lib(names[i])) {
                 rc = be->time_node_engine(be, &e.plan, i, SG_CONV_ENGINE_OWN,
                                           own_ms + (size_t)it * (size_t)nn + i);
+                if (!rc && wg_ms)
+                    rc = be->time_node_engine(be, &e.plan, i, SG_TIME_OWN_WGMMA,
+                                              wg_ms + (size_t)it * (size_t)nn + i);
+            }
         if (!rc) rc = be->sync(be);
     }
-    for (int k = 0; k < 3 * layers->n && per_pass; k++) pass_lib[k] = pass_own[k] = 0;
+    for (int k = 0; k < 3 * layers->n && per_pass; k++)
+        pass_lib[k] = pass_own[k] = 0, pass_wg[k] = per_pass_wg ? 0 : -1;
     int *pass_seen = per_pass ? calloc(3 * (size_t)layers->n + 1, sizeof(int)) : NULL;
     if (!rc && per_pass && !pass_seen) rc = sg_set_error("out of host memory");
     for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
@@ -130,6 +139,10 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                 for (int it = 0; it < o->iters; it++) one[it] = own_ms[(size_t)it * (size_t)nn + i];
                 const double own = median(one, o->iters);
                 pass_own[kp] = own < 0 || pass_own[kp] < 0 ? -1 : pass_own[kp] + own;
+                for (int it = 0; it < o->iters && wg_ms; it++)
+                    one[it] = wg_ms[(size_t)it * (size_t)nn + i];
+                const double wg = wg_ms ? median(one, o->iters) : -1;
+                pass_wg[kp] = wg < 0 || pass_wg[kp] < 0 ? -1 : pass_wg[kp] + wg;
                 pass_seen[kp] = 1;
             }
             if (engine == SG_LAYER_CUDNN && !strncmp(name, "cudnn ", 6) && pass >= 0 &&
@@ -137,13 +150,14 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                 rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
-    for (int k = 0; k < 3 * layers->n && pass_lib && pass_own; k++)
-        if (!per_pass || rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = -1;
+    for (int k = 0; k < 3 * layers->n && pass_lib && pass_own && pass_wg; k++)
+        if (!per_pass || rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = pass_wg[k] = -1;
     if (!rc && env && be->describe) be->describe(be, env, env_cap);
     free(node_ms);
     free(one);
     free(names);
     free(own_ms);
+    free(wg_ms);
     free(pass_seen);
     sg_exec_free(&e);
     sg_engine_table_free(&all);
@@ -158,12 +172,20 @@ static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
         snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
 }
 
-/* what layer k's passes on own save on cuDNN's side (pass_lib / pass_own as tune_pass left
- * them) */
-static double pass_saving(const double *plib, const double *pown, int k) {
+/* the better own side of pass kp (pass_own on mma.sync, pass_wg on wgmma, as tune_pass left
+ * them): its time (< 0: neither measured), and its generation into *tc */
+static double pass_best_own(const double *pown, const double *pwg, int kp, int *tc) {
+    const double w = pown[kp], x = pwg[kp];
+    *tc = x >= 0 && (w < 0 || x < w) ? SG_TC_WGMMA : SG_TC_MMA;
+    return *tc == SG_TC_WGMMA ? x : w;
+}
+
+/* what layer k's passes on own save on cuDNN's side */
+static double pass_saving(const double *plib, const double *pown, const double *pwg, int k) {
     double s = 0;
     for (int p = 0; p < 3; p++) {
-        const double l = plib[3 * k + p], w = pown[3 * k + p];
+        int tc;
+        const double l = plib[3 * k + p], w = pass_best_own(pown, pwg, 3 * k + p, &tc);
         if (l >= 0 && w >= 0 && w < l) s += l - w;
     }
     return s;
@@ -210,15 +232,18 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
            *dnn = calloc((size_t)n + 1, sizeof(double));
     double *wg = calloc((size_t)n + 1, sizeof(double));
     double *plib = calloc(3 * (size_t)n + 1, sizeof(double)),
-           *pown = calloc(3 * (size_t)n + 1, sizeof(double));
+           *pown = calloc(3 * (size_t)n + 1, sizeof(double)),
+           *pwg = calloc(3 * (size_t)n + 1, sizeof(double));
     int *ran_own = calloc((size_t)n + 1, sizeof(int)),
         *ran_dnn = calloc((size_t)n + 1, sizeof(int)), *ran_wg = calloc((size_t)n + 1, sizeof(int));
     char env[2048] = "";
-    if (!rc && (!own || !dnn || !wg || !plib || !pown || !ran_own || !ran_dnn || !ran_wg))
+    if (!rc && (!own || !dnn || !wg || !plib || !pown || !pwg || !ran_own || !ran_dnn || !ran_wg))
         rc = sg_set_error("out of host memory");
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
-    if (!rc) rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, 0);
+    if (!rc)
+        rc =
+            tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL, 0);
     /* the own kernels' second generation, where the backend has it (bf16 on a Hopper GPU) */
     int wgmma = 0;
     if (!rc && cfg.act_dt == DT_BF16) {
@@ -229,11 +254,12 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc && wgmma && o->progress)
         fprintf(o->progress, "engine tuning: every layer on own (fused), on the wgmma kernels\n");
     if (!rc && wgmma)
-        rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL, 0);
+        rc =
+            tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL, NULL, 0);
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
     if (!rc)
-        rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, env,
+        rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, pwg, env,
                        sizeof env);
     json_t *envj = json_loads(env, 0, NULL);
     env_field(envj, "backend", t->backend, sizeof t->backend);
@@ -261,22 +287,28 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
          * on own in that plan (the layer's input stored) runs there (pass_own) */
         const double dnn_ms = !ran_dnn[k] || (q >= 0 && !ran_dnn[q])
                                   ? -1
-                                  : dnn[k] + (q >= 0 ? dnn[q] : 0) - pass_saving(plib, pown, k) -
-                                        (q >= 0 ? pass_saving(plib, pown, q) : 0);
+                                  : dnn[k] + (q >= 0 ? dnn[q] : 0) -
+                                        pass_saving(plib, pown, pwg, k) -
+                                        (q >= 0 ? pass_saving(plib, pown, pwg, q) : 0);
         x->engine = dnn_ms >= 0 && dnn_ms < own_ms ? SG_LAYER_CUDNN : SG_LAYER_OWN;
         /* the cuDNN engines are kept where the layer goes there */
         if (x->engine != SG_LAYER_CUDNN) memset(x->cudnn, 0, sizeof x->cudnn);
-        /* every layer's pass times (a record), the choice where it is cudnn */
+        /* every layer's pass times (a record), the choice where it is cudnn: the pass on own
+         * where its better own side (mma.sync or wgmma: pass_tc) beat the library; pass_own_ms
+         * that side's time, pass_wgmma_ms the wgmma time */
         for (int pass = 0; pass < 3; pass++) {
-            const double l = plib[3 * k + pass], w = pown[3 * k + pass];
+            int ptc;
+            const double l = plib[3 * k + pass], w = pass_best_own(pown, pwg, 3 * k + pass, &ptc);
             x->pass_lib_ms[pass] = l, x->pass_own_ms[pass] = w;
+            x->pass_wgmma_ms[pass] = pwg[3 * k + pass];
             x->pass_own[pass] = x->engine == SG_LAYER_CUDNN && l >= 0 && w >= 0 && w < l;
+            x->pass_tc[pass] = x->pass_own[pass] ? (unsigned char)ptc : SG_TC_MMA;
             if (x->pass_own[pass]) x->cudnn[pass][0] = 0; /* no cuDNN engine to ask for */
         }
         x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
     }
     if (!rc) sg_engine_table_hash(t);
-    free(own), free(dnn), free(wg), free(plib), free(pown), free(ran_own), free(ran_dnn),
+    free(own), free(dnn), free(wg), free(plib), free(pown), free(pwg), free(ran_own), free(ran_dnn),
         free(ran_wg), free(pair);
     return rc;
 }

@@ -58,7 +58,8 @@ int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, doubl
     snprintf(x->layer, sizeof x->layer, "%s", layer);
     x->engine = engine, x->own_ms = own_ms, x->cudnn_ms = cudnn_ms;
     x->tc = SG_TC_MMA, x->wgmma_ms = -1;
-    for (int q = 0; q < 3; q++) x->pass_own_ms[q] = x->pass_lib_ms[q] = -1;
+    for (int q = 0; q < 3; q++)
+        x->pass_own_ms[q] = x->pass_lib_ms[q] = x->pass_wgmma_ms[q] = -1, x->pass_tc[q] = SG_TC_MMA;
     sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
     return SG_OK;
 }
@@ -89,6 +90,10 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
             if (!s[i]->pass_own[pass]) continue;
             const char tag[7] = {'o', 'w', 'n', ':', (char)('0' + pass), ';', 0};
             h = fnv(h, tag);
+            if (s[i]->pass_tc[pass] == SG_TC_WGMMA) {
+                const char wg[6] = {'w', 'g', ':', (char)('0' + pass), ';', 0};
+                h = fnv(h, wg);
+            }
         }
         for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
             if (!s[i]->cudnn[pass][0]) continue;
@@ -129,6 +134,25 @@ int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, in
                                     layer, sg_layer_engine_name(t->e[i].engine));
             t->e[i].pass_own[pass] = own != 0;
             t->e[i].pass_own_ms[pass] = own_ms, t->e[i].pass_lib_ms[pass] = lib_ms;
+            if (!own) t->e[i].pass_tc[pass] = SG_TC_MMA; /* a generation only where on own */
+            sg_engine_table_hash(t);
+            return SG_OK;
+        }
+    return sg_set_error("engine table: no layer %s", layer);
+}
+
+int sg_engine_table_set_pass_tc(sg_engine_table *t, const char *layer, int pass, int tc,
+                                double wgmma_ms) {
+    if (pass < 0 || pass > 2) return sg_set_error("engine table: pass %d", pass);
+    if (tc != SG_TC_MMA && tc != SG_TC_WGMMA)
+        return sg_set_error("engine table: layer %s: tensor-core generation %d", layer, tc);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) {
+            if (tc == SG_TC_WGMMA && !t->e[i].pass_own[pass])
+                return sg_set_error("engine table: layer %s: pass %d on wgmma, but the pass "
+                                    "does not run on own",
+                                    layer, pass);
+            t->e[i].pass_tc[pass] = (unsigned char)tc, t->e[i].pass_wgmma_ms[pass] = wgmma_ms;
             sg_engine_table_hash(t);
             return SG_OK;
         }
@@ -239,6 +263,11 @@ int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int nod
     if (!e && t && node >= 0 && node < g->nn && sg_op_is_conv(g->n[node].op) &&
         g->n[node].fwd >= 0 && sg_conv_layers_computed(g, g->n[node].fwd, names) == 2)
         e = sg_engine_table_find(t, names[0]);
+    if (e && e->engine == SG_LAYER_CUDNN) {
+        const int pass = sg_conv_pass_of(g->n[node].op);
+        return pass >= 0 && e->pass_own[pass] && e->pass_tc[pass] == SG_TC_WGMMA ? SG_TC_WGMMA
+                                                                                 : SG_TC_MMA;
+    }
     return e && e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? SG_TC_WGMMA : SG_TC_MMA;
 }
 

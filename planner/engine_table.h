@@ -55,6 +55,12 @@ typedef struct {
      * planner). pass_own_ms / pass_lib_ms: those times, < 0 where not measured. */
     unsigned char pass_own[3];
     double pass_own_ms[3], pass_lib_ms[3];
+    /* such a pass's tensor-core generation (SG_TC_*): wgmma where the tuning timed the pass's
+     * nodes faster on the wgmma kernels than on mma.sync (pass_own_ms is then the wgmma time,
+     * the better own side); pass_wgmma_ms: the wgmma time of every pass it measured, < 0 where
+     * not measured (no Hopper GPU, fp32, or a node the wgmma kernels do not take) */
+    unsigned char pass_tc[3];
+    double pass_wgmma_ms[3];
 } sg_engine_entry;
 
 typedef struct sg_engine_table {
@@ -81,13 +87,18 @@ int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double
  * pass, or own on a layer that is not cudnn (an own layer runs every pass on own). */
 int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, int own,
                              double own_ms, double lib_ms);
+/* Set a cudnn layer's pass (SG_CONV_PASS_*) tensor-core generation on own (SG_TC_*) and its
+ * measured wgmma time (< 0: not measured), and rehash. SG_ERR for an unknown layer, a bad pass
+ * or generation, or wgmma for a pass that does not run on own (sg_engine_table_set_pass). */
+int sg_engine_table_set_pass_tc(sg_engine_table *t, const char *layer, int pass, int tc,
+                                double wgmma_ms);
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
 /* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
  * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
  * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
- * passes on own as "own:pass;": two tables with the same
+ * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma): two tables with the same
  * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
  * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);
@@ -123,8 +134,9 @@ int sg_engine_table_node(const sg_engine_table *t, const sg_graph *g, int node);
  * pass_own)? 0 without a table, for other nodes and for other layers. */
 int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, int node);
 /* The tensor-core generation the table gives conv node `node` (SG_TC_WGMMA only for a layer
- * whose entry says own and wgmma; SG_TC_MMA otherwise, without a table included). The backward
- * passes of a folded shortcut (conv2d_sc), which belong to no layer, take conv2's. */
+ * whose entry says own and wgmma, or a cudnn layer's pass on own that says wgmma (pass_tc);
+ * SG_TC_MMA otherwise, without a table included). The backward passes of a folded shortcut
+ * (conv2d_sc), which belong to no layer, take conv2's. */
 int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training
  * step's table is timed at its batch) the per-pass batch; every conv layer the graph computes

@@ -222,9 +222,52 @@ static void check_io_passes(const sg_engine_table *t0) {
               strstr(text, "\"passes\":{\"bwd_data\":{\"own_ms\":0.375,\"lib_ms\":0.4375}}"),
           "the passes' JSON round trip: %s", text ? text : sg_last_error());
     free(text);
-    printf("io: a cudnn layer's passes on own in the hash, the diff and the JSON; pass times a "
-           "record\n");
-    sg_engine_table_free(&t), sg_engine_table_free(&back);
+    sg_engine_table_free(&back);
+    /* a pass on own's generation (pass_tc): wgmma only where the pass runs on own; part of the
+     * choice; its wgmma time a record everywhere */
+    const uint64_t h1 = t.hash;
+    CHECK(sg_engine_table_set_pass_tc(&t, t.e[dnn].layer, SG_CONV_PASS_BWD_DATA, SG_TC_WGMMA,
+                                      0.3) == SG_ERR &&
+              strstr(sg_last_error(), "does not run on own") &&
+              sg_engine_table_set_pass_tc(&t, t.e[dnn].layer, SG_CONV_PASS_FWD, 2, 0.3) == SG_ERR,
+          "pass_tc: wgmma on a library pass or a bad generation accepted: %s", sg_last_error());
+    CHECK(!sg_engine_table_set_pass_tc(&t, t.e[dnn].layer, SG_CONV_PASS_BWD_DATA, SG_TC_MMA,
+                                       0.6875) &&
+              t.hash == h1,
+          "a pass's wgmma time alone changed the hash");
+    CHECK(!sg_engine_table_set_pass_tc(&t, t.e[dnn].layer, SG_CONV_PASS_FWD, SG_TC_WGMMA, 0.125) &&
+              t.hash != h1,
+          "a pass on own's generation did not change the hash");
+    sg_engine_table mma_twin;
+    text = sg_engine_table_json(&t);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.e[dnn].pass_tc[SG_CONV_PASS_FWD] == SG_TC_WGMMA &&
+              back.e[dnn].pass_wgmma_ms[0] == 0.125 &&
+              back.e[dnn].pass_tc[SG_CONV_PASS_BWD_DATA] == SG_TC_MMA &&
+              back.e[dnn].pass_wgmma_ms[1] == 0.6875 && back.e[dnn].pass_wgmma_ms[2] < 0 &&
+              strstr(text, "\"engine\":\"own\",\"tc\":\"wgmma\",\"wgmma_ms\":0.125}") &&
+              strstr(text, "\"engine\":\"cudnn\",\"tc\":\"mma\",\"wgmma_ms\":0.6875}"),
+          "the pass generation's JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    text = sg_engine_table_json(&t);
+    CHECK(text && !sg_engine_table_parse(text, "text", &mma_twin) &&
+              !sg_engine_table_set_pass_tc(&mma_twin, t.e[dnn].layer, SG_CONV_PASS_FWD, SG_TC_MMA,
+                                           0.125) &&
+              sg_engine_table_diff(&mma_twin, &t, "(expected) ") == 1,
+          "diff: a pass on own on another generation");
+    free(text);
+    const char *bad = "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"m\","
+                      "\"precision\":\"bf16\",\"batch\":2,\"layers\":[{\"layer\":\"a\","
+                      "\"engine\":\"cudnn\",\"passes\":{\"fwd\":{\"engine\":\"cudnn\","
+                      "\"tc\":\"wgmma\"}}}]}";
+    sg_engine_table bt;
+    CHECK(sg_engine_table_parse(bad, "bad", &bt) == SG_ERR &&
+              strstr(sg_last_error(), "does not run on own"),
+          "a library pass on wgmma parsed: %s", sg_last_error());
+    sg_engine_table_free(&bt);
+    printf("io: a cudnn layer's passes on own, and their generation, in the hash, the diff and "
+           "the JSON; pass times a record\n");
+    sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&mma_twin);
 }
 
 static void check_io(void) {
@@ -519,7 +562,7 @@ static void check_tune(const uint8_t *data) {
         pair[b] = a, folded_pairs++;
     }
     int measured = 0, gemm_layers = 0, wgmma_measured = 0, on_wgmma = 0;
-    int passes_measured = 0, pass_wrong = 0, on_own_passes = 0;
+    int passes_measured = 0, pass_wrong = 0, on_own_passes = 0, pass_wg_measured = 0;
     for (int k = 0; !rc && k < t.n; k++) {
         if (pair[k] >= 0) { /* a folded shortcut */
             measured += t.e[k].own_ms == 0 && t.e[k].engine == t.e[pair[k]].engine;
@@ -556,6 +599,11 @@ static void check_tune(const uint8_t *data) {
             }
             pass_wrong +=
                 x->pass_own[p] != (x->engine == SG_LAYER_CUDNN && l >= 0 && w >= 0 && w < l);
+            /* own's side is the better generation: wgmma where its time is pass_own_ms */
+            const double wgp = x->pass_wgmma_ms[p];
+            pass_wg_measured += l > 0 && wgp > 0;
+            pass_wrong += wgp >= 0 && wgp < w; /* a faster wgmma side left out */
+            pass_wrong += x->pass_tc[p] == SG_TC_WGMMA && (!x->pass_own[p] || wgp != w);
             on_own_passes += x->pass_own[p];
         }
         const double dside = x->cudnn_ms + (q >= 0 ? t.e[q].cudnn_ms : 0) - saved;
@@ -578,6 +626,13 @@ static void check_tune(const uint8_t *data) {
     CHECK(!pass_wrong && (want_passes ? passes_measured >= gemm_layers : passes_measured == 0),
           "tune: %d passes measured on both sides (%d gemm layers), %d pass choices wrong",
           passes_measured, gemm_layers, pass_wrong);
+    /* ... and on the wgmma kernels where the backend has them and they take the pass's nodes
+     * (on the host emulation not the attentions' to_out forward: an operand not 128-byte
+     * aligned, so its launcher too would run mma.sync) */
+    CHECK(want_wgmma ? pass_wg_measured > 0 && pass_wg_measured <= passes_measured
+                     : pass_wg_measured == 0,
+          "tune: %d passes measured on wgmma, of %d measured on both sides", pass_wg_measured,
+          passes_measured);
     CHECK(wgmma_measured == want_wgmma,
           "tune: %d layers with a wgmma time, expected %d (the backend %s the wgmma kernels)",
           wgmma_measured, want_wgmma, want_wgmma ? "has" : "lacks");
@@ -587,10 +642,10 @@ static void check_tune(const uint8_t *data) {
           "shortcuts, the rest own with cuDNN unavailable); device '%s'",
           t.n, want.n, measured, gemm_layers, folded_pairs, t.device);
     printf("tune on %s: %d conv layers, own measured (%d with a wgmma time, %d chosen on it), the "
-           "library side on %d (gemm, 1x1; %d passes timed on both sides, %d on own), %d folded "
-           "shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
-           t.backend, t.n, wgmma_measured, on_wgmma, gemm_layers, passes_measured, on_own_passes,
-           folded_pairs);
+           "library side on %d (gemm, 1x1; %d passes timed on both sides, %d also on wgmma, %d on "
+           "own), %d folded shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
+           t.backend, t.n, wgmma_measured, on_wgmma, gemm_layers, passes_measured, pass_wg_measured,
+           on_own_passes, folded_pairs);
     /* the table fits the unfused plan too */
     sg_model_cfg unfused = c;
     unfused.fuse = 0, unfused.engines = &t;
@@ -744,28 +799,40 @@ static void check_backend_passes(void) {
     for (int k = 0; k < t.n; k++)
         if (t.e[k].engine == SG_LAYER_CUDNN)
             layers++, SG_ASSERT(!sg_engine_table_set_pass(&t, t.e[k].layer, SG_CONV_PASS_FWD, 1,
-                                                          0.1, 0.2));
+                                                          0.1, 0.2) &&
+                                !sg_engine_table_set_pass(&t, t.e[k].layer, SG_CONV_PASS_BWD_DATA,
+                                                          1, 0.1, 0.2) &&
+                                !sg_engine_table_set_pass_tc(
+                                    &t, t.e[k].layer, SG_CONV_PASS_BWD_DATA, SG_TC_WGMMA, 0.1));
     c.engines = &t;
     sg_exec e;
     sg_backend *be = sg_backend_cuda_create(0, 1); /* auto: the table decides */
     CHECK(be && !sg_exec_init(&e, &c, 1, be), "init: %s", sg_last_error());
     const sg_graph *g = &e.plan.g;
-    int fwd_own = 0, bwd_gemm = 0, wrong = 0;
+    /* the forward on own (mma.sync), the data gradient on own's wgmma kernels (the host
+     * emulation reports compute capability 9.0), the weight gradient on gemm */
+    int fwd_own = 0, data_wgmma = 0, bwd_gemm = 0, wrong = 0;
     for (int i = 0; i < g->nn; i++) {
         char layer[SG_NAME_MAX], name[160] = "";
         if (sg_conv_layer_of(g, i, layer) < 0 || !pick_qkv(layer)) continue;
         be->node_engine(be, &e.plan, i, name, sizeof name);
-        const int fwd = sg_conv_pass_of(g->n[i].op) == SG_CONV_PASS_FWD;
-        fwd_own += fwd && !strcmp(name, "own");
-        bwd_gemm += !fwd && !strcmp(name, "gemm");
-        wrong += strcmp(name, fwd ? "own" : "gemm") != 0;
+        const int pass = sg_conv_pass_of(g->n[i].op);
+        const char *want = pass == SG_CONV_PASS_FWD        ? "own"
+                           : pass == SG_CONV_PASS_BWD_DATA ? "wgmma"
+                                                           : "gemm";
+        fwd_own += pass == SG_CONV_PASS_FWD && !strcmp(name, "own");
+        data_wgmma += pass == SG_CONV_PASS_BWD_DATA && !strcmp(name, "wgmma");
+        bwd_gemm += pass == SG_CONV_PASS_BWD_FILTER && !strcmp(name, "gemm");
+        wrong += strcmp(name, want) != 0;
     }
-    CHECK(layers > 0 && !wrong && fwd_own == layers && bwd_gemm == 2 * layers,
-          "%d qkv layers: %d forward nodes on own, %d backward on gemm, %d wrong", layers, fwd_own,
-          bwd_gemm, wrong);
-    printf("passes: %d cudnn (1x1: gemm) layers with their forward on own: %d forward nodes on "
-           "own, %d backward nodes on gemm\n",
-           layers, fwd_own, bwd_gemm);
+    CHECK(layers > 0 && !wrong && fwd_own == layers && data_wgmma == layers && bwd_gemm == layers,
+          "%d qkv layers: %d forward nodes on own, %d data gradients on wgmma, %d weight "
+          "gradients on gemm, %d wrong",
+          layers, fwd_own, data_wgmma, bwd_gemm, wrong);
+    printf("passes: %d cudnn (1x1: gemm) layers with their forward on own and their data "
+           "gradient on own's wgmma kernels (pass_tc): %d forward nodes on own, %d on wgmma, %d "
+           "weight gradients on gemm\n",
+           layers, fwd_own, data_wgmma, bwd_gemm);
     sg_exec_free(&e);
     sg_engine_table_free(&t);
 }

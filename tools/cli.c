@@ -268,10 +268,11 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
             if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
             if (e->wgmma_ms >= 0) snprintf(wg_ms, sizeof wg_ms, "%.4f", e->wgmma_ms);
             /* an own layer's generation where wgmma; a cudnn layer's passes on own (f: forward,
-             * d: data gradient, w: weight gradient) */
+             * d: data gradient, w: weight gradient; upper case: on the wgmma kernels) */
             char passes[8] = "";
             for (int q = 0, m = 0; q < 3 && e->engine == SG_LAYER_CUDNN; q++)
-                if (e->pass_own[q]) passes[m++] = "fdw"[q], passes[m] = 0;
+                if (e->pass_own[q])
+                    passes[m++] = (e->pass_tc[q] == SG_TC_WGMMA ? "FDW" : "fdw")[q], passes[m] = 0;
             snprintf(eng, sizeof eng, "%s%s%s", sg_layer_engine_name(e->engine),
                      e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? " wgmma"
                      : passes[0]                                       ? " own:"

@@ -165,17 +165,20 @@ static int print_json(const sg_plan *p) {
                     const sg_engine_entry *e = sg_engine_table_find(p->cfg.engines, names[k]);
                     /* a cudnn layer's passes the table sends to own */
                     static const char *const pass_names[3] = {"fwd", "bwd_data", "bwd_filter"};
-                    json_t *own_passes = json_array();
+                    json_t *own_passes = json_array(), *own_passes_tc = json_array();
                     for (int q = 0; q < 3 && e && e->engine == SG_LAYER_CUDNN; q++)
-                        if (e->pass_own[q])
+                        if (e->pass_own[q]) {
                             json_array_append_new(own_passes, json_string(pass_names[q]));
+                            json_array_append_new(own_passes_tc,
+                                                  json_string(sg_tc_name(e->pass_tc[q])));
+                        }
                     json_array_append_new(
-                        layers, json_pack("{s:s, s:s, s:s, s:o, s:b, s:s}", "layer", names[k],
+                        layers, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s}", "layer", names[k],
                                           "engine", sg_layer_engine_name(e ? e->engine : 0), "tc",
                                           e && e->engine == SG_LAYER_OWN ? sg_tc_name(e->tc) : "-",
-                                          "own_passes", own_passes, "input_fused",
-                                          g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0, "node_op",
-                                          sg_ops[g->n[i].op].name));
+                                          "own_passes", own_passes, "own_passes_tc", own_passes_tc,
+                                          "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0,
+                                          "node_op", sg_ops[g->n[i].op].name));
                 }
             }
             char th[20];
