@@ -101,6 +101,33 @@ rc=$?
 ok "a second call exits 0" '[ $rc -eq 0 ]'
 md2=$(ls "$tmp"/out2/*-gpu-check-build.md 2>/dev/null | head -n 1)
 ok "the second call reused .deps/root" '[ -n "$md2" ] && grep -q "reusing $r" "$md2"'
+# the prebuilt pack (tools/gpu_prebuild.sh) from this build folder, then a check that takes it
+# instead of compiling: its binaries unpacked into another build folder run
+(cd "$src" && env -u LD_LIBRARY_PATH GPU_PREBUILD_DIR=build-gpu GPU_PREBUILD_TARGETS="plan train" \
+    GPU_PREBUILD_JOBS=2 bash tools/gpu_prebuild.sh) >"$tmp/prebuild.txt" 2>&1
+rc=$?
+tail -n 3 "$tmp/prebuild.txt"
+ok "gpu_prebuild.sh exits 0 ($rc)" '[ $rc -eq 0 ]'
+ok "the pack holds bin.tar.xz, the manifest (plan, train) and the stamp" \
+    '[ -s "$src/.prebuilt/bin.tar.xz" ] && [ "$(cat "$src/.prebuilt/manifest")" = "$(printf "./plan\n./train")" ]'
+ok "the unpacked libraries were not left to be carried" '[ ! -e "$src/.deps/root" ]'
+tree_stamp=$(cd "$src" && SG_GPU_DEPS=0 bash -c 'source tools/gpu_env.sh >/dev/null 2>&1; sg_gpu_source_stamp')
+ok "its stamp is the tree's ($tree_stamp)" '[ "$(cat "$src/.prebuilt/stamp")" = "$tree_stamp" ]'
+(cd "$src" && env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR -u CMAKE_PREFIX_PATH \
+    SG_GPU_DEPS=1 GPU_CHECK_BUILD_DIR=build-pb GPU_CHECK_TARGETS="plan train" \
+    GPU_CHECK_SKIP='gpu_tests|verify_cuda|verify_cuda_own|train_short|verify_cuda_cifar|cpu_tests' \
+    bash tools/gpu_check.sh "$tmp/out3") >"$tmp/check3.txt" 2>&1
+md3=$(ls "$tmp"/out3/*-gpu-check.md 2>/dev/null | head -n 1)
+md3=${md3:-/nonexistent}
+grep -E '^\| (prebuilt|build) \|' "$md3"
+ok "the check took the pack" 'grep -Eq "^\| prebuilt \| PASS \| 2 binaries from .prebuilt, stamp matched" "$md3" &&
+    grep -Eq "^\| build \| PASS \| the prebuilt binaries" "$md3"'
+env -u LD_LIBRARY_PATH "$src/build-pb/plan" --model unet_tiny >"$tmp/plan_pb.txt" 2>&1
+rc=$?
+ok "the unpacked plan --model unet_tiny runs (exit $rc)" '[ $rc -eq 0 ] && grep -q "arena" "$tmp/plan_pb.txt"'
+ok "the unpacked train names the GPU machine's cuDNN folder in its RPATH" \
+    'readelf -d "$src/build-pb/train" | grep "(RPATH)" | grep -q "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib"'
+
 # the tree moved (a fresh machine's copy, the unpacked root carried along)
 mv "$src" "$tmp/moved"
 m=$tmp/moved/.deps/root

@@ -43,7 +43,7 @@ run() {
     [ "${1:-}" = -- ] && shift && envs=("$@")
     mkdir -p "$tmp/$name"
     (cd "$tmp" && env PATH="$p$PATH" SG_GPU_DEPS=0 GPU_CHECK_BUILD_DIR="$tmp/$name/build" \
-        GPU_CHECK_JOBS=2 SG_COMMIT=abc "${envs[@]}" bash "$root/tools/gpu_check.sh" \
+        GPU_CHECK_JOBS=2 SG_COMMIT=abc GPU_CHECK_PREBUILT="$tmp/no-prebuilt" "${envs[@]}" bash "$root/tools/gpu_check.sh" \
         "${mode[@]}" "$tmp/$name/out") >"$tmp/$name/stdout" 2>&1
     rc=$?
     md=$(ls "$tmp/$name"/out/*.md 2>/dev/null | head -n 1)
@@ -128,6 +128,77 @@ ok "fake sanitizer: the sanitizer stages PASS" '[ $rc -eq 0 ] && has "^\| saniti
 fake gpu compute-sanitizer 'echo "========= Invalid __global__ write of size 4"; exit 1'
 run san_err gpu cmake_ok
 ok "sanitizer error: FAIL" '[ $rc -ne 0 ] && has "^\| sanitizer_memcheck \| FAIL \| exit 1"'
+
+# 10. prebuilt binaries (tools/gpu_prebuild.sh's .prebuilt): used where the stamp matches, every
+# target is there, the libraries resolve and plan --help runs; else the build runs, and the
+# report says why
+mode=()
+mkdir -p "$fk/cmake_count" "$fk/ldd_ok" "$fk/ldd_miss"
+fake cmake_count cmake 'case "${1:-}" in --version) echo "cmake version 0" ;;
+--build) echo "$2" >>'"$tmp"'/builds.log; printf "#!/bin/sh\nexit 0\n" >"$2/verify"; cp "$2/verify" "$2/train"; chmod +x "$2/verify" "$2/train" ;;
+*) b=; while [ $# -gt 0 ]; do case $1 in -B) b=$2; shift ;; esac; shift; done
+   mkdir -p "$b"; echo "SG_CUDA_BACKEND:INTERNAL=ON" >"$b/CMakeCache.txt"
+   printf "#!/bin/sh\nexit 0\n" >"$b/verify"; cp "$b/verify" "$b/train"; chmod +x "$b/verify" "$b/train" ;; esac'
+fake ldd_ok ldd 'echo "	libfake.so.1 => /lib/libfake.so.1 (0x0)"'
+fake ldd_miss ldd 'echo "	libcudnn.so.9 => not found"'
+stamp=$(SG_GPU_DEPS=0 bash -c 'source "$0/tools/gpu_env.sh" >/dev/null 2>&1; sg_gpu_source_stamp "$0"' "$root")
+# mkpb NAME [STAMP]: a prebuilt pack whose binaries are scripts that succeed
+mkpb() {
+    local d=$tmp/pb_$1 f
+    mkdir -p "$d/bin/tests"
+    for f in plan verify train tests/test_cuda_ops tests/test_cuda_step; do
+        printf '#!/bin/sh\necho "prebuilt %s"\nexit 0\n' "$f" >"$d/bin/$f" && chmod +x "$d/bin/$f"
+        echo "./$f" >>"$d/manifest"
+    done
+    echo "${2:-$stamp}" >"$d/stamp"
+    pbd=$d
+}
+# pack: bin/ into bin.tar.xz, as tools/gpu_prebuild.sh leaves it
+pack() { tar -C "$pbd/bin" -cf - . | xz -1 >"$pbd/bin.tar.xz" && rm -rf "$pbd/bin"; }
+targets="test_cuda_ops plan verify train"
+built() { grep -qsx "$tmp/$1/build" "$tmp/builds.log"; }
+mkpb good && pack
+run pb_good gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" \
+    GPU_CHECK_TARGETS="$targets" GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt: used, exit 0" '[ $rc -eq 0 ] && has "^\| prebuilt \| PASS \| 5 binaries from .prebuilt, stamp matched"'
+ok "prebuilt: build PASS without compiling" 'has "^\| build \| PASS \| the prebuilt binaries" && ! built pb_good'
+ok "prebuilt: its binaries are in the build folder" 'grep -q "prebuilt tests/test_cuda_step" "$tmp/pb_good/build/tests/test_cuda_step"'
+order=$(grep -oE "^\| [a-z_]+ \| PASS" "$md" | awk '{print $2}' | tr '\n' ' ')
+ok "prebuilt: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend prebuilt build gpu_tests verify_cuda verify_cuda_own train_short verify_cuda_cifar cpu_tests " ]'
+mkpb stale "sources 0000; other" && pack
+run pb_stale gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
+    GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt, stamp differs: NOT USED, built, exit 0" '[ $rc -eq 0 ] && has "^\| prebuilt \| NOT USED \| its stamp is .sources 0000; other., this tree.s .sources" && built pb_stale && has "^\| build \| PASS \| [0-9]+s \|"'
+mkpb miss && pack
+run pb_miss gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
+    GPU_CHECK_LDD="$fk/ldd_miss/ldd"
+ok "prebuilt, a library not found: NOT USED, names it, built" '[ $rc -eq 0 ] && has "^\| prebuilt \| NOT USED \| ./plan: libcudnn.so.9 => not found: building here" && built pb_miss'
+ok "prebuilt, a library not found: its copies removed" '[ ! -e "$tmp/pb_miss/build/tests/test_cuda_ops" ] && ! grep -qs prebuilt "$tmp/pb_miss/build/verify"'
+mkpb notarget && pack
+run pb_notarget gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" \
+    GPU_CHECK_TARGETS="$targets bench" GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt without a target's binary: NOT USED, built" 'has "^\| prebuilt \| NOT USED \| it has no bench" && built pb_notarget'
+mkpb noplan
+printf '#!/bin/sh\necho "error while loading shared libraries: libz.so.1" >&2\nexit 127\n' >"$pbd/bin/plan"
+pack
+run pb_noplan gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
+    GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt whose plan does not run: NOT USED, says why, built" 'has "^\| prebuilt \| NOT USED \| plan --help failed: error while loading shared libraries" && built pb_noplan'
+# no xz on the machine (a fake that fails): Python's tarfile unpacks it
+mkdir -p "$fk/noxz"
+fake noxz xz 'exit 1'
+mkpb noxz && pack
+run pb_noxz gpu cmake_count ctest_ok noxz -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
+    GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt without xz: unpacked by Python, used" '[ $rc -eq 0 ] && has "^\| prebuilt \| PASS \|" && ! built pb_noxz'
+mkpb all && pack
+run pb_all gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt, every target wanted: NOT USED, built" 'has "^\| prebuilt \| NOT USED \| this check builds every target" && built pb_all'
+mode=(--build-only)
+run pb_buildonly gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
+    GPU_CHECK_LDD="$fk/ldd_ok/ldd"
+ok "prebuilt, --build-only: ignored, built" '! has "^\| prebuilt" && built pb_buildonly'
+mode=()
 
 # 9. bad option
 bash "$root/tools/gpu_check.sh" --frobnicate >/dev/null 2>&1

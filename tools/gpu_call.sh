@@ -3,8 +3,12 @@
 # 15 minutes (one call of at most 10, after a start of one or two): the GPU check's decisive
 # stages on a lean build, then the side-by-side bench's most important rows in the time left.
 #
-#   tools/gpu_call.sh [OUTDIR]      # OUTDIR defaults to $OUT; device tool: carry [".deps"]
+#   tools/gpu_call.sh [OUTDIR]      # OUTDIR defaults to $OUT; device tool: carry [".deps",
+#                                   # ".prebuilt"]
 #
+# Before the call, here: tools/fetch_gpu_deps.sh (the libraries, .deps) and
+# tools/gpu_prebuild.sh (the binaries, .prebuilt: about 8 MB; the check then skips its build,
+# about 100 s of the call, where the pack matches the tree; else it builds as before).
 # 1. tools/gpu_check.sh (GPU_CALL_CHECK_S, default 330 s): configure, build only the binaries
 #    the GPU stages run, the GPU tests five at a time, verify (unet_tiny, default engine and
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.

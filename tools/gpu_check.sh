@@ -8,7 +8,7 @@
 #
 # OUTDIR defaults to $OUT, else ./gpu_check_out. Stages, fast and decisive first:
 #   check:      environment, gpu, configure, cuda_backend, cudnn (which cuDNN is built in;
-#               SKIP without one), build, gpu_tests, verify_cuda (unet_tiny, the default conv
+#               SKIP without one), [prebuilt,] build, gpu_tests, verify_cuda (unet_tiny, the default conv
 #               engine: cuDNN where built), verify_cuda_own (the own conv kernels), train_short
 #               (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
 #   sanitizers: environment, gpu, compute_sanitizer, configure, cuda_backend, build,
@@ -16,7 +16,11 @@
 #               test_cuda_step (each a SKIP, with the reason, where compute-sanitizer is missing)
 #   build-only: environment, configure, cuda_backend, build
 # The build goes through tools/gpu_env.sh (nvcc, the carried .deps libraries, RPATH), the same
-# for every mode and for tools/bench.sh. A failed environment, configure or build, or a build
+# for every mode and for tools/bench.sh. Where a carried .prebuilt (tools/gpu_prebuild.sh, run
+# on a machine with nvcc before the call) matches this tree (its source stamp), holds every
+# target, and its binaries' libraries resolve here (ldd) and `plan --help` runs, the check and
+# sanitizer modes use its binaries instead of compiling (stage `prebuilt` says so, or why
+# not, then builds; --build-only never uses them). A failed environment, configure or build, or a build
 # without the CUDA backend, fails the check and the stages that need it are NOT RUN (a
 # failure too); a GPU test that skips (no GPU seen) fails; ctest runs with --no-tests=error.
 # An overall deadline (GPU_CHECK_DEADLINE_S, default 540 s) caps every stage, so the call
@@ -32,7 +36,8 @@
 # GPU_CHECK_SKIP (regex of stages to skip), GPU_CHECK_TARGETS (build only these targets, e.g.
 # with GPU_CHECK_SKIP=cpu_tests only the GPU tests' and the tools' binaries; tools/gpu_call.sh),
 # GPU_CHECK_TEST_JOBS (GPU tests run at once, default 1), GPU_CHECK_SANITIZER (the
-# compute-sanitizer to use; default: PATH, then the CUDA folders), SG_COMMIT (the commit,
+# compute-sanitizer to use; default: PATH, then the CUDA folders), GPU_CHECK_PREBUILT (the
+# prebuilt pack, default <repo>/.prebuilt), GPU_CHECK_LDD (default ldd), SG_COMMIT (the commit,
 # outside a git checkout),
 # and tools/gpu_env.sh's SG_GPU_DEPS, SG_DEPS_DIR, SG_CUDA_ARCH.
 set -u
@@ -247,7 +252,69 @@ if [ $mode = check ] && [ -n "${GPU_CHECK_TARGETS:-}" ]; then
     read -r -a targets <<<"$GPU_CHECK_TARGETS"
     targets=(--target "${targets[@]}")
 fi
-BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
+# Prebuilt binaries (tools/gpu_prebuild.sh, carried as .prebuilt): copied into the build
+# folder instead of compiling, where they fit this tree and this machine; else the build.
+# Prints why on stdout; returns non-zero (with nothing left in the build folder) when unused.
+use_prebuilt() {
+    local want have t f n=0 miss files=()
+    [ ${#extra_cmake[@]} -eq 0 ] || { echo "GPU_CHECK_CMAKE_ARGS asks for another configure"; return 1; }
+    [ ${#targets[@]} -gt 0 ] || { echo "this check builds every target (GPU_CHECK_TARGETS unset)"; return 1; }
+    [ -f "$pb/bin.tar.xz" ] && [ -f "$pb/manifest" ] || { echo "it has no bin.tar.xz or manifest"; return 1; }
+    want=$(cat "$pb/stamp" 2>/dev/null)
+    have=$(sg_gpu_source_stamp "$root")
+    [ "$want" = "$have" ] || { echo "its stamp is '$want', this tree's '$have'"; return 1; }
+    mapfile -t files <"$pb/manifest"
+    for t in "${targets[@]}"; do
+        [ "$t" = --target ] && continue
+        printf '%s\n' "${files[@]}" | grep -q "/$t\$" || { echo "it has no $t"; return 1; }
+    done
+    mkdir -p "$bdir"
+    # tar with xz where it works, else Python's tarfile (the GPU image's python3 is certain)
+    if ! tar -xJf "$pb/bin.tar.xz" -C "$bdir" 2>/dev/null &&
+        ! python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+            "$pb/bin.tar.xz" "$bdir" 2>/dev/null; then
+        echo "unpacking bin.tar.xz failed"
+        unuse_prebuilt "${files[@]}"
+        return 1
+    fi
+    for f in "${files[@]}"; do
+        [ -x "$bdir/$f" ] || { echo "$f is not in bin.tar.xz"; unuse_prebuilt "${files[@]}"; return 1; }
+        n=$((n + 1))
+    done
+    if command -v "$ldd" >/dev/null 2>&1; then
+        for f in "${files[@]}"; do
+            miss=$("$ldd" "$bdir/$f" 2>&1 | grep 'not found' | head -n 1 |
+                sed 's/^[[:space:]]*//; s/[[:space:]][[:space:]]*/ /g')
+            [ -z "$miss" ] || { echo "$f: $miss"; unuse_prebuilt "${files[@]}"; return 1; }
+        done
+    fi
+    if ! timeout 30 "$bdir/plan" --help >/dev/null 2>&1; then
+        echo "plan --help failed: $(timeout 30 "$bdir/plan" --help 2>&1 | head -n 1 | cut -c1-160)"
+        unuse_prebuilt "${files[@]}"
+        return 1
+    fi
+    echo "$n binaries from .prebuilt, stamp matched ($want), libraries resolved, plan --help ran"
+}
+unuse_prebuilt() {
+    local f
+    for f in "$@"; do rm -f "$bdir/$f"; done
+}
+pb=${GPU_CHECK_PREBUILT:-$root/.prebuilt}
+ldd=${GPU_CHECK_LDD:-ldd}
+prebuilt=""
+if [ $mode != build ] && [ -d "$pb" ] && [ -z "$blocked" ]; then
+    if why=$(use_prebuilt); then
+        prebuilt=1
+        row prebuilt PASS "$why"
+    else
+        row prebuilt "NOT USED" "$why: building here"
+    fi
+fi
+if [ -n "$prebuilt" ]; then
+    row build PASS "the prebuilt binaries (stage prebuilt), 0s"
+else
+    BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
+fi
 
 if [ $mode = check ]; then
     tmp=$(mktemp -d)

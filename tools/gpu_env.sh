@@ -190,4 +190,25 @@ sg_gpu_configure() {
     cmake -S "$src" -B "$build" "${SG_GPU_CMAKE_ARGS[@]}" "$@"
 }
 
+# sg_gpu_source_stamp [ROOT]: one line naming what a GPU build's binaries depend on: a hash
+# of every source file CMake compiles or reads (C, C++, CUDA, headers, CMakeLists.txt, *.cmake,
+# *.in; build folders, .git, .deps, .prebuilt and .whl left out), nvcc's version, the repo
+# root (the binaries' RPATH into .deps/root is absolute) and the carried .deb files. The
+# same command here and on the GPU machine, where the tree is a copy without .git: the file
+# set is what the device tool sends (tracked and untracked-not-ignored files) in both places.
+# tools/gpu_prebuild.sh records it; tools/gpu_check.sh uses prebuilt binaries only where it
+# matches.
+sg_gpu_source_stamp() {
+    local r=${1:-$SG_GPU_ROOT} h deb
+    h=$(cd "$r" && find . \( -path ./.git -o -path './build*' -o -path ./.deps -o -path ./.prebuilt \
+        -o -path ./.whl -o -path ./gpu_check_out -o -path ./gpu_call_out \) -prune -o -type f \
+        \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \
+        -o -name '*.hpp' -o -name '*.inc' -o -name CMakeLists.txt -o -name '*.cmake' \
+        -o -name '*.in' \) -print | LC_ALL=C sort | (cd "$r" && xargs -r -d '\n' sha256sum) |
+        sha256sum | cut -c1-16)
+    deb=$(cd "$r" && ls .deps/*.deb 2>/dev/null | LC_ALL=C sort | xargs -r -d '\n' sha256sum |
+        sha256sum | cut -c1-16)
+    echo "sources $h; $( (nvcc --version 2>/dev/null || echo no nvcc) | tail -n 1); root $r; deps $deb"
+}
+
 sg_gpu_env_main
