@@ -200,6 +200,19 @@ run pb_buildonly gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK
 ok "prebuilt, --build-only: ignored, built" '! has "^\| prebuilt" && built pb_buildonly'
 mode=()
 
+# 11. the stamp's file set (sg_gpu_source_stamp): every tracked file is hashed, or is of a kind
+# no binary is built from; a new kind of source would otherwise let a stale pack pass as current
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+    hashed=$(SG_GPU_DEPS=0 bash -c 'source "$0/tools/gpu_env.sh" >/dev/null 2>&1; sg_gpu_source_files "$0"' \
+        "$root" | sed 's|^\./||')
+    unhashed=$(comm -23 <(git -C "$root" ls-files | LC_ALL=C sort) <(echo "$hashed") |
+        grep -vE '\.(md|sh|py|json|jsonl|log|png|sgck|dict)$|^tests/fuzz/(config_)?corpus/' |
+        grep -vxE '\.gitignore|\.clang-format|\.ci/run' | tr '\n' ' ')
+    ok "every tracked file is in the stamp or builds nothing (${unhashed:-none left})" '[ -z "$unhashed" ]'
+    ok "the stamp hashes the kernels and the CMake files" \
+        'echo "$hashed" | grep -qx "kernels/cuda/conv_wgmma.cu" && echo "$hashed" | grep -qx "CMakeLists.txt"'
+fi
+
 # 9. bad option
 bash "$root/tools/gpu_check.sh" --frobnicate >/dev/null 2>&1
 ok "unknown option: exit 2" '[ $? -eq 2 ]'

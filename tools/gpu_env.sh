@@ -198,14 +198,16 @@ sg_gpu_configure() {
 # set is what the device tool sends (tracked and untracked-not-ignored files) in both places.
 # tools/gpu_prebuild.sh records it; tools/gpu_check.sh uses prebuilt binaries only where it
 # matches.
+sg_gpu_source_files() { # [ROOT]: the files the stamp hashes, one a line, sorted, ./-relative
+    (cd "${1:-$SG_GPU_ROOT}" && find . \( -path ./.git -o -path './build*' -o -path ./.deps \
+        -o -path ./.prebuilt -o -path ./.whl -o -path ./gpu_check_out -o -path ./gpu_call_out \) \
+        -prune -o -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+        -o -name '*.cpp' -o -name '*.hpp' -o -name '*.inc' -o -name CMakeLists.txt \
+        -o -name '*.cmake' -o -name '*.in' \) -print | LC_ALL=C sort)
+}
 sg_gpu_source_stamp() {
     local r=${1:-$SG_GPU_ROOT} h deb
-    h=$(cd "$r" && find . \( -path ./.git -o -path './build*' -o -path ./.deps -o -path ./.prebuilt \
-        -o -path ./.whl -o -path ./gpu_check_out -o -path ./gpu_call_out \) -prune -o -type f \
-        \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \
-        -o -name '*.hpp' -o -name '*.inc' -o -name CMakeLists.txt -o -name '*.cmake' \
-        -o -name '*.in' \) -print | LC_ALL=C sort | (cd "$r" && xargs -r -d '\n' sha256sum) |
-        sha256sum | cut -c1-16)
+    h=$(sg_gpu_source_files "$r" | (cd "$r" && xargs -r -d '\n' sha256sum) | sha256sum | cut -c1-16)
     deb=$(cd "$r" && ls .deps/*.deb 2>/dev/null | LC_ALL=C sort | xargs -r -d '\n' sha256sum |
         sha256sum | cut -c1-16)
     echo "sources $h; $( (nvcc --version 2>/dev/null || echo no nvcc) | tail -n 1); root $r; deps $deb"
