@@ -56,11 +56,12 @@ out=$(cd "$out" && pwd)
 total=${GPU_CALL_S:-560}
 exec > >(tee "$out/call.log") 2>&1
 
+# shellcheck source=tools/gpu_call_targets.sh
+source "$root/tools/gpu_call_targets.sh"
 echo "gpu_call: check (${GPU_CALL_CHECK_S:-330}s), then bench until ${total}s"
 GPU_CHECK_DEADLINE_S=${GPU_CALL_CHECK_S:-330} GPU_CHECK_SKIP=${GPU_CHECK_SKIP:-cpu_tests} \
     GPU_CHECK_TEST_JOBS=${GPU_CHECK_TEST_JOBS:-5} \
-    GPU_CHECK_TARGETS=${GPU_CHECK_TARGETS:-"test_cuda_ops test_cuda_step test_hopper_gpu \
-test_sampler test_backend_ops test_torch_parity verify train bench sample plan ckpt"} \
+    GPU_CHECK_TARGETS=${GPU_CHECK_TARGETS:-$SG_GPU_CALL_TARGETS} \
     tools/gpu_check.sh "$out"
 check_rc=$?
 

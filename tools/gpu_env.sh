@@ -190,13 +190,13 @@ sg_gpu_configure() {
     cmake -S "$src" -B "$build" "${SG_GPU_CMAKE_ARGS[@]}" "$@"
 }
 
-# sg_gpu_source_stamp [ROOT]: one line naming what a GPU build's binaries depend on: a hash
-# of every source file CMake compiles or reads (C, C++, CUDA, headers, CMakeLists.txt, *.cmake,
-# *.in; build folders, .git, .deps, .prebuilt and .whl left out), nvcc's version, the repo
-# root (the binaries' RPATH into .deps/root is absolute) and the carried .deb files. The
-# same command here and on the GPU machine, where the tree is a copy without .git: the file
-# set is what the device tool sends (tracked and untracked-not-ignored files) in both places.
-# tools/gpu_prebuild.sh records it; tools/gpu_check.sh uses prebuilt binaries only where it
+# sg_gpu_source_stamp [ROOT]: one line naming what a GPU build's binaries depend on: a hash of every
+# source file CMake compiles or reads (C, C++, CUDA, headers, CMakeLists.txt, *.cmake, *.in, *.inc,
+# as sg_gpu_source_files lists them; build folders, .git, .deps, .prebuilt and .whl left out),
+# nvcc's version, the repo root (the binaries' RPATH into .deps/root is absolute) and the carried
+# .deb files. The same command here and on the GPU machine, where the tree is a copy without .git:
+# the file set is what the device tool sends (tracked and untracked-not-ignored files) in both
+# places. tools/gpu_prebuild.sh records it; tools/gpu_check.sh uses prebuilt binaries only where it
 # matches.
 sg_gpu_source_files() { # [ROOT]: the files the stamp hashes, one a line, sorted, ./-relative
     (cd "${1:-$SG_GPU_ROOT}" && find . \( -path ./.git -o -path './build*' -o -path ./.deps \

@@ -16,23 +16,24 @@
 # limit.
 #
 # .prebuilt/ holds bin.tar.xz (the binaries, paths as in the build folder), manifest (those
-# paths) and stamp (tools/gpu_env.sh's
-# sg_gpu_source_stamp: a hash of the sources, nvcc's version, the repo root, the .deb files).
+# paths) and stamp (tools/gpu_env.sh's sg_gpu_source_stamp: a hash of the sources, nvcc's
+# version, the repo root, the .deb files).
 # tools/gpu_check.sh uses them only where the stamp matches its own tree and every binary's
 # libraries resolve there (ldd) and `plan --help` runs; otherwise it builds as before and
 # says why in its report (stage `prebuilt`). Rebuild after any source change.
 #
-# Environment: GPU_PREBUILD_TARGETS (default tools/gpu_call.sh's list), GPU_PREBUILD_DIR (the
-# build folder, default build-gpu-prebuild), GPU_PREBUILD_JOBS (default nproc),
-# SG_PREBUILD_RPATH (;-separated folders added to the RPATH), GPU_PREBUILD_MAX_MIB (default
+# Environment: GPU_PREBUILD_TARGETS (default tools/gpu_call_targets.sh's list: gpu_call's),
+# GPU_PREBUILD_DIR (the build folder, default build-gpu-prebuild), GPU_PREBUILD_JOBS (default
+# nproc), SG_PREBUILD_RPATH (;-separated folders added to the RPATH), GPU_PREBUILD_MAX_MIB (default
 # 48: fail when the pack is larger; .deps and the tree need the rest of the 64).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 case ${1:-} in -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;; esac
 
-targets=${GPU_PREBUILD_TARGETS:-"test_cuda_ops test_cuda_step test_hopper_gpu test_sampler \
-test_backend_ops test_torch_parity verify train bench sample plan ckpt"}
+# shellcheck source=tools/gpu_call_targets.sh
+source tools/gpu_call_targets.sh
+targets=${GPU_PREBUILD_TARGETS:-$SG_GPU_CALL_TARGETS}
 bdir=${GPU_PREBUILD_DIR:-build-gpu-prebuild}
 jobs=${GPU_PREBUILD_JOBS:-$(nproc)}
 venv=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
