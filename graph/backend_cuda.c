@@ -508,6 +508,21 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
         return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
     c->dgrad_epilogue = ds && !strcmp(ds, "1");
+    /* SG_WG_PERSIST (unset or 0, 1, or a block count n > 1): the wgmma pipelined kernels on a
+     * block per tile, on a persistent grid of one block per SM, or of at most n blocks (host
+     * tests: several tiles per block); conv_wgmma.cu, the same bits every way */
+    const char *wp = getenv("SG_WG_PERSIST");
+    if (wp && *wp) {
+        char *end = NULL;
+        const long n = strtol(wp, &end, 10);
+        if (*end || n < 0 || n > 1 << 20)
+            return sg_set_error("SG_WG_PERSIST=%s: expected 0 (the default: a block per tile), 1 "
+                                "(a block per SM) or a block count",
+                                wp);
+        cuda_conv_wgmma_persist(n == 1 ? -1 : (int)n);
+    } else {
+        cuda_conv_wgmma_persist(0);
+    }
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));

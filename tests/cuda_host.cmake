@@ -89,7 +89,10 @@ foreach(_order forward reverse)
                        ENVIRONMENT "SG_SIM_ORDER=${_order};SG_TEST_STEPS=3;SG_TEST_BATCH=2"
                        LABELS cuda_host TIMEOUT 900)
 endforeach()
-set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT "SG_TEST_ACCUM=0")
+# the reverse order's wgmma step on a persistent grid of 3 blocks (SG_WG_PERSIST: every block
+# runs several tiles; the forward order's on a block per tile)
+set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT
+             "SG_TEST_ACCUM=0;SG_WG_PERSIST=3")
 # the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs)
 add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
 set_tests_properties(cuda_step_host_attn_fused PROPERTIES

@@ -64,6 +64,15 @@
  * 128 x 256 x 64 a k-tile is 4 wgmmas of ~0.25 us together on an SM; three tiles in flight
  * cover the copy latency, and four 48 KiB stages are what fits.
  *
+ * Grid (wg_pipeline's kernels: the per-tap forward, the data and weight gradients): the tiles
+ * (a gx x gy x gz grid of them, x fastest) run on a block each by default, or with
+ * cuda_conv_wgmma_persist (SG_WG_PERSIST=1) on a persistent grid, one block per SM, block b
+ * taking tiles b, b + gridDim.x, ..: the ring above runs on across a block's tiles (its it-th
+ * k-tile over all of them in stage it % WG_STAGES), and the consumers hand back each tile's
+ * last stage after their final wait, so the producer loads the next tile's first stages while
+ * they finish the current tile's wgmmas and its store, where a fresh block would start from an
+ * empty pipeline. Each tile's k order and store are the same either way: the same bits.
+ *
  * Epilogue: straight from the accumulators, as conv_tc.cu (thread t of a consumer warpgroup,
  * w = t / 32, g = t % 32 / 4, q = t % 4, holds rows 16 w + g (+ 8), columns 8 j + 2 q (+ 1)):
  * forward y = bf16(acc + b) as two channels in one 32-bit store; bwd data dx = bf16(acc) or
@@ -153,7 +162,8 @@
 struct wg_args {
     int N, H, W, Ci, Co, K, S, pad, Ho, Wo, c0, c1;
     int tw, th, tn, nw, nh, nn;
-    int chunks; /* weight gradient: chunks of pixel tiles */
+    int chunks;     /* weight gradient: chunks of pixel tiles */
+    int gx, gy, gz; /* the pipelined kernels' tiles: gx x gy x gz (wg_pipeline) */
     /* the forward on a resident halo: its box (hw x hh input pixels of tn images), the box's
      * bytes rounded up to 1024, the B stages */
     int hh, hw, hbox, stages;
@@ -186,17 +196,38 @@ __device__ __forceinline__ wg_chunk wg_chunk_of(int i, int ch0, int ch1) {
  * both consumers together the B tile they share (the barrier among their 256). */
 enum { WG_FIX_NONE, WG_FIX_OWN_A, WG_FIX_SHARED_B };
 
-/* The warp-specialised main loop shared by the three kernels. KT k-tiles; the producer's
- * load(k, sA, sB, bar) issues k-tile k's copies (exactly WG_STAGE_BYTES(BN) bytes, completing on
- * bar); with FIX (not WG_FIX_NONE) the consumers' fix(consumer, thread in warpgroup, sA, sB, k)
- * then rewrites landed chunks in place with ordinary shared stores, each thread its own chunks,
- * followed by the fence and barrier that make them the async proxy's (wgmma's) operands; the
- * consumers multiply stage tiles as TA / TB say (0: K-major, 1: MN-major, file comment) and hand
- * their accumulators to epi(consumer, thread in warpgroup, d). Every thread of the block calls
- * it (no thread may have left before). */
-template <int BN, int TA, int TB, int FIX, class Load, class Fix, class Epi>
-__device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &load, const Fix &fix,
-                                            const Epi &epi) {
+/* A tile index's coordinates in a grid of gx x gy x gz tiles (x fastest: the order in which a
+ * grid of one block per tile would launch them). */
+struct wg_xyz {
+    int x, y, z;
+};
+__device__ __forceinline__ wg_xyz wg_xyz_of(int tile, int gx, int gy) {
+    wg_xyz r;
+    r.x = tile % gx;
+    tile /= gx;
+    r.y = tile % gy;
+    r.z = tile / gy;
+    return r;
+}
+
+/* The warp-specialised main loop shared by the three kernels, over the block's tiles: tile
+ * blockIdx.x, then + gridDim.x, .. < ntiles (one tile where the grid has a block per tile; the
+ * persistent grid's several, file comment). decode(tile) gives the tile's description T, with
+ * T.kt its k-tiles and T.skip a tile with nothing to store (the producer and the consumers
+ * decode alike, so both skip it). For each k-tile k of a tile the producer's load(T, k, sA, sB,
+ * bar) issues its copies (exactly WG_STAGE_BYTES(BN) bytes, completing on bar); with FIX (not
+ * WG_FIX_NONE) the consumers' fix(T, consumer, thread in warpgroup, sA, sB, k) then rewrites
+ * landed chunks in place with ordinary shared stores, each thread its own chunks, followed by
+ * the fence and barrier that make them the async proxy's (wgmma's) operands; the consumers
+ * multiply stage tiles as TA / TB say (0: K-major, 1: MN-major, file comment) and hand their
+ * accumulators to epi(T, consumer, thread in warpgroup, d). The stage ring runs on across
+ * tiles: the block's it-th k-tile, counted over all its tiles, uses stage it % WG_STAGES in
+ * phase (it / WG_STAGES) & 1, so the producer fills the next tile's first stages while the
+ * consumers finish the last k-tiles and the store of the current one. Every thread of the
+ * block calls it (no thread may have left before). */
+template <int BN, int TA, int TB, int FIX, class Decode, class Load, class Fix, class Epi>
+__device__ __forceinline__ void wg_pipeline(uint8_t *raw, int ntiles, const Decode &decode,
+                                            const Load &load, const Fix &fix, const Epi &epi) {
     uint8_t *smem = sg_smem_align(raw, 1024);
     uint64_t *full = (uint64_t *)(smem + WG_STAGES * WG_STAGE_BYTES(BN)), *empty = full + WG_STAGES;
     const int tid = threadIdx.x, wg = tid / 128;
@@ -211,70 +242,85 @@ __device__ __forceinline__ void wg_pipeline(uint8_t *raw, int KT, const Load &lo
     if (wg == 0) {
         sg_setmaxnreg_dec(40);
         if (tid < 32 && sg_elect_one()) {
-            for (int k = 0; k < KT; k++) {
-                const int s = k % WG_STAGES;
-                /* the k / STAGES-th refill of s waits for the consumers' release of the
-                 * previous one (the first pass waits on the phase before the first: done) */
-                sg_mbar_wait(&empty[s], ((k / WG_STAGES) & 1) ^ 1);
-                uint8_t *sa = smem + s * WG_STAGE_BYTES(BN);
-                sg_mbar_arrive_expect_tx(&full[s], WG_STAGE_BYTES(BN));
-                load(k, sa, sa + WG_A_BYTES, &full[s]);
+            int it = 0;
+            for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                const auto ti = decode(tile);
+                if (ti.skip) continue;
+                for (int k = 0; k < ti.kt; k++, it++) {
+                    const int s = it % WG_STAGES;
+                    /* the it / STAGES-th refill of s waits for the consumers' release of the
+                     * previous one (the first pass waits on the phase before the first: done) */
+                    sg_mbar_wait(&empty[s], ((it / WG_STAGES) & 1) ^ 1);
+                    uint8_t *sa = smem + s * WG_STAGE_BYTES(BN);
+                    sg_mbar_arrive_expect_tx(&full[s], WG_STAGE_BYTES(BN));
+                    load(ti, k, sa, sa + WG_A_BYTES, &full[s]);
+                }
             }
         }
     } else {
         sg_setmaxnreg_inc(232);
         const int c = wg - 1, t = tid % 128;
         float d[BN / 2];
+        int it = 0;
+        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            const auto ti = decode(tile);
+            if (ti.skip) continue;
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-        for (int k = 0; k < KT; k++) {
-            const int s = k % WG_STAGES;
-            sg_mbar_wait(&full[s], (k / WG_STAGES) & 1);
-            uint8_t *sa = smem + s * WG_STAGE_BYTES(BN), *sb = sa + WG_A_BYTES;
-            if constexpr (FIX != WG_FIX_NONE) {
-                fix(c, t, sa, sb, k);
-                /* PTX ISA (memory consistency model, proxies): wgmma reads its shared-memory
-                 * operands through the async proxy, which the generic proxy's stores above reach
-                 * only after a fence.proxy.async in each writing thread; the barrier then orders
-                 * every writer's fence before every reader's wgmma (the wgmmas of stage k's
-                 * previous use retired before the producer's refill: empty[s]) */
-                sg_fence_proxy_async();
-                if constexpr (FIX == WG_FIX_OWN_A) {
-                    /* (literal ids: a computed one makes ptxas reserve all 16 barriers) */
-                    static_assert(WG_CONSUMERS == 2, "one named barrier per consumer");
-                    if (c == 0)
-                        sg_named_barrier_sync(1, 128);
-                    else
-                        sg_named_barrier_sync(2, 128);
-                } else {
-                    sg_named_barrier_sync(1, 128 * WG_CONSUMERS);
+            for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+            for (int k = 0; k < ti.kt; k++, it++) {
+                const int s = it % WG_STAGES;
+                sg_mbar_wait(&full[s], (it / WG_STAGES) & 1);
+                uint8_t *sa = smem + s * WG_STAGE_BYTES(BN), *sb = sa + WG_A_BYTES;
+                if constexpr (FIX != WG_FIX_NONE) {
+                    fix(ti, c, t, sa, sb, k);
+                    /* PTX ISA (memory consistency model, proxies): wgmma reads its shared-memory
+                     * operands through the async proxy, which the generic proxy's stores above
+                     * reach only after a fence.proxy.async in each writing thread; the barrier
+                     * then orders every writer's fence before every reader's wgmma (the wgmmas
+                     * of stage s's previous use retired before the producer's refill: empty[s]) */
+                    sg_fence_proxy_async();
+                    if constexpr (FIX == WG_FIX_OWN_A) {
+                        /* (literal ids: a computed one makes ptxas reserve all 16 barriers) */
+                        static_assert(WG_CONSUMERS == 2, "one named barrier per consumer");
+                        if (c == 0)
+                            sg_named_barrier_sync(1, 128);
+                        else
+                            sg_named_barrier_sync(2, 128);
+                    } else {
+                        sg_named_barrier_sync(1, 128 * WG_CONSUMERS);
+                    }
                 }
-            }
-            sg_wgmma_fence_operand(d);
-            sg_wgmma_fence();
+                sg_wgmma_fence_operand(d);
+                sg_wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < WG_BK / 16; ks++) {
-                /* K-major: the k16 step is 32 bytes along the swizzled 128-byte rows, this
-                 * consumer's 64 rows 8 KiB in; MN-major: 16 rows of 128 bytes, this consumer's
-                 * 64-wide block of A 8 KiB in, B's 64-wide blocks 8 KiB apart (LBO) */
-                const uint64_t da =
-                    TA ? sg_wgmma_desc(sa + c * WG_BLOCK + 2048 * ks, WG_BLOCK, 1024,
-                                       SG_SWIZZLE_128B)
-                       : sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
-                const uint64_t db =
-                    TB ? sg_wgmma_desc(sb + 2048 * ks, WG_BLOCK, 1024, SG_SWIZZLE_128B)
-                       : sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
-                sg_wgmma_ss<BN, TA, TB>(d, da, db, 1);
+                for (int ks = 0; ks < WG_BK / 16; ks++) {
+                    /* K-major: the k16 step is 32 bytes along the swizzled 128-byte rows, this
+                     * consumer's 64 rows 8 KiB in; MN-major: 16 rows of 128 bytes, this
+                     * consumer's 64-wide block of A 8 KiB in, B's 64-wide blocks 8 KiB apart
+                     * (LBO) */
+                    const uint64_t da =
+                        TA ? sg_wgmma_desc(sa + c * WG_BLOCK + 2048 * ks, WG_BLOCK, 1024,
+                                           SG_SWIZZLE_128B)
+                           : sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
+                    const uint64_t db =
+                        TB ? sg_wgmma_desc(sb + 2048 * ks, WG_BLOCK, 1024, SG_SWIZZLE_128B)
+                           : sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B);
+                    sg_wgmma_ss<BN, TA, TB>(d, da, db, 1);
+                }
+                sg_wgmma_commit();
+                /* the previous k-tile's group has retired: its stage is free (each warp for
+                 * itself) */
+                sg_wgmma_wait(1);
+                sg_wgmma_fence_operand(d);
+                if (k > 0 && t % 32 == 0) sg_mbar_arrive(&empty[(it - 1) % WG_STAGES]);
             }
-            sg_wgmma_commit();
-            /* k-tile k - 1's group has retired: its stage is free (each warp for itself) */
-            sg_wgmma_wait(1);
+            sg_wgmma_wait(0);
             sg_wgmma_fence_operand(d);
-            if (k > 0 && t % 32 == 0) sg_mbar_arrive(&empty[(k - 1) % WG_STAGES]);
+            /* the tile's last stage goes back too: the producer may be waiting for it with the
+             * next tile's copies (a tile of no k-tiles holds none) */
+            if (ti.kt > 0 && t % 32 == 0) sg_mbar_arrive(&empty[(it - 1) % WG_STAGES]);
+            epi(ti, c, t, d);
         }
-        sg_wgmma_wait(0);
-        sg_wgmma_fence_operand(d);
-        epi(c, t, d);
     }
 }
 
@@ -330,9 +376,9 @@ wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y, const float *b
     }
 }
 
-/* Forward. blockIdx.x: pixel tile (128 output pixels, the box order of the file comment);
- * blockIdx.y: BN output channels. k-tile k = (tap, part, 64-channel chunk): A = the x box of the
- * part at the tap's input coordinates (element strides S), B = wb[n0 .. n0 + BN)[tap][coff + c
+/* Forward. Tile (a.gx x a.gy): x the pixel tile (128 output pixels, the box order of the file
+ * comment), y the BN output channels. k-tile k = (tap, part, 64-channel chunk): A = the x box of
+ * the part at the tap's input coordinates (element strides S), B = wb[n0 .. n0 + BN)[tap][coff + c
  * .. + 63] (a chunk past its part reads the other part's weights against A's zeros). NORM: x is
  * norm_act's input, A its output y: consumer warpgroup c rewrites its own 64 rows of each landed
  * A (wg_norm_box: thread t the physical chunk t % 8 of rows t / 8 + 16 i). f.res: the residual
@@ -345,29 +391,39 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                        const __grid_constant__ sg_conv_fuse f) {
     SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
-    int n0, oh0, ow0;
-    wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
-    const int co0 = blockIdx.y * BN;
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
-    const int KT = a.K * a.K * (ch0 + ch1);
-    auto load = [&](int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+    struct tile {
+        int n0, oh0, ow0, co0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        tile r;
+        wg_tile_origin(a, g.x, &r.n0, &r.oh0, &r.ow0);
+        r.co0 = g.y * BN;
+        r.kt = a.K * a.K * (ch0 + ch1);
+        r.skip = false;
+        return r;
+    };
+    auto load = [&](const tile &u, int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
         const wg_chunk q = wg_chunk_of(k, ch0, ch1);
         const int kh = q.tap / a.K, kw = q.tap % a.K;
-        sg_tma_load_4d(sA, q.part ? &xm1 : &xm0, bar, q.c, ow0 * a.S - a.pad + kw,
-                       oh0 * a.S - a.pad + kh, n0);
-        sg_tma_load_2d(sB, &wm, bar, q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
+        sg_tma_load_4d(sA, q.part ? &xm1 : &xm0, bar, q.c, u.ow0 * a.S - a.pad + kw,
+                       u.oh0 * a.S - a.pad + kh, u.n0);
+        sg_tma_load_2d(sB, &wm, bar, q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, u.co0);
     };
-    auto fix = [&](int c, int t, uint8_t *sA, uint8_t *, int k) {
+    auto fix = [&](const tile &u, int c, int t, uint8_t *sA, uint8_t *, int k) {
         if constexpr (NORM) {
             const wg_chunk q = wg_chunk_of(k, ch0, ch1);
-            wg_norm_box(sA, f, a, 64 * c + t / 8, 16, 64 * (c + 1), t % 8, n0, oh0, ow0,
+            wg_norm_box(sA, f, a, 64 * c + t / 8, 16, 64 * (c + 1), t % 8, u.n0, u.oh0, u.ow0,
                         q.tap / a.K, q.tap % a.K, q.c, q.part ? a.c1 : a.c0, q.part ? a.c0 : 0);
         }
     };
-    auto epi = [&](int c, int t, auto &d) {
-        wg_fwd_store<BN>(c, t, d, y, bias, a, f, n0, oh0, ow0, co0);
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        wg_fwd_store<BN>(c, t, d, y, bias, a, f, u.n0, u.oh0, u.ow0, u.co0);
     };
-    wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, KT, load, fix, epi);
+    wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, a.gx * a.gy, decode, load, fix,
+                                                             epi);
 }
 
 /* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): the consumer
@@ -525,9 +581,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     }
 }
 
-/* Backward data. blockIdx.z: parity class; blockIdx.x: pixel tile of the class's sub-grid
- * (tiles sized for the largest class; a smaller class's blocks past its extent exit at once);
- * blockIdx.y: BN input channels of the concatenation. k-tile k = (class tap (th, tw), 64 output
+/* Backward data. Tile (a.gx x a.gy x a.gz): z the parity class, x the pixel tile of the class's
+ * sub-grid (tiles sized for the largest class; a smaller class's tiles past its extent are
+ * skipped), y the BN input channels of the concatenation. k-tile k = (class tap (th, tw), 64 output
  * channels cs): A = the dy box at (i0 + ohoff - th, j0 + owoff - tw), B = BN / 64 boxes
  * wb[cs .. + 63][tap][ci0 + 64 b .. + 63]. */
 template <int BN>
@@ -537,21 +593,34 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                          int accum) {
     SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
-    const sg_conv_class k = sg_conv_class_of(blockIdx.z, a.H, a.W, a.K, a.S, a.pad);
-    int n0, i0, j0;
-    wg_tile_origin(a, blockIdx.x, &n0, &i0, &j0);
-    if (i0 >= k.Hc || j0 >= k.Wc) return; /* the whole block: a smaller (or empty) class */
-    const int ci0 = blockIdx.y * BN, chc = (a.Co + WG_BK - 1) / WG_BK;
-    const int KT = k.nth * k.ntw * chc;
-    auto load = [&](int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+    const int chc = (a.Co + WG_BK - 1) / WG_BK;
+    struct tile {
+        sg_conv_class k;
+        int n0, i0, j0, ci0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        tile r;
+        r.k = sg_conv_class_of(g.z, a.H, a.W, a.K, a.S, a.pad);
+        wg_tile_origin(a, g.x, &r.n0, &r.i0, &r.j0);
+        r.skip = r.i0 >= r.k.Hc || r.j0 >= r.k.Wc; /* a smaller (or empty) class */
+        r.ci0 = g.y * BN;
+        r.kt = r.k.nth * r.k.ntw * chc;
+        return r;
+    };
+    auto load = [&](const tile &u, int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const sg_conv_class &k = u.k;
         const int ct = kt / chc, cs = kt % chc * WG_BK, th = ct / k.ntw, tw = ct % k.ntw;
         const int tap = (k.rh + a.S * th) * a.K + (k.rw + a.S * tw);
-        sg_tma_load_4d(sA, &dym, bar, cs, j0 + k.owoff - tw, i0 + k.ohoff - th, n0);
+        sg_tma_load_4d(sA, &dym, bar, cs, u.j0 + k.owoff - tw, u.i0 + k.ohoff - th, u.n0);
 #pragma unroll
         for (int b = 0; b < BN / 64; b++)
-            sg_tma_load_3d(sB + b * WG_BLOCK, &wm, bar, ci0 + 64 * b, tap, cs);
+            sg_tma_load_3d(sB + b * WG_BLOCK, &wm, bar, u.ci0 + 64 * b, tap, cs);
     };
-    auto epi = [&](int c, int t, auto &d) {
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        const sg_conv_class &k = u.k;
+        const int n0 = u.n0, i0 = u.i0, j0 = u.j0, ci0 = u.ci0;
         const int w = t / 32, g = t % 32 / 4, q = t % 4;
         uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
 #pragma unroll
@@ -570,12 +639,13 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         }
     };
     wg_pipeline<BN, 0, 1, WG_FIX_NONE>(
-        raw, KT, load, [](int, int, uint8_t *, uint8_t *, int) {}, epi);
+        raw, a.gx * a.gy * a.gz, decode, load,
+        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
 }
 
-/* Backward weight. blockIdx.x: BN padded columns (BN / 64 column blocks (tap, part, chunk));
- * blockIdx.y: 128 output channels; blockIdx.z: chunk of pixel tiles (64 output pixels each,
- * tiles [z T / chunks, (z + 1) T / chunks)). k-tile = one pixel tile: A = two dy boxes
+/* Backward weight. Tile (a.gx x a.gy x a.gz): x the BN padded columns (BN / 64 column blocks
+ * (tap, part, chunk)), y the 128 output channels, z the chunk of pixel tiles (64 output pixels
+ * each, tiles [z T / chunks, (z + 1) T / chunks)). k-tile = one pixel tile: A = two dy boxes
  * (co0 .. + 63, co0 + 64 .. + 127: one per consumer), B = one x box per column block at the
  * tap's input coordinates (element strides S). A column block past the last tap loads tap 0
  * (its results are never stored). Writes part[z][co][tap][ci] (fp32). NORM: x is norm_act's
@@ -591,12 +661,25 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
-    const int KK = a.K * a.K, cb0 = blockIdx.x * (BN / 64), co0 = blockIdx.y * WG_BM;
+    const int KK = a.K * a.K;
     const int64_t T = (int64_t)a.nn * a.nh * a.nw;
-    const int t0 = (int)(blockIdx.z * T / a.chunks), t1 = (int)((blockIdx.z + 1) * T / a.chunks);
-    auto load = [&](int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+    struct tile {
+        int cb0, co0, z, t0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        tile r;
+        r.cb0 = g.x * (BN / 64), r.co0 = g.y * WG_BM, r.z = g.z;
+        r.t0 = (int)(g.z * T / a.chunks);
+        r.kt = (int)((g.z + 1) * T / a.chunks) - r.t0;
+        r.skip = false;
+        return r;
+    };
+    auto load = [&](const tile &u, int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const int cb0 = u.cb0, co0 = u.co0;
         int n0, oh0, ow0;
-        wg_tile_origin(a, t0 + kt, &n0, &oh0, &ow0);
+        wg_tile_origin(a, u.t0 + kt, &n0, &oh0, &ow0);
 #pragma unroll
         for (int c = 0; c < WG_CONSUMERS; c++)
             sg_tma_load_4d(sA + c * WG_BLOCK, &dym, bar, co0 + 64 * c, ow0, oh0, n0);
@@ -609,10 +692,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                            ow0 * a.S - a.pad + kw, oh0 * a.S - a.pad + kh, n0);
         }
     };
-    auto fix = [&](int c, int t, uint8_t *, uint8_t *sB, int kt) {
+    auto fix = [&](const tile &u, int c, int t, uint8_t *, uint8_t *sB, int kt) {
         if constexpr (NORM) {
+            const int cb0 = u.cb0;
             int n0, oh0, ow0;
-            wg_tile_origin(a, t0 + kt, &n0, &oh0, &ow0);
+            wg_tile_origin(a, u.t0 + kt, &n0, &oh0, &ow0);
             const int u = 128 * c + t;
 #pragma unroll 1
             for (int b = 0; b < BN / 64; b++) {
@@ -623,10 +707,11 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             }
         }
     };
-    auto epi = [&](int c, int t, auto &d) {
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        const int cb0 = u.cb0, co0 = u.co0;
         const int w = t / 32, g = t % 32 / 4, q = t % 4;
         const int64_t ldw = (int64_t)KK * a.Ci;
-        float *out = part + (int64_t)blockIdx.z * a.Co * ldw;
+        float *out = part + (int64_t)u.z * a.Co * ldw;
 #pragma unroll
         for (int b = 0; b < BN / 64; b++) {
             const wg_chunk cq = wg_chunk_of(cb0 + b, ch0, ch1);
@@ -647,7 +732,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             }
         }
     };
-    wg_pipeline<BN, 1, 1, NORM ? WG_FIX_SHARED_B : WG_FIX_NONE>(raw, t1 - t0, load, fix, epi);
+    wg_pipeline<BN, 1, 1, NORM ? WG_FIX_SHARED_B : WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode,
+                                                                load, fix, epi);
 }
 
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
@@ -694,6 +780,32 @@ static int wg_pick_bn(int64_t n) {
      : (bn) == 128 ? fn<128>(__VA_ARGS__)                                                          \
      : (bn) == 192 ? fn<192>(__VA_ARGS__)                                                          \
                    : fn<256>(__VA_ARGS__))
+
+/* The pipelined kernels' grid (wg_pipeline): a block per tile, or with cuda_conv_wgmma_persist
+ * at most that many blocks (one per SM by default), each running tiles blockIdx.x + i gridDim.x
+ * in turn. The tiles and their order are the same either way, so are the bits. */
+static int wg_persist_blocks; /* 0: a block per tile; < 0: one per SM; n > 0: at most n */
+void cuda_conv_wgmma_persist(int blocks) {
+    wg_persist_blocks = blocks;
+}
+static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
+    a->gx = gx, a->gy = gy, a->gz = gz;
+    const int tiles = gx * gy * gz;
+    int cap = wg_persist_blocks;
+    if (cap < 0) {
+        static int sms = -1;
+        if (sms < 0) {
+            int dev = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess ||
+                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+                cudaGetLastError();
+                sms = 0; /* not asked: a block per tile */
+            }
+        }
+        cap = sms;
+    }
+    return (unsigned)(cap > 0 && cap < tiles ? cap : tiles);
+}
 
 /* The halo forward's dynamic shared memory: the boxes, the B stages, the mbarriers, and 1024
  * bytes to align the boxes. */
@@ -803,8 +915,7 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
  * tn at element strides 1, a.hh .. a.stages set by wg_halo_fit); the weights' map is the same. */
 template <int BN>
 static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                              const uint16_t *wb, const wg_args &a, const sg_conv_fuse &f,
-                              int halo) {
+                              const uint16_t *wb, wg_args a, const sg_conv_fuse &f, int halo) {
     const char *fn = "cuda_conv2d_wgmma_fwd";
     CUtensorMap xm[2], wm;
     for (int part = 0; part < 2; part++) {
@@ -824,7 +935,9 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
     const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
     if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
-    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Co + BN - 1) / BN));
+    /* the halo kernel: a block per tile (x pixels, y channels); the per-tap one pipelined */
+    const int gx = a.nn * a.nh * a.nw, gy = (a.Co + BN - 1) / BN;
+    const dim3 grid = halo ? dim3((unsigned)gx, (unsigned)gy) : dim3(wg_grid(&a, gx, gy, 1));
     void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
                          const CUtensorMap, const wg_args, const sg_conv_fuse) =
         halo ? (f.norm ? conv_wg_fwd_halo_kernel<BN, true> : conv_wg_fwd_halo_kernel<BN, false>)
@@ -870,15 +983,14 @@ int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, con
 
 template <int BN>
 static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
-                                const wg_args &a, int accum) {
+                                wg_args a, int accum) {
     const char *fn = "cuda_conv2d_wgmma_bwd_data";
     CUtensorMap dym, wm;
     if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
     const uint64_t wdims[3] = {(uint64_t)a.Ci, (uint64_t)a.K * a.K, (uint64_t)a.Co};
     const uint32_t wbox[3] = {64, 1, WG_BK}, wes[3] = {1, 1, 1};
     if (wg_map(&wm, wb, 3, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
-    dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Ci + BN - 1) / BN),
-              (unsigned)(a.S * a.S));
+    const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Ci + BN - 1) / BN, a.S * a.S));
     if (cuda_smem_attr(conv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_dgrad_kernel"))
         return SG_ERR;
     SG_LAUNCH((conv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wm, a,
@@ -909,7 +1021,7 @@ int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const
 
 template <int BN>
 static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy, sg_cat x,
-                                const wg_args &a, int64_t cols, const sg_conv_fuse &f) {
+                                wg_args a, int64_t cols, const sg_conv_fuse &f) {
     const char *fn = "cuda_conv2d_wgmma_bwd_weight";
     CUtensorMap dym, xm0, xm1;
     if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
@@ -918,8 +1030,7 @@ static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     if (a.c1 && wg_map_nhwc(&xm1, x.p[1], a.N, a.H, a.W, a.c1, &a, a.S, fn, "x (second part)"))
         return SG_ERR;
     if (!a.c1) xm1 = xm0;
-    dim3 grid((unsigned)((cols + BN - 1) / BN), (unsigned)((a.Co + WG_BM - 1) / WG_BM),
-              (unsigned)a.chunks);
+    const dim3 grid(wg_grid(&a, (int)((cols + BN - 1) / BN), (a.Co + WG_BM - 1) / WG_BM, a.chunks));
     void (*const kernel)(float *, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                          const wg_args, const sg_conv_fuse) =
         f.norm ? conv_wg_wgrad_kernel<BN, true> : conv_wg_wgrad_kernel<BN, false>;

@@ -283,6 +283,14 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
                                  const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                                  int K, int S, int pad, int dt, int accum, void *ws,
                                  int64_t ws_bytes);
+/* The grid of the three wgmma passes' pipelined kernels (the forward per tap, the data and
+ * weight gradients; the halo forward keeps a block per tile), for every later call of this
+ * process: 0 (the default) a block per tile; -1 persistent, one block per SM, each running
+ * tiles blockIdx.x, + gridDim.x, .. with its stage ring carried from one tile to the next (the
+ * next tile's copies overlap the current one's last k-tiles and store); n > 0 at most n blocks
+ * (tests: several tiles per block on a small case). The same tiles in the same order every
+ * way: the same bits (test_cuda_ops checks it). The backend sets it from SG_WG_PERSIST. */
+void cuda_conv_wgmma_persist(int blocks);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
