@@ -170,6 +170,15 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d[\"breakdown\"] is None and d[\"data_n\"] == 64 and d[\"batch\"] == 2
 " "$tmp/nb.json"'
+# --img below the preset's image size: the synthetic images follow the model (they were the
+# preset's 16x16, "larger than the model's 8")
+$bench --backend cpu --model unet_tiny --img 8 --iters 1 --warmup 0 --no-breakdown --json \
+    --data synthetic:8 --batch 1 >"$tmp/img.json" 2>"$tmp/img.err"
+ok "--img 8: synthetic data sized to the model" 'python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d[\"config\"][\"img\"] == 8 and d[\"data_n\"] == 8
+" "$tmp/img.json"'
 # no GPU and no --backend: a refusal, not hours of CPU (only where no GPU is present)
 if ! nvidia-smi -L >/dev/null 2>&1; then
   $bench --model unet_tiny --iters 1 --warmup 0 >/dev/null 2>"$tmp/err.txt"; rc=$?

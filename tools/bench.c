@@ -274,7 +274,9 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
     return 0;
 }
 
-/* The dataset: synthetic images sized to the model unless a real spec is given. */
+/* The dataset: synthetic images sized to the model unless a real spec is given: the preset's
+ * image size (unet_fmnist: 28 x 28, padded to the model's 32 as the real set is), or the
+ * model's --img where that is smaller. */
 static int load_data(const bench_args *a, sg_model_cfg *cfg, sg_dataset *ds) {
     int64_t syn_n = -1;
     if (!strcmp(a->data, "synthetic"))
@@ -284,7 +286,9 @@ static int load_data(const bench_args *a, sg_model_cfg *cfg, sg_dataset *ds) {
              cli_parse_i64("--data synthetic:N", a->data + 10, 1, 1LL << 31, &syn_n))
         return 2;
     if (syn_n > 0) {
-        if (data_synthetic(ds, syn_n, cfg->data_h, cfg->data_w, cfg->in_ch)) return 2;
+        const int h = cfg->data_h < cfg->img ? cfg->data_h : cfg->img,
+                  w = cfg->data_w < cfg->img ? cfg->data_w : cfg->img;
+        if (data_synthetic(ds, syn_n, h, w, cfg->in_ch)) return 2;
     } else {
         if (data_load(ds, a->data)) return 1;
         if (ds->c != cfg->in_ch || ds->h > cfg->img || ds->w > cfg->img) {
