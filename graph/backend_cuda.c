@@ -574,6 +574,37 @@ static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, i
     return CONV_ENGINE_WGMMA;
 }
 
+/* The shortcut folds (conv2d_sc: always own, no engine-chosen conv node) on the wgmma kernels:
+ * node_eng[i] = CONV_ENGINE_WGMMA (0 otherwise: mma.sync) where the fold's backward passes are
+ * on them (their layers' generation: SG_CONV_TC, a resume's record, the table's conv2 layer,
+ * sg_engine_table_node_tc), or, in a plan without them (sampling), where SG_CONV_TC or the
+ * table's conv2 layer says wgmma; only for a bf16 fold on a device that runs them. The call
+ * itself still runs on mma.sync where cuda_conv2d_wgmma_refusal refuses an operand (fixed by
+ * the plan, so the same calls every step). */
+static void prepare_conv_sc(cuda_ctx *c, const sg_plan *p) {
+    const sg_graph *g = &p->g;
+    int on = 0;
+    for (int i = 0; i < g->nn; i++) {
+        if (g->n[i].op != OP_CONV2D_SC) continue;
+        int gen = -1;
+        for (int j = 0; j < g->nn && gen < 0; j++)
+            if (is_conv(g->n[j].op) && g->n[j].fwd == i) gen = c->node_eng[j] == CONV_ENGINE_WGMMA;
+        if (gen < 0) {
+            char names[2][SG_NAME_MAX];
+            const sg_engine_entry *e = sg_conv_layers_computed(g, i, names) == 2
+                                           ? sg_engine_table_find(p->cfg.engines, names[0])
+                                           : NULL;
+            gen = c->conv_tc_force >= 0 ? c->conv_tc_force == SG_TC_WGMMA
+                                        : e && e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA;
+        }
+        c->node_eng[i] =
+            gen > 0 && c->wgmma_ok && g->t[g->n[i].in[0]].dtype == DT_BF16 ? CONV_ENGINE_WGMMA : 0;
+        on += c->node_eng[i] != 0;
+    }
+    if (on)
+        fprintf(stderr, "stepgraph: %d shortcut fold(s) (conv2d_sc) on the wgmma kernels\n", on);
+}
+
 /* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward on a stored input (a gemm
  * node) whose channels own's tensor-core kernel takes? */
 static int fwd_1x1_own(const sg_graph *g, int i) {
@@ -712,6 +743,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         else
             c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
+    prepare_conv_sc(c, p);
     if (tc_refused)
         fprintf(stderr,
                 "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
@@ -1104,9 +1136,10 @@ CUDA_RUN(conv2d_add) {
     return conv_fwd_run(k, kin(k, 3));
 }
 /* conv2 with its 1x1 shortcut folded into one tensor-core GEMM (conv2d_sc): always the own
- * mma.sync kernels, whatever the conv engine or SG_CONV_TC (cuDNN and the wgmma kernels take no
- * fold; it is no engine-chosen conv node, sg_op_is_conv); h normalised in its tile loads where
- * it is virtual, x (the block's input, often the skip concatenation) loaded as it is */
+ * kernels, whatever the conv engine (cuDNN takes no fold; it is no engine-chosen conv node,
+ * sg_op_is_conv), on mma.sync or, where prepare_conv_sc put it there and both operands suit
+ * them, on the wgmma kernels (the same k order); h normalised in its tile loads where it is
+ * virtual, x (the block's input, often the skip concatenation) loaded as it is */
 CUDA_RUN(conv2d_sc) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
@@ -1117,9 +1150,15 @@ CUDA_RUN(conv2d_sc) {
     sg_conv_fuse f;
     const sg_cat h = conv_input(k->c, k->g, k->nd->in[0], &f);
     f.stats = node_stats(k, &f.stats_ld);
-    return cuda_conv2d_sc_fwd(k->st, kout(k, 0), h, kin(k, 1), kin(k, 2), &f,
-                              CAT(k->c, k->g, k->nd->in[3]), kin(k, 4), kin(k, 5), d.N, d.H, d.W,
-                              d.Ci, d.Co, d.K, d.pad, k->dt);
+    const sg_cat x = CAT(k->c, k->g, k->nd->in[3]);
+    if (conv_on_wgmma(k, d, h, kout(k, 0), kin(k, 1), k->dt) &&
+        cuda_conv2d_wgmma_refusal(x, kout(k, 0), kin(k, 4), d.N, d.H, d.W, d.Co, 1, 1, k->dt) ==
+            NULL)
+        return cuda_conv2d_wgmma_sc_fwd(k->st, kout(k, 0), h, kin(k, 1), kin(k, 2), &f, x,
+                                        kin(k, 4), kin(k, 5), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.pad,
+                                        k->dt);
+    return cuda_conv2d_sc_fwd(k->st, kout(k, 0), h, kin(k, 1), kin(k, 2), &f, x, kin(k, 4),
+                              kin(k, 5), d.N, d.H, d.W, d.Ci, d.Co, d.K, d.pad, k->dt);
 }
 CUDA_RUN(conv2d_bwd_data) {
     sg_conv_dims d = sg_conv_dims_of(k->g, k->nd);

@@ -1712,6 +1712,12 @@ static int sc_run(void *arg, const sg_conv_fuse *f) {
     return cuda_conv2d_sc_fwd(g_st, a->y, a->h, a->w, a->b, f, a->x, a->ws, a->bs, a->N, a->H, a->W,
                               a->Cm, a->Co, a->K, a->pad, DT_BF16);
 }
+/* ... on the wgmma kernels (cuda_conv2d_wgmma_sc_fwd) */
+static int sc_wg_run(void *arg, const sg_conv_fuse *f) {
+    const sc_args *a = (const sc_args *)arg;
+    return cuda_conv2d_wgmma_sc_fwd(g_st, a->y, a->h, a->w, a->b, f, a->x, a->ws, a->bs, a->N, a->H,
+                                    a->W, a->Cm, a->Co, a->K, a->pad, DT_BF16);
+}
 static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, int norm, int G,
                          int bias) {
     char ctx[200];
@@ -1817,6 +1823,43 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
                   K,
                   pad};
     check_fwd_stats(ctx, y, N, H * W, Co, bf, 1, sc_run, &sa, norm ? &fuse : NULL);
+    /* the wgmma kernels (conv_wgmma.cu's SC instances): against the reference, and on the host
+     * emulation bit for bit against the mma.sync fold (the same k16 slices in the same order:
+     * conv2's taps, then the shortcut's channels; test_conv_wgmma); on the resident halo (the
+     * fold's A and B streamed through its stages) and per tap, and per tap on a persistent grid */
+    char wctx[240];
+    snprintf(wctx, sizeof wctx, "%s [wgmma]", ctx);
+    const char *why = cuda_conv2d_wgmma_refusal(hc, y->d, dw->d, N, H, W, Co, K, 1, bf);
+    if (!why) why = cuda_conv2d_wgmma_refusal(xc, y->d, dws->d, N, H, W, Co, 1, 1, bf);
+    if (why) {
+        CHECK(!on_host_emulation() || getenv("SG_SIM_CC"), "%s: refused on the host emulation: %s",
+              wctx, why);
+        reset_all();
+        cover("cuda_conv2d_wgmma_sc_fwd");
+        CHECK(sc_wg_run(&sa, norm ? &fuse : NULL) == SG_ERR && strstr(sg_last_error(), why),
+              "%s: must refuse with the reason (%s), said: %s", wctx, why, sg_last_error());
+        case_end();
+        return;
+    }
+    tbuf *wy = tb_out("y [wgmma]", P * Co, bf, NULL);
+    sa.y = wy->d;
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        sg_conv_fuse f = fuse; /* the halo (the default), then per tap: the same bits */
+        f.halo = rep == 0 ? SG_TC_HALO_ALL : SG_TC_HALO_NONE;
+        cover("cuda_conv2d_wgmma_sc_fwd");
+        CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s: %s", wctx, sg_last_error());
+        sync_stream();
+        tb_check(wy, ref, TOL_BF16, rep, wctx);
+        guards_all(wctx);
+    }
+    tb_check_vs_mma(wy, y, on_host_emulation(), TOL_BF16, wctx);
+    {
+        sg_conv_fuse f = fuse;
+        f.halo = SG_TC_HALO_NONE;
+        WG_PERSIST_CHECK(wy, NULL, wctx, CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s", sg_last_error()));
+    }
+    check_fwd_stats(wctx, wy, N, H * W, Co, bf, 1, sc_wg_run, &sa, norm ? &fuse : NULL);
     case_end();
 }
 

@@ -135,7 +135,7 @@
  * once: the shortcut is summed in the fp32 accumulator instead of being rounded to bf16 and
  * added (conv2d_add), so the fold changes the bits and is --fuse 1's only. There is no path
  * off the tensor cores (conv.cu refuses it; the planner folds only bf16 convolutions the
- * fused kernels take); the wgmma kernels take no fold (the backend keeps it here).
+ * fused kernels take); conv_wgmma.cu's SC instances run the same fold in the same k order.
  */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/norm_apply.cuh"

@@ -164,9 +164,18 @@ struct wg_args {
     int tw, th, tn, nw, nh, nn;
     int chunks;     /* weight gradient: chunks of pixel tiles */
     int gx, gy, gz; /* the pipelined kernels' tiles: gx x gy x gz (wg_pipeline) */
+    int sc0, sc1;   /* the shortcut fold's x: its parts' channels (0: no fold) */
     /* the forward on a resident halo: its box (hw x hh input pixels of tn images), the box's
      * bytes rounded up to 1024, the B stages */
     int hh, hw, hbox, stages;
+};
+
+/* The shortcut fold's operands (a conv2d_sc node, SC instances of the forward kernels): x's
+ * parts in boxes of the output tile (stride 1, no padding: the 1x1 conv's input pixel is the
+ * output pixel), ws [Co][Cin] in 64 x BN boxes, the shortcut's bias (may be NULL). */
+struct wg_sc {
+    CUtensorMap x0, x1, w;
+    const float *bs;
 };
 
 /* The first pixel (n, h, w) of pixel tile i (tiles in (n, h, w) order, w fastest). */
@@ -348,13 +357,14 @@ __device__ __forceinline__ void wg_norm_box(uint8_t *box, const sg_conv_fuse &f,
 }
 
 /* The forward's store (both forward kernels): consumer c's thread t writes its accumulators'
- * rows of the pixel tile at (n0, oh0, ow0), channels co0 .. + BN: y = bf16(acc + b), with f.res
- * the residual add (tc_add_res), two channels in one 32-bit store; rows past the output grid and
- * channels past Co are not stored. */
+ * rows of the pixel tile at (n0, oh0, ow0), channels co0 .. + BN: y = bf16(acc + b [+ bs, the
+ * shortcut fold's bias]), with f.res the residual add (tc_add_res), two channels in one 32-bit
+ * store; rows past the output grid and channels past Co are not stored. */
 template <int BN>
-__device__ __forceinline__ void
-wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y, const float *bias,
-             const wg_args &a, const sg_conv_fuse &f, int n0, int oh0, int ow0, int co0) {
+__device__ __forceinline__ void wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y,
+                                             const float *bias, const float *bs, const wg_args &a,
+                                             const sg_conv_fuse &f, int n0, int oh0, int ow0,
+                                             int co0) {
     const int w = t / 32, g = t % 32 / 4, q = t % 4;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -369,6 +379,8 @@ wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y, const float *b
             if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
             float v0 = d[4 * j + 2 * h] + (bias ? bias[co] : 0.0f);
             float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
+            if (bs) /* the fold's shortcut bias, after conv2's (conv_tc.cu's order) */
+                v0 += bs[co], v1 += bs[co + 1];
             if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
                 tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
             dev_st_bf16_pair(row + co, v0, v1, 0);
@@ -382,16 +394,21 @@ wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y, const float *b
  * .. + 63] (a chunk past its part reads the other part's weights against A's zeros). NORM: x is
  * norm_act's input, A its output y: consumer warpgroup c rewrites its own 64 rows of each landed
  * A (wg_norm_box: thread t the physical chunk t % 8 of rows t / 8 + 16 i). f.res: the residual
- * add in the store (tc_add_res). */
-template <int BN, bool NORM>
+ * add in the store (tc_add_res). SC (the shortcut fold, conv_tc.cu's order): after conv2's
+ * KK (ch0 + ch1) k-tiles, one per 64-channel chunk of x's parts (sch0 + sch1): A = the x box of
+ * the output tile itself, B = ws[co0 .. + BN)[coff + c .. + 63]; the prologue rewrites conv2's
+ * tiles only, and the store adds the shortcut's bias after conv2's. */
+template <int BN, bool NORM, bool SC>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     conv_wg_fwd_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap xm0,
                        const __grid_constant__ CUtensorMap xm1,
                        const __grid_constant__ CUtensorMap wm, const __grid_constant__ wg_args a,
-                       const __grid_constant__ sg_conv_fuse f) {
+                       const __grid_constant__ sg_conv_fuse f, const __grid_constant__ wg_sc sc) {
     SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, raw);
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK;
+    const int KT1 = a.K * a.K * (ch0 + ch1), sch0 = (a.sc0 + WG_BK - 1) / WG_BK,
+              sch1 = (a.sc1 + WG_BK - 1) / WG_BK;
     struct tile {
         int n0, oh0, ow0, co0, kt;
         bool skip;
@@ -401,11 +418,17 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         tile r;
         wg_tile_origin(a, g.x, &r.n0, &r.oh0, &r.ow0);
         r.co0 = g.y * BN;
-        r.kt = a.K * a.K * (ch0 + ch1);
+        r.kt = KT1 + (SC ? sch0 + sch1 : 0);
         r.skip = false;
         return r;
     };
     auto load = [&](const tile &u, int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        if (SC && k >= KT1) { /* the shortcut: x at the output pixels, ws */
+            const int j = k - KT1, part = j >= sch0, c = (part ? j - sch0 : j) * WG_BK;
+            sg_tma_load_4d(sA, part ? &sc.x1 : &sc.x0, bar, c, u.ow0, u.oh0, u.n0);
+            sg_tma_load_2d(sB, &sc.w, bar, (part ? a.sc0 : 0) + c, u.co0);
+            return;
+        }
         const wg_chunk q = wg_chunk_of(k, ch0, ch1);
         const int kh = q.tap / a.K, kw = q.tap % a.K;
         sg_tma_load_4d(sA, q.part ? &xm1 : &xm0, bar, q.c, u.ow0 * a.S - a.pad + kw,
@@ -414,13 +437,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     };
     auto fix = [&](const tile &u, int c, int t, uint8_t *sA, uint8_t *, int k) {
         if constexpr (NORM) {
+            if (SC && k >= KT1) return; /* x is loaded as it is */
             const wg_chunk q = wg_chunk_of(k, ch0, ch1);
             wg_norm_box(sA, f, a, 64 * c + t / 8, 16, 64 * (c + 1), t % 8, u.n0, u.oh0, u.ow0,
                         q.tap / a.K, q.tap % a.K, q.c, q.part ? a.c1 : a.c0, q.part ? a.c0 : 0);
         }
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
-        wg_fwd_store<BN>(c, t, d, y, bias, a, f, u.n0, u.oh0, u.ow0, u.co0);
+        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, u.n0, u.oh0, u.ow0, u.co0);
     };
     wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, a.gx * a.gy, decode, load, fix,
                                                              epi);
@@ -477,25 +501,32 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &
  * chunk, a part's zero tail included) on the same operand values (the rewrite is tc_norm_chunk,
  * as the apply pass), and the same store (wg_fwd_store): the halo forward, the per-tap forward
  * and the unfused plan give identical bits (cuda_ops_host checks all three; and, there, against
- * conv_tc.cu's). Never run on a GPU. */
-template <int BN, bool NORM>
+ * conv_tc.cu's). Never run on a GPU. *
+ * SC (the shortcut fold, as conv_wg_fwd_kernel's): each stage also holds an A box after its B
+ * (16 KiB more a stage), and the fold's k-tiles past conv2's stream both: B = ws's chunk, A = the
+ * x box of the output tile (TMA, stride 1), which the consumers multiply from shared memory
+ * (wgmma with both operands there: the same products, into the same accumulator, as the
+ * per-tap kernel's). */
+template <int BN, bool NORM, bool SC>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     conv_wg_fwd_halo_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap hm0,
                             const __grid_constant__ CUtensorMap hm1,
                             const __grid_constant__ CUtensorMap wm,
                             const __grid_constant__ wg_args a,
-                            const __grid_constant__ sg_conv_fuse f) {
+                            const __grid_constant__ sg_conv_fuse f,
+                            const __grid_constant__ wg_sc sc) {
     SG_PDL_ENTER();
-    constexpr int B_BYTES = BN * WG_BK * 2;
+    constexpr int B_BYTES = BN * WG_BK * 2, STAGE = B_BYTES + (SC ? WG_A_BYTES : 0);
     SG_DYNAMIC_SMEM(uint8_t, raw);
     uint8_t *smem = sg_smem_align(raw, 1024);
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK, nch = ch0 + ch1;
     uint8_t *halo = smem, *sb0 = smem + (int64_t)nch * a.hbox;
-    uint64_t *full = (uint64_t *)(sb0 + (int64_t)a.stages * B_BYTES), *empty = full + a.stages,
+    uint64_t *full = (uint64_t *)(sb0 + (int64_t)a.stages * STAGE), *empty = full + a.stages,
              *hbar = empty + a.stages;
     int n0, oh0, ow0;
     wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
-    const int co0 = blockIdx.y * BN, KT = a.K * a.K * nch;
+    const int sch0 = (a.sc0 + WG_BK - 1) / WG_BK, sch1 = (a.sc1 + WG_BK - 1) / WG_BK;
+    const int co0 = blockIdx.y * BN, KT1 = a.K * a.K * nch, KT = KT1 + (SC ? sch0 + sch1 : 0);
     const int tid = threadIdx.x, wg = tid / 128;
     if (tid == 0) {
         for (int s = 0; s < a.stages; s++) {
@@ -519,10 +550,18 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             int s = 0, ph = 0;
             for (int k = 0; k < KT; k++) {
                 sg_mbar_wait(&empty[s], ph ^ 1); /* the first pass: the phase before, done */
-                sg_mbar_arrive_expect_tx(&full[s], B_BYTES);
-                const wg_chunk q = wg_chunk_of(k, ch0, ch1);
-                sg_tma_load_2d(sb0 + (int64_t)s * B_BYTES, &wm, &full[s],
-                               q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
+                uint8_t *st = sb0 + (int64_t)s * STAGE;
+                if (SC && k >= KT1) { /* the shortcut: ws's chunk, and x at the output pixels */
+                    const int j = k - KT1, part = j >= sch0, c = (part ? j - sch0 : j) * WG_BK;
+                    sg_mbar_arrive_expect_tx(&full[s], B_BYTES + WG_A_BYTES);
+                    sg_tma_load_2d(st, &sc.w, &full[s], (part ? a.sc0 : 0) + c, co0);
+                    sg_tma_load_4d(st + B_BYTES, part ? &sc.x1 : &sc.x0, &full[s], c, ow0, oh0, n0);
+                } else {
+                    sg_mbar_arrive_expect_tx(&full[s], B_BYTES);
+                    const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+                    sg_tma_load_2d(st, &wm, &full[s], q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c,
+                                   co0);
+                }
                 if (++s == a.stages) s = 0, ph ^= 1;
             }
         }
@@ -545,6 +584,24 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         uint32_t af0[WG_BK / 16][4], af1[WG_BK / 16][4];
         int s = 0, ph = 0, sprev = 0;
         auto step = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
+            if (SC && k >= KT1) { /* the shortcut's k-tile: A and B both from the stage */
+                sg_mbar_wait(&full[s], ph);
+                const uint8_t *sb = sb0 + (int64_t)s * STAGE, *sa = sb + B_BYTES;
+                sg_wgmma_fence_operand(d);
+                sg_wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < WG_BK / 16; ks++)
+                    sg_wgmma_ss<BN, 0, 0>(
+                        d, sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
+                        sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
+                sg_wgmma_commit();
+                sg_wgmma_wait(1);
+                sg_wgmma_fence_operand(d);
+                if (k > 0 && lane == 0) sg_mbar_arrive(&empty[sprev]);
+                sprev = s;
+                if (++s == a.stages) s = 0, ph ^= 1;
+                return;
+            }
             const wg_chunk q = wg_chunk_of(k, ch0, ch1);
             const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
             const uint8_t *row =
@@ -553,7 +610,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int ks = 0; ks < WG_BK / 16; ks++)
                 sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
             sg_mbar_wait(&full[s], ph);
-            const uint8_t *sb = sb0 + (int64_t)s * B_BYTES;
+            const uint8_t *sb = sb0 + (int64_t)s * STAGE;
             sg_wgmma_fence_operand(d);
             sg_wgmma_fence();
 #pragma unroll
@@ -577,7 +634,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         if (k < KT) step(k, af0);
         sg_wgmma_wait(0);
         sg_wgmma_fence_operand(d);
-        wg_fwd_store<BN>(c, t, d, y, bias, a, f, n0, oh0, ow0, co0);
+        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, n0, oh0, ow0, co0);
     }
 }
 
@@ -807,11 +864,12 @@ static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
     return (unsigned)(cap > 0 && cap < tiles ? cap : tiles);
 }
 
-/* The halo forward's dynamic shared memory: the boxes, the B stages, the mbarriers, and 1024
- * bytes to align the boxes. */
+/* The halo forward's dynamic shared memory: the boxes, the B stages (with the shortcut fold's A
+ * boxes where a.sc0 says there is one), the mbarriers, and 1024 bytes to align the boxes. */
 static int wg_halo_smem(const wg_args &a, int bn) {
     const int nch = (a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK;
-    return nch * a.hbox + a.stages * (bn * WG_BK * 2 + 16) + 8 + 1024;
+    const int stage = bn * WG_BK * 2 + (a.sc0 ? WG_A_BYTES : 0); /* the fold's A too */
+    return nch * a.hbox + a.stages * (stage + 16) + 8 + 1024;
 }
 /* Whether the forward's halo (conv_wg_fwd_halo_kernel) fits: its box dims within TMA's 256,
  * and the boxes with at least two B stages within the device's opt-in shared memory, at the
@@ -912,11 +970,13 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
 
 /* The forward's launch, per tap (conv_wg_fwd_kernel: x in boxes of the pixel tile at element
  * strides S) or on the resident halo (conv_wg_fwd_halo_kernel: boxes of 64 channels x hw x hh x
- * tn at element strides 1, a.hh .. a.stages set by wg_halo_fit); the weights' map is the same. */
+ * tn at element strides 1, a.hh .. a.stages set by wg_halo_fit); the weights' map is the same.
+ * With the shortcut fold (a.sc0 > 0): xs, ws and bs its operands, on the SC instances. */
 template <int BN>
 static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                              const uint16_t *wb, wg_args a, const sg_conv_fuse &f, int halo) {
-    const char *fn = "cuda_conv2d_wgmma_fwd";
+                              const uint16_t *wb, wg_args a, const sg_conv_fuse &f, int halo,
+                              sg_cat xs, const uint16_t *ws, const float *bs) {
+    const char *fn = a.sc0 ? "cuda_conv2d_wgmma_sc_fwd" : "cuda_conv2d_wgmma_fwd";
     CUtensorMap xm[2], wm;
     for (int part = 0; part < 2; part++) {
         const int c = part ? a.c1 : a.c0;
@@ -935,32 +995,54 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     const uint64_t wdims[2] = {(uint64_t)a.K * a.K * a.Ci, (uint64_t)a.Co};
     const uint32_t wbox[2] = {WG_BK, BN}, wes[2] = {1, 1};
     if (wg_map(&wm, wb, 2, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
+    /* the fold's x parts (boxes of the output tile, stride 1) and ws [Co][Cin]; else unused */
+    wg_sc sc;
+    memset(&sc, 0, sizeof sc);
+    if (a.sc0) {
+        if (wg_map_nhwc(&sc.x0, xs.p[0], a.N, a.H, a.W, a.sc0, &a, 1, fn, "the shortcut's x"))
+            return SG_ERR;
+        if (a.sc1 && wg_map_nhwc(&sc.x1, xs.p[1], a.N, a.H, a.W, a.sc1, &a, 1, fn,
+                                 "the shortcut's x (second part)"))
+            return SG_ERR;
+        if (!a.sc1) sc.x1 = sc.x0;
+        const uint64_t sdims[2] = {(uint64_t)(a.sc0 + a.sc1), (uint64_t)a.Co};
+        if (wg_map(&sc.w, ws, 2, sdims, wbox, wes, fn, "the shortcut's bf16 weights"))
+            return SG_ERR;
+        sc.bs = bs;
+    }
     /* the halo kernel: a block per tile (x pixels, y channels); the per-tap one pipelined */
     const int gx = a.nn * a.nh * a.nw, gy = (a.Co + BN - 1) / BN;
     const dim3 grid = halo ? dim3((unsigned)gx, (unsigned)gy) : dim3(wg_grid(&a, gx, gy, 1));
     void (*const kernel)(uint16_t *, const float *, const CUtensorMap, const CUtensorMap,
-                         const CUtensorMap, const wg_args, const sg_conv_fuse) =
-        halo ? (f.norm ? conv_wg_fwd_halo_kernel<BN, true> : conv_wg_fwd_halo_kernel<BN, false>)
-             : (f.norm ? conv_wg_fwd_kernel<BN, true> : conv_wg_fwd_kernel<BN, false>);
+                         const CUtensorMap, const wg_args, const sg_conv_fuse, const wg_sc) =
+        halo ? (a.sc0 ? (f.norm ? conv_wg_fwd_halo_kernel<BN, true, true>
+                                : conv_wg_fwd_halo_kernel<BN, false, true>)
+                      : (f.norm ? conv_wg_fwd_halo_kernel<BN, true, false>
+                                : conv_wg_fwd_halo_kernel<BN, false, false>))
+             : (a.sc0 ? (f.norm ? conv_wg_fwd_kernel<BN, true, true>
+                                : conv_wg_fwd_kernel<BN, false, true>)
+                      : (f.norm ? conv_wg_fwd_kernel<BN, true, false>
+                                : conv_wg_fwd_kernel<BN, false, false>));
     const char *name = halo ? "conv_wg_fwd_halo_kernel" : "conv_wg_fwd_kernel";
     const int bytes = halo ? wg_halo_smem(a, BN) : WG_SMEM_BYTES(BN);
     if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
-    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, xm[0], xm[1], wm, a, f);
+    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, xm[0], xm[1], wm, a, f, sc);
     SG_LAUNCH_CHECK(name);
     return SG_OK;
 }
 
 /* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where f.halo asks for it
  * (cu_tc_fwd_on_halo: the fused prologue's by default, or every forward) and it fits
- * (wg_halo_fit), else per tap. */
+ * (wg_halo_fit), else per tap. With the shortcut fold where xs has channels (xs.c[0] > 0). */
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
-                       int pad) {
+                       int pad, sg_cat xs, const uint16_t *ws, const float *bs) {
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
+    a.sc0 = xs.c[0], a.sc1 = xs.c[1];
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
     int bn = wg_pick_bn(Co);
     const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn);
-    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo);
+    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs);
 }
 
 int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,
@@ -973,11 +1055,32 @@ int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, con
     if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
     sg_conv_fuse f = cu_conv_fuse_arg(fuse);
     f.stats = NULL; /* no epilogue for them here yet: the normalisation's own pass, after */
-    if (conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, S, pad))
+    if (conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, S, pad,
+                    sg_cat2(NULL, 0, NULL, 0), NULL, NULL))
         return SG_ERR;
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
     return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
                                                     N, Ho * Wo, 0, dt)
+                               : SG_OK;
+}
+
+int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
+                             const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs,
+                             int N, int H, int W, int Ci, int Co, int K, int pad, int dt) {
+    const char *fn = "cuda_conv2d_wgmma_sc_fwd";
+    SG_ARG_CHECK(w != NULL && ws != NULL, "%s: no weights", fn);
+    if (wg_check(fn, h, y, w, N, H, W, Ci, Co, K, 1, pad, dt)) return SG_ERR;
+    const int Cin = x.c[0] + x.c[1];
+    if (wg_check(fn, x, y, ws, N, H, W, Cin, Co, 1, 1, 0, dt)) return SG_ERR;
+    SG_ARG_CHECK(!fuse || !fuse->res, "%s: the fold adds the shortcut, not a residual", fn);
+    if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
+    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
+    f.stats = NULL; /* the normalisation's own pass, after (as cuda_conv2d_wgmma_fwd) */
+    if (conv_wg_fwd(st, (uint16_t *)y, h, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, 1, pad, x,
+                    (const uint16_t *)ws, bs))
+        return SG_ERR;
+    return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
+                                                    N, H * W, 0, dt)
                                : SG_OK;
 }
 

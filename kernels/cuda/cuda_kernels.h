@@ -283,6 +283,13 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
                                  const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                                  int K, int S, int pad, int dt, int accum, void *ws,
                                  int64_t ws_bytes);
+/* The shortcut fold (conv2d_sc, as cuda_conv2d_sc_fwd: same contract, same k order, so the same
+ * bits on the host emulation) on the wgmma kernels: conv2's taps, then the shortcut's channels
+ * in one accumulator, both biases in the store; h (with fuse: the prologue), x, w, ws and y
+ * 128-byte aligned (the tensor maps), refused with cuda_conv2d_wgmma_refusal's reason else. */
+int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
+                             const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs,
+                             int N, int H, int W, int Ci, int Co, int K, int pad, int dt);
 /* The grid of the three wgmma passes' pipelined kernels (the forward per tap, the data and
  * weight gradients; the halo forward keeps a block per tile), for every later call of this
  * process: 0 (the default) a block per tile; -1 persistent, one block per SM, each running
