@@ -574,24 +574,27 @@ static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, i
     return CONV_ENGINE_WGMMA;
 }
 
-/* The shortcut folds (conv2d_sc: always own, no engine-chosen conv node) on the wgmma kernels:
- * node_eng[i] = CONV_ENGINE_WGMMA (0 otherwise: mma.sync) where the fold's backward passes are
- * on them (their layers' generation: SG_CONV_TC, a resume's record, the table's conv2 layer,
- * sg_engine_table_node_tc), or, in a plan without them (sampling), where SG_CONV_TC or the
- * table's conv2 layer says wgmma; only for a bf16 fold on a device that runs them. The call
- * itself still runs on mma.sync where cuda_conv2d_wgmma_refusal refuses an operand (fixed by
- * the plan, so the same calls every step). */
-static void prepare_conv_sc(cuda_ctx *c, const sg_plan *p) {
+/* The own-only forwards (no engine-chosen conv node) on the wgmma kernels: node_eng[i] =
+ * CONV_ENGINE_WGMMA (0 otherwise: mma.sync) for a shortcut fold (conv2d_sc) where its backward
+ * passes are on them (their layers' generation: SG_CONV_TC, a resume's record, the table's
+ * conv2 layer, sg_engine_table_node_tc); for an upsample conv's forward (upconv2d: its
+ * backward passes have mma.sync kernels only), or a fold in a plan without backward passes
+ * (sampling), where SG_CONV_TC or the table's (first) layer says wgmma; only for bf16 on a
+ * device that runs them. The call itself still runs on mma.sync where
+ * cuda_conv2d_wgmma_refusal refuses an operand (fixed by the plan, so the same calls every
+ * step). */
+static void prepare_own_only(cuda_ctx *c, const sg_plan *p) {
     const sg_graph *g = &p->g;
-    int on = 0;
+    int on[2] = {0, 0};
     for (int i = 0; i < g->nn; i++) {
-        if (g->n[i].op != OP_CONV2D_SC) continue;
+        const int up = g->n[i].op == OP_UPCONV2D;
+        if (g->n[i].op != OP_CONV2D_SC && !up) continue;
         int gen = -1;
         for (int j = 0; j < g->nn && gen < 0; j++)
             if (is_conv(g->n[j].op) && g->n[j].fwd == i) gen = c->node_eng[j] == CONV_ENGINE_WGMMA;
         if (gen < 0) {
             char names[2][SG_NAME_MAX];
-            const sg_engine_entry *e = sg_conv_layers_computed(g, i, names) == 2
+            const sg_engine_entry *e = sg_conv_layers_computed(g, i, names) > 0
                                            ? sg_engine_table_find(p->cfg.engines, names[0])
                                            : NULL;
             gen = c->conv_tc_force >= 0 ? c->conv_tc_force == SG_TC_WGMMA
@@ -599,10 +602,13 @@ static void prepare_conv_sc(cuda_ctx *c, const sg_plan *p) {
         }
         c->node_eng[i] =
             gen > 0 && c->wgmma_ok && g->t[g->n[i].in[0]].dtype == DT_BF16 ? CONV_ENGINE_WGMMA : 0;
-        on += c->node_eng[i] != 0;
+        on[up] += c->node_eng[i] != 0;
     }
-    if (on)
-        fprintf(stderr, "stepgraph: %d shortcut fold(s) (conv2d_sc) on the wgmma kernels\n", on);
+    if (on[0] || on[1])
+        fprintf(stderr,
+                "stepgraph: %d shortcut fold(s) (conv2d_sc) and %d upsample conv(s) (upconv2d) on "
+                "the wgmma kernels\n",
+                on[0], on[1]);
 }
 
 /* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward on a stored input (a gemm
@@ -743,7 +749,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         else
             c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
-    prepare_conv_sc(c, p);
+    prepare_own_only(c, p);
     if (tc_refused)
         fprintf(stderr,
                 "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
@@ -1137,7 +1143,7 @@ CUDA_RUN(conv2d_add) {
 }
 /* conv2 with its 1x1 shortcut folded into one tensor-core GEMM (conv2d_sc): always the own
  * kernels, whatever the conv engine (cuDNN takes no fold; it is no engine-chosen conv node,
- * sg_op_is_conv), on mma.sync or, where prepare_conv_sc put it there and both operands suit
+ * sg_op_is_conv), on mma.sync or, where prepare_own_only put it there and both operands suit
  * them, on the wgmma kernels (the same k order); h normalised in its tile loads where it is
  * virtual, x (the block's input, often the skip concatenation) loaded as it is */
 CUDA_RUN(conv2d_sc) {
@@ -1201,8 +1207,15 @@ CUDA_RUN(conv2d_bwd_weight) {
 
 /* upconv2d: w (input 1) is the fp32 master weights, folded by the launchers (kernels/cuda/conv.cu)
  */
+/* on the wgmma kernels where prepare_own_only put it and they take its operands */
 CUDA_RUN(upconv2d) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    if (k->engine == CONV_ENGINE_WGMMA &&
+        cuda_conv2d_wgmma_refusal(sg_cat1(kin(k, 0), d.Ci), kout(k, 0), k->ws, d.N, d.H, d.W, d.Co,
+                                  3, 1, k->dt) == NULL)
+        return cuda_upconv2d_wgmma_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H,
+                                       d.W, d.Ci, d.Co, k->dt, k->ws, k->wsb) ||
+               node_stats_after(k, d.N, 4 * d.H * d.W, d.Co);
     return cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H, d.W,
                              d.Ci, d.Co, k->dt, k->ws, k->wsb) ||
            node_stats_after(k, d.N, 4 * d.H * d.W, d.Co);

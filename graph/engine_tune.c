@@ -275,7 +275,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         x->cudnn_ms = ran_dnn[k] ? dnn[k] : -1;
         /* a folded pair is one choice: the fused conv2d_sc (charged to conv2, its first layer;
          * the shortcut's own_ms is 0) against both layers on cuDNN; on own, the generation of
-         * the pair's nodes, the fold's included (the CUDA backend's prepare_conv_sc) */
+         * the pair's nodes, the fold's included (the CUDA backend's prepare_own_only) */
         const int q = pair[k];
         const double mma_ms = own[k] + (q >= 0 ? own[q] : 0);
         const int wg_ran = wgmma && ran_wg[k] && (q < 0 || ran_wg[q]);

@@ -259,7 +259,7 @@ int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int nod
     const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
     /* the backward passes of a folded shortcut (no layer's: sg_conv_layer_of) run where the
      * pair's first layer, conv2, says (and so does the fold itself: the CUDA backend's
-     * prepare_conv_sc) */
+     * prepare_own_only) */
     char names[2][SG_NAME_MAX];
     if (!e && t && node >= 0 && node < g->nn && sg_op_is_conv(g->n[node].op) &&
         g->n[node].fwd >= 0 && sg_conv_layers_computed(g, g->n[node].fwd, names) == 2)

@@ -1661,6 +1661,37 @@ static void test_upconv(int N, int H, int W, int Ci, int Co, int dt, int bias, i
         tb_check(tdb, rdb, TOL_F32, rep, ctx);
         guards_all(ctx);
     }
+    /* the forward on the wgmma kernels (conv_wgmma.cu): against the reference, and on the host
+     * emulation bit for bit against the mma.sync forward (the same k16 slices in the same
+     * order: folded tap, then 16 channels), twice, and on persistent grids */
+    const char *why =
+        tc ? cuda_conv2d_wgmma_refusal(sg_cat1(tx->d, Ci), ty->d, ws1->d, N, H, W, Co, 3, 1, dt)
+           : "not the tensor-core path";
+    char wctx[240];
+    snprintf(wctx, sizeof wctx, "%s [wgmma]", ctx);
+    if (!why) {
+        tbuf *wy = tb_out("y [wgmma]", ny, dt, NULL);
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            CALL(cuda_upconv2d_wgmma_fwd, g_st, wy->d, tx->d, (const float *)tw->d,
+                 bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d, wsf);
+            sync_stream();
+            tb_check(wy, ry, TOL_BF16, rep, wctx);
+            guards_all(wctx);
+        }
+        tb_check_vs_mma(wy, ty, on_host_emulation(), TOL_BF16, wctx);
+        WG_PERSIST_CHECK(wy, NULL, wctx,
+                         CALL(cuda_upconv2d_wgmma_fwd, g_st, wy->d, tx->d, (const float *)tw->d,
+                              bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d,
+                              wsf));
+    } else {
+        CHECK(!tc || !on_host_emulation() || getenv("SG_SIM_CC"),
+              "%s: refused on the host emulation: %s", wctx, why);
+        cover("cuda_upconv2d_wgmma_fwd");
+        CHECK(cuda_upconv2d_wgmma_fwd(g_st, ty->d, tx->d, (const float *)tw->d, NULL, N, H, W, Ci,
+                                      Co, dt, ws1->d, wsf) == SG_ERR,
+              "%s: a call the wgmma kernels cannot take was accepted (%s)", wctx, why);
+    }
     case_end();
 }
 

@@ -716,6 +716,10 @@ static int upconv_fold(cudaStream_t st, void *ws, const float *w, int Ci, int Co
     return SG_OK;
 }
 
+int cu_upconv_fold_bf16(cudaStream_t st, void *ws, const float *w, int Ci, int Co) {
+    return upconv_fold(st, ws, w, Ci, Co, DT_BF16, DT_BF16);
+}
+
 int cuda_upconv2d_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
                       int N, int H, int W, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_upconv2d_fwd";

@@ -64,7 +64,8 @@
  * 128 x 256 x 64 a k-tile is 4 wgmmas of ~0.25 us together on an SM; three tiles in flight
  * cover the copy latency, and four 48 KiB stages are what fits.
  *
- * Grid (wg_pipeline's kernels: the per-tap forward, the data and weight gradients): the tiles
+ * Grid (wg_pipeline's kernels: the per-tap forward, the data and weight gradients, the upsample
+ * conv's forward): the tiles
  * (a gx x gy x gz grid of them, x fastest) run on a block each by default, or with
  * cuda_conv_wgmma_persist (SG_WG_PERSIST=1) on a persistent grid, one block per SM, block b
  * taking tiles b, b + gridDim.x, ..: the ring above runs on across a block's tiles (its it-th
@@ -793,6 +794,66 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                                                                 load, fix, epi);
 }
 
+/* The upsample conv's forward (upconv2d: nearest x2 then 3x3, from the low-res input; conv_tc.cu's
+ * sub-pixel form). Tile (a.gx x a.gy x a.gz): z the output parity class cls = 2 py + px, x the
+ * pixel tile of the low-res grid (H x W, the box order of the file comment), y the BN output
+ * channels. k-tile k = (folded tap t = 2 ta + tb, 64-channel chunk c): A = the x box at the tap's
+ * coordinates (j0 + px - 1 + tb, i0 + py - 1 + ta; TMA's zeros outside are the padding), B =
+ * wf[cls][co0 .. + BN)[t][c .. + 63] (the folded bf16 weights [4][Co][4][Ci] as a 4 Co x 4 Ci
+ * matrix; rows past Co belong to the next class or lie outside, columns past the tap's Ci to
+ * the next tap, both against zeros or never stored). The store: y pixel (2i + py, 2j + px) =
+ * bf16(acc + b). k order (t, then 16-channel slices) and store as upconv_tc_fwd_kernel: the
+ * same bits on the host emulation. */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    upconv_wg_fwd_kernel(uint16_t *y, const float *bias, const __grid_constant__ CUtensorMap xm,
+                         const __grid_constant__ CUtensorMap wfm,
+                         const __grid_constant__ wg_args a) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    const int chc = (a.Ci + WG_BK - 1) / WG_BK;
+    struct tile {
+        int cls, n0, i0, j0, co0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        tile r;
+        r.cls = g.z;
+        wg_tile_origin(a, g.x, &r.n0, &r.i0, &r.j0);
+        r.co0 = g.y * BN;
+        r.kt = 4 * chc;
+        r.skip = false;
+        return r;
+    };
+    auto load = [&](const tile &u, int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const int t = k / chc, c = k % chc * WG_BK, py = u.cls >> 1, px = u.cls & 1;
+        sg_tma_load_4d(sA, &xm, bar, c, u.j0 + px - 1 + (t & 1), u.i0 + py - 1 + (t >> 1), u.n0);
+        sg_tma_load_2d(sB, &wfm, bar, t * a.Ci + c, u.cls * a.Co + u.co0);
+    };
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4, py = u.cls >> 1, px = u.cls & 1;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 64 * c + 16 * w + g + 8 * h;
+            const int n = u.n0 + r / (a.tw * a.th), i = u.i0 + r / a.tw % a.th, j = u.j0 + r % a.tw;
+            if (n >= a.N || i >= a.H || j >= a.W) continue;
+            uint16_t *row = y + (((int64_t)n * 2 * a.H + 2 * i + py) * 2 * a.W + 2 * j + px) * a.Co;
+#pragma unroll
+            for (int jj = 0; jj < BN / 8; jj++) {
+                const int co = u.co0 + 8 * jj + 2 * q;
+                if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
+                const float v0 = d[4 * jj + 2 * h] + (bias ? bias[co] : 0.0f);
+                const float v1 = d[4 * jj + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
+                dev_st_bf16_pair(row + co, v0, v1, 0);
+            }
+        }
+    };
+    wg_pipeline<BN, 0, 0, WG_FIX_NONE>(
+        raw, a.gx * a.gy * a.gz, decode, load,
+        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+}
+
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
  * conv.cu's chunk_sum_kernel, the same order */
 __global__ void conv_wg_chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks,
@@ -1175,4 +1236,39 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
                           (char *)ws + sg_ws_align(most * nw * 4));
     return SG_OK;
+}
+
+template <int BN>
+static int upconv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const uint16_t *x, const uint16_t *wf,
+                                const float *b, wg_args a) {
+    const char *fn = "cuda_upconv2d_wgmma_fwd";
+    CUtensorMap xm, wfm;
+    if (wg_map_nhwc(&xm, x, a.N, a.H, a.W, a.Ci, &a, 1, fn, "x")) return SG_ERR;
+    const uint64_t dims[2] = {(uint64_t)4 * a.Ci, (uint64_t)4 * a.Co};
+    const uint32_t box[2] = {WG_BK, BN}, es[2] = {1, 1};
+    if (wg_map(&wfm, wf, 2, dims, box, es, fn, "the folded bf16 weights")) return SG_ERR;
+    const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Co + BN - 1) / BN, 4));
+    if (cuda_smem_attr(upconv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_fwd_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_wg_fwd_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm, wfm,
+              a);
+    SG_LAUNCH_CHECK("upconv_wg_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_wgmma_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
+                            int N, int H, int W, int Ci, int Co, int dt, void *ws,
+                            int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_wgmma_fwd";
+    SG_ARG_CHECK(w != NULL && x != NULL && y != NULL, "%s: no operands", fn);
+    SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
+    SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
+    /* the folded weights [4][Co][4][Ci] (bf16) in ws: its reason like any operand's */
+    const char *why = cuda_conv2d_wgmma_refusal(sg_cat1(x, Ci), y, ws, N, H, W, Co, 3, 1, dt);
+    SG_ARG_CHECK(why == NULL, "%s: %s", fn, why);
+    if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
+    wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
+    wg_tiles(&a, WG_BM, N, H, W);
+    return WG_TILED(wg_pick_bn(Co), upconv_wg_fwd_launch, st, (uint16_t *)y, (const uint16_t *)x,
+                    (const uint16_t *)ws, b, a);
 }

@@ -447,6 +447,10 @@ static inline int cuda_smem_optin(void) {
     return bytes;
 }
 
+/* conv.cu: upconv2d's folded weights wf[4][Co][2][2][Ci] in bf16 into ws (the tensor-core
+ * path's fold: cuda_upconv2d_fwd's, the same bits), for conv_wgmma.cu's forward. */
+int cu_upconv_fold_bf16(cudaStream_t st, void *ws, const float *w, int Ci, int Co);
+
 /* Does a tensor-core forward with fuse f run on the resident halo where it fits (conv_tc.cu;
  * sg_conv_fuse.halo), for both generations' forwards. */
 int cu_tc_fwd_on_halo(const sg_conv_fuse &f);
