@@ -574,15 +574,14 @@ static int own_generation(const cuda_ctx *c, const sg_plan *p, int i, int pin, i
     return CONV_ENGINE_WGMMA;
 }
 
-/* The own-only forwards (no engine-chosen conv node) on the wgmma kernels: node_eng[i] =
+/* The own-only ops (no engine-chosen conv node) on the wgmma kernels: node_eng[i] =
  * CONV_ENGINE_WGMMA (0 otherwise: mma.sync) for a shortcut fold (conv2d_sc) where its backward
  * passes are on them (their layers' generation: SG_CONV_TC, a resume's record, the table's
- * conv2 layer, sg_engine_table_node_tc); for an upsample conv's forward (upconv2d: its
- * backward passes have mma.sync kernels only), or a fold in a plan without backward passes
- * (sampling), where SG_CONV_TC or the table's (first) layer says wgmma; only for bf16 on a
- * device that runs them. The call itself still runs on mma.sync where
- * cuda_conv2d_wgmma_refusal refuses an operand (fixed by the plan, so the same calls every
- * step). */
+ * conv2 layer, sg_engine_table_node_tc); for an upsample conv (upconv2d, and its two backward
+ * passes with it), or a fold in a plan without backward passes (sampling), where SG_CONV_TC or
+ * the table's (first) layer says wgmma; only for bf16 on a device that runs them. The call
+ * itself still runs on mma.sync where the wgmma refusal refuses an operand (fixed by the plan,
+ * so the same calls every step). */
 static void prepare_own_only(cuda_ctx *c, const sg_plan *p) {
     const sg_graph *g = &p->g;
     int on[2] = {0, 0};
@@ -603,11 +602,15 @@ static void prepare_own_only(cuda_ctx *c, const sg_plan *p) {
         c->node_eng[i] =
             gen > 0 && c->wgmma_ok && g->t[g->n[i].in[0]].dtype == DT_BF16 ? CONV_ENGINE_WGMMA : 0;
         on[up] += c->node_eng[i] != 0;
+        for (int j = 0; up && j < g->nn; j++)
+            if (g->n[j].fwd == i &&
+                (g->n[j].op == OP_UPCONV2D_BWD_DATA || g->n[j].op == OP_UPCONV2D_BWD_WEIGHT))
+                c->node_eng[j] = c->node_eng[i];
     }
     if (on[0] || on[1])
         fprintf(stderr,
-                "stepgraph: %d shortcut fold(s) (conv2d_sc) and %d upsample conv(s) (upconv2d) on "
-                "the wgmma kernels\n",
+                "stepgraph: %d shortcut fold(s) (conv2d_sc) and %d upsample conv(s) (upconv2d, "
+                "with their backward passes) on the wgmma kernels\n",
                 on[0], on[1]);
 }
 
@@ -1205,28 +1208,37 @@ CUDA_RUN(conv2d_bwd_weight) {
                                   k->ws, k->wsb);
 }
 
-/* upconv2d: w (input 1) is the fp32 master weights, folded by the launchers (kernels/cuda/conv.cu)
- */
-/* on the wgmma kernels where prepare_own_only put it and they take its operands */
+/* upconv2d: w (input 1) is the fp32 master weights, folded by the launchers (kernels/cuda/conv.cu);
+ * each pass on the wgmma kernels where prepare_own_only put the node and they take its operands
+ * (cuda_upconv2d_wgmma_refusal: fixed by the plan, so the same kernels every step) */
+static int upconv_on_wgmma(const cuda_call *k, const void *lo, const void *hi, const void *wf) {
+    const sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    return k->engine == CONV_ENGINE_WGMMA &&
+           cuda_upconv2d_wgmma_refusal(lo, hi, wf, d.N, d.H, d.W, d.Ci, d.Co, k->dy_dt) == NULL;
+}
 CUDA_RUN(upconv2d) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
-    if (k->engine == CONV_ENGINE_WGMMA &&
-        cuda_conv2d_wgmma_refusal(sg_cat1(kin(k, 0), d.Ci), kout(k, 0), k->ws, d.N, d.H, d.W, d.Co,
-                                  3, 1, k->dt) == NULL)
-        return cuda_upconv2d_wgmma_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H,
-                                       d.W, d.Ci, d.Co, k->dt, k->ws, k->wsb) ||
-               node_stats_after(k, d.N, 4 * d.H * d.W, d.Co);
-    return cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H, d.W,
-                             d.Ci, d.Co, k->dt, k->ws, k->wsb) ||
+    return (upconv_on_wgmma(k, kin(k, 0), kout(k, 0), k->ws)
+                ? cuda_upconv2d_wgmma_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N,
+                                          d.H, d.W, d.Ci, d.Co, k->dt, k->ws, k->wsb)
+                : cuda_upconv2d_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.H,
+                                    d.W, d.Ci, d.Co, k->dt, k->ws, k->wsb)) ||
            node_stats_after(k, d.N, 4 * d.H * d.W, d.Co);
 }
 CUDA_RUN(upconv2d_bwd_data) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    if (upconv_on_wgmma(k, kout(k, 0), kin(k, 0), k->ws))
+        return cuda_upconv2d_wgmma_bwd_data(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W,
+                                            d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
     return cuda_upconv2d_bwd_data(k->st, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.H, d.W, d.Ci,
                                   d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(upconv2d_bwd_weight) {
     sg_conv_dims d = sg_upconv_dims_of(k->g, k->nd);
+    if (upconv_on_wgmma(k, kin(k, 1), kin(k, 0), NULL))
+        return cuda_upconv2d_wgmma_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1),
+                                              d.N, d.H, d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0),
+                                              k->ws, k->wsb);
     return cuda_upconv2d_bwd_weight(k->st, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), d.N, d.H,
                                     d.W, d.Ci, d.Co, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }

@@ -1661,35 +1661,64 @@ static void test_upconv(int N, int H, int W, int Ci, int Co, int dt, int bias, i
         tb_check(tdb, rdb, TOL_F32, rep, ctx);
         guards_all(ctx);
     }
-    /* the forward on the wgmma kernels (conv_wgmma.cu): against the reference, and on the host
-     * emulation bit for bit against the mma.sync forward (the same k16 slices in the same
-     * order: folded tap, then 16 channels), twice, and on persistent grids */
-    const char *why =
-        tc ? cuda_conv2d_wgmma_refusal(sg_cat1(tx->d, Ci), ty->d, ws1->d, N, H, W, Co, 3, 1, dt)
-           : "not the tensor-core path";
+    /* the three passes on the wgmma kernels (conv_wgmma.cu): against the reference; y and dx on
+     * the host emulation bit for bit against the mma.sync kernels (the same k16 slices in the
+     * same order: forward folded tap, then 16 channels; data (class, folded tap), then 16 output
+     * channels), dw within TOL_F32 of them (the pixels grouped by box), db bit for bit (the same
+     * column sum); twice, and on persistent grids. Where refused: every launcher refuses. */
+    const char *why = tc ? cuda_upconv2d_wgmma_refusal(tx->d, ty->d, ws1->d, N, H, W, Ci, Co, dt)
+                         : "not the tensor-core path";
     char wctx[240];
     snprintf(wctx, sizeof wctx, "%s [wgmma]", ctx);
     if (!why) {
-        tbuf *wy = tb_out("y [wgmma]", ny, dt, NULL);
+        const int exact = on_host_emulation();
+        tbuf *wy = tb_out("y [wgmma]", ny, dt, NULL), *wdx = tb_out("dx [wgmma]", nx, dt, odx);
+        tbuf *wdw = tb_out("dw [wgmma]", nw, DT_F32, odw);
+        tbuf *wdb = tb_out("db [wgmma]", Co, DT_F32, odb);
+#define UPCONV_WG_FWD                                                                              \
+    CALL(cuda_upconv2d_wgmma_fwd, g_st, wy->d, tx->d, (const float *)tw->d,                        \
+         bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d, wsf)
+#define UPCONV_WG_DATA                                                                             \
+    CALL(cuda_upconv2d_wgmma_bwd_data, g_st, wdx->d, tdy->d, (const float *)tw->d, N, H, W, Ci,    \
+         Co, dt, accum, ws2->d, wsf)
+#define UPCONV_WG_WEIGHT                                                                           \
+    CALL(cuda_upconv2d_wgmma_bwd_weight, g_st, (float *)wdw->d, (float *)wdb->d, tdy->d, tx->d, N, \
+         H, W, Ci, Co, dt, accum, ws3->d, wsw)
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_upconv2d_wgmma_fwd, g_st, wy->d, tx->d, (const float *)tw->d,
-                 bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d, wsf);
+            UPCONV_WG_FWD;
+            UPCONV_WG_DATA;
+            UPCONV_WG_WEIGHT;
             sync_stream();
             tb_check(wy, ry, TOL_BF16, rep, wctx);
+            tb_check(wdx, rdx, TOL_BF16, rep, wctx);
+            tb_check(wdw, rdw, TOL_F32, rep, wctx);
+            tb_check(wdb, rdb, TOL_F32, rep, wctx);
             guards_all(wctx);
         }
-        tb_check_vs_mma(wy, ty, on_host_emulation(), TOL_BF16, wctx);
-        WG_PERSIST_CHECK(wy, NULL, wctx,
-                         CALL(cuda_upconv2d_wgmma_fwd, g_st, wy->d, tx->d, (const float *)tw->d,
-                              bias ? (const float *)tbb->d : NULL, N, H, W, Ci, Co, dt, ws1->d,
-                              wsf));
+        tb_check_vs_mma(wy, ty, exact, TOL_BF16, wctx);
+        tb_check_vs_mma(wdx, tdx, exact, TOL_BF16, wctx);
+        tb_check_vs_mma(wdw, tdw, 0, TOL_F32, wctx);
+        tb_check_vs_mma(wdb, tdb, 1, TOL_EXACT, wctx);
+        WG_PERSIST_CHECK(wy, NULL, wctx, UPCONV_WG_FWD);
+        WG_PERSIST_CHECK(wdx, NULL, wctx, UPCONV_WG_DATA);
+        WG_PERSIST_CHECK(wdw, wdb, wctx, UPCONV_WG_WEIGHT);
+#undef UPCONV_WG_FWD
+#undef UPCONV_WG_DATA
+#undef UPCONV_WG_WEIGHT
     } else {
         CHECK(!tc || !on_host_emulation() || getenv("SG_SIM_CC"),
               "%s: refused on the host emulation: %s", wctx, why);
         cover("cuda_upconv2d_wgmma_fwd");
+        cover("cuda_upconv2d_wgmma_bwd_data");
+        cover("cuda_upconv2d_wgmma_bwd_weight");
         CHECK(cuda_upconv2d_wgmma_fwd(g_st, ty->d, tx->d, (const float *)tw->d, NULL, N, H, W, Ci,
-                                      Co, dt, ws1->d, wsf) == SG_ERR,
+                                      Co, dt, ws1->d, wsf) == SG_ERR &&
+                  cuda_upconv2d_wgmma_bwd_data(g_st, tdx->d, tdy->d, (const float *)tw->d, N, H, W,
+                                               Ci, Co, dt, accum, ws2->d, wsf) == SG_ERR &&
+                  cuda_upconv2d_wgmma_bwd_weight(g_st, (float *)tdw->d, (float *)tdb->d, tdy->d,
+                                                 tx->d, N, H, W, Ci, Co, dt, accum, ws3->d,
+                                                 wsw) == SG_ERR,
               "%s: a call the wgmma kernels cannot take was accepted (%s)", wctx, why);
     }
     case_end();

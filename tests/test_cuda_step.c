@@ -415,9 +415,9 @@ static void check_wgmma(void) {
         unsetenv("SG_WG_PERSIST");
     }
     if (sm90) check_precision(DT_BF16, SG_CONV_ENGINE_AUTO, 1, 1);
-    /* the fused plan's shortcut folds (conv2d_sc) and upsample convs (upconv2d) follow the
-     * generation: the wgmma kernels under SG_CONV_TC=wgmma (node_engine "wgmma"), mma.sync
-     * without it (no name) */
+    /* the fused plan's shortcut folds (conv2d_sc) and upsample convs (upconv2d and its two
+     * backward passes) follow the generation: the wgmma kernels under SG_CONV_TC=wgmma (node_engine
+     * "wgmma"), mma.sync without it (no name) */
     for (int tc = 0; sm90 && tc < 2; tc++) {
         if (!tc) unsetenv("SG_CONV_TC");
         c.fuse = 1;
@@ -426,7 +426,10 @@ static void check_wgmma(void) {
               sg_last_error());
         int folds = 0, on = 0;
         for (int i = 0; i < f.plan.g.nn; i++) {
-            if (f.plan.g.n[i].op != OP_CONV2D_SC && f.plan.g.n[i].op != OP_UPCONV2D) continue;
+            const int op = f.plan.g.n[i].op;
+            if (op != OP_CONV2D_SC && op != OP_UPCONV2D && op != OP_UPCONV2D_BWD_DATA &&
+                op != OP_UPCONV2D_BWD_WEIGHT)
+                continue;
             char name[64] = "";
             if (f.be->node_engine) f.be->node_engine(f.be, &f.plan, i, name, sizeof name);
             folds++, on += !strcmp(name, "wgmma");

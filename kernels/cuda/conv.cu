@@ -720,6 +720,14 @@ int cu_upconv_fold_bf16(cudaStream_t st, void *ws, const float *w, int Ci, int C
     return upconv_fold(st, ws, w, Ci, Co, DT_BF16, DT_BF16);
 }
 
+int cu_upconv_fold_back(cudaStream_t st, float *dw, const float *part, int Ci, int Co, int chunks,
+                        int accum) {
+    SG_LAUNCH(upconv_fold_back_kernel, sg_grid_for((int64_t)9 * Co * Ci), SG_THREADS, 0, st, dw,
+              part, Ci, Co, chunks, accum);
+    SG_LAUNCH_CHECK("upconv_fold_back_kernel");
+    return SG_OK;
+}
+
 int cuda_upconv2d_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
                       int N, int H, int W, int Ci, int Co, int dt, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_upconv2d_fwd";
@@ -774,9 +782,7 @@ int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *
                   part, dy, x, N, H, W, Ci, Co, dt, (int)chunks, chunk_len);
         SG_LAUNCH_CHECK("upconv_wgrad_part_kernel");
     }
-    SG_LAUNCH(upconv_fold_back_kernel, sg_grid_for((int64_t)9 * Co * Ci), SG_THREADS, 0, st, dw,
-              part, Ci, Co, (int)chunks, accum);
-    SG_LAUNCH_CHECK("upconv_fold_back_kernel");
+    if (cu_upconv_fold_back(st, dw, part, Ci, Co, (int)chunks, accum)) return SG_ERR;
     if (db)
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, 4 * P, Co, accum,
                           (char *)ws + sg_ws_align(chunks * 16 * Co * Ci * 4));

@@ -65,7 +65,7 @@
  * cover the copy latency, and four 48 KiB stages are what fits.
  *
  * Grid (wg_pipeline's kernels: the per-tap forward, the data and weight gradients, the upsample
- * conv's forward): the tiles
+ * conv's three passes): the tiles
  * (a gx x gy x gz grid of them, x fastest) run on a block each by default, or with
  * cuda_conv_wgmma_persist (SG_WG_PERSIST=1) on a persistent grid, one block per SM, block b
  * taking tiles b, b + gridDim.x, ..: the ring above runs on across a block's tiles (its it-th
@@ -585,39 +585,35 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         uint32_t af0[WG_BK / 16][4], af1[WG_BK / 16][4];
         int s = 0, ph = 0, sprev = 0;
         auto step = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
-            if (SC && k >= KT1) { /* the shortcut's k-tile: A and B both from the stage */
-                sg_mbar_wait(&full[s], ph);
-                const uint8_t *sb = sb0 + (int64_t)s * STAGE, *sa = sb + B_BYTES;
-                sg_wgmma_fence_operand(d);
-                sg_wgmma_fence();
+            /* the shortcut's k-tile (SC): A and B both from the stage; else A from the halo, into
+             * registers before the stage's wait */
+            const bool shortcut = SC && k >= KT1;
+            if (!shortcut) {
+                const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+                const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
+                const uint8_t *row =
+                    halo + (int64_t)((q.part ? ch0 : 0) + q.c / WG_BK) * a.hbox + 128 * hp;
+#pragma unroll
+                for (int ks = 0; ks < WG_BK / 16; ks++)
+                    sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
+            }
+            sg_mbar_wait(&full[s], ph);
+            const uint8_t *sb = sb0 + (int64_t)s * STAGE;
+            sg_wgmma_fence_operand(d);
+            sg_wgmma_fence();
+            if (shortcut) {
+                const uint8_t *sa = sb + B_BYTES;
 #pragma unroll
                 for (int ks = 0; ks < WG_BK / 16; ks++)
                     sg_wgmma_ss<BN, 0, 0>(
                         d, sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
                         sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
-                sg_wgmma_commit();
-                sg_wgmma_wait(1);
-                sg_wgmma_fence_operand(d);
-                if (k > 0 && lane == 0) sg_mbar_arrive(&empty[sprev]);
-                sprev = s;
-                if (++s == a.stages) s = 0, ph ^= 1;
-                return;
+            } else {
+#pragma unroll
+                for (int ks = 0; ks < WG_BK / 16; ks++)
+                    sg_wgmma_rs<BN, 0>(d, af[ks],
+                                       sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
             }
-            const wg_chunk q = wg_chunk_of(k, ch0, ch1);
-            const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
-            const uint8_t *row =
-                halo + (int64_t)((q.part ? ch0 : 0) + q.c / WG_BK) * a.hbox + 128 * hp;
-#pragma unroll
-            for (int ks = 0; ks < WG_BK / 16; ks++)
-                sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
-            sg_mbar_wait(&full[s], ph);
-            const uint8_t *sb = sb0 + (int64_t)s * STAGE;
-            sg_wgmma_fence_operand(d);
-            sg_wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < WG_BK / 16; ks++)
-                sg_wgmma_rs<BN, 0>(d, af[ks], sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
-                                   1);
             sg_wgmma_commit();
             /* k-tile k - 1's group has retired (its A registers, the other set, are free): its
              * stage goes back to the producer (each warp for itself) */
@@ -850,6 +846,145 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         }
     };
     wg_pipeline<BN, 0, 0, WG_FIX_NONE>(
+        raw, a.gx * a.gy * a.gz, decode, load,
+        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+}
+
+/* The upsample conv's backward data (conv_tc.cu's one GEMM over the low-res pixels). Tile (a.gx x
+ * a.gy): x the pixel tile of the low-res grid (H x W, the box order of the file comment), y the
+ * BN input channels. k-tile k = ((class, folded tap) ct = 4 cls + 2 ta + tb, 64 output channels
+ * cs): A = the dy box at (2 j0 + 2 - 2 tb - px, 2 i0 + 2 - 2 ta - py) at element strides 2 (row
+ * (i, j) of the tile reads the output pixel (2 i' + py, 2 j' + px), i' = i + 1 - py - ta, that
+ * reaches it through (cls, ta, tb); TMA's zeros where i' or j' is outside: conv_tc.cu's mask),
+ * B = BN / 64 boxes wf[cls][cs .. + 63][2 ta + tb][ci0 + 64 b .. + 63] (MN-major; rows past Co
+ * are the next class's or outside, against A's zero channels). The 2 x 2 sum of the upsample's
+ * backward is the reduction itself. k order (ct, then 16-channel slices) and store (dx =
+ * bf16(acc), or one fp32 add to the old value) as upconv_tc_dgrad_kernel: the same bits on the
+ * host emulation. */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    upconv_wg_dgrad_kernel(uint16_t *dx, const __grid_constant__ CUtensorMap dym,
+                           const __grid_constant__ CUtensorMap wfm,
+                           const __grid_constant__ wg_args a, int accum) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    const int chc = (a.Co + WG_BK - 1) / WG_BK;
+    struct tile {
+        int n0, i0, j0, ci0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        tile r;
+        wg_tile_origin(a, g.x, &r.n0, &r.i0, &r.j0);
+        r.ci0 = g.y * BN;
+        r.kt = 16 * chc;
+        r.skip = false;
+        return r;
+    };
+    auto load = [&](const tile &u, int k, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const int ct = k / chc, cs = k % chc * WG_BK;
+        const int py = ct >> 3, px = (ct >> 2) & 1, ta = (ct >> 1) & 1, tb = ct & 1;
+        sg_tma_load_4d(sA, &dym, bar, cs, 2 * u.j0 + 2 - 2 * tb - px, 2 * u.i0 + 2 - 2 * ta - py,
+                       u.n0);
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++)
+            sg_tma_load_3d(sB + b * WG_BLOCK, &wfm, bar, u.ci0 + 64 * b, ct & 3,
+                           (ct >> 2) * a.Co + cs);
+    };
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 64 * c + 16 * w + g + 8 * h;
+            const int n = u.n0 + r / (a.tw * a.th), i = u.i0 + r / a.tw % a.th, j = u.j0 + r % a.tw;
+            if (n >= a.N || i >= a.H || j >= a.W) continue;
+            uint16_t *row = dx + (((int64_t)n * a.H + i) * a.W + j) * a.Ci;
+#pragma unroll
+            for (int jj = 0; jj < BN / 8; jj++) {
+                const int ci = u.ci0 + 8 * jj + 2 * q;
+                if (ci >= a.Ci) continue; /* Ci is even: ci + 1 < Ci too */
+                dev_st_bf16_pair(row + ci, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
+            }
+        }
+    };
+    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(
+        raw, a.gx * a.gy * a.gz, decode, load,
+        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+}
+
+/* The upsample conv's backward weight (conv_tc.cu's per-class GEMMs, as conv_wg_wgrad_kernel's).
+ * Tile (a.gx x a.gy x a.gz): x the BN padded columns (BN / 64 column blocks (folded tap t,
+ * 64-channel chunk of Ci), 4 ceil(Ci / 64) of them), y the 128 output channels, z = 4 chunk +
+ * cls: the output parity class (py, px) and the chunk of low-res pixel tiles (64 pixels each,
+ * tiles [chunk T / chunks, (chunk + 1) T / chunks)). k-tile = one pixel tile (i0, j0): A = two
+ * dy boxes (co0 .. + 63, co0 + 64 .. + 127, one per consumer) at (2 j0 + px, 2 i0 + py), element
+ * strides 2 (the class's output pixels of the tile's low-res pixels), B = one x box per column
+ * block at (j0 + px - 1 + tb, i0 + py - 1 + ta) (TMA's zeros outside: the padding; a column
+ * block past the last tap loads tap 0, never stored). Writes part[chunk][cls][co][t][ci] (fp32),
+ * conv.cu's layout: its fold back sums them into the 3 x 3 taps. */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    upconv_wg_wgrad_kernel(float *part, const __grid_constant__ CUtensorMap dym,
+                           const __grid_constant__ CUtensorMap xm,
+                           const __grid_constant__ wg_args a) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    const int chc = (a.Ci + WG_BK - 1) / WG_BK;
+    const int64_t T = (int64_t)a.nn * a.nh * a.nw;
+    struct tile {
+        int cb0, co0, z, t0, kt;
+        bool skip;
+    };
+    auto decode = [&](int i) {
+        const wg_xyz g = wg_xyz_of(i, a.gx, a.gy);
+        const int chunk = g.z >> 2;
+        tile r;
+        r.cb0 = g.x * (BN / 64), r.co0 = g.y * WG_BM, r.z = g.z;
+        r.t0 = (int)(chunk * T / a.chunks);
+        r.kt = (int)((chunk + 1) * T / a.chunks) - r.t0;
+        r.skip = false;
+        return r;
+    };
+    auto load = [&](const tile &u, int kt, uint8_t *sA, uint8_t *sB, uint64_t *bar) {
+        const int py = (u.z >> 1) & 1, px = u.z & 1;
+        int n0, i0, j0;
+        wg_tile_origin(a, u.t0 + kt, &n0, &i0, &j0);
+#pragma unroll
+        for (int c = 0; c < WG_CONSUMERS; c++)
+            sg_tma_load_4d(sA + c * WG_BLOCK, &dym, bar, u.co0 + 64 * c, 2 * j0 + px, 2 * i0 + py,
+                           n0);
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++) {
+            int t = (u.cb0 + b) / chc, ch = (u.cb0 + b) % chc * WG_BK;
+            if (t >= 4) t = 0, ch = 0;
+            sg_tma_load_4d(sB + b * WG_BLOCK, &xm, bar, ch, j0 + px - 1 + (t & 1),
+                           i0 + py - 1 + (t >> 1), n0);
+        }
+    };
+    auto epi = [&](const tile &u, int c, int t, auto &d) {
+        const int w = t / 32, g = t % 32 / 4, q = t % 4;
+        const int64_t ldw = 4 * (int64_t)a.Ci;
+        float *out = part + (int64_t)u.z * a.Co * ldw; /* z = 4 chunk + cls: part's order */
+#pragma unroll
+        for (int b = 0; b < BN / 64; b++) {
+            const int ft = (u.cb0 + b) / chc, ch = (u.cb0 + b) % chc * WG_BK;
+            if (ft >= 4) continue;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int co = u.co0 + 64 * c + 16 * w + g + 8 * h;
+                if (co >= a.Co) continue;
+#pragma unroll
+                for (int jj = 0; jj < 8; jj++) {
+                    const int j = 8 * b + jj, ci = ch + 8 * jj + 2 * q;
+                    if (ci >= a.Ci) continue; /* Ci is even: ci + 1 < Ci */
+                    *(float2 *)(out + co * ldw + (int64_t)ft * a.Ci + ci) =
+                        make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+                }
+            }
+        }
+    };
+    wg_pipeline<BN, 1, 1, WG_FIX_NONE>(
         raw, a.gx * a.gy * a.gz, decode, load,
         [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
 }
@@ -1256,19 +1391,115 @@ static int upconv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const uint16_t *x,
     return SG_OK;
 }
 
+/* The checks of the three upsample-conv launchers: the operands, the shape, and the refusal
+ * (cuda_upconv2d_wgmma_refusal) with lo the low-res tensor (x, dx), hi the high-res one (y, dy),
+ * wf the folded bf16 weights (NULL for the weight gradient). */
+static int upconv_wg_check(const char *fn, const void *lo, const void *hi, const void *wf, int N,
+                           int H, int W, int Ci, int Co, int dt) {
+    SG_ARG_CHECK(lo != NULL && hi != NULL, "%s: no operands", fn);
+    SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
+    const char *why = cuda_upconv2d_wgmma_refusal(lo, hi, wf, N, H, W, Ci, Co, dt);
+    SG_ARG_CHECK(why == NULL, "%s: %s", fn, why);
+    return SG_OK;
+}
+
+const char *cuda_upconv2d_wgmma_refusal(const void *lo, const void *hi, const void *wf, int N,
+                                        int H, int W, int Ci, int Co, int dt) {
+    if (cuda_upconv2d_path(lo, hi, N, H, W, Ci, Co, dt) != SG_CONV_PATH_TENSOR_CORE)
+        return "not a tensor-core upsample conv (bf16, Ci and Co multiples of 8, 16-byte aligned "
+               "operands)";
+    return cuda_conv2d_wgmma_refusal(sg_cat1(lo, Ci), hi, wf, N, H, W, Co, 3, 1, dt);
+}
+
 int cuda_upconv2d_wgmma_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
                             int N, int H, int W, int Ci, int Co, int dt, void *ws,
                             int64_t ws_bytes) {
     const char *fn = "cuda_upconv2d_wgmma_fwd";
-    SG_ARG_CHECK(w != NULL && x != NULL && y != NULL, "%s: no operands", fn);
-    SG_ARG_CHECK(N > 0 && H > 0 && W > 0 && Ci > 0 && Co > 0, "%s: bad shape", fn);
+    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
     SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
     /* the folded weights [4][Co][4][Ci] (bf16) in ws: its reason like any operand's */
-    const char *why = cuda_conv2d_wgmma_refusal(sg_cat1(x, Ci), y, ws, N, H, W, Co, 3, 1, dt);
-    SG_ARG_CHECK(why == NULL, "%s: %s", fn, why);
+    if (upconv_wg_check(fn, x, y, ws, N, H, W, Ci, Co, dt)) return SG_ERR;
     if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
     wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
     wg_tiles(&a, WG_BM, N, H, W);
     return WG_TILED(wg_pick_bn(Co), upconv_wg_fwd_launch, st, (uint16_t *)y, (const uint16_t *)x,
                     (const uint16_t *)ws, b, a);
+}
+
+template <int BN>
+static int upconv_wg_dgrad_launch(cudaStream_t st, uint16_t *dx, const uint16_t *dy,
+                                  const uint16_t *wf, wg_args a, int accum) {
+    const char *fn = "cuda_upconv2d_wgmma_bwd_data";
+    CUtensorMap dym, wfm;
+    /* dy [N][2H][2W][Co] in boxes of the low-res tile's class pixels: element strides 2 */
+    if (wg_map_nhwc(&dym, dy, a.N, 2 * a.H, 2 * a.W, a.Co, &a, 2, fn, "dy")) return SG_ERR;
+    /* wf [4][Co][4][Ci] as [4 Co][4][Ci]: boxes of 64 ci x one folded tap x 64 co */
+    const uint64_t dims[3] = {(uint64_t)a.Ci, 4, (uint64_t)4 * a.Co};
+    const uint32_t box[3] = {64, 1, WG_BK}, es[3] = {1, 1, 1};
+    if (wg_map(&wfm, wf, 3, dims, box, es, fn, "the folded bf16 weights")) return SG_ERR;
+    const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Ci + BN - 1) / BN, 1));
+    if (cuda_smem_attr(upconv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_dgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wfm,
+              a, accum);
+    SG_LAUNCH_CHECK("upconv_wg_dgrad_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_wgmma_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N,
+                                 int H, int W, int Ci, int Co, int dt, int accum, void *ws,
+                                 int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_wgmma_bwd_data";
+    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
+    SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
+    if (upconv_wg_check(fn, dx, dy, ws, N, H, W, Ci, Co, dt)) return SG_ERR;
+    if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
+    wg_args a = wg_args_of(sg_cat1(dx, Ci), N, H, W, Ci, Co, 3, 1, 1);
+    wg_tiles(&a, WG_BM, N, H, W);
+    return WG_TILED(wg_pick_bn(Ci), upconv_wg_dgrad_launch, st, (uint16_t *)dx,
+                    (const uint16_t *)dy, (const uint16_t *)ws, a, accum);
+}
+
+template <int BN>
+static int upconv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy,
+                                  const uint16_t *x, wg_args a, int64_t cols) {
+    const char *fn = "cuda_upconv2d_wgmma_bwd_weight";
+    CUtensorMap dym, xm;
+    if (wg_map_nhwc(&dym, dy, a.N, 2 * a.H, 2 * a.W, a.Co, &a, 2, fn, "dy")) return SG_ERR;
+    if (wg_map_nhwc(&xm, x, a.N, a.H, a.W, a.Ci, &a, 1, fn, "x")) return SG_ERR;
+    const dim3 grid(
+        wg_grid(&a, (int)((cols + BN - 1) / BN), (a.Co + WG_BM - 1) / WG_BM, 4 * a.chunks));
+    if (cuda_smem_attr(upconv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_wgrad_kernel"))
+        return SG_ERR;
+    SG_LAUNCH((upconv_wg_wgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm,
+              a);
+    SG_LAUNCH_CHECK("upconv_wg_wgrad_kernel");
+    return SG_OK;
+}
+
+int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy,
+                                   const void *x, int N, int H, int W, int Ci, int Co, int dt,
+                                   int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "cuda_upconv2d_wgmma_bwd_weight";
+    SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
+    SG_WS_CHECK(sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes, fn);
+    if (upconv_wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, dt)) return SG_ERR;
+    /* 64-pixel reduction tiles of the low-res grid, cut into at most sg_ws_wgrad_chunks(P)
+     * chunks (conv.cu's count and partials layout; fewer when there are fewer tiles) */
+    wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
+    wg_tiles(&a, WG_BK, N, H, W);
+    const int64_t P = (int64_t)N * H * W, tiles = (int64_t)a.nn * a.nh * a.nw,
+                  most = sg_ws_wgrad_chunks(P);
+    a.chunks = (int)(tiles < most ? tiles : most);
+    /* the columns: 4 folded taps x ceil(Ci / 64) blocks, a multiple of 256 (BN 256, no waste) */
+    const int64_t cols = 4 * WG_BK * (int64_t)((Ci + WG_BK - 1) / WG_BK);
+    float *part = (float *)ws;
+    if (upconv_wg_wgrad_launch<256>(st, part, (const uint16_t *)dy, (const uint16_t *)x, a, cols) ||
+        cu_upconv_fold_back(st, dw, part, Ci, Co, a.chunks, accum))
+        return SG_ERR;
+    /* db: conv.cu's column sum over the 4 P output pixels, at conv.cu's offset (the same bits) */
+    if (db)
+        return cu_col_sum(st, db, DT_F32, dy, dt, 1, 4 * P, Co, accum,
+                          (char *)ws + sg_ws_align(most * 16 * Co * Ci * 4));
+    return SG_OK;
 }

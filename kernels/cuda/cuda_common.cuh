@@ -450,6 +450,11 @@ static inline int cuda_smem_optin(void) {
 /* conv.cu: upconv2d's folded weights wf[4][Co][2][2][Ci] in bf16 into ws (the tensor-core
  * path's fold: cuda_upconv2d_fwd's, the same bits), for conv_wgmma.cu's forward. */
 int cu_upconv_fold_bf16(cudaStream_t st, void *ws, const float *w, int Ci, int Co);
+/* conv.cu: upconv2d's weight gradient from the partials part[chunks][4][Co][2][2][Ci] (the sum
+ * over chunks in order, then over the classes into each 3x3 tap; + dw when accumulating), for
+ * both generations' weight gradients. */
+int cu_upconv_fold_back(cudaStream_t st, float *dw, const float *part, int Ci, int Co, int chunks,
+                        int accum);
 
 /* Does a tensor-core forward with fuse f run on the resident halo where it fits (conv_tc.cu;
  * sg_conv_fuse.halo), for both generations' forwards. */

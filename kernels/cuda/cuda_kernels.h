@@ -290,15 +290,26 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
 int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
                              const sg_conv_fuse *fuse, sg_cat x, const void *ws, const float *bs,
                              int N, int H, int W, int Ci, int Co, int K, int pad, int dt);
-/* upconv2d's forward on the wgmma kernels: cuda_upconv2d_fwd's contract and bf16 fold (ws),
- * its k order (the same bits on the host emulation); x, y and ws 128-byte aligned, bf16,
- * Ci and Co multiples of 8, else refused with cuda_conv2d_wgmma_refusal's reason. The
- * backward passes stay on conv_tc.cu's kernels. */
+/* upconv2d's three passes on the wgmma kernels: cuda_upconv2d_fwd's, _bwd_data's and
+ * _bwd_weight's contracts, workspaces and bf16 fold (ws); y and dx take the mma.sync kernels'
+ * k16 slices in the same order (the same bits on the host emulation); dw groups the low-res
+ * pixels by 64-pixel box (fp32 rounding of the sums against mma.sync, as the conv's). Operands
+ * 128-byte aligned, bf16, Ci and Co multiples of 8, else refused with the reason
+ * cuda_upconv2d_wgmma_refusal gives: lo the low-res tensor (x or dx), hi the high-res one (y or
+ * dy), wf the fold's workspace (NULL for the weight gradient); NULL when the kernels take it. */
+const char *cuda_upconv2d_wgmma_refusal(const void *lo, const void *hi, const void *wf, int N,
+                                        int H, int W, int Ci, int Co, int dt);
 int cuda_upconv2d_wgmma_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
                             int N, int H, int W, int Ci, int Co, int dt, void *ws,
                             int64_t ws_bytes);
+int cuda_upconv2d_wgmma_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N,
+                                 int H, int W, int Ci, int Co, int dt, int accum, void *ws,
+                                 int64_t ws_bytes);
+int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy,
+                                   const void *x, int N, int H, int W, int Ci, int Co, int dt,
+                                   int accum, void *ws, int64_t ws_bytes);
 /* The grid of the wgmma passes' pipelined kernels (the forward per tap, the data and weight
- * gradients, upconv2d's forward; the halo forward keeps a block per tile), for every later call of
+ * gradients, upconv2d's three passes; the halo forward keeps a block per tile), for every later call of
  * this process: 0 (the default) a block per tile; -1 persistent, one block per SM, each running
  * tiles blockIdx.x, + gridDim.x, .. with its stage ring carried from one tile to the next (the
  * next tile's copies overlap the current one's last k-tiles and store); n > 0 at most n blocks
