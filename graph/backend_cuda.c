@@ -523,6 +523,21 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     } else {
         cuda_conv_wgmma_persist(0);
     }
+    /* SG_WG_FILL (unset or 0, 1, or an SM count n > 1): the wgmma forwards' and data gradients'
+     * N tile by padding alone, or narrower where it fills the device's SMs (or n SMs: host
+     * tests) better; conv_wgmma.cu, the same bits every way */
+    const char *wf = getenv("SG_WG_FILL");
+    if (wf && *wf) {
+        char *end = NULL;
+        const long n = strtol(wf, &end, 10);
+        if (*end || n < 0 || n > 1 << 20)
+            return sg_set_error("SG_WG_FILL=%s: expected 0 (the default: the widest tile), 1 (the "
+                                "tile width that fills the SMs) or an SM count",
+                                wf);
+        cuda_conv_wgmma_fill(n == 1 ? -1 : (int)n);
+    } else {
+        cuda_conv_wgmma_fill(0);
+    }
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));

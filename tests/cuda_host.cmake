@@ -90,9 +90,10 @@ foreach(_order forward reverse)
                        LABELS cuda_host TIMEOUT 900)
 endforeach()
 # the reverse order's wgmma step on a persistent grid of 3 blocks (SG_WG_PERSIST: every block
-# runs several tiles; the forward order's on a block per tile)
+# runs several tiles; the forward order's on a block per tile) with the N tile that fills the
+# emulation's 132 SMs (SG_WG_FILL=1: unet_tiny's small grids on narrower tiles)
 set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT
-             "SG_TEST_ACCUM=0;SG_WG_PERSIST=3")
+             "SG_TEST_ACCUM=0;SG_WG_PERSIST=3;SG_WG_FILL=1")
 # the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs)
 add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
 set_tests_properties(cuda_step_host_attn_fused PROPERTIES

@@ -535,32 +535,45 @@ static void tb_check_vs_mma(tbuf *b, const tbuf *mma, int bitwise, double tol, c
           b->name, err, tol);
 }
 
-/* The wgmma pipelined kernels on a persistent grid (cuda_conv_wgmma_persist): outputs b (and b2
- * where not NULL), just computed on a grid of `blocks` blocks, against the bits b->bits holds (the
- * same call on a block per tile: tb_check's first run). */
-static void wg_persist_cmp(tbuf *b, tbuf *b2, int blocks, const char *ctx) {
+/* The wgmma kernels on another grid: outputs b (and b2 where not NULL), just computed on a
+ * persistent grid of g blocks (cuda_conv_wgmma_persist; g < WG_FILL_RUN) or with the narrowest N
+ * tile (cuda_conv_wgmma_fill; g == WG_FILL_RUN), against the bits b->bits holds (the same call on
+ * a block per tile of the widest N tile: tb_check's first run). */
+#define WG_FILL_RUN 4
+static void wg_grid_cmp(tbuf *b, tbuf *b2, int g, const char *ctx) {
     sync_stream();
     tbuf *bs[2] = {b, b2};
     for (int j = 0; j < 2 && bs[j]; j++) {
         uint8_t *img = (uint8_t *)halloc(bs[j]->bytes);
         tb_download(bs[j], img);
-        CHECK(!memcmp(img, bs[j]->bits, bs[j]->bytes),
-              "%s: %s on a persistent grid of %d blocks differs from a block per tile", ctx,
-              bs[j]->name, blocks);
+        if (g < WG_FILL_RUN)
+            CHECK(!memcmp(img, bs[j]->bits, bs[j]->bytes),
+                  "%s: %s on a persistent grid of %d blocks differs from a block per tile", ctx,
+                  bs[j]->name, g);
+        else
+            CHECK(!memcmp(img, bs[j]->bits, bs[j]->bytes),
+                  "%s: %s with the narrowest N tile (SG_WG_FILL) differs from the widest", ctx,
+                  bs[j]->name);
     }
     guards_all(ctx);
 }
 /* The statement `call` (one wgmma launcher into b [, b2]) again on grids of 2 and 3 blocks, from
- * the same starting values: every block runs several tiles, its stage ring carried across them
- * at varying phases; the bits must be the block-per-tile run's. */
-#define WG_PERSIST_CHECK(b, b2, ctx, call)                                                         \
+ * the same starting values (every block runs several tiles, its stage ring carried across them
+ * at varying phases), then with the narrowest N tile of the same padded columns (the fill rule
+ * as if the device had 4096 SMs; the weight gradient keeps its tile): the bits must be the
+ * block-per-tile, widest-tile run's. */
+#define WG_GRIDS_CHECK(b, b2, ctx, call)                                                           \
     do {                                                                                           \
-        for (int g_ = 2; g_ <= 3; g_++) {                                                          \
+        for (int g_ = 2; g_ <= WG_FILL_RUN; g_++) {                                                \
             reset_all();                                                                           \
-            cuda_conv_wgmma_persist(g_);                                                           \
+            if (g_ < WG_FILL_RUN)                                                                  \
+                cuda_conv_wgmma_persist(g_);                                                       \
+            else                                                                                   \
+                cuda_conv_wgmma_fill(4096);                                                        \
             call;                                                                                  \
             cuda_conv_wgmma_persist(0);                                                            \
-            wg_persist_cmp(b, b2, g_, ctx);                                                        \
+            cuda_conv_wgmma_fill(0);                                                               \
+            wg_grid_cmp(b, b2, g_, ctx);                                                           \
         }                                                                                          \
     } while (0)
 
@@ -634,9 +647,9 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
             tb_check(y, r->ref_y, TOL_BF16, rep, ctx);
             guards_all(ctx);
         }
-        WG_PERSIST_CHECK(y, NULL, ctx,
-                         CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, NULL, N, H, W,
-                              Ci, Co, K, S, pad, dt, ws->d, wsb));
+        WG_GRIDS_CHECK(y, NULL, ctx,
+                       CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, NULL, N, H, W, Ci,
+                            Co, K, S, pad, dt, ws->d, wsb));
         /* on the resident halo (SG_TC_HALO_ALL: conv_wg_fwd_halo_kernel with x as loaded, A from
          * registers): the per-tap kernel's k order, the same bits */
         reset_all();
@@ -665,9 +678,9 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
             if (c1) tb_check(dxb, r->ref_dxb, TOL_BF16, rep, ctx);
             guards_all(ctx);
         }
-        WG_PERSIST_CHECK(dxa, dxb, ctx,
-                         CALL(cuda_conv2d_wgmma_bwd_data, g_st, dxc, r->dy->d, r->w, N, H, W, Ci,
-                              Co, K, S, pad, dt, r->accum, ws->d, wsb));
+        WG_GRIDS_CHECK(dxa, dxb, ctx,
+                       CALL(cuda_conv2d_wgmma_bwd_data, g_st, dxc, r->dy->d, r->w, N, H, W, Ci, Co,
+                            K, S, pad, dt, r->accum, ws->d, wsb));
         tb_check_vs_mma(dxa, r->dxa, exact, TOL_BF16, ctx);
         if (c1) tb_check_vs_mma(dxb, r->dxb, exact, TOL_BF16, ctx);
     }
@@ -685,10 +698,10 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
             if (gb) tb_check(gb, r->ref_db, TOL_F32, rep, ctx);
             guards_all(ctx);
         }
-        WG_PERSIST_CHECK(gw, gb, ctx,
-                         CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)gw->d,
-                              gb ? (float *)gb->d : NULL, r->dy->d, r->x, NULL, N, H, W, Ci, Co, K,
-                              S, pad, dt, r->accum, ws->d, wsb));
+        WG_GRIDS_CHECK(gw, gb, ctx,
+                       CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)gw->d,
+                            gb ? (float *)gb->d : NULL, r->dy->d, r->x, NULL, N, H, W, Ci, Co, K, S,
+                            pad, dt, r->accum, ws->d, wsb));
         tb_check_vs_mma(gw, r->dw, 0, TOL_F32, ctx);
         if (gb) tb_check_vs_mma(gb, r->db, 1, TOL_EXACT, ctx);
     }
@@ -1304,9 +1317,9 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             tb_check(won, ref, TOL_BF16, 1, ctx);
             guards_all(ctx);
             /* the per-tap rewrite (FIX) on a persistent grid: the same bits */
-            WG_PERSIST_CHECK(won, NULL, ctx,
-                             CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W,
-                                  Ci, Co, K, S, pad, bf, ws->d, wsb));
+            WG_GRIDS_CHECK(won, NULL, ctx,
+                           CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W,
+                                Ci, Co, K, S, pad, bf, ws->d, wsb));
         }
     }
     /* weight gradient: fused and unfused from the same old values */
@@ -1363,10 +1376,10 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             }
             guards_all(ctx);
             /* the shared rewrite of B (FIX) on a persistent grid: the same bits */
-            WG_PERSIST_CHECK(wgw, wgb, ctx,
-                             CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)wgw->d,
-                                  bias ? (float *)wgb->d : NULL, ddy->d, xc, &fuse, N, H, W, Ci, Co,
-                                  K, S, pad, bf, accum, ws->d, wsb));
+            WG_GRIDS_CHECK(wgw, wgb, ctx,
+                           CALL(cuda_conv2d_wgmma_bwd_weight, g_st, (float *)wgw->d,
+                                bias ? (float *)wgb->d : NULL, ddy->d, xc, &fuse, N, H, W, Ci, Co,
+                                K, S, pad, bf, accum, ws->d, wsb));
         }
     }
     /* the backward statistics' partials of the normalisation before the conv
@@ -1700,9 +1713,9 @@ static void test_upconv(int N, int H, int W, int Ci, int Co, int dt, int bias, i
         tb_check_vs_mma(wdx, tdx, exact, TOL_BF16, wctx);
         tb_check_vs_mma(wdw, tdw, 0, TOL_F32, wctx);
         tb_check_vs_mma(wdb, tdb, 1, TOL_EXACT, wctx);
-        WG_PERSIST_CHECK(wy, NULL, wctx, UPCONV_WG_FWD);
-        WG_PERSIST_CHECK(wdx, NULL, wctx, UPCONV_WG_DATA);
-        WG_PERSIST_CHECK(wdw, wdb, wctx, UPCONV_WG_WEIGHT);
+        WG_GRIDS_CHECK(wy, NULL, wctx, UPCONV_WG_FWD);
+        WG_GRIDS_CHECK(wdx, NULL, wctx, UPCONV_WG_DATA);
+        WG_GRIDS_CHECK(wdw, wdb, wctx, UPCONV_WG_WEIGHT);
 #undef UPCONV_WG_FWD
 #undef UPCONV_WG_DATA
 #undef UPCONV_WG_WEIGHT
@@ -1917,7 +1930,7 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
     {
         sg_conv_fuse f = fuse;
         f.halo = SG_TC_HALO_NONE;
-        WG_PERSIST_CHECK(wy, NULL, wctx, CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s", sg_last_error()));
+        WG_GRIDS_CHECK(wy, NULL, wctx, CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s", sg_last_error()));
     }
     check_fwd_stats(wctx, wy, N, H * W, Co, bf, 0, sc_wg_run, &sa, norm ? &fuse : NULL);
     case_end();

@@ -397,22 +397,26 @@ static void check_wgmma(void) {
           rc == SG_ERR ? sg_last_error() : "accepted");
     if (rc == SG_ERR) printf("fp32 with SG_CONV_TC=wgmma refused: %s\n", sg_last_error());
     sg_exec_free(&e);
-    /* a malformed SG_WG_PERSIST (the persistent grid of the wgmma kernels) is refused by name */
-    const char *wp = getenv("SG_WG_PERSIST");
-    if (sm90) printf("wgmma step: SG_WG_PERSIST=%s\n", wp ? wp : "(unset: a block per tile)");
-    char *keep = wp ? strdup(wp) : NULL;
-    setenv("SG_WG_PERSIST", "3x", 1);
+    /* a malformed SG_WG_PERSIST (the persistent grid of the wgmma kernels) or SG_WG_FILL (their
+     * N tile) is refused by name */
     c.act_dt = DT_BF16;
-    const int bad = sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO));
-    CHECK(bad == SG_ERR && strstr(sg_last_error(), "SG_WG_PERSIST=3x"),
-          "SG_WG_PERSIST=3x must be refused by name: %s",
-          bad == SG_ERR ? sg_last_error() : "accepted");
-    sg_exec_free(&e);
-    if (keep) {
-        setenv("SG_WG_PERSIST", keep, 1);
-        free(keep);
-    } else {
-        unsetenv("SG_WG_PERSIST");
+    static const char *const knobs[2] = {"SG_WG_PERSIST", "SG_WG_FILL"};
+    for (int kn = 0; kn < 2; kn++) {
+        const char *wp = getenv(knobs[kn]);
+        if (sm90) printf("wgmma step: %s=%s\n", knobs[kn], wp ? wp : "(unset: the default)");
+        char *keep = wp ? strdup(wp) : NULL;
+        setenv(knobs[kn], "3x", 1);
+        const int bad = sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO));
+        CHECK(bad == SG_ERR && strstr(sg_last_error(), knobs[kn]) && strstr(sg_last_error(), "=3x"),
+              "%s=3x must be refused by name: %s", knobs[kn],
+              bad == SG_ERR ? sg_last_error() : "accepted");
+        sg_exec_free(&e);
+        if (keep) {
+            setenv(knobs[kn], keep, 1);
+            free(keep);
+        } else {
+            unsetenv(knobs[kn]);
+        }
     }
     if (sm90) check_precision(DT_BF16, SG_CONV_ENGINE_AUTO, 1, 1);
     /* the fused plan's shortcut folds (conv2d_sc) and upsample convs (upconv2d and its two

@@ -1028,6 +1028,43 @@ static int wg_pick_bn(int64_t n) {
     }
     return best;
 }
+/* The device's SM count (0 where no device answers). */
+static int wg_sms(void) {
+    static int sms = -1;
+    if (sms < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            cudaGetLastError();
+            sms = 0;
+        }
+    }
+    return sms;
+}
+/* The N tile of a pass whose output is mt row tiles by n columns (forward, data gradient): with
+ * cuda_conv_wgmma_fill on, among the BN of wg_pick_bn's fewest padded columns, the one of least
+ * estimated time waves x (BN + 64) (waves: ceil(blocks / SMs); 64: a tile's fixed share, its A
+ * tile's copies and its store, in columns' worth) -- a narrower tile where the wide one leaves
+ * SMs idle (unet_cifar at batch 128: 16 row tiles at 4x4, 64 at 8x8, against 132 SMs), ties to
+ * the wider; else wg_pick_bn's. Each output's k order does not depend on BN: the same bits. */
+static int wg_fill_sms; /* 0: off; < 0: the device's SM count; n > 0: n SMs (tests) */
+void cuda_conv_wgmma_fill(int sms) {
+    wg_fill_sms = sms;
+}
+static int wg_pick_bn_for(int64_t n, int64_t mt) {
+    const int bn0 = wg_pick_bn(n), sms = wg_fill_sms < 0 ? wg_sms() : wg_fill_sms;
+    if (sms <= 0) return bn0;
+    const int64_t cols0 = (n + bn0 - 1) / bn0 * bn0;
+    int best = bn0;
+    int64_t best_cost = -1;
+    for (int bn = 256; bn >= 64; bn -= 64) {
+        if ((n + bn - 1) / bn * bn != cols0) continue; /* more padded columns */
+        const int64_t blocks = mt * ((n + bn - 1) / bn),
+                      cost = (blocks + sms - 1) / sms * (bn + 64);
+        if (best_cost < 0 || cost < best_cost) best = bn, best_cost = cost;
+    }
+    return best;
+}
 #define WG_TILED(bn, fn, ...)                                                                      \
     ((bn) == 64    ? fn<64>(__VA_ARGS__)                                                           \
      : (bn) == 128 ? fn<128>(__VA_ARGS__)                                                          \
@@ -1044,19 +1081,7 @@ void cuda_conv_wgmma_persist(int blocks) {
 static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
     a->gx = gx, a->gy = gy, a->gz = gz;
     const int tiles = gx * gy * gz;
-    int cap = wg_persist_blocks;
-    if (cap < 0) {
-        static int sms = -1;
-        if (sms < 0) {
-            int dev = 0;
-            if (cudaGetDevice(&dev) != cudaSuccess ||
-                cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-                cudaGetLastError();
-                sms = 0; /* not asked: a block per tile */
-            }
-        }
-        cap = sms;
-    }
+    const int cap = wg_persist_blocks < 0 ? wg_sms() : wg_persist_blocks; /* 0: a block per tile */
     return (unsigned)(cap > 0 && cap < tiles ? cap : tiles);
 }
 
@@ -1236,7 +1261,7 @@ static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *w
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     a.sc0 = xs.c[0], a.sc1 = xs.c[1];
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
-    int bn = wg_pick_bn(Co);
+    int bn = wg_pick_bn_for(Co, (int64_t)a.nn * a.nh * a.nw);
     const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn);
     return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs);
 }
@@ -1304,7 +1329,8 @@ static int conv_wg_bwd_data(cudaStream_t st, sg_cat dx, const uint16_t *dy, cons
     wg_args a = wg_args_of(dx, N, H, W, Ci, Co, K, S, pad);
     /* tiles over the largest parity class, ceil(H / S) x ceil(W / S) pixels */
     wg_tiles(&a, WG_BM, N, (H + S - 1) / S, (W + S - 1) / S);
-    return WG_TILED(wg_pick_bn(Ci), conv_wg_dgrad_launch, st, dx, dy, wb, a, accum);
+    return WG_TILED(wg_pick_bn_for(Ci, (int64_t)a.nn * a.nh * a.nw * S * S), conv_wg_dgrad_launch,
+                    st, dx, dy, wb, a, accum);
 }
 
 int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,
@@ -1422,8 +1448,8 @@ int cuda_upconv2d_wgmma_fwd(cudaStream_t st, void *y, const void *x, const float
     if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
     wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
     wg_tiles(&a, WG_BM, N, H, W);
-    return WG_TILED(wg_pick_bn(Co), upconv_wg_fwd_launch, st, (uint16_t *)y, (const uint16_t *)x,
-                    (const uint16_t *)ws, b, a);
+    return WG_TILED(wg_pick_bn_for(Co, (int64_t)a.nn * a.nh * a.nw * 4), upconv_wg_fwd_launch, st,
+                    (uint16_t *)y, (const uint16_t *)x, (const uint16_t *)ws, b, a);
 }
 
 template <int BN>
@@ -1456,8 +1482,8 @@ int cuda_upconv2d_wgmma_bwd_data(cudaStream_t st, void *dx, const void *dy, cons
     if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
     wg_args a = wg_args_of(sg_cat1(dx, Ci), N, H, W, Ci, Co, 3, 1, 1);
     wg_tiles(&a, WG_BM, N, H, W);
-    return WG_TILED(wg_pick_bn(Ci), upconv_wg_dgrad_launch, st, (uint16_t *)dx,
-                    (const uint16_t *)dy, (const uint16_t *)ws, a, accum);
+    return WG_TILED(wg_pick_bn_for(Ci, (int64_t)a.nn * a.nh * a.nw), upconv_wg_dgrad_launch, st,
+                    (uint16_t *)dx, (const uint16_t *)dy, (const uint16_t *)ws, a, accum);
 }
 
 template <int BN>

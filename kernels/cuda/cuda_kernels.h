@@ -309,13 +309,20 @@ int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const 
                                    const void *x, int N, int H, int W, int Ci, int Co, int dt,
                                    int accum, void *ws, int64_t ws_bytes);
 /* The grid of the wgmma passes' pipelined kernels (the forward per tap, the data and weight
- * gradients, upconv2d's three passes; the halo forward keeps a block per tile), for every later call of
- * this process: 0 (the default) a block per tile; -1 persistent, one block per SM, each running
- * tiles blockIdx.x, + gridDim.x, .. with its stage ring carried from one tile to the next (the
- * next tile's copies overlap the current one's last k-tiles and store); n > 0 at most n blocks
+ * gradients, upconv2d's three passes; the halo forward keeps a block per tile), for every later
+ * call of this process: 0 (the default) a block per tile; -1 persistent, one block per SM, each
+ * running tiles blockIdx.x, + gridDim.x, .. with its stage ring carried from one tile to the next
+ * (the next tile's copies overlap the current one's last k-tiles and store); n > 0 at most n blocks
  * (tests: several tiles per block on a small case). The same tiles in the same order every
  * way: the same bits (test_cuda_ops checks it). The backend sets it from SG_WG_PERSIST. */
 void cuda_conv_wgmma_persist(int blocks);
+/* The N tile of the wgmma forwards and data gradients (conv and upconv2d), for every later call
+ * of this process: 0 (the default) the fewest padded columns, the widest of those; -1 the same
+ * columns in the tile width that fills the device's SMs best (estimated waves x width: narrower
+ * tiles where few row tiles would leave SMs idle, the low-resolution layers); n > 0 as if the
+ * device had n SMs (tests). Each output's k order does not depend on the width: the same bits
+ * (test_cuda_ops checks it). The backend sets it from SG_WG_FILL. */
+void cuda_conv_wgmma_fill(int sms);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
