@@ -484,6 +484,19 @@ static void apply_table_engines(cuda_ctx *c, const sg_graph *g, const sg_engine_
 }
 #endif
 
+/* A wgmma grid knob (SG_WG_PERSIST, SG_WG_FILL): unset or 0 -> 0, 1 -> -1 (the device's SM
+ * count), n > 1 -> n; anything else an error naming it, `expected` what it takes. */
+static int env_wg_knob(const char *name, const char *expected, int *v) {
+    const char *s = getenv(name);
+    *v = 0;
+    if (!s || !*s) return SG_OK;
+    char *end = NULL;
+    const long n = strtol(s, &end, 10);
+    if (*end || n < 0 || n > 1 << 20) return sg_set_error("%s=%s: expected %s", name, s, expected);
+    *v = n == 1 ? -1 : (int)n;
+    return SG_OK;
+}
+
 /* SG_CONV_TC (unset, "mma" or "wgmma"): one tensor-core generation for every own bf16
  * convolution, whatever the engine table says (unset: each layer's from the table, mma.sync
  * without one). wgmma is refused here, with the reason, where it cannot run: a device other
@@ -508,36 +521,21 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
     if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
         return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
     c->dgrad_epilogue = ds && !strcmp(ds, "1");
-    /* SG_WG_PERSIST (unset or 0, 1, or a block count n > 1): the wgmma pipelined kernels on a
-     * block per tile, on a persistent grid of one block per SM, or of at most n blocks (host
-     * tests: several tiles per block); conv_wgmma.cu, the same bits every way */
-    const char *wp = getenv("SG_WG_PERSIST");
-    if (wp && *wp) {
-        char *end = NULL;
-        const long n = strtol(wp, &end, 10);
-        if (*end || n < 0 || n > 1 << 20)
-            return sg_set_error("SG_WG_PERSIST=%s: expected 0 (the default: a block per tile), 1 "
-                                "(a block per SM) or a block count",
-                                wp);
-        cuda_conv_wgmma_persist(n == 1 ? -1 : (int)n);
-    } else {
-        cuda_conv_wgmma_persist(0);
-    }
-    /* SG_WG_FILL (unset or 0, 1, or an SM count n > 1): the wgmma forwards' and data gradients'
-     * N tile by padding alone, or narrower where it fills the device's SMs (or n SMs: host
-     * tests) better; conv_wgmma.cu, the same bits every way */
-    const char *wf = getenv("SG_WG_FILL");
-    if (wf && *wf) {
-        char *end = NULL;
-        const long n = strtol(wf, &end, 10);
-        if (*end || n < 0 || n > 1 << 20)
-            return sg_set_error("SG_WG_FILL=%s: expected 0 (the default: the widest tile), 1 (the "
-                                "tile width that fills the SMs) or an SM count",
-                                wf);
-        cuda_conv_wgmma_fill(n == 1 ? -1 : (int)n);
-    } else {
-        cuda_conv_wgmma_fill(0);
-    }
+    /* SG_WG_PERSIST: the wgmma pipelined kernels on a block per tile, on a persistent grid of
+     * one block per SM, or of at most n blocks (host tests: several tiles per block); SG_WG_FILL:
+     * the wgmma forwards' and data gradients' N tile by padding alone, or narrower where it fills
+     * the device's SMs (or n SMs: host tests) better; conv_wgmma.cu, the same bits every way */
+    int persist, fill;
+    if (env_wg_knob("SG_WG_PERSIST",
+                    "0 (the default: a block per tile), 1 (a block per SM) or a block count",
+                    &persist) ||
+        env_wg_knob("SG_WG_FILL",
+                    "0 (the default: the widest tile), 1 (the tile width that fills the SMs) or "
+                    "an SM count",
+                    &fill))
+        return SG_ERR;
+    cuda_conv_wgmma_persist(persist);
+    cuda_conv_wgmma_fill(fill);
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));

@@ -357,6 +357,37 @@ __device__ __forceinline__ void wg_norm_box(uint8_t *box, const sg_conv_fuse &f,
     }
 }
 
+/* A consumer's store of a pixel tile's accumulators (the forwards, the data gradients): consumer
+ * c's thread t holds rows 64 c + 16 (t / 32) + t % 32 / 4 (+ 8) and columns 8 jj + 2 (t % 4)
+ * (+ 1) (file comment); row r is pixel (n0 + r / (tw th), i0 + r / tw % th, j0 + r % tw) of the
+ * N x Hh x Ww grid (box order). For each of its rows inside the grid: R = at(n, i, j), then
+ * st(R, col, v0, v1) for each column pair col = col0 + 8 jj + 2 q below cols (cols even: col + 1
+ * is below too). */
+template <int BN, class At, class St>
+__device__ __forceinline__ void
+wg_store_pixels(int c, int t, const float (&d)[BN / 2], const wg_args &a, int Hh, int Ww, int n0,
+                int i0, int j0, int col0, int cols, const At &at, const St &st) {
+    const int w = t / 32, g = t % 32 / 4, q = t % 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = 64 * c + 16 * w + g + 8 * h;
+        const int n = n0 + r / (a.tw * a.th), i = i0 + r / a.tw % a.th, j = j0 + r % a.tw;
+        if (n >= a.N || i >= Hh || j >= Ww) continue;
+        const auto R = at(n, i, j);
+#pragma unroll
+        for (int jj = 0; jj < BN / 8; jj++) {
+            const int col = col0 + 8 * jj + 2 * q;
+            if (col < cols) st(R, col, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+        }
+    }
+}
+
+/* wg_pipeline's fix where nothing is rewritten (WG_FIX_NONE) */
+struct wg_no_fix {
+    template <class T>
+    __device__ void operator()(const T &, int, int, uint8_t *, uint8_t *, int) const {}
+};
+
 /* The forward's store (both forward kernels): consumer c's thread t writes its accumulators'
  * rows of the pixel tile at (n0, oh0, ow0), channels co0 .. + BN: y = bf16(acc + b [+ bs, the
  * shortcut fold's bias]), with f.res the residual add (tc_add_res), two channels in one 32-bit
@@ -366,27 +397,17 @@ __device__ __forceinline__ void wg_fwd_store(int c, int t, const float (&d)[BN /
                                              const float *bias, const float *bs, const wg_args &a,
                                              const sg_conv_fuse &f, int n0, int oh0, int ow0,
                                              int co0) {
-    const int w = t / 32, g = t % 32 / 4, q = t % 4;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = 64 * c + 16 * w + g + 8 * h;
-        const int n = n0 + r / (a.tw * a.th), oh = oh0 + r / a.tw % a.th, ow = ow0 + r % a.tw;
-        if (n >= a.N || oh >= a.Ho || ow >= a.Wo) continue;
-        const int64_t pix = (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co;
-        uint16_t *row = y + pix;
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const int co = co0 + 8 * j + 2 * q;
-            if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
-            float v0 = d[4 * j + 2 * h] + (bias ? bias[co] : 0.0f);
-            float v1 = d[4 * j + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
+    wg_store_pixels<BN>(
+        c, t, d, a, a.Ho, a.Wo, n0, oh0, ow0, co0, a.Co,
+        [&](int n, int oh, int ow) { return (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co; },
+        [&](int64_t pix, int co, float v0, float v1) {
+            v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
             if (bs) /* the fold's shortcut bias, after conv2's (conv_tc.cu's order) */
                 v0 += bs[co], v1 += bs[co + 1];
             if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
                 tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
-            dev_st_bf16_pair(row + co, v0, v1, 0);
-        }
-    }
+            dev_st_bf16_pair(y + pix + co, v0, v1, 0);
+        });
 }
 
 /* Forward. Tile (a.gx x a.gy): x the pixel tile (128 output pixels, the box order of the file
@@ -674,27 +695,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
         const sg_conv_class &k = u.k;
-        const int n0 = u.n0, i0 = u.i0, j0 = u.j0, ci0 = u.ci0;
-        const int w = t / 32, g = t % 32 / 4, q = t % 4;
         uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = 64 * c + 16 * w + g + 8 * h;
-            const int n = n0 + r / (a.tw * a.th), i = i0 + r / a.tw % a.th, j = j0 + r % a.tw;
-            if (n >= a.N || i >= k.Hc || j >= k.Wc) continue;
-            const int64_t pix = ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj++) {
-                const int ci = ci0 + 8 * jj + 2 * q;
-                if (ci >= a.Ci) continue; /* ci even and both parts even: ci + 1 in the part */
+        wg_store_pixels<BN>(
+            c, t, d, a, k.Hc, k.Wc, u.n0, u.i0, u.j0, u.ci0, a.Ci,
+            [&](int n, int i, int j) {
+                return ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
+            },
+            [&](int64_t pix, int ci, float v0, float v1) {
+                /* ci even and both parts even: ci + 1 in the part */
                 uint16_t *dst = ci < a.c0 ? d0 + pix * a.c0 + ci : d1 + pix * a.c1 + (ci - a.c0);
-                dev_st_bf16_pair(dst, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
-            }
-        }
+                dev_st_bf16_pair(dst, v0, v1, accum);
+            });
     };
-    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(
-        raw, a.gx * a.gy * a.gz, decode, load,
-        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
 }
 
 /* Backward weight. Tile (a.gx x a.gy x a.gz): x the BN padded columns (BN / 64 column blocks
@@ -828,26 +841,18 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         sg_tma_load_2d(sB, &wfm, bar, t * a.Ci + c, u.cls * a.Co + u.co0);
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
-        const int w = t / 32, g = t % 32 / 4, q = t % 4, py = u.cls >> 1, px = u.cls & 1;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = 64 * c + 16 * w + g + 8 * h;
-            const int n = u.n0 + r / (a.tw * a.th), i = u.i0 + r / a.tw % a.th, j = u.j0 + r % a.tw;
-            if (n >= a.N || i >= a.H || j >= a.W) continue;
-            uint16_t *row = y + (((int64_t)n * 2 * a.H + 2 * i + py) * 2 * a.W + 2 * j + px) * a.Co;
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj++) {
-                const int co = u.co0 + 8 * jj + 2 * q;
-                if (co >= a.Co) continue; /* Co is even: co + 1 < Co too */
-                const float v0 = d[4 * jj + 2 * h] + (bias ? bias[co] : 0.0f);
-                const float v1 = d[4 * jj + 2 * h + 1] + (bias ? bias[co + 1] : 0.0f);
-                dev_st_bf16_pair(row + co, v0, v1, 0);
-            }
-        }
+        const int py = u.cls >> 1, px = u.cls & 1;
+        wg_store_pixels<BN>(
+            c, t, d, a, a.H, a.W, u.n0, u.i0, u.j0, u.co0, a.Co,
+            [&](int n, int i, int j) {
+                return (((int64_t)n * 2 * a.H + 2 * i + py) * 2 * a.W + 2 * j + px) * a.Co;
+            },
+            [&](int64_t pix, int co, float v0, float v1) {
+                v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
+                dev_st_bf16_pair(y + pix + co, v0, v1, 0);
+            });
     };
-    wg_pipeline<BN, 0, 0, WG_FIX_NONE>(
-        raw, a.gx * a.gy * a.gz, decode, load,
-        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+    wg_pipeline<BN, 0, 0, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
 }
 
 /* The upsample conv's backward data (conv_tc.cu's one GEMM over the low-res pixels). Tile (a.gx x
@@ -893,24 +898,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                            (ct >> 2) * a.Co + cs);
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
-        const int w = t / 32, g = t % 32 / 4, q = t % 4;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = 64 * c + 16 * w + g + 8 * h;
-            const int n = u.n0 + r / (a.tw * a.th), i = u.i0 + r / a.tw % a.th, j = u.j0 + r % a.tw;
-            if (n >= a.N || i >= a.H || j >= a.W) continue;
-            uint16_t *row = dx + (((int64_t)n * a.H + i) * a.W + j) * a.Ci;
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj++) {
-                const int ci = u.ci0 + 8 * jj + 2 * q;
-                if (ci >= a.Ci) continue; /* Ci is even: ci + 1 < Ci too */
-                dev_st_bf16_pair(row + ci, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], accum);
-            }
-        }
+        wg_store_pixels<BN>(
+            c, t, d, a, a.H, a.W, u.n0, u.i0, u.j0, u.ci0, a.Ci,
+            [&](int n, int i, int j) { return (((int64_t)n * a.H + i) * a.W + j) * a.Ci; },
+            [&](int64_t pix, int ci, float v0, float v1) {
+                dev_st_bf16_pair(dx + pix + ci, v0, v1, accum);
+            });
     };
-    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(
-        raw, a.gx * a.gy * a.gz, decode, load,
-        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+    wg_pipeline<BN, 0, 1, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
 }
 
 /* The upsample conv's backward weight (conv_tc.cu's per-class GEMMs, as conv_wg_wgrad_kernel's).
@@ -984,9 +979,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             }
         }
     };
-    wg_pipeline<BN, 1, 1, WG_FIX_NONE>(
-        raw, a.gx * a.gy * a.gz, decode, load,
-        [](const tile &, int, int, uint8_t *, uint8_t *, int) {}, epi);
+    wg_pipeline<BN, 1, 1, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
 }
 
 /* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
