@@ -1430,17 +1430,27 @@ const char *cuda_upconv2d_wgmma_refusal(const void *lo, const void *hi, const vo
     return cuda_conv2d_wgmma_refusal(sg_cat1(lo, Ci), hi, wf, N, H, W, Co, 3, 1, dt);
 }
 
+/* The forward's and the data gradient's common part: the checks, the bf16 fold of w into ws
+ * (checked like any operand), the arguments with 128-pixel tiles of the low-res grid. */
+static int upconv_wg_folded(const char *fn, cudaStream_t st, const void *lo, const void *hi,
+                            const float *w, int N, int H, int W, int Ci, int Co, int dt, void *ws,
+                            int64_t ws_bytes, wg_args *a) {
+    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
+    SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
+    if (upconv_wg_check(fn, lo, hi, ws, N, H, W, Ci, Co, dt)) return SG_ERR;
+    if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
+    *a = wg_args_of(sg_cat1(lo, Ci), N, H, W, Ci, Co, 3, 1, 1);
+    wg_tiles(a, WG_BM, N, H, W);
+    return SG_OK;
+}
+
 int cuda_upconv2d_wgmma_fwd(cudaStream_t st, void *y, const void *x, const float *w, const float *b,
                             int N, int H, int W, int Ci, int Co, int dt, void *ws,
                             int64_t ws_bytes) {
-    const char *fn = "cuda_upconv2d_wgmma_fwd";
-    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
-    SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
-    /* the folded weights [4][Co][4][Ci] (bf16) in ws: its reason like any operand's */
-    if (upconv_wg_check(fn, x, y, ws, N, H, W, Ci, Co, dt)) return SG_ERR;
-    if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
-    wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
-    wg_tiles(&a, WG_BM, N, H, W);
+    wg_args a;
+    if (upconv_wg_folded("cuda_upconv2d_wgmma_fwd", st, x, y, w, N, H, W, Ci, Co, dt, ws, ws_bytes,
+                         &a))
+        return SG_ERR;
     return WG_TILED(wg_pick_bn_for(Co, (int64_t)a.nn * a.nh * a.nw * 4), upconv_wg_fwd_launch, st,
                     (uint16_t *)y, (const uint16_t *)x, (const uint16_t *)ws, b, a);
 }
@@ -1468,13 +1478,10 @@ static int upconv_wg_dgrad_launch(cudaStream_t st, uint16_t *dx, const uint16_t 
 int cuda_upconv2d_wgmma_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N,
                                  int H, int W, int Ci, int Co, int dt, int accum, void *ws,
                                  int64_t ws_bytes) {
-    const char *fn = "cuda_upconv2d_wgmma_bwd_data";
-    SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
-    SG_WS_CHECK(sg_ws_upconv2d_fold(Ci, Co), ws_bytes, fn);
-    if (upconv_wg_check(fn, dx, dy, ws, N, H, W, Ci, Co, dt)) return SG_ERR;
-    if (cu_upconv_fold_bf16(st, ws, w, Ci, Co)) return SG_ERR;
-    wg_args a = wg_args_of(sg_cat1(dx, Ci), N, H, W, Ci, Co, 3, 1, 1);
-    wg_tiles(&a, WG_BM, N, H, W);
+    wg_args a;
+    if (upconv_wg_folded("cuda_upconv2d_wgmma_bwd_data", st, dx, dy, w, N, H, W, Ci, Co, dt, ws,
+                         ws_bytes, &a))
+        return SG_ERR;
     return WG_TILED(wg_pick_bn_for(Ci, (int64_t)a.nn * a.nh * a.nw), upconv_wg_dgrad_launch, st,
                     (uint16_t *)dx, (const uint16_t *)dy, (const uint16_t *)ws, a, accum);
 }
