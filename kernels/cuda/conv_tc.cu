@@ -975,7 +975,7 @@ template <int BM, int BN, class... P, class... A>
 static int tc_launch_smem(void (*kernel)(P...), const char *name, dim3 grid, int bytes,
                           cudaStream_t st, A... args) {
     if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
-    SG_LAUNCH(kernel, grid, TC_THREADS(BM, BN), bytes, st, args...);
+    SG_LAUNCH_NAMED(name, kernel, grid, TC_THREADS(BM, BN), bytes, st, args...);
     SG_LAUNCH_CHECK(name);
     return SG_OK;
 }

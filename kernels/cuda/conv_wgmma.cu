@@ -996,6 +996,17 @@ __global__ void conv_wg_chunk_sum_kernel(float *dw, const float *part, int64_t n
 
 /* =============================== launchers =============================== */
 
+/* Every launch of this file's pipelined kernels: their dynamic shared memory allowed, the
+ * launch, errors named after the kernel. */
+template <class... P, class... A>
+static int wg_launch(void (*kernel)(P...), const char *name, dim3 grid, int bytes, cudaStream_t st,
+                     A... args) {
+    if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
+    SG_LAUNCH_NAMED(name, kernel, grid, WG_THREADS, bytes, st, args...);
+    SG_LAUNCH_CHECK(name);
+    return SG_OK;
+}
+
 static int wg_pow2(int v) {
     int p = 1;
     while (p < v) p <<= 1;
@@ -1239,10 +1250,7 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
                                 : conv_wg_fwd_kernel<BN, false, false>));
     const char *name = halo ? "conv_wg_fwd_halo_kernel" : "conv_wg_fwd_kernel";
     const int bytes = halo ? wg_halo_smem(a, BN) : WG_SMEM_BYTES(BN);
-    if (cuda_smem_attr(kernel, bytes, name)) return SG_ERR;
-    SG_LAUNCH(kernel, grid, WG_THREADS, bytes, st, y, b, xm[0], xm[1], wm, a, f, sc);
-    SG_LAUNCH_CHECK(name);
-    return SG_OK;
+    return wg_launch(kernel, name, grid, bytes, st, y, b, xm[0], xm[1], wm, a, f, sc);
 }
 
 /* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where f.halo asks for it
@@ -1308,12 +1316,8 @@ static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
     const uint32_t wbox[3] = {64, 1, WG_BK}, wes[3] = {1, 1, 1};
     if (wg_map(&wm, wb, 3, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
     const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Ci + BN - 1) / BN, a.S * a.S));
-    if (cuda_smem_attr(conv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "conv_wg_dgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((conv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wm, a,
-              accum);
-    SG_LAUNCH_CHECK("conv_wg_dgrad_kernel");
-    return SG_OK;
+    return wg_launch(conv_wg_dgrad_kernel<BN>, "conv_wg_dgrad_kernel", grid, WG_SMEM_BYTES(BN), st,
+                     dx, dym, wm, a, accum);
 }
 
 /* The backward data on bf16 weights wb [Co][K][K][Ci]. */
@@ -1352,10 +1356,8 @@ static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
     void (*const kernel)(float *, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                          const wg_args, const sg_conv_fuse) =
         f.norm ? conv_wg_wgrad_kernel<BN, true> : conv_wg_wgrad_kernel<BN, false>;
-    if (cuda_smem_attr(kernel, WG_SMEM_BYTES(BN), "conv_wg_wgrad_kernel")) return SG_ERR;
-    SG_LAUNCH(kernel, grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm0, xm1, a, f);
-    SG_LAUNCH_CHECK("conv_wg_wgrad_kernel");
-    return SG_OK;
+    return wg_launch(kernel, "conv_wg_wgrad_kernel", grid, WG_SMEM_BYTES(BN), st, part, dym, xm0,
+                     xm1, a, f);
 }
 
 int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
@@ -1402,12 +1404,8 @@ static int upconv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const uint16_t *x,
     const uint32_t box[2] = {WG_BK, BN}, es[2] = {1, 1};
     if (wg_map(&wfm, wf, 2, dims, box, es, fn, "the folded bf16 weights")) return SG_ERR;
     const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Co + BN - 1) / BN, 4));
-    if (cuda_smem_attr(upconv_wg_fwd_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_fwd_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_wg_fwd_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, y, b, xm, wfm,
-              a);
-    SG_LAUNCH_CHECK("upconv_wg_fwd_kernel");
-    return SG_OK;
+    return wg_launch(upconv_wg_fwd_kernel<BN>, "upconv_wg_fwd_kernel", grid, WG_SMEM_BYTES(BN), st,
+                     y, b, xm, wfm, a);
 }
 
 /* The checks of the three upsample-conv launchers: the operands, the shape, and the refusal
@@ -1467,12 +1465,8 @@ static int upconv_wg_dgrad_launch(cudaStream_t st, uint16_t *dx, const uint16_t 
     const uint32_t box[3] = {64, 1, WG_BK}, es[3] = {1, 1, 1};
     if (wg_map(&wfm, wf, 3, dims, box, es, fn, "the folded bf16 weights")) return SG_ERR;
     const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Ci + BN - 1) / BN, 1));
-    if (cuda_smem_attr(upconv_wg_dgrad_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_dgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_wg_dgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, dx, dym, wfm,
-              a, accum);
-    SG_LAUNCH_CHECK("upconv_wg_dgrad_kernel");
-    return SG_OK;
+    return wg_launch(upconv_wg_dgrad_kernel<BN>, "upconv_wg_dgrad_kernel", grid, WG_SMEM_BYTES(BN),
+                     st, dx, dym, wfm, a, accum);
 }
 
 int cuda_upconv2d_wgmma_bwd_data(cudaStream_t st, void *dx, const void *dy, const float *w, int N,
@@ -1495,12 +1489,8 @@ static int upconv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *
     if (wg_map_nhwc(&xm, x, a.N, a.H, a.W, a.Ci, &a, 1, fn, "x")) return SG_ERR;
     const dim3 grid(
         wg_grid(&a, (int)((cols + BN - 1) / BN), (a.Co + WG_BM - 1) / WG_BM, 4 * a.chunks));
-    if (cuda_smem_attr(upconv_wg_wgrad_kernel<BN>, WG_SMEM_BYTES(BN), "upconv_wg_wgrad_kernel"))
-        return SG_ERR;
-    SG_LAUNCH((upconv_wg_wgrad_kernel<BN>), grid, WG_THREADS, WG_SMEM_BYTES(BN), st, part, dym, xm,
-              a);
-    SG_LAUNCH_CHECK("upconv_wg_wgrad_kernel");
-    return SG_OK;
+    return wg_launch(upconv_wg_wgrad_kernel<BN>, "upconv_wg_wgrad_kernel", grid, WG_SMEM_BYTES(BN),
+                     st, part, dym, xm, a);
 }
 
 int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy,

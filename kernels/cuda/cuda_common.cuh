@@ -31,6 +31,10 @@ extern "C" const char *sg_last_error(void);
 #ifdef SG_CUDA_HOST
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     sg_sim::launch_as(true, #kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* SG_LAUNCH where the kernel is a variable (a launch helper's parameter): the emulator's reports
+ * name it `name` */
+#define SG_LAUNCH_NAMED(name, kernel, grid, block, smem, stream, ...)                              \
+    sg_sim::launch_as(true, name, kernel, grid, block, smem, stream, __VA_ARGS__)
 /* The first statement of every kernel SG_LAUNCH launches (cuda_kernels.h: programmatic
  * dependent launch): the emulator runs kernels one after another, and checks that every thread
  * of such a launch executed it. */
@@ -63,6 +67,8 @@ template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
 };
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
+    sg_launch_pdl(kernel, grid, block, smem, stream, __VA_ARGS__)
+#define SG_LAUNCH_NAMED(name, kernel, grid, block, smem, stream, ...)                              \
     sg_launch_pdl(kernel, grid, block, smem, stream, __VA_ARGS__)
 /* Let the next kernel in the stream start (its own SG_PDL_ENTER holds it until this grid has
  * finished), then wait for the previous kernel's completion and memory. No-ops in a launch
