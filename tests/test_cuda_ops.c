@@ -577,6 +577,105 @@ static void wg_grid_cmp(tbuf *b, tbuf *b2, int g, const char *ctx) {
         }                                                                                          \
     } while (0)
 
+/* ---- the statistics' partials of a forward convolution's output (sg_conv_fuse.stats) ----
+ *
+ * run(arg, f) launches one forward convolution into y with the fusion f. Run with f (the
+ * case's own fusion) and again with the partials asked for, at a channel stride of Co + 8 (y
+ * as the first part of a concatenation): y must keep its bits, the partials of channels
+ * [0, Co) must be cuda_norm_partials' bits of that y (the tensor-core epilogue where an output
+ * tile covers whole segments, else that very pass after the conv), the channels past Co must
+ * stay unwritten (poison), and the partials must be the segments' mean and M2 of y (double,
+ * within TOL_F32). tc: 1 where the convolution runs on the mma.sync kernels (prints whether
+ * their epilogue takes the case: every tile's rows whole segments, conv_tc.cu's rule), 2 on the
+ * wgmma kernels (their launch decides; cuda_conv_wgmma_stats_epilogues counts), else 0. */
+typedef int (*fwd_run_fn)(void *arg, const sg_conv_fuse *f);
+static int g_stats_epilogue_cases;
+static void check_fwd_stats(const char *ctx, tbuf *y, int N, int HWo, int Co, int dt, int tc,
+                            fwd_run_fn run, void *arg, const sg_conv_fuse *f0) {
+    const int ld = Co + 8, seg = (int)sg_ws_norm_seg(HWo), S = (int)sg_ws_norm_segs(HWo);
+    const int64_t np = (int64_t)N * S * ld * 2, ny = (int64_t)N * HWo * Co;
+    tbuf *st = tb_out("stats (conv)", np, DT_F32, NULL);
+    tbuf *ref = tb_out("stats (pass)", np, DT_F32, NULL);
+    sg_conv_fuse f = {0};
+    if (f0) f = *f0;
+    uint8_t *y0 = (uint8_t *)halloc(y->bytes), *y1 = (uint8_t *)halloc(y->bytes);
+    reset_all();
+    if (run(arg, &f)) CHECK(0, "%s: the forward failed: %s", ctx, sg_last_error());
+    sync_stream();
+    tb_download(y, y0);
+    reset_all();
+    f.stats = (float *)st->d, f.stats_ld = ld;
+    if (run(arg, &f)) CHECK(0, "%s: the forward with statistics failed: %s", ctx, sg_last_error());
+    CALL(cuda_norm_partials, g_st, (float *)ref->d, ld, sg_cat1(y->d, Co), N, HWo, 0, dt);
+    sync_stream();
+    tb_download(y, y1);
+    CHECK(!memcmp(y0, y1, y->bytes), "%s: asking for the statistics' partials changed y", ctx);
+    uint8_t *a = (uint8_t *)halloc(st->bytes), *b = (uint8_t *)halloc(ref->bytes);
+    tb_download(st, a), tb_download(ref, b);
+    float *pa = fbuf(np), *pb = fbuf(np), *yv = fbuf(ny);
+    memcpy(pa, a, st->bytes), memcpy(pb, b, ref->bytes);
+    from_bytes(yv, y1, ny, dt);
+    int64_t differ = 0, poison = 0, wrong = 0;
+    double worst = 0.0;
+    for (int n = 0; n < N; n++)
+        for (int s = 0; s < S; s++) {
+            const int r0 = s * seg, r1 = r0 + seg < HWo ? r0 + seg : HWo;
+            for (int c = 0; c < ld; c++) {
+                const int64_t i = (((int64_t)n * S + s) * ld + c) * 2;
+                if (c >= Co) { /* past y's channels: nothing may be written */
+                    uint32_t u0, u1;
+                    memcpy(&u0, &pa[i], 4), memcpy(&u1, &pa[i + 1], 4);
+                    poison += u0 != 0xFFFFFFFFu || u1 != 0xFFFFFFFFu;
+                    continue;
+                }
+                differ += memcmp(&pa[i], &pb[i], 8) != 0;
+                double m = 0.0, M2 = 0.0, scale = 1e-30;
+                for (int r = r0; r < r1; r++) m += yv[((int64_t)n * HWo + r) * Co + c];
+                m /= r1 - r0;
+                for (int r = r0; r < r1; r++) {
+                    const double d = yv[((int64_t)n * HWo + r) * Co + c] - m;
+                    M2 += d * d, scale += fabs(yv[((int64_t)n * HWo + r) * Co + c]);
+                }
+                const double e = fmax(fabs(pa[i] - m) * (r1 - r0) / scale,
+                                      fabs(pa[i + 1] - M2) / (M2 + scale * scale / (r1 - r0)));
+                if (!(e <= TOL_F32)) wrong++;
+                if (e > worst) worst = e;
+            }
+        }
+    CHECK(differ == 0, "%s: %lld statistics' partials differ from cuda_norm_partials' bits", ctx,
+          (long long)differ);
+    CHECK(poison == 0, "%s: %lld partials past Co were written", ctx, (long long)poison);
+    CHECK(wrong == 0, "%s: %lld partials are not the segments' mean and M2 (worst %.3g)", ctx,
+          (long long)wrong, worst);
+    guards_all(ctx);
+    const int epi = tc == 1 && HWo % seg == 0 && 64 % seg == 0;
+    g_stats_epilogue_cases += epi;
+    printf("  %s: statistics' partials (%d-row segments) %s\n", ctx, seg,
+           tc == 2 ? "in the wgmma epilogue where the launch allows, else by the partials pass"
+           : epi   ? "where the tile allows, in the epilogue"
+                   : "by the partials pass");
+}
+
+/* test_conv's forward, for check_fwd_stats */
+typedef struct {
+    void *y;
+    sg_cat x;
+    const void *w;
+    const float *b;
+    int N, H, W, Ci, Co, K, S, pad, dt;
+    void *ws;
+    int64_t wsb;
+    int wgmma;
+} fwd_args;
+static int fwd_run(void *arg, const sg_conv_fuse *f) {
+    const fwd_args *a = (const fwd_args *)arg;
+    if (a->wgmma)
+        return cuda_conv2d_wgmma_fwd(g_st, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci,
+                                     a->Co, a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
+    return cuda_conv2d_fwd(g_st, g_blas, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci, a->Co,
+                           a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
+}
+
 /* The wgmma kernels (kernels/cuda/conv_wgmma.cu) on a tensor-core case: the three launchers into
  * fresh poisoned (or old-valued) guarded outputs, against the CPU reference (bf16 y and dx
  * TOL_BF16, fp32 dw and db TOL_F32, as every path) and against the mma.sync kernels' outputs of
@@ -662,6 +761,10 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
         tb_check(y, r->ref_y, TOL_BF16, 1, ctx);
         guards_all(ctx);
         tb_check_vs_mma(y, r->y, exact, TOL_BF16, ctx);
+        /* the statistics' partials, per tap and on the halo */
+        fwd_args fa = {y->d, r->x, r->w, r->b, N, H, W, Ci, Co, K, S, pad, dt, ws->d, wsb, 1};
+        check_fwd_stats(ctx, y, N, Ho * Wo, Co, dt, 2, fwd_run, &fa, NULL);
+        check_fwd_stats(ctx, y, N, Ho * Wo, Co, dt, 2, fwd_run, &fa, &all);
     }
     {
         tbuf *dxa = tb_out("dx0", rows * c0, dt, r->old_dxa);
@@ -705,82 +808,6 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
         tb_check_vs_mma(gw, r->dw, 0, TOL_F32, ctx);
         if (gb) tb_check_vs_mma(gb, r->db, 1, TOL_EXACT, ctx);
     }
-}
-
-/* ---- the statistics' partials of a forward convolution's output (sg_conv_fuse.stats) ----
- *
- * run(arg, f) launches one forward convolution into y with the fusion f. Run with f (the
- * case's own fusion) and again with the partials asked for, at a channel stride of Co + 8 (y
- * as the first part of a concatenation): y must keep its bits, the partials of channels
- * [0, Co) must be cuda_norm_partials' bits of that y (the tensor-core epilogue where an output
- * tile covers whole segments, else that very pass after the conv), the channels past Co must
- * stay unwritten (poison), and the partials must be the segments' mean and M2 of y (double,
- * within TOL_F32). tc: the convolution runs on the tensor-core kernels; prints whether their
- * epilogue takes the case (every tile's rows whole segments: conv_tc.cu's rule). */
-typedef int (*fwd_run_fn)(void *arg, const sg_conv_fuse *f);
-static int g_stats_epilogue_cases;
-static void check_fwd_stats(const char *ctx, tbuf *y, int N, int HWo, int Co, int dt, int tc,
-                            fwd_run_fn run, void *arg, const sg_conv_fuse *f0) {
-    const int ld = Co + 8, seg = (int)sg_ws_norm_seg(HWo), S = (int)sg_ws_norm_segs(HWo);
-    const int64_t np = (int64_t)N * S * ld * 2, ny = (int64_t)N * HWo * Co;
-    tbuf *st = tb_out("stats (conv)", np, DT_F32, NULL);
-    tbuf *ref = tb_out("stats (pass)", np, DT_F32, NULL);
-    sg_conv_fuse f = {0};
-    if (f0) f = *f0;
-    uint8_t *y0 = (uint8_t *)halloc(y->bytes), *y1 = (uint8_t *)halloc(y->bytes);
-    reset_all();
-    if (run(arg, &f)) CHECK(0, "%s: the forward failed: %s", ctx, sg_last_error());
-    sync_stream();
-    tb_download(y, y0);
-    reset_all();
-    f.stats = (float *)st->d, f.stats_ld = ld;
-    if (run(arg, &f)) CHECK(0, "%s: the forward with statistics failed: %s", ctx, sg_last_error());
-    CALL(cuda_norm_partials, g_st, (float *)ref->d, ld, sg_cat1(y->d, Co), N, HWo, 0, dt);
-    sync_stream();
-    tb_download(y, y1);
-    CHECK(!memcmp(y0, y1, y->bytes), "%s: asking for the statistics' partials changed y", ctx);
-    uint8_t *a = (uint8_t *)halloc(st->bytes), *b = (uint8_t *)halloc(ref->bytes);
-    tb_download(st, a), tb_download(ref, b);
-    float *pa = fbuf(np), *pb = fbuf(np), *yv = fbuf(ny);
-    memcpy(pa, a, st->bytes), memcpy(pb, b, ref->bytes);
-    from_bytes(yv, y1, ny, dt);
-    int64_t differ = 0, poison = 0, wrong = 0;
-    double worst = 0.0;
-    for (int n = 0; n < N; n++)
-        for (int s = 0; s < S; s++) {
-            const int r0 = s * seg, r1 = r0 + seg < HWo ? r0 + seg : HWo;
-            for (int c = 0; c < ld; c++) {
-                const int64_t i = (((int64_t)n * S + s) * ld + c) * 2;
-                if (c >= Co) { /* past y's channels: nothing may be written */
-                    uint32_t u0, u1;
-                    memcpy(&u0, &pa[i], 4), memcpy(&u1, &pa[i + 1], 4);
-                    poison += u0 != 0xFFFFFFFFu || u1 != 0xFFFFFFFFu;
-                    continue;
-                }
-                differ += memcmp(&pa[i], &pb[i], 8) != 0;
-                double m = 0.0, M2 = 0.0, scale = 1e-30;
-                for (int r = r0; r < r1; r++) m += yv[((int64_t)n * HWo + r) * Co + c];
-                m /= r1 - r0;
-                for (int r = r0; r < r1; r++) {
-                    const double d = yv[((int64_t)n * HWo + r) * Co + c] - m;
-                    M2 += d * d, scale += fabs(yv[((int64_t)n * HWo + r) * Co + c]);
-                }
-                const double e = fmax(fabs(pa[i] - m) * (r1 - r0) / scale,
-                                      fabs(pa[i + 1] - M2) / (M2 + scale * scale / (r1 - r0)));
-                if (!(e <= TOL_F32)) wrong++;
-                if (e > worst) worst = e;
-            }
-        }
-    CHECK(differ == 0, "%s: %lld statistics' partials differ from cuda_norm_partials' bits", ctx,
-          (long long)differ);
-    CHECK(poison == 0, "%s: %lld partials past Co were written", ctx, (long long)poison);
-    CHECK(wrong == 0, "%s: %lld partials are not the segments' mean and M2 (worst %.3g)", ctx,
-          (long long)wrong, worst);
-    guards_all(ctx);
-    const int epi = tc && HWo % seg == 0 && 64 % seg == 0;
-    g_stats_epilogue_cases += epi;
-    printf("  %s: statistics' partials (%d-row segments) %s\n", ctx, seg,
-           epi ? "where the tile allows, in the epilogue" : "by the partials pass");
 }
 
 /* The GEMM engine (cuda_conv2d_gemm_*: the CUDA backend's 1x1 convs under auto) on a 1x1
@@ -829,26 +856,6 @@ static void test_conv_gemm(const char *ctx0, const conv_run *r, int N, int H, in
                                wf) != SG_OK,
           "%s: a normalised input was not refused", ctx);
     printf("%s: the three passes on cuBLASLt agree with the CPU\n", ctx);
-}
-
-/* test_conv's forward, for check_fwd_stats */
-typedef struct {
-    void *y;
-    sg_cat x;
-    const void *w;
-    const float *b;
-    int N, H, W, Ci, Co, K, S, pad, dt;
-    void *ws;
-    int64_t wsb;
-    int wgmma;
-} fwd_args;
-static int fwd_run(void *arg, const sg_conv_fuse *f) {
-    const fwd_args *a = (const fwd_args *)arg;
-    if (a->wgmma)
-        return cuda_conv2d_wgmma_fwd(g_st, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci,
-                                     a->Co, a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
-    return cuda_conv2d_fwd(g_st, g_blas, a->y, a->x, a->w, a->b, f, a->N, a->H, a->W, a->Ci, a->Co,
-                           a->K, a->S, a->pad, a->dt, a->ws, a->wsb);
 }
 
 /* pad: the top/left zero padding (K/2: symmetric; 0 with K = 3, S = 2: TensorFlow SAME) */
@@ -1320,6 +1327,12 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             WG_GRIDS_CHECK(won, NULL, ctx,
                            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W,
                                 Ci, Co, K, S, pad, bf, ws->d, wsb));
+            /* the statistics' partials of both wgmma kernels' fused forwards */
+            char wctx[240];
+            snprintf(wctx, sizeof wctx, "%s [wgmma]", ctx);
+            fwd_args wa = {won->d, xc, wd, bd, N, H, W, Ci, Co, K, S, pad, bf, ws->d, wsb, 1};
+            check_fwd_stats(wctx, won, N, (int)(P / N), Co, bf, 2, fwd_run, &wa, &fr);
+            check_fwd_stats(wctx, won, N, (int)(P / N), Co, bf, 2, fwd_run, &wa, &pertap);
         }
     }
     /* weight gradient: fused and unfused from the same old values */
@@ -1598,6 +1611,13 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
         sync_stream();
         tb_check(won, o, tol_for(dt), 1, ctx);
         guards_all(ctx);
+        /* the statistics' partials with the residual, per tap and on the halo */
+        char wctx[240];
+        snprintf(wctx, sizeof wctx, "%s [wgmma]", ctx);
+        fwd_args wa = {won->d, xc,  dw->d, (const float *)db->d, N, H, W, Ci, Co, K, 1, pad, dt,
+                       ws->d,  wsb, 1};
+        check_fwd_stats(wctx, won, N, H * W, Co, dt, 2, fwd_run, &wa, &fr);
+        check_fwd_stats(wctx, won, N, H * W, Co, dt, 2, fwd_run, &wa, &all);
     }
     case_end();
 }
@@ -1932,7 +1952,7 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
         f.halo = SG_TC_HALO_NONE;
         WG_GRIDS_CHECK(wy, NULL, wctx, CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s", sg_last_error()));
     }
-    check_fwd_stats(wctx, wy, N, H * W, Co, bf, 0, sc_wg_run, &sa, norm ? &fuse : NULL);
+    check_fwd_stats(wctx, wy, N, H * W, Co, bf, 2, sc_wg_run, &sa, norm ? &fuse : NULL);
     case_end();
 }
 
@@ -3497,6 +3517,11 @@ int main(void) {
     }
     printf("coverage: %d of %d launchers exercised\n", SG_ARRAY_LEN(launchers) - missing,
            SG_ARRAY_LEN(launchers));
+    printf("wgmma forwards with the statistics' partials in their epilogue: %ld\n",
+           cuda_conv_wgmma_stats_epilogues());
+    CHECK(!wgmma_cases || cuda_conv_wgmma_stats_epilogues() >= 6,
+          "only %ld wgmma forwards computed the statistics' partials in their epilogue",
+          cuda_conv_wgmma_stats_epilogues());
     CHECK(g_stats_epilogue_cases >= 6,
           "only %d convolutions whose statistics' partials the epilogue could take ran",
           g_stats_epilogue_cases);

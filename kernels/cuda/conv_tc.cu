@@ -398,28 +398,16 @@ __device__ __forceinline__ void tc_store_partial(const float (&acc)[4][4][4], fl
  * partials"): the block's stored output tile, bf16, rows of TC_STATS_ROW_WORDS(BN) 32-bit words
  * in shared memory (BN values, then 16 bytes that put the 8 rows a warp's epilogue stores at
  * once on distinct banks). The tile's BM rows are whole segments of f.stats_seg rows of one
- * image each (the launcher checked: HoWo and BM are multiples of the segment, so is P). Chain
- * (segment j, column cc) runs gn_welford down its rows in order: norm_partials_kernel's
- * arithmetic on the same values, so the same bits. Consecutive threads take consecutive
- * columns (conflict-free reads). */
+ * image each (the launcher checked: HoWo and BM are multiples of the segment, so is P):
+ * gn_tile_partials (norm_apply.cuh) over them. */
 #define TC_STATS_ROW_WORDS(BN) ((BN) / 2 + 4)
 template <int BM, int BN>
 __device__ __forceinline__ void tc_stats_tile(const uint16_t *tile, const sg_conv_fuse &f, int m0,
                                               int n0, int P, int Co, int HoWo) {
     static_assert(BM * TC_STATS_ROW_WORDS(BN) * 4 <= TC_SMEM_BYTES(BM, BN),
                   "the output tile fits in the pipeline's shared memory");
-    const int seg = f.stats_seg, nseg = BM / seg;
-    for (int ch = threadIdx.x; ch < nseg * BN; ch += TC_THREADS(BM, BN)) {
-        const int j = ch / BN, cc = ch - j * BN, co = n0 + cc, p0 = m0 + j * seg;
-        if (co >= Co || p0 >= P) continue;
-        float m = 0.0f, M2 = 0.0f;
-        const uint16_t *col = tile + (int64_t)j * seg * (2 * TC_STATS_ROW_WORDS(BN)) + cc;
-        for (int r = 0; r < seg; r++)
-            gn_welford(m, M2, dev_bf16_to_f32(col[r * (2 * TC_STATS_ROW_WORDS(BN))]), r + 1);
-        const int n = p0 / HoWo, s = (p0 - n * HoWo) / seg;
-        reinterpret_cast<float2 *>(f.stats)[((int64_t)n * (HoWo / seg) + s) * f.stats_ld + co] =
-            make_float2(m, M2);
-    }
+    gn_tile_partials(tile, 2 * TC_STATS_ROW_WORDS(BN), f, BM, BN, m0, n0, P, Co, HoWo, threadIdx.x,
+                     TC_THREADS(BM, BN));
 }
 
 /* The data gradient's backward statistics' partials (sg_norm_bwd_fuse; norm.cu): the block's

@@ -81,8 +81,19 @@
  * the concatenation; bwd weight stores the fp32 partial tile. Then the chunk sum and the bias
  * gradient (cu_col_sum), as conv.cu.
  *
- * Fusions (sg_conv_fuse, planner/fuse.c; conv_tc.cu's two, with the bits of this file's unfused
- * calls: norm_act_apply then the conv, the conv then cuda_add_fwd):
+ * Fusions (sg_conv_fuse, planner/fuse.c; conv_tc.cu's three, with the bits of this file's
+ * unfused calls: norm_act_apply then the conv, the conv then cuda_add_fwd, the conv then
+ * cuda_norm_partials):
+ *   - Statistics' partials (f.stats, forward): the next normalisation's per-(sample, segment,
+ *     channel) Welford partials of the stored y (wg_fwd_store, gn_tile_partials: the partials
+ *     pass's arithmetic on the same bf16 values). The stored tile goes to shared memory that
+ *     the mainloop no longer needs (the stage ring per tap, the halo on the halo), so only on a
+ *     block per tile (a persistent block's producer refills the ring for its next tile), only
+ *     where a tile's 128 rows are consecutive pixels (tw = Wo, th dividing Ho, whole images or
+ *     one image's rows) in whole segments, and only where the tile fits below the mbarriers;
+ *     otherwise the launcher runs cuda_norm_partials after the conv. Named barrier 3 among the
+ *     256 consumer threads before the tile is written (both consumers' wgmmas retired) and
+ *     after (the tile complete).
  *   - Residual epilogue (f.res, forward): tc_add_res (cuda_common.cuh, shared with conv_tc.cu)
  *     on each pair after the bias: the conv output rounded to bf16, __fadd_rn with the
  *     residual's two bf16 values of the same pixel and channels, rounded by the store.
@@ -360,7 +371,7 @@ __device__ __forceinline__ void wg_norm_box(uint8_t *box, const sg_conv_fuse &f,
 /* A consumer's store of a pixel tile's accumulators (the forwards, the data gradients): consumer
  * c's thread t holds rows 64 c + 16 (t / 32) + t % 32 / 4 (+ 8) and columns 8 jj + 2 (t % 4)
  * (+ 1) (file comment); row r is pixel (n0 + r / (tw th), i0 + r / tw % th, j0 + r % tw) of the
- * N x Hh x Ww grid (box order). For each of its rows inside the grid: R = at(n, i, j), then
+ * N x Hh x Ww grid (box order). For each of its rows inside the grid: R = at(r, n, i, j), then
  * st(R, col, v0, v1) for each column pair col = col0 + 8 jj + 2 q below cols (cols even: col + 1
  * is below too). */
 template <int BN, class At, class St>
@@ -373,7 +384,7 @@ wg_store_pixels(int c, int t, const float (&d)[BN / 2], const wg_args &a, int Hh
         const int r = 64 * c + 16 * w + g + 8 * h;
         const int n = n0 + r / (a.tw * a.th), i = i0 + r / a.tw % a.th, j = j0 + r % a.tw;
         if (n >= a.N || i >= Hh || j >= Ww) continue;
-        const auto R = at(n, i, j);
+        const auto R = at(r, n, i, j);
 #pragma unroll
         for (int jj = 0; jj < BN / 8; jj++) {
             const int col = col0 + 8 * jj + 2 * q;
@@ -388,26 +399,55 @@ struct wg_no_fix {
     __device__ void operator()(const T &, int, int, uint8_t *, uint8_t *, int) const {}
 };
 
+/* The forward's statistics' partials in the epilogue (sg_conv_fuse.stats; both forward kernels,
+ * where the launcher found the tile's 128 rows consecutive pixels in whole segments of one image
+ * and the grid a block per tile): the stored bf16 tile goes to shared memory (the stage ring or
+ * the halo, free once both consumers' wgmmas have retired), WG_STATS_ROW_WORDS(BN) 32-bit words a
+ * row (BN values, then 16 bytes that put the 8 rows of a warp's store on distinct banks), and
+ * the 256 consumer threads run gn_tile_partials over it: the partials pass's bits. */
+#define WG_STATS_ROW_WORDS(BN) ((BN) / 2 + 4)
+#define WG_STATS_BYTES(BN) (WG_BM * WG_STATS_ROW_WORDS(BN) * 4)
+
 /* The forward's store (both forward kernels): consumer c's thread t writes its accumulators'
  * rows of the pixel tile at (n0, oh0, ow0), channels co0 .. + BN: y = bf16(acc + b [+ bs, the
  * shortcut fold's bias]), with f.res the residual add (tc_add_res), two channels in one 32-bit
- * store; rows past the output grid and channels past Co are not stored. */
+ * store; rows past the output grid and channels past Co are not stored. With f.stats, the
+ * statistics' partials of the stored tile, through shared memory at `tile` (above): every
+ * consumer thread calls it, after the tile's last wgmma has retired. */
 template <int BN>
 __device__ __forceinline__ void wg_fwd_store(int c, int t, const float (&d)[BN / 2], uint16_t *y,
                                              const float *bias, const float *bs, const wg_args &a,
                                              const sg_conv_fuse &f, int n0, int oh0, int ow0,
-                                             int co0) {
+                                             int co0, uint8_t *tile) {
+    uint32_t *words = (uint32_t *)tile;
+    /* both consumers' wgmmas have read their last operands from the shared memory the tile
+     * reuses (literal barrier ids, as wg_pipeline's; 1 and 2 are the prologue's) */
+    if (f.stats) sg_named_barrier_sync(3, 128 * WG_CONSUMERS);
+    struct at_row {
+        int64_t pix;
+        int r;
+    };
     wg_store_pixels<BN>(
         c, t, d, a, a.Ho, a.Wo, n0, oh0, ow0, co0, a.Co,
-        [&](int n, int oh, int ow) { return (((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co; },
-        [&](int64_t pix, int co, float v0, float v1) {
+        [&](int r, int n, int oh, int ow) {
+            return at_row{(((int64_t)n * a.Ho + oh) * a.Wo + ow) * a.Co, r};
+        },
+        [&](const at_row &R, int co, float v0, float v1) {
             v0 += bias ? bias[co] : 0.0f, v1 += bias ? bias[co + 1] : 0.0f;
             if (bs) /* the fold's shortcut bias, after conv2's (conv_tc.cu's order) */
                 v0 += bs[co], v1 += bs[co + 1];
             if (f.res) /* the residual add (the conv's bf16 output, then the sum) */
-                tc_add_res(v0, v1, (const uint16_t *)f.res + pix + co);
-            dev_st_bf16_pair(y + pix + co, v0, v1, 0);
+                tc_add_res(v0, v1, (const uint16_t *)f.res + R.pix + co);
+            const uint32_t w = dev_st_bf16_pair(y + R.pix + co, v0, v1, 0);
+            if (f.stats) words[R.r * WG_STATS_ROW_WORDS(BN) + (co - co0) / 2] = w;
         });
+    if (f.stats) {
+        sg_named_barrier_sync(3, 128 * WG_CONSUMERS); /* the whole tile stored */
+        const int64_t m0 = ((int64_t)n0 * a.Ho + oh0) * a.Wo + ow0;
+        gn_tile_partials((const uint16_t *)tile, 2 * WG_STATS_ROW_WORDS(BN), f, WG_BM, BN, m0, co0,
+                         (int64_t)a.N * a.Ho * a.Wo, a.Co, a.Ho * a.Wo, 128 * c + t,
+                         128 * WG_CONSUMERS);
+    }
 }
 
 /* Forward. Tile (a.gx x a.gy): x the pixel tile (128 output pixels, the box order of the file
@@ -466,7 +506,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         }
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
-        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, u.n0, u.oh0, u.ow0, u.co0);
+        /* the statistics' tile (a block per tile: the stage ring is free) */
+        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, u.n0, u.oh0, u.ow0, u.co0,
+                         sg_smem_align(raw, 1024));
     };
     wg_pipeline<BN, 0, 0, NORM ? WG_FIX_OWN_A : WG_FIX_NONE>(raw, a.gx * a.gy, decode, load, fix,
                                                              epi);
@@ -652,7 +694,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         if (k < KT) step(k, af0);
         sg_wgmma_wait(0);
         sg_wgmma_fence_operand(d);
-        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, n0, oh0, ow0, co0);
+        /* the statistics' tile where the halo was */
+        wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, n0, oh0, ow0, co0, smem);
     }
 }
 
@@ -698,7 +741,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
         wg_store_pixels<BN>(
             c, t, d, a, k.Hc, k.Wc, u.n0, u.i0, u.j0, u.ci0, a.Ci,
-            [&](int n, int i, int j) {
+            [&](int, int n, int i, int j) {
                 return ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
             },
             [&](int64_t pix, int ci, float v0, float v1) {
@@ -844,7 +887,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         const int py = u.cls >> 1, px = u.cls & 1;
         wg_store_pixels<BN>(
             c, t, d, a, a.H, a.W, u.n0, u.i0, u.j0, u.co0, a.Co,
-            [&](int n, int i, int j) {
+            [&](int, int n, int i, int j) {
                 return (((int64_t)n * 2 * a.H + 2 * i + py) * 2 * a.W + 2 * j + px) * a.Co;
             },
             [&](int64_t pix, int co, float v0, float v1) {
@@ -900,7 +943,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     auto epi = [&](const tile &u, int c, int t, auto &d) {
         wg_store_pixels<BN>(
             c, t, d, a, a.H, a.W, u.n0, u.i0, u.j0, u.ci0, a.Ci,
-            [&](int n, int i, int j) { return (((int64_t)n * a.H + i) * a.W + j) * a.Ci; },
+            [&](int, int n, int i, int j) { return (((int64_t)n * a.H + i) * a.W + j) * a.Ci; },
             [&](int64_t pix, int ci, float v0, float v1) {
                 dev_st_bf16_pair(dx + pix + ci, v0, v1, accum);
             });
@@ -1199,8 +1242,8 @@ static wg_args wg_args_of(sg_cat x, int N, int H, int W, int Ci, int Co, int K, 
  * With the shortcut fold (a.sc0 > 0): xs, ws and bs its operands, on the SC instances. */
 template <int BN>
 static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_cat x,
-                              const uint16_t *wb, wg_args a, const sg_conv_fuse &f, int halo,
-                              sg_cat xs, const uint16_t *ws, const float *bs) {
+                              const uint16_t *wb, wg_args a, sg_conv_fuse f, int halo, sg_cat xs,
+                              const uint16_t *ws, const float *bs, int *stats_after) {
     const char *fn = a.sc0 ? "cuda_conv2d_wgmma_sc_fwd" : "cuda_conv2d_wgmma_fwd";
     CUtensorMap xm[2], wm;
     for (int part = 0; part < 2; part++) {
@@ -1250,21 +1293,49 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
                                 : conv_wg_fwd_kernel<BN, false, false>));
     const char *name = halo ? "conv_wg_fwd_halo_kernel" : "conv_wg_fwd_kernel";
     const int bytes = halo ? wg_halo_smem(a, BN) : WG_SMEM_BYTES(BN);
+    /* the statistics' partials in the epilogue (wg_fwd_store) where a tile's 128 rows are
+     * consecutive pixels (whole rows of the image: tw = Wo; whole images, or one image's rows
+     * evenly: th divides Ho, and tn = 1 unless th = Ho) in whole segments of one image, on a
+     * block per tile (the ring is the block's alone after its tile), the stored tile fitting
+     * below the mbarriers; else the partials pass after the conv (*stats_after): the same bits */
+    *stats_after = 0;
+    if (f.stats) {
+        const int HoWo = a.Ho * a.Wo, seg = (int)sg_ws_norm_seg(HoWo);
+        const int room =
+            halo ? wg_halo_smem(a, BN) - 1024 - a.stages * 16 - 8 : WG_STAGES * WG_STAGE_BYTES(BN);
+        f.stats_seg = seg;
+        if (!(a.tw == a.Wo && a.Ho % a.th == 0 && (a.th == a.Ho || a.tn == 1) && HoWo % seg == 0 &&
+              WG_BM % seg == 0 && grid.x * grid.y == (unsigned)(gx * gy) &&
+              WG_STATS_BYTES(BN) <= room))
+            f.stats = NULL, *stats_after = 1;
+    }
     return wg_launch(kernel, name, grid, bytes, st, y, b, xm[0], xm[1], wm, a, f, sc);
 }
 
 /* The forward on bf16 weights wb [Co][K][K][Ci]: on the resident halo where f.halo asks for it
  * (cu_tc_fwd_on_halo: the fused prologue's by default, or every forward) and it fits
- * (wg_halo_fit), else per tap. With the shortcut fold where xs has channels (xs.c[0] > 0). */
+ * (wg_halo_fit), else per tap. With the shortcut fold where xs has channels (xs.c[0] > 0). The
+ * statistics' partials (f.stats) in the epilogue where the launch allows, else by the pass after
+ * (the same bits). */
+static long wg_stats_epilogues; /* forwards with the partials in their epilogue, so far */
+long cuda_conv_wgmma_stats_epilogues(void) {
+    return wg_stats_epilogues;
+}
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
                        int pad, sg_cat xs, const uint16_t *ws, const float *bs) {
+    int after = 0;
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     a.sc0 = xs.c[0], a.sc1 = xs.c[1];
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
     int bn = wg_pick_bn_for(Co, (int64_t)a.nn * a.nh * a.nw);
     const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn);
-    return WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs);
+    if (WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs, &after))
+        return SG_ERR;
+    if (f.stats && !after) wg_stats_epilogues++;
+    return after ? cuda_norm_partials(st, f.stats, f.stats_ld, sg_cat1(y, Co), N, a.Ho * a.Wo, 0,
+                                      DT_BF16)
+                 : SG_OK;
 }
 
 int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, const float *b,
@@ -1275,15 +1346,8 @@ int cuda_conv2d_wgmma_fwd(cudaStream_t st, void *y, sg_cat x, const void *w, con
     SG_ARG_CHECK(w != NULL, "%s: no weights", fn);
     if (wg_check(fn, x, y, w, N, H, W, Ci, Co, K, S, pad, dt)) return SG_ERR;
     if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
-    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
-    f.stats = NULL; /* no epilogue for them here yet: the normalisation's own pass, after */
-    if (conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, S, pad,
-                    sg_cat2(NULL, 0, NULL, 0), NULL, NULL))
-        return SG_ERR;
-    const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
-    return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
-                                                    N, Ho * Wo, 0, dt)
-                               : SG_OK;
+    return conv_wg_fwd(st, (uint16_t *)y, x, (const uint16_t *)w, b, cu_conv_fuse_arg(fuse), N, H,
+                       W, Ci, Co, K, S, pad, sg_cat2(NULL, 0, NULL, 0), NULL, NULL);
 }
 
 int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const float *b,
@@ -1296,14 +1360,8 @@ int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, 
     if (wg_check(fn, x, y, ws, N, H, W, Cin, Co, 1, 1, 0, dt)) return SG_ERR;
     SG_ARG_CHECK(!fuse || !fuse->res, "%s: the fold adds the shortcut, not a residual", fn);
     if (cu_conv_fuse_check(fn, fuse, SG_CONV_PATH_TENSOR_CORE, N, Ci, dt)) return SG_ERR;
-    sg_conv_fuse f = cu_conv_fuse_arg(fuse);
-    f.stats = NULL; /* the normalisation's own pass, after (as cuda_conv2d_wgmma_fwd) */
-    if (conv_wg_fwd(st, (uint16_t *)y, h, (const uint16_t *)w, b, f, N, H, W, Ci, Co, K, 1, pad, x,
-                    (const uint16_t *)ws, bs))
-        return SG_ERR;
-    return fuse && fuse->stats ? cuda_norm_partials(st, fuse->stats, fuse->stats_ld, sg_cat1(y, Co),
-                                                    N, H * W, 0, dt)
-                               : SG_OK;
+    return conv_wg_fwd(st, (uint16_t *)y, h, (const uint16_t *)w, b, cu_conv_fuse_arg(fuse), N, H,
+                       W, Ci, Co, K, 1, pad, x, (const uint16_t *)ws, bs);
 }
 
 template <int BN>

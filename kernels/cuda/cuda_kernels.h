@@ -267,7 +267,10 @@ int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *
  * instructions: on the host emulation, checked); dw groups the pixels differently (fp32
  * rounding of the sums). fuse (may be NULL) as the mma.sync launchers take it: the forward
  * both fusions, the weight gradient the prologue alone, with the same bits as the unfused
- * wgmma calls (cuda_norm_act_apply, then the conv; the conv, then cuda_add_fwd). Never run on a
+ * wgmma calls (cuda_norm_act_apply, then the conv; the conv, then cuda_add_fwd); the forward's
+ * statistics' partials (fuse->stats) in its epilogue where the launch allows (a block per tile,
+ * tiles of whole image rows in whole segments), else by cuda_norm_partials after it: the same
+ * bits either way. Never run on a
  * GPU; not the default: the backend routes to them with SG_CONV_TC=wgmma. cuda_conv2d_wgmma_refusal
  * says why a convolution cannot run there (this device, the path, alignment; w NULL for the weight
  * gradient), NULL when it can; the launchers refuse such a call with that reason. */
@@ -323,6 +326,9 @@ void cuda_conv_wgmma_persist(int blocks);
  * device had n SMs (tests). Each output's k order does not depend on the width: the same bits
  * (test_cuda_ops checks it). The backend sets it from SG_WG_FILL. */
 void cuda_conv_wgmma_fill(int sms);
+/* How many wgmma forwards of this process computed the statistics' partials (sg_conv_fuse.stats)
+ * in their epilogue rather than by the partials pass after them (tests: both happen). */
+long cuda_conv_wgmma_stats_epilogues(void);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),

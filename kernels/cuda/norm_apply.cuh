@@ -45,6 +45,31 @@ __device__ __forceinline__ void gn_welford(float &m, float &M2, float u, int k) 
     M2 = __fmaf_rn(d, __fsub_rn(u, m), M2);
 }
 
+/* The statistics' partials of a convolution's stored output tile (both tensor-core generations'
+ * forward epilogues; sg_conv_fuse.stats): the tile in shared memory, bf16, row r (pixel m0 + r of
+ * the P = N HoWo output pixels) at tile + r * ld, `rows` rows that are whole segments of
+ * f.stats_seg pixels of one image (the launchers check it), columns n0 .. + cols of Co. Threads
+ * tid, + nthreads, .. take chain (segment j, column cc), consecutive threads consecutive columns
+ * (conflict-free reads), and run gn_welford down its rows in order: norm_partials_kernel's
+ * arithmetic on the same values, so the same bits. Rows past P are not read. */
+__device__ __forceinline__ void gn_tile_partials(const uint16_t *tile, int ld,
+                                                 const sg_conv_fuse &f, int rows, int cols,
+                                                 int64_t m0, int n0, int64_t P, int Co, int HoWo,
+                                                 int tid, int nthreads) {
+    const int seg = f.stats_seg, nseg = rows / seg;
+    for (int ch = tid; ch < nseg * cols; ch += nthreads) {
+        const int j = ch / cols, cc = ch - j * cols, co = n0 + cc;
+        const int64_t p0 = m0 + (int64_t)j * seg;
+        if (co >= Co || p0 >= P) continue;
+        float m = 0.0f, M2 = 0.0f;
+        const uint16_t *col = tile + (int64_t)j * seg * ld + cc;
+        for (int r = 0; r < seg; r++) gn_welford(m, M2, dev_bf16_to_f32(col[r * ld]), r + 1);
+        const int64_t n = p0 / HoWo, s = (p0 - n * HoWo) / seg;
+        reinterpret_cast<float2 *>(f.stats)[(n * (HoWo / seg) + s) * f.stats_ld + co] =
+            make_float2(m, M2);
+    }
+}
+
 /* the dropout's key, read from device memory once per thread */
 struct na_drop {
     float p, scale;
