@@ -714,8 +714,9 @@ static int na_bwd_partials(cudaStream_t st, float2 *part, const void *dy, sg_cat
     void (*const kernel)(float2 *, const T *, sg_cat, const T *, const float *, const float *,
                          const float *, const float *, int, int, int, int, int, int, sg_drop,
                          int64_t) = norm_bwd_partials_kernel<T, VEC>;
-    SG_LAUNCH(kernel, sg_grid_for(items), SG_THREADS, 0, st, part, (const T *)dy, x, (const T *)v,
-              mean, rstd, gamma, beta, HW, C, G, seg, S, act, drop, items);
+    SG_LAUNCH_NAMED("norm_bwd_partials_kernel", kernel, sg_grid_for(items), SG_THREADS, 0, st, part,
+                    (const T *)dy, x, (const T *)v, mean, rstd, gamma, beta, HW, C, G, seg, S, act,
+                    drop, items);
     SG_LAUNCH_CHECK("norm_bwd_partials_kernel");
     return SG_OK;
 }
@@ -742,8 +743,8 @@ static int na_partials(cudaStream_t st, float2 *part, int ld, sg_cat x, int N, i
     const int64_t items = (int64_t)N * S * ((c1 - c0) / VEC);
     void (*const kernel)(float2 *, int, sg_cat, int, int, int, int, int, int64_t) =
         norm_partials_kernel<T, VEC>;
-    SG_LAUNCH(kernel, sg_grid_for(items), SG_THREADS, 0, st, part, ld, x, HW, c0, c1, seg, S,
-              items);
+    SG_LAUNCH_NAMED("norm_partials_kernel", kernel, sg_grid_for(items), SG_THREADS, 0, st, part, ld,
+                    x, HW, c0, c1, seg, S, items);
     SG_LAUNCH_CHECK("norm_partials_kernel");
     return SG_OK;
 }
