@@ -94,10 +94,12 @@ endforeach()
 # emulation's 132 SMs (SG_WG_FILL=1: unet_tiny's small grids on narrower tiles)
 set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT
              "SG_TEST_ACCUM=0;SG_WG_PERSIST=3;SG_WG_FILL=1")
-# the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs)
+# the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs),
+# and every tensor-core forward on the resident halo, the plain ones too (SG_TC_HALO=all)
 add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
 set_tests_properties(cuda_step_host_attn_fused PROPERTIES
-                     ENVIRONMENT "SG_ATTN=fused;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0"
+                     ENVIRONMENT
+                     "SG_ATTN=fused;SG_TC_HALO=all;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0"
                      LABELS cuda_host TIMEOUT 900)
 # the op test on an emulated compute capability 8.0 device: every wgmma convolution must be
 # refused with the reason (conv_wgmma.cu is sm_90a code), everything else runs as on 9.0

@@ -490,6 +490,27 @@ static int on_host_emulation(void) {
            strstr(prop.name, "host emulation") != NULL;
 }
 
+/* The resident-halo routing (sg_conv_fuse.halo): a forward called with SG_TC_HALO_NONE must run
+ * on neither generation's halo kernel (cuda_conv_tc_halo_forwards, cuda_conv_wgmma_halo_forwards
+ * count them), and the calls with SG_TC_HALO_ALL must run on it where it fits: the summary
+ * requires some per generation. (From 2026-11-29 to 2026-12-01 the kernels' fusion argument,
+ * cu_conv_fuse_arg, dropped the mode: every call took the default, so the per-tap prologue and
+ * the halo without one went untested while these cases passed.) */
+static long g_halo_all_ran[2]; /* [mma.sync, wgmma]: SG_TC_HALO_ALL calls on the halo kernel */
+static long halo_forwards(int wg) {
+    return wg ? cuda_conv_wgmma_halo_forwards() : cuda_conv_tc_halo_forwards();
+}
+#define HALO_ROUTED(mode, wg, ctx, call)                                                           \
+    do {                                                                                           \
+        const long h0_ = halo_forwards(wg);                                                        \
+        call;                                                                                      \
+        const long dh_ = halo_forwards(wg) - h0_;                                                  \
+        CHECK((mode) != SG_TC_HALO_NONE || dh_ == 0,                                               \
+              "%s: a forward with SG_TC_HALO_NONE ran on the %s halo kernel", ctx,                 \
+              (wg) ? "wgmma" : "mma.sync");                                                        \
+        if ((mode) == SG_TC_HALO_ALL) g_halo_all_ran[wg] += dh_;                                   \
+    } while (0)
+
 static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int dt) {
     if (dt == DT_BF16 && c0 % 8 == 0 && c1 % 8 == 0 && Co % 8 == 0) return SG_CONV_PATH_TENSOR_CORE;
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
@@ -755,8 +776,9 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
         sg_conv_fuse all;
         memset(&all, 0, sizeof all);
         all.halo = SG_TC_HALO_ALL;
-        CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, &all, N, H, W, Ci, Co, K, S, pad,
-             dt, ws->d, wsb);
+        HALO_ROUTED(all.halo, 1, ctx,
+                    CALL(cuda_conv2d_wgmma_fwd, g_st, y->d, r->x, r->w, r->b, &all, N, H, W, Ci, Co,
+                         K, S, pad, dt, ws->d, wsb));
         sync_stream();
         tb_check(y, r->ref_y, TOL_BF16, 1, ctx);
         guards_all(ctx);
@@ -922,8 +944,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             sg_conv_fuse all;
             memset(&all, 0, sizeof all);
             all.halo = SG_TC_HALO_ALL;
-            CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, &all, N, H, W, Ci, Co, K, S, pad,
-                 dt, ws->d, wsb);
+            HALO_ROUTED(all.halo, 0, ctx,
+                        CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, &all, N, H, W, Ci, Co,
+                             K, S, pad, dt, ws->d, wsb));
             sync_stream();
             tb_check(y, ref, tol_for(dt), 1, ctx);
             guards_all(ctx);
@@ -1286,8 +1309,9 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         tb_reset(on);
         sg_conv_fuse tap = fr;
         tap.halo = SG_TC_HALO_NONE;
-        CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &tap, N, H, W, Ci, Co, K, S, pad, bf,
-             ws->d, wsb);
+        HALO_ROUTED(tap.halo, 0, ctx,
+                    CALL(cuda_conv2d_fwd, g_st, g_blas, on->d, xc, wd, bd, &tap, N, H, W, Ci, Co, K,
+                         S, pad, bf, ws->d, wsb));
         sync_stream();
         tb_check(on, ref, TOL_BF16, 1, ctx);
         guards_all(ctx);
@@ -1318,8 +1342,9 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             tb_reset(won);
             sg_conv_fuse pertap = fr;
             pertap.halo = SG_TC_HALO_NONE;
-            CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W, Ci, Co, K, S,
-                 pad, bf, ws->d, wsb);
+            HALO_ROUTED(pertap.halo, 1, ctx,
+                        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, wd, bd, &pertap, N, H, W, Ci,
+                             Co, K, S, pad, bf, ws->d, wsb));
             sync_stream();
             tb_check(won, ref, TOL_BF16, 1, ctx);
             guards_all(ctx);
@@ -1606,8 +1631,9 @@ static void test_conv_res(int N, int H, int W, int Ci, int Co, int K, int dt) {
         tb_reset(won);
         sg_conv_fuse all = fr;
         all.halo = SG_TC_HALO_ALL;
-        CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &all, N, H, W,
-             Ci, Co, K, 1, pad, dt, ws->d, wsb);
+        HALO_ROUTED(all.halo, 1, ctx,
+                    CALL(cuda_conv2d_wgmma_fwd, g_st, won->d, xc, dw->d, (const float *)db->d, &all,
+                         N, H, W, Ci, Co, K, 1, pad, dt, ws->d, wsb));
         sync_stream();
         tb_check(won, o, tol_for(dt), 1, ctx);
         guards_all(ctx);
@@ -1894,9 +1920,10 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
         reset_all();
         sg_conv_fuse f = fuse;
         f.halo = rep == 0 ? SG_TC_HALO_PROLOGUE : SG_TC_HALO_NONE;
-        CALL(cuda_conv2d_sc_fwd, g_st, y->d, hc, dw->d, bias ? (const float *)db->d : NULL,
-             norm ? &f : NULL, xc, dws->d, bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co, K,
-             pad, bf);
+        HALO_ROUTED(f.halo, 0, ctx,
+                    CALL(cuda_conv2d_sc_fwd, g_st, y->d, hc, dw->d,
+                         bias ? (const float *)db->d : NULL, norm ? &f : NULL, xc, dws->d,
+                         bias ? (const float *)dbs->d : NULL, N, H, W, Cm, Co, K, pad, bf));
         sync_stream();
         tb_check(y, ref, TOL_BF16, rep, ctx);
         guards_all(ctx);
@@ -1941,7 +1968,8 @@ static void test_conv_sc(int N, int H, int W, int Cm, int s0, int s1, int Co, in
         sg_conv_fuse f = fuse; /* the halo (the default), then per tap: the same bits */
         f.halo = rep == 0 ? SG_TC_HALO_ALL : SG_TC_HALO_NONE;
         cover("cuda_conv2d_wgmma_sc_fwd");
-        CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s: %s", wctx, sg_last_error());
+        HALO_ROUTED(f.halo, 1, wctx,
+                    CHECK(sc_wg_run(&sa, &f) == SG_OK, "%s: %s", wctx, sg_last_error()));
         sync_stream();
         tb_check(wy, ref, TOL_BF16, rep, wctx);
         guards_all(wctx);
@@ -3522,6 +3550,11 @@ int main(void) {
     CHECK(!wgmma_cases || cuda_conv_wgmma_stats_epilogues() >= 6,
           "only %ld wgmma forwards computed the statistics' partials in their epilogue",
           cuda_conv_wgmma_stats_epilogues());
+    printf("forwards on the resident halo with SG_TC_HALO_ALL: %ld mma.sync, %ld wgmma\n",
+           g_halo_all_ran[0], g_halo_all_ran[1]);
+    CHECK(g_halo_all_ran[0] > 0 && (!wgmma_cases || g_halo_all_ran[1] > 0),
+          "SG_TC_HALO_ALL ran no forward on a halo kernel (%ld mma.sync, %ld wgmma)",
+          g_halo_all_ran[0], g_halo_all_ran[1]);
     CHECK(g_stats_epilogue_cases >= 6,
           "only %d convolutions whose statistics' partials the epilogue could take ran",
           g_stats_epilogue_cases);

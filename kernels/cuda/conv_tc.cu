@@ -1021,6 +1021,11 @@ static int64_t tc_halo_bytes(int BM, int BN, int sc, int64_t P, int Ho, int Wo, 
     return bytes <= cuda_smem_optin() ? bytes : 0;
 }
 
+static long tc_halo_forwards; /* forwards launched on the resident-halo kernel, so far */
+long cuda_conv_tc_halo_forwards(void) {
+    return tc_halo_forwards;
+}
+
 template <int BM, int BN>
 static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb,
                               const float *b, sg_conv_fuse f, sg_tc_shortcut sc, int N, int H,
@@ -1038,6 +1043,7 @@ static int conv_tc_fwd_launch(cudaStream_t st, uint16_t *y, sg_cat x, const uint
                                                    : conv_tc_fwd_halo_kernel<BM, BN, false, true>)
                                          : (f.norm ? conv_tc_fwd_halo_kernel<BM, BN, true, false>
                                                    : conv_tc_fwd_halo_kernel<BM, BN, false, false>);
+        tc_halo_forwards++;
         return tc_launch_smem<BM, BN>(kernel, "conv_tc_fwd_halo_kernel", grid, (int)hb, st, y, x,
                                       wb, b, f, sc, N, H, W, Ci, Co, K, S, pad, Ho, Wo, hslots);
     }

@@ -514,20 +514,23 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                                                              epi);
 }
 
-/* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): the consumer
- * thread u of nu takes the 16-byte chunks u, u + nu, .. of the nch boxes (hpix rows of 128 bytes
- * each, hbox apart), physical chunk pc = i % 8 of row p: logical chunk pc ^ (p % 8) (128B
- * swizzle), channels of the part as wg_norm_box, input pixel (n0 + p / (hh hw), oh0 S - pad +
- * p / hw % hh, ow0 S - pad + p % hw). Where TMA copied x (inside the image and the part) the
- * chunk becomes y (tc_norm_chunk, WIDE: the consumers' accumulators are not live yet);
- * elsewhere it stays TMA's zeros, the padding of y. */
-__device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &f, const wg_args &a,
-                                             int u, int nu, int n0, int oh0, int ow0, int ch0,
-                                             int nch) {
+/* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): thread u of nu
+ * (every thread of the block) takes the 16-byte chunks u, u + nu, .. of the nch boxes (hpix rows
+ * of 128 bytes each, hbox apart), box j once its own mbarrier hbar[j] says it landed (so box 0 is
+ * rewritten while the later boxes are still in flight); physical chunk pc = i % 8 of row p:
+ * logical chunk pc ^ (p % 8) (128B swizzle), channels of the part as wg_norm_box, input pixel
+ * (n0 + p / (hh hw), oh0 S - pad + p / hw % hh, ow0 S - pad + p % hw). Where TMA copied x
+ * (inside the image and the part) the chunk becomes y (tc_norm_chunk, WIDE: no accumulator is
+ * live yet); elsewhere it stays TMA's zeros, the padding of y. */
+__device__ __forceinline__ void wg_norm_halo(uint8_t *halo, uint64_t *hbar, const sg_conv_fuse &f,
+                                             const wg_args &a, int u, int nu, int n0, int oh0,
+                                             int ow0, int ch0, int nch) {
     const int hpix = a.tn * a.hh * a.hw, per = hpix * 8;
+    int landed = -1; /* the last box whose mbarrier this thread waited for */
 #pragma unroll 1
     for (int i = u; i < nch * per; i += nu) {
         const int j = i / per, p = i % per / 8, pc = i % 8;
+        if (j != landed) sg_mbar_wait(&hbar[j], 0), landed = j;
         const int part = j >= ch0, cp = part ? a.c1 : a.c0;
         const int ci = (part ? j - ch0 : j) * WG_BK + 8 * (pc ^ (p % 8));
         if (ci >= cp) continue;
@@ -548,10 +551,17 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, const sg_conv_fuse &
  * them around it: C7515). Here the producer first copies the block's whole input box with its
  * halo, every 64-channel chunk of both parts (TMA, element strides 1: hw = (tw - 1) S + K
  * columns, hh = (th - 1) S + K rows, tn images, from (ow0 S - pad, oh0 S - pad, n0); TMA's zeros
- * outside the tensor are the padding), one box per chunk, 1024-aligned, on one mbarrier; then it
- * streams only the weights, B, through `stages` stages. The consumers wait for the halo, rewrite
- * it into y once (wg_norm_halo; both warpgroups, then a named barrier among their 256 threads),
- * and keep it for the whole reduction.
+ * outside the tensor are the padding), one box per chunk, 1024-aligned, each on its own mbarrier
+ * (hbar[j]); then it streams only the weights, B, through `stages` stages. NORM: the whole block
+ * rewrites the halo into y once (wg_norm_halo), box by box as each lands, then __syncthreads:
+ * the producer warpgroup too, which has nothing else to do until the consumers free the first
+ * stage (its elected thread has issued the halo and the first `stages` B copies before it), so
+ * 384 threads share the rewrite instead of the consumers' 256, and the rewrite of the first box
+ * overlaps the copies of the others. Registers: the rewrite runs before setmaxnreg (168 a
+ * thread, ptxas' cap for the whole block); the producer lowers its count only after it (the
+ * consumers' setmaxnreg.inc waits for that), then issues the rest of B. The consumers keep the
+ * halo for the whole reduction, and wait for box j's mbarrier before its first tap reads it
+ * (every thread then has seen each box land, whoever rewrote it).
  *
  * A from registers: the A fragment of k-tile (tap (kh, kw), part, chunk) is cut from the halo by
  * ldmatrix, each lane's row address the halo pixel of its GEMM row shifted by the tap
@@ -586,7 +596,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int ch0 = (a.c0 + WG_BK - 1) / WG_BK, ch1 = (a.c1 + WG_BK - 1) / WG_BK, nch = ch0 + ch1;
     uint8_t *halo = smem, *sb0 = smem + (int64_t)nch * a.hbox;
     uint64_t *full = (uint64_t *)(sb0 + (int64_t)a.stages * STAGE), *empty = full + a.stages,
-             *hbar = empty + a.stages;
+             *hbar = empty + a.stages; /* nch: one per halo box */
     int n0, oh0, ow0;
     wg_tile_origin(a, blockIdx.x, &n0, &oh0, &ow0);
     const int sch0 = (a.sc0 + WG_BK - 1) / WG_BK, sch1 = (a.sc1 + WG_BK - 1) / WG_BK;
@@ -597,46 +607,50 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             sg_mbar_init(&full[s], 1);
             sg_mbar_init(&empty[s], 4 * WG_CONSUMERS); /* one arrival per consumer warp */
         }
-        sg_mbar_init(hbar, 1);
+        for (int j = 0; j < nch; j++) sg_mbar_init(&hbar[j], 1);
         sg_fence_mbar_init();
     }
     __syncthreads();
+    /* the producer's elected thread issues every copy: the halo, box j on hbar[j], then B,
+     * k-tile k = (tap, part, chunk): wb[co0 .. + BN)[tap][coff + c .. + 63] */
+    const bool leader = tid < 32 && sg_elect_one();
+    int ps = 0, pph = 0; /* the leader's place in the ring */
+    auto issue = [&](int k) {
+        sg_mbar_wait(&empty[ps], pph ^ 1); /* the first pass: the phase before, done */
+        uint8_t *st = sb0 + (int64_t)ps * STAGE;
+        if (SC && k >= KT1) { /* the shortcut: ws's chunk, and x at the output pixels */
+            const int j = k - KT1, part = j >= sch0, c = (part ? j - sch0 : j) * WG_BK;
+            sg_mbar_arrive_expect_tx(&full[ps], B_BYTES + WG_A_BYTES);
+            sg_tma_load_2d(st, &sc.w, &full[ps], (part ? a.sc0 : 0) + c, co0);
+            sg_tma_load_4d(st + B_BYTES, part ? &sc.x1 : &sc.x0, &full[ps], c, ow0, oh0, n0);
+        } else {
+            sg_mbar_arrive_expect_tx(&full[ps], B_BYTES);
+            const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+            sg_tma_load_2d(st, &wm, &full[ps], q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c, co0);
+        }
+        if (++ps == a.stages) ps = 0, pph ^= 1;
+    };
+    const int kpre = KT < a.stages ? KT : a.stages; /* the copies issued before the rewrite */
+    if (leader) {
+        for (int j = 0; j < nch; j++) {
+            sg_mbar_arrive_expect_tx(&hbar[j], (uint32_t)a.tn * a.hh * a.hw * (WG_BK * 2));
+            sg_tma_load_4d(halo + (int64_t)j * a.hbox, j >= ch0 ? &hm1 : &hm0, &hbar[j],
+                           (j >= ch0 ? j - ch0 : j) * WG_BK, ow0 * a.S - a.pad, oh0 * a.S - a.pad,
+                           n0);
+        }
+        for (int k = 0; k < kpre; k++) issue(k);
+    }
+    if constexpr (NORM) {
+        wg_norm_halo(halo, hbar, f, a, tid, WG_THREADS, n0, oh0, ow0, ch0, nch);
+        __syncthreads(); /* every rewrite before any read */
+    }
     if (wg == 0) {
         sg_setmaxnreg_dec(40);
-        if (tid < 32 && sg_elect_one()) {
-            /* the halo first: every chunk's box on hbar */
-            sg_mbar_arrive_expect_tx(hbar, (uint32_t)nch * a.tn * a.hh * a.hw * (WG_BK * 2));
-            for (int j = 0; j < nch; j++)
-                sg_tma_load_4d(halo + (int64_t)j * a.hbox, j >= ch0 ? &hm1 : &hm0, hbar,
-                               (j >= ch0 ? j - ch0 : j) * WG_BK, ow0 * a.S - a.pad,
-                               oh0 * a.S - a.pad, n0);
-            /* then B, k-tile k = (tap, part, chunk): wb[co0 .. + BN)[tap][coff + c .. + 63] */
-            int s = 0, ph = 0;
-            for (int k = 0; k < KT; k++) {
-                sg_mbar_wait(&empty[s], ph ^ 1); /* the first pass: the phase before, done */
-                uint8_t *st = sb0 + (int64_t)s * STAGE;
-                if (SC && k >= KT1) { /* the shortcut: ws's chunk, and x at the output pixels */
-                    const int j = k - KT1, part = j >= sch0, c = (part ? j - sch0 : j) * WG_BK;
-                    sg_mbar_arrive_expect_tx(&full[s], B_BYTES + WG_A_BYTES);
-                    sg_tma_load_2d(st, &sc.w, &full[s], (part ? a.sc0 : 0) + c, co0);
-                    sg_tma_load_4d(st + B_BYTES, part ? &sc.x1 : &sc.x0, &full[s], c, ow0, oh0, n0);
-                } else {
-                    sg_mbar_arrive_expect_tx(&full[s], B_BYTES);
-                    const wg_chunk q = wg_chunk_of(k, ch0, ch1);
-                    sg_tma_load_2d(st, &wm, &full[s], q.tap * a.Ci + (q.part ? a.c0 : 0) + q.c,
-                                   co0);
-                }
-                if (++s == a.stages) s = 0, ph ^= 1;
-            }
-        }
+        if (leader)
+            for (int k = kpre; k < KT; k++) issue(k);
     } else {
         sg_setmaxnreg_inc(232);
         const int c = wg - 1, t = tid % 128, lane = t % 32;
-        sg_mbar_wait(hbar, 0);
-        if constexpr (NORM) {
-            wg_norm_halo(halo, f, a, t + 128 * c, 128 * WG_CONSUMERS, n0, oh0, ow0, ch0, nch);
-            sg_named_barrier_sync(1, 128 * WG_CONSUMERS); /* every rewrite before any read */
-        }
         /* the lane's ldmatrix row: GEMM row r (warp t / 32's 16 rows, as sg_ldmatrix_x4 feeds
          * an m16 A fragment), its tap-(0, 0) halo pixel */
         const int r = 64 * c + 16 * (t / 32) + (lane & 7) + 8 * ((lane >> 3) & 1), l16 = lane >> 4;
@@ -654,8 +668,9 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             if (!shortcut) {
                 const wg_chunk q = wg_chunk_of(k, ch0, ch1);
                 const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
-                const uint8_t *row =
-                    halo + (int64_t)((q.part ? ch0 : 0) + q.c / WG_BK) * a.hbox + 128 * hp;
+                const int j = (q.part ? ch0 : 0) + q.c / WG_BK;
+                if (q.tap == 0) sg_mbar_wait(&hbar[j], 0); /* the box's first reader: landed */
+                const uint8_t *row = halo + (int64_t)j * a.hbox + 128 * hp;
 #pragma unroll
                 for (int ks = 0; ks < WG_BK / 16; ks++)
                     sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
@@ -1132,12 +1147,17 @@ static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
     return (unsigned)(cap > 0 && cap < tiles ? cap : tiles);
 }
 
+/* The halo forward's boxes (one per 64-channel chunk of either part) */
+static int wg_halo_boxes(const wg_args &a) {
+    return (a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK;
+}
 /* The halo forward's dynamic shared memory: the boxes, the B stages (with the shortcut fold's A
- * boxes where a.sc0 says there is one), the mbarriers, and 1024 bytes to align the boxes. */
+ * boxes where a.sc0 says there is one), the mbarriers (two a stage, one a box), and 1024 bytes
+ * to align the boxes. */
 static int wg_halo_smem(const wg_args &a, int bn) {
-    const int nch = (a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK;
+    const int nch = wg_halo_boxes(a);
     const int stage = bn * WG_BK * 2 + (a.sc0 ? WG_A_BYTES : 0); /* the fold's A too */
-    return nch * a.hbox + a.stages * (stage + 16) + 8 + 1024;
+    return nch * a.hbox + a.stages * (stage + 16) + 8 * nch + 1024;
 }
 /* Whether the forward's halo (conv_wg_fwd_halo_kernel) fits: its box dims within TMA's 256,
  * and the boxes with at least two B stages within the device's opt-in shared memory, at the
@@ -1301,8 +1321,8 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     *stats_after = 0;
     if (f.stats) {
         const int HoWo = a.Ho * a.Wo, seg = (int)sg_ws_norm_seg(HoWo);
-        const int room =
-            halo ? wg_halo_smem(a, BN) - 1024 - a.stages * 16 - 8 : WG_STAGES * WG_STAGE_BYTES(BN);
+        const int room = halo ? wg_halo_smem(a, BN) - 1024 - a.stages * 16 - 8 * wg_halo_boxes(a)
+                              : WG_STAGES * WG_STAGE_BYTES(BN);
         f.stats_seg = seg;
         if (!(a.tw == a.Wo && a.Ho % a.th == 0 && (a.th == a.Ho || a.tn == 1) && HoWo % seg == 0 &&
               WG_BM % seg == 0 && grid.x * grid.y == (unsigned)(gx * gy) &&
@@ -1321,6 +1341,10 @@ static long wg_stats_epilogues; /* forwards with the partials in their epilogue,
 long cuda_conv_wgmma_stats_epilogues(void) {
     return wg_stats_epilogues;
 }
+static long wg_halo_forwards; /* forwards launched on the resident-halo kernel, so far */
+long cuda_conv_wgmma_halo_forwards(void) {
+    return wg_halo_forwards;
+}
 static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *wb, const float *b,
                        const sg_conv_fuse &f, int N, int H, int W, int Ci, int Co, int K, int S,
                        int pad, sg_cat xs, const uint16_t *ws, const float *bs) {
@@ -1333,6 +1357,7 @@ static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *w
     if (WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs, &after))
         return SG_ERR;
     if (f.stats && !after) wg_stats_epilogues++;
+    if (halo) wg_halo_forwards++;
     return after ? cuda_norm_partials(st, f.stats, f.stats_ld, sg_cat1(y, Co), N, a.Ho * a.Wo, 0,
                                       DT_BF16)
                  : SG_OK;

@@ -391,7 +391,8 @@ static inline sg_conv_fuse cu_conv_fuse_arg(const sg_conv_fuse *fuse) {
         f.mean = fuse->mean, f.rstd = fuse->rstd, f.gamma = fuse->gamma, f.beta = fuse->beta;
         f.v = fuse->v, f.drop = fuse->drop, f.norm = 1, f.G = fuse->G, f.act = fuse->act;
     }
-    if (fuse) f.res = fuse->res, f.stats = fuse->stats, f.stats_ld = fuse->stats_ld;
+    if (fuse)
+        f.res = fuse->res, f.stats = fuse->stats, f.stats_ld = fuse->stats_ld, f.halo = fuse->halo;
     return f;
 }
 /* conv.cu: the checks of a fusion's operands (sg_conv_fuse) for a convolution on `path`: a

@@ -329,6 +329,11 @@ void cuda_conv_wgmma_fill(int sms);
 /* How many wgmma forwards of this process computed the statistics' partials (sg_conv_fuse.stats)
  * in their epilogue rather than by the partials pass after them (tests: both happen). */
 long cuda_conv_wgmma_stats_epilogues(void);
+/* How many forwards of this process each tensor-core generation ran on its resident-halo kernel
+ * (conv_tc_fwd_halo_kernel, conv_wg_fwd_halo_kernel) rather than per tap: the choice that
+ * sg_conv_fuse.halo makes (tests: the mode reaches the launchers). */
+long cuda_conv_tc_halo_forwards(void);
+long cuda_conv_wgmma_halo_forwards(void);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
