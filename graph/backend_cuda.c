@@ -128,6 +128,7 @@ typedef struct {
     /* SG_TC_HALO and SG_TC_DGRAD_STATS (prepare_conv_tc): every tensor-core forward's
      * sg_conv_fuse.halo and every data gradient's sg_norm_bwd_fuse.epilogue */
     int tc_halo, dgrad_epilogue;
+    int wg_persist, wg_fill; /* SG_WG_PERSIST, SG_WG_FILL (conv_wgmma.cu's schedule knobs) */
     /* The statistics' partials of a normalisation computed by the convolution before it
      * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
      * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
@@ -536,6 +537,7 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
         return SG_ERR;
     cuda_conv_wgmma_persist(persist);
     cuda_conv_wgmma_fill(fill);
+    c->wg_persist = persist, c->wg_fill = fill;
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
@@ -1883,6 +1885,11 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     return SG_OK;
 }
 
+/* The backend's record (bench's "env", the checkpoint's): the device and libraries, the engines
+ * and their tables, and the schedule knobs that leave the bits alone but not the speed
+ * (SG_TC_HALO as tc_halo, SG_TC_DGRAD_STATS as dgrad_stats; SG_WG_PERSIST and SG_WG_FILL as
+ * wg_persist and wg_fill: 0 off, else the blocks of the persistent grid or the SMs the tile width
+ * fills), so that a measurement says what it ran. */
 static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cuda_ctx *c = be->ctx;
     struct cudaDeviceProp prop;
@@ -1908,7 +1915,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-             "\"pdl\":%s}",
+             "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
@@ -1919,7 +1926,13 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              !c->convs_wgmma                  ? "mma"
              : c->convs_wgmma == c->convs_own ? "wgmma"
                                               : "per-layer",
-             c->stats_fused, c->pdl ? "true" : "false");
+             c->stats_fused, c->pdl ? "true" : "false",
+             c->tc_halo == SG_TC_HALO_ALL    ? "all"
+             : c->tc_halo == SG_TC_HALO_NONE ? "none"
+                                             : "prologue",
+             c->dgrad_epilogue ? "true" : "false",
+             c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill);
 }
 
 static void cuda_destroy(sg_backend *be) {

@@ -165,7 +165,7 @@ static int ckpt_carries(const sg_tensor *x) {
 }
 
 int sg_exec_meta_json(sg_exec *e, const char *extra_json, char *buf, int cap) {
-    char cfg[2048], env[1024];
+    char cfg[2048], env[2048];
     sg_model_json(&e->plan.cfg, cfg, sizeof cfg);
     e->be->describe(e->be, env, sizeof env);
     int64_t step = sg_exec_step_count(e);
@@ -338,7 +338,7 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
  * sums in different orders. */
 static void check_env_engines(sg_exec *e, const char *path, const char *meta_text) {
     static const char *const keys[][2] = {{"attn_engine", "SG_ATTN"}, {"conv_tc", "SG_CONV_TC"}};
-    char env[1024];
+    char env[2048];
     e->be->describe(e->be, env, sizeof env);
     json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = json_loads(env, 0, NULL);
     e->ckpt_env_engines_differ = 0;

@@ -382,6 +382,33 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
  * other than compute capability 9.0, that reason instead, and nothing more runs); where the
  * device can run them (the host emulation is a 9.0 device), the bf16 checks above on them
  * (`auto` means own with SG_CONV_TC=wgmma). */
+/* describe()'s record names the schedule knobs this process runs under (SG_TC_HALO, SG_WG_PERSIST,
+ * SG_WG_FILL), so that a measurement says what it ran: the values the environment gives (1: as
+ * many as the device has SMs) */
+static void check_env_knobs(sg_backend *be) {
+    char env[2048], want[96];
+    be->describe(be, env, sizeof env);
+    const char *h = getenv("SG_TC_HALO");
+    snprintf(want, sizeof want, "\"tc_halo\":\"%s\"",
+             !h || !*h || !strcmp(h, "1") ? "prologue"
+             : !strcmp(h, "all")          ? "all"
+                                          : "none");
+    CHECK(strstr(env, want) != NULL, "describe() lacks %s: %s", want, env);
+    static const char *const knobs[2][2] = {{"SG_WG_PERSIST", "wg_persist"},
+                                            {"SG_WG_FILL", "wg_fill"}};
+    for (int k = 0; k < 2; k++) {
+        const char *v = getenv(knobs[k][0]);
+        snprintf(want, sizeof want, "\"%s\":", knobs[k][1]);
+        const char *at = strstr(env, want);
+        CHECK(at != NULL, "describe() lacks %s: %s", want, env);
+        if (!at) continue;
+        const long got = strtol(at + strlen(want), NULL, 10), set = v && *v ? atol(v) : 0;
+        CHECK(set == 1 ? got > 1 : got == set, "%s=%s recorded as %s%ld", knobs[k][0],
+              v ? v : "(unset)", want, got);
+    }
+    printf("describe(): %s\n", strstr(env, "\"tc_halo\""));
+}
+
 static void check_wgmma(void) {
     setenv("SG_CONV_TC", "wgmma", 1);
     sg_model_cfg c;
@@ -428,6 +455,7 @@ static void check_wgmma(void) {
         sg_exec f;
         CHECK(sg_exec_init(&f, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO)) == SG_OK, "fused plan: %s",
               sg_last_error());
+        check_env_knobs(f.be);
         int folds = 0, on = 0;
         for (int i = 0; i < f.plan.g.nn; i++) {
             const int op = f.plan.g.n[i].op;
