@@ -19,7 +19,9 @@
 #    chosen by timing; per layer the fastest, an own layer with its generation), then
 #    the step planned and run with that table (variant `tuned`: the table's fusions where it
 #    says own; `tuned_unfused`: --fuse 0 with its engines; `tuned_store_norm`: the table's plan
-#    with its stored normalisations kept for the backward pass). Before the variants: the second
+#    with its stored normalisations kept for the backward pass; `tuned_persist_fill`: the table's
+#    plan with the wgmma kernels on persistent grids and the N tile that fills the SMs, the
+#    same bits). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 # 3b. a short Nsight Compute profile of the default step's normalisation kernels, each distinct
 #    launch once (tools/gpu_profile.sh; 90 s at most, only with 300 s left so that the compile
@@ -32,7 +34,8 @@
 #    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
 #    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
-#    the weight gradients read y recomputed), whose speed issue 17 must raise; then the own
+#    the weight gradients read y recomputed; wgmma also with SG_WG_PERSIST=1 SG_WG_FILL=1),
+#    whose speed issue 17 must raise; then the own
 #    kernels unfused: mma.sync per tap (and with its data gradients' backward partials in the
 #    epilogue, SG_TC_DGRAD_STATS=1), mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
 #    (on a block per tile, then on the persistent grid, SG_WG_PERSIST=1, then with the N tile
@@ -110,6 +113,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt
         variant tuned -- --engine-table "$table"
         variant tuned_unfused -- --engine-table "$table" --fuse 0
         variant tuned_store_norm -- --engine-table "$table" --store-norm 1
+        variant tuned_persist_fill SG_WG_PERSIST=1 SG_WG_FILL=1 -- --engine-table "$table"
     fi
 elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
@@ -135,6 +139,8 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant own_fused_pertap SG_TC_HALO=0 -- --conv-engine own --fuse 1
     variant wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
     variant wgmma_fused_pertap SG_CONV_TC=wgmma SG_TC_HALO=0 -- --conv-engine own --fuse 1
+    variant wgmma_fused_persist_fill SG_CONV_TC=wgmma SG_WG_PERSIST=1 SG_WG_FILL=1 -- \
+        --conv-engine own --fuse 1
     variant own_unfused -- --conv-engine own --fuse 0
     variant own_unfused_dgradstats SG_TC_DGRAD_STATS=1 -- --conv-engine own --fuse 0
     variant own_unfused_halo SG_TC_HALO=all -- --conv-engine own --fuse 0
