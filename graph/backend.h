@@ -25,6 +25,9 @@ enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2
 /* time_node_engine's own side on the Hopper wgmma kernels (a timing choice, not an engine to
  * ask for) */
 enum { SG_TIME_OWN_WGMMA = 8 };
+/* ... and a node already on the wgmma kernels, timed under schedule s (SG_WG_SCHED_*,
+ * planner/engine_table.h): SG_TIME_WGMMA_SCHED + s */
+enum { SG_TIME_WGMMA_SCHED = 16 };
 /* the engine table's per-layer choices (planner/engine_table.h) are these engines */
 _Static_assert((int)SG_LAYER_OWN == (int)SG_CONV_ENGINE_OWN &&
                    (int)SG_LAYER_CUDNN == (int)SG_CONV_ENGINE_CUDNN,
@@ -101,7 +104,8 @@ struct sg_backend {
     void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
     /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN, or _CUDNN: the
      * library side, which is cuBLASLt for a 1x1 conv the CUDA backend runs as GEMMs; or
-     * SG_TIME_OWN_WGMMA: own on the wgmma kernels), or -1 when that engine cannot run it
+     * SG_TIME_OWN_WGMMA: own on the wgmma kernels; SG_TIME_WGMMA_SCHED + s: a node on the
+     * wgmma kernels under their schedule s, the same bits), or -1 when that engine cannot run it
      * (tools/bench's per-layer table, the engine tuning's passes). NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of

@@ -506,7 +506,14 @@ static int env_wg_knob(const char *name, const char *expected, int *v) {
  * own. A wgmma node's calls go to wgmma unless cuda_conv2d_wgmma_refusal refuses the call (not
  * a tensor-core convolution, e.g. the 3-channel image convs; an operand not 128-byte aligned):
  * that call runs where own would run it (fixed by the plan, so the same calls every step). */
-static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
+/* The wgmma kernels' schedule s (SG_WG_SCHED_*: a persistent grid of a block per SM, the N tile
+ * that fills the SMs) for the launches that follow */
+static void wg_sched_set(int s) {
+    cuda_conv_wgmma_persist(s & SG_WG_SCHED_PERSIST ? -1 : 0);
+    cuda_conv_wgmma_fill(s & SG_WG_SCHED_FILL ? -1 : 0);
+}
+
+static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table) {
     /* SG_TC_HALO (unset or 1, 0, all): the fused prologue's forward on the resident halo or
      * per tap, or every tensor-core forward on the halo (conv_tc.cu; the same bits, so a GPU
      * can time each) */
@@ -535,6 +542,11 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g) {
                     "an SM count",
                     &fill))
         return SG_ERR;
+    /* a knob the environment leaves unset: the engine table's schedule (measured by the
+     * tuning), where it has one */
+    const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
+    if ((!pe || !*pe) && table) persist = table->wg_sched & SG_WG_SCHED_PERSIST ? -1 : 0;
+    if ((!fe || !*fe) && table) fill = table->wg_sched & SG_WG_SCHED_FILL ? -1 : 0;
     cuda_conv_wgmma_persist(persist);
     cuda_conv_wgmma_fill(fill);
     c->wg_persist = persist, c->wg_fill = fill;
@@ -647,7 +659,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     c->conv_engine = be->conv_engine;
     if (c->conv_engine < SG_CONV_ENGINE_AUTO || c->conv_engine > SG_CONV_ENGINE_CUDNN)
         return sg_set_error("conv engine %d is not auto, own or cudnn", c->conv_engine);
-    if (prepare_conv_tc(c, g)) return SG_ERR;
+    if (prepare_conv_tc(c, g, p->cfg.engines)) return SG_ERR;
     c->node_eng = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
     if (!c->node_eng) return sg_set_error("out of host memory");
     int want = c->conv_engine != SG_CONV_ENGINE_OWN, concat = 0, first_concat = -1;
@@ -1847,9 +1859,27 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     cuda_ctx *c = be->ctx;
     *ms = -1;
     if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return SG_OK;
+    /* a wgmma node under another schedule: one untimed run, then the timed one, then the
+     * step's schedule again (the same bits every way) */
+    if (engine >= SG_TIME_WGMMA_SCHED && engine < SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS) {
+        if (c->node_eng[node] != CONV_ENGINE_WGMMA) return SG_OK;
+        wg_sched_set(engine - SG_TIME_WGMMA_SCHED);
+        int rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
+        if (!rc && cudaEventRecord(c->ev[0], c->st) != cudaSuccess) rc = SG_ERR;
+        if (!rc) rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
+        if (!rc && (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
+                    cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
+                    cudaEventElapsedTime(ms, c->ev[0], c->ev[1]) != cudaSuccess))
+            rc = sg_set_error("time_node_engine: %s", cudaGetErrorString(cudaGetLastError()));
+        cuda_conv_wgmma_persist(c->wg_persist);
+        cuda_conv_wgmma_fill(c->wg_fill);
+        if (rc) *ms = -1;
+        return rc;
+    }
     if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN &&
         engine != SG_TIME_OWN_WGMMA)
-        return sg_set_error("time_node_engine: engine %d is not own, cudnn or own on wgmma",
+        return sg_set_error("time_node_engine: engine %d is not own, cudnn, own on wgmma or a "
+                            "wgmma schedule",
                             engine);
     /* own on the wgmma kernels: where they take the node as its launcher would call them */
     if (engine == SG_TIME_OWN_WGMMA) {

@@ -119,6 +119,32 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
     return SG_OK;
 }
 
+/* the table's optional "wg_sched": {"persist": bool, "fill": bool, "ms": [4 ms or null]} (the
+ * wgmma kernels' schedule, SG_WG_SCHED_*; absent: neither, not measured) */
+static int wg_sched_field(json_t *r, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(r, "wg_sched");
+    if (!o || json_is_null(o)) return SG_OK;
+    json_t *p = json_object_get(o, "persist"), *f = json_object_get(o, "fill"),
+           *ms = json_object_get(o, "ms");
+    if (!json_is_object(o) || (p && !json_is_boolean(p)) || (f && !json_is_boolean(f)) ||
+        (ms && !json_is_null(ms) && (!json_is_array(ms) || json_array_size(ms) != SG_WG_SCHEDS)))
+        return sg_set_error("%s: engine table: \"wg_sched\" must be {\"persist\": true|false, "
+                            "\"fill\": true|false, \"ms\": [%d numbers or nulls]}",
+                            what, SG_WG_SCHEDS);
+    t->wg_sched =
+        (json_is_true(p) ? SG_WG_SCHED_PERSIST : 0) | (json_is_true(f) ? SG_WG_SCHED_FILL : 0);
+    for (int k = 0; k < SG_WG_SCHEDS && json_is_array(ms); k++) {
+        json_t *v = json_array_get(ms, (size_t)k);
+        if (json_is_null(v)) continue;
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
+            return sg_set_error("%s: engine table: \"wg_sched\": \"ms\" must hold numbers >= 0 "
+                                "or nulls",
+                                what);
+        t->wg_sched_ms[k] = json_number_value(v);
+    }
+    return SG_OK;
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -147,6 +173,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
     else if (!json_is_array(layers) || !json_array_size(layers))
         rc = sg_set_error("%s: engine table: \"layers\" must be a non-empty array", what);
     if (!rc) t->batch = (int)json_integer_value(batch);
+    if (!rc) rc = wg_sched_field(r, t, what);
     for (size_t i = 0; !rc && i < json_array_size(layers); i++) {
         json_t *l = json_array_get(layers, i);
         const char *name = json_string_value(json_object_get(l, "layer"));
@@ -256,10 +283,24 @@ static json_t *table_json(const sg_engine_table *t) {
             json_decref(passes);
         json_array_append_new(layers, l);
     }
-    return json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "format",
-                     SG_ENGINE_TABLE_FORMAT, "version", 1, "model", t->model, "precision",
-                     t->precision, "batch", t->batch, "device", t->device, "driver", t->driver,
-                     "cudnn", t->cudnn, "backend", t->backend, "layers", layers);
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "format",
+                          SG_ENGINE_TABLE_FORMAT, "version", 1, "model", t->model, "precision",
+                          t->precision, "batch", t->batch, "device", t->device, "driver", t->driver,
+                          "cudnn", t->cudnn, "backend", t->backend);
+    /* the wgmma schedule where the table has one or measured it (older tables: neither) */
+    int measured = 0;
+    for (int k = 0; k < SG_WG_SCHEDS; k++) measured |= t->wg_sched_ms[k] > 0;
+    if (r && (t->wg_sched || measured)) {
+        json_t *ms = json_array();
+        for (int k = 0; k < SG_WG_SCHEDS; k++)
+            json_array_append_new(ms, ms_json(t->wg_sched_ms[k]));
+        json_object_set_new(r, "wg_sched",
+                            json_pack("{s:b, s:b, s:o}", "persist",
+                                      (t->wg_sched & SG_WG_SCHED_PERSIST) != 0, "fill",
+                                      (t->wg_sched & SG_WG_SCHED_FILL) != 0, "ms", ms));
+    }
+    if (r) json_object_set_new(r, "layers", layers);
+    return r;
 }
 
 char *sg_engine_table_json(const sg_engine_table *t) {

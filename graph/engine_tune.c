@@ -61,9 +61,14 @@ static int layer_index(const sg_engine_table *t, const char *name) {
  * plan, on mma.sync and (where the backend has them) on the wgmma kernels, and per layer and
  * pass the sums go there (< 0: not measured; a pass is measured on wgmma only where every node
  * of it ran there). */
+/* With sched_ms (SG_WG_SCHEDS values; own on wgmma, a backend that can time a node under a
+ * schedule), each node on the wgmma kernels is also timed under every schedule of theirs
+ * (SG_WG_SCHED_*, the same bits): sched_ms[s] the sum of those nodes' medians under s (< 0: not
+ * measured), and each layer is charged its wgmma nodes' medians under the fastest schedule. */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
-                     double *pass_lib, double *pass_own, double *pass_wg, char *env, int env_cap) {
+                     double *pass_lib, double *pass_own, double *pass_wg, double *sched_ms,
+                     char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -95,7 +100,11 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     const int per_pass_wg = per_pass && be->conv_wgmma;
     float *own_ms = per_pass ? calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float)) : NULL;
     float *wg_ms = per_pass_wg ? calloc((size_t)nn * (size_t)o->iters + 1, sizeof(float)) : NULL;
-    if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms) || (per_pass_wg && !wg_ms)))
+    const int per_sched = sched_ms && be->time_node_engine && be->conv_wgmma;
+    float *sch =
+        per_sched ? calloc((size_t)nn * (size_t)o->iters * SG_WG_SCHEDS + 1, sizeof(float)) : NULL;
+    if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms) || (per_pass_wg && !wg_ms) ||
+                (per_sched && !sch)))
         rc = sg_set_error("out of host memory");
     if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
     for (int i = 0; i < nn && !rc; i++)
@@ -111,8 +120,26 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                     rc = be->time_node_engine(be, &e.plan, i, SG_TIME_OWN_WGMMA,
                                               wg_ms + (size_t)it * (size_t)nn + i);
             }
+        for (int i = 0; i < nn && !rc && sch; i++)
+            for (int sc = 0; sc < SG_WG_SCHEDS && !rc && !strcmp(names[i], "wgmma"); sc++)
+                rc = be->time_node_engine(be, &e.plan, i, SG_TIME_WGMMA_SCHED + sc,
+                                          sch + ((size_t)it * (size_t)nn + i) * SG_WG_SCHEDS + sc);
         if (!rc) rc = be->sync(be);
     }
+    /* the schedules: per node its median under each, summed over the wgmma nodes; the fastest
+     * one measured on every one of them */
+    double *med = sch ? calloc((size_t)nn * SG_WG_SCHEDS + 1, sizeof(double)) : NULL;
+    if (!rc && sch && !med) rc = sg_set_error("out of host memory");
+    for (int sc = 0; sc < SG_WG_SCHEDS && sched_ms; sc++) sched_ms[sc] = med && !rc ? 0 : -1;
+    for (int i = 0; i < nn && med && !rc; i++)
+        for (int sc = 0; sc < SG_WG_SCHEDS && !strcmp(names[i], "wgmma"); sc++) {
+            for (int it = 0; it < o->iters; it++)
+                one[it] = sch[((size_t)it * (size_t)nn + i) * SG_WG_SCHEDS + sc];
+            const double m = median(one, o->iters);
+            med[(size_t)i * SG_WG_SCHEDS + sc] = m;
+            sched_ms[sc] = m < 0 || sched_ms[sc] < 0 ? -1 : sched_ms[sc] + m;
+        }
+    const int best = med ? sg_wg_sched_best(sched_ms) : 0;
     for (int k = 0; k < 3 * layers->n && per_pass; k++)
         pass_lib[k] = pass_own[k] = 0, pass_wg[k] = per_pass_wg ? 0 : -1;
     int *pass_seen = per_pass ? calloc(3 * (size_t)layers->n + 1, sizeof(int)) : NULL;
@@ -123,7 +150,10 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
         if (sg_engine_tune_charge(g, i, layer)) continue;
         const int k = layer_index(layers, layer);
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
-        ms[k] += median(one, o->iters);
+        /* a wgmma node: its time under the fastest schedule (measured under every one) */
+        ms[k] += med && sched_ms[best] >= 0 && !strcmp(names[i], "wgmma")
+                     ? med[(size_t)i * SG_WG_SCHEDS + best]
+                     : median(one, o->iters);
         if (sg_op_is_conv(g->n[i].op)) {
             const char *name = names[i];
             const int lib = on_lib(name);
@@ -158,6 +188,8 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     free(names);
     free(own_ms);
     free(wg_ms);
+    free(sch);
+    free(med);
     free(pass_seen);
     sg_exec_free(&e);
     sg_engine_table_free(&all);
@@ -242,8 +274,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
     if (!rc)
-        rc =
-            tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL, 0);
+        rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL,
+                       NULL, 0);
     /* the own kernels' second generation, where the backend has it (bf16 on a Hopper GPU) */
     int wgmma = 0;
     if (!rc && cfg.act_dt == DT_BF16) {
@@ -254,13 +286,22 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc && wgmma && o->progress)
         fprintf(o->progress, "engine tuning: every layer on own (fused), on the wgmma kernels\n");
     if (!rc && wgmma)
-        rc =
-            tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL, NULL, 0);
+        rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL,
+                       t->wg_sched_ms, NULL, 0);
+    /* the schedule for the whole step: the fastest measured on every wgmma node */
+    if (!rc && wgmma) t->wg_sched = sg_wg_sched_best(t->wg_sched_ms);
+    if (!rc && wgmma && o->progress && t->wg_sched_ms[0] > 0)
+        fprintf(o->progress,
+                "engine tuning: the wgmma nodes' schedule: persistent grid %s, N tile that fills "
+                "the SMs %s (their ms a step: plain %.3f, persistent %.3f, fill %.3f, both %.3f)\n",
+                t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
+                t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", t->wg_sched_ms[0], t->wg_sched_ms[1],
+                t->wg_sched_ms[2], t->wg_sched_ms[3]);
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
     if (!rc)
-        rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, pwg, env,
-                       sizeof env);
+        rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, pwg, NULL,
+                       env, sizeof env);
     json_t *envj = json_loads(env, 0, NULL);
     env_field(envj, "backend", t->backend, sizeof t->backend);
     env_field(envj, "gpu", t->device, sizeof t->device);

@@ -11,11 +11,19 @@
 
 void sg_engine_table_init(sg_engine_table *t) {
     memset(t, 0, sizeof *t);
+    for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = -1;
 }
 
 void sg_engine_table_free(sg_engine_table *t) {
     free(t->e);
     memset(t, 0, sizeof *t);
+}
+
+int sg_wg_sched_best(const double *ms) {
+    int best = 0;
+    for (int s = 1; s < SG_WG_SCHEDS; s++)
+        if (ms[s] >= 0 && (ms[best] < 0 || ms[s] < ms[best])) best = s;
+    return ms[best] >= 0 ? best : 0;
 }
 
 const char *sg_layer_engine_name(int engine) {

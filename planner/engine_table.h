@@ -28,6 +28,12 @@ enum { SG_LAYER_OWN = 1, SG_LAYER_CUDNN = 2 };
  * 9.0 only). Different kernels, different summation orders: other bits, so the table pins it. */
 enum { SG_TC_MMA = 0, SG_TC_WGMMA = 1 };
 
+/* The wgmma kernels' schedule, a bitmask: persistent grids (PERSIST: SG_WG_PERSIST=1, a block
+ * per SM walking the tiles) and the N tile that fills the SMs (FILL: SG_WG_FILL=1). Neither
+ * changes a bit (kernels/cuda/conv_wgmma.cu), only the speed, so a table's schedule is measured
+ * and kept with it but is not part of its hash. */
+enum { SG_WG_SCHED_PERSIST = 1, SG_WG_SCHED_FILL = 2, SG_WG_SCHEDS = 4 };
+
 /* A conv node's pass, the index of an entry's cuDNN engine names: forward, backward-data,
  * backward-filter (sg_conv_pass_of). */
 enum { SG_CONV_PASS_FWD = 0, SG_CONV_PASS_BWD_DATA = 1, SG_CONV_PASS_BWD_FILTER = 2 };
@@ -72,6 +78,12 @@ typedef struct sg_engine_table {
     int n, cap;
     sg_engine_entry *e;
     uint64_t hash; /* sg_engine_table_hash: of the choices alone */
+    /* the wgmma kernels' schedule for the whole step (SG_WG_SCHED_*), the fastest of the
+     * SG_WG_SCHEDS the tuning timed on the wgmma plan's wgmma nodes (wg_sched_ms: the sum of
+     * those nodes' medians under each, < 0: not measured); the CUDA backend applies each of its
+     * two knobs that the environment (SG_WG_PERSIST, SG_WG_FILL) leaves unset */
+    int wg_sched;
+    double wg_sched_ms[SG_WG_SCHEDS];
 } sg_engine_table;
 
 void sg_engine_table_init(sg_engine_table *t);
@@ -147,6 +159,9 @@ int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_
 /* "own" / "cudnn"; parse returns 0 for anything else. */
 const char *sg_layer_engine_name(int engine);
 int sg_layer_engine_parse(const char *s);
+/* The fastest of the wgmma schedules' times ms[SG_WG_SCHEDS] (< 0: not measured): the schedule
+ * (SG_WG_SCHED_*) of the least measured time, the lower one on a tie; 0 where none is. */
+int sg_wg_sched_best(const double *ms);
 /* "mma" / "wgmma"; parse returns -1 for anything else. */
 const char *sg_tc_name(int tc);
 int sg_tc_parse(const char *s);

@@ -270,6 +270,58 @@ static void check_io_passes(const sg_engine_table *t0) {
     sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&mma_twin);
 }
 
+/* The wgmma schedule (sg_engine_table.wg_sched, SG_WG_SCHED_*): a table-wide record of the
+ * tuning's timing, kept by the JSON round trip, never in the hash (the same bits every way);
+ * absent from a table without it; a malformed one refused. */
+static void check_io_wg_sched(const sg_engine_table *t0) {
+    sg_engine_table t, back;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    CHECK(!strstr(text, "wg_sched") && t.wg_sched == 0 && t.wg_sched_ms[0] < 0,
+          "a table without a schedule writes or reads one: %s", text);
+    free(text);
+    const uint64_t h0 = t.hash;
+    t.wg_sched = SG_WG_SCHED_PERSIST | SG_WG_SCHED_FILL;
+    const double ms[SG_WG_SCHEDS] = {4.0, 3.5, 3.75, 3.25};
+    for (int s = 0; s < SG_WG_SCHEDS; s++) t.wg_sched_ms[s] = ms[s];
+    CHECK(sg_engine_table_hash(&t) == h0, "the schedule changed the hash");
+    text = sg_engine_table_json(&t);
+    int same =
+        text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
+        back.wg_sched == t.wg_sched &&
+        strstr(text, "\"wg_sched\":{\"persist\":true,\"fill\":true,\"ms\":[4.0,3.5,3.75,3.25]}");
+    for (int s = 0; same && s < SG_WG_SCHEDS; s++) same = back.wg_sched_ms[s] == ms[s];
+    CHECK(same, "the schedule's JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    if (same) sg_engine_table_free(&back);
+    /* malformed: refused with the key's form */
+    static const char *const bad[] = {"\"wg_sched\":3", "\"wg_sched\":{\"persist\":1}",
+                                      "\"wg_sched\":{\"ms\":[1,2]}",
+                                      "\"wg_sched\":{\"ms\":[1,2,-3,4]}"};
+    for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
+                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
+                 "\"engine\":\"own\"}]}",
+                 bad[k]);
+        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
+                  strstr(sg_last_error(), "wg_sched"),
+              "a malformed schedule (%s): %s", bad[k], sg_last_error());
+        sg_engine_table_free(&back);
+    }
+    /* the choice: the least measured time, the fewer knobs on a tie, 0 where none is measured */
+    static const double cases[][SG_WG_SCHEDS] = {{4, 3, 2, 1},   {1, 2, 3, 4},     {4, 2, 2, 3},
+                                                 {-1, 5, -1, 6}, {-1, -1, -1, -1}, {3, -1, 1, 1}};
+    static const int best[] = {3, 0, 1, 1, 0, 2};
+    for (int k = 0; k < SG_ARRAY_LEN(best); k++)
+        CHECK(sg_wg_sched_best(cases[k]) == best[k], "sg_wg_sched_best case %d: %d, want %d", k,
+              sg_wg_sched_best(cases[k]), best[k]);
+    printf("io: the wgmma schedule kept by the JSON, outside the hash; malformed ones refused\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -303,6 +355,7 @@ static void check_io(void) {
     check_io_cudnn_names(&t);
     check_io_tc(&t);
     check_io_passes(&t);
+    check_io_wg_sched(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -636,6 +689,16 @@ static void check_tune(const uint8_t *data) {
     CHECK(wgmma_measured == want_wgmma,
           "tune: %d layers with a wgmma time, expected %d (the backend %s the wgmma kernels)",
           wgmma_measured, want_wgmma, want_wgmma ? "has" : "lacks");
+    /* the wgmma schedule: every one timed where the backend has the kernels, the fastest kept */
+    int sched_ok = t.wg_sched == sg_wg_sched_best(t.wg_sched_ms);
+    for (int s = 0; s < SG_WG_SCHEDS; s++)
+        sched_ok &= want_wgmma
+                        ? t.wg_sched_ms[s] > 0 && t.wg_sched_ms[t.wg_sched] <= t.wg_sched_ms[s]
+                        : t.wg_sched_ms[s] < 0 && t.wg_sched == 0;
+    CHECK(sched_ok, "tune: the wgmma schedule %d of ms %g %g %g %g", t.wg_sched, t.wg_sched_ms[0],
+          t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3]);
+    printf("tune: the wgmma schedule %d (ms of its nodes: %g %g %g %g)\n", t.wg_sched,
+           t.wg_sched_ms[0], t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3]);
     sg_plan_free(&p0);
     CHECK(ok && measured == t.n && folded_pairs > 0,
           "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, %d folded "
@@ -869,6 +932,34 @@ static void check_backend_1x1_default(void) {
     }
 }
 
+/* The table's wgmma schedule reaches the CUDA backend (describe()'s wg_persist and wg_fill: the
+ * emulation's SMs where on), each knob unless SG_WG_PERSIST or SG_WG_FILL sets it: the
+ * environment wins, knob by knob. */
+static void check_backend_wg_sched(void) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, NULL);
+    c.engines = &t;
+    for (int k = 0; k < 4; k++) {
+        t.wg_sched = k < 3 ? k : SG_WG_SCHED_PERSIST | SG_WG_SCHED_FILL;
+        if (k == 3) setenv("SG_WG_PERSIST", "0", 1);
+        sg_exec e;
+        char env[2048] = "";
+        CHECK(!sg_exec_init(&e, &c, 1, make_backend(NULL)), "init: %s", sg_last_error());
+        if (e.be && e.be->describe) e.be->describe(e.be, env, sizeof env);
+        const char *p = strstr(env, "\"wg_persist\":"), *f = strstr(env, "\"wg_fill\":");
+        const long pv = p ? atol(p + 13) : -1, fv = f ? atol(f + 10) : -1;
+        const int want_p = k == 1 || k == 2 ? k == 1 : 0, want_f = k == 2 || k == 3;
+        CHECK(p && f && (pv > 0) == want_p && (fv > 0) == want_f,
+              "schedule %d%s: describe() says %s", t.wg_sched,
+              k == 3 ? " under SG_WG_PERSIST=0" : "", env);
+        sg_exec_free(&e);
+    }
+    unsetenv("SG_WG_PERSIST");
+    printf("the table's wgmma schedule applied by the backend; SG_WG_PERSIST overrides it\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_backend_tc(const uint8_t *data) {
     sg_model_cfg c = tiny(), cw = c;
     sg_engine_table t, mma;
@@ -947,6 +1038,7 @@ int main(void) {
     check_train(data);
 #ifdef SG_TEST_CUDA_HOST
     check_backend_tc(data);
+    check_backend_wg_sched();
     check_backend_passes();
     check_backend_1x1_default();
 #endif
