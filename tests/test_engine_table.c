@@ -287,6 +287,7 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
     for (int s = 0; s < SG_WG_SCHEDS; s++) t.wg_sched_ms[s] = ms[s];
     CHECK(sg_engine_table_hash(&t) == h0, "the schedule changed the hash");
     text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
     int same =
         text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
         back.wg_sched == t.wg_sched &&
@@ -294,7 +295,7 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
     for (int s = 0; same && s < SG_WG_SCHEDS; s++) same = back.wg_sched_ms[s] == ms[s];
     CHECK(same, "the schedule's JSON round trip: %s", text ? text : sg_last_error());
     free(text);
-    if (same) sg_engine_table_free(&back);
+    sg_engine_table_free(&back);
     /* malformed: refused with the key's form */
     static const char *const bad[] = {"\"wg_sched\":3", "\"wg_sched\":{\"persist\":1}",
                                       "\"wg_sched\":{\"ms\":[1,2]}",
