@@ -1865,12 +1865,13 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         if (c->node_eng[node] != CONV_ENGINE_WGMMA) return SG_OK;
         wg_sched_set(engine - SG_TIME_WGMMA_SCHED);
         int rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
-        if (!rc && cudaEventRecord(c->ev[0], c->st) != cudaSuccess) rc = SG_ERR;
-        if (!rc) rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
-        if (!rc && (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
-                    cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
-                    cudaEventElapsedTime(ms, c->ev[0], c->ev[1]) != cudaSuccess))
-            rc = sg_set_error("time_node_engine: %s", cudaGetErrorString(cudaGetLastError()));
+        cudaError_t e = rc ? cudaSuccess : cudaEventRecord(c->ev[0], c->st);
+        if (!rc && e == cudaSuccess) rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
+        if (!rc && e == cudaSuccess) e = cudaEventRecord(c->ev[1], c->st);
+        if (!rc && e == cudaSuccess) e = cudaEventSynchronize(c->ev[1]);
+        if (!rc && e == cudaSuccess) e = cudaEventElapsedTime(ms, c->ev[0], c->ev[1]);
+        if (!rc && e != cudaSuccess)
+            rc = sg_set_error("time_node_engine: %s", cudaGetErrorString(e));
         cuda_conv_wgmma_persist(c->wg_persist);
         cuda_conv_wgmma_fill(c->wg_fill);
         if (rc) *ms = -1;

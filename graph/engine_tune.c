@@ -60,11 +60,10 @@ static int layer_index(const sg_engine_table *t, const char *name) {
  * node on another engine), each of its library-side conv nodes is also timed on own in the same
  * plan, on mma.sync and (where the backend has them) on the wgmma kernels, and per layer and
  * pass the sums go there (< 0: not measured; a pass is measured on wgmma only where every node
- * of it ran there). */
-/* With sched_ms (SG_WG_SCHEDS values; own on wgmma, a backend that can time a node under a
- * schedule), each node on the wgmma kernels is also timed under every schedule of theirs
- * (SG_WG_SCHED_*, the same bits): sched_ms[s] the sum of those nodes' medians under s (< 0: not
- * measured), and each layer is charged its wgmma nodes' medians under the fastest schedule. */
+ * of it ran there). With sched_ms (SG_WG_SCHEDS values; own on wgmma, a backend that can time
+ * a node under a schedule), each node on the wgmma kernels is also timed under every schedule of
+ * theirs (SG_WG_SCHED_*, the same bits): sched_ms[s] the sum of those nodes' medians under s (< 0:
+ * not measured), and each layer is charged its wgmma nodes' medians under the fastest schedule. */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
                      double *pass_lib, double *pass_own, double *pass_wg, double *sched_ms,

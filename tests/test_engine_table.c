@@ -950,7 +950,7 @@ static void check_backend_wg_sched(void) {
         if (e.be && e.be->describe) e.be->describe(e.be, env, sizeof env);
         const char *p = strstr(env, "\"wg_persist\":"), *f = strstr(env, "\"wg_fill\":");
         const long pv = p ? atol(p + 13) : -1, fv = f ? atol(f + 10) : -1;
-        const int want_p = k == 1 || k == 2 ? k == 1 : 0, want_f = k == 2 || k == 3;
+        const int want_p = k == 1, want_f = k >= 2; /* k = 3: persist forced off by the env */
         CHECK(p && f && (pv > 0) == want_p && (fv > 0) == want_f,
               "schedule %d%s: describe() says %s", t.wg_sched,
               k == 3 ? " under SG_WG_PERSIST=0" : "", env);
