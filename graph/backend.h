@@ -116,6 +116,15 @@ struct sg_backend {
      * the step computes. NULL: not available (the CPU backend). */
     int (*time_gemm)(sg_backend *be, const sg_plan *plan, int64_t m, int64_t n, int64_t k,
                      int dtype, float *ms);
+    /* The GEMM library's algorithms chosen by measurement (bench --tune-engines: the engine
+     * table's "gemms"): after a step ran, every GEMM the step pinned is timed on each of the
+     * library's candidate algorithms (reps runs each, on scratch operands of its shape), and
+     * its pick goes into t (sg_engine_table_set_gemm): the fastest where it is at least
+     * min_gain (a fraction) faster than the heuristic's first, else the first. Sets *timed to
+     * the GEMMs timed. Outside the step: it changes nothing the step computes (a run that
+     * gives t pins its picks, sg_blas_prefer). NULL: not available (the CPU backend). */
+    int (*tune_gemms)(sg_backend *be, const sg_plan *plan, int reps, double min_gain,
+                      sg_engine_table *t, int *timed);
     /* Environment description for checkpoints: device name, SM count, library versions. */
     void (*describe)(sg_backend *be, char *buf, int cap);
     void (*destroy)(sg_backend *be);

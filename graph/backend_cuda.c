@@ -283,6 +283,11 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if (cw < 0 || kw < 0) return sg_set_error("the plan has no workspace tensors");
     CB(cublasSetWorkspace(c->cb, c->arena + g->t[cw].offset, (size_t)g->t[cw].bytes));
     if (sg_blas_create(&c->blas, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
+    /* the engine table's GEMM algorithms (the tuning's timed picks), asked for before any GEMM
+     * is pinned */
+    for (int i = 0; p->cfg.engines && i < p->cfg.engines->ngemm; i++)
+        if (sg_blas_prefer(c->blas, p->cfg.engines->gemm[i].key, p->cfg.engines->gemm[i].algo))
+            return SG_ERR;
     c->ws = c->arena + g->t[kw].offset;
     c->ws_bytes = g->t[kw].bytes;
     c->rank = be->dist ? be->dist->rank : 0;
@@ -367,6 +372,7 @@ _Static_assert(CONV_ENGINE_WGMMA != CONV_ENGINE_GEMM && CONV_ENGINE_WGMMA != SG_
                    CONV_ENGINE_WGMMA != SG_CONV_ENGINE_CUDNN &&
                    CONV_ENGINE_WGMMA != SG_CONV_ENGINE_AUTO,
                "the wgmma engine is a value of its own");
+_Static_assert(SG_GEMM_KEY_MAX == SG_BLAS_KEY_MAX, "an engine table holds a GEMM's whole key");
 static inline int on_own(int eng) {
     return eng == SG_CONV_ENGINE_OWN || eng == CONV_ENGINE_WGMMA;
 }
@@ -1833,6 +1839,33 @@ static int cuda_time_gemm(sg_backend *be, const sg_plan *p, int64_t m, int64_t n
     return rc;
 }
 
+/* backend.h: tune_gemms. The step's own GEMM table is frozen; its entries are timed through it
+ * (sg_blas_time_algos: scratch operands, the table's workspace), the pinned algorithms stay. */
+static int cuda_tune_gemms(sg_backend *be, const sg_plan *p, int reps, double min_gain,
+                           sg_engine_table *t, int *timed) {
+    cuda_ctx *c = be->ctx;
+    (void)p;
+    *timed = 0;
+    enum { MOST = 16 };
+    float ms[MOST];
+    uint64_t ids[MOST];
+    for (int i = 0; i < sg_blas_count(c->blas); i++) {
+        char key[SG_BLAS_KEY_MAX];
+        int n = 0;
+        if (sg_blas_key_text(c->blas, i, key, sizeof key) ||
+            sg_blas_time_algos(c->blas, i, MOST, reps, ms, ids, &n))
+            return SG_ERR;
+        if (n < 1 || ms[0] < 0) continue; /* the first unmeasured: nothing to compare with */
+        int best = 0;
+        for (int k = 1; k < n; k++)
+            if (ms[k] >= 0 && ms[k] < ms[best]) best = k;
+        if (ms[best] > (1.0 - min_gain) * ms[0]) best = 0;
+        if (sg_engine_table_set_gemm(t, key, ids[best], ms[best], ms[0])) return SG_ERR;
+        ++*timed;
+    }
+    return SG_OK;
+}
+
 /* Would the wgmma kernels run conv node i (a plain conv pass: forward, data or weight gradient)?
  * The operands its launcher would give conv_on_wgmma (conv_fwd_run, cuda_run_conv2d_bwd_data,
  * cuda_run_conv2d_bwd_weight), checked without a launch: time_node_engine's wgmma side times
@@ -1930,7 +1963,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
     if (c->cb) cublasGetVersion(c->cb, &cbv);
-    int dnn_n = 0, dnn_frozen = 0, dnn_tf32 = 0;
+    int dnn_n = 0, dnn_frozen = 0, dnn_tf32 = 0, prefs_met = 0, prefs_missed = 0;
+    sg_blas_preferences(c->blas, &prefs_met, &prefs_missed);
     size_t dnn_ver = 0;
     uint64_t dnn_hash = 0;
 #ifdef SG_HAVE_CUDNN
@@ -1942,6 +1976,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
              "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
@@ -1950,8 +1985,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
-             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
-             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+             prefs_met, prefs_missed, sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn,
+             c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
              (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
              c->attn_fused ? "fused" : "gemm",
              !c->convs_wgmma                  ? "mma"
@@ -2008,6 +2043,7 @@ static const sg_backend cuda_vtable = {
     .node_engine = cuda_node_engine,
     .time_node_engine = cuda_time_node_engine,
     .time_gemm = cuda_time_gemm,
+    .tune_gemms = cuda_tune_gemms,
     .describe = cuda_describe,
     .destroy = cuda_destroy,
 };

@@ -145,6 +145,35 @@ static int wg_sched_field(json_t *r, sg_engine_table *t, const char *what) {
     return SG_OK;
 }
 
+/* the table's optional "gemms": [{"gemm": key, "algo": "<16 hex digits>", "ms": ms or null,
+ * "first_ms": ms or null}] (the GEMMs' cuBLASLt algorithms, sg_gemm_pick) */
+static int gemms_field(json_t *r, sg_engine_table *t, const char *what) {
+    json_t *a = json_object_get(r, "gemms");
+    if (!a || json_is_null(a)) return SG_OK;
+    if (!json_is_array(a))
+        return sg_set_error("%s: engine table: \"gemms\" must be an array", what);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *g = json_array_get(a, i);
+        const char *key = json_string_value(json_object_get(g, "gemm"));
+        const char *id = json_string_value(json_object_get(g, "algo"));
+        char *end = NULL;
+        const unsigned long long algo = id ? strtoull(id, &end, 16) : 0;
+        if (!json_is_object(g) || !key || !id || strlen(id) != 16 || !end || *end ||
+            strspn(id, "0123456789abcdef") != 16)
+            return sg_set_error("%s: engine table: gemms[%zu] must be {\"gemm\": key, \"algo\": "
+                                "16 lowercase hex digits, \"ms\", \"first_ms\"}",
+                                what, i);
+        double ms, first;
+        if (ms_field(g, "ms", &ms, key, what) || ms_field(g, "first_ms", &first, key, what))
+            return SG_ERR;
+        if (sg_engine_table_gemm(t, key))
+            return sg_set_error("%s: engine table: GEMM %s is listed twice", what, key);
+        if (sg_engine_table_set_gemm(t, key, (uint64_t)algo, ms, first))
+            return sg_set_error("%s: %s", what, sg_last_error());
+    }
+    return SG_OK;
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -174,6 +203,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
         rc = sg_set_error("%s: engine table: \"layers\" must be a non-empty array", what);
     if (!rc) t->batch = (int)json_integer_value(batch);
     if (!rc) rc = wg_sched_field(r, t, what);
+    if (!rc) rc = gemms_field(r, t, what);
     for (size_t i = 0; !rc && i < json_array_size(layers); i++) {
         json_t *l = json_array_get(layers, i);
         const char *name = json_string_value(json_object_get(l, "layer"));
@@ -300,6 +330,18 @@ static json_t *table_json(const sg_engine_table *t) {
                                       (t->wg_sched & SG_WG_SCHED_FILL) != 0, "ms", ms));
     }
     if (r) json_object_set_new(r, "layers", layers);
+    /* the GEMMs' algorithms where the table has them (older tables: none) */
+    if (r && t->ngemm) {
+        json_t *gemms = json_array();
+        for (int i = 0; i < t->ngemm; i++) {
+            char id[17];
+            snprintf(id, sizeof id, "%016llx", (unsigned long long)t->gemm[i].algo);
+            json_array_append_new(gemms, json_pack("{s:s, s:s, s:o, s:o}", "gemm", t->gemm[i].key,
+                                                   "algo", id, "ms", ms_json(t->gemm[i].ms),
+                                                   "first_ms", ms_json(t->gemm[i].first_ms)));
+        }
+        json_object_set_new(r, "gemms", gemms);
+    }
     return r;
 }
 
@@ -373,6 +415,20 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
                 fprintf(stderr, "%slayer %s: %s -> %s\n", prefix, x->e[i].layer,
                         sg_layer_engine_name(pass ? e : x->e[i].engine),
                         sg_layer_engine_name(pass ? x->e[i].engine : e));
+        }
+    }
+    /* the GEMMs' algorithms: another algorithm, other bits */
+    for (int pass = 0; pass < 2; pass++) {
+        const sg_engine_table *x = pass ? b : a, *y = pass ? a : b;
+        for (int i = 0; i < x->ngemm; i++) {
+            const sg_gemm_pick *o = sg_engine_table_gemm(y, x->gemm[i].key);
+            if ((o && (pass || o->algo == x->gemm[i].algo)) || differ++ >= 8) continue;
+            if (o)
+                fprintf(stderr, "%sGEMM %s: algorithm %016llx -> %016llx\n", prefix, x->gemm[i].key,
+                        (unsigned long long)x->gemm[i].algo, (unsigned long long)o->algo);
+            else
+                fprintf(stderr, "%sGEMM %s: %s\n", prefix, x->gemm[i].key,
+                        pass ? "no algorithm -> one" : "an algorithm -> none");
         }
     }
     return differ;

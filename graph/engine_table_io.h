@@ -32,9 +32,9 @@ char *sg_engine_table_json(const sg_engine_table *t);
 /* Write the table to path, one layer per line: a temporary file renamed over path, so a
  * failed write leaves any earlier file whole. */
 int sg_engine_table_write(const char *path, const sg_engine_table *t);
-/* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given),
- * each named on stderr after `prefix` (at most 8 lines); returns the count, layers missing
- * from either side included. */
+/* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given), and
+ * GEMMs whose algorithm does, each named on stderr after `prefix` (at most 8 lines); returns
+ * the count, layers and GEMM picks missing from either side included. */
 int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, const char *prefix);
 
 #endif

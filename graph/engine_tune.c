@@ -222,6 +222,42 @@ static double pass_saving(const double *plib, const double *pown, const double *
     return s;
 }
 
+/* The last pass (sg_engine_tune_opts.gemm_reps): the plan of table t, warmed up (at least one
+ * step: every GEMM pinned), then the backend's tune_gemms into t. Nothing where the backend
+ * has no GEMM library to choose in. */
+static int tune_gemms(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = t;
+    sg_backend *be = o->make_backend(o->ctx);
+    if (!be) return SG_ERR;
+    if (!be->tune_gemms) return be->destroy(be), SG_OK;
+    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
+    if (o->progress)
+        fprintf(o->progress, "engine tuning: the chosen plan's GEMMs, each on every candidate "
+                             "algorithm\n");
+    sg_exec e;
+    int rc = sg_exec_init(&e, &cfg, 1, be);
+    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
+    if (!rc) rc = sg_exec_init_state(&e, o->seed);
+    for (int i = 0; i < (o->warmup > 1 ? o->warmup : 1) && !rc; i++) rc = be->run_step(be, &e.plan);
+    if (!rc) rc = be->sync(be);
+    int timed = 0;
+    if (!rc) rc = be->tune_gemms(be, &e.plan, o->gemm_reps, o->gemm_min_gain, t, &timed);
+    int picked = 0;
+    double first = 0, chosen = 0;
+    for (int i = 0; i < t->ngemm && !rc; i++) {
+        picked += t->gemm[i].ms < t->gemm[i].first_ms;
+        first += t->gemm[i].first_ms, chosen += t->gemm[i].ms;
+    }
+    if (!rc && o->progress)
+        fprintf(o->progress,
+                "engine tuning: %d GEMMs timed, %d on another algorithm than the heuristic's "
+                "first (their sum %.3f ms against %.3f)\n",
+                timed, picked, chosen, first);
+    sg_exec_free(&e);
+    return rc;
+}
+
 int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
     sg_engine_table_init(t);
     if (o->iters < 1 || o->warmup < 0) return sg_set_error("engine tuning: iters must be >= 1");
@@ -347,6 +383,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         }
         x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
     }
+    /* the GEMMs of the chosen table's plan, each on every candidate algorithm */
+    if (!rc && o->gemm_reps > 0) rc = tune_gemms(&cfg, o, t);
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(wg), free(plib), free(pown), free(pwg), free(ran_own), free(ran_dnn),
         free(ran_wg), free(pair);

@@ -19,8 +19,11 @@
  * it (a backend or build without cuDNN: nothing is invented). With cudnn_time_reps, the cuDNN
  * alternative picks each convolution's cuDNN engine by timing its deterministic candidates
  * (cudnn_conv.h), and a cudnn layer's entry records the engine of each pass, which every run
- * given the table asks for. The timings never reach a training run except through the table
- * file it writes.
+ * given the table asks for. Last (gemm_reps), the step of the chosen table is planned once more
+ * and warmed up, and each of its GEMMs is timed on every candidate algorithm of the backend's
+ * GEMM library (the CUDA backend: cuBLASLt), the pick recorded per GEMM ("gemms"): the GEMMs a
+ * run given the table pins are those of that plan. The timings never reach a training run
+ * except through the table file it writes.
  */
 #ifndef SG_ENGINE_TUNE_H
 #define SG_ENGINE_TUNE_H
@@ -41,6 +44,12 @@ typedef struct {
      * (sg_backend.cudnn_time_reps), recorded per layer and pass in the table; 0: the
      * heuristics' first, recorded as none */
     int cudnn_time_reps;
+    /* the GEMMs' algorithms (backend.h: tune_gemms) timed in a last plan, the chosen table's,
+     * this many runs per candidate, and recorded in the table ("gemms"): the fastest where it
+     * beats the heuristic's first by gemm_min_gain (a fraction), else the first; 0: not timed,
+     * none recorded (every run pins the heuristic's first) */
+    int gemm_reps;
+    double gemm_min_gain;
     uint64_t seed;
     FILE *progress; /* a line per plan, or NULL */
 } sg_engine_tune_opts;

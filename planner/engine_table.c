@@ -16,6 +16,7 @@ void sg_engine_table_init(sg_engine_table *t) {
 
 void sg_engine_table_free(sg_engine_table *t) {
     free(t->e);
+    free(t->gemm);
     memset(t, 0, sizeof *t);
 }
 
@@ -82,6 +83,10 @@ static int cmp_entry(const void *a, const void *b) {
                   (*(const sg_engine_entry *const *)b)->layer);
 }
 
+static int cmp_gemm(const void *a, const void *b) {
+    return strcmp((*(const sg_gemm_pick *const *)a)->key, (*(const sg_gemm_pick *const *)b)->key);
+}
+
 uint64_t sg_engine_table_hash(sg_engine_table *t) {
     uint64_t h = 0xcbf29ce484222325ull;
     const sg_engine_entry **s = malloc(sizeof *s * (size_t)(t->n > 0 ? t->n : 1));
@@ -112,7 +117,49 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         }
     }
     free(s);
+    const sg_gemm_pick **gp = malloc(sizeof *gp * (size_t)(t->ngemm > 0 ? t->ngemm : 1));
+    SG_ASSERT(gp); /* a few hundred pointers */
+    for (int i = 0; i < t->ngemm; i++) gp[i] = &t->gemm[i];
+    qsort(gp, (size_t)t->ngemm, sizeof *gp, cmp_gemm);
+    for (int i = 0; i < t->ngemm; i++) {
+        char id[24];
+        snprintf(id, sizeof id, "=%016llx;", (unsigned long long)gp[i]->algo);
+        h = fnv(h, "gemm:");
+        h = fnv(h, gp[i]->key);
+        h = fnv(h, id);
+    }
+    free(gp);
     return t->hash = h;
+}
+
+int sg_engine_table_set_gemm(sg_engine_table *t, const char *key, uint64_t algo, double ms,
+                             double first_ms) {
+    if (!*key || strlen(key) >= SG_GEMM_KEY_MAX)
+        return sg_set_error("engine table: a GEMM key is empty or longer than %d characters",
+                            SG_GEMM_KEY_MAX - 1);
+    sg_gemm_pick *x = NULL;
+    for (int i = 0; i < t->ngemm && !x; i++)
+        if (!strcmp(t->gemm[i].key, key)) x = &t->gemm[i];
+    if (!x) {
+        if (t->ngemm == t->gemm_cap) {
+            const int cap = t->gemm_cap ? 2 * t->gemm_cap : 64;
+            sg_gemm_pick *g = realloc(t->gemm, sizeof *g * (size_t)cap);
+            if (!g) return sg_set_error("out of host memory for the engine table");
+            t->gemm = g, t->gemm_cap = cap;
+        }
+        x = &t->gemm[t->ngemm++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->key, sizeof x->key, "%s", key);
+    }
+    x->algo = algo, x->ms = ms, x->first_ms = first_ms;
+    sg_engine_table_hash(t);
+    return SG_OK;
+}
+
+const sg_gemm_pick *sg_engine_table_gemm(const sg_engine_table *t, const char *key) {
+    for (int i = 0; t && i < t->ngemm; i++)
+        if (!strcmp(t->gemm[i].key, key)) return &t->gemm[i];
+    return NULL;
 }
 
 int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double wgmma_ms) {

@@ -69,6 +69,20 @@ typedef struct {
     double pass_wgmma_ms[3];
 } sg_engine_entry;
 
+/* A GEMM's cuBLASLt algorithm, as the tuning chose it by timing (the CUDA backend's GEMMs:
+ * 1x1 convs on its gemm engine, attention, linear layers). A GEMM is named by its key
+ * (kernels/cuda/cuda_kernels.h: sg_blas_key_text; SG_GEMM_KEY_MAX is its SG_BLAS_KEY_MAX), the
+ * algorithm by its id (sg_blas_algo_id). Another algorithm may sum in another order: other
+ * bits, so the picks are part of the table's hash. */
+#define SG_GEMM_KEY_MAX 256
+typedef struct {
+    char key[SG_GEMM_KEY_MAX];
+    uint64_t algo;
+    /* measured: the algorithm's time and the heuristic's first's (the one pinned without a
+     * table); < 0: not measured */
+    double ms, first_ms;
+} sg_gemm_pick;
+
 typedef struct sg_engine_table {
     /* what it was measured for: checked against the config (sg_engine_table_check) */
     char model[32], precision[8];
@@ -84,6 +98,9 @@ typedef struct sg_engine_table {
      * two knobs that the environment (SG_WG_PERSIST, SG_WG_FILL) leaves unset */
     int wg_sched;
     double wg_sched_ms[SG_WG_SCHEDS];
+    /* the GEMMs' algorithms (sg_engine_table_set_gemm), in the order the tuned step pinned them */
+    int ngemm, gemm_cap;
+    sg_gemm_pick *gemm;
 } sg_engine_table;
 
 void sg_engine_table_init(sg_engine_table *t);
@@ -107,10 +124,18 @@ int sg_engine_table_set_pass_tc(sg_engine_table *t, const char *layer, int pass,
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
+/* Set the algorithm (its id) of the GEMM of this key, with its time and the heuristic's first's
+ * (< 0: not measured), replacing an earlier one, and rehash. SG_ERR for an empty key or one
+ * longer than SG_GEMM_KEY_MAX - 1. */
+int sg_engine_table_set_gemm(sg_engine_table *t, const char *key, uint64_t algo, double ms,
+                             double first_ms);
+/* The pick for a GEMM key; NULL when the table (which may be NULL) has none. */
+const sg_gemm_pick *sg_engine_table_gemm(const sg_engine_table *t, const char *key);
 /* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
  * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
  * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
- * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma): two tables with the same
+ * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma), then the GEMM picks
+ * sorted by key as "gemm:key=<algo id, 16 hex digits>;" (none: nothing): two tables with the same
  * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
  * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);

@@ -3448,6 +3448,72 @@ static void test_blas_pinning(void) {
     case_end();
 }
 
+/* A pinned GEMM's key and algorithm id, its candidates timed (the first is the pinned one, the
+ * ids distinct), and a preference: honoured where the heuristic offers that algorithm (the
+ * last candidate pinned instead of the first: another id, another table hash), missed with
+ * the first pinned where it does not, refused once a GEMM is pinned, and silent for a GEMM
+ * that never runs. */
+static void test_blas_algos(void) {
+    const char *ctx = "GEMM algorithms";
+    case_begin();
+    const int N = 6, K = 24, M = 16;
+    tbuf *x = tb_in("x", rnd((int64_t)N * K, -1, 1), (int64_t)N * K, DT_F32);
+    tbuf *w = tb_in("w", rnd((int64_t)M * K, -1, 1), (int64_t)M * K, DT_F32);
+    tbuf *y = tb_out("y", (int64_t)N * M, DT_F32, NULL);
+    sg_blas *b = NULL, *b2 = NULL, *b3 = NULL;
+    CHECK(sg_blas_create(&b, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    int rc =
+        cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    CHECK(rc == SG_OK && sg_blas_count(b) == 1, "first GEMM: %s", sg_last_error());
+    char key[SG_BLAS_KEY_MAX] = "";
+    CHECK(sg_blas_key_text(b, 0, key, sizeof key) == SG_OK &&
+              strstr(key, "m16 n6 k24 opTN f32,f32>f32 ld24,24,16 b1 ") == key,
+          "GEMM 0's key: \"%s\"", key);
+    CHECK(sg_blas_key_text(b, 1, key + 100, 10) == SG_ERR, "no GEMM 1 to name");
+    float ms[16];
+    uint64_t ids[16];
+    int n = 0;
+    rc = sg_blas_time_algos(b, 0, 16, 3, ms, ids, &n);
+    CHECK(rc == SG_OK && n >= 1 && n <= 16, "timed %d candidates: %s", n, sg_last_error());
+    int distinct = 1;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) distinct &= ids[i] != ids[j];
+    CHECK(n >= 1 && ms[0] >= 0 && ids[0] == sg_blas_algo_id(b, 0) && distinct,
+          "the first candidate (%.4f ms) is the pinned algorithm, every id distinct", ms[0]);
+    CHECK(sg_blas_prefer(b, key, ids[0]) == SG_ERR, "a preference after the first pin is refused");
+    /* the last candidate preferred (the host emulation offers 3) */
+    CHECK(sg_blas_create(&b2, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    CHECK(sg_blas_prefer(b2, key, ids[n > 0 ? n - 1 : 0]) == SG_OK &&
+              sg_blas_prefer(b2, "m1 n1 k1 never run", 42) == SG_OK,
+          "prefer: %s", sg_last_error());
+    rc = cuda_linear_fwd(g_st, b2, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    int met = -1, missed = -1;
+    sg_blas_preferences(b2, &met, &missed);
+    CHECK(rc == SG_OK && met == 1 && missed == 0 &&
+              sg_blas_algo_id(b2, 0) == ids[n > 0 ? n - 1 : 0] &&
+              (n < 2 || sg_blas_hash(b2) != sg_blas_hash(b)),
+          "the preferred candidate %d of %d pinned (%d met, %d missed)", n - 1, n, met, missed);
+    /* an algorithm the heuristic does not offer: the first, counted as missed */
+    CHECK(sg_blas_create(&b3, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    uint64_t bogus = 0x5eed;
+    for (int i = 0; i < n; i++) bogus += ids[i] == bogus;
+    CHECK(sg_blas_prefer(b3, key, bogus) == SG_OK, "prefer: %s", sg_last_error());
+    rc = cuda_linear_fwd(g_st, b3, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    sg_blas_preferences(b3, &met, &missed);
+    CHECK(rc == SG_OK && met == 0 && missed == 1 && sg_blas_algo_id(b3, 0) == ids[0] &&
+              sg_blas_hash(b3) == sg_blas_hash(b),
+          "an algorithm not offered: the first pinned (%d met, %d missed)", met, missed);
+    sync_stream();
+    guards_all(ctx);
+    sg_blas_destroy(b);
+    sg_blas_destroy(b2);
+    sg_blas_destroy(b3);
+    case_end();
+}
+
 /* ======================= main ======================= */
 
 int main(void) {
@@ -3530,6 +3596,7 @@ int main(void) {
     test_graph();
     test_errors();
     test_blas_pinning();
+    test_blas_algos();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_conv_bias_pieces(37, 19, dt, 0);
         test_conv_bias_pieces(1500, 70, dt, 1); /* several row chunks of the column sum */

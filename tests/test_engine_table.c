@@ -323,6 +323,77 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
     sg_engine_table_free(&t);
 }
 
+/* The GEMMs' algorithms (sg_engine_table.gemm, sg_gemm_pick): in the hash (another algorithm,
+ * other bits) whatever their order or timings, kept by the JSON round trip, named by the diff;
+ * absent from a table without them; malformed ones refused. */
+static void check_io_gemms(const sg_engine_table *t0) {
+    sg_engine_table t, back, rev;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    CHECK(!strstr(text, "gemms") && t.ngemm == 0, "a table without GEMM picks writes some: %s",
+          text);
+    free(text);
+    const uint64_t h0 = t.hash;
+    static const char *const keys[2] = {
+        "m256 n32768 k768 opNN bf16,bf16>bf16 ld256,768,256 b1 s0,0,0 al256,256,256",
+        "m768 n256 k32768 opNT bf16,bf16>f32 ld768,256,768 b1 s0,0,0 al256,256,256"};
+    CHECK(!sg_engine_table_set_gemm(&t, keys[0], 0x0123456789abcdefull, 0.025, 0.0875) &&
+              t.hash != h0 && !sg_engine_table_set_gemm(&t, keys[1], 0xfedcba9876543210ull, -1, -1),
+          "set_gemm: %s", sg_last_error());
+    const uint64_t h2 = t.hash;
+    CHECK(!sg_engine_table_set_gemm(&t, keys[0], 0x0123456789abcdefull, 0.5, 0.5) && t.hash == h2 &&
+              t.ngemm == 2 && sg_engine_table_gemm(&t, keys[0])->ms == 0.5,
+          "a pick's times changed the hash, or a key was added twice");
+    CHECK(sg_engine_table_set_gemm(&t, "", 1, 1, 1) == SG_ERR && !sg_engine_table_gemm(&t, "x") &&
+              !sg_engine_table_gemm(NULL, keys[0]),
+          "an empty key accepted, or a missing one found");
+    /* the order does not matter to the hash */
+    io_copy(t0, &rev, &text, &dnn, &own);
+    free(text);
+    CHECK(!sg_engine_table_set_gemm(&rev, keys[1], 0xfedcba9876543210ull, 1, 2) &&
+              !sg_engine_table_set_gemm(&rev, keys[0], 0x0123456789abcdefull, 3, 4) &&
+              rev.hash == t.hash && sg_engine_table_diff(&rev, &t, "(unexpected) ") == 0,
+          "the GEMM picks' hash depends on their order or times");
+    CHECK(!sg_engine_table_set_gemm(&rev, keys[1], 0xfedcba9876543211ull, 1, 2) &&
+              rev.hash != t.hash && sg_engine_table_diff(&rev, &t, "(expected) ") == 1,
+          "another algorithm: the hash or the diff did not see it");
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.ngemm == 2 && back.gemm[0].ms == 0.5 && back.gemm[1].first_ms < 0 &&
+              back.gemm[1].algo == 0xfedcba9876543210ull &&
+              strstr(text, "\"gemms\":[{\"gemm\":\"m256 n32768") &&
+              strstr(text, "\"algo\":\"fedcba9876543210\",\"ms\":null,\"first_ms\":null}"),
+          "the GEMM picks' JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    sg_engine_table_free(&back);
+    static const char *const bad[] = {
+        "\"gemms\":3",
+        "\"gemms\":[{\"gemm\":\"k\"}]",
+        "\"gemms\":[{\"gemm\":\"k\",\"algo\":\"0123\"}]",
+        "\"gemms\":[{\"gemm\":\"k\",\"algo\":\"0123456789ABCDEF\"}]",
+        "\"gemms\":[{\"gemm\":\"k\",\"algo\":\"0123456789abcdef\",\"ms\":-1}]",
+        "\"gemms\":[{\"gemm\":\"k\",\"algo\":\"0123456789abcdef\"},{\"gemm\":\"k\","
+        "\"algo\":\"0123456789abcdef\"}]"};
+    static const char *const says[] = {"must be an array", "16 lowercase hex", "16 lowercase hex",
+                                       "16 lowercase hex", "\"ms\"",           "listed twice"};
+    for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
+                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
+                 "\"engine\":\"own\"}]}",
+                 bad[k]);
+        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
+                  strstr(sg_last_error(), says[k]),
+              "a malformed GEMM pick (%s): %s", bad[k], sg_last_error());
+        sg_engine_table_free(&back);
+    }
+    printf("io: the GEMM picks in the hash, the diff and the JSON; malformed ones refused\n");
+    sg_engine_table_free(&t), sg_engine_table_free(&rev);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -357,6 +428,7 @@ static void check_io(void) {
     check_io_tc(&t);
     check_io_passes(&t);
     check_io_wg_sched(&t);
+    check_io_gemms(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -587,6 +659,8 @@ static void check_tune(const uint8_t *data) {
                              .warmup = 0,
                              .iters = 1,
                              .cudnn_time_reps = 3, /* asked for; no cuDNN here: nothing timed */
+                             .gemm_reps = 2,
+                             .gemm_min_gain = 0.03,
                              .seed = 3};
     sg_engine_table t, want;
     table_for(&c, &want, NULL);
@@ -710,6 +784,47 @@ static void check_tune(const uint8_t *data) {
            "own), %d folded shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
            t.backend, t.n, wgmma_measured, on_wgmma, gemm_layers, passes_measured, pass_wg_measured,
            on_own_passes, folded_pairs);
+    /* the GEMMs' algorithms: on the CUDA backend every GEMM of the chosen plan's step, each on
+     * the fastest candidate where it beat the heuristic's first by 3%, else on the first (the
+     * host emulation offers 3 candidates, the same arithmetic); on the CPU none */
+    int gemm_wrong = 0;
+    for (int i = 0; i < t.ngemm; i++) {
+        const sg_gemm_pick *x = &t.gemm[i];
+        gemm_wrong += !(x->first_ms >= 0 && x->ms >= 0 &&
+                        (x->ms == x->first_ms || x->ms < 0.97 * x->first_ms) &&
+                        strstr(x->key, " op") && strstr(x->key, " al"));
+    }
+#ifdef SG_TEST_CUDA_HOST
+    const int want_gemms = 1;
+#else
+    const int want_gemms = 0;
+#endif
+    CHECK(!gemm_wrong && (want_gemms ? t.ngemm > 0 : t.ngemm == 0),
+          "tune: %d GEMM picks, %d of them wrong", t.ngemm, gemm_wrong);
+#ifdef SG_TEST_CUDA_HOST
+    /* a run given the tuned table (auto) pins every pick: the same plan, the same GEMMs */
+    {
+        sg_model_cfg ct = c;
+        ct.engines = &t;
+        sg_exec e;
+        char env[2048] = "", want_met[64];
+        sg_backend *be = make_backend(NULL);
+        be->conv_engine = SG_CONV_ENGINE_AUTO; /* as the tuning's: the table decides */
+        int rc2 = sg_exec_init(&e, &ct, 1, be);
+        if (!rc2) rc2 = sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes);
+        if (!rc2) rc2 = sg_exec_init_state(&e, 5);
+        if (!rc2) rc2 = sg_exec_step(&e);
+        if (!rc2) e.be->describe(e.be, env, sizeof env);
+        snprintf(want_met, sizeof want_met, "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":0,",
+                 t.ngemm);
+        CHECK(!rc2 && strstr(env, want_met), "the tuned table's %d GEMM picks pinned: %s (%s)",
+              t.ngemm, env, rc2 ? sg_last_error() : "");
+        sg_exec_free(&e);
+    }
+#endif
+    printf("tune: %d GEMMs timed on every candidate algorithm, picks pinned by a run given the "
+           "table\n",
+           t.ngemm);
     /* the table fits the unfused plan too */
     sg_model_cfg unfused = c;
     unfused.fuse = 0, unfused.engines = &t;

@@ -44,6 +44,9 @@ PY'
 "$bench" --backend cpu "${M[@]}" --tune-engines t.json --engine-table tab.json >/dev/null 2>err.txt
 rc=$?
 ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && [ ! -e t.json ]'
+"$bench" --backend cpu "${M[@]}" --gemm-time 3 >/dev/null 2>err.txt
+rc=$?
+ok "--gemm-time without --tune-engines: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "gemm-time" err.txt'
 
 # ---- plan with it
 "$plan" "${M[@]}" --no-table >p0.txt && "$plan" "${M[@]}" --no-table --engine-table c1.json >p1.txt
@@ -111,7 +114,7 @@ ok "resume with the checkpoint's table: no warning, the straight run's bits" '[ 
 cp -r r1 r3 && rm r3/ckpt_00000004.sgck
 "$train" --resume r3/ckpt_00000002.sgck --engine-table tab.json >/dev/null 2>err.txt
 rc=$?
-ok "resume with another table: goes on, warns naming layers" '[ $rc -eq 0 ] && grep -q "layer down_blocks.0.resnets.0.conv1: cudnn -> own" err.txt && grep -q "8 conv layer(s) change engine" err.txt'
+ok "resume with another table: goes on, warns naming layers" '[ $rc -eq 0 ] && grep -q "layer down_blocks.0.resnets.0.conv1: cudnn -> own" err.txt && grep -q "8 conv layer(s) change engine (or GEMM(s) algorithm)" err.txt'
 ok "resume with another table: recorded in config.json" 'grep -q "\"engine_table\": *\"tab.json\"" r3/config.json'
 "$train" --resume r3/ckpt_00000002.sgck --steps 6 --engine-table batch.json >/dev/null 2>err.txt
 rc=$?

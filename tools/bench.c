@@ -92,6 +92,11 @@ static void usage(FILE *f) {
             "                       candidate (heuristics modes A, B and fallback) timed to\n"
             "                       choose a convolution's engine (default 10; 0: the\n"
             "                       heuristics' first, nothing recorded)\n"
+            "  --gemm-time N        with --tune-engines: runs of each cuBLASLt candidate\n"
+            "                       algorithm timed, per GEMM of the chosen table's step, last;\n"
+            "                       the fastest where 3%% faster than the heuristic's first,\n"
+            "                       else the first, written per GEMM (\"gemms\"): every run\n"
+            "                       given the table pins them (default 10; 0: none recorded)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes, and the per-op replay column (CUDA: each\n"
             "                       op family's nodes captured as one graph and replayed)\n"
@@ -216,6 +221,7 @@ typedef struct {
     const char *backend, *data;
     int warmup, iters, json, breakdown, data_n_set, conv_engine;
     int cudnn_time; /* --cudnn-time: runs per cuDNN candidate when tuning; -1: the default */
+    int gemm_time;  /* --gemm-time: runs per cuBLASLt candidate when tuning; -1: the default */
     uint64_t seed;
     const char *tune_path, *table_path; /* --tune-engines, --engine-table */
     sg_engine_table table;
@@ -244,6 +250,8 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = !(a->tune_path = cli_value(&c));
         else if (cli_is(&c, "--cudnn-time"))
             bad = cli_int(&c, 0, 1000, &a->cudnn_time);
+        else if (cli_is(&c, "--gemm-time"))
+            bad = cli_int(&c, 0, 1000, &a->gemm_time);
         else if (cli_is(&c, "--engine-table")) {
             bad = cli_engine_table(&c, &a->table, &a->table_path);
             if (!bad) cfg->engines = &a->table;
@@ -263,6 +271,11 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
     }
     if (a->cudnn_time >= 0 && !a->tune_path) {
         fprintf(stderr, "bench: --cudnn-time chooses the cuDNN engines of --tune-engines: give "
+                        "both\n");
+        return 2;
+    }
+    if (a->gemm_time >= 0 && !a->tune_path) {
+        fprintf(stderr, "bench: --gemm-time chooses the GEMM algorithms of --tune-engines: give "
                         "both\n");
         return 2;
     }
@@ -813,6 +826,8 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
                              .warmup = a->warmup,
                              .iters = a->iters,
                              .cudnn_time_reps = a->cudnn_time >= 0 ? a->cudnn_time : 10,
+                             .gemm_reps = a->gemm_time >= 0 ? a->gemm_time : 10,
+                             .gemm_min_gain = 0.03,
                              .seed = a->seed,
                              .progress = stderr};
     sg_engine_table t;
@@ -841,14 +856,28 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
                a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, own_passes,
                t.n - on_dnn, on_wg, wg_measured ? "" : ", not measured here", sum_own, sum_best,
                measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
+        int other = 0;
+        double first = 0, chosen = 0;
+        for (int i = 0; i < t.ngemm; i++) {
+            other += t.gemm[i].ms < t.gemm[i].first_ms;
+            first += t.gemm[i].first_ms, chosen += t.gemm[i].ms;
+        }
+        if (t.ngemm)
+            printf("bench: engine table %s: %d GEMMs with their algorithm, %d not the heuristic's "
+                   "first (the GEMMs' sum %.3f ms against %.3f with the first)\n",
+                   a->tune_path, t.ngemm, other, chosen, first);
     }
     sg_engine_table_free(&t);
     return rc;
 }
 
 int main(int argc, char **argv) {
-    bench_args a = {
-        .data = "synthetic", .warmup = 10, .iters = -1, .breakdown = 1, .cudnn_time = -1};
+    bench_args a = {.data = "synthetic",
+                    .warmup = 10,
+                    .iters = -1,
+                    .breakdown = 1,
+                    .cudnn_time = -1,
+                    .gemm_time = -1};
     sg_model_cfg cfg;
     int rc = parse_args(argc, argv, &a, &cfg);
     if (rc) return rc == 1 ? 0 : rc;

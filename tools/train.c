@@ -790,8 +790,8 @@ static int setup_engine_table(train_run *r) {
                 r->resume_path, a->engine_table_path);
     if (!had || differ)
         fprintf(stderr,
-                "train: warning: %d conv layer(s) change engine: the resumed run will not give "
-                "the same bits as a straight one where a layer's engine changes\n",
+                "train: warning: %d conv layer(s) change engine (or GEMM(s) algorithm): the "
+                "resumed run will not give the same bits as a straight one where one changes\n",
                 had ? differ : a->engine_table.n);
     if (!had || r->ckpt_table.hash != a->engine_table.hash)
         json_object_set_new(r->changes, "engine_table", json_string(a->engine_table_path));

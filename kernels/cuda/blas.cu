@@ -7,7 +7,8 @@
  * the transposes, the three types, the leading dimensions, the batch count and strides, and
  * the alignment of the three pointers (see below) — is the key of a table. The first time a
  * key is seen, cublasLtMatmulAlgoGetHeuristic picks the algorithm (its first result, with a
- * workspace no larger than the arena's cuBLAS workspace) and the entry keeps it with the
+ * workspace no larger than the arena's cuBLAS workspace, unless a preference names another
+ * of its results: below) and the entry keeps it with the
  * descriptors; every later call with that key runs exactly that algorithm. The CUDA backend
  * freezes the table after its eager warm-up step, before capturing the step into a graph;
  * after that a GEMM not in the table is an error.
@@ -30,6 +31,21 @@
  * once, never summed in bf16 (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; no split-K at all is
  * always allowed). The alignment is part of the key, so an operand at another alignment is
  * another GEMM.
+ *
+ * The choice by measurement (sg_blas_time_algos, sg_blas_prefer): the heuristic's first is not
+ * always the fastest. The first GPU runs measured the 1x1 convs' backward passes on cuBLASLt
+ * at 2-4x the time of a same-size GEMM whose operands are both K-contiguous (e.g. the data
+ * gradient of a 256 -> 768 1x1 conv at 16x16, batch 128: 0.087-0.092 ms against 0.025;
+ * bench/results/2026-11-28-nvidia-h200-bench-3.md): those GEMMs read an operand M- or
+ * N-contiguous, and nobody had asked whether another candidate does better. So the engine
+ * tuning (bench --tune-engines) times every pinned GEMM of the tuned step on each of the
+ * heuristic's candidates (up to 16, each on scratch operands of the key's shape and
+ * alignment), and the engine table records the algorithm per GEMM key. A run given the table
+ * prefers those before anything is pinned; an algorithm is named by a hash of cuBLASLt's
+ * opaque algorithm struct, which the same library, GPU and descriptors reproduce, and one the
+ * heuristic does not offer (another GPU or library) is said on stderr and replaced by the
+ * first. Another algorithm may sum in another order, so, as with cuDNN's engines, a timing
+ * reaches the bits only through the table file (part of its hash).
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -51,6 +67,12 @@ typedef struct {
     size_t ws_bytes; /* what the algorithm needs */
 } blas_entry;
 
+/* a preference (sg_blas_prefer): the algorithm of this id for the GEMM of this key text */
+typedef struct {
+    char key[SG_BLAS_KEY_MAX];
+    uint64_t algo;
+} blas_pref;
+
 struct sg_blas {
     cublasLtHandle_t lt;
     cudaStream_t st;
@@ -58,6 +80,8 @@ struct sg_blas {
     size_t ws_bytes;
     blas_entry *e;
     int n, cap, frozen;
+    blas_pref *pref;
+    int npref, pref_cap, pref_met, pref_missed;
 };
 
 #define LT_CHECK(call)                                                                             \
@@ -102,22 +126,38 @@ static int blas_layout(cublasLtMatrixLayout_t *l, int dt, int64_t rows, int64_t 
     return SG_OK;
 }
 
-/* descriptors and the heuristic's first algorithm for key k, into e */
-static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
-    memset(e, 0, sizeof *e);
-    e->key = *k;
-    LT_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = (cublasOperation_t)k->ta, tb = (cublasOperation_t)k->tb;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    /* stored shapes: A is m x k, or k x m when transposed; B is k x n, or n x k */
-    if (blas_layout(&e->la, (int)k->adt, ta == CUBLAS_OP_N ? k->m : k->k,
-                    ta == CUBLAS_OP_N ? k->k : k->m, k->lda, k->batch, k->sa) ||
-        blas_layout(&e->lb, (int)k->bdt, tb == CUBLAS_OP_N ? k->k : k->n,
-                    tb == CUBLAS_OP_N ? k->n : k->k, k->ldb, k->batch, k->sb) ||
-        blas_layout(&e->lc, (int)k->cdt, k->m, k->n, k->ldc, k->batch, k->sc))
-        return SG_ERR;
+/* FNV-1a, for the table's hash and the algorithms' ids */
+static uint64_t blas_fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+/* an algorithm's id: the hash of its opaque bytes (the same library, GPU and descriptors give
+ * the same bytes) */
+static uint64_t blas_algo_id(const cublasLtMatmulAlgo_t *a) {
+    return blas_fnv(14695981039346656037ull, a, sizeof *a);
+}
 
+static const char *blas_dt_name(int64_t dt) {
+    return dt == DT_BF16 ? "bf16" : "f32";
+}
+/* a key as text (sg_blas_key_text) */
+static void blas_key_text(const blas_key *k, char *buf, size_t cap) {
+    snprintf(buf, cap,
+             "m%lld n%lld k%lld op%c%c %s,%s>%s ld%lld,%lld,%lld b%lld s%lld,%lld,%lld "
+             "al%lld,%lld,%lld",
+             (long long)k->m, (long long)k->n, (long long)k->k, k->ta == CUBLAS_OP_N ? 'N' : 'T',
+             k->tb == CUBLAS_OP_N ? 'N' : 'T', blas_dt_name(k->adt), blas_dt_name(k->bdt),
+             blas_dt_name(k->cdt), (long long)k->lda, (long long)k->ldb, (long long)k->ldc,
+             (long long)k->batch, (long long)k->sa, (long long)k->sb, (long long)k->sc,
+             (long long)k->align_a, (long long)k->align_b, (long long)k->align_c);
+}
+
+/* cuBLASLt's heuristic for entry e's descriptors under the table's preferences (the workspace,
+ * fp32-only split-K reductions, the key's alignments): up to `most` results, *nr of them */
+static int blas_heuristic(const sg_blas *b, const blas_entry *e, int most,
+                          cublasLtMatmulHeuristicResult_t *r, int *nr) {
+    const blas_key *k = &e->key;
     cublasLtMatmulPreference_t pref = NULL;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t max_ws = (uint64_t)b->ws_bytes;
@@ -140,22 +180,70 @@ static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                  &al[2], sizeof al[2]);
-    cublasLtMatmulHeuristicResult_t r;
-    memset(&r, 0, sizeof r);
-    int nr = 0;
+    memset(r, 0, (size_t)most * sizeof *r);
+    *nr = 0;
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, 1, &r,
-                                           &nr);
+        s = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, most, r,
+                                           nr);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS)
         return sg_set_error("cuBLASLt preferences / heuristic: %s", cublasLtGetStatusString(s));
-    if (nr < 1 || r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > b->ws_bytes)
+    return SG_OK;
+}
+
+/* can the table run heuristic result r (it succeeded, its workspace fits)? */
+static int blas_usable(const sg_blas *b, const cublasLtMatmulHeuristicResult_t *r) {
+    return r->state == CUBLAS_STATUS_SUCCESS && r->workspaceSize <= b->ws_bytes;
+}
+
+/* the most candidates asked of the heuristic where an algorithm is preferred or timed */
+enum { BLAS_MOST = 16 };
+
+/* descriptors and the algorithm for key k, into e: the heuristic's first, or the one a
+ * preference names (sg_blas_prefer) when the heuristic offers it */
+static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    LT_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = (cublasOperation_t)k->ta, tb = (cublasOperation_t)k->tb;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    /* stored shapes: A is m x k, or k x m when transposed; B is k x n, or n x k */
+    if (blas_layout(&e->la, (int)k->adt, ta == CUBLAS_OP_N ? k->m : k->k,
+                    ta == CUBLAS_OP_N ? k->k : k->m, k->lda, k->batch, k->sa) ||
+        blas_layout(&e->lb, (int)k->bdt, tb == CUBLAS_OP_N ? k->k : k->n,
+                    tb == CUBLAS_OP_N ? k->n : k->k, k->ldb, k->batch, k->sb) ||
+        blas_layout(&e->lc, (int)k->cdt, k->m, k->n, k->ldc, k->batch, k->sc))
+        return SG_ERR;
+    char text[SG_BLAS_KEY_MAX];
+    blas_key_text(k, text, sizeof text);
+    const blas_pref *want = NULL;
+    for (int i = 0; i < b->npref && !want; i++)
+        if (!strcmp(b->pref[i].key, text)) want = &b->pref[i];
+    cublasLtMatmulHeuristicResult_t r[BLAS_MOST];
+    int nr = 0;
+    if (blas_heuristic(b, e, want ? BLAS_MOST : 1, r, &nr)) return SG_ERR;
+    if (nr < 1 || !blas_usable(b, &r[0]))
         return sg_set_error("cuBLASLt has no algorithm for GEMM m=%lld n=%lld k=%lld batch %lld "
                             "(types %lld,%lld->%lld) within a %zu-byte workspace",
                             (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
                             (long long)k->adt, (long long)k->bdt, (long long)k->cdt, b->ws_bytes);
-    e->algo = r.algo;
-    e->ws_bytes = r.workspaceSize;
+    int pick = 0;
+    if (want) {
+        pick = -1;
+        for (int i = 0; i < nr && pick < 0; i++)
+            if (blas_usable(b, &r[i]) && blas_algo_id(&r[i].algo) == want->algo) pick = i;
+        if (pick < 0)
+            fprintf(stderr,
+                    "stepgraph: GEMM %s: the preferred cuBLASLt algorithm %016llx is not among "
+                    "the %d offered here (another GPU or library than the tuning's?); the "
+                    "heuristic's first instead\n",
+                    text, (unsigned long long)want->algo, nr);
+        b->pref_met += pick >= 0, b->pref_missed += pick < 0;
+        if (pick < 0) pick = 0;
+    }
+    e->algo = r[pick].algo;
+    e->ws_bytes = r[pick].workspaceSize;
     return SG_OK;
 }
 
@@ -181,6 +269,7 @@ extern "C" void sg_blas_destroy(sg_blas *b) {
     if (!b) return;
     for (int i = 0; i < b->n; i++) blas_entry_release(&b->e[i]);
     free(b->e);
+    free(b->pref);
     if (b->lt) cublasLtDestroy(b->lt);
     free(b);
 }
@@ -198,11 +287,6 @@ extern "C" int sg_blas_count(const sg_blas *b) {
 }
 
 /* FNV-1a over every entry in insertion (= schedule) order: key, algorithm bytes, workspace */
-static uint64_t blas_fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *c = (const unsigned char *)p;
-    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
-    return h;
-}
 extern "C" uint64_t sg_blas_hash(const sg_blas *b) {
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; b && i < b->n; i++) {
@@ -274,4 +358,125 @@ extern "C" int sg_blas_gemm_rowmajor_nt(sg_blas *b, cudaStream_t st, int m, int 
                                         const void *A, const void *B, void *C) {
     return cu_blas_gemm(b, st, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, 1.0f, B, dt, k, 0, A, dt, k, 0,
                         0.0f, C, dt, n, 0, 1);
+}
+
+/* ---- the algorithms' choice by measurement (sg_blas_time_algos, sg_blas_prefer) */
+
+extern "C" int sg_blas_key_text(const sg_blas *b, int i, char *buf, int cap) {
+    SG_ARG_CHECK(b && i >= 0 && i < b->n && buf && cap > 0, "sg_blas_key_text: no GEMM %d", i);
+    blas_key_text(&b->e[i].key, buf, (size_t)cap);
+    return SG_OK;
+}
+
+extern "C" uint64_t sg_blas_algo_id(const sg_blas *b, int i) {
+    return b && i >= 0 && i < b->n ? blas_algo_id(&b->e[i].algo) : 0;
+}
+
+extern "C" int sg_blas_prefer(sg_blas *b, const char *key, uint64_t algo) {
+    SG_ARG_CHECK(b && key && strlen(key) < SG_BLAS_KEY_MAX,
+                 "sg_blas_prefer: a GEMM key longer than %d characters", SG_BLAS_KEY_MAX - 1);
+    SG_ARG_CHECK(!b->n, "sg_blas_prefer: the table already pinned %d GEMMs", b->n);
+    for (int i = 0; i < b->npref; i++)
+        if (!strcmp(b->pref[i].key, key)) return b->pref[i].algo = algo, SG_OK;
+    if (b->npref == b->pref_cap) {
+        const int cap = b->pref_cap ? 2 * b->pref_cap : 64;
+        blas_pref *np = (blas_pref *)realloc(b->pref, (size_t)cap * sizeof *np);
+        SG_ARG_CHECK(np != NULL, "sg_blas_prefer: out of host memory");
+        b->pref = np, b->pref_cap = cap;
+    }
+    blas_pref *p = &b->pref[b->npref++];
+    snprintf(p->key, sizeof p->key, "%s", key);
+    p->algo = algo;
+    return SG_OK;
+}
+
+extern "C" void sg_blas_preferences(const sg_blas *b, int *met, int *missed) {
+    *met = b ? b->pref_met : 0;
+    *missed = b ? b->pref_missed : 0;
+}
+
+/* n elements of dtype dt at p: a fixed pattern of values in [-0.5, 0.5) (what time_gemm's
+ * operands hold: all-zero matrices can run at clocks real data does not) */
+__global__ void blas_fill_kernel(void *p, int64_t n, int dt) {
+    SG_PDL_ENTER();
+    SG_GRID_STRIDE(i, n) {
+        const uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i >> 13);
+        const float v = (float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f;
+        dev_st(p, i, v, dt);
+    }
+}
+
+/* the elements a stored operand spans: `batch` matrices `stride` apart, each `cols` columns of
+ * leading dimension ld */
+static int64_t blas_span(int64_t ld, int64_t cols, int64_t batch, int64_t stride) {
+    return (batch - 1) * stride + ld * cols;
+}
+
+extern "C" int sg_blas_time_algos(sg_blas *b, int i, int most, int reps, float *ms, uint64_t *ids,
+                                  int *n) {
+    const char *fn = "sg_blas_time_algos";
+    *n = 0;
+    SG_ARG_CHECK(b && i >= 0 && i < b->n && most >= 1 && reps >= 1, "%s: no GEMM %d", fn, i);
+    const blas_entry *e = &b->e[i];
+    const blas_key *k = &e->key;
+    cublasLtMatmulHeuristicResult_t r[BLAS_MOST];
+    int nr = 0;
+    if (blas_heuristic(b, e, most < BLAS_MOST ? most : BLAS_MOST, r, &nr)) return SG_ERR;
+    /* scratch operands as the key stores them, each at the key's alignment (an offset of that
+     * many bytes past cudaMalloc's 256) */
+    const int64_t span[3] = {blas_span(k->lda, k->ta == CUBLAS_OP_N ? k->k : k->m, k->batch, k->sa),
+                             blas_span(k->ldb, k->tb == CUBLAS_OP_N ? k->n : k->k, k->batch, k->sb),
+                             blas_span(k->ldc, k->n, k->batch, k->sc)};
+    const int64_t dts[3] = {k->adt, k->bdt, k->cdt},
+                  align[3] = {k->align_a, k->align_b, k->align_c};
+    unsigned char *buf[3] = {NULL, NULL, NULL};
+    void *op[3];
+    int rc = SG_OK;
+    for (int j = 0; j < 3 && !rc; j++) {
+        const int64_t bytes = span[j] * sg_dtype_size((int)dts[j]) + 256;
+        if (cudaMalloc((void **)&buf[j], (size_t)bytes) != cudaSuccess) {
+            cudaGetLastError();
+            buf[j] = NULL;
+            rc = sg_set_error("%s: no %.1f MiB of device memory for GEMM %d's operands", fn,
+                              bytes / 1048576.0, i);
+            break;
+        }
+        op[j] = buf[j] + (align[j] < 256 ? align[j] : 0);
+        SG_LAUNCH(blas_fill_kernel, sg_grid_for(span[j]), SG_THREADS, 0, b->st, op[j], span[j],
+                  (int)dts[j]);
+        if (cudaPeekAtLastError() != cudaSuccess)
+            rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+    }
+    cudaEvent_t ev[2] = {NULL, NULL};
+    if (!rc && (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess))
+        rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int c = 0; c < nr && !rc; c++) {
+        ms[c] = -1;
+        ids[c] = blas_algo_id(&r[c].algo);
+        if (!blas_usable(b, &r[c])) continue;
+        /* one untimed run (a refusal leaves the candidate unmeasured), then reps between events */
+        if (cublasLtMatmul(b->lt, e->op, &alpha, op[0], e->la, op[1], e->lb, &beta, op[2], e->lc,
+                           op[2], e->lc, &r[c].algo, b->ws, b->ws_bytes,
+                           b->st) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+        if (cudaEventRecord(ev[0], b->st) != cudaSuccess)
+            rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+        for (int q = 0; q < reps && !rc && s == CUBLAS_STATUS_SUCCESS; q++)
+            s = cublasLtMatmul(b->lt, e->op, &alpha, op[0], e->la, op[1], e->lb, &beta, op[2],
+                               e->lc, op[2], e->lc, &r[c].algo, b->ws, b->ws_bytes, b->st);
+        float t = 0;
+        if (!rc && (cudaEventRecord(ev[1], b->st) != cudaSuccess ||
+                    cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                    cudaEventElapsedTime(&t, ev[0], ev[1]) != cudaSuccess))
+            rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+        if (!rc && s == CUBLAS_STATUS_SUCCESS) ms[c] = t / (float)reps;
+    }
+    cudaStreamSynchronize(b->st); /* nothing may still read the scratch when it is freed */
+    for (int j = 0; j < 2; j++)
+        if (ev[j]) cudaEventDestroy(ev[j]);
+    for (int j = 0; j < 3; j++) cudaFree(buf[j]);
+    if (!rc) *n = nr;
+    return rc;
 }

@@ -113,6 +113,26 @@ int sg_blas_count(const sg_blas *blas);
 uint64_t sg_blas_hash(const sg_blas *blas);
 /* cublasLtGetVersion() */
 size_t sg_blas_version(void);
+/* The algorithms' choice by measurement (bench --tune-engines; the engine table's "gemms").
+ * A pinned GEMM is named by its key as text (SG_BLAS_KEY_MAX bytes at most: "m256 n32768 k768
+ * opNN bf16,bf16>bf16 ld256,768,256 b1 s0,0,0 al256,256,256"), an algorithm by its id (a hash
+ * of cuBLASLt's opaque algorithm: the same library, GPU and descriptors give the same id).
+ * - sg_blas_key_text: pinned GEMM i's key (i in [0, sg_blas_count));
+ * - sg_blas_algo_id: the id of the algorithm GEMM i runs (0 for no such GEMM);
+ * - sg_blas_time_algos: up to `most` (at most 16) of the heuristic's candidates for GEMM i, each
+ *   run once untimed and then `reps` times between two events on scratch operands of the key's
+ *   shape and alignment (cudaMalloc'd and freed here; the table's workspace): ms[c] the mean of
+ *   candidate c (-1: refused or beyond the workspace), ids[c] its id, *n the candidates;
+ * - sg_blas_prefer: before the first GEMM is pinned, the algorithm of id `algo` for the GEMM of
+ *   this key: it is pinned instead of the heuristic's first where the heuristic offers it (among
+ *   its first 16); where not, a line on stderr says so and the first is pinned;
+ * - sg_blas_preferences: *met the preferred algorithms pinned so far, *missed those not offered. */
+#define SG_BLAS_KEY_MAX 256
+int sg_blas_key_text(const sg_blas *blas, int i, char *buf, int cap);
+uint64_t sg_blas_algo_id(const sg_blas *blas, int i);
+int sg_blas_time_algos(sg_blas *blas, int i, int most, int reps, float *ms, uint64_t *ids, int *n);
+int sg_blas_prefer(sg_blas *blas, const char *key, uint64_t algo);
+void sg_blas_preferences(const sg_blas *blas, int *met, int *missed);
 /* One plain GEMM through the table, for measurements outside the step (tools/bench's
  * same-size-GEMM column): row-major C[m][n] = A[m][k] B[n][k]^T, both operands K-contiguous
  * (a convolution's implicit-GEMM layout), operands and C of dtype dt (DT_BF16 or DT_F32),

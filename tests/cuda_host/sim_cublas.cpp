@@ -42,6 +42,7 @@ constexpr uint64_t DESC_MAGIC = 0x5347534d44455343ull;   /* "SGSMDESC" */
 constexpr uint64_t LAYOUT_MAGIC = 0x5347534d4c41594full; /* "SGSMLAYO" */
 constexpr uint64_t PREF_MAGIC = 0x5347534d50524546ull;   /* "SGSMPREF" */
 constexpr uint64_t ALGO_MAGIC = 0x5347534d414c474full;   /* "SGSMALGO" */
+constexpr int SIM_ALGOS = 3;                             /* the heuristic's candidates per GEMM */
 
 /* One operand: column-major rows x cols at ld, batch stride in elements. */
 struct mat {
@@ -604,12 +605,19 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     cublasStatus_t s =
         lt_gemm(fn, desc_of(d), layout_of(a), layout_of(b), layout_of(c), layout_of(dd), &g);
     if (s) return s;
-    memset(&results[0], 0, sizeof results[0]);
-    results[0].algo.data[0] = ALGO_MAGIC;
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *returned = 1;
+    /* SIM_ALGOS candidates (or as many as requested), told apart by data[1]: the same
+     * arithmetic, so that the callers' choice among several (blas.cu: a preference, a timing)
+     * runs here as on a GPU */
+    const int n = requested < SIM_ALGOS ? requested : SIM_ALGOS;
+    for (int i = 0; i < n; i++) {
+        memset(&results[i], 0, sizeof results[i]);
+        results[i].algo.data[0] = ALGO_MAGIC;
+        results[i].algo.data[1] = (uint64_t)i;
+        results[i].workspaceSize = 0;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        results[i].wavesCount = 1.0f;
+    }
+    *returned = n;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -624,7 +632,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
         report("%s: NULL handle", fn);
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
-    if (algo && algo->data[0] != ALGO_MAGIC) {
+    if (algo && (algo->data[0] != ALGO_MAGIC || algo->data[1] >= (uint64_t)SIM_ALGOS)) {
         report("%s: the algorithm did not come from cublasLtMatmulAlgoGetHeuristic", fn);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
