@@ -95,6 +95,11 @@ struct sg_backend {
      * step's. NULL: not available (the CPU backend). */
     int (*time_nodes_replay)(sg_backend *be, const sg_plan *plan, const int *nodes, int n, int reps,
                              float *ms);
+    /* The wgmma kernels' schedule (planner/engine_table.h: SG_WG_SCHED_*, the same bits every
+     * way) for the eager launches and captures that follow; s < 0: the step's own again (the
+     * engine tuning's replays of a layer's nodes under the schedule it chose). NULL: no such
+     * kernels (the CPU backend). */
+    void (*wg_sched)(sg_backend *be, int s);
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
      * 0 where not measured. */
     double (*matmul_peak_tflops)(sg_backend *be, int dtype);

@@ -519,6 +519,17 @@ static void wg_sched_set(int s) {
     cuda_conv_wgmma_fill(s & SG_WG_SCHED_FILL ? -1 : 0);
 }
 
+/* backend.h: wg_sched */
+static void cuda_wg_sched(sg_backend *be, int s) {
+    const cuda_ctx *c = be->ctx;
+    if (s >= 0) {
+        wg_sched_set(s);
+        return;
+    }
+    cuda_conv_wgmma_persist(c->wg_persist);
+    cuda_conv_wgmma_fill(c->wg_fill);
+}
+
 static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table) {
     /* SG_TC_HALO (unset or 1, 0, all): the fused prologue's forward on the resident halo or
      * per tap, or every tensor-core forward on the halo (conv_tc.cu; the same bits, so a GPU
@@ -2039,6 +2050,7 @@ static const sg_backend cuda_vtable = {
     .time_steps = cuda_time_steps,
     .time_nodes = cuda_time_nodes,
     .time_nodes_replay = cuda_time_nodes_replay,
+    .wg_sched = cuda_wg_sched,
     .matmul_peak_tflops = cuda_matmul_peak,
     .node_engine = cuda_node_engine,
     .time_node_engine = cuda_time_node_engine,

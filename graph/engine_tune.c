@@ -50,6 +50,33 @@ static int layer_index(const sg_engine_table *t, const char *name) {
     return k;
 }
 
+/* ms[k]: the median of `reps` replays of layer k's charged nodes (sg_engine_tune_charge), in
+ * schedule order, captured as one graph (backend.h: time_nodes_replay), under the wgmma
+ * schedule sched where sched >= 0; 0 for a layer charged no node */
+static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table *layers, int reps,
+                         int sched, double *ms) {
+    const sg_graph *g = &p->g;
+    int *of = malloc(sizeof(int) * ((size_t)g->nn + 1)),
+        *nodes = malloc(sizeof(int) * ((size_t)g->nn + 1));
+    float *r = malloc(sizeof(float) * ((size_t)reps + 1));
+    int rc = of && nodes && r ? SG_OK : sg_set_error("out of host memory");
+    for (int i = 0; i < g->nn && !rc; i++) {
+        char layer[SG_NAME_MAX];
+        of[i] = sg_engine_tune_charge(g, i, layer) ? -1 : layer_index(layers, layer);
+    }
+    if (!rc && sched >= 0) be->wg_sched(be, sched);
+    for (int k = 0; k < layers->n && !rc; k++) {
+        int n = 0;
+        for (int i = 0; i < g->nn; i++)
+            if (of[i] == k) nodes[n++] = i;
+        rc = be->time_nodes_replay(be, p, nodes, n, reps, r);
+        if (!rc) ms[k] = median(r, reps);
+    }
+    if (sched >= 0) be->wg_sched(be, -1);
+    free(of), free(nodes), free(r);
+    return rc;
+}
+
 /* One alternative: every layer of `layers` on `engine` (own: on tensor-core generation tc);
  * per layer the charged ms (ms[k]) and whether every conv node of it ran on that engine (ran[k];
  * own on wgmma: none left on mma.sync, "own", where the backend could not take it; the 1x1
@@ -179,6 +206,14 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                 rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
+    /* each layer's charged nodes replayed as one graph, where the backend can (a wgmma pass
+     * under the schedule chosen above): the layer's cost inside a replayed step. The eager sums
+     * above carry every node's launch gap, which a replay does not have; on the only GPU tuning
+     * run so far they favoured the plan with more, smaller nodes less than its replay did (the
+     * table's step replayed 10 ms slower than the sums said). ms[k] becomes the replay's median,
+     * which the choice compares; the per-pass sides stay eager (one node each side). */
+    if (!rc && be->time_nodes_replay)
+        rc = replay_layers(be, &e.plan, layers, o->iters, med && be->wg_sched ? best : -1, ms);
     for (int k = 0; k < 3 * layers->n && pass_lib && pass_own && pass_wg; k++)
         if (!per_pass || rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = pass_wg[k] = -1;
     if (!rc && env && be->describe) be->describe(be, env, env_cap);

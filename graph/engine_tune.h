@@ -5,7 +5,10 @@
  * The step of cfg is planned twice, on a fresh backend each: every conv layer `own` (the fused
  * plan on the own kernels) and every layer `cudnn` (nothing fused into a conv; cuDNN wherever
  * the backend can run it). Each is warmed up, then every schedule node is timed eagerly
- * (`time_nodes`) `iters` times, and each node's median is charged to a conv layer: its conv
+ * (`time_nodes`) `iters` times, and each node is charged to a conv layer (a layer's time: on a
+ * backend that can replay (CUDA: time_nodes_replay), the median of `iters` replays of its
+ * charged nodes captured as one graph, the cost inside a replayed step without the eager
+ * launch gaps; elsewhere the sum of its nodes' eager medians): its conv
  * nodes (forward, backward-data, backward-weight, every micro-batch; a conv2d_sc's to conv2,
  * an upconv2d's to the upsampler's conv), and the normalisation or nearest upsample whose
  * output only that layer's convs read, with its recomputation and backward nodes. The layers

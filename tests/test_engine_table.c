@@ -651,9 +651,65 @@ static int pair_of(const int *pair, int n, int k) {
     return -1;
 }
 
+/* The tuning's backends with their layer replays observed (CUDA): each replay runs for real,
+ * then reports 1e6 ms plus its node count, so that a layer's time in the table says it came
+ * from the replay of exactly its charged nodes (an eager sum here is far below 1e6 ms); and the
+ * wgmma schedule set before the replays and restored after them counted. */
+static int (*g_replay_real)(sg_backend *, const sg_plan *, const int *, int, int, float *);
+static void (*g_sched_real)(sg_backend *, int);
+static int g_replays, g_sched_sets, g_sched_restores;
+static int replay_observed(sg_backend *be, const sg_plan *p, const int *nodes, int n, int reps,
+                           float *ms) {
+    const int rc = g_replay_real(be, p, nodes, n, reps, ms);
+    for (int r = 0; r < reps && !rc; r++) ms[r] = n ? 1e6f + (float)n : 0.0f;
+    g_replays++;
+    return rc;
+}
+static void sched_observed(sg_backend *be, int s) {
+    g_sched_real(be, s);
+    if (s >= 0)
+        g_sched_sets++;
+    else
+        g_sched_restores++;
+}
+static sg_backend *make_backend_observed(const void *ctx) {
+    sg_backend *be = make_backend(ctx);
+    if (be && be->time_nodes_replay) {
+        g_replay_real = be->time_nodes_replay, be->time_nodes_replay = replay_observed;
+        if (be->wg_sched) g_sched_real = be->wg_sched, be->wg_sched = sched_observed;
+    }
+    return be;
+}
+
+#ifdef SG_TEST_CUDA_HOST
+/* the charged nodes of layer `name` in the plan of cfg with every layer on `engine` */
+static int charged_nodes(const sg_model_cfg *c0, const sg_engine_table *t, int engine,
+                         const char *name) {
+    sg_engine_table all;
+    sg_engine_table_init(&all);
+    for (int k = 0; k < t->n; k++)
+        SG_ASSERT(!sg_engine_table_add(&all, t->e[k].layer, engine, -1, -1));
+    snprintf(all.model, sizeof all.model, "%s", t->model);
+    snprintf(all.precision, sizeof all.precision, "%s", t->precision);
+    all.batch = t->batch;
+    sg_model_cfg c = *c0;
+    c.engines = &all;
+    sg_plan p;
+    SG_ASSERT(!sg_plan_build(&p, &c, 1));
+    int n = 0;
+    for (int i = 0; i < p.g.nn; i++) {
+        char layer[SG_NAME_MAX];
+        n += !sg_engine_tune_charge(&p.g, i, layer) && !strcmp(layer, name);
+    }
+    sg_plan_free(&p);
+    sg_engine_table_free(&all);
+    return n;
+}
+#endif
+
 static void check_tune(const uint8_t *data) {
     const sg_model_cfg c = tiny();
-    sg_engine_tune_opts o = {.make_backend = make_backend,
+    sg_engine_tune_opts o = {.make_backend = make_backend_observed,
                              .pixels = data,
                              .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
                              .warmup = 0,
@@ -784,6 +840,26 @@ static void check_tune(const uint8_t *data) {
            "own), %d folded shortcuts with their conv2, cudnn_ms null elsewhere (no cuDNN here)\n",
            t.backend, t.n, wgmma_measured, on_wgmma, gemm_layers, passes_measured, pass_wg_measured,
            on_own_passes, folded_pairs);
+    /* a layer's time: on the CUDA backend its charged nodes' replay (1e6 ms + their count, as
+     * replay_observed reports it; the wgmma pass's under its chosen schedule), elsewhere the
+     * eager sum */
+#ifdef SG_TEST_CUDA_HOST
+    int replayed = 0;
+    for (int k = 0; k < t.n; k++) {
+        const sg_engine_entry *x = &t.e[k];
+        const int own_n = charged_nodes(&c, &t, SG_LAYER_OWN, x->layer);
+        const int dnn_n = charged_nodes(&c, &t, SG_LAYER_CUDNN, x->layer);
+        replayed += x->own_ms == (own_n ? 1e6 + own_n : 0) &&
+                    (x->cudnn_ms < 0 || x->cudnn_ms == (dnn_n ? 1e6 + dnn_n : 0));
+    }
+    CHECK(replayed == t.n && g_replays >= 3 * t.n && g_sched_sets == 1 && g_sched_restores == 1,
+          "tune: %d of %d layers timed by their nodes' replay (%d replays; the wgmma schedule set "
+          "%d times, restored %d)",
+          replayed, t.n, g_replays, g_sched_sets, g_sched_restores);
+#else
+    CHECK(g_replays == 0 && t.e[0].own_ms > 0 && t.e[0].own_ms < 1e6,
+          "tune on the CPU: %d replays, own_ms %g", g_replays, t.e[0].own_ms);
+#endif
     /* the GEMMs' algorithms: on the CUDA backend every GEMM of the chosen plan's step, each on
      * the fastest candidate where it beat the heuristic's first by 3%, else on the first (the
      * host emulation offers 3 candidates, the same arithmetic); on the CPU none */
