@@ -16,7 +16,8 @@
 #    eager for both (each with a 3-step profile: device time per kernel family).
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused on mma.sync and on wgmma against the library side per layer, each cuDNN engine
-#    chosen by timing; per layer the fastest, an own layer with its generation), then
+#    chosen by timing; per layer the fastest, timed by replaying its nodes as one graph, an own
+#    layer with its generation; last, each GEMM's cuBLASLt algorithm by timing), then
 #    the step planned and run with that table (variant `tuned`: the table's fusions where it
 #    says own; `tuned_unfused`: --fuse 0 with its engines; `tuned_store_norm`: the table's plan
 #    with its stored normalisations kept for the backward pass; `tuned_persist_fill`: the table's
