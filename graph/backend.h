@@ -68,6 +68,9 @@ struct sg_backend {
      * kernels (CUDA on a compute capability 9.0 device; planner/engine_table.h's SG_TC_WGMMA),
      * so engine tuning times that generation too; 0 otherwise. */
     int conv_wgmma;
+    /* Set by the backend when created: 1 where it applies an engine table's step knobs
+     * (planner/engine_table.h: sg_step_knobs; CUDA), so engine tuning times them; 0 otherwise. */
+    int step_knobs;
     /* Allocate the arena (plan->arena_bytes, zero-filled) and per-plan resources. */
     int (*prepare)(sg_backend *be, const sg_plan *plan);
     /* Host <-> arena copies (offsets in bytes). An upload that writes parameters (any bytes of

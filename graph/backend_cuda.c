@@ -117,6 +117,7 @@ typedef struct {
                                 CONV_ENGINE_WGMMA for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
     int pdl;            /* SG_PDL: launches allow programmatic dependent launch (cuda_kernels.h) */
+    int pdl_ok;         /* the device has it (compute capability 9.0 and above) */
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -253,7 +254,7 @@ static int check_accum(const sg_graph *g) {
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g);
-static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g);
+static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table);
 
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -292,7 +293,11 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     c->ws_bytes = g->t[kw].bytes;
     c->rank = be->dist ? be->dist->rank : 0;
     if (check_fused_operands(c, g)) return SG_ERR;
-    if (prepare_norm_stats(c, g)) return SG_ERR;
+    /* SG_PDL unset: the engine table's knob (the tuning's timed choice), where it sets one */
+    const char *pdl_env = getenv("SG_PDL");
+    if ((!pdl_env || !*pdl_env) && p->cfg.engines && p->cfg.engines->knobs.pdl >= 0)
+        c->pdl = p->cfg.engines->knobs.pdl && c->pdl_ok;
+    if (prepare_norm_stats(c, g, p->cfg.engines)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
@@ -540,12 +545,19 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table
     c->tc_halo = !halo || !*halo || !strcmp(halo, "1") ? SG_TC_HALO_PROLOGUE
                  : !strcmp(halo, "all")                ? SG_TC_HALO_ALL
                                                        : SG_TC_HALO_NONE;
+    /* unset: the engine table's timed choice, where it makes one */
+    if ((!halo || !*halo) && table && table->knobs.tc_halo >= 0)
+        c->tc_halo = table->knobs.tc_halo == SG_KNOB_HALO_ALL    ? SG_TC_HALO_ALL
+                     : table->knobs.tc_halo == SG_KNOB_HALO_NONE ? SG_TC_HALO_NONE
+                                                                 : SG_TC_HALO_PROLOGUE;
     /* SG_TC_DGRAD_STATS (unset or 0, 1): the mma.sync data gradient's backward partials by the
      * partials pass after it or in its epilogue (conv_tc.cu; the same bits) */
     const char *ds = getenv("SG_TC_DGRAD_STATS");
     if (ds && *ds && strcmp(ds, "0") && strcmp(ds, "1"))
         return sg_set_error("SG_TC_DGRAD_STATS=%s: expected 0 (the default) or 1", ds);
     c->dgrad_epilogue = ds && !strcmp(ds, "1");
+    if ((!ds || !*ds) && table && table->knobs.dgrad_stats >= 0)
+        c->dgrad_epilogue = table->knobs.dgrad_stats;
     /* SG_WG_PERSIST: the wgmma pipelined kernels on a block per tile, on a persistent grid of
      * one block per SM, or of at most n blocks (host tests: several tiles per block); SG_WG_FILL:
      * the wgmma forwards' and data gradients' N tile by padding alone, or narrower where it fills
@@ -1055,7 +1067,7 @@ static int node_writes(const sg_node *nd, int t) {
  * changes no bits (SG_FUSE_STATS=0 turns it off, fwd or bwd keeps one direction; cuda_step_host
  * compares). The pairs depend on the plan alone: the same launches every step, eager and
  * captured. */
-static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
+static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table) {
     const int nn = g->nn > 0 ? g->nn : 1;
     c->stats_to = malloc(sizeof(int) * (size_t)nn);
     c->norm_done = calloc((size_t)nn, sizeof(int));
@@ -1072,6 +1084,9 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g) {
         bwd = !strcmp(env, "1") || !strcmp(env, "bwd");
         if (!fwd && !bwd && strcmp(env, "0"))
             return sg_set_error("SG_FUSE_STATS=%s: expected 1 (the default), fwd, bwd or 0", env);
+    } else if (table && table->knobs.fuse_stats >= 0) { /* the table's timed choice */
+        fwd = (table->knobs.fuse_stats & SG_KNOB_STATS_FWD) != 0;
+        bwd = (table->knobs.fuse_stats & SG_KNOB_STATS_BWD) != 0;
     }
     for (int j = 0; j < g->nn && fwd; j++) {
         const sg_node *nj = &g->n[j];
@@ -2111,6 +2126,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         free(c), free(be);
         return NULL;
     }
+    c->pdl_ok = major >= 9;
+    be->step_knobs = 1;
     c->pdl = pdl && !strcmp(pdl, "1") && major >= 9;
     if (pdl && !strcmp(pdl, "1") && !c->pdl)
         fprintf(stderr,

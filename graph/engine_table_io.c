@@ -174,6 +174,34 @@ static int gemms_field(json_t *r, sg_engine_table *t, const char *what) {
     return SG_OK;
 }
 
+/* the table's optional "knobs": {"pdl": bool, "tc_halo": "prologue"|"none"|"all",
+ * "dgrad_stats": bool, "fuse_stats": "1"|"fwd"|"bwd"|"0", "base_ms", "step_ms"}, each optional
+ * (absent or null: the backend's default; sg_step_knobs) */
+static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(r, "knobs");
+    if (!o || json_is_null(o)) return SG_OK;
+    json_t *pdl = json_object_get(o, "pdl"), *halo = json_object_get(o, "tc_halo"),
+           *ds = json_object_get(o, "dgrad_stats"), *fs = json_object_get(o, "fuse_stats");
+    sg_step_knobs *k = &t->knobs;
+    const int bad_bool = (pdl && !json_is_null(pdl) && !json_is_boolean(pdl)) ||
+                         (ds && !json_is_null(ds) && !json_is_boolean(ds));
+    k->pdl = json_is_boolean(pdl) ? json_is_true(pdl) : SG_KNOB_UNSET;
+    k->dgrad_stats = json_is_boolean(ds) ? json_is_true(ds) : SG_KNOB_UNSET;
+    k->tc_halo = sg_knob_halo_parse(json_string_value(halo));
+    k->fuse_stats = sg_knob_stats_parse(json_string_value(fs));
+    if (!json_is_object(o) || bad_bool || (halo && !json_is_null(halo) && k->tc_halo < 0) ||
+        (fs && !json_is_null(fs) && k->fuse_stats < 0))
+        return sg_set_error(
+            "%s: engine table: \"knobs\" must be {\"pdl\": true|false, \"tc_halo\": "
+            "\"prologue\"|\"none\"|\"all\", \"dgrad_stats\": true|false, "
+            "\"fuse_stats\": \"1\"|\"fwd\"|\"bwd\"|\"0\", \"base_ms\", \"step_ms\"}",
+            what);
+    return ms_field(o, "base_ms", &k->base_ms, "knobs", what) ||
+                   ms_field(o, "step_ms", &k->step_ms, "knobs", what)
+               ? SG_ERR
+               : SG_OK;
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -204,6 +232,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
     if (!rc) t->batch = (int)json_integer_value(batch);
     if (!rc) rc = wg_sched_field(r, t, what);
     if (!rc) rc = gemms_field(r, t, what);
+    if (!rc) rc = knobs_field(r, t, what);
     for (size_t i = 0; !rc && i < json_array_size(layers); i++) {
         json_t *l = json_array_get(layers, i);
         const char *name = json_string_value(json_object_get(l, "layer"));
@@ -328,6 +357,24 @@ static json_t *table_json(const sg_engine_table *t) {
                             json_pack("{s:b, s:b, s:o}", "persist",
                                       (t->wg_sched & SG_WG_SCHED_PERSIST) != 0, "fill",
                                       (t->wg_sched & SG_WG_SCHED_FILL) != 0, "ms", ms));
+    }
+    /* the step's knobs where the table sets or measured them (older tables: none) */
+    const sg_step_knobs *k = &t->knobs;
+    if (r && (k->pdl >= 0 || k->tc_halo >= 0 || k->dgrad_stats >= 0 || k->fuse_stats >= 0 ||
+              k->base_ms >= 0 || k->step_ms >= 0)) {
+        json_t *o = json_object();
+        json_object_set_new(o, "pdl", k->pdl >= 0 ? json_boolean(k->pdl) : json_null());
+        json_object_set_new(o, "tc_halo",
+                            k->tc_halo >= 0 ? json_string(sg_knob_halo_name(k->tc_halo))
+                                            : json_null());
+        json_object_set_new(o, "dgrad_stats",
+                            k->dgrad_stats >= 0 ? json_boolean(k->dgrad_stats) : json_null());
+        json_object_set_new(o, "fuse_stats",
+                            k->fuse_stats >= 0 ? json_string(sg_knob_stats_name(k->fuse_stats))
+                                               : json_null());
+        json_object_set_new(o, "base_ms", ms_json(k->base_ms));
+        json_object_set_new(o, "step_ms", ms_json(k->step_ms));
+        json_object_set_new(r, "knobs", o);
     }
     if (r) json_object_set_new(r, "layers", layers);
     /* the GEMMs' algorithms where the table has them (older tables: none) */

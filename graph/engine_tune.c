@@ -293,6 +293,88 @@ static int tune_gemms(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     return rc;
 }
 
+/* The replayed step of cfg on a fresh backend: warmed up (at least two steps: the graph
+ * captured), then the median of o->knob_steps timed replays into *ms */
+static int time_step(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, double *ms) {
+    sg_backend *be = o->make_backend(o->ctx);
+    if (!be) return SG_ERR;
+    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
+    sg_exec e;
+    int rc = sg_exec_init(&e, cfg, 1, be);
+    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
+    if (!rc) rc = sg_exec_init_state(&e, o->seed);
+    for (int i = 0; i < (o->warmup > 2 ? o->warmup : 2) && !rc; i++) rc = be->run_step(be, &e.plan);
+    float *r = malloc(sizeof(float) * ((size_t)o->knob_steps + 1));
+    if (!rc && !r) rc = sg_set_error("out of host memory");
+    if (!rc && !be->time_steps) rc = sg_set_error("the %s backend cannot time steps", be->name);
+    if (!rc) rc = be->time_steps(be, &e.plan, o->knob_steps, r);
+    if (!rc) *ms = median(r, o->knob_steps);
+    free(r);
+    sg_exec_free(&e);
+    return rc;
+}
+
+/* The last pass (sg_engine_tune_opts.knob_steps): t's step knobs, one at a time in a fixed
+ * order, each value timed on the whole replayed step from the best so far; a knob the
+ * environment sets is left alone (the environment overrides a table). */
+static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
+    sg_backend *probe = o->make_backend(o->ctx);
+    if (!probe) return SG_ERR;
+    const int applies = probe->step_knobs;
+    probe->destroy(probe);
+    if (!applies) return SG_OK;
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = t;
+    sg_step_knobs *k = &t->knobs;
+    k->pdl = k->tc_halo = k->dgrad_stats = k->fuse_stats = SG_KNOB_UNSET;
+    double best = -1;
+    int rc = time_step(&cfg, o, &best);
+    k->base_ms = rc ? -1 : best;
+    if (!rc && o->progress)
+        fprintf(o->progress,
+                "engine tuning: the step knobs (%d replays a trial): defaults %.3f ms\n",
+                o->knob_steps, best);
+    /* the knobs, each with the values it may take besides the default */
+    static const struct {
+        const char *env, *name;
+        int values[3], n;
+    } knobs[4] = {{"SG_PDL", "pdl", {1}, 1},
+                  {"SG_TC_HALO", "tc_halo", {SG_KNOB_HALO_ALL, SG_KNOB_HALO_NONE}, 2},
+                  {"SG_TC_DGRAD_STATS", "dgrad_stats", {1}, 1},
+                  {"SG_FUSE_STATS",
+                   "fuse_stats",
+                   {SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD, SG_KNOB_STATS_NONE},
+                   3}};
+    for (int q = 0; q < 4 && !rc; q++) {
+        const char *env = getenv(knobs[q].env);
+        if (env && *env) continue;
+        int *field = q == 0   ? &k->pdl
+                     : q == 1 ? &k->tc_halo
+                     : q == 2 ? &k->dgrad_stats
+                              : &k->fuse_stats;
+        for (int v = 0; v < knobs[q].n && !rc; v++) {
+            const int before = *field;
+            double ms = -1;
+            *field = knobs[q].values[v];
+            rc = time_step(&cfg, o, &ms);
+            const int keep = !rc && ms < (1.0 - o->knob_min_gain) * best;
+            if (!rc && o->progress)
+                fprintf(o->progress, "engine tuning: %s %s: %.3f ms%s\n", knobs[q].name,
+                        q == 1   ? sg_knob_halo_name(*field)
+                        : q == 3 ? sg_knob_stats_name(*field)
+                        : *field ? "on"
+                                 : "off",
+                        ms, keep ? " (kept)" : "");
+            if (keep)
+                best = ms;
+            else
+                *field = before;
+        }
+    }
+    k->step_ms = rc ? -1 : best;
+    return rc;
+}
+
 int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_engine_table *t) {
     sg_engine_table_init(t);
     if (o->iters < 1 || o->warmup < 0) return sg_set_error("engine tuning: iters must be >= 1");
@@ -420,6 +502,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     }
     /* the GEMMs of the chosen table's plan, each on every candidate algorithm */
     if (!rc && o->gemm_reps > 0) rc = tune_gemms(&cfg, o, t);
+    /* the step's knobs that leave the bits alone, on the whole replayed step */
+    if (!rc && o->knob_steps > 0) rc = tune_knobs(&cfg, o, t);
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(wg), free(plib), free(pown), free(pwg), free(ran_own), free(ran_dnn),
         free(ran_wg), free(pair);

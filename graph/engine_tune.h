@@ -25,8 +25,10 @@
  * given the table asks for. Last (gemm_reps), the step of the chosen table is planned once more
  * and warmed up, and each of its GEMMs is timed on every candidate algorithm of the backend's
  * GEMM library (the CUDA backend: cuBLASLt), the pick recorded per GEMM ("gemms"): the GEMMs a
- * run given the table pins are those of that plan. The timings never reach a training run
- * except through the table file it writes.
+ * run given the table pins are those of that plan. Then (knob_steps) the table's whole step is
+ * replayed with each of the step knobs that leave the bits alone (PDL, the halo forwards, the
+ * statistics' epilogues), and the fastest values go into the table ("knobs"). The timings
+ * never reach a training run except through the table file it writes.
  */
 #ifndef SG_ENGINE_TUNE_H
 #define SG_ENGINE_TUNE_H
@@ -53,6 +55,13 @@ typedef struct {
      * none recorded (every run pins the heuristic's first) */
     int gemm_reps;
     double gemm_min_gain;
+    /* the step's knobs that leave the bits alone (sg_step_knobs), on a backend that applies
+     * them (be->step_knobs), chosen last, one at a time: the chosen table's step replayed
+     * knob_steps times (median) with each value of a knob the environment leaves unset, the
+     * value kept where it is knob_min_gain (a fraction) faster than the best so far; 0: none
+     * timed, the backend's defaults */
+    int knob_steps;
+    double knob_min_gain;
     uint64_t seed;
     FILE *progress; /* a line per plan, or NULL */
 } sg_engine_tune_opts;

@@ -12,6 +12,35 @@
 void sg_engine_table_init(sg_engine_table *t) {
     memset(t, 0, sizeof *t);
     for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = -1;
+    t->knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
+                               .tc_halo = SG_KNOB_UNSET,
+                               .dgrad_stats = SG_KNOB_UNSET,
+                               .fuse_stats = SG_KNOB_UNSET,
+                               .base_ms = -1,
+                               .step_ms = -1};
+}
+
+static const char *const halo_names[3] = {"prologue", "none", "all"};
+static const char *const stats_names[4] = {"0", "fwd", "bwd", "1"};
+
+const char *sg_knob_halo_name(int v) {
+    return v >= 0 && v < 3 ? halo_names[v] : "default";
+}
+
+int sg_knob_halo_parse(const char *s) {
+    for (int v = 0; s && v < 3; v++)
+        if (!strcmp(s, halo_names[v])) return v;
+    return SG_KNOB_UNSET;
+}
+
+const char *sg_knob_stats_name(int v) {
+    return v >= 0 && v < 4 ? stats_names[v] : "default";
+}
+
+int sg_knob_stats_parse(const char *s) {
+    for (int v = 0; s && v < 4; v++)
+        if (!strcmp(s, stats_names[v])) return v;
+    return SG_KNOB_UNSET;
 }
 
 void sg_engine_table_free(sg_engine_table *t) {

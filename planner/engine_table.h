@@ -34,6 +34,26 @@ enum { SG_TC_MMA = 0, SG_TC_WGMMA = 1 };
  * and kept with it but is not part of its hash. */
 enum { SG_WG_SCHED_PERSIST = 1, SG_WG_SCHED_FILL = 2, SG_WG_SCHEDS = 4 };
 
+/* The step's schedule knobs that leave every bit alone (the CUDA backend's SG_PDL, SG_TC_HALO,
+ * SG_TC_DGRAD_STATS, SG_FUSE_STATS), as the tuning chose them by timing the replayed step
+ * (sg_engine_table.knobs). SG_KNOB_UNSET: the backend's default. Values: pdl 0/1; tc_halo
+ * SG_KNOB_HALO_*; dgrad_stats 0/1; fuse_stats SG_KNOB_STATS_* (the directions whose
+ * statistics' partials come from the conv epilogues). */
+enum { SG_KNOB_UNSET = -1 };
+enum { SG_KNOB_HALO_PROLOGUE = 0, SG_KNOB_HALO_NONE = 1, SG_KNOB_HALO_ALL = 2 };
+enum {
+    SG_KNOB_STATS_NONE = 0,
+    SG_KNOB_STATS_FWD = 1,
+    SG_KNOB_STATS_BWD = 2,
+    SG_KNOB_STATS_BOTH = 3
+};
+typedef struct {
+    int pdl, tc_halo, dgrad_stats, fuse_stats;
+    /* measured: the replayed step with the backend's defaults and with these knobs; < 0: not
+     * measured */
+    double base_ms, step_ms;
+} sg_step_knobs;
+
 /* A conv node's pass, the index of an entry's cuDNN engine names: forward, backward-data,
  * backward-filter (sg_conv_pass_of). */
 enum { SG_CONV_PASS_FWD = 0, SG_CONV_PASS_BWD_DATA = 1, SG_CONV_PASS_BWD_FILTER = 2 };
@@ -98,6 +118,9 @@ typedef struct sg_engine_table {
      * two knobs that the environment (SG_WG_PERSIST, SG_WG_FILL) leaves unset */
     int wg_sched;
     double wg_sched_ms[SG_WG_SCHEDS];
+    /* the step's knobs that leave the bits alone (sg_step_knobs; not in the hash): the CUDA
+     * backend applies each one the environment leaves unset */
+    sg_step_knobs knobs;
     /* the GEMMs' algorithms (sg_engine_table_set_gemm), in the order the tuned step pinned them */
     int ngemm, gemm_cap;
     sg_gemm_pick *gemm;
@@ -187,6 +210,12 @@ int sg_layer_engine_parse(const char *s);
 /* The fastest of the wgmma schedules' times ms[SG_WG_SCHEDS] (< 0: not measured): the schedule
  * (SG_WG_SCHED_*) of the least measured time, the lower one on a tie; 0 where none is. */
 int sg_wg_sched_best(const double *ms);
+/* The names of the knobs' values ("prologue" / "none" / "all"; "1" / "fwd" / "bwd" / "0", as
+ * SG_TC_HALO and SG_FUSE_STATS take them); parse returns SG_KNOB_UNSET for anything else. */
+const char *sg_knob_halo_name(int v);
+int sg_knob_halo_parse(const char *s);
+const char *sg_knob_stats_name(int v);
+int sg_knob_stats_parse(const char *s);
 /* "mma" / "wgmma"; parse returns -1 for anything else. */
 const char *sg_tc_name(int tc);
 int sg_tc_parse(const char *s);

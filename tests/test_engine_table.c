@@ -394,6 +394,58 @@ static void check_io_gemms(const sg_engine_table *t0) {
     sg_engine_table_free(&t), sg_engine_table_free(&rev);
 }
 
+/* The step's knobs (sg_engine_table.knobs, sg_step_knobs): a record of the tuning's timing,
+ * kept by the JSON round trip, never in the hash (the same bits every way); absent from a table
+ * without them; a malformed one refused. */
+static void check_io_knobs(const sg_engine_table *t0) {
+    sg_engine_table t, back;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    CHECK(!strstr(text, "knobs") && t.knobs.pdl == SG_KNOB_UNSET &&
+              t.knobs.tc_halo == SG_KNOB_UNSET && t.knobs.dgrad_stats == SG_KNOB_UNSET &&
+              t.knobs.fuse_stats == SG_KNOB_UNSET && t.knobs.base_ms < 0,
+          "a table without knobs writes or reads some: %s", text);
+    free(text);
+    const uint64_t h0 = t.hash;
+    t.knobs = (sg_step_knobs){.pdl = 1,
+                              .tc_halo = SG_KNOB_HALO_ALL,
+                              .dgrad_stats = SG_KNOB_UNSET,
+                              .fuse_stats = SG_KNOB_STATS_FWD,
+                              .base_ms = 24.5,
+                              .step_ms = 22.25};
+    CHECK(sg_engine_table_hash(&t) == h0, "the knobs changed the hash");
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
+              back.knobs.pdl == 1 && back.knobs.tc_halo == SG_KNOB_HALO_ALL &&
+              back.knobs.dgrad_stats == SG_KNOB_UNSET &&
+              back.knobs.fuse_stats == SG_KNOB_STATS_FWD && back.knobs.base_ms == 24.5 &&
+              back.knobs.step_ms == 22.25 &&
+              strstr(text, "\"knobs\":{\"pdl\":true,\"tc_halo\":\"all\",\"dgrad_stats\":null,"
+                           "\"fuse_stats\":\"fwd\",\"base_ms\":24.5,\"step_ms\":22.25}"),
+          "the knobs' JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    sg_engine_table_free(&back);
+    static const char *const bad[] = {
+        "\"knobs\":1", "\"knobs\":{\"pdl\":1}", "\"knobs\":{\"tc_halo\":\"some\"}",
+        "\"knobs\":{\"fuse_stats\":\"2\"}", "\"knobs\":{\"step_ms\":-2}"};
+    for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
+                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
+                 "\"engine\":\"own\"}]}",
+                 bad[k]);
+        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
+                  strstr(sg_last_error(), "knobs"),
+              "malformed knobs (%s): %s", bad[k], sg_last_error());
+        sg_engine_table_free(&back);
+    }
+    printf("io: the step knobs kept by the JSON, outside the hash; malformed ones refused\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -429,6 +481,7 @@ static void check_io(void) {
     check_io_passes(&t);
     check_io_wg_sched(&t);
     check_io_gemms(&t);
+    check_io_knobs(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -717,6 +770,8 @@ static void check_tune(const uint8_t *data) {
                              .cudnn_time_reps = 3, /* asked for; no cuDNN here: nothing timed */
                              .gemm_reps = 2,
                              .gemm_min_gain = 0.03,
+                             .knob_steps = 1,
+                             .knob_min_gain = 0.01,
                              .seed = 3};
     sg_engine_table t, want;
     table_for(&c, &want, NULL);
@@ -859,6 +914,23 @@ static void check_tune(const uint8_t *data) {
 #else
     CHECK(g_replays == 0 && t.e[0].own_ms > 0 && t.e[0].own_ms < 1e6,
           "tune on the CPU: %d replays, own_ms %g", g_replays, t.e[0].own_ms);
+#endif
+    /* the step knobs: on the CUDA backend the defaults' step and the best timed (a knob kept
+     * only where its value beat the best so far: the step no slower than the defaults'); on the
+     * CPU none timed, none set */
+    const sg_step_knobs *kn = &t.knobs;
+    const int knobs_valid = kn->pdl >= SG_KNOB_UNSET && kn->pdl <= 1 &&
+                            kn->tc_halo >= SG_KNOB_UNSET && kn->tc_halo <= SG_KNOB_HALO_ALL &&
+                            kn->tc_halo != SG_KNOB_HALO_PROLOGUE && kn->dgrad_stats <= 1 &&
+                            kn->fuse_stats <= SG_KNOB_STATS_BWD;
+#ifdef SG_TEST_CUDA_HOST
+    CHECK(knobs_valid && kn->base_ms > 0 && kn->step_ms > 0 && kn->step_ms <= kn->base_ms,
+          "tune: the step knobs pdl %d halo %d dgrad %d stats %d, %g ms against %g", kn->pdl,
+          kn->tc_halo, kn->dgrad_stats, kn->fuse_stats, kn->step_ms, kn->base_ms);
+#else
+    CHECK(knobs_valid && kn->pdl < 0 && kn->tc_halo < 0 && kn->dgrad_stats < 0 &&
+              kn->fuse_stats < 0 && kn->base_ms < 0,
+          "tune on the CPU: step knobs timed");
 #endif
     /* the GEMMs' algorithms: on the CUDA backend every GEMM of the chosen plan's step, each on
      * the fastest candidate where it beat the heuristic's first by 3%, else on the first (the
@@ -1152,6 +1224,54 @@ static void check_backend_wg_sched(void) {
     sg_engine_table_free(&t);
 }
 
+/* The table's step knobs applied by the backend where the environment leaves them unset
+ * (describe() records them; the statistics' epilogues by their count, against SG_FUSE_STATS
+ * itself), and the environment's value where it sets one. */
+static int stats_fused_of(const char *env) {
+    const char *p = strstr(env, "\"norm_stats_fused\":");
+    return p ? atoi(p + 19) : -1;
+}
+static void describe_with(const sg_model_cfg *c, char *env, int cap) {
+    sg_exec e;
+    env[0] = 0;
+    CHECK(!sg_exec_init(&e, c, 1, make_backend(NULL)), "init: %s", sg_last_error());
+    if (e.be && e.be->describe) e.be->describe(e.be, env, cap);
+    sg_exec_free(&e);
+}
+static void check_backend_knobs(void) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, NULL);
+    c.engines = &t;
+    char env[2048], ref[2048];
+    describe_with(&c, env, sizeof env);
+    const int stats_all = stats_fused_of(env);
+    CHECK(strstr(env, "\"pdl\":false") && strstr(env, "\"tc_halo\":\"prologue\"") &&
+              strstr(env, "\"dgrad_stats\":false") && stats_all > 0,
+          "the defaults: %s", env);
+    setenv("SG_FUSE_STATS", "fwd", 1);
+    describe_with(&c, ref, sizeof ref);
+    unsetenv("SG_FUSE_STATS");
+    t.knobs.pdl = 1, t.knobs.tc_halo = SG_KNOB_HALO_ALL, t.knobs.dgrad_stats = 1;
+    t.knobs.fuse_stats = SG_KNOB_STATS_FWD;
+    describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"pdl\":true") && strstr(env, "\"tc_halo\":\"all\"") &&
+              strstr(env, "\"dgrad_stats\":true") && stats_fused_of(env) == stats_fused_of(ref) &&
+              stats_fused_of(ref) < stats_all,
+          "the table's knobs: %s (SG_FUSE_STATS=fwd: %d fused, all: %d)", env, stats_fused_of(ref),
+          stats_all);
+    setenv("SG_PDL", "0", 1), setenv("SG_TC_HALO", "0", 1), setenv("SG_TC_DGRAD_STATS", "0", 1);
+    setenv("SG_FUSE_STATS", "1", 1);
+    describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"pdl\":false") && strstr(env, "\"tc_halo\":\"none\"") &&
+              strstr(env, "\"dgrad_stats\":false") && stats_fused_of(env) == stats_all,
+          "the environment over the table's knobs: %s", env);
+    unsetenv("SG_PDL"), unsetenv("SG_TC_HALO"), unsetenv("SG_TC_DGRAD_STATS");
+    unsetenv("SG_FUSE_STATS");
+    printf("the table's step knobs applied by the backend; the environment overrides them\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_backend_tc(const uint8_t *data) {
     sg_model_cfg c = tiny(), cw = c;
     sg_engine_table t, mma;
@@ -1231,6 +1351,7 @@ int main(void) {
 #ifdef SG_TEST_CUDA_HOST
     check_backend_tc(data);
     check_backend_wg_sched();
+    check_backend_knobs();
     check_backend_passes();
     check_backend_1x1_default();
 #endif

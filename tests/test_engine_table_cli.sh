@@ -47,6 +47,9 @@ ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(
 "$bench" --backend cpu "${M[@]}" --gemm-time 3 >/dev/null 2>err.txt
 rc=$?
 ok "--gemm-time without --tune-engines: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "gemm-time" err.txt'
+"$bench" --backend cpu "${M[@]}" --knob-time 3 >/dev/null 2>err.txt
+rc=$?
+ok "--knob-time without --tune-engines: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "knob-time" err.txt'
 
 # ---- plan with it
 "$plan" "${M[@]}" --no-table >p0.txt && "$plan" "${M[@]}" --no-table --engine-table c1.json >p1.txt

@@ -97,6 +97,12 @@ static void usage(FILE *f) {
             "                       the fastest where 3%% faster than the heuristic's first,\n"
             "                       else the first, written per GEMM (\"gemms\"): every run\n"
             "                       given the table pins them (default 10; 0: none recorded)\n"
+            "  --knob-time N        with --tune-engines: replays of the chosen table's step\n"
+            "                       per trial of each step knob that leaves the bits alone\n"
+            "                       (SG_PDL, SG_TC_HALO, SG_TC_DGRAD_STATS, SG_FUSE_STATS; one\n"
+            "                       at a time, kept where 1%% faster), last; the values go\n"
+            "                       into the table (\"knobs\"): a run given it applies each\n"
+            "                       one its environment leaves unset (default 20; 0: none)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes, and the per-op replay column (CUDA: each\n"
             "                       op family's nodes captured as one graph and replayed)\n"
@@ -222,6 +228,7 @@ typedef struct {
     int warmup, iters, json, breakdown, data_n_set, conv_engine;
     int cudnn_time; /* --cudnn-time: runs per cuDNN candidate when tuning; -1: the default */
     int gemm_time;  /* --gemm-time: runs per cuBLASLt candidate when tuning; -1: the default */
+    int knob_time;  /* --knob-time: replays per step-knob trial when tuning; -1: the default */
     uint64_t seed;
     const char *tune_path, *table_path; /* --tune-engines, --engine-table */
     sg_engine_table table;
@@ -252,6 +259,8 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = cli_int(&c, 0, 1000, &a->cudnn_time);
         else if (cli_is(&c, "--gemm-time"))
             bad = cli_int(&c, 0, 1000, &a->gemm_time);
+        else if (cli_is(&c, "--knob-time"))
+            bad = cli_int(&c, 0, 1000, &a->knob_time);
         else if (cli_is(&c, "--engine-table")) {
             bad = cli_engine_table(&c, &a->table, &a->table_path);
             if (!bad) cfg->engines = &a->table;
@@ -276,6 +285,11 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
     }
     if (a->gemm_time >= 0 && !a->tune_path) {
         fprintf(stderr, "bench: --gemm-time chooses the GEMM algorithms of --tune-engines: give "
+                        "both\n");
+        return 2;
+    }
+    if (a->knob_time >= 0 && !a->tune_path) {
+        fprintf(stderr, "bench: --knob-time chooses the step knobs of --tune-engines: give "
                         "both\n");
         return 2;
     }
@@ -828,6 +842,8 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
                              .cudnn_time_reps = a->cudnn_time >= 0 ? a->cudnn_time : 10,
                              .gemm_reps = a->gemm_time >= 0 ? a->gemm_time : 10,
                              .gemm_min_gain = 0.03,
+                             .knob_steps = a->knob_time >= 0 ? a->knob_time : 20,
+                             .knob_min_gain = 0.01,
                              .seed = a->seed,
                              .progress = stderr};
     sg_engine_table t;
@@ -862,6 +878,19 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
             other += t.gemm[i].ms < t.gemm[i].first_ms;
             first += t.gemm[i].first_ms, chosen += t.gemm[i].ms;
         }
+        const sg_step_knobs *k = &t.knobs;
+        if (k->base_ms >= 0)
+            printf("bench: engine table %s: step knobs pdl %s, tc_halo %s, dgrad_stats %s, "
+                   "fuse_stats %s (the step %.3f ms against %.3f with the defaults)\n",
+                   a->tune_path,
+                   k->pdl < 0 ? "default"
+                   : k->pdl   ? "on"
+                              : "off",
+                   sg_knob_halo_name(k->tc_halo),
+                   k->dgrad_stats < 0 ? "default"
+                   : k->dgrad_stats   ? "on"
+                                      : "off",
+                   sg_knob_stats_name(k->fuse_stats), k->step_ms, k->base_ms);
         if (t.ngemm)
             printf("bench: engine table %s: %d GEMMs with their algorithm, %d not the heuristic's "
                    "first (the GEMMs' sum %.3f ms against %.3f with the first)\n",
@@ -877,7 +906,8 @@ int main(int argc, char **argv) {
                     .iters = -1,
                     .breakdown = 1,
                     .cudnn_time = -1,
-                    .gemm_time = -1};
+                    .gemm_time = -1,
+                    .knob_time = -1};
     sg_model_cfg cfg;
     int rc = parse_args(argc, argv, &a, &cfg);
     if (rc) return rc == 1 ? 0 : rc;
