@@ -500,6 +500,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         }
         x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
     }
+    if (!rc) sg_engine_table_hash(t);
+    if (!rc && o->chosen) rc = o->chosen(t, o->ctx);
     /* the GEMMs of the chosen table's plan, each on every candidate algorithm */
     if (!rc && o->gemm_reps > 0) rc = tune_gemms(&cfg, o, t);
     /* the step's knobs that leave the bits alone, on the whole replayed step */

@@ -62,6 +62,10 @@ typedef struct {
      * timed, the backend's defaults */
     int knob_steps;
     double knob_min_gain;
+    /* called once the layers are chosen, before the GEMM and knob passes (t complete but for
+     * those), or NULL: bench writes the table so far, so that a tuning cut short (a device
+     * call's time limit) still leaves the layers' choice; an error stops the tuning */
+    int (*chosen)(const sg_engine_table *t, const void *ctx);
     uint64_t seed;
     FILE *progress; /* a line per plan, or NULL */
 } sg_engine_tune_opts;

@@ -37,6 +37,16 @@ const char *sg_knob_stats_name(int v) {
     return v >= 0 && v < 4 ? stats_names[v] : "default";
 }
 
+static const char *knob_bool_name(int v) {
+    return v < 0 ? "default" : v ? "on" : "off";
+}
+
+void sg_step_knobs_text(const sg_step_knobs *k, char *buf, int cap) {
+    snprintf(buf, (size_t)cap, "pdl %s, tc_halo %s, dgrad_stats %s, fuse_stats %s",
+             knob_bool_name(k->pdl), sg_knob_halo_name(k->tc_halo), knob_bool_name(k->dgrad_stats),
+             sg_knob_stats_name(k->fuse_stats));
+}
+
 int sg_knob_stats_parse(const char *s) {
     for (int v = 0; s && v < 4; v++)
         if (!strcmp(s, stats_names[v])) return v;

@@ -216,6 +216,8 @@ const char *sg_knob_halo_name(int v);
 int sg_knob_halo_parse(const char *s);
 const char *sg_knob_stats_name(int v);
 int sg_knob_stats_parse(const char *s);
+/* The knobs as a line's text: "pdl on, tc_halo all, dgrad_stats default, fuse_stats fwd" */
+void sg_step_knobs_text(const sg_step_knobs *k, char *buf, int cap);
 /* "mma" / "wgmma"; parse returns -1 for anything else. */
 const char *sg_tc_name(int tc);
 int sg_tc_parse(const char *s);

@@ -270,6 +270,17 @@ static void check_io_passes(const sg_engine_table *t0) {
     sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&mma_twin);
 }
 
+/* Parse a one-layer unet_tiny table with one more top-level field ("key":value) into t. */
+static int parse_with_field(const char *field, sg_engine_table *t) {
+    char doc[512];
+    snprintf(doc, sizeof doc,
+             "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
+             "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
+             "\"engine\":\"own\"}]}",
+             field);
+    return sg_engine_table_parse(doc, "text", t);
+}
+
 /* The wgmma schedule (sg_engine_table.wg_sched, SG_WG_SCHED_*): a table-wide record of the
  * tuning's timing, kept by the JSON round trip, never in the hash (the same bits every way);
  * absent from a table without it; a malformed one refused. */
@@ -301,14 +312,7 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
                                       "\"wg_sched\":{\"ms\":[1,2]}",
                                       "\"wg_sched\":{\"ms\":[1,2,-3,4]}"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
-        char doc[512];
-        snprintf(doc, sizeof doc,
-                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
-                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
-                 "\"engine\":\"own\"}]}",
-                 bad[k]);
-        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
-                  strstr(sg_last_error(), "wg_sched"),
+        CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "wg_sched"),
               "a malformed schedule (%s): %s", bad[k], sg_last_error());
         sg_engine_table_free(&back);
     }
@@ -379,14 +383,7 @@ static void check_io_gemms(const sg_engine_table *t0) {
     static const char *const says[] = {"must be an array", "16 lowercase hex", "16 lowercase hex",
                                        "16 lowercase hex", "\"ms\"",           "listed twice"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
-        char doc[512];
-        snprintf(doc, sizeof doc,
-                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
-                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
-                 "\"engine\":\"own\"}]}",
-                 bad[k]);
-        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
-                  strstr(sg_last_error(), says[k]),
+        CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), says[k]),
               "a malformed GEMM pick (%s): %s", bad[k], sg_last_error());
         sg_engine_table_free(&back);
     }
@@ -431,14 +428,7 @@ static void check_io_knobs(const sg_engine_table *t0) {
         "\"knobs\":1", "\"knobs\":{\"pdl\":1}", "\"knobs\":{\"tc_halo\":\"some\"}",
         "\"knobs\":{\"fuse_stats\":\"2\"}", "\"knobs\":{\"step_ms\":-2}"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
-        char doc[512];
-        snprintf(doc, sizeof doc,
-                 "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
-                 "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
-                 "\"engine\":\"own\"}]}",
-                 bad[k]);
-        CHECK(sg_engine_table_parse(doc, "text", &back) == SG_ERR &&
-                  strstr(sg_last_error(), "knobs"),
+        CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "knobs"),
               "malformed knobs (%s): %s", bad[k], sg_last_error());
         sg_engine_table_free(&back);
     }
@@ -760,6 +750,15 @@ static int charged_nodes(const sg_model_cfg *c0, const sg_engine_table *t, int e
 }
 #endif
 
+/* sg_engine_tune_opts.chosen: the table as it stands once the layers are chosen */
+static int g_chosen_calls, g_chosen_n, g_chosen_gemms;
+static uint64_t g_chosen_hash;
+static int tune_chosen(const sg_engine_table *t, const void *ctx) {
+    (void)ctx;
+    g_chosen_calls++, g_chosen_n = t->n, g_chosen_gemms = t->ngemm, g_chosen_hash = t->hash;
+    return SG_OK;
+}
+
 static void check_tune(const uint8_t *data) {
     const sg_model_cfg c = tiny();
     sg_engine_tune_opts o = {.make_backend = make_backend_observed,
@@ -772,6 +771,7 @@ static void check_tune(const uint8_t *data) {
                              .gemm_min_gain = 0.03,
                              .knob_steps = 1,
                              .knob_min_gain = 0.01,
+                             .chosen = tune_chosen,
                              .seed = 3};
     sg_engine_table t, want;
     table_for(&c, &want, NULL);
@@ -915,6 +915,12 @@ static void check_tune(const uint8_t *data) {
     CHECK(g_replays == 0 && t.e[0].own_ms > 0 && t.e[0].own_ms < 1e6,
           "tune on the CPU: %d replays, own_ms %g", g_replays, t.e[0].own_ms);
 #endif
+    /* the layers' choice handed over before the GEMM and knob passes: the same layers, no
+     * GEMM yet, the hash of the choices the final table has but for its GEMMs */
+    CHECK(g_chosen_calls == 1 && g_chosen_n == t.n && g_chosen_gemms == 0 &&
+              (t.ngemm ? g_chosen_hash != t.hash : g_chosen_hash == t.hash),
+          "tune: the chosen layers handed over %d times (%d layers, %d GEMMs)", g_chosen_calls,
+          g_chosen_n, g_chosen_gemms);
     /* the step knobs: on the CUDA backend the defaults' step and the best timed (a knob kept
      * only where its value beat the best so far: the step no slower than the defaults'); on the
      * CPU none timed, none set */

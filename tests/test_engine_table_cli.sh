@@ -58,6 +58,21 @@ ok "plan --engine-table exits 0" '[ $rc -eq 0 ]'
 ok "plan: the table line" 'grep -Eq "^  engine table +c1.json .*33 conv layers, 8 on cudnn, 25 on own" p1.txt'
 ok "plan: per-layer rows" 'grep -Eq "^    down_blocks.0.resnets.0.conv1 +cudnn .*stored normalisation" p1.txt && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*fused normalisation" p1.txt && grep -Eq "^    down_blocks.1.resnets.0.conv_shortcut +own .*in conv2d_sc with its block.s shortcut" p1.txt'
 ok "plan: fewer fusions" 'grep -q "^  fused           20 normalisations" p0.txt && grep -q "^  fused           12 normalisations" p1.txt'
+ok "plan: no schedule or GEMM lines for a table without them" '! grep -q "^    schedule:\|^    GEMMs:" p1.txt'
+# the table's schedule, step knobs and GEMM algorithms, as plan shows them
+python3 -c '
+import json
+d = json.load(open("c1.json"))
+d["wg_sched"] = {"persist": True, "fill": False, "ms": [2.0, 1.5, None, None]}
+d["knobs"] = {"pdl": True, "tc_halo": "all", "dgrad_stats": None, "fuse_stats": "fwd", "base_ms": 24.5, "step_ms": 22.25}
+d["gemms"] = [{"gemm": "m16 n6 k24 opTN f32,f32>f32 ld24,24,16 b1 s0,0,0 al256,256,256", "algo": "0123456789abcdef", "ms": 0.5, "first_ms": 1.0},
+              {"gemm": "m8 n6 k24 opTN f32,f32>f32 ld24,24,8 b1 s0,0,0 al256,256,256", "algo": "fedcba9876543210", "ms": 1.0, "first_ms": 1.0}]
+json.dump(d, open("c1k.json", "w"), indent=1)
+'
+"$plan" "${M[@]}" --no-table --engine-table c1k.json >p1k.txt
+rc=$?
+ok "plan: the table's schedule and step knobs" '[ $rc -eq 0 ] && grep -q "^    schedule: wgmma persistent grid on, N tile that fills the SMs off; step knobs pdl on, tc_halo all, dgrad_stats default, fuse_stats fwd (its step 22.250 ms against 24.500 with the defaults)" p1k.txt'
+ok "plan: the table's GEMM algorithms" 'grep -q "^    GEMMs: 2 with their cuBLASLt algorithm, 1 not the heuristic.s first" p1k.txt'
 # the default (no --fuse): unfused, but a table's own layers fuse (sg_model_fuse)
 "$plan" "${M0[@]}" --no-table >pu.txt && "$plan" "${M0[@]}" --no-table --engine-table c1.json >pa.txt
 ok "plan: the default fuses nothing, but what a table puts on own" \

@@ -832,8 +832,18 @@ static sg_backend *tune_backend(const void *ctx) {
                                               : sg_backend_cpu_create();
 }
 
+/* the layers' choice written as soon as it is made (sg_engine_tune_opts.chosen): a tuning cut
+ * short in its GEMM or knob pass leaves a table without those */
+static const char *g_tune_path;
+static int tune_chosen(const sg_engine_table *t, const void *ctx) {
+    (void)ctx;
+    return sg_engine_table_write(g_tune_path, t);
+}
+
 static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_dataset *ds) {
+    g_tune_path = a->tune_path;
     sg_engine_tune_opts o = {.make_backend = tune_backend,
+                             .chosen = tune_chosen,
                              .ctx = cli_backend_name(a->backend),
                              .pixels = ds->pixels,
                              .pixel_bytes = ds->n * ds->h * ds->w * ds->c,
@@ -879,18 +889,12 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
             first += t.gemm[i].first_ms, chosen += t.gemm[i].ms;
         }
         const sg_step_knobs *k = &t.knobs;
+        char kt[160];
+        sg_step_knobs_text(k, kt, sizeof kt);
         if (k->base_ms >= 0)
-            printf("bench: engine table %s: step knobs pdl %s, tc_halo %s, dgrad_stats %s, "
-                   "fuse_stats %s (the step %.3f ms against %.3f with the defaults)\n",
-                   a->tune_path,
-                   k->pdl < 0 ? "default"
-                   : k->pdl   ? "on"
-                              : "off",
-                   sg_knob_halo_name(k->tc_halo),
-                   k->dgrad_stats < 0 ? "default"
-                   : k->dgrad_stats   ? "on"
-                                      : "off",
-                   sg_knob_stats_name(k->fuse_stats), k->step_ms, k->base_ms);
+            printf("bench: engine table %s: step knobs %s (the step %.3f ms against %.3f with the "
+                   "defaults)\n",
+                   a->tune_path, kt, k->step_ms, k->base_ms);
         if (t.ngemm)
             printf("bench: engine table %s: %d GEMMs with their algorithm, %d not the heuristic's "
                    "first (the GEMMs' sum %.3f ms against %.3f with the first)\n",

@@ -254,6 +254,29 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
            path ? path : "(the checkpoint's)", (unsigned long long)t->hash,
            t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn,
            wg, timed, own_passes);
+    /* what the table sets besides the layers: the wgmma schedule, the step knobs, the GEMMs'
+     * algorithms (the speed alone but for the last) */
+    const sg_step_knobs *kn = &t->knobs;
+    if (t->wg_sched || kn->pdl >= 0 || kn->tc_halo >= 0 || kn->dgrad_stats >= 0 ||
+        kn->fuse_stats >= 0 || kn->base_ms >= 0) {
+        char ms[96] = "";
+        if (kn->base_ms >= 0 && kn->step_ms >= 0)
+            snprintf(ms, sizeof ms, " (its step %.3f ms against %.3f with the defaults)",
+                     kn->step_ms, kn->base_ms);
+        char kt[160];
+        sg_step_knobs_text(kn, kt, sizeof kt);
+        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s; step knobs "
+               "%s%s\n",
+               t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
+               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", kt, ms);
+    }
+    if (t->ngemm) {
+        int other = 0;
+        for (int i = 0; i < t->ngemm; i++) other += t->gemm[i].ms < t->gemm[i].first_ms;
+        printf("    GEMMs: %d with their cuBLASLt algorithm, %d not the heuristic's first (a run "
+               "on the CUDA backend pins them)\n",
+               t->ngemm, other);
+    }
     printf("    %-48s %-12s %10s %10s %10s  %s\n", "layer", "engine", "own ms", "wgmma ms",
            "cudnn ms", "its input in this plan");
     for (int i = 0; i < g->n_forward; i++) {
