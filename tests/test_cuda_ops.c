@@ -1511,6 +1511,9 @@ static void test_convs_fused(void) {
     test_conv_fused(2, 8, 6, 16, 8, 24, 3, 2, 0, 6, S, 1, 0.25f, 1, 1, 1);
     test_conv_fused(1, 7, 5, 32, 0, 16, 3, 2, 1, 8, S, 0, 0.0f, 0, 0, 0);
     test_conv_fused(2, 6, 7, 16, 0, 24, 1, 2, 0, 2, NONE, 0, 0.0f, 1, 1, 1);
+    /* a channel a group, and three (the halo rewrite's group by a multiply-high: d = 1 apart) */
+    test_conv_fused(1, 5, 6, 16, 0, 16, 3, 1, 1, 16, S, 0, 0.0f, 1, 0, 0);
+    test_conv_fused(2, 6, 5, 24, 0, 32, 3, 1, 1, 8, S, 1, 0.1f, 0, 0, 1);
     /* the normalised inputs of unet_cifar (G 32) and unet_adm64 (G 32: 2 channels per group at
      * 64) at batch 1-2 on small images: {c0, c1, Co, K, temb, N, H, W}; norm1 + conv1 (the up
      * path's on the skip concatenation: both halves), norm2 (+ temb, dropout 0.1) + conv2 with

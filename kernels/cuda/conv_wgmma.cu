@@ -163,8 +163,9 @@
 #define WG_CONSUMERS 2                        /* consumer warpgroups, 64 GEMM rows each */
 #define WG_BM (64 * WG_CONSUMERS)             /* GEMM rows per block */
 #define WG_THREADS (128 * (1 + WG_CONSUMERS)) /* the producer warpgroup, then the consumers */
-#define WG_BLOCK 8192                         /* 64 rows of 128 bytes: one 64 x 64 box */
-#define WG_A_BYTES (WG_BM * WG_BK * 2)        /* 16 KiB */
+static_assert(WG_THREADS % 8 == 0, "wg_norm_halo: a thread keeps its 16-byte chunk of a row");
+#define WG_BLOCK 8192                  /* 64 rows of 128 bytes: one 64 x 64 box */
+#define WG_A_BYTES (WG_BM * WG_BK * 2) /* 16 KiB */
 #define WG_STAGE_BYTES(BN) (WG_A_BYTES + (BN)*WG_BK * 2)
 /* the stages, the 2 x WG_STAGES mbarriers, and 1024 bytes to align the stages (hopper.cuh) */
 #define WG_SMEM_BYTES(BN) (WG_STAGES * WG_STAGE_BYTES(BN) + 16 * WG_STAGES + 1024)
@@ -514,31 +515,60 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                                                              epi);
 }
 
+/* n / d for 0 <= n < 2^16 and 1 <= d < 2^16 by one multiply-high (m = ceil(2^32 / d): with
+ * e = m d - 2^32 < d, n e < n d < 2^32 keeps floor(n m / 2^32) = floor(n / d); d = 1 apart, whose
+ * m does not fit 32 bits): the halo rewrite's channel groups without an integer division */
+struct wg_fastdiv {
+    uint32_t d, m;
+};
+__device__ __forceinline__ wg_fastdiv wg_fastdiv_of(uint32_t d) {
+    return {d, d > 1 ? (uint32_t)((0x100000000ull + d - 1) / d) : 0u};
+}
+__device__ __forceinline__ uint32_t wg_div(uint32_t n, wg_fastdiv v) {
+    return v.d > 1 ? __umulhi(n, v.m) : n;
+}
+
 /* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): thread u of nu
- * (every thread of the block) takes the 16-byte chunks u, u + nu, .. of the nch boxes (hpix rows
- * of 128 bytes each, hbox apart), box j once its own mbarrier hbar[j] says it landed (so box 0 is
- * rewritten while the later boxes are still in flight); physical chunk pc = i % 8 of row p:
- * logical chunk pc ^ (p % 8) (128B swizzle), channels of the part as wg_norm_box, input pixel
- * (n0 + p / (hh hw), oh0 S - pad + p / hw % hh, ow0 S - pad + p % hw). Where TMA copied x
- * (inside the image and the part) the chunk becomes y (tc_norm_chunk, WIDE: no accumulator is
- * live yet); elsewhere it stays TMA's zeros, the padding of y. */
+ * (every thread of the block; nu a multiple of 8) takes the 16-byte chunks i = u, u + nu, .. of
+ * the nch boxes (hpix rows of 128 bytes each, hbox apart; i = (j hpix + p) 8 + pc), box j once
+ * its own mbarrier hbar[j] says it landed (so box 0 is rewritten while the later boxes are still
+ * in flight). Physical chunk pc = u % 8 of row p throughout (nu % 8 == 0): logical chunk
+ * pc ^ (p % 8) (128B swizzle), channels of the part as wg_norm_box, input pixel
+ * (n0 + pn, oh0 S - pad + ph, ow0 S - pad + pw) for p = (pn hh + ph) hw + pw. Each step moves p
+ * on by nu / 8, carried into pw, ph, pn and the box without a division (the loop had five
+ * integer divisions and remainders by the halo's dimensions a chunk, and tc_norm_chunk three
+ * more, each a software sequence on the GPU, for 8 elements of a few arithmetic instructions
+ * each; now one multiply-high for the group, the divisions once a thread before the loop).
+ * Where TMA copied x (inside the image and the part) the chunk becomes y (tc_norm_chunk_in,
+ * WIDE: no accumulator is live yet); elsewhere it stays TMA's zeros, the padding of y. The same
+ * chunks, the same values: the same bits as before. */
 __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, uint64_t *hbar, const sg_conv_fuse &f,
                                              const wg_args &a, int u, int nu, int n0, int oh0,
                                              int ow0, int ch0, int nch) {
-    const int hpix = a.tn * a.hh * a.hw, per = hpix * 8;
+    const int hpix = a.tn * a.hh * a.hw, pc = u % 8, step = nu / 8;
+    const int cg = a.Ci / f.G;
+    const wg_fastdiv cgd = wg_fastdiv_of((uint32_t)cg);
+    int j = 0, p = u / 8;
+    while (p >= hpix) p -= hpix, j++;
+    int pn = p / (a.hh * a.hw), ph = p / a.hw % a.hh, pw = p % a.hw;
     int landed = -1; /* the last box whose mbarrier this thread waited for */
 #pragma unroll 1
-    for (int i = u; i < nch * per; i += nu) {
-        const int j = i / per, p = i % per / 8, pc = i % 8;
+    while (j < nch) {
         if (j != landed) sg_mbar_wait(&hbar[j], 0), landed = j;
         const int part = j >= ch0, cp = part ? a.c1 : a.c0;
-        const int ci = (part ? j - ch0 : j) * WG_BK + 8 * (pc ^ (p % 8));
-        if (ci >= cp) continue;
-        const int n = n0 + p / (a.hh * a.hw);
-        const int ih = oh0 * a.S - a.pad + p / a.hw % a.hh, iw = ow0 * a.S - a.pad + p % a.hw;
-        if (n >= a.N || ih < 0 || ih >= a.H || iw < 0 || iw >= a.W) continue;
-        tc_norm_chunk<true>((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f, n,
-                            ((int64_t)n * a.H + ih) * a.W + iw, (part ? a.c0 : 0) + ci, a.Ci);
+        const int ci = (part ? j - ch0 : j) * WG_BK + 8 * (pc ^ (p & 7));
+        const int n = n0 + pn;
+        const int ih = oh0 * a.S - a.pad + ph, iw = ow0 * a.S - a.pad + pw;
+        if (ci < cp && n < a.N && ih >= 0 && ih < a.H && iw >= 0 && iw < a.W) {
+            const int ch = (part ? a.c0 : 0) + ci, gq = (int)wg_div((uint32_t)ch, cgd);
+            tc_norm_chunk_in<true>((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f,
+                                   n, ((int64_t)n * a.H + ih) * a.W + iw, ch, a.Ci, n * f.G + gq,
+                                   ch - gq * cg, cg);
+        }
+        p += step, pw += step;
+        while (pw >= a.hw) pw -= a.hw, ph++;
+        while (ph >= a.hh) ph -= a.hh, pn++;
+        while (pn >= a.tn) pn -= a.tn, p -= hpix, j++;
     }
 }
 

@@ -214,17 +214,18 @@ __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float 
  * the dropout's uniforms drawn by one Philox call (na_drop_vec; the same values, so the same
  * bits), for a caller with registers to spare (conv_wgmma.cu's halo rewrite, before its
  * accumulators are live); otherwise two channels at a time, one Philox call per element. */
+/* tc_norm_chunk with the first channel's group g (n G + ch / cg) and its place r in it (ch % cg)
+ * given, cg = C / G: for a caller that has them without a division (conv_wgmma.cu's halo
+ * rewrite) */
 template <bool WIDE = false>
-__device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
-                                              int ch, int C) {
+__device__ __forceinline__ void tc_norm_chunk_in(uint16_t *s, const sg_conv_fuse &f, int n,
+                                                 int64_t q, int ch, int C, int g, int r, int cg) {
     /* (the key is read here, not held through the main loop: registers are the limit) */
     const na_drop dk = na_drop_load(f.drop);
     const uint32_t *vw =
         f.v ? (const uint32_t *)((const uint16_t *)f.v + (int64_t)n * C + ch) : NULL;
     uint32_t *sw = (uint32_t *)s;
-    const int cg = C / f.G;
-    /* the channels' group, walked: one division per chunk, not one per channel (the same g) */
-    int g = n * f.G + ch / cg, r = ch % cg;
+    /* the channels' group, walked from the first's: the same g for each as a division */
     if constexpr (WIDE) {
         float o[8];
 #pragma unroll
@@ -261,6 +262,14 @@ __device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f
             sw[k / 2] = out;
         }
     }
+}
+
+template <bool WIDE = false>
+__device__ __forceinline__ void tc_norm_chunk(uint16_t *s, const sg_conv_fuse &f, int n, int64_t q,
+                                              int ch, int C) {
+    /* the channels' group: one division per chunk, not one per channel */
+    const int cg = C / f.G;
+    tc_norm_chunk_in<WIDE>(s, f, n, q, ch, C, n * f.G + ch / cg, ch % cg, cg);
 }
 
 #endif

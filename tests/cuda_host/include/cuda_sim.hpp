@@ -249,6 +249,10 @@ static inline float __int_as_float(int u) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* the high 32 bits of the 64-bit product (PTX mul.hi.u32) */
+static inline unsigned __umulhi(unsigned a, unsigned b) {
+    return (unsigned)(((unsigned long long)a * b) >> 32);
+}
 template <class T> static inline T __ldg(const T *p) {
     return *p;
 }
