@@ -3408,6 +3408,30 @@ static void test_errors(void) {
 
 /* ======================= pinned GEMM algorithms ======================= */
 
+/* The pinned-GEMM tests' one GEMM: a linear layer of 6 (or `rows`) rows, 24 inputs, 16 outputs,
+ * fp32 (cuda_linear_fwd), and a context for it */
+enum { BLAS_N = 6, BLAS_K = 24, BLAS_M = 16 };
+typedef struct {
+    tbuf *x, *w, *y;
+} blas_case;
+static blas_case blas_case_new(void) {
+    blas_case c = {
+        tb_in("x", rnd((int64_t)BLAS_N * BLAS_K, -1, 1), (int64_t)BLAS_N * BLAS_K, DT_F32),
+        tb_in("w", rnd((int64_t)BLAS_M * BLAS_K, -1, 1), (int64_t)BLAS_M * BLAS_K, DT_F32),
+        tb_out("y", (int64_t)BLAS_N * BLAS_M, DT_F32, NULL)};
+    return c;
+}
+static int blas_case_run(const blas_case *c, sg_blas *b, int rows) {
+    return cuda_linear_fwd(g_st, b, c->y->d, c->x->d, (const float *)c->w->d, NULL, rows, BLAS_K,
+                           BLAS_M, DT_F32, NULL, 0);
+}
+static sg_blas *blas_new(void) {
+    sg_blas *b = NULL;
+    CHECK(sg_blas_create(&b, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
+          sg_last_error());
+    return b;
+}
+
 /* A fresh context pins one algorithm per distinct GEMM, a repeat pins nothing new, and after
  * the freeze a GEMM it has not seen fails (naming the pinned table) while a seen one still
  * runs and the table's hash does not move; a second context pinning the same GEMMs has the
@@ -3415,34 +3439,26 @@ static void test_errors(void) {
 static void test_blas_pinning(void) {
     const char *ctx = "pinned GEMMs";
     case_begin();
-    const int N = 6, K = 24, M = 16;
-    tbuf *x = tb_in("x", rnd((int64_t)N * K, -1, 1), (int64_t)N * K, DT_F32);
-    tbuf *w = tb_in("w", rnd((int64_t)M * K, -1, 1), (int64_t)M * K, DT_F32);
-    tbuf *y = tb_out("y", (int64_t)N * M, DT_F32, NULL);
-    sg_blas *b = NULL, *b2 = NULL;
-    CHECK(sg_blas_create(&b, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
-          sg_last_error());
+    const blas_case bc = blas_case_new();
+    sg_blas *b = blas_new(), *b2 = NULL;
     CHECK(sg_blas_count(b) == 0 && !sg_blas_frozen(b), "a new context has an empty open table");
-    int rc =
-        cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    int rc = blas_case_run(&bc, b, BLAS_N);
     CHECK(rc == SG_OK, "first GEMM: %s", sg_last_error());
     CHECK(sg_blas_count(b) == 1, "one GEMM pinned, got %d", sg_blas_count(b));
-    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    rc = blas_case_run(&bc, b, BLAS_N);
     CHECK(rc == SG_OK && sg_blas_count(b) == 1, "a repeat pins nothing new (%d)", sg_blas_count(b));
     const uint64_t h = sg_blas_hash(b);
     sg_blas_freeze(b);
     CHECK(sg_blas_frozen(b), "frozen");
-    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    rc = blas_case_run(&bc, b, BLAS_N);
     CHECK(rc == SG_OK, "a pinned GEMM runs after the freeze: %s", sg_last_error());
-    rc = cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N - 1, K, M, DT_F32, NULL,
-                         0);
+    rc = blas_case_run(&bc, b, BLAS_N - 1);
     CHECK(rc == SG_ERR && strstr(sg_last_error(), "pinned"),
           "an unseen GEMM after the freeze must fail naming the pinned table (%s)",
           sg_last_error());
     CHECK(sg_blas_count(b) == 1 && sg_blas_hash(b) == h, "the frozen table did not change");
-    CHECK(sg_blas_create(&b2, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
-          sg_last_error());
-    rc = cuda_linear_fwd(g_st, b2, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    b2 = blas_new();
+    rc = blas_case_run(&bc, b2, BLAS_N);
     CHECK(rc == SG_OK && sg_blas_hash(b2) == h, "the same GEMM, the same pinned table hash");
     sync_stream();
     guards_all(ctx);
@@ -3459,15 +3475,9 @@ static void test_blas_pinning(void) {
 static void test_blas_algos(void) {
     const char *ctx = "GEMM algorithms";
     case_begin();
-    const int N = 6, K = 24, M = 16;
-    tbuf *x = tb_in("x", rnd((int64_t)N * K, -1, 1), (int64_t)N * K, DT_F32);
-    tbuf *w = tb_in("w", rnd((int64_t)M * K, -1, 1), (int64_t)M * K, DT_F32);
-    tbuf *y = tb_out("y", (int64_t)N * M, DT_F32, NULL);
-    sg_blas *b = NULL, *b2 = NULL, *b3 = NULL;
-    CHECK(sg_blas_create(&b, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
-          sg_last_error());
-    int rc =
-        cuda_linear_fwd(g_st, b, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    const blas_case bc = blas_case_new();
+    sg_blas *b = blas_new(), *b2 = NULL, *b3 = NULL;
+    int rc = blas_case_run(&bc, b, BLAS_N);
     CHECK(rc == SG_OK && sg_blas_count(b) == 1, "first GEMM: %s", sg_last_error());
     char key[SG_BLAS_KEY_MAX] = "";
     CHECK(sg_blas_key_text(b, 0, key, sizeof key) == SG_OK &&
@@ -3486,12 +3496,11 @@ static void test_blas_algos(void) {
           "the first candidate (%.4f ms) is the pinned algorithm, every id distinct", ms[0]);
     CHECK(sg_blas_prefer(b, key, ids[0]) == SG_ERR, "a preference after the first pin is refused");
     /* the last candidate preferred (the host emulation offers 3) */
-    CHECK(sg_blas_create(&b2, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
-          sg_last_error());
+    b2 = blas_new();
     CHECK(sg_blas_prefer(b2, key, ids[n > 0 ? n - 1 : 0]) == SG_OK &&
               sg_blas_prefer(b2, "m1 n1 k1 never run", 42) == SG_OK,
           "prefer: %s", sg_last_error());
-    rc = cuda_linear_fwd(g_st, b2, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    rc = blas_case_run(&bc, b2, BLAS_N);
     int met = -1, missed = -1;
     sg_blas_preferences(b2, &met, &missed);
     CHECK(rc == SG_OK && met == 1 && missed == 0 &&
@@ -3499,12 +3508,11 @@ static void test_blas_algos(void) {
               (n < 2 || sg_blas_hash(b2) != sg_blas_hash(b)),
           "the preferred candidate %d of %d pinned (%d met, %d missed)", n - 1, n, met, missed);
     /* an algorithm the heuristic does not offer: the first, counted as missed */
-    CHECK(sg_blas_create(&b3, g_st, g_blas_ws, g_blas_ws_bytes) == SG_OK, "create: %s",
-          sg_last_error());
+    b3 = blas_new();
     uint64_t bogus = 0x5eed;
     for (int i = 0; i < n; i++) bogus += ids[i] == bogus;
     CHECK(sg_blas_prefer(b3, key, bogus) == SG_OK, "prefer: %s", sg_last_error());
-    rc = cuda_linear_fwd(g_st, b3, y->d, x->d, (const float *)w->d, NULL, N, K, M, DT_F32, NULL, 0);
+    rc = blas_case_run(&bc, b3, BLAS_N);
     sg_blas_preferences(b3, &met, &missed);
     CHECK(rc == SG_OK && met == 0 && missed == 1 && sg_blas_algo_id(b3, 0) == ids[0] &&
               sg_blas_hash(b3) == sg_blas_hash(b),
