@@ -208,10 +208,10 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     }
     /* each layer's charged nodes replayed as one graph, where the backend can (a wgmma pass
      * under the schedule chosen above): the layer's cost inside a replayed step. The eager sums
-     * above carry every node's launch gap, which a replay does not have; on the only GPU tuning
-     * run so far they favoured the plan with more, smaller nodes less than its replay did (the
-     * table's step replayed 10 ms slower than the sums said). ms[k] becomes the replay's median,
-     * which the choice compares; the per-pass sides stay eager (one node each side). */
+     * above carry every node's launch gap, which a replay does not have, and the two plans have
+     * different numbers of nodes (on the only GPU tuning run so far the per-layer sums did not
+     * say what the table's step would replay at). ms[k] becomes the replay's median, which the
+     * choice compares; the per-pass sides stay eager (one node each side). */
     if (!rc && be->time_nodes_replay)
         rc = replay_layers(be, &e.plan, layers, o->iters, med && be->wg_sched ? best : -1, ms);
     for (int k = 0; k < 3 * layers->n && pass_lib && pass_own && pass_wg; k++)
