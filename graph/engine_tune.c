@@ -50,6 +50,18 @@ static int layer_index(const sg_engine_table *t, const char *name) {
     return k;
 }
 
+/* e: the plan of cfg on backend be (its conv engine auto: the table decides), the dataset
+ * uploaded, the state initialised, `steps` steps run (the caller frees e, also on failure) */
+static int warm_exec(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, sg_backend *be,
+                     int steps, sg_exec *e) {
+    be->conv_engine = SG_CONV_ENGINE_AUTO;
+    int rc = sg_exec_init(e, cfg, 1, be);
+    if (!rc) rc = sg_exec_upload_dataset(e, o->pixels, o->pixel_bytes);
+    if (!rc) rc = sg_exec_init_state(e, o->seed);
+    for (int i = 0; i < steps && !rc; i++) rc = be->run_step(be, &e->plan);
+    return rc;
+}
+
 /* ms[k]: the median of `reps` replays of layer k's charged nodes (sg_engine_tune_charge), in
  * schedule order, captured as one graph (backend.h: time_nodes_replay), under the wgmma
  * schedule sched where sched >= 0; 0 for a layer charged no node */
@@ -108,13 +120,9 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     cfg.engines = &all;
     sg_backend *be = rc ? NULL : o->make_backend(o->ctx);
     if (!be) return sg_engine_table_free(&all), SG_ERR;
-    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
     if (engine == SG_LAYER_CUDNN) be->cudnn_time_reps = o->cudnn_time_reps;
     sg_exec e;
-    rc = sg_exec_init(&e, &cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
-    if (!rc) rc = sg_exec_init_state(&e, o->seed);
-    for (int i = 0; i < o->warmup && !rc; i++) rc = be->run_step(be, &e.plan);
+    rc = warm_exec(&cfg, o, be, o->warmup, &e);
     if (!rc) rc = be->sync(be);
     const sg_graph *g = &e.plan.g;
     const int nn = rc ? 0 : g->nn;
@@ -266,15 +274,11 @@ static int tune_gemms(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     sg_backend *be = o->make_backend(o->ctx);
     if (!be) return SG_ERR;
     if (!be->tune_gemms) return be->destroy(be), SG_OK;
-    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
     if (o->progress)
         fprintf(o->progress, "engine tuning: the chosen plan's GEMMs, each on every candidate "
                              "algorithm\n");
     sg_exec e;
-    int rc = sg_exec_init(&e, &cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
-    if (!rc) rc = sg_exec_init_state(&e, o->seed);
-    for (int i = 0; i < (o->warmup > 1 ? o->warmup : 1) && !rc; i++) rc = be->run_step(be, &e.plan);
+    int rc = warm_exec(&cfg, o, be, o->warmup > 1 ? o->warmup : 1, &e);
     if (!rc) rc = be->sync(be);
     int timed = 0;
     if (!rc) rc = be->tune_gemms(be, &e.plan, o->gemm_reps, o->gemm_min_gain, t, &timed);
@@ -298,12 +302,8 @@ static int tune_gemms(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
 static int time_step(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, double *ms) {
     sg_backend *be = o->make_backend(o->ctx);
     if (!be) return SG_ERR;
-    be->conv_engine = SG_CONV_ENGINE_AUTO; /* the table decides */
     sg_exec e;
-    int rc = sg_exec_init(&e, cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(&e, o->pixels, o->pixel_bytes);
-    if (!rc) rc = sg_exec_init_state(&e, o->seed);
-    for (int i = 0; i < (o->warmup > 2 ? o->warmup : 2) && !rc; i++) rc = be->run_step(be, &e.plan);
+    int rc = warm_exec(cfg, o, be, o->warmup > 2 ? o->warmup : 2, &e);
     float *r = malloc(sizeof(float) * ((size_t)o->knob_steps + 1));
     if (!rc && !r) rc = sg_set_error("out of host memory");
     if (!rc && !be->time_steps) rc = sg_set_error("the %s backend cannot time steps", be->name);
