@@ -653,7 +653,7 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     int2 *slot = reinterpret_cast<int2 *>(res + (int64_t)hslots * Wh * cpr * 8);
     const int last = (m0 + BM < P ? m0 + BM : P) - 1;
     const int R0 = m0 / Wo, n0img = R0 / Ho, rows = last / Wo - R0 + 1;
-    const int hpix = tc_halo_slots(m0, BM, P, Ho, Wo, K, S) * Wh, hchunks = hpix * cpr;
+    const int hpix = tc_halo_slots(m0, BM, P, Ho, Wo, K, S) * Wh;
 
     /* the slot table: output row t writes the slots no earlier row of its image wrote */
     for (int t = tid; t < rows; t += NT) {
@@ -663,24 +663,41 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
         for (int kh = kh0; kh < K; kh++) slot[base + kh] = make_int2(n, oh * S - pad + kh);
     }
     __syncthreads();
-    /* halo chunk i: its pixel hp and chunk ch, the part and channel ci within it, the input
-     * pixel q of image n; whether it holds data (else zeros) */
-    auto halo_chunk = [&](int i, int &hp, int &ch, int &part, int &ci, int &n, int64_t &q) {
-        hp = i / cpr, ch = i - hp * cpr;
-        const int sl = hp / Wh, iw = hp - sl * Wh - pad;
-        const int2 e = slot[sl];
-        part = ch >= 4 * t0;
-        ci = 8 * (part ? ch - 4 * t0 : ch);
+    /* A thread's halo chunks i = tid, tid + NT, .. < hpix cpr, walked without a division a step
+     * (the divisions by cpr and Wh once, here): chunk ch of halo pixel hp = sl Wh + col, col the
+     * column (iw + pad) of slot row sl; NT chunks on is dhp pixels and dch chunks on, dhp pixels
+     * dsl slot rows and dcol columns, each carried once. */
+    struct walk {
+        int hp, ch, sl, col;
+    };
+    const int dhp = NT / cpr, dch = NT - dhp * cpr, dsl = dhp / Wh, dcol = dhp - dsl * Wh;
+    auto walk_first = [&]() {
+        walk w;
+        w.hp = tid / cpr, w.ch = tid - w.hp * cpr, w.sl = w.hp / Wh, w.col = w.hp - w.sl * Wh;
+        return w;
+    };
+    auto walk_next = [&](walk &w) {
+        w.hp += dhp, w.ch += dch, w.sl += dsl, w.col += dcol;
+        if (w.ch >= cpr) w.ch -= cpr, w.hp++, w.col++;
+        if (w.col >= Wh) w.col -= Wh, w.sl++;
+    };
+    /* the chunk's part and channel ci within it, the input pixel q of image n; whether it holds
+     * data (else zeros) */
+    auto halo_chunk = [&](const walk &w, int &part, int &ci, int &n, int64_t &q) {
+        const int iw = w.col - pad;
+        const int2 e = slot[w.sl];
+        part = w.ch >= 4 * t0;
+        ci = 8 * (part ? w.ch - 4 * t0 : w.ch);
         n = e.x, q = ((int64_t)e.x * H + e.y) * W + iw;
         return e.y >= 0 && e.y < H && iw >= 0 && iw < W && ci < (part ? c1 : c0);
     };
-    for (int i = tid; i < hchunks; i += NT) {
-        int hp, ch, part, ci, n;
+    for (walk w = walk_first(); w.hp < hpix; walk_next(w)) {
+        int part, ci, n;
         int64_t q;
-        const bool v = halo_chunk(i, hp, ch, part, ci, n, q);
+        const bool v = halo_chunk(w, part, ci, n, q);
         /* (ternaries, not x.p[part]: a dynamic index would copy x to local memory) */
         const uint16_t *xp = (const uint16_t *)(part ? x.p[1] : x.p[0]);
-        sg_cp_async_16(res + tc_halo_at(hp, ch, cpr, ksh, kmask),
+        sg_cp_async_16(res + tc_halo_at(w.hp, w.ch, cpr, ksh, kmask),
                        v ? xp + q * (part ? c1 : c0) + ci : xp, v);
     }
     sg_cp_async_commit();
@@ -728,13 +745,18 @@ __global__ void __launch_bounds__(TC_THREADS(BM, BN), TC_MIN_BLOCKS(BM, BN))
     auto fix = [&](uint16_t *, int kt) {
         if constexpr (NORM) {
             if (kt) return;
+            /* the channel's group by a multiply-high (dev_div), not a division a chunk */
+            const int cg = Ci / fuse.G;
+            const dev_fastdiv cgd = dev_fastdiv_of((uint32_t)cg);
 #pragma unroll 1
-            for (int i = tid; i < hchunks; i += NT) {
-                int hp, ch, part, ci, n;
+            for (walk w = walk_first(); w.hp < hpix; walk_next(w)) {
+                int part, ci, n;
                 int64_t q;
-                if (halo_chunk(i, hp, ch, part, ci, n, q))
-                    tc_norm_chunk(res + tc_halo_at(hp, ch, cpr, ksh, kmask), fuse, n, q,
-                                  (part ? c0 : 0) + ci, Ci);
+                if (halo_chunk(w, part, ci, n, q)) {
+                    const int ch = (part ? c0 : 0) + ci, gq = (int)dev_div((uint32_t)ch, cgd);
+                    tc_norm_chunk_in(res + tc_halo_at(w.hp, w.ch, cpr, ksh, kmask), fuse, n, q, ch,
+                                     Ci, n * fuse.G + gq, ch - gq * cg, cg);
+                }
             }
         }
     };

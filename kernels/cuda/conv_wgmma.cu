@@ -515,19 +515,6 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                                                              epi);
 }
 
-/* n / d for 0 <= n < 2^16 and 1 <= d < 2^16 by one multiply-high (m = ceil(2^32 / d): with
- * e = m d - 2^32 < d, n e < n d < 2^32 keeps floor(n m / 2^32) = floor(n / d); d = 1 apart, whose
- * m does not fit 32 bits): the halo rewrite's channel groups without an integer division */
-struct wg_fastdiv {
-    uint32_t d, m;
-};
-__device__ __forceinline__ wg_fastdiv wg_fastdiv_of(uint32_t d) {
-    return {d, d > 1 ? (uint32_t)((0x100000000ull + d - 1) / d) : 0u};
-}
-__device__ __forceinline__ uint32_t wg_div(uint32_t n, wg_fastdiv v) {
-    return v.d > 1 ? __umulhi(n, v.m) : n;
-}
-
 /* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): thread u of nu
  * (every thread of the block; nu a multiple of 8) takes the 16-byte chunks i = u, u + nu, .. of
  * the nch boxes (hpix rows of 128 bytes each, hbox apart; i = (j hpix + p) 8 + pc), box j once
@@ -538,16 +525,16 @@ __device__ __forceinline__ uint32_t wg_div(uint32_t n, wg_fastdiv v) {
  * on by nu / 8, carried into pw, ph, pn and the box without a division (the loop had five
  * integer divisions and remainders by the halo's dimensions a chunk, and tc_norm_chunk three
  * more, each a software sequence on the GPU, for 8 elements of a few arithmetic instructions
- * each; now one multiply-high for the group, the divisions once a thread before the loop).
- * Where TMA copied x (inside the image and the part) the chunk becomes y (tc_norm_chunk_in,
- * WIDE: no accumulator is live yet); elsewhere it stays TMA's zeros, the padding of y. The same
- * chunks, the same values: the same bits as before. */
+ * each; now one multiply-high for the group (dev_div, cuda_common.cuh), the divisions once a thread
+ * before the loop). Where TMA copied x (inside the image and the part) the chunk becomes y
+ * (tc_norm_chunk_in, WIDE: no accumulator is live yet); elsewhere it stays TMA's zeros, the padding
+ * of y. The same chunks, the same values: the same bits as before. */
 __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, uint64_t *hbar, const sg_conv_fuse &f,
                                              const wg_args &a, int u, int nu, int n0, int oh0,
                                              int ow0, int ch0, int nch) {
     const int hpix = a.tn * a.hh * a.hw, pc = u % 8, step = nu / 8;
     const int cg = a.Ci / f.G;
-    const wg_fastdiv cgd = wg_fastdiv_of((uint32_t)cg);
+    const dev_fastdiv cgd = dev_fastdiv_of((uint32_t)cg);
     int j = 0, p = u / 8;
     while (p >= hpix) p -= hpix, j++;
     int pn = p / (a.hh * a.hw), ph = p / a.hw % a.hh, pw = p % a.hw;
@@ -560,7 +547,7 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, uint64_t *hbar, cons
         const int n = n0 + pn;
         const int ih = oh0 * a.S - a.pad + ph, iw = ow0 * a.S - a.pad + pw;
         if (ci < cp && n < a.N && ih >= 0 && ih < a.H && iw >= 0 && iw < a.W) {
-            const int ch = (part ? a.c0 : 0) + ci, gq = (int)wg_div((uint32_t)ch, cgd);
+            const int ch = (part ? a.c0 : 0) + ci, gq = (int)dev_div((uint32_t)ch, cgd);
             tc_norm_chunk_in<true>((uint16_t *)(halo + (int64_t)j * a.hbox + 128 * p + 16 * pc), f,
                                    n, ((int64_t)n * a.H + ih) * a.W + iw, ch, a.Ci, n * f.G + gq,
                                    ch - gq * cg, cg);

@@ -169,6 +169,20 @@ __device__ __forceinline__ float dev_rcp_approx(float x) {
 }
 #endif
 
+/* n / d for 0 <= n < 2^16 and 1 <= d < 2^16 by one multiply-high (m = ceil(2^32 / d): with
+ * e = m d - 2^32 < d, n e < n d < 2^32 keeps floor(n m / 2^32) = floor(n / d); d = 1 apart, whose
+ * m does not fit 32 bits): for the fused prologues' channel groups, where an integer division is
+ * a software sequence of some twenty instructions per 16-byte chunk of eight elements. */
+struct dev_fastdiv {
+    uint32_t d, m;
+};
+__host__ __device__ inline dev_fastdiv dev_fastdiv_of(uint32_t d) {
+    return {d, d > 1 ? (uint32_t)((0x100000000ull + d - 1) / d) : 0u};
+}
+__device__ __forceinline__ uint32_t dev_div(uint32_t n, dev_fastdiv v) {
+    return v.d > 1 ? __umulhi(n, v.m) : n;
+}
+
 __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h) {
     return __uint_as_float((uint32_t)h << 16);
 }
