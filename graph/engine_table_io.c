@@ -119,30 +119,41 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
     return SG_OK;
 }
 
-/* the table's optional "wg_sched": {"persist": bool, "fill": bool, "ms": [4 ms or null]} (the
- * wgmma kernels' schedule, SG_WG_SCHED_*; absent: neither, not measured) */
+/* one of "wg_sched"'s arrays: SG_WG_SCHEDS ms or nulls (absent or null: none measured) */
+static int sched_ms_field(json_t *o, const char *key, double *ms, const char *what) {
+    json_t *a = json_object_get(o, key);
+    if (!a || json_is_null(a)) return SG_OK;
+    int bad = !json_is_array(a) || json_array_size(a) != SG_WG_SCHEDS;
+    for (int k = 0; k < SG_WG_SCHEDS && !bad; k++) {
+        json_t *v = json_array_get(a, (size_t)k);
+        if (json_is_null(v)) continue;
+        bad = !json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0;
+        ms[k] = json_number_value(v);
+    }
+    return bad ? sg_set_error("%s: engine table: \"wg_sched\": \"%s\" must be [%d numbers >= 0 "
+                              "or nulls]",
+                              what, key, SG_WG_SCHEDS)
+               : SG_OK;
+}
+
+/* the table's optional "wg_sched": {"persist": bool, "fill": bool, "ms": [4 ms or null],
+ * "step_ms": [4 ms or null]} (the wgmma kernels' schedule, SG_WG_SCHED_*; the wgmma nodes' sums
+ * and the whole step under each; absent: neither, not measured) */
 static int wg_sched_field(json_t *r, sg_engine_table *t, const char *what) {
     json_t *o = json_object_get(r, "wg_sched");
     if (!o || json_is_null(o)) return SG_OK;
-    json_t *p = json_object_get(o, "persist"), *f = json_object_get(o, "fill"),
-           *ms = json_object_get(o, "ms");
-    if (!json_is_object(o) || (p && !json_is_boolean(p)) || (f && !json_is_boolean(f)) ||
-        (ms && !json_is_null(ms) && (!json_is_array(ms) || json_array_size(ms) != SG_WG_SCHEDS)))
+    json_t *p = json_object_get(o, "persist"), *f = json_object_get(o, "fill");
+    if (!json_is_object(o) || (p && !json_is_boolean(p)) || (f && !json_is_boolean(f)))
         return sg_set_error("%s: engine table: \"wg_sched\" must be {\"persist\": true|false, "
-                            "\"fill\": true|false, \"ms\": [%d numbers or nulls]}",
-                            what, SG_WG_SCHEDS);
+                            "\"fill\": true|false, \"ms\": [%d numbers or nulls], \"step_ms\": "
+                            "[%d numbers or nulls]}",
+                            what, SG_WG_SCHEDS, SG_WG_SCHEDS);
     t->wg_sched =
         (json_is_true(p) ? SG_WG_SCHED_PERSIST : 0) | (json_is_true(f) ? SG_WG_SCHED_FILL : 0);
-    for (int k = 0; k < SG_WG_SCHEDS && json_is_array(ms); k++) {
-        json_t *v = json_array_get(ms, (size_t)k);
-        if (json_is_null(v)) continue;
-        if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
-            return sg_set_error("%s: engine table: \"wg_sched\": \"ms\" must hold numbers >= 0 "
-                                "or nulls",
-                                what);
-        t->wg_sched_ms[k] = json_number_value(v);
-    }
-    return SG_OK;
+    return sched_ms_field(o, "ms", t->wg_sched_ms, what) ||
+                   sched_ms_field(o, "step_ms", t->wg_sched_step_ms, what)
+               ? SG_ERR
+               : SG_OK;
 }
 
 /* the table's optional "gemms": [{"gemm": key, "algo": "<16 hex digits>", "ms": ms or null,
@@ -347,16 +358,24 @@ static json_t *table_json(const sg_engine_table *t) {
                           t->precision, "batch", t->batch, "device", t->device, "driver", t->driver,
                           "cudnn", t->cudnn, "backend", t->backend);
     /* the wgmma schedule where the table has one or measured it (older tables: neither) */
-    int measured = 0;
-    for (int k = 0; k < SG_WG_SCHEDS; k++) measured |= t->wg_sched_ms[k] > 0;
-    if (r && (t->wg_sched || measured)) {
-        json_t *ms = json_array();
-        for (int k = 0; k < SG_WG_SCHEDS; k++)
+    int measured = 0, stepped = 0;
+    for (int k = 0; k < SG_WG_SCHEDS; k++)
+        measured |= t->wg_sched_ms[k] > 0, stepped |= t->wg_sched_step_ms[k] > 0;
+    if (r && (t->wg_sched || measured || stepped)) {
+        json_t *ms = json_array(), *step = json_array();
+        for (int k = 0; k < SG_WG_SCHEDS; k++) {
             json_array_append_new(ms, ms_json(t->wg_sched_ms[k]));
-        json_object_set_new(r, "wg_sched",
-                            json_pack("{s:b, s:b, s:o}", "persist",
-                                      (t->wg_sched & SG_WG_SCHED_PERSIST) != 0, "fill",
-                                      (t->wg_sched & SG_WG_SCHED_FILL) != 0, "ms", ms));
+            json_array_append_new(step, ms_json(t->wg_sched_step_ms[k]));
+        }
+        json_t *o =
+            json_pack("{s:b, s:b, s:o}", "persist", (t->wg_sched & SG_WG_SCHED_PERSIST) != 0,
+                      "fill", (t->wg_sched & SG_WG_SCHED_FILL) != 0, "ms", ms);
+        /* (the whole step's times only where timed: older readers see the same object) */
+        if (o && stepped)
+            json_object_set_new(o, "step_ms", step);
+        else
+            json_decref(step);
+        json_object_set_new(r, "wg_sched", o);
     }
     /* the step's knobs where the table sets or measured them (older tables: none) */
     const sg_step_knobs *k = &t->knobs;

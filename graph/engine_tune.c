@@ -314,6 +314,17 @@ static int time_step(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, doub
     return rc;
 }
 
+/* Does table t put any conv node on the wgmma kernels (a layer own on them, or a pass)? */
+static int table_runs_wgmma(const sg_engine_table *t) {
+    for (int k = 0; k < t->n; k++) {
+        const sg_engine_entry *x = &t->e[k];
+        if (x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA) return 1;
+        for (int pass = 0; pass < 3; pass++)
+            if (x->pass_own[pass] && x->pass_tc[pass] == SG_TC_WGMMA) return 1;
+    }
+    return 0;
+}
+
 /* The last pass (sg_engine_tune_opts.knob_steps): t's step knobs, one at a time in a fixed
  * order, each value timed on the whole replayed step from the best so far; a knob the
  * environment sets is left alone (the environment overrides a table). */
@@ -369,6 +380,32 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
                 best = ms;
             else
                 *field = before;
+        }
+    }
+    /* the wgmma schedule, chosen from the wgmma nodes' sums in the per-layer pass, as one more
+     * knob on the whole step where the table runs any node on wgmma and the environment sets
+     * neither of its variables: the others in order, each kept where faster by the same margin */
+    const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
+    if (!rc && table_runs_wgmma(t) && !(pe && *pe) && !(fe && *fe)) {
+        t->wg_sched_step_ms[t->wg_sched] = best;
+        const int first = t->wg_sched;
+        for (int s = 0; s < SG_WG_SCHEDS && !rc; s++) {
+            if (s == first) continue;
+            const int before = t->wg_sched;
+            double ms = -1;
+            t->wg_sched = s;
+            rc = time_step(&cfg, o, &ms);
+            t->wg_sched_step_ms[s] = rc ? -1 : ms;
+            const int keep = !rc && ms < (1.0 - o->knob_min_gain) * best;
+            if (!rc && o->progress)
+                fprintf(o->progress,
+                        "engine tuning: wgmma schedule persistent %s, fill %s: %.3f ms%s\n",
+                        s & SG_WG_SCHED_PERSIST ? "on" : "off", s & SG_WG_SCHED_FILL ? "on" : "off",
+                        ms, keep ? " (kept)" : "");
+            if (keep)
+                best = ms;
+            else
+                t->wg_sched = before;
         }
     }
     k->step_ms = rc ? -1 : best;

@@ -11,7 +11,7 @@
 
 void sg_engine_table_init(sg_engine_table *t) {
     memset(t, 0, sizeof *t);
-    for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = -1;
+    for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = t->wg_sched_step_ms[s] = -1;
     t->knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
                                .tc_halo = SG_KNOB_UNSET,
                                .dgrad_stats = SG_KNOB_UNSET,

@@ -115,9 +115,12 @@ typedef struct sg_engine_table {
     /* the wgmma kernels' schedule for the whole step (SG_WG_SCHED_*), the fastest of the
      * SG_WG_SCHEDS the tuning timed on the wgmma plan's wgmma nodes (wg_sched_ms: the sum of
      * those nodes' medians under each, < 0: not measured); the CUDA backend applies each of its
-     * two knobs that the environment (SG_WG_PERSIST, SG_WG_FILL) leaves unset */
+     * two knobs that the environment (SG_WG_PERSIST, SG_WG_FILL) leaves unset. Then, where the
+     * chosen table runs any node on wgmma, the whole replayed step under each schedule
+     * (wg_sched_step_ms, < 0: not timed; the knob trials, sg_step_knobs): another schedule
+     * replaces the per-node choice where its step is knob_min_gain faster. */
     int wg_sched;
-    double wg_sched_ms[SG_WG_SCHEDS];
+    double wg_sched_ms[SG_WG_SCHEDS], wg_sched_step_ms[SG_WG_SCHEDS];
     /* the step's knobs that leave the bits alone (sg_step_knobs; not in the hash): the CUDA
      * backend applies each one the environment leaves unset */
     sg_step_knobs knobs;

@@ -303,14 +303,29 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
         text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
         back.wg_sched == t.wg_sched &&
         strstr(text, "\"wg_sched\":{\"persist\":true,\"fill\":true,\"ms\":[4.0,3.5,3.75,3.25]}");
-    for (int s = 0; same && s < SG_WG_SCHEDS; s++) same = back.wg_sched_ms[s] == ms[s];
+    for (int s = 0; same && s < SG_WG_SCHEDS; s++)
+        same = back.wg_sched_ms[s] == ms[s] && back.wg_sched_step_ms[s] < 0;
     CHECK(same, "the schedule's JSON round trip: %s", text ? text : sg_last_error());
     free(text);
     sg_engine_table_free(&back);
+    /* ... with the whole step's times where the knob pass timed them (null: one not timed) */
+    const double step[SG_WG_SCHEDS] = {20.0, -1, 19.5, 19.75};
+    for (int s = 0; s < SG_WG_SCHEDS; s++) t.wg_sched_step_ms[s] = step[s];
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    same = text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
+           strstr(text, "\"ms\":[4.0,3.5,3.75,3.25],\"step_ms\":[20.0,null,19.5,19.75]}");
+    for (int s = 0; same && s < SG_WG_SCHEDS; s++) same = back.wg_sched_step_ms[s] == step[s];
+    CHECK(same, "the schedule's step times through the JSON: %s", text ? text : sg_last_error());
+    free(text);
+    sg_engine_table_free(&back);
     /* malformed: refused with the key's form */
-    static const char *const bad[] = {"\"wg_sched\":3", "\"wg_sched\":{\"persist\":1}",
+    static const char *const bad[] = {"\"wg_sched\":3",
+                                      "\"wg_sched\":{\"persist\":1}",
                                       "\"wg_sched\":{\"ms\":[1,2]}",
-                                      "\"wg_sched\":{\"ms\":[1,2,-3,4]}"};
+                                      "\"wg_sched\":{\"ms\":[1,2,-3,4]}",
+                                      "\"wg_sched\":{\"step_ms\":[1,2,3]}",
+                                      "\"wg_sched\":{\"step_ms\":[1,\"2\",3,4]}"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
         CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "wg_sched"),
               "a malformed schedule (%s): %s", bad[k], sg_last_error());
@@ -875,16 +890,36 @@ static void check_tune(const uint8_t *data) {
     CHECK(wgmma_measured == want_wgmma,
           "tune: %d layers with a wgmma time, expected %d (the backend %s the wgmma kernels)",
           wgmma_measured, want_wgmma, want_wgmma ? "has" : "lacks");
-    /* the wgmma schedule: every one timed where the backend has the kernels, the fastest kept */
-    int sched_ok = t.wg_sched == sg_wg_sched_best(t.wg_sched_ms);
-    for (int s = 0; s < SG_WG_SCHEDS; s++)
-        sched_ok &= want_wgmma
-                        ? t.wg_sched_ms[s] > 0 && t.wg_sched_ms[t.wg_sched] <= t.wg_sched_ms[s]
-                        : t.wg_sched_ms[s] < 0 && t.wg_sched == 0;
-    CHECK(sched_ok, "tune: the wgmma schedule %d of ms %g %g %g %g", t.wg_sched, t.wg_sched_ms[0],
-          t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3]);
-    printf("tune: the wgmma schedule %d (ms of its nodes: %g %g %g %g)\n", t.wg_sched,
-           t.wg_sched_ms[0], t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3]);
+    /* the wgmma schedule: every one timed on the wgmma nodes where the backend has the kernels,
+     * the fastest kept; then, where the chosen table runs any node on wgmma, every one timed on
+     * the whole step (check_tune_sched), the per-node choice replaced only by one faster by
+     * knob_min_gain, so that none is 1% faster than the one kept */
+    int runs_wg = 0;
+    for (int k = 0; k < t.n; k++) {
+        runs_wg |= t.e[k].engine == SG_LAYER_OWN && t.e[k].tc == SG_TC_WGMMA;
+        for (int p = 0; p < 3; p++)
+            runs_wg |= t.e[k].pass_own[p] && t.e[k].pass_tc[p] == SG_TC_WGMMA;
+    }
+    const int first = sg_wg_sched_best(t.wg_sched_ms);
+    const double *stepms = t.wg_sched_step_ms;
+    int sched_ok =
+        runs_wg ? stepms[t.wg_sched] <= stepms[first] && stepms[t.wg_sched] == t.knobs.step_ms
+                : t.wg_sched == first;
+    for (int s = 0; s < SG_WG_SCHEDS; s++) {
+        sched_ok &= want_wgmma ? t.wg_sched_ms[s] > 0 && t.wg_sched_ms[first] <= t.wg_sched_ms[s]
+                               : t.wg_sched_ms[s] < 0 && t.wg_sched == 0;
+        sched_ok &=
+            runs_wg ? stepms[s] > 0 && stepms[s] >= 0.99 * stepms[t.wg_sched] : stepms[s] < 0;
+    }
+    CHECK(sched_ok,
+          "tune: the wgmma schedule %d of ms %g %g %g %g (nodes), %g %g %g %g (the step; any "
+          "node on wgmma: %d)",
+          t.wg_sched, t.wg_sched_ms[0], t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3],
+          stepms[0], stepms[1], stepms[2], stepms[3], runs_wg);
+    printf("tune: the wgmma schedule %d (ms of its nodes: %g %g %g %g; of the step: %g %g %g "
+           "%g)\n",
+           t.wg_sched, t.wg_sched_ms[0], t.wg_sched_ms[1], t.wg_sched_ms[2], t.wg_sched_ms[3],
+           stepms[0], stepms[1], stepms[2], stepms[3]);
     sg_plan_free(&p0);
     CHECK(ok && measured == t.n && folded_pairs > 0,
           "tune: %d layers (want %d), %d measured as expected (%d 1x1 layers on gemm, %d folded "
@@ -1340,6 +1375,97 @@ static void check_backend_tc(const uint8_t *data) {
 }
 #endif
 
+#ifdef SG_TEST_CUDA_HOST
+/* The tuning's backends for check_tune_sched: a layer replay in a plan with any node on wgmma
+ * reports half a millisecond less than the same replay without (so the own layers go there);
+ * a whole step reports 100 ms, 90 ms under the schedule g_sched_want (set once the layers are
+ * chosen: another than the per-node pass chose). */
+static int (*g_steps_real)(sg_backend *, const sg_plan *, int, float *);
+static int g_sched_want = -1, g_sched_steps[SG_WG_SCHEDS];
+static int plan_runs_wgmma(const sg_plan *p) {
+    for (int i = 0; i < p->g.nn; i++)
+        if (sg_engine_table_node_tc(p->cfg.engines, &p->g, i) == SG_TC_WGMMA) return 1;
+    return 0;
+}
+static int replay_wg_favoured(sg_backend *be, const sg_plan *p, const int *nodes, int n, int reps,
+                              float *ms) {
+    const int rc = g_replay_real(be, p, nodes, n, reps, ms);
+    const float less = plan_runs_wgmma(p) ? 0.5f : 0.0f;
+    for (int r = 0; r < reps && !rc; r++) ms[r] = n ? 1e6f + (float)n - less : 0.0f;
+    return rc;
+}
+static int steps_sched(sg_backend *be, const sg_plan *p, int n, float *ms) {
+    const int rc = g_steps_real(be, p, n, ms);
+    const int s = p->cfg.engines ? p->cfg.engines->wg_sched : 0;
+    g_sched_steps[s]++;
+    for (int r = 0; r < n && !rc; r++) ms[r] = s == g_sched_want ? 90.0f : 100.0f;
+    return rc;
+}
+static sg_backend *make_backend_sched(const void *ctx) {
+    sg_backend *be = make_backend(ctx);
+    if (be && be->time_nodes_replay && be->time_steps) {
+        g_replay_real = be->time_nodes_replay, be->time_nodes_replay = replay_wg_favoured;
+        g_steps_real = be->time_steps, be->time_steps = steps_sched;
+    }
+    return be;
+}
+static int sched_chosen(const sg_engine_table *t, const void *ctx) {
+    (void)ctx;
+    g_sched_want = (t->wg_sched + 1) % SG_WG_SCHEDS;
+    return SG_OK;
+}
+
+/* The wgmma schedule as one more knob on the whole replayed step (sg_engine_table
+ * .wg_sched_step_ms): where the chosen table runs nodes on wgmma, the schedules the per-node
+ * pass did not choose are timed on the step and one faster by knob_min_gain replaces it; the
+ * step knobs that gain nothing stay unset. */
+static void check_tune_sched(const uint8_t *data) {
+    const sg_model_cfg c = tiny();
+    sg_engine_tune_opts o = {.make_backend = make_backend_sched,
+                             .pixels = data,
+                             .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
+                             .warmup = 0,
+                             .iters = 1,
+                             .knob_steps = 1,
+                             .knob_min_gain = 0.01,
+                             .chosen = sched_chosen,
+                             .seed = 3};
+    sg_engine_table t;
+    const int rc = sg_engine_tune(&c, &o, &t);
+    CHECK(!rc, "tune (the schedule on the step): %s", sg_last_error());
+    int on_wg = 0, steps_ok = 1;
+    for (int k = 0; !rc && k < t.n; k++)
+        on_wg += t.e[k].engine == SG_LAYER_OWN && t.e[k].tc == SG_TC_WGMMA;
+    for (int s = 0; s < SG_WG_SCHEDS; s++) {
+        steps_ok &= t.wg_sched_step_ms[s] == (s == g_sched_want ? 90.0 : 100.0);
+        /* the chosen schedule's step: the defaults' and the four knobs' eight trials */
+        steps_ok &= g_sched_steps[s] >= 1;
+    }
+    const sg_step_knobs *kn = &t.knobs;
+    CHECK(!rc && on_wg > 0 && g_sched_want >= 0 && t.wg_sched == g_sched_want && steps_ok &&
+              kn->base_ms == 100.0 && kn->step_ms == 90.0 && kn->pdl < 0 && kn->tc_halo < 0 &&
+              kn->dgrad_stats < 0 && kn->fuse_stats < 0,
+          "tune: %d layers on wgmma, schedule %d (want %d), its step %g %g %g %g ms; knobs %d %d "
+          "%d %d, %g ms against %g",
+          on_wg, t.wg_sched, g_sched_want, t.wg_sched_step_ms[0], t.wg_sched_step_ms[1],
+          t.wg_sched_step_ms[2], t.wg_sched_step_ms[3], kn->pdl, kn->tc_halo, kn->dgrad_stats,
+          kn->fuse_stats, kn->step_ms, kn->base_ms);
+    /* ... kept by the JSON */
+    char *text = sg_engine_table_json(&t);
+    sg_engine_table back;
+    CHECK(text && !sg_engine_table_parse(text, "schedule", &back) && back.wg_sched == t.wg_sched &&
+              !memcmp(back.wg_sched_step_ms, t.wg_sched_step_ms, sizeof back.wg_sched_step_ms),
+          "the schedule's step times through the JSON: %s", text ? text : sg_last_error());
+    if (text) sg_engine_table_free(&back);
+    free(text);
+    printf("tune: %d layers on wgmma; the schedule on the whole step: %d (%g %g %g %g ms), the "
+           "per-node choice replaced\n",
+           on_wg, t.wg_sched, t.wg_sched_step_ms[0], t.wg_sched_step_ms[1], t.wg_sched_step_ms[2],
+           t.wg_sched_step_ms[3]);
+    sg_engine_table_free(&t);
+}
+#endif
+
 int main(void) {
 #ifdef SG_TEST_CUDA_HOST
     if (!sg_cuda_available()) {
@@ -1355,6 +1481,7 @@ int main(void) {
     check_tune(data);
     check_train(data);
 #ifdef SG_TEST_CUDA_HOST
+    check_tune_sched(data);
     check_backend_tc(data);
     check_backend_wg_sched();
     check_backend_knobs();

@@ -265,10 +265,20 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
                      kn->step_ms, kn->base_ms);
         char kt[160];
         sg_step_knobs_text(kn, kt, sizeof kt);
-        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s; step knobs "
+        /* the whole step under each schedule where the tuning timed it */
+        char sched[128] = "";
+        if (t->wg_sched_step_ms[t->wg_sched] >= 0) {
+            int at = snprintf(sched, sizeof sched, " (the step under each:");
+            for (int s = 0; s < SG_WG_SCHEDS && at < (int)sizeof sched; s++)
+                at += t->wg_sched_step_ms[s] >= 0
+                          ? snprintf(sched + at, sizeof sched - at, " %.3f", t->wg_sched_step_ms[s])
+                          : snprintf(sched + at, sizeof sched - at, " -");
+            if (at < (int)sizeof sched) snprintf(sched + at, sizeof sched - at, " ms)");
+        }
+        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s%s; step knobs "
                "%s%s\n",
                t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
-               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", kt, ms);
+               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", sched, kt, ms);
     }
     if (t->ngemm) {
         int other = 0;
