@@ -1892,32 +1892,62 @@ static int cuda_tune_gemms(sg_backend *be, const sg_plan *p, int reps, double mi
     return SG_OK;
 }
 
-/* Would the wgmma kernels run conv node i (a plain conv pass: forward, data or weight gradient)?
- * The operands its launcher would give conv_on_wgmma (conv_fwd_run, cuda_run_conv2d_bwd_data,
- * cuda_run_conv2d_bwd_weight), checked without a launch: time_node_engine's wgmma side times
- * nothing that would silently run on mma.sync. */
+/* Would the wgmma kernels run conv-like node i (a conv pass, the residual-add or shortcut-fold
+ * forward, an upsample conv's pass)? The operands its launcher would give conv_on_wgmma or
+ * upconv_on_wgmma (the CUDA_RUN functions above), checked without a launch: time_node_engine's
+ * wgmma side times nothing that would silently run on mma.sync. */
 static int node_on_wgmma(cuda_ctx *c, const sg_plan *p, int i) {
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
     if (!c->wgmma_ok || g->t[nd->in[0]].dtype != DT_BF16) return 0;
-    const cuda_call k = {.c = c, .g = g, .nd = nd, .engine = CONV_ENGINE_WGMMA};
-    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    const cuda_call k = {.c = c,
+                         .g = g,
+                         .nd = nd,
+                         .engine = CONV_ENGINE_WGMMA,
+                         .ws = c->ws,
+                         .wsb = c->ws_bytes,
+                         .dt = DT_BF16,
+                         .dy_dt = DT_BF16};
     sg_conv_fuse f;
-    if (nd->op == OP_CONV2D)
+    switch (nd->op) {
+    case OP_UPCONV2D:
+        return upconv_on_wgmma(&k, kin(&k, 0), kout(&k, 0), k.ws);
+    case OP_UPCONV2D_BWD_DATA:
+        return upconv_on_wgmma(&k, kout(&k, 0), kin(&k, 0), k.ws);
+    case OP_UPCONV2D_BWD_WEIGHT:
+        return upconv_on_wgmma(&k, kin(&k, 1), kin(&k, 0), NULL);
+    default:
+        break;
+    }
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    switch (nd->op) {
+    case OP_CONV2D:
+    case OP_CONV2D_ADD:
         return conv_on_wgmma(&k, d, conv_input(c, g, nd->in[0], &f), kout(&k, 0), kin(&k, 1),
                              DT_BF16);
-    if (nd->op == OP_CONV2D_BWD_DATA)
+    case OP_CONV2D_SC:
+        return conv_on_wgmma(&k, d, conv_input(c, g, nd->in[0], &f), kout(&k, 0), kin(&k, 1),
+                             DT_BF16) &&
+               cuda_conv2d_wgmma_refusal(CAT(c, g, nd->in[3]), kout(&k, 0), kin(&k, 4), d.N, d.H,
+                                         d.W, d.Co, 1, 1, DT_BF16) == NULL;
+    case OP_CONV2D_BWD_DATA:
         return conv_on_wgmma(&k, d, kout_cat(&k, 0), kin(&k, 0), kin(&k, 1), DT_BF16);
-    if (nd->op == OP_CONV2D_BWD_WEIGHT)
+    case OP_CONV2D_BWD_WEIGHT:
         return conv_on_wgmma(&k, d, conv_input(c, g, nd->in[1], &f), kin(&k, 0), NULL, DT_BF16);
-    return 0;
+    default:
+        return 0;
+    }
 }
 
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
     *ms = -1;
-    if (node < 0 || node >= p->g.nn || !c->node_eng || !c->node_eng[node]) return SG_OK;
+    if (node < 0 || node >= p->g.nn || !c->node_eng) return SG_OK;
+    /* node_eng 0: no conv node, or an own-only one (a shortcut fold, an upsample conv's pass) on
+     * mma.sync, which only its wgmma side times */
+    if (!c->node_eng[node] && !(engine == SG_TIME_OWN_WGMMA && node_on_wgmma(c, p, node)))
+        return SG_OK;
     /* a wgmma node under another schedule: one untimed run, then the timed one, then the
      * step's schedule again (the same bits every way) */
     if (engine >= SG_TIME_WGMMA_SCHED && engine < SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS) {

@@ -56,11 +56,24 @@ for r in rows:
         assert close(r["pct_of_gemm"], 100 * r["tflops"] / r["gemm_tflops"]), r
     else:
         assert r["gemm_ms"] is None and r["gemm_tflops"] is None and r["pct_of_gemm"] is None, r
+    # own on its Hopper (wgmma) kernels: on the CUDA backend where they take the node (the host
+    # emulation reports compute capability 9.0), never on the CPU
+    if r["wgmma_ms"] is not None:
+        assert gemm and r["wgmma_ms"] > 0, r
+        assert close(r["wgmma_tflops"], r["flops"] / (r["wgmma_ms"] * 1e-3) / 1e12), r
+        assert close(r["wgmma_pct_of_gemm"], 100 * r["wgmma_tflops"] / r["gemm_tflops"]), r
+    else:
+        assert r["wgmma_tflops"] is None and r["wgmma_pct_of_gemm"] is None, r
     f = r["fusions"]
     assert (r["op"] == "conv2d_sc") == ("shortcut" in f), r
     assert (r["op"] == "conv2d_add") == ("residual" in f), r
     assert r["op"].startswith("upconv2d") == ("upsample" in f), r
 assert not gemm or any(r["engine"] == "gemm" for r in rows), "no 1x1 conv on the gemm engine"
+# the wgmma column: most rows on the CUDA backend (every op of the table among them), none on
+# the CPU
+wg = [r for r in rows if r["wgmma_ms"] is not None]
+assert (2 * len(wg) > len(rows) and {r["op"] for r in wg} == ops) if gemm else not wg, \
+    (len(wg), len(rows), ops - {r["op"] for r in wg})
 # a forward conv's same-size GEMM: M = N*Ho*Wo, N = Co, K = 9*Ci (+ Cin for the fold)
 sc = [r for r in rows if r["op"] == "conv2d_sc"]
 up = [r for r in rows if r["op"] == "upconv2d"]
@@ -115,6 +128,9 @@ PY'
     ok "cuda_host: text rows for conv2d_sc and upconv2d with GEMM columns" \
         'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%" "$tmp/h.txt" &&
          grep -Eq "^ +[0-9]+ upconv2d +.* up2 +upsample +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%" "$tmp/h.txt"'
+    ok "cuda_host: text wgmma columns and their sum" \
+        'grep -Eq "^ +[0-9]+ conv2d_bwd_data +.* [0-9.]+% +[0-9.]+ +[0-9.]+ +[0-9.]+%  " "$tmp/h.txt" &&
+         grep -Eq "^  the wgmma kernels take [0-9]+ of these nodes: [0-9.]+ ms on them, [0-9.]+ ms on own" "$tmp/h.txt"'
     ok "cuda_host: fusion savings and the --fuse 0 command" \
         'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
     echo "$pass passed, $fail failed"
@@ -200,7 +216,7 @@ $bench --backend cpu --model unet_tiny --precision bf16 --fuse 1 --iters 1 --war
 ok "cpu bf16: the per-layer table, '-' for the GEMM (no time_gemm)" 'check_layers "$tmp/bf.json" 0'
 $bench --backend cpu --model unet_tiny --precision bf16 --fuse 1 --iters 1 --warmup 0 >"$tmp/bf.txt" 2>&1
 ok "cpu bf16 text: conv2d_sc / upconv2d rows with '-' GEMM columns, the fusion savings" \
-    'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +- +- +-  -$" "$tmp/bf.txt" &&
+    'grep -Eq "^ +[0-9]+ conv2d_sc +.* norm\+shortcut +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9]+x[0-9]+x[0-9]+ +- +- +- +- +- +-  -$" "$tmp/bf.txt" &&
      grep -Eq "^ +[0-9]+ upconv2d_bwd_weight +.* upsample +[0-9.]+ +- +- " "$tmp/bf.txt" &&
      grep -Eq "^  shortcut +[0-9]+ +[0-9.]+ +0\.0000 +[0-9]+ " "$tmp/bf.txt" &&
      grep -q "bench --backend cpu --model unet_tiny --batch 4 --precision bf16 --fuse 0" "$tmp/bf.txt"'

@@ -19,12 +19,14 @@
  * would); and a per-conv-layer table:
  * every convolution-like node (conv forward, backward-data, backward-filter, and the own-only
  * fused ones: conv2d_sc, upconv2d and its backward passes; the fusions each carries named)
- * timed eagerly on the own engine and, where the backend pinned a cuDNN engine for it, on
- * cuDNN, with the engine the step uses named, its FLOPs and TFLOP/s, and the time of a plain
- * GEMM of its implicit GEMM's size and dtype on the same backend (time_gemm: cuBLASLt on CUDA,
- * each distinct size timed once; '-' on the CPU) with the layer's % of that GEMM's TFLOP/s;
- * then the fusion savings: the plan's per-fusion counts, bytes and FLOPs removed, the fused
- * nodes' measured time, and the --fuse 0 command that measures the unfused alternative.
+ * timed eagerly on the own engine, where the backend pinned a cuDNN engine for it on cuDNN, and
+ * where the own kernels' Hopper generation takes it on those (wgmma: bf16 on a compute
+ * capability 9.0 GPU, whatever the step runs), with the engine the step uses named, its FLOPs and
+ * TFLOP/s, and the time of a plain GEMM of its implicit GEMM's size and dtype on the same backend
+ * (time_gemm: cuBLASLt on CUDA, each distinct size timed once; '-' on the CPU) with the layer's %
+ * of that GEMM's TFLOP/s; then the fusion savings: the plan's per-fusion counts, bytes and FLOPs
+ * removed, the fused nodes' measured time, and the --fuse 0 command that measures the unfused
+ * alternative.
  *
  * --tune-engines FILE measures the per-layer engine table (planner/engine_table.h) instead:
  * the step planned with every conv layer on own (fused), again on the wgmma kernels where the
@@ -337,12 +339,12 @@ typedef struct {
     float *ms, *node_ms, loss;
     int *node_key; /* each node's breakdown row (node_row), once */
     op_row *rows;
-    /* the per-layer table: per convolution-like node (is_layer_op), eager ms on own and on
-     * cudnn (-1: not run), the engine the step runs it on, its FLOPs, its same-size GEMM and
-     * that GEMM's ms (-1: the backend has no time_gemm) */
+    /* the per-layer table: per convolution-like node (is_layer_op), eager ms on own, on cudnn
+     * and on own's wgmma kernels (-1: not run), the engine the step runs it on, its FLOPs, its
+     * same-size GEMM and that GEMM's ms (-1: the backend has no time_gemm) */
     int nconv;
     int *conv_node;
-    float *conv_own, *conv_dnn, *conv_gemm;
+    float *conv_own, *conv_dnn, *conv_wg, *conv_gemm;
     double *conv_flops;
     int64_t (*conv_mnk)[3];
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
@@ -449,22 +451,26 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         r->conv_node = calloc(n1, sizeof(int));
         r->conv_own = calloc(n1, sizeof(float));
         r->conv_dnn = calloc(n1, sizeof(float));
+        r->conv_wg = calloc(n1, sizeof(float));
         r->conv_gemm = calloc(n1, sizeof(float));
         r->conv_flops = calloc(n1, sizeof(double));
         r->conv_mnk = calloc(n1, sizeof *r->conv_mnk);
         r->conv_engine = calloc(n1, sizeof *r->conv_engine);
-        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_gemm || !r->conv_flops ||
-            !r->conv_mnk || !r->conv_engine)
+        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_wg || !r->conv_gemm ||
+            !r->conv_flops || !r->conv_mnk || !r->conv_engine)
             return sg_set_error("out of host memory");
         const int dt = p->cfg.act_dt;
         for (int i = 0, k = 0; i < g->nn && !rc; i++) {
             if (!is_layer_op(g->n[i].op)) continue;
             r->conv_node[k] = i;
-            r->conv_own[k] = r->conv_dnn[k] = r->conv_gemm[k] = -1;
+            r->conv_own[k] = r->conv_dnn[k] = r->conv_wg[k] = r->conv_gemm[k] = -1;
             if (be->node_engine) be->node_engine(be, p, i, r->conv_engine[k], 96);
             if (be->time_node_engine) {
                 rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
                 if (!rc) rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_CUDNN, &r->conv_dnn[k]);
+                /* the own kernels' Hopper generation, where they take the node (a bf16 step on
+                 * a compute capability 9.0 GPU): the column issue 17 is measured by */
+                if (!rc) rc = be->time_node_engine(be, p, i, SG_TIME_OWN_WGMMA, &r->conv_wg[k]);
             }
             if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
             r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
@@ -548,12 +554,18 @@ static void conv_shape(const sg_graph *g, int node, char *buf, int cap) {
 static double layer_tflops(const bench_result *r, int k) {
     return r->conv_own[k] > 0 ? r->conv_flops[k] / (r->conv_own[k] * 1e-3) / 1e12 : NAN;
 }
+static double wg_tflops(const bench_result *r, int k) {
+    return r->conv_wg[k] > 0 ? r->conv_flops[k] / (r->conv_wg[k] * 1e-3) / 1e12 : NAN;
+}
 static double gemm_tflops(const bench_result *r, int k) {
     const int64_t *m = r->conv_mnk[k];
     return r->conv_gemm[k] > 0 ? 2.0 * m[0] * m[1] * m[2] / (r->conv_gemm[k] * 1e-3) / 1e12 : NAN;
 }
 static double pct_of_gemm(const bench_result *r, int k) {
     return 100 * layer_tflops(r, k) / gemm_tflops(r, k);
+}
+static double wg_pct_of_gemm(const bench_result *r, int k) {
+    return 100 * wg_tflops(r, k) / gemm_tflops(r, k);
 }
 
 static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
@@ -565,18 +577,23 @@ static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
         conv_shape(&p->g, i, shape, sizeof shape);
         layer_fusions(&p->g, i, fus, sizeof fus);
         const int64_t *m = r->conv_mnk[k];
-        json_array_append_new(
-            rows,
-            json_pack(
-                "{s:i, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:[I,I,I], s:o, s:o, s:o}",
-                "node", i, "op", sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name,
-                "shape", shape, "engine", r->conv_engine[k], "fusions", fus, "own_ms",
-                num_or_null(r->conv_own[k] >= 0 ? r->conv_own[k] : NAN), "cudnn_ms",
-                num_or_null(r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : NAN), "flops",
-                json_real(r->conv_flops[k]), "tflops", num_or_null(layer_tflops(r, k)), "gemm_mnk",
-                (json_int_t)m[0], (json_int_t)m[1], (json_int_t)m[2], "gemm_ms",
-                num_or_null(r->conv_gemm[k] >= 0 ? r->conv_gemm[k] : NAN), "gemm_tflops",
-                num_or_null(gemm_tflops(r, k)), "pct_of_gemm", num_or_null(pct_of_gemm(r, k))));
+        json_t *row = json_pack(
+            "{s:i, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:[I,I,I], s:o, s:o, s:o}", "node",
+            i, "op", sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name, "shape",
+            shape, "engine", r->conv_engine[k], "fusions", fus, "own_ms",
+            num_or_null(r->conv_own[k] >= 0 ? r->conv_own[k] : NAN), "cudnn_ms",
+            num_or_null(r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : NAN), "flops",
+            json_real(r->conv_flops[k]), "tflops", num_or_null(layer_tflops(r, k)), "gemm_mnk",
+            (json_int_t)m[0], (json_int_t)m[1], (json_int_t)m[2], "gemm_ms",
+            num_or_null(r->conv_gemm[k] >= 0 ? r->conv_gemm[k] : NAN), "gemm_tflops",
+            num_or_null(gemm_tflops(r, k)), "pct_of_gemm", num_or_null(pct_of_gemm(r, k)));
+        if (row) {
+            json_object_set_new(row, "wgmma_ms",
+                                num_or_null(r->conv_wg[k] >= 0 ? r->conv_wg[k] : NAN));
+            json_object_set_new(row, "wgmma_tflops", num_or_null(wg_tflops(r, k)));
+            json_object_set_new(row, "wgmma_pct_of_gemm", num_or_null(wg_pct_of_gemm(r, k)));
+        }
+        json_array_append_new(rows, row);
     }
     return rows;
 }
@@ -774,15 +791,19 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf("%10s\n", "-");
     }
     if (!r->conv_node) return;
-    double own = 0, dnn = 0, best = 0;
+    double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0;
+    int wg_n = 0;
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
            "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
            "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
-           "M x N x K, %% of GEMM = TFLOP/s over the GEMM's):\n",
+           "M x N x K, %% of GEMM = TFLOP/s over the GEMM's; wgmma: own on its Hopper kernels, "
+           "where they take the node):\n",
            sg_conv_engine_name(a->conv_engine), prec);
-    printf("  %5s %-19s %-28s %-34s %-17s %10s %10s %9s %9s %8s %-22s %10s %9s %8s  %s\n", "node",
-           "op", "tensor", "shape", "fusions", "own ms", "lib ms", "own/lib", "GFLOP", "TFLOP/s",
-           "GEMM M x N x K", "GEMM ms", "GEMM TF/s", "% GEMM", "the step's engine");
+    printf("  %5s %-19s %-28s %-34s %-17s %10s %10s %9s %9s %8s %-22s %10s %9s %8s %10s %8s %8s  "
+           "%s\n",
+           "node", "op", "tensor", "shape", "fusions", "own ms", "lib ms", "own/lib", "GFLOP",
+           "TFLOP/s", "GEMM M x N x K", "GEMM ms", "GEMM TF/s", "% GEMM", "wgmma ms", "wg TF/s",
+           "wg %GEMM", "the step's engine");
     for (int k = 0; k < r->nconv; k++) {
         const int i = r->conv_node[k];
         char shape[96], fus[64], mnk[64];
@@ -801,7 +822,12 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf(" %10.4f %9.3f %7.1f%%", r->conv_gemm[k], gemm_tflops(r, k), pct_of_gemm(r, k));
         else
             printf(" %10s %9s %8s", "-", "-", "-");
+        if (r->conv_wg[k] >= 0)
+            printf(" %10.4f %8.3f %7.1f%%", r->conv_wg[k], wg_tflops(r, k), wg_pct_of_gemm(r, k));
+        else
+            printf(" %10s %8s %8s", "-", "-", "-");
         printf("  %s\n", r->conv_engine[k][0] ? r->conv_engine[k] : "-");
+        if (r->conv_wg[k] >= 0) wg += r->conv_wg[k], wg_own += r->conv_own[k], wg_n++;
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
@@ -810,6 +836,10 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     printf("  all convs: own %.3f ms, lib (own where not pinned) %.3f ms, per-layer best %.3f "
            "ms\n",
            own, dnn, best);
+    if (wg_n)
+        printf("  the wgmma kernels take %d of these nodes: %.3f ms on them, %.3f ms on own as the "
+               "step runs them\n",
+               wg_n, wg, wg_own);
     fusion_row f[8];
     const int nf = fusion_rows(p, r, f);
     char cmd[256];
@@ -953,7 +983,7 @@ int main(int argc, char **argv) {
         report_text(&a, &e, &r);
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
     free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
-    free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_engine);
+    free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_wg), free(r.conv_engine);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);
     sg_engine_table_free(&a.table);

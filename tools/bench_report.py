@@ -508,28 +508,49 @@ def conv_layers(out, r):
     out.append("Per conv layer (--conv-engine %s): each convolution-like node run once eagerly "
                "on each engine (lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the gemm "
                "engine); its implicit GEMM (M×N×K) timed as a plain cuBLASLt GEMM of the "
-               "same size; the step's engine last.\n" % r.get("conv_engine", "?"))
-    out.append("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
-               "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM | engine |")
-    out.append("|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---|")
-    own = dnn = 0.0
+               "same size; wgmma: own on its Hopper kernels (bf16, compute capability 9.0), where "
+               "they take the node; the step's engine last.\n" % r.get("conv_engine", "?"))
+    # the wgmma columns where any row ran there (reports of older runs: none)
+    wg = any(c.get("wgmma_ms") is not None for c in cl)
+    head = ("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
+            "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM |")
+    rule = "|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|"
+    if wg:
+        head += " wgmma ms | wgmma TFLOP/s | wgmma % of GEMM |"
+        rule += "---:|---:|---:|"
+    out.append(head + " engine |")
+    out.append(rule + "---|")
+    own = dnn = wg_ms = wg_own = 0.0
+    wg_n = 0
     for c in cl:
         o, d = c.get("own_ms"), c.get("cudnn_ms")
         ratio = "%.2f×" % (o / d) if o is not None and d else "–"
         mnk = c.get("gemm_mnk")
         mnk = "×".join(str(v) for v in mnk) if mnk else "–"
         pct = c.get("pct_of_gemm")
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
-                   (c.get("node"), c.get("op"), md_escape(str(c.get("fusions", "-"))),
-                    md_escape(str(c.get("tensor"))), md_escape(str(c.get("shape"))),
-                    fnum(o, "%.4f"), fnum(d, "%.4f"), ratio, fnum(c.get("tflops"), "%.1f"), mnk,
-                    fnum(c.get("gemm_tflops"), "%.1f"),
-                    fnum(pct, "%.0f%%") if pct is not None else "–",
-                    md_escape(str(c.get("engine") or "-"))))
+        row = ("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" %
+               (c.get("node"), c.get("op"), md_escape(str(c.get("fusions", "-"))),
+                md_escape(str(c.get("tensor"))), md_escape(str(c.get("shape"))),
+                fnum(o, "%.4f"), fnum(d, "%.4f"), ratio, fnum(c.get("tflops"), "%.1f"), mnk,
+                fnum(c.get("gemm_tflops"), "%.1f"),
+                fnum(pct, "%.0f%%") if pct is not None else "–"))
+        if wg:
+            w, wp = c.get("wgmma_ms"), c.get("wgmma_pct_of_gemm")
+            row += " %s | %s | %s |" % (fnum(w, "%.4f"), fnum(c.get("wgmma_tflops"), "%.1f"),
+                                        fnum(wp, "%.0f%%") if wp is not None else "–")
+            if w is not None:
+                wg_ms += w
+                wg_own += o or 0.0
+                wg_n += 1
+        out.append(row + " %s |" % md_escape(str(c.get("engine") or "-")))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
-    out.append("| | all | | | | %.3f | %.3f | %s | | | | | |" %
-               (own, dnn, "%.2f×" % (own / dnn) if dnn else "–"))
+    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s |" %
+               (own, dnn, "%.2f×" % (own / dnn) if dnn else "–",
+                " %.3f | | |" % wg_ms if wg else ""))
+    if wg:
+        out.append("\nThe wgmma kernels take %d of these nodes: %.3f ms on them against %.3f ms "
+                   "on own as the step runs them." % (wg_n, wg_ms, wg_own))
     out.append("")
     fu = r.get("fusions")
     if fu and fu.get("kinds"):
