@@ -774,20 +774,26 @@ static int tune_chosen(const sg_engine_table *t, const void *ctx) {
     return SG_OK;
 }
 
+/* the tests' tuning options: one timed run a node, one replay a knob trial, the knobs' 1% */
+static sg_engine_tune_opts tune_opts(const sg_model_cfg *c, const uint8_t *data,
+                                     sg_backend *(*make)(const void *),
+                                     int (*chosen)(const sg_engine_table *, const void *)) {
+    return (sg_engine_tune_opts){.make_backend = make,
+                                 .pixels = data,
+                                 .pixel_bytes = c->data_n * c->data_h * c->data_w * c->in_ch,
+                                 .warmup = 0,
+                                 .iters = 1,
+                                 .knob_steps = 1,
+                                 .knob_min_gain = 0.01,
+                                 .chosen = chosen,
+                                 .seed = 3};
+}
+
 static void check_tune(const uint8_t *data) {
     const sg_model_cfg c = tiny();
-    sg_engine_tune_opts o = {.make_backend = make_backend_observed,
-                             .pixels = data,
-                             .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
-                             .warmup = 0,
-                             .iters = 1,
-                             .cudnn_time_reps = 3, /* asked for; no cuDNN here: nothing timed */
-                             .gemm_reps = 2,
-                             .gemm_min_gain = 0.03,
-                             .knob_steps = 1,
-                             .knob_min_gain = 0.01,
-                             .chosen = tune_chosen,
-                             .seed = 3};
+    sg_engine_tune_opts o = tune_opts(&c, data, make_backend_observed, tune_chosen);
+    o.cudnn_time_reps = 3; /* asked for; no cuDNN here: nothing timed */
+    o.gemm_reps = 2, o.gemm_min_gain = 0.03;
     sg_engine_table t, want;
     table_for(&c, &want, NULL);
     const int rc = sg_engine_tune(&c, &o, &t);
@@ -1421,15 +1427,7 @@ static int sched_chosen(const sg_engine_table *t, const void *ctx) {
  * step knobs that gain nothing stay unset. */
 static void check_tune_sched(const uint8_t *data) {
     const sg_model_cfg c = tiny();
-    sg_engine_tune_opts o = {.make_backend = make_backend_sched,
-                             .pixels = data,
-                             .pixel_bytes = c.data_n * c.data_h * c.data_w * c.in_ch,
-                             .warmup = 0,
-                             .iters = 1,
-                             .knob_steps = 1,
-                             .knob_min_gain = 0.01,
-                             .chosen = sched_chosen,
-                             .seed = 3};
+    const sg_engine_tune_opts o = tune_opts(&c, data, make_backend_sched, sched_chosen);
     sg_engine_table t;
     const int rc = sg_engine_tune(&c, &o, &t);
     CHECK(!rc, "tune (the schedule on the step): %s", sg_last_error());
