@@ -395,8 +395,10 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
         if (cv0 + tc >= CV) break;
         const int c0 = (cv0 + tc) * VEC;
         float mu[VEC], ga[VEC], be[VEC], add[VEC];
+        int sg[VEC];
+        na_groups<VEC>(sg, n, G, c0, cg);
         for (int j = 0; j < VEC; j++) {
-            const int c = c0 + j, s = n * G + c / cg;
+            const int c = c0 + j, s = sg[j];
             mu[j] = mean[s], ga[j] = na_apply_scale(rstd[s], gamma[c]), be[j] = beta[c];
             add[j] = 0.0f;
         }
@@ -440,8 +442,10 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
         const int c0 = (int)(it % CV) * VEC, s = (int)(ns % S);
         const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
         float mu[VEC], rs[VEC], sc[VEC], be[VEC], add[VEC], a[VEC], b[VEC];
+        int sg[VEC];
+        na_groups<VEC>(sg, (int)n, G, c0, cg);
         for (int j = 0; j < VEC; j++) {
-            const int c = c0 + j, g = (int)n * G + c / cg;
+            const int c = c0 + j, g = sg[j];
             mu[j] = mean[g], rs[j] = rstd[g], sc[j] = na_apply_scale(rs[j], gamma[c]);
             be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
         }
@@ -532,8 +536,10 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
         for (int j = 0; j < VEC; j++) sdx[j] = 0.0f;
         if (mine) {
             float mu[VEC], rs[VEC], ga[VEC], be[VEC], gm[VEC], m1[VEC], m2[VEC], add[VEC];
+            int sg[VEC];
+            na_groups<VEC>(sg, n, G, c0, cg);
             for (int j = 0; j < VEC; j++) {
-                const int c = c0 + j, s = n * G + c / cg;
+                const int c = c0 + j, s = sg[j];
                 mu[j] = mean[s], rs[j] = rstd[s], gm[j] = gamma[c], ga[j] = rs[j] * gm[j];
                 be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
             }

@@ -164,6 +164,19 @@ __device__ __forceinline__ float na_tail_bwd(float dy, float z, int act, const n
                                              int64_t i) {
     return na_act_bwd<FAST>(na_drop_at<true>(dy, d, i), z, act);
 }
+/* The statistics' rows s[j] = n G + (c0 + j) / cg of VEC consecutive channels c0.. of sample n
+ * (cg = C / G channels a group): one division for the first, a carry for the others (the
+ * elementwise kernels did one integer division a channel, a software sequence of some twenty
+ * instructions each on the GPU, for a few elements' arithmetic). */
+template <int VEC> __device__ __forceinline__ void na_groups(int *s, int n, int G, int c0, int cg) {
+    int g = c0 / cg, r = c0 - g * cg;
+    g += n * G;
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+        s[j] = g;
+        if (++r == cg) r = 0, g++;
+    }
+}
 /* the affine transform's multiplier of channel c in group (n, g): rstd[n, g] gamma[c] */
 __device__ __forceinline__ float na_apply_scale(float rstd, float gamma) {
     return rstd * gamma;
