@@ -252,7 +252,7 @@ if [ "$backend" != cuda ]; then echo "fake bench: no --backend cuda" >&2; exit 5
 if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
 ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
 cat <<J
-{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
+{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0,"wgmma_ms":0.3125,"wgmma_tflops":160.0,"wgmma_pct_of_gemm":80.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
 J
 SH
 cat >"$tmp/fake_torch" <<'SH'
@@ -316,10 +316,12 @@ ok "target: arena vs torch memory" 'grep -Eq "^\| unet_cifar b128 bf16 arena ÷ 
 ok "target: host time" 'grep -Eq "^\| host time per replayed step \(worst row\) \| ≤ 20 µs \| .*3\.50 µs \| \*\*met\*\* \|" "$md"'
 ok "per-op breakdown" 'grep -Eq "^\| conv2d_bwd_weight \| 40 \| 3\.0000 \| 33\.00 \| 1500\.000 \| 500000\.0 \|" "$md"'
 ok "per-op breakdown names the conv engine" 'grep -Eq "^\| conv2d/cudnn \| 38 \| 2\.0000 \|" "$md"'
-ok "per-conv-layer table: own vs cudnn, the ratio, TFLOP/s against the same-size GEMM, the engine, and the total" \
-    'grep -Eq "^\| 9 \| conv2d \| - \| conv_in \| 128 32x32 3->128 K3 S1 pad1 \| 0\.5000 \| 0\.2500 \| 2\.00× \| 100\.0 \| 131072×128×27 \| 200\.0 \| 50% \| cudnn e12 ws0 \|" "$md" &&
-     grep -Eq "^\| 300 \| conv2d \| - \| .* \| 0\.1000 \| n/a \| – \| n/a \| – \| n/a \| – \| own \|" "$md" &&
-     grep -Eq "^\| \| all \| \| \| \| 0\.600 \| 0\.350 \| 1\.71× \| \| \| \| \| \|" "$md"'
+ok "per-conv-layer table: own vs cudnn, the ratio, TFLOP/s against the same-size GEMM, the wgmma columns, the engine, and the total" \
+    'grep -q "| % of GEMM | wgmma ms | wgmma TFLOP/s | wgmma % of GEMM | engine |" "$md" &&
+     grep -Eq "^\| 9 \| conv2d \| - \| conv_in \| 128 32x32 3->128 K3 S1 pad1 \| 0\.5000 \| 0\.2500 \| 2\.00× \| 100\.0 \| 131072×128×27 \| 200\.0 \| 50% \| 0\.3125 \| 160\.0 \| 80% \| cudnn e12 ws0 \|" "$md" &&
+     grep -Eq "^\| 300 \| conv2d \| - \| .* \| 0\.1000 \| n/a \| – \| n/a \| – \| n/a \| – \| n/a \| n/a \| – \| own \|" "$md" &&
+     grep -Eq "^\| \| all \| \| \| \| 0\.600 \| 0\.350 \| 1\.71× \| \| \| \| \| 0\.312 \| \| \| \|" "$md" &&
+     grep -q "^The wgmma kernels take 1 of these nodes: 0.312 ms on them against 0.500 ms on own" "$md"'
 ok "environment and raw logs" 'grep -q "^## Environment" "$md" && grep -q "| GPU | Fake GPU 80GB |" "$md" && grep -q "fake torch: unet_cifar 128 bf16 eager tf32=on" "$md"'
 ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
 

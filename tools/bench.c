@@ -830,12 +830,13 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf(" %10.4f %9.3f %7.1f%%", r->conv_gemm[k], gemm_tflops(r, k), pct_of_gemm(r, k));
         else
             printf(" %10s %9s %8s", "-", "-", "-");
-        if (r->conv_wg[k] >= 0)
+        if (r->conv_wg[k] >= 0) {
             printf(" %10.4f %8.3f %7.1f%%", r->conv_wg[k], wg_tflops(r, k), wg_pct_of_gemm(r, k));
-        else
+            wg += r->conv_wg[k], wg_own += r->conv_own[k], wg_n++;
+        } else {
             printf(" %10s %8s %8s", "-", "-", "-");
+        }
         printf("  %s\n", r->conv_engine[k][0] ? r->conv_engine[k] : "-");
-        if (r->conv_wg[k] >= 0) wg += r->conv_wg[k], wg_own += r->conv_own[k], wg_n++;
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
