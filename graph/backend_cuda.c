@@ -130,6 +130,14 @@ typedef struct {
      * sg_conv_fuse.halo and every data gradient's sg_norm_bwd_fuse.epilogue */
     int tc_halo, dgrad_epilogue;
     int wg_persist, wg_fill; /* SG_WG_PERSIST, SG_WG_FILL (conv_wgmma.cu's schedule knobs) */
+    int wg_env_persist, wg_env_fill; /* ... set by the environment (a layer's schedule yields) */
+    /* per node: its layer's own wgmma schedule (SG_WG_SCHED_*, sg_engine_table_node_sched) for
+     * a node on the wgmma kernels, applied around its launches; -1: the step's (wg_persist,
+     * wg_fill). wg_layer_nodes: how many nodes have one. */
+    signed char *node_sched;
+    int wg_layer_nodes;
+    /* a schedule every wgmma launch takes (be->wg_sched, a timing under one), -1: none */
+    int wg_force;
     /* The statistics' partials of a normalisation computed by the convolution before it
      * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
      * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
@@ -524,15 +532,25 @@ static void wg_sched_set(int s) {
     cuda_conv_wgmma_fill(s & SG_WG_SCHED_FILL ? -1 : 0);
 }
 
-/* backend.h: wg_sched */
-static void cuda_wg_sched(sg_backend *be, int s) {
-    const cuda_ctx *c = be->ctx;
-    if (s >= 0) {
-        wg_sched_set(s);
+/* The wgmma knobs for the launches that follow: schedule s where s >= 0 (a layer's own, each
+ * knob the environment leaves unset), else the step's (wg_persist, wg_fill); a forced schedule
+ * (wg_force) wins over both. */
+static void wg_sched_apply(const cuda_ctx *c, int s) {
+    if (c->wg_force >= 0) {
+        wg_sched_set(c->wg_force);
         return;
     }
-    cuda_conv_wgmma_persist(c->wg_persist);
-    cuda_conv_wgmma_fill(c->wg_fill);
+    cuda_conv_wgmma_persist(s < 0 || c->wg_env_persist ? c->wg_persist
+                            : s & SG_WG_SCHED_PERSIST  ? -1
+                                                       : 0);
+    cuda_conv_wgmma_fill(s < 0 || c->wg_env_fill ? c->wg_fill : s & SG_WG_SCHED_FILL ? -1 : 0);
+}
+
+/* backend.h: wg_sched */
+static void cuda_wg_sched(sg_backend *be, int s) {
+    cuda_ctx *c = be->ctx;
+    c->wg_force = s >= 0 ? s : -1;
+    wg_sched_apply(c, -1);
 }
 
 static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table) {
@@ -574,11 +592,11 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table
     /* a knob the environment leaves unset: the engine table's schedule (measured by the
      * tuning), where it has one */
     const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
-    if ((!pe || !*pe) && table) persist = table->wg_sched & SG_WG_SCHED_PERSIST ? -1 : 0;
-    if ((!fe || !*fe) && table) fill = table->wg_sched & SG_WG_SCHED_FILL ? -1 : 0;
-    cuda_conv_wgmma_persist(persist);
-    cuda_conv_wgmma_fill(fill);
-    c->wg_persist = persist, c->wg_fill = fill;
+    c->wg_env_persist = pe && *pe, c->wg_env_fill = fe && *fe;
+    if (!c->wg_env_persist && table) persist = table->wg_sched & SG_WG_SCHED_PERSIST ? -1 : 0;
+    if (!c->wg_env_fill && table) fill = table->wg_sched & SG_WG_SCHED_FILL ? -1 : 0;
+    c->wg_persist = persist, c->wg_fill = fill, c->wg_force = -1;
+    wg_sched_apply(c, -1);
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
@@ -645,8 +663,10 @@ static void prepare_own_only(cuda_ctx *c, const sg_plan *p) {
         const int up = g->n[i].op == OP_UPCONV2D;
         if (g->n[i].op != OP_CONV2D_SC && !up) continue;
         int gen = -1;
+        /* (its backward passes on own: a 1x1 shortcut's may be on gemm under auto) */
         for (int j = 0; j < g->nn && gen < 0; j++)
-            if (is_conv(g->n[j].op) && g->n[j].fwd == i) gen = c->node_eng[j] == CONV_ENGINE_WGMMA;
+            if (is_conv(g->n[j].op) && g->n[j].fwd == i && on_own(c->node_eng[j]))
+                gen = c->node_eng[j] == CONV_ENGINE_WGMMA;
         if (gen < 0) {
             char names[2][SG_NAME_MAX];
             const sg_engine_entry *e = sg_conv_layers_computed(g, i, names) > 0
@@ -809,6 +829,24 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
     prepare_own_only(c, p);
+    /* the layers' own wgmma schedules (engine table) for their nodes on the wgmma kernels */
+    c->node_sched = malloc((size_t)(g->nn > 0 ? g->nn : 1));
+    if (!c->node_sched) return sg_set_error("out of host memory");
+    const int env_both = c->wg_env_persist && c->wg_env_fill; /* nothing left to a layer */
+    for (int i = 0; i < g->nn; i++) {
+        c->node_sched[i] = (signed char)(c->node_eng[i] == CONV_ENGINE_WGMMA && !env_both
+                                             ? sg_engine_table_node_sched(p->cfg.engines, g, i)
+                                             : -1);
+        c->wg_layer_nodes += c->node_sched[i] >= 0;
+    }
+    if (c->wg_layer_nodes)
+        fprintf(stderr,
+                "stepgraph: %d node(s) on the wgmma kernels run under their layer's own schedule "
+                "(engine table)%s\n",
+                c->wg_layer_nodes,
+                c->wg_env_persist ? ", but for SG_WG_PERSIST"
+                : c->wg_env_fill  ? ", but for SG_WG_FILL"
+                                  : "");
     if (tc_refused)
         fprintf(stderr,
                 "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
@@ -1551,7 +1589,12 @@ static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine,
                              : c->node_eng ? c->node_eng[i]
                                            : 0,
                    .slice = sg_node_slice(g, nd, c->rank)};
-    if (cuda_run[nd->op](&k)) {
+    /* a wgmma node of a layer with its own schedule: that schedule for its launches alone */
+    const int sched = k.engine == CONV_ENGINE_WGMMA && c->node_sched ? c->node_sched[i] : -1;
+    if (sched >= 0) wg_sched_apply(c, sched);
+    const int rc = cuda_run[nd->op](&k);
+    if (sched >= 0) wg_sched_apply(c, -1);
+    if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sg_last_error());
         return sg_set_error("node %d (%s -> %s): %s", i, sg_ops[nd->op].name, g->t[nd->out[0]].name,
@@ -1952,7 +1995,9 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
      * step's schedule again (the same bits every way) */
     if (engine >= SG_TIME_WGMMA_SCHED && engine < SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS) {
         if (c->node_eng[node] != CONV_ENGINE_WGMMA) return SG_OK;
-        wg_sched_set(engine - SG_TIME_WGMMA_SCHED);
+        const int force = c->wg_force;
+        c->wg_force = engine - SG_TIME_WGMMA_SCHED;
+        wg_sched_apply(c, -1);
         int rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
         cudaError_t e = rc ? cudaSuccess : cudaEventRecord(c->ev[0], c->st);
         if (!rc && e == cudaSuccess) rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
@@ -1961,8 +2006,8 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         if (!rc && e == cudaSuccess) e = cudaEventElapsedTime(ms, c->ev[0], c->ev[1]);
         if (!rc && e != cudaSuccess)
             rc = sg_set_error("time_node_engine: %s", cudaGetErrorString(e));
-        cuda_conv_wgmma_persist(c->wg_persist);
-        cuda_conv_wgmma_fill(c->wg_fill);
+        c->wg_force = force;
+        wg_sched_apply(c, -1);
         if (rc) *ms = -1;
         return rc;
     }
@@ -2009,7 +2054,8 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
  * and their tables, and the schedule knobs that leave the bits alone but not the speed
  * (SG_TC_HALO as tc_halo, SG_TC_DGRAD_STATS as dgrad_stats; SG_WG_PERSIST and SG_WG_FILL as
  * wg_persist and wg_fill: 0 off, else the blocks of the persistent grid or the SMs the tile width
- * fills), so that a measurement says what it ran. */
+ * fills; wg_layer_nodes: the wgmma nodes under their layer's own schedule instead), so that a
+ * measurement says what it ran. */
 static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cuda_ctx *c = be->ctx;
     struct cudaDeviceProp prop;
@@ -2037,7 +2083,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-             "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d}",
+             "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
+             "\"wg_layer_nodes\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
@@ -2054,7 +2101,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
                                              : "prologue",
              c->dgrad_epilogue ? "true" : "false",
              c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill);
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2069,7 +2116,7 @@ static void cuda_destroy(sg_backend *be) {
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_destroy(c->dnn);
 #endif
-        free(c->node_eng);
+        free(c->node_eng), free(c->node_sched);
         free(c->stats_to), free(c->norm_done), free(c->norm_off);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
@@ -2127,6 +2174,7 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     }
     c->dev = dev;
     c->use_graph = use_graph;
+    c->wg_force = -1;
     *be = cuda_vtable;
     be->ctx = c;
     /* the conv engine's default: SG_CONV_ENGINE=auto|own|cudnn in the environment (every tool),

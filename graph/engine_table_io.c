@@ -151,8 +151,30 @@ static int wg_sched_field(json_t *r, sg_engine_table *t, const char *what) {
     t->wg_sched =
         (json_is_true(p) ? SG_WG_SCHED_PERSIST : 0) | (json_is_true(f) ? SG_WG_SCHED_FILL : 0);
     return sched_ms_field(o, "ms", t->wg_sched_ms, what) ||
-                   sched_ms_field(o, "step_ms", t->wg_sched_step_ms, what)
+                   sched_ms_field(o, "step_ms", t->wg_sched_step_ms, what) ||
+                   ms_field(o, "layers_step_ms", &t->wg_layers_step_ms, "wg_sched", what)
                ? SG_ERR
+               : SG_OK;
+}
+
+/* a layer's optional "wg_sched": {"persist": bool, "fill": bool, "ms": [4 ms or null]} (its own
+ * wgmma schedule where either knob is given, else the table's; its wgmma nodes' sums under each) */
+static int layer_sched_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(l, "wg_sched");
+    if (!o || json_is_null(o)) return SG_OK;
+    json_t *p = json_object_get(o, "persist"), *f = json_object_get(o, "fill");
+    if (!json_is_object(o) || (p && !json_is_boolean(p)) || (f && !json_is_boolean(f)))
+        return sg_set_error("%s: engine table: layer %s: \"wg_sched\" must be {\"persist\": "
+                            "true|false, \"fill\": true|false, \"ms\": [%d numbers or nulls]}",
+                            what, name, SG_WG_SCHEDS);
+    double ms[SG_WG_SCHEDS];
+    for (int s = 0; s < SG_WG_SCHEDS; s++) ms[s] = -1;
+    const int sched = !p && !f ? -1
+                               : (json_is_true(p) ? SG_WG_SCHED_PERSIST : 0) |
+                                     (json_is_true(f) ? SG_WG_SCHED_FILL : 0);
+    if (sched_ms_field(o, "ms", ms, what)) return SG_ERR;
+    return sg_engine_table_set_sched(t, name, sched, ms)
+               ? sg_set_error("%s: %s", what, sg_last_error())
                : SG_OK;
 }
 
@@ -264,6 +286,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
             rc = cudnn_names(l, name, t, what);
             if (!rc) rc = tc_field(l, name, t, what);
             if (!rc) rc = passes_field(l, name, t, what);
+            if (!rc) rc = layer_sched_field(l, name, t, what);
         }
     }
     json_decref(r);
@@ -351,6 +374,22 @@ static json_t *table_json(const sg_engine_table *t) {
             json_object_set_new(l, "passes", passes);
         else
             json_decref(passes);
+        /* the layer's wgmma schedule where it has its own or was measured (older tables:
+         * neither); the knobs only where it has its own */
+        const sg_engine_entry *x = &t->e[i];
+        int timed = 0;
+        for (int k = 0; k < SG_WG_SCHEDS; k++) timed |= x->wg_sched_ms[k] >= 0;
+        if (x->wg_sched >= 0 || timed) {
+            json_t *o = json_object(), *ms = json_array();
+            if (x->wg_sched >= 0) {
+                json_object_set_new(o, "persist", json_boolean(x->wg_sched & SG_WG_SCHED_PERSIST));
+                json_object_set_new(o, "fill", json_boolean(x->wg_sched & SG_WG_SCHED_FILL));
+            }
+            for (int k = 0; k < SG_WG_SCHEDS; k++)
+                json_array_append_new(ms, ms_json(x->wg_sched_ms[k]));
+            json_object_set_new(o, "ms", ms);
+            json_object_set_new(l, "wg_sched", o);
+        }
         json_array_append_new(layers, l);
     }
     json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "format",
@@ -361,7 +400,7 @@ static json_t *table_json(const sg_engine_table *t) {
     int measured = 0, stepped = 0;
     for (int k = 0; k < SG_WG_SCHEDS; k++)
         measured |= t->wg_sched_ms[k] > 0, stepped |= t->wg_sched_step_ms[k] > 0;
-    if (r && (t->wg_sched || measured || stepped)) {
+    if (r && (t->wg_sched || measured || stepped || t->wg_layers_step_ms >= 0)) {
         json_t *ms = json_array(), *step = json_array();
         for (int k = 0; k < SG_WG_SCHEDS; k++) {
             json_array_append_new(ms, ms_json(t->wg_sched_ms[k]));
@@ -375,6 +414,8 @@ static json_t *table_json(const sg_engine_table *t) {
             json_object_set_new(o, "step_ms", step);
         else
             json_decref(step);
+        if (o && t->wg_layers_step_ms >= 0)
+            json_object_set_new(o, "layers_step_ms", json_real(t->wg_layers_step_ms));
         json_object_set_new(r, "wg_sched", o);
     }
     /* the step's knobs where the table sets or measured them (older tables: none) */

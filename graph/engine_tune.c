@@ -36,6 +36,13 @@ static int on_lib(const char *name) {
     return !strncmp(name, "cudnn", 5) || !strcmp(name, "gemm");
 }
 
+/* a node the engines name (node_engine): a conv pass, or an own-only one (a shortcut fold, an
+ * upsample conv's three passes) whose wgmma schedule is timed like theirs */
+static int conv_like(sg_op op) {
+    return sg_op_is_conv(op) || op == OP_CONV2D_SC || op == OP_UPCONV2D ||
+           op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT;
+}
+
 /* the median of v[0..n) (sorted in place) */
 static double median(float *v, int n) {
     sg_sort_f32(v, n);
@@ -102,11 +109,13 @@ static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table
  * of it ran there). With sched_ms (SG_WG_SCHEDS values; own on wgmma, a backend that can time
  * a node under a schedule), each node on the wgmma kernels is also timed under every schedule of
  * theirs (SG_WG_SCHED_*, the same bits): sched_ms[s] the sum of those nodes' medians under s (< 0:
- * not measured), and each layer is charged its wgmma nodes' medians under the fastest schedule. */
+ * not measured), per layer k the same sums of its charged wgmma nodes in layer_sched[SG_WG_SCHEDS
+ * k + s] (< 0: none of its nodes ran there), and each layer is charged its wgmma nodes' medians
+ * under the fastest schedule. */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
                      double *pass_lib, double *pass_own, double *pass_wg, double *sched_ms,
-                     char *env, int env_cap) {
+                     double *layer_sched, char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -142,7 +151,7 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
         rc = sg_set_error("out of host memory");
     if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
     for (int i = 0; i < nn && !rc; i++)
-        if (sg_op_is_conv(g->n[i].op) && be->node_engine)
+        if (conv_like(g->n[i].op) && be->node_engine)
             be->node_engine(be, &e.plan, i, names[i], sizeof names[i]);
     for (int it = 0; it < o->iters && !rc; it++) {
         rc = be->time_nodes(be, &e.plan, node_ms + (size_t)it * (size_t)nn);
@@ -179,10 +188,17 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     int *pass_seen = per_pass ? calloc(3 * (size_t)layers->n + 1, sizeof(int)) : NULL;
     if (!rc && per_pass && !pass_seen) rc = sg_set_error("out of host memory");
     for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
+    for (int k = 0; k < SG_WG_SCHEDS * layers->n && layer_sched; k++) layer_sched[k] = -1;
     for (int i = 0; i < nn && !rc; i++) {
         char layer[SG_NAME_MAX];
         if (sg_engine_tune_charge(g, i, layer)) continue;
         const int k = layer_index(layers, layer);
+        for (int sc = 0; sc < SG_WG_SCHEDS && med && layer_sched && !strcmp(names[i], "wgmma");
+             sc++) {
+            double *l = &layer_sched[SG_WG_SCHEDS * k + sc];
+            const double m = med[(size_t)i * SG_WG_SCHEDS + sc];
+            *l = *l == -2 || m < 0 ? -2 : (*l < 0 ? 0 : *l) + m; /* -2: a node unmeasured */
+        }
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
         /* a wgmma node: its time under the fastest schedule (measured under every one) */
         ms[k] += med && sched_ms[best] >= 0 && !strcmp(names[i], "wgmma")
@@ -214,6 +230,8 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                 rc = sg_engine_table_set_cudnn(layers, layer, pass, name + 6);
         }
     }
+    for (int k = 0; k < SG_WG_SCHEDS * layers->n && layer_sched; k++)
+        if (rc || !med || layer_sched[k] < 0) layer_sched[k] = -1;
     /* each layer's charged nodes replayed as one graph, where the backend can (a wgmma pass
      * under the schedule chosen above): the layer's cost inside a replayed step. The eager sums
      * above carry every node's launch gap, which a replay does not have, and the two plans have
@@ -314,15 +332,38 @@ static int time_step(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, doub
     return rc;
 }
 
-/* Does table t put any conv node on the wgmma kernels (a layer own on them, or a pass)? */
-static int table_runs_wgmma(const sg_engine_table *t) {
-    for (int k = 0; k < t->n; k++) {
-        const sg_engine_entry *x = &t->e[k];
-        if (x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA) return 1;
-        for (int pass = 0; pass < 3; pass++)
-            if (x->pass_own[pass] && x->pass_tc[pass] == SG_TC_WGMMA) return 1;
-    }
+/* Does entry x put any conv node on the wgmma kernels (own on them, or a pass)? */
+static int layer_runs_wgmma(const sg_engine_entry *x) {
+    if (x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA) return 1;
+    for (int pass = 0; pass < 3; pass++)
+        if (x->pass_own[pass] && x->pass_tc[pass] == SG_TC_WGMMA) return 1;
     return 0;
+}
+
+/* ... does table t, on any layer? */
+static int table_runs_wgmma(const sg_engine_table *t) {
+    for (int k = 0; k < t->n; k++)
+        if (layer_runs_wgmma(&t->e[k])) return 1;
+    return 0;
+}
+
+/* Each layer's own wgmma schedule (sg_engine_entry.wg_sched): the fastest on its wgmma nodes
+ * (wg_sched_ms) where that is another than the table's and gain (a fraction) faster than the
+ * table's on them, and the layer runs a node there; -1 (the table's) otherwise. The count of
+ * layers given one. */
+static int pick_layer_scheds(sg_engine_table *t, double gain) {
+    int picked = 0;
+    for (int k = 0; k < t->n; k++) {
+        sg_engine_entry *x = &t->e[k];
+        const int b = sg_wg_sched_best(x->wg_sched_ms);
+        const double mine = x->wg_sched_ms[t->wg_sched], best = x->wg_sched_ms[b];
+        x->wg_sched = layer_runs_wgmma(x) && b != t->wg_sched && mine >= 0 && best >= 0 &&
+                              best < (1.0 - gain) * mine
+                          ? b
+                          : -1;
+        picked += x->wg_sched >= 0;
+    }
+    return picked;
 }
 
 /* The last pass (sg_engine_tune_opts.knob_steps): t's step knobs, one at a time in a fixed
@@ -338,6 +379,11 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     cfg.engines = t;
     sg_step_knobs *k = &t->knobs;
     k->pdl = k->tc_halo = k->dgrad_stats = k->fuse_stats = SG_KNOB_UNSET;
+    /* the layers' own wgmma schedules, if any, are tried last (below): the trials before run
+     * every wgmma node under the table's */
+    const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
+    const int sched_trials = table_runs_wgmma(t) && !(pe && *pe) && !(fe && *fe);
+    for (int q = 0; q < t->n && sched_trials; q++) t->e[q].wg_sched = -1;
     double best = -1;
     int rc = time_step(&cfg, o, &best);
     k->base_ms = rc ? -1 : best;
@@ -385,8 +431,7 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     /* the wgmma schedule, chosen from the wgmma nodes' sums in the per-layer pass, as one more
      * knob on the whole step where the table runs any node on wgmma and the environment sets
      * neither of its variables: the others in order, each kept where faster by the same margin */
-    const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
-    if (!rc && table_runs_wgmma(t) && !(pe && *pe) && !(fe && *fe)) {
+    if (!rc && sched_trials) {
         t->wg_sched_step_ms[t->wg_sched] = best;
         const int first = t->wg_sched;
         for (int s = 0; s < SG_WG_SCHEDS && !rc; s++) {
@@ -407,6 +452,21 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
             else
                 t->wg_sched = before;
         }
+    }
+    /* then the layers faster on their own schedule than on the table's (per node), all at once
+     * on the whole step, kept where it is faster by the same margin */
+    const int picked = !rc && sched_trials ? pick_layer_scheds(t, o->knob_min_gain) : 0;
+    if (picked) {
+        double ms = -1;
+        rc = time_step(&cfg, o, &ms);
+        t->wg_layers_step_ms = rc ? -1 : ms;
+        const int keep = !rc && ms < (1.0 - o->knob_min_gain) * best;
+        if (!rc && o->progress)
+            fprintf(o->progress,
+                    "engine tuning: %d layer(s) on their own wgmma schedule: %.3f ms%s\n", picked,
+                    ms, keep ? " (kept)" : "");
+        if (keep) best = ms;
+        for (int q = 0; q < t->n && !keep; q++) t->e[q].wg_sched = -1;
     }
     k->step_ms = rc ? -1 : best;
     return rc;
@@ -455,16 +515,18 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     double *plib = calloc(3 * (size_t)n + 1, sizeof(double)),
            *pown = calloc(3 * (size_t)n + 1, sizeof(double)),
            *pwg = calloc(3 * (size_t)n + 1, sizeof(double));
+    double *lsched = calloc(SG_WG_SCHEDS * (size_t)n + 1, sizeof(double));
     int *ran_own = calloc((size_t)n + 1, sizeof(int)),
         *ran_dnn = calloc((size_t)n + 1, sizeof(int)), *ran_wg = calloc((size_t)n + 1, sizeof(int));
     char env[2048] = "";
-    if (!rc && (!own || !dnn || !wg || !plib || !pown || !pwg || !ran_own || !ran_dnn || !ran_wg))
+    if (!rc && (!own || !dnn || !wg || !plib || !pown || !pwg || !lsched || !ran_own || !ran_dnn ||
+                !ran_wg))
         rc = sg_set_error("out of host memory");
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
     if (!rc)
         rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL,
-                       NULL, 0);
+                       NULL, NULL, 0);
     /* the own kernels' second generation, where the backend has it (bf16 on a Hopper GPU) */
     int wgmma = 0;
     if (!rc && cfg.act_dt == DT_BF16) {
@@ -476,7 +538,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         fprintf(o->progress, "engine tuning: every layer on own (fused), on the wgmma kernels\n");
     if (!rc && wgmma)
         rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL,
-                       t->wg_sched_ms, NULL, 0);
+                       t->wg_sched_ms, lsched, NULL, 0);
     /* the schedule for the whole step: the fastest measured on every wgmma node */
     if (!rc && wgmma) t->wg_sched = sg_wg_sched_best(t->wg_sched_ms);
     if (!rc && wgmma && o->progress && t->wg_sched_ms[0] > 0)
@@ -490,7 +552,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
     if (!rc)
         rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, pwg, NULL,
-                       env, sizeof env);
+                       NULL, env, sizeof env);
     json_t *envj = json_loads(env, 0, NULL);
     env_field(envj, "backend", t->backend, sizeof t->backend);
     env_field(envj, "gpu", t->device, sizeof t->device);
@@ -536,7 +598,17 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
             if (x->pass_own[pass]) x->cudnn[pass][0] = 0; /* no cuDNN engine to ask for */
         }
         x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
+        for (int sc = 0; sc < SG_WG_SCHEDS && wgmma; sc++)
+            x->wg_sched_ms[sc] = lsched[SG_WG_SCHEDS * k + sc];
     }
+    /* the layers' own wgmma schedules against the table's per-node choice (the knob pass tries
+     * them on the whole step) */
+    const int picked = !rc && wgmma ? pick_layer_scheds(t, o->knob_min_gain) : 0;
+    if (picked && o->progress)
+        fprintf(o->progress,
+                "engine tuning: %d layer(s) faster on their own wgmma schedule than on the "
+                "table's\n",
+                picked);
     if (!rc) sg_engine_table_hash(t);
     if (!rc && o->chosen) rc = o->chosen(t, o->ctx);
     /* the GEMMs of the chosen table's plan, each on every candidate algorithm */
@@ -545,6 +617,6 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc && o->knob_steps > 0) rc = tune_knobs(&cfg, o, t);
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(wg), free(plib), free(pown), free(pwg), free(ran_own), free(ran_dnn),
-        free(ran_wg), free(pair);
+        free(ran_wg), free(pair), free(lsched);
     return rc;
 }

@@ -59,7 +59,8 @@ typedef struct {
      * them (be->step_knobs), chosen last, one at a time: the chosen table's step replayed
      * knob_steps times (median) with each value of a knob the environment leaves unset, the
      * value kept where it is knob_min_gain (a fraction) faster than the best so far; 0: none
-     * timed, the backend's defaults */
+     * timed, the backend's defaults. The same margin decides a layer's own wgmma schedule
+     * (sg_engine_entry.wg_sched) against the table's on its nodes, before the step tries them. */
     int knob_steps;
     double knob_min_gain;
     /* called once the layers are chosen, before the GEMM and knob passes (t complete but for

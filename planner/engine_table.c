@@ -12,6 +12,7 @@
 void sg_engine_table_init(sg_engine_table *t) {
     memset(t, 0, sizeof *t);
     for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = t->wg_sched_step_ms[s] = -1;
+    t->wg_layers_step_ms = -1;
     t->knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
                                .tc_halo = SG_KNOB_UNSET,
                                .dgrad_stats = SG_KNOB_UNSET,
@@ -108,6 +109,8 @@ int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, doubl
     x->tc = SG_TC_MMA, x->wgmma_ms = -1;
     for (int q = 0; q < 3; q++)
         x->pass_own_ms[q] = x->pass_lib_ms[q] = x->pass_wgmma_ms[q] = -1, x->pass_tc[q] = SG_TC_MMA;
+    x->wg_sched = -1;
+    for (int s = 0; s < SG_WG_SCHEDS; s++) x->wg_sched_ms[s] = -1;
     sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
     return SG_OK;
 }
@@ -364,6 +367,28 @@ int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int nod
                                                                                  : SG_TC_MMA;
     }
     return e && e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? SG_TC_WGMMA : SG_TC_MMA;
+}
+
+int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, const double *ms) {
+    sg_engine_entry *x = NULL;
+    for (int i = 0; i < t->n && !x; i++)
+        if (!strcmp(t->e[i].layer, layer)) x = &t->e[i];
+    if (!x) return sg_set_error("engine table: no layer %s", layer);
+    if (sched < -1 || sched >= SG_WG_SCHEDS)
+        return sg_set_error("engine table: layer %s: wgmma schedule %d is not -1 to %d", layer,
+                            sched, SG_WG_SCHEDS - 1);
+    x->wg_sched = sched;
+    for (int s = 0; s < SG_WG_SCHEDS && ms; s++) x->wg_sched_ms[s] = ms[s];
+    return SG_OK;
+}
+
+int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node) {
+    if (!t || node < 0 || node >= g->nn) return -1;
+    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    char names[2][SG_NAME_MAX];
+    const sg_engine_entry *e =
+        sg_conv_layers_computed(g, f, names) > 0 ? sg_engine_table_find(t, names[0]) : NULL;
+    return e ? e->wg_sched : -1;
 }
 
 int sg_engine_table_check(const sg_engine_table *t, const sg_graph *g, const sg_model_cfg *cfg,

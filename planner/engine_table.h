@@ -87,6 +87,13 @@ typedef struct {
      * not measured (no Hopper GPU, fp32, or a node the wgmma kernels do not take) */
     unsigned char pass_tc[3];
     double pass_wgmma_ms[3];
+    /* the layer's own wgmma schedule (SG_WG_SCHED_*) for its nodes on the wgmma kernels, where
+     * the tuning found one faster on the layer than the table's (sg_engine_table.wg_sched) and
+     * the whole step with every such layer's faster too; -1: the table's. wg_sched_ms: the
+     * layer's wgmma nodes' medians summed under each schedule (< 0: not measured). Not in the
+     * hash (the same bits every way). */
+    int wg_sched;
+    double wg_sched_ms[SG_WG_SCHEDS];
 } sg_engine_entry;
 
 /* A GEMM's cuBLASLt algorithm, as the tuning chose it by timing (the CUDA backend's GEMMs:
@@ -121,6 +128,10 @@ typedef struct sg_engine_table {
      * replaces the per-node choice where its step is knob_min_gain faster. */
     int wg_sched;
     double wg_sched_ms[SG_WG_SCHEDS], wg_sched_step_ms[SG_WG_SCHEDS];
+    /* the whole replayed step with the layers' own schedules (sg_engine_entry.wg_sched, tried
+     * after the table's): < 0 not timed; the layers keep theirs only where it was knob_min_gain
+     * faster than the step under the table's alone */
+    double wg_layers_step_ms;
     /* the step's knobs that leave the bits alone (sg_step_knobs; not in the hash): the CUDA
      * backend applies each one the environment leaves unset */
     sg_step_knobs knobs;
@@ -147,6 +158,10 @@ int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, in
  * or generation, or wgmma for a pass that does not run on own (sg_engine_table_set_pass). */
 int sg_engine_table_set_pass_tc(sg_engine_table *t, const char *layer, int pass, int tc,
                                 double wgmma_ms);
+/* Set a layer's own wgmma schedule (SG_WG_SCHED_*, -1: the table's) and, where ms is not NULL,
+ * its SG_WG_SCHEDS measured times (< 0: not measured). SG_ERR for an unknown layer or a bad
+ * schedule. Not in the hash. */
+int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, const double *ms);
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
@@ -201,6 +216,12 @@ int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, i
  * SG_TC_MMA otherwise, without a table included). The backward passes of a folded shortcut
  * (conv2d_sc), which belong to no layer, take conv2's. */
 int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node);
+/* The wgmma schedule the table gives node `node` (SG_WG_SCHED_*): its layer's own
+ * (sg_engine_entry.wg_sched) where it has one, else -1 (the table's, or no table). A node's
+ * layer is the first of those its forward computes (sg_conv_layers_computed of the node or of
+ * its forward: the backward passes and the folded shortcut's included), as the tuning charges
+ * it. */
+int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training
  * step's table is timed at its batch) the per-pass batch; every conv layer the graph computes
  * (sg_conv_layers_computed) in the table and every table layer computed by the graph. SG_ERR

@@ -270,15 +270,19 @@ static void check_io_passes(const sg_engine_table *t0) {
     sg_engine_table_free(&t), sg_engine_table_free(&back), sg_engine_table_free(&mma_twin);
 }
 
-/* Parse a one-layer unet_tiny table with one more top-level field ("key":value) into t. */
-static int parse_with_field(const char *field, sg_engine_table *t) {
+/* Parse a one-layer unet_tiny table with one more top-level field ("key":value) and, where
+ * layer_field is not NULL, one more field of its layer into t. */
+static int parse_with_fields(const char *field, const char *layer_field, sg_engine_table *t) {
     char doc[512];
     snprintf(doc, sizeof doc,
              "{\"format\":\"stepgraph_engine_table\",\"version\":1,\"model\":\"unet_tiny\","
              "\"precision\":\"bf16\",\"batch\":2,%s,\"layers\":[{\"layer\":\"a\","
-             "\"engine\":\"own\"}]}",
-             field);
+             "\"engine\":\"own\"%s%s}]}",
+             field, layer_field ? "," : "", layer_field ? layer_field : "");
     return sg_engine_table_parse(doc, "text", t);
+}
+static int parse_with_field(const char *field, sg_engine_table *t) {
+    return parse_with_fields(field, NULL, t);
 }
 
 /* The wgmma schedule (sg_engine_table.wg_sched, SG_WG_SCHED_*): a table-wide record of the
@@ -339,6 +343,85 @@ static void check_io_wg_sched(const sg_engine_table *t0) {
         CHECK(sg_wg_sched_best(cases[k]) == best[k], "sg_wg_sched_best case %d: %d, want %d", k,
               sg_wg_sched_best(cases[k]), best[k]);
     printf("io: the wgmma schedule kept by the JSON, outside the hash; malformed ones refused\n");
+    sg_engine_table_free(&t);
+}
+
+/* A layer's own wgmma schedule (sg_engine_entry.wg_sched, -1: the table's) and its wgmma nodes'
+ * times under each (wg_sched_ms), and the step the tuning timed with the layers' own
+ * (wg_layers_step_ms): kept by the JSON round trip, outside the hash, absent where neither;
+ * the node's schedule (sg_engine_table_node_sched) is its layer's; malformed ones refused. */
+static void check_io_layer_sched(const sg_engine_table *t0) {
+    sg_engine_table t, back;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    int none = !strstr(text, "wg_sched") && t.wg_layers_step_ms < 0;
+    for (int k = 0; k < t.n; k++) none &= t.e[k].wg_sched < 0 && t.e[k].wg_sched_ms[0] < 0;
+    CHECK(none, "a table without layer schedules writes or reads one: %s", text);
+    free(text);
+    const uint64_t h0 = t.hash;
+    const double ms[SG_WG_SCHEDS] = {2.0, 1.5, -1, 1.25}, ms2[SG_WG_SCHEDS] = {1, 2, 3, 4};
+    CHECK(!sg_engine_table_set_sched(&t, t.e[own].layer, SG_WG_SCHED_FILL, ms) &&
+              !sg_engine_table_set_sched(&t, t.e[dnn].layer, -1, ms2),
+          "set_sched: %s", sg_last_error());
+    CHECK(sg_engine_table_set_sched(&t, "no.such.layer", 0, NULL) == SG_ERR &&
+              sg_engine_table_set_sched(&t, t.e[own].layer, SG_WG_SCHEDS, NULL) == SG_ERR &&
+              t.e[own].wg_sched == SG_WG_SCHED_FILL,
+          "set_sched takes an unknown layer or schedule");
+    t.wg_layers_step_ms = 18.5;
+    CHECK(sg_engine_table_hash(&t) == h0, "a layer's schedule changed the hash");
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    int same = text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
+               back.e[own].wg_sched == SG_WG_SCHED_FILL && back.e[dnn].wg_sched == -1 &&
+               back.wg_layers_step_ms == 18.5 &&
+               strstr(text, "\"wg_sched\":{\"persist\":false,\"fill\":true,"
+                            "\"ms\":[2.0,1.5,null,1.25]}") &&
+               strstr(text, "\"wg_sched\":{\"ms\":[1.0,2.0,3.0,4.0]}") &&
+               strstr(text, "\"layers_step_ms\":18.5");
+    for (int s = 0; same && s < SG_WG_SCHEDS; s++)
+        same = back.e[own].wg_sched_ms[s] == ms[s] && back.e[dnn].wg_sched_ms[s] == ms2[s];
+    for (int k = 0; same && k < t.n; k++)
+        same = k == own || k == dnn || (back.e[k].wg_sched < 0 && back.e[k].wg_sched_ms[1] < 0);
+    CHECK(same, "the layers' schedules through the JSON: %s", text ? text : sg_last_error());
+    free(text);
+    /* every node of the layer (forward, backward, each micro-batch) takes it; others none */
+    sg_model_cfg c = tiny();
+    c.engines = &back;
+    sg_plan p;
+    CHECK(!sg_plan_build(&p, &c, 1), "plan: %s", sg_last_error());
+    int of_own = 0, other = 0;
+    for (int i = 0; i < p.g.nn; i++) {
+        char layer[SG_NAME_MAX];
+        const int f = p.g.n[i].fwd >= 0 ? p.g.n[i].fwd : i;
+        const int mine = sg_conv_layer_of(&p.g, f, layer) >= 0 && !strcmp(layer, t.e[own].layer);
+        const int s = sg_engine_table_node_sched(&back, &p.g, i);
+        of_own += mine && s == SG_WG_SCHED_FILL;
+        other += !mine && s >= 0;
+    }
+    CHECK(of_own >= 2 && !other, "node schedules: %d nodes of layer %s have its own, %d others one",
+          of_own, t.e[own].layer, other);
+    sg_plan_free(&p);
+    sg_engine_table_free(&back);
+    /* malformed: refused with the key's form */
+    static const char *const bad[] = {"\"wg_sched\":2", "\"wg_sched\":{\"fill\":\"yes\"}",
+                                      "\"wg_sched\":{\"ms\":[1,2,3]}",
+                                      "\"wg_sched\":{\"persist\":true,\"ms\":[1,-2,3,4]}"};
+    for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
+        CHECK(parse_with_fields("\"device\":\"test\"", bad[k], &back) == SG_ERR &&
+                  strstr(sg_last_error(), "wg_sched"),
+              "a layer's malformed schedule (%s): %s", bad[k], sg_last_error());
+        sg_engine_table_free(&back);
+    }
+    CHECK(parse_with_field("\"wg_sched\":{\"layers_step_ms\":-1}", &back) == SG_ERR,
+          "a negative layers_step_ms was taken");
+    sg_engine_table_free(&back);
+    CHECK(!parse_with_fields("\"device\":\"test\"", "\"wg_sched\":{\"persist\":true}", &back) &&
+              back.e[0].wg_sched == SG_WG_SCHED_PERSIST,
+          "a layer's schedule without times: %s", sg_last_error());
+    sg_engine_table_free(&back);
+    printf("io: the layers' own wgmma schedules kept by the JSON, outside the hash, on every node "
+           "of theirs; malformed ones refused\n");
     sg_engine_table_free(&t);
 }
 
@@ -485,6 +568,7 @@ static void check_io(void) {
     check_io_tc(&t);
     check_io_passes(&t);
     check_io_wg_sched(&t);
+    check_io_layer_sched(&t);
     check_io_gemms(&t);
     check_io_knobs(&t);
     /* malformed tables: refused with what is wrong */
@@ -908,9 +992,31 @@ static void check_tune(const uint8_t *data) {
     }
     const int first = sg_wg_sched_best(t.wg_sched_ms);
     const double *stepms = t.wg_sched_step_ms;
-    int sched_ok =
-        runs_wg ? stepms[t.wg_sched] <= stepms[first] && stepms[t.wg_sched] == t.knobs.step_ms
-                : t.wg_sched == first;
+    /* the layers' own schedules (sg_engine_entry.wg_sched): each one 1% faster on the layer's
+     * nodes than the table's, on a layer that runs wgmma; kept where the step with them was 1%
+     * faster (then it is the step's time), else none */
+    int own_sched = 0, layers_ok = 1;
+    for (int k = 0; k < t.n; k++) {
+        const sg_engine_entry *x = &t.e[k];
+        int timed = 0;
+        for (int s = 0; s < SG_WG_SCHEDS; s++) timed += x->wg_sched_ms[s] > 0;
+        layers_ok &= (timed == 0 || (want_wgmma && timed == SG_WG_SCHEDS)) && x->wg_sched >= -1 &&
+                     x->wg_sched < SG_WG_SCHEDS;
+        if (x->wg_sched < 0) continue;
+        own_sched++;
+        layers_ok &= x->wg_sched != t.wg_sched && timed == SG_WG_SCHEDS &&
+                     x->wg_sched_ms[x->wg_sched] < 0.99 * x->wg_sched_ms[t.wg_sched];
+    }
+    const double layers_ms = t.wg_layers_step_ms, table_ms = stepms[t.wg_sched];
+    layers_ok &= own_sched ? runs_wg && layers_ms > 0 && layers_ms < 0.99 * table_ms &&
+                                 t.knobs.step_ms == layers_ms
+                           : layers_ms < 0 || layers_ms >= 0.99 * table_ms;
+    CHECK(layers_ok,
+          "tune: %d layers on their own wgmma schedule, the step with them %g ms "
+          "against %g",
+          own_sched, layers_ms, table_ms);
+    int sched_ok = runs_wg ? table_ms <= stepms[first] && (own_sched || table_ms == t.knobs.step_ms)
+                           : t.wg_sched == first;
     for (int s = 0; s < SG_WG_SCHEDS; s++) {
         sched_ok &= want_wgmma ? t.wg_sched_ms[s] > 0 && t.wg_sched_ms[first] <= t.wg_sched_ms[s]
                                : t.wg_sched_ms[s] < 0 && t.wg_sched == 0;
@@ -1271,6 +1377,95 @@ static void check_backend_wg_sched(void) {
     sg_engine_table_free(&t);
 }
 
+/* A layer's own wgmma schedule reaches its nodes' launches alone (the wgmma kernels' count of
+ * launches on a persistent grid): every layer on wgmma; with the table's schedule persistent
+ * (a launches), one layer's own persistent under the table's plain (b) and that layer's own
+ * plain under the table's persistent (c) split them, b + c = a; every other layer's own
+ * persistent under the table's plain gives c again (a schedule that leaked into the next
+ * launches would move launches between b and c alike, but not here); the same bits every way;
+ * SG_WG_PERSIST=0 overrides a layer's own. */
+long cuda_conv_wgmma_persistent_launches(void);
+static long persistent_run(const sg_model_cfg *c, const uint8_t *data, unsigned char **state,
+                           int64_t *bytes, int *layer_nodes) {
+    const long n0 = cuda_conv_wgmma_persistent_launches();
+    sg_exec e;
+    char env[2048] = "";
+    CHECK(!sg_exec_init(&e, c, 1, make_backend(NULL)), "init: %s", sg_last_error());
+    if (e.be && e.be->describe) e.be->describe(e.be, env, sizeof env);
+    const char *w = strstr(env, "\"wg_layer_nodes\":");
+    *layer_nodes = w ? atoi(w + 17) : -1;
+    sg_exec_free(&e);
+    CHECK(!run(c, data, 2, state, bytes, NULL, NULL), "the run failed");
+    return cuda_conv_wgmma_persistent_launches() - n0;
+}
+static void check_backend_layer_sched(const uint8_t *data) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, NULL);
+    int picked = 0;
+    for (int k = 0; k < t.n; k++) {
+        SG_ASSERT(!sg_engine_table_set_tc(&t, t.e[k].layer, SG_TC_WGMMA, 1.0));
+        picked += pick_down1(t.e[k].layer);
+    }
+    c.engines = &t;
+    unsigned char *s[6] = {NULL};
+    int64_t b[6] = {0};
+    int nodes[6];
+    long n[6];
+    /* 0: none persistent; 1: all (the table's); 2: one layer's own; 3: all but that layer */
+    for (int run_k = 0; run_k < 4; run_k++) {
+        t.wg_sched = run_k == 1 || run_k == 3 ? SG_WG_SCHED_PERSIST : 0;
+        for (int k = 0; k < t.n; k++)
+            SG_ASSERT(!sg_engine_table_set_sched(&t, t.e[k].layer,
+                                                 run_k < 2 || !pick_down1(t.e[k].layer) ? -1
+                                                 : run_k == 2
+                                                     ? SG_WG_SCHED_PERSIST | SG_WG_SCHED_FILL
+                                                     : SG_WG_SCHED_FILL,
+                                                 NULL));
+        n[run_k] = persistent_run(&c, data, &s[run_k], &b[run_k], &nodes[run_k]);
+    }
+    /* 4: one layer's own persistent, under SG_WG_PERSIST=0 */
+    t.wg_sched = 0;
+    for (int k = 0; k < t.n; k++)
+        if (pick_down1(t.e[k].layer))
+            SG_ASSERT(!sg_engine_table_set_sched(&t, t.e[k].layer, SG_WG_SCHED_PERSIST, NULL));
+    setenv("SG_WG_PERSIST", "0", 1);
+    n[4] = persistent_run(&c, data, &s[4], &b[4], &nodes[4]);
+    unsetenv("SG_WG_PERSIST");
+    /* 5: every other layer's own persistent, the table's plain */
+    for (int k = 0; k < t.n; k++)
+        SG_ASSERT(!sg_engine_table_set_sched(
+            &t, t.e[k].layer, pick_down1(t.e[k].layer) ? -1 : SG_WG_SCHED_PERSIST, NULL));
+    n[5] = persistent_run(&c, data, &s[5], &b[5], &nodes[5]);
+    CHECK(picked > 0 && n[0] == 0 && n[1] > 0 && n[2] > 0 && n[3] > 0 && n[2] + n[3] == n[1] &&
+              n[4] == 0 && n[5] == n[3],
+          "persistent launches: none %ld, all %ld, the layer's own %ld, all but the layer %ld "
+          "(want those two to sum to all), the layer's own under SG_WG_PERSIST=0 %ld, the other "
+          "layers' own %ld (want all but the layer's)",
+          n[0], n[1], n[2], n[3], n[4], n[5]);
+    CHECK(nodes[0] == 0 && nodes[1] == 0 && nodes[2] > 0 && nodes[3] == nodes[2] &&
+              nodes[4] == nodes[2],
+          "describe()'s wg_layer_nodes: %d %d %d %d %d", nodes[0], nodes[1], nodes[2], nodes[3],
+          nodes[4]);
+    /* both knobs set by the environment: no layer's own schedule left to apply */
+    setenv("SG_WG_PERSIST", "1", 1), setenv("SG_WG_FILL", "0", 1);
+    sg_exec e;
+    char env[2048] = "";
+    CHECK(!sg_exec_init(&e, &c, 1, make_backend(NULL)), "init: %s", sg_last_error());
+    if (e.be && e.be->describe) e.be->describe(e.be, env, sizeof env);
+    sg_exec_free(&e);
+    unsetenv("SG_WG_PERSIST"), unsetenv("SG_WG_FILL");
+    CHECK(strstr(env, "\"wg_layer_nodes\":0}"), "both knobs from the environment: %s", env);
+    int same = 1;
+    for (int k = 1; k < 6; k++) same &= s[k] && s[0] && b[k] == b[0] && !memcmp(s[k], s[0], b[0]);
+    CHECK(same, "a schedule changed the bits");
+    printf("a layer's own wgmma schedule: on its %d nodes alone (persistent launches %ld + %ld = "
+           "%ld), the same bits, SG_WG_PERSIST overrides it\n",
+           nodes[2], n[2], n[3], n[1]);
+    for (int k = 0; k < 6; k++) free(s[k]);
+    sg_engine_table_free(&t);
+}
+
 /* The table's step knobs applied by the backend where the environment leaves them unset
  * (describe() records them; the statistics' epilogues by their count, against SG_FUSE_STATS
  * itself), and the environment's value where it sets one. */
@@ -1400,18 +1595,44 @@ static int replay_wg_favoured(sg_backend *be, const sg_plan *p, const int *nodes
     for (int r = 0; r < reps && !rc; r++) ms[r] = n ? 1e6f + (float)n - less : 0.0f;
     return rc;
 }
+/* ... and a step with any layer on its own schedule g_layers_ms */
+static float g_layers_ms;
+static int g_layers_steps;
 static int steps_sched(sg_backend *be, const sg_plan *p, int n, float *ms) {
     const int rc = g_steps_real(be, p, n, ms);
-    const int s = p->cfg.engines ? p->cfg.engines->wg_sched : 0;
-    g_sched_steps[s]++;
-    for (int r = 0; r < n && !rc; r++) ms[r] = s == g_sched_want ? 90.0f : 100.0f;
+    const sg_engine_table *t = p->cfg.engines;
+    const int s = t ? t->wg_sched : 0;
+    int layers = 0;
+    for (int k = 0; t && k < t->n; k++) layers |= t->e[k].wg_sched >= 0;
+    g_sched_steps[s]++, g_layers_steps += layers;
+    for (int r = 0; r < n && !rc; r++)
+        ms[r] = layers ? g_layers_ms : s == g_sched_want ? 90.0f : 100.0f;
+    return rc;
+}
+/* ... and a wgmma node under a schedule: 1 ms under its layer's favourite (both knobs on for
+ * down_blocks.1's layers, neither for the others), 2 ms under the others */
+static int (*g_tne_real)(sg_backend *, const sg_plan *, int, int, float *);
+static int g_sched_sc, g_sched_up; /* such timings of shortcut folds, of upsample convs */
+static int tne_layer_favoured(sg_backend *be, const sg_plan *p, int node, int engine, float *ms) {
+    const int rc = g_tne_real(be, p, node, engine, ms);
+    const sg_op op = p->g.n[node].op;
+    const int timed = !rc && *ms >= 0 && engine >= SG_TIME_WGMMA_SCHED;
+    g_sched_sc += timed && op == OP_CONV2D_SC;
+    g_sched_up +=
+        timed && (op == OP_UPCONV2D || op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT);
+    char layer[SG_NAME_MAX];
+    if (!rc && *ms >= 0 && engine >= SG_TIME_WGMMA_SCHED &&
+        engine < SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS && !sg_engine_tune_charge(&p->g, node, layer))
+        *ms = engine - SG_TIME_WGMMA_SCHED == (pick_down1(layer) ? SG_WG_SCHEDS - 1 : 0) ? 1.0f
+                                                                                         : 2.0f;
     return rc;
 }
 static sg_backend *make_backend_sched(const void *ctx) {
     sg_backend *be = make_backend(ctx);
-    if (be && be->time_nodes_replay && be->time_steps) {
+    if (be && be->time_nodes_replay && be->time_steps && be->time_node_engine) {
         g_replay_real = be->time_nodes_replay, be->time_nodes_replay = replay_wg_favoured;
         g_steps_real = be->time_steps, be->time_steps = steps_sched;
+        g_tne_real = be->time_node_engine, be->time_node_engine = tne_layer_favoured;
     }
     return be;
 }
@@ -1425,15 +1646,44 @@ static int sched_chosen(const sg_engine_table *t, const void *ctx) {
  * .wg_sched_step_ms): where the chosen table runs nodes on wgmma, the schedules the per-node
  * pass did not choose are timed on the step and one faster by knob_min_gain replaces it; the
  * step knobs that gain nothing stay unset. */
-static void check_tune_sched(const uint8_t *data) {
+static void check_tune_sched(const uint8_t *data, float layers_ms) {
     const sg_model_cfg c = tiny();
     const sg_engine_tune_opts o = tune_opts(&c, data, make_backend_sched, sched_chosen);
     sg_engine_table t;
+    g_layers_ms = layers_ms, g_layers_steps = 0, g_sched_want = -1, g_sched_sc = g_sched_up = 0;
+    memset(g_sched_steps, 0, sizeof g_sched_steps);
     const int rc = sg_engine_tune(&c, &o, &t);
     CHECK(!rc, "tune (the schedule on the step): %s", sg_last_error());
     int on_wg = 0, steps_ok = 1;
     for (int k = 0; !rc && k < t.n; k++)
         on_wg += t.e[k].engine == SG_LAYER_OWN && t.e[k].tc == SG_TC_WGMMA;
+    /* the layers' own schedules, against the table's 1 (the step's choice): down_blocks.1's
+     * both knobs, the others' neither, wherever the layer runs on wgmma; tried on the step once
+     * and kept where it is 1% faster than 90 ms */
+    const int kept = layers_ms < 0.99f * 90.0f;
+    int own = 0, down1 = 0, wrong = 0;
+    for (int k = 0; !rc && k < t.n; k++) {
+        const sg_engine_entry *x = &t.e[k];
+        const int want = x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA && x->wg_sched_ms[0] > 0
+                             ? (pick_down1(x->layer) ? SG_WG_SCHEDS - 1 : 0)
+                             : -1;
+        own += x->wg_sched >= 0, down1 += x->wg_sched == SG_WG_SCHEDS - 1;
+        wrong += x->wg_sched != (kept ? want : -1);
+    }
+    /* the shortcut folds and the upsample convs on wgmma timed under each schedule too (their
+     * layers' sums include them; under auto a fold's 1x1 backward passes are on gemm, and its
+     * generation is still its layer's) */
+    CHECK(g_sched_sc > 0 && g_sched_sc % SG_WG_SCHEDS == 0 && g_sched_up > 0 &&
+              g_sched_up % SG_WG_SCHEDS == 0,
+          "tune: %d schedule timings of shortcut folds, %d of upsample conv passes", g_sched_sc,
+          g_sched_up);
+    CHECK(!rc && g_layers_steps == 1 && t.wg_layers_step_ms == layers_ms && down1 <= own &&
+              (kept ? own > down1 && down1 > 0 : own == 0) && !wrong &&
+              t.knobs.step_ms == (kept ? layers_ms : 90.0),
+          "tune, the layers' own schedules (their step %g ms, %s): %d step(s) with them, timed %g "
+          "ms; %d layers on their own (%d on both knobs), %d not as expected; the step %g ms",
+          layers_ms, kept ? "kept" : "not kept", g_layers_steps, t.wg_layers_step_ms, own, down1,
+          wrong, t.knobs.step_ms);
     for (int s = 0; s < SG_WG_SCHEDS; s++) {
         steps_ok &= t.wg_sched_step_ms[s] == (s == g_sched_want ? 90.0 : 100.0);
         /* the chosen schedule's step: the defaults' and the four knobs' eight trials */
@@ -1441,8 +1691,8 @@ static void check_tune_sched(const uint8_t *data) {
     }
     const sg_step_knobs *kn = &t.knobs;
     CHECK(!rc && on_wg > 0 && g_sched_want >= 0 && t.wg_sched == g_sched_want && steps_ok &&
-              kn->base_ms == 100.0 && kn->step_ms == 90.0 && kn->pdl < 0 && kn->tc_halo < 0 &&
-              kn->dgrad_stats < 0 && kn->fuse_stats < 0,
+              kn->base_ms == 100.0 && kn->pdl < 0 && kn->tc_halo < 0 && kn->dgrad_stats < 0 &&
+              kn->fuse_stats < 0,
           "tune: %d layers on wgmma, schedule %d (want %d), its step %g %g %g %g ms; knobs %d %d "
           "%d %d, %g ms against %g",
           on_wg, t.wg_sched, g_sched_want, t.wg_sched_step_ms[0], t.wg_sched_step_ms[1],
@@ -1451,15 +1701,21 @@ static void check_tune_sched(const uint8_t *data) {
     /* ... kept by the JSON */
     char *text = sg_engine_table_json(&t);
     sg_engine_table back;
-    CHECK(text && !sg_engine_table_parse(text, "schedule", &back) && back.wg_sched == t.wg_sched &&
-              !memcmp(back.wg_sched_step_ms, t.wg_sched_step_ms, sizeof back.wg_sched_step_ms),
-          "the schedule's step times through the JSON: %s", text ? text : sg_last_error());
+    int same = text && !sg_engine_table_parse(text, "schedule", &back) &&
+               back.wg_sched == t.wg_sched && back.wg_layers_step_ms == t.wg_layers_step_ms &&
+               !memcmp(back.wg_sched_step_ms, t.wg_sched_step_ms, sizeof back.wg_sched_step_ms);
+    for (int k = 0; same && k < t.n; k++)
+        same = back.e[k].wg_sched == t.e[k].wg_sched &&
+               !memcmp(back.e[k].wg_sched_ms, t.e[k].wg_sched_ms, sizeof back.e[k].wg_sched_ms);
+    CHECK(same, "the schedules' times through the JSON: %s", text ? text : sg_last_error());
     if (text) sg_engine_table_free(&back);
     free(text);
     printf("tune: %d layers on wgmma; the schedule on the whole step: %d (%g %g %g %g ms), the "
-           "per-node choice replaced\n",
+           "per-node choice replaced; %d layers on their own (%g ms: %s); schedule timings of "
+           "folds %d, of upsample convs %d\n",
            on_wg, t.wg_sched, t.wg_sched_step_ms[0], t.wg_sched_step_ms[1], t.wg_sched_step_ms[2],
-           t.wg_sched_step_ms[3]);
+           t.wg_sched_step_ms[3], own, layers_ms, kept ? "kept" : "not kept", g_sched_sc,
+           g_sched_up);
     sg_engine_table_free(&t);
 }
 #endif
@@ -1479,9 +1735,11 @@ int main(void) {
     check_tune(data);
     check_train(data);
 #ifdef SG_TEST_CUDA_HOST
-    check_tune_sched(data);
+    check_tune_sched(data, 80.0f);
+    check_tune_sched(data, 95.0f);
     check_backend_tc(data);
     check_backend_wg_sched();
+    check_backend_layer_sched(data);
     check_backend_knobs();
     check_backend_passes();
     check_backend_1x1_default();

@@ -257,8 +257,10 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
     /* what the table sets besides the layers: the wgmma schedule, the step knobs, the GEMMs'
      * algorithms (the speed alone but for the last) */
     const sg_step_knobs *kn = &t->knobs;
-    if (t->wg_sched || kn->pdl >= 0 || kn->tc_halo >= 0 || kn->dgrad_stats >= 0 ||
-        kn->fuse_stats >= 0 || kn->base_ms >= 0) {
+    int own_sched = 0;
+    for (int k = 0; k < t->n; k++) own_sched += t->e[k].wg_sched >= 0;
+    if (t->wg_sched || own_sched || t->wg_layers_step_ms >= 0 || kn->pdl >= 0 || kn->tc_halo >= 0 ||
+        kn->dgrad_stats >= 0 || kn->fuse_stats >= 0 || kn->base_ms >= 0) {
         char ms[96] = "";
         if (kn->base_ms >= 0 && kn->step_ms >= 0)
             snprintf(ms, sizeof ms, " (its step %.3f ms against %.3f with the defaults)",
@@ -275,10 +277,18 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
                           : snprintf(sched + at, sizeof sched - at, " -");
             if (at < (int)sizeof sched) snprintf(sched + at, sizeof sched - at, " ms)");
         }
-        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s%s; step knobs "
-               "%s%s\n",
+        /* the layers on their own schedule, and the step the tuning timed with them */
+        char layers[128] = "";
+        if (own_sched || t->wg_layers_step_ms >= 0) {
+            const int at = snprintf(layers, sizeof layers, ", %d layer(s) on their own", own_sched);
+            if (t->wg_layers_step_ms >= 0)
+                snprintf(layers + at, sizeof layers - at, " (the step with theirs: %.3f ms%s)",
+                         t->wg_layers_step_ms, own_sched ? "" : ", not kept");
+        }
+        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s%s%s; step "
+               "knobs %s%s\n",
                t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
-               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", sched, kt, ms);
+               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", sched, layers, kt, ms);
     }
     if (t->ngemm) {
         int other = 0;
@@ -313,7 +323,13 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
                      passes);
             if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
             const int op = g->n[i].op;
-            printf("    %-48s %-12s %10s %10s %10s  %s%s%s\n", names[j], eng, own, wg_ms, dnn_ms,
+            char sched[64] = "";
+            if (e->wg_sched >= 0)
+                snprintf(sched, sizeof sched, "wgmma schedule persistent %s, fill %s; ",
+                         e->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
+                         e->wg_sched & SG_WG_SCHED_FILL ? "on" : "off");
+            printf("    %-48s %-12s %10s %10s %10s  %s%s%s%s\n", names[j], eng, own, wg_ms, dnn_ms,
+                   sched,
                    e->engine == SG_LAYER_CUDNN &&
                            (e->cudnn[0][0] || e->cudnn[1][0] || e->cudnn[2][0])
                        ? "timed cuDNN engines; "

@@ -172,13 +172,21 @@ static int print_json(const sg_plan *p) {
                             json_array_append_new(own_passes_tc,
                                                   json_string(sg_tc_name(e->pass_tc[q])));
                         }
+                    /* its own wgmma schedule, null for the table's */
+                    json_t *own_sched =
+                        e && e->wg_sched >= 0
+                            ? json_pack("{s:b, s:b}", "persist",
+                                        (e->wg_sched & SG_WG_SCHED_PERSIST) != 0, "fill",
+                                        (e->wg_sched & SG_WG_SCHED_FILL) != 0)
+                            : json_null();
                     json_array_append_new(
-                        layers, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s}", "layer", names[k],
-                                          "engine", sg_layer_engine_name(e ? e->engine : 0), "tc",
-                                          e && e->engine == SG_LAYER_OWN ? sg_tc_name(e->tc) : "-",
-                                          "own_passes", own_passes, "own_passes_tc", own_passes_tc,
-                                          "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0,
-                                          "node_op", sg_ops[g->n[i].op].name));
+                        layers,
+                        json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s, s:o}", "layer", names[k],
+                                  "engine", sg_layer_engine_name(e ? e->engine : 0), "tc",
+                                  e && e->engine == SG_LAYER_OWN ? sg_tc_name(e->tc) : "-",
+                                  "own_passes", own_passes, "own_passes_tc", own_passes_tc,
+                                  "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0, "node_op",
+                                  sg_ops[g->n[i].op].name, "wg_sched", own_sched));
                 }
             }
             char th[20];

@@ -1154,11 +1154,16 @@ static int wg_pick_bn_for(int64_t n, int64_t mt) {
  * at most that many blocks (one per SM by default), each running tiles blockIdx.x + i gridDim.x
  * in turn. The tiles and their order are the same either way, so are the bits. */
 static int wg_persist_blocks; /* 0: a block per tile; < 0: one per SM; n > 0: at most n */
+static long wg_persistent;    /* launches on a persistent grid, so far */
 void cuda_conv_wgmma_persist(int blocks) {
     wg_persist_blocks = blocks;
 }
+long cuda_conv_wgmma_persistent_launches(void) {
+    return wg_persistent;
+}
 static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
     a->gx = gx, a->gy = gy, a->gz = gz;
+    wg_persistent += wg_persist_blocks != 0;
     const int tiles = gx * gy * gz;
     const int cap = wg_persist_blocks < 0 ? wg_sms() : wg_persist_blocks; /* 0: a block per tile */
     return (unsigned)(cap > 0 && cap < tiles ? cap : tiles);

@@ -354,6 +354,9 @@ long cuda_conv_wgmma_stats_epilogues(void);
  * sg_conv_fuse.halo makes (tests: the mode reaches the launchers). */
 long cuda_conv_tc_halo_forwards(void);
 long cuda_conv_wgmma_halo_forwards(void);
+/* How many wgmma pipelined launches of this process took the persistent grid
+ * (cuda_conv_wgmma_persist on; tests: the schedule in force reaches each launch). */
+long cuda_conv_wgmma_persistent_launches(void);
 /* For a convolution run by the cuDNN engine: y[P,Co] (dt) = y + b in place (fp32 sum, one
  * rounding), where cuDNN could not fuse the bias; and [ws] db[Co] (fp32, accum) = the column
  * sum of dy[P,Co] (dt), bit for bit cuda_conv2d_bwd_weight's db (ws: sg_ws_colsum(1, P, Co),
