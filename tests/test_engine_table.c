@@ -1532,6 +1532,25 @@ static void check_backend_tc(const uint8_t *data) {
           wg);
     const int on_wg = wg;
     sg_exec_free(&e);
+    /* under auto, where a fold's 1x1 shortcut passes run on gemm, each shortcut fold still
+     * takes its conv2 layer's generation */
+    sg_backend *ba = sg_backend_cuda_create(0, 1);
+    if (ba) ba->conv_engine = SG_CONV_ENGINE_AUTO;
+    CHECK(ba && !sg_exec_init(&e, &cw, 1, ba), "init under auto: %s", sg_last_error());
+    int folds_wg = 0, folds_wrong = 0;
+    for (int i = 0; ba && i < e.plan.g.nn; i++) {
+        char names[2][SG_NAME_MAX], name[160] = "";
+        if (e.plan.g.n[i].op != OP_CONV2D_SC || sg_conv_layers_computed(&e.plan.g, i, names) != 2)
+            continue;
+        const sg_engine_entry *x = sg_engine_table_find(&t, names[0]);
+        const int want = x && x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA;
+        e.be->node_engine(e.be, &e.plan, i, name, sizeof name);
+        folds_wg += want, folds_wrong += want != !strcmp(name, "wgmma");
+    }
+    CHECK(folds_wg > 0 && !folds_wrong,
+          "under auto: %d shortcut folds of wgmma layers, %d not on their generation", folds_wg,
+          folds_wrong);
+    sg_exec_free(&e);
     /* SG_CONV_TC=mma forces mma.sync on every own conv, whatever the table */
     setenv("SG_CONV_TC", "mma", 1);
     CHECK(!sg_exec_init(&e, &cw, 1, make_backend(NULL)), "init: %s", sg_last_error());
@@ -1658,17 +1677,26 @@ static void check_tune_sched(const uint8_t *data, float layers_ms) {
     for (int k = 0; !rc && k < t.n; k++)
         on_wg += t.e[k].engine == SG_LAYER_OWN && t.e[k].tc == SG_TC_WGMMA;
     /* the layers' own schedules, against the table's 1 (the step's choice): down_blocks.1's
-     * both knobs, the others' neither, wherever the layer runs on wgmma; tried on the step once
+     * both knobs, the others' neither, wherever the layer runs on wgmma (an own layer on it, or
+     * a cudnn layer's pass: which of them the emulation's timings decide); tried on the step once
      * and kept where it is 1% faster than 90 ms */
     const int kept = layers_ms < 0.99f * 90.0f;
     int own = 0, down1 = 0, wrong = 0;
     for (int k = 0; !rc && k < t.n; k++) {
         const sg_engine_entry *x = &t.e[k];
-        const int want = x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA && x->wg_sched_ms[0] > 0
-                             ? (pick_down1(x->layer) ? SG_WG_SCHEDS - 1 : 0)
-                             : -1;
+        /* (a layer runs wgmma nodes where it is own on wgmma or a pass of it is) */
+        int runs = x->engine == SG_LAYER_OWN && x->tc == SG_TC_WGMMA;
+        for (int q = 0; q < 3; q++) runs |= x->pass_own[q] && x->pass_tc[q] == SG_TC_WGMMA;
+        const int want =
+            runs && x->wg_sched_ms[0] > 0 ? (pick_down1(x->layer) ? SG_WG_SCHEDS - 1 : 0) : -1;
         own += x->wg_sched >= 0, down1 += x->wg_sched == SG_WG_SCHEDS - 1;
-        wrong += x->wg_sched != (kept ? want : -1);
+        if (x->wg_sched != (kept ? want : -1) && wrong++ < 4)
+            fprintf(stderr,
+                    "layer %s (%s, %s): schedule %d, expected %d (its ms %g %g %g %g, the table's "
+                    "%d)\n",
+                    x->layer, sg_layer_engine_name(x->engine), sg_tc_name(x->tc), x->wg_sched,
+                    kept ? want : -1, x->wg_sched_ms[0], x->wg_sched_ms[1], x->wg_sched_ms[2],
+                    x->wg_sched_ms[3], t.wg_sched);
     }
     /* the shortcut folds and the upsample convs on wgmma timed under each schedule too (their
      * layers' sums include them; under auto a fold's 1x1 backward passes are on gemm, and its
