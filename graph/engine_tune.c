@@ -9,13 +9,10 @@
 #include "planner/op_dims.h"
 
 int sg_engine_tune_charge(const sg_graph *g, int node, char *layer) {
+    /* a conv node, any pass, fused forms included: its (first) layer's */
+    if (!sg_conv_layer_charged(g, node, layer)) return 0;
     const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
     char names[2][SG_NAME_MAX];
-    /* a conv node, any pass, fused forms included: its (first) layer's */
-    if (sg_conv_layers_computed(g, f, names)) {
-        snprintf(layer, SG_NAME_MAX, "%s", names[0]);
-        return 0;
-    }
     /* a normalisation or a nearest upsample (with its recomputation and backward) that one
      * layer's convs alone read: that layer's */
     if (g->n[f].op != OP_NORM_ACT && g->n[f].op != OP_NORM_ACT_TEMB && g->n[f].op != OP_UPSAMPLE2X)
@@ -69,11 +66,20 @@ static int warm_exec(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, sg_b
     return rc;
 }
 
+/* The schedule a layer takes over the table's `table` (SG_WG_SCHED_*), from its wgmma nodes'
+ * sums under each (ms[SG_WG_SCHEDS], < 0: not measured): the fastest where it is another and
+ * gain (a fraction) faster than the table's on those nodes; -1 (the table's) otherwise. */
+static int layer_sched_pick(const double *ms, int table, double gain) {
+    const int b = sg_wg_sched_best(ms);
+    return b != table && ms[table] >= 0 && ms[b] >= 0 && ms[b] < (1.0 - gain) * ms[table] ? b : -1;
+}
+
 /* ms[k]: the median of `reps` replays of layer k's charged nodes (sg_engine_tune_charge), in
- * schedule order, captured as one graph (backend.h: time_nodes_replay), under the wgmma
- * schedule sched where sched >= 0; 0 for a layer charged no node */
+ * schedule order, captured as one graph (backend.h: time_nodes_replay); where sched >= 0, under
+ * the wgmma schedule the layer would take (layer_sched_pick of its sums in layer_sched, gain),
+ * else sched; 0 for a layer charged no node */
 static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table *layers, int reps,
-                         int sched, double *ms) {
+                         int sched, const double *layer_sched, double gain, double *ms) {
     const sg_graph *g = &p->g;
     int *of = malloc(sizeof(int) * ((size_t)g->nn + 1)),
         *nodes = malloc(sizeof(int) * ((size_t)g->nn + 1));
@@ -83,15 +89,19 @@ static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table
         char layer[SG_NAME_MAX];
         of[i] = sg_engine_tune_charge(g, i, layer) ? -1 : layer_index(layers, layer);
     }
-    if (!rc && sched >= 0) be->wg_sched(be, sched);
+    int set = -1; /* the schedule the backend is forced to */
     for (int k = 0; k < layers->n && !rc; k++) {
+        const int own =
+            sched >= 0 ? layer_sched_pick(layer_sched + SG_WG_SCHEDS * k, sched, gain) : -1;
+        const int want = own >= 0 ? own : sched;
+        if (want != set) be->wg_sched(be, want), set = want;
         int n = 0;
         for (int i = 0; i < g->nn; i++)
             if (of[i] == k) nodes[n++] = i;
         rc = be->time_nodes_replay(be, p, nodes, n, reps, r);
         if (!rc) ms[k] = median(r, reps);
     }
-    if (sched >= 0) be->wg_sched(be, -1);
+    if (set >= 0) be->wg_sched(be, -1);
     free(of), free(nodes), free(r);
     return rc;
 }
@@ -233,13 +243,17 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     for (int k = 0; k < SG_WG_SCHEDS * layers->n && layer_sched; k++)
         if (rc || !med || layer_sched[k] < 0) layer_sched[k] = -1;
     /* each layer's charged nodes replayed as one graph, where the backend can (a wgmma pass
-     * under the schedule chosen above): the layer's cost inside a replayed step. The eager sums
+     * under the schedule chosen above, or the layer's own where the tuning would give it one:
+     * so that its own side is compared with cuDNN at its best, as cuDNN's is with its timed
+     * engines): the layer's cost inside a replayed step. The eager sums
      * above carry every node's launch gap, which a replay does not have, and the two plans have
      * different numbers of nodes (on the only GPU tuning run so far the per-layer sums did not
      * say what the table's step would replay at). ms[k] becomes the replay's median, which the
      * choice compares; the per-pass sides stay eager (one node each side). */
     if (!rc && be->time_nodes_replay)
-        rc = replay_layers(be, &e.plan, layers, o->iters, med && be->wg_sched ? best : -1, ms);
+        rc = replay_layers(be, &e.plan, layers, o->iters,
+                           med && layer_sched && be->wg_sched ? best : -1, layer_sched,
+                           o->knob_min_gain, ms);
     for (int k = 0; k < 3 * layers->n && pass_lib && pass_own && pass_wg; k++)
         if (!per_pass || rc || !pass_seen[k]) pass_lib[k] = pass_own[k] = pass_wg[k] = -1;
     if (!rc && env && be->describe) be->describe(be, env, env_cap);
@@ -347,23 +361,63 @@ static int table_runs_wgmma(const sg_engine_table *t) {
     return 0;
 }
 
-/* Each layer's own wgmma schedule (sg_engine_entry.wg_sched): the fastest on its wgmma nodes
- * (wg_sched_ms) where that is another than the table's and gain (a fraction) faster than the
- * table's on them, and the layer runs a node there; -1 (the table's) otherwise. The count of
- * layers given one. */
+/* Each layer's own wgmma schedule (sg_engine_entry.wg_sched): layer_sched_pick of its wgmma
+ * nodes' sums (wg_sched_ms) against the table's, where the layer runs a node there; -1 (the
+ * table's) otherwise. The count of layers given one. */
 static int pick_layer_scheds(sg_engine_table *t, double gain) {
     int picked = 0;
     for (int k = 0; k < t->n; k++) {
         sg_engine_entry *x = &t->e[k];
-        const int b = sg_wg_sched_best(x->wg_sched_ms);
-        const double mine = x->wg_sched_ms[t->wg_sched], best = x->wg_sched_ms[b];
-        x->wg_sched = layer_runs_wgmma(x) && b != t->wg_sched && mine >= 0 && best >= 0 &&
-                              best < (1.0 - gain) * mine
-                          ? b
-                          : -1;
+        x->wg_sched =
+            layer_runs_wgmma(x) ? layer_sched_pick(x->wg_sched_ms, t->wg_sched, gain) : -1;
         picked += x->wg_sched >= 0;
     }
     return picked;
+}
+
+/* The `picked` layers' own wgmma schedules (pick_layer_scheds) tried on the whole step (cfg: the
+ * table t, *best its step so far): all at once, kept where that step is knob_min_gain faster;
+ * where not, and the layers picked more than one schedule, each group of the layers that picked
+ * one schedule alone, in schedule order on top of the groups kept before it, by the same rule
+ * (a persistent grid may pay on the large layers while the fill tile costs on the small ones, and
+ * all at once shows only their sum). A layer of no group kept goes back to the table's schedule.
+ * t->wg_layers_step_ms: the step with the layers kept on theirs, or all at once where none is;
+ * *best the step now. */
+static int try_layer_scheds(const sg_model_cfg *cfg, const sg_engine_tune_opts *o,
+                            sg_engine_table *t, int picked, double *best) {
+    int *pick = malloc(sizeof(int) * ((size_t)t->n + 1));
+    if (!pick) return sg_set_error("out of host memory");
+    int seen = 0, groups = 0; /* the schedules the layers picked, a bitmask; how many */
+    for (int q = 0; q < t->n; q++) {
+        pick[q] = t->e[q].wg_sched;
+        if (pick[q] >= 0 && !(seen & 1 << pick[q])) seen |= 1 << pick[q], groups++;
+    }
+    double ms = -1;
+    int rc = time_step(cfg, o, &ms);
+    t->wg_layers_step_ms = rc ? -1 : ms;
+    const int keep = !rc && ms < (1.0 - o->knob_min_gain) * *best;
+    if (!rc && o->progress)
+        fprintf(o->progress, "engine tuning: %d layer(s) on their own wgmma schedule: %.3f ms%s\n",
+                picked, ms, keep ? " (kept)" : "");
+    if (keep) *best = ms;
+    for (int q = 0; q < t->n && !keep; q++) t->e[q].wg_sched = -1;
+    for (int s = 0; s < SG_WG_SCHEDS && !keep && groups > 1 && !rc; s++) {
+        if (!(seen & 1 << s)) continue;
+        int n = 0;
+        for (int q = 0; q < t->n; q++)
+            if (pick[q] == s) t->e[q].wg_sched = s, n++;
+        ms = -1;
+        rc = time_step(cfg, o, &ms);
+        const int kept = !rc && ms < (1.0 - o->knob_min_gain) * *best;
+        if (!rc && o->progress)
+            fprintf(o->progress, "engine tuning: %d layer(s) on wgmma schedule %s: %.3f ms%s\n", n,
+                    sg_wg_sched_text(s, 1), ms, kept ? " (kept)" : "");
+        if (kept) *best = ms, t->wg_layers_step_ms = ms;
+        for (int q = 0; q < t->n && !kept; q++)
+            if (pick[q] == s) t->e[q].wg_sched = -1;
+    }
+    free(pick);
+    return rc;
 }
 
 /* The last pass (sg_engine_tune_opts.knob_steps): t's step knobs, one at a time in a fixed
@@ -443,31 +497,17 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
             t->wg_sched_step_ms[s] = rc ? -1 : ms;
             const int keep = !rc && ms < (1.0 - o->knob_min_gain) * best;
             if (!rc && o->progress)
-                fprintf(o->progress,
-                        "engine tuning: wgmma schedule persistent %s, fill %s: %.3f ms%s\n",
-                        s & SG_WG_SCHED_PERSIST ? "on" : "off", s & SG_WG_SCHED_FILL ? "on" : "off",
-                        ms, keep ? " (kept)" : "");
+                fprintf(o->progress, "engine tuning: wgmma schedule %s: %.3f ms%s\n",
+                        sg_wg_sched_text(s, 1), ms, keep ? " (kept)" : "");
             if (keep)
                 best = ms;
             else
                 t->wg_sched = before;
         }
     }
-    /* then the layers faster on their own schedule than on the table's (per node), all at once
-     * on the whole step, kept where it is faster by the same margin */
+    /* then the layers faster on their own schedule than on the table's (per node) */
     const int picked = !rc && sched_trials ? pick_layer_scheds(t, o->knob_min_gain) : 0;
-    if (picked) {
-        double ms = -1;
-        rc = time_step(&cfg, o, &ms);
-        t->wg_layers_step_ms = rc ? -1 : ms;
-        const int keep = !rc && ms < (1.0 - o->knob_min_gain) * best;
-        if (!rc && o->progress)
-            fprintf(o->progress,
-                    "engine tuning: %d layer(s) on their own wgmma schedule: %.3f ms%s\n", picked,
-                    ms, keep ? " (kept)" : "");
-        if (keep) best = ms;
-        for (int q = 0; q < t->n && !keep; q++) t->e[q].wg_sched = -1;
-    }
+    if (picked) rc = try_layer_scheds(&cfg, o, t, picked, &best);
     k->step_ms = rc ? -1 : best;
     return rc;
 }
@@ -543,10 +583,9 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc && wgmma) t->wg_sched = sg_wg_sched_best(t->wg_sched_ms);
     if (!rc && wgmma && o->progress && t->wg_sched_ms[0] > 0)
         fprintf(o->progress,
-                "engine tuning: the wgmma nodes' schedule: persistent grid %s, N tile that fills "
-                "the SMs %s (their ms a step: plain %.3f, persistent %.3f, fill %.3f, both %.3f)\n",
-                t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
-                t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", t->wg_sched_ms[0], t->wg_sched_ms[1],
+                "engine tuning: the wgmma nodes' schedule: %s (their ms a step: plain %.3f, "
+                "persistent %.3f, fill %.3f, both %.3f)\n",
+                sg_wg_sched_text(t->wg_sched, 0), t->wg_sched_ms[0], t->wg_sched_ms[1],
                 t->wg_sched_ms[2], t->wg_sched_ms[3]);
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");

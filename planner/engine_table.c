@@ -67,6 +67,17 @@ int sg_wg_sched_best(const double *ms) {
     return ms[best] >= 0 ? best : 0;
 }
 
+const char *sg_wg_sched_text(int s, int brief) {
+    static const char *const text[2][SG_WG_SCHEDS] = {
+        {"persistent grid off, N tile that fills the SMs off",
+         "persistent grid on, N tile that fills the SMs off",
+         "persistent grid off, N tile that fills the SMs on",
+         "persistent grid on, N tile that fills the SMs on"},
+        {"persistent off, fill off", "persistent on, fill off", "persistent off, fill on",
+         "persistent on, fill on"}};
+    return text[brief != 0][s & (SG_WG_SCHEDS - 1)];
+}
+
 const char *sg_layer_engine_name(int engine) {
     return engine == SG_LAYER_OWN ? "own" : engine == SG_LAYER_CUDNN ? "cudnn" : "-";
 }
@@ -327,6 +338,15 @@ int sg_conv_layers_computed(const sg_graph *g, int node, char names[2][SG_NAME_M
     return 2;
 }
 
+int sg_conv_layer_charged(const sg_graph *g, int node, char *layer) {
+    if (node < 0 || node >= g->nn) return -1;
+    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
+    char names[2][SG_NAME_MAX];
+    if (!sg_conv_layers_computed(g, f, names)) return -1;
+    snprintf(layer, SG_NAME_MAX, "%s", names[0]);
+    return 0;
+}
+
 int sg_conv_layer_of(const sg_graph *g, int node, char *name) {
     if (node < 0 || node >= g->nn || !sg_op_is_conv(g->n[node].op)) return -1;
     /* a backward node's layer is its forward node's (a weight gradient names no weight) */
@@ -383,11 +403,9 @@ int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, 
 }
 
 int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node) {
-    if (!t || node < 0 || node >= g->nn) return -1;
-    const int f = g->n[node].fwd >= 0 ? g->n[node].fwd : node;
-    char names[2][SG_NAME_MAX];
+    char layer[SG_NAME_MAX];
     const sg_engine_entry *e =
-        sg_conv_layers_computed(g, f, names) > 0 ? sg_engine_table_find(t, names[0]) : NULL;
+        t && !sg_conv_layer_charged(g, node, layer) ? sg_engine_table_find(t, layer) : NULL;
     return e ? e->wg_sched : -1;
 }
 

@@ -129,8 +129,10 @@ typedef struct sg_engine_table {
     int wg_sched;
     double wg_sched_ms[SG_WG_SCHEDS], wg_sched_step_ms[SG_WG_SCHEDS];
     /* the whole replayed step with the layers' own schedules (sg_engine_entry.wg_sched, tried
-     * after the table's): < 0 not timed; the layers keep theirs only where it was knob_min_gain
-     * faster than the step under the table's alone */
+     * after the table's: all at once, then, where that is not kept, each group of the layers
+     * that picked one schedule, on top of the groups kept before it): the step with those kept,
+     * or all at once where none is; < 0 not timed. Layers keep theirs only where their step was
+     * knob_min_gain faster than the step before */
     double wg_layers_step_ms;
     /* the step's knobs that leave the bits alone (sg_step_knobs; not in the hash): the CUDA
      * backend applies each one the environment leaves unset */
@@ -196,6 +198,12 @@ int sg_conv_layer_of(const sg_graph *g, int node, char *name);
  * fused forms cover; the planner fuses a conv2d_sc or an upconv2d only where the table sends
  * none of its layers to cudnn (planner/unet.c): those forms run on the own kernels alone. */
 int sg_conv_layers_computed(const sg_graph *g, int node, char names[2][SG_NAME_MAX]);
+/* The layer conv-like node `node` (any pass, the fused forms and a folded shortcut's backward
+ * passes included) is charged to: the first of those its forward computes
+ * (sg_conv_layers_computed of the node, or of its forward), into layer (SG_NAME_MAX bytes).
+ * 0 where there is one, -1 otherwise. The one rule of the tuning's charges and the table's
+ * per-node schedule. */
+int sg_conv_layer_charged(const sg_graph *g, int node, char *layer);
 /* Does the CUDA backend's `auto` run conv node `node` on its gemm engine (cuBLASLt GEMMs,
  * graph/backend_cuda.c): a 1x1 stride-1 unpadded conv pass whose operand a fused prologue would
  * normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
@@ -218,9 +226,7 @@ int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, i
 int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node);
 /* The wgmma schedule the table gives node `node` (SG_WG_SCHED_*): its layer's own
  * (sg_engine_entry.wg_sched) where it has one, else -1 (the table's, or no table). A node's
- * layer is the first of those its forward computes (sg_conv_layers_computed of the node or of
- * its forward: the backward passes and the folded shortcut's included), as the tuning charges
- * it. */
+ * layer is the one the tuning charges it to (sg_conv_layer_charged). */
 int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node);
 /* Does the table fit the graph built from cfg: model name, precision, and (train: a training
  * step's table is timed at its batch) the per-pass batch; every conv layer the graph computes
@@ -234,6 +240,9 @@ int sg_layer_engine_parse(const char *s);
 /* The fastest of the wgmma schedules' times ms[SG_WG_SCHEDS] (< 0: not measured): the schedule
  * (SG_WG_SCHED_*) of the least measured time, the lower one on a tie; 0 where none is. */
 int sg_wg_sched_best(const double *ms);
+/* Schedule s (SG_WG_SCHED_*) in words, the same in every listing: "persistent grid on, N tile
+ * that fills the SMs off", or with brief "persistent on, fill off". */
+const char *sg_wg_sched_text(int s, int brief);
 /* The names of the knobs' values ("prologue" / "none" / "all"; "1" / "fwd" / "bwd" / "0", as
  * SG_TC_HALO and SG_FUSE_STATS take them); parse returns SG_KNOB_UNSET for anything else. */
 const char *sg_knob_halo_name(int v);

@@ -285,10 +285,8 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
                 snprintf(layers + at, sizeof layers - at, " (the step with theirs: %.3f ms%s)",
                          t->wg_layers_step_ms, own_sched ? "" : ", not kept");
         }
-        printf("    schedule: wgmma persistent grid %s, N tile that fills the SMs %s%s%s; step "
-               "knobs %s%s\n",
-               t->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
-               t->wg_sched & SG_WG_SCHED_FILL ? "on" : "off", sched, layers, kt, ms);
+        printf("    schedule: wgmma %s%s%s; step knobs %s%s\n", sg_wg_sched_text(t->wg_sched, 0),
+               sched, layers, kt, ms);
     }
     if (t->ngemm) {
         int other = 0;
@@ -325,9 +323,8 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
             const int op = g->n[i].op;
             char sched[64] = "";
             if (e->wg_sched >= 0)
-                snprintf(sched, sizeof sched, "wgmma schedule persistent %s, fill %s; ",
-                         e->wg_sched & SG_WG_SCHED_PERSIST ? "on" : "off",
-                         e->wg_sched & SG_WG_SCHED_FILL ? "on" : "off");
+                snprintf(sched, sizeof sched, "wgmma schedule %s; ",
+                         sg_wg_sched_text(e->wg_sched, 1));
             printf("    %-48s %-12s %10s %10s %10s  %s%s%s%s\n", names[j], eng, own, wg_ms, dnn_ms,
                    sched,
                    e->engine == SG_LAYER_CUDNN &&
