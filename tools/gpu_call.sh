@@ -108,9 +108,9 @@ bench_rc=$?
 if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 120 ]; then
     table=$runs/variants/engine-table.json
     # the layers (three plans), the GEMMs' algorithms, then eight step-knob trials, three of the
-    # wgmma schedule and one of the layers' own schedules where the table runs anything on wgmma
-    # (a fresh plan each): up to 240 s; the table is written once the layers are chosen, so a cut
-    # leaves it
+    # wgmma schedule and one to four of the layers' own schedules (all at once, then each group
+    # of one schedule where that loses) where the table runs anything on wgmma (a fresh plan
+    # each): up to 240 s; the table is written once the layers are chosen, so a cut leaves it
     tune_s=$((total - SECONDS - 60))
     [ "$tune_s" -gt 240 ] && tune_s=240
     [ "$tune_s" -lt 60 ] && tune_s=60
