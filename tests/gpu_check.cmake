@@ -5,3 +5,9 @@ set_tests_properties(gpu_check_logic PROPERTIES TIMEOUT 300)
 # tools/gpu_profile.sh's logic (fake ncu and bench): its commands, summaries, SKIP and failures
 add_test(NAME gpu_profile_logic COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_profile.sh)
 set_tests_properties(gpu_profile_logic PROPERTIES TIMEOUT 120)
+# the device scripts against the tools they drive: every script parses, shellcheck finds no error
+# in tools/*.sh, and every bench flag and SG_* knob gpu_call.sh passes is one bench and the code
+# know (a renamed flag would waste a GPU call silently)
+add_test(NAME gpu_scripts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh
+                                  $<TARGET_FILE:bench>)
+set_tests_properties(gpu_scripts PROPERTIES TIMEOUT 120)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # gpu_call_targets.sh — sourced, not run: the binaries one device call needs (the GPU tests'
 # and the tools'), in one place for tools/gpu_call.sh (what its check builds) and
 # tools/gpu_prebuild.sh (what it packs), so that a pack always holds every target of the call.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # gpu_env.sh — the build environment of a lent GPU machine, shared by tools/gpu_check.sh,
 # tools/bench.sh and the gpu_build_deps test. Source it from bash (it sets variables and
 # defines functions; it never exits the caller):

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="cmake gcc g++ make pkg-config libzstd-dev libopenblas-dev libpng-dev zlib1g-dev libjansson-dev libjpeg62-turbo-dev
       python3 python3-numpy python3-torch python3-venv dataset-fashion-mnist clang-format
-      libopenmpi-dev openmpi-bin"
+      libopenmpi-dev openmpi-bin shellcheck"
 missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   if [ "$(id -u)" -ne 0 ]; then

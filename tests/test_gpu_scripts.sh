@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_gpu_scripts.sh BENCH — the device scripts, checked without a GPU, against the tools they
+# drive. A GPU call is 15 minutes a session at most, and a script that does not parse, a bench
+# flag renamed since the script was written, or a knob the code no longer reads would waste it
+# silently (a variant that fails prints its exit status and the call goes on). So:
+# 1. every shell script (tools/, tests/, .ci/run) parses (bash -n);
+# 2. shellcheck finds no error in the device scripts (tools/*.sh; SKIP where it is missing);
+# 3. every flag tools/gpu_call.sh, tools/gpu_profile.sh and tools/bench.sh pass to the bench
+#    binary is one that `bench --help` names, and every SG_* variable a gpu_call.sh variant sets
+#    is one the code reads (getenv) and the help or docs name.
+# Usage: tests/test_gpu_scripts.sh build/bench
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bench=${1:?usage: test_gpu_scripts.sh BENCH}
+pass=0 fail=0
+ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+
+# 1. syntax
+for f in "$root"/tools/*.sh "$root"/tests/*.sh "$root"/.ci/run; do
+    ok "bash -n $(basename "$f")" 'bash -n "$f"'
+done
+
+# 2. shellcheck's errors (warnings are style here)
+if command -v shellcheck >/dev/null 2>&1; then
+    ok "shellcheck -S error tools/*.sh" 'shellcheck -S error "$root"/tools/*.sh'
+else
+    echo "SKIP: shellcheck is not installed (bash -n still ran)"
+fi
+
+# 3. the bench command lines: continuation lines joined, comments dropped; the flags after
+# "$bin" (the bench binary in all three scripts) and after a variant's " -- "
+help=$("$bench" --help 2>&1)
+ok "bench --help" '[ -n "$help" ] && grep -q -- "--tune-engines" <<<"$help"'
+joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
+flags=$(for f in gpu_call.sh gpu_profile.sh bench.sh; do
+    joined "$root/tools/$f" | grep -E '"\$bin"|^[[:space:]]*variant ' |
+        sed -E -e 's/.*"\$bin"//' -e 's/^[[:space:]]*variant [^-]* -- //' |
+        grep -oE '(^|[[:space:]])--[a-z][a-z0-9-]*' | tr -d ' \t'
+done | sort -u)
+nflags=$(wc -w <<<"$flags")
+ok "flags found in the scripts ($nflags)" '[ "$nflags" -ge 10 ]'
+for fl in $flags; do
+    ok "bench names $fl" 'grep -qE -- "(^|[[:space:]])$fl([[:space:]]|$)" <<<"$help"'
+done
+knobs=$(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant ' |
+    grep -oE '(^|[[:space:]])SG_[A-Z0-9_]+=' | tr -d ' \t=' | sort -u)
+nknobs=$(wc -w <<<"$knobs")
+ok "knobs found in gpu_call.sh's variants ($nknobs)" '[ "$nknobs" -ge 5 ]'
+for k in $knobs; do
+    ok "the code reads $k" 'grep -rqF "getenv(\"$k\")" "$root"/graph "$root"/kernels "$root"/tools "$root"/common'
+    ok "the help or docs name $k" 'grep -qF "$k" <<<"$help" || grep -rqF "$k" "$root"/docs "$root"/README.md'
+done
+
+echo "gpu_scripts: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
