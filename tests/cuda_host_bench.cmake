@@ -13,4 +13,9 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
                                         $<TARGET_FILE:bench_cuda_host>)
   set_tests_properties(bench_cuda_host PROPERTIES LABELS cuda_host TIMEOUT 900
                        ENVIRONMENT "SG_SIM_ORDER=forward")
+  # every tools/gpu_call.sh variant rehearsed with its environment and flags on the emulation
+  # (unet_tiny, one replay; the engine-table ones with a table tuned first): about 3 minutes
+  add_test(NAME gpu_call_rehearsal COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh
+                                           --rehearse $<TARGET_FILE:bench_cuda_host>)
+  set_tests_properties(gpu_call_rehearsal PROPERTIES LABELS cuda_host TIMEOUT 900)
 endif()

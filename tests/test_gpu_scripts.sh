@@ -8,12 +8,51 @@
 # 3. every flag tools/gpu_call.sh, tools/gpu_profile.sh and tools/bench.sh pass to the bench
 #    binary is one that `bench --help` names, and every SG_* variable a gpu_call.sh variant sets
 #    is one the code reads (getenv) and the help or docs name.
+# With --rehearse, instead: 4. every gpu_call.sh variant run with its environment and flags by
+#    bench on the host emulation of CUDA (tests/cuda_host: the real backend over a stand-in
+#    runtime), on unet_tiny at batch 2, one warmup step and one replay; the engine-table ones with
+#    a table the emulation tunes first. A knob value bench refuses, a flag combination it rejects
+#    or a variant that fails to plan or run fails here, not in the call.
 # Usage: tests/test_gpu_scripts.sh build/bench
+#        tests/test_gpu_scripts.sh --rehearse build/tests/bench_cuda_host
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bench=${1:?usage: test_gpu_scripts.sh BENCH}
+rehearse=0
+[ "${1:-}" = --rehearse ] && rehearse=1 && shift
+bench=${1:?usage: test_gpu_scripts.sh [--rehearse] BENCH}
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
+
+if [ $rehearse = 1 ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    export SG_SIM_ORDER=forward
+    base=(--backend cuda --model unet_tiny --batch 2 --precision bf16)
+    # the table the variants that name "$table" get (gpu_call.sh: bench --tune-engines)
+    table=$tmp/engine-table.json
+    "$bench" "${base[@]}" --warmup 0 --iters 1 --knob-time 1 --gemm-time 1 --cudnn-time 1 \
+        --tune-engines "$table" >"$tmp/tune.txt" 2>"$tmp/tune.log"
+    ok "rehearsal: the tuning writes a table" '[ -s "$table" ] || tail -n 5 "$tmp/tune.log"'
+    n=0
+    while read -r line; do
+        eval "set -- $line" # variant NAME [VAR=VALUE...] -- [flags]; "$table" is the one above
+        name=$2 envs=()
+        shift 2
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+        shift
+        env "${envs[@]}" "$bench" "${base[@]}" --warmup 1 --iters 1 --no-breakdown --json "$@" \
+            >"$tmp/$name.json" 2>"$tmp/$name.log"
+        rc=$?
+        ok "rehearsal: variant $name (${envs[*]} $*)" \
+            '[ $rc -eq 0 ] && grep -q "\"ms_per_step\"" "$tmp/$name.json" || { echo "exit $rc"; tail -n 3 "$tmp/$name.log"; false; }'
+        n=$((n + 1))
+    done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')
+    ok "rehearsal: variants found ($n)" '[ $n -ge 10 ]'
+    echo "gpu_call rehearsal: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit
+fi
 
 # 1. syntax
 for f in "$root"/tools/*.sh "$root"/tests/*.sh "$root"/.ci/run; do
@@ -31,7 +70,6 @@ fi
 # "$bin" (the bench binary in all three scripts) and after a variant's " -- "
 help=$("$bench" --help 2>&1)
 ok "bench --help" '[ -n "$help" ] && grep -q -- "--tune-engines" <<<"$help"'
-joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
 flags=$(for f in gpu_call.sh gpu_profile.sh bench.sh; do
     joined "$root/tools/$f" | grep -E '"\$bin"|^[[:space:]]*variant ' |
         sed -E -e 's/.*"\$bin"//' -e 's/^[[:space:]]*variant [^-]* -- //' |
