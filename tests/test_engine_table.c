@@ -1735,14 +1735,14 @@ static void check_tune_sched(const uint8_t *data, float layers_ms, float down1_m
                     x->wg_sched_ms[0], x->wg_sched_ms[1], x->wg_sched_ms[2], x->wg_sched_ms[3],
                     t.wg_sched);
     }
-    /* the shortcut folds and the upsample convs on wgmma timed under each schedule too (their
-     * layers' sums include them; under auto a fold's 1x1 backward passes are on gemm, and its
-     * generation is still its layer's) */
     /* the layer replays that decide own against cuDNN: each under the schedule it would take */
     CHECK(g_replay_own > 0 && !g_replay_wrong,
           "tune: %d replays of down_blocks.1's layers on their own schedule, %d replays under "
           "another than the layer would take",
           g_replay_own, g_replay_wrong);
+    /* the shortcut folds and the upsample convs on wgmma timed under each schedule too (their
+     * layers' sums include them; under auto a fold's 1x1 backward passes are on gemm, and its
+     * generation is still its layer's) */
     CHECK(g_sched_sc > 0 && g_sched_sc % SG_WG_SCHEDS == 0 && g_sched_up > 0 &&
               g_sched_up % SG_WG_SCHEDS == 0,
           "tune: %d schedule timings of shortcut folds, %d of upsample conv passes", g_sched_sc,
