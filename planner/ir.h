@@ -246,6 +246,16 @@ typedef struct {
 
 extern const sg_op_info sg_ops[OP_COUNT];
 
+/* The bytes node `node` moves at least: every tensor it reads once (a channel concatenation as
+ * its parts; a virtual normalised tensor as what the reader computes it from, its norm node's
+ * inputs and statistics; the dataset as the pixels gather_batch takes from it) and every output
+ * written once, twice where it accumulates (read, then written). A virtual output (a
+ * concatenation's parts aside), a concat node and a plain copy laid out in its input's memory
+ * (an elided accum) move nothing. Small tables read by index (the
+ * schedule's rows) count whole. Not counted: what a kernel writes and reads back of its own
+ * (workspace, split partials), and re-reads a cache would serve. tools/bench's memory columns. */
+int64_t sg_node_bytes(const sg_graph *g, int node);
+
 /* Step inputs, the model and its loss (the forward pass). */
 static inline int sg_op_is_forward(sg_op op) {
     return sg_ops[op].kind == SG_OPK_FWD;

@@ -769,6 +769,60 @@ int64_t sg_node_workspace_bytes(const sg_graph *g, const sg_node *nd) {
     return ws ? ws(g, nd) : 0;
 }
 
+/* ---- the bytes a node moves (sg_node_bytes) */
+enum { BYTES_SEEN = 64 }; /* distinct tensors a node reads, at most (a norm's sources included) */
+typedef struct {
+    int t[BYTES_SEEN], n;
+} bytes_seen;
+/* tensor t's bytes read, once per node: a concatenation's parts, a virtual normalised tensor's
+ * sources (its norm node's inputs, then its other outputs: mean, rstd) */
+static int64_t bytes_read(const sg_graph *g, int t, bytes_seen *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i] == t) return 0;
+    if (s->n < BYTES_SEEN) s->t[s->n++] = t;
+    const sg_tensor *x = &g->t[t];
+    int64_t b = x->bytes; /* 0 where virtual */
+    for (int q = 0; q < x->nparts; q++) b += bytes_read(g, x->parts[q], s);
+    if (x->vnorm >= 0) {
+        const sg_node *nn = &g->n[x->vnorm];
+        for (int k = 0; k < nn->nin; k++) b += bytes_read(g, nn->in[k], s);
+        for (int k = 1; k < nn->nout; k++) b += bytes_read(g, nn->out[k], s);
+    }
+    return b;
+}
+int64_t sg_node_bytes(const sg_graph *g, int node) {
+    const sg_node *nd = &g->n[node];
+    if (nd->op == OP_CONCAT) return 0; /* virtual: its readers read the parts */
+    /* a plain copy laid out in its input's memory (plan_layout.c: the in-place merges and the
+     * shared copies): both backends skip it */
+    if (nd->op == OP_ACCUM && !nd->accum && T(0)->offset >= 0 &&
+        T(0)->offset == g->t[nd->out[0]].offset)
+        return 0;
+    bytes_seen s = {.n = 0};
+    int64_t b = 0;
+    if (nd->op == OP_GATHER_BATCH) { /* the batch's pixels of the dataset, not all of it */
+        s.t[s.n++] = nd->in[0];
+        b += (int64_t)numel_out0(g, nd) * sg_dtype_size(T(0)->dtype);
+    }
+    for (int k = 0; k < nd->nin; k++) b += bytes_read(g, nd->in[k], &s);
+    bytes_seen w = {.n = 0};
+    for (int k = 0; k < nd->nout; k++) {
+        const int id = nd->out[k];
+        const sg_tensor *x = &g->t[id];
+        int dup = 0;
+        for (int i = 0; i < w.n; i++) dup |= w.t[i] == id;
+        if (dup) continue;
+        if (w.n < BYTES_SEEN) w.t[w.n++] = id;
+        const unsigned acc = sg_accum_bits(nd, k);
+        if (x->nparts)
+            for (int q = 0; q < x->nparts; q++)
+                b += g->t[x->parts[q]].bytes * (acc >> q & 1u ? 2 : 1);
+        else if (x->vnorm < 0)
+            b += x->bytes * (acc ? 2 : 1);
+    }
+    return b;
+}
+
 /* ---- the op table, generated from planner/op_list.h: one row per op, by construction */
 #define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op,    \
                   recomp)                                                                          \

@@ -1463,8 +1463,183 @@ static void test_store_norm(void) {
           "--store-norm: %s", sg_last_error());
 }
 
+/* sg_node_bytes (tools/bench's memory columns), restated from the shapes on unet_cifar batch 8
+ * bf16, unfused and fused: a conv reads x, its weights' bf16 copy and the bias and writes y; a
+ * concatenation moves nothing and its reader reads both parts; a fused conv reads its virtual
+ * operand's sources (the norm's input, its statistics and affine parameters), not the
+ * operand; an accumulating output is read and written; gather_batch reads the batch's pixels,
+ * not the dataset; and the fused plan moves less than the unfused one. */
+static int64_t shape_bytes(const sg_graph *g, int t) {
+    const sg_tensor *x = &g->t[t];
+    int64_t n = 1;
+    for (int d = 0; d < x->ndim; d++) n *= x->shape[d];
+    return n * sg_dtype_size(x->dtype);
+}
+static void test_node_bytes(void) {
+    double total[2] = {0, 0};
+    for (int fz = 0; fz < 2; fz++) {
+        sg_model_cfg c;
+        sg_model_preset(&c, "unet_cifar");
+        c.act_dt = DT_BF16, c.batch = 8, c.fuse = fz;
+        sg_plan p;
+        SG_ASSERT(!sg_plan_build(&p, &c, 1));
+        const sg_graph *g = &p.g;
+        int convs = 0, concats = 0, concat_reads = 0, fused = 0, accums = 0, gathers = 0;
+        int concat_writes = 0, elided = 0;
+        for (int i = 0; i < g->nn; i++) {
+            const sg_node *nd = &g->n[i];
+            const int64_t b = sg_node_bytes(g, i);
+            total[fz] += (double)b;
+            CHECK(b >= 0, "fuse %d node %d (%s): %lld bytes", fz, i, sg_ops[nd->op].name,
+                  (long long)b);
+            const sg_tensor *x = nd->nin ? &g->t[nd->in[0]] : NULL;
+            if (nd->op == OP_CONCAT) {
+                CHECK(b == 0, "fuse %d: concat node %d moves %lld bytes", fz, i, (long long)b);
+                concats++;
+            } else if (nd->op == OP_CONV2D && !sg_tensor_virtual(x) && !nd->accum) {
+                const int64_t want = shape_bytes(g, nd->in[0]) + shape_bytes(g, nd->in[1]) +
+                                     shape_bytes(g, nd->in[2]) + shape_bytes(g, nd->out[0]);
+                CHECK(b == want && g->t[nd->in[1]].dtype == DT_BF16,
+                      "fuse %d: conv node %d moves %lld bytes, want %lld", fz, i, (long long)b,
+                      (long long)want);
+                convs++;
+            } else if (nd->op == OP_CONV2D && x->nparts == 2 && x->vnorm < 0) {
+                const int64_t want = shape_bytes(g, x->parts[0]) + shape_bytes(g, x->parts[1]) +
+                                     shape_bytes(g, nd->in[1]) + shape_bytes(g, nd->in[2]) +
+                                     shape_bytes(g, nd->out[0]);
+                CHECK(b == want, "fuse %d: conv node %d on a concatenation moves %lld, want %lld",
+                      fz, i, (long long)b, (long long)want);
+                concat_reads++;
+            }
+            if (sg_op_is_conv(nd->op) && sg_op_is_forward(nd->op) && x->vnorm >= 0) {
+                /* the norm's inputs (x, [v,] gamma, beta, ..) and its mean and rstd, not y */
+                const sg_node *nn = &g->n[x->vnorm];
+                int64_t want = 0;
+                for (int k = 0; k < nn->nin; k++) {
+                    const sg_tensor *s = &g->t[nn->in[k]];
+                    if (s->nparts)
+                        want += shape_bytes(g, s->parts[0]) + shape_bytes(g, s->parts[1]);
+                    else
+                        want += shape_bytes(g, nn->in[k]);
+                }
+                for (int k = 1; k < nn->nout; k++) want += shape_bytes(g, nn->out[k]);
+                for (int k = 1; k < nd->nin; k++) want += shape_bytes(g, nd->in[k]);
+                want += shape_bytes(g, nd->out[0]);
+                CHECK(b == want, "fuse %d: fused conv node %d (%s) moves %lld, want %lld", fz, i,
+                      sg_ops[nd->op].name, (long long)b, (long long)want);
+                fused++;
+            }
+            if (nd->op == OP_ACCUM && !nd->accum &&
+                g->t[nd->in[0]].offset == g->t[nd->out[0]].offset) {
+                /* a copy into its own input's memory: the backends skip it */
+                CHECK(b == 0, "fuse %d: elided copy node %d moves %lld", fz, i, (long long)b);
+                elided++;
+            }
+            if (nd->op == OP_ACCUM && nd->accum && !g->t[nd->out[0]].nparts) {
+                const int64_t want = shape_bytes(g, nd->in[0]) + 2 * shape_bytes(g, nd->out[0]);
+                CHECK(b == want, "fuse %d: accumulating node %d moves %lld, want %lld", fz, i,
+                      (long long)b, (long long)want);
+                accums++;
+            }
+            /* a node writing a concatenation (a skip input's gradient): each part, twice where
+             * that part accumulates; inputs here plain and distinct */
+            int plain = nd->op != OP_CONCAT && nd->nout == 1 && g->t[nd->out[0]].nparts == 2;
+            for (int k = 0; k < nd->nin && plain; k++) {
+                plain &= !sg_tensor_virtual(&g->t[nd->in[k]]);
+                for (int q = 0; q < k; q++) plain &= nd->in[q] != nd->in[k];
+            }
+            if (plain) {
+                const sg_tensor *y = &g->t[nd->out[0]];
+                int64_t want = 0;
+                for (int k = 0; k < nd->nin; k++) want += shape_bytes(g, nd->in[k]);
+                for (int q = 0; q < 2; q++)
+                    want += shape_bytes(g, y->parts[q]) * (1 + ((nd->accum >> q) & 1u));
+                CHECK(b == want,
+                      "fuse %d: node %d (%s) writing a concatenation moves %lld, want "
+                      "%lld",
+                      fz, i, sg_ops[nd->op].name, (long long)b, (long long)want);
+                concat_writes++;
+            }
+            if (nd->op == OP_GATHER_BATCH) {
+                const sg_tensor *y = &g->t[nd->out[0]];
+                int64_t want = shape_bytes(g, nd->out[0]) + shape_bytes(g, nd->out[0]) /
+                                                                sg_dtype_size(y->dtype) *
+                                                                sg_dtype_size(x->dtype);
+                for (int k = 1; k < nd->nin; k++) want += shape_bytes(g, nd->in[k]);
+                CHECK(b == want && b < g->t[nd->in[0]].bytes,
+                      "gather_batch moves %lld, want %lld (the dataset %lld)", (long long)b,
+                      (long long)want, (long long)g->t[nd->in[0]].bytes);
+                gathers++;
+            }
+        }
+        CHECK(convs >= (fz ? 3 : 10) && concats > 0 && gathers == 1 && accums > 0 &&
+                  concat_writes > 0 && elided >= p.copies_shared && p.copies_shared > 0 &&
+                  (fz ? fused > 10 : fused == 0 && concat_reads > 0),
+              "fuse %d: checked %d convs, %d concats, %d convs on concatenations, %d fused, %d "
+              "accumulating, %d writing a concatenation, %d gathers, %d elided copies (%d "
+              "shared)",
+              fz, convs, concats, concat_reads, fused, accums, concat_writes, gathers, elided,
+              p.copies_shared);
+        sg_plan_free(&p);
+    }
+    /* a concatenation's gradient written with one part accumulating (unet_cifar's skips get
+     * their first contribution through the concatenation): a = conv(x), b = conv(x),
+     * d = conv(concat(a, b)), e = d + a, mse(e): e's backward contributes to a first, so d's
+     * data gradient accumulates into a's part and writes b's */
+    sg_plan hp;
+    sg_graph *g = hand_plan(&hp);
+    const int64_t xs[4] = {2, 8, 8, 4}, ws[4] = {4, 3, 3, 4}, w2s[4] = {4, 3, 3, 8}, bs[1] = {4};
+    int t[2], out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    const int x = sg_tensor_new(g, "x", DT_F32, ROLE_INPUT, 4, xs);
+    sg_op_args ca = {.conv = {.K = 3, .S = 1, .pad = 1, .out_dt = DT_F32}};
+    for (int k = 0; k < 2; k++) {
+        char wn[16], bn[16], yn[16];
+        snprintf(wn, sizeof wn, "w%d", k), snprintf(bn, sizeof bn, "b%d", k);
+        snprintf(yn, sizeof yn, "y%d", k);
+        const int in[3] = {x, hand_param(g, wn, 4, ws), hand_param(g, bn, 1, bs)};
+        SG_ASSERT(sg_node_add(g, OP_CONV2D, in, 3, out, &ca, yn) >= 0);
+        t[k] = out[0], out[0] = -1; /* -1: a new output */
+    }
+    const int cin[2] = {t[0], t[1]};
+    SG_ASSERT(sg_node_add(g, OP_CONCAT, cin, 2, out, NULL, "c") >= 0);
+    const int din[3] = {out[0], hand_param(g, "w2", 4, w2s), hand_param(g, "b2", 1, bs)};
+    out[0] = -1;
+    SG_ASSERT(sg_node_add(g, OP_CONV2D, din, 3, out, &ca, "d") >= 0);
+    const int ein[2] = {out[0], t[0]};
+    out[0] = -1;
+    SG_ASSERT(sg_node_add(g, OP_ADD, ein, 2, out, NULL, "e") >= 0);
+    const int64_t one[1] = {1};
+    const int loss = sg_tensor_new(g, "loss", DT_F32, ROLE_STATE, 1, one);
+    const int min[2] = {out[0], sg_tensor_new(g, "target", DT_F32, ROLE_INPUT, 4, xs)};
+    int mout[SG_MAX_OUT] = {loss};
+    sg_op_args ma = {.mse = {.loss_scale = 1.0f, .micro_batches = 1}};
+    SG_ASSERT(sg_node_add(g, OP_MSE, min, 2, mout, &ma, "mse") >= 0);
+    SG_ASSERT(ad_backward(g, loss) == SG_OK);
+    int found = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const sg_node *nd = &g->n[i];
+        if (nd->op != OP_CONV2D_BWD_DATA || !g->t[nd->out[0]].nparts) continue;
+        const sg_tensor *y = &g->t[nd->out[0]];
+        int64_t want = 0;
+        for (int k = 0; k < nd->nin; k++) want += shape_bytes(g, nd->in[k]);
+        want += 2 * shape_bytes(g, y->parts[0]) + shape_bytes(g, y->parts[1]);
+        CHECK(nd->accum == 1u && sg_node_bytes(g, i) == want,
+              "the data gradient into a concatenation (accum bits %u) moves %lld, want %lld",
+              nd->accum, (long long)sg_node_bytes(g, i), (long long)want);
+        found++;
+    }
+    CHECK(found == 1, "%d data gradients into a concatenation", found);
+    sg_plan_free(&hp);
+    CHECK(total[1] < total[0] && total[0] > 1e9,
+          "unet_cifar b8 bf16 moves %.3f GB a step unfused, %.3f fused", total[0] / 1e9,
+          total[1] / 1e9);
+    printf("node bytes: unet_cifar b8 bf16 moves at least %.3f GB a step unfused, %.3f fused\n",
+           total[0] / 1e9, total[1] / 1e9);
+}
+
 int main(void) {
     uint64_t rng = 12345;
+    test_node_bytes();
     test_shared_copies();
     test_op_table_and_shapes();
     test_recompute_graph();
