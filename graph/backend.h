@@ -106,6 +106,11 @@ struct sg_backend {
     /* Measured dense matrix-multiply peak in TFLOP/s for dtype (DT_BF16 or DT_F32), for MFU;
      * 0 where not measured. */
     double (*matmul_peak_tflops)(sg_backend *be, int dtype);
+    /* Measured memory bandwidth in GB/s: a device-to-device copy of `bytes` (CUDA; the CPU:
+     * memcpy), its bytes read plus written over its time (the median of a few), for the per-op
+     * breakdown's memory columns; 0 where not measured. Outside the step: its own buffers,
+     * made and freed here. NULL: not available. */
+    double (*mem_peak_gbs)(sg_backend *be, int64_t bytes);
     /* The engine that runs node `node` (a conv node: e.g. "own", "gemm" or "cudnn e12k3=1 ws0"; an
      * attention node: "gemm" or "fused"; "" for others), into buf. NULL: one engine (the CPU
      * backend). */

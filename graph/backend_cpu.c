@@ -681,6 +681,31 @@ static double cpu_matmul_peak(sg_backend *be, int dtype) {
     return 0;
 }
 
+/* memory bandwidth: memcpy of `bytes`, each of a few timed alone after one untimed, the median;
+ * read plus written bytes over its time */
+static double cpu_mem_peak(sg_backend *be, int64_t bytes) {
+    (void)be;
+    enum { REPS = 5 };
+    unsigned char *a = bytes > 0 ? malloc((size_t)bytes) : NULL,
+                  *b = a ? malloc((size_t)bytes) : NULL;
+    float ms[REPS];
+    double gbs = 0;
+    if (a && b) {
+        memset(a, 1, (size_t)bytes), memset(b, 0, (size_t)bytes); /* the pages touched */
+        for (int r = -1; r < REPS; r++) {
+            const double t0 = cpu_now_ms();
+            memcpy(b, a, (size_t)bytes);
+            if (r >= 0) ms[r] = (float)(cpu_now_ms() - t0);
+            __asm__ volatile("" : : "r"(b) : "memory"); /* the copy stays: b may be read */
+        }
+        sg_sort_f32(ms, REPS);
+        const double med = sg_quantile_sorted(ms, REPS, 0.5);
+        if (med > 0) gbs = 2.0 * (double)bytes / (med * 1e-3) / 1e9;
+    }
+    free(a), free(b);
+    return gbs;
+}
+
 static int cpu_sync(sg_backend *be) {
     (void)be;
     return SG_OK;
@@ -715,6 +740,7 @@ static const sg_backend cpu_vtable = {
     .time_steps = cpu_time_steps,
     .time_nodes = cpu_time_nodes,
     .matmul_peak_tflops = cpu_matmul_peak,
+    .mem_peak_gbs = cpu_mem_peak,
     .time_gemm = NULL, /* no GEMM library to compare a layer with: bench prints '-' */
     .describe = cpu_describe,
     .destroy = cpu_destroy,

@@ -1802,6 +1802,36 @@ out:
     return tflops;
 }
 
+/* memory bandwidth: device-to-device copies of `bytes` (beyond the L2 cache at the size bench
+ * asks for, 256 MiB), each timed alone with events after two untimed ones, the median; read plus
+ * written bytes over its time. Its own buffers, as the matmul peak. */
+static double cuda_mem_peak(sg_backend *be, int64_t bytes) {
+    cuda_ctx *c = be->ctx;
+    enum { REPS = 9 };
+    void *a = NULL, *b = NULL;
+    float ms[REPS];
+    double gbs = 0;
+    int ok = bytes > 0 && cudaMalloc(&a, (size_t)bytes) == cudaSuccess &&
+             cudaMalloc(&b, (size_t)bytes) == cudaSuccess &&
+             cudaMemsetAsync(a, 1, (size_t)bytes, c->st) == cudaSuccess;
+    for (int r = -2; r < REPS && ok; r++) {
+        ok = cudaEventRecord(c->ev[0], c->st) == cudaSuccess &&
+             cudaMemcpyAsync(b, a, (size_t)bytes, cudaMemcpyDeviceToDevice, c->st) == cudaSuccess &&
+             cudaEventRecord(c->ev[1], c->st) == cudaSuccess &&
+             cudaEventSynchronize(c->ev[1]) == cudaSuccess;
+        if (ok && r >= 0) ok = cudaEventElapsedTime(&ms[r], c->ev[0], c->ev[1]) == cudaSuccess;
+    }
+    if (ok) {
+        sg_sort_f32(ms, REPS);
+        const double med = sg_quantile_sorted(ms, REPS, 0.5);
+        if (med > 0) gbs = 2.0 * (double)bytes / (med * 1e-3) / 1e9;
+    }
+    cudaStreamSynchronize(c->st);
+    cudaFree(a), cudaFree(b);
+    cudaGetLastError();
+    return gbs;
+}
+
 static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap) {
     cuda_ctx *c = be->ctx;
     if (cap <= 0) return;
@@ -2144,6 +2174,7 @@ static const sg_backend cuda_vtable = {
     .time_nodes_replay = cuda_time_nodes_replay,
     .wg_sched = cuda_wg_sched,
     .matmul_peak_tflops = cuda_matmul_peak,
+    .mem_peak_gbs = cuda_mem_peak,
     .node_engine = cuda_node_engine,
     .time_node_engine = cuda_time_node_engine,
     .time_gemm = cuda_time_gemm,

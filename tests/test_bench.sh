@@ -103,6 +103,32 @@ assert "--fuse 0" in fu["unfused_command"] and "--model unet_tiny" in fu["unfuse
 PY
 }
 
+# check_memory JSON: the memory columns (sg_node_bytes per row, summed per step; GB/s over the
+# replay or eager ms; the floors: a row's bytes at the measured copy bandwidth where it does no
+# matmul work, none where the matmul peak is not measured, as on both backends here)
+check_memory() {
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b)) + 1e-12
+bd, bw = d["breakdown"], d["mem_peak_gb_per_s"]
+assert d["bytes_per_step"] > 0 and close(d["gb_per_s"], d["bytes_per_step"] / (d["ms_per_step"] * 1e6)), d
+assert bw > 0 and d["matmul_peak_tflops"] is None and d["floor_ms"] is None, d
+assert close(sum(o["gbytes"] for o in bd) * 1e9, d["bytes_per_step"])
+for o in bd:
+    t = o["replay_ms"] if o["replay_ms"] else o["ms"]
+    assert o["gbytes"] >= 0 and (o["gb_per_s"] is None if t <= 0 else close(o["gb_per_s"], o["gbytes"] * 1e3 / t)), o
+    if o["matmul"]:
+        assert o["floor_ms"] is None, o
+    else:
+        assert close(o["floor_ms"], o["gbytes"] * 1e3 / bw), (o, bw)
+    assert o["op"] != "concat" or o["gbytes"] == 0, o
+moving = {o["op"] for o in bd if o["gbytes"] > 0}
+assert {"conv2d", "norm_act"} <= moving and moving & {"adamw_ema", "adamw_ema_bf16"}, moving
+PY
+}
+
 if [ $mode = cuda_host ]; then
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         --json >"$tmp/h.json" 2>"$tmp/err.txt"
@@ -120,6 +146,7 @@ assert all(o["replay_ms"] > 0 for o in rows if o["op"].startswith("conv2d")), ro
 # nodes that launch nothing cost nothing (concat: the decoder skips are virtual)
 assert all(o["replay_ms"] == 0 for o in rows if o["op"] == "concat"), rows
 PY'
+    ok "cuda_host: the memory columns" 'check_memory "$tmp/h.json"'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         >"$tmp/h.txt" 2>&1
     rc=$?
@@ -168,6 +195,7 @@ conv = [o for o in bd if o["op"] == "conv2d"][0]
 assert conv["matmul"] and conv["gflop"] > 0 and conv["gflops_per_s"] > 0
 assert d["env"]["backend"] == "cpu"
 PY'
+ok "json: the memory columns" 'check_memory "$tmp/b.json"'
 
 $bench --backend cpu --model unet_tiny --iters 2 --warmup 0 >"$tmp/b.txt" 2>&1
 rc=$?
@@ -178,6 +206,10 @@ ok "text: MFU n/a on cpu" 'grep -Eq "^  MFU +n/a" "$tmp/b.txt"'
 ok "text: host n/a on cpu" 'grep -Eq "^  host +n/a" "$tmp/b.txt"'
 ok "text: arena and ratio" 'grep -Eq "^  arena .*lower bound .*ratio 1\.[0-9]+" "$tmp/b.txt"'
 ok "text: breakdown with conv2d" 'grep -q "^per-op breakdown" "$tmp/b.txt" && grep -Eq "^  conv2d +[0-9]+ " "$tmp/b.txt"'
+ok "text: memory line, no floor without a matmul peak, the breakdown's memory columns" \
+    'grep -Eq "^  memory +[0-9.e+-]+ GB/step at least .*; measured copy bandwidth [0-9.]+ GB/s: [0-9.]+ ms at it$" "$tmp/b.txt" &&
+     grep -Eq "^  floor +n/a " "$tmp/b.txt" && grep -Eq "^  op +nodes .* GB +GB/s +floor ms$" "$tmp/b.txt" &&
+     grep -Eq "^  adamw_ema +1 +([0-9.]+ +){2}[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/b.txt"'
 
 $bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --no-breakdown --json \
     --data synthetic:64 --batch 2 >"$tmp/nb.json" 2>/dev/null
@@ -185,6 +217,7 @@ ok "--no-breakdown, --data synthetic:N, model flags" 'python3 -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d[\"breakdown\"] is None and d[\"data_n\"] == 64 and d[\"batch\"] == 2
+assert d[\"bytes_per_step\"] > 0 and d[\"mem_peak_gb_per_s\"] is None and d[\"floor_ms\"] is None
 " "$tmp/nb.json"'
 # --img below the preset's image size: the synthetic images follow the model (they were the
 # preset's 16x16, "larger than the model's 8")
@@ -252,7 +285,7 @@ if [ "$backend" != cuda ]; then echo "fake bench: no --backend cuda" >&2; exit 5
 if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
 ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
 cat <<J
-{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0,"wgmma_ms":0.3125,"wgmma_tflops":160.0,"wgmma_pct_of_gemm":80.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
+{"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"bytes_per_step":12.0e9,"mem_peak_gb_per_s":4000.0,"floor_ms":5.0,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0,"gbytes":2.0,"gb_per_s":666.7,"floor_ms":1.9},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0,"gbytes":1.5,"gb_per_s":750.0,"floor_ms":1.9},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0,"gbytes":4.0,"gb_per_s":4000.0,"floor_ms":1.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0,"wgmma_ms":0.3125,"wgmma_tflops":160.0,"wgmma_pct_of_gemm":80.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
 J
 SH
 cat >"$tmp/fake_torch" <<'SH'
@@ -316,6 +349,9 @@ ok "target: arena vs torch memory" 'grep -Eq "^\| unet_cifar b128 bf16 arena ÷ 
 ok "target: host time" 'grep -Eq "^\| host time per replayed step \(worst row\) \| ≤ 20 µs \| .*3\.50 µs \| \*\*met\*\* \|" "$md"'
 ok "per-op breakdown" 'grep -Eq "^\| conv2d_bwd_weight \| 40 \| 3\.0000 \| 33\.00 \| 1500\.000 \| 500000\.0 \|" "$md"'
 ok "per-op breakdown names the conv engine" 'grep -Eq "^\| conv2d/cudnn \| 38 \| 2\.0000 \|" "$md"'
+ok "per-op breakdown: the memory columns, the bandwidth and the step's floor" \
+    'grep -Eq "^\| group_norm \| 30 \| 1\.0000 \| 11\.00 \| 1\.000 \| – \| 4\.0000 \| 4000\.0 \| 1\.0000 \|$" "$md" &&
+     grep -q "copy bandwidth (4000 GB/s). The step moves 12.00 GB at least; its floor: 5.000 ms (the step is 1.30x it)." "$md"'
 ok "per-conv-layer table: own vs cudnn, the ratio, TFLOP/s against the same-size GEMM, the wgmma columns, the engine, and the total" \
     'grep -q "| % of GEMM | wgmma ms | wgmma TFLOP/s | wgmma % of GEMM | engine |" "$md" &&
      grep -Eq "^\| 9 \| conv2d \| - \| conv_in \| 128 32x32 3->128 K3 S1 pad1 \| 0\.5000 \| 0\.2500 \| 2\.00× \| 100\.0 \| 131072×128×27 \| 200\.0 \| 50% \| 0\.3125 \| 160\.0 \| 80% \| cudnn e12 ws0 \|" "$md" &&
@@ -383,6 +419,13 @@ python3 "$root/tools/bench_report.py" record --out "$tmp/real/jobs/sg_tiny.json"
 python3 "$root/tools/bench_report.py" report --out "$tmp/real.md" "$tmp/real" >/dev/null
 ok "report over a real CPU result" \
     'grep -Eq "^\| stepgraph \(cpu backend\) \| ok \| [0-9.]+ \|" "$tmp/real.md" && grep -Eq "^\| conv2d \| 33 \| [0-9.]+ \|" "$tmp/real.md"'
+# its memory columns: a row's GB, GB/s and floor (a memory-bound row's; a matmul row's: none
+# without a matmul peak), and the step's bytes
+ok "report: the breakdown's memory columns" \
+    'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | GB | GB/s | floor ms |" "$tmp/real.md" &&
+     grep -Eq "^\| conv2d \| 33 \| .* \| [0-9.]+ \| [0-9.]+ \| – \|$" "$tmp/real.md" &&
+     grep -Eq "^\| adamw_ema \| 1 \| .* \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" "$tmp/real.md" &&
+     grep -Eq "The step moves [0-9.]+ GB at least; its floor: n/a" "$tmp/real.md"'
 # its per-conv-layer table: the TFLOP/s and GEMM columns (no GEMM hook on the CPU: dashes)
 ok "report: the per-conv-layer table" \
     'grep -q "^| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s | GEMM M×N×K | GEMM TFLOP/s | % of GEMM | engine |" "$tmp/real.md" && grep -Eq "^\| [0-9]+ \| conv2d \| - \| conv_in \| .* \| [0-9.]+ \| [0-9]+×[0-9]+×[0-9]+ \| n/a \| – \|" "$tmp/real.md"'

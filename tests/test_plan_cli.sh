@@ -10,6 +10,8 @@ out=$($plan --model unet_cifar --no-table)
 ok "cifar params" 'grep -q "parameters      35,746,307" <<<"$out"'
 ok "cifar TFLOP" 'grep -q "FLOPs / step    4.78" <<<"$out"'
 ok "chart printed" 'grep -q "memory over the schedule" <<<"$out"'
+# the bytes the step moves at least (sg_node_bytes summed; tests/test_planner.c checks the rule)
+ok "cifar traffic" 'grep -Eq "^  traffic / step  [0-9]+\.[0-9]{2} GB at least" <<<"$out"'
 ok "cifar arena at its bound" 'grep -q "arena / bound = 1.0000" <<<"$out"'
 out=$($plan --model unet_fmnist --no-table)
 ok "fmnist arena at its bound" 'grep -q "arena / bound = 1.0000" <<<"$out"'
@@ -23,6 +25,8 @@ assert d["params"] == 35746307
 assert 4.4e12 < d["flops_per_step"] < 4.5e12  # bf16 fuses the upsample convs (upconv2d): 4/9 of their FLOPs
 assert d["arena_bytes"] >= d["lower_bound_bytes"] > 0
 assert d["arena_bytes"] == d["lower_bound_bytes"]  # the search at the bound reaches it
+# fused, unet_cifar b128 bf16 moves about 17.0 GB a step (19.5 unfused): at least its arena
+assert d["arena_bytes"] < d["bytes_moved_per_step"] < 40e9, d["bytes_moved_per_step"]
 t = d["tensors"]
 assert len(t) > 100
 for k in ("name", "role", "dtype", "shape", "bytes", "offset", "first", "last"):

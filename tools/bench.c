@@ -16,7 +16,10 @@
  * once with each to compare them), so the next optimisation is aimed, with beside each row
  * (CUDA) its nodes captured in schedule order as one graph and replayed (the family's cost
  * inside a replay, without the eager launch gaps; run last: it leaves the arena as no step
- * would); and a per-conv-layer table:
+ * would), the bytes its nodes move at least (sg_node_bytes) and the GB/s that makes, and its
+ * floor: each node at the longer of its matmul FLOPs at the measured matmul peak and its bytes
+ * at the measured copy bandwidth (mem_peak_gbs), so a family far above its floor is a kernel to
+ * mend and one near it needs fusion; and a per-conv-layer table:
  * every convolution-like node (conv forward, backward-data, backward-filter, and the own-only
  * fused ones: conv2d_sc, upconv2d and its backward passes; the fusions each carries named)
  * timed eagerly on the own engine, where the backend pinned a cuDNN engine for it on cuDNN, and
@@ -111,6 +114,10 @@ static void usage(FILE *f) {
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes, and the per-op replay column (CUDA: each\n"
             "                       op family's nodes captured as one graph and replayed)\n"
+            "  (the per-op table's memory columns: the bytes each family moves at least, its\n"
+            "   GB/s, and its floor: each node at the longer of its matmul FLOPs at the\n"
+            "   measured matmul peak and its bytes at the measured copy bandwidth (CUDA; the\n"
+            "   CPU measures no matmul peak: floors of memory-bound rows only))\n"
             "  (the per-conv-layer table: every conv-like node, fused ones included, with\n"
             "   its FLOPs, TFLOP/s and %% of a same-size cuBLASLt GEMM (CUDA; '-' on the\n"
             "   CPU); then the fusion savings and the --fuse 0 command to compare)\n"
@@ -211,6 +218,8 @@ typedef struct {
     char variant[8]; /* attention rows: the engine that ran them (SG_ATTN: "gemm" / "fused") */
     double ms, flops;
     double replay_ms; /* the row's nodes captured as one graph and replayed; NAN: not measured */
+    double bytes;     /* its nodes' sg_node_bytes summed */
+    double floor_ms;  /* its nodes' floors summed (node_floor_ms); NAN: a peak not measured */
 } op_row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -353,6 +362,9 @@ typedef struct {
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
     char (*conv_engine)[96];
     double setup_ms, warm_ms, host_us, host_wall_ms, eager_total, peak;
+    double bytes_step;   /* the plan's nodes' sg_node_bytes summed */
+    double bw;           /* measured copy bandwidth, GB/s (mem_peak_gbs); 0: not measured */
+    double floor_ms;     /* every node's floor summed; NAN: a peak not measured */
     double replay_total; /* the rows' replay_ms summed; NAN: not measured */
     stats s;
 } bench_result;
@@ -366,6 +378,30 @@ static int node_row(sg_backend *be, const sg_plan *p, int i, char *name, int cap
                     : !strncmp(name, "cudnn", 5) ? SG_CONV_ENGINE_CUDNN
                                                  : 0;
     return 3 * (int)p->g.n[i].op + eng;
+}
+
+/* Node i's floor, ms: the longer of its matmul FLOPs at the matmul peak and its bytes
+ * (sg_node_bytes) at the copy bandwidth (other FLOPs are not a roof); NAN where one it needs
+ * is not measured. */
+static double node_floor_ms(const sg_graph *g, int i, double peak_tflops, double bw_gbs) {
+    const sg_op op = g->n[i].op;
+    const double mm = sg_ops[op].matmul && sg_ops[op].flops ? sg_ops[op].flops(g, &g->n[i]) : 0;
+    const double bytes = (double)sg_node_bytes(g, i);
+    const double t_mm = mm <= 0 ? 0 : peak_tflops > 0 ? mm / (peak_tflops * 1e9) : NAN;
+    const double t_mem = bytes <= 0 ? 0 : bw_gbs > 0 ? bytes / (bw_gbs * 1e6) : NAN;
+    return isnan(t_mm) || isnan(t_mem) ? NAN : fmax(t_mm, t_mem);
+}
+
+/* the breakdown rows' floors and the step's, from the measured peaks (r->peak, r->bw) */
+static void node_floors(const sg_graph *g, bench_result *r) {
+    r->floor_ms = 0;
+    for (int k = 0; k < r->nrows; k++) r->rows[k].floor_ms = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const double f = node_floor_ms(g, i, r->peak, r->bw);
+        r->floor_ms += f;
+        for (int k = 0; k < r->nrows; k++)
+            if (3 * r->rows[k].op + r->rows[k].engine == r->node_key[i]) r->rows[k].floor_ms += f;
+    }
 }
 
 /* Warm-up, the timed replays, the host time per launch, the loss, the per-op breakdown. */
@@ -438,6 +474,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                 snprintf(o->variant, sizeof o->variant, "%.7s", name);
             o->ms += r->node_ms[i];
             if (sg_ops[op].flops) o->flops += sg_ops[op].flops(g, &g->n[i]);
+            o->bytes += (double)sg_node_bytes(g, i);
             r->eager_total += r->node_ms[i];
         }
         for (int k = 0; k < 3 * OP_COUNT; k++)
@@ -521,16 +558,29 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
     if (rc) return rc;
 #ifndef SG_CUDA_HOST
     r->peak = be->matmul_peak_tflops ? be->matmul_peak_tflops(be, e->plan.cfg.act_dt) : 0;
+    const int64_t bw_bytes = (int64_t)256 << 20; /* beyond any GPU's L2 cache */
 #else /* bench on the host emulation (tests/cuda_host_bench.cmake): the peak's 8192^3 GEMMs        \
          would take hours there, and an emulated time is no peak: MFU n/a */
     r->peak = 0;
+    const int64_t bw_bytes = (int64_t)8 << 20; /* the columns' arithmetic, not a bandwidth */
 #endif
+    for (int i = 0; i < g->nn; i++) r->bytes_step += (double)sg_node_bytes(g, i);
+    /* the floors: with the breakdown (the bandwidth is measured only for its columns) */
+    r->floor_ms = NAN;
+    if (r->have_breakdown && be->mem_peak_gbs) r->bw = be->mem_peak_gbs(be, bw_bytes);
+    if (r->have_breakdown) node_floors(g, r);
     r->s = summarize(r->ms, a->iters);
     if (be->describe) be->describe(be, r->env, sizeof r->env);
     if (!isfinite(r->loss))
         fprintf(stderr, "bench: warning: the loss after the timed steps is %g (not finite)\n",
                 r->loss);
     return SG_OK;
+}
+
+/* a row's GB/s: its bytes over its replay ms, or its eager ms where not replayed */
+static double row_gbs(const op_row *o) {
+    const double t = isfinite(o->replay_ms) && o->replay_ms > 0 ? o->replay_ms : o->ms;
+    return t > 0 ? o->bytes / (t * 1e6) : NAN;
 }
 
 static json_t *breakdown_json(const bench_result *r) {
@@ -547,6 +597,10 @@ static json_t *breakdown_json(const bench_result *r) {
                       num_or_null(o->flops / 1e9), "gflops_per_s",
                       num_or_null(o->ms > 0 ? o->flops / (o->ms / 1e3) / 1e9 : NAN), "replay_ms",
                       num_or_null(o->replay_ms)));
+        json_t *row = json_array_get(rows, json_array_size(rows) - 1);
+        json_object_set_new(row, "gbytes", json_real(o->bytes / 1e9));
+        json_object_set_new(row, "gb_per_s", num_or_null(row_gbs(o)));
+        json_object_set_new(row, "floor_ms", num_or_null(o->floor_ms));
     }
     return rows;
 }
@@ -708,7 +762,11 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
                 {"arena_ratio", (double)p->arena_bytes / (double)p->lower_bound_bytes},
                 {"loss", r->loss},
                 {"setup_ms", r->setup_ms},
-                {"warmup_ms", r->warm_ms}};
+                {"warmup_ms", r->warm_ms},
+                {"bytes_per_step", r->bytes_step},
+                {"gb_per_s", r->bytes_step / (sec * 1e9)},
+                {"mem_peak_gb_per_s", r->bw > 0 ? r->bw : NAN},
+                {"floor_ms", r->have_breakdown ? r->floor_ms : NAN}};
     for (int i = 0; j && i < SG_ARRAY_LEN(nums); i++)
         json_object_set_new(j, nums[i].key, num_or_null(nums[i].v));
     json_t *more = json_pack(
@@ -760,6 +818,20 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
                100 * mfu, prec, r->peak);
     else
         printf("  MFU           n/a (the %s backend measures no matmul peak)\n", r->backend);
+    printf("  memory        %.4g GB/step at least (each node's inputs read and outputs written "
+           "once), %.1f GB/s over the step",
+           r->bytes_step / 1e9, r->bytes_step / (sec * 1e9));
+    if (r->bw > 0)
+        printf("; measured copy bandwidth %.1f GB/s: %.3f ms at it\n", r->bw,
+               r->bytes_step / (r->bw * 1e6));
+    else
+        printf("\n");
+    if (r->have_breakdown && isfinite(r->floor_ms) && r->floor_ms > 0)
+        printf("  floor         %.3f ms (each node at the longer of its matmul FLOPs at the "
+               "matmul peak and its bytes at the copy bandwidth); the step is %.2fx it\n",
+               r->floor_ms, s->median / r->floor_ms);
+    else if (r->have_breakdown)
+        printf("  floor         n/a (it needs the matmul peak and the copy bandwidth measured)\n");
     if (isfinite(r->host_us))
         printf("  host          %.2f us per replay launch (the median of %d, each on an idle "
                "stream); back to back, launch + sync %.3f ms/step\n",
@@ -782,9 +854,10 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     if (isfinite(r->replay_total))
         printf("; replay ms: the row's nodes captured as one graph and replayed, sum %.3f ms",
                r->replay_total);
-    printf("):\n");
-    printf("  %-20s %6s %11s %7s %10s %10s %10s\n", "op", "nodes", "ms", "%", "GFLOP", "GFLOP/s",
-           "replay ms");
+    printf("; GB: the bytes its nodes move at least; GB/s: over the replay ms, else the eager ms; "
+           "floor ms: its nodes' floors, as the step's):\n");
+    printf("  %-20s %6s %11s %7s %10s %10s %10s %9s %9s %9s\n", "op", "nodes", "ms", "%", "GFLOP",
+           "GFLOP/s", "replay ms", "GB", "GB/s", "floor ms");
     for (int k = 0; k < r->nrows; k++) {
         const op_row *o = &r->rows[k];
         char label[64];
@@ -797,9 +870,18 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
         else
             printf("%10s ", "-");
         if (isfinite(o->replay_ms))
-            printf("%10.4f\n", o->replay_ms);
+            printf("%10.4f ", o->replay_ms);
         else
-            printf("%10s\n", "-");
+            printf("%10s ", "-");
+        printf("%9.4f ", o->bytes / 1e9);
+        if (isfinite(row_gbs(o)))
+            printf("%9.1f ", row_gbs(o));
+        else
+            printf("%9s ", "-");
+        if (isfinite(o->floor_ms))
+            printf("%9.4f\n", o->floor_ms);
+        else
+            printf("%9s\n", "-");
     }
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0;

@@ -486,15 +486,33 @@ def breakdown(out, key, sg):
         out.append("Replay ms: each row's nodes captured in schedule order as one CUDA graph and "
                    "replayed (median): the family's cost inside a replay, without the eager "
                    "launch gaps; the sum is %s ms.\n" % fnum(r.get("replay_total_ms")))
-    out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |" + (" replay ms |" if replay else ""))
-    out.append("|---|---:|---:|---:|---:|---:|" + ("---:|" if replay else ""))
+    # the memory columns (bench since 2026-12-02): bytes moved at least, GB/s, the floor
+    mem = all("gbytes" in o for o in bd)
+    if mem:
+        bw, floor = r.get("mem_peak_gb_per_s"), r.get("floor_ms")
+        out.append("GB: the bytes a row's nodes move at least (inputs read and outputs written "
+                   "once); GB/s over its replay ms (else its eager ms); floor ms: each node at "
+                   "the longer of its matmul FLOPs at the measured matmul peak and its bytes at "
+                   "the measured copy bandwidth (%s GB/s). The step moves %s GB at least; its "
+                   "floor: %s.\n" %
+                   (fnum(bw, "%.0f"), fnum((r.get("bytes_per_step") or 0) / 1e9, "%.2f"),
+                    "%.3f ms (the step is %.2fx it)" % (floor, r["ms_per_step"] / floor)
+                    if num(floor) and floor > 0 and num(r.get("ms_per_step"))
+                    else "n/a (a peak not measured)"))
+    out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |" + (" replay ms |" if replay else "") +
+               (" GB | GB/s | floor ms |" if mem else ""))
+    out.append("|---|---:|---:|---:|---:|---:|" + ("---:|" if replay else "") +
+               ("---:|---:|---:|" if mem else ""))
     for o in bd:
         gfs = fnum(o.get("gflops_per_s"), "%.1f") if o.get("matmul") else "–"
         op = o.get("op") + ("/" + o["engine"] if o.get("engine") else "")
         out.append("| %s | %d | %s | %s | %s | %s |" %
                    (op, o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
                     fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs) +
-                   (" %s |" % fnum(o.get("replay_ms"), "%.4f") if replay else ""))
+                   (" %s |" % fnum(o.get("replay_ms"), "%.4f") if replay else "") +
+                   (" %s | %s | %s |" % (fnum(o.get("gbytes"), "%.4f"),
+                                         fnum(o.get("gb_per_s"), "%.1f"),
+                                         fnum(o.get("floor_ms"), "%.4f", "–")) if mem else ""))
     out.append("")
     conv_layers(out, r)
 
