@@ -255,6 +255,8 @@ extern const sg_op_info sg_ops[OP_COUNT];
  * schedule's rows) count whole. Not counted: what a kernel writes and reads back of its own
  * (workspace, split partials), and re-reads a cache would serve. tools/bench's memory columns. */
 int64_t sg_node_bytes(const sg_graph *g, int node);
+/* ... summed over every node of g: the step's traffic (plan, bench) */
+double sg_graph_bytes(const sg_graph *g);
 
 /* Step inputs, the model and its loss (the forward pass). */
 static inline int sg_op_is_forward(sg_op op) {

@@ -823,6 +823,12 @@ int64_t sg_node_bytes(const sg_graph *g, int node) {
     return b;
 }
 
+double sg_graph_bytes(const sg_graph *g) {
+    double b = 0;
+    for (int i = 0; i < g->nn; i++) b += (double)sg_node_bytes(g, i);
+    return b;
+}
+
 /* ---- the op table, generated from planner/op_list.h: one row per op, by construction */
 #define SG_OP_ROW(op, id, kind, nin, nout, inplace, matmul, shape, flops, ws, backward, bwd_op,    \
                   recomp)                                                                          \

@@ -564,7 +564,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
     r->peak = 0;
     const int64_t bw_bytes = (int64_t)8 << 20; /* the columns' arithmetic, not a bandwidth */
 #endif
-    for (int i = 0; i < g->nn; i++) r->bytes_step += (double)sg_node_bytes(g, i);
+    r->bytes_step = sg_graph_bytes(g);
     /* the floors: with the breakdown (the bandwidth is measured only for its columns) */
     r->floor_ms = NAN;
     if (r->have_breakdown && be->mem_peak_gbs) r->bw = be->mem_peak_gbs(be, bw_bytes);

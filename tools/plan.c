@@ -130,9 +130,7 @@ static int print_json(const sg_plan *p) {
         "role_bytes", roles, "schedule", sched, "tensors", tensors);
     if (j) {
         json_object_set_new(j, "ranks", json_integer(p->cfg.ranks));
-        double moved = 0;
-        for (int i = 0; i < g->nn; i++) moved += (double)sg_node_bytes(g, i);
-        json_object_set_new(j, "bytes_moved_per_step", json_integer((json_int_t)moved));
+        json_object_set_new(j, "bytes_moved_per_step", json_integer((json_int_t)sg_graph_bytes(g)));
         int convs, eligible, gemm, rest;
         conv_counts(g, &convs, &eligible, &gemm, &rest);
         json_object_set_new(j, "conv_nodes", json_integer(convs));
@@ -280,11 +278,9 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     printf("  FLOPs / step    %.3f TFLOP  (matmul %.3f TFLOP: conv, linear, attention; a "
            "multiply-add counts 2, elementwise work 1 per element)\n",
            p->flops / 1e12, p->matmul_flops / 1e12);
-    double moved = 0;
-    for (int i = 0; i < p->g.nn; i++) moved += (double)sg_node_bytes(&p->g, i);
     printf("  traffic / step  %.2f GB at least  (every node's inputs read and outputs written "
            "once; bench sets it against the measured bandwidth)\n",
-           moved / 1e9);
+           sg_graph_bytes(&p->g) / 1e9);
     printf("  arena           %s  (%s bytes, one allocation%s)\n", human(p->arena_bytes, a),
            commas(p->arena_bytes, b), p->cfg.ranks > 0 ? " per rank" : "");
     printf("  lower bound     %s  (most bytes live at once)   arena / bound = %.4f\n",
