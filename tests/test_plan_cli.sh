@@ -10,6 +10,20 @@ out=$($plan --model unet_cifar --no-table)
 ok "cifar params" 'grep -q "parameters      35,746,307" <<<"$out"'
 ok "cifar TFLOP" 'grep -q "FLOPs / step    4.78" <<<"$out"'
 ok "chart printed" 'grep -q "memory over the schedule" <<<"$out"'
+# the README's excerpt of this output ("What it looks like") is the output, line for line
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readme_out=$(mktemp)
+printf '%s\n' "$out" >"$readme_out"
+ok "README's plan excerpt is true" 'python3 - "$root/README.md" "$readme_out" <<PY
+import sys
+md = open(sys.argv[1]).read()
+block = md.split("\`./plan --model unet_cifar\` prints", 1)[1].split("\`\`\`\n", 2)[1]
+lines = [l for l in block.splitlines() if l.strip()]
+out = set(open(sys.argv[2]).read().splitlines())
+missing = [l for l in lines if l not in out]
+assert len(lines) >= 8 and not missing, missing
+PY'
+rm -f "$readme_out"
 # the bytes the step moves at least (sg_node_bytes summed; tests/test_planner.c checks the rule)
 ok "cifar traffic" 'grep -Eq "^  traffic / step  [0-9]+\.[0-9]{2} GB at least" <<<"$out"'
 ok "cifar arena at its bound" 'grep -q "arena / bound = 1.0000" <<<"$out"'
