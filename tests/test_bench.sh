@@ -197,6 +197,37 @@ assert d["env"]["backend"] == "cpu"
 PY'
 ok "json: the memory columns" 'check_memory "$tmp/b.json"'
 
+# both peaks given (--peak-tflops, --peak-gbs): MFU and every floor, the matmul rows' and the
+# step's included (on a GPU both are measured; here nothing measures a matmul peak)
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --peak-tflops 0.05 --peak-gbs 10 \
+    --json >"$tmp/pk.json" 2>/dev/null
+ok "json: given peaks, every floor" 'python3 - "$tmp/pk.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b)) + 1e-12
+pk, bw, bd = d["matmul_peak_tflops"], d["mem_peak_gb_per_s"], d["breakdown"]
+assert close(pk, 0.05) and close(bw, 10) and d["matmul_peak_given"] and d["mem_peak_given"], d
+assert close(d["mfu"], d["matmul_flops_per_step"] / (d["ms_per_step"] / 1e3) / (pk * 1e12)), d
+for o in bd:
+    t_mm = o["gflop"] / pk if o["matmul"] else 0.0   # ms: GFLOP over TFLOP/s
+    t_mem = o["gbytes"] * 1e3 / bw
+    # per node the longer of the two: between the rows longer and their sum
+    assert max(t_mm, t_mem) * (1 - 1e-6) <= o["floor_ms"] <= (t_mm + t_mem) * (1 + 1e-6), (o, t_mm, t_mem)
+    assert o["matmul"] or close(o["floor_ms"], t_mem), o
+assert any(o["matmul"] and o["floor_ms"] > 0 for o in bd)
+assert close(d["floor_ms"], sum(o["floor_ms"] for o in bd)), d["floor_ms"]
+PY'
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --peak-tflops 0.05 --peak-gbs 10 \
+    >"$tmp/pk.txt" 2>&1
+ok "text: given peaks named, the step's floor" \
+    'grep -Eq "^  MFU +[0-9.]+%  \(matmul FLOPs / step time / given \(--peak-tflops\) fp32 matmul peak 0\.1 TFLOP/s\)" "$tmp/pk.txt" &&
+     grep -Eq "; given \(--peak-gbs\) copy bandwidth 10\.0 GB/s: [0-9.]+ ms at it$" "$tmp/pk.txt" &&
+     grep -Eq "^  floor +[0-9.]+ ms \(each node at the longer .*; the step is [0-9.]+x it$" "$tmp/pk.txt"'
+$bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --peak-tflops 0 >/dev/null 2>"$tmp/pk.err"
+rc=$?
+ok "--peak-tflops 0: refused" '[ $rc -eq 2 ] && grep -q "peak-tflops" "$tmp/pk.err"'
+
 $bench --backend cpu --model unet_tiny --iters 2 --warmup 0 >"$tmp/b.txt" 2>&1
 rc=$?
 cat "$tmp/b.txt"
@@ -419,6 +450,15 @@ python3 "$root/tools/bench_report.py" record --out "$tmp/real/jobs/sg_tiny.json"
 python3 "$root/tools/bench_report.py" report --out "$tmp/real.md" "$tmp/real" >/dev/null
 ok "report over a real CPU result" \
     'grep -Eq "^\| stepgraph \(cpu backend\) \| ok \| [0-9.]+ \|" "$tmp/real.md" && grep -Eq "^\| conv2d \| 33 \| [0-9.]+ \|" "$tmp/real.md"'
+# a run given its peaks (--peak-tflops): the MFU note says given, not measured
+mkdir -p "$tmp/given/jobs"
+python3 "$root/tools/bench_report.py" record --out "$tmp/given/jobs/sg_tiny.json" --job sg_tiny \
+    --row tiny --impl stepgraph --model unet_tiny --batch 4 --precision fp32 --status ok \
+    --stdout "$tmp/pk.json" --cmd "bench --backend cpu --model unet_tiny --peak-tflops 0.05 --json"
+python3 "$root/tools/bench_report.py" report --out "$tmp/given.md" "$tmp/given" >/dev/null
+ok "report: a given peak is named so" \
+    'grep -q "fp32 matmul peak given to the stepgraph run (--peak-tflops) (0.1 TFLOP/s)" "$tmp/given.md" &&
+     ! grep -q "measured with cuBLAS" "$tmp/given.md" && grep -Eq "its floor: [0-9.]+ ms \(the step is" "$tmp/given.md"'
 # its memory columns: a row's GB, GB/s and floor (a memory-bound row's; a matmul row's: none
 # without a matmul peak), and the step's bytes
 ok "report: the breakdown's memory columns" \

@@ -18,7 +18,8 @@
  * inside a replay, without the eager launch gaps; run last: it leaves the arena as no step
  * would), the bytes its nodes move at least (sg_node_bytes) and the GB/s that makes, and its
  * floor: each node at the longer of its matmul FLOPs at the measured matmul peak and its bytes
- * at the measured copy bandwidth (mem_peak_gbs), so a family far above its floor is a kernel to
+ * at the measured copy bandwidth (mem_peak_gbs; either peak may be given instead: --peak-tflops,
+ * --peak-gbs), so a family far above its floor is a kernel to
  * mend and one near it needs fusion; and a per-conv-layer table:
  * every convolution-like node (conv forward, backward-data, backward-filter, and the own-only
  * fused ones: conv2d_sc, upconv2d and its backward passes; the fusions each carries named)
@@ -111,6 +112,12 @@ static void usage(FILE *f) {
             "                       own, the same way; the values go into the table\n"
             "                       (\"knobs\", \"wg_sched\"): a run given it applies each\n"
             "                       one its environment leaves unset (default 20; 0: none)\n"
+            "  --peak-tflops X      the matmul peak MFU and the floors divide by (e.g. a\n"
+            "                       datasheet's), instead of the one measured (CUDA: a cuBLAS\n"
+            "                       GEMM; the CPU measures none); the report says given\n"
+            "  --peak-gbs X         the memory bandwidth the floors divide by, instead of the\n"
+            "                       one measured (a large device-to-device copy; the CPU:\n"
+            "                       memcpy)\n"
             "  --no-breakdown       skip the per-op and per-conv-layer (eager, per-node\n"
             "                       timed) passes, and the per-op replay column (CUDA: each\n"
             "                       op family's nodes captured as one graph and replayed)\n"
@@ -243,6 +250,7 @@ typedef struct {
     int cudnn_time; /* --cudnn-time: runs per cuDNN candidate when tuning; -1: the default */
     int gemm_time;  /* --gemm-time: runs per cuBLASLt candidate when tuning; -1: the default */
     int knob_time;  /* --knob-time: replays per step-knob trial when tuning; -1: the default */
+    float peak_tflops, peak_gbs; /* --peak-tflops, --peak-gbs: given, not measured; 0: measure */
     uint64_t seed;
     const char *tune_path, *table_path; /* --tune-engines, --engine-table */
     sg_engine_table table;
@@ -275,6 +283,10 @@ static int parse_args(int argc, char **argv, bench_args *a, sg_model_cfg *cfg) {
             bad = cli_int(&c, 0, 1000, &a->gemm_time);
         else if (cli_is(&c, "--knob-time"))
             bad = cli_int(&c, 0, 1000, &a->knob_time);
+        else if (cli_is(&c, "--peak-tflops"))
+            bad = cli_float(&c, 1e-3, 1e6, &a->peak_tflops);
+        else if (cli_is(&c, "--peak-gbs"))
+            bad = cli_float(&c, 1e-3, 1e7, &a->peak_gbs);
         else if (cli_is(&c, "--engine-table")) {
             bad = cli_engine_table(&c, &a->table, &a->table_path);
             if (!bad) cfg->engines = &a->table;
@@ -557,17 +569,22 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
     }
     if (rc) return rc;
 #ifndef SG_CUDA_HOST
-    r->peak = be->matmul_peak_tflops ? be->matmul_peak_tflops(be, e->plan.cfg.act_dt) : 0;
+    r->peak = a->peak_tflops > 0       ? a->peak_tflops
+              : be->matmul_peak_tflops ? be->matmul_peak_tflops(be, e->plan.cfg.act_dt)
+                                       : 0;
     const int64_t bw_bytes = (int64_t)256 << 20; /* beyond any GPU's L2 cache */
 #else /* bench on the host emulation (tests/cuda_host_bench.cmake): the peak's 8192^3 GEMMs        \
          would take hours there, and an emulated time is no peak: MFU n/a */
-    r->peak = 0;
+    r->peak = a->peak_tflops > 0 ? a->peak_tflops : 0;
     const int64_t bw_bytes = (int64_t)8 << 20; /* the columns' arithmetic, not a bandwidth */
 #endif
     r->bytes_step = sg_graph_bytes(g);
     /* the floors: with the breakdown (the bandwidth is measured only for its columns) */
     r->floor_ms = NAN;
-    if (r->have_breakdown && be->mem_peak_gbs) r->bw = be->mem_peak_gbs(be, bw_bytes);
+    if (a->peak_gbs > 0)
+        r->bw = a->peak_gbs;
+    else if (r->have_breakdown && be->mem_peak_gbs)
+        r->bw = be->mem_peak_gbs(be, bw_bytes);
     if (r->have_breakdown) node_floors(g, r);
     r->s = summarize(r->ms, a->iters);
     if (be->describe) be->describe(be, r->env, sizeof r->env);
@@ -782,6 +799,8 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     json_decref(more);
     if (r->have_breakdown) json_object_set_new(j, "eager_total_ms", num_or_null(r->eager_total));
     if (r->have_breakdown) json_object_set_new(j, "replay_total_ms", num_or_null(r->replay_total));
+    json_object_set_new(j, "matmul_peak_given", json_boolean(a->peak_tflops > 0));
+    json_object_set_new(j, "mem_peak_given", json_boolean(a->peak_gbs > 0));
     json_object_set_new(j, "breakdown", breakdown_json(r));
     json_object_set_new(j, "conv_engine", json_string(sg_conv_engine_name(a->conv_engine)));
     json_object_set_new(j, "conv_layers", conv_layers_json(p, r));
@@ -813,16 +832,17 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     printf("  FLOPs         %.4g GFLOP/step (matmul %.4g), %.3g TFLOP/s achieved\n", p->flops / 1e9,
            p->matmul_flops / 1e9, tflops);
     if (r->peak > 0)
-        printf("  MFU           %.1f%%  (matmul FLOPs / step time / measured %s matmul peak "
+        printf("  MFU           %.1f%%  (matmul FLOPs / step time / %s %s matmul peak "
                "%.1f TFLOP/s)\n",
-               100 * mfu, prec, r->peak);
+               100 * mfu, a->peak_tflops > 0 ? "given (--peak-tflops)" : "measured", prec, r->peak);
     else
         printf("  MFU           n/a (the %s backend measures no matmul peak)\n", r->backend);
     printf("  memory        %.4g GB/step at least (each node's inputs read and outputs written "
            "once), %.1f GB/s over the step",
            r->bytes_step / 1e9, r->bytes_step / (sec * 1e9));
     if (r->bw > 0)
-        printf("; measured copy bandwidth %.1f GB/s: %.3f ms at it\n", r->bw,
+        printf("; %s copy bandwidth %.1f GB/s: %.3f ms at it\n",
+               a->peak_gbs > 0 ? "given (--peak-gbs)" : "measured", r->bw,
                r->bytes_step / (r->bw * 1e6));
     else
         printf("\n");
