@@ -458,7 +458,8 @@ python3 "$root/tools/bench_report.py" record --out "$tmp/given/jobs/sg_tiny.json
 python3 "$root/tools/bench_report.py" report --out "$tmp/given.md" "$tmp/given" >/dev/null
 ok "report: a given peak is named so" \
     'grep -q "fp32 matmul peak given to the stepgraph run (--peak-tflops) (0.1 TFLOP/s)" "$tmp/given.md" &&
-     ! grep -q "measured with cuBLAS" "$tmp/given.md" && grep -Eq "its floor: [0-9.]+ ms \(the step is" "$tmp/given.md"'
+     ! grep -q "measured with cuBLAS" "$tmp/given.md" && grep -Eq "its floor: [0-9.]+ ms \(the step is" "$tmp/given.md" &&
+     grep -q "at the given matmul peak and its bytes at the given copy bandwidth (10 GB/s)" "$tmp/given.md"'
 # its memory columns: a row's GB, GB/s and floor (a memory-bound row's; a matmul row's: none
 # without a matmul peak), and the step's bytes
 ok "report: the breakdown's memory columns" \

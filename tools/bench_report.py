@@ -500,12 +500,15 @@ def breakdown(out, key, sg):
     mem = all("gbytes" in o for o in bd)
     if mem:
         bw, floor = r.get("mem_peak_gb_per_s"), r.get("floor_ms")
+        how = {k: "given" if r.get(k) is True else "measured"
+               for k in ("matmul_peak_given", "mem_peak_given")}
         out.append("GB: the bytes a row's nodes move at least (inputs read and outputs written "
                    "once); GB/s over its replay ms (else its eager ms); floor ms: each node at "
-                   "the longer of its matmul FLOPs at the measured matmul peak and its bytes at "
-                   "the measured copy bandwidth (%s GB/s). The step moves %s GB at least; its "
+                   "the longer of its matmul FLOPs at the %s matmul peak and its bytes at "
+                   "the %s copy bandwidth (%s GB/s). The step moves %s GB at least; its "
                    "floor: %s.\n" %
-                   (fnum(bw, "%.0f"), fnum((r.get("bytes_per_step") or 0) / 1e9, "%.2f"),
+                   (how["matmul_peak_given"], how["mem_peak_given"], fnum(bw, "%.0f"),
+                    fnum((r.get("bytes_per_step") or 0) / 1e9, "%.2f"),
                     "%.3f ms (the step is %.2fx it)" % (floor, r["ms_per_step"] / floor)
                     if num(floor) and floor > 0 and num(r.get("ms_per_step"))
                     else "n/a (a peak not measured)"))
