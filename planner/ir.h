@@ -215,6 +215,22 @@ typedef struct {
     int micro_batches;
 } sg_graph;
 
+/* The tensors a read of virtual tensor t reads (none for a stored one): a concatenation's two
+ * parts; a virtual normalised tensor's node's inputs and its other outputs (mean, rstd), the
+ * operands of the apply pass that computes it (the node's x may itself be a concatenation: the
+ * caller recurses). Returns how many, into deps (at most SG_MAX_IN + SG_MAX_OUT). */
+static inline int sg_virtual_deps(const sg_graph *g, int t, int *deps) {
+    const sg_tensor *x = &g->t[t];
+    int n = 0;
+    for (int p = 0; p < x->nparts; p++) deps[n++] = x->parts[p];
+    if (x->vnorm >= 0) {
+        const sg_node *nd = &g->n[x->vnorm];
+        for (int k = 0; k < nd->nin; k++) deps[n++] = nd->in[k];
+        for (int k = 1; k < nd->nout; k++) deps[n++] = nd->out[k];
+    }
+    return n;
+}
+
 /* Shape rule: fill the descriptions (dtype, ndim, shape) of a node's new outputs from its
  * inputs and args; return SG_ERR with a message for inconsistent inputs. */
 typedef int (*sg_shape_fn)(const sg_graph *g, const sg_node *node, sg_tensor *outs);

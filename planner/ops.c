@@ -774,20 +774,16 @@ enum { BYTES_SEEN = 64 }; /* distinct tensors a node reads, at most (a norm's so
 typedef struct {
     int t[BYTES_SEEN], n;
 } bytes_seen;
-/* tensor t's bytes read, once per node: a concatenation's parts, a virtual normalised tensor's
- * sources (its norm node's inputs, then its other outputs: mean, rstd) */
+/* tensor t's bytes read, once per node; a virtual one's are those of what it is read from
+ * (sg_virtual_deps) */
 static int64_t bytes_read(const sg_graph *g, int t, bytes_seen *s) {
     for (int i = 0; i < s->n; i++)
         if (s->t[i] == t) return 0;
     if (s->n < BYTES_SEEN) s->t[s->n++] = t;
-    const sg_tensor *x = &g->t[t];
-    int64_t b = x->bytes; /* 0 where virtual */
-    for (int q = 0; q < x->nparts; q++) b += bytes_read(g, x->parts[q], s);
-    if (x->vnorm >= 0) {
-        const sg_node *nn = &g->n[x->vnorm];
-        for (int k = 0; k < nn->nin; k++) b += bytes_read(g, nn->in[k], s);
-        for (int k = 1; k < nn->nout; k++) b += bytes_read(g, nn->out[k], s);
-    }
+    int64_t b = g->t[t].bytes; /* 0 where virtual */
+    int deps[SG_MAX_IN + SG_MAX_OUT];
+    const int nd = sg_virtual_deps(g, t, deps);
+    for (int k = 0; k < nd; k++) b += bytes_read(g, deps[k], s);
     return b;
 }
 int64_t sg_node_bytes(const sg_graph *g, int node) {

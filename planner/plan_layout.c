@@ -23,29 +23,12 @@ static int is_persistent(sg_role r) {
     return sg_role_persistent(r);
 }
 
-/* The stored tensors a read of virtual tensor t reads (none for a stored one): a
- * concatenation's two parts; a virtual normalised tensor's node's inputs and its other outputs
- * (mean, rstd), the operands of the apply pass that computes it (the node's x may itself be a
- * concatenation: the caller recurses). Returns how many, into deps (at most SG_MAX_IN +
- * SG_MAX_OUT). */
-static int virtual_deps(const sg_graph *g, int t, int *deps) {
-    const sg_tensor *x = &g->t[t];
-    int n = 0;
-    for (int p = 0; p < x->nparts; p++) deps[n++] = x->parts[p];
-    if (x->vnorm >= 0) {
-        const sg_node *nd = &g->n[x->vnorm];
-        for (int k = 0; k < nd->nin; k++) deps[n++] = nd->in[k];
-        for (int k = 1; k < nd->nout; k++) deps[n++] = nd->out[k];
-    }
-    return n;
-}
-
 static void touch(sg_graph *g, int t, int i) {
     sg_tensor *x = &g->t[t];
     if (x->first < 0 || i < x->first) x->first = i;
     if (i > x->last) x->last = i;
     int deps[SG_MAX_IN + SG_MAX_OUT];
-    const int nd = virtual_deps(g, t, deps);
+    const int nd = sg_virtual_deps(g, t, deps);
     for (int k = 0; k < nd; k++) touch(g, deps[k], i);
 }
 
@@ -61,7 +44,7 @@ static void mark_saved(sg_graph *g, int t, int base) {
     if (y->role == ROLE_TEMP && y->producer >= base && y->producer < base + g->n_forward)
         y->role = ROLE_SAVED;
     int deps[SG_MAX_IN + SG_MAX_OUT];
-    const int nd = virtual_deps(g, t, deps);
+    const int nd = sg_virtual_deps(g, t, deps);
     for (int k = 0; k < nd; k++) mark_saved(g, deps[k], base);
 }
 
