@@ -138,6 +138,9 @@ typedef struct {
     int wg_layer_nodes;
     /* a schedule every wgmma launch takes (be->wg_sched, a timing under one), -1: none */
     int wg_force;
+    /* every timing outside the step (bench's breakdown, the engine tuning, cuDNN's and cuBLASLt's
+     * timed choices): device time, the host's issue held out (timing.cu) */
+    sg_cuda_window win;
     /* The statistics' partials of a normalisation computed by the convolution before it
      * (prepare_norm_stats): stats_to[i] = the norm_act (or norm_act backward) node that takes
      * conv-like (or data gradient) node i's partials, -1 for none; per norm_act node j,
@@ -282,6 +285,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     CU(cudaEventCreate(&c->ev[0]));
     CU(cudaEventCreate(&c->ev[1]));
+    sg_cuda_window_init(&c->win);
     CB(cublasCreate(&c->cb));
     CB(cublasSetStream(c->cb, c->st));
     /* fp32 math only: no TF32 (CUBLAS_DEFAULT_MATH does not allow it), and split-K partial
@@ -733,7 +737,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     }
     /* a tuning run: each cuDNN engine chosen by timing (graph/engine_tune.h) */
     if (c->dnn && be->cudnn_time_reps > 0) {
-        if (sg_cudnn_set_timing(c->dnn, be->cudnn_time_reps, stderr)) return SG_ERR;
+        if (sg_cudnn_set_timing(c->dnn, be->cudnn_time_reps, &c->win, stderr)) return SG_ERR;
         fprintf(stderr,
                 "stepgraph: cuDNN engines chosen by timing (%d runs of each candidate), for the "
                 "engine table\n",
@@ -1701,11 +1705,12 @@ static int cuda_time_steps(sg_backend *be, const sg_plan *p, int n, float *ms) {
 static int cuda_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
     cuda_ctx *c = be->ctx;
     for (int i = 0; i < p->g.nn; i++) {
-        CU(cudaEventRecord(c->ev[0], c->st));
-        if (cuda_run_node(be, p, i)) return SG_ERR;
-        CU(cudaEventRecord(c->ev[1], c->st));
-        CU(cudaEventSynchronize(c->ev[1]));
-        CU(cudaEventElapsedTime(&ms[i], c->ev[0], c->ev[1]));
+        if (sg_cuda_window_begin(&c->win, c->st, c->ev[0])) return SG_ERR;
+        if (cuda_run_node(be, p, i)) {
+            sg_cuda_window_cancel(&c->win);
+            return SG_ERR;
+        }
+        if (sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], &ms[i])) return SG_ERR;
     }
     return SG_OK;
 }
@@ -1743,12 +1748,12 @@ static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *n
         if (!rc && cudaGraphLaunch(exec, c->st) != cudaSuccess) /* warm: uploaded, caches */
             rc = sg_set_error("replay: %s", cudaGetErrorString(cudaGetLastError()));
         for (int r = 0; r < reps && !rc; r++) {
-            if (cudaEventRecord(c->ev[0], c->st) != cudaSuccess ||
-                cudaGraphLaunch(exec, c->st) != cudaSuccess ||
-                cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
-                cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
-                cudaEventElapsedTime(&ms[r], c->ev[0], c->ev[1]) != cudaSuccess)
+            rc = sg_cuda_window_begin(&c->win, c->st, c->ev[0]);
+            if (!rc && cudaGraphLaunch(exec, c->st) != cudaSuccess) {
+                sg_cuda_window_cancel(&c->win);
                 rc = sg_set_error("replay: %s", cudaGetErrorString(cudaGetLastError()));
+            }
+            if (!rc) rc = sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], &ms[r]);
         }
     }
     if (exec) cudaGraphExecDestroy(exec);
@@ -1923,15 +1928,14 @@ static int cuda_time_gemm(sg_backend *be, const sg_plan *p, int64_t m, int64_t n
     const int reps = 3;
     if (!rc)
         rc = sg_blas_gemm_rowmajor_nt(c->blas_off, c->st, (int)m, (int)n, (int)k, dtype, A, B, C);
-    if (!rc && cudaEventRecord(c->ev[0], c->st) != cudaSuccess)
-        rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    const int timed = !rc && !(rc = sg_cuda_window_begin(&c->win, c->st, c->ev[0]));
     for (int r = 0; r < reps && !rc; r++)
         rc = sg_blas_gemm_rowmajor_nt(c->blas_off, c->st, (int)m, (int)n, (int)k, dtype, A, B, C);
     float t = 0;
-    if (!rc && (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
-                cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
-                cudaEventElapsedTime(&t, c->ev[0], c->ev[1]) != cudaSuccess))
-        rc = sg_set_error("time_gemm: %s", cudaGetErrorString(cudaGetLastError()));
+    if (!rc)
+        rc = sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], &t);
+    else if (timed)
+        sg_cuda_window_cancel(&c->win);
     cudaStreamSynchronize(c->st); /* nothing may still read buf when it is freed */
     cudaFree(buf);
     if (!rc) *ms = t / reps;
@@ -1952,7 +1956,7 @@ static int cuda_tune_gemms(sg_backend *be, const sg_plan *p, int reps, double mi
         char key[SG_BLAS_KEY_MAX];
         int n = 0;
         if (sg_blas_key_text(c->blas, i, key, sizeof key) ||
-            sg_blas_time_algos(c->blas, i, MOST, reps, ms, ids, &n))
+            sg_blas_time_algos(c->blas, i, MOST, reps, &c->win, ms, ids, &n))
             return SG_ERR;
         if (n < 1 || ms[0] < 0) continue; /* the first unmeasured: nothing to compare with */
         int best = 0;
@@ -2029,13 +2033,13 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         c->wg_force = engine - SG_TIME_WGMMA_SCHED;
         wg_sched_apply(c, -1);
         int rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
-        cudaError_t e = rc ? cudaSuccess : cudaEventRecord(c->ev[0], c->st);
-        if (!rc && e == cudaSuccess) rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
-        if (!rc && e == cudaSuccess) e = cudaEventRecord(c->ev[1], c->st);
-        if (!rc && e == cudaSuccess) e = cudaEventSynchronize(c->ev[1]);
-        if (!rc && e == cudaSuccess) e = cudaEventElapsedTime(ms, c->ev[0], c->ev[1]);
-        if (!rc && e != cudaSuccess)
-            rc = sg_set_error("time_node_engine: %s", cudaGetErrorString(e));
+        if (!rc && !(rc = sg_cuda_window_begin(&c->win, c->st, c->ev[0]))) {
+            rc = cuda_run_node_on(be, p, node, CONV_ENGINE_WGMMA, NULL);
+            if (!rc)
+                rc = sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], ms);
+            else
+                sg_cuda_window_cancel(&c->win);
+        }
         c->wg_force = force;
         wg_sched_apply(c, -1);
         if (rc) *ms = -1;
@@ -2072,12 +2076,12 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         blas = c->blas_off;
         if (cuda_run_node_on(be, p, node, engine, blas)) return SG_ERR;
     }
-    CU(cudaEventRecord(c->ev[0], c->st));
-    if (cuda_run_node_on(be, p, node, engine, blas)) return SG_ERR;
-    CU(cudaEventRecord(c->ev[1], c->st));
-    CU(cudaEventSynchronize(c->ev[1]));
-    CU(cudaEventElapsedTime(ms, c->ev[0], c->ev[1]));
-    return SG_OK;
+    if (sg_cuda_window_begin(&c->win, c->st, c->ev[0])) return SG_ERR;
+    if (cuda_run_node_on(be, p, node, engine, blas)) {
+        sg_cuda_window_cancel(&c->win);
+        return SG_ERR;
+    }
+    return sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], ms);
 }
 
 /* The backend's record (bench's "env", the checkpoint's): the device and libraries, the engines
@@ -2114,7 +2118,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
              "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
-             "\"wg_layer_nodes\":%d}",
+             "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
+             "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
              sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
              sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
@@ -2131,7 +2136,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
                                              : "prologue",
              c->dgrad_epilogue ? "true" : "false",
              c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->wg_layer_nodes);
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->win.windows,
+             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {

@@ -147,6 +147,33 @@ assert all(o["replay_ms"] > 0 for o in rows if o["op"].startswith("conv2d")), ro
 assert all(o["replay_ms"] == 0 for o in rows if o["op"] == "concat"), rows
 PY'
     ok "cuda_host: the memory columns" 'check_memory "$tmp/h.json"'
+    # every timing in a window of device time (kernels/cuda/timing.cu), counted exactly: one a
+    # node (the breakdown), one a replay of each row that launches anything (one replay: --iters
+    # 1), one a distinct same-size GEMM, and one a layer's timing on each engine it has a time
+    # for (own where the step's engine choice covers the node; lib; wgmma). On the emulation
+    # launches run as they are issued, so windows are host-bound until the hold covers them.
+    ok "cuda_host: the timing windows counted in env" 'python3 - "$tmp/h.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+e, cl = d["env"], d["conv_layers"]
+launching = sum(1 for o in d["breakdown"] if o["replay_ms"] > 0)
+own = sum(1 for c in cl if c["engine"])
+lib = sum(1 for c in cl if c.get("cudnn_ms") is not None)
+wg = sum(1 for c in cl if c.get("wgmma_ms") is not None)
+want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + wg
+assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], want, d["nodes"],
+                                                         launching, own, lib, wg)
+assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
+assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
+PY'
+    mkdir -p "$tmp/hrep/jobs"
+    cp "$tmp/h.json" "$tmp/hrep/jobs/sg.out"
+    python3 "$root/tools/bench_report.py" record --out "$tmp/hrep/jobs/sg_tiny.json" --job sg_tiny \
+        --row tiny --impl stepgraph --model unet_tiny --batch 2 --precision bf16 --status ok \
+        --stdout "$tmp/hrep/jobs/sg.out" --cmd "bench --backend cuda --model unet_tiny --json"
+    python3 "$root/tools/bench_report.py" report --out "$tmp/hrep.md" "$tmp/hrep" >/dev/null
+    ok "cuda_host: the report says the times are device time, and how many were host-bound" \
+        'grep -Eq "are device time: before each timing a hold kernel kept the device busy while the host issued the work \([0-9]+ windows; the longest issue [0-9.]+ ms\)\. \*\*[0-9]+ host-bound\*\*" "$tmp/hrep.md"'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         >"$tmp/h.txt" 2>&1
     rc=$?

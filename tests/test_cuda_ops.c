@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/philox.h"
 #include "common/sg_base.h"
@@ -3487,8 +3488,14 @@ static void test_blas_algos(void) {
     float ms[16];
     uint64_t ids[16];
     int n = 0;
-    rc = sg_blas_time_algos(b, 0, 16, 3, ms, ids, &n);
+    sg_cuda_window win;
+    sg_cuda_window_init(&win);
+    rc = sg_blas_time_algos(b, 0, 16, 3, &win, ms, ids, &n);
     CHECK(rc == SG_OK && n >= 1 && n <= 16, "timed %d candidates: %s", n, sg_last_error());
+    int measured = 0;
+    for (int i = 0; i < n; i++) measured += ms[i] >= 0;
+    CHECK(win.windows >= measured && win.windows <= n,
+          "%d windows of device time for %d candidates, %d measured", win.windows, n, measured);
     int distinct = 1;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++) distinct &= ids[i] != ids[j];
@@ -3522,6 +3529,94 @@ static void test_blas_algos(void) {
     sg_blas_destroy(b);
     sg_blas_destroy(b2);
     sg_blas_destroy(b3);
+    case_end();
+}
+
+static void sleep_s(double s) {
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+/* timing.cu's windows of device time: a window closed within its hold is not host-bound; one
+ * whose issue outlasted it is counted; the next hold is twice the issue (margin included), at
+ * least 3/4 of the last hold and the start, at most the cap. On a GPU, the hold keeps the
+ * host's time out of the events: 5 ms of host sleep inside a 20 ms hold, with nothing issued,
+ * measure well under 1 ms (on the emulation launches run when issued and events read the host
+ * clock, so the sleep is in its times). */
+static void test_timing_window(void) {
+    case_begin();
+    cudaEvent_t ev[2];
+    CHECK(cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess,
+          "cudaEventCreate");
+    sg_cuda_window w;
+    sg_cuda_window_init(&w);
+    CHECK(w.hold_s == SG_CUDA_HOLD_START_S && !w.windows && !w.host_bound, "a fresh window");
+    float ms = -1;
+    w.hold_s = 0.02;
+    int rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    sleep_s(0.005);
+    if (!rc) rc = sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms);
+    CHECK(rc == SG_OK && w.windows == 1 && !w.host_bound && w.hold_s >= 0.015 - 1e-12 &&
+              w.hold_s <= SG_CUDA_HOLD_MAX_S && ms >= 0 && w.issue_max_s >= 0.005,
+          "5 ms of issue inside a 20 ms hold: %.3f ms, %d host-bound, next hold %g s (3/4 of it "
+          "or twice the issue): %s",
+          ms, w.host_bound, w.hold_s, sg_last_error());
+#ifndef SG_CUDA_HOST
+    CHECK(ms < 1.0f, "the hold kept the host's 5 ms out of the events: %.3f ms", ms);
+#endif
+    w.hold_s = 0.001;
+    rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    sleep_s(0.003);
+    if (!rc) rc = sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms);
+    CHECK(rc == SG_OK && w.windows == 2 && w.host_bound == 1 &&
+              w.hold_s >= 2 * (0.003 + SG_CUDA_HOLD_MARGIN_S) && w.hold_s <= SG_CUDA_HOLD_MAX_S,
+          "3 ms of issue against a 1 ms hold: host-bound, the next hold %g s: %s", w.hold_s,
+          sg_last_error());
+    rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    sleep_s(0.025);
+    if (!rc) rc = sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms);
+    CHECK(rc == SG_OK && w.windows == 3 && w.host_bound == 2 && w.hold_s == SG_CUDA_HOLD_MAX_S,
+          "25 ms of issue: host-bound again, the next hold at its cap: %g s: %s", w.hold_s,
+          sg_last_error());
+    /* quick windows: each next hold 3/4 of the last, down to the start (the emulation's launch
+     * of the hold kernel takes longer than a GPU's, so there the floor may be twice its issue) */
+    int bound = w.host_bound;
+    for (int i = 0; i < 40 && !rc; i++) {
+        rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+        if (!rc) rc = sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms);
+    }
+    bound = w.host_bound - bound;
+    printf("timing windows: 40 quick ones, %d host-bound, the hold down to %.3f ms\n", bound,
+           w.hold_s * 1e3);
+    CHECK(rc == SG_OK && w.windows == 43 && w.hold_s < 0.002,
+          "40 quick windows: the hold decays from its cap (now %g s): %s", w.hold_s,
+          sg_last_error());
+#ifndef SG_CUDA_HOST
+    CHECK(!bound && w.hold_s == SG_CUDA_HOLD_START_S,
+          "40 quick windows on the GPU: none host-bound (%d), the hold back at its start (%g s)",
+          bound, w.hold_s);
+#endif
+    CHECK(sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms) == SG_ERR && w.windows == 43,
+          "an end with no window open: refused");
+    rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    CHECK(rc == SG_OK && sg_cuda_window_begin(&w, g_st, ev[0]) == SG_ERR,
+          "a begin while a window is open: refused");
+    CHECK(sg_cuda_window_end(&w, g_st, ev[0], ev[1], NULL) == SG_ERR, "no result: refused");
+    CHECK(sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms) == SG_OK && w.windows == 44,
+          "the open window ends: %s", sg_last_error());
+    /* a window whose work failed: cancelled, uncounted, and the next one begins */
+    rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    sg_cuda_window_cancel(&w);
+    CHECK(rc == SG_OK && !w.open && w.windows == 44 &&
+              sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms) == SG_ERR,
+          "a cancelled window is closed, and not counted");
+    rc = sg_cuda_window_begin(&w, g_st, ev[0]);
+    if (!rc) rc = sg_cuda_window_end(&w, g_st, ev[0], ev[1], &ms);
+    CHECK(rc == SG_OK && w.windows == 45, "a window after a cancelled one: %s", sg_last_error());
+    sync_stream();
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
     case_end();
 }
 
@@ -3608,6 +3703,7 @@ int main(void) {
     test_errors();
     test_blas_pinning();
     test_blas_algos();
+    test_timing_window();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_conv_bias_pieces(37, 19, dt, 0);
         test_conv_bias_pieces(1500, 70, dt, 1); /* several row chunks of the column sum */

@@ -13,8 +13,8 @@
  * pack with the engine's uids and pointers must finalize too.
  *
  * The engine's static functions are reached by including the .c file (tests may include
- * anything); cuda_copy, the one kernel it launches (widening a bf16 dw), is a stub that is never
- * called here.
+ * anything); cuda_copy, the one kernel it launches (widening a bf16 dw), and the timing windows
+ * of its timed choice (timing.cu) are stubs that are never called here.
  * Exits 77 (SKIP) only when cuDNN itself cannot create a descriptor on this machine.
  */
 #include "kernels/cuda/cudnn_conv.c"
@@ -26,6 +26,20 @@
 int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum) {
     (void)st, (void)y, (void)ydt, (void)x, (void)xdt, (void)n, (void)accum;
     return sg_set_error("cuda_copy: not available in test_cudnn_graphs");
+}
+
+int sg_cuda_window_begin(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0) {
+    (void)w, (void)st, (void)ev0;
+    return sg_set_error("sg_cuda_window_begin: not available in test_cudnn_graphs");
+}
+int sg_cuda_window_end(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0, cudaEvent_t ev1,
+                       float *ms) {
+    (void)w, (void)st, (void)ev0, (void)ev1, (void)ms;
+    return sg_set_error("sg_cuda_window_end: not available in test_cudnn_graphs");
+}
+
+void sg_cuda_window_cancel(sg_cuda_window *w) {
+    (void)w;
 }
 
 /* graph of one call and variant: must stop exactly at the handle */

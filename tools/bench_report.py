@@ -491,6 +491,19 @@ def breakdown(out, key, sg):
     out.append("Every schedule node run once eagerly and timed; the sum is %s ms against "
                "%s ms for the replayed step.\n" % (fnum(r.get("eager_total_ms")),
                                                   fnum(r.get("ms_per_step"))))
+    # the windows of device time (kernels/cuda/timing.cu, bench since 2026-12-02): reports of
+    # older runs do not have them, and their eager times hold the host's issue
+    env = r.get("env") if isinstance(r.get("env"), dict) else {}
+    if env.get("timing_windows"):
+        hb = env.get("timing_host_bound") or 0
+        out.append("The eager times here (nodes, per-layer engines, same-size GEMMs, replays) are "
+                   "device time: before each timing a hold kernel kept the device busy while the "
+                   "host issued the work (%d windows; the longest issue %s ms). %s\n" %
+                   (env["timing_windows"], fnum(env.get("timing_issue_max_ms"), "%.3f"),
+                    "None was host-bound." if not hb else
+                    "**%d host-bound**: their issue outlasted the hold, and their times may hold "
+                    "host time (the hold grew to %s ms after them)." %
+                    (hb, fnum(env.get("timing_hold_ms"), "%.3f"))))
     replay = r.get("replay_total_ms") is not None
     if replay:
         out.append("Replay ms: each row's nodes captured in schedule order as one CUDA graph and "

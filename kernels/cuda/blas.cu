@@ -412,11 +412,12 @@ static int64_t blas_span(int64_t ld, int64_t cols, int64_t batch, int64_t stride
     return (batch - 1) * stride + ld * cols;
 }
 
-extern "C" int sg_blas_time_algos(sg_blas *b, int i, int most, int reps, float *ms, uint64_t *ids,
-                                  int *n) {
+extern "C" int sg_blas_time_algos(sg_blas *b, int i, int most, int reps, sg_cuda_window *win,
+                                  float *ms, uint64_t *ids, int *n) {
     const char *fn = "sg_blas_time_algos";
     *n = 0;
     SG_ARG_CHECK(b && i >= 0 && i < b->n && most >= 1 && reps >= 1, "%s: no GEMM %d", fn, i);
+    SG_ARG_CHECK(win, "%s: no timing window", fn);
     const blas_entry *e = &b->e[i];
     const blas_key *k = &e->key;
     cublasLtMatmulHeuristicResult_t r[BLAS_MOST];
@@ -461,16 +462,12 @@ extern "C" int sg_blas_time_algos(sg_blas *b, int i, int most, int reps, float *
                            b->st) != CUBLAS_STATUS_SUCCESS)
             continue;
         cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-        if (cudaEventRecord(ev[0], b->st) != cudaSuccess)
-            rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+        rc = sg_cuda_window_begin(win, b->st, ev[0]);
         for (int q = 0; q < reps && !rc && s == CUBLAS_STATUS_SUCCESS; q++)
             s = cublasLtMatmul(b->lt, e->op, &alpha, op[0], e->la, op[1], e->lb, &beta, op[2],
                                e->lc, op[2], e->lc, &r[c].algo, b->ws, b->ws_bytes, b->st);
         float t = 0;
-        if (!rc && (cudaEventRecord(ev[1], b->st) != cudaSuccess ||
-                    cudaEventSynchronize(ev[1]) != cudaSuccess ||
-                    cudaEventElapsedTime(&t, ev[0], ev[1]) != cudaSuccess))
-            rc = sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
+        if (!rc) rc = sg_cuda_window_end(win, b->st, ev[0], ev[1], &t);
         if (!rc && s == CUBLAS_STATUS_SUCCESS) ms[c] = t / (float)reps;
     }
     cudaStreamSynchronize(b->st); /* nothing may still read the scratch when it is freed */

@@ -94,6 +94,35 @@ typedef struct {
 void sg_cuda_set_pdl(int on);
 int sg_cuda_pdl(void);
 
+/* ---- windows of device time (timing.cu): every measurement outside the step (bench's
+ * breakdown, the engine tuning, cuDNN's and cuBLASLt's timed choices) brackets its work with
+ * sg_cuda_window_begin (a hold kernel that keeps the device busy while the host issues the
+ * work, then the first event) and sg_cuda_window_end (the second event, waited for: *ms the
+ * device's time between them). A window whose issue outlasted its hold is counted host-bound;
+ * each window sets the next one's hold from its issue time (timing.cu says how and why). One
+ * sg_cuda_window may serve any number of windows on any stream, one at a time (a begin while
+ * one is open, or an end with none, is an error). Not during capture. */
+typedef struct {
+    double hold_s;      /* the next window's hold */
+    double t0;          /* the host clock at the open window's begin */
+    double issue_max_s; /* the longest issue seen */
+    int windows;        /* windows closed */
+    int host_bound;     /* ... whose issue outlasted their hold: their times may hold host time */
+    int open;           /* begun, not yet ended */
+} sg_cuda_window;
+/* the shortest hold (and the first), the longest, and the time allowed between a launch's
+ * return on the host and the device seeing it queued (a window is host-bound where its issue +
+ * the margin > its hold) */
+#define SG_CUDA_HOLD_START_S 2e-4
+#define SG_CUDA_HOLD_MAX_S 2e-2
+#define SG_CUDA_HOLD_MARGIN_S 2e-5
+void sg_cuda_window_init(sg_cuda_window *w);
+int sg_cuda_window_begin(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0);
+int sg_cuda_window_end(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0, cudaEvent_t ev1,
+                       float *ms);
+/* closes an open window without a time: where the timed work failed (the caller says why) */
+void sg_cuda_window_cancel(sg_cuda_window *w);
+
 /* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
  * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
  * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).
@@ -120,9 +149,9 @@ size_t sg_blas_version(void);
  * - sg_blas_key_text: pinned GEMM i's key (i in [0, sg_blas_count));
  * - sg_blas_algo_id: the id of the algorithm GEMM i runs (0 for no such GEMM);
  * - sg_blas_time_algos: up to `most` (at most 16) of the heuristic's candidates for GEMM i, each
- *   run once untimed and then `reps` times between two events on scratch operands of the key's
- *   shape and alignment (cudaMalloc'd and freed here; the table's workspace): ms[c] the mean of
- *   candidate c (-1: refused or beyond the workspace), ids[c] its id, *n the candidates;
+ *   run once untimed and then `reps` times in a window of `win` (above) on scratch operands of
+ *   the key's shape and alignment (cudaMalloc'd and freed here; the table's workspace): ms[c] the
+ * mean of candidate c (-1: refused or beyond the workspace), ids[c] its id, *n the candidates;
  * - sg_blas_prefer: before the first GEMM is pinned, the algorithm of id `algo` for the GEMM of
  *   this key: it is pinned instead of the heuristic's first where the heuristic offers it (among
  *   its first 16); where not, a line on stderr says so and the first is pinned;
@@ -130,7 +159,8 @@ size_t sg_blas_version(void);
 #define SG_BLAS_KEY_MAX 256
 int sg_blas_key_text(const sg_blas *blas, int i, char *buf, int cap);
 uint64_t sg_blas_algo_id(const sg_blas *blas, int i);
-int sg_blas_time_algos(sg_blas *blas, int i, int most, int reps, float *ms, uint64_t *ids, int *n);
+int sg_blas_time_algos(sg_blas *blas, int i, int most, int reps, sg_cuda_window *win, float *ms,
+                       uint64_t *ids, int *n);
 int sg_blas_prefer(sg_blas *blas, const char *key, uint64_t algo);
 void sg_blas_preferences(const sg_blas *blas, int *met, int *missed);
 /* One plain GEMM through the table, for measurements outside the step (tools/bench's

@@ -70,6 +70,7 @@ struct sg_cudnn {
      * line per timed descriptor goes */
     int time_reps;
     cudaEvent_t ev[2];
+    sg_cuda_window *win;
     FILE *log;
 };
 
@@ -480,19 +481,20 @@ static int dnn_call(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k
 
 /* ms per call (dnn_call: the widening of a bf16 dw included, so the two backward-filter
  * variants compare whole) on cv's operands: one untimed call (a runtime-compiled engine
- * compiles, caches warm), then c->time_reps between two events. */
+ * compiles, caches warm), then c->time_reps in a window of device time (c->win: cuDNN's
+ * execute costs the host tens of microseconds a call, more than a small convolution's device
+ * time, and without the window's hold every candidate of such a convolution would tie). */
 static int dnn_time_plan(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k,
                          int bias_fused, int dw_bf16, const sg_cudnn_conv *cv, float *ms) {
     if (dnn_call(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
-    if (cudaEventRecord(c->ev[0], c->st) != cudaSuccess)
-        return sg_set_error("cudnn_conv: timing: %s", cudaGetErrorString(cudaGetLastError()));
+    if (sg_cuda_window_begin(c->win, c->st, c->ev[0])) return SG_ERR;
     for (int r = 0; r < c->time_reps; r++)
-        if (dnn_call(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+        if (dnn_call(c, plan, k, bias_fused, dw_bf16, cv)) {
+            sg_cuda_window_cancel(c->win);
+            return SG_ERR;
+        }
     float t = 0;
-    if (cudaEventRecord(c->ev[1], c->st) != cudaSuccess ||
-        cudaEventSynchronize(c->ev[1]) != cudaSuccess ||
-        cudaEventElapsedTime(&t, c->ev[0], c->ev[1]) != cudaSuccess)
-        return sg_set_error("cudnn_conv: timing: %s", cudaGetErrorString(cudaGetLastError()));
+    if (sg_cuda_window_end(c->win, c->st, c->ev[0], c->ev[1], &t)) return SG_ERR;
     *ms = t / (float)c->time_reps;
     return SG_OK;
 }
@@ -996,8 +998,9 @@ int sg_cudnn_preferences(const sg_cudnn *c, int *met, int *missed) {
     return c ? c->nwish : 0;
 }
 
-int sg_cudnn_set_timing(sg_cudnn *c, int reps, FILE *log) {
+int sg_cudnn_set_timing(sg_cudnn *c, int reps, sg_cuda_window *win, FILE *log) {
     if (!c) return sg_set_error("sg_cudnn_set_timing: no cuDNN context");
+    if (reps > 0 && !win) return sg_set_error("sg_cudnn_set_timing: no timing window");
     if (c->n)
         return sg_set_error("sg_cudnn_set_timing: only before the first convolution is pinned");
     if (reps < 0 || reps > 1000) return sg_set_error("sg_cudnn_set_timing: %d repetitions", reps);
@@ -1005,7 +1008,7 @@ int sg_cudnn_set_timing(sg_cudnn *c, int reps, FILE *log) {
         if (!c->ev[i] && cudaEventCreate(&c->ev[i]) != cudaSuccess)
             return sg_set_error("sg_cudnn_set_timing: cudaEventCreate: %s",
                                 cudaGetErrorString(cudaGetLastError()));
-    c->time_reps = reps, c->log = log;
+    c->time_reps = reps, c->win = win, c->log = log;
     return SG_OK;
 }
 

@@ -55,6 +55,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/cuda_kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -85,12 +87,13 @@ void sg_cudnn_destroy(sg_cudnn *c);
  * runs it; SG_ERR with sg_last_error saying why not (no deterministic configuration within the
  * budget, a status from cuDNN). Runs nothing on the GPU (unless timing: sg_cudnn_set_timing). */
 int sg_cudnn_probe(sg_cudnn *c, const sg_cudnn_conv *cv);
-/* Choose new descriptors' engines by timing (above): reps executions of each candidate between
- * two events after one untimed run; a line per descriptor on log (may be NULL). Only before the
- * first convolution is pinned; reps 0 turns it off. The probe then RUNS each candidate on the
- * call's operands, writing (or with accumulate, adding to) its output: for tuning runs, whose
- * step writes every output afresh. */
-int sg_cudnn_set_timing(sg_cudnn *c, int reps, FILE *log);
+/* Choose new descriptors' engines by timing (above): reps executions of each candidate in a
+ * window of device time of `win` (cuda_kernels.h; it must outlive the timing) after one untimed
+ * run; a line per descriptor on log (may be NULL). Only before the first convolution is pinned;
+ * reps 0 turns it off. The probe then RUNS each candidate on the call's operands, writing (or
+ * with accumulate, adding to) its output: for tuning runs, whose step writes every output
+ * afresh. */
+int sg_cudnn_set_timing(sg_cudnn *c, int reps, sg_cuda_window *win, FILE *log);
 /* Run the call (probing first when new). *bias_done (forward with b): 1 when the bias was
  * added in the conv call, 0 when the caller must add it. */
 int sg_cudnn_run(sg_cudnn *c, const sg_cudnn_conv *cv, int *bias_done);
