@@ -129,6 +129,16 @@ assert {"conv2d", "norm_act"} <= moving and moving & {"adamw_ema", "adamw_ema_bf
 PY
 }
 
+# report_of NAME JSON BATCH PRECISION CMD: bench_report.py's report over one stepgraph result
+# (unet_tiny, row "tiny"), in $tmp/NAME.md
+report_of() {
+    mkdir -p "$tmp/$1/jobs"
+    python3 "$root/tools/bench_report.py" record --out "$tmp/$1/jobs/sg_tiny.json" --job sg_tiny \
+        --row tiny --impl stepgraph --model unet_tiny --batch "$3" --precision "$4" --status ok \
+        --stdout "$2" --cmd "$5"
+    python3 "$root/tools/bench_report.py" report --out "$tmp/$1.md" "$tmp/$1" >/dev/null
+}
+
 if [ $mode = cuda_host ]; then
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         --json >"$tmp/h.json" 2>"$tmp/err.txt"
@@ -166,12 +176,7 @@ assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], wa
 assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
 assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY'
-    mkdir -p "$tmp/hrep/jobs"
-    cp "$tmp/h.json" "$tmp/hrep/jobs/sg.out"
-    python3 "$root/tools/bench_report.py" record --out "$tmp/hrep/jobs/sg_tiny.json" --job sg_tiny \
-        --row tiny --impl stepgraph --model unet_tiny --batch 2 --precision bf16 --status ok \
-        --stdout "$tmp/hrep/jobs/sg.out" --cmd "bench --backend cuda --model unet_tiny --json"
-    python3 "$root/tools/bench_report.py" report --out "$tmp/hrep.md" "$tmp/hrep" >/dev/null
+    report_of hrep "$tmp/h.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
     ok "cuda_host: the report says the times are device time, and how many were host-bound" \
         'grep -Eq "are device time: before each timing a hold kernel kept the device busy while the host issued the work \([0-9]+ windows; the longest issue [0-9.]+ ms\)\. \*\*[0-9]+ host-bound\*\*" "$tmp/hrep.md"'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
@@ -469,20 +474,11 @@ rc=$?
 ok "run F (no stepgraph success): exit 1" '[ $rc -eq 1 ] && grep -q "^bench.sh: FAIL: no stepgraph job succeeded on the GPU" "$tmp/runF.txt"'
 
 # the report over a real (CPU) bench result
-mkdir -p "$tmp/real/jobs"
-cp "$tmp/b.json" "$tmp/real/jobs/sg.out"
-python3 "$root/tools/bench_report.py" record --out "$tmp/real/jobs/sg_tiny.json" --job sg_tiny \
-    --row tiny --impl stepgraph --model unet_tiny --batch 4 --precision fp32 --status ok \
-    --stdout "$tmp/real/jobs/sg.out" --cmd "bench --backend cpu --model unet_tiny --json"
-python3 "$root/tools/bench_report.py" report --out "$tmp/real.md" "$tmp/real" >/dev/null
+report_of real "$tmp/b.json" 4 fp32 "bench --backend cpu --model unet_tiny --json"
 ok "report over a real CPU result" \
     'grep -Eq "^\| stepgraph \(cpu backend\) \| ok \| [0-9.]+ \|" "$tmp/real.md" && grep -Eq "^\| conv2d \| 33 \| [0-9.]+ \|" "$tmp/real.md"'
 # a run given its peaks (--peak-tflops): the MFU note says given, not measured
-mkdir -p "$tmp/given/jobs"
-python3 "$root/tools/bench_report.py" record --out "$tmp/given/jobs/sg_tiny.json" --job sg_tiny \
-    --row tiny --impl stepgraph --model unet_tiny --batch 4 --precision fp32 --status ok \
-    --stdout "$tmp/pk.json" --cmd "bench --backend cpu --model unet_tiny --peak-tflops 0.05 --json"
-python3 "$root/tools/bench_report.py" report --out "$tmp/given.md" "$tmp/given" >/dev/null
+report_of given "$tmp/pk.json" 4 fp32 "bench --backend cpu --model unet_tiny --peak-tflops 0.05 --json"
 ok "report: a given peak is named so" \
     'grep -q "fp32 matmul peak given to the stepgraph run (--peak-tflops) (0.1 TFLOP/s)" "$tmp/given.md" &&
      ! grep -q "measured with cuBLAS" "$tmp/given.md" && grep -Eq "its floor: [0-9.]+ ms \(the step is" "$tmp/given.md" &&
