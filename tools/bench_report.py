@@ -502,7 +502,7 @@ def breakdown(out, key, sg):
                    (env["timing_windows"], fnum(env.get("timing_issue_max_ms"), "%.3f"),
                     "None was host-bound." if not hb else
                     "**%d host-bound**: their issue outlasted the hold, and their times may hold "
-                    "host time (the hold grew to %s ms after them)." %
+                    "host time (the last hold: %s ms)." %
                     (hb, fnum(env.get("timing_hold_ms"), "%.3f"))))
     replay = r.get("replay_total_ms") is not None
     if replay:
