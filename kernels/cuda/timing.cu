@@ -12,8 +12,8 @@
  * whose repetitions are each shorter than their issue (a small convolution timed by cuDNN's
  * candidates, a cuBLASLt algorithm) measures the host, and every candidate ties.
  *
- * So a window begins with a hold: one thread of one block spins on the device's global timer
- * for hold_s seconds, and the first event is recorded behind it. The host issues the timed work
+ * So a window begins with a hold: one thread of one block spins (hold_kernel) for hold_s
+ * seconds, and the first event is recorded behind it. The host issues the timed work
  * while the device spins; when the hold ends the work is already queued, and the events hold
  * the device's time alone (and the usual gaps between kernels of one stream, as a replay has).
  * Whether that held is checked, not assumed: the hold cannot start before its launch is issued
@@ -35,20 +35,26 @@
 
 #include <time.h>
 
-/* One thread (grid 1, block 1): spins until `ns` nanoseconds of the global timer have passed.
- * At most `cap` sleeps of about 0.5 us: the bound holds should the timer not advance. */
-__global__ void hold_kernel(uint64_t ns, uint32_t cap) {
+/* One thread (grid 1, block 1): spins until `ns` nanoseconds have passed on both clocks it
+ * can read: the global timer, and the SM's cycle counter at `cycles_per_ns` (SG_CUDA_HOLD_GHZ), a
+ * clock no SM of today exceeds (the H200's highest is 1.98 GHz). The cycle count keeps the hold at
+ * least `ns` long whatever the timer's granularity; the timer keeps it so on an SM faster than
+ * that. Should the timer not advance, four times the cycles end it. */
+#define SG_CUDA_HOLD_GHZ 2.0
+__global__ void hold_kernel(uint64_t ns, double cycles_per_ns) {
     SG_PDL_ENTER();
 #ifndef SG_CUDA_HOST
+    const long long c0 = clock64(), cycles = (long long)((double)ns * cycles_per_ns);
     uint64_t t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (uint32_t i = 0; i < cap; i++) {
+    for (;;) {
+        const long long c = clock64() - c0;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= ns) break;
+        if (c >= cycles && (t - t0 >= ns || c >= 4 * cycles)) break;
         __nanosleep(500);
     }
 #else
-    (void)ns, (void)cap;
+    (void)ns, (void)cycles_per_ns;
 #endif
 }
 
@@ -69,9 +75,7 @@ extern "C" int sg_cuda_window_begin(sg_cuda_window *w, cudaStream_t st, cudaEven
     SG_ARG_CHECK(!w->open, "%s: a window is open already", fn);
     w->t0 = host_now_s();
     const uint64_t ns = (uint64_t)(w->hold_s * 1e9);
-    /* the bound: twice the sleeps the hold needs at 0.5 us each, plus some */
-    const uint32_t cap = (uint32_t)(2 * ns / 500 + 64);
-    SG_LAUNCH(hold_kernel, dim3(1), dim3(1), 0, st, ns, cap);
+    SG_LAUNCH(hold_kernel, dim3(1), dim3(1), 0, st, ns, SG_CUDA_HOLD_GHZ);
     SG_LAUNCH_CHECK("hold_kernel");
     if (cudaEventRecord(ev0, st) != cudaSuccess)
         return sg_set_error("%s: %s", fn, cudaGetErrorString(cudaGetLastError()));
