@@ -5,7 +5,7 @@
  * the second on the device's clock. The first event completes at once, and the device then waits
  * for each launch as the host issues it: the window holds the host's time to issue the work
  * (cuDNN's execute, cuBLASLt's call, a graph's launch: from a few to some tens of
- * microseconds each) as well as the device's time to run it. The first GPU session's per-layer
+ * microseconds each) as well as the device's time to run it. The second GPU session's per-layer
  * table carried that: the cuDNN columns of its 4 x 4 and 8 x 8 layers read 25 to 50 us for
  * convolutions whose same-size GEMMs take 8 to 10 us, and the eager per-node sum was 30.8 ms
  * against a replayed step of 24.6 ms (bench/results/2026-11-28-nvidia-h200-bench-3.md). A timing
@@ -39,7 +39,9 @@
  * can read: the global timer, and the SM's cycle counter at `cycles_per_ns` (SG_CUDA_HOLD_GHZ), a
  * clock no SM of today exceeds (the H200's highest is 1.98 GHz). The cycle count keeps the hold at
  * least `ns` long whatever the timer's granularity; the timer keeps it so on an SM faster than
- * that. Should the timer not advance, four times the cycles end it. */
+ * that. Should the timer not advance, four times the cycles end it. (The rate is a parameter,
+ * not the constant inside: the emulation's launcher draws a false g++ stringop-overflow warning
+ * for a kernel of one parameter.) */
 #define SG_CUDA_HOLD_GHZ 2.0
 __global__ void hold_kernel(uint64_t ns, double cycles_per_ns) {
     SG_PDL_ENTER();
