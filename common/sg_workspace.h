@@ -32,9 +32,24 @@
 
 /* 3x3 (and strided 1x1) conv weight gradient: the P = N*Ho*Wo output pixels are cut into
  * ceil(P / SG_WS_WGRAD_PIX) chunks, at most SG_WS_WGRAD_MAX_CHUNKS; each chunk writes a full
- * fp32 copy of dw, and the copies are summed in chunk order. */
+ * fp32 copy of dw, and the copies are summed in chunk order. Where that makes fewer than
+ * SG_WS_WGRAD_MIN_CHUNKS, more, as long as a chunk keeps SG_WS_WGRAD_MIN_PIX pixels and the
+ * copies of dw stay within SG_WS_WGRAD_SPREAD_BYTES: a small P (a low resolution, a small batch)
+ * in one or two chunks leaves most of a GPU idle. (The second GPU session, unet_cifar at batch
+ * 128: the own weight gradients ran at 40 TFLOP/s at 4x4, P = 2048 in one chunk, and 76 at 8x8,
+ * two chunks, against 153 at 16x16, eight chunks of the same channels.) The bound on the bytes
+ * leaves a wide layer at a low resolution as it was, and caps what the rule adds to the
+ * workspace: unet_cifar's at batch 128 stays 104.2 MiB (its 16x16 layers of 512 input channels
+ * already take 8 x 4.7 MB), at batch 8 it grows from 38.0 to 63.5 MiB, unet_adm64's at batch 32
+ * from 45.6 (fp32) and 48.0 (bf16) to 63.5 (`plan`, 2026-12-02). */
 #define SG_WS_WGRAD_PIX 4096
 #define SG_WS_WGRAD_MAX_CHUNKS 32
+/* 7, not 8: unet_cifar's 256 -> 256 layers at 4x4 and 8x8 then make 252 mma.sync blocks and 126
+ * wgmma blocks, one wave on 132 SMs (two 128 x 128 blocks an SM, one 128 x 256 block); 8 chunks
+ * would put 9% of the blocks in a second wave on both */
+#define SG_WS_WGRAD_MIN_CHUNKS 7
+#define SG_WS_WGRAD_MIN_PIX 256
+#define SG_WS_WGRAD_SPREAD_BYTES ((int64_t)32 << 20)
 
 /* cuBLAS GEMM layers in bf16: the product goes to an fp32 tile of at most this many elements
  * (rows at a time), then one kernel adds the bias and rounds to bf16 once. */
@@ -70,9 +85,17 @@ static inline int64_t sg_ws_sum(int64_t n) {
     return sg_ws_align(sg_ws_sum_blocks(n) * 8);
 }
 
-/* Weight-gradient chunks over P output pixels (see SG_WS_WGRAD_PIX). */
-static inline int64_t sg_ws_wgrad_chunks(int64_t P) {
+/* Weight-gradient chunks over P output pixels of a gradient of nw fp32 values (see
+ * SG_WS_WGRAD_PIX). */
+static inline int64_t sg_ws_wgrad_chunks(int64_t P, int64_t nw) {
     int64_t c = (P + SG_WS_WGRAD_PIX - 1) / SG_WS_WGRAD_PIX;
+    if (c < SG_WS_WGRAD_MIN_CHUNKS) {
+        int64_t m = (P + SG_WS_WGRAD_MIN_PIX - 1) / SG_WS_WGRAD_MIN_PIX;
+        const int64_t fit = SG_WS_WGRAD_SPREAD_BYTES / (4 * (nw > 0 ? nw : 1));
+        if (m > SG_WS_WGRAD_MIN_CHUNKS) m = SG_WS_WGRAD_MIN_CHUNKS;
+        if (m > fit) m = fit;
+        if (m > c) c = m;
+    }
     return c < 1 ? 1 : c > SG_WS_WGRAD_MAX_CHUNKS ? SG_WS_WGRAD_MAX_CHUNKS : c;
 }
 
@@ -134,7 +157,8 @@ static inline int sg_ws_conv_out(int H, int K, int S) {
 /* Weight gradient by chunks (the CUDA-core and the tensor-core implicit GEMM): chunks x fp32
  * [Co][K][K][Ci] partials over P output pixels, then the db column sum (when db is wanted). */
 static inline int64_t sg_ws_conv_wgrad_chunked(int64_t P, int Ci, int Co, int K, int has_db) {
-    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * Co * K * K * Ci * 4);
+    const int64_t nw = (int64_t)Co * K * K * Ci;
+    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P, nw) * nw * 4);
     if (has_db) b += sg_ws_colsum(1, P, Co);
     return b;
 }
@@ -165,11 +189,12 @@ static inline int64_t sg_ws_upconv2d_fold(int Ci, int Co) {
     return sg_ws_align((int64_t)16 * Co * Ci * 4);
 }
 /* cuda_upconv2d_bwd_weight: the folded gradient by chunks of the N*H*W low-res pixels, fp32
- * [chunks][4][Co][2][2][Ci] (chunks = sg_ws_wgrad_chunks(N*H*W)), then the db column sum over
- * the 4 N H W output pixels. */
+ * [chunks][4][Co][2][2][Ci] (chunks = sg_ws_wgrad_chunks(N*H*W, 16*Co*Ci)), then the db column sum
+ * over the 4 N H W output pixels. */
 static inline int64_t sg_ws_upconv2d_bwd_weight(int N, int H, int W, int Ci, int Co, int has_db) {
     const int64_t P = (int64_t)N * H * W;
-    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P) * 16 * Co * Ci * 4);
+    const int64_t nw = (int64_t)16 * Co * Ci;
+    int64_t b = sg_ws_align(sg_ws_wgrad_chunks(P, nw) * nw * 4);
     if (has_db) b += sg_ws_colsum(1, 4 * P, Co);
     return b;
 }

@@ -1637,8 +1637,56 @@ static void test_node_bytes(void) {
            total[0] / 1e9, total[1] / 1e9);
 }
 
+/* The weight gradient's chunks (common/sg_workspace.h): ceil(P / SG_WS_WGRAD_PIX), raised toward
+ * SG_WS_WGRAD_MIN_CHUNKS where P is small, within the bytes bound, never below the plain count. */
+static int64_t wgrad_chunks_plain(int64_t P) {
+    const int64_t c = (P + SG_WS_WGRAD_PIX - 1) / SG_WS_WGRAD_PIX;
+    return c < 1 ? 1 : c > SG_WS_WGRAD_MAX_CHUNKS ? SG_WS_WGRAD_MAX_CHUNKS : c;
+}
+static void test_wgrad_chunks(void) {
+    const int64_t k3 = 9;
+    static const struct {
+        int64_t P, nw, want;
+        const char *what;
+    } cases[] = {
+        {2048, 256 * k3 * 256, 7, "unet_cifar batch 128, 4x4, 256 -> 256 (one chunk before)"},
+        {2048, 256 * k3 * 512, 7, "4x4, 512 -> 256: 7 x 4.7 MB, within the bytes bound"},
+        {2048, 256 * k3 * 1024, 3, "4x4, 1024 -> 256: the bytes bound, 3 x 9.4 MB"},
+        {8192, 256 * k3 * 256, 7, "8x8, 256 -> 256 (two chunks before)"},
+        {32768, 256 * k3 * 512, 8, "16x16: eight chunks as before"},
+        {131072, 128 * k3 * 128, 32, "32x32: the most"},
+        {1 << 22, 3 * k3 * 128, 32, "a huge P: still the most"},
+        {128, 256 * k3 * 256, 1, "unet_cifar batch 8, 4x4: fewer pixels than a chunk's least"},
+        {300, 64, 2, "chunks of at least SG_WS_WGRAD_MIN_PIX pixels"},
+        {2048, 768 * k3 * 768, 1, "a wide layer (21 MB of dw) keeps its one chunk"},
+        {8192, 768 * k3 * 768, 2, "... or its two"},
+        {0, 64, 1, "no pixels"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t c = sg_ws_wgrad_chunks(cases[i].P, cases[i].nw);
+        CHECK(c == cases[i].want, "sg_ws_wgrad_chunks(%lld, %lld) = %lld, want %lld: %s",
+              (long long)cases[i].P, (long long)cases[i].nw, (long long)c, (long long)cases[i].want,
+              cases[i].what);
+    }
+    /* the rule's promises over a grid of shapes */
+    for (int64_t P = 1; P <= (1 << 20); P = P * 3 / 2 + 1)
+        for (int64_t nw = 27; nw <= (int64_t)1 << 24; nw *= 5) {
+            const int64_t c = sg_ws_wgrad_chunks(P, nw), c0 = wgrad_chunks_plain(P);
+            CHECK(c >= c0 && c <= SG_WS_WGRAD_MAX_CHUNKS,
+                  "P %lld nw %lld: %lld chunks (plain %lld)", (long long)P, (long long)nw,
+                  (long long)c, (long long)c0);
+            if (c > c0) { /* raised: small chunks' pixels and the bytes stay bounded */
+                CHECK(c <= SG_WS_WGRAD_MIN_CHUNKS && (c - 1) * SG_WS_WGRAD_MIN_PIX < P &&
+                          c * nw * 4 <= SG_WS_WGRAD_SPREAD_BYTES,
+                      "P %lld nw %lld: raised to %lld chunks", (long long)P, (long long)nw,
+                      (long long)c);
+            }
+        }
+}
+
 int main(void) {
     uint64_t rng = 12345;
+    test_wgrad_chunks();
     test_node_bytes();
     test_shared_copies();
     test_op_table_and_shapes();

@@ -24,7 +24,7 @@
  *               the taps that reach it, so stride 2 does none of the zero products
  *   bwd weight  dw[co][tap][ci] = sum over p of dy[p][co] x[pixel(p, tap)][ci]
  *               M = Co, N = Ci (one tap per block), reduction over p, cut into
- *               sg_ws_wgrad_chunks(P) chunks whose fp32 partials are summed in chunk order.
+ *               sg_ws_wgrad_chunks(P, nw) chunks whose fp32 partials are summed in chunk order.
  *
  * One tiling for all three: a block of 256 threads computes a 64 x 64 output tile; the
  * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
@@ -478,9 +478,8 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
     if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
-    const int64_t chunks = sg_ws_wgrad_chunks(P);
+    const int64_t nw = (int64_t)Co * K * K * Ci, chunks = sg_ws_wgrad_chunks(P, nw);
     const int64_t chunk_len = (P + chunks - 1) / chunks;
-    const int64_t nw = (int64_t)Co * K * K * Ci;
     float *part = (float *)ws;
     if (path == SG_CONV_PATH_TENSOR_CORE) {
         if (cu_conv_tc_bwd_weight(st, part, dy, x, fuse && fuse->norm ? fuse : NULL, N, H, W, Ci,
@@ -770,7 +769,7 @@ int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *
                      sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes))
         return SG_ERR;
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
-    const int64_t P = (int64_t)N * H * W, chunks = sg_ws_wgrad_chunks(P);
+    const int64_t P = (int64_t)N * H * W, chunks = sg_ws_wgrad_chunks(P, (int64_t)16 * Co * Ci);
     const int64_t chunk_len = (P + chunks - 1) / chunks;
     float *part = (float *)ws;
     if (cuda_upconv2d_path(x, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {

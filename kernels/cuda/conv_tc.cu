@@ -21,7 +21,7 @@
  *             M = the class's pixels, N = Ci, reduction over (class tap, co);
  *             A[q][(t,co)] = dy[opixel(q, t)][co], B[(t,co)][ci] = w[co][tap(t)][ci].
  *   bwd wgt   M = Co, N = K*K*Ci (the dw row [tap][ci] as it lies in memory), reduction over
- *             the output pixels of one chunk (deterministic split-K: sg_ws_wgrad_chunks(P)
+ *             the output pixels of one chunk (deterministic split-K: sg_ws_wgrad_chunks(P, nw)
  *             chunks, each block writes its fp32 partial tile to the workspace; conv.cu's
  *             chunk_sum_kernel adds the chunks in chunk order; no atomics).
  *             A[co][p] = dy[p][co], B[p][(tap,ci)] = x[pixel(p, tap)][ci].

@@ -17,7 +17,7 @@
  *             pixels, N = Ci, reduction over (class tap, 64-channel chunk of Co)
  *   bwd wgt   M = Co, N = the columns (tap, part, 64-channel chunk) of dw, each chunk padded to
  *             64 channels, reduction over output pixels in 64-pixel tiles; the tiles are cut
- *             into sg_ws_wgrad_chunks(P) (at most) contiguous chunks whose fp32 partials go to
+ *             into sg_ws_wgrad_chunks(P, nw) (at most) contiguous chunks whose fp32 partials go to
  *             the workspace and are summed in chunk order (deterministic split-K, no atomics).
  *
  * Pixel tiles. TMA copies boxes, not gathered rows, so a tile of GEMM rows that are pixels is a
@@ -1478,10 +1478,10 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     const int64_t P = (int64_t)N * a.Ho * a.Wo, nw = (int64_t)Co * K * K * Ci;
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
-    /* 64-pixel reduction tiles, cut into at most sg_ws_wgrad_chunks(P) chunks (the workspace
+    /* 64-pixel reduction tiles, cut into at most sg_ws_wgrad_chunks(P, nw) chunks (the workspace
      * rule's count; fewer when there are fewer tiles) */
     wg_tiles(&a, WG_BK, N, a.Ho, a.Wo);
-    const int64_t tiles = (int64_t)a.nn * a.nh * a.nw, most = sg_ws_wgrad_chunks(P);
+    const int64_t tiles = (int64_t)a.nn * a.nh * a.nw, most = sg_ws_wgrad_chunks(P, nw);
     a.chunks = (int)(tiles < most ? tiles : most);
     const int64_t cols =
         (int64_t)K * K * WG_BK * ((a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK);
@@ -1605,12 +1605,12 @@ int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const 
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
     SG_WS_CHECK(sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes, fn);
     if (upconv_wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, dt)) return SG_ERR;
-    /* 64-pixel reduction tiles of the low-res grid, cut into at most sg_ws_wgrad_chunks(P)
-     * chunks (conv.cu's count and partials layout; fewer when there are fewer tiles) */
+    /* 64-pixel reduction tiles of the low-res grid, cut into at most sg_ws_wgrad_chunks(P, 16 Co
+     * Ci) chunks (conv.cu's count and partials layout; fewer when there are fewer tiles) */
     wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
     wg_tiles(&a, WG_BK, N, H, W);
     const int64_t P = (int64_t)N * H * W, tiles = (int64_t)a.nn * a.nh * a.nw,
-                  most = sg_ws_wgrad_chunks(P);
+                  most = sg_ws_wgrad_chunks(P, (int64_t)16 * Co * Ci);
     a.chunks = (int)(tiles < most ? tiles : most);
     /* the columns: 4 folded taps x ceil(Ci / 64) blocks, a multiple of 256 (BN 256, no waste) */
     const int64_t cols = 4 * WG_BK * (int64_t)((Ci + WG_BK - 1) / WG_BK);

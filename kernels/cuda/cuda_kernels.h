@@ -269,7 +269,7 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
- * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P)
+ * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P, nw)
  * chunks whose fp32 partials are summed in chunk order. fuse (may be NULL): the prologue
  * alone (x is norm_act's input). */
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
