@@ -3622,6 +3622,43 @@ static void test_timing_window(void) {
 
 /* ======================= main ======================= */
 
+/* The weight gradient's chunk counts on the tensor cores (cuda_conv2d_tc_wgrad_chunks,
+ * cuda_conv2d_wgmma_wgrad_chunks): unet_cifar's shapes at batch 128 against the counts that fill
+ * 132 SMs in one wave where the workspace rule's count would spill into a second (conv_tc.cu,
+ * conv_wgmma.cu), and never more than the rule's count over a grid of shapes. */
+static void test_wgrad_chunk_counts(void) {
+    static const struct {
+        int N, H, Ci, Co, tc, wg;
+    } cases[] = {
+        {128, 32, 128, 128, 29, 22}, /* rule: 32; 288 mma.sync blocks, 192 wgmma */
+        {128, 32, 256, 128, 29, 29}, /* rule: 32; wgmma 9 x 29 = 261 blocks (BN 256) */
+        {128, 16, 256, 256, 7, 7},   /* rule: 8; 288 and 144 blocks */
+        {128, 16, 128, 256, 8, 8},   /* rule: 8, one wave already */
+        {128, 4, 256, 256, 7, 7},    /* rule: 7 (sg_ws_wgrad_chunks' small P) */
+        {8, 8, 256, 256, 2, 2},      /* rule: 2 (P = 512) */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int N = cases[i].N, H = cases[i].H, Ci = cases[i].Ci, Co = cases[i].Co;
+        const int64_t tc = cuda_conv2d_tc_wgrad_chunks(N, H, H, Ci, Co, 3, 1),
+                      wg = cuda_conv2d_wgmma_wgrad_chunks(N, H, H, Ci, Co, 3, 1, 1);
+        CHECK(
+            tc == cases[i].tc && wg == cases[i].wg,
+            "wgrad chunks, batch %d %dx%d %d -> %d: mma.sync %lld (want %d), wgmma %lld (want %d)",
+            N, H, H, Ci, Co, (long long)tc, cases[i].tc, (long long)wg, cases[i].wg);
+    }
+    for (int N = 1; N <= 256; N *= 4)
+        for (int H = 2; H <= 64; H *= 2)
+            for (int C = 8; C <= 512; C *= 4) {
+                const int64_t P = (int64_t)N * H * H, most = sg_ws_wgrad_chunks(P, 9LL * C * C);
+                const int64_t tc = cuda_conv2d_tc_wgrad_chunks(N, H, H, C, C, 3, 1),
+                              wg = cuda_conv2d_wgmma_wgrad_chunks(N, H, H, C, C, 3, 1, 1);
+                CHECK(tc >= 1 && tc <= most && wg >= 1 && wg <= most,
+                      "wgrad chunks, batch %d %dx%d %d channels: mma.sync %lld, wgmma %lld, "
+                      "rule %lld",
+                      N, H, H, C, (long long)tc, (long long)wg, (long long)most);
+            }
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -3636,6 +3673,7 @@ int main(void) {
         return 1;
     }
 
+    test_wgrad_chunk_counts();
     test_convs();
     test_convs_tc();
     test_convs_fused();

@@ -478,7 +478,10 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
     if (path == SG_CONV_PATH_CUBLAS)
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
-    const int64_t nw = (int64_t)Co * K * K * Ci, chunks = sg_ws_wgrad_chunks(P, nw);
+    const int64_t nw = (int64_t)Co * K * K * Ci, most = sg_ws_wgrad_chunks(P, nw);
+    const int64_t chunks = path == SG_CONV_PATH_TENSOR_CORE
+                               ? cuda_conv2d_tc_wgrad_chunks(N, H, W, Ci, Co, K, S)
+                               : most;
     const int64_t chunk_len = (P + chunks - 1) / chunks;
     float *part = (float *)ws;
     if (path == SG_CONV_PATH_TENSOR_CORE) {
@@ -497,8 +500,14 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
     SG_LAUNCH_CHECK("chunk_sum_kernel");
     if (db)
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
-                          (char *)ws + sg_ws_align(chunks * nw * 4));
+                          (char *)ws + sg_ws_align(most * nw * 4));
     return SG_OK;
+}
+
+int64_t cuda_conv2d_tc_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S) {
+    const int64_t P = (int64_t)N * sg_ws_conv_out(H, K, S) * sg_ws_conv_out(W, K, S),
+                  nw = (int64_t)Co * K * K * Ci;
+    return cu_conv_tc_wgrad_chunks(Co, (int64_t)K * K * Ci, 1, P, sg_ws_wgrad_chunks(P, nw));
 }
 
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
@@ -769,10 +778,12 @@ int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *
                      sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes))
         return SG_ERR;
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
-    const int64_t P = (int64_t)N * H * W, chunks = sg_ws_wgrad_chunks(P, (int64_t)16 * Co * Ci);
+    const int64_t P = (int64_t)N * H * W, most = sg_ws_wgrad_chunks(P, (int64_t)16 * Co * Ci);
+    const int tc = cuda_upconv2d_path(x, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE;
+    const int64_t chunks = tc ? cu_conv_tc_wgrad_chunks(Co, 4 * (int64_t)Ci, 4, P, most) : most;
     const int64_t chunk_len = (P + chunks - 1) / chunks;
     float *part = (float *)ws;
-    if (cuda_upconv2d_path(x, dy, N, H, W, Ci, Co, dt) == SG_CONV_PATH_TENSOR_CORE) {
+    if (tc) {
         if (cu_upconv_tc_bwd_weight(st, part, (const uint16_t *)dy, (const uint16_t *)x, N, H, W,
                                     Ci, Co, chunks, chunk_len))
             return SG_ERR;
@@ -784,6 +795,6 @@ int cuda_upconv2d_bwd_weight(cudaStream_t st, float *dw, float *db, const void *
     if (cu_upconv_fold_back(st, dw, part, Ci, Co, (int)chunks, accum)) return SG_ERR;
     if (db)
         return cu_col_sum(st, db, DT_F32, dy, dt, 1, 4 * P, Co, accum,
-                          (char *)ws + sg_ws_align(chunks * 16 * Co * Ci * 4));
+                          (char *)ws + sg_ws_align(most * 16 * Co * Ci * 4));
     return SG_OK;
 }

@@ -21,9 +21,10 @@
  *             M = the class's pixels, N = Ci, reduction over (class tap, co);
  *             A[q][(t,co)] = dy[opixel(q, t)][co], B[(t,co)][ci] = w[co][tap(t)][ci].
  *   bwd wgt   M = Co, N = K*K*Ci (the dw row [tap][ci] as it lies in memory), reduction over
- *             the output pixels of one chunk (deterministic split-K: sg_ws_wgrad_chunks(P, nw)
- *             chunks, each block writes its fp32 partial tile to the workspace; conv.cu's
- *             chunk_sum_kernel adds the chunks in chunk order; no atomics).
+ *             the output pixels of one chunk (deterministic split-K: cu_conv_tc_wgrad_chunks'
+ *             count, at most sg_ws_wgrad_chunks(P, nw); each block writes its fp32 partial tile
+ *             to the workspace; conv.cu's chunk_sum_kernel adds the chunks in chunk order; no
+ *             atomics).
  *             A[co][p] = dy[p][co], B[p][(tap,ci)] = x[pixel(p, tap)][ci].
  *
  * Tiling. A block computes a BM x BN tile of the GEMM with (BM/64) x (BN/32) warps, each warp a
@@ -974,6 +975,33 @@ static void conv_tc_tile(int64_t M, int64_t N, int64_t slices, int *bm, int *bn)
     const int64_t blocks128 = (M + 127) / 128 * ((N + *bn - 1) / *bn) * slices;
     *bm = M <= 64 || blocks128 < TC_FEW_BLOCKS ? 64 : 128;
 }
+/* The weight gradient's chunk count on these kernels (the conv's, slices = 1 a chunk; the
+ * upsample conv's, 4): of 1 .. most (the workspace rule's, sg_ws_wgrad_chunks), the one of least
+ * estimated time, waves x (resident blocks an SM) x BM BN x ceil(P / c) (a block's pixels), its
+ * blocks conv_tc_tile's of the M x N GEMM in slices x c slices, resident TC_MIN_BLOCKS an SM
+ * (two of 128 x 128, four of 64 x 128) on TC_SMS SMs; ties to more chunks. The rule's count alone
+ * can spill a few blocks into a second wave: 32 chunks of unet_cifar's 32x32 128 -> 128 gradient
+ * are 288 blocks of 128 x 128 against 264 places, 8 of its 16x16 256 -> 256 ones too; 29 and 7
+ * chunks are 522 and 504 blocks of 64 x 128 against 528, one wave. The fused
+ * prologue's instances (fewer resident blocks) take the same count, so that fused and unfused
+ * give the same bits; the count is a function of the shapes alone (TC_SMS a constant, not the
+ * device's SMs), so are the bits. */
+#define TC_SMS 132 /* an H100's or H200's SMs */
+int64_t cu_conv_tc_wgrad_chunks(int64_t M, int64_t N, int slices, int64_t P, int64_t most) {
+    int64_t best = most > 0 ? most : 1;
+    double best_cost = -1;
+    for (int64_t c = best; c >= 1; c--) {
+        int bm, bn;
+        conv_tc_tile(M, N, slices * c, &bm, &bn);
+        const int64_t blocks = (M + bm - 1) / bm * ((N + bn - 1) / bn) * slices * c,
+                      per_sm = TC_MIN_BLOCKS(bm, bn), slots = (int64_t)TC_SMS * per_sm;
+        const double cost = (double)((blocks + slots - 1) / slots) * (double)per_sm * bm * bn *
+                            (double)((P + c - 1) / c);
+        if (best_cost < 0 || cost < best_cost) best = c, best_cost = cost;
+    }
+    return best;
+}
+
 /* fn<BM, BN>(args...) for the tile picked at run time */
 #define TC_TILED(bm, bn, fn, ...)                                                                  \
     ((bm) == 64 ? ((bn) == 64 ? fn<64, 64>(__VA_ARGS__) : fn<64, 128>(__VA_ARGS__))                \

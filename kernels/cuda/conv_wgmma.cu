@@ -17,8 +17,9 @@
  *             pixels, N = Ci, reduction over (class tap, 64-channel chunk of Co)
  *   bwd wgt   M = Co, N = the columns (tap, part, 64-channel chunk) of dw, each chunk padded to
  *             64 channels, reduction over output pixels in 64-pixel tiles; the tiles are cut
- *             into sg_ws_wgrad_chunks(P, nw) (at most) contiguous chunks whose fp32 partials go to
- *             the workspace and are summed in chunk order (deterministic split-K, no atomics).
+ *             into wg_wgrad_chunks' count (at most sg_ws_wgrad_chunks(P, nw)) of contiguous
+ *             chunks whose fp32 partials go to the workspace and are summed in chunk order
+ *             (deterministic split-K, no atomics).
  *
  * Pixel tiles. TMA copies boxes, not gathered rows, so a tile of GEMM rows that are pixels is a
  * box of the NHWC tensor: tw x th pixels of tn images, tw = min(rows, 2^ceil(log2 Wo)),
@@ -1144,6 +1145,23 @@ static int wg_pick_bn_for(int64_t n, int64_t mt) {
     }
     return best;
 }
+/* The weight gradient's chunk count here: of 1 .. min(tiles, most) (most: the workspace rule's,
+ * sg_ws_wgrad_chunks; tiles: the 64-pixel reduction tiles), the one of least estimated time,
+ * waves x ceil(tiles / c) (a block's k-tiles), its blocks `per` a chunk, one an SM on WG_SMS;
+ * ties to more chunks. The rule's count alone can spill a few blocks into a second wave: 32
+ * chunks of unet_cifar's 32x32 128 -> 128 gradient are 192 blocks (BN 192), 8 of its 16x16
+ * 256 -> 256 ones 144; 22 and 7 are one wave. A function of the shapes alone (WG_SMS a
+ * constant, the persistent grid's blocks walk the same tiles), so are the bits. */
+#define WG_SMS 132 /* an H100's or H200's SMs */
+static int wg_wgrad_chunks(int64_t per, int64_t tiles, int64_t most) {
+    const int64_t top = tiles < most ? tiles : most;
+    int64_t best = top > 0 ? top : 1, best_cost = -1;
+    for (int64_t c = best; c >= 1; c--) {
+        const int64_t cost = (per * c + WG_SMS - 1) / WG_SMS * ((tiles + c - 1) / c);
+        if (best_cost < 0 || cost < best_cost) best = c, best_cost = cost;
+    }
+    return (int)best;
+}
 #define WG_TILED(bn, fn, ...)                                                                      \
     ((bn) == 64    ? fn<64>(__VA_ARGS__)                                                           \
      : (bn) == 128 ? fn<128>(__VA_ARGS__)                                                          \
@@ -1465,6 +1483,27 @@ static int conv_wg_wgrad_launch(cudaStream_t st, float *part, const uint16_t *dy
                      xm1, a, f);
 }
 
+/* The weight gradient's reduction tiles and columns: 64-pixel tiles (wg_tiles), cut into
+ * wg_wgrad_chunks' count (at most sg_ws_wgrad_chunks(P, nw), the workspace rule's, and the
+ * tiles, as the grid fills the SMs) in a->chunks; *cols the columns (tap, part, 64-channel
+ * chunk); returns the N tile. */
+static int wg_wgrad_setup(wg_args *a, int64_t *cols) {
+    const int64_t P = (int64_t)a->N * a->Ho * a->Wo, nw = (int64_t)a->Co * a->K * a->K * a->Ci;
+    wg_tiles(a, WG_BK, a->N, a->Ho, a->Wo);
+    *cols =
+        (int64_t)a->K * a->K * WG_BK * ((a->c0 + WG_BK - 1) / WG_BK + (a->c1 + WG_BK - 1) / WG_BK);
+    const int bn = wg_pick_bn(*cols);
+    a->chunks = wg_wgrad_chunks((*cols + bn - 1) / bn * ((a->Co + WG_BM - 1) / WG_BM),
+                                (int64_t)a->nn * a->nh * a->nw, sg_ws_wgrad_chunks(P, nw));
+    return bn;
+}
+int64_t cuda_conv2d_wgmma_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S, int pad) {
+    wg_args a = wg_args_of(sg_cat1(NULL, Ci), N, H, W, Ci, Co, K, S, pad);
+    int64_t cols;
+    wg_wgrad_setup(&a, &cols);
+    return a.chunks;
+}
+
 int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const void *dy, sg_cat x,
                                  const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                                  int K, int S, int pad, int dt, int accum, void *ws,
@@ -1478,15 +1517,11 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
     wg_args a = wg_args_of(x, N, H, W, Ci, Co, K, S, pad);
     const int64_t P = (int64_t)N * a.Ho * a.Wo, nw = (int64_t)Co * K * K * Ci;
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
-    /* 64-pixel reduction tiles, cut into at most sg_ws_wgrad_chunks(P, nw) chunks (the workspace
-     * rule's count; fewer when there are fewer tiles) */
-    wg_tiles(&a, WG_BK, N, a.Ho, a.Wo);
-    const int64_t tiles = (int64_t)a.nn * a.nh * a.nw, most = sg_ws_wgrad_chunks(P, nw);
-    a.chunks = (int)(tiles < most ? tiles : most);
-    const int64_t cols =
-        (int64_t)K * K * WG_BK * ((a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK);
+    int64_t cols;
+    const int bn = wg_wgrad_setup(&a, &cols);
+    const int64_t most = sg_ws_wgrad_chunks(P, nw);
     float *part = (float *)ws;
-    if (WG_TILED(wg_pick_bn(cols), conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a, cols,
+    if (WG_TILED(bn, conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a, cols,
                  cu_conv_fuse_arg(norm)))
         return SG_ERR;
     SG_LAUNCH(conv_wg_chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, (const float *)part,
@@ -1605,15 +1640,15 @@ int cuda_upconv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const 
     SG_ARG_CHECK(dw != NULL, "%s: no dw", fn);
     SG_WS_CHECK(sg_ws_upconv2d_bwd_weight(N, H, W, Ci, Co, db != NULL), ws_bytes, fn);
     if (upconv_wg_check(fn, x, dy, NULL, N, H, W, Ci, Co, dt)) return SG_ERR;
-    /* 64-pixel reduction tiles of the low-res grid, cut into at most sg_ws_wgrad_chunks(P, 16 Co
-     * Ci) chunks (conv.cu's count and partials layout; fewer when there are fewer tiles) */
+    /* 64-pixel reduction tiles of the low-res grid, cut into wg_wgrad_chunks' count (at most
+     * sg_ws_wgrad_chunks(P, 16 Co Ci), conv.cu's partials layout) */
     wg_args a = wg_args_of(sg_cat1(x, Ci), N, H, W, Ci, Co, 3, 1, 1);
     wg_tiles(&a, WG_BK, N, H, W);
     const int64_t P = (int64_t)N * H * W, tiles = (int64_t)a.nn * a.nh * a.nw,
                   most = sg_ws_wgrad_chunks(P, (int64_t)16 * Co * Ci);
-    a.chunks = (int)(tiles < most ? tiles : most);
     /* the columns: 4 folded taps x ceil(Ci / 64) blocks, a multiple of 256 (BN 256, no waste) */
     const int64_t cols = 4 * WG_BK * (int64_t)((Ci + WG_BK - 1) / WG_BK);
+    a.chunks = wg_wgrad_chunks((cols + 255) / 256 * ((Co + WG_BM - 1) / WG_BM) * 4, tiles, most);
     float *part = (float *)ws;
     if (upconv_wg_wgrad_launch<256>(st, part, (const uint16_t *)dy, (const uint16_t *)x, a, cols) ||
         cu_upconv_fold_back(st, dw, part, Ci, Co, a.chunks, accum))

@@ -376,6 +376,10 @@ int cu_conv_tc_fwd_sc(cudaStream_t st, void *y, sg_cat h, const uint16_t *wb, co
 int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16_t *wb,
                         const sg_norm_bwd_fuse *nb, int N, int H, int W, int Ci, int Co, int K,
                         int S, int pad, int accum);
+/* conv_tc.cu: the weight gradient's chunks on the tensor-core kernels, at most `most` (the
+ * workspace rule's), for an M x N GEMM (Co x K K Ci; the upsample conv's Co x 4 Ci in 4 slices a
+ * chunk) over P pixels: a function of the shapes alone. */
+int64_t cu_conv_tc_wgrad_chunks(int64_t M, int64_t N, int slices, int64_t P, int64_t most);
 int cu_conv_tc_bwd_weight(cudaStream_t st, float *part, const void *dy, sg_cat x,
                           const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co, int K,
                           int S, int pad, int64_t chunks, int64_t chunk_len);

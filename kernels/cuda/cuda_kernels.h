@@ -269,12 +269,19 @@ int cuda_conv2d_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *
                          int N, int H, int W, int Ci, int Co, int K, int S, int pad, int dt,
                          int accum, void *ws, int64_t ws_bytes, const sg_norm_bwd_fuse *nb);
 /* [gemm] [ws] dw[Co,K,K,Ci], db[Co] (fp32, db may be NULL) from dy and x (dt); accum applies
- * to dw and db. The implicit GEMMs reduce over the output pixels in sg_ws_wgrad_chunks(P, nw)
- * chunks whose fp32 partials are summed in chunk order. fuse (may be NULL): the prologue
- * alone (x is norm_act's input). */
+ * to dw and db. The implicit GEMMs reduce over the output pixels in chunks whose fp32 partials
+ * are summed in chunk order: sg_ws_wgrad_chunks(P, nw) of them on the CUDA cores, at most that
+ * on the tensor cores (cuda_conv2d_tc_wgrad_chunks). fuse (may be NULL): the prologue alone (x
+ * is norm_act's input). */
 int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                            sg_cat x, const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
                            int K, int S, int pad, int dt, int accum, void *ws, int64_t ws_bytes);
+/* The weight gradient's chunk count on the mma.sync kernels (cuda_conv2d_bwd_weight's tensor-core
+ * path) and on the wgmma kernels (cuda_conv2d_wgmma_bwd_weight, x one part): of at most
+ * sg_ws_wgrad_chunks(P, nw), the count whose grid fills an H100's or H200's SMs in the fewest
+ * waves (conv_tc.cu, conv_wgmma.cu). A function of the shapes alone; tests and bench read it. */
+int64_t cuda_conv2d_tc_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S);
+int64_t cuda_conv2d_wgmma_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S, int pad);
 /* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda.c puts the library side's
  * 1x1 convs here, beside cuDNN's spatial ones): the three passes above with K = 1, S = 1,
  * pad = 0 on the SG_CONV_PATH_CUBLAS path whatever the dtype and alignment (linear.cu's GEMM
