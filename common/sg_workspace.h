@@ -44,9 +44,11 @@
  * from 45.6 (fp32) and 48.0 (bf16) to 63.5 (`plan`, 2026-12-02). */
 #define SG_WS_WGRAD_PIX 4096
 #define SG_WS_WGRAD_MAX_CHUNKS 32
-/* 7, not 8: unet_cifar's 256 -> 256 layers at 4x4 and 8x8 then make 252 mma.sync blocks and 126
- * wgmma blocks, one wave on 132 SMs (two 128 x 128 blocks an SM, one 128 x 256 block); 8 chunks
- * would put 9% of the blocks in a second wave on both */
+/* 7, not 8: unet_cifar's 256 -> 256 layers at 4x4 and 8x8 then make 504 mma.sync blocks of
+ * 64 x 128 (four an SM: 528 places) and 126 wgmma blocks of 128 x 256 (one an SM), one wave on
+ * 132 SMs; 8 chunks would make 288 blocks of 128 x 128 (two an SM: 264 places) and 144, a few
+ * in a second wave on both (the tensor cores' own choice, cuda_conv2d_tc_wgrad_chunks, takes
+ * at most this count and may take fewer for the same reason) */
 #define SG_WS_WGRAD_MIN_CHUNKS 7
 #define SG_WS_WGRAD_MIN_PIX 256
 #define SG_WS_WGRAD_SPREAD_BYTES ((int64_t)32 << 20)
