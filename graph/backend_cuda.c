@@ -116,8 +116,11 @@ typedef struct {
     unsigned char *node_eng; /* per node: SG_CONV_ENGINE_OWN / _CUDNN / CONV_ENGINE_GEMM /
                                 CONV_ENGINE_WGMMA for conv nodes, else 0 */
     int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
-    int pdl;            /* SG_PDL: launches allow programmatic dependent launch (cuda_kernels.h) */
-    int pdl_ok;         /* the device has it (compute capability 9.0 and above) */
+    int pdl;    /* SG_PDL: launches allow programmatic dependent launch (cuda_kernels.h) */
+    int pdl_ok; /* the device has it (compute capability 9.0 and above) */
+    /* SG_NORM_ONEPASS=1: the forward normalisations whose shape it takes run in one pass
+     * (cuda_kernels.h; the same bits), norm_onepass_nodes of them */
+    int norm_onepass, norm_onepass_nodes;
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -1130,9 +1133,22 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         fwd = (table->knobs.fuse_stats & SG_KNOB_STATS_FWD) != 0;
         bwd = (table->knobs.fuse_stats & SG_KNOB_STATS_BWD) != 0;
     }
+    /* SG_NORM_ONEPASS: a forward normalisation that stores y and whose shape the one-pass kernel
+     * takes computes its own partials, in that pass: not the convolution before */
+    c->norm_onepass_nodes = 0;
+    for (int j = 0; j < g->nn && c->norm_onepass; j++) {
+        const sg_node *nj = &g->n[j];
+        if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
+        const sg_gn_dims d = sg_gn_dims_of(g, nj);
+        const int x = nj->in[sg_norm_operands_of(nj).x];
+        if (g->t[nj->out[0]].vnorm < 0 &&
+            cuda_norm_act_onepass_groups((int)d.HW, (int)d.C, (int)d.G, g->t[x].dtype) > 0)
+            c->norm_done[j] = -1, c->norm_onepass_nodes++; /* -1: not paired (below) */
+    }
     for (int j = 0; j < g->nn && fwd; j++) {
         const sg_node *nj = &g->n[j];
         if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
+        if (c->norm_done[j] < 0) continue;
         const int x = nj->in[sg_norm_operands_of(nj).x];
         const int first = g->t[x].nparts ? g->t[x].parts[0] : x;
         int i = j - 1;
@@ -1174,6 +1190,8 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         c->norm_done[j] = 1;
         c->stats_fused++;
     }
+    for (int j = 0; j < g->nn; j++)
+        if (c->norm_done[j] < 0) c->norm_done[j] = 0;
     return SG_OK;
 }
 /* Where node k writes the partials of the normalisation after it (NULL: nowhere), and their
@@ -1576,6 +1594,7 @@ static const cuda_run_fn cuda_run[OP_COUNT] = {SG_OP_LIST(CUDA_RUN_ROW)};
 static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine, sg_blas *blas) {
     cuda_ctx *c = be->ctx;
     sg_cuda_set_pdl(c->pdl); /* process-wide: this backend's, for every launch of its nodes */
+    sg_cuda_set_norm_onepass(c->norm_onepass); /* likewise */
     const sg_graph *g = &p->g;
     const sg_node *nd = &g->n[i];
     cuda_call k = {.c = c,
@@ -2118,6 +2137,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
              "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
+             "\"norm_onepass\":%d,"
              "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
              "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
@@ -2136,8 +2156,9 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
                                              : "prologue",
              c->dgrad_epilogue ? "true" : "false",
              c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->win.windows,
-             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
+             c->norm_onepass ? c->norm_onepass_nodes : -1, c->win.windows, c->win.host_bound,
+             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2249,6 +2270,15 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
                 "stepgraph: SG_PDL=1: this device (compute capability %d.%d) has no "
                 "programmatic dependent launch: off\n",
                 major, minor);
+    /* the one-pass forward normalisation (cuda_kernels.h): SG_NORM_ONEPASS=1; unset or 0: off
+     * (the same bits either way) */
+    const char *onepass = getenv("SG_NORM_ONEPASS");
+    if (onepass && *onepass && strcmp(onepass, "0") && strcmp(onepass, "1")) {
+        sg_set_error("SG_NORM_ONEPASS=%s: expected 0 (the default) or 1", onepass);
+        free(c), free(be);
+        return NULL;
+    }
+    c->norm_onepass = onepass && !strcmp(onepass, "1");
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

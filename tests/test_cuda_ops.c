@@ -2306,6 +2306,8 @@ static void test_gns(void) {
 
 /* ======================= norm_act ======================= */
 
+static long g_onepass_ran; /* the cases the one-pass forward ran on */
+
 /* cuda_norm_act_fwd / _apply / _bwd against cpu_norm_act_*: x a concatenation of c0 + c1
  * channels (c1 = 0: one buffer), v with temb, SiLU or none, dropout p from device seed and step
  * at a rank's offset. The apply launcher run on the forward's own statistics must give the
@@ -2385,6 +2387,33 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
          * stride), the rest by the statistics pass: mean and rstd bit for bit the same */
         uint8_t *m0 = (uint8_t *)halloc(m->bytes), *r0 = (uint8_t *)halloc(r->bytes);
         tb_download(m, m0), tb_download(r, r0);
+        /* the one-pass forward (SG_NORM_ONEPASS): where it takes the shape (16-byte vectors, a
+         * tile that fits), the two passes' y, mean and rstd bit for bit; elsewhere the two
+         * passes run */
+        {
+            const int V = dt == DT_BF16 ? 8 : 4;
+            const int takes =
+                cuda_norm_act_onepass_groups(HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
+            uint8_t *y0 = (uint8_t *)halloc(y->bytes), *y1 = (uint8_t *)halloc(y->bytes);
+            uint8_t *m1 = (uint8_t *)halloc(m->bytes), *r1 = (uint8_t *)halloc(r->bytes);
+            tb_download(y, y0);
+            const long l0 = cuda_norm_onepass_launches();
+            reset_all();
+            sg_cuda_set_norm_onepass(1);
+            CALL(cuda_norm_act_fwd, g_st, y->d, (float *)m->d, (float *)r->d, xc, vp, g_d, b_d, N,
+                 HW, C, G, eps, act, drop, dt, ws->d, wsb, 0);
+            sg_cuda_set_norm_onepass(0);
+            sync_stream();
+            const long ran = cuda_norm_onepass_launches() - l0;
+            CHECK(ran == takes, "%s: the one-pass forward ran %ld times, want %d", ctx, ran, takes);
+            g_onepass_ran += ran;
+            tb_download(y, y1), tb_download(m, m1), tb_download(r, r1);
+            CHECK(!memcmp(y0, y1, y->bytes) && !memcmp(m0, m1, m->bytes) &&
+                      !memcmp(r0, r1, r->bytes),
+                  "%s: the one-pass forward's %s differ from the two passes'", ctx,
+                  memcmp(y0, y1, y->bytes) ? "y" : "statistics");
+            guards_all(ctx);
+        }
         reset_all();
         CALL(cuda_norm_partials, g_st, (float *)ws->d, C, sg_cat1(dxa_in->d, c0), N, HW, 0, dt);
         CALL(cuda_norm_act_stats, g_st, (float *)m->d, (float *)r->d, xc, vp, N, HW, C, G, eps, dt,
@@ -2460,8 +2489,30 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
     case_end();
 }
 
+/* The one-pass forward's tiles for unet_cifar's normalisations (bf16, 32 groups) and
+ * unet_adm64's fp32 64x64 (too large a tile: the two passes): rows of 64 bytes where the copy
+ * fits in 64 KiB, 48 where a pair of 12-channel groups is the only vector-wide tile; none where
+ * only 16-byte rows fit. */
+static void test_norm_onepass_groups(void) {
+    case_begin();
+    static const struct {
+        int HW, C, dt, want;
+    } cs[] = {{1024, 128, DT_BF16, 8}, {1024, 256, DT_BF16, 4}, {1024, 384, DT_BF16, 2},
+              {256, 256, DT_BF16, 4},  {256, 384, DT_BF16, 4},  {256, 512, DT_BF16, 2},
+              {64, 256, DT_BF16, 4},   {16, 512, DT_BF16, 2},   {1024, 128, DT_F32, 4},
+              {4096, 128, DT_F32, 0},  {4096, 128, DT_BF16, 0}};
+    cover("cuda_norm_act_onepass_groups");
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const int got = cuda_norm_act_onepass_groups(cs[i].HW, cs[i].C, 32, cs[i].dt);
+        CHECK(got == cs[i].want, "one-pass tile of HW %d C %d %s: %d groups, want %d", cs[i].HW,
+              cs[i].C, dtn(cs[i].dt), got, cs[i].want);
+    }
+    case_end();
+}
+
 static void test_norm_acts(void) {
     const int S = SG_ACT_SILU, NONE = SG_ACT_NONE;
+    test_norm_onepass_groups();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         /* norm1 + silu1 of a block input: dx accumulates (the skip path wrote it first);
          * vectors in both dtypes */
@@ -2485,7 +2536,13 @@ static void test_norm_acts(void) {
          * (256): two blocks of groups, one segment a round */
         test_norm_act(70, 3, 8, 8, 4, S, 1, 0.1f, dt, 0, 1, 0);
         test_norm_act(1, 150, 600, 0, 300, S, 1, 0.1f, dt, 0, 0, 1);
+        /* the one-pass forward's tiles: three segments (the last short), several tiles of
+         * groups a sample, a concatenation whose parts meet inside a tile, v and the dropout */
+        test_norm_act(2, 150, 64, 0, 16, S, 0, 0.0f, dt, 0, 0, 0);
+        test_norm_act(2, 70, 56, 40, 48, S, 1, 0.1f, dt, 0, 1, 0);
     }
+    CHECK(g_onepass_ran >= 8, "the one-pass forward ran on %ld cases only", g_onepass_ran);
+    printf("norm_act cases on the one-pass forward: %ld\n", g_onepass_ran);
 }
 
 /* ======================= elementwise ======================= */

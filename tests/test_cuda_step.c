@@ -28,6 +28,8 @@
  *   (graph/backend_cuda.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
  *   give the bits of SG_FUSE_STATS=0 (every normalisation's own partials pass) and of
  *   SG_FUSE_STATS=fwd (the forward's alone; bf16);
+ * - the one-pass forward normalisations (SG_NORM_ONEPASS=1): the same bits, and the one-pass
+ *   kernel ran;
  * - programmatic dependent launch (SG_PDL=1, bf16): the replayed step's bits are the ones
  *   without it;
  * - a plan that does not fit says so before allocating (an absurd batch).
@@ -50,6 +52,7 @@
 #include <unistd.h>
 
 #include "graph/exec.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "planner/plan.h"
 #include "tests/sg_test.h"
 
@@ -289,6 +292,15 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
                 same_under_env(nm, "SG_FUSE_STATS", modes[mi],
                                "the statistics' partials in the convolutions", &c, data, engine, lg,
                                sg, bg);
+        }
+        /* the one-pass forward normalisations (SG_NORM_ONEPASS=1, cuda_kernels.h): x read once,
+         * their statistics no longer computed by the convolutions before them: the same bits */
+        if (accum == 1 && fuse != 1) { /* (the fused plans store few normalised tensors) */
+            const long l0 = cuda_norm_onepass_launches();
+            same_under_env(nm, "SG_NORM_ONEPASS", "1", "the two-pass normalisations", &c, data,
+                           engine, lg, sg, bg);
+            CHECK(cuda_norm_onepass_launches() > l0,
+                  "%s: SG_NORM_ONEPASS=1 ran no one-pass forward", nm);
         }
         /* programmatic dependent launch (SG_PDL=1, cuda_kernels.h): each kernel may start while
          * the one before it drains and waits for it first: the same bits, replayed */

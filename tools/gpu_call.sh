@@ -31,7 +31,8 @@
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
 #    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
 #    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the default plan with
-#    programmatic dependent launch (SG_PDL=1: the same bits), the fused attention on the
+#    programmatic dependent launch (SG_PDL=1: the same bits), the default plan with its forward
+#    normalisations in one pass (SG_NORM_ONEPASS=1: the same bits), the fused attention on the
 #    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
 #    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -142,6 +143,7 @@ fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant store_norm -- --store-norm 1
     variant pdl SG_PDL=1 --
+    variant norm_onepass SG_NORM_ONEPASS=1 --
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1

@@ -25,6 +25,7 @@
 #include "common/philox.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/norm_apply.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 /* ================================ kernels ================================ */
 
@@ -323,6 +324,29 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
     }
 }
 
+/* One segment's contribution to a group's statistics: from the partials ps[0 .. cg) of the
+ * group's channels (mean, M2 of the segment's R rows), each channel's mean shifted by
+ * v[vi + j] (dt) where v is given: (the group's mean over the segment, M2 + R sum (m_c -
+ * mean)^2), channels in order. Shared by norm_stats_final_kernel and norm_onepass_kernel, so
+ * that both compute the same bits. */
+__device__ __forceinline__ float2 na_seg_group(const float2 *ps, const void *v, int64_t vi, int cg,
+                                               int R, int dt) {
+    float sum = 0.0f;
+    for (int j = 0; j < cg; j++) sum += v ? ps[j].x + dev_ld(v, vi + j, dt) : ps[j].x;
+    const float mg = sum / (float)cg;
+    float M2 = 0.0f, q = 0.0f;
+    for (int j = 0; j < cg; j++) {
+        const float d = (v ? ps[j].x + dev_ld(v, vi + j, dt) : ps[j].x) - mg;
+        M2 += ps[j].y;
+        q += d * d;
+    }
+    return make_float2(mg, M2 + (float)R * q);
+}
+/* rstd from the merged (count na, M2a) */
+__device__ __forceinline__ float na_rstd(float M2a, float na, float eps) {
+    return 1.0f / sqrtf(M2a / na + eps);
+}
+
 /* The merges of the partials (norm_stats_final_kernel, norm_bwd_terms_kernel) take one block
  * per (tile of NA_GROUPS(G) groups, sample n): grid (ceil(G / NA_GROUPS(G)), N). Their loads
  * are spread over the block's threads and each sum keeps the order defined above, through
@@ -350,18 +374,8 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
         const int s = s0 + sl, g = g0 + gi;
         if (sl < ST && gi < ng && s < S) {
             const int R = HW - s * seg < seg ? HW - s * seg : seg;
-            const float2 *ps = part + ((int64_t)n * S + s) * C;
-            float sum = 0.0f;
-            for (int c = g * cg; c < (g + 1) * cg; c++)
-                sum += v ? ps[c].x + dev_ld(v, (int64_t)n * C + c, dt) : ps[c].x;
-            const float mg = sum / (float)cg;
-            float M2 = 0.0f, q = 0.0f;
-            for (int c = g * cg; c < (g + 1) * cg; c++) {
-                const float d = (v ? ps[c].x + dev_ld(v, (int64_t)n * C + c, dt) : ps[c].x) - mg;
-                M2 += ps[c].y;
-                q += d * d;
-            }
-            sums[t] = make_float2(mg, M2 + (float)R * q);
+            sums[t] = na_seg_group(part + ((int64_t)n * S + s) * C + g * cg, v,
+                                   (int64_t)n * C + g * cg, cg, R, dt);
         }
         __syncthreads();
         if (t < ng)
@@ -374,7 +388,7 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
     }
     if (t < ng) {
         mean[(int64_t)n * G + g0 + t] = ma;
-        rstd[(int64_t)n * G + g0 + t] = 1.0f / sqrtf(M2a / na + eps);
+        rstd[(int64_t)n * G + g0 + t] = na_rstd(M2a, na, eps);
     }
 }
 
@@ -422,6 +436,109 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                 dev_stv<T, VEC>(y + i, o, 0);
             }
         }
+    }
+}
+
+/* The one-pass forward (SG_NORM_ONEPASS; cuda_norm_act_onepass_groups): partials, merge and
+ * apply of norm_act's forward in one kernel that reads x once. Block (tile of gpb groups, sample
+ * n): its CB = gpb C / G channels of the sample's HW rows are copied into shared memory (cp.async,
+ * every copy in flight at once), then:
+ * - the partials of each (segment, channel), gn_welford down the segment's rows in order
+ *   (1 / k from a table of gn_welford_rcp: the same values), norm_partials_kernel's chains;
+ * - each group's statistics, its segments merged in order (na_seg_group, na_merge, na_rstd:
+ *   norm_stats_final_kernel's arithmetic), written to mean and rstd;
+ * - y from the copy, norm_apply_kernel's arithmetic (na_apply_act, the dropout by na_drop_vec at
+ *   the same element indices).
+ * So the same bits as the two-pass forward (partials, merge, apply), which reads x twice and
+ * launches three kernels; cuda_ops checks both on every case. Taken only with 16-byte vectors
+ * and where the tile fits (NA1_SLAB_MAX), and never where the convolution before left some
+ * partials (c_done > 0). Shared memory: na1_layout_of. */
+#define NA1_SLAB_MAX (64 * 1024) /* the copy of x, bytes at most */
+#define NA1_ROW_BYTES 64         /* a tile's row, bytes: the groups a tile takes reach this */
+struct na1_layout {
+    int part, stat, chan, rk, bytes;
+};
+__host__ __device__ __forceinline__ na1_layout na1_layout_of(int HW, int CB, int gpb, int S,
+                                                             int seg, int es) {
+    na1_layout l;
+    int o = (HW * CB * es + 15) & ~15; /* the copy [HW][CB] */
+    l.part = o, o += S * CB * 8;       /* the partials [S][CB] (float2) */
+    l.stat = o, o += gpb * 8;          /* each group's (mean, rstd) */
+    l.chan = o, o += 4 * CB * 4;       /* per channel: mean, scale, beta, v */
+    l.rk = o, o += (seg + 1) * 4;      /* 1 / k, k = 0 .. seg */
+    l.bytes = o;
+    return l;
+}
+
+template <typename T, int VEC, bool DROP>
+__global__ void __launch_bounds__(SG_THREADS)
+    norm_onepass_kernel(T *y, float *mean, float *rstd, sg_cat x, const T *v, const float *gamma,
+                        const float *beta, int HW, int C, int G, int gpb, int seg, int S, float eps,
+                        int act, sg_drop drop) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(uint8_t, smem);
+    const int dt = sizeof(T) == 2 ? DT_BF16 : DT_F32;
+    const int n = blockIdx.y, cg = C / G, g0 = blockIdx.x * gpb, CB = gpb * cg, c0 = g0 * cg;
+    const int CBV = CB / VEC, items = HW * CBV, t = threadIdx.x;
+    const na1_layout L = na1_layout_of(HW, CB, gpb, S, seg, (int)sizeof(T));
+    T *slab = (T *)smem;
+    float2 *part = (float2 *)(smem + L.part), *stat = (float2 *)(smem + L.stat);
+    float *smu = (float *)(smem + L.chan), *ssc = smu + CB, *sbe = ssc + CB, *sadd = sbe + CB;
+    float *rk = (float *)(smem + L.rk);
+    /* the copy: row r, vector cv of the tile at slab[r][cv VEC] */
+    for (int i = t; i < items; i += SG_THREADS) {
+        const int r = i / CBV, cv = i - r * CBV;
+        const na_col<const T> xc = na_cat_col<const T>(x, c0 + cv * VEC);
+        sg_cp_async_16(slab + (int64_t)r * CB + cv * VEC, xc.at((int64_t)n * HW + r), 1);
+    }
+    sg_cp_async_commit();
+    for (int k = t; k <= seg; k += SG_THREADS) rk[k] = k ? gn_welford_rcp(k) : 0.0f;
+    sg_cp_async_wait(0);
+    __syncthreads();
+    /* the partials: chain (segment s, channel c) */
+    for (int ch = t; ch < S * CB; ch += SG_THREADS) {
+        const int s = ch / CB, c = ch - s * CB, r0 = s * seg, R = HW - r0 < seg ? HW - r0 : seg;
+        const T *col = slab + (int64_t)r0 * CB + c;
+        float m = 0.0f, M2 = 0.0f;
+        for (int r = 0; r < R; r++) gn_welford_r(m, M2, dev_ld1(col + (int64_t)r * CB), rk[r + 1]);
+        part[ch] = make_float2(m, M2);
+    }
+    __syncthreads();
+    /* the statistics: thread j < gpb, group g0 + j */
+    if (t < gpb) {
+        const int g = g0 + t;
+        float na = 0.0f, ma = 0.0f, M2a = 0.0f;
+        for (int s = 0; s < S; s++) {
+            const int R = HW - s * seg < seg ? HW - s * seg : seg;
+            const float2 u =
+                na_seg_group(part + s * CB + t * cg, v, (int64_t)n * C + g * cg, cg, R, dt);
+            na_merge(na, ma, M2a, (float)R * (float)cg, u.x, u.y);
+        }
+        const float rs = na_rstd(M2a, na, eps);
+        mean[(int64_t)n * G + g] = ma;
+        rstd[(int64_t)n * G + g] = rs;
+        stat[t] = make_float2(ma, rs);
+    }
+    __syncthreads();
+    for (int c = t; c < CB; c += SG_THREADS) {
+        const float2 st = stat[c / cg];
+        smu[c] = st.x, ssc[c] = na_apply_scale(st.y, gamma[c0 + c]), sbe[c] = beta[c0 + c];
+        sadd[c] = v ? dev_ld1(v + (int64_t)n * C + c0 + c) : 0.0f;
+    }
+    __syncthreads();
+    /* y */
+    const na_drop dk = na_drop_load(drop);
+    for (int i = t; i < items; i += SG_THREADS) {
+        const int r = i / CBV, cl = (i - r * CBV) * VEC;
+        float u[VEC], o[VEC];
+        dev_ldv<T, VEC>(u, slab + (int64_t)r * CB + cl);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            o[j] = na_apply_act<na_fast_act<T>>(v ? u[j] + sadd[cl + j] : u[j], smu[cl + j],
+                                                ssc[cl + j], sbe[cl + j], act);
+        const int64_t e = ((int64_t)n * HW + r) * C + c0 + cl;
+        if constexpr (DROP) na_drop_vec<false, VEC>(o, dk, dk.i0 + (uint64_t)e);
+        dev_stv<T, VEC>(y + e, o, 0);
     }
 }
 
@@ -774,6 +891,56 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
 #undef NA_PARTIALS
 }
 
+/* The one-pass forward (norm_onepass_kernel): the switch (cuda_kernels.h), the tile's groups,
+ * the launch */
+static int g_norm_onepass;
+static long g_norm_onepass_launches;
+long cuda_norm_onepass_launches(void) {
+    return g_norm_onepass_launches;
+}
+void sg_cuda_set_norm_onepass(int on) {
+    g_norm_onepass = on != 0;
+}
+int sg_cuda_norm_onepass(void) {
+    return g_norm_onepass;
+}
+
+int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt) {
+    if (HW <= 0 || G <= 0 || C <= 0 || C % G || (dt != DT_BF16 && dt != DT_F32)) return 0;
+    const int es = dt == DT_BF16 ? 2 : 4, V = 16 / es, cg = C / G;
+    int gpb = 0;
+    for (int d = 1; d <= G; d++) {
+        if (G % d || d * cg % V) continue;
+        if ((int64_t)HW * d * cg * es > NA1_SLAB_MAX) break;
+        gpb = d;
+        if (d * cg * es >= NA1_ROW_BYTES) break;
+    }
+    /* rows of at least a 32-byte sector, unless the tile is the whole sample */
+    if (!gpb || (gpb * cg * es < 32 && gpb != G)) return 0;
+    const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
+    const int bytes = na1_layout_of(HW, gpb * cg, gpb, S, seg, es).bytes;
+    if (bytes > 48 * 1024 && bytes > cuda_smem_optin()) return 0;
+    return gpb;
+}
+
+template <typename T, int VEC>
+static int na_onepass(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, int gpb,
+                      float eps, int act, sg_drop drop) {
+    const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
+    const int bytes = na1_layout_of(HW, gpb * (C / G), gpb, S, seg, (int)sizeof(T)).bytes;
+    void (*const kernel)(T *, float *, float *, sg_cat, const T *, const float *, const float *,
+                         int, int, int, int, int, int, float, int, sg_drop) =
+        drop.p > 0.0f ? norm_onepass_kernel<T, VEC, true> : norm_onepass_kernel<T, VEC, false>;
+    if (bytes > 48 * 1024 && cuda_smem_attr(kernel, bytes, "norm_onepass_kernel")) return SG_ERR;
+    SG_LAUNCH_NAMED("norm_onepass_kernel", kernel, dim3((unsigned)(G / gpb), (unsigned)N),
+                    SG_THREADS, (size_t)bytes, st, (T *)y, mean, rstd, x, (const T *)v, gamma, beta,
+                    HW, C, G, gpb, seg, S, eps, act, drop);
+    SG_LAUNCH_CHECK("norm_onepass_kernel");
+    g_norm_onepass_launches++;
+    return SG_OK;
+}
+
 /* Pass 1: the partials of channels [c_done, C) (those before c_done are in ws already: the
  * convolution before wrote them, graph/backend_cuda.c), then the merge. */
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
@@ -793,6 +960,15 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
     if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
     SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
     SG_ARG_CHECK(c_done >= 0 && c_done <= C, "%s: %d channels' partials done of %d", fn, c_done, C);
+    if (g_norm_onepass && !c_done) {
+        const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
+        const int gpb = cuda_norm_act_onepass_groups(HW, C, G, dt);
+        if (gpb && na_vec(dt, C, x, p, 4) > 1)
+            return dt == DT_BF16 ? na_onepass<uint16_t, 8>(st, y, mean, rstd, x, v, gamma, beta, N,
+                                                           HW, C, G, gpb, eps, act, drop)
+                                 : na_onepass<float, 4>(st, y, mean, rstd, x, v, gamma, beta, N, HW,
+                                                        C, G, gpb, eps, act, drop);
+    }
     if (na_stats_pass(st, mean, rstd, x, v, N, HW, C, G, eps, dt, ws, c_done)) return SG_ERR;
     return cuda_norm_act_apply(st, y, x, v, mean, rstd, gamma, beta, N, HW, C, G, act, drop, dt);
 }

@@ -39,10 +39,17 @@
  * 2, ...), in explicitly rounded operations, so that every kernel that computes a partial (the
  * normalisation's own pass, the epilogue of the convolution before it: conv_tc.cu) computes the
  * same bits, whatever the compiler would contract. */
-__device__ __forceinline__ void gn_welford(float &m, float &M2, float u, int k) {
+__device__ __forceinline__ void gn_welford_r(float &m, float &M2, float u, float rk) {
     const float d = __fsub_rn(u, m);
-    m = __fmaf_rn(d, __fdiv_rn(1.0f, (float)k), m);
+    m = __fmaf_rn(d, rk, m);
     M2 = __fmaf_rn(d, __fsub_rn(u, m), M2);
+}
+/* ... rk = 1 / k, correctly rounded: gn_welford's (a caller with a table of them: the same bits) */
+__device__ __forceinline__ float gn_welford_rcp(int k) {
+    return __fdiv_rn(1.0f, (float)k);
+}
+__device__ __forceinline__ void gn_welford(float &m, float &M2, float u, int k) {
+    gn_welford_r(m, M2, u, gn_welford_rcp(k));
 }
 
 /* The statistics' partials of a convolution's stored output tile (both tensor-core generations'
