@@ -312,6 +312,11 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     const char *pdl_env = getenv("SG_PDL");
     if ((!pdl_env || !*pdl_env) && p->cfg.engines && p->cfg.engines->knobs.pdl >= 0)
         c->pdl = p->cfg.engines->knobs.pdl && c->pdl_ok;
+    /* SG_NORM_ONEPASS unset: likewise (prepare_norm_stats reads it) */
+    const char *onepass_env = getenv("SG_NORM_ONEPASS");
+    if ((!onepass_env || !*onepass_env) && p->cfg.engines &&
+        p->cfg.engines->knobs.norm_onepass >= 0)
+        c->norm_onepass = p->cfg.engines->knobs.norm_onepass;
     if (prepare_norm_stats(c, g, p->cfg.engines)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;

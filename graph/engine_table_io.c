@@ -208,18 +208,22 @@ static int gemms_field(json_t *r, sg_engine_table *t, const char *what) {
 }
 
 /* the table's optional "knobs": {"pdl": bool, "tc_halo": "prologue"|"none"|"all",
- * "dgrad_stats": bool, "fuse_stats": "1"|"fwd"|"bwd"|"0", "base_ms", "step_ms"}, each optional
+ * "dgrad_stats": bool, "fuse_stats": "1"|"fwd"|"bwd"|"0", "norm_onepass": bool, "base_ms",
+ * "step_ms"}, each optional
  * (absent or null: the backend's default; sg_step_knobs) */
 static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
     json_t *o = json_object_get(r, "knobs");
     if (!o || json_is_null(o)) return SG_OK;
     json_t *pdl = json_object_get(o, "pdl"), *halo = json_object_get(o, "tc_halo"),
-           *ds = json_object_get(o, "dgrad_stats"), *fs = json_object_get(o, "fuse_stats");
+           *ds = json_object_get(o, "dgrad_stats"), *fs = json_object_get(o, "fuse_stats"),
+           *op = json_object_get(o, "norm_onepass");
     sg_step_knobs *k = &t->knobs;
     const int bad_bool = (pdl && !json_is_null(pdl) && !json_is_boolean(pdl)) ||
-                         (ds && !json_is_null(ds) && !json_is_boolean(ds));
+                         (ds && !json_is_null(ds) && !json_is_boolean(ds)) ||
+                         (op && !json_is_null(op) && !json_is_boolean(op));
     k->pdl = json_is_boolean(pdl) ? json_is_true(pdl) : SG_KNOB_UNSET;
     k->dgrad_stats = json_is_boolean(ds) ? json_is_true(ds) : SG_KNOB_UNSET;
+    k->norm_onepass = json_is_boolean(op) ? json_is_true(op) : SG_KNOB_UNSET;
     k->tc_halo = sg_knob_halo_parse(json_string_value(halo));
     k->fuse_stats = sg_knob_stats_parse(json_string_value(fs));
     if (!json_is_object(o) || bad_bool || (halo && !json_is_null(halo) && k->tc_halo < 0) ||
@@ -227,7 +231,8 @@ static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
         return sg_set_error(
             "%s: engine table: \"knobs\" must be {\"pdl\": true|false, \"tc_halo\": "
             "\"prologue\"|\"none\"|\"all\", \"dgrad_stats\": true|false, "
-            "\"fuse_stats\": \"1\"|\"fwd\"|\"bwd\"|\"0\", \"base_ms\", \"step_ms\"}",
+            "\"fuse_stats\": \"1\"|\"fwd\"|\"bwd\"|\"0\", \"norm_onepass\": true|false, "
+            "\"base_ms\", \"step_ms\"}",
             what);
     return ms_field(o, "base_ms", &k->base_ms, "knobs", what) ||
                    ms_field(o, "step_ms", &k->step_ms, "knobs", what)
@@ -421,7 +426,7 @@ static json_t *table_json(const sg_engine_table *t) {
     /* the step's knobs where the table sets or measured them (older tables: none) */
     const sg_step_knobs *k = &t->knobs;
     if (r && (k->pdl >= 0 || k->tc_halo >= 0 || k->dgrad_stats >= 0 || k->fuse_stats >= 0 ||
-              k->base_ms >= 0 || k->step_ms >= 0)) {
+              k->norm_onepass >= 0 || k->base_ms >= 0 || k->step_ms >= 0)) {
         json_t *o = json_object();
         json_object_set_new(o, "pdl", k->pdl >= 0 ? json_boolean(k->pdl) : json_null());
         json_object_set_new(o, "tc_halo",
@@ -432,6 +437,8 @@ static json_t *table_json(const sg_engine_table *t) {
         json_object_set_new(o, "fuse_stats",
                             k->fuse_stats >= 0 ? json_string(sg_knob_stats_name(k->fuse_stats))
                                                : json_null());
+        json_object_set_new(o, "norm_onepass",
+                            k->norm_onepass >= 0 ? json_boolean(k->norm_onepass) : json_null());
         json_object_set_new(o, "base_ms", ms_json(k->base_ms));
         json_object_set_new(o, "step_ms", ms_json(k->step_ms));
         json_object_set_new(r, "knobs", o);

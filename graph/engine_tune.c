@@ -432,7 +432,7 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     sg_model_cfg cfg = *cfg0;
     cfg.engines = t;
     sg_step_knobs *k = &t->knobs;
-    k->pdl = k->tc_halo = k->dgrad_stats = k->fuse_stats = SG_KNOB_UNSET;
+    k->pdl = k->tc_halo = k->dgrad_stats = k->fuse_stats = k->norm_onepass = SG_KNOB_UNSET;
     /* the layers' own wgmma schedules, if any, are tried last (below): the trials before run
      * every wgmma node under the table's */
     const char *pe = getenv("SG_WG_PERSIST"), *fe = getenv("SG_WG_FILL");
@@ -449,20 +449,22 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     static const struct {
         const char *env, *name;
         int values[3], n;
-    } knobs[4] = {{"SG_PDL", "pdl", {1}, 1},
+    } knobs[5] = {{"SG_PDL", "pdl", {1}, 1},
                   {"SG_TC_HALO", "tc_halo", {SG_KNOB_HALO_ALL, SG_KNOB_HALO_NONE}, 2},
                   {"SG_TC_DGRAD_STATS", "dgrad_stats", {1}, 1},
                   {"SG_FUSE_STATS",
                    "fuse_stats",
                    {SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD, SG_KNOB_STATS_NONE},
-                   3}};
-    for (int q = 0; q < 4 && !rc; q++) {
+                   3},
+                  {"SG_NORM_ONEPASS", "norm_onepass", {1}, 1}};
+    for (int q = 0; q < 5 && !rc; q++) {
         const char *env = getenv(knobs[q].env);
         if (env && *env) continue;
         int *field = q == 0   ? &k->pdl
                      : q == 1 ? &k->tc_halo
                      : q == 2 ? &k->dgrad_stats
-                              : &k->fuse_stats;
+                     : q == 3 ? &k->fuse_stats
+                              : &k->norm_onepass;
         for (int v = 0; v < knobs[q].n && !rc; v++) {
             const int before = *field;
             double ms = -1;

@@ -35,10 +35,10 @@ enum { SG_TC_MMA = 0, SG_TC_WGMMA = 1 };
 enum { SG_WG_SCHED_PERSIST = 1, SG_WG_SCHED_FILL = 2, SG_WG_SCHEDS = 4 };
 
 /* The step's schedule knobs that leave every bit alone (the CUDA backend's SG_PDL, SG_TC_HALO,
- * SG_TC_DGRAD_STATS, SG_FUSE_STATS), as the tuning chose them by timing the replayed step
- * (sg_engine_table.knobs). SG_KNOB_UNSET: the backend's default. Values: pdl 0/1; tc_halo
- * SG_KNOB_HALO_*; dgrad_stats 0/1; fuse_stats SG_KNOB_STATS_* (the directions whose
- * statistics' partials come from the conv epilogues). */
+ * SG_TC_DGRAD_STATS, SG_FUSE_STATS, SG_NORM_ONEPASS), as the tuning chose them by timing the
+ * replayed step (sg_engine_table.knobs). SG_KNOB_UNSET: the backend's default. Values: pdl 0/1;
+ * tc_halo SG_KNOB_HALO_*; dgrad_stats 0/1; fuse_stats SG_KNOB_STATS_* (the directions whose
+ * statistics' partials come from the conv epilogues); norm_onepass 0/1. */
 enum { SG_KNOB_UNSET = -1 };
 enum { SG_KNOB_HALO_PROLOGUE = 0, SG_KNOB_HALO_NONE = 1, SG_KNOB_HALO_ALL = 2 };
 enum {
@@ -48,7 +48,7 @@ enum {
     SG_KNOB_STATS_BOTH = 3
 };
 typedef struct {
-    int pdl, tc_halo, dgrad_stats, fuse_stats;
+    int pdl, tc_halo, dgrad_stats, fuse_stats, norm_onepass;
     /* measured: the replayed step with the backend's defaults and with these knobs; < 0: not
      * measured */
     double base_ms, step_ms;

@@ -499,7 +499,8 @@ static void check_io_knobs(const sg_engine_table *t0) {
     io_copy(t0, &t, &text, &dnn, &own);
     CHECK(!strstr(text, "knobs") && t.knobs.pdl == SG_KNOB_UNSET &&
               t.knobs.tc_halo == SG_KNOB_UNSET && t.knobs.dgrad_stats == SG_KNOB_UNSET &&
-              t.knobs.fuse_stats == SG_KNOB_UNSET && t.knobs.base_ms < 0,
+              t.knobs.fuse_stats == SG_KNOB_UNSET && t.knobs.norm_onepass == SG_KNOB_UNSET &&
+              t.knobs.base_ms < 0,
           "a table without knobs writes or reads some: %s", text);
     free(text);
     const uint64_t h0 = t.hash;
@@ -507,6 +508,7 @@ static void check_io_knobs(const sg_engine_table *t0) {
                               .tc_halo = SG_KNOB_HALO_ALL,
                               .dgrad_stats = SG_KNOB_UNSET,
                               .fuse_stats = SG_KNOB_STATS_FWD,
+                              .norm_onepass = 1,
                               .base_ms = 24.5,
                               .step_ms = 22.25};
     CHECK(sg_engine_table_hash(&t) == h0, "the knobs changed the hash");
@@ -515,16 +517,20 @@ static void check_io_knobs(const sg_engine_table *t0) {
     CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
               back.knobs.pdl == 1 && back.knobs.tc_halo == SG_KNOB_HALO_ALL &&
               back.knobs.dgrad_stats == SG_KNOB_UNSET &&
-              back.knobs.fuse_stats == SG_KNOB_STATS_FWD && back.knobs.base_ms == 24.5 &&
-              back.knobs.step_ms == 22.25 &&
+              back.knobs.fuse_stats == SG_KNOB_STATS_FWD && back.knobs.norm_onepass == 1 &&
+              back.knobs.base_ms == 24.5 && back.knobs.step_ms == 22.25 &&
               strstr(text, "\"knobs\":{\"pdl\":true,\"tc_halo\":\"all\",\"dgrad_stats\":null,"
-                           "\"fuse_stats\":\"fwd\",\"base_ms\":24.5,\"step_ms\":22.25}"),
+                           "\"fuse_stats\":\"fwd\",\"norm_onepass\":true,\"base_ms\":24.5,"
+                           "\"step_ms\":22.25}"),
           "the knobs' JSON round trip: %s", text ? text : sg_last_error());
     free(text);
     sg_engine_table_free(&back);
-    static const char *const bad[] = {
-        "\"knobs\":1", "\"knobs\":{\"pdl\":1}", "\"knobs\":{\"tc_halo\":\"some\"}",
-        "\"knobs\":{\"fuse_stats\":\"2\"}", "\"knobs\":{\"step_ms\":-2}"};
+    static const char *const bad[] = {"\"knobs\":1",
+                                      "\"knobs\":{\"pdl\":1}",
+                                      "\"knobs\":{\"tc_halo\":\"some\"}",
+                                      "\"knobs\":{\"fuse_stats\":\"2\"}",
+                                      "\"knobs\":{\"norm_onepass\":1}",
+                                      "\"knobs\":{\"step_ms\":-2}"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
         CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "knobs"),
               "malformed knobs (%s): %s", bad[k], sg_last_error());
@@ -1077,14 +1083,14 @@ static void check_tune(const uint8_t *data) {
     const int knobs_valid = kn->pdl >= SG_KNOB_UNSET && kn->pdl <= 1 &&
                             kn->tc_halo >= SG_KNOB_UNSET && kn->tc_halo <= SG_KNOB_HALO_ALL &&
                             kn->tc_halo != SG_KNOB_HALO_PROLOGUE && kn->dgrad_stats <= 1 &&
-                            kn->fuse_stats <= SG_KNOB_STATS_BWD;
+                            kn->fuse_stats <= SG_KNOB_STATS_BWD && kn->norm_onepass <= 1;
 #ifdef SG_TEST_CUDA_HOST
     CHECK(knobs_valid && kn->base_ms > 0 && kn->step_ms > 0 && kn->step_ms <= kn->base_ms,
           "tune: the step knobs pdl %d halo %d dgrad %d stats %d, %g ms against %g", kn->pdl,
           kn->tc_halo, kn->dgrad_stats, kn->fuse_stats, kn->step_ms, kn->base_ms);
 #else
     CHECK(knobs_valid && kn->pdl < 0 && kn->tc_halo < 0 && kn->dgrad_stats < 0 &&
-              kn->fuse_stats < 0 && kn->base_ms < 0,
+              kn->fuse_stats < 0 && kn->norm_onepass < 0 && kn->base_ms < 0,
           "tune on the CPU: step knobs timed");
 #endif
     /* the GEMMs' algorithms: on the CUDA backend every GEMM of the chosen plan's step, each on
@@ -1497,7 +1503,8 @@ static void check_backend_knobs(void) {
     describe_with(&c, env, sizeof env);
     const int stats_all = stats_fused_of(env);
     CHECK(strstr(env, "\"pdl\":false") && strstr(env, "\"tc_halo\":\"prologue\"") &&
-              strstr(env, "\"dgrad_stats\":false") && stats_all > 0,
+              strstr(env, "\"dgrad_stats\":false") && strstr(env, "\"norm_onepass\":-1,") &&
+              stats_all > 0,
           "the defaults: %s", env);
     setenv("SG_FUSE_STATS", "fwd", 1);
     describe_with(&c, ref, sizeof ref);
@@ -1518,6 +1525,21 @@ static void check_backend_knobs(void) {
           "the environment over the table's knobs: %s", env);
     unsetenv("SG_PDL"), unsetenv("SG_TC_HALO"), unsetenv("SG_TC_DGRAD_STATS");
     unsetenv("SG_FUSE_STATS");
+    /* the one-pass forward normalisations: the table's, then the environment's "0" over it */
+    t.knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
+                              .tc_halo = SG_KNOB_UNSET,
+                              .dgrad_stats = SG_KNOB_UNSET,
+                              .fuse_stats = SG_KNOB_UNSET,
+                              .norm_onepass = 1,
+                              .base_ms = -1,
+                              .step_ms = -1};
+    describe_with(&c, env, sizeof env);
+    const char *op = strstr(env, "\"norm_onepass\":");
+    CHECK(op && atoi(op + 15) > 0, "the table's norm_onepass: %s", env);
+    setenv("SG_NORM_ONEPASS", "0", 1);
+    describe_with(&c, env, sizeof env);
+    unsetenv("SG_NORM_ONEPASS");
+    CHECK(strstr(env, "\"norm_onepass\":-1,"), "SG_NORM_ONEPASS=0 over the table's: %s", env);
     printf("the table's step knobs applied by the backend; the environment overrides them\n");
     sg_engine_table_free(&t);
 }
