@@ -118,9 +118,10 @@ typedef struct {
     int convs_own, convs_cudnn, convs_gemm; /* conv nodes per engine (own: both generations) */
     int pdl;    /* SG_PDL: launches allow programmatic dependent launch (cuda_kernels.h) */
     int pdl_ok; /* the device has it (compute capability 9.0 and above) */
-    /* SG_NORM_ONEPASS=1: the forward normalisations whose shape it takes run in one pass
-     * (cuda_kernels.h; the same bits), norm_onepass_nodes of them */
-    int norm_onepass, norm_onepass_nodes;
+    /* SG_NORM_ONEPASS: the directions (SG_NORM_ONEPASS_FWD / _BWD) whose normalisations run in
+     * one pass where their shape is taken (cuda_kernels.h; the same bits): norm_onepass_nodes
+     * forward nodes, norm_bwd_onepass_nodes backward ones */
+    int norm_onepass, norm_onepass_nodes, norm_bwd_onepass_nodes;
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -1138,17 +1139,23 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         fwd = (table->knobs.fuse_stats & SG_KNOB_STATS_FWD) != 0;
         bwd = (table->knobs.fuse_stats & SG_KNOB_STATS_BWD) != 0;
     }
-    /* SG_NORM_ONEPASS: a forward normalisation that stores y and whose shape the one-pass kernel
-     * takes computes its own partials, in that pass: not the convolution before */
-    c->norm_onepass_nodes = 0;
+    /* SG_NORM_ONEPASS: a forward normalisation that stores y, or a backward one, whose shape the
+     * one-pass kernel takes computes its own partials, in that pass: not the convolution before
+     * (forward) or after (the data gradient that writes dy) */
+    c->norm_onepass_nodes = c->norm_bwd_onepass_nodes = 0;
     for (int j = 0; j < g->nn && c->norm_onepass; j++) {
         const sg_node *nj = &g->n[j];
-        if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
+        const int fwd_op = nj->op == OP_NORM_ACT || nj->op == OP_NORM_ACT_TEMB;
+        const int bwd_op = nj->op == OP_NORM_ACT_BWD || nj->op == OP_NORM_ACT_TEMB_BWD;
+        if (!fwd_op && !bwd_op) continue;
         const sg_gn_dims d = sg_gn_dims_of(g, nj);
-        const int x = nj->in[sg_norm_operands_of(nj).x];
-        if (g->t[nj->out[0]].vnorm < 0 &&
-            cuda_norm_act_onepass_groups((int)d.HW, (int)d.C, (int)d.G, g->t[x].dtype) > 0)
+        const int x = nj->in[sg_norm_operands_of(nj).x], dt = g->t[x].dtype;
+        if (fwd_op && (c->norm_onepass & SG_NORM_ONEPASS_FWD) && g->t[nj->out[0]].vnorm < 0 &&
+            cuda_norm_act_onepass_groups((int)d.HW, (int)d.C, (int)d.G, dt) > 0)
             c->norm_done[j] = -1, c->norm_onepass_nodes++; /* -1: not paired (below) */
+        if (bwd_op && (c->norm_onepass & SG_NORM_ONEPASS_BWD) &&
+            cuda_norm_act_bwd_onepass_groups((int)d.HW, (int)d.C, (int)d.G, dt) > 0)
+            c->norm_done[j] = -1, c->norm_bwd_onepass_nodes++;
     }
     for (int j = 0; j < g->nn && fwd; j++) {
         const sg_node *nj = &g->n[j];
@@ -1178,6 +1185,7 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
     for (int j = 0; j < g->nn && bwd; j++) {
         const sg_node *nj = &g->n[j];
         if (nj->op != OP_NORM_ACT_BWD && nj->op != OP_NORM_ACT_TEMB_BWD) continue;
+        if (c->norm_done[j] < 0) continue;
         const sg_norm_operands o = sg_norm_operands_of(nj);
         const int dy = nj->in[o.dy];
         int i = j - 1;
@@ -2142,7 +2150,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
              "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
-             "\"norm_onepass\":%d,"
+             "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
              "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
              "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
@@ -2162,8 +2170,9 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              c->dgrad_epilogue ? "true" : "false",
              c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
              c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
-             c->norm_onepass ? c->norm_onepass_nodes : -1, c->win.windows, c->win.host_bound,
-             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
+             c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
+             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1, c->win.windows,
+             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2275,15 +2284,20 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
                 "stepgraph: SG_PDL=1: this device (compute capability %d.%d) has no "
                 "programmatic dependent launch: off\n",
                 major, minor);
-    /* the one-pass forward normalisation (cuda_kernels.h): SG_NORM_ONEPASS=1; unset or 0: off
-     * (the same bits either way) */
+    /* the one-pass normalisations (cuda_kernels.h): SG_NORM_ONEPASS=1 both directions, fwd or
+     * bwd one; unset or 0: off (the same bits every way) */
     const char *onepass = getenv("SG_NORM_ONEPASS");
-    if (onepass && *onepass && strcmp(onepass, "0") && strcmp(onepass, "1")) {
-        sg_set_error("SG_NORM_ONEPASS=%s: expected 0 (the default) or 1", onepass);
+    _Static_assert(SG_KNOB_STATS_FWD == SG_NORM_ONEPASS_FWD &&
+                       SG_KNOB_STATS_BWD == SG_NORM_ONEPASS_BWD,
+                   "the knob's directions are the switch's bits");
+    c->norm_onepass = onepass && *onepass ? sg_knob_stats_parse(onepass) : 0;
+    if (c->norm_onepass < 0) {
+        sg_set_error("SG_NORM_ONEPASS=%s: expected 0 (the default), 1 (forward and backward), fwd "
+                     "or bwd",
+                     onepass);
         free(c), free(be);
         return NULL;
     }
-    c->norm_onepass = onepass && !strcmp(onepass, "1");
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

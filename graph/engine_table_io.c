@@ -208,8 +208,8 @@ static int gemms_field(json_t *r, sg_engine_table *t, const char *what) {
 }
 
 /* the table's optional "knobs": {"pdl": bool, "tc_halo": "prologue"|"none"|"all",
- * "dgrad_stats": bool, "fuse_stats": "1"|"fwd"|"bwd"|"0", "norm_onepass": bool, "base_ms",
- * "step_ms"}, each optional
+ * "dgrad_stats": bool, "fuse_stats": "1"|"fwd"|"bwd"|"0", "norm_onepass": "1"|"fwd"|"bwd"|"0",
+ * "base_ms", "step_ms"}, each optional
  * (absent or null: the backend's default; sg_step_knobs) */
 static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
     json_t *o = json_object_get(r, "knobs");
@@ -219,19 +219,20 @@ static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
            *op = json_object_get(o, "norm_onepass");
     sg_step_knobs *k = &t->knobs;
     const int bad_bool = (pdl && !json_is_null(pdl) && !json_is_boolean(pdl)) ||
-                         (ds && !json_is_null(ds) && !json_is_boolean(ds)) ||
-                         (op && !json_is_null(op) && !json_is_boolean(op));
+                         (ds && !json_is_null(ds) && !json_is_boolean(ds));
     k->pdl = json_is_boolean(pdl) ? json_is_true(pdl) : SG_KNOB_UNSET;
     k->dgrad_stats = json_is_boolean(ds) ? json_is_true(ds) : SG_KNOB_UNSET;
-    k->norm_onepass = json_is_boolean(op) ? json_is_true(op) : SG_KNOB_UNSET;
     k->tc_halo = sg_knob_halo_parse(json_string_value(halo));
     k->fuse_stats = sg_knob_stats_parse(json_string_value(fs));
+    k->norm_onepass = sg_knob_stats_parse(json_string_value(op));
     if (!json_is_object(o) || bad_bool || (halo && !json_is_null(halo) && k->tc_halo < 0) ||
-        (fs && !json_is_null(fs) && k->fuse_stats < 0))
+        (fs && !json_is_null(fs) && k->fuse_stats < 0) ||
+        (op && !json_is_null(op) && k->norm_onepass < 0))
         return sg_set_error(
             "%s: engine table: \"knobs\" must be {\"pdl\": true|false, \"tc_halo\": "
             "\"prologue\"|\"none\"|\"all\", \"dgrad_stats\": true|false, "
-            "\"fuse_stats\": \"1\"|\"fwd\"|\"bwd\"|\"0\", \"norm_onepass\": true|false, "
+            "\"fuse_stats\": \"1\"|\"fwd\"|\"bwd\"|\"0\", \"norm_onepass\": "
+            "\"1\"|\"fwd\"|\"bwd\"|\"0\", "
             "\"base_ms\", \"step_ms\"}",
             what);
     return ms_field(o, "base_ms", &k->base_ms, "knobs", what) ||
@@ -438,7 +439,8 @@ static json_t *table_json(const sg_engine_table *t) {
                             k->fuse_stats >= 0 ? json_string(sg_knob_stats_name(k->fuse_stats))
                                                : json_null());
         json_object_set_new(o, "norm_onepass",
-                            k->norm_onepass >= 0 ? json_boolean(k->norm_onepass) : json_null());
+                            k->norm_onepass >= 0 ? json_string(sg_knob_stats_name(k->norm_onepass))
+                                                 : json_null());
         json_object_set_new(o, "base_ms", ms_json(k->base_ms));
         json_object_set_new(o, "step_ms", ms_json(k->step_ms));
         json_object_set_new(r, "knobs", o);

@@ -456,7 +456,10 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
                    "fuse_stats",
                    {SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD, SG_KNOB_STATS_NONE},
                    3},
-                  {"SG_NORM_ONEPASS", "norm_onepass", {1}, 1}};
+                  {"SG_NORM_ONEPASS",
+                   "norm_onepass",
+                   {SG_KNOB_STATS_BOTH, SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD},
+                   3}};
     for (int q = 0; q < 5 && !rc; q++) {
         const char *env = getenv(knobs[q].env);
         if (env && *env) continue;
@@ -474,7 +477,7 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
             if (!rc && o->progress)
                 fprintf(o->progress, "engine tuning: %s %s: %.3f ms%s\n", knobs[q].name,
                         q == 1   ? sg_knob_halo_name(*field)
-                        : q == 3 ? sg_knob_stats_name(*field)
+                        : q >= 3 ? sg_knob_stats_name(*field)
                         : *field ? "on"
                                  : "off",
                         ms, keep ? " (kept)" : "");

@@ -46,7 +46,7 @@ static const char *knob_bool_name(int v) {
 void sg_step_knobs_text(const sg_step_knobs *k, char *buf, int cap) {
     snprintf(buf, (size_t)cap, "pdl %s, tc_halo %s, dgrad_stats %s, fuse_stats %s, norm_onepass %s",
              knob_bool_name(k->pdl), sg_knob_halo_name(k->tc_halo), knob_bool_name(k->dgrad_stats),
-             sg_knob_stats_name(k->fuse_stats), knob_bool_name(k->norm_onepass));
+             sg_knob_stats_name(k->fuse_stats), sg_knob_stats_name(k->norm_onepass));
 }
 
 int sg_knob_stats_parse(const char *s) {

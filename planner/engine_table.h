@@ -38,7 +38,8 @@ enum { SG_WG_SCHED_PERSIST = 1, SG_WG_SCHED_FILL = 2, SG_WG_SCHEDS = 4 };
  * SG_TC_DGRAD_STATS, SG_FUSE_STATS, SG_NORM_ONEPASS), as the tuning chose them by timing the
  * replayed step (sg_engine_table.knobs). SG_KNOB_UNSET: the backend's default. Values: pdl 0/1;
  * tc_halo SG_KNOB_HALO_*; dgrad_stats 0/1; fuse_stats SG_KNOB_STATS_* (the directions whose
- * statistics' partials come from the conv epilogues); norm_onepass 0/1. */
+ * statistics' partials come from the conv epilogues); norm_onepass SG_KNOB_STATS_* too (the
+ * directions whose normalisations run one pass: SG_NORM_ONEPASS_FWD / _BWD's bits). */
 enum { SG_KNOB_UNSET = -1 };
 enum { SG_KNOB_HALO_PROLOGUE = 0, SG_KNOB_HALO_NONE = 1, SG_KNOB_HALO_ALL = 2 };
 enum {

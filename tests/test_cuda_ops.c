@@ -2306,7 +2306,7 @@ static void test_gns(void) {
 
 /* ======================= norm_act ======================= */
 
-static long g_onepass_ran; /* the cases the one-pass forward ran on */
+static long g_onepass_ran, g_bwd_onepass_ran; /* the cases the one-pass kernels ran on */
 
 /* cuda_norm_act_fwd / _apply / _bwd against cpu_norm_act_*: x a concatenation of c0 + c1
  * channels (c1 = 0: one buffer), v with temb, SiLU or none, dropout p from device seed and step
@@ -2485,27 +2485,67 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
         tb_check(dg, ref_g, TOL_F32, 1, ctx);
         tb_check(dbt, ref_b, TOL_F32, 1, ctx);
         guards_all(ctx);
+        /* the one-pass backward (SG_NORM_ONEPASS bwd): where it takes the shape, the two passes'
+         * dx, dv, dgamma and dbeta bit for bit; elsewhere the two passes run */
+        {
+            const int V = dt == DT_BF16 ? 8 : 4;
+            const int takes =
+                cuda_norm_act_bwd_onepass_groups(HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
+            tbuf *outs[5] = {dxa, dxb, dvo, dg, dbt};
+            uint8_t *two[5] = {0};
+            for (int k = 0; k < 5; k++)
+                if (outs[k])
+                    two[k] = (uint8_t *)halloc(outs[k]->bytes), tb_download(outs[k], two[k]);
+            const long l0 = cuda_norm_bwd_onepass_launches();
+            reset_all();
+            sg_cuda_set_norm_onepass(SG_NORM_ONEPASS_BWD);
+            CALL(cuda_norm_act_bwd, g_st, dxc, temb ? dvo->d : NULL, (float *)dg->d,
+                 (float *)dbt->d, ddy->d, xc, vp, (const float *)mean_in->d,
+                 (const float *)rstd_in->d, g_d, b_d, N, HW, C, G, act, drop, dt, accum_dx,
+                 accum_dv, accum_param, ws->d, wsb, 0);
+            sg_cuda_set_norm_onepass(0);
+            sync_stream();
+            const long ran = cuda_norm_bwd_onepass_launches() - l0;
+            CHECK(ran == takes, "%s: the one-pass backward ran %ld times, want %d", ctx, ran,
+                  takes);
+            g_bwd_onepass_ran += ran;
+            static const char *names[5] = {"dx (first part)", "dx (second part)", "dv", "dgamma",
+                                           "dbeta"};
+            for (int k = 0; k < 5; k++) {
+                if (!outs[k]) continue;
+                uint8_t *one = (uint8_t *)halloc(outs[k]->bytes);
+                tb_download(outs[k], one);
+                CHECK(!memcmp(two[k], one, outs[k]->bytes),
+                      "%s: the one-pass backward's %s differs from the two passes'", ctx, names[k]);
+            }
+            guards_all(ctx);
+        }
     }
     case_end();
 }
 
-/* The one-pass forward's tiles for unet_cifar's normalisations (bf16, 32 groups) and
- * unet_adm64's fp32 64x64 (too large a tile: the two passes): rows of 64 bytes where the copy
- * fits in 64 KiB, 48 where a pair of 12-channel groups is the only vector-wide tile; none where
- * only 16-byte rows fit. */
+/* The one-pass kernels' tiles for unet_cifar's normalisations (bf16, 32 groups) and
+ * unet_adm64's fp32 64x64 (too large a tile: the two passes). Forward: rows of 64 bytes where
+ * the copy fits in 64 KiB, 48 where a pair of 12-channel groups is the only vector-wide tile;
+ * none where only 16-byte rows fit. Backward (want_bwd): the copies of x and dy together in
+ * 64 KiB, so 32-byte rows at 32 x 32 and none for the 384-channel concatenation there. */
 static void test_norm_onepass_groups(void) {
     case_begin();
     static const struct {
-        int HW, C, dt, want;
-    } cs[] = {{1024, 128, DT_BF16, 8}, {1024, 256, DT_BF16, 4}, {1024, 384, DT_BF16, 2},
-              {256, 256, DT_BF16, 4},  {256, 384, DT_BF16, 4},  {256, 512, DT_BF16, 2},
-              {64, 256, DT_BF16, 4},   {16, 512, DT_BF16, 2},   {1024, 128, DT_F32, 4},
-              {4096, 128, DT_F32, 0},  {4096, 128, DT_BF16, 0}};
+        int HW, C, dt, want, want_bwd;
+    } cs[] = {{1024, 128, DT_BF16, 8, 4}, {1024, 256, DT_BF16, 4, 2}, {1024, 384, DT_BF16, 2, 0},
+              {256, 256, DT_BF16, 4, 4},  {256, 384, DT_BF16, 4, 4},  {256, 512, DT_BF16, 2, 2},
+              {64, 256, DT_BF16, 4, 4},   {16, 512, DT_BF16, 2, 2},   {1024, 128, DT_F32, 4, 2},
+              {4096, 128, DT_F32, 0, 0},  {4096, 128, DT_BF16, 0, 0}};
     cover("cuda_norm_act_onepass_groups");
+    cover("cuda_norm_act_bwd_onepass_groups");
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         const int got = cuda_norm_act_onepass_groups(cs[i].HW, cs[i].C, 32, cs[i].dt);
         CHECK(got == cs[i].want, "one-pass tile of HW %d C %d %s: %d groups, want %d", cs[i].HW,
               cs[i].C, dtn(cs[i].dt), got, cs[i].want);
+        const int gotb = cuda_norm_act_bwd_onepass_groups(cs[i].HW, cs[i].C, 32, cs[i].dt);
+        CHECK(gotb == cs[i].want_bwd, "one-pass backward tile of HW %d C %d %s: %d groups, want %d",
+              cs[i].HW, cs[i].C, dtn(cs[i].dt), gotb, cs[i].want_bwd);
     }
     case_end();
 }
@@ -2540,9 +2580,14 @@ static void test_norm_acts(void) {
          * groups a sample, a concatenation whose parts meet inside a tile, v and the dropout */
         test_norm_act(2, 150, 64, 0, 16, S, 0, 0.0f, dt, 0, 0, 0);
         test_norm_act(2, 70, 56, 40, 48, S, 1, 0.1f, dt, 0, 1, 0);
+        /* the one-pass backward's items: three row chunks (the last short), 16 row lanes,
+         * two tiles a sample, dv, the dropout, dx and dv accumulating */
+        test_norm_act(2, 300, 64, 0, 16, S, 1, 0.1f, dt, 1, 1, 0);
     }
     CHECK(g_onepass_ran >= 8, "the one-pass forward ran on %ld cases only", g_onepass_ran);
-    printf("norm_act cases on the one-pass forward: %ld\n", g_onepass_ran);
+    CHECK(g_bwd_onepass_ran >= 8, "the one-pass backward ran on %ld cases only", g_bwd_onepass_ran);
+    printf("norm_act cases on the one-pass forward: %ld, backward: %ld\n", g_onepass_ran,
+           g_bwd_onepass_ran);
 }
 
 /* ======================= elementwise ======================= */

@@ -293,14 +293,17 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
                                "the statistics' partials in the convolutions", &c, data, engine, lg,
                                sg, bg);
         }
-        /* the one-pass forward normalisations (SG_NORM_ONEPASS=1, cuda_kernels.h): x read once,
-         * their statistics no longer computed by the convolutions before them: the same bits */
+        /* the one-pass normalisations (SG_NORM_ONEPASS=1, cuda_kernels.h): x (and dy) read
+         * once, their partials no longer computed by the convolutions before (forward) and after
+         * (the data gradient that writes dy): the same bits */
         if (accum == 1 && fuse != 1) { /* (the fused plans store few normalised tensors) */
-            const long l0 = cuda_norm_onepass_launches();
+            const long l0 = cuda_norm_onepass_launches(), b0 = cuda_norm_bwd_onepass_launches();
             same_under_env(nm, "SG_NORM_ONEPASS", "1", "the two-pass normalisations", &c, data,
                            engine, lg, sg, bg);
             CHECK(cuda_norm_onepass_launches() > l0,
                   "%s: SG_NORM_ONEPASS=1 ran no one-pass forward", nm);
+            CHECK(cuda_norm_bwd_onepass_launches() > b0,
+                  "%s: SG_NORM_ONEPASS=1 ran no one-pass backward", nm);
         }
         /* programmatic dependent launch (SG_PDL=1, cuda_kernels.h): each kernel may start while
          * the one before it drains and waits for it first: the same bits, replayed */

@@ -508,7 +508,7 @@ static void check_io_knobs(const sg_engine_table *t0) {
                               .tc_halo = SG_KNOB_HALO_ALL,
                               .dgrad_stats = SG_KNOB_UNSET,
                               .fuse_stats = SG_KNOB_STATS_FWD,
-                              .norm_onepass = 1,
+                              .norm_onepass = SG_KNOB_STATS_BWD,
                               .base_ms = 24.5,
                               .step_ms = 22.25};
     CHECK(sg_engine_table_hash(&t) == h0, "the knobs changed the hash");
@@ -517,10 +517,11 @@ static void check_io_knobs(const sg_engine_table *t0) {
     CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == h0 &&
               back.knobs.pdl == 1 && back.knobs.tc_halo == SG_KNOB_HALO_ALL &&
               back.knobs.dgrad_stats == SG_KNOB_UNSET &&
-              back.knobs.fuse_stats == SG_KNOB_STATS_FWD && back.knobs.norm_onepass == 1 &&
-              back.knobs.base_ms == 24.5 && back.knobs.step_ms == 22.25 &&
+              back.knobs.fuse_stats == SG_KNOB_STATS_FWD &&
+              back.knobs.norm_onepass == SG_KNOB_STATS_BWD && back.knobs.base_ms == 24.5 &&
+              back.knobs.step_ms == 22.25 &&
               strstr(text, "\"knobs\":{\"pdl\":true,\"tc_halo\":\"all\",\"dgrad_stats\":null,"
-                           "\"fuse_stats\":\"fwd\",\"norm_onepass\":true,\"base_ms\":24.5,"
+                           "\"fuse_stats\":\"fwd\",\"norm_onepass\":\"bwd\",\"base_ms\":24.5,"
                            "\"step_ms\":22.25}"),
           "the knobs' JSON round trip: %s", text ? text : sg_last_error());
     free(text);
@@ -530,6 +531,8 @@ static void check_io_knobs(const sg_engine_table *t0) {
                                       "\"knobs\":{\"tc_halo\":\"some\"}",
                                       "\"knobs\":{\"fuse_stats\":\"2\"}",
                                       "\"knobs\":{\"norm_onepass\":1}",
+                                      "\"knobs\":{\"norm_onepass\":true}",
+                                      "\"knobs\":{\"norm_onepass\":\"both\"}",
                                       "\"knobs\":{\"step_ms\":-2}"};
     for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
         CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "knobs"),
@@ -1083,7 +1086,8 @@ static void check_tune(const uint8_t *data) {
     const int knobs_valid = kn->pdl >= SG_KNOB_UNSET && kn->pdl <= 1 &&
                             kn->tc_halo >= SG_KNOB_UNSET && kn->tc_halo <= SG_KNOB_HALO_ALL &&
                             kn->tc_halo != SG_KNOB_HALO_PROLOGUE && kn->dgrad_stats <= 1 &&
-                            kn->fuse_stats <= SG_KNOB_STATS_BWD && kn->norm_onepass <= 1;
+                            kn->fuse_stats <= SG_KNOB_STATS_BWD &&
+                            kn->norm_onepass <= SG_KNOB_STATS_BOTH;
 #ifdef SG_TEST_CUDA_HOST
     CHECK(knobs_valid && kn->base_ms > 0 && kn->step_ms > 0 && kn->step_ms <= kn->base_ms,
           "tune: the step knobs pdl %d halo %d dgrad %d stats %d, %g ms against %g", kn->pdl,
@@ -1504,7 +1508,7 @@ static void check_backend_knobs(void) {
     const int stats_all = stats_fused_of(env);
     CHECK(strstr(env, "\"pdl\":false") && strstr(env, "\"tc_halo\":\"prologue\"") &&
               strstr(env, "\"dgrad_stats\":false") && strstr(env, "\"norm_onepass\":-1,") &&
-              stats_all > 0,
+              strstr(env, "\"norm_bwd_onepass\":-1,") && stats_all > 0,
           "the defaults: %s", env);
     setenv("SG_FUSE_STATS", "fwd", 1);
     describe_with(&c, ref, sizeof ref);
@@ -1525,21 +1529,35 @@ static void check_backend_knobs(void) {
           "the environment over the table's knobs: %s", env);
     unsetenv("SG_PDL"), unsetenv("SG_TC_HALO"), unsetenv("SG_TC_DGRAD_STATS");
     unsetenv("SG_FUSE_STATS");
-    /* the one-pass forward normalisations: the table's, then the environment's "0" over it */
+    /* the one-pass normalisations: the table's directions (backward alone, then both), then
+     * the environment's "0" and "fwd" over them */
     t.knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
                               .tc_halo = SG_KNOB_UNSET,
                               .dgrad_stats = SG_KNOB_UNSET,
                               .fuse_stats = SG_KNOB_UNSET,
-                              .norm_onepass = 1,
+                              .norm_onepass = SG_KNOB_STATS_BWD,
                               .base_ms = -1,
                               .step_ms = -1};
     describe_with(&c, env, sizeof env);
+    const char *ob = strstr(env, "\"norm_bwd_onepass\":");
+    CHECK(strstr(env, "\"norm_onepass\":-1,") && ob && atoi(ob + 19) > 0,
+          "the table's norm_onepass bwd: %s", env);
+    t.knobs.norm_onepass = SG_KNOB_STATS_BOTH;
+    describe_with(&c, env, sizeof env);
     const char *op = strstr(env, "\"norm_onepass\":");
-    CHECK(op && atoi(op + 15) > 0, "the table's norm_onepass: %s", env);
+    ob = strstr(env, "\"norm_bwd_onepass\":");
+    CHECK(op && atoi(op + 15) > 0 && ob && atoi(ob + 19) > 0, "the table's norm_onepass 1: %s",
+          env);
     setenv("SG_NORM_ONEPASS", "0", 1);
     describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"norm_onepass\":-1,") && strstr(env, "\"norm_bwd_onepass\":-1,"),
+          "SG_NORM_ONEPASS=0 over the table's: %s", env);
+    setenv("SG_NORM_ONEPASS", "fwd", 1);
+    describe_with(&c, env, sizeof env);
     unsetenv("SG_NORM_ONEPASS");
-    CHECK(strstr(env, "\"norm_onepass\":-1,"), "SG_NORM_ONEPASS=0 over the table's: %s", env);
+    op = strstr(env, "\"norm_onepass\":");
+    CHECK(op && atoi(op + 15) > 0 && strstr(env, "\"norm_bwd_onepass\":-1,"),
+          "SG_NORM_ONEPASS=fwd over the table's: %s", env);
     printf("the table's step knobs applied by the backend; the environment overrides them\n");
     sg_engine_table_free(&t);
 }

@@ -25,14 +25,16 @@
 #    same bits). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 # 3b. a short Nsight Compute profile of the default step's normalisation kernels, each distinct
-#    launch once (tools/gpu_profile.sh; 90 s at most, only with 300 s left so that the compile
-#    rows still run; GPU_CALL_PROFILE=0: not): its summary goes into call.log, its raw CSV into
-#    the tarball.
+#    launch once, then the same with them in one pass (SG_NORM_ONEPASS=1) where time is left
+#    (tools/gpu_profile.sh; 120 s at most, only with 330 s left so that the compile rows still
+#    run; GPU_CALL_PROFILE=0: not): the summaries go into call.log, the raw CSVs into the
+#    tarball.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
 #    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
 #    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the default plan with
 #    programmatic dependent launch (SG_PDL=1: the same bits), the default plan with its forward
-#    normalisations in one pass (SG_NORM_ONEPASS=1: the same bits), the fused attention on the
+#    normalisations in one pass, forward and backward, then the forward alone (SG_NORM_ONEPASS=1,
+#    =fwd: the same bits), the fused attention on the
 #    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
 #    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -131,12 +133,15 @@ fi
 # the default step's normalisation kernels under Nsight Compute, each distinct launch once: their
 # DRAM and SM throughputs say whether the GroupNorm passes are bound by memory or by issue
 # (docs/gpu-status.md, "What the profile should decide next")
-if [ -x "$bin" ] && [ "${GPU_CALL_PROFILE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 300 ]; then
-    GPU_PROFILE_BIN=$bin GPU_PROFILE_S=90 GPU_PROFILE_CONFIGS='^default$' \
+if [ -x "$bin" ] && [ "${GPU_CALL_PROFILE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 330 ]; then
+    GPU_PROFILE_BIN=$bin GPU_PROFILE_S=120 GPU_PROFILE_CONFIGS='^(default|norm_onepass)$' \
         GPU_PROFILE_KERNELS='regex:^norm_' GPU_PROFILE_LAUNCHES=1 \
         GPU_PROFILE_FILTER=per-launch-config tools/gpu_profile.sh "$runs/profile" >/dev/null 2>&1
-    echo "gpu_call: profile: exit $?, $(tail -n 2 "$runs/profile/profile.log" 2>/dev/null | head -n 1)"
-    [ -s "$runs/profile/ncu-default.md" ] && sed -n '1,40p' "$runs/profile/ncu-default.md"
+    echo "gpu_call: profile: exit $?"
+    grep '^gpu_profile: ' "$runs/profile/profile.log" 2>/dev/null
+    for md in "$runs/profile/ncu-default.md" "$runs/profile/ncu-norm_onepass.md"; do
+        [ -s "$md" ] && sed -n '1,32p' "$md"
+    done
 elif [ "${GPU_CALL_PROFILE:-1}" != 0 ]; then
     echo "gpu_call: profile: not run ($((total - SECONDS))s left)"
 fi
@@ -144,6 +149,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant store_norm -- --store-norm 1
     variant pdl SG_PDL=1 --
     variant norm_onepass SG_NORM_ONEPASS=1 --
+    variant norm_onepass_fwd SG_NORM_ONEPASS=fwd --
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1

@@ -11,6 +11,8 @@
 #
 # Configurations (GPU_PROFILE_CONFIGS: a regex of their names; default all, in this order):
 #   default       the default step (unfused; cuDNN, 1x1 convs on cuBLASLt)
+#   norm_onepass  the same with its normalisations in one pass, forward and backward
+#                 (SG_NORM_ONEPASS=1: the same bits)
 #   wgmma_unfused own convolutions on the wgmma kernels, unfused, prologue-free halo forward
 #                 (SG_CONV_TC=wgmma SG_TC_HALO=all --conv-engine own --fuse 0)
 #   wgmma_fused   the same fused (GroupNorm + SiLU in the conv's operand loads)
@@ -100,6 +102,7 @@ profile() {
     fi
 }
 profile default --
+profile norm_onepass SG_NORM_ONEPASS=1 --
 profile wgmma_unfused SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
 profile wgmma_fused SG_CONV_TC=wgmma -- --conv-engine own --fuse 1
 if [ -n "${GPU_PROFILE_TABLE:-}" ]; then

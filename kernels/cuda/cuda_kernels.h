@@ -449,18 +449,28 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
 int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x, const void *v,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, float eps,
                       int act, sg_drop drop, int dt, void *ws, int64_t ws_bytes, int c_done);
-/* The one-pass forward (norm.cu's norm_onepass_kernel): with the switch on, cuda_norm_act_fwd
- * with c_done = 0, 16-byte vectors and a shape that cuda_norm_act_onepass_groups takes runs
- * one kernel that reads x once (a tile of groups of one sample copied into shared memory), with
- * the same bits as the two passes, which read x twice and launch three kernels. Process-wide,
- * off by default; the CUDA backend sets it from SG_NORM_ONEPASS before each run of its nodes.
- * cuda_norm_act_onepass_groups: the groups a tile takes for that shape (0: not taken; the
- * device's shared memory decides too). */
-void sg_cuda_set_norm_onepass(int on);
+/* The one-pass normalisations (norm.cu's norm_onepass_kernel, norm_bwd_onepass_kernel), the
+ * switch's bits:
+ * - SG_NORM_ONEPASS_FWD: cuda_norm_act_fwd with c_done = 0, 16-byte vectors and a shape that
+ *   cuda_norm_act_onepass_groups takes runs one kernel that reads x once (a tile of groups of
+ *   one sample copied into shared memory), where the two passes read x twice and launch three
+ *   kernels;
+ * - SG_NORM_ONEPASS_BWD: cuda_norm_act_bwd with part_done = 0, 16-byte vectors and a shape that
+ *   cuda_norm_act_bwd_onepass_groups takes runs one kernel that reads x and dy once (both
+ *   copied), then the finish kernel, where the two passes read both twice and launch four.
+ * The same bits as the two passes. Process-wide, off by default; the CUDA backend sets it from
+ * SG_NORM_ONEPASS before each run of its nodes. The _groups functions: the groups a tile takes
+ * for that shape (0: not taken; the device's shared memory decides too). */
+#define SG_NORM_ONEPASS_FWD 1
+#define SG_NORM_ONEPASS_BWD 2
+void sg_cuda_set_norm_onepass(int mode);
 int sg_cuda_norm_onepass(void);
 int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt);
-/* forwards launched on the one-pass kernel, so far (the op test's check that it ran) */
+int cuda_norm_act_bwd_onepass_groups(int HW, int C, int G, int dt);
+/* forwards and backwards launched on the one-pass kernels, so far (the op test's check that
+ * they ran) */
 long cuda_norm_onepass_launches(void);
+long cuda_norm_bwd_onepass_launches(void);
 /* [ws] The first pass alone: mean[N,G], rstd[N,G], the bits cuda_norm_act_fwd saves. The
  * fused plan's norm_act node (its y virtual: computed by the convolutions that read it). */
 int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,

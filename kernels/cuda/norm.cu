@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
  * launches three kernels; cuda_ops checks both on every case. Taken only with 16-byte vectors
  * and where the tile fits (NA1_SLAB_MAX), and never where the convolution before left some
  * partials (c_done > 0). Shared memory: na1_layout_of. */
-#define NA1_SLAB_MAX (64 * 1024) /* the copy of x, bytes at most */
+#define NA1_SLAB_MAX (64 * 1024) /* the copies (x; backward: x and dy), bytes at most */
 #define NA1_ROW_BYTES 64         /* a tile's row, bytes: the groups a tile takes reach this */
 struct na1_layout {
     int part, stat, chan, rk, bytes;
@@ -595,6 +595,43 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     }
 }
 
+/* The backward's arithmetic shared by the two-pass kernels and the one-pass backward
+ * (norm_bwd_onepass_kernel), each operation explicitly rounded so that both compute the same
+ * bits whatever the compiler contracts:
+ * - nb_seg_sums: a channel's (sum dz, sum dz xhat) over the segments' partials p[0], p[ld],
+ *   ... in order;
+ * - nb_group_m: a group's (mean(dxhat), mean(dxhat xhat)) = (sum gamma dz, sum gamma dz xhat) /
+ *   cnt over its cg channels' sums s[0 .. cg) in order;
+ * - nb_dx: dx of one element, rstd (dz gamma - m1 - xhat m2), from u = x (+ v), dyd (dy after
+ *   the dropout), the group's mean and rstd, the channel's gamma, scale (na_apply_scale) and
+ *   beta, and the group's (m1, m2). */
+__device__ __forceinline__ float2 nb_seg_sums(const float2 *p, int64_t ld, int segs) {
+    float sx = 0.0f, sy = 0.0f;
+#pragma unroll 8
+    for (int k = 0; k < segs; k++) {
+        const float2 q = p[k * ld];
+        sx = __fadd_rn(sx, q.x);
+        sy = __fadd_rn(sy, q.y);
+    }
+    return make_float2(sx, sy);
+}
+__device__ __forceinline__ float2 nb_group_m(const float2 *s, const float *gamma, int cg,
+                                             float cnt) {
+    float A = 0.0f, B = 0.0f;
+    for (int j = 0; j < cg; j++) {
+        A = __fmaf_rn(gamma[j], s[j].x, A);
+        B = __fmaf_rn(gamma[j], s[j].y, B);
+    }
+    return make_float2(__fdiv_rn(A, cnt), __fdiv_rn(B, cnt));
+}
+template <bool FAST>
+__device__ __forceinline__ float nb_dx(float dyd, float u, float mu, float rs, float gm, float sc,
+                                       float be, float m1, float m2, int act) {
+    const float uc = __fsub_rn(u, mu);
+    const float dz = na_act_bwd<FAST>(dyd, __fmaf_rn(uc, sc, be), act);
+    return __fmul_rn(rs, __fmaf_rn(-__fmul_rn(uc, rs), m2, __fmaf_rn(dz, gm, -m1)));
+}
+
 /* Block as norm_stats_final_kernel's (NA_GROUPS): for each channel c of the block's groups of
  * sample n, S[n][c] = the sums over the segments (in order) of (dz, dz xhat), one thread a
  * channel; then thread g (< the block's groups) m[n][g] = (sum gamma dz, sum gamma dz xhat) /
@@ -610,26 +647,12 @@ __global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, 
     (void)N;
     for (int t = threadIdx.x; t < ng * cg; t += SG_THREADS) {
         const int c = c0 + t;
-        float sx = 0.0f, sy = 0.0f;
-#pragma unroll 8
-        for (int k = 0; k < segs; k++) {
-            const float2 q = part[((int64_t)n * segs + k) * C + c];
-            sx += q.x;
-            sy += q.y;
-        }
-        S[(int64_t)n * C + c] = sums[t] = make_float2(sx, sy);
+        S[(int64_t)n * C + c] = sums[t] = nb_seg_sums(part + (int64_t)n * segs * C + c, C, segs);
     }
     __syncthreads();
-    for (int gi = threadIdx.x; gi < ng; gi += SG_THREADS) {
-        float A = 0.0f, B = 0.0f;
-        for (int j = gi * cg; j < (gi + 1) * cg; j++) {
-            const float2 q = sums[j];
-            A += gamma[c0 + j] * q.x;
-            B += gamma[c0 + j] * q.y;
-        }
-        const float cnt = (float)HW * (float)cg;
-        m[(int64_t)n * G + g0 + gi] = make_float2(A / cnt, B / cnt);
-    }
+    const float cnt = (float)HW * (float)cg;
+    for (int gi = threadIdx.x; gi < ng; gi += SG_THREADS)
+        m[(int64_t)n * G + g0 + gi] = nb_group_m(sums + gi * cg, gamma + c0 + gi * cg, cg, cnt);
 }
 
 /* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
@@ -657,7 +680,8 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             na_groups<VEC>(sg, n, G, c0, cg);
             for (int j = 0; j < VEC; j++) {
                 const int c = c0 + j, s = sg[j];
-                mu[j] = mean[s], rs[j] = rstd[s], gm[j] = gamma[c], ga[j] = rs[j] * gm[j];
+                mu[j] = mean[s], rs[j] = rstd[s], gm[j] = gamma[c];
+                ga[j] = na_apply_scale(rs[j], gm[j]);
                 be[j] = beta[c], m1[j] = m[s].x, m2[j] = m[s].y, add[j] = 0.0f;
             }
             if (vn) dev_ldv<T, VEC>(add, vn + c0);
@@ -679,11 +703,10 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                     if constexpr (DROP) /* na_tail_bwd's dropout */
                         na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i);
                     for (int j = 0; j < VEC; j++) {
-                        const float uc = (vn ? u[q][j] + add[j] : u[q][j]) - mu[j];
-                        const float dz =
-                            na_act_bwd<na_fast_act<T>>(d[q][j], fmaf(uc, ga[j], be[j]), act);
-                        d[q][j] = rs[j] * (dz * gm[j] - m1[j] - (uc * rs[j]) * m2[j]);
-                        sdx[j] += d[q][j];
+                        d[q][j] =
+                            nb_dx<na_fast_act<T>>(d[q][j], vn ? u[q][j] + add[j] : u[q][j], mu[j],
+                                                  rs[j], gm[j], ga[j], be[j], m1[j], m2[j], act);
+                        sdx[j] = __fadd_rn(sdx[j], d[q][j]);
                     }
                     dev_stv<T, VEC>(dxc.at(row), d[q], accum);
                 }
@@ -694,11 +717,149 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             __syncthreads();
             for (int c = threadIdx.x; c < TC * VEC && cv0 + c / VEC < CV; c += SG_THREADS) {
                 float a = 0.0f;
-                for (int t = 0; t < TR; t++) a += tp[t * TC + c / VEC][c % VEC];
+                for (int t = 0; t < TR; t++) a = __fadd_rn(a, tp[t * TC + c / VEC][c % VEC]);
                 dvpart[((int64_t)n * gridDim.x + chunk) * C + cv0 * VEC + c] = a;
             }
             __syncthreads();
         }
+    }
+}
+
+/* The one-pass backward (SG_NORM_ONEPASS bwd; cuda_norm_act_bwd_onepass_groups): the backward
+ * partials, the terms and dx of norm_act's backward in one kernel that reads x and dy once.
+ * Block (tile of gpb groups, sample n), as the one-pass forward's: its CB channels of x and dy
+ * over the sample's HW rows are copied into shared memory (cp.async, all in flight at once),
+ * then:
+ * - the partials of each (segment, channel): gn_bwd_step_dropped down the segment's rows in
+ *   order, the dropout drawn per element (na_drop_at: the same uniforms as na_drop_vec's), as
+ *   norm_bwd_partials_kernel's chains;
+ * - each channel's sums over the segments (nb_seg_sums), written to S for the finish kernel,
+ *   and each group's (m1, m2) (nb_group_m): norm_bwd_terms_kernel's;
+ * - dx (nb_dx, stored (+)= as norm_bwd_apply_kernel) by items (chunk k, row lane t, VEC
+ *   channels) that visit the rows the two-pass apply's thread (t, the same channels) of chunk k
+ *   visits, in its order: rows k rows + t, + TR, ... (TR = its row lanes, NA_LAYOUT with 4
+ *   channels a thread). With dv, each item's sums of dx go to shared memory and the chunk's
+ *   per-channel sums over the lanes in order to dvpart[n][k][c]: the same bits as the
+ *   two-pass's.
+ * norm_bwd_finish_kernel follows, as after the two passes. Taken with 16-byte vectors, where
+ * the two copies fit (NA1_SLAB_MAX together), and never where the data gradient before left
+ * the partials (part_done). Shared memory: nb1_layout_of. */
+struct nb1_layout {
+    int dy, part, sums, m, chan, tp, bytes;
+};
+/* the two-pass apply's row lanes (NA_LAYOUT, 4 channels a thread) */
+__host__ __device__ __forceinline__ int nb1_lanes(int C) {
+    const int CV = C / 4, TC = CV < SG_THREADS ? CV : SG_THREADS;
+    return SG_THREADS / TC;
+}
+__host__ __device__ __forceinline__ nb1_layout nb1_layout_of(int HW, int C, int CB, int gpb, int S,
+                                                             int rows, int es) {
+    nb1_layout l;
+    const int slab = (HW * CB * es + 15) & ~15;
+    const int chunks = (HW + rows - 1) / rows;
+    int o = slab;                                  /* the copy of x [HW][CB] */
+    l.dy = o, o += slab;                           /* the copy of dy [HW][CB] */
+    l.part = o, o += S * CB * 8;                   /* the partials [S][CB] (float2) */
+    l.sums = o, o += CB * 8;                       /* their sums over the segments */
+    l.m = o, o += gpb * 8;                         /* each group's (m1, m2) */
+    l.chan = o, o += 6 * CB * 4;                   /* mean, rstd, gamma, scale, beta, v */
+    l.tp = o, o += chunks * nb1_lanes(C) * CB * 4; /* the items' sums of dx (dv) */
+    l.bytes = o;
+    return l;
+}
+
+template <typename T, int VEC, bool DROP>
+__global__ void __launch_bounds__(SG_THREADS, 2)
+    norm_bwd_onepass_kernel(sg_cat dx, float2 *Sg, float *dvpart, const T *dy, sg_cat x, const T *v,
+                            const float *mean, const float *rstd, const float *gamma,
+                            const float *beta, int HW, int C, int G, int gpb, int seg, int S,
+                            int rows, int act, sg_drop drop, int accum) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(uint8_t, smem);
+    const int n = blockIdx.y, cg = C / G, g0 = blockIdx.x * gpb, CB = gpb * cg, c0 = g0 * cg;
+    const int CBV = CB / VEC, items = HW * CBV, t = threadIdx.x;
+    const nb1_layout L = nb1_layout_of(HW, C, CB, gpb, S, rows, (int)sizeof(T));
+    T *xs = (T *)smem, *dys = (T *)(smem + L.dy);
+    float2 *part = (float2 *)(smem + L.part), *sums = (float2 *)(smem + L.sums);
+    float2 *sm = (float2 *)(smem + L.m);
+    float *smu = (float *)(smem + L.chan), *srs = smu + CB, *sgm = srs + CB, *ssc = sgm + CB;
+    float *sbe = ssc + CB, *sadd = sbe + CB, *tp = (float *)(smem + L.tp);
+    /* the copies: row r, vector cv of the tile at [r][cv VEC] */
+    for (int i = t; i < items; i += SG_THREADS) {
+        const int r = i / CBV, cv = i - r * CBV;
+        const int64_t row = (int64_t)n * HW + r;
+        const na_col<const T> xc = na_cat_col<const T>(x, c0 + cv * VEC);
+        sg_cp_async_16(xs + (int64_t)r * CB + cv * VEC, xc.at(row), 1);
+        sg_cp_async_16(dys + (int64_t)r * CB + cv * VEC, dy + row * C + c0 + cv * VEC, 1);
+    }
+    sg_cp_async_commit();
+    for (int c = t; c < CB; c += SG_THREADS) {
+        const int g = n * G + g0 + c / cg;
+        smu[c] = mean[g], srs[c] = rstd[g], sgm[c] = gamma[c0 + c];
+        ssc[c] = na_apply_scale(srs[c], sgm[c]), sbe[c] = beta[c0 + c];
+        sadd[c] = v ? dev_ld1(v + (int64_t)n * C + c0 + c) : 0.0f;
+    }
+    sg_cp_async_wait(0);
+    __syncthreads();
+    const na_drop dk = na_drop_load(drop);
+    /* the partials: chain (segment s, channel c) */
+    for (int ch = t; ch < S * CB; ch += SG_THREADS) {
+        const int s = ch / CB, c = ch - s * CB, r0 = s * seg, R = HW - r0 < seg ? HW - r0 : seg;
+        float a = 0.0f, b = 0.0f;
+        for (int r = r0; r < r0 + R; r++) {
+            float d = dev_ld1(dys + (int64_t)r * CB + c);
+            if constexpr (DROP) d = na_drop_at<true>(d, dk, ((int64_t)n * HW + r) * C + c0 + c);
+            const float u = dev_ld1(xs + (int64_t)r * CB + c);
+            gn_bwd_step_dropped<na_fast_act<T>>(a, b, d, v ? u + sadd[c] : u, smu[c], srs[c],
+                                                ssc[c], sbe[c], act);
+        }
+        part[ch] = make_float2(a, b);
+    }
+    __syncthreads();
+    /* the terms: the channels' sums (to S too), then the groups' (m1, m2) */
+    for (int c = t; c < CB; c += SG_THREADS)
+        Sg[(int64_t)n * C + c0 + c] = sums[c] = nb_seg_sums(part + c, CB, S);
+    __syncthreads();
+    if (t < gpb) sm[t] = nb_group_m(sums + t * cg, sgm + t * cg, cg, (float)HW * (float)cg);
+    __syncthreads();
+    /* dx, by items (chunk k, lane l, vector cv) */
+    const int chunks = (HW + rows - 1) / rows, TR = nb1_lanes(C), work = chunks * TR * CBV;
+    for (int it = t; it < work; it += SG_THREADS) {
+        const int kl = it / CBV, cl = (it - kl * CBV) * VEC, k = kl / TR, l = kl - k * TR;
+        const int r1 = (k + 1) * rows < HW ? (k + 1) * rows : HW;
+        const na_col<T> dxc = na_cat_col<T>(dx, c0 + cl);
+        const int gi0 = cl / cg, gr0 = cl - gi0 * cg;
+        float sdx[VEC];
+        for (int j = 0; j < VEC; j++) sdx[j] = 0.0f;
+        for (int r = k * rows + l; r < r1; r += TR) {
+            float u[VEC], d[VEC];
+            dev_ldv<T, VEC>(u, xs + (int64_t)r * CB + cl);
+            dev_ldv<T, VEC>(d, dys + (int64_t)r * CB + cl);
+            const int64_t row = (int64_t)n * HW + r;
+            if constexpr (DROP)
+                na_drop_vec<true, VEC>(d, dk, dk.i0 + (uint64_t)(row * C + c0 + cl));
+            int gi = gi0, gr = gr0; /* channel cl + j's group in the tile, and place in it */
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                const int c = cl + j;
+                const float2 mm = sm[gi];
+                d[j] = nb_dx<na_fast_act<T>>(d[j], v ? u[j] + sadd[c] : u[j], smu[c], srs[c],
+                                             sgm[c], ssc[c], sbe[c], mm.x, mm.y, act);
+                sdx[j] = __fadd_rn(sdx[j], d[j]);
+                if (++gr == cg) gr = 0, gi++;
+            }
+            dev_stv<T, VEC>(dxc.at(row), d, accum);
+        }
+        if (dvpart)
+            for (int j = 0; j < VEC; j++) tp[kl * CB + cl + j] = sdx[j];
+    }
+    if (!dvpart) return;
+    __syncthreads();
+    for (int kc = t; kc < chunks * CB; kc += SG_THREADS) {
+        const int k = kc / CB, c = kc - k * CB;
+        float a = 0.0f;
+        for (int l = 0; l < TR; l++) a = __fadd_rn(a, tp[(k * TR + l) * CB + c]);
+        dvpart[((int64_t)n * chunks + k) * C + c0 + c] = a;
     }
 }
 
@@ -894,33 +1055,46 @@ int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, in
 /* The one-pass forward (norm_onepass_kernel): the switch (cuda_kernels.h), the tile's groups,
  * the launch */
 static int g_norm_onepass;
-static long g_norm_onepass_launches;
+static long g_norm_onepass_launches, g_norm_bwd_onepass_launches;
 long cuda_norm_onepass_launches(void) {
     return g_norm_onepass_launches;
 }
-void sg_cuda_set_norm_onepass(int on) {
-    g_norm_onepass = on != 0;
+long cuda_norm_bwd_onepass_launches(void) {
+    return g_norm_bwd_onepass_launches;
+}
+void sg_cuda_set_norm_onepass(int mode) {
+    g_norm_onepass = mode & (SG_NORM_ONEPASS_FWD | SG_NORM_ONEPASS_BWD);
 }
 int sg_cuda_norm_onepass(void) {
     return g_norm_onepass;
 }
 
-int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt) {
+/* the tile's groups of both one-pass kernels: the fewest whose rows reach NA1_ROW_BYTES, while
+ * the copies (bwd: x and dy) fit in NA1_SLAB_MAX */
+static int na1_groups(int HW, int C, int G, int dt, int bwd) {
     if (HW <= 0 || G <= 0 || C <= 0 || C % G || (dt != DT_BF16 && dt != DT_F32)) return 0;
-    const int es = dt == DT_BF16 ? 2 : 4, V = 16 / es, cg = C / G;
+    const int es = dt == DT_BF16 ? 2 : 4, V = 16 / es, cg = C / G, copies = bwd ? 2 : 1;
     int gpb = 0;
     for (int d = 1; d <= G; d++) {
         if (G % d || d * cg % V) continue;
-        if ((int64_t)HW * d * cg * es > NA1_SLAB_MAX) break;
+        if ((int64_t)HW * d * cg * es * copies > NA1_SLAB_MAX) break;
         gpb = d;
         if (d * cg * es >= NA1_ROW_BYTES) break;
     }
     /* rows of at least a 32-byte sector, unless the tile is the whole sample */
     if (!gpb || (gpb * cg * es < 32 && gpb != G)) return 0;
     const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
-    const int bytes = na1_layout_of(HW, gpb * cg, gpb, S, seg, es).bytes;
+    const int bytes =
+        bwd ? nb1_layout_of(HW, C, gpb * cg, gpb, S, (int)sg_ws_norm_rows(HW, C), es).bytes
+            : na1_layout_of(HW, gpb * cg, gpb, S, seg, es).bytes;
     if (bytes > 48 * 1024 && bytes > cuda_smem_optin()) return 0;
     return gpb;
+}
+int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt) {
+    return na1_groups(HW, C, G, dt, 0);
+}
+int cuda_norm_act_bwd_onepass_groups(int HW, int C, int G, int dt) {
+    return na1_groups(HW, C, G, dt, 1);
 }
 
 template <typename T, int VEC>
@@ -960,7 +1134,7 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
     if (na_check(fn, x, N, HW, C, G, act, drop, dt)) return SG_ERR;
     SG_WS_CHECK(sg_ws_norm_act_fwd(N, HW, C, G), ws_bytes, fn);
     SG_ARG_CHECK(c_done >= 0 && c_done <= C, "%s: %d channels' partials done of %d", fn, c_done, C);
-    if (g_norm_onepass && !c_done) {
+    if ((g_norm_onepass & SG_NORM_ONEPASS_FWD) && !c_done) {
         const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
         const int gpb = cuda_norm_act_onepass_groups(HW, C, G, dt);
         if (gpb && na_vec(dt, C, x, p, 4) > 1)
@@ -1012,6 +1186,29 @@ int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const vo
 #undef NA_PARTIALS
 }
 
+template <typename T, int VEC>
+static int nb_onepass(cudaStream_t st, sg_cat dx, float2 *S, float *dvpart, const void *dy,
+                      sg_cat x, const void *v, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, int N, int HW, int C, int G, int gpb,
+                      int act, sg_drop drop, int accum) {
+    const int seg = (int)sg_ws_norm_seg(HW), segs = (int)sg_ws_norm_segs(HW);
+    const int rows = (int)sg_ws_norm_rows(HW, C);
+    const int bytes = nb1_layout_of(HW, C, gpb * (C / G), gpb, segs, rows, (int)sizeof(T)).bytes;
+    void (*const kernel)(sg_cat, float2 *, float *, const T *, sg_cat, const T *, const float *,
+                         const float *, const float *, const float *, int, int, int, int, int, int,
+                         int, int, sg_drop, int) = drop.p > 0.0f
+                                                       ? norm_bwd_onepass_kernel<T, VEC, true>
+                                                       : norm_bwd_onepass_kernel<T, VEC, false>;
+    if (bytes > 48 * 1024 && cuda_smem_attr(kernel, bytes, "norm_bwd_onepass_kernel"))
+        return SG_ERR;
+    SG_LAUNCH_NAMED("norm_bwd_onepass_kernel", kernel, dim3((unsigned)(G / gpb), (unsigned)N),
+                    SG_THREADS, (size_t)bytes, st, dx, S, dvpart, (const T *)dy, x, (const T *)v,
+                    mean, rstd, gamma, beta, HW, C, G, gpb, seg, segs, rows, act, drop, accum);
+    SG_LAUNCH_CHECK("norm_bwd_onepass_kernel");
+    g_norm_bwd_onepass_launches++;
+    return SG_OK;
+}
+
 int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
                       const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, int act,
@@ -1038,7 +1235,17 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     float2 *m = (float2 *)w;
     w += sg_ws_align((int64_t)N * G * 8);
     float *dvpart = dv ? (float *)w : NULL;
-    if (!part_done) {
+    const int gpb = (g_norm_onepass & SG_NORM_ONEPASS_BWD) && !part_done && vec > 1
+                        ? cuda_norm_act_bwd_onepass_groups(HW, C, G, dt)
+                        : 0;
+    if (gpb) {
+        const int e = dt == DT_BF16
+                          ? nb_onepass<uint16_t, 8>(st, dx, S, dvpart, dy, x, v, mean, rstd, gamma,
+                                                    beta, N, HW, C, G, gpb, act, drop, accum_dx)
+                          : nb_onepass<float, 4>(st, dx, S, dvpart, dy, x, v, mean, rstd, gamma,
+                                                 beta, N, HW, C, G, gpb, act, drop, accum_dx);
+        if (e) return SG_ERR;
+    } else if (!part_done) {
         const sg_norm_bwd_fuse nb = {.x = x,
                                      .mean = mean,
                                      .rstd = rstd,
@@ -1053,16 +1260,18 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
                                      .epilogue = 0};
         if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
     }
-    const int gb = NA_GROUPS(G);
-    SG_LAUNCH(norm_bwd_terms_kernel, dim3((unsigned)((G + gb - 1) / gb), (unsigned)N), SG_THREADS,
-              (size_t)gb * (C / G) * sizeof(float2), st, S, m, (const float2 *)part, gamma, N, HW,
-              C, G, (int)sg_ws_norm_segs(HW));
-    SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
+    if (!gpb) {
+        const int gb = NA_GROUPS(G);
+        SG_LAUNCH(norm_bwd_terms_kernel, dim3((unsigned)((G + gb - 1) / gb), (unsigned)N),
+                  SG_THREADS, (size_t)gb * (C / G) * sizeof(float2), st, S, m, (const float2 *)part,
+                  gamma, N, HW, C, G, (int)sg_ws_norm_segs(HW));
+        SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
 #define NA_BWD_APPLY(T, V)                                                                         \
     na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \
                        HW, C, G, rows, act, drop, accum_dx)
-    if (NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
+        if (NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
 #undef NA_BWD_APPLY
+    }
     const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? sg_grid_for((int64_t)N * C) : 0u);
     SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv, (const float2 *)S,
               (const float *)dvpart, N, C, chunks, dt, accum_param, accum_dv);
