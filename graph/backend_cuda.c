@@ -1151,10 +1151,10 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         const sg_gn_dims d = sg_gn_dims_of(g, nj);
         const int x = nj->in[sg_norm_operands_of(nj).x], dt = g->t[x].dtype;
         if (fwd_op && (c->norm_onepass & SG_NORM_ONEPASS_FWD) && g->t[nj->out[0]].vnorm < 0 &&
-            cuda_norm_act_onepass_groups((int)d.HW, (int)d.C, (int)d.G, dt) > 0)
+            cuda_norm_act_onepass_groups((int)d.N, (int)d.HW, (int)d.C, (int)d.G, dt) > 0)
             c->norm_done[j] = -1, c->norm_onepass_nodes++; /* -1: not paired (below) */
         if (bwd_op && (c->norm_onepass & SG_NORM_ONEPASS_BWD) &&
-            cuda_norm_act_bwd_onepass_groups((int)d.HW, (int)d.C, (int)d.G, dt) > 0)
+            cuda_norm_act_bwd_onepass_groups((int)d.N, (int)d.HW, (int)d.C, (int)d.G, dt) > 0)
             c->norm_done[j] = -1, c->norm_bwd_onepass_nodes++;
     }
     for (int j = 0; j < g->nn && fwd; j++) {

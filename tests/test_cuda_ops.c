@@ -2393,7 +2393,7 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
         {
             const int V = dt == DT_BF16 ? 8 : 4;
             const int takes =
-                cuda_norm_act_onepass_groups(HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
+                cuda_norm_act_onepass_groups(N, HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
             uint8_t *y0 = (uint8_t *)halloc(y->bytes), *y1 = (uint8_t *)halloc(y->bytes);
             uint8_t *m1 = (uint8_t *)halloc(m->bytes), *r1 = (uint8_t *)halloc(r->bytes);
             tb_download(y, y0);
@@ -2490,7 +2490,7 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
         {
             const int V = dt == DT_BF16 ? 8 : 4;
             const int takes =
-                cuda_norm_act_bwd_onepass_groups(HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
+                cuda_norm_act_bwd_onepass_groups(N, HW, C, G, dt) > 0 && C % V == 0 && c0 % V == 0;
             tbuf *outs[5] = {dxa, dxb, dvo, dg, dbt};
             uint8_t *two[5] = {0};
             for (int k = 0; k < 5; k++)
@@ -2528,24 +2528,31 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
  * unet_adm64's fp32 64x64 (too large a tile: the two passes). Forward: rows of 64 bytes where
  * the copy fits in 64 KiB, 48 where a pair of 12-channel groups is the only vector-wide tile;
  * none where only 16-byte rows fit. Backward (want_bwd): the copies of x and dy together in
- * 64 KiB, so 32-byte rows at 32 x 32 and none for the 384-channel concatenation there. */
+ * 64 KiB, so 32-byte rows at 32 x 32 and none for the 384-channel concatenation there. Batch 128
+ * makes grids of 512 blocks and more; at batch 8 and 1 the tiles shrink (down to one 16-byte
+ * vector a row) until the grid has 264 blocks or no smaller tile is vector-wide. */
 static void test_norm_onepass_groups(void) {
     case_begin();
     static const struct {
-        int HW, C, dt, want, want_bwd;
-    } cs[] = {{1024, 128, DT_BF16, 8, 4}, {1024, 256, DT_BF16, 4, 2}, {1024, 384, DT_BF16, 2, 0},
-              {256, 256, DT_BF16, 4, 4},  {256, 384, DT_BF16, 4, 4},  {256, 512, DT_BF16, 2, 2},
-              {64, 256, DT_BF16, 4, 4},   {16, 512, DT_BF16, 2, 2},   {1024, 128, DT_F32, 4, 2},
-              {4096, 128, DT_F32, 0, 0},  {4096, 128, DT_BF16, 0, 0}};
+        int N, HW, C, dt, want, want_bwd;
+    } cs[] = {{128, 1024, 128, DT_BF16, 8, 4}, {128, 1024, 256, DT_BF16, 4, 2},
+              {128, 1024, 384, DT_BF16, 2, 0}, {128, 256, 256, DT_BF16, 4, 4},
+              {128, 256, 384, DT_BF16, 4, 4},  {128, 256, 512, DT_BF16, 2, 2},
+              {128, 64, 256, DT_BF16, 4, 4},   {128, 16, 512, DT_BF16, 2, 2},
+              {128, 1024, 128, DT_F32, 4, 2},  {128, 4096, 128, DT_F32, 0, 0},
+              {128, 4096, 128, DT_BF16, 0, 0}, {8, 1024, 128, DT_BF16, 2, 2},
+              {8, 256, 256, DT_BF16, 1, 1},    {8, 16, 512, DT_BF16, 1, 1},
+              {1, 1024, 128, DT_F32, 1, 1},    {8, 1024, 384, DT_BF16, 2, 0}};
     cover("cuda_norm_act_onepass_groups");
     cover("cuda_norm_act_bwd_onepass_groups");
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        const int got = cuda_norm_act_onepass_groups(cs[i].HW, cs[i].C, 32, cs[i].dt);
-        CHECK(got == cs[i].want, "one-pass tile of HW %d C %d %s: %d groups, want %d", cs[i].HW,
-              cs[i].C, dtn(cs[i].dt), got, cs[i].want);
-        const int gotb = cuda_norm_act_bwd_onepass_groups(cs[i].HW, cs[i].C, 32, cs[i].dt);
-        CHECK(gotb == cs[i].want_bwd, "one-pass backward tile of HW %d C %d %s: %d groups, want %d",
-              cs[i].HW, cs[i].C, dtn(cs[i].dt), gotb, cs[i].want_bwd);
+        const int got = cuda_norm_act_onepass_groups(cs[i].N, cs[i].HW, cs[i].C, 32, cs[i].dt);
+        CHECK(got == cs[i].want, "one-pass tile of N %d HW %d C %d %s: %d groups, want %d", cs[i].N,
+              cs[i].HW, cs[i].C, dtn(cs[i].dt), got, cs[i].want);
+        const int gotb = cuda_norm_act_bwd_onepass_groups(cs[i].N, cs[i].HW, cs[i].C, 32, cs[i].dt);
+        CHECK(gotb == cs[i].want_bwd,
+              "one-pass backward tile of N %d HW %d C %d %s: %d groups, want %d", cs[i].N, cs[i].HW,
+              cs[i].C, dtn(cs[i].dt), gotb, cs[i].want_bwd);
     }
     case_end();
 }
@@ -2583,6 +2590,9 @@ static void test_norm_acts(void) {
         /* the one-pass backward's items: three row chunks (the last short), 16 row lanes,
          * two tiles a sample, dv, the dropout, dx and dv accumulating */
         test_norm_act(2, 300, 64, 0, 16, S, 1, 0.1f, dt, 1, 1, 0);
+        /* a batch large enough to keep the one-pass kernels' wide tiles (the cases above shrink
+         * theirs to fill the grid): two groups of 16 channels a tile, two segments */
+        test_norm_act(270, 70, 32, 0, 2, S, 1, 0.1f, dt, 1, 1, 0);
     }
     CHECK(g_onepass_ran >= 8, "the one-pass forward ran on %ld cases only", g_onepass_ran);
     CHECK(g_bwd_onepass_ran >= 8, "the one-pass backward ran on %ld cases only", g_bwd_onepass_ran);

@@ -460,13 +460,14 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
  *   copied), then the finish kernel, where the two passes read both twice and launch four.
  * The same bits as the two passes. Process-wide, off by default; the CUDA backend sets it from
  * SG_NORM_ONEPASS before each run of its nodes. The _groups functions: the groups a tile takes
- * for that shape (0: not taken; the device's shared memory decides too). */
+ * for that shape, fewer where N samples would make a small grid (0: not taken; the device's
+ * shared memory decides too). */
 #define SG_NORM_ONEPASS_FWD 1
 #define SG_NORM_ONEPASS_BWD 2
 void sg_cuda_set_norm_onepass(int mode);
 int sg_cuda_norm_onepass(void);
-int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt);
-int cuda_norm_act_bwd_onepass_groups(int HW, int C, int G, int dt);
+int cuda_norm_act_onepass_groups(int N, int HW, int C, int G, int dt);
+int cuda_norm_act_bwd_onepass_groups(int N, int HW, int C, int G, int dt);
 /* forwards and backwards launched on the one-pass kernels, so far (the op test's check that
  * they ran) */
 long cuda_norm_onepass_launches(void);

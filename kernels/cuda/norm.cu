@@ -1070,9 +1070,14 @@ int sg_cuda_norm_onepass(void) {
 }
 
 /* the tile's groups of both one-pass kernels: the fewest whose rows reach NA1_ROW_BYTES, while
- * the copies (bwd: x and dy) fit in NA1_SLAB_MAX */
-static int na1_groups(int HW, int C, int G, int dt, int bwd) {
-    if (HW <= 0 || G <= 0 || C <= 0 || C % G || (dt != DT_BF16 && dt != DT_F32)) return 0;
+ * the copies (bwd: x and dy) fit in NA1_SLAB_MAX; then, where the N samples' tiles make a grid of
+ * fewer than NA1_MIN_BLOCKS blocks (a small batch: e.g. unet_cifar's 32x32 forward at batch 8,
+ * 32 blocks of 8 groups), fewer groups a tile, down to one 16-byte vector a row, until the grid
+ * has them. A function of the shapes only (132 is a constant, not the device's SM count), so
+ * every device runs the same tiles; the bits do not depend on the tile. */
+#define NA1_MIN_BLOCKS (2 * 132)
+static int na1_groups(int N, int HW, int C, int G, int dt, int bwd) {
+    if (N <= 0 || HW <= 0 || G <= 0 || C <= 0 || C % G || (dt != DT_BF16 && dt != DT_F32)) return 0;
     const int es = dt == DT_BF16 ? 2 : 4, V = 16 / es, cg = C / G, copies = bwd ? 2 : 1;
     int gpb = 0;
     for (int d = 1; d <= G; d++) {
@@ -1083,6 +1088,8 @@ static int na1_groups(int HW, int C, int G, int dt, int bwd) {
     }
     /* rows of at least a 32-byte sector, unless the tile is the whole sample */
     if (!gpb || (gpb * cg * es < 32 && gpb != G)) return 0;
+    for (int d = gpb - 1; d >= 1 && (int64_t)N * (G / gpb) < NA1_MIN_BLOCKS; d--)
+        if (G % d == 0 && d * cg % V == 0) gpb = d;
     const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
     const int bytes =
         bwd ? nb1_layout_of(HW, C, gpb * cg, gpb, S, (int)sg_ws_norm_rows(HW, C), es).bytes
@@ -1090,11 +1097,11 @@ static int na1_groups(int HW, int C, int G, int dt, int bwd) {
     if (bytes > 48 * 1024 && bytes > cuda_smem_optin()) return 0;
     return gpb;
 }
-int cuda_norm_act_onepass_groups(int HW, int C, int G, int dt) {
-    return na1_groups(HW, C, G, dt, 0);
+int cuda_norm_act_onepass_groups(int N, int HW, int C, int G, int dt) {
+    return na1_groups(N, HW, C, G, dt, 0);
 }
-int cuda_norm_act_bwd_onepass_groups(int HW, int C, int G, int dt) {
-    return na1_groups(HW, C, G, dt, 1);
+int cuda_norm_act_bwd_onepass_groups(int N, int HW, int C, int G, int dt) {
+    return na1_groups(N, HW, C, G, dt, 1);
 }
 
 template <typename T, int VEC>
@@ -1136,7 +1143,7 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
     SG_ARG_CHECK(c_done >= 0 && c_done <= C, "%s: %d channels' partials done of %d", fn, c_done, C);
     if ((g_norm_onepass & SG_NORM_ONEPASS_FWD) && !c_done) {
         const void *p[4] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, y};
-        const int gpb = cuda_norm_act_onepass_groups(HW, C, G, dt);
+        const int gpb = cuda_norm_act_onepass_groups(N, HW, C, G, dt);
         if (gpb && na_vec(dt, C, x, p, 4) > 1)
             return dt == DT_BF16 ? na_onepass<uint16_t, 8>(st, y, mean, rstd, x, v, gamma, beta, N,
                                                            HW, C, G, gpb, eps, act, drop)
@@ -1236,7 +1243,7 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     w += sg_ws_align((int64_t)N * G * 8);
     float *dvpart = dv ? (float *)w : NULL;
     const int gpb = (g_norm_onepass & SG_NORM_ONEPASS_BWD) && !part_done && vec > 1
-                        ? cuda_norm_act_bwd_onepass_groups(HW, C, G, dt)
+                        ? cuda_norm_act_bwd_onepass_groups(N, HW, C, G, dt)
                         : 0;
     if (gpb) {
         const int e = dt == DT_BF16
