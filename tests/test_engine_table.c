@@ -1558,6 +1558,14 @@ static void check_backend_knobs(void) {
     op = strstr(env, "\"norm_onepass\":");
     CHECK(op && atoi(op + 15) > 0 && strstr(env, "\"norm_bwd_onepass\":-1,"),
           "SG_NORM_ONEPASS=fwd over the table's: %s", env);
+    /* a value it does not know: no backend, and the error names the variable and its values */
+    setenv("SG_NORM_ONEPASS", "both", 1);
+    sg_backend *bad = sg_backend_cuda_create(0, 1);
+    unsetenv("SG_NORM_ONEPASS");
+    CHECK(!bad && strstr(sg_last_error(), "SG_NORM_ONEPASS=both") &&
+              strstr(sg_last_error(), "fwd or bwd"),
+          "SG_NORM_ONEPASS=both: %s", bad ? "a backend" : sg_last_error());
+    if (bad) bad->destroy(bad);
     printf("the table's step knobs applied by the backend; the environment overrides them\n");
     sg_engine_table_free(&t);
 }
