@@ -54,7 +54,13 @@
  * (bench/results/2026-11-28-nvidia-h200-bench-3.md), while both backward passes stayed faster
  * as GEMMs. So without an engine table entry for its layer, a bf16 1x1 forward whose channels
  * the tensor-core kernel takes (multiples of 8) runs on own (FWD_1X1_OWN), its backward passes
- * on gemm; a resume's record of gemm keeps gemm.
+ * on gemm; a resume's record of gemm keeps gemm. THIN_OWN: with SG_CONV_THIN=own, a pass of a
+ * convolution with 1 to 4 channels on one side (the image's conv_in and conv_out) that the own
+ * engine's thin kernels take (cuda_conv2d_thin_passes) runs on own under auto unless the engine
+ * table names its layer or a resume's record says cudnn: cuDNN took 0.17 to 0.22 ms for each of
+ * four such passes of unet_cifar at batch 128 (bench-3.md), the thin kernels are unmeasured, so
+ * this is off by default until a GPU times it (gpu_call.sh's thin_own variant). SG_CONV_THIN=0
+ * runs the own engine's thin passes on the 64 x 64 tiles instead (the same bits).
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
@@ -122,6 +128,11 @@ typedef struct {
      * one pass where their shape is taken (cuda_kernels.h; the same bits): norm_onepass_nodes
      * forward nodes, norm_bwd_onepass_nodes backward ones */
     int norm_onepass, norm_onepass_nodes, norm_bwd_onepass_nodes;
+    /* SG_CONV_THIN=own: under auto, the conv passes the thin kernels take (conv.cu: the image's
+     * convolutions) run on own where the engine table does not name their layer (THIN_OWN, the
+     * file comment); thin_own_nodes: how many did */
+    int thin_own, thin_own_nodes;
+    int thin_tiles;     /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -714,6 +725,20 @@ static int fwd_1x1_own(const sg_graph *g, int i) {
     return d.Ci % 8 == 0 && d.Co % 8 == 0;
 }
 
+/* THIN_OWN (the file comment): is conv node i a pass the thin kernels take, its x (forward,
+ * weight gradient) or dx (data gradient) one buffer? */
+static int thin_own_node(const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (pass < 0) return 0;
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
+    if (g->t[x].nparts) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return (cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) >> pass) & 1u;
+}
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -789,6 +814,9 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                          sg_conv_gemm_node(g, i);
         /* ... but its forward on own by default (the file comment) */
         const int fwd_own = gemm && !layer_pick && fwd_1x1_own(g, i);
+        /* SG_CONV_THIN=own: a thin pass on own (THIN_OWN, the file comment) */
+        const int thin_own = c->thin_own && c->conv_engine == SG_CONV_ENGINE_AUTO && !layer_pick &&
+                             thin_own_node(g, i);
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
@@ -798,6 +826,8 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             eng = CONV_ENGINE_GEMM;
         } else if (fwd_own && pin != SG_CONV_ENGINE_CUDNN) {
             /* own's tensor-core kernel, measured faster than the GEMM (the file comment) */
+        } else if (thin_own && pin != SG_CONV_ENGINE_CUDNN) {
+            c->thin_own_nodes++; /* the thin kernels, asked for (the file comment) */
         } else if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
         } else if (!eligible) {
@@ -830,6 +860,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         }
 #else
         const int pin = 0;
+        (void)thin_own; /* every conv is own without cuDNN */
         if (gemm && !fwd_own) eng = CONV_ENGINE_GEMM;
 #endif
         if (eng == SG_CONV_ENGINE_OWN) eng = own_generation(c, p, i, pin, &tc_refused);
@@ -860,6 +891,11 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                 c->wg_env_persist ? ", but for SG_WG_PERSIST"
                 : c->wg_env_fill  ? ", but for SG_WG_FILL"
                                   : "");
+    if (c->thin_own)
+        fprintf(stderr,
+                "stepgraph: SG_CONV_THIN=own: %d conv pass(es) with 1 to 4 channels on one side "
+                "on the own engine's thin kernels\n",
+                c->thin_own_nodes);
     if (tc_refused)
         fprintf(stderr,
                 "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
@@ -2151,6 +2187,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
              "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
              "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
+             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
              "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
              "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
              prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
@@ -2171,8 +2208,12 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
              c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
              c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
-             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1, c->win.windows,
-             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
+             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
+             c->thin_own     ? "own"
+             : c->thin_tiles ? "0"
+                             : "1",
+             c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
+             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2298,6 +2339,21 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         free(c), free(be);
         return NULL;
     }
+    /* the thin convolutions (conv.cu, THIN_OWN in the file comment): SG_CONV_THIN unset or 1,
+     * the own engine's thin passes on the thin kernels; 0, on the 64 x 64 tiles (the same bits);
+     * own, also on own under auto */
+    const char *thin = getenv("SG_CONV_THIN");
+    if (thin && *thin && strcmp(thin, "0") && strcmp(thin, "1") && strcmp(thin, "own")) {
+        sg_set_error("SG_CONV_THIN=%s: expected 1 (the default: the thin kernels), 0 (the "
+                     "64 x 64 tiles) or own (also the image convolutions' passes on own under "
+                     "auto)",
+                     thin);
+        free(c), free(be);
+        return NULL;
+    }
+    c->thin_own = thin && !strcmp(thin, "own");
+    c->thin_tiles = thin && !strcmp(thin, "0");
+    cuda_conv_thin_enable(!c->thin_tiles);
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

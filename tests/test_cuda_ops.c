@@ -512,6 +512,31 @@ static long halo_forwards(int wg) {
         if ((mode) == SG_TC_HALO_ALL) g_halo_all_ran[wg] += dh_;                                   \
     } while (0)
 
+/* The thin convolutions (conv.cu: the CUDA-core path's 1 to 4 channels on one side): a pass of a
+ * CUDA-core case that ran on them (their launch count grew) runs once more on the 64 x 64 tiles
+ * (cuda_conv_thin_enable(0); 1 again after), whose bits it must repeat: tb_check's second-run
+ * comparison in `checks`, with thin_ctx (the case's context, naming the tiles). g_thin_cases
+ * counts them per pass [forward, data, weight]; the summary requires each. */
+static int g_thin_cases[3];
+#define THIN_VS_TILES(pass, t0, call, checks)                                                      \
+    do {                                                                                           \
+        if (cuda_conv_thin_launches() == (t0)) break;                                              \
+        g_thin_cases[pass]++;                                                                      \
+        cuda_conv_thin_enable(0);                                                                  \
+        const long t1_ = cuda_conv_thin_launches();                                                \
+        reset_all();                                                                               \
+        call;                                                                                      \
+        sync_stream();                                                                             \
+        cuda_conv_thin_enable(1);                                                                  \
+        CHECK(cuda_conv_thin_launches() == t1_, "%s: the thin kernels ran while switched off",     \
+              ctx);                                                                                \
+        char thin_ctx[300];                                                                        \
+        snprintf(thin_ctx, sizeof thin_ctx, "%s, the 64 x 64 tiles against the thin kernels",      \
+                 ctx);                                                                             \
+        checks;                                                                                    \
+        guards_all(ctx);                                                                           \
+    } while (0)
+
 static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int dt) {
     if (dt == DT_BF16 && c0 % 8 == 0 && c1 % 8 == 0 && Co % 8 == 0) return SG_CONV_PATH_TENSOR_CORE;
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
@@ -930,6 +955,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: forward takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(xc, y->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
+        const long thin0 = cuda_conv_thin_launches();
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co, K, S, pad,
@@ -938,6 +964,10 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             tb_check(y, ref, tol_for(dt), rep, ctx);
             guards_all(ctx);
         }
+        THIN_VS_TILES(0, thin0,
+                      CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co,
+                           K, S, pad, dt, ws->d, wsb),
+                      tb_check(y, ref, tol_for(dt), 1, thin_ctx));
         /* the tensor cores' forward on the resident halo (SG_TC_HALO_ALL, conv_tc.cu;
          * stride <= K): the per-tap kernel's k order, the same bits */
         if (want == SG_CONV_PATH_TENSOR_CORE && S <= K) {
@@ -972,6 +1002,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: backward data takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(dxc, ddy->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
+        const long thin0 = cuda_conv_thin_launches();
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K, S, pad,
@@ -981,6 +1012,10 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             if (c1) tb_check(dxb, refb, tol_for(dt), rep, ctx);
             guards_all(ctx);
         }
+        THIN_VS_TILES(1, thin0,
+                      CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K,
+                           S, pad, dt, accum, ws->d, wsb, NULL),
+                      tb_check(dxa, refa, tol_for(dt), 1, thin_ctx));
     }
     /* backward weight (fp32 outputs) */
     {
@@ -995,6 +1030,7 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
               "%s: backward weight takes the %s path, expected %s", ctx,
               conv_path_names[cuda_conv2d_path(xc, ddy->d, N, H, W, Co, K, S, dt)],
               conv_path_names[want]);
+        const long thin0 = cuda_conv_thin_launches();
         for (int rep = 0; rep < g_conv_reps; rep++) {
             reset_all();
             CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d, bias ? (float *)gb->d : NULL,
@@ -1004,6 +1040,11 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             if (bias) tb_check(gb, refb, TOL_F32, rep, ctx);
             guards_all(ctx);
         }
+        THIN_VS_TILES(2, thin0,
+                      CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d,
+                           bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,
+                           pad, dt, accum, ws->d, wsb),
+                      tb_check(gw, refw, TOL_F32, 1, thin_ctx));
     }
     if (want == SG_CONV_PATH_TENSOR_CORE) test_conv_wgmma(ctx, &r, N, H, W, Ci, Co, K, S, pad);
     if (K == 1 && S == 1 && pad == 0) test_conv_gemm(ctx, &r, N, H, W, Ci, Co, dt);
@@ -1048,6 +1089,29 @@ static void test_convs(void) {
     /* a bf16 1x1 conv with more rows than one fp32 output tile of the GEMM layer (6 channels:
      * off the tensor cores, so on cuBLAS) */
     test_conv(2, 256, 256, 6, 0, 40, 1, 1, 0, DT_BF16, 1, 0);
+    /* the thin kernels (conv.cu; each pass also on the tiles, bit for bit): the image's
+     * convolutions, conv_in (3 -> wide) and conv_out (wide -> 3), in both dtypes; 1, 2 and 4 thin
+     * channels; a wide side past one warp's 128 (forward, data) and 64 (weight) channels and
+     * one short of it; stride 2 (the classes of the data gradient), SAME and symmetric padding,
+     * 1x1 stride 2; several weight-gradient chunks; accumulating outputs */
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        test_conv(2, 9, 11, 3, 0, 132, 3, 1, 1, dt, 1, 0);
+        test_conv(2, 7, 9, 132, 0, 3, 3, 1, 1, dt, 1, 1);
+        test_conv(3, 9, 11, 3, 0, 68, 3, 2, 1, dt, 1, 1);
+        test_conv(2, 8, 10, 60, 0, 3, 3, 2, 0, dt, 0, 0);
+        test_conv(2, 6, 7, 1, 0, 8, 3, 1, 1, dt, 0, 1);
+        test_conv(2, 6, 7, 12, 0, 1, 3, 1, 1, dt, 1, 0);
+        test_conv(2, 5, 6, 2, 0, 4, 3, 2, 1, dt, 1, 0);
+        test_conv(2, 6, 7, 4, 0, 12, 1, 2, 0, dt, 1, 1);
+        test_conv(2, 48, 48, 3, 0, 16, 3, 1, 1, dt, 1, dt == DT_BF16);
+        test_conv(2, 40, 44, 16, 0, 3, 3, 1, 1, dt, 1, 1);
+    }
+    printf("thin convolutions, passes also run on the tiles: %d forward, %d data, %d weight\n",
+           g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
+    CHECK(g_thin_cases[0] >= 8 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,
+          "thin convolutions: %d forward, %d data and %d weight passes ran on them (expected at "
+          "least 8, 8 and 16)",
+          g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
 }
 
 /* The bf16 tensor-core path (kernels/cuda/conv_tc.cu: tiles of 128 rows x 128 or 64 columns x

@@ -30,6 +30,9 @@
  *   SG_FUSE_STATS=fwd (the forward's alone; bf16);
  * - the one-pass forward normalisations (SG_NORM_ONEPASS=1): the same bits, and the one-pass
  *   kernel ran;
+ * - the thin convolutions (conv.cu, the image's conv_in and conv_out where the own engine runs
+ *   them): the bits of the 64 x 64 tiles (SG_CONV_THIN=0), and they ran on the own engine;
+ *   SG_CONV_THIN=3x is refused by name;
  * - programmatic dependent launch (SG_PDL=1, bf16): the replayed step's bits are the ones
  *   without it;
  * - a plan that does not fit says so before allocating (an absurd batch).
@@ -269,6 +272,7 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
     unsigned char *sg = NULL, *se = NULL, *sg2 = NULL, *sc = NULL;
     int64_t bg = 0, be_ = 0, bg2 = 0, bc = 0;
     float *mg = NULL, *mc = NULL;
+    const long thin0 = cuda_conv_thin_launches();
     int ok = !run(&c, data, cuda_on(1, engine), STEPS, lg, &sg, &bg, &mg) &&
              !run(&c, data, cuda_on(0, engine), STEPS, le, &se, &be_, NULL) &&
              !run(&c, data, cuda_on(1, engine), STEPS, lg2, &sg2, &bg2, NULL) &&
@@ -304,6 +308,17 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
                   "%s: SG_NORM_ONEPASS=1 ran no one-pass forward", nm);
             CHECK(cuda_norm_bwd_onepass_launches() > b0,
                   "%s: SG_NORM_ONEPASS=1 ran no one-pass backward", nm);
+        }
+        /* the thin convolutions (conv.cu: conv_in's forward and weight gradient, conv_out's
+         * gradients) where the own engine runs them: on the 64 x 64 tiles (SG_CONV_THIN=0), the
+         * same bits */
+        if (accum == 1 && fuse != 1) {
+            const int thin_ran = cuda_conv_thin_launches() > thin0;
+            CHECK(thin_ran || engine != SG_CONV_ENGINE_OWN,
+                  "%s: the own engine ran no pass on the thin kernels", nm);
+            if (thin_ran)
+                same_under_env(nm, "SG_CONV_THIN", "0", "the thin convolutions", &c, data, engine,
+                               lg, sg, bg);
         }
         /* programmatic dependent launch (SG_PDL=1, cuda_kernels.h): each kernel may start while
          * the one before it drains and waits for it first: the same bits, replayed */
@@ -439,6 +454,22 @@ static void check_wgmma(void) {
           rc == SG_ERR ? sg_last_error() : "accepted");
     if (rc == SG_ERR) printf("fp32 with SG_CONV_TC=wgmma refused: %s\n", sg_last_error());
     sg_exec_free(&e);
+    /* a malformed SG_CONV_THIN (conv.cu's thin convolutions) is refused by name */
+    {
+        char *keep = getenv("SG_CONV_THIN") ? strdup(getenv("SG_CONV_THIN")) : NULL;
+        setenv("SG_CONV_THIN", "3x", 1);
+        sg_backend *tb = sg_backend_cuda_create(0, 1);
+        CHECK(!tb && strstr(sg_last_error(), "SG_CONV_THIN=3x") && strstr(sg_last_error(), "own"),
+              "SG_CONV_THIN=3x must be refused by name, with the values: %s",
+              !tb ? sg_last_error() : "accepted");
+        if (tb) tb->destroy(tb);
+        if (keep) {
+            setenv("SG_CONV_THIN", keep, 1);
+            free(keep);
+        } else {
+            unsetenv("SG_CONV_THIN");
+        }
+    }
     /* a malformed SG_WG_PERSIST (the persistent grid of the wgmma kernels) or SG_WG_FILL (their
      * N tile) is refused by name */
     c.act_dt = DT_BF16;

@@ -150,6 +150,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant pdl SG_PDL=1 --
     variant norm_onepass SG_NORM_ONEPASS=1 --
     variant norm_onepass_fwd SG_NORM_ONEPASS=fwd --
+    variant thin_own SG_CONV_THIN=own --
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1

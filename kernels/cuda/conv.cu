@@ -11,7 +11,9 @@
  *   conv_tc.cu (implicit GEMMs on mma.sync; 1x1 stride 1 included);
  * - otherwise 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer);
  * - everything else runs the fp32 CUDA-core kernels below: fp32 convolutions always (no TF32),
- *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions).
+ *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions); where
+ *   one side has 1 to 4 channels, its passes run on the thin kernels (below the tiles: the
+ *   tiles' bits, without their padding work).
  *
  * The CUDA-core kernels are implicit GEMMs with the im2col matrix never stored (tap = kh*K + kw):
  *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
@@ -288,6 +290,367 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
     }
 }
 
+/* ============ thin convolutions: the image's side (1 to 4 channels; conv_in, conv_out)
+ * ============
+ *
+ * The 64 x 64 tiles above waste nearly all of their work on a convolution with 3 channels on
+ * one side: the tile's reduction is 16 wide, so 13 of every 16 products of conv_in's forward
+ * (Ci = 3) are padding, and conv_out's (Co = 3) fills 3 of a tile's 64 columns. cuDNN does not
+ * do well either: the second GPU session measured unet_cifar's image convolutions at batch 128
+ * (bf16) at 0.18 ms (conv_in forward), 0.17 (its weight gradient), 0.18 and 0.22 (conv_out's
+ * weight and data gradients), for work that reads or writes one 33.5 MB activation. These
+ * kernels take the CUDA-core path's thin cases (THIN_MAX channels or fewer on one side, the
+ * other a multiple of THIN_VEC; x one buffer), and compute exactly what the tiles compute:
+ *
+ * - every output is the same chain of fmaf as the tile's thread: the forward over (tap, ci)
+ *   in increasing order, then + b (or + 0); the data gradient over its parity class's taps in
+ *   increasing order and co in increasing order; the weight gradient's chunk partials over
+ *   the chunk's pixels in increasing order, in the same chunks (sg_ws_wgrad_chunks), summed by
+ *   the same chunk_sum_kernel. The products the tiles add and these skip are exact zeros (a
+ *   padding pixel, a channel past the tile's end): they change at most the sign of a zero sum,
+ *   and the tiles' last step makes every zero +0 (the forward's + b or + 0; the data gradient's
+ *   padded channels, which these end with __fadd_rn(acc, 0.0f); chunk_sum's 0 + part). So the
+ *   bits are the tiles', and cuda_ops holds them to that (cuda_conv_thin_enable(0) runs the
+ *   tiles on the same case);
+ * - conv_thin_wide_kernel: an output of the wide side (the forward of a thin input, the data
+ *   gradient of a thin output) is a sum of at most 9 x 4 products. A warp takes one pixel at a
+ *   time, each lane THIN_VEC consecutive wide channels (a warp: 128 channels, one 8- or
+ *   16-byte store a lane), with its channels' weights in registers for every pixel it visits;
+ *   the thin values are read by every lane at once (one broadcast load each);
+ * - conv_thin_wgrad_kernel: a warp takes one (chunk, tap, 64 wide channels): two channels a
+ *   lane, each with its CT thin partners, so 2 CT chains a lane; the chunk's thin values go
+ *   through shared memory 32 pixels at a time (each lane loads one pixel's, then every lane
+ *   reads them with one broadcast); the wide ones are one 4- or 8-byte load a lane a pixel.
+ *
+ * Not the conv_out forward (Co = 3: each output a chain of 9 Ci products, 0.06 ms on cuDNN at
+ * batch 128): the tiles still run it. */
+#define THIN_MAX 4            /* channels on the thin side */
+#define THIN_VEC 4            /* wide channels a lane (conv_thin_wide_kernel) */
+#define THIN_WV 2             /* wide channels a lane (conv_thin_wgrad_kernel) */
+#define THIN_THREADS 128      /* four warps a block, each on its own work */
+#define THIN_WIDE_BLOCKS 1056 /* the wide kernel's grid at most (8 an SM on 132): warps loop */
+
+static int thin_enabled = 1;
+static long thin_launches;
+void cuda_conv_thin_enable(int on) {
+    thin_enabled = on != 0;
+}
+long cuda_conv_thin_launches(void) {
+    return thin_launches;
+}
+
+/* THIN_VEC values stored at p (accum: added to the old ones first, dev_st_acc's arithmetic):
+ * one 8-byte (bf16) or 16-byte (fp32) store */
+__device__ __forceinline__ void thin_st4(uint16_t *p, const float *v, int accum) {
+    float w[4];
+    if (accum) {
+        dev_ldv<uint16_t, 4>(w, p);
+        for (int j = 0; j < 4; j++) w[j] = __fadd_rn(w[j], v[j]);
+    } else {
+        for (int j = 0; j < 4; j++) w[j] = v[j];
+    }
+    uint2 r;
+    r.x = (uint32_t)dev_f32_to_bf16(w[0]) | ((uint32_t)dev_f32_to_bf16(w[1]) << 16);
+    r.y = (uint32_t)dev_f32_to_bf16(w[2]) | ((uint32_t)dev_f32_to_bf16(w[3]) << 16);
+    *reinterpret_cast<uint2 *>(p) = r;
+}
+__device__ __forceinline__ void thin_st4(float *p, const float *v, int accum) {
+    dev_stv<float, 4>(p, v, accum);
+}
+/* THIN_WV consecutive values at p: one 4-byte (bf16) or 8-byte (fp32) load */
+__device__ __forceinline__ void thin_ld2(float *out, const uint16_t *p) {
+    const uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+    out[0] = dev_bf16_to_f32((uint16_t)(u & 0xffffu));
+    out[1] = dev_bf16_to_f32((uint16_t)(u >> 16));
+}
+__device__ __forceinline__ void thin_ld2(float *out, const float *p) {
+    const float2 u = *reinterpret_cast<const float2 *>(p);
+    out[0] = u.x, out[1] = u.y;
+}
+
+/* The wide side of a thin convolution (see above). DGRAD false, the forward: out = y[N,Ho,Wo,Cw]
+ * (Cw = Co), in = x[N,H,W,CT], rows = the output pixels; true, the data gradient: out =
+ * dx[N,H,W,Cw] (Cw = Ci), in = dy[N,Ho,Wo,CT], rows = the input pixels. w[Co][K][K][Ci]. Lane l
+ * of a warp owns wide channels c .. c + 3, c = 128 blockIdx.y + 4 l; the warps of the grid take
+ * the rows in turn. */
+template <typename T, int CT, bool DGRAD>
+__global__ void __launch_bounds__(THIN_THREADS)
+    conv_thin_wide_kernel(T *out, const T *in, const T *w, const float *bias, int N, int H, int W,
+                          int Ho, int Wo, int Cw, int K, int S, int pad, int accum) {
+    SG_PDL_ENTER();
+    const int lane = (int)threadIdx.x % 32;
+    const int c = (int)blockIdx.y * 32 * THIN_VEC + lane * THIN_VEC;
+    const bool live = c < Cw; /* Cw is a multiple of THIN_VEC: all four or none */
+    const int KK = K * K;
+    /* this lane's weights: wr[tap][t][j] = w(wide c + j, tap, thin t) */
+    float wr[9][CT][THIN_VEC];
+#pragma unroll
+    for (int tap = 0; tap < 9; tap++)
+#pragma unroll
+        for (int t = 0; t < CT; t++)
+#pragma unroll
+            for (int j = 0; j < THIN_VEC; j++) {
+                const int64_t i = DGRAD ? ((int64_t)t * KK + tap) * Cw + c + j
+                                        : ((int64_t)(c + j) * KK + tap) * CT + t;
+                wr[tap][t][j] = live && tap < KK ? dev_ld1(w + i) : 0.0f;
+            }
+    if (!live) return;
+    const int Ro = DGRAD ? H : Ho, Co_ = DGRAD ? W : Wo; /* the rows' grid */
+    const int Ri = DGRAD ? Ho : H, Ci_ = DGRAD ? Wo : W; /* the thin input's grid */
+    const int64_t R = (int64_t)N * Ro * Co_;
+    const int64_t warps = (int64_t)gridDim.x * (THIN_THREADS / 32);
+    for (int64_t r = (int64_t)blockIdx.x * (THIN_THREADS / 32) + threadIdx.x / 32; r < R;
+         r += warps) {
+        const int n = (int)(r / ((int64_t)Ro * Co_)), rem = (int)(r % ((int64_t)Ro * Co_));
+        const int a = rem / Co_, b = rem % Co_;
+        float acc[THIN_VEC] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int tap = 0; tap < 9; tap++) {
+            if (tap >= KK) break;
+            const int kh = tap / K, kw = tap % K;
+            int ia, ib;
+            bool valid;
+            if (DGRAD) { /* the output pixel that reads input pixel (a, b) through the tap */
+                const int th = a + pad - kh, tw = b + pad - kw;
+                valid =
+                    th >= 0 && tw >= 0 && th % S == 0 && tw % S == 0 && th / S < Ho && tw / S < Wo;
+                ia = th / S, ib = tw / S;
+            } else {
+                ia = a * S - pad + kh, ib = b * S - pad + kw;
+                valid = ia >= 0 && ia < H && ib >= 0 && ib < W;
+            }
+            if (!valid) continue;
+            const T *ip = in + (((int64_t)n * Ri + ia) * Ci_ + ib) * CT;
+            float v[CT];
+#pragma unroll
+            for (int t = 0; t < CT; t++) v[t] = dev_ld1(ip + t);
+#pragma unroll
+            for (int t = 0; t < CT; t++)
+#pragma unroll
+                for (int j = 0; j < THIN_VEC; j++) acc[j] = fmaf(v[t], wr[tap][t][j], acc[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < THIN_VEC; j++)
+            acc[j] = DGRAD ? __fadd_rn(acc[j], 0.0f) : acc[j] + (bias ? bias[c + j] : 0.0f);
+        thin_st4(out + r * Cw + c, acc, DGRAD ? accum : 0);
+    }
+}
+
+/* The weight gradient's chunk partials of a thin convolution (see above), the tiles' layout:
+ * part[chunk][co][tap][ci]. THIN_IN true: Ci = CT thin, Co = Cw wide (the wide operand dy at
+ * the pixel p, the thin one x at the tap's input pixel); false: Co = CT, Ci = Cw (wide x at the
+ * tap's pixel, thin dy at p). Warp item = ((chunk * nsl) + slice) * KK + tap, its lanes two wide
+ * channels each of the slice's 64. */
+template <typename T, int CT, bool THIN_IN>
+__global__ void __launch_bounds__(THIN_THREADS)
+    conv_thin_wgrad_kernel(float *part, const T *dy, const T *x, int N, int H, int W, int Ho,
+                           int Wo, int Cw, int K, int S, int pad, int chunks, int64_t chunk_len) {
+    SG_PDL_ENTER();
+    __shared__ float4 thin[THIN_THREADS / 32][32];
+    const int lane = (int)threadIdx.x % 32, wi = (int)threadIdx.x / 32;
+    const int KK = K * K, nsl = (Cw + 32 * THIN_WV - 1) / (32 * THIN_WV);
+    const int64_t item = (int64_t)blockIdx.x * (THIN_THREADS / 32) + wi;
+    if (item >= (int64_t)chunks * nsl * KK) return; /* the whole warp */
+    const int tap = (int)(item % KK), slice = (int)(item / KK % nsl), z = (int)(item / KK / nsl);
+    const int kh = tap / K, kw = tap % K;
+    const int c = slice * 32 * THIN_WV + lane * THIN_WV;
+    const bool live = c < Cw; /* Cw is even: both or neither */
+    const int64_t P = (int64_t)N * Ho * Wo, HWo = (int64_t)Ho * Wo;
+    const int64_t p0 = (int64_t)z * chunk_len, p1 = p0 + chunk_len < P ? p0 + chunk_len : P;
+    float acc[CT][THIN_WV];
+#pragma unroll
+    for (int t = 0; t < CT; t++)
+#pragma unroll
+        for (int j = 0; j < THIN_WV; j++) acc[t][j] = 0.0f;
+    /* the pixel p's place (n, oh, ow), stepped along with p */
+    int n = p0 < P ? (int)(p0 / HWo) : 0, oh = 0, ow = 0;
+    if (p0 < P) {
+        const int rem = (int)(p0 % HWo);
+        oh = rem / Wo, ow = rem % Wo;
+    }
+    for (int64_t pb = p0; pb < p1; pb += 32) {
+        /* lane l: the thin values of pixel pb + l (zeros past the chunk or off the image) */
+        {
+            const int64_t p = pb + lane;
+            float v[THIN_MAX] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (p < p1) {
+                const T *src = NULL;
+                if (THIN_IN) {
+                    const int pn = (int)(p / HWo), rem = (int)(p % HWo);
+                    const int ih = rem / Wo * S - pad + kh, iw = rem % Wo * S - pad + kw;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        src = x + (((int64_t)pn * H + ih) * W + iw) * CT;
+                } else {
+                    src = dy + p * CT;
+                }
+                if (src)
+#pragma unroll
+                    for (int t = 0; t < CT; t++) v[t] = dev_ld1(src + t);
+            }
+            thin[wi][lane] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        __syncwarp();
+        const int m = p1 - pb < 32 ? (int)(p1 - pb) : 32;
+#pragma unroll 4
+        for (int i = 0; i < m; i++) {
+            float wv[THIN_WV] = {0.0f, 0.0f};
+            if (live) {
+                if (THIN_IN) {
+                    thin_ld2(wv, dy + (pb + i) * Cw + c);
+                } else {
+                    const int ih = oh * S - pad + kh, iw = ow * S - pad + kw;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        thin_ld2(wv, x + (((int64_t)n * H + ih) * W + iw) * Cw + c);
+                }
+            }
+            const float4 tv = thin[wi][i];
+            const float th[4] = {tv.x, tv.y, tv.z, tv.w};
+#pragma unroll
+            for (int t = 0; t < CT; t++)
+#pragma unroll
+                for (int j = 0; j < THIN_WV; j++) acc[t][j] = fmaf(wv[j], th[t], acc[t][j]);
+            if (++ow == Wo) {
+                ow = 0;
+                if (++oh == Ho) oh = 0, n++;
+            }
+        }
+        __syncwarp();
+    }
+    if (!live) return;
+    float *o = part + (int64_t)z * Cw * KK * CT;
+#pragma unroll
+    for (int t = 0; t < CT; t++)
+#pragma unroll
+        for (int j = 0; j < THIN_WV; j++) {
+            const int64_t i = THIN_IN ? ((int64_t)(c + j) * KK + tap) * CT + t
+                                      : ((int64_t)t * KK + tap) * Cw + c + j;
+            o[i] = acc[t][j];
+        }
+}
+
+/* the thin side of a CUDA-core convolution (THIN_MAX or fewer channels), or 0 where the
+ * thin kernels do not take it */
+static int thin_side(int thin, int wide, int vec) {
+    return thin_enabled && thin >= 1 && thin <= THIN_MAX && wide % vec == 0 ? thin : 0;
+}
+unsigned cuda_conv2d_thin_passes(int Ci, int Co, int K, int S) {
+    if ((K != 1 && K != 3) || (S != 1 && S != 2) || (K == 1 && S == 1)) return 0; /* cuBLAS's */
+    return (thin_side(Ci, Co, THIN_VEC) ? 1u : 0u) | (thin_side(Co, Ci, THIN_VEC) ? 2u : 0u) |
+           (thin_side(Ci, Co, THIN_WV) || thin_side(Co, Ci, THIN_WV) ? 4u : 0u);
+}
+static int thin_aligned(const void *p, int bytes) {
+    return ((uintptr_t)p % (uintptr_t)bytes) == 0;
+}
+
+template <typename T, bool DGRAD>
+static int thin_wide_launch(cudaStream_t st, int CT, void *out, const void *in, const void *w,
+                            const float *bias, int N, int H, int W, int Ho, int Wo, int Cw, int K,
+                            int S, int pad, int accum) {
+    const int64_t R = (int64_t)N * (DGRAD ? (int64_t)H * W : (int64_t)Ho * Wo);
+    int64_t blocks = (R + THIN_THREADS / 32 - 1) / (THIN_THREADS / 32);
+    if (blocks > THIN_WIDE_BLOCKS) blocks = THIN_WIDE_BLOCKS;
+    dim3 grid((unsigned)blocks, (unsigned)((Cw + 32 * THIN_VEC - 1) / (32 * THIN_VEC)));
+#define THIN_WIDE_CASE(ct)                                                                         \
+    case ct:                                                                                       \
+        SG_LAUNCH_NAMED("conv_thin_wide_kernel", (conv_thin_wide_kernel<T, ct, DGRAD>), grid,      \
+                        THIN_THREADS, 0, st, (T *)out, (const T *)in, (const T *)w, bias, N, H, W, \
+                        Ho, Wo, Cw, K, S, pad, accum);                                             \
+        break;
+    switch (CT) {
+        THIN_WIDE_CASE(1)
+        THIN_WIDE_CASE(2)
+        THIN_WIDE_CASE(3)
+        THIN_WIDE_CASE(4)
+    default:
+        return sg_set_error("conv_thin_wide_kernel: %d thin channels", CT);
+    }
+#undef THIN_WIDE_CASE
+    SG_LAUNCH_CHECK("conv_thin_wide_kernel");
+    thin_launches++;
+    return SG_OK;
+}
+
+template <typename T, bool THIN_IN>
+static int thin_wgrad_launch(cudaStream_t st, int CT, float *part, const void *dy, const void *x,
+                             int N, int H, int W, int Ho, int Wo, int Cw, int K, int S, int pad,
+                             int64_t chunks, int64_t chunk_len) {
+    const int64_t items = chunks * ((Cw + 32 * THIN_WV - 1) / (32 * THIN_WV)) * K * K;
+    const unsigned blocks = (unsigned)((items + THIN_THREADS / 32 - 1) / (THIN_THREADS / 32));
+#define THIN_WGRAD_CASE(ct)                                                                        \
+    case ct:                                                                                       \
+        SG_LAUNCH_NAMED("conv_thin_wgrad_kernel", (conv_thin_wgrad_kernel<T, ct, THIN_IN>),        \
+                        blocks, THIN_THREADS, 0, st, part, (const T *)dy, (const T *)x, N, H, W,   \
+                        Ho, Wo, Cw, K, S, pad, (int)chunks, chunk_len);                            \
+        break;
+    switch (CT) {
+        THIN_WGRAD_CASE(1)
+        THIN_WGRAD_CASE(2)
+        THIN_WGRAD_CASE(3)
+        THIN_WGRAD_CASE(4)
+    default:
+        return sg_set_error("conv_thin_wgrad_kernel: %d thin channels", CT);
+    }
+#undef THIN_WGRAD_CASE
+    SG_LAUNCH_CHECK("conv_thin_wgrad_kernel");
+    thin_launches++;
+    return SG_OK;
+}
+
+/* The forward of a thin input (Ci <= THIN_MAX, x one buffer) on conv_thin_wide_kernel; 1 when it
+ * ran (0: the caller runs the tiles; -1: a launch error). (These three are not inlined into the
+ * launchers: gcc 12 then misreads the host emulation's launch of the tiles, -Wstringop-overflow.)
+ */
+__attribute__((noinline)) static int thin_fwd(cudaStream_t st, void *y, sg_cat x, const void *w,
+                                              const float *b, int N, int H, int W, int Ci, int Co,
+                                              int K, int S, int pad, int Ho, int Wo, int dt) {
+    const int ct = thin_side(Ci, Co, THIN_VEC);
+    if (!ct || x.c[1] || !thin_aligned(y, THIN_VEC * (dt == DT_BF16 ? 2 : 4))) return 0;
+    const int e = dt == DT_BF16 ? thin_wide_launch<uint16_t, false>(st, ct, y, x.p[0], w, b, N, H,
+                                                                    W, Ho, Wo, Co, K, S, pad, 0)
+                                : thin_wide_launch<float, false>(st, ct, y, x.p[0], w, b, N, H, W,
+                                                                 Ho, Wo, Co, K, S, pad, 0);
+    return e ? -1 : 1;
+}
+
+/* The data gradient of a thin output (Co <= THIN_MAX, dx one buffer), as thin_fwd */
+__attribute__((noinline)) static int thin_bwd_data(cudaStream_t st, sg_cat dx, const void *dy,
+                                                   const void *w, int N, int H, int W, int Ci,
+                                                   int Co, int K, int S, int pad, int Ho, int Wo,
+                                                   int dt, int accum) {
+    const int ct = thin_side(Co, Ci, THIN_VEC);
+    if (!ct || dx.c[1] || !thin_aligned(dx.p[0], THIN_VEC * (dt == DT_BF16 ? 2 : 4))) return 0;
+    const int e = dt == DT_BF16
+                      ? thin_wide_launch<uint16_t, true>(st, ct, dx.p[0], dy, w, NULL, N, H, W, Ho,
+                                                         Wo, Ci, K, S, pad, accum)
+                      : thin_wide_launch<float, true>(st, ct, dx.p[0], dy, w, NULL, N, H, W, Ho, Wo,
+                                                      Ci, K, S, pad, accum);
+    return e ? -1 : 1;
+}
+
+/* The weight gradient's partials of a thin convolution (either side, x one buffer), as
+ * thin_fwd */
+__attribute__((noinline)) static int thin_bwd_weight(cudaStream_t st, float *part, const void *dy,
+                                                     sg_cat x, int N, int H, int W, int Ci, int Co,
+                                                     int K, int S, int pad, int Ho, int Wo, int dt,
+                                                     int64_t chunks, int64_t chunk_len) {
+    const int in = thin_side(Ci, Co, THIN_WV), out = in ? 0 : thin_side(Co, Ci, THIN_WV);
+    const int es = THIN_WV * (dt == DT_BF16 ? 2 : 4);
+    if ((!in && !out) || x.c[1] || !thin_aligned(in ? dy : x.p[0], es)) return 0;
+    const int Cw = in ? Co : Ci, ct = in ? in : out;
+    int e;
+    if (dt == DT_BF16)
+        e = in ? thin_wgrad_launch<uint16_t, true>(st, ct, part, dy, x.p[0], N, H, W, Ho, Wo, Cw, K,
+                                                   S, pad, chunks, chunk_len)
+               : thin_wgrad_launch<uint16_t, false>(st, ct, part, dy, x.p[0], N, H, W, Ho, Wo, Cw,
+                                                    K, S, pad, chunks, chunk_len);
+    else
+        e = in ? thin_wgrad_launch<float, true>(st, ct, part, dy, x.p[0], N, H, W, Ho, Wo, Cw, K, S,
+                                                pad, chunks, chunk_len)
+               : thin_wgrad_launch<float, false>(st, ct, part, dy, x.p[0], N, H, W, Ho, Wo, Cw, K,
+                                                 S, pad, chunks, chunk_len);
+    return e ? -1 : 1;
+}
+
 /* =============================== launchers =============================== */
 
 static int conv_check(const char *fn, sg_cat x, int N, int H, int W, int Ci, int Co, int K, int S,
@@ -364,11 +727,15 @@ static int conv2d_fwd_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_
         if (cu_gemm_fwd(st, blas, y, x, w, b, (int64_t)N * H * W, Ci, Co, dt, ws, ws_bytes))
             return SG_ERR;
     } else {
-        dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM),
-                  (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-        SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
-                  pad, Ho, Wo, dt);
-        SG_LAUNCH_CHECK("conv_fwd_kernel");
+        const int thin = thin_fwd(st, y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt);
+        if (thin < 0) return SG_ERR;
+        if (!thin) {
+            dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM),
+                      (unsigned)((Co + CONV_BN - 1) / CONV_BN));
+            SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
+                      pad, Ho, Wo, dt);
+            SG_LAUNCH_CHECK("conv_fwd_kernel");
+        }
     }
     /* the residual after the conv, as the unfused plan's add node (y = res + y in place) */
     if (fuse && fuse->res && cuda_add_fwd(st, y, fuse->res, y, P * Co, dt)) return SG_ERR;
@@ -441,6 +808,9 @@ static int conv2d_bwd_data_on(int gemm, const char *fn, cudaStream_t st, sg_blas
                                 ws_bytes) ||
                bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
     const int Ho = sg_ws_conv_out(H, K, S), Wo = sg_ws_conv_out(W, K, S);
+    const int thin = thin_bwd_data(st, dx, dy, w, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt, accum);
+    if (thin < 0) return SG_ERR;
+    if (thin) return bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
     /* one grid z-slice per parity class, each as long as the largest class (ceil(H/S) x
      * ceil(W/S) pixels a sample) */
     const int64_t Qc = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
@@ -466,6 +836,19 @@ int cuda_conv2d_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const v
                               1, 1, 0, dt, accum, ws, ws_bytes, nb);
 }
 
+/* the weight gradient's chunk partials on the 64 x 64 tiles (not inlined: as thin_fwd) */
+__attribute__((noinline)) static int tiles_bwd_weight(cudaStream_t st, float *part, const void *dy,
+                                                      sg_cat x, int N, int H, int W, int Ci, int Co,
+                                                      int K, int S, int pad, int Ho, int Wo, int dt,
+                                                      int64_t chunks, int64_t chunk_len) {
+    dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
+              (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
+    SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co, K, S,
+              pad, Ho, Wo, dt, chunk_len);
+    SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+    return SG_OK;
+}
+
 static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_blas *blas,
                                 float *dw, float *db, const void *dy, sg_cat x,
                                 const sg_conv_fuse *fuse, int N, int H, int W, int Ci, int Co,
@@ -489,11 +872,11 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
                                   Co, K, S, pad, chunks, chunk_len))
             return SG_ERR;
     } else {
-        dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
-                  (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
-        SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co,
-                  K, S, pad, Ho, Wo, dt, chunk_len);
-        SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+        const int thin = thin_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt,
+                                         chunks, chunk_len);
+        if (thin < 0 || (!thin && tiles_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho,
+                                                   Wo, dt, chunks, chunk_len)))
+            return SG_ERR;
     }
     SG_LAUNCH(chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, part, nw, (int)chunks,
               accum);

@@ -391,6 +391,16 @@ long cuda_conv_wgmma_stats_epilogues(void);
  * sg_conv_fuse.halo makes (tests: the mode reaches the launchers). */
 long cuda_conv_tc_halo_forwards(void);
 long cuda_conv_wgmma_halo_forwards(void);
+/* The CUDA-core path's thin convolutions (conv.cu: 1 to 4 channels on one side, the image's
+ * conv_in and conv_out): how many passes of this process ran on the thin kernels rather than
+ * the 64 x 64 tiles, and a switch for every later call (1, the default: where they take the
+ * shapes; 0: the tiles always). The same bits either way (tests compare the two). */
+long cuda_conv_thin_launches(void);
+void cuda_conv_thin_enable(int on);
+/* The passes of a convolution (bit 0 forward, 1 data gradient, 2 weight gradient) that the thin
+ * kernels take where the switch is on, x (and dx) one buffer and the operands aligned as the
+ * arena aligns them: a function of the shapes (the CUDA backend's SG_CONV_THIN=own reads it). */
+unsigned cuda_conv2d_thin_passes(int Ci, int Co, int K, int S);
 /* How many wgmma pipelined launches of this process took the persistent grid
  * (cuda_conv_wgmma_persist on; tests: the schedule in force reaches each launch). */
 long cuda_conv_wgmma_persistent_launches(void);
