@@ -1093,10 +1093,11 @@ static void test_convs(void) {
      * convolutions, conv_in (3 -> wide) and conv_out (wide -> 3), in both dtypes; 1, 2 and 4 thin
      * channels; a wide side past one warp's 128 (forward, data) and 64 (weight) channels and
      * one short of it; stride 2 (the classes of the data gradient), SAME and symmetric padding,
-     * 1x1 stride 2; several weight-gradient chunks; accumulating outputs */
+     * 1x1 stride 2; several weight-gradient chunks; accumulating outputs. A thin output's
+     * forward takes Ci in 16-byte vectors: 60 and 12 bf16 channels stay on the tiles */
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_conv(2, 9, 11, 3, 0, 132, 3, 1, 1, dt, 1, 0);
-        test_conv(2, 7, 9, 132, 0, 3, 3, 1, 1, dt, 1, 1);
+        test_conv(2, 7, 9, 136, 0, 3, 3, 1, 1, dt, 1, 1);
         test_conv(3, 9, 11, 3, 0, 68, 3, 2, 1, dt, 1, 1);
         test_conv(2, 8, 10, 60, 0, 3, 3, 2, 0, dt, 0, 0);
         test_conv(2, 6, 7, 1, 0, 8, 3, 1, 1, dt, 0, 1);
@@ -1108,9 +1109,9 @@ static void test_convs(void) {
     }
     printf("thin convolutions, passes also run on the tiles: %d forward, %d data, %d weight\n",
            g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
-    CHECK(g_thin_cases[0] >= 8 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,
+    CHECK(g_thin_cases[0] >= 16 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,
           "thin convolutions: %d forward, %d data and %d weight passes ran on them (expected at "
-          "least 8, 8 and 16)",
+          "least 16, 8 and 16)",
           g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
 }
 
@@ -1367,7 +1368,14 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         sync_stream();
         tb_check(on, ref, TOL_BF16, 0, ctx);
         tb_check(off, ref, TOL_BF16, 0, ctx);
-        CHECK(!memcmp(on->bits, off->bits, on->bytes),
+        /* bit for bit where both reductions group the same products into their k16 steps: the
+         * fused kernel reads x's parts, each ending in a zero-filled 32-channel slice, the
+         * unfused one y in one buffer, so a first part of 16 k + 8 channels (24 + 16) puts
+         * channels 16..23 in a step of their own there and with 24..31 here. Such sums differ
+         * where fp32 rounds them (2026-12-03: the 24 + 16 case passed until new cases before it
+         * drew other inputs). Every built-in model's parts are multiples of 128. */
+        const int same_steps = c0 % 16 == 0;
+        CHECK(!same_steps || !memcmp(on->bits, off->bits, on->bytes),
               "%s: the fused forward differs from norm_act_apply + conv", ctx);
         /* the fused forward's other kernel (conv_tc.cu: the resident halo by default, the
          * per-tap transform with SG_TC_HALO_NONE): the same bits */
@@ -1397,7 +1405,7 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
             sync_stream();
             tb_check(won, ref, TOL_BF16, 0, ctx);
             tb_check(woff, ref, TOL_BF16, 0, ctx);
-            CHECK(!memcmp(won->bits, woff->bits, won->bytes),
+            CHECK(!same_steps || !memcmp(won->bits, woff->bits, won->bytes),
                   "%s [wgmma]: the fused forward differs from norm_act_apply + conv", ctx);
             CHECK(!on_host_emulation() || !memcmp(won->bits, on->bits, on->bytes),
                   "%s [wgmma]: the fused forward differs from mma.sync's", ctx);

@@ -322,8 +322,10 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
  *   through shared memory 32 pixels at a time (each lane loads one pixel's, then every lane
  *   reads them with one broadcast); the wide ones are one 4- or 8-byte load a lane a pixel.
  *
- * Not the conv_out forward (Co = 3: each output a chain of 9 Ci products, 0.06 ms on cuDNN at
- * batch 128): the tiles still run it. */
+ * - conv_thin_narrow_kernel: the forward of a thin output (conv_out's, 0.06 ms on cuDNN at batch
+ *   128; 0.90 on the tiles): a thread a pixel with its CT chains of 9 Ci products, x read 16 bytes
+ *   at a time, the weights from shared memory (48 KiB at most: CT 9 Ci fp32 values), read by
+ *   every lane at once; Ci a multiple of the 16-byte vector. */
 #define THIN_MAX 4            /* channels on the thin side */
 #define THIN_VEC 4            /* wide channels a lane (conv_thin_wide_kernel) */
 #define THIN_WV 2             /* wide channels a lane (conv_thin_wgrad_kernel) */
@@ -366,6 +368,21 @@ __device__ __forceinline__ void thin_ld2(float *out, const uint16_t *p) {
 __device__ __forceinline__ void thin_ld2(float *out, const float *p) {
     const float2 u = *reinterpret_cast<const float2 *>(p);
     out[0] = u.x, out[1] = u.y;
+}
+
+/* 16 bytes at p (16-byte aligned): 8 bf16 or 4 fp32 values */
+__device__ __forceinline__ void thin_ld16(float *out, const uint16_t *p) {
+    const uint4 r = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        out[2 * j] = dev_bf16_to_f32((uint16_t)(u[j] & 0xffffu));
+        out[2 * j + 1] = dev_bf16_to_f32((uint16_t)(u[j] >> 16));
+    }
+}
+__device__ __forceinline__ void thin_ld16(float *out, const float *p) {
+    const float4 r = *reinterpret_cast<const float4 *>(p);
+    out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
 }
 
 /* The wide side of a thin convolution (see above). DGRAD false, the forward: out = y[N,Ho,Wo,Cw]
@@ -528,6 +545,48 @@ __global__ void __launch_bounds__(THIN_THREADS)
         }
 }
 
+/* The forward of a thin output (Co = CT, Ci wide; see above): a thread a pixel, its CT chains
+ * over (tap, ci) in the tiles' order, x read 16 bytes at a time (VEC channels), the weights
+ * (fp32, [CT][K K][Ci], THIN_NARROW_SMEM bytes at most) from shared memory, read by every lane
+ * at once. */
+#define THIN_NARROW_SMEM (48 * 1024)
+template <typename T, int CT>
+__global__ void __launch_bounds__(THIN_THREADS)
+    conv_thin_narrow_kernel(T *y, const T *x, const T *w, const float *bias, int N, int H, int W,
+                            int Ho, int Wo, int Ci, int K, int S, int pad) {
+    SG_PDL_ENTER();
+    constexpr int VEC = 16 / (int)sizeof(T);
+    SG_DYNAMIC_SMEM(float, ws);
+    const int KK = K * K, nw = CT * KK * Ci;
+    for (int i = (int)threadIdx.x; i < nw; i += THIN_THREADS) ws[i] = dev_ld1(w + i);
+    __syncthreads();
+    const int P = N * Ho * Wo; /* (the launcher: under 2^31) */
+    const int p = (int)blockIdx.x * THIN_THREADS + (int)threadIdx.x;
+    if (p >= P) return;
+    const int n = p / (Ho * Wo), rem = p % (Ho * Wo), oh = rem / Wo, ow = rem % Wo;
+    float acc[CT];
+#pragma unroll
+    for (int t = 0; t < CT; t++) acc[t] = 0.0f;
+    for (int tap = 0; tap < KK; tap++) {
+        const int ih = oh * S - pad + tap / K, iw = ow * S - pad + tap % K;
+        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+        const T *xp = x + (((int64_t)n * H + ih) * W + iw) * Ci;
+        const float *wp = ws + tap * Ci;
+        for (int c = 0; c < Ci; c += VEC) {
+            float xv[VEC];
+            thin_ld16(xv, xp + c);
+#pragma unroll
+            for (int t = 0; t < CT; t++) {
+                const float *wt = wp + (int64_t)t * KK * Ci + c;
+#pragma unroll
+                for (int e = 0; e < VEC; e++) acc[t] = fmaf(xv[e], wt[e], acc[t]);
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < CT; t++) dev_st1(y + (int64_t)p * CT + t, acc[t] + (bias ? bias[t] : 0.0f));
+}
+
 /* the thin side of a CUDA-core convolution (THIN_MAX or fewer channels), or 0 where the
  * thin kernels do not take it */
 static int thin_side(int thin, int wide, int vec) {
@@ -535,7 +594,10 @@ static int thin_side(int thin, int wide, int vec) {
 }
 unsigned cuda_conv2d_thin_passes(int Ci, int Co, int K, int S) {
     if ((K != 1 && K != 3) || (S != 1 && S != 2) || (K == 1 && S == 1)) return 0; /* cuBLAS's */
-    return (thin_side(Ci, Co, THIN_VEC) ? 1u : 0u) | (thin_side(Co, Ci, THIN_VEC) ? 2u : 0u) |
+    const int vec = 16 / 2; /* the narrow forward's bf16 vector (fp32: 4, which 8 divides) */
+    const int narrow = thin_side(Co, Ci, vec) && (int64_t)Co * K * K * Ci * 4 <= THIN_NARROW_SMEM;
+    return (thin_side(Ci, Co, THIN_VEC) || narrow ? 1u : 0u) |
+           (thin_side(Co, Ci, THIN_VEC) ? 2u : 0u) |
            (thin_side(Ci, Co, THIN_WV) || thin_side(Co, Ci, THIN_WV) ? 4u : 0u);
 }
 static int thin_aligned(const void *p, int bytes) {
@@ -596,6 +658,32 @@ static int thin_wgrad_launch(cudaStream_t st, int CT, float *part, const void *d
     return SG_OK;
 }
 
+template <typename T>
+static int thin_narrow_launch(cudaStream_t st, int CT, void *y, const void *x, const void *w,
+                              const float *bias, int N, int H, int W, int Ho, int Wo, int Ci, int K,
+                              int S, int pad) {
+    const unsigned blocks = (unsigned)(((int64_t)N * Ho * Wo + THIN_THREADS - 1) / THIN_THREADS);
+    const size_t smem = (size_t)CT * K * K * Ci * 4;
+#define THIN_NARROW_CASE(ct)                                                                       \
+    case ct:                                                                                       \
+        SG_LAUNCH_NAMED("conv_thin_narrow_kernel", (conv_thin_narrow_kernel<T, ct>), blocks,       \
+                        THIN_THREADS, smem, st, (T *)y, (const T *)x, (const T *)w, bias, N, H, W, \
+                        Ho, Wo, Ci, K, S, pad);                                                    \
+        break;
+    switch (CT) {
+        THIN_NARROW_CASE(1)
+        THIN_NARROW_CASE(2)
+        THIN_NARROW_CASE(3)
+        THIN_NARROW_CASE(4)
+    default:
+        return sg_set_error("conv_thin_narrow_kernel: %d thin channels", CT);
+    }
+#undef THIN_NARROW_CASE
+    SG_LAUNCH_CHECK("conv_thin_narrow_kernel");
+    thin_launches++;
+    return SG_OK;
+}
+
 /* The forward of a thin input (Ci <= THIN_MAX, x one buffer) on conv_thin_wide_kernel; 1 when it
  * ran (0: the caller runs the tiles; -1: a launch error). (These three are not inlined into the
  * launchers: gcc 12 then misreads the host emulation's launch of the tiles, -Wstringop-overflow.)
@@ -603,12 +691,26 @@ static int thin_wgrad_launch(cudaStream_t st, int CT, float *part, const void *d
 __attribute__((noinline)) static int thin_fwd(cudaStream_t st, void *y, sg_cat x, const void *w,
                                               const float *b, int N, int H, int W, int Ci, int Co,
                                               int K, int S, int pad, int Ho, int Wo, int dt) {
-    const int ct = thin_side(Ci, Co, THIN_VEC);
-    if (!ct || x.c[1] || !thin_aligned(y, THIN_VEC * (dt == DT_BF16 ? 2 : 4))) return 0;
-    const int e = dt == DT_BF16 ? thin_wide_launch<uint16_t, false>(st, ct, y, x.p[0], w, b, N, H,
-                                                                    W, Ho, Wo, Co, K, S, pad, 0)
-                                : thin_wide_launch<float, false>(st, ct, y, x.p[0], w, b, N, H, W,
-                                                                 Ho, Wo, Co, K, S, pad, 0);
+    const int es = dt == DT_BF16 ? 2 : 4, ct = thin_side(Ci, Co, THIN_VEC);
+    if (x.c[1]) return 0;
+    int e;
+    if (ct) {
+        if (!thin_aligned(y, THIN_VEC * es)) return 0;
+        e = dt == DT_BF16 ? thin_wide_launch<uint16_t, false>(st, ct, y, x.p[0], w, b, N, H, W, Ho,
+                                                              Wo, Co, K, S, pad, 0)
+                          : thin_wide_launch<float, false>(st, ct, y, x.p[0], w, b, N, H, W, Ho, Wo,
+                                                           Co, K, S, pad, 0);
+    } else {
+        /* a thin output: x read 16 bytes at a time, the weights in shared memory */
+        const int co = thin_side(Co, Ci, 16 / es);
+        if (!co || !thin_aligned(x.p[0], 16) || (int64_t)co * K * K * Ci * 4 > THIN_NARROW_SMEM ||
+            (int64_t)N * Ho * Wo >= 2147483647LL - THIN_THREADS)
+            return 0;
+        e = dt == DT_BF16 ? thin_narrow_launch<uint16_t>(st, co, y, x.p[0], w, b, N, H, W, Ho, Wo,
+                                                         Ci, K, S, pad)
+                          : thin_narrow_launch<float>(st, co, y, x.p[0], w, b, N, H, W, Ho, Wo, Ci,
+                                                      K, S, pad);
+    }
     return e ? -1 : 1;
 }
 
