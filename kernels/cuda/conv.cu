@@ -290,8 +290,7 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
     }
 }
 
-/* ============ thin convolutions: the image's side (1 to 4 channels; conv_in, conv_out)
- * ============
+/* ============ thin convolutions: 1 to 4 channels on one side (conv_in, conv_out) ============
  *
  * The 64 x 64 tiles above waste nearly all of their work on a convolution with 3 channels on
  * one side: the tile's reduction is 16 wide, so 13 of every 16 products of conv_in's forward
@@ -300,7 +299,8 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
  * (bf16) at 0.18 ms (conv_in forward), 0.17 (its weight gradient), 0.18 and 0.22 (conv_out's
  * weight and data gradients), for work that reads or writes one 33.5 MB activation. These
  * kernels take the CUDA-core path's thin cases (THIN_MAX channels or fewer on one side, the
- * other a multiple of THIN_VEC; x one buffer), and compute exactly what the tiles compute:
+ * other a multiple of each kernel's vector, below; x one buffer), and compute exactly what the
+ * tiles compute:
  *
  * - every output is the same chain of fmaf as the tile's thread: the forward over (tap, ci)
  *   in increasing order, then + b (or + 0); the data gradient over its parity class's taps in
@@ -320,8 +320,7 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
  * - conv_thin_wgrad_kernel: a warp takes one (chunk, tap, 64 wide channels): two channels a
  *   lane, each with its CT thin partners, so 2 CT chains a lane; the chunk's thin values go
  *   through shared memory 32 pixels at a time (each lane loads one pixel's, then every lane
- *   reads them with one broadcast); the wide ones are one 4- or 8-byte load a lane a pixel.
- *
+ *   reads them with one broadcast); the wide ones are one 4- or 8-byte load a lane a pixel;
  * - conv_thin_narrow_kernel: the forward of a thin output (conv_out's, 0.06 ms on cuDNN at batch
  *   128; 0.90 on the tiles): a thread a pixel with its CT chains of 9 Ci products, x read 16 bytes
  *   at a time, the weights from shared memory (48 KiB at most: CT 9 Ci fp32 values), read by
