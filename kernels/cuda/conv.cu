@@ -369,21 +369,6 @@ __device__ __forceinline__ void thin_ld2(float *out, const float *p) {
     out[0] = u.x, out[1] = u.y;
 }
 
-/* 16 bytes at p (16-byte aligned): 8 bf16 or 4 fp32 values */
-__device__ __forceinline__ void thin_ld16(float *out, const uint16_t *p) {
-    const uint4 r = *reinterpret_cast<const uint4 *>(p);
-    const uint32_t u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        out[2 * j] = dev_bf16_to_f32((uint16_t)(u[j] & 0xffffu));
-        out[2 * j + 1] = dev_bf16_to_f32((uint16_t)(u[j] >> 16));
-    }
-}
-__device__ __forceinline__ void thin_ld16(float *out, const float *p) {
-    const float4 r = *reinterpret_cast<const float4 *>(p);
-    out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
-}
-
 /* The wide side of a thin convolution (see above). DGRAD false, the forward: out = y[N,Ho,Wo,Cw]
  * (Cw = Co), in = x[N,H,W,CT], rows = the output pixels; true, the data gradient: out =
  * dx[N,H,W,Cw] (Cw = Ci), in = dy[N,Ho,Wo,CT], rows = the input pixels. w[Co][K][K][Ci]. Lane l
@@ -573,7 +558,7 @@ __global__ void __launch_bounds__(THIN_THREADS)
         const float *wp = ws + tap * Ci;
         for (int c = 0; c < Ci; c += VEC) {
             float xv[VEC];
-            thin_ld16(xv, xp + c);
+            dev_ldv<T, VEC>(xv, xp + c);
 #pragma unroll
             for (int t = 0; t < CT; t++) {
                 const float *wt = wp + (int64_t)t * KK * Ci + c;
