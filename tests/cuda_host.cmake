@@ -45,8 +45,16 @@ extern \"C\" {
 endforeach()
 add_library(sg_kernels_cuda_host STATIC ${_sg_host_wrappers})
 target_compile_definitions(sg_kernels_cuda_host PUBLIC SG_CUDA_HOST=1)
-# `#pragma unroll` is nvcc's: g++ ignores it
-target_compile_options(sg_kernels_cuda_host PRIVATE ${SG_SIM_CXX_FLAGS} -Wno-unknown-pragmas)
+# `#pragma unroll` is nvcc's: g++ ignores it. -fsanitize=alignment holds every load and store
+# of the kernels to the GPU's rule: an access aligned to its size, or a "misaligned address"
+# fault on a GPU. Without it x86 says nothing of an 8-byte vector (uint2, float2) off its
+# alignment, and a 16-byte one (uint4) faults as an invalid access at address (nil), with no
+# line; here either stops the test at the kernel's line ("store to misaligned address ... for
+# type 'struct uint4', which requires 16 byte alignment").
+target_compile_options(sg_kernels_cuda_host PRIVATE ${SG_SIM_CXX_FLAGS} -Wno-unknown-pragmas
+                                                    -fsanitize=alignment,bounds
+                                                    -fno-sanitize-recover=alignment,bounds)
+target_link_options(sg_kernels_cuda_host PUBLIC -fsanitize=alignment,bounds)
 target_link_libraries(sg_kernels_cuda_host PUBLIC sg_cuda_sim sg_common m)
 set_target_properties(sg_kernels_cuda_host PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                                       CXX_EXTENSIONS OFF)

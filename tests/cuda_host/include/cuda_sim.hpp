@@ -40,6 +40,10 @@
  *   copy of them (kernel parameters are per-thread variables). Pointer arguments, and the
  *   pointers inside an argument type for which cuda_sim_arg_ptrs<T> is specialised, must be
  *   NULL or lie in a live allocation: the runtime checks them before anything runs.
+ * - Alignment and array bounds are the compiler's, not this model's: tests/cuda_host.cmake
+ *   builds the kernels with -fsanitize=alignment,bounds (unrecoverable), so a load or store off
+ *   its size's alignment (a GPU's "misaligned address") or an index past a fixed-size array (a
+ *   thread's registers, a __shared__ array) stops the test at the kernel's line.
  * - Math: the host's libm and plain float arithmetic, compiled with -ffp-contract=off so that
  *   a*b+c is never silently fused (fmaf is the explicit, correctly rounded fused op, as on the
  *   GPU). The intrinsics with a rounding mode (_rn) are the plain operations. The device's own
