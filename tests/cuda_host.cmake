@@ -50,8 +50,11 @@ target_compile_definitions(sg_kernels_cuda_host PUBLIC SG_CUDA_HOST=1)
 # fault on a GPU. Without it x86 says nothing of an 8-byte vector (uint2, float2) off its
 # alignment, and a 16-byte one (uint4) faults as an invalid access at address (nil), with no
 # line; here either stops the test at the kernel's line ("store to misaligned address ... for
-# type 'struct uint4', which requires 16 byte alignment").
+# type 'struct uint4', which requires 16 byte alignment"). -ftrivial-auto-var-init=pattern
+# fills a thread's uninitialised locals (its registers) with 0xFE bytes, a huge negative float,
+# not whatever the fiber's stack last held.
 target_compile_options(sg_kernels_cuda_host PRIVATE ${SG_SIM_CXX_FLAGS} -Wno-unknown-pragmas
+                                                    -ftrivial-auto-var-init=pattern
                                                     -fsanitize=alignment,bounds
                                                     -fno-sanitize-recover=alignment,bounds)
 target_link_options(sg_kernels_cuda_host PUBLIC -fsanitize=alignment,bounds)

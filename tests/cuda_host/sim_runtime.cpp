@@ -6,9 +6,12 @@
  * after, the allocation right-aligned against the trailing guard (keeping 256-byte alignment),
  * so that a kernel reading one byte past the end of a buffer whose size is a multiple of 256
  * faults at once; the SIGSEGV handler names the kernel, block, thread, address, the nearest
- * allocation and the plan node, then exits. cudaMemGetInfo reports a total of SG_SIM_MEM_BYTES
- * (default 80 GiB) minus what is allocated, and cudaMalloc refuses beyond it. The device is
- * compute capability 9.0 unless SG_SIM_CC=M.m says otherwise.
+ * allocation and the plan node, then exits. A new allocation (device or pinned host) holds 0xFF
+ * bytes, not zeros: a GPU promises nothing of memory cudaMalloc returns, so a read before the
+ * first write gets NaN (fp32 and bf16) or -1, never a zero that happens to be right.
+ * cudaMemGetInfo reports a total of SG_SIM_MEM_BYTES (default 80 GiB) minus what is allocated,
+ * and cudaMalloc refuses beyond it. The device is compute capability 9.0 unless SG_SIM_CC=M.m
+ * says otherwise.
  *
  * Checks (each one line on stderr naming the current NVTX range, plus the error the call or the
  * next cudaGetLastError returns): launch configurations; every kernel pointer argument; every
@@ -221,6 +224,7 @@ cudaError_t do_alloc(void **p, size_t size, bool host) {
     a.host = host;
     R.allocs[a.base] = a;
     R.maps[a.base] = {mb, ml};
+    memset(q, 0xFF, size); /* poison: cudaMalloc's memory is whatever was there */
     if (!host) R.device_bytes += size;
     *p = q;
     return cudaSuccess;

@@ -44,6 +44,10 @@
  *   builds the kernels with -fsanitize=alignment,bounds (unrecoverable), so a load or store off
  *   its size's alignment (a GPU's "misaligned address") or an index past a fixed-size array (a
  *   thread's registers, a __shared__ array) stops the test at the kernel's line.
+ * - Uninitialised values: cudaMalloc and cudaMallocHost return memory filled with 0xFF (NaN in
+ *   fp32 and bf16, -1 as an integer; sim_runtime.cpp), not the zeros a fresh mapping holds, and
+ *   the kernels are built with -ftrivial-auto-var-init=pattern, so a thread's local that is read
+ *   before it is written holds 0xFE bytes (-1.7e38 in fp32), not the stack's last value.
  * - Math: the host's libm and plain float arithmetic, compiled with -ffp-contract=off so that
  *   a*b+c is never silently fused (fmaf is the explicit, correctly rounded fused op, as on the
  *   GPU). The intrinsics with a rounding mode (_rn) are the plain operations. The device's own
