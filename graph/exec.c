@@ -493,6 +493,31 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
     return rc;
 }
 
+/* A resume's regions start as init_state leaves them: zero wherever the checkpoint's tensors do
+ * not land. The regions hold gaps between their tensors (each padded to SG_ALIGN), and the
+ * step's whole-region passes read them: grad_sumsq sums the gradient region's, the optimizer
+ * carries the others' along. A checkpoint holds no gaps, and the gradients not at all, so
+ * without this their bytes are whatever the arena held: zeros only because the backends
+ * happen to clear it (NaN gaps made the norm NaN and turned clipping off). */
+static int zero_state_regions(sg_exec *e) {
+    const sg_step_io *io = &e->plan.io;
+    const int regions[5] = {io->params, io->adam_m, io->adam_v, io->ema, io->grads};
+    int64_t most = 0;
+    for (int k = 0; k < 5; k++)
+        if (regions[k] >= 0 && e->plan.g.t[regions[k]].bytes > most)
+            most = e->plan.g.t[regions[k]].bytes;
+    void *z = most ? calloc(1, (size_t)most) : NULL;
+    if (most && !z) return sg_set_error("out of host memory for %lld bytes", (long long)most);
+    int rc = SG_OK;
+    for (int k = 0; k < 5 && !rc; k++)
+        if (regions[k] >= 0) {
+            const sg_tensor *x = &e->plan.g.t[regions[k]];
+            rc = e->be->upload(e->be, x->offset, z, x->bytes);
+        }
+    free(z);
+    return rc;
+}
+
 static int load(sg_exec *e, const char *path, int params_only, int ema,
                 const char *const *may_differ) {
     ckpt_file *f = ckpt_open(path);
@@ -556,6 +581,7 @@ static int load(sg_exec *e, const char *path, int params_only, int ema,
             off += cap[k];
         }
         if (!rc) rc = ckpt_read_many(f, idx, dst, cap, n, 0);
+        if (!rc && !params_only) rc = zero_state_regions(e);
         for (int k = 0; k < n && !rc; k++)
             rc = e->be->upload(e->be, g->t[tid[k]].offset, dst[k], cap[k]);
     }

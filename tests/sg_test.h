@@ -72,4 +72,23 @@ static inline uint8_t *sg_test_slurp(const char *path, size_t *n) {
     return b;
 }
 
+#ifdef SG_EXEC_H
+/* Every byte of a training plan's state regions 0xFF (NaN) before a load: a resume must not
+ * depend on what the arena held (exec.c's zero_state_regions; a backend need not clear its
+ * arena). For the tests that include graph/exec.h first. */
+static inline int sg_test_poison_state(sg_exec *e) {
+    const sg_step_io *io = &e->plan.io;
+    const int regions[5] = {io->params, io->adam_m, io->adam_v, io->ema, io->grads};
+    int rc = SG_OK;
+    for (int k = 0; k < 5 && !rc; k++) {
+        if (regions[k] < 0) continue;
+        const int64_t n = e->plan.g.t[regions[k]].bytes;
+        void *b = malloc((size_t)n);
+        rc = b ? (memset(b, 0xFF, (size_t)n), sg_exec_write(e, regions[k], b)) : SG_ERR;
+        free(b);
+    }
+    return rc;
+}
+#endif
+
 #endif

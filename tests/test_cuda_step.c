@@ -180,7 +180,7 @@ static void check_resume(const sg_model_cfg *c, const uint8_t *data, int engine)
     sg_exec_free(&e);
     ok = ok && !sg_exec_init(&e, c, 1, cuda_on(1, engine)) &&
          !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&
-         !sg_exec_load(&e, path, 0, 0);
+         !sg_test_poison_state(&e) && !sg_exec_load(&e, path, 0, 0);
     CHECK(ok, "%s: %s", nm, sg_last_error());
     if (ok) {
         CHECK(copy_is_rounded(&e), "%s: after the load the bf16 weight copy is not round(params)",

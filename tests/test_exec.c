@@ -162,6 +162,7 @@ static void test_determinism_and_resume(sg_dtype dt) {
     sg_exec_free(&e);
     CHECK(open_exec(&e, &c, data) == SG_OK, "init 2");
     check_ddpm_table(&e, name);
+    CHECK(sg_test_poison_state(&e) == SG_OK, "%s: poison: %s", name, sg_last_error());
     CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "%s: load: %s", name, sg_last_error());
     CHECK(sg_exec_step_count(&e) == K, "%s: resumed at step %lld", name,
           (long long)sg_exec_step_count(&e));
