@@ -76,6 +76,31 @@ void sg_exec_param_init_values(const sg_plan *p, uint64_t seed, float *params) {
     }
 }
 
+/* The state regions zeroed, before init_state or a load writes their tensors: zero wherever no
+ * tensor lands. The regions hold gaps between their tensors (each padded to SG_ALIGN), and the
+ * step's whole-region passes read them: grad_sumsq sums the gradient region's, the optimizer
+ * carries the others' along. A checkpoint holds no gaps, and the gradients not at all, so
+ * without this a resume's gaps held whatever the arena held: zeros only because the backends
+ * happen to clear it (NaN gaps made the norm NaN and turned clipping off). */
+static int zero_state_regions(sg_exec *e) {
+    const sg_step_io *io = &e->plan.io;
+    const int regions[5] = {io->params, io->adam_m, io->adam_v, io->ema, io->grads};
+    int64_t most = 0;
+    for (int k = 0; k < 5; k++)
+        if (regions[k] >= 0 && e->plan.g.t[regions[k]].bytes > most)
+            most = e->plan.g.t[regions[k]].bytes;
+    void *z = most ? calloc(1, (size_t)most) : NULL;
+    if (most && !z) return sg_set_error("out of host memory for %lld bytes", (long long)most);
+    int rc = SG_OK;
+    for (int k = 0; k < 5 && !rc; k++)
+        if (regions[k] >= 0) {
+            const sg_tensor *x = &e->plan.g.t[regions[k]];
+            rc = e->be->upload(e->be, x->offset, z, x->bytes);
+        }
+    free(z);
+    return rc;
+}
+
 int sg_exec_init_state(sg_exec *e, uint64_t seed) {
     sg_plan *p = &e->plan;
     const sg_step_io *io = &p->io;
@@ -84,14 +109,9 @@ int sg_exec_init_state(sg_exec *e, uint64_t seed) {
     float *buf = malloc((size_t)pb);
     if (!buf) return sg_set_error("out of host memory for %lld bytes of parameters", (long long)pb);
     sg_exec_param_init_values(p, seed, buf);
-    int rc = e->be->upload(e->be, p->g.t[io->params].offset, buf, pb);
+    int rc = zero_state_regions(e);
+    if (!rc) rc = e->be->upload(e->be, p->g.t[io->params].offset, buf, pb);
     if (!rc && io->ema >= 0) rc = e->be->upload(e->be, p->g.t[io->ema].offset, buf, pb);
-    if (!rc && io->adam_m >= 0) {
-        memset(buf, 0, (size_t)pb);
-        rc = e->be->upload(e->be, p->g.t[io->adam_m].offset, buf, pb);
-        if (!rc) rc = e->be->upload(e->be, p->g.t[io->adam_v].offset, buf, pb);
-        if (!rc) rc = e->be->upload(e->be, p->g.t[io->grads].offset, buf, pb);
-    }
     free(buf);
     if (rc) return rc;
     if (io->step >= 0) {
@@ -490,31 +510,6 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
     sg_engine_table_free(&tab);
     free(cfg_json);
     json_decref(m);
-    return rc;
-}
-
-/* A resume's regions start as init_state leaves them: zero wherever the checkpoint's tensors do
- * not land. The regions hold gaps between their tensors (each padded to SG_ALIGN), and the
- * step's whole-region passes read them: grad_sumsq sums the gradient region's, the optimizer
- * carries the others' along. A checkpoint holds no gaps, and the gradients not at all, so
- * without this their bytes are whatever the arena held: zeros only because the backends
- * happen to clear it (NaN gaps made the norm NaN and turned clipping off). */
-static int zero_state_regions(sg_exec *e) {
-    const sg_step_io *io = &e->plan.io;
-    const int regions[5] = {io->params, io->adam_m, io->adam_v, io->ema, io->grads};
-    int64_t most = 0;
-    for (int k = 0; k < 5; k++)
-        if (regions[k] >= 0 && e->plan.g.t[regions[k]].bytes > most)
-            most = e->plan.g.t[regions[k]].bytes;
-    void *z = most ? calloc(1, (size_t)most) : NULL;
-    if (most && !z) return sg_set_error("out of host memory for %lld bytes", (long long)most);
-    int rc = SG_OK;
-    for (int k = 0; k < 5 && !rc; k++)
-        if (regions[k] >= 0) {
-            const sg_tensor *x = &e->plan.g.t[regions[k]];
-            rc = e->be->upload(e->be, x->offset, z, x->bytes);
-        }
-    free(z);
     return rc;
 }
 
