@@ -109,7 +109,8 @@ typedef struct {
     int64_t ws_bytes;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    int steps_run; /* run_step calls so far: the first one is eager */
+    int graph_nodes; /* the captured step's nodes (kernels, copies, memsets); 0 before */
+    int steps_run;   /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
 #ifdef SG_HAVE_NCCL
@@ -1711,6 +1712,9 @@ static int capture(sg_backend *be, const sg_plan *p) {
                             "step synchronised or allocated)",
                             cudaGetErrorString(e));
     c->graph = graph;
+    size_t nodes = 0;
+    CU(cudaGraphGetNodes(graph, NULL, &nodes));
+    c->graph_nodes = (int)nodes;
     CU(cudaGraphInstantiate(&c->exec, graph, 0));
     CU(cudaGraphUpload(c->exec, c->st));
     CU(cudaStreamSynchronize(c->st));
@@ -2176,44 +2180,45 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
     dnn_tf32 = sg_cudnn_tf32(c->dnn);
 #endif
-    snprintf(buf, (size_t)cap,
-             "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
-             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
-             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
-             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
-             "\"convs_own\":%d,\"convs_wgmma\":%d,"
-             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-             "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
-             "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
-             "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
-             "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
-             prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
-             sg_blas_version(), c->use_graph ? "true" : "false", sg_blas_count(c->blas),
-             sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
-             prefs_met, prefs_missed, sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn,
-             c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
-             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
-             c->attn_fused ? "fused" : "gemm",
-             !c->convs_wgmma                  ? "mma"
-             : c->convs_wgmma == c->convs_own ? "wgmma"
-                                              : "per-layer",
-             c->stats_fused, c->pdl ? "true" : "false",
-             c->tc_halo == SG_TC_HALO_ALL    ? "all"
-             : c->tc_halo == SG_TC_HALO_NONE ? "none"
-                                             : "prologue",
-             c->dgrad_epilogue ? "true" : "false",
-             c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
-             c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
-             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
-             c->thin_own     ? "own"
-             : c->thin_tiles ? "0"
-                             : "1",
-             c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
-             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
+    snprintf(
+        buf, (size_t)cap,
+        "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
+        "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
+        "\"graph_nodes\":%d,"
+        "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+        "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
+        "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
+        "\"convs_own\":%d,\"convs_wgmma\":%d,"
+        "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+        "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
+        "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
+        "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
+        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
+        "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
+        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
+        prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
+        sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, sg_blas_count(c->blas),
+        sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
+        prefs_met, prefs_missed, sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn,
+        c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+        (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
+        !c->convs_wgmma                  ? "mma"
+        : c->convs_wgmma == c->convs_own ? "wgmma"
+                                         : "per-layer",
+        c->stats_fused, c->pdl ? "true" : "false",
+        c->tc_halo == SG_TC_HALO_ALL    ? "all"
+        : c->tc_halo == SG_TC_HALO_NONE ? "none"
+                                        : "prologue",
+        c->dgrad_epilogue ? "true" : "false",
+        c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
+        c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
+        c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
+        c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
+        c->thin_own     ? "own"
+        : c->thin_tiles ? "0"
+                        : "1",
+        c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
+        c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {

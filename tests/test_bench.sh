@@ -140,11 +140,29 @@ report_of() {
 }
 
 if [ $mode = cuda_host ]; then
-    $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
-        --json >"$tmp/h.json" 2>"$tmp/err.txt"
+    SG_SIM_GRAPH_LIST="$tmp/graphs.txt" \
+        $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
+        --warmup 0 --json >"$tmp/h.json" 2>"$tmp/err.txt"
     rc=$?
     cat "$tmp/err.txt"
     ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
+    # the step's graph is the run's first capture: env's count is the emulation's listing's, and
+    # tools/graph_launches.py's tables add up to it (every node's commands named by its op)
+    ok "cuda_host: graph_nodes in env, the listing and its summary agree" 'python3 - "$tmp/h.json" "$tmp/graphs.txt" "$root/tools/graph_launches.py" <<PY
+import json, subprocess, sys
+d = json.load(open(sys.argv[1]))
+n = d["env"]["graph_nodes"]
+s = json.loads(subprocess.check_output([sys.executable, sys.argv[3], sys.argv[2], "--json"]))
+assert n > 0 and s["commands"] == n, (n, s["commands"])
+assert sum(o["commands"] for o in s["ops"]) == n and sum(k["commands"] for k in s["kernels"]) == n
+ops = {o["op"]: o for o in s["ops"]}
+assert "(outside a node)" not in ops, ops
+# one launch a column sum (col_sum_kernel: every bias gradient) and a statistics pass
+# (norm_stats_kernel), not two
+names = {k["name"] for k in s["kernels"]}
+assert "col_sum_kernel" in names and not any(x.startswith("col_sum_partial") for x in names), names
+assert any("norm_stats_kernel" in x for x in names), names
+PY'
     ok "cuda_host: the per-layer table with the same-size GEMM (time_gemm)" 'check_layers "$tmp/h.json" 1'
     ok "cuda_host: every breakdown row replayed as one graph, the sum given" 'python3 - "$tmp/h.json" <<PY
 import json, sys

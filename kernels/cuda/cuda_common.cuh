@@ -224,6 +224,30 @@ __device__ __forceinline__ void dev_st_acc(void *p, int64_t i, float v, int dt, 
     dev_st(p, i, v, dt);
 }
 
+/* The last block of a group finishes a one-launch reduction (the programming guide's memory
+ * fence example). Every block of the group writes its partials, then every thread calls this;
+ * it returns true in exactly one block, the group's last to arrive of `arrivals`, after every
+ * other block's partials are visible to it (read them with __ldcg: not from L1); its arrival
+ * wraps the ticket back to 0 for the next launch (atomicInc). A ticket is an unsigned of a
+ * __device__ array (0 at module load), back at 0 after every completed launch; the launches that
+ * share a ticket array must not run at the same time (stepgraph issues on one stream a process).
+ * Only which block finishes depends on timing: it reads every partial and sums them in an order
+ * fixed by the shapes, so the bits do not. One integer atomic, no float atomics. sh_last: a
+ * __shared__ unsigned of the kernel's (the host emulation gives an inline function's statics
+ * no shared memory). */
+__device__ __forceinline__ bool dev_last_block(unsigned *ticket, unsigned arrivals,
+                                               unsigned *sh_last) {
+    __threadfence(); /* this thread's partials, before the block's arrival */
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0)
+        /* the last arrival wraps the ticket back to 0 (old >= arrivals - 1 ? 0 : old + 1) */
+        *sh_last = atomicInc(ticket, arrivals - 1) == arrivals - 1;
+    __syncthreads();
+    const bool last = *sh_last != 0;
+    if (last) __threadfence(); /* the others' partials, after their arrivals */
+    return last;
+}
+
 /* The fused residual epilogue of both tensor-core generations (sg_conv_fuse.res; conv_tc.cu,
  * conv_wgmma.cu): v0, v1 (two channels of the conv's fp32 output, bias
  * added) become what the unfused plan's add computes from the conv's stored bf16 output and the

@@ -122,13 +122,21 @@ __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t tot
     }
 }
 
-/* blockIdx.x: 32 columns, blockIdx.y: chunk of rows, blockIdx.z: batch b; threads (32, 8):
- * threadIdx.x is the column, threadIdx.y strides over the chunk's rows; then the 8 row-thread
- * sums of a column are added in order 0..7. part[b][chunk][c]. */
-__global__ void col_sum_partial_kernel(float *part, const void *in, int dt, int64_t R, int C,
-                                       int chunks) {
+/* Column sums in one launch. Block (blockIdx.x, blockIdx.y, blockIdx.z) = (32 columns, chunk of
+ * SG_WS_COLSUM_ROWS rows, batch b); threads (32, 8): threadIdx.x is the column, threadIdx.y
+ * strides over the chunk's rows; the 8 row-thread sums of a column are added in order 0..7 into
+ * part[b][chunk][c]. The last chunk block of each (32 columns, b) to finish (dev_last_block,
+ * ticket colsum_tickets[b][blockIdx.x]) then sums the chunks' partials in order k = 0, 1, ...:
+ * out[b][c] (+)= that sum. The same bits as a second launch over the partials (the form before
+ * 2026-12-04), one launch fewer per column sum: every bias gradient of the step. */
+#define SG_COLSUM_TICKETS 65536
+static __device__ unsigned colsum_tickets[SG_COLSUM_TICKETS];
+
+__global__ void col_sum_kernel(void *out, int odt, float *part, const void *in, int dt, int64_t R,
+                               int C, int chunks, int accum) {
     SG_PDL_ENTER();
     __shared__ float sh[8][33];
+    __shared__ unsigned sh_last;
     const int c = blockIdx.x * 32 + threadIdx.x;
     const int64_t b = blockIdx.z;
     const int64_t r0 = (int64_t)blockIdx.y * SG_WS_COLSUM_ROWS;
@@ -143,19 +151,13 @@ __global__ void col_sum_partial_kernel(float *part, const void *in, int dt, int6
         for (int k = 1; k < 8; k++) t += sh[k][threadIdx.x];
         part[(b * chunks + blockIdx.y) * C + c] = t;
     }
-}
-
-/* threads stride over nb*C: out[b][c] (+)= sum over chunks k (in order) of part[b][k][c] */
-__global__ void col_sum_final_kernel(void *out, int odt, const float *part, int64_t nbC, int C,
-                                     int chunks, int accum) {
-    SG_PDL_ENTER();
-    SG_GRID_STRIDE(i, nbC) {
-        int64_t b = i / C;
-        int c = (int)(i % C);
+    if (!dev_last_block(&colsum_tickets[b * gridDim.x + blockIdx.x], (unsigned)chunks, &sh_last))
+        return;
+    if (threadIdx.y == 0 && c < C) {
         const float *p = part + b * chunks * C + c;
-        float s = 0.0f;
-        for (int k = 0; k < chunks; k++) s += p[(int64_t)k * C];
-        dev_st_acc(out, i, s, odt, accum);
+        float t = 0.0f;
+        for (int k = 0; k < chunks; k++) t += __ldcg(p + (int64_t)k * C);
+        dev_st_acc(out, b * C + c, t, odt, accum);
     }
 }
 
@@ -166,14 +168,14 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     int64_t chunks = sg_ws_colsum_chunks(R);
     if (nb <= 0 || R <= 0 || C <= 0) return sg_set_error("col_sum: bad shape");
     if (chunks > 65535 || nb > 65535) return sg_set_error("col_sum: too many rows or batches");
-    dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks, (unsigned)nb);
-    SG_LAUNCH(col_sum_partial_kernel, grid, dim3(32, 8), 0, st, (float *)ws, in, idt, R, C,
-              (int)chunks);
-    SG_LAUNCH_CHECK("col_sum_partial_kernel");
-    int64_t nbC = (int64_t)nb * C;
-    SG_LAUNCH(col_sum_final_kernel, sg_grid_for(nbC), SG_THREADS, 0, st, out, odt,
-              (const float *)ws, nbC, C, (int)chunks, accum);
-    SG_LAUNCH_CHECK("col_sum_final_kernel");
+    const int64_t tiles = (C + 31) / 32;
+    if ((int64_t)nb * tiles > SG_COLSUM_TICKETS)
+        return sg_set_error("col_sum: %d x %lld column tiles, more than the %d tickets", nb,
+                            (long long)tiles, SG_COLSUM_TICKETS);
+    dim3 grid((unsigned)tiles, (unsigned)chunks, (unsigned)nb);
+    SG_LAUNCH(col_sum_kernel, grid, dim3(32, 8), 0, st, out, odt, (float *)ws, in, idt, R, C,
+              (int)chunks, accum);
+    SG_LAUNCH_CHECK("col_sum_kernel");
     return SG_OK;
 }
 

@@ -191,7 +191,8 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
 /* ---- norm_act ----
  *
  * Passes. Forward: (1) the statistics: norm_partials_kernel reads x once and leaves the
- * canonical partials (below), norm_stats_final_kernel merges them into mean and rstd; (2)
+ * canonical partials (below), norm_stats_final_kernel merges them into mean and rstd (one
+ * launch, norm_stats_kernel, where the normalisation computes the partials itself); (2)
  * norm_apply_kernel reads x (+ v) again and writes y. The recomputation is pass (2) alone.
  * Backward: (1) norm_bwd_partials_kernel reads x, v, dy once and leaves the backward partials:
  * per (sample, segment, channel) the sums of dz and dz xhat down the segment's rows in order
@@ -292,6 +293,31 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
 #define NA_ROWS_APPLY(DROP) ((DROP) ? 3 : 4)
 #define NA_ROWS_BWD_APPLY(DROP) ((DROP) ? 2 : 4)
 
+/* One item of the partials: the VEC chains of channels c .. c + VEC - 1 of sample n down
+ * segment s, into part[(n S + s) ld + c ..]. Shared by norm_partials_kernel and
+ * norm_stats_kernel, so that both compute the same bits. */
+template <typename T, int VEC>
+__device__ __forceinline__ void na_partial_item(float2 *part, int ld, sg_cat x, int HW, int64_t n,
+                                                int s, int c, int seg, int S) {
+    const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
+    const na_col<const T> xc = na_cat_col<const T>(x, c);
+    float m[VEC], M2[VEC];
+    for (int j = 0; j < VEC; j++) m[j] = M2[j] = 0.0f;
+    for (int rb = r0; rb < r1; rb += NA_BATCH) {
+        float u[NA_BATCH][VEC] = {};
+#pragma unroll
+        for (int q = 0; q < NA_BATCH; q++)
+            if (rb + q < r1) dev_ldv<T, VEC>(u[q], xc.at(n * HW + rb + q));
+#pragma unroll
+        for (int q = 0; q < NA_BATCH; q++)
+            if (rb + q < r1)
+#pragma unroll
+                for (int j = 0; j < VEC; j++) gn_welford(m[j], M2[j], u[q][j], rb + q - r0 + 1);
+    }
+    const int64_t ns = n * S + s;
+    for (int j = 0; j < VEC; j++) part[ns * ld + c + j] = make_float2(m[j], M2[j]);
+}
+
 /* The statistics' partials (above) of channels [c0, c1) of x[N][HW][*] (a concatenation)
  * into part[n][s][c] (ld channels a segment). Grid-stride over the items (n, s, cv), cv the
  * VEC-channel vectors of [c0, c1) (the launcher checked that a vector lies in one part and is
@@ -304,40 +330,31 @@ __global__ void norm_partials_kernel(float2 *part, int ld, sg_cat x, int HW, int
     const int CV = (c1 - c0) / VEC;
     SG_GRID_STRIDE(it, items) {
         const int64_t ns = it / CV, n = ns / S;
-        const int c = c0 + (int)(it % CV) * VEC, s = (int)(ns % S);
-        const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
-        const na_col<const T> xc = na_cat_col<const T>(x, c);
-        float m[VEC], M2[VEC];
-        for (int j = 0; j < VEC; j++) m[j] = M2[j] = 0.0f;
-        for (int rb = r0; rb < r1; rb += NA_BATCH) {
-            float u[NA_BATCH][VEC] = {};
-#pragma unroll
-            for (int q = 0; q < NA_BATCH; q++)
-                if (rb + q < r1) dev_ldv<T, VEC>(u[q], xc.at(n * HW + rb + q));
-#pragma unroll
-            for (int q = 0; q < NA_BATCH; q++)
-                if (rb + q < r1)
-#pragma unroll
-                    for (int j = 0; j < VEC; j++) gn_welford(m[j], M2[j], u[q][j], rb + q - r0 + 1);
-        }
-        for (int j = 0; j < VEC; j++) part[ns * ld + c + j] = make_float2(m[j], M2[j]);
+        na_partial_item<T, VEC>(part, ld, x, HW, n, (int)(ns % S), c0 + (int)(it % CV) * VEC, seg,
+                                S);
     }
 }
 
 /* One segment's contribution to a group's statistics: from the partials ps[0 .. cg) of the
  * group's channels (mean, M2 of the segment's R rows), each channel's mean shifted by
  * v[vi + j] (dt) where v is given: (the group's mean over the segment, M2 + R sum (m_c -
- * mean)^2), channels in order. Shared by norm_stats_final_kernel and norm_onepass_kernel, so
- * that both compute the same bits. */
+ * mean)^2), channels in order. Shared by norm_stats_final_kernel, norm_stats_kernel and
+ * norm_onepass_kernel, so that all compute the same bits. CG: ps is global memory that other
+ * blocks of this launch wrote (loads that bypass L1). */
+template <bool CG = false>
 __device__ __forceinline__ float2 na_seg_group(const float2 *ps, const void *v, int64_t vi, int cg,
                                                int R, int dt) {
     float sum = 0.0f;
-    for (int j = 0; j < cg; j++) sum += v ? ps[j].x + dev_ld(v, vi + j, dt) : ps[j].x;
+    for (int j = 0; j < cg; j++) {
+        const float2 p = CG ? __ldcg(ps + j) : ps[j];
+        sum += v ? p.x + dev_ld(v, vi + j, dt) : p.x;
+    }
     const float mg = sum / (float)cg;
     float M2 = 0.0f, q = 0.0f;
     for (int j = 0; j < cg; j++) {
-        const float d = (v ? ps[j].x + dev_ld(v, vi + j, dt) : ps[j].x) - mg;
-        M2 += ps[j].y;
+        const float2 p = CG ? __ldcg(ps + j) : ps[j];
+        const float d = (v ? p.x + dev_ld(v, vi + j, dt) : p.x) - mg;
+        M2 += p.y;
         q += d * d;
     }
     return make_float2(mg, M2 + (float)R * q);
@@ -360,22 +377,20 @@ __device__ __forceinline__ float na_rstd(float M2a, float na, float eps) {
  * SG_THREADS / NA_GROUPS(G) at a time: thread t first sums segment s0 + t / gb's channels of
  * group g0 + t % gb into (mean, M2 + R q) in order (above), then thread g (< the block's
  * groups) merges its group's segments in order into the running total. */
-__global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, const void *v,
-                                        int N, int HW, int C, int G, int seg, int S, float eps,
-                                        int dt) {
-    SG_PDL_ENTER();
-    __shared__ float2 sums[SG_THREADS];
+template <bool CG>
+__device__ __forceinline__ void
+na_stats_merge(float *mean, float *rstd, float2 *sums, const float2 *part, const void *v, int n,
+               int g0, int HW, int C, int G, int seg, int S, float eps, int dt) {
     const int cg = C / G, gb = NA_GROUPS(G), ST = SG_THREADS / gb;
-    const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
+    const int ng = G - g0 < gb ? G - g0 : gb;
     const int t = threadIdx.x, gi = t % gb, sl = t / gb;
     float na = 0.0f, ma = 0.0f, M2a = 0.0f;
-    (void)N;
     for (int s0 = 0; s0 < S; s0 += ST) {
         const int s = s0 + sl, g = g0 + gi;
         if (sl < ST && gi < ng && s < S) {
             const int R = HW - s * seg < seg ? HW - s * seg : seg;
-            sums[t] = na_seg_group(part + ((int64_t)n * S + s) * C + g * cg, v,
-                                   (int64_t)n * C + g * cg, cg, R, dt);
+            sums[t] = na_seg_group<CG>(part + ((int64_t)n * S + s) * C + g * cg, v,
+                                       (int64_t)n * C + g * cg, cg, R, dt);
         }
         __syncthreads();
         if (t < ng)
@@ -390,6 +405,41 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
         mean[(int64_t)n * G + g0 + t] = ma;
         rstd[(int64_t)n * G + g0 + t] = na_rstd(M2a, na, eps);
     }
+}
+
+__global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *part, const void *v,
+                                        int N, int HW, int C, int G, int seg, int S, float eps,
+                                        int dt) {
+    SG_PDL_ENTER();
+    __shared__ float2 sums[SG_THREADS];
+    (void)N;
+    na_stats_merge<false>(mean, rstd, sums, part, v, blockIdx.y, blockIdx.x * NA_GROUPS(G), HW, C,
+                          G, seg, S, eps, dt);
+}
+
+/* Pass 1 in one launch: grid (B, N), blocks blockIdx.x < B of sample n = blockIdx.y. The
+ * sample's partials of channels [c0, C) (items (s, cv) strided over its B blocks,
+ * na_partial_item; those of channels below c0 are in part already), then the sample's last
+ * block to finish (dev_last_block, ticket norm_stats_tickets[n]) merges every group of the
+ * sample as norm_stats_final_kernel's blocks do: the same bits as the two launches, one fewer. */
+#define NA_STATS_TICKETS 65536
+static __device__ unsigned norm_stats_tickets[NA_STATS_TICKETS];
+
+template <typename T, int VEC>
+__global__ void norm_stats_kernel(float *mean, float *rstd, float2 *part, sg_cat x, const void *v,
+                                  int HW, int C, int G, int c0, int seg, int S, float eps, int dt) {
+    SG_PDL_ENTER();
+    __shared__ float2 sums[SG_THREADS];
+    __shared__ unsigned sh_last;
+    const int n = blockIdx.y, CV = (C - c0) / VEC;
+    const int64_t items = (int64_t)S * CV;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
+         it += (int64_t)gridDim.x * blockDim.x)
+        na_partial_item<T, VEC>(part, C, x, HW, n, (int)(it / CV), c0 + (int)(it % CV) * VEC, seg,
+                                S);
+    if (!dev_last_block(&norm_stats_tickets[n], gridDim.x, &sh_last)) return;
+    for (int g0 = 0; g0 < G; g0 += NA_GROUPS(G))
+        na_stats_merge<true>(mean, rstd, sums, part, v, n, g0, HW, C, G, seg, S, eps, dt);
 }
 
 /* Pass 2 forward (and the recomputation), layout above: y = tail(fmaf(u - mean, rstd gamma,
@@ -1033,23 +1083,42 @@ static int na_partials(cudaStream_t st, float2 *part, int ld, sg_cat x, int N, i
     return SG_OK;
 }
 
+/* the partials' vector width over channels [c0, C) of x: NA_PART_DISPATCH's vectors where
+ * 16-byte ones would lie in one part, aligned, and cover [c0, C); else 1 */
+static int na_part_vec(sg_cat x, int c0, int dt) {
+    const int C = x.c[0] + x.c[1], V = dt == DT_BF16 ? 8 : 4;
+    if (c0 % V || C % V || x.c[0] % V || (uintptr_t)x.p[0] % 16 ||
+        (x.c[1] && (uintptr_t)x.p[1] % 16))
+        return 1;
+    return V;
+}
+
 int cuda_norm_partials(cudaStream_t st, float *part, int ld, sg_cat x, int N, int HW, int c0,
                        int dt) {
     const int C = x.c[0] + x.c[1];
     SG_ARG_CHECK(part != NULL && N > 0 && HW > 0 && c0 >= 0 && c0 <= C && C <= ld,
                  "cuda_norm_partials: channels %d.. of %d into partials of %d channels", c0, C, ld);
     if (c0 == C) return SG_OK;
-    /* vectors (NA_PART_DISPATCH) where 16-byte ones would lie in one part, aligned, and cover
-     * [c0, C) */
-    const int V = dt == DT_BF16 ? 8 : 4;
-    int vec = V;
-    if (c0 % V || C % V || x.c[0] % V || (uintptr_t)x.p[0] % 16 ||
-        (x.c[1] && (uintptr_t)x.p[1] % 16))
-        vec = 1;
+    const int vec = na_part_vec(x, c0, dt);
     float2 *p = (float2 *)part;
 #define NA_PARTIALS(T, V) na_partials<T, V>(st, p, ld, x, N, HW, c0, C)
     return NA_PART_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
+}
+
+template <typename T, int VEC>
+static int na_stats(cudaStream_t st, float *mean, float *rstd, float2 *part, sg_cat x,
+                    const void *v, int N, int HW, int C, int G, int c0, float eps, int dt) {
+    const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
+    const int64_t items = (int64_t)S * ((C - c0) / VEC);
+    int64_t B = (items + SG_THREADS - 1) / SG_THREADS;
+    if (B > 65535) B = 65535;
+    void (*const kernel)(float *, float *, float2 *, sg_cat, const void *, int, int, int, int, int,
+                         int, float, int) = norm_stats_kernel<T, VEC>;
+    SG_LAUNCH_NAMED("norm_stats_kernel", kernel, dim3((unsigned)B, (unsigned)N), SG_THREADS, 0, st,
+                    mean, rstd, part, x, v, HW, C, G, c0, seg, S, eps, dt);
+    SG_LAUNCH_CHECK("norm_stats_kernel");
+    return SG_OK;
 }
 
 /* The one-pass forward (norm_onepass_kernel): the switch (cuda_kernels.h), the tile's groups,
@@ -1123,9 +1192,17 @@ static int na_onepass(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
 }
 
 /* Pass 1: the partials of channels [c_done, C) (those before c_done are in ws already: the
- * convolution before wrote them, graph/backend_cuda.c), then the merge. */
+ * convolution before wrote them, graph/backend_cuda.c), then the merge: one launch
+ * (norm_stats_kernel) where there are partials to compute, else the merge alone. */
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
                          int HW, int C, int G, float eps, int dt, void *ws, int c_done) {
+    if (c_done < C && N <= NA_STATS_TICKETS) { /* one launch (norm_stats_kernel) */
+        const int vec = na_part_vec(x, c_done, dt);
+        float2 *p = (float2 *)ws;
+#define NA_STATS(T, V) na_stats<T, V>(st, mean, rstd, p, x, v, N, HW, C, G, c_done, eps, dt)
+        return NA_PART_DISPATCH(dt, vec, NA_STATS);
+#undef NA_STATS
+    }
     if (cuda_norm_partials(st, (float *)ws, C, x, N, HW, c_done, dt)) return SG_ERR;
     const dim3 grid((unsigned)((G + NA_GROUPS(G) - 1) / NA_GROUPS(G)), (unsigned)N);
     SG_LAUNCH(norm_stats_final_kernel, grid, SG_THREADS, 0, st, mean, rstd, (const float2 *)ws, v,

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -629,6 +630,43 @@ cp_async_queue &current_cp_async(const char *fn) {
     return S.cur->cpq;
 }
 
+/* The launch's atomicInc tickets: per address, its increments, its wraps, and whether the
+ * last increment wrapped (cuda_sim.hpp: the audit at the grid's end). */
+struct ticket_use {
+    unsigned incs = 0, wraps = 0;
+    bool last_wrapped = false;
+};
+static std::map<unsigned *, ticket_use> launch_tickets;
+
+unsigned atomic_inc(unsigned *p, unsigned val) {
+    if (!S.cur) device_fail("atomicInc called outside a kernel");
+    const unsigned old = *p;
+    const bool wrap = old >= val;
+    *p = wrap ? 0u : old + 1;
+    ticket_use &u = launch_tickets[p];
+    u.incs++;
+    u.wraps += wrap;
+    u.last_wrapped = wrap;
+    return old;
+}
+
+/* every ticket back at 0 by one wrap, on its last increment; else the message */
+static bool audit_tickets(std::string &err) {
+    for (const auto &kv : launch_tickets) {
+        const ticket_use &u = kv.second;
+        if (u.wraps == 1 && u.last_wrapped && *kv.first == 0) continue;
+        char b[300];
+        snprintf(b, sizeof b,
+                 "atomicInc ticket %p: %u increments, %u wraps, the last one %s, now %u: a "
+                 "last-block election must wrap it exactly once, at the group's last arrival",
+                 (void *)kv.first, u.incs, u.wraps, u.last_wrapped ? "a wrap" : "not a wrap",
+                 *kv.first);
+        err = std::string(S.kernel ? S.kernel : "?") + ": " + b;
+        return false;
+    }
+    return true;
+}
+
 bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,
               std::string &err) {
     init_once();
@@ -678,6 +716,8 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
                 ok = run_block();
             }
     if (!ok) err = S.err;
+    if (ok) ok = audit_tickets(err);
+    launch_tickets.clear();
     S.running = false;
     S.call = nullptr;
     sg_sim_threadIdx = uint3{0, 0, 0};

@@ -846,6 +846,28 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 }
 
 /* ---- capture and graphs ---- */
+
+/* SG_SIM_GRAPH_LIST=FILE: every completed capture appends its commands to FILE, one line each
+ * ("capture K: N commands", then "KIND<TAB>NAME<TAB>NVTX range"), so that what a replayed step
+ * launches can be counted without a GPU (tools/graph_launches.py sums it per kernel and per
+ * node). The names are this emulation's: one cuBLAS GEMM is one command here, where the
+ * library may launch two kernels (a split-K reduction), and cuDNN is not emulated. */
+static void list_graph(const std::vector<cmd> &nodes) {
+    static int captures = 0;
+    const char *path = getenv("SG_SIM_GRAPH_LIST");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_GRAPH_LIST=%s: cannot open for appending\n", path);
+        return;
+    }
+    static const char *const kinds[] = {"?", "kernel", "gemm", "copy", "set"};
+    fprintf(f, "capture %d: %zu commands\n", captures++, nodes.size());
+    for (const cmd &c : nodes)
+        fprintf(f, "%s\t%s\t%s\n", c.kind >= 1 && c.kind <= 4 ? kinds[c.kind] : kinds[0],
+                c.name.c_str(), c.range.c_str());
+    fclose(f);
+}
 cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode) {
     SIM_ENTER();
     if (!st || !valid_stream(st)) {
@@ -907,6 +929,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
             return set_error(cudaErrorStreamCaptureInvalidated);
         }
     }
+    list_graph(nodes);
     CUgraph_st *graph = new CUgraph_st;
     graph->nodes = std::move(nodes);
     *g = graph;

@@ -1191,6 +1191,46 @@ static void test_wgmma(cudaStream_t st) {
     cudaFree(dout);
 }
 
+/* A last-block reduction (cuda_common.cuh's dev_last_block, written out): block b of group
+ * blockIdx.y leaves part[y][b] = b + 1, and the block that its ticket elects sums the group's
+ * parts in order into out[y]. arrivals: what the election waits for (gridDim.x when right). */
+static __device__ unsigned sim_tickets[4];
+__global__ void last_block_kernel(float *out, float *part, unsigned arrivals) {
+    __shared__ unsigned last;
+    const unsigned y = blockIdx.y;
+    if (threadIdx.x == 0) part[y * gridDim.x + blockIdx.x] = (float)(blockIdx.x + 1);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicInc(&sim_tickets[y], arrivals - 1) == arrivals - 1;
+    __syncthreads();
+    if (!last || threadIdx.x) return;
+    __threadfence();
+    float s = 0.0f;
+    for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(part + y * gridDim.x + b);
+    out[y] = s;
+}
+
+static void test_last_block(cudaStream_t st, float *a, float *b) {
+    /* right: twice in a row (the tickets are back at 0 after each launch), every order */
+    for (int rep = 0; rep < 2; rep++) {
+        SG_LAUNCH(last_block_kernel, dim3(5, 3), 32, 0, st, a, b, 5u);
+        CHECK(sync_and_error(st) == cudaSuccess, "a last-block reduction failed");
+        float h[3];
+        cudaMemcpy(h, a, sizeof h, cudaMemcpyDeviceToHost);
+        CHECK(h[0] == 15.0f && h[1] == 15.0f && h[2] == 15.0f, "last-block sums %g %g %g",
+              (double)h[0], (double)h[1], (double)h[2]);
+    }
+    /* one arrival short: the fourth block is elected, and its sum is even right (the fifth
+     * part is the last launch's); the ticket is left at 1: only the audit sees it */
+    expect_fail("a last-block election one arrival short", "wrap it exactly once", st,
+                [&] { SG_LAUNCH(last_block_kernel, dim3(5, 1), 32, 0, st, a, b, 4u); });
+    sim_tickets[0] = 0; /* the planted launch left it at 1 */
+    /* one arrival too many: nobody finishes, the ticket stays at 5 */
+    expect_fail("a last-block election one arrival too many", "0 wraps", st,
+                [&] { SG_LAUNCH(last_block_kernel, dim3(5, 1), 32, 0, st, a, b, 6u); });
+    sim_tickets[0] = 0; /* and this one at 5 */
+}
+
 int main(void) {
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -1233,6 +1273,8 @@ int main(void) {
     sync_and_error(st);
     cudaMemcpy(h, a, 256 * sizeof(float), cudaMemcpyDeviceToHost);
     CHECK(memcmp(h, want, sizeof want) != 0, "a missing __syncthreads went unnoticed");
+
+    test_last_block(st, a, b);
 
     /* warp shuffles */
     float wx[32], ws = 0;

@@ -52,9 +52,14 @@
  *   a*b+c is never silently fused (fmaf is the explicit, correctly rounded fused op, as on the
  *   GPU). The intrinsics with a rounding mode (_rn) are the plain operations. The device's own
  *   approximations (__expf, rsqrtf, libdevice expf's last ulp) are NOT reproduced.
- * - No atomics: stepgraph has no float atomics by design; an integer atomic can be added here
- *   when a kernel needs one (it is one rendezvous-free read-modify-write: fibers never run
- *   concurrently).
+ * - No float atomics: stepgraph has none by design. The one integer atomic, atomicInc,
+ *   elects the last block of a group to finish a reduction (dev_last_block, cuda_common.cuh);
+ *   it is one rendezvous-free read-modify-write (fibers never run concurrently). Blocks run one
+ *   after another here, so the block that runs last always sees every partial, and a block
+ *   elected too early would go unseen by the results alone (the last one redoes the work
+ *   right). So each launch is audited: every ticket it incremented must have wrapped to 0
+ *   exactly once, at its last increment (one election a group, by its last arrival, and the
+ *   ticket ready for the next launch); anything else fails the launch.
  * - The sm_80 tensor-core fragment operations and asynchronous copies (sim_tensor_core.cpp,
  *   called by kernels/cuda/tensor_core.cuh; written from the PTX ISA, whose rules that file
  *   quotes):
@@ -263,6 +268,20 @@ static inline unsigned __umulhi(unsigned a, unsigned b) {
 }
 template <class T> static inline T __ldg(const T *p) {
     return *p;
+}
+/* a load that bypasses L1 (ld.global.cg): what another block wrote, after its fence */
+template <class T> static inline T __ldcg(const T *p) {
+    return *p;
+}
+/* atomicInc (the old value; *p becomes old >= val ? 0 : old + 1): one read-modify-write
+ * (fibers never run concurrently, and none switches inside it), audited per launch
+ * (sim_exec.cpp) as a last-block ticket: every address it touched must wrap to 0 exactly once,
+ * at its last increment of the launch. */
+namespace sg_sim {
+unsigned atomic_inc(unsigned *p, unsigned val);
+}
+static inline unsigned atomicInc(unsigned *p, unsigned val) {
+    return sg_sim::atomic_inc(p, val);
 }
 static inline int min(int a, int b) {
     return a < b ? a : b;
