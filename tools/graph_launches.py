@@ -26,7 +26,11 @@ import sys
 def read_captures(path):
     """[(header count, [(kind, name, range), ...]), ...] in file order"""
     caps = []
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit(f"graph_launches: {path}: {e.strerror}")
+    with f:
         for ln, line in enumerate(f, 1):
             line = line.rstrip("\n")
             m = re.match(r"capture (\d+): (\d+) commands$", line)
