@@ -1213,6 +1213,7 @@ __global__ void last_block_kernel(float *out, float *part, unsigned arrivals) {
 static void test_last_block(cudaStream_t st, float *a, float *b) {
     /* right: twice in a row (the tickets are back at 0 after each launch), every order */
     for (int rep = 0; rep < 2; rep++) {
+        cudaMemset(a, 0, 3 * sizeof(float)); /* each launch's sums are its own */
         SG_LAUNCH(last_block_kernel, dim3(5, 3), 32, 0, st, a, b, 5u);
         CHECK(sync_and_error(st) == cudaSuccess, "a last-block reduction failed");
         float h[3];
