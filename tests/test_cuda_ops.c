@@ -1505,8 +1505,12 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         float *od = old_for(accum, nx, bf);
         tbuf *d1 = tb_out("dy of the norm", nx, bf, od),
              *d2 = tb_out("dy of the norm (partials asked)", nx, bf, od);
-        tbuf *pa = tb_out("backward partials (dgrad)", np, DT_F32, NULL),
-             *pb = tb_out("backward partials (pass)", np, DT_F32, NULL);
+        /* the norm's backward workspace: the partials, then their terms (S, m) */
+        const int64_t nwsf = sg_ws_norm_act_bwd(N, HW, Ci, G, temb) / 4;
+        const int64_t oS = sg_ws_norm_partials(N, HW, Ci) / 4, nS = (int64_t)N * Ci * 2;
+        const int64_t om = oS + sg_ws_align((int64_t)N * Ci * 8) / 4, nm = (int64_t)N * G * 2;
+        tbuf *pa = tb_out("backward partials (dgrad)", nwsf, DT_F32, NULL),
+             *pb = tb_out("backward partials (pass)", nwsf, DT_F32, NULL);
         const int64_t wsb = sg_ws_conv2d_bwd_data(N, H, W, Ci, Co, K, S, bf);
         tbuf *ws = tb_ws(wsb);
         sg_norm_bwd_fuse nb;
@@ -1529,10 +1533,50 @@ static void test_conv_fused(int N, int H, int W, int c0, int c1, int Co, int K, 
         tb_download(d1, b1), tb_download(d2, b2);
         CHECK(!memcmp(b1, b2, d1->bytes),
               "%s: asking for the backward partials changed the data gradient", ctx);
-        float *ga = fbuf(np), *gb = fbuf(np), *dyn = fbuf(nx);
+        float *ga = fbuf(nwsf), *gb = fbuf(nwsf), *dyn = fbuf(nx);
         tb_download(pa, (uint8_t *)ga), tb_download(pb, (uint8_t *)gb);
         CHECK(!memcmp(ga, gb, (size_t)np * 4),
               "%s: the data gradient's backward partials differ from cuda_norm_bwd_partials'", ctx);
+        CHECK(!memcmp(ga + oS, gb + oS, (size_t)nS * 4) &&
+                  !memcmp(ga + om, gb + om, (size_t)nm * 4),
+              "%s: the terms after the data gradient differ from cuda_norm_bwd_partials'", ctx);
+        {
+            /* the terms, bit for bit from the partials: S[n][c] the segments' sums in order,
+             * m[n][g] = (sum gamma S.x, sum gamma S.y) over the group's channels in order by
+             * fused multiply-adds, / (HW cg) (norm.cu's nb_seg_sums, nb_group_m) */
+            int64_t bad = 0;
+            const int cgs = Ci / G;
+            const float cnt = (float)HW * (float)cgs;
+            for (int n = 0; n < N; n++)
+                for (int g = 0; g < G; g++) {
+                    float A = 0.0f, B = 0.0f;
+                    for (int c = g * cgs; c < (g + 1) * cgs; c++) {
+                        float sx = 0.0f, sy = 0.0f;
+                        for (int s = 0; s < Sg; s++) {
+                            const int64_t k = (((int64_t)n * Sg + s) * Ci + c) * 2;
+                            sx += ga[k], sy += ga[k + 1];
+                        }
+                        const float *ts = ga + oS + ((int64_t)n * Ci + c) * 2;
+                        bad += ts[0] != sx || ts[1] != sy;
+                        A = fmaf(gamma[c], ts[0], A), B = fmaf(gamma[c], ts[1], B);
+                    }
+                    const float *tm = ga + om + ((int64_t)n * G + g) * 2;
+                    bad += tm[0] != A / cnt || tm[1] != B / cnt;
+                }
+            CHECK(bad == 0, "%s: %lld backward terms are not their partials' sums", ctx,
+                  (long long)bad);
+            /* the terms alone (what follows an epilogue's partials), over poisoned terms: the
+             * same bits */
+            const size_t tb = (size_t)(nwsf - oS) * 4;
+            CUDA_OK(cudaMemsetAsync((char *)pb->d + oS * 4, 0xff, tb, g_st));
+            CALL(cuda_norm_bwd_terms, g_st, &nbp, N, HW, Ci);
+            sync_stream();
+            float *gc = fbuf(nwsf);
+            tb_download(pb, (uint8_t *)gc);
+            CHECK(!memcmp(gc + oS, gb + oS, (size_t)nS * 4) &&
+                      !memcmp(gc + om, gb + om, (size_t)nm * 4),
+                  "%s: cuda_norm_bwd_terms' terms differ from cuda_norm_bwd_partials'", ctx);
+        }
         from_bytes(dyn, b2, nx, bf);
         int64_t wrong = 0;
         double worst = 0.0;

@@ -1174,7 +1174,8 @@ static int conv_tc_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
 
 /* The backward partials (sg_norm_bwd_fuse.part) in the epilogue where nb->epilogue asks for
  * it, stride 1 makes a tile's rows consecutive pixels, dx is one buffer and the BM-row tiles
- * hold whole segments, else cuda_norm_bwd_partials after the data gradient: the same bits. The
+ * hold whole segments (then cuda_norm_bwd_terms after it), else cuda_norm_bwd_partials after the
+ * data gradient: the same bits. The
  * second GPU session (bench/results/2026-11-28-nvidia-h200-run-3.md, per-layer table) put the
  * epilogue form at 64-74 TFLOP/s at 32x32 (batch 128), against 240-248 for the same kernel
  * without it; so the CUDA backend asks for it only under SG_TC_DGRAD_STATS=1. */
@@ -1196,7 +1197,9 @@ int cu_conv_tc_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const uint16
     if (TC_TILED(bm, bn, conv_tc_dgrad_launch, st, dx, (const uint16_t *)dy, wb, f, N, H, W, Ci, Co,
                  K, S, pad, Ho, Wo, accum))
         return SG_ERR;
-    return after ? cuda_norm_bwd_partials(st, nb, dx.p[0], N, H * W, Ci, DT_BF16) : SG_OK;
+    if (after) return cuda_norm_bwd_partials(st, nb, dx.p[0], N, H * W, Ci, DT_BF16);
+    /* the epilogue left the partials: the terms after them, as cuda_norm_bwd_partials leaves */
+    return f.part ? cuda_norm_bwd_terms(st, nb, N, H * W, Ci) : SG_OK;
 }
 
 template <int BM, int BN>

@@ -243,7 +243,9 @@ int cuda_conv2d_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, const 
                        int H, int W, int Ci, int Co, int K, int pad, int dt);
 /* The backward statistics' partials of a data gradient's output, for the normalisation before
  * the convolution (whose input is that norm_act's output y: dx is the norm's dy). part != NULL
- * asks for cuda_norm_bwd_partials' bits of dx as stored (after any accumulation) into part,
+ * (the start of that norm_act backward's workspace, sg_ws_norm_act_bwd) asks for
+ * cuda_norm_bwd_partials' bits of dx as stored (after any accumulation) into part, and their
+ * terms after them (cuda_norm_bwd_partials, below),
  * with x, v, mean, rstd, gamma, beta, drop, G, act the norm_act's operands (x: its input, Ci
  * channels): in the tensor-core data gradient's epilogue where an output tile holds whole
  * segments (bf16, stride 1, dx one buffer, HW a multiple of 64 or a divisor of 64), else by
@@ -492,17 +494,24 @@ int cuda_norm_act_stats(cudaStream_t st, float *mean, float *rstd, sg_cat x, con
 int cuda_norm_act_apply(cudaStream_t st, void *y, sg_cat x, const void *v, const float *mean,
                         const float *rstd, const float *gamma, const float *beta, int N, int HW,
                         int C, int G, int act, sg_drop drop, int dt);
-/* The backward statistics' partials of dy[N,HW,C] (dt) into nb->part: part[n][s][c] = (sum dz,
- * sum dz xhat) over segment s's rows in order (float2; dz the gradient of the normalised value z
- * through the activation and the dropout, xhat = (x + v - mean) rstd), nb's other fields the
- * norm_act's operands (sg_norm_bwd_fuse; seg is not read): cuda_norm_act_bwd's first pass, and
- * what a data gradient whose tile cannot do it runs after it. */
+/* The backward statistics' partials of dy[N,HW,C] (dt) and their terms, in one launch, into
+ * cuda_norm_act_bwd's workspace at nb->part (sg_ws_norm_act_bwd: its first three regions):
+ * part[n][s][c] = (sum dz, sum dz xhat) over segment s's rows in order (float2; dz the gradient
+ * of the normalised value z through the activation and the dropout, xhat = (x + v - mean)
+ * rstd); then the terms, S[n][c] = the sums of those over the segments in order and m[n][g] =
+ * the group's (mean(dxhat), mean(dxhat xhat)). nb's other fields are the norm_act's operands
+ * (sg_norm_bwd_fuse; seg is not read). cuda_norm_act_bwd's first pass, and what a data gradient
+ * whose tile cannot compute the partials runs after it. */
 int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const void *dy, int N,
                            int HW, int C, int dt);
+/* The terms alone (S and m above) from the partials already at nb->part (a data gradient's
+ * epilogue wrote them); reads nb->part, gamma and G. */
+int cuda_norm_bwd_terms(cudaStream_t st, const sg_norm_bwd_fuse *nb, int N, int HW, int C);
 /* [ws] dx (dt, a concatenation like x), dv[N,C] (dt; NULL: not wanted), dgamma[C], dbeta[C]
  * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual.
- * part_done: the backward partials are in ws already (the data gradient that wrote dy
- * computed them: sg_norm_bwd_fuse; graph/backend_cuda.c); 0: the first pass computes them. */
+ * part_done: the backward partials and their terms are in ws already (the data gradient that
+ * wrote dy computed them: sg_norm_bwd_fuse; graph/backend_cuda.c); 0: the first pass computes
+ * them. */
 int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
                       const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int N, int HW, int C, int G, int act,

@@ -197,9 +197,9 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * Backward: (1) norm_bwd_partials_kernel reads x, v, dy once and leaves the backward partials:
  * per (sample, segment, channel) the sums of dz and dz xhat down the segment's rows in order
  * (gn_bwd_step, explicitly rounded: the epilogue of the data gradient that writes dy computes
- * the same bits where its tile holds whole segments, conv_tc.cu); norm_bwd_terms_kernel merges
- * the segments in order into per-(sample, channel) sums and the two per-group means of the dx
- * formula; (2)
+ * the same bits where its tile holds whole segments, conv_tc.cu), and each sample's last block
+ * merges the segments in order into the terms: per-(sample, channel) sums and the two
+ * per-group means of the dx formula (norm_bwd_terms_kernel alone after such an epilogue); (2)
  * norm_bwd_apply_kernel reads x, v, dy again and writes dx (and per-chunk sums of dx for dv);
  * norm_bwd_finish_kernel sums dgamma, dbeta over the samples and dv over the chunks, in order.
  * Two passes over the activations each way; the small kernels touch O(N C) values.
@@ -422,8 +422,8 @@ __global__ void norm_stats_final_kernel(float *mean, float *rstd, const float2 *
  * na_partial_item; those of channels below c0 are in part already), then the sample's last
  * block to finish (dev_last_block, ticket norm_stats_tickets[n]) merges every group of the
  * sample as norm_stats_final_kernel's blocks do: the same bits as the two launches, one fewer. */
-#define NA_STATS_TICKETS 65536
-static __device__ unsigned norm_stats_tickets[NA_STATS_TICKETS];
+#define NA_TICKETS 65536 /* a sample each: N <= 65535 (na_check) */
+static __device__ unsigned norm_stats_tickets[NA_TICKETS];
 
 template <typename T, int VEC>
 __global__ void norm_stats_kernel(float *mean, float *rstd, float2 *part, sg_cat x, const void *v,
@@ -592,59 +592,6 @@ __global__ void __launch_bounds__(SG_THREADS)
     }
 }
 
-/* Pass 1 backward: the backward statistics' partials (above: the forward's segments) of dy,
- * part[n][s][c] = (sum dz, sum dz xhat) over the segment's rows in order (gn_bwd_step). Grid-
- * stride over the items (n, s, cv) as norm_partials_kernel, NA_BATCH_BWD rows loaded at a
- * time. */
-template <typename T, int VEC>
-__global__ void __launch_bounds__(SG_THREADS, 2)
-    norm_bwd_partials_kernel(float2 *part, const T *dy, sg_cat x, const T *v, const float *mean,
-                             const float *rstd, const float *gamma, const float *beta, int HW,
-                             int C, int G, int seg, int S, int act, sg_drop drop, int64_t items) {
-    SG_PDL_ENTER();
-    const int CV = C / VEC, cg = C / G;
-    const na_drop dk = na_drop_load(drop);
-    SG_GRID_STRIDE(it, items) {
-        const int64_t ns = it / CV, n = ns / S;
-        const int c0 = (int)(it % CV) * VEC, s = (int)(ns % S);
-        const int r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
-        float mu[VEC], rs[VEC], sc[VEC], be[VEC], add[VEC], a[VEC], b[VEC];
-        int sg[VEC];
-        na_groups<VEC>(sg, (int)n, G, c0, cg);
-        for (int j = 0; j < VEC; j++) {
-            const int c = c0 + j, g = sg[j];
-            mu[j] = mean[g], rs[j] = rstd[g], sc[j] = na_apply_scale(rs[j], gamma[c]);
-            be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
-        }
-        if (v) dev_ldv<T, VEC>(add, v + n * C + c0);
-        for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
-            /* (per batch, not hoisted above the loop: held across it, the column's pointer and
-             * stride made the fp32 instance spill) */
-            const na_col<const T> xc = na_cat_col<const T>(x, c0);
-            float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
-#pragma unroll
-            for (int q = 0; q < NA_BATCH_BWD; q++)
-                if (rb + q < r1) {
-                    const int64_t row = n * HW + rb + q;
-                    dev_ldv<T, VEC>(u[q], xc.at(row));
-                    dev_ldv<T, VEC>(d[q], dy + row * C + c0);
-                }
-#pragma unroll
-            for (int q = 0; q < NA_BATCH_BWD; q++)
-                if (rb + q < r1) {
-                    const int64_t i = (n * HW + rb + q) * C + c0;
-                    na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i); /* gn_bwd_step's */
-#pragma unroll
-                    for (int j = 0; j < VEC; j++)
-                        gn_bwd_step_dropped<na_fast_act<T>>(a[j], b[j], d[q][j],
-                                                            v ? u[q][j] + add[j] : u[q][j], mu[j],
-                                                            rs[j], sc[j], be[j], act);
-                }
-        }
-        for (int j = 0; j < VEC; j++) part[ns * C + c0 + j] = make_float2(a[j], b[j]);
-    }
-}
-
 /* The backward's arithmetic shared by the two-pass kernels and the one-pass backward
  * (norm_bwd_onepass_kernel), each operation explicitly rounded so that both compute the same
  * bits whatever the compiler contracts:
@@ -655,11 +602,12 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
  * - nb_dx: dx of one element, rstd (dz gamma - m1 - xhat m2), from u = x (+ v), dyd (dy after
  *   the dropout), the group's mean and rstd, the channel's gamma, scale (na_apply_scale) and
  *   beta, and the group's (m1, m2). */
+template <bool CG>
 __device__ __forceinline__ float2 nb_seg_sums(const float2 *p, int64_t ld, int segs) {
     float sx = 0.0f, sy = 0.0f;
 #pragma unroll 8
     for (int k = 0; k < segs; k++) {
-        const float2 q = p[k * ld];
+        const float2 q = CG ? __ldcg(p + k * ld) : p[k * ld];
         sx = __fadd_rn(sx, q.x);
         sy = __fadd_rn(sy, q.y);
     }
@@ -682,27 +630,110 @@ __device__ __forceinline__ float nb_dx(float dyd, float u, float mu, float rs, f
     return __fmul_rn(rs, __fmaf_rn(-__fmul_rn(uc, rs), m2, __fmaf_rn(dz, gm, -m1)));
 }
 
-/* Block as norm_stats_final_kernel's (NA_GROUPS): for each channel c of the block's groups of
- * sample n, S[n][c] = the sums over the segments (in order) of (dz, dz xhat), one thread a
- * channel; then thread g (< the block's groups) m[n][g] = (sum gamma dz, sum gamma dz xhat) /
- * cnt over its group's channels in order, from shared memory (dynamic: NA_GROUPS(G) C / G
- * float2): mean(dxhat) and mean(dxhat xhat). */
-__global__ void norm_bwd_terms_kernel(float2 *S, float2 *m, const float2 *part, const float *gamma,
-                                      int N, int HW, int C, int G, int segs) {
-    SG_PDL_ENTER();
-    SG_DYNAMIC_SMEM(float2, sums);
-    const int cg = C / G, gb = NA_GROUPS(G);
-    const int n = blockIdx.y, g0 = blockIdx.x * gb, ng = G - g0 < gb ? G - g0 : gb;
-    const int c0 = g0 * cg;
-    (void)N;
-    for (int t = threadIdx.x; t < ng * cg; t += SG_THREADS) {
-        const int c = c0 + t;
-        S[(int64_t)n * C + c] = sums[t] = nb_seg_sums(part + (int64_t)n * segs * C + c, C, segs);
-    }
+/* The terms of sample n's groups [g0, g1): for each of their channels c, S[n][c] = the sums over
+ * the segments (in order) of (dz, dz xhat), one thread a channel; then thread g m[n][g] = (sum
+ * gamma dz, sum gamma dz xhat) / cnt over its group's channels in order, read back from S (this
+ * block wrote them: visible to it after the barrier): mean(dxhat) and mean(dxhat xhat). CG: the
+ * partials are other blocks' of this launch (read past L1, __ldcg). Every thread of the block
+ * calls it. */
+template <bool CG>
+__device__ __forceinline__ void nb_terms(float2 *Sg, float2 *m, const float2 *part,
+                                         const float *gamma, int n, int HW, int C, int G, int segs,
+                                         int g0, int g1) {
+    const int cg = C / G;
+    float2 *Sn = Sg + (int64_t)n * C;
+    for (int c = g0 * cg + (int)threadIdx.x; c < g1 * cg; c += SG_THREADS)
+        Sn[c] = nb_seg_sums<CG>(part + (int64_t)n * segs * C + c, C, segs);
     __syncthreads();
     const float cnt = (float)HW * (float)cg;
-    for (int gi = threadIdx.x; gi < ng; gi += SG_THREADS)
-        m[(int64_t)n * G + g0 + gi] = nb_group_m(sums + gi * cg, gamma + c0 + gi * cg, cg, cnt);
+    for (int g = g0 + (int)threadIdx.x; g < g1; g += SG_THREADS)
+        m[(int64_t)n * G + g] = nb_group_m(Sn + g * cg, gamma + g * cg, cg, cnt);
+}
+
+/* The terms alone, after partials a data gradient's epilogue left (cuda_norm_bwd_terms): block
+ * (tile of NA_GROUPS(G) groups, sample n) */
+__global__ void norm_bwd_terms_kernel(float2 *Sg, float2 *m, const float2 *part, const float *gamma,
+                                      int HW, int C, int G, int segs) {
+    SG_PDL_ENTER();
+    const int gb = NA_GROUPS(G), g0 = blockIdx.x * gb, g1 = G - g0 < gb ? G : g0 + gb;
+    nb_terms<false>(Sg, m, part, gamma, blockIdx.y, HW, C, G, segs, g0, g1);
+}
+
+/* Pass 1 backward: the backward statistics' partials (above: the forward's segments) of dy,
+ * part[n][s][c] = (sum dz, sum dz xhat) over the segment's rows in order (gn_bwd_step), then the
+ * terms (nb_terms, above) in the same launch. Grid (B, N), as norm_stats_kernel's: blocks
+ * blockIdx.x < B of sample n = blockIdx.y stride over the sample's items (s, cv), NA_BATCH_BWD
+ * rows loaded at a time; the sample's last block to finish (dev_last_block, ticket
+ * norm_bwd_tickets[n]) computes every group's terms of the sample as norm_bwd_terms_kernel's
+ * blocks do: the same bits as the two launches, one fewer. */
+static __device__ unsigned norm_bwd_tickets[NA_TICKETS];
+
+/* One item: the VEC chains of channels c0 .. c0 + VEC - 1 of sample n down segment s, into
+ * part[(n S + s) C + c0 ..]. */
+template <typename T, int VEC>
+__device__ __forceinline__ void
+nb_partial_item(float2 *part, const T *dy, const sg_cat &x, const T *v, const float *mean,
+                const float *rstd, const float *gamma, const float *beta, int HW, int C, int G,
+                int seg, int S, int act, const na_drop &dk, int n, int s, int c0) {
+    const int cg = C / G, r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
+    float mu[VEC], rs[VEC], sc[VEC], be[VEC], add[VEC], a[VEC], b[VEC];
+    int sg[VEC];
+    na_groups<VEC>(sg, n, G, c0, cg);
+    for (int j = 0; j < VEC; j++) {
+        const int c = c0 + j, g = sg[j];
+        mu[j] = mean[g], rs[j] = rstd[g], sc[j] = na_apply_scale(rs[j], gamma[c]);
+        be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
+    }
+    if (v) dev_ldv<T, VEC>(add, v + (int64_t)n * C + c0);
+    for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
+        /* (per batch, not hoisted above the loop: held across it, the column's pointer and
+         * stride made the fp32 instance spill) */
+        const na_col<const T> xc = na_cat_col<const T>(x, c0);
+        float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
+#pragma unroll
+        for (int q = 0; q < NA_BATCH_BWD; q++)
+            if (rb + q < r1) {
+                const int64_t row = (int64_t)n * HW + rb + q;
+                dev_ldv<T, VEC>(u[q], xc.at(row));
+                dev_ldv<T, VEC>(d[q], dy + row * C + c0);
+            }
+#pragma unroll
+        for (int q = 0; q < NA_BATCH_BWD; q++)
+            if (rb + q < r1) {
+                const int64_t i = ((int64_t)n * HW + rb + q) * C + c0;
+                na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i); /* gn_bwd_step's */
+#pragma unroll
+                for (int j = 0; j < VEC; j++)
+                    gn_bwd_step_dropped<na_fast_act<T>>(a[j], b[j], d[q][j],
+                                                        v ? u[q][j] + add[j] : u[q][j], mu[j],
+                                                        rs[j], sc[j], be[j], act);
+            }
+    }
+    float2 *p = part + ((int64_t)n * S + s) * C + c0;
+    for (int j = 0; j < VEC; j++) p[j] = make_float2(a[j], b[j]);
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(SG_THREADS, 2)
+    norm_bwd_partials_kernel(float2 *part, float2 *Sg, float2 *m, const T *dy, sg_cat x, const T *v,
+                             const float *mean, const float *rstd, const float *gamma,
+                             const float *beta, int HW, int C, int G, int seg, int S, int act,
+                             sg_drop drop) {
+    SG_PDL_ENTER();
+    __shared__ unsigned sh_last;
+    const int CV = C / VEC, n = blockIdx.y;
+    const na_drop dk = na_drop_load(drop);
+    /* the loop's trip count is the block's, not the thread's: with a thread's own grid-stride
+     * loop (norm_partials_kernel's), any code after it made ptxas spill the bf16 and fp32
+     * 4-channel instances (128 registers under the launch bounds; 122 this way) */
+    for (int base = blockIdx.x * blockDim.x; base < S * CV; base += gridDim.x * blockDim.x) {
+        const int it = base + threadIdx.x;
+        if (it < S * CV)
+            nb_partial_item<T, VEC>(part, dy, x, v, mean, rstd, gamma, beta, HW, C, G, seg, S, act,
+                                    dk, n, it / CV, it % CV * VEC);
+    }
+    if (!dev_last_block(&norm_bwd_tickets[n], gridDim.x, &sh_last)) return;
+    nb_terms<true>(Sg, m, part, gamma, n, HW, C, G, S, 0, G);
 }
 
 /* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
@@ -868,7 +899,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     __syncthreads();
     /* the terms: the channels' sums (to S too), then the groups' (m1, m2) */
     for (int c = t; c < CB; c += SG_THREADS)
-        Sg[(int64_t)n * C + c0 + c] = sums[c] = nb_seg_sums(part + c, CB, S);
+        Sg[(int64_t)n * C + c0 + c] = sums[c] = nb_seg_sums<false>(part + c, CB, S);
     __syncthreads();
     if (t < gpb) sm[t] = nb_group_m(sums + t * cg, sgm + t * cg, cg, (float)HW * (float)cg);
     __syncthreads();
@@ -1039,18 +1070,38 @@ static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v
     return SG_OK;
 }
 
+/* cuda_norm_act_bwd's workspace, in sg_ws_norm_act_bwd's order: the backward partials, their
+ * sums over the segments S, the groups' terms m, and with v the chunks' sums of dx */
+typedef struct {
+    float2 *part, *S, *m;
+    float *dvpart;
+} nb_ws;
+static nb_ws nb_ws_of(void *ws, int N, int HW, int C, int G, int has_v) {
+    char *w = (char *)ws;
+    nb_ws r;
+    r.part = (float2 *)w;
+    w += sg_ws_norm_partials(N, HW, C);
+    r.S = (float2 *)w;
+    w += sg_ws_align((int64_t)N * C * 8);
+    r.m = (float2 *)w;
+    w += sg_ws_align((int64_t)N * G * 8);
+    r.dvpart = has_v ? (float *)w : NULL;
+    return r;
+}
+
 template <typename T, int VEC>
-static int na_bwd_partials(cudaStream_t st, float2 *part, const void *dy, sg_cat x, const void *v,
+static int na_bwd_partials(cudaStream_t st, const nb_ws &w, const void *dy, sg_cat x, const void *v,
                            const float *mean, const float *rstd, const float *gamma,
                            const float *beta, int N, int HW, int C, int G, int act, sg_drop drop) {
     const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
-    const int64_t items = (int64_t)N * S * (C / VEC);
-    void (*const kernel)(float2 *, const T *, sg_cat, const T *, const float *, const float *,
-                         const float *, const float *, int, int, int, int, int, int, sg_drop,
-                         int64_t) = norm_bwd_partials_kernel<T, VEC>;
-    SG_LAUNCH_NAMED("norm_bwd_partials_kernel", kernel, sg_grid_for(items), SG_THREADS, 0, st, part,
-                    (const T *)dy, x, (const T *)v, mean, rstd, gamma, beta, HW, C, G, seg, S, act,
-                    drop, items);
+    int64_t B = ((int64_t)S * (C / VEC) + SG_THREADS - 1) / SG_THREADS;
+    if (B > 65535) B = 65535;
+    void (*const kernel)(float2 *, float2 *, float2 *, const T *, sg_cat, const T *, const float *,
+                         const float *, const float *, const float *, int, int, int, int, int, int,
+                         sg_drop) = norm_bwd_partials_kernel<T, VEC>;
+    SG_LAUNCH_NAMED("norm_bwd_partials_kernel", kernel, dim3((unsigned)B, (unsigned)N), SG_THREADS,
+                    0, st, w.part, w.S, w.m, (const T *)dy, x, (const T *)v, mean, rstd, gamma,
+                    beta, HW, C, G, seg, S, act, drop);
     SG_LAUNCH_CHECK("norm_bwd_partials_kernel");
     return SG_OK;
 }
@@ -1196,7 +1247,7 @@ static int na_onepass(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
  * (norm_stats_kernel) where there are partials to compute, else the merge alone. */
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
                          int HW, int C, int G, float eps, int dt, void *ws, int c_done) {
-    if (c_done < C && N <= NA_STATS_TICKETS) { /* one launch (norm_stats_kernel) */
+    if (c_done < C) { /* one launch (norm_stats_kernel) */
         const int vec = na_part_vec(x, c_done, dt);
         float2 *p = (float2 *)ws;
 #define NA_STATS(T, V) na_stats<T, V>(st, mean, rstd, p, x, v, N, HW, C, G, c_done, eps, dt)
@@ -1263,11 +1314,26 @@ int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const vo
     if (na_check(fn, nb->x, N, HW, C, nb->G, nb->act, nb->drop, dt)) return SG_ERR;
     const void *p[4] = {nb->x.p[0], nb->x.c[1] ? nb->x.p[1] : NULL, nb->v, dy};
     const int vec = na_vec(dt, C, nb->x, p, 4);
+    const nb_ws w = nb_ws_of(nb->part, N, HW, C, nb->G, 0);
 #define NA_PARTIALS(T, V)                                                                          \
-    na_bwd_partials<T, V>(st, (float2 *)nb->part, dy, nb->x, nb->v, nb->mean, nb->rstd, nb->gamma, \
-                          nb->beta, N, HW, C, nb->G, nb->act, nb->drop)
+    na_bwd_partials<T, V>(st, w, dy, nb->x, nb->v, nb->mean, nb->rstd, nb->gamma, nb->beta, N, HW, \
+                          C, nb->G, nb->act, nb->drop)
     return NA_PART_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
+}
+
+int cuda_norm_bwd_terms(cudaStream_t st, const sg_norm_bwd_fuse *nb, int N, int HW, int C) {
+    const char *fn = "cuda_norm_bwd_terms";
+    SG_ARG_CHECK(nb && nb->part != NULL && nb->gamma != NULL, "%s: no partials or gamma", fn);
+    SG_ARG_CHECK(N > 0 && N <= 65535 && HW > 0 && nb->G > 0 && C % nb->G == 0,
+                 "%s: bad shape (N %d, HW %d, C %d, G %d)", fn, N, HW, C, nb->G);
+    const nb_ws w = nb_ws_of(nb->part, N, HW, C, nb->G, 0);
+    const int gb = NA_GROUPS(nb->G);
+    SG_LAUNCH(norm_bwd_terms_kernel, dim3((unsigned)((nb->G + gb - 1) / gb), (unsigned)N),
+              SG_THREADS, 0, st, w.S, w.m, (const float2 *)w.part, nb->gamma, HW, C, nb->G,
+              (int)sg_ws_norm_segs(HW));
+    SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
+    return SG_OK;
 }
 
 template <typename T, int VEC>
@@ -1309,56 +1375,46 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     const void *p[6] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy, dx.p[0], dx.c[1] ? dx.p[1] : NULL};
     const int vec = na_vec(dt, C, x, p, 6);
     const dim3 grid((unsigned)chunks, (unsigned)N);
-    /* the workspace, in sg_ws_norm_act_bwd's order: the partials first (where the data
-     * gradient before may have left them: part_done) */
-    char *w = (char *)ws;
-    float *part = (float *)w;
-    w += sg_ws_norm_partials(N, HW, C);
-    float2 *S = (float2 *)w;
-    w += sg_ws_align((int64_t)N * C * 8);
-    float2 *m = (float2 *)w;
-    w += sg_ws_align((int64_t)N * G * 8);
-    float *dvpart = dv ? (float *)w : NULL;
+    /* the workspace (nb_ws_of): the partials and the terms first, where the data gradient before
+     * may have left them (part_done) */
+    const nb_ws w = nb_ws_of(ws, N, HW, C, G, dv != NULL);
     const int gpb = (g_norm_onepass & SG_NORM_ONEPASS_BWD) && !part_done && vec > 1
                         ? cuda_norm_act_bwd_onepass_groups(N, HW, C, G, dt)
                         : 0;
     if (gpb) {
-        const int e = dt == DT_BF16
-                          ? nb_onepass<uint16_t, 8>(st, dx, S, dvpart, dy, x, v, mean, rstd, gamma,
-                                                    beta, N, HW, C, G, gpb, act, drop, accum_dx)
-                          : nb_onepass<float, 4>(st, dx, S, dvpart, dy, x, v, mean, rstd, gamma,
-                                                 beta, N, HW, C, G, gpb, act, drop, accum_dx);
+        const int e =
+            dt == DT_BF16
+                ? nb_onepass<uint16_t, 8>(st, dx, w.S, w.dvpart, dy, x, v, mean, rstd, gamma, beta,
+                                          N, HW, C, G, gpb, act, drop, accum_dx)
+                : nb_onepass<float, 4>(st, dx, w.S, w.dvpart, dy, x, v, mean, rstd, gamma, beta, N,
+                                       HW, C, G, gpb, act, drop, accum_dx);
         if (e) return SG_ERR;
-    } else if (!part_done) {
-        const sg_norm_bwd_fuse nb = {.x = x,
-                                     .mean = mean,
-                                     .rstd = rstd,
-                                     .gamma = gamma,
-                                     .beta = beta,
-                                     .v = v,
-                                     .part = part,
-                                     .drop = drop,
-                                     .G = G,
-                                     .act = act,
-                                     .seg = 0,
-                                     .epilogue = 0};
-        if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
-    }
-    if (!gpb) {
-        const int gb = NA_GROUPS(G);
-        SG_LAUNCH(norm_bwd_terms_kernel, dim3((unsigned)((G + gb - 1) / gb), (unsigned)N),
-                  SG_THREADS, (size_t)gb * (C / G) * sizeof(float2), st, S, m, (const float2 *)part,
-                  gamma, N, HW, C, G, (int)sg_ws_norm_segs(HW));
-        SG_LAUNCH_CHECK("norm_bwd_terms_kernel");
+    } else {
+        if (!part_done) {
+            const sg_norm_bwd_fuse nb = {.x = x,
+                                         .mean = mean,
+                                         .rstd = rstd,
+                                         .gamma = gamma,
+                                         .beta = beta,
+                                         .v = v,
+                                         .part = (float *)ws,
+                                         .drop = drop,
+                                         .G = G,
+                                         .act = act,
+                                         .seg = 0,
+                                         .epilogue = 0};
+            if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
+        }
 #define NA_BWD_APPLY(T, V)                                                                         \
-    na_bwd_apply<T, V>(st, grid, dx, dvpart, dy, x, v, mean, rstd, gamma, beta, (const float2 *)m, \
-                       HW, C, G, rows, act, drop, accum_dx)
+    na_bwd_apply<T, V>(st, grid, dx, w.dvpart, dy, x, v, mean, rstd, gamma, beta, w.m, HW, C, G,   \
+                       rows, act, drop, accum_dx)
         if (NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
 #undef NA_BWD_APPLY
     }
     const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? sg_grid_for((int64_t)N * C) : 0u);
-    SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv, (const float2 *)S,
-              (const float *)dvpart, N, C, chunks, dt, accum_param, accum_dv);
+    SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv,
+              (const float2 *)w.S, (const float *)w.dvpart, N, C, chunks, dt, accum_param,
+              accum_dv);
     SG_LAUNCH_CHECK("norm_bwd_finish_kernel");
     return SG_OK;
 }
