@@ -736,6 +736,50 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     nb_terms<true>(Sg, m, part, gamma, n, HW, C, G, S, 0, G);
 }
 
+/* The backward's finish (after the terms: S complete; after dx: the chunks' sums of dx):
+ * - nb_fin_params, column block blk < ceil(C / 32): dgamma[c] (+)= sum over n (in order) of
+ *   S[n][c].y, dbeta[c] (+)= of S[n][c].x (dev_col_sums), for its 32 channels;
+ * - nb_fin_dv: dv[n][c] (+)= sum over the chunks (in order) of dvpart[n][k][c], for every c of
+ *   sample n (CG: the chunks' sums are other blocks' of this launch, read past L1).
+ * Run by norm_bwd_finish_kernel after the one-pass backward, and inside the two-pass dx kernel
+ * (nb_fin). Not inlined: code after or beside the dx kernel's loops costs it registers. */
+__device__ __noinline__ void nb_fin_params(float *dgamma, float *dbeta, const float2 *S, int N,
+                                           int C, int blk, int accum) {
+    if (blk >= (C + 31) / 32) return;
+    const float2 q = dev_col_sums([&](int n, int c) { return S[(int64_t)n * C + c]; }, N, C, blk);
+    const int i = blk * 32 + (int)threadIdx.x;
+    if (threadIdx.x < 32 && i < C) {
+        dgamma[i] = accum ? __fadd_rn(dgamma[i], q.y) : q.y;
+        dbeta[i] = accum ? __fadd_rn(dbeta[i], q.x) : q.x;
+    }
+}
+template <bool CG>
+__device__ __noinline__ void nb_fin_dv(void *dv, const float *dvpart, int n, int C, int chunks,
+                                       int dt, int accum) {
+    for (int c = (int)threadIdx.x; c < C; c += SG_THREADS) {
+        float s = 0.0f;
+        for (int k = 0; k < chunks; k++) {
+            const float *q = dvpart + ((int64_t)n * chunks + k) * C + c;
+            s += CG ? __ldcg(q) : *q;
+        }
+        dev_st_acc(dv, (int64_t)n * C + c, s, dt, accum);
+    }
+}
+
+/* What the two-pass dx kernel finishes besides dx: dgamma and dbeta in blocks of grid rows
+ * blockIdx.y >= N (their column block (blockIdx.y - N) gridDim.x + blockIdx.x; S is complete
+ * before the kernel starts), and with dv, each sample's dv in the sample's last chunk block to
+ * finish (dev_last_block, ticket norm_dv_tickets[n]). The same arithmetic in the same order as
+ * norm_bwd_finish_kernel: the same bits, one launch fewer. No padding bytes (a kernel
+ * argument). */
+struct nb_fin {
+    float *dgamma, *dbeta;
+    const float2 *S;
+    void *dv;
+    int N, dt, accum_param, accum_dv;
+};
+static __device__ unsigned norm_dv_tickets[NA_TICKETS];
+
 /* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
  * chunk's per-channel sums of dx (the fresh contribution) into dvpart[n][chunk][c]. */
 template <typename T, int VEC, bool DROP>
@@ -743,10 +787,17 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_cat x, const T *v,
                           const float *mean, const float *rstd, const float *gamma,
                           const float *beta, const float2 *m, int HW, int C, int G, int rows,
-                          int act, sg_drop drop, int accum) {
+                          int act, sg_drop drop, int accum, nb_fin fin) {
     SG_PDL_ENTER();
+    if ((int)blockIdx.y >= fin.N) { /* a block of dgamma and dbeta (nb_fin) */
+        nb_fin_params(fin.dgamma, fin.dbeta, fin.S, fin.N, C,
+                      ((int)blockIdx.y - fin.N) * (int)gridDim.x + (int)blockIdx.x,
+                      fin.accum_param);
+        return;
+    }
     constexpr int ROWS = NA_ROWS_BWD_APPLY(DROP);
     __shared__ float tp[SG_THREADS][VEC];
+    __shared__ unsigned sh_last;
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
     const T *vn = v ? v + (int64_t)n * C : nullptr;
@@ -804,6 +855,8 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             __syncthreads();
         }
     }
+    if (fin.dv && dev_last_block(&norm_dv_tickets[n], gridDim.x, &sh_last))
+        nb_fin_dv<true>(fin.dv, dvpart, n, C, (int)gridDim.x, fin.dt, fin.accum_dv);
 }
 
 /* The one-pass backward (SG_NORM_ONEPASS bwd; cuda_norm_act_bwd_onepass_groups): the backward
@@ -944,34 +997,17 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     }
 }
 
-/* Blocks [0, pb), pb = ceil(C / 32): dgamma[c] (+)= sum over n (in order) of S[n][c].y,
- * dbeta[c] (+)= of S[n][c].x (dev_col_sums); the other blocks stride over N*C with dv:
- * dv[n][c] (+)= sum over the chunks (in order) of dvpart[n][k][c] */
+/* After the one-pass backward: blocks [0, pb), pb = ceil(C / 32), dgamma and dbeta
+ * (nb_fin_params); with dv, block pb + n sample n's dv (nb_fin_dv) */
 __global__ void norm_bwd_finish_kernel(float *dgamma, float *dbeta, void *dv, const float2 *S,
                                        const float *dvpart, int N, int C, int chunks, int dt,
                                        int accum_param, int accum_dv) {
     SG_PDL_ENTER();
     const int pb = (C + 31) / 32;
-    if ((int)blockIdx.x < pb) {
-        const float2 q = dev_col_sums([&](int n, int c) { return S[(int64_t)n * C + c]; }, N, C,
-                                      (int)blockIdx.x);
-        const int i = (int)blockIdx.x * 32 + (int)threadIdx.x;
-        if (threadIdx.x < 32 && i < C) {
-            dgamma[i] = accum_param ? __fadd_rn(dgamma[i], q.y) : q.y;
-            dbeta[i] = accum_param ? __fadd_rn(dbeta[i], q.x) : q.x;
-        }
-        return;
-    }
-    if (!dv) return;
-    const int64_t total = (int64_t)N * C;
-    for (int64_t j = (int64_t)(blockIdx.x - pb) * blockDim.x + threadIdx.x; j < total;
-         j += (int64_t)(gridDim.x - pb) * blockDim.x) {
-        const int64_t n = j / C;
-        const int c = (int)(j % C);
-        float s = 0.0f;
-        for (int k = 0; k < chunks; k++) s += dvpart[(n * chunks + k) * C + c];
-        dev_st_acc(dv, j, s, dt, accum_dv);
-    }
+    if ((int)blockIdx.x < pb)
+        nb_fin_params(dgamma, dbeta, S, N, C, (int)blockIdx.x, accum_param);
+    else if (dv)
+        nb_fin_dv<false>(dv, dvpart, (int)blockIdx.x - pb, C, chunks, dt, accum_dv);
 }
 
 /* =============================== launchers =============================== */
@@ -1106,17 +1142,20 @@ static int na_bwd_partials(cudaStream_t st, const nb_ws &w, const void *dy, sg_c
     return SG_OK;
 }
 
+/* the dx kernel on grid (chunks, N), plus the rows of dgamma and dbeta blocks (nb_fin) */
 template <typename T, int VEC>
-static int na_bwd_apply(cudaStream_t st, dim3 grid, sg_cat dx, float *dvpart, const void *dy,
+static int na_bwd_apply(cudaStream_t st, int chunks, sg_cat dx, float *dvpart, const void *dy,
                         sg_cat x, const void *v, const float *mean, const float *rstd,
                         const float *gamma, const float *beta, const float2 *m, int HW, int C,
-                        int G, int rows, int act, sg_drop drop, int accum) {
+                        int G, int rows, int act, sg_drop drop, int accum, nb_fin fin) {
     void (*const norm_bwd_apply)(sg_cat, float *, const T *, sg_cat, const T *, const float *,
                                  const float *, const float *, const float *, const float2 *, int,
-                                 int, int, int, int, sg_drop, int) =
+                                 int, int, int, int, sg_drop, int, nb_fin) =
         drop.p > 0.0f ? norm_bwd_apply_kernel<T, VEC, true> : norm_bwd_apply_kernel<T, VEC, false>;
+    const int pb = (C + 31) / 32, prow = (pb + chunks - 1) / chunks;
+    const dim3 grid((unsigned)chunks, (unsigned)(fin.N + prow));
     SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, 0, st, dx, dvpart, (const T *)dy, x, (const T *)v,
-              mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum);
+              mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum, fin);
     SG_LAUNCH_CHECK("norm_bwd_apply_kernel");
     return SG_OK;
 }
@@ -1374,7 +1413,9 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
     const int rows = (int)sg_ws_norm_rows(HW, C), chunks = (int)sg_ws_norm_chunks(HW, C);
     const void *p[6] = {x.p[0], x.c[1] ? x.p[1] : NULL, v, dy, dx.p[0], dx.c[1] ? dx.p[1] : NULL};
     const int vec = na_vec(dt, C, x, p, 6);
-    const dim3 grid((unsigned)chunks, (unsigned)N);
+    /* the dx kernel's grid rows: the samples', then dgamma's and dbeta's (nb_fin) */
+    SG_ARG_CHECK(N + ((C + 31) / 32 + chunks - 1) / chunks <= 65535,
+                 "%s: %d samples of %d channels: too many for the grid's y", fn, N, C);
     /* the workspace (nb_ws_of): the partials and the terms first, where the data gradient before
      * may have left them (part_done) */
     const nb_ws w = nb_ws_of(ws, N, HW, C, G, dv != NULL);
@@ -1405,13 +1446,15 @@ int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float
                                          .epilogue = 0};
             if (cuda_norm_bwd_partials(st, &nb, dy, N, HW, C, dt)) return SG_ERR;
         }
+        /* dx, and in the same launch dgamma, dbeta and dv (nb_fin) */
+        const nb_fin fin = {dgamma, dbeta, w.S, dv, N, dt, accum_param, accum_dv};
 #define NA_BWD_APPLY(T, V)                                                                         \
-    na_bwd_apply<T, V>(st, grid, dx, w.dvpart, dy, x, v, mean, rstd, gamma, beta, w.m, HW, C, G,   \
-                       rows, act, drop, accum_dx)
-        if (NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY)) return SG_ERR;
+    na_bwd_apply<T, V>(st, chunks, dx, w.dvpart, dy, x, v, mean, rstd, gamma, beta, w.m, HW, C, G, \
+                       rows, act, drop, accum_dx, fin)
+        return NA_PART_DISPATCH(dt, vec, NA_BWD_APPLY);
 #undef NA_BWD_APPLY
     }
-    const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? sg_grid_for((int64_t)N * C) : 0u);
+    const unsigned fin = (unsigned)((C + 31) / 32) + (dv ? (unsigned)N : 0u);
     SG_LAUNCH(norm_bwd_finish_kernel, fin, SG_THREADS, 0, st, dgamma, dbeta, dv,
               (const float2 *)w.S, (const float *)w.dvpart, N, C, chunks, dt, accum_param,
               accum_dv);
