@@ -742,9 +742,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
  * - nb_fin_dv: dv[n][c] (+)= sum over the chunks (in order) of dvpart[n][k][c], for every c of
  *   sample n (CG: the chunks' sums are other blocks' of this launch, read past L1).
  * Run by norm_bwd_finish_kernel after the one-pass backward, and inside the two-pass dx kernel
- * (nb_fin). Not inlined: code after or beside the dx kernel's loops costs it registers. */
-__device__ __noinline__ void nb_fin_params(float *dgamma, float *dbeta, const float2 *S, int N,
-                                           int C, int blk, int accum) {
+ * (nb_fin): one code, the same bits. */
+__device__ __forceinline__ void nb_fin_params(float *dgamma, float *dbeta, const float2 *S, int N,
+                                              int C, int blk, int accum) {
     if (blk >= (C + 31) / 32) return;
     const float2 q = dev_col_sums([&](int n, int c) { return S[(int64_t)n * C + c]; }, N, C, blk);
     const int i = blk * 32 + (int)threadIdx.x;
@@ -754,8 +754,8 @@ __device__ __noinline__ void nb_fin_params(float *dgamma, float *dbeta, const fl
     }
 }
 template <bool CG>
-__device__ __noinline__ void nb_fin_dv(void *dv, const float *dvpart, int n, int C, int chunks,
-                                       int dt, int accum) {
+__device__ __forceinline__ void nb_fin_dv(void *dv, const float *dvpart, int n, int C, int chunks,
+                                          int dt, int accum) {
     for (int c = (int)threadIdx.x; c < C; c += SG_THREADS) {
         float s = 0.0f;
         for (int k = 0; k < chunks; k++) {
