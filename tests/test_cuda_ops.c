@@ -2598,6 +2598,31 @@ static void test_norm_act(int N, int HW, int c0, int c1, int G, int act, int tem
         tb_check(dxa, refa, tol_for(dt), 1, ctx);
         if (c1) tb_check(dxb, refb, tol_for(dt), 1, ctx);
         if (temb) tb_check(dvo, ref_v, tol_for(dt), 1, ctx);
+        if (temb) {
+            /* dv bit for bit from the chunks' sums of dx the workspace holds (its last region):
+             * per (n, c) the chunks in order, then old + that, rounded to dt (the dx kernel's
+             * last block of each sample) */
+            const int64_t chunks = sg_ws_norm_chunks(HW, C);
+            const int64_t off = (sg_ws_norm_partials(N, HW, C) + sg_ws_align((int64_t)N * C * 8) +
+                                 sg_ws_align((int64_t)N * G * 8)) /
+                                4;
+            float *wsh = fbuf(wsb / 4), *sums = fbuf((int64_t)N * C), *dvh = fbuf((int64_t)N * C);
+            tb_download(ws, (uint8_t *)wsh);
+            for (int64_t s = 0; s < N; s++)
+                for (int c = 0; c < C; c++) {
+                    float sum = 0.0f;
+                    for (int64_t k = 0; k < chunks; k++) sum += wsh[off + (s * chunks + k) * C + c];
+                    sums[s * C + c] = sum;
+                }
+            float *want = ref_acc(sums, ov, (int64_t)N * C, dt);
+            uint8_t *raw = (uint8_t *)halloc(dvo->bytes);
+            tb_download(dvo, raw);
+            from_bytes(dvh, raw, (int64_t)N * C, dt);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < (int64_t)N * C; i++) bad += dvh[i] != want[i];
+            CHECK(bad == 0, "%s: %lld dv values are not their chunks' sums in order", ctx,
+                  (long long)bad);
+        }
         tb_check(dg, ref_g, TOL_F32, 1, ctx);
         tb_check(dbt, ref_b, TOL_F32, 1, ctx);
         guards_all(ctx);
