@@ -131,7 +131,7 @@ static void sync_stream(void) {
 
 /* ---- per-case allocations: host and device memory freed together at case_end ---- */
 
-#define MAX_ALLOCS 512
+#define MAX_ALLOCS 4096
 static void *host_allocs[MAX_ALLOCS];
 static int n_host_allocs;
 
@@ -221,7 +221,7 @@ typedef struct {
     const char *name;
 } tbuf;
 
-#define MAX_TBUFS 128
+#define MAX_TBUFS 256
 static tbuf tbufs[MAX_TBUFS];
 static int n_tbufs;
 
@@ -2335,6 +2335,130 @@ static void test_linears(void) {
     }
 }
 
+/* A linear group (cuda_kernels.h, sg_linear_group): n layers of M[j] outputs on x[N,K]; bias
+ * bit j: layer j has b_j (and db_j); accum_dx: dx adds; accum bit j: layer j's dw, db add. The
+ * reference is the header's statement in C (fmaf chains from +0 in its order), so every output
+ * must match bit for bit; the same sums through the CPU reference kernels (another order)
+ * check that statement itself. */
+static void test_linear_group(int N, int K, int n, const int *M, int dt, unsigned bias,
+                              int accum_dx, unsigned accum) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "linear group N%d K%d layers %d (M0 %d) %s bias %#x accum %d/%#x", N,
+             K, n, M[0], dtn(dt), bias, accum_dx, accum);
+    case_begin();
+    sg_linear_group g = {.n = n, .accum = accum};
+    float *x = rnd_dt((int64_t)N * K, -1, 1, dt);
+    tbuf *tx = tb_in("x", x, (int64_t)N * K, dt);
+    float *w[SG_LINEAR_GROUP_MAX], *b[SG_LINEAR_GROUP_MAX], *dy[SG_LINEAR_GROUP_MAX];
+    float *ref_y[SG_LINEAR_GROUP_MAX], *ref_dw[SG_LINEAR_GROUP_MAX], *ref_db[SG_LINEAR_GROUP_MAX];
+    tbuf *ty[SG_LINEAR_GROUP_MAX], *tdw[SG_LINEAR_GROUP_MAX], *tdb[SG_LINEAR_GROUP_MAX];
+    float *cpu = fbuf((int64_t)N * K), *cpu_dx = fbuf((int64_t)N * K), *s_dx = fbuf((int64_t)N * K);
+    for (int64_t i = 0; i < (int64_t)N * K; i++) s_dx[i] = 0.0f, cpu_dx[i] = 0.0f;
+    double ref_err = 0;
+    for (int j = 0; j < n; j++) {
+        const int Mj = M[j], hb = (bias >> j) & 1u, acc = (accum >> j) & 1u;
+        g.M[j] = Mj;
+        w[j] = rnd_dt((int64_t)Mj * K, -0.5f, 0.5f, dt);
+        b[j] = hb ? rnd(Mj, -0.5f, 0.5f) : NULL;
+        dy[j] = rnd_dt((int64_t)N * Mj, -1, 1, dt);
+        g.w[j] = tb_in("w", w[j], (int64_t)Mj * K, dt)->d;
+        g.b[j] = hb ? (const float *)tb_in("b", b[j], Mj, DT_F32)->d : NULL;
+        g.dy[j] = tb_in("dy", dy[j], (int64_t)N * Mj, dt)->d;
+        /* the header's sums */
+        float *sy = fbuf((int64_t)N * Mj), *sdw = fbuf((int64_t)Mj * K), *sdb = fbuf(Mj);
+        for (int r = 0; r < N; r++)
+            for (int m = 0; m < Mj; m++) {
+                float v = 0.0f;
+                for (int k = 0; k < K; k++)
+                    v = fmaf(x[(int64_t)r * K + k], w[j][(int64_t)m * K + k], v);
+                sy[(int64_t)r * Mj + m] = hb ? v + b[j][m] : v;
+            }
+        for (int m = 0; m < Mj; m++) {
+            float t = 0.0f;
+            for (int r = 0; r < N; r++) t += dy[j][(int64_t)r * Mj + m];
+            sdb[m] = t;
+            for (int k = 0; k < K; k++) {
+                float v = 0.0f;
+                for (int r = 0; r < N; r++)
+                    v = fmaf(dy[j][(int64_t)r * Mj + m], x[(int64_t)r * K + k], v);
+                sdw[(int64_t)m * K + k] = v;
+            }
+        }
+        for (int r = 0; r < N; r++) /* dx: this layer's terms continue the chain */
+            for (int k = 0; k < K; k++) {
+                float v = s_dx[(int64_t)r * K + k];
+                for (int m = 0; m < Mj; m++)
+                    v = fmaf(dy[j][(int64_t)r * Mj + m], w[j][(int64_t)m * K + k], v);
+                s_dx[(int64_t)r * K + k] = v;
+            }
+        /* the same sums by the CPU reference kernels */
+        float *cy = fbuf((int64_t)N * Mj), *cdw = fbuf((int64_t)Mj * K), *cdb = fbuf(Mj);
+        cpu_linear_fwd(cy, x, w[j], b[j], N, K, Mj);
+        cpu_linear_bwd_weight(cdw, cdb, dy[j], x, N, K, Mj);
+        cpu_linear_bwd_data(cpu, dy[j], w[j], N, K, Mj);
+        for (int64_t i = 0; i < (int64_t)N * K; i++) cpu_dx[i] += cpu[i];
+        double e[3] = {sg_test_rel_err(sy, cy, (int64_t)N * Mj),
+                       sg_test_rel_err(sdw, cdw, (int64_t)Mj * K), sg_test_rel_err(sdb, cdb, Mj)};
+        for (int i = 0; i < 3; i++) ref_err = e[i] > ref_err ? e[i] : ref_err;
+        /* outputs: y poisoned; dw, db old values where they add */
+        float *odw = old_for(acc, (int64_t)Mj * K, DT_F32), *odb = old_for(acc, Mj, DT_F32);
+        ref_y[j] = ref_acc(sy, NULL, (int64_t)N * Mj, dt);
+        ref_dw[j] = ref_acc(sdw, odw, (int64_t)Mj * K, DT_F32);
+        ref_db[j] = hb ? ref_acc(sdb, odb, Mj, DT_F32) : NULL;
+        ty[j] = tb_out("y", (int64_t)N * Mj, dt, NULL);
+        tdw[j] = tb_out("dw", (int64_t)Mj * K, DT_F32, odw);
+        tdb[j] = hb ? tb_out("db", Mj, DT_F32, odb) : NULL;
+        g.y[j] = ty[j]->d;
+        g.dw[j] = (float *)tdw[j]->d;
+        g.db[j] = hb ? (float *)tdb[j]->d : NULL;
+    }
+    ref_err = fmax(ref_err, sg_test_rel_err(s_dx, cpu_dx, (int64_t)N * K));
+    CHECK(ref_err <= 1e-5, "%s: the stated sums differ from the CPU reference's by %.3g", ctx,
+          ref_err);
+    float *odx = old_for(accum_dx, (int64_t)N * K, dt);
+    float *ref_dx = ref_acc(s_dx, odx, (int64_t)N * K, dt);
+    tbuf *tdx = tb_out("dx", (int64_t)N * K, dt, odx);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_linear_group_fwd, g_st, &g, tx->d, N, K, dt);
+        CALL(cuda_linear_group_bwd_data, g_st, &g, tdx->d, N, K, dt, accum_dx);
+        CALL(cuda_linear_group_bwd_weight, g_st, &g, tx->d, N, K, dt);
+        sync_stream();
+        for (int j = 0; j < n; j++) {
+            tb_check(ty[j], ref_y[j], TOL_EXACT, rep, ctx);
+            tb_check(tdw[j], ref_dw[j], TOL_EXACT, rep, ctx);
+            if (tdb[j]) tb_check(tdb[j], ref_db[j], TOL_EXACT, rep, ctx);
+        }
+        tb_check(tdx, ref_dx, TOL_EXACT, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
+static void test_linear_groups(void) {
+    static const int m3[3] = {70, 8, 33}, m2[2] = {32, 31}, m1[1] = {1}, mt[4] = {64, 128, 128, 64};
+    int mmax[SG_LINEAR_GROUP_MAX];
+    for (int j = 0; j < SG_LINEAR_GROUP_MAX; j++) mmax[j] = 1 + (j * 7) % 40;
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        test_linear_group(5, 37, 3, m3, dt, 0x5, 0, 0x0);
+        test_linear_group(33, 64, 2, m2, dt, 0x3, 1, 0x2);
+        test_linear_group(1, 1, 1, m1, dt, 0x1, 1, 0x1);
+        test_linear_group(70, 40, 4, mt, dt, 0xF, 0, 0xF); /* the shape of the projections */
+        test_linear_group(3, 9, SG_LINEAR_GROUP_MAX, mmax, dt, 0xAAAAAAAAu, 1, 0x0F0F0F0Fu);
+    }
+    /* refusals: no layers, too many, a layer without outputs */
+    sg_linear_group bad = {.n = 0};
+    int rc = cuda_linear_group_fwd(g_st, &bad, NULL, 1, 1, DT_F32);
+    CHECK(rc == SG_ERR, "linear group of 0 layers: accepted");
+    bad.n = SG_LINEAR_GROUP_MAX + 1;
+    rc = cuda_linear_group_bwd_data(g_st, &bad, NULL, 1, 1, DT_F32, 0);
+    CHECK(rc == SG_ERR, "linear group of %d layers: accepted", bad.n);
+    bad.n = 1;
+    rc = cuda_linear_group_bwd_weight(g_st, &bad, NULL, 1, 1, DT_F32);
+    CHECK(rc == SG_ERR && strstr(sg_last_error(), "outputs"), "a layer of 0 outputs: %s",
+          rc ? sg_last_error() : "accepted");
+}
+
 /* ======================= group norm ======================= */
 
 static void test_gn(int N, int HW, int c0, int c1, int G, int dt, int accum_dx, int accum_param) {
@@ -3951,6 +4075,7 @@ int main(void) {
                   cc ? cc : "unset", wgmma_cases, wgmma_refused, tc);
     }
     test_linears();
+    test_linear_groups();
     test_gns();
     test_norm_acts();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {

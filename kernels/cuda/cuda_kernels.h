@@ -427,6 +427,40 @@ int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
                            const void *x, int N, int K, int M, int dt, int accum, void *ws,
                            int64_t ws_bytes);
 
+/* ---- linear groups (linear.cu): layers j = 0..n-1 on one input x[N,K] (dt), layer j's
+ * w_j[M_j,K] (dt), b_j[M_j] (fp32); own kernels on CUDA cores, no scratch, no library: what the
+ * CUDA backend runs for a run of consecutive linear nodes on one input, the ResBlocks'
+ * time-embedding projections (graph/backend_cuda.c, prepare_linear_groups), one launch a pass
+ * where cuBLASLt took two or three a layer. Every sum is a chain of fp32 fused multiply-adds
+ * from +0 in the order written (the reference is exactly that chain in C):
+ *   forward      y_j[n,m]  = round(s + b_j[m]), s = sum over k of x[n,k] w_j[m,k]
+ *   backward     dx[n,k]   = round(old + s) or round(s), s = sum over j, then m, of
+ *     data                   dy_j[n,m] w_j[m,k] (the layers in the group's order)
+ *   backward     dw_j[m,k] = old + s or s, s = sum over n of dy_j[n,m] x[n,k];
+ *     weight     db_j[m]   = old + t or t, t = sum over n of dy_j[n,m] (plain adds) */
+#define SG_LINEAR_GROUP_MAX 32
+typedef struct {
+    int n;                               /* layers, 1 to SG_LINEAR_GROUP_MAX */
+    int M[SG_LINEAR_GROUP_MAX];          /* each layer's outputs */
+    const void *w[SG_LINEAR_GROUP_MAX];  /* forward, backward data: [M_j,K] (dt) */
+    const float *b[SG_LINEAR_GROUP_MAX]; /* forward: [M_j], or NULL */
+    void *y[SG_LINEAR_GROUP_MAX];        /* forward: y_j[N,M_j] (dt) */
+    const void *dy[SG_LINEAR_GROUP_MAX]; /* backward: dy_j[N,M_j] (dt) */
+    float *dw[SG_LINEAR_GROUP_MAX];      /* backward weight: [M_j,K] (fp32) */
+    float *db[SG_LINEAR_GROUP_MAX];      /* backward weight: [M_j] (fp32), or NULL */
+    unsigned accum;                      /* backward weight: bit j, layer j's dw and db add */
+} sg_linear_group;
+/* y_j (the group's w, b, y) for every layer. */
+int cuda_linear_group_fwd(cudaStream_t st, const sg_linear_group *g, const void *x, int N, int K,
+                          int dt);
+/* dx[N,K] (dt; accum: added to what it holds, in fp32, rounded once) from every layer's dy
+ * and w. */
+int cuda_linear_group_bwd_data(cudaStream_t st, const sg_linear_group *g, void *dx, int N, int K,
+                               int dt, int accum);
+/* dw_j and db_j (the group's dy, dw, db, accum) for every layer. */
+int cuda_linear_group_bwd_weight(cudaStream_t st, const sg_linear_group *g, const void *x, int N,
+                                 int K, int dt);
+
 /* ---- group norm (norm.cu): x[N,HW,C] (a concatenation, C = x.c[0] + x.c[1]), G | C. */
 /* y[N,HW,C] (dt, one buffer), mean[N,G], rstd[N,G] (fp32). */
 int cuda_group_norm_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat x,

@@ -69,6 +69,174 @@ __global__ void bias_round8_kernel(uint16_t *y, const float *tile, const float *
     }
 }
 
+/* ---- linear groups (cuda_kernels.h, sg_linear_group): one tiled CUDA-core GEMM a pass over
+ * every layer. A block computes an LG_T x LG_T output tile; its reduction runs in chunks of
+ * LG_T, each chunk's two operand tiles staged in shared memory (zero outside the operands);
+ * thread (ty, tx) holds rows ty, ty + 16 and columns tx, tx + 16 of the tile and adds the
+ * chunk's products to them one reduction index after another (fmaf: the chain the header
+ * states, whatever the tiling). */
+#define LG_T 32
+typedef float lg_tile[LG_T][LG_T + 1];     /* [row][reduction index], padded: no bank conflicts */
+#define LG_SMEM (2 * (int)sizeof(lg_tile)) /* each kernel's two operand tiles */
+
+#ifdef SG_CUDA_HOST
+/* the emulator checks every layer's pointers like pointer arguments */
+template <> struct cuda_sim_arg_ptrs<sg_linear_group> {
+    static int get(const sg_linear_group &g, const void **out) {
+        int k = 0;
+        for (int j = 0; j < g.n && j < SG_LINEAR_GROUP_MAX; j++) {
+            const void *p[6] = {g.w[j], g.b[j], g.y[j], g.dy[j], g.dw[j], g.db[j]};
+            for (int i = 0; i < 6; i++) out[k++] = p[i];
+        }
+        return k;
+    }
+};
+#endif
+
+/* s[r][t] = p[r * rs + t * ts] for r < rows, t < len, else 0; rfast: consecutive threads take
+ * consecutive r (the operand's contiguous direction), else consecutive t */
+template <typename T>
+__device__ __forceinline__ void lg_load(lg_tile &s, const T *p, int64_t rs, int64_t ts, int rows,
+                                        int len, bool rfast) {
+    for (int e = threadIdx.x; e < LG_T * LG_T; e += blockDim.x) {
+        const int r = rfast ? e % LG_T : e / LG_T, t = rfast ? e / LG_T : e % LG_T;
+        s[r][t] = r < rows && t < len ? dev_ld1(p + r * rs + t * ts) : 0.0f;
+    }
+}
+
+/* acc[i][j] (row ty + 16 i, column tx + 16 j) += a[row][t] b[column][t], t = 0 .. len - 1 */
+__device__ __forceinline__ void lg_chunk(float (&acc)[2][2], const lg_tile &a, const lg_tile &b,
+                                         int len) {
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    for (int t = 0; t < len; t++) {
+        const float a0 = a[ty][t], a1 = a[ty + 16][t], b0 = b[tx][t], b1 = b[tx + 16][t];
+        acc[0][0] = fmaf(a0, b0, acc[0][0]);
+        acc[0][1] = fmaf(a0, b1, acc[0][1]);
+        acc[1][0] = fmaf(a1, b0, acc[1][0]);
+        acc[1][1] = fmaf(a1, b1, acc[1][1]);
+    }
+}
+
+static inline __host__ __device__ int lg_tiles(int n) {
+    return (n + LG_T - 1) / LG_T;
+}
+
+/* the layer j whose tiles hold block `blk` (each layer rows_tiles x lg_tiles(M_j) of them, in
+ * layer order); *first: its first block */
+__device__ __forceinline__ int lg_layer(const sg_linear_group &g, int blk, int per_m, int *first) {
+    int j = 0, b0 = 0;
+    while (j < g.n - 1 && blk >= b0 + per_m * lg_tiles(g.M[j])) b0 += per_m * lg_tiles(g.M[j++]);
+    *first = b0;
+    return j;
+}
+
+/* forward: blocks over every layer's (row tile, column tile), layer after layer */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    linear_group_fwd_kernel(sg_linear_group g, const T *x, int N, int K) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
+    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
+            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    const int nt = lg_tiles(N);
+    int b0;
+    const int j = lg_layer(g, blockIdx.x, nt, &b0);
+    const int M = g.M[j], n0 = (blockIdx.x - b0) % nt * LG_T, m0 = (blockIdx.x - b0) / nt * LG_T;
+    const T *w = (const T *)g.w[j];
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    for (int k0 = 0; k0 < K; k0 += LG_T) {
+        const int len = min(LG_T, K - k0);
+        lg_load(sa, x + (int64_t)n0 * K + k0, K, 1, N - n0, len, false);
+        lg_load(sb, w + (int64_t)m0 * K + k0, K, 1, M - m0, len, false);
+        __syncthreads();
+        lg_chunk(acc, sa, sb, len);
+        __syncthreads();
+    }
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2; c++) {
+            const int n = n0 + ty + 16 * a, m = m0 + tx + 16 * c;
+            if (n >= N || m >= M) continue;
+            float v = acc[a][c];
+            if (g.b[j]) v = __fadd_rn(v, g.b[j][m]);
+            dev_st1((T *)g.y[j] + (int64_t)n * M + m, v);
+        }
+}
+
+/* backward data: blocks over dx's (row tile, column tile); each runs the reduction over every
+ * layer's M_j in the group's order */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    linear_group_bwd_data_kernel(sg_linear_group g, T *dx, int N, int K, int accum) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
+    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
+            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    const int n0 = blockIdx.x * LG_T, k0 = blockIdx.y * LG_T;
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    for (int j = 0; j < g.n; j++) {
+        const int M = g.M[j];
+        const T *dy = (const T *)g.dy[j], *w = (const T *)g.w[j];
+        for (int m0 = 0; m0 < M; m0 += LG_T) {
+            const int len = min(LG_T, M - m0);
+            lg_load(sa, dy + (int64_t)n0 * M + m0, M, 1, N - n0, len, false);
+            lg_load(sb, w + (int64_t)m0 * K + k0, 1, K, K - k0, len, true);
+            __syncthreads();
+            lg_chunk(acc, sa, sb, len);
+            __syncthreads();
+        }
+    }
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2; c++) {
+            const int n = n0 + ty + 16 * a, k = k0 + tx + 16 * c;
+            if (n >= N || k >= K) continue;
+            T *o = dx + (int64_t)n * K + k;
+            dev_st1(o, accum ? __fadd_rn(dev_ld1(o), acc[a][c]) : acc[a][c]);
+        }
+}
+
+/* backward weight: blocks over every layer's (row tile of M_j, column tile of K), layer after
+ * layer; the reduction over the N rows; a layer's first column tile's blocks also sum db */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    linear_group_bwd_weight_kernel(sg_linear_group g, const T *x, int N, int K) {
+    SG_PDL_ENTER();
+    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
+    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
+            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    const int kt = lg_tiles(K);
+    int b0;
+    const int j = lg_layer(g, blockIdx.x, kt, &b0);
+    const int M = g.M[j], k0 = (blockIdx.x - b0) % kt * LG_T, m0 = (blockIdx.x - b0) / kt * LG_T;
+    const T *dy = (const T *)g.dy[j];
+    const bool bias = k0 == 0 && g.db[j] != NULL;
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, sdb = 0.0f;
+    for (int n0 = 0; n0 < N; n0 += LG_T) {
+        const int len = min(LG_T, N - n0);
+        lg_load(sa, dy + (int64_t)n0 * M + m0, 1, M, M - m0, len, true);
+        lg_load(sb, x + (int64_t)n0 * K + k0, 1, K, K - k0, len, true);
+        __syncthreads();
+        lg_chunk(acc, sa, sb, len);
+        if (bias && threadIdx.x < LG_T)
+            for (int t = 0; t < len; t++) sdb = __fadd_rn(sdb, sa[threadIdx.x][t]);
+        __syncthreads();
+    }
+    const int acc_j = (g.accum >> j) & 1u;
+    const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2; c++) {
+            const int m = m0 + ty + 16 * a, k = k0 + tx + 16 * c;
+            if (m >= M || k >= K) continue;
+            float *o = g.dw[j] + (int64_t)m * K + k;
+            *o = acc_j ? __fadd_rn(*o, acc[a][c]) : acc[a][c];
+        }
+    if (bias && threadIdx.x < LG_T && m0 + (int)threadIdx.x < M) {
+        float *o = g.db[j] + m0 + threadIdx.x;
+        *o = acc_j ? __fadd_rn(*o, sdb) : sdb;
+    }
+}
+
 /* =============================== launchers =============================== */
 
 /* Element offset into a buffer of dtype dt. */
@@ -205,4 +373,74 @@ int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
                            int64_t ws_bytes) {
     return cu_gemm_bwd_weight(st, blas, dw, db, dy, sg_cat1(x, K), N, K, M, dt, accum, ws,
                               ws_bytes);
+}
+
+/* ---- linear groups ---- */
+
+static int lg_check(const sg_linear_group *g, int N, int K, int dt, int fwd, int data,
+                    const char *fn) {
+    SG_DT_CHECK(dt, fn);
+    SG_ARG_CHECK(g != NULL && g->n >= 1 && g->n <= SG_LINEAR_GROUP_MAX,
+                 "%s: a group of 1 to %d layers", fn, SG_LINEAR_GROUP_MAX);
+    SG_ARG_CHECK(N > 0 && K > 0, "%s: bad shape N %d K %d", fn, N, K);
+    int64_t tiles = 0;
+    for (int j = 0; j < g->n; j++) {
+        SG_ARG_CHECK(g->M[j] > 0, "%s: layer %d has %d outputs", fn, j, g->M[j]);
+        SG_ARG_CHECK(fwd    ? g->w[j] && g->y[j]
+                     : data ? g->w[j] && g->dy[j]
+                            : g->dy[j] && g->dw[j],
+                     "%s: layer %d lacks an operand", fn, j);
+        tiles += (int64_t)lg_tiles(g->M[j]) * lg_tiles(fwd ? N : K);
+    }
+    SG_ARG_CHECK(tiles <= INT_MAX, "%s: %lld tiles", fn, (long long)tiles);
+    return SG_OK;
+}
+
+static int lg_blocks(const sg_linear_group *g, int per_m) {
+    int b = 0;
+    for (int j = 0; j < g->n; j++) b += per_m * lg_tiles(g->M[j]);
+    return b;
+}
+
+int cuda_linear_group_fwd(cudaStream_t st, const sg_linear_group *g, const void *x, int N, int K,
+                          int dt) {
+    if (lg_check(g, N, K, dt, 1, 0, "linear_group_fwd")) return SG_ERR;
+    const int blocks = lg_blocks(g, lg_tiles(N));
+    if (dt == DT_BF16)
+        SG_LAUNCH(linear_group_fwd_kernel<uint16_t>, blocks, 256, LG_SMEM, st, *g,
+                  (const uint16_t *)x, N, K);
+    else
+        SG_LAUNCH(linear_group_fwd_kernel<float>, blocks, 256, LG_SMEM, st, *g, (const float *)x, N,
+                  K);
+    SG_LAUNCH_CHECK("linear_group_fwd_kernel");
+    return SG_OK;
+}
+
+int cuda_linear_group_bwd_data(cudaStream_t st, const sg_linear_group *g, void *dx, int N, int K,
+                               int dt, int accum) {
+    if (lg_check(g, N, K, dt, 0, 1, "linear_group_bwd_data")) return SG_ERR;
+    SG_ARG_CHECK(dx != NULL, "linear_group_bwd_data: no dx");
+    const dim3 grid((unsigned)lg_tiles(N), (unsigned)lg_tiles(K));
+    if (dt == DT_BF16)
+        SG_LAUNCH(linear_group_bwd_data_kernel<uint16_t>, grid, 256, LG_SMEM, st, *g,
+                  (uint16_t *)dx, N, K, accum);
+    else
+        SG_LAUNCH(linear_group_bwd_data_kernel<float>, grid, 256, LG_SMEM, st, *g, (float *)dx, N,
+                  K, accum);
+    SG_LAUNCH_CHECK("linear_group_bwd_data_kernel");
+    return SG_OK;
+}
+
+int cuda_linear_group_bwd_weight(cudaStream_t st, const sg_linear_group *g, const void *x, int N,
+                                 int K, int dt) {
+    if (lg_check(g, N, K, dt, 0, 0, "linear_group_bwd_weight")) return SG_ERR;
+    const int blocks = lg_blocks(g, lg_tiles(K));
+    if (dt == DT_BF16)
+        SG_LAUNCH(linear_group_bwd_weight_kernel<uint16_t>, blocks, 256, LG_SMEM, st, *g,
+                  (const uint16_t *)x, N, K);
+    else
+        SG_LAUNCH(linear_group_bwd_weight_kernel<float>, blocks, 256, LG_SMEM, st, *g,
+                  (const float *)x, N, K);
+    SG_LAUNCH_CHECK("linear_group_bwd_weight_kernel");
+    return SG_OK;
 }

@@ -502,7 +502,8 @@ static inline int __all_sync(unsigned mask, int predicate) {
 
 /* The pointers inside a by-value kernel argument of type T, so the runtime can check them (a
  * plain pointer argument needs no trait). Specialise for argument structs that carry device
- * pointers: get() writes at most 8 and returns how many. */
+ * pointers: get() writes at most SG_SIM_ARG_PTRS_MAX and returns how many. */
+#define SG_SIM_ARG_PTRS_MAX 256
 template <class T> struct cuda_sim_arg_ptrs {
     static int get(const T &, const void **) {
         return 0;
@@ -537,7 +538,7 @@ struct launch_info {
         if constexpr (std::is_pointer<T>::value) {
             ptrs.emplace_back(nargs, (const void *)v);
         } else {
-            const void *p[8];
+            const void *p[SG_SIM_ARG_PTRS_MAX];
             int n = cuda_sim_arg_ptrs<T>::get(v, p);
             for (int i = 0; i < n; i++) ptrs.emplace_back(nargs, p[i]);
         }
