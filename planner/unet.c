@@ -170,18 +170,21 @@ static int resblock(builder *b, int x, int Co, const char *m) {
     char nm[SG_NAME_MAX];
 #define SUB(s) (sg_name(nm, "%s.%s", m, s), nm)
     sg_dtype dt = b->c->act_dt;
-    int h = norm_act(b, x, -1, SG_ACT_SILU, SUB("norm1"));
-    const int after_norm1 = b->g->nn;
-    h = conv(b, h, Co, 3, 1, 1, SUB("conv1"), dt);
+    const int hn = norm_act(b, x, -1, SG_ACT_SILU, SUB("norm1"));
+    int h = conv(b, hn, Co, 3, 1, 1, SUB("conv1"), dt);
     int v = linear(b, b->st, Co, SUB("time_emb_proj"));
-    /* fused plans: the projection runs before conv1 (its parameters are still created after
-     * conv1's: the parameter region, initial values and checkpoints stay as they were), so that
-     * conv1 runs right before norm2 and its tensor-core epilogue can compute norm2's statistics'
-     * partials (graph/backend_cuda.c, prepare_norm_stats). The two are independent: no bits
-     * change. Unfused plans keep the order (their convs have no such epilogue, and there the
-     * placement search reaches the lower bound on every built-in model only in this order). */
-    if (!b->err && sg_model_fuse(b->c)) sg_node_move_last(b->g, after_norm1);
-    h = norm_act(b, h, v, SG_ACT_SILU, SUB("norm2")); /* + v, and the dropout */
+    /* The projection runs with the other blocks' right after the time MLP (b->proj_at), in the
+     * blocks' order; its parameters are still created after conv1's (the parameter region,
+     * initial values and checkpoints stay as they were). All of them read silu(temb) alone, so
+     * they are one run of consecutive linear nodes on one input, and their backward nodes one
+     * run at the end of the backward pass, which the CUDA backend runs as one launch each way
+     * (graph/backend_cuda.c, prepare_linear_groups); no projection's bits depend on where it
+     * runs, and silu(temb)'s gradient still sums them in the reverse block order. conv1 then runs
+     * right before norm2, so that its tensor-core epilogue can compute norm2's statistics'
+     * partials (prepare_norm_stats). */
+    if (!b->err) sg_node_move_last(b->g, b->proj_at++);
+    const int after_norm1 = b->err ? 0 : b->g->t[hn].producer + 1; /* conv1's place */
+    h = norm_act(b, h, v, SG_ACT_SILU, SUB("norm2"));              /* + v, and the dropout */
     if (!fuse_residual(b, h, Co, 3)) {
         h = conv(b, h, Co, 3, 1, 1, SUB("conv2"), dt);
         int skip = x;
@@ -263,6 +266,7 @@ int sg_unet(builder *b, int x, int t) {
     e = unary(b, OP_SILU, e, "time_embedding", "silu");
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
     b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
+    b->proj_at = b->g->nn; /* the blocks' time-embedding projections go here (resblock) */
 
     /* skip connections: conv_in, nrb per level, one downsample per level but the last */
     int hs[1 + SG_MAX_LEVELS * (SG_MAX_RES_BLOCKS + 1)], nhs = 0;

@@ -13,7 +13,8 @@ typedef struct {
     const sg_model_cfg *c;
     int train; /* creates grad/m/v/ema companions of each parameter */
     int seed_t, step_t;
-    int st; /* silu(temb), shared by every res block */
+    int st;      /* silu(temb), shared by every res block */
+    int proj_at; /* where the next block's projection of st goes in the schedule */
     int err;
     int64_t n_params;
 } builder;
