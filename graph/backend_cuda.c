@@ -167,6 +167,11 @@ typedef struct {
     int *stats_to, *norm_done;
     int64_t *norm_off;
     int stats_fused; /* pairs */
+    /* Linear groups (prepare_linear_groups): per node, the first node of the group it runs in,
+     * -1 for none; lin_groups groups of lin_group_nodes nodes in all. SG_LINEAR_GROUPS=0: none
+     * (each node on cuBLASLt: other bits, for comparisons). */
+    int *lin_first;
+    int lin_groups, lin_group_nodes;
 #ifdef SG_HAVE_CUDNN
     sg_cudnn *dnn; /* the cuDNN engine's pinned table (NULL when not asked for) */
 #endif
@@ -282,6 +287,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
 
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g);
 static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table);
+static int prepare_linear_groups(cuda_ctx *c, const sg_graph *g);
 
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -331,6 +337,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
         p->cfg.engines->knobs.norm_onepass >= 0)
         c->norm_onepass = p->cfg.engines->knobs.norm_onepass;
     if (prepare_norm_stats(c, g, p->cfg.engines)) return SG_ERR;
+    if (prepare_linear_groups(c, g)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
     CU(cudaDeviceSynchronize());
@@ -1017,19 +1024,161 @@ static int weights_in(const cuda_call *k, int act_dt) {
     return SG_OK;
 }
 
+/* ---- Linear groups. A run of consecutive linear nodes on one input (the ResBlocks'
+ * time-embedding projections, planner/unet.c: right after the time MLP), and the run of their
+ * backward nodes (data passes adding into that input's one gradient, weight passes on that
+ * input), each run as one group: one launch of kernels/cuda/linear.cu's group kernels a pass,
+ * where each node took cuBLASLt's GEMM and a bias or column-sum pass. The bits are the group
+ * kernels' (cuda_kernels.h states every sum), a function of the plan: an eager step, a replay
+ * and a resume all have them. A group runs at its last node, the others launch nothing; so
+ * prepare_linear_groups takes a run only where what its nodes write lies apart from everything
+ * else they read and write (lin_run_apart). */
+
+/* tensor t may be a group's operand: stored, one buffer */
+static int lin_operand(const sg_graph *g, int t) {
+    return t >= 0 && !sg_tensor_virtual(&g->t[t]) && !g->t[t].nparts && g->t[t].offset >= 0;
+}
+
+/* Every tensor nodes first..last write lies apart from every other tensor they read or write
+ * (the data passes' one dx, which they all write, aside): nothing a node of the run reads is
+ * overwritten inside the run, and no two outputs share bytes. */
+static int lin_run_apart(const sg_graph *g, int first, int last) {
+    for (int i = first; i <= last; i++) {
+        const sg_node *a = &g->n[i];
+        for (int o = 0; o < a->nout; o++) {
+            const sg_tensor *x = &g->t[a->out[o]];
+            for (int j = first; j <= last; j++) {
+                const sg_node *b = &g->n[j];
+                for (int q = 0; q < b->nin + b->nout; q++) {
+                    const int t = q < b->nin ? b->in[q] : b->out[q - b->nin];
+                    const sg_tensor *y = &g->t[t];
+                    if (t != a->out[o] && x->offset < y->offset + y->bytes &&
+                        y->offset < x->offset + x->bytes)
+                        return 0;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+/* The last node of the run of linear-family nodes that begins at node f (f itself: none):
+ * forward, linear nodes on f's input; backward, data passes into one dx (every one but the
+ * first adding) and weight passes on one x, all of one N, K, dtype and at most
+ * SG_LINEAR_GROUP_MAX layers a pass; every operand stored, the weights in the activations'
+ * dtype (as weights_in requires). */
+static int lin_run_end(const sg_graph *g, int f) {
+    const int fwd = g->n[f].op == OP_LINEAR;
+    if (!fwd && g->n[f].op != OP_LINEAR_BWD_DATA && g->n[f].op != OP_LINEAR_BWD_WEIGHT) return f;
+    const sg_linear_dims d0 = sg_linear_dims_of(g, &g->n[f]);
+    const int dt = (int)g->t[g->n[f].in[0]].dtype;
+    int dx = -1, x = -1, nd = 0, nw = 0, i;
+    for (i = f; i < g->nn; i++) {
+        const sg_node *n = &g->n[i];
+        if (fwd ? n->op != OP_LINEAR : n->op != OP_LINEAR_BWD_DATA && n->op != OP_LINEAR_BWD_WEIGHT)
+            break;
+        const sg_linear_dims d = sg_linear_dims_of(g, n);
+        int ok = d.N == d0.N && d.K == d0.K && (int)g->t[n->in[0]].dtype == dt;
+        for (int q = 0; q < n->nin + n->nout && ok; q++)
+            ok = lin_operand(g, q < n->nin ? n->in[q] : n->out[q - n->nin]);
+        if (ok && n->op != OP_LINEAR_BWD_WEIGHT) ok = (int)g->t[n->in[1]].dtype == dt;
+        if (ok && fwd) ok = n->in[0] == g->n[f].in[0] && nd++ < SG_LINEAR_GROUP_MAX;
+        if (ok && n->op == OP_LINEAR_BWD_DATA) {
+            ok = (dx < 0 || (n->out[0] == dx && (sg_accum_bits(n, 0) & 1u))) &&
+                 nd++ < SG_LINEAR_GROUP_MAX;
+            dx = n->out[0];
+        }
+        if (ok && n->op == OP_LINEAR_BWD_WEIGHT) {
+            ok = (x < 0 || n->in[1] == x) && nw++ < SG_LINEAR_GROUP_MAX;
+            x = n->in[1];
+        }
+        if (!ok) break;
+    }
+    return i - 1 < f ? f : i - 1;
+}
+
+static int prepare_linear_groups(cuda_ctx *c, const sg_graph *g) {
+    c->lin_first = malloc(sizeof(int) * (size_t)(g->nn > 0 ? g->nn : 1));
+    if (!c->lin_first) return sg_set_error("out of memory");
+    for (int i = 0; i < g->nn; i++) c->lin_first[i] = -1;
+    const char *env = getenv("SG_LINEAR_GROUPS");
+    if (env && *env && strcmp(env, "1") != 0) {
+        if (strcmp(env, "0") != 0)
+            return sg_set_error("SG_LINEAR_GROUPS=%s: expected 1 (the default: runs of linear "
+                                "nodes as groups) or 0 (each node on cuBLASLt)",
+                                env);
+        return SG_OK;
+    }
+    for (int f = 0; f < g->nn;) {
+        const int last = lin_run_end(g, f);
+        if (last > f && lin_run_apart(g, f, last)) {
+            for (int i = f; i <= last; i++) c->lin_first[i] = f;
+            c->lin_groups++;
+            c->lin_group_nodes += last - f + 1;
+        }
+        f = last + 1;
+    }
+    return SG_OK;
+}
+
+/* Node k's part of its group: nothing before the group's last node; there, the group's
+ * launches (forward: one; backward: the data pass's, then the weight pass's). */
+static int lin_group_run(const cuda_call *k) {
+    const cuda_ctx *c = k->c;
+    const sg_graph *g = k->g;
+    const int i = (int)(k->nd - g->n), f = c->lin_first[i];
+    if (i + 1 < g->nn && c->lin_first[i + 1] == f) return SG_OK;
+    sg_linear_group gf = {0}, gd = {0}, gw = {0};
+    const void *x = NULL;
+    void *dx = NULL;
+    int accum_dx = 0;
+    for (int n = f; n <= i; n++) {
+        const sg_node *nd = &g->n[n];
+        const int M = sg_linear_dims_of(g, nd).M;
+        if (nd->op == OP_LINEAR) {
+            const int j = gf.n++;
+            gf.M[j] = M, x = P(c, g, nd->in[0]);
+            gf.w[j] = P(c, g, nd->in[1]), gf.b[j] = (const float *)P(c, g, nd->in[2]);
+            gf.y[j] = P(c, g, nd->out[0]);
+        } else if (nd->op == OP_LINEAR_BWD_DATA) {
+            const int j = gd.n++;
+            gd.M[j] = M, gd.dy[j] = P(c, g, nd->in[0]), gd.w[j] = P(c, g, nd->in[1]);
+            if (!dx) dx = P(c, g, nd->out[0]), accum_dx = (int)(sg_accum_bits(nd, 0) & 1u);
+        } else {
+            const int j = gw.n++;
+            gw.M[j] = M, gw.dy[j] = P(c, g, nd->in[0]), x = P(c, g, nd->in[1]);
+            gw.dw[j] = (float *)P(c, g, nd->out[0]), gw.db[j] = (float *)P(c, g, nd->out[1]);
+            gw.accum |= (sg_accum_bits(nd, 0) & 1u) << j;
+        }
+    }
+    const sg_linear_dims d = sg_linear_dims_of(g, &g->n[f]);
+    const int dt = (int)g->t[g->n[f].in[0]].dtype;
+    if (gf.n) return cuda_linear_group_fwd(k->st, &gf, x, d.N, d.K, dt);
+    if (gd.n && cuda_linear_group_bwd_data(k->st, &gd, dx, d.N, d.K, dt, accum_dx)) return SG_ERR;
+    return gw.n ? cuda_linear_group_bwd_weight(k->st, &gw, x, d.N, d.K, dt) : SG_OK;
+}
+
+/* node k runs in a linear group */
+static int in_lin_group(const cuda_call *k) {
+    return k->c->lin_first && k->c->lin_first[k->nd - k->g->n] >= 0;
+}
+
 CUDA_RUN(linear) {
+    if (in_lin_group(k)) return lin_group_run(k);
     sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
     return cuda_linear_fwd(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), kin(k, 2), d.N, d.K,
                            d.M, k->dt, k->ws, k->wsb);
 }
 CUDA_RUN(linear_bwd_data) {
+    if (in_lin_group(k)) return lin_group_run(k);
     sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
     if (weights_in(k, k->dt)) return SG_ERR;
     return cuda_linear_bwd_data(k->st, k->blas, kout(k, 0), kin(k, 0), kin(k, 1), d.N, d.K, d.M,
                                 k->dt, kacc(k, 0), k->ws, k->wsb);
 }
 CUDA_RUN(linear_bwd_weight) {
+    if (in_lin_group(k)) return lin_group_run(k);
     sg_linear_dims d = sg_linear_dims_of(k->g, k->nd);
     return cuda_linear_bwd_weight(k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), kin(k, 1), d.N,
                                   d.K, d.M, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
@@ -2195,7 +2344,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
         "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
         "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
-        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d}",
+        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
+        "\"linear_groups\":%d,\"linear_group_nodes\":%d}",
         prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
         sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, sg_blas_count(c->blas),
         sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
@@ -2218,7 +2368,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         : c->thin_tiles ? "0"
                         : "1",
         c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
-        c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes);
+        c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups,
+        c->lin_group_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2235,6 +2386,7 @@ static void cuda_destroy(sg_backend *be) {
 #endif
         free(c->node_eng), free(c->node_sched);
         free(c->stats_to), free(c->norm_done), free(c->norm_off);
+        free(c->lin_first);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
         if (c->ev[1]) cudaEventDestroy(c->ev[1]);
         if (c->st) cudaStreamDestroy(c->st);

@@ -35,6 +35,8 @@
  *   SG_CONV_THIN=3x is refused by name;
  * - programmatic dependent launch (SG_PDL=1, bf16): the replayed step's bits are the ones
  *   without it;
+ * - the linear groups (the time-embedding projections as one launch each way): formed where
+ *   unet_tiny's plan has them, none under SG_LINEAR_GROUPS=0, another value refused;
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -439,6 +441,52 @@ static void check_env_knobs(sg_backend *be) {
     printf("describe(): %s\n", strstr(env, "\"tc_halo\""));
 }
 
+/* The linear groups (graph/backend_cuda.c, prepare_linear_groups): in unet_tiny's training
+ * plan, the ResBlocks' time-embedding projections run as one group (planner/unet.c puts them
+ * together), their backward nodes as another, and the time MLP's second linear's two
+ * backward passes as a third; the step checks above ran on them (their CPU agreement is the
+ * groups'). SG_LINEAR_GROUPS=0 forms none; another value is refused by name. */
+static long describe_long(sg_backend *be, const char *key) {
+    char env[2048], want[64];
+    be->describe(be, env, sizeof env);
+    snprintf(want, sizeof want, "\"%s\":", key);
+    const char *at = strstr(env, want);
+    CHECK(at != NULL, "describe() lacks %s: %s", want, env);
+    return at ? strtol(at + strlen(want), NULL, 10) : -1;
+}
+
+static void check_linear_groups(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.batch = env_int("SG_TEST_BATCH", 1, 4096, c.batch);
+    c.act_dt = DT_BF16;
+    for (int off = 0; off < 3; off++) {
+        if (off) setenv("SG_LINEAR_GROUPS", off == 1 ? "0" : "2", 1);
+        sg_exec e;
+        const int rc = sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN));
+        if (off == 2) {
+            CHECK(rc == SG_ERR && strstr(sg_last_error(), "SG_LINEAR_GROUPS=2"),
+                  "SG_LINEAR_GROUPS=2 must be refused by name: %s",
+                  rc == SG_ERR ? sg_last_error() : "accepted");
+        } else if (rc == SG_OK) {
+            int blocks = 0;
+            for (int i = 0; i < e.plan.g.nn; i++)
+                blocks += e.plan.g.n[i].op == OP_NORM_ACT_TEMB && !e.plan.g.n[i].micro;
+            const long groups = describe_long(e.be, "linear_groups"),
+                       nodes = describe_long(e.be, "linear_group_nodes");
+            CHECK(off ? groups == 0 && nodes == 0 : groups == 3 && nodes == 3 * blocks + 2,
+                  "%s: %ld linear groups of %ld nodes (%d ResBlocks)",
+                  off ? "SG_LINEAR_GROUPS=0" : "the default", groups, nodes, blocks);
+            printf("linear groups%s: %ld of %ld nodes (%d ResBlocks)\n",
+                   off ? " (SG_LINEAR_GROUPS=0)" : "", groups, nodes, blocks);
+        } else {
+            CHECK(0, "unet_tiny bf16: %s", sg_last_error());
+        }
+        sg_exec_free(&e);
+    }
+    unsetenv("SG_LINEAR_GROUPS");
+}
+
 static void check_wgmma(void) {
     setenv("SG_CONV_TC", "wgmma", 1);
     sg_model_cfg c;
@@ -547,6 +595,7 @@ int main(void) {
             check_precision(DT_F32, engine, 2, SG_FUSE_AUTO);
     }
     check_wgmma();
+    check_linear_groups();
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");

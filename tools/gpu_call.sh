@@ -151,6 +151,7 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant norm_onepass SG_NORM_ONEPASS=1 --
     variant norm_onepass_fwd SG_NORM_ONEPASS=fwd --
     variant thin_own SG_CONV_THIN=own --
+    variant linear_cublas SG_LINEAR_GROUPS=0 --
     variant attn_fused SG_ATTN=fused --
     variant auto_fused -- --fuse 1
     variant own_fused -- --conv-engine own --fuse 1
