@@ -1040,6 +1040,18 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             if (bias) tb_check(gb, refb, TOL_F32, rep, ctx);
             guards_all(ctx);
         }
+        if (bias) {
+            /* db in the weight gradient's finish (cu_wgrad_finish, one launch with the chunks'
+             * sum) has cuda_conv2d_bwd_bias's bits, the cuDNN engine's db */
+            tbuf *gb2 = tb_out("db by cuda_conv2d_bwd_bias", Co, DT_F32, ob);
+            const int64_t wb = sg_ws_colsum(1, P, Co);
+            tbuf *ws2 = tb_ws(wb);
+            CALL(cuda_conv2d_bwd_bias, g_st, (float *)gb2->d, ddy->d, P, Co, dt, accum, ws2->d, wb);
+            uint8_t *img = (uint8_t *)halloc(gb2->bytes);
+            tb_download(gb2, img);
+            CHECK(memcmp(img, gb->bits, gb->bytes) == 0,
+                  "%s: the weight gradient's db differs from cuda_conv2d_bwd_bias's", ctx);
+        }
         THIN_VS_TILES(2, thin0,
                       CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d,
                            bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,

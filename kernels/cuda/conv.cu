@@ -271,16 +271,6 @@ __global__ void __launch_bounds__(CONV_THREADS)
     }
 }
 
-/* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] */
-__global__ void chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks, int accum) {
-    SG_PDL_ENTER();
-    SG_GRID_STRIDE(i, n) {
-        float s = 0.0f;
-        for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
-        dw[i] = accum ? dw[i] + s : s;
-    }
-}
-
 /* threads stride over P*Co: y[i] = round(y[i] + b[i % Co]) in place (fp32 sum, one rounding
  * of the sum; the engine that wrote y rounded it once already) */
 __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co, int dt) {
@@ -306,12 +296,12 @@ __global__ void conv_bias_add_kernel(void *y, const float *b, int64_t n, int Co,
  *   in increasing order, then + b (or + 0); the data gradient over its parity class's taps in
  *   increasing order and co in increasing order; the weight gradient's chunk partials over
  *   the chunk's pixels in increasing order, in the same chunks (sg_ws_wgrad_chunks), summed by
- *   the same chunk_sum_kernel. The products the tiles add and these skip are exact zeros (a
- *   padding pixel, a channel past the tile's end): they change at most the sign of a zero sum,
- *   and the tiles' last step makes every zero +0 (the forward's + b or + 0; the data gradient's
- *   padded channels, which these end with __fadd_rn(acc, 0.0f); chunk_sum's 0 + part). So the
- *   bits are the tiles', and cuda_ops holds them to that (cuda_conv_thin_enable(0) runs the
- *   tiles on the same case);
+ *   the same chunk sum (cu_wgrad_finish). The products the tiles add and these skip are exact zeros
+ * (a padding pixel, a channel past the tile's end): they change at most the sign of a zero sum, and
+ * the tiles' last step makes every zero +0 (the forward's + b or + 0; the data gradient's padded
+ * channels, which these end with __fadd_rn(acc, 0.0f); the chunk sum's 0 + part). So the bits are
+ * the tiles', and cuda_ops holds them to that (cuda_conv_thin_enable(0) runs the tiles on the same
+ * case);
  * - conv_thin_wide_kernel: an output of the wide side (the forward of a thin input, the data
  *   gradient of a thin output) is a sum of at most 9 x 4 products. A warp takes one pixel at a
  *   time, each lane THIN_VEC consecutive wide channels (a warp: 128 channels, one 8- or
@@ -964,13 +954,9 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
                                                    Wo, dt, chunks, chunk_len)))
             return SG_ERR;
     }
-    SG_LAUNCH(chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, part, nw, (int)chunks,
-              accum);
-    SG_LAUNCH_CHECK("chunk_sum_kernel");
-    if (db)
-        return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
-                          (char *)ws + sg_ws_align(most * nw * 4));
-    return SG_OK;
+    /* the chunks' sum and db's column sums, one launch */
+    return cu_wgrad_finish(st, dw, part, nw, (int)chunks, accum, db, dy, dt, P, Co,
+                           (char *)ws + sg_ws_align(most * nw * 4));
 }
 
 int64_t cuda_conv2d_tc_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S) {

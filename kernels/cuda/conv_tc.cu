@@ -23,7 +23,7 @@
  *   bwd wgt   M = Co, N = K*K*Ci (the dw row [tap][ci] as it lies in memory), reduction over
  *             the output pixels of one chunk (deterministic split-K: cu_conv_tc_wgrad_chunks'
  *             count, at most sg_ws_wgrad_chunks(P, nw); each block writes its fp32 partial tile
- *             to the workspace; conv.cu's chunk_sum_kernel adds the chunks in chunk order; no
+ *             to the workspace; cu_wgrad_finish adds the chunks in chunk order; no
  *             atomics).
  *             A[co][p] = dy[p][co], B[p][(tap,ci)] = x[pixel(p, tap)][ci].
  *

@@ -1058,18 +1058,6 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     wg_pipeline<BN, 1, 1, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
 }
 
-/* threads stride over the n weights: dw[i] (+)= sum over chunks c (in order) of part[c][i] —
- * conv.cu's chunk_sum_kernel, the same order */
-__global__ void conv_wg_chunk_sum_kernel(float *dw, const float *part, int64_t n, int chunks,
-                                         int accum) {
-    SG_PDL_ENTER();
-    SG_GRID_STRIDE(i, n) {
-        float s = 0.0f;
-        for (int c = 0; c < chunks; c++) s += part[(int64_t)c * n + i];
-        dw[i] = accum ? dw[i] + s : s;
-    }
-}
-
 /* =============================== launchers =============================== */
 
 /* Every launch of this file's pipelined kernels: their dynamic shared memory allowed, the
@@ -1524,14 +1512,10 @@ int cuda_conv2d_wgmma_bwd_weight(cudaStream_t st, float *dw, float *db, const vo
     if (WG_TILED(bn, conv_wg_wgrad_launch, st, part, (const uint16_t *)dy, x, a, cols,
                  cu_conv_fuse_arg(norm)))
         return SG_ERR;
-    SG_LAUNCH(conv_wg_chunk_sum_kernel, sg_grid_for(nw), SG_THREADS, 0, st, dw, (const float *)part,
-              nw, a.chunks, accum);
-    SG_LAUNCH_CHECK("conv_wg_chunk_sum_kernel");
-    /* db: conv.cu's column sum, at conv.cu's offset in the workspace (the same bits) */
-    if (db)
-        return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum,
-                          (char *)ws + sg_ws_align(most * nw * 4));
-    return SG_OK;
+    /* the chunks' sum and db's column sums in one launch, conv.cu's (the same bits), db's
+     * partials at conv.cu's offset in the workspace */
+    return cu_wgrad_finish(st, dw, part, nw, a.chunks, accum, db, dy, dt, P, Co,
+                           (char *)ws + sg_ws_align(most * nw * 4));
 }
 
 template <int BN>

@@ -448,6 +448,12 @@ int cu_conv_fuse_check(const char *fn, const sg_conv_fuse *f, sg_conv_path path,
  * ws: sg_ws_colsum(nb, R, C) bytes. */
 int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int nb, int64_t R,
                int C, int accum, void *ws);
+/* A weight gradient's finish, one launch: dw[nw] (fp32; accum: added) = the sum over `chunks`
+ * chunks, in order, of part[chunk][nw] (fp32), and, where db is not NULL, db[C] (fp32, the same
+ * accum) = cu_col_sum's column sums of dy[R][C] (dt), the same bits (ws: its
+ * sg_ws_colsum(1, R, C) bytes). */
+int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, int chunks,
+                    int accum, float *db, const void *dy, int dt, int64_t R, int C, void *ws);
 
 /* The output-parity class z = rh * S + rw of a convolution's backward data pass (the
  * tensor-core kernels: conv_tc.cu, conv_wgmma.cu): the input pixels ih = ih1 + S i (i < Hc)

@@ -17,6 +17,8 @@
 #include "common/sg_pointwise_math.h"
 #include "kernels/cuda/cuda_common.cuh"
 
+#include <limits.h>
+
 /* Programmatic dependent launch (cuda_kernels.h): the switch SG_LAUNCH reads */
 static int g_pdl;
 void sg_cuda_set_pdl(int on) {
@@ -122,43 +124,77 @@ __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t tot
     }
 }
 
-/* Column sums in one launch. Block (blockIdx.x, blockIdx.y, blockIdx.z) = (32 columns, chunk of
- * SG_WS_COLSUM_ROWS rows, batch b); threads (32, 8): threadIdx.x is the column, threadIdx.y
- * strides over the chunk's rows; the 8 row-thread sums of a column are added in order 0..7 into
- * part[b][chunk][c]. The last chunk block of each (32 columns, b) to finish (dev_last_block,
- * ticket colsum_tickets[b][blockIdx.x]) then sums the chunks' partials in order k = 0, 1, ...:
- * out[b][c] (+)= that sum. The same bits as a second launch over the partials (the form before
- * 2026-12-04), one launch fewer per column sum: every bias gradient of the step. */
+/* Column sums in one launch. Block (tile, chunk, b) = (32 columns, chunk of SG_WS_COLSUM_ROWS
+ * rows, batch b); its threads (tx, ty) = (32, 8): tx is the column, ty strides over the chunk's
+ * rows; the 8 row-thread sums of a column are added in order 0..7 into part[b][chunk][c]. The
+ * last chunk block of each (32 columns, b) to finish (dev_last_block, ticket
+ * colsum_tickets[b][tile]) then sums the chunks' partials in order k = 0, 1, ...: out[b][c] (+)=
+ * that sum. The same bits as a second launch over the partials (the form before 2026-12-04),
+ * one launch fewer per column sum: every bias gradient of the step. sh, sh_last: the kernel's
+ * shared memory (a device function's statics get none on the host emulation). */
 #define SG_COLSUM_TICKETS 65536
 static __device__ unsigned colsum_tickets[SG_COLSUM_TICKETS];
 
-__global__ void col_sum_kernel(void *out, int odt, float *part, const void *in, int dt, int64_t R,
-                               int C, int chunks, int accum) {
-    SG_PDL_ENTER();
-    __shared__ float sh[8][33];
-    __shared__ unsigned sh_last;
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    const int64_t b = blockIdx.z;
-    const int64_t r0 = (int64_t)blockIdx.y * SG_WS_COLSUM_ROWS;
+__device__ __forceinline__ void col_sum_block(void *out, int odt, float *part, const void *in,
+                                              int dt, int64_t R, int C, int chunks, int accum,
+                                              int tile, int chunk, int64_t b, int tiles, int tx,
+                                              int ty, float (*sh)[33], unsigned *sh_last) {
+    const int c = tile * 32 + tx;
+    const int64_t r0 = (int64_t)chunk * SG_WS_COLSUM_ROWS;
     const int64_t r1 = r0 + SG_WS_COLSUM_ROWS < R ? r0 + SG_WS_COLSUM_ROWS : R;
     float s = 0.0f;
     if (c < C)
-        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += dev_ld(in, (b * R + r) * C + c, dt);
-    sh[threadIdx.y][threadIdx.x] = s;
+        for (int64_t r = r0 + ty; r < r1; r += 8) s += dev_ld(in, (b * R + r) * C + c, dt);
+    sh[ty][tx] = s;
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float t = sh[0][threadIdx.x];
-        for (int k = 1; k < 8; k++) t += sh[k][threadIdx.x];
-        part[(b * chunks + blockIdx.y) * C + c] = t;
+    if (ty == 0 && c < C) {
+        float t = sh[0][tx];
+        for (int k = 1; k < 8; k++) t += sh[k][tx];
+        part[(b * chunks + chunk) * C + c] = t;
     }
-    if (!dev_last_block(&colsum_tickets[b * gridDim.x + blockIdx.x], (unsigned)chunks, &sh_last))
-        return;
-    if (threadIdx.y == 0 && c < C) {
+    if (!dev_last_block(&colsum_tickets[b * tiles + tile], (unsigned)chunks, sh_last)) return;
+    if (ty == 0 && c < C) {
         const float *p = part + b * chunks * C + c;
         float t = 0.0f;
         for (int k = 0; k < chunks; k++) t += __ldcg(p + (int64_t)k * C);
         dev_st_acc(out, b * C + c, t, odt, accum);
     }
+}
+
+/* blocks (column tiles, chunks, batches), threads (32, 8) */
+__global__ void col_sum_kernel(void *out, int odt, float *part, const void *in, int dt, int64_t R,
+                               int C, int chunks, int accum) {
+    SG_PDL_ENTER();
+    __shared__ float sh[8][33];
+    __shared__ unsigned sh_last;
+    col_sum_block(out, odt, part, in, dt, R, C, chunks, accum, blockIdx.x, blockIdx.y, blockIdx.z,
+                  gridDim.x, threadIdx.x, threadIdx.y, sh, &sh_last);
+}
+
+/* A weight gradient's finish in one launch of 256-thread blocks. Blocks [0, cb) sum the chunks'
+ * partials of dw: threads stride over the nw weights, dw[i] (+)= the sum over chunks c, in
+ * order, of part[c][i]. The blocks after them are col_sum_kernel's (tile, chunk) blocks of db,
+ * the column sums of dy[R][C] (none where there is no db): the same bits as the two launches
+ * this replaces (a chunk sum, then cu_col_sum). */
+__global__ void __launch_bounds__(256)
+    wgrad_finish_kernel(float *dw, const float *part, int64_t nw, int chunks, int accum, int cb,
+                        float *db, float *cpart, const void *dy, int dt, int64_t R, int C,
+                        int cchunks, int tiles) {
+    SG_PDL_ENTER();
+    __shared__ float sh[8][33];
+    __shared__ unsigned sh_last;
+    if ((int)blockIdx.x < cb) {
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nw;
+             i += (int64_t)cb * blockDim.x) {
+            float s = 0.0f;
+            for (int c = 0; c < chunks; c++) s += part[(int64_t)c * nw + i];
+            dw[i] = accum ? dw[i] + s : s;
+        }
+        return;
+    }
+    const int k = (int)blockIdx.x - cb;
+    col_sum_block(db, DT_F32, cpart, dy, dt, R, C, cchunks, accum, k % tiles, k / tiles, 0, tiles,
+                  threadIdx.x % 32, threadIdx.x / 32, sh, &sh_last);
 }
 
 /* =============================== launchers =============================== */
@@ -176,6 +212,23 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     SG_LAUNCH(col_sum_kernel, grid, dim3(32, 8), 0, st, out, odt, (float *)ws, in, idt, R, C,
               (int)chunks, accum);
     SG_LAUNCH_CHECK("col_sum_kernel");
+    return SG_OK;
+}
+
+int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, int chunks,
+                    int accum, float *db, const void *dy, int dt, int64_t R, int C, void *ws) {
+    if (nw <= 0 || chunks <= 0 || (db && (R <= 0 || C <= 0)))
+        return sg_set_error("wgrad_finish: bad shape");
+    const int64_t cchunks = db ? sg_ws_colsum_chunks(R) : 0, tiles = db ? (C + 31) / 32 : 1;
+    if (tiles > SG_COLSUM_TICKETS)
+        return sg_set_error("wgrad_finish: %lld column tiles, more than the %d tickets",
+                            (long long)tiles, SG_COLSUM_TICKETS);
+    const unsigned cb = sg_grid_for(nw);
+    const int64_t blocks = cb + tiles * cchunks;
+    if (blocks > INT_MAX) return sg_set_error("wgrad_finish: %lld blocks", (long long)blocks);
+    SG_LAUNCH(wgrad_finish_kernel, (unsigned)blocks, 256, 0, st, dw, part, nw, chunks, accum,
+              (int)cb, db, (float *)ws, dy, dt, R, C, (int)cchunks, (int)tiles);
+    SG_LAUNCH_CHECK("wgrad_finish_kernel");
     return SG_OK;
 }
 
