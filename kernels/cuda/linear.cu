@@ -76,8 +76,7 @@ __global__ void bias_round8_kernel(uint16_t *y, const float *tile, const float *
  * chunk's products to them one reduction index after another (fmaf: the chain the header
  * states, whatever the tiling). */
 #define LG_T 32
-typedef float lg_tile[LG_T][LG_T + 1];     /* [row][reduction index], padded: no bank conflicts */
-#define LG_SMEM (2 * (int)sizeof(lg_tile)) /* each kernel's two operand tiles */
+typedef float lg_tile[LG_T][LG_T + 1]; /* [row][reduction index], padded: no bank conflicts */
 
 #ifdef SG_CUDA_HOST
 /* the emulator checks every layer's pointers like pointer arguments */
@@ -121,6 +120,28 @@ static inline __host__ __device__ int lg_tiles(int n) {
     return (n + LG_T - 1) / LG_T;
 }
 
+/* The kernels' two operand tiles: dynamic shared memory (a template kernel's shared data,
+ * cuda_sim.hpp), sizeof(lg_smem) bytes a block. */
+struct lg_smem {
+    lg_tile a, b;
+};
+#define LG_SMEM_DECL(s)                                                                            \
+    SG_DYNAMIC_SMEM(float, lg_sm_);                                                                \
+    lg_smem &s = *reinterpret_cast<lg_smem *>(lg_sm_)
+
+/* One chunk of len reduction indices: the operand tiles staged (a: arows rows from pa, b: brows
+ * from pb, lg_load's strides and order), then their products added to acc. The caller syncs
+ * the block before the next chunk's loads. */
+template <typename T>
+__device__ __forceinline__ void lg_step(float (&acc)[2][2], lg_smem &s, const T *pa, int64_t ars,
+                                        int64_t ats, int arows, bool afast, const T *pb,
+                                        int64_t brs, int64_t bts, int brows, bool bfast, int len) {
+    lg_load(s.a, pa, ars, ats, arows, len, afast);
+    lg_load(s.b, pb, brs, bts, brows, len, bfast);
+    __syncthreads();
+    lg_chunk(acc, s.a, s.b, len);
+}
+
 /* the layer j whose tiles hold block `blk` (each layer rows_tiles x lg_tiles(M_j) of them, in
  * layer order); *first: its first block */
 __device__ __forceinline__ int lg_layer(const sg_linear_group &g, int blk, int per_m, int *first) {
@@ -135,9 +156,7 @@ template <typename T>
 __global__ void __launch_bounds__(256)
     linear_group_fwd_kernel(sg_linear_group g, const T *x, int N, int K) {
     SG_PDL_ENTER();
-    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
-    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
-            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    LG_SMEM_DECL(sm);
     const int nt = lg_tiles(N);
     int b0;
     const int j = lg_layer(g, blockIdx.x, nt, &b0);
@@ -146,10 +165,8 @@ __global__ void __launch_bounds__(256)
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     for (int k0 = 0; k0 < K; k0 += LG_T) {
         const int len = min(LG_T, K - k0);
-        lg_load(sa, x + (int64_t)n0 * K + k0, K, 1, N - n0, len, false);
-        lg_load(sb, w + (int64_t)m0 * K + k0, K, 1, M - m0, len, false);
-        __syncthreads();
-        lg_chunk(acc, sa, sb, len);
+        lg_step(acc, sm, x + (int64_t)n0 * K + k0, K, 1, N - n0, false, w + (int64_t)m0 * K + k0, K,
+                1, M - m0, false, len);
         __syncthreads();
     }
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -169,9 +186,7 @@ template <typename T>
 __global__ void __launch_bounds__(256)
     linear_group_bwd_data_kernel(sg_linear_group g, T *dx, int N, int K, int accum) {
     SG_PDL_ENTER();
-    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
-    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
-            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    LG_SMEM_DECL(sm);
     const int n0 = blockIdx.x * LG_T, k0 = blockIdx.y * LG_T;
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     for (int j = 0; j < g.n; j++) {
@@ -179,10 +194,8 @@ __global__ void __launch_bounds__(256)
         const T *dy = (const T *)g.dy[j], *w = (const T *)g.w[j];
         for (int m0 = 0; m0 < M; m0 += LG_T) {
             const int len = min(LG_T, M - m0);
-            lg_load(sa, dy + (int64_t)n0 * M + m0, M, 1, N - n0, len, false);
-            lg_load(sb, w + (int64_t)m0 * K + k0, 1, K, K - k0, len, true);
-            __syncthreads();
-            lg_chunk(acc, sa, sb, len);
+            lg_step(acc, sm, dy + (int64_t)n0 * M + m0, M, 1, N - n0, false,
+                    w + (int64_t)m0 * K + k0, 1, K, K - k0, true, len);
             __syncthreads();
         }
     }
@@ -202,9 +215,7 @@ template <typename T>
 __global__ void __launch_bounds__(256)
     linear_group_bwd_weight_kernel(sg_linear_group g, const T *x, int N, int K) {
     SG_PDL_ENTER();
-    SG_DYNAMIC_SMEM(float, lg_sm); /* a template kernel's shared data: dynamic (cuda_sim.hpp) */
-    lg_tile &sa = *reinterpret_cast<lg_tile *>(lg_sm),
-            &sb = *(reinterpret_cast<lg_tile *>(lg_sm) + 1);
+    LG_SMEM_DECL(sm);
     const int kt = lg_tiles(K);
     int b0;
     const int j = lg_layer(g, blockIdx.x, kt, &b0);
@@ -214,12 +225,10 @@ __global__ void __launch_bounds__(256)
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, sdb = 0.0f;
     for (int n0 = 0; n0 < N; n0 += LG_T) {
         const int len = min(LG_T, N - n0);
-        lg_load(sa, dy + (int64_t)n0 * M + m0, 1, M, M - m0, len, true);
-        lg_load(sb, x + (int64_t)n0 * K + k0, 1, K, K - k0, len, true);
-        __syncthreads();
-        lg_chunk(acc, sa, sb, len);
+        lg_step(acc, sm, dy + (int64_t)n0 * M + m0, 1, M, M - m0, true, x + (int64_t)n0 * K + k0, 1,
+                K, K - k0, true, len);
         if (bias && threadIdx.x < LG_T)
-            for (int t = 0; t < len; t++) sdb = __fadd_rn(sdb, sa[threadIdx.x][t]);
+            for (int t = 0; t < len; t++) sdb = __fadd_rn(sdb, sm.a[threadIdx.x][t]);
         __syncthreads();
     }
     const int acc_j = (g.accum >> j) & 1u;
@@ -407,11 +416,11 @@ int cuda_linear_group_fwd(cudaStream_t st, const sg_linear_group *g, const void 
     if (lg_check(g, N, K, dt, 1, 0, "linear_group_fwd")) return SG_ERR;
     const int blocks = lg_blocks(g, lg_tiles(N));
     if (dt == DT_BF16)
-        SG_LAUNCH(linear_group_fwd_kernel<uint16_t>, blocks, 256, LG_SMEM, st, *g,
+        SG_LAUNCH(linear_group_fwd_kernel<uint16_t>, blocks, 256, (int)sizeof(lg_smem), st, *g,
                   (const uint16_t *)x, N, K);
     else
-        SG_LAUNCH(linear_group_fwd_kernel<float>, blocks, 256, LG_SMEM, st, *g, (const float *)x, N,
-                  K);
+        SG_LAUNCH(linear_group_fwd_kernel<float>, blocks, 256, (int)sizeof(lg_smem), st, *g,
+                  (const float *)x, N, K);
     SG_LAUNCH_CHECK("linear_group_fwd_kernel");
     return SG_OK;
 }
@@ -422,11 +431,11 @@ int cuda_linear_group_bwd_data(cudaStream_t st, const sg_linear_group *g, void *
     SG_ARG_CHECK(dx != NULL, "linear_group_bwd_data: no dx");
     const dim3 grid((unsigned)lg_tiles(N), (unsigned)lg_tiles(K));
     if (dt == DT_BF16)
-        SG_LAUNCH(linear_group_bwd_data_kernel<uint16_t>, grid, 256, LG_SMEM, st, *g,
+        SG_LAUNCH(linear_group_bwd_data_kernel<uint16_t>, grid, 256, (int)sizeof(lg_smem), st, *g,
                   (uint16_t *)dx, N, K, accum);
     else
-        SG_LAUNCH(linear_group_bwd_data_kernel<float>, grid, 256, LG_SMEM, st, *g, (float *)dx, N,
-                  K, accum);
+        SG_LAUNCH(linear_group_bwd_data_kernel<float>, grid, 256, (int)sizeof(lg_smem), st, *g,
+                  (float *)dx, N, K, accum);
     SG_LAUNCH_CHECK("linear_group_bwd_data_kernel");
     return SG_OK;
 }
@@ -436,10 +445,10 @@ int cuda_linear_group_bwd_weight(cudaStream_t st, const sg_linear_group *g, cons
     if (lg_check(g, N, K, dt, 0, 0, "linear_group_bwd_weight")) return SG_ERR;
     const int blocks = lg_blocks(g, lg_tiles(K));
     if (dt == DT_BF16)
-        SG_LAUNCH(linear_group_bwd_weight_kernel<uint16_t>, blocks, 256, LG_SMEM, st, *g,
-                  (const uint16_t *)x, N, K);
+        SG_LAUNCH(linear_group_bwd_weight_kernel<uint16_t>, blocks, 256, (int)sizeof(lg_smem), st,
+                  *g, (const uint16_t *)x, N, K);
     else
-        SG_LAUNCH(linear_group_bwd_weight_kernel<float>, blocks, 256, LG_SMEM, st, *g,
+        SG_LAUNCH(linear_group_bwd_weight_kernel<float>, blocks, 256, (int)sizeof(lg_smem), st, *g,
                   (const float *)x, N, K);
     SG_LAUNCH_CHECK("linear_group_bwd_weight_kernel");
     return SG_OK;
