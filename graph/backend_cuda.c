@@ -1065,8 +1065,8 @@ static int lin_run_apart(const sg_graph *g, int first, int last) {
 /* The last node of the run of linear-family nodes that begins at node f (f itself: none):
  * forward, linear nodes on f's input; backward, data passes into one dx (every one but the
  * first adding) and weight passes on one x, all of one N, K, dtype and at most
- * SG_LINEAR_GROUP_MAX layers a pass; every operand stored, the weights in the activations'
- * dtype (as weights_in requires). */
+ * SG_LINEAR_GROUP_MAX layers a pass; every operand stored, in the dtypes the group kernels take
+ * (the weights in the activations' dtype, as weights_in requires). */
 static int lin_run_end(const sg_graph *g, int f) {
     const int fwd = g->n[f].op == OP_LINEAR;
     if (!fwd && g->n[f].op != OP_LINEAR_BWD_DATA && g->n[f].op != OP_LINEAR_BWD_WEIGHT) return f;
@@ -1081,7 +1081,12 @@ static int lin_run_end(const sg_graph *g, int f) {
         int ok = d.N == d0.N && d.K == d0.K && (int)g->t[n->in[0]].dtype == dt;
         for (int q = 0; q < n->nin + n->nout && ok; q++)
             ok = lin_operand(g, q < n->nin ? n->in[q] : n->out[q - n->nin]);
-        if (ok && n->op != OP_LINEAR_BWD_WEIGHT) ok = (int)g->t[n->in[1]].dtype == dt;
+        /* x, w, dy, y and dx in dt; b, dw and db fp32 */
+        if (ok && n->op != OP_LINEAR_BWD_WEIGHT)
+            ok = (int)g->t[n->in[1]].dtype == dt && (int)g->t[n->out[0]].dtype == dt;
+        if (ok && n->op == OP_LINEAR) ok = g->t[n->in[2]].dtype == DT_F32;
+        if (ok && n->op == OP_LINEAR_BWD_WEIGHT)
+            ok = g->t[n->out[0]].dtype == DT_F32 && g->t[n->out[1]].dtype == DT_F32;
         if (ok && fwd) ok = n->in[0] == g->n[f].in[0] && nd++ < SG_LINEAR_GROUP_MAX;
         if (ok && n->op == OP_LINEAR_BWD_DATA) {
             ok = (dx < 0 || (n->out[0] == dx && (sg_accum_bits(n, 0) & 1u))) &&
