@@ -208,6 +208,24 @@ static inline int64_t sg_ws_linear_fwd(int N, int K, int M, int dt) {
 static inline int64_t sg_ws_linear_bwd_data(int N, int K, int M, int dt) {
     return sg_ws_gemm_bwd_data(N, K, M, dt);
 }
+/* cuda_linear_group_bwd_data (kernels/cuda/cuda_kernels.h): its reduction over the layers'
+ * outputs, `chunks` chunks of 32 (each layer's ceil(M_j / 32), in layer order), cut into
+ * slices of whole chunks so that the (32 x 32 tiles of dx[N][K]) x slices blocks come near
+ * 1024: at most SG_WS_LG_SLICES, at most one a chunk, at least 1. Each slice's fp32 partial
+ * dx lies in the workspace when there are two or more: sg_ws_linear_group_bwd_data bytes, the
+ * most any group on x[N][K] takes (a data pass node's workspace rule covers it, so a group of
+ * such nodes always has it). */
+#define SG_WS_LG_SLICES 16
+static inline int sg_ws_lg_slices(int N, int K, int64_t chunks) {
+    const int64_t tiles = (int64_t)((N + 31) / 32) * ((K + 31) / 32);
+    int64_t s = (1024 + tiles - 1) / tiles;
+    if (s > SG_WS_LG_SLICES) s = SG_WS_LG_SLICES;
+    if (s > chunks) s = chunks;
+    return s < 1 ? 1 : (int)s;
+}
+static inline int64_t sg_ws_linear_group_bwd_data(int N, int K) {
+    return sg_ws_align((int64_t)sg_ws_lg_slices(N, K, SG_WS_LG_SLICES) * N * K * 4);
+}
 static inline int64_t sg_ws_linear_bwd_weight(int N, int K, int M, int has_db) {
     return sg_ws_gemm_bwd_weight(N, K, M, has_db);
 }

@@ -1159,7 +1159,8 @@ static int lin_group_run(const cuda_call *k) {
     const sg_linear_dims d = sg_linear_dims_of(g, &g->n[f]);
     const int dt = (int)g->t[g->n[f].in[0]].dtype;
     if (gf.n) return cuda_linear_group_fwd(k->st, &gf, x, d.N, d.K, dt);
-    if (gd.n && cuda_linear_group_bwd_data(k->st, &gd, dx, d.N, d.K, dt, accum_dx)) return SG_ERR;
+    if (gd.n && cuda_linear_group_bwd_data(k->st, &gd, dx, d.N, d.K, dt, accum_dx, k->ws, k->wsb))
+        return SG_ERR;
     return gw.n ? cuda_linear_group_bwd_weight(k->st, &gw, x, d.N, d.K, dt) : SG_OK;
 }
 

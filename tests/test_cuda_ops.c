@@ -2352,6 +2352,7 @@ static void test_linears(void) {
  * reference is the header's statement in C (fmaf chains from +0 in its order), so every output
  * must match bit for bit; the same sums through the CPU reference kernels (another order)
  * check that statement itself. */
+static int g_lg_slices[2]; /* the cases whose data pass ran as one slice, as several */
 static void test_linear_group(int N, int K, int n, const int *M, int dt, unsigned bias,
                               int accum_dx, unsigned accum) {
     char ctx[160];
@@ -2396,13 +2397,6 @@ static void test_linear_group(int N, int K, int n, const int *M, int dt, unsigne
                 sdw[(int64_t)m * K + k] = v;
             }
         }
-        for (int r = 0; r < N; r++) /* dx: this layer's terms continue the chain */
-            for (int k = 0; k < K; k++) {
-                float v = s_dx[(int64_t)r * K + k];
-                for (int m = 0; m < Mj; m++)
-                    v = fmaf(dy[j][(int64_t)r * Mj + m], w[j][(int64_t)m * K + k], v);
-                s_dx[(int64_t)r * K + k] = v;
-            }
         /* the same sums by the CPU reference kernels */
         float *cy = fbuf((int64_t)N * Mj), *cdw = fbuf((int64_t)Mj * K), *cdb = fbuf(Mj);
         cpu_linear_fwd(cy, x, w[j], b[j], N, K, Mj);
@@ -2424,16 +2418,37 @@ static void test_linear_group(int N, int K, int n, const int *M, int dt, unsigne
         g.dw[j] = (float *)tdw[j]->d;
         g.db[j] = hb ? (float *)tdb[j]->d : NULL;
     }
+    /* dx: the layers' chunks of 32 outputs in order, cut into the header's slices, each
+     * slice's chain, then the slices' sum in order */
+    int64_t C = 0;
+    for (int j = 0; j < n; j++) C += (M[j] + 31) / 32;
+    const int S = sg_ws_lg_slices(N, K, C);
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < K; k++) {
+            float sum = 0.0f;
+            for (int q = 0; q < S; q++) {
+                const int64_t lo = (int64_t)q * C / S, hi = (int64_t)(q + 1) * C / S;
+                float v = 0.0f;
+                for (int j = 0, c = 0; j < n; c += (M[j] + 31) / 32, j++)
+                    for (int m = 0; m < M[j]; m++)
+                        if (c + m / 32 >= lo && c + m / 32 < hi)
+                            v = fmaf(dy[j][(int64_t)r * M[j] + m], w[j][(int64_t)m * K + k], v);
+                sum += v;
+            }
+            s_dx[(int64_t)r * K + k] = sum;
+        }
     ref_err = fmax(ref_err, sg_test_rel_err(s_dx, cpu_dx, (int64_t)N * K));
     CHECK(ref_err <= 1e-5, "%s: the stated sums differ from the CPU reference's by %.3g", ctx,
           ref_err);
     float *odx = old_for(accum_dx, (int64_t)N * K, dt);
     float *ref_dx = ref_acc(s_dx, odx, (int64_t)N * K, dt);
     tbuf *tdx = tb_out("dx", (int64_t)N * K, dt, odx);
+    const int64_t wsb = sg_ws_linear_group_bwd_data(N, K);
+    tbuf *ws = tb_ws(wsb);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
         CALL(cuda_linear_group_fwd, g_st, &g, tx->d, N, K, dt);
-        CALL(cuda_linear_group_bwd_data, g_st, &g, tdx->d, N, K, dt, accum_dx);
+        CALL(cuda_linear_group_bwd_data, g_st, &g, tdx->d, N, K, dt, accum_dx, ws->d, wsb);
         CALL(cuda_linear_group_bwd_weight, g_st, &g, tx->d, N, K, dt);
         sync_stream();
         for (int j = 0; j < n; j++) {
@@ -2444,6 +2459,11 @@ static void test_linear_group(int N, int K, int n, const int *M, int dt, unsigne
         tb_check(tdx, ref_dx, TOL_EXACT, rep, ctx);
         guards_all(ctx);
     }
+    if (S > 1)
+        CHECK(cuda_linear_group_bwd_data(g_st, &g, tdx->d, N, K, dt, accum_dx, ws->d, wsb - 1) ==
+                  SG_ERR,
+              "%s: the data pass's %d slices in a workspace one byte short", ctx, S);
+    g_lg_slices[S > 1]++;
     case_end();
 }
 
@@ -2458,12 +2478,15 @@ static void test_linear_groups(void) {
         test_linear_group(70, 40, 4, mt, dt, 0xF, 0, 0xF); /* the shape of the projections */
         test_linear_group(3, 9, SG_LINEAR_GROUP_MAX, mmax, dt, 0xAAAAAAAAu, 1, 0x0F0F0F0Fu);
     }
+    CHECK(g_lg_slices[0] > 0 && g_lg_slices[1] > 0,
+          "linear groups: %d data passes in one slice, %d in several (both wanted)", g_lg_slices[0],
+          g_lg_slices[1]);
     /* refusals: no layers, too many, a layer without outputs */
     sg_linear_group bad = {.n = 0};
     int rc = cuda_linear_group_fwd(g_st, &bad, NULL, 1, 1, DT_F32);
     CHECK(rc == SG_ERR, "linear group of 0 layers: accepted");
     bad.n = SG_LINEAR_GROUP_MAX + 1;
-    rc = cuda_linear_group_bwd_data(g_st, &bad, NULL, 1, 1, DT_F32, 0);
+    rc = cuda_linear_group_bwd_data(g_st, &bad, NULL, 1, 1, DT_F32, 0, NULL, 0);
     CHECK(rc == SG_ERR, "linear group of %d layers: accepted", bad.n);
     bad.n = 1;
     rc = cuda_linear_group_bwd_weight(g_st, &bad, NULL, 1, 1, DT_F32);

@@ -725,11 +725,18 @@ static void check_weight_copy(const sg_plan *p, const char *what) {
             bad++;
         }
         /* nothing converts weights inside the step: no scratch for them (backward-data takes
-         * none at all, a 3x3 forward none, a GEMM forward only its fp32 output tile) */
+         * none for that: a conv's none at all, a linear's only the fp32 partials of the group
+         * the CUDA backend may run it in; a 3x3 forward none, a GEMM forward only its fp32
+         * output tile) */
         const int64_t ws = sg_node_workspace_bytes(g, nd);
         const int gemm = nd->op == OP_LINEAR ||
                          ((nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD) && nd->a.conv.K == 1);
-        if (bf16 && (gemm ? ws > (int64_t)SG_WS_GEMM_OUT_ELEMS * 4 : ws != 0)) {
+        int64_t allowed = gemm ? (int64_t)SG_WS_GEMM_OUT_ELEMS * 4 : 0;
+        if (nd->op == OP_LINEAR_BWD_DATA) {
+            const sg_linear_dims d = sg_linear_dims_of(g, nd);
+            allowed = sg_ws_linear_group_bwd_data(d.N, d.K);
+        }
+        if (bf16 && ws > allowed) {
             CHECK(0, "%s: node %d (%s) takes %lld bytes of workspace", what, i, sg_ops[nd->op].name,
                   (long long)ws);
             bad++;

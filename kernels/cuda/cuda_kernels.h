@@ -434,8 +434,12 @@ int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
  * where cuBLASLt took two or three a layer. Every sum is a chain of fp32 fused multiply-adds
  * from +0 in the order written (the reference is exactly that chain in C):
  *   forward      y_j[n,m]  = round(s + b_j[m]), s = sum over k of x[n,k] w_j[m,k]
- *   backward     dx[n,k]   = round(old + s) or round(s), s = sum over j, then m, of
- *     data                   dy_j[n,m] w_j[m,k] (the layers in the group's order)
+ *   backward     dx[n,k]   = round(old + s) or round(s): the reduction over j, then m (the
+ *     data                   layers in the group's order), in chunks of 32 m of one layer, cut
+ *                            into sg_ws_lg_slices(N, K, chunks) slices of whole chunks (slice q:
+ *                            chunks [q C / S, (q + 1) C / S) of the C); each slice's chain of
+ *                            dy_j[n,m] w_j[m,k], and s = the slices' sum in order, plain adds
+ *                            from +0 (one slice: its chain)
  *   backward     dw_j[m,k] = old + s or s, s = sum over n of dy_j[n,m] x[n,k];
  *     weight     db_j[m]   = old + t or t, t = sum over n of dy_j[n,m] (plain adds) */
 #define SG_LINEAR_GROUP_MAX 32
@@ -453,10 +457,10 @@ typedef struct {
 /* y_j (the group's w, b, y) for every layer. */
 int cuda_linear_group_fwd(cudaStream_t st, const sg_linear_group *g, const void *x, int N, int K,
                           int dt);
-/* dx[N,K] (dt; accum: added to what it holds, in fp32, rounded once) from every layer's dy
- * and w. */
+/* [ws] dx[N,K] (dt; accum: added to what it holds, in fp32, rounded once) from every layer's
+ * dy and w (ws: sg_ws_linear_group_bwd_data(N, K) bytes, the slices' partials). */
 int cuda_linear_group_bwd_data(cudaStream_t st, const sg_linear_group *g, void *dx, int N, int K,
-                               int dt, int accum);
+                               int dt, int accum, void *ws, int64_t ws_bytes);
 /* dw_j and db_j (the group's dy, dw, db, accum) for every layer. */
 int cuda_linear_group_bwd_weight(cudaStream_t st, const sg_linear_group *g, const void *x, int N,
                                  int K, int dt);

@@ -124,6 +124,7 @@ static inline __host__ __device__ int lg_tiles(int n) {
  * cuda_sim.hpp), sizeof(lg_smem) bytes a block. */
 struct lg_smem {
     lg_tile a, b;
+    unsigned last; /* the data pass's election (dev_last_block) */
 };
 #define LG_SMEM_DECL(s)                                                                            \
     SG_DYNAMIC_SMEM(float, lg_sm_);                                                                \
@@ -180,19 +181,32 @@ __global__ void __launch_bounds__(256)
         }
 }
 
-/* backward data: blocks over dx's (row tile, column tile); each runs the reduction over every
- * layer's M_j in the group's order */
+/* The data pass's slices elect, per dx tile, the last block to finish (dev_last_block); it sums
+ * the slices' partials. */
+#define LG_TICKETS 65536
+static __device__ unsigned lg_tickets[LG_TICKETS];
+
+/* backward data: blocks over dx's (row tile, column tile, slice q of S); each runs its slice's
+ * chunks of the reduction (layer after layer in the group's order, chunks of 32 m); one slice:
+ * the chain is dx's sum; more: each block writes its partial tile to part[q][N][K] and each
+ * tile's last block adds the S partials in order */
 template <typename T>
 __global__ void __launch_bounds__(256)
-    linear_group_bwd_data_kernel(sg_linear_group g, T *dx, int N, int K, int accum) {
+    linear_group_bwd_data_kernel(sg_linear_group g, T *dx, int N, int K, int accum, float *part,
+                                 int S, int C) {
     SG_PDL_ENTER();
     LG_SMEM_DECL(sm);
-    const int n0 = blockIdx.x * LG_T, k0 = blockIdx.y * LG_T;
+    const int n0 = blockIdx.x * LG_T, k0 = blockIdx.y * LG_T, q = blockIdx.z;
+    const int64_t c_lo = (int64_t)q * C / S, c_hi = (int64_t)(q + 1) * C / S;
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    for (int j = 0; j < g.n; j++) {
+    int64_t c = 0; /* the chunk index of layer j's first chunk */
+    for (int j = 0; j < g.n && c < c_hi; c += lg_tiles(g.M[j]), j++) {
         const int M = g.M[j];
         const T *dy = (const T *)g.dy[j], *w = (const T *)g.w[j];
         for (int m0 = 0; m0 < M; m0 += LG_T) {
+            const int64_t cc = c + m0 / LG_T;
+            if (cc < c_lo) continue;
+            if (cc >= c_hi) break;
             const int len = min(LG_T, M - m0);
             lg_step(acc, sm, dy + (int64_t)n0 * M + m0, M, 1, N - n0, false,
                     w + (int64_t)m0 * K + k0, 1, K, K - k0, true, len);
@@ -200,12 +214,30 @@ __global__ void __launch_bounds__(256)
         }
     }
     const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    if (S > 1) {
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                const int n = n0 + ty + 16 * a, k = k0 + tx + 16 * b;
+                if (n < N && k < K) part[((int64_t)q * N + n) * K + k] = acc[a][b];
+            }
+        if (!dev_last_block(&lg_tickets[blockIdx.y * gridDim.x + blockIdx.x], (unsigned)S,
+                            &sm.last))
+            return;
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                const int n = n0 + ty + 16 * a, k = k0 + tx + 16 * b;
+                if (n >= N || k >= K) continue;
+                float v = 0.0f;
+                for (int r = 0; r < S; r++) v += __ldcg(part + ((int64_t)r * N + n) * K + k);
+                acc[a][b] = v;
+            }
+    }
     for (int a = 0; a < 2; a++)
-        for (int c = 0; c < 2; c++) {
-            const int n = n0 + ty + 16 * a, k = k0 + tx + 16 * c;
+        for (int b = 0; b < 2; b++) {
+            const int n = n0 + ty + 16 * a, k = k0 + tx + 16 * b;
             if (n >= N || k >= K) continue;
             T *o = dx + (int64_t)n * K + k;
-            dev_st1(o, accum ? __fadd_rn(dev_ld1(o), acc[a][c]) : acc[a][c]);
+            dev_st1(o, accum ? __fadd_rn(dev_ld1(o), acc[a][b]) : acc[a][b]);
         }
 }
 
@@ -426,16 +458,24 @@ int cuda_linear_group_fwd(cudaStream_t st, const sg_linear_group *g, const void 
 }
 
 int cuda_linear_group_bwd_data(cudaStream_t st, const sg_linear_group *g, void *dx, int N, int K,
-                               int dt, int accum) {
-    if (lg_check(g, N, K, dt, 0, 1, "linear_group_bwd_data")) return SG_ERR;
-    SG_ARG_CHECK(dx != NULL, "linear_group_bwd_data: no dx");
-    const dim3 grid((unsigned)lg_tiles(N), (unsigned)lg_tiles(K));
+                               int dt, int accum, void *ws, int64_t ws_bytes) {
+    const char *fn = "linear_group_bwd_data";
+    if (lg_check(g, N, K, dt, 0, 1, fn)) return SG_ERR;
+    SG_ARG_CHECK(dx != NULL, "%s: no dx", fn);
+    int64_t chunks = 0;
+    for (int j = 0; j < g->n; j++) chunks += lg_tiles(g->M[j]);
+    const int S = sg_ws_lg_slices(N, K, chunks);
+    const int64_t tiles = (int64_t)lg_tiles(N) * lg_tiles(K);
+    SG_ARG_CHECK(tiles <= LG_TICKETS && chunks <= INT_MAX, "%s: %lld tiles of dx, %lld chunks", fn,
+                 (long long)tiles, (long long)chunks);
+    if (S > 1) SG_WS_CHECK(sg_ws_linear_group_bwd_data(N, K), ws_bytes, fn);
+    const dim3 grid((unsigned)lg_tiles(N), (unsigned)lg_tiles(K), (unsigned)S);
     if (dt == DT_BF16)
         SG_LAUNCH(linear_group_bwd_data_kernel<uint16_t>, grid, 256, (int)sizeof(lg_smem), st, *g,
-                  (uint16_t *)dx, N, K, accum);
+                  (uint16_t *)dx, N, K, accum, (float *)ws, S, (int)chunks);
     else
         SG_LAUNCH(linear_group_bwd_data_kernel<float>, grid, 256, (int)sizeof(lg_smem), st, *g,
-                  (float *)dx, N, K, accum);
+                  (float *)dx, N, K, accum, (float *)ws, S, (int)chunks);
     SG_LAUNCH_CHECK("linear_group_bwd_data_kernel");
     return SG_OK;
 }
