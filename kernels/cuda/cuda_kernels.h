@@ -428,7 +428,7 @@ int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
                            int64_t ws_bytes);
 
 /* ---- linear groups (linear.cu): layers j = 0..n-1 on one input x[N,K] (dt), layer j's
- * w_j[M_j,K] (dt), b_j[M_j] (fp32); own kernels on CUDA cores, no scratch, no library: what the
+ * w_j[M_j,K] (dt), b_j[M_j] (fp32); own kernels on CUDA cores, no library: what the
  * CUDA backend runs for a run of consecutive linear nodes on one input, the ResBlocks'
  * time-embedding projections (graph/backend_cuda.c, prepare_linear_groups), one launch a pass
  * where cuBLASLt took two or three a layer. Every sum is a chain of fp32 fused multiply-adds
