@@ -447,6 +447,10 @@ static int conv_cudnn_call(const cuda_ctx *c, const sg_graph *g, const sg_node *
         cv->pass = SG_CUDNN_BWD_FILTER;
         cv->x = P(c, g, nd->in[1]);
         cv->accum = (int)(sg_accum_bits(nd, 0) & 1u);
+        /* db too, by the call (with a bf16 dw's widening: one launch), its partials in the
+         * kernel workspace; so a timed choice times the whole pass */
+        cv->db = (float *)P(c, g, nd->out[1]);
+        cv->db_ws = c->ws, cv->db_ws_bytes = c->ws_bytes;
     }
     /* one dtype for the activations of the call, as the own kernels also assume */
     const int other = nd->op == OP_CONV2D || nd->op == OP_CONV2D_ADD ? nd->out[0]
@@ -1190,8 +1194,8 @@ CUDA_RUN(linear_bwd_weight) {
                                   d.K, d.M, k->dy_dt, kacc(k, 0), k->ws, k->wsb);
 }
 
-/* A conv node on the cuDNN engine: the call (cudnn_conv.h), then the bias pieces it leaves to
- * the own kernels: the forward bias where cuDNN could not fuse it, and db. */
+/* A conv node on the cuDNN engine: the call (cudnn_conv.h; a weight gradient's db included),
+ * then the forward bias where cuDNN could not fuse it. */
 static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
 #ifdef SG_HAVE_CUDNN
     sg_cudnn_conv cv;
@@ -1205,9 +1209,6 @@ static int conv_run_cudnn(const cuda_call *k, sg_conv_dims d) {
         return SG_ERR;
     if (k->nd->op == OP_CONV2D_ADD) /* the residual: the unfused add (res + y in place) */
         return cuda_add_fwd(k->st, kout(k, 0), kin(k, 3), kout(k, 0), P * d.Co, k->dt);
-    if (k->nd->op == OP_CONV2D_BWD_WEIGHT)
-        return cuda_conv2d_bwd_bias(k->st, kout(k, 1), kin(k, 0), P, d.Co, k->dy_dt, kacc(k, 0),
-                                    k->ws, k->wsb);
     return SG_OK;
 #else
     (void)k, (void)d;

@@ -440,12 +440,14 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
             guards_all(ctx);
         }
     }
-    /* backward filter: dw (fp32) (+)= dy^T x; db by cuda_conv2d_bwd_bias */
+    /* backward filter: dw (fp32) (+)= dy^T x; db by the call (after cuDNN's: with a bf16 dw's
+     * widening, or alone), bit for bit cuda_conv2d_bwd_bias's */
     {
         float *ow = old_for(accum, nw, DT_F32), *ob = bias ? old_for(accum, Co, DT_F32) : NULL;
         float *refw = ref_acc(dw_cpu, ow, nw, DT_F32);
         float *refb = bias ? ref_acc(db_cpu, ob, Co, DT_F32) : NULL;
         tbuf *gw = tb_out("dw", nw, DT_F32, ow), *gb = bias ? tb_out("db", Co, DT_F32, ob) : NULL;
+        tbuf *gb2 = bias ? tb_out("db by cuda_conv2d_bwd_bias", Co, DT_F32, ob) : NULL;
         const int64_t wsb = sg_ws_colsum(1, P, Co);
         tbuf *ws = tb_ws(wsb);
         for (int rep = 0; rep < 2; rep++) {
@@ -453,12 +455,19 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
             sg_cudnn_conv f = cv;
             f.pass = SG_CUDNN_BWD_FILTER, f.out = gw->d, f.in = dy->d, f.x = x->d;
             f.accum = accum;
+            f.db = bias ? (float *)gb->d : NULL, f.db_ws = ws->d, f.db_ws_bytes = wsb;
             int rc = sg_cudnn_run(dnn, &f, NULL);
             CHECK(rc == SG_OK, "%s: backward filter: %s", ctx, sg_last_error());
             if (rc) break;
-            if (bias)
-                CALL(cuda_conv2d_bwd_bias, g_st, (float *)gb->d, dy->d, P, Co, dt, accum, ws->d,
+            if (bias) {
+                CALL(cuda_conv2d_bwd_bias, g_st, (float *)gb2->d, dy->d, P, Co, dt, accum, ws->d,
                      wsb);
+                uint8_t *a = (uint8_t *)halloc(gb->bytes), *b2 = (uint8_t *)halloc(gb->bytes);
+                tb_download(gb, a);
+                tb_download(gb2, b2);
+                CHECK(memcmp(a, b2, gb->bytes) == 0,
+                      "%s: the call's db differs from cuda_conv2d_bwd_bias's", ctx);
+            }
             sync_stream();
             /* the bf16 dw variant (no deterministic engine writes fp32 dw from bf16) rounds dw
              * to bf16 once, as PyTorch's autocast does */
@@ -2221,6 +2230,44 @@ static void test_conv_bias_pieces(int64_t P, int Co, int dt, int accum) {
     CHECK(cuda_conv2d_bwd_bias(g_st, (float *)db->d, ddy->d, P, Co, dt, accum, ws->d, wsb - 1) ==
               SG_ERR,
           "%s: a workspace one byte short must be refused", ctx);
+    /* the finish of cuDNN's +dw_bf16 backward-filter (cuda_conv2d_bwd_widen): the bf16 dw widened
+     * into dw (fp32, = or +=) and db in one launch, bit for bit cuda_copy's and
+     * cuda_conv2d_bwd_bias's launched apart; and the widening alone (no db) */
+    const int64_t nw = (int64_t)Co * 9 * 5 + 3;
+    float *dwv = rnd_dt(nw, -1, 1, DT_BF16), *ow = old_for(accum, nw, DT_F32);
+    dwv[0] = -0.0f, dwv[1] = 0.0f; /* the sign of a zero survives a copy */
+    float *dwref = ref_acc(dwv, ow, nw, DT_F32);
+    tbuf *dwb = tb_in("dw bf16", dwv, nw, DT_BF16);
+    tbuf *dw1 = tb_out("dw", nw, DT_F32, ow), *dw2 = tb_out("dw by cuda_copy", nw, DT_F32, ow);
+    tbuf *db2 = tb_out("db by cuda_conv2d_bwd_bias", Co, DT_F32, ob);
+    tbuf *ws2 = tb_ws(wsb);
+    for (int with_db = 0; with_db < 2; with_db++)
+        for (int rep = 0; rep < 2; rep++) {
+            reset_all();
+            CALL(cuda_conv2d_bwd_widen, g_st, (float *)dw1->d, dwb->d, nw,
+                 with_db ? (float *)db->d : NULL, ddy->d, P, Co, dt, accum, ws->d, wsb);
+            CALL(cuda_copy, g_st, dw2->d, DT_F32, dwb->d, DT_BF16, nw, accum);
+            CALL(cuda_conv2d_bwd_bias, g_st, (float *)db2->d, ddy->d, P, Co, dt, accum, ws2->d,
+                 wsb);
+            sync_stream();
+            tb_check(dw1, dwref, TOL_EXACT, rep, ctx);
+            if (with_db) tb_check(db, dbref, TOL_F32, rep, ctx);
+            uint8_t *a = (uint8_t *)halloc(dw1->bytes), *b2 = (uint8_t *)halloc(dw1->bytes);
+            tb_download(dw1, a);
+            tb_download(dw2, b2);
+            CHECK(memcmp(a, b2, dw1->bytes) == 0, "%s: the widened dw differs from cuda_copy's",
+                  ctx);
+            if (with_db) {
+                tb_download(db, a);
+                tb_download(db2, b2);
+                CHECK(memcmp(a, b2, db->bytes) == 0,
+                      "%s: the widening's db differs from cuda_conv2d_bwd_bias's", ctx);
+            }
+            guards_all(ctx);
+        }
+    CHECK(cuda_conv2d_bwd_widen(g_st, (float *)dw1->d, dwb->d, nw, (float *)db->d, ddy->d, P, Co,
+                                dt, accum, ws->d, wsb - 1) == SG_ERR,
+          "%s: the widening's db: a workspace one byte short must be refused", ctx);
     case_end();
 }
 

@@ -13,8 +13,9 @@
  * pack with the engine's uids and pointers must finalize too.
  *
  * The engine's static functions are reached by including the .c file (tests may include
- * anything); cuda_copy, the one kernel it launches (widening a bf16 dw), and the timing windows
- * of its timed choice (timing.cu) are stubs that are never called here.
+ * anything); the two kernels it launches (a backward-filter's finish: the widening of a bf16 dw
+ * with db, or db alone), and the timing windows of its timed choice (timing.cu) are stubs that
+ * are never called here.
  * Exits 77 (SKIP) only when cuDNN itself cannot create a descriptor on this machine.
  */
 #include "kernels/cuda/cudnn_conv.c"
@@ -23,9 +24,18 @@
 
 #include "tests/sg_test.h"
 
-int cuda_copy(cudaStream_t st, void *y, int ydt, const void *x, int xdt, int64_t n, int accum) {
-    (void)st, (void)y, (void)ydt, (void)x, (void)xdt, (void)n, (void)accum;
-    return sg_set_error("cuda_copy: not available in test_cudnn_graphs");
+int cuda_conv2d_bwd_widen(cudaStream_t st, float *dw, const void *dwb, int64_t nw, float *db,
+                          const void *dy, int64_t P, int Co, int dt, int accum, void *ws,
+                          int64_t ws_bytes) {
+    (void)st, (void)dw, (void)dwb, (void)nw, (void)db, (void)dy, (void)P, (void)Co, (void)dt;
+    (void)accum, (void)ws, (void)ws_bytes;
+    return sg_set_error("cuda_conv2d_bwd_widen: not available in test_cudnn_graphs");
+}
+int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, int Co, int dt,
+                         int accum, void *ws, int64_t ws_bytes) {
+    (void)st, (void)db, (void)dy, (void)P, (void)Co, (void)dt, (void)accum, (void)ws;
+    (void)ws_bytes;
+    return sg_set_error("cuda_conv2d_bwd_bias: not available in test_cudnn_graphs");
 }
 
 int sg_cuda_window_begin(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0) {

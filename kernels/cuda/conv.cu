@@ -1004,6 +1004,20 @@ int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, 
     return cu_col_sum(st, db, DT_F32, dy, dt, 1, P, Co, accum, ws);
 }
 
+int cuda_conv2d_bwd_widen(cudaStream_t st, float *dw, const void *dwb, int64_t nw, float *db,
+                          const void *dy, int64_t P, int Co, int dt, int accum, void *ws,
+                          int64_t ws_bytes) {
+    const char *fn = "cuda_conv2d_bwd_widen";
+    SG_ARG_CHECK(dw && dwb && nw > 0, "%s: bad arguments (nw=%lld)", fn, (long long)nw);
+    if (db) {
+        SG_DT_CHECK(dt, fn);
+        SG_ARG_CHECK(dy && P > 0 && Co > 0, "%s: bad arguments (P=%lld Co=%d)", fn, (long long)P,
+                     Co);
+        SG_WS_CHECK(sg_ws_colsum(1, P, Co), ws_bytes, fn);
+    }
+    return cu_widen_finish(st, dw, (const uint16_t *)dwb, nw, accum, db, dy, dt, P, Co, ws);
+}
+
 /* ================ upconv2d: nearest-upsample + 3x3 conv from the low-res input ================
  *
  * y[N,2H,2W,Co] = conv3x3_pad1(upsample2x(x[N,H,W,Ci]), w) + b without the upsampled tensor

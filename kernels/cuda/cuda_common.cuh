@@ -454,6 +454,10 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
  * sg_ws_colsum(1, R, C) bytes). */
 int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, int chunks,
                     int accum, float *db, const void *dy, int dt, int64_t R, int C, void *ws);
+/* ... after a library wrote dw in bf16 (cuDNN's +dw_bf16 backward-filter): dw[nw] (fp32) = or
+ * (accum) += dwb widened, bit for bit cuda_copy's, and db as above, in one launch */
+int cu_widen_finish(cudaStream_t st, float *dw, const uint16_t *dwb, int64_t nw, int accum,
+                    float *db, const void *dy, int dt, int64_t R, int C, void *ws);
 
 /* The output-parity class z = rh * S + rw of a convolution's backward data pass (the
  * tensor-core kernels: conv_tc.cu, conv_wgmma.cu): the input pixels ih = ih1 + S i (i < Hc)

@@ -413,6 +413,13 @@ long cuda_conv_wgmma_persistent_launches(void);
 int cuda_conv2d_bias_add(cudaStream_t st, void *y, const float *b, int64_t P, int Co, int dt);
 int cuda_conv2d_bwd_bias(cudaStream_t st, float *db, const void *dy, int64_t P, int Co, int dt,
                          int accum, void *ws, int64_t ws_bytes);
+/* [ws] The finish of a backward-filter that cuDNN wrote in bf16 (its +dw_bf16 variant,
+ * cudnn_conv.c), in one launch: dw[nw] (fp32) = or (accum) += dwb[nw] (bf16) widened, bit for bit
+ * cuda_copy's, and, where db is not NULL, cuda_conv2d_bwd_bias's db (the same accum and ws), bit
+ * for bit: the two launches it replaces. */
+int cuda_conv2d_bwd_widen(cudaStream_t st, float *dw, const void *dwb, int64_t nw, float *db,
+                          const void *dy, int64_t P, int Co, int dt, int accum, void *ws,
+                          int64_t ws_bytes);
 
 /* ---- linear (linear.cu): x[N,K], w[M,K] (in dt: fp32, or the bf16 weight copy), y[N,M]; all
  * through cuBLASLt. */

@@ -38,7 +38,7 @@ typedef struct {
     int ok;         /* cuDNN runs this descriptor */
     int bias_fused; /* forward with bias: added inside the conv call */
     int dw_bf16;    /* backward-filter, bf16: cuDNN writes a bf16 dw, widened (accumulated) by
-                       cuda_copy, because no deterministic engine writes fp32 dw from bf16 */
+                       cuda_conv2d_bwd_widen: no deterministic engine writes fp32 dw from bf16 */
     cudnnBackendDescriptor_t plan;
     int64_t engine; /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX */
     int64_t ws_bytes;
@@ -468,20 +468,28 @@ static int dnn_heur(dnn_graph *g, cudnnBackendHeurMode_t mode, int optional,
     return SG_OK;
 }
 
-/* One call as sg_cudnn_run makes it: plan on cv's operands, then the dw_bf16 variant's widening
- * of the bf16 dw into dw. */
+/* One call as sg_cudnn_run makes it: plan on cv's operands, then a backward-filter's finish:
+ * the dw_bf16 variant's widening of the bf16 dw into dw (fp32: = or +=) and db (cv->db, the
+ * column sums of dy) in one launch (cuda_conv2d_bwd_widen), else db alone
+ * (cuda_conv2d_bwd_bias): the bits of the widening and the column sum launched apart. */
 static int dnn_call(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k, int bias_fused,
                     int dw_bf16, const sg_cudnn_conv *cv) {
     if (dnn_exec(c, plan, k, bias_fused, dw_bf16, cv)) return SG_ERR;
+    if (k->pass != SG_CUDNN_BWD_FILTER) return SG_OK;
     const int64_t nw = (int64_t)cv->Co * cv->K * cv->K * cv->Ci;
-    /* the dw_bf16 variant: dw (fp32) = or += the bf16 dw, in fp32 */
-    if (dw_bf16 && cuda_copy(c->st, cv->out, DT_F32, c->ws, DT_BF16, nw, cv->accum)) return SG_ERR;
-    return SG_OK;
+    const int64_t P =
+        (int64_t)cv->N * dnn_out_size(cv->H, cv->K, cv->S) * dnn_out_size(cv->W, cv->K, cv->S);
+    if (dw_bf16)
+        return cuda_conv2d_bwd_widen(c->st, cv->out, c->ws, nw, cv->db, cv->in, P, cv->Co, cv->dt,
+                                     cv->accum, cv->db_ws, cv->db_ws_bytes);
+    return cv->db ? cuda_conv2d_bwd_bias(c->st, cv->db, cv->in, P, cv->Co, cv->dt, cv->accum,
+                                         cv->db_ws, cv->db_ws_bytes)
+                  : SG_OK;
 }
 
-/* ms per call (dnn_call: the widening of a bf16 dw included, so the two backward-filter
- * variants compare whole) on cv's operands: one untimed call (a runtime-compiled engine
- * compiles, caches warm), then c->time_reps in a window of device time (c->win: cuDNN's
+/* ms per call (dnn_call: the finish included, a bf16 dw's widening and db, so the two
+ * backward-filter variants compare whole) on cv's operands: one untimed call (a runtime-compiled
+ * engine compiles, caches warm), then c->time_reps in a window of device time (c->win: cuDNN's
  * execute costs the host tens of microseconds a call, more than a small convolution's device
  * time, and without the window's hold every candidate of such a convolution would tie). */
 static int dnn_time_plan(sg_cudnn *c, cudnnBackendDescriptor_t plan, const dnn_key *k,

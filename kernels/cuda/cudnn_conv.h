@@ -39,7 +39,8 @@
  *   written by cuDNN (beta = 1 to accumulate); in bf16, where no deterministic engine writes an
  *   fp32 dw from bf16 operands, cuDNN writes a bf16 dw into the workspace and cuda_copy widens
  *   (and accumulates) it into dw: one bf16 rounding of dw, as PyTorch's autocast has (the
- *   engine name says "+dw_bf16"). db is never computed here (cuda_conv2d_bwd_bias).
+ *   engine name says "+dw_bf16"). db (the call's db, where given) is computed after cuDNN: in the
+ *   same launch as that widening, or alone (cuda_conv2d_bwd_bias).
  * - Concatenated (two-buffer) operands are not handled: the CUDA backend runs such nodes on
  *   the own engine (a channel slice of one NHWC tensor is not a concatenation of two).
  *
@@ -67,7 +68,11 @@ typedef enum { SG_CUDNN_FWD = 0, SG_CUDNN_BWD_DATA = 1, SG_CUDNN_BWD_FILTER = 2 
 
 /* One convolution call: the pass and its operands. For SG_CUDNN_FWD: out = y, in = x, w = the
  * weights in dt (fp32, or the plan's bf16 copy), b = bias (fp32) or NULL. BWD_DATA: out = dx,
- * in = dy, w. BWD_FILTER: out = dw (fp32), in = dy, x = the forward input (w unused). */
+ * in = dy, w. BWD_FILTER: out = dw (fp32), in = dy, x = the forward input (w unused), and db
+ * (fp32, accumulated like dw) = the column sums of dy, where not NULL: computed by the call
+ * after cuDNN's, in the launch that widens a bf16 dw (cuda_conv2d_bwd_widen) or alone
+ * (cuda_conv2d_bwd_bias), its partials in db_ws[db_ws_bytes] (the kernel workspace: the
+ * library one holds the bf16 dw). */
 typedef struct {
     int pass;
     int N, H, W, Ci, Co, K, S, pad;
@@ -78,6 +83,9 @@ typedef struct {
     const void *x;
     const void *w;
     const float *b;
+    float *db;
+    void *db_ws;
+    int64_t db_ws_bytes;
 } sg_cudnn_conv;
 
 /* A context on stream st with the library workspace ws[ws_bytes] (SG_WS_ALIGN-aligned). */

@@ -171,14 +171,18 @@ __global__ void col_sum_kernel(void *out, int odt, float *part, const void *in, 
                   gridDim.x, threadIdx.x, threadIdx.y, sh, &sh_last);
 }
 
-/* A weight gradient's finish in one launch of 256-thread blocks. Blocks [0, cb) sum the chunks'
- * partials of dw: threads stride over the nw weights, dw[i] (+)= the sum over chunks c, in
- * order, of part[c][i]. The blocks after them are col_sum_kernel's (tile, chunk) blocks of db,
- * the column sums of dy[R][C] (none where there is no db): the same bits as the two launches
- * this replaces (a chunk sum, then cu_col_sum). */
+/* A weight gradient's finish in one launch of 256-thread blocks. Blocks [0, cb) make dw: threads
+ * stride over the nw weights, and
+ * - fp32 partials (pdt DT_F32; the own kernels' chunks): dw[i] (+)= the sum over chunks c, in
+ *   order, of part[c][i];
+ * - a bf16 dw (pdt DT_BF16, one chunk; cuDNN's +dw_bf16 backward-filter, cudnn_conv.c): dw[i] =
+ *   or (accum) += part[i] widened: cuda_copy's arithmetic.
+ * The blocks after them are col_sum_kernel's (tile, chunk) blocks of db, the column sums of
+ * dy[R][C] (none where there is no db): the same bits as the two launches this replaces (a
+ * chunk sum or cuda_copy, then cu_col_sum). */
 __global__ void __launch_bounds__(256)
-    wgrad_finish_kernel(float *dw, const float *part, int64_t nw, int chunks, int accum, int cb,
-                        float *db, float *cpart, const void *dy, int dt, int64_t R, int C,
+    wgrad_finish_kernel(float *dw, const void *part, int pdt, int64_t nw, int chunks, int accum,
+                        int cb, float *db, float *cpart, const void *dy, int dt, int64_t R, int C,
                         int cchunks, int tiles) {
     SG_PDL_ENTER();
     __shared__ float sh[8][33];
@@ -186,8 +190,13 @@ __global__ void __launch_bounds__(256)
     if ((int)blockIdx.x < cb) {
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nw;
              i += (int64_t)cb * blockDim.x) {
+            if (pdt == DT_BF16) {
+                dev_st_acc(dw, i, dev_ld(part, i, DT_BF16), DT_F32, accum);
+                continue;
+            }
+            const float *pf = (const float *)part;
             float s = 0.0f;
-            for (int c = 0; c < chunks; c++) s += part[(int64_t)c * nw + i];
+            for (int c = 0; c < chunks; c++) s += pf[(int64_t)c * nw + i];
             dw[i] = accum ? dw[i] + s : s;
         }
         return;
@@ -215,9 +224,10 @@ int cu_col_sum(cudaStream_t st, void *out, int odt, const void *in, int idt, int
     return SG_OK;
 }
 
-int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, int chunks,
-                    int accum, float *db, const void *dy, int dt, int64_t R, int C, void *ws) {
-    if (nw <= 0 || chunks <= 0 || (db && (R <= 0 || C <= 0)))
+static int wgrad_finish(cudaStream_t st, float *dw, const void *part, int pdt, int64_t nw,
+                        int chunks, int accum, float *db, const void *dy, int dt, int64_t R, int C,
+                        void *ws) {
+    if (nw <= 0 || chunks <= 0 || (pdt == DT_BF16 && chunks != 1) || (db && (R <= 0 || C <= 0)))
         return sg_set_error("wgrad_finish: bad shape");
     const int64_t cchunks = db ? sg_ws_colsum_chunks(R) : 0, tiles = db ? (C + 31) / 32 : 1;
     if (tiles > SG_COLSUM_TICKETS)
@@ -226,10 +236,18 @@ int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, i
     const unsigned cb = sg_grid_for(nw);
     const int64_t blocks = cb + tiles * cchunks;
     if (blocks > INT_MAX) return sg_set_error("wgrad_finish: %lld blocks", (long long)blocks);
-    SG_LAUNCH(wgrad_finish_kernel, (unsigned)blocks, 256, 0, st, dw, part, nw, chunks, accum,
+    SG_LAUNCH(wgrad_finish_kernel, (unsigned)blocks, 256, 0, st, dw, part, pdt, nw, chunks, accum,
               (int)cb, db, (float *)ws, dy, dt, R, C, (int)cchunks, (int)tiles);
     SG_LAUNCH_CHECK("wgrad_finish_kernel");
     return SG_OK;
+}
+int cu_wgrad_finish(cudaStream_t st, float *dw, const float *part, int64_t nw, int chunks,
+                    int accum, float *db, const void *dy, int dt, int64_t R, int C, void *ws) {
+    return wgrad_finish(st, dw, part, DT_F32, nw, chunks, accum, db, dy, dt, R, C, ws);
+}
+int cu_widen_finish(cudaStream_t st, float *dw, const uint16_t *dwb, int64_t nw, int accum,
+                    float *db, const void *dy, int dt, int64_t R, int C, void *ws) {
+    return wgrad_finish(st, dw, dwb, DT_BF16, nw, 1, accum, db, dy, dt, R, C, ws);
 }
 
 /* The 16-byte kernel when every operand is 16-byte aligned (arena tensors are), else the
