@@ -166,7 +166,7 @@ typedef struct {
      * same bits, one more pass per normalisation. */
     int *stats_to, *norm_done;
     int64_t *norm_off;
-    int stats_fused; /* pairs */
+    int stats_fused, stats_fused_fwd; /* pairs; the forward ones among them */
     /* Linear groups (prepare_linear_groups): per node, the first node of the group it runs in,
      * -1 for none; lin_groups groups of lin_group_nodes nodes in all. SG_LINEAR_GROUPS=0: none
      * (each node on cuBLASLt: other bits, for comparisons). */
@@ -288,6 +288,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
 static int check_fused_operands(const cuda_ctx *c, const sg_graph *g);
 static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_table *table);
 static int prepare_linear_groups(cuda_ctx *c, const sg_graph *g);
+static void unpair_stats_after(cuda_ctx *c, const sg_graph *g);
 
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -340,6 +341,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if (prepare_linear_groups(c, g)) return SG_ERR;
     if (!sg_plan_bf16_copy(p, &c->copy_param_off, &c->copy_n, &c->copy_off)) c->copy_n = 0;
     if (prepare_conv_engines(be, p, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
+    unpair_stats_after(c, g);
     CU(cudaDeviceSynchronize());
     return prepare_allreduce(be, p);
 }
@@ -1303,8 +1305,9 @@ static int node_writes(const sg_node *nd, int t) {
 }
 /* The statistics' partials of each forward norm_act node (kernels/cuda/norm.cu) are computed by
  * the conv-like node that writes its input x (or the first part of a concatenated x) when that
- * node runs right before it (only virtual concatenations between): in its tensor-core epilogue
- * where the tile fits, else by the partials pass inside its launch. The partials lie in the
+ * node runs right before it (only virtual concatenations between) and computes them in its
+ * tensor-core epilogue (a producer that would run a pass after itself is unpaired once the engines
+ * are chosen: unpair_stats_after, below). The partials lie in the
  * kernel workspace after the producer's own scratch (the plan sizes the workspace per node;
  * a pair that does not fit in it is not made), where the normalisation, the next node to
  * run, finds them. The partials are one fixed function of x whoever computes them, so this
@@ -1318,7 +1321,7 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
     c->norm_off = calloc((size_t)nn, sizeof(int64_t));
     if (!c->stats_to || !c->norm_done || !c->norm_off) return sg_set_error("out of host memory");
     for (int i = 0; i < nn; i++) c->stats_to[i] = -1;
-    c->stats_fused = 0;
+    c->stats_fused = c->stats_fused_fwd = 0;
     /* SG_FUSE_STATS: 1 (the default) both directions, fwd or bwd one, 0 none: the same bits
      * every way, so a GPU can time each (docs/gpu-status.md) */
     const char *env = getenv("SG_FUSE_STATS");
@@ -1369,7 +1372,7 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         c->stats_to[i] = j;
         c->norm_off[j] = off;
         c->norm_done[j] = (int)g->t[first].shape[3];
-        c->stats_fused++;
+        c->stats_fused++, c->stats_fused_fwd++;
     }
     /* the backward: each norm_act's backward with the data gradient that last wrote its dy (the
      * gradient of its output y, which only convolutions read), its backward partials after the
@@ -1400,6 +1403,43 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
         if (c->norm_done[j] < 0) c->norm_done[j] = 0;
     return SG_OK;
 }
+/* A forward pair saves the normalisation a read of x only where the conv computes the partials
+ * in its epilogue: a conv2d or conv2d_add on the own engine's bf16 tensor-core kernels (mma.sync,
+ * wgmma), and every shortcut fold (conv2d_sc: those kernels alone). Any other producer (a conv
+ * on cuDNN, on the GEMM engine's cuBLASLt, on the CUDA-core tiles; an upsample conv) runs them
+ * as a pass after itself (cuda_norm_partials), and the normalisation then merges them in a
+ * launch of its own (norm_stats_final_kernel): two launches where the normalisation alone takes
+ * one (norm_stats_kernel: the partials, then each sample's last block merges), for the same
+ * bytes read and the same bits. So, once the engines are chosen (prepare_conv_engines), those
+ * forward pairs are undone: unet_cifar's default step (bf16, its 3x3 convs on cuDNN) loses a
+ * launch for each of its 29 normalisations after a conv. (A tensor-core forward whose tiles do
+ * not cover whole segments still runs the pass after: its launcher decides, tc_fwd_fuse and
+ * conv_wg_fwd_launch.) The backward pairs stay: a data gradient's partials pass (the terms in
+ * the same launch) replaces the normalisation's own, launch for launch. */
+static int stats_in_epilogue(const cuda_ctx *c, const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    if (nd->op == OP_CONV2D_SC) return 1;
+    if ((nd->op != OP_CONV2D && nd->op != OP_CONV2D_ADD) || !on_own(c->node_eng[i])) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    sg_conv_fuse f;
+    const sg_cat x = conv_input(c, g, nd->in[0], &f);
+    return cuda_conv2d_path(x, P(c, g, nd->out[0]), d.N, d.H, d.W, d.Co, d.K, d.S,
+                            (int)g->t[nd->out[0]].dtype) == SG_CONV_PATH_TENSOR_CORE;
+}
+static void unpair_stats_after(cuda_ctx *c, const sg_graph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        const int j = c->stats_to[i];
+        if (j < 0 || (g->n[j].op != OP_NORM_ACT && g->n[j].op != OP_NORM_ACT_TEMB) ||
+            stats_in_epilogue(c, g, i))
+            continue;
+        c->stats_to[i] = -1;
+        c->norm_done[j] = 0;
+        c->norm_off[j] = 0;
+        c->stats_fused--;
+        c->stats_fused_fwd--;
+    }
+}
+
 /* Where node k writes the partials of the normalisation after it (NULL: nowhere), and their
  * channels per segment (that normalisation's C) */
 static float *node_stats(const cuda_call *k, int *ld) {
@@ -2347,7 +2387,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         "\"convs_own\":%d,\"convs_wgmma\":%d,"
         "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
         "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-        "\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_persist\":%d,\"wg_fill\":%d,"
+        "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,\"wg_"
+        "persist\":%d,\"wg_fill\":%d,"
         "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
         "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
         "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
@@ -2362,7 +2403,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         !c->convs_wgmma                  ? "mma"
         : c->convs_wgmma == c->convs_own ? "wgmma"
                                          : "per-layer",
-        c->stats_fused, c->pdl ? "true" : "false",
+        c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
         c->tc_halo == SG_TC_HALO_ALL    ? "all"
         : c->tc_halo == SG_TC_HALO_NONE ? "none"
                                         : "prologue",

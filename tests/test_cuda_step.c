@@ -487,6 +487,48 @@ static void check_linear_groups(void) {
     unsetenv("SG_LINEAR_GROUPS");
 }
 
+/* The forward statistics' pairs (graph/backend_cuda.c, unpair_stats_after): made only where
+ * the conv computes the partials in its tensor-core epilogue. unet_tiny on the own engine: in
+ * fp32 every conv runs on the CUDA-core tiles (the partials would be a pass after the conv): no
+ * forward pair; in bf16 every normalisation after a conv pairs but the one after conv_in (3
+ * input channels: the CUDA-core tiles). The bits are the same every way (check_precision's
+ * SG_FUSE_STATS runs). */
+static void check_stats_pairs(void) {
+    for (int bf = 0; bf < 2; bf++) {
+        sg_model_cfg c;
+        sg_model_preset(&c, "unet_tiny");
+        c.batch = env_int("SG_TEST_BATCH", 1, 4096, c.batch);
+        c.act_dt = bf ? DT_BF16 : DT_F32;
+        sg_exec e;
+        if (sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN))) {
+            CHECK(0, "unet_tiny %s: %s", bf ? "bf16" : "fp32", sg_last_error());
+            sg_exec_free(&e);
+            continue;
+        }
+        /* the normalisations right after a conv writing their x (or its first part) */
+        const sg_graph *g = &e.plan.g;
+        int after_conv = 0, after_conv_in = 0;
+        for (int j = 0; j < g->nn; j++) {
+            const sg_node *nj = &g->n[j];
+            if (nj->op != OP_NORM_ACT && nj->op != OP_NORM_ACT_TEMB) continue;
+            const int x = nj->in[0], first = g->t[x].nparts ? g->t[x].parts[0] : x;
+            int i = j - 1;
+            while (i >= 0 && g->n[i].op == OP_CONCAT) i--;
+            if (i < 0 || g->n[i].op != OP_CONV2D || g->n[i].out[0] != first) continue;
+            after_conv++;
+            after_conv_in += g->t[g->n[i].in[0]].shape[3] == c.in_ch;
+        }
+        const long fwd = describe_long(e.be, "norm_stats_fused_fwd");
+        CHECK(bf ? after_conv_in == 1 && fwd == after_conv - 1 : fwd == 0,
+              "unet_tiny %s, own: %ld forward statistics pairs; %d normalisations follow a conv "
+              "(%d of them conv_in)",
+              bf ? "bf16" : "fp32", fwd, after_conv, after_conv_in);
+        printf("unet_tiny %s, own: %ld forward statistics pairs (%d normalisations after a conv)\n",
+               bf ? "bf16" : "fp32", fwd, after_conv);
+        sg_exec_free(&e);
+    }
+}
+
 static void check_wgmma(void) {
     setenv("SG_CONV_TC", "wgmma", 1);
     sg_model_cfg c;
@@ -596,6 +638,7 @@ int main(void) {
     }
     check_wgmma();
     check_linear_groups();
+    check_stats_pairs();
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");
