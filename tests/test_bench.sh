@@ -162,6 +162,17 @@ assert "(outside a node)" not in ops, ops
 names = {k["name"] for k in s["kernels"]}
 assert "col_sum_kernel" in names and not any(x.startswith("col_sum_partial") for x in names), names
 assert any("norm_stats_kernel" in x for x in names), names
+# a file two runs appended to: the step of the last run by default, with a note; --run 0 the first
+two = sys.argv[2] + ".twice"
+open(two, "w").write(open(sys.argv[2]).read() * 2)
+r = subprocess.run([sys.executable, sys.argv[3], two, "--json"], capture_output=True, text=True)
+assert r.returncode == 0 and json.loads(r.stdout)["run"] == 1, r
+assert "holds 2 runs" in r.stderr and json.loads(r.stdout)["commands"] == n, r.stderr
+r = subprocess.run([sys.executable, sys.argv[3], two, "--run", "0", "--json"],
+                   capture_output=True, text=True)
+assert r.returncode == 0 and json.loads(r.stdout)["run"] == 0, r
+r = subprocess.run([sys.executable, sys.argv[3], two, "--run", "2"], capture_output=True, text=True)
+assert r.returncode != 0 and "no run 2" in r.stderr, r
 PY'
     ok "cuda_host: the per-layer table with the same-size GEMM (time_gemm)" 'check_layers "$tmp/h.json" 1'
     ok "cuda_host: every breakdown row replayed as one graph, the sum given" 'python3 - "$tmp/h.json" <<PY

@@ -10,7 +10,9 @@ OP -> TENSOR"). A training step's graph is the first capture of a bench or train
         --precision bf16 --warmup 2 --iters 1 --no-breakdown --data synthetic:8
     tools/graph_launches.py /tmp/g.txt
 
-prints the graph's commands per op (with its schedule nodes) and per kernel. The counts are
+prints the graph's commands per op (with its schedule nodes) and per kernel. The file is appended
+to, so one that several runs wrote holds several runs' captures (each run numbers its own from
+0): the last run's are read, with a note on stderr, unless --run picks another. The counts are
 the emulation's: a cuBLAS GEMM is one command here (the library may launch two kernels on a
 GPU: a split-K reduction), and cuDNN is not emulated (the host runs those convolutions on the
 GEMM and own engines). The backend's own kernels, copies and memsets are counted as a GPU
@@ -20,12 +22,15 @@ import argparse
 import collections
 import json
 import re
+import signal
 import sys
 
 
 def read_captures(path):
-    """[(header count, [(kind, name, range), ...]), ...] in file order"""
+    """[(run, header count, [(kind, name, range), ...]), ...] in file order; a run starts at
+    every "capture 0" header"""
     caps = []
+    run = -1
     try:
         f = open(path)
     except OSError as e:
@@ -35,13 +40,14 @@ def read_captures(path):
             line = line.rstrip("\n")
             m = re.match(r"capture (\d+): (\d+) commands$", line)
             if m:
-                caps.append((int(m.group(2)), []))
+                run += int(m.group(1)) == 0
+                caps.append((max(run, 0), int(m.group(2)), []))
                 continue
             parts = line.split("\t")
             if not caps or len(parts) != 3:
                 sys.exit(f"graph_launches: {path}:{ln}: not a capture listing line: {line!r}")
-            caps[-1][1].append(tuple(parts))
-    for k, (n, cmds) in enumerate(caps):
+            caps[-1][2].append(tuple(parts))
+    for k, (_, n, cmds) in enumerate(caps):
         if n != len(cmds):
             sys.exit(f"graph_launches: {path}: capture {k} says {n} commands and lists {len(cmds)}"
                      " (a truncated file?)")
@@ -70,22 +76,37 @@ def summarise(cmds):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a reader that stops early (head) is no error
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("list", help="the SG_SIM_GRAPH_LIST file")
     ap.add_argument("--capture", type=int, default=0,
-                    help="which capture (default 0: a bench or train run's step)")
+                    help="which capture of the run (default 0: a bench or train run's step)")
+    ap.add_argument("--run", type=int, default=-1,
+                    help="which run, when several appended to the file (0 the first; default "
+                         "the last)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     a = ap.parse_args()
     caps = read_captures(a.list)
-    if not 0 <= a.capture < len(caps):
-        sys.exit(f"graph_launches: {a.list} holds {len(caps)} captures; no capture {a.capture}")
-    s = summarise(caps[a.capture][1])
+    runs = caps[-1][0] + 1 if caps else 0
+    run = runs - 1 if a.run < 0 else a.run
+    if not 0 <= run < runs:
+        sys.exit(f"graph_launches: {a.list} holds {runs} run(s); no run {a.run}")
+    mine = [c for c in caps if c[0] == run]
+    if not 0 <= a.capture < len(mine):
+        sys.exit(f"graph_launches: run {run} of {a.list} holds {len(mine)} captures; no capture "
+                 f"{a.capture}")
+    if runs > 1:
+        print(f"graph_launches: {a.list} holds {runs} runs' captures (appended); reading run {run}"
+              f"{' (the last)' if a.run < 0 else ''}", file=sys.stderr)
+    s = summarise(mine[a.capture][2])
     s["capture"] = a.capture
+    s["run"] = run
     if a.json:
         print(json.dumps(s))
         return
     kinds = ", ".join(f"{v} {k}" for k, v in sorted(s["kinds"].items()))
-    print(f"capture {a.capture}: {s['commands']} commands ({kinds})")
+    print(f"capture {a.capture}{f' of run {run}' if runs > 1 else ''}: {s['commands']} commands "
+          f"({kinds})")
     print(f"\n{'commands':>8}  {'nodes':>5}  op")
     for o in s["ops"]:
         print(f"{o['commands']:8d}  {o['nodes']:5d}  {o['op']}")
