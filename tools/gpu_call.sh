@@ -65,6 +65,11 @@ mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 total=${GPU_CALL_S:-560}
 exec > >(tee "$out/call.log") 2>&1
+# tee runs beside the script (a process substitution) and may still be writing the log's last
+# lines when the script exits: the EXIT trap closes the script's output and waits for it, so
+# whoever reads call.log at once (the device tool collecting $OUT, a test) reads all of it
+sg_tee=$!
+trap 'exec >&- 2>&-; wait "$sg_tee"' EXIT
 
 # shellcheck source=tools/gpu_call_targets.sh
 source "$root/tools/gpu_call_targets.sh"

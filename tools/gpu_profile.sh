@@ -40,6 +40,11 @@ mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 total=${GPU_PROFILE_S:-540}
 exec > >(tee "$out/profile.log") 2>&1
+# tee runs beside the script (a process substitution) and may still be writing the log's last
+# lines when the script exits: the EXIT trap closes the script's output and waits for it, so
+# whoever reads profile.log at once (the device tool collecting $OUT, a test) reads all of it
+sg_tee=$!
+trap 'exec >&- 2>&-; wait "$sg_tee"' EXIT
 
 bdir=$root/build-gpu
 bin=${GPU_PROFILE_BIN:-$bdir/bench}
