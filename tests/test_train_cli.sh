@@ -35,6 +35,8 @@ usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1
 # refused once the rank count is known (under ASan: the communicator was leaked there)
 usage_err "--ranks 2 in one process" --steps 2 --ranks 2
 usage_err "--grad-accum 3 for batch 4" --steps 2 --grad-accum 3
+# every sample grid would fail (DDIM steps beyond the schedule's T)
+usage_err "--ddim-steps 5000 (T = 1000)" --steps 2 --ddim-steps 5000
 
 # ---- a fresh run with --flag=value into a/b/c: parents made, config.json written
 "${T[@]}" --steps=4 --log-every=2 --ckpt-every=2 --out=a/b/c 2>log.txt; rc=$?
@@ -186,6 +188,73 @@ PY
 "$train" --resume crashed --steps 9 >/dev/null 2>err.txt; rc=$?
 ok "a damaged newest checkpoint falls back to the newest valid one" '[ $rc -eq 0 ] && grep -q "ckpt_00000008.sgck is damaged" err.txt && [ -f crashed/ckpt_00000009.sgck ]'
 ok "metrics cut back to the fallback checkpoint" '[ "$(python3 -c "import json;print([json.loads(l)[\"step\"] for l in open(\"crashed/metrics.jsonl\")])")" = "[1, 2, 3, 4, 5, 6, 7, 8, 9]" ]'
+
+# an abandoned branch: a resume from an older checkpoint saves on from there, and `latest`
+# names its newest; a plain --resume DIR follows `latest`, names the newer leftovers, never takes them
+"${T[@]}" --steps 6 --ckpt-every 2 --log-every 1 --out branch >/dev/null 2>&1
+"$train" --resume branch/ckpt_00000002.sgck --steps 4 --lr 0.001 >/dev/null 2>&1
+"$train" --resume branch --steps 8 >/dev/null 2>err.txt; rc=$?
+ok "--resume DIR follows latest past an abandoned branch's newer checkpoint" '[ $rc -eq 0 ] && grep -q "steps 4 -> 8" err.txt && grep -q "past the one .latest. names (step 4)" err.txt && python3 -c "
+import json; c = json.load(open(\"branch/config.json\"))
+assert [r[\"step\"] for r in c[\"resumes\"]] == [2, 4], c[\"resumes\"]"'
+
+# a checkpoint is input too: its run cadences are checked like their flags (a log_every of 0,
+# written with valid checksums, crashed the trainer with a division by zero)
+python3 - branch/ckpt_00000008.sgck zero.sgck <<'PY'
+import re, struct, sys
+M = (1 << 64) - 1
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                      0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+rotl = lambda x, r: ((x << r) | (x >> (64 - r))) & M
+def rnd(a, x):
+    return (rotl((a + x * P2) & M, 31) * P1) & M
+def xxh64(b):  # seed 0 (docs/checkpoint-format.md)
+    n, i, u64 = len(b), 0, lambda j: int.from_bytes(b[j:j + 8], "little")
+    if n >= 32:
+        v = [(P1 + P2) & M, P2, 0, (-P1) & M]
+        while i + 32 <= n:
+            v = [rnd(v[k], u64(i + 8 * k)) for k in range(4)]
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M
+        for k in range(4):
+            h = ((h ^ rnd(0, v[k])) * P1 + P4) & M
+    else:
+        h = P5
+    h = (h + n) & M
+    while i + 8 <= n:
+        h = (rotl(h ^ rnd(0, u64(i)), 27) * P1 + P4) & M
+        i += 8
+    if i + 4 <= n:
+        h = (rotl(h ^ ((int.from_bytes(b[i:i + 4], "little") * P1) & M), 23) * P2 + P3) & M
+        i += 4
+    while i < n:
+        h = (rotl(h ^ ((b[i] * P5) & M), 11) * P1) & M
+        i += 1
+    h = ((h ^ (h >> 33)) * P2) & M
+    h = ((h ^ (h >> 29)) * P3) & M
+    return h ^ (h >> 32)
+b = bytearray(open(sys.argv[1], "rb").read())
+mo, ms = struct.unpack_from("<QQ", b, 24)
+assert struct.unpack_from("<Q", b, 40)[0] == xxh64(bytes(b[mo:mo + ms])), "xxh64 disagrees"
+meta = bytes(b[mo:mo + ms])
+new, k = re.subn(rb'"log_every":\s*\d+', lambda m: b'"log_every":0'.ljust(len(m.group(0))), meta)
+assert k >= 1 and len(new) == ms, k
+b[mo:mo + ms] = new
+struct.pack_into("<Q", b, 40, xxh64(new))
+struct.pack_into("<Q", b, 56, xxh64(bytes(b[:56])))
+struct.pack_into("<Q", b, len(b) - 8, xxh64(bytes(b[:-8])))
+open(sys.argv[2], "wb").write(b)
+PY
+"$ckpt" verify zero.sgck >/dev/null 2>&1; vrc=$?
+"$train" --resume zero.sgck --steps 12 >/dev/null 2>err.txt; rc=$?
+ok "a checkpoint whose run.log_every is 0 (valid checksums) is refused, not a crash" '[ $vrc -eq 0 ] && [ $rc -eq 2 ] && grep -q "run.log_every is not a whole number in \[1," err.txt'
+
+# a folder holding another tool's config.json (a diffusers export) is no run: refused, and
+# --overwrite must not delete that file
+"$ckpt" export branch/ckpt_00000008.sgck --diffusers dexp >/dev/null 2>&1
+cp dexp/config.json dexp.json
+"${T[@]}" --steps 2 --out dexp --overwrite >/dev/null 2>err.txt; rc=$?
+ok "a diffusers folder is not a run: --overwrite refused, its config.json kept" '[ $rc -ne 0 ] && grep -q "not a stepgraph run" err.txt && cmp -s dexp/config.json dexp.json'
 
 # ---- a non-finite loss: reported at the step it happened (not the log step that saw it), exit 3,
 # and no checkpoint of the broken state (weights with one NaN, from a safetensors file)

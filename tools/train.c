@@ -272,9 +272,28 @@ static int is_run_file(const char *name) {
            (!strncmp(name, "samples_", 8) && n > 4 && !strcmp(name + n - 4, ".png"));
 }
 
+/* OUT/config.json is a run's (write_run_config: an object with "model" and "resumes"), not
+ * another tool's file of that name (a diffusers export's, say); 1 when there is none */
+static int config_is_runs(const char *out) {
+    char path[OUT_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.json", out);
+    struct stat st;
+    if (stat(path, &st)) return 1;
+    json_t *j = json_load_file(path, 0, NULL);
+    const int runs = json_is_object(j) && json_object_get(j, "model") &&
+                     json_is_array(json_object_get(j, "resumes"));
+    json_decref(j);
+    return runs;
+}
+
 /* A fresh run: refuse a directory that holds another run, or (overwrite) delete that run's
- * files — only the files a run writes, nothing else in the directory. */
+ * files — only the files a run writes, nothing else in the directory. A config.json that is
+ * not a run's is refused either way: --overwrite must not delete another tool's file. */
 static int claim_fresh_dir(const char *out, int overwrite) {
+    if (!config_is_runs(out))
+        return sg_set_error("%s holds a config.json that is not a stepgraph run's (a diffusers "
+                            "export?): choose another --out",
+                            out);
     DIR *d = opendir(out);
     if (!d) return sg_set_error("cannot read %s: %s", out, strerror(errno));
     int rc = SG_OK;
@@ -337,37 +356,65 @@ static int trim_metrics(const char *out, int64_t step) {
 
 /* ---- resume */
 
-/* The checkpoint to resume: CKPT itself, or in a run directory its newest checkpoint that
- * opens cleanly; a damaged newer one is named and skipped. */
+/* The checkpoint to resume: CKPT itself, or in a run directory the one its `latest` names (the
+ * run's last save; without `latest`, the highest step) that opens cleanly; a damaged one is
+ * named and the next older one tried. Checkpoints of a higher step than `latest`'s are left
+ * from a branch the run abandoned (a resume from an older checkpoint, which saves on from
+ * there): named, never taken. Every ckpt_*.sgck is considered, however many. */
+static int cmp_step_desc(const void *x, const void *y) {
+    const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
 static int find_resume_ckpt(const char *resume, char *path, size_t cap) {
     struct stat st;
     if (stat(resume, &st) || !S_ISDIR(st.st_mode)) {
         snprintf(path, cap, "%s", resume);
         return SG_OK;
     }
-    int64_t steps[4096];
-    int n = 0;
+    int64_t *steps = NULL;
+    size_t n = 0, scap = 0;
     DIR *d = opendir(resume);
-    for (struct dirent *de; d && (de = readdir(d)) && n < 4096;) {
+    if (!d) return sg_set_error("cannot read %s: %s", resume, strerror(errno));
+    for (struct dirent *de; (de = readdir(d));) {
         long long s;
         char tail[8];
-        if (sscanf(de->d_name, "ckpt_%lld.sgc%1s", &s, tail) == 2 && !strcmp(tail, "k"))
-            steps[n++] = s;
+        if (sscanf(de->d_name, "ckpt_%lld.sgc%1s", &s, tail) != 2 || strcmp(tail, "k")) continue;
+        if (n == scap) {
+            int64_t *ns = realloc(steps, sizeof *steps * (scap = scap ? 2 * scap : 64));
+            if (!ns) return closedir(d), free(steps), sg_set_error("out of memory");
+            steps = ns;
+        }
+        steps[n++] = s;
     }
-    if (d) closedir(d);
-    for (int i = 0; i < n; i++) /* newest first */
-        for (int j = i + 1; j < n; j++)
-            if (steps[j] > steps[i]) {
-                int64_t t = steps[i];
-                steps[i] = steps[j], steps[j] = t;
-            }
-    for (int i = 0; i < n; i++) {
+    closedir(d);
+    qsort(steps, n, sizeof *steps, cmp_step_desc);
+    /* the step `latest` names, if it names one of these */
+    int64_t top = -1;
+    char named[OUT_MAX + 300];
+    long long ls;
+    char tail[8];
+    const char *base = NULL;
+    if (!ckpt_latest(resume, named, sizeof named) && (base = strrchr(named, '/')) &&
+        sscanf(base + 1, "ckpt_%lld.sgc%1s", &ls, tail) == 2 && !strcmp(tail, "k"))
+        top = ls;
+    size_t first = 0;
+    while (top >= 0 && first < n && steps[first] > top) first++;
+    if (first) {
+        ckpt_rotating_path(resume, steps[0], path, cap);
+        fprintf(stderr,
+                "train: warning: %s holds %zu checkpoint(s) past the one `latest` names (step "
+                "%lld), up to %s: left from a run resumed from an older checkpoint; resuming "
+                "step %lld (give a checkpoint file to --resume to take another)\n",
+                resume, first, (long long)top, path, (long long)top);
+    }
+    for (size_t i = first; i < n; i++) {
         ckpt_rotating_path(resume, steps[i], path, cap);
         ckpt_file *f = ckpt_open(path);
-        if (f) return ckpt_close(f), SG_OK;
+        if (f) return ckpt_close(f), free(steps), SG_OK;
         fprintf(stderr, "train: warning: %s is damaged (%s); trying an older checkpoint\n", path,
                 sg_last_error());
     }
+    free(steps);
     return sg_set_error("%s holds no valid checkpoint to resume", resume);
 }
 
@@ -413,6 +460,24 @@ static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path,
         a->steps = ckpt_steps;
     else if (a->steps != ckpt_steps)
         json_object_set_new(changes, "steps", json_integer(a->steps));
+    /* the run's cadences, in the ranges their flags take (a checkpoint is input too) */
+    static const struct {
+        const char *key;
+        int64_t lo, hi;
+    } lim[] = {{"log_every", 1, INT64_MAX / 2},
+               {"ckpt_every", 0, INT64_MAX / 2},
+               {"sample_every", 0, INT64_MAX / 2},
+               {"keep", 0, 1 << 20},
+               {"samples", 1, 1024},
+               {"ddim_steps", 1, 100000},
+               {"steps", 0, INT64_MAX / 2}};
+    for (size_t i = 0; !rc && i < sizeof lim / sizeof lim[0]; i++) {
+        const json_t *v = json_object_get(run, lim[i].key);
+        if (v && (!json_is_integer(v) || json_integer_value(v) < lim[i].lo ||
+                  json_integer_value(v) > lim[i].hi))
+            rc = sg_set_error("%s: its run.%s is not a whole number in [%lld, %lld]", ckpt_path,
+                              lim[i].key, (long long)lim[i].lo, (long long)lim[i].hi);
+    }
     if (!a->cadence_set[0]) a->log_every = meta_int(run, "log_every", a->log_every);
     if (!a->cadence_set[1]) a->ckpt_every = meta_int(run, "ckpt_every", a->ckpt_every);
     if (!a->cadence_set[2]) a->sample_every = meta_int(run, "sample_every", a->sample_every);
@@ -812,6 +877,11 @@ static int setup_config(train_run *r) {
             return sg_set_error("--out is longer than %d characters", OUT_MAX - 1), 2;
     }
     apply_safe_flags(a, &r->cfg, r->changes);
+    /* the sample grids' DDIM steps: at most the schedule's (else every grid would fail) */
+    if (a->ddim_steps > r->cfg.T)
+        return sg_set_error("--ddim-steps %d: at most the schedule's T = %d", a->ddim_steps,
+                            r->cfg.T),
+               2;
     r->backend = cli_backend_name(a->backend);
     return setup_engine_table(r);
 }
@@ -979,9 +1049,16 @@ int main(int argc, char **argv) {
         fputc('\n', stderr);
         rc = EXIT_SIGNAL;
     } else if (!rc && r.root) {
-        fprintf(stderr, "train: done, %lld steps in %s; loss curve %s/loss.png\n",
-                (long long)(r.step - r.step_start),
-                cli_fmt_duration((cli_now_ms() - r.t_setup) / 1e3, took), r.out);
+        /* the curve is drawn at each checkpoint, from two logged steps on */
+        char curve[OUT_MAX + 32];
+        struct stat st;
+        snprintf(curve, sizeof curve, "%s/loss.png", r.out);
+        fprintf(stderr, "train: done, %lld steps in %s; %s%s\n", (long long)(r.step - r.step_start),
+                cli_fmt_duration((cli_now_ms() - r.t_setup) / 1e3, took),
+                stat(curve, &st) ? "no loss curve (it needs a checkpoint and two logged steps: "
+                                   "--ckpt-every, --log-every)"
+                                 : "loss curve ",
+                stat(curve, &st) ? "" : curve);
     }
     run_free(&r);
     return finish_dp(&r, rc);
