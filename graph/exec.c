@@ -477,8 +477,16 @@ static int check_resume_plan(sg_exec *e, const char *meta) {
     sg_model_cfg c;
     sg_engine_table tab;
     int rc = SG_OK, has_tab = meta_engine_table(meta, "checkpoint", &tab);
+    /* the data's image count is part of the plan (the dataset lies in the arena) and of the
+     * run's data order: a changed count is named as such, not as another build's plan */
+    const json_t *dn = json_object_get(json_object_get(m, "data"), "n");
     if (has_tab < 0) {
         rc = SG_ERR;
+    } else if (json_is_integer(dn) && json_integer_value(dn) != e->plan.cfg.data_n) {
+        rc = sg_set_error("the data holds %lld images now and held %lld when the checkpoint was "
+                          "written (its data.n): a resume needs the same data (the run's data "
+                          "order and its plan depend on the count)",
+                          (long long)e->plan.cfg.data_n, (long long)json_integer_value(dn));
     } else if (!have || !cfg_json || sg_model_cfg_from_json(cfg_json, &c)) {
         rc = sg_set_error("checkpoint metadata: no config or plan_hash to compare with this run");
     } else {

@@ -294,6 +294,7 @@ t0=$(date +%s.%N)
 kill -INT $pid; wait $pid; rc=$?
 t1=$(date +%s.%N)
 ok "SIGINT during the final sampling stops it (exit 130, under 3 s)" '[ $rc -eq 130 ] && python3 -c "import sys; sys.exit(not ($t1 - $t0 < 3))"'
+ok "... and says the training is complete, with no resume hint (it would have nothing to train)" 'grep -q "training is complete" err.txt && ! grep -q "continue with:" err.txt'
 
 # ---- a data path with a quote and a long path: the first checkpoint save must not fail
 long="$tmp/$(printf 'd%.0s' $(seq 200))/$(printf 'e%.0s' $(seq 200))/q\"uote \\ dir"
@@ -336,6 +337,10 @@ ok "folder:DIR trains on its PNGs" '[ $rc -eq 0 ] && grep -q "on folder:imgs (6 
 "$train" --resume own --steps 3 >/dev/null 2>&1; rc=$?
 ok "and resumes from them" '[ $rc -eq 0 ] && [ -f own/ckpt_00000003.sgck ]'
 ok "ckpt takes --flag=value too" '"$ckpt" dump own/ckpt_00000003.sgck loss --limit=1 | grep -q "^# loss"'
+cp imgs/img0.png imgs/img6.png
+"$train" --resume own --steps 4 >/dev/null 2>err.txt; rc=$?
+ok "a resume whose folder gained an image names the count, not another build" '[ $rc -ne 0 ] && grep -q "holds 7 images now and held 6" err.txt && ! grep -q "another stepgraph version" err.txt'
+rm imgs/img6.png
 echo "not a png" >imgs/zz.png
 "$train" --model unet_tiny --data folder:imgs --steps 2 --out own2 >/dev/null 2>err.txt; rc=$?
 ok "an unreadable image is named" '[ $rc -ne 0 ] && grep -q "zz.png" err.txt'

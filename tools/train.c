@@ -1040,6 +1040,13 @@ int main(int argc, char **argv) {
     char took[16];
     if (!rc && stop_requested && !r.root) {
         rc = EXIT_SIGNAL;
+    } else if (!rc && stop_requested && r.step >= r.a.steps) {
+        /* the signal came after the last step (during the final sample grid): nothing to resume */
+        fprintf(stderr,
+                "train: stopped by a signal after the last step (%lld): the training is complete, "
+                "its checkpoint %s; the final sample grid was not drawn (sample --ckpt draws it)\n",
+                (long long)r.step, r.last_ckpt);
+        rc = EXIT_SIGNAL;
     } else if (!rc && stop_requested) {
         fprintf(stderr, "train: stopped at step %lld by a signal; continue with:\n  ",
                 (long long)r.step);
