@@ -37,6 +37,9 @@ usage_err "--ranks 2 in one process" --steps 2 --ranks 2
 usage_err "--grad-accum 3 for batch 4" --steps 2 --grad-accum 3
 # every sample grid would fail (DDIM steps beyond the schedule's T)
 usage_err "--ddim-steps 5000 (T = 1000)" --steps 2 --ddim-steps 5000
+# flags that would be dropped without a word
+usage_err "--lr-min with the constant schedule" --steps 2 --lr-min 0.5
+usage_err "--lr-decay-steps with the constant schedule" --steps 2 --lr-decay-steps 100
 
 # ---- a fresh run with --flag=value into a/b/c: parents made, config.json written
 "${T[@]}" --steps=4 --log-every=2 --ckpt-every=2 --out=a/b/c 2>log.txt; rc=$?
@@ -172,6 +175,8 @@ assert d["log_every"] == 2 and d["keep"] == 5, d
 PY'
 "$train" --resume crashed --steps 7 >/dev/null 2>err.txt; rc=$?
 ok "--steps below the resumed step is an error" '[ $rc -eq 2 ] && grep -q "nothing to train" err.txt'
+"$train" --resume crashed --steps 12 --overwrite >/dev/null 2>err.txt; rc=$?
+ok "--resume with --overwrite is refused (one continues a run, the other replaces it)" '[ $rc -eq 2 ] && grep -q "give one" err.txt'
 "$train" --resume crashed --steps 12 --ch 64 >/dev/null 2>err.txt; rc=$?
 ok "a model flag on resume is refused" '[ $rc -eq 2 ] && grep -q -- "--ch cannot change" err.txt'
 "$train" --resume crashed --steps 12 --data synthetic:32:16x16x3 >/dev/null 2>err.txt; rc=$?

@@ -242,6 +242,11 @@ static int parse_args(int argc, char **argv, train_args *a, sg_model_cfg *cfg) {
         fprintf(stderr, "train: --resume continues a run, --init-from starts one: give one\n");
         return 2;
     }
+    if (a->resume && a->overwrite) {
+        fprintf(stderr, "train: --overwrite replaces a run with a fresh one, --resume continues "
+                        "it: give one\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -877,6 +882,12 @@ static int setup_config(train_run *r) {
             return sg_set_error("--out is longer than %d characters", OUT_MAX - 1), 2;
     }
     apply_safe_flags(a, &r->cfg, r->changes);
+    /* the decay's flags shape a decaying schedule: with the constant one they would be dropped */
+    if (r->cfg.lr_schedule == SG_LR_CONSTANT && (a->lr_min_set || a->decay_set))
+        return sg_set_error("%s applies to a decaying learning rate, and the schedule is "
+                            "constant: give --lr-schedule cosine or linear",
+                            a->lr_min_set ? "--lr-min" : "--lr-decay-steps"),
+               2;
     /* the sample grids' DDIM steps: at most the schedule's (else every grid would fail) */
     if (a->ddim_steps > r->cfg.T)
         return sg_set_error("--ddim-steps %d: at most the schedule's T = %d", a->ddim_steps,
