@@ -37,6 +37,8 @@ usage_err "--ranks 2 in one process" --steps 2 --ranks 2
 usage_err "--grad-accum 3 for batch 4" --steps 2 --grad-accum 3
 # every sample grid would fail (DDIM steps beyond the schedule's T)
 usage_err "--ddim-steps 5000 (T = 1000)" --steps 2 --ddim-steps 5000
+"$train" --model unet_tiny --data synthetic:0 --steps 2 --out u >/dev/null 2>err.txt; rc=$?
+ok "--data synthetic:0 names N's range, not another shape" '[ $rc -ne 0 ] && [ ! -e u ] && grep -q "synthetic:N expects an integer in \[1," err.txt'
 # flags that would be dropped without a word
 usage_err "--lr-min with the constant schedule" --steps 2 --lr-min 0.5
 usage_err "--lr-decay-steps with the constant schedule" --steps 2 --lr-decay-steps 100

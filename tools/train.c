@@ -905,10 +905,12 @@ static int load_data(train_run *r) {
     const sg_model_cfg *c = &r->cfg;
     if (!strncmp(spec, "folder:", 7)) return data_load_folder(&r->ds, spec + 7, c->img, c->in_ch);
     int64_t n = 1024;
-    if (!strcmp(spec, "synthetic") ||
-        (!strncmp(spec, "synthetic:", 10) && !strchr(spec + 10, ':') &&
-         !cli_parse_i64("--data synthetic:N", spec + 10, 1, 1LL << 31, &n)))
-        return data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
+    if (!strcmp(spec, "synthetic")) return data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
+    /* synthetic:N: N images of the model's shape (a bad N said so, not as another shape's) */
+    if (!strncmp(spec, "synthetic:", 10) && !strchr(spec + 10, ':'))
+        return cli_parse_i64("--data synthetic:N", spec + 10, 1, 1LL << 31, &n)
+                   ? SG_ERR
+                   : data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
     return data_load(&r->ds, spec);
 }
 
