@@ -556,6 +556,7 @@ typedef struct {
     train_dp dp;
     int dp_made, root; /* root: the rank that prints and writes (the only one without MPI) */
     sg_engine_table ckpt_table; /* a resume: the engine table its checkpoint was planned with */
+    int had_table;              /* ... 1 when it had one */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -848,11 +849,22 @@ static int setup_engine_table(train_run *r) {
     if (r->resume_path[0] && (had = sg_exec_ckpt_engine_table(r->resume_path, &r->ckpt_table)) < 0)
         return 2;
     r->cfg.engines = given ? &a->engine_table : had ? &r->ckpt_table : NULL;
-    if (!r->resume_path[0] || !given) return 0;
+    r->had_table = had;
+    if (r->resume_path[0] && given && (!had || r->ckpt_table.hash != a->engine_table.hash))
+        json_object_set_new(r->changes, "engine_table", json_string(a->engine_table_path));
+    return 0;
+}
+
+/* A resume given another engine table: what changes, said once the plan has taken the table
+ * (a table refused for this model is refused before any of this is said) */
+static void warn_table_change(const train_run *r) {
+    const train_args *a = &r->a;
+    if (!r->resume_path[0] || !a->engine_table_path) return;
     char prefix[OUT_MAX + 96];
     snprintf(prefix, sizeof prefix,
              "train: warning: --engine-table %s replaces %s's: ", a->engine_table_path,
              r->resume_path);
+    const int had = r->had_table;
     const int differ = had ? sg_engine_table_diff(&r->ckpt_table, &a->engine_table, prefix) : 0;
     if (!had)
         fprintf(stderr,
@@ -864,9 +876,6 @@ static int setup_engine_table(train_run *r) {
                 "train: warning: %d conv layer(s) change engine (or GEMM(s) algorithm): the "
                 "resumed run will not give the same bits as a straight one where one changes\n",
                 had ? differ : a->engine_table.n);
-    if (!had || r->ckpt_table.hash != a->engine_table.hash)
-        json_object_set_new(r->changes, "engine_table", json_string(a->engine_table_path));
-    return 0;
 }
 
 /* Resolve the run: a resume reads the checkpoint; both then choose the backend. */
@@ -957,6 +966,7 @@ static int setup_exec(train_run *r) {
     int init_rc = sg_exec_init(&r->e, &r->cfg, 1, be);
     be->conv_pins = NULL;
     free(pins);
+    if (!init_rc && r->root) warn_table_change(r);
     if (init_rc || sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
          : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
