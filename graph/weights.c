@@ -278,6 +278,10 @@ int sg_exec_load_weights(sg_exec *e, const char *path, unsigned flags) {
         if (ends_with(path, ".safetensors")) return load_safetensors(e, path, flags);
         return load_ckpt(e, path, mine, flags);
     }
+    /* a stepgraph run folder (train --out): the checkpoint its `latest` names, else its newest
+     * (a diffusers folder holds neither `latest` nor ckpt_*.sgck) */
+    char ck[4200];
+    if (!ckpt_latest(path, ck, sizeof ck)) return load_ckpt(e, ck, mine, flags);
     /* a diffusers folder: its config first, then its weights */
     char *got = malloc(8192), wpath[4200];
     int rc = got ? ckpt_diffusers_to_config(path, got, 8192) : sg_set_error("out of host memory");

@@ -256,6 +256,10 @@ PY
 "$train" --resume zero.sgck --steps 12 >/dev/null 2>err.txt; rc=$?
 ok "a checkpoint whose run.log_every is 0 (valid checksums) is refused, not a crash" '[ $vrc -eq 0 ] && [ $rc -eq 2 ] && grep -q "run.log_every is not a whole number in \[1," err.txt'
 
+# --init-from a run folder: the checkpoint its `latest` names (it was read as a diffusers folder)
+"${T[@]}" --steps 1 --init-from branch --out fromrun >/dev/null 2>err.txt; rc=$?
+ok "--init-from a run folder takes its latest checkpoint" '[ $rc -eq 0 ] && [ -f fromrun/ckpt_00000001.sgck ] && ! grep -q flip_sin_to_cos err.txt'
+
 # a folder holding another tool's config.json (a diffusers export) is no run: refused, and
 # --overwrite must not delete that file
 "$ckpt" export branch/ckpt_00000008.sgck --diffusers dexp >/dev/null 2>&1
