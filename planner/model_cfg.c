@@ -17,7 +17,7 @@ const char *const sg_model_descriptions[] = {
     "DDPM CIFAR-10: 32x32x3, ch 128 x (1,2,2,2), 2 res blocks, attn @16, batch 128",
     "ADM-style 64x64x3: ch 64 x (1,2,3,4), attn @16,8 (32 ch/head), pool/nearest, batch 32",
     "tests: 16x16x3, ch 32 x (1,2), 1 res block, attn @8, batch 4",
-    "Fashion-MNIST (default): 32x32x1, ch 32 x (1,2,2), 1 res block, attn @8, batch 32",
+    "Fashion-MNIST: 32x32x1, ch 32 x (1,2,2), 1 res block, attn @8, batch 32",
 };
 
 static void set_training_defaults(sg_model_cfg *c) {

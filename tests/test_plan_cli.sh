@@ -154,6 +154,11 @@ a=$($plan --model unet_tiny --batch 2 --json)
 b=$($plan --model=unet_tiny --batch=2 --json)
 ok "--flag=value is --flag value" '[ -n "$a" ] && [ "$a" = "$b" ]'
 ok "help lists models" '$plan --help | grep -q unet_adm64'
+# the help's --model entry names one default model, and it is the one plan uses without --model
+help_default=$($plan --help | awk '/^  --model NAME/ { on = 1; next } /^  --/ { on = 0 } on' |
+    grep -i "default" | grep -o "unet_[a-z0-9]*" | sort -u)
+used=$($plan --json --no-table | python3 -c "import json, sys; print(json.load(sys.stdin)['model']['model'])")
+ok "help names one default model, the one used ($used)" '[ "$help_default" = "$used" ]'
 # data parallel: one rank's plan; the all-reduce carries exactly the fp32 gradients + the loss
 $plan --model unet_tiny --ranks 2 --json >"$tmp/r2.json"; rc=$?
 ok "--ranks 2 runs" '[ $rc -eq 0 ]'

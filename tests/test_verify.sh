@@ -62,6 +62,11 @@ for bad in "--frobnicate 3" "--steps 0" "--steps x" "--model nope" "--backend tp
     ok "'$bad' exits 2 with one line" '[ $rc -eq 2 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ]'
 done
 ok "help documents the testing aid" '$verify --help | grep -q -- "--inject-divergence"'
+# the help's --model entry names one default model, and it is the one verify uses without --model
+help_default=$($verify --help | awk '/^  --model NAME/ { on = 1; next } /^  --/ { on = 0 } on' |
+    grep -i "default" | grep -o "unet_[a-z0-9]*" | sort -u)
+used=$($verify --steps 1 --json 2>/dev/null | python3 -c "import json, sys; print(json.load(sys.stdin)['model']['model'])")
+ok "help names one default model, the one used ($used)" '[ "$help_default" = "$used" ]'
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

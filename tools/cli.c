@@ -184,6 +184,13 @@ int cli_model_prelude(const char *tool, int argc, char **argv, const char *defau
     return SG_OK;
 }
 
+void cli_print_models(FILE *f, const char *default_model) {
+    for (int i = 0; sg_model_names[i]; i++)
+        fprintf(f, "                         %-12s %s%s\n", sg_model_names[i],
+                strcmp(sg_model_names[i], default_model) ? "" : "(default) ",
+                sg_model_descriptions[i]);
+}
+
 int cli_model_flag(cli_args *a, sg_model_cfg *cfg) {
     if (cli_is(a, "--model")) return cli_value(a) ? 1 : -1;
     /* is it a model flag at all? ask with a scratch config (any value answers that) */

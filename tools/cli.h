@@ -72,6 +72,9 @@ int cli_fail(const char *tool, int code);
  * default_model). SG_ERR, printed, for an unknown model or a --model without a value. */
 int cli_model_prelude(const char *tool, int argc, char **argv, const char *default_model,
                       sg_model_cfg *cfg);
+/* The presets, one per line with its description, for a tool's --help: default_model (the
+ * one that tool uses without --model) is marked "(default)", and only it. */
+void cli_print_models(FILE *f, const char *default_model);
 /* The current flag as a model flag (sg_model_flag, plus --model which the prelude took):
  * 1 applied, 0 not a model flag, -1 bad value (printed). */
 int cli_model_flag(cli_args *a, sg_model_cfg *cfg);

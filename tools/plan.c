@@ -382,15 +382,14 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     print_chart(p);
 }
 
+#define PLAN_DEFAULT_MODEL "unet_cifar"
+
 static void usage(FILE *f) {
     fprintf(f, "usage: plan [--model NAME] [flags]\n"
                "Print the memory plan of one training step: where every byte lives.\n\n"
                "  --model NAME         one of:\n");
-    for (int i = 0; sg_model_names[i]; i++)
-        fprintf(f, "                         %-12s %s\n", sg_model_names[i],
-                sg_model_descriptions[i]);
+    cli_print_models(f, PLAN_DEFAULT_MODEL);
     fprintf(f,
-            "                       (default: unet_cifar)\n"
             "  --json               machine-readable output (summary, schedule, every tensor)\n"
             "  --no-table           leave out the per-tensor table\n"
             "  --forward            plan a sampling step (forward pass + sampler update)\n"
@@ -410,7 +409,7 @@ int main(int argc, char **argv) {
     sg_engine_table engines;
     const char *engines_path = NULL;
     sg_engine_table_init(&engines);
-    if (cli_model_prelude("plan", argc, argv, "unet_cifar", &cfg)) return 2;
+    if (cli_model_prelude("plan", argc, argv, PLAN_DEFAULT_MODEL, &cfg)) return 2;
     cli_args a;
     cli_args_init(&a, "plan", argc, argv);
     while (cli_next(&a)) {

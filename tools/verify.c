@@ -555,6 +555,8 @@ static int print_json(verify_ctx *v, const char *backend, int resume_at, const c
  * Flags
  * ------------------------------------------------------------------------------------- */
 
+#define VERIFY_DEFAULT_MODEL "unet_tiny"
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: verify [--model NAME] [flags]\n"
@@ -568,11 +570,8 @@ static void usage(FILE *f) {
             "On a mismatch it names the first divergence (step, tensor, index, both values).\n"
             "Exit status: 0 every check that ran passed, 1 a check failed, 2 bad flags.\n\n"
             "  --model NAME         one of:\n");
-    for (int i = 0; sg_model_names[i]; i++)
-        fprintf(f, "                         %-12s %s\n", sg_model_names[i],
-                sg_model_descriptions[i]);
+    cli_print_models(f, VERIFY_DEFAULT_MODEL);
     fprintf(f,
-            "                       (default: unet_tiny)\n"
             "  --steps N            steps per run (default 8)\n"
             "  --resume-at K        where (b) stops and resumes, 0 <= K <= N (default N/2)\n"
             "  --seed N             run seed (default 0)\n"
@@ -813,7 +812,7 @@ static void cleanup(verify_ctx *v) {
 }
 
 int main(int argc, char **argv) {
-    verify_args a = {.model = "unet_tiny",
+    verify_args a = {.model = VERIFY_DEFAULT_MODEL,
                      .steps = 8,
                      .resume_at = -1,
                      .inject = -1,
