@@ -8,6 +8,10 @@
 if(TARGET sg_graph)
   add_executable(test_sampler ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
   target_link_libraries(test_sampler PRIVATE sg_graph)
+  if(SG_NO_CUDA)
+    # the sample CLI's check of the reason graph/backend_nocuda.c gives
+    target_compile_definitions(test_sampler PRIVATE SG_NO_CUDA_BY_OPTION=1)
+  endif()
   add_test(NAME sampler COMMAND test_sampler)
   set_tests_properties(sampler PROPERTIES LABELS "asan" TIMEOUT 60)
   if(TARGET sample)

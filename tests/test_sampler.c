@@ -768,6 +768,14 @@ static void test_cli(void) {
 #ifndef SG_HAVE_CUDA
     snprintf(args, sizeof args, "--ckpt '%s' --backend cuda --out '%s'", ck, pd);
     expect_error(args, 1);
+    /* the one wording every tool gives (graph/backend_nocuda.c), with the configured reason */
+#ifdef SG_NO_CUDA_BY_OPTION
+    const char *no_cuda = "this build has no CUDA backend (it was configured with -DSG_NO_CUDA=ON)";
+#else
+    const char *no_cuda = "this build has no CUDA backend (nvcc was not found at configure time)";
+#endif
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, no_cuda) != NULL, "--backend cuda without CUDA: %s", err);
 #endif
 
     /* bad checkpoints: exit 1, one line naming the problem */
