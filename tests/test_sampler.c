@@ -765,9 +765,13 @@ static void test_cli(void) {
     expect_error(args, 2);
     snprintf(args, sizeof args, "--ckpt '%s' --scale", ck);
     expect_error(args, 2);
+    char stray[256];
+    snprintf(stray, sizeof stray, "%s/stray.png", tmpdir);
 #ifndef SG_HAVE_CUDA
-    snprintf(args, sizeof args, "--ckpt '%s' --backend cuda --out '%s'", ck, pd);
+    /* the output path is tried before the backend is made: that failure leaves no empty file */
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cuda --out '%s'", ck, stray);
     expect_error(args, 1);
+    CHECK(access(stray, F_OK) != 0, "a failed sample left %s behind", stray);
     /* the one wording every tool gives (graph/backend_nocuda.c), with the configured reason */
 #ifdef SG_NO_CUDA_BY_OPTION
     const char *no_cuda = "this build has no CUDA backend (it was configured with -DSG_NO_CUDA=ON)";
@@ -802,9 +806,19 @@ static void test_cli(void) {
     snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", bad, pd);
     expect_error(args, 1);
     free(bytes);
-    /* an unwritable output directory is reported before sampling */
+    /* an unwritable output is reported before sampling (one line: no progress lines) */
     snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --out '%s/no/such/dir.png'", ck, tmpdir);
     expect_error(args, 1);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", ck, tmpdir);
+    expect_error(args, 1);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "directory") != NULL, "--out DIR does not say it is a directory: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out /proc/sg_x.png",
+             ck);
+    expect_error(args, 1);
+    /* the check leaves a new path free for the PNG writer */
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s", ck, stray, common);
+    CHECK(run_cli(args) == 0 && png_size(stray, &w, &h) == 0, "sample to a new file");
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
