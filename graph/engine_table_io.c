@@ -2,11 +2,15 @@
  * (graph/engine_table_io.h). */
 #include "graph/engine_table_io.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define SG_ENGINE_TABLE_FORMAT "stepgraph_engine_table"
 
@@ -469,20 +473,49 @@ char *sg_engine_table_json(const sg_engine_table *t) {
     return s;
 }
 
+/* PATH.tmp, the file sg_engine_table_write writes before renaming it over path (malloc'ed;
+ * NULL with sg_last_error) */
+static char *tmp_path_of(const char *path) {
+    const size_t n = strlen(path) + 8;
+    char *tmp = malloc(n);
+    if (!tmp) return sg_set_error("out of host memory"), NULL;
+    snprintf(tmp, n, "%s.tmp", path);
+    return tmp;
+}
+
+int sg_engine_table_check_writable(const char *path) {
+    struct stat st;
+    if (!*path) return sg_set_error("engine table: the file name is empty");
+    if (!stat(path, &st) && S_ISDIR(st.st_mode))
+        return sg_set_error("%s: is a directory, not an engine table file", path);
+    char *tmp = tmp_path_of(path);
+    if (!tmp) return SG_ERR;
+    /* PATH.tmp as the writer opens it; one that was not there is removed again */
+    const int existed = !stat(tmp, &st);
+    const int fd = open(tmp, existed ? O_WRONLY : O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int rc = SG_OK;
+    if (fd < 0) {
+        rc = sg_set_error("%s: cannot write the engine table: %s", tmp, strerror(errno));
+    } else {
+        close(fd);
+        if (!existed) unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
 int sg_engine_table_write(const char *path, const sg_engine_table *t) {
     json_t *j = table_json(t);
     /* indented: readable and diffable */
     char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (!s) return sg_set_error("engine table: cannot serialise it");
-    const size_t n = strlen(path) + 8;
-    char *tmp = malloc(n);
+    char *tmp = tmp_path_of(path);
     int rc = SG_OK;
     if (!tmp) {
         free(s);
-        return sg_set_error("out of host memory");
+        return SG_ERR;
     }
-    snprintf(tmp, n, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         rc = sg_set_error("%s: cannot write the engine table", tmp);

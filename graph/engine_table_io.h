@@ -32,6 +32,11 @@ char *sg_engine_table_json(const sg_engine_table *t);
 /* Write the table to path, one layer per line: a temporary file renamed over path, so a
  * failed write leaves any earlier file whole. */
 int sg_engine_table_write(const char *path, const sg_engine_table *t);
+/* Could sg_engine_table_write write path? path is not empty nor a directory, and its
+ * temporary file (PATH.tmp, beside it) can be opened for writing: created and removed again
+ * when it was not there. For a check before a tuning run, which takes minutes. SG_ERR naming
+ * the file and why. */
+int sg_engine_table_check_writable(const char *path);
 /* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given), and
  * GEMMs whose algorithm does, each named on stderr after `prefix` (at most 8 lines); returns
  * the count, layers and GEMM picks missing from either side included. */

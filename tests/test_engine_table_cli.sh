@@ -44,6 +44,17 @@ PY'
 "$bench" --backend cpu "${M[@]}" --tune-engines t.json --engine-table tab.json >/dev/null 2>err.txt
 rc=$?
 ok "--tune-engines with --engine-table: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && [ ! -e t.json ]'
+# an unwritable table file is found before the tuning (minutes on a GPU), not after it:
+# exit 1 with one line and no tuning output; the check leaves no PATH.tmp behind
+for bad in /proc/sg_tab.json "" "$tmp" nodir/t.json; do
+    "$bench" --backend cpu "${M[@]}" --iters 1 --warmup 0 --tune-engines "$bad" >out.txt 2>&1
+    rc=$?
+    ok "--tune-engines '$bad': exit 1, one line, before tuning" \
+        '[ $rc -eq 1 ] && [ $(wc -l <out.txt) -eq 1 ] && ! grep -q "engine tuning" out.txt'
+done
+"$bench" --backend cpu "${M[@]}" --tune-engines t2.json --data idx:missing.gz >/dev/null 2>&1
+rc=$?
+ok "a run failing after the check leaves no file" '[ $rc -ne 0 ] && [ ! -e t2.json ] && [ ! -e t2.json.tmp ]'
 "$bench" --backend cpu "${M[@]}" --gemm-time 3 >/dev/null 2>err.txt
 rc=$?
 ok "--gemm-time without --tune-engines: exit 2, one line" '[ $rc -eq 2 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "gemm-time" err.txt'

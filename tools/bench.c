@@ -1060,6 +1060,8 @@ int main(int argc, char **argv) {
     sg_model_cfg cfg;
     int rc = parse_args(argc, argv, &a, &cfg);
     if (rc) return rc == 1 ? 0 : rc;
+    /* the table's file before the tuning (minutes on a GPU), not after */
+    if (a.tune_path && sg_engine_table_check_writable(a.tune_path)) return cli_fail("bench", 1);
     if (!a.backend && !sg_cuda_available()) {
         fprintf(stderr,
                 "bench: no usable GPU; a CPU step of %s takes far longer, so bench does "
