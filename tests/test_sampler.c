@@ -671,6 +671,15 @@ static void expect_error(const char *args, int want) {
     CHECK(lines == 1 && strlen(err) > 10, "sample %s: %d stderr lines: %s", args, lines, err);
 }
 
+/* the last run's stderr names path exactly once (a message that repeats the path reads badly) */
+static void expect_path_once(const char *path) {
+    char err[4096];
+    stderr_lines(err, sizeof err);
+    int times = 0;
+    for (const char *p = strstr(err, path); p; p = strstr(p + 1, path)) times++;
+    CHECK(times == 1, "stderr names %s %d times: %s", path, times, err);
+}
+
 static int png_size(const char *path, int *w, int *h) {
     unsigned char b[24];
     FILE *f = fopen(path, "rb");
@@ -753,6 +762,10 @@ static void test_cli(void) {
 
     /* usage errors: exit 2, one line */
     expect_error("--n 3", 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --weights '%s'", ck, ck);
+    expect_error(args, 2);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "not both") != NULL, "--ckpt with --weights: %s", err);
     snprintf(args, sizeof args, "--ckpt '%s' --n 0", ck);
     expect_error(args, 2);
     snprintf(args, sizeof args, "--ckpt '%s' --bogus 1", ck);
@@ -783,8 +796,15 @@ static void test_cli(void) {
 #endif
 
     /* bad checkpoints: exit 1, one line naming the problem */
-    snprintf(args, sizeof args, "--ckpt '%s/missing.sgck' --backend cpu", tmpdir);
+    snprintf(bad, sizeof bad, "%s/missing.sgck", tmpdir);
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu", bad);
     expect_error(args, 1);
+    expect_path_once(bad);
+    /* a message of sample's own that does not name the file gets it once, too */
+    snprintf(bad, sizeof bad, "%s/bare.safetensors", tmpdir);
+    snprintf(args, sizeof args, "--weights '%s' --backend cpu", bad);
+    expect_error(args, 1);
+    expect_path_once(bad);
     struct stat st;
     CHECK(stat(ck, &st) == 0 && st.st_size > 1000, "checkpoint size");
     long cap = (long)st.st_size + 1;
@@ -798,6 +818,7 @@ static void test_cli(void) {
     fclose(f);
     snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", bad, pd);
     expect_error(args, 1);
+    expect_path_once(bad);
     snprintf(bad, sizeof bad, "%s/truncated.sgck", tmpdir);
     bytes[n / 2] ^= 0x40;
     f = fopen(bad, "wb");
@@ -805,6 +826,7 @@ static void test_cli(void) {
     fclose(f);
     snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --ddim-steps 2 --out '%s'", bad, pd);
     expect_error(args, 1);
+    expect_path_once(bad);
     free(bytes);
     /* an unwritable output is reported before sampling (one line: no progress lines) */
     snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --out '%s/no/such/dir.png'", ck, tmpdir);

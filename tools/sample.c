@@ -181,7 +181,12 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             return cli_unknown(&c);
         if (bad) return 2;
     }
-    if (!a->ckpt_path == !a->weights) {
+    if (a->ckpt_path && a->weights) {
+        fprintf(stderr, "sample: --ckpt PATH and --weights PATH exclude each other: give one of "
+                        "them, not both\n");
+        return 2;
+    }
+    if (!a->ckpt_path && !a->weights) {
         fprintf(stderr, "sample: one of --ckpt PATH, --weights PATH is required (see sample "
                         "--help)\n");
         return 2;
@@ -271,15 +276,22 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     return 0;
 }
 
+/* A failure to read the weights from path: the library's message names the file itself
+ * most of the time; name it once. Returns 1. */
+static int weights_failed(const char *path) {
+    if (strstr(sg_last_error(), path))
+        fprintf(stderr, "sample: %s\n", sg_last_error());
+    else
+        fprintf(stderr, "sample: %s: %s\n", path, sg_last_error());
+    return 1;
+}
+
 int main(int argc, char **argv) {
     sample_args a = {.out_path = "samples.png", .n = 64, .scale = 1, .ema = 1, .clip = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     sg_model_cfg cfg;
-    if (sample_config(a.weights, a.model, &cfg)) {
-        fprintf(stderr, "sample: %s: %s\n", a.weights, sg_last_error());
-        return 1;
-    }
+    if (sample_config(a.weights, a.model, &cfg)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;
     int use_cuda;
     sg_backend *be = make_backend(a.backend, &use_cuda);
@@ -287,9 +299,8 @@ int main(int argc, char **argv) {
     sg_exec e;
     if (sg_exec_init(&e, &cfg, 0, be) ||
         sg_exec_load_weights(&e, a.weights, a.ema ? SG_WEIGHTS_FROM_EMA : 0)) {
-        fprintf(stderr, "sample: %s: %s\n", a.weights, sg_last_error());
         sg_exec_free(&e);
-        return 1;
+        return weights_failed(a.weights);
     }
     rc = draw(&a, &cfg, &e, use_cuda);
     sg_exec_free(&e);
