@@ -402,9 +402,18 @@ static int load_fmnist(sg_dataset *ds, int test_split) {
     return SG_OK;
 }
 
-int data_load(sg_dataset *ds, const char *spec) {
+/* data_load's specs; with a model's size (size > 0) folder:DIR too */
+static int load_spec(sg_dataset *ds, const char *spec, int size, int c) {
     memset(ds, 0, sizeof *ds);
     if (!spec || !*spec) return sg_set_error("data: empty dataset spec");
+    if (strncmp(spec, "folder:", 7) == 0) {
+        if (size <= 0)
+            return sg_set_error("data: '%s': folder:DIR needs the model's image size (a tool that "
+                                "takes it: train, verify, bench)",
+                                spec);
+        if (!spec[7]) return sg_set_error("data: bad dataset spec 'folder:': expected folder:DIR");
+        return data_load_folder(ds, spec + 7, size, c);
+    }
     if (strcmp(spec, "fmnist") == 0) return load_fmnist(ds, 0);
     if (strcmp(spec, "fmnist:test") == 0) return load_fmnist(ds, 1);
     if (strncmp(spec, "idx:", 4) == 0) {
@@ -424,6 +433,14 @@ int data_load(sg_dataset *ds, const char *spec) {
     }
     if (strncmp(spec, "synthetic", 9) == 0) return load_synthetic_spec(ds, spec);
     return sg_set_error("data: unknown dataset spec '%s' (expected fmnist, fmnist:test, "
-                        "cifar10:DIR[:test], idx:FILE or synthetic[:N[:HxWxC]])",
-                        spec);
+                        "cifar10:DIR[:test], idx:FILE%s or synthetic[:N[:HxWxC]])",
+                        spec, size > 0 ? ", folder:DIR" : "");
+}
+
+int data_load(sg_dataset *ds, const char *spec) {
+    return load_spec(ds, spec, 0, 0);
+}
+
+int data_load_for_model(sg_dataset *ds, const char *spec, int size, int c) {
+    return load_spec(ds, spec, size, c);
 }

@@ -36,6 +36,9 @@ typedef struct {
  *   "synthetic[:N[:HxWxC]]"  N procedural images (default 1024, 32x32x1), see data_synthetic
  * Returns SG_OK or SG_ERR. */
 int data_load(sg_dataset *ds, const char *spec);
+/* data_load's specs and, for a tool that knows its model, "folder:DIR" (data_load_folder:
+ * your PNG/JPEG images decoded to size x size x c, the model's image size and channels). */
+int data_load_for_model(sg_dataset *ds, const char *spec, int size, int c);
 
 /* Frees the pixels and zeroes *ds; safe on a zeroed or already freed dataset. */
 void data_free(sg_dataset *ds);

@@ -77,7 +77,7 @@ static void usage(FILE *f) {
             "  --iters N            timed replays (default 50 on cuda, 5 on cpu)\n"
             "  --data SPEC          synthetic (default: %d procedural images sized to the\n"
             "                       model, or --data-n of them), synthetic:N, or any train\n"
-            "                       --data spec (fmnist, cifar10:DIR, idx:FILE)\n"
+            "                       --data spec (fmnist, cifar10:DIR, idx:FILE, folder:DIR)\n"
             "  --seed N             initialisation and data seed (default 0)\n"
             "  --conv-engine E      auto (default: cudnn where built with it, 1x1 convs as\n"
             "                       cuBLASLt GEMMs) | own | cudnn\n"
@@ -344,7 +344,7 @@ static int load_data(const bench_args *a, sg_model_cfg *cfg, sg_dataset *ds) {
                   w = cfg->data_w < cfg->img ? cfg->data_w : cfg->img;
         if (data_synthetic(ds, syn_n, h, w, cfg->in_ch)) return 2;
     } else {
-        if (data_load(ds, a->data)) return 1;
+        if (data_load_for_model(ds, a->data, cfg->img, cfg->in_ch)) return 1;
         if (ds->c != cfg->in_ch || ds->h > cfg->img || ds->w > cfg->img) {
             sg_set_error("%s is %dx%dx%d; model %s takes %dx%dx%d at most", ds->source, ds->h,
                          ds->w, ds->c, cfg->name, cfg->img, cfg->img, cfg->in_ch);

@@ -673,7 +673,8 @@ static int setup_plan(verify_ctx *v, const verify_args *a, char *data_spec, size
         snprintf(data_spec, cap, "%s", a->data);
     else
         snprintf(data_spec, cap, "synthetic:256:%dx%dx%d", v->cfg.img, v->cfg.img, v->cfg.in_ch);
-    if (data_load(&v->data, data_spec)) return cli_fail("verify", 1);
+    if (data_load_for_model(&v->data, data_spec, v->cfg.img, v->cfg.in_ch))
+        return cli_fail("verify", 1);
     if (v->data.c != v->cfg.in_ch) {
         fprintf(stderr, "verify: %s has %d channel(s) but model %s expects %d (--in-ch)\n",
                 v->data.source, v->data.c, v->cfg.name, v->cfg.in_ch);
