@@ -352,6 +352,18 @@ cp imgs/img0.png imgs/img6.png
 "$train" --resume own --steps 4 >/dev/null 2>err.txt; rc=$?
 ok "a resume whose folder gained an image names the count, not another build" '[ $rc -ne 0 ] && grep -q "holds 7 images now and held 6" err.txt && ! grep -q "another stepgraph version" err.txt'
 rm imgs/img6.png
+# ckpt export --diffusers into the run's own folder would overwrite its config.json: refused
+cp own/config.json run_config.json
+"$ckpt" export own/ckpt_00000003.sgck --diffusers own >/dev/null 2>err.txt; rc=$?
+ok "export --diffusers into a run folder: refused, one line naming it" \
+    '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "own is a training run" err.txt && cmp -s own/config.json run_config.json'
+mkdir -p cfg_only && cp own/config.json cfg_only/
+"$ckpt" export own/ckpt_00000003.sgck --diffusers cfg_only >/dev/null 2>err.txt; rc=$?
+ok "a folder holding only a run's config.json: refused" '[ $rc -ne 0 ] && cmp -s cfg_only/config.json run_config.json'
+"$ckpt" export own/ckpt_00000003.sgck --diffusers own/diffusers >/dev/null 2>err.txt; rc=$?
+"$ckpt" export own/ckpt_00000002.sgck --diffusers own/diffusers --raw >/dev/null 2>>err.txt; rc2=$?
+ok "export --diffusers into a new folder, then again over that export" \
+    '[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "_class_name" own/diffusers/config.json'
 echo "not a png" >imgs/zz.png
 "$train" --model unet_tiny --data folder:imgs --steps 2 --out own2 >/dev/null 2>err.txt; rc=$?
 ok "an unreadable image is named" '[ $rc -ne 0 ] && grep -q "zz.png" err.txt'

@@ -12,6 +12,7 @@
  * Exit status: 0 success (diff: bitwise equal; verify: intact), 1 failure (an unreadable or
  * damaged file; diff: different; verify: damaged), 2 usage error.
  */
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -614,9 +615,43 @@ static int cmd_dump(const args *a) {
 
 /* ---- export ---- */
 
+/* Is dir a training run's folder (tools/train.c writes latest, metrics.jsonl, ckpt_*.sgck and
+ * a config.json with the run's "resumes")? Then *marker names the file that says so. A
+ * diffusers export's config.json (a "_class_name", no "resumes") is not one: re-exporting into
+ * a folder of an earlier export overwrites it. */
+static int is_run_folder(const char *dir, char *marker, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        const char *name = de->d_name;
+        size_t n = strlen(name);
+        found = !strcmp(name, "latest") || !strcmp(name, "metrics.jsonl") ||
+                (!strncmp(name, "ckpt_", 5) && n > 10 && !strcmp(name + n - 5, ".sgck"));
+        if (!found && !strcmp(name, "config.json")) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/config.json", dir);
+            json_t *j = json_load_file(path, 0, NULL);
+            found = json_object_get(j, "resumes") && !json_object_get(j, "_class_name");
+            json_decref(j);
+        }
+        if (found) snprintf(marker, cap, "%s", name);
+    }
+    closedir(d);
+    return found;
+}
+
 /* export --diffusers DIR: the EMA weights unless --raw (ckpt_export_diffusers) */
 static int cmd_export_diffusers(const args *a) {
     if (a->ema) return usage("--diffusers exports the EMA weights already (--raw: the parameters)");
+    char marker[256];
+    if (is_run_folder(a->diffusers, marker, sizeof marker)) {
+        fprintf(stderr,
+                "ckpt: %s is a training run's folder (it holds %s): export into another folder, "
+                "e.g. --diffusers %s/diffusers, so its config.json is not overwritten\n",
+                a->diffusers, marker, a->diffusers);
+        return 2;
+    }
     ckpt_file *f = ckpt_open(a->pos[0]);
     if (!f) return fail();
     int rc = ckpt_export_diffusers(f, a->diffusers, !a->raw);
