@@ -312,18 +312,7 @@ assert d[\"breakdown\"] is None and d[\"data_n\"] == 64 and d[\"batch\"] == 2
 assert d[\"bytes_per_step\"] > 0 and d[\"mem_peak_gb_per_s\"] is None and d[\"floor_ms\"] is None
 " "$tmp/nb.json"'
 # --data takes train's specs, folder:DIR included (the help says so): PNGs decoded to the model
-python3 - "$tmp/imgs" <<'PY'
-import os, random, struct, sys, zlib
-random.seed(3)
-os.makedirs(sys.argv[1], exist_ok=True)
-def png(path, w, h):
-    raw = b"".join(b"\0" + bytes(random.randrange(256) for _ in range(3 * w)) for _ in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-for i in range(3):
-    png(f"{sys.argv[1]}/img{i}.png", 24 + 8 * i, 20)
-PY
+python3 "$root/tests/make_pngs.py" "$tmp/imgs" 3 24 8 20
 $bench --backend cpu --model unet_tiny --iters 1 --warmup 0 --no-breakdown --json \
     --data "folder:$tmp/imgs" >"$tmp/fold.json" 2>"$tmp/fold.err"
 ok "--data folder:DIR" 'python3 -c "

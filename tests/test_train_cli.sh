@@ -7,6 +7,7 @@
 # the first checkpoint save. Usage: test_train_cli.sh build/train build/ckpt
 set -u
 train=$(realpath "$1") ckpt=$(realpath "$2")
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
@@ -332,17 +333,7 @@ ok "and it resumes from that path" '[ $rc -eq 0 ] && [ -f "q\"out/ckpt_00000003.
 
 # ---- your own images: --data folder:DIR (PNG; centre-cropped and resized to the model's 16x16)
 mkdir -p imgs
-python3 - imgs <<'PY'
-import random, struct, sys, zlib
-random.seed(3)
-def png(path, w, h):
-    raw = b"".join(b"\0" + bytes(random.randrange(256) for _ in range(3 * w)) for _ in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-for i in range(6):
-    png(f"{sys.argv[1]}/img{i}.png", 40 + 8 * i, 24)
-PY
+python3 "$root/tests/make_pngs.py" imgs 6 40 8 24
 "$train" --model unet_tiny --data folder:imgs --steps 2 --samples 4 --ddim-steps 2 --out own 2>err.txt >/dev/null; rc=$?
 ok "folder:DIR trains on its PNGs" '[ $rc -eq 0 ] && grep -q "on folder:imgs (6 images)" err.txt && [ -f own/ckpt_00000002.sgck ]'
 "$train" --resume own --steps 3 >/dev/null 2>&1; rc=$?

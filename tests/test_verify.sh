@@ -4,6 +4,7 @@
 # run of check (a)) it exits 1 and names the step, the tensor and the index that was touched.
 set -u
 verify=$1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
@@ -56,18 +57,7 @@ ok "stderr names the injected element" '[ -n "$touched" ]'
 ok "report names step 2 and the tensor" 'grep -q "state after step 2: tensor $touched:" "$tmp/out.txt"'
 
 # --data takes train's specs (see train --help), folder:DIR included: PNGs decoded to the model
-python3 - "$tmp/imgs" <<'PY'
-import os, random, struct, sys, zlib
-random.seed(3)
-os.makedirs(sys.argv[1], exist_ok=True)
-def png(path, w, h):
-    raw = b"".join(b"\0" + bytes(random.randrange(256) for _ in range(3 * w)) for _ in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
-    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-for i in range(3):
-    png(f"{sys.argv[1]}/img{i}.png", 24 + 8 * i, 20)
-PY
+python3 "$root/tests/make_pngs.py" "$tmp/imgs" 3 24 8 20
 $verify --model unet_tiny --steps 2 --data "folder:$tmp/imgs" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
 ok "--data folder:DIR runs and passes" '[ $rc -eq 0 ] && grep -q "^overall: PASS" "$tmp/out.txt" && grep -q "on folder:$tmp/imgs" "$tmp/err.txt"'
 $verify --model unet_tiny --steps 2 --data nope >/dev/null 2>"$tmp/err.txt"; rc=$?
