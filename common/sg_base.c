@@ -2,7 +2,11 @@
  * failure path of SG_ASSERT. */
 #include "sg_base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static _Thread_local char sg_error_buf[1024];
 
@@ -42,4 +46,15 @@ void sg_assert_fail(const char *cond, const char *file, int line) {
     fprintf(stderr, "stepgraph: internal invariant violated at %s:%d: %s\n", file, line, cond);
     fflush(stderr);
     abort();
+}
+
+int sg_probe_writable(const char *path) {
+    struct stat st;
+    const int existed = !stat(path, &st);
+    if (existed && S_ISDIR(st.st_mode)) return sg_set_error("it is a directory");
+    const int fd = open(path, existed ? O_WRONLY : O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return sg_set_error("%s", strerror(errno));
+    close(fd);
+    if (!existed) unlink(path);
+    return SG_OK;
 }

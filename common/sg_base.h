@@ -104,6 +104,10 @@ void sg_assert_fail(const char *cond, const char *file, int line) __attribute__(
  * default; q = 0.5: the median, the mean of the middle two for even n). */
 void sg_sort_f32(float *v, int n);
 double sg_quantile_sorted(const float *s, int n, double q);
+/* Can path be written, before the work that writes it? Opens it for writing, as a writer
+ * would, and removes it again when it was not there (no stray file either way). SG_ERR with
+ * the reason (a directory, strerror) in sg_last_error; the caller names the path. */
+int sg_probe_writable(const char *path);
 #endif
 
 #define SG_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))

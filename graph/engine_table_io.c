@@ -2,15 +2,12 @@
  * (graph/engine_table_io.h). */
 #include "graph/engine_table_io.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define SG_ENGINE_TABLE_FORMAT "stepgraph_engine_table"
 
@@ -490,16 +487,10 @@ int sg_engine_table_check_writable(const char *path) {
         return sg_set_error("%s: is a directory, not an engine table file", path);
     char *tmp = tmp_path_of(path);
     if (!tmp) return SG_ERR;
-    /* PATH.tmp as the writer opens it; one that was not there is removed again */
-    const int existed = !stat(tmp, &st);
-    const int fd = open(tmp, existed ? O_WRONLY : O_WRONLY | O_CREAT | O_EXCL, 0644);
-    int rc = SG_OK;
-    if (fd < 0) {
-        rc = sg_set_error("%s: cannot write the engine table: %s", tmp, strerror(errno));
-    } else {
-        close(fd);
-        if (!existed) unlink(tmp);
-    }
+    /* PATH.tmp, as the writer opens it */
+    const int rc = sg_probe_writable(tmp)
+                       ? sg_set_error("%s: cannot write the engine table: %s", tmp, sg_last_error())
+                       : SG_OK;
     free(tmp);
     return rc;
 }

@@ -615,27 +615,17 @@ static int cmd_dump(const args *a) {
 
 /* ---- export ---- */
 
-/* Is dir a training run's folder (tools/train.c writes latest, metrics.jsonl, ckpt_*.sgck and
- * a config.json with the run's "resumes")? Then *marker names the file that says so. A
- * diffusers export's config.json (a "_class_name", no "resumes") is not one: re-exporting into
- * a folder of an earlier export overwrites it. */
+/* Is dir a training run's folder (a file train writes there: cli_is_run_file, its config.json
+ * only when it is a run's)? Then *marker names the file that says so. A diffusers export's
+ * config.json is not one: re-exporting into a folder of an earlier export overwrites it. */
 static int is_run_folder(const char *dir, char *marker, size_t cap) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     int found = 0;
     for (struct dirent *de; !found && (de = readdir(d));) {
-        const char *name = de->d_name;
-        size_t n = strlen(name);
-        found = !strcmp(name, "latest") || !strcmp(name, "metrics.jsonl") ||
-                (!strncmp(name, "ckpt_", 5) && n > 10 && !strcmp(name + n - 5, ".sgck"));
-        if (!found && !strcmp(name, "config.json")) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/config.json", dir);
-            json_t *j = json_load_file(path, 0, NULL);
-            found = json_object_get(j, "resumes") && !json_object_get(j, "_class_name");
-            json_decref(j);
-        }
-        if (found) snprintf(marker, cap, "%s", name);
+        found = cli_is_run_file(de->d_name) &&
+                (strcmp(de->d_name, "config.json") || cli_is_run_config(dir));
+        if (found) snprintf(marker, cap, "%s", de->d_name);
     }
     closedir(d);
     return found;

@@ -415,3 +415,23 @@ json_t *cli_model_json(const sg_model_cfg *cfg) {
     }
     return j;
 }
+
+/* ---- a training run's folder */
+
+int cli_is_run_file(const char *name) {
+    size_t n = strlen(name);
+    return !strcmp(name, "metrics.jsonl") || !strcmp(name, "latest") ||
+           !strcmp(name, "config.json") || !strcmp(name, "loss.png") ||
+           (!strncmp(name, "ckpt_", 5) && n > 5 && !strcmp(name + n - 5, ".sgck")) ||
+           (!strncmp(name, "samples_", 8) && n > 4 && !strcmp(name + n - 4, ".png"));
+}
+
+int cli_is_run_config(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *j = json_load_file(path, 0, NULL);
+    const int runs = json_is_object(j) && json_object_get(j, "model") &&
+                     json_is_array(json_object_get(j, "resumes"));
+    json_decref(j);
+    return runs;
+}

@@ -112,4 +112,12 @@ json_t *cli_json_float(float f);
 /* A model config as a JSON object (parsed from sg_model_json's text). */
 json_t *cli_model_json(const sg_model_cfg *cfg);
 
+/* ---- a training run's folder (train --out): what train writes there, so every tool knows it */
+/* A file name train writes into its run folder (metrics.jsonl, latest, config.json, loss.png,
+ * ckpt_*.sgck, samples_*.png). */
+int cli_is_run_file(const char *name);
+/* dir/config.json is a run's (train's: an object with "model" and a "resumes" array), not
+ * another tool's file of that name (a diffusers export's); 0 when it is absent. */
+int cli_is_run_config(const char *dir);
+
 #endif

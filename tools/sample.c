@@ -6,13 +6,10 @@
  * config, so no model flags are repeated) and data/ (the PNG grid). The EMA weights are used
  * unless --no-ema. The math and the random-number keying are documented in graph/sampler.h.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
@@ -117,20 +114,6 @@ static void on_progress(void *ctx, int images_done, int batch_images, int n_imag
     fflush(stderr);
 }
 
-/* Can the grid be written to path? Checked before sampling, not after: not a directory, and
- * openable for writing. A file that was not there is created to find out and removed again
- * (the PNG writer creates it afresh), so no empty file is left behind. SG_ERR with the reason. */
-static int check_out_path(const char *path) {
-    struct stat st;
-    if (!stat(path, &st) && S_ISDIR(st.st_mode)) return sg_set_error("it is a directory");
-    int existed = !stat(path, &st);
-    int fd = open(path, existed ? O_WRONLY : O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) return sg_set_error("%s", strerror(errno));
-    close(fd);
-    if (!existed) unlink(path);
-    return SG_OK;
-}
-
 typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     int n, ddim_steps, batch, cols, scale, ema, clip;
@@ -218,7 +201,8 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 (long long)gw, (long long)gh);
         return 2;
     }
-    if (check_out_path(a->out_path)) {
+    /* the grid's file: before sampling, not after (sg_probe_writable) */
+    if (sg_probe_writable(a->out_path)) {
         fprintf(stderr, "sample: cannot write --out %s: %s\n", a->out_path, sg_last_error());
         return 1;
     }

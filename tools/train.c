@@ -271,33 +271,14 @@ static int make_dirs(const char *path) {
     return SG_OK;
 }
 
-static int is_run_file(const char *name) {
-    size_t n = strlen(name);
-    return !strcmp(name, "metrics.jsonl") || !strcmp(name, "latest") ||
-           !strcmp(name, "config.json") || !strcmp(name, "loss.png") ||
-           (!strncmp(name, "ckpt_", 5) && n > 5 && !strcmp(name + n - 5, ".sgck")) ||
-           (!strncmp(name, "samples_", 8) && n > 4 && !strcmp(name + n - 4, ".png"));
-}
-
-/* OUT/config.json is a run's (write_run_config: an object with "model" and "resumes"), not
- * another tool's file of that name (a diffusers export's, say); 1 when there is none */
-static int config_is_runs(const char *out) {
-    char path[OUT_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.json", out);
-    struct stat st;
-    if (stat(path, &st)) return 1;
-    json_t *j = json_load_file(path, 0, NULL);
-    const int runs = json_is_object(j) && json_object_get(j, "model") &&
-                     json_is_array(json_object_get(j, "resumes"));
-    json_decref(j);
-    return runs;
-}
-
 /* A fresh run: refuse a directory that holds another run, or (overwrite) delete that run's
  * files — only the files a run writes, nothing else in the directory. A config.json that is
  * not a run's is refused either way: --overwrite must not delete another tool's file. */
 static int claim_fresh_dir(const char *out, int overwrite) {
-    if (!config_is_runs(out))
+    struct stat st;
+    char cfg[OUT_MAX + 32];
+    snprintf(cfg, sizeof cfg, "%s/config.json", out);
+    if (!stat(cfg, &st) && !cli_is_run_config(out))
         return sg_set_error("%s holds a config.json that is not a stepgraph run's (a diffusers "
                             "export?): choose another --out",
                             out);
@@ -306,7 +287,7 @@ static int claim_fresh_dir(const char *out, int overwrite) {
     int rc = SG_OK;
     char first[300] = "";
     for (struct dirent *de; (de = readdir(d));) {
-        if (!is_run_file(de->d_name)) continue;
+        if (!cli_is_run_file(de->d_name)) continue;
         if (!overwrite) {
             snprintf(first, sizeof first, "%s", de->d_name);
             break;
