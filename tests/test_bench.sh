@@ -513,6 +513,26 @@ PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS
 rc=$?
 ok "run F (no stepgraph success): exit 1" '[ $rc -eq 1 ] && grep -q "^bench.sh: FAIL: no stepgraph job succeeded on the GPU" "$tmp/runF.txt"'
 
+# runs G and H: a build folder holding tools/gpu_check.sh's prebuilt binaries (a warm machine's
+# second call): its bench is taken where prebuilt.stamp is this tree's stamp (G: no build, the
+# broken cmake is never run); with another stamp the build runs (H: it fails on that cmake)
+tree_stamp=$(SG_GPU_DEPS=0 bash -c 'source "$0/tools/gpu_env.sh" >/dev/null 2>&1; sg_gpu_source_stamp "$0"' "$root")
+mkdir -p "$tmp/pb" "$tmp/nocmake2" && cp "$tmp/fake_sg" "$tmp/pb/bench"
+printf '#!/bin/sh\necho cmake: broken >&2; exit 1\n' >"$tmp/nocmake2/cmake" && chmod +x "$tmp/nocmake2/cmake"
+for run in G H; do
+    if [ $run = G ]; then echo "$tree_stamp" >"$tmp/pb/prebuilt.stamp"; else echo "sources 0000" >"$tmp/pb/prebuilt.stamp"; fi
+    PATH="$tmp/nocmake2:$gpath" SG_GPU_DEPS=0 BENCH_BUILD_DIR="$tmp/pb" BENCH_TORCH="$tmp/fake_torch" \
+        BENCH_RESULTS_DIR="$tmp/results$run" BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 \
+        BENCH_JOBS='^sg_cifar_b128' bash "$root/tools/bench.sh" "$tmp/run$run" >"$tmp/run$run.txt" 2>&1
+    eval "rc$run=\$?"
+done
+ok "run G (prebuilt, stamp matches): no build, stepgraph ran, exit 0" \
+    '[ $rcG -eq 0 ] && grep -q "^bench.sh: taking the prebuilt $tmp/pb/bench (its stamp is this tree.s: no build)" "$tmp/runG.txt" &&
+     ! grep -q "broken\|building" "$tmp/runG.txt" && grep -Eq "^\| stepgraph \(CUDA graph replay\) \| ok \|" "$tmp"/resultsG/*.md'
+ok "run H (prebuilt, another stamp): the build runs" \
+    '[ $rcH -eq 1 ] && grep -q "^bench.sh: building $tmp/pb/bench" "$tmp/runH.txt" &&
+     grep -q "^bench.sh: FAIL: stepgraph was not built: build failed (exit 1): cmake: broken" "$tmp/runH.txt"'
+
 # the report over a real (CPU) bench result
 report_of real "$tmp/b.json" 4 fp32 "bench --backend cpu --model unet_tiny --json"
 ok "report over a real CPU result" \

@@ -163,6 +163,7 @@ run pb_good gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" \
 ok "prebuilt: used, exit 0" '[ $rc -eq 0 ] && has "^\| prebuilt \| PASS \| 5 binaries from .prebuilt, stamp matched"'
 ok "prebuilt: build PASS without compiling" 'has "^\| build \| PASS \| the prebuilt binaries" && ! built pb_good'
 ok "prebuilt: its binaries are in the build folder" 'grep -q "prebuilt tests/test_cuda_step" "$tmp/pb_good/build/tests/test_cuda_step"'
+ok "prebuilt: its stamp beside them, for bench.sh" '[ "$(cat "$tmp/pb_good/build/prebuilt.stamp")" = "$stamp" ]'
 order=$(grep -oE "^\| [a-z_]+ \| PASS" "$md" | awk '{print $2}' | tr '\n' ' ')
 ok "prebuilt: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend prebuilt build gpu_tests verify_cuda verify_cuda_own train_short verify_cuda_cifar cpu_tests " ]'
 mkpb stale "sources 0000; other" && pack
@@ -173,7 +174,7 @@ mkpb miss && pack
 run pb_miss gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
     GPU_CHECK_LDD="$fk/ldd_miss/ldd"
 ok "prebuilt, a library not found: NOT USED, names it, built" '[ $rc -eq 0 ] && has "^\| prebuilt \| NOT USED \| ./plan: libcudnn.so.9 => not found: building here" && built pb_miss'
-ok "prebuilt, a library not found: its copies removed" '[ ! -e "$tmp/pb_miss/build/tests/test_cuda_ops" ] && ! grep -qs prebuilt "$tmp/pb_miss/build/verify"'
+ok "prebuilt, a library not found: its copies removed" '[ ! -e "$tmp/pb_miss/build/tests/test_cuda_ops" ] && ! grep -qs prebuilt "$tmp/pb_miss/build/verify" && [ ! -e "$tmp/pb_miss/build/prebuilt.stamp" ]'
 mkpb notarget && pack
 run pb_notarget gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" \
     GPU_CHECK_TARGETS="$targets bench" GPU_CHECK_LDD="$fk/ldd_ok/ldd"

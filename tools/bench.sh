@@ -25,7 +25,9 @@
 #   BENCH_BUDGET_S      overall budget in seconds (default 480)
 #   BENCH_JOBS          extended regex: run only the jobs whose name matches (e.g. 'compile')
 #   BENCH_BIN           a built bench binary: skip the build
-#   BENCH_BUILD_DIR     build directory (default build-gpu)
+#   BENCH_BUILD_DIR     build directory (default build-gpu); where tools/gpu_check.sh unpacked
+#                       the carried prebuilt binaries into it (its prebuilt.stamp equals this
+#                       tree's stamp), its bench is taken as it is, without a build
 #   BENCH_BUILD_CAP_S   at most this many seconds for the build (default 300)
 #   BENCH_CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES (default 90)
 #   BENCH_SG_ITERS / BENCH_SG_WARMUP       stepgraph replays / warm-up (default 50 / 10)
@@ -78,7 +80,6 @@ build_fail=""
 if [ -z "$bin" ]; then
     bdir=${BENCH_BUILD_DIR:-build-gpu}
     arch=${BENCH_CUDA_ARCH:-90}
-    say "building $bdir/bench (sm_$arch), log $out/build.log"
     t=$(left)
     bcap=${BENCH_BUILD_CAP_S:-300}
     [ "$t" -gt "$bcap" ] && t=$bcap
@@ -87,8 +88,14 @@ if [ -z "$bin" ]; then
     else
         # shellcheck source=tools/gpu_env.sh
         if ! SG_CUDA_ARCH=$arch source "$root/tools/gpu_env.sh" 2>"$out/build.log"; then
+            say "building $bdir/bench (sm_$arch), log $out/build.log"
             rc=1
+        elif [ -x "$bdir/bench" ] && [ -f "$bdir/prebuilt.stamp" ] &&
+            [ "$(cat "$bdir/prebuilt.stamp")" = "$(sg_gpu_source_stamp "$root")" ]; then
+            say "taking the prebuilt $bdir/bench (its stamp is this tree's: no build)"
+            rc=0
         else
+            say "building $bdir/bench (sm_$arch), log $out/build.log"
             timeout -k 10 "$t" bash -c 'cmake -S "$0" -B "$1" "${@:3}" && cmake --build "$1" \
                 --target bench -j "$2"' "$root" "$bdir" "$(nproc)" "${SG_GPU_CMAKE_ARGS[@]}" \
                 >>"$out/build.log" 2>&1
@@ -105,7 +112,7 @@ if [ -z "$bin" ]; then
             build_fail="the build produced no $bdir/bench (is sg_graph/sg_data configured?)"
         fi
     fi
-    bin="$root/$bdir/bench"
+    case $bdir in /*) bin=$bdir/bench ;; *) bin=$root/$bdir/bench ;; esac
     [ -n "$build_fail" ] && say "$build_fail"
 fi
 

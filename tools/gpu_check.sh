@@ -293,11 +293,15 @@ use_prebuilt() {
         unuse_prebuilt "${files[@]}"
         return 1
     fi
+    # the stamp stays beside them: tools/bench.sh takes the folder's bench without a build (which
+    # would compile everything again, since the folder has no object files) where it matches
+    echo "$want" >"$bdir/prebuilt.stamp"
     echo "$n binaries from .prebuilt, stamp matched ($want), libraries resolved, plan --help ran"
 }
 unuse_prebuilt() {
     local f
     for f in "$@"; do rm -f "$bdir/$f"; done
+    rm -f "$bdir/prebuilt.stamp"
 }
 pb=${GPU_CHECK_PREBUILT:-$root/.prebuilt}
 ldd=${GPU_CHECK_LDD:-ldd}
@@ -313,6 +317,7 @@ fi
 if [ -n "$prebuilt" ]; then
     row build PASS "the prebuilt binaries (stage prebuilt), 0s"
 else
+    rm -f "$bdir/prebuilt.stamp" # compiled here: bench.sh's own build is incremental
     BLOCKS=1 stage build 420 cmake --build "$bdir" -j"$jobs" "${targets[@]}"
 fi
 
