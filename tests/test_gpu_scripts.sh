@@ -89,5 +89,13 @@ for k in $knobs; do
     ok "the help or docs name $k" 'grep -qF "$k" <<<"$help" || grep -rqF "$k" "$root"/docs "$root"/README.md'
 done
 
+# 4. gpu_call.sh's order: the torch.compile rows (the side-by-side table) right after the main
+# bench rows, before the engine tuning, the profile and the variants, each of which can take the
+# rest of a call (the third GPU session's tuning did: its compile rows found 88 s left)
+steps=$(joined "$root/tools/gpu_call.sh" | grep -nE '^(bench (main|compile) |if .*GPU_CALL_(TUNE|PROFILE)|if .*GPU_CALL_VARIANTS)' |
+    sed -E 's/^([0-9]+):(bench (main|compile)|if .*GPU_CALL_(TUNE|PROFILE|VARIANTS)).*/\3\4/' | tr '\n' ' ')
+ok "gpu_call.sh's order: main, compile, tune, profile, variants ($steps)" \
+    '[ "$steps" = "main compile TUNE PROFILE VARIANTS " ]'
+
 echo "gpu_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -13,7 +13,9 @@
 #    the GPU stages run, the GPU tests five at a time, verify (unet_tiny, default engine and
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
-#    eager for both (each with a 3-step profile: device time per kernel family).
+#    eager for both (each with a 3-step profile: device time per kernel family); then its
+#    torch.compile and reduce-overhead rows at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
+#    regex instead), about 90 s each: the side-by-side table comes before everything below.
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused on mma.sync and on wgmma against the library side per layer, each cuDNN engine
 #    chosen by timing; per layer the fastest, timed by replaying its nodes as one graph, an own
@@ -46,10 +48,10 @@
 #    that fills the SMs, SG_WG_FILL=1: the same bits) and on
 #    the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none; a
 #    regex other than 0 or 1: the variants whose names match).
-# 5. tools/bench.sh's torch.compile and reduce-overhead rows at batch 128
-#    (GPU_CALL_COMPILE_JOBS: bench.sh's job regex instead), until GPU_CALL_S (default 560 s).
-# OUTDIR receives at most 6 files (the device returns 8): the check's report and logs, the
-# bench reports, a tarball of the raw output of every job, and call.log.
+# Every step stops where the call has run GPU_CALL_S (default 560 s).
+# OUTDIR receives at most 7 files (the device returns 8): the check's report and logs, the
+# two bench reports and side-by-side.md (both runs in one table), a tarball of the raw output of
+# every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
 # GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_PROFILE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN
 # (a regex of the variants that keep bench's per-op and per-layer breakdown; default the tuned
@@ -113,6 +115,9 @@ main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
+# the torch.compile rows next: the side-by-side table is the first thing a GPU session owes
+# (issue 11), and the third session's call, with the tuning before them, left them 88 s
+bench compile "$compile_jobs"
 if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt 120 ]; then
     table=$runs/variants/engine-table.json
     # the layers (three plans), the GEMMs' algorithms, then eight step-knob trials, three of the
@@ -173,10 +178,15 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant wgmma_unfused_fill SG_CONV_TC=wgmma SG_WG_FILL=1 -- --conv-engine own --fuse 0
     variant wgmma_unfused_halo SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
 fi
-bench compile "$compile_jobs"
 for f in "$runs"/results/*/*.md; do
     [ -e "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
+# one side-by-side table over both bench runs (the same machine, the same call)
+if [ -d "$runs/main" ] && [ -d "$runs/compile" ]; then
+    ${PYTHON:-python3} "$root/tools/bench_report.py" report --out "$out/side-by-side.md" \
+        "$runs/main" "$runs/compile" 2>&1 ||
+        echo "gpu_call: the merged side-by-side report failed"
+fi
 tar -czf "$out/bench-runs.tar.gz" -C "$runs" .
 rm -rf "$runs"
 echo "gpu_call: check exit $check_rc, bench exit $bench_rc, ${SECONDS}s"
