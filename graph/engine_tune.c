@@ -456,9 +456,9 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
                    "fuse_stats",
                    {SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD, SG_KNOB_STATS_NONE},
                    3},
-                  {"SG_NORM_ONEPASS",
+                  {"SG_NORM_ONEPASS", /* its default is the forward (backend_cuda.c) */
                    "norm_onepass",
-                   {SG_KNOB_STATS_BOTH, SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD},
+                   {SG_KNOB_STATS_BOTH, SG_KNOB_STATS_NONE, SG_KNOB_STATS_BWD},
                    3}};
     for (int q = 0; q < 5 && !rc; q++) {
         const char *env = getenv(knobs[q].env);

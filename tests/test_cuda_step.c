@@ -28,8 +28,9 @@
  *   (graph/backend_cuda.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
  *   give the bits of SG_FUSE_STATS=0 (every normalisation's own partials pass) and of
  *   SG_FUSE_STATS=fwd (the forward's alone; bf16);
- * - the one-pass forward normalisations (SG_NORM_ONEPASS=1): the same bits, and the one-pass
- *   kernel ran;
+ * - the one-pass normalisations: the default (the forward in one pass) ran the one-pass
+ *   forward kernel, and gives the bits of SG_NORM_ONEPASS=0 (two passes both ways, which runs
+ *   none) and of SG_NORM_ONEPASS=1 (the backward in one pass too, which ran);
  * - the thin convolutions (conv.cu, the image's conv_in and conv_out where the own engine runs
  *   them): the bits of the 64 x 64 tiles (SG_CONV_THIN=0), and they ran on the own engine;
  *   SG_CONV_THIN=3x is refused by name;
@@ -274,11 +275,12 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
     unsigned char *sg = NULL, *se = NULL, *sg2 = NULL, *sc = NULL;
     int64_t bg = 0, be_ = 0, bg2 = 0, bc = 0;
     float *mg = NULL, *mc = NULL;
-    const long thin0 = cuda_conv_thin_launches();
+    const long thin0 = cuda_conv_thin_launches(), one0 = cuda_norm_onepass_launches();
     int ok = !run(&c, data, cuda_on(1, engine), STEPS, lg, &sg, &bg, &mg) &&
              !run(&c, data, cuda_on(0, engine), STEPS, le, &se, &be_, NULL) &&
              !run(&c, data, cuda_on(1, engine), STEPS, lg2, &sg2, &bg2, NULL) &&
              !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc, &mc);
+    const long one_default = cuda_norm_onepass_launches() - one0;
     CHECK(ok, "%s: runs failed", nm);
     if (ok) {
         int first = -1;
@@ -299,15 +301,20 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
                                "the statistics' partials in the convolutions", &c, data, engine, lg,
                                sg, bg);
         }
-        /* the one-pass normalisations (SG_NORM_ONEPASS=1, cuda_kernels.h): x (and dy) read
-         * once, their partials no longer computed by the convolutions before (forward) and after
-         * (the data gradient that writes dy): the same bits */
+        /* the one-pass normalisations (cuda_kernels.h): x (and dy) read once, their partials no
+         * longer computed by the convolutions before (forward) and after (the data gradient
+         * that writes dy). The default runs the forward so; two passes both ways
+         * (SG_NORM_ONEPASS=0) and one pass both ways (=1) give the same bits */
         if (accum == 1 && fuse != 1) { /* (the fused plans store few normalised tensors) */
-            const long l0 = cuda_norm_onepass_launches(), b0 = cuda_norm_bwd_onepass_launches();
-            same_under_env(nm, "SG_NORM_ONEPASS", "1", "the two-pass normalisations", &c, data,
+            CHECK(one_default > 0, "%s: the default step ran no one-pass forward", nm);
+            const long l0 = cuda_norm_onepass_launches();
+            same_under_env(nm, "SG_NORM_ONEPASS", "0", "the default normalisations", &c, data,
                            engine, lg, sg, bg);
-            CHECK(cuda_norm_onepass_launches() > l0,
-                  "%s: SG_NORM_ONEPASS=1 ran no one-pass forward", nm);
+            CHECK(cuda_norm_onepass_launches() == l0,
+                  "%s: SG_NORM_ONEPASS=0 ran a one-pass forward", nm);
+            const long b0 = cuda_norm_bwd_onepass_launches();
+            same_under_env(nm, "SG_NORM_ONEPASS", "1", "the default normalisations", &c, data,
+                           engine, lg, sg, bg);
             CHECK(cuda_norm_bwd_onepass_launches() > b0,
                   "%s: SG_NORM_ONEPASS=1 ran no one-pass backward", nm);
         }
@@ -492,8 +499,11 @@ static void check_linear_groups(void) {
  * fp32 every conv runs on the CUDA-core tiles (the partials would be a pass after the conv): no
  * forward pair; in bf16 every normalisation after a conv pairs but the one after conv_in (3
  * input channels: the CUDA-core tiles). The bits are the same every way (check_precision's
- * SG_FUSE_STATS runs). */
+ * SG_FUSE_STATS runs). With the two-pass normalisations (SG_NORM_ONEPASS=0): a forward that
+ * runs in one pass, the default where its shape is taken, computes its own partials and pairs
+ * with no conv. */
 static void check_stats_pairs(void) {
+    setenv("SG_NORM_ONEPASS", "0", 1);
     for (int bf = 0; bf < 2; bf++) {
         sg_model_cfg c;
         sg_model_preset(&c, "unet_tiny");
@@ -527,6 +537,7 @@ static void check_stats_pairs(void) {
                bf ? "bf16" : "fp32", fwd, after_conv);
         sg_exec_free(&e);
     }
+    unsetenv("SG_NORM_ONEPASS");
 }
 
 static void check_wgmma(void) {

@@ -1087,7 +1087,8 @@ static void check_tune(const uint8_t *data) {
                             kn->tc_halo >= SG_KNOB_UNSET && kn->tc_halo <= SG_KNOB_HALO_ALL &&
                             kn->tc_halo != SG_KNOB_HALO_PROLOGUE && kn->dgrad_stats <= 1 &&
                             kn->fuse_stats <= SG_KNOB_STATS_BWD &&
-                            kn->norm_onepass <= SG_KNOB_STATS_BOTH;
+                            kn->norm_onepass <= SG_KNOB_STATS_BOTH &&
+                            kn->norm_onepass != SG_KNOB_STATS_FWD; /* the default: not a trial */
 #ifdef SG_TEST_CUDA_HOST
     CHECK(knobs_valid && kn->base_ms > 0 && kn->step_ms > 0 && kn->step_ms <= kn->base_ms,
           "tune: the step knobs pdl %d halo %d dgrad %d stats %d, %g ms against %g", kn->pdl,
@@ -1507,8 +1508,9 @@ static void check_backend_knobs(void) {
     char env[2048], ref[2048];
     describe_with(&c, env, sizeof env);
     const int stats_all = stats_fused_of(env);
+    const char *o1 = strstr(env, "\"norm_onepass\":"); /* the default: the forward in one pass */
     CHECK(strstr(env, "\"pdl\":false") && strstr(env, "\"tc_halo\":\"prologue\"") &&
-              strstr(env, "\"dgrad_stats\":false") && strstr(env, "\"norm_onepass\":-1,") &&
+              strstr(env, "\"dgrad_stats\":false") && o1 && atoi(o1 + 15) > 0 &&
               strstr(env, "\"norm_bwd_onepass\":-1,") && stats_all > 0,
           "the defaults: %s", env);
     setenv("SG_FUSE_STATS", "fwd", 1);
@@ -1553,6 +1555,13 @@ static void check_backend_knobs(void) {
     describe_with(&c, env, sizeof env);
     CHECK(strstr(env, "\"norm_onepass\":-1,") && strstr(env, "\"norm_bwd_onepass\":-1,"),
           "SG_NORM_ONEPASS=0 over the table's: %s", env);
+    unsetenv("SG_NORM_ONEPASS");
+    /* a table that kept neither direction (the tuning's trial of 0) turns the default off */
+    t.knobs.norm_onepass = SG_KNOB_STATS_NONE;
+    describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"norm_onepass\":-1,") && strstr(env, "\"norm_bwd_onepass\":-1,"),
+          "the table's norm_onepass 0: %s", env);
+    t.knobs.norm_onepass = SG_KNOB_STATS_BOTH;
     setenv("SG_NORM_ONEPASS", "fwd", 1);
     describe_with(&c, env, sizeof env);
     unsetenv("SG_NORM_ONEPASS");
@@ -1564,7 +1573,7 @@ static void check_backend_knobs(void) {
     sg_backend *bad = sg_backend_cuda_create(0, 1);
     unsetenv("SG_NORM_ONEPASS");
     CHECK(!bad && strstr(sg_last_error(), "SG_NORM_ONEPASS=both") &&
-              strstr(sg_last_error(), "fwd or bwd"),
+              strstr(sg_last_error(), "fwd (the default), 1 (forward and backward), bwd or 0"),
           "SG_NORM_ONEPASS=both: %s", bad ? "a backend" : sg_last_error());
     if (bad) bad->destroy(bad);
     printf("the table's step knobs applied by the backend; the environment overrides them\n");

@@ -34,9 +34,10 @@
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
 #    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
 #    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the default plan with
-#    programmatic dependent launch (SG_PDL=1: the same bits), the default plan with its forward
-#    normalisations in one pass, forward and backward, then the forward alone (SG_NORM_ONEPASS=1,
-#    =fwd: the same bits), the fused attention on the
+#    programmatic dependent launch (SG_PDL=1: the same bits), the default plan with its
+#    normalisations in one pass, forward and backward (SG_NORM_ONEPASS=1), then in two passes
+#    both ways (=0; the default is the forward in one pass), also at batch 8 (the same bits
+#    every way), the fused attention on the
 #    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
 #    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -159,7 +160,8 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant store_norm -- --store-norm 1
     variant pdl SG_PDL=1 --
     variant norm_onepass SG_NORM_ONEPASS=1 --
-    variant norm_onepass_fwd SG_NORM_ONEPASS=fwd --
+    variant norm_twopass SG_NORM_ONEPASS=0 --
+    variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
     variant thin_own SG_CONV_THIN=own --
     variant linear_cublas SG_LINEAR_GROUPS=0 --
     variant attn_fused SG_ATTN=fused --
