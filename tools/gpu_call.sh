@@ -32,12 +32,13 @@
 #    run; GPU_CALL_PROFILE=0: not): the summaries go into call.log, the raw CSVs into the
 #    tarball.
 # 4. stepgraph's variants at unet_cifar batch 128 bf16 (20 replays each; a breakdown only for
-#    GPU_CALL_BREAKDOWN's): the default plan keeping its normalisations for the backward pass
+#    GPU_CALL_BREAKDOWN's): first the default plan with its normalisations in two passes both
+#    ways (SG_NORM_ONEPASS=0; the default runs the forward in one pass), at batch 128 and 8;
+#    then the default plan keeping its normalisations for the backward pass
 #    (--store-norm 1: the same bits, no recomputation, +0.74 GiB), the default plan with
 #    programmatic dependent launch (SG_PDL=1: the same bits), the default plan with its
-#    normalisations in one pass, forward and backward (SG_NORM_ONEPASS=1), then in two passes
-#    both ways (=0; the default is the forward in one pass), also at batch 8 (the same bits
-#    every way), the fused attention on the
+#    normalisations in one pass, forward and backward (SG_NORM_ONEPASS=1: the same bits every
+#    way), the fused attention on the
 #    default plan, the fused plan under auto (the fused forwards on own, what cuDNN can take on
 #    cuDNN), and the own kernels fused (mma.sync with the
 #    prologue's forward on the resident halo, then per tap as on the first run; wgmma likewise;
@@ -157,11 +158,12 @@ elif [ "${GPU_CALL_PROFILE:-1}" != 0 ]; then
     echo "gpu_call: profile: not run ($((total - SECONDS))s left)"
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
+    # first the check of the newest default (the forward normalisations in one pass, 2026-12-04)
+    variant norm_twopass SG_NORM_ONEPASS=0 --
+    variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
     variant store_norm -- --store-norm 1
     variant pdl SG_PDL=1 --
     variant norm_onepass SG_NORM_ONEPASS=1 --
-    variant norm_twopass SG_NORM_ONEPASS=0 --
-    variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
     variant thin_own SG_CONV_THIN=own --
     variant linear_cublas SG_LINEAR_GROUPS=0 --
     variant attn_fused SG_ATTN=fused --
