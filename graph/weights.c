@@ -34,7 +34,13 @@ static int ckpt_config_text(const ckpt_file *f, char *buf, size_t cap) {
     return rc;
 }
 
+const char *sg_weights_path(const char *path, char *buf, size_t cap) {
+    return is_dir(path) && !ckpt_latest(path, buf, cap) ? buf : path;
+}
+
 int sg_weights_config(const char *path, char *cfg_json, size_t cap) {
+    char ck[4200];
+    path = sg_weights_path(path, ck, sizeof ck);
     if (is_dir(path)) return ckpt_diffusers_to_config(path, cfg_json, cap);
     if (ends_with(path, ".safetensors"))
         return sg_set_error("%s is a bare safetensors file: it carries no model config (give "
@@ -272,16 +278,13 @@ static int load_ckpt(sg_exec *e, const char *path, const char *mine, unsigned fl
 }
 
 int sg_exec_load_weights(sg_exec *e, const char *path, unsigned flags) {
-    char mine[4096];
+    char mine[4096], ck[4200];
     sg_model_json(&e->plan.cfg, mine, sizeof mine);
+    if (sg_weights_path(path, ck, sizeof ck) != path) return load_ckpt(e, ck, mine, flags);
     if (!is_dir(path)) {
         if (ends_with(path, ".safetensors")) return load_safetensors(e, path, flags);
         return load_ckpt(e, path, mine, flags);
     }
-    /* a stepgraph run folder (train --out): the checkpoint its `latest` names, else its newest
-     * (a diffusers folder holds neither `latest` nor ckpt_*.sgck) */
-    char ck[4200];
-    if (!ckpt_latest(path, ck, sizeof ck)) return load_ckpt(e, ck, mine, flags);
     /* a diffusers folder: its config first, then its weights */
     char *got = malloc(8192), wpath[4200];
     int rc = got ? ckpt_diffusers_to_config(path, got, 8192) : sg_set_error("out of host memory");

@@ -16,9 +16,15 @@
 
 #include "graph/exec.h"
 
+/* The weights a path stands for: a stepgraph run folder (train --out) stands for the
+ * checkpoint its `latest` names, else its newest (written into buf); any other path (a
+ * checkpoint, a safetensors file, a diffusers folder, which holds neither) for itself. */
+const char *sg_weights_path(const char *path, char *buf, size_t cap);
+
 /* The stepgraph model config object of a weights source: a checkpoint's metadata "config", or
- * a diffusers folder's config.json (+ scheduler) translated (ckpt_diffusers_to_config).
- * SG_ERR for a bare safetensors file (it carries no config). */
+ * a diffusers folder's config.json (+ scheduler) translated (ckpt_diffusers_to_config); a run
+ * folder's is its checkpoint's (sg_weights_path). SG_ERR for a bare safetensors file (it
+ * carries no config). */
 int sg_weights_config(const char *path, char *cfg_json, size_t cap);
 
 /* A model config from a config object (sg_model_json's fields): the preset its "model" names,
@@ -39,9 +45,9 @@ enum {
     SG_WEIGHTS_FROM_EMA = 2,
 };
 /* Overwrite the executor's parameters (and with SG_WEIGHTS_SET_EMA its EMA) from path (a
- * directory: a diffusers folder; "*.safetensors"; else a stepgraph checkpoint). Nothing else
- * changes: a training executor keeps its step and AdamW state (sg_exec_init_state first for
- * a fresh run). */
+ * run folder: its checkpoint, sg_weights_path; another directory: a diffusers folder;
+ * "*.safetensors"; else a stepgraph checkpoint). Nothing else changes: a training executor
+ * keeps its step and AdamW state (sg_exec_init_state first for a fresh run). */
 int sg_exec_load_weights(sg_exec *e, const char *path, unsigned flags);
 
 #endif

@@ -741,6 +741,37 @@ static void test_cli(void) {
     CHECK(run_cli(args) == 0 && !same_file(pa, pc), "seed 1 gives the same PNG");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --no-ema", ck, pd, common);
     CHECK(run_cli(args) == 0 && !same_file(pa, pd), "--no-ema gives the EMA's PNG");
+    /* a training run's folder (train --out) stands for the checkpoint its `latest` names, as for
+     * train --resume; its config.json is train's, not a diffusers folder's (it was read as one) */
+    char run[256], path[512];
+    snprintf(run, sizeof run, "%s/run", tmpdir);
+    snprintf(args, sizeof args, "mkdir '%s' && cp '%s' '%s/ckpt_00000002.sgck'", run, ck, run);
+    CHECK(system(args) == 0, "run folder");
+    snprintf(path, sizeof path, "%s/latest", run);
+    FILE *fp = fopen(path, "w");
+    CHECK(fp && fputs("ckpt_00000002.sgck\n", fp) >= 0 && fclose(fp) == 0, "%s", path);
+    snprintf(path, sizeof path, "%s/config.json", run);
+    fp = fopen(path, "w");
+    CHECK(fp && fputs("{\"model\": {\"model\": \"unet_tiny\"}, \"resumes\": []}\n", fp) >= 0 &&
+              fclose(fp) == 0,
+          "%s", path);
+    for (int k = 0; k < 2; k++) {
+        remove(pd);
+        snprintf(args, sizeof args, "%s '%s' --out '%s' %s", k ? "--weights" : "--ckpt", run, pd,
+                 common);
+        rc = run_cli(args);
+        stderr_lines(err, sizeof err);
+        CHECK(rc == 0 && same_file(pa, pd), "%s RUN: exit %d, not its checkpoint's PNG: %s",
+              k ? "--weights" : "--ckpt", rc, err);
+    }
+    /* a run folder with no checkpoint yet: said so, not read as a diffusers folder */
+    snprintf(args, sizeof args, "rm '%s/ckpt_00000002.sgck' '%s/latest'", run, run);
+    CHECK(system(args) == 0, "run folder without a checkpoint");
+    snprintf(args, sizeof args, "--ckpt '%s' --backend cpu --out '%s'", run, pd);
+    expect_error(args, 1);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "training run's folder with no checkpoint yet") != NULL,
+          "--ckpt RUN without a checkpoint: %s", err);
     /* DDPM over the checkpoint's T = 12, grid about square, bf16 */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 4 --backend cpu --precision bf16", ck,
              pd);

@@ -27,11 +27,14 @@ static void usage(FILE *f) {
             "usage: sample --ckpt PATH | --weights PATH [options]\n"
             "Draw images from a stepgraph checkpoint and write them as one PNG grid.\n"
             "The model configuration (architecture, T, betas) is read from the checkpoint.\n\n"
-            "  --ckpt PATH          checkpoint (.sgck) written by train\n"
+            "  --ckpt PATH          checkpoint (.sgck) written by train, or the run folder it\n"
+            "                       writes them to (train --out: the checkpoint its `latest`\n"
+            "                       names, else its newest)\n"
             "  --weights PATH       instead: a diffusers UNet2DModel folder (config.json +\n"
             "                       diffusion_pytorch_model.safetensors; T and betas from its\n"
-            "                       scheduler_config.json), a checkpoint, or a .safetensors\n"
-            "                       file with diffusers names together with --model NAME\n"
+            "                       scheduler_config.json), a checkpoint or run folder, or a\n"
+            "                       .safetensors file with diffusers names together with\n"
+            "                       --model NAME\n"
             "  --model NAME         the preset a bare .safetensors --weights file is for\n"
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
@@ -274,6 +277,14 @@ int main(int argc, char **argv) {
     sample_args a = {.out_path = "samples.png", .n = 64, .scale = 1, .ema = 1, .clip = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
+    /* a training run's folder stands for its checkpoint, named from here on */
+    char ck[4200];
+    a.weights = sg_weights_path(a.weights, ck, sizeof ck);
+    if (cli_is_run_config(a.weights)) {
+        fprintf(stderr, "sample: %s is a training run's folder with no checkpoint yet\n",
+                a.weights);
+        return 1;
+    }
     sg_model_cfg cfg;
     if (sample_config(a.weights, a.model, &cfg)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;
