@@ -38,6 +38,10 @@ const char *sg_weights_path(const char *path, char *buf, size_t cap) {
     return is_dir(path) && !ckpt_latest(path, buf, cap) ? buf : path;
 }
 
+int sg_weights_has_ema(const char *path) {
+    return !is_dir(path) && !ends_with(path, ".safetensors");
+}
+
 int sg_weights_config(const char *path, char *cfg_json, size_t cap) {
     char ck[4200];
     path = sg_weights_path(path, ck, sizeof ck);

@@ -20,6 +20,10 @@
  * checkpoint its `latest` names, else its newest (written into buf); any other path (a
  * checkpoint, a safetensors file, a diffusers folder, which holds neither) for itself. */
 const char *sg_weights_path(const char *path, char *buf, size_t cap);
+/* path (after sg_weights_path) is a stepgraph checkpoint: it holds EMA weights apart from the
+ * parameters, and SG_WEIGHTS_FROM_EMA chooses; a safetensors file or a diffusers folder holds
+ * one set of weights. */
+int sg_weights_has_ema(const char *path);
 
 /* The stepgraph model config object of a weights source: a checkpoint's metadata "config", or
  * a diffusers folder's config.json (+ scheduler) translated (ckpt_diffusers_to_config); a run

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checkpoints/ckpt.h"
 #include "common/philox.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
@@ -764,6 +765,30 @@ static void test_cli(void) {
         CHECK(rc == 0 && same_file(pa, pd), "%s RUN: exit %d, not its checkpoint's PNG: %s",
               k ? "--weights" : "--ckpt", rc, err);
     }
+    /* the summary names the weights: a checkpoint's EMA or raw ones (--no-ema) and the file; an
+     * exported safetensors file's as they are (they were called "EMA weights") */
+    char out[4096], want[600];
+    snprintf(path, sizeof path, "%s/stdout", tmpdir);
+    read_file(path, out, sizeof out);
+    snprintf(want, sizeof want, "EMA weights from %s/ckpt_00000002.sgck,", run);
+    CHECK(strstr(out, want) != NULL, "--weights RUN: the summary does not say '%s': %s", want, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --no-ema", ck, pd, common);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    snprintf(want, sizeof want, "raw weights from %s,", ck);
+    CHECK(rc == 0 && strstr(out, want) != NULL, "--no-ema: the summary does not say '%s': %s", want,
+          out);
+    char sf[256];
+    snprintf(sf, sizeof sf, "%s/w.safetensors", tmpdir);
+    ckpt_file *cf = ckpt_open(ck);
+    CHECK(cf && ckpt_export_safetensors(cf, sf, 1) == SG_OK, "export: %s", sg_last_error());
+    if (cf) ckpt_close(cf);
+    snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s", sf, pd, common);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    snprintf(want, sizeof want, " weights from %s,", sf);
+    CHECK(rc == 0 && strstr(out, want) != NULL && !strstr(out, "EMA"),
+          "a safetensors file: the summary does not say '%s' alone: %s", want, out);
     /* a run folder with no checkpoint yet: said so, not read as a diffusers folder */
     snprintf(args, sizeof args, "rm '%s/ckpt_00000002.sgck' '%s/latest'", run, run);
     CHECK(system(args) == 0, "run folder without a checkpoint");

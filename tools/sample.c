@@ -48,7 +48,7 @@ static void usage(FILE *f) {
             "  --backend B          cpu | cuda (default: cuda when a GPU is usable, else cpu)\n"
             "  --batch B            images per forward pass (default %d; at most --n)\n"
             "  --precision P        fp32 | bf16 activations (default: the checkpoint's)\n"
-            "  --no-ema             use the raw parameters instead of the EMA weights\n"
+            "  --no-ema             a checkpoint's raw parameters instead of its EMA weights\n"
             "  --cols C             images per grid row (default: about square)\n"
             "  --scale S            upscale each pixel to an SxS block, 1..64 (default 1)\n"
             "  --help               this text\n\n"
@@ -257,8 +257,10 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                 (long long)bad, (long long)(n * per), a->weights, a->out_path);
         return 1;
     }
-    printf("sample: wrote %s: %d images (%s, %s weights, seed %llu, %s backend) in %.1f s\n",
-           a->out_path, n, what, a->ema ? "EMA" : "raw", (unsigned long long)a->seed,
+    /* a checkpoint's EMA or raw weights; another source's weights as they are */
+    const char *kind = !sg_weights_has_ema(a->weights) ? "" : a->ema ? "EMA " : "raw ";
+    printf("sample: wrote %s: %d images (%s, %sweights from %s, seed %llu, %s backend) in %.1f s\n",
+           a->out_path, n, what, kind, a->weights, (unsigned long long)a->seed,
            use_cuda ? "cuda" : "cpu", secs);
     return 0;
 }
