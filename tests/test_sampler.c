@@ -848,7 +848,8 @@ static void test_cli(void) {
     const char *no_cuda = "this build has no CUDA backend (nvcc was not found at configure time)";
 #endif
     stderr_lines(err, sizeof err);
-    CHECK(strstr(err, no_cuda) != NULL, "--backend cuda without CUDA: %s", err);
+    snprintf(want, sizeof want, "sample: %s\n", no_cuda); /* not "sample: cuda backend: ..." */
+    CHECK(!strcmp(err, want), "--backend cuda without CUDA: %s", err);
 #endif
 
     /* bad checkpoints: exit 1, one line naming the problem */

@@ -217,9 +217,7 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
 static sg_backend *make_backend(const char *name, int *use_cuda) {
     *use_cuda = !strcmp(cli_backend_name(name), "cuda");
     /* CUDA: the denoising step (forward pass and update) captured once and replayed */
-    sg_backend *be = *use_cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
-    if (!be) sg_set_error("%s backend: %s", *use_cuda ? "cuda" : "cpu", sg_last_error());
-    return be;
+    return *use_cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
 }
 
 /* Sample into a grid; 0 or the exit code (the message printed). */
