@@ -135,6 +135,13 @@ assert len(grid) == len(clip) and grid == clip, "the training grid differs from 
 assert clip != noclip, "clipping changed nothing: the check would not see it"
 PY'
 
+# ---- a sample grid that cannot be written (here a directory in its place) loses no training:
+# a warning naming it, the run goes on to its checkpoint and final grid, and exits 1 (it exited 0)
+cp -r se sgrid && mkdir sgrid/samples_00000005.png
+"$train" --resume sgrid --steps 6 --sample-every 5 --ckpt-every 0 >/dev/null 2>err.txt; rc=$?
+ok "a grid that cannot be written: training goes on, exit 1, said at the step and at the end" \
+  '[ $rc -eq 1 ] && [ -f sgrid/ckpt_00000006.sgck ] && [ -s sgrid/samples_00000006.png ] && grep -q "sample grid of step 5 failed: .*samples_00000005.png" err.txt && grep -q "1 sample grid(s) failed, the first at step 5" err.txt'
+
 # ---- another fresh run into it refuses; --overwrite replaces it; a held lock refuses
 "${T[@]}" --steps 2 --out a/b/c >/dev/null 2>err.txt; rc=$?
 ok "a fresh run refuses a directory holding a run" '[ $rc -ne 0 ] && grep -q "holds another run" err.txt && [ -f a/b/c/ckpt_00000004.sgck ]'

@@ -143,9 +143,10 @@ static void usage(FILE *f) {
         "rank: B/(N K)) inside the one captured step; the data order, noise and dropout are\n"
         "those of one pass over B, so only the gradients' summation order differs\n"
         "model flags:\n%s"
-        "exit status: 0 done, 1 failure, 2 usage, 3 non-finite loss (the last good checkpoint\n"
-        "is kept), 4 the data-parallel ranks' states differ, 130 stopped by SIGINT/SIGTERM after\n"
-        "writing a checkpoint\n",
+        "exit status: 0 done, 1 failure (also a sample grid that could not be drawn or written:\n"
+        "training goes on, with its checkpoints, and says so at the end), 2 usage, 3 non-finite\n"
+        "loss (the last good checkpoint is kept), 4 the data-parallel ranks' states differ, 130\n"
+        "stopped by SIGINT/SIGTERM after writing a checkpoint\n",
         sg_model_flags_help);
 }
 
@@ -539,6 +540,8 @@ typedef struct {
     int dp_made, root; /* root: the rank that prints and writes (the only one without MPI) */
     sg_engine_table ckpt_table; /* a resume: the engine table its checkpoint was planned with */
     int had_table;              /* ... 1 when it had one */
+    int grids_failed;           /* sample grids not drawn or written: the exit status is 1 */
+    int64_t first_failed_grid;  /* ... the step of the first */
 } train_run;
 
 static void run_free(train_run *r) {
@@ -699,6 +702,17 @@ static int write_samples(train_run *r) {
     return rc;
 }
 
+/* The grid of this step. One that fails loses no training: a warning, the run goes on, and it
+ * ends with exit status 1 (grids_failed); a signal's interruption is no failure. */
+static void sample_grid(train_run *r) {
+    if (!write_samples(r) || stop_requested) return;
+    if (!r->grids_failed++) r->first_failed_grid = r->step;
+    fprintf(stderr,
+            "train: warning: the sample grid of step %lld failed: %s; training goes on (exit "
+            "status 1 at the end)\n",
+            (long long)r->step, sg_last_error());
+}
+
 /* ---- the loop */
 
 /* One metrics line and the progress line: the loss is the mean over the steps since the last
@@ -799,8 +813,7 @@ static int train_loop(train_run *r) {
             n = 0, t_last = t;
         }
         if (ckpt_now && r->root && save_ckpt(r)) return 1;
-        if (sample_now && r->root && write_samples(r))
-            fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
+        if (sample_now && r->root) sample_grid(r);
     }
     if (r->root && isatty(2)) fprintf(stderr, "\n");
     return 0;
@@ -1041,8 +1054,7 @@ int main(int argc, char **argv) {
                 r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
                 (cli_now_ms() - t0) / 1e3);
     rc = train_loop(&r);
-    if (!rc && r.root && !stop_requested && write_samples(&r))
-        fprintf(stderr, "train: sampling failed: %s\n", sg_last_error());
+    if (!rc && r.root && !stop_requested) sample_grid(&r);
     char took[16];
     if (!rc && stop_requested && !r.root) {
         rc = EXIT_SIGNAL;
@@ -1072,7 +1084,14 @@ int main(int argc, char **argv) {
                                    "--ckpt-every, --log-every)"
                                  : "loss curve ",
                 stat(curve, &st) ? "" : curve);
+        if (r.grids_failed)
+            fprintf(stderr,
+                    "train: but %d sample grid(s) failed, the first at step %lld (said above); "
+                    "the checkpoints are written (sample --ckpt draws from one): exit status 1\n",
+                    r.grids_failed, (long long)r.first_failed_grid);
     }
     run_free(&r);
-    return finish_dp(&r, rc);
+    /* a failed grid is no reason to abort the other ranks (finish_dp): their training is done */
+    rc = finish_dp(&r, rc);
+    return rc ? rc : r.grids_failed ? 1 : 0;
 }
