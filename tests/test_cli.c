@@ -63,6 +63,24 @@ static void test_error_into_itself(void) {
           sg_last_error());
 }
 
+/* a value given to --help is refused by the walker, which prints why: a tool answers --help at
+ * once (--help=3 printed the help); -h=3 likewise */
+static void test_help_value(void) {
+    static char given[][16] = {"--help=3", "--help=", "-h=x"};
+    for (int i = 0; i < SG_ARRAY_LEN(given); i++) {
+        char *argv[] = {"test_cli", given[i], NULL};
+        cli_args a;
+        cli_args_init(&a, "test_cli", 2, argv);
+        CHECK(cli_next(&a) == 1 && !cli_is(&a, "--help") && cli_unknown(&a) == SG_ERR_USAGE &&
+                  !cli_next(&a),
+              "%s was taken as --help", given[i]);
+    }
+    char *argv[] = {"test_cli", "--help", NULL};
+    cli_args a;
+    cli_args_init(&a, "test_cli", 2, argv);
+    CHECK(cli_next(&a) == 1 && cli_is(&a, "--help"), "--help alone");
+}
+
 static void test_model_json_roundtrip(void) {
     /* a config survives cli_model_json -> cli_model_from_json field for field */
     static const char *const models[] = {"unet_cifar", "unet_adm64", "unet_tiny", "unet_fmnist"};
@@ -107,6 +125,7 @@ int main(void) {
     test_integers();
     test_floats();
     test_error_into_itself();
+    test_help_value();
     test_model_json_roundtrip();
     test_config_model_name();
     return sg_test_end();

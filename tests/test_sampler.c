@@ -818,6 +818,7 @@ static void test_cli(void) {
 
     /* usage errors: exit 2, one line */
     expect_error("--n 3", 2);
+    expect_error("--help=3", 2); /* it printed the help */
     snprintf(args, sizeof args, "--ckpt '%s' --weights '%s'", ck, ck);
     expect_error(args, 2);
     stderr_lines(err, sizeof err);

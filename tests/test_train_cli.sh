@@ -30,6 +30,7 @@ usage_err "--lr nan" --steps 2 --lr nan
 usage_err "--dropout nan" --steps 2 --dropout nan
 usage_err "--log-every 0" --steps 2 --log-every 0
 usage_err "--steps without a value" --steps
+usage_err "--help=3 (it printed the help)" --help=3
 usage_err "--backend gpu" --steps 2 --backend gpu
 # after the data is loaded (under ASan, a leaked dataset buffer fails this exit status)
 usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1

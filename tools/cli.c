@@ -113,6 +113,9 @@ int cli_next(cli_args *a) {
     a->flag[len] = 0;
     if (!strcmp(a->flag, "-h")) strcpy(a->flag, "--help");
     if (eq) a->inline_ = eq + 1;
+    /* a tool answers --help at once, before the check above would see the value: refuse it
+     * here (--help=3 printed the help) */
+    if (eq && cli_is(a, "--help")) walker_error(a, "", "--help", " takes no value");
     return 1;
 }
 

@@ -51,8 +51,9 @@ typedef struct {
 
 void cli_args_init(cli_args *a, const char *tool, int argc, char **argv);
 /* Advance to the next argument; 0 at the end. A stray value (not starting with "--") or a
- * value given to a flag that was not asked for its value is reported by cli_next itself:
- * it prints the error and a->flag becomes "" so that the tool's cli_unknown returns 2. */
+ * value given to a flag that was not asked for its value (--help=X included) is reported by
+ * cli_next itself: it prints the error and a->flag becomes "" so that the tool's cli_unknown
+ * returns 2. */
 int cli_next(cli_args *a);
 int cli_is(const cli_args *a, const char *flag);
 /* The current flag's value (inline or the next argument); NULL, printed error, when absent. */
