@@ -144,6 +144,10 @@ bad "--batch ' 4'" --model unet_tiny --batch " 4"
 bad "--batch 4294967297" --model unet_tiny --batch 4294967297
 bad "--json=1 (a switch takes no value)" --model unet_tiny --json=1
 bad "--help=3 (it printed the help)" --help=3
+bad "--heads with --head-ch (the last replaced the other)" --model unet_tiny --heads 2 --head-ch 16
+bad "--head-ch with --heads" --model unet_tiny --head-ch=16 --heads=2
+$plan --model unet_tiny --heads 2 --head-ch 16 >/dev/null 2>"$tmp/err.txt"
+ok "--heads with --head-ch says to give one" 'grep -q "give one" "$tmp/err.txt"'
 bad "a stray argument" --model unet_tiny stray
 $plan --model unet_tiny --attn-res 3 >/dev/null 2>"$tmp/err.txt"; rc=$?
 ok "--attn-res 3 is not a resolution of the model" '[ $rc -ne 0 ] && grep -q "attention resolution 3" "$tmp/err.txt"'

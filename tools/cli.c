@@ -204,6 +204,15 @@ int cli_model_flag(cli_args *a, sg_model_cfg *cfg) {
     if (!v) return -1;
     if (sg_model_flag(cfg, a->flag, v) < 0)
         return fprintf(stderr, "%s: %s\n", a->tool, sg_last_error()), -1;
+    /* a head count and channels per head: the one given last replaced the other in silence */
+    a->heads_given |= cli_is(a, "--heads") ? 1 : cli_is(a, "--head-ch") ? 2 : 0;
+    if (a->heads_given == 3) {
+        fprintf(stderr,
+                "%s: --heads N (a head count) and --head-ch N (channels per head) "
+                "contradict each other: give one\n",
+                a->tool);
+        return -1;
+    }
     return 1;
 }
 

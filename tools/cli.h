@@ -47,6 +47,7 @@ typedef struct {
     char flag[64];       /* "--name" (the part before '=' of "--name=value") */
     const char *inline_; /* the value after '=', or NULL */
     int value_taken;
+    int heads_given; /* cli_model_flag: 1 --heads, 2 --head-ch (the two contradict each other) */
 } cli_args;
 
 void cli_args_init(cli_args *a, const char *tool, int argc, char **argv);
@@ -77,7 +78,7 @@ int cli_model_prelude(const char *tool, int argc, char **argv, const char *defau
  * one that tool uses without --model) is marked "(default)", and only it. */
 void cli_print_models(FILE *f, const char *default_model);
 /* The current flag as a model flag (sg_model_flag, plus --model which the prelude took):
- * 1 applied, 0 not a model flag, -1 bad value (printed). */
+ * 1 applied, 0 not a model flag, -1 bad value (printed), or --heads and --head-ch both given. */
 int cli_model_flag(cli_args *a, sg_model_cfg *cfg);
 /* cfg from a checkpoint's "config" object (the fields sg_model_json writes), read by
  * graph/weights.h's sg_model_cfg_from_config (a preset name required), then validated.
