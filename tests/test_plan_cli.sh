@@ -174,6 +174,9 @@ assert d["ranks"] == 2 and d["rank_batch"] == 2, (d["ranks"], d["rank_batch"])
 assert d["allreduce_bytes"] == d["role_bytes"]["grad"] + 4 >= 4 * d["params"] + 4, d["allreduce_bytes"]
 assert sum(1 for n in d["schedule"] if n["op"] == "allreduce") == 1
 PY'
+bad "--ranks with --forward (an empty data-parallel section)" --model unet_tiny --forward --ranks 2
+$plan --model unet_tiny --ranks 2 --forward >/dev/null 2>"$tmp/err.txt"
+ok "--ranks with --forward says why" 'grep -q "no gradients to all-reduce" "$tmp/err.txt"'
 ok "--ranks text" '$plan --model unet_cifar --ranks 8 --no-table | grep -q "8 ranks x 16 samples (global batch 128)"'
 ok "no all-reduce without --ranks" '[ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"allreduce_bytes\"])" "$tmp/plan.json")" = 0 ]'
 $plan --model unet_cifar --ranks 3 >/dev/null 2>"$tmp/err3.txt"; rc=$?

@@ -394,7 +394,8 @@ static void usage(FILE *f) {
             "  --no-table           leave out the per-tensor table\n"
             "  --forward            plan a sampling step (forward pass + sampler update)\n"
             "  --ranks N            one rank's plan when N ranks share --batch (data parallel:\n"
-            "                       per-rank arena and all-reduce bytes)\n"
+            "                       per-rank arena and all-reduce bytes; a training step, not\n"
+            "                       with --forward)\n"
             "  --engine-table FILE  plan with a per-layer conv engine table (bench\n"
             "                       --tune-engines writes one): a normalisation read by a layer\n"
             "                       chosen cudnn is stored, not fused; prints each layer's choice\n"
@@ -429,6 +430,13 @@ int main(int argc, char **argv) {
             int r = cli_model_flag(&a, &cfg);
             if (r <= 0) return r < 0 ? 2 : cli_unknown(&a);
         }
+    }
+    if (!train && cfg.ranks) {
+        sg_engine_table_free(&engines);
+        fprintf(stderr, "plan: --ranks plans one rank of a data-parallel training step; a sampling "
+                        "step (--forward) runs in one process and has no gradients to all-reduce: "
+                        "give one of them\n");
+        return 2;
     }
     sg_plan p;
     if (sg_plan_build(&p, &cfg, train)) {
