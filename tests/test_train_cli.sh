@@ -32,6 +32,11 @@ usage_err "--log-every 0" --steps 2 --log-every 0
 usage_err "--steps without a value" --steps
 usage_err "--help=3 (it printed the help)" --help=3
 usage_err "--backend gpu" --steps 2 --backend gpu
+# the data-parallel test hook names a rank of the run, strictly (atoi made a typo rank 0)
+for v in x 1x " 0" -1 1; do
+  SG_DP_INJECT_DIVERGENCE=$v usage_err "SG_DP_INJECT_DIVERGENCE='$v' (one process: rank 0 only)" --steps 2
+  ok "... names the variable and what it takes" 'grep -q "SG_DP_INJECT_DIVERGENCE expects an integer in \[0, 0\], got .$v." err.txt'
+done
 # after the data is loaded (under ASan, a leaked dataset buffer fails this exit status)
 usage_err "data with 3 channels for a 1-channel model" --steps 2 --in-ch 1
 # refused once the rank count is known (under ASan: the communicator was leaked there)

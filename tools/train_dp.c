@@ -7,14 +7,19 @@
 #include <string.h>
 
 #include "checkpoints/ckpt_hash.h"
+#include "tools/cli.h"
 
 int train_dp_init(train_dp *dp, int *argc, char ***argv, sg_model_cfg *cfg, int want_ranks) {
     memset(dp, 0, sizeof *dp);
     dp->check_every = 100;
-    const char *inj = getenv("SG_DP_INJECT_DIVERGENCE");
-    dp->inject_rank = inj && *inj ? atoi(inj) : -1;
+    dp->inject_rank = -1;
     dp->dist = sg_dist_init(argc, argv);
     if (!dp->dist) return SG_ERR;
+    /* the test hook names a rank of this run, strictly (atoi read a typo as rank 0) */
+    const char *inj = getenv("SG_DP_INJECT_DIVERGENCE");
+    if (inj && *inj &&
+        cli_parse_int("SG_DP_INJECT_DIVERGENCE", inj, 0, dp->dist->size - 1, &dp->inject_rank))
+        return SG_ERR;
     dp->all = calloc((size_t)dp->dist->size, sizeof(uint64_t));
     if (!dp->all) return sg_set_error("out of host memory");
     cfg->ranks = strcmp(dp->dist->name, "mpi") ? 0 : dp->dist->size;

@@ -12,8 +12,9 @@
 typedef struct {
     sg_dist *dist;   /* never NULL after train_dp_init succeeded */
     int check_every; /* the state checksum comparison, every K steps (0: only at the end) */
-    /* test hook (env SG_DP_INJECT_DIVERGENCE=R): rank R adds one ulp to its first parameter
-     * before its first check, so the check must fire; -1 otherwise */
+    /* test hook (env SG_DP_INJECT_DIVERGENCE=R, R a rank of the run: anything else is an error
+     * of train_dp_init): rank R adds one ulp to its first parameter before its first check, so
+     * the check must fire; -1 otherwise */
     int inject_rank;
     void *buf;     /* host copy of one state region, allocated once */
     uint64_t *all; /* one word per rank: the gathered flags and checksums */
