@@ -30,5 +30,9 @@ assert [s["state"] for s in d["states"]] == ["init", "trained"], d["states"]
 for s in d["states"]:
     assert s["roundtrip_ok"] is True and s["save"]["median_s"] > 0 and "memcpy" in s["one_core"]
 PY'
+# a data file that is not there: one line, "data:" once (it said "data: data: ...")
+"$bench" --model unet_tiny --data "idx:$tmp/missing.idx" --steps 1 --reps 1 --dir "$dir" \
+    >/dev/null 2>"$tmp/err.txt"; rc=$?
+ok "a missing data file: exit 1, one line naming it once as data" '[ $rc -eq 1 ] && [ $(wc -l <"$tmp/err.txt") -eq 1 ] && grep -q "^ckpt_bench: data: $tmp/missing.idx: " "$tmp/err.txt"'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

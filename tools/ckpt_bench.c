@@ -625,7 +625,7 @@ int main(int argc, char **argv) {
     char la0[128], la1[128];
     loadavg(la0, sizeof la0);
     sg_dataset ds;
-    if (data_load(&ds, data)) die("data");
+    if (data_load(&ds, data)) return cli_fail("ckpt_bench", 1); /* its message says "data:" */
     if (!in_ch_set) cfg.in_ch = ds.c;
     if (ds.c != cfg.in_ch || ds.h > cfg.img || ds.w > cfg.img) {
         fprintf(stderr, "ckpt_bench: %s is %dx%dx%d, model %s takes %dx%dx%d\n", ds.source, ds.h,
