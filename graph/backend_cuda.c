@@ -110,7 +110,10 @@ typedef struct {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     int graph_nodes; /* the captured step's nodes (kernels, copies, memsets); 0 before */
-    int steps_run;   /* run_step calls so far: the first one is eager */
+    /* its shape (graph_shape): root nodes, edges, and nodes by type (kernel, memset, memcpy,
+     * any other); -1 where the query failed or before the capture */
+    int graph_roots, graph_edges, graph_types[4];
+    int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
 #ifdef SG_HAVE_NCCL
@@ -1892,6 +1895,34 @@ static int run_eager(sg_backend *be, const sg_plan *p) {
     return SG_OK;
 }
 
+/* The captured graph's shape, for describe(). A straight line (one root, one edge into each
+ * later node, kernels, memsets and copies alone) is what CUDA's drivers launch in constant
+ * time; a fork a library made inside its call, a child graph or an event node makes a launch
+ * cost per node. The third GPU session measured 270 us a launch at batch 128 against 27 us at
+ * batch 8, for 849 and 725 nodes: this says which graph is not a line. Diagnostics only: a
+ * query that fails leaves -1, and no error behind it for the step's own checks. */
+static void graph_shape(cuda_ctx *c, cudaGraph_t graph) {
+    c->graph_roots = c->graph_edges = -1;
+    for (int k = 0; k < 4; k++) c->graph_types[k] = -1;
+    size_t n = 0;
+    if (cudaGraphGetRootNodes(graph, NULL, &n) == cudaSuccess) c->graph_roots = (int)n;
+    if (cudaGraphGetEdges(graph, NULL, NULL, NULL, &n) == cudaSuccess) c->graph_edges = (int)n;
+    n = (size_t)c->graph_nodes;
+    cudaGraphNode_t *nodes = n ? malloc(sizeof *nodes * n) : NULL;
+    int types[4] = {0, 0, 0, 0}, ok = nodes && cudaGraphGetNodes(graph, nodes, &n) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++) {
+        enum cudaGraphNodeType t;
+        if (!(ok = cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess)) break;
+        types[t == cudaGraphNodeTypeKernel   ? 0
+              : t == cudaGraphNodeTypeMemset ? 1
+              : t == cudaGraphNodeTypeMemcpy ? 2
+                                             : 3]++;
+    }
+    if (ok) memcpy(c->graph_types, types, sizeof types);
+    free(nodes);
+    (void)cudaGetLastError();
+}
+
 /* capture the schedule's launches into one graph; nothing runs while capturing */
 static int capture(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -1911,6 +1942,7 @@ static int capture(sg_backend *be, const sg_plan *p) {
     size_t nodes = 0;
     CU(cudaGraphGetNodes(graph, NULL, &nodes));
     c->graph_nodes = (int)nodes;
+    graph_shape(c, graph);
     CU(cudaGraphInstantiate(&c->exec, graph, 0));
     CU(cudaGraphUpload(c->exec, c->st));
     CU(cudaStreamSynchronize(c->st));
@@ -2376,48 +2408,51 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
     dnn_tf32 = sg_cudnn_tf32(c->dnn);
 #endif
-    snprintf(
-        buf, (size_t)cap,
-        "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
-        "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
-        "\"graph_nodes\":%d,"
-        "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-        "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
-        "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
-        "\"convs_own\":%d,\"convs_wgmma\":%d,"
-        "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-        "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-        "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
-        "\"wg_persist\":%d,\"wg_fill\":%d,"
-        "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
-        "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
-        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
-        "\"linear_groups\":%d,\"linear_group_nodes\":%d}",
-        prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
-        sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, sg_blas_count(c->blas),
-        sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
-        prefs_met, prefs_missed, sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn,
-        c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
-        (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
-        !c->convs_wgmma                  ? "mma"
-        : c->convs_wgmma == c->convs_own ? "wgmma"
-                                         : "per-layer",
-        c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
-        c->tc_halo == SG_TC_HALO_ALL    ? "all"
-        : c->tc_halo == SG_TC_HALO_NONE ? "none"
-                                        : "prologue",
-        c->dgrad_epilogue ? "true" : "false",
-        c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-        c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
-        c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
-        c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
-        c->thin_own     ? "own"
-        : c->thin_tiles ? "0"
-                        : "1",
-        c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
-        c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups,
-        c->lin_group_nodes);
+    snprintf(buf, (size_t)cap,
+             "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
+             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
+             "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
+             "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
+             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
+             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
+             "\"convs_own\":%d,\"convs_wgmma\":%d,"
+             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
+             "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
+             "\"wg_persist\":%d,\"wg_fill\":%d,"
+             "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
+             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
+             "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
+             "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
+             "\"linear_groups\":%d,\"linear_group_nodes\":%d}",
+             prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
+             sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
+             c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2],
+             c->graph_types[3], sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
+             (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
+             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
+             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
+             c->attn_fused ? "fused" : "gemm",
+             !c->convs_wgmma                  ? "mma"
+             : c->convs_wgmma == c->convs_own ? "wgmma"
+                                              : "per-layer",
+             c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
+             c->tc_halo == SG_TC_HALO_ALL    ? "all"
+             : c->tc_halo == SG_TC_HALO_NONE ? "none"
+                                             : "prologue",
+             c->dgrad_epilogue ? "true" : "false",
+             c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
+             c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
+             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
+             c->thin_own     ? "own"
+             : c->thin_tiles ? "0"
+                             : "1",
+             c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
+             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups,
+             c->lin_group_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2493,6 +2528,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     c->dev = dev;
     c->use_graph = use_graph;
     c->wg_force = -1;
+    c->graph_roots = c->graph_edges = -1; /* no graph yet (graph_shape) */
+    for (int k = 0; k < 4; k++) c->graph_types[k] = -1;
     *be = cuda_vtable;
     be->ctx = c;
     /* the conv engine's default: SG_CONV_ENGINE=auto|own|cudnn in the environment (every tool),

@@ -38,6 +38,7 @@
  *   without it;
  * - the linear groups (the time-embedding projections as one launch each way): formed where
  *   unet_tiny's plan has them, none under SG_LINEAR_GROUPS=0, another value refused;
+ * - the captured graph's shape in describe() (roots, edges, nodes by type);
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -462,6 +463,47 @@ static long describe_long(sg_backend *be, const char *key) {
     return at ? strtol(at + strlen(want), NULL, 10) : -1;
 }
 
+/* The captured graph's shape in describe() (graph/backend_cuda.c, graph_shape): -1 before the
+ * capture; after it, the emulation's straight line (one root, an edge into each later node)
+ * and the nodes by type adding up to graph_nodes, kernels among them. On a GPU the same
+ * fields say whether a library made the graph other than a line. */
+static void check_graph_shape(void) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.batch = env_int("SG_TEST_BATCH", 1, 4096, c.batch);
+    c.act_dt = DT_BF16;
+    c.data_n = 64;
+    uint8_t *data = data_for(&c);
+    sg_exec e;
+    if (sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO)) ||
+        sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) ||
+        sg_exec_init_state(&e, 11)) {
+        CHECK(0, "graph shape: %s", sg_last_error());
+        sg_exec_free(&e);
+        free(data);
+        return;
+    }
+    const long r0 = describe_long(e.be, "graph_roots"), e0 = describe_long(e.be, "graph_edges"),
+               k0 = describe_long(e.be, "kernel");
+    CHECK(r0 == -1 && e0 == -1 && k0 == -1, "graph shape before the capture: %ld %ld %ld", r0, e0,
+          k0);
+    for (int s = 0; s < 2; s++)
+        CHECK(!sg_exec_step(&e), "graph shape, step %d: %s", s, sg_last_error());
+    const long n = describe_long(e.be, "graph_nodes"), roots = describe_long(e.be, "graph_roots"),
+               edges = describe_long(e.be, "graph_edges"), k = describe_long(e.be, "kernel"),
+               ms = describe_long(e.be, "memset"), mc = describe_long(e.be, "memcpy"),
+               other = describe_long(e.be, "other");
+    CHECK(n > 0 && roots == 1 && edges == n - 1 && k > 0 && ms >= 0 && mc >= 0 && other == 0 &&
+              k + ms + mc + other == n,
+          "graph shape: %ld nodes, %ld roots, %ld edges; kernel %ld, memset %ld, memcpy %ld, "
+          "other %ld",
+          n, roots, edges, k, ms, mc, other);
+    printf("graph shape: %ld nodes (kernel %ld, memset %ld, memcpy %ld), %ld root, %ld edges\n", n,
+           k, ms, mc, roots, edges);
+    sg_exec_free(&e);
+    free(data);
+}
+
 static void check_linear_groups(void) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
@@ -650,6 +692,7 @@ int main(void) {
     check_wgmma();
     check_linear_groups();
     check_stats_pairs();
+    check_graph_shape();
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");

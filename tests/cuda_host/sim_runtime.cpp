@@ -986,11 +986,38 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g) {
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num) {
     SIM_ENTER();
     if (!g || !num) return set_error(cudaErrorInvalidValue);
-    if (nodes) {
+    if (nodes) { /* a node's handle: its command, alive as long as the graph */
         size_t n = *num < g->nodes.size() ? *num : g->nodes.size();
-        for (size_t i = 0; i < n; i++) nodes[i] = (cudaGraphNode_t)(uintptr_t)(i + 1);
+        for (size_t i = 0; i < n; i++) nodes[i] = (cudaGraphNode_t)(void *)&g->nodes[i];
     }
     *num = g->nodes.size();
+    return cudaSuccess;
+}
+/* a captured stream is a straight line: the first node is the root, an edge into each other */
+cudaError_t cudaGraphGetRootNodes(cudaGraph_t g, cudaGraphNode_t *roots, size_t *num) {
+    SIM_ENTER();
+    if (!g || !num) return set_error(cudaErrorInvalidValue);
+    if (roots && *num > 0 && !g->nodes.empty()) roots[0] = (cudaGraphNode_t)(void *)&g->nodes[0];
+    *num = g->nodes.empty() ? 0 : 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to,
+                              cudaGraphEdgeData *edge_data, size_t *num) {
+    SIM_ENTER();
+    if (!g || !num || from || to || edge_data) {
+        report("cudaGraphGetEdges: only the count (from, to and edgeData NULL) is emulated");
+        return set_error(cudaErrorInvalidValue);
+    }
+    *num = g->nodes.empty() ? 0 : g->nodes.size() - 1;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type) {
+    SIM_ENTER();
+    if (!node || !type) return set_error(cudaErrorInvalidValue);
+    const int kind = ((const cmd *)(void *)node)->kind;
+    *type = kind == CMD_COPY  ? cudaGraphNodeTypeMemcpy
+            : kind == CMD_SET ? cudaGraphNodeTypeMemset
+                              : cudaGraphNodeTypeKernel;
     return cudaSuccess;
 }
 
