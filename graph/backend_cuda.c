@@ -61,6 +61,16 @@
  * four such passes of unet_cifar at batch 128 (bench-3.md), the thin kernels are unmeasured, so
  * this is off by default until a GPU times it (gpu_call.sh's thin_own variant). SG_CONV_THIN=0
  * runs the own engine's thin passes on the 64 x 64 tiles instead (the same bits).
+ * F32_OWN: an fp32 conv pass (no TF32) whose input is 32 x 32 or larger runs on own under
+ * auto unless the engine table names its layer or a resume's record says cudnn. The fourth GPU
+ * session timed unet_adm64 at batch 32 in fp32 at 359.4 ms a step against PyTorch eager's 66.4:
+ * the deterministic fp32 cuDNN engines the heuristics put first (workspace within the budget)
+ * took 19.7 to 58.2 ms for each 64 x 64 data gradient that own's kernels did in 0.54 to 1.46,
+ * 274.0 against 7.7 ms for the 11; at 64 x 64 the forward and weight gradient were 1.9 and 1.5x
+ * faster on own as well, at 32 x 32 the forward, while at 8 x 8 and 16 x 16 cuDNN was faster in
+ * every pass (bench/results/2026-12-04-nvidia-h200-session2-side-by-side.md, per conv layer).
+ * Summed over the conv layers: 345.3 ms as chosen, 70.8 every pass on own, 63.1 under this
+ * rule, 59.0 the per-layer best (the engine table's). SG_CONV_F32=cudnn turns it off.
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
@@ -136,7 +146,10 @@ typedef struct {
      * convolutions) run on own where the engine table does not name their layer (THIN_OWN, the
      * file comment); thin_own_nodes: how many did */
     int thin_own, thin_own_nodes;
-    int thin_tiles;     /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
+    int thin_tiles; /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
+    /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
+     * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
+    int f32_own, f32_own_nodes;
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused;    /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -756,6 +769,18 @@ static int thin_own_node(const sg_graph *g, int i) {
     return (cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) >> pass) & 1u;
 }
 
+/* F32_OWN (the file comment): is conv node i an fp32 pass whose input is 32 x 32 or more? */
+enum { F32_OWN_MIN_HW = 32 * 32 };
+static int f32_own_node(const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (pass < 0) return 0;
+    const int x =
+        pass == SG_CONV_PASS_BWD_DATA ? nd->out[0] : nd->in[pass == SG_CONV_PASS_FWD ? 0 : 1];
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return g->t[x].dtype == DT_F32 && (int64_t)d.H * d.W >= F32_OWN_MIN_HW;
+}
+
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -784,6 +809,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
     const char *tf32 = getenv("SG_CUDNN_TF32");
     if (c->dnn && tf32 && !strcmp(tf32, "1")) {
         sg_cudnn_allow_tf32(c->dnn, 1);
+        c->f32_own = 0; /* TF32 engines are another matter: unmeasured against own */
         fprintf(stderr, "stepgraph: SG_CUDNN_TF32=1: fp32 convs may run on TF32 engines\n");
     }
     /* a tuning run: each cuDNN engine chosen by timing (graph/engine_tune.h) */
@@ -834,6 +860,9 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         /* SG_CONV_THIN=own: a thin pass on own (THIN_OWN, the file comment) */
         const int thin_own = c->thin_own && c->conv_engine == SG_CONV_ENGINE_AUTO && !layer_pick &&
                              thin_own_node(g, i);
+        /* an fp32 pass at 32 x 32 and above on own (F32_OWN, the file comment) */
+        const int f32_own = c->f32_own && c->conv_engine == SG_CONV_ENGINE_AUTO && !layer_pick &&
+                            !gemm && f32_own_node(g, i);
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
@@ -845,6 +874,8 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             /* own's tensor-core kernel, measured faster than the GEMM (the file comment) */
         } else if (thin_own && pin != SG_CONV_ENGINE_CUDNN) {
             c->thin_own_nodes++; /* the thin kernels, asked for (the file comment) */
+        } else if (f32_own && pin != SG_CONV_ENGINE_CUDNN) {
+            c->f32_own_nodes++; /* measured faster on own (the file comment) */
         } else if (!want) {
             /* own asked for, or cuDNN unusable (said above) */
         } else if (!eligible) {
@@ -877,7 +908,8 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         }
 #else
         const int pin = 0;
-        (void)thin_own; /* every conv is own without cuDNN */
+        (void)thin_own; /* every conv is own without cuDNN; F32_OWN's counted all the same */
+        c->f32_own_nodes += f32_own;
         if (gemm && !fwd_own) eng = CONV_ENGINE_GEMM;
 #endif
         if (eng == SG_CONV_ENGINE_OWN) eng = own_generation(c, p, i, pin, &tc_refused);
@@ -913,6 +945,12 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                 "stepgraph: SG_CONV_THIN=own: %d conv pass(es) with 1 to 4 channels on one side "
                 "on the own engine's thin kernels\n",
                 c->thin_own_nodes);
+    if (c->f32_own_nodes)
+        fprintf(stderr,
+                "stepgraph: %d fp32 conv pass(es) at 32 x 32 and above on the own engine "
+                "(measured faster than cuDNN's deterministic fp32 engines; SG_CONV_F32=cudnn: "
+                "not)\n",
+                c->f32_own_nodes);
     if (tc_refused)
         fprintf(stderr,
                 "stepgraph: warning: %d own conv node(s) asked for the wgmma kernels (engine "
@@ -2422,7 +2460,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
              "\"wg_persist\":%d,\"wg_fill\":%d,"
              "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,"
+             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,"
              "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
              "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
              "\"linear_groups\":%d,\"linear_group_nodes\":%d}",
@@ -2450,9 +2488,9 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              c->thin_own     ? "own"
              : c->thin_tiles ? "0"
                              : "1",
-             c->thin_own ? c->thin_own_nodes : -1, c->win.windows, c->win.host_bound,
-             c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups,
-             c->lin_group_nodes);
+             c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1,
+             c->win.windows, c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3,
+             c->wg_layer_nodes, c->lin_groups, c->lin_group_nodes);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2598,6 +2636,17 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     c->thin_own = thin && !strcmp(thin, "own");
     c->thin_tiles = thin && !strcmp(thin, "0");
     cuda_conv_thin_enable(!c->thin_tiles);
+    /* F32_OWN (the file comment): SG_CONV_F32 unset or own, the fp32 passes at 32 x 32 and
+     * above on own under auto; cudnn, on cuDNN where it has an engine */
+    const char *f32 = getenv("SG_CONV_F32");
+    if (f32 && *f32 && strcmp(f32, "own") && strcmp(f32, "cudnn")) {
+        sg_set_error("SG_CONV_F32=%s: expected own (the default: fp32 convolutions at 32 x 32 "
+                     "and above on the own engine under auto) or cudnn",
+                     f32);
+        free(c), free(be);
+        return NULL;
+    }
+    c->f32_own = !(f32 && !strcmp(f32, "cudnn"));
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

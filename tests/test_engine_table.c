@@ -1371,6 +1371,64 @@ static void check_backend_1x1_default(void) {
     }
 }
 
+/* No table, auto (graph/backend_cuda.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or
+ * larger goes to own, counted in describe()'s f32_own_nodes in every build (without cuDNN every
+ * conv is own): at unet_tiny's 32 x 32 level each pass of a 3x3 conv, at 16 x 16 none, in bf16
+ * none; a table naming every layer, or SG_CONV_F32=cudnn (-1: off), leaves it to them; another
+ * value of SG_CONV_F32 is refused by name. */
+static int f32_own_count(const sg_model_cfg *c, const sg_engine_table *t, int *want) {
+    sg_model_cfg m = *c;
+    m.engines = t;
+    sg_exec e;
+    sg_backend *be = sg_backend_cuda_create(0, 1);
+    CHECK(be && !sg_exec_init(&e, &m, 1, be), "init: %s", sg_last_error());
+    const sg_graph *g = &e.plan.g;
+    *want = 0;
+    for (int i = 0; i < g->nn; i++) {
+        const int pass = sg_conv_pass_of(g->n[i].op);
+        if (pass < 0 || !sg_op_is_conv(g->n[i].op) || sg_conv_gemm_node(g, i)) continue;
+        const sg_conv_dims d = sg_conv_dims_of(g, &g->n[i]);
+        *want += m.act_dt == DT_F32 && d.H == 32 && d.W == 32;
+    }
+    char env[4096] = "";
+    e.be->describe(e.be, env, sizeof env);
+    const char *f = strstr(env, "\"f32_own_nodes\":");
+    const int got = f ? atoi(f + 16) : -2;
+    sg_exec_free(&e);
+    return got;
+}
+static void check_backend_f32_own(void) {
+    sg_model_cfg c = tiny();
+    c.img = c.data_h = c.data_w = 32; /* a 32 x 32 level and a 16 x 16 one */
+    for (int k = 0; k < c.nattn; k++) c.attn_res[k] *= 2;
+    c.fuse = 0;
+    int want = 0, got = 0;
+    c.act_dt = DT_F32;
+    got = f32_own_count(&c, NULL, &want);
+    CHECK(want > 0 && got == want, "fp32, no table: %d passes on own by F32_OWN, want %d", got,
+          want);
+    printf("no table, fp32: %d conv passes at 32 x 32 on own (F32_OWN), none at 16 x 16\n", got);
+    sg_engine_table t;
+    table_for(&c, &t, NULL); /* every layer named */
+    got = f32_own_count(&c, &t, &want);
+    CHECK(got == 0, "fp32, a table naming every layer: %d passes on own by F32_OWN", got);
+    sg_engine_table_free(&t);
+    setenv("SG_CONV_F32", "cudnn", 1);
+    got = f32_own_count(&c, NULL, &want);
+    CHECK(got == -1, "SG_CONV_F32=cudnn: f32_own_nodes %d, want -1 (off)", got);
+    setenv("SG_CONV_F32", "yes", 1);
+    sg_backend *be = sg_backend_cuda_create(0, 1);
+    CHECK(!be && strstr(sg_last_error(), "SG_CONV_F32=yes: expected own"), "SG_CONV_F32=yes: %s",
+          be ? "accepted" : sg_last_error());
+    if (be) be->destroy(be);
+    unsetenv("SG_CONV_F32");
+    c.act_dt = DT_BF16;
+    got = f32_own_count(&c, NULL, &want);
+    CHECK(got == 0, "bf16: %d passes on own by F32_OWN", got);
+    printf("F32_OWN: a table's layers, SG_CONV_F32=cudnn and bf16 leave it off; SG_CONV_F32=yes "
+           "refused\n");
+}
+
 /* The table's wgmma schedule reaches the CUDA backend (describe()'s wg_persist and wg_fill: the
  * emulation's SMs where on), each knob unless SG_WG_PERSIST or SG_WG_FILL sets it: the
  * environment wins, knob by knob. */
@@ -1879,6 +1937,7 @@ int main(void) {
     check_backend_knobs();
     check_backend_passes();
     check_backend_1x1_default();
+    check_backend_f32_own();
 #endif
     free(data);
     return sg_test_end();

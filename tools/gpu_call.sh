@@ -12,8 +12,9 @@
 # 1. tools/gpu_check.sh (GPU_CALL_CHECK_S, default 330 s): configure, build only the binaries
 #    the GPU stages run, the GPU tests five at a time, verify (unet_tiny, default engine and
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
-# 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16, PyTorch
-#    eager for both (each with a 3-step profile: device time per kernel family); then its
+# 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16 and unet_adm64
+#    batch 32 fp32, PyTorch eager for each (unet_adm64 with TF32 off; each with a 3-step
+#    profile: device time per kernel family; about 160 s in all, the fourth session); then its
 #    torch.compile and reduce-overhead rows at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
 #    regex instead), about 90 s each: the side-by-side table comes before everything below.
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
@@ -113,7 +114,7 @@ variant() {
     echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
         "$runs/variants/$name.json")"
 }
-main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|torch_cifar_b(128|8)_bf16_eager)$'}
+main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_adm64_b32_fp32|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
