@@ -273,6 +273,10 @@ ok "a checkpoint whose run.log_every is 0 (valid checksums) is refused, not a cr
 # --init-from a run folder: the checkpoint its `latest` names (it was read as a diffusers folder)
 "${T[@]}" --steps 1 --init-from branch --out fromrun >/dev/null 2>err.txt; rc=$?
 ok "--init-from a run folder takes its latest checkpoint" '[ $rc -eq 0 ] && [ -f fromrun/ckpt_00000001.sgck ] && ! grep -q flip_sin_to_cos err.txt'
+# ... and a run folder with no checkpoint yet is named as one (not read as a diffusers folder)
+mkdir -p nockpt && cp branch/config.json nockpt/
+"${T[@]}" --steps 1 --init-from nockpt --out fromnone >/dev/null 2>err.txt; rc=$?
+ok "--init-from a run folder with no checkpoint: said so, exit 2" '[ $rc -eq 2 ] && grep -q "nockpt: a training run.s folder with no checkpoint yet" err.txt && ! grep -q flip_sin_to_cos err.txt'
 
 # a folder holding another tool's config.json (a diffusers export) is no run: refused, and
 # --overwrite must not delete that file

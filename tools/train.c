@@ -245,6 +245,14 @@ static int parse_args(int argc, char **argv, train_args *a, sg_model_cfg *cfg) {
         fprintf(stderr, "train: --resume continues a run, --init-from starts one: give one\n");
         return 2;
     }
+    /* a run folder stands for its checkpoint (sg_weights_path); one with none yet is no
+     * diffusers folder either: say which it is */
+    char ck[4200];
+    if (a->init_from && cli_is_run_config(sg_weights_path(a->init_from, ck, sizeof ck))) {
+        fprintf(stderr, "train: --init-from %s: a training run's folder with no checkpoint yet\n",
+                a->init_from);
+        return 2;
+    }
     if (a->resume && a->overwrite) {
         fprintf(stderr, "train: --overwrite replaces a run with a fresh one, --resume continues "
                         "it: give one\n");
