@@ -789,6 +789,13 @@ static void test_cli(void) {
     snprintf(want, sizeof want, " weights from %s,", sf);
     CHECK(rc == 0 && strstr(out, want) != NULL && !strstr(out, "EMA"),
           "a safetensors file: the summary does not say '%s' alone: %s", want, out);
+    /* --no-ema where there is no EMA apart (it did nothing, without a word): refused */
+    snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s --no-ema", sf, pd,
+             common);
+    expect_error(args, 2);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "--no-ema: ") && strstr(err, "holds one set of weights"),
+          "--no-ema on a safetensors file: %s", err);
     /* a run folder with no checkpoint yet: said so, not read as a diffusers folder */
     snprintf(args, sizeof args, "rm '%s/ckpt_00000002.sgck' '%s/latest'", run, run);
     CHECK(system(args) == 0, "run folder without a checkpoint");

@@ -287,6 +287,13 @@ int main(int argc, char **argv) {
     }
     sg_model_cfg cfg;
     if (sample_config(a.weights, a.model, &cfg)) return weights_failed(a.weights);
+    if (!a.ema && !sg_weights_has_ema(a.weights)) {
+        fprintf(stderr,
+                "sample: --no-ema: %s holds one set of weights (only a stepgraph checkpoint keeps "
+                "its EMA apart): drop --no-ema\n",
+                a.weights);
+        return 2;
+    }
     if ((rc = check_request(&a, &cfg))) return rc;
     int use_cuda;
     sg_backend *be = make_backend(a.backend, &use_cuda);
