@@ -1366,7 +1366,8 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
     /* SG_FUSE_STATS: 1 (the default) both directions, fwd or bwd one, 0 none: the same bits
      * every way, so a GPU can time each (docs/gpu-status.md) */
     const char *env = getenv("SG_FUSE_STATS");
-    int fwd = 1, bwd = 1;
+    int fwd = (SG_KNOB_FUSE_STATS_DEFAULT & SG_KNOB_STATS_FWD) != 0,
+        bwd = (SG_KNOB_FUSE_STATS_DEFAULT & SG_KNOB_STATS_BWD) != 0;
     if (env && *env) {
         fwd = !strcmp(env, "1") || !strcmp(env, "fwd");
         bwd = !strcmp(env, "1") || !strcmp(env, "bwd");
@@ -2613,7 +2614,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     _Static_assert(SG_KNOB_STATS_FWD == SG_NORM_ONEPASS_FWD &&
                        SG_KNOB_STATS_BWD == SG_NORM_ONEPASS_BWD,
                    "the knob's directions are the switch's bits");
-    c->norm_onepass = onepass && *onepass ? sg_knob_stats_parse(onepass) : SG_NORM_ONEPASS_DEFAULT;
+    c->norm_onepass =
+        onepass && *onepass ? sg_knob_stats_parse(onepass) : SG_KNOB_NORM_ONEPASS_DEFAULT;
     if (c->norm_onepass < 0) {
         sg_set_error("SG_NORM_ONEPASS=%s: expected fwd (the default), 1 (forward and backward), "
                      "bwd or 0 (neither)",

@@ -420,6 +420,17 @@ static int try_layer_scheds(const sg_model_cfg *cfg, const sg_engine_tune_opts *
     return rc;
 }
 
+/* A directions knob's values besides its default def, in trial order: both, forward, backward,
+ * neither. Into out (3); their count. */
+static int stats_trials(int def, int *out) {
+    static const int order[4] = {SG_KNOB_STATS_BOTH, SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD,
+                                 SG_KNOB_STATS_NONE};
+    int n = 0;
+    for (int k = 0; k < 4; k++)
+        if (order[k] != def) out[n++] = order[k];
+    return n;
+}
+
 /* The last pass (sg_engine_tune_opts.knob_steps): t's step knobs, one at a time in a fixed
  * order, each value timed on the whole replayed step from the best so far; a knob the
  * environment sets is left alone (the environment overrides a table). */
@@ -445,21 +456,18 @@ static int tune_knobs(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
         fprintf(o->progress,
                 "engine tuning: the step knobs (%d replays a trial): defaults %.3f ms\n",
                 o->knob_steps, best);
-    /* the knobs, each with the values it may take besides the default */
-    static const struct {
+    /* the knobs, each with the values it may take besides the default (the directions knobs':
+     * planner/engine_table.h's defaults) */
+    struct {
         const char *env, *name;
         int values[3], n;
     } knobs[5] = {{"SG_PDL", "pdl", {1}, 1},
                   {"SG_TC_HALO", "tc_halo", {SG_KNOB_HALO_ALL, SG_KNOB_HALO_NONE}, 2},
                   {"SG_TC_DGRAD_STATS", "dgrad_stats", {1}, 1},
-                  {"SG_FUSE_STATS",
-                   "fuse_stats",
-                   {SG_KNOB_STATS_FWD, SG_KNOB_STATS_BWD, SG_KNOB_STATS_NONE},
-                   3},
-                  {"SG_NORM_ONEPASS", /* its default is the forward (backend_cuda.c) */
-                   "norm_onepass",
-                   {SG_KNOB_STATS_BOTH, SG_KNOB_STATS_NONE, SG_KNOB_STATS_BWD},
-                   3}};
+                  {"SG_FUSE_STATS", "fuse_stats", {0}, 0},
+                  {"SG_NORM_ONEPASS", "norm_onepass", {0}, 0}};
+    knobs[3].n = stats_trials(SG_KNOB_FUSE_STATS_DEFAULT, knobs[3].values);
+    knobs[4].n = stats_trials(SG_KNOB_NORM_ONEPASS_DEFAULT, knobs[4].values);
     for (int q = 0; q < 5 && !rc; q++) {
         const char *env = getenv(knobs[q].env);
         if (env && *env) continue;

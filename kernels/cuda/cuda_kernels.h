@@ -516,13 +516,12 @@ int cuda_norm_act_fwd(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
  *   cuda_norm_act_bwd_onepass_groups takes runs one kernel that reads x and dy once (both
  *   copied), then the finish kernel, where the two passes read both twice and launch four.
  * The same bits as the two passes. Process-wide, off until set; the CUDA backend sets it from
- * SG_NORM_ONEPASS before each run of its nodes, SG_NORM_ONEPASS_DEFAULT where that is unset
- * (the forward: graph/backend_cuda.c). The _groups functions: the groups a tile takes
- * for that shape, fewer where N samples would make a small grid (0: not taken; the device's
- * shared memory decides too). */
+ * SG_NORM_ONEPASS before each run of its nodes, an engine table's knob or
+ * SG_KNOB_NORM_ONEPASS_DEFAULT (planner/engine_table.h) where that is unset. The _groups functions:
+ * the groups a tile takes for that shape, fewer where N samples would make a small grid (0: not
+ * taken; the device's shared memory decides too). */
 #define SG_NORM_ONEPASS_FWD 1
 #define SG_NORM_ONEPASS_BWD 2
-#define SG_NORM_ONEPASS_DEFAULT SG_NORM_ONEPASS_FWD
 void sg_cuda_set_norm_onepass(int mode);
 int sg_cuda_norm_onepass(void);
 int cuda_norm_act_onepass_groups(int N, int HW, int C, int G, int dt);
