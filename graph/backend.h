@@ -98,6 +98,11 @@ struct sg_backend {
      * step's. NULL: not available (the CPU backend). */
     int (*time_nodes_replay)(sg_backend *be, const sg_plan *plan, const int *nodes, int n, int reps,
                              float *ms);
+    /* The commands of the graph the last time_nodes_replay captured, by type: kernel, memset,
+     * memcpy, other (-1 each where unknown): which rows' library calls add memset nodes, which
+     * the fourth GPU session found differ with the batch alongside the launch's host time.
+     * NULL: not available. */
+    void (*last_replay_types)(sg_backend *be, int types[4]);
     /* The wgmma kernels' schedule (planner/engine_table.h: SG_WG_SCHED_*, the same bits every
      * way) for the eager launches and captures that follow; s < 0: the step's own again (the
      * engine tuning's replays of a layer's nodes under the schedule it chose). NULL: no such

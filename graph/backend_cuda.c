@@ -123,7 +123,8 @@ typedef struct {
     /* its shape (graph_shape): root nodes, edges, and nodes by type (kernel, memset, memcpy,
      * any other); -1 where the query failed or before the capture */
     int graph_roots, graph_edges, graph_types[4];
-    int steps_run; /* run_step calls so far: the first one is eager */
+    int replay_types[4]; /* the last time_nodes_replay's graph, likewise (last_replay_types) */
+    int steps_run;       /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
 #ifdef SG_HAVE_NCCL
@@ -1938,28 +1939,38 @@ static int run_eager(sg_backend *be, const sg_plan *p) {
  * later node, kernels, memsets and copies alone) is what CUDA's drivers launch in constant
  * time; a fork a library made inside its call, a child graph or an event node makes a launch
  * cost per node. The third GPU session measured 270 us a launch at batch 128 against 27 us at
- * batch 8, for 849 and 725 nodes: this says which graph is not a line. Diagnostics only: a
- * query that fails leaves -1, and no error behind it for the step's own checks. */
-static void graph_shape(cuda_ctx *c, cudaGraph_t graph) {
+ * batch 8, for 849 and 725 nodes: this says which graph is not a line. The fourth found every
+ * graph a line; what differs is the memset nodes the libraries capture (69 at batch 128, 6 at
+ * batch 8). Diagnostics only: a query that fails leaves -1, and no error behind it for the
+ * step's own checks. */
+static void graph_shape_unknown(cuda_ctx *c) {
     c->graph_roots = c->graph_edges = -1;
     for (int k = 0; k < 4; k++) c->graph_types[k] = -1;
-    size_t n = 0;
-    if (cudaGraphGetRootNodes(graph, NULL, &n) == cudaSuccess) c->graph_roots = (int)n;
-    if (cudaGraphGetEdges(graph, NULL, NULL, NULL, &n) == cudaSuccess) c->graph_edges = (int)n;
-    n = (size_t)c->graph_nodes;
+}
+/* graph's n commands by type (kernel, memset, memcpy, other) into types; -1 each where a query
+ * fails (diagnostics: the error is cleared) */
+static void graph_types(cudaGraph_t graph, size_t n, int types[4]) {
     cudaGraphNode_t *nodes = n ? malloc(sizeof *nodes * n) : NULL;
-    int types[4] = {0, 0, 0, 0}, ok = nodes && cudaGraphGetNodes(graph, nodes, &n) == cudaSuccess;
+    int t4[4] = {0, 0, 0, 0},
+        ok = !n || (nodes && cudaGraphGetNodes(graph, nodes, &n) == cudaSuccess);
     for (size_t i = 0; ok && i < n; i++) {
         enum cudaGraphNodeType t;
         if (!(ok = cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess)) break;
-        types[t == cudaGraphNodeTypeKernel   ? 0
-              : t == cudaGraphNodeTypeMemset ? 1
-              : t == cudaGraphNodeTypeMemcpy ? 2
-                                             : 3]++;
+        t4[t == cudaGraphNodeTypeKernel   ? 0
+           : t == cudaGraphNodeTypeMemset ? 1
+           : t == cudaGraphNodeTypeMemcpy ? 2
+                                          : 3]++;
     }
-    if (ok) memcpy(c->graph_types, types, sizeof types);
+    for (int k = 0; k < 4; k++) types[k] = ok ? t4[k] : -1;
     free(nodes);
     (void)cudaGetLastError();
+}
+static void graph_shape(cuda_ctx *c, cudaGraph_t graph) {
+    graph_shape_unknown(c);
+    size_t n = 0;
+    if (cudaGraphGetRootNodes(graph, NULL, &n) == cudaSuccess) c->graph_roots = (int)n;
+    if (cudaGraphGetEdges(graph, NULL, NULL, NULL, &n) == cudaSuccess) c->graph_edges = (int)n;
+    graph_types(graph, (size_t)c->graph_nodes, c->graph_types);
 }
 
 /* capture the schedule's launches into one graph; nothing runs while capturing */
@@ -2054,10 +2065,16 @@ static int cuda_time_nodes(sg_backend *be, const sg_plan *p, float *ms) {
     return SG_OK;
 }
 
+static void cuda_last_replay_types(sg_backend *be, int types[4]) {
+    const cuda_ctx *c = be->ctx;
+    memcpy(types, c->replay_types, sizeof c->replay_types);
+}
+
 static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *nodes, int n,
                                   int reps, float *ms) {
     cuda_ctx *c = be->ctx;
     for (int r = 0; r < reps; r++) ms[r] = 0;
+    for (int k = 0; k < 4; k++) c->replay_types[k] = n > 0 && reps > 0 ? -1 : 0;
     if (n <= 0 || reps <= 0) return SG_OK;
     /* the nodes once eagerly, between two synchronisations, then captured: as the step is
      * (the host execution checks that a capture replays the eager commands before it) */
@@ -2080,6 +2097,8 @@ static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *n
         e = cudaGraphGetNodes(graph, NULL, &launches);
         if (e != cudaSuccess) rc = sg_set_error("cudaGraphGetNodes: %s", cudaGetErrorString(e));
     }
+    for (int k = 0; k < 4; k++) c->replay_types[k] = -1;
+    if (!rc) graph_types(graph, launches, c->replay_types);
     /* nodes that launch nothing (an accum whose input is its output) cost nothing */
     if (!rc && launches > 0) {
         e = cudaGraphInstantiate(&exec, graph, 0);
@@ -2533,6 +2552,7 @@ static const sg_backend cuda_vtable = {
     .time_steps = cuda_time_steps,
     .time_nodes = cuda_time_nodes,
     .time_nodes_replay = cuda_time_nodes_replay,
+    .last_replay_types = cuda_last_replay_types,
     .wg_sched = cuda_wg_sched,
     .matmul_peak_tflops = cuda_matmul_peak,
     .mem_peak_gbs = cuda_mem_peak,
@@ -2567,8 +2587,8 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     c->dev = dev;
     c->use_graph = use_graph;
     c->wg_force = -1;
-    c->graph_roots = c->graph_edges = -1; /* no graph yet (graph_shape) */
-    for (int k = 0; k < 4; k++) c->graph_types[k] = -1;
+    graph_shape_unknown(c); /* no graph yet */
+    for (int k = 0; k < 4; k++) c->replay_types[k] = -1;
     *be = cuda_vtable;
     be->ctx = c;
     /* the conv engine's default: SG_CONV_ENGINE=auto|own|cudnn in the environment (every tool),

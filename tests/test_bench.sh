@@ -184,6 +184,13 @@ assert abs(sum(o["replay_ms"] for o in rows) - d["replay_total_ms"]) < 1e-6 * d[
 assert all(o["replay_ms"] > 0 for o in rows if o["op"].startswith("conv2d")), rows
 # nodes that launch nothing cost nothing (concat: the decoder skips are virtual)
 assert all(o["replay_ms"] == 0 for o in rows if o["op"] == "concat"), rows
+# each row replayed graph by command type (last_replay_types): the rows add up to the step
+# graph, type by type (the libraries of the emulation add no memsets)
+c = [o["graph_commands"] for o in rows]
+t = d["env"]["graph_node_types"]
+for k in ("kernel", "memset", "memcpy", "other"):
+    assert sum(x[k] for x in c) == t[k], (k, sum(x[k] for x in c), t)
+assert all((x["kernel"] > 0) == (o["replay_ms"] > 0) for x, o in zip(c, rows)), rows
 PY'
     ok "cuda_host: the memory columns" 'check_memory "$tmp/h.json"'
     # every timing in a window of device time (kernels/cuda/timing.cu), counted exactly: one a
@@ -206,6 +213,8 @@ assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
 assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY'
     report_of hrep "$tmp/h.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
+    ok "cuda_host: the report's breakdown gives each row's kernels and memsets" \
+        'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | replay ms | kernels | memsets |" "$tmp/hrep.md" && grep -Eq "^Commands: .* \(memsets come from the libraries. calls; the whole step.s graph: [0-9]+ kernels, 0 memsets\)" "$tmp/hrep.md"'
     ok "cuda_host: the report says the times are device time, and how many were host-bound" \
         'grep -Eq "are device time: before each timing a hold kernel kept the device busy while the host issued the work \([0-9]+ windows; the longest issue [0-9.]+ ms\)\. \*\*[0-9]+ host-bound\*\*" "$tmp/hrep.md"'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \

@@ -225,9 +225,10 @@ typedef struct {
     int op, nodes, matmul, engine; /* engine: SG_CONV_ENGINE_* of conv rows, 0 for the rest */
     char variant[8]; /* attention rows: the engine that ran them (SG_ATTN: "gemm" / "fused") */
     double ms, flops;
-    double replay_ms; /* the row's nodes captured as one graph and replayed; NAN: not measured */
-    double bytes;     /* its nodes' sg_node_bytes summed */
-    double floor_ms;  /* its nodes' floors summed (node_floor_ms); NAN: a peak not measured */
+    double replay_ms;   /* the row's nodes captured as one graph and replayed; NAN: not measured */
+    int graph_types[4]; /* that graph's commands: kernel, memset, memcpy, other; -1: unknown */
+    double bytes;       /* its nodes' sg_node_bytes summed */
+    double floor_ms;    /* its nodes' floors summed (node_floor_ms); NAN: a peak not measured */
 } op_row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -493,7 +494,10 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         for (int k = 0; k < 3 * OP_COUNT; k++)
             if (r->rows[k].nodes) r->rows[r->nrows++] = r->rows[k];
         qsort(r->rows, (size_t)r->nrows, sizeof(op_row), cmp_row);
-        for (int k = 0; k < r->nrows; k++) r->rows[k].replay_ms = NAN;
+        for (int k = 0; k < r->nrows; k++) {
+            r->rows[k].replay_ms = NAN;
+            for (int q = 0; q < 4; q++) r->rows[k].graph_types[q] = -1;
+        }
     }
     /* the per-layer table: each convolution-like node on own, then on cudnn where it is
      * pinned (a node no engine choice covers, or a backend with one engine: its eager time
@@ -564,6 +568,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                 if (r->node_key[i] == want) nodes[n++] = i;
             rc = be->time_nodes_replay(be, p, nodes, n, reps, ms);
             r->rows[k].replay_ms = summarize(ms, reps).median;
+            if (!rc && be->last_replay_types) be->last_replay_types(be, r->rows[k].graph_types);
             r->replay_total += r->rows[k].replay_ms;
         }
         free(nodes), free(ms);
@@ -619,6 +624,12 @@ static json_t *breakdown_json(const bench_result *r) {
         json_object_set_new(row, "gbytes", json_real(o->bytes / 1e9));
         json_object_set_new(row, "gb_per_s", num_or_null(row_gbs(o)));
         json_object_set_new(row, "floor_ms", num_or_null(o->floor_ms));
+        /* the replayed graph's commands (which rows' library calls add memset nodes) */
+        if (o->graph_types[0] >= 0)
+            json_object_set_new(row, "graph_commands",
+                                json_pack("{s:i, s:i, s:i, s:i}", "kernel", o->graph_types[0],
+                                          "memset", o->graph_types[1], "memcpy", o->graph_types[2],
+                                          "other", o->graph_types[3]));
     }
     return rows;
 }

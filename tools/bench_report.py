@@ -525,10 +525,17 @@ def breakdown(out, key, sg):
                     "%.3f ms (the step is %.2fx it)" % (floor, r["ms_per_step"] / floor)
                     if num(floor) and floor > 0 and num(r.get("ms_per_step"))
                     else "n/a (a peak not measured)"))
+    # the replayed graph's commands (bench since 2026-12-04): which rows' library calls add memsets
+    cmds = replay and all("graph_commands" in o for o in bd)
+    if cmds:
+        out.append("Commands: the row's replayed graph's kernel and memset nodes (memsets come from "
+                   "the libraries' calls; the whole step's graph: %s kernels, %s memsets).\n" %
+                   ((env.get("graph_node_types") or {}).get("kernel", "n/a"),
+                    (env.get("graph_node_types") or {}).get("memset", "n/a")))
     out.append("| op | nodes | ms | % | GFLOP | GFLOP/s |" + (" replay ms |" if replay else "") +
-               (" GB | GB/s | floor ms |" if mem else ""))
+               (" kernels | memsets |" if cmds else "") + (" GB | GB/s | floor ms |" if mem else ""))
     out.append("|---|---:|---:|---:|---:|---:|" + ("---:|" if replay else "") +
-               ("---:|---:|---:|" if mem else ""))
+               ("---:|---:|" if cmds else "") + ("---:|---:|---:|" if mem else ""))
     for o in bd:
         gfs = fnum(o.get("gflops_per_s"), "%.1f") if o.get("matmul") else "–"
         op = o.get("op") + ("/" + o["engine"] if o.get("engine") else "")
@@ -536,6 +543,8 @@ def breakdown(out, key, sg):
                    (op, o.get("nodes", 0), fnum(o.get("ms"), "%.4f"),
                     fnum(o.get("pct"), "%.2f"), fnum(o.get("gflop"), "%.3f"), gfs) +
                    (" %s |" % fnum(o.get("replay_ms"), "%.4f") if replay else "") +
+                   (" %d | %d |" % (o["graph_commands"]["kernel"], o["graph_commands"]["memset"])
+                    if cmds else "") +
                    (" %s | %s | %s |" % (fnum(o.get("gbytes"), "%.4f"),
                                          fnum(o.get("gb_per_s"), "%.1f"),
                                          fnum(o.get("floor_ms"), "%.4f", "–")) if mem else ""))
