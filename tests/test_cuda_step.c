@@ -103,16 +103,23 @@ static int copy_is_rounded(sg_exec *e) {
 
 /* losses of `steps` steps and the final params+m+v+ema bytes; m_early (NULL: not wanted) gets
  * a malloc'ed copy of Adam's m after min(steps, M_STEP) steps */
+/* e planned on be for c, the dataset uploaded, the state from seed 11; on failure e is freed
+ * and the error said */
+static int setup(sg_exec *e, const sg_model_cfg *c, const uint8_t *data, sg_backend *be) {
+    if (sg_exec_init(e, c, 1, be) ||
+        sg_exec_upload_dataset(e, data, e->plan.g.t[e->plan.io.dataset].bytes) ||
+        sg_exec_init_state(e, 11)) {
+        fprintf(stderr, "setup: %s\n", sg_last_error());
+        sg_exec_free(e);
+        return SG_ERR;
+    }
+    return SG_OK;
+}
+
 static int run(const sg_model_cfg *c, const uint8_t *data, sg_backend *be, int steps, float *loss,
                unsigned char **state, int64_t *bytes, float **m_early) {
     sg_exec e;
-    if (sg_exec_init(&e, c, 1, be) ||
-        sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) ||
-        sg_exec_init_state(&e, 11)) {
-        fprintf(stderr, "setup: %s\n", sg_last_error());
-        sg_exec_free(&e);
-        return SG_ERR;
-    }
+    if (setup(&e, c, data, be)) return SG_ERR;
     for (int s = 0; s < steps; s++) {
         if (sg_exec_step(&e)) {
             fprintf(stderr, "step %d: %s\n", s, sg_last_error());
@@ -475,11 +482,8 @@ static void check_graph_shape(void) {
     c.data_n = 64;
     uint8_t *data = data_for(&c);
     sg_exec e;
-    if (sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO)) ||
-        sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) ||
-        sg_exec_init_state(&e, 11)) {
+    if (setup(&e, &c, data, cuda_on(1, SG_CONV_ENGINE_AUTO))) {
         CHECK(0, "graph shape: %s", sg_last_error());
-        sg_exec_free(&e);
         free(data);
         return;
     }
