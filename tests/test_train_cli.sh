@@ -278,6 +278,15 @@ mkdir -p nockpt && cp branch/config.json nockpt/
 "${T[@]}" --steps 1 --init-from nockpt --out fromnone >/dev/null 2>err.txt; rc=$?
 ok "--init-from a run folder with no checkpoint: said so, exit 2" '[ $rc -eq 2 ] && grep -q "nockpt: a training run.s folder with no checkpoint yet" err.txt && ! grep -q flip_sin_to_cos err.txt'
 
+# a CUDA backend knob set for a CPU run: one note that the CPU backend ignores it, the run goes on;
+# the note's list holds every SG_ variable the CUDA backend and kernels read
+SG_PDL=1 SG_CONV_F32=cudnn "${T[@]}" --steps 1 --out cudaknobs >/dev/null 2>err.txt; rc=$?
+ok "CUDA knobs on a CPU run: noted once, the run goes on" '[ $rc -eq 0 ] && [ "$(grep -c "the CPU backend ignores them" err.txt)" = 1 ] && grep -q "SG_CONV_F32, SG_PDL are the CUDA backend.s" err.txt'
+cuda_env=$(grep -rhoE 'getenv\("SG_[A-Z0-9_]+"' "$root/graph/backend_cuda.c" "$root/kernels/cuda" | sed -E 's/.*"(SG_[A-Z0-9_]+)"/\1/' | sort -u)
+missing=""
+for v in $cuda_env; do grep -q "\"$v\"" "$root/graph/backend_cpu.c" || missing="$missing $v"; done
+ok "every CUDA backend knob is in the CPU backend's list (${missing:-none missing})" '[ -n "$cuda_env" ] && [ -z "$missing" ]'
+
 # a folder holding another tool's config.json (a diffusers export) is no run: refused, and
 # --overwrite must not delete that file
 "$ckpt" export branch/ckpt_00000008.sgck --diffusers dexp >/dev/null 2>&1
