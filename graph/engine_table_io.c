@@ -2,6 +2,7 @@
  * (graph/engine_table_io.h). */
 #include "graph/engine_table_io.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -303,7 +304,14 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
 int sg_engine_table_read(const char *path, sg_engine_table *t) {
     sg_engine_table_init(t);
     FILE *f = fopen(path, "rb");
-    if (!f) return sg_set_error("%s: cannot open the engine table", path);
+    if (!f) return sg_set_error("%s: cannot open the engine table: %s", path, strerror(errno));
+    struct stat st;
+    if (!fstat(fileno(f), &st) && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return sg_set_error("%s: a directory, not an engine table file (bench --tune-engines "
+                            "FILE writes one)",
+                            path);
+    }
     char *buf = NULL;
     size_t n = 0, cap = 0;
     int rc = SG_OK;

@@ -133,7 +133,9 @@ bad() { # name, file, expected text
   ok "train, $1: non-zero, one line, no run directory" '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "$want" err.txt && [ ! -e r_bad ]'
 }
 bad "malformed" bad.json "not JSON"
-bad "missing file" nofile.json "cannot open"
+bad "missing file" nofile.json "cannot open the engine table: No such file or directory"
+mkdir -p adir
+bad "a directory" adir "adir: a directory, not an engine table file"
 bad "unknown layer" extra.json "down_blocks.7.resnets.0.conv1, which model unet_tiny does not have"
 bad "missing layer" missing.json "no entry for conv layer conv_in"
 bad "another batch" batch.json "batch 8 per pass"
