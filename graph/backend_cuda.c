@@ -70,7 +70,8 @@
  * faster on own as well, at 32 x 32 the forward, while at 8 x 8 and 16 x 16 cuDNN was faster in
  * every pass (bench/results/2026-12-04-nvidia-h200-session2-side-by-side.md, per conv layer).
  * Summed over the conv layers: 345.3 ms as chosen, 70.8 every pass on own, 63.1 under this
- * rule, 59.0 the per-layer best (the engine table's). SG_CONV_F32=cudnn turns it off.
+ * rule, 59.0 the per-layer best (the engine table's). SG_CONV_F32=cudnn turns it off. The rule
+ * is sg_conv_f32_own_node (planner/engine_table.h), which `plan` counts with.
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
  * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
@@ -770,18 +771,6 @@ static int thin_own_node(const sg_graph *g, int i) {
     return (cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) >> pass) & 1u;
 }
 
-/* F32_OWN (the file comment): is conv node i an fp32 pass whose input is 32 x 32 or more? */
-enum { F32_OWN_MIN_HW = 32 * 32 };
-static int f32_own_node(const sg_graph *g, int i) {
-    const sg_node *nd = &g->n[i];
-    const int pass = sg_conv_pass_of(nd->op);
-    if (pass < 0) return 0;
-    const int x =
-        pass == SG_CONV_PASS_BWD_DATA ? nd->out[0] : nd->in[pass == SG_CONV_PASS_FWD ? 0 : 1];
-    const sg_conv_dims d = sg_conv_dims_of(g, nd);
-    return g->t[x].dtype == DT_F32 && (int64_t)d.H * d.W >= F32_OWN_MIN_HW;
-}
-
 /* Decide every conv node's engine (see the file comment), once, before the warm-up step. */
 static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb) {
     cuda_ctx *c = be->ctx;
@@ -863,7 +852,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                              thin_own_node(g, i);
         /* an fp32 pass at 32 x 32 and above on own (F32_OWN, the file comment) */
         const int f32_own = c->f32_own && c->conv_engine == SG_CONV_ENGINE_AUTO && !layer_pick &&
-                            !gemm && f32_own_node(g, i);
+                            sg_conv_f32_own_node(g, i);
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_conv cv;
         const int eligible = want && conv_cudnn_call(c, g, nd, &cv);
@@ -2097,7 +2086,6 @@ static int cuda_time_nodes_replay(sg_backend *be, const sg_plan *p, const int *n
         e = cudaGraphGetNodes(graph, NULL, &launches);
         if (e != cudaSuccess) rc = sg_set_error("cudaGraphGetNodes: %s", cudaGetErrorString(e));
     }
-    for (int k = 0; k < 4; k++) c->replay_types[k] = -1;
     if (!rc) graph_types(graph, launches, c->replay_types);
     /* nodes that launch nothing (an accum whose input is its output) cost nothing */
     if (!rc && launches > 0) {

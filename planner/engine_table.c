@@ -318,6 +318,17 @@ int sg_conv_gemm_node(const sg_graph *g, int node) {
     return x < 0 || g->t[x].vnorm < 0;
 }
 
+int sg_conv_f32_own_node(const sg_graph *g, int node) {
+    const sg_node *nd = &g->n[node];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (pass < 0 || !sg_op_is_conv(nd->op) || sg_conv_gemm_node(g, node)) return 0;
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
+    const sg_conv_dims d = sg_conv_dims_of(g, nd);
+    return g->t[x].dtype == DT_F32 && (int64_t)d.H * d.W >= 32 * 32;
+}
+
 /* The layer name of weight tensor w: its name without ".weight" (bf16 runs read the weights'
  * copy: its source's name) */
 static void weight_layer(const sg_graph *g, int w, char *name) {

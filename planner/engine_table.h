@@ -218,6 +218,11 @@ int sg_conv_layer_charged(const sg_graph *g, int node, char *layer);
  * normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
  * the backend and `plan`. */
 int sg_conv_gemm_node(const sg_graph *g, int node);
+/* Does the CUDA backend's `auto` put conv node `node` on own by its F32_OWN rule (where no
+ * engine table names the layer, graph/backend_cuda.c): an fp32 pass, not a gemm node, whose
+ * input x is 32 x 32 or larger (the fourth GPU session: cuDNN's deterministic fp32 engines up
+ * to 36x slower there). The one rule, shared by the backend and `plan`. */
+int sg_conv_f32_own_node(const sg_graph *g, int node);
 /* The pass of a conv op (SG_CONV_PASS_*), -1 for other ops. */
 int sg_conv_pass_of(int op);
 /* The table's entry of conv node `node`'s layer; NULL without a table or for other nodes. */

@@ -159,6 +159,32 @@ a=$($plan --model unet_tiny --batch 2 --json)
 b=$($plan --model=unet_tiny --batch=2 --json)
 ok "--flag=value is --flag value" '[ -n "$a" ] && [ "$a" = "$b" ]'
 ok "help lists models" '$plan --help | grep -q unet_adm64'
+# F32_OWN (graph/backend_cuda.c): the fp32 passes at 32 x 32 and above that auto puts on own,
+# counted among the cuDNN-eligible ones and said in the text; none in bf16
+f32own() { # precision: "counted expected" (the rule restated from the schedule and tensors)
+    $plan --model unet_adm64 --batch 2 --precision "$1" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+t, n_ = d["tensors"], 0
+for n in d["schedule"]:
+    op = n["op"]
+    if op not in ("conv2d", "conv2d_add", "conv2d_bwd_data", "conv2d_bwd_weight"):
+        continue
+    x = n["out"][0] if op == "conv2d_bwd_data" else n["in"][1] if op == "conv2d_bwd_weight" else n["in"][0]
+    y = n["in"][0] if op.startswith("conv2d_bwd") else n["out"][0]
+    w = t[n["out"][0] if op == "conv2d_bwd_weight" else n["in"][1]]["shape"]
+    if "parts" in t[x] or "parts" in t[y] or (w[1] == 1 and op != "conv2d_bwd_data"):
+        continue  # cuDNN cannot take it, or a 1x1 on the gemm engine
+    if w[1] == 1 and op == "conv2d_bwd_data":
+        continue
+    n_ += t[x]["dtype"] == "f32" and t[x]["shape"][1] * t[x]["shape"][2] >= 32 * 32
+print(d["conv_f32_own"], n_)'
+}
+f32=$(f32own fp32) b16=$(f32own bf16)
+ok "fp32 passes on own by F32_OWN: counted as the rule says ($f32), none in bf16 ($b16)" \
+    '[ "${f32% *}" -gt 0 ] && [ "${f32% *}" = "${f32#* }" ] && [ "$b16" = "0 0" ]'
+ok "plan says which fp32 passes run on own" \
+    '$plan --model unet_adm64 --batch 2 --precision fp32 | grep -q "of them fp32 passes at 32 x 32 and above, which run on own unless SG_CONV_F32=cudnn"'
 # the help's --model entry names one default model, and it is the one plan uses without --model
 help_default=$($plan --help | awk '/^  --model NAME/ { on = 1; next } /^  --/ { on = 0 } on' |
     grep -i "default" | grep -o "unet_[a-z0-9]*" | sort -u)

@@ -66,8 +66,9 @@ static int64_t allreduce_bytes(const sg_plan *p) {
  * 1x1 ones `auto` runs as cuBLASLt GEMMs (sg_conv_gemm_node) are counted apart. The
  * engine itself is chosen when a backend prepares the plan
  * (--conv-engine; bench's per-conv-layer table and the checkpoints show what each ran on). */
-static void conv_counts(const sg_graph *g, int *convs, int *eligible, int *gemm, int *rest) {
-    *convs = *eligible = *gemm = *rest = 0;
+static void conv_counts(const sg_graph *g, int *convs, int *eligible, int *gemm, int *rest,
+                        int *f32_own) {
+    *convs = *eligible = *gemm = *rest = *f32_own = 0;
     for (int i = 0; i < g->nn; i++) {
         const sg_node *nd = &g->n[i];
         int x, y; /* the two activation operands: x side and y side */
@@ -84,6 +85,7 @@ static void conv_counts(const sg_graph *g, int *convs, int *eligible, int *gemm,
                        g->t[x].dtype == g->t[y].dtype;
         const int on_gemm = sg_conv_gemm_node(g, i);
         *eligible += ok, *gemm += on_gemm, *rest += ok && !on_gemm;
+        *f32_own += ok && !on_gemm && sg_conv_f32_own_node(g, i);
     }
 }
 
@@ -131,9 +133,11 @@ static int print_json(const sg_plan *p) {
     if (j) {
         json_object_set_new(j, "ranks", json_integer(p->cfg.ranks));
         json_object_set_new(j, "bytes_moved_per_step", json_integer((json_int_t)sg_graph_bytes(g)));
-        int convs, eligible, gemm, rest;
-        conv_counts(g, &convs, &eligible, &gemm, &rest);
+        int convs, eligible, gemm, rest, f32_own;
+        conv_counts(g, &convs, &eligible, &gemm, &rest, &f32_own);
         json_object_set_new(j, "conv_nodes", json_integer(convs));
+        /* of the cuDNN-eligible ones, the fp32 passes auto puts on own (F32_OWN) */
+        json_object_set_new(j, "conv_f32_own", json_integer(f32_own));
         json_object_set_new(j, "conv_gemm", json_integer(gemm));
         json_object_set_new(j, "conv_cudnn_eligible", json_integer(eligible));
         json_object_set_new(j, "rank_batch", json_integer(sg_model_rank_batch(&p->cfg)));
@@ -324,12 +328,18 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     else
         printf("  fused           nothing (--fuse 0: the default; --fuse 1 fuses%s)\n",
                p->cfg.act_dt == DT_BF16 ? "" : ", on the CPU only in fp32");
-    int convs, eligible, gemm, rest;
-    conv_counts(g, &convs, &eligible, &gemm, &rest);
+    int convs, eligible, gemm, rest, f32_own;
+    conv_counts(g, &convs, &eligible, &gemm, &rest, &f32_own);
+    char f32[200] = "";
+    if (f32_own && !p->cfg.engines)
+        snprintf(f32, sizeof f32,
+                 " (%d of them fp32 passes at 32 x 32 and above, which run on own unless "
+                 "SG_CONV_F32=cudnn)",
+                 f32_own);
     printf("  conv engines    %d conv nodes; on CUDA under auto %d (1x1) run as cuBLASLt GEMMs, "
-           "%d can run on cuDNN, %d on the own kernels (a concatenated or fused operand); "
+           "%d can run on cuDNN%s, %d on the own kernels (a concatenated or fused operand); "
            "chosen at prepare (--conv-engine)\n",
-           convs, gemm, rest, convs - gemm - rest);
+           convs, gemm, rest, f32, convs - gemm - rest);
     cli_print_engine_table(p, engines_path);
     printf("  plan hash       %016llx\n\n", (unsigned long long)p->hash);
     printf("  by role (bytes, aligned):\n");
