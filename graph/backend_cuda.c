@@ -935,7 +935,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
                 "stepgraph: SG_CONV_THIN=own: %d conv pass(es) with 1 to 4 channels on one side "
                 "on the own engine's thin kernels\n",
                 c->thin_own_nodes);
-    if (c->f32_own_nodes)
+    if (c->f32_own_nodes && want) /* without cuDNN every conv is own anyway */
         fprintf(stderr,
                 "stepgraph: %d fp32 conv pass(es) at 32 x 32 and above on the own engine "
                 "(measured faster than cuDNN's deterministic fp32 engines; SG_CONV_F32=cudnn: "

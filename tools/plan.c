@@ -334,7 +334,7 @@ static void print_text(const sg_plan *p, int table, const char *engines_path) {
     if (f32_own && !p->cfg.engines)
         snprintf(f32, sizeof f32,
                  " (%d of them fp32 passes at 32 x 32 and above, which run on own unless "
-                 "SG_CONV_F32=cudnn)",
+                 "SG_CONV_F32=cudnn or SG_CUDNN_TF32=1)",
                  f32_own);
     printf("  conv engines    %d conv nodes; on CUDA under auto %d (1x1) run as cuBLASLt GEMMs, "
            "%d can run on cuDNN%s, %d on the own kernels (a concatenated or fused operand); "
