@@ -23,8 +23,10 @@ typedef struct sg_backend sg_backend;
  * backend's prepare; the CPU backend has one engine and ignores it. */
 enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2 };
 /* time_node_engine's own side on the Hopper wgmma kernels (a timing choice, not an engine to
- * ask for) */
-enum { SG_TIME_OWN_WGMMA = 8 };
+ * ask for); the same on the resident-halo kernels (every forward, SG_TC_HALO=all; the stride-1
+ * 3x3 data gradients, SG_WG_DGRAD_HALO=1) or per tap (SG_TC_HALO=0, SG_WG_DGRAD_HALO=0),
+ * whatever the step's knobs say: the same bits every way, so a GPU times both */
+enum { SG_TIME_OWN_WGMMA = 8, SG_TIME_WGMMA_HALO = 9, SG_TIME_WGMMA_PER_TAP = 10 };
 /* ... and a node already on the wgmma kernels, timed under schedule s (SG_WG_SCHED_*,
  * planner/engine_table.h): SG_TIME_WGMMA_SCHED + s */
 enum { SG_TIME_WGMMA_SCHED = 16 };
@@ -122,9 +124,11 @@ struct sg_backend {
     void (*node_engine)(sg_backend *be, const sg_plan *plan, int node, char *buf, int cap);
     /* ms of node `node` run eagerly on engine `engine` (SG_CONV_ENGINE_OWN, or _CUDNN: the
      * library side, which is cuBLASLt for a 1x1 conv the CUDA backend runs as GEMMs; or
-     * SG_TIME_OWN_WGMMA: own on the wgmma kernels; SG_TIME_WGMMA_SCHED + s: a node on the
-     * wgmma kernels under their schedule s, the same bits), or -1 when that engine cannot run it
-     * (tools/bench's per-layer table, the engine tuning's passes). NULL: not available. */
+     * SG_TIME_OWN_WGMMA: own on the wgmma kernels; SG_TIME_WGMMA_HALO and _PER_TAP: the same
+     * on the resident-halo kernels or per tap, the halo's -1 where no call of the node takes a
+     * halo kernel; SG_TIME_WGMMA_SCHED + s: a node on the wgmma kernels under their schedule s,
+     * the same bits), or -1 when that engine cannot run it (tools/bench's per-layer table, the
+     * engine tuning's passes). NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of
      * dtype (DT_BF16 or DT_F32) and fp32 accumulation, on the backend's GEMM library (CUDA:
@@ -160,6 +164,14 @@ static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int
     *n = (hi - param_off + 3) / 4 - *i0;
     return 1;
 }
+
+/* The CUDA backend's environment knobs, SG_N_CUDA_ENV_KNOBS names in order: every
+ * getenv("SG_...") of graph/backend_cuda.c and kernels/cuda/ (tests/test_train_cli.sh holds the
+ * list to them). The CPU backend names the ones set as ignored; the CUDA backend's record
+ * (describe's "env_knobs") gives the ones set with their values, so that a measurement says
+ * what it ran. */
+#define SG_N_CUDA_ENV_KNOBS 16
+extern const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS];
 
 /* The CPU reference backend. */
 sg_backend *sg_backend_cpu_create(void);

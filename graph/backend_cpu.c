@@ -746,26 +746,27 @@ static const sg_backend cpu_vtable = {
     .destroy = cpu_destroy,
 };
 
-/* The CUDA backend's environment knobs (every getenv("SG_...") of graph/backend_cuda.c and
- * kernels/cuda/; tests/test_train_cli.sh holds the list to them): the CPU backend has none of
- * them, and says so once a process where one is set, so that a CPU run does not seem to have
- * taken it (a process that also makes a CUDA backend gives it to that one). */
-static const char *const cuda_env_knobs[] = {
-    "SG_ATTN",         "SG_CONV_ENGINE", "SG_CONV_F32",           "SG_CONV_TC",
-    "SG_CONV_THIN",    "SG_CUDNN_TF32",  "SG_FUSE_STATS",         "SG_LINEAR_GROUPS",
-    "SG_NORM_ONEPASS", "SG_PDL",         "SG_PROFILE_FIRST_STEP", "SG_TC_DGRAD_STATS",
-    "SG_TC_HALO",      "SG_WG_FILL",     "SG_WG_PERSIST"};
+/* backend.h: the CUDA backend's knobs. The CPU backend has none of them, and says so once a
+ * process where one is set, so that a CPU run does not seem to have taken it (a process that
+ * also makes a CUDA backend gives it to that one). */
+const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS] = {
+    "SG_ATTN",       "SG_CONV_ENGINE",        "SG_CONV_F32",
+    "SG_CONV_TC",    "SG_CONV_THIN",          "SG_CUDNN_TF32",
+    "SG_FUSE_STATS", "SG_LINEAR_GROUPS",      "SG_NORM_ONEPASS",
+    "SG_PDL",        "SG_PROFILE_FIRST_STEP", "SG_TC_DGRAD_STATS",
+    "SG_TC_HALO",    "SG_WG_DGRAD_HALO",      "SG_WG_FILL",
+    "SG_WG_PERSIST"};
 static void note_cuda_env(void) {
     static int said;
     if (said) return;
     said = 1;
     char names[400] = "";
     int n = 0;
-    for (size_t k = 0; k < sizeof cuda_env_knobs / sizeof *cuda_env_knobs; k++) {
-        const char *v = getenv(cuda_env_knobs[k]);
+    for (int k = 0; k < SG_N_CUDA_ENV_KNOBS; k++) {
+        const char *v = getenv(sg_cuda_env_knobs[k]);
         if (!v || !*v) continue;
         const size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", n++ ? ", " : "", cuda_env_knobs[k]);
+        snprintf(names + used, sizeof names - used, "%s%s", n++ ? ", " : "", sg_cuda_env_knobs[k]);
     }
     if (n)
         fprintf(stderr, "stepgraph: note: %s %s the CUDA backend's; the CPU backend ignores %s\n",

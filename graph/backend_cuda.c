@@ -84,6 +84,7 @@
  */
 #ifdef SG_HAVE_CUDA
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ typedef struct {
      * sg_conv_fuse.halo and every data gradient's sg_norm_bwd_fuse.epilogue */
     int tc_halo, dgrad_epilogue;
     int wg_persist, wg_fill; /* SG_WG_PERSIST, SG_WG_FILL (conv_wgmma.cu's schedule knobs) */
+    int wg_dgrad_halo;       /* SG_WG_DGRAD_HALO: stride-1 wgmma data gradients on dy's halo */
     int wg_env_persist, wg_env_fill; /* ... set by the environment (a layer's schedule yields) */
     /* per node: its layer's own wgmma schedule (SG_WG_SCHED_*, sg_engine_table_node_sched) for
      * a node on the wgmma kernels, applied around its launches; -1: the step's (wg_persist,
@@ -653,6 +655,13 @@ static int prepare_conv_tc(cuda_ctx *c, const sg_graph *g, const sg_engine_table
     if (!c->wg_env_fill && table) fill = table->wg_sched & SG_WG_SCHED_FILL ? -1 : 0;
     c->wg_persist = persist, c->wg_fill = fill, c->wg_force = -1;
     wg_sched_apply(c, -1);
+    /* SG_WG_DGRAD_HALO (unset or 1, 0): the wgmma stride-1 3x3 data gradients on a resident halo
+     * of dy where it fits, or per tap (conv_wgmma.cu; the same bits, so a GPU can time both) */
+    const char *dh = getenv("SG_WG_DGRAD_HALO");
+    if (dh && *dh && strcmp(dh, "0") && strcmp(dh, "1"))
+        return sg_set_error("SG_WG_DGRAD_HALO=%s: expected 1 (the default) or 0", dh);
+    c->wg_dgrad_halo = !dh || !*dh || !strcmp(dh, "1");
+    cuda_conv_wgmma_dgrad_halo(c->wg_dgrad_halo);
     int major = 0, minor = 0;
     CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->dev));
     CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->dev));
@@ -2368,9 +2377,10 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     *ms = -1;
     if (node < 0 || node >= p->g.nn || !c->node_eng) return SG_OK;
     /* node_eng 0: no conv node, or an own-only one (a shortcut fold, an upsample conv's pass) on
-     * mma.sync, which only its wgmma side times */
-    if (!c->node_eng[node] && !(engine == SG_TIME_OWN_WGMMA && node_on_wgmma(c, p, node)))
-        return SG_OK;
+     * mma.sync, which only its wgmma side times (on the halo or per tap too) */
+    const int wg_side = engine == SG_TIME_OWN_WGMMA || engine == SG_TIME_WGMMA_HALO ||
+                        engine == SG_TIME_WGMMA_PER_TAP;
+    if (!c->node_eng[node] && !(wg_side && node_on_wgmma(c, p, node))) return SG_OK;
     /* a wgmma node under another schedule: one untimed run, then the timed one, then the
      * step's schedule again (the same bits every way) */
     if (engine >= SG_TIME_WGMMA_SCHED && engine < SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS) {
@@ -2391,10 +2401,24 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         if (rc) *ms = -1;
         return rc;
     }
+    /* own on the wgmma kernels with every forward (K > 1) and stride-1 data gradient on its
+     * resident-halo kernel, or every one per tap; the halo's time only where a call took one
+     * (the kernels count them) */
+    if (engine == SG_TIME_WGMMA_HALO || engine == SG_TIME_WGMMA_PER_TAP) {
+        const int halo = engine == SG_TIME_WGMMA_HALO, mode = c->tc_halo;
+        const long h0 = cuda_conv_wgmma_halo_forwards() + cuda_conv_wgmma_halo_dgrads();
+        c->tc_halo = halo ? SG_TC_HALO_ALL : SG_TC_HALO_NONE;
+        cuda_conv_wgmma_dgrad_halo(halo);
+        const int rc = cuda_time_node_engine(be, p, node, SG_TIME_OWN_WGMMA, ms);
+        c->tc_halo = mode;
+        cuda_conv_wgmma_dgrad_halo(c->wg_dgrad_halo);
+        if (halo && cuda_conv_wgmma_halo_forwards() + cuda_conv_wgmma_halo_dgrads() == h0) *ms = -1;
+        return rc;
+    }
     if (engine != SG_CONV_ENGINE_OWN && engine != SG_CONV_ENGINE_CUDNN &&
         engine != SG_TIME_OWN_WGMMA)
-        return sg_set_error("time_node_engine: engine %d is not own, cudnn, own on wgmma or a "
-                            "wgmma schedule",
+        return sg_set_error("time_node_engine: engine %d is not own, cudnn, own on wgmma (on the "
+                            "halo or per tap) or a wgmma schedule",
                             engine);
     /* own on the wgmma kernels: where they take the node as its launcher would call them */
     if (engine == SG_TIME_OWN_WGMMA) {
@@ -2434,8 +2458,25 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
  * and their tables, and the schedule knobs that leave the bits alone but not the speed
  * (SG_TC_HALO as tc_halo, SG_TC_DGRAD_STATS as dgrad_stats; SG_WG_PERSIST and SG_WG_FILL as
  * wg_persist and wg_fill: 0 off, else the blocks of the persistent grid or the SMs the tile width
- * fills; wg_layer_nodes: the wgmma nodes under their layer's own schedule instead), so that a
- * measurement says what it ran. */
+ * fills; wg_layer_nodes: the wgmma nodes under their layer's own schedule instead;
+ * SG_WG_DGRAD_HALO as wg_dgrad_halo; env_knobs: every knob of backend.h's list that is set, with
+ * its value), so that a measurement says what it ran. */
+/* The knobs set, "NAME=value" space-separated into buf (a value's characters outside a plain set
+ * shown as '?', and at most 32 of them: the record is JSON) */
+static void env_knobs_set(char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int k = 0; k < SG_N_CUDA_ENV_KNOBS; k++) {
+        const char *v = getenv(sg_cuda_env_knobs[k]);
+        if (!v || !*v) continue;
+        char val[33];
+        int n = 0;
+        for (; v[n] && n < 32; n++)
+            val[n] = isalnum((unsigned char)v[n]) || strchr("_.,:/+-", v[n]) ? v[n] : '?';
+        val[n] = 0;
+        const size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s=%s", used ? " " : "", sg_cuda_env_knobs[k], val);
+    }
+}
 static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cuda_ctx *c = be->ctx;
     struct cudaDeviceProp prop;
@@ -2449,56 +2490,58 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     sg_blas_preferences(c->blas, &prefs_met, &prefs_missed);
     size_t dnn_ver = 0;
     uint64_t dnn_hash = 0;
+    char knobs[384];
+    env_knobs_set(knobs, sizeof knobs);
 #ifdef SG_HAVE_CUDNN
     dnn_n = sg_cudnn_count(c->dnn), dnn_frozen = sg_cudnn_frozen(c->dnn);
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
     dnn_tf32 = sg_cudnn_tf32(c->dnn);
 #endif
-    snprintf(buf, (size_t)cap,
-             "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
-             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
-             "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
-             "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
-             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
-             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
-             "\"convs_own\":%d,\"convs_wgmma\":%d,"
-             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-             "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
-             "\"wg_persist\":%d,\"wg_fill\":%d,"
-             "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,"
-             "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
-             "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
-             "\"linear_groups\":%d,\"linear_group_nodes\":%d}",
-             prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
-             sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
-             c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2],
-             c->graph_types[3], sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
-             (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
-             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
-             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
-             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
-             c->attn_fused ? "fused" : "gemm",
-             !c->convs_wgmma                  ? "mma"
-             : c->convs_wgmma == c->convs_own ? "wgmma"
-                                              : "per-layer",
-             c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
-             c->tc_halo == SG_TC_HALO_ALL    ? "all"
-             : c->tc_halo == SG_TC_HALO_NONE ? "none"
-                                             : "prologue",
-             c->dgrad_epilogue ? "true" : "false",
-             c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
-             c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
-             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
-             c->thin_own     ? "own"
-             : c->thin_tiles ? "0"
-                             : "1",
-             c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1,
-             c->win.windows, c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3,
-             c->wg_layer_nodes, c->lin_groups, c->lin_group_nodes);
+    snprintf(
+        buf, (size_t)cap,
+        "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
+        "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
+        "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
+        "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
+        "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+        "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
+        "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
+        "\"convs_own\":%d,\"convs_wgmma\":%d,"
+        "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+        "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
+        "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
+        "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
+        "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
+        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,"
+        "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
+        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
+        "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
+        prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
+        sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
+        c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2], c->graph_types[3],
+        sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
+        (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
+        sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm, c->convs_own,
+        c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
+        dnn_tf32 ? "true" : "false", c->attn_fused ? "fused" : "gemm",
+        !c->convs_wgmma                  ? "mma"
+        : c->convs_wgmma == c->convs_own ? "wgmma"
+                                         : "per-layer",
+        c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
+        c->tc_halo == SG_TC_HALO_ALL    ? "all"
+        : c->tc_halo == SG_TC_HALO_NONE ? "none"
+                                        : "prologue",
+        c->dgrad_epilogue ? "true" : "false",
+        c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
+        c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->wg_dgrad_halo ? "true" : "false",
+        c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
+        c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
+        c->thin_own     ? "own"
+        : c->thin_tiles ? "0"
+                        : "1",
+        c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, c->win.windows,
+        c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
+        c->lin_groups, c->lin_group_nodes, knobs);
 }
 
 static void cuda_destroy(sg_backend *be) {

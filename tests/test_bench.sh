@@ -64,6 +64,14 @@ for r in rows:
         assert close(r["wgmma_pct_of_gemm"], 100 * r["wgmma_tflops"] / r["gemm_tflops"]), r
     else:
         assert r["wgmma_tflops"] is None and r["wgmma_pct_of_gemm"] is None, r
+    # ... on the resident-halo kernels and per tap, as a pair, where a halo kernel takes the
+    # node: a forward, a stride-1 3x3 data gradient (never an upconv's pass or a weight gradient)
+    h, t = r["wgmma_halo_ms"], r["wgmma_per_tap_ms"]
+    assert (h is None) == (t is None), r
+    if h is not None:
+        assert r["wgmma_ms"] is not None and h > 0 and t > 0, r
+        assert r["op"] in ("conv2d", "conv2d_add", "conv2d_sc", "conv2d_bwd_data"), r
+        assert r["op"] != "conv2d_bwd_data" or " K3 S1 " in r["shape"], r
     f = r["fusions"]
     assert (r["op"] == "conv2d_sc") == ("shortcut" in f), r
     assert (r["op"] == "conv2d_add") == ("residual" in f), r
@@ -74,6 +82,9 @@ assert not gemm or any(r["engine"] == "gemm" for r in rows), "no 1x1 conv on the
 wg = [r for r in rows if r["wgmma_ms"] is not None]
 assert (2 * len(wg) > len(rows) and {r["op"] for r in wg} == ops) if gemm else not wg, \
     (len(wg), len(rows), ops - {r["op"] for r in wg})
+# the halo columns: forwards and data gradients among them on the CUDA backend, none on the CPU
+halo = {r["op"] for r in rows if r["wgmma_halo_ms"] is not None}
+assert {"conv2d", "conv2d_sc", "conv2d_bwd_data"} <= halo if gemm else not halo, halo
 # a forward conv's same-size GEMM: M = N*Ho*Wo, N = Co, K = 9*Ci (+ Cin for the fold)
 sc = [r for r in rows if r["op"] == "conv2d_sc"]
 up = [r for r in rows if r["op"] == "upconv2d"]
@@ -140,12 +151,15 @@ report_of() {
 }
 
 if [ $mode = cuda_host ]; then
-    SG_SIM_GRAPH_LIST="$tmp/graphs.txt" \
+    # (SG_WG_DGRAD_HALO=1: the default, set to see it in the record)
+    SG_SIM_GRAPH_LIST="$tmp/graphs.txt" SG_WG_DGRAD_HALO=1 \
         $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
         --warmup 0 --json >"$tmp/h.json" 2>"$tmp/err.txt"
     rc=$?
     cat "$tmp/err.txt"
     ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
+    ok "cuda_host: env records the knobs set (env_knobs) and the data gradient halo" \
+        'python3 -c "import json,sys; e=json.load(open(sys.argv[1]))[\"env\"]; assert e[\"env_knobs\"] == \"SG_WG_DGRAD_HALO=1\" and e[\"wg_dgrad_halo\"] is True, e" "$tmp/h.json"'
     # the step's graph is the run's first capture: env's count is the emulation's listing's, and
     # tools/graph_launches.py's tables add up to it (every node's commands named by its op)
     ok "cuda_host: graph_nodes in env, the listing and its summary agree" 'python3 - "$tmp/h.json" "$tmp/graphs.txt" "$root/tools/graph_launches.py" <<PY
@@ -206,9 +220,12 @@ launching = sum(1 for o in d["breakdown"] if o["replay_ms"] > 0)
 own = sum(1 for c in cl if c["engine"])
 lib = sum(1 for c in cl if c.get("cudnn_ms") is not None)
 wg = sum(1 for c in cl if c.get("wgmma_ms") is not None)
-want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + wg
+# each wgmma row tried on the halo (a window whether a halo kernel took it or not), and per tap
+# where one did
+halo = sum(1 for c in cl if c.get("wgmma_halo_ms") is not None)
+want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + 2 * wg + halo
 assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], want, d["nodes"],
-                                                         launching, own, lib, wg)
+                                                         launching, own, lib, wg, halo)
 assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
 assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY'

@@ -507,6 +507,7 @@ static int on_host_emulation(void) {
  * cu_conv_fuse_arg, dropped the mode: every call took the default, so the per-tap prologue and
  * the halo without one went untested while these cases passed.) */
 static long g_halo_all_ran[2]; /* [mma.sync, wgmma]: SG_TC_HALO_ALL calls on the halo kernel */
+static long g_halo_dgrads;     /* wgmma data gradients on dy's resident halo (test_conv_wgmma) */
 static long halo_forwards(int wg) {
     return wg ? cuda_conv_wgmma_halo_forwards() : cuda_conv_tc_halo_forwards();
 }
@@ -610,6 +611,19 @@ static void wg_grid_cmp(tbuf *b, tbuf *b2, int g, const char *ctx) {
             CHECK(!memcmp(img, bs[j]->bits, bs[j]->bytes),
                   "%s: %s with the narrowest N tile (SG_WG_FILL) differs from the widest", ctx,
                   bs[j]->name);
+    }
+    guards_all(ctx);
+}
+/* Outputs b (and b2 where not NULL), just computed another way (`how`), against the bits b->bits
+ * holds (tb_check's first run) */
+static void wg_same_bits(tbuf *b, tbuf *b2, const char *how, const char *ctx) {
+    sync_stream();
+    tbuf *bs[2] = {b, b2};
+    for (int j = 0; j < 2 && bs[j]; j++) {
+        uint8_t *img = (uint8_t *)halloc(bs[j]->bytes);
+        tb_download(bs[j], img);
+        CHECK(!memcmp(img, bs[j]->bits, bs[j]->bytes), "%s: %s %s: other bits", ctx, bs[j]->name,
+              how);
     }
     guards_all(ctx);
 }
@@ -843,6 +857,25 @@ static void test_conv_wgmma(const char *ctx0, const conv_run *r, int N, int H, i
                             K, S, pad, dt, r->accum, ws->d, wsb));
         tb_check_vs_mma(dxa, r->dxa, exact, TOL_BF16, ctx);
         if (c1) tb_check_vs_mma(dxb, r->dxb, exact, TOL_BF16, ctx);
+        /* the calls above ran on dy's resident halo where it takes the case (stride 1, K > 1, the
+         * halo within shared memory: conv_wg_dgrad_halo_kernel); per tap
+         * (cuda_conv_wgmma_dgrad_halo(0): conv_wg_dgrad_kernel) the same bits */
+        const long h0 = cuda_conv_wgmma_halo_dgrads();
+        reset_all();
+        CALL(cuda_conv2d_wgmma_bwd_data, g_st, dxc, r->dy->d, r->w, N, H, W, Ci, Co, K, S, pad, dt,
+             r->accum, ws->d, wsb);
+        const long on_halo = cuda_conv_wgmma_halo_dgrads() - h0;
+        CHECK(on_halo == 0 || (S == 1 && K > 1),
+              "%s: a stride-%d %dx%d data gradient ran on the halo", ctx, S, K, K);
+        g_halo_dgrads += on_halo;
+        reset_all();
+        cuda_conv_wgmma_dgrad_halo(0);
+        CALL(cuda_conv2d_wgmma_bwd_data, g_st, dxc, r->dy->d, r->w, N, H, W, Ci, Co, K, S, pad, dt,
+             r->accum, ws->d, wsb);
+        cuda_conv_wgmma_dgrad_halo(1);
+        CHECK(cuda_conv_wgmma_halo_dgrads() - h0 == on_halo,
+              "%s: the data gradient ran on the halo with cuda_conv_wgmma_dgrad_halo(0)", ctx);
+        wg_same_bits(dxa, dxb, on_halo ? "per tap, against the halo's" : "per tap, again", ctx);
     }
     {
         tbuf *gw = tb_out("dw", nw, DT_F32, r->old_dw);
@@ -4227,6 +4260,9 @@ int main(void) {
     CHECK(g_halo_all_ran[0] > 0 && (!wgmma_cases || g_halo_all_ran[1] > 0),
           "SG_TC_HALO_ALL ran no forward on a halo kernel (%ld mma.sync, %ld wgmma)",
           g_halo_all_ran[0], g_halo_all_ran[1]);
+    printf("wgmma data gradients on the resident halo: %ld\n", g_halo_dgrads);
+    CHECK(!wgmma_cases || g_halo_dgrads >= 4,
+          "only %ld wgmma data gradients ran on the resident halo", g_halo_dgrads);
     CHECK(g_stats_epilogue_cases >= 6,
           "only %d convolutions whose statistics' partials the epilogue could take ran",
           g_stats_epilogue_cases);

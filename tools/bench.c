@@ -366,11 +366,12 @@ typedef struct {
     int *node_key; /* each node's breakdown row (node_row), once */
     op_row *rows;
     /* the per-layer table: per convolution-like node (is_layer_op), eager ms on own, on cudnn
-     * and on own's wgmma kernels (-1: not run), the engine the step runs it on, its FLOPs, its
-     * same-size GEMM and that GEMM's ms (-1: the backend has no time_gemm) */
+     * and on own's wgmma kernels (-1: not run; conv_wgh, conv_wgt: on their resident-halo
+     * kernels and per tap, where a halo kernel takes the node), the engine the step runs it on,
+     * its FLOPs, its same-size GEMM and that GEMM's ms (-1: the backend has no time_gemm) */
     int nconv;
     int *conv_node;
-    float *conv_own, *conv_dnn, *conv_wg, *conv_gemm;
+    float *conv_own, *conv_dnn, *conv_wg, *conv_wgh, *conv_wgt, *conv_gemm;
     double *conv_flops;
     int64_t (*conv_mnk)[3];
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
@@ -509,18 +510,21 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         r->conv_own = calloc(n1, sizeof(float));
         r->conv_dnn = calloc(n1, sizeof(float));
         r->conv_wg = calloc(n1, sizeof(float));
+        r->conv_wgh = calloc(n1, sizeof(float));
+        r->conv_wgt = calloc(n1, sizeof(float));
         r->conv_gemm = calloc(n1, sizeof(float));
         r->conv_flops = calloc(n1, sizeof(double));
         r->conv_mnk = calloc(n1, sizeof *r->conv_mnk);
         r->conv_engine = calloc(n1, sizeof *r->conv_engine);
-        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_wg || !r->conv_gemm ||
-            !r->conv_flops || !r->conv_mnk || !r->conv_engine)
+        if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_wg || !r->conv_wgh ||
+            !r->conv_wgt || !r->conv_gemm || !r->conv_flops || !r->conv_mnk || !r->conv_engine)
             return sg_set_error("out of host memory");
         const int dt = p->cfg.act_dt;
         for (int i = 0, k = 0; i < g->nn && !rc; i++) {
             if (!is_layer_op(g->n[i].op)) continue;
             r->conv_node[k] = i;
             r->conv_own[k] = r->conv_dnn[k] = r->conv_wg[k] = r->conv_gemm[k] = -1;
+            r->conv_wgh[k] = r->conv_wgt[k] = -1;
             if (be->node_engine) be->node_engine(be, p, i, r->conv_engine[k], 96);
             if (be->time_node_engine) {
                 rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
@@ -536,6 +540,19 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                             i, sg_last_error());
                     r->conv_wg[k] = -1;
                 }
+                /* ... on the resident-halo kernels and per tap, where a halo kernel takes it
+                 * (whichever the step's knobs choose: the other is what a GPU must say) */
+                if (!rc && r->conv_wg[k] >= 0 &&
+                    (be->time_node_engine(be, p, i, SG_TIME_WGMMA_HALO, &r->conv_wgh[k]) ||
+                     (r->conv_wgh[k] >= 0 &&
+                      be->time_node_engine(be, p, i, SG_TIME_WGMMA_PER_TAP, &r->conv_wgt[k])))) {
+                    fprintf(stderr,
+                            "bench: node %d on the wgmma halo or per-tap kernels: %s (those "
+                            "columns left empty)\n",
+                            i, sg_last_error());
+                    r->conv_wgh[k] = r->conv_wgt[k] = -1;
+                }
+                if (r->conv_wgt[k] < 0) r->conv_wgh[k] = -1; /* the two as a pair */
             }
             if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
             r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
@@ -686,6 +703,10 @@ static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
                                 num_or_null(r->conv_wg[k] >= 0 ? r->conv_wg[k] : NAN));
             json_object_set_new(row, "wgmma_tflops", num_or_null(wg_tflops(r, k)));
             json_object_set_new(row, "wgmma_pct_of_gemm", num_or_null(wg_pct_of_gemm(r, k)));
+            json_object_set_new(row, "wgmma_halo_ms",
+                                num_or_null(r->conv_wgh[k] >= 0 ? r->conv_wgh[k] : NAN));
+            json_object_set_new(row, "wgmma_per_tap_ms",
+                                num_or_null(r->conv_wgt[k] >= 0 ? r->conv_wgt[k] : NAN));
         }
         json_array_append_new(rows, row);
     }
@@ -916,8 +937,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf("%9s\n", "-");
     }
     if (!r->conv_node) return;
-    double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0;
-    int wg_n = 0;
+    double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0, halo[2] = {0}, tap[2] = {0};
+    int wg_n = 0, halo_n[2] = {0};
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
            "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
            "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
@@ -954,6 +975,10 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf(" %10s %8s %8s", "-", "-", "-");
         }
         printf("  %s\n", r->conv_engine[k][0] ? r->conv_engine[k] : "-");
+        if (r->conv_wgh[k] >= 0) { /* [0] forwards, [1] data gradients */
+            const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA;
+            halo[dg] += r->conv_wgh[k], tap[dg] += r->conv_wgt[k], halo_n[dg]++;
+        }
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
@@ -966,6 +991,11 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
         printf("  the wgmma kernels take %d of these nodes: %.3f ms on them, %.3f ms on own as the "
                "step runs them\n",
                wg_n, wg, wg_own);
+    for (int dg = 0; dg < 2; dg++)
+        if (halo_n[dg])
+            printf("  the wgmma %s the resident halo takes (%d nodes): %.3f ms on the halo, "
+                   "%.3f ms per tap (wgmma_halo_ms, wgmma_per_tap_ms)\n",
+                   dg ? "stride-1 data gradients" : "forwards", halo_n[dg], halo[dg], tap[dg]);
     fusion_row f[8];
     const int nf = fusion_rows(p, r, f);
     char cmd[256];
@@ -1112,6 +1142,7 @@ int main(int argc, char **argv) {
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
     free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_wg), free(r.conv_engine);
+    free(r.conv_wgh), free(r.conv_wgt);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);
     sg_engine_table_free(&a.table);

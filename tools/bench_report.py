@@ -565,16 +565,22 @@ def conv_layers(out, r):
                "they take the node; the step's engine last.\n" % r.get("conv_engine", "?"))
     # the wgmma columns where any row ran there (reports of older runs: none)
     wg = any(c.get("wgmma_ms") is not None for c in cl)
+    # ... and on the resident-halo kernels against per tap, where a halo kernel takes the node
+    halo = any(c.get("wgmma_halo_ms") is not None for c in cl)
     head = ("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
             "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM |")
     rule = "|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|"
     if wg:
         head += " wgmma ms | wgmma TFLOP/s | wgmma % of GEMM |"
         rule += "---:|---:|---:|"
+    if halo:
+        head += " wgmma halo ms | wgmma per-tap ms |"
+        rule += "---:|---:|"
     out.append(head + " engine |")
     out.append(rule + "---|")
     own = dnn = wg_ms = wg_own = 0.0
     wg_n = 0
+    sums = {}  # op -> [nodes, halo ms, per-tap ms]
     for c in cl:
         o, d = c.get("own_ms"), c.get("cudnn_ms")
         ratio = "%.2f×" % (o / d) if o is not None and d else "–"
@@ -595,15 +601,29 @@ def conv_layers(out, r):
                 wg_ms += w
                 wg_own += o or 0.0
                 wg_n += 1
+        if halo:
+            h, t = c.get("wgmma_halo_ms"), c.get("wgmma_per_tap_ms")
+            row += " %s | %s |" % (fnum(h, "%.4f"), fnum(t, "%.4f"))
+            if h is not None and t is not None:
+                s_ = sums.setdefault(c.get("op"), [0, 0.0, 0.0])
+                s_[0] += 1
+                s_[1] += h
+                s_[2] += t
         out.append(row + " %s |" % md_escape(str(c.get("engine") or "-")))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
-    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s |" %
+    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s |" %
                (own, dnn, "%.2f×" % (own / dnn) if dnn else "–",
-                " %.3f | | |" % wg_ms if wg else ""))
+                " %.3f | | |" % wg_ms if wg else "",
+                " %.3f | %.3f |" % (sum(v[1] for v in sums.values()),
+                                    sum(v[2] for v in sums.values())) if halo else ""))
     if wg:
         out.append("\nThe wgmma kernels take %d of these nodes: %.3f ms on them against %.3f ms "
                    "on own as the step runs them." % (wg_n, wg_ms, wg_own))
+    for op in sorted(sums):
+        n, h, t = sums[op]
+        out.append("On the wgmma kernels' resident halo, %s (%d nodes a halo kernel takes): "
+                   "%.3f ms on the halo, %.3f ms per tap." % (op, n, h, t))
     out.append("")
     fu = r.get("fusions")
     if fu and fu.get("kinds"):

@@ -48,7 +48,8 @@
 #    kernels unfused: mma.sync per tap (and with its data gradients' backward partials in the
 #    epilogue, SG_TC_DGRAD_STATS=1), mma.sync on the halo (SG_TC_HALO=all), wgmma per tap
 #    (on a block per tile, then on the persistent grid, SG_WG_PERSIST=1, then with the N tile
-#    that fills the SMs, SG_WG_FILL=1: the same bits) and on
+#    that fills the SMs, SG_WG_FILL=1, then with the stride-1 data gradients per tap too,
+#    SG_WG_DGRAD_HALO=0: the same bits) and on
 #    the halo (the kernels' own speed, without any prologue) (GPU_CALL_VARIANTS=0: none; a
 #    regex other than 0 or 1: the variants whose names match).
 # Every step stops where the call has run GPU_CALL_S (default 560 s).
@@ -181,6 +182,8 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant wgmma_unfused SG_CONV_TC=wgmma -- --conv-engine own --fuse 0
     variant wgmma_unfused_persist SG_CONV_TC=wgmma SG_WG_PERSIST=1 -- --conv-engine own --fuse 0
     variant wgmma_unfused_fill SG_CONV_TC=wgmma SG_WG_FILL=1 -- --conv-engine own --fuse 0
+    variant wgmma_unfused_dgrad_pertap SG_CONV_TC=wgmma SG_WG_DGRAD_HALO=0 -- \
+        --conv-engine own --fuse 0
     variant wgmma_unfused_halo SG_CONV_TC=wgmma SG_TC_HALO=all -- --conv-engine own --fuse 0
 fi
 for f in "$runs"/results/*/*.md; do

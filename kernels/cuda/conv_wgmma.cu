@@ -516,6 +516,96 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
                                                              epi);
 }
 
+/* ---- the kernels on a resident halo (conv_wg_fwd_halo_kernel, conv_wg_dgrad_halo_kernel) ----
+ *
+ * The block's A operand is one box per 64-channel chunk (the halo: the tile's input pixels and
+ * the filter's reach around them, TMA's zeros outside the tensor), copied once, each on its own
+ * mbarrier hbar[j]; B streams through a ring of `stages` stages (full[s], empty[s] as
+ * wg_pipeline's). Thread 0 initialises the barriers; every thread of the block calls this. */
+__device__ __forceinline__ void wg_halo_bars_init(uint64_t *full, uint64_t *empty, uint64_t *hbar,
+                                                  int stages, int nch) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            sg_mbar_init(&full[s], 1);
+            sg_mbar_init(&empty[s], 4 * WG_CONSUMERS); /* one arrival per consumer warp */
+        }
+        for (int j = 0; j < nch; j++) sg_mbar_init(&hbar[j], 1);
+        sg_fence_mbar_init();
+    }
+    __syncthreads();
+}
+/* Consumer c's thread t: its ldmatrix row, GEMM row r (warp t / 32's 16 rows, as sg_ldmatrix_x4
+ * feeds an m16 A fragment), as the halo pixel of r's tap-(0, 0) input (element strides a.S inside
+ * the box), and *l16, which 16-byte half of the k16 slice the lane addresses. */
+__device__ __forceinline__ int wg_halo_row0(const wg_args &a, int c, int t, int *l16) {
+    const int lane = t % 32, r = 64 * c + 16 * (t / 32) + (lane & 7) + 8 * ((lane >> 3) & 1);
+    *l16 = lane >> 4;
+    return ((r / (a.tw * a.th)) * a.hh + (r / a.tw % a.th) * a.S) * a.hw + (r % a.tw) * a.S;
+}
+/* The A fragments of one 64-channel k-tile from the halo box at `box`: the lane's row is halo
+ * pixel hp (its row's tap-(0, 0) pixel shifted by the tap), its 16-byte chunks un-swizzled
+ * (c ^ (hp % 8): the box is 1024-aligned, CU_TENSOR_MAP_SWIZZLE_128B). */
+__device__ __forceinline__ void wg_halo_frag(uint32_t (&af)[WG_BK / 16][4], const uint8_t *box,
+                                             int hp, int l16) {
+    const uint8_t *row = box + 128 * hp;
+#pragma unroll
+    for (int ks = 0; ks < WG_BK / 16; ks++)
+        sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
+}
+/* A consumer's main loop on the resident halo: k-tiles 0 .. KT - 1, B in the ring's stages
+ * (`stage` bytes apart from sb0; TB: B K-major (0) or MN-major (1), file comment), into d from
+ * zero. frag(k, af) fills k-tile k's A registers from the halo before the stage's wait (and waits
+ * for its box where k is the box's first reader) and returns true; false where k-tile k's A is in
+ * the stage instead (the shortcut fold's), which from_stage(sb) then multiplies with the stage's
+ * B (both from shared memory). The A registers of an mma_async stay in flight until the wait
+ * that retires it, so k-tiles alternate between two register sets: k's are filled while k - 1's
+ * group may still run, and k + 1 refills k - 1's only after k's wait(1) retired it; that wait
+ * also frees k - 1's stage, which each warp hands back to the producer (lane: t % 32). */
+template <int BN, int TB, class Frag, class FromStage>
+__device__ __forceinline__ void wg_halo_mainloop(float (&d)[BN / 2], int KT, int stages,
+                                                 const uint8_t *sb0, int stage, uint64_t *full,
+                                                 uint64_t *empty, int lane, const Frag &frag,
+                                                 const FromStage &from_stage) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+    uint32_t af0[WG_BK / 16][4], af1[WG_BK / 16][4];
+    int s = 0, ph = 0, sprev = 0;
+    auto step = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
+        const bool in_halo = frag(k, af);
+        sg_mbar_wait(&full[s], ph);
+        const uint8_t *sb = sb0 + (int64_t)s * stage;
+        sg_wgmma_fence_operand(d);
+        sg_wgmma_fence();
+        if (!in_halo) {
+            from_stage(sb);
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < WG_BK / 16; ks++)
+                sg_wgmma_rs<BN, TB>(
+                    d, af[ks],
+                    TB ? sg_wgmma_desc(sb + 2048 * ks, WG_BLOCK, 1024, SG_SWIZZLE_128B)
+                       : sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
+                    1);
+        }
+        sg_wgmma_commit();
+        /* k-tile k - 1's group has retired (its A registers, the other set, are free): its stage
+         * goes back to the producer (each warp for itself) */
+        sg_wgmma_wait(1);
+        sg_wgmma_fence_operand(d);
+        if (k > 0 && lane == 0) sg_mbar_arrive(&empty[sprev]);
+        sprev = s;
+        if (++s == stages) s = 0, ph ^= 1;
+    };
+    int k = 0;
+    for (; k + 1 < KT; k += 2) {
+        step(k, af0);
+        step(k + 1, af1);
+    }
+    if (k < KT) step(k, af0);
+    sg_wgmma_wait(0);
+    sg_wgmma_fence_operand(d);
+}
+
 /* The fused prologue's rewrite of the resident halo (conv_wg_fwd_halo_kernel): thread u of nu
  * (every thread of the block; nu a multiple of 8) takes the 16-byte chunks i = u, u + nu, .. of
  * the nch boxes (hpix rows of 128 bytes each, hbox apart; i = (j hpix + p) 8 + pc), box j once
@@ -585,15 +675,15 @@ __device__ __forceinline__ void wg_norm_halo(uint8_t *halo, uint64_t *hbar, cons
  * ldmatrix, each lane's row address the halo pixel of its GEMM row shifted by the tap
  * (kh hw + kw), its 16-byte chunk un-swizzled (c ^ (pixel % 8)); sg_wgmma_rs multiplies it with
  * B from shared memory. The fragment of wgmma's A in registers is mma.sync's (hopper.cuh), so
- * ldmatrix.x4 fills it as in conv_tc.cu. The A registers of an mma_async stay in flight until
- * the wait that retires it, so k-tiles alternate between two register sets: k's are filled while
- * k - 1's group may still run, and k + 1 refills k - 1's only after k's wait(1) retired it.
+ * ldmatrix.x4 fills it as in conv_tc.cu (wg_halo_frag; the loop, wg_halo_mainloop, is the one the
+ * data gradient's halo kernel runs too).
  *
  * Same bits: the same k16 slices in the same order (tap, part, 16 channels of the 64-channel
  * chunk, a part's zero tail included) on the same operand values (the rewrite is tc_norm_chunk,
  * as the apply pass), and the same store (wg_fwd_store): the halo forward, the per-tap forward
  * and the unfused plan give identical bits (cuda_ops_host checks all three; and, there, against
- * conv_tc.cu's). Never run on a GPU. *
+ * conv_tc.cu's); on a GPU, cuda_ops checks them since the third GPU session (2026-12-04).
+ *
  * SC (the shortcut fold, as conv_wg_fwd_kernel's): each stage also holds an A box after its B
  * (16 KiB more a stage), and the fold's k-tiles past conv2's stream both: B = ws's chunk, A = the
  * x box of the output tile (TMA, stride 1), which the consumers multiply from shared memory
@@ -620,15 +710,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
     const int sch0 = (a.sc0 + WG_BK - 1) / WG_BK, sch1 = (a.sc1 + WG_BK - 1) / WG_BK;
     const int co0 = blockIdx.y * BN, KT1 = a.K * a.K * nch, KT = KT1 + (SC ? sch0 + sch1 : 0);
     const int tid = threadIdx.x, wg = tid / 128;
-    if (tid == 0) {
-        for (int s = 0; s < a.stages; s++) {
-            sg_mbar_init(&full[s], 1);
-            sg_mbar_init(&empty[s], 4 * WG_CONSUMERS); /* one arrival per consumer warp */
-        }
-        for (int j = 0; j < nch; j++) sg_mbar_init(&hbar[j], 1);
-        sg_fence_mbar_init();
-    }
-    __syncthreads();
+    wg_halo_bars_init(full, empty, hbar, a.stages, nch);
     /* the producer's elected thread issues every copy: the halo, box j on hbar[j], then B,
      * k-tile k = (tap, part, chunk): wb[co0 .. + BN)[tap][coff + c .. + 63] */
     const bool leader = tid < 32 && sg_elect_one();
@@ -668,68 +750,54 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             for (int k = kpre; k < KT; k++) issue(k);
     } else {
         sg_setmaxnreg_inc(232);
-        const int c = wg - 1, t = tid % 128, lane = t % 32;
-        /* the lane's ldmatrix row: GEMM row r (warp t / 32's 16 rows, as sg_ldmatrix_x4 feeds
-         * an m16 A fragment), its tap-(0, 0) halo pixel */
-        const int r = 64 * c + 16 * (t / 32) + (lane & 7) + 8 * ((lane >> 3) & 1), l16 = lane >> 4;
-        const int hp0 =
-            ((r / (a.tw * a.th)) * a.hh + (r / a.tw % a.th) * a.S) * a.hw + (r % a.tw) * a.S;
+        const int c = wg - 1, t = tid % 128;
+        int l16;
+        const int hp0 = wg_halo_row0(a, c, t, &l16);
         float d[BN / 2];
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-        uint32_t af0[WG_BK / 16][4], af1[WG_BK / 16][4];
-        int s = 0, ph = 0, sprev = 0;
-        auto step = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
-            /* the shortcut's k-tile (SC): A and B both from the stage; else A from the halo, into
-             * registers before the stage's wait */
-            const bool shortcut = SC && k >= KT1;
-            if (!shortcut) {
-                const wg_chunk q = wg_chunk_of(k, ch0, ch1);
-                const int hp = hp0 + q.tap / a.K * a.hw + q.tap % a.K;
-                const int j = (q.part ? ch0 : 0) + q.c / WG_BK;
-                if (q.tap == 0) sg_mbar_wait(&hbar[j], 0); /* the box's first reader: landed */
-                const uint8_t *row = halo + (int64_t)j * a.hbox + 128 * hp;
-#pragma unroll
-                for (int ks = 0; ks < WG_BK / 16; ks++)
-                    sg_ldmatrix_x4(af[ks], row + 16 * ((2 * ks + l16) ^ (hp % 8)));
-            }
-            sg_mbar_wait(&full[s], ph);
-            const uint8_t *sb = sb0 + (int64_t)s * STAGE;
-            sg_wgmma_fence_operand(d);
-            sg_wgmma_fence();
-            if (shortcut) {
-                const uint8_t *sa = sb + B_BYTES;
-#pragma unroll
-                for (int ks = 0; ks < WG_BK / 16; ks++)
-                    sg_wgmma_ss<BN, 0, 0>(
-                        d, sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
-                        sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
-            } else {
-#pragma unroll
-                for (int ks = 0; ks < WG_BK / 16; ks++)
-                    sg_wgmma_rs<BN, 0>(d, af[ks],
-                                       sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
-            }
-            sg_wgmma_commit();
-            /* k-tile k - 1's group has retired (its A registers, the other set, are free): its
-             * stage goes back to the producer (each warp for itself) */
-            sg_wgmma_wait(1);
-            sg_wgmma_fence_operand(d);
-            if (k > 0 && lane == 0) sg_mbar_arrive(&empty[sprev]);
-            sprev = s;
-            if (++s == a.stages) s = 0, ph ^= 1;
+        /* A from the halo: k-tile (tap, part, chunk) at the tap's shift; the shortcut's (SC)
+         * from the stage, with B */
+        auto frag = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
+            if (SC && k >= KT1) return false;
+            const wg_chunk q = wg_chunk_of(k, ch0, ch1);
+            const int j = (q.part ? ch0 : 0) + q.c / WG_BK;
+            if (q.tap == 0) sg_mbar_wait(&hbar[j], 0); /* the box's first reader: landed */
+            wg_halo_frag(af, halo + (int64_t)j * a.hbox, hp0 + q.tap / a.K * a.hw + q.tap % a.K,
+                         l16);
+            return true;
         };
-        int k = 0;
-        for (; k + 1 < KT; k += 2) {
-            step(k, af0);
-            step(k + 1, af1);
-        }
-        if (k < KT) step(k, af0);
-        sg_wgmma_wait(0);
-        sg_wgmma_fence_operand(d);
+        auto from_stage = [&](const uint8_t *sb) {
+            const uint8_t *sa = sb + B_BYTES;
+#pragma unroll
+            for (int ks = 0; ks < WG_BK / 16; ks++)
+                sg_wgmma_ss<BN, 0, 0>(
+                    d, sg_wgmma_desc(sa + c * WG_BLOCK + 32 * ks, 0, 1024, SG_SWIZZLE_128B),
+                    sg_wgmma_desc(sb + 32 * ks, 0, 1024, SG_SWIZZLE_128B), 1);
+        };
+        wg_halo_mainloop<BN, 0>(d, KT, a.stages, sb0, STAGE, full, empty, t % 32, frag, from_stage);
         /* the statistics' tile where the halo was */
         wg_fwd_store<BN>(c, t, d, y, bias, SC ? sc.bs : nullptr, a, f, n0, oh0, ow0, co0, smem);
     }
+}
+
+/* A consumer's store of a data gradient's tile (both dgrad kernels): the pixel tile (n0, i0, j0)
+ * of parity class k's sub-grid (k.Hc x k.Wc; dx pixel (n, k.ih1 + S i, k.iw1 + S j)), columns
+ * ci0 .. + BN of the concatenation dx: bf16(acc), or with accum one fp32 add to the old value
+ * (dev_st_bf16_pair), into the part that holds the channel. */
+template <int BN>
+__device__ __forceinline__ void
+wg_dgrad_store(int c, int t, const float (&d)[BN / 2], const sg_cat &dx, const wg_args &a,
+               const sg_conv_class &k, int n0, int i0, int j0, int ci0, int accum) {
+    uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
+    wg_store_pixels<BN>(
+        c, t, d, a, k.Hc, k.Wc, n0, i0, j0, ci0, a.Ci,
+        [&](int, int n, int i, int j) {
+            return ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
+        },
+        [&](int64_t pix, int ci, float v0, float v1) {
+            /* ci even and both parts even: ci + 1 in the part */
+            uint16_t *dst = ci < a.c0 ? d0 + pix * a.c0 + ci : d1 + pix * a.c1 + (ci - a.c0);
+            dev_st_bf16_pair(dst, v0, v1, accum);
+        });
 }
 
 /* Backward data. Tile (a.gx x a.gy x a.gz): z the parity class, x the pixel tile of the class's
@@ -770,20 +838,85 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
             sg_tma_load_3d(sB + b * WG_BLOCK, &wm, bar, u.ci0 + 64 * b, tap, cs);
     };
     auto epi = [&](const tile &u, int c, int t, auto &d) {
-        const sg_conv_class &k = u.k;
-        uint16_t *d0 = (uint16_t *)dx.p[0], *d1 = (uint16_t *)dx.p[1];
-        wg_store_pixels<BN>(
-            c, t, d, a, k.Hc, k.Wc, u.n0, u.i0, u.j0, u.ci0, a.Ci,
-            [&](int, int n, int i, int j) {
-                return ((int64_t)n * a.H + k.ih1 + a.S * i) * a.W + k.iw1 + a.S * j;
-            },
-            [&](int64_t pix, int ci, float v0, float v1) {
-                /* ci even and both parts even: ci + 1 in the part */
-                uint16_t *dst = ci < a.c0 ? d0 + pix * a.c0 + ci : d1 + pix * a.c1 + (ci - a.c0);
-                dev_st_bf16_pair(dst, v0, v1, accum);
-            });
+        wg_dgrad_store<BN>(c, t, d, dx, a, u.k, u.n0, u.i0, u.j0, u.ci0, accum);
     };
     wg_pipeline<BN, 0, 1, WG_FIX_NONE>(raw, a.gx * a.gy * a.gz, decode, load, wg_no_fix(), epi);
+}
+
+/* Backward data of a stride-1 convolution on a resident halo of dy (the launcher's choice where
+ * it fits and cuda_conv_wgmma_dgrad_halo leaves it on): a stride-1 data gradient is a correlation
+ * of dy with the flipped filter, dx(i, j) = sum over (kh, kw, co) of dy(i + pad - kh,
+ * j + pad - kw, co) w[co][kh][kw][ci], so the block's dy pixels and their reach are copied once,
+ * as the forward's halo (conv_wg_fwd_halo_kernel, whose loop this runs: wg_halo_mainloop), where
+ * conv_wg_dgrad_kernel copies a dy box per tap, K x K times the bytes of A.
+ *   Tile (blockIdx.x, blockIdx.y): the pixel tile of dx (tw x th pixels of tn images, the box
+ *   order of the file comment) and its BN input channels ci0 = BN blockIdx.y.
+ *   Halo: one box per 64-channel chunk of dy (nch of them), hw = tw + K - 1 columns by hh =
+ *   th + K - 1 rows of tn images from (j0 + pad - (K - 1), i0 + pad - (K - 1), n0); TMA's zeros
+ *   outside dy are the padding.
+ *   k-tiles: conv_wg_dgrad_kernel's order for its one parity class, k = (tap th K + tw, chunk
+ *   cs): A = the halo box cs shifted by (K - 1 - th, K - 1 - tw) (the dy pixel i + pad - th of
+ *   the tile's row i), B = BN / 64 boxes w[cs .. + 63][tap][ci0 + 64 b .. + 63] (MN-major, as
+ *   there).
+ *   Store: wg_dgrad_store (dx = bf16(acc), or one fp32 add to the old value, into the part).
+ * The same k16 slices in the same order into the same accumulator, and the same store: the same
+ * bits as conv_wg_dgrad_kernel (cuda_ops checks it on every stride-1 case). */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    conv_wg_dgrad_halo_kernel(const __grid_constant__ sg_cat dx,
+                              const __grid_constant__ CUtensorMap hm,
+                              const __grid_constant__ CUtensorMap wm,
+                              const __grid_constant__ wg_args a, int accum) {
+    SG_PDL_ENTER();
+    constexpr int STAGE = BN * WG_BK * 2;
+    SG_DYNAMIC_SMEM(uint8_t, raw);
+    uint8_t *smem = sg_smem_align(raw, 1024);
+    const int nch = (a.Co + WG_BK - 1) / WG_BK, KT = a.K * a.K * nch, back = a.K - 1 - a.pad;
+    uint8_t *halo = smem, *sb0 = smem + (int64_t)nch * a.hbox;
+    uint64_t *full = (uint64_t *)(sb0 + (int64_t)a.stages * STAGE), *empty = full + a.stages,
+             *hbar = empty + a.stages; /* nch: one per halo box */
+    int n0, i0, j0;
+    wg_tile_origin(a, blockIdx.x, &n0, &i0, &j0);
+    const int ci0 = blockIdx.y * BN, tid = threadIdx.x, wg = tid / 128;
+    wg_halo_bars_init(full, empty, hbar, a.stages, nch);
+    if (wg == 0) {
+        sg_setmaxnreg_dec(40);
+        if (tid < 32 && sg_elect_one()) {
+            for (int j = 0; j < nch; j++) {
+                sg_mbar_arrive_expect_tx(&hbar[j], (uint32_t)a.tn * a.hh * a.hw * (WG_BK * 2));
+                sg_tma_load_4d(halo + (int64_t)j * a.hbox, &hm, &hbar[j], j * WG_BK, j0 - back,
+                               i0 - back, n0);
+            }
+            for (int k = 0, s = 0, ph = 0; k < KT; k++) {
+                sg_mbar_wait(&empty[s], ph ^ 1); /* the first pass: the phase before, done */
+                uint8_t *st = sb0 + (int64_t)s * STAGE;
+                sg_mbar_arrive_expect_tx(&full[s], STAGE);
+                const int tap = k / nch, cs = k % nch * WG_BK;
+#pragma unroll
+                for (int b = 0; b < BN / 64; b++)
+                    sg_tma_load_3d(st + b * WG_BLOCK, &wm, &full[s], ci0 + 64 * b, tap, cs);
+                if (++s == a.stages) s = 0, ph ^= 1;
+            }
+        }
+    } else {
+        sg_setmaxnreg_inc(232);
+        const int c = wg - 1, t = tid % 128, KK1 = a.K * a.K - 1;
+        int l16;
+        const int hp0 = wg_halo_row0(a, c, t, &l16);
+        float d[BN / 2];
+        auto frag = [&](int k, uint32_t(&af)[WG_BK / 16][4]) {
+            const int tap = k / nch, j = k % nch;
+            if (tap == 0) sg_mbar_wait(&hbar[j], 0); /* the box's first reader: landed */
+            /* the tap's shift: (K - 1 - th) hw + (K - 1 - tw) from the flipped tap */
+            const int ft = KK1 - tap;
+            wg_halo_frag(af, halo + (int64_t)j * a.hbox, hp0 + ft / a.K * a.hw + ft % a.K, l16);
+            return true;
+        };
+        wg_halo_mainloop<BN, 1>(d, KT, a.stages, sb0, STAGE, full, empty, t % 32, frag,
+                                [](const uint8_t *) {});
+        wg_dgrad_store<BN>(c, t, d, dx, a, sg_conv_class_of(0, a.H, a.W, a.K, 1, a.pad), n0, i0, j0,
+                           ci0, accum);
+    }
 }
 
 /* Backward weight. Tile (a.gx x a.gy x a.gz): x the BN padded columns (BN / 64 column blocks
@@ -1179,19 +1312,19 @@ static unsigned wg_grid(wg_args *a, int gx, int gy, int gz) {
 static int wg_halo_boxes(const wg_args &a) {
     return (a.c0 + WG_BK - 1) / WG_BK + (a.c1 + WG_BK - 1) / WG_BK;
 }
-/* The halo forward's dynamic shared memory: the boxes, the B stages (with the shortcut fold's A
+/* A halo kernel's dynamic shared memory: the nch boxes, the B stages (with the shortcut fold's A
  * boxes where a.sc0 says there is one), the mbarriers (two a stage, one a box), and 1024 bytes
  * to align the boxes. */
-static int wg_halo_smem(const wg_args &a, int bn) {
-    const int nch = wg_halo_boxes(a);
+static int wg_halo_smem(const wg_args &a, int bn, int nch) {
     const int stage = bn * WG_BK * 2 + (a.sc0 ? WG_A_BYTES : 0); /* the fold's A too */
     return nch * a.hbox + a.stages * (stage + 16) + 8 * nch + 1024;
 }
-/* Whether the forward's halo (conv_wg_fwd_halo_kernel) fits: its box dims within TMA's 256,
- * and the boxes with at least two B stages within the device's opt-in shared memory, at the
- * tile width *bn or, failing that, a narrower one (64 or 128 columns: more blocks, each its own
- * halo; the same bits). Sets a's halo fields and *bn where it fits. */
-static int wg_halo_fit(wg_args *a, int *bn) {
+/* Whether a halo of nch boxes fits (conv_wg_fwd_halo_kernel: x's chunks, input pixels at
+ * element strides a.S; conv_wg_dgrad_halo_kernel: dy's, a.S = 1): its box dims within TMA's
+ * 256, and the boxes with at least two B stages within the device's opt-in shared memory, at
+ * the tile width *bn or, failing that, a narrower one (64 or 128 columns: more blocks, each its
+ * own halo; the same bits). Sets a's halo fields and *bn where it fits. */
+static int wg_halo_fit(wg_args *a, int *bn, int nch) {
     a->hw = (a->tw - 1) * a->S + a->K;
     a->hh = (a->th - 1) * a->S + a->K;
     if (a->hw > 256 || a->hh > 256 || a->S > a->K) return 0;
@@ -1200,7 +1333,7 @@ static int wg_halo_fit(wg_args *a, int *bn) {
     for (int i = 0; i < 3; i++) {
         if (tried[i] > *bn || (i && tried[i] == tried[i - 1])) continue;
         for (a->stages = WG_STAGES; a->stages >= 2; a->stages--)
-            if (wg_halo_smem(*a, tried[i]) <= optin) {
+            if (wg_halo_smem(*a, tried[i], nch) <= optin) {
                 *bn = tried[i];
                 return 1;
             }
@@ -1340,7 +1473,7 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
                       : (f.norm ? conv_wg_fwd_kernel<BN, true, false>
                                 : conv_wg_fwd_kernel<BN, false, false>));
     const char *name = halo ? "conv_wg_fwd_halo_kernel" : "conv_wg_fwd_kernel";
-    const int bytes = halo ? wg_halo_smem(a, BN) : WG_SMEM_BYTES(BN);
+    const int bytes = halo ? wg_halo_smem(a, BN, wg_halo_boxes(a)) : WG_SMEM_BYTES(BN);
     /* the statistics' partials in the epilogue (wg_fwd_store) where a tile's 128 rows are
      * consecutive pixels (whole rows of the image: tw = Wo; whole images, or one image's rows
      * evenly: th divides Ho, and tn = 1 unless th = Ho) in whole segments of one image, on a
@@ -1349,7 +1482,8 @@ static int conv_wg_fwd_launch(cudaStream_t st, uint16_t *y, const float *b, sg_c
     *stats_after = 0;
     if (f.stats) {
         const int HoWo = a.Ho * a.Wo, seg = (int)sg_ws_norm_seg(HoWo);
-        const int room = halo ? wg_halo_smem(a, BN) - 1024 - a.stages * 16 - 8 * wg_halo_boxes(a)
+        const int room = halo ? wg_halo_smem(a, BN, wg_halo_boxes(a)) - 1024 - a.stages * 16 -
+                                    8 * wg_halo_boxes(a)
                               : WG_STAGES * WG_STAGE_BYTES(BN);
         f.stats_seg = seg;
         if (!(a.tw == a.Wo && a.Ho % a.th == 0 && (a.th == a.Ho || a.tn == 1) && HoWo % seg == 0 &&
@@ -1381,7 +1515,7 @@ static int conv_wg_fwd(cudaStream_t st, uint16_t *y, sg_cat x, const uint16_t *w
     a.sc0 = xs.c[0], a.sc1 = xs.c[1];
     wg_tiles(&a, WG_BM, N, a.Ho, a.Wo);
     int bn = wg_pick_bn_for(Co, (int64_t)a.nn * a.nh * a.nw);
-    const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn);
+    const int halo = cu_tc_fwd_on_halo(f) && wg_halo_fit(&a, &bn, wg_halo_boxes(a));
     if (WG_TILED(bn, conv_wg_fwd_launch, st, y, b, x, wb, a, f, halo, xs, ws, bs, &after))
         return SG_ERR;
     if (f.stats && !after) wg_stats_epilogues++;
@@ -1417,18 +1551,51 @@ int cuda_conv2d_wgmma_sc_fwd(cudaStream_t st, void *y, sg_cat h, const void *w, 
                        W, Ci, Co, K, 1, pad, x, (const uint16_t *)ws, bs);
 }
 
-template <int BN>
-static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
-                                wg_args a, int accum) {
-    const char *fn = "cuda_conv2d_wgmma_bwd_data";
-    CUtensorMap dym, wm;
-    if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) return SG_ERR;
+/* The weights [Co][K K][Ci] as the data gradients' MN-major B: boxes of 64 ci x 1 tap x 64 co */
+static int wg_map_w_dgrad(CUtensorMap *m, const uint16_t *wb, const wg_args &a, const char *fn) {
     const uint64_t wdims[3] = {(uint64_t)a.Ci, (uint64_t)a.K * a.K, (uint64_t)a.Co};
     const uint32_t wbox[3] = {64, 1, WG_BK}, wes[3] = {1, 1, 1};
-    if (wg_map(&wm, wb, 3, wdims, wbox, wes, fn, "the bf16 weights")) return SG_ERR;
+    return wg_map(m, wb, 3, wdims, wbox, wes, fn, "the bf16 weights");
+}
+
+/* The data gradient's launch, per tap (conv_wg_dgrad_kernel: dy in boxes of the class's pixel
+ * tile, every parity class) or on the resident halo (conv_wg_dgrad_halo_kernel, stride 1: dy in
+ * boxes of 64 channels x hw x hh x tn, a.hh .. a.stages set by wg_halo_fit). */
+template <int BN>
+static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, const uint16_t *wb,
+                                wg_args a, int accum, int halo) {
+    const char *fn = "cuda_conv2d_wgmma_bwd_data";
+    CUtensorMap dym, wm;
+    if (halo) {
+        const uint64_t dims[4] = {(uint64_t)a.Co, (uint64_t)a.Wo, (uint64_t)a.Ho, (uint64_t)a.N};
+        const uint32_t box[4] = {WG_BK, (uint32_t)a.hw, (uint32_t)a.hh, (uint32_t)a.tn},
+                       es[4] = {1, 1, 1, 1};
+        if (wg_map(&dym, dy, 4, dims, box, es, fn, "dy")) return SG_ERR;
+    } else if (wg_map_nhwc(&dym, dy, a.N, a.Ho, a.Wo, a.Co, &a, 1, fn, "dy")) {
+        return SG_ERR;
+    }
+    if (wg_map_w_dgrad(&wm, wb, a, fn)) return SG_ERR;
+    if (halo) {
+        const dim3 grid((unsigned)(a.nn * a.nh * a.nw), (unsigned)((a.Ci + BN - 1) / BN));
+        return wg_launch(conv_wg_dgrad_halo_kernel<BN>, "conv_wg_dgrad_halo_kernel", grid,
+                         wg_halo_smem(a, BN, (a.Co + WG_BK - 1) / WG_BK), st, dx, dym, wm, a,
+                         accum);
+    }
     const dim3 grid(wg_grid(&a, a.nn * a.nh * a.nw, (a.Ci + BN - 1) / BN, a.S * a.S));
     return wg_launch(conv_wg_dgrad_kernel<BN>, "conv_wg_dgrad_kernel", grid, WG_SMEM_BYTES(BN), st,
                      dx, dym, wm, a, accum);
+}
+
+/* The stride-1 data gradients on the resident halo where it fits (1, the default) or always per
+ * tap (0): the same bits either way, so a GPU can time both (SG_WG_DGRAD_HALO, graph/
+ * backend_cuda.c). */
+static int wg_dgrad_on_halo = 1;
+static long wg_halo_dgrads; /* data gradients launched on the resident-halo kernel, so far */
+void cuda_conv_wgmma_dgrad_halo(int on) {
+    wg_dgrad_on_halo = on != 0;
+}
+long cuda_conv_wgmma_halo_dgrads(void) {
+    return wg_halo_dgrads;
 }
 
 /* The backward data on bf16 weights wb [Co][K][K][Ci]. */
@@ -1437,8 +1604,13 @@ static int conv_wg_bwd_data(cudaStream_t st, sg_cat dx, const uint16_t *dy, cons
     wg_args a = wg_args_of(dx, N, H, W, Ci, Co, K, S, pad);
     /* tiles over the largest parity class, ceil(H / S) x ceil(W / S) pixels */
     wg_tiles(&a, WG_BM, N, (H + S - 1) / S, (W + S - 1) / S);
-    return WG_TILED(wg_pick_bn_for(Ci, (int64_t)a.nn * a.nh * a.nw * S * S), conv_wg_dgrad_launch,
-                    st, dx, dy, wb, a, accum);
+    int bn = wg_pick_bn_for(Ci, (int64_t)a.nn * a.nh * a.nw * S * S);
+    /* a 1x1 reads each dy pixel once per tap already */
+    const int halo =
+        wg_dgrad_on_halo && S == 1 && K > 1 && wg_halo_fit(&a, &bn, (Co + WG_BK - 1) / WG_BK);
+    if (WG_TILED(bn, conv_wg_dgrad_launch, st, dx, dy, wb, a, accum, halo)) return SG_ERR;
+    wg_halo_dgrads += halo;
+    return SG_OK;
 }
 
 int cuda_conv2d_wgmma_bwd_data(cudaStream_t st, sg_cat dx, const void *dy, const void *w, int N,

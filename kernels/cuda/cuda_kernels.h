@@ -393,6 +393,14 @@ long cuda_conv_wgmma_stats_epilogues(void);
  * sg_conv_fuse.halo makes (tests: the mode reaches the launchers). */
 long cuda_conv_tc_halo_forwards(void);
 long cuda_conv_wgmma_halo_forwards(void);
+/* The wgmma data gradients of stride-1 K x K convolutions (K > 1) on a resident halo of dy
+ * (conv_wg_dgrad_halo_kernel: dy's pixels copied once for every tap, not a box per tap), for
+ * every later call of this process: 1 (the default) where the halo fits in shared memory, 0
+ * always per tap. The same k order and store: the same bits (test_cuda_ops checks it). The
+ * backend sets it from SG_WG_DGRAD_HALO. cuda_conv_wgmma_halo_dgrads counts the calls that ran
+ * on the halo. */
+void cuda_conv_wgmma_dgrad_halo(int on);
+long cuda_conv_wgmma_halo_dgrads(void);
 /* The CUDA-core path's thin convolutions (conv.cu: 1 to 4 channels on one side, the image's
  * conv_in and conv_out): how many passes of this process ran on the thin kernels rather than
  * the 64 x 64 tiles, and a switch for every later call (1, the default: where they take the
