@@ -267,18 +267,19 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
     na = nn;
 }
 
-/* The partials kernels' parallelism. A segment's chain is sequential, so the chains are the
- * only parallelism: N S C / VEC threads, each waiting a memory latency per batch of rows. Two
- * choices make the most of it without touching a chain's order (so the bits are unchanged):
- * - rows loaded before they are folded into the chains: NA_BATCH (16) forward, NA_BATCH_BWD (8)
- *   backward (x and dy), so a 64-row segment waits 4 or 8 latencies, not 64;
+/* The forward partials kernels' parallelism. A segment's Welford chain is sequential and its
+ * every step depends on the one before, so the chains are the only parallelism: N S C / VEC
+ * threads, each waiting a memory latency per batch of rows. Two choices make the most of it
+ * without touching a chain's order (so the bits are unchanged):
+ * - rows loaded before they are folded into the chains: NA_BATCH (16), so a 64-row segment waits
+ *   4 latencies, not 64;
  * - 4 channels a thread in both dtypes (NA_PART_DISPATCH: 8-byte bf16 vectors where the other
  *   passes move 16): twice the threads of 16-byte vectors in bf16. At batch 128, 8 x 8 x 256 has
  *   one segment per image, 32768 chains: 16 blocks of 256 threads at 8 channels a thread on a
- *   132-SM GPU, 32 at 4. Four, not fewer: the dropout's uniforms come four at a time or more
- *   (na_drop_vec: a four-channel thread keeps half of each eight-element Philox call). */
+ *   132-SM GPU, 32 at 4.
+ * (The backward's chains only add: their operands, most of the work, are computed apart, every
+ * element at once: norm_bwd_partials_kernel.) */
 #define NA_BATCH 16
-#define NA_BATCH_BWD 8
 /* ... and the apply passes, rows TR apart: a thread loads NA_ROWS_APPLY (forward) or
  * NA_ROWS_BWD_APPLY (backward: x and dy) rows of its chunk (SG_WS_NORM_ELEMS values a block)
  * before it computes the first; the same arithmetic per element. The dropout's code is compiled
@@ -661,76 +662,61 @@ __global__ void norm_bwd_terms_kernel(float2 *Sg, float2 *m, const float2 *part,
 
 /* Pass 1 backward: the backward statistics' partials (above: the forward's segments) of dy,
  * part[n][s][c] = (sum dz, sum dz xhat) over the segment's rows in order (gn_bwd_step), then the
- * terms (nb_terms, above) in the same launch. Grid (B, N), as norm_stats_kernel's: blocks
- * blockIdx.x < B of sample n = blockIdx.y stride over the sample's items (s, cv), NA_BATCH_BWD
- * rows loaded at a time; the sample's last block to finish (dev_last_block, ticket
+ * terms (nb_terms, above) in the same launch. Block (blockIdx.x = s nct + t, sample n =
+ * blockIdx.y): the segment's rows of channels [t NB_CT, + NB_CT) (nct tiles a row):
+ * - the operands, every element at once: each thread takes VEC-channel vectors of the tile's rows
+ *   (x (+ v) and dy loaded, the dropout by na_drop_vec at the element's index) and leaves each
+ *   element's gn_bwd_operands (dz, xhat) in shared memory;
+ * - the chains, one thread a channel: gn_bwd_accum down the rows in order.
+ * Each chain is the same operations on the same values in the same order as one thread running
+ * gn_bwd_step down the segment, so the same bits as the data gradient's epilogue (conv_tc.cu);
+ * only who computes an element's operands changed. Why: the operands are most of the work (the
+ * dropout's Philox, the SiLU's exponential), and a thread a chain did them row after row, a
+ * memory latency per batch of rows: N S C / 4 threads, 64 a sample at 8 x 8 x 256 (one segment),
+ * each 64 rows long. The sample's last block to finish (dev_last_block, ticket
  * norm_bwd_tickets[n]) computes every group's terms of the sample as norm_bwd_terms_kernel's
  * blocks do: the same bits as the two launches, one fewer. */
 static __device__ unsigned norm_bwd_tickets[NA_TICKETS];
-
-/* One item: the VEC chains of channels c0 .. c0 + VEC - 1 of sample n down segment s, into
- * part[(n S + s) C + c0 ..]. */
-template <typename T, int VEC>
-__device__ __forceinline__ void
-nb_partial_item(float2 *part, const T *dy, const sg_cat &x, const T *v, const float *mean,
-                const float *rstd, const float *gamma, const float *beta, int HW, int C, int G,
-                int seg, int S, int act, const na_drop &dk, int n, int s, int c0) {
-    const int cg = C / G, r0 = s * seg, r1 = r0 + seg < HW ? r0 + seg : HW;
-    float mu[VEC], rs[VEC], sc[VEC], be[VEC], add[VEC], a[VEC], b[VEC];
-    int sg[VEC];
-    na_groups<VEC>(sg, n, G, c0, cg);
-    for (int j = 0; j < VEC; j++) {
-        const int c = c0 + j, g = sg[j];
-        mu[j] = mean[g], rs[j] = rstd[g], sc[j] = na_apply_scale(rs[j], gamma[c]);
-        be[j] = beta[c], add[j] = 0.0f, a[j] = b[j] = 0.0f;
-    }
-    if (v) dev_ldv<T, VEC>(add, v + (int64_t)n * C + c0);
-    for (int rb = r0; rb < r1; rb += NA_BATCH_BWD) {
-        /* (per batch, not hoisted above the loop: held across it, the column's pointer and
-         * stride made the fp32 instance spill) */
-        const na_col<const T> xc = na_cat_col<const T>(x, c0);
-        float u[NA_BATCH_BWD][VEC] = {}, d[NA_BATCH_BWD][VEC] = {};
-#pragma unroll
-        for (int q = 0; q < NA_BATCH_BWD; q++)
-            if (rb + q < r1) {
-                const int64_t row = (int64_t)n * HW + rb + q;
-                dev_ldv<T, VEC>(u[q], xc.at(row));
-                dev_ldv<T, VEC>(d[q], dy + row * C + c0);
-            }
-#pragma unroll
-        for (int q = 0; q < NA_BATCH_BWD; q++)
-            if (rb + q < r1) {
-                const int64_t i = ((int64_t)n * HW + rb + q) * C + c0;
-                na_drop_vec<true, VEC>(d[q], dk, dk.i0 + (uint64_t)i); /* gn_bwd_step's */
-#pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    gn_bwd_step_dropped<na_fast_act<T>>(a[j], b[j], d[q][j],
-                                                        v ? u[q][j] + add[j] : u[q][j], mu[j],
-                                                        rs[j], sc[j], be[j], act);
-            }
-    }
-    float2 *p = part + ((int64_t)n * S + s) * C + c0;
-    for (int j = 0; j < VEC; j++) p[j] = make_float2(a[j], b[j]);
-}
+#define NB_CT 64 /* channels a block of the backward partials */
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(SG_THREADS, 2)
+__global__ void __launch_bounds__(SG_THREADS, 3) /* 80 registers (bf16), no spills */
     norm_bwd_partials_kernel(float2 *part, float2 *Sg, float2 *m, const T *dy, sg_cat x, const T *v,
                              const float *mean, const float *rstd, const float *gamma,
                              const float *beta, int HW, int C, int G, int seg, int S, int act,
                              sg_drop drop) {
+    static_assert(NB_CT % VEC == 0, "a vector lies in one tile");
     SG_PDL_ENTER();
+    __shared__ float sdz[SG_WS_NORM_SEG][NB_CT], sxh[SG_WS_NORM_SEG][NB_CT];
     __shared__ unsigned sh_last;
-    const int CV = C / VEC, n = blockIdx.y;
+    const int n = blockIdx.y, nct = (C + NB_CT - 1) / NB_CT, s = blockIdx.x / nct;
+    const int c0 = blockIdx.x % nct * NB_CT, cw = C - c0 < NB_CT ? C - c0 : NB_CT;
+    const int r0 = s * seg, R = HW - r0 < seg ? HW - r0 : seg, CV = cw / VEC, cg = C / G;
     const na_drop dk = na_drop_load(drop);
-    /* the loop's trip count is the block's, not the thread's: with a thread's own grid-stride
-     * loop (norm_partials_kernel's), any code after it made ptxas spill the bf16 and fp32
-     * 4-channel instances (128 registers under the launch bounds; 122 this way) */
-    for (int base = blockIdx.x * blockDim.x; base < S * CV; base += gridDim.x * blockDim.x) {
-        const int it = base + threadIdx.x;
-        if (it < S * CV)
-            nb_partial_item<T, VEC>(part, dy, x, v, mean, rstd, gamma, beta, HW, C, G, seg, S, act,
-                                    dk, n, it / CV, it % CV * VEC);
+    for (int it = threadIdx.x; it < R * CV; it += SG_THREADS) {
+        const int r = it / CV, cl = (it - r * CV) * VEC, c = c0 + cl;
+        const int64_t row = (int64_t)n * HW + r0 + r;
+        float u[VEC], d[VEC], add[VEC] = {};
+        int sg[VEC];
+        dev_ldv<T, VEC>(u, na_cat_col<const T>(x, c).at(row));
+        dev_ldv<T, VEC>(d, dy + row * C + c);
+        if (v) dev_ldv<T, VEC>(add, v + (int64_t)n * C + c);
+        na_drop_vec<true, VEC>(d, dk, dk.i0 + (uint64_t)(row * C + c)); /* gn_bwd_step's */
+        na_groups<VEC>(sg, n, G, c, cg);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float rs = rstd[sg[j]];
+            const float2 o =
+                gn_bwd_operands<na_fast_act<T>>(d[j], v ? u[j] + add[j] : u[j], mean[sg[j]], rs,
+                                                na_apply_scale(rs, gamma[c + j]), beta[c + j], act);
+            sdz[r][cl + j] = o.x, sxh[r][cl + j] = o.y;
+        }
+    }
+    __syncthreads();
+    for (int cl = threadIdx.x; cl < cw; cl += SG_THREADS) {
+        float a = 0.0f, b = 0.0f;
+        for (int r = 0; r < R; r++) gn_bwd_accum(a, b, sdz[r][cl], sxh[r][cl]);
+        part[((int64_t)n * S + s) * C + c0 + cl] = make_float2(a, b);
     }
     if (!dev_last_block(&norm_bwd_tickets[n], gridDim.x, &sh_last)) return;
     nb_terms<true>(Sg, m, part, gamma, n, HW, C, G, S, 0, G);
@@ -1130,8 +1116,9 @@ static int na_bwd_partials(cudaStream_t st, const nb_ws &w, const void *dy, sg_c
                            const float *mean, const float *rstd, const float *gamma,
                            const float *beta, int N, int HW, int C, int G, int act, sg_drop drop) {
     const int seg = (int)sg_ws_norm_seg(HW), S = (int)sg_ws_norm_segs(HW);
-    int64_t B = ((int64_t)S * (C / VEC) + SG_THREADS - 1) / SG_THREADS;
-    if (B > 65535) B = 65535;
+    /* a block a (segment, NB_CT-channel tile) of a sample */
+    const int64_t B = (int64_t)S * ((C + NB_CT - 1) / NB_CT);
+    SG_ARG_CHECK(B <= INT32_MAX, "cuda_norm_bwd_partials: %lld blocks a sample", (long long)B);
     void (*const kernel)(float2 *, float2 *, float2 *, const T *, sg_cat, const T *, const float *,
                          const float *, const float *, const float *, int, int, int, int, int, int,
                          sg_drop) = norm_bwd_partials_kernel<T, VEC>;
@@ -1357,7 +1344,7 @@ int cuda_norm_bwd_partials(cudaStream_t st, const sg_norm_bwd_fuse *nb, const vo
 #define NA_PARTIALS(T, V)                                                                          \
     na_bwd_partials<T, V>(st, w, dy, nb->x, nb->v, nb->mean, nb->rstd, nb->gamma, nb->beta, N, HW, \
                           C, nb->G, nb->act, nb->drop)
-    return NA_PART_DISPATCH(dt, vec, NA_PARTIALS);
+    return NA_DISPATCH(dt, vec, NA_PARTIALS);
 #undef NA_PARTIALS
 }
 

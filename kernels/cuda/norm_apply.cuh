@@ -208,14 +208,26 @@ __device__ __forceinline__ float na_apply_act(float u, float mean, float scale, 
  * (the apply pass's z), then (a, b) += (dz, dz xhat), xhat = (u - mean) rstd, explicitly
  * rounded: norm_bwd_partials_kernel and the data gradient's epilogue (conv_tc.cu) agree bit
  * for bit. */
+/* ... as its two halves: the element's operands (dz, xhat), which depend on the element alone,
+ * and the chain's step (a, b) += (dz, dz xhat), which depends on every element before it in the
+ * segment: norm_bwd_partials_kernel computes the first for a tile's elements in parallel and
+ * then runs the chains */
+template <bool FAST>
+__device__ __forceinline__ float2 gn_bwd_operands(float dyd, float u, float mean, float rstd,
+                                                  float scale, float beta, int act) {
+    const float uc = __fsub_rn(u, mean);
+    return make_float2(na_act_bwd<FAST>(dyd, __fmaf_rn(uc, scale, beta), act), __fmul_rn(uc, rstd));
+}
+__device__ __forceinline__ void gn_bwd_accum(float &a, float &b, float dz, float xhat) {
+    a = __fadd_rn(a, dz);
+    b = __fmaf_rn(dz, xhat, b);
+}
 template <bool FAST>
 __device__ __forceinline__ void gn_bwd_step_dropped(float &a, float &b, float dyd, float u,
                                                     float mean, float rstd, float scale, float beta,
                                                     int act) {
-    const float uc = __fsub_rn(u, mean);
-    const float dz = na_act_bwd<FAST>(dyd, __fmaf_rn(uc, scale, beta), act);
-    a = __fadd_rn(a, dz);
-    b = __fmaf_rn(dz, __fmul_rn(uc, rstd), b);
+    const float2 o = gn_bwd_operands<FAST>(dyd, u, mean, rstd, scale, beta, act);
+    gn_bwd_accum(a, b, o.x, o.y);
 }
 template <bool FAST>
 __device__ __forceinline__ void gn_bwd_step(float &a, float &b, float dy, float u, float mean,
