@@ -685,8 +685,8 @@ __global__ void __launch_bounds__(SG_THREADS, 3) /* 80 registers (bf16), no spil
                              const float *mean, const float *rstd, const float *gamma,
                              const float *beta, int HW, int C, int G, int seg, int S, int act,
                              sg_drop drop) {
-    static_assert(NB_CT % VEC == 0, "a vector lies in one tile");
     SG_PDL_ENTER();
+    static_assert(NB_CT % VEC == 0, "a vector lies in one tile");
     __shared__ float sdz[SG_WS_NORM_SEG][NB_CT], sxh[SG_WS_NORM_SEG][NB_CT];
     __shared__ unsigned sh_last;
     const int n = blockIdx.y, nct = (C + NB_CT - 1) / NB_CT, s = blockIdx.x / nct;
