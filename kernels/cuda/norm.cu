@@ -284,13 +284,16 @@ __device__ __forceinline__ void na_merge(float &na, float &ma, float &M2a, float
  * NA_ROWS_BWD_APPLY (backward: x and dy) rows of its chunk (SG_WS_NORM_ELEMS values a block)
  * before it computes the first; the same arithmetic per element. The dropout's code is compiled
  * only into the instances that draw it (DROP): its Philox rounds hold registers the loads in
- * flight would otherwise get. Both keep two 256-thread blocks an SM (__launch_bounds__) with
- * no spills (nvcc 13, sm_90). Forward, 16-byte vectors: a thread visits about 4 rows, all 4
- * loaded at once without the dropout (one memory latency a block), 3 with it. Backward, 4
- * channels a thread (NA_PART_DISPATCH: 8 rows a thread, 4 or 2 at once): 16-byte bf16 vectors
- * with 2 rows of x and dy spilled, and one row at a time left 16 KB in flight an SM and four
- * latencies a block; now 32 KB and two (without the dropout). The per-chunk sums of dx for dv
- * add a thread's rows in order, then the threads in order, so their order follows the layout. */
+ * flight would otherwise get. No spills (nvcc 13, sm_90). Forward, 16-byte vectors: the chunk
+ * staged in shared memory first (na_stage_chunk: 16 KiB of bf16 in flight a block, every copy
+ * at once), then a row at a time from there, three blocks an SM (80 registers in bf16 with the
+ * dropout; a thread's 3 or 4 rows loaded from global memory at once took 124 and two blocks);
+ * unaligned (1 channel a thread), NA_ROWS_APPLY rows at once from global memory. Backward, 4
+ * channels a thread (NA_PART_DISPATCH): with vectors, x and dy staged the same way (32 KiB of
+ * bf16 a block), three blocks an SM (80 registers; loading 2 or 4 of a thread's 8 rows at once
+ * from global memory took 123 and two blocks); unaligned, NA_ROWS_BWD_APPLY rows at once. The
+ * per-chunk sums of dx for dv add a thread's rows in order, then the threads in order, so their
+ * order follows the layout (not changed by the staging). */
 #define NA_ROWS_APPLY(DROP) ((DROP) ? 3 : 4)
 #define NA_ROWS_BWD_APPLY(DROP) ((DROP) ? 2 : 4)
 
@@ -443,18 +446,43 @@ __global__ void norm_stats_kernel(float *mean, float *rstd, float2 *part, sg_cat
         na_stats_merge<true>(mean, rstd, sums, part, v, n, g0, HW, C, G, seg, S, eps, dt);
 }
 
+/* The chunk's R rows of x (a concatenation of C channels; 16-byte vectors, each in one part:
+ * the launcher's na_vec) from row `row0` into shared memory xs[R][C] by cp.async, every copy in
+ * flight at once, then waited for by every thread: the elementwise passes' loads were a thread's
+ * few rows at a time (its registers hold the channels' operands and the rows), two blocks an
+ * SM, a memory latency each; the same values whoever loads them, so the same bits. R C <=
+ * SG_WS_NORM_ELEMS (sg_ws_norm_rows). Every thread of the block calls it. */
+template <typename T>
+__device__ __forceinline__ void na_stage_chunk(T *xs, const sg_cat &x, int64_t row0, int R, int C) {
+    constexpr int V = 16 / sizeof(T); /* a copy's channels */
+    const int CV = C / V;
+    for (int i = threadIdx.x; i < R * CV; i += SG_THREADS) {
+        const int r = i / CV, c = (i - r * CV) * V;
+        sg_cp_async_16(xs + (int64_t)r * C + c, na_cat_col<const T>(x, c).at(row0 + r), 1);
+    }
+    sg_cp_async_commit();
+    sg_cp_async_wait(0);
+    __syncthreads();
+}
+
 /* Pass 2 forward (and the recomputation), layout above: y = tail(fmaf(u - mean, rstd gamma,
  * beta)) with u = x + v. Elementwise: no barriers. */
 template <typename T, int VEC, bool DROP>
-__global__ void __launch_bounds__(SG_THREADS, 2)
+__global__ void __launch_bounds__(SG_THREADS, 3)
     norm_apply_kernel(T *y, sg_cat x, const T *v, const float *mean, const float *rstd,
                       const float *gamma, const float *beta, int HW, int C, int G, int rows,
                       int act, sg_drop drop) {
     SG_PDL_ENTER();
-    constexpr int ROWS = NA_ROWS_APPLY(DROP);
+    /* 16-byte vectors: the chunk's x first copied whole into shared memory, every copy in
+     * flight at once (na_stage_chunk), then read from there a row at a time (no latency left
+     * to hide: the registers of more rows bought nothing) */
+    constexpr int ROWS = VEC > 1 ? 1 : NA_ROWS_APPLY(DROP);
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
     const T *vn = v ? v + (int64_t)n * C : nullptr;
+    SG_DYNAMIC_SMEM(uint8_t, smem); /* [R][C] of T with 16-byte vectors (na_apply), else none */
+    T *xs = (T *)smem;
+    if constexpr (VEC > 1) na_stage_chunk<T>(xs, x, (int64_t)n * HW + r0, R, C);
     if (!active) return;
     for (int cv0 = 0; cv0 < CV; cv0 += TC) {
         if (cv0 + tc >= CV) break;
@@ -473,7 +501,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
             float u[ROWS][VEC];
 #pragma unroll
             for (int q = 0; q < ROWS; q++)
-                if (rb + q * TR < r1) dev_ldv<T, VEC>(u[q], xc.at((int64_t)n * HW + rb + q * TR));
+                if (rb + q * TR < r1)
+                    dev_ldv<T, VEC>(u[q], VEC > 1 ? xs + (int64_t)(rb + q * TR - r0) * C + c0
+                                                  : xc.at((int64_t)n * HW + rb + q * TR));
 #pragma unroll
             for (int q = 0; q < ROWS; q++) {
                 if (rb + q * TR >= r1) break;
@@ -687,7 +717,8 @@ __global__ void __launch_bounds__(SG_THREADS, 3) /* 80 registers (bf16), no spil
                              sg_drop drop) {
     SG_PDL_ENTER();
     static_assert(NB_CT % VEC == 0, "a vector lies in one tile");
-    __shared__ float sdz[SG_WS_NORM_SEG][NB_CT], sxh[SG_WS_NORM_SEG][NB_CT];
+    SG_DYNAMIC_SMEM(uint8_t, smem); /* the operands: dz, then xhat, float [seg][NB_CT] each */
+    float(*sdz)[NB_CT] = (float(*)[NB_CT])smem, (*sxh)[NB_CT] = sdz + SG_WS_NORM_SEG;
     __shared__ unsigned sh_last;
     const int n = blockIdx.y, nct = (C + NB_CT - 1) / NB_CT, s = blockIdx.x / nct;
     const int c0 = blockIdx.x % nct * NB_CT, cw = C - c0 < NB_CT ? C - c0 : NB_CT;
@@ -769,7 +800,7 @@ static __device__ unsigned norm_dv_tickets[NA_TICKETS];
 /* Pass 2 backward, layout above: dx (+)= rstd (dz gamma - m1 - xhat m2); with dvpart, the
  * chunk's per-channel sums of dx (the fresh contribution) into dvpart[n][chunk][c]. */
 template <typename T, int VEC, bool DROP>
-__global__ void __launch_bounds__(SG_THREADS, 2)
+__global__ void __launch_bounds__(SG_THREADS, 3)
     norm_bwd_apply_kernel(sg_cat dx, float *dvpart, const T *dy, sg_cat x, const T *v,
                           const float *mean, const float *rstd, const float *gamma,
                           const float *beta, const float2 *m, int HW, int C, int G, int rows,
@@ -781,12 +812,21 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                       fin.accum_param);
         return;
     }
-    constexpr int ROWS = NA_ROWS_BWD_APPLY(DROP);
+    /* vectors (the launcher's 16-byte ones): the chunk's x and dy staged in shared memory first
+     * (na_stage_chunk), then a row at a time from there, as the forward apply */
+    constexpr int ROWS = VEC > 1 ? 1 : NA_ROWS_BWD_APPLY(DROP);
     __shared__ float tp[SG_THREADS][VEC];
     __shared__ unsigned sh_last;
     NA_LAYOUT(VEC);
     const na_drop dk = na_drop_load(drop);
     const T *vn = v ? v + (int64_t)n * C : nullptr;
+    SG_DYNAMIC_SMEM(uint8_t, smem); /* x, then dy: [R][C] of T each with vectors, else none */
+    T *xs = (T *)smem, *dys = xs + (int64_t)R * C;
+    if constexpr (VEC > 1) {
+        na_stage_chunk<T>(xs, x, (int64_t)n * HW + r0, R, C);
+        const sg_cat dyc = {{(void *)(uintptr_t)dy, nullptr}, {C, 0}}; /* one part */
+        na_stage_chunk<T>(dys, dyc, (int64_t)n * HW + r0, R, C);
+    }
     for (int cv0 = 0; cv0 < CV; cv0 += TC) {
         const int c0 = (cv0 + tc) * VEC;
         const bool mine = active && cv0 + tc < CV;
@@ -811,8 +851,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
                 for (int q = 0; q < ROWS; q++)
                     if (rb + q * TR < r1) {
                         const int64_t row = (int64_t)n * HW + rb + q * TR;
-                        dev_ldv<T, VEC>(u[q], xc.at(row));
-                        dev_ldv<T, VEC>(d[q], dy + row * C + c0);
+                        const int64_t s = (int64_t)(rb + q * TR - r0) * C + c0;
+                        dev_ldv<T, VEC>(u[q], VEC > 1 ? xs + s : xc.at(row));
+                        dev_ldv<T, VEC>(d[q], VEC > 1 ? dys + s : dy + row * C + c0);
                     }
 #pragma unroll
                 for (int q = 0; q < ROWS; q++) {
@@ -1086,8 +1127,10 @@ static int na_apply(cudaStream_t st, dim3 grid, void *y, sg_cat x, const void *v
     void (*const norm_apply)(T *, sg_cat, const T *, const float *, const float *, const float *,
                              const float *, int, int, int, int, int, sg_drop) =
         drop.p > 0.0f ? norm_apply_kernel<T, VEC, true> : norm_apply_kernel<T, VEC, false>;
-    SG_LAUNCH(norm_apply, grid, SG_THREADS, 0, st, (T *)y, x, (const T *)v, mean, rstd, gamma, beta,
-              HW, C, G, rows, act, drop);
+    /* the staged chunk (16-byte vectors): at most SG_WS_NORM_ELEMS values, under 48 KiB */
+    const size_t bytes = VEC > 1 ? (size_t)rows * C * sizeof(T) : 0;
+    SG_LAUNCH(norm_apply, grid, SG_THREADS, bytes, st, (T *)y, x, (const T *)v, mean, rstd, gamma,
+              beta, HW, C, G, rows, act, drop);
     SG_LAUNCH_CHECK("norm_apply_kernel");
     return SG_OK;
 }
@@ -1123,8 +1166,8 @@ static int na_bwd_partials(cudaStream_t st, const nb_ws &w, const void *dy, sg_c
                          const float *, const float *, const float *, int, int, int, int, int, int,
                          sg_drop) = norm_bwd_partials_kernel<T, VEC>;
     SG_LAUNCH_NAMED("norm_bwd_partials_kernel", kernel, dim3((unsigned)B, (unsigned)N), SG_THREADS,
-                    0, st, w.part, w.S, w.m, (const T *)dy, x, (const T *)v, mean, rstd, gamma,
-                    beta, HW, C, G, seg, S, act, drop);
+                    2 * SG_WS_NORM_SEG * NB_CT * sizeof(float), st, w.part, w.S, w.m, (const T *)dy,
+                    x, (const T *)v, mean, rstd, gamma, beta, HW, C, G, seg, S, act, drop);
     SG_LAUNCH_CHECK("norm_bwd_partials_kernel");
     return SG_OK;
 }
@@ -1141,8 +1184,12 @@ static int na_bwd_apply(cudaStream_t st, int chunks, sg_cat dx, float *dvpart, c
         drop.p > 0.0f ? norm_bwd_apply_kernel<T, VEC, true> : norm_bwd_apply_kernel<T, VEC, false>;
     const int pb = (C + 31) / 32, prow = (pb + chunks - 1) / chunks;
     const dim3 grid((unsigned)chunks, (unsigned)(fin.N + prow));
-    SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, 0, st, dx, dvpart, (const T *)dy, x, (const T *)v,
-              mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum, fin);
+    /* the staged x and dy (vectors): 2 SG_WS_NORM_ELEMS values at most, 64 KiB in fp32 */
+    const int bytes = VEC > 1 ? 2 * rows * C * (int)sizeof(T) : 0;
+    if (bytes > 48 * 1024 && cuda_smem_attr(norm_bwd_apply, bytes, "norm_bwd_apply_kernel"))
+        return SG_ERR;
+    SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, (size_t)bytes, st, dx, dvpart, (const T *)dy, x,
+              (const T *)v, mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum, fin);
     SG_LAUNCH_CHECK("norm_bwd_apply_kernel");
     return SG_OK;
 }
