@@ -790,16 +790,25 @@ static int train_loop(train_run *r) {
     int64_t n = 0; /* steps in loss_sum: since the last log line (or the resume) */
     const float zero = 0;
     r->t_setup = t_last;
-    while (r->step < r->a.steps && !stop_requested) {
+    /* A signal is acted on where the flag is read, once a step, right after it: that step is
+     * then the last, and checkpointed. (The loop's condition read the flag too, so a signal
+     * during a step's log line ended the run there without its checkpoint, the resume hint
+     * naming a run with none: the flaky train_cli check.) SG_TEST_SIGINT_AT_LOG=N raises
+     * SIGINT in step N's log line, to hold that to a test. */
+    const char *raise_at = getenv("SG_TEST_SIGINT_AT_LOG");
+    const long long raise_step = raise_at && *raise_at ? atoll(raise_at) : -1;
+    int stop = 0;
+    while (r->step < r->a.steps && !stop) {
         if (sg_exec_step(&r->e)) {
             fprintf(stderr, "\ntrain: step %lld failed: %s\n", (long long)r->step + 1,
                     sg_last_error());
             return 1;
         }
         r->step++, n++;
+        stop = stop_requested;
         /* a signal may reach the ranks at different steps: they stop together */
-        if (r->cfg.ranks > 1) stop_requested = train_dp_any(&r->dp, stop_requested);
-        int last = r->step == r->a.steps || stop_requested;
+        if (r->cfg.ranks > 1) stop_requested = stop = train_dp_any(&r->dp, stop);
+        int last = r->step == r->a.steps || stop;
         int log_now = r->step % r->a.log_every == 0 || last;
         int ckpt_now = (r->a.ckpt_every && r->step % r->a.ckpt_every == 0) || last;
         int sample_now = r->a.sample_every && r->step % r->a.sample_every == 0 && !last;
@@ -818,6 +827,7 @@ static int train_loop(train_run *r) {
                 sg_exec_write(&r->e, r->e.plan.io.loss_sum, &zero))
                 return fprintf(stderr, "\ntrain: %s\n", sg_last_error()), 1;
             log_line(r, sum, n, t_last, t);
+            if (r->step == raise_step) raise(SIGINT);
             n = 0, t_last = t;
         }
         if (ckpt_now && r->root && save_ckpt(r)) return 1;
