@@ -2401,7 +2401,7 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         if (rc) *ms = -1;
         return rc;
     }
-    /* own on the wgmma kernels with every forward (K > 1) and stride-1 data gradient on its
+    /* own on the wgmma kernels with every forward and stride-1 3x3 data gradient on its
      * resident-halo kernel, or every one per tap; the halo's time only where a call took one
      * (the kernels count them) */
     if (engine == SG_TIME_WGMMA_HALO || engine == SG_TIME_WGMMA_PER_TAP) {
