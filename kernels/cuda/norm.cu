@@ -452,14 +452,26 @@ __global__ void norm_stats_kernel(float *mean, float *rstd, float2 *part, sg_cat
  * few rows at a time (its registers hold the channels' operands and the rows), two blocks an
  * SM, a memory latency each; the same values whoever loads them, so the same bits. R C <=
  * SG_WS_NORM_ELEMS (sg_ws_norm_rows). Every thread of the block calls it. */
+/* The copies behind it, issued and not waited for (the one-pass kernels commit them and do other
+ * work first): channels [c0, c0 + CB) of rows row0 .. row0 + R - 1 of x into dst[R][CB], a
+ * 16-byte cp.async each, the block's threads taking them in turn. */
 template <typename T>
-__device__ __forceinline__ void na_stage_chunk(T *xs, const sg_cat &x, int64_t row0, int R, int C) {
+__device__ __forceinline__ void na_copy_rows(T *dst, const sg_cat &x, int64_t row0, int R, int c0,
+                                             int CB) {
     constexpr int V = 16 / sizeof(T); /* a copy's channels */
-    const int CV = C / V;
+    const int CV = CB / V;
     for (int i = threadIdx.x; i < R * CV; i += SG_THREADS) {
         const int r = i / CV, c = (i - r * CV) * V;
-        sg_cp_async_16(xs + (int64_t)r * C + c, na_cat_col<const T>(x, c).at(row0 + r), 1);
+        sg_cp_async_16(dst + (int64_t)r * CB + c, na_cat_col<const T>(x, c0 + c).at(row0 + r), 1);
     }
+}
+/* One buffer of C channels as a concatenation, in device code (sg_cat1 is the host's) */
+template <typename T> __device__ __forceinline__ sg_cat na_cat1(const T *p, int C) {
+    return sg_cat{{(void *)(uintptr_t)p, nullptr}, {C, 0}};
+}
+template <typename T>
+__device__ __forceinline__ void na_stage_chunk(T *xs, const sg_cat &x, int64_t row0, int R, int C) {
+    na_copy_rows<T>(xs, x, row0, R, 0, C);
     sg_cp_async_commit();
     sg_cp_async_wait(0);
     __syncthreads();
@@ -567,11 +579,8 @@ __global__ void __launch_bounds__(SG_THREADS)
     float *smu = (float *)(smem + L.chan), *ssc = smu + CB, *sbe = ssc + CB, *sadd = sbe + CB;
     float *rk = (float *)(smem + L.rk);
     /* the copy: row r, vector cv of the tile at slab[r][cv VEC] */
-    for (int i = t; i < items; i += SG_THREADS) {
-        const int r = i / CBV, cv = i - r * CBV;
-        const na_col<const T> xc = na_cat_col<const T>(x, c0 + cv * VEC);
-        sg_cp_async_16(slab + (int64_t)r * CB + cv * VEC, xc.at((int64_t)n * HW + r), 1);
-    }
+    static_assert(VEC * sizeof(T) == 16, "the copies are the tile's 16-byte vectors");
+    na_copy_rows<T>(slab, x, (int64_t)n * HW, HW, c0, CB);
     sg_cp_async_commit();
     for (int k = t; k <= seg; k += SG_THREADS) rk[k] = k ? gn_welford_rcp(k) : 0.0f;
     sg_cp_async_wait(0);
@@ -824,8 +833,7 @@ __global__ void __launch_bounds__(SG_THREADS, 3)
     T *xs = (T *)smem, *dys = xs + (int64_t)R * C;
     if constexpr (VEC > 1) {
         na_stage_chunk<T>(xs, x, (int64_t)n * HW + r0, R, C);
-        const sg_cat dyc = {{(void *)(uintptr_t)dy, nullptr}, {C, 0}}; /* one part */
-        na_stage_chunk<T>(dys, dyc, (int64_t)n * HW + r0, R, C);
+        na_stage_chunk<T>(dys, na_cat1(dy, C), (int64_t)n * HW + r0, R, C);
     }
     for (int cv0 = 0; cv0 < CV; cv0 += TC) {
         const int c0 = (cv0 + tc) * VEC;
@@ -938,7 +946,7 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     SG_PDL_ENTER();
     SG_DYNAMIC_SMEM(uint8_t, smem);
     const int n = blockIdx.y, cg = C / G, g0 = blockIdx.x * gpb, CB = gpb * cg, c0 = g0 * cg;
-    const int CBV = CB / VEC, items = HW * CBV, t = threadIdx.x;
+    const int CBV = CB / VEC, t = threadIdx.x;
     const nb1_layout L = nb1_layout_of(HW, C, CB, gpb, S, rows, (int)sizeof(T));
     T *xs = (T *)smem, *dys = (T *)(smem + L.dy);
     float2 *part = (float2 *)(smem + L.part), *sums = (float2 *)(smem + L.sums);
@@ -946,13 +954,9 @@ __global__ void __launch_bounds__(SG_THREADS, 2)
     float *smu = (float *)(smem + L.chan), *srs = smu + CB, *sgm = srs + CB, *ssc = sgm + CB;
     float *sbe = ssc + CB, *sadd = sbe + CB, *tp = (float *)(smem + L.tp);
     /* the copies: row r, vector cv of the tile at [r][cv VEC] */
-    for (int i = t; i < items; i += SG_THREADS) {
-        const int r = i / CBV, cv = i - r * CBV;
-        const int64_t row = (int64_t)n * HW + r;
-        const na_col<const T> xc = na_cat_col<const T>(x, c0 + cv * VEC);
-        sg_cp_async_16(xs + (int64_t)r * CB + cv * VEC, xc.at(row), 1);
-        sg_cp_async_16(dys + (int64_t)r * CB + cv * VEC, dy + row * C + c0 + cv * VEC, 1);
-    }
+    static_assert(VEC * sizeof(T) == 16, "the copies are the tile's 16-byte vectors");
+    na_copy_rows<T>(xs, x, (int64_t)n * HW, HW, c0, CB);
+    na_copy_rows<T>(dys, na_cat1(dy, C), (int64_t)n * HW, HW, c0, CB);
     sg_cp_async_commit();
     for (int c = t; c < CB; c += SG_THREADS) {
         const int g = n * G + g0 + c / cg;
