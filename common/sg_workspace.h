@@ -284,11 +284,18 @@ static inline int64_t sg_ws_attention_fwd(int N, int L, int C, int heads, int dt
     (void)C, (void)heads;
     return dt == DT_BF16 ? sg_ws_align((int64_t)N * L * L * 2) : 0;
 }
-/* cuda_attention_bwd: one head's dP/dS [N][L][L] in fp32; bf16 adds bf16 copies of P and dS. */
+/* cuda_attention_bwd: one head's dP/dS [N][L][L] in fp32; bf16 adds bf16 copies of P and dS.
+ * The fused engine's (cuda_attention_fused_bwd, bf16): one head's dS and P in bf16 with rows of
+ * L8 = L rounded up to 8 (16-byte copies), [N][L][L8] each; no more than the GEMM path's for
+ * L >= 4. */
 static inline int64_t sg_ws_attention_bwd(int N, int L, int C, int heads, int dt) {
     (void)C, (void)heads;
     int64_t b = sg_ws_align((int64_t)N * L * L * 4);
-    if (dt == DT_BF16) b += 2 * sg_ws_align((int64_t)N * L * L * 2);
+    if (dt == DT_BF16) {
+        b += 2 * sg_ws_align((int64_t)N * L * L * 2);
+        const int64_t fused = 2 * sg_ws_align((int64_t)N * L * ((L + 7) & ~7) * 2);
+        if (fused > b) b = fused;
+    }
     return b;
 }
 

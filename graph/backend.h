@@ -27,6 +27,9 @@ enum { SG_CONV_ENGINE_AUTO = 0, SG_CONV_ENGINE_OWN = 1, SG_CONV_ENGINE_CUDNN = 2
  * 3x3 data gradients, SG_WG_DGRAD_HALO=1) or per tap (SG_TC_HALO=0, SG_WG_DGRAD_HALO=0),
  * whatever the step's knobs say: the same bits every way, so a GPU times both */
 enum { SG_TIME_OWN_WGMMA = 8, SG_TIME_WGMMA_HALO = 9, SG_TIME_WGMMA_PER_TAP = 10 };
+/* an attention node (forward or backward) on the GEMM path or the fused kernels (SG_ATTN=gemm |
+ * fused), whichever the step runs: each engine its own bits, so this times, it changes nothing */
+enum { SG_TIME_ATTN_GEMM = 11, SG_TIME_ATTN_FUSED = 12 };
 /* ... and a node already on the wgmma kernels, timed under schedule s (SG_WG_SCHED_*,
  * planner/engine_table.h): SG_TIME_WGMMA_SCHED + s */
 enum { SG_TIME_WGMMA_SCHED = 16 };
@@ -127,8 +130,9 @@ struct sg_backend {
      * SG_TIME_OWN_WGMMA: own on the wgmma kernels; SG_TIME_WGMMA_HALO and _PER_TAP: the same
      * on the resident-halo kernels or per tap, the halo's -1 where no call of the node takes a
      * halo kernel; SG_TIME_WGMMA_SCHED + s: a node on the wgmma kernels under their schedule s,
-     * the same bits), or -1 when that engine cannot run it (tools/bench's per-layer table, the
-     * engine tuning's passes). NULL: not available. */
+     * the same bits; SG_TIME_ATTN_GEMM or _FUSED: an attention node on that engine), or -1 when
+     * that engine cannot run it (tools/bench's per-layer tables, the engine tuning's passes).
+     * NULL: not available. */
     int (*time_node_engine)(sg_backend *be, const sg_plan *plan, int node, int engine, float *ms);
     /* ms of one plain dense GEMM, row-major C[m][n] = A[m][k] B[n][k]^T with operands and C of
      * dtype (DT_BF16 or DT_F32) and fp32 accumulation, on the backend's GEMM library (CUDA:

@@ -74,7 +74,7 @@
  * is sg_conv_f32_own_node (planner/engine_table.h), which `plan` counts with.
  *
  * Attention engines (issue 14): SG_ATTN=gemm (the default: cuBLASLt GEMMs + softmax kernels)
- * or fused (one kernel per direction, bf16 shapes it takes: kernels/cuda/attention.cu), read
+ * or fused (scores and softmax in registers, bf16 shapes it takes: kernels/cuda/attention.cu), read
  * when the backend is created. Both take the same plan, workspace and saved P; their bits
  * differ, so a run keeps one (describe() records it as attn_engine; node_engine() names it).
  * Within own, each conv node's tensor-core generation (CONV_ENGINE_WGMMA: the Hopper kernels,
@@ -2371,10 +2371,44 @@ static int node_on_wgmma(cuda_ctx *c, const sg_plan *p, int i) {
     }
 }
 
+/* An attention node on the GEMM path or the fused kernels (SG_TIME_ATTN_*): -1 where it is no
+ * attention node or the fused kernels do not take its shape. Off the step's engine, the GEMM
+ * path's algorithms come from the outside-the-step table, and one untimed run picks them. */
+static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int fused, float *ms) {
+    cuda_ctx *c = be->ctx;
+    if (node < 0 || node >= p->g.nn) return SG_OK;
+    const sg_node *nd = &p->g.n[node];
+    if (nd->op != OP_ATTENTION && nd->op != OP_ATTENTION_BWD) return SG_OK;
+    const sg_attn_dims d = sg_attn_dims_of(&p->g, nd);
+    if (fused && !cuda_attention_fused_ok(d.L, d.C, d.heads, p->g.t[nd->out[0]].dtype))
+        return SG_OK;
+    const int step = c->attn_fused;
+    sg_blas *blas = NULL;
+    int rc = SG_OK;
+    c->attn_fused = fused;
+    if (fused != step) {
+        rc = blas_outside_step(c, p);
+        blas = c->blas_off;
+        if (!rc) rc = cuda_run_node_on(be, p, node, 0, blas);
+    }
+    if (!rc && !(rc = sg_cuda_window_begin(&c->win, c->st, c->ev[0]))) {
+        rc = cuda_run_node_on(be, p, node, 0, blas);
+        if (!rc)
+            rc = sg_cuda_window_end(&c->win, c->st, c->ev[0], c->ev[1], ms);
+        else
+            sg_cuda_window_cancel(&c->win);
+    }
+    c->attn_fused = step;
+    if (rc) *ms = -1;
+    return rc;
+}
+
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
     *ms = -1;
+    if (engine == SG_TIME_ATTN_GEMM || engine == SG_TIME_ATTN_FUSED)
+        return time_attention_engine(be, p, node, engine == SG_TIME_ATTN_FUSED, ms);
     if (node < 0 || node >= p->g.nn || !c->node_eng) return SG_OK;
     /* node_eng 0: no conv node, or an own-only one (a shortcut fold, an upsample conv's pass) on
      * mma.sync, which only its wgmma side times (on the halo or per tap too) */

@@ -207,6 +207,19 @@ for k in ("kernel", "memset", "memcpy", "other"):
 assert all((x["kernel"] > 0) == (o["replay_ms"] > 0) for x, o in zip(c, rows)), rows
 PY'
     ok "cuda_host: the memory columns" 'check_memory "$tmp/h.json"'
+    # the attention table: every attention node of the breakdown on both engines (unet_tiny's
+    # 8x8 attention, bf16: the fused kernels take it), the step's engine the default gemm
+    ok "cuda_host: every attention node timed on the gemm and fused engines" 'python3 - "$tmp/h.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+at = d["attn_layers"]
+n_bd = sum(o["nodes"] for o in d["breakdown"] if o["op"] in ("attention", "attention_bwd"))
+assert n_bd >= 2 and len(at) == n_bd, (len(at), n_bd)
+assert {a["op"] for a in at} == {"attention", "attention_bwd"}, at
+for a in at:
+    assert a["engine"] == "gemm" and a["gemm_ms"] > 0 and a["fused_ms"] > 0, a
+    assert a["shape"] == "2 L64 C64 heads1", a
+PY'
     # every timing in a window of device time (kernels/cuda/timing.cu), counted exactly: one a
     # node (the breakdown), one a replay of each row that launches anything (one replay: --iters
     # 1), one a distinct same-size GEMM, and one a layer's timing on each engine it has a time
@@ -223,9 +236,11 @@ wg = sum(1 for c in cl if c.get("wgmma_ms") is not None)
 # each wgmma row tried on the halo (a window whether a halo kernel took it or not), and per tap
 # where one did
 halo = sum(1 for c in cl if c.get("wgmma_halo_ms") is not None)
-want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + 2 * wg + halo
+# each attention node once on each engine that takes it
+attn = sum((a["gemm_ms"] is not None) + (a["fused_ms"] is not None) for a in d["attn_layers"])
+want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + 2 * wg + halo + attn
 assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], want, d["nodes"],
-                                                         launching, own, lib, wg, halo)
+                                                         launching, own, lib, wg, halo, attn)
 assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
 assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY'
@@ -234,6 +249,10 @@ PY'
         'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | replay ms | kernels | memsets |" "$tmp/hrep.md" && grep -Eq "^Commands: .* \(memsets come from the libraries. calls; the whole step.s graph: [0-9]+ kernels, 0 memsets\)" "$tmp/hrep.md"'
     ok "cuda_host: the report says the times are device time, and how many were host-bound" \
         'grep -Eq "are device time: before each timing a hold kernel kept the device busy while the host issued the work \([0-9]+ windows; the longest issue [0-9.]+ ms\)\. \*\*[0-9]+ host-bound\*\*" "$tmp/hrep.md"'
+    ok "cuda_host: the report's attention table, both engines and their sums" \
+        'grep -q "^| node | op | tensor | shape | gemm ms | fused ms | fused/gemm | engine |" "$tmp/hrep.md" &&
+         grep -Eq "^\| [0-9]+ \| attention_bwd \| .* \| 2 L64 C64 heads1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| gemm \|$" "$tmp/hrep.md" &&
+         grep -Eq "^\| \| all on both \([0-9]+\) \| \| \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| \|$" "$tmp/hrep.md"'
     $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 \
         >"$tmp/h.txt" 2>&1
     rc=$?
@@ -245,6 +264,9 @@ PY'
     ok "cuda_host: text wgmma columns and their sum" \
         'grep -Eq "^ +[0-9]+ conv2d_bwd_data +.* [0-9.]+% +[0-9.]+ +[0-9.]+ +[0-9.]+%  " "$tmp/h.txt" &&
          grep -Eq "^  the wgmma kernels take [0-9]+ of these nodes: [0-9.]+ ms on them, [0-9.]+ ms on own" "$tmp/h.txt"'
+    ok "cuda_host: text attention table and its sums" \
+        'grep -Eq "^ +[0-9]+ attention_bwd +.* 2 L64 C64 heads1 +[0-9.]+ +[0-9.]+  gemm$" "$tmp/h.txt" &&
+         grep -Eq "^  all attention nodes: gemm [0-9.]+ ms \(([0-9]+) nodes\), fused [0-9.]+ ms \(\1 nodes\)$" "$tmp/h.txt"'
     ok "cuda_host: fusion savings and the --fuse 0 command" \
         'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
     echo "$pass passed, $fail failed"
@@ -283,6 +305,8 @@ assert conv["matmul"] and conv["gflop"] > 0 and conv["gflops_per_s"] > 0
 assert d["env"]["backend"] == "cpu"
 PY'
 ok "json: the memory columns" 'check_memory "$tmp/b.json"'
+ok "json: no attention table on the CPU (one engine)" \
+    'python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"attn_layers\"] is None" "$tmp/b.json"'
 
 # both peaks given (--peak-tflops, --peak-gbs): MFU and every floor, the matmul rows' and the
 # step's included (on a GPU both are measured; here nothing measures a matmul peak)

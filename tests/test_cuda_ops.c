@@ -3308,14 +3308,15 @@ static void test_attentions(void) {
         test_attention(2, 64, 32, 1, dt, 1, 0);
         test_attention(1, 300, 16, 1, dt, 0, 0); /* rows longer than a block */
     }
-    /* The fused engine takes bf16, L <= 256, heads of a multiple of 16 channels. */
+    /* The fused engine takes bf16, L <= 256, heads of a multiple of 16 channels, at most 256. */
     cover("cuda_attention_fused_ok");
     CHECK(cuda_attention_fused_ok(256, 256, 1, DT_BF16) &&
               cuda_attention_fused_ok(1, 16, 1, DT_BF16),
           "attention fused: a shape it should take is refused");
     CHECK(!cuda_attention_fused_ok(256, 256, 1, DT_F32) &&
               !cuda_attention_fused_ok(257, 64, 1, DT_BF16) &&
-              !cuda_attention_fused_ok(64, 24, 2, DT_BF16),
+              !cuda_attention_fused_ok(64, 24, 2, DT_BF16) &&
+              !cuda_attention_fused_ok(64, 512, 1, DT_BF16),
           "attention fused: a shape it cannot take is accepted");
     /* the models' attentions (batch cut down): unet_cifar @16x16 (L 256, C 256, one head) and its
      * middle @4x4 (L 16); unet_adm64 @16x16 (C 192, 6 heads of 32) and @8x8 (C 256, 8 heads);
@@ -3325,9 +3326,12 @@ static void test_attentions(void) {
     test_attention(1, 256, 192, 6, DT_BF16, 0, 1);
     test_attention(2, 64, 256, 8, DT_BF16, 1, 1);
     test_attention(2, 64, 64, 1, DT_BF16, 0, 1);
-    /* edges: L not a multiple of 16 or 64, one position, 48 channels per head (a half slice),
-     * 16 per head; and shapes the fused launchers hand to the GEMM path (fp32, L > 256, D 12) */
+    /* edges: L not a multiple of 16 or 64 (nor of 8: the workspace's rows), one position, 48
+     * channels per head (a part of a 64-channel tile), 16 per head, 192 (three tiles); and shapes
+     * the fused launchers hand to the GEMM path (fp32, L > 256, D 12, D 320) */
     test_attention(2, 35, 96, 2, DT_BF16, 1, 1);
+    test_attention(1, 100, 192, 1, DT_BF16, 1, 1);
+    test_attention(1, 64, 320, 1, DT_BF16, 0, 1);
     test_attention(1, 200, 48, 1, DT_BF16, 0, 1);
     test_attention(3, 1, 32, 2, DT_BF16, 1, 1);
     test_attention(1, 130, 16, 1, DT_BF16, 0, 1);

@@ -162,6 +162,9 @@ static int is_layer_op(int op) {
     return sg_op_is_conv((sg_op)op) || op == OP_CONV2D_SC || op == OP_UPCONV2D ||
            op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT;
 }
+static int is_attn_op(int op) {
+    return op == OP_ATTENTION || op == OP_ATTENTION_BWD;
+}
 
 /* The implicit GEMM of a layer node, as an M x N x K dense GEMM doing the node's FLOPs (2MNK is
  * the planner's flops rule for the node; tests/test_bench.sh checks it). conv_tc.cu's header:
@@ -375,6 +378,12 @@ typedef struct {
     double *conv_flops;
     int64_t (*conv_mnk)[3];
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
+    /* the attention table: per attention node (forward, backward), eager ms on each engine
+     * (SG_TIME_ATTN_GEMM, _FUSED; -1: not run or not taken) and the one the step runs */
+    int nattn;
+    int *attn_node;
+    float (*attn_ms)[2];
+    char (*attn_engine)[16];
     char (*conv_engine)[96];
     double setup_ms, warm_ms, host_us, host_wall_ms, eager_total, peak;
     double bytes_step;   /* the plan's nodes' sg_node_bytes summed */
@@ -569,6 +578,25 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         }
         if (!rc) rc = be->sync(be);
     }
+    /* the attention table: each attention node on both engines (the same node, two bits) */
+    if (!rc && r->have_breakdown && be->time_node_engine) {
+        for (int i = 0; i < g->nn; i++) r->nattn += is_attn_op(g->n[i].op);
+        const size_t n1 = (size_t)r->nattn + 1;
+        r->attn_node = calloc(n1, sizeof(int));
+        r->attn_ms = calloc(n1, sizeof *r->attn_ms);
+        r->attn_engine = calloc(n1, sizeof *r->attn_engine);
+        if (!r->attn_node || !r->attn_ms || !r->attn_engine)
+            return sg_set_error("out of host memory");
+        for (int i = 0, k = 0; i < g->nn && !rc; i++) {
+            if (!is_attn_op(g->n[i].op)) continue;
+            r->attn_node[k] = i;
+            if (be->node_engine) be->node_engine(be, p, i, r->attn_engine[k], 16);
+            rc = be->time_node_engine(be, p, i, SG_TIME_ATTN_GEMM, &r->attn_ms[k][0]);
+            if (!rc) rc = be->time_node_engine(be, p, i, SG_TIME_ATTN_FUSED, &r->attn_ms[k][1]);
+            k++;
+        }
+        if (!rc) rc = be->sync(be);
+    }
     /* the replay column: each row's nodes captured in schedule order as one graph, replayed
      * (the median of up to 10); last, since it leaves the arena as no step would */
     r->replay_total = NAN;
@@ -677,6 +705,29 @@ static double pct_of_gemm(const bench_result *r, int k) {
 }
 static double wg_pct_of_gemm(const bench_result *r, int k) {
     return 100 * wg_tflops(r, k) / gemm_tflops(r, k);
+}
+
+/* an attention node's shape: "N L=HxW C heads" */
+static void attn_shape(const sg_graph *g, int node, char *buf, int cap) {
+    const sg_attn_dims d = sg_attn_dims_of(g, &g->n[node]);
+    snprintf(buf, (size_t)cap, "%d L%d C%d heads%d", d.N, d.L, d.C, d.heads);
+}
+
+static json_t *attn_layers_json(const sg_plan *p, const bench_result *r) {
+    if (!r->attn_node) return json_null();
+    json_t *rows = json_array();
+    for (int k = 0; k < r->nattn; k++) {
+        const int i = r->attn_node[k];
+        char shape[96];
+        attn_shape(&p->g, i, shape, sizeof shape);
+        json_array_append_new(
+            rows, json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:o}", "node", i, "op",
+                            sg_ops[p->g.n[i].op].name, "tensor", p->g.t[p->g.n[i].out[0]].name,
+                            "shape", shape, "engine", r->attn_engine[k], "gemm_ms",
+                            num_or_null(r->attn_ms[k][0] >= 0 ? r->attn_ms[k][0] : NAN), "fused_ms",
+                            num_or_null(r->attn_ms[k][1] >= 0 ? r->attn_ms[k][1] : NAN)));
+    }
+    return rows;
 }
 
 static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
@@ -837,6 +888,7 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     json_object_set_new(j, "breakdown", breakdown_json(r));
     json_object_set_new(j, "conv_engine", json_string(sg_conv_engine_name(a->conv_engine)));
     json_object_set_new(j, "conv_layers", conv_layers_json(p, r));
+    json_object_set_new(j, "attn_layers", attn_layers_json(p, r));
     json_object_set_new(j, "fusions", fusions_json(p, r));
     if (r->conv_node) json_object_set_new(j, "gemm_sizes_timed", json_integer(r->gemms_timed));
     return cli_json_print(stdout, j);
@@ -996,6 +1048,30 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf("  the wgmma %s the resident halo takes (%d nodes): %.3f ms on the halo, "
                    "%.3f ms per tap (wgmma_halo_ms, wgmma_per_tap_ms)\n",
                    dg ? "stride-1 data gradients" : "forwards", halo_n[dg], halo[dg], tap[dg]);
+    if (r->nattn) {
+        double sum[2] = {0};
+        int n[2] = {0};
+        printf("per-attention-node (each run once eagerly on both engines, SG_ATTN=gemm | fused; "
+               "-: not taken):\n");
+        printf("  %5s %-15s %-34s %-24s %10s %10s  %s\n", "node", "op", "tensor", "shape",
+               "gemm ms", "fused ms", "the step's engine");
+        for (int k = 0; k < r->nattn; k++) {
+            const int i = r->attn_node[k];
+            char shape[96];
+            attn_shape(&p->g, i, shape, sizeof shape);
+            printf("  %5d %-15s %-34s %-24s", i, sg_ops[p->g.n[i].op].name,
+                   p->g.t[p->g.n[i].out[0]].name, shape);
+            for (int q = 0; q < 2; q++) {
+                if (r->attn_ms[k][q] >= 0)
+                    printf(" %10.4f", r->attn_ms[k][q]), sum[q] += r->attn_ms[k][q], n[q]++;
+                else
+                    printf(" %10s", "-");
+            }
+            printf("  %s\n", r->attn_engine[k][0] ? r->attn_engine[k] : "-");
+        }
+        printf("  all attention nodes: gemm %.3f ms (%d nodes), fused %.3f ms (%d nodes)\n", sum[0],
+               n[0], sum[1], n[1]);
+    }
     fusion_row f[8];
     const int nf = fusion_rows(p, r, f);
     char cmd[256];
@@ -1143,6 +1219,7 @@ int main(int argc, char **argv) {
     free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_wg), free(r.conv_engine);
     free(r.conv_wgh), free(r.conv_wgt);
+    free(r.attn_node), free(r.attn_ms), free(r.attn_engine);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);
     sg_engine_table_free(&a.table);

@@ -550,6 +550,35 @@ def breakdown(out, key, sg):
                                          fnum(o.get("floor_ms"), "%.4f", "–")) if mem else ""))
     out.append("")
     conv_layers(out, r)
+    attn_layers(out, r)
+
+
+def attn_layers(out, r):
+    """bench's attention table: each attention node on both engines (SG_ATTN=gemm | fused)"""
+    at = r.get("attn_layers")
+    if not at:
+        return
+    out.append("Per attention node: each run once eagerly on both engines (SG_ATTN=gemm: cuBLASLt "
+               "GEMMs and softmax kernels; fused: the scores and softmax in registers; – where it "
+               "does not take the node); the step's engine last.\n")
+    out.append("| node | op | tensor | shape | gemm ms | fused ms | fused/gemm | engine |")
+    out.append("|---:|---|---|---|---:|---:|---:|---|")
+    tot = [0.0, 0.0]
+    both = 0
+    for a in at:
+        g, f = a.get("gemm_ms"), a.get("fused_ms")
+        if g is not None and f is not None:
+            tot[0] += g
+            tot[1] += f
+            both += 1
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" %
+                   (a.get("node"), a.get("op"), md_escape(str(a.get("tensor"))),
+                    md_escape(str(a.get("shape"))), fnum(g, "%.4f", "–"), fnum(f, "%.4f", "–"),
+                    "%.2f×" % (f / g) if g and f is not None else "–",
+                    md_escape(str(a.get("engine") or "-"))))
+    out.append("| | all on both (%d) | | | %.3f | %.3f | %s | |" %
+               (both, tot[0], tot[1], "%.2f×" % (tot[1] / tot[0]) if tot[0] else "–"))
+    out.append("")
 
 
 def conv_layers(out, r):

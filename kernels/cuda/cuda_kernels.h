@@ -615,10 +615,11 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
 int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *dy, const void *qkv,
                        const float *P, int N, int L, int C, int heads, int dt, int accum, void *ws,
                        int64_t ws_bytes);
-/* The fused engine (SG_ATTN=fused): one kernel per direction, bf16 on tensor cores, the
- * sequence on chip; the same arguments, outputs and saved P, other bits (another summation
- * order). Shapes it does not take (cuda_attention_fused_ok: bf16, L <= 256, C / heads a
- * multiple of 16) go to the GEMM path above. */
+/* The fused engine (SG_ATTN=fused): bf16 on tensor cores, a head's scores and softmax in
+ * registers (one kernel forward, two a head backward: rows for dq, columns for dk and dv, dS and
+ * P passing through the workspace); the same arguments, outputs and saved P, other bits
+ * (another summation order). Shapes it does not take (cuda_attention_fused_ok: bf16, L <= 256,
+ * C / heads a multiple of 16 and at most 256) go to the GEMM path above. */
 int cuda_attention_fused_ok(int L, int C, int heads, int dt);
 int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv,
                              int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
