@@ -28,12 +28,19 @@
  *               M = Co, N = Ci (one tap per block), reduction over p, cut into
  *               sg_ws_wgrad_chunks(P, nw) chunks whose fp32 partials are summed in chunk order.
  *
- * One tiling for all three: a block of 256 threads computes a 64 x 64 output tile; the
- * reduction advances 16 at a time through two shared-memory tiles As[16][64] and Bs[16][64];
- * thread (tm = tid / 16, tn = tid % 16) owns the 4 x 4 outputs (tm + 16 i, tn + 16 j), so a
- * warp's 16 consecutive tn write 16 consecutive channels. fp32 arithmetic throughout (bf16 is
- * widened on load, rounded once on store; the weights come in the activations' dtype, bf16:
- * the plan's bf16 copy). A reduction slice
+ * The tiling: a block of 256 threads computes a 128 x 64 output tile (forward and data
+ * gradient: 128 pixels by 64 channels) or a 64 x 64 one (weight gradient: output by input
+ * channels); the reduction advances 16 at a time through shared-memory tiles As[16][rows] and
+ * Bs[16][64], two of each: the next slice's values are read from global memory into registers
+ * before the current slice's FMAs and stored into the other buffer after them, one barrier a
+ * slice. Thread (tm = tid / 16, tn = tid % 16) owns the outputs (rows 64 h + 4 tm + i, columns
+ * 4 tn + j), i, j < 4, h < rows / 64, and reads each k's operands as float4s (a warp's A values
+ * are two tm's, a broadcast; its B values 16 float4 side by side): 32 FMAs on three 16-byte
+ * shared loads (16 on two, 64 rows), where the first tiles (64 x 64, 4 x 4 outputs a thread
+ * at a stride of 16, no second buffer) did 16 on eight 4-byte loads. Every output's chain of
+ * FMAs is the first tiles' (the same slices, k in the same order): the same bits. fp32
+ * arithmetic throughout (bf16 is widened on load, rounded once on store; the weights come in
+ * the activations' dtype, bf16: the plan's bf16 copy). A reduction slice
  * never straddles a tap or a concatenation part (the loops run part, tap, channel block), so
  * each tile load reads contiguous channels of one pixel of one buffer.
  *
@@ -44,45 +51,71 @@
 
 /* ================================ kernels ================================ */
 
-#define CONV_BM 64
-#define CONV_BN 64
+#define CONV_BM 64  /* the weight gradient's tile: 64 output channels (its M) */
+#define CONV_BN 64  /* every tile's columns: 64 channels */
+#define CONV_PM 128 /* the forward's and the data gradient's tile: 128 pixels (their M) */
 #define CONV_BK 16
 #define CONV_THREADS 256
-#define CONV_PAD 4 /* smem row padding against bank conflicts */
+#define CONV_PAD 4 /* smem row padding against bank conflicts (rows stay 16-byte aligned) */
 
-/* The 16-step inner product of one reduction slice: acc[i][j] += As[k][tm+16i] Bs[k][tn+16j]. */
-__device__ __forceinline__ void conv_tile_fma(float acc[4][4], float (*As)[CONV_BM + CONV_PAD],
-                                              float (*Bs)[CONV_BN + CONV_PAD], int tm, int tn) {
+/* The 16-step inner product of one reduction slice on a BM x 64 tile (BM = 128 or 64):
+ * acc[i][j] += As[k][row(i)] Bs[k][4 tn + j] for k = 0..15 in increasing order, row(i) =
+ * 64 (i / 4) + 4 tm + i % 4. Each value is read as part of a float4: a warp's A rows belong
+ * to two tm (a broadcast), its B columns are 16 float4 side by side. */
+template <int BM>
+__device__ __forceinline__ void
+conv_tile_fma(float (&acc)[BM / 16][4], const float (*As)[BM + CONV_PAD],
+              const float (*Bs)[CONV_BN + CONV_PAD], int tm, int tn) {
 #pragma unroll
     for (int k = 0; k < CONV_BK; k++) {
-        float a[4], b[4];
+        float a[BM / 16], b[4];
+        const float4 bv = *(const float4 *)&Bs[k][4 * tn];
+        b[0] = bv.x, b[1] = bv.y, b[2] = bv.z, b[3] = bv.w;
 #pragma unroll
-        for (int i = 0; i < 4; i++) a[i] = As[k][tm + 16 * i];
+        for (int h = 0; h < BM / 64; h++) {
+            const float4 av = *(const float4 *)&As[k][64 * h + 4 * tm];
+            a[4 * h] = av.x, a[4 * h + 1] = av.y, a[4 * h + 2] = av.z, a[4 * h + 3] = av.w;
+        }
 #pragma unroll
-        for (int j = 0; j < 4; j++) b[j] = Bs[k][tn + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < BM / 16; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
 }
+/* the tile row of accumulator row i (conv_tile_fma) */
+__device__ __forceinline__ int conv_tile_row(int i, int tm) {
+    return 64 * (i / 4) + 4 * tm + i % 4;
+}
 
-/* blockIdx.x: 64 output pixels p (flattened n, oh, ow); blockIdx.y: 64 output channels.
- * Loads: thread tid fills As[lk..lk+3][lrow] (pixel lrow, 4 consecutive input channels) and
- * Bs[lk..lk+3][lrow] (output channel lrow, the same 4 input channels), lrow = tid / 4,
- * lk = 4 (tid % 4). Compute: 4 x 4 outputs per thread (see the file comment). */
-__global__ void __launch_bounds__(CONV_THREADS)
+/* The forward's reduction slices in (part, tap, 16-channel block) order, a part without
+ * channels skipped: advance (part, tap, c0) to the next, false past the last. */
+__device__ __forceinline__ bool conv_fwd_next(int &part, int &tap, int &c0, int cp0, int cp1,
+                                              int KK) {
+    c0 += CONV_BK;
+    if (c0 < (part ? cp1 : cp0)) return true;
+    c0 = 0;
+    if (++tap < KK) return true;
+    tap = 0;
+    return part == 0 && cp1 > 0 ? (part = 1, true) : false;
+}
+
+/* blockIdx.x: 128 output pixels p (flattened n, oh, ow); blockIdx.y: 64 output channels.
+ * Loads, into registers one slice ahead, then into the other of two shared buffers: thread tid
+ * reads pixel arow = tid / 2's 8 consecutive input channels from ak = 8 (tid % 2) into
+ * As[ak..ak+7][arow], and output channel brow = tid / 4's 4 from bk = 4 (tid % 4) into
+ * Bs[bk..bk+3][brow]. Compute: 8 x 4 outputs per thread (conv_tile_fma). */
+__global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_fwd_kernel(void *y, sg_cat x, const void *w, const float *bias, int N, int H, int W,
                     int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int dt) {
     SG_PDL_ENTER();
-    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
-    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
-    const int lrow = tid / 4, lk = (tid % 4) * 4;
+    const int arow = tid / 2, ak = (tid % 2) * 8, brow = tid / 4, bk = (tid % 4) * 4;
     const int64_t P = (int64_t)N * Ho * Wo;
-    const int64_t p = (int64_t)blockIdx.x * CONV_BM + lrow;
-    const int co_ld = blockIdx.y * CONV_BN + lrow;
-    const int KK = K * K;
+    const int64_t p = (int64_t)blockIdx.x * CONV_PM + arow;
+    const int co_ld = blockIdx.y * CONV_BN + brow;
+    const int KK = K * K, cp0 = x.c[0], cp1 = x.c[1];
     int n = 0, oh = 0, ow = 0;
     if (p < P) {
         n = (int)(p / ((int64_t)Ho * Wo));
@@ -92,38 +125,51 @@ __global__ void __launch_bounds__(CONV_THREADS)
     }
     /* the weight row this thread loads (clamped: never read when co_ld >= Co) */
     const int64_t wrow = (int64_t)(co_ld < Co ? co_ld : 0) * KK * Ci;
-    float acc[4][4] = {};
-    for (int part = 0; part < 2; part++) {
+    float ra[8], rb[4];
+    auto fetch = [&](int part, int tap, int c0) {
         /* (ternaries, not x.c[part]: a dynamic index would copy x to local memory) */
-        const int cp = part ? x.c[1] : x.c[0];
-        if (cp == 0) continue;
+        const int cp = part ? cp1 : cp0, coff = part ? cp0 : 0;
         const void *src = part ? x.p[1] : x.p[0];
-        const int coff = part ? x.c[0] : 0;
-        for (int tap = 0; tap < KK; tap++) {
-            const int ih = oh * S - pad + tap / K, iw = ow * S - pad + tap % K;
-            const bool valid = p < P && ih >= 0 && ih < H && iw >= 0 && iw < W;
-            const int64_t abase = valid ? (((int64_t)n * H + ih) * W + iw) * cp : 0;
-            const int64_t wtap = wrow + (int64_t)tap * Ci + coff;
-            for (int c0 = 0; c0 < cp; c0 += CONV_BK) {
+        const int ih = oh * S - pad + tap / K, iw = ow * S - pad + tap % K;
+        const bool valid = p < P && ih >= 0 && ih < H && iw >= 0 && iw < W;
+        const int64_t abase = valid ? (((int64_t)n * H + ih) * W + iw) * cp : 0;
+        const int64_t wtap = wrow + (int64_t)tap * Ci + coff;
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int ci = c0 + lk + e;
-                    As[lk + e][lrow] = valid && ci < cp ? dev_ld(src, abase + ci, dt) : 0.0f;
-                    Bs[lk + e][lrow] = co_ld < Co && ci < cp ? dev_ld(w, wtap + ci, dt) : 0.0f;
-                }
-                __syncthreads();
-                conv_tile_fma(acc, As, Bs, tm, tn);
-                __syncthreads();
-            }
+        for (int e = 0; e < 8; e++) {
+            const int ci = c0 + ak + e;
+            ra[e] = valid && ci < cp ? dev_ld(src, abase + ci, dt) : 0.0f;
         }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int ci = c0 + bk + e;
+            rb[e] = co_ld < Co && ci < cp ? dev_ld(w, wtap + ci, dt) : 0.0f;
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) As[buf][ak + e][arow] = ra[e];
+#pragma unroll
+        for (int e = 0; e < 4; e++) Bs[buf][bk + e][brow] = rb[e];
+    };
+    float acc[CONV_PM / 16][4] = {};
+    int part = cp0 > 0 ? 0 : 1, tap = 0, c0 = 0, buf = 0;
+    fetch(part, tap, c0);
+    stash(0);
+    __syncthreads();
+    for (bool more = true; more; buf ^= 1) {
+        more = conv_fwd_next(part, tap, c0, cp0, cp1, KK);
+        if (more) fetch(part, tap, c0); /* in flight during the slice's FMAs */
+        conv_tile_fma<CONV_PM>(acc, As[buf], Bs[buf], tm, tn);
+        if (more) stash(buf ^ 1);
+        __syncthreads();
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int64_t po = (int64_t)blockIdx.x * CONV_BM + tm + 16 * i;
+    for (int i = 0; i < CONV_PM / 16; i++) {
+        const int64_t po = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
         if (po >= P) continue;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int co = blockIdx.y * CONV_BN + tn + 16 * j;
+            const int co = blockIdx.y * CONV_BN + 4 * tn + j;
             if (co < Co) dev_st(y, po * Co + co, acc[i][j] + (bias ? bias[co] : 0.0f), dt);
         }
     }
@@ -140,7 +186,7 @@ __device__ __forceinline__ void conv_class_dims(int H, int W, int S, int pad, in
 }
 
 /* blockIdx.z: the parity class rh * S + rw of the input pixels, (ih + pad) % S == rh and
- * (iw + pad) % S == rw; blockIdx.x: 64 pixels of that class (flattened n, i, j: the class's
+ * (iw + pad) % S == rw; blockIdx.x: 128 pixels of that class (flattened n, i, j: the class's
  * sub-grid, ih = ih1 + S i, iw = iw1 + S j); blockIdx.y: 64 input channels of the
  * concatenation. A pixel of class (rh, rw) is reached only by the taps kh = rh + S t,
  * kw = rw + S u (oh = (ih + pad - kh) / S divides exactly for those and no other), so the
@@ -150,25 +196,26 @@ __device__ __forceinline__ void conv_class_dims(int H, int W, int S, int pad, in
  * in increasing order, the skipped taps having contributed exact zeros (fmaf(0, w, acc) ==
  * acc), so the bits are those of the single-grid kernel this replaces. Blocks past the end of
  * a smaller class return at once (the grid covers the largest).
- * Loads: As[lk..lk+3][lrow] = dy at the output pixel that reads q through the tap (lrow =
- * tid / 4, 4 consecutive output channels from lk = 4 (tid % 4)), zero past the image edge;
- * Bs[bk + 4e][bcol] = w[co][tap][ci] with bcol = tid % 64 the input channel and bk = tid / 64
- * (consecutive threads read consecutive ci). Compute: 4 x 4 per thread. */
-__global__ void __launch_bounds__(CONV_THREADS)
+ * Loads (one slice ahead, two shared buffers, as the forward's): As[ak..ak+7][arow] = dy at
+ * the output pixel that reads q through the tap (arow = tid / 2, 8 consecutive output channels
+ * from ak = 8 (tid % 2)), zero past the image edge; Bs[bk + 4e][bcol] = w[co][tap][ci] with
+ * bcol = tid % 64 the input channel and bk = tid / 64 (consecutive threads read consecutive
+ * ci). Compute: 8 x 4 per thread. */
+__global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_bwd_data_kernel(sg_cat dx, const void *dy, const void *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
     SG_PDL_ENTER();
-    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
-    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
-    const int lrow = tid / 4, lk = (tid % 4) * 4;
+    const int arow = tid / 2, ak = (tid % 2) * 8;
     const int bcol = tid % 64, bk = tid / 64;
     const int rh = (int)blockIdx.z / S, rw = (int)blockIdx.z % S;
     int ih1, iw1, Hc, Wc;
     conv_class_dims(H, W, S, pad, rh, rw, &ih1, &iw1, &Hc, &Wc);
     const int64_t Qc = (int64_t)N * Hc * Wc;
-    if ((int64_t)blockIdx.x * CONV_BM >= Qc) return; /* the whole block: a smaller class */
-    const int64_t q = (int64_t)blockIdx.x * CONV_BM + lrow;
+    if ((int64_t)blockIdx.x * CONV_PM >= Qc) return; /* the whole block: a smaller class */
+    const int64_t q = (int64_t)blockIdx.x * CONV_PM + arow;
     const int ci_ld = blockIdx.y * CONV_BN + bcol;
     int n = 0, ih = 0, iw = 0;
     if (q < Qc) {
@@ -177,38 +224,63 @@ __global__ void __launch_bounds__(CONV_THREADS)
         ih = ih1 + S * (r / Wc);
         iw = iw1 + S * (r % Wc);
     }
-    float acc[4][4] = {};
-    for (int kh = rh; kh < K; kh += S)
-        for (int kw = rw; kw < K; kw += S) {
-            const int tap = kh * K + kw;
-            /* oh*S - pad + kh = ih  =>  oh = (ih + pad - kh) / S, exact in this class */
-            const int th = ih + pad - kh, tw = iw + pad - kw;
-            const bool valid = q < Qc && th >= 0 && tw >= 0 && th / S < Ho && tw / S < Wo;
-            const int64_t abase = valid ? (((int64_t)n * Ho + th / S) * Wo + tw / S) * Co : 0;
-            for (int c0 = 0; c0 < Co; c0 += CONV_BK) {
+    float ra[8], rb[4];
+    auto fetch = [&](int kh, int kw, int c0) {
+        const int tap = kh * K + kw;
+        /* oh*S - pad + kh = ih  =>  oh = (ih + pad - kh) / S, exact in this class */
+        const int th = ih + pad - kh, tw = iw + pad - kw;
+        const bool valid = q < Qc && th >= 0 && tw >= 0 && th / S < Ho && tw / S < Wo;
+        const int64_t abase = valid ? (((int64_t)n * Ho + th / S) * Wo + tw / S) * Co : 0;
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int co = c0 + lk + e;
-                    As[lk + e][lrow] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
-                    const int kb = bk + 4 * e, cob = c0 + kb;
-                    Bs[kb][bcol] = cob < Co && ci_ld < Ci
-                                       ? dev_ld(w, ((int64_t)cob * K * K + tap) * Ci + ci_ld, dt)
-                                       : 0.0f;
-                }
-                __syncthreads();
-                conv_tile_fma(acc, As, Bs, tm, tn);
-                __syncthreads();
-            }
+        for (int e = 0; e < 8; e++) {
+            const int co = c0 + ak + e;
+            ra[e] = valid && co < Co ? dev_ld(dy, abase + co, dt) : 0.0f;
         }
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int64_t qo = (int64_t)blockIdx.x * CONV_BM + tm + 16 * i;
+        for (int e = 0; e < 4; e++) {
+            const int cob = c0 + bk + 4 * e;
+            rb[e] = cob < Co && ci_ld < Ci
+                        ? dev_ld(w, ((int64_t)cob * K * K + tap) * Ci + ci_ld, dt)
+                        : 0.0f;
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) As[buf][ak + e][arow] = ra[e];
+#pragma unroll
+        for (int e = 0; e < 4; e++) Bs[buf][bk + 4 * e][bcol] = rb[e];
+    };
+    /* the slices: the class's taps (kh, kw) in increasing order, 16 output channels at a time */
+    auto next = [&](int &kh, int &kw, int &c0) {
+        if ((c0 += CONV_BK) < Co) return true;
+        c0 = 0;
+        if ((kw += S) < K) return true;
+        kw = rw;
+        return (kh += S) < K;
+    };
+    float acc[CONV_PM / 16][4] = {};
+    int kh = rh, kw = rw, c0 = 0, buf = 0;
+    if (kh < K && kw < K) { /* a class some tap reaches (every class, for K >= S) */
+        fetch(kh, kw, c0);
+        stash(0);
+        __syncthreads();
+        for (bool more = true; more; buf ^= 1) {
+            more = next(kh, kw, c0);
+            if (more) fetch(kh, kw, c0);
+            conv_tile_fma<CONV_PM>(acc, As[buf], Bs[buf], tm, tn);
+            if (more) stash(buf ^ 1);
+            __syncthreads();
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < CONV_PM / 16; i++) {
+        const int64_t qo = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
         if (qo >= Qc) continue;
         const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
         const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int ci = blockIdx.y * CONV_BN + tn + 16 * j;
+            const int ci = blockIdx.y * CONV_BN + 4 * tn + j;
             if (ci < Ci) dev_cat_st_acc(dx, pix, ci, acc[i][j], dt, accum);
         }
     }
@@ -216,17 +288,18 @@ __global__ void __launch_bounds__(CONV_THREADS)
 
 /* blockIdx.x: tap * ceil(Ci/64) + input-channel tile; blockIdx.y: 64 output channels;
  * blockIdx.z: chunk of output pixels [z*chunk_len, min(P, (z+1)*chunk_len)). The reduction
- * runs over the chunk's pixels 16 at a time. Loads: thread tid takes pixel lk = tid / 16 of
- * the slice and 4 consecutive channels from lc = 4 (tid % 16): As[lk][lc..] = dy[p][co..],
- * Bs[lk][lc..] = x[pixel(p, tap)][ci..] (one pixel decode per thread and slice). Compute:
- * thread (tm, tn) owns co = tm + 16 i, ci = tn + 16 j. Writes part[z][co][tap][ci]. */
-__global__ void __launch_bounds__(CONV_THREADS)
+ * runs over the chunk's pixels 16 at a time. Loads (one slice ahead, two shared buffers):
+ * thread tid takes pixel lk = tid / 16 of the slice and 4 consecutive channels from
+ * lc = 4 (tid % 16): As[lk][lc..] = dy[p][co..], Bs[lk][lc..] = x[pixel(p, tap)][ci..] (one
+ * pixel decode per thread and slice). Compute: thread (tm, tn) owns co = 4 tm + i,
+ * ci = 4 tn + j. Writes part[z][co][tap][ci]. */
+__global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_bwd_weight_kernel(float *part, const void *dy, sg_cat x, int N, int H, int W, int Ci,
                            int Co, int K, int S, int pad, int Ho, int Wo, int dt,
                            int64_t chunk_len) {
     SG_PDL_ENTER();
-    __shared__ float As[CONV_BK][CONV_BM + CONV_PAD];
-    __shared__ float Bs[CONV_BK][CONV_BN + CONV_PAD];
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_BM + CONV_PAD];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
     const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
     const int lk = tid / 16, lc = (tid % 16) * 4;
     const int nct = (Ci + CONV_BN - 1) / CONV_BN;
@@ -236,8 +309,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
     const int64_t P = (int64_t)N * Ho * Wo;
     const int64_t p0 = (int64_t)blockIdx.z * chunk_len;
     const int64_t p1 = p0 + chunk_len < P ? p0 + chunk_len : P;
-    float acc[4][4] = {};
-    for (int64_t pb = p0; pb < p1; pb += CONV_BK) {
+    float ra[4], rb[4];
+    auto fetch = [&](int64_t pb) {
         const int64_t p = pb + lk;
         bool valid = false;
         int64_t pix = 0;
@@ -251,21 +324,36 @@ __global__ void __launch_bounds__(CONV_THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int co = co_base + lc + e, ci = ci_base + lc + e;
-            As[lk][lc + e] = p < p1 && co < Co ? dev_ld(dy, p * Co + co, dt) : 0.0f;
-            Bs[lk][lc + e] = valid && ci < Ci ? dev_cat_ld(x, pix, ci, dt) : 0.0f;
+            ra[e] = p < p1 && co < Co ? dev_ld(dy, p * Co + co, dt) : 0.0f;
+            rb[e] = valid && ci < Ci ? dev_cat_ld(x, pix, ci, dt) : 0.0f;
         }
+    };
+    float acc[CONV_BM / 16][4] = {};
+    if (p0 < p1) {
+        int buf = 0;
+        fetch(p0);
+#pragma unroll
+        for (int e = 0; e < 4; e++) As[0][lk][lc + e] = ra[e], Bs[0][lk][lc + e] = rb[e];
         __syncthreads();
-        conv_tile_fma(acc, As, Bs, tm, tn);
-        __syncthreads();
+        for (int64_t pb = p0; pb < p1; pb += CONV_BK, buf ^= 1) {
+            const bool more = pb + CONV_BK < p1;
+            if (more) fetch(pb + CONV_BK);
+            conv_tile_fma<CONV_BM>(acc, As[buf], Bs[buf], tm, tn);
+            if (more)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    As[buf ^ 1][lk][lc + e] = ra[e], Bs[buf ^ 1][lk][lc + e] = rb[e];
+            __syncthreads();
+        }
     }
     float *out = part + (int64_t)blockIdx.z * Co * KK * Ci;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int co = co_base + tm + 16 * i;
+    for (int i = 0; i < CONV_BM / 16; i++) {
+        const int co = co_base + 4 * tm + i;
         if (co >= Co) continue;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int ci = ci_base + tn + 16 * j;
+            const int ci = ci_base + 4 * tn + j;
             if (ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = acc[i][j];
         }
     }
@@ -806,7 +894,7 @@ static int conv2d_fwd_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_
         const int thin = thin_fwd(st, y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt);
         if (thin < 0) return SG_ERR;
         if (!thin) {
-            dim3 grid((unsigned)((P + CONV_BM - 1) / CONV_BM),
+            dim3 grid((unsigned)((P + CONV_PM - 1) / CONV_PM),
                       (unsigned)((Co + CONV_BN - 1) / CONV_BN));
             SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
                       pad, Ho, Wo, dt);
@@ -890,7 +978,7 @@ static int conv2d_bwd_data_on(int gemm, const char *fn, cudaStream_t st, sg_blas
     /* one grid z-slice per parity class, each as long as the largest class (ceil(H/S) x
      * ceil(W/S) pixels a sample) */
     const int64_t Qc = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
-    dim3 grid((unsigned)((Qc + CONV_BM - 1) / CONV_BM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN),
+    dim3 grid((unsigned)((Qc + CONV_PM - 1) / CONV_PM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN),
               (unsigned)(S * S));
     SG_LAUNCH(conv_bwd_data_kernel, grid, CONV_THREADS, 0, st, dx, dy, w, N, H, W, Ci, Co, K, S,
               pad, Ho, Wo, dt, accum);
