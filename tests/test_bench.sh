@@ -427,16 +427,18 @@ fi
 cat >"$tmp/fake_sg" <<'SH'
 #!/usr/bin/env bash
 # fake build/bench: canned JSON; unet_cifar batch 8 fails like an OOM would; without
-# --backend cuda it fails (bench.sh must never let stepgraph pick the CPU)
-model= batch= prec= backend=
+# --backend cuda it fails (bench.sh must never let stepgraph pick the CPU); with an engine table
+# (which must exist) 6.0 ms instead of 6.5
+model= batch= prec= backend= table=
 while [ $# -gt 0 ]; do
     case $1 in --model) model=$2; shift ;; --batch) batch=$2; shift ;; --precision) prec=$2; shift ;;
-    --backend) backend=$2; shift ;; esac
+    --backend) backend=$2; shift ;; --engine-table) table=$2; shift ;; esac
     shift
 done
 if [ "$backend" != cuda ]; then echo "fake bench: no --backend cuda" >&2; exit 5; fi
 if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >&2; exit 1; fi
-ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0
+if [ -n "$table" ] && [ ! -f "$table" ]; then echo "bench: $table: no such file" >&2; exit 2; fi
+ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0; [ -n "$table" ] && ms=6.0
 cat <<J
 {"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"bytes_per_step":12.0e9,"mem_peak_gb_per_s":4000.0,"floor_ms":5.0,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0,"gbytes":2.0,"gb_per_s":666.7,"floor_ms":1.9},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0,"gbytes":1.5,"gb_per_s":750.0,"floor_ms":1.9},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0,"gbytes":4.0,"gb_per_s":4000.0,"floor_ms":1.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0,"wgmma_ms":0.3125,"wgmma_tflops":160.0,"wgmma_pct_of_gemm":80.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
 J
@@ -481,7 +483,9 @@ md=$(ls "$tmp"/results/*-fake-gpu-80gb.md 2>/dev/null | head -n 1)
 ok "bench.sh run A exits 0" '[ $rc -eq 0 ]'
 ok "report named <date>-<gpu>.md" '[ -n "$md" ] && [ "$(basename "$md")" = "$(date +%F)-fake-gpu-80gb.md" ]'
 ok "report copied into the output dir" '[ -f "$tmp/runA/$(basename "$md")" ]'
-ok "a record per job" '[ $(ls "$tmp"/runA/jobs/*.json | wc -l) -eq 10 ]'
+ok "a record per job" '[ $(ls "$tmp"/runA/jobs/*.json | wc -l) -eq 11 ]'
+ok "the engine-table job skipped where bench/tables has no table for the GPU, saying which" \
+    'grep -q "stepgraph (CUDA graph replay, engine table) | skipped: no engine table for this GPU (.*/bench/tables/fake-gpu-80gb-unet_cifar-b128-bf16.json)" "$md"'
 ok "failed stepgraph job recorded with its reason" \
     'grep -q "stepgraph (CUDA graph replay) | failed: exit 1: bench: the plan needs 99.0 GiB" "$md"'
 ok "failing torch mode recorded with its reason" \
@@ -516,8 +520,10 @@ ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
 
 # run B: a budget that cannot fit the compile modes: they are skipped, saying so; merged
 # with run A, A's finished compile job survives B's skip
+echo '{}' >"$tmp/table.json"
 PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsB" \
     BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_COMPILE_MIN_S=1000 \
+    BENCH_ENGINE_TABLE="$tmp/table.json" \
     BENCH_JOBS='sg_cifar_b128|cifar_b128_bf16_(eager|compile)' \
     bash "$root/tools/bench.sh" "$tmp/runB" >"$tmp/runB.txt" 2>&1
 rc=$?
@@ -527,6 +533,10 @@ ok "compile skipped: budget spent" \
     'grep -q "PyTorch compile | skipped: budget spent: [0-9]*s of 100s left, this job needs at least 1000s" "$mdB"'
 ok "target met against eager alone" \
     'grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.650 .*\| \*\*met\*\* \|" "$mdB"'
+ok "the step with the engine table: its own side-by-side line (--engine-table, no breakdown) and its ratio in the target" \
+    'grep -Eq "^\| stepgraph \(CUDA graph replay, engine table\) \| ok \| 6\.000 \| .* \| 0\.600× \|" "$mdB" &&
+     grep -q "sg_cifar_b128_bf16_table.*--engine-table $tmp/table.json --no-breakdown" "$tmp/runB/jobs/sg_cifar_b128_bf16_table.json" &&
+     grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.650 \(stepgraph 6\.500 ms; .*\); with the engine table 0\.600 \(6\.000 ms\) \| \*\*met\*\* \|" "$mdB"'
 python3 "$root/tools/bench_report.py" report --out "$tmp/merged.md" "$tmp/runA" "$tmp/runB" >/dev/null
 ok "merged report keeps the finished compile job" \
     'grep -Eq "^\| PyTorch compile \| ok \| 8\.000" "$tmp/merged.md"'

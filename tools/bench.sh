@@ -37,6 +37,10 @@
 #   BENCH_TORCH         the PyTorch bench command (default "$PYTHON tools/torch_ref/bench.py")
 #   BENCH_RESULTS_DIR   where the report goes (default bench/results)
 #   BENCH_GPU_NAME      override the GPU name (nvidia-smi's) used in the report's file name
+#   BENCH_ENGINE_TABLE  the engine table of the job sg_cifar_b128_bf16_table (default
+#                       bench/tables/<gpu>-unet_cifar-b128-bf16.json, <gpu> as in the report's
+#                       name: the table measured on this GPU model; none there: the job is
+#                       recorded as skipped)
 #   BENCH_COMMIT        the commit to record where the tree is not a git checkout
 #   PYTHON              python with torch (default python3)
 # Several calls can fill one report: give each its own OUTDIR, then
@@ -161,6 +165,27 @@ sg() { # NAME ROW MODEL BATCH PREC
     job "$1" "$2" stepgraph "$3" "$4" "$5" graph "" 150 20 -- "$bin" --backend cuda --model "$3" \
         --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json
 }
+# the same step planned with an engine table measured on this GPU model (bench --tune-engines:
+# each layer's engine chosen by its measured time, then pinned; README "engine table"), the way a
+# tuned run trains; without the per-op breakdown (the untuned row has it)
+sg_table() { # NAME ROW MODEL BATCH PREC
+    local gpu table
+    gpu=$($report name "$out")  # <date>-<gpu>.md
+    gpu=${gpu#????-??-??-}
+    table=${BENCH_ENGINE_TABLE:-$root/bench/tables/${gpu%.md}-$3-b$4-$5.json}
+    if [ ! -f "$table" ]; then
+        if [ -z "$filter" ] || echo "$1" | grep -Eq -- "$filter"; then
+            $report record --out "$out/jobs/$1.json" --job "$1" --row "$2" --impl stepgraph \
+                --model "$3" --batch "$4" --precision "$5" --mode table --status skipped \
+                --reason "no engine table for this GPU ($table)"
+            say "$1: skipped (no engine table for this GPU: $table)"
+        fi
+        return
+    fi
+    job "$1" "$2" stepgraph "$3" "$4" "$5" table "" 150 20 -- "$bin" --backend cuda --model "$3" \
+        --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json \
+        --engine-table "$table" --no-breakdown
+}
 pt() { # NAME ROW MODEL BATCH PREC MODE TF32 CAP MIN (MIN "c": a compile mode)
     local min=$9
     [ "$min" = c ] && min=${BENCH_COMPILE_MIN_S:-90}
@@ -176,6 +201,7 @@ C=unet_cifar A=unet_adm64
 # matmuls bf16 anyway); the fp32 row runs PyTorch with TF32 off and on, both reported.
 # the fast jobs first: stepgraph and PyTorch eager for every row
 sg sg_cifar_b128_bf16 cifar_b128_bf16 $C 128 bf16
+sg_table sg_cifar_b128_bf16_table cifar_b128_bf16 $C 128 bf16
 sg sg_cifar_b8_bf16 cifar_b8_bf16 $C 8 bf16
 sg sg_adm64_b32_fp32 adm64_b32_fp32 $A 32 fp32
 pt torch_cifar_b128_bf16_eager cifar_b128_bf16 $C 128 bf16 eager on 180 30

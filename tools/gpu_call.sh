@@ -13,8 +13,10 @@
 #    the GPU stages run, the GPU tests five at a time, verify (unet_tiny, default engine and
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16 and unet_adm64
-#    batch 32 fp32, PyTorch eager for each (unet_adm64 with TF32 off; each with a 3-step
-#    profile: device time per kernel family; about 160 s in all, the fourth session); then its
+#    batch 32 fp32, unet_cifar batch 128 again with the engine table bench/tables holds for
+#    this GPU (sg_cifar_b128_bf16_table: the tuned step, no breakdown), PyTorch eager for each
+#    (unet_adm64 with TF32 off; each with a 3-step profile: device time per kernel family;
+#    about 160 s in all, the fourth session, and about 15 s more for the table's row); then its
 #    torch.compile and reduce-overhead rows at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
 #    regex instead), about 90 s each: the side-by-side table comes before everything below.
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
@@ -115,7 +117,7 @@ variant() {
     echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
         "$runs/variants/$name.json")"
 }
-main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_adm64_b32_fp32|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
+main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_cifar_b128_bf16_table|sg_adm64_b32_fp32|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
