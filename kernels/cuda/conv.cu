@@ -87,6 +87,28 @@ __device__ __forceinline__ int conv_tile_row(int i, int tm) {
     return 64 * (i / 4) + 4 * tm + i % 4;
 }
 
+/* The slice loop of every tile: fetch() reads the current slice into the thread's registers
+ * and stash(b) stores them into shared buffer b; next() advances to the next slice (false past
+ * the last). The first slice is fetched and stored before the loop; each iteration fetches the
+ * next one before the current one's FMAs and stores it into the other buffer after them. */
+template <int BM, class Next, class Fetch, class Stash>
+__device__ __forceinline__ void conv_tile_loop(float (&acc)[BM / 16][4],
+                                               float (*As)[CONV_BK][BM + CONV_PAD],
+                                               float (*Bs)[CONV_BK][CONV_BN + CONV_PAD], int tm,
+                                               int tn, Next next, Fetch fetch, Stash stash) {
+    fetch();
+    stash(0);
+    __syncthreads();
+    int buf = 0;
+    for (bool more = true; more; buf ^= 1) {
+        more = next();
+        if (more) fetch(); /* in flight during the slice's FMAs */
+        conv_tile_fma<BM>(acc, As[buf], Bs[buf], tm, tn);
+        if (more) stash(buf ^ 1);
+        __syncthreads();
+    }
+}
+
 /* The forward's reduction slices in (part, tap, 16-channel block) order, a part without
  * channels skipped: advance (part, tap, c0) to the next, false past the last. */
 __device__ __forceinline__ bool conv_fwd_next(int &part, int &tap, int &c0, int cp0, int cp1,
@@ -152,17 +174,10 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
         for (int e = 0; e < 4; e++) Bs[buf][bk + e][brow] = rb[e];
     };
     float acc[CONV_PM / 16][4] = {};
-    int part = cp0 > 0 ? 0 : 1, tap = 0, c0 = 0, buf = 0;
-    fetch(part, tap, c0);
-    stash(0);
-    __syncthreads();
-    for (bool more = true; more; buf ^= 1) {
-        more = conv_fwd_next(part, tap, c0, cp0, cp1, KK);
-        if (more) fetch(part, tap, c0); /* in flight during the slice's FMAs */
-        conv_tile_fma<CONV_PM>(acc, As[buf], Bs[buf], tm, tn);
-        if (more) stash(buf ^ 1);
-        __syncthreads();
-    }
+    int part = cp0 > 0 ? 0 : 1, tap = 0, c0 = 0;
+    conv_tile_loop<CONV_PM>(
+        acc, As, Bs, tm, tn, [&] { return conv_fwd_next(part, tap, c0, cp0, cp1, KK); },
+        [&] { fetch(part, tap, c0); }, stash);
 #pragma unroll
     for (int i = 0; i < CONV_PM / 16; i++) {
         const int64_t po = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
@@ -259,19 +274,11 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
         return (kh += S) < K;
     };
     float acc[CONV_PM / 16][4] = {};
-    int kh = rh, kw = rw, c0 = 0, buf = 0;
-    if (kh < K && kw < K) { /* a class some tap reaches (every class, for K >= S) */
-        fetch(kh, kw, c0);
-        stash(0);
-        __syncthreads();
-        for (bool more = true; more; buf ^= 1) {
-            more = next(kh, kw, c0);
-            if (more) fetch(kh, kw, c0);
-            conv_tile_fma<CONV_PM>(acc, As[buf], Bs[buf], tm, tn);
-            if (more) stash(buf ^ 1);
-            __syncthreads();
-        }
-    }
+    int kh = rh, kw = rw, c0 = 0;
+    if (kh < K && kw < K) /* a class some tap reaches (every class, for K >= S) */
+        conv_tile_loop<CONV_PM>(
+            acc, As, Bs, tm, tn, [&] { return next(kh, kw, c0); }, [&] { fetch(kh, kw, c0); },
+            stash);
 #pragma unroll
     for (int i = 0; i < CONV_PM / 16; i++) {
         const int64_t qo = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
@@ -328,24 +335,15 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
             rb[e] = valid && ci < Ci ? dev_cat_ld(x, pix, ci, dt) : 0.0f;
         }
     };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) As[buf][lk][lc + e] = ra[e], Bs[buf][lk][lc + e] = rb[e];
+    };
     float acc[CONV_BM / 16][4] = {};
-    if (p0 < p1) {
-        int buf = 0;
-        fetch(p0);
-#pragma unroll
-        for (int e = 0; e < 4; e++) As[0][lk][lc + e] = ra[e], Bs[0][lk][lc + e] = rb[e];
-        __syncthreads();
-        for (int64_t pb = p0; pb < p1; pb += CONV_BK, buf ^= 1) {
-            const bool more = pb + CONV_BK < p1;
-            if (more) fetch(pb + CONV_BK);
-            conv_tile_fma<CONV_BM>(acc, As[buf], Bs[buf], tm, tn);
-            if (more)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    As[buf ^ 1][lk][lc + e] = ra[e], Bs[buf ^ 1][lk][lc + e] = rb[e];
-            __syncthreads();
-        }
-    }
+    int64_t pb = p0;
+    if (p0 < p1)
+        conv_tile_loop<CONV_BM>(
+            acc, As, Bs, tm, tn, [&] { return (pb += CONV_BK) < p1; }, [&] { fetch(pb); }, stash);
     float *out = part + (int64_t)blockIdx.z * Co * KK * Ci;
 #pragma unroll
     for (int i = 0; i < CONV_BM / 16; i++) {
