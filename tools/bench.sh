@@ -122,6 +122,7 @@ fi
 
 # ---- jobs
 # job NAME ROW IMPL MODEL BATCH PREC MODE TF32 CAP_S MIN_S -- COMMAND...
+# (job_skip, set for the call: record the job as skipped with that reason instead of running it)
 job() {
     local name=$1 row=$2 impl=$3 model=$4 batch=$5 prec=$6 mode=$7 tf32=$8 cap=$9 min=${10}
     shift 11
@@ -134,6 +135,11 @@ job() {
     if [ "$impl" = stepgraph ] && [ -n "$build_fail" ]; then
         $report record "${common[@]}" --status failed --reason "$build_fail"
         say "$name: failed ($build_fail)"
+        return
+    fi
+    if [ -n "${job_skip:-}" ]; then
+        $report record "${common[@]}" --status skipped --reason "$job_skip"
+        say "$name: skipped ($job_skip)"
         return
     fi
     if [ "$rest" -lt "$min" ]; then
@@ -169,20 +175,12 @@ sg() { # NAME ROW MODEL BATCH PREC
 # each layer's engine chosen by its measured time, then pinned; README "engine table"), the way a
 # tuned run trains; without the per-op breakdown (the untuned row has it)
 sg_table() { # NAME ROW MODEL BATCH PREC
-    local gpu table
+    local gpu table skip=
     gpu=$($report name "$out")  # <date>-<gpu>.md
     gpu=${gpu#????-??-??-}
     table=${BENCH_ENGINE_TABLE:-$root/bench/tables/${gpu%.md}-$3-b$4-$5.json}
-    if [ ! -f "$table" ]; then
-        if [ -z "$filter" ] || echo "$1" | grep -Eq -- "$filter"; then
-            $report record --out "$out/jobs/$1.json" --job "$1" --row "$2" --impl stepgraph \
-                --model "$3" --batch "$4" --precision "$5" --mode table --status skipped \
-                --reason "no engine table for this GPU ($table)"
-            say "$1: skipped (no engine table for this GPU: $table)"
-        fi
-        return
-    fi
-    job "$1" "$2" stepgraph "$3" "$4" "$5" table "" 150 20 -- "$bin" --backend cuda --model "$3" \
+    [ -f "$table" ] || skip="no engine table for this GPU ($table)"
+    job_skip=$skip job "$1" "$2" stepgraph "$3" "$4" "$5" table "" 150 20 -- "$bin" --backend cuda --model "$3" \
         --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json \
         --engine-table "$table" --no-breakdown
 }
