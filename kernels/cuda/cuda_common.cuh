@@ -39,6 +39,9 @@ extern "C" const char *sg_last_error(void);
  * dependent launch): the emulator runs kernels one after another, and checks that every thread
  * of such a launch executed it. */
 #define SG_PDL_ENTER() sg_sim::pdl_enter()
+/* A kernel as a graph kernel node's function (cudaKernelNodeParams.func): the emulator records
+ * its parameter types, to call it from the node's kernelParams. */
+#define SG_KERNEL_NODE_FUNC(kernel) sg_sim::node_func(#kernel, kernel)
 /* A kernel's dynamic shared memory: a declaration statement inside the kernel. */
 #define SG_DYNAMIC_SMEM(type, name) type *name = (type *)sg_sim::dynamic_smem()
 /* The emulator checks the two pointers of a concatenated operand like pointer arguments. */
@@ -68,6 +71,7 @@ template <> struct cuda_sim_arg_ptrs<sg_conv_fuse> {
 #else
 #define SG_LAUNCH(kernel, grid, block, smem, stream, ...)                                          \
     sg_launch_pdl(kernel, grid, block, smem, stream, __VA_ARGS__)
+#define SG_KERNEL_NODE_FUNC(kernel) ((void *)(kernel))
 #define SG_LAUNCH_NAMED(name, kernel, grid, block, smem, stream, ...)                              \
     sg_launch_pdl(kernel, grid, block, smem, stream, __VA_ARGS__)
 /* Let the next kernel in the stream start (its own SG_PDL_ENTER holds it until this grid has

@@ -16,6 +16,7 @@
  * recorded as graph nodes with all their arguments by value.
  */
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -655,6 +656,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     g.B.p = B;
     g.C.p = C;
     g.D.p = D;
+    /* SG_SIM_LIB_MEMSETS=1: clear the workspace's first KiB first, as the real libraries clear
+     * theirs, so that a captured step holds memset nodes as a GPU's does (the emulated libraries
+     * otherwise capture none; graph_edit.cu turns them into kernel nodes) */
+    static const char *lib_memsets = getenv("SG_SIM_LIB_MEMSETS");
+    if (lib_memsets && !strcmp(lib_memsets, "1") && ws_bytes &&
+        cudaMemsetAsync(ws, 0, ws_bytes < 1024 ? ws_bytes : 1024, st) != cudaSuccess)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     return gemm_issue(fn, st, g);
 }
 

@@ -43,8 +43,16 @@ struct cmd {
     size_t smem = 0;
     std::vector<unsigned char> sig; /* arguments / descriptor bytes: what must replay equal */
     std::function<cudaError_t()> run;
-    std::string range; /* the NVTX range when issued */
+    std::string range;      /* the NVTX range when issued */
+    cudaMemsetParams set{}; /* CMD_SET: what it sets (cudaGraphMemsetNodeGetParams) */
 };
+/* A kernel command from a launch (checks the configuration and every pointer as a launch does);
+ * false with the error set and reported. */
+bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &out);
+/* A memset command for p (cudaMemsetAsync, cudaMemset2DAsync, a graph's memset node); false with
+ * the error set and reported where the range is not inside one allocation or the parameters are
+ * invalid. */
+bool memset_cmd(const char *name, const cudaMemsetParams &p, cmd &out);
 /* Runs c now, or records it when the stream is capturing. Returns the error to report. */
 cudaError_t issue(cudaStream_t st, cmd c);
 /* Whether some stream is capturing (then allocation and synchronisation are forbidden). */

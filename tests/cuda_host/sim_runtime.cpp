@@ -22,6 +22,7 @@
  * stream between its last two synchronisations, skipping intervals that only copied (uploads
  * and downloads between the eager step and the capture).
  */
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -55,8 +56,34 @@ struct CUevent_st {
     bool recorded = false;
     unsigned flags = 0;
 };
+/* A graph: a DAG of commands. A capture makes a straight line (each node depends on the one
+ * before); graph editing (cudaGraphAdd*Node, cudaGraphAddDependencies, cudaGraphDestroyNode)
+ * may make any DAG. An instantiated graph runs its nodes in a topological order, ties broken by
+ * creation order: the emulation runs one command at a time, and any such order is one a GPU may
+ * run. */
+struct CUgraphNode_st {
+    sg_sim::cmd c;
+    std::vector<CUgraphNode_st *> deps; /* the nodes it depends on */
+    CUgraph_st *g = nullptr;
+    size_t order = 0; /* creation order in its graph */
+};
 struct CUgraph_st {
-    std::vector<sg_sim::cmd> nodes;
+    std::vector<std::unique_ptr<CUgraphNode_st>> nodes; /* creation order */
+    std::vector<std::unique_ptr<CUgraphNode_st>> dead;  /* destroyed: their handles stay readable */
+    size_t created = 0;
+    CUgraphNode_st *add(sg_sim::cmd c) {
+        nodes.emplace_back(new CUgraphNode_st);
+        CUgraphNode_st *n = nodes.back().get();
+        n->c = std::move(c);
+        n->g = this;
+        n->order = created++;
+        return n;
+    }
+    bool has(const CUgraphNode_st *n) const {
+        for (const auto &x : nodes)
+            if (x.get() == n) return true;
+        return false;
+    }
 };
 struct CUgraphExec_st {
     std::vector<sg_sim::cmd> nodes;
@@ -385,12 +412,27 @@ cudaError_t issue(cudaStream_t st, cmd c) {
     return cudaSuccess;
 }
 
-void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
-    init();
-    if (R.sticky != cudaSuccess) {
-        R.last = R.sticky;
-        return;
-    }
+namespace {
+struct node_func_entry {
+    std::string name;
+    node_call_maker make;
+};
+std::map<const void *, node_func_entry> &node_funcs() {
+    static std::map<const void *, node_func_entry> m;
+    return m;
+}
+} // namespace
+void register_node_func(const void *fn, const char *name, node_call_maker make) {
+    node_funcs()[fn] = node_func_entry{name, make};
+}
+std::shared_ptr<call_base> node_call(const void *fn, void *const *args, launch_info &li) {
+    auto it = node_funcs().find(fn);
+    if (it == node_funcs().end()) return nullptr;
+    li.name = it->second.name.c_str();
+    return it->second.make(fn, args, li);
+}
+
+bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
     const dim3 g = li.grid, b = li.block;
     const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
     if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0 || threads > 1024 ||
@@ -399,7 +441,7 @@ void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
                "threads; limits: 1024 threads, block (1024,1024,64), grid (2^31-1,65535,65535))",
                li.name, g.x, g.y, g.z, b.x, b.y, b.z, threads);
         set_error(cudaErrorInvalidConfiguration);
-        return;
+        return false;
     }
     int lim = 48 << 10;
     auto it = R.max_dyn_smem.find(li.func);
@@ -409,16 +451,15 @@ void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
                "with cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB)",
                li.name, li.smem, lim);
         set_error(cudaErrorInvalidValue);
-        return;
+        return false;
     }
     for (auto &pa : li.ptrs) {
         if (!pa.second || find_range(pa.second, 0)) continue;
         report("kernel %s: argument %d is the pointer %p, which lies in no live allocation (%s)",
                li.name, pa.first, pa.second, describe_address(pa.second).c_str());
         set_error(cudaErrorInvalidDevicePointer);
-        return;
+        return false;
     }
-    cmd c;
     c.kind = CMD_KERNEL;
     c.name = li.name;
     c.grid = g;
@@ -433,7 +474,57 @@ void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
         report("%s (scheduling order %s)", err.c_str(), order_name());
         return cudaErrorLaunchFailure;
     };
-    issue(st, std::move(c));
+    return true;
+}
+
+void submit(launch_info &li, cudaStream_t st, std::shared_ptr<call_base> call) {
+    init();
+    if (R.sticky != cudaSuccess) {
+        R.last = R.sticky;
+        return;
+    }
+    cmd c;
+    if (kernel_cmd(li, std::move(call), c)) issue(st, std::move(c));
+}
+
+/* what a memset sets: height rows of width elements of elementSize bytes, pitch bytes apart,
+ * each element the low elementSize bytes of value (little-endian) */
+bool memset_cmd(const char *name, const cudaMemsetParams &p, cmd &c) {
+    const size_t es = p.elementSize, row = p.width * es;
+    if ((es != 1 && es != 2 && es != 4) || (p.height > 1 && p.pitch < row) ||
+        (uintptr_t)p.dst % es || (p.height > 1 && p.pitch % es)) {
+        report(
+            "%s: invalid parameters (element size %zu, width %zu, height %zu, pitch %zu, dst %p)",
+            name, es, p.width, p.height, p.pitch, p.dst);
+        set_error(cudaErrorInvalidValue);
+        return false;
+    }
+    const size_t span = p.height && row ? (p.height - 1) * p.pitch + row : 0;
+    if (span && !find_range(p.dst, span)) {
+        report("%s: [%p, +%zu) is not inside one allocation: %s", name, p.dst, span,
+               describe_address(p.dst).c_str());
+        set_error(cudaErrorInvalidValue);
+        return false;
+    }
+    c.kind = CMD_SET;
+    c.name = name;
+    c.set = p;
+    struct {
+        void *p;
+        size_t pitch, width, height;
+        unsigned v, es;
+    } sig = {p.dst, p.pitch, p.width, p.height, p.value, p.elementSize};
+    c.sig.assign((const unsigned char *)&sig, (const unsigned char *)&sig + sizeof sig);
+    c.run = [p]() {
+        unsigned char v[4];
+        for (int k = 0; k < 4; k++) v[k] = (unsigned char)(p.value >> (8 * k));
+        for (size_t r = 0; r < p.height; r++) {
+            unsigned char *d = (unsigned char *)p.dst + r * p.pitch;
+            for (size_t i = 0; i < p.width * p.elementSize; i++) d[i] = v[i % p.elementSize];
+        }
+        return cudaSuccess;
+    };
+    return true;
 }
 
 } // namespace sg_sim
@@ -473,6 +564,7 @@ const char *cudaGetErrorName(cudaError_t e) {
         SIM_E(cudaErrorInvalidDevice)
         SIM_E(cudaErrorInvalidResourceHandle)
         SIM_E(cudaErrorIllegalState)
+        SIM_E(cudaErrorLossyQuery)
         SIM_E(cudaErrorNotReady)
         SIM_E(cudaErrorIllegalAddress)
         SIM_E(cudaErrorLaunchOutOfResources)
@@ -719,25 +811,17 @@ cudaError_t cudaMemset(void *p, int value, size_t n) {
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t st) {
     SIM_ENTER();
-    if (n && !find_range(p, n)) {
-        report("cudaMemsetAsync: [%p, +%zu) is not inside one allocation: %s", p, n,
-               describe_address(p).c_str());
-        return set_error(cudaErrorInvalidValue);
-    }
+    cudaMemsetParams m = {p, 0, (unsigned)value & 0xffu, 1, n, 1};
     cmd c;
-    c.kind = CMD_SET;
-    c.name = "cudaMemsetAsync";
-    struct {
-        void *p;
-        size_t n;
-        int v;
-        int pad;
-    } sig = {p, n, value, 0};
-    c.sig.assign((const unsigned char *)&sig, (const unsigned char *)&sig + sizeof sig);
-    c.run = [p, value, n]() {
-        if (n) memset(p, value, n);
-        return cudaSuccess;
-    };
+    if (!memset_cmd("cudaMemsetAsync", m, c)) return cudaErrorInvalidValue;
+    return issue(st, std::move(c));
+}
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width, size_t height,
+                              cudaStream_t st) {
+    SIM_ENTER();
+    cudaMemsetParams m = {p, pitch, (unsigned)value & 0xffu, 1, width, height};
+    cmd c;
+    if (!memset_cmd("cudaMemset2DAsync", m, c)) return cudaErrorInvalidValue;
     return issue(st, std::move(c));
 }
 
@@ -931,7 +1015,12 @@ cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g) {
     }
     list_graph(nodes);
     CUgraph_st *graph = new CUgraph_st;
-    graph->nodes = std::move(nodes);
+    CUgraphNode_st *prev = nullptr;
+    for (cmd &c : nodes) {
+        CUgraphNode_st *n = graph->add(std::move(c));
+        if (prev) n->deps.push_back(prev);
+        prev = n;
+    }
     *g = graph;
     return cudaSuccess;
 }
@@ -946,11 +1035,38 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus 
     return cudaSuccess;
 }
 
+/* the nodes in the order an instantiated graph runs them: topological, ties by creation order;
+ * false (reported) where the edges make a cycle */
+static bool graph_order(const CUgraph_st *g, std::vector<const CUgraphNode_st *> &out) {
+    std::map<const CUgraphNode_st *, size_t> pending;
+    std::map<const CUgraphNode_st *, std::vector<const CUgraphNode_st *>> next;
+    for (const auto &n : g->nodes) {
+        pending[n.get()] = n->deps.size();
+        for (const CUgraphNode_st *d : n->deps) next[d].push_back(n.get());
+    }
+    std::map<size_t, const CUgraphNode_st *> ready; /* by creation order */
+    for (const auto &n : g->nodes)
+        if (n->deps.empty()) ready[n->order] = n.get();
+    out.clear();
+    while (!ready.empty()) {
+        const CUgraphNode_st *n = ready.begin()->second;
+        ready.erase(ready.begin());
+        out.push_back(n);
+        for (const CUgraphNode_st *m : next[n])
+            if (--pending[m] == 0) ready[m->order] = m;
+    }
+    if (out.size() == g->nodes.size()) return true;
+    report("cudaGraphInstantiate: the graph's edges make a cycle");
+    return false;
+}
+
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
     SIM_ENTER();
     if (!e || !g) return set_error(cudaErrorInvalidValue);
+    std::vector<const CUgraphNode_st *> order;
+    if (!graph_order(g, order)) return set_error(cudaErrorInvalidValue);
     CUgraphExec_st *x = new CUgraphExec_st;
-    x->nodes = g->nodes;
+    for (const CUgraphNode_st *n : order) x->nodes.push_back(n->c);
     *e = x;
     return cudaSuccess;
 }
@@ -983,41 +1099,203 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g) {
     delete g;
     return cudaSuccess;
 }
+cudaError_t cudaGraphCreate(cudaGraph_t *g, unsigned int flags) {
+    SIM_ENTER();
+    if (!g || flags) return set_error(cudaErrorInvalidValue);
+    *g = new CUgraph_st;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphClone(cudaGraph_t *out, cudaGraph_t g) {
+    SIM_ENTER();
+    if (!out || !g) return set_error(cudaErrorInvalidValue);
+    CUgraph_st *c = new CUgraph_st;
+    std::map<const CUgraphNode_st *, CUgraphNode_st *> to;
+    for (const auto &n : g->nodes) to[n.get()] = c->add(n->c);
+    for (const auto &n : g->nodes)
+        for (const CUgraphNode_st *d : n->deps) to[n.get()]->deps.push_back(to[d]);
+    *out = c;
+    return cudaSuccess;
+}
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *num) {
     SIM_ENTER();
     if (!g || !num) return set_error(cudaErrorInvalidValue);
-    if (nodes) { /* a node's handle: its command, alive as long as the graph */
+    if (nodes) {
         size_t n = *num < g->nodes.size() ? *num : g->nodes.size();
-        for (size_t i = 0; i < n; i++) nodes[i] = (cudaGraphNode_t)(void *)&g->nodes[i];
+        for (size_t i = 0; i < n; i++) nodes[i] = g->nodes[i].get();
     }
     *num = g->nodes.size();
     return cudaSuccess;
 }
-/* a captured stream is a straight line: the first node is the root, an edge into each other */
 cudaError_t cudaGraphGetRootNodes(cudaGraph_t g, cudaGraphNode_t *roots, size_t *num) {
     SIM_ENTER();
     if (!g || !num) return set_error(cudaErrorInvalidValue);
-    if (roots && *num > 0 && !g->nodes.empty()) roots[0] = (cudaGraphNode_t)(void *)&g->nodes[0];
-    *num = g->nodes.empty() ? 0 : 1;
+    size_t k = 0;
+    for (const auto &n : g->nodes) {
+        if (!n->deps.empty()) continue;
+        if (roots && k < *num) roots[k] = n.get();
+        k++;
+    }
+    *num = k;
     return cudaSuccess;
 }
 cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to,
                               cudaGraphEdgeData *edge_data, size_t *num) {
     SIM_ENTER();
-    if (!g || !num || from || to || edge_data) {
-        report("cudaGraphGetEdges: only the count (from, to and edgeData NULL) is emulated");
+    if (!g || !num || edge_data || (!from != !to)) {
+        report("cudaGraphGetEdges: from and to both or neither; edgeData must be NULL here");
         return set_error(cudaErrorInvalidValue);
     }
-    *num = g->nodes.empty() ? 0 : g->nodes.size() - 1;
+    size_t k = 0;
+    for (const auto &n : g->nodes)
+        for (CUgraphNode_st *d : n->deps) {
+            if (from && k < *num) from[k] = d, to[k] = n.get();
+            k++;
+        }
+    *num = k;
     return cudaSuccess;
+}
+static bool node_ok(const char *fn, cudaGraphNode_t node) {
+    if (node && node->g && node->g->has(node)) return true;
+    report("%s: not a node of a live graph (%p)", fn, (void *)node);
+    return false;
 }
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type) {
     SIM_ENTER();
-    if (!node || !type) return set_error(cudaErrorInvalidValue);
-    const int kind = ((const cmd *)(void *)node)->kind;
+    if (!type || !node_ok("cudaGraphNodeGetType", node)) return set_error(cudaErrorInvalidValue);
+    const int kind = node->c.kind;
     *type = kind == CMD_COPY  ? cudaGraphNodeTypeMemcpy
             : kind == CMD_SET ? cudaGraphNodeTypeMemset
                               : cudaGraphNodeTypeKernel;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *p) {
+    SIM_ENTER();
+    if (!p || !node_ok("cudaGraphMemsetNodeGetParams", node) || node->c.kind != CMD_SET)
+        return set_error(cudaErrorInvalidValue);
+    *p = node->c.set;
+    return cudaSuccess;
+}
+/* the dependencies given to a new node: nodes of g, no repeats */
+static bool deps_ok(const char *fn, cudaGraph_t g, const cudaGraphNode_t *deps, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!deps || !deps[i] || deps[i]->g != g || !g->has(deps[i])) {
+            report("%s: dependency %zu is not a node of this graph", fn, i);
+            return false;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (deps[j] == deps[i]) {
+                report("%s: dependency %zu repeats dependency %zu", fn, i, j);
+                return false;
+            }
+    }
+    return true;
+}
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                   size_t n, const struct cudaMemsetParams *p) {
+    SIM_ENTER();
+    if (!out || !g || !p || !deps_ok("cudaGraphAddMemsetNode", g, deps, n))
+        return set_error(cudaErrorInvalidValue);
+    cmd c;
+    if (!memset_cmd("memset node", *p, c)) return cudaErrorInvalidValue;
+    c.range = current_range();
+    CUgraphNode_st *x = g->add(std::move(c));
+    x->deps.assign(deps, deps + n);
+    *out = x;
+    return cudaSuccess;
+}
+/* cudaKernelNodeParams' fields share the names of the kernels' built-in variables (cuda_sim.hpp) */
+#pragma push_macro("gridDim")
+#pragma push_macro("blockDim")
+#undef gridDim
+#undef blockDim
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                   size_t n, const struct cudaKernelNodeParams *p) {
+    SIM_ENTER();
+    if (!out || !g || !p || !deps_ok("cudaGraphAddKernelNode", g, deps, n))
+        return set_error(cudaErrorInvalidValue);
+    if (p->extra || !p->kernelParams) {
+        report("cudaGraphAddKernelNode: only kernelParams (no extra) is emulated");
+        return set_error(cudaErrorInvalidValue);
+    }
+    launch_info li;
+    std::shared_ptr<call_base> call = node_call(p->func, p->kernelParams, li);
+    if (!call) {
+        report("cudaGraphAddKernelNode: the function %p was not named by SG_KERNEL_NODE_FUNC",
+               p->func);
+        return set_error(cudaErrorInvalidDeviceFunction);
+    }
+    li.grid = p->gridDim;
+    li.block = p->blockDim;
+    li.smem = p->sharedMemBytes;
+    cmd c;
+    if (!kernel_cmd(li, std::move(call), c)) return R.last;
+    c.range = current_range();
+    CUgraphNode_st *x = g->add(std::move(c));
+    x->deps.assign(deps, deps + n);
+    *out = x;
+    return cudaSuccess;
+}
+#pragma pop_macro("blockDim")
+#pragma pop_macro("gridDim")
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *deps,
+                                         cudaGraphEdgeData *edge_data, size_t *num) {
+    SIM_ENTER();
+    if (!num || edge_data || !node_ok("cudaGraphNodeGetDependencies", node))
+        return set_error(cudaErrorInvalidValue);
+    if (deps)
+        for (size_t i = 0; i < *num && i < node->deps.size(); i++) deps[i] = node->deps[i];
+    *num = node->deps.size();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *out,
+                                           cudaGraphEdgeData *edge_data, size_t *num) {
+    SIM_ENTER();
+    if (!num || edge_data || !node_ok("cudaGraphNodeGetDependentNodes", node))
+        return set_error(cudaErrorInvalidValue);
+    size_t k = 0;
+    for (const auto &m : node->g->nodes)
+        for (const CUgraphNode_st *d : m->deps)
+            if (d == node) {
+                if (out && k < *num) out[k] = m.get();
+                k++;
+            }
+    *num = k;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from,
+                                     const cudaGraphNode_t *to, const cudaGraphEdgeData *edge_data,
+                                     size_t n) {
+    SIM_ENTER();
+    if (!g || (n && (!from || !to)) || edge_data) return set_error(cudaErrorInvalidValue);
+    for (size_t i = 0; i < n; i++) {
+        if (!from[i] || !to[i] || from[i]->g != g || to[i]->g != g || !g->has(from[i]) ||
+            !g->has(to[i]) || from[i] == to[i]) {
+            report("cudaGraphAddDependencies: edge %zu is not between two nodes of this graph", i);
+            return set_error(cudaErrorInvalidValue);
+        }
+        for (const CUgraphNode_st *d : to[i]->deps)
+            if (d == from[i]) {
+                report("cudaGraphAddDependencies: edge %zu exists already", i);
+                return set_error(cudaErrorInvalidValue);
+            }
+        to[i]->deps.push_back(from[i]);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
+    SIM_ENTER();
+    if (!node_ok("cudaGraphDestroyNode", node)) return set_error(cudaErrorInvalidValue);
+    CUgraph_st *g = node->g;
+    for (auto &m : g->nodes) {
+        auto &d = m->deps;
+        d.erase(std::remove(d.begin(), d.end(), node), d.end());
+    }
+    for (size_t i = 0; i < g->nodes.size(); i++)
+        if (g->nodes[i].get() == node) {
+            g->dead.push_back(std::move(g->nodes[i]));
+            g->nodes.erase(g->nodes.begin() + (long)i);
+            break;
+        }
     return cudaSuccess;
 }
 

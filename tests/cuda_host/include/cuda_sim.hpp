@@ -590,6 +590,35 @@ void launch(const char *name, void (*fn)(P...), dim3 grid, dim3 block, size_t sm
     launch_as(false, name, fn, grid, block, smem, st, std::forward<A>(a)...);
 }
 
+/* Kernel nodes built from a cudaKernelNodeParams (cudaGraphAddKernelNode): the emulation calls a
+ * kernel with typed arguments, so the function must be named first (SG_KERNEL_NODE_FUNC, whose
+ * node_func records how to read its arguments from kernelParams). node_call builds the call and
+ * fills li's name, function and arguments; nullptr for a function never named. Such a node's
+ * threads must execute SG_PDL_ENTER, as an SG_LAUNCH's do. */
+typedef std::shared_ptr<call_base> (*node_call_maker)(const void *fn, void *const *args,
+                                                      launch_info &li);
+void register_node_func(const void *fn, const char *name, node_call_maker make);
+std::shared_ptr<call_base> node_call(const void *fn, void *const *args, launch_info &li);
+
+template <class... P, size_t... K>
+std::tuple<P...> node_args(void *const *args, std::index_sequence<K...>) {
+    return std::tuple<P...>{*static_cast<const std::remove_cv_t<P> *>(args[K])...};
+}
+template <class... P>
+std::shared_ptr<call_base> make_node_call(const void *f, void *const *args, launch_info &li) {
+    auto fn = reinterpret_cast<void (*)(P...)>(const_cast<void *>(f));
+    auto call = std::make_shared<kernel_call<P...>>(
+        fn, node_args<P...>(args, std::index_sequence_for<P...>{}));
+    call->pdl_required = true;
+    li.func = f;
+    std::apply([&li](const P &...v) { (li.add_arg(v), ...); }, call->args);
+    return call;
+}
+template <class... P> void *node_func(const char *name, void (*fn)(P...)) {
+    register_node_func(reinterpret_cast<const void *>(fn), name, &make_node_call<P...>);
+    return reinterpret_cast<void *>(fn);
+}
+
 } // namespace sg_sim
 
 #endif
