@@ -95,6 +95,11 @@ struct sg_backend {
      * and of each schedule node run eagerly (the per-op breakdown). */
     int (*time_steps)(sg_backend *be, const sg_plan *plan, int n, float *ms);
     int (*time_nodes)(sg_backend *be, const sg_plan *plan, float *ms_per_node);
+    /* Optional (CUDA, after the capture): the host time in us of n launches, each on an idle
+     * stream, of the step's graph as the libraries captured it, where the launched graph differs
+     * (its memset nodes became kernel nodes: kernels/cuda/graph_edit.cu); else us[0] = -1. Each
+     * launch runs a step. */
+    int (*time_launch_captured)(sg_backend *be, const sg_plan *plan, int n, float *us);
     /* ms of each of reps replays (events around each) of a graph that captures the n
      * schedule nodes `nodes` in that order, each launched as the step launches it: an op
      * family's cost inside a replayed graph, without the eager per-node launch gaps (the
@@ -174,7 +179,7 @@ static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int
  * list to them). The CPU backend names the ones set as ignored; the CUDA backend's record
  * (describe's "env_knobs") gives the ones set with their values, so that a measurement says
  * what it ran. */
-#define SG_N_CUDA_ENV_KNOBS 16
+#define SG_N_CUDA_ENV_KNOBS 17
 extern const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS];
 
 /* The CPU reference backend. */

@@ -126,7 +126,14 @@ typedef struct {
      * any other); -1 where the query failed or before the capture */
     int graph_roots, graph_edges, graph_types[4];
     int replay_types[4]; /* the last time_nodes_replay's graph, likewise (last_replay_types) */
-    int steps_run;       /* run_step calls so far: the first one is eager */
+    /* SG_GRAPH_MEMSETS: the memset nodes the libraries capture become kernel nodes after the
+     * capture (kernels/cuda/graph_edit.cu says why; 1, the default) or stay as captured (0,
+     * "keep"). memsets_replaced / memsets_kept: how many did, of the graph_types_captured[1]
+     * there were; graph_captured: the graph as captured (NULL where none was replaced), for
+     * bench's launch timing of both */
+    int graph_memsets, memsets_replaced, memsets_kept, graph_types_captured[4];
+    cudaGraph_t graph_captured;
+    int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
 #ifdef SG_HAVE_NCCL
@@ -1989,6 +1996,17 @@ static int capture(sg_backend *be, const sg_plan *p) {
     c->graph = graph;
     size_t nodes = 0;
     CU(cudaGraphGetNodes(graph, NULL, &nodes));
+    graph_types(graph, nodes, c->graph_types_captured);
+    if (c->graph_memsets && c->graph_types_captured[1] != 0) {
+        CU(cudaGraphClone(&c->graph_captured, graph));
+        if (sg_cuda_graph_memsets_to_kernels(graph, &c->memsets_replaced, &c->memsets_kept))
+            return SG_ERR;
+        if (!c->memsets_replaced) {
+            cudaGraphDestroy(c->graph_captured);
+            c->graph_captured = NULL;
+        }
+        CU(cudaGraphGetNodes(graph, NULL, &nodes));
+    }
     c->graph_nodes = (int)nodes;
     graph_shape(c, graph);
     CU(cudaGraphInstantiate(&c->exec, graph, 0));
@@ -2047,6 +2065,34 @@ static int cuda_time_steps(sg_backend *be, const sg_plan *p, int n, float *ms) {
         CU(cudaEventSynchronize(c->ev[1]));
         CU(cudaEventElapsedTime(&ms[i], c->ev[0], c->ev[1]));
     }
+    return SG_OK;
+}
+
+/* bench: the host time of n launches of the step's graph as the libraries captured it (memset
+ * nodes and all), each on an idle stream as run_step's are timed; us[0] = -1 where no memset node
+ * was replaced (the launched graph is the captured one). Each launch runs a step. */
+static int cuda_time_launch_captured(sg_backend *be, const sg_plan *p, int n, float *us) {
+    cuda_ctx *c = be->ctx;
+    (void)p;
+    if (n > 0) us[0] = -1;
+    if (!c->graph_captured || n <= 0) return SG_OK;
+    cudaGraphExec_t x = NULL;
+    CU(cudaGraphInstantiate(&x, c->graph_captured, 0));
+    cudaError_t e = cudaGraphUpload(x, c->st);
+    if (e == cudaSuccess) e = cudaGraphLaunch(x, c->st); /* warm */
+    for (int i = 0; i < n && e == cudaSuccess; i++) {
+        struct timespec t0, t1;
+        e = cudaStreamSynchronize(c->st);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (e == cudaSuccess) e = cudaGraphLaunch(x, c->st);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        us[i] = (float)((double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                        (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->st);
+    cudaGraphExecDestroy(x);
+    if (e != cudaSuccess)
+        return sg_set_error("launching the step's graph as captured: %s", cudaGetErrorString(e));
     return SG_OK;
 }
 
@@ -2537,6 +2583,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
         "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
         "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
+        "\"graph_memsets\":\"%s\",\"graph_memsets_captured\":%d,\"graph_memsets_replaced\":%d,"
+        "\"graph_memsets_kept\":%d,"
         "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
         "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
         "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
@@ -2553,7 +2601,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
         sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
         c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2], c->graph_types[3],
-        sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
+        c->graph_memsets ? "kernel" : "keep", c->graph_types_captured[1], c->memsets_replaced,
+        c->memsets_kept, sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
         (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
         sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm, c->convs_own,
         c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash,
@@ -2584,6 +2633,7 @@ static void cuda_destroy(sg_backend *be) {
     if (c) {
         if (c->exec) cudaGraphExecDestroy(c->exec);
         if (c->graph) cudaGraphDestroy(c->graph);
+        if (c->graph_captured) cudaGraphDestroy(c->graph_captured);
         if (c->cb) cublasDestroy(c->cb);
         sg_blas_destroy(c->blas);
         sg_blas_destroy(c->blas_off);
@@ -2616,6 +2666,7 @@ static const sg_backend cuda_vtable = {
     .sync = cuda_sync,
     .time_steps = cuda_time_steps,
     .time_nodes = cuda_time_nodes,
+    .time_launch_captured = cuda_time_launch_captured,
     .time_nodes_replay = cuda_time_nodes_replay,
     .last_replay_types = cuda_last_replay_types,
     .wg_sched = cuda_wg_sched,
@@ -2691,6 +2742,16 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
                 "stepgraph: SG_PDL=1: this device (compute capability %d.%d) has no "
                 "programmatic dependent launch: off\n",
                 major, minor);
+    /* the libraries' memset nodes (kernels/cuda/graph_edit.cu): SG_GRAPH_MEMSETS=kernel (the
+     * default: each becomes a kernel node after the capture) or keep (the graph as captured) */
+    const char *gm = getenv("SG_GRAPH_MEMSETS");
+    if (gm && *gm && strcmp(gm, "kernel") && strcmp(gm, "keep")) {
+        sg_set_error("SG_GRAPH_MEMSETS=%s: expected kernel (the default) or keep", gm);
+        free(c), free(be);
+        return NULL;
+    }
+    c->graph_memsets = !(gm && !strcmp(gm, "keep"));
+    for (int k = 0; k < 4; k++) c->graph_types_captured[k] = -1;
     /* the one-pass normalisations (cuda_kernels.h): SG_NORM_ONEPASS=1 both directions, fwd or
      * bwd one, 0 neither (the same bits every way); unset: the forward, the default since the
      * third GPU session timed it (2.8% off the unet_cifar batch-128 step; the backward one-pass

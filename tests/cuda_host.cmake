@@ -108,11 +108,14 @@ endforeach()
 set_property(TEST cuda_step_host_reverse APPEND PROPERTY ENVIRONMENT
              "SG_TEST_ACCUM=0;SG_WG_PERSIST=3;SG_WG_FILL=1")
 # the whole step with attention on the fused kernels (SG_ATTN=fused: unet_tiny's bf16 runs),
-# and every tensor-core forward on the resident halo, the plain ones too (SG_TC_HALO=all)
+# and every tensor-core forward on the resident halo, the plain ones too (SG_TC_HALO=all); the
+# emulated cuBLASLt clears its workspace before each GEMM (SG_SIM_LIB_MEMSETS=1), so the
+# captured steps hold memset nodes, as a GPU's do, and replay them as kernel nodes
+# (kernels/cuda/graph_edit.cu) with the eager bits
 add_test(NAME cuda_step_host_attn_fused COMMAND test_cuda_step_host)
 set_tests_properties(cuda_step_host_attn_fused PROPERTIES
                      ENVIRONMENT
-                     "SG_ATTN=fused;SG_TC_HALO=all;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0"
+                     "SG_ATTN=fused;SG_TC_HALO=all;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0;SG_SIM_LIB_MEMSETS=1"
                      LABELS cuda_host TIMEOUT 900)
 # the op test on an emulated compute capability 8.0 device: every wgmma convolution must be
 # refused with the reason (conv_wgmma.cu is sm_90a code), everything else runs as on 9.0

@@ -199,14 +199,39 @@ assert all(o["replay_ms"] > 0 for o in rows if o["op"].startswith("conv2d")), ro
 # nodes that launch nothing cost nothing (concat: the decoder skips are virtual)
 assert all(o["replay_ms"] == 0 for o in rows if o["op"] == "concat"), rows
 # each row replayed graph by command type (last_replay_types): the rows add up to the step
-# graph, type by type (the libraries of the emulation add no memsets)
+# graph as captured, type by type (the step graph as launched has its memset nodes made
+# kernel nodes; the libraries of the emulation add none unless SG_SIM_LIB_MEMSETS=1)
 c = [o["graph_commands"] for o in rows]
-t = d["env"]["graph_node_types"]
+t = dict(d["env"]["graph_node_types"])
+rep = d["env"]["graph_memsets_replaced"]
+t["kernel"] -= rep
+t["memset"] += rep
 for k in ("kernel", "memset", "memcpy", "other"):
     assert sum(x[k] for x in c) == t[k], (k, sum(x[k] for x in c), t)
 assert all((x["kernel"] > 0) == (o["replay_ms"] > 0) for x, o in zip(c, rows)), rows
 PY'
     ok "cuda_host: the memory columns" 'check_memory "$tmp/h.json"'
+    # the libraries' memset nodes (SG_SIM_LIB_MEMSETS=1: the emulated cuBLASLt clears its
+    # workspace before each GEMM, as a GPU's libraries do): made kernel nodes, and the launch of
+    # the graph as captured timed beside the launched one; SG_GRAPH_MEMSETS=keep launches that
+    for gm in kernel keep; do
+        SG_SIM_LIB_MEMSETS=1 SG_GRAPH_MEMSETS=$gm $bench --backend cuda --model unet_tiny \
+            --precision bf16 --batch 2 --iters 2 --warmup 1 --no-breakdown --json \
+            >"$tmp/gm_$gm.json" 2>"$tmp/gm_err.txt" || cat "$tmp/gm_err.txt"
+    done
+    ok "cuda_host: memset nodes made kernel nodes, both launches timed (SG_GRAPH_MEMSETS)" 'python3 - "$tmp/gm_kernel.json" "$tmp/gm_keep.json" <<PY
+import json, math, sys
+k, p = (json.load(open(f)) for f in sys.argv[1:3])
+ek, ep = k["env"], p["env"]
+cap = ek["graph_memsets_captured"]
+assert cap > 0 and ek["graph_memsets"] == "kernel" and ek["graph_memsets_replaced"] == cap, ek
+assert ek["graph_memsets_kept"] == 0 and ek["graph_node_types"]["memset"] == 0, ek
+assert ep["graph_memsets"] == "keep" and ep["graph_memsets_replaced"] == 0, ep
+assert ep["graph_node_types"]["memset"] == cap == ep["graph_memsets_captured"], ep
+assert ep["graph_nodes"] == ek["graph_nodes"] and "SG_GRAPH_MEMSETS=keep" in ep["env_knobs"], ep
+hk, hp = k["host_us_captured"], p["host_us_captured"]
+assert hk is not None and math.isfinite(hk) and hk > 0 and hp is None, (hk, hp)
+PY'
     # the attention table: every attention node of the breakdown on both engines (unet_tiny's
     # 8x8 attention, bf16: the fused kernels take it), the step's engine the default gemm
     ok "cuda_host: every attention node timed on the gemm and fused engines" 'python3 - "$tmp/h.json" <<PY
@@ -246,7 +271,7 @@ assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY'
     report_of hrep "$tmp/h.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
     ok "cuda_host: the report's breakdown gives each row's kernels and memsets" \
-        'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | replay ms | kernels | memsets |" "$tmp/hrep.md" && grep -Eq "^Commands: .* \(memsets come from the libraries. calls; the whole step.s graph: [0-9]+ kernels, 0 memsets\)" "$tmp/hrep.md"'
+        'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | replay ms | kernels | memsets |" "$tmp/hrep.md" && grep -Eq "^Commands: .* as captured \(memsets come from the libraries. calls; the whole step.s graph as launched: [0-9]+ kernels, 0 memsets\)" "$tmp/hrep.md"'
     ok "cuda_host: the report says the times are device time, and how many were host-bound" \
         'grep -Eq "are device time: before each timing a hold kernel kept the device busy while the host issued the work \([0-9]+ windows; the longest issue [0-9.]+ ms\)\. \*\*[0-9]+ host-bound\*\*" "$tmp/hrep.md"'
     ok "cuda_host: the report's attention table, both engines and their sums" \

@@ -3841,6 +3841,117 @@ static void test_graph(void) {
 
 /* ======================= argument errors ======================= */
 
+/* The captured step's memset nodes as kernel nodes (sg_cuda_graph_memsets_to_kernels,
+ * kernels/cuda/graph_edit.cu): memset nodes of every element size, unaligned starts and ends,
+ * rows with a pitch, a dependency added after both ends were created (so the graph's order is
+ * not its creation order), and a captured line with a copy after a memset. The graph after:
+ * no memset node, a kernel node for each, the same number of roots and edges; launched, the
+ * buffer holds what the memsets set, in their order, and nothing outside them changed. */
+static void test_graph_memsets(void) {
+    case_begin();
+    const char *ctx = "graph memsets";
+    enum { BYTES = 8192 };
+    uint8_t *init = (uint8_t *)halloc(BYTES), *want = (uint8_t *)halloc(BYTES),
+            *got = (uint8_t *)halloc(BYTES);
+    for (int i = 0; i < BYTES; i++) init[i] = (uint8_t)(sg_test_next(&g_rng) & 255);
+    tbuf *b = tb_raw("memset target", init, BYTES);
+    tbuf *copy = tb_raw("copy target", init, 1024);
+    uint8_t *d = (uint8_t *)b->d;
+    memcpy(want, init, BYTES);
+    /* dst offset, element size, value, width (elements), height, pitch (bytes) */
+    static const struct {
+        int off, es;
+        unsigned value;
+        int width, height, pitch;
+    } ms[] = {
+        {3, 1, 0x123456a5u, 1000, 1, 0},   /* unaligned both ends: only the low byte counts */
+        {2050, 2, 0x7777beefu, 77, 1, 0},  /* 2-aligned start */
+        {1100, 4, 0xdeadbeefu, 5, 3, 40},  /* rows 40 bytes apart, 4-aligned, not 16 */
+        {4096, 4, 0x01020304u, 512, 1, 0}, /* whole 16-byte chunks only */
+        {4099, 1, 0x3cu, 9, 4, 33},        /* 1-byte rows at an odd pitch, over the one before */
+        /* rows whose start's offset in its 16-byte chunk plus their length's remainder passes
+         * 16: one chunk more than their whole chunks and one partial */
+        {6013, 1, 0x99u, 7, 2, 50},
+        {7001, 1, 0x5bu, 250, 1, 0},
+    };
+    const int n_ms = SG_ARRAY_LEN(ms);
+    cudaGraph_t g = NULL;
+    CUDA_OK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t node[SG_ARRAY_LEN(ms)];
+    for (int k = n_ms - 1; k >= 0; k--) { /* created last to first ... */
+        struct cudaMemsetParams m = {d + ms[k].off,      (size_t)ms[k].pitch, ms[k].value,
+                                     (unsigned)ms[k].es, (size_t)ms[k].width, (size_t)ms[k].height};
+        CUDA_OK(cudaGraphAddMemsetNode(&node[k], g, NULL, 0, &m));
+    }
+    for (int k = 0; k + 1 < n_ms; k++) /* ... ordered first to last by edges added after */
+        CUDA_OK(cudaGraphAddDependencies(g, &node[k], &node[k + 1], NULL, 1));
+    for (int k = 0; k < n_ms; k++)
+        for (int r = 0; r < ms[k].height; r++)
+            for (int i = 0; i < ms[k].width * ms[k].es; i++)
+                want[ms[k].off + r * ms[k].pitch + i] =
+                    (uint8_t)(ms[k].value >> (8 * (i % ms[k].es)));
+    size_t roots0 = 0, edges0 = 0, roots1 = 0, edges1 = 0, n = 0;
+    CUDA_OK(cudaGraphGetRootNodes(g, NULL, &roots0));
+    CUDA_OK(cudaGraphGetEdges(g, NULL, NULL, NULL, &edges0));
+    int replaced = -1, kept = -1;
+    CHECK(sg_cuda_graph_memsets_to_kernels(g, &replaced, &kept) == SG_OK, "%s: %s", ctx,
+          sg_last_error());
+    CHECK(replaced == n_ms && kept == 0, "%s: %d replaced, %d kept, of %d memset nodes", ctx,
+          replaced, kept, n_ms);
+    CUDA_OK(cudaGraphGetRootNodes(g, NULL, &roots1));
+    CUDA_OK(cudaGraphGetEdges(g, NULL, NULL, NULL, &edges1));
+    CUDA_OK(cudaGraphGetNodes(g, NULL, &n));
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)halloc(sizeof *nodes * (n ? n : 1));
+    CUDA_OK(cudaGraphGetNodes(g, nodes, &n));
+    int kernels = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType t;
+        CUDA_OK(cudaGraphNodeGetType(nodes[i], &t));
+        kernels += t == cudaGraphNodeTypeKernel;
+    }
+    CHECK(n == (size_t)n_ms && kernels == n_ms && roots1 == roots0 && edges1 == edges0,
+          "%s: after: %zu nodes, %d kernels, %zu roots, %zu edges (before: %d memsets, %zu roots, "
+          "%zu edges)",
+          ctx, n, kernels, roots1, edges1, n_ms, roots0, edges0);
+    cudaGraphExec_t x = NULL;
+    for (int rep = 0; rep < 2; rep++) { /* twice: the nodes' parameters outlive the edit */
+        tb_reset(b);
+        if (rep == 0) CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+        CUDA_OK(cudaGraphLaunch(x, g_st));
+        tb_download(b, got);
+        int bad = -1;
+        for (int i = 0; i < BYTES && bad < 0; i++)
+            if (got[i] != want[i]) bad = i;
+        CHECK(bad < 0, "%s: launch %d: byte %d is 0x%02x, want 0x%02x", ctx, rep, bad,
+              bad < 0 ? 0 : got[bad], bad < 0 ? 0 : want[bad]);
+    }
+    CUDA_OK(cudaGraphExecDestroy(x));
+    CUDA_OK(cudaGraphDestroy(g));
+
+    /* a captured line: memset, then a copy of what it set (the copy stays a copy node) */
+    tb_reset(b);
+    sync_stream();
+    CUDA_OK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+    CUDA_OK(cudaMemsetAsync(d + 17, 0x42, 600, g_st));
+    CUDA_OK(cudaMemcpyAsync(copy->d, d, 1024, cudaMemcpyDeviceToDevice, g_st));
+    CUDA_OK(cudaStreamEndCapture(g_st, &g));
+    CHECK(sg_cuda_graph_memsets_to_kernels(g, &replaced, &kept) == SG_OK && replaced == 1 &&
+              kept == 0,
+          "%s: the captured line: %d replaced, %d kept: %s", ctx, replaced, kept, sg_last_error());
+    CUDA_OK(cudaGraphGetEdges(g, NULL, NULL, NULL, &edges1));
+    CHECK(edges1 == 1, "%s: the captured line has %zu edges after, not 1", ctx, edges1);
+    CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+    CUDA_OK(cudaGraphLaunch(x, g_st));
+    memcpy(want, init, 1024);
+    memset(want + 17, 0x42, 600);
+    tb_download(copy, got);
+    CHECK(memcmp(got, want, 1024) == 0, "%s: the copy after the memset did not see its bytes", ctx);
+    CUDA_OK(cudaGraphExecDestroy(x));
+    CUDA_OK(cudaGraphDestroy(g));
+    guards_all(ctx);
+    case_end();
+}
+
 static void test_errors(void) {
     case_begin();
     tbuf *a = tb_in("a", rnd(4096, -1, 1), 4096, DT_F32), *o = tb_out("o", 4096, DT_F32, NULL);
@@ -4235,6 +4346,7 @@ int main(void) {
     test_clip_ema_exact();
     test_loss_watch();
     test_graph();
+    test_graph_memsets();
     test_errors();
     test_blas_pinning();
     test_blas_algos();

@@ -474,6 +474,15 @@ static long describe_long(sg_backend *be, const char *key) {
  * capture; after it, the emulation's straight line (one root, an edge into each later node)
  * and the nodes by type adding up to graph_nodes, kernels among them. On a GPU the same
  * fields say whether a library made the graph other than a line. */
+/* the CUDA runtime is tests/cuda_host's emulation (its cuda_runtime_api.h says so) */
+static int on_emulation(void) {
+#ifdef SG_CUDA_SIM
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static void check_graph_shape(void) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
@@ -504,7 +513,43 @@ static void check_graph_shape(void) {
           n, roots, edges, k, ms, mc, other);
     printf("graph shape: %ld nodes (kernel %ld, memset %ld, memcpy %ld), %ld root, %ld edges\n", n,
            k, ms, mc, roots, edges);
+    /* the libraries' memset nodes became kernel nodes (kernels/cuda/graph_edit.cu), each in its
+     * memset's place: the line stays a line. The emulated libraries capture some only with
+     * SG_SIM_LIB_MEMSETS=1 (a cuBLASLt workspace clear before each GEMM); a GPU's do. */
+    const long cap = describe_long(e.be, "graph_memsets_captured"),
+               rep = describe_long(e.be, "graph_memsets_replaced"),
+               kept = describe_long(e.be, "graph_memsets_kept");
+    const char *lib = getenv("SG_SIM_LIB_MEMSETS");
+    const int sim_lib = lib && !strcmp(lib, "1");
+    CHECK(rep + kept == cap && ms == kept && (!on_emulation() || (sim_lib ? cap > 0 : cap == 0)),
+          "graph memsets: %ld captured, %ld replaced, %ld kept, %ld memset nodes after (the "
+          "emulation's libraries %s)",
+          cap, rep, kept, ms, sim_lib ? "clear workspaces" : "capture none");
+    printf("graph memsets: %ld captured, %ld as kernel nodes, %ld kept\n", cap, rep, kept);
     sg_exec_free(&e);
+    if (cap > 0) { /* SG_GRAPH_MEMSETS=keep: the graph as captured, node for node */
+        setenv("SG_GRAPH_MEMSETS", "keep", 1);
+        if (setup(&e, &c, data, cuda_on(1, SG_CONV_ENGINE_AUTO))) {
+            CHECK(0, "graph memsets kept: %s", sg_last_error());
+        } else {
+            for (int s = 0; s < 2; s++)
+                CHECK(!sg_exec_step(&e), "graph memsets kept, step %d: %s", s, sg_last_error());
+            const long n2 = describe_long(e.be, "graph_nodes"), ms2 = describe_long(e.be, "memset"),
+                       rep2 = describe_long(e.be, "graph_memsets_replaced");
+            CHECK(n2 == n && ms2 == cap && rep2 == 0,
+                  "graph memsets kept: %ld nodes (%ld with them replaced), %ld memset nodes of "
+                  "%ld, %ld replaced",
+                  n2, n, ms2, cap, rep2);
+            sg_exec_free(&e);
+        }
+        setenv("SG_GRAPH_MEMSETS", "bogus", 1);
+        sg_backend *bad = sg_backend_cuda_create(0, 1);
+        CHECK(!bad && strstr(sg_last_error(), "SG_GRAPH_MEMSETS=bogus"),
+              "SG_GRAPH_MEMSETS=bogus: not refused by name (%s)",
+              bad ? "created" : sg_last_error());
+        if (bad) bad->destroy(bad);
+        unsetenv("SG_GRAPH_MEMSETS");
+    }
     free(data);
 }
 

@@ -123,6 +123,14 @@ int sg_cuda_window_end(sg_cuda_window *w, cudaStream_t st, cudaEvent_t ev0, cuda
 /* closes an open window without a time: where the timed work failed (the caller says why) */
 void sg_cuda_window_cancel(sg_cuda_window *w);
 
+/* ---- the captured step's memset nodes as kernel nodes (graph_edit.cu says why) ----
+ * Each memset node of g (the libraries' workspace clears) becomes a kernel node that sets the
+ * same bytes to the same values, with the same dependencies and dependents. *replaced: how many;
+ * *kept: memset nodes left as captured (an edge with non-default data, or parameters the kernel
+ * does not take). SG_ERR with a message where a graph call fails; g may then be half edited
+ * (the caller destroys it). Not during capture. */
+int sg_cuda_graph_memsets_to_kernels(cudaGraph_t g, int *replaced, int *kept);
+
 /* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
  * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
  * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).
