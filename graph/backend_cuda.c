@@ -1999,9 +1999,19 @@ static int capture(sg_backend *be, const sg_plan *p) {
     graph_types(graph, nodes, c->graph_types_captured);
     if (c->graph_memsets && c->graph_types_captured[1] != 0) {
         CU(cudaGraphClone(&c->graph_captured, graph));
-        if (sg_cuda_graph_memsets_to_kernels(graph, &c->memsets_replaced, &c->memsets_kept))
-            return SG_ERR;
-        if (!c->memsets_replaced) {
+        if (sg_cuda_graph_memsets_to_kernels(graph, &c->memsets_replaced, &c->memsets_kept)) {
+            /* a driver that refuses an edit: the graph as captured, which the step ran before
+             * this rewrite existed, with a line saying why (describe: none replaced) */
+            fprintf(stderr, "stepgraph: the step's memset nodes stay as captured: %s\n",
+                    sg_last_error());
+            (void)cudaGetLastError();
+            cudaGraphDestroy(graph);
+            graph = c->graph = c->graph_captured;
+            c->graph_captured = NULL;
+            c->memsets_replaced = 0;
+            c->memsets_kept = c->graph_types_captured[1];
+        }
+        if (!c->memsets_replaced && c->graph_captured) {
             cudaGraphDestroy(c->graph_captured);
             c->graph_captured = NULL;
         }

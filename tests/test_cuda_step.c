@@ -542,6 +542,28 @@ static void check_graph_shape(void) {
                   n2, n, ms2, cap, rep2);
             sg_exec_free(&e);
         }
+        /* a driver that refuses the edit (SG_SIM_GRAPH_EDIT_FAIL=1 on the emulation): the graph
+         * as captured, the step runs */
+        if (on_emulation()) {
+            unsetenv("SG_GRAPH_MEMSETS");
+            setenv("SG_SIM_GRAPH_EDIT_FAIL", "1", 1);
+            if (setup(&e, &c, data, cuda_on(1, SG_CONV_ENGINE_AUTO))) {
+                CHECK(0, "graph memsets, edit refused: %s", sg_last_error());
+            } else {
+                for (int s = 0; s < 2; s++)
+                    CHECK(!sg_exec_step(&e), "graph memsets, edit refused, step %d: %s", s,
+                          sg_last_error());
+                const long ms3 = describe_long(e.be, "memset"),
+                           rep3 = describe_long(e.be, "graph_memsets_replaced"),
+                           kept3 = describe_long(e.be, "graph_memsets_kept");
+                CHECK(ms3 == cap && rep3 == 0 && kept3 == cap,
+                      "graph memsets, edit refused: %ld memset nodes of %ld, %ld replaced, %ld "
+                      "kept",
+                      ms3, cap, rep3, kept3);
+                sg_exec_free(&e);
+            }
+            unsetenv("SG_SIM_GRAPH_EDIT_FAIL");
+        }
         setenv("SG_GRAPH_MEMSETS", "bogus", 1);
         sg_backend *bad = sg_backend_cuda_create(0, 1);
         CHECK(!bad && strstr(sg_last_error(), "SG_GRAPH_MEMSETS=bogus"),

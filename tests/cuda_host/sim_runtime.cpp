@@ -1190,6 +1190,15 @@ static bool deps_ok(const char *fn, cudaGraph_t g, const cudaGraphNode_t *deps, 
     }
     return true;
 }
+/* a node made by hand (checked: deps_ok), after deps, named by the NVTX range it is made in */
+static cudaError_t add_node(cudaGraph_t g, cmd c, const cudaGraphNode_t *deps, size_t n,
+                            cudaGraphNode_t *out) {
+    c.range = current_range();
+    CUgraphNode_st *x = g->add(std::move(c));
+    x->deps.assign(deps, deps + n);
+    *out = x;
+    return cudaSuccess;
+}
 cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps,
                                    size_t n, const struct cudaMemsetParams *p) {
     SIM_ENTER();
@@ -1197,11 +1206,7 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cu
         return set_error(cudaErrorInvalidValue);
     cmd c;
     if (!memset_cmd("memset node", *p, c)) return cudaErrorInvalidValue;
-    c.range = current_range();
-    CUgraphNode_st *x = g->add(std::move(c));
-    x->deps.assign(deps, deps + n);
-    *out = x;
-    return cudaSuccess;
+    return add_node(g, std::move(c), deps, n, out);
 }
 /* cudaKernelNodeParams' fields share the names of the kernels' built-in variables (cuda_sim.hpp) */
 #pragma push_macro("gridDim")
@@ -1217,6 +1222,9 @@ cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cu
         report("cudaGraphAddKernelNode: only kernelParams (no extra) is emulated");
         return set_error(cudaErrorInvalidValue);
     }
+    /* SG_SIM_GRAPH_EDIT_FAIL=1: refuse, as a driver might (what the caller does then) */
+    const char *fail = getenv("SG_SIM_GRAPH_EDIT_FAIL");
+    if (fail && !strcmp(fail, "1")) return set_error(cudaErrorNotSupported);
     launch_info li;
     std::shared_ptr<call_base> call = node_call(p->func, p->kernelParams, li);
     if (!call) {
@@ -1229,11 +1237,7 @@ cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cu
     li.smem = p->sharedMemBytes;
     cmd c;
     if (!kernel_cmd(li, std::move(call), c)) return R.last;
-    c.range = current_range();
-    CUgraphNode_st *x = g->add(std::move(c));
-    x->deps.assign(deps, deps + n);
-    *out = x;
-    return cudaSuccess;
+    return add_node(g, std::move(c), deps, n, out);
 }
 #pragma pop_macro("blockDim")
 #pragma pop_macro("gridDim")
