@@ -359,6 +359,10 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     const char *pdl_env = getenv("SG_PDL");
     if ((!pdl_env || !*pdl_env) && p->cfg.engines && p->cfg.engines->knobs.pdl >= 0)
         c->pdl = p->cfg.engines->knobs.pdl && c->pdl_ok;
+    /* SG_ATTN unset: the engine table's attention engine (the tuning's timed choice) */
+    const char *attn_env = getenv("SG_ATTN");
+    if ((!attn_env || !*attn_env) && p->cfg.engines)
+        c->attn_fused = p->cfg.engines->attn == SG_ATTN_FUSED;
     /* SG_NORM_ONEPASS unset: likewise (prepare_norm_stats reads it) */
     const char *onepass_env = getenv("SG_NORM_ONEPASS");
     if ((!onepass_env || !*onepass_env) && p->cfg.engines &&

@@ -243,6 +243,23 @@ static int knobs_field(json_t *r, sg_engine_table *t, const char *what) {
                : SG_OK;
 }
 
+/* the table's optional "attention": {"engine": "gemm"|"fused", "gemm_ms", "fused_ms"} (absent
+ * or null: the backend's default, gemm) */
+static int attn_field(json_t *r, sg_engine_table *t, const char *what) {
+    json_t *o = json_object_get(r, "attention");
+    if (!o || json_is_null(o)) return SG_OK;
+    const char *eng = json_string_value(json_object_get(o, "engine"));
+    if (!json_is_object(o) || !eng || (strcmp(eng, "gemm") && strcmp(eng, "fused")))
+        return sg_set_error("%s: engine table: \"attention\" must be {\"engine\": "
+                            "\"gemm\"|\"fused\", \"gemm_ms\", \"fused_ms\"}",
+                            what);
+    double g, f;
+    if (ms_field(o, "gemm_ms", &g, "attention", what) ||
+        ms_field(o, "fused_ms", &f, "attention", what))
+        return SG_ERR;
+    return sg_engine_table_set_attn(t, strcmp(eng, "fused") ? SG_ATTN_GEMM : SG_ATTN_FUSED, g, f);
+}
+
 int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t) {
     sg_engine_table_init(t);
     json_error_t err;
@@ -274,6 +291,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
     if (!rc) rc = wg_sched_field(r, t, what);
     if (!rc) rc = gemms_field(r, t, what);
     if (!rc) rc = knobs_field(r, t, what);
+    if (!rc) rc = attn_field(r, t, what);
     for (size_t i = 0; !rc && i < json_array_size(layers); i++) {
         json_t *l = json_array_get(layers, i);
         const char *name = json_string_value(json_object_get(l, "layer"));
@@ -454,6 +472,12 @@ static json_t *table_json(const sg_engine_table *t) {
         json_object_set_new(o, "step_ms", ms_json(k->step_ms));
         json_object_set_new(r, "knobs", o);
     }
+    /* the attention engine where the table sets or measured it (older tables: neither) */
+    if (r && (t->attn != SG_ATTN_GEMM || t->attn_ms[0] >= 0 || t->attn_ms[1] >= 0))
+        json_object_set_new(r, "attention",
+                            json_pack("{s:s, s:o, s:o}", "engine",
+                                      t->attn == SG_ATTN_FUSED ? "fused" : "gemm", "gemm_ms",
+                                      ms_json(t->attn_ms[0]), "fused_ms", ms_json(t->attn_ms[1])));
     if (r) json_object_set_new(r, "layers", layers);
     /* the GEMMs' algorithms where the table has them (older tables: none) */
     if (r && t->ngemm) {
@@ -579,5 +603,10 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
                         pass ? "no algorithm -> one" : "an algorithm -> none");
         }
     }
+    /* the attention engine: other kernels, other bits */
+    if (a->attn != b->attn && differ++ < 8)
+        fprintf(stderr, "%sattention: %s -> %s\n", prefix,
+                a->attn == SG_ATTN_FUSED ? "fused" : "gemm",
+                b->attn == SG_ATTN_FUSED ? "fused" : "gemm");
     return differ;
 }

@@ -37,9 +37,10 @@ int sg_engine_table_write(const char *path, const sg_engine_table *t);
  * when it was not there. For a check before a tuning run, which takes minutes. SG_ERR naming
  * the file and why. */
 int sg_engine_table_check_writable(const char *path);
-/* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given), and
- * GEMMs whose algorithm does, each named on stderr after `prefix` (at most 8 lines); returns
- * the count, layers and GEMM picks missing from either side included. */
+/* Layers whose choice differs between a (e.g. a checkpoint's table) and b (the one given),
+ * GEMMs whose algorithm does, and the attention engine where it does, each named on stderr
+ * after `prefix` (at most 8 lines); returns the count, layers and GEMM picks missing from
+ * either side included. */
 int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, const char *prefix);
 
 #endif

@@ -329,6 +329,53 @@ static int tune_gemms(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg
     return rc;
 }
 
+/* The attention engine (sg_engine_table.attn): the plan of table t, warmed up, each attention
+ * node run o->iters times on each engine (backend.h: SG_TIME_ATTN_GEMM / _FUSED); fused where the
+ * sum of the medians of the nodes it takes is o->knob_min_gain faster than theirs on gemm. The
+ * environment's SG_ATTN overrides a table, so it is left alone where set, as is a plan without
+ * attention nodes or a backend that cannot time them. */
+static int tune_attention(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
+                          sg_engine_table *t) {
+    const char *env = getenv("SG_ATTN");
+    if (env && *env) return SG_OK;
+    sg_model_cfg cfg = *cfg0;
+    cfg.engines = t;
+    sg_backend *be = o->make_backend(o->ctx);
+    if (!be) return SG_ERR;
+    if (!be->time_node_engine) return be->destroy(be), SG_OK;
+    sg_exec e;
+    int rc = warm_exec(&cfg, o, be, o->warmup > 1 ? o->warmup : 1, &e);
+    if (!rc) rc = be->sync(be);
+    float *r[2] = {malloc(sizeof(float) * ((size_t)o->iters + 1)),
+                   malloc(sizeof(float) * ((size_t)o->iters + 1))};
+    if (!rc && (!r[0] || !r[1])) rc = sg_set_error("out of host memory");
+    double sum[2] = {0, 0};
+    int nodes = 0;
+    for (int i = 0; !rc && i < e.plan.g.nn; i++) {
+        const int op = e.plan.g.n[i].op;
+        if (op != OP_ATTENTION && op != OP_ATTENTION_BWD) continue;
+        for (int it = 0; it < o->iters && !rc; it++)
+            for (int f = 0; f < 2 && !rc; f++)
+                rc = be->time_node_engine(be, &e.plan, i,
+                                          f ? SG_TIME_ATTN_FUSED : SG_TIME_ATTN_GEMM, &r[f][it]);
+        if (rc) break;
+        const double g = median(r[0], o->iters), fu = median(r[1], o->iters);
+        if (g < 0 || fu < 0) continue; /* a shape the fused kernels do not take */
+        sum[0] += g, sum[1] += fu, nodes++;
+    }
+    if (!rc && nodes) {
+        const int fused = sum[1] < (1.0 - o->knob_min_gain) * sum[0];
+        rc = sg_engine_table_set_attn(t, fused ? SG_ATTN_FUSED : SG_ATTN_GEMM, sum[0], sum[1]);
+        if (!rc && o->progress)
+            fprintf(o->progress,
+                    "engine tuning: %d attention nodes: gemm %.3f ms, fused %.3f ms: %s\n", nodes,
+                    sum[0], sum[1], fused ? "fused" : "gemm");
+    }
+    free(r[0]), free(r[1]);
+    sg_exec_free(&e);
+    return rc;
+}
+
 /* The replayed step of cfg on a fresh backend: warmed up (at least two steps: the graph
  * captured), then the median of o->knob_steps timed replays into *ms */
 static int time_step(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, double *ms) {
@@ -663,6 +710,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
                 picked);
     if (!rc) sg_engine_table_hash(t);
     if (!rc && o->chosen) rc = o->chosen(t, o->ctx);
+    /* the attention engine, before the GEMMs (its GEMMs are the gemm engine's) */
+    if (!rc) rc = tune_attention(&cfg, o, t);
     /* the GEMMs of the chosen table's plan, each on every candidate algorithm */
     if (!rc && o->gemm_reps > 0) rc = tune_gemms(&cfg, o, t);
     /* the step's knobs that leave the bits alone, on the whole replayed step */

@@ -13,6 +13,7 @@ void sg_engine_table_init(sg_engine_table *t) {
     memset(t, 0, sizeof *t);
     for (int s = 0; s < SG_WG_SCHEDS; s++) t->wg_sched_ms[s] = t->wg_sched_step_ms[s] = -1;
     t->wg_layers_step_ms = -1;
+    t->attn = SG_ATTN_GEMM, t->attn_ms[0] = t->attn_ms[1] = -1;
     t->knobs = (sg_step_knobs){.pdl = SG_KNOB_UNSET,
                                .tc_halo = SG_KNOB_UNSET,
                                .dgrad_stats = SG_KNOB_UNSET,
@@ -183,7 +184,16 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         h = fnv(h, id);
     }
     free(gp);
+    if (t->attn == SG_ATTN_FUSED) h = fnv(h, "attn:fused;");
     return t->hash = h;
+}
+
+int sg_engine_table_set_attn(sg_engine_table *t, int attn, double gemm_ms, double fused_ms) {
+    if (attn != SG_ATTN_GEMM && attn != SG_ATTN_FUSED)
+        return sg_set_error("engine table: attention engine %d is neither gemm nor fused", attn);
+    t->attn = attn, t->attn_ms[0] = gemm_ms, t->attn_ms[1] = fused_ms;
+    sg_engine_table_hash(t);
+    return SG_OK;
 }
 
 int sg_engine_table_set_gemm(sg_engine_table *t, const char *key, uint64_t algo, double ms,

@@ -20,6 +20,9 @@
 #include "planner/ir.h"
 #include "planner/model.h"
 
+/* The attention engines (sg_engine_table.attn). */
+enum { SG_ATTN_GEMM = 0, SG_ATTN_FUSED = 1 };
+
 /* A layer's choice: the values of graph/backend.h's SG_CONV_ENGINE_OWN / _CUDNN (a static
  * assert there keeps them equal). 0: no choice (no table, or not a conv node). */
 enum { SG_LAYER_OWN = 1, SG_LAYER_CUDNN = 2 };
@@ -146,6 +149,13 @@ typedef struct sg_engine_table {
     /* the step's knobs that leave the bits alone (sg_step_knobs; not in the hash): the CUDA
      * backend applies each one the environment leaves unset */
     sg_step_knobs knobs;
+    /* the attention engine of the whole step (the CUDA backend's SG_ATTN, which overrides it):
+     * SG_ATTN_GEMM (the backend's default) or SG_ATTN_FUSED, as the tuning chose it from the
+     * step's attention nodes timed on both (attn_ms: their sums, gemm then fused, over the nodes
+     * the fused kernels take; < 0 not measured). Other kernels, other bits: in the hash where
+     * fused. */
+    int attn;
+    double attn_ms[2];
     /* the GEMMs' algorithms (sg_engine_table_set_gemm), in the order the tuned step pinned them */
     int ngemm, gemm_cap;
     sg_gemm_pick *gemm;
@@ -181,13 +191,17 @@ int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, c
  * longer than SG_GEMM_KEY_MAX - 1. */
 int sg_engine_table_set_gemm(sg_engine_table *t, const char *key, uint64_t algo, double ms,
                              double first_ms);
+/* Set the step's attention engine (SG_ATTN_*) with the two sums it was chosen from (ms: gemm,
+ * fused; < 0 not measured), and rehash. SG_ERR for an unknown engine. */
+int sg_engine_table_set_attn(sg_engine_table *t, int attn, double gemm_ms, double fused_ms);
 /* The pick for a GEMM key; NULL when the table (which may be NULL) has none. */
 const sg_gemm_pick *sg_engine_table_gemm(const sg_engine_table *t, const char *key);
 /* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
  * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
  * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
  * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma), then the GEMM picks
- * sorted by key as "gemm:key=<algo id, 16 hex digits>;" (none: nothing): two tables with the same
+ * sorted by key as "gemm:key=<algo id, 16 hex digits>;" (none: nothing), then "attn:fused;"
+ * where the attention engine is fused (gemm: nothing): two tables with the same
  * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
  * sg_engine_table_add and _set_cudnn) and returned. */
 uint64_t sg_engine_table_hash(sg_engine_table *t);

@@ -543,6 +543,48 @@ static void check_io_knobs(const sg_engine_table *t0) {
     sg_engine_table_free(&t);
 }
 
+/* The attention engine (sg_engine_table.attn): absent from a table that neither sets nor
+ * measured it (which hashes as before it existed); fused in the hash, gemm with times not; kept
+ * by the JSON round trip; a malformed one refused. */
+static void check_io_attn(const sg_engine_table *t0) {
+    sg_engine_table t, back;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    CHECK(!strstr(text, "\"attention\"") && t.attn == SG_ATTN_GEMM && t.attn_ms[0] < 0 &&
+              t.attn_ms[1] < 0,
+          "a table without an attention engine writes or reads one: %s", text);
+    free(text);
+    const uint64_t h0 = t.hash;
+    CHECK(!sg_engine_table_set_attn(&t, SG_ATTN_GEMM, 3.5, 4.25) && t.hash == h0,
+          "gemm with its times changed the hash");
+    CHECK(!sg_engine_table_set_attn(&t, SG_ATTN_FUSED, 3.5, 1.25) && t.hash != h0,
+          "fused left the hash alone");
+    CHECK(sg_engine_table_diff(t0, &t, "(expected) ") == 1, "diff: the attention engine");
+    CHECK(sg_engine_table_set_attn(&t, 2, 1, 1) == SG_ERR && t.attn == SG_ATTN_FUSED,
+          "attention engine 2 taken");
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.attn == SG_ATTN_FUSED && back.attn_ms[0] == 3.5 && back.attn_ms[1] == 1.25 &&
+              strstr(text, "\"attention\":{\"engine\":\"fused\",\"gemm_ms\":3.5,"
+                           "\"fused_ms\":1.25}"),
+          "the attention engine's JSON round trip: %s", text ? text : sg_last_error());
+    free(text);
+    sg_engine_table_free(&back);
+    static const char *const bad[] = {"\"attention\":1", "\"attention\":{}",
+                                      "\"attention\":{\"engine\":\"flash\"}",
+                                      "\"attention\":{\"engine\":\"fused\",\"gemm_ms\":-1}"};
+    for (int k = 0; k < SG_ARRAY_LEN(bad); k++) {
+        CHECK(parse_with_field(bad[k], &back) == SG_ERR && strstr(sg_last_error(), "attention"),
+              "a malformed attention engine (%s): %s", bad[k], sg_last_error());
+        sg_engine_table_free(&back);
+    }
+    printf("io: the attention engine in the hash where fused, kept by the JSON; malformed ones "
+           "refused\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -580,6 +622,7 @@ static void check_io(void) {
     check_io_layer_sched(&t);
     check_io_gemms(&t);
     check_io_knobs(&t);
+    check_io_attn(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -1098,6 +1141,17 @@ static void check_tune(const uint8_t *data) {
               kn->fuse_stats < 0 && kn->norm_onepass < 0 && kn->base_ms < 0,
           "tune on the CPU: step knobs timed");
 #endif
+    /* the attention engine: on the CUDA backend unet_tiny's attention nodes timed on both, fused
+     * where their sum is knob_min_gain faster; on the CPU none timed, gemm */
+#ifdef SG_TEST_CUDA_HOST
+    CHECK(t.attn_ms[0] > 0 && t.attn_ms[1] > 0 &&
+              t.attn == (t.attn_ms[1] < (1.0 - o.knob_min_gain) * t.attn_ms[0] ? SG_ATTN_FUSED
+                                                                               : SG_ATTN_GEMM),
+          "tune: attention %d from gemm %g ms, fused %g ms", t.attn, t.attn_ms[0], t.attn_ms[1]);
+#else
+    CHECK(t.attn == SG_ATTN_GEMM && t.attn_ms[0] < 0 && t.attn_ms[1] < 0,
+          "tune on the CPU: attention timed (%d, %g, %g)", t.attn, t.attn_ms[0], t.attn_ms[1]);
+#endif
     /* the GEMMs' algorithms: on the CUDA backend every GEMM of the chosen plan's step, each on
      * the fastest candidate where it beat the heuristic's first by 3%, else on the first (the
      * host emulation offers 3 candidates, the same arithmetic); on the CPU none */
@@ -1558,6 +1612,27 @@ static void describe_with(const sg_model_cfg *c, char *env, int cap) {
     if (e.be && e.be->describe) e.be->describe(e.be, env, cap);
     sg_exec_free(&e);
 }
+/* The table's attention engine where SG_ATTN leaves it unset (describe's attn_engine), and
+ * the environment's over it. */
+static void check_backend_attn(void) {
+    sg_model_cfg c = tiny();
+    sg_engine_table t;
+    table_for(&c, &t, NULL);
+    c.engines = &t;
+    char env[2048];
+    describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"attn_engine\":\"gemm\""), "no attention engine in the table: %s", env);
+    sg_engine_table_set_attn(&t, SG_ATTN_FUSED, 2, 1);
+    describe_with(&c, env, sizeof env);
+    CHECK(strstr(env, "\"attn_engine\":\"fused\""), "the table's fused attention: %s", env);
+    setenv("SG_ATTN", "gemm", 1);
+    describe_with(&c, env, sizeof env);
+    unsetenv("SG_ATTN");
+    CHECK(strstr(env, "\"attn_engine\":\"gemm\""), "SG_ATTN=gemm over the table's fused: %s", env);
+    printf("backend: the table's attention engine, the environment's over it\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_backend_knobs(void) {
     sg_model_cfg c = tiny();
     sg_engine_table t;
@@ -1935,6 +2010,7 @@ int main(void) {
     check_backend_wg_sched();
     check_backend_layer_sched(data);
     check_backend_knobs();
+    check_backend_attn();
     check_backend_passes();
     check_backend_1x1_default();
     check_backend_f32_own();

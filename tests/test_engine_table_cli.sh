@@ -78,6 +78,7 @@ d["wg_sched"] = {"persist": True, "fill": False, "ms": [2.0, 1.5, None, None], "
 for l in d["layers"]:
     if l["layer"] == "down_blocks.0.resnets.0.conv2": l["wg_sched"] = {"persist": False, "fill": True, "ms": [1.0, 2.0, 0.5, 3.0]}
 d["knobs"] = {"pdl": True, "tc_halo": "all", "dgrad_stats": None, "fuse_stats": "fwd", "norm_onepass": "1", "base_ms": 24.5, "step_ms": 22.25}
+d["attention"] = {"engine": "fused", "gemm_ms": 3.5, "fused_ms": 1.25}
 d["gemms"] = [{"gemm": "m16 n6 k24 opTN f32,f32>f32 ld24,24,16 b1 s0,0,0 al256,256,256", "algo": "0123456789abcdef", "ms": 0.5, "first_ms": 1.0},
               {"gemm": "m8 n6 k24 opTN f32,f32>f32 ld24,24,8 b1 s0,0,0 al256,256,256", "algo": "fedcba9876543210", "ms": 1.0, "first_ms": 1.0}]
 json.dump(d, open("c1k.json", "w"), indent=1)
@@ -85,6 +86,7 @@ json.dump(d, open("c1k.json", "w"), indent=1)
 "$plan" "${M[@]}" --no-table --engine-table c1k.json >p1k.txt
 rc=$?
 ok "plan: the table's schedule and step knobs" '[ $rc -eq 0 ] && grep -q "^    schedule: wgmma persistent grid on, N tile that fills the SMs off (the step under each: 2.500 2.250 - - ms), 1 layer(s) on their own (the step with theirs: 21.750 ms); step knobs pdl on, tc_halo all, dgrad_stats default, fuse_stats fwd, norm_onepass 1 (its step 22.250 ms against 24.500 with the defaults)" p1k.txt'
+ok "plan: the table's attention engine" 'grep -q "^    attention: fused (the attention nodes: gemm 3.500 ms, fused 1.250) (SG_ATTN overrides it)" p1k.txt && ! grep -q "^    attention:" p1.txt'
 ok "plan: a layer's own wgmma schedule" 'grep -Eq "^    down_blocks.0.resnets.0.conv2 +own .*wgmma schedule persistent off, fill on; fused normalisation" p1k.txt && [ "$(grep -c "wgmma schedule persistent" p1k.txt)" -eq 1 ]'
 "$plan" "${M[@]}" --json --engine-table c1k.json >p1k.json
 ok "plan --json: a layer's own wgmma schedule" 'python3 - p1k.json <<PY

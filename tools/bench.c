@@ -1170,6 +1170,10 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
             printf("bench: engine table %s: step knobs %s (the step %.3f ms against %.3f with the "
                    "defaults)\n",
                    a->tune_path, kt, k->step_ms, k->base_ms);
+        if (t.attn_ms[0] >= 0 && t.attn_ms[1] >= 0)
+            printf("bench: engine table %s: attention %s (its nodes: gemm %.3f ms, fused %.3f)\n",
+                   a->tune_path, t.attn == SG_ATTN_FUSED ? "fused" : "gemm", t.attn_ms[0],
+                   t.attn_ms[1]);
         if (t.ngemm)
             printf("bench: engine table %s: %d GEMMs with their algorithm, %d not the heuristic's "
                    "first (the GEMMs' sum %.3f ms against %.3f with the first)\n",

@@ -307,6 +307,14 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
         printf("    schedule: wgmma %s%s%s; step knobs %s%s\n", sg_wg_sched_text(t->wg_sched, 0),
                sched, layers, kt, ms);
     }
+    if (t->attn != SG_ATTN_GEMM || t->attn_ms[0] >= 0) {
+        char ms[96] = "";
+        if (t->attn_ms[0] >= 0 && t->attn_ms[1] >= 0)
+            snprintf(ms, sizeof ms, " (the attention nodes: gemm %.3f ms, fused %.3f)",
+                     t->attn_ms[0], t->attn_ms[1]);
+        printf("    attention: %s%s (SG_ATTN overrides it)\n",
+               t->attn == SG_ATTN_FUSED ? "fused" : "gemm", ms);
+    }
     if (t->ngemm) {
         int other = 0;
         for (int i = 0; i < t->ngemm; i++) other += t->gemm[i].ms < t->gemm[i].first_ms;
