@@ -547,6 +547,43 @@ static int g_thin_cases[3];
         guards_all(ctx);                                                                           \
     } while (0)
 
+/* The Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 forwards and data gradients the
+ * thin kernels do not take, cuda_conv_wino_enable(1)): a pass of such a case runs on it twice,
+ * `checks` holding it to the CPU reference within the tolerance and to its own first run bit
+ * for bit (tb_check's runs 0 and 1), its launch count grown by both. The case's bits from the
+ * direct tiles stay what later checks compare with (wino_keep). g_wino_cases counts them per
+ * pass [forward, data]; the summary requires each. */
+static int g_wino_cases[2];
+#define WINO_VS_REF(pass, takes, call, checks)                                                     \
+    do {                                                                                           \
+        if (!(takes)) break;                                                                       \
+        g_wino_cases[pass]++;                                                                      \
+        cuda_conv_wino_enable(1);                                                                  \
+        const long w0_ = cuda_conv_wino_launches();                                                \
+        for (int rep = 0; rep < 2; rep++) {                                                        \
+            reset_all();                                                                           \
+            call;                                                                                  \
+            sync_stream();                                                                         \
+            char wino_ctx[300];                                                                    \
+            snprintf(wino_ctx, sizeof wino_ctx, "%s, Winograd F(2x2, 3x3)", ctx);                  \
+            checks;                                                                                \
+            guards_all(wino_ctx);                                                                  \
+        }                                                                                          \
+        cuda_conv_wino_enable(0);                                                                  \
+        CHECK(cuda_conv_wino_launches() == w0_ + 2, "%s: %ld Winograd launches, expected 2", ctx,  \
+              cuda_conv_wino_launches() - w0_);                                                    \
+    } while (0)
+/* tb_check's first-run bits of b kept aside (wino_keep) and put back (wino_put) around it */
+static uint8_t *wino_keep(const tbuf *b) {
+    if (!b) return NULL;
+    uint8_t *k = (uint8_t *)halloc(b->bytes);
+    memcpy(k, b->bits, b->bytes);
+    return k;
+}
+static void wino_put(tbuf *b, const uint8_t *k) {
+    if (b) memcpy(b->bits, k, b->bytes);
+}
+
 static sg_conv_path conv_expected_path(int c0, int c1, int Co, int K, int S, int dt) {
     if (dt == DT_BF16 && c0 % 8 == 0 && c1 % 8 == 0 && Co % 8 == 0) return SG_CONV_PATH_TENSOR_CORE;
     return K == 1 && S == 1 ? SG_CONV_PATH_CUBLAS : SG_CONV_PATH_CUDA_CORE;
@@ -962,6 +999,8 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
     const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
     const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
                   nw = (int64_t)Co * K * K * Ci;
+    /* a pass the Winograd form takes when switched on (WINO_VS_REF) */
+    const int wino = dt == DT_F32 && K == 3 && S == 1 && pad == 1;
     float *xa = rnd_dt(rows * c0, -1, 1, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 1, dt) : NULL;
     float *x = cat_host(xa, c0, xb, c1, rows);
     /* the weights in dt, as the plan gives a bf16 conv its bf16 copy: the CPU multiplies the
@@ -1010,6 +1049,14 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                       CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co,
                            K, S, pad, dt, ws->d, wsb),
                       tb_check(y, ref, tol_for(dt), 1, thin_ctx));
+        {
+            uint8_t *keep = wino_keep(y);
+            WINO_VS_REF(0, wino && cuda_conv_thin_launches() == thin0,
+                        CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co,
+                             K, S, pad, dt, ws->d, wsb),
+                        tb_check(y, ref, TOL_F32, rep, wino_ctx));
+            wino_put(y, keep);
+        }
         /* the tensor cores' forward on the resident halo (SG_TC_HALO_ALL, conv_tc.cu;
          * stride <= K): the per-tap kernel's k order, the same bits */
         if (want == SG_CONV_PATH_TENSOR_CORE && S <= K) {
@@ -1058,6 +1105,16 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                       CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co, K,
                            S, pad, dt, accum, ws->d, wsb, NULL),
                       tb_check(dxa, refa, tol_for(dt), 1, thin_ctx));
+        {
+            uint8_t *keepa = wino_keep(dxa), *keepb = wino_keep(dxb);
+            WINO_VS_REF(1, wino && cuda_conv_thin_launches() == thin0,
+                        CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co,
+                             K, S, pad, dt, accum, ws->d, wsb, NULL),
+                        tb_check(dxa, refa, TOL_F32, rep, wino_ctx);
+                        if (c1) tb_check(dxb, refb, TOL_F32, rep, wino_ctx));
+            wino_put(dxa, keepa);
+            wino_put(dxb, keepb);
+        }
     }
     /* backward weight (fp32 outputs) */
     {
@@ -1161,6 +1218,15 @@ static void test_convs(void) {
         test_conv(2, 48, 48, 3, 0, 16, 3, 1, 1, dt, 1, dt == DT_BF16);
         test_conv(2, 40, 44, 16, 0, 3, 3, 1, 1, dt, 1, 1);
     }
+    /* the Winograd form at a model's channel counts: three output-channel blocks of 32, whole
+     * slices, tiles of two images in one block */
+    test_conv(2, 8, 8, 64, 0, 96, 3, 1, 1, DT_F32, 1, 0);
+    test_conv(3, 6, 10, 64, 32, 64, 3, 1, 1, DT_F32, 0, 1);
+    printf("Winograd F(2x2, 3x3), passes also run on it: %d forward, %d data\n", g_wino_cases[0],
+           g_wino_cases[1]);
+    CHECK(g_wino_cases[0] >= 6 && g_wino_cases[1] >= 6,
+          "Winograd: %d forward and %d data passes ran on it (expected at least 6 of each)",
+          g_wino_cases[0], g_wino_cases[1]);
     printf("thin convolutions, passes also run on the tiles: %d forward, %d data, %d weight\n",
            g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
     CHECK(g_thin_cases[0] >= 16 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,

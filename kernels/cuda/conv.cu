@@ -13,7 +13,9 @@
  * - everything else runs the fp32 CUDA-core kernels below: fp32 convolutions always (no TF32),
  *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions); where
  *   one side has 1 to 4 channels, its passes run on the thin kernels (below the tiles: the
- *   tiles' bits, without their padding work).
+ *   tiles' bits, without their padding work); with cuda_conv_wino_enable(1), an fp32 3x3
+ *   stride-1 padding-1 forward or data gradient the thin kernels do not take runs as Winograd
+ *   F(2x2, 3x3) (conv_wino.cu: other bits, within the fp32 tolerance).
  *
  * The CUDA-core kernels are implicit GEMMs with the im2col matrix never stored (tap = kh*K + kw):
  *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
@@ -891,7 +893,10 @@ static int conv2d_fwd_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_
     } else {
         const int thin = thin_fwd(st, y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt);
         if (thin < 0) return SG_ERR;
-        if (!thin) {
+        if (!thin && cu_conv_wino_takes(dt, K, S, pad)) {
+            if (cu_conv_wino(st, sg_cat1(y, Co), x, (const float *)w, b, N, H, W, Ci, Co, 0, 0))
+                return SG_ERR;
+        } else if (!thin) {
             dim3 grid((unsigned)((P + CONV_PM - 1) / CONV_PM),
                       (unsigned)((Co + CONV_BN - 1) / CONV_BN));
             SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
@@ -973,6 +978,10 @@ static int conv2d_bwd_data_on(int gemm, const char *fn, cudaStream_t st, sg_blas
     const int thin = thin_bwd_data(st, dx, dy, w, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt, accum);
     if (thin < 0) return SG_ERR;
     if (thin) return bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
+    if (cu_conv_wino_takes(dt, K, S, pad))
+        return cu_conv_wino(st, dx, sg_cat1(dy, Co), (const float *)w, NULL, N, H, W, Co, Ci, 1,
+                            accum) ||
+               bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
     /* one grid z-slice per parity class, each as long as the largest class (ceil(H/S) x
      * ceil(W/S) pixels a sample) */
     const int64_t Qc = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);

@@ -380,6 +380,15 @@ int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, 
 int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
+/* conv_wino.cu: the fp32 3x3 stride-1 padding-1 forward and data gradient as Winograd
+ * F(2x2, 3x3) (its file comment). cu_conv_wino_takes: whether the switch
+ * (cuda_conv_wino_enable) and the shape send a CUDA-core pass there. cu_conv_wino: out[N,H,W,Cn]
+ * = the correlation of in[N,H,W,Cr] with the filters (+ bias, may be NULL; + the old value
+ * under accum); dgrad 0: w[Cn][3][3][Cr] as given (the forward), 1: flipped and transposed from
+ * w[Cr][3][3][Cn] (the data gradient). fp32 operands; conv.cu has checked the arguments. */
+int cu_conv_wino_takes(int dt, int K, int S, int pad);
+int cu_conv_wino(cudaStream_t st, sg_cat out, sg_cat in, const float *w, const float *bias, int N,
+                 int H, int W, int Cr, int Cn, int dgrad, int accum);
 /* conv_tc.cu: the tensor-core convolutions behind conv.cu's launchers (SG_CONV_PATH_TENSOR_CORE:
  * bf16 activations and bf16 weights wb, conv.cu has checked the arguments; fuse: NULL, or a
  * prologue to compute, and/or the residual to add). Forward and backward data take no scratch;

@@ -415,6 +415,14 @@ long cuda_conv_wgmma_halo_dgrads(void);
  * shapes; 0: the tiles always). The same bits either way (tests compare the two). */
 long cuda_conv_thin_launches(void);
 void cuda_conv_thin_enable(int on);
+/* The CUDA-core path's Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 forwards and
+ * data gradients as F(2x2, 3x3), 2.25x fewer multiplies than the direct tiles): a switch for
+ * every later call of this process (0, the default: the direct tiles; 1: Winograd where it takes
+ * the pass, after the thin kernels) and how many passes ran on it. Other bits than the tiles'
+ * (within the fp32 tolerance of the CPU reference): the CUDA backend sets it from SG_CONV_WINO and
+ * records it (describe's conv_wino). */
+void cuda_conv_wino_enable(int on);
+long cuda_conv_wino_launches(void);
 /* The passes of a convolution (bit 0 forward, 1 data gradient, 2 weight gradient) that the thin
  * kernels take where the switch is on, x (and dx) one buffer and the operands aligned as the
  * arena aligns them: a function of the shapes (the CUDA backend's SG_CONV_THIN=own reads it). */
