@@ -30,6 +30,10 @@ enum { SG_TIME_OWN_WGMMA = 8, SG_TIME_WGMMA_HALO = 9, SG_TIME_WGMMA_PER_TAP = 10
 /* an attention node (forward or backward) on the GEMM path or the fused kernels (SG_ATTN=gemm |
  * fused), whichever the step runs: each engine its own bits, so this times, it changes nothing */
 enum { SG_TIME_ATTN_GEMM = 11, SG_TIME_ATTN_FUSED = 12 };
+/* own with the Winograd form of the fp32 3x3 stride-1 forwards and data gradients on (-1 where
+ * it does not take the node) or off (the direct tiles), whatever SG_CONV_WINO says: other bits,
+ * so this times, it changes nothing */
+enum { SG_TIME_OWN_WINO = 13, SG_TIME_OWN_DIRECT = 14 };
 /* ... and a node already on the wgmma kernels, timed under schedule s (SG_WG_SCHED_*,
  * planner/engine_table.h): SG_TIME_WGMMA_SCHED + s */
 enum { SG_TIME_WGMMA_SCHED = 16 };
@@ -179,7 +183,7 @@ static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int
  * list to them). The CPU backend names the ones set as ignored; the CUDA backend's record
  * (describe's "env_knobs") gives the ones set with their values, so that a measurement says
  * what it ran. */
-#define SG_N_CUDA_ENV_KNOBS 17
+#define SG_N_CUDA_ENV_KNOBS 18
 extern const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS];
 
 /* The CPU reference backend. */

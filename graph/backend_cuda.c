@@ -157,6 +157,9 @@ typedef struct {
      * file comment); thin_own_nodes: how many did */
     int thin_own, thin_own_nodes;
     int thin_tiles; /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
+    /* SG_CONV_WINO=1: the own engine's fp32 3x3 stride-1 forwards and data gradients as Winograd
+     * F(2x2, 3x3) (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino) */
+    int conv_wino;
     /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
      * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
     int f32_own, f32_own_nodes;
@@ -2463,6 +2466,20 @@ static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int
     return rc;
 }
 
+/* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
+ * an fp32 3x3 stride-1 padding-1 forward or data gradient that the thin kernels (before it in
+ * conv.cu) leave to the tiles */
+static int wino_node(const sg_plan *p, int node) {
+    const sg_node *nd = &p->g.n[node];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (!sg_op_is_conv(nd->op) || (pass != SG_CONV_PASS_FWD && pass != SG_CONV_PASS_BWD_DATA))
+        return 0;
+    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
+    const int x = pass == SG_CONV_PASS_BWD_DATA ? nd->out[0] : nd->in[0];
+    return p->g.t[x].dtype == DT_F32 && d.K == 3 && d.S == 1 && d.pad == 1 &&
+           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
+}
+
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
@@ -2493,6 +2510,17 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
         c->wg_force = force;
         wg_sched_apply(c, -1);
         if (rc) *ms = -1;
+        return rc;
+    }
+    /* own with the Winograd form switched on, or off, where it takes the node (the kernels
+     * count its launches); the step's switch again after */
+    if (engine == SG_TIME_OWN_WINO || engine == SG_TIME_OWN_DIRECT) {
+        if (!wino_node(p, node)) return SG_OK;
+        const long w0 = cuda_conv_wino_launches();
+        cuda_conv_wino_enable(engine == SG_TIME_OWN_WINO);
+        const int rc = cuda_time_node_engine(be, p, node, SG_CONV_ENGINE_OWN, ms);
+        cuda_conv_wino_enable(c->conv_wino);
+        if (engine == SG_TIME_OWN_WINO && cuda_conv_wino_launches() == w0) *ms = -1;
         return rc;
     }
     /* own on the wgmma kernels with every forward and stride-1 3x3 data gradient on its
@@ -2608,7 +2636,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
         "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
         "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,"
+        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,\"conv_wino\":\"%s\","
         "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
         "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
         "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
@@ -2636,9 +2664,9 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         c->thin_own     ? "own"
         : c->thin_tiles ? "0"
                         : "1",
-        c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, c->win.windows,
-        c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
-        c->lin_groups, c->lin_group_nodes, knobs);
+        c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1,
+        c->conv_wino ? "on" : "off", c->win.windows, c->win.host_bound, c->win.hold_s * 1e3,
+        c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups, c->lin_group_nodes, knobs);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -2809,6 +2837,20 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         return NULL;
     }
     c->f32_own = !(f32 && !strcmp(f32, "cudnn"));
+    /* the Winograd form of the own engine's fp32 3x3 stride-1 forwards and data gradients
+     * (kernels/cuda/conv_wino.cu): SG_CONV_WINO unset or 0, the direct tiles; 1, Winograd (other
+     * bits, so describe records it and a resume that changes it is warned about) */
+    const char *wino = getenv("SG_CONV_WINO");
+    if (wino && *wino && strcmp(wino, "0") && strcmp(wino, "1")) {
+        sg_set_error("SG_CONV_WINO=%s: expected 0 (the default: the own engine's fp32 3x3 "
+                     "convolutions on the direct tiles) or 1 (their forwards and data gradients "
+                     "as Winograd F(2x2, 3x3))",
+                     wino);
+        free(c), free(be);
+        return NULL;
+    }
+    c->conv_wino = wino && !strcmp(wino, "1");
+    cuda_conv_wino_enable(c->conv_wino);
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     const char *attn = getenv("SG_ATTN");
     if (attn && *attn) {

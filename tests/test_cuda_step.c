@@ -39,6 +39,8 @@
  * - the linear groups (the time-embedding projections as one launch each way): formed where
  *   unet_tiny's plan has them, none under SG_LINEAR_GROUPS=0, another value refused;
  * - the captured graph's shape in describe() (roots, edges, nodes by type);
+ * - the Winograd form of the own engine's fp32 3x3 convolutions (SG_CONV_WINO=1): ran, graph =
+ *   eager bitwise, within the fp32 loss tolerance of the CPU and of the direct tiles;
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -737,6 +739,87 @@ static void check_wgmma(void) {
     unsetenv("SG_CONV_TC");
 }
 
+/* SG_CONV_WINO=1 (kernels/cuda/conv_wino.cu): the own engine's fp32 3x3 stride-1 forwards and
+ * data gradients as Winograd F(2x2, 3x3). They ran on it; the replayed step and the eager one
+ * give the same bits, and so do two replayed runs; the losses stay within the fp32 tolerance of
+ * the CPU's and of the direct tiles' step (another arithmetic: not their bits); describe()
+ * records it (conv_wino, which a resume compares); SG_CONV_WINO=2 is refused by name. */
+static void check_wino(void) {
+    const char *nm = "fp32, conv engine own, SG_CONV_WINO=1";
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = DT_F32;
+    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
+    c.data_n = 64;
+    c.warmup = 1;
+    c.lr = 1e-3f;
+    uint8_t *data = data_for(&c);
+    float lw[MAX_STEPS], le[MAX_STEPS], lw2[MAX_STEPS], ld[MAX_STEPS], lc[MAX_STEPS];
+    unsigned char *sw = NULL, *se = NULL, *sw2 = NULL, *sd = NULL, *sc = NULL;
+    int64_t bw = 0, be_ = 0, bw2 = 0, bd = 0, bc = 0;
+    char *keep = getenv("SG_CONV_WINO") ? strdup(getenv("SG_CONV_WINO")) : NULL;
+    setenv("SG_CONV_WINO", "1", 1);
+    const long w0 = cuda_conv_wino_launches();
+    int ok = !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw, &sw, &bw, NULL) &&
+             !run(&c, data, cuda_on(0, SG_CONV_ENGINE_OWN), STEPS, le, &se, &be_, NULL) &&
+             !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw2, &sw2, &bw2, NULL);
+    const long ran = cuda_conv_wino_launches() - w0;
+    sg_exec e;
+    char env[2048] = "";
+    if (!sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN)))
+        e.be->describe(e.be, env, sizeof env);
+    sg_exec_free(&e);
+    CHECK(strstr(env, "\"conv_wino\":\"on\""), "%s: describe() does not record it: %s", nm, env);
+    setenv("SG_CONV_WINO", "2", 1);
+    sg_backend *bad = sg_backend_cuda_create(0, 1);
+    CHECK(!bad && strstr(sg_last_error(), "SG_CONV_WINO=2"),
+          "SG_CONV_WINO=2 must be refused by name: %s", bad ? "accepted" : sg_last_error());
+    if (bad) bad->destroy(bad);
+    setenv("SG_CONV_WINO", "0", 1);
+    ok = ok && !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, ld, &sd, &bd, NULL) &&
+         !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc, NULL);
+    if (keep) {
+        setenv("SG_CONV_WINO", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("SG_CONV_WINO");
+    }
+    CHECK(ok, "%s: runs failed", nm);
+    CHECK(ran > 0, "%s: no pass ran on the Winograd kernels", nm);
+    if (ok) {
+        CHECK(!memcmp(lw, le, sizeof(float) * (size_t)STEPS) && bw == be_ &&
+                  !memcmp(sw, se, (size_t)bw),
+              "%s: graph vs eager differ (loss 0: %a vs %a)", nm, lw[0], le[0]);
+        CHECK(!memcmp(lw, lw2, sizeof(float) * (size_t)STEPS) && !memcmp(sw, sw2, (size_t)bw),
+              "%s: two graph runs differ", nm);
+        double wc = 0, wd = 0;
+        for (int s = 0; s < STEPS; s++) {
+            CHECK(isfinite(lw[s]), "%s: loss %d not finite", nm, s);
+            wc = fmax(wc, fabs((double)lw[s] - lc[s]) / fabs((double)lc[s]));
+            wd = fmax(wd, fabs((double)lw[s] - ld[s]) / fabs((double)ld[s]));
+        }
+        /* the final state (parameters, m, v, EMA) against the direct tiles': other bits (the
+         * Winograd arithmetic reached it), normwise within 1e-3 */
+        double dd = 0, nn = 0;
+        for (int64_t i = 0; bw == bd && i < bw / 4; i++) {
+            float a, b;
+            memcpy(&a, sw + 4 * i, 4), memcpy(&b, sd + 4 * i, 4);
+            dd += ((double)a - b) * ((double)a - b), nn += (double)b * b;
+        }
+        const double sdiff = bw == bd && nn > 0 ? sqrt(dd / nn) : 1;
+        printf("%s: %ld passes on Winograd; graph = eager = a second graph run; worst relative "
+               "loss difference over %d steps: %.3e against the CPU, %.3e against the direct "
+               "tiles (tol 2e-3); final state %.3e normwise from the direct tiles' (tol 1e-3)\n",
+               nm, ran, STEPS, wc, wd, sdiff);
+        CHECK(wc <= 2e-3 && wd <= 2e-3, "%s: losses %.3e from the CPU's, %.3e from the direct's",
+              nm, wc, wd);
+        CHECK(sdiff <= 1e-3 && memcmp(sw, sd, (size_t)bw),
+              "%s: the final state is %.3e normwise from the direct tiles' (%s)", nm, sdiff,
+              memcmp(sw, sd, (size_t)bw) ? "tol 1e-3" : "the same bits: Winograd changed nothing");
+    }
+    free(sw), free(se), free(sw2), free(sd), free(sc), free(data);
+}
+
 int main(void) {
     STEPS = env_int("SG_TEST_STEPS", 1, MAX_STEPS, MAX_STEPS);
     if (!sg_cuda_available()) {
@@ -761,6 +844,7 @@ int main(void) {
             check_precision(DT_F32, engine, 2, SG_FUSE_AUTO);
     }
     check_wgmma();
+    check_wino();
     check_linear_groups();
     check_stats_pairs();
     check_graph_shape();
