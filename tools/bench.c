@@ -375,6 +375,9 @@ typedef struct {
     int nconv;
     int *conv_node;
     float *conv_own, *conv_dnn, *conv_wg, *conv_wgh, *conv_wgt, *conv_gemm;
+    /* own with the Winograd form of the fp32 3x3 convolutions on and off (SG_TIME_OWN_WINO,
+     * _DIRECT), where it takes the node; -1 elsewhere */
+    float *conv_wino, *conv_direct;
     double *conv_flops;
     int64_t (*conv_mnk)[3];
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
@@ -529,19 +532,22 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         r->conv_wg = calloc(n1, sizeof(float));
         r->conv_wgh = calloc(n1, sizeof(float));
         r->conv_wgt = calloc(n1, sizeof(float));
+        r->conv_wino = calloc(n1, sizeof(float));
+        r->conv_direct = calloc(n1, sizeof(float));
         r->conv_gemm = calloc(n1, sizeof(float));
         r->conv_flops = calloc(n1, sizeof(double));
         r->conv_mnk = calloc(n1, sizeof *r->conv_mnk);
         r->conv_engine = calloc(n1, sizeof *r->conv_engine);
         if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_wg || !r->conv_wgh ||
-            !r->conv_wgt || !r->conv_gemm || !r->conv_flops || !r->conv_mnk || !r->conv_engine)
+            !r->conv_wgt || !r->conv_wino || !r->conv_direct || !r->conv_gemm || !r->conv_flops ||
+            !r->conv_mnk || !r->conv_engine)
             return sg_set_error("out of host memory");
         const int dt = p->cfg.act_dt;
         for (int i = 0, k = 0; i < g->nn && !rc; i++) {
             if (!is_layer_op(g->n[i].op)) continue;
             r->conv_node[k] = i;
             r->conv_own[k] = r->conv_dnn[k] = r->conv_wg[k] = r->conv_gemm[k] = -1;
-            r->conv_wgh[k] = r->conv_wgt[k] = -1;
+            r->conv_wgh[k] = r->conv_wgt[k] = r->conv_wino[k] = r->conv_direct[k] = -1;
             if (be->node_engine) be->node_engine(be, p, i, r->conv_engine[k], 96);
             if (be->time_node_engine) {
                 rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
@@ -570,6 +576,20 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                     r->conv_wgh[k] = r->conv_wgt[k] = -1;
                 }
                 if (r->conv_wgt[k] < 0) r->conv_wgh[k] = -1; /* the two as a pair */
+                /* the own engine's fp32 3x3 pass as Winograd and on the direct tiles, where the
+                 * Winograd form takes it (whichever SG_CONV_WINO chooses: the other is what a GPU
+                 * must say) */
+                if (!rc &&
+                    (be->time_node_engine(be, p, i, SG_TIME_OWN_WINO, &r->conv_wino[k]) ||
+                     (r->conv_wino[k] >= 0 &&
+                      be->time_node_engine(be, p, i, SG_TIME_OWN_DIRECT, &r->conv_direct[k])))) {
+                    fprintf(stderr,
+                            "bench: node %d as Winograd or on the direct tiles: %s (those columns "
+                            "left empty)\n",
+                            i, sg_last_error());
+                    r->conv_wino[k] = r->conv_direct[k] = -1;
+                }
+                if (r->conv_direct[k] < 0) r->conv_wino[k] = -1; /* the two as a pair */
             }
             if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
             r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
@@ -766,6 +786,10 @@ static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
                                 num_or_null(r->conv_wgh[k] >= 0 ? r->conv_wgh[k] : NAN));
             json_object_set_new(row, "wgmma_per_tap_ms",
                                 num_or_null(r->conv_wgt[k] >= 0 ? r->conv_wgt[k] : NAN));
+            json_object_set_new(row, "wino_ms",
+                                num_or_null(r->conv_wino[k] >= 0 ? r->conv_wino[k] : NAN));
+            json_object_set_new(row, "direct_ms",
+                                num_or_null(r->conv_direct[k] >= 0 ? r->conv_direct[k] : NAN));
         }
         json_array_append_new(rows, row);
     }
@@ -1003,7 +1027,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     }
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0, halo[2] = {0}, tap[2] = {0};
-    int wg_n = 0, halo_n[2] = {0};
+    double wino[2] = {0}, direct[2] = {0}, wino_lib[2] = {0};
+    int wg_n = 0, halo_n[2] = {0}, wino_n[2] = {0};
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
            "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
            "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
@@ -1044,6 +1069,11 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA;
             halo[dg] += r->conv_wgh[k], tap[dg] += r->conv_wgt[k], halo_n[dg]++;
         }
+        if (r->conv_wino[k] >= 0) { /* [0] forwards, [1] data gradients */
+            const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA;
+            wino[dg] += r->conv_wino[k], direct[dg] += r->conv_direct[k], wino_n[dg]++;
+            wino_lib[dg] += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_direct[k];
+        }
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
@@ -1061,6 +1091,13 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf("  the wgmma %s the resident halo takes (%d nodes): %.3f ms on the halo, "
                    "%.3f ms per tap (wgmma_halo_ms, wgmma_per_tap_ms)\n",
                    dg ? "stride-1 data gradients" : "forwards", halo_n[dg], halo[dg], tap[dg]);
+    for (int dg = 0; dg < 2; dg++)
+        if (wino_n[dg])
+            printf("  the fp32 3x3 %s Winograd F(2x2, 3x3) takes (%d nodes): %.3f ms as "
+                   "Winograd, %.3f ms on the direct tiles, %.3f ms on the library (the direct "
+                   "tiles where it has none) (wino_ms, direct_ms)\n",
+                   dg ? "data gradients" : "forwards", wino_n[dg], wino[dg], direct[dg],
+                   wino_lib[dg]);
     if (r->nattn) {
         double sum[2] = {0};
         int n[2] = {0};
@@ -1235,7 +1272,7 @@ int main(int argc, char **argv) {
     if (rc) fprintf(stderr, "bench: %s\n", sg_last_error());
     free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_wg), free(r.conv_engine);
-    free(r.conv_wgh), free(r.conv_wgt);
+    free(r.conv_wgh), free(r.conv_wgt), free(r.conv_wino), free(r.conv_direct);
     free(r.attn_node), free(r.attn_ms), free(r.attn_engine);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);

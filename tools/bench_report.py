@@ -624,6 +624,8 @@ def conv_layers(out, r):
     wg = any(c.get("wgmma_ms") is not None for c in cl)
     # ... and on the resident-halo kernels against per tap, where a halo kernel takes the node
     halo = any(c.get("wgmma_halo_ms") is not None for c in cl)
+    # ... and the fp32 3x3 passes as Winograd against the direct tiles, where Winograd takes them
+    wino = any(c.get("wino_ms") is not None for c in cl)
     head = ("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
             "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM |")
     rule = "|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|"
@@ -633,11 +635,15 @@ def conv_layers(out, r):
     if halo:
         head += " wgmma halo ms | wgmma per-tap ms |"
         rule += "---:|---:|"
+    if wino:
+        head += " Winograd ms | direct ms |"
+        rule += "---:|---:|"
     out.append(head + " engine |")
     out.append(rule + "---|")
     own = dnn = wg_ms = wg_own = 0.0
     wg_n = 0
     sums = {}  # op -> [nodes, halo ms, per-tap ms]
+    wsums = {}  # op -> [nodes, Winograd ms, direct ms, library ms (direct where none)]
     for c in cl:
         o, d = c.get("own_ms"), c.get("cudnn_ms")
         ratio = "%.2f×" % (o / d) if o is not None and d else "–"
@@ -666,14 +672,25 @@ def conv_layers(out, r):
                 s_[0] += 1
                 s_[1] += h
                 s_[2] += t
+        if wino:
+            v, t = c.get("wino_ms"), c.get("direct_ms")
+            row += " %s | %s |" % (fnum(v, "%.4f"), fnum(t, "%.4f"))
+            if v is not None and t is not None:
+                s_ = wsums.setdefault(c.get("op"), [0, 0.0, 0.0, 0.0])
+                s_[0] += 1
+                s_[1] += v
+                s_[2] += t
+                s_[3] += d if d is not None else t
         out.append(row + " %s |" % md_escape(str(c.get("engine") or "-")))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
-    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s |" %
+    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s%s |" %
                (own, dnn, "%.2f×" % (own / dnn) if dnn else "–",
                 " %.3f | | |" % wg_ms if wg else "",
                 " %.3f | %.3f |" % (sum(v[1] for v in sums.values()),
-                                    sum(v[2] for v in sums.values())) if halo else ""))
+                                    sum(v[2] for v in sums.values())) if halo else "",
+                " %.3f | %.3f |" % (sum(v[1] for v in wsums.values()),
+                                    sum(v[2] for v in wsums.values())) if wino else ""))
     if wg:
         out.append("\nThe wgmma kernels take %d of these nodes: %.3f ms on them against %.3f ms "
                    "on own as the step runs them." % (wg_n, wg_ms, wg_own))
@@ -681,6 +698,11 @@ def conv_layers(out, r):
         n, h, t = sums[op]
         out.append("On the wgmma kernels' resident halo, %s (%d nodes a halo kernel takes): "
                    "%.3f ms on the halo, %.3f ms per tap." % (op, n, h, t))
+    for op in sorted(wsums):
+        n, v, t, lib = wsums[op]
+        out.append("As Winograd F(2x2, 3x3), %s (%d fp32 3x3 nodes it takes): %.3f ms, against "
+                   "%.3f ms on the direct tiles and %.3f ms on the library (the direct tiles where "
+                   "it has none)." % (op, n, v, t, lib))
     out.append("")
     fu = r.get("fusions")
     if fu and fu.get("kinds"):

@@ -162,7 +162,11 @@ elif [ "${GPU_CALL_PROFILE:-1}" != 0 ]; then
     echo "gpu_call: profile: not run ($((total - SECONDS))s left)"
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
-    # first the check of the newest default (the forward normalisations in one pass, 2026-12-04)
+    # first unet_adm64's fp32 step with its 3x3 forwards and data gradients as Winograd
+    # F(2x2, 3x3) (kernels/cuda/conv_wino.cu), against the main rows' sg_adm64_b32_fp32 (whose
+    # per-layer table times both forms: wino_ms, direct_ms)
+    variant adm64_wino SG_CONV_WINO=1 -- --model unet_adm64 --batch 32 --precision fp32
+    # then the check of the newest default (the forward normalisations in one pass, 2026-12-04)
     variant norm_twopass SG_NORM_ONEPASS=0 --
     variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
     variant store_norm -- --store-norm 1
