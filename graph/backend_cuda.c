@@ -157,8 +157,8 @@ typedef struct {
      * file comment); thin_own_nodes: how many did */
     int thin_own, thin_own_nodes;
     int thin_tiles; /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
-    /* SG_CONV_WINO=1: the own engine's fp32 3x3 stride-1 forwards and data gradients as Winograd
-     * F(2x2, 3x3) (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino) */
+    /* SG_CONV_WINO=1: the own engine's fp32 3x3 stride-1 passes as Winograd F(2x2, 3x3)
+     * (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino) */
     int conv_wino;
     /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
      * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
@@ -2467,15 +2467,16 @@ static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int
 }
 
 /* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
- * an fp32 3x3 stride-1 padding-1 forward or data gradient that the thin kernels (before it in
- * conv.cu) leave to the tiles */
+ * an fp32 3x3 stride-1 padding-1 pass that the thin kernels (before it in conv.cu) leave to the
+ * tiles */
 static int wino_node(const sg_plan *p, int node) {
     const sg_node *nd = &p->g.n[node];
     const int pass = sg_conv_pass_of(nd->op);
-    if (!sg_op_is_conv(nd->op) || (pass != SG_CONV_PASS_FWD && pass != SG_CONV_PASS_BWD_DATA))
-        return 0;
+    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
     const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
-    const int x = pass == SG_CONV_PASS_BWD_DATA ? nd->out[0] : nd->in[0];
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
     return p->g.t[x].dtype == DT_F32 && d.K == 3 && d.S == 1 && d.pad == 1 &&
            !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
 }
@@ -2837,7 +2838,7 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         return NULL;
     }
     c->f32_own = !(f32 && !strcmp(f32, "cudnn"));
-    /* the Winograd form of the own engine's fp32 3x3 stride-1 forwards and data gradients
+    /* the Winograd form of the own engine's fp32 3x3 stride-1 passes
      * (kernels/cuda/conv_wino.cu): SG_CONV_WINO unset or 0, the direct tiles; 1, Winograd (other
      * bits, so describe records it and a resume that changes it is warned about) */
     const char *wino = getenv("SG_CONV_WINO");

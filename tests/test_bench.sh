@@ -295,7 +295,7 @@ PY'
     ok "cuda_host: fusion savings and the --fuse 0 command" \
         'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
     # the fp32 3x3 passes as Winograd F(2x2, 3x3) and on the direct tiles (wino_ms, direct_ms),
-    # where Winograd takes them (stride-1 forwards and data gradients off the thin kernels),
+    # where Winograd takes them (stride-1 passes off the thin kernels),
     # whatever SG_CONV_WINO chooses; the step with it on records it
     SG_CONV_WINO=1 $bench --backend cuda --model unet_tiny --precision fp32 --conv-engine own \
         --batch 2 --iters 1 --warmup 0 --json >"$tmp/w.json" 2>"$tmp/w_err.txt" || cat "$tmp/w_err.txt"
@@ -307,13 +307,13 @@ assert e["conv_wino"] == "on" and "SG_CONV_WINO=1" in e["env_knobs"], e
 def takes(c):
     k, s, pad = (c["shape"].split(" K")[1].replace(" S", " ").replace(" pad", " ").split())
     ci, co = (int(v) for v in c["shape"].split()[2].split("->"))
-    return (c["op"] in ("conv2d", "conv2d_bwd_data") and (k, s, pad) == ("3", "1", "1")
-            and min(ci, co) > 4)
+    return (c["op"] in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight")
+            and (k, s, pad) == ("3", "1", "1") and min(ci, co) > 4)
 w = [c for c in cl if c.get("wino_ms") is not None]
 assert w and all(takes(c) and c["direct_ms"] > 0 and c["wino_ms"] > 0 for c in w), w
 assert all(c.get("wino_ms") is None and c.get("direct_ms") is None for c in cl if not takes(c))
 assert len(w) == sum(1 for c in cl if takes(c)), (len(w), [c["shape"] for c in cl])
-assert {c["op"] for c in w} == {"conv2d", "conv2d_bwd_data"}, w
+assert {c["op"] for c in w} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}, w
 PY'
     report_of wrep "$tmp/w.json" 2 fp32 "bench --backend cuda --model unet_tiny --precision fp32 --json"
     ok "cuda_host: the report's Winograd columns and sums" \

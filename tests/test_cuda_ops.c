@@ -547,13 +547,13 @@ static int g_thin_cases[3];
         guards_all(ctx);                                                                           \
     } while (0)
 
-/* The Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 forwards and data gradients the
- * thin kernels do not take, cuda_conv_wino_enable(1)): a pass of such a case runs on it twice,
+/* The Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 passes the thin kernels do not
+ * take, cuda_conv_wino_enable(1)): a pass of such a case runs on it twice,
  * `checks` holding it to the CPU reference within the tolerance and to its own first run bit
  * for bit (tb_check's runs 0 and 1), its launch count grown by both. The case's bits from the
  * direct tiles stay what later checks compare with (wino_keep). g_wino_cases counts them per
- * pass [forward, data]; the summary requires each. */
-static int g_wino_cases[2];
+ * pass [forward, data, weight]; the summary requires each. */
+static int g_wino_cases[3];
 #define WINO_VS_REF(pass, takes, call, checks)                                                     \
     do {                                                                                           \
         if (!(takes)) break;                                                                       \
@@ -1156,6 +1156,17 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                            bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,
                            pad, dt, accum, ws->d, wsb),
                       tb_check(gw, refw, TOL_F32, 1, thin_ctx));
+        {
+            uint8_t *keepw = wino_keep(gw), *keepb = wino_keep(gb);
+            WINO_VS_REF(2, wino && cuda_conv_thin_launches() == thin0,
+                        CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d,
+                             bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,
+                             pad, dt, accum, ws->d, wsb),
+                        tb_check(gw, refw, TOL_F32, rep, wino_ctx);
+                        if (bias) tb_check(gb, refb, TOL_F32, rep, wino_ctx));
+            wino_put(gw, keepw);
+            wino_put(gb, keepb);
+        }
     }
     if (want == SG_CONV_PATH_TENSOR_CORE) test_conv_wgmma(ctx, &r, N, H, W, Ci, Co, K, S, pad);
     if (K == 1 && S == 1 && pad == 0) test_conv_gemm(ctx, &r, N, H, W, Ci, Co, dt);
@@ -1222,11 +1233,12 @@ static void test_convs(void) {
      * slices, tiles of two images in one block */
     test_conv(2, 8, 8, 64, 0, 96, 3, 1, 1, DT_F32, 1, 0);
     test_conv(3, 6, 10, 64, 32, 64, 3, 1, 1, DT_F32, 0, 1);
-    printf("Winograd F(2x2, 3x3), passes also run on it: %d forward, %d data\n", g_wino_cases[0],
-           g_wino_cases[1]);
-    CHECK(g_wino_cases[0] >= 6 && g_wino_cases[1] >= 6,
-          "Winograd: %d forward and %d data passes ran on it (expected at least 6 of each)",
-          g_wino_cases[0], g_wino_cases[1]);
+    printf("Winograd F(2x2, 3x3), passes also run on it: %d forward, %d data, %d weight\n",
+           g_wino_cases[0], g_wino_cases[1], g_wino_cases[2]);
+    CHECK(g_wino_cases[0] >= 6 && g_wino_cases[1] >= 6 && g_wino_cases[2] >= 6,
+          "Winograd: %d forward, %d data and %d weight passes ran on it (expected at least 6 of "
+          "each)",
+          g_wino_cases[0], g_wino_cases[1], g_wino_cases[2]);
     printf("thin convolutions, passes also run on the tiles: %d forward, %d data, %d weight\n",
            g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
     CHECK(g_thin_cases[0] >= 16 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,

@@ -739,8 +739,8 @@ static void check_wgmma(void) {
     unsetenv("SG_CONV_TC");
 }
 
-/* SG_CONV_WINO=1 (kernels/cuda/conv_wino.cu): the own engine's fp32 3x3 stride-1 forwards and
- * data gradients as Winograd F(2x2, 3x3). They ran on it; the replayed step and the eager one
+/* SG_CONV_WINO=1 (kernels/cuda/conv_wino.cu): the own engine's fp32 3x3 stride-1 passes as
+ * Winograd F(2x2, 3x3). They ran on it; the replayed step and the eager one
  * give the same bits, and so do two replayed runs; the losses stay within the fp32 tolerance of
  * the CPU's and of the direct tiles' step (another arithmetic: not their bits); describe()
  * records it (conv_wino, which a resume compares); SG_CONV_WINO=2 is refused by name. */

@@ -1027,8 +1027,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     }
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0, halo[2] = {0}, tap[2] = {0};
-    double wino[2] = {0}, direct[2] = {0}, wino_lib[2] = {0};
-    int wg_n = 0, halo_n[2] = {0}, wino_n[2] = {0};
+    double wino[3] = {0}, direct[3] = {0}, wino_lib[3] = {0};
+    int wg_n = 0, halo_n[2] = {0}, wino_n[3] = {0};
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
            "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
            "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
@@ -1069,8 +1069,10 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA;
             halo[dg] += r->conv_wgh[k], tap[dg] += r->conv_wgt[k], halo_n[dg]++;
         }
-        if (r->conv_wino[k] >= 0) { /* [0] forwards, [1] data gradients */
-            const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA;
+        if (r->conv_wino[k] >= 0) { /* [0] forwards, [1] data gradients, [2] weight gradients */
+            const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA     ? 1
+                           : p->g.n[i].op == OP_CONV2D_BWD_WEIGHT ? 2
+                                                                  : 0;
             wino[dg] += r->conv_wino[k], direct[dg] += r->conv_direct[k], wino_n[dg]++;
             wino_lib[dg] += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_direct[k];
         }
@@ -1091,13 +1093,13 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             printf("  the wgmma %s the resident halo takes (%d nodes): %.3f ms on the halo, "
                    "%.3f ms per tap (wgmma_halo_ms, wgmma_per_tap_ms)\n",
                    dg ? "stride-1 data gradients" : "forwards", halo_n[dg], halo[dg], tap[dg]);
-    for (int dg = 0; dg < 2; dg++)
+    static const char *const wino_pass[3] = {"forwards", "data gradients", "weight gradients"};
+    for (int dg = 0; dg < 3; dg++)
         if (wino_n[dg])
             printf("  the fp32 3x3 %s Winograd F(2x2, 3x3) takes (%d nodes): %.3f ms as "
                    "Winograd, %.3f ms on the direct tiles, %.3f ms on the library (the direct "
                    "tiles where it has none) (wino_ms, direct_ms)\n",
-                   dg ? "data gradients" : "forwards", wino_n[dg], wino[dg], direct[dg],
-                   wino_lib[dg]);
+                   wino_pass[dg], wino_n[dg], wino[dg], direct[dg], wino_lib[dg]);
     if (r->nattn) {
         double sum[2] = {0};
         int n[2] = {0};

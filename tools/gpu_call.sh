@@ -162,7 +162,7 @@ elif [ "${GPU_CALL_PROFILE:-1}" != 0 ]; then
     echo "gpu_call: profile: not run ($((total - SECONDS))s left)"
 fi
 if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
-    # first unet_adm64's fp32 step with its 3x3 forwards and data gradients as Winograd
+    # first unet_adm64's fp32 step with its 3x3 passes as Winograd
     # F(2x2, 3x3) (kernels/cuda/conv_wino.cu), against the main rows' sg_adm64_b32_fp32 (whose
     # per-layer table times both forms: wino_ms, direct_ms)
     variant adm64_wino SG_CONV_WINO=1 -- --model unet_adm64 --batch 32 --precision fp32

@@ -14,8 +14,8 @@
  *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions); where
  *   one side has 1 to 4 channels, its passes run on the thin kernels (below the tiles: the
  *   tiles' bits, without their padding work); with cuda_conv_wino_enable(1), an fp32 3x3
- *   stride-1 padding-1 forward or data gradient the thin kernels do not take runs as Winograd
- *   F(2x2, 3x3) (conv_wino.cu: other bits, within the fp32 tolerance).
+ *   stride-1 padding-1 pass the thin kernels do not take runs as Winograd F(2x2, 3x3)
+ *   (conv_wino.cu: other bits, within the fp32 tolerance).
  *
  * The CUDA-core kernels are implicit GEMMs with the im2col matrix never stored (tap = kh*K + kw):
  *   forward     y[p][co]      = sum over (tap, ci) of x[pixel(p, tap)][ci] w[co][tap][ci]
@@ -1033,9 +1033,9 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
         return cu_gemm_bwd_weight(st, blas, dw, db, dy, x, P, Ci, Co, dt, accum, ws, ws_bytes);
     SG_WS_CHECK(sg_ws_conv_wgrad_chunked(P, Ci, Co, K, db != NULL), ws_bytes, fn);
     const int64_t nw = (int64_t)Co * K * K * Ci, most = sg_ws_wgrad_chunks(P, nw);
-    const int64_t chunks = path == SG_CONV_PATH_TENSOR_CORE
-                               ? cuda_conv2d_tc_wgrad_chunks(N, H, W, Ci, Co, K, S)
-                               : most;
+    int64_t chunks = path == SG_CONV_PATH_TENSOR_CORE
+                         ? cuda_conv2d_tc_wgrad_chunks(N, H, W, Ci, Co, K, S)
+                         : most;
     const int64_t chunk_len = (P + chunks - 1) / chunks;
     float *part = (float *)ws;
     if (path == SG_CONV_PATH_TENSOR_CORE) {
@@ -1045,9 +1045,16 @@ static int conv2d_bwd_weight_on(sg_conv_path path, const char *fn, cudaStream_t 
     } else {
         const int thin = thin_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo, dt,
                                          chunks, chunk_len);
-        if (thin < 0 || (!thin && tiles_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho,
-                                                   Wo, dt, chunks, chunk_len)))
+        if (thin < 0) return SG_ERR;
+        if (!thin && cu_conv_wino_takes(dt, K, S, pad)) {
+            /* Winograd's chunks of tiles (at most the workspace's), its partials in this layout */
+            chunks = cu_conv_wino_wgrad_chunks(N, H, W, Ci, Co, most);
+            if (cu_conv_wino_wgrad(st, part, (const float *)dy, x, N, H, W, Ci, Co, chunks))
+                return SG_ERR;
+        } else if (!thin && tiles_bwd_weight(st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho, Wo,
+                                             dt, chunks, chunk_len)) {
             return SG_ERR;
+        }
     }
     /* the chunks' sum and db's column sums, one launch */
     return cu_wgrad_finish(st, dw, part, nw, (int)chunks, accum, db, dy, dt, P, Co,

@@ -380,7 +380,7 @@ int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, 
 int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
-/* conv_wino.cu: the fp32 3x3 stride-1 padding-1 forward and data gradient as Winograd
+/* conv_wino.cu: the fp32 3x3 stride-1 padding-1 passes as Winograd
  * F(2x2, 3x3) (its file comment). cu_conv_wino_takes: whether the switch
  * (cuda_conv_wino_enable) and the shape send a CUDA-core pass there. cu_conv_wino: out[N,H,W,Cn]
  * = the correlation of in[N,H,W,Cr] with the filters (+ bias, may be NULL; + the old value
@@ -389,6 +389,13 @@ int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, con
 int cu_conv_wino_takes(int dt, int K, int S, int pad);
 int cu_conv_wino(cudaStream_t st, sg_cat out, sg_cat in, const float *w, const float *bias, int N,
                  int H, int W, int Cr, int Cn, int dgrad, int accum);
+/* ... and the weight gradient's chunk partials part[chunk][Co][3][3][Ci] (the direct tiles'
+ * layout: cu_wgrad_finish sums them) from dy[N,H,W,Co] and x (fp32), over
+ * cu_conv_wino_wgrad_chunks(..., most) chunks of the 2x2 tiles (at most `most`, the workspace's).
+ */
+int64_t cu_conv_wino_wgrad_chunks(int N, int H, int W, int Ci, int Co, int64_t most);
+int cu_conv_wino_wgrad(cudaStream_t st, float *part, const float *dy, sg_cat x, int N, int H, int W,
+                       int Ci, int Co, int64_t chunks);
 /* conv_tc.cu: the tensor-core convolutions behind conv.cu's launchers (SG_CONV_PATH_TENSOR_CORE:
  * bf16 activations and bf16 weights wb, conv.cu has checked the arguments; fuse: NULL, or a
  * prologue to compute, and/or the residual to add). Forward and backward data take no scratch;

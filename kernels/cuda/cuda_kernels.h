@@ -415,8 +415,8 @@ long cuda_conv_wgmma_halo_dgrads(void);
  * shapes; 0: the tiles always). The same bits either way (tests compare the two). */
 long cuda_conv_thin_launches(void);
 void cuda_conv_thin_enable(int on);
-/* The CUDA-core path's Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 forwards and
- * data gradients as F(2x2, 3x3), 2.25x fewer multiplies than the direct tiles): a switch for
+/* The CUDA-core path's Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 passes as
+ * F(2x2, 3x3), 2.25x fewer multiplies than the direct tiles): a switch for
  * every later call of this process (0, the default: the direct tiles; 1: Winograd where it takes
  * the pass, after the thin kernels) and how many passes ran on it. Other bits than the tiles'
  * (within the fp32 tolerance of the CPU reference): the CUDA backend sets it from SG_CONV_WINO and
