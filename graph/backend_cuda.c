@@ -2723,6 +2723,18 @@ static const sg_backend cuda_vtable = {
     .destroy = cuda_destroy,
 };
 
+/* An environment knob with a fixed set of values, v = getenv(name) (spelt out at each call: the
+ * tests list the knobs by their getenv calls): its index in vals (n of them), dflt where it is
+ * unset or empty, -1 (with "NAME=value: expected ...") for anything else */
+static int env_choice(const char *name, const char *v, const char *const *vals, int n, int dflt,
+                      const char *expect) {
+    if (!v || !*v) return dflt;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(v, vals[k])) return k;
+    sg_set_error("%s=%s: expected %s", name, v, expect);
+    return -1;
+}
+
 sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -2771,29 +2783,29 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     cudaGetLastError();
     /* programmatic dependent launch (cuda_kernels.h): SG_PDL=1 on compute capability 9.0 and
      * above; unset or 0: off (the same bits either way) */
-    const char *pdl = getenv("SG_PDL");
-    if (pdl && *pdl && strcmp(pdl, "0") && strcmp(pdl, "1")) {
-        sg_set_error("SG_PDL=%s: expected 0 (the default) or 1", pdl);
+    static const char *const off_on[] = {"0", "1"};
+    const int pdl = env_choice("SG_PDL", getenv("SG_PDL"), off_on, 2, 0, "0 (the default) or 1");
+    if (pdl < 0) {
         free(c), free(be);
         return NULL;
     }
     c->pdl_ok = major >= 9;
     be->step_knobs = 1;
-    c->pdl = pdl && !strcmp(pdl, "1") && major >= 9;
-    if (pdl && !strcmp(pdl, "1") && !c->pdl)
+    c->pdl = pdl && major >= 9;
+    if (pdl && !c->pdl)
         fprintf(stderr,
                 "stepgraph: SG_PDL=1: this device (compute capability %d.%d) has no "
                 "programmatic dependent launch: off\n",
                 major, minor);
     /* the libraries' memset nodes (kernels/cuda/graph_edit.cu): SG_GRAPH_MEMSETS=kernel (the
      * default: each becomes a kernel node after the capture) or keep (the graph as captured) */
-    const char *gm = getenv("SG_GRAPH_MEMSETS");
-    if (gm && *gm && strcmp(gm, "kernel") && strcmp(gm, "keep")) {
-        sg_set_error("SG_GRAPH_MEMSETS=%s: expected kernel (the default) or keep", gm);
+    static const char *const memsets[] = {"keep", "kernel"};
+    c->graph_memsets = env_choice("SG_GRAPH_MEMSETS", getenv("SG_GRAPH_MEMSETS"), memsets, 2, 1,
+                                  "kernel (the default) or keep");
+    if (c->graph_memsets < 0) {
         free(c), free(be);
         return NULL;
     }
-    c->graph_memsets = !(gm && !strcmp(gm, "keep"));
     for (int k = 0; k < 4; k++) c->graph_types_captured[k] = -1;
     /* the one-pass normalisations (cuda_kernels.h): SG_NORM_ONEPASS=1 both directions, fwd or
      * bwd one, 0 neither (the same bits every way); unset: the forward, the default since the
@@ -2815,52 +2827,44 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     /* the thin convolutions (conv.cu, THIN_OWN in the file comment): SG_CONV_THIN unset or 1,
      * the own engine's thin passes on the thin kernels; 0, on the 64 x 64 tiles (the same bits);
      * own, also on own under auto */
-    const char *thin = getenv("SG_CONV_THIN");
-    if (thin && *thin && strcmp(thin, "0") && strcmp(thin, "1") && strcmp(thin, "own")) {
-        sg_set_error("SG_CONV_THIN=%s: expected 1 (the default: the thin kernels), 0 (the "
-                     "64 x 64 tiles) or own (also the image convolutions' passes on own under "
-                     "auto)",
-                     thin);
+    static const char *const thin_vals[] = {"0", "1", "own"};
+    const int thin = env_choice("SG_CONV_THIN", getenv("SG_CONV_THIN"), thin_vals, 3, 1,
+                                "1 (the default: the thin kernels), 0 (the 64 x 64 tiles) or own "
+                                "(also the image convolutions' passes on own under auto)");
+    if (thin < 0) {
         free(c), free(be);
         return NULL;
     }
-    c->thin_own = thin && !strcmp(thin, "own");
-    c->thin_tiles = thin && !strcmp(thin, "0");
+    c->thin_own = thin == 2;
+    c->thin_tiles = thin == 0;
     cuda_conv_thin_enable(!c->thin_tiles);
     /* F32_OWN (the file comment): SG_CONV_F32 unset or own, the fp32 passes at 32 x 32 and
      * above on own under auto; cudnn, on cuDNN where it has an engine */
-    const char *f32 = getenv("SG_CONV_F32");
-    if (f32 && *f32 && strcmp(f32, "own") && strcmp(f32, "cudnn")) {
-        sg_set_error("SG_CONV_F32=%s: expected own (the default: fp32 convolutions at 32 x 32 "
-                     "and above on the own engine under auto) or cudnn",
-                     f32);
+    static const char *const f32_vals[] = {"cudnn", "own"};
+    c->f32_own = env_choice("SG_CONV_F32", getenv("SG_CONV_F32"), f32_vals, 2, 1,
+                            "own (the default: fp32 convolutions at 32 x 32 and above on the own "
+                            "engine under auto) or cudnn");
+    if (c->f32_own < 0) {
         free(c), free(be);
         return NULL;
     }
-    c->f32_own = !(f32 && !strcmp(f32, "cudnn"));
     /* the Winograd form of the own engine's fp32 3x3 stride-1 passes
      * (kernels/cuda/conv_wino.cu): SG_CONV_WINO unset or 0, the direct tiles; 1, Winograd (other
      * bits, so describe records it and a resume that changes it is warned about) */
-    const char *wino = getenv("SG_CONV_WINO");
-    if (wino && *wino && strcmp(wino, "0") && strcmp(wino, "1")) {
-        sg_set_error("SG_CONV_WINO=%s: expected 0 (the default: the own engine's fp32 3x3 "
-                     "convolutions on the direct tiles) or 1 (their forwards and data gradients "
-                     "as Winograd F(2x2, 3x3))",
-                     wino);
+    c->conv_wino = env_choice("SG_CONV_WINO", getenv("SG_CONV_WINO"), off_on, 2, 0,
+                              "0 (the default: the own engine's fp32 3x3 convolutions on the "
+                              "direct tiles) or 1 (their three passes as Winograd F(2x2, 3x3))");
+    if (c->conv_wino < 0) {
         free(c), free(be);
         return NULL;
     }
-    c->conv_wino = wino && !strcmp(wino, "1");
     cuda_conv_wino_enable(c->conv_wino);
     /* the attention engine: SG_ATTN=gemm (default) | fused */
-    const char *attn = getenv("SG_ATTN");
-    if (attn && *attn) {
-        if (strcmp(attn, "gemm") && strcmp(attn, "fused")) {
-            sg_set_error("SG_ATTN=%s: expected gemm or fused", attn);
-            free(c), free(be);
-            return NULL;
-        }
-        c->attn_fused = !strcmp(attn, "fused");
+    static const char *const attn_vals[] = {"gemm", "fused"};
+    c->attn_fused = env_choice("SG_ATTN", getenv("SG_ATTN"), attn_vals, 2, 0, "gemm or fused");
+    if (c->attn_fused < 0) {
+        free(c), free(be);
+        return NULL;
     }
     return be;
 }
