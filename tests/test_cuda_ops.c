@@ -1233,6 +1233,9 @@ static void test_convs(void) {
      * slices, tiles of two images in one block */
     test_conv(2, 8, 8, 64, 0, 96, 3, 1, 1, DT_F32, 1, 0);
     test_conv(3, 6, 10, 64, 32, 64, 3, 1, 1, DT_F32, 0, 1);
+    /* ... and a long reduction (unet_adm64's 512 -> 256 decoder convolutions at 8 x 8: the
+     * transforms' rounding summed over 512 channels, and 256 over the weight gradient's tiles) */
+    test_conv(2, 8, 8, 256, 256, 64, 3, 1, 1, DT_F32, 1, 0);
     printf("Winograd F(2x2, 3x3), passes also run on it: %d forward, %d data, %d weight\n",
            g_wino_cases[0], g_wino_cases[1], g_wino_cases[2]);
     CHECK(g_wino_cases[0] >= 6 && g_wino_cases[1] >= 6 && g_wino_cases[2] >= 6,
