@@ -159,7 +159,7 @@ typedef struct {
     int thin_tiles; /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
     /* SG_CONV_WINO=1: the own engine's fp32 3x3 stride-1 passes as Winograd F(2x2, 3x3)
      * (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino) */
-    int conv_wino;
+    int conv_wino, wino_nodes; /* ... and the conv nodes on own it takes (prepare) */
     /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
      * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
     int f32_own, f32_own_nodes;
@@ -780,6 +780,21 @@ static int fwd_1x1_own(const sg_graph *g, int i) {
     return d.Ci % 8 == 0 && d.Co % 8 == 0;
 }
 
+/* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
+ * an fp32 3x3 stride-1 padding-1 pass that the thin kernels (before it in conv.cu) leave to the
+ * tiles */
+static int wino_node(const sg_plan *p, int node) {
+    const sg_node *nd = &p->g.n[node];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
+    return p->g.t[x].dtype == DT_F32 && d.K == 3 && d.S == 1 && d.pad == 1 &&
+           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
+}
+
 /* THIN_OWN (the file comment): is conv node i a pass the thin kernels take, its x (forward,
  * weight gradient) or dx (data gradient) one buffer? */
 static int thin_own_node(const sg_graph *g, int i) {
@@ -935,6 +950,13 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
     prepare_own_only(c, p);
+    for (int i = 0; i < g->nn; i++)
+        c->wino_nodes += c->conv_wino && on_own(c->node_eng[i]) && wino_node(p, i);
+    if (c->conv_wino)
+        fprintf(stderr,
+                "stepgraph: SG_CONV_WINO=1: %d conv pass(es) on the own engine as Winograd "
+                "F(2x2, 3x3) (fp32 3x3 stride 1; other bits than the direct tiles)\n",
+                c->wino_nodes);
     /* the layers' own wgmma schedules (engine table) for their nodes on the wgmma kernels */
     c->node_sched = malloc((size_t)(g->nn > 0 ? g->nn : 1));
     if (!c->node_sched) return sg_set_error("out of host memory");
@@ -2466,21 +2488,6 @@ static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int
     return rc;
 }
 
-/* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
- * an fp32 3x3 stride-1 padding-1 pass that the thin kernels (before it in conv.cu) leave to the
- * tiles */
-static int wino_node(const sg_plan *p, int node) {
-    const sg_node *nd = &p->g.n[node];
-    const int pass = sg_conv_pass_of(nd->op);
-    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
-    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
-    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
-                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
-                                                    : nd->in[0];
-    return p->g.t[x].dtype == DT_F32 && d.K == 3 && d.S == 1 && d.pad == 1 &&
-           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
-}
-
 static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine,
                                  float *ms) {
     cuda_ctx *c = be->ctx;
@@ -2638,6 +2645,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
         "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
         "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,\"conv_wino\":\"%s\","
+        "\"wino_nodes\":%d,"
         "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
         "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
         "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
@@ -2666,8 +2674,9 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
         : c->thin_tiles ? "0"
                         : "1",
         c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1,
-        c->conv_wino ? "on" : "off", c->win.windows, c->win.host_bound, c->win.hold_s * 1e3,
-        c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups, c->lin_group_nodes, knobs);
+        c->conv_wino ? "on" : "off", c->conv_wino ? c->wino_nodes : -1, c->win.windows,
+        c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
+        c->lin_groups, c->lin_group_nodes, knobs);
 }
 
 static void cuda_destroy(sg_backend *be) {

@@ -314,6 +314,7 @@ assert w and all(takes(c) and c["direct_ms"] > 0 and c["wino_ms"] > 0 for c in w
 assert all(c.get("wino_ms") is None and c.get("direct_ms") is None for c in cl if not takes(c))
 assert len(w) == sum(1 for c in cl if takes(c)), (len(w), [c["shape"] for c in cl])
 assert {c["op"] for c in w} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}, w
+assert e["wino_nodes"] == len(w), (e["wino_nodes"], len(w))
 PY'
     report_of wrep "$tmp/w.json" 2 fp32 "bench --backend cuda --model unet_tiny --precision fp32 --json"
     ok "cuda_host: the report's Winograd columns and sums" \

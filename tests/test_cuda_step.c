@@ -769,7 +769,9 @@ static void check_wino(void) {
     if (!sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN)))
         e.be->describe(e.be, env, sizeof env);
     sg_exec_free(&e);
-    CHECK(strstr(env, "\"conv_wino\":\"on\""), "%s: describe() does not record it: %s", nm, env);
+    const char *wn = strstr(env, "\"wino_nodes\":");
+    CHECK(strstr(env, "\"conv_wino\":\"on\"") && wn && atol(wn + 13) > 0,
+          "%s: describe() does not record it and the nodes it takes: %s", nm, env);
     setenv("SG_CONV_WINO", "2", 1);
     sg_backend *bad = sg_backend_cuda_create(0, 1);
     CHECK(!bad && strstr(sg_last_error(), "SG_CONV_WINO=2"),

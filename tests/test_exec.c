@@ -207,12 +207,15 @@ static void fake_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
     int conv = op == OP_CONV2D || op == OP_CONV2D_BWD_DATA || op == OP_CONV2D_BWD_WEIGHT;
     snprintf(buf, (size_t)cap, "%s", !conv ? "" : node % 2 ? g_engine_odd : g_engine_even);
 }
-/* and engine choices in describe()'s record, as the CUDA backend's (SG_ATTN, SG_CONV_TC) */
-static const char *g_attn_engine = "gemm", *g_conv_tc = "mma";
+/* and engine choices in describe()'s record, as the CUDA backend's (SG_ATTN, SG_CONV_TC,
+ * SG_CONV_WINO) */
+static const char *g_attn_engine = "gemm", *g_conv_tc = "mma", *g_conv_wino = "off";
 static void fake_describe(sg_backend *be, char *buf, int cap) {
     (void)be;
-    snprintf(buf, (size_t)cap, "{\"backend\":\"fake\",\"attn_engine\":\"%s\",\"conv_tc\":\"%s\"}",
-             g_attn_engine, g_conv_tc);
+    snprintf(
+        buf, (size_t)cap,
+        "{\"backend\":\"fake\",\"attn_engine\":\"%s\",\"conv_tc\":\"%s\",\"conv_wino\":\"%s\"}",
+        g_attn_engine, g_conv_tc, g_conv_wino);
 }
 static int open_exec_engines(sg_exec *e, const sg_model_cfg *c, const uint8_t *data, int hook) {
     sg_backend *be = sg_backend_cpu_create();
@@ -255,16 +258,18 @@ static void test_conv_engine_record(void) {
     CHECK(e.ckpt_env_engines_differ == 0, "same env engines, %d reported as differing",
           e.ckpt_env_engines_differ);
     sg_exec_free(&e);
-    /* another attention engine, then both: reported, the load goes on */
-    for (int both = 0; both < 2; both++) {
-        g_attn_engine = "fused", g_conv_tc = both ? "wgmma" : "mma";
+    /* another attention engine, then two, then three (the Winograd convolutions too):
+     * reported, the load goes on */
+    for (int more = 0; more < 3; more++) {
+        g_attn_engine = "fused", g_conv_tc = more ? "wgmma" : "mma";
+        g_conv_wino = more == 2 ? "on" : "off";
         CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 2b");
         CHECK(sg_exec_load(&e, path, 0, 0) == SG_OK, "load 2b: %s", sg_last_error());
-        CHECK(e.ckpt_env_engines_differ == 1 + both, "%d env engines differ, %d reported", 1 + both,
+        CHECK(e.ckpt_env_engines_differ == 1 + more, "%d env engines differ, %d reported", 1 + more,
               e.ckpt_env_engines_differ);
         sg_exec_free(&e);
     }
-    g_attn_engine = "gemm", g_conv_tc = "mma";
+    g_attn_engine = "gemm", g_conv_tc = "mma", g_conv_wino = "off";
     /* the odd nodes on another engine: exactly those differ */
     g_engine_odd = "own";
     CHECK(open_exec_engines(&e, &c, data, 1) == SG_OK, "init 3");
