@@ -166,6 +166,10 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     # F(2x2, 3x3) (kernels/cuda/conv_wino.cu), against the main rows' sg_adm64_b32_fp32 (whose
     # per-layer table times both forms: wino_ms, direct_ms)
     variant adm64_wino SG_CONV_WINO=1 -- --model unet_adm64 --batch 32 --precision fp32
+    # ... and with every 3x3 pass on it (the 16 x 16 and 8 x 8 ones leave cuDNN; the 1x1 convs
+    # are cuBLAS GEMMs on own too)
+    variant adm64_wino_own SG_CONV_WINO=1 -- --model unet_adm64 --batch 32 --precision fp32 \
+        --conv-engine own
     # then the check of the newest default (the forward normalisations in one pass, 2026-12-04)
     variant norm_twopass SG_NORM_ONEPASS=0 --
     variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
