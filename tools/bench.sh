@@ -6,7 +6,9 @@
 # Sources tools/gpu_env.sh (nvcc, the carried .deps libraries, RPATH: the same build environment
 # as tools/gpu_check.sh), builds build-gpu/bench (sm_90), then for each row
 #   unet_cifar batch 128 bf16 | unet_cifar batch 8 bf16 | unet_adm64 batch 32 fp32
-# runs `bench --backend cuda --json` (the replayed CUDA graph; never the CPU) and
+# runs `bench --backend cuda --json` (the replayed CUDA graph; never the CPU; for unet_cifar b128
+# also with the engine table measured on this GPU model, for unet_adm64 also with
+# SG_CONV_WINO=1) and
 # tools/torch_ref/bench.py in the modes
 # eager, compile, max-autotune-no-cudagraphs and reduce-overhead (adm64 with TF32 off and on),
 # one process per job, and assembles bench/results/<date>-<gpu>.md (copied to OUTDIR too):
@@ -184,6 +186,14 @@ sg_table() { # NAME ROW MODEL BATCH PREC
         --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json \
         --engine-table "$table" --no-breakdown
 }
+# the same step with the fp32 3x3 convolutions as Winograd F(2x2, 3x3) (SG_CONV_WINO=1, off by
+# default until a GPU times it; kernels/cuda/conv_wino.cu); without the breakdown (the default
+# row's per-layer table times every such node both ways: wino_ms, direct_ms)
+sg_wino() { # NAME ROW MODEL BATCH PREC
+    job "$1" "$2" stepgraph "$3" "$4" "$5" wino "" 150 20 -- env SG_CONV_WINO=1 "$bin" --backend cuda \
+        --model "$3" --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" \
+        --json --no-breakdown
+}
 pt() { # NAME ROW MODEL BATCH PREC MODE TF32 CAP MIN (MIN "c": a compile mode)
     local min=$9
     [ "$min" = c ] && min=${BENCH_COMPILE_MIN_S:-90}
@@ -202,6 +212,7 @@ sg sg_cifar_b128_bf16 cifar_b128_bf16 $C 128 bf16
 sg_table sg_cifar_b128_bf16_table cifar_b128_bf16 $C 128 bf16
 sg sg_cifar_b8_bf16 cifar_b8_bf16 $C 8 bf16
 sg sg_adm64_b32_fp32 adm64_b32_fp32 $A 32 fp32
+sg_wino sg_adm64_b32_fp32_wino adm64_b32_fp32 $A 32 fp32
 pt torch_cifar_b128_bf16_eager cifar_b128_bf16 $C 128 bf16 eager on 180 30
 pt torch_cifar_b8_bf16_eager cifar_b8_bf16 $C 8 bf16 eager on 180 30
 pt torch_adm64_b32_fp32_tf32off_eager adm64_b32_fp32 $A 32 fp32 eager off 180 30

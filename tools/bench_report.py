@@ -258,11 +258,17 @@ def label(r):
     if r["impl"] == "stepgraph":
         be = (r.get("result") or {}).get("backend", "cuda")
         s = "stepgraph (CUDA graph replay)" if be == "cuda" else "stepgraph (%s backend)" % be
-        return s[:-1] + ", engine table)" if r.get("mode") == "table" else s
+        how = SG_MODES.get(r.get("mode"))
+        return s[:-1] + ", %s)" % how if how else s
     s = "PyTorch " + r["mode"]
     if r.get("tf32") and r["precision"] == "fp32":
         s += ", TF32 " + r["tf32"]
     return s
+
+
+# the stepgraph rows beside the default one (mode "graph"): planned with the engine table measured
+# on this GPU model; with the fp32 3x3 convolutions as Winograd (SG_CONV_WINO=1)
+SG_MODES = {"table": "engine table", "wino": "Winograd fp32 3x3"}
 
 
 def row_key(r):
@@ -276,8 +282,9 @@ def group_rows(recs):
 
     def order(r):
         m = TORCH_MODES.index(r["mode"]) if r["mode"] in TORCH_MODES else len(TORCH_MODES)
-        if r["impl"] == "stepgraph":  # the untuned step, then the step with the engine table
-            return (0, "", 1 if r.get("mode") == "table" else 0)
+        if r["impl"] == "stepgraph":  # the default step, then the others (SG_MODES' order)
+            return (0, "", list(SG_MODES).index(r["mode"]) + 1 if r.get("mode") in SG_MODES
+                    else 0)
         return (1, r.get("tf32") or "", m)
 
     for k in rows:
@@ -291,15 +298,20 @@ def best_torch(rs, tf32=None):
 
 
 def sg_of(rs):
-    """the row's stepgraph run without an engine table (the one with the breakdown)"""
-    c = [r for r in rs if r["impl"] == "stepgraph" and r.get("mode") != "table"]
+    """the row's default stepgraph run (the one with the breakdown)"""
+    c = [r for r in rs if r["impl"] == "stepgraph" and r.get("mode") not in SG_MODES]
+    return c[0] if c else None
+
+
+def sg_mode_of(rs, mode):
+    """the row's stepgraph run in one of SG_MODES"""
+    c = [r for r in rs if r["impl"] == "stepgraph" and r.get("mode") == mode]
     return c[0] if c else None
 
 
 def sg_table_of(rs):
     """the row's stepgraph run planned with the engine table measured on this GPU model"""
-    c = [r for r in rs if r["impl"] == "stepgraph" and r.get("mode") == "table"]
-    return c[0] if c else None
+    return sg_mode_of(rs, "table")
 
 
 def torch_mode(rs, mode, tf32=None):
@@ -448,15 +460,25 @@ def targets(rows):
 
     sga = sg_of(adm)
     sga_ms = res(sga, "ms_per_step") if ok(sga) else None
+    # with the fp32 3x3 convolutions as Winograd (SG_CONV_WINO=1), where it ran
+    sgw = sg_mode_of(adm, "wino")
+    sgw_ms = res(sgw, "ms_per_step") if ok(sgw) else None
     for tf in ("off", "on"):
         c = torch_mode(adm, "compile", tf)
         cm = res(c, "ms_per_step") if ok(c) else None
         v = sga_ms / cm if (sga_ms and cm) else None
+        vw = sgw_ms / cm if (sgw_ms and cm) else None
+        wino = ""
+        if sgw is not None:
+            wino = ("; with Winograd %s (%s ms)" % (fnum(vw, "%.3f"), fnum(sgw_ms)) if vw
+                    else "; with Winograd: %s" % status_text(sgw))
+        best_v = min(x for x in (v, vw) if x) if (v or vw) else None
         t.append(("unet_adm64 b32 fp32 step time ÷ torch.compile (TF32 %s)" % tf, "≤ 0.8",
-                  "%s (stepgraph %s ms; compile %s ms)" % (fnum(v, "%.3f"), fnum(sga_ms), fnum(cm))
-                  if v else "n/a (stepgraph: %s; compile: %s)" % (status_text(sga),
-                                                                  status_text(c)),
-                  verdict(v, 0.8)))
+                  "%s (stepgraph %s ms; compile %s ms)%s" % (fnum(v, "%.3f"), fnum(sga_ms),
+                                                             fnum(cm), wino)
+                  if best_v else "n/a (stepgraph: %s; compile: %s)%s" % (status_text(sga),
+                                                                       status_text(c), wino),
+                  verdict(best_v, 0.8)))
 
     sgs = sg_of(small)
     sgs_ms = res(sgs, "ms_per_step") if ok(sgs) else None
