@@ -2840,41 +2840,29 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     const int thin = env_choice("SG_CONV_THIN", getenv("SG_CONV_THIN"), thin_vals, 3, 1,
                                 "1 (the default: the thin kernels), 0 (the 64 x 64 tiles) or own "
                                 "(also the image convolutions' passes on own under auto)");
-    if (thin < 0) {
-        free(c), free(be);
-        return NULL;
-    }
-    c->thin_own = thin == 2;
-    c->thin_tiles = thin == 0;
-    cuda_conv_thin_enable(!c->thin_tiles);
     /* F32_OWN (the file comment): SG_CONV_F32 unset or own, the fp32 passes at 32 x 32 and
      * above on own under auto; cudnn, on cuDNN where it has an engine */
     static const char *const f32_vals[] = {"cudnn", "own"};
     c->f32_own = env_choice("SG_CONV_F32", getenv("SG_CONV_F32"), f32_vals, 2, 1,
                             "own (the default: fp32 convolutions at 32 x 32 and above on the own "
                             "engine under auto) or cudnn");
-    if (c->f32_own < 0) {
-        free(c), free(be);
-        return NULL;
-    }
     /* the Winograd form of the own engine's fp32 3x3 stride-1 passes
      * (kernels/cuda/conv_wino.cu): SG_CONV_WINO unset or 0, the direct tiles; 1, Winograd (other
      * bits, so describe records it and a resume that changes it is warned about) */
     c->conv_wino = env_choice("SG_CONV_WINO", getenv("SG_CONV_WINO"), off_on, 2, 0,
                               "0 (the default: the own engine's fp32 3x3 convolutions on the "
                               "direct tiles) or 1 (their three passes as Winograd F(2x2, 3x3))");
-    if (c->conv_wino < 0) {
-        free(c), free(be);
-        return NULL;
-    }
-    cuda_conv_wino_enable(c->conv_wino);
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     static const char *const attn_vals[] = {"gemm", "fused"};
     c->attn_fused = env_choice("SG_ATTN", getenv("SG_ATTN"), attn_vals, 2, 0, "gemm or fused");
-    if (c->attn_fused < 0) {
+    if (thin < 0 || c->f32_own < 0 || c->conv_wino < 0 || c->attn_fused < 0) {
         free(c), free(be);
         return NULL;
     }
+    c->thin_own = thin == 2;
+    c->thin_tiles = thin == 0;
+    cuda_conv_thin_enable(!c->thin_tiles);
+    cuda_conv_wino_enable(c->conv_wino);
     return be;
 }
 

@@ -62,6 +62,11 @@
 #define WN_SMEM_FLOATS (4 * 16 * WN_XI) /* start 16 banks apart; two buffers of each */
 #define WN_SMEM_BYTES (WN_SMEM_FLOATS * 4)
 
+/* The 2x2 output tiles of an N x H x W image batch (a partial tile at an odd edge) */
+__host__ __device__ __forceinline__ int64_t wino_tiles(int N, int H, int W) {
+    return (int64_t)N * ((H + 1) / 2) * ((W + 1) / 2);
+}
+
 static int wino_enabled;
 static long wino_launches;
 void cuda_conv_wino_enable(int on) {
@@ -160,6 +165,13 @@ __device__ __forceinline__ void wino_output_transform(const float (&m)[16], floa
     }
 }
 
+__device__ __forceinline__ void wino_zero(float (&acc)[8][8]) {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+}
+
 /* One slice's 16 GEMMs, this thread's part: acc[i][j] += a[k][i] b[k][j] for k < WN_BK in
  * increasing order, a[k][i] = ar[k WN_LD + 4 (i / 4) ... ] read as float4s at rows 16 j apart
  * (ar and br: this thread's xi and its first float4, file comment) */
@@ -212,7 +224,7 @@ __global__ void __launch_bounds__(WN_THREADS, 2)
     float *Vs = sm, *Us = sm + 2 * 16 * WN_XI;
     const int tid = threadIdx.x;
     const int TH = (H + 1) / 2, TW = (W + 1) / 2;
-    const int64_t T = (int64_t)N * TH * TW;
+    const int64_t T = wino_tiles(N, H, W);
     const int64_t t0 = (int64_t)blockIdx.x * WN_TILES;
     const int n0 = blockIdx.y * WN_BN;
     /* the loads: tile lt's patch of channel k0 + lk, whose pixels inside the image are the bits
@@ -269,10 +281,7 @@ __global__ void __launch_bounds__(WN_THREADS, 2)
      * (j < 2, e < 4): acc[tile][channel] */
     const int xi = tid / 16, tt = (tid % 16) / 4, tc = tid % 4;
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    wino_zero(acc);
     fetch(0);
     stash(0);
     __syncthreads();
@@ -330,7 +339,7 @@ __global__ void __launch_bounds__(WN_THREADS, 2)
     float *Zs = sm, *Xs = sm + 2 * 16 * WN_XI;
     const int tid = threadIdx.x;
     const int TH = (H + 1) / 2, TW = (W + 1) / 2;
-    const int64_t T = (int64_t)N * TH * TW;
+    const int64_t T = wino_tiles(N, H, W);
     const int64_t tb0 = (int64_t)blockIdx.z * chunk_len;
     const int64_t tb1 = tb0 + chunk_len < T ? tb0 + chunk_len : T;
     const int ci0 = blockIdx.x * WN_BN, co0 = blockIdx.y * WN_BN;
@@ -379,10 +388,7 @@ __global__ void __launch_bounds__(WN_THREADS, 2)
     };
     const int xi = tid / 16, tt = (tid % 16) / 4, tc = tid % 4;
     float acc[8][8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    wino_zero(acc);
     if (tb0 < tb1) {
         fetch(tb0);
         stash(0);
@@ -425,7 +431,7 @@ int cu_conv_wino_takes(int dt, int K, int S, int pad) {
 int cu_conv_wino(cudaStream_t st, sg_cat out, sg_cat in, const float *w, const float *bias, int N,
                  int H, int W, int Cr, int Cn, int dgrad, int accum) {
     const char *name = dgrad ? "conv_wino_kernel<dgrad>" : "conv_wino_kernel<fwd>";
-    const int64_t T = (int64_t)N * ((H + 1) / 2) * ((W + 1) / 2);
+    const int64_t T = wino_tiles(N, H, W);
     SG_ARG_CHECK((T + WN_TILES - 1) / WN_TILES < 2147483647LL && (Cn + WN_BN - 1) / WN_BN < 65535,
                  "%s: shape too large", name);
     const dim3 grid((unsigned)((T + WN_TILES - 1) / WN_TILES),
@@ -448,7 +454,7 @@ int64_t cu_conv_wino_wgrad_chunks(int N, int H, int W, int Ci, int Co, int64_t m
     /* about two blocks an SM of an H100 or H200 (132 SMs), each chunk at least 8 slices of
      * tiles, at most the workspace's `most`: a function of the shapes alone (the bits follow the
      * chunks) */
-    const int64_t T = (int64_t)N * ((H + 1) / 2) * ((W + 1) / 2);
+    const int64_t T = wino_tiles(N, H, W);
     const int64_t blocks = (int64_t)((Ci + WN_BN - 1) / WN_BN) * ((Co + WN_BN - 1) / WN_BN);
     int64_t c = (2 * 132 + blocks - 1) / blocks;
     if (c > T / (8 * WN_BK)) c = T / (8 * WN_BK);
@@ -459,7 +465,7 @@ int64_t cu_conv_wino_wgrad_chunks(int N, int H, int W, int Ci, int Co, int64_t m
 int cu_conv_wino_wgrad(cudaStream_t st, float *part, const float *dy, sg_cat x, int N, int H, int W,
                        int Ci, int Co, int64_t chunks) {
     const char *name = "conv_wino_wgrad_kernel";
-    const int64_t T = (int64_t)N * ((H + 1) / 2) * ((W + 1) / 2);
+    const int64_t T = wino_tiles(N, H, W);
     const int64_t chunk_len = (T + chunks - 1) / chunks;
     SG_ARG_CHECK(chunks >= 1 && chunks < 65535 && (Ci + WN_BN - 1) / WN_BN < 65535 &&
                      (Co + WN_BN - 1) / WN_BN < 65535,
