@@ -285,12 +285,15 @@ static inline int64_t sg_ws_attention_fwd(int N, int L, int C, int heads, int dt
     return dt == DT_BF16 ? sg_ws_align((int64_t)N * L * L * 2) : 0;
 }
 /* cuda_attention_bwd: one head's dP/dS [N][L][L] in fp32; bf16 adds bf16 copies of P and dS.
- * The fused engine's (cuda_attention_fused_bwd, bf16): one head's dS and P in bf16 with rows of
+ * The fused engine's (cuda_attention_fused_bwd), bf16: one head's dS and P in bf16 with rows of
  * L8 = L rounded up to 8 (16-byte copies), [N][L][L8] each; no more than the GEMM path's for
- * L >= 4. */
+ * L >= 4. fp32: each row's sum of P dP, [N][heads][L] fp32: no more than the GEMM path's for
+ * heads <= L. */
 static inline int64_t sg_ws_attention_bwd(int N, int L, int C, int heads, int dt) {
-    (void)C, (void)heads;
+    (void)C;
     int64_t b = sg_ws_align((int64_t)N * L * L * 4);
+    const int64_t rowdot = sg_ws_align((int64_t)N * heads * L * 4);
+    if (dt == DT_F32 && rowdot > b) b = rowdot;
     if (dt == DT_BF16) {
         b += 2 * sg_ws_align((int64_t)N * L * L * 2);
         const int64_t fused = 2 * sg_ws_align((int64_t)N * L * ((L + 7) & ~7) * 2);

@@ -3360,6 +3360,9 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum, in
     int64_t w1 = sg_ws_attention_fwd(N, L, C, heads, dt),
             w2 = sg_ws_attention_bwd(N, L, C, heads, dt);
     tbuf *ws1 = tb_ws(w1), *ws2 = tb_ws(w2);
+    /* fp32 shapes the fused engine takes run attention_f32.cu's three kernels */
+    const long f0 = cuda_attention_f32_launches();
+    const int f32_takes = fused && dt == DT_F32 && cuda_attention_fused_ok(L, C, heads, dt);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
         if (fused) {
@@ -3379,6 +3382,9 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum, in
         tb_check(dqkv, r_dqkv, tol_for(dt), rep, ctx);
         guards_all(ctx);
     }
+    CHECK(cuda_attention_f32_launches() - f0 == (f32_takes ? 6 : 0),
+          "%s: %ld launches of the fp32 fused kernels, expected %d", ctx,
+          cuda_attention_f32_launches() - f0, f32_takes ? 6 : 0);
     case_end();
 }
 
@@ -3389,12 +3395,18 @@ static void test_attentions(void) {
         test_attention(2, 64, 32, 1, dt, 1, 0);
         test_attention(1, 300, 16, 1, dt, 0, 0); /* rows longer than a block */
     }
-    /* The fused engine takes bf16, L <= 256, heads of a multiple of 16 channels, at most 256. */
+    /* The fused engine takes L <= 256; bf16 heads of a multiple of 16 channels, at most 256; fp32
+     * heads of 32 or 64 channels. */
     cover("cuda_attention_fused_ok");
     CHECK(cuda_attention_fused_ok(256, 256, 1, DT_BF16) &&
-              cuda_attention_fused_ok(1, 16, 1, DT_BF16),
+              cuda_attention_fused_ok(1, 16, 1, DT_BF16) &&
+              cuda_attention_fused_ok(256, 192, 6, DT_F32) &&
+              cuda_attention_fused_ok(1, 64, 1, DT_F32),
           "attention fused: a shape it should take is refused");
     CHECK(!cuda_attention_fused_ok(256, 256, 1, DT_F32) &&
+              !cuda_attention_fused_ok(257, 64, 2, DT_F32) &&
+              !cuda_attention_fused_ok(64, 48, 1, DT_F32) &&
+              !cuda_attention_fused_ok(64, 16, 1, DT_F32) &&
               !cuda_attention_fused_ok(257, 64, 1, DT_BF16) &&
               !cuda_attention_fused_ok(64, 24, 2, DT_BF16) &&
               !cuda_attention_fused_ok(64, 512, 1, DT_BF16),
@@ -3419,6 +3431,22 @@ static void test_attentions(void) {
     test_attention(2, 35, 24, 2, DT_F32, 1, 1);
     test_attention(1, 300, 16, 1, DT_BF16, 0, 1);
     test_attention(2, 35, 24, 2, DT_BF16, 1, 1);
+    /* fp32 (attention_f32.cu): unet_adm64 @16x16 and @8x8 (heads of 32), unet_tiny / unet_fmnist
+     * @8x8 (one head of 64); edges: L not a multiple of 64 or of 4 with partial key and query
+     * tiles (35, 100, 130, 200: three or four tiles), one position with more heads than
+     * positions (at N 80 the workspace's rowdot outgrows the GEMM path's dP, alignment
+     * included), accumulation;
+     * and what it hands to the GEMM path (L > 256, 48 and 16 channels a head) */
+    test_attention(1, 256, 192, 6, DT_F32, 0, 1);
+    test_attention(2, 64, 256, 8, DT_F32, 1, 1);
+    test_attention(2, 64, 64, 1, DT_F32, 0, 1);
+    test_attention(2, 35, 64, 2, DT_F32, 1, 1);
+    test_attention(1, 100, 64, 1, DT_F32, 0, 1);
+    test_attention(1, 130, 96, 3, DT_F32, 1, 1);
+    test_attention(1, 200, 128, 2, DT_F32, 0, 1);
+    test_attention(80, 1, 64, 2, DT_F32, 1, 1);
+    test_attention(1, 300, 64, 2, DT_F32, 0, 1);
+    test_attention(1, 64, 48, 1, DT_F32, 0, 1);
 }
 
 /* ======================= loss ======================= */

@@ -23,7 +23,8 @@
  * dP and dS are fp32, and dqkv/y are rounded once (beta * old added in fp32 by the GEMM).
  *
  * The fused engine (SG_ATTN=fused, graph/backend_cuda.c): the same op in one kernel per
- * direction for bf16 sequences of at most 256 positions, below ("the fused bf16 kernels").
+ * direction for bf16 sequences of at most 256 positions, below ("the fused bf16 kernels"); fp32
+ * heads of 32 or 64 channels take attention_f32.cu's kernels (CUDA cores, every head a launch).
  */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/tensor_core.cuh"
@@ -626,6 +627,7 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
 /* ---- the fused engine (SG_ATTN=fused) ---- */
 
 int cuda_attention_fused_ok(int L, int C, int heads, int dt) {
+    if (dt == DT_F32) return cu_attention_f32_ok(L, C, heads);
     if (dt != DT_BF16 || heads <= 0 || C % heads || L <= 0 || L > AF_MAX_L) return 0;
     const int D = C / heads;
     return D % 16 == 0 && D <= AF_MAX_D;
@@ -641,6 +643,8 @@ int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, 
                              int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes) {
     if (!cuda_attention_fused_ok(L, C, heads, dt))
         return cuda_attention_fwd(st, blas, y, P, qkv, N, L, C, heads, dt, ws, ws_bytes);
+    if (dt == DT_F32)
+        return cu_attention_f32_fwd(st, (float *)y, P, (const float *)qkv, N, L, C, heads);
     const char *fn = "cuda_attention_fused_fwd";
     SG_ARG_CHECK(N > 0 && N <= 65535 && heads <= 65535, "%s: bad shape", fn);
     const int NJ = (L + AF_TILE - 1) / AF_TILE, smem = af_rows_smem(C / heads);
@@ -661,6 +665,9 @@ int cuda_attention_fused_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const v
     if (!cuda_attention_fused_ok(L, C, heads, dt))
         return cuda_attention_bwd(st, blas, dqkv, dy, qkv, P, N, L, C, heads, dt, accum, ws,
                                   ws_bytes);
+    if (dt == DT_F32)
+        return cu_attention_f32_bwd(st, (float *)dqkv, (const float *)dy, (const float *)qkv, P, N,
+                                    L, C, heads, accum, ws, ws_bytes);
     const char *fn = "cuda_attention_fused_bwd";
     SG_ARG_CHECK(N > 0 && N <= 65535, "%s: bad shape", fn);
     SG_WS_CHECK(sg_ws_attention_bwd(N, L, C, heads, dt), ws_bytes, fn);

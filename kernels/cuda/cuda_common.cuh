@@ -380,6 +380,16 @@ int cu_gemm_bwd_data(cudaStream_t st, sg_blas *blas, sg_cat dx, const void *dy, 
 int cu_gemm_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db, const void *dy,
                        sg_cat x, int64_t rows, int Ci, int Co, int dt, int accum, void *ws,
                        int64_t ws_bytes);
+/* The fused attention's fp32 form (attention_f32.cu; cuda_attention_fused_* hand fp32 to it):
+ * heads of 32 or 64 channels, L <= 256; the backward's workspace is sg_ws_attention_bwd's
+ * (rowdot [N][heads][L] fp32 at its start). */
+int cu_attention_f32_ok(int L, int C, int heads);
+int cu_attention_f32_fwd(cudaStream_t st, float *y, float *P, const float *qkv, int N, int L, int C,
+                         int heads);
+int cu_attention_f32_bwd(cudaStream_t st, float *dqkv, const float *dy, const float *qkv,
+                         const float *P, int N, int L, int C, int heads, int accum, void *ws,
+                         int64_t ws_bytes);
+
 /* conv_wino.cu: the fp32 3x3 stride-1 padding-1 passes as Winograd
  * F(2x2, 3x3) (its file comment). cu_conv_wino_takes: whether the switch
  * (cuda_conv_wino_enable) and the shape send a CUDA-core pass there. cu_conv_wino: out[N,H,W,Cn]

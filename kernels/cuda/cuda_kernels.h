@@ -633,15 +633,20 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
                        int64_t ws_bytes);
 /* The fused engine (SG_ATTN=fused): bf16 on tensor cores, a head's scores and softmax in
  * registers (one kernel forward, two a head backward: rows for dq, columns for dk and dv, dS and
- * P passing through the workspace); the same arguments, outputs and saved P, other bits
- * (another summation order). Shapes it does not take (cuda_attention_fused_ok: bf16, L <= 256,
- * C / heads a multiple of 16 and at most 256) go to the GEMM path above. */
+ * P passing through the workspace); fp32 on the CUDA cores (attention_f32.cu: a 64-row tile's
+ * scores in shared memory, every head in one launch; one kernel forward, two backward, the
+ * columns recomputing dP from the rows' per-row sums); the same arguments, outputs and saved P,
+ * other bits (another summation order). Shapes it does not take (cuda_attention_fused_ok: L <=
+ * 256; bf16: C / heads a multiple of 16 and at most 256; fp32: C / heads 32 or 64) go to the
+ * GEMM path above. */
 int cuda_attention_fused_ok(int L, int C, int heads, int dt);
 int cuda_attention_fused_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv,
                              int N, int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
 int cuda_attention_fused_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *dy,
                              const void *qkv, const float *P, int N, int L, int C, int heads,
                              int dt, int accum, void *ws, int64_t ws_bytes);
+/* launches of the fp32 fused kernels since the process started (tests: which path ran) */
+long cuda_attention_f32_launches(void);
 
 /* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
 /* [ws] loss[0] (+= with accum) sum (pred - target)^2 / (n parts): parts > 1 is one of that many
