@@ -152,6 +152,33 @@ static sg_backend *cuda_on(int use_graph, int engine) {
     return be;
 }
 
+/* unet_tiny in dt at the test's batch, as the precision and switch checks train it */
+static sg_model_cfg tiny_cfg(sg_dtype dt) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = dt;
+    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
+    c.data_n = 64;
+    c.warmup = 1;
+    c.lr = 1e-3f;
+    return c;
+}
+
+/* var set to val for a while: env_push returns its old value (malloc'ed; NULL where unset),
+ * env_pop puts that back and frees it */
+static char *env_push(const char *var, const char *val) {
+    char *keep = getenv(var) ? strdup(getenv(var)) : NULL;
+    setenv(var, val, 1);
+    return keep;
+}
+static void env_pop(const char *var, char *keep) {
+    if (keep)
+        setenv(var, keep, 1);
+    else
+        unsetenv(var);
+    free(keep);
+}
+
 /* The replayed step with var=val in the environment (read when the backend is created) gives
  * the losses lg and final state sg (bg bytes) bit for bit; `base` names the run without it. */
 static void same_under_env(const char *nm, const char *var, const char *val, const char *base,
@@ -222,14 +249,8 @@ static void check_resume(const sg_model_cfg *c, const uint8_t *data, int engine)
 }
 
 static void check_resume_bf16(int engine, int fuse) {
-    sg_model_cfg c;
-    sg_model_preset(&c, "unet_tiny");
-    c.act_dt = DT_BF16;
+    sg_model_cfg c = tiny_cfg(DT_BF16);
     c.fuse = fuse;
-    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
-    c.data_n = 64;
-    c.warmup = 1;
-    c.lr = 1e-3f;
     uint8_t *data = data_for(&c);
     check_resume(&c, data, engine);
     free(data);
@@ -270,16 +291,10 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
     snprintf(nm, sizeof nm, "%s%s, conv engine %s%s%s, %d micro-batch(es)",
              dt == DT_BF16 ? "bf16" : "fp32", fuse == 1 ? " fused" : "",
              sg_conv_engine_name(engine), tc ? ", SG_CONV_TC=" : "", tc ? tc : "", accum);
-    sg_model_cfg c;
-    sg_model_preset(&c, "unet_tiny");
-    c.act_dt = dt;
+    sg_model_cfg c = tiny_cfg(dt);
     c.fuse = fuse;
-    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
     c.batch = (c.batch + accum - 1) / accum * accum;
     c.grad_accum = accum;
-    c.data_n = 64;
-    c.warmup = 1;
-    c.lr = 1e-3f;
     uint8_t *data = data_for(&c);
     float lg[MAX_STEPS], le[MAX_STEPS], lg2[MAX_STEPS], lc[MAX_STEPS];
     unsigned char *sg = NULL, *se = NULL, *sg2 = NULL, *sc = NULL;
@@ -672,19 +687,13 @@ static void check_wgmma(void) {
     sg_exec_free(&e);
     /* a malformed SG_CONV_THIN (conv.cu's thin convolutions) is refused by name */
     {
-        char *keep = getenv("SG_CONV_THIN") ? strdup(getenv("SG_CONV_THIN")) : NULL;
-        setenv("SG_CONV_THIN", "3x", 1);
+        char *keep = env_push("SG_CONV_THIN", "3x");
         sg_backend *tb = sg_backend_cuda_create(0, 1);
         CHECK(!tb && strstr(sg_last_error(), "SG_CONV_THIN=3x") && strstr(sg_last_error(), "own"),
               "SG_CONV_THIN=3x must be refused by name, with the values: %s",
               !tb ? sg_last_error() : "accepted");
         if (tb) tb->destroy(tb);
-        if (keep) {
-            setenv("SG_CONV_THIN", keep, 1);
-            free(keep);
-        } else {
-            unsetenv("SG_CONV_THIN");
-        }
+        env_pop("SG_CONV_THIN", keep);
     }
     /* a malformed SG_WG_PERSIST (the persistent grid of the wgmma kernels) or SG_WG_FILL (their
      * N tile) is refused by name */
@@ -693,19 +702,13 @@ static void check_wgmma(void) {
     for (int kn = 0; kn < 2; kn++) {
         const char *wp = getenv(knobs[kn]);
         if (sm90) printf("wgmma step: %s=%s\n", knobs[kn], wp ? wp : "(unset: the default)");
-        char *keep = wp ? strdup(wp) : NULL;
-        setenv(knobs[kn], "3x", 1);
+        char *keep = env_push(knobs[kn], "3x");
         const int bad = sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_AUTO));
         CHECK(bad == SG_ERR && strstr(sg_last_error(), knobs[kn]) && strstr(sg_last_error(), "=3x"),
               "%s=3x must be refused by name: %s", knobs[kn],
               bad == SG_ERR ? sg_last_error() : "accepted");
         sg_exec_free(&e);
-        if (keep) {
-            setenv(knobs[kn], keep, 1);
-            free(keep);
-        } else {
-            unsetenv(knobs[kn]);
-        }
+        env_pop(knobs[kn], keep);
     }
     if (sm90) check_precision(DT_BF16, SG_CONV_ENGINE_AUTO, 1, 1);
     /* the fused plan's shortcut folds (conv2d_sc) and upsample convs (upconv2d and its two
@@ -744,50 +747,51 @@ static void check_wgmma(void) {
  * give the same bits, and so do two replayed runs; the losses stay within the fp32 tolerance of
  * the CPU's and of the direct tiles' step (another arithmetic: not their bits); describe()
  * records it (conv_wino, which a resume compares); SG_CONV_WINO=2 is refused by name. */
-static void check_wino(void) {
-    const char *nm = "fp32, conv engine own, SG_CONV_WINO=1";
-    sg_model_cfg c;
-    sg_model_preset(&c, "unet_tiny");
-    c.act_dt = DT_F32;
-    c.batch = env_int("SG_TEST_BATCH", 1, 64, c.batch);
-    c.data_n = 64;
-    c.warmup = 1;
-    c.lr = 1e-3f;
-    uint8_t *data = data_for(&c);
-    float lw[MAX_STEPS], le[MAX_STEPS], lw2[MAX_STEPS], ld[MAX_STEPS], lc[MAX_STEPS];
-    unsigned char *sw = NULL, *se = NULL, *sw2 = NULL, *sd = NULL, *sc = NULL;
-    int64_t bw = 0, be_ = 0, bw2 = 0, bd = 0, bc = 0;
-    char *keep = getenv("SG_CONV_WINO") ? strdup(getenv("SG_CONV_WINO")) : NULL;
-    setenv("SG_CONV_WINO", "1", 1);
-    const long w0 = cuda_conv_wino_launches();
-    int ok = !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw, &sw, &bw, NULL) &&
-             !run(&c, data, cuda_on(0, SG_CONV_ENGINE_OWN), STEPS, le, &se, &be_, NULL) &&
-             !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw2, &sw2, &bw2, NULL);
-    const long ran = cuda_conv_wino_launches() - w0;
+/* An fp32 switch between two forms of the same arithmetic in another order (the CUDA backend
+ * reads it when created): its kernels ran; the replayed step and the eager one give the same
+ * bits, and so do two replayed runs; the losses stay within the fp32 tolerance of the CPU's and
+ * of the step without it, the final state near that step's but not its bits; describe() records
+ * it; a malformed value is refused by name. */
+typedef struct {
+    const char *knob, *on, *bad;      /* the variable, its value, a value it must refuse */
+    long (*launches)(void);           /* launches of the kernels it switches to */
+    const char *desc_on, *desc_nodes; /* describe() with it: a field, the key of its node count */
+    const char *what, *without;       /* "<n> <what>" ran; the step without it */
+} f32_switch;
+
+/* the runs without any switch (lo, so, bo) and on the CPU (lc) are the caller's */
+static void check_f32_switch(const f32_switch *w, const sg_model_cfg *c, const uint8_t *data,
+                             const float *lo, const unsigned char *so, int64_t bo,
+                             const float *lc) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "fp32, conv engine own, %s=%s", w->knob, w->on);
+    float lw[MAX_STEPS], le[MAX_STEPS], lw2[MAX_STEPS];
+    unsigned char *sw = NULL, *se = NULL, *sw2 = NULL;
+    int64_t bw = 0, be_ = 0, bw2 = 0;
+    char *keep = env_push(w->knob, w->on);
+    const long l0 = w->launches();
+    const int ok = !run(c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw, &sw, &bw, NULL) &&
+                   !run(c, data, cuda_on(0, SG_CONV_ENGINE_OWN), STEPS, le, &se, &be_, NULL) &&
+                   !run(c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lw2, &sw2, &bw2, NULL);
+    const long ran = w->launches() - l0;
     sg_exec e;
     char env[2048] = "";
-    if (!sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN)))
+    if (!sg_exec_init(&e, c, 1, cuda_on(1, SG_CONV_ENGINE_OWN)))
         e.be->describe(e.be, env, sizeof env);
     sg_exec_free(&e);
-    const char *wn = strstr(env, "\"wino_nodes\":");
-    CHECK(strstr(env, "\"conv_wino\":\"on\"") && wn && atol(wn + 13) > 0,
+    const char *wn = strstr(env, w->desc_nodes);
+    CHECK(strstr(env, w->desc_on) && wn && atol(wn + strlen(w->desc_nodes)) > 0,
           "%s: describe() does not record it and the nodes it takes: %s", nm, env);
-    setenv("SG_CONV_WINO", "2", 1);
+    setenv(w->knob, w->bad, 1);
     sg_backend *bad = sg_backend_cuda_create(0, 1);
-    CHECK(!bad && strstr(sg_last_error(), "SG_CONV_WINO=2"),
-          "SG_CONV_WINO=2 must be refused by name: %s", bad ? "accepted" : sg_last_error());
+    char want[64];
+    snprintf(want, sizeof want, "%s=%s", w->knob, w->bad);
+    CHECK(!bad && strstr(sg_last_error(), want), "%s must be refused by name: %s", want,
+          bad ? "accepted" : sg_last_error());
     if (bad) bad->destroy(bad);
-    setenv("SG_CONV_WINO", "0", 1);
-    ok = ok && !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, ld, &sd, &bd, NULL) &&
-         !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc, NULL);
-    if (keep) {
-        setenv("SG_CONV_WINO", keep, 1);
-        free(keep);
-    } else {
-        unsetenv("SG_CONV_WINO");
-    }
+    env_pop(w->knob, keep);
     CHECK(ok, "%s: runs failed", nm);
-    CHECK(ran > 0, "%s: no pass ran on the Winograd kernels", nm);
+    CHECK(ran > 0, "%s: nothing ran on its kernels", nm);
     if (ok) {
         CHECK(!memcmp(lw, le, sizeof(float) * (size_t)STEPS) && bw == be_ &&
                   !memcmp(sw, se, (size_t)bw),
@@ -798,28 +802,54 @@ static void check_wino(void) {
         for (int s = 0; s < STEPS; s++) {
             CHECK(isfinite(lw[s]), "%s: loss %d not finite", nm, s);
             wc = fmax(wc, fabs((double)lw[s] - lc[s]) / fabs((double)lc[s]));
-            wd = fmax(wd, fabs((double)lw[s] - ld[s]) / fabs((double)ld[s]));
+            wd = fmax(wd, fabs((double)lw[s] - lo[s]) / fabs((double)lo[s]));
         }
-        /* the final state (parameters, m, v, EMA) against the direct tiles': other bits (the
-         * Winograd arithmetic reached it), normwise within 1e-3 */
+        /* the final state (parameters, m, v, EMA) against the step without it: other bits (the
+         * other order reached it), normwise within 1e-3 */
         double dd = 0, nn = 0;
-        for (int64_t i = 0; bw == bd && i < bw / 4; i++) {
+        for (int64_t i = 0; bw == bo && i < bw / 4; i++) {
             float a, b;
-            memcpy(&a, sw + 4 * i, 4), memcpy(&b, sd + 4 * i, 4);
+            memcpy(&a, sw + 4 * i, 4), memcpy(&b, so + 4 * i, 4);
             dd += ((double)a - b) * ((double)a - b), nn += (double)b * b;
         }
-        const double sdiff = bw == bd && nn > 0 ? sqrt(dd / nn) : 1;
-        printf("%s: %ld passes on Winograd; graph = eager = a second graph run; worst relative "
-               "loss difference over %d steps: %.3e against the CPU, %.3e against the direct "
-               "tiles (tol 2e-3); final state %.3e normwise from the direct tiles' (tol 1e-3)\n",
-               nm, ran, STEPS, wc, wd, sdiff);
-        CHECK(wc <= 2e-3 && wd <= 2e-3, "%s: losses %.3e from the CPU's, %.3e from the direct's",
-              nm, wc, wd);
-        CHECK(sdiff <= 1e-3 && memcmp(sw, sd, (size_t)bw),
-              "%s: the final state is %.3e normwise from the direct tiles' (%s)", nm, sdiff,
-              memcmp(sw, sd, (size_t)bw) ? "tol 1e-3" : "the same bits: Winograd changed nothing");
+        const double sdiff = bw == bo && nn > 0 ? sqrt(dd / nn) : 1;
+        printf("%s: %ld %s; graph = eager = a second graph run; worst relative loss difference "
+               "over %d steps: %.3e against the CPU, %.3e against %s (tol 2e-3); final state "
+               "%.3e normwise from that of %s (tol 1e-3)\n",
+               nm, ran, w->what, STEPS, wc, wd, w->without, sdiff, w->without);
+        CHECK(wc <= 2e-3 && wd <= 2e-3, "%s: losses %.3e from the CPU's, %.3e from %s", nm, wc, wd,
+              w->without);
+        CHECK(sdiff <= 1e-3 && memcmp(sw, so, (size_t)bw),
+              "%s: the final state is %.3e normwise from %s (%s)", nm, sdiff, w->without,
+              memcmp(sw, so, (size_t)bw) ? "tol 1e-3"
+                                         : "the same bits: the switch changed nothing");
     }
-    free(sw), free(se), free(sw2), free(sd), free(sc), free(data);
+    free(sw), free(se), free(sw2);
+}
+
+/* SG_CONV_WINO=1 (kernels/cuda/conv_wino.cu: the own engine's fp32 3x3 stride-1 passes as
+ * Winograd F(2x2, 3x3)) and SG_ATTN=fused (kernels/cuda/attention_f32.cu: the fp32 attention
+ * on the CUDA cores) against one step without either, on the own engine, and the CPU's. */
+static void check_f32_switches(void) {
+    static const f32_switch sw[] = {
+        {"SG_CONV_WINO", "1", "2", cuda_conv_wino_launches, "\"conv_wino\":\"on\"",
+         "\"wino_nodes\":", "passes on Winograd", "the direct tiles"},
+        {"SG_ATTN", "fused", "flash", cuda_attention_f32_launches, "\"attn_engine\":\"fused\"",
+         "\"attn_fused_nodes\":", "launches of the fp32 fused attention", "the GEMM path"},
+    };
+    const sg_model_cfg c = tiny_cfg(DT_F32);
+    uint8_t *data = data_for(&c);
+    float lo[MAX_STEPS], lc[MAX_STEPS];
+    unsigned char *so = NULL, *sc = NULL;
+    int64_t bo = 0, bc = 0;
+    char *keep[2] = {env_push("SG_CONV_WINO", "0"), env_push("SG_ATTN", "gemm")};
+    const int ok = !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lo, &so, &bo, NULL) &&
+                   !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc, NULL);
+    CHECK(ok, "fp32 switches: the runs without them failed");
+    for (int k = 0; ok && k < 2; k++) check_f32_switch(&sw[k], &c, data, lo, so, bo, lc);
+    env_pop("SG_ATTN", keep[1]);
+    env_pop("SG_CONV_WINO", keep[0]);
+    free(so), free(sc), free(data);
 }
 
 int main(void) {
@@ -846,7 +876,7 @@ int main(void) {
             check_precision(DT_F32, engine, 2, SG_FUSE_AUTO);
     }
     check_wgmma();
-    check_wino();
+    check_f32_switches();
     check_linear_groups();
     check_stats_pairs();
     check_graph_shape();
