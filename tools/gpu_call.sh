@@ -170,6 +170,11 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     # are cuBLAS GEMMs on own too)
     variant adm64_wino_own SG_CONV_WINO=1 -- --model unet_adm64 --batch 32 --precision fp32 \
         --conv-engine own
+    # ... and its attention on the fp32 fused kernels (kernels/cuda/attention_f32.cu), alone and
+    # with the Winograd passes (the main row's attention table times each node both ways)
+    variant adm64_attn_fused SG_ATTN=fused -- --model unet_adm64 --batch 32 --precision fp32
+    variant adm64_wino_attn SG_CONV_WINO=1 SG_ATTN=fused -- --model unet_adm64 --batch 32 \
+        --precision fp32
     # then the check of the newest default (the forward normalisations in one pass, 2026-12-04)
     variant norm_twopass SG_NORM_ONEPASS=0 --
     variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
