@@ -321,6 +321,15 @@ static int prepare_norm_stats(cuda_ctx *c, const sg_graph *g, const sg_engine_ta
 static int prepare_linear_groups(cuda_ctx *c, const sg_graph *g);
 static void unpair_stats_after(cuda_ctx *c, const sg_graph *g);
 
+/* Whether node i is an attention node whose shape the fused kernels take (SG_ATTN=fused then
+ * runs it fused; other shapes stay on the GEMM path). 0 for every other op. */
+static int attn_node_fusable(const sg_graph *g, int i) {
+    const sg_node *nd = &g->n[i];
+    if (nd->op != OP_ATTENTION && nd->op != OP_ATTENTION_BWD) return 0;
+    const sg_attn_dims d = sg_attn_dims_of(g, nd);
+    return cuda_attention_fused_ok(d.L, d.C, d.heads, g->t[nd->out[0]].dtype);
+}
+
 static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
     const sg_graph *g = &p->g;
@@ -368,12 +377,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if ((!attn_env || !*attn_env) && p->cfg.engines)
         c->attn_fused = p->cfg.engines->attn == SG_ATTN_FUSED;
     c->attn_fused_nodes = 0;
-    for (int i = 0; c->attn_fused && i < g->nn; i++)
-        if (g->n[i].op == OP_ATTENTION || g->n[i].op == OP_ATTENTION_BWD) {
-            const sg_attn_dims d = sg_attn_dims_of(g, &g->n[i]);
-            c->attn_fused_nodes +=
-                cuda_attention_fused_ok(d.L, d.C, d.heads, g->t[g->n[i].out[0]].dtype);
-        }
+    for (int i = 0; c->attn_fused && i < g->nn; i++) c->attn_fused_nodes += attn_node_fusable(g, i);
     /* SG_NORM_ONEPASS unset: likewise (prepare_norm_stats reads it) */
     const char *onepass_env = getenv("SG_NORM_ONEPASS");
     if ((!onepass_env || !*onepass_env) && p->cfg.engines &&
@@ -2291,9 +2295,7 @@ static void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *b
     buf[0] = 0;
     if (node >= 0 && node < p->g.nn &&
         (p->g.n[node].op == OP_ATTENTION || p->g.n[node].op == OP_ATTENTION_BWD)) {
-        sg_attn_dims d = sg_attn_dims_of(&p->g, &p->g.n[node]);
-        const int dt = p->g.t[p->g.n[node].out[0]].dtype;
-        const int fused = c->attn_fused && cuda_attention_fused_ok(d.L, d.C, d.heads, dt);
+        const int fused = c->attn_fused && attn_node_fusable(&p->g, node);
         snprintf(buf, (size_t)cap, "%s", fused ? "fused" : "gemm");
         return;
     }
@@ -2472,9 +2474,7 @@ static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int
     if (node < 0 || node >= p->g.nn) return SG_OK;
     const sg_node *nd = &p->g.n[node];
     if (nd->op != OP_ATTENTION && nd->op != OP_ATTENTION_BWD) return SG_OK;
-    const sg_attn_dims d = sg_attn_dims_of(&p->g, nd);
-    if (fused && !cuda_attention_fused_ok(d.L, d.C, d.heads, p->g.t[nd->out[0]].dtype))
-        return SG_OK;
+    if (fused && !attn_node_fusable(&p->g, node)) return SG_OK;
     const int step = c->attn_fused;
     sg_blas *blas = NULL;
     int rc = SG_OK;
