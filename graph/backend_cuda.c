@@ -158,8 +158,13 @@ typedef struct {
     int thin_own, thin_own_nodes;
     int thin_tiles; /* SG_CONV_THIN=0: the thin kernels off (cuda_conv_thin_enable) */
     /* SG_CONV_WINO=1: the own engine's fp32 3x3 stride-1 passes as Winograd F(2x2, 3x3)
-     * (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino) */
+     * (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino); 0: on the direct tiles;
+     * -1 (unset): where the engine table's layer says "wino" */
     int conv_wino, wino_nodes; /* ... and the conv nodes on own it takes (prepare) */
+    /* per node: 1 where its own launches run as Winograd (prepare: SG_CONV_WINO, else the
+     * table's layer), the switch every launch of the node sets (cuda_run_node_on) */
+    unsigned char *node_wino;
+    int wino_force; /* a timing's Winograd switch over node_wino (SG_TIME_OWN_*), -1: none */
     /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
      * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
     int f32_own, f32_own_nodes;
@@ -792,6 +797,12 @@ static int fwd_1x1_own(const sg_graph *g, int i) {
     return d.Ci % 8 == 0 && d.Co % 8 == 0;
 }
 
+/* describe()'s conv_wino: "on" (SG_CONV_WINO=1), "table" (unset, and the engine table puts
+ * passes on Winograd), "off" (neither) */
+static const char *wino_text(const cuda_ctx *c) {
+    return c->conv_wino > 0 ? "on" : c->conv_wino < 0 && c->wino_nodes ? "table" : "off";
+}
+
 /* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
  * an fp32 3x3 stride-1 padding-1 pass that the thin kernels (before it in conv.cu) leave to the
  * tiles */
@@ -962,13 +973,23 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
             c->convs_own++, c->convs_wgmma += eng == CONV_ENGINE_WGMMA;
     }
     prepare_own_only(c, p);
-    for (int i = 0; i < g->nn; i++)
-        c->wino_nodes += c->conv_wino && on_own(c->node_eng[i]) && wino_node(p, i);
-    if (c->conv_wino)
+    /* the Winograd form: SG_CONV_WINO's where set (also for a library node timed on own),
+     * else the table's layer on own */
+    c->node_wino = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+    if (!c->node_wino) return sg_set_error("out of host memory");
+    for (int i = 0; i < g->nn; i++) {
+        c->node_wino[i] =
+            (unsigned char)(wino_node(p, i) && (c->conv_wino >= 0 ? c->conv_wino
+                                                                  : on_own(c->node_eng[i]) &&
+                                                                        sg_engine_table_node_wino(
+                                                                            p->cfg.engines, g, i)));
+        c->wino_nodes += c->node_wino[i] && on_own(c->node_eng[i]);
+    }
+    if (c->conv_wino > 0 || c->wino_nodes)
         fprintf(stderr,
-                "stepgraph: SG_CONV_WINO=1: %d conv pass(es) on the own engine as Winograd "
-                "F(2x2, 3x3) (fp32 3x3 stride 1; other bits than the direct tiles)\n",
-                c->wino_nodes);
+                "stepgraph: %s: %d conv pass(es) on the own engine as Winograd F(2x2, 3x3) (fp32 "
+                "3x3 stride 1; other bits than the direct tiles)\n",
+                c->conv_wino > 0 ? "SG_CONV_WINO=1" : "engine table", c->wino_nodes);
     /* the layers' own wgmma schedules (engine table) for their nodes on the wgmma kernels */
     c->node_sched = malloc((size_t)(g->nn > 0 ? g->nn : 1));
     if (!c->node_sched) return sg_set_error("out of host memory");
@@ -1950,6 +1971,9 @@ static int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine,
     /* a wgmma node of a layer with its own schedule: that schedule for its launches alone */
     const int sched = k.engine == CONV_ENGINE_WGMMA && c->node_sched ? c->node_sched[i] : -1;
     if (sched >= 0) wg_sched_apply(c, sched);
+    /* the Winograd switch, process-wide, for this node's launches (read as they are issued: a
+     * capture keeps it) */
+    cuda_conv_wino_enable(c->wino_force >= 0 ? c->wino_force : c->node_wino ? c->node_wino[i] : 0);
     const int rc = cuda_run[nd->op](&k);
     if (sched >= 0) wg_sched_apply(c, -1);
     if (rc) {
@@ -2533,9 +2557,9 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
     if (engine == SG_TIME_OWN_WINO || engine == SG_TIME_OWN_DIRECT) {
         if (!wino_node(p, node)) return SG_OK;
         const long w0 = cuda_conv_wino_launches();
-        cuda_conv_wino_enable(engine == SG_TIME_OWN_WINO);
+        c->wino_force = engine == SG_TIME_OWN_WINO;
         const int rc = cuda_time_node_engine(be, p, node, SG_CONV_ENGINE_OWN, ms);
-        cuda_conv_wino_enable(c->conv_wino);
+        c->wino_force = -1;
         if (engine == SG_TIME_OWN_WINO && cuda_conv_wino_launches() == w0) *ms = -1;
         return rc;
     }
@@ -2683,8 +2707,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              c->thin_own     ? "own"
              : c->thin_tiles ? "0"
                              : "1",
-             c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1,
-             c->conv_wino ? "on" : "off", c->conv_wino ? c->wino_nodes : -1, c->win.windows,
+             c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, wino_text(c),
+             c->conv_wino > 0 || c->wino_nodes ? c->wino_nodes : -1, c->win.windows,
              c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
              c->lin_groups, c->lin_group_nodes, knobs);
 }
@@ -2702,7 +2726,7 @@ static void cuda_destroy(sg_backend *be) {
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_destroy(c->dnn);
 #endif
-        free(c->node_eng), free(c->node_sched);
+        free(c->node_eng), free(c->node_sched), free(c->node_wino);
         free(c->stats_to), free(c->norm_done), free(c->norm_off);
         free(c->lin_first);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
@@ -2857,22 +2881,26 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
                             "own (the default: fp32 convolutions at 32 x 32 and above on the own "
                             "engine under auto) or cudnn");
     /* the Winograd form of the own engine's fp32 3x3 stride-1 passes
-     * (kernels/cuda/conv_wino.cu): SG_CONV_WINO unset or 0, the direct tiles; 1, Winograd (other
-     * bits, so describe records it and a resume that changes it is warned about) */
-    c->conv_wino = env_choice("SG_CONV_WINO", getenv("SG_CONV_WINO"), off_on, 2, 0,
-                              "0 (the default: the own engine's fp32 3x3 convolutions on the "
-                              "direct tiles) or 1 (their three passes as Winograd F(2x2, 3x3))");
+     * (kernels/cuda/conv_wino.cu): SG_CONV_WINO 0, the direct tiles; 1, Winograd (other bits, so
+     * describe records it and a resume that changes it is warned about); unset, the engine
+     * table's layers that say "wino" (none: the direct tiles) */
+    const char *wino_env = getenv("SG_CONV_WINO");
+    const int wino = env_choice("SG_CONV_WINO", wino_env, off_on, 2, 0,
+                                "0 (the own engine's fp32 3x3 convolutions on the direct tiles) or "
+                                "1 (their three passes as Winograd F(2x2, 3x3)); unset, the engine "
+                                "table's choice per layer");
+    c->conv_wino = wino_env && *wino_env ? wino : -1;
+    c->wino_force = -1;
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     static const char *const attn_vals[] = {"gemm", "fused"};
     c->attn_fused = env_choice("SG_ATTN", getenv("SG_ATTN"), attn_vals, 2, 0, "gemm or fused");
-    if (thin < 0 || c->f32_own < 0 || c->conv_wino < 0 || c->attn_fused < 0) {
+    if (thin < 0 || c->f32_own < 0 || wino < 0 || c->attn_fused < 0) {
         free(c), free(be);
         return NULL;
     }
     c->thin_own = thin == 2;
     c->thin_tiles = thin == 0;
     cuda_conv_thin_enable(!c->thin_tiles);
-    cuda_conv_wino_enable(c->conv_wino);
     return be;
 }
 

@@ -121,6 +121,22 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
     return SG_OK;
 }
 
+/* a layer's optional "wino": true|false (absent: false), "direct_ms" and "wino_ms" (the
+ * Winograd choice, sg_engine_entry.wino) */
+static int wino_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
+    json_t *v = json_object_get(l, "wino");
+    double direct, wino;
+    if (v && !json_is_boolean(v))
+        return sg_set_error("%s: engine table: layer %s: \"wino\" must be true or false", what,
+                            name);
+    if (ms_field(l, "direct_ms", &direct, name, what) || ms_field(l, "wino_ms", &wino, name, what))
+        return SG_ERR;
+    if (sg_engine_table_set_wino(t, name, json_is_true(v), direct, wino)) {
+        return sg_set_error("%s: %s", what, sg_last_error());
+    }
+    return SG_OK;
+}
+
 /* one of "wg_sched"'s arrays: SG_WG_SCHEDS ms or nulls (absent or null: none measured) */
 static int sched_ms_field(json_t *o, const char *key, double *ms, const char *what) {
     json_t *a = json_object_get(o, key);
@@ -311,6 +327,7 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
         } else {
             rc = cudnn_names(l, name, t, what);
             if (!rc) rc = tc_field(l, name, t, what);
+            if (!rc) rc = wino_field(l, name, t, what);
             if (!rc) rc = passes_field(l, name, t, what);
             if (!rc) rc = layer_sched_field(l, name, t, what);
         }
@@ -375,6 +392,12 @@ static json_t *table_json(const sg_engine_table *t) {
         if (t->e[i].tc == SG_TC_WGMMA || t->e[i].wgmma_ms >= 0) {
             json_object_set_new(l, "tc", json_string(sg_tc_name(t->e[i].tc)));
             json_object_set_new(l, "wgmma_ms", ms_json(t->e[i].wgmma_ms));
+        }
+        /* the Winograd choice where the table says it or measured it (older tables: neither) */
+        if (t->e[i].wino || t->e[i].wino_ms[0] >= 0 || t->e[i].wino_ms[1] >= 0) {
+            json_object_set_new(l, "wino", json_boolean(t->e[i].wino));
+            json_object_set_new(l, "direct_ms", ms_json(t->e[i].wino_ms[0]));
+            json_object_set_new(l, "wino_ms", ms_json(t->e[i].wino_ms[1]));
         }
         json_t *names = json_object();
         for (int pass = 0; pass < 3; pass++)
@@ -562,11 +585,15 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
         for (int i = 0; i < x->n; i++) {
             const int e = sg_engine_table_layer(y, x->e[i].layer);
             if (!pass && e == x->e[i].engine && e == SG_LAYER_OWN) {
-                /* the same choice, another tensor-core generation: other bits too */
-                const int tc = sg_engine_table_find(y, x->e[i].layer)->tc;
-                if (tc != x->e[i].tc && differ++ < 8)
+                /* the same choice, another tensor-core generation or the Winograd form on the
+                 * other side: other bits too */
+                const sg_engine_entry *ye = sg_engine_table_find(y, x->e[i].layer);
+                if (ye->tc != x->e[i].tc && differ++ < 8)
                     fprintf(stderr, "%slayer %s: own (%s) -> own (%s)\n", prefix, x->e[i].layer,
-                            sg_tc_name(x->e[i].tc), sg_tc_name(tc));
+                            sg_tc_name(x->e[i].tc), sg_tc_name(ye->tc));
+                if (ye->wino != x->e[i].wino && differ++ < 8)
+                    fprintf(stderr, "%slayer %s: own (%s) -> own (%s)\n", prefix, x->e[i].layer,
+                            x->e[i].wino ? "Winograd" : "direct", ye->wino ? "Winograd" : "direct");
                 continue;
             }
             if (!pass && e == x->e[i].engine && e == SG_LAYER_CUDNN) {

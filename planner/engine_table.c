@@ -124,6 +124,7 @@ int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, doubl
         x->pass_own_ms[q] = x->pass_lib_ms[q] = x->pass_wgmma_ms[q] = -1, x->pass_tc[q] = SG_TC_MMA;
     x->wg_sched = -1;
     for (int s = 0; s < SG_WG_SCHEDS; s++) x->wg_sched_ms[s] = -1;
+    x->wino_ms[0] = x->wino_ms[1] = -1;
     sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
     return SG_OK;
 }
@@ -154,6 +155,7 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         h = fnv(h, sg_layer_engine_name(s[i]->engine));
         h = fnv(h, ";");
         if (s[i]->engine == SG_LAYER_OWN && s[i]->tc == SG_TC_WGMMA) h = fnv(h, "tc:wgmma;");
+        if (s[i]->engine == SG_LAYER_OWN && s[i]->wino) h = fnv(h, "wino;");
         for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
             if (!s[i]->pass_own[pass]) continue;
             const char tag[7] = {'o', 'w', 'n', ':', (char)('0' + pass), ';', 0};
@@ -236,6 +238,28 @@ int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double
                                     "layer's generation, and this layer says %s",
                                     layer, sg_layer_engine_name(t->e[i].engine));
             t->e[i].tc = tc, t->e[i].wgmma_ms = wgmma_ms;
+            sg_engine_table_hash(t);
+            return SG_OK;
+        }
+    return sg_set_error("engine table: no layer %s", layer);
+}
+
+int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
+                             double wino_ms) {
+    if (wino != 0 && wino != 1)
+        return sg_set_error("engine table: layer %s: Winograd choice %d is not 0 or 1", layer,
+                            wino);
+    if (wino && !strcmp(t->precision, "bf16"))
+        return sg_set_error("engine table: layer %s: \"wino\" is for fp32 tables (the Winograd "
+                            "kernels are fp32 alone), and this one is bf16",
+                            layer);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].layer, layer)) {
+            if (wino && t->e[i].engine != SG_LAYER_OWN)
+                return sg_set_error("engine table: layer %s: \"wino\" is an own layer's "
+                                    "choice, and this layer says %s",
+                                    layer, sg_layer_engine_name(t->e[i].engine));
+            t->e[i].wino = wino, t->e[i].wino_ms[0] = direct_ms, t->e[i].wino_ms[1] = wino_ms;
             sg_engine_table_hash(t);
             return SG_OK;
         }
@@ -422,6 +446,11 @@ int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, 
     x->wg_sched = sched;
     for (int s = 0; s < SG_WG_SCHEDS && ms; s++) x->wg_sched_ms[s] = ms[s];
     return SG_OK;
+}
+
+int sg_engine_table_node_wino(const sg_engine_table *t, const sg_graph *g, int node) {
+    const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
+    return e && e->engine == SG_LAYER_OWN && e->wino;
 }
 
 int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node) {

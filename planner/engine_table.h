@@ -106,6 +106,13 @@ typedef struct {
      * hash (the same bits every way). */
     int wg_sched;
     double wg_sched_ms[SG_WG_SCHEDS];
+    /* an own layer's fp32 3x3 stride-1 passes as Winograd F(2x2, 3x3) (1; kernels/cuda/
+     * conv_wino.cu) or on the direct tiles (0, the default): Winograd where the tuning timed the
+     * layer's passes that it takes faster that way. wino_ms: those passes' medians summed, [0] on
+     * the direct tiles, [1] as Winograd, < 0 not measured. The CUDA backend's SG_CONV_WINO
+     * overrides it. Other kernels, other bits: in the hash where on. */
+    int wino;
+    double wino_ms[2];
 } sg_engine_entry;
 
 /* A GEMM's cuBLASLt algorithm, as the tuning chose it by timing (the CUDA backend's GEMMs:
@@ -183,6 +190,11 @@ int sg_engine_table_set_pass_tc(sg_engine_table *t, const char *layer, int pass,
  * its SG_WG_SCHEDS measured times (< 0: not measured). SG_ERR for an unknown layer or a bad
  * schedule. Not in the hash. */
 int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, const double *ms);
+/* Set an own layer's Winograd choice (wino 0 or 1) with its passes' measured sums (direct_ms,
+ * wino_ms; < 0 not measured), and rehash. SG_ERR for an unknown layer, Winograd on a layer that
+ * is not own, or on a bf16 table (the Winograd kernels are fp32 alone). */
+int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
+                             double wino_ms);
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
@@ -199,7 +211,8 @@ const sg_gemm_pick *sg_engine_table_gemm(const sg_engine_table *t, const char *k
 /* FNV-1a over "layer=own|cudnn;" of the entries sorted by layer name, each cudnn layer's engine
  * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
  * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
- * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma), then the GEMM picks
+ * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma), an own layer's
+ * "wino;" where it says Winograd (a table without it hashes as before), then the GEMM picks
  * sorted by key as "gemm:key=<algo id, 16 hex digits>;" (none: nothing), then "attn:fused;"
  * where the attention engine is fused (gemm: nothing): two tables with the same
  * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
@@ -252,6 +265,10 @@ int sg_engine_table_node_pass_own(const sg_engine_table *t, const sg_graph *g, i
  * SG_TC_MMA otherwise, without a table included). The backward passes of a folded shortcut
  * (conv2d_sc), which belong to no layer, take conv2's. */
 int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int node);
+/* Does the table run conv node `node` as Winograd (its layer own and "wino")? 0 without a
+ * table, for other nodes and layers. Whether the Winograd kernels take the node's shape is the
+ * backend's to say. */
+int sg_engine_table_node_wino(const sg_engine_table *t, const sg_graph *g, int node);
 /* The wgmma schedule the table gives node `node` (SG_WG_SCHED_*): its layer's own
  * (sg_engine_entry.wg_sched) where it has one, else -1 (the table's, or no table). A node's
  * layer is the one the tuning charges it to (sg_conv_layer_charged). */

@@ -585,6 +585,72 @@ static void check_io_attn(const sg_engine_table *t0) {
     sg_engine_table_free(&t);
 }
 
+/* An own layer's Winograd choice (sg_engine_entry.wino, fp32 tables): in the hash where on (not
+ * its times), in the diff, kept by the JSON; refused on a cudnn layer, on a bf16 table, and
+ * malformed. */
+static void check_io_wino(const sg_engine_table *t0) {
+    sg_engine_table t, back;
+    int dnn, own;
+    char *text;
+    io_copy(t0, &t, &text, &dnn, &own);
+    CHECK(!strstr(text, "\"wino\"") && !t.e[own].wino && t.e[own].wino_ms[0] < 0 &&
+              t.e[own].wino_ms[1] < 0,
+          "a table without Winograd writes or reads it: %s", text);
+    free(text);
+    const char *L = t.e[own].layer;
+    CHECK(sg_engine_table_set_wino(&t, L, 1, 2, 1) == SG_ERR && strstr(sg_last_error(), "bf16"),
+          "Winograd on a bf16 table taken: %s", sg_last_error());
+    snprintf(t.precision, sizeof t.precision, "fp32");
+    const uint64_t h0 = sg_engine_table_hash(&t);
+    CHECK(!sg_engine_table_set_wino(&t, L, 0, 2.5, 3.25) && t.hash == h0,
+          "direct with its times changed the hash");
+    CHECK(!sg_engine_table_set_wino(&t, L, 1, 2.5, 1.25) && t.hash != h0,
+          "Winograd left the hash alone");
+    CHECK(sg_engine_table_set_wino(&t, t.e[dnn].layer, 1, 2, 1) == SG_ERR &&
+              strstr(sg_last_error(), "own layer") && !t.e[dnn].wino,
+          "Winograd on a cudnn layer taken: %s", sg_last_error());
+    CHECK(sg_engine_table_set_wino(&t, L, 2, 2, 1) == SG_ERR && t.e[own].wino == 1,
+          "Winograd choice 2 taken");
+    CHECK(sg_engine_table_set_wino(&t, "no.such.layer", 1, 2, 1) == SG_ERR, "an unknown layer");
+    sg_engine_table ref;
+    io_copy(t0, &ref, NULL, &dnn, &own);
+    snprintf(ref.precision, sizeof ref.precision, "fp32");
+    CHECK(sg_engine_table_diff(&ref, &t, "(expected) ") == 1, "diff: one layer's Winograd");
+    sg_engine_table_free(&ref);
+    text = sg_engine_table_json(&t);
+    sg_engine_table_init(&back);
+    CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
+              back.e[own].wino == 1 && back.e[own].wino_ms[0] == 2.5 &&
+              back.e[own].wino_ms[1] == 1.25 &&
+              strstr(text, "\"wino\":true,\"direct_ms\":2.5,\"wino_ms\":1.25"),
+          "Winograd's JSON round trip: %s", text ? text : sg_last_error());
+    sg_engine_table_free(&back);
+    /* a bf16 table naming it, malformed values: refused by name */
+    char *bad[4] = {NULL, NULL, NULL, NULL};
+    const char *const from[4][2] = {{"\"precision\":\"fp32\"", "\"precision\":\"bf16\""},
+                                    {"\"wino\":true", "\"wino\":1"},
+                                    {"\"wino_ms\":1.25", "\"wino_ms\":-1"},
+                                    {"\"direct_ms\":2.5", "\"direct_ms\":\"x\""}};
+    for (int k = 0; k < 4 && text; k++) {
+        const char *at = strstr(text, from[k][0]);
+        SG_ASSERT(at);
+        const size_t n = strlen(text) + 16, pre = (size_t)(at - text);
+        bad[k] = malloc(n);
+        snprintf(bad[k], n, "%.*s%s%s", (int)pre, text, from[k][1], at + strlen(from[k][0]));
+        CHECK(sg_engine_table_parse(bad[k], "bad", &back) == SG_ERR &&
+                  strstr(sg_last_error(), k == 0   ? "bf16"
+                                          : k == 1 ? "\"wino\""
+                                                   : "_ms"),
+              "a malformed Winograd choice (%s): %s", from[k][1], sg_last_error());
+        sg_engine_table_free(&back);
+        free(bad[k]);
+    }
+    free(text);
+    printf("io: an own layer's Winograd choice in the hash where on, in the diff, kept by the "
+           "JSON; on a cudnn layer, a bf16 table or malformed, refused\n");
+    sg_engine_table_free(&t);
+}
+
 static void check_io(void) {
     const sg_model_cfg c = tiny();
     sg_engine_table t, back, rev;
@@ -623,6 +689,7 @@ static void check_io(void) {
     check_io_gemms(&t);
     check_io_knobs(&t);
     check_io_attn(&t);
+    check_io_wino(&t);
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -1451,6 +1518,163 @@ static int f32_own_count(const sg_model_cfg *c, const sg_engine_table *t, int *w
     sg_exec_free(&e);
     return got;
 }
+/* ---- an own layer's Winograd choice on the CUDA backend */
+long cuda_conv_wino_launches(void); /* kernels/cuda/cuda_kernels.h: the Winograd launches */
+/* unet_tiny in fp32, unfused (the fp32 kernels have no prologue) */
+static sg_model_cfg tiny_f32(void) {
+    sg_model_cfg c = tiny();
+    c.act_dt = DT_F32;
+    c.fuse = 0;
+    return c;
+}
+/* one run of `steps` steps of c with SG_CONV_WINO set to wino (NULL: unset): the state, describe's
+ * record, the Winograd launches it made and describe's wino_nodes */
+static int run_wino(const sg_model_cfg *c, const uint8_t *data, const char *wino, int steps,
+                    unsigned char **state, int64_t *bytes, char *env, size_t cap, long *launches,
+                    int *nodes) {
+    if (wino)
+        setenv("SG_CONV_WINO", wino, 1);
+    else
+        unsetenv("SG_CONV_WINO");
+    const long w0 = cuda_conv_wino_launches();
+    const int rc = run_env(c, data, steps, state, bytes, NULL, NULL, env, cap);
+    unsetenv("SG_CONV_WINO");
+    *launches = cuda_conv_wino_launches() - w0;
+    const char *f = strstr(env, "\"wino_nodes\":");
+    *nodes = f ? atoi(f + 13) : -2;
+    return rc;
+}
+/* The table's "wino" layers where SG_CONV_WINO is unset: their fp32 3x3 passes, and only theirs,
+ * run as Winograd (describe: conv_wino "table", wino_nodes; the kernels' launch count), a table
+ * with every layer on it gives the bits of SG_CONV_WINO=1 without a table's choice, and the
+ * environment's 0 or 1 wins over the table. */
+static void check_backend_wino(const uint8_t *data) {
+    sg_model_cfg c = tiny_f32(), cn = c;
+    sg_engine_table t, all;
+    table_for(&c, &t, NULL);
+    table_for(&c, &all, NULL);
+    /* the passes the Winograd kernels take of the conv1 layers (3x3 stride 1, 32 or more
+     * channels), each a node the table runs as Winograd */
+    sg_plan p;
+    SG_ASSERT(!sg_plan_build(&p, &c, 1));
+    int want = 0;
+    for (int i = 0; i < p.g.nn; i++) {
+        char layer[SG_NAME_MAX];
+        if (!sg_op_is_conv(p.g.n[i].op) || sg_conv_layer_of(&p.g, i, layer) < 0) continue;
+        const sg_conv_dims d = sg_conv_dims_of(&p.g, &p.g.n[i]);
+        want += pick_conv1(layer) && d.K == 3 && d.S == 1 && d.pad == 1;
+    }
+    sg_plan_free(&p);
+    for (int k = 0; k < t.n; k++) {
+        if (pick_conv1(t.e[k].layer))
+            SG_ASSERT(!sg_engine_table_set_wino(&t, t.e[k].layer, 1, 2, 1));
+        SG_ASSERT(!sg_engine_table_set_wino(&all, all.e[k].layer, 1, 2, 1));
+    }
+    c.engines = &t;
+    sg_model_cfg ca = c;
+    ca.engines = &all;
+    unsigned char *s0 = NULL, *s1 = NULL, *sa = NULL, *se = NULL, *sz = NULL;
+    int64_t b0 = 0, b1 = 0, ba = 0, be = 0, bz = 0;
+    char e0[4096] = "", e1[4096] = "", ea[4096] = "", ee[4096] = "", ez[4096] = "";
+    long l0, l1, la, le, lz;
+    int n0, n1, na, ne, nz;
+    const int steps = 2;
+    CHECK(!run_wino(&cn, data, NULL, steps, &s0, &b0, e0, sizeof e0, &l0, &n0) &&
+              !run_wino(&c, data, NULL, steps, &s1, &b1, e1, sizeof e1, &l1, &n1) &&
+              !run_wino(&ca, data, NULL, steps, &sa, &ba, ea, sizeof ea, &la, &na) &&
+              !run_wino(&cn, data, "1", steps, &se, &be, ee, sizeof ee, &le, &ne) &&
+              !run_wino(&c, data, "0", steps, &sz, &bz, ez, sizeof ez, &lz, &nz),
+          "runs: %s", sg_last_error());
+    /* no table: the direct tiles */
+    CHECK(strstr(e0, "\"conv_wino\":\"off\"") && n0 == -1 && l0 == 0,
+          "no table: conv_wino off, %d nodes, %ld launches: %s", n0, l0, e0);
+    /* the conv1 layers: their passes alone, other bits than the direct tiles */
+    CHECK(want > 0 && strstr(e1, "\"conv_wino\":\"table\"") && n1 == want && l1 > 0 && b1 == b0 &&
+              memcmp(s1, s0, (size_t)b0),
+          "the conv1 layers on Winograd: %d nodes (want %d), %ld launches, %s bits: %s", n1, want,
+          l1, b1 == b0 && !memcmp(s1, s0, (size_t)b0) ? "the direct tiles'" : "other", e1);
+    /* every layer: SG_CONV_WINO=1's nodes, launches and bits */
+    CHECK(strstr(ea, "\"conv_wino\":\"table\"") && strstr(ee, "\"conv_wino\":\"on\"") && na == ne &&
+              la == le && na > n1 && ba == be && !memcmp(sa, se, (size_t)ba),
+          "every layer on Winograd (%d nodes, %ld launches) against SG_CONV_WINO=1 (%d, %ld): %s",
+          na, la, ne, le, ba == be && !memcmp(sa, se, (size_t)ba) ? "same bits" : "other bits");
+    /* SG_CONV_WINO=0 over the table's: the direct tiles' bits */
+    CHECK(strstr(ez, "\"conv_wino\":\"off\"") && nz == -1 && lz == 0 && bz == b0 &&
+              !memcmp(sz, s0, (size_t)b0),
+          "SG_CONV_WINO=0 over the table: %d nodes, %ld launches: %s", nz, lz, ez);
+    printf("backend: the table's Winograd layers (%d of the conv1 layers' passes, %ld launches in "
+           "%d steps), every layer's = SG_CONV_WINO=1's bits, the environment's 0 over it\n",
+           n1, l1, steps);
+    free(s0), free(s1), free(sa), free(se), free(sz);
+    sg_engine_table_free(&t), sg_engine_table_free(&all);
+}
+
+/* The tuning's Winograd choice (fp32): each own node the Winograd kernels take is timed both ways
+ * (here faked: 1 ms as Winograd for the conv1 layers' passes, 3 ms for the others', 2 ms on the
+ * direct tiles), summed per layer (direct_ms, wino_ms) and the layer set to Winograd where
+ * knob_min_gain faster; SG_CONV_WINO in the tuning's environment leaves every layer unmeasured
+ * and direct (it overrides a table). */
+static int (*g_wino_real)(sg_backend *, const sg_plan *, int, int, float *);
+static int g_wino_timed[2];
+static int tne_wino_faked(sg_backend *be, const sg_plan *p, int node, int engine, float *ms) {
+    const int rc = g_wino_real(be, p, node, engine, ms);
+    char layer[SG_NAME_MAX];
+    if (rc || *ms < 0 || (engine != SG_TIME_OWN_WINO && engine != SG_TIME_OWN_DIRECT) ||
+        sg_conv_layer_of(&p->g, node, layer) < 0)
+        return rc;
+    g_wino_timed[engine == SG_TIME_OWN_WINO]++;
+    *ms = engine == SG_TIME_OWN_DIRECT ? 2.0f : pick_conv1(layer) ? 1.0f : 3.0f;
+    return rc;
+}
+static sg_backend *make_backend_wino(const void *ctx) {
+    sg_backend *be = make_backend(ctx);
+    if (be && be->time_node_engine)
+        g_wino_real = be->time_node_engine, be->time_node_engine = tne_wino_faked;
+    return be;
+}
+static void check_tune_wino(const uint8_t *data) {
+    const sg_model_cfg c = tiny_f32();
+    sg_engine_tune_opts o = tune_opts(&c, data, make_backend_wino, NULL);
+    o.knob_steps = 0;
+    for (int env = 0; env < 2; env++) {
+        if (env) setenv("SG_CONV_WINO", "0", 1);
+        g_wino_timed[0] = g_wino_timed[1] = 0;
+        sg_engine_table t;
+        const int rc = sg_engine_tune(&c, &o, &t);
+        unsetenv("SG_CONV_WINO");
+        CHECK(!rc && !strcmp(t.precision, "fp32"), "tune (fp32%s): %s",
+              env ? ", SG_CONV_WINO=0" : "", sg_last_error());
+        /* a layer's sums: its nodes the Winograd kernels took, 2 ms a node on the direct tiles */
+        int measured = 0, on = 0, wrong = 0;
+        for (int k = 0; !rc && k < t.n; k++) {
+            const sg_engine_entry *x = &t.e[k];
+            const double d = x->wino_ms[0], w = x->wino_ms[1];
+            const int nodes = d > 0 ? (int)(d / 2.0 + 0.5) : 0;
+            const double want_w = nodes * (pick_conv1(x->layer) ? 1.0 : 3.0);
+            const int want = !env && nodes && pick_conv1(x->layer) && x->engine == SG_LAYER_OWN;
+            measured += nodes > 0, on += x->wino;
+            if (((env || !nodes) ? (d >= 0 || w >= 0) : w != want_w) || x->wino != want) {
+                if (wrong++ < 4)
+                    fprintf(stderr, "layer %s: wino %d (want %d), direct %g ms, Winograd %g\n",
+                            x->layer, x->wino, want, d, w);
+            }
+        }
+        CHECK(!rc && !wrong &&
+                  (env ? !g_wino_timed[0] && !g_wino_timed[1] && !on
+                       : measured > 0 && on > 0 && on < measured &&
+                             g_wino_timed[0] == g_wino_timed[1]),
+              "tune (fp32%s): %d layers measured both ways, %d on Winograd, %d not as expected; "
+              "%d nodes timed on the direct tiles, %d as Winograd",
+              env ? ", SG_CONV_WINO=0" : "", measured, on, wrong, g_wino_timed[0], g_wino_timed[1]);
+        if (!env)
+            printf("tune (fp32): %d layers' 3x3 passes timed both ways, the %d faster as Winograd "
+                   "on it\n",
+                   measured, on);
+        sg_engine_table_free(&t);
+    }
+    printf("tune (fp32, SG_CONV_WINO=0): no layer measured or on Winograd\n");
+}
+
 static void check_backend_f32_own(void) {
     sg_model_cfg c = tiny();
     c.img = c.data_h = c.data_w = 32; /* a 32 x 32 level and a 16 x 16 one */
@@ -2014,6 +2238,8 @@ int main(void) {
     check_backend_passes();
     check_backend_1x1_default();
     check_backend_f32_own();
+    check_backend_wino(data);
+    check_tune_wino(data);
 #endif
     free(data);
     return sg_test_end();

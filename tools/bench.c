@@ -92,6 +92,8 @@ static void usage(FILE *f) {
             "                       cudnn (unfused), each node timed eagerly --iters times\n"
             "                       (median; 5 is plenty on a GPU), charged to its layer; the\n"
             "                       fastest alternative per layer is written to FILE\n"
+            "                       (fp32: each own 3x3 pass also timed as Winograd, and a\n"
+            "                       layer marked \"wino\" where 1%% faster that way)\n"
             "                       (cudnn_ms null where cuDNN is unavailable:\n"
             "                       the CPU, a build without cuDNN); the cudnn step's engines\n"
             "                       are chosen by timing (--cudnn-time) and written per layer\n"
@@ -1176,7 +1178,7 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
     int rc = sg_engine_tune(cfg, &o, &t);
     if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
     if (!rc) {
-        int on_dnn = 0, on_wg = 0, measured = 0, wg_measured = 0, own_passes = 0;
+        int on_dnn = 0, on_wg = 0, measured = 0, wg_measured = 0, own_passes = 0, on_wino = 0;
         double sum_own = 0, sum_best = 0;
         for (int k = 0; k < t.n; k++) {
             const sg_engine_entry *x = &t.e[k];
@@ -1187,17 +1189,22 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
             double saved = 0; /* a cudnn layer's passes on own */
             for (int q = 0; q < 3 && x->engine == SG_LAYER_CUDNN; q++)
                 if (x->pass_own[q]) own_passes++, saved += x->pass_lib_ms[q] - x->pass_own_ms[q];
+            on_wino += x->engine == SG_LAYER_OWN && x->wino;
             sum_own += x->own_ms;
+            /* an own layer on Winograd: its own time less what its passes saved that way */
             sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms - saved
                         : x->tc == SG_TC_WGMMA      ? x->wgmma_ms
+                        : x->wino                   ? x->own_ms - (x->wino_ms[0] - x->wino_ms[1])
                                                     : x->own_ms;
         }
+        char wino[48] = ""; /* fp32: the layers on Winograd */
+        if (!strcmp(t.precision, "fp32")) snprintf(wino, sizeof wino, ", %d as Winograd", on_wino);
         printf("bench: engine table %s: %s, batch %d per pass, %s, on %s; %d conv layers, %d on "
-               "cudnn (%d of their passes on own), %d on own (%d on the wgmma kernels%s); charged "
-               "time %.3f ms all own (mma.sync), %.3f ms per-layer best%s\n",
+               "cudnn (%d of their passes on own), %d on own (%d on the wgmma kernels%s%s); "
+               "charged time %.3f ms all own (mma.sync), %.3f ms per-layer best%s\n",
                a->tune_path, t.model, t.batch, t.precision, t.device, t.n, on_dnn, own_passes,
-               t.n - on_dnn, on_wg, wg_measured ? "" : ", not measured here", sum_own, sum_best,
-               measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
+               t.n - on_dnn, on_wg, wg_measured ? "" : ", not measured here", wino, sum_own,
+               sum_best, measured ? "" : " (cuDNN unavailable on this backend: cudnn_ms null)");
         int other = 0;
         double first = 0, chosen = 0;
         for (int i = 0; i < t.ngemm; i++) {

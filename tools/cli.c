@@ -343,6 +343,7 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
                     passes[m++] = (e->pass_tc[q] == SG_TC_WGMMA ? "FDW" : "fdw")[q], passes[m] = 0;
             snprintf(eng, sizeof eng, "%s%s%s", sg_layer_engine_name(e->engine),
                      e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? " wgmma"
+                     : e->engine == SG_LAYER_OWN && e->wino            ? " wino"
                      : passes[0]                                       ? " own:"
                                                                        : "",
                      passes);
