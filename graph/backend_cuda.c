@@ -133,6 +133,16 @@ typedef struct {
      * bench's launch timing of both */
     int graph_memsets, memsets_replaced, memsets_kept, graph_types_captured[4];
     cudaGraph_t graph_captured;
+    /* SG_GRAPH_LAUNCH=device (kernels/cuda/graph_launch.cu says why): the step's graph is
+     * instantiated for device launch and each replay launches `launcher`, one node that
+     * tail-launches it; launch_status: device memory where that node stores a failed launch's
+     * error (read at every sync). graph_launch: 0 host, 1 device asked for, 2 device in use,
+     * -1 device refused at the capture (the host launch instead; launch_refused says why) */
+    int graph_launch;
+    cudaGraph_t launcher;
+    cudaGraphExec_t launcher_exec;
+    int *launch_status;
+    char launch_refused[160];
     int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
@@ -2043,6 +2053,33 @@ static void graph_shape(cuda_ctx *c, cudaGraph_t graph) {
     graph_types(graph, (size_t)c->graph_nodes, c->graph_types);
 }
 
+/* SG_GRAPH_LAUNCH=device at the capture: the step's graph instantiated for device launch into
+ * c->exec, and the launcher graph that tail-launches it (graph_launch 2). Where the driver refuses
+ * the device instantiation (a node it cannot launch from the device), the host launch instead
+ * (graph_launch -1, a line on stderr, c->exec left to the caller); SG_ERR where the launcher
+ * cannot be built. */
+static int device_launch_setup(cuda_ctx *c, cudaGraph_t graph) {
+    const cudaError_t e =
+        cudaGraphInstantiateWithFlags(&c->exec, graph, cudaGraphInstantiateFlagDeviceLaunch);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->exec = NULL;
+        c->graph_launch = -1;
+        snprintf(c->launch_refused, sizeof c->launch_refused, "%s", cudaGetErrorString(e));
+        fprintf(stderr,
+                "stepgraph: SG_GRAPH_LAUNCH=device: the step's graph cannot be instantiated for "
+                "device launch (%s): launched from the host\n",
+                c->launch_refused);
+        return SG_OK;
+    }
+    CU(cudaMalloc((void **)&c->launch_status, sizeof(int)));
+    CU(cudaMemsetAsync(c->launch_status, 0, sizeof(int), c->st));
+    if (sg_cuda_graph_launcher(&c->launcher, c->exec, c->launch_status)) return SG_ERR;
+    CU(cudaGraphInstantiate(&c->launcher_exec, c->launcher, 0));
+    c->graph_launch = 2;
+    return SG_OK;
+}
+
 /* capture the schedule's launches into one graph; nothing runs while capturing */
 static int capture(sg_backend *be, const sg_plan *p) {
     cuda_ctx *c = be->ctx;
@@ -2084,8 +2121,10 @@ static int capture(sg_backend *be, const sg_plan *p) {
     }
     c->graph_nodes = (int)nodes;
     graph_shape(c, graph);
-    CU(cudaGraphInstantiate(&c->exec, graph, 0));
+    if (c->graph_launch == 1 && device_launch_setup(c, graph)) return SG_ERR;
+    if (c->graph_launch != 2) CU(cudaGraphInstantiate(&c->exec, graph, 0));
     CU(cudaGraphUpload(c->exec, c->st));
+    if (c->graph_launch == 2) CU(cudaGraphUpload(c->launcher_exec, c->st));
     CU(cudaStreamSynchronize(c->st));
     return SG_OK;
 }
@@ -2119,7 +2158,8 @@ static int cuda_run_step(sg_backend *be, const sg_plan *p) {
             if (capture(be, p)) return SG_ERR;
         }
     } else {
-        CU(cudaGraphLaunch(c->exec, c->st));
+        /* SG_GRAPH_LAUNCH=device: one node, which tail-launches the step */
+        CU(cudaGraphLaunch(c->graph_launch == 2 ? c->launcher_exec : c->exec, c->st));
     }
     c->steps_run++;
     return SG_OK;
@@ -2128,6 +2168,17 @@ static int cuda_run_step(sg_backend *be, const sg_plan *p) {
 static int cuda_sync(sg_backend *be) {
     cuda_ctx *c = be->ctx;
     CU(cudaStreamSynchronize(c->st));
+    /* a device-side launch of the step that failed: its error, never a step taken as run */
+    if (c->graph_launch == 2) {
+        int status = 0;
+        CU(cudaMemcpyAsync(&status, c->launch_status, sizeof status, cudaMemcpyDeviceToHost,
+                           c->st));
+        CU(cudaStreamSynchronize(c->st));
+        if (status)
+            return sg_set_error("the step's graph failed to launch from the device: %s "
+                                "(SG_GRAPH_LAUNCH=host launches it from the host)",
+                                cudaGetErrorString((cudaError_t)status));
+    }
     return SG_OK;
 }
 
@@ -2665,7 +2716,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
              "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
              "\"graph_memsets\":\"%s\",\"graph_memsets_captured\":%d,\"graph_memsets_replaced\":%d,"
-             "\"graph_memsets_kept\":%d,"
+             "\"graph_memsets_kept\":%d,\"graph_launch\":\"%s\","
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
              "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
@@ -2685,10 +2736,15 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
              c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2],
              c->graph_types[3], c->graph_memsets ? "kernel" : "keep", c->graph_types_captured[1],
-             c->memsets_replaced, c->memsets_kept, sg_blas_count(c->blas),
-             sg_blas_frozen(c->blas) ? "true" : "false", (unsigned long long)sg_blas_hash(c->blas),
-             prefs_met, prefs_missed, sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn,
-             c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+             c->memsets_replaced, c->memsets_kept,
+             c->graph_launch == 2    ? "device"
+             : c->graph_launch == -1 ? "host (device refused)"
+             : c->graph_launch == 1  ? "device (not yet captured)"
+                                     : "host",
+             sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
+             (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
+             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
+             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
              (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
              c->attn_fused ? "fused" : "gemm", c->attn_fused ? c->attn_fused_nodes : -1,
              !c->convs_wgmma                  ? "mma"
@@ -2717,6 +2773,9 @@ static void cuda_destroy(sg_backend *be) {
     if (!be) return;
     cuda_ctx *c = be->ctx;
     if (c) {
+        if (c->launcher_exec) cudaGraphExecDestroy(c->launcher_exec);
+        if (c->launcher) cudaGraphDestroy(c->launcher);
+        if (c->launch_status) cudaFree(c->launch_status);
         if (c->exec) cudaGraphExecDestroy(c->exec);
         if (c->graph) cudaGraphDestroy(c->graph);
         if (c->graph_captured) cudaGraphDestroy(c->graph_captured);
@@ -2845,7 +2904,12 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     static const char *const memsets[] = {"keep", "kernel"};
     c->graph_memsets = env_choice("SG_GRAPH_MEMSETS", getenv("SG_GRAPH_MEMSETS"), memsets, 2, 1,
                                   "kernel (the default) or keep");
-    if (c->graph_memsets < 0) {
+    /* the step's graph launched from the host (the default) or from the device (one node a
+     * replay: kernels/cuda/graph_launch.cu) */
+    static const char *const launches[] = {"host", "device"};
+    c->graph_launch = env_choice("SG_GRAPH_LAUNCH", getenv("SG_GRAPH_LAUNCH"), launches, 2, 0,
+                                 "host (the default) or device");
+    if (c->graph_memsets < 0 || c->graph_launch < 0) {
         free(c), free(be);
         return NULL;
     }

@@ -592,6 +592,88 @@ static void check_graph_shape(void) {
     free(data);
 }
 
+/* SG_GRAPH_LAUNCH=device (kernels/cuda/graph_launch.cu): every replay launches one node that
+ * tail-launches the step's graph, instantiated for device launch. The losses and final state are
+ * the host launch's bit for bit, describe's graph_launch says "device", and on the emulation each
+ * replay ran one tail launch. A driver that refuses the device instantiation (the emulation's
+ * SG_SIM_DEVICE_GRAPH=refuse): the host launch, the same bits, said in graph_launch. A
+ * device-side launch that fails (=fail_launch): the next synchronisation says so, never a step
+ * taken as run. SG_GRAPH_LAUNCH=bogus is refused by name. */
+#ifdef SG_CUDA_SIM
+long sg_sim_tail_launches(void); /* tests/cuda_host: the tail launches run so far */
+#else
+static long sg_sim_tail_launches(void) {
+    return 0;
+}
+#endif
+static void check_graph_launch(void) {
+    const sg_model_cfg c = tiny_cfg(DT_BF16);
+    uint8_t *data = data_for(&c);
+    float lh[MAX_STEPS], ld[MAX_STEPS];
+    unsigned char *sh = NULL;
+    int64_t bh = 0;
+    const int steps = STEPS < 3 ? STEPS : 3;
+    CHECK(!run(&c, data, cuda_on(1, SG_CONV_ENGINE_AUTO), steps, lh, &sh, &bh, NULL),
+          "graph launch from the host: %s", sg_last_error());
+    static const char *const modes[3] = {"", "refuse", "fail_launch"};
+    for (int m = 0; m < (on_emulation() ? 3 : 1) && sh; m++) {
+        char *keep = env_push("SG_GRAPH_LAUNCH", "device");
+        char *sim = m ? env_push("SG_SIM_DEVICE_GRAPH", modes[m]) : NULL;
+        sg_exec e;
+        if (setup(&e, &c, data, cuda_on(1, SG_CONV_ENGINE_AUTO))) {
+            CHECK(0, "graph launch from the device (%s): %s", modes[m], sg_last_error());
+        } else {
+            const long t0 = sg_sim_tail_launches();
+            int rc = SG_OK, s = 0;
+            for (; s < steps && !rc; s++) {
+                rc = sg_exec_step(&e) || e.be->sync(e.be);
+                if (!rc) ld[s] = sg_exec_loss(&e);
+            }
+            const long tails = sg_sim_tail_launches() - t0;
+            char env[4096] = "";
+            e.be->describe(e.be, env, sizeof env);
+            if (m == 2) {
+                /* the first step runs eagerly; the first replay's device launch fails */
+                CHECK(rc && s == 2 && strstr(sg_last_error(), "from the device") && tails == 0,
+                      "a failed device launch: step %d, %s (%ld tail launches)", s,
+                      rc ? sg_last_error() : "no error", tails);
+            } else {
+                unsigned char *sd = malloc((size_t)bh);
+                const int regions[4] = {e.plan.io.params, e.plan.io.adam_m, e.plan.io.adam_v,
+                                        e.plan.io.ema};
+                const int64_t rb = e.plan.g.t[e.plan.io.params].bytes;
+                for (int k = 0; k < 4 && !rc && 4 * rb == bh; k++)
+                    rc = sg_exec_read(&e, regions[k], sd + k * rb);
+                const char *want = m ? "\"graph_launch\":\"host (device refused)\""
+                                     : "\"graph_launch\":\"device\"";
+                CHECK(!rc && 4 * rb == bh && !memcmp(lh, ld, sizeof(float) * (size_t)steps) &&
+                          !memcmp(sh, sd, (size_t)bh) && strstr(env, want) &&
+                          (!on_emulation() || tails == (m ? 0 : steps - 1)),
+                      "graph launch from the device%s: %s, %s bits, %ld tail launches: %s",
+                      m ? " (refused)" : "", rc ? sg_last_error() : "ran",
+                      !rc && !memcmp(sh, sd, (size_t)bh) ? "the host launch's" : "other", tails,
+                      env);
+                if (!rc)
+                    printf("graph launch from the device%s: the host launch's bits, %ld tail "
+                           "launches in %d steps\n",
+                           m ? " (refused: from the host)" : "", tails, steps);
+                free(sd);
+            }
+            sg_exec_free(&e);
+        }
+        if (m) env_pop("SG_SIM_DEVICE_GRAPH", sim);
+        env_pop("SG_GRAPH_LAUNCH", keep);
+    }
+    char *keep = env_push("SG_GRAPH_LAUNCH", "bogus");
+    sg_backend *bad = sg_backend_cuda_create(0, 1);
+    CHECK(!bad && strstr(sg_last_error(), "SG_GRAPH_LAUNCH=bogus"),
+          "SG_GRAPH_LAUNCH=bogus: not refused by name (%s)", bad ? "created" : sg_last_error());
+    if (bad) bad->destroy(bad);
+    env_pop("SG_GRAPH_LAUNCH", keep);
+    free(sh);
+    free(data);
+}
+
 static void check_linear_groups(void) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
@@ -880,6 +962,7 @@ int main(void) {
     check_linear_groups();
     check_stats_pairs();
     check_graph_shape();
+    check_graph_launch();
     /* a plan that cannot fit: refused with the sizes, before allocating */
     sg_model_cfg c;
     sg_model_preset(&c, "unet_cifar");

@@ -175,6 +175,10 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant adm64_attn_fused SG_ATTN=fused -- --model unet_adm64 --batch 32 --precision fp32
     variant adm64_wino_attn SG_CONV_WINO=1 SG_ATTN=fused -- --model unet_adm64 --batch 32 \
         --precision fp32
+    # the step's graph launched from the device (kernels/cuda/graph_launch.cu): host_us_per_step
+    # against the main rows' (DESIGN.md: 20 us), at both batches
+    variant graph_device SG_GRAPH_LAUNCH=device --
+    variant graph_device_b8 SG_GRAPH_LAUNCH=device -- --batch 8
     # then the check of the newest default (the forward normalisations in one pass, 2026-12-04)
     variant norm_twopass SG_NORM_ONEPASS=0 --
     variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8

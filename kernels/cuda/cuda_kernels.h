@@ -131,6 +131,13 @@ void sg_cuda_window_cancel(sg_cuda_window *w);
  * (the caller destroys it). Not during capture. */
 int sg_cuda_graph_memsets_to_kernels(cudaGraph_t g, int *replaced, int *kept);
 
+/* ---- the step's graph launched from the device (graph_launch.cu says why) ----
+ * A graph of one kernel node that tail-launches `step` (instantiated with
+ * cudaGraphInstantiateFlagDeviceLaunch and uploaded) into *out; the kernel stores the device-side
+ * launch's error in *status (device memory, set to 0 by the caller) where it fails. SG_ERR with a
+ * message where a graph call fails. */
+int sg_cuda_graph_launcher(cudaGraph_t *out, cudaGraphExec_t step, int *status);
+
 /* ---- GEMM context (blas.cu): the cuBLASLt handle, the stream, the workspace (the arena's
  * cuBLAS workspace) and the table of pinned algorithms, one per distinct GEMM descriptor (m,
  * n, k, transposes, types, leading dimensions, batch count and strides, operand alignment).

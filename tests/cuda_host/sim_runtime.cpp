@@ -87,6 +87,7 @@ struct CUgraph_st {
 };
 struct CUgraphExec_st {
     std::vector<sg_sim::cmd> nodes;
+    bool device = false; /* instantiated for device launch */
 };
 
 namespace sg_sim {
@@ -1070,6 +1071,41 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
     *e = x;
     return cudaSuccess;
 }
+
+namespace {
+/* the device graph launches: pending tail launches of the host launch running now, how deep
+ * in graph launches the emulation is, and how many tail launches ran (sg_sim_tail_launches) */
+std::vector<cudaGraphExec_t> g_tails;
+int g_launch_depth = 0;
+long g_tail_launches = 0;
+const char *device_graph_mode() {
+    const char *m = getenv("SG_SIM_DEVICE_GRAPH");
+    return m ? m : "";
+}
+} // namespace
+
+extern "C" long sg_sim_tail_launches(void) {
+    return g_tail_launches;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *e, cudaGraph_t g,
+                                          unsigned long long flags) {
+    SIM_ENTER();
+    if (flags & ~(unsigned long long)cudaGraphInstantiateFlagDeviceLaunch)
+        return set_error(cudaErrorInvalidValue);
+    if (flags & cudaGraphInstantiateFlagDeviceLaunch) {
+        /* a device graph: not empty, kernel (cuBLASLt: kernels on a GPU) and memset nodes only
+         * (the runtime allows device memcpy and child graphs too; the step has neither) */
+        if (!g || g->nodes.empty() || !strcmp(device_graph_mode(), "refuse"))
+            return set_error(cudaErrorNotSupported);
+        for (const auto &n : g->nodes)
+            if (n->c.kind != CMD_KERNEL && n->c.kind != CMD_GEMM && n->c.kind != CMD_SET)
+                return set_error(cudaErrorNotSupported);
+    }
+    const cudaError_t r = cudaGraphInstantiate(e, g, 0);
+    if (r == cudaSuccess) (*e)->device = (flags & cudaGraphInstantiateFlagDeviceLaunch) != 0;
+    return r;
+}
 cudaError_t cudaGraphUpload(cudaGraphExec_t e, cudaStream_t st) {
     SIM_ENTER();
     if (!e || !valid_stream(st)) return set_error(cudaErrorInvalidResourceHandle);
@@ -1077,17 +1113,38 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t e, cudaStream_t st) {
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) {
     SIM_ENTER();
+    if (st == cudaStreamGraphTailLaunch) {
+        /* the device side: from a kernel of a graph being launched, a graph instantiated for
+         * device launch, run after the launching graph's nodes (below) */
+        if (!e || !e->device || g_launch_depth == 0 || !strcmp(device_graph_mode(), "fail_launch"))
+            return cudaErrorInvalidValue; /* the kernel's return value: no sticky host error */
+        g_tails.push_back(e);
+        return cudaSuccess;
+    }
     if (!e || !valid_stream(st)) return set_error(cudaErrorInvalidResourceHandle);
     CUstream_st *s = stream_of(st);
     if (s->capturing) {
         report("cudaGraphLaunch into a capturing stream (a child graph) is not emulated");
         return set_error(cudaErrorNotSupported);
     }
-    /* the recorded closures, in order; what ran joins the stream's interval */
-    for (const cmd &n : e->nodes) {
-        cmd c = n;
-        cudaError_t err = issue(st, std::move(c));
-        if (err != cudaSuccess) return err;
+    /* the recorded closures, in order; what ran joins the stream's interval; then each graph its
+     * kernels tail-launched (and theirs), in order */
+    std::vector<cudaGraphExec_t> todo{e};
+    for (size_t k = 0; k < todo.size(); k++) {
+        g_launch_depth++;
+        for (const cmd &n : todo[k]->nodes) {
+            cmd c = n;
+            cudaError_t err = issue(st, std::move(c));
+            if (err != cudaSuccess) {
+                g_launch_depth--;
+                g_tails.clear();
+                return err;
+            }
+        }
+        g_launch_depth--;
+        g_tail_launches += k > 0;
+        todo.insert(todo.end(), g_tails.begin(), g_tails.end());
+        g_tails.clear();
     }
     return cudaSuccess;
 }

@@ -194,6 +194,16 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
                                  unsigned long long flags);
 cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream);
+/* Device graph launch (graph/backend_cuda.c, SG_GRAPH_LAUNCH=device): a graph instantiated with
+ * cudaGraphInstantiateFlagDeviceLaunch (kernel, cuBLASLt and memset nodes only here; with
+ * SG_SIM_DEVICE_GRAPH=refuse the instantiation fails, as a driver that refuses the graph would)
+ * may be launched by a kernel of a graph the host launched, into cudaStreamGraphTailLaunch: it
+ * runs after the launching graph's nodes, inside the same host launch (with
+ * SG_SIM_DEVICE_GRAPH=fail_launch that device-side call fails). */
+enum { cudaGraphInstantiateFlagDeviceLaunch = 4 };
+#define cudaStreamGraphTailLaunch ((cudaStream_t)0x0100000000000000ull)
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+                                          unsigned long long flags);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
