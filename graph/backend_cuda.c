@@ -137,12 +137,11 @@ typedef struct {
      * instantiated for device launch and each replay launches `launcher`, one node that
      * tail-launches it; launch_status: device memory where that node stores a failed launch's
      * error (read at every sync). graph_launch: 0 host, 1 device asked for, 2 device in use,
-     * -1 device refused at the capture (the host launch instead; launch_refused says why) */
+     * -1 device refused at the capture (the host launch instead, said on stderr) */
     int graph_launch;
     cudaGraph_t launcher;
     cudaGraphExec_t launcher_exec;
     int *launch_status;
-    char launch_refused[160];
     int steps_run; /* run_step calls so far: the first one is eager */
     cudaEvent_t ev[2];
     int rank; /* data parallel: this process's rank (0 alone), part of the random draws' offset */
@@ -2065,11 +2064,10 @@ static int device_launch_setup(cuda_ctx *c, cudaGraph_t graph) {
         (void)cudaGetLastError();
         c->exec = NULL;
         c->graph_launch = -1;
-        snprintf(c->launch_refused, sizeof c->launch_refused, "%s", cudaGetErrorString(e));
         fprintf(stderr,
                 "stepgraph: SG_GRAPH_LAUNCH=device: the step's graph cannot be instantiated for "
                 "device launch (%s): launched from the host\n",
-                c->launch_refused);
+                cudaGetErrorString(e));
         return SG_OK;
     }
     CU(cudaMalloc((void **)&c->launch_status, sizeof(int)));
