@@ -54,7 +54,17 @@
  * (bench/results/2026-11-28-nvidia-h200-bench-3.md), while both backward passes stayed faster
  * as GEMMs. So without an engine table entry for its layer, a bf16 1x1 forward whose channels
  * the tensor-core kernel takes (multiples of 8) runs on own (FWD_1X1_OWN), its backward passes
- * on gemm; a resume's record of gemm keeps gemm. THIN_OWN: with SG_CONV_THIN=own, a pass of a
+ * on gemm; a resume's record of gemm keeps gemm. Since then the GEMM's forward of a one-part
+ * input rounds once from cuBLASLt's bias epilogue (kernels/cuda/linear.cu), no tile and no
+ * second pass: the GEMM the fourth GPU session timed beside each layer (the per-layer table's
+ * same-size GEMM, both operands K-contiguous, bf16 out: the epilogue's layout) took 0.030 ms for
+ * a to_qkv forward at batch 128 against own's 0.093, 0.013 for a to_out against 0.037
+ * (bench/results/2026-12-04-nvidia-h200-session2-side-by-side.md). So where the library offers
+ * the epilogue (sg_blas_bias_epilogue, asked once in prepare: describe()'s gemm_epilogue),
+ * FWD_1X1_OWN keeps on own only the 1x1 forwards whose input is a concatenation (the decoder's
+ * shortcuts, whose parts still sum in the tile); the others run on gemm. Not yet run on a GPU
+ * (docs/gpu-status.md); SG_GEMM_EPILOGUE=0 turns the epilogue off (the tile everywhere, the
+ * rule as before). THIN_OWN: with SG_CONV_THIN=own, a pass of a
  * convolution with 1 to 4 channels on one side (the image's conv_in and conv_out) that the own
  * engine's thin kernels take (cuda_conv2d_thin_passes) runs on own under auto unless the engine
  * table names its layer or a resume's record says cudnn: cuDNN took 0.17 to 0.22 ms for each of
@@ -177,6 +187,9 @@ typedef struct {
     /* F32_OWN (the file comment): on unless SG_CONV_F32=cudnn or SG_CUDNN_TF32=1;
      * f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all are own) */
     int f32_own, f32_own_nodes;
+    /* sg_blas_bias_epilogue's answer (prepare): the GEMM forward rounds once from cuBLASLt's
+     * bias epilogue, so FWD_1X1_OWN keeps only the concatenated inputs' 1x1 forwards on own */
+    int gemm_epi;
     int convs_wgmma;    /* ... of them on the wgmma kernels */
     int convs_fallback; /* on own for lack of a deterministic cuDNN engine */
     int attn_fused; /* SG_ATTN=fused: attention nodes on the fused kernels, else the GEMM path */
@@ -373,6 +386,7 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     if (cw < 0 || kw < 0) return sg_set_error("the plan has no workspace tensors");
     CB(cublasSetWorkspace(c->cb, c->arena + g->t[cw].offset, (size_t)g->t[cw].bytes));
     if (sg_blas_create(&c->blas, c->st, c->arena + g->t[cw].offset, g->t[cw].bytes)) return SG_ERR;
+    c->gemm_epi = sg_blas_bias_epilogue(c->blas);
     /* the engine table's GEMM algorithms (the tuning's timed picks), asked for before any GEMM
      * is pinned */
     for (int i = 0; p->cfg.engines && i < p->cfg.engines->ngemm; i++)
@@ -796,11 +810,12 @@ static void prepare_own_only(cuda_ctx *c, const sg_plan *p) {
 }
 
 /* FWD_1X1_OWN (the file comment): is conv node i a bf16 1x1 forward on a stored input (a gemm
- * node) whose channels own's tensor-core kernel takes? */
-static int fwd_1x1_own(const sg_graph *g, int i) {
+ * node) whose channels own's tensor-core kernel takes, and whose GEMM would need the fp32 tile
+ * (its input a concatenation, or the library without the bias epilogue)? */
+static int fwd_1x1_own(const cuda_ctx *c, const sg_graph *g, int i) {
     const sg_node *nd = &g->n[i];
     if (!sg_conv_gemm_node(g, i) || sg_conv_pass_of(nd->op) != SG_CONV_PASS_FWD ||
-        g->t[nd->in[0]].dtype != DT_BF16)
+        g->t[nd->in[0]].dtype != DT_BF16 || (c->gemm_epi && !g->t[nd->in[0]].nparts))
         return 0;
     const sg_conv_dims d = sg_conv_dims_of(g, nd);
     return d.Ci % 8 == 0 && d.Co % 8 == 0;
@@ -916,7 +931,7 @@ static int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, 
         const int gemm = c->conv_engine == SG_CONV_ENGINE_AUTO && pick != SG_LAYER_OWN &&
                          sg_conv_gemm_node(g, i);
         /* ... but its forward on own by default (the file comment) */
-        const int fwd_own = gemm && !layer_pick && fwd_1x1_own(g, i);
+        const int fwd_own = gemm && !layer_pick && fwd_1x1_own(c, g, i);
         /* SG_CONV_THIN=own: a thin pass on own (THIN_OWN, the file comment) */
         const int thin_own = c->thin_own && c->conv_engine == SG_CONV_ENGINE_AUTO && !layer_pick &&
                              thin_own_node(g, i);
@@ -2642,7 +2657,7 @@ static int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int
      * showing both) */
     if (engine == SG_CONV_ENGINE_CUDNN && (c->node_eng[node] == CONV_ENGINE_GEMM ||
                                            (c->conv_engine == SG_CONV_ENGINE_AUTO &&
-                                            on_own(c->node_eng[node]) && fwd_1x1_own(&p->g, node))))
+                                            on_own(c->node_eng[node]) && fwd_1x1_own(c, &p->g, node))))
         engine = CONV_ENGINE_GEMM;
     /* the own side of a node on the wgmma kernels is those kernels */
     if (engine == SG_CONV_ENGINE_OWN && c->node_eng[node] == CONV_ENGINE_WGMMA)
@@ -2716,7 +2731,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"graph_memsets\":\"%s\",\"graph_memsets_captured\":%d,\"graph_memsets_replaced\":%d,"
              "\"graph_memsets_kept\":%d,\"graph_launch\":\"%s\","
              "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,"
+             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,\"gemm_epilogue\":%s,"
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
@@ -2741,6 +2756,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
                                      : "host",
              sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
              (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
+             c->gemm_epi ? "true" : "false",
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
              c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
              (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",

@@ -4184,6 +4184,76 @@ static void test_blas_pinning(void) {
     case_end();
 }
 
+/* The index of the pinned GEMM whose key text says the bias epilogue (" bias"), -1: none */
+static int blas_bias_entry(const sg_blas *b) {
+    for (int i = 0; i < sg_blas_count(b); i++) {
+        char key[SG_BLAS_KEY_MAX] = "";
+        if (!sg_blas_key_text(b, i, key, sizeof key) && strstr(key, " bias")) return i;
+    }
+    return -1;
+}
+
+/* The bias epilogue (blas.cu: cu_blas_gemm_bias; linear.cu: the bf16 forward of a one-part x):
+ * one bf16 linear forward with a bias on three contexts: the default (cuBLASLt's epilogue, the
+ * bias added in fp32 before the one rounding), one made under SG_GEMM_EPILOGUE=0 (the fp32 tile
+ * and its rounding pass) and, on the host emulation, one whose library refuses the epilogue
+ * (SG_SIM_LT_BIAS=refuse: the tile again). Each within the CPU reference's tolerance; on the
+ * emulation, where every algorithm sums in one order, all three the same bits: round(sum + b)
+ * either way, not round(round(sum) + b). The default pins a " bias256" key with an algorithm
+ * (sg_blas_bias_epilogue answers 1); SG_GEMM_EPILOGUE=0 never asks (no such key, the probe 0);
+ * the refusal is kept as a key with algorithm id 0 (the probe 0) and answered alike after the
+ * freeze, the same bits again. */
+static void test_blas_bias_epilogue(void) {
+    const char *ctx = "GEMM bias epilogue";
+    case_begin();
+    enum { N = 40, K = 24, M = 16 };
+    float *x = rnd_dt(N * K, -1, 1, DT_BF16), *w = rnd_dt(M * K, -0.5f, 0.5f, DT_BF16);
+    float *b = rnd(M, -0.5f, 0.5f), *y_cpu = fbuf(N * M);
+    cpu_linear_fwd(y_cpu, x, w, b, N, K, M);
+    float *ref = ref_acc(y_cpu, NULL, N * M, DT_BF16);
+    tbuf *dx = tb_in("x", x, N * K, DT_BF16), *dw = tb_in("w", w, M * K, DT_BF16);
+    tbuf *db = tb_in("b", b, M, DT_F32);
+    const int64_t wsb = sg_ws_linear_fwd(N, K, M, DT_BF16);
+    tbuf *ws = tb_ws(wsb > 16 ? wsb : 16);
+    const int sim = on_host_emulation(), ways = sim ? 3 : 2;
+    const char *how[3] = {"the epilogue", "SG_GEMM_EPILOGUE=0", "a refused epilogue"};
+    uint8_t *bits[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < ways; j++) {
+        char c2[120];
+        snprintf(c2, sizeof c2, "%s, %s", ctx, how[j]);
+        if (j == 1) setenv("SG_GEMM_EPILOGUE", "0", 1);
+        if (j == 2) setenv("SG_SIM_LT_BIAS", "refuse", 1);
+        sg_blas *bl = blas_new();
+        const int probe = sg_blas_bias_epilogue(bl);
+        tbuf *y = tb_out("y", N * M, DT_BF16, NULL);
+        for (int rep = 0; rep < 2; rep++) {
+            if (rep) sg_blas_freeze(bl);
+            CALL(cuda_linear_fwd, g_st, bl, y->d, dx->d, dw->d, (const float *)db->d, N, K, M,
+                 DT_BF16, ws->d, wsb);
+            sync_stream();
+            tb_check(y, ref, tol_for(DT_BF16), rep, c2);
+        }
+        unsetenv("SG_GEMM_EPILOGUE");
+        unsetenv("SG_SIM_LT_BIAS");
+        const int e = blas_bias_entry(bl);
+        CHECK(probe == (j == 0), "%s: sg_blas_bias_epilogue answered %d", c2, probe);
+        CHECK(j == 1 ? e < 0 : e >= 0, "%s: %s bias epilogue key among the %d pinned", c2,
+              e < 0 ? "no" : "a", sg_blas_count(bl));
+        CHECK(e < 0 || (sg_blas_algo_id(bl, e) != 0) == (j == 0),
+              "%s: the bias key's algorithm id %016llx", c2,
+              (unsigned long long)sg_blas_algo_id(bl, e));
+        bits[j] = (uint8_t *)halloc(y->bytes);
+        memcpy(bits[j], y->bits, y->bytes);
+        CHECK(!sim || !j || !memcmp(bits[0], bits[j], y->bytes),
+              "%s: other bits than the epilogue's on the host emulation", c2);
+        sg_blas_destroy(bl);
+    }
+    guards_all(ctx);
+    printf("%s: the same y %s (%s)\n", ctx, sim ? "bit for bit" : "within tolerance",
+           sim ? "epilogue, tile, refused epilogue" : "epilogue, tile");
+    case_end();
+}
+
 /* A pinned GEMM's key and algorithm id, its candidates timed (the first is the pinned one, the
  * ids distinct), and a preference: honoured where the heuristic offers that algorithm (the
  * last candidate pinned instead of the first: another id, another table hash), missed with
@@ -4459,6 +4529,7 @@ int main(void) {
     test_errors();
     test_blas_pinning();
     test_blas_algos();
+    test_blas_bias_epilogue();
     test_timing_window();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_conv_bias_pieces(37, 19, dt, 0);

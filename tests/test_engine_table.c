@@ -1460,36 +1460,57 @@ static void check_backend_passes(void) {
     sg_engine_table_free(&t);
 }
 
-/* No table, auto (graph/backend_cuda.c, FWD_1X1_OWN): a bf16 1x1 forward runs on own, its
- * backward passes on gemm; in fp32 all three on gemm */
+/* No table, auto (graph/backend_cuda.c, FWD_1X1_OWN): a bf16 1x1 forward runs on gemm where its
+ * input is one tensor and the library takes the bias epilogue (describe()'s gemm_epilogue),
+ * on own where its input is a concatenation (the decoder's shortcuts: the GEMM would need the
+ * fp32 tile) or the epilogue is unavailable (SG_GEMM_EPILOGUE=0, or a library that refuses it:
+ * SG_SIM_LT_BIAS=refuse), its backward passes on gemm; in fp32 all three on gemm. */
 static void check_backend_1x1_default(void) {
-    for (int bf16 = 1; bf16 >= 0; bf16--) {
-        sg_model_cfg c = tiny();
-        c.fuse = 0; /* every 1x1 reads a stored input */
-        if (!bf16) c.act_dt = DT_F32;
-        sg_exec e;
-        sg_backend *be = sg_backend_cuda_create(0, 1);
-        CHECK(be && !sg_exec_init(&e, &c, 1, be), "init: %s", sg_last_error());
-        const sg_graph *g = &e.plan.g;
-        int fwd = 0, bwd = 0, wrong = 0;
-        for (int i = 0; i < g->nn; i++) {
-            char name[160] = "";
-            if (!sg_conv_gemm_node(g, i)) continue;
-            be->node_engine(be, &e.plan, i, name, sizeof name);
-            const int f = sg_conv_pass_of(g->n[i].op) == SG_CONV_PASS_FWD;
-            fwd += f, bwd += !f;
-            if (strcmp(name, f && bf16 ? "own" : "gemm") && wrong++ < 4)
-                fprintf(stderr, "node %d (%s -> %s): on %s\n", i, sg_ops[g->n[i].op].name,
-                        g->t[g->n[i].out[0]].name, name);
+    const char *ways[3] = {"the epilogue", "SG_GEMM_EPILOGUE=0", "the epilogue refused"};
+    for (int bf16 = 1; bf16 >= 0; bf16--)
+        for (int way = 0; way < (bf16 ? 3 : 1); way++) {
+            sg_model_cfg c = tiny();
+            c.fuse = 0; /* every 1x1 reads a stored input */
+            if (!bf16) c.act_dt = DT_F32;
+            if (way == 1) setenv("SG_GEMM_EPILOGUE", "0", 1);
+            if (way == 2) setenv("SG_SIM_LT_BIAS", "refuse", 1);
+            sg_exec e;
+            sg_backend *be = sg_backend_cuda_create(0, 1);
+            CHECK(be && !sg_exec_init(&e, &c, 1, be), "init: %s", sg_last_error());
+            unsetenv("SG_GEMM_EPILOGUE");
+            unsetenv("SG_SIM_LT_BIAS");
+            const sg_graph *g = &e.plan.g;
+            const int epi = way == 0; /* the library's answer, whatever the plan's dtype */
+            int fwd = 0, fwd_cat = 0, bwd = 0, wrong = 0;
+            for (int i = 0; i < g->nn; i++) {
+                char name[160] = "";
+                if (!sg_conv_gemm_node(g, i)) continue;
+                be->node_engine(be, &e.plan, i, name, sizeof name);
+                const int f = sg_conv_pass_of(g->n[i].op) == SG_CONV_PASS_FWD;
+                const int cat = f && g->t[g->n[i].in[0]].nparts > 0;
+                fwd += f, fwd_cat += cat, bwd += !f;
+                const char *want = f && bf16 && (cat || !epi) ? "own" : "gemm";
+                if (strcmp(name, want) && wrong++ < 4)
+                    fprintf(stderr, "%s, %s: node %d (%s -> %s): on %s, not %s\n",
+                            bf16 ? "bf16" : "fp32", ways[way], i, sg_ops[g->n[i].op].name,
+                            g->t[g->n[i].out[0]].name, name, want);
+            }
+            char env[2048] = "";
+            be->describe(be, env, sizeof env);
+            const int said = strstr(env, epi ? "\"gemm_epilogue\":true"
+                                             : "\"gemm_epilogue\":false") != NULL;
+            CHECK(fwd > fwd_cat && fwd_cat > 0 && bwd == 2 * fwd && !wrong && said,
+                  "%s, %s, no table: %d 1x1 forward (%d concatenated) and %d backward nodes, %d "
+                  "on the wrong engine; describe() %s gemm_epilogue %s",
+                  bf16 ? "bf16" : "fp32", ways[way], fwd, fwd_cat, bwd, wrong,
+                  said ? "says" : "does not say", epi ? "true" : "false");
+            if (!wrong)
+                printf("no table, %s, %s: %d 1x1 forward nodes on %s (%d concatenated on %s), %d "
+                       "backward nodes on gemm\n",
+                       bf16 ? "bf16" : "fp32", ways[way], fwd - fwd_cat,
+                       bf16 && !epi ? "own" : "gemm", fwd_cat, bf16 ? "own" : "gemm", bwd);
+            sg_exec_free(&e);
         }
-        CHECK(fwd > 0 && bwd == 2 * fwd && !wrong,
-              "%s, no table: %d 1x1 forward and %d backward nodes, %d on the wrong engine",
-              bf16 ? "bf16" : "fp32", fwd, bwd, wrong);
-        if (!wrong)
-            printf("no table, %s: %d 1x1 forward nodes on %s, %d backward nodes on gemm\n",
-                   bf16 ? "bf16" : "fp32", fwd, bf16 ? "own" : "gemm", bwd);
-        sg_exec_free(&e);
-    }
 }
 
 /* No table, auto (graph/backend_cuda.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or

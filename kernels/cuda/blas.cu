@@ -46,6 +46,16 @@
  * heuristic does not offer (another GPU or library) is said on stderr and replaced by the
  * first. Another algorithm may sum in another order, so, as with cuDNN's engines, a timing
  * reaches the bits only through the table file (part of its hash).
+ *
+ * The bias epilogue (cu_blas_gemm_bias: linear.cu's bf16 forward of a one-part input): D =
+ * op(A) op(B) + bias with an fp32 bias vector along D's rows, added in fp32 before D's one
+ * rounding (CUBLASLT_EPILOGUE_BIAS, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = CUDA_R_32F), so bf16
+ * products need no fp32 tile and second pass: round(sum + b), the tile path's arithmetic. The
+ * bias's alignment is part of the key (" bias256" at the end of its text); the pointer is set on
+ * the descriptor at each call. A library that refuses the combination (an attribute, or no
+ * algorithm within the workspace) leaves a refused entry: the caller takes its other way, at
+ * every call of that key alike. sg_blas_bias_epilogue asks the heuristic once, outside any
+ * table, so that the CUDA backend can choose engines knowing the answer.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -57,7 +67,13 @@
 typedef struct {
     int64_t m, n, k, ta, tb, adt, bdt, cdt, lda, ldb, ldc, sa, sb, sc, batch;
     int64_t align_a, align_b, align_c;
+    int64_t align_bias; /* the fp32 bias epilogue's vector: its alignment; 0: no epilogue */
 } blas_key;
+/* the bytes of a key its hash and comparisons read: a key without the epilogue hashes as it
+ * did before the field existed (a run's gemm_table_hash across the change) */
+static size_t blas_key_bytes(const blas_key *k) {
+    return k->align_bias ? sizeof *k : offsetof(blas_key, align_bias);
+}
 
 typedef struct {
     blas_key key;
@@ -65,6 +81,7 @@ typedef struct {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
     size_t ws_bytes; /* what the algorithm needs */
+    int refused;     /* a bias epilogue the library offered no algorithm for (cu_blas_gemm_bias) */
 } blas_entry;
 
 /* a preference (sg_blas_prefer): the algorithm of this id for the GEMM of this key text */
@@ -82,6 +99,7 @@ struct sg_blas {
     int n, cap, frozen;
     blas_pref *pref;
     int npref, pref_cap, pref_met, pref_missed;
+    int epi_off; /* SG_GEMM_EPILOGUE=0: every bias epilogue refused, unasked */
 };
 
 #define LT_CHECK(call)                                                                             \
@@ -151,15 +169,20 @@ static void blas_key_text(const blas_key *k, char *buf, size_t cap) {
              blas_dt_name(k->cdt), (long long)k->lda, (long long)k->ldb, (long long)k->ldc,
              (long long)k->batch, (long long)k->sa, (long long)k->sb, (long long)k->sc,
              (long long)k->align_a, (long long)k->align_b, (long long)k->align_c);
+    const size_t used = strlen(buf);
+    if (k->align_bias && used < cap)
+        snprintf(buf + used, cap - used, " bias%lld", (long long)k->align_bias);
 }
 
 /* cuBLASLt's heuristic for entry e's descriptors under the table's preferences (the workspace,
  * fp32-only split-K reductions, the key's alignments): up to `most` results, *nr of them */
-static int blas_heuristic(const sg_blas *b, const blas_entry *e, int most,
-                          cublasLtMatmulHeuristicResult_t *r, int *nr) {
+static cublasStatus_t blas_heuristic_status(const sg_blas *b, const blas_entry *e, int most,
+                                            cublasLtMatmulHeuristicResult_t *r, int *nr) {
     const blas_key *k = &e->key;
     cublasLtMatmulPreference_t pref = NULL;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    *nr = 0;
+    cublasStatus_t s0 = cublasLtMatmulPreferenceCreate(&pref);
+    if (s0 != CUBLAS_STATUS_SUCCESS) return s0;
     const uint64_t max_ws = (uint64_t)b->ws_bytes;
     const uint32_t al[3] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_c};
     const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
@@ -186,6 +209,11 @@ static int blas_heuristic(const sg_blas *b, const blas_entry *e, int most,
         s = cublasLtMatmulAlgoGetHeuristic(b->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, most, r,
                                            nr);
     cublasLtMatmulPreferenceDestroy(pref);
+    return s;
+}
+static int blas_heuristic(const sg_blas *b, const blas_entry *e, int most,
+                          cublasLtMatmulHeuristicResult_t *r, int *nr) {
+    const cublasStatus_t s = blas_heuristic_status(b, e, most, r, nr);
     if (s != CUBLAS_STATUS_SUCCESS)
         return sg_set_error("cuBLASLt preferences / heuristic: %s", cublasLtGetStatusString(s));
     return SG_OK;
@@ -199,15 +227,39 @@ static int blas_usable(const sg_blas *b, const cublasLtMatmulHeuristicResult_t *
 /* the most candidates asked of the heuristic where an algorithm is preferred or timed */
 enum { BLAS_MOST = 16 };
 
+/* the bias epilogue on descriptor op: D = op(A) op(B) + bias (fp32, added before D's one
+ * rounding), the vector at `bias` (cuBLASLt reads its alignment from the pointer) */
+static cublasStatus_t blas_bias_epilogue(cublasLtMatmulDesc_t op, const float *bias) {
+    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = CUDA_R_32F;
+    cublasStatus_t s =
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                           sizeof bias_type);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                           sizeof bias);
+    return s;
+}
+
 /* descriptors and the algorithm for key k, into e: the heuristic's first, or the one a
- * preference names (sg_blas_prefer) when the heuristic offers it */
-static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
+ * preference names (sg_blas_prefer) when the heuristic offers it. A key with the bias
+ * epilogue (bias: its vector) that the library refuses (an attribute, or no algorithm within
+ * the workspace) is an entry too, marked refused, without descriptors: every later call of
+ * that key gets the same answer, before and after the freeze. */
+static int blas_entry_make(sg_blas *b, const blas_key *k, const float *bias, blas_entry *e) {
     memset(e, 0, sizeof *e);
     e->key = *k;
     LT_CHECK(cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = (cublasOperation_t)k->ta, tb = (cublasOperation_t)k->tb;
     LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (k->align_bias && blas_bias_epilogue(e->op, bias) != CUBLAS_STATUS_SUCCESS) {
+        blas_entry_release(e);
+        e->key = *k, e->refused = 1;
+        return SG_OK;
+    }
     /* stored shapes: A is m x k, or k x m when transposed; B is k x n, or n x k */
     if (blas_layout(&e->la, (int)k->adt, ta == CUBLAS_OP_N ? k->m : k->k,
                     ta == CUBLAS_OP_N ? k->k : k->m, k->lda, k->batch, k->sa) ||
@@ -222,7 +274,16 @@ static int blas_entry_make(sg_blas *b, const blas_key *k, blas_entry *e) {
         if (!strcmp(b->pref[i].key, text)) want = &b->pref[i];
     cublasLtMatmulHeuristicResult_t r[BLAS_MOST];
     int nr = 0;
-    if (blas_heuristic(b, e, want ? BLAS_MOST : 1, r, &nr)) return SG_ERR;
+    if (k->align_bias) {
+        if (blas_heuristic_status(b, e, want ? BLAS_MOST : 1, r, &nr) != CUBLAS_STATUS_SUCCESS ||
+            nr < 1 || !blas_usable(b, &r[0])) {
+            blas_entry_release(e);
+            e->key = *k, e->refused = 1;
+            return SG_OK;
+        }
+    } else if (blas_heuristic(b, e, want ? BLAS_MOST : 1, r, &nr)) {
+        return SG_ERR;
+    }
     if (nr < 1 || !blas_usable(b, &r[0]))
         return sg_set_error("cuBLASLt has no algorithm for GEMM m=%lld n=%lld k=%lld batch %lld "
                             "(types %lld,%lld->%lld) within a %zu-byte workspace",
@@ -261,6 +322,8 @@ extern "C" int sg_blas_create(sg_blas **out, cudaStream_t st, void *ws, int64_t 
     b->st = st;
     b->ws = ws;
     b->ws_bytes = (size_t)ws_bytes;
+    const char *epi = getenv("SG_GEMM_EPILOGUE");
+    b->epi_off = epi && !strcmp(epi, "0");
     *out = b;
     return SG_OK;
 }
@@ -286,12 +349,13 @@ extern "C" int sg_blas_count(const sg_blas *b) {
     return b ? b->n : 0;
 }
 
-/* FNV-1a over every entry in insertion (= schedule) order: key, algorithm bytes, workspace */
+/* FNV-1a over every entry in insertion (= schedule) order: key, algorithm bytes, workspace (a
+ * refused epilogue's: zeros) */
 extern "C" uint64_t sg_blas_hash(const sg_blas *b) {
     uint64_t h = 14695981039346656037ull;
     for (int i = 0; b && i < b->n; i++) {
         const uint64_t ws = (uint64_t)b->e[i].ws_bytes;
-        h = blas_fnv(h, &b->e[i].key, sizeof b->e[i].key);
+        h = blas_fnv(h, &b->e[i].key, blas_key_bytes(&b->e[i].key));
         h = blas_fnv(h, &b->e[i].algo, sizeof b->e[i].algo);
         h = blas_fnv(h, &ws, sizeof ws);
     }
@@ -308,14 +372,20 @@ int cu_blas_check(const sg_blas *b, cudaStream_t st, const char *fn) {
     return SG_OK;
 }
 
-int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb, int m,
-                 int n, int k, float alpha, const void *A, int adt, int lda, int64_t sa,
-                 const void *B, int bdt, int ldb, int64_t sb, float beta, void *C, int cdt, int ldc,
-                 int64_t sc, int batch) {
-    const char *fn = "cu_blas_gemm";
+/* one GEMM through the table, with the bias epilogue where bias != NULL: *refused (bias only)
+ * says the library refused it, and nothing ran */
+static int blas_gemm_on(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb,
+                        int m, int n, int k, float alpha, const void *A, int adt, int lda,
+                        int64_t sa, const void *B, int bdt, int ldb, int64_t sb, float beta,
+                        void *C, int cdt, int ldc, int64_t sc, int batch, const float *bias,
+                        int *refused) {
+    const char *fn = bias ? "cu_blas_gemm_bias" : "cu_blas_gemm";
     if (cu_blas_check(b, st, fn)) return SG_ERR;
     SG_ARG_CHECK(m > 0 && n > 0 && k > 0 && batch > 0 && A && B && C,
                  "%s: bad GEMM m=%d n=%d k=%d batch %d", fn, m, n, k, batch);
+    SG_ARG_CHECK(!bias || (batch == 1 && beta == 0.0f),
+                 "%s: the bias epilogue on one GEMM without beta (batch %d, beta %g)", fn, batch,
+                 (double)beta);
     blas_key key;
     memset(&key, 0, sizeof key);
     key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
@@ -323,6 +393,7 @@ int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperat
     key.batch = batch;
     if (batch > 1) key.sa = sa, key.sb = sb, key.sc = sc;
     key.align_a = blas_align(A), key.align_b = blas_align(B), key.align_c = blas_align(C);
+    key.align_bias = bias ? blas_align(bias) : 0;
     blas_entry *e = NULL;
     for (int i = 0; i < b->n && !e; i++)
         if (!memcmp(&b->e[i].key, &key, sizeof key)) e = &b->e[i];
@@ -341,15 +412,62 @@ int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperat
             SG_ARG_CHECK(ne != NULL, "%s: out of host memory", fn);
             b->e = ne, b->cap = cap;
         }
-        if (blas_entry_make(b, &key, &b->e[b->n])) {
+        if (blas_entry_make(b, &key, bias, &b->e[b->n])) {
             blas_entry_release(&b->e[b->n]);
             return SG_ERR;
         }
         e = &b->e[b->n++];
     }
+    if (refused) *refused = e->refused;
+    if (e->refused) return SG_OK;
+    /* the vector of this call (a host-side descriptor update; cublasLtMatmul reads it at the
+     * launch, so a captured node keeps this call's pointer) */
+    if (bias)
+        LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
     LT_CHECK(cublasLtMatmul(b->lt, e->op, &alpha, A, e->la, B, e->lb, &beta, C, e->lc, C, e->lc,
                             &e->algo, b->ws, b->ws_bytes, st));
     return SG_OK;
+}
+
+int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb, int m,
+                 int n, int k, float alpha, const void *A, int adt, int lda, int64_t sa,
+                 const void *B, int bdt, int ldb, int64_t sb, float beta, void *C, int cdt, int ldc,
+                 int64_t sc, int batch) {
+    return blas_gemm_on(b, st, ta, tb, m, n, k, alpha, A, adt, lda, sa, B, bdt, ldb, sb, beta, C,
+                        cdt, ldc, sc, batch, NULL, NULL);
+}
+
+int cu_blas_gemm_bias(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb,
+                      int m, int n, int k, const void *A, int adt, int lda, const void *B, int bdt,
+                      int ldb, void *C, int cdt, int ldc, const float *bias, int *refused) {
+    *refused = 0;
+    SG_ARG_CHECK(bias != NULL, "cu_blas_gemm_bias: no bias");
+    if (b && b->epi_off) return *refused = 1, SG_OK;
+    return blas_gemm_on(b, st, ta, tb, m, n, k, 1.0f, A, adt, lda, 0, B, bdt, ldb, 0, 0.0f, C, cdt,
+                        ldc, 0, 1, bias, refused);
+}
+
+/* The probe (sg_blas_bias_epilogue): the library's answer for a bf16 GEMM of the 1x1 convs'
+ * shape (m = Co 256, n = rows 4096, k = Ci 256, both operands K-contiguous, 256-byte aligned
+ * operands and bias, as the arena aligns every tensor), asked of the heuristic alone:
+ * descriptors made and released, nothing run, nothing pinned. The vector's address only tells
+ * the heuristic its alignment, so a made-up one at 256 bytes serves. */
+extern "C" int sg_blas_bias_epilogue(sg_blas *b) {
+    if (!b || b->epi_off) return 0;
+    blas_key k;
+    memset(&k, 0, sizeof k);
+    k.m = 256, k.n = 4096, k.k = 256, k.ta = CUBLAS_OP_T, k.tb = CUBLAS_OP_N;
+    k.adt = k.bdt = k.cdt = DT_BF16, k.lda = 256, k.ldb = 256, k.ldc = 256, k.batch = 1;
+    k.align_a = k.align_b = k.align_c = k.align_bias = 256;
+    blas_entry e;
+    if (blas_entry_make(b, &k, (const float *)(uintptr_t)4096u, &e)) {
+        blas_entry_release(&e);
+        return 0;
+    }
+    const int ok = !e.refused;
+    blas_entry_release(&e);
+    return ok;
 }
 
 /* row-major C[m][n] = A[m][k] B[n][k]^T is column-major C^T (n x m, ld n) = B^T A with B
@@ -369,7 +487,7 @@ extern "C" int sg_blas_key_text(const sg_blas *b, int i, char *buf, int cap) {
 }
 
 extern "C" uint64_t sg_blas_algo_id(const sg_blas *b, int i) {
-    return b && i >= 0 && i < b->n ? blas_algo_id(&b->e[i].algo) : 0;
+    return b && i >= 0 && i < b->n && !b->e[i].refused ? blas_algo_id(&b->e[i].algo) : 0;
 }
 
 extern "C" int sg_blas_prefer(sg_blas *b, const char *key, uint64_t algo) {
@@ -419,6 +537,9 @@ extern "C" int sg_blas_time_algos(sg_blas *b, int i, int most, int reps, sg_cuda
     SG_ARG_CHECK(b && i >= 0 && i < b->n && most >= 1 && reps >= 1, "%s: no GEMM %d", fn, i);
     SG_ARG_CHECK(win, "%s: no timing window", fn);
     const blas_entry *e = &b->e[i];
+    if (e->refused) return SG_OK; /* nothing runs there */
+    /* (a bias epilogue's descriptor keeps its last call's vector, an arena tensor of m floats:
+     * read, never written, by the candidates) */
     const blas_key *k = &e->key;
     cublasLtMatmulHeuristicResult_t r[BLAS_MOST];
     int nr = 0;

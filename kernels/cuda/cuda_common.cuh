@@ -369,6 +369,13 @@ int cu_blas_gemm(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasOpe
                  int n, int k, float alpha, const void *A, int adt, int lda, int64_t sa,
                  const void *B, int bdt, int ldb, int64_t sb, float beta, void *C, int cdt, int ldc,
                  int64_t sc, int batch);
+/* blas.cu: C = op(A) op(B) + bias through cuBLASLt's bias epilogue (bias: fp32, m values, one
+ * per row of C, added in fp32 before C's one rounding), not batched. *refused: the library
+ * refused the epilogue for this GEMM (then nothing ran, and every call of the same GEMM is
+ * refused alike). */
+int cu_blas_gemm_bias(sg_blas *blas, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb,
+                      int m, int n, int k, const void *A, int adt, int lda, const void *B, int bdt,
+                      int ldb, void *C, int cdt, int ldc, const float *bias, int *refused);
 
 /* linear.cu: GEMM layers on rows x channels (linear layers and 1x1 stride-1 convs).
  * y[rows][Co] = x[rows][Ci] w[Co][Ci]^T + b; x a concatenation along Ci.

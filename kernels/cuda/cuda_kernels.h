@@ -157,12 +157,18 @@ int sg_blas_count(const sg_blas *blas);
 uint64_t sg_blas_hash(const sg_blas *blas);
 /* cublasLtGetVersion() */
 size_t sg_blas_version(void);
+/* 1 where the library offers cuBLASLt's bias epilogue with an fp32 bias for bf16 GEMMs (the
+ * heuristic asked for a 1x1 conv's shape; nothing runs, nothing is pinned), else 0: the bf16
+ * GEMM forward (cu_gemm_fwd) then rounds once from the GEMM, without the fp32 tile. 0 with
+ * SG_GEMM_EPILOGUE=0 set, which keeps every forward on the tile. */
+int sg_blas_bias_epilogue(sg_blas *blas);
 /* The algorithms' choice by measurement (bench --tune-engines; the engine table's "gemms").
  * A pinned GEMM is named by its key as text (SG_BLAS_KEY_MAX bytes at most: "m256 n32768 k768
  * opNN bf16,bf16>bf16 ld256,768,256 b1 s0,0,0 al256,256,256"), an algorithm by its id (a hash
  * of cuBLASLt's opaque algorithm: the same library, GPU and descriptors give the same id).
  * - sg_blas_key_text: pinned GEMM i's key (i in [0, sg_blas_count));
- * - sg_blas_algo_id: the id of the algorithm GEMM i runs (0 for no such GEMM);
+ * - sg_blas_algo_id: the id of the algorithm GEMM i runs (0 for no such GEMM, or a refused
+ *   bias epilogue: cu_blas_gemm_bias);
  * - sg_blas_time_algos: up to `most` (at most 16) of the heuristic's candidates for GEMM i, each
  *   run once untimed and then `reps` times in a window of `win` (above) on scratch operands of
  *   the key's shape and alignment (cudaMalloc'd and freed here; the table's workspace): ms[c] the

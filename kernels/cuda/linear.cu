@@ -15,9 +15,16 @@
  * a row offset `off` into w^T (leading dimension Ci) and into dw^T.
  *
  * Precision: fp32 runs plain fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32). bf16 multiplies bf16 x
- * and the bf16 weights as they come (nothing is converted here); the forward accumulates into
- * an fp32 tile in the workspace and rounds y once after the bias (8 values per access where
- * Co is a multiple of 8 and the operands are aligned: the 1x1 convs of the gemm engine); dx is
+ * and the bf16 weights as they come (nothing is converted here); the forward of a one-part x
+ * rounds y once from the GEMM, the fp32 bias added before by cuBLASLt's bias epilogue
+ * (blas.cu: cu_blas_gemm_bias), where the library takes it; a concatenation's parts, or a
+ * library that refuses the epilogue (or SG_GEMM_EPILOGUE=0), accumulate into an fp32 tile in the
+ * workspace, rounded once after the bias by a second pass (8 values per access where Co is a
+ * multiple of 8 and the operands are aligned: the 1x1 convs of the gemm engine). Both ways
+ * y = round(sum + b) in fp32: the same arithmetic, each GEMM's sum in its pinned algorithm's
+ * order (the second GPU session measured the tile's two passes at 1.9 ms of a b128 step's 1x1
+ * forwards, bench/results/2026-11-28-nvidia-h200-bench-3.md; the epilogue has not run on a
+ * GPU yet: docs/gpu-status.md). dx is
  * produced in bf16 directly (the GEMM adds beta * dx in fp32 and rounds once; split-K sums stay
  * fp32); dw is fp32 from bf16 operands. One pinned algorithm per GEMM on one stream with a fixed
  * workspace is deterministic.
@@ -326,6 +333,17 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w
             SG_LAUNCH_CHECK("bias_add_kernel");
         }
         return SG_OK;
+    }
+    /* bf16, one part: y = round(x w^T + b) from the GEMM itself, the bias added in fp32 by
+     * cuBLASLt's epilogue (or no bias at all), where the library takes the epilogue */
+    if (!x.c[1]) {
+        int refused = 0;
+        if (b ? cu_blas_gemm_bias(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, Ci, w,
+                                  DT_BF16, Ci, x.p[0], DT_BF16, Ci, y, DT_BF16, Co, b, &refused)
+              : cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, Ci, 1.0f, w, DT_BF16, Ci,
+                        x.p[0], DT_BF16, Ci, 0.0f, y, DT_BF16, Co))
+            return SG_ERR;
+        if (!refused) return SG_OK;
     }
     /* bf16: products of the bf16 operands in an fp32 tile, then bias + one rounding. */
     float *tile = (float *)ws;

@@ -6,7 +6,11 @@
  * (compiled with -ffp-contract=off: no fused multiply-adds), then alpha * sum, then + beta *
  * C(i,j) when beta != 0 (C is not read when beta == 0, as cuBLAS), rounded once to D's type
  * (bf16: nearest even, as sg_f32_to_bf16). Only CUBLAS_COMPUTE_32F with fp32 alpha/beta on the
- * host; A and B of one type (fp32 or bf16), C and D fp32, or bf16 with bf16 A/B.
+ * host; A and B of one type (fp32 or bf16), C and D fp32, or bf16 with bf16 A/B. cuBLASLt's
+ * bias epilogue (CUBLASLT_EPILOGUE_BIAS: D(i,j) = alpha sum + beta C(i,j) + bias[i], added in
+ * fp32 before the one rounding; the bias vector fp32, or of D's type where
+ * CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE is left at -1) is emulated; SG_SIM_LT_BIAS=refuse makes
+ * the heuristic offer no algorithm for it (a library that lacks the combination).
  *
  * Checked, with a message naming the plan node: leading dimensions (lda >= max(1, rows of A as
  * stored), likewise ldb, ldc), non-negative sizes, that each operand's whole extent over all
@@ -58,6 +62,8 @@ struct gemm {
     float alpha, beta;
     int batch;
     mat A, B, C, D;
+    const void *bias; /* the bias epilogue's vector (m elements of bias_type), or NULL */
+    int bias_type;
 };
 
 size_t esize(int t) {
@@ -113,6 +119,7 @@ void run_gemm(const gemm &g) {
                 for (int64_t p = 0; p < g.k; p++) s += ai[p] * bj[p];
                 float v = g.alpha * s;
                 if (g.beta != 0.0f) v = v + g.beta * ld_elem(C, g.C.type, i + j * g.C.ld);
+                if (g.bias) v = v + ld_elem(g.bias, g.bias_type, i);
                 st_elem(D, g.D.type, i + j * g.D.ld, v);
             }
     }
@@ -162,6 +169,8 @@ cublasStatus_t gemm_issue(const char *fn, cudaStream_t st, const gemm &g) {
     if ((g.C.p && g.beta != 0.0f && !extent_ok(fn, "C", g.C, g.batch)) ||
         !extent_ok(fn, "D", g.D, g.batch))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (g.bias && !extent_ok(fn, "bias", mat{g.bias, g.bias_type, g.m, 1, g.m, 0}, 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
     const int64_t dspan = (g.D.cols - 1) * g.D.ld + g.D.rows;
     if (g.batch > 1 && (g.D.stride < 0 ? -g.D.stride : g.D.stride) < dspan) {
         report("%s: the %d output matrices overlap (stride %lld < %lld elements per matrix)", fn,
@@ -178,6 +187,7 @@ cublasStatus_t gemm_issue(const char *fn, cudaStream_t st, const gemm &g) {
     std::vector<int64_t> f = {g.ta, g.tb, g.m, g.n, g.k, g.batch, ab[0], ab[1]};
     for (const mat *x : ops)
         f.insert(f.end(), {(int64_t)(uintptr_t)x->p, x->type, x->rows, x->cols, x->ld, x->stride});
+    f.insert(f.end(), {(int64_t)(uintptr_t)g.bias, g.bias_type});
     c.sig.assign((const unsigned char *)f.data(), (const unsigned char *)(f.data() + f.size()));
     gemm copy = g;
     c.run = [copy]() {
@@ -248,6 +258,9 @@ cublasStatus_t gemm_ex(const char *fn, cublasHandle_t h, cublasOperation_t ta, c
 
 struct lt_desc {
     uint64_t magic, compute, scale, ta, tb;
+    uint64_t epilogue; /* CUBLASLT_EPILOGUE_DEFAULT or _BIAS */
+    const void *bias;
+    int64_t bias_type; /* -1: D's type */
 };
 struct lt_layout {
     uint64_t magic, type, rows, cols;
@@ -306,6 +319,12 @@ cublasStatus_t lt_gemm(const char *fn, const lt_desc *d, const lt_layout *la, co
         }
     if (!types_ok(fn, (int)la->type, (int)lb->type, (int)ldd->type))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    const int64_t bias_type = d->bias_type < 0 ? (int64_t)ldd->type : d->bias_type;
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && bias_type != CUDA_R_32F &&
+        bias_type != (int64_t)ldd->type) {
+        report("%s: bias type %lld is not emulated (fp32, or D's type)", fn, (long long)bias_type);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     if (lc->type != ldd->type) {
         report("%s: C and D types differ", fn);
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -336,6 +355,13 @@ cublasStatus_t lt_gemm(const char *fn, const lt_desc *d, const lt_layout *la, co
     g->B = {nullptr, (int)lb->type, (int64_t)lb->rows, (int64_t)lb->cols, lb->ld, lb->stride};
     g->C = {nullptr, (int)lc->type, (int64_t)lc->rows, (int64_t)lc->cols, lc->ld, lc->stride};
     g->D = {nullptr, (int)ldd->type, (int64_t)ldd->rows, (int64_t)ldd->cols, ldd->ld, ldd->stride};
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        if (!d->bias) {
+            report("%s: the bias epilogue without a bias pointer", fn);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
+        g->bias = d->bias, g->bias_type = (int)bias_type;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -481,7 +507,8 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeTy
     if (!d) return CUBLAS_STATUS_INVALID_VALUE;
     cublasLtMatmulDescOpaque_t *o = new cublasLtMatmulDescOpaque_t;
     memset(o, 0, sizeof *o);
-    lt_desc x = {DESC_MAGIC, (uint64_t)compute, (uint64_t)scale, CUBLAS_OP_N, CUBLAS_OP_N};
+    lt_desc x = {DESC_MAGIC,  (uint64_t)compute,         (uint64_t)scale, CUBLAS_OP_N,
+                 CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr,         -1};
     memcpy(o, &x, sizeof x);
     *d = o;
     return CUBLAS_STATUS_SUCCESS;
@@ -508,9 +535,27 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
         if (attr == CUBLASLT_MATMUL_DESC_COMPUTE_TYPE) x->compute = (uint64_t)v;
         if (attr == CUBLASLT_MATMUL_DESC_SCALE_TYPE) x->scale = (uint64_t)v;
         return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+        uint32_t e = 0;
+        if (!attr_read(fn, buf, size, &e)) return CUBLAS_STATUS_INVALID_VALUE;
+        if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS) {
+            report("%s: epilogue %u is not emulated (DEFAULT, BIAS)", fn, e);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        x->epilogue = e;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        return attr_read(fn, buf, size, &x->bias) ? CUBLAS_STATUS_SUCCESS
+                                                  : CUBLAS_STATUS_INVALID_VALUE;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+        if (!attr_read(fn, buf, size, &v)) return CUBLAS_STATUS_INVALID_VALUE;
+        x->bias_type = v;
+        return CUBLAS_STATUS_SUCCESS;
     default:
-        report("%s: attribute %d is not emulated (TRANSA, TRANSB, COMPUTE_TYPE, SCALE_TYPE)", fn,
-               (int)attr);
+        report("%s: attribute %d is not emulated (TRANSA, TRANSB, COMPUTE_TYPE, SCALE_TYPE, "
+               "EPILOGUE, BIAS_POINTER, BIAS_DATA_TYPE)",
+               fn, (int)attr);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
 }
@@ -606,6 +651,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     cublasStatus_t s =
         lt_gemm(fn, desc_of(d), layout_of(a), layout_of(b), layout_of(c), layout_of(dd), &g);
     if (s) return s;
+    /* SG_SIM_LT_BIAS=refuse: no algorithm for the bias epilogue (what a library without the
+     * combination answers), so that the callers' way around it runs here */
+    const char *lt_bias = getenv("SG_SIM_LT_BIAS");
+    if (g.bias && lt_bias && !strcmp(lt_bias, "refuse")) {
+        *returned = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     /* SIM_ALGOS candidates (or as many as requested), told apart by data[1]: the same
      * arithmetic, so that the callers' choice among several (blas.cu: a preference, a timing)
      * runs here as on a GPU */
