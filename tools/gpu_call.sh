@@ -175,6 +175,9 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant adm64_attn_fused SG_ATTN=fused -- --model unet_adm64 --batch 32 --precision fp32
     variant adm64_wino_attn SG_CONV_WINO=1 SG_ATTN=fused -- --model unet_adm64 --batch 32 \
         --precision fp32
+    # the 1x1 forwards back on own and the GEMM's fp32 tile (the rule before the bias epilogue,
+    # kernels/cuda/blas.cu): the main row's step against this one's says what the epilogue bought
+    variant gemm_tile SG_GEMM_EPILOGUE=0 --
     # the step's graph launched from the device (kernels/cuda/graph_launch.cu): host_us_per_step
     # against the main rows' (DESIGN.md: 20 us), at both batches
     variant graph_device SG_GRAPH_LAUNCH=device --
