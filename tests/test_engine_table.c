@@ -1464,7 +1464,8 @@ static void check_backend_passes(void) {
  * input is one tensor and the library takes the bias epilogue (describe()'s gemm_epilogue),
  * on own where its input is a concatenation (the decoder's shortcuts: the GEMM would need the
  * fp32 tile) or the epilogue is unavailable (SG_GEMM_EPILOGUE=0, or a library that refuses it:
- * SG_SIM_LT_BIAS=refuse), its backward passes on gemm; in fp32 all three on gemm. */
+ * SG_SIM_LT_BIAS=refuse), its backward passes on gemm; in fp32 all three on gemm. Another value
+ * of SG_GEMM_EPILOGUE is refused by name. */
 static void check_backend_1x1_default(void) {
     const char *ways[3] = {"the epilogue", "SG_GEMM_EPILOGUE=0", "the epilogue refused"};
     for (int bf16 = 1; bf16 >= 0; bf16--)
@@ -1497,8 +1498,8 @@ static void check_backend_1x1_default(void) {
             }
             char env[2048] = "";
             be->describe(be, env, sizeof env);
-            const int said = strstr(env, epi ? "\"gemm_epilogue\":true"
-                                             : "\"gemm_epilogue\":false") != NULL;
+            const int said =
+                strstr(env, epi ? "\"gemm_epilogue\":true" : "\"gemm_epilogue\":false") != NULL;
             CHECK(fwd > fwd_cat && fwd_cat > 0 && bwd == 2 * fwd && !wrong && said,
                   "%s, %s, no table: %d 1x1 forward (%d concatenated) and %d backward nodes, %d "
                   "on the wrong engine; describe() %s gemm_epilogue %s",
@@ -1511,6 +1512,13 @@ static void check_backend_1x1_default(void) {
                        bf16 && !epi ? "own" : "gemm", fwd_cat, bf16 ? "own" : "gemm", bwd);
             sg_exec_free(&e);
         }
+    /* a misspelt switch is refused by name, not taken for 1 */
+    setenv("SG_GEMM_EPILOGUE", "yes", 1);
+    sg_backend *bad = sg_backend_cuda_create(0, 1);
+    unsetenv("SG_GEMM_EPILOGUE");
+    CHECK(!bad && strstr(sg_last_error(), "SG_GEMM_EPILOGUE=yes"),
+          "SG_GEMM_EPILOGUE=yes: not refused by name (%s)", bad ? "created" : sg_last_error());
+    if (bad) bad->destroy(bad);
 }
 
 /* No table, auto (graph/backend_cuda.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or

@@ -338,8 +338,8 @@ int cu_gemm_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w
      * cuBLASLt's epilogue (or no bias at all), where the library takes the epilogue */
     if (!x.c[1]) {
         int refused = 0;
-        if (b ? cu_blas_gemm_bias(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, Ci, w,
-                                  DT_BF16, Ci, x.p[0], DT_BF16, Ci, y, DT_BF16, Co, b, &refused)
+        if (b ? cu_blas_gemm_bias(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, Ci, w, DT_BF16,
+                                  Ci, x.p[0], DT_BF16, Ci, y, DT_BF16, Co, b, &refused)
               : cu_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, Co, (int)rows, Ci, 1.0f, w, DT_BF16, Ci,
                         x.p[0], DT_BF16, Ci, 0.0f, y, DT_BF16, Co))
             return SG_ERR;
