@@ -7,7 +7,7 @@
  *   loop around the element function sg_pw_<fn> (common/sg_pointwise_math.h);
  * - kernels/cuda/cuda_kernels.h: the declaration of cuda_<fn>, and kernels/cuda/elementwise.cu
  *   its launcher of the one shared vectorised kernel around the same element function;
- * - graph/backend_cpu.c, graph/backend_cuda.c: cpu_run_<op> and cuda_run_<op>;
+ * - graph/backend_cpu.c, graph/backend_cuda_run.c: cpu_run_<op> and cuda_run_<op>;
  * - tests/test_cuda_ops.c: the launcher's place in the coverage check.
  * So a new pointwise op is its planner/op_list.h row(s), a row here, and its math once: the
  * element function sg_pw_<fn> in common/sg_pointwise_math.h, which both backends' kernels run.

@@ -1,5 +1,5 @@
 /* backend.h — one backend interface (a struct of function pointers plus a context), two
- * implementations: the CPU reference (graph/backend_cpu.c) and CUDA (graph/backend_cuda.c).
+ * implementations: the CPU reference (graph/backend_cpu.c) and CUDA (graph/backend_cuda*.c).
  *
  * A backend owns exactly one arena allocation of the plan's size; every tensor lives at
  * arena base + its planned offset. `prepare` allocates everything up front (arena, and the
@@ -179,7 +179,7 @@ static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int
 }
 
 /* The CUDA backend's environment knobs, SG_N_CUDA_ENV_KNOBS names in order: every
- * getenv("SG_...") of graph/backend_cuda.c and kernels/cuda/ (tests/test_train_cli.sh holds the
+ * getenv("SG_...") of graph/backend_cuda*.c and kernels/cuda/ (tests/test_train_cli.sh holds the
  * list to them). The CPU backend names the ones set as ignored; the CUDA backend's record
  * (describe's "env_knobs") gives the ones set with their values, so that a measurement says
  * what it ran. */

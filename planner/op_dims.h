@@ -28,7 +28,7 @@ sg_conv_dims sg_conv_dims_of(const sg_graph *g, const sg_node *nd);
 sg_conv_dims sg_upconv_dims_of(const sg_graph *g, const sg_node *nd);
 /* Is op a convolution pass (the ops sg_conv_dims_of decodes: a conv node for the engines)?
  * conv2d_sc is not: it runs on the own tensor-core kernels whatever the engine
- * (graph/backend_cuda.c). */
+ * (graph/backend_cuda_run.c). */
 int sg_op_is_conv(sg_op op);
 
 /* OP_LINEAR, OP_LINEAR_BWD_DATA, OP_LINEAR_BWD_WEIGHT: x [N, K] -> y [N, M], weight [M, K]. */

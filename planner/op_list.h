@@ -4,7 +4,7 @@
  * - planner/ir.h: the sg_op enum (column `op`);
  * - planner/ops.c: the op table sg_ops[] (every other column; a rule named in a row that
  *   ops.c does not define does not compile);
- * - each backend (graph/backend_cpu.c, graph/backend_cuda.c): its table of run functions,
+ * - each backend (graph/backend_cpu.c, graph/backend_cuda_run.c): its table of run functions,
  *   cpu_run_<id> / cuda_run_<id>, so a backend that lacks an op does not compile either.
  *
  * Columns:

@@ -648,7 +648,7 @@ static int bwd_conv_add(sg_graph *g, int i) {
  * gradient into x), then conv2's (dw, db, then dh: bwd_conv), so that conv2's data gradient,
  * which writes the gradient of norm2's output, runs right before norm2's backward (the CUDA
  * backend then computes that backward's statistics' partials in its epilogue:
- * graph/backend_cuda.c). The four write different tensors, so their order changes no bits.
+ * graph/backend_cuda_run.c). The four write different tensors, so their order changes no bits.
  * x's two gradient contributions keep the order of the unfused plans (conv2d_add and conv +
  * add): this node stands where conv2 did, after norm1 in the forward order, so its dx is
  * emitted before norm1's backward: the shortcut's contribution first (overwriting, or onto
@@ -721,7 +721,7 @@ static int64_t ws_linear(const sg_graph *g, const sg_node *nd) {
     sg_linear_dims d = sg_linear_dims_of(g, nd);
     if (nd->op == OP_LINEAR) return sg_ws_linear_fwd(d.N, d.K, d.M, out_dt(g, nd));
     if (nd->op == OP_LINEAR_BWD_DATA) {
-        /* the node's own launcher's, or a linear group's it may run in (graph/backend_cuda.c) */
+        /* the node's own launcher's, or a linear group's it may run in (graph/backend_cuda_run.c) */
         const int64_t own = sg_ws_linear_bwd_data(d.N, d.K, d.M, out_dt(g, nd)),
                       group = sg_ws_linear_group_bwd_data(d.N, d.K);
         return own > group ? own : group;

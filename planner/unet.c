@@ -178,7 +178,7 @@ static int resblock(builder *b, int x, int Co, const char *m) {
      * initial values and checkpoints stay as they were). All of them read silu(temb) alone, so
      * they are one run of consecutive linear nodes on one input, and their backward nodes one
      * run at the end of the backward pass, which the CUDA backend runs as one launch each way
-     * (graph/backend_cuda.c, prepare_linear_groups); no projection's bits depend on where it
+     * (graph/backend_cuda_run.c, prepare_linear_groups); no projection's bits depend on where it
      * runs, and silu(temb)'s gradient still sums them in the reverse block order. conv1 then runs
      * right before norm2, so that its tensor-core epilogue can compute norm2's statistics'
      * partials (prepare_norm_stats). */

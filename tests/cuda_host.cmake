@@ -1,7 +1,7 @@
 # cuda_host.cmake — the CUDA backend and every CUDA kernel executed on the host, in every build
 # (nvcc or not): the stand-in CUDA runtime / cuBLAS / cuBLASLt and the execution model
 # (tests/cuda_host), the real kernels/cuda/*.cu compiled as host C++ against it, the real
-# graph/*.c (backend_cuda.c included) compiled against its headers, and the tests that run them.
+# graph/*.c (backend_cuda*.c included) compiled against its headers, and the tests that run them.
 # Nothing here is linked into the tools. The real CUDA include directory is never on these
 # targets' include path: tests/cuda_host/include stands in for it.
 enable_language(CXX)
@@ -62,7 +62,7 @@ target_link_libraries(sg_kernels_cuda_host PUBLIC sg_cuda_sim sg_common m)
 set_target_properties(sg_kernels_cuda_host PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                                       CXX_EXTENSIONS OFF)
 
-# the real graph/ (backend_cuda.c included) against the stand-in headers
+# the real graph/ (backend_cuda*.c included) against the stand-in headers
 file(GLOB _sg_host_graph CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/graph/*.c)
 add_library(sg_graph_cuda_host STATIC ${_sg_host_graph})
 target_compile_definitions(sg_graph_cuda_host PUBLIC SG_HAVE_CUDA=1

@@ -1,5 +1,5 @@
 # cuda_host_bench.cmake — build/bench itself on the host emulation of the CUDA backend
-# (tests/cuda_host: the real backend_cuda.c, its per-layer timing hooks time_node_engine and
+# (tests/cuda_host: the real backend_cuda*.c, its per-layer timing hooks time_node_engine and
 # time_gemm, over the stand-in runtime and cuBLASLt), and the per-layer table's checks in
 # tests/test_bench.sh --cuda-host. After cuda_host.cmake (file order): it needs
 # sg_graph_cuda_host. The emulation's event times are not GPU times: the test checks the

@@ -1,5 +1,5 @@
 # engine_table.cmake — the per-layer conv engine table (tests/test_engine_table.c): on the CPU
-# backend, and on the host emulation of the CUDA backend (the real backend_cuda.c, own only).
+# backend, and on the host emulation of the CUDA backend (the real backend_cuda*.c, own only).
 if(TARGET sg_graph)
   add_executable(test_engine_table ${CMAKE_SOURCE_DIR}/tests/test_engine_table.c)
   target_link_libraries(test_engine_table PRIVATE sg_graph)

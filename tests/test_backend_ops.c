@@ -4,7 +4,7 @@
  * training step is (sg_plan_layout: arena offsets, workspace, in-place reuse), run through
  * run_node on the CPU reference backend and on a second backend, and the two arenas compared.
  *
- * The second backend is CUDA (sg_backend_cuda_create(0, 0)): in CI the real graph/backend_cuda.c
+ * The second backend is CUDA (sg_backend_cuda_create(0, 0)): in CI the real graph/backend_cuda*.c
  * and kernels/cuda executed on the host (tests/cuda_host; ctest `backend_ops`), on a GPU the
  * real thing (`backend_ops_gpu`, skipped without one). `--second cpu` runs the CPU backend
  * against itself (ctest `backend_ops_selftest`): it must pass exactly, and exercises the whole
@@ -1688,7 +1688,7 @@ static void case_name(char *buf, size_t cap, sg_op op, sg_dtype dt, const bo_arg
 }
 
 /* SG_CONV_TC=wgmma in the environment with --second cuda (ctest backend_ops_wgmma): the bf16
- * conv cases run on the Hopper wgmma kernels (graph/backend_cuda.c routes them; the host
+ * conv cases run on the Hopper wgmma kernels (graph/backend_cuda_engines.c routes them; the host
  * emulation is a compute capability 9.0 device), and the fp32 conv cases must be refused at
  * prepare with the reason (bf16 only), which counts as their fp32 coverage. */
 static int g_wgmma;

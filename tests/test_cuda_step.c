@@ -25,7 +25,7 @@
  *   (1 step, checkpoint, a fresh executor loading it, 1 step) gives the straight run's losses
  *   and final state bit for bit, its copy remade from the loaded parameters;
  * - the statistics' partials of each normalisation computed by the convolution before it
- *   (graph/backend_cuda.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
+ *   (graph/backend_cuda_run.c, prepare_norm_stats: in the tensor-core epilogue where the tile fits)
  *   give the bits of SG_FUSE_STATS=0 (every normalisation's own partials pass) and of
  *   SG_FUSE_STATS=fwd (the forward's alone; bf16);
  * - the one-pass normalisations: the default (the forward in one pass) ran the one-pass
@@ -319,7 +319,7 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
               "%s: two graph runs differ", nm);
         if (accum == 1) {
             /* the statistics' partials of every normalisation by its own pass instead of the
-             * conv before it (graph/backend_cuda.c, prepare_norm_stats): the same bits */
+             * conv before it (graph/backend_cuda_run.c, prepare_norm_stats): the same bits */
             static const char *const modes[] = {"0", "fwd"};     /* none; the forward alone */
             for (int mi = 0; mi < (dt == DT_BF16 ? 2 : 1); mi++) /* fp32: the passes only */
                 same_under_env(nm, "SG_FUSE_STATS", modes[mi],
@@ -441,7 +441,7 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
     free(sg), free(se), free(sg2), free(sc), free(mg), free(mc), free(data);
 }
 
-/* SG_CONV_TC=wgmma (graph/backend_cuda.c): the own engine's bf16 tensor-core convolutions on
+/* SG_CONV_TC=wgmma (graph/backend_cuda_engines.c): the own engine's bf16 tensor-core convolutions on
  * the Hopper wgmma kernels. An fp32 plan is refused with the reason (bf16 only; on a device
  * other than compute capability 9.0, that reason instead, and nothing more runs); where the
  * device can run them (the host emulation is a 9.0 device), the bf16 checks above on them
@@ -473,7 +473,7 @@ static void check_env_knobs(sg_backend *be) {
     printf("describe(): %s\n", strstr(env, "\"tc_halo\""));
 }
 
-/* The linear groups (graph/backend_cuda.c, prepare_linear_groups): in unet_tiny's training
+/* The linear groups (graph/backend_cuda_run.c, prepare_linear_groups): in unet_tiny's training
  * plan, the ResBlocks' time-embedding projections run as one group (planner/unet.c puts them
  * together), their backward nodes as another, and the time MLP's second linear's two
  * backward passes as a third; the step checks above ran on them (their CPU agreement is the
@@ -706,7 +706,7 @@ static void check_linear_groups(void) {
     unsetenv("SG_LINEAR_GROUPS");
 }
 
-/* The forward statistics' pairs (graph/backend_cuda.c, unpair_stats_after): made only where
+/* The forward statistics' pairs (graph/backend_cuda_run.c, unpair_stats_after): made only where
  * the conv computes the partials in its tensor-core epilogue. unet_tiny on the own engine: in
  * fp32 every conv runs on the CUDA-core tiles (the partials would be a pass after the conv): no
  * forward pair; in bf16 every normalisation after a conv pairs but the one after conv_in (3

@@ -29,7 +29,7 @@
  *   straight run's bits.
  *
  * Built twice: on the CPU backend (engine_table) and on the host emulation of the CUDA backend
- * (engine_table_cuda_host, SG_TEST_CUDA_HOST: the real backend_cuda.c, own engine only).
+ * (engine_table_cuda_host, SG_TEST_CUDA_HOST: the real backend_cuda*.c, own engine only).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1460,7 +1460,7 @@ static void check_backend_passes(void) {
     sg_engine_table_free(&t);
 }
 
-/* No table, auto (graph/backend_cuda.c, FWD_1X1_OWN): a bf16 1x1 forward runs on gemm where its
+/* No table, auto (graph/backend_cuda_engines.c, FWD_1X1_OWN): a bf16 1x1 forward runs on gemm where its
  * input is one tensor and the library takes the bias epilogue (describe()'s gemm_epilogue),
  * on own where its input is a concatenation (the decoder's shortcuts: the GEMM would need the
  * fp32 tile) or the epilogue is unavailable (SG_GEMM_EPILOGUE=0, or a library that refuses it:
@@ -1521,7 +1521,7 @@ static void check_backend_1x1_default(void) {
     if (bad) bad->destroy(bad);
 }
 
-/* No table, auto (graph/backend_cuda.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or
+/* No table, auto (graph/backend_cuda_engines.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or
  * larger goes to own, counted in describe()'s f32_own_nodes in every build (without cuDNN every
  * conv is own): at unet_tiny's 32 x 32 level each pass of a 3x3 conv, at 16 x 16 none, in bf16
  * none; a table naming every layer, or SG_CONV_F32=cudnn (-1: off), leaves it to them; another

@@ -159,7 +159,7 @@ a=$($plan --model unet_tiny --batch 2 --json)
 b=$($plan --model=unet_tiny --batch=2 --json)
 ok "--flag=value is --flag value" '[ -n "$a" ] && [ "$a" = "$b" ]'
 ok "help lists models" '$plan --help | grep -q unet_adm64'
-# F32_OWN (graph/backend_cuda.c): the fp32 passes at 32 x 32 and above that auto puts on own,
+# F32_OWN (graph/backend_cuda_engines.c): the fp32 passes at 32 x 32 and above that auto puts on own,
 # counted among the cuDNN-eligible ones and said in the text; none in bf16
 f32own() { # precision: "counted expected" (the rule restated from the schedule and tensors)
     $plan --model unet_adm64 --batch 2 --precision "$1" --json | python3 -c '

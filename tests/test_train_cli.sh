@@ -282,7 +282,7 @@ ok "--init-from a run folder with no checkpoint: said so, exit 2" '[ $rc -eq 2 ]
 # the note's list holds every SG_ variable the CUDA backend and kernels read
 SG_PDL=1 SG_CONV_F32=cudnn "${T[@]}" --steps 1 --out cudaknobs >/dev/null 2>err.txt; rc=$?
 ok "CUDA knobs on a CPU run: noted once, the run goes on" '[ $rc -eq 0 ] && [ "$(grep -c "the CPU backend ignores them" err.txt)" = 1 ] && grep -q "SG_CONV_F32, SG_PDL are the CUDA backend.s" err.txt'
-cuda_env=$(grep -rhoE 'getenv\("SG_[A-Z0-9_]+"' "$root/graph/backend_cuda.c" "$root/kernels/cuda" | sed -E 's/.*"(SG_[A-Z0-9_]+)"/\1/' | sort -u)
+cuda_env=$(grep -rhoE 'getenv\("SG_[A-Z0-9_]+"' "$root"/graph/backend_cuda*.c "$root/kernels/cuda" | sed -E 's/.*"(SG_[A-Z0-9_]+)"/\1/' | sort -u)
 missing=""
 for v in $cuda_env; do grep -q "\"$v\"" "$root/graph/backend_cpu.c" || missing="$missing $v"; done
 ok "every CUDA backend knob is in the CPU backend's list (${missing:-none missing})" '[ -n "$cuda_env" ] && [ -z "$missing" ]'

@@ -22,7 +22,7 @@
  * used for dq, dk are rounded to bf16 copies in the workspace (as autocast does); P itself,
  * dP and dS are fp32, and dqkv/y are rounded once (beta * old added in fp32 by the GEMM).
  *
- * The fused engine (SG_ATTN=fused, graph/backend_cuda.c): the same op in one kernel per
+ * The fused engine (SG_ATTN=fused, graph/backend_cuda_engines.c): the same op in one kernel per
  * direction for bf16 sequences of at most 256 positions, below ("the fused bf16 kernels"); fp32
  * heads of 32 or 64 channels take attention_f32.cu's kernels (CUDA cores, every head a launch).
  */

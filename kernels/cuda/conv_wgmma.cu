@@ -3,7 +3,7 @@
  * accumulators in registers), fed by the tensor copy engine (TMA, cp.async.bulk.tensor, tile
  * mode) through an mbarrier ring, in warp-specialised blocks: one producer warpgroup, two
  * consumer warpgroups. sm_90a only (kernels/cuda/hopper.cuh); built apart from the sm_90 kernels
- * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda.c; fused convolutions
+ * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda_engines.c; fused convolutions
  * included): conv.cu's launchers and their mma.sync kernels (conv_tc.cu) stay the default until
  * a GPU has measured these.
  *
@@ -1588,7 +1588,7 @@ static int conv_wg_dgrad_launch(cudaStream_t st, sg_cat dx, const uint16_t *dy, 
 
 /* The stride-1 data gradients on the resident halo where it fits (1, the default) or always per
  * tap (0): the same bits either way, so a GPU can time both (SG_WG_DGRAD_HALO, graph/
- * backend_cuda.c). */
+ * backend_cuda_engines.c). */
 static int wg_dgrad_on_halo = 1;
 static long wg_halo_dgrads; /* data gradients launched on the resident-halo kernel, so far */
 void cuda_conv_wgmma_dgrad_halo(int on) {

@@ -247,7 +247,7 @@ typedef struct {
  * fused prologue, norm, transform each element once per block): PROLOGUE (0, the default,
  * also where fuse is NULL) those with the prologue, ALL every one, NONE none (the per-tap
  * kernels, which load, and transform, once per tap). The same bits every way; the CUDA
- * backend passes SG_TC_HALO's (graph/backend_cuda.c) so a GPU can time each. */
+ * backend passes SG_TC_HALO's (graph/backend_cuda_run.c) so a GPU can time each. */
 enum { SG_TC_HALO_PROLOGUE = 0, SG_TC_HALO_NONE = 1, SG_TC_HALO_ALL = 2 };
 /* [gemm] [ws] y[N,Ho,Wo,Co] (dt) = conv(x, w) + b (b may be NULL), with `fuse` (may be NULL). */
 int cuda_conv2d_fwd(cudaStream_t st, sg_blas *blas, void *y, sg_cat x, const void *w,
@@ -305,7 +305,7 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
  * waves (conv_tc.cu, conv_wgmma.cu). A function of the shapes alone; tests and bench read it. */
 int64_t cuda_conv2d_tc_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S);
 int64_t cuda_conv2d_wgmma_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S, int pad);
-/* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda.c puts the library side's
+/* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda_engines.c puts the library side's
  * 1x1 convs here, beside cuDNN's spatial ones): the three passes above with K = 1, S = 1,
  * pad = 0 on the SG_CONV_PATH_CUBLAS path whatever the dtype and alignment (linear.cu's GEMM
  * layer: cuBLASLt, pinned algorithms), a concatenated operand one GEMM per part. The same
@@ -474,7 +474,7 @@ int cuda_linear_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
 /* ---- linear groups (linear.cu): layers j = 0..n-1 on one input x[N,K] (dt), layer j's
  * w_j[M_j,K] (dt), b_j[M_j] (fp32); own kernels on CUDA cores, no library: what the
  * CUDA backend runs for a run of consecutive linear nodes on one input, the ResBlocks'
- * time-embedding projections (graph/backend_cuda.c, prepare_linear_groups), one launch a pass
+ * time-embedding projections (graph/backend_cuda_run.c, prepare_linear_groups), one launch a pass
  * where cuBLASLt took two or three a layer. Every sum is a chain of fp32 fused multiply-adds
  * from +0 in the order written (the reference is exactly that chain in C):
  *   forward      y_j[n,m]  = round(s + b_j[m]), s = sum over k of x[n,k] w_j[m,k]
@@ -531,7 +531,7 @@ int cuda_group_norm_bwd(cudaStream_t st, sg_cat dx, float *dgamma, float *dbeta,
  * Welford pass; norm.cu), whoever computed them.
  *
  * c_done: the partials of channels [0, c_done) are in ws already, [N][segs][C] float2 (the
- * convolution before wrote them: sg_conv_fuse.stats; graph/backend_cuda.c), and the first pass
+ * convolution before wrote them: sg_conv_fuse.stats; graph/backend_cuda_run.c), and the first pass
  * computes only the others; 0: all. */
 #define SG_NORM_ACT_MAX_C 2048
 /* The statistics' partials of channels [c0, C) of x[N,HW,C] (dt, a concatenation) into
@@ -593,7 +593,7 @@ int cuda_norm_bwd_terms(cudaStream_t st, const sg_norm_bwd_fuse *nb, int N, int 
 /* [ws] dx (dt, a concatenation like x), dv[N,C] (dt; NULL: not wanted), dgamma[C], dbeta[C]
  * (fp32) from dy (dt); accum_dx, accum_dv, accum_param (dgamma and dbeta) as usual.
  * part_done: the backward partials and their terms are in ws already (the data gradient that
- * wrote dy computed them: sg_norm_bwd_fuse; graph/backend_cuda.c); 0: the first pass computes
+ * wrote dy computed them: sg_norm_bwd_fuse; graph/backend_cuda_run.c); 0: the first pass computes
  * them. */
 int cuda_norm_act_bwd(cudaStream_t st, sg_cat dx, void *dv, float *dgamma, float *dbeta,
                       const void *dy, sg_cat x, const void *v, const float *mean, const float *rstd,

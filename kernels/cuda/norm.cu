@@ -212,7 +212,7 @@ __global__ void gn_param_kernel(float *dgamma, float *dbeta, const float *ws_dg,
  * computes them: this file's norm_partials_kernel (any vector width: a vector is VEC
  * independent chains), or the epilogue of the convolution that writes x when its output tile
  * covers whole segments (conv_tc.cu: the convolution before a normalisation; graph/
- * backend_cuda.c pairs them, and tells the normalisation which channels' partials are there
+ * backend_cuda_run.c pairs them, and tells the normalisation which channels' partials are there
  * already). The partials are of x alone: the time-embedding add shifts a channel's mean by
  * v[n, c] in the merge (its M2 does not change), so a convolution needs no v.
  * norm_stats_final_kernel then merges, per (sample, group): for each segment in order, the
@@ -1320,7 +1320,7 @@ static int na_onepass(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
 }
 
 /* Pass 1: the partials of channels [c_done, C) (those before c_done are in ws already: the
- * convolution before wrote them, graph/backend_cuda.c), then the merge: one launch
+ * convolution before wrote them, graph/backend_cuda_run.c), then the merge: one launch
  * (norm_stats_kernel) where there are partials to compute, else the merge alone. */
 static int na_stats_pass(cudaStream_t st, float *mean, float *rstd, sg_cat x, const void *v, int N,
                          int HW, int C, int G, float eps, int dt, void *ws, int c_done) {

@@ -2,7 +2,7 @@
  *
  * Declares the subset of the CUDA runtime that stepgraph uses, with the real names, types,
  * signatures and enum values (copied from the CUDA 13 headers: they are API facts), so that
- * graph/backend_cuda.c, the .cu files of kernels/cuda and the CUDA tests compile unchanged against
+ * graph/backend_cuda*.c, the .cu files of kernels/cuda and the CUDA tests compile unchanged against
  * it. C-compatible (C11 and C++). The implementation is tests/cuda_host/sim_runtime.cpp: one
  * emulated device whose memory is guarded host memory and whose streams run synchronously.
  * Never on the include path of the shipping build: only the *_cuda_host targets use it.

@@ -2,7 +2,7 @@
  *
  * The real NVTX3 is header-only and names ranges in nsys/ncu profiles; here the emulated
  * runtime keeps the stack of open ranges so that every message it prints names the plan node
- * that was running (graph/backend_cuda.c pushes one range per node).
+ * that was running (graph/backend_cuda_run.c pushes one range per node).
  */
 #ifndef SG_SIM_NVTOOLSEXT_H
 #define SG_SIM_NVTOOLSEXT_H
