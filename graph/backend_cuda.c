@@ -405,63 +405,65 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
     dnn_tf32 = sg_cudnn_tf32(c->dnn);
 #endif
-    snprintf(
-        buf, (size_t)cap,
-        "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
-        "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
-        "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
-        "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
-        "\"graph_memsets\":\"%s\",\"graph_memsets_captured\":%d,\"graph_memsets_replaced\":%d,"
-        "\"graph_memsets_kept\":%d,\"graph_launch\":\"%s\","
-        "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
-        "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,\"gemm_epilogue\":%s,"
-        "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
-        "\"convs_own\":%d,\"convs_wgmma\":%d,"
-        "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-        "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"attn_fused_nodes\":%d,"
-        "\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
-        "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
-        "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
-        "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
-        "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,\"conv_wino\":\"%s\","
-        "\"wino_nodes\":%d,"
-        "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
-        "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
-        "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
-        prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
-        sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
-        c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2], c->graph_types[3],
-        c->graph_memsets ? "kernel" : "keep", c->graph_types_captured[1], c->memsets_replaced,
-        c->memsets_kept,
-        c->graph_launch == 2    ? "device"
-        : c->graph_launch == -1 ? "host (device refused)"
-        : c->graph_launch == 1  ? "device (not yet captured)"
-                                : "host",
-        sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
-        (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
-        c->gemm_epi ? "true" : "false", sg_conv_engine_name(c->conv_engine), dnn_ver,
-        c->convs_cudnn, c->convs_gemm, c->convs_own, c->convs_wgmma, dnn_n,
-        dnn_frozen ? "true" : "false", (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
-        c->attn_fused ? "fused" : "gemm", c->attn_fused ? c->attn_fused_nodes : -1,
-        !c->convs_wgmma                  ? "mma"
-        : c->convs_wgmma == c->convs_own ? "wgmma"
-                                         : "per-layer",
-        c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
-        c->tc_halo == SG_TC_HALO_ALL    ? "all"
-        : c->tc_halo == SG_TC_HALO_NONE ? "none"
-                                        : "prologue",
-        c->dgrad_epilogue ? "true" : "false",
-        c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
-        c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill, c->wg_dgrad_halo ? "true" : "false",
-        c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
-        c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
-        c->thin_own     ? "own"
-        : c->thin_tiles ? "0"
-                        : "1",
-        c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, wino_text(c),
-        c->conv_wino > 0 || c->wino_nodes ? c->wino_nodes : -1, c->win.windows, c->win.host_bound,
-        c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes, c->lin_groups,
-        c->lin_group_nodes, knobs);
+    snprintf(buf, (size_t)cap,
+             "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
+             "\"cuda_runtime\":%d,\"driver\":%d,\"cublas\":%d,\"cublaslt\":%zu,\"graph\":%s,"
+             "\"graph_nodes\":%d,\"graph_roots\":%d,\"graph_edges\":%d,"
+             "\"graph_node_types\":{\"kernel\":%d,\"memset\":%d,\"memcpy\":%d,\"other\":%d},"
+             "\"graph_memsets\":\"%s\",\"graph_memsets_captured\":%d,\"graph_memsets_replaced\":%d,"
+             "\"graph_memsets_kept\":%d,\"graph_launch\":\"%s\","
+             "\"gemms_pinned\":%d,\"gemm_table_frozen\":%s,\"gemm_table_hash\":\"%016llx\","
+             "\"gemm_prefs_met\":%d,\"gemm_prefs_missed\":%d,\"gemm_epilogue\":%s,"
+             "\"gemm_epilogue_refused\":%d,"
+             "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
+             "\"convs_own\":%d,\"convs_wgmma\":%d,"
+             "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
+             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"attn_fused_nodes\":%d,"
+             "\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
+             "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
+             "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
+             "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
+             "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,\"conv_wino\":\"%s\","
+             "\"wino_nodes\":%d,"
+             "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
+             "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
+             "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
+             prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt, drv, cbv,
+             sg_blas_version(), c->use_graph ? "true" : "false", c->graph_nodes, c->graph_roots,
+             c->graph_edges, c->graph_types[0], c->graph_types[1], c->graph_types[2],
+             c->graph_types[3], c->graph_memsets ? "kernel" : "keep", c->graph_types_captured[1],
+             c->memsets_replaced, c->memsets_kept,
+             c->graph_launch == 2    ? "device"
+             : c->graph_launch == -1 ? "host (device refused)"
+             : c->graph_launch == 1  ? "device (not yet captured)"
+                                     : "host",
+             sg_blas_count(c->blas), sg_blas_frozen(c->blas) ? "true" : "false",
+             (unsigned long long)sg_blas_hash(c->blas), prefs_met, prefs_missed,
+             c->gemm_epi ? "true" : "false", sg_blas_refused(c->blas),
+             sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
+             c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
+             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
+             c->attn_fused ? "fused" : "gemm", c->attn_fused ? c->attn_fused_nodes : -1,
+             !c->convs_wgmma                  ? "mma"
+             : c->convs_wgmma == c->convs_own ? "wgmma"
+                                              : "per-layer",
+             c->stats_fused, c->stats_fused_fwd, c->pdl ? "true" : "false",
+             c->tc_halo == SG_TC_HALO_ALL    ? "all"
+             : c->tc_halo == SG_TC_HALO_NONE ? "none"
+                                             : "prologue",
+             c->dgrad_epilogue ? "true" : "false",
+             c->wg_persist < 0 ? prop.multiProcessorCount : c->wg_persist,
+             c->wg_fill < 0 ? prop.multiProcessorCount : c->wg_fill,
+             c->wg_dgrad_halo ? "true" : "false",
+             c->norm_onepass & SG_NORM_ONEPASS_FWD ? c->norm_onepass_nodes : -1,
+             c->norm_onepass & SG_NORM_ONEPASS_BWD ? c->norm_bwd_onepass_nodes : -1,
+             c->thin_own     ? "own"
+             : c->thin_tiles ? "0"
+                             : "1",
+             c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, wino_text(c),
+             c->conv_wino > 0 || c->wino_nodes ? c->wino_nodes : -1, c->win.windows,
+             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
+             c->lin_groups, c->lin_group_nodes, knobs);
 }
 
 static void cuda_destroy(sg_backend *be) {

@@ -395,9 +395,11 @@ static int blas_gemm_on(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cubla
     key.align_a = blas_align(A), key.align_b = blas_align(B), key.align_c = blas_align(C);
     key.align_bias = bias ? blas_align(bias) : 0;
     blas_entry *e = NULL;
+    int fresh = 0; /* the entry made by this call */
     for (int i = 0; i < b->n && !e; i++)
         if (!memcmp(&b->e[i].key, &key, sizeof key)) e = &b->e[i];
     if (!e) {
+        fresh = 1;
         if (b->frozen)
             return sg_set_error("%s: GEMM m=%d n=%d k=%d (op %d,%d, lds %d,%d,%d, batch %d, types "
                                 "%d,%d->%d, align %lld,%lld,%lld) is not among the %d pinned "
@@ -425,9 +427,27 @@ static int blas_gemm_on(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cubla
     if (bias)
         LT_CHECK(cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                 sizeof bias));
-    LT_CHECK(cublasLtMatmul(b->lt, e->op, &alpha, A, e->la, B, e->lb, &beta, C, e->lc, C, e->lc,
-                            &e->algo, b->ws, b->ws_bytes, st));
+    const cublasStatus_t s = cublasLtMatmul(b->lt, e->op, &alpha, A, e->la, B, e->lb, &beta, C,
+                                            e->lc, C, e->lc, &e->algo, b->ws, b->ws_bytes, st);
+    /* a bias epilogue the heuristic offered but the first run refuses (before the freeze: the
+     * eager warm-up, where every key is first seen) is a refusal too, kept for every later call */
+    if (s != CUBLAS_STATUS_SUCCESS && bias && fresh && !b->frozen) {
+        const blas_key k = e->key;
+        blas_entry_release(e);
+        e->key = k, e->refused = 1;
+        if (refused) *refused = 1;
+        return SG_OK;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return sg_set_error("%s: cublasLtMatmul (GEMM m=%d n=%d k=%d): %s", fn, m, n, k,
+                            cublasLtGetStatusString(s));
     return SG_OK;
+}
+
+extern "C" int sg_blas_refused(const sg_blas *b) {
+    int n = 0;
+    for (int i = 0; b && i < b->n; i++) n += b->e[i].refused;
+    return n;
 }
 
 int cu_blas_gemm(sg_blas *b, cudaStream_t st, cublasOperation_t ta, cublasOperation_t tb, int m,

@@ -162,6 +162,9 @@ size_t sg_blas_version(void);
  * GEMM forward (cu_gemm_fwd) then rounds once from the GEMM, without the fp32 tile. 0 with
  * SG_GEMM_EPILOGUE=0 set, which keeps every forward on the tile. */
 int sg_blas_bias_epilogue(sg_blas *blas);
+/* The GEMMs of the table whose bias epilogue the library refused (its heuristic, or the first
+ * run of the key): they take the fp32 tile instead (describe()'s gemm_epilogue_refused). */
+int sg_blas_refused(const sg_blas *blas);
 /* The algorithms' choice by measurement (bench --tune-engines; the engine table's "gemms").
  * A pinned GEMM is named by its key as text (SG_BLAS_KEY_MAX bytes at most: "m256 n32768 k768
  * opNN bf16,bf16>bf16 ld256,768,256 b1 s0,0,0 al256,256,256"), an algorithm by its id (a hash
@@ -305,8 +308,8 @@ int cuda_conv2d_bwd_weight(cudaStream_t st, sg_blas *blas, float *dw, float *db,
  * waves (conv_tc.cu, conv_wgmma.cu). A function of the shapes alone; tests and bench read it. */
 int64_t cuda_conv2d_tc_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S);
 int64_t cuda_conv2d_wgmma_wgrad_chunks(int N, int H, int W, int Ci, int Co, int K, int S, int pad);
-/* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda_engines.c puts the library side's
- * 1x1 convs here, beside cuDNN's spatial ones): the three passes above with K = 1, S = 1,
+/* The GEMM engine of 1x1 stride-1 convolutions (graph/backend_cuda_engines.c puts the library
+ * side's 1x1 convs here, beside cuDNN's spatial ones): the three passes above with K = 1, S = 1,
  * pad = 0 on the SG_CONV_PATH_CUBLAS path whatever the dtype and alignment (linear.cu's GEMM
  * layer: cuBLASLt, pinned algorithms), a concatenated operand one GEMM per part. The same
  * arithmetic as the tensor-core path (fp32 accumulation; y = round(acc + b), then the residual

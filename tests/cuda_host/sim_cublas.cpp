@@ -10,7 +10,8 @@
  * bias epilogue (CUBLASLT_EPILOGUE_BIAS: D(i,j) = alpha sum + beta C(i,j) + bias[i], added in
  * fp32 before the one rounding; the bias vector fp32, or of D's type where
  * CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE is left at -1) is emulated; SG_SIM_LT_BIAS=refuse makes
- * the heuristic offer no algorithm for it (a library that lacks the combination).
+ * the heuristic offer no algorithm for it (a library that lacks the combination), =fail_run
+ * makes cublasLtMatmul refuse it after the heuristic offered one.
  *
  * Checked, with a message naming the plan node: leading dimensions (lda >= max(1, rows of A as
  * stored), likewise ldb, ldc), non-negative sizes, that each operand's whole extent over all
@@ -702,6 +703,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     cublasStatus_t s =
         lt_gemm(fn, desc_of(d), layout_of(la), layout_of(lb), layout_of(lc), layout_of(ld), &g);
     if (s) return s;
+    /* SG_SIM_LT_BIAS=fail_run: the heuristic offers the bias epilogue, the run refuses it (a
+     * library whose kernels disagree with its heuristic): nothing runs */
+    const char *lt_bias = getenv("SG_SIM_LT_BIAS");
+    if (g.bias && lt_bias && !strcmp(lt_bias, "fail_run")) return CUBLAS_STATUS_NOT_SUPPORTED;
     g.alpha = *(const float *)alpha;
     g.beta = *(const float *)beta;
     g.A.p = A;
