@@ -241,8 +241,8 @@ int sg_conv_layers_computed(const sg_graph *g, int node, char names[2][SG_NAME_M
  * per-node schedule. */
 int sg_conv_layer_charged(const sg_graph *g, int node, char *layer);
 /* Does the CUDA backend's `auto` run conv node `node` on its gemm engine (cuBLASLt GEMMs,
- * graph/backend_cuda_engines.c): a 1x1 stride-1 unpadded conv pass whose operand a fused prologue would
- * normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
+ * graph/backend_cuda_engines.c): a 1x1 stride-1 unpadded conv pass whose operand a fused prologue
+ * would normalise (x of the forward and of the weight gradient) is stored. The one rule, shared by
  * the backend and `plan`. */
 int sg_conv_gemm_node(const sg_graph *g, int node);
 /* Does the CUDA backend's `auto` put conv node `node` on own by its F32_OWN rule (where no

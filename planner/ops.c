@@ -721,7 +721,8 @@ static int64_t ws_linear(const sg_graph *g, const sg_node *nd) {
     sg_linear_dims d = sg_linear_dims_of(g, nd);
     if (nd->op == OP_LINEAR) return sg_ws_linear_fwd(d.N, d.K, d.M, out_dt(g, nd));
     if (nd->op == OP_LINEAR_BWD_DATA) {
-        /* the node's own launcher's, or a linear group's it may run in (graph/backend_cuda_run.c) */
+        /* the node's own launcher's, or a linear group's it may run in (graph/backend_cuda_run.c)
+         */
         const int64_t own = sg_ws_linear_bwd_data(d.N, d.K, d.M, out_dt(g, nd)),
                       group = sg_ws_linear_group_bwd_data(d.N, d.K);
         return own > group ? own : group;

@@ -441,8 +441,8 @@ static void check_precision(sg_dtype dt, int engine, int accum, int fuse) {
     free(sg), free(se), free(sg2), free(sc), free(mg), free(mc), free(data);
 }
 
-/* SG_CONV_TC=wgmma (graph/backend_cuda_engines.c): the own engine's bf16 tensor-core convolutions on
- * the Hopper wgmma kernels. An fp32 plan is refused with the reason (bf16 only; on a device
+/* SG_CONV_TC=wgmma (graph/backend_cuda_engines.c): the own engine's bf16 tensor-core convolutions
+ * on the Hopper wgmma kernels. An fp32 plan is refused with the reason (bf16 only; on a device
  * other than compute capability 9.0, that reason instead, and nothing more runs); where the
  * device can run them (the host emulation is a 9.0 device), the bf16 checks above on them
  * (`auto` means own with SG_CONV_TC=wgmma). */

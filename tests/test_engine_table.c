@@ -1460,10 +1460,10 @@ static void check_backend_passes(void) {
     sg_engine_table_free(&t);
 }
 
-/* No table, auto (graph/backend_cuda_engines.c, FWD_1X1_OWN): a bf16 1x1 forward runs on gemm where its
- * input is one tensor and the library takes the bias epilogue (describe()'s gemm_epilogue),
- * on own where its input is a concatenation (the decoder's shortcuts: the GEMM would need the
- * fp32 tile) or the epilogue is unavailable (SG_GEMM_EPILOGUE=0, or a library that refuses it:
+/* No table, auto (graph/backend_cuda_engines.c, FWD_1X1_OWN): a bf16 1x1 forward runs on gemm where
+ * its input is one tensor and the library takes the bias epilogue (describe()'s gemm_epilogue), on
+ * own where its input is a concatenation (the decoder's shortcuts: the GEMM would need the fp32
+ * tile) or the epilogue is unavailable (SG_GEMM_EPILOGUE=0, or a library that refuses it:
  * SG_SIM_LT_BIAS=refuse), its backward passes on gemm; in fp32 all three on gemm. Another value
  * of SG_GEMM_EPILOGUE is refused by name. */
 static void check_backend_1x1_default(void) {
@@ -1521,8 +1521,8 @@ static void check_backend_1x1_default(void) {
     if (bad) bad->destroy(bad);
 }
 
-/* No table, auto (graph/backend_cuda_engines.c, F32_OWN): an fp32 conv pass whose input is 32 x 32 or
- * larger goes to own, counted in describe()'s f32_own_nodes in every build (without cuDNN every
+/* No table, auto (graph/backend_cuda_engines.c, F32_OWN): an fp32 conv pass whose input is 32 x 32
+ * or larger goes to own, counted in describe()'s f32_own_nodes in every build (without cuDNN every
  * conv is own): at unet_tiny's 32 x 32 level each pass of a 3x3 conv, at 16 x 16 none, in bf16
  * none; a table naming every layer, or SG_CONV_F32=cudnn (-1: off), leaves it to them; another
  * value of SG_CONV_F32 is refused by name. */

@@ -62,8 +62,8 @@ static int64_t allreduce_bytes(const sg_plan *p) {
 
 /* The conv nodes (forward, backward-data, backward-filter) and how many of them the CUDA
  * backend can give to cuDNN: one single-buffer stored tensor per activation operand (not a
- * concatenation, not a virtual normalised tensor), of one dtype (graph/backend_cuda_engines.c's rule). The
- * 1x1 ones `auto` runs as cuBLASLt GEMMs (sg_conv_gemm_node) are counted apart. The
+ * concatenation, not a virtual normalised tensor), of one dtype (graph/backend_cuda_engines.c's
+ * rule). The 1x1 ones `auto` runs as cuBLASLt GEMMs (sg_conv_gemm_node) are counted apart. The
  * engine itself is chosen when a backend prepares the plan
  * (--conv-engine; bench's per-conv-layer table and the checkpoints show what each ran on). */
 static void conv_counts(const sg_graph *g, int *convs, int *eligible, int *gemm, int *rest,

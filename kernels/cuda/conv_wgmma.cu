@@ -3,9 +3,9 @@
  * accumulators in registers), fed by the tensor copy engine (TMA, cp.async.bulk.tensor, tile
  * mode) through an mbarrier ring, in warp-specialised blocks: one producer warpgroup, two
  * consumer warpgroups. sm_90a only (kernels/cuda/hopper.cuh); built apart from the sm_90 kernels
- * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda_engines.c; fused convolutions
- * included): conv.cu's launchers and their mma.sync kernels (conv_tc.cu) stay the default until
- * a GPU has measured these.
+ * (kernels/CMakeLists.txt). Opt-in (SG_CONV_TC=wgmma, graph/backend_cuda_engines.c; fused
+ * convolutions included): conv.cu's launchers and their mma.sync kernels (conv_tc.cu) stay the
+ * default until a GPU has measured these.
  *
  * Shapes and GEMMs as conv_tc.cu: x[N,H,W,Ci] NHWC bf16 (sg_cat: channels [0, c0) from p[0],
  * [c0, Ci) from p[1]), w[Co][K][K][Ci] bf16 (the plan's bf16 weight copy), y[N,Ho,Wo,Co],
