@@ -97,10 +97,11 @@ CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
 def step_memory(r):
     """(bytes, recording) of a PyTorch record: the memory its step needs, comparable across
-    modes. bench.py records it (step_memory_bytes); for a record from before, the same rule: a
-    CUDA graph mode's replays bypass the allocator, so its timed max_memory_allocated misses the
-    activations and the peak with the warm-up (the recording) is taken. recording: whether that
-    peak is the one with the recording."""
+    modes. bench.py records it (step_memory_bytes: in a CUDA graph mode, whose replays bypass the
+    allocator so that its timed max_memory_allocated misses the activations, the peak of the
+    warm-up after its first step, where the graphs are recorded). A record from before has only
+    the whole warm-up's peak, the first step's cudnn.benchmark trials included: taken as an upper
+    bound. recording: whether the figure is one with the recording."""
     timed = res(r, "max_memory_allocated")
     warm = res(r, "max_memory_allocated_incl_warmup")
     graph = r.get("mode") in CUDAGRAPH_MODES

@@ -22,7 +22,8 @@ median and spread of --steps steps. Prints one JSON line per mode on stdout.
 Memory: max_memory_allocated over the timed steps, and step_memory_bytes, the figure to compare
 across modes: the same, except in the modes that replay CUDA graphs (reduce-overhead,
 max-autotune), where the replays bypass the allocator and the step's activations are counted only
-while the graphs are recorded in the warm-up (CUDAGRAPH_MODES).
+while the graphs are recorded in the warm-up (CUDAGRAPH_MODES): there it is the peak of the
+warm-up after its first step (max_memory_allocated_warmup_after_first) and of the timed steps.
 
 --parity DIR: load DIR (the oracle.py input folder), run the oracle's single step (dropout
 off, hand AdamW, EMA) on the device, and write outputs in oracle.py's format to --out
@@ -80,12 +81,13 @@ def graph_pool_bytes():
     return total
 
 
-def step_memory(mode, timed, incl_warmup):
+def step_memory(mode, timed, recording):
     """(bytes, basis): the memory a mode's step needs, comparable across modes (the plain
     modes: max_memory_allocated over the timed steps; the CUDA graph modes: the peak with the
-    warm-up, where the graphs were recorded, CUDAGRAPH_MODES says why)"""
-    if mode in CUDAGRAPH_MODES and incl_warmup is not None:
-        return (max(timed, incl_warmup),
+    warm-up after its first step, where the graphs were recorded, CUDAGRAPH_MODES says why; the
+    first step is left out: it runs eagerly, cudnn.benchmark's trial workspaces among it)"""
+    if mode in CUDAGRAPH_MODES and recording is not None:
+        return (max(timed, recording),
                 "with the recording (CUDA graph replays bypass the allocator)")
     return timed, "timed steps"
 
@@ -283,12 +285,19 @@ def bench_mode(a, cfg, device, mode):
     st = Step(a, cfg, device, mode)
     t0 = time.perf_counter()
     loss = None
-    for _ in range(a.warmup):
+    peak_first = None  # the first step's peak: cudnn.benchmark's trial workspaces among it
+    for i in range(a.warmup):
         loss = st()
+        if cuda and i == 0 and a.warmup > 1:
+            torch.cuda.synchronize()
+            peak_first = torch.cuda.max_memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
     if cuda:
         torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
-    peak_incl_warmup = torch.cuda.max_memory_allocated(device) if cuda else None
+    # the rest of the warm-up: a CUDA graph mode records its graphs there (CUDAGRAPH_MODES)
+    peak_rest = torch.cuda.max_memory_allocated(device) if cuda else None
+    peak_incl_warmup = max(peak_first or 0, peak_rest) if cuda else None
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     times = []
@@ -328,9 +337,10 @@ def bench_mode(a, cfg, device, mode):
     )
     if cuda:
         timed = torch.cuda.max_memory_allocated(device)
-        need, basis = step_memory(mode, timed, peak_incl_warmup)
+        need, basis = step_memory(mode, timed, peak_rest)
         base.update(max_memory_allocated=timed,
                     max_memory_allocated_incl_warmup=peak_incl_warmup,
+                    max_memory_allocated_warmup_after_first=peak_rest,
                     max_memory_reserved=torch.cuda.max_memory_reserved(device),
                     step_memory_bytes=need, step_memory_basis=basis)
         if mode in CUDAGRAPH_MODES:
