@@ -17,8 +17,8 @@
  * -> y + h*D, ld C dv^T (D x L)  = dy^T op_T(P^T)         -> dqkv + 2C + h*D, ld 3C dP^T (L x L)  =
  * op_T(v^T) dy^T         -> workspace, ld L dq^T (D x L)  = a k^T dS^T             -> dqkv + h*D
  *   dk^T (D x L)  = a q^T op_T(dS^T)       -> dqkv + C + h*D
- * Softmax rows (and the softmax backward) are one block per row with fixed-order tree
- * reductions. bf16: GEMM operands share one type, so the P used in P v and P^T dy and the dS
+ * Softmax rows (and the softmax backward) are one warp a row with fixed-order tree
+ * reductions (the order of the block-per-row kernels they replaced: the same bits). bf16: GEMM operands share one type, so the P used in P v and P^T dy and the dS
  * used for dq, dk are rounded to bf16 copies in the workspace (as autocast does); P itself,
  * dP and dS are fp32, and dqkv/y are rounded once (beta * old added in fp32 by the GEMM).
  *
@@ -31,44 +31,86 @@
 
 /* ================================ kernels ================================ */
 
-/* blockIdx.x: row (n, i) of head h; threads stride over the L columns j.
- * row = P + ((n*heads + h)*L + i)*L holds the scaled scores; it becomes
- * softmax = exp(s - max) * (1 / sum) (the CPU's formulation), and with Pb != NULL also a bf16
- * copy at Pb + (n*L + i)*L. */
-__global__ void softmax_fwd_kernel(float *P, uint16_t *Pb, int L, int heads, int h) {
+/* The softmax rows, one warp a row (SM_ROWS rows a block of SG_THREADS threads). The reductions
+ * over a row keep the order of the block-per-row kernels these were (dev_block_reduce over
+ * SG_THREADS threads, thread t summing columns t, t + SG_THREADS, ... in order), so the bits
+ * are theirs: lane l keeps thread t = 32 k + l's partial in slot k (SM_SLOTS slots), and
+ * sm_row_reduce combines in that function's tree, t with t + SG_THREADS / 2, then with
+ * t + SG_THREADS / 4, ... t + 1: first the slots k with k + SM_SLOTS / 2, ... k + 1 in the lane
+ * (t + 128, + 64, + 32), then the lanes 16, 8, 4, 2, 1 apart by shuffles; lane 0's value is
+ * everyone's. Why: a block a row spent nine barriers on each of its two reductions for a row of
+ * 256 values (unet_cifar's attention, 128 x 256 rows a head at batch 128); a warp does them with
+ * shuffles, and reads its row (1 KiB) back from L1. */
+#define SM_ROWS (SG_THREADS / 32)
+#define SM_SLOTS (SG_THREADS / 32)
+template <bool MAX> __device__ __forceinline__ float sm_row_reduce(float (&v)[SM_SLOTS]) {
+#pragma unroll
+    for (int s = SM_SLOTS / 2; s > 0; s >>= 1)
+#pragma unroll
+        for (int k = 0; k < s; k++) v[k] = MAX ? fmaxf(v[k], v[k + s]) : v[k] + v[k + s];
+    float r = v[0];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float u = __shfl_down_sync(0xffffffffu, r, o);
+        r = MAX ? fmaxf(r, u) : r + u;
+    }
+    return __shfl_sync(0xffffffffu, r, 0);
+}
+
+/* Row r = (n, i) of head h (warp r % SM_ROWS of block r / SM_ROWS; rows: N L); lane l takes
+ * columns 32 k + l + SG_THREADS m (slot k). row = P + ((n*heads + h)*L + i)*L holds the scaled
+ * scores; it becomes softmax = exp(s - max) * (1 / sum) (the CPU's formulation), and with Pb !=
+ * NULL also a bf16 copy at Pb + (n*L + i)*L. */
+__global__ void __launch_bounds__(SG_THREADS)
+    softmax_fwd_kernel(float *P, uint16_t *Pb, int64_t rows, int L, int heads, int h) {
     SG_PDL_ENTER();
-    __shared__ float sh[SG_THREADS];
-    const int64_t n = blockIdx.x / L, i = blockIdx.x % L;
+    const int64_t r = (int64_t)blockIdx.x * SM_ROWS + threadIdx.x / 32;
+    if (r >= rows) return; /* the whole warp: no barrier follows */
+    const int lane = threadIdx.x % 32;
+    const int64_t n = r / L, i = r % L;
     float *row = P + ((n * heads + h) * L + i) * L;
-    float mx = -INFINITY;
-    for (int j = threadIdx.x; j < L; j += SG_THREADS) mx = fmaxf(mx, row[j]);
-    mx = dev_block_max(mx, sh);
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < L; j += SG_THREADS) s += expf(row[j] - mx);
-    s = dev_block_sum(s, sh);
-    const float inv = (float)(1.0 / (double)s);
-    for (int j = threadIdx.x; j < L; j += SG_THREADS) {
+    float v[SM_SLOTS];
+#pragma unroll
+    for (int k = 0; k < SM_SLOTS; k++) {
+        v[k] = -INFINITY;
+        for (int j = 32 * k + lane; j < L; j += SG_THREADS) v[k] = fmaxf(v[k], row[j]);
+    }
+    const float mx = sm_row_reduce<true>(v);
+#pragma unroll
+    for (int k = 0; k < SM_SLOTS; k++) {
+        v[k] = 0.0f;
+        for (int j = 32 * k + lane; j < L; j += SG_THREADS) v[k] += expf(row[j] - mx);
+    }
+    const float inv = (float)(1.0 / (double)sm_row_reduce<false>(v));
+    for (int j = lane; j < L; j += 32) {
         const float p = expf(row[j] - mx) * inv;
         row[j] = p;
         if (Pb) Pb[(n * L + i) * L + j] = dev_f32_to_bf16(p);
     }
 }
 
-/* blockIdx.x: row (n, i) of head h; threads stride over the columns j.
- * dS = P (dP - sum_j P dP), in place over dP (fp32, [N][L][L]); with bf16 copies (dSb, Pb
- * != NULL) also writes dS and P rounded to bf16, laid out like dP. */
-__global__ void softmax_bwd_kernel(float *dP, uint16_t *dSb, uint16_t *Pb, const float *P, int L,
-                                   int heads, int h) {
+/* Row r = (n, i) of head h, laid out as softmax_fwd_kernel's. dS = P (dP - sum_j P dP), in
+ * place over dP (fp32, [N][L][L]); with bf16 copies (dSb, Pb != NULL) also writes dS and P
+ * rounded to bf16, laid out like dP. */
+__global__ void __launch_bounds__(SG_THREADS)
+    softmax_bwd_kernel(float *dP, uint16_t *dSb, uint16_t *Pb, const float *P, int64_t rows, int L,
+                       int heads, int h) {
     SG_PDL_ENTER();
-    __shared__ float sh[SG_THREADS];
-    const int64_t n = blockIdx.x / L, i = blockIdx.x % L;
+    const int64_t r = (int64_t)blockIdx.x * SM_ROWS + threadIdx.x / 32;
+    if (r >= rows) return;
+    const int lane = threadIdx.x % 32;
+    const int64_t n = r / L, i = r % L;
     const float *prow = P + ((n * heads + h) * L + i) * L;
     const int64_t o = (n * L + i) * L;
     float *drow = dP + o;
-    float dot = 0.0f;
-    for (int j = threadIdx.x; j < L; j += SG_THREADS) dot += prow[j] * drow[j];
-    dot = dev_block_sum(dot, sh);
-    for (int j = threadIdx.x; j < L; j += SG_THREADS) {
+    float v[SM_SLOTS];
+#pragma unroll
+    for (int k = 0; k < SM_SLOTS; k++) {
+        v[k] = 0.0f;
+        for (int j = 32 * k + lane; j < L; j += SG_THREADS) v[k] += prow[j] * drow[j];
+    }
+    const float dot = sm_row_reduce<false>(v);
+    for (int j = lane; j < L; j += 32) {
         const float p = prow[j], ds = p * (drow[j] - dot);
         drow[j] = ds;
         if (dSb) {
@@ -552,6 +594,7 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
     const float a = (float)(1.0 / sqrt((double)D));
     const int64_t sqkv = (int64_t)L * ld, sP = (int64_t)heads * L * L, sY = (int64_t)L * C;
     uint16_t *Pb = dt == DT_BF16 ? (uint16_t *)ws : NULL;
+    const int64_t rows = (int64_t)N * L;
     for (int h = 0; h < heads; h++) {
         const void *q = att_off(qkv, (int64_t)h * D, dt);
         const void *k = att_off(qkv, (int64_t)C + h * D, dt);
@@ -561,7 +604,8 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, a, k, dt, ld, sqkv, q, dt, ld,
                      sqkv, 0.0f, Ph, DT_F32, L, sP, N))
             return SG_ERR;
-        SG_LAUNCH(softmax_fwd_kernel, (unsigned)(N * L), SG_THREADS, 0, st, P, Pb, L, heads, h);
+        SG_LAUNCH(softmax_fwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0,
+                  st, P, Pb, rows, L, heads, h);
         SG_LAUNCH_CHECK("softmax_fwd_kernel");
         /* y_h^T (D x L) = v^T P^T */
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
@@ -582,7 +626,7 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
     const int D = C / heads, ld = 3 * C;
     const float a = (float)(1.0 / sqrt((double)D)), beta = accum ? 1.0f : 0.0f;
     const int64_t sqkv = (int64_t)L * ld, sP = (int64_t)heads * L * L, sY = (int64_t)L * C;
-    const int64_t sW = (int64_t)L * L; /* one [L][L] workspace matrix per sample */
+    const int64_t sW = (int64_t)L * L, rows = (int64_t)N * L; /* sW: one [L][L] matrix a sample */
     float *dP = (float *)ws;
     uint16_t *dSb = NULL, *Pb = NULL;
     if (dt == DT_BF16) {
@@ -602,8 +646,8 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, 1.0f, v, dt, ld, sqkv, dyh, dt, C,
                      sY, 0.0f, dP, DT_F32, L, sW, N))
             return SG_ERR;
-        SG_LAUNCH(softmax_bwd_kernel, (unsigned)(N * L), SG_THREADS, 0, st, dP, dSb, Pb, P, L,
-                  heads, h);
+        SG_LAUNCH(softmax_bwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0,
+                  st, dP, dSb, Pb, P, rows, L, heads, h);
         SG_LAUNCH_CHECK("softmax_bwd_kernel");
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
         const int64_t sPop = Pb ? sW : sP;
