@@ -1229,6 +1229,9 @@ static void test_convs(void) {
         test_conv(2, 48, 48, 3, 0, 16, 3, 1, 1, dt, 1, dt == DT_BF16);
         test_conv(2, 40, 44, 16, 0, 3, 3, 1, 1, dt, 1, 1);
     }
+    /* eight weight-gradient chunks and more (P > 7 SG_WS_WGRAD_PIX): the finish's sum of the
+     * chunks a batch of eight loads at a time (elementwise.cu's wgrad_finish_kernel) */
+    test_conv(2, 128, 120, 3, 0, 8, 3, 1, 1, DT_F32, 1, 1);
     /* the Winograd form at a model's channel counts: three output-channel blocks of 32, whole
      * slices, tiles of two images in one block */
     test_conv(2, 8, 8, 64, 0, 96, 3, 1, 1, DT_F32, 1, 0);
@@ -4537,6 +4540,8 @@ int main(void) {
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_conv_bias_pieces(37, 19, dt, 0);
         test_conv_bias_pieces(1500, 70, dt, 1); /* several row chunks of the column sum */
+        /* more chunks (137) than the last block sums a round (CS_CHUNKS, elementwise.cu) */
+        test_conv_bias_pieces(70000, 40, dt, 0);
     }
 #ifdef SG_HAVE_CUDNN
     test_cudnn_pinning();

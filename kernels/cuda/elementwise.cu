@@ -131,9 +131,34 @@ __global__ void add_nc_kernel(void *y, const void *x, const void *v, int64_t tot
  * colsum_tickets[b][tile]) then sums the chunks' partials in order k = 0, 1, ...: out[b][c] (+)=
  * that sum. The same bits as a second launch over the partials (the form before 2026-12-04),
  * one launch fewer per column sum: every bias gradient of the step. sh, sh_last: the kernel's
- * shared memory (a device function's statics get none on the host emulation). */
+ * shared memory (a device function's statics get none on the host emulation).
+ *
+ * Both chains are latency chains: a row thread adds 64 values, the last block up to R / 512
+ * partials (256 at 32 x 32, batch 128), each add waiting for its load when the loop issued one
+ * load an add. So the loads go first, CS_BATCH of them in flight (cs_chain: a row thread's rows;
+ * the chunks: the whole block loads CS_CHUNKS partials a round into sh, the ty = 0 threads add
+ * them), and the adds follow in the same order as before: the same bits (2026-12-05). */
 #define SG_COLSUM_TICKETS 65536
+#define CS_BATCH 16  /* a row thread's loads in flight */
+#define CS_CHUNKS 64 /* the chunk partials a round of the last block's sum (8 a thread) */
 static __device__ unsigned colsum_tickets[SG_COLSUM_TICKETS];
+
+/* the sum of p[r C], r = r0, r0 + 8, ... < r1, in that order, CS_BATCH loads issued at a time.
+ * Past r1 a batch adds +0.0f, which changes no sum: s starts at +0 and never becomes -0 (in
+ * round-to-nearest x + (-x) is +0), so s + 0 is s. */
+template <typename T>
+__device__ __forceinline__ float cs_chain(const T *p, int64_t r0, int64_t r1, int C) {
+    float s = 0.0f;
+    for (int64_t r = r0; r < r1; r += 8 * CS_BATCH) {
+        float v[CS_BATCH];
+#pragma unroll
+        for (int u = 0; u < CS_BATCH; u++)
+            v[u] = r + 8 * u < r1 ? dev_ld1(p + (r + 8 * u) * C) : 0.0f;
+#pragma unroll
+        for (int u = 0; u < CS_BATCH; u++) s += v[u];
+    }
+    return s;
+}
 
 __device__ __forceinline__ void col_sum_block(void *out, int odt, float *part, const void *in,
                                               int dt, int64_t R, int C, int chunks, int accum,
@@ -144,7 +169,8 @@ __device__ __forceinline__ void col_sum_block(void *out, int odt, float *part, c
     const int64_t r1 = r0 + SG_WS_COLSUM_ROWS < R ? r0 + SG_WS_COLSUM_ROWS : R;
     float s = 0.0f;
     if (c < C)
-        for (int64_t r = r0 + ty; r < r1; r += 8) s += dev_ld(in, (b * R + r) * C + c, dt);
+        s = dt == DT_BF16 ? cs_chain((const uint16_t *)in + b * R * C + c, r0 + ty, r1, C)
+                          : cs_chain((const float *)in + b * R * C + c, r0 + ty, r1, C);
     sh[ty][tx] = s;
     __syncthreads();
     if (ty == 0 && c < C) {
@@ -153,19 +179,31 @@ __device__ __forceinline__ void col_sum_block(void *out, int odt, float *part, c
         part[(b * chunks + chunk) * C + c] = t;
     }
     if (!dev_last_block(&colsum_tickets[b * tiles + tile], (unsigned)chunks, sh_last)) return;
-    if (ty == 0 && c < C) {
-        const float *p = part + b * chunks * C + c;
-        float t = 0.0f;
-        for (int k = 0; k < chunks; k++) t += __ldcg(p + (int64_t)k * C);
-        dev_st_acc(out, b * C + c, t, odt, accum);
+    /* (dev_last_block's barrier: the reads of sh above are done) */
+    const float *p = part + b * chunks * C + c;
+    float t = 0.0f;
+    for (int k0 = 0; k0 < chunks; k0 += CS_CHUNKS) {
+        if (c < C)
+#pragma unroll
+            for (int u = 0; u < CS_CHUNKS / 8; u++) {
+                const int k = k0 + ty + 8 * u;
+                if (k < chunks) sh[ty + 8 * u][tx] = __ldcg(p + (int64_t)k * C);
+            }
+        __syncthreads();
+        if (ty == 0 && c < C) {
+            const int n = chunks - k0 < CS_CHUNKS ? chunks - k0 : CS_CHUNKS;
+            for (int u = 0; u < n; u++) t += sh[u][tx];
+        }
+        __syncthreads();
     }
+    if (ty == 0 && c < C) dev_st_acc(out, b * C + c, t, odt, accum);
 }
 
 /* blocks (column tiles, chunks, batches), threads (32, 8) */
 __global__ void col_sum_kernel(void *out, int odt, float *part, const void *in, int dt, int64_t R,
                                int C, int chunks, int accum) {
     SG_PDL_ENTER();
-    __shared__ float sh[8][33];
+    __shared__ float sh[CS_CHUNKS][33];
     __shared__ unsigned sh_last;
     col_sum_block(out, odt, part, in, dt, R, C, chunks, accum, blockIdx.x, blockIdx.y, blockIdx.z,
                   gridDim.x, threadIdx.x, threadIdx.y, sh, &sh_last);
@@ -185,7 +223,7 @@ __global__ void __launch_bounds__(256)
                         int cb, float *db, float *cpart, const void *dy, int dt, int64_t R, int C,
                         int cchunks, int tiles) {
     SG_PDL_ENTER();
-    __shared__ float sh[8][33];
+    __shared__ float sh[CS_CHUNKS][33];
     __shared__ unsigned sh_last;
     if ((int)blockIdx.x < cb) {
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nw;
@@ -194,9 +232,18 @@ __global__ void __launch_bounds__(256)
                 dev_st_acc(dw, i, dev_ld(part, i, DT_BF16), DT_F32, accum);
                 continue;
             }
+            /* the chunks in order, eight loads in flight (the same adds as one at a time; past
+             * the last chunk + 0.0f, which changes no sum: cs_chain) */
             const float *pf = (const float *)part;
             float s = 0.0f;
-            for (int c = 0; c < chunks; c++) s += pf[(int64_t)c * nw + i];
+            for (int c = 0; c < chunks; c += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    v[u] = c + u < chunks ? pf[(int64_t)(c + u) * nw + i] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++) s += v[u];
+            }
             dw[i] = accum ? dw[i] + s : s;
         }
         return;
