@@ -18,9 +18,10 @@
  * op_T(v^T) dy^T         -> workspace, ld L dq^T (D x L)  = a k^T dS^T             -> dqkv + h*D
  *   dk^T (D x L)  = a q^T op_T(dS^T)       -> dqkv + C + h*D
  * Softmax rows (and the softmax backward) are one warp a row with fixed-order tree
- * reductions (the order of the block-per-row kernels they replaced: the same bits). bf16: GEMM operands share one type, so the P used in P v and P^T dy and the dS
- * used for dq, dk are rounded to bf16 copies in the workspace (as autocast does); P itself,
- * dP and dS are fp32, and dqkv/y are rounded once (beta * old added in fp32 by the GEMM).
+ * reductions (the order of the block-per-row kernels they replaced: the same bits). bf16: GEMM
+ * operands share one type, so the P used in P v and P^T dy and the dS used for dq, dk are rounded
+ * to bf16 copies in the workspace (as autocast does); P itself, dP and dS are fp32, and dqkv/y are
+ * rounded once (beta * old added in fp32 by the GEMM).
  *
  * The fused engine (SG_ATTN=fused, graph/backend_cuda_engines.c): the same op in one kernel per
  * direction for bf16 sequences of at most 256 positions, below ("the fused bf16 kernels"); fp32
@@ -604,8 +605,8 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, a, k, dt, ld, sqkv, q, dt, ld,
                      sqkv, 0.0f, Ph, DT_F32, L, sP, N))
             return SG_ERR;
-        SG_LAUNCH(softmax_fwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0,
-                  st, P, Pb, rows, L, heads, h);
+        SG_LAUNCH(softmax_fwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0, st,
+                  P, Pb, rows, L, heads, h);
         SG_LAUNCH_CHECK("softmax_fwd_kernel");
         /* y_h^T (D x L) = v^T P^T */
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
@@ -646,8 +647,8 @@ int cuda_attention_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const void *d
         if (att_gemm(blas, st, CUBLAS_OP_T, CUBLAS_OP_N, L, L, D, 1.0f, v, dt, ld, sqkv, dyh, dt, C,
                      sY, 0.0f, dP, DT_F32, L, sW, N))
             return SG_ERR;
-        SG_LAUNCH(softmax_bwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0,
-                  st, dP, dSb, Pb, P, rows, L, heads, h);
+        SG_LAUNCH(softmax_bwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0, st,
+                  dP, dSb, Pb, P, rows, L, heads, h);
         SG_LAUNCH_CHECK("softmax_bwd_kernel");
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
         const int64_t sPop = Pb ? sW : sP;
