@@ -577,9 +577,10 @@ ok "targets summary on stdout" 'grep -q "^targets:" "$tmp/runA.txt"'
 
 # PyTorch's CUDA graph modes: their replays bypass the caching allocator, so the timed steps'
 # max_memory_allocated misses the activations (the fourth GPU session's reduce-overhead record:
-# 581.6 MiB, its parameters, gradients and AdamW state). The report takes the peak with the
-# warm-up, where the graphs were recorded; a record from before bench.py wrote step_memory_bytes
-# gets the same rule. The numbers are that session's (unet_cifar b128 bf16).
+# 581.6 MiB: about its parameters, AdamW moments and EMA, 4 x 136.4 MiB, and the dataset). The
+# report takes the peak with the warm-up, where the graphs were recorded; a record from before
+# bench.py wrote step_memory_bytes gets the same rule. The numbers are that session's
+# (unet_cifar b128 bf16).
 m="$tmp/cgmem"
 mkdir -p "$m/jobs"
 echo '{"tool":"stepgraph_bench","backend":"cuda","env":{"backend":"cuda"},"ms_per_step":20.579,"img_per_s":6219.9,"arena_bytes":2301100032,"lower_bound_bytes":2301100032,"arena_ratio":1.0}' >"$m/sg.out"

@@ -53,9 +53,10 @@ COMPILE_MODES = {"compile": None, "max-autotune": "max-autotune",
 
 # The modes whose step replays CUDA graphs (CUDA graph trees). A graph's replays do not go
 # through the caching allocator: once recorded, its intermediates (the activations) sit in the
-# graph's private pool, and max_memory_allocated over the timed steps counts only what is alive
-# between steps (parameters, gradients, optimizer state). The step's memory is then the peak
-# with the recording, which happens in the warm-up (step_memory_bytes).
+# graph's private pool (the backward's gradients too), and max_memory_allocated over the timed
+# steps counts little more than what the eager code keeps between steps (parameters, AdamW
+# moments, EMA, the dataset). The step's memory is then the peak with the recording, which
+# happens in the warm-up (step_memory_bytes).
 CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
 
