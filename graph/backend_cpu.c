@@ -533,6 +533,10 @@ CPU_RUN(attention) {
     sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
     cpu_attention_fwd(k->out[0], k->out[1], k->in[0], d.N, d.L, d.C, d.heads);
 }
+CPU_RUN(attention_p) { /* the recomputation: the forward's P, without y */
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    cpu_attention_fwd(NULL, k->out[0], k->in[0], d.N, d.L, d.C, d.heads);
+}
 CPU_RUN(attention_bwd) {
     sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
     cpu_attention_bwd(k->out[0], k->in[0], k->in[1], k->in[2], d.N, d.L, d.C, d.heads);

@@ -83,9 +83,11 @@
  * runs it fused; other shapes stay on the GEMM path). 0 for every other op. */
 int attn_node_fusable(const sg_graph *g, int i) {
     const sg_node *nd = &g->n[i];
-    if (nd->op != OP_ATTENTION && nd->op != OP_ATTENTION_BWD) return 0;
+    if (!sg_op_is_attention(nd->op)) return 0;
     const sg_attn_dims d = sg_attn_dims_of(g, nd);
-    return cuda_attention_fused_ok(d.L, d.C, d.heads, g->t[nd->out[0]].dtype);
+    /* qkv's dtype (attention_p's output is P, fp32 whatever the activations) */
+    const int qkv = nd->in[nd->op == OP_ATTENTION_BWD ? 1 : 0];
+    return cuda_attention_fused_ok(d.L, d.C, d.heads, g->t[qkv].dtype);
 }
 
 #ifdef SG_HAVE_CUDNN
@@ -677,8 +679,7 @@ void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int
     cuda_ctx *c = be->ctx;
     if (cap <= 0) return;
     buf[0] = 0;
-    if (node >= 0 && node < p->g.nn &&
-        (p->g.n[node].op == OP_ATTENTION || p->g.n[node].op == OP_ATTENTION_BWD)) {
+    if (node >= 0 && node < p->g.nn && sg_op_is_attention(p->g.n[node].op)) {
         const int fused = c->attn_fused && attn_node_fusable(&p->g, node);
         snprintf(buf, (size_t)cap, "%s", fused ? "fused" : "gemm");
         return;

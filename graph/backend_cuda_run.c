@@ -755,6 +755,12 @@ CUDA_RUN(attention) {
         k->st, k->blas, kout(k, 0), kout(k, 1), kin(k, 0), d.N, d.L, d.C, d.heads, k->dt, k->ws,
         k->wsb);
 }
+CUDA_RUN(attention_p) { /* the recomputation: the forward's P by its engine, without y */
+    sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
+    const int dt = (int)k->g->t[k->nd->in[0]].dtype; /* qkv's, as the forward's y (P is fp32) */
+    return (k->c->attn_fused ? cuda_attention_fused_fwd : cuda_attention_fwd)(
+        k->st, k->blas, NULL, kout(k, 0), kin(k, 0), d.N, d.L, d.C, d.heads, dt, k->ws, k->wsb);
+}
 CUDA_RUN(attention_bwd) {
     sg_attn_dims d = sg_attn_dims_of(k->g, k->nd);
     return (k->c->attn_fused ? cuda_attention_fused_bwd : cuda_attention_bwd)(

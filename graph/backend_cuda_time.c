@@ -345,7 +345,7 @@ static int time_attention_engine(sg_backend *be, const sg_plan *p, int node, int
     cuda_ctx *c = be->ctx;
     if (node < 0 || node >= p->g.nn) return SG_OK;
     const sg_node *nd = &p->g.n[node];
-    if (nd->op != OP_ATTENTION && nd->op != OP_ATTENTION_BWD) return SG_OK;
+    if (!sg_op_is_attention(nd->op)) return SG_OK;
     if (fused && !attn_node_fusable(&p->g, node)) return SG_OK;
     const int step = c->attn_fused;
     sg_blas *blas = NULL;

@@ -384,7 +384,7 @@ static int tune_attention(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o
     int nodes = 0;
     for (int i = 0; !rc && i < e.plan.g.nn; i++) {
         const int op = e.plan.g.n[i].op;
-        if (op != OP_ATTENTION && op != OP_ATTENTION_BWD) continue;
+        if (!sg_op_is_attention((sg_op)op)) continue;
         for (int it = 0; it < o->iters && !rc; it++)
             for (int f = 0; f < 2 && !rc; f++)
                 rc = be->time_node_engine(be, &e.plan, i,

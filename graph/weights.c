@@ -128,6 +128,7 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
      * unfused */
     c->fuse = 0;
     c->store_norm = 0; /* likewise --store-norm: recorded when on */
+    c->store_attn = 1; /* --store-attn: recorded when off; a config from before it kept P */
     struct {
         const char *key;
         int *field, lo, hi;
@@ -146,7 +147,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                 {"ema_warmup", &c->ema_warmup, 0, 1},
                 {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM},
                 {"fuse", &c->fuse, 0, SG_FUSE_BITWISE},
-                {"store_norm", &c->store_norm, 0, 1}};
+                {"store_norm", &c->store_norm, 0, 1},
+                {"store_attn", &c->store_attn, 0, 1}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;

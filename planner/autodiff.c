@@ -8,8 +8,9 @@
  * Recomputation. A forward output the builder marked (sg_tensor.recompute) is not kept for the
  * backward pass. The first backward node that reads it (ad_emit sees every one) gets, emitted
  * just before it, a node of the producer op's recompute op (the op table's `recompute` column)
- * on the producer's inputs and its other outputs, e.g. norm_act_apply on x, gamma, beta and the
- * saved mean and rstd; that node and every later backward reader read the copy instead. So the
+ * on the producer's inputs and its other outputs, as many as the recompute op takes, e.g.
+ * norm_act_apply on x, gamma, beta and the saved mean and rstd, attention_p (attention's P, its
+ * output 1) on qkv alone; that node and every later backward reader read the copy instead. So the
  * forward tensor dies at its last forward reader, and the copy lives from just before its
  * first backward reader to its last. The recompute op runs the forward's second pass on the
  * same inputs, so the copy has the forward's bits.
@@ -73,19 +74,27 @@ static int backward_read(sg_graph *g, int t) {
     if (!g->t[t].recompute) return t;
     if (g->t[t].recomputed >= 0) return g->t[t].recomputed;
     const int p = g->t[t].producer;
-    if (p < 0 || p >= g->n_forward || g->n[p].out[0] != t || sg_ops[g->n[p].op].recompute < 0)
-        return sg_set_error("%s is marked for recomputation, but it is not output 0 of a forward "
+    int which = -1; /* the output t is */
+    if (p >= 0 && p < g->n_forward)
+        for (int k = 0; k < g->n[p].nout; k++)
+            if (g->n[p].out[k] == t) which = k;
+    if (which < 0 || sg_ops[g->n[p].op].recompute < 0)
+        return sg_set_error("%s is marked for recomputation, but it is not an output of a forward "
                             "op with a recompute op",
                             g->t[t].name),
                -1;
     const sg_node f = g->n[p]; /* a copy: g->n may move */
-    int in[SG_MAX_IN], n = 0, outs[SG_MAX_OUT] = {-1, -1, -1, -1};
-    SG_ASSERT(f.nin + f.nout - 1 <= SG_MAX_IN);
+    const sg_op rop = (sg_op)sg_ops[f.op].recompute;
+    int in[SG_MAX_IN + SG_MAX_OUT], n = 0, outs[SG_MAX_OUT] = {-1, -1, -1, -1};
+    /* the producer's inputs, then its other outputs: the first sg_ops[rop].nin of them */
     for (int k = 0; k < f.nin; k++) in[n++] = f.in[k];
-    for (int k = 1; k < f.nout; k++) in[n++] = f.out[k];
+    for (int k = 0; k < f.nout; k++)
+        if (k != which) in[n++] = f.out[k];
+    SG_ASSERT(sg_ops[rop].nin <= n && sg_ops[rop].nin <= SG_MAX_IN);
+    n = sg_ops[rop].nin;
     char nm[SG_NAME_MAX + 16];
     snprintf(nm, sizeof nm, "%s.recomputed", g->t[t].name);
-    int nd = sg_node_add(g, (sg_op)sg_ops[f.op].recompute, in, n, outs, &f.a, nm);
+    int nd = sg_node_add(g, rop, in, n, outs, &f.a, nm);
     if (nd < 0) return -1;
     g->n[nd].fwd = p;
     sg_tensor *r = &g->t[outs[0]];

@@ -112,6 +112,11 @@ const char *const sg_model_flags_help =
     "                       pass for the weight gradients instead of recomputing it in\n"
     "                       the backward pass: the same bits, fewer passes, more memory\n"
     "                       (unet_cifar batch 128 bf16: +0.74 GiB of arena; default 0)\n"
+    "  --store-attn 0|1     1: keep each attention's softmax P (fp32, batch x heads x L x L)\n"
+    "                       from the forward pass for its backward instead of recomputing\n"
+    "                       it there (the forward's scores and softmax again: the same\n"
+    "                       bits, one GEMM more; unet_cifar batch 128 bf16: +159 MiB of\n"
+    "                       arena; default 0)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
     "  --res-blocks N       res blocks per level\n"
@@ -189,6 +194,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--grad-accum", grad_accum, 1, SG_MAX_GRAD_ACCUM)
     INTFLAG("--fuse", fuse, 0, 1)
     INTFLAG("--store-norm", store_norm, 0, 1)
+    INTFLAG("--store-attn", store_attn, 0, 1)
 #undef INTFLAG
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
@@ -343,6 +349,8 @@ int sg_model_validate(const sg_model_cfg *c) {
                             SG_FUSE_BITWISE, SG_FUSE_AUTO);
     if (c->store_norm != 0 && c->store_norm != 1)
         return sg_set_error("store_norm %d is neither 0 nor 1", c->store_norm);
+    if (c->store_attn != 0 && c->store_attn != 1)
+        return sg_set_error("store_attn %d is neither 0 nor 1", c->store_attn);
     if (c->down_pad != SG_DOWN_PAD_SAME && c->down_pad != SG_DOWN_PAD_SYMMETRIC)
         return sg_set_error("down_pad %d is neither same (%d) nor symmetric (%d)", c->down_pad,
                             SG_DOWN_PAD_SAME, SG_DOWN_PAD_SYMMETRIC);
@@ -394,6 +402,10 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     /* storing the normalisations only when on (the same bits, another plan) */
     if (c->store_norm)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"store_norm\":1");
+    /* attention's P recomputed (0, the default) is recorded: a config from before it existed
+     * (no key) kept P, and reads back as store_attn 1 (graph/weights.c), its plan unchanged */
+    if (!c->store_attn)
+        snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), ",\"store_attn\":0");
     /* the engine table only when given: its hash (of the choices) pins it */
     if (c->engines)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),

@@ -131,9 +131,13 @@ sg_gn_dims sg_gn_dims_of(const sg_graph *g, const sg_node *nd) {
     return (sg_gn_dims){.N = x.N, .H = x.H, .W = x.W, .C = x.C, .HW = x.HW, .G = nd->a.gn.groups};
 }
 
+int sg_op_is_attention(sg_op op) {
+    return op == OP_ATTENTION || op == OP_ATTENTION_BWD || op == OP_ATTENTION_P;
+}
+
 sg_attn_dims sg_attn_dims_of(const sg_graph *g, const sg_node *nd) {
-    SG_ASSERT(nd->op == OP_ATTENTION || nd->op == OP_ATTENTION_BWD);
-    sg_nhwc_dims q = nhwc(in_t(g, nd, nd->op == OP_ATTENTION ? 0 : 1));
+    SG_ASSERT(nd->op == OP_ATTENTION || nd->op == OP_ATTENTION_BWD || nd->op == OP_ATTENTION_P);
+    sg_nhwc_dims q = nhwc(in_t(g, nd, nd->op == OP_ATTENTION_BWD ? 1 : 0));
     return (sg_attn_dims){
         .N = q.N, .H = q.H, .W = q.W, .L = q.HW, .C = q.C / 3, .heads = nd->a.attn.heads};
 }

@@ -56,12 +56,15 @@ sg_norm_operands sg_norm_operands_of(const sg_node *nd);
 /* Is op one of the norm_act family? */
 int sg_op_is_norm_act(sg_op op);
 
-/* OP_ATTENTION, OP_ATTENTION_BWD: qkv [N, H, W, 3C] -> y [N, H, W, C], L = H * W positions,
- * `heads` heads of C / heads channels. */
+/* OP_ATTENTION, OP_ATTENTION_BWD, OP_ATTENTION_P: qkv [N, H, W, 3C] -> y [N, H, W, C], L = H * W
+ * positions, `heads` heads of C / heads channels. */
 typedef struct {
     int N, H, W, L, C, heads;
 } sg_attn_dims;
 sg_attn_dims sg_attn_dims_of(const sg_graph *g, const sg_node *nd);
+/* Is op one of the attention family (the forward, its backward, P's recompute)? One engine runs
+ * them all (the CUDA backend's SG_ATTN) */
+int sg_op_is_attention(sg_op op);
 
 /* The NHWC sizes of the pixel-wise ops, always those of the forward op's input x:
  * OP_ADD_NC (x) and OP_ADD_NC_BWD (dy, shaped like x); OP_UPSAMPLE2X and OP_AVGPOOL2X (x),

@@ -21,11 +21,12 @@
  *   ws        CUDA workspace rule in bytes (ops.c), 0 when the launcher takes none
  *   backward  backward rule (ops.c): the nodes that differentiate it; 0 for none
  *   bwd_op    the op bwd_pointwise emits (pointwise ops only); -1 otherwise
- *   recomp    the op that recomputes output 0 in the backward pass from the node's inputs
- *             followed by its other outputs (a two-pass op's second pass, reading what the
- *             first pass saved); -1 for none. A forward output 0 the builder marks
- *             (sg_tensor.recompute) is then not kept for the backward pass: autodiff emits
- *             this op just before the output's first backward reader (planner/autodiff.c)
+ *   recomp    the op that recomputes an output in the backward pass from the node's inputs
+ *             followed by its other outputs, the first `in` of them (a two-pass op's second
+ *             pass, reading what the first pass saved; attention's P from qkv alone); -1 for
+ *             none. A forward output the builder marks (sg_tensor.recompute) is then not kept
+ *             for the backward pass: autodiff emits this op just before the output's first
+ *             backward reader (planner/autodiff.c). An op has one output it recomputes
  *
  * A new op goes at the END of the list, whatever its kind: an op's enum value is part of the
  * plan hash that checkpoints carry (planner/plan_layout.c), so inserting one in the middle
@@ -50,6 +51,8 @@
  *   concat          a, b -> channel concatenation (virtual: never copied)
  *   upsample2x, avgpool2x   x -> y
  *   attention       qkv -> y, P                                         args.attn
+ *   attention_p     qkv -> P: the forward's scores and softmax alone (the recompute of P in
+ *                   the backward pass: the same kernels as the forward's, same bits)
  *   dropout         x, seed, step -> y                                  args.dropout
  *   mse             pred, target -> loss
  *   *_bwd           dy and what the forward op saved -> gradient contributions
@@ -120,7 +123,7 @@
     X(OP_CONCAT,            concat,            FWD, 2, 1, 0, 0, shape_concat,     no_flops,     0,            bwd_concat,    -1, -1) \
     X(OP_UPSAMPLE2X,        upsample2x,        FWD, 1, 1, 0, 0, shape_up,         numel_out0,   0,            bwd_resample,  -1, OP_UPSAMPLE2X_APPLY) \
     X(OP_AVGPOOL2X,         avgpool2x,         FWD, 1, 1, 0, 0, shape_pool,       numel_out0,   0,            bwd_resample,  -1, -1) \
-    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1, -1) \
+    X(OP_ATTENTION,         attention,         FWD, 1, 2, 0, 1, shape_attn,       flops_attn,   ws_attn,      bwd_attn,      -1, OP_ATTENTION_P) \
     X(OP_DROPOUT,           dropout,           FWD, 3, 1, 1, 0, shape_like0,      numel_out0,   0,            bwd_dropout,   -1, -1) \
     X(OP_MSE,               mse,               FWD, 2, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1, -1) \
     /* backward */ \
@@ -166,7 +169,12 @@
     X(OP_UPCONV2D,          upconv2d,          FWD, 3, 1, 0, 1, shape_upconv,     flops_upconv, ws_upconv,    bwd_upconv,    -1, -1) \
     X(OP_UPCONV2D_BWD_DATA, upconv2d_bwd_data, BWD, 2, 1, 0, 1, shape_upconv_bd,  flops_upconv, ws_upconv,    0,             -1, -1) \
     X(OP_UPCONV2D_BWD_WEIGHT, upconv2d_bwd_weight, BWD, 2, 2, 0, 1, shape_conv_bw, flops_upconv, ws_upconv,  0,             -1, -1) \
-    X(OP_CONV2D_SC,         conv2d_sc,         FWD, 6, 1, 0, 1, shape_conv_sc,    flops_conv_sc, 0,           bwd_conv_sc,   -1, -1)
+    X(OP_CONV2D_SC,         conv2d_sc,         FWD, 6, 1, 0, 1, shape_conv_sc,    flops_conv_sc, 0,           bwd_conv_sc,   -1, -1) \
+    /* attention's P recomputed in the backward pass for attention_bwd (the forward's bits: its  \
+     * scores and softmax again, without P v; not kept from the forward pass: 160 MiB of         \
+     * unet_cifar's peak at batch 128). mm 0: its GEMM is work the step does (FLOPs / step), not \
+     * the model's, so MFU (matmul FLOPs over time) does not count it twice */ \
+    X(OP_ATTENTION_P,       attention_p,       BWD, 1, 1, 0, 0, shape_attn_p,     flops_attn,   0,            0,             -1, -1)
 /* clang-format on */
 
 #endif

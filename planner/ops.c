@@ -371,11 +371,20 @@ static int shape_attn(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set4(&o[1], DT_F32, DIM(0, 0), heads, L, L);
     return SG_OK;
 }
+/* attention_p (the recompute of P): the forward's P alone */
+static int shape_attn_p(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    sg_tensor two[2];
+    memset(two, 0, sizeof two);
+    if (shape_attn(g, nd, two)) return SG_ERR;
+    same(o, &two[1]);
+    return SG_OK;
+}
 static double flops_attn(const sg_graph *g, const sg_node *nd) {
     sg_attn_dims d = sg_attn_dims_of(g, nd);
     double L = d.L;
-    /* forward: q k^T and P v; backward: dP, dV, dQ, dK */
-    return (nd->op == OP_ATTENTION ? 4.0 : 8.0) * d.N * L * L * d.C;
+    /* forward: q k^T and P v; backward: dP, dV, dQ, dK; P's recompute: q k^T */
+    const double f = nd->op == OP_ATTENTION ? 4.0 : nd->op == OP_ATTENTION_P ? 2.0 : 8.0;
+    return f * d.N * L * L * d.C;
 }
 static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (sg_numel(T(0)) != sg_numel(T(1))) return sg_set_error("pred and target differ in size");

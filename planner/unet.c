@@ -237,6 +237,11 @@ static int attnblock(builder *b, int x, const char *m) {
     int in[1] = {h};
     sg_op_args a = {.attn = {.heads = heads_for(b->c, C)}};
     h = sg_builder_node(b, OP_ATTENTION, in, 1, &a, SUB("attn"), 0);
+    /* P (output 1) recomputed for the backward pass unless the config keeps it (--store-attn) */
+    if (h >= 0 && b->train && !b->c->store_attn) {
+        const int p = b->g->t[h].producer;
+        b->g->t[b->g->n[p].out[1]].recompute = 1;
+    }
     if (!fuse_residual(b, h, C, 1)) {
         h = conv(b, h, C, 1, 1, 0, SUB("to_out.0"), b->c->act_dt);
         return binary(b, OP_ADD, x, h, m, "out");

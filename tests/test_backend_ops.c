@@ -157,6 +157,7 @@ static const bo_props props[OP_COUNT] = {
     /* conv2 with the 1x1 shortcut folded in: h a fused normalisation, x the skip concatenation
      * (bf16 only on CUDA: its fp32 case is a refusal, which counts as fp32 coverage) */
     [OP_CONV2D_SC] = {1, 0, 1, TOL_F32, 1},
+    [OP_ATTENTION_P] = {1, 0, 0, TOL_F32},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -528,12 +529,19 @@ static int b_avgpool(bo_case *c, const bo_args *a, sg_dtype dt) {
     return node(c, OP_AVGPOOL2X, in, 1, out, NULL, 0) < 0;
 }
 
-static int b_attention(bo_case *c, const bo_args *a, sg_dtype dt) {
+static int b_attention_op(bo_case *c, const bo_args *a, sg_dtype dt, sg_op op) {
     /* qkv [N,H,W,3C], `heads` heads of C/heads channels */
     int in[1] = {act4(c, "qkv", dt, a->N, a->H, a->W, 3 * a->C, -2, 2, 0)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.attn = {.heads = a->heads}};
-    return node(c, OP_ATTENTION, in, 1, out, &args, 0) < 0;
+    return node(c, op, in, 1, out, &args, 0) < 0;
+}
+static int b_attention(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_attention_op(c, a, dt, OP_ATTENTION);
+}
+/* the backward pass's recomputation of P: the forward's P alone */
+static int b_attention_p(bo_case *c, const bo_args *a, sg_dtype dt) {
+    return b_attention_op(c, a, dt, OP_ATTENTION_P);
 }
 
 static int b_dropout(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -1115,6 +1123,7 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_UPCONV2D_BWD_DATA] = b_upconv_bwd_data,
     [OP_UPCONV2D_BWD_WEIGHT] = b_upconv_bwd_weight,
     [OP_CONV2D_SC] = b_conv_sc,
+    [OP_ATTENTION_P] = b_attention_p,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1191,6 +1200,8 @@ static const bo_entry entries[] = {
     {OP_ATTENTION, BOTH, 0, {.N = 1, .H = 4, .W = 4, .C = 192, .heads = 6}},
     {OP_ATTENTION, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 256, .heads = 8}},
     {OP_ATTENTION, BOTH, 0, {.N = 1, .H = 15, .W = 20, .C = 16, .heads = 1}},
+    {OP_ATTENTION_P, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 24, .heads = 2}},
+    {OP_ATTENTION_P, BOTH, 0, {.N = 2, .H = 8, .W = 8, .C = 256, .heads = 8}},
     {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 0, .f = 0.1f, .step = 4}},
     {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 9, .W = 8, .C = 33, .K = 5, .f = 0.5f, .step = 77, .inplace = 1}},
     {OP_DROPOUT, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 9, .K = 1, .f = 0.1f, .step = 4, .micro = 1}},

@@ -244,9 +244,10 @@ PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 at = d["attn_layers"]
-n_bd = sum(o["nodes"] for o in d["breakdown"] if o["op"] in ("attention", "attention_bwd"))
-assert n_bd >= 2 and len(at) == n_bd, (len(at), n_bd)
-assert {a["op"] for a in at} == {"attention", "attention_bwd"}, at
+ops = ("attention", "attention_bwd", "attention_p")  # attention_p: the backward pass recomputes P
+n_bd = sum(o["nodes"] for o in d["breakdown"] if o["op"] in ops)
+assert n_bd >= 3 and len(at) == n_bd, (len(at), n_bd)
+assert {a["op"] for a in at} == set(ops), at
 for a in at:
     assert a["engine"] == "gemm" and a["gemm_ms"] > 0 and a["fused_ms"] > 0, a
     assert a["shape"] == "2 L64 C64 heads1", a

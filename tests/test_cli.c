@@ -90,6 +90,7 @@ static void test_model_json_roundtrip(void) {
         a.lr = 1.2345e-4f, a.dropout = 0.3f, a.batch = 3, a.act_dt = DT_BF16, a.warmup = 7;
         if (m == 2) a.grad_accum = 3; /* gradient accumulation: recorded when K > 1 */
         a.store_norm = m == 1;        /* kept normalisations: recorded when on */
+        a.store_attn = m == 2;        /* kept attention P: recorded when off */
         /* fusion: recorded resolved (as a plan's config holds it), on for bf16 unless off */
         a.fuse = m == 3 ? 0 : 1;
         a.data_n = a.data_h = a.data_w = 0;

@@ -3359,6 +3359,7 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum, in
     float *r_y = ref_acc(y_cpu, NULL, ny, dt), *old = old_for(accum, nqkv, dt);
     float *r_dqkv = ref_acc(dqkv_cpu, old, nqkv, dt);
     tbuf *y = tb_out("y", ny, dt, NULL), *Pout = tb_out("P", nP, DT_F32, NULL);
+    tbuf *Prc = tb_out("P recomputed", nP, DT_F32, NULL);
     tbuf *dqkv = tb_out("dqkv", nqkv, dt, old);
     int64_t w1 = sg_ws_attention_fwd(N, L, C, heads, dt),
             w2 = sg_ws_attention_bwd(N, L, C, heads, dt);
@@ -3373,21 +3374,32 @@ static void test_attention(int N, int L, int C, int heads, int dt, int accum, in
                  heads, dt, ws1->d, w1);
             CALL(cuda_attention_fused_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d,
                  (const float *)dP_in->d, N, L, C, heads, dt, accum, ws2->d, w2);
+            /* y NULL: P alone (attention_p) */
+            CALL(cuda_attention_fused_fwd, g_st, g_blas, NULL, (float *)Prc->d, dq_in->d, N, L, C,
+                 heads, dt, ws1->d, w1);
         } else {
             CALL(cuda_attention_fwd, g_st, g_blas, y->d, (float *)Pout->d, dq_in->d, N, L, C, heads,
                  dt, ws1->d, w1);
             CALL(cuda_attention_bwd, g_st, g_blas, dqkv->d, ddy->d, dq_in->d,
                  (const float *)dP_in->d, N, L, C, heads, dt, accum, ws2->d, w2);
+            CALL(cuda_attention_fwd, g_st, g_blas, NULL, (float *)Prc->d, dq_in->d, N, L, C, heads,
+                 dt, ws1->d, w1);
         }
         sync_stream();
         tb_check(y, r_y, tol_for(dt), rep, ctx);
         tb_check(Pout, P, TOL_F32, rep, ctx);
+        { /* the recompute (y NULL) has the forward's P bit for bit, and writes nothing else */
+            uint8_t *pf = (uint8_t *)halloc(Pout->bytes), *pr = (uint8_t *)halloc(Prc->bytes);
+            tb_download(Pout, pf);
+            tb_download(Prc, pr);
+            CHECK(!memcmp(pf, pr, Pout->bytes), "%s: the recomputed P is not the forward's", ctx);
+        }
         tb_check(dqkv, r_dqkv, tol_for(dt), rep, ctx);
         guards_all(ctx);
     }
-    CHECK(cuda_attention_f32_launches() - f0 == (f32_takes ? 6 : 0),
+    CHECK(cuda_attention_f32_launches() - f0 == (f32_takes ? 8 : 0),
           "%s: %ld launches of the fp32 fused kernels, expected %d", ctx,
-          cuda_attention_f32_launches() - f0, f32_takes ? 6 : 0);
+          cuda_attention_f32_launches() - f0, f32_takes ? 8 : 0);
     case_end();
 }
 

@@ -62,6 +62,7 @@
 
 #include "graph/exec.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "planner/op_dims.h"
 #include "planner/plan.h"
 #include "tests/sg_test.h"
 
@@ -934,6 +935,33 @@ static void check_f32_switches(void) {
     free(so), free(sc), free(data);
 }
 
+/* SG_ATTN=fused takes every attention node of unet_tiny (L 64, C 64: fp32 one head of 64
+ * channels, bf16 four heads of 16, which the fp32 kernels do not take), the three of each
+ * attention: its forward, its backward and the recompute of its P (attention_p, whose output is
+ * fp32 P whatever the activations: the engine decides by qkv's dtype); describe() counts them */
+static void check_attn_fused_nodes(void) {
+    char *keep = env_push("SG_ATTN", "fused");
+    for (int dt = DT_F32; dt <= DT_BF16; dt++) {
+        sg_model_cfg c = tiny_cfg((sg_dtype)dt);
+        c.heads = dt == DT_BF16 ? 4 : 1, c.head_ch = 0;
+        sg_exec e;
+        char env[2048] = "";
+        int attn = 0, ap = 0;
+        if (!sg_exec_init(&e, &c, 1, cuda_on(1, SG_CONV_ENGINE_OWN))) {
+            e.be->describe(e.be, env, sizeof env);
+            for (int i = 0; i < e.plan.g.nn; i++)
+                attn += sg_op_is_attention(e.plan.g.n[i].op),
+                    ap += e.plan.g.n[i].op == OP_ATTENTION_P;
+        }
+        sg_exec_free(&e);
+        const char *n = strstr(env, "\"attn_fused_nodes\":");
+        CHECK(n && ap > 0 && attn == 3 * ap && atol(n + strlen("\"attn_fused_nodes\":")) == attn,
+              "%s: SG_ATTN=fused takes %s of %d attention nodes (%d attention_p)",
+              sg_dtype_names[dt], n ? n : "(none)", attn, ap);
+    }
+    env_pop("SG_ATTN", keep);
+}
+
 int main(void) {
     STEPS = env_int("SG_TEST_STEPS", 1, MAX_STEPS, MAX_STEPS);
     if (!sg_cuda_available()) {
@@ -959,6 +987,7 @@ int main(void) {
     }
     check_wgmma();
     check_f32_switches();
+    check_attn_fused_nodes();
     check_linear_groups();
     check_stats_pairs();
     check_graph_shape();

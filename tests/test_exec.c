@@ -391,14 +391,21 @@ static void test_recompute_bits(sg_dtype dt) {
     for (int step = 0; step < 2; step++) /* step 1: another dropout mask */
         for (int i = 0; i < g->nn; i++) {
             CHECK(sg_exec_run_nodes(&e, i, i + 1) == SG_OK, "node %d: %s", i, sg_last_error());
-            const int y = g->n[i].out[0];
-            if (g->t[y].recompute) {
-                free(fwd[y]);
-                fwd[y] = malloc((size_t)g->t[y].bytes);
-                sg_exec_read(&e, y, fwd[y]);
+            for (int k = 0; k < g->n[i].nout; k++) { /* attention's P is its output 1 */
+                const int y = g->n[i].out[k];
+                if (g->t[y].recompute) {
+                    free(fwd[y]);
+                    fwd[y] = malloc((size_t)g->t[y].bytes);
+                    sg_exec_read(&e, y, fwd[y]);
+                }
             }
+            const int y = g->n[i].out[0];
             if (g->t[y].role == ROLE_RECOMPUTED) {
-                const int f = g->n[g->n[i].fwd].out[0];
+                const sg_node *fn = &g->n[g->n[i].fwd];
+                int f = -1; /* the forward output this copy stands for */
+                for (int k = 0; k < fn->nout; k++)
+                    if (g->t[fn->out[k]].recomputed == y) f = fn->out[k];
+                SG_ASSERT(f >= 0);
                 unsigned char *copy = malloc((size_t)g->t[y].bytes);
                 sg_exec_read(&e, y, copy);
                 CHECK(fwd[f] && g->t[y].bytes == g->t[f].bytes &&
@@ -415,6 +422,9 @@ static void test_recompute_bits(sg_dtype dt) {
     }
     CHECK(copies > 0 && compared == 2 * copies, "%s: %d recomputed copies, %d compared",
           sg_dtype_names[dt], copies, compared);
+    int attn = 0; /* attention's P among them */
+    for (int i = 0; i < g->nn; i++) attn += g->n[i].op == OP_ATTENTION_P;
+    CHECK(attn > 0, "%s: no attention_p node", sg_dtype_names[dt]);
     free(fwd);
     sg_exec_free(&e);
     free(data);
@@ -435,6 +445,24 @@ static void test_store_norm_bits(sg_dtype dt) {
               !memcmp(a.state, b.state, (size_t)a.state_bytes) &&
               !memcmp(a.losses, b.losses, 3 * sizeof(float)),
           "%s: --store-norm changed the bits", sg_dtype_names[dt]);
+    free(a.state), free(b.state), free(data);
+}
+
+/* --store-attn keeps each attention's P from the forward pass: the recomputation (attention_p)
+ * has the forward's bits (above), so three steps give the same losses and state bit for bit. */
+static void test_store_attn_bits(sg_dtype dt) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    c.act_dt = dt, c.batch = 2, c.data_n = 8;
+    uint8_t *data = fake_data(&c);
+    run_result a = {0}, b = {0};
+    run(&c, data, 3, 7, &a);
+    c.store_attn = 1;
+    run(&c, data, 3, 7, &b);
+    CHECK(a.state && b.state && a.state_bytes == b.state_bytes &&
+              !memcmp(a.state, b.state, (size_t)a.state_bytes) &&
+              !memcmp(a.losses, b.losses, 3 * sizeof(float)),
+          "%s: --store-attn changed the bits", sg_dtype_names[dt]);
     free(a.state), free(b.state), free(data);
 }
 
@@ -473,6 +501,8 @@ int main(void) {
     test_recompute_bits(DT_BF16);
     test_store_norm_bits(DT_F32);
     test_store_norm_bits(DT_BF16);
+    test_store_attn_bits(DT_F32);
+    test_store_attn_bits(DT_BF16);
     test_other_plan_refused();
     return sg_test_end();
 }

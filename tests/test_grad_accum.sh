@@ -98,8 +98,8 @@ $plan --model unet_cifar --precision bf16 --grad-accum 4 --no-table >"$tmp/p4.tx
 $plan --model unet_cifar --precision bf16 --batch 32 --no-table >"$tmp/p32.txt" 2>&1
 ok "plan shows micro-batches, K and global batch" \
     'grep -q "4 micro-batches of 32 samples = global batch 128 (--grad-accum 4)" "$tmp/p4.txt"'
-# (209 forward and 373 backward nodes, unfused, the default (3 of them the upsamples recomputed
-# for the conv after them); with --fuse 1, 165 and 276: 50
+# (209 forward and 379 backward nodes, unfused, the default (3 of them the upsamples recomputed
+# for the conv after them, 6 the attentions' P); with --fuse 1, 165 and 332: 50
 # of the 51 normalisations fused into their convolutions, which leaves their 50
 # recomputations out of the backward pass, the 28 residual adds into the convolutions before
 # them, which leaves the 28 add nodes and one of the two gradient copies of each, the 13 1x1
@@ -107,7 +107,7 @@ ok "plan shows micro-batches, K and global batch" \
 # into the 3x3 convs after them (upconv2d), which leaves the 3 upsample nodes and their 3
 # backward nodes)
 ok "plan: 4 micro-batches x (forward, backward), one optimizer" \
-    'grep -q "4 micro-batches x (209 forward, 373 backward), 5 optimizer" "$tmp/p4.txt"'
+    'grep -q "4 micro-batches x (209 forward, 379 backward), 5 optimizer" "$tmp/p4.txt"'
 arena() { sed -n 's/^  arena .*(\([0-9,]*\) bytes.*/\1/p' "$1"; }
 ok "arena of bs128 K=4 = arena of bs32 ($(arena "$tmp/p4.txt") vs $(arena "$tmp/p32.txt"))" \
     '[ -n "$(arena "$tmp/p4.txt")" ] && [ "$(arena "$tmp/p4.txt")" = "$(arena "$tmp/p32.txt")" ]'

@@ -258,11 +258,18 @@ static int check_recompute(const sg_plan *p, const char *what) {
         if (g->t[rt].role != ROLE_RECOMPUTED) continue;
         nodes++;
         const sg_node *f = nd->fwd >= 0 ? &g->n[nd->fwd] : NULL;
-        int ok = f && i >= nf && i < nb && sg_ops[f->op].recompute == (int)nd->op &&
-                 g->t[f->out[0]].recompute && g->t[f->out[0]].recomputed == rt &&
-                 nd->nin == f->nin + f->nout - 1 && g->t[rt].first == i;
-        for (int k = 0; ok && k < f->nin; k++) ok &= nd->in[k] == f->in[k];
-        for (int k = 1; ok && k < f->nout; k++) ok &= nd->in[f->nin + k - 1] == f->out[k];
+        int which = -1; /* the forward output the copy stands for */
+        for (int k = 0; f && k < f->nout; k++)
+            if (g->t[f->out[k]].recomputed == rt) which = k;
+        int ok = f && which >= 0 && i >= nf && i < nb && sg_ops[f->op].recompute == (int)nd->op &&
+                 g->t[f->out[which]].recompute && nd->nin == sg_ops[nd->op].nin &&
+                 nd->nin <= f->nin + f->nout - 1 && g->t[rt].first == i;
+        /* its inputs: the producer's inputs, then its other outputs, as many as the op takes */
+        int want[SG_MAX_IN + SG_MAX_OUT], n = 0;
+        for (int k = 0; ok && k < f->nin; k++) want[n++] = f->in[k];
+        for (int k = 0; ok && k < f->nout; k++)
+            if (k != which) want[n++] = f->out[k];
+        for (int k = 0; ok && k < nd->nin; k++) ok &= nd->in[k] == want[k];
         int next_reads = 0;
         for (int k = 0; ok && i + 1 < g->nn && k < g->n[i + 1].nin; k++)
             next_reads |= g->n[i + 1].in[k] == rt;
@@ -798,11 +805,12 @@ static void test_builtin_models(void) {
                         CHECK(fused == (fz ? norms - 1 : 0), "%s: %d of %d normalisations fused",
                               what, fused, norms);
                         /* and each upsample before a conv (unfused; fused, it is upconv2d) */
-                        int nups = 0;
+                        int nups = 0, natt = 0; /* and every attention's P (--store-attn 0) */
                         for (int i = 0; i < p.g.n_forward; i++)
-                            nups += p.g.n[i].op == OP_UPSAMPLE2X;
+                            nups += p.g.n[i].op == OP_UPSAMPLE2X,
+                                natt += p.g.n[i].op == OP_ATTENTION;
                         if (train)
-                            CHECK(recomputes == norms + (cfg.resample_conv ? nups : 0),
+                            CHECK(recomputes == norms + (cfg.resample_conv ? nups : 0) + natt,
                                   "%s: %d recompute nodes", what, recomputes);
                         /* the residual epilogue, against the unfused plan: every block's add is
                          * in its conv's store fused (each conv2 and to_out is fusable), none
@@ -1470,6 +1478,63 @@ static void test_store_norm(void) {
           "--store-norm: %s", sg_last_error());
 }
 
+/* --store-attn (sg_model_cfg.store_attn): 0, the default, recomputes every attention's P in the
+ * backward pass (attention_p on qkv, just before the attention's backward, which reads the copy;
+ * the forward's P dies at its node) and the arena shrinks (unet_cifar batch 128 bf16: every P of
+ * the encoder and decoder was live at the peak, 5 x 32 MiB); 1 keeps P, and its plan is the plan
+ * of before (a config without the key reads as 1: graph/weights.c), so the config records 0. */
+static void test_store_attn(void) {
+    for (int fz = 0; fz < 2; fz++) {
+        sg_model_cfg c;
+        sg_model_preset(&c, "unet_cifar");
+        c.act_dt = DT_BF16, c.batch = 128, c.fuse = fz;
+        sg_plan p0, p1;
+        CHECK(!sg_plan_build(&p0, &c, 1), "store_attn 0, fuse %d: %s", fz, sg_last_error());
+        c.store_attn = 1;
+        SG_ASSERT(!sg_plan_build(&p1, &c, 1));
+        char what[64];
+        snprintf(what, sizeof what, "unet_cifar b128 bf16 fuse %d store_attn 0", fz);
+        check_plan(&p0, what, 1.0);
+        check_recompute(&p0, what);
+        int attn = 0, ap0 = 0, ap1 = 0, wired = 0;
+        for (int i = 0; i < p0.g.nn; i++) {
+            const sg_node *nd = &p0.g.n[i];
+            attn += nd->op == OP_ATTENTION;
+            if (nd->op != OP_ATTENTION_P) continue;
+            ap0++;
+            /* the copy of its forward's P, read by the attention backward right after it */
+            const sg_node *f = &p0.g.n[nd->fwd], *b = &p0.g.n[i + 1];
+            wired += f->op == OP_ATTENTION && p0.g.t[f->out[1]].recomputed == nd->out[0] &&
+                     p0.g.t[f->out[1]].last == nd->fwd && b->op == OP_ATTENTION_BWD &&
+                     b->in[2] == nd->out[0] && p0.g.t[nd->out[0]].last == i + 1;
+        }
+        for (int i = 0; i < p1.g.nn; i++) ap1 += p1.g.n[i].op == OP_ATTENTION_P;
+        CHECK(attn == 6 && ap0 == attn && wired == attn && ap1 == 0,
+              "%s: %d attentions, %d attention_p (%d wired), with --store-attn 1 %d", what, attn,
+              ap0, wired, ap1);
+        CHECK(p0.hash != p1.hash && p0.arena_bytes + ((int64_t)150 << 20) < p1.arena_bytes,
+              "%s: arena %lld, with --store-attn 1 %lld", what, (long long)p0.arena_bytes,
+              (long long)p1.arena_bytes);
+        char j0[2048], j1[2048];
+        c.store_attn = 0;
+        sg_model_json(&c, j0, sizeof j0);
+        c.store_attn = 1;
+        sg_model_json(&c, j1, sizeof j1);
+        CHECK(strstr(j0, "\"store_attn\":0") && !strstr(j1, "store_attn"),
+              "the config JSON: %s / %s", j0, j1);
+        printf("store_attn, fuse %d: %d of %d attention P recomputed, arena %.1f MiB (with "
+               "--store-attn 1 %.1f)\n",
+               fz, ap0, attn, (double)p0.arena_bytes / (1 << 20),
+               (double)p1.arena_bytes / (1 << 20));
+        sg_plan_free(&p0), sg_plan_free(&p1);
+    }
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_tiny");
+    CHECK(c.store_attn == 0 && sg_model_flag(&c, "--store-attn", "2") == -1 &&
+              sg_model_flag(&c, "--store-attn", "1") == 1 && c.store_attn == 1,
+          "--store-attn: %s", sg_last_error());
+}
+
 /* sg_node_bytes (tools/bench's memory columns), restated from the shapes on unet_cifar batch 8
  * bf16, unfused and fused: a conv reads x, its weights' bf16 copy and the bias and writes y; a
  * concatenation moves nothing and its reader reads both parts; a fused conv reads its virtual
@@ -1705,5 +1770,6 @@ int main(void) {
     test_verifier_catches_overlap();
     test_grad_accum_plans();
     test_store_norm();
+    test_store_attn();
     return sg_test_end();
 }

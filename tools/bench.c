@@ -167,7 +167,7 @@ static int is_layer_op(int op) {
            op == OP_UPCONV2D_BWD_DATA || op == OP_UPCONV2D_BWD_WEIGHT;
 }
 static int is_attn_op(int op) {
-    return op == OP_ATTENTION || op == OP_ATTENTION_BWD;
+    return sg_op_is_attention((sg_op)op);
 }
 
 /* The implicit GEMM of a layer node, as an M x N x K dense GEMM doing the node's FLOPs (2MNK is

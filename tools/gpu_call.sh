@@ -178,6 +178,10 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     # the 1x1 forwards back on own and the GEMM's fp32 tile (the rule before the bias epilogue,
     # kernels/cuda/blas.cu): the main row's step against this one's says what the epilogue bought
     variant gemm_tile SG_GEMM_EPILOGUE=0 --
+    # every attention's P kept from the forward pass (--store-attn 1, the plan before
+    # 2026-12-05): the same bits; the main row's step against this one's is what recomputing P
+    # (attention_p: the scores' GEMM and the softmax again) costs, its arena what it saves
+    variant store_attn -- --store-attn 1
     # the step's graph launched from the device (kernels/cuda/graph_launch.cu): host_us_per_step
     # against the main rows' (DESIGN.md: 20 us), at both batches
     variant graph_device SG_GRAPH_LAUNCH=device --

@@ -47,8 +47,9 @@ void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C
                 float inv = (float)(1.0 / sum);
                 for (int j = 0; j < L; j++) row[j] *= inv;
             }
-            sg_cpu_sgemm(0, 0, L, D, L, 1.0f, Pnh, L, v, ld, 0.0f, y + (int64_t)n * L * C + h * D,
-                         C);
+            if (y) /* NULL: P alone (attention_p, the backward pass's recompute) */
+                sg_cpu_sgemm(0, 0, L, D, L, 1.0f, Pnh, L, v, ld, 0.0f,
+                             y + (int64_t)n * L * C + h * D, C);
         }
     }
 }

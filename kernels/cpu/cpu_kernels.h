@@ -132,6 +132,7 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim);
 /* ---- self-attention, `heads` heads of D = C/heads channels over L = H*W positions.
  * qkv[N,L,3C] holds q | k | v along channels (head h owns channels h*D .. h*D+D-1 of each).
  * P[N,heads,L,L] = softmax_row(q k^T / sqrt(D)) is saved; y[N,L,C] = P v. */
+/* y NULL: P alone, the same bits (attention_p, the recompute of P in the backward pass) */
 void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C, int heads);
 /* dqkv[N,L,3C] from dy[N,L,C], qkv and P. */
 void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N, int L,

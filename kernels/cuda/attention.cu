@@ -430,6 +430,7 @@ __global__ void __launch_bounds__(AF_THREADS, 2)
                 grow[j] = v0;
         }
     }
+    if (!y) return; /* P alone (attention_p): the block's copies are all waited for */
     uint32_t pa[NJ * 4][4];
     af_to_frags<NJ>(pa, acc);
     /* 3. y_h = P v */
@@ -590,11 +591,13 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
                        int L, int C, int heads, int dt, void *ws, int64_t ws_bytes) {
     const char *fn = "cuda_attention_fwd";
     if (att_check(fn, blas, st, N, L, C, heads, dt)) return SG_ERR;
-    SG_WS_CHECK(sg_ws_attention_fwd(N, L, C, heads, dt), ws_bytes, fn);
+    /* P alone takes none (attention_p's workspace rule: 0) */
+    SG_WS_CHECK(y ? sg_ws_attention_fwd(N, L, C, heads, dt) : 0, ws_bytes, fn);
     const int D = C / heads, ld = 3 * C;
     const float a = (float)(1.0 / sqrt((double)D));
     const int64_t sqkv = (int64_t)L * ld, sP = (int64_t)heads * L * L, sY = (int64_t)L * C;
-    uint16_t *Pb = dt == DT_BF16 ? (uint16_t *)ws : NULL;
+    /* y NULL: P alone (attention_p, the backward pass's recompute: the same GEMM and softmax) */
+    uint16_t *Pb = dt == DT_BF16 && y ? (uint16_t *)ws : NULL;
     const int64_t rows = (int64_t)N * L;
     for (int h = 0; h < heads; h++) {
         const void *q = att_off(qkv, (int64_t)h * D, dt);
@@ -608,6 +611,7 @@ int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const 
         SG_LAUNCH(softmax_fwd_kernel, (unsigned)((rows + SM_ROWS - 1) / SM_ROWS), SG_THREADS, 0, st,
                   P, Pb, rows, L, heads, h);
         SG_LAUNCH_CHECK("softmax_fwd_kernel");
+        if (!y) continue;
         /* y_h^T (D x L) = v^T P^T */
         const void *Pop = Pb ? (const void *)Pb : (const void *)Ph;
         const int64_t sPop = Pb ? (int64_t)L * L : sP;

@@ -220,8 +220,10 @@ __global__ void __launch_bounds__(AQ_THREADS, 2)
                 sS[(8 * w + i) * AQ_LDS(Lp) + lane + 32 * c] = BWD ? acc[i][c] : acc[i][c] * a;
     }
     __syncthreads();
-    /* the product's keys operand (v; k backward) replaces the scores' while the rows are done */
-    aq_load<D>(sB, AQ_LDB(D), base + (BWD ? C : 2 * C), ld, Lp, L);
+    /* the product's keys operand (v; k backward) replaces the scores' while the rows are done;
+     * a forward without y (out NULL: P alone, attention_p) has no product */
+    const bool product = BWD || out;
+    if (product) aq_load<D>(sB, AQ_LDB(D), base + (BWD ? C : 2 * C), ld, Lp, L);
     /* 2. each row: warp w takes rows 8w .. 8w + 7, lane the columns lane + 32c */
     const int64_t hrow = ((int64_t)n * heads + h) * L;
     for (int rr = 0; rr < 8; rr++) {
@@ -272,6 +274,7 @@ __global__ void __launch_bounds__(AQ_THREADS, 2)
             if (lane == 0) rowdot[hrow + i] = dot;
         }
     }
+    if (!product) return;
     __syncthreads();
     /* 3. y_h = P v (dq = a dS k) */
     float acc[4][D / 16];

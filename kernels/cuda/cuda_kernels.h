@@ -640,7 +640,8 @@ int cuda_ddpm_noise(cudaStream_t st, void *xt, const float *x0, const float *eps
                     const void *table, int N, int per, int T, int dt);
 
 /* ---- attention (attention.cu): qkv[N,L,3C], P[N,heads,L,L] fp32, y[N,L,C]. */
-/* [gemm] [ws] */
+/* [gemm] [ws] y NULL: P alone, as the forward computes it (attention_p, the recompute of P in the
+ * backward pass; also the fused forward's) */
 int cuda_attention_fwd(cudaStream_t st, sg_blas *blas, void *y, float *P, const void *qkv, int N,
                        int L, int C, int heads, int dt, void *ws, int64_t ws_bytes);
 /* [gemm] [ws] dqkv[N,L,3C] (dt); accum applies to dqkv. */
