@@ -75,7 +75,7 @@ typedef struct {
     /* memory for time (--store-attn): 1 keeps each attention's softmax P (fp32 [N, heads, L, L])
      * from the forward pass for its backward; 0, the default, recomputes it there (attention_p:
      * the forward's scores and softmax again, the same kernels, the same bits; unet_cifar batch
-     * 128 bf16: 159 MiB less arena, every P of the encoder and decoder at the peak). */
+     * 128 bf16: 160 MiB less arena, every P of the encoder and decoder at the peak). */
     int store_attn;
     /* the per-layer conv engine table (--engine-table; planner/engine_table.h), or NULL: a
      * `cudnn` layer's normalisation is not fused into it. Not owned (the caller keeps it alive

@@ -115,7 +115,7 @@ const char *const sg_model_flags_help =
     "  --store-attn 0|1     1: keep each attention's softmax P (fp32, batch x heads x L x L)\n"
     "                       from the forward pass for its backward instead of recomputing\n"
     "                       it there (the forward's scores and softmax again: the same\n"
-    "                       bits, one GEMM more; unet_cifar batch 128 bf16: +159 MiB of\n"
+    "                       bits, one GEMM more; unet_cifar batch 128 bf16: +160 MiB of\n"
     "                       arena; default 0)\n"
     "  --ch N               base channels\n"
     "  --ch-mult A,B,...    channel multiplier per level\n"
