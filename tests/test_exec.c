@@ -430,39 +430,22 @@ static void test_recompute_bits(sg_dtype dt) {
     free(data);
 }
 
-/* --store-norm keeps the normalisations the backward pass would recompute: the recomputation has
- * the forward's bits (above), so three steps give the same losses and state bit for bit. */
-static void test_store_norm_bits(sg_dtype dt) {
+/* --store-norm keeps the normalisations the backward pass would recompute, --store-attn each
+ * attention's P (attention_p): the recomputations have the forward's bits (above), so three
+ * steps give the same losses and state bit for bit with either switch on. */
+static void test_store_bits(sg_dtype dt, int attn) {
     sg_model_cfg c;
     sg_model_preset(&c, "unet_tiny");
     c.act_dt = dt, c.batch = 2, c.data_n = 8;
     uint8_t *data = fake_data(&c);
     run_result a = {0}, b = {0};
     run(&c, data, 3, 7, &a);
-    c.store_norm = 1;
+    *(attn ? &c.store_attn : &c.store_norm) = 1;
     run(&c, data, 3, 7, &b);
     CHECK(a.state && b.state && a.state_bytes == b.state_bytes &&
               !memcmp(a.state, b.state, (size_t)a.state_bytes) &&
               !memcmp(a.losses, b.losses, 3 * sizeof(float)),
-          "%s: --store-norm changed the bits", sg_dtype_names[dt]);
-    free(a.state), free(b.state), free(data);
-}
-
-/* --store-attn keeps each attention's P from the forward pass: the recomputation (attention_p)
- * has the forward's bits (above), so three steps give the same losses and state bit for bit. */
-static void test_store_attn_bits(sg_dtype dt) {
-    sg_model_cfg c;
-    sg_model_preset(&c, "unet_tiny");
-    c.act_dt = dt, c.batch = 2, c.data_n = 8;
-    uint8_t *data = fake_data(&c);
-    run_result a = {0}, b = {0};
-    run(&c, data, 3, 7, &a);
-    c.store_attn = 1;
-    run(&c, data, 3, 7, &b);
-    CHECK(a.state && b.state && a.state_bytes == b.state_bytes &&
-              !memcmp(a.state, b.state, (size_t)a.state_bytes) &&
-              !memcmp(a.losses, b.losses, 3 * sizeof(float)),
-          "%s: --store-attn changed the bits", sg_dtype_names[dt]);
+          "%s: %s changed the bits", sg_dtype_names[dt], attn ? "--store-attn" : "--store-norm");
     free(a.state), free(b.state), free(data);
 }
 
@@ -499,10 +482,10 @@ int main(void) {
     test_conv_engine_record();
     test_recompute_bits(DT_F32);
     test_recompute_bits(DT_BF16);
-    test_store_norm_bits(DT_F32);
-    test_store_norm_bits(DT_BF16);
-    test_store_attn_bits(DT_F32);
-    test_store_attn_bits(DT_BF16);
+    for (int attn = 0; attn < 2; attn++) {
+        test_store_bits(DT_F32, attn);
+        test_store_bits(DT_BF16, attn);
+    }
     test_other_plan_refused();
     return sg_test_end();
 }

@@ -1424,11 +1424,16 @@ static int norm_recomputes(const sg_graph *g) {
         n += g->n[i].op == OP_NORM_ACT_APPLY || g->n[i].op == OP_NORM_ACT_TEMB_APPLY;
     return n;
 }
+/* unet_cifar batch 128 bf16, fused or not: the configuration the memory switches are told by */
+static sg_model_cfg cifar_b128_bf16(int fuse) {
+    sg_model_cfg c;
+    sg_model_preset(&c, "unet_cifar");
+    c.act_dt = DT_BF16, c.batch = 128, c.fuse = fuse;
+    return c;
+}
 static void test_store_norm(void) {
     for (int fz = 0; fz < 2; fz++) {
-        sg_model_cfg c;
-        sg_model_preset(&c, "unet_cifar");
-        c.act_dt = DT_BF16, c.batch = 128, c.fuse = fz;
+        sg_model_cfg c = cifar_b128_bf16(fz);
         sg_plan p0, p1;
         SG_ASSERT(!sg_plan_build(&p0, &c, 1));
         c.store_norm = 1;
@@ -1485,9 +1490,7 @@ static void test_store_norm(void) {
  * of before (a config without the key reads as 1: graph/weights.c), so the config records 0. */
 static void test_store_attn(void) {
     for (int fz = 0; fz < 2; fz++) {
-        sg_model_cfg c;
-        sg_model_preset(&c, "unet_cifar");
-        c.act_dt = DT_BF16, c.batch = 128, c.fuse = fz;
+        sg_model_cfg c = cifar_b128_bf16(fz);
         sg_plan p0, p1;
         CHECK(!sg_plan_build(&p0, &c, 1), "store_attn 0, fuse %d: %s", fz, sg_last_error());
         c.store_attn = 1;
