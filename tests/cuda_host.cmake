@@ -14,8 +14,18 @@ set(SG_SIM_CXX_FLAGS -Wall -Wextra -Werror -Wno-psabi -ffp-contract=off -fno-str
 # the stand-in runtime, cuBLAS/cuBLASLt and execution model
 add_library(sg_cuda_sim STATIC ${SG_SIM_DIR}/sim_runtime.cpp ${SG_SIM_DIR}/sim_exec.cpp
                                ${SG_SIM_DIR}/sim_tensor_core.cpp ${SG_SIM_DIR}/sim_hopper.cpp
-                               ${SG_SIM_DIR}/sim_cublas.cpp)
+                               ${SG_SIM_DIR}/sim_cublas.cpp ${SG_SIM_DIR}/sim_resources.cpp)
 target_include_directories(sg_cuda_sim BEFORE PUBLIC ${SG_SIM_DIR}/include)
+# the launches' resources against ptxas's reports of the nvcc build (tools/nvcc_resources.sh
+# writes them beside the objects under kernels/; none without nvcc): the emulated kernels are
+# found by their symbols, so every executable exports its own (-rdynamic)
+if(SG_HAVE_CUDA)
+  set_source_files_properties(${SG_SIM_DIR}/sim_resources.cpp PROPERTIES COMPILE_DEFINITIONS
+                              SG_SIM_PTXAS_DIR="${CMAKE_BINARY_DIR}/kernels")
+  add_dependencies(sg_cuda_sim sg_kernels_cuda sg_kernels_cuda_devrt) # the reports exist first
+endif()
+target_link_options(sg_cuda_sim PUBLIC -rdynamic)
+target_link_libraries(sg_cuda_sim PUBLIC ${CMAKE_DL_LIBS})
 target_compile_options(sg_cuda_sim PRIVATE ${SG_SIM_CXX_FLAGS})
 set_target_properties(sg_cuda_sim PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                              CXX_EXTENSIONS OFF)
@@ -89,6 +99,9 @@ add_executable(test_cuda_ops_host ${CMAKE_SOURCE_DIR}/tests/test_cuda_ops.c)
 target_include_directories(test_cuda_ops_host BEFORE PRIVATE ${SG_SIM_DIR}/include
                                                              ${CMAKE_BINARY_DIR}/generated)
 target_link_libraries(test_cuda_ops_host PRIVATE sg_kernels_cuda_host sg_kernels_cpu sg_cuda_sim m)
+if(SG_HAVE_CUDA) # the nvcc build's ptxas reports must be there (test_launch_resources)
+  target_compile_definitions(test_cuda_ops_host PRIVATE SG_SIM_EXPECT_PTXAS=1)
+endif()
 add_executable(test_cuda_step_host ${CMAKE_SOURCE_DIR}/tests/test_cuda_step.c)
 target_link_libraries(test_cuda_step_host PRIVATE sg_graph_cuda_host)
 # (the step test shortened: 3 steps at batch 2, see tests/test_cuda_step.c; its gradient-

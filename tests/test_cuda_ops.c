@@ -2732,6 +2732,38 @@ static void test_gn(int N, int HW, int c0, int c1, int G, int dt, int accum_dx, 
     case_end();
 }
 
+/* The launches' resources (host emulation, nvcc builds): the emulation holds every launch to
+ * the registers and static shared memory ptxas assembled for its kernel (tools/nvcc_resources.sh
+ * writes the reports, tests/cuda_host/sim_resources.cpp reads them). That check is silent where
+ * no report names a kernel, so here: the reports were read, and they know the kernel that
+ * motivated it, norm_bwd_apply_kernel, whose 20 KiB of static arrays left its staged launches
+ * (32 KiB of dynamic shared memory at unet_cifar's bf16 shapes) 4 KiB over the default 48 KiB
+ * limit without the attribute: a launch failure on a GPU that the emulation passed. The
+ * cases of test_gns and the steps of test_cuda_step run those launches. */
+#ifdef SG_SIM_EXPECT_PTXAS
+int sg_sim_resources_known(int *files);
+int sg_sim_resources_of(const char *key, int *regs, int *smem_static);
+#endif
+static void test_launch_resources(void) {
+#ifdef SG_SIM_EXPECT_PTXAS
+    int files = 0, regs = 0, st = 0;
+    const int known = sg_sim_resources_known(&files);
+    printf("launch resources: %d kernels in %d ptxas reports\n", known, files);
+    CHECK(files >= 10 && known >= 100,
+          "ptxas reports: %d kernels in %d files (tools/nvcc_resources.sh)", known, files);
+    CHECK(sg_sim_resources_of("norm_bwd_apply_kernel<unsigned short, 4, false>", &regs, &st) == 0 &&
+              st > 16 * 1024 && regs > 0,
+          "norm_bwd_apply_kernel<unsigned short, 4, false>: %d registers, %d bytes of static "
+          "shared memory",
+          regs, st);
+    CHECK(sg_sim_resources_of("conv_wg_fwd_halo_kernel<256, false, true>", &regs, &st) == 0 &&
+              regs == 168,
+          "conv_wg_fwd_halo_kernel<256, false, true>: %d registers (sm_90a, __launch_bounds__(384, "
+          "1))",
+          regs);
+#endif
+}
+
 static void test_gns(void) {
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {
         test_gn(2, 63, 24, 0, 6, dt, 0, 0);     /* 4 channels per group, odd HW */
@@ -4503,6 +4535,7 @@ int main(void) {
     }
     test_linears();
     test_linear_groups();
+    if (on_host_emulation()) test_launch_resources();
     test_gns();
     test_norm_acts();
     for (int dt = DT_F32; dt <= DT_BF16; dt++) {

@@ -515,14 +515,44 @@ __device__ __forceinline__ sg_conv_class sg_conv_class_of(int z, int H, int W, i
     return k;
 }
 
-/* A kernel's dynamic shared memory above the default 48 KiB (a function attribute, no stream
- * work: allowed during capture); the error names the kernel. */
+/* Before every launch with dynamic shared memory: the kernel's limit raised where it needs it,
+ * never lowered. A block's static shared memory (ptxas's, cudaFuncGetAttributes) counts against
+ * the same 48 KiB default: a kernel with 20 KiB of static arrays launches with at most 28 KiB of
+ * dynamic shared memory unless its cudaFuncAttributeMaxDynamicSharedMemorySize says more. So the
+ * attribute is set to `bytes` where static + bytes passes 48 KiB and `bytes` passes what was set
+ * before (a function attribute, no stream work: allowed during capture); a lower value is never
+ * set, so a graph captured with a larger launch of the same kernel keeps its room. The first
+ * call for a kernel asks its attributes (outside a capture: the eager warm-up comes first), kept
+ * in a table of each file's (128 kernels; conv_tc.cu has the most, 60; past it, every call sets
+ * the attribute as asked). The error names the kernel and both sizes. */
+struct cuda_smem_slot {
+    const void *kernel;
+    int static_bytes, attr;
+};
+static inline cuda_smem_slot *cuda_smem_slot_of(const void *kernel) {
+    static cuda_smem_slot slots[128];
+    static int n;
+    for (int i = 0; i < n; i++)
+        if (slots[i].kernel == kernel) return &slots[i];
+    if (n == (int)(sizeof slots / sizeof slots[0])) return nullptr;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    slots[n] = cuda_smem_slot{kernel, (int)fa.sharedSizeBytes, 0};
+    return &slots[n++];
+}
 template <class F> static int cuda_smem_attr(F *kernel, int bytes, const char *name) {
+    cuda_smem_slot *sl = cuda_smem_slot_of((const void *)kernel);
+    const int st = sl ? sl->static_bytes : 0;
+    if (sl && (st + bytes <= 48 * 1024 || bytes <= sl->attr)) return SG_OK;
     cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess)
-        return sg_set_error("%s: %d bytes of dynamic shared memory: %s", name, bytes,
-                            cudaGetErrorString(e));
+        return sg_set_error("%s: %d bytes of dynamic shared memory (and %d of static): %s", name,
+                            bytes, st, cudaGetErrorString(e));
+    if (sl) sl->attr = bytes;
     return SG_OK;
 }
 

@@ -1190,8 +1190,7 @@ static int na_bwd_apply(cudaStream_t st, int chunks, sg_cat dx, float *dvpart, c
     const dim3 grid((unsigned)chunks, (unsigned)(fin.N + prow));
     /* the staged x and dy (vectors): 2 SG_WS_NORM_ELEMS values at most, 64 KiB in fp32 */
     const int bytes = VEC > 1 ? 2 * rows * C * (int)sizeof(T) : 0;
-    if (bytes > 48 * 1024 && cuda_smem_attr(norm_bwd_apply, bytes, "norm_bwd_apply_kernel"))
-        return SG_ERR;
+    if (bytes > 0 && cuda_smem_attr(norm_bwd_apply, bytes, "norm_bwd_apply_kernel")) return SG_ERR;
     SG_LAUNCH(norm_bwd_apply, grid, SG_THREADS, (size_t)bytes, st, dx, dvpart, (const T *)dy, x,
               (const T *)v, mean, rstd, gamma, beta, m, HW, C, G, rows, act, drop, accum, fin);
     SG_LAUNCH_CHECK("norm_bwd_apply_kernel");
@@ -1310,7 +1309,7 @@ static int na_onepass(cudaStream_t st, void *y, float *mean, float *rstd, sg_cat
     void (*const kernel)(T *, float *, float *, sg_cat, const T *, const float *, const float *,
                          int, int, int, int, int, int, float, int, sg_drop) =
         drop.p > 0.0f ? norm_onepass_kernel<T, VEC, true> : norm_onepass_kernel<T, VEC, false>;
-    if (bytes > 48 * 1024 && cuda_smem_attr(kernel, bytes, "norm_onepass_kernel")) return SG_ERR;
+    if (bytes > 0 && cuda_smem_attr(kernel, bytes, "norm_onepass_kernel")) return SG_ERR;
     SG_LAUNCH_NAMED("norm_onepass_kernel", kernel, dim3((unsigned)(G / gpb), (unsigned)N),
                     SG_THREADS, (size_t)bytes, st, (T *)y, mean, rstd, x, (const T *)v, gamma, beta,
                     HW, C, G, gpb, seg, S, eps, act, drop);
@@ -1426,8 +1425,7 @@ static int nb_onepass(cudaStream_t st, sg_cat dx, float2 *S, float *dvpart, cons
                          int, int, sg_drop, int) = drop.p > 0.0f
                                                        ? norm_bwd_onepass_kernel<T, VEC, true>
                                                        : norm_bwd_onepass_kernel<T, VEC, false>;
-    if (bytes > 48 * 1024 && cuda_smem_attr(kernel, bytes, "norm_bwd_onepass_kernel"))
-        return SG_ERR;
+    if (bytes > 0 && cuda_smem_attr(kernel, bytes, "norm_bwd_onepass_kernel")) return SG_ERR;
     SG_LAUNCH_NAMED("norm_bwd_onepass_kernel", kernel, dim3((unsigned)(G / gpb), (unsigned)N),
                     SG_THREADS, (size_t)bytes, st, dx, S, dvpart, (const T *)dy, x, (const T *)v,
                     mean, rstd, gamma, beta, HW, C, G, gpb, seg, segs, rows, act, drop, accum);

@@ -34,6 +34,17 @@ const alloc *find_range(const void *p, size_t bytes);
 /* "allocation #3 (device, 4096 bytes at 0x...): 12 bytes past its end" or "no allocation". */
 std::string describe_address(const void *p);
 
+/* ---- what ptxas assembled for a kernel (sim_resources.cpp) ---- */
+struct kernel_resources {
+    std::string name;    /* the key: "norm_bwd_apply_kernel<float, 4, false>" */
+    int regs = 0;        /* registers a thread */
+    int smem_static = 0; /* static shared memory a block, bytes */
+    bool known = false;
+};
+/* The figures of the kernel at func, or nullptr: no ptxas report names it (a test's own kernel,
+ * a build without nvcc). */
+const kernel_resources *resources_of(const void *func);
+
 /* ---- streams and their commands ---- */
 enum cmd_kind { CMD_KERNEL = 1, CMD_GEMM, CMD_COPY, CMD_SET };
 struct cmd {

@@ -444,13 +444,36 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
         set_error(cudaErrorInvalidConfiguration);
         return false;
     }
-    int lim = 48 << 10;
+    /* what ptxas assembled (sim_resources.cpp): the registers of the block's warps (allocated
+     * per warp in units of 256) must fit the SM's 65536, and without the opt-in attribute the
+     * static and dynamic shared memory together must fit the default 48 KiB */
+    const kernel_resources *res = resources_of(li.func);
+    const int st = res ? res->smem_static : 0;
+    if (res) {
+        const long warps = (long)((threads + 31) / 32);
+        const long per_warp = ((long)res->regs * 32 + 255) / 256 * 256;
+        if (warps * per_warp > 65536) {
+            report("kernel %s (%s): %llu threads of %d registers (ptxas) need %ld registers, "
+                   "above the SM's 65536: too many resources requested for launch (a smaller "
+                   "block, or __launch_bounds__ to cap the registers)",
+                   li.name, res->name.c_str(), threads, res->regs, warps * per_warp);
+            set_error(cudaErrorLaunchOutOfResources);
+            return false;
+        }
+    }
+    int lim = (48 << 10) - st;
     auto it = R.max_dyn_smem.find(li.func);
     if (it != R.max_dyn_smem.end()) lim = it->second;
     if (li.smem > (size_t)lim) {
-        report("kernel %s: %zu bytes of dynamic shared memory, above its limit of %d (raise it "
-               "with cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB)",
-               li.name, li.smem, lim);
+        report("kernel %s: %zu bytes of dynamic shared memory, above its limit of %d (%s; raise "
+               "it with cudaFuncSetAttribute(MaxDynamicSharedMemorySize): static plus dynamic at "
+               "most 227 KiB)",
+               li.name, li.smem, lim,
+               it != R.max_dyn_smem.end()
+                   ? "the attribute's value"
+                   : (std::string("48 KiB less the kernel's ") + std::to_string(st) +
+                      " bytes of static shared memory (ptxas)")
+                         .c_str());
         set_error(cudaErrorInvalidValue);
         return false;
     }
@@ -917,10 +940,14 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     SIM_ENTER();
     if (!func) return set_error(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || value > (227 << 10)) {
-            report("cudaFuncSetAttribute: %d bytes of dynamic shared memory exceed the device's "
-                   "227 KiB opt-in limit",
-                   value);
+        /* the attribute plus the kernel's static shared memory (ptxas, sim_resources.cpp)
+         * must fit the device's opt-in limit */
+        const kernel_resources *res = resources_of(func);
+        const int st = res ? res->smem_static : 0;
+        if (value < 0 || value + st > (227 << 10)) {
+            report("cudaFuncSetAttribute: %d bytes of dynamic shared memory and %d of static "
+                   "exceed the device's 227 KiB opt-in limit",
+                   value, st);
             return set_error(cudaErrorInvalidValue);
         }
         R.max_dyn_smem[func] = value;
@@ -928,6 +955,23 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
     }
     if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
     return set_error(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
+    SIM_ENTER();
+    if (!attr) return set_error(cudaErrorInvalidValue);
+    if (!func) return set_error(cudaErrorInvalidDeviceFunction);
+    /* what ptxas assembled where a report names the kernel (sim_resources.cpp), else zeros */
+    const kernel_resources *res = resources_of(func);
+    *attr = cudaFuncAttributes{};
+    attr->sharedSizeBytes = res ? (size_t)res->smem_static : 0;
+    attr->numRegs = res ? res->regs : 0;
+    attr->maxThreadsPerBlock = 1024;
+    auto it = R.max_dyn_smem.find(func);
+    attr->maxDynamicSharedSizeBytes =
+        it != R.max_dyn_smem.end() ? it->second : (48 << 10) - (int)attr->sharedSizeBytes;
+    attr->ptxVersion = attr->binaryVersion = 90;
+    return cudaSuccess;
 }
 
 /* ---- capture and graphs ---- */

@@ -13,6 +13,10 @@ template <class T>
 static inline cudaError_t cudaFuncSetAttribute(T *entry, enum cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute((const void *)entry, attr, value);
 }
+template <class T>
+static inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, T *entry) {
+    return cudaFuncGetAttributes(attr, (const void *)entry);
+}
 #if defined(SG_CUDA_HOST)
 #include "cuda_sim.hpp"
 #endif

@@ -1,0 +1,152 @@
+/* sim_resources.cpp — what ptxas assembled for each kernel (registers a thread, static shared
+ * memory a block), so that the emulation refuses the launches a GPU refuses for resources.
+ *
+ * The build compiles every kernels/cuda .cu file with nvcc through tools/nvcc_resources.sh, which
+ * writes ptxas's report beside each object (OBJECT.ptxas): "Compiling entry function
+ * '<mangled>' for 'sm_90'" then "Used R registers, ..., S bytes smem, ...". The emulated kernels
+ * are the same functions compiled by g++ (tests/cuda_host.cmake, exported from the executables:
+ * -rdynamic), so a launched function pointer's symbol (dladdr) names its ptxas entry. The two
+ * compilers spell some parameter types apart (CUtensorMap is the driver's struct there, the
+ * emulation's here), so the key is the demangled name without its parameter list:
+ * "norm_bwd_apply_kernel<float, 4, false>". Where ptxas assembled a key more than once (several
+ * architectures, overloads) the largest figures count.
+ *
+ * Without the files (a build without nvcc) nothing is known and nothing is checked; tests that
+ * rely on the check ask sg_sim_resources_known() first.
+ */
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "sim_internal.hpp"
+
+#ifndef SG_SIM_PTXAS_DIR
+#define SG_SIM_PTXAS_DIR ""
+#endif
+
+namespace sg_sim {
+
+namespace {
+
+std::string demangle(const char *m) {
+    int st = 0;
+    char *d = abi::__cxa_demangle(m, nullptr, nullptr, &st);
+    std::string r = st == 0 && d ? d : m;
+    free(d);
+    return r;
+}
+
+/* "void f<int, 4>(float*, int)" -> "f<int, 4>"; "f(float*)" -> "f" */
+std::string key_of(const std::string &dem) {
+    std::string s = dem;
+    if (!s.empty() && s.back() == ')') {
+        int depth = 0;
+        for (size_t i = s.size(); i-- > 0;) {
+            if (s[i] == ')') depth++;
+            if (s[i] == '(' && --depth == 0) {
+                s.resize(i);
+                break;
+            }
+        }
+    }
+    if (s.rfind("void ", 0) == 0) s = s.substr(5);
+    return s;
+}
+
+struct table {
+    std::map<std::string, kernel_resources> by_key;
+    std::map<const void *, const kernel_resources *> by_func;
+    std::string dir;
+    int files = 0;
+    std::mutex mu;
+};
+
+table &T() {
+    static table t;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        t.dir = SG_SIM_PTXAS_DIR;
+        if (t.dir.empty()) return;
+        std::error_code ec;
+        for (auto it = std::filesystem::recursive_directory_iterator(t.dir, ec);
+             !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+            const std::string p = it->path().string();
+            if (p.size() < 6 || p.compare(p.size() - 6, 6, ".ptxas") != 0) continue;
+            std::ifstream in(p);
+            std::string line, cur;
+            t.files++;
+            while (std::getline(in, line)) {
+                const char *e = strstr(line.c_str(), "Compiling entry function '");
+                if (e) {
+                    e += strlen("Compiling entry function '");
+                    const char *q = strchr(e, '\'');
+                    cur = q ? key_of(demangle(std::string(e, q).c_str())) : "";
+                    continue;
+                }
+                const char *u = strstr(line.c_str(), "Used ");
+                if (!u || cur.empty()) continue;
+                int regs = 0;
+                long smem = 0;
+                sscanf(u, "Used %d registers", &regs);
+                const char *s = strstr(u, " bytes smem");
+                if (s) {
+                    const char *b = s;
+                    while (b > u && (b[-1] >= '0' && b[-1] <= '9')) b--;
+                    smem = strtol(b, nullptr, 10);
+                }
+                kernel_resources &k = t.by_key[cur];
+                k.name = cur;
+                k.regs = std::max(k.regs, regs);
+                k.smem_static = std::max(k.smem_static, (int)smem);
+                k.known = true;
+                cur.clear();
+            }
+        }
+    });
+    return t;
+}
+
+} // namespace
+
+const kernel_resources *resources_of(const void *func) {
+    table &t = T();
+    if (t.by_key.empty() || !func) return nullptr;
+    std::lock_guard<std::mutex> lk(t.mu);
+    auto it = t.by_func.find(func);
+    if (it != t.by_func.end()) return it->second;
+    const kernel_resources *r = nullptr;
+    Dl_info di;
+    if (dladdr(func, &di) && di.dli_sname && di.dli_saddr == func) {
+        auto k = t.by_key.find(key_of(demangle(di.dli_sname)));
+        if (k != t.by_key.end()) r = &k->second;
+    }
+    t.by_func[func] = r;
+    return r;
+}
+
+} // namespace sg_sim
+
+/* For the tests (C): how many kernels the ptxas reports name (0: no check), from how many files,
+ * and a kernel's figures by its key ("norm_bwd_apply_kernel<float, 4, false>"), -1 if unknown. */
+extern "C" int sg_sim_resources_known(int *files) {
+    sg_sim::table &t = sg_sim::T();
+    if (files) *files = t.files;
+    return (int)t.by_key.size();
+}
+extern "C" int sg_sim_resources_of(const char *key, int *regs, int *smem_static) {
+    sg_sim::table &t = sg_sim::T();
+    auto it = t.by_key.find(key);
+    if (it == t.by_key.end()) return -1;
+    if (regs) *regs = it->second.regs;
+    if (smem_static) *smem_static = it->second.smem_static;
+    return 0;
+}
