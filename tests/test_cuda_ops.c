@@ -2733,34 +2733,35 @@ static void test_gn(int N, int HW, int c0, int c1, int G, int dt, int accum_dx, 
 }
 
 /* The launches' resources (host emulation, nvcc builds): the emulation holds every launch to
- * the registers and static shared memory ptxas assembled for its kernel (tools/nvcc_resources.sh
- * writes the reports, tests/cuda_host/sim_resources.cpp reads them). That check is silent where
- * no report names a kernel, so here: the reports were read, and they know the kernel that
- * motivated it, norm_bwd_apply_kernel, whose 20 KiB of static arrays left its staged launches
- * (32 KiB of dynamic shared memory at unet_cifar's bf16 shapes) 4 KiB over the default 48 KiB
- * limit without the attribute: a launch failure on a GPU that the emulation passed. The
- * cases of test_gns and the steps of test_cuda_step run those launches. */
+ * the registers, static shared memory and __launch_bounds__ ptxas assembled for its kernel
+ * (tools/nvcc_resources.sh writes the reports, tests/cuda_host/sim_resources.cpp reads them).
+ * That check is silent where no report names a kernel, so here: the reports were read, and they
+ * know the kernel that motivated it, norm_bwd_apply_kernel, whose 20 KiB of static arrays left
+ * its staged launches (32 KiB of dynamic shared memory at unet_cifar's bf16 shapes) 4 KiB over
+ * the default 48 KiB limit without the attribute: a launch failure on a GPU that the emulation
+ * passed. The cases of test_gns and the steps of test_cuda_step run those launches. */
 #ifdef SG_SIM_EXPECT_PTXAS
 int sg_sim_resources_known(int *files);
-int sg_sim_resources_of(const char *key, int *regs, int *smem_static);
+int sg_sim_resources_of(const char *key, int *regs, int *smem_static, int *maxntid);
 #endif
 static void test_launch_resources(void) {
 #ifdef SG_SIM_EXPECT_PTXAS
-    int files = 0, regs = 0, st = 0;
+    int files = 0, regs = 0, st = 0, mt = 0;
     const int known = sg_sim_resources_known(&files);
     printf("launch resources: %d kernels in %d ptxas reports\n", known, files);
     CHECK(files >= 10 && known >= 100,
           "ptxas reports: %d kernels in %d files (tools/nvcc_resources.sh)", known, files);
-    CHECK(sg_sim_resources_of("norm_bwd_apply_kernel<unsigned short, 4, false>", &regs, &st) == 0 &&
-              st > 16 * 1024 && regs > 0,
+    CHECK(sg_sim_resources_of("norm_bwd_apply_kernel<unsigned short, 4, false>", &regs, &st, &mt) ==
+                  0 &&
+              st > 16 * 1024 && regs > 0 && mt == 256,
           "norm_bwd_apply_kernel<unsigned short, 4, false>: %d registers, %d bytes of static "
-          "shared memory",
-          regs, st);
-    CHECK(sg_sim_resources_of("conv_wg_fwd_halo_kernel<256, false, true>", &regs, &st) == 0 &&
-              regs == 168,
-          "conv_wg_fwd_halo_kernel<256, false, true>: %d registers (sm_90a, __launch_bounds__(384, "
-          "1))",
-          regs);
+          "shared memory, bound %d threads",
+          regs, st, mt);
+    CHECK(sg_sim_resources_of("conv_wg_fwd_halo_kernel<256, false, true>", &regs, &st, &mt) == 0 &&
+              regs == 168 && mt == 384,
+          "conv_wg_fwd_halo_kernel<256, false, true>: %d registers, bound %d threads (sm_90a, "
+          "__launch_bounds__(384, 1))",
+          regs, mt);
 #endif
 }
 

@@ -39,6 +39,7 @@ struct kernel_resources {
     std::string name;    /* the key: "norm_bwd_apply_kernel<float, 4, false>" */
     int regs = 0;        /* registers a thread */
     int smem_static = 0; /* static shared memory a block, bytes */
+    int maxntid = 0;     /* __launch_bounds__'s threads a block (the PTX's .maxntid); 0: none */
     bool known = false;
 };
 /* The figures of the kernel at func, or nullptr: no ptxas report names it (a test's own kernel,

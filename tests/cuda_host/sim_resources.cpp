@@ -3,13 +3,14 @@
  *
  * The build compiles every kernels/cuda .cu file with nvcc through tools/nvcc_resources.sh, which
  * writes ptxas's report beside each object (OBJECT.ptxas): "Compiling entry function
- * '<mangled>' for 'sm_90'" then "Used R registers, ..., S bytes smem, ...". The emulated kernels
+ * '<mangled>' for 'sm_90'" then "Used R registers, ..., S bytes smem, ...", and its own lines
+ * "sg maxntid <mangled> T" for the entries with __launch_bounds__. The emulated kernels
  * are the same functions compiled by g++ (tests/cuda_host.cmake, exported from the executables:
  * -rdynamic), so a launched function pointer's symbol (dladdr) names its ptxas entry. The two
  * compilers spell some parameter types apart (CUtensorMap is the driver's struct there, the
  * emulation's here), so the key is the demangled name without its parameter list:
  * "norm_bwd_apply_kernel<float, 4, false>". Where ptxas assembled a key more than once (several
- * architectures, overloads) the largest figures count.
+ * architectures, overloads) the largest figures count (the smallest bound).
  *
  * Without the files (a build without nvcc) nothing is known and nothing is checked; tests that
  * rely on the check ask sg_sim_resources_known() first.
@@ -92,6 +93,15 @@ table &T() {
                     cur = q ? key_of(demangle(std::string(e, q).c_str())) : "";
                     continue;
                 }
+                if (line.rfind("sg maxntid ", 0) == 0) { /* tools/nvcc_resources.sh's line */
+                    char name[4096];
+                    int th = 0;
+                    if (sscanf(line.c_str() + 11, "%4095s %d", name, &th) == 2) {
+                        kernel_resources &k = t.by_key[key_of(demangle(name))];
+                        k.maxntid = k.maxntid ? std::min(k.maxntid, th) : th;
+                    }
+                    continue;
+                }
                 const char *u = strstr(line.c_str(), "Used ");
                 if (!u || cur.empty()) continue;
                 int regs = 0;
@@ -136,17 +146,19 @@ const kernel_resources *resources_of(const void *func) {
 } // namespace sg_sim
 
 /* For the tests (C): how many kernels the ptxas reports name (0: no check), from how many files,
- * and a kernel's figures by its key ("norm_bwd_apply_kernel<float, 4, false>"), -1 if unknown. */
+ * and a kernel's figures by its key ("norm_bwd_apply_kernel<float, 4, false>"), -1 if unknown
+ * (maxntid 0: no __launch_bounds__). */
 extern "C" int sg_sim_resources_known(int *files) {
     sg_sim::table &t = sg_sim::T();
     if (files) *files = t.files;
     return (int)t.by_key.size();
 }
-extern "C" int sg_sim_resources_of(const char *key, int *regs, int *smem_static) {
+extern "C" int sg_sim_resources_of(const char *key, int *regs, int *smem_static, int *maxntid) {
     sg_sim::table &t = sg_sim::T();
     auto it = t.by_key.find(key);
     if (it == t.by_key.end()) return -1;
     if (regs) *regs = it->second.regs;
     if (smem_static) *smem_static = it->second.smem_static;
+    if (maxntid) *maxntid = it->second.maxntid;
     return 0;
 }

@@ -449,6 +449,13 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
      * static and dynamic shared memory together must fit the default 48 KiB */
     const kernel_resources *res = resources_of(li.func);
     const int st = res ? res->smem_static : 0;
+    if (res && res->maxntid && threads > (unsigned long long)res->maxntid) {
+        report("kernel %s (%s): %llu threads a block, above its __launch_bounds__ of %d (the "
+               "PTX's .maxntid): a GPU refuses the launch (too many resources requested)",
+               li.name, res->name.c_str(), threads, res->maxntid);
+        set_error(cudaErrorLaunchOutOfResources);
+        return false;
+    }
     if (res) {
         const long warps = (long)((threads + 31) / 32);
         const long per_warp = ((long)res->regs * 32 + 255) / 256 * 256;
@@ -966,7 +973,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
     *attr = cudaFuncAttributes{};
     attr->sharedSizeBytes = res ? (size_t)res->smem_static : 0;
     attr->numRegs = res ? res->regs : 0;
-    attr->maxThreadsPerBlock = 1024;
+    attr->maxThreadsPerBlock = res && res->maxntid ? res->maxntid : 1024;
     auto it = R.max_dyn_smem.find(func);
     attr->maxDynamicSharedSizeBytes =
         it != R.max_dyn_smem.end() ? it->second : (48 << 10) - (int)attr->sharedSizeBytes;
