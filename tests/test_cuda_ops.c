@@ -2743,7 +2743,17 @@ static void test_gn(int N, int HW, int c0, int c1, int G, int dt, int accum_dx, 
 #ifdef SG_SIM_EXPECT_PTXAS
 int sg_sim_resources_known(int *files);
 int sg_sim_resources_of(const char *key, int *regs, int *smem_static, int *maxntid);
+int sg_sim_resources_unmatched(char *buf, int n);
 #endif
+/* ... and, after every case has run, that each kernel launched was named by a report (a kernel
+ * that is not would have run unchecked) */
+static void test_launch_resources_matched(void) {
+#ifdef SG_SIM_EXPECT_PTXAS
+    char names[2048];
+    const int un = sg_sim_resources_unmatched(names, (int)sizeof names);
+    CHECK(un == 0, "%d launched kernels are in no ptxas report (unchecked): %s", un, names);
+#endif
+}
 static void test_launch_resources(void) {
 #ifdef SG_SIM_EXPECT_PTXAS
     int files = 0, regs = 0, st = 0, mt = 0;
@@ -4616,6 +4626,7 @@ int main(void) {
     CHECK(g_stats_epilogue_cases >= 6,
           "only %d convolutions whose statistics' partials the epilogue could take ran",
           g_stats_epilogue_cases);
+    if (on_host_emulation()) test_launch_resources_matched();
 
     sg_blas_destroy(g_blas);
     CUDA_OK(cudaFree(g_blas_ws));

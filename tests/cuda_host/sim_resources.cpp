@@ -66,6 +66,7 @@ std::string key_of(const std::string &dem) {
 struct table {
     std::map<std::string, kernel_resources> by_key;
     std::map<const void *, const kernel_resources *> by_func;
+    std::map<std::string, int> unmatched; /* launched kernels no report names: their symbols */
     std::string dir;
     int files = 0;
     std::mutex mu;
@@ -135,10 +136,13 @@ const kernel_resources *resources_of(const void *func) {
     if (it != t.by_func.end()) return it->second;
     const kernel_resources *r = nullptr;
     Dl_info di;
-    if (dladdr(func, &di) && di.dli_sname && di.dli_saddr == func) {
-        auto k = t.by_key.find(key_of(demangle(di.dli_sname)));
+    const bool sym = dladdr(func, &di) && di.dli_sname && di.dli_saddr == func;
+    const std::string key = sym ? key_of(demangle(di.dli_sname)) : "";
+    if (sym) {
+        auto k = t.by_key.find(key);
         if (k != t.by_key.end()) r = &k->second;
     }
+    if (!r) t.unmatched[sym ? key : "(a function without an exported symbol)"]++;
     t.by_func[func] = r;
     return r;
 }
@@ -152,6 +156,16 @@ extern "C" int sg_sim_resources_known(int *files) {
     sg_sim::table &t = sg_sim::T();
     if (files) *files = t.files;
     return (int)t.by_key.size();
+}
+/* The kernels launched (or asked about) so far that no report names, joined by "; " into buf:
+ * how many. Where the reports were read, every kernel of kernels/cuda should be named. */
+extern "C" int sg_sim_resources_unmatched(char *buf, int n) {
+    sg_sim::table &t = sg_sim::T();
+    std::lock_guard<std::mutex> lk(t.mu);
+    std::string all;
+    for (auto &u : t.unmatched) all += (all.empty() ? "" : "; ") + u.first;
+    if (buf && n > 0) snprintf(buf, (size_t)n, "%s", all.c_str());
+    return (int)t.unmatched.size();
 }
 extern "C" int sg_sim_resources_of(const char *key, int *regs, int *smem_static, int *maxntid) {
     sg_sim::table &t = sg_sim::T();
