@@ -433,6 +433,14 @@ std::shared_ptr<call_base> node_call(const void *fn, void *const *args, launch_i
     return it->second.make(fn, args, li);
 }
 
+/* A kernel's limit of dynamic shared memory a block: its attribute where set, else the default
+ * 48 KiB less its static bytes st (ptxas's). *set says which. */
+static int dyn_smem_limit(const void *func, int st, bool *set) {
+    auto it = R.max_dyn_smem.find(func);
+    *set = it != R.max_dyn_smem.end();
+    return *set ? it->second : (48 << 10) - st;
+}
+
 bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
     const dim3 g = li.grid, b = li.block;
     const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
@@ -468,19 +476,17 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
             return false;
         }
     }
-    int lim = (48 << 10) - st;
-    auto it = R.max_dyn_smem.find(li.func);
-    if (it != R.max_dyn_smem.end()) lim = it->second;
+    bool attr_set = false;
+    const int lim = dyn_smem_limit(li.func, st, &attr_set);
     if (li.smem > (size_t)lim) {
         report("kernel %s: %zu bytes of dynamic shared memory, above its limit of %d (%s; raise "
                "it with cudaFuncSetAttribute(MaxDynamicSharedMemorySize): static plus dynamic at "
                "most 227 KiB)",
                li.name, li.smem, lim,
-               it != R.max_dyn_smem.end()
-                   ? "the attribute's value"
-                   : (std::string("48 KiB less the kernel's ") + std::to_string(st) +
-                      " bytes of static shared memory (ptxas)")
-                         .c_str());
+               attr_set ? "the attribute's value"
+                        : (std::string("48 KiB less the kernel's ") + std::to_string(st) +
+                           " bytes of static shared memory (ptxas)")
+                              .c_str());
         set_error(cudaErrorInvalidValue);
         return false;
     }
@@ -974,9 +980,8 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
     attr->sharedSizeBytes = res ? (size_t)res->smem_static : 0;
     attr->numRegs = res ? res->regs : 0;
     attr->maxThreadsPerBlock = res && res->maxntid ? res->maxntid : 1024;
-    auto it = R.max_dyn_smem.find(func);
-    attr->maxDynamicSharedSizeBytes =
-        it != R.max_dyn_smem.end() ? it->second : (48 << 10) - (int)attr->sharedSizeBytes;
+    bool set = false;
+    attr->maxDynamicSharedSizeBytes = dyn_smem_limit(func, (int)attr->sharedSizeBytes, &set);
     attr->ptxVersion = attr->binaryVersion = 90;
     return cudaSuccess;
 }
