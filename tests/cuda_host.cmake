@@ -115,6 +115,14 @@ foreach(_order forward reverse)
                        ENVIRONMENT "SG_SIM_ORDER=${_order};SG_TEST_STEPS=3;SG_TEST_BATCH=2"
                        LABELS cuda_host TIMEOUT 900)
 endforeach()
+# every launch of the op test twice from the same memory, its blocks and their threads forward,
+# then both in reverse: a result that depends on the order (a block reading what another block
+# of the launch writes, two blocks or threads writing the same bytes) fails the launch
+# (tests/cuda_host/sim_exec.cpp)
+add_test(NAME cuda_ops_host_blocks COMMAND test_cuda_ops_host)
+set_tests_properties(cuda_ops_host_blocks PROPERTIES
+                     ENVIRONMENT "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1" LABELS cuda_host
+                     TIMEOUT 900)
 # the reverse order's wgmma step on a persistent grid of 3 blocks (SG_WG_PERSIST: every block
 # runs several tiles; the forward order's on a block per tile) with the N tile that fills the
 # emulation's 132 SMs (SG_WG_FILL=1: unet_tiny's small grids on narrower tiles)

@@ -2744,6 +2744,7 @@ static void test_gn(int N, int HW, int c0, int c1, int G, int dt, int accum_dx, 
 int sg_sim_resources_known(int *files);
 int sg_sim_resources_of(const char *key, int *regs, int *smem_static, int *maxntid);
 int sg_sim_resources_unmatched(char *buf, int n);
+int sg_sim_shared_statics(int *found, char *buf, int n);
 #endif
 /* ... and, after every case has run, that each kernel launched was named by a report (a kernel
  * that is not would have run unchecked) */
@@ -2772,6 +2773,19 @@ static void test_launch_resources(void) {
           "conv_wg_fwd_halo_kernel<256, false, true>: %d registers, bound %d threads (sm_90a, "
           "__launch_bounds__(384, 1))",
           regs, mt);
+    /* the __shared__ variables of template and inline functions, which g++ keeps outside the
+     * emulation's shared section, are poisoned at every block's start too: the reports list
+     * them (the PTX's declarations), the emulation finds them by name and the host's size
+     * agrees with the PTX's; norm_bwd_apply_kernel's tp and dev_col_sums' rows among them */
+    char mism[2048];
+    int found = 0;
+    const int declared = sg_sim_shared_statics(&found, mism, (int)sizeof mism);
+    printf("shared statics: %d declared in the PTX, %d outside the section poisoned a block\n",
+           declared, found);
+    CHECK(declared >= 50 && found >= 30 && !mism[0],
+          "__shared__ variables: %d in the PTX, %d template/inline ones found on the host; sizes "
+          "that disagree: %s",
+          declared, found, mism[0] ? mism : "none");
 #endif
 }
 

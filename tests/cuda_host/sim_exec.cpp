@@ -130,6 +130,7 @@ struct sim_state {
     ucontext_t sched_uc;
 #endif
     call_base *call = nullptr;
+    const std::vector<shared_var> *poison = nullptr; /* run_grid's */
     const char *kernel = nullptr;
     bool running = false, abort = false;
     std::string err;
@@ -143,6 +144,9 @@ struct sim_state {
     uint64_t seed = 0;
     std::mt19937_64 rng;
     std::vector<int> perm;
+    std::vector<uint64_t> bperm; /* the blocks' order under random:SEED */
+    std::mt19937_64 brng;        /* its generator (seeded as rng, drawn apart from it) */
+    bool block_check = false;    /* SG_SIM_BLOCK_CHECK=1 */
     char order_str[64] = "forward";
 };
 sim_state S;
@@ -156,11 +160,18 @@ void init_once() {
         S.order = 2;
         S.seed = strtoull(o + 7, nullptr, 10);
         S.rng.seed(S.seed);
+        S.brng.seed(S.seed ^ 0x9e3779b97f4a7c15ull);
     } else if (o && *o && strcmp(o, "forward")) {
         fprintf(stderr, "sg_cuda_sim: SG_SIM_ORDER=%s is not forward|reverse|random:SEED\n", o);
         _exit(2);
     }
     snprintf(S.order_str, sizeof S.order_str, "%s", o && *o ? o : "forward");
+    const char *bc = getenv("SG_SIM_BLOCK_CHECK");
+    if (bc && *bc && strcmp(bc, "0") && strcmp(bc, "1")) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_BLOCK_CHECK=%s is not 0|1\n", bc);
+        _exit(2);
+    }
+    S.block_check = bc && !strcmp(bc, "1");
     size_t per = STACK_BYTES + GUARD_BYTES;
     void *m = mmap(nullptr, per * MAX_THREADS, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -667,8 +678,109 @@ static bool audit_tickets(std::string &err) {
     return true;
 }
 
+/* The blocks of the launch set up by run_grid, in the order `order` (0: forward, blockIdx.x
+ * fastest; 1: reverse; 2: a fresh random permutation), their threads in the scheduling order
+ * `threads` (S.order's values), then the tickets' audit. */
+static bool run_blocks(int order, int threads, size_t smem, std::string &err) {
+    const int saved = S.order;
+    S.order = threads;
+    const dim3 grid = sg_sim_gridDim;
+    const uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
+    if (order == 2) {
+        S.bperm.resize(nb);
+        for (uint64_t i = 0; i < nb; i++) S.bperm[i] = i;
+        for (uint64_t i = nb; i > 1; i--) std::swap(S.bperm[i - 1], S.bperm[S.brng() % i]);
+    }
+    hopper_launch_begin(smem);
+    char *sh0 = __start_sg_sim_shared, *sh1 = __stop_sg_sim_shared;
+    bool ok = true;
+    for (uint64_t i = 0; i < nb && ok; i++) {
+        const uint64_t b = order == 0 ? i : order == 1 ? nb - 1 - i : S.bperm[i];
+        sg_sim_blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                                (unsigned)(b / ((uint64_t)grid.x * grid.y))};
+        /* poison: a read of shared memory this block did not write is NaN / -1 */
+        if (sh0 && sh1 > sh0) memset(sh0, 0xFF, (size_t)(sh1 - sh0));
+        if (smem) memset(S.dyn, 0xFF, smem);
+        if (S.poison)
+            for (const shared_var &v : *S.poison)
+                if (v.addr) memset(v.addr, 0xFF, v.bytes);
+        ok = run_block();
+    }
+    S.order = saved;
+    if (!ok) err = S.err;
+    if (ok) ok = audit_tickets(err);
+    launch_tickets.clear();
+    return ok;
+}
+
+/* SG_SIM_BLOCK_CHECK: every live allocation's bytes before the launch (pre), and after its
+ * forward run (fwd); the buffers are kept from launch to launch (no allocation a launch) */
+struct block_snap {
+    uintptr_t base;
+    size_t size;
+    int id;
+    bool host;
+    std::vector<unsigned char> pre, fwd;
+};
+static std::vector<block_snap> block_snaps;
+static size_t block_nsnaps;
+
+static void block_check_snapshot() {
+    block_nsnaps = 0;
+    each_alloc([](const alloc &a) {
+        if (block_nsnaps == block_snaps.size()) block_snaps.emplace_back();
+        block_snap &s = block_snaps[block_nsnaps++];
+        s.base = a.base, s.size = a.size, s.id = a.id, s.host = a.host;
+        s.pre.resize(a.size);
+        s.fwd.resize(a.size);
+        memcpy(s.pre.data(), (const void *)a.base, a.size);
+    });
+}
+
+/* keeps the forward run's bytes and puts the memory back as it was before the launch */
+static void block_check_swap() {
+    for (size_t i = 0; i < block_nsnaps; i++) {
+        block_snap &s = block_snaps[i];
+        memcpy(s.fwd.data(), (const void *)s.base, s.size);
+        memcpy((void *)s.base, s.pre.data(), s.size);
+    }
+}
+
+/* the reverse run's bytes against the forward run's; the first difference in err */
+static bool block_check_compare(std::string &err) {
+    for (size_t i = 0; i < block_nsnaps; i++) {
+        const block_snap &s = block_snaps[i];
+        const unsigned char *m = (const unsigned char *)s.base;
+        if (!memcmp(m, s.fwd.data(), s.size)) continue;
+        size_t o = 0, n = 0;
+        while (m[o] == s.fwd[o]) o++;
+        for (size_t k = o; k < s.size; k++) n += m[k] != s.fwd[k];
+        const size_t w = o & ~(size_t)3;
+        uint32_t f = 0, r = 0, p = 0;
+        if (w + 4 <= s.size) {
+            memcpy(&f, &s.fwd[w], 4);
+            memcpy(&r, m + w, 4);
+            memcpy(&p, &s.pre[w], 4);
+        }
+        char b[600];
+        snprintf(b, sizeof b,
+                 "%s: its result depends on the order of its blocks or threads "
+                 "(SG_SIM_BLOCK_CHECK): allocation #%d (%s, %zu bytes at %p) differs at byte "
+                 "%zu (%zu bytes in all) between the blocks and their threads run forward and "
+                 "in reverse from the same memory; the 4 bytes at %zu: 0x%08x forward, 0x%08x "
+                 "reverse, 0x%08x before the launch. A GPU runs blocks in any order and at "
+                 "once: a block reads what another block of the same launch writes, or two "
+                 "blocks (or two threads) write the same bytes",
+                 S.kernel ? S.kernel : "?", s.id, s.host ? "host" : "device", s.size,
+                 (void *)s.base, o, n, w, f, r, p);
+        err = b;
+        return false;
+    }
+    return true;
+}
+
 bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,
-              std::string &err) {
+              const std::vector<shared_var> *poison, std::string &err) {
     init_once();
     if (S.running) {
         err = "a launch from inside a kernel (dynamic parallelism) is not emulated";
@@ -678,6 +790,7 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
     S.abort = false;
     S.kernel = name;
     S.call = call;
+    S.poison = poison;
     S.n = (int)(block.x * block.y * block.z);
     if (smem + 16 > S.dyn_cap) {
         free(S.dyn_alloc);
@@ -693,7 +806,6 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
     /* shared addresses: dynamic at [16, 16 + smem), the static section above it, both with
      * the host address's low 12 bits (so swizzling, a function of address bits, agrees) */
     S.static_sa = ((16 + smem + 4095) / 4096) * 4096;
-    hopper_launch_begin(smem);
     sg_sim_blockDim = block;
     sg_sim_gridDim = grid;
     for (int i = 0; i < S.n; i++) {
@@ -704,25 +816,35 @@ bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *c
         f.tid = uint3{(unsigned)i % block.x, (unsigned)(i / block.x) % block.y,
                       (unsigned)(i / (block.x * block.y))};
     }
-    char *sh0 = __start_sg_sim_shared, *sh1 = __stop_sg_sim_shared;
-    bool ok = true;
-    for (unsigned z = 0; z < grid.z && ok; z++)
-        for (unsigned y = 0; y < grid.y && ok; y++)
-            for (unsigned x = 0; x < grid.x && ok; x++) {
-                sg_sim_blockIdx = uint3{x, y, z};
-                /* poison: a read of shared memory this block did not write is NaN / -1 */
-                if (sh0 && sh1 > sh0) memset(sh0, 0xFF, (size_t)(sh1 - sh0));
-                if (smem) memset(S.dyn, 0xFF, smem);
-                ok = run_block();
-            }
-    if (!ok) err = S.err;
-    if (ok) ok = audit_tickets(err);
-    launch_tickets.clear();
+    bool ok;
+    if (S.block_check && (uint64_t)grid.x * grid.y * grid.z * S.n > 1) {
+        /* the launch twice from the same memory, its blocks and their threads forward, then
+         * both in reverse: a GPU runs blocks in any order and at once, and the threads of a
+         * block in any interleaving, so the bytes it leaves must not depend on either */
+        block_check_snapshot();
+        ok = run_blocks(0, 0, smem, err);
+        if (ok) {
+            block_check_swap();
+            ok = run_blocks(1, 1, smem, err);
+            if (ok) ok = block_check_compare(err);
+        }
+    } else {
+        ok = run_blocks(S.order, S.order, smem, err);
+    }
     S.running = false;
     S.call = nullptr;
+    S.poison = nullptr;
     sg_sim_threadIdx = uint3{0, 0, 0};
     sg_sim_blockIdx = uint3{0, 0, 0};
     return ok;
+}
+
+/* for the emulation's self-test: SG_SIM_BLOCK_CHECK switched at run time; the previous value */
+extern "C" int sg_sim_set_block_check(int on) {
+    init_once();
+    const int was = S.block_check;
+    S.block_check = on != 0;
+    return was;
 }
 
 bool describe_execution(char *buf, size_t n) {

@@ -33,14 +33,29 @@ struct alloc {
 const alloc *find_range(const void *p, size_t bytes);
 /* "allocation #3 (device, 4096 bytes at 0x...): 12 bytes past its end" or "no allocation". */
 std::string describe_address(const void *p);
+/* fn(a) for every live allocation, device and host, in address order. */
+void each_alloc(const std::function<void(const alloc &)> &fn);
 
 /* ---- what ptxas assembled for a kernel (sim_resources.cpp) ---- */
+/* A __shared__ variable the PTX of a kernel's file declares (tools/nvcc_resources.sh's "sg
+ * shared" lines) that g++ gave no place in the emulation's shared section: a template or inline
+ * function's static (a comdat symbol, found with dlsym). Poisoned at the start of every block of
+ * that file's kernels, as the section is. */
+struct shared_var {
+    std::string name;   /* mangled */
+    size_t bytes = 0;   /* the PTX's (the host's once found) */
+    bool split = false; /* ptxas split the array into scalars: bytes is their sum */
+    void *addr = nullptr;
+};
 struct kernel_resources {
     std::string name;    /* the key: "norm_bwd_apply_kernel<float, 4, false>" */
     int regs = 0;        /* registers a thread */
     int smem_static = 0; /* static shared memory a block, bytes */
     int maxntid = 0;     /* __launch_bounds__'s threads a block (the PTX's .maxntid); 0: none */
     bool known = false;
+    /* the __shared__ variables its file's PTX declares (nullptr: no report); those with an
+     * address are the ones outside the section */
+    const std::vector<shared_var> *statics = nullptr;
 };
 /* The figures of the kernel at func, or nullptr: no ptxas report names it (a test's own kernel,
  * a build without nvcc). */
@@ -73,9 +88,11 @@ bool capturing_any();
 cudaError_t capture_violation(const char *what);
 
 /* ---- the grid runner (sim_exec.cpp) ---- */
-/* Runs every block of the launch; on a model violation returns false with the message in err. */
+/* Runs every block of the launch; on a model violation returns false with the message in err.
+ * poison: the kernel's kernel_resources::statics (those with an address are poisoned at every
+ * block's start), or nullptr. */
 bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,
-              std::string &err);
+              const std::vector<shared_var> *poison, std::string &err);
 /* For the fault handler: where execution is ("kernel k block (x,y,z) thread (x,y,z)") and
  * whether addr lies in a fiber stack's guard page. */
 bool describe_execution(char *buf, size_t n);

@@ -17,6 +17,7 @@
  */
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -65,6 +66,9 @@ std::string key_of(const std::string &dem) {
 
 struct table {
     std::map<std::string, kernel_resources> by_key;
+    std::map<std::string, std::vector<shared_var>> file_statics; /* by .ptxas file */
+    int statics_declared = 0, statics_found = 0; /* "sg shared" names; those dlsym found */
+    std::string statics_mismatch;                /* names whose host size differs from the PTX's */
     std::map<const void *, const kernel_resources *> by_func;
     std::map<std::string, int> unmatched; /* launched kernels no report names: their symbols */
     std::string dir;
@@ -94,6 +98,19 @@ table &T() {
                     cur = q ? key_of(demangle(std::string(e, q).c_str())) : "";
                     continue;
                 }
+                if (line.rfind("sg shared ", 0) == 0) { /* tools/nvcc_resources.sh's line */
+                    char name[4096], split[8] = "";
+                    unsigned long bytes = 0;
+                    if (sscanf(line.c_str() + 10, "%4095s %lu %7s", name, &bytes, split) >= 2) {
+                        std::vector<shared_var> &v = t.file_statics[p];
+                        bool dup = false;
+                        for (const shared_var &x : v) dup |= x.name == name;
+                        if (!dup)
+                            v.push_back(
+                                shared_var{name, (size_t)bytes, !strcmp(split, "split"), nullptr});
+                    }
+                    continue;
+                }
                 if (line.rfind("sg maxntid ", 0) == 0) { /* tools/nvcc_resources.sh's line */
                     char name[4096];
                     int th = 0;
@@ -115,6 +132,7 @@ table &T() {
                     smem = strtol(b, nullptr, 10);
                 }
                 kernel_resources &k = t.by_key[cur];
+                k.statics = &t.file_statics[p];
                 k.name = cur;
                 k.regs = std::max(k.regs, regs);
                 k.smem_static = std::max(k.smem_static, (int)smem);
@@ -122,6 +140,29 @@ table &T() {
                 cur.clear();
             }
         }
+        /* the variables g++ left out of the shared section: a template or inline function's
+         * statics are comdat symbols, exported (-rdynamic); a plain kernel's are local ones in
+         * the section, which dlsym does not see (and which need nothing more) */
+        for (auto &f : t.file_statics)
+            for (shared_var &v : f.second) {
+                t.statics_declared++;
+                void *a = dlsym(RTLD_DEFAULT, v.name.c_str());
+                if (!a) continue;
+                Dl_info di;
+                const ElfW(Sym) *sym = nullptr;
+                /* a split array's scalars may not all be in the PTX: at least their sum */
+                if (!dladdr1(a, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+                    (v.split ? sym->st_size < v.bytes : sym->st_size != v.bytes)) {
+                    t.statics_mismatch += (t.statics_mismatch.empty() ? "" : "; ") +
+                                          demangle(v.name.c_str()) + " (PTX " +
+                                          std::to_string(v.bytes) + " bytes, host " +
+                                          std::to_string(sym ? (size_t)sym->st_size : 0) + ")";
+                    continue;
+                }
+                v.addr = a;
+                v.bytes = sym->st_size;
+                t.statics_found++;
+            }
     });
     return t;
 }
@@ -175,4 +216,14 @@ extern "C" int sg_sim_resources_of(const char *key, int *regs, int *smem_static,
     if (smem_static) *smem_static = it->second.smem_static;
     if (maxntid) *maxntid = it->second.maxntid;
     return 0;
+}
+/* The __shared__ variables the PTX declares (files' names, counted once a file), how many of
+ * them the emulation poisons outside its section (template and inline functions' statics,
+ * found with dlsym), and in buf the ones whose host size differs from the PTX's (not poisoned:
+ * the two compilers disagree on the variable). */
+extern "C" int sg_sim_shared_statics(int *found, char *buf, int n) {
+    sg_sim::table &t = sg_sim::T();
+    if (found) *found = t.statics_found;
+    if (buf && n > 0) snprintf(buf, (size_t)n, "%s", t.statics_mismatch.c_str());
+    return t.statics_declared;
 }

@@ -345,6 +345,10 @@ const alloc *find_range(const void *p, size_t bytes) {
     return &x;
 }
 
+void each_alloc(const std::function<void(const alloc &)> &fn) {
+    for (const auto &kv : R.allocs) fn(kv.second);
+}
+
 std::string describe_address(const void *p) {
     uintptr_t a = (uintptr_t)p;
     const alloc *best = nullptr;
@@ -505,9 +509,10 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
     c.sig = li.sig;
     std::string name = li.name;
     size_t smem = li.smem;
-    c.run = [name, g, b, smem, call]() -> cudaError_t {
+    const std::vector<shared_var> *poison = res ? res->statics : nullptr;
+    c.run = [name, g, b, smem, call, poison]() -> cudaError_t {
         std::string err;
-        if (run_grid(name.c_str(), g, b, smem, call.get(), err)) return cudaSuccess;
+        if (run_grid(name.c_str(), g, b, smem, call.get(), poison, err)) return cudaSuccess;
         report("%s (scheduling order %s)", err.c_str(), order_name());
         return cudaErrorLaunchFailure;
     };

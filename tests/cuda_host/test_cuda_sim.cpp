@@ -1232,6 +1232,77 @@ static void test_last_block(cudaStream_t st, float *a, float *b) {
     sim_tickets[0] = 0; /* and this one at 5 */
 }
 
+/* ---- the blocks' order ---- */
+
+/* block b's thread 0 writes seq[b] = how many blocks ran before it (the emulation runs blocks
+ * one after another; on a GPU this kernel would race, which is the point of the next test) */
+__global__ void block_seq_kernel(unsigned *seq, unsigned *count) {
+    if (threadIdx.x) return;
+    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    seq[b] = (*count)++;
+}
+/* mode 0: y[b] = b + 1, order-free; 1: y[b] = b + 1, then y[b] += y[b - 1] (a neighbour's
+ * result: what it holds depends on which block ran first); 2: every block writes y[0] = b;
+ * 3: every thread of every block writes y[0] = its thread index */
+__global__ void block_dep_kernel(float *y, int mode) {
+    if (mode == 3) {
+        y[0] = (float)threadIdx.x;
+        return;
+    }
+    if (threadIdx.x) return;
+    const int b = blockIdx.x;
+    if (mode == 2) {
+        y[0] = (float)b;
+        return;
+    }
+    y[b + 1] = (float)(b + 1);
+    if (mode == 1 && b > 0) y[b + 1] += y[b];
+}
+extern "C" int sg_sim_set_block_check(int on); /* sim_exec.cpp */
+
+/* The blocks run forward (x fastest, then y, z), the last first in the reverse order, and under
+ * SG_SIM_BLOCK_CHECK each launch twice, blocks and threads forward then both in reverse, from
+ * the same memory: a result that depends on either order is refused, an order-free one (a
+ * last-block election among them) is not. */
+static void test_block_order(cudaStream_t st, float *a, float *b) {
+    const char *o = getenv("SG_SIM_ORDER");
+    const bool rev = o && !strcmp(o, "reverse"), fwd = !o || !*o || !strcmp(o, "forward");
+    const int was = sg_sim_set_block_check(0);
+    unsigned *seq = (unsigned *)a, *count = (unsigned *)b, h[24];
+    cudaMemset(count, 0, sizeof(unsigned));
+    SG_LAUNCH(block_seq_kernel, dim3(2, 3, 4), 32, 0, st, seq, count);
+    CHECK(sync_and_error(st) == cudaSuccess, "block_seq failed");
+    cudaMemcpy(h, seq, sizeof h, cudaMemcpyDeviceToHost);
+    bool in_order = true;
+    for (unsigned i = 0; i < 24; i++) in_order &= h[i] == (rev ? 23 - i : i);
+    if (fwd || rev)
+        CHECK(in_order, "the blocks did not run %s: block 0 ran %u-th, block 23 %u-th",
+              rev ? "last block first" : "x fastest, then y, then z", h[0], h[23]);
+    sg_sim_set_block_check(1);
+    for (int mode = 0; mode < 4; mode++) {
+        cudaMemset(a, 0, 64 * sizeof(float));
+        if (mode == 0) {
+            SG_LAUNCH(block_dep_kernel, 16, 32, 0, st, a, 0);
+            CHECK(sync_and_error(st) == cudaSuccess, "an order-free kernel refused");
+            float y[17];
+            cudaMemcpy(y, a, sizeof y, cudaMemcpyDeviceToHost);
+            CHECK(y[0] == 0.0f && y[1] == 1.0f && y[16] == 16.0f, "order-free: %g %g %g",
+                  (double)y[0], (double)y[1], (double)y[16]);
+            SG_LAUNCH(last_block_kernel, dim3(5, 3), 32, 0, st, a, b, 5u);
+            CHECK(sync_and_error(st) == cudaSuccess,
+                  "a last-block election refused by the block check");
+        } else {
+            static const char *what[4] = {"", "a block reading its neighbour's result",
+                                          "every block writing the same word",
+                                          "every thread of one block writing the same word"};
+            expect_fail(what[mode], "depends on the order of its blocks or threads", st, [&] {
+                SG_LAUNCH(block_dep_kernel, mode == 3 ? 1 : 16, 32, 0, st, a, mode);
+            });
+        }
+    }
+    sg_sim_set_block_check(was);
+}
+
 int main(void) {
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -1276,6 +1347,7 @@ int main(void) {
     CHECK(memcmp(h, want, sizeof want) != 0, "a missing __syncthreads went unnoticed");
 
     test_last_block(st, a, b);
+    test_block_order(st, a, b);
 
     /* warp shuffles */
     float wx[32], ws = 0;

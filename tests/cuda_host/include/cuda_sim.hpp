@@ -3,7 +3,14 @@
  * Guide's semantics, not from stepgraph's kernels, so that it is a second opinion on them.
  *
  * The model:
- * - A launch runs its blocks one after another (blockIdx.x fastest, then y, then z). The
+ * - A launch runs its blocks one after another: blockIdx.x fastest, then y, then z in the
+ *   forward order (SG_SIM_ORDER below), the last block first in the reverse order, a fresh
+ *   permutation a launch in random:SEED. SG_SIM_BLOCK_CHECK=1 runs every launch twice from the
+ *   same memory, its blocks and their threads forward, then both in reverse, and fails the
+ *   launch where any byte of any live allocation differs between the two: a GPU runs blocks in
+ *   any order and at once, so a block that reads what another block of the launch writes (but
+ *   for the tickets' last-block election below), or two blocks (or threads) that write
+ *   different values to the same bytes, show. The
  *   threads of a block are cooperative fibers on their own stacks (64 KiB each, a guard page
  *   below), each running until it reaches a barrier, a warp operation or its end; nothing is
  *   preempted, so every interleaving the model produces is one a GPU may produce, and a missing
@@ -31,9 +38,12 @@
  *   memory nobody wrote in this block shows. Dynamic shared memory (SG_DYNAMIC_SMEM in
  *   kernels/cuda/cuda_common.cuh) is a per-launch buffer, poisoned the same way, placed at an
  *   address 16 mod 1024 on purpose: a GPU guarantees it 16-byte alignment and no more. g++
- *   ignores the section attribute of a TEMPLATE function's statics, so a template kernel's
- *   __shared__ variables are ordinary statics here (not poisoned, not shared memory to the
- *   checks, which say so): such kernels keep their shared data in dynamic shared memory.
+ *   ignores the section attribute of a TEMPLATE (or inline) function's statics, so a template
+ *   kernel's __shared__ variables are ordinary statics here. Where the nvcc build's reports
+ *   exist (sim_resources.cpp: tools/nvcc_resources.sh lists every __shared__ variable of the
+ *   PTX) they are found by name and poisoned at the start of every block of their file's
+ *   kernels too; they are still not shared memory to the address checks (ldmatrix, cp.async,
+ *   TMA, wgmma, mbarrier), which say so: such kernels keep those data in dynamic shared memory.
  *   Shared-state-space addresses (cvta.to.shared): dynamic shared memory at [16, 16 + size),
  *   the static section above it, each keeping the host address's low 12 bits.
  * - Kernel arguments are copied at the launch (as CUDA does) and every thread gets its own
