@@ -123,6 +123,15 @@ add_test(NAME cuda_ops_host_blocks COMMAND test_cuda_ops_host)
 set_tests_properties(cuda_ops_host_blocks PROPERTIES
                      ENVIRONMENT "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1" LABELS cuda_host
                      TIMEOUT 900)
+# the same for the whole step, every engine and fusion: the launches the backend composes, with
+# the arguments it gives them; one eager step at batch 1 without the gradient-accumulation runs
+# (7.5 minutes on one core; a replay launches the same kernels with the same arguments, which
+# the other step tests compare launch for launch)
+add_test(NAME cuda_step_host_blocks COMMAND test_cuda_step_host)
+set_tests_properties(cuda_step_host_blocks PROPERTIES
+                     ENVIRONMENT
+                     "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1;SG_TEST_STEPS=1;SG_TEST_BATCH=1;SG_TEST_ACCUM=0"
+                     LABELS cuda_host TIMEOUT 1500)
 # the reverse order's wgmma step on a persistent grid of 3 blocks (SG_WG_PERSIST: every block
 # runs several tiles; the forward order's on a block per tile) with the N tile that fills the
 # emulation's 132 SMs (SG_WG_FILL=1: unet_tiny's small grids on narrower tiles)

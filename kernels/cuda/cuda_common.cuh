@@ -237,8 +237,7 @@ __device__ __forceinline__ void dev_st_acc(void *p, int64_t i, float v, int dt, 
  * share a ticket array must not run at the same time (stepgraph issues on one stream a process).
  * Only which block finishes depends on timing: it reads every partial and sums them in an order
  * fixed by the shapes, so the bits do not. One integer atomic, no float atomics. sh_last: a
- * __shared__ unsigned of the kernel's (the host emulation gives an inline function's statics
- * no shared memory). */
+ * __shared__ unsigned of the kernel's. */
 __device__ __forceinline__ bool dev_last_block(unsigned *ticket, unsigned arrivals,
                                                unsigned *sh_last) {
     __threadfence(); /* this thread's partials, before the block's arrival */

@@ -702,8 +702,7 @@ static bool run_blocks(int order, int threads, size_t smem, std::string &err) {
         if (sh0 && sh1 > sh0) memset(sh0, 0xFF, (size_t)(sh1 - sh0));
         if (smem) memset(S.dyn, 0xFF, smem);
         if (S.poison)
-            for (const shared_var &v : *S.poison)
-                if (v.addr) memset(v.addr, 0xFF, v.bytes);
+            for (const shared_var &v : *S.poison) memset(v.addr, 0xFF, v.bytes);
         ok = run_block();
     }
     S.order = saved;

@@ -53,8 +53,8 @@ struct kernel_resources {
     int smem_static = 0; /* static shared memory a block, bytes */
     int maxntid = 0;     /* __launch_bounds__'s threads a block (the PTX's .maxntid); 0: none */
     bool known = false;
-    /* the __shared__ variables its file's PTX declares (nullptr: no report); those with an
-     * address are the ones outside the section */
+    /* the __shared__ variables its file's PTX declares that g++ left outside the section,
+     * each found with its address (nullptr: no report) */
     const std::vector<shared_var> *statics = nullptr;
 };
 /* The figures of the kernel at func, or nullptr: no ptxas report names it (a test's own kernel,
@@ -89,8 +89,8 @@ cudaError_t capture_violation(const char *what);
 
 /* ---- the grid runner (sim_exec.cpp) ---- */
 /* Runs every block of the launch; on a model violation returns false with the message in err.
- * poison: the kernel's kernel_resources::statics (those with an address are poisoned at every
- * block's start), or nullptr. */
+ * poison: the kernel's kernel_resources::statics (each poisoned at every block's start), or
+ * nullptr. */
 bool run_grid(const char *name, dim3 grid, dim3 block, size_t smem, call_base *call,
               const std::vector<shared_var> *poison, std::string &err);
 /* For the fault handler: where execution is ("kernel k block (x,y,z) thread (x,y,z)") and

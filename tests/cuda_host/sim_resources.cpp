@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "sim_internal.hpp"
@@ -66,7 +67,10 @@ std::string key_of(const std::string &dem) {
 
 struct table {
     std::map<std::string, kernel_resources> by_key;
-    std::map<std::string, std::vector<shared_var>> file_statics; /* by .ptxas file */
+    /* by .ptxas file: while the reports are read, every "sg shared" variable; after, only those
+     * found outside the section (the ones a block's start poisons) */
+    std::map<std::string, std::vector<shared_var>> file_statics;
+    std::map<std::string, std::set<std::string>> statics_seen; /* names, by file (reading) */
     int statics_declared = 0, statics_found = 0; /* "sg shared" names; those dlsym found */
     std::string statics_mismatch;                /* names whose host size differs from the PTX's */
     std::map<const void *, const kernel_resources *> by_func;
@@ -102,11 +106,8 @@ table &T() {
                     char name[4096], split[8] = "";
                     unsigned long bytes = 0;
                     if (sscanf(line.c_str() + 10, "%4095s %lu %7s", name, &bytes, split) >= 2) {
-                        std::vector<shared_var> &v = t.file_statics[p];
-                        bool dup = false;
-                        for (const shared_var &x : v) dup |= x.name == name;
-                        if (!dup)
-                            v.push_back(
+                        if (t.statics_seen[p].insert(name).second)
+                            t.file_statics[p].push_back(
                                 shared_var{name, (size_t)bytes, !strcmp(split, "split"), nullptr});
                     }
                     continue;
@@ -163,6 +164,13 @@ table &T() {
                 v.bytes = sym->st_size;
                 t.statics_found++;
             }
+        /* the rest are in the section (poisoned with it) or disagree on the size (counted
+         * above): a block's start walks only the found ones */
+        for (auto &f : t.file_statics)
+            f.second.erase(std::remove_if(f.second.begin(), f.second.end(),
+                                          [](const shared_var &v) { return !v.addr; }),
+                           f.second.end());
+        t.statics_seen.clear();
     });
     return t;
 }
