@@ -19,10 +19,13 @@ function(sg_backend_ops_tests)
   if(TARGET sg_graph_cuda_host)
     add_executable(test_backend_ops_host ${CMAKE_SOURCE_DIR}/tests/test_backend_ops.c)
     target_link_libraries(test_backend_ops_host PRIVATE sg_graph_cuda_host m)
-    # the threads of a block in both scheduling orders of the emulation (SG_SIM_ORDER)
+    # the threads of a block in both scheduling orders of the emulation (SG_SIM_ORDER); the
+    # forward one under the block check (every launch forward, then its blocks and threads in
+    # reverse from the same memory, a difference refused: tests/cuda_host/sim_exec.cpp)
     add_test(NAME backend_ops COMMAND test_backend_ops_host --second cuda)
     add_test(NAME backend_ops_reverse COMMAND test_backend_ops_host --second cuda)
-    set_tests_properties(backend_ops PROPERTIES ENVIRONMENT SG_SIM_ORDER=forward)
+    set_tests_properties(backend_ops PROPERTIES ENVIRONMENT
+                         "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1")
     set_tests_properties(backend_ops_reverse PROPERTIES ENVIRONMENT SG_SIM_ORDER=reverse)
     set_tests_properties(backend_ops backend_ops_reverse PROPERTIES LABELS cuda_host TIMEOUT 900)
     # attention on the fused kernels (SG_ATTN=fused; the bf16 cases with heads of 16k channels)

@@ -18,4 +18,11 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   add_test(NAME gpu_call_rehearsal COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh
                                            --rehearse $<TARGET_FILE:bench_cuda_host>)
   set_tests_properties(gpu_call_rehearsal PROPERTIES LABELS cuda_host TIMEOUT 900)
+  # the same calls at the GPU's own shapes (unet_cifar batch 128, unet_adm64 batch 32 fp32, the
+  # engine tuning) with every launch and GEMM checked and none executed (SG_SIM_LAUNCH_ONLY=1):
+  # about 5 minutes, most of it filling the arenas
+  add_test(NAME gpu_call_launch_audit
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh --launch-audit
+                   $<TARGET_FILE:bench_cuda_host>)
+  set_tests_properties(gpu_call_launch_audit PROPERTIES LABELS cuda_host TIMEOUT 1200)
 endif()

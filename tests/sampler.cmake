@@ -3,7 +3,8 @@
 #                     against the host loop, end to end (CPU backend)
 #   sample_cli        the CLI
 #   sampler_cuda_host the CUDA backend's sampling (graph replay, eager, CPU) executed on the
-#                     host (tests/cuda_host's sg_graph_cuda_host; label cuda_host)
+#                     host (tests/cuda_host's sg_graph_cuda_host; label cuda_host), every
+#                     launch forward and then in reverse from the same memory (SG_SIM_BLOCK_CHECK)
 #   sampler_gpu       the same on a GPU (label gpu; exit 77 where none exists)
 if(TARGET sg_graph)
   add_executable(test_sampler ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
@@ -23,8 +24,8 @@ if(TARGET sg_graph)
     add_executable(test_sampler_host ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
     target_link_libraries(test_sampler_host PRIVATE sg_graph_cuda_host)
     add_test(NAME sampler_cuda_host COMMAND test_sampler_host --cuda)
-    set_tests_properties(sampler_cuda_host PROPERTIES ENVIRONMENT SG_SIM_ORDER=forward
-                         LABELS cuda_host TIMEOUT 600)
+    set_tests_properties(sampler_cuda_host PROPERTIES ENVIRONMENT
+                         "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1" LABELS cuda_host TIMEOUT 600)
   endif()
   if(SG_HAVE_CUDA)
     add_test(NAME sampler_gpu COMMAND test_sampler --cuda)

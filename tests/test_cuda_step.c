@@ -213,6 +213,7 @@ static void check_resume(const sg_model_cfg *c, const uint8_t *data, int engine)
     unsigned char *ss = NULL, *sr = NULL;
     int64_t bs = 0, br = 0;
     sg_exec e;
+    memset(&e, 0, sizeof e); /* freed below even where the straight run failed before its init */
     int ok = !run(c, data, cuda_on(1, engine), 2, straight, &ss, &bs, NULL) &&
              !sg_exec_init(&e, c, 1, cuda_on(1, engine));
     ok = ok && !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&

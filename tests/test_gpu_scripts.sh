@@ -13,16 +13,85 @@
 #    runtime), on unet_tiny at batch 2, one warmup step and one replay; the engine-table ones with
 #    a table the emulation tunes first. A knob value bench refuses, a flag combination it rejects
 #    or a variant that fails to plan or run fails here, not in the call.
+# With --launch-audit, instead: 5. the same calls at the shapes the GPU runs them, on the emulation
+#    with SG_SIM_LAUNCH_ONLY=1 (every kernel launch and GEMM checked as a GPU would refuse it:
+#    grid and block limits, the registers and shared memory ptxas gave the kernel, the opt-in
+#    attribute, pointers in live allocations, GEMM operand extents; recorded and replayed, never
+#    executed): gpu_call.sh's engine tuning at unet_cifar batch 128 bf16 (every candidate engine
+#    of every layer launched), bench.sh's stepgraph rows (unet_cifar 128 and 8 bf16 with the
+#    per-layer table, the tuned table's row, unet_adm64 32 fp32 with the table and as Winograd),
+#    and every gpu_call.sh variant at its own model and batch. The other tests run these kernels
+#    at small shapes; a launch configuration that only the production shapes reach (a grid past
+#    65535 in y, a staging buffer past the shared-memory limit at 256 channels) fails here. The
+#    results are not computed: the losses are NaN, and nothing here checks a value.
 # Usage: tests/test_gpu_scripts.sh build/bench
 #        tests/test_gpu_scripts.sh --rehearse build/tests/bench_cuda_host
+#        tests/test_gpu_scripts.sh --launch-audit build/tests/bench_cuda_host
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rehearse=0
+rehearse=0 audit=0
 [ "${1:-}" = --rehearse ] && rehearse=1 && shift
-bench=${1:?usage: test_gpu_scripts.sh [--rehearse] BENCH}
+[ "${1:-}" = --launch-audit ] && audit=1 && shift
+bench=${1:?usage: test_gpu_scripts.sh [--rehearse|--launch-audit] BENCH}
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
+
+if [ $audit = 1 ]; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    export SG_SIM_ORDER=forward SG_SIM_LAUNCH_ONLY=1
+    # audit NAME [VAR=VALUE...] -- BENCH FLAGS: one bench run, its launches checked
+    audit() {
+        local name=$1 envs=()
+        shift
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+        shift
+        env "${envs[@]}" "$bench" --backend cuda --warmup 1 --iters 1 --json "$@" \
+            >"$tmp/$name.json" 2>"$tmp/$name.log"
+        rc=$?
+        ok "launch audit: $name (${envs[*]} $*)" \
+            '[ $rc -eq 0 ] && grep -q "\"ms_per_step\"" "$tmp/$name.json" || { echo "exit $rc"; grep -m3 "sg_cuda_sim\|error\|refused" "$tmp/$name.log"; tail -n 2 "$tmp/$name.log"; false; }'
+        n=$((n + 1))
+    }
+    n=0
+    table=$tmp/engine-table.json
+    "$bench" --backend cuda --model unet_cifar --batch 128 --precision bf16 --warmup 1 --iters 1 \
+        --knob-time 1 --gemm-time 1 --cudnn-time 1 --tune-engines "$table" >"$tmp/tune.txt" \
+        2>"$tmp/tune.log"
+    rc=$?
+    ok "launch audit: the engine tuning at unet_cifar 128 bf16 writes a table" \
+        '[ $rc -eq 0 ] && [ -s "$table" ] || { echo "exit $rc"; grep -m3 "sg_cuda_sim" "$tmp/tune.log"; tail -n 3 "$tmp/tune.log"; false; }'
+    # bench.sh's stepgraph rows: sg (with the per-layer table), sg_table, sg_wino
+    while read -r kind name _ model batch prec; do
+        case $model in '$C') model=unet_cifar ;; '$A') model=unet_adm64 ;; esac
+        set -- --model "$model" --batch "$batch" --precision "$prec"
+        case $kind in
+        sg) audit "$name" -- "$@" ;;
+        sg_table) audit "$name" -- "$@" --engine-table "$table" --no-breakdown ;;
+        sg_wino) audit "$name" SG_CONV_WINO=1 -- "$@" --no-breakdown ;;
+        esac
+    done < <(grep -E '^sg(_table|_wino)? sg_' "$root/tools/bench.sh")
+    ok "launch audit: bench.sh's stepgraph rows found" '[ $n -ge 5 ]'
+    rows=$n
+    # gpu_call.sh's variants: unet_cifar 128 bf16 unless they say otherwise, the per-layer table
+    # where gpu_call.sh's default GPU_CALL_BREAKDOWN asks for it
+    while read -r line; do
+        eval "set -- $line" # variant NAME [VAR=VALUE...] -- [flags]; "$table" is the one above
+        name=$2 envs=()
+        shift 2
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+        shift
+        bd=--no-breakdown
+        [[ $name =~ ^(tuned|tuned_unfused|auto_fused|wgmma_unfused_halo)$ ]] && bd=
+        audit "variant_$name" "${envs[@]}" -- --model unet_cifar --batch 128 --precision bf16 \
+            $bd "$@"
+    done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')
+    ok "launch audit: gpu_call.sh's variants found ($((n - rows)))" '[ $((n - rows)) -ge 10 ]'
+    echo "gpu_call launch audit: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit
+fi
 
 if [ $rehearse = 1 ]; then
     tmp=$(mktemp -d)

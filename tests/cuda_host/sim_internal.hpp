@@ -21,6 +21,8 @@ void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string current_range();
 /* Set the error the next cudaGetLastError returns (sticky errors stay). Returns e. */
 cudaError_t set_error(cudaError_t e);
+/* SG_SIM_LAUNCH_ONLY=1: launches and GEMMs are checked and recorded but not executed. */
+bool launch_only();
 
 /* ---- allocations ---- */
 struct alloc {

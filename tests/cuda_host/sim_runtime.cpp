@@ -115,6 +115,7 @@ struct rt_state {
     std::vector<CUstream_st *> streams;
     std::map<const void *, int> max_dyn_smem;
     bool init = false;
+    bool launch_only = false; /* SG_SIM_LAUNCH_ONLY=1 */
     int device = 0;
 };
 rt_state R;
@@ -154,6 +155,15 @@ void init() {
         fprintf(stderr, "sg_cuda_sim: SG_SIM_CC=%s: expected MAJOR.MINOR\n", cc);
         _exit(1);
     }
+    /* SG_SIM_LAUNCH_ONLY=1: every launch and GEMM is checked (configuration, what ptxas
+     * assembled, pointers, operand extents) and recorded, but not executed: the production
+     * shapes' launches in seconds, their results never computed (launch_only()) */
+    const char *lo = getenv("SG_SIM_LAUNCH_ONLY");
+    if (lo && *lo && strcmp(lo, "0") && strcmp(lo, "1")) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_LAUNCH_ONLY=%s is not 0|1\n", lo);
+        _exit(1);
+    }
+    R.launch_only = lo && !strcmp(lo, "1");
     R.legacy.id = 0;
     /* the handler runs on its own stack: a fiber's overflowing stack cannot host it */
     static char altstack[64 << 10];
@@ -314,6 +324,11 @@ cudaError_t sync_point(const char *what, CUstream_st *s) {
 }
 
 } // namespace
+
+bool launch_only() {
+    init();
+    return R.launch_only;
+}
 
 void report(const char *fmt, ...) {
     char msg[1500];
@@ -511,6 +526,7 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
     size_t smem = li.smem;
     const std::vector<shared_var> *poison = res ? res->statics : nullptr;
     c.run = [name, g, b, smem, call, poison]() -> cudaError_t {
+        if (R.launch_only) return cudaSuccess;
         std::string err;
         if (run_grid(name.c_str(), g, b, smem, call.get(), poison, err)) return cudaSuccess;
         report("%s (scheduling order %s)", err.c_str(), order_name());

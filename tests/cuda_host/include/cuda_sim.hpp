@@ -124,6 +124,12 @@
  *   - elect.sync (elects lane 31 of the mask: deterministic, never assume lane 0), setmaxnreg
  *     (range, warpgroup-uniform, .inc/.dec direction, the 64K register file), stmatrix m8n8
  *     x1/x2/x4 (.trans), bar.sync id, nthreads (named barriers; deadlocks reported).
+ * - SG_SIM_LAUNCH_ONLY=1 (sim_runtime.cpp): every kernel launch and GEMM is checked as above
+ *   (its configuration against the limits and what ptxas assembled, its pointers, the GEMM's
+ *   operand extents) and recorded or captured as usual, but never executed: a step at the
+ *   shapes a GPU runs (unet_cifar at batch 128) in seconds, its results left as the poison.
+ *   Copies and memsets still run. For the launch audit (tests/test_gpu_scripts.sh
+ *   --launch-audit), never for a test that reads a value.
  */
 #ifndef SG_SIM_CUDA_SIM_HPP
 #define SG_SIM_CUDA_SIM_HPP
