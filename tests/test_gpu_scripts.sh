@@ -20,7 +20,8 @@
 #    executed): gpu_call.sh's engine tuning at unet_cifar batch 128 bf16 (every candidate engine
 #    of every layer launched), bench.sh's stepgraph rows (unet_cifar 128 and 8 bf16 with the
 #    per-layer table, the tuned table's row, unet_adm64 32 fp32 with the table and as Winograd),
-#    and every gpu_call.sh variant at its own model and batch. The other tests run these kernels
+#    every gpu_call.sh variant at its own model and batch, and every model at its preset batch
+#    in both precisions on the default and the own engines. The other tests run these kernels
 #    at small shapes; a launch configuration that only the production shapes reach (a grid past
 #    65535 in y, a staging buffer past the shared-memory limit at 256 channels) fails here. The
 #    results are not computed: the losses are NaN, and nothing here checks a value.
@@ -88,6 +89,18 @@ if [ $audit = 1 ]; then
             $bd "$@"
     done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')
     ok "launch audit: gpu_call.sh's variants found ($((n - rows)))" '[ $((n - rows)) -ge 10 ]'
+    # what a user trains first: every model at its preset batch, both precisions, the default
+    # engines and every conv on own (bf16: on the mma.sync and the wgmma kernels, attention fused)
+    for m in unet_fmnist unet_tiny unet_cifar unet_adm64; do
+        audit "${m}_fp32" -- --model $m --precision fp32 --no-breakdown
+        audit "${m}_fp32_own" SG_ATTN=fused -- --model $m --precision fp32 --no-breakdown \
+            --conv-engine own
+        audit "${m}_bf16" -- --model $m --precision bf16 --no-breakdown
+        audit "${m}_bf16_own" SG_ATTN=fused -- --model $m --precision bf16 --no-breakdown \
+            --conv-engine own --fuse 1
+        audit "${m}_bf16_wgmma" SG_CONV_TC=wgmma -- --model $m --precision bf16 --no-breakdown \
+            --conv-engine own --fuse 1
+    done
     echo "gpu_call launch audit: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
     exit
