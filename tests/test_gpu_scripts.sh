@@ -37,6 +37,16 @@ bench=${1:?usage: test_gpu_scripts.sh [--rehearse|--launch-audit] BENCH}
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
+# one of gpu_call.sh's "variant NAME [VAR=VALUE...] -- [flags]" lines (joined) into vname,
+# venvs and vflags; "$table" in it is the caller's
+parse_variant() {
+    eval "set -- $1"
+    vname=$2 venvs=() vflags=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do venvs+=("$1") && shift; done
+    shift
+    vflags=("$@")
+}
 
 if [ $audit = 1 ]; then
     tmp=$(mktemp -d)
@@ -78,15 +88,11 @@ if [ $audit = 1 ]; then
     # gpu_call.sh's variants: unet_cifar 128 bf16 unless they say otherwise, the per-layer table
     # where gpu_call.sh's default GPU_CALL_BREAKDOWN asks for it
     while read -r line; do
-        eval "set -- $line" # variant NAME [VAR=VALUE...] -- [flags]; "$table" is the one above
-        name=$2 envs=()
-        shift 2
-        while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
-        shift
+        parse_variant "$line"
         bd=--no-breakdown
-        [[ $name =~ ^(tuned|tuned_unfused|auto_fused|wgmma_unfused_halo)$ ]] && bd=
-        audit "variant_$name" "${envs[@]}" -- --model unet_cifar --batch 128 --precision bf16 \
-            $bd "$@"
+        [[ $vname =~ ^(tuned|tuned_unfused|auto_fused|wgmma_unfused_halo)$ ]] && bd=
+        audit "variant_$vname" "${venvs[@]}" -- --model unet_cifar --batch 128 --precision bf16 \
+            $bd "${vflags[@]}"
     done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')
     ok "launch audit: gpu_call.sh's variants found ($((n - rows)))" '[ $((n - rows)) -ge 10 ]'
     # what a user trains first: every model at its preset batch, both precisions, the default
@@ -118,11 +124,9 @@ if [ $rehearse = 1 ]; then
     ok "rehearsal: the tuning writes a table" '[ -s "$table" ] || tail -n 5 "$tmp/tune.log"'
     n=0
     while read -r line; do
-        eval "set -- $line" # variant NAME [VAR=VALUE...] -- [flags]; "$table" is the one above
-        name=$2 envs=()
-        shift 2
-        while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
-        shift
+        parse_variant "$line"
+        name=$vname envs=("${venvs[@]}")
+        set -- "${vflags[@]}"
         # a variant's model and batch stay unet_tiny's 2 here (the emulation runs every thread
         # on the CPU: unet_adm64 at batch 32 would take hours); its other flags are its own
         flags=()
