@@ -86,11 +86,15 @@ if [ $audit = 1 ]; then
     ok "launch audit: bench.sh's stepgraph rows found" '[ $n -ge 5 ]'
     rows=$n
     # gpu_call.sh's variants: unet_cifar 128 bf16 unless they say otherwise, the per-layer table
-    # where gpu_call.sh's default GPU_CALL_BREAKDOWN asks for it
+    # where gpu_call.sh's default GPU_CALL_BREAKDOWN (gpu_call_targets.sh's) asks for it
+    # shellcheck source=tools/gpu_call_targets.sh
+    source "$root/tools/gpu_call_targets.sh"
+    ok "launch audit: gpu_call_targets.sh names the variants with a breakdown" \
+        '[ -n "${SG_GPU_CALL_BREAKDOWN:-}" ]'
     while read -r line; do
         parse_variant "$line"
         bd=--no-breakdown
-        [[ $vname =~ ^(tuned|tuned_unfused|auto_fused|wgmma_unfused_halo)$ ]] && bd=
+        [[ $vname =~ $SG_GPU_CALL_BREAKDOWN ]] && bd=
         audit "variant_$vname" "${venvs[@]}" -- --model unet_cifar --batch 128 --precision bf16 \
             $bd "${vflags[@]}"
     done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')

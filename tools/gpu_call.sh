@@ -60,9 +60,10 @@
 # every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
 # GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_PROFILE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN
-# (a regex of the variants that keep bench's per-op and per-layer breakdown; default the tuned
-# steps, auto_fused and wgmma_unfused_halo: the engine choice, the own kernels' per-layer times,
-# and the fused forwards per node on mma.sync, cuDNN's unfused nodes and the wgmma column),
+# (a regex of the variants that keep bench's per-op and per-layer breakdown; default
+# gpu_call_targets.sh's: the tuned steps, auto_fused and wgmma_unfused_halo: the engine choice,
+# the own kernels' per-layer times, and the fused forwards per node on mma.sync, cuDNN's unfused
+# nodes and the wgmma column),
 # SG_COMMIT (the commit, where the tree is not a git checkout).
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -110,7 +111,7 @@ variant() {
     case ${GPU_CALL_VARIANTS:-1} in 0 | 1) ;; *) [[ $name =~ $GPU_CALL_VARIANTS ]] || return 0 ;; esac
     [ $((total - SECONDS)) -lt 100 ] && echo "gpu_call: variant $name: no time left" && return
     local bd=--no-breakdown
-    [[ $name =~ ${GPU_CALL_BREAKDOWN:-^(tuned|tuned_unfused|auto_fused|wgmma_unfused_halo)$} ]] && bd=
+    [[ $name =~ ${GPU_CALL_BREAKDOWN:-$SG_GPU_CALL_BREAKDOWN} ]] && bd=
     env "${envs[@]}" timeout -k 5 90 "$bin" --backend cuda --model unet_cifar --batch 128 \
         --precision bf16 --warmup 5 --iters 20 $bd --json "$@" \
         >"$runs/variants/$name.json" 2>"$runs/variants/$name.log"
