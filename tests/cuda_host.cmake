@@ -81,6 +81,30 @@ target_include_directories(sg_graph_cuda_host BEFORE PUBLIC ${SG_SIM_DIR}/includ
 target_link_libraries(sg_graph_cuda_host PUBLIC sg_kernels_cuda_host sg_cuda_sim sg_planner
                                                 sg_kernels_cpu sg_ckpt sg_common)
 
+# cuDNN's backend API on the host (tests/cuda_host/sim_cudnn.cpp, against cuDNN's own headers:
+# its types and attribute names), with the real cuDNN engine (kernels/cuda/cudnn_conv.c) and
+# graph/ built with it (SG_HAVE_CUDNN): the op test's cuDNN cases and a step on the default
+# engines, as a GPU runs them. Only where cuDNN's headers are (SG_HAVE_CUDNN); the stand-in
+# headers come first, cuDNN's include directory (which is CUDA's) after them, as a system one.
+if(SG_HAVE_CUDNN)
+  add_library(sg_cudnn_host STATIC ${SG_SIM_DIR}/sim_cudnn.cpp
+                                   ${CMAKE_SOURCE_DIR}/kernels/cuda/cudnn_conv.c)
+  target_include_directories(sg_cudnn_host BEFORE PUBLIC ${SG_SIM_DIR}/include)
+  target_include_directories(sg_cudnn_host SYSTEM AFTER PUBLIC ${SG_CUDNN_INCLUDE})
+  target_compile_definitions(sg_cudnn_host PUBLIC SG_HAVE_CUDNN=1)
+  set_source_files_properties(${SG_SIM_DIR}/sim_cudnn.cpp PROPERTIES COMPILE_OPTIONS
+                              "${SG_SIM_CXX_FLAGS}")
+  target_link_libraries(sg_cudnn_host PUBLIC sg_kernels_cuda_host sg_cuda_sim sg_common)
+  set_target_properties(sg_cudnn_host PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
+                                                 CXX_EXTENSIONS OFF)
+  add_library(sg_graph_cuda_host_cudnn STATIC ${_sg_host_graph})
+  target_compile_definitions(sg_graph_cuda_host_cudnn PUBLIC SG_HAVE_CUDA=1
+                                                      PRIVATE SG_BUILD_ID="${SG_BUILD_ID}")
+  target_include_directories(sg_graph_cuda_host_cudnn BEFORE PUBLIC ${SG_SIM_DIR}/include)
+  target_link_libraries(sg_graph_cuda_host_cudnn PUBLIC sg_cudnn_host sg_kernels_cuda_host
+                        sg_cuda_sim sg_planner sg_kernels_cpu sg_ckpt sg_common)
+endif()
+
 # the emulator's own checks
 add_executable(test_cuda_sim ${SG_SIM_DIR}/test_cuda_sim.cpp)
 target_compile_definitions(test_cuda_sim PRIVATE SG_CUDA_HOST=1)
@@ -101,6 +125,9 @@ target_include_directories(test_cuda_ops_host BEFORE PRIVATE ${SG_SIM_DIR}/inclu
 target_link_libraries(test_cuda_ops_host PRIVATE sg_kernels_cuda_host sg_kernels_cpu sg_cuda_sim m)
 if(SG_HAVE_CUDA) # the nvcc build's ptxas reports must be there (test_launch_resources)
   target_compile_definitions(test_cuda_ops_host PRIVATE SG_SIM_EXPECT_PTXAS=1)
+endif()
+if(SG_HAVE_CUDNN) # and every single-buffer conv case through cuDNN's three passes too
+  target_link_libraries(test_cuda_ops_host PRIVATE sg_cudnn_host)
 endif()
 add_executable(test_cuda_step_host ${CMAKE_SOURCE_DIR}/tests/test_cuda_step.c)
 target_link_libraries(test_cuda_step_host PRIVATE sg_graph_cuda_host)
@@ -147,6 +174,19 @@ set_tests_properties(cuda_step_host_attn_fused PROPERTIES
                      ENVIRONMENT
                      "SG_ATTN=fused;SG_TC_HALO=all;SG_TEST_STEPS=3;SG_TEST_BATCH=2;SG_TEST_ACCUM=0;SG_SIM_LIB_MEMSETS=1"
                      LABELS cuda_host TIMEOUT 900)
+# the step on the default engines with cuDNN in the build, its convolutions on the emulated
+# cuDNN (sim_cudnn.cpp): auto's part of the step test (own's is the tests above), then its
+# checks of the fused attention, the fp32 switches (which send fp32 passes from cuDNN to own),
+# the graph's shape and launch
+if(SG_HAVE_CUDNN)
+  add_executable(test_cuda_step_host_cudnn ${CMAKE_SOURCE_DIR}/tests/test_cuda_step.c)
+  target_link_libraries(test_cuda_step_host_cudnn PRIVATE sg_graph_cuda_host_cudnn)
+  add_test(NAME cuda_step_host_cudnn COMMAND test_cuda_step_host_cudnn)
+  set_tests_properties(cuda_step_host_cudnn PROPERTIES
+                       ENVIRONMENT
+                       "SG_SIM_ORDER=forward;SG_TEST_ENGINE=auto;SG_TEST_STEPS=3;SG_TEST_BATCH=2"
+                       LABELS cuda_host TIMEOUT 900)
+endif()
 # the op test on an emulated compute capability 8.0 device: every wgmma convolution must be
 # refused with the reason (conv_wgmma.cu is sm_90a code), everything else runs as on 9.0
 add_test(NAME cuda_ops_host_sm80 COMMAND test_cuda_ops_host)

@@ -9,6 +9,19 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   target_include_directories(bench_cuda_host BEFORE PRIVATE ${SG_SIM_DIR}/include)
   target_compile_definitions(bench_cuda_host PRIVATE SG_BUILD_ID="${SG_BUILD_ID}")
   target_link_libraries(bench_cuda_host PRIVATE sg_graph_cuda_host sg_data PkgConfig::JANSSON m)
+  # the GPU's build has cuDNN: the GPU call's rehearsal and launch audit run a bench built with
+  # the emulated one (tests/cuda_host/sim_cudnn.cpp) where cuDNN's headers are, so `auto` and
+  # the engine tuning reach cuDNN's plans as on the GPU
+  set(_sg_gpu_call_bench bench_cuda_host)
+  if(TARGET sg_graph_cuda_host_cudnn)
+    add_executable(bench_cuda_host_cudnn ${CMAKE_SOURCE_DIR}/tools/bench.c
+                                         ${CMAKE_SOURCE_DIR}/tools/cli.c)
+    target_include_directories(bench_cuda_host_cudnn BEFORE PRIVATE ${SG_SIM_DIR}/include)
+    target_compile_definitions(bench_cuda_host_cudnn PRIVATE SG_BUILD_ID="${SG_BUILD_ID}")
+    target_link_libraries(bench_cuda_host_cudnn PRIVATE sg_graph_cuda_host_cudnn sg_data
+                                                        PkgConfig::JANSSON m)
+    set(_sg_gpu_call_bench bench_cuda_host_cudnn)
+  endif()
   add_test(NAME bench_cuda_host COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh --cuda-host
                                         $<TARGET_FILE:bench_cuda_host>)
   set_tests_properties(bench_cuda_host PROPERTIES LABELS cuda_host TIMEOUT 900
@@ -16,13 +29,13 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   # every tools/gpu_call.sh variant rehearsed with its environment and flags on the emulation
   # (unet_tiny, one replay; the engine-table ones with a table tuned first): about 3 minutes
   add_test(NAME gpu_call_rehearsal COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh
-                                           --rehearse $<TARGET_FILE:bench_cuda_host>)
+                                           --rehearse $<TARGET_FILE:${_sg_gpu_call_bench}>)
   set_tests_properties(gpu_call_rehearsal PROPERTIES LABELS cuda_host TIMEOUT 900)
   # the same calls at the GPU's own shapes (unet_cifar batch 128, unet_adm64 batch 32 fp32, the
   # engine tuning) with every launch and GEMM checked and none executed (SG_SIM_LAUNCH_ONLY=1):
   # about 5 minutes, most of it filling the arenas
   add_test(NAME gpu_call_launch_audit
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh --launch-audit
-                   $<TARGET_FILE:bench_cuda_host>)
+                   $<TARGET_FILE:${_sg_gpu_call_bench}>)
   set_tests_properties(gpu_call_launch_audit PROPERTIES LABELS cuda_host TIMEOUT 1200)
 endif()

@@ -375,6 +375,8 @@ static const char *dtn(int dt) {
 /* ======================= convolution ======================= */
 
 #ifdef SG_HAVE_CUDNN
+static int cudnn_cases; /* the conv cases run through cuDNN's three passes */
+
 /* The cuDNN engine on one test_conv case (a single-buffer x): its device inputs and CPU
  * results. A fresh context per case, its library workspace a guarded, poisoned buffer. */
 static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int Co, int K, int S,
@@ -383,6 +385,7 @@ static void test_conv_cudnn(const char *ctx0, int N, int H, int W, int Ci, int C
                             const float *db_cpu) {
     char ctx[240];
     snprintf(ctx, sizeof ctx, "%s [cudnn]", ctx0);
+    cudnn_cases++;
     const int Ho = (H + 2 * (K / 2) - K) / S + 1, Wo = (W + 2 * (K / 2) - K) / S + 1;
     const int64_t rows = (int64_t)N * H * W, P = (int64_t)N * Ho * Wo,
                   nw = (int64_t)Co * K * K * Ci;
@@ -4615,6 +4618,9 @@ int main(void) {
     }
 #ifdef SG_HAVE_CUDNN
     test_cudnn_pinning();
+    printf("cuDNN: %d conv cases through its three passes%s\n", cudnn_cases,
+           on_host_emulation() ? " (the emulated library: tests/cuda_host/sim_cudnn.cpp)" : "");
+    CHECK(cudnn_cases > 0, "cuDNN is in the build, and no conv case ran through it");
 #endif
 
     int missing = 0;

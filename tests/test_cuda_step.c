@@ -52,8 +52,10 @@
  *
  * All of it runs twice: on the default conv engine (auto: cuDNN where the build has it, and
  * the 1x1 convs as cuBLASLt GEMMs, the gemm engine) and on the own kernels (--conv-engine own),
- * so every engine is checked inside the captured graph. Where the build has no cuDNN (the host
- * execution), auto's runs are the bf16 ones: its fp32 runs would repeat own's.
+ * so every engine is checked inside the captured graph. Where the build has no cuDNN, auto's
+ * runs are the bf16 ones: its fp32 runs would repeat own's. SG_TEST_ENGINE=auto (or own) runs
+ * that engine's part alone: the host execution's build with the emulated cuDNN
+ * (test_cuda_step_host_cudnn) runs auto's, since own's is the other host step tests'.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -971,10 +973,16 @@ int main(void) {
         printf("no GPU: skipped\n");
         return SG_TEST_SKIP;
     }
+    const char *only = getenv("SG_TEST_ENGINE");
+    if (only && strcmp(only, "auto") && strcmp(only, "own")) {
+        fprintf(stderr, "SG_TEST_ENGINE=%s: expected auto or own\n", only);
+        return 2;
+    }
     for (int engine = SG_CONV_ENGINE_AUTO; engine <= SG_CONV_ENGINE_OWN; engine++) {
         /* auto: cuDNN and the gemm engine's 1x1 convs, then own. Without cuDNN, auto differs
          * from own only in the bf16 1x1 convs (gemm; fp32 1x1 convs are cuBLAS GEMMs on own
          * too): its fp32 runs and the fused resume would repeat own's */
+        if (only && strcmp(only, sg_conv_engine_name(engine))) continue;
 #ifdef SG_HAVE_CUDNN
         const int all = 1;
 #else

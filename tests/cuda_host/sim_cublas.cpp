@@ -42,6 +42,21 @@ struct cublasLtContext {
 };
 
 namespace sg_sim {
+
+float bf16_to_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t f32_to_bf16(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 namespace {
 
 constexpr uint64_t DESC_MAGIC = 0x5347534d44455343ull;   /* "SGSMDESC" */
@@ -72,28 +87,14 @@ size_t esize(int t) {
 }
 
 float ld_elem(const void *p, int t, int64_t i) {
-    if (t == CUDA_R_16BF) {
-        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    return ((const float *)p)[i];
+    return t == CUDA_R_16BF ? bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 void st_elem(void *p, int t, int64_t i, float v) {
-    if (t == CUDA_R_16BF) {
-        uint32_t u;
-        memcpy(&u, &v, 4);
-        uint16_t h;
-        if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
-            h = (uint16_t)((u >> 16) | 0x40u);
-        else
-            h = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-        ((uint16_t *)p)[i] = h;
-    } else {
+    if (t == CUDA_R_16BF)
+        ((uint16_t *)p)[i] = f32_to_bf16(v);
+    else
         ((float *)p)[i] = v;
-    }
 }
 
 void run_gemm(const gemm &g) {

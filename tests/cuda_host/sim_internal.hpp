@@ -24,6 +24,11 @@ cudaError_t set_error(cudaError_t e);
 /* SG_SIM_LAUNCH_ONLY=1: launches and GEMMs are checked and recorded but not executed. */
 bool launch_only();
 
+/* bf16 and fp32 (sim_cublas.cpp; the libraries' conversions): the widening is exact; the
+ * narrowing rounds to nearest even and keeps a NaN a quiet NaN. */
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float v);
+
 /* ---- allocations ---- */
 struct alloc {
     uintptr_t base = 0;

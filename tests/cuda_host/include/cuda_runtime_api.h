@@ -92,9 +92,7 @@ enum cudaDeviceAttr {
 #define cudaEventBlockingSync 0x01
 #define cudaEventDisableTiming 0x02
 
-/* library_types.h */
-typedef enum cudaDataType_t { CUDA_R_16F = 2, CUDA_R_16BF = 14, CUDA_R_32F = 0 } cudaDataType_t;
-typedef cudaDataType_t cudaDataType;
+#include "library_types.h"
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
