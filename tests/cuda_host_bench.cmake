@@ -21,6 +21,18 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
     target_link_libraries(bench_cuda_host_cudnn PRIVATE sg_graph_cuda_host_cudnn sg_data
                                                         PkgConfig::JANSSON m)
     set(_sg_gpu_call_bench bench_cuda_host_cudnn)
+    # verify on the emulated cuDNN: its stop/resume asks for the checkpoint's recorded cuDNN
+    # engines by index and knobs (sg_cudnn_prefer), the path a GPU's resume takes
+    add_executable(verify_cuda_host_cudnn ${CMAKE_SOURCE_DIR}/tools/verify.c
+                                          ${CMAKE_SOURCE_DIR}/tools/cli.c)
+    target_include_directories(verify_cuda_host_cudnn BEFORE PRIVATE ${SG_SIM_DIR}/include)
+    target_link_libraries(verify_cuda_host_cudnn PRIVATE sg_graph_cuda_host_cudnn sg_data
+                                                         PkgConfig::JANSSON m)
+    add_test(NAME verify_cuda_host_cudnn
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_verify.sh --cuda-host
+                     $<TARGET_FILE:verify_cuda_host_cudnn>)
+    set_tests_properties(verify_cuda_host_cudnn PROPERTIES LABELS cuda_host TIMEOUT 900
+                         ENVIRONMENT "SG_SIM_ORDER=forward")
   endif()
   add_test(NAME bench_cuda_host COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh --cuda-host
                                         $<TARGET_FILE:bench_cuda_host>)

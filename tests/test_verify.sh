@@ -2,13 +2,36 @@
 # verify as a user meets it: a clean run passes and exits 0; bad flags exit 2 with one line;
 # and verify can fail: with --inject-divergence (one ulp added to one parameter in the second
 # run of check (a)) it exits 1 and names the step, the tensor and the index that was touched.
+#
+# With --cuda-host VERIFY (a verify built on the host emulation with the emulated cuDNN,
+# tests/cuda_host_bench.cmake), instead: the CUDA backend on the default engines, fp32 and bf16,
+# every check passing, and the stop/resume asking for every cuDNN engine the checkpoint
+# recorded and getting each one (sg_cudnn_prefer: the engine by index, its knobs).
 set -u
+cuda_host=0
+[ "${1:-}" = --cuda-host ] && cuda_host=1 && shift
 verify=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+if [ $cuda_host = 1 ]; then
+    for prec in fp32 bf16; do
+        $verify --backend cuda --model unet_tiny --batch 2 --precision $prec --steps 3 \
+            --resume-at 1 >"$tmp/out.txt" 2>"$tmp/err.txt"
+        rc=$?
+        cat "$tmp/out.txt"
+        grep "conv engines from the checkpoint" "$tmp/err.txt"
+        ok "cuda host $prec: every check passes" '[ $rc -eq 0 ] && grep -q "^overall: PASS (4 passed" "$tmp/out.txt"'
+        ok "cuda host $prec: the resume gets every recorded cuDNN engine" \
+            'grep -Eq "conv engines from the checkpoint: .* [1-9][0-9]* node\(s\) asked for their cuDNN engine \(([0-9]+) descriptors: \1 had, 0 not" "$tmp/err.txt"'
+    done
+    echo "verify on the host's CUDA backend with cuDNN: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit
+fi
 
 # a clean run
 $verify --model unet_tiny --steps 4 >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
