@@ -395,6 +395,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     cudaDriverGetVersion(&drv);
     if (c->cb) cublasGetVersion(c->cb, &cbv);
     int dnn_n = 0, dnn_frozen = 0, dnn_tf32 = 0, prefs_met = 0, prefs_missed = 0;
+    int dnn_met = 0, dnn_missed = 0; /* the cuDNN engines asked for (a table, a resume) */
     sg_blas_preferences(c->blas, &prefs_met, &prefs_missed);
     size_t dnn_ver = 0;
     uint64_t dnn_hash = 0;
@@ -404,6 +405,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
     dnn_n = sg_cudnn_count(c->dnn), dnn_frozen = sg_cudnn_frozen(c->dnn);
     dnn_ver = sg_cudnn_version(), dnn_hash = sg_cudnn_hash(c->dnn);
     dnn_tf32 = sg_cudnn_tf32(c->dnn);
+    sg_cudnn_preferences(c->dnn, &dnn_met, &dnn_missed);
 #endif
     snprintf(buf, (size_t)cap,
              "{\"backend\":\"cuda\",\"gpu\":\"%s\",\"sm_count\":%d,\"cc\":\"%d.%d\","
@@ -418,7 +420,8 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"conv_engine\":\"%s\",\"cudnn\":%zu,\"convs_cudnn\":%d,\"convs_gemm\":%d,"
              "\"convs_own\":%d,\"convs_wgmma\":%d,"
              "\"cudnn_plans\":%d,\"cudnn_table_frozen\":%s,\"cudnn_table_hash\":\"%016llx\","
-             "\"cudnn_tf32\":%s,\"attn_engine\":\"%s\",\"attn_fused_nodes\":%d,"
+             "\"cudnn_prefs_met\":%d,\"cudnn_prefs_missed\":%d,\"cudnn_tf32\":%s,"
+             "\"attn_engine\":\"%s\",\"attn_fused_nodes\":%d,"
              "\"conv_tc\":\"%s\",\"norm_stats_fused\":%d,"
              "\"norm_stats_fused_fwd\":%d,\"pdl\":%s,\"tc_halo\":\"%s\",\"dgrad_stats\":%s,"
              "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
@@ -442,7 +445,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              c->gemm_epi ? "true" : "false", sg_blas_refused(c->blas),
              sg_conv_engine_name(c->conv_engine), dnn_ver, c->convs_cudnn, c->convs_gemm,
              c->convs_own, c->convs_wgmma, dnn_n, dnn_frozen ? "true" : "false",
-             (unsigned long long)dnn_hash, dnn_tf32 ? "true" : "false",
+             (unsigned long long)dnn_hash, dnn_met, dnn_missed, dnn_tf32 ? "true" : "false",
              c->attn_fused ? "fused" : "gemm", c->attn_fused ? c->attn_fused_nodes : -1,
              !c->convs_wgmma                  ? "mma"
              : c->convs_wgmma == c->convs_own ? "wgmma"

@@ -117,6 +117,11 @@ variant() {
         >"$runs/variants/$name.json" 2>"$runs/variants/$name.log"
     echo "gpu_call: variant $name (${envs[*]} $*): exit $?, $(grep -o '"ms_per_step": *[0-9.]*' \
         "$runs/variants/$name.json")"
+    # a variant on the tuned table: did cuDNN give every engine the table names?
+    if [[ " $* " == *" --engine-table "* ]]; then
+        echo "gpu_call: variant $name: $(grep -oE '"cudnn_prefs_(met|missed)": *[0-9]+' \
+            "$runs/variants/$name.json" | tr '\n' ' ')"
+    fi
 }
 main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_cifar_b128_bf16_table|sg_adm64_b32_fp32(_wino)?|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
