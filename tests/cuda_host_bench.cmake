@@ -3,7 +3,8 @@
 # time_gemm, over the stand-in runtime and cuBLASLt), and the per-layer table's checks in
 # tests/test_bench.sh --cuda-host. After cuda_host.cmake (file order): it needs
 # sg_graph_cuda_host. The emulation's event times are not GPU times: the test checks the
-# table's shape and consistency, never a speed.
+# table's shape and consistency, never a speed. With cuDNN's headers, also bench and verify
+# built over the emulated cuDNN (sg_graph_cuda_host_cudnn).
 if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   add_executable(bench_cuda_host ${CMAKE_SOURCE_DIR}/tools/bench.c ${CMAKE_SOURCE_DIR}/tools/cli.c)
   target_include_directories(bench_cuda_host BEFORE PRIVATE ${SG_SIM_DIR}/include)
