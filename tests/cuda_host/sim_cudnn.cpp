@@ -685,19 +685,18 @@ void run_exec(const exec_args &a) {
                 for (int64_t k = 0; k < c0; k++)
                     for (int64_t l = 0; l < d0; l++) fn(i, j, k, l);
     };
-    /* the input row (column) that output row p's tap r reads, or -1 in the padding */
-    auto tap = [](int64_t p, int64_t r, int64_t st, int64_t pre, int64_t dil, int64_t in) {
-        const int64_t h = p * st - pre + r * dil;
-        return h >= 0 && h < in ? h : -1;
+    /* x's element that output (n, p, q)'s tap (r, s) reads in channel c, or -1 in the padding */
+    auto x_at = [&](int64_t n, int64_t c, int64_t p, int64_t q, int64_t r, int64_t s) {
+        const int64_t h = p * sh - ph + r * dh, w = q * sw - pw + s * dw;
+        return h >= 0 && h < H && w >= 0 && w < W ? X.at(n, c, h, w) : -1;
     };
     if (o.pass == P_FWD) {
         const tensor_v &T = g.y();
         each(N, K, P, Q, [&](int64_t n, int64_t k, int64_t p, int64_t q) {
             terms.clear();
             each(R, S, C, 1, [&](int64_t r, int64_t s, int64_t c, int64_t) {
-                const int64_t h = tap(p, r, sh, ph, dh, H), w = tap(q, s, sw, pw, dw, W);
-                if (h >= 0 && w >= 0)
-                    terms.push_back(in(a.x, X, X.at(n, c, h, w)) * in(a.w, Wt, Wt.at(k, c, r, s)));
+                const int64_t i = x_at(n, c, p, q, r, s);
+                if (i >= 0) terms.push_back(in(a.x, X, i) * in(a.w, Wt, Wt.at(k, c, r, s)));
             });
             const float bias =
                 g.bias ? ld(a.b, g.b.dt, g.b.at(0, g.b.dims[1] > 1 ? k : 0, 0, 0)) : 0.0f;
@@ -720,9 +719,8 @@ void run_exec(const exec_args &a) {
         each(K, C, R, S, [&](int64_t k, int64_t c, int64_t r, int64_t s) {
             terms.clear();
             each(N, P, Q, 1, [&](int64_t n, int64_t p, int64_t q, int64_t) {
-                const int64_t h = tap(p, r, sh, ph, dh, H), w = tap(q, s, sw, pw, dw, W);
-                if (h >= 0 && w >= 0)
-                    terms.push_back(in(a.x, X, X.at(n, c, h, w)) * in(a.y, Y, Y.at(n, k, p, q)));
+                const int64_t i = x_at(n, c, p, q, r, s);
+                if (i >= 0) terms.push_back(in(a.x, X, i) * in(a.y, Y, Y.at(n, k, p, q)));
             });
             finish((void *)a.w, Wt, Wt.at(k, c, r, s),
                    reduce(((k * C + c) * R + r) * S + s, K * C * R * S), 0.0f);
