@@ -85,7 +85,7 @@ cudnnStatus_t fail(cudnnStatus_t s, const char *fmt, ...) {
 enum { E_DIRECT = 0, E_SPLIT = 1, E_ATOMIC = 2, E_TF32 = 3, E_HALF = 4, E_COUNT = 5 };
 
 struct tensor_v {
-    int64_t uid = 0, dt = -1, nd = 0, dims[4] = {0, 0, 0, 0}, strides[4] = {0, 0, 0, 0};
+    int64_t uid = 0, dt = -1, dims[4] = {0, 0, 0, 0}, strides[4] = {0, 0, 0, 0};
     int64_t align = 0;
     bool virt = false;
     size_t esize() const {
@@ -137,7 +137,6 @@ struct engine_v {
 struct cfg_v {
     engine_v eng;
     knobs_v k;
-    int nknobs = 0; /* knob choices that were set (or filled) */
 };
 struct plan_v {
     cfg_v cfg;
@@ -335,7 +334,6 @@ cudnnStatus_t finalize_tensor(desc *d) {
         return fail(CUDNN_STATUS_NOT_SUPPORTED,
                     "tensor uid %lld: %lld dimensions (the emulation has 4: NCHW)",
                     (long long)t.uid, (long long)dims->count);
-    t.nd = 4;
     memcpy(t.dims, dims->bytes.data(), 32);
     memcpy(t.strides, strides->bytes.data(), 32);
     get1(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, &virt);
@@ -579,7 +577,7 @@ int64_t workspace_of(const cfg_v &c) {
 cfg_v make_cfg(const std::shared_ptr<const graph_v> &g, int e, int64_t split, int64_t stages) {
     cfg_v c;
     c.eng.g = g, c.eng.index = e;
-    if (e == E_SPLIT) c.k.split = split, c.k.stages = stages, c.nknobs = 2;
+    if (e == E_SPLIT) c.k.split = split, c.k.stages = stages;
     return c;
 }
 std::vector<cfg_v> heuristics(const std::shared_ptr<const graph_v> &g, cudnnBackendHeurMode_t m) {
