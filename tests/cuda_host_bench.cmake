@@ -4,7 +4,8 @@
 # tests/test_bench.sh --cuda-host. After cuda_host.cmake (file order): it needs
 # sg_graph_cuda_host. The emulation's event times are not GPU times: the test checks the
 # table's shape and consistency, never a speed. With cuDNN's headers, also bench and verify
-# built over the emulated cuDNN (sg_graph_cuda_host_cudnn).
+# built over the emulated cuDNN (sg_graph_cuda_host_cudnn); the table is checked on that bench
+# too.
 if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   add_executable(bench_cuda_host ${CMAKE_SOURCE_DIR}/tools/bench.c ${CMAKE_SOURCE_DIR}/tools/cli.c)
   target_include_directories(bench_cuda_host BEFORE PRIVATE ${SG_SIM_DIR}/include)
@@ -14,6 +15,7 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
   # the emulated one (tests/cuda_host/sim_cudnn.cpp) where cuDNN's headers are, so `auto` and
   # the engine tuning reach cuDNN's plans as on the GPU
   set(_sg_gpu_call_bench bench_cuda_host)
+  set(_sg_bench_dnn "")
   if(TARGET sg_graph_cuda_host_cudnn)
     add_executable(bench_cuda_host_cudnn ${CMAKE_SOURCE_DIR}/tools/bench.c
                                          ${CMAKE_SOURCE_DIR}/tools/cli.c)
@@ -22,6 +24,8 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
     target_link_libraries(bench_cuda_host_cudnn PRIVATE sg_graph_cuda_host_cudnn sg_data
                                                         PkgConfig::JANSSON m)
     set(_sg_gpu_call_bench bench_cuda_host_cudnn)
+    # the per-layer table's checks run on it too (test_bench.sh's second argument)
+    set(_sg_bench_dnn $<TARGET_FILE:bench_cuda_host_cudnn>)
     # verify on the emulated cuDNN: its stop/resume asks for the checkpoint's recorded cuDNN
     # engines by index and knobs (sg_cudnn_prefer), the path a GPU's resume takes
     add_executable(verify_cuda_host_cudnn ${CMAKE_SOURCE_DIR}/tools/verify.c
@@ -36,7 +40,7 @@ if(TARGET sg_graph_cuda_host AND TARGET sg_data)
                          ENVIRONMENT "SG_SIM_ORDER=forward")
   endif()
   add_test(NAME bench_cuda_host COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bench.sh --cuda-host
-                                        $<TARGET_FILE:bench_cuda_host>)
+                                        $<TARGET_FILE:bench_cuda_host> ${_sg_bench_dnn})
   set_tests_properties(bench_cuda_host PROPERTIES LABELS cuda_host TIMEOUT 900
                        ENVIRONMENT "SG_SIM_ORDER=forward")
   # every tools/gpu_call.sh variant rehearsed with its environment and flags on the emulation

@@ -6,25 +6,30 @@
 #
 # The per-conv-layer table of a unet_tiny bf16 plan (every conv-like node, conv2d_sc and the
 # upconvs included; FLOPs, TFLOP/s, the same-size GEMM, the fusion savings) is checked on the
-# CPU here, and with --cuda-host BIN on bench built over the host emulation of the CUDA
-# backend (tests/cuda_host_bench.cmake: the real time_gemm hook; only that part runs).
+# CPU here, and with --cuda-host BIN [DNN_BIN] on bench built over the host emulation of the
+# CUDA backend (tests/cuda_host_bench.cmake: the real time_gemm hook; only that part runs);
+# DNN_BIN, that bench built over the emulated cuDNN too: its table with the passes on cuDNN.
 set -u
 mode=cpu
 if [ "${1:-}" = --cuda-host ]; then mode=cuda_host; shift; fi
 bench=$1
+dnn_bench=${2:-} # --cuda-host: the bench built over the emulated cuDNN too, where there is one
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pass=0 fail=0
 ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# check_layers JSON GEMM: the per-layer rows and the fusion savings of a unet_tiny bf16 run;
-# GEMM=1: the backend has time_gemm (numbers in the GEMM columns), 0: '-' (null) there
+# check_layers JSON GEMM [DNN]: the per-layer rows and the fusion savings of a unet_tiny bf16
+# run; GEMM=1: the backend has time_gemm (numbers in the GEMM columns), 0: '-' (null) there;
+# DNN=1: built with cuDNN (the emulated one on the host), the step's engine auto
 check_layers() {
-    python3 - "$1" "$2" <<'PY'
-import json, math, sys
+    python3 - "$1" "$2" "${3:-0}" <<'PY'
+import json, math, re, sys
 d = json.load(open(sys.argv[1]))
 gemm = sys.argv[2] == "1"
+dnn = sys.argv[3] == "1"
+assert not dnn or gemm, "cuDNN only on the CUDA backend"
 epi = d["env"].get("gemm_epilogue", False)
 assert not gemm or epi, "the host emulation offers the bias epilogue"
 rows = d["conv_layers"]
@@ -42,20 +47,31 @@ for r in rows:
     m, n, k = r["gemm_mnk"]
     assert r["flops"] > 0 and close(2.0 * m * n * k, r["flops"]), ("2MNK != FLOPs", r)
     assert r["own_ms"] > 0 and close(r["tflops"], r["flops"] / (r["own_ms"] * 1e-3) / 1e12), r
-    # no cuDNN on either backend here; the CUDA backend's library side of a 1x1 conv is its
-    # gemm engine (cuBLASLt), the step's engine where the plan leaves its input stored, except
-    # a bf16 forward's whose GEMM would need the fp32 tile (a concatenated input: the decoder's
-    # shortcuts; every one without the bias epilogue, describe()'s gemm_epilogue), which runs
-    # on own and is timed on gemm beside it
+    # the CUDA backend's library side of a 1x1 conv is its gemm engine (cuBLASLt), the step's
+    # engine where the plan leaves its input stored, except a bf16 forward's whose GEMM would
+    # need the fp32 tile (a concatenated input: the decoder's shortcuts; every one without the
+    # bias epilogue, describe()'s gemm_epilogue), which runs on own and is timed on gemm beside it
     fwd_1x1 = (r["op"] in ("conv2d", "conv2d_add") and " K1 S1 " in r["shape"]
                and "norm" not in r["fusions"])
     fwd_tile = fwd_1x1 and (not epi or ("up_blocks" in r["tensor"]
                                         and "conv_shortcut" in r["tensor"]))
+    # a 3x3 pass with nothing fused into it (no upsample either): cuDNN's where it is built in
+    # (auto; the emulation has a deterministic engine for every such pass), else own
+    plain_3x3 = " K3 " in r["shape"] and r["fusions"] == "-" and not r["op"].startswith("up")
     if r["engine"] == "gemm" or (gemm and fwd_1x1):
         assert gemm and " K1 S1 " in r["shape"] and r["cudnn_ms"] > 0, r
         assert r["engine"] == ("own" if fwd_tile else "gemm"), r
+    elif dnn and plain_3x3:
+        # its pinned plan by name: the engine's global index, its knobs, the variant (the
+        # fused bias of a forward, the bf16 dw of a weight gradient) and its workspace; a
+        # deterministic engine of full precision (the emulation's 0 direct or 1 split, never
+        # 2 atomic, 3 tf32 or 4 half-accumulate)
+        m = re.fullmatch(r"cudnn e(\d+)((?:k\d+=-?\d+)*)(\+bias|\+dw_bf16)? ws(\d+)", r["engine"])
+        assert m and m.group(1) in ("0", "1") and r["cudnn_ms"] > 0, r
+        assert (m.group(3) or "") == {"conv2d": "+bias", "conv2d_bwd_weight": "+dw_bf16"}.get(r["op"], ""), r
+        assert (m.group(1) == "1") == bool(m.group(2)), r  # the split engine's knobs, none else
     else:
-        assert r["cudnn_ms"] is None, r
+        assert r["cudnn_ms"] is None and not r["engine"].startswith("cudnn"), r
     if gemm:
         assert r["gemm_ms"] > 0, r
         assert close(r["gemm_tflops"], r["flops"] / (r["gemm_ms"] * 1e-3) / 1e12), r
@@ -83,6 +99,12 @@ for r in rows:
     assert (r["op"] == "conv2d_add") == ("residual" in f), r
     assert r["op"].startswith("upconv2d") == ("upsample" in f), r
 assert not gemm or any(r["engine"] == "gemm" for r in rows), "no 1x1 conv on the gemm engine"
+# cuDNN: every pass of a plain 3x3 conv, as many as the step says it put there (describe());
+# none without it
+on_dnn = [r for r in rows if r["engine"].startswith("cudnn")]
+assert len(on_dnn) == d["env"].get("convs_cudnn", 0), (len(on_dnn), d["env"].get("convs_cudnn"))
+assert {r["op"] for r in on_dnn} == ({"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"} if dnn else set()), on_dnn
+assert not dnn or 0 < d["env"]["cudnn_plans"] <= len(on_dnn), d["env"]["cudnn_plans"]
 # the wgmma column: most rows on the CUDA backend (every op of the table among them), none on
 # the CPU
 wg = [r for r in rows if r["wgmma_ms"] is not None]
@@ -143,6 +165,34 @@ for o in bd:
     assert o["op"] != "concat" or o["gbytes"] == 0, o
 moving = {o["op"] for o in bd if o["gbytes"] > 0}
 assert {"conv2d", "norm_act"} <= moving and moving & {"adamw_ema", "adamw_ema_bf16"}, moving
+PY
+}
+
+# check_windows JSON: every timing in a window of device time (kernels/cuda/timing.cu),
+# counted exactly: one a node (the breakdown), one a replay of each row that launches anything
+# (one replay: --iters 1), one a distinct same-size GEMM, and one a layer's timing on each
+# engine it has a time for (own where the step's engine choice covers the node; lib; wgmma). On
+# the emulation launches run as they are issued, so windows are host-bound until the hold
+# covers them.
+check_windows() {
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+e, cl = d["env"], d["conv_layers"]
+launching = sum(1 for o in d["breakdown"] if o["replay_ms"] > 0)
+own = sum(1 for c in cl if c["engine"])
+lib = sum(1 for c in cl if c.get("cudnn_ms") is not None)
+wg = sum(1 for c in cl if c.get("wgmma_ms") is not None)
+# each wgmma row tried on the halo (a window whether a halo kernel took it or not), and per tap
+# where one did
+halo = sum(1 for c in cl if c.get("wgmma_halo_ms") is not None)
+# each attention node once on each engine that takes it
+attn = sum((a["gemm_ms"] is not None) + (a["fused_ms"] is not None) for a in d["attn_layers"])
+want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + 2 * wg + halo + attn
+assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], want, d["nodes"],
+                                                         launching, own, lib, wg, halo, attn)
+assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
+assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
 PY
 }
 
@@ -252,30 +302,7 @@ for a in at:
     assert a["engine"] == "gemm" and a["gemm_ms"] > 0 and a["fused_ms"] > 0, a
     assert a["shape"] == "2 L64 C64 heads1", a
 PY'
-    # every timing in a window of device time (kernels/cuda/timing.cu), counted exactly: one a
-    # node (the breakdown), one a replay of each row that launches anything (one replay: --iters
-    # 1), one a distinct same-size GEMM, and one a layer's timing on each engine it has a time
-    # for (own where the step's engine choice covers the node; lib; wgmma). On the emulation
-    # launches run as they are issued, so windows are host-bound until the hold covers them.
-    ok "cuda_host: the timing windows counted in env" 'python3 - "$tmp/h.json" <<PY
-import json, sys
-d = json.load(open(sys.argv[1]))
-e, cl = d["env"], d["conv_layers"]
-launching = sum(1 for o in d["breakdown"] if o["replay_ms"] > 0)
-own = sum(1 for c in cl if c["engine"])
-lib = sum(1 for c in cl if c.get("cudnn_ms") is not None)
-wg = sum(1 for c in cl if c.get("wgmma_ms") is not None)
-# each wgmma row tried on the halo (a window whether a halo kernel took it or not), and per tap
-# where one did
-halo = sum(1 for c in cl if c.get("wgmma_halo_ms") is not None)
-# each attention node once on each engine that takes it
-attn = sum((a["gemm_ms"] is not None) + (a["fused_ms"] is not None) for a in d["attn_layers"])
-want = d["nodes"] + launching + d["gemm_sizes_timed"] + own + lib + 2 * wg + halo + attn
-assert d["iters"] == 1 and e["timing_windows"] == want, (e["timing_windows"], want, d["nodes"],
-                                                         launching, own, lib, wg, halo, attn)
-assert 1 <= e["timing_host_bound"] <= e["timing_windows"], e
-assert 0.2 <= e["timing_hold_ms"] <= 20.0 and e["timing_issue_max_ms"] > 0, e
-PY'
+    ok "cuda_host: the timing windows counted in env" 'check_windows "$tmp/h.json"'
     report_of hrep "$tmp/h.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
     ok "cuda_host: the report's breakdown gives each row's kernels and memsets" \
         'grep -q "^| op | nodes | ms | % | GFLOP | GFLOP/s | replay ms | kernels | memsets |" "$tmp/hrep.md" && grep -Eq "^Commands: .* as captured \(memsets come from the libraries. calls; the whole step.s graph as launched: [0-9]+ kernels, 0 memsets\)" "$tmp/hrep.md"'
@@ -326,6 +353,21 @@ PY'
     report_of wrep "$tmp/w.json" 2 fp32 "bench --backend cuda --model unet_tiny --precision fp32 --json"
     ok "cuda_host: the report's Winograd columns and sums" \
         'grep -q "| Winograd ms | direct ms | engine |$" "$tmp/wrep.md" && grep -Eq "^As Winograd F\(2x2, 3x3\), conv2d_bwd_data \([0-9]+ fp32 3x3 nodes it takes\): [0-9.]+ ms, against [0-9.]+ ms on the direct tiles" "$tmp/wrep.md"'
+    # built with cuDNN (the emulated one): the step's engine auto puts every plain 3x3 pass on
+    # a pinned cuDNN plan, as on a GPU; its table names each plan and times it beside own
+    if [ -n "$dnn_bench" ]; then
+        $dnn_bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
+            --warmup 0 --json >"$tmp/d.json" 2>"$tmp/d_err.txt"
+        rc=$?
+        cat "$tmp/d_err.txt"
+        ok "cuda_host cuDNN: json run exits 0" '[ $rc -eq 0 ]'
+        ok "cuda_host cuDNN: the per-layer table, cuDNN's plans by name" \
+            'check_layers "$tmp/d.json" 1 1'
+        ok "cuda_host cuDNN: the timing windows counted in env" 'check_windows "$tmp/d.json"'
+        report_of drep "$tmp/d.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
+        ok "cuda_host cuDNN: the report's rows on cuDNN, own against it" \
+            'grep -Eq "^\| [0-9]+ \| conv2d_bwd_weight \| - \| .* \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| .* \| cudnn e[0-9]+(k[0-9]+=-?[0-9]+)*\+dw_bf16 ws[0-9]+ \|$" "$tmp/drep.md"'
+    fi
     echo "$pass passed, $fail failed"
     [ $fail -eq 0 ]
     exit
