@@ -146,6 +146,26 @@ if [ $rehearse = 1 ]; then
         n=$((n + 1))
     done < <(joined "$root/tools/gpu_call.sh" | grep -E '^[[:space:]]*variant [a-z]')
     ok "rehearsal: variants found ($n)" '[ $n -ge 10 ]'
+    # a table that puts layers on cuDNN, and the step it tunes getting the engines it timed (on
+    # a GPU cuDNN wins layers; the emulated engines, naive loops, lose every one unless
+    # SG_SIM_CUDNN_SPEED makes their executions count faster on the events' clock)
+    SG_SIM_CUDNN_SPEED=50 "$bench" "${base[@]}" --warmup 0 --iters 1 --knob-time 0 \
+        --gemm-time 0 --cudnn-time 1 --tune-engines "$tmp/dnn-table.json" >"$tmp/dnn-tune.txt" \
+        2>"$tmp/dnn-tune.log"
+    rc=$?
+    "$bench" "${base[@]}" --warmup 1 --iters 1 --no-breakdown --json \
+        --engine-table "$tmp/dnn-table.json" >"$tmp/dnn.json" 2>"$tmp/dnn.log"
+    rc=$((rc + $?))
+    ok "rehearsal: a tuned table's cuDNN engines, each one the step's (cudnn_prefs_met)" \
+        '[ $rc -eq 0 ] && python3 - "$tmp/dnn-table.json" "$tmp/dnn.json" <<PY || { tail -n 3 "$tmp/dnn-tune.log" "$tmp/dnn.log"; false; }
+import json, sys
+t, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["env"]
+named = [x for x in t["layers"] if x["engine"] == "cudnn" and x.get("cudnn_engines")]
+assert named, "no layer on cuDNN in the tuned table"
+# every plan the step pinned was asked for by the table and got what it asked
+assert e["cudnn_plans"] > 0 and e["cudnn_prefs_met"] == e["cudnn_plans"], e
+assert e["cudnn_prefs_missed"] == 0, e
+PY'
     echo "gpu_call rehearsal: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
     exit

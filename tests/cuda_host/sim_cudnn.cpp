@@ -41,10 +41,13 @@
  *   with -ffp-contract=off), rounded once to y's type; the fused bias is added in fp32 before the
  *   rounding. An engine with a workspace writes its partials there: a workspace that overlaps
  *   live data corrupts it, as on the GPU. SG_SIM_LAUNCH_ONLY=1 checks and records, computes
- *   nothing.
+ *   nothing. SG_SIM_CUDNN_SPEED=F (F >= 1) makes an execution F times faster on the events'
+ *   clock than on the host's (the emulated engines are naive loops, slower than the emulated
+ *   own kernels), so a tuning that times them can choose cuDNN, as on a GPU.
  * Every refusal prints an "sg_cuda_sim: cudnn..." line naming the plan node and leaves the
  * reason for cudnnGetLastErrorString.
  */
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -624,6 +627,23 @@ struct exec_args {
 
 uint64_t atomic_runs; /* executions of the atomic engine: its summation order turns with them */
 
+/* SG_SIM_CUDNN_SPEED: how many times faster an execution counts on the events' clock (1: as it
+ * runs; a value below 1 or not a number is refused once, and taken as 1) */
+double speed() {
+    static const double f = [] {
+        const char *v = getenv("SG_SIM_CUDNN_SPEED");
+        if (!v) return 1.0;
+        char *end = nullptr;
+        const double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 1 && x <= 1e6)) {
+            report("SG_SIM_CUDNN_SPEED=%s: not a factor in [1, 1e6]; taken as 1", v);
+            return 1.0;
+        }
+        return x;
+    }();
+    return f;
+}
+
 /* One output's reduction terms (products) in the pass's natural order, summed by the engine. */
 void run_exec(const exec_args &a) {
     const graph_v &g = *a.plan.cfg.eng.g;
@@ -811,7 +831,14 @@ cudnnStatus_t execute(cudnnHandle_t h, const desc *pd, const desc *vd) {
         f.insert(f.end(), {t->dims[0], t->dims[1], t->dims[2], t->dims[3], t->dt});
     c.sig.assign((const unsigned char *)f.data(), (const unsigned char *)(f.data() + f.size()));
     c.run = [a]() {
-        if (!launch_only()) run_exec(a);
+        if (launch_only()) return cudaSuccess;
+        const auto t0 = std::chrono::steady_clock::now();
+        run_exec(a);
+        const double f = speed();
+        if (f > 1)
+            clock_discount(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() *
+                (1 - 1 / f));
         return cudaSuccess;
     };
     if (issue(h->st, std::move(c)) != cudaSuccess)

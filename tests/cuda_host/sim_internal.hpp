@@ -23,6 +23,9 @@ std::string current_range();
 cudaError_t set_error(cudaError_t e);
 /* SG_SIM_LAUNCH_ONLY=1: launches and GEMMs are checked and recorded but not executed. */
 bool launch_only();
+/* Take s seconds of wall time off the clock events read (cudaEventRecord): work the emulation
+ * runs faster on the device's clock than on the host's (SG_SIM_CUDNN_SPEED, sim_cudnn.cpp). */
+void clock_discount(double s);
 
 /* bf16 and fp32 (sim_cublas.cpp; the libraries' conversions): the widening is exact; the
  * narrowing rounds to nearest even and keeps a NaN a quiet NaN. */
