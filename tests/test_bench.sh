@@ -206,14 +206,21 @@ report_of() {
     python3 "$root/tools/bench_report.py" report --out "$tmp/$1.md" "$tmp/$1" >/dev/null
 }
 
+# tiny_json BENCH NAME [VAR=VALUE...]: BENCH's unet_tiny bf16 fused step, one replay, as JSON
+# in $tmp/NAME.json (its stderr shown), run in that environment; its exit status checked
+tiny_json() {
+    local b=$1 name=$2
+    shift 2
+    env "$@" "$b" --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
+        --warmup 0 --json >"$tmp/$name.json" 2>"$tmp/$name.err"
+    local rc=$?
+    cat "$tmp/$name.err"
+    ok "cuda_host ($name): json run exits 0" "[ $rc -eq 0 ]"
+}
+
 if [ $mode = cuda_host ]; then
     # (SG_WG_DGRAD_HALO=1: the default, set to see it in the record)
-    SG_SIM_GRAPH_LIST="$tmp/graphs.txt" SG_WG_DGRAD_HALO=1 \
-        $bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
-        --warmup 0 --json >"$tmp/h.json" 2>"$tmp/err.txt"
-    rc=$?
-    cat "$tmp/err.txt"
-    ok "cuda_host: json run exits 0" '[ $rc -eq 0 ]'
+    tiny_json "$bench" h SG_SIM_GRAPH_LIST="$tmp/graphs.txt" SG_WG_DGRAD_HALO=1
     ok "cuda_host: env records the knobs set (env_knobs) and the data gradient halo" \
         'python3 -c "import json,sys; e=json.load(open(sys.argv[1]))[\"env\"]; assert e[\"env_knobs\"] == \"SG_WG_DGRAD_HALO=1\" and e[\"wg_dgrad_halo\"] is True, e" "$tmp/h.json"'
     # the step's graph is the run's first capture: env's count is the emulation's listing's, and
@@ -356,11 +363,7 @@ PY'
     # built with cuDNN (the emulated one): the step's engine auto puts every plain 3x3 pass on
     # a pinned cuDNN plan, as on a GPU; its table names each plan and times it beside own
     if [ -n "$dnn_bench" ]; then
-        $dnn_bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 \
-            --warmup 0 --json >"$tmp/d.json" 2>"$tmp/d_err.txt"
-        rc=$?
-        cat "$tmp/d_err.txt"
-        ok "cuda_host cuDNN: json run exits 0" '[ $rc -eq 0 ]'
+        tiny_json "$dnn_bench" d
         ok "cuda_host cuDNN: the per-layer table, cuDNN's plans by name" \
             'check_layers "$tmp/d.json" 1 1'
         ok "cuda_host cuDNN: the timing windows counted in env" 'check_windows "$tmp/d.json"'
