@@ -44,6 +44,7 @@
  *   nothing. SG_SIM_CUDNN_SPEED=F (F >= 1) makes an execution F times faster on the events'
  *   clock than on the host's (the emulated engines are naive loops, slower than the emulated
  *   own kernels), so a tuning that times them can choose cuDNN, as on a GPU.
+ *   SG_SIM_CUDNN_PLANS=I,J,... lets only those engines' execution plans finalize (plan_engines).
  * Every refusal prints an "sg_cuda_sim: cudnn..." line naming the plan node and leaves the
  * reason for cudnnGetLastErrorString.
  */
@@ -57,6 +58,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 #include <cudnn.h>
 
@@ -537,6 +539,30 @@ cudnnStatus_t finalize_graph(desc *d) {
 }
 
 /* ---- the engines ---- */
+/* SG_SIM_CUDNN_PLANS=I,J,...: the engines whose execution plans finalize on this device (unset:
+ * all; empty: none). cuDNN's heuristics list configurations that a device or a shape cannot
+ * build, and their plans are refused at finalize (NOT_SUPPORTED): with this the emulation
+ * refuses them too, down to no deterministic engine at all. A value it cannot read ends the
+ * process. */
+unsigned plan_engines() {
+    static const unsigned m = [] {
+        const char *v = getenv("SG_SIM_CUDNN_PLANS");
+        if (!v) return (1u << E_COUNT) - 1;
+        unsigned r = 0;
+        for (const char *q = v; *q; q += q[1] ? 2 : 1) {
+            if (*q < '0' || *q >= '0' + E_COUNT || (q[1] && q[1] != ',')) {
+                fprintf(stderr,
+                        "sg_cuda_sim: SG_SIM_CUDNN_PLANS=%s: not a comma-separated list of "
+                        "engines 0 to %d\n",
+                        v, E_COUNT - 1);
+                _exit(1);
+            }
+            r |= 1u << (*q - '0');
+        }
+        return r;
+    }();
+    return m;
+}
 bool supports(int e, const graph_v &g) {
     const bool bf16 = g.bf16(), f32dw_from_bf16 = g.conv.pass == P_BWD_FILTER && bf16 &&
                                                   g.conv.w.dt == CUDNN_DATA_FLOAT;
@@ -628,16 +654,16 @@ struct exec_args {
 uint64_t atomic_runs; /* executions of the atomic engine: its summation order turns with them */
 
 /* SG_SIM_CUDNN_SPEED: how many times faster an execution counts on the events' clock (1: as it
- * runs; a value below 1 or not a number is refused once, and taken as 1) */
+ * runs; as the emulation's other knobs, a value it cannot read ends the process) */
 double speed() {
     static const double f = [] {
         const char *v = getenv("SG_SIM_CUDNN_SPEED");
-        if (!v) return 1.0;
+        if (!v || !*v) return 1.0;
         char *end = nullptr;
         const double x = strtod(v, &end);
         if (end == v || *end || !(x >= 1 && x <= 1e6)) {
-            report("SG_SIM_CUDNN_SPEED=%s: not a factor in [1, 1e6]; taken as 1", v);
-            return 1.0;
+            fprintf(stderr, "sg_cuda_sim: SG_SIM_CUDNN_SPEED=%s: not a factor in [1, 1e6]\n", v);
+            _exit(1);
         }
         return x;
     }();
@@ -930,6 +956,10 @@ cudnnStatus_t finalize(desc *d) {
         if (!c || !get1(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, &d->handle) || !d->handle)
             return fail(CUDNN_STATUS_BAD_PARAM, "execution plan: no handle or no finalized "
                                                 "engine config");
+        if (!(plan_engines() >> c->cfg.eng.index & 1u))
+            return fail(CUDNN_STATUS_NOT_SUPPORTED,
+                        "execution plan: engine %lld builds no plan here (SG_SIM_CUDNN_PLANS)",
+                        (long long)c->cfg.eng.index);
         d->plan.cfg = c->cfg, d->plan.ws = workspace_of(c->cfg);
         return CUDNN_STATUS_SUCCESS;
     }
