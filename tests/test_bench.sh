@@ -370,6 +370,44 @@ PY'
         report_of drep "$tmp/d.json" 2 bf16 "bench --backend cuda --model unet_tiny --json"
         ok "cuda_host cuDNN: the report's rows on cuDNN, own against it" \
             'grep -Eq "^\| [0-9]+ \| conv2d_bwd_weight \| - \| .* \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| .* \| cudnn e[0-9]+(k[0-9]+=-?[0-9]+)*\+dw_bf16 ws[0-9]+ \|$" "$tmp/drep.md"'
+        # plans a device cannot build (SG_SIM_CUDNN_PLANS: the engines whose plans finalize):
+        # only the direct engine's: the split configurations the heuristics list first are
+        # passed over, every pass still on cuDNN
+        tiny_json "$dnn_bench" d0 SG_SIM_CUDNN_PLANS=0
+        ok "cuda_host cuDNN: a configuration with no plan passed over for the next" \
+            'check_layers "$tmp/d0.json" 1 1 && python3 - "$tmp/d0.json" <<PY
+import json, sys
+d = json.load(open(sys.argv[1]))
+on = [r["engine"] for r in d["conv_layers"] if r["engine"].startswith("cudnn")]
+assert on and all(e.startswith("cudnn e0") for e in on), on
+assert d["env"]["convs_cudnn"] == len(on), d["env"]
+PY'
+        # none: under auto each such pass falls back to own, said with its whole reason; with
+        # --conv-engine cudnn the run stops at the first, saying why
+        SG_SIM_CUDNN_PLANS= $dnn_bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 \
+            --batch 2 --iters 1 --warmup 0 --no-breakdown --json >"$tmp/dn.json" 2>"$tmp/dn.err"
+        rc=$?
+        ok "cuda_host cuDNN: no plan at all: auto falls back to own, each node said" \
+            '[ $rc -eq 0 ] && python3 - "$tmp/dn.json" "$tmp/dn.err" <<PY
+import json, re, sys
+e = json.load(open(sys.argv[1]))["env"]
+err = open(sys.argv[2]).read()
+warn = re.findall(r"stepgraph: warning: node \d+ .* runs on the own conv engine: (.*)", err)
+m = re.search(r"on own \(.*; (\d+) for lack of a deterministic cuDNN engine\)", err)
+assert e["convs_cudnn"] == 0 and m and int(m.group(1)) == len(warn) > 0, (e["convs_cudnn"], m, len(warn))
+# each reason whole: its counts to the end, both variants where the pass has two
+for w in warn:
+    assert w.startswith("no deterministic cuDNN engine: ") and "with no plan" in w, w
+    assert w.endswith("workspace budget"), w
+assert any("; and without the fused bias: " in w for w in warn), warn
+assert any("; and with a bf16 dw: " in w for w in warn), warn
+PY'
+        SG_SIM_CUDNN_PLANS= $dnn_bench --backend cuda --model unet_tiny --precision bf16 --fuse 1 \
+            --batch 2 --iters 1 --warmup 0 --no-breakdown --conv-engine cudnn >/dev/null \
+            2>"$tmp/dc.err"
+        rc=$?
+        ok "cuda_host cuDNN: no plan at all: --conv-engine cudnn refused, saying why" \
+            '[ $rc -ne 0 ] && grep -Eq "^bench: node [0-9]+ \(conv2d -> conv_in\): --conv-engine cudnn, but no deterministic cuDNN engine: .* with no plan, .*; and without the fused bias: .* workspace budget$" "$tmp/dc.err"'
     fi
     echo "$pass passed, $fail failed"
     [ $fail -eq 0 ]

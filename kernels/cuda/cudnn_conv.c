@@ -45,7 +45,7 @@ typedef struct {
     int64_t nknobs, knob_type[DNN_MAX_KNOBS], knob_value[DNN_MAX_KNOBS];
     int64_t tried, refused_notes; /* configurations seen, and refused for their notes */
     float timed_ms;               /* a timed choice: its ms per call (dnn_pick) */
-    char why[384];                /* when !ok: the reason, for the fallback's warning */
+    char why[672];                /* when !ok: the reason, for the fallback's warning */
 } dnn_entry;
 
 /* An engine asked for on a descriptor (a resume: the checkpoint's record), tried before the
@@ -880,10 +880,14 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
         }
     }
     if (rc == SG_OK && !e->ok && first_why[0] && variants[1] >= 0) {
+        /* both variants' counts whole (a reason cut short names no cause), the second without
+         * the words the first began with */
+        static const char lead[] = "no deterministic cuDNN engine: ";
         char second[sizeof e->why];
         snprintf(second, sizeof second, "%s", e->why);
-        snprintf(e->why, sizeof e->why, "%.180s; and %s: %.150s", first_why,
-                 k.pass == SG_CUDNN_FWD ? "without the fused bias" : "with a bf16 dw", second);
+        const char *rest = second + (strncmp(second, lead, sizeof lead - 1) ? 0 : sizeof lead - 1);
+        snprintf(e->why, sizeof e->why, "%.320s; and %s: %.320s", first_why,
+                 k.pass == SG_CUDNN_FWD ? "without the fused bias" : "with a bf16 dw", rest);
     }
     if (rc) return NULL;
     c->n++;
