@@ -166,6 +166,28 @@ assert named, "no layer on cuDNN in the tuned table"
 assert e["cudnn_plans"] > 0 and e["cudnn_prefs_met"] == e["cudnn_plans"], e
 assert e["cudnn_prefs_missed"] == 0, e
 PY'
+    # the same table where the device cannot build the plans of the engine its first cuDNN
+    # entry names (another GPU or cuDNN than the tuning's; the emulation's deterministic engines
+    # are 0 and 1, the timing chooses between them): each wish for it said and chosen afresh on
+    # the other, the run goes on
+    gone=$(python3 -c 'import json, re, sys
+t = json.load(open(sys.argv[1]))
+print(re.match(r"e(\d+)", next(v for x in t["layers"] for v in x.get("cudnn_engines", {}).values()))[1])' \
+        "$tmp/dnn-table.json" 2>/dev/null)
+    SG_SIM_CUDNN_PLANS=$((1 - ${gone:-0})) "$bench" "${base[@]}" --warmup 1 --iters 1 \
+        --no-breakdown --json --engine-table "$tmp/dnn-table.json" >"$tmp/dnn0.json" \
+        2>"$tmp/dnn0.log"
+    rc=$?
+    ok "rehearsal: a tuned engine the device cannot build: said, chosen afresh (cudnn_prefs_missed)" \
+        '[ $rc -eq 0 ] && [ -n "$gone" ] && python3 - "$tmp/dnn0.json" "$tmp/dnn0.log" "$gone" <<PY || { tail -n 3 "$tmp/dnn0.log"; false; }
+import json, re, sys
+e = json.load(open(sys.argv[1]))["env"]
+said = re.findall(r"stepgraph: warning: cuDNN conv .*: the recorded engine e(\d+): .*; choosing afresh",
+                  open(sys.argv[2]).read())
+assert said and set(said) == {sys.argv[3]}, said
+assert e["cudnn_prefs_missed"] == len(said), (e["cudnn_prefs_missed"], len(said))
+assert e["cudnn_prefs_met"] + e["cudnn_prefs_missed"] == e["cudnn_plans"], e
+PY'
     echo "gpu_call rehearsal: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
     exit
