@@ -115,9 +115,10 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     CU(cudaMemGetInfo(&free_b, &total_b));
     if ((uint64_t)p->arena_bytes + (64u << 20) > free_b)
         return sg_set_error("the plan needs %.2f GiB on the GPU (arena %lld bytes) but only %.2f "
-                            "GiB of %.2f GiB are free: try a smaller --batch, or --precision bf16",
+                            "GiB of %.2f GiB are free: try a smaller --batch%s",
                             p->arena_bytes / 1073741824.0, (long long)p->arena_bytes,
-                            free_b / 1073741824.0, total_b / 1073741824.0);
+                            free_b / 1073741824.0, total_b / 1073741824.0,
+                            p->cfg.act_dt == DT_F32 ? ", or --precision bf16" : "");
     CU(cudaMalloc((void **)&c->arena, (size_t)p->arena_bytes));
     c->arena_bytes = p->arena_bytes;
     CU(cudaMemset(c->arena, 0, (size_t)p->arena_bytes));
