@@ -104,6 +104,13 @@ static cudnnDataType_t dnn_type(int64_t dt) {
     return dt == DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
+/* a pass by name, for messages */
+static const char *dnn_pass_name(int64_t pass) {
+    return pass == SG_CUDNN_FWD        ? "forward"
+           : pass == SG_CUDNN_BWD_DATA ? "data gradient"
+                                       : "weight gradient";
+}
+
 static int dnn_out_size(int64_t H, int64_t K, int64_t S) {
     return sg_ws_conv_out((int)H, (int)K, (int)S);
 }
@@ -630,9 +637,9 @@ static int dnn_pick(sg_cudnn *c, dnn_graph *g, int64_t budget, dnn_entry *e,
     }
     if (rc == SG_OK && timing && e->ok && c->log)
         fprintf(c->log,
-                "stepgraph: cuDNN timed (pass %lld, %lldx%lldx%lldx%lld -> %lld, K=%lld S=%lld%s): "
+                "stepgraph: cuDNN timed (%s, %lldx%lldx%lldx%lld -> %lld, K=%lld S=%lld%s): "
                 "%d candidates, fastest e%lld %.4f ms; heuristics' first %s %.4f ms\n",
-                (long long)e->key.pass, (long long)e->key.N, (long long)e->key.H,
+                dnn_pass_name(e->key.pass), (long long)e->key.N, (long long)e->key.H,
                 (long long)e->key.W, (long long)e->key.Ci, (long long)e->key.Co,
                 (long long)e->key.K, (long long)e->key.S,
                 variant ? (e->key.pass == SG_CUDNN_FWD ? ", +bias" : ", +dw_bf16") : "", nseen,
@@ -780,11 +787,11 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
     for (int i = 0; i < c->n; i++)
         if (!memcmp(&c->e[i].key, &k, sizeof k)) return &c->e[i];
     if (c->frozen) {
-        sg_set_error("cudnn_conv: convolution (pass %d, %dx%dx%dx%d -> %d, K=%d S=%d pad %d, dt "
-                     "%d) is not among the %d pinned after the warm-up step: a captured step "
-                     "would run an engine the eager step did not",
-                     cv->pass, cv->N, cv->H, cv->W, cv->Ci, cv->Co, cv->K, cv->S, cv->pad, cv->dt,
-                     c->n);
+        sg_set_error("cudnn_conv: convolution (%s, %dx%dx%dx%d -> %d, K=%d S=%d pad %d, %s) "
+                     "is not among the %d pinned after the warm-up step: a captured step would "
+                     "run an engine the eager step did not",
+                     dnn_pass_name(cv->pass), cv->N, cv->H, cv->W, cv->Ci, cv->Co, cv->K, cv->S,
+                     cv->pad, cv->dt == DT_BF16 ? "bf16" : "fp32", c->n);
         return NULL;
     }
     if (c->n == c->cap) {
@@ -818,9 +825,10 @@ static dnn_entry *dnn_entry_get(sg_cudnn *c, const sg_cudnn_conv *cv) {
         } else {
             c->wishes_missed++;
             fprintf(stderr,
-                    "stepgraph: warning: cuDNN conv (pass %d, %dx%dx%dx%d -> %d, K=%d S=%d): "
+                    "stepgraph: warning: cuDNN conv (%s, %dx%dx%dx%d -> %d, K=%d S=%d): "
                     "%s; choosing afresh\n",
-                    cv->pass, cv->N, cv->H, cv->W, cv->Ci, cv->Co, cv->K, cv->S, e->why);
+                    dnn_pass_name(cv->pass), cv->N, cv->H, cv->W, cv->Ci, cv->Co, cv->K, cv->S,
+                    e->why);
         }
     }
     /* the variants, preferred first: forward with bias, fused (1) then not (0); backward-filter

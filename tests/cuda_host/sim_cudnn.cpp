@@ -958,7 +958,7 @@ cudnnStatus_t finalize(desc *d) {
                                                 "engine config");
         if (!(plan_engines() >> c->cfg.eng.index & 1u))
             return fail(CUDNN_STATUS_NOT_SUPPORTED,
-                        "execution plan: engine %lld builds no plan here (SG_SIM_CUDNN_PLANS)",
+                        "engine %lld builds no plan here (SG_SIM_CUDNN_PLANS)",
                         (long long)c->cfg.eng.index);
         d->plan.cfg = c->cfg, d->plan.ws = workspace_of(c->cfg);
         return CUDNN_STATUS_SUCCESS;
