@@ -113,11 +113,16 @@ static int cuda_prepare(sg_backend *be, const sg_plan *p) {
     CU(cudaSetDevice(c->dev));
     size_t free_b = 0, total_b = 0;
     CU(cudaMemGetInfo(&free_b, &total_b));
-    if ((uint64_t)p->arena_bytes + (64u << 20) > free_b)
-        return sg_set_error("the plan needs %.2f GiB on the GPU (arena %lld bytes) but only %.2f "
-                            "GiB of %.2f GiB are free: try a smaller --batch%s",
-                            p->arena_bytes / 1073741824.0, (long long)p->arena_bytes,
-                            free_b / 1073741824.0, total_b / 1073741824.0,
+    /* the arena and a margin for what the CUDA libraries allocate themselves (handles, the
+     * graph's executable), both said: the arena alone may fit where the two do not */
+    const uint64_t margin = 64u << 20;
+    if ((uint64_t)p->arena_bytes + margin > free_b)
+        return sg_set_error("the plan needs %.2f GiB on the GPU (arena %lld bytes, and %llu MiB "
+                            "for the CUDA libraries' own) but only %.2f GiB of %.2f GiB are free: "
+                            "try a smaller --batch%s",
+                            (p->arena_bytes + margin) / 1073741824.0, (long long)p->arena_bytes,
+                            (unsigned long long)(margin >> 20), free_b / 1073741824.0,
+                            total_b / 1073741824.0,
                             p->cfg.act_dt == DT_F32 ? ", or --precision bf16" : "");
     CU(cudaMalloc((void **)&c->arena, (size_t)p->arena_bytes));
     c->arena_bytes = p->arena_bytes;
