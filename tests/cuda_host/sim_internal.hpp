@@ -62,6 +62,9 @@ struct kernel_resources {
     int regs = 0;        /* registers a thread */
     int smem_static = 0; /* static shared memory a block, bytes */
     int maxntid = 0;     /* __launch_bounds__'s threads a block (the PTX's .maxntid); 0: none */
+    /* the architectures ptxas assembled it for ("sm_90", "sm_90a"): a device it cannot run on
+     * refuses the launch (image_for_device, sim_runtime.cpp) */
+    std::vector<std::string> archs;
     bool known = false;
     /* the __shared__ variables its file's PTX declares that g++ left outside the section,
      * each found with its address (nullptr: no report) */
@@ -70,6 +73,9 @@ struct kernel_resources {
 /* The figures of the kernel at func, or nullptr: no ptxas report names it (a test's own kernel,
  * a build without nvcc). */
 const kernel_resources *resources_of(const void *func);
+/* Whether the device (SG_SIM_CC) can run that kernel; if not, its architectures in *archs
+ * (sim_runtime.cpp). */
+bool image_for_device(const kernel_resources *res, std::string *archs);
 
 /* ---- streams and their commands ---- */
 enum cmd_kind { CMD_KERNEL = 1, CMD_GEMM, CMD_COPY, CMD_SET };

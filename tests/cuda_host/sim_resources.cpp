@@ -100,6 +100,14 @@ table &T() {
                     e += strlen("Compiling entry function '");
                     const char *q = strchr(e, '\'');
                     cur = q ? key_of(demangle(std::string(e, q).c_str())) : "";
+                    /* "... for 'sm_90'": an architecture it has code for */
+                    const char *f = q ? strstr(q, " for '") : nullptr;
+                    const char *fe = f ? strchr(f + 6, '\'') : nullptr;
+                    if (!cur.empty() && fe) {
+                        std::vector<std::string> &a = t.by_key[cur].archs;
+                        const std::string arch(f + 6, fe);
+                        if (std::find(a.begin(), a.end(), arch) == a.end()) a.push_back(arch);
+                    }
                     continue;
                 }
                 if (line.rfind("sg shared ", 0) == 0) { /* tools/nvcc_resources.sh's line */

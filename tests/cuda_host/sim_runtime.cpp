@@ -117,6 +117,7 @@ struct rt_state {
     bool init = false;
     bool launch_only = false; /* SG_SIM_LAUNCH_ONLY=1 */
     double discount = 0;      /* seconds taken off the events' clock (clock_discount) */
+    bool any_image = false;   /* SG_SIM_IMAGES=any: every kernel has code for the device */
     int device = 0;
 };
 rt_state R;
@@ -165,6 +166,16 @@ void init() {
         _exit(1);
     }
     R.launch_only = lo && !strcmp(lo, "1");
+    /* SG_SIM_IMAGES=built (the default): a kernel runs where an architecture ptxas assembled
+     * it for can (image_for_device); any: on every device, as a build for its architecture too
+     * would (a test posing as another GPU with SG_SIM_CC, of a build that covers it), but
+     * arch-specific code (sm_90a) still on its own architecture only */
+    const char *im = getenv("SG_SIM_IMAGES");
+    if (im && *im && strcmp(im, "built") && strcmp(im, "any")) {
+        fprintf(stderr, "sg_cuda_sim: SG_SIM_IMAGES=%s is not built|any\n", im);
+        _exit(1);
+    }
+    R.any_image = im && !strcmp(im, "any");
     R.legacy.id = 0;
     /* the handler runs on its own stack: a fiber's overflowing stack cannot host it */
     static char altstack[64 << 10];
@@ -331,6 +342,26 @@ bool launch_only() {
     return R.launch_only;
 }
 
+/* Whether the device can run the kernel ptxas assembled as res: code for sm_XY (with its PTX,
+ * as CMake's "XY" embeds: the driver compiles it for a newer device) runs on compute capability
+ * X.Y and above (SG_SIM_IMAGES=any: on every device); arch-specific code (sm_90a) on X.Y only. A
+ * kernel without a report (a test's own, a build without nvcc) runs anywhere. Else false, with
+ * its architectures in *archs. */
+bool image_for_device(const kernel_resources *res, std::string *archs) {
+    init();
+    if (!res || res->archs.empty()) return true;
+    const int cc = R.cc_major * 10 + R.cc_minor;
+    archs->clear();
+    for (const std::string &a : res->archs) {
+        int v = 0;
+        char sfx = 0;
+        const int got = sscanf(a.c_str(), "sm_%d%c", &v, &sfx);
+        if (got >= 1 && (got == 2 && sfx == 'a' ? cc == v : R.any_image || cc >= v)) return true;
+        *archs += (archs->empty() ? "" : ", ") + a;
+    }
+    return false;
+}
+
 void clock_discount(double s) {
     if (s > 0) R.discount += s;
 }
@@ -481,6 +512,14 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
      * static and dynamic shared memory together must fit the default 48 KiB */
     const kernel_resources *res = resources_of(li.func);
     const int st = res ? res->smem_static : 0;
+    std::string archs;
+    if (!image_for_device(res, &archs)) {
+        report("kernel %s (%s): no kernel image for this device (compute capability %d.%d): "
+               "ptxas assembled it for %s",
+               li.name, res->name.c_str(), R.cc_major, R.cc_minor, archs.c_str());
+        set_error(cudaErrorNoKernelImageForDevice);
+        return false;
+    }
     if (res && res->maxntid && threads > (unsigned long long)res->maxntid) {
         report("kernel %s (%s): %llu threads a block, above its __launch_bounds__ of %d (the "
                "PTX's .maxntid): a GPU refuses the launch (too many resources requested)",
@@ -625,6 +664,7 @@ const char *cudaGetErrorName(cudaError_t e) {
         SIM_E(cudaErrorInvalidDeviceFunction)
         SIM_E(cudaErrorNoDevice)
         SIM_E(cudaErrorInvalidDevice)
+        SIM_E(cudaErrorNoKernelImageForDevice)
         SIM_E(cudaErrorInvalidResourceHandle)
         SIM_E(cudaErrorIllegalState)
         SIM_E(cudaErrorLossyQuery)
@@ -672,6 +712,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice:
         return "invalid device ordinal";
+    case cudaErrorNoKernelImageForDevice:
+        return "no kernel image is available for execution on the device";
     case cudaErrorNotSupported:
         return "operation not supported";
     default:
@@ -1002,6 +1044,8 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *f
     if (!func) return set_error(cudaErrorInvalidDeviceFunction);
     /* what ptxas assembled where a report names the kernel (sim_resources.cpp), else zeros */
     const kernel_resources *res = resources_of(func);
+    std::string archs;
+    if (!image_for_device(res, &archs)) return set_error(cudaErrorNoKernelImageForDevice);
     *attr = cudaFuncAttributes{};
     attr->sharedSizeBytes = res ? (size_t)res->smem_static : 0;
     attr->numRegs = res ? res->regs : 0;
