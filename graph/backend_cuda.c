@@ -589,6 +589,18 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess)
         be->conv_wgmma = major == 9 && minor == 0;
     cudaGetLastError();
+    /* a GPU the build has no code for: said now, with the way out, not at the first launch */
+    cudaError_t img = cudaSetDevice(dev);
+    if (img == cudaSuccess) img = (cudaError_t)sg_cuda_kernel_image();
+    if (img != cudaSuccess) {
+        sg_set_error("this GPU (compute capability %d.%d) cannot run this build's kernels, built "
+                     "for CUDA architectures %s (%s): rebuild for it, cmake -B build "
+                     "-DCMAKE_CUDA_ARCHITECTURES=%d%d && cmake --build build",
+                     major, minor, sg_cuda_build_archs(), cudaGetErrorString(img), major, minor);
+        cudaGetLastError();
+        free(c), free(be);
+        return NULL;
+    }
     /* programmatic dependent launch (cuda_kernels.h): SG_PDL=1 on compute capability 9.0 and
      * above; unset or 0: off (the same bits either way) */
     static const char *const off_on[] = {"0", "1"};

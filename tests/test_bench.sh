@@ -374,6 +374,17 @@ PY'
          grep -q "are free: try a smaller --batch, or --precision bf16$" "$tmp/mem_fp32.err" &&
          grep -q "^bench: the plan needs 0\.11 GiB .* but only 0\.09 GiB of 0\.09 GiB are free" "$tmp/mem_bf16_100.err" &&
          [ "$(cat "$tmp"/mem_*.err | grep -c "^exit 1$")" = 3 ]'
+    # a GPU this build has no code for (SG_SIM_CC: the emulated device's compute capability;
+    # the build is for sm_90, whose PTX a newer GPU compiles): refused at the backend's start,
+    # naming the build's architectures and the one to build for; a 10.0 device runs it
+    for cc in 8.0 10.0; do
+        SG_SIM_CC=$cc $bench --backend cuda --model unet_tiny --precision bf16 --batch 2 \
+            --iters 1 --warmup 0 --no-breakdown >/dev/null 2>"$tmp/cc_$cc.err"
+        echo "exit $?" >>"$tmp/cc_$cc.err"
+    done
+    ok "cuda_host: a GPU the build has no kernels for refused, saying what to build" \
+        'grep -q "^bench: this GPU (compute capability 8\.0) cannot run this build.s kernels, built for CUDA architectures 90 (no kernel image is available for execution on the device): rebuild for it, cmake -B build -DCMAKE_CUDA_ARCHITECTURES=80 && cmake --build build$" "$tmp/cc_8.0.err" &&
+         grep -q "^exit 1$" "$tmp/cc_8.0.err" && grep -q "^exit 0$" "$tmp/cc_10.0.err"'
     # built with cuDNN (the emulated one): the step's engine auto puts every plain 3x3 pass on
     # a pinned cuDNN plan, as on a GPU; its table names each plan and times it beside own
     if [ -n "$dnn_bench" ]; then

@@ -94,6 +94,13 @@ typedef struct {
 void sg_cuda_set_pdl(int on);
 int sg_cuda_pdl(void);
 
+/* ---- Whether the current device can run this build's kernels (elementwise.cu): cudaSuccess,
+ * or what cudaFuncGetAttributes says of one of them (cudaErrorNoKernelImageForDevice where the
+ * build's CUDA architectures do not cover the device). The architectures the kernels were built
+ * for, as CMAKE_CUDA_ARCHITECTURES gave them ("90", "80,90"): sg_cuda_build_archs. */
+int sg_cuda_kernel_image(void);
+const char *sg_cuda_build_archs(void);
+
 /* ---- windows of device time (timing.cu): every measurement outside the step (bench's
  * breakdown, the engine tuning, cuDNN's and cuBLASLt's timed choices) brackets its work with
  * sg_cuda_window_begin (a hold kernel that keeps the device busy while the host issues the

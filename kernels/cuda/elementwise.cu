@@ -92,6 +92,21 @@ __global__ void scale_kernel(void *y, int ydt, const void *x, int xdt, float s, 
     }
 }
 
+/* cuda_kernels.h: one of this file's kernels stands for the build (every .cu but the sm_90a
+ * ones compiles for the same architectures) */
+#ifndef SG_CUDA_ARCHS
+#define SG_CUDA_ARCHS "?"
+#endif
+int sg_cuda_kernel_image(void) {
+    cudaFuncAttributes a;
+    const cudaError_t e = cudaFuncGetAttributes(&a, (const void *)scale_kernel);
+    cudaGetLastError();
+    return (int)e;
+}
+const char *sg_cuda_build_archs(void) {
+    return SG_CUDA_ARCHS;
+}
+
 /* scale_kernel's arithmetic over one dtype, VEC values per 16-byte access (both operands
  * 16-byte aligned); the first n % VEC threads of the grid take one tail value each. y may be x. */
 template <typename T, int VEC>
