@@ -57,13 +57,6 @@
 #define WN_BN 32    /* output channels a block */
 #define WN_BK 8     /* reduction channels a slice */
 #define WN_THREADS 256
-/* conv_wino_kernel: two blocks an SM (128 registers a thread) where the build is for Hopper;
- * sm_80's ptxas spills at that cap, so one below 9.0 (the same arithmetic: no bit changes) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define WN_MIN_BLOCKS 1
-#else
-#define WN_MIN_BLOCKS 2
-#endif
 #define WN_LD 36                        /* a row of V (32 tiles) or U (32 channels): + 4, float4s */
 #define WN_XI (WN_BK * WN_LD + 16)      /* one xi of V or U: 8 rows, + 16 so that xi and xi + 1 */
 #define WN_SMEM_FLOATS (4 * 16 * WN_XI) /* start 16 banks apart; two buffers of each */
@@ -223,7 +216,7 @@ __device__ __forceinline__ void wino_acc_store(const float (&acc)[8][8], float *
  * (w[Cr][3][3][Cn]: the forward's weights, whose output channels are this reduction's).
  * blockIdx.x: 32 tiles, blockIdx.y: 32 output channels (file comment). */
 template <bool DGRAD>
-__global__ void __launch_bounds__(WN_THREADS, WN_MIN_BLOCKS)
+__global__ void __launch_bounds__(WN_THREADS, 2)
     conv_wino_kernel(sg_cat out, sg_cat in, const float *w, const float *bias, int N, int H, int W,
                      int Cr, int Cn, int accum) {
     SG_PDL_ENTER();
