@@ -183,7 +183,7 @@ static inline int sg_backend_param_span(int64_t param_off, int64_t n_params, int
  * list to them). The CPU backend names the ones set as ignored; the CUDA backend's record
  * (describe's "env_knobs") gives the ones set with their values, so that a measurement says
  * what it ran. */
-#define SG_N_CUDA_ENV_KNOBS 20
+#define SG_N_CUDA_ENV_KNOBS 21
 extern const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS];
 
 /* The CPU reference backend. */

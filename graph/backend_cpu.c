@@ -754,13 +754,12 @@ static const sg_backend cpu_vtable = {
  * process where one is set, so that a CPU run does not seem to have taken it (a process that
  * also makes a CUDA backend gives it to that one). */
 const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS] = {
-    "SG_ATTN",           "SG_CONV_ENGINE",   "SG_CONV_F32",
-    "SG_CONV_TC",        "SG_CONV_THIN",     "SG_CONV_WINO",
-    "SG_CUDNN_TF32",     "SG_FUSE_STATS",    "SG_GEMM_EPILOGUE",
-    "SG_GRAPH_LAUNCH",   "SG_GRAPH_MEMSETS", "SG_LINEAR_GROUPS",
-    "SG_NORM_ONEPASS",   "SG_PDL",           "SG_PROFILE_FIRST_STEP",
-    "SG_TC_DGRAD_STATS", "SG_TC_HALO",       "SG_WG_DGRAD_HALO",
-    "SG_WG_FILL",        "SG_WG_PERSIST"};
+    "SG_ATTN",           "SG_CONV_ENGINE",   "SG_CONV_F32",      "SG_CONV_F32_TC",
+    "SG_CONV_TC",        "SG_CONV_THIN",     "SG_CONV_WINO",     "SG_CUDNN_TF32",
+    "SG_FUSE_STATS",     "SG_GEMM_EPILOGUE", "SG_GRAPH_LAUNCH",  "SG_GRAPH_MEMSETS",
+    "SG_LINEAR_GROUPS",  "SG_NORM_ONEPASS",  "SG_PDL",           "SG_PROFILE_FIRST_STEP",
+    "SG_TC_DGRAD_STATS", "SG_TC_HALO",       "SG_WG_DGRAD_HALO", "SG_WG_FILL",
+    "SG_WG_PERSIST"};
 static void note_cuda_env(void) {
     static int said;
     if (said) return;

@@ -101,6 +101,9 @@ typedef struct {
      * (kernels/cuda/conv_wino.cu; other bits: describe's conv_wino); 0: on the direct tiles;
      * -1 (unset): where the engine table's layer says "wino" */
     int conv_wino, wino_nodes; /* ... and the conv nodes on own it takes (prepare) */
+    /* SG_CONV_F32_TC=1: the direct tiles' products on the tensor cores (3xTF32, conv.cu's
+     * conv_tile_mma3; other bits: describe's conv_f32_tc); 0, the default: on the CUDA cores */
+    int f32_tc;
     /* per node: 1 where its own launches run as Winograd (prepare: SG_CONV_WINO, else the
      * table's layer), the switch every launch of the node sets (cuda_run_node_on) */
     unsigned char *node_wino;

@@ -605,6 +605,10 @@ int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t
                 "stepgraph: %s: %d conv pass(es) on the own engine as Winograd F(2x2, 3x3) (fp32 "
                 "3x3 stride 1; other bits than the direct tiles)\n",
                 c->conv_wino > 0 ? "SG_CONV_WINO=1" : "engine table", c->wino_nodes);
+    if (c->f32_tc)
+        fprintf(stderr, "stepgraph: SG_CONV_F32_TC=1: the own engine's fp32 tiles on the tensor "
+                        "cores (three TF32 products each: fp32 accuracy, other bits than the "
+                        "CUDA cores' FMAs)\n");
     /* the layers' own wgmma schedules (engine table) for their nodes on the wgmma kernels */
     c->node_sched = malloc((size_t)(g->nn > 0 ? g->nn : 1));
     if (!c->node_sched) return sg_set_error("out of host memory");

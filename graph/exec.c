@@ -355,10 +355,13 @@ static void check_conv_engines(sg_exec *e, const char *path, const char *meta_te
 
 /* The same for the engine choices describe() records in the checkpoint's env (CUDA: the
  * attention engine, SG_ATTN; the tensor-core convolutions' generation, SG_CONV_TC; the fp32 3x3
- * convolutions' Winograd form, SG_CONV_WINO): each pair sums in different orders. */
+ * convolutions' Winograd form, SG_CONV_WINO; the fp32 tiles on the tensor cores, SG_CONV_F32_TC):
+ * each pair sums in different orders. */
 static void check_env_engines(sg_exec *e, const char *path, const char *meta_text) {
-    static const char *const keys[][2] = {
-        {"attn_engine", "SG_ATTN"}, {"conv_tc", "SG_CONV_TC"}, {"conv_wino", "SG_CONV_WINO"}};
+    static const char *const keys[][2] = {{"attn_engine", "SG_ATTN"},
+                                          {"conv_tc", "SG_CONV_TC"},
+                                          {"conv_wino", "SG_CONV_WINO"},
+                                          {"conv_f32_tc", "SG_CONV_F32_TC"}};
     char env[2048];
     e->be->describe(e->be, env, sizeof env);
     json_t *m = ckpt_meta_load(meta_text, NULL, 0), *mine = json_loads(env, 0, NULL);

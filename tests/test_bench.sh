@@ -605,6 +605,7 @@ if [ "$batch" = 8 ]; then echo "bench: the plan needs 99.0 GiB, 79.1 GiB free" >
 if [ -n "$table" ] && [ ! -f "$table" ]; then echo "bench: $table: no such file" >&2; exit 2; fi
 ms=6.5; [ "$model" = unet_adm64 ] && ms=20.0; [ -n "$table" ] && ms=6.0
 [ "$model" = unet_adm64 ] && [ "${SG_CONV_WINO:-}" = 1 ] && ms=15.0
+[ "$model" = unet_adm64 ] && [ "${SG_CONV_F32_TC:-}" = 1 ] && ms=12.0
 cat <<J
 {"tool":"stepgraph_bench","model":"$model","batch":$batch,"precision":"$prec","backend":"cuda","env":{"backend":"cuda","device":"Fake GPU"},"build":"abc123","timing":"cuda-events","warmup":10,"iters":50,"ms_per_step":$ms,"ms_min":6.4,"ms_p10":6.45,"ms_p90":6.6,"ms_max":7.0,"img_per_s":19692.3,"flops_per_step":4.78e12,"matmul_flops_per_step":4.6e12,"matmul_peak_tflops":800.0,"mfu":0.8846,"host_us_per_step":3.5,"arena_bytes":2147483648,"lower_bound_bytes":2126008812,"arena_ratio":1.0101,"eager_total_ms":9.1,"bytes_per_step":12.0e9,"mem_peak_gb_per_s":4000.0,"floor_ms":5.0,"breakdown":[{"op":"conv2d_bwd_weight","nodes":40,"matmul":true,"ms":3.0,"pct":33.0,"gflop":1500.0,"gflops_per_s":500000.0,"gbytes":2.0,"gb_per_s":666.7,"floor_ms":1.9},{"op":"conv2d","engine":"cudnn","nodes":38,"matmul":true,"ms":2.0,"pct":22.0,"gflop":1500.0,"gflops_per_s":750000.0,"gbytes":1.5,"gb_per_s":750.0,"floor_ms":1.9},{"op":"group_norm","nodes":30,"matmul":false,"ms":1.0,"pct":11.0,"gflop":1.0,"gflops_per_s":1000.0,"gbytes":4.0,"gb_per_s":4000.0,"floor_ms":1.0}],"conv_engine":"auto","conv_layers":[{"node":9,"op":"conv2d","tensor":"conv_in","shape":"128 32x32 3->128 K3 S1 pad1","engine":"cudnn e12 ws0","fusions":"-","own_ms":0.5,"cudnn_ms":0.25,"flops":5.0e10,"tflops":100.0,"gemm_mnk":[131072,128,27],"gemm_ms":0.25,"gemm_tflops":200.0,"pct_of_gemm":50.0,"wgmma_ms":0.3125,"wgmma_tflops":160.0,"wgmma_pct_of_gemm":80.0},{"node":300,"op":"conv2d","tensor":"up_blocks.0.resnets.0.conv_shortcut","shape":"128 4x4 1024->512 K1 S1 pad0","engine":"own","own_ms":0.1,"cudnn_ms":null}]}
 J
@@ -649,7 +650,7 @@ md=$(ls "$tmp"/results/*-fake-gpu-80gb.md 2>/dev/null | head -n 1)
 ok "bench.sh run A exits 0" '[ $rc -eq 0 ]'
 ok "report named <date>-<gpu>.md" '[ -n "$md" ] && [ "$(basename "$md")" = "$(date +%F)-fake-gpu-80gb.md" ]'
 ok "report copied into the output dir" '[ -f "$tmp/runA/$(basename "$md")" ]'
-ok "a record per job" '[ $(ls "$tmp"/runA/jobs/*.json | wc -l) -eq 12 ]'
+ok "a record per job" '[ $(ls "$tmp"/runA/jobs/*.json | wc -l) -eq 13 ]'
 ok "the engine-table job skipped where bench/tables has no table for the GPU, saying which" \
     'grep -q "stepgraph (CUDA graph replay, engine table) | skipped: no engine table for this GPU (.*/bench/tables/fake-gpu-80gb-unet_cifar-b128-bf16.json)" "$md"'
 ok "failed stepgraph job recorded with its reason" \
@@ -751,14 +752,17 @@ ok "the step with the engine table: its own side-by-side line (--engine-table, n
 # ratio beside the default step's in the target
 PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsW" \
     BENCH_GPU_NAME="Fake GPU 80GB" BENCH_BUDGET_S=100 BENCH_COMPILE_MIN_S=1 \
-    BENCH_JOBS='adm64_b32_fp32(_wino|_tf32off_compile)?$' \
+    BENCH_JOBS='adm64_b32_fp32(_wino|_f32tc|_tf32off_compile)?$' \
     bash "$root/tools/bench.sh" "$tmp/runW" >"$tmp/runW.txt" 2>&1
 rc=$?
 mdW=$(ls "$tmp"/resultsW/*.md 2>/dev/null | head -n 1)
 ok "the unet_adm64 step with Winograd: its line (SG_CONV_WINO=1, no breakdown) and its ratio in the target" \
     '[ $rc -eq 0 ] && grep -Eq "^\| stepgraph \(CUDA graph replay, Winograd fp32 3x3\) \| ok \| 15\.000 \|" "$mdW" &&
      grep -q "sg_adm64_b32_fp32_wino.*env SG_CONV_WINO=1 .*--no-breakdown" "$tmp/runW/jobs/sg_adm64_b32_fp32_wino.json" &&
-     grep -Eq "^\| unet_adm64 b32 fp32 step time ÷ torch.compile \(TF32 off\) \| ≤ 0\.8 \| 2\.500 \(stepgraph 20\.000 ms; compile 8\.000 ms\); with Winograd 1\.875 \(15\.000 ms\) \| \*\*not met\*\* \|" "$mdW"'
+     grep -Eq "^\| unet_adm64 b32 fp32 step time ÷ torch.compile \(TF32 off\) \| ≤ 0\.8 \| 2\.500 \(stepgraph 20\.000 ms; compile 8\.000 ms\); with Winograd 1\.875 \(15\.000 ms\); with the fp32 tiles on tensor cores 1\.500 \(12\.000 ms\) \| \*\*not met\*\* \|" "$mdW"'
+ok "the unet_adm64 step with the fp32 tiles on the tensor cores: its line (SG_CONV_F32_TC=1, no breakdown)" \
+    'grep -Eq "^\| stepgraph \(CUDA graph replay, fp32 tiles on tensor cores\) \| ok \| 12\.000 \|" "$mdW" &&
+     grep -q "sg_adm64_b32_fp32_f32tc.*env SG_CONV_F32_TC=1 .*--no-breakdown" "$tmp/runW/jobs/sg_adm64_b32_fp32_f32tc.json"'
 python3 "$root/tools/bench_report.py" report --out "$tmp/merged.md" "$tmp/runA" "$tmp/runB" >/dev/null
 ok "merged report keeps the finished compile job" \
     'grep -Eq "^\| PyTorch compile \| ok \| 8\.000" "$tmp/merged.md"'

@@ -550,32 +550,40 @@ static int g_thin_cases[3];
         guards_all(ctx);                                                                           \
     } while (0)
 
-/* The Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 passes the thin kernels do not
- * take, cuda_conv_wino_enable(1)): a pass of such a case runs on it twice,
- * `checks` holding it to the CPU reference within the tolerance and to its own first run bit
- * for bit (tb_check's runs 0 and 1), its launch count grown by both. The case's bits from the
- * direct tiles stay what later checks compare with (wino_keep). g_wino_cases counts them per
+/* The CUDA-core path's alternative forms, each switched on for one pass of a case it takes:
+ * the Winograd form (conv_wino.cu: fp32 3x3 stride-1 padding-1 passes the thin kernels do not
+ * take, cuda_conv_wino_enable(1)) and the tiles on the tensor cores (conv.cu's conv_tile_mma3,
+ * 3xTF32, cuda_conv_f32_tc_enable(1)). The pass runs on the form twice, `checks` holding it to
+ * the CPU reference within the tolerance and to its own first run bit for bit (tb_check's runs
+ * 0 and 1, under the context form_ctx), its launch count grown by both. The case's bits from
+ * the direct tiles stay what later checks compare with (wino_keep). cases[] counts them per
  * pass [forward, data, weight]; the summary requires each. */
-static int g_wino_cases[3];
-#define WINO_VS_REF(pass, takes, call, checks)                                                     \
+static int g_wino_cases[3], g_f32tc_cases[3];
+#define FORM_VS_REF(cases, enable, launches, name, pass, takes, call, checks)                      \
     do {                                                                                           \
         if (!(takes)) break;                                                                       \
-        g_wino_cases[pass]++;                                                                      \
-        cuda_conv_wino_enable(1);                                                                  \
-        const long w0_ = cuda_conv_wino_launches();                                                \
+        cases[pass]++;                                                                             \
+        enable(1);                                                                                 \
+        const long w0_ = launches();                                                               \
         for (int rep = 0; rep < 2; rep++) {                                                        \
             reset_all();                                                                           \
             call;                                                                                  \
             sync_stream();                                                                         \
-            char wino_ctx[300];                                                                    \
-            snprintf(wino_ctx, sizeof wino_ctx, "%s, Winograd F(2x2, 3x3)", ctx);                  \
+            char form_ctx[300];                                                                    \
+            snprintf(form_ctx, sizeof form_ctx, "%s, %s", ctx, name);                              \
             checks;                                                                                \
-            guards_all(wino_ctx);                                                                  \
+            guards_all(form_ctx);                                                                  \
         }                                                                                          \
-        cuda_conv_wino_enable(0);                                                                  \
-        CHECK(cuda_conv_wino_launches() == w0_ + 2, "%s: %ld Winograd launches, expected 2", ctx,  \
-              cuda_conv_wino_launches() - w0_);                                                    \
+        enable(0);                                                                                 \
+        CHECK(launches() == w0_ + 2, "%s: %ld launches on %s, expected 2", ctx, launches() - w0_,  \
+              name);                                                                               \
     } while (0)
+#define WINO_VS_REF(pass, takes, call, checks)                                                     \
+    FORM_VS_REF(g_wino_cases, cuda_conv_wino_enable, cuda_conv_wino_launches,                      \
+                "Winograd F(2x2, 3x3)", pass, takes, call, checks)
+#define F32TC_VS_REF(pass, takes, call, checks)                                                    \
+    FORM_VS_REF(g_f32tc_cases, cuda_conv_f32_tc_enable, cuda_conv_f32_tc_launches,                 \
+                "the tiles on the tensor cores (3xTF32)", pass, takes, call, checks)
 /* tb_check's first-run bits of b kept aside (wino_keep) and put back (wino_put) around it */
 static uint8_t *wino_keep(const tbuf *b) {
     if (!b) return NULL;
@@ -1004,6 +1012,9 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                   nw = (int64_t)Co * K * K * Ci;
     /* a pass the Winograd form takes when switched on (WINO_VS_REF) */
     const int wino = dt == DT_F32 && K == 3 && S == 1 && pad == 1;
+    /* a pass the direct tiles take (the CUDA-core path where the thin kernels do not): also run
+     * with their products on the tensor cores (F32TC_VS_REF) */
+    const int tiles = want == SG_CONV_PATH_CUDA_CORE;
     float *xa = rnd_dt(rows * c0, -1, 1, dt), *xb = c1 ? rnd_dt(rows * c1, -1, 1, dt) : NULL;
     float *x = cat_host(xa, c0, xb, c1, rows);
     /* the weights in dt, as the plan gives a bf16 conv its bf16 copy: the CPU multiplies the
@@ -1057,7 +1068,12 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             WINO_VS_REF(0, wino && cuda_conv_thin_launches() == thin0,
                         CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci, Co,
                              K, S, pad, dt, ws->d, wsb),
-                        tb_check(y, ref, TOL_F32, rep, wino_ctx));
+                        tb_check(y, ref, TOL_F32, rep, form_ctx));
+            wino_put(y, keep);
+            F32TC_VS_REF(0, tiles && cuda_conv_thin_launches() == thin0,
+                         CALL(cuda_conv2d_fwd, g_st, g_blas, y->d, xc, wd, bd, NULL, N, H, W, Ci,
+                              Co, K, S, pad, dt, ws->d, wsb),
+                         tb_check(y, ref, tol_for(dt), rep, form_ctx));
             wino_put(y, keep);
         }
         /* the tensor cores' forward on the resident halo (SG_TC_HALO_ALL, conv_tc.cu;
@@ -1113,8 +1129,15 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
             WINO_VS_REF(1, wino && cuda_conv_thin_launches() == thin0,
                         CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co,
                              K, S, pad, dt, accum, ws->d, wsb, NULL),
-                        tb_check(dxa, refa, TOL_F32, rep, wino_ctx);
-                        if (c1) tb_check(dxb, refb, TOL_F32, rep, wino_ctx));
+                        tb_check(dxa, refa, TOL_F32, rep, form_ctx);
+                        if (c1) tb_check(dxb, refb, TOL_F32, rep, form_ctx));
+            wino_put(dxa, keepa);
+            wino_put(dxb, keepb);
+            F32TC_VS_REF(1, tiles && cuda_conv_thin_launches() == thin0,
+                         CALL(cuda_conv2d_bwd_data, g_st, g_blas, dxc, ddy->d, wd, N, H, W, Ci, Co,
+                              K, S, pad, dt, accum, ws->d, wsb, NULL),
+                         tb_check(dxa, refa, tol_for(dt), rep, form_ctx);
+                         if (c1) tb_check(dxb, refb, tol_for(dt), rep, form_ctx));
             wino_put(dxa, keepa);
             wino_put(dxb, keepb);
         }
@@ -1165,8 +1188,16 @@ static void test_conv(int N, int H, int W, int c0, int c1, int Co, int K, int S,
                         CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d,
                              bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,
                              pad, dt, accum, ws->d, wsb),
-                        tb_check(gw, refw, TOL_F32, rep, wino_ctx);
-                        if (bias) tb_check(gb, refb, TOL_F32, rep, wino_ctx));
+                        tb_check(gw, refw, TOL_F32, rep, form_ctx);
+                        if (bias) tb_check(gb, refb, TOL_F32, rep, form_ctx));
+            wino_put(gw, keepw);
+            wino_put(gb, keepb);
+            F32TC_VS_REF(2, tiles && cuda_conv_thin_launches() == thin0,
+                         CALL(cuda_conv2d_bwd_weight, g_st, g_blas, (float *)gw->d,
+                              bias ? (float *)gb->d : NULL, ddy->d, xc, NULL, N, H, W, Ci, Co, K, S,
+                              pad, dt, accum, ws->d, wsb),
+                         tb_check(gw, refw, TOL_F32, rep, form_ctx);
+                         if (bias) tb_check(gb, refb, TOL_F32, rep, form_ctx));
             wino_put(gw, keepw);
             wino_put(gb, keepb);
         }
@@ -1248,6 +1279,13 @@ static void test_convs(void) {
           "Winograd: %d forward, %d data and %d weight passes ran on it (expected at least 6 of "
           "each)",
           g_wino_cases[0], g_wino_cases[1], g_wino_cases[2]);
+    printf("the tiles on the tensor cores (3xTF32), passes also run on them: %d forward, %d data, "
+           "%d weight\n",
+           g_f32tc_cases[0], g_f32tc_cases[1], g_f32tc_cases[2]);
+    CHECK(g_f32tc_cases[0] >= 10 && g_f32tc_cases[1] >= 10 && g_f32tc_cases[2] >= 10,
+          "the tiles on the tensor cores: %d forward, %d data and %d weight passes ran on them "
+          "(expected at least 10 of each)",
+          g_f32tc_cases[0], g_f32tc_cases[1], g_f32tc_cases[2]);
     printf("thin convolutions, passes also run on the tiles: %d forward, %d data, %d weight\n",
            g_thin_cases[0], g_thin_cases[1], g_thin_cases[2]);
     CHECK(g_thin_cases[0] >= 16 && g_thin_cases[1] >= 8 && g_thin_cases[2] >= 16,

@@ -39,8 +39,9 @@
  * - the linear groups (the time-embedding projections as one launch each way): formed where
  *   unet_tiny's plan has them, none under SG_LINEAR_GROUPS=0, another value refused;
  * - the captured graph's shape in describe() (roots, edges, nodes by type);
- * - the Winograd form of the own engine's fp32 3x3 convolutions (SG_CONV_WINO=1): ran, graph =
- *   eager bitwise, within the fp32 loss tolerance of the CPU and of the direct tiles;
+ * - the Winograd form of the own engine's fp32 3x3 convolutions (SG_CONV_WINO=1), and the direct
+ *   tiles on the tensor cores (SG_CONV_F32_TC=1): ran, graph =
+ *   eager bitwise, within the fp32 loss tolerance of the CPU and of the step without it;
  * - a plan that does not fit says so before allocating (an absurd batch).
  *
  * SG_TEST_STEPS=N (1..20) and SG_TEST_BATCH=B shorten it: the host execution of the CUDA
@@ -843,7 +844,8 @@ static void check_wgmma(void) {
 typedef struct {
     const char *knob, *on, *bad;      /* the variable, its value, a value it must refuse */
     long (*launches)(void);           /* launches of the kernels it switches to */
-    const char *desc_on, *desc_nodes; /* describe() with it: a field, the key of its node count */
+    const char *desc_on, *desc_nodes; /* describe() with it: a field, the key of its node count
+                                         (NULL: none) */
     const char *what, *without;       /* "<n> <what>" ran; the step without it */
 } f32_switch;
 
@@ -867,8 +869,9 @@ static void check_f32_switch(const f32_switch *w, const sg_model_cfg *c, const u
     if (!sg_exec_init(&e, c, 1, cuda_on(1, SG_CONV_ENGINE_OWN)))
         e.be->describe(e.be, env, sizeof env);
     sg_exec_free(&e);
-    const char *wn = strstr(env, w->desc_nodes);
-    CHECK(strstr(env, w->desc_on) && wn && atol(wn + strlen(w->desc_nodes)) > 0,
+    const char *wn = w->desc_nodes ? strstr(env, w->desc_nodes) : NULL;
+    CHECK(strstr(env, w->desc_on) &&
+              (!w->desc_nodes || (wn && atol(wn + strlen(w->desc_nodes)) > 0)),
           "%s: describe() does not record it and the nodes it takes: %s", nm, env);
     setenv(w->knob, w->bad, 1);
     sg_backend *bad = sg_backend_cuda_create(0, 1);
@@ -916,25 +919,32 @@ static void check_f32_switch(const f32_switch *w, const sg_model_cfg *c, const u
 }
 
 /* SG_CONV_WINO=1 (kernels/cuda/conv_wino.cu: the own engine's fp32 3x3 stride-1 passes as
- * Winograd F(2x2, 3x3)) and SG_ATTN=fused (kernels/cuda/attention_f32.cu: the fp32 attention
- * on the CUDA cores) against one step without either, on the own engine, and the CPU's. */
+ * Winograd F(2x2, 3x3)), SG_ATTN=fused (kernels/cuda/attention_f32.cu: the fp32 attention on
+ * the CUDA cores) and SG_CONV_F32_TC=1 (kernels/cuda/conv.cu's conv_tile_mma3: the direct
+ * tiles' products on the tensor cores, 3xTF32) against one step without any, on the own
+ * engine, and the CPU's. */
 static void check_f32_switches(void) {
     static const f32_switch sw[] = {
         {"SG_CONV_WINO", "1", "2", cuda_conv_wino_launches, "\"conv_wino\":\"on\"",
          "\"wino_nodes\":", "passes on Winograd", "the direct tiles"},
         {"SG_ATTN", "fused", "flash", cuda_attention_f32_launches, "\"attn_engine\":\"fused\"",
          "\"attn_fused_nodes\":", "launches of the fp32 fused attention", "the GEMM path"},
+        {"SG_CONV_F32_TC", "1", "2", cuda_conv_f32_tc_launches, "\"conv_f32_tc\":\"on\"", NULL,
+         "tile launches on the tensor cores", "the CUDA cores' FMAs"},
     };
     const sg_model_cfg c = tiny_cfg(DT_F32);
     uint8_t *data = data_for(&c);
     float lo[MAX_STEPS], lc[MAX_STEPS];
     unsigned char *so = NULL, *sc = NULL;
     int64_t bo = 0, bc = 0;
-    char *keep[2] = {env_push("SG_CONV_WINO", "0"), env_push("SG_ATTN", "gemm")};
+    char *keep[3] = {env_push("SG_CONV_WINO", "0"), env_push("SG_ATTN", "gemm"),
+                     env_push("SG_CONV_F32_TC", "0")};
     const int ok = !run(&c, data, cuda_on(1, SG_CONV_ENGINE_OWN), STEPS, lo, &so, &bo, NULL) &&
                    !run(&c, data, sg_backend_cpu_create(), STEPS, lc, &sc, &bc, NULL);
     CHECK(ok, "fp32 switches: the runs without them failed");
-    for (int k = 0; ok && k < 2; k++) check_f32_switch(&sw[k], &c, data, lo, so, bo, lc);
+    for (int k = 0; ok && k < SG_ARRAY_LEN(sw); k++)
+        check_f32_switch(&sw[k], &c, data, lo, so, bo, lc);
+    env_pop("SG_CONV_F32_TC", keep[2]);
     env_pop("SG_ATTN", keep[1]);
     env_pop("SG_CONV_WINO", keep[0]);
     free(so), free(sc), free(data);

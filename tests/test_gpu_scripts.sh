@@ -73,17 +73,17 @@ if [ $audit = 1 ]; then
     rc=$?
     ok "launch audit: the engine tuning at unet_cifar 128 bf16 writes a table" \
         '[ $rc -eq 0 ] && [ -s "$table" ] || { echo "exit $rc"; grep -m3 "sg_cuda_sim" "$tmp/tune.log"; tail -n 3 "$tmp/tune.log"; false; }'
-    # bench.sh's stepgraph rows: sg (with the per-layer table), sg_table, sg_wino
-    while read -r kind name _ model batch prec; do
+    # bench.sh's stepgraph rows: sg (with the per-layer table), sg_table, sg_env (a switch)
+    while read -r kind name _ model batch prec _ var; do
         case $model in '$C') model=unet_cifar ;; '$A') model=unet_adm64 ;; esac
         set -- --model "$model" --batch "$batch" --precision "$prec"
         case $kind in
         sg) audit "$name" -- "$@" ;;
         sg_table) audit "$name" -- "$@" --engine-table "$table" --no-breakdown ;;
-        sg_wino) audit "$name" SG_CONV_WINO=1 -- "$@" --no-breakdown ;;
+        sg_env) audit "$name" "$var" -- "$@" --no-breakdown ;;
         esac
-    done < <(grep -E '^sg(_table|_wino)? sg_' "$root/tools/bench.sh")
-    ok "launch audit: bench.sh's stepgraph rows found" '[ $n -ge 5 ]'
+    done < <(grep -E '^sg(_table|_env)? sg_' "$root/tools/bench.sh")
+    ok "launch audit: bench.sh's stepgraph rows found" '[ $n -ge 6 ]'
     rows=$n
     # gpu_call.sh's variants: unet_cifar 128 bf16 unless they say otherwise, the per-layer table
     # where gpu_call.sh's default GPU_CALL_BREAKDOWN (gpu_call_targets.sh's) asks for it

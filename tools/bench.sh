@@ -186,11 +186,14 @@ sg_table() { # NAME ROW MODEL BATCH PREC
         --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json \
         --engine-table "$table" --no-breakdown
 }
-# the same step with the fp32 3x3 convolutions as Winograd F(2x2, 3x3) (SG_CONV_WINO=1, off by
-# default until a GPU times it; kernels/cuda/conv_wino.cu); without the breakdown (the default
-# row's per-layer table times every such node both ways: wino_ms, direct_ms)
-sg_wino() { # NAME ROW MODEL BATCH PREC
-    job "$1" "$2" stepgraph "$3" "$4" "$5" wino "" 150 20 -- env SG_CONV_WINO=1 "$bin" --backend cuda \
+# the same step with one environment switch set (MODE names it in the report), without the
+# breakdown: wino, the fp32 3x3 convolutions as Winograd F(2x2, 3x3) (SG_CONV_WINO=1, off by
+# default until a GPU times it; kernels/cuda/conv_wino.cu; the default row's per-layer table
+# times every such node both ways: wino_ms, direct_ms); f32tc, the own engine's fp32 tiles on
+# the tensor cores (SG_CONV_F32_TC=1: three TF32 products each, kernels/cuda/conv.cu's
+# conv_tile_mma3; off by default until a GPU times it)
+sg_env() { # NAME ROW MODEL BATCH PREC MODE VAR=VALUE
+    job "$1" "$2" stepgraph "$3" "$4" "$5" "$6" "" 150 20 -- env "$7" "$bin" --backend cuda \
         --model "$3" --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" \
         --json --no-breakdown
 }
@@ -212,7 +215,8 @@ sg sg_cifar_b128_bf16 cifar_b128_bf16 $C 128 bf16
 sg_table sg_cifar_b128_bf16_table cifar_b128_bf16 $C 128 bf16
 sg sg_cifar_b8_bf16 cifar_b8_bf16 $C 8 bf16
 sg sg_adm64_b32_fp32 adm64_b32_fp32 $A 32 fp32
-sg_wino sg_adm64_b32_fp32_wino adm64_b32_fp32 $A 32 fp32
+sg_env sg_adm64_b32_fp32_wino adm64_b32_fp32 $A 32 fp32 wino SG_CONV_WINO=1
+sg_env sg_adm64_b32_fp32_f32tc adm64_b32_fp32 $A 32 fp32 f32tc SG_CONV_F32_TC=1
 pt torch_cifar_b128_bf16_eager cifar_b128_bf16 $C 128 bf16 eager on 180 30
 pt torch_cifar_b8_bf16_eager cifar_b8_bf16 $C 8 bf16 eager on 180 30
 pt torch_adm64_b32_fp32_tf32off_eager adm64_b32_fp32 $A 32 fp32 eager off 180 30

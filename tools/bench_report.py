@@ -287,8 +287,12 @@ def label(r):
 
 
 # the stepgraph rows beside the default one (mode "graph"): planned with the engine table measured
-# on this GPU model; with the fp32 3x3 convolutions as Winograd (SG_CONV_WINO=1)
-SG_MODES = {"table": "engine table", "wino": "Winograd fp32 3x3"}
+# on this GPU model; with the fp32 3x3 convolutions as Winograd (SG_CONV_WINO=1); with the own
+# engine's fp32 tiles on the tensor cores (SG_CONV_F32_TC=1, 3xTF32)
+SG_MODES = {"table": "engine table", "wino": "Winograd fp32 3x3",
+            "f32tc": "fp32 tiles on tensor cores"}
+# the unet_adm64 target's alternative steps: mode, their words in the target line
+ADM_FORMS = (("wino", "Winograd"), ("f32tc", "the fp32 tiles on tensor cores"))
 
 
 def row_key(r):
@@ -489,19 +493,22 @@ def targets(rows):
 
     sga = sg_of(adm)
     sga_ms = res(sga, "ms_per_step") if ok(sga) else None
-    # with the fp32 3x3 convolutions as Winograd (SG_CONV_WINO=1), where it ran
-    sgw = sg_mode_of(adm, "wino")
-    sgw_ms = res(sgw, "ms_per_step") if ok(sgw) else None
+    # the alternative steps (ADM_FORMS: Winograd, SG_CONV_WINO=1; the fp32 tiles on the tensor
+    # cores, SG_CONV_F32_TC=1), where they ran
+    forms = [(words, sg_mode_of(adm, mode)) for mode, words in ADM_FORMS]
+    forms = [(words, r, res(r, "ms_per_step") if ok(r) else None) for words, r in forms
+             if r is not None]
     for tf in ("off", "on"):
         c = torch_mode(adm, "compile", tf)
         cm = res(c, "ms_per_step") if ok(c) else None
         v = sga_ms / cm if (sga_ms and cm) else None
-        vw = sgw_ms / cm if (sgw_ms and cm) else None
-        wino = ""
-        if sgw is not None:
-            wino = ("; with Winograd %s (%s ms)" % (fnum(vw, "%.3f"), fnum(sgw_ms)) if vw
-                    else "; with Winograd: %s" % status_text(sgw))
-        best_v = min(x for x in (v, vw) if x) if (v or vw) else None
+        wino, vs = "", [v]
+        for words, r, ms in forms:
+            vf = ms / cm if (ms and cm) else None
+            vs.append(vf)
+            wino += ("; with %s %s (%s ms)" % (words, fnum(vf, "%.3f"), fnum(ms)) if vf
+                     else "; with %s: %s" % (words, status_text(r)))
+        best_v = min(x for x in vs if x) if any(vs) else None
         t.append(("unet_adm64 b32 fp32 step time ÷ torch.compile (TF32 %s)" % tf, "≤ 0.8",
                   "%s (stepgraph %s ms; compile %s ms)%s" % (fnum(v, "%.3f"), fnum(sga_ms),
                                                              fnum(cm), wino)

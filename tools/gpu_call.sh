@@ -123,7 +123,7 @@ variant() {
             "$runs/variants/$name.json" | tr '\n' ' ')"
     fi
 }
-main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_cifar_b128_bf16_table|sg_adm64_b32_fp32(_wino)?|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
+main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_cifar_b128_bf16_table|sg_adm64_b32_fp32(_wino|_f32tc)?|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
 bench main "$main_jobs"
 bench_rc=$?
@@ -181,6 +181,11 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     variant adm64_attn_fused SG_ATTN=fused -- --model unet_adm64 --batch 32 --precision fp32
     variant adm64_wino_attn SG_CONV_WINO=1 SG_ATTN=fused -- --model unet_adm64 --batch 32 \
         --precision fp32
+    # ... and every fp32 pass on own with the direct tiles on the tensor cores (SG_CONV_F32_TC=1,
+    # 3xTF32: kernels/cuda/conv.cu's conv_tile_mma3; the main rows' sg_adm64_b32_fp32_f32tc
+    # keeps auto's split, the small layers on cuDNN)
+    variant adm64_f32tc_own SG_CONV_F32_TC=1 -- --model unet_adm64 --batch 32 --precision fp32 \
+        --conv-engine own
     # the 1x1 forwards back on own and the GEMM's fp32 tile (the rule before the bias epilogue,
     # kernels/cuda/blas.cu): the main row's step against this one's says what the epilogue bought
     variant gemm_tile SG_GEMM_EPILOGUE=0 --

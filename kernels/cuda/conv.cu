@@ -10,8 +10,10 @@
  * - bf16 with every part of x and Co multiples of 8 (16-byte aligned operands): tensor cores,
  *   conv_tc.cu (implicit GEMMs on mma.sync; 1x1 stride 1 included);
  * - otherwise 1x1 stride 1 is a plain GEMM on the NHWC rows: cuBLASLt (linear.cu's GEMM layer);
- * - everything else runs the fp32 CUDA-core kernels below: fp32 convolutions always (no TF32),
- *   and bf16 ones the tensor-core path does not take (the 3-channel image convolutions); where
+ * - everything else runs the fp32 tile kernels below: fp32 convolutions always, and bf16 ones
+ *   the tensor-core path does not take (the 3-channel image convolutions); their products on
+ *   the CUDA cores (FMAs), or with cuda_conv_f32_tc_enable(1) on the tensor cores with fp32
+ *   accuracy (3xTF32, conv_tile_mma3: other bits, within the fp32 tolerance); where
  *   one side has 1 to 4 channels, its passes run on the thin kernels (below the tiles: the
  *   tiles' bits, without their padding work); with cuda_conv_wino_enable(1), an fp32 3x3
  *   stride-1 padding-1 pass the thin kernels do not take runs as Winograd F(2x2, 3x3)
@@ -50,6 +52,7 @@
  * a fixed-order sum over chunks; no atomics.
  */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 /* ================================ kernels ================================ */
 
@@ -59,15 +62,18 @@
 #define CONV_BK 16
 #define CONV_THREADS 256
 #define CONV_PAD 4 /* smem row padding against bank conflicts (rows stay 16-byte aligned) */
+/* ... for the tile's products on the CUDA cores (TC 0) or the tensor cores (TC 1: rows 8 banks
+ * apart, so that a fragment's 32 single-float reads, lane (g, q) at row q and column g, fall on
+ * 32 distinct banks; 4 apart they pair up) */
+#define CONV_PAD_OF(TC) ((TC) ? 8 : CONV_PAD)
 
 /* The 16-step inner product of one reduction slice on a BM x 64 tile (BM = 128 or 64):
  * acc[i][j] += As[k][row(i)] Bs[k][4 tn + j] for k = 0..15 in increasing order, row(i) =
  * 64 (i / 4) + 4 tm + i % 4. Each value is read as part of a float4: a warp's A rows belong
  * to two tm (a broadcast), its B columns are 16 float4 side by side. */
-template <int BM>
-__device__ __forceinline__ void
-conv_tile_fma(float (&acc)[BM / 16][4], const float (*As)[BM + CONV_PAD],
-              const float (*Bs)[CONV_BN + CONV_PAD], int tm, int tn) {
+template <int BM, int PAD>
+__device__ __forceinline__ void conv_tile_fma(float (&acc)[BM / 16][4], const float (*As)[BM + PAD],
+                                              const float (*Bs)[CONV_BN + PAD], int tm, int tn) {
 #pragma unroll
     for (int k = 0; k < CONV_BK; k++) {
         float a[BM / 16], b[4];
@@ -84,32 +90,127 @@ conv_tile_fma(float (&acc)[BM / 16][4], const float (*As)[BM + CONV_PAD],
             for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
 }
-/* the tile row of accumulator row i (conv_tile_fma) */
-__device__ __forceinline__ int conv_tile_row(int i, int tm) {
-    return 64 * (i / 4) + 4 * tm + i % 4;
+
+/* The same slice on the tensor cores (TC: cuda_conv_f32_tc_enable), fp32 accuracy from three
+ * TF32 products ("3xTF32"). Each operand value v is split into big = tf32(v) (cvt.rna) and
+ * small = tf32(v - big) (v - big is exact in fp32), and each m16n8k8 step adds
+ * a_small b_big, a_big b_small and a_big b_big to the fp32 accumulator, in that order: the
+ * dropped a_small b_small and the rounding of small leave an error of about 2^-21 of each
+ * product (fp32's own rounding of a product is 2^-24), far inside the fp32 tolerance. The 8
+ * warps tile BM x 64: BM / 32 warps down M, each 32 rows (two m16 tiles) by 64 / (8 / (BM /
+ * 32)) columns (NI n8 tiles); accumulator i = mi NI + ni holds the m16n8 tile (mi, ni) in the
+ * PTX C layout (conv_tile_at). Operands come from the same k-major shared tiles as the FMA
+ * path's, one 4-byte read per fragment element (As[k][m]: a0 = (g, q), a1 = (g + 8, q), a2 =
+ * (g, q + 4), a3 = (g + 8, q + 4); Bs[k][n]: b0 = (q, g), b1 = (q + 4, g)). Every output is
+ * still a fixed sequence of operations on fixed inputs: the same bits run after run, other
+ * bits than the FMA path's. A non-finite operand gives NaN where the FMA path may give Inf
+ * (Inf - tf32(Inf) is NaN); the loss watch stops a run on either. */
+template <int BM> struct conv_tc_shape {
+    static constexpr int WM = BM / 32;        /* warps down M */
+    static constexpr int WNC = 64 / (8 / WM); /* a warp's columns */
+    static constexpr int NI = WNC / 8;        /* its n8 tiles */
+    static_assert(2 * NI == BM / 16, "the accumulators of the two paths must match");
+};
+__device__ __forceinline__ void tf32_split(float v, uint32_t &big, uint32_t &small) {
+    big = sg_tf32_rna(v);
+    small = sg_tf32_rna(v - __uint_as_float(big));
+}
+template <int BM, int PAD>
+__device__ __forceinline__ void conv_tile_mma3(float (&acc)[BM / 16][4],
+                                               const float (*As)[BM + PAD],
+                                               const float (*Bs)[CONV_BN + PAD], int tid) {
+    typedef conv_tc_shape<BM> sh;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+    const int m0 = 32 * (warp % sh::WM), n0 = sh::WNC * (warp / sh::WM);
+#pragma unroll
+    for (int ks = 0; ks < CONV_BK; ks += 8) {
+        uint32_t ab[2][4], as[2][4], bb[sh::NI][2], bs[sh::NI][2];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                tf32_split(As[ks + q + 4 * (r >> 1)][m0 + 16 * mi + g + 8 * (r & 1)], ab[mi][r],
+                           as[mi][r]);
+#pragma unroll
+        for (int ni = 0; ni < sh::NI; ni++)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                tf32_split(Bs[ks + q + 4 * r][n0 + 8 * ni + g], bb[ni][r], bs[ni][r]);
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int ni = 0; ni < sh::NI; ni++) {
+                float *c = acc[mi * sh::NI + ni];
+                sg_mma_tf32_1688(c, as[mi], bb[ni], c);
+                sg_mma_tf32_1688(c, ab[mi], bs[ni], c);
+                sg_mma_tf32_1688(c, ab[mi], bb[ni], c);
+            }
+    }
+}
+
+/* Where accumulator acc[i][j] of thread tid lies in the BM x 64 tile: *m its row, *n its
+ * column. FMA path: row 64 (i / 4) + 4 tm + i % 4, column 4 tn + j (tm = tid / 16, tn =
+ * tid % 16). TC path: the m16n8 tile (mi, ni) = (i / NI, i % NI) of the thread's warp, element
+ * j of the PTX C layout (row g + 8 (j / 2), column 2 q + j % 2). */
+template <int BM, bool TC>
+__device__ __forceinline__ void conv_tile_at(int i, int j, int tid, int *m, int *n) {
+    if (TC) {
+        typedef conv_tc_shape<BM> sh;
+        const int warp = tid / 32, lane = tid % 32;
+        *m = 32 * (warp % sh::WM) + 16 * (i / sh::NI) + lane / 4 + 8 * (j / 2);
+        *n = sh::WNC * (warp / sh::WM) + 8 * (i % sh::NI) + 2 * (lane % 4) + j % 2;
+    } else {
+        *m = 64 * (i / 4) + 4 * (tid / 16) + i % 4;
+        *n = 4 * (tid % 16) + j;
+    }
 }
 
 /* The slice loop of every tile: fetch() reads the current slice into the thread's registers
  * and stash(b) stores them into shared buffer b; next() advances to the next slice (false past
  * the last). The first slice is fetched and stored before the loop; each iteration fetches the
- * next one before the current one's FMAs and stores it into the other buffer after them. */
-template <int BM, class Next, class Fetch, class Stash>
+ * next one before the current one's products and stores it into the other buffer after them.
+ * TC: the products on the tensor cores (conv_tile_mma3), else on the CUDA cores. */
+template <int BM, bool TC, class Next, class Fetch, class Stash>
 __device__ __forceinline__ void conv_tile_loop(float (&acc)[BM / 16][4],
-                                               float (*As)[CONV_BK][BM + CONV_PAD],
-                                               float (*Bs)[CONV_BK][CONV_BN + CONV_PAD], int tm,
-                                               int tn, Next next, Fetch fetch, Stash stash) {
+                                               float (*As)[CONV_BK][BM + CONV_PAD_OF(TC)],
+                                               float (*Bs)[CONV_BK][CONV_BN + CONV_PAD_OF(TC)],
+                                               int tid, Next next, Fetch fetch, Stash stash) {
     fetch();
     stash(0);
     __syncthreads();
     int buf = 0;
     for (bool more = true; more; buf ^= 1) {
         more = next();
-        if (more) fetch(); /* in flight during the slice's FMAs */
-        conv_tile_fma<BM>(acc, As[buf], Bs[buf], tm, tn);
+        if (more) fetch(); /* in flight during the slice's products */
+        if (TC)
+            conv_tile_mma3<BM, CONV_PAD_OF(TC)>(acc, As[buf], Bs[buf], tid);
+        else
+            conv_tile_fma<BM, CONV_PAD_OF(TC)>(acc, As[buf], Bs[buf], tid / 16, tid % 16);
         if (more) stash(buf ^ 1);
         __syncthreads();
     }
 }
+
+/* cuda_conv_f32_tc_enable: the tiles' products on the tensor cores (conv_tile_mma3) */
+static int f32_tc_enabled;
+static long f32_tc_launches;
+void cuda_conv_f32_tc_enable(int on) {
+    f32_tc_enabled = on != 0;
+}
+long cuda_conv_f32_tc_launches(void) {
+    return f32_tc_launches;
+}
+/* launch tile kernel `kern` in the form the switch says (the launch and its check) */
+#define CONV_TILE_LAUNCH(kern, grid, st, ...)                                                      \
+    do {                                                                                           \
+        if (f32_tc_enabled) {                                                                      \
+            f32_tc_launches++;                                                                     \
+            SG_LAUNCH(kern<true>, grid, CONV_THREADS, 0, st, __VA_ARGS__);                         \
+        } else {                                                                                   \
+            SG_LAUNCH(kern<false>, grid, CONV_THREADS, 0, st, __VA_ARGS__);                        \
+        }                                                                                          \
+        SG_LAUNCH_CHECK(#kern);                                                                    \
+    } while (0)
 
 /* The forward's reduction slices in (part, tap, 16-channel block) order, a part without
  * channels skipped: advance (part, tap, c0) to the next, false past the last. */
@@ -128,13 +229,14 @@ __device__ __forceinline__ bool conv_fwd_next(int &part, int &tap, int &c0, int 
  * reads pixel arow = tid / 2's 8 consecutive input channels from ak = 8 (tid % 2) into
  * As[ak..ak+7][arow], and output channel brow = tid / 4's 4 from bk = 4 (tid % 4) into
  * Bs[bk..bk+3][brow]. Compute: 8 x 4 outputs per thread (conv_tile_fma). */
+template <bool TC>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_fwd_kernel(void *y, sg_cat x, const void *w, const float *bias, int N, int H, int W,
                     int Ci, int Co, int K, int S, int pad, int Ho, int Wo, int dt) {
     SG_PDL_ENTER();
-    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD];
-    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
-    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD_OF(TC)];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD_OF(TC)];
+    const int tid = threadIdx.x;
     const int arow = tid / 2, ak = (tid % 2) * 8, brow = tid / 4, bk = (tid % 4) * 4;
     const int64_t P = (int64_t)N * Ho * Wo;
     const int64_t p = (int64_t)blockIdx.x * CONV_PM + arow;
@@ -177,19 +279,20 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
     };
     float acc[CONV_PM / 16][4] = {};
     int part = cp0 > 0 ? 0 : 1, tap = 0, c0 = 0;
-    conv_tile_loop<CONV_PM>(
-        acc, As, Bs, tm, tn, [&] { return conv_fwd_next(part, tap, c0, cp0, cp1, KK); },
+    conv_tile_loop<CONV_PM, TC>(
+        acc, As, Bs, tid, [&] { return conv_fwd_next(part, tap, c0, cp0, cp1, KK); },
         [&] { fetch(part, tap, c0); }, stash);
 #pragma unroll
-    for (int i = 0; i < CONV_PM / 16; i++) {
-        const int64_t po = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
-        if (po >= P) continue;
+    for (int i = 0; i < CONV_PM / 16; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int co = blockIdx.y * CONV_BN + 4 * tn + j;
-            if (co < Co) dev_st(y, po * Co + co, acc[i][j] + (bias ? bias[co] : 0.0f), dt);
+            int m, n;
+            conv_tile_at<CONV_PM, TC>(i, j, tid, &m, &n);
+            const int64_t po = (int64_t)blockIdx.x * CONV_PM + m;
+            const int co = blockIdx.y * CONV_BN + n;
+            if (po < P && co < Co)
+                dev_st(y, po * Co + co, acc[i][j] + (bias ? bias[co] : 0.0f), dt);
         }
-    }
 }
 
 /* The input pixels of parity class (rh, rw) (see conv_bwd_data_kernel): ih = ih1 + S i,
@@ -218,13 +321,14 @@ __device__ __forceinline__ void conv_class_dims(int H, int W, int S, int pad, in
  * from ak = 8 (tid % 2)), zero past the image edge; Bs[bk + 4e][bcol] = w[co][tap][ci] with
  * bcol = tid % 64 the input channel and bk = tid / 64 (consecutive threads read consecutive
  * ci). Compute: 8 x 4 per thread. */
+template <bool TC>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_bwd_data_kernel(sg_cat dx, const void *dy, const void *w, int N, int H, int W, int Ci,
                          int Co, int K, int S, int pad, int Ho, int Wo, int dt, int accum) {
     SG_PDL_ENTER();
-    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD];
-    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
-    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_PM + CONV_PAD_OF(TC)];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD_OF(TC)];
+    const int tid = threadIdx.x;
     const int arow = tid / 2, ak = (tid % 2) * 8;
     const int bcol = tid % 64, bk = tid / 64;
     const int rh = (int)blockIdx.z / S, rw = (int)blockIdx.z % S;
@@ -278,21 +382,21 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
     float acc[CONV_PM / 16][4] = {};
     int kh = rh, kw = rw, c0 = 0;
     if (kh < K && kw < K) /* a class some tap reaches (every class, for K >= S) */
-        conv_tile_loop<CONV_PM>(
-            acc, As, Bs, tm, tn, [&] { return next(kh, kw, c0); }, [&] { fetch(kh, kw, c0); },
-            stash);
+        conv_tile_loop<CONV_PM, TC>(
+            acc, As, Bs, tid, [&] { return next(kh, kw, c0); }, [&] { fetch(kh, kw, c0); }, stash);
 #pragma unroll
-    for (int i = 0; i < CONV_PM / 16; i++) {
-        const int64_t qo = (int64_t)blockIdx.x * CONV_PM + conv_tile_row(i, tm);
-        if (qo >= Qc) continue;
-        const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
-        const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
+    for (int i = 0; i < CONV_PM / 16; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int ci = blockIdx.y * CONV_BN + 4 * tn + j;
-            if (ci < Ci) dev_cat_st_acc(dx, pix, ci, acc[i][j], dt, accum);
+            int m, n;
+            conv_tile_at<CONV_PM, TC>(i, j, tid, &m, &n);
+            const int64_t qo = (int64_t)blockIdx.x * CONV_PM + m;
+            const int ci = blockIdx.y * CONV_BN + n;
+            if (qo >= Qc || ci >= Ci) continue;
+            const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
+            const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
+            dev_cat_st_acc(dx, pix, ci, acc[i][j], dt, accum);
         }
-    }
 }
 
 /* blockIdx.x: tap * ceil(Ci/64) + input-channel tile; blockIdx.y: 64 output channels;
@@ -302,14 +406,15 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
  * lc = 4 (tid % 16): As[lk][lc..] = dy[p][co..], Bs[lk][lc..] = x[pixel(p, tap)][ci..] (one
  * pixel decode per thread and slice). Compute: thread (tm, tn) owns co = 4 tm + i,
  * ci = 4 tn + j. Writes part[z][co][tap][ci]. */
+template <bool TC>
 __global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_bwd_weight_kernel(float *part, const void *dy, sg_cat x, int N, int H, int W, int Ci,
                            int Co, int K, int S, int pad, int Ho, int Wo, int dt,
                            int64_t chunk_len) {
     SG_PDL_ENTER();
-    __shared__ __align__(16) float As[2][CONV_BK][CONV_BM + CONV_PAD];
-    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD];
-    const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
+    __shared__ __align__(16) float As[2][CONV_BK][CONV_BM + CONV_PAD_OF(TC)];
+    __shared__ __align__(16) float Bs[2][CONV_BK][CONV_BN + CONV_PAD_OF(TC)];
+    const int tid = threadIdx.x;
     const int lk = tid / 16, lc = (tid % 16) * 4;
     const int nct = (Ci + CONV_BN - 1) / CONV_BN;
     const int tap = blockIdx.x / nct, ci_base = (blockIdx.x % nct) * CONV_BN;
@@ -344,19 +449,18 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
     float acc[CONV_BM / 16][4] = {};
     int64_t pb = p0;
     if (p0 < p1)
-        conv_tile_loop<CONV_BM>(
-            acc, As, Bs, tm, tn, [&] { return (pb += CONV_BK) < p1; }, [&] { fetch(pb); }, stash);
+        conv_tile_loop<CONV_BM, TC>(
+            acc, As, Bs, tid, [&] { return (pb += CONV_BK) < p1; }, [&] { fetch(pb); }, stash);
     float *out = part + (int64_t)blockIdx.z * Co * KK * Ci;
 #pragma unroll
-    for (int i = 0; i < CONV_BM / 16; i++) {
-        const int co = co_base + 4 * tm + i;
-        if (co >= Co) continue;
+    for (int i = 0; i < CONV_BM / 16; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const int ci = ci_base + 4 * tn + j;
-            if (ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = acc[i][j];
+            int m, n;
+            conv_tile_at<CONV_BM, TC>(i, j, tid, &m, &n);
+            const int co = co_base + m, ci = ci_base + n;
+            if (co < Co && ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = acc[i][j];
         }
-    }
 }
 
 /* threads stride over P*Co: y[i] = round(y[i] + b[i % Co]) in place (fp32 sum, one rounding
@@ -899,9 +1003,8 @@ static int conv2d_fwd_on(sg_conv_path path, const char *fn, cudaStream_t st, sg_
         } else if (!thin) {
             dim3 grid((unsigned)((P + CONV_PM - 1) / CONV_PM),
                       (unsigned)((Co + CONV_BN - 1) / CONV_BN));
-            SG_LAUNCH(conv_fwd_kernel, grid, CONV_THREADS, 0, st, y, x, w, b, N, H, W, Ci, Co, K, S,
-                      pad, Ho, Wo, dt);
-            SG_LAUNCH_CHECK("conv_fwd_kernel");
+            CONV_TILE_LAUNCH(conv_fwd_kernel, grid, st, y, x, w, b, N, H, W, Ci, Co, K, S, pad, Ho,
+                             Wo, dt);
         }
     }
     /* the residual after the conv, as the unfused plan's add node (y = res + y in place) */
@@ -987,9 +1090,8 @@ static int conv2d_bwd_data_on(int gemm, const char *fn, cudaStream_t st, sg_blas
     const int64_t Qc = (int64_t)N * ((H + S - 1) / S) * ((W + S - 1) / S);
     dim3 grid((unsigned)((Qc + CONV_PM - 1) / CONV_PM), (unsigned)((Ci + CONV_BN - 1) / CONV_BN),
               (unsigned)(S * S));
-    SG_LAUNCH(conv_bwd_data_kernel, grid, CONV_THREADS, 0, st, dx, dy, w, N, H, W, Ci, Co, K, S,
-              pad, Ho, Wo, dt, accum);
-    SG_LAUNCH_CHECK("conv_bwd_data_kernel");
+    CONV_TILE_LAUNCH(conv_bwd_data_kernel, grid, st, dx, dy, w, N, H, W, Ci, Co, K, S, pad, Ho, Wo,
+                     dt, accum);
     return bwd_stats_after(st, nb, dx, N, H * W, Ci, dt);
 }
 
@@ -1014,9 +1116,8 @@ __attribute__((noinline)) static int tiles_bwd_weight(cudaStream_t st, float *pa
                                                       int64_t chunks, int64_t chunk_len) {
     dim3 grid((unsigned)(K * K * ((Ci + CONV_BN - 1) / CONV_BN)),
               (unsigned)((Co + CONV_BM - 1) / CONV_BM), (unsigned)chunks);
-    SG_LAUNCH(conv_bwd_weight_kernel, grid, CONV_THREADS, 0, st, part, dy, x, N, H, W, Ci, Co, K, S,
-              pad, Ho, Wo, dt, chunk_len);
-    SG_LAUNCH_CHECK("conv_bwd_weight_kernel");
+    CONV_TILE_LAUNCH(conv_bwd_weight_kernel, grid, st, part, dy, x, N, H, W, Ci, Co, K, S, pad, Ho,
+                     Wo, dt, chunk_len);
     return SG_OK;
 }
 

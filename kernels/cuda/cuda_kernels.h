@@ -446,6 +446,15 @@ void cuda_conv_thin_enable(int on);
  * records it (describe's conv_wino). */
 void cuda_conv_wino_enable(int on);
 long cuda_conv_wino_launches(void);
+/* The direct tiles' products on the tensor cores (conv.cu's conv_tile_mma3: each fp32 operand
+ * split into two TF32 values, three mma.sync m16n8k8 products, fp32 accumulation; an error near
+ * 2^-21 of a product, within the fp32 tolerance): a switch for every later call of this process
+ * (0, the default: the CUDA cores' FMAs; 1: the tensor cores) and how many tile launches ran on
+ * them. Other bits than the FMAs' (the CUDA backend sets it from SG_CONV_F32_TC and records it:
+ * describe's conv_f32_tc). The thin kernels and Winograd, where they take a pass, stay as they
+ * are. */
+void cuda_conv_f32_tc_enable(int on);
+long cuda_conv_f32_tc_launches(void);
 /* The passes of a convolution (bit 0 forward, 1 data gradient, 2 weight gradient) that the thin
  * kernels take where the switch is on, x (and dx) one buffer and the operands aligned as the
  * arena aligns them: a function of the shapes (the CUDA backend's SG_CONV_THIN=own reads it). */

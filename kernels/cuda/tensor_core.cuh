@@ -17,6 +17,14 @@
  *     b[0]: B[2q, 2q+1][g]        b[1]: B[2q+8, 2q+9][g]
  *     c[0], c[1]: C[g][2q, 2q+1]  c[2], c[3]: C[g+8][2q, 2q+1]  (d likewise)
  *   d and c may be the same array.
+ * - sg_mma_tf32_1688(d, a, b, c): mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32.
+ *   D[16x8] = A[16x8] * B[8x8] + C[16x8], fp32 accumulation, warp-collective. One tf32 per
+ *   32-bit register (the hardware reads its upper 19 bits). Per lane, with g and q as above:
+ *     a[0]: A[g][q]   a[1]: A[g+8][q]   a[2]: A[g][q+4]   a[3]: A[g+8][q+4]
+ *     b[0]: B[q][g]   b[1]: B[q+4][g]   c, d: as for m16n8k16.
+ * - sg_tf32_rna(x): cvt.rna.tf32.f32, x rounded to tf32 (to nearest, ties away from zero),
+ *   returned with its low 13 bits cleared, so that it is the fp32 value of the tf32 operand
+ *   whatever the instruction leaves there (x - that value is then exact in fp32).
  * - sg_ldmatrix_x{1,2,4}(r, p): ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16: loads 1, 2 or 4
  *   8x8 matrices of 16-bit elements from shared memory. Lanes 8i..8i+7 give the row addresses
  *   (16-byte aligned, 16 bytes per row) of matrix i (for .x1 lanes 0..7, for .x2 lanes 0..15;
@@ -41,6 +49,13 @@
 __device__ __forceinline__ void sg_mma_bf16_16816(float d[4], const uint32_t a[4],
                                                   const uint32_t b[2], const float c[4]) {
     sg_sim::mma_m16n8k16_bf16_f32(d, a, b, c);
+}
+__device__ __forceinline__ void sg_mma_tf32_1688(float d[4], const uint32_t a[4],
+                                                 const uint32_t b[2], const float c[4]) {
+    sg_sim::mma_m16n8k8_tf32_f32(d, a, b, c);
+}
+__device__ __forceinline__ uint32_t sg_tf32_rna(float x) {
+    return sg_sim::cvt_rna_tf32(x) & 0xffffe000u;
 }
 __device__ __forceinline__ void sg_ldmatrix_x1(uint32_t r[1], const void *p) {
     sg_sim::ldmatrix_b16(1, 0, r, p);
@@ -77,6 +92,19 @@ __device__ __forceinline__ void sg_mma_bf16_16816(float d[4], const uint32_t a[4
                  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
                    "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+__device__ __forceinline__ void sg_mma_tf32_1688(float d[4], const uint32_t a[4],
+                                                 const uint32_t b[2], const float c[4]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+__device__ __forceinline__ uint32_t sg_tf32_rna(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r & 0xffffe000u;
 }
 __device__ __forceinline__ void sg_ldmatrix_x1(uint32_t r[1], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"

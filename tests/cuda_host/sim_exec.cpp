@@ -323,6 +323,8 @@ const char *op_name(int op) {
         return "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16";
     case WOP_STMATRIX_X4_TRANS:
         return "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+    case WOP_MMA_M16N8K8_TF32:
+        return "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
     }
     if (op >= WGOP_FIRST) return warpgroup_op_name(op);
     return "?";

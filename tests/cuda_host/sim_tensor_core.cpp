@@ -27,6 +27,25 @@
  *   like this), so its results may differ from these in the last bits of fp32: the kernel tests
  *   compare tensor-core results with a tolerance, never bitwise against this emulation.
  *
+ * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (the same section; layouts from "Matrix
+ * Fragments for mma.m16n8k8", the .tf32 figures):
+ *   D (16x8) = A (16x8) * B (8x8) + C (16x8), the same rendezvous and checks as above. One tf32
+ *   element per 32-bit register:
+ *     A: a0..a3; row groupID for a0 and a2, else groupID + 8; column threadID_in_group, + 4
+ *        for a2 and a3;
+ *     B: b0, b1; row threadID_in_group, + 4 for b1; column groupID;
+ *     C, D: as for m16n8k16.
+ *   A tf32 operand is the register's upper 19 bits (sign, 8 exponent, 10 fraction bits): this
+ *   emulation clears the low 13 bits of every A and B register before it multiplies (a kernel
+ *   that wants the value it gave must give one whose low 13 bits are zero: cvt.rna.tf32.f32's,
+ *   masked). Arithmetic as for bf16: the 8 products exact in double (10 + 10 fraction bits),
+ *   summed in k order, C added, rounded once to fp32.
+ *
+ * cvt.rna.tf32.f32 d, a ("Data Movement and Conversion Instructions: cvt"): per thread, a
+ *   rounded to the nearest tf32 value, ties away from zero (.rna), returned as an fp32 bit
+ *   pattern whose low 13 bits are zero; a NaN stays a NaN, an Inf an Inf, and a finite value
+ *   whose rounding carries past the largest exponent becomes an Inf of its sign (no .satfinite).
+ *
  * ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 ("Warp-level matrix load instruction:
  * ldmatrix"):
  *   A warp rendezvous over all 32 lanes (the same rules as mma; the variants are distinct
@@ -128,6 +147,41 @@ void mma_combine(const void *const in[32], void *const out[32], const void *) {
     }
 }
 
+/* ---- mma m16n8k8 tf32 ---- */
+
+float tf32_bits_to_float(unsigned r) {
+    const uint32_t u = r & 0xffffe000u; /* the tf32 operand: the register's upper 19 bits */
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void mma_tf32_combine(const void *const in[32], void *const out[32], const void *) {
+    float A[16][8], B[8][8], C[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const mma_payload &p = *static_cast<const mma_payload *>(in[lane]);
+        const int g = lane >> 2, t = lane & 3;
+        for (int j = 0; j < 4; j++) /* a0: (g, t), a1: (g+8, t), a2: (g, t+4), a3: (g+8, t+4) */
+            A[g + 8 * (j & 1)][t + 4 * (j >> 1)] = tf32_bits_to_float(p.a[j]);
+        for (int j = 0; j < 2; j++) B[t + 4 * j][g] = tf32_bits_to_float(p.b[j]);
+        for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = p.c[i];
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane >> 2, t = lane & 3;
+        float d[4];
+        for (int i = 0; i < 4; i++) {
+            const int m = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+            double s = 0.0;
+            for (int k = 0; k < 8; k++) s += (double)A[m][k] * (double)B[k][n];
+            s += (double)C[m][n];
+            float r = (float)s;
+            if (r != r) r = __uint_as_float(0x7fffffffu);
+            d[i] = r;
+        }
+        memcpy(out[lane], d, sizeof d);
+    }
+}
+
 /* ---- ldmatrix ---- */
 
 struct ldmatrix_ctx {
@@ -176,6 +230,27 @@ void mma_m16n8k16_bf16_f32(float d[4], const unsigned a[4], const unsigned b[2],
     warp_collective(WOP_MMA_M16N8K16_BF16, 0xffffffffu, &p, sizeof p, mma_combine, nullptr, r,
                     sizeof r);
     memcpy(d, r, sizeof r);
+}
+
+void mma_m16n8k8_tf32_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+    mma_payload p;
+    memcpy(p.a, a, sizeof p.a);
+    memcpy(p.b, b, sizeof p.b);
+    memcpy(p.c, c, sizeof p.c); /* before d is written: d may alias c */
+    float r[4];
+    warp_collective(WOP_MMA_M16N8K8_TF32, 0xffffffffu, &p, sizeof p, mma_tf32_combine, nullptr, r,
+                    sizeof r);
+    memcpy(d, r, sizeof r);
+}
+
+unsigned cvt_rna_tf32(float a) {
+    uint32_t u;
+    memcpy(&u, &a, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) /* Inf stays Inf; a NaN stays a NaN (quiet) */
+        return (u & 0x007fffffu) ? (u | 0x00400000u) & 0xffffe000u : u;
+    /* to nearest, ties away: add half of the 13-bit unit to the magnitude, then truncate (a
+     * carry into the exponent is the right rounding; past the largest one it gives Inf) */
+    return (u + 0x1000u) & 0xffffe000u;
 }
 
 void ldmatrix_b16(int num, int trans, unsigned *r, const void *row_addr) {

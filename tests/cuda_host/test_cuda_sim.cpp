@@ -137,6 +137,11 @@ static uint32_t f32_bits(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* The emulator refuses the launch that `launch` issues, and its report contains `want`:
  * stderr is captured to check that (and echoed), then the sticky error is cleared. */
@@ -279,6 +284,116 @@ static void test_mma(cudaStream_t st) {
     });
     expect_fail("mma while one lane is at __syncwarp", "different warp operations", st,
                 [&] { SG_LAUNCH(mma_diverged_kernel, 1, 32, 0, st, dD); });
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaFree(dD);
+}
+
+/* ---- mma.sync m16n8k8 tf32 and cvt.rna.tf32.f32 ---- */
+
+/* One D = A * B + C tile per warp, as mma_tile_kernel: A tiles 16x8 and B tiles 8x8 (K x N)
+ * row-major, fp32 bit patterns given to the mma as they are (their low 13 bits set at random:
+ * the instruction must not read them). */
+__global__ void mma_tf32_tile_kernel(float *D, const uint32_t *A, const uint32_t *B,
+                                     const float *C) {
+    const int lane = threadIdx.x % 32, t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const uint32_t *At = A + t * 128, *Bt = B + t * 64;
+    const int groupID = lane >> 2, tig = lane % 4;
+    uint32_t a[4], b[2];
+    for (int i = 0; i < 4; i++) a[i] = At[(groupID + 8 * (i & 1)) * 8 + tig + 4 * (i >> 1)];
+    for (int i = 0; i < 2; i++) b[i] = Bt[(tig + 4 * i) * 8 + groupID];
+    float c[4];
+    for (int i = 0; i < 4; i++)
+        c[i] = C[t * 128 + (i < 2 ? groupID : groupID + 8) * 8 + tig * 2 + (i & 1)];
+    sg_mma_tf32_1688(c, a, b, c);
+    for (int i = 0; i < 4; i++)
+        D[t * 128 + (i < 2 ? groupID : groupID + 8) * 8 + tig * 2 + (i & 1)] = c[i];
+}
+
+__global__ void tf32_rna_kernel(uint32_t *out, const float *in, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = sg_tf32_rna(in[i]);
+}
+
+static float tf32f(uint32_t u) {
+    return bits_f32(u & 0xffffe000u);
+}
+
+static void test_mma_tf32(cudaStream_t st) {
+    enum { WARPS = 4, BLOCKS = 2, T = WARPS * BLOCKS };
+    static uint32_t hA[T * 128], hB[T * 64];
+    static float hC[T * 128], hD[T * 128];
+    for (int i = 0; i < T * 128; i++)
+        hA[i] = f32_bits(rand_f32() + 1.0f / 1024) ^ (rnd() & 0x1fffu);
+    for (int i = 0; i < T * 64; i++) hB[i] = f32_bits(rand_f32() - 1.0f / 512) ^ (rnd() & 0x1fffu);
+    for (int i = 0; i < T * 128; i++) hC[i] = rand_f32();
+    uint32_t *dA, *dB;
+    float *dC, *dD;
+    cudaMalloc((void **)&dA, sizeof hA);
+    cudaMalloc((void **)&dB, sizeof hB);
+    cudaMalloc((void **)&dC, sizeof hC);
+    cudaMalloc((void **)&dD, sizeof hD);
+    cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice);
+    cudaMemcpy(dC, hC, sizeof hC, cudaMemcpyHostToDevice);
+    cudaMemset(dD, 0xFF, sizeof hD);
+    SG_LAUNCH(mma_tf32_tile_kernel, BLOCKS, WARPS * 32, 0, st, dD, (const uint32_t *)dA,
+              (const uint32_t *)dB, (const float *)dC);
+    CHECK(sync_and_error(st) == cudaSuccess, "mma tf32 tiles failed");
+    cudaMemcpy(hD, dD, sizeof hD, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 8; n++) {
+                double s = hC[t * 128 + m * 8 + n], mag = fabs(s);
+                for (int k = 0; k < 8; k++) {
+                    const double p =
+                        (double)tf32f(hA[t * 128 + m * 8 + k]) * tf32f(hB[t * 64 + k * 8 + n]);
+                    s += p, mag += fabs(p);
+                }
+                const double err = fabs((double)hD[t * 128 + m * 8 + n] - s) / (mag > 0 ? mag : 1);
+                if (!(err <= 1e-6)) bad++;
+                if (err > worst) worst = err;
+            }
+    CHECK(bad == 0, "mma tf32: %d of %d elements wrong (worst relative error %g)", bad, T * 128,
+          worst);
+    expect_fail("mma tf32 in a warp of 16 threads", "which does not exist", st, [&] {
+        SG_LAUNCH(mma_tf32_tile_kernel, 1, 48, 0, st, dD, (const uint32_t *)dA,
+                  (const uint32_t *)dB, (const float *)dC);
+    });
+
+    /* cvt.rna.tf32.f32: ties away from zero at the 13-bit unit, carries, Inf and NaN */
+    const float in[] = {1.0f + 0x1p-11f,
+                        -(1.0f + 0x1p-11f),
+                        1.0f + 0x1p-11f - 0x1p-23f,
+                        1.0f + 3 * 0x1p-11f,
+                        0x1.fffp0f,
+                        3.4028235e38f,
+                        bits_f32(0x7f800000u),
+                        bits_f32(0xff800000u),
+                        bits_f32(0x7f800001u),
+                        bits_f32(0x00001fffu),
+                        bits_f32(0x00001000u),
+                        0.0f};
+    const uint32_t want[] = {0x3f802000u, 0xbf802000u, 0x3f800000u, 0x3f804000u,
+                             0x40000000u, 0x7f800000u, 0x7f800000u, 0xff800000u,
+                             0x7fc00000u, 0x00002000u, 0x00002000u, 0x00000000u};
+    enum { NC = sizeof in / sizeof in[0] };
+    float *din;
+    uint32_t *dout, hout[NC];
+    cudaMalloc((void **)&din, sizeof in);
+    cudaMalloc((void **)&dout, sizeof hout);
+    cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
+    SG_LAUNCH(tf32_rna_kernel, 1, 32, 0, st, dout, (const float *)din, (int)NC);
+    CHECK(sync_and_error(st) == cudaSuccess, "cvt.rna.tf32.f32 failed");
+    cudaMemcpy(hout, dout, sizeof hout, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < NC; i++)
+        CHECK(hout[i] == want[i], "cvt.rna.tf32.f32(%a): 0x%08x, expected 0x%08x", (double)in[i],
+              hout[i], want[i]);
+    cudaFree(din);
+    cudaFree(dout);
     cudaFree(dA);
     cudaFree(dB);
     cudaFree(dC);
@@ -1384,6 +1499,7 @@ int main(void) {
 
     /* the tensor-core fragment operations and asynchronous copies */
     test_mma(st);
+    test_mma_tf32(st);
     test_ldmatrix(st);
     test_cp_async(st);
     test_gemm(st);

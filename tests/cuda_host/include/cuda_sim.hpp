@@ -345,6 +345,7 @@ enum warp_op {
     WOP_STMATRIX_X1_TRANS,
     WOP_STMATRIX_X2_TRANS,
     WOP_STMATRIX_X4_TRANS,
+    WOP_MMA_M16N8K8_TF32,
     /* warpgroup operations (sim_hopper.cpp) from here: an op code carries its qualifiers */
     WGOP_FIRST = 0x1000
 };
@@ -366,6 +367,13 @@ void *dynamic_smem();
  * lanes). a: 4 x (2 bf16), b: 2 x (2 bf16), c and d: 4 x f32, in the PTX fragment layouts. d may
  * alias c. */
 void mma_m16n8k16_bf16_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 d, a, b, c: warp-collective (all 32
+ * lanes). a: 4 tf32, b: 2 tf32 (each in a 32-bit register; the low 13 bits are not read), c and
+ * d: 4 x f32, in the PTX fragment layouts. d may alias c. */
+void mma_m16n8k8_tf32_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+/* cvt.rna.tf32.f32 d, a: a rounded to tf32 (10 fraction bits), to nearest, ties away from zero;
+ * per thread */
+unsigned cvt_rna_tf32(float a);
 /* ldmatrix.sync.aligned.m8n8.x{num}{.trans if trans}.shared.b16 r, [row_addr]: warp-collective;
  * num is 1, 2 or 4; r receives num registers. */
 void ldmatrix_b16(int num, int trans, unsigned *r, const void *row_addr);
