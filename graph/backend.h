@@ -37,6 +37,11 @@ enum { SG_TIME_OWN_WINO = 13, SG_TIME_OWN_DIRECT = 14 };
 /* ... and a node already on the wgmma kernels, timed under schedule s (SG_WG_SCHED_*,
  * planner/engine_table.h): SG_TIME_WGMMA_SCHED + s */
 enum { SG_TIME_WGMMA_SCHED = 16 };
+/* own on the direct tiles (Winograd off) with their products on the tensor cores (3xTF32,
+ * SG_CONV_F32_TC's form; -1 where no tile launch takes the node) or on the CUDA cores' FMAs,
+ * whatever SG_CONV_F32_TC says: other bits, so this times, it changes nothing (clear of
+ * SG_TIME_WGMMA_SCHED's range, backend_cuda_time.c checks) */
+enum { SG_TIME_OWN_TILES_TC = 20, SG_TIME_OWN_TILES_FMA = 21 };
 /* the engine table's per-layer choices (planner/engine_table.h) are these engines */
 _Static_assert((int)SG_LAYER_OWN == (int)SG_CONV_ENGINE_OWN &&
                    (int)SG_LAYER_CUDNN == (int)SG_CONV_ENGINE_CUDNN,

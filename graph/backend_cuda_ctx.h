@@ -278,6 +278,7 @@ void cuda_wg_sched(sg_backend *be, int s);
 int fwd_1x1_own(const cuda_ctx *c, const sg_graph *g, int i);
 const char *wino_text(const cuda_ctx *c);
 int wino_node(const sg_plan *p, int node);
+int tiles_node(const sg_plan *p, int node);
 int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap);
 

@@ -433,6 +433,21 @@ int wino_node(const sg_plan *p, int node) {
            !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
 }
 
+/* Would the own engine's direct tiles (kernels/cuda/conv.cu) take conv node `node` with
+ * Winograd off: an fp32 pass that is no 1x1 stride-1 GEMM and that the thin kernels leave to
+ * them (the node timing of their two product forms tries these alone) */
+int tiles_node(const sg_plan *p, int node) {
+    const sg_node *nd = &p->g.n[node];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
+    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
+    return p->g.t[x].dtype == DT_F32 && !(d.K == 1 && d.S == 1) &&
+           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
+}
+
 /* THIN_OWN (the file comment): is conv node i a pass the thin kernels take, its x (forward,
  * weight gradient) or dx (data gradient) one buffer? */
 static int thin_own_node(const sg_graph *g, int i) {

@@ -410,6 +410,22 @@ int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine
         if (engine == SG_TIME_OWN_WINO && cuda_conv_wino_launches() == w0) *ms = -1;
         return rc;
     }
+    /* own on the direct tiles, their products on the tensor cores or the CUDA cores (the kernels
+     * count the tensor-core launches); the step's switches again after */
+    _Static_assert(SG_TIME_WGMMA_SCHED + SG_WG_SCHEDS <= SG_TIME_OWN_TILES_TC,
+                   "the timing codes overlap");
+    if (engine == SG_TIME_OWN_TILES_TC || engine == SG_TIME_OWN_TILES_FMA) {
+        if (!tiles_node(p, node)) return SG_OK;
+        const int tc = engine == SG_TIME_OWN_TILES_TC;
+        const long t0 = cuda_conv_f32_tc_launches();
+        c->wino_force = 0;
+        cuda_conv_f32_tc_enable(tc);
+        const int rc = cuda_time_node_engine(be, p, node, SG_CONV_ENGINE_OWN, ms);
+        cuda_conv_f32_tc_enable(c->f32_tc);
+        c->wino_force = -1;
+        if (tc && cuda_conv_f32_tc_launches() == t0) *ms = -1;
+        return rc;
+    }
     /* own on the wgmma kernels with every forward and stride-1 3x3 data gradient on its
      * resident-halo kernel, or every one per tap; the halo's time only where a call took one
      * (the kernels count them) */

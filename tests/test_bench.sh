@@ -357,9 +357,25 @@ assert len(w) == sum(1 for c in cl if takes(c)), (len(w), [c["shape"] for c in c
 assert {c["op"] for c in w} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}, w
 assert e["wino_nodes"] == len(w), (e["wino_nodes"], len(w))
 PY'
+    ok "cuda_host: the direct tiles' passes timed on the tensor cores (3xTF32) and the CUDA cores" 'python3 - "$tmp/w.json" <<PY
+import json, sys
+cl = json.load(open(sys.argv[1]))["conv_layers"]
+def tiles(c):  # a 3x3 pass off the thin kernels (stride 1 or 2): the tiles take it
+    k = c["shape"].split(" K")[1].split()[0]
+    ci, co = (int(v) for v in c["shape"].split()[2].split("->"))
+    return (c["op"] in ("conv2d", "conv2d_bwd_data", "conv2d_bwd_weight") and k == "3"
+            and min(ci, co) > 4)
+t = [c for c in cl if c.get("f32tc_ms") is not None]
+assert t and all(tiles(c) and c["fma_ms"] > 0 and c["f32tc_ms"] > 0 for c in t), t
+assert all(c.get("f32tc_ms") is None and c.get("fma_ms") is None for c in cl if not tiles(c))
+assert len(t) == sum(1 for c in cl if tiles(c)), (len(t), [c["shape"] for c in cl])
+assert {c["op"] for c in t} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}, t
+assert any(" S2 " in c["shape"] for c in t), t
+PY'
     report_of wrep "$tmp/w.json" 2 fp32 "bench --backend cuda --model unet_tiny --precision fp32 --json"
-    ok "cuda_host: the report's Winograd columns and sums" \
-        'grep -q "| Winograd ms | direct ms | engine |$" "$tmp/wrep.md" && grep -Eq "^As Winograd F\(2x2, 3x3\), conv2d_bwd_data \([0-9]+ fp32 3x3 nodes it takes\): [0-9.]+ ms, against [0-9.]+ ms on the direct tiles" "$tmp/wrep.md"'
+    ok "cuda_host: the report's Winograd and tiles columns and sums" \
+        'grep -q "| Winograd ms | direct ms | tiles 3xTF32 ms | tiles FMA ms | engine |$" "$tmp/wrep.md" && grep -Eq "^As Winograd F\(2x2, 3x3\), conv2d_bwd_data \([0-9]+ fp32 3x3 nodes it takes\): [0-9.]+ ms, against [0-9.]+ ms on the direct tiles" "$tmp/wrep.md" &&
+         grep -Eq "^On the direct tiles, conv2d_bwd_weight \([0-9]+ nodes a tile launch takes\): [0-9.]+ ms with the products on the tensor cores \(3xTF32\), against [0-9.]+ ms" "$tmp/wrep.md"'
     # a plan the GPU has no room for (SG_SIM_MEM_BYTES: the emulated device's memory): refused
     # before anything is allocated, saying both sizes; bf16 is not offered to a bf16 run. At
     # 100 MB the arena (about 51 MB) fits but not with the libraries' margin: the total said

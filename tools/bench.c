@@ -382,6 +382,9 @@ typedef struct {
     /* own with the Winograd form of the fp32 3x3 convolutions on and off (SG_TIME_OWN_WINO,
      * _DIRECT), where it takes the node; -1 elsewhere */
     float *conv_wino, *conv_direct;
+    /* own on the direct tiles with their products on the tensor cores (3xTF32) and on the CUDA
+     * cores' FMAs (SG_TIME_OWN_TILES_TC, _FMA), where a tile launch takes the node; -1 elsewhere */
+    float *conv_tc, *conv_fma;
     double *conv_flops;
     int64_t (*conv_mnk)[3];
     int gemms_timed; /* time_gemm calls: one per distinct (M, N, K) */
@@ -538,13 +541,15 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
         r->conv_wgt = calloc(n1, sizeof(float));
         r->conv_wino = calloc(n1, sizeof(float));
         r->conv_direct = calloc(n1, sizeof(float));
+        r->conv_tc = calloc(n1, sizeof(float));
+        r->conv_fma = calloc(n1, sizeof(float));
         r->conv_gemm = calloc(n1, sizeof(float));
         r->conv_flops = calloc(n1, sizeof(double));
         r->conv_mnk = calloc(n1, sizeof *r->conv_mnk);
         r->conv_engine = calloc(n1, sizeof *r->conv_engine);
         if (!r->conv_node || !r->conv_own || !r->conv_dnn || !r->conv_wg || !r->conv_wgh ||
-            !r->conv_wgt || !r->conv_wino || !r->conv_direct || !r->conv_gemm || !r->conv_flops ||
-            !r->conv_mnk || !r->conv_engine)
+            !r->conv_wgt || !r->conv_wino || !r->conv_direct || !r->conv_tc || !r->conv_fma ||
+            !r->conv_gemm || !r->conv_flops || !r->conv_mnk || !r->conv_engine)
             return sg_set_error("out of host memory");
         const int dt = p->cfg.act_dt;
         for (int i = 0, k = 0; i < g->nn && !rc; i++) {
@@ -552,6 +557,7 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
             r->conv_node[k] = i;
             r->conv_own[k] = r->conv_dnn[k] = r->conv_wg[k] = r->conv_gemm[k] = -1;
             r->conv_wgh[k] = r->conv_wgt[k] = r->conv_wino[k] = r->conv_direct[k] = -1;
+            r->conv_tc[k] = r->conv_fma[k] = -1;
             if (be->node_engine) be->node_engine(be, p, i, r->conv_engine[k], 96);
             if (be->time_node_engine) {
                 rc = be->time_node_engine(be, p, i, SG_CONV_ENGINE_OWN, &r->conv_own[k]);
@@ -594,6 +600,20 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                     r->conv_wino[k] = r->conv_direct[k] = -1;
                 }
                 if (r->conv_direct[k] < 0) r->conv_wino[k] = -1; /* the two as a pair */
+                /* the own engine's pass on the direct tiles with their products on the tensor
+                 * cores and on the CUDA cores, where a tile launch takes it (whichever
+                 * SG_CONV_F32_TC chooses: the other is what a GPU must say) */
+                if (!rc &&
+                    (be->time_node_engine(be, p, i, SG_TIME_OWN_TILES_TC, &r->conv_tc[k]) ||
+                     (r->conv_tc[k] >= 0 &&
+                      be->time_node_engine(be, p, i, SG_TIME_OWN_TILES_FMA, &r->conv_fma[k])))) {
+                    fprintf(stderr,
+                            "bench: node %d on the tiles' tensor-core or FMA form: %s (those "
+                            "columns left empty)\n",
+                            i, sg_last_error());
+                    r->conv_tc[k] = r->conv_fma[k] = -1;
+                }
+                if (r->conv_fma[k] < 0) r->conv_tc[k] = -1; /* the two as a pair */
             }
             if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
             r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
@@ -794,6 +814,10 @@ static json_t *conv_layers_json(const sg_plan *p, const bench_result *r) {
                                 num_or_null(r->conv_wino[k] >= 0 ? r->conv_wino[k] : NAN));
             json_object_set_new(row, "direct_ms",
                                 num_or_null(r->conv_direct[k] >= 0 ? r->conv_direct[k] : NAN));
+            json_object_set_new(row, "f32tc_ms",
+                                num_or_null(r->conv_tc[k] >= 0 ? r->conv_tc[k] : NAN));
+            json_object_set_new(row, "fma_ms",
+                                num_or_null(r->conv_fma[k] >= 0 ? r->conv_fma[k] : NAN));
         }
         json_array_append_new(rows, row);
     }
@@ -1031,8 +1055,8 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
     }
     if (!r->conv_node) return;
     double own = 0, dnn = 0, best = 0, wg = 0, wg_own = 0, halo[2] = {0}, tap[2] = {0};
-    double wino[3] = {0}, direct[3] = {0}, wino_lib[3] = {0};
-    int wg_n = 0, halo_n[2] = {0}, wino_n[3] = {0};
+    double wino[3] = {0}, direct[3] = {0}, wino_lib[3] = {0}, tcs[3] = {0}, fmas[3] = {0};
+    int wg_n = 0, halo_n[2] = {0}, wino_n[3] = {0}, tc_n[3] = {0};
     printf("per-conv-layer (each convolution-like node run once eagerly on each engine; "
            "--conv-engine %s; lib: the library side, cuDNN, or cuBLASLt for a 1x1 conv on the "
            "gemm engine; GEMM: a plain %s cuBLASLt GEMM of the layer's implicit-GEMM "
@@ -1080,6 +1104,12 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
             wino[dg] += r->conv_wino[k], direct[dg] += r->conv_direct[k], wino_n[dg]++;
             wino_lib[dg] += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_direct[k];
         }
+        if (r->conv_tc[k] >= 0) { /* the same three passes */
+            const int dg = p->g.n[i].op == OP_CONV2D_BWD_DATA     ? 1
+                           : p->g.n[i].op == OP_CONV2D_BWD_WEIGHT ? 2
+                                                                  : 0;
+            tcs[dg] += r->conv_tc[k], fmas[dg] += r->conv_fma[k], tc_n[dg]++;
+        }
         own += r->conv_own[k];
         dnn += r->conv_dnn[k] >= 0 ? r->conv_dnn[k] : r->conv_own[k];
         best += r->conv_dnn[k] >= 0 && r->conv_dnn[k] < r->conv_own[k] ? r->conv_dnn[k]
@@ -1104,6 +1134,11 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
                    "Winograd, %.3f ms on the direct tiles, %.3f ms on the library (the direct "
                    "tiles where it has none) (wino_ms, direct_ms)\n",
                    wino_pass[dg], wino_n[dg], wino[dg], direct[dg], wino_lib[dg]);
+    for (int dg = 0; dg < 3; dg++)
+        if (tc_n[dg])
+            printf("  the %s on the direct tiles (%d nodes): %.3f ms with their products on the "
+                   "tensor cores (3xTF32), %.3f ms on the CUDA cores (f32tc_ms, fma_ms)\n",
+                   wino_pass[dg], tc_n[dg], tcs[dg], fmas[dg]);
     if (r->nattn) {
         double sum[2] = {0};
         int n[2] = {0};
@@ -1284,6 +1319,7 @@ int main(int argc, char **argv) {
     free(r.ms), free(r.node_ms), free(r.node_key), free(r.rows);
     free(r.conv_node), free(r.conv_own), free(r.conv_dnn), free(r.conv_wg), free(r.conv_engine);
     free(r.conv_wgh), free(r.conv_wgt), free(r.conv_wino), free(r.conv_direct);
+    free(r.conv_tc), free(r.conv_fma);
     free(r.attn_node), free(r.attn_ms), free(r.attn_engine);
     free(r.conv_gemm), free(r.conv_flops), free(r.conv_mnk);
     sg_exec_free(&e);

@@ -685,6 +685,8 @@ def conv_layers(out, r):
     halo = any(c.get("wgmma_halo_ms") is not None for c in cl)
     # ... and the fp32 3x3 passes as Winograd against the direct tiles, where Winograd takes them
     wino = any(c.get("wino_ms") is not None for c in cl)
+    # ... and the direct tiles' products on the tensor cores (3xTF32) against the CUDA cores
+    f32tc = any(c.get("f32tc_ms") is not None for c in cl)
     head = ("| node | op | fused | tensor | shape | own ms | lib ms | own/lib | TFLOP/s "
             "| GEMM M×N×K | GEMM TFLOP/s | % of GEMM |")
     rule = "|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|"
@@ -697,12 +699,16 @@ def conv_layers(out, r):
     if wino:
         head += " Winograd ms | direct ms |"
         rule += "---:|---:|"
+    if f32tc:
+        head += " tiles 3xTF32 ms | tiles FMA ms |"
+        rule += "---:|---:|"
     out.append(head + " engine |")
     out.append(rule + "---|")
     own = dnn = wg_ms = wg_own = 0.0
     wg_n = 0
     sums = {}  # op -> [nodes, halo ms, per-tap ms]
     wsums = {}  # op -> [nodes, Winograd ms, direct ms, library ms (direct where none)]
+    tsums = {}  # op -> [nodes, tiles on the tensor cores ms, on the CUDA cores ms]
     for c in cl:
         o, d = c.get("own_ms"), c.get("cudnn_ms")
         ratio = "%.2f×" % (o / d) if o is not None and d else "–"
@@ -740,16 +746,26 @@ def conv_layers(out, r):
                 s_[1] += v
                 s_[2] += t
                 s_[3] += d if d is not None else t
+        if f32tc:
+            v, t = c.get("f32tc_ms"), c.get("fma_ms")
+            row += " %s | %s |" % (fnum(v, "%.4f"), fnum(t, "%.4f"))
+            if v is not None and t is not None:
+                s_ = tsums.setdefault(c.get("op"), [0, 0.0, 0.0])
+                s_[0] += 1
+                s_[1] += v
+                s_[2] += t
         out.append(row + " %s |" % md_escape(str(c.get("engine") or "-")))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
-    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s%s |" %
+    out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s%s%s |" %
                (own, dnn, "%.2f×" % (own / dnn) if dnn else "–",
                 " %.3f | | |" % wg_ms if wg else "",
                 " %.3f | %.3f |" % (sum(v[1] for v in sums.values()),
                                     sum(v[2] for v in sums.values())) if halo else "",
                 " %.3f | %.3f |" % (sum(v[1] for v in wsums.values()),
-                                    sum(v[2] for v in wsums.values())) if wino else ""))
+                                    sum(v[2] for v in wsums.values())) if wino else "",
+                " %.3f | %.3f |" % (sum(v[1] for v in tsums.values()),
+                                    sum(v[2] for v in tsums.values())) if f32tc else ""))
     if wg:
         out.append("\nThe wgmma kernels take %d of these nodes: %.3f ms on them against %.3f ms "
                    "on own as the step runs them." % (wg_n, wg_ms, wg_own))
@@ -762,6 +778,11 @@ def conv_layers(out, r):
         out.append("As Winograd F(2x2, 3x3), %s (%d fp32 3x3 nodes it takes): %.3f ms, against "
                    "%.3f ms on the direct tiles and %.3f ms on the library (the direct tiles where "
                    "it has none)." % (op, n, v, t, lib))
+    for op in sorted(tsums):
+        n, v, t = tsums[op]
+        out.append("On the direct tiles, %s (%d nodes a tile launch takes): %.3f ms with the "
+                   "products on the tensor cores (3xTF32), against %.3f ms on the CUDA cores' "
+                   "FMAs." % (op, n, v, t))
     out.append("")
     fu = r.get("fusions")
     if fu and fu.get("kinds"):
