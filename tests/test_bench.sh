@@ -413,15 +413,21 @@ PY'
             'grep -Eq "^\| [0-9]+ \| conv2d_bwd_weight \| - \| .* \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| .* \| cudnn e[0-9]+(k[0-9]+=-?[0-9]+)*\+dw_bf16 ws[0-9]+ \|$" "$tmp/drep.md"'
         # plans a device cannot build (SG_SIM_CUDNN_PLANS: the engines whose plans finalize):
         # only the direct engine's: the split configurations the heuristics list first are
-        # passed over, every pass still on cuDNN
+        # passed over, every pass still on cuDNN; some pass must have had another engine in
+        # the run with every plan (d.json), or nothing was passed over
         tiny_json "$dnn_bench" d0 SG_SIM_CUDNN_PLANS=0
         ok "cuda_host cuDNN: a configuration with no plan passed over for the next" \
-            'check_layers "$tmp/d0.json" 1 1 && python3 - "$tmp/d0.json" <<PY
+            'check_layers "$tmp/d0.json" 1 1 && python3 - "$tmp/d0.json" "$tmp/d.json" <<PY
 import json, sys
-d = json.load(open(sys.argv[1]))
+d, full = (json.load(open(f)) for f in sys.argv[1:3])
 on = [r["engine"] for r in d["conv_layers"] if r["engine"].startswith("cudnn")]
 assert on and all(e.startswith("cudnn e0") for e in on), on
 assert d["env"]["convs_cudnn"] == len(on), d["env"]
+was = {r["node"]: r["engine"] for r in full["conv_layers"]}
+moved = [r["node"] for r in d["conv_layers"]
+         if r["engine"].startswith("cudnn e0") and was.get(r["node"], "").startswith("cudnn e")
+         and not was[r["node"]].startswith("cudnn e0")]
+assert moved, "no pass had another engine than e0 with every plan: nothing was passed over"
 PY'
         # none: under auto each such pass falls back to own, said with its whole reason; with
         # --conv-engine cudnn the run stops at the first, saying why
