@@ -418,34 +418,34 @@ const char *wino_text(const cuda_ctx *c) {
     return c->conv_wino > 0 ? "on" : c->conv_wino < 0 && c->wino_nodes ? "table" : "off";
 }
 
+/* Is conv node `node` an fp32 pass of a plain convolution that the thin kernels (first in
+ * conv.cu) leave to the tiles' side? Its dims into *d. */
+static int f32_off_thin(const sg_plan *p, int node, sg_conv_dims *d) {
+    const sg_node *nd = &p->g.n[node];
+    const int pass = sg_conv_pass_of(nd->op);
+    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
+    *d = sg_conv_dims_of(&p->g, nd);
+    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
+                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
+                                                    : nd->in[0];
+    return p->g.t[x].dtype == DT_F32 &&
+           !(cuda_conv2d_thin_passes(d->Ci, d->Co, d->K, d->S) & (1u << pass));
+}
+
 /* Would the Winograd form (kernels/cuda/conv_wino.cu) take conv node `node` with the switch on:
  * an fp32 3x3 stride-1 padding-1 pass that the thin kernels (before it in conv.cu) leave to the
  * tiles */
 int wino_node(const sg_plan *p, int node) {
-    const sg_node *nd = &p->g.n[node];
-    const int pass = sg_conv_pass_of(nd->op);
-    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
-    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
-    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
-                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
-                                                    : nd->in[0];
-    return p->g.t[x].dtype == DT_F32 && d.K == 3 && d.S == 1 && d.pad == 1 &&
-           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
+    sg_conv_dims d;
+    return f32_off_thin(p, node, &d) && d.K == 3 && d.S == 1 && d.pad == 1;
 }
 
 /* Would the own engine's direct tiles (kernels/cuda/conv.cu) take conv node `node` with
  * Winograd off: an fp32 pass that is no 1x1 stride-1 GEMM and that the thin kernels leave to
  * them (the node timing of their two product forms tries these alone) */
 int tiles_node(const sg_plan *p, int node) {
-    const sg_node *nd = &p->g.n[node];
-    const int pass = sg_conv_pass_of(nd->op);
-    if (!sg_op_is_conv(nd->op) || pass < 0) return 0;
-    const sg_conv_dims d = sg_conv_dims_of(&p->g, nd);
-    const int x = pass == SG_CONV_PASS_BWD_DATA     ? nd->out[0]
-                  : pass == SG_CONV_PASS_BWD_FILTER ? nd->in[1]
-                                                    : nd->in[0];
-    return p->g.t[x].dtype == DT_F32 && !(d.K == 1 && d.S == 1) &&
-           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << pass));
+    sg_conv_dims d;
+    return f32_off_thin(p, node, &d) && !(d.K == 1 && d.S == 1);
 }
 
 /* THIN_OWN (the file comment): is conv node i a pass the thin kernels take, its x (forward,

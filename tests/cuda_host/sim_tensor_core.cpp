@@ -115,6 +115,28 @@ static_assert(sizeof(mma_payload) <= SG_SIM_WARP_PAYLOAD, "mma payload too large
 constexpr int A_ROW_OFF[4] = {0, 8, 0, 8};
 constexpr int A_COL_OFF[4] = {0, 0, 8, 8};
 
+/* Every lane's four D elements from the reassembled A (16 x K), B (K x 8) and C: the products
+ * exact in double, summed in k order, C added, one rounding to fp32; a NaN as the canonical one;
+ * into out[lane] in the C/D fragment layout (c0, c1: row g; c2, c3: row g + 8) */
+template <int K>
+void mma_store_d(void *const out[32], const float (&A)[16][K], const float (&B)[K][8],
+                 const float (&C)[16][8]) {
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane >> 2, t = lane & 3;
+        float d[4];
+        for (int i = 0; i < 4; i++) {
+            const int m = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+            double s = 0.0;
+            for (int k = 0; k < K; k++) s += (double)A[m][k] * (double)B[k][n];
+            s += (double)C[m][n];
+            float r = (float)s;
+            if (r != r) r = __uint_as_float(0x7fffffffu);
+            d[i] = r;
+        }
+        memcpy(out[lane], d, sizeof d);
+    }
+}
+
 void mma_combine(const void *const in[32], void *const out[32], const void *) {
     float A[16][16], B[16][8], C[16][8];
     for (int lane = 0; lane < 32; lane++) {
@@ -131,20 +153,7 @@ void mma_combine(const void *const in[32], void *const out[32], const void *) {
         }
         for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = p.c[i];
     }
-    for (int lane = 0; lane < 32; lane++) {
-        const int g = lane >> 2, t = lane & 3;
-        float d[4];
-        for (int i = 0; i < 4; i++) {
-            const int m = g + 8 * (i >> 1), n = 2 * t + (i & 1);
-            double s = 0.0;
-            for (int k = 0; k < 16; k++) s += (double)A[m][k] * (double)B[k][n];
-            s += (double)C[m][n];
-            float r = (float)s;
-            if (r != r) r = __uint_as_float(0x7fffffffu);
-            d[i] = r;
-        }
-        memcpy(out[lane], d, sizeof d);
-    }
+    mma_store_d<16>(out, A, B, C);
 }
 
 /* ---- mma m16n8k8 tf32 ---- */
@@ -166,20 +175,7 @@ void mma_tf32_combine(const void *const in[32], void *const out[32], const void 
         for (int j = 0; j < 2; j++) B[t + 4 * j][g] = tf32_bits_to_float(p.b[j]);
         for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = p.c[i];
     }
-    for (int lane = 0; lane < 32; lane++) {
-        const int g = lane >> 2, t = lane & 3;
-        float d[4];
-        for (int i = 0; i < 4; i++) {
-            const int m = g + 8 * (i >> 1), n = 2 * t + (i & 1);
-            double s = 0.0;
-            for (int k = 0; k < 8; k++) s += (double)A[m][k] * (double)B[k][n];
-            s += (double)C[m][n];
-            float r = (float)s;
-            if (r != r) r = __uint_as_float(0x7fffffffu);
-            d[i] = r;
-        }
-        memcpy(out[lane], d, sizeof d);
-    }
+    mma_store_d<8>(out, A, B, C);
 }
 
 /* ---- ldmatrix ---- */
@@ -214,6 +210,18 @@ bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
     return x < y + nb && y < x + na;
 }
 
+/* one mma rendezvous: every lane's a, b, c in, its d out (d may alias c: c is copied first) */
+void mma_collective(int op, warp_collective_fn combine, float d[4], const unsigned a[4],
+                    const unsigned b[2], const float c[4]) {
+    mma_payload p;
+    memcpy(p.a, a, sizeof p.a);
+    memcpy(p.b, b, sizeof p.b);
+    memcpy(p.c, c, sizeof p.c);
+    float r[4];
+    warp_collective(op, 0xffffffffu, &p, sizeof p, combine, nullptr, r, sizeof r);
+    memcpy(d, r, sizeof r);
+}
+
 void perform(const cp_async_copy &c) {
     if (c.src_size) memcpy(c.dst, c.src, (size_t)c.src_size);
     memset((char *)c.dst + c.src_size, 0, (size_t)(c.cp_size - c.src_size));
@@ -222,25 +230,11 @@ void perform(const cp_async_copy &c) {
 } // namespace
 
 void mma_m16n8k16_bf16_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
-    mma_payload p;
-    memcpy(p.a, a, sizeof p.a);
-    memcpy(p.b, b, sizeof p.b);
-    memcpy(p.c, c, sizeof p.c); /* before d is written: d may alias c */
-    float r[4];
-    warp_collective(WOP_MMA_M16N8K16_BF16, 0xffffffffu, &p, sizeof p, mma_combine, nullptr, r,
-                    sizeof r);
-    memcpy(d, r, sizeof r);
+    mma_collective(WOP_MMA_M16N8K16_BF16, mma_combine, d, a, b, c);
 }
 
 void mma_m16n8k8_tf32_f32(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
-    mma_payload p;
-    memcpy(p.a, a, sizeof p.a);
-    memcpy(p.b, b, sizeof p.b);
-    memcpy(p.c, c, sizeof p.c); /* before d is written: d may alias c */
-    float r[4];
-    warp_collective(WOP_MMA_M16N8K8_TF32, 0xffffffffu, &p, sizeof p, mma_tf32_combine, nullptr, r,
-                    sizeof r);
-    memcpy(d, r, sizeof r);
+    mma_collective(WOP_MMA_M16N8K8_TF32, mma_tf32_combine, d, a, b, c);
 }
 
 unsigned cvt_rna_tf32(float a) {
