@@ -433,7 +433,7 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              "\"wg_persist\":%d,\"wg_fill\":%d,\"wg_dgrad_halo\":%s,"
              "\"norm_onepass\":%d,\"norm_bwd_onepass\":%d,"
              "\"conv_thin\":\"%s\",\"thin_own_nodes\":%d,\"f32_own_nodes\":%d,\"conv_wino\":\"%s\","
-             "\"wino_nodes\":%d,\"conv_f32_tc\":\"%s\","
+             "\"wino_nodes\":%d,\"conv_f32_tc\":\"%s\",\"f32tc_nodes\":%d,"
              "\"timing_windows\":%d,\"timing_host_bound\":%d,\"timing_hold_ms\":%.3f,"
              "\"timing_issue_max_ms\":%.3f,\"wg_layer_nodes\":%d,"
              "\"linear_groups\":%d,\"linear_group_nodes\":%d,\"env_knobs\":\"%s\"}",
@@ -470,9 +470,10 @@ static void cuda_describe(sg_backend *be, char *buf, int cap) {
              : c->thin_tiles ? "0"
                              : "1",
              c->thin_own ? c->thin_own_nodes : -1, c->f32_own ? c->f32_own_nodes : -1, wino_text(c),
-             c->conv_wino > 0 || c->wino_nodes ? c->wino_nodes : -1, c->f32_tc ? "on" : "off",
-             c->win.windows, c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3,
-             c->wg_layer_nodes, c->lin_groups, c->lin_group_nodes, knobs);
+             c->conv_wino > 0 || c->wino_nodes ? c->wino_nodes : -1, f32tc_text(c),
+             c->f32_tc > 0 || c->f32tc_nodes ? c->f32tc_nodes : -1, c->win.windows,
+             c->win.host_bound, c->win.hold_s * 1e3, c->win.issue_max_s * 1e3, c->wg_layer_nodes,
+             c->lin_groups, c->lin_group_nodes, knobs);
 }
 
 static void cuda_destroy(sg_backend *be) {
@@ -491,7 +492,7 @@ static void cuda_destroy(sg_backend *be) {
 #ifdef SG_HAVE_CUDNN
         sg_cudnn_destroy(c->dnn);
 #endif
-        free(c->node_eng), free(c->node_sched), free(c->node_wino);
+        free(c->node_eng), free(c->node_sched), free(c->node_wino), free(c->node_f32tc);
         free(c->stats_to), free(c->norm_done), free(c->norm_off);
         free(c->lin_first);
         if (c->ev[0]) cudaEventDestroy(c->ev[0]);
@@ -676,10 +677,14 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
     /* the direct tiles' products on the tensor cores (kernels/cuda/conv.cu's conv_tile_mma3,
      * 3xTF32): SG_CONV_F32_TC 0 (the default), the CUDA cores' FMAs; 1, the tensor cores (other
      * bits, so describe records it and a resume that changes it is warned about) */
-    c->f32_tc = env_choice("SG_CONV_F32_TC", getenv("SG_CONV_F32_TC"), off_on, 2, 0,
-                           "0 (the default: the own engine's fp32 tiles on the CUDA cores) or 1 "
-                           "(their products on the tensor cores, three TF32 products each: fp32 "
-                           "accuracy, other bits)");
+    const char *tc_env = getenv("SG_CONV_F32_TC");
+    const int f32_tc = env_choice("SG_CONV_F32_TC", tc_env, off_on, 2, 0,
+                                  "0 (the own engine's fp32 tiles on the CUDA cores) or 1 (their "
+                                  "products on the tensor cores, three TF32 products each: fp32 "
+                                  "accuracy, other bits); unset, the engine table's choice per "
+                                  "layer, else the CUDA cores");
+    c->f32_tc = tc_env && *tc_env ? f32_tc : -1;
+    c->f32tc_force = -1;
     /* the attention engine: SG_ATTN=gemm (default) | fused */
     static const char *const attn_vals[] = {"gemm", "fused"};
     c->attn_fused = env_choice("SG_ATTN", getenv("SG_ATTN"), attn_vals, 2, 0, "gemm or fused");
@@ -689,14 +694,13 @@ sg_backend *sg_backend_cuda_create(int dev, int use_graph) {
                                "1 (the default: a bf16 GEMM forward rounds once from cuBLASLt's "
                                "bias epilogue where the library offers it) or 0 (an fp32 tile and "
                                "a second pass)");
-    if (thin < 0 || c->f32_own < 0 || wino < 0 || c->f32_tc < 0 || c->attn_fused < 0 || epi < 0) {
+    if (thin < 0 || c->f32_own < 0 || wino < 0 || f32_tc < 0 || c->attn_fused < 0 || epi < 0) {
         free(c), free(be);
         return NULL;
     }
     c->thin_own = thin == 2;
     c->thin_tiles = thin == 0;
     cuda_conv_thin_enable(!c->thin_tiles);
-    cuda_conv_f32_tc_enable(c->f32_tc);
     return be;
 }
 

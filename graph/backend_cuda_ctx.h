@@ -102,12 +102,17 @@ typedef struct {
      * -1 (unset): where the engine table's layer says "wino" */
     int conv_wino, wino_nodes; /* ... and the conv nodes on own it takes (prepare) */
     /* SG_CONV_F32_TC=1: the direct tiles' products on the tensor cores (3xTF32, conv.cu's
-     * conv_tile_mma3; other bits: describe's conv_f32_tc); 0, the default: on the CUDA cores */
-    int f32_tc;
+     * conv_tile_mma3; other bits: describe's conv_f32_tc); 0: on the CUDA cores; -1 (unset):
+     * where the engine table's layer says "f32tc", else the CUDA cores */
+    int f32_tc, f32tc_nodes; /* ... and the conv nodes on own whose tiles it puts there */
     /* per node: 1 where its own launches run as Winograd (prepare: SG_CONV_WINO, else the
      * table's layer), the switch every launch of the node sets (cuda_run_node_on) */
     unsigned char *node_wino;
     int wino_force; /* a timing's Winograd switch over node_wino (SG_TIME_OWN_*), -1: none */
+    /* per node: 1 where its tile launches take the tensor cores (prepare: SG_CONV_F32_TC, else
+     * the table's layer), set for every launch of the node as node_wino is */
+    unsigned char *node_f32tc;
+    int f32tc_force; /* a timing's switch over node_f32tc (SG_TIME_OWN_TILES_*), -1: none */
     /* F32_OWN (backend_cuda_engines.c's file comment): on unless SG_CONV_F32=cudnn or
      * SG_CUDNN_TF32=1; f32_own_nodes: the conv nodes it put on own (every build: without cuDNN all
      * are own) */
@@ -278,6 +283,8 @@ void cuda_wg_sched(sg_backend *be, int s);
 int fwd_1x1_own(const cuda_ctx *c, const sg_graph *g, int i);
 const char *wino_text(const cuda_ctx *c);
 int wino_node(const sg_plan *p, int node);
+int tiles_node(const sg_plan *p, int node);
+const char *f32tc_text(const cuda_ctx *c);
 int tiles_node(const sg_plan *p, int node);
 int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap);

@@ -418,6 +418,12 @@ const char *wino_text(const cuda_ctx *c) {
     return c->conv_wino > 0 ? "on" : c->conv_wino < 0 && c->wino_nodes ? "table" : "off";
 }
 
+/* describe()'s conv_f32_tc: "on" (SG_CONV_F32_TC=1), "table" (unset, and the engine table puts
+ * tiles on the tensor cores), "off" (neither) */
+const char *f32tc_text(const cuda_ctx *c) {
+    return c->f32_tc > 0 ? "on" : c->f32_tc < 0 && c->f32tc_nodes ? "table" : "off";
+}
+
 /* Is conv node `node` an fp32 pass of a plain convolution that the thin kernels (first in
  * conv.cu) leave to the tiles' side? Its dims into *d. */
 static int f32_off_thin(const sg_plan *p, int node, sg_conv_dims *d) {
@@ -620,10 +626,25 @@ int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t
                 "stepgraph: %s: %d conv pass(es) on the own engine as Winograd F(2x2, 3x3) (fp32 "
                 "3x3 stride 1; other bits than the direct tiles)\n",
                 c->conv_wino > 0 ? "SG_CONV_WINO=1" : "engine table", c->wino_nodes);
-    if (c->f32_tc)
-        fprintf(stderr, "stepgraph: SG_CONV_F32_TC=1: the own engine's fp32 tiles on the tensor "
-                        "cores (three TF32 products each: fp32 accuracy, other bits than the "
-                        "CUDA cores' FMAs)\n");
+    /* the tiles' product form: SG_CONV_F32_TC's where set, else the table's layer on own; counted
+     * where the tiles take the node (not Winograd) */
+    c->node_f32tc = calloc((size_t)(g->nn > 0 ? g->nn : 1), 1);
+    if (!c->node_f32tc) return sg_set_error("out of host memory");
+    for (int i = 0; i < g->nn; i++) {
+        c->node_f32tc[i] =
+            (unsigned char)(c->f32_tc >= 0 ? c->f32_tc
+                                           : on_own(c->node_eng[i]) &&
+                                                 sg_engine_table_node_f32tc(p->cfg.engines, g, i));
+        c->f32tc_nodes +=
+            c->node_f32tc[i] && on_own(c->node_eng[i]) && tiles_node(p, i) && !c->node_wino[i];
+    }
+    if (c->f32_tc > 0 || c->f32tc_nodes)
+        fprintf(
+            stderr,
+            "stepgraph: %s: %d conv pass(es) on the own engine's fp32 tiles with their products "
+            "on the tensor cores (three TF32 products each: fp32 accuracy, other bits than the "
+            "CUDA cores' FMAs)\n",
+            c->f32_tc > 0 ? "SG_CONV_F32_TC=1" : "engine table", c->f32tc_nodes);
     /* the layers' own wgmma schedules (engine table) for their nodes on the wgmma kernels */
     c->node_sched = malloc((size_t)(g->nn > 0 ? g->nn : 1));
     if (!c->node_sched) return sg_set_error("out of host memory");

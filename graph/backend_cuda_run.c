@@ -904,6 +904,10 @@ int cuda_run_node_on(sg_backend *be, const sg_plan *p, int i, int engine, sg_bla
     /* the Winograd switch, process-wide, for this node's launches (read as they are issued: a
      * capture keeps it) */
     cuda_conv_wino_enable(c->wino_force >= 0 ? c->wino_force : c->node_wino ? c->node_wino[i] : 0);
+    /* the tiles' product form likewise */
+    cuda_conv_f32_tc_enable(c->f32tc_force >= 0 ? c->f32tc_force
+                            : c->node_f32tc     ? c->node_f32tc[i]
+                                                : 0);
     const int rc = cuda_run[nd->op](&k);
     if (sched >= 0) wg_sched_apply(c, -1);
     if (rc) {

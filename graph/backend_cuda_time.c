@@ -418,11 +418,9 @@ int cuda_time_node_engine(sg_backend *be, const sg_plan *p, int node, int engine
         if (!tiles_node(p, node)) return SG_OK;
         const int tc = engine == SG_TIME_OWN_TILES_TC;
         const long t0 = cuda_conv_f32_tc_launches();
-        c->wino_force = 0;
-        cuda_conv_f32_tc_enable(tc);
+        c->wino_force = 0, c->f32tc_force = tc;
         const int rc = cuda_time_node_engine(be, p, node, SG_CONV_ENGINE_OWN, ms);
-        cuda_conv_f32_tc_enable(c->f32_tc);
-        c->wino_force = -1;
+        c->wino_force = c->f32tc_force = -1;
         if (tc && cuda_conv_f32_tc_launches() == t0) *ms = -1;
         return rc;
     }

@@ -121,17 +121,20 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
     return SG_OK;
 }
 
-/* a layer's optional "wino": true|false (absent: false), "direct_ms" and "wino_ms" (the
- * Winograd choice, sg_engine_entry.wino) */
-static int wino_field(json_t *l, const char *name, sg_engine_table *t, const char *what) {
-    json_t *v = json_object_get(l, "wino");
-    double direct, wino;
+/* a layer's optional fp32 form choice: "wino": true|false (absent: false) with "direct_ms" and
+ * "wino_ms" (sg_engine_entry.wino), or "f32tc" with "fma_ms" and "f32tc_ms" (.f32tc) */
+static int form_field(json_t *l, const char *name, sg_engine_table *t, const char *what,
+                      const char *form, const char *ms0_key, const char *ms1_key) {
+    json_t *v = json_object_get(l, form);
+    double ms0, ms1;
     if (v && !json_is_boolean(v))
-        return sg_set_error("%s: engine table: layer %s: \"wino\" must be true or false", what,
-                            name);
-    if (ms_field(l, "direct_ms", &direct, name, what) || ms_field(l, "wino_ms", &wino, name, what))
+        return sg_set_error("%s: engine table: layer %s: \"%s\" must be true or false", what, name,
+                            form);
+    if (ms_field(l, ms0_key, &ms0, name, what) || ms_field(l, ms1_key, &ms1, name, what))
         return SG_ERR;
-    if (sg_engine_table_set_wino(t, name, json_is_true(v), direct, wino)) {
+    const int on = json_is_true(v);
+    if (!strcmp(form, "wino") ? sg_engine_table_set_wino(t, name, on, ms0, ms1)
+                              : sg_engine_table_set_f32tc(t, name, on, ms0, ms1)) {
         return sg_set_error("%s: %s", what, sg_last_error());
     }
     return SG_OK;
@@ -327,7 +330,8 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
         } else {
             rc = cudnn_names(l, name, t, what);
             if (!rc) rc = tc_field(l, name, t, what);
-            if (!rc) rc = wino_field(l, name, t, what);
+            if (!rc) rc = form_field(l, name, t, what, "wino", "direct_ms", "wino_ms");
+            if (!rc) rc = form_field(l, name, t, what, "f32tc", "fma_ms", "f32tc_ms");
             if (!rc) rc = passes_field(l, name, t, what);
             if (!rc) rc = layer_sched_field(l, name, t, what);
         }
@@ -398,6 +402,12 @@ static json_t *table_json(const sg_engine_table *t) {
             json_object_set_new(l, "wino", json_boolean(t->e[i].wino));
             json_object_set_new(l, "direct_ms", ms_json(t->e[i].wino_ms[0]));
             json_object_set_new(l, "wino_ms", ms_json(t->e[i].wino_ms[1]));
+        }
+        /* the tiles' product form likewise */
+        if (t->e[i].f32tc || t->e[i].f32tc_ms[0] >= 0 || t->e[i].f32tc_ms[1] >= 0) {
+            json_object_set_new(l, "f32tc", json_boolean(t->e[i].f32tc));
+            json_object_set_new(l, "fma_ms", ms_json(t->e[i].f32tc_ms[0]));
+            json_object_set_new(l, "f32tc_ms", ms_json(t->e[i].f32tc_ms[1]));
         }
         json_t *names = json_object();
         for (int pass = 0; pass < 3; pass++)
@@ -594,6 +604,10 @@ int sg_engine_table_diff(const sg_engine_table *a, const sg_engine_table *b, con
                 if (ye->wino != x->e[i].wino && differ++ < 8)
                     fprintf(stderr, "%slayer %s: own (%s) -> own (%s)\n", prefix, x->e[i].layer,
                             x->e[i].wino ? "Winograd" : "direct", ye->wino ? "Winograd" : "direct");
+                if (ye->f32tc != x->e[i].f32tc && differ++ < 8)
+                    fprintf(stderr, "%slayer %s: own (%s) -> own (%s)\n", prefix, x->e[i].layer,
+                            x->e[i].f32tc ? "3xTF32 tiles" : "FMA tiles",
+                            ye->f32tc ? "3xTF32 tiles" : "FMA tiles");
                 continue;
             }
             if (!pass && e == x->e[i].engine && e == SG_LAYER_CUDNN) {

@@ -8,6 +8,11 @@
 #include "graph/exec.h"
 #include "planner/op_dims.h"
 
+/* A layer's fp32 form sums (tune_pass's forms, per layer): its passes the direct tiles take, with
+ * their products on the CUDA cores (FMA) and on the tensor cores (TC); of those, the ones the
+ * Winograd kernels take, both ways (_W) and as Winograd */
+enum { FORM_FMA, FORM_TC, FORM_FMA_W, FORM_TC_W, FORM_WINO, FORMS };
+
 int sg_engine_tune_charge(const sg_graph *g, int node, char *layer) {
     /* a conv node, any pass, fused forms included: its (first) layer's */
     if (!sg_conv_layer_charged(g, node, layer)) return 0;
@@ -121,15 +126,16 @@ static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table
  * theirs (SG_WG_SCHED_*, the same bits): sched_ms[s] the sum of those nodes' medians under s (< 0:
  * not measured), per layer k the same sums of its charged wgmma nodes in layer_sched[SG_WG_SCHEDS
  * k + s] (< 0: none of its nodes ran there), and each layer is charged its wgmma nodes' medians
- * under the fastest schedule. With wino (n x 2; own on mma.sync, a backend that can time a node
- * on another engine), each own node the Winograd kernels take is also timed on the direct tiles
- * and as Winograd (backend.h: SG_TIME_OWN_DIRECT / _WINO), and per layer k the sums of those
- * nodes' medians go to wino[2 k] (direct) and wino[2 k + 1] (Winograd); -1 where the layer has
- * none. */
+ * under the fastest schedule. With forms (n x FORMS; own on mma.sync, a backend that can time
+ * a node on another engine), each own node the direct tiles take is also timed with their
+ * products on the CUDA cores and on the tensor cores (backend.h: SG_TIME_OWN_TILES_FMA / _TC),
+ * and, with form_wino, each one the Winograd kernels take as Winograd (SG_TIME_OWN_WINO); per
+ * layer k the sums of those nodes' medians go to forms[FORMS k + FORM_*]; -1 where the
+ * layer has none. */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
                      double *pass_lib, double *pass_own, double *pass_wg, double *sched_ms,
-                     double *layer_sched, double *wino, char *env, int env_cap) {
+                     double *layer_sched, double *forms, int form_wino, char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -160,13 +166,15 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     const int per_sched = sched_ms && be->time_node_engine && be->conv_wgmma;
     float *sch =
         per_sched ? calloc((size_t)nn * (size_t)o->iters * SG_WG_SCHEDS + 1, sizeof(float)) : NULL;
-    const int per_wino = wino && be->time_node_engine;
-    /* per iteration and node: its time on the direct tiles, then as Winograd (-1: not taken) */
-    float *wi = per_wino ? malloc(sizeof(float) * ((size_t)nn * (size_t)o->iters * 2 + 1)) : NULL;
+    const int per_form = forms && be->time_node_engine;
+    /* per iteration and node: its time on the tiles' FMAs, on their tensor cores, as Winograd
+     * (form_time's order; -1: not taken, or not timed) */
+    float *wi = per_form ? malloc(sizeof(float) * ((size_t)nn * (size_t)o->iters * 3 + 1)) : NULL;
     if (!rc && (!node_ms || !one || !names || (per_pass && !own_ms) || (per_pass_wg && !wg_ms) ||
-                (per_sched && !sch) || (per_wino && !wi)))
+                (per_sched && !sch) || (per_form && !wi)))
         rc = sg_set_error("out of host memory");
-    for (size_t q = 0; wi && q < (size_t)nn * (size_t)o->iters * 2; q++) wi[q] = -1;
+    for (size_t q = 0; wi && q < (size_t)nn * (size_t)o->iters * 3; q++) wi[q] = -1;
+    static const int form_time[3] = {SG_TIME_OWN_TILES_FMA, SG_TIME_OWN_TILES_TC, SG_TIME_OWN_WINO};
     if (!rc && !be->time_nodes) rc = sg_set_error("the %s backend cannot time nodes", be->name);
     for (int i = 0; i < nn && !rc; i++)
         if (conv_like(g->n[i].op) && be->node_engine)
@@ -182,9 +190,9 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                                               wg_ms + (size_t)it * (size_t)nn + i);
             }
         for (int i = 0; i < nn && !rc && wi; i++)
-            for (int w = 0; w < 2 && !rc && !strcmp(names[i], "own"); w++)
-                rc = be->time_node_engine(be, &e.plan, i, w ? SG_TIME_OWN_WINO : SG_TIME_OWN_DIRECT,
-                                          wi + ((size_t)it * (size_t)nn + i) * 2 + w);
+            for (int w = 0; w < 2 + form_wino && !rc && !strcmp(names[i], "own"); w++)
+                rc = be->time_node_engine(be, &e.plan, i, form_time[w],
+                                          wi + ((size_t)it * (size_t)nn + i) * 3 + w);
         for (int i = 0; i < nn && !rc && sch; i++)
             for (int sc = 0; sc < SG_WG_SCHEDS && !rc && !strcmp(names[i], "wgmma"); sc++)
                 rc = be->time_node_engine(be, &e.plan, i, SG_TIME_WGMMA_SCHED + sc,
@@ -211,7 +219,7 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     if (!rc && per_pass && !pass_seen) rc = sg_set_error("out of host memory");
     for (int k = 0; k < layers->n; k++) ms[k] = 0, ran[k] = 1;
     for (int k = 0; k < SG_WG_SCHEDS * layers->n && layer_sched; k++) layer_sched[k] = -1;
-    for (int k = 0; k < 2 * layers->n && wino; k++) wino[k] = -1;
+    for (int k = 0; k < FORMS * layers->n && forms; k++) forms[k] = -1;
     for (int i = 0; i < nn && !rc; i++) {
         char layer[SG_NAME_MAX];
         if (sg_engine_tune_charge(g, i, layer)) continue;
@@ -222,15 +230,19 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
             const double m = med[(size_t)i * SG_WG_SCHEDS + sc];
             *l = *l == -2 || m < 0 ? -2 : (*l < 0 ? 0 : *l) + m; /* -2: a node unmeasured */
         }
-        /* an own node the Winograd kernels took: its medians both ways, to its layer's sums */
-        double wm[2] = {-1, -1};
-        for (int w = 0; w < 2 && wi; w++) {
+        /* an own node the tiles took: its medians both ways to its layer's sums; one the
+         * Winograd kernels took too: those and its Winograd median to the Winograd nodes' */
+        double wm[3] = {-1, -1, -1};
+        for (int w = 0; w < 3 && wi; w++) {
             for (int it = 0; it < o->iters; it++)
-                one[it] = wi[((size_t)it * (size_t)nn + i) * 2 + w];
+                one[it] = wi[((size_t)it * (size_t)nn + i) * 3 + w];
             wm[w] = median(one, o->iters);
         }
-        for (int w = 0; w < 2 && wm[0] >= 0 && wm[1] >= 0; w++)
-            wino[2 * k + w] = (wino[2 * k + w] < 0 ? 0 : wino[2 * k + w]) + wm[w];
+        const double add[FORMS] = {wm[0], wm[1], wm[0], wm[1], wm[2]};
+        for (int f = 0; f < FORMS && wm[0] >= 0 && wm[1] >= 0; f++) {
+            double *x = &forms[FORMS * k + f];
+            if (f < FORM_FMA_W || wm[2] >= 0) *x = (*x < 0 ? 0 : *x) + add[f];
+        }
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
         /* a wgmma node: its time under the fastest schedule (measured under every one) */
         ms[k] += med && sched_ms[best] >= 0 && !strcmp(names[i], "wgmma")
@@ -264,7 +276,7 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
     }
     for (int k = 0; k < SG_WG_SCHEDS * layers->n && layer_sched; k++)
         if (rc || !med || layer_sched[k] < 0) layer_sched[k] = -1;
-    for (int k = 0; k < 2 * layers->n && wino && rc; k++) wino[k] = -1;
+    for (int k = 0; k < FORMS * layers->n && forms && rc; k++) forms[k] = -1;
     /* each layer's charged nodes replayed as one graph, where the backend can (a wgmma pass
      * under the schedule chosen above, or the layer's own where the tuning would give it one:
      * so that its own side is compared with cuDNN at its best, as cuDNN's is with its timed
@@ -302,11 +314,28 @@ static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
         snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
 }
 
-/* Is layer k faster as Winograd: its passes that Winograd takes summed (wsum[2 k]: on the
- * direct tiles, wsum[2 k + 1]: as Winograd; < 0 not measured) gain (a fraction) faster so? */
-static int wino_faster(const double *wsum, int k, double gain) {
-    const double d = wsum[2 * k], w = wsum[2 * k + 1];
-    return d >= 0 && w >= 0 && w < (1.0 - gain) * d;
+/* Layer k's fp32 forms (f[FORMS]: its tune_pass sums): the tiles' product form into *tc and
+ * Winograd into *wino, from the base (tc0: the form the tuning's own side ran with, direct): the
+ * fastest of those allowed (tc_free: either product form; wino_free: Winograd) where it saves
+ * more than `gain` of the passes it changes (every tile pass where the product form changes, else
+ * the Winograd passes), else the base. Returns what the choice saves on the base, in ms. */
+static double form_choice(const double *f, int tc0, int tc_free, int wino_free, double gain,
+                          int *tc, int *wino) {
+    *tc = tc0, *wino = 0;
+    if (f[FORM_FMA] < 0 || f[FORM_TC] < 0) return 0;
+    const int wino_ok = wino_free && f[FORM_WINO] >= 0;
+    double best = 0;
+    for (int t = 0; t < 2; t++)
+        for (int w = 0; w < 1 + wino_ok; w++) {
+            if (t != tc0 && !tc_free) continue;
+            const double all = f[t ? FORM_TC : FORM_FMA], on_w = f[t ? FORM_TC_W : FORM_FMA_W];
+            const double cost = all - (w ? on_w - f[FORM_WINO] : 0);
+            const double base = f[tc0 ? FORM_TC : FORM_FMA];
+            const double changed = t != tc0 ? base : f[tc0 ? FORM_TC_W : FORM_FMA_W];
+            const double saved = base - cost;
+            if (saved > gain * changed && saved > best) best = saved, *tc = t, *wino = w;
+        }
+    return best;
 }
 
 /* the better own side of pass kp (pass_own on mma.sync, pass_wg on wgmma, as tune_pass left
@@ -647,38 +676,48 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
            *pown = calloc(3 * (size_t)n + 1, sizeof(double)),
            *pwg = calloc(3 * (size_t)n + 1, sizeof(double));
     double *lsched = calloc(SG_WG_SCHEDS * (size_t)n + 1, sizeof(double));
-    /* the fp32 3x3 passes on the direct tiles and as Winograd, per layer (tune_pass), where the
-     * environment leaves SG_CONV_WINO unset (it overrides a table) */
-    const char *wino_env = getenv("SG_CONV_WINO");
-    const int wino_tune = cfg.act_dt == DT_F32 && !(wino_env && *wino_env);
-    double *wsum = calloc(2 * (size_t)n + 1, sizeof(double));
+    /* the fp32 forms per layer (tune_pass): the tiles' products on the CUDA cores and on the
+     * tensor cores, where the environment leaves SG_CONV_F32_TC unset, and the 3x3 passes as
+     * Winograd, where it leaves SG_CONV_WINO unset (each overrides a table); tc0: the product
+     * form the own side runs with */
+    const char *wino_env = getenv("SG_CONV_WINO"), *tc_env = getenv("SG_CONV_F32_TC");
+    const int f32 = cfg.act_dt == DT_F32;
+    const int wino_tune = f32 && !(wino_env && *wino_env), tc_tune = f32 && !(tc_env && *tc_env);
+    const int tc0 = tc_env && !strcmp(tc_env, "1");
+    double *wsum = calloc(FORMS * (size_t)n + 1, sizeof(double));
+    double *form_saved = calloc((size_t)n + 1, sizeof(double));
+    int *form_tc = calloc((size_t)n + 1, sizeof(int)),
+        *form_wino = calloc((size_t)n + 1, sizeof(int));
     int *ran_own = calloc((size_t)n + 1, sizeof(int)),
         *ran_dnn = calloc((size_t)n + 1, sizeof(int)), *ran_wg = calloc((size_t)n + 1, sizeof(int));
     char env[2048] = "";
-    if (!rc && (!own || !dnn || !wg || !plib || !pown || !pwg || !lsched || !wsum || !ran_own ||
-                !ran_dnn || !ran_wg))
+    if (!rc && (!own || !dnn || !wg || !plib || !pown || !pwg || !lsched || !wsum || !form_saved ||
+                !form_tc || !form_wino || !ran_own || !ran_dnn || !ran_wg))
         rc = sg_set_error("out of host memory");
     if (!rc && o->progress)
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
     if (!rc)
         rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL,
-                       NULL, wino_tune ? wsum : NULL, NULL, 0);
-    for (int k = 0; k < 2 * n && !wino_tune; k++) wsum[k] = -1;
-    /* a layer's own side as Winograd where its passes that Winograd takes summed o->knob_min_gain
-     * faster that way: its own time less the difference (the per-pass rule of cuDNN's side) */
-    int wino_layers = 0;
-    double wino_direct = 0, wino_fast = 0;
+                       NULL, wino_tune || tc_tune ? wsum : NULL, wino_tune, NULL, 0);
+    for (int k = 0; k < FORMS * n && !wino_tune && !tc_tune; k++) wsum[k] = -1;
+    /* each layer's own side in its fastest fp32 forms (form_choice; the per-pass rule of cuDNN's
+     * side): its own time less what they save */
+    int tc_layers = 0, wino_layers = 0;
+    double forms_fma = 0, forms_chosen = 0;
     for (int k = 0; k < n && !rc; k++) {
-        const double d = wsum[2 * k], w = wsum[2 * k + 1];
-        if (d < 0 || w < 0) continue;
-        wino_direct += d, wino_fast += w;
-        wino_layers += wino_faster(wsum, k, o->knob_min_gain);
+        const double *f = &wsum[FORMS * k];
+        form_saved[k] =
+            form_choice(f, tc0, tc_tune, wino_tune, o->knob_min_gain, &form_tc[k], &form_wino[k]);
+        if (f[FORM_FMA] < 0 || f[FORM_TC] < 0) continue;
+        forms_fma += f[tc0 ? FORM_TC : FORM_FMA],
+            forms_chosen += f[tc0 ? FORM_TC : FORM_FMA] - form_saved[k];
+        tc_layers += form_tc[k] != tc0, wino_layers += form_wino[k];
     }
-    if (!rc && o->progress && wino_direct > 0)
+    if (!rc && o->progress && forms_fma > 0)
         fprintf(o->progress,
-                "engine tuning: %d layer(s) faster as Winograd F(2x2, 3x3) (the fp32 3x3 passes it "
-                "takes: %.3f ms as Winograd, %.3f on the direct tiles)\n",
-                wino_layers, wino_fast, wino_direct);
+                "engine tuning: the fp32 tiles' passes: %d layer(s) faster with their products on "
+                "the %s cores, %d as Winograd F(2x2, 3x3) (%.3f ms so, %.3f as they ran)\n",
+                tc_layers, tc0 ? "CUDA" : "tensor", wino_layers, forms_chosen, forms_fma);
     /* the own kernels' second generation, where the backend has it (bf16 on a Hopper GPU) */
     int wgmma = 0;
     if (!rc && cfg.act_dt == DT_BF16) {
@@ -690,7 +729,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         fprintf(o->progress, "engine tuning: every layer on own (fused), on the wgmma kernels\n");
     if (!rc && wgmma)
         rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_WGMMA, wg, ran_wg, NULL, NULL, NULL,
-                       t->wg_sched_ms, lsched, NULL, NULL, 0);
+                       t->wg_sched_ms, lsched, NULL, 0, NULL, 0);
     /* the schedule for the whole step: the fastest measured on every wgmma node */
     if (!rc && wgmma) t->wg_sched = sg_wg_sched_best(t->wg_sched_ms);
     if (!rc && wgmma && o->progress && t->wg_sched_ms[0] > 0)
@@ -703,7 +742,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         fprintf(o->progress, "engine tuning: every layer on cudnn (nothing fused into a conv)\n");
     if (!rc)
         rc = tune_pass(&cfg, o, t, SG_LAYER_CUDNN, SG_TC_MMA, dnn, ran_dnn, plib, pown, pwg, NULL,
-                       NULL, NULL, env, sizeof env);
+                       NULL, NULL, 0, env, sizeof env);
     json_t *envj = json_loads(env, 0, NULL);
     env_field(envj, "backend", t->backend, sizeof t->backend);
     env_field(envj, "gpu", t->device, sizeof t->device);
@@ -720,11 +759,8 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
          * the shortcut's own_ms is 0) against both layers on cuDNN; on own, the generation of
          * the pair's nodes, the fold's included (the CUDA backend's prepare_own_only) */
         const int q = pair[k];
-        const int wino = wino_faster(wsum, k, o->knob_min_gain),
-                  wino_q = q >= 0 && wino_faster(wsum, q, o->knob_min_gain);
-        const double mma_ms = own[k] + (q >= 0 ? own[q] : 0) -
-                              (wino ? wsum[2 * k] - wsum[2 * k + 1] : 0) -
-                              (wino_q ? wsum[2 * q] - wsum[2 * q + 1] : 0);
+        const double mma_ms =
+            own[k] + (q >= 0 ? own[q] : 0) - form_saved[k] - (q >= 0 ? form_saved[q] : 0);
         const int wg_ran = wgmma && ran_wg[k] && (q < 0 || ran_wg[q]);
         const double wg_ms = wg_ran ? wg[k] + (q >= 0 ? wg[q] : 0) : -1;
         const int tc = wg_ms >= 0 && wg_ms < mma_ms ? SG_TC_WGMMA : SG_TC_MMA;
@@ -753,9 +789,17 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
             if (x->pass_own[pass]) x->cudnn[pass][0] = 0; /* no cuDNN engine to ask for */
         }
         x->tc = x->engine == SG_LAYER_OWN ? tc : SG_TC_MMA;
-        /* Winograd where the layer is own (on the CUDA cores: fp32 has no tensor-core side) */
-        x->wino = x->engine == SG_LAYER_OWN && tc == SG_TC_MMA && wino;
-        x->wino_ms[0] = wsum[2 * k], x->wino_ms[1] = wsum[2 * k + 1];
+        /* the fp32 forms where the layer is own (on mma.sync: fp32 has no wgmma side), each
+         * measured where tuned: the tiles' both ways; Winograd's passes in the chosen product form
+         * and as Winograd */
+        const double *f = &wsum[FORMS * k];
+        const int own_mma = x->engine == SG_LAYER_OWN && tc == SG_TC_MMA;
+        x->f32tc = own_mma && tc_tune && form_tc[k];
+        x->f32tc_ms[0] = tc_tune ? f[FORM_FMA] : -1, x->f32tc_ms[1] = tc_tune ? f[FORM_TC] : -1;
+        x->wino = own_mma && form_wino[k];
+        const int wino_ms = wino_tune && f[FORM_WINO] >= 0;
+        x->wino_ms[0] = wino_ms ? f[form_tc[k] ? FORM_TC_W : FORM_FMA_W] : -1;
+        x->wino_ms[1] = wino_ms ? f[FORM_WINO] : -1;
         for (int sc = 0; sc < SG_WG_SCHEDS && wgmma; sc++)
             x->wg_sched_ms[sc] = lsched[SG_WG_SCHEDS * k + sc];
     }
@@ -778,5 +822,6 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
     if (!rc) sg_engine_table_hash(t);
     free(own), free(dnn), free(wg), free(plib), free(pown), free(pwg), free(ran_own), free(ran_dnn),
         free(ran_wg), free(pair), free(lsched), free(wsum);
+    free(form_saved), free(form_tc), free(form_wino);
     return rc;
 }

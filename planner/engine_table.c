@@ -124,7 +124,7 @@ int sg_engine_table_add(sg_engine_table *t, const char *layer, int engine, doubl
         x->pass_own_ms[q] = x->pass_lib_ms[q] = x->pass_wgmma_ms[q] = -1, x->pass_tc[q] = SG_TC_MMA;
     x->wg_sched = -1;
     for (int s = 0; s < SG_WG_SCHEDS; s++) x->wg_sched_ms[s] = -1;
-    x->wino_ms[0] = x->wino_ms[1] = -1;
+    x->wino_ms[0] = x->wino_ms[1] = x->f32tc_ms[0] = x->f32tc_ms[1] = -1;
     sg_engine_table_hash(t); /* kept current: a config reads it through a const pointer */
     return SG_OK;
 }
@@ -156,6 +156,7 @@ uint64_t sg_engine_table_hash(sg_engine_table *t) {
         h = fnv(h, ";");
         if (s[i]->engine == SG_LAYER_OWN && s[i]->tc == SG_TC_WGMMA) h = fnv(h, "tc:wgmma;");
         if (s[i]->engine == SG_LAYER_OWN && s[i]->wino) h = fnv(h, "wino;");
+        if (s[i]->engine == SG_LAYER_OWN && s[i]->f32tc) h = fnv(h, "f32tc;");
         for (int pass = 0; pass < 3 && s[i]->engine == SG_LAYER_CUDNN; pass++) {
             if (!s[i]->pass_own[pass]) continue;
             const char tag[7] = {'o', 'w', 'n', ':', (char)('0' + pass), ';', 0};
@@ -244,26 +245,55 @@ int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double
     return sg_set_error("engine table: no layer %s", layer);
 }
 
-int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
-                             double wino_ms) {
-    if (wino != 0 && wino != 1)
-        return sg_set_error("engine table: layer %s: Winograd choice %d is not 0 or 1", layer,
-                            wino);
-    if (wino && !strcmp(t->precision, "bf16"))
-        return sg_set_error("engine table: layer %s: \"wino\" is for fp32 tables (the Winograd "
-                            "kernels are fp32 alone), and this one is bf16",
-                            layer);
+/* an own layer's fp32 form choice (form: "wino" or "f32tc", what: the form's kernels) into
+ * on / ms[2], refused where sg_engine_table_set_wino says */
+static int set_form(sg_engine_table *t, const char *layer, const char *form, const char *what,
+                    int on, double ms0, double ms1) {
+    if (on != 0 && on != 1)
+        return sg_set_error("engine table: layer %s: \"%s\" choice %d is not 0 or 1", layer, form,
+                            on);
+    if (on && !strcmp(t->precision, "bf16"))
+        return sg_set_error("engine table: layer %s: \"%s\" is for fp32 tables (%s), and this one "
+                            "is bf16",
+                            layer, form, what);
     for (int i = 0; i < t->n; i++)
         if (!strcmp(t->e[i].layer, layer)) {
-            if (wino && t->e[i].engine != SG_LAYER_OWN)
-                return sg_set_error("engine table: layer %s: \"wino\" is an own layer's "
+            sg_engine_entry *x = &t->e[i];
+            if (on && x->engine != SG_LAYER_OWN)
+                return sg_set_error("engine table: layer %s: \"%s\" is an own layer's "
                                     "choice, and this layer says %s",
-                                    layer, sg_layer_engine_name(t->e[i].engine));
-            t->e[i].wino = wino, t->e[i].wino_ms[0] = direct_ms, t->e[i].wino_ms[1] = wino_ms;
+                                    layer, form, sg_layer_engine_name(x->engine));
+            const int wino = !strcmp(form, "wino");
+            *(wino ? &x->wino : &x->f32tc) = on;
+            double *ms = wino ? x->wino_ms : x->f32tc_ms;
+            ms[0] = ms0, ms[1] = ms1;
             sg_engine_table_hash(t);
             return SG_OK;
         }
     return sg_set_error("engine table: no layer %s", layer);
+}
+
+int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
+                             double wino_ms) {
+    return set_form(t, layer, "wino", "the Winograd kernels are fp32 alone", wino, direct_ms,
+                    wino_ms);
+}
+
+int sg_engine_table_set_f32tc(sg_engine_table *t, const char *layer, int f32tc, double fma_ms,
+                              double tc_ms) {
+    return set_form(t, layer, "f32tc", "the tiles' tensor-core form is the fp32 tiles'", f32tc,
+                    fma_ms, tc_ms);
+}
+
+double sg_engine_entry_form_saving(const sg_engine_entry *e) {
+    if (e->engine != SG_LAYER_OWN) return 0;
+    double saved = 0;
+    /* the tiles' form: measured on both sides (older tables have neither) */
+    if (e->f32tc && e->f32tc_ms[0] >= 0 && e->f32tc_ms[1] >= 0)
+        saved += e->f32tc_ms[0] - e->f32tc_ms[1];
+    /* Winograd against the direct passes it replaces, in the chosen form */
+    if (e->wino && e->wino_ms[0] >= 0 && e->wino_ms[1] >= 0) saved += e->wino_ms[0] - e->wino_ms[1];
+    return saved;
 }
 
 int sg_engine_table_set_pass(sg_engine_table *t, const char *layer, int pass, int own,
@@ -451,6 +481,11 @@ int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, 
 int sg_engine_table_node_wino(const sg_engine_table *t, const sg_graph *g, int node) {
     const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
     return e && e->engine == SG_LAYER_OWN && e->wino;
+}
+
+int sg_engine_table_node_f32tc(const sg_engine_table *t, const sg_graph *g, int node) {
+    const sg_engine_entry *e = sg_engine_table_entry_of(t, g, node);
+    return e && e->engine == SG_LAYER_OWN && e->f32tc;
 }
 
 int sg_engine_table_node_sched(const sg_engine_table *t, const sg_graph *g, int node) {

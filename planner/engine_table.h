@@ -113,6 +113,14 @@ typedef struct {
      * overrides it. Other kernels, other bits: in the hash where on. */
     int wino;
     double wino_ms[2];
+    /* an own layer's fp32 direct tiles with their products on the tensor cores (1; three TF32
+     * products each, fp32 accuracy: kernels/cuda/conv.cu's conv_tile_mma3) or on the CUDA cores
+     * (0, the default), for its passes that the tiles take (those on Winograd are Winograd's).
+     * f32tc_ms: those passes' medians summed, [0] on the CUDA cores, [1] on the tensor cores, < 0
+     * not measured; where measured, wino_ms[0] is the Winograd passes' time in the chosen form.
+     * The CUDA backend's SG_CONV_F32_TC overrides it. Other bits: in the hash where on. */
+    int f32tc;
+    double f32tc_ms[2];
 } sg_engine_entry;
 
 /* A GEMM's cuBLASLt algorithm, as the tuning chose it by timing (the CUDA backend's GEMMs:
@@ -195,6 +203,14 @@ int sg_engine_table_set_sched(sg_engine_table *t, const char *layer, int sched, 
  * is not own, or on a bf16 table (the Winograd kernels are fp32 alone). */
 int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
                              double wino_ms);
+/* Set an own layer's fp32 tiles' product form (f32tc 1: the tensor cores, 0: the CUDA cores)
+ * with its passes' measured sums (fma_ms, tc_ms; < 0 not measured), and rehash. SG_ERR as
+ * sg_engine_table_set_wino's (the tensor-core form of the tiles is taken for fp32 tables alone). */
+int sg_engine_table_set_f32tc(sg_engine_table *t, const char *layer, int f32tc, double fma_ms,
+                              double tc_ms);
+/* What an own entry's fp32 forms (f32tc, wino) save on its own_ms, which the tuning measured with
+ * every pass on the direct tiles' CUDA-core form: 0 where neither is on or measured. */
+double sg_engine_entry_form_saving(const sg_engine_entry *e);
 /* Set a layer's cuDNN engine name of a pass (SG_CONV_PASS_*; "" clears it) and rehash. SG_ERR
  * for an unknown layer, a bad pass or a name too long. */
 int sg_engine_table_set_cudnn(sg_engine_table *t, const char *layer, int pass, const char *name);
@@ -212,7 +228,8 @@ const sg_gemm_pick *sg_engine_table_gemm(const sg_engine_table *t, const char *k
  * names (where set) after its choice as "pass:name;", an own layer's "tc:wgmma;" where it says
  * wgmma (a table without wgmma hashes as before the generation existed), a cudnn layer's
  * passes on own as "own:pass;" (and "wg:pass;" for such a pass on wgmma), an own layer's
- * "wino;" where it says Winograd (a table without it hashes as before), then the GEMM picks
+ * "wino;" where it says Winograd and "f32tc;" where its tiles are on the tensor cores (a table
+ * without them hashes as before), then the GEMM picks
  * sorted by key as "gemm:key=<algo id, 16 hex digits>;" (none: nothing), then "attn:fused;"
  * where the attention engine is fused (gemm: nothing): two tables with the same
  * choices hash alike whatever their order, timings or device. Stored in t->hash (kept current by
@@ -269,6 +286,10 @@ int sg_engine_table_node_tc(const sg_engine_table *t, const sg_graph *g, int nod
  * table, for other nodes and layers. Whether the Winograd kernels take the node's shape is the
  * backend's to say. */
 int sg_engine_table_node_wino(const sg_engine_table *t, const sg_graph *g, int node);
+/* Does the table run conv node `node`'s fp32 tiles on the tensor cores (its layer own and
+ * "f32tc")? 0 without a table, for other nodes and layers. Whether the tiles take the node is
+ * the backend's to say. */
+int sg_engine_table_node_f32tc(const sg_engine_table *t, const sg_graph *g, int node);
 /* The wgmma schedule the table gives node `node` (SG_WG_SCHED_*): its layer's own
  * (sg_engine_entry.wg_sched) where it has one, else -1 (the table's, or no table). A node's
  * layer is the one the tuning charges it to (sg_conv_layer_charged). */

@@ -585,70 +585,123 @@ static void check_io_attn(const sg_engine_table *t0) {
     sg_engine_table_free(&t);
 }
 
-/* An own layer's Winograd choice (sg_engine_entry.wino, fp32 tables): in the hash where on (not
- * its times), in the diff, kept by the JSON; refused on a cudnn layer, on a bf16 table, and
- * malformed. */
-static void check_io_wino(const sg_engine_table *t0) {
+/* An own layer's fp32 form choice (sg_engine_entry.wino or .f32tc, fp32 tables): in the hash
+ * where on (not its times), in the diff, kept by the JSON; refused on a cudnn layer, on a bf16
+ * table, and malformed. */
+typedef struct {
+    const char *form, *ms0, *ms1, *words;
+    int (*set)(sg_engine_table *, const char *, int, double, double);
+    int f32tc; /* which of the entry's choices: .f32tc (1) or .wino (0) */
+} form_case;
+static const form_case form_cases[2] = {
+    {"wino", "direct_ms", "wino_ms", "Winograd", sg_engine_table_set_wino, 0},
+    {"f32tc", "fma_ms", "f32tc_ms", "3xTF32 tiles", sg_engine_table_set_f32tc, 1}};
+static int form_on(const sg_engine_entry *e, const form_case *f) {
+    return f->f32tc ? e->f32tc : e->wino;
+}
+static const double *form_ms(const sg_engine_entry *e, const form_case *f) {
+    return f->f32tc ? e->f32tc_ms : e->wino_ms;
+}
+static void check_io_form(const sg_engine_table *t0, const form_case *f) {
     sg_engine_table t, back;
     int dnn, own;
-    char *text;
+    char *text, key[48];
     io_copy(t0, &t, &text, &dnn, &own);
-    CHECK(!strstr(text, "\"wino\"") && !t.e[own].wino && t.e[own].wino_ms[0] < 0 &&
-              t.e[own].wino_ms[1] < 0,
-          "a table without Winograd writes or reads it: %s", text);
+    snprintf(key, sizeof key, "\"%s\"", f->form);
+    CHECK(!strstr(text, key) && !form_on(&t.e[own], f) && form_ms(&t.e[own], f)[0] < 0 &&
+              form_ms(&t.e[own], f)[1] < 0,
+          "a table without %s writes or reads it: %s", f->words, text);
     free(text);
     const char *L = t.e[own].layer;
-    CHECK(sg_engine_table_set_wino(&t, L, 1, 2, 1) == SG_ERR && strstr(sg_last_error(), "bf16"),
-          "Winograd on a bf16 table taken: %s", sg_last_error());
+    CHECK(f->set(&t, L, 1, 2, 1) == SG_ERR && strstr(sg_last_error(), "bf16"),
+          "%s on a bf16 table taken: %s", f->words, sg_last_error());
     snprintf(t.precision, sizeof t.precision, "fp32");
     const uint64_t h0 = sg_engine_table_hash(&t);
-    CHECK(!sg_engine_table_set_wino(&t, L, 0, 2.5, 3.25) && t.hash == h0,
-          "direct with its times changed the hash");
-    CHECK(!sg_engine_table_set_wino(&t, L, 1, 2.5, 1.25) && t.hash != h0,
-          "Winograd left the hash alone");
-    CHECK(sg_engine_table_set_wino(&t, t.e[dnn].layer, 1, 2, 1) == SG_ERR &&
-              strstr(sg_last_error(), "own layer") && !t.e[dnn].wino,
-          "Winograd on a cudnn layer taken: %s", sg_last_error());
-    CHECK(sg_engine_table_set_wino(&t, L, 2, 2, 1) == SG_ERR && t.e[own].wino == 1,
-          "Winograd choice 2 taken");
-    CHECK(sg_engine_table_set_wino(&t, "no.such.layer", 1, 2, 1) == SG_ERR, "an unknown layer");
+    CHECK(!f->set(&t, L, 0, 2.5, 3.25) && t.hash == h0, "%s off with its times changed the hash",
+          f->words);
+    CHECK(!f->set(&t, L, 1, 2.5, 1.25) && t.hash != h0, "%s left the hash alone", f->words);
+    /* the two forms hash apart */
+    const form_case *other = &form_cases[!f->f32tc];
+    sg_engine_table o;
+    io_copy(t0, &o, NULL, &dnn, &own);
+    snprintf(o.precision, sizeof o.precision, "fp32");
+    CHECK(!other->set(&o, L, 1, 2.5, 1.25) && o.hash != t.hash, "%s and %s hash alike", f->words,
+          other->words);
+    sg_engine_table_free(&o);
+    CHECK(f->set(&t, t.e[dnn].layer, 1, 2, 1) == SG_ERR && strstr(sg_last_error(), "own layer") &&
+              !form_on(&t.e[dnn], f),
+          "%s on a cudnn layer taken: %s", f->words, sg_last_error());
+    CHECK(f->set(&t, L, 2, 2, 1) == SG_ERR && form_on(&t.e[own], f) == 1, "%s choice 2 taken",
+          f->words);
+    CHECK(f->set(&t, "no.such.layer", 1, 2, 1) == SG_ERR, "an unknown layer");
     sg_engine_table ref;
     io_copy(t0, &ref, NULL, &dnn, &own);
     snprintf(ref.precision, sizeof ref.precision, "fp32");
-    CHECK(sg_engine_table_diff(&ref, &t, "(expected) ") == 1, "diff: one layer's Winograd");
+    CHECK(sg_engine_table_diff(&ref, &t, "(expected) ") == 1, "diff: one layer's %s", f->words);
     sg_engine_table_free(&ref);
     text = sg_engine_table_json(&t);
     sg_engine_table_init(&back);
+    char want[128];
+    snprintf(want, sizeof want, "\"%s\":true,\"%s\":2.5,\"%s\":1.25", f->form, f->ms0, f->ms1);
     CHECK(text && !sg_engine_table_parse(text, "text", &back) && back.hash == t.hash &&
-              back.e[own].wino == 1 && back.e[own].wino_ms[0] == 2.5 &&
-              back.e[own].wino_ms[1] == 1.25 &&
-              strstr(text, "\"wino\":true,\"direct_ms\":2.5,\"wino_ms\":1.25"),
-          "Winograd's JSON round trip: %s", text ? text : sg_last_error());
+              form_on(&back.e[own], f) == 1 && form_ms(&back.e[own], f)[0] == 2.5 &&
+              form_ms(&back.e[own], f)[1] == 1.25 && strstr(text, want),
+          "%s's JSON round trip: %s", f->words, text ? text : sg_last_error());
     sg_engine_table_free(&back);
     /* a bf16 table naming it, malformed values: refused by name */
-    char *bad[4] = {NULL, NULL, NULL, NULL};
-    const char *const from[4][2] = {{"\"precision\":\"fp32\"", "\"precision\":\"bf16\""},
-                                    {"\"wino\":true", "\"wino\":1"},
-                                    {"\"wino_ms\":1.25", "\"wino_ms\":-1"},
-                                    {"\"direct_ms\":2.5", "\"direct_ms\":\"x\""}};
+    char from[4][2][64];
+    snprintf(from[0][0], 64, "\"precision\":\"fp32\"");
+    snprintf(from[0][1], 64, "\"precision\":\"bf16\"");
+    snprintf(from[1][0], 64, "\"%s\":true", f->form);
+    snprintf(from[1][1], 64, "\"%s\":1", f->form);
+    snprintf(from[2][0], 64, "\"%s\":1.25", f->ms1);
+    snprintf(from[2][1], 64, "\"%s\":-1", f->ms1);
+    snprintf(from[3][0], 64, "\"%s\":2.5", f->ms0);
+    snprintf(from[3][1], 64, "\"%s\":\"x\"", f->ms0);
     for (int k = 0; k < 4 && text; k++) {
         const char *at = strstr(text, from[k][0]);
         SG_ASSERT(at);
         const size_t n = strlen(text) + 16, pre = (size_t)(at - text);
-        bad[k] = malloc(n);
-        snprintf(bad[k], n, "%.*s%s%s", (int)pre, text, from[k][1], at + strlen(from[k][0]));
-        CHECK(sg_engine_table_parse(bad[k], "bad", &back) == SG_ERR &&
+        char *bad = malloc(n);
+        snprintf(bad, n, "%.*s%s%s", (int)pre, text, from[k][1], at + strlen(from[k][0]));
+        CHECK(sg_engine_table_parse(bad, "bad", &back) == SG_ERR &&
                   strstr(sg_last_error(), k == 0   ? "bf16"
-                                          : k == 1 ? "\"wino\""
+                                          : k == 1 ? key
                                                    : "_ms"),
-              "a malformed Winograd choice (%s): %s", from[k][1], sg_last_error());
+              "a malformed %s choice (%s): %s", f->words, from[k][1], sg_last_error());
         sg_engine_table_free(&back);
-        free(bad[k]);
+        free(bad);
     }
     free(text);
-    printf("io: an own layer's Winograd choice in the hash where on, in the diff, kept by the "
-           "JSON; on a cudnn layer, a bf16 table or malformed, refused\n");
+    printf("io: an own layer's %s choice in the hash where on, in the diff, kept by the JSON; on "
+           "a cudnn layer, a bf16 table or malformed, refused\n",
+           f->words);
     sg_engine_table_free(&t);
+}
+
+/* What an own entry's fp32 forms save on its own time (sg_engine_entry_form_saving): the tiles'
+ * products on the tensor cores against the FMAs, Winograd against its passes in the chosen form
+ * (an older table's Winograd alone where the tiles were not measured), nothing off or on cudnn. */
+static void check_form_saving(void) {
+    sg_engine_entry e;
+    memset(&e, 0, sizeof e);
+    e.engine = SG_LAYER_OWN;
+    e.f32tc_ms[0] = 10, e.f32tc_ms[1] = 6, e.wino_ms[0] = 3, e.wino_ms[1] = 1;
+    const double none = sg_engine_entry_form_saving(&e);
+    e.f32tc = 1;
+    const double tc = sg_engine_entry_form_saving(&e);
+    e.wino = 1;
+    const double both = sg_engine_entry_form_saving(&e);
+    e.f32tc = 0;
+    const double wino = sg_engine_entry_form_saving(&e);
+    e.f32tc_ms[0] = e.f32tc_ms[1] = -1;
+    const double old = sg_engine_entry_form_saving(&e);
+    e.engine = SG_LAYER_CUDNN;
+    const double dnn = sg_engine_entry_form_saving(&e);
+    CHECK(none == 0 && tc == 4 && both == 6 && wino == 2 && old == 2 && dnn == 0,
+          "form savings: off %g, tiles %g (want 4), both %g (6), Winograd %g (2), an older "
+          "table's %g (2), cudnn %g",
+          none, tc, both, wino, old, dnn);
 }
 
 static void check_io(void) {
@@ -689,7 +742,8 @@ static void check_io(void) {
     check_io_gemms(&t);
     check_io_knobs(&t);
     check_io_attn(&t);
-    check_io_wino(&t);
+    for (int f = 0; f < 2; f++) check_io_form(&t, &form_cases[f]);
+    check_form_saving();
     /* malformed tables: refused with what is wrong */
     static const struct {
         const char *json, *says;
@@ -1556,48 +1610,67 @@ static sg_model_cfg tiny_f32(void) {
     c.fuse = 0;
     return c;
 }
-/* one run of `steps` steps of c with SG_CONV_WINO set to wino (NULL: unset): the state, describe's
- * record, the Winograd launches it made and describe's wino_nodes */
-static int run_wino(const sg_model_cfg *c, const uint8_t *data, const char *wino, int steps,
-                    unsigned char **state, int64_t *bytes, char *env, size_t cap, long *launches,
-                    int *nodes) {
-    if (wino)
-        setenv("SG_CONV_WINO", wino, 1);
+long cuda_conv_f32_tc_launches(void); /* the tile launches on the tensor cores */
+unsigned cuda_conv2d_thin_passes(int Ci, int Co, int K, int S); /* the passes the thin take */
+/* a form's backend case: its variable, launch count, describe's keys, the nodes it takes */
+typedef struct {
+    const form_case *f;
+    const char *env, *text_key, *nodes_key;
+    long (*launches)(void);
+    int (*takes)(const sg_graph *g, int node);
+} form_backend;
+/* the Winograd kernels: 3x3 stride 1 padding 1 (the conv1 layers have 32 or more channels) */
+static int wino_takes(const sg_graph *g, int i) {
+    const sg_conv_dims d = sg_conv_dims_of(g, &g->n[i]);
+    return d.K == 3 && d.S == 1 && d.pad == 1;
+}
+/* the direct tiles: no 1x1 stride-1 GEMM, and a pass the thin kernels leave */
+static int tiles_take(const sg_graph *g, int i) {
+    const sg_conv_dims d = sg_conv_dims_of(g, &g->n[i]);
+    return !(d.K == 1 && d.S == 1) &&
+           !(cuda_conv2d_thin_passes(d.Ci, d.Co, d.K, d.S) & (1u << sg_conv_pass_of(g->n[i].op)));
+}
+/* one run of `steps` steps of c with the form's variable set to v (NULL: unset): the state,
+ * describe's record, the form's launches it made and the nodes describe says it took */
+static int run_form(const form_backend *fb, const sg_model_cfg *c, const uint8_t *data,
+                    const char *v, int steps, unsigned char **state, int64_t *bytes, char *env,
+                    size_t cap, long *launches, int *nodes) {
+    if (v)
+        setenv(fb->env, v, 1);
     else
-        unsetenv("SG_CONV_WINO");
-    const long w0 = cuda_conv_wino_launches();
+        unsetenv(fb->env);
+    const long w0 = fb->launches();
     const int rc = run_env(c, data, steps, state, bytes, NULL, NULL, env, cap);
-    unsetenv("SG_CONV_WINO");
-    *launches = cuda_conv_wino_launches() - w0;
-    const char *f = strstr(env, "\"wino_nodes\":");
-    *nodes = f ? atoi(f + 13) : -2;
+    unsetenv(fb->env);
+    *launches = fb->launches() - w0;
+    const char *f = strstr(env, fb->nodes_key);
+    *nodes = f ? atoi(f + strlen(fb->nodes_key)) : -2;
     return rc;
 }
-/* The table's "wino" layers where SG_CONV_WINO is unset: their fp32 3x3 passes, and only theirs,
- * run as Winograd (describe: conv_wino "table", wino_nodes; the kernels' launch count), a table
- * with every layer on it gives the bits of SG_CONV_WINO=1 without a table's choice, and the
- * environment's 0 or 1 wins over the table. */
-static void check_backend_wino(const uint8_t *data) {
+/* The table's fp32 form where its variable is unset (SG_CONV_WINO: the layers that say "wino";
+ * SG_CONV_F32_TC: "f32tc"): their passes that form takes, and only theirs, run so (describe:
+ * "table", the nodes; the kernels' launch count), a table with every layer on it gives the bits
+ * of the variable's 1 without a table's choice, and the environment's 0 or 1 wins over the
+ * table. */
+static void check_backend_form(const uint8_t *data, const form_backend *fb) {
+    const form_case *fc = fb->f;
     sg_model_cfg c = tiny_f32(), cn = c;
     sg_engine_table t, all;
     table_for(&c, &t, NULL);
     table_for(&c, &all, NULL);
-    /* the passes the Winograd kernels take of the conv1 layers (3x3 stride 1, 32 or more
-     * channels), each a node the table runs as Winograd */
+    /* the passes the form takes of the conv1 layers, each a node the table runs so */
     sg_plan p;
     SG_ASSERT(!sg_plan_build(&p, &c, 1));
     int want = 0;
     for (int i = 0; i < p.g.nn; i++) {
         char layer[SG_NAME_MAX];
         if (!sg_op_is_conv(p.g.n[i].op) || sg_conv_layer_of(&p.g, i, layer) < 0) continue;
-        const sg_conv_dims d = sg_conv_dims_of(&p.g, &p.g.n[i]);
-        want += pick_conv1(layer) && d.K == 3 && d.S == 1 && d.pad == 1;
+        want += pick_conv1(layer) && fb->takes(&p.g, i);
     }
     sg_plan_free(&p);
     for (int k = 0; k < t.n; k++) {
-        if (pick_conv1(t.e[k].layer))
-            SG_ASSERT(!sg_engine_table_set_wino(&t, t.e[k].layer, 1, 2, 1));
-        SG_ASSERT(!sg_engine_table_set_wino(&all, all.e[k].layer, 1, 2, 1));
+        if (pick_conv1(t.e[k].layer)) SG_ASSERT(!fc->set(&t, t.e[k].layer, 1, 2, 1));
+        SG_ASSERT(!fc->set(&all, all.e[k].layer, 1, 2, 1));
     }
     c.engines = &t;
     sg_model_cfg ca = c;
@@ -1608,100 +1681,140 @@ static void check_backend_wino(const uint8_t *data) {
     long l0, l1, la, le, lz;
     int n0, n1, na, ne, nz;
     const int steps = 2;
-    CHECK(!run_wino(&cn, data, NULL, steps, &s0, &b0, e0, sizeof e0, &l0, &n0) &&
-              !run_wino(&c, data, NULL, steps, &s1, &b1, e1, sizeof e1, &l1, &n1) &&
-              !run_wino(&ca, data, NULL, steps, &sa, &ba, ea, sizeof ea, &la, &na) &&
-              !run_wino(&cn, data, "1", steps, &se, &be, ee, sizeof ee, &le, &ne) &&
-              !run_wino(&c, data, "0", steps, &sz, &bz, ez, sizeof ez, &lz, &nz),
-          "runs: %s", sg_last_error());
-    /* no table: the direct tiles */
-    CHECK(strstr(e0, "\"conv_wino\":\"off\"") && n0 == -1 && l0 == 0,
-          "no table: conv_wino off, %d nodes, %ld launches: %s", n0, l0, e0);
-    /* the conv1 layers: their passes alone, other bits than the direct tiles */
-    CHECK(want > 0 && strstr(e1, "\"conv_wino\":\"table\"") && n1 == want && l1 > 0 && b1 == b0 &&
+    CHECK(!run_form(fb, &cn, data, NULL, steps, &s0, &b0, e0, sizeof e0, &l0, &n0) &&
+              !run_form(fb, &c, data, NULL, steps, &s1, &b1, e1, sizeof e1, &l1, &n1) &&
+              !run_form(fb, &ca, data, NULL, steps, &sa, &ba, ea, sizeof ea, &la, &na) &&
+              !run_form(fb, &cn, data, "1", steps, &se, &be, ee, sizeof ee, &le, &ne) &&
+              !run_form(fb, &c, data, "0", steps, &sz, &bz, ez, sizeof ez, &lz, &nz),
+          "runs (%s): %s", fb->env, sg_last_error());
+    char off[64], table[64], on[64];
+    snprintf(off, sizeof off, "%s\"off\"", fb->text_key);
+    snprintf(table, sizeof table, "%s\"table\"", fb->text_key);
+    snprintf(on, sizeof on, "%s\"on\"", fb->text_key);
+    /* no table: the CUDA cores' direct tiles */
+    CHECK(strstr(e0, off) && n0 == -1 && l0 == 0, "%s, no table: off, %d nodes, %ld launches: %s",
+          fb->env, n0, l0, e0);
+    /* the conv1 layers: their passes alone, other bits than the direct tiles' */
+    CHECK(want > 0 && strstr(e1, table) && n1 == want && l1 > 0 && b1 == b0 &&
               memcmp(s1, s0, (size_t)b0),
-          "the conv1 layers on Winograd: %d nodes (want %d), %ld launches, %s bits: %s", n1, want,
-          l1, b1 == b0 && !memcmp(s1, s0, (size_t)b0) ? "the direct tiles'" : "other", e1);
-    /* every layer: SG_CONV_WINO=1's nodes, launches and bits */
-    CHECK(strstr(ea, "\"conv_wino\":\"table\"") && strstr(ee, "\"conv_wino\":\"on\"") && na == ne &&
-              la == le && na > n1 && ba == be && !memcmp(sa, se, (size_t)ba),
-          "every layer on Winograd (%d nodes, %ld launches) against SG_CONV_WINO=1 (%d, %ld): %s",
-          na, la, ne, le, ba == be && !memcmp(sa, se, (size_t)ba) ? "same bits" : "other bits");
-    /* SG_CONV_WINO=0 over the table's: the direct tiles' bits */
-    CHECK(strstr(ez, "\"conv_wino\":\"off\"") && nz == -1 && lz == 0 && bz == b0 &&
-              !memcmp(sz, s0, (size_t)b0),
-          "SG_CONV_WINO=0 over the table: %d nodes, %ld launches: %s", nz, lz, ez);
-    printf("backend: the table's Winograd layers (%d of the conv1 layers' passes, %ld launches in "
-           "%d steps), every layer's = SG_CONV_WINO=1's bits, the environment's 0 over it\n",
-           n1, l1, steps);
+          "the conv1 layers on %s: %d nodes (want %d), %ld launches, %s bits: %s", fc->words, n1,
+          want, l1, b1 == b0 && !memcmp(s1, s0, (size_t)b0) ? "the FMA tiles'" : "other", e1);
+    /* every layer: the variable's 1's nodes, launches and bits */
+    CHECK(strstr(ea, table) && strstr(ee, on) && na == ne && la == le && na > n1 && ba == be &&
+              !memcmp(sa, se, (size_t)ba),
+          "every layer on %s (%d nodes, %ld launches) against %s=1 (%d, %ld): %s", fc->words, na,
+          la, fb->env, ne, le,
+          ba == be && !memcmp(sa, se, (size_t)ba) ? "same bits" : "other bits");
+    /* the variable's 0 over the table's: the FMA tiles' bits */
+    CHECK(strstr(ez, off) && nz == -1 && lz == 0 && bz == b0 && !memcmp(sz, s0, (size_t)b0),
+          "%s=0 over the table: %d nodes, %ld launches: %s", fb->env, nz, lz, ez);
+    printf("backend: the table's %s layers (%d of the conv1 layers' passes, %ld launches in %d "
+           "steps), every layer's = %s=1's bits, the environment's 0 over it\n",
+           fc->words, n1, l1, steps, fb->env);
     free(s0), free(s1), free(sa), free(se), free(sz);
     sg_engine_table_free(&t), sg_engine_table_free(&all);
 }
+static void check_backend_forms(const uint8_t *data) {
+    const form_backend fb[2] = {
+        {&form_cases[0], "SG_CONV_WINO",
+         "\"conv_wino\":", "\"wino_nodes\":", cuda_conv_wino_launches, wino_takes},
+        {&form_cases[1], "SG_CONV_F32_TC",
+         "\"conv_f32_tc\":", "\"f32tc_nodes\":", cuda_conv_f32_tc_launches, tiles_take}};
+    for (int k = 0; k < 2; k++) check_backend_form(data, &fb[k]);
+}
 
-/* The tuning's Winograd choice (fp32): each own node the Winograd kernels take is timed both ways
- * (here faked: 1 ms as Winograd for the conv1 layers' passes, 3 ms for the others', 2 ms on the
- * direct tiles), summed per layer (direct_ms, wino_ms) and the layer set to Winograd where
- * knob_min_gain faster; SG_CONV_WINO in the tuning's environment leaves every layer unmeasured
- * and direct (it overrides a table). */
-static int (*g_wino_real)(sg_backend *, const sg_plan *, int, int, float *);
-static int g_wino_timed[2];
-static int tne_wino_faked(sg_backend *be, const sg_plan *p, int node, int engine, float *ms) {
-    const int rc = g_wino_real(be, p, node, engine, ms);
+/* The tuning's fp32 forms: each own node the direct tiles take is timed with their products on
+ * the CUDA cores and on the tensor cores, each one Winograd takes as Winograd too (here faked:
+ * 2 ms on the FMAs; on the tensor cores 1.5 ms for the conv2 layers' passes, 2.5 for the
+ * others'; as Winograd 1 ms for the conv1 layers', 3 for the others'), summed per layer
+ * (fma_ms / f32tc_ms, direct_ms / wino_ms) and each layer given the fastest combination: the
+ * conv1 layers Winograd on the FMA tiles, the conv2 layers the tensor cores, none the others
+ * (on a tie, the form it ran with). SG_CONV_WINO or SG_CONV_F32_TC in the tuning's environment
+ * leaves its form unmeasured and off (it overrides a table); both, nothing timed. */
+static int pick_conv2(const char *layer) {
+    const size_t n = strlen(layer);
+    return n > 6 && !strcmp(layer + n - 6, ".conv2");
+}
+static int (*g_form_real)(sg_backend *, const sg_plan *, int, int, float *);
+static int g_form_timed[3]; /* FMA, TC, Winograd */
+static int tne_form_faked(sg_backend *be, const sg_plan *p, int node, int engine, float *ms) {
+    const int rc = g_form_real(be, p, node, engine, ms);
     char layer[SG_NAME_MAX];
-    if (rc || *ms < 0 || (engine != SG_TIME_OWN_WINO && engine != SG_TIME_OWN_DIRECT) ||
-        sg_conv_layer_of(&p->g, node, layer) < 0)
-        return rc;
-    g_wino_timed[engine == SG_TIME_OWN_WINO]++;
-    *ms = engine == SG_TIME_OWN_DIRECT ? 2.0f : pick_conv1(layer) ? 1.0f : 3.0f;
+    const int f = engine == SG_TIME_OWN_TILES_FMA  ? 0
+                  : engine == SG_TIME_OWN_TILES_TC ? 1
+                  : engine == SG_TIME_OWN_WINO     ? 2
+                                                   : -1;
+    if (rc || *ms < 0 || f < 0 || sg_conv_layer_of(&p->g, node, layer) < 0) return rc;
+    g_form_timed[f]++;
+    *ms = f == 0   ? 2.0f
+          : f == 1 ? (pick_conv2(layer) ? 1.5f : 2.5f)
+                   : (pick_conv1(layer) ? 1.0f : 3.0f);
     return rc;
 }
-static sg_backend *make_backend_wino(const void *ctx) {
+static sg_backend *make_backend_form(const void *ctx) {
     sg_backend *be = make_backend(ctx);
     if (be && be->time_node_engine)
-        g_wino_real = be->time_node_engine, be->time_node_engine = tne_wino_faked;
+        g_form_real = be->time_node_engine, be->time_node_engine = tne_form_faked;
     return be;
 }
-static void check_tune_wino(const uint8_t *data) {
+static void check_tune_forms(const uint8_t *data) {
     const sg_model_cfg c = tiny_f32();
-    sg_engine_tune_opts o = tune_opts(&c, data, make_backend_wino, NULL);
+    sg_engine_tune_opts o = tune_opts(&c, data, make_backend_form, NULL);
     o.knob_steps = 0;
-    for (int env = 0; env < 2; env++) {
-        if (env) setenv("SG_CONV_WINO", "0", 1);
-        g_wino_timed[0] = g_wino_timed[1] = 0;
+    for (int env = 0; env < 4; env++) {
+        const int wino_tuned = !(env & 1), tc_tuned = !(env & 2);
+        if (!wino_tuned) setenv("SG_CONV_WINO", "0", 1);
+        if (!tc_tuned) setenv("SG_CONV_F32_TC", "0", 1);
+        g_form_timed[0] = g_form_timed[1] = g_form_timed[2] = 0;
         sg_engine_table t;
         const int rc = sg_engine_tune(&c, &o, &t);
-        unsetenv("SG_CONV_WINO");
-        CHECK(!rc && !strcmp(t.precision, "fp32"), "tune (fp32%s): %s",
-              env ? ", SG_CONV_WINO=0" : "", sg_last_error());
-        /* a layer's sums: its nodes the Winograd kernels took, 2 ms a node on the direct tiles */
-        int measured = 0, on = 0, wrong = 0;
+        unsetenv("SG_CONV_WINO"), unsetenv("SG_CONV_F32_TC");
+        char what[64];
+        snprintf(what, sizeof what, "fp32%s%s", wino_tuned ? "" : ", SG_CONV_WINO=0",
+                 tc_tuned ? "" : ", SG_CONV_F32_TC=0");
+        CHECK(!rc && !strcmp(t.precision, "fp32"), "tune (%s): %s", what, sg_last_error());
+        /* a layer's sums: its nodes the tiles took (2 ms each on the FMAs), of those the ones
+         * Winograd took */
+        int tiles = 0, winos = 0, on_tc = 0, on_wino = 0, wrong = 0;
         for (int k = 0; !rc && k < t.n; k++) {
             const sg_engine_entry *x = &t.e[k];
-            const double d = x->wino_ms[0], w = x->wino_ms[1];
-            const int nodes = d > 0 ? (int)(d / 2.0 + 0.5) : 0;
-            const double want_w = nodes * (pick_conv1(x->layer) ? 1.0 : 3.0);
-            const int want = !env && nodes && pick_conv1(x->layer) && x->engine == SG_LAYER_OWN;
-            measured += nodes > 0, on += x->wino;
-            if (((env || !nodes) ? (d >= 0 || w >= 0) : w != want_w) || x->wino != want) {
+            const double *f = x->f32tc_ms, *w = x->wino_ms;
+            const int own = x->engine == SG_LAYER_OWN, c1 = pick_conv1(x->layer),
+                      c2 = pick_conv2(x->layer);
+            const int nt = f[0] > 0 ? (int)(f[0] / 2.0 + 0.5) : 0;
+            const int nw = w[1] > 0 ? (int)(w[1] / (c1 ? 1.0 : 3.0) + 0.5) : 0;
+            const int want_tc = own && tc_tuned && nt && c2;
+            const int want_wino = own && wino_tuned && nw && c1;
+            tiles += nt > 0, winos += nw > 0, on_tc += x->f32tc, on_wino += x->wino;
+            const int bad_tc =
+                tc_tuned ? nt && f[1] != nt * (c2 ? 1.5 : 2.5) : f[0] >= 0 || f[1] >= 0;
+            const int bad_w =
+                wino_tuned ? nw && w[0] != nw * (x->f32tc ? 1.5 : 2.0) : w[0] >= 0 || w[1] >= 0;
+            if (bad_tc || bad_w || x->f32tc != want_tc || x->wino != want_wino) {
                 if (wrong++ < 4)
-                    fprintf(stderr, "layer %s: wino %d (want %d), direct %g ms, Winograd %g\n",
-                            x->layer, x->wino, want, d, w);
+                    fprintf(stderr,
+                            "layer %s: f32tc %d (want %d), FMA %g ms, TC %g; wino %d (want %d), "
+                            "direct %g ms, Winograd %g\n",
+                            x->layer, x->f32tc, want_tc, f[0], f[1], x->wino, want_wino, w[0],
+                            w[1]);
             }
         }
-        CHECK(!rc && !wrong &&
-                  (env ? !g_wino_timed[0] && !g_wino_timed[1] && !on
-                       : measured > 0 && on > 0 && on < measured &&
-                             g_wino_timed[0] == g_wino_timed[1]),
-              "tune (fp32%s): %d layers measured both ways, %d on Winograd, %d not as expected; "
-              "%d nodes timed on the direct tiles, %d as Winograd",
-              env ? ", SG_CONV_WINO=0" : "", measured, on, wrong, g_wino_timed[0], g_wino_timed[1]);
-        if (!env)
-            printf("tune (fp32): %d layers' 3x3 passes timed both ways, the %d faster as Winograd "
-                   "on it\n",
-                   measured, on);
+        const int *n = g_form_timed;
+        const int timed_ok = !wino_tuned && !tc_tuned
+                                 ? !n[0] && !n[1] && !n[2]
+                                 : n[0] > 0 && n[0] == n[1] && (wino_tuned ? n[2] > 0 : !n[2]);
+        CHECK(!rc && !wrong && timed_ok &&
+                  (tc_tuned ? tiles > 0 && on_tc > 0 && on_tc < tiles : !tiles && !on_tc) &&
+                  (wino_tuned ? winos > 0 && on_wino > 0 && on_wino < winos : !winos && !on_wino),
+              "tune (%s): %d layers measured on the tiles both ways, %d on the tensor cores; %d "
+              "with Winograd passes, %d on Winograd; %d not as expected; nodes timed %d on the "
+              "FMAs, %d on the tensor cores, %d as Winograd",
+              what, tiles, on_tc, winos, on_wino, wrong, n[0], n[1], n[2]);
+        printf("tune (%s): %d layers' tile passes timed both ways, %d faster on the tensor cores; "
+               "%d with Winograd's, %d faster so; nodes timed %d/%d/%d\n",
+               what, tiles, on_tc, winos, on_wino, n[0], n[1], n[2]);
         sg_engine_table_free(&t);
     }
-    printf("tune (fp32, SG_CONV_WINO=0): no layer measured or on Winograd\n");
 }
 
 static void check_backend_f32_own(void) {
@@ -2267,8 +2380,8 @@ int main(void) {
     check_backend_passes();
     check_backend_1x1_default();
     check_backend_f32_own();
-    check_backend_wino(data);
-    check_tune_wino(data);
+    check_backend_forms(data);
+    check_tune_forms(data);
 #endif
     free(data);
     return sg_test_end();

@@ -1213,7 +1213,8 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
     int rc = sg_engine_tune(cfg, &o, &t);
     if (!rc) rc = sg_engine_table_write(a->tune_path, &t);
     if (!rc) {
-        int on_dnn = 0, on_wg = 0, measured = 0, wg_measured = 0, own_passes = 0, on_wino = 0;
+        int on_dnn = 0, on_wg = 0, measured = 0, wg_measured = 0, own_passes = 0, on_wino = 0,
+            on_tc = 0;
         double sum_own = 0, sum_best = 0;
         for (int k = 0; k < t.n; k++) {
             const sg_engine_entry *x = &t.e[k];
@@ -1225,15 +1226,16 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
             for (int q = 0; q < 3 && x->engine == SG_LAYER_CUDNN; q++)
                 if (x->pass_own[q]) own_passes++, saved += x->pass_lib_ms[q] - x->pass_own_ms[q];
             on_wino += x->engine == SG_LAYER_OWN && x->wino;
+            on_tc += x->engine == SG_LAYER_OWN && x->f32tc;
             sum_own += x->own_ms;
-            /* an own layer on Winograd: its own time less what its passes saved that way */
+            /* an own layer in other fp32 forms: its own time less what its passes saved so */
             sum_best += x->engine == SG_LAYER_CUDNN ? x->cudnn_ms - saved
                         : x->tc == SG_TC_WGMMA      ? x->wgmma_ms
-                        : x->wino                   ? x->own_ms - (x->wino_ms[0] - x->wino_ms[1])
-                                                    : x->own_ms;
+                                                    : x->own_ms - sg_engine_entry_form_saving(x);
         }
-        char wino[48] = ""; /* fp32: the layers on Winograd */
-        if (!strcmp(t.precision, "fp32")) snprintf(wino, sizeof wino, ", %d as Winograd", on_wino);
+        char wino[96] = ""; /* fp32: the layers on Winograd, on the 3xTF32 tiles */
+        if (!strcmp(t.precision, "fp32"))
+            snprintf(wino, sizeof wino, ", %d as Winograd, %d on the 3xTF32 tiles", on_wino, on_tc);
         printf("bench: engine table %s: %s, batch %d per pass, %s, on %s; %d conv layers, %d on "
                "cudnn (%d of their passes on own), %d on own (%d on the wgmma kernels%s%s); "
                "charged time %.3f ms all own (mma.sync), %.3f ms per-layer best%s\n",

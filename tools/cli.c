@@ -332,7 +332,7 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
             if (!e) continue;
             /* the input this layer reads: the folded shortcut's is the block's input */
             const sg_tensor *x = &g->t[g->n[i].in[j ? 3 : 0]];
-            char own[16] = "-", wg_ms[16] = "-", dnn_ms[16] = "-", eng[16];
+            char own[16] = "-", wg_ms[16] = "-", dnn_ms[16] = "-", eng[24];
             if (e->own_ms >= 0) snprintf(own, sizeof own, "%.4f", e->own_ms);
             if (e->wgmma_ms >= 0) snprintf(wg_ms, sizeof wg_ms, "%.4f", e->wgmma_ms);
             /* an own layer's generation where wgmma; a cudnn layer's passes on own (f: forward,
@@ -341,12 +341,14 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
             for (int q = 0, m = 0; q < 3 && e->engine == SG_LAYER_CUDNN; q++)
                 if (e->pass_own[q])
                     passes[m++] = (e->pass_tc[q] == SG_TC_WGMMA ? "FDW" : "fdw")[q], passes[m] = 0;
-            snprintf(eng, sizeof eng, "%s%s%s", sg_layer_engine_name(e->engine),
-                     e->engine == SG_LAYER_OWN && e->tc == SG_TC_WGMMA ? " wgmma"
-                     : e->engine == SG_LAYER_OWN && e->wino            ? " wino"
-                     : passes[0]                                       ? " own:"
-                                                                       : "",
-                     passes);
+            /* an own layer's fp32 forms: "wino", "tf32x3" (the tiles on the tensor cores) */
+            const int is_own = e->engine == SG_LAYER_OWN;
+            snprintf(eng, sizeof eng, "%s%s%s%s", sg_layer_engine_name(e->engine),
+                     is_own && e->tc == SG_TC_WGMMA ? " wgmma"
+                     : is_own && e->wino            ? " wino"
+                     : passes[0]                    ? " own:"
+                                                    : "",
+                     is_own && e->f32tc ? " tf32x3" : "", passes);
             if (e->cudnn_ms >= 0) snprintf(dnn_ms, sizeof dnn_ms, "%.4f", e->cudnn_ms);
             const int op = g->n[i].op;
             char sched[64] = "";

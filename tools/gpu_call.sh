@@ -29,6 +29,8 @@
 #    plan with the wgmma kernels on persistent grids and the N tile that fills the SMs, the
 #    same bits). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
+#    GPU_CALL_TUNE=adm64: the same at unet_adm64 batch 32 fp32 instead (the fp32 forms per
+#    layer: the tiles' products on the FMAs or the tensor cores, Winograd), its variants too.
 # 3b. a short Nsight Compute profile of the default step's normalisation kernels, each distinct
 #    launch once, then the same with them in one pass (SG_NORM_ONEPASS=1) where time is left
 #    (tools/gpu_profile.sh; 120 s at most, only with 330 s left so that the compile rows still
@@ -136,18 +138,21 @@ if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt
     # wgmma schedule and one to four of the layers' own schedules (all at once, then each group
     # of one schedule where that loses) where the table runs anything on wgmma (a fresh plan
     # each): up to 240 s; the table is written once the layers are chosen, so a cut leaves it
+    tune_model=(--model unet_cifar --batch 128 --precision bf16)
+    [ "${GPU_CALL_TUNE:-1}" = adm64 ] && tune_model=(--model unet_adm64 --batch 32 --precision fp32)
     tune_s=$((total - SECONDS - 60))
     [ "$tune_s" -gt 240 ] && tune_s=240
     [ "$tune_s" -lt 60 ] && tune_s=60
-    timeout -k 5 "$tune_s" "$bin" --backend cuda --model unet_cifar --batch 128 --precision bf16 \
+    timeout -k 5 "$tune_s" "$bin" --backend cuda "${tune_model[@]}" \
         --warmup 3 --iters 5 --knob-time 10 --tune-engines "$table" >"$runs/variants/tune.txt" \
         2>"$runs/variants/tune.log"
     echo "gpu_call: tune: exit $?, $(tail -n 1 "$runs/variants/tune.txt")"
     if [ -s "$table" ]; then
-        variant tuned -- --engine-table "$table"
-        variant tuned_unfused -- --engine-table "$table" --fuse 0
-        variant tuned_store_norm -- --engine-table "$table" --store-norm 1
-        variant tuned_persist_fill SG_WG_PERSIST=1 SG_WG_FILL=1 -- --engine-table "$table"
+        variant tuned -- "${tune_model[@]}" --engine-table "$table"
+        variant tuned_unfused -- "${tune_model[@]}" --engine-table "$table" --fuse 0
+        variant tuned_store_norm -- "${tune_model[@]}" --engine-table "$table" --store-norm 1
+        variant tuned_persist_fill SG_WG_PERSIST=1 SG_WG_FILL=1 -- "${tune_model[@]}" \
+            --engine-table "$table"
     fi
 elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"

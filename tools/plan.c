@@ -186,13 +186,14 @@ static int print_json(const sg_plan *p) {
                             : json_null();
                     json_array_append_new(
                         layers,
-                        json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s, s:o, s:b}", "layer",
+                        json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s, s:o, s:b, s:b}", "layer",
                                   names[k], "engine", sg_layer_engine_name(e ? e->engine : 0), "tc",
                                   e && e->engine == SG_LAYER_OWN ? sg_tc_name(e->tc) : "-",
                                   "own_passes", own_passes, "own_passes_tc", own_passes_tc,
                                   "input_fused", g->t[g->n[i].in[k ? 3 : 0]].vnorm >= 0, "node_op",
                                   sg_ops[g->n[i].op].name, "wg_sched", own_sched, "wino",
-                                  e && e->engine == SG_LAYER_OWN && e->wino));
+                                  e && e->engine == SG_LAYER_OWN && e->wino, "f32tc",
+                                  e && e->engine == SG_LAYER_OWN && e->f32tc));
                 }
             }
             char th[20];
