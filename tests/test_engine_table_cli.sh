@@ -113,29 +113,39 @@ for l in L:
     if l["layer"].endswith(".conv1"): assert not l["input_fused"], l
 assert d["model"]["engine_table"] == d["engine_table"]["hash"]
 PY'
-# an fp32 table whose conv2 layers say Winograd (the fp32 3x3 passes as F(2x2, 3x3)): plan shows
-# them; the same layers in a bf16 table are refused with one line
+# an fp32 table whose conv2 layers say Winograd (the fp32 3x3 passes as F(2x2, 3x3)) and their
+# other tile passes on the tensor cores (3xTF32): plan shows them; the same layers in a bf16
+# table are refused with one line, either form
 python3 -c '
 import json
 d = json.load(open("tab.json"))
 for l in d["layers"]:
     if l["layer"].endswith(".conv2"): l.update(wino=True, direct_ms=2.0, wino_ms=1.0)
 json.dump(d, open("w16.json", "w"), indent=1)
+t16 = json.loads(json.dumps(d))
+for l in t16["layers"]:
+    if l["layer"].endswith(".conv2"): del l["wino"]; l.update(f32tc=True, fma_ms=3.0, f32tc_ms=2.0)
+json.dump(t16, open("t16.json", "w"), indent=1)
+for l in d["layers"]:
+    if l["layer"].endswith(".conv2"): l.update(f32tc=True, fma_ms=3.0, f32tc_ms=2.0)
 json.dump(dict(d, precision="fp32"), open("w32.json", "w"), indent=1)
 '
 F32=(--model unet_tiny --precision fp32 --batch 2)
 "$plan" "${F32[@]}" --no-table --engine-table w32.json >pw.txt
 rc=$?
-ok "plan: an fp32 table's Winograd layers" '[ $rc -eq 0 ] && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own wino " pw.txt && [ "$(grep -c " own wino " pw.txt)" -eq "$(grep -c "^    .*\.conv2 " pw.txt)" ]'
+ok "plan: an fp32 table's Winograd and 3xTF32 layers" '[ $rc -eq 0 ] && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own wino tf32x3 " pw.txt && [ "$(grep -c " own wino tf32x3 " pw.txt)" -eq "$(grep -c "^    .*\.conv2 " pw.txt)" ]'
 "$plan" "${F32[@]}" --json --engine-table w32.json >pw.json
 ok "plan --json: the Winograd layers" 'python3 - pw.json <<PY
 import json, sys
 L = json.load(open(sys.argv[1]))["engine_table"]["layers"]
-assert L and all(l["wino"] == l["layer"].endswith(".conv2") for l in L), L
+assert L and all(l["wino"] == l["f32tc"] == l["layer"].endswith(".conv2") for l in L), L
 PY'
 "$plan" "${M[@]}" --no-table --engine-table w16.json >/dev/null 2>err.txt
 rc=$?
 ok "plan: Winograd in a bf16 table refused, one line" '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "fp32 tables" err.txt'
+"$plan" "${M[@]}" --no-table --engine-table t16.json >/dev/null 2>err.txt
+rc=$?
+ok "plan: 3xTF32 tiles in a bf16 table refused, one line" '[ $rc -ne 0 ] && [ $(wc -l <err.txt) -eq 1 ] && grep -q "\"f32tc\" is for fp32 tables" err.txt'
 
 # ---- bad tables: one line, non-zero, nothing made
 echo '{nope' >bad.json
