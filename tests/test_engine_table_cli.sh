@@ -133,6 +133,7 @@ json.dump(dict(d, precision="fp32"), open("w32.json", "w"), indent=1)
 F32=(--model unet_tiny --precision fp32 --batch 2)
 "$plan" "${F32[@]}" --no-table --engine-table w32.json >pw.txt
 rc=$?
+ok "plan: an fp32 table's forms line" 'n=$(grep -c "^    .*\.conv2 " pw.txt); grep -q "^    fp32 forms: $n own layer(s) with their 3x3 stride-1 passes as Winograd, $n with their tiles on the tensor cores" pw.txt'
 ok "plan: an fp32 table's Winograd and 3xTF32 layers" '[ $rc -eq 0 ] && grep -Eq "^    down_blocks.0.resnets.0.conv2 +own wino tf32x3 " pw.txt && [ "$(grep -c " own wino tf32x3 " pw.txt)" -eq "$(grep -c "^    .*\.conv2 " pw.txt)" ]'
 "$plan" "${F32[@]}" --json --engine-table w32.json >pw.json
 ok "plan --json: the Winograd layers" 'python3 - pw.json <<PY

@@ -273,6 +273,16 @@ void cli_print_engine_table(const sg_plan *p, const char *path) {
            path ? path : "(the checkpoint's)", (unsigned long long)t->hash,
            t->device[0] ? t->device : "-", t->backend[0] ? t->backend : "-", t->n, dnn, t->n - dnn,
            wg, timed, own_passes);
+    /* an fp32 table's forms of its own layers (other bits; the environment overrides them) */
+    int wino = 0, f32tc = 0;
+    for (int k = 0; k < t->n; k++)
+        wino += t->e[k].engine == SG_LAYER_OWN && t->e[k].wino,
+            f32tc += t->e[k].engine == SG_LAYER_OWN && t->e[k].f32tc;
+    if (wino || f32tc)
+        printf("    fp32 forms: %d own layer(s) with their 3x3 stride-1 passes as Winograd, %d "
+               "with their tiles on the tensor cores (3xTF32); SG_CONV_WINO and SG_CONV_F32_TC "
+               "override them\n",
+               wino, f32tc);
     /* what the table sets besides the layers: the wgmma schedule, the step knobs, the GEMMs'
      * algorithms (the speed alone but for the last) */
     const sg_step_knobs *kn = &t->knobs;
