@@ -165,6 +165,20 @@ __device__ __forceinline__ void conv_tile_at(int i, int j, int tid, int *m, int 
     }
 }
 
+/* Every accumulator of thread tid with its place in the BM x 64 tile: at(m, n, acc[i][j]) (the
+ * epilogue walk of the three tile kernels) */
+template <int BM, bool TC, class At>
+__device__ __forceinline__ void conv_tile_each(const float (&acc)[BM / 16][4], int tid, At at) {
+#pragma unroll
+    for (int i = 0; i < BM / 16; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int m, n;
+            conv_tile_at<BM, TC>(i, j, tid, &m, &n);
+            at(m, n, acc[i][j]);
+        }
+}
+
 /* The slice loop of every tile: fetch() reads the current slice into the thread's registers
  * and stash(b) stores them into shared buffer b; next() advances to the next slice (false past
  * the last). The first slice is fetched and stored before the loop; each iteration fetches the
@@ -282,17 +296,11 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
     conv_tile_loop<CONV_PM, TC>(
         acc, As, Bs, tid, [&] { return conv_fwd_next(part, tap, c0, cp0, cp1, KK); },
         [&] { fetch(part, tap, c0); }, stash);
-#pragma unroll
-    for (int i = 0; i < CONV_PM / 16; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int m, n;
-            conv_tile_at<CONV_PM, TC>(i, j, tid, &m, &n);
-            const int64_t po = (int64_t)blockIdx.x * CONV_PM + m;
-            const int co = blockIdx.y * CONV_BN + n;
-            if (po < P && co < Co)
-                dev_st(y, po * Co + co, acc[i][j] + (bias ? bias[co] : 0.0f), dt);
-        }
+    conv_tile_each<CONV_PM, TC>(acc, tid, [&](int m, int n, float v) {
+        const int64_t po = (int64_t)blockIdx.x * CONV_PM + m;
+        const int co = blockIdx.y * CONV_BN + n;
+        if (po < P && co < Co) dev_st(y, po * Co + co, v + (bias ? bias[co] : 0.0f), dt);
+    });
 }
 
 /* The input pixels of parity class (rh, rw) (see conv_bwd_data_kernel): ih = ih1 + S i,
@@ -384,19 +392,14 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
     if (kh < K && kw < K) /* a class some tap reaches (every class, for K >= S) */
         conv_tile_loop<CONV_PM, TC>(
             acc, As, Bs, tid, [&] { return next(kh, kw, c0); }, [&] { fetch(kh, kw, c0); }, stash);
-#pragma unroll
-    for (int i = 0; i < CONV_PM / 16; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int m, n;
-            conv_tile_at<CONV_PM, TC>(i, j, tid, &m, &n);
-            const int64_t qo = (int64_t)blockIdx.x * CONV_PM + m;
-            const int ci = blockIdx.y * CONV_BN + n;
-            if (qo >= Qc || ci >= Ci) continue;
-            const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
-            const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
-            dev_cat_st_acc(dx, pix, ci, acc[i][j], dt, accum);
-        }
+    conv_tile_each<CONV_PM, TC>(acc, tid, [&](int m, int n, float v) {
+        const int64_t qo = (int64_t)blockIdx.x * CONV_PM + m;
+        const int ci = blockIdx.y * CONV_BN + n;
+        if (qo >= Qc || ci >= Ci) return;
+        const int no = (int)(qo / ((int64_t)Hc * Wc)), r = (int)(qo % ((int64_t)Hc * Wc));
+        const int64_t pix = ((int64_t)no * H + ih1 + S * (r / Wc)) * W + iw1 + S * (r % Wc);
+        dev_cat_st_acc(dx, pix, ci, v, dt, accum);
+    });
 }
 
 /* blockIdx.x: tap * ceil(Ci/64) + input-channel tile; blockIdx.y: 64 output channels;
@@ -452,15 +455,10 @@ __global__ void __launch_bounds__(CONV_THREADS, 2)
         conv_tile_loop<CONV_BM, TC>(
             acc, As, Bs, tid, [&] { return (pb += CONV_BK) < p1; }, [&] { fetch(pb); }, stash);
     float *out = part + (int64_t)blockIdx.z * Co * KK * Ci;
-#pragma unroll
-    for (int i = 0; i < CONV_BM / 16; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int m, n;
-            conv_tile_at<CONV_BM, TC>(i, j, tid, &m, &n);
-            const int co = co_base + m, ci = ci_base + n;
-            if (co < Co && ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = acc[i][j];
-        }
+    conv_tile_each<CONV_BM, TC>(acc, tid, [&](int m, int n, float v) {
+        const int co = co_base + m, ci = ci_base + n;
+        if (co < Co && ci < Ci) out[((int64_t)co * KK + tap) * Ci + ci] = v;
+    });
 }
 
 /* threads stride over P*Co: y[i] = round(y[i] + b[i % Co]) in place (fp32 sum, one rounding
