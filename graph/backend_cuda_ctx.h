@@ -285,7 +285,6 @@ const char *wino_text(const cuda_ctx *c);
 int wino_node(const sg_plan *p, int node);
 int tiles_node(const sg_plan *p, int node);
 const char *f32tc_text(const cuda_ctx *c);
-int tiles_node(const sg_plan *p, int node);
 int prepare_conv_engines(sg_backend *be, const sg_plan *p, void *lib_ws, int64_t lib_wsb);
 void cuda_node_engine(sg_backend *be, const sg_plan *p, int node, char *buf, int cap);
 
