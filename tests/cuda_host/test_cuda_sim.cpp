@@ -219,6 +219,18 @@ __global__ void mma_diverged_kernel(float *D) {
     D[threadIdx.x] = c[0];
 }
 
+/* device memory the size of host array h, uninitialised (dev_alloc) or a copy of it (dev_copy) */
+template <class T, size_t N> static T *dev_alloc(const T (&h)[N]) {
+    T *d = nullptr;
+    cudaMalloc((void **)&d, sizeof h);
+    return d;
+}
+template <class T, size_t N> static T *dev_copy(const T (&h)[N]) {
+    T *d = dev_alloc(h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    return d;
+}
+
 static void test_mma(cudaStream_t st) {
     enum { WARPS = 4, BLOCKS = 3, T = WARPS * BLOCKS };
     static uint16_t hA[T * 256], hB[T * 128];
@@ -229,15 +241,8 @@ static void test_mma(cudaStream_t st) {
     hB[1 * 128 + 2 * 8 + 6] = 0x7fc0;  /* tile 1: B[2][6] = NaN: column 6 of D is NaN */
     hA[2 * 256 + 9 * 16 + 0] = 0xff80; /* tile 2: A[9][0] = -Inf and A[9][1] = +Inf */
     hA[2 * 256 + 9 * 16 + 1] = 0x7f80; /*   (with B[0][n], B[1][n] of one sign: NaN) */
-    uint16_t *dA, *dB;
-    float *dC, *dD;
-    cudaMalloc((void **)&dA, sizeof hA);
-    cudaMalloc((void **)&dB, sizeof hB);
-    cudaMalloc((void **)&dC, sizeof hC);
-    cudaMalloc((void **)&dD, sizeof hD);
-    cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice);
-    cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice);
-    cudaMemcpy(dC, hC, sizeof hC, cudaMemcpyHostToDevice);
+    uint16_t *dA = dev_copy(hA), *dB = dev_copy(hB);
+    float *dC = dev_copy(hC), *dD = dev_alloc(hD);
     for (int inplace = 0; inplace < 2; inplace++) {
         cudaMemset(dD, 0xFF, sizeof hD); /* poison: every element must be written */
         SG_LAUNCH(mma_tile_kernel, BLOCKS, WARPS * 32, 0, st, dD, (const uint16_t *)dA,
@@ -284,10 +289,7 @@ static void test_mma(cudaStream_t st) {
     });
     expect_fail("mma while one lane is at __syncwarp", "different warp operations", st,
                 [&] { SG_LAUNCH(mma_diverged_kernel, 1, 32, 0, st, dD); });
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dC);
-    cudaFree(dD);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD);
 }
 
 /* ---- mma.sync m16n8k8 tf32 and cvt.rna.tf32.f32 ---- */
@@ -328,15 +330,8 @@ static void test_mma_tf32(cudaStream_t st) {
         hA[i] = f32_bits(rand_f32() + 1.0f / 1024) ^ (rnd() & 0x1fffu);
     for (int i = 0; i < T * 64; i++) hB[i] = f32_bits(rand_f32() - 1.0f / 512) ^ (rnd() & 0x1fffu);
     for (int i = 0; i < T * 128; i++) hC[i] = rand_f32();
-    uint32_t *dA, *dB;
-    float *dC, *dD;
-    cudaMalloc((void **)&dA, sizeof hA);
-    cudaMalloc((void **)&dB, sizeof hB);
-    cudaMalloc((void **)&dC, sizeof hC);
-    cudaMalloc((void **)&dD, sizeof hD);
-    cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice);
-    cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice);
-    cudaMemcpy(dC, hC, sizeof hC, cudaMemcpyHostToDevice);
+    uint32_t *dA = dev_copy(hA), *dB = dev_copy(hB);
+    float *dC = dev_copy(hC), *dD = dev_alloc(hD);
     cudaMemset(dD, 0xFF, sizeof hD);
     SG_LAUNCH(mma_tf32_tile_kernel, BLOCKS, WARPS * 32, 0, st, dD, (const uint32_t *)dA,
               (const uint32_t *)dB, (const float *)dC);
@@ -394,10 +389,7 @@ static void test_mma_tf32(cudaStream_t st) {
               hout[i], want[i]);
     cudaFree(din);
     cudaFree(dout);
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dC);
-    cudaFree(dD);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD);
 }
 
 /* ---- ldmatrix ---- */
@@ -750,15 +742,8 @@ static void test_gemm(cudaStream_t st) {
     static uint16_t hA[64 * 64], hB[64 * 64];
     static float hC[64 * 64], hD[64 * 64];
     for (int i = 0; i < 64 * 64; i++) hA[i] = rand_bf16(), hB[i] = rand_bf16(), hC[i] = rand_f32();
-    uint16_t *dA, *dB;
-    float *dC, *dD;
-    cudaMalloc((void **)&dA, sizeof hA);
-    cudaMalloc((void **)&dB, sizeof hB);
-    cudaMalloc((void **)&dC, sizeof hC);
-    cudaMalloc((void **)&dD, sizeof hD);
-    cudaMemcpy(dA, hA, sizeof hA, cudaMemcpyHostToDevice);
-    cudaMemcpy(dB, hB, sizeof hB, cudaMemcpyHostToDevice);
-    cudaMemcpy(dC, hC, sizeof hC, cudaMemcpyHostToDevice);
+    uint16_t *dA = dev_copy(hA), *dB = dev_copy(hB);
+    float *dC = dev_copy(hC), *dD = dev_alloc(hD);
     /* waiting for too little: step 0 reads a stage still in flight (poison); step 1 refills
      * the stage whose copies were never waited for, which the emulator reports */
     expect_fail("gemm with wait_group 2", "overlaps", st, [&] {
@@ -791,10 +776,7 @@ static void test_gemm(cudaStream_t st) {
         else if (warp_runs_ahead)
             CHECK(bad > 0, "gemm without the barrier before a stage is refilled went unnoticed");
     }
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dC);
-    cudaFree(dD);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD);
 }
 
 /* ======== the Hopper operations (kernels/cuda/hopper.cuh, sim_hopper.cpp) ========
