@@ -376,6 +376,24 @@ PY'
     ok "cuda_host: the report's Winograd and tiles columns and sums" \
         'grep -q "| Winograd ms | direct ms | tiles 3xTF32 ms | tiles FMA ms | engine |$" "$tmp/wrep.md" && grep -Eq "^As Winograd F\(2x2, 3x3\), conv2d_bwd_data \([0-9]+ fp32 3x3 nodes it takes\): [0-9.]+ ms, against [0-9.]+ ms on the direct tiles" "$tmp/wrep.md" &&
          grep -Eq "^On the direct tiles, conv2d_bwd_weight \([0-9]+ nodes a tile launch takes\): [0-9.]+ ms with the products on the tensor cores \(3xTF32\), against [0-9.]+ ms" "$tmp/wrep.md"'
+    # ... whose per-pass sums are the JSON's: nodes, both times, per op
+    ok "cuda_host: the report's Winograd and tiles sums are the nodes' sums" 'python3 - "$tmp/w.json" "$tmp/wrep.md" <<PY
+import json, re, sys
+cl = json.load(open(sys.argv[1]))["conv_layers"]
+md = open(sys.argv[2]).read()
+for a, b, line in (("wino_ms", "direct_ms", r"As Winograd F\(2x2, 3x3\), (\w+) \((\d+) fp32 3x3 nodes it takes\): ([0-9.]+) ms, against ([0-9.]+) ms"),
+                   ("f32tc_ms", "fma_ms", r"On the direct tiles, (\w+) \((\d+) nodes a tile launch takes\): ([0-9.]+) ms with the products on the tensor cores \(3xTF32\), against ([0-9.]+) ms")):
+    got = {m[0]: (int(m[1]), float(m[2]), float(m[3])) for m in re.findall(line, md)}
+    want = {}
+    for c in cl:
+        if c.get(a) is not None and c.get(b) is not None:
+            n, x, y = want.get(c["op"], (0, 0.0, 0.0))
+            want[c["op"]] = (n + 1, x + c[a], y + c[b])
+    assert want and set(got) == set(want), (a, got, want)
+    for op, (n, x, y) in want.items():
+        g = got[op]
+        assert g[0] == n and abs(g[1] - x) < 1e-3 and abs(g[2] - y) < 1e-3, (a, op, g, (n, x, y))
+PY'
     # a plan the GPU has no room for (SG_SIM_MEM_BYTES: the emulated device's memory): refused
     # before anything is allocated, saying both sizes; bf16 is not offered to a bf16 run. At
     # 100 MB the arena (about 51 MB) fits but not with the libraries' margin: the total said

@@ -668,6 +668,21 @@ def attn_layers(out, r):
     out.append("")
 
 
+def pair_cols(acc, op, a, b, *more):
+    """A per-layer row's two timing columns a and b; where both were measured, the node is
+    counted in acc[op] = [nodes, sum a, sum b, sums of `more`...]."""
+    if a is not None and b is not None:
+        s_ = acc.setdefault(op, [0] + [0.0] * (2 + len(more)))
+        for k, v in enumerate((1, a, b) + more):
+            s_[k] += v
+    return " %s | %s |" % (fnum(a, "%.4f"), fnum(b, "%.4f"))
+
+
+def pair_total(acc):
+    """The "all" row's two columns: pair_cols' sums over every op."""
+    return " %.3f | %.3f |" % (sum(v[1] for v in acc.values()), sum(v[2] for v in acc.values()))
+
+
 def conv_layers(out, r):
     """bench's per-conv-layer table: each convolution-like node on the own engine and on cuDNN,
     its TFLOP/s and the same-size cuBLASLt GEMM's; then what each fusion kind removed"""
@@ -729,43 +744,22 @@ def conv_layers(out, r):
                 wg_ms += w
                 wg_own += o or 0.0
                 wg_n += 1
+        op = c.get("op")
         if halo:
-            h, t = c.get("wgmma_halo_ms"), c.get("wgmma_per_tap_ms")
-            row += " %s | %s |" % (fnum(h, "%.4f"), fnum(t, "%.4f"))
-            if h is not None and t is not None:
-                s_ = sums.setdefault(c.get("op"), [0, 0.0, 0.0])
-                s_[0] += 1
-                s_[1] += h
-                s_[2] += t
+            row += pair_cols(sums, op, c.get("wgmma_halo_ms"), c.get("wgmma_per_tap_ms"))
         if wino:
-            v, t = c.get("wino_ms"), c.get("direct_ms")
-            row += " %s | %s |" % (fnum(v, "%.4f"), fnum(t, "%.4f"))
-            if v is not None and t is not None:
-                s_ = wsums.setdefault(c.get("op"), [0, 0.0, 0.0, 0.0])
-                s_[0] += 1
-                s_[1] += v
-                s_[2] += t
-                s_[3] += d if d is not None else t
+            t = c.get("direct_ms")
+            row += pair_cols(wsums, op, c.get("wino_ms"), t, d if d is not None else t)
         if f32tc:
-            v, t = c.get("f32tc_ms"), c.get("fma_ms")
-            row += " %s | %s |" % (fnum(v, "%.4f"), fnum(t, "%.4f"))
-            if v is not None and t is not None:
-                s_ = tsums.setdefault(c.get("op"), [0, 0.0, 0.0])
-                s_[0] += 1
-                s_[1] += v
-                s_[2] += t
+            row += pair_cols(tsums, op, c.get("f32tc_ms"), c.get("fma_ms"))
         out.append(row + " %s |" % md_escape(str(c.get("engine") or "-")))
         own += o or 0.0
         dnn += d if d is not None else (o or 0.0)
     out.append("| | all | | | | %.3f | %.3f | %s | | | | |%s%s%s%s |" %
                (own, dnn, "%.2f×" % (own / dnn) if dnn else "–",
                 " %.3f | | |" % wg_ms if wg else "",
-                " %.3f | %.3f |" % (sum(v[1] for v in sums.values()),
-                                    sum(v[2] for v in sums.values())) if halo else "",
-                " %.3f | %.3f |" % (sum(v[1] for v in wsums.values()),
-                                    sum(v[2] for v in wsums.values())) if wino else "",
-                " %.3f | %.3f |" % (sum(v[1] for v in tsums.values()),
-                                    sum(v[2] for v in tsums.values())) if f32tc else ""))
+                pair_total(sums) if halo else "", pair_total(wsums) if wino else "",
+                pair_total(tsums) if f32tc else ""))
     if wg:
         out.append("\nThe wgmma kernels take %d of these nodes: %.3f ms on them against %.3f ms "
                    "on own as the step runs them." % (wg_n, wg_ms, wg_own))
