@@ -30,7 +30,8 @@
 #    same bits). Before the variants: the second
 #    GPU session's tuning and step took 50 s, and its variants left no time for them.
 #    GPU_CALL_TUNE=adm64: the same at unet_adm64 batch 32 fp32 instead (the fp32 forms per
-#    layer: the tiles' products on the FMAs or the tensor cores, Winograd), its variants too.
+#    layer: the tiles' products on the FMAs or the tensor cores, Winograd), with `tuned` and
+#    `tuned_store_norm` only (an fp32 table fuses nothing and runs no wgmma kernel).
 # 3b. a short Nsight Compute profile of the default step's normalisation kernels, each distinct
 #    launch once, then the same with them in one pass (SG_NORM_ONEPASS=1) where time is left
 #    (tools/gpu_profile.sh; 120 s at most, only with 330 s left so that the compile rows still
@@ -149,10 +150,16 @@ if [ -x "$bin" ] && [ "${GPU_CALL_TUNE:-1}" != 0 ] && [ $((total - SECONDS)) -gt
     echo "gpu_call: tune: exit $?, $(tail -n 1 "$runs/variants/tune.txt")"
     if [ -s "$table" ]; then
         variant tuned -- "${tune_model[@]}" --engine-table "$table"
-        variant tuned_unfused -- "${tune_model[@]}" --engine-table "$table" --fuse 0
+        # fp32 (adm64): a table plans no fusion there (sg_model_fuse) and runs no wgmma kernel,
+        # so --fuse 0 and the persistent wgmma grids would replay `tuned` again: not run
+        if [ "${GPU_CALL_TUNE:-1}" != adm64 ]; then
+            variant tuned_unfused -- "${tune_model[@]}" --engine-table "$table" --fuse 0
+        fi
         variant tuned_store_norm -- "${tune_model[@]}" --engine-table "$table" --store-norm 1
-        variant tuned_persist_fill SG_WG_PERSIST=1 SG_WG_FILL=1 -- "${tune_model[@]}" \
-            --engine-table "$table"
+        if [ "${GPU_CALL_TUNE:-1}" != adm64 ]; then
+            variant tuned_persist_fill SG_WG_PERSIST=1 SG_WG_FILL=1 -- "${tune_model[@]}" \
+                --engine-table "$table"
+        fi
     fi
 elif [ "${GPU_CALL_TUNE:-1}" != 0 ]; then
     echo "gpu_call: tune: not run ($((total - SECONDS))s left)"
