@@ -129,13 +129,13 @@ static int replay_layers(sg_backend *be, const sg_plan *p, const sg_engine_table
  * under the fastest schedule. With forms (n x FORMS; own on mma.sync, a backend that can time
  * a node on another engine), each own node the direct tiles take is also timed with their
  * products on the CUDA cores and on the tensor cores (backend.h: SG_TIME_OWN_TILES_FMA / _TC),
- * and, with form_wino, each one the Winograd kernels take as Winograd (SG_TIME_OWN_WINO); per
- * layer k the sums of those nodes' medians go to forms[FORMS k + FORM_*]; -1 where the
- * layer has none. */
+ * and each one the Winograd kernels take as Winograd (SG_TIME_OWN_WINO), the forms form_mask
+ * names (bit w: form_time[w]) and no other; per layer k the sums of those nodes' medians go to
+ * forms[FORMS k + FORM_*]; -1 where the layer has none, or the form was not timed. */
 static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                      sg_engine_table *layers, int engine, int tc, double *ms, int *ran,
                      double *pass_lib, double *pass_own, double *pass_wg, double *sched_ms,
-                     double *layer_sched, double *forms, int form_wino, char *env, int env_cap) {
+                     double *layer_sched, double *forms, int form_mask, char *env, int env_cap) {
     sg_engine_table all;
     sg_engine_table_init(&all);
     snprintf(all.model, sizeof all.model, "%s", layers->model);
@@ -190,9 +190,10 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
                                               wg_ms + (size_t)it * (size_t)nn + i);
             }
         for (int i = 0; i < nn && !rc && wi; i++)
-            for (int w = 0; w < 2 + form_wino && !rc && !strcmp(names[i], "own"); w++)
-                rc = be->time_node_engine(be, &e.plan, i, form_time[w],
-                                          wi + ((size_t)it * (size_t)nn + i) * 3 + w);
+            for (int w = 0; w < 3 && !rc && !strcmp(names[i], "own"); w++)
+                if (form_mask >> w & 1)
+                    rc = be->time_node_engine(be, &e.plan, i, form_time[w],
+                                              wi + ((size_t)it * (size_t)nn + i) * 3 + w);
         for (int i = 0; i < nn && !rc && sch; i++)
             for (int sc = 0; sc < SG_WG_SCHEDS && !rc && !strcmp(names[i], "wgmma"); sc++)
                 rc = be->time_node_engine(be, &e.plan, i, SG_TIME_WGMMA_SCHED + sc,
@@ -230,18 +231,23 @@ static int tune_pass(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o,
             const double m = med[(size_t)i * SG_WG_SCHEDS + sc];
             *l = *l == -2 || m < 0 ? -2 : (*l < 0 ? 0 : *l) + m; /* -2: a node unmeasured */
         }
-        /* an own node the tiles took: its medians both ways to its layer's sums; one the
-         * Winograd kernels took too: those and its Winograd median to the Winograd nodes' */
+        /* an own node the tiles took (measured in every direct form timed): its medians to its
+         * layer's sums; one the Winograd kernels took too: those and its Winograd median to the
+         * Winograd nodes' */
         double wm[3] = {-1, -1, -1};
         for (int w = 0; w < 3 && wi; w++) {
             for (int it = 0; it < o->iters; it++)
                 one[it] = wi[((size_t)it * (size_t)nn + i) * 3 + w];
             wm[w] = median(one, o->iters);
         }
-        const double add[FORMS] = {wm[0], wm[1], wm[0], wm[1], wm[2]};
-        for (int f = 0; f < FORMS && wm[0] >= 0 && wm[1] >= 0; f++) {
+        static const int form_of[FORMS] = {0, 1, 0, 1, 2}; /* FORM_* from form_time[] */
+        int tiles = wi != NULL;
+        for (int w = 0; w < 2; w++)
+            if (form_mask >> w & 1) tiles &= wm[w] >= 0;
+        for (int f = 0; f < FORMS && tiles; f++) {
             double *x = &forms[FORMS * k + f];
-            if (f < FORM_FMA_W || wm[2] >= 0) *x = (*x < 0 ? 0 : *x) + add[f];
+            if (wm[form_of[f]] >= 0 && (f < FORM_FMA_W || wm[2] >= 0))
+                *x = (*x < 0 ? 0 : *x) + wm[form_of[f]];
         }
         for (int it = 0; it < o->iters; it++) one[it] = node_ms[(size_t)it * (size_t)nn + i];
         /* a wgmma node: its time under the fastest schedule (measured under every one) */
@@ -322,7 +328,8 @@ static void env_field(json_t *env, const char *key, char *dst, size_t cap) {
 static double form_choice(const double *f, int tc0, int tc_free, int wino_free, double gain,
                           int *tc, int *wino) {
     *tc = tc0, *wino = 0;
-    if (f[FORM_FMA] < 0 || f[FORM_TC] < 0) return 0;
+    const double base = f[tc0 ? FORM_TC : FORM_FMA];
+    if (base < 0 || (tc_free && f[tc0 ? FORM_FMA : FORM_TC] < 0)) return 0;
     const int wino_ok = wino_free && f[FORM_WINO] >= 0;
     double best = 0;
     for (int t = 0; t < 2; t++)
@@ -330,7 +337,6 @@ static double form_choice(const double *f, int tc0, int tc_free, int wino_free, 
             if (t != tc0 && !tc_free) continue;
             const double all = f[t ? FORM_TC : FORM_FMA], on_w = f[t ? FORM_TC_W : FORM_FMA_W];
             const double cost = all - (w ? on_w - f[FORM_WINO] : 0);
-            const double base = f[tc0 ? FORM_TC : FORM_FMA];
             const double changed = t != tc0 ? base : f[tc0 ? FORM_TC_W : FORM_FMA_W];
             const double saved = base - cost;
             if (saved > gain * changed && saved > best) best = saved, *tc = t, *wino = w;
@@ -677,13 +683,14 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
            *pwg = calloc(3 * (size_t)n + 1, sizeof(double));
     double *lsched = calloc(SG_WG_SCHEDS * (size_t)n + 1, sizeof(double));
     /* the fp32 forms per layer (tune_pass): the tiles' products on the CUDA cores and on the
-     * tensor cores, where the environment leaves SG_CONV_F32_TC unset, and the 3x3 passes as
-     * Winograd, where it leaves SG_CONV_WINO unset (each overrides a table); tc0: the product
-     * form the own side runs with */
+     * tensor cores, where the environment leaves SG_CONV_F32_TC unset (else only the form it
+     * sets, Winograd's direct side), and the 3x3 passes as Winograd, where it leaves SG_CONV_WINO
+     * unset (each overrides a table); tc0: the product form the own side runs with */
     const char *wino_env = getenv("SG_CONV_WINO"), *tc_env = getenv("SG_CONV_F32_TC");
     const int f32 = cfg.act_dt == DT_F32;
     const int wino_tune = f32 && !(wino_env && *wino_env), tc_tune = f32 && !(tc_env && *tc_env);
     const int tc0 = tc_env && !strcmp(tc_env, "1");
+    const int form_mask = (tc_tune ? 3 : 1 << tc0) | (wino_tune ? 4 : 0);
     double *wsum = calloc(FORMS * (size_t)n + 1, sizeof(double));
     double *form_saved = calloc((size_t)n + 1, sizeof(double));
     int *form_tc = calloc((size_t)n + 1, sizeof(int)),
@@ -698,7 +705,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         fprintf(o->progress, "engine tuning: %d conv layers, every layer on own (fused)\n", n);
     if (!rc)
         rc = tune_pass(&cfg, o, t, SG_LAYER_OWN, SG_TC_MMA, own, ran_own, NULL, NULL, NULL, NULL,
-                       NULL, wino_tune || tc_tune ? wsum : NULL, wino_tune, NULL, 0);
+                       NULL, wino_tune || tc_tune ? wsum : NULL, form_mask, NULL, 0);
     for (int k = 0; k < FORMS * n && !wino_tune && !tc_tune; k++) wsum[k] = -1;
     /* each layer's own side in its fastest fp32 forms (form_choice; the per-pass rule of cuDNN's
      * side): its own time less what they save */
@@ -708,7 +715,7 @@ int sg_engine_tune(const sg_model_cfg *cfg0, const sg_engine_tune_opts *o, sg_en
         const double *f = &wsum[FORMS * k];
         form_saved[k] =
             form_choice(f, tc0, tc_tune, wino_tune, o->knob_min_gain, &form_tc[k], &form_wino[k]);
-        if (f[FORM_FMA] < 0 || f[FORM_TC] < 0) continue;
+        if (f[tc0 ? FORM_TC : FORM_FMA] < 0) continue;
         forms_fma += f[tc0 ? FORM_TC : FORM_FMA],
             forms_chosen += f[tc0 ? FORM_TC : FORM_FMA] - form_saved[k];
         tc_layers += form_tc[k] != tc0, wino_layers += form_wino[k];

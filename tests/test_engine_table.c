@@ -1761,20 +1761,24 @@ static void check_tune_forms(const uint8_t *data) {
     const sg_model_cfg c = tiny_f32();
     sg_engine_tune_opts o = tune_opts(&c, data, make_backend_form, NULL);
     o.knob_steps = 0;
-    for (int env = 0; env < 4; env++) {
-        const int wino_tuned = !(env & 1), tc_tuned = !(env & 2);
+    /* env 0-3: SG_CONV_WINO=0 (bit 0), SG_CONV_F32_TC=0 (bit 1); 4: SG_CONV_F32_TC=1 alone */
+    for (int env = 0; env < 5; env++) {
+        const int tc_set = env == 4; /* the tiles' products on the tensor cores, not measured */
+        const int wino_tuned = tc_set || !(env & 1), tc_tuned = !tc_set && !(env & 2);
         if (!wino_tuned) setenv("SG_CONV_WINO", "0", 1);
-        if (!tc_tuned) setenv("SG_CONV_F32_TC", "0", 1);
+        if (!tc_tuned) setenv("SG_CONV_F32_TC", tc_set ? "1" : "0", 1);
         g_form_timed[0] = g_form_timed[1] = g_form_timed[2] = 0;
         sg_engine_table t;
         const int rc = sg_engine_tune(&c, &o, &t);
         unsetenv("SG_CONV_WINO"), unsetenv("SG_CONV_F32_TC");
         char what[64];
         snprintf(what, sizeof what, "fp32%s%s", wino_tuned ? "" : ", SG_CONV_WINO=0",
-                 tc_tuned ? "" : ", SG_CONV_F32_TC=0");
+                 tc_tuned ? ""
+                 : tc_set ? ", SG_CONV_F32_TC=1"
+                          : ", SG_CONV_F32_TC=0");
         CHECK(!rc && !strcmp(t.precision, "fp32"), "tune (%s): %s", what, sg_last_error());
         /* a layer's sums: its nodes the tiles took (2 ms each on the FMAs), of those the ones
-         * Winograd took */
+         * Winograd took, their direct side in the layer's product form */
         int tiles = 0, winos = 0, on_tc = 0, on_wino = 0, wrong = 0;
         for (int k = 0; !rc && k < t.n; k++) {
             const sg_engine_entry *x = &t.e[k];
@@ -1788,8 +1792,9 @@ static void check_tune_forms(const uint8_t *data) {
             tiles += nt > 0, winos += nw > 0, on_tc += x->f32tc, on_wino += x->wino;
             const int bad_tc =
                 tc_tuned ? nt && f[1] != nt * (c2 ? 1.5 : 2.5) : f[0] >= 0 || f[1] >= 0;
-            const int bad_w =
-                wino_tuned ? nw && w[0] != nw * (x->f32tc ? 1.5 : 2.0) : w[0] >= 0 || w[1] >= 0;
+            const int bad_w = wino_tuned
+                                  ? nw && w[0] != nw * (x->f32tc || tc_set ? (c2 ? 1.5 : 2.5) : 2.0)
+                                  : w[0] >= 0 || w[1] >= 0;
             if (bad_tc || bad_w || x->f32tc != want_tc || x->wino != want_wino) {
                 if (wrong++ < 4)
                     fprintf(stderr,
@@ -1802,7 +1807,8 @@ static void check_tune_forms(const uint8_t *data) {
         const int *n = g_form_timed;
         const int timed_ok = !wino_tuned && !tc_tuned
                                  ? !n[0] && !n[1] && !n[2]
-                                 : n[0] > 0 && n[0] == n[1] && (wino_tuned ? n[2] > 0 : !n[2]);
+                                 : n[tc_set] > 0 && (tc_tuned ? n[1] == n[0] : !n[!tc_set]) &&
+                                       (wino_tuned ? n[2] > 0 : !n[2]);
         CHECK(!rc && !wrong && timed_ok &&
                   (tc_tuned ? tiles > 0 && on_tc > 0 && on_tc < tiles : !tiles && !on_tc) &&
                   (wino_tuned ? winos > 0 && on_wino > 0 && on_wino < winos : !winos && !on_wino),
