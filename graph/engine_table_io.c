@@ -122,9 +122,11 @@ static int tc_field(json_t *l, const char *name, sg_engine_table *t, const char 
 }
 
 /* a layer's optional fp32 form choice: "wino": true|false (absent: false) with "direct_ms" and
- * "wino_ms" (sg_engine_entry.wino), or "f32tc" with "fma_ms" and "f32tc_ms" (.f32tc) */
+ * "wino_ms" (sg_engine_entry.wino), or "f32tc" with "fma_ms" and "f32tc_ms" (.f32tc), given to
+ * its setter (sg_engine_table_set_wino / _set_f32tc) */
 static int form_field(json_t *l, const char *name, sg_engine_table *t, const char *what,
-                      const char *form, const char *ms0_key, const char *ms1_key) {
+                      const char *form, const char *ms0_key, const char *ms1_key,
+                      int (*set)(sg_engine_table *, const char *, int, double, double)) {
     json_t *v = json_object_get(l, form);
     double ms0, ms1;
     if (v && !json_is_boolean(v))
@@ -133,11 +135,7 @@ static int form_field(json_t *l, const char *name, sg_engine_table *t, const cha
     if (ms_field(l, ms0_key, &ms0, name, what) || ms_field(l, ms1_key, &ms1, name, what))
         return SG_ERR;
     const int on = json_is_true(v);
-    if (!strcmp(form, "wino") ? sg_engine_table_set_wino(t, name, on, ms0, ms1)
-                              : sg_engine_table_set_f32tc(t, name, on, ms0, ms1)) {
-        return sg_set_error("%s: %s", what, sg_last_error());
-    }
-    return SG_OK;
+    return set(t, name, on, ms0, ms1) ? sg_set_error("%s: %s", what, sg_last_error()) : SG_OK;
 }
 
 /* one of "wg_sched"'s arrays: SG_WG_SCHEDS ms or nulls (absent or null: none measured) */
@@ -330,8 +328,12 @@ int sg_engine_table_parse(const char *text, const char *what, sg_engine_table *t
         } else {
             rc = cudnn_names(l, name, t, what);
             if (!rc) rc = tc_field(l, name, t, what);
-            if (!rc) rc = form_field(l, name, t, what, "wino", "direct_ms", "wino_ms");
-            if (!rc) rc = form_field(l, name, t, what, "f32tc", "fma_ms", "f32tc_ms");
+            if (!rc)
+                rc = form_field(l, name, t, what, "wino", "direct_ms", "wino_ms",
+                                sg_engine_table_set_wino);
+            if (!rc)
+                rc = form_field(l, name, t, what, "f32tc", "fma_ms", "f32tc_ms",
+                                sg_engine_table_set_f32tc);
             if (!rc) rc = passes_field(l, name, t, what);
             if (!rc) rc = layer_sched_field(l, name, t, what);
         }

@@ -245,27 +245,33 @@ int sg_engine_table_set_tc(sg_engine_table *t, const char *layer, int tc, double
     return sg_set_error("engine table: no layer %s", layer);
 }
 
-/* an own layer's fp32 form choice (form: "wino" or "f32tc", what: the form's kernels) into
- * on / ms[2], refused where sg_engine_table_set_wino says */
-static int set_form(sg_engine_table *t, const char *layer, const char *form, const char *what,
-                    int on, double ms0, double ms1) {
+/* an own layer's two fp32 forms: their JSON keys, and their kernels for set_form's refusal */
+enum { FORM_WINO, FORM_F32TC };
+static const char *const form_key[] = {"wino", "f32tc"};
+static const char *const form_what[] = {"the Winograd kernels are fp32 alone",
+                                        "the tiles' tensor-core form is the fp32 tiles'"};
+
+/* an own layer's fp32 form choice (form: FORM_*) into on / ms[2], refused where
+ * sg_engine_table_set_wino says */
+static int set_form(sg_engine_table *t, const char *layer, int form, int on, double ms0,
+                    double ms1) {
+    const char *key = form_key[form];
     if (on != 0 && on != 1)
-        return sg_set_error("engine table: layer %s: \"%s\" choice %d is not 0 or 1", layer, form,
+        return sg_set_error("engine table: layer %s: \"%s\" choice %d is not 0 or 1", layer, key,
                             on);
     if (on && !strcmp(t->precision, "bf16"))
         return sg_set_error("engine table: layer %s: \"%s\" is for fp32 tables (%s), and this one "
                             "is bf16",
-                            layer, form, what);
+                            layer, key, form_what[form]);
     for (int i = 0; i < t->n; i++)
         if (!strcmp(t->e[i].layer, layer)) {
             sg_engine_entry *x = &t->e[i];
             if (on && x->engine != SG_LAYER_OWN)
                 return sg_set_error("engine table: layer %s: \"%s\" is an own layer's "
                                     "choice, and this layer says %s",
-                                    layer, form, sg_layer_engine_name(x->engine));
-            const int wino = !strcmp(form, "wino");
-            *(wino ? &x->wino : &x->f32tc) = on;
-            double *ms = wino ? x->wino_ms : x->f32tc_ms;
+                                    layer, key, sg_layer_engine_name(x->engine));
+            double *ms = form == FORM_WINO ? x->wino_ms : x->f32tc_ms;
+            *(form == FORM_WINO ? &x->wino : &x->f32tc) = on;
             ms[0] = ms0, ms[1] = ms1;
             sg_engine_table_hash(t);
             return SG_OK;
@@ -275,14 +281,12 @@ static int set_form(sg_engine_table *t, const char *layer, const char *form, con
 
 int sg_engine_table_set_wino(sg_engine_table *t, const char *layer, int wino, double direct_ms,
                              double wino_ms) {
-    return set_form(t, layer, "wino", "the Winograd kernels are fp32 alone", wino, direct_ms,
-                    wino_ms);
+    return set_form(t, layer, FORM_WINO, wino, direct_ms, wino_ms);
 }
 
 int sg_engine_table_set_f32tc(sg_engine_table *t, const char *layer, int f32tc, double fma_ms,
                               double tc_ms) {
-    return set_form(t, layer, "f32tc", "the tiles' tensor-core form is the fp32 tiles'", f32tc,
-                    fma_ms, tc_ms);
+    return set_form(t, layer, FORM_F32TC, f32tc, fma_ms, tc_ms);
 }
 
 double sg_engine_entry_form_saving(const sg_engine_entry *e) {
