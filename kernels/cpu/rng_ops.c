@@ -79,15 +79,9 @@ void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed
     }
 }
 
-/* The mask is regenerated from the same key, so the backward needs nothing saved; dx may
- * alias dy. */
+/* The mask is regenerated from the same key, so the backward needs nothing saved: it is the
+ * forward applied to dy (the same mask, the same scale); dx may alias dy. */
 void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
                      uint32_t purpose, uint64_t i0) {
-    const float scale = dropout_scale(p);
-    float u[DROP_RUN];
-    for (int64_t i0r = 0; i0r < n; i0r += DROP_RUN) {
-        const int64_t m = n - i0r < DROP_RUN ? n - i0r : DROP_RUN;
-        sg_rng_dropout_run(u, m, seed, step, purpose, i0 + (uint64_t)i0r);
-        for (int64_t k = 0; k < m; k++) dx[i0r + k] = u[k] >= p ? dy[i0r + k] * scale : 0.0f;
-    }
+    cpu_dropout_fwd(dx, dy, n, p, seed, step, purpose, i0);
 }
