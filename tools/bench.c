@@ -408,6 +408,21 @@ typedef struct {
 
 /* The breakdown row of node i: its op, and for a conv node its engine (SG_CONV_ENGINE_*, 0
  * for the rest); name: the backend's engine name of it ("" where it has none). */
+/* Two paired columns of the per-layer table: node i timed as `first` into *t0, then, where that
+ * takes it (*t0 >= 0), as `second` into *t1 (both -1 on entry). A failure says so on stderr (what:
+ * the two forms) and leaves both empty, as does a node the second does not take: the two go as a
+ * pair. A failed timing is not the run's: a fault on the device would fail its next call. */
+static void time_pair(sg_backend *be, const sg_plan *p, int i, int first, float *t0, int second,
+                      float *t1, const char *what) {
+    if (be->time_node_engine(be, p, i, first, t0) ||
+        (*t0 >= 0 && be->time_node_engine(be, p, i, second, t1))) {
+        fprintf(stderr, "bench: node %d %s: %s (those columns left empty)\n", i, what,
+                sg_last_error());
+        *t0 = *t1 = -1;
+    }
+    if (*t1 < 0) *t0 = -1;
+}
+
 static int node_row(sg_backend *be, const sg_plan *p, int i, char *name, int cap) {
     name[0] = 0;
     if (be->node_engine) be->node_engine(be, p, i, name, cap);
@@ -577,45 +592,21 @@ static int measure(const bench_args *a, sg_exec *e, bench_result *r) {
                 }
                 /* ... on the resident-halo kernels and per tap, where a halo kernel takes it
                  * (whichever the step's knobs choose: the other is what a GPU must say) */
-                if (!rc && r->conv_wg[k] >= 0 &&
-                    (be->time_node_engine(be, p, i, SG_TIME_WGMMA_HALO, &r->conv_wgh[k]) ||
-                     (r->conv_wgh[k] >= 0 &&
-                      be->time_node_engine(be, p, i, SG_TIME_WGMMA_PER_TAP, &r->conv_wgt[k])))) {
-                    fprintf(stderr,
-                            "bench: node %d on the wgmma halo or per-tap kernels: %s (those "
-                            "columns left empty)\n",
-                            i, sg_last_error());
-                    r->conv_wgh[k] = r->conv_wgt[k] = -1;
-                }
-                if (r->conv_wgt[k] < 0) r->conv_wgh[k] = -1; /* the two as a pair */
+                if (!rc && r->conv_wg[k] >= 0)
+                    time_pair(be, p, i, SG_TIME_WGMMA_HALO, &r->conv_wgh[k], SG_TIME_WGMMA_PER_TAP,
+                              &r->conv_wgt[k], "on the wgmma halo or per-tap kernels");
                 /* the own engine's fp32 3x3 pass as Winograd and on the direct tiles, where the
                  * Winograd form takes it (whichever SG_CONV_WINO chooses: the other is what a GPU
                  * must say) */
-                if (!rc &&
-                    (be->time_node_engine(be, p, i, SG_TIME_OWN_WINO, &r->conv_wino[k]) ||
-                     (r->conv_wino[k] >= 0 &&
-                      be->time_node_engine(be, p, i, SG_TIME_OWN_DIRECT, &r->conv_direct[k])))) {
-                    fprintf(stderr,
-                            "bench: node %d as Winograd or on the direct tiles: %s (those columns "
-                            "left empty)\n",
-                            i, sg_last_error());
-                    r->conv_wino[k] = r->conv_direct[k] = -1;
-                }
-                if (r->conv_direct[k] < 0) r->conv_wino[k] = -1; /* the two as a pair */
+                if (!rc)
+                    time_pair(be, p, i, SG_TIME_OWN_WINO, &r->conv_wino[k], SG_TIME_OWN_DIRECT,
+                              &r->conv_direct[k], "as Winograd or on the direct tiles");
                 /* the own engine's pass on the direct tiles with their products on the tensor
                  * cores and on the CUDA cores, where a tile launch takes it (whichever
                  * SG_CONV_F32_TC chooses: the other is what a GPU must say) */
-                if (!rc &&
-                    (be->time_node_engine(be, p, i, SG_TIME_OWN_TILES_TC, &r->conv_tc[k]) ||
-                     (r->conv_tc[k] >= 0 &&
-                      be->time_node_engine(be, p, i, SG_TIME_OWN_TILES_FMA, &r->conv_fma[k])))) {
-                    fprintf(stderr,
-                            "bench: node %d on the tiles' tensor-core or FMA form: %s (those "
-                            "columns left empty)\n",
-                            i, sg_last_error());
-                    r->conv_tc[k] = r->conv_fma[k] = -1;
-                }
-                if (r->conv_fma[k] < 0) r->conv_tc[k] = -1; /* the two as a pair */
+                if (!rc)
+                    time_pair(be, p, i, SG_TIME_OWN_TILES_TC, &r->conv_tc[k], SG_TIME_OWN_TILES_FMA,
+                              &r->conv_fma[k], "on the tiles' tensor-core or FMA form");
             }
             if (r->conv_own[k] < 0) r->conv_own[k] = r->node_ms[i];
             r->conv_flops[k] = sg_ops[g->n[i].op].flops(g, &g->n[i]);
