@@ -337,8 +337,12 @@ PY'
         'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
     # the fp32 3x3 passes as Winograd F(2x2, 3x3) and on the direct tiles (wino_ms, direct_ms),
     # where Winograd takes them (stride-1 passes off the thin kernels),
-    # whatever SG_CONV_WINO chooses; the step with it on records it
-    SG_CONV_WINO=1 $bench --backend cuda --model unet_tiny --precision fp32 --conv-engine own \
+    # whatever SG_CONV_WINO chooses; the step with it on records it. Each launch of a Winograd
+    # kernel counts 1 s more on the emulation's events' clock, each of a tile kernel with its
+    # products on the tensor cores 2 s (SG_SIM_KERNEL_MS): a column that timed another form
+    # than it names shows it
+    SG_SIM_KERNEL_MS='conv_wino=1000,conv_fwd_kernel<true>=2000,conv_bwd_data_kernel<true>=2000,conv_bwd_weight_kernel<true>=2000' \
+        SG_CONV_WINO=1 $bench --backend cuda --model unet_tiny --precision fp32 --conv-engine own \
         --batch 2 --iters 1 --warmup 0 --json >"$tmp/w.json" 2>"$tmp/w_err.txt" || cat "$tmp/w_err.txt"
     ok "cuda_host: fp32 3x3 passes timed as Winograd and on the direct tiles" 'python3 - "$tmp/w.json" <<PY
 import json, sys
@@ -371,6 +375,15 @@ assert all(c.get("f32tc_ms") is None and c.get("fma_ms") is None for c in cl if 
 assert len(t) == sum(1 for c in cl if tiles(c)), (len(t), [c["shape"] for c in cl])
 assert {c["op"] for c in t} == {"conv2d", "conv2d_bwd_data", "conv2d_bwd_weight"}, t
 assert any(" S2 " in c["shape"] for c in t), t
+PY'
+    ok "cuda_host: each paired column timed the form it names" 'python3 - "$tmp/w.json" <<PY
+import json, sys
+cl = json.load(open(sys.argv[1]))["conv_layers"]
+bad = [c for c in cl if c.get("wino_ms") is not None
+       and not (c["wino_ms"] - c["direct_ms"] > 900 and c["direct_ms"] < 900)]
+bad += [c for c in cl if c.get("f32tc_ms") is not None
+        and not (c["f32tc_ms"] - c["fma_ms"] > 1900 and c["fma_ms"] < 900)]
+assert not bad, bad[:3]
 PY'
     report_of wrep "$tmp/w.json" 2 fp32 "bench --backend cuda --model unet_tiny --precision fp32 --json"
     ok "cuda_host: the report's Winograd and tiles columns and sums" \

@@ -117,7 +117,10 @@ struct rt_state {
     bool init = false;
     bool launch_only = false; /* SG_SIM_LAUNCH_ONLY=1 */
     double discount = 0;      /* seconds taken off the events' clock (clock_discount) */
-    bool any_image = false;   /* SG_SIM_IMAGES=any: every kernel has code for the device */
+    /* SG_SIM_KERNEL_MS: a kernel whose name holds .first counts .second ms more on the events'
+     * clock each time it runs (kernel_delay) */
+    std::vector<std::pair<std::string, double>> kernel_ms;
+    bool any_image = false; /* SG_SIM_IMAGES=any: every kernel has code for the device */
     int device = 0;
 };
 rt_state R;
@@ -176,6 +179,26 @@ void init() {
         _exit(1);
     }
     R.any_image = im && !strcmp(im, "any");
+    /* SG_SIM_KERNEL_MS=PATTERN=MS[,PATTERN=MS...]: each execution of a kernel whose name holds
+     * PATTERN (the first that matches) counts MS more on the events' clock, so that a test can
+     * tell which kernels a timing covered (bench's paired per-layer columns) */
+    const char *km = getenv("SG_SIM_KERNEL_MS");
+    for (const char *p = km; p && *p;) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        char *num_end = nullptr;
+        const double ms = eq && eq < end ? strtod(eq + 1, &num_end) : -1;
+        if (!eq || eq == p || eq > end || num_end == eq + 1 || num_end != end ||
+            !(ms >= 0 && ms <= 1e6)) {
+            fprintf(stderr,
+                    "sg_cuda_sim: SG_SIM_KERNEL_MS=%s: expected PATTERN=MS[,PATTERN=MS...] "
+                    "(MS in [0, 1e6])\n",
+                    km);
+            _exit(1);
+        }
+        R.kernel_ms.emplace_back(std::string(p, eq), ms);
+        p = *end ? end + 1 : end;
+    }
     R.legacy.id = 0;
     /* the handler runs on its own stack: a fiber's overflowing stack cannot host it */
     static char altstack[64 << 10];
@@ -364,6 +387,15 @@ bool image_for_device(const kernel_resources *res, std::string *archs) {
 
 void clock_discount(double s) {
     if (s > 0) R.discount += s;
+}
+
+/* SG_SIM_KERNEL_MS: kernel `name` ran once; the events' clock moves on by its pattern's ms */
+static void kernel_delay(const std::string &name) {
+    for (const auto &k : R.kernel_ms)
+        if (name.find(k.first) != std::string::npos) {
+            R.discount -= k.second * 1e-3;
+            return;
+        }
 }
 
 void report(const char *fmt, ...) {
@@ -572,7 +604,10 @@ bool kernel_cmd(launch_info &li, std::shared_ptr<call_base> call, cmd &c) {
     c.run = [name, g, b, smem, call, poison]() -> cudaError_t {
         if (R.launch_only) return cudaSuccess;
         std::string err;
-        if (run_grid(name.c_str(), g, b, smem, call.get(), poison, err)) return cudaSuccess;
+        if (run_grid(name.c_str(), g, b, smem, call.get(), poison, err)) {
+            kernel_delay(name);
+            return cudaSuccess;
+        }
         report("%s (scheduling order %s)", err.c_str(), order_name());
         return cudaErrorLaunchFailure;
     };
