@@ -335,6 +335,18 @@ PY'
          grep -Eq "^  all attention nodes: gemm [0-9.]+ ms \(([0-9]+) nodes\), fused [0-9.]+ ms \(\1 nodes\)$" "$tmp/h.txt"'
     ok "cuda_host: fusion savings and the --fuse 0 command" \
         'grep -q "^fusion savings" "$tmp/h.txt" && grep -Eq "^  upsample +1 " "$tmp/h.txt" && grep -q "bench --backend cuda --model unet_tiny --batch 2 --precision bf16 --fuse 0" "$tmp/h.txt"'
+    # the wgmma halo and per-tap columns time the forms they name: each launch of a wgmma
+    # resident-halo kernel counts 1 s more on the emulation's events' clock (SG_SIM_KERNEL_MS)
+    SG_SIM_KERNEL_MS='conv_wg_fwd_halo=1000,conv_wg_dgrad_halo=1000' $bench --backend cuda \
+        --model unet_tiny --precision bf16 --fuse 1 --batch 2 --iters 1 --warmup 0 --json \
+        >"$tmp/hp.json" 2>"$tmp/hp_err.txt" || cat "$tmp/hp_err.txt"
+    ok "cuda_host: the wgmma halo and per-tap columns timed the forms they name" 'python3 - "$tmp/hp.json" <<PY
+import json, sys
+cl = json.load(open(sys.argv[1]))["conv_layers"]
+h = [c for c in cl if c.get("wgmma_halo_ms") is not None]
+bad = [c for c in h if not (c["wgmma_halo_ms"] - c["wgmma_per_tap_ms"] > 900 and c["wgmma_per_tap_ms"] < 900)]
+assert h and not bad, (len(h), bad[:3])
+PY'
     # the fp32 3x3 passes as Winograd F(2x2, 3x3) and on the direct tiles (wino_ms, direct_ms),
     # where Winograd takes them (stride-1 passes off the thin kernels),
     # whatever SG_CONV_WINO chooses; the step with it on records it. Each launch of a Winograd
