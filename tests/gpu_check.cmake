@@ -11,3 +11,6 @@ set_tests_properties(gpu_profile_logic PROPERTIES TIMEOUT 120)
 add_test(NAME gpu_scripts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_scripts.sh
                                   $<TARGET_FILE:bench>)
 set_tests_properties(gpu_scripts PROPERTIES TIMEOUT 120)
+# .ci/failed_digest.sh (what CI prints last when a test failed) against a small ctest project
+add_test(NAME ci_digest COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ci_digest.sh)
+set_tests_properties(ci_digest PROPERTIES TIMEOUT 60)

@@ -3,7 +3,7 @@
 # drive. A GPU call is 15 minutes a session at most, and a script that does not parse, a bench
 # flag renamed since the script was written, or a knob the code no longer reads would waste it
 # silently (a variant that fails prints its exit status and the call goes on). So:
-# 1. every shell script (tools/, tests/, .ci/run) parses (bash -n);
+# 1. every shell script (tools/, tests/, .ci/) parses (bash -n);
 # 2. shellcheck finds no error in the device scripts (tools/*.sh; SKIP where it is missing);
 # 3. every flag tools/gpu_call.sh, tools/gpu_profile.sh and tools/bench.sh pass to the bench
 #    binary is one that `bench --help` names, and every SG_* variable a gpu_call.sh variant sets
@@ -194,7 +194,7 @@ PY'
 fi
 
 # 1. syntax
-for f in "$root"/tools/*.sh "$root"/tests/*.sh "$root"/.ci/run; do
+for f in "$root"/tools/*.sh "$root"/tests/*.sh "$root"/.ci/run "$root"/.ci/*.sh; do
     ok "bash -n $(basename "$f")" 'bash -n "$f"'
 done
 
