@@ -15,9 +15,8 @@ if [ "${1:-}" = --cuda-host ]; then mode=cuda_host; shift; fi
 bench=$1
 dnn_bench=${2:-} # --cuda-host: the bench built over the emulated cuDNN too, where there is one
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-pass=0 fail=0
 shown=() # cuda_host: the runs' output files, shown at the end where a check failed
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

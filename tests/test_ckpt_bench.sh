@@ -5,8 +5,7 @@
 # Usage: test_ckpt_bench.sh CKPT_BENCH
 set -u
 bench=$1
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 dir="$tmp/q\"d \\ir"

@@ -26,8 +26,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # transport; plain copies work everywhere and the messages here are small
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { "$mpirun" --oversubscribe -np "$@"; }
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # lr without warm-up so that 5 steps move the weights (warm-up would scale the first

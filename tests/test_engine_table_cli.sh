@@ -8,8 +8,7 @@
 # build/train build/ckpt
 set -u
 bench=$(realpath "$1") plan=$(realpath "$2") train=$(realpath "$3") ckpt=$(realpath "$4")
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1

@@ -21,8 +21,7 @@
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=${SG_DEPS_DIR:-$root/.deps}
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 
 if ! ls "$deps"/*.deb >/dev/null 2>&1; then
     if [ -n "${CI:-}" ]; then

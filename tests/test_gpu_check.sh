@@ -7,8 +7,7 @@
 # run (every tool faked to succeed) passes with exit 0.
 set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fk=$tmp/fake

@@ -34,8 +34,7 @@ rehearse=0 audit=0
 [ "${1:-}" = --rehearse ] && rehearse=1 && shift
 [ "${1:-}" = --launch-audit ] && audit=1 && shift
 bench=${1:?usage: test_gpu_scripts.sh [--rehearse|--launch-audit] BENCH}
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 joined() { sed -e 's/[[:space:]]#.*$//' -e '/^[[:space:]]*#/d' "$1" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta'; }
 # one of gpu_call.sh's "variant NAME [VAR=VALUE...] -- [flags]" lines (joined) into vname,
 # venvs and vflags; "$table" in it is the caller's

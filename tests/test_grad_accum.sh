@@ -13,8 +13,7 @@
 # Usage: test_grad_accum.sh TRAIN DP_COMPARE CKPT PLAN
 set -u
 train=$1 compare=$2 ckpt=$3 plan=$4
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # as dp_mpi: lr without warm-up so that 5 steps move the weights, AdamW's epsilon 1e-5 (why:

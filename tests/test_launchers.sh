@@ -4,11 +4,10 @@
 # Skips (77) when the tested build is not the setup's build/ (the links point there).
 # Usage: test_launchers.sh SOURCE_DIR BINARY_DIR
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 src=$1 bin=$2
 [ "$(realpath "$bin")" = "$(realpath "$src/build")" ] || { echo "not the setup's build/: skip"; exit 77; }
 cd "$src" || exit 1
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
 ok "./plan --model unet_cifar" './plan --model unet_cifar --no-table | grep -q "parameters      35,746,307"'
 ok "./train --help" './train --help | grep -q -- "--resume DIR|CKPT"'
 ok "./sample --help" './sample --help >/dev/null'

@@ -3,8 +3,7 @@
 # exit codes for bad input.
 set -u
 plan=$1
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 
 out=$($plan --model unet_cifar --no-table)
 ok "cifar params" 'grep -q "parameters      35,746,307" <<<"$out"'

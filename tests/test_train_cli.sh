@@ -8,8 +8,7 @@
 set -u
 train=$(realpath "$1") ckpt=$(realpath "$2")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1

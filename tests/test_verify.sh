@@ -12,8 +12,7 @@ cuda_host=0
 [ "${1:-}" = --cuda-host ] && cuda_host=1 && shift
 verify=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-pass=0 fail=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/ok.sh" # pass, fail, ok NAME CONDITION
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
