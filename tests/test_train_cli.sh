@@ -156,7 +156,12 @@ ok "--overwrite replaces the run (and only its files)" '[ $rc -eq 0 ] && [ ! -e 
 mkdir -p locked
 flock locked/.lock sleep 30 &
 holder=$!
-sleep 0.3
+# until the holder has the lock (a fixed 0.3 s wait could lose that race on a loaded machine)
+for _ in $(seq 100); do
+    flock -n -E 75 locked/.lock true
+    [ $? = 75 ] && break
+    sleep 0.1
+done
 "${T[@]}" --steps 2 --out locked >/dev/null 2>err.txt; rc=$?
 kill $holder 2>/dev/null; wait $holder 2>/dev/null
 ok "a locked directory refuses a second trainer" '[ $rc -ne 0 ] && grep -q "in use by another trainer" err.txt && [ ! -e locked/metrics.jsonl ]'
