@@ -740,6 +740,30 @@ ok "hanging torch mode recorded as timed out" \
 ok "side-by-side row with ratios" \
     'grep -Eq "^\| stepgraph \(CUDA graph replay\) \| ok \| 6\.500 \| 6\.450–6\.600 \| 19692\.3 \| 0\.812× \| – \| 88\.5% \| arena 2048\.0 MiB \| 3\.50 \|" "$md"'
 ok "best PyTorch named" 'grep -q "Best PyTorch mode: PyTorch compile, 8.000 ms/step" "$md"'
+# the side-by-side's bar chart: each finished implementation's ms/step, fastest first, its bar in
+# eighths of a cell proportional to it (the slowest 40 cells); the failed ones not in it
+ok "side-by-side bar chart" 'python3 - "$md" "$root/tools" <<PY
+import re, sys
+md = open(sys.argv[1]).read()
+sec = md.split("### unet_cifar, batch 128, bf16")[1].split("### ")[0]
+fence = chr(96) * 3  # (no backquote in this shell heredoc)
+block = sec.split(fence + "text\n")[1].split(fence)[0].splitlines()
+assert block[0] == "ms/step, shorter is faster", block
+rows = [re.match(r"^(.*?)  +([█▏▎▍▌▋▊▉]+) +([0-9.]+)$", l) for l in block[1:]]
+assert all(rows), block
+names = [m.group(1) for m in rows]
+ms = [float(m.group(3)) for m in rows]
+assert names[:2] == ["stepgraph (CUDA graph replay)", "PyTorch compile"], names
+assert ms == [6.5, 8.0, 10.0], ms  # eager last; reduce-overhead failed, no-cudagraphs timed out
+assert not any("reduce-overhead" in n or "no-cudagraphs" in n for n in names), names
+frac = {"█": 8, "▏": 1, "▎": 2, "▍": 3, "▌": 4, "▋": 5, "▊": 6, "▉": 7}
+for m, v in zip(rows, ms):
+    assert sum(frac[c] for c in m.group(2)) == round(320 * v / ms[-1]), (m.group(0), v)
+# a partial cell, and the least bar one eighth
+sys.path.insert(0, sys.argv[2])
+from bench_report import bar
+assert bar(1.0, 3.0) == "█" * 13 + "▍" and bar(1e-3, 100.0) == "▏", (bar(1.0, 3.0), bar(1e-3, 100.0))
+PY'
 ok "speed-up column" 'grep -Eq "^\| PyTorch eager \| ok \| 10\.000 .* \| 1\.250× \| 1\.54× \|" "$md"'
 ok "TF32 off/on stated for fp32" 'grep -q "PyTorch eager, TF32 off" "$md" && grep -q "PyTorch eager, TF32 on" "$md"'
 ok "target: step time ratio not met" 'grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.812 .*\| \*\*not met\*\* \|" "$md"'

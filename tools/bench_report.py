@@ -16,7 +16,8 @@
   bench_report.py report --out FILE [--copy FILE ...] DIR [DIR ...]
       Assemble the markdown report from the records (DIR/jobs/*.json; a later DIR's record
       of the same job wins unless it did not finish and the earlier one did), DIR/env.json
-      and DIR/build.log: the side-by-side tables, ratios to the best PyTorch mode, the
+      and DIR/build.log: the side-by-side tables (each with a bar chart of ms/step in a text
+      block), ratios to the best PyTorch mode, the
       targets of docs (DESIGN: Targets) met / not met, the per-op breakdowns, the
       environment and the raw logs. Prints the targets summary on stdout.
 
@@ -373,6 +374,32 @@ def modes_note(rs, tf32=None):
     return s
 
 
+BAR_CELLS = 40
+BAR_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def bar(v, vmax, cells=BAR_CELLS):
+    """v as a bar of full blocks and one partial block, vmax filling `cells` cells"""
+    eighths = int(round(8 * cells * v / vmax)) if vmax > 0 else 0
+    full, part = divmod(max(eighths, 1), 8)
+    return "█" * full + (BAR_EIGHTHS[part] if part else "")
+
+
+def bar_chart(out, rs):
+    """the finished implementations' ms/step as bars in a text block, fastest first: the table's
+    first column at a glance (nothing where fewer than two finished)"""
+    done = sorted(((res(r, "ms_per_step"), label(r)) for r in rs if ok(r)), key=lambda t: t[0])
+    if len(done) < 2:
+        return
+    w = max(len(name) for _, name in done)
+    top = done[-1][0]
+    out.append("```text")
+    out.append("ms/step, shorter is faster")
+    for ms, name in done:
+        out.append("%-*s  %-*s  %9.3f" % (w, name, BAR_CELLS, bar(ms, top), ms))
+    out.append("```\n")
+
+
 def side_by_side(out, key, rs):
     model, batch, prec = key
     sg = sg_of(rs)
@@ -421,6 +448,7 @@ def side_by_side(out, key, rs):
                    (label(r), ms, spread, fnum(res(r, "img_per_s"), "%.1f"), ratio, speed, mfu,
                     mem, host))
     out.append("")
+    bar_chart(out, rs)
     notes = []
     if peak:
         notes.append("\\*MFU: the plan's matmul FLOPs per step (%.4g TFLOP) ÷ step time ÷ the "
