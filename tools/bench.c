@@ -406,8 +406,6 @@ typedef struct {
     stats s;
 } bench_result;
 
-/* The breakdown row of node i: its op, and for a conv node its engine (SG_CONV_ENGINE_*, 0
- * for the rest); name: the backend's engine name of it ("" where it has none). */
 /* Two paired columns of the per-layer table: node i timed as `first` into *t0, then, where that
  * takes it (*t0 >= 0), as `second` into *t1 (both -1 on entry). A failure says so on stderr (what:
  * the two forms) and leaves both empty, as does a node the second does not take: the two go as a
@@ -423,6 +421,8 @@ static void time_pair(sg_backend *be, const sg_plan *p, int i, int first, float 
     if (*t1 < 0) *t0 = -1;
 }
 
+/* The breakdown row of node i: its op, and for a conv node its engine (SG_CONV_ENGINE_*, 0
+ * for the rest); name: the backend's engine name of it ("" where it has none). */
 static int node_row(sg_backend *be, const sg_plan *p, int i, char *name, int cap) {
     name[0] = 0;
     if (be->node_engine) be->node_engine(be, p, i, name, cap);
