@@ -109,6 +109,11 @@ int ckpt_save_rotating(const char *dir, int64_t step, const char *meta_json,
  * ckpt_*.sgck with the highest step. Writes its path to buf. SG_ERR when there is none. */
 int ckpt_latest(const char *dir, char *buf, size_t cap);
 
+/* The checkpoint dir/latest names (its path in buf) when that is a checkpoint file that exists;
+ * else SG_ERR, the error naming what is wrong with latest (absent, not a checkpoint's name,
+ * naming a missing file). */
+int ckpt_latest_named(const char *dir, char *buf, size_t cap);
+
 /* The path of step's checkpoint in dir. */
 int ckpt_rotating_path(const char *dir, int64_t step, char *buf, size_t cap);
 

@@ -98,31 +98,33 @@ static int make_dirs(const char *dir) {
     return SG_OK;
 }
 
-/* Read dir/latest into name; SG_ERR when absent or not a plain checkpoint file name. */
-static int read_latest(const char *dir, char *name, size_t cap) {
+/* The checkpoint dir/latest names, when it names a checkpoint file that is there: its path in
+ * buf. Else SG_ERR, the error saying which: latest absent, not a checkpoint's name, or naming a
+ * file that is missing. */
+int ckpt_latest_named(const char *dir, char *buf, size_t cap) {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, LATEST_NAME) >= sizeof path)
-        return SG_ERR;
+        return sg_set_error("checkpoint: path too long in %s", dir);
     FILE *fp = fopen(path, "rb");
-    if (!fp) return SG_ERR;
-    char buf[300];
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    if (!fp) return sg_set_error("%s: %s", path, strerror(errno));
+    char name[300];
+    size_t n = fread(name, 1, sizeof name - 1, fp);
     fclose(fp);
-    buf[n] = 0;
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
-    if (parse_name(buf) < 0 || n >= cap) return SG_ERR;
-    memcpy(name, buf, n + 1);
+    name[n] = 0;
+    while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\r' || name[n - 1] == ' '))
+        name[--n] = 0;
+    if (parse_name(name) < 0 || strlen(name) != n)
+        return sg_set_error("%s does not name a checkpoint (ckpt_<step>.sgck)", path);
+    int w = snprintf(buf, cap, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= cap) return sg_set_error("checkpoint: path too long in %s", dir);
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
+        return sg_set_error("%s names %s, which is missing", path, name);
     return SG_OK;
 }
 
 int ckpt_latest(const char *dir, char *buf, size_t cap) {
-    char name[300];
-    struct stat st;
-    if (read_latest(dir, name, sizeof name) == SG_OK) {
-        int w = snprintf(buf, cap, "%s/%s", dir, name);
-        if (w < 0 || (size_t)w >= cap) return sg_set_error("checkpoint: path too long in %s", dir);
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode)) return SG_OK;
-    }
+    if (ckpt_latest_named(dir, buf, cap) == SG_OK) return SG_OK;
     listed *l;
     int count;
     if (list_checkpoints(dir, &l, &count)) return SG_ERR;

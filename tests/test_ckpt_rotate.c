@@ -2,7 +2,8 @@
  *   - saving steps 0..9 with keep_last 3 keeps exactly the three newest, latest names the
  *     newest, every kept file opens and holds its own step;
  *   - ckpt_latest falls back to the highest step when latest is missing, damaged or names a
- *     deleted file, and fails clearly on an empty or missing directory;
+ *     deleted file (ckpt_latest_named says which of the three), and fails clearly on an empty
+ *     or missing directory;
  *   - a crash at every I/O step of a save (the writes of the checkpoint and of latest) leaves
  *     latest naming a complete checkpoint (the previous or the new one); the next save removes
  *     the crashed writer's temp files;
@@ -79,6 +80,9 @@ int main(void) {
         CHECK(save(sub, step * 100, 3, NULL) == SG_OK, "save %d: %s", step, sg_last_error());
         CHECK(ckpt_latest(sub, latest, sizeof latest) == SG_OK, "latest: %s", sg_last_error());
         CHECK(step_of(latest) == step * 100, "latest after step %d is %s", step * 100, latest);
+        CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_OK &&
+                  step_of(latest) == step * 100,
+              "latest names step %d: %s", step * 100, latest);
         CHECK(count_matching(sub, "ckpt_") == (step < 3 ? step + 1 : 3), "after step %d: %d files",
               step * 100, count_matching(sub, "ckpt_"));
     }
@@ -99,16 +103,25 @@ int main(void) {
     unlink(path);
     CHECK(ckpt_latest(sub, latest, sizeof latest) == SG_OK && step_of(latest) == 900,
           "no latest file: highest step (%s)", latest);
+    CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_ERR &&
+              strstr(sg_last_error(), "No such file"),
+          "no latest file, named: %s", sg_last_error());
     fp = fopen(path, "w");
     fputs("../../etc/passwd\n", fp);
     fclose(fp);
     CHECK(ckpt_latest(sub, latest, sizeof latest) == SG_OK && step_of(latest) == 900,
           "latest with a bad name is ignored (%s)", latest);
+    CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_ERR &&
+              strstr(sg_last_error(), "does not name a checkpoint"),
+          "latest with a bad name, named: %s", sg_last_error());
     fp = fopen(path, "w");
     fputs("ckpt_00000100.sgck\n", fp); /* deleted long ago */
     fclose(fp);
     CHECK(ckpt_latest(sub, latest, sizeof latest) == SG_OK && step_of(latest) == 900,
           "latest naming a missing file is ignored (%s)", latest);
+    CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_ERR &&
+              strstr(sg_last_error(), "names ckpt_00000100.sgck, which is missing"),
+          "latest naming a missing file, named: %s", sg_last_error());
     snprintf(path, sizeof path, "%s/empty", dir);
     mkdir(path, 0755);
     CHECK(ckpt_latest(path, latest, sizeof latest) == SG_ERR &&

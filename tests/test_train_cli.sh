@@ -223,6 +223,17 @@ ok "--resume DIR follows latest past an abandoned branch's newer checkpoint" '[ 
 import json; c = json.load(open(\"branch/config.json\"))
 assert [r[\"step\"] for r in c[\"resumes\"]] == [2, 4], c[\"resumes\"]"'
 
+# a `latest` that names no checkpoint, or a missing one, is said, and the newest checkpoint taken
+cp -r branch nolatest
+echo garbage >nolatest/latest
+"$train" --resume nolatest --steps 9 >/dev/null 2>err.txt; rc=$?
+ok "a latest that names no checkpoint is named, the newest taken" '[ $rc -eq 0 ] && grep -q "nolatest/latest does not name a checkpoint" err.txt && grep -q "steps 8 -> 9" err.txt'
+echo ckpt_00000099.sgck >nolatest/latest
+"$train" --resume nolatest --steps 10 >/dev/null 2>err.txt; rc=$?
+ok "a latest that names a missing checkpoint is named, the newest taken" '[ $rc -eq 0 ] && grep -q "names ckpt_00000099.sgck, which is missing" err.txt && grep -q "steps 9 -> 10" err.txt'
+"$train" --resume nolatest --steps 11 >/dev/null 2>err.txt; rc=$?
+ok "a good latest gives no warning" '[ $rc -eq 0 ] && ! grep -q "warning" err.txt'
+
 # a checkpoint is input too: its run cadences are checked like their flags (a log_every of 0,
 # written with valid checksums, crashed the trainer with a division by zero)
 python3 - branch/ckpt_00000008.sgck zero.sgck <<'PY'

@@ -361,8 +361,9 @@ static int trim_metrics(const char *out, int64_t step) {
 /* ---- resume */
 
 /* The checkpoint to resume: CKPT itself, or in a run directory the one its `latest` names (the
- * run's last save; without `latest`, the highest step) that opens cleanly; a damaged one is
- * named and the next older one tried. Checkpoints of a higher step than `latest`'s are left
+ * run's last save; where `latest` is absent, names no checkpoint or a missing one, that is
+ * said and the highest step taken) that opens cleanly; a damaged one is named and the next
+ * older one tried. Checkpoints of a higher step than `latest`'s are left
  * from a branch the run abandoned (a resume from an older checkpoint, which saves on from
  * there): named, never taken. Every ckpt_*.sgck is considered, however many. */
 static int cmp_step_desc(const void *x, const void *y) {
@@ -398,9 +399,14 @@ static int find_resume_ckpt(const char *resume, char *path, size_t cap) {
     long long ls;
     char tail[8];
     const char *base = NULL;
-    if (!ckpt_latest(resume, named, sizeof named) && (base = strrchr(named, '/')) &&
+    if (!ckpt_latest_named(resume, named, sizeof named) && (base = strrchr(named, '/')) &&
         sscanf(base + 1, "ckpt_%lld.sgc%1s", &ls, tail) == 2 && !strcmp(tail, "k"))
         top = ls;
+    else if (n)
+        fprintf(stderr,
+                "train: warning: %s; resuming the newest checkpoint that opens (give a "
+                "checkpoint file to --resume to choose another)\n",
+                sg_last_error());
     size_t first = 0;
     while (top >= 0 && first < n && steps[first] > top) first++;
     if (first) {
