@@ -850,6 +850,20 @@ ok "the step with the engine table: its own side-by-side line (--engine-table, n
     'grep -Eq "^\| stepgraph \(CUDA graph replay, engine table\) \| ok \| 6\.000 \| .* \| 0\.600× \|" "$mdB" &&
      grep -q "sg_cifar_b128_bf16_table.*--engine-table $tmp/table.json --no-breakdown" "$tmp/runB/jobs/sg_cifar_b128_bf16_table.json" &&
      grep -Eq "^\| unet_cifar b128 bf16 step time ÷ best PyTorch \| ≤ 0\.75 \| 0\.650 \(stepgraph 6\.500 ms; .*\); with the engine table 0\.600 \(6\.000 ms\) \| \*\*met\*\* \|" "$mdB"'
+# on an H100, where bench/tables holds only the H200's table: the H200's stands in (the same
+# chip), its row and the target saying where it was measured
+PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsH" \
+    BENCH_GPU_NAME="NVIDIA H100 80GB HBM3" BENCH_BUDGET_S=100 \
+    BENCH_JOBS='sg_cifar_b128_bf16(_table)?$|cifar_b128_bf16_eager' \
+    bash "$root/tools/bench.sh" "$tmp/runH" >"$tmp/runH.txt" 2>&1
+rc=$?
+mdH=$(ls "$tmp"/resultsH/*-nvidia-h100-80gb-hbm3.md 2>/dev/null | head -n 1)
+ok "bench.sh on an H100: the H200's engine table stands in, the row saying so" \
+    '[ $rc -eq 0 ] && [ -n "$mdH" ] &&
+     grep -Eq "^\| stepgraph \(CUDA graph replay, engine table measured on NVIDIA H200\) \| ok \| 6\.000 \|" "$mdH" &&
+     grep -q -- "--engine-table $root/bench/tables/nvidia-h200-unet_cifar-b128-bf16.json" "$tmp/runH/jobs/sg_cifar_b128_bf16_table.json" &&
+     grep -q "with the engine table (measured on NVIDIA H200) 0\.600 (6\.000 ms)" "$mdH" &&
+     grep -q "no engine table for nvidia-h100-80gb-hbm3; taking nvidia-h200-unet_cifar-b128-bf16.json" "$tmp/runH.txt"'
 # the unet_adm64 row with its Winograd step (SG_CONV_WINO=1, no breakdown): its own line, and its
 # ratio beside the default step's in the target
 PATH=$gpath BENCH_BIN="$tmp/fake_sg" BENCH_TORCH="$tmp/fake_torch" BENCH_RESULTS_DIR="$tmp/resultsW" \

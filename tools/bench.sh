@@ -41,8 +41,9 @@
 #   BENCH_GPU_NAME      override the GPU name (nvidia-smi's) used in the report's file name
 #   BENCH_ENGINE_TABLE  the engine table of the job sg_cifar_b128_bf16_table (default
 #                       bench/tables/<gpu>-unet_cifar-b128-bf16.json, <gpu> as in the report's
-#                       name: the table measured on this GPU model; none there: the job is
-#                       recorded as skipped)
+#                       name: the table measured on this GPU model; none there, on an H100
+#                       or H200: the other's, its row saying where it was measured; else the
+#                       job is recorded as skipped)
 #   BENCH_COMMIT        the commit to record where the tree is not a git checkout
 #   PYTHON              python with torch (default python3)
 # Several calls can fill one report: give each its own OUTDIR, then
@@ -133,7 +134,8 @@ job() {
     local rest status=ok reason="" rc=0 t0 t1
     rest=$(left)
     local common=(--out "$rec" --job "$name" --row "$row" --impl "$impl" --model "$model"
-        --batch "$batch" --precision "$prec" --mode "$mode" --tf32 "$tf32" --cmd "$*")
+        --batch "$batch" --precision "$prec" --mode "$mode" --tf32 "$tf32" --cmd "$*"
+        --note "${job_note:-}")
     if [ "$impl" = stepgraph ] && [ -n "$build_fail" ]; then
         $report record "${common[@]}" --status failed --reason "$build_fail"
         say "$name: failed ($build_fail)"
@@ -176,15 +178,30 @@ sg() { # NAME ROW MODEL BATCH PREC
 # the same step planned with an engine table measured on this GPU model (bench --tune-engines:
 # each layer's engine chosen by its measured time, then pinned; README "engine table"), the way a
 # tuned run trains; without the per-op breakdown (the untuned row has it)
+# Where bench/tables has none for this GPU, a table of another GPU of the same chip stands in,
+# the row saying where it was measured: the H100 and the H200 are both GH100 (sm_90, 132 SMs in
+# their SXM forms; the libraries offer both the same sm_90 engines); a table names engines, algorithms and
+# knobs, all checked when a run loads it, so it plans and runs the same way on either, only
+# its choices were timed on the other.
 sg_table() { # NAME ROW MODEL BATCH PREC
-    local gpu table skip=
+    local gpu table skip= note= f
     gpu=$($report name "$out")  # <date>-<gpu>.md
     gpu=${gpu#????-??-??-}
-    table=${BENCH_ENGINE_TABLE:-$root/bench/tables/${gpu%.md}-$3-b$4-$5.json}
+    gpu=${gpu%.md}
+    table=${BENCH_ENGINE_TABLE:-$root/bench/tables/$gpu-$3-b$4-$5.json}
+    if [ -z "${BENCH_ENGINE_TABLE:-}" ] && [ ! -f "$table" ] && [[ $gpu =~ ^nvidia-h[12]00 ]]; then
+        for f in "$root"/bench/tables/nvidia-h[12]00*-"$3-b$4-$5".json; do
+            [ -f "$f" ] || continue
+            note="measured on $($py -c 'import json,sys; print(json.load(open(sys.argv[1])).get("device") or "another GPU")' "$f" 2>/dev/null || echo "another GPU")"
+            say "$1: no engine table for $gpu; taking $(basename "$f") ($note, the same chip)"
+            table=$f
+            break
+        done
+    fi
     [ -f "$table" ] || skip="no engine table for this GPU ($table)"
-    job_skip=$skip job "$1" "$2" stepgraph "$3" "$4" "$5" table "" 150 20 -- "$bin" --backend cuda --model "$3" \
-        --batch "$4" --precision "$5" --warmup "$sg_warmup" --iters "$sg_iters" --json \
-        --engine-table "$table" --no-breakdown
+    job_skip=$skip job_note=$note job "$1" "$2" stepgraph "$3" "$4" "$5" table "" 150 20 -- "$bin" \
+        --backend cuda --model "$3" --batch "$4" --precision "$5" --warmup "$sg_warmup" \
+        --iters "$sg_iters" --json --engine-table "$table" --no-breakdown
 }
 # the same step with one environment switch set (MODE names it in the report), without the
 # breakdown: wino, the fp32 3x3 convolutions as Winograd F(2x2, 3x3) (SG_CONV_WINO=1, off by

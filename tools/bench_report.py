@@ -133,6 +133,8 @@ def cmd_record(a):
                tf32=a.tf32, status=a.status, reason=a.reason or "", rc=a.rc,
                seconds=a.seconds, cmd=a.command_line or "", log=os.path.basename(a.log or ""),
                stdout=os.path.basename(a.stdout or ""), result=None)
+    if a.note:
+        rec["note"] = a.note
     if a.stdout:
         res = last_json_object(a.stdout)
         rec["result"] = res
@@ -280,6 +282,8 @@ def label(r):
         be = (r.get("result") or {}).get("backend", "cuda")
         s = "stepgraph (CUDA graph replay)" if be == "cuda" else "stepgraph (%s backend)" % be
         how = SG_MODES.get(r.get("mode"))
+        if how and r.get("note"):  # e.g. a table measured on another GPU of the same chip
+            how += " " + r["note"]
         return s[:-1] + ", %s)" % how if how else s
     s = "PyTorch " + r["mode"]
     if r.get("tf32") and r["precision"] == "fp32":
@@ -494,8 +498,9 @@ def targets(rows):
     vt = st_ms / res(b, "ms_per_step") if (st_ms and b) else None
     tuned = ""
     if st is not None:
-        tuned = ("; with the engine table %s (%s ms)" % (fnum(vt, "%.3f"), fnum(st_ms)) if vt
-                 else "; with the engine table: %s" % status_text(st))
+        which = " (%s)" % st["note"] if st.get("note") else ""
+        tuned = ("; with the engine table%s %s (%s ms)" % (which, fnum(vt, "%.3f"), fnum(st_ms))
+                 if vt else "; with the engine table%s: %s" % (which, status_text(st)))
     best_v = min(x for x in (v, vt) if x) if (v or vt) else None
     t.append(("unet_cifar b128 bf16 step time ÷ best PyTorch", "≤ 0.75",
               "%s (stepgraph %s ms; %s %s ms; %s)%s" %
@@ -948,6 +953,7 @@ def main(argv=None):
     r.add_argument("--stdout", default=None)
     r.add_argument("--log", default=None)
     r.add_argument("--cmd", dest="command_line", default="")
+    r.add_argument("--note", default="", help="a few words the table shows after the mode")
     e = sub.add_parser("env")
     e.add_argument("--out", required=True)
     e.add_argument("--budget", type=float, default=None)
