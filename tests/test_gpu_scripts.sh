@@ -235,5 +235,40 @@ steps=$(joined "$root/tools/gpu_call.sh" | grep -nE '^(bench (main|compile) |if 
 ok "gpu_call.sh's order: main, compile, tune, profile, variants ($steps)" \
     '[ "$steps" = "main compile TUNE PROFILE VARIANTS " ]'
 
+# 5. gpu_call.sh's schedule, run on stand-ins: a copy of tools/ whose gpu_check.sh and bench.sh
+# record what they were given (the budget each bench run gets, its jobs) and take no time.
+# The main rows must leave the compile rows GPU_CALL_COMPILE_S (the fourth session's compile
+# and reduce-overhead took 100 and 86 s; with the rows added since, a main run given the
+# whole rest could spend what reduce-overhead, the best PyTorch mode, needs)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/tools" "$stage/build-gpu" "$stage/out"
+cp "$root/tools/gpu_call.sh" "$root/tools/gpu_call_targets.sh" "$stage/tools/"
+printf '#!/usr/bin/env bash\necho "check deadline $GPU_CHECK_DEADLINE_S" >>"%s/rec"\n' \
+    "$stage" >"$stage/tools/gpu_check.sh"
+printf '#!/usr/bin/env bash\necho "bench $(basename "$1") $BENCH_BUDGET_S $BENCH_JOBS" >>"%s/rec"\n' \
+    "$stage" >"$stage/tools/bench.sh"
+printf '#!/bin/sh\nexit 0\n' >"$stage/build-gpu/bench"
+chmod +x "$stage/tools/"*.sh "$stage/build-gpu/bench"
+run_call() {
+    rm -f "$stage/rec"
+    env "$@" GPU_CALL_TUNE=0 GPU_CALL_PROFILE=0 GPU_CALL_VARIANTS=0 PYTHON=true \
+        bash "$stage/tools/gpu_call.sh" "$stage/out" >/dev/null 2>&1
+}
+budget_of() { awk -v r="$1" '$1 == "bench" && $2 == r { print $3 }' "$stage/rec"; }
+run_call GPU_CALL_S=560
+main_b=$(budget_of main) compile_b=$(budget_of compile)
+ok "gpu_call.sh: the main rows leave 200 s to the compile rows (main ${main_b}s, compile ${compile_b}s of 560)" \
+    '[ -n "$main_b" ] && [ "$main_b" -ge 355 ] && [ "$main_b" -le 360 ] && [ "$compile_b" -ge 555 ]'
+ok "gpu_call.sh: the check, then main, then compile" \
+    '[ "$(cut -d" " -f1-2 "$stage/rec" | tr "\n" ,)" = "check deadline,bench main,bench compile," ]'
+run_call GPU_CALL_S=560 GPU_CALL_COMPILE_S=300
+main_b=$(budget_of main)
+ok "gpu_call.sh: GPU_CALL_COMPILE_S sets the share (main ${main_b}s)" \
+    '[ -n "$main_b" ] && [ "$main_b" -ge 255 ] && [ "$main_b" -le 260 ]'
+run_call GPU_CALL_S=230
+ok "gpu_call.sh: no main run under 40 s ($(tr "\n" ";" <"$stage/rec"))" \
+    '[ -z "$(budget_of main)" ] && [ -n "$(budget_of compile)" ]'
+
 echo "gpu_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

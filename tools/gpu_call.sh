@@ -14,11 +14,14 @@
 #    own), a 30-step unet_cifar train, verify of unet_cifar; the CPU tests are left to CI.
 # 2. tools/bench.sh on the same build: stepgraph unet_cifar batch 128 and 8 bf16 and unet_adm64
 #    batch 32 fp32, unet_cifar batch 128 again with the engine table bench/tables holds for
-#    this GPU (sg_cifar_b128_bf16_table: the tuned step, no breakdown), PyTorch eager for each
+#    this GPU (sg_cifar_b128_bf16_table: the tuned step, no breakdown), unet_adm64 again with
+#    Winograd and with the tiles on the tensor cores (no breakdown), PyTorch eager for each
 #    (unet_adm64 with TF32 off; each with a 3-step profile: device time per kernel family;
-#    about 160 s in all, the fourth session, and about 15 s more for the table's row); then its
-#    torch.compile and reduce-overhead rows at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job
-#    regex instead), about 90 s each: the side-by-side table comes before everything below.
+#    about 160 s in all, the fourth session, and, not measured, some 45 s more for the three
+#    added rows), within the time left but GPU_CALL_COMPILE_S (default 200 s; the rows that
+#    do not fit are skipped, the PyTorch eager ones first); then its torch.compile and
+#    reduce-overhead rows at batch 128 (GPU_CALL_COMPILE_JOBS: bench.sh's job regex instead),
+#    100 and 86 s in the fourth session: the side-by-side table comes before everything below.
 # 3. the engine table (GPU_CALL_TUNE=0: not): bench --tune-engines at unet_cifar batch 128 bf16
 #    (own fused on mma.sync and on wgmma against the library side per layer, each cuDNN engine
 #    chosen by timing; per layer the fastest, timed by replaying its nodes as one graph, an own
@@ -62,6 +65,7 @@
 # two bench reports and side-by-side.md (both runs in one table), a tarball of the raw output of
 # every job, and call.log.
 # Environment: GPU_CALL_S, GPU_CALL_CHECK_S, GPU_CALL_BENCH_JOBS (step 2's BENCH_JOBS),
+# GPU_CALL_COMPILE_S (the seconds the main rows leave to the compile rows),
 # GPU_CALL_VARIANTS, GPU_CALL_TUNE, GPU_CALL_PROFILE, GPU_CALL_COMPILE_JOBS, GPU_CALL_BREAKDOWN
 # (a regex of the variants that keep bench's per-op and per-layer breakdown; default
 # gpu_call_targets.sh's: the tuned steps, auto_fused and wgmma_unfused_halo: the engine choice,
@@ -95,9 +99,10 @@ check_rc=$?
 bin=$root/build-gpu/bench
 runs=$(mktemp -d)
 mkdir -p "$runs/results" "$runs/variants"
-# bench NAME JOBS: one tools/bench.sh run of the jobs matching JOBS, in the time left
+# bench NAME JOBS [KEEP]: one tools/bench.sh run of the jobs matching JOBS, in the time left
+# but KEEP seconds (bench.sh skips the jobs that no longer fit, the later ones first)
 bench() {
-    local rest=$((total - SECONDS))
+    local rest=$((total - SECONDS - ${3:-0}))
     if [ ! -x "$bin" ] || [ $rest -lt 40 ]; then
         echo "gpu_call: bench $1 does not run (${rest}s left, $bin)" && return 1
     fi
@@ -128,7 +133,11 @@ variant() {
 }
 main_jobs=${GPU_CALL_BENCH_JOBS:-'^(sg_cifar_b(128|8)_bf16|sg_cifar_b128_bf16_table|sg_adm64_b32_fp32(_wino|_f32tc)?|torch_cifar_b(128|8)_bf16_eager|torch_adm64_b32_fp32_tf32off_eager)$'}
 compile_jobs=${GPU_CALL_COMPILE_JOBS:-'^torch_cifar_b128_bf16_(compile|reduce-overhead)$'}
-bench main "$main_jobs"
+# the main rows leave the compile rows GPU_CALL_COMPILE_S (default 200 s: the fourth session's
+# compile and reduce-overhead rows took 100 and 86 s): with the table's and the fp32 forms'
+# rows since, the main run alone could spend the time reduce-overhead needs, the best PyTorch
+# mode at batch 128 and the one the target is measured against
+bench main "$main_jobs" "${GPU_CALL_COMPILE_S:-200}"
 bench_rc=$?
 # the torch.compile rows next: the side-by-side table is the first thing a GPU session owes
 # (issue 11), and the third session's call, with the tuning before them, left them 88 s
@@ -209,6 +218,11 @@ if [ -x "$bin" ] && [ "${GPU_CALL_VARIANTS:-1}" != 0 ]; then
     # against the main rows' (DESIGN.md: 20 us), at both batches
     variant graph_device SG_GRAPH_LAUNCH=device --
     variant graph_device_b8 SG_GRAPH_LAUNCH=device -- --batch 8
+    # the libraries' memset nodes kept as captured (SG_GRAPH_MEMSETS=keep: the graph before
+    # 2026-12-05; by default they are kernel nodes, kernels/cuda/graph_edit.cu): the main row's
+    # host_us_per_step against this one's is what the edit bought (the fourth session: 245 us a
+    # replayed step at batch 128 with 69 memset nodes; the same bits either way)
+    variant memsets_keep SG_GRAPH_MEMSETS=keep --
     # then the check of the newest default (the forward normalisations in one pass, 2026-12-04)
     variant norm_twopass SG_NORM_ONEPASS=0 --
     variant norm_twopass_b8 SG_NORM_ONEPASS=0 -- --batch 8
