@@ -139,6 +139,12 @@ grid = grid[15:]  # below the caption strip
 assert len(grid) == len(clip) and grid == clip, "the training grid differs from sample --clip"
 assert clip != noclip, "clipping changed nothing: the check would not see it"
 PY'
+# a bare PATH is --ckpt PATH (the run folder here: its latest, step 4's); a second one is refused
+"$sample" se --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 --clip --backend cpu \
+    --out se/bare.png >/dev/null 2>&1; rc=$?
+ok "sample PATH draws what sample --ckpt PATH draws" '[ $rc -eq 0 ] && cmp -s se/bare.png se/clip.png'
+"$sample" se se --n 1 --backend cpu --out se/two.png >/dev/null 2>err.txt; rc=$?
+ok "sample with two bare PATHs is refused" '[ $rc -eq 2 ] && grep -q "unexpected argument .se." err.txt && [ ! -e se/two.png ]'
 
 # ---- a sample grid that cannot be written (here a directory in its place) loses no training:
 # a warning naming it, the run goes on to its checkpoint and final grid, and exits 1 (it exited 0)

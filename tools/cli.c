@@ -102,6 +102,11 @@ int cli_next(cli_args *a) {
     if (a->i >= a->argc) return 0;
     const char *s = a->argv[a->i];
     a->inline_ = NULL, a->value_taken = 0;
+    if (a->positional && s[0] != '-' && s[0]) { /* PATH as --flag=PATH */
+        snprintf(a->flag, sizeof a->flag, "%s", a->positional);
+        a->inline_ = s, a->positional = NULL;
+        return 1;
+    }
     if (strncmp(s, "--", 2) && strcmp(s, "-h")) {
         walker_error(a, "unexpected argument '", s, "'");
         return 1;

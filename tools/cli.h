@@ -48,12 +48,16 @@ typedef struct {
     const char *inline_; /* the value after '=', or NULL */
     int value_taken;
     int heads_given; /* cli_model_flag: 1 --heads, 2 --head-ch (the two contradict each other) */
+    /* a tool that takes one bare argument as a flag's value (sample PATH = sample --ckpt PATH)
+     * names that flag here; a second bare argument is refused as before */
+    const char *positional;
 } cli_args;
 
 void cli_args_init(cli_args *a, const char *tool, int argc, char **argv);
-/* Advance to the next argument; 0 at the end. A stray value (not starting with "--") or a
- * value given to a flag that was not asked for its value (--help=X included) is reported by
- * cli_next itself: it prints the error and a->flag becomes "" so that the tool's cli_unknown
+/* Advance to the next argument; 0 at the end. A bare argument (not starting with '-') where
+ * a->positional names a flag is that flag's inline value, once. A stray value (not starting with
+ * "--") or a value given to a flag that was not asked for its value (--help=X included) is reported
+ * by cli_next itself: it prints the error and a->flag becomes "" so that the tool's cli_unknown
  * returns 2. */
 int cli_next(cli_args *a);
 int cli_is(const cli_args *a, const char *flag);

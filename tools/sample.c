@@ -24,12 +24,12 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sample --ckpt PATH | --weights PATH [options]\n"
+            "usage: sample [--ckpt] PATH | --weights PATH [options]\n"
             "Draw images from a stepgraph checkpoint and write them as one PNG grid.\n"
             "The model configuration (architecture, T, betas) is read from the checkpoint.\n\n"
             "  --ckpt PATH          checkpoint (.sgck) written by train, or the run folder it\n"
             "                       writes them to (train --out: the checkpoint its `latest`\n"
-            "                       names, else its newest)\n"
+            "                       names, else its newest); a bare PATH is --ckpt PATH\n"
             "  --weights PATH       instead: a diffusers UNet2DModel folder (config.json +\n"
             "                       diffusion_pytorch_model.safetensors; T and betas from its\n"
             "                       scheduler_config.json), a checkpoint or run folder, or a\n"
@@ -127,6 +127,7 @@ typedef struct {
 static int parse_args(int argc, char **argv, sample_args *a) {
     cli_args c;
     cli_args_init(&c, "sample", argc, argv);
+    c.positional = "--ckpt"; /* sample PATH */
     while (cli_next(&c)) {
         int bad = 0;
         if (cli_is(&c, "--help"))
