@@ -1447,13 +1447,31 @@ static void test_adamw_ema(void) {
 
 /* ---- thread-count independence ---------------------------------------------------------- */
 
-/* Runs every GEMM-based kernel on shapes that span several GEMM slices and K blocks (and where
- * OpenBLAS's own threading would change the bits) with `threads` CPU threads; out is a
+/* Runs every kernel that shares its work out over the CPU threads with `threads` threads: the
+ * GEMM-based ones on shapes that span several GEMM slices and K blocks (and where OpenBLAS's
+ * own threading would change the bits), and the normalisation passes on shapes that span
+ * several tasks of each kind (rows, group blocks, channel blocks, samples); out is a
  * concatenation of all outputs. */
-static int64_t gemm_kernels_run(float *out, int threads, const float *x, const float *w,
-                                const float *qkv, const float *dy) {
+static int64_t pooled_kernels_run(float *out, int threads, const float *x, const float *w,
+                                  const float *qkv, const float *dy) {
     sg_cpu_set_threads(threads);
     int64_t o = 0;
+    /* norm_act with the add, SiLU and dropout: N 3, HW 45 (135 rows: 3 row tasks), C 96 in 32
+     * groups of 3 (2 group blocks a sample), dgamma / dbeta in 6 channel blocks */
+    {
+        const int N = 3, HW = 45, C = 96, G = 32;
+        const int64_t nx = (int64_t)N * HW * C;
+        const cpu_norm_tail t = {
+            .act = SG_ACT_SILU, .p = 0.1f, .purpose = 7, .seed = 11, .step = 3, .i0 = 5};
+        float *y = out + o, *mean = y + nx, *rstd = mean + N * G, *dx = rstd + N * G;
+        float *dv = dx + nx, *dg = dv + N * C, *db = dg + C;
+        cpu_norm_act_fwd(y, mean, rstd, x, w, w + C, w + 2 * C, N, HW, C, G, 1e-6f, &t);
+        cpu_norm_act_bwd(dx, dv, dg, db, dy, x, w, mean, rstd, w + C, w + 2 * C, N, HW, C, G, &t);
+        o += 2 * nx + 2 * N * G + N * C + 2 * C;
+        cpu_group_norm_bwd(out + o, out + o + nx, out + o + nx + C, dy, x, mean, rstd, w + C, N, HW,
+                           C, G);
+        o += nx + 2 * C;
+    }
     /* conv: K*K*Ci = 576 per pixel, 2048 output pixels (two im2col chunks), Co = 96 */
     cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 96;
     cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 64;
@@ -1476,11 +1494,13 @@ static void test_thread_invariance(void) {
     float *x = new_rand(2 * 32 * 32 * 64 + 128 * 900, -1, 1), *w = new_rand(96 * 900, -0.5f, 0.5f);
     float *qkv = new_rand(600 * 192, -1, 1), *dy = new_rand(2 * 32 * 32 * 96 + 128 * 96, -1, 1);
     float *a = new_nan(nmax), *b = new_nan(nmax);
-    int64_t n = gemm_kernels_run(a, 1, x, w, qkv, dy);
+    int64_t n = pooled_kernels_run(a, 1, x, w, qkv, dy);
     for (int threads = 2; threads <= 5; threads += 3) {
-        gemm_kernels_run(b, threads, x, w, qkv, dy);
+        pooled_kernels_run(b, threads, x, w, qkv, dy);
         CHECK(n <= nmax && memcmp(a, b, (size_t)n * sizeof(float)) == 0,
-              "GEMM-based kernels give different bits on 1 and %d CPU threads", threads);
+              "the pooled kernels (GEMM-based, normalisation) give different bits on 1 and %d "
+              "CPU threads",
+              threads);
     }
     sg_cpu_set_threads(0);
     free(x), free(w), free(qkv), free(dy), free(a), free(b);

@@ -59,38 +59,71 @@ static inline float u_at(const float *x, const float *vn, int64_t off, int c) {
     return vn ? x[off + c] + vn[c] : x[off + c];
 }
 
-void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v, int N, int HW,
-                        int C, int G, float eps) {
-    SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
-    int cg = C / G, gpb = groups_per_block(cg);
-    double cnt = (double)HW * cg;
-    for (int n = 0; n < N; n++) {
-        const int64_t base = (int64_t)n * HW * C;
-        const float *vn = v ? v + (int64_t)n * C : NULL;
-        for (int g0 = 0; g0 < G; g0 += gpb) {
-            int gb = G - g0 < gpb ? G - g0 : gpb;
-            double sum[SG_CPU_CBLK] = {0}, ssd[SG_CPU_CBLK] = {0}, mu[SG_CPU_CBLK];
-            for (int64_t hw = 0; hw < HW; hw++) {
-                const int64_t off = base + hw * C;
-                for (int j = 0; j < gb; j++)
-                    for (int c = 0; c < cg; c++) sum[j] += u_at(x, vn, off, (g0 + j) * cg + c);
-            }
-            for (int j = 0; j < gb; j++) mu[j] = sum[j] / cnt;
-            for (int64_t hw = 0; hw < HW; hw++) {
-                const int64_t off = base + hw * C;
-                for (int j = 0; j < gb; j++) {
-                    for (int c = 0; c < cg; c++) {
-                        double d = u_at(x, vn, off, (g0 + j) * cg + c) - mu[j];
-                        ssd[j] += d * d;
-                    }
-                }
-            }
-            for (int j = 0; j < gb; j++) {
-                mean[n * G + g0 + j] = (float)mu[j];
-                rstd[n * G + g0 + j] = (float)(1.0 / sqrt(ssd[j] / cnt + (double)eps));
+/* The passes below run as tasks on the CPU kernels' pool (sg_cpu_parallel): a task owns whole
+ * sums (a sample's group block, a channel block) or whole rows, so every value is computed by
+ * one thread in the order above, whatever the thread count: the same bits. */
+
+/* rows a task of the elementwise passes takes */
+#define NORM_TASK_ROWS 64
+/* channels a task of the dgamma / dbeta sums takes (each channel's sum is one chain whatever
+ * the block: the width only spreads the channels over the threads) */
+#define NORM_TASK_CH 16
+
+typedef struct {
+    float *y, *dx, *mean, *rstd, *dgamma, *dbeta, *dv;
+    const float *x, *v, *dy, *gamma, *beta, *cmean, *crstd;
+    const cpu_norm_tail *t;
+    int N, HW, C, G, cg, gpb, nblk;
+    float eps, scale;
+} norm_job;
+
+/* task j: sample j / nblk, its groups' block j % nblk */
+static void stats_task(const void *ctx, int j) {
+    const norm_job *k = ctx;
+    const int n = j / k->nblk, g0 = j % k->nblk * k->gpb, HW = k->HW, C = k->C, cg = k->cg;
+    const int gb = k->G - g0 < k->gpb ? k->G - g0 : k->gpb;
+    const double cnt = (double)HW * cg;
+    const int64_t base = (int64_t)n * HW * C;
+    const float *x = k->x, *vn = k->v ? k->v + (int64_t)n * C : NULL;
+    double sum[SG_CPU_CBLK] = {0}, ssd[SG_CPU_CBLK] = {0}, mu[SG_CPU_CBLK];
+    for (int64_t hw = 0; hw < HW; hw++) {
+        const int64_t off = base + hw * C;
+        for (int jj = 0; jj < gb; jj++)
+            for (int c = 0; c < cg; c++) sum[jj] += u_at(x, vn, off, (g0 + jj) * cg + c);
+    }
+    for (int jj = 0; jj < gb; jj++) mu[jj] = sum[jj] / cnt;
+    for (int64_t hw = 0; hw < HW; hw++) {
+        const int64_t off = base + hw * C;
+        for (int jj = 0; jj < gb; jj++) {
+            for (int c = 0; c < cg; c++) {
+                double d = u_at(x, vn, off, (g0 + jj) * cg + c) - mu[jj];
+                ssd[jj] += d * d;
             }
         }
     }
+    for (int jj = 0; jj < gb; jj++) {
+        k->mean[n * k->G + g0 + jj] = (float)mu[jj];
+        k->rstd[n * k->G + g0 + jj] = (float)(1.0 / sqrt(ssd[jj] / cnt + (double)k->eps));
+    }
+}
+
+void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v, int N, int HW,
+                        int C, int G, float eps) {
+    SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
+    const int cg = C / G, gpb = groups_per_block(cg);
+    const norm_job k = {.mean = mean,
+                        .rstd = rstd,
+                        .x = x,
+                        .v = v,
+                        .N = N,
+                        .HW = HW,
+                        .C = C,
+                        .G = G,
+                        .cg = cg,
+                        .gpb = gpb,
+                        .nblk = (G + gpb - 1) / gpb,
+                        .eps = eps};
+    sg_cpu_parallel(N * k.nblk, stats_task, &k);
 }
 
 /* The dropout over one row of C values, in place: a[c] kept (times scale) where
@@ -114,27 +147,51 @@ static void tail_fwd_row(float *a, int C, int64_t off, const cpu_norm_tail *t, f
     if (t->p > 0.0f) drop_row(a, C, off, t, scale);
 }
 
+/* task j: rows [j NORM_TASK_ROWS, ...) of the N HW rows */
+static void apply_task(const void *ctx, int j) {
+    const norm_job *k = ctx;
+    const int64_t rows = (int64_t)k->N * k->HW, r0 = (int64_t)j * NORM_TASK_ROWS;
+    const int64_t r1 = rows - r0 < NORM_TASK_ROWS ? rows : r0 + NORM_TASK_ROWS;
+    const int C = k->C, G = k->G, cg = k->cg;
+    for (int64_t r = r0; r < r1; r++) {
+        const int n = (int)(r / k->HW);
+        const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
+        const int64_t off = r * C;
+        float *yr = k->y + off;
+        const float *xr = k->x + off;
+        for (int g = 0; g < G; g++) {
+            const float mu = k->cmean[n * G + g], rs = k->crstd[n * G + g];
+            for (int c = g * cg; c < (g + 1) * cg; c++)
+                yr[c] = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * k->gamma[c] + k->beta[c];
+        }
+        tail_fwd_row(yr, C, off, k->t, k->scale);
+    }
+}
+
+static int row_tasks(int N, int HW) {
+    return (int)(((int64_t)N * HW + NORM_TASK_ROWS - 1) / NORM_TASK_ROWS);
+}
+
 void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *mean,
                         const float *rstd, const float *gamma, const float *beta, int N, int HW,
                         int C, int G, const cpu_norm_tail *t) {
     SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     SG_ASSERT(t->act == SG_ACT_NONE || t->act == SG_ACT_SILU);
-    const int cg = C / G;
-    const float scale = drop_scale(t->p);
-    for (int n = 0; n < N; n++) {
-        const float *vn = v ? v + (int64_t)n * C : NULL;
-        for (int64_t hw = 0; hw < HW; hw++) {
-            const int64_t off = ((int64_t)n * HW + hw) * C;
-            float *yr = y + off;
-            const float *xr = x + off;
-            for (int g = 0; g < G; g++) {
-                const float mu = mean[n * G + g], rs = rstd[n * G + g];
-                for (int c = g * cg; c < (g + 1) * cg; c++)
-                    yr[c] = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * gamma[c] + beta[c];
-            }
-            tail_fwd_row(yr, C, off, t, scale);
-        }
-    }
+    const norm_job k = {.y = y,
+                        .x = x,
+                        .v = v,
+                        .cmean = mean,
+                        .crstd = rstd,
+                        .gamma = gamma,
+                        .beta = beta,
+                        .t = t,
+                        .N = N,
+                        .HW = HW,
+                        .C = C,
+                        .G = G,
+                        .cg = C / G,
+                        .scale = drop_scale(t->p)};
+    sg_cpu_parallel(row_tasks(N, HW), apply_task, &k);
 }
 
 void cpu_norm_act_fwd(float *y, float *mean, float *rstd, const float *x, const float *v,
@@ -144,74 +201,129 @@ void cpu_norm_act_fwd(float *y, float *mean, float *rstd, const float *x, const 
     cpu_norm_act_apply(y, x, v, mean, rstd, gamma, beta, N, HW, C, G, t);
 }
 
+/* dgamma, dbeta: task j takes channels [j NORM_TASK_CH, ...), each summed over all (n, hw), n
+ * outer (dz is dx: read before the dx tasks run) */
+static void dgb_task(const void *ctx, int j) {
+    const norm_job *k = ctx;
+    const int c0 = j * NORM_TASK_CH, cb = k->C - c0 < NORM_TASK_CH ? k->C - c0 : NORM_TASK_CH;
+    const int C = k->C, G = k->G, cg = k->cg;
+    const float *dz = k->dx;
+    double sg[NORM_TASK_CH] = {0}, sb[NORM_TASK_CH] = {0};
+    for (int n = 0; n < k->N; n++) {
+        const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
+        for (int64_t hw = 0; hw < k->HW; hw++) {
+            int64_t off = ((int64_t)n * k->HW + hw) * C;
+            for (int c = 0; c < cb; c++) {
+                int g = n * G + (c0 + c) / cg;
+                double xhat = ((double)u_at(k->x, vn, off, c0 + c) - k->cmean[g]) * k->crstd[g];
+                sg[c] += (double)dz[off + c0 + c] * xhat;
+                sb[c] += dz[off + c0 + c];
+            }
+        }
+    }
+    for (int c = 0; c < cb; c++) {
+        k->dgamma[c0 + c] = (float)sg[c];
+        k->dbeta[c0 + c] = (float)sb[c];
+    }
+}
+
+/* dx: task j takes sample j / nblk's groups' block j % nblk: the two means of the formula
+ * above, then one elementwise pass (the block's dz is read before any of its dx is written, and
+ * no block reads another's) */
+static void dx_task(const void *ctx, int j) {
+    const norm_job *k = ctx;
+    const int n = j / k->nblk, g0 = j % k->nblk * k->gpb, HW = k->HW, C = k->C, G = k->G;
+    const int cg = k->cg, gb = G - g0 < k->gpb ? G - g0 : k->gpb;
+    const double cnt = (double)HW * cg;
+    const int64_t base = (int64_t)n * HW * C;
+    const float *vn = k->v ? k->v + (int64_t)n * C : NULL, *x = k->x, *gamma = k->gamma;
+    float *dx = k->dx;
+    double s_dxhat[SG_CPU_CBLK] = {0}, s_dxhat_xhat[SG_CPU_CBLK] = {0};
+    for (int64_t hw = 0; hw < HW; hw++) {
+        int64_t off = base + hw * C;
+        for (int jj = 0; jj < gb; jj++) {
+            double mu = k->cmean[n * G + g0 + jj], rs = k->crstd[n * G + g0 + jj];
+            for (int c = 0; c < cg; c++) {
+                int ch = (g0 + jj) * cg + c;
+                double xhat = ((double)u_at(x, vn, off, ch) - mu) * rs;
+                double dxhat = (double)dx[off + ch] * gamma[ch];
+                s_dxhat[jj] += dxhat;
+                s_dxhat_xhat[jj] += dxhat * xhat;
+            }
+        }
+    }
+    for (int jj = 0; jj < gb; jj++) {
+        double mu = k->cmean[n * G + g0 + jj], rs = k->crstd[n * G + g0 + jj];
+        double m1 = s_dxhat[jj] / cnt, m2 = s_dxhat_xhat[jj] / cnt;
+        for (int64_t hw = 0; hw < HW; hw++) {
+            int64_t off = base + hw * C;
+            for (int c = 0; c < cg; c++) {
+                int ch = (g0 + jj) * cg + c;
+                double xhat = ((double)u_at(x, vn, off, ch) - mu) * rs;
+                double dxhat = (double)dx[off + ch] * gamma[ch];
+                dx[off + ch] = (float)(rs * (dxhat - m1 - xhat * m2));
+            }
+        }
+    }
+}
+
 /* group_norm's backward of dz (held in dx on entry; dx on return), with x + v as the
- * normalised input. dgamma and dbeta come first: they read dz, which the dx pass overwrites
- * group by group (each group's two means are summed before any of its dx is written, and no
- * group reads another's). */
+ * normalised input: dgamma and dbeta first (they read dz, which the dx tasks overwrite), then
+ * dx. */
 static void gn_bwd_inplace(float *dx, float *dgamma, float *dbeta, const float *x, const float *v,
                            const float *mean, const float *rstd, const float *gamma, int N, int HW,
                            int C, int G) {
-    int cg = C / G, gpb = groups_per_block(cg);
-    double cnt = (double)HW * cg;
-    const float *dz = dx;
+    const int cg = C / G, gpb = groups_per_block(cg);
+    const norm_job k = {.dx = dx,
+                        .dgamma = dgamma,
+                        .dbeta = dbeta,
+                        .x = x,
+                        .v = v,
+                        .cmean = mean,
+                        .crstd = rstd,
+                        .gamma = gamma,
+                        .N = N,
+                        .HW = HW,
+                        .C = C,
+                        .G = G,
+                        .cg = cg,
+                        .gpb = gpb,
+                        .nblk = (G + gpb - 1) / gpb};
+    sg_cpu_parallel((C + NORM_TASK_CH - 1) / NORM_TASK_CH, dgb_task, &k);
+    sg_cpu_parallel(N * k.nblk, dx_task, &k);
+}
 
-    /* dgamma, dbeta: per channel over all (n, hw), a block of channels at a time. */
-    for (int c0 = 0; c0 < C; c0 += SG_CPU_CBLK) {
-        int cb = C - c0 < SG_CPU_CBLK ? C - c0 : SG_CPU_CBLK;
-        double sg[SG_CPU_CBLK] = {0}, sb[SG_CPU_CBLK] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *vn = v ? v + (int64_t)n * C : NULL;
-            for (int64_t hw = 0; hw < HW; hw++) {
-                int64_t off = ((int64_t)n * HW + hw) * C;
-                for (int c = 0; c < cb; c++) {
-                    int g = n * G + (c0 + c) / cg;
-                    double xhat = ((double)u_at(x, vn, off, c0 + c) - mean[g]) * rstd[g];
-                    sg[c] += (double)dz[off + c0 + c] * xhat;
-                    sb[c] += dz[off + c0 + c];
+/* dz into dx, task j's rows: the dropout's and the activation's backward, element by element */
+static void dz_task(const void *ctx, int j) {
+    const norm_job *k = ctx;
+    const int64_t rows = (int64_t)k->N * k->HW, r0 = (int64_t)j * NORM_TASK_ROWS;
+    const int64_t r1 = rows - r0 < NORM_TASK_ROWS ? rows : r0 + NORM_TASK_ROWS;
+    const int C = k->C, G = k->G, cg = k->cg;
+    const cpu_norm_tail *t = k->t;
+    for (int64_t r = r0; r < r1; r++) {
+        const int n = (int)(r / k->HW);
+        const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
+        const int64_t off = r * C;
+        float *d = k->dx + off;
+        const float *xr = k->x + off;
+        for (int c = 0; c < C; c++) d[c] = k->dy[off + c];
+        if (t->p > 0.0f) drop_row(d, C, off, t, k->scale);
+        if (t->act == SG_ACT_SILU)
+            for (int g = 0; g < G; g++) {
+                const float mu = k->cmean[n * G + g], rs = k->crstd[n * G + g];
+                for (int c = g * cg; c < (g + 1) * cg; c++) {
+                    float z = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * k->gamma[c] + k->beta[c];
+                    float s = 1.0f / (1.0f + expf(-z));
+                    d[c] = d[c] * (s * (1.0f + z * (1.0f - s)));
                 }
             }
-        }
-        for (int c = 0; c < cb; c++) {
-            dgamma[c0 + c] = (float)sg[c];
-            dbeta[c0 + c] = (float)sb[c];
-        }
     }
+}
 
-    /* dx: per group, the two means of the formula above, then one elementwise pass. */
-    for (int n = 0; n < N; n++) {
-        const int64_t base = (int64_t)n * HW * C;
-        const float *vn = v ? v + (int64_t)n * C : NULL;
-        for (int g0 = 0; g0 < G; g0 += gpb) {
-            int gb = G - g0 < gpb ? G - g0 : gpb;
-            double s_dxhat[SG_CPU_CBLK] = {0}, s_dxhat_xhat[SG_CPU_CBLK] = {0};
-            for (int64_t hw = 0; hw < HW; hw++) {
-                int64_t off = base + hw * C;
-                for (int j = 0; j < gb; j++) {
-                    double mu = mean[n * G + g0 + j], rs = rstd[n * G + g0 + j];
-                    for (int c = 0; c < cg; c++) {
-                        int ch = (g0 + j) * cg + c;
-                        double xhat = ((double)u_at(x, vn, off, ch) - mu) * rs;
-                        double dxhat = (double)dz[off + ch] * gamma[ch];
-                        s_dxhat[j] += dxhat;
-                        s_dxhat_xhat[j] += dxhat * xhat;
-                    }
-                }
-            }
-            for (int j = 0; j < gb; j++) {
-                double mu = mean[n * G + g0 + j], rs = rstd[n * G + g0 + j];
-                double m1 = s_dxhat[j] / cnt, m2 = s_dxhat_xhat[j] / cnt;
-                for (int64_t hw = 0; hw < HW; hw++) {
-                    int64_t off = base + hw * C;
-                    for (int c = 0; c < cg; c++) {
-                        int ch = (g0 + j) * cg + c;
-                        double xhat = ((double)u_at(x, vn, off, ch) - mu) * rs;
-                        double dxhat = (double)dz[off + ch] * gamma[ch];
-                        dx[off + ch] = (float)(rs * (dxhat - m1 - xhat * m2));
-                    }
-                }
-            }
-        }
-    }
+/* dv[n] = the column sums of sample n's dx */
+static void dv_task(const void *ctx, int n) {
+    const norm_job *k = ctx;
+    sg_cpu_colsum(k->dv + (int64_t)n * k->C, k->dx + (int64_t)n * k->HW * k->C, k->HW, k->C, k->C);
 }
 
 void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const float *dy,
@@ -221,32 +333,25 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
     SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     SG_ASSERT(t->act == SG_ACT_NONE || t->act == SG_ACT_SILU);
     SG_ASSERT(!dv || v);
-    const int cg = C / G;
-    const float scale = drop_scale(t->p);
-    /* dz into dx: the dropout's and the activation's backward, element by element */
-    for (int n = 0; n < N; n++) {
-        const float *vn = v ? v + (int64_t)n * C : NULL;
-        for (int64_t hw = 0; hw < HW; hw++) {
-            const int64_t off = ((int64_t)n * HW + hw) * C;
-            float *d = dx + off;
-            const float *xr = x + off;
-            for (int c = 0; c < C; c++) d[c] = dy[off + c];
-            if (t->p > 0.0f) drop_row(d, C, off, t, scale);
-            if (t->act == SG_ACT_SILU)
-                for (int g = 0; g < G; g++) {
-                    const float mu = mean[n * G + g], rs = rstd[n * G + g];
-                    for (int c = g * cg; c < (g + 1) * cg; c++) {
-                        float z = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * gamma[c] + beta[c];
-                        float s = 1.0f / (1.0f + expf(-z));
-                        d[c] = d[c] * (s * (1.0f + z * (1.0f - s)));
-                    }
-                }
-        }
-    }
+    const norm_job k = {.dx = dx,
+                        .dv = dv,
+                        .dy = dy,
+                        .x = x,
+                        .v = v,
+                        .cmean = mean,
+                        .crstd = rstd,
+                        .gamma = gamma,
+                        .beta = beta,
+                        .t = t,
+                        .N = N,
+                        .HW = HW,
+                        .C = C,
+                        .G = G,
+                        .cg = C / G,
+                        .scale = drop_scale(t->p)};
+    sg_cpu_parallel(row_tasks(N, HW), dz_task, &k);
     gn_bwd_inplace(dx, dgamma, dbeta, x, v, mean, rstd, gamma, N, HW, C, G);
-    if (dv)
-        for (int n = 0; n < N; n++)
-            sg_cpu_colsum(dv + (int64_t)n * C, dx + (int64_t)n * HW * C, HW, C, C);
+    if (dv) sg_cpu_parallel(N, dv_task, &k);
 }
 
 /* ---- group_norm: norm_act without the add, the activation and the dropout */

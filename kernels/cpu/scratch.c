@@ -1,5 +1,5 @@
-/* scratch.c — the shared fixed-size scratch buffer, the column-sum helper and the K-blocked
- * GEMM wrapper and its thread pool (see scratch.h). */
+/* scratch.c — the shared fixed-size scratch buffer, the column-sum helper, the K-blocked
+ * GEMM wrapper and the thread pool that runs it and the other kernels' tasks (see scratch.h). */
 #include "common/sg_base.h"
 #include "kernels/cpu/scratch.h"
 
@@ -37,13 +37,10 @@ void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld) 
     }
 }
 
-/* ---- the GEMM: fixed slices of C shared out over a small pool of threads ----
+/* ---- the GEMM: fixed slices of C, run by sg_cpu_parallel (below) ----
  *
  * A call is cut into nslice slices of C (sg_cpu_sgemm's comment): slice j covers rows (or
- * columns) [j PB, (j + 1) PB) and runs its K blocks in increasing order in one thread. The
- * caller and up to sg_cpu_threads() - 1 pool workers take slices from a shared counter, so
- * which thread runs a slice varies, what a slice computes never does. One call at a time
- * (sg_gemm_call_lock): a second caller waits. */
+ * columns) [j PB, (j + 1) PB) and runs its K blocks in increasing order in one thread. */
 
 typedef struct {
     int transA, transB, M, N, K, split_m, nslice;
@@ -57,7 +54,8 @@ typedef struct {
  * in order. Block kb of op(A) starts kb columns in (A[M][K] row-major, lda) or kb rows down
  * (A^T: A is [K][M]); likewise op(B) starts kb rows down (B[K][N]) or kb columns in (B^T: B is
  * [N][K]). */
-static void gemm_slice(const sg_gemm_call *g, int j) {
+static void gemm_slice(const void *ctx, int j) {
+    const sg_gemm_call *g = ctx;
     const int p0 = j * SG_CPU_GEMM_PB, extent = g->split_m ? g->M : g->N;
     const int pb = extent - p0 < SG_CPU_GEMM_PB ? extent - p0 : SG_CPU_GEMM_PB;
     const int M = g->split_m ? pb : g->M, N = g->split_m ? g->N : pb;
@@ -80,35 +78,46 @@ static void gemm_slice(const sg_gemm_call *g, int j) {
     }
 }
 
+/* ---- the pool: a call's n tasks shared out over the caller and up to sg_cpu_threads() - 1
+ * workers, which take task indices from a shared counter: which thread runs a task varies,
+ * what a task computes never does. One call at a time (sg_par_call_lock): a second caller
+ * waits. */
+
+typedef struct {
+    void (*fn)(const void *ctx, int j);
+    const void *ctx;
+    int n;
+} sg_par_call;
+
 #define SG_CPU_MAX_THREADS 256
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    const sg_gemm_call *call; /* the call in progress, NULL between calls */
-    uint64_t gen;             /* bumped per call: wakes the workers */
-    int next, finished;       /* the next slice to take, slices finished */
-    int helpers;              /* workers taking part in this call */
-    int started;              /* workers running (they never exit) */
-    int threads;              /* sg_cpu_threads(); 0 = not read yet */
+    const sg_par_call *call; /* the call in progress, NULL between calls */
+    uint64_t gen;            /* bumped per call: wakes the workers */
+    int next, finished;      /* the next task to take, tasks finished */
+    int helpers;             /* workers taking part in this call */
+    int started;             /* workers running (they never exit) */
+    int threads;             /* sg_cpu_threads(); 0 = not read yet */
 } sg_pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
              .go = PTHREAD_COND_INITIALIZER,
              .done = PTHREAD_COND_INITIALIZER};
-static pthread_mutex_t sg_gemm_call_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sg_par_call_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t sg_blas_once = PTHREAD_ONCE_INIT;
 
 static void blas_one_thread(void) {
     openblas_set_num_threads(1);
 }
 
-/* Take slices until none is left; called with sg_pool.mu held, returns with it held. */
-static void pool_take_slices(const sg_gemm_call *g) {
-    while (sg_pool.next < g->nslice) {
+/* Take tasks until none is left; called with sg_pool.mu held, returns with it held. */
+static void pool_take_tasks(const sg_par_call *c) {
+    while (sg_pool.next < c->n) {
         const int j = sg_pool.next++;
         pthread_mutex_unlock(&sg_pool.mu);
-        gemm_slice(g, j);
+        c->fn(c->ctx, j);
         pthread_mutex_lock(&sg_pool.mu);
-        if (++sg_pool.finished == g->nslice) pthread_cond_broadcast(&sg_pool.done);
+        if (++sg_pool.finished == c->n) pthread_cond_broadcast(&sg_pool.done);
     }
 }
 
@@ -119,7 +128,7 @@ static void *pool_worker(void *arg) {
     for (;;) {
         while (sg_pool.gen == seen) pthread_cond_wait(&sg_pool.go, &sg_pool.mu);
         seen = sg_pool.gen;
-        if (sg_pool.call && id <= sg_pool.helpers) pool_take_slices(sg_pool.call);
+        if (sg_pool.call && id <= sg_pool.helpers) pool_take_tasks(sg_pool.call);
     }
     return NULL;
 }
@@ -170,30 +179,35 @@ void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, cons
                             .ldb = ldb,
                             .ldc = ldc,
                             .C = C};
-    const int threads = sg_cpu_threads();
     pthread_once(&sg_blas_once, blas_one_thread);
-    if (threads == 1 || g.nslice == 1) {
-        for (int j = 0; j < g.nslice; j++) gemm_slice(&g, j);
+    sg_cpu_parallel(g.nslice, gemm_slice, &g);
+}
+
+void sg_cpu_parallel(int n, void (*fn)(const void *ctx, int j), const void *ctx) {
+    const int threads = n > 1 ? sg_cpu_threads() : 1;
+    if (threads == 1) {
+        for (int j = 0; j < n; j++) fn(ctx, j);
         return;
     }
-    pthread_mutex_lock(&sg_gemm_call_lock);
+    const sg_par_call c = {.fn = fn, .ctx = ctx, .n = n};
+    pthread_mutex_lock(&sg_par_call_lock);
     pthread_mutex_lock(&sg_pool.mu);
-    const int helpers = (threads < g.nslice ? threads : g.nslice) - 1;
+    const int helpers = (threads < n ? threads : n) - 1;
     while (sg_pool.started < helpers) {
         pthread_t t;
         if (pthread_create(&t, NULL, pool_worker, (void *)(intptr_t)(sg_pool.started + 1)))
-            break; /* fewer helpers: the same slices, the same bits */
+            break; /* fewer helpers: the same tasks, the same bits */
         pthread_detach(t);
         sg_pool.started++;
     }
-    sg_pool.call = &g;
+    sg_pool.call = &c;
     sg_pool.helpers = helpers;
     sg_pool.next = sg_pool.finished = 0;
     sg_pool.gen++;
     pthread_cond_broadcast(&sg_pool.go);
-    pool_take_slices(&g);
-    while (sg_pool.finished < g.nslice) pthread_cond_wait(&sg_pool.done, &sg_pool.mu);
+    pool_take_tasks(&c);
+    while (sg_pool.finished < n) pthread_cond_wait(&sg_pool.done, &sg_pool.mu);
     sg_pool.call = NULL;
     pthread_mutex_unlock(&sg_pool.mu);
-    pthread_mutex_unlock(&sg_gemm_call_lock);
+    pthread_mutex_unlock(&sg_par_call_lock);
 }

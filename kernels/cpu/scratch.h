@@ -1,5 +1,6 @@
 /* scratch.h — internals shared by the CPU reference kernels: the one fixed-size scratch
- * buffer, a column-sum helper and the thread-count-independent GEMM wrapper.
+ * buffer, a column-sum helper, the thread-count-independent GEMM wrapper and the task pool
+ * (sg_cpu_parallel) that runs it and the normalisation passes.
  *
  * GEMM-shaped kernels (conv via im2col, the attention backward) stage data in a buffer of
  * SG_CPU_SCRATCH_FLOATS floats. Its size is a compile-time constant: callers split their work
@@ -50,6 +51,12 @@ void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld);
 #define SG_CPU_GEMM_PB 128
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
+
+/* fn(ctx, j) for every j in [0, n), shared out over sg_cpu_threads() threads (the caller among
+ * them); returns when all have run. Which thread runs a task varies, so a task must compute
+ * the same thing on any thread: its own outputs, its own fixed-order sums. A task must not call
+ * sg_cpu_parallel or sg_cpu_sgemm itself (one call at a time: it would wait for itself). */
+void sg_cpu_parallel(int n, void (*fn)(const void *ctx, int j), const void *ctx);
 
 /* Threads the CPU kernels use: SG_CPU_THREADS from the environment when set (1..256), else the
  * online processors. sg_cpu_set_threads(n) changes it (n <= 0: back to that default); the
