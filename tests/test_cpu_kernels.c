@@ -1475,6 +1475,9 @@ static int64_t pooled_kernels_run(float *out, int threads, const float *x, const
     /* conv: K*K*Ci = 576 per pixel, 2048 output pixels (two im2col chunks), Co = 96 */
     cpu_conv2d_fwd(out + o, x, w, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 96;
     cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 1, 1), o += 2 * 32 * 32 * 64;
+    /* stride 2 with SAME padding (pad 0): col2im's gather skips taps by parity and edge */
+    cpu_conv2d_bwd_data(out + o, dy, w, 2, 32, 32, 64, 96, 3, 2, 0), o += 2 * 32 * 32 * 64;
+    cpu_conv2d_bwd_weight(out + o, NULL, dy, x, 2, 32, 32, 64, 96, 3, 2, 0), o += 96 * 576;
     cpu_conv2d_bwd_weight(out + o, out + o + 96 * 576, dy, x, 2, 32, 32, 64, 96, 3, 1, 1);
     o += 96 * 576 + 96;
     /* linear with K = 900 (the K that differs between 1 and 2 threads in plain sgemm) */

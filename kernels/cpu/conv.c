@@ -17,8 +17,9 @@
  * Memory. col for all P rows would grow with the batch, so rows are processed in chunks of
  * SG_CPU_SCRATCH_FLOATS / Kc pixels through the shared fixed scratch buffer. The chunking
  * depends only on the shapes, the chunks run in increasing p, the weight gradient sums chunk
- * products with beta = 1 in that order, and col2im scatters sequentially: the same inputs
- * give the same bits, whatever the BLAS thread count (sg_cpu_sgemm, scratch.h). A 1x1 stride-1 conv
+ * products with beta = 1 in that order, and col2im adds each dx element's contributions in
+ * increasing p: the same inputs give the same bits, whatever the thread count (sg_cpu_sgemm,
+ * scratch.h; the copies and sums below share out over the same threads). A 1x1 stride-1 conv
  * needs no im2col at all: col is x itself (NHWC rows are pixels), so it is one plain GEMM.
  */
 #include "common/sg_base.h"
@@ -55,10 +56,25 @@ static conv_shape conv_shape_make(int N, int H, int W, int Ci, int Co, int K, in
     return s;
 }
 
-/* col[r][kh][kw][ci] for output pixels p0 .. p0+rows-1 (see the file comment). */
-static void im2col(float *col, const float *x, const conv_shape *s, int64_t p0, int rows) {
+/* The copies and sums between the GEMMs run on the CPU kernels' pool (sg_cpu_parallel) in
+ * tasks of CONV_TASK_ROWS im2col rows or dx pixels: each value is one task's, computed in the
+ * order above, so the bits never depend on the thread count. */
+#define CONV_TASK_ROWS 64
+
+typedef struct {
+    float *col, *dx;
+    const float *x, *dcol;
+    const conv_shape *s;
+    int64_t p0, q0; /* the chunk's first output pixel; col2im: its first input pixel */
+    int rows;       /* output pixels in the chunk */
+    int64_t pixels; /* col2im: input pixels from q0 the chunk reaches */
+} conv_job;
+
+/* col[r][kh][kw][ci] for output pixels p0 + r, r in [r0, r1) (see the file comment). */
+static void im2col_rows(float *col, const float *x, const conv_shape *s, int64_t p0, int r0,
+                        int r1) {
     size_t ci_bytes = (size_t)s->Ci * sizeof(float);
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         int64_t p = p0 + r;
         int n = (int)(p / ((int64_t)s->Ho * s->Wo));
         int rem = (int)(p % ((int64_t)s->Ho * s->Wo));
@@ -78,25 +94,63 @@ static void im2col(float *col, const float *x, const conv_shape *s, int64_t p0, 
     }
 }
 
-/* The adjoint of im2col: dx[pixel under (p, kh, kw)] += dcol[p][kh][kw][:], in increasing
- * (p, kh, kw), so every dx element sums its contributions in one fixed order. */
-static void col2im_add(float *dx, const float *dcol, const conv_shape *s, int64_t p0, int rows) {
-    for (int r = 0; r < rows; r++) {
-        int64_t p = p0 + r;
-        int n = (int)(p / ((int64_t)s->Ho * s->Wo));
-        int rem = (int)(p % ((int64_t)s->Ho * s->Wo));
-        int ho = rem / s->Wo, wo = rem % s->Wo;
-        const float *src = dcol + (int64_t)r * s->Kc;
-        for (int kh = 0; kh < s->K; kh++) {
-            int ih = ho * s->S - s->pad + kh;
-            for (int kw = 0; kw < s->K; kw++, src += s->Ci) {
-                int iw = wo * s->S - s->pad + kw;
-                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W) continue;
-                float *dst = dx + (((int64_t)n * s->H + ih) * s->W + iw) * s->Ci;
+static void im2col_task(const void *ctx, int j) {
+    const conv_job *k = ctx;
+    const int r0 = j * CONV_TASK_ROWS,
+              r1 = k->rows - r0 < CONV_TASK_ROWS ? k->rows : r0 + CONV_TASK_ROWS;
+    im2col_rows(k->col, k->x, k->s, k->p0, r0, r1);
+}
+
+/* col[r][kh][kw][ci] for output pixels p0 .. p0+rows-1 */
+static void im2col(float *col, const float *x, const conv_shape *s, int64_t p0, int rows) {
+    const conv_job k = {.col = col, .x = x, .s = s, .p0 = p0, .rows = rows};
+    sg_cpu_parallel((rows + CONV_TASK_ROWS - 1) / CONV_TASK_ROWS, im2col_task, &k);
+}
+
+/* The adjoint of im2col: dx[pixel under (p, kh, kw)] += dcol[p][kh][kw][:], each dx element
+ * summing its contributions in increasing p (chunk after chunk, and within a chunk). Done as a
+ * gather: input pixel q adds, for every output pixel p of the chunk one of whose taps (kh, kw)
+ * reads it, dcol[p][kh][kw][:], with kh and then kw from K - 1 down (p grows as they shrink:
+ * ho = (ih + pad - kh) / S, wo likewise; one tap per p reads q). The same float adds in the
+ * same order as the scatter (p outer, kh, kw inner) made, and each pixel is one task's. */
+static void col2im_task(const void *ctx, int j) {
+    const conv_job *k = ctx;
+    const conv_shape *s = k->s;
+    const int64_t q0 = k->q0 + (int64_t)j * CONV_TASK_ROWS, qe = k->q0 + k->pixels;
+    const int64_t q1 = qe - q0 < CONV_TASK_ROWS ? qe : q0 + CONV_TASK_ROWS;
+    const int64_t p1 = k->p0 + k->rows, HW = (int64_t)s->H * s->W;
+    for (int64_t q = q0; q < q1; q++) {
+        const int n = (int)(q / HW), rem = (int)(q % HW), ih = rem / s->W, iw = rem % s->W;
+        float *dst = k->dx + q * s->Ci;
+        for (int kh = s->K - 1; kh >= 0; kh--) {
+            const int th = ih + s->pad - kh, ho = th / s->S;
+            if (th < 0 || th % s->S || ho >= s->Ho) continue;
+            for (int kw = s->K - 1; kw >= 0; kw--) {
+                const int tw = iw + s->pad - kw, wo = tw / s->S;
+                if (tw < 0 || tw % s->S || wo >= s->Wo) continue;
+                const int64_t p = ((int64_t)n * s->Ho + ho) * s->Wo + wo;
+                if (p < k->p0 || p >= p1) continue;
+                const float *src = k->dcol + (p - k->p0) * s->Kc + (kh * s->K + kw) * s->Ci;
                 for (int c = 0; c < s->Ci; c++) dst[c] += src[c];
             }
         }
     }
+}
+
+static void col2im_add(float *dx, const float *dcol, const conv_shape *s, int64_t p0, int rows) {
+    /* the input pixels the chunk's receptive fields reach: from its first pixel's first row to
+     * its last pixel's last row, whole rows */
+    const int64_t HoWo = (int64_t)s->Ho * s->Wo, pl = p0 + rows - 1;
+    const int n0 = (int)(p0 / HoWo), ho0 = (int)(p0 % HoWo) / s->Wo;
+    const int n1 = (int)(pl / HoWo), ho1 = (int)(pl % HoWo) / s->Wo;
+    const int ih0 = ho0 * s->S - s->pad < 0 ? 0 : ho0 * s->S - s->pad;
+    const int ih1 =
+        ho1 * s->S - s->pad + s->K - 1 >= s->H ? s->H - 1 : ho1 * s->S - s->pad + s->K - 1;
+    const int64_t q0 = ((int64_t)n0 * s->H + ih0) * s->W,
+                  q1 = ((int64_t)n1 * s->H + ih1 + 1) * s->W;
+    const conv_job k = {
+        .dx = dx, .dcol = dcol, .s = s, .p0 = p0, .q0 = q0, .rows = rows, .pixels = q1 - q0};
+    sg_cpu_parallel((int)((k.pixels + CONV_TASK_ROWS - 1) / CONV_TASK_ROWS), col2im_task, &k);
 }
 
 void cpu_conv2d_fwd(float *y, const float *x, const float *w, const float *b, int N, int H, int W,
