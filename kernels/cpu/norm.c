@@ -77,6 +77,17 @@ typedef struct {
     float eps, scale;
 } norm_job;
 
+/* the shape and the operands every pass reads (mean, rstd: the statistics it applies) */
+static norm_job norm_job_of(const float *x, const float *v, const float *mean, const float *rstd,
+                            const float *gamma, const float *beta, int N, int HW, int C, int G) {
+    norm_job k;
+    memset(&k, 0, sizeof k);
+    k.x = x, k.v = v, k.cmean = mean, k.crstd = rstd, k.gamma = gamma, k.beta = beta;
+    k.N = N, k.HW = HW, k.C = C, k.G = G, k.cg = C / G, k.gpb = groups_per_block(k.cg);
+    k.nblk = (G + k.gpb - 1) / k.gpb;
+    return k;
+}
+
 /* task j: sample j / nblk, its groups' block j % nblk */
 static void stats_task(const void *ctx, int j) {
     const norm_job *k = ctx;
@@ -110,19 +121,8 @@ static void stats_task(const void *ctx, int j) {
 void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v, int N, int HW,
                         int C, int G, float eps) {
     SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
-    const int cg = C / G, gpb = groups_per_block(cg);
-    const norm_job k = {.mean = mean,
-                        .rstd = rstd,
-                        .x = x,
-                        .v = v,
-                        .N = N,
-                        .HW = HW,
-                        .C = C,
-                        .G = G,
-                        .cg = cg,
-                        .gpb = gpb,
-                        .nblk = (G + gpb - 1) / gpb,
-                        .eps = eps};
+    norm_job k = norm_job_of(x, v, NULL, NULL, NULL, NULL, N, HW, C, G);
+    k.mean = mean, k.rstd = rstd, k.eps = eps;
     sg_cpu_parallel(N * k.nblk, stats_task, &k);
 }
 
@@ -177,20 +177,8 @@ void cpu_norm_act_apply(float *y, const float *x, const float *v, const float *m
                         int C, int G, const cpu_norm_tail *t) {
     SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     SG_ASSERT(t->act == SG_ACT_NONE || t->act == SG_ACT_SILU);
-    const norm_job k = {.y = y,
-                        .x = x,
-                        .v = v,
-                        .cmean = mean,
-                        .crstd = rstd,
-                        .gamma = gamma,
-                        .beta = beta,
-                        .t = t,
-                        .N = N,
-                        .HW = HW,
-                        .C = C,
-                        .G = G,
-                        .cg = C / G,
-                        .scale = drop_scale(t->p)};
+    norm_job k = norm_job_of(x, v, mean, rstd, gamma, beta, N, HW, C, G);
+    k.y = y, k.t = t, k.scale = drop_scale(t->p);
     sg_cpu_parallel(row_tasks(N, HW), apply_task, &k);
 }
 
@@ -273,22 +261,8 @@ static void dx_task(const void *ctx, int j) {
 static void gn_bwd_inplace(float *dx, float *dgamma, float *dbeta, const float *x, const float *v,
                            const float *mean, const float *rstd, const float *gamma, int N, int HW,
                            int C, int G) {
-    const int cg = C / G, gpb = groups_per_block(cg);
-    const norm_job k = {.dx = dx,
-                        .dgamma = dgamma,
-                        .dbeta = dbeta,
-                        .x = x,
-                        .v = v,
-                        .cmean = mean,
-                        .crstd = rstd,
-                        .gamma = gamma,
-                        .N = N,
-                        .HW = HW,
-                        .C = C,
-                        .G = G,
-                        .cg = cg,
-                        .gpb = gpb,
-                        .nblk = (G + gpb - 1) / gpb};
+    norm_job k = norm_job_of(x, v, mean, rstd, gamma, NULL, N, HW, C, G);
+    k.dx = dx, k.dgamma = dgamma, k.dbeta = dbeta;
     sg_cpu_parallel((C + NORM_TASK_CH - 1) / NORM_TASK_CH, dgb_task, &k);
     sg_cpu_parallel(N * k.nblk, dx_task, &k);
 }
@@ -333,22 +307,8 @@ void cpu_norm_act_bwd(float *dx, float *dv, float *dgamma, float *dbeta, const f
     SG_ASSERT(G > 0 && C % G == 0 && HW > 0);
     SG_ASSERT(t->act == SG_ACT_NONE || t->act == SG_ACT_SILU);
     SG_ASSERT(!dv || v);
-    const norm_job k = {.dx = dx,
-                        .dv = dv,
-                        .dy = dy,
-                        .x = x,
-                        .v = v,
-                        .cmean = mean,
-                        .crstd = rstd,
-                        .gamma = gamma,
-                        .beta = beta,
-                        .t = t,
-                        .N = N,
-                        .HW = HW,
-                        .C = C,
-                        .G = G,
-                        .cg = C / G,
-                        .scale = drop_scale(t->p)};
+    norm_job k = norm_job_of(x, v, mean, rstd, gamma, beta, N, HW, C, G);
+    k.dx = dx, k.dv = dv, k.dy = dy, k.t = t, k.scale = drop_scale(t->p);
     sg_cpu_parallel(row_tasks(N, HW), dz_task, &k);
     gn_bwd_inplace(dx, dgamma, dbeta, x, v, mean, rstd, gamma, N, HW, C, G);
     if (dv) sg_cpu_parallel(N, dv_task, &k);
