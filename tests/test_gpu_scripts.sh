@@ -239,7 +239,9 @@ ok "gpu_call.sh's order: main, compile, tune, profile, variants ($steps)" \
 # record what they were given (the budget each bench run gets, its jobs) and take no time.
 # The main rows must leave the compile rows GPU_CALL_COMPILE_S (the fourth session's compile
 # and reduce-overhead took 100 and 86 s; with the rows added since, a main run given the
-# whole rest could spend what reduce-overhead, the best PyTorch mode, needs)
+# whole rest could spend what reduce-overhead, the best PyTorch mode, needs). The stand-ins take
+# no time, so a budget is the call's total less the reserve, less the seconds a loaded machine
+# took to get there (30 s allowed: without the reserve it would read 560)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tools" "$stage/build-gpu" "$stage/out"
@@ -259,13 +261,13 @@ budget_of() { awk -v r="$1" '$1 == "bench" && $2 == r { print $3 }' "$stage/rec"
 run_call GPU_CALL_S=560
 main_b=$(budget_of main) compile_b=$(budget_of compile)
 ok "gpu_call.sh: the main rows leave 200 s to the compile rows (main ${main_b}s, compile ${compile_b}s of 560)" \
-    '[ -n "$main_b" ] && [ "$main_b" -ge 355 ] && [ "$main_b" -le 360 ] && [ "$compile_b" -ge 555 ]'
+    '[ -n "$main_b" ] && [ "$main_b" -ge 330 ] && [ "$main_b" -le 360 ] && [ "$compile_b" -ge 530 ]'
 ok "gpu_call.sh: the check, then main, then compile" \
     '[ "$(cut -d" " -f1-2 "$stage/rec" | tr "\n" ,)" = "check deadline,bench main,bench compile," ]'
 run_call GPU_CALL_S=560 GPU_CALL_COMPILE_S=300
 main_b=$(budget_of main)
 ok "gpu_call.sh: GPU_CALL_COMPILE_S sets the share (main ${main_b}s)" \
-    '[ -n "$main_b" ] && [ "$main_b" -ge 255 ] && [ "$main_b" -le 260 ]'
+    '[ -n "$main_b" ] && [ "$main_b" -ge 230 ] && [ "$main_b" -le 260 ]'
 run_call GPU_CALL_S=230
 ok "gpu_call.sh: no main run under 40 s ($(tr "\n" ";" <"$stage/rec"))" \
     '[ -z "$(budget_of main)" ] && [ -n "$(budget_of compile)" ]'
