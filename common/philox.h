@@ -163,13 +163,53 @@ SG_HD void sg_rng_dropout4(float u[4], uint64_t seed, int64_t step, uint32_t pur
     u[2] = sg_u16_to_unit(w1 & 0xFFFFu), u[3] = sg_u16_to_unit(w1 >> 16);
 }
 
+/* Philox4x32-10 of SG_PHILOX_LANES counters at once, word-major and in place (c[w][l]: word w of
+ * lane l): sg_philox4x32_10's rounds as loops over the lanes, which a host compiler turns into
+ * vector multiplies; lane l ends with the words of sg_philox4x32_10 of its counter. */
+#define SG_PHILOX_LANES 8
+SG_HD void sg_philox4x32_10_lanes(uint32_t c[4][SG_PHILOX_LANES], const uint32_t key[2]) {
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += SG_PHILOX_W0;
+            k1 += SG_PHILOX_W1;
+        }
+        for (int l = 0; l < SG_PHILOX_LANES; l++) {
+            const uint64_t p0 = (uint64_t)SG_PHILOX_M0 * c[0][l];
+            const uint64_t p1 = (uint64_t)SG_PHILOX_M1 * c[2][l];
+            const uint32_t w0 = (uint32_t)(p1 >> 32) ^ c[1][l] ^ k0;
+            const uint32_t w2 = (uint32_t)(p0 >> 32) ^ c[3][l] ^ k1;
+            c[0][l] = w0, c[1][l] = (uint32_t)p1, c[2][l] = w2, c[3][l] = (uint32_t)p0;
+        }
+    }
+}
+
 /* u[k] = sg_rng_dropout(seed, step, purpose, e0 + k) for k < n: one Philox call per block of
- * eight (the host's loops; a CUDA thread draws its own blocks). */
+ * eight, SG_PHILOX_LANES blocks at a time where whole ones fit (the host's loops; a CUDA thread
+ * draws its own blocks). */
 SG_HD void sg_rng_dropout_run(float *u, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
                               uint64_t e0) {
+    const int64_t span = 8 * SG_PHILOX_LANES;
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     int64_t k = 0;
     while (k < n) {
         const uint64_t e = e0 + (uint64_t)k;
+        if ((e & 7) == 0 && n - k >= span) {
+            uint32_t c[4][SG_PHILOX_LANES];
+            for (int l = 0; l < SG_PHILOX_LANES; l++) {
+                const uint64_t b = (e >> 3) + (uint64_t)l;
+                c[0][l] = (uint32_t)b, c[1][l] = (uint32_t)(b >> 32);
+                c[2][l] = (uint32_t)(uint64_t)step, c[3][l] = purpose;
+            }
+            sg_philox4x32_10_lanes(c, key);
+            for (int l = 0; l < SG_PHILOX_LANES; l++)
+                for (int j = 0; j < 4; j++) {
+                    u[k + 8 * l + 2 * j] = sg_u16_to_unit(c[j][l] & 0xFFFFu);
+                    u[k + 8 * l + 2 * j + 1] = sg_u16_to_unit(c[j][l] >> 16);
+                }
+            k += span;
+            continue;
+        }
         float w[8];
         sg_rng_dropout8(w, seed, step, purpose, e >> 3);
         for (int j = (int)(e & 7); j < 8 && k < n; j++) u[k++] = w[j];

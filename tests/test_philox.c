@@ -53,7 +53,7 @@ static void test_keying(void) {
               (unsigned long long)e, (unsigned long long)(e % 2), (unsigned long long)((e / 2) % 4),
               (unsigned long long)(e / 8));
     }
-    float u4[4], u8[8], run[19];
+    float u4[4], u8[8], run[150];
     for (uint64_t blk = 10; blk < 12; blk++) {
         sg_rng_dropout4(u4, seed, step, SG_RNG_DROPOUT_BASE, blk);
         for (int j = 0; j < 4; j++)
@@ -64,12 +64,15 @@ static void test_keying(void) {
     for (int j = 0; j < 8; j++)
         CHECK(u8[j] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, 40 + (uint64_t)j),
               "dropout8 element %d", j);
-    for (uint64_t e0 = 35; e0 < 41; e0++) {
-        sg_rng_dropout_run(run, 19, seed, step, SG_RNG_DROPOUT_BASE, e0);
-        for (int k = 0; k < 19; k++)
-            CHECK(run[k] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, e0 + (uint64_t)k),
-                  "dropout run from %llu, element %d", (unsigned long long)e0, k);
-    }
+    /* runs of 19 (single blocks) and 150 (a partial block, two spans of SG_PHILOX_LANES blocks
+     * drawn at once, a tail), aligned to a block (e0 = 40) and not */
+    for (int len = 19; len <= 150; len += 131)
+        for (uint64_t e0 = 35; e0 < 41; e0++) {
+            sg_rng_dropout_run(run, len, seed, step, SG_RNG_DROPOUT_BASE, e0);
+            for (int k = 0; k < len; k++)
+                CHECK(run[k] == sg_rng_dropout(seed, step, SG_RNG_DROPOUT_BASE, e0 + (uint64_t)k),
+                      "dropout run of %d from %llu, element %d", len, (unsigned long long)e0, k);
+        }
     /* the 16-bit grid: exact, strictly inside (0, 1); and the keep rate of p = 0.1 over 2^20
      * elements is 1 - p rounded to the grid (0.899994), within 5 sigma (0.0015) */
     CHECK(sg_u16_to_unit(0) == 0x1p-17f, "min %a", sg_u16_to_unit(0));

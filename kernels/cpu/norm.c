@@ -126,25 +126,25 @@ void cpu_norm_act_stats(float *mean, float *rstd, const float *x, const float *v
     sg_cpu_parallel(N * k.nblk, stats_task, &k);
 }
 
-/* The dropout over one row of C values, in place: a[c] kept (times scale) where
- * sg_rng_dropout(seed, step, purpose, i0 + off + c) >= p; the uniforms drawn DROP_RUN at a time
- * on the stack. */
+/* The dropout over the n values from offset `off` of x, in place: a[i] kept (times scale) where
+ * sg_rng_dropout(seed, step, purpose, i0 + off + i) >= p; the uniforms drawn DROP_RUN at a time
+ * on the stack (a task's whole run of rows at once: whole Philox lane blocks). */
 #define DROP_RUN 256
-static void drop_row(float *a, int C, int64_t off, const cpu_norm_tail *t, float scale) {
+static void drop_run(float *a, int64_t n, int64_t off, const cpu_norm_tail *t, float scale) {
+    const float p = t->p;
     float u[DROP_RUN];
-    for (int c0 = 0; c0 < C; c0 += DROP_RUN) {
-        const int m = C - c0 < DROP_RUN ? C - c0 : DROP_RUN;
-        sg_rng_dropout_run(u, m, t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + c0));
-        for (int c = 0; c < m; c++) a[c0 + c] = u[c] >= t->p ? a[c0 + c] * scale : 0.0f;
+    for (int64_t i0 = 0; i0 < n; i0 += DROP_RUN) {
+        const int m = n - i0 < DROP_RUN ? (int)(n - i0) : DROP_RUN;
+        sg_rng_dropout_run(u, m, t->seed, t->step, t->purpose, t->i0 + (uint64_t)(off + i0));
+        for (int i = 0; i < m; i++) a[i0 + i] = sg_cpu_keep_or_zero(a[i0 + i] * scale, u[i] >= p);
     }
 }
 
-/* The tail (activation, dropout) over one row of C values, in place; i0 + off: the row's first
- * element's dropout index. */
-static void tail_fwd_row(float *a, int C, int64_t off, const cpu_norm_tail *t, float scale) {
+/* The tail (activation, dropout) over the n values from offset `off` of x, in place. */
+static void tail_fwd(float *a, int64_t n, int64_t off, const cpu_norm_tail *t, float scale) {
     if (t->act == SG_ACT_SILU)
-        for (int c = 0; c < C; c++) a[c] = a[c] / (1.0f + expf(-a[c]));
-    if (t->p > 0.0f) drop_row(a, C, off, t, scale);
+        for (int64_t i = 0; i < n; i++) a[i] = a[i] / (1.0f + expf(-a[i]));
+    if (t->p > 0.0f) drop_run(a, n, off, t, scale);
 }
 
 /* task j: rows [j NORM_TASK_ROWS, ...) of the N HW rows */
@@ -164,8 +164,8 @@ static void apply_task(const void *ctx, int j) {
             for (int c = g * cg; c < (g + 1) * cg; c++)
                 yr[c] = ((vn ? xr[c] + vn[c] : xr[c]) - mu) * rs * k->gamma[c] + k->beta[c];
         }
-        tail_fwd_row(yr, C, off, k->t, k->scale);
     }
+    tail_fwd(k->y + r0 * C, (r1 - r0) * C, r0 * C, k->t, k->scale);
 }
 
 static int row_tasks(int N, int HW) {
@@ -196,14 +196,17 @@ static void dgb_task(const void *ctx, int j) {
     const int c0 = j * NORM_TASK_CH, cb = k->C - c0 < NORM_TASK_CH ? k->C - c0 : NORM_TASK_CH;
     const int C = k->C, G = k->G, cg = k->cg;
     const float *dz = k->dx;
-    double sg[NORM_TASK_CH] = {0}, sb[NORM_TASK_CH] = {0};
+    double sg[NORM_TASK_CH] = {0}, sb[NORM_TASK_CH] = {0}, mu[NORM_TASK_CH], rs[NORM_TASK_CH];
     for (int n = 0; n < k->N; n++) {
         const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
+        for (int c = 0; c < cb; c++) {
+            const int g = n * G + (c0 + c) / cg;
+            mu[c] = k->cmean[g], rs[c] = k->crstd[g];
+        }
         for (int64_t hw = 0; hw < k->HW; hw++) {
-            int64_t off = ((int64_t)n * k->HW + hw) * C;
+            const int64_t off = ((int64_t)n * k->HW + hw) * C;
             for (int c = 0; c < cb; c++) {
-                int g = n * G + (c0 + c) / cg;
-                double xhat = ((double)u_at(k->x, vn, off, c0 + c) - k->cmean[g]) * k->crstd[g];
+                const double xhat = ((double)u_at(k->x, vn, off, c0 + c) - mu[c]) * rs[c];
                 sg[c] += (double)dz[off + c0 + c] * xhat;
                 sb[c] += dz[off + c0 + c];
             }
@@ -274,15 +277,15 @@ static void dz_task(const void *ctx, int j) {
     const int64_t r1 = rows - r0 < NORM_TASK_ROWS ? rows : r0 + NORM_TASK_ROWS;
     const int C = k->C, G = k->G, cg = k->cg;
     const cpu_norm_tail *t = k->t;
-    for (int64_t r = r0; r < r1; r++) {
-        const int n = (int)(r / k->HW);
-        const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
-        const int64_t off = r * C;
-        float *d = k->dx + off;
-        const float *xr = k->x + off;
-        for (int c = 0; c < C; c++) d[c] = k->dy[off + c];
-        if (t->p > 0.0f) drop_row(d, C, off, t, k->scale);
-        if (t->act == SG_ACT_SILU)
+    memmove(k->dx + r0 * C, k->dy + r0 * C, sizeof(float) * (size_t)((r1 - r0) * C));
+    if (t->p > 0.0f) drop_run(k->dx + r0 * C, (r1 - r0) * C, r0 * C, t, k->scale);
+    if (t->act == SG_ACT_SILU)
+        for (int64_t r = r0; r < r1; r++) {
+            const int n = (int)(r / k->HW);
+            const float *vn = k->v ? k->v + (int64_t)n * C : NULL;
+            const int64_t off = r * C;
+            float *d = k->dx + off;
+            const float *xr = k->x + off;
             for (int g = 0; g < G; g++) {
                 const float mu = k->cmean[n * G + g], rs = k->crstd[n * G + g];
                 for (int c = g * cg; c < (g + 1) * cg; c++) {
@@ -291,7 +294,7 @@ static void dz_task(const void *ctx, int j) {
                     d[c] = d[c] * (s * (1.0f + z * (1.0f - s)));
                 }
             }
-    }
+        }
 }
 
 /* dv[n] = the column sums of sample n's dx */

@@ -9,6 +9,7 @@
  */
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/scratch.h"
 
 /* Sample i of this batch is sample g = step*B + s0 + i of the run (B: the global batch, s0:
  * this rank's first sample; one process: B = N, s0 = 0): epoch g / ndata reads the dataset in
@@ -75,7 +76,8 @@ void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed
     for (int64_t i0r = 0; i0r < n; i0r += DROP_RUN) {
         const int64_t m = n - i0r < DROP_RUN ? n - i0r : DROP_RUN;
         sg_rng_dropout_run(u, m, seed, step, purpose, i0 + (uint64_t)i0r);
-        for (int64_t k = 0; k < m; k++) y[i0r + k] = u[k] >= p ? x[i0r + k] * scale : 0.0f;
+        for (int64_t k = 0; k < m; k++)
+            y[i0r + k] = sg_cpu_keep_or_zero(x[i0r + k] * scale, u[k] >= p);
     }
 }
 

@@ -14,6 +14,7 @@
 #define SG_CPU_SCRATCH_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* 1 Mi floats = 4 MiB: an im2col chunk of ~227 output pixels at 3x3x512 input channels, or
  * the full L x L attention-gradient block up to L = 1024 (32x32 attention). */
@@ -51,6 +52,17 @@ void sg_cpu_colsum(float *sum, const float *x, int64_t rows, int C, int64_t ld);
 #define SG_CPU_GEMM_PB 128
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
+
+/* v where keep, else +0: the dropout's select as bit operations, so that a loop of it compiles
+ * to vector compares and masks, not to a branch on a random mask that mispredicts at every
+ * tenth element (v is computed whether kept or not; the values are those of keep ? v : 0.0f). */
+static inline float sg_cpu_keep_or_zero(float v, int keep) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    b &= 0u - (uint32_t)(keep != 0);
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
 
 /* fn(ctx, j) for every j in [0, n), shared out over sg_cpu_threads() threads (the caller among
  * them); returns when all have run. Which thread runs a task varies, so a task must compute
