@@ -193,6 +193,10 @@ extern const char *const sg_cuda_env_knobs[SG_N_CUDA_ENV_KNOBS];
 
 /* The CPU reference backend. */
 sg_backend *sg_backend_cpu_create(void);
+/* The threads its kernels use: SG_CPU_THREADS when set, else the CPUs this process may run on
+ * (its affinity mask), shared out once prepared among the data-parallel ranks whose masks
+ * overlap it (sg_dist's cpu_sharers). The bits never depend on it. */
+int sg_backend_cpu_threads(void);
 /* The CUDA backend on device `dev`; NULL (with sg_last_error) when there is no usable GPU or
  * the build has no CUDA. `use_graph`: capture the step into a CUDA graph after one eager
  * warm-up step (0: run every step eagerly, for verification). */

@@ -221,6 +221,8 @@ static int cpu_allreduce(sg_backend *be, const sg_graph *g, const sg_node *nd, f
 
 static int cpu_prepare(sg_backend *be, const sg_plan *p) {
     cpu_ctx *c = be->ctx;
+    /* data-parallel ranks that share CPUs share them out (the same bits at any thread count) */
+    if (be->dist && be->dist->cpu_sharers > 1) sg_cpu_share_threads(be->dist->cpu_sharers);
     free(c->arena);
     free(c->scratch);
     c->arena = calloc(1, (size_t)p->arena_bytes + 64);
@@ -775,6 +777,10 @@ static void note_cuda_env(void) {
     if (n)
         fprintf(stderr, "stepgraph: note: %s %s the CUDA backend's; the CPU backend ignores %s\n",
                 names, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
+}
+
+int sg_backend_cpu_threads(void) {
+    return sg_cpu_threads();
 }
 
 sg_backend *sg_backend_cpu_create(void) {

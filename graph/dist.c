@@ -20,6 +20,7 @@
  */
 #include "graph/dist.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,41 @@ static void mpi_abort(sg_dist *d, int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+/* The ranks of this machine (MPI-3's shared-memory split) whose affinity masks overlap this
+ * rank's, itself included: one where the launcher bound each rank to its own cores, all of
+ * them where it bound none (they then share every CPU), the ranks of a socket where it bound
+ * ranks to sockets. 1 where it cannot tell. */
+static int mpi_cpu_sharers(int rank) {
+    int n = 1;
+#ifdef CPU_COUNT
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return 1;
+    int local = 1;
+    MPI_Comm_size(node, &local);
+    cpu_set_t mine;
+    if (sched_getaffinity(0, sizeof mine, &mine)) CPU_ZERO(&mine);
+    cpu_set_t *all = malloc(sizeof(cpu_set_t) * (size_t)local);
+    /* every rank takes part in the collective, whatever it found */
+    if (all && MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                             node) == MPI_SUCCESS) {
+        n = 0;
+        for (int r = 0; r < local; r++) {
+            cpu_set_t both;
+            CPU_AND(&both, &mine, &all[r]);
+            n += CPU_COUNT(&both) > 0;
+        }
+        if (n < 1) n = 1;
+    }
+    free(all);
+    MPI_Comm_free(&node);
+#else
+    (void)rank;
+#endif
+    return n;
+}
+
 static int mpi_local_rank(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                        "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
@@ -134,7 +170,7 @@ static int mpi_local_rank(void) {
 sg_dist *sg_dist_init(int *argc, char ***argv) {
     sg_dist *d = calloc(1, sizeof *d);
     if (!d) return sg_set_error("out of host memory"), NULL;
-    d->size = 1;
+    d->size = d->cpu_sharers = 1;
     d->name = "single";
     d->allreduce_sum = single_allreduce;
     d->bcast = single_bcast;
@@ -150,6 +186,7 @@ sg_dist *sg_dist_init(int *argc, char ***argv) {
         MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &d->size);
         d->local_rank = mpi_local_rank();
+        d->cpu_sharers = mpi_cpu_sharers(d->rank);
         d->name = "mpi";
         d->allreduce_sum = mpi_allreduce;
         d->bcast = mpi_bcast;

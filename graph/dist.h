@@ -26,6 +26,8 @@ typedef struct sg_dist sg_dist;
 struct sg_dist {
     int rank, size;
     int local_rank;   /* index among the ranks on this machine: which GPU to use */
+    int cpu_sharers;  /* ranks on this machine whose CPUs (affinity masks) overlap this rank's,
+                       * itself included: they share those CPUs (the CPU backend's threads) */
     const char *name; /* "mpi" or "single" */
     void *ctx;
     /* buf[0..n) := the sum over ranks of every rank's buf, in rank order, the same bits on

@@ -31,13 +31,14 @@
  */
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/scratch.h" /* sg_cpu_set_threads, for the thread-count check */
 #include "tests/sg_test.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TOL_FWD 2e-5
 #define TOL_FD_LINEAR 1e-4
@@ -1509,6 +1510,51 @@ static void test_thread_invariance(void) {
     free(x), free(w), free(qkv), free(dy), free(a), free(b);
 }
 
+/* The threads' default: the CPUs this process may run on (its affinity mask, as an MPI
+ * launcher's binding sets it); processes that share them take their part
+ * (sg_cpu_share_threads); SG_CPU_THREADS overrides both. */
+static void test_thread_share(void) {
+    const char *env = getenv("SG_CPU_THREADS");
+    char saved[32] = "";
+    if (env) snprintf(saved, sizeof saved, "%s", env);
+    unsetenv("SG_CPU_THREADS");
+    cpu_set_t all;
+    CHECK(sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity failed");
+    const int allowed = CPU_COUNT(&all);
+    sg_cpu_set_threads(0);
+    CHECK(sg_cpu_threads() == allowed, "default threads %d, the affinity mask holds %d CPUs",
+          sg_cpu_threads(), allowed);
+    int got = sg_cpu_share_threads(2), want = allowed / 2 > 0 ? allowed / 2 : 1;
+    CHECK(got == want && sg_cpu_threads() == want, "2 sharers of %d CPUs: %d threads, want %d",
+          allowed, got, want);
+    got = sg_cpu_share_threads(allowed + 1);
+    CHECK(got == 1, "%d sharers of %d CPUs: %d threads, want 1", allowed + 1, allowed, got);
+    /* bound to one CPU (as mpirun binds each of two ranks to a core): one thread */
+    if (allowed > 1) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &all)) {
+                CPU_SET(c, &one);
+                break;
+            }
+        CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity failed");
+        sg_cpu_set_threads(0);
+        CHECK(sg_cpu_threads() == 1, "bound to one CPU: the default is %d threads",
+              sg_cpu_threads());
+        CHECK(sched_setaffinity(0, sizeof all, &all) == 0, "sched_setaffinity (restore) failed");
+    }
+    setenv("SG_CPU_THREADS", "3", 1);
+    sg_cpu_set_threads(0);
+    got = sg_cpu_share_threads(2);
+    CHECK(got == 3, "SG_CPU_THREADS=3 with 2 sharers: %d threads, want 3", got);
+    if (saved[0])
+        setenv("SG_CPU_THREADS", saved, 1);
+    else
+        unsetenv("SG_CPU_THREADS");
+    sg_cpu_set_threads(0);
+}
+
 int main(void) {
     verbose = getenv("SG_TEST_VERBOSE") != NULL;
     struct timespec t0, t1;
@@ -1530,6 +1576,7 @@ int main(void) {
     test_optim();
     test_adamw_ema();
     test_thread_invariance();
+    test_thread_share();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("test_cpu_kernels: %.2f s\n",
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

@@ -12,6 +12,7 @@
  * Run without a launcher it is one rank and checks the identity.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,22 @@ int main(int argc, char **argv) {
     for (int r = 0; all && r < R; r++)
         CHECK(all[r] == 1000u + (uint64_t)r, "allgather slot %d is %llu", r,
               (unsigned long long)all[r]);
+    /* cpu_sharers: the ranks whose affinity masks meet this one's (every rank runs on this
+     * machine here), counted again from masks gathered over the world (CPUs below 64) */
+    cpu_set_t mask;
+    uint64_t bits = 0;
+    CHECK(sched_getaffinity(0, sizeof mask, &mask) == 0, "sched_getaffinity");
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, &mask)) bits |= 1ull << c;
+    int sharers = 0;
+    CHECK(all && d->allgather_u64(d, bits, all) == SG_OK, "allgather of the masks");
+    for (int r = 0; all && r < R; r++) sharers += (all[r] & bits) != 0;
+    CHECK(d->cpu_sharers == sharers, "rank %d: cpu_sharers %d, the masks say %d", me,
+          d->cpu_sharers, sharers);
     if (me == 0)
-        printf("test_dist: %d rank(s) (%s), %lld floats; %lld of them depend on the order\n", R,
-               d->name, (long long)n, (long long)order_matters);
+        printf("test_dist: %d rank(s) (%s), %lld floats; %lld of them depend on the order; %d "
+               "rank(s) share rank 0's CPUs\n",
+               R, d->name, (long long)n, (long long)order_matters, d->cpu_sharers);
     free(all);
     free(buf), free(tmp), free(want), free(other), free(x);
     int rc = sg_test_end();

@@ -43,6 +43,14 @@ ok "1 process x batch 4 runs" '[ $rc -eq 0 ]'
 mpi 2 $train $args --steps 5 --out "$tmp/two" --check-every 1 >"$tmp/two.log" 2>&1; rc=$?
 ok "2 ranks x batch 2 run, ranks identical after every step" '[ $rc -eq 0 ]'
 ok "2-rank run says it is data parallel" 'grep -q "2 rank(s) (mpi) x 2 samples = global batch 4" "$tmp/two.log"'
+# each rank uses the CPUs it is bound to, or its share of an unbound machine's: never more
+# than the machine's CPUs between the two
+cpus=$(getconf _NPROCESSORS_ONLN)
+per=$(sed -n 's/.*cpu backend (\([0-9]*\) threads\{0,1\} per rank).*/\1/p' "$tmp/two.log")
+ok "2-rank run prints its threads per rank, 2 x them within the machine ($cpus CPUs)" \
+    '[ -n "$per" ] && { [ $((2 * per)) -le "$cpus" ] || [ "$per" -eq 1 ]; }'
+SG_CPU_THREADS=3 mpi 2 $train $args --steps 1 --out "$tmp/two_t3" >"$tmp/two_t3.log" 2>&1
+ok "SG_CPU_THREADS sets the threads per rank" 'grep -q "cpu backend (3 threads per rank)" "$tmp/two_t3.log"'
 
 # (1) within tolerance of the one-process run
 $compare "$tmp/two/$ck" "$tmp/one/$ck" 1e-5 >"$tmp/cmp.txt" 2>&1; rc=$?

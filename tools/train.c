@@ -1076,12 +1076,18 @@ int main(int argc, char **argv) {
     if (r.cfg.grad_accum > 1)
         snprintf(micro, sizeof micro, " (%d micro-batches of %d%s, --grad-accum)", r.cfg.grad_accum,
                  sg_model_micro_batch(&r.cfg), r.cfg.ranks > 0 ? " per rank" : "");
+    char threads[48] = "";
+    if (!strcmp(r.backend, "cpu")) {
+        const int nt = sg_backend_cpu_threads();
+        snprintf(threads, sizeof threads, " (%d thread%s%s)", nt, nt == 1 ? "" : "s",
+                 r.cfg.ranks > 0 ? " per rank" : "");
+    }
     if (r.root)
         fprintf(stderr,
-                "train: %s on %s (%lld images), %s backend, batch %d%s, %s, %lld parameters, arena "
-                "%.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
-                r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, r.cfg.batch, micro,
-                r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
+                "train: %s on %s (%lld images), %s backend%s, batch %d%s, %s, %lld parameters, "
+                "arena %.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
+                r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, threads, r.cfg.batch,
+                micro, r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
                 r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
                 (cli_now_ms() - t0) / 1e3);
     rc = train_loop(&r);

@@ -234,4 +234,17 @@ void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed
 void cpu_dropout_bwd(float *dx, const float *dy, int64_t n, float p, uint64_t seed, int64_t step,
                      uint32_t purpose, uint64_t i0);
 
+/* ---- threads: the kernels share their work out over a pool (kernels/cpu/scratch.h), and the
+ * results are the same bits whatever its size.
+ * sg_cpu_threads: SG_CPU_THREADS from the environment when set (1..256), else the CPUs this
+ * process may run on (its affinity mask: an MPI launcher that binds each rank to a core gives
+ * each rank one).
+ * sg_cpu_set_threads(n): n threads from now on (n <= 0: back to that default).
+ * sg_cpu_share_threads(sharers): `sharers` processes (this one included) run on the CPUs this
+ * one may run on: unless SG_CPU_THREADS is set, take 1/sharers of them (at least one);
+ * returns the threads now used. */
+int sg_cpu_threads(void);
+void sg_cpu_set_threads(int n);
+int sg_cpu_share_threads(int sharers);
+
 #endif

@@ -1,11 +1,14 @@
 /* scratch.c — the shared fixed-size scratch buffer, the column-sum helper, the K-blocked
  * GEMM wrapper and the thread pool that runs it and the other kernels' tasks (see scratch.h). */
 #include "common/sg_base.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/scratch.h"
 
 #include <cblas.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -133,17 +136,44 @@ static void *pool_worker(void *arg) {
     return NULL;
 }
 
-static int threads_default(void) {
+static long cpus_online(void) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n;
+}
+
+/* The CPUs this process may run on: its affinity mask (an MPI launcher's binding, taskset, a
+ * container's cpuset), else the online processors. */
+static long cpus_allowed(void) {
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    return cpus_online();
+}
+
+/* SG_CPU_THREADS when set (a valid value), else 0 (an invalid value is named once) */
+static int threads_env(void) {
+    static _Atomic int warned;
     const char *e = getenv("SG_CPU_THREADS");
     if (e && *e) {
         char *end;
         long v = strtol(e, &end, 10);
         if (*end == '\0' && v >= 1 && v <= SG_CPU_MAX_THREADS) return (int)v;
-        fprintf(stderr, "stepgraph: SG_CPU_THREADS=%s is not a whole number in 1..%d; ignored\n", e,
-                SG_CPU_MAX_THREADS);
+        if (!atomic_exchange(&warned, 1))
+            fprintf(stderr,
+                    "stepgraph: SG_CPU_THREADS=%s is not a whole number in 1..%d; ignored\n", e,
+                    SG_CPU_MAX_THREADS);
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return 0;
+}
+
+static int threads_clamp(long n) {
     return n < 1 ? 1 : n > SG_CPU_MAX_THREADS ? SG_CPU_MAX_THREADS : (int)n;
+}
+
+static int threads_default(void) {
+    const int e = threads_env();
+    return e ? e : threads_clamp(cpus_allowed());
 }
 
 int sg_cpu_threads(void) {
@@ -156,8 +186,17 @@ int sg_cpu_threads(void) {
 
 void sg_cpu_set_threads(int n) {
     pthread_mutex_lock(&sg_pool.mu);
-    sg_pool.threads = n <= 0 ? threads_default() : n > SG_CPU_MAX_THREADS ? SG_CPU_MAX_THREADS : n;
+    sg_pool.threads = n <= 0 ? threads_default() : threads_clamp(n);
     pthread_mutex_unlock(&sg_pool.mu);
+}
+
+int sg_cpu_share_threads(int sharers) {
+    if (sharers > 1 && !threads_env()) {
+        pthread_mutex_lock(&sg_pool.mu);
+        sg_pool.threads = threads_clamp(cpus_allowed() / sharers);
+        pthread_mutex_unlock(&sg_pool.mu);
+    }
+    return sg_cpu_threads();
 }
 
 void sg_cpu_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,

@@ -64,16 +64,10 @@ static inline float sg_cpu_keep_or_zero(float v, int keep) {
     return v;
 }
 
-/* fn(ctx, j) for every j in [0, n), shared out over sg_cpu_threads() threads (the caller among
- * them); returns when all have run. Which thread runs a task varies, so a task must compute
- * the same thing on any thread: its own outputs, its own fixed-order sums. A task must not call
- * sg_cpu_parallel or sg_cpu_sgemm itself (one call at a time: it would wait for itself). */
+/* fn(ctx, j) for every j in [0, n), shared out over sg_cpu_threads() (cpu_kernels.h) threads (the
+ * caller among them); returns when all have run. Which thread runs a task varies, so a task must
+ * compute the same thing on any thread: its own outputs, its own fixed-order sums. A task must not
+ * call sg_cpu_parallel or sg_cpu_sgemm itself (one call at a time: it would wait for itself). */
 void sg_cpu_parallel(int n, void (*fn)(const void *ctx, int j), const void *ctx);
-
-/* Threads the CPU kernels use: SG_CPU_THREADS from the environment when set (1..256), else the
- * online processors. sg_cpu_set_threads(n) changes it (n <= 0: back to that default); the
- * results are the same bits for every value. */
-int sg_cpu_threads(void);
-void sg_cpu_set_threads(int n);
 
 #endif
