@@ -888,6 +888,9 @@ static int report_json(const bench_args *a, sg_exec *e, const bench_result *r) {
     const char *prec = cfg->act_dt == DT_BF16 ? "bf16" : "fp32";
     json_t *env = json_loads(r->env, 0, NULL);
     if (!env) env = r->env[0] ? json_string(r->env) : json_pack("{s:s}", "backend", r->backend);
+    /* the CPU backend's threads: a CPU step time means little without them */
+    if (!strcmp(r->backend, "cpu") && json_is_object(env))
+        json_object_set_new(env, "threads", json_integer(sg_backend_cpu_threads()));
     json_t *steps = json_array();
     for (int i = 0; i < a->iters; i++) json_array_append_new(steps, json_real(r->ms[i]));
     char hash[20];
@@ -962,7 +965,11 @@ static void report_text(const bench_args *a, sg_exec *e, const bench_result *r) 
                  sg_model_micro_batch(cfg));
     printf("bench: %s, batch %d%s, %s, %s backend, %lld parameters, %d nodes\n", cfg->name,
            cfg->batch, micro, prec, r->backend, (long long)p->io.n_params, p->g.nn);
-    printf("  device        %s\n", r->env[0] ? r->env : r->backend);
+    if (!strcmp(r->backend, "cpu"))
+        printf("  device        %s, %d CPU thread%s\n", r->env[0] ? r->env : r->backend,
+               sg_backend_cpu_threads(), sg_backend_cpu_threads() == 1 ? "" : "s");
+    else
+        printf("  device        %s\n", r->env[0] ? r->env : r->backend);
     printf("  data          %s\n", r->data_source);
     printf("  step          %.3f ms median  (min %.3f  p10 %.3f  p90 %.3f  max %.3f; %d "
            "replays after %d warm-up, %s)\n",
