@@ -69,6 +69,11 @@ for r in rows:
 assert rows[1]["epoch"] == 4 * 4 / 64
 PY'
 ok "progress line says what the loss is" 'grep -q "mean of the last 2 steps" log.txt'
+ok "the first line names the CPU threads" 'grep -Eq "cpu backend \([0-9]+ threads?\), batch" log.txt'
+# ckpt info shows the config's floats as config.json has them (stored with 9 digits)
+"$ckpt" info a/b/c/ckpt_00000004.sgck >info.txt 2>&1
+ok "ckpt info: the config's floats in their shortest form" \
+    'grep -q "\"dropout\":0.1,.*\"lr\":0.0002,.*\"b1\":0.9," info.txt && ! grep -q "0.100000001" info.txt'
 # the logged loss is the mean over its interval: the same run logged every step and every 2
 "${T[@]}" --steps=4 --log-every=1 --ckpt-every=0 --out=every1 >/dev/null 2>&1
 ok "the loss logged every 2 steps is the mean of the 2 steps' losses" 'python3 - every1/metrics.jsonl a/b/c/metrics.jsonl <<PY

@@ -160,6 +160,28 @@ typedef struct {
     int64_t raw, stored;
 } totals;
 
+/* The model config's reals are floats, stored with 9 digits (planner/model_cfg.c: its text is
+ * part of the plan hash, so it stays as written): shown as the shortest decimal that reads
+ * back to the same float, as the run's config.json has them (0.1, not 0.100000001). NULL
+ * where the text is not an object. */
+static char *config_text(const char *text) {
+    json_t *o = json_loads(text, 0, NULL);
+    char *out = NULL;
+    if (json_is_object(o)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(o, key, v) {
+            if (!json_is_real(v)) continue;
+            json_t *f = cli_json_float((float)json_real_value(v));
+            json_real_set(v, json_real_value(f));
+            json_decref(f);
+        }
+        out = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    }
+    json_decref(o);
+    return out;
+}
+
 static void print_meta_text(const char *meta) {
     ckpt_json *j = ckpt_json_parse(meta, strlen(meta));
     if (!j) return;
@@ -168,7 +190,9 @@ static void print_meta_text(const char *meta) {
         size_t need = ckpt_json_render(j, c, NULL, 0) + 1;
         char *v = malloc(need);
         ckpt_json_render(j, c, v, need);
-        printf("  %-12s %s\n", ckpt_json_key(j, c), v);
+        char *shown = !strcmp(ckpt_json_key(j, c), "config") ? config_text(v) : NULL;
+        printf("  %-12s %s\n", ckpt_json_key(j, c), shown ? shown : v);
+        free(shown);
         free(v);
     }
     ckpt_json_free(j);
