@@ -1279,7 +1279,7 @@ static void test_loss(void) {
 /* ---- optimizer ---------------------------------------------------------------------------- */
 
 static void test_optim(void) {
-    int64_t n = 2 * 4096 + 77;
+    int64_t n = 70 * 4096 + 77; /* 71 blocks: two tasks of the pool (optim.c) */
     float *g = new_rand(n, -1, 1);
     double want = 0;
     for (int64_t i = 0; i < n; i++) want += (double)g[i] * g[i];
@@ -1297,8 +1297,9 @@ static void test_optim(void) {
     CHECK(sc == 1.0f, "clip scale %.9g, want 1 (norm below max)", sc);
 
     /* AdamW vs a scalar re-implementation of the header's formula, for several steps, with
-     * warmup, a clip scale and weight decay; then without warmup and with NULL lr_out. */
-    int64_t m = 53;
+     * warmup, a clip scale and weight decay; then without warmup and with NULL lr_out (three
+     * tasks of the pool: 16384 elements a task) */
+    int64_t m = 2 * 16384 + 53;
     float *p = new_rand(m, -1, 1), *mm = new_fill(m, 0.0f), *vv = new_fill(m, 0.0f);
     double *pr = new_zero_d(m), *mr = new_zero_d(m), *vr = new_zero_d(m);
     for (int64_t i = 0; i < m; i++) pr[i] = p[i];
@@ -1412,7 +1413,7 @@ static void test_optim(void) {
  * with and without the clip scale and the EMA warm-up, its first step's decay 0 included), and
  * p_copy equal to the updated p. */
 static void test_adamw_ema(void) {
-    const int64_t n = 1031;
+    const int64_t n = 2 * 16384 + 1031; /* three tasks of the pool */
     const float lr = 2e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f, scale = 0.6f;
     const sg_ema_sched warm = {1.0, 0.75};
     float *p = new_rand(n, -1, 1), *m = new_rand(n, -0.1f, 0.1f), *v = new_rand(n, 1e-4f, 1e-2f);
@@ -1490,6 +1491,19 @@ static int64_t pooled_kernels_run(float *out, int threads, const float *x, const
     cpu_attention_bwd(out + o + 600 * 64 + 2 * 600 * 600, dy, qkv, out + o + 600 * 64, 1, 600, 64,
                       2);
     o += 600 * 64 + 2 * 600 * 600 + 600 * 192;
+    /* the optimizer: sumsq over 300000 values (74 blocks: 2 tasks), AdamW + EMA + copy over
+     * 40000 (3 tasks), from the same state every run */
+    {
+        const int64_t n = 40000;
+        float *p = out + o, *m = p + n, *v = m + n, *ema = v + n, *cp = ema + n;
+        const float scale = 0.5f;
+        cpu_sumsq(cp + n, out, 300000); /* the outputs above: the same in every run */
+        memcpy(p, x, sizeof(float) * n), memcpy(m, dy, sizeof(float) * n);
+        for (int64_t i = 0; i < n; i++) v[i] = dy[i] * dy[i], ema[i] = w[i % (96 * 900)];
+        cpu_adamw_ema(p, m, v, ema, cp, qkv, n, &scale, 7, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 10,
+                      NULL, NULL, 0.999f, NULL);
+        o += 5 * n + 1;
+    }
     return o;
 }
 

@@ -20,22 +20,55 @@
  * AdamW + EMA in one pass (cpu_adamw_ema, the training step's optimizer): per element the
  *        AdamW update, then the EMA of the updated value, then its copy for the bf16 weights;
  *        the same expressions as cpu_adamw followed by cpu_ema, so the same bits.
+ *
+ * Threads (sg_cpu_parallel): sumsq's blocks are summed by tasks, each block into its own
+ * partial, and the partials then added in block order on one thread; the AdamW passes run in
+ * tasks of contiguous elements. Each value is computed as above whatever the thread count.
  */
+#include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/scratch.h"
 
 #include <math.h>
 #include <string.h>
 
 #define SG_SUMSQ_BLOCK 4096
 
-void cpu_sumsq(float *out, const float *g, int64_t n) {
-    double total = 0.0;
-    for (int64_t b0 = 0; b0 < n; b0 += SG_SUMSQ_BLOCK) {
-        int64_t b1 = n - b0 < SG_SUMSQ_BLOCK ? n : b0 + SG_SUMSQ_BLOCK;
+/* blocks a task of sumsq takes; elements a task of the AdamW passes takes */
+#define SUMSQ_TASK_BLOCKS 64
+#define ADAMW_TASK 16384
+
+typedef struct {
+    double *part;
+    const float *g;
+    int64_t n;
+} sumsq_job;
+
+/* task j: the partials of blocks [j SUMSQ_TASK_BLOCKS, ...) */
+static void sumsq_task(const void *ctx, int j) {
+    const sumsq_job *k = ctx;
+    const int64_t nb = (k->n + SG_SUMSQ_BLOCK - 1) / SG_SUMSQ_BLOCK;
+    const int64_t q0 = (int64_t)j * SUMSQ_TASK_BLOCKS;
+    const int64_t q1 = nb - q0 < SUMSQ_TASK_BLOCKS ? nb : q0 + SUMSQ_TASK_BLOCKS;
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t b0 = q * SG_SUMSQ_BLOCK;
+        const int64_t b1 = k->n - b0 < SG_SUMSQ_BLOCK ? k->n : b0 + SG_SUMSQ_BLOCK;
         double part = 0.0;
-        for (int64_t i = b0; i < b1; i++) part += (double)g[i] * g[i];
-        total += part;
+        for (int64_t i = b0; i < b1; i++) part += (double)k->g[i] * k->g[i];
+        k->part[q] = part;
     }
+}
+
+void cpu_sumsq(float *out, const float *g, int64_t n) {
+    /* the partials in the scratch buffer: 2^19 doubles, blocks of 2^31 elements */
+    const int64_t nb = (n + SG_SUMSQ_BLOCK - 1) / SG_SUMSQ_BLOCK;
+    SG_ASSERT(nb <= SG_CPU_SCRATCH_FLOATS / 2);
+    double *part = (double *)(void *)sg_cpu_scratch_acquire();
+    const sumsq_job k = {.part = part, .g = g, .n = n};
+    sg_cpu_parallel((int)((nb + SUMSQ_TASK_BLOCKS - 1) / SUMSQ_TASK_BLOCKS), sumsq_task, &k);
+    double total = 0.0;
+    for (int64_t q = 0; q < nb; q++) total += part[q];
+    sg_cpu_scratch_release();
     out[0] = (float)total;
 }
 
@@ -80,26 +113,60 @@ static inline float ema_update(double d, float ema, float p) {
     return (float)(d * ema + (1.0 - d) * p);
 }
 
+typedef struct {
+    adamw_step s;
+    double d; /* the EMA decay */
+    float *p, *m, *v, *ema, *p_copy;
+    const float *grad;
+    int64_t n;
+} adamw_job;
+
+/* task j: elements [j ADAMW_TASK, ...): the update, then (with ema) the EMA of the updated
+ * value, as cpu_ema after cpu_adamw, then its copy */
+static void adamw_task(const void *ctx, int j) {
+    const adamw_job *k = ctx;
+    const int64_t i0 = (int64_t)j * ADAMW_TASK;
+    const int64_t i1 = k->n - i0 < ADAMW_TASK ? k->n : i0 + ADAMW_TASK;
+    for (int64_t i = i0; i < i1; i++) {
+        adamw_update(&k->s, &k->p[i], &k->m[i], &k->v[i], k->grad[i]);
+        if (k->ema) k->ema[i] = ema_update(k->d, k->ema[i], k->p[i]);
+        if (k->p_copy) k->p_copy[i] = k->p[i];
+    }
+}
+
+static void adamw_run(const adamw_job *k) {
+    sg_cpu_parallel((int)((k->n + ADAMW_TASK - 1) / ADAMW_TASK), adamw_task, k);
+}
+
 void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
                int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
                const sg_lr_sched *sched, float *lr_out) {
-    const adamw_step s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched);
-    for (int64_t i = 0; i < n; i++) adamw_update(&s, &p[i], &m[i], &v[i], grad[i]);
-    if (lr_out) lr_out[0] = (float)s.lr_t;
+    const adamw_job k = {.s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched),
+                         .p = p,
+                         .m = m,
+                         .v = v,
+                         .grad = grad,
+                         .n = n};
+    adamw_run(&k);
+    if (lr_out) lr_out[0] = (float)k.s.lr_t;
 }
 
 void cpu_adamw_ema(float *p, float *m, float *v, float *ema, float *p_copy, const float *grad,
                    int64_t n, const float *scale, int64_t step, float lr, float b1, float b2,
                    float eps, float wd, int warmup, const sg_lr_sched *sched, float *lr_out,
                    float decay, const sg_ema_sched *warm) {
-    const adamw_step s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched);
-    const double d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power) : decay;
-    for (int64_t i = 0; i < n; i++) {
-        adamw_update(&s, &p[i], &m[i], &v[i], grad[i]);
-        ema[i] = ema_update(d, ema[i], p[i]); /* the updated p, as cpu_ema after cpu_adamw */
-        if (p_copy) p_copy[i] = p[i];
-    }
-    if (lr_out) lr_out[0] = (float)s.lr_t;
+    const adamw_job k = {.s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched),
+                         .d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power)
+                                   : decay,
+                         .p = p,
+                         .m = m,
+                         .v = v,
+                         .ema = ema,
+                         .p_copy = p_copy,
+                         .grad = grad,
+                         .n = n};
+    adamw_run(&k);
+    if (lr_out) lr_out[0] = (float)k.s.lr_t;
 }
 
 void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, void *watch,
