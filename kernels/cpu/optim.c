@@ -134,38 +134,22 @@ static void adamw_task(const void *ctx, int j) {
     }
 }
 
-static void adamw_run(const adamw_job *k) {
-    sg_cpu_parallel((int)((k->n + ADAMW_TASK - 1) / ADAMW_TASK), adamw_task, k);
-}
-
 void cpu_adamw(float *p, float *m, float *v, const float *grad, int64_t n, const float *scale,
                int64_t step, float lr, float b1, float b2, float eps, float wd, int warmup,
                const sg_lr_sched *sched, float *lr_out) {
-    const adamw_job k = {.s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched),
-                         .p = p,
-                         .m = m,
-                         .v = v,
-                         .grad = grad,
-                         .n = n};
-    adamw_run(&k);
-    if (lr_out) lr_out[0] = (float)k.s.lr_t;
+    cpu_adamw_ema(p, m, v, NULL, NULL, grad, n, scale, step, lr, b1, b2, eps, wd, warmup, sched,
+                  lr_out, 0.0f, NULL);
 }
 
+/* (ema NULL: the AdamW update alone, cpu_adamw) */
 void cpu_adamw_ema(float *p, float *m, float *v, float *ema, float *p_copy, const float *grad,
                    int64_t n, const float *scale, int64_t step, float lr, float b1, float b2,
                    float eps, float wd, int warmup, const sg_lr_sched *sched, float *lr_out,
                    float decay, const sg_ema_sched *warm) {
-    const adamw_job k = {.s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched),
-                         .d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power)
-                                   : decay,
-                         .p = p,
-                         .m = m,
-                         .v = v,
-                         .ema = ema,
-                         .p_copy = p_copy,
-                         .grad = grad,
-                         .n = n};
-    adamw_run(&k);
+    adamw_job k = {.s = adamw_step_at(scale, step, lr, b1, b2, eps, wd, warmup, sched)};
+    k.d = warm ? sg_ema_decay_at(decay, step, 1, warm->inv_gamma, warm->power) : decay;
+    k.p = p, k.m = m, k.v = v, k.ema = ema, k.p_copy = p_copy, k.grad = grad, k.n = n;
+    sg_cpu_parallel((int)((n + ADAMW_TASK - 1) / ADAMW_TASK), adamw_task, &k);
     if (lr_out) lr_out[0] = (float)k.s.lr_t;
 }
 
