@@ -16,63 +16,13 @@
  * reads q/k/v in place through the 3C row stride. dP/dS is an
  * L x L temporary: rows are processed in chunks of the fixed scratch buffer, dq rows are
  * independent, and dk sums its chunk products with beta = 1 in increasing chunk order.
- * Softmax row sums are in double, in increasing j. The softmax and the Jacobian's row dots run
- * in tasks of whole rows on the CPU kernels' pool (sg_cpu_parallel): each row is one task's,
- * computed as above whatever the thread count.
+ * Softmax row sums are in double, in increasing j.
  */
 #include "common/sg_base.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/scratch.h"
 
 #include <math.h>
-
-/* rows a task of the row passes takes */
-#define ATTN_TASK_ROWS 32
-
-typedef struct {
-    float *S;       /* softmax: the rows in place; Jacobian: dP in, dS out */
-    const float *P; /* Jacobian: P's rows */
-    int L, rows;
-} attn_rows_job;
-
-static int attn_row_tasks(int rows) {
-    return (rows + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS;
-}
-
-/* task j: rows [j ATTN_TASK_ROWS, ...) of S -> softmax, shifted by the row max so exp never
- * overflows */
-static void softmax_task(const void *ctx, int j) {
-    const attn_rows_job *k = ctx;
-    const int i0 = j * ATTN_TASK_ROWS, L = k->L;
-    const int i1 = k->rows - i0 < ATTN_TASK_ROWS ? k->rows : i0 + ATTN_TASK_ROWS;
-    for (int i = i0; i < i1; i++) {
-        float *row = k->S + (int64_t)i * L;
-        float mx = row[0];
-        for (int c = 1; c < L; c++) mx = row[c] > mx ? row[c] : mx;
-        double sum = 0.0;
-        for (int c = 0; c < L; c++) {
-            row[c] = expf(row[c] - mx);
-            sum += row[c];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int c = 0; c < L; c++) row[c] *= inv;
-    }
-}
-
-/* task j: rows [j ATTN_TASK_ROWS, ...): dS = P (dP - rowdot(P, dP)), in place */
-static void jacobian_task(const void *ctx, int j) {
-    const attn_rows_job *k = ctx;
-    const int i0 = j * ATTN_TASK_ROWS, L = k->L;
-    const int i1 = k->rows - i0 < ATTN_TASK_ROWS ? k->rows : i0 + ATTN_TASK_ROWS;
-    for (int i = i0; i < i1; i++) {
-        const float *pr = k->P + (int64_t)i * L;
-        float *sr = k->S + (int64_t)i * L;
-        double dot = 0.0;
-        for (int c = 0; c < L; c++) dot += (double)pr[c] * sr[c];
-        float fdot = (float)dot;
-        for (int c = 0; c < L; c++) sr[c] = pr[c] * (sr[c] - fdot);
-    }
-}
 
 void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C, int heads) {
     SG_ASSERT(heads > 0 && C % heads == 0 && L > 0);
@@ -84,8 +34,19 @@ void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C
             const float *q = base + h * D, *k = base + C + h * D, *v = base + 2 * C + h * D;
             float *Pnh = P + ((int64_t)n * heads + h) * L * L;
             sg_cpu_sgemm(0, 1, L, L, D, a, q, ld, k, ld, 0.0f, Pnh, L);
-            const attn_rows_job rj = {.S = Pnh, .L = L, .rows = L};
-            sg_cpu_parallel(attn_row_tasks(L), softmax_task, &rj);
+            /* Row softmax, shifted by the row max so exp never overflows. */
+            for (int i = 0; i < L; i++) {
+                float *row = Pnh + (int64_t)i * L;
+                float mx = row[0];
+                for (int j = 1; j < L; j++) mx = row[j] > mx ? row[j] : mx;
+                double sum = 0.0;
+                for (int j = 0; j < L; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j < L; j++) row[j] *= inv;
+            }
             if (y) /* NULL: P alone (attention_p, the backward pass's recompute) */
                 sg_cpu_sgemm(0, 0, L, D, L, 1.0f, Pnh, L, v, ld, 0.0f,
                              y + (int64_t)n * L * C + h * D, C);
@@ -116,9 +77,14 @@ void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const flo
                 /* dP rows r0.. = dy_h[r0..] v^T */
                 sg_cpu_sgemm(0, 1, rows, L, D, 1.0f, dyh + (int64_t)r0 * C, C, v, ld, 0.0f, dS, L);
                 /* dS = P (dP - rowdot(P, dP)), in place */
-                const attn_rows_job rj = {
-                    .S = dS, .P = Pnh + (int64_t)r0 * L, .L = L, .rows = rows};
-                sg_cpu_parallel(attn_row_tasks(rows), jacobian_task, &rj);
+                for (int i = 0; i < rows; i++) {
+                    const float *pr = Pnh + (int64_t)(r0 + i) * L;
+                    float *sr = dS + (int64_t)i * L;
+                    double dot = 0.0;
+                    for (int j = 0; j < L; j++) dot += (double)pr[j] * sr[j];
+                    float fdot = (float)dot;
+                    for (int j = 0; j < L; j++) sr[j] = pr[j] * (sr[j] - fdot);
+                }
                 /* dq rows r0.. = a dS k;  dk += a dS^T q[r0..] */
                 sg_cpu_sgemm(0, 0, rows, D, L, a, dS, L, k, ld, 0.0f, dq + (int64_t)r0 * ld, ld);
                 sg_cpu_sgemm(1, 0, L, D, rows, a, dS, L, q + (int64_t)r0 * ld, ld,
