@@ -118,8 +118,9 @@ int ckpt_latest_named(const char *dir, char *buf, size_t cap) {
     int w = snprintf(buf, cap, "%s/%s", dir, name);
     if (w < 0 || (size_t)w >= cap) return sg_set_error("checkpoint: path too long in %s", dir);
     struct stat st;
-    if (stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
-        return sg_set_error("%s names %s, which is missing", path, name);
+    if (stat(buf, &st) != 0) return sg_set_error("%s names %s, which is missing", path, name);
+    if (!S_ISREG(st.st_mode))
+        return sg_set_error("%s names %s, which is not a regular file", path, name);
     return SG_OK;
 }
 

@@ -122,6 +122,17 @@ int main(void) {
     CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_ERR &&
               strstr(sg_last_error(), "names ckpt_00000100.sgck, which is missing"),
           "latest naming a missing file, named: %s", sg_last_error());
+    { /* a directory where the checkpoint should be */
+        char sub_ck[4200];
+        snprintf(sub_ck, sizeof sub_ck, "%s/ckpt_00000100.sgck", sub);
+        CHECK(mkdir(sub_ck, 0755) == 0, "mkdir %s", sub_ck);
+        CHECK(ckpt_latest(sub, latest, sizeof latest) == SG_OK && step_of(latest) == 900,
+              "latest naming a directory is ignored (%s)", latest);
+        CHECK(ckpt_latest_named(sub, latest, sizeof latest) == SG_ERR &&
+                  strstr(sg_last_error(), "which is not a regular file"),
+              "latest naming a directory, named: %s", sg_last_error());
+        rmdir(sub_ck);
+    }
     snprintf(path, sizeof path, "%s/empty", dir);
     mkdir(path, 0755);
     CHECK(ckpt_latest(path, latest, sizeof latest) == SG_ERR &&

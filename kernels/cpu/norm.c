@@ -147,11 +147,17 @@ static void tail_fwd(float *a, int64_t n, int64_t off, const cpu_norm_tail *t, f
     if (t->p > 0.0f) drop_run(a, n, off, t, scale);
 }
 
-/* task j: rows [j NORM_TASK_ROWS, ...) of the N HW rows */
+/* task j's rows [*r0, *r1): [j NORM_TASK_ROWS, ...) of the N HW rows */
+static void task_rows(const norm_job *k, int j, int64_t *r0, int64_t *r1) {
+    const int64_t rows = (int64_t)k->N * k->HW;
+    *r0 = (int64_t)j * NORM_TASK_ROWS;
+    *r1 = rows - *r0 < NORM_TASK_ROWS ? rows : *r0 + NORM_TASK_ROWS;
+}
+
 static void apply_task(const void *ctx, int j) {
     const norm_job *k = ctx;
-    const int64_t rows = (int64_t)k->N * k->HW, r0 = (int64_t)j * NORM_TASK_ROWS;
-    const int64_t r1 = rows - r0 < NORM_TASK_ROWS ? rows : r0 + NORM_TASK_ROWS;
+    int64_t r0, r1;
+    task_rows(k, j, &r0, &r1);
     const int C = k->C, G = k->G, cg = k->cg;
     for (int64_t r = r0; r < r1; r++) {
         const int n = (int)(r / k->HW);
@@ -273,8 +279,8 @@ static void gn_bwd_inplace(float *dx, float *dgamma, float *dbeta, const float *
 /* dz into dx, task j's rows: the dropout's and the activation's backward, element by element */
 static void dz_task(const void *ctx, int j) {
     const norm_job *k = ctx;
-    const int64_t rows = (int64_t)k->N * k->HW, r0 = (int64_t)j * NORM_TASK_ROWS;
-    const int64_t r1 = rows - r0 < NORM_TASK_ROWS ? rows : r0 + NORM_TASK_ROWS;
+    int64_t r0, r1;
+    task_rows(k, j, &r0, &r1);
     const int C = k->C, G = k->G, cg = k->cg;
     const cpu_norm_tail *t = k->t;
     memmove(k->dx + r0 * C, k->dy + r0 * C, sizeof(float) * (size_t)((r1 - r0) * C));

@@ -1,6 +1,7 @@
 /* scratch.h — internals shared by the CPU reference kernels: the one fixed-size scratch
- * buffer, a column-sum helper, the thread-count-independent GEMM wrapper and the task pool
- * (sg_cpu_parallel) that runs it and the normalisation passes.
+ * buffer, a column-sum helper, the thread-count-independent GEMM wrapper, the dropout's
+ * branch-free select (sg_cpu_keep_or_zero) and the task pool (sg_cpu_parallel) that runs the
+ * GEMMs and the normalisation passes.
  *
  * GEMM-shaped kernels (conv via im2col, the attention backward) stage data in a buffer of
  * SG_CPU_SCRATCH_FLOATS floats. Its size is a compile-time constant: callers split their work
