@@ -48,7 +48,9 @@ int data_load_idx(sg_dataset *ds, const char *path);
 int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split);
 /* Your own images: every .png, .jpg and .jpeg in dir (sorted by name), converted to c = 1
  * (grey) or 3 (RGB) channels, centre-cropped to a square and box-resized to size x size.
- * An unreadable image is an error naming the file (data/image_folder.c). */
+ * An unreadable image is an error naming the file (data/image_folder.c), and so are a
+ * truncated one and one of more than DATA_MAX_IMAGE_PIXELS pixels. */
+#define DATA_MAX_IMAGE_PIXELS ((int64_t)1 << 28) /* 16384 x 16384 */
 int data_load_folder(sg_dataset *ds, const char *dir, int size, int c);
 
 /* n procedural images of h x w x c: one shape per image (disc, ring, square, diamond, or a

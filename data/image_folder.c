@@ -7,7 +7,10 @@
  * (each output pixel the mean of the source pixels its footprint covers; a footprint smaller
  * than one pixel takes the pixel under its centre). The result is NHWC uint8 like every
  * other source, so the rest of the pipeline (uint8 in the arena, flips from the RNG) is
- * unchanged. An unreadable image is an error naming the file.
+ * unchanged. An unreadable image is an error naming the file; so is a truncated one (libjpeg
+ * would fill the missing rows with grey and only warn; libpng refuses it itself), and one of
+ * more than DATA_MAX_IMAGE_PIXELS pixels, refused from its header before anything is
+ * allocated (a small file can declare a huge image: a decompression bomb).
  */
 #include <dirent.h>
 #include <png.h>
@@ -16,6 +19,8 @@
 #include <string.h>
 /* jpeglib.h needs FILE and size_t declared first */
 #include <jpeglib.h>
+/* after jpeglib.h: the message codes */
+#include <jerror.h>
 #include <setjmp.h>
 #include <strings.h>
 
@@ -26,12 +31,23 @@ typedef struct {
     int h, w;
 } decoded;
 
+/* an image's size from its header, before anything is allocated */
+static int check_size(const char *path, uint64_t w, uint64_t h) {
+    if (w * h > DATA_MAX_IMAGE_PIXELS)
+        return sg_set_error("data: %s: %llux%llu pixels, more than the %lld an image may have "
+                            "(a damaged header, or a decompression bomb?)",
+                            path, (unsigned long long)w, (unsigned long long)h,
+                            (long long)DATA_MAX_IMAGE_PIXELS);
+    return SG_OK;
+}
+
 static int decode_png(const char *path, int c, decoded *d) {
     png_image im;
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&im, path))
         return sg_set_error("data: %s: not a readable PNG (%s)", path, im.message);
+    if (check_size(path, im.width, im.height)) return png_image_free(&im), SG_ERR;
     im.format = c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
     d->h = (int)im.height, d->w = (int)im.width;
     d->px = malloc(PNG_IMAGE_SIZE(im));
@@ -47,12 +63,27 @@ typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
     char msg[JMSG_LENGTH_MAX];
+    int truncated; /* libjpeg warned that the data ended early (it fills in grey) */
 } jpeg_err;
 
 static void jpeg_fail(j_common_ptr cinfo) {
     jpeg_err *e = (jpeg_err *)cinfo->err;
     (*cinfo->err->format_message)(cinfo, e->msg);
     longjmp(e->jump, 1);
+}
+
+/* libjpeg's warnings and trace messages: nothing printed; the end of the data before the
+ * end of the image is remembered (its message kept), other warnings (extraneous bytes and
+ * the like, in an image decoded whole) are let pass as other decoders do */
+static void jpeg_note(j_common_ptr cinfo, int level) {
+    jpeg_err *e = (jpeg_err *)cinfo->err;
+    if (level >= 0) return;
+    e->pub.num_warnings++;
+    int code = e->pub.msg_code;
+    if ((code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER) && !e->truncated) {
+        e->truncated = 1;
+        (*cinfo->err->format_message)(cinfo, e->msg);
+    }
 }
 
 static int decode_jpeg(const char *path, int c, decoded *d) {
@@ -62,6 +93,8 @@ static int decode_jpeg(const char *path, int c, decoded *d) {
     jpeg_err err;
     ci.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = jpeg_fail;
+    err.pub.emit_message = jpeg_note;
+    err.truncated = 0;
     d->px = NULL;
     if (setjmp(err.jump)) {
         jpeg_destroy_decompress(&ci);
@@ -72,6 +105,11 @@ static int decode_jpeg(const char *path, int c, decoded *d) {
     jpeg_create_decompress(&ci);
     jpeg_stdio_src(&ci, f);
     jpeg_read_header(&ci, TRUE);
+    if (check_size(path, ci.image_width, ci.image_height)) {
+        jpeg_destroy_decompress(&ci);
+        fclose(f);
+        return SG_ERR;
+    }
     ci.out_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_start_decompress(&ci);
     d->h = (int)ci.output_height, d->w = (int)ci.output_width;
@@ -81,10 +119,15 @@ static int decode_jpeg(const char *path, int c, decoded *d) {
     while (ci.output_scanline < ci.output_height) {
         JSAMPROW r = d->px + row * ci.output_scanline;
         jpeg_read_scanlines(&ci, &r, 1);
+        if (err.truncated) break;
     }
-    jpeg_finish_decompress(&ci);
+    if (!err.truncated) jpeg_finish_decompress(&ci);
     jpeg_destroy_decompress(&ci);
     fclose(f);
+    if (err.truncated) {
+        free(d->px), d->px = NULL;
+        return sg_set_error("data: %s: truncated or damaged JPEG (%s)", path, err.msg);
+    }
     return SG_OK;
 }
 

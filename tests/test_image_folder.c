@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 /* jpeglib.h needs FILE and size_t first */
 #include <jpeglib.h>
 #include <unistd.h>
@@ -49,6 +50,49 @@ static void write_jpeg(const char *path, const uint8_t *px, int w, int h) {
     jpeg_finish_compress(&ci);
     jpeg_destroy_compress(&ci);
     fclose(f);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* the size of path's file */
+static long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    long n = -1;
+    if (f && !fseek(f, 0, SEEK_END)) n = ftell(f);
+    if (f) fclose(f);
+    return n;
+}
+
+/* the file's bytes into buf (cap at most), and back */
+static long slurp(const char *path, uint8_t *buf, long cap) {
+    FILE *f = fopen(path, "rb");
+    long n = f ? (long)fread(buf, 1, (size_t)cap, f) : -1;
+    if (f) fclose(f);
+    return n;
+}
+static void spill(const char *path, const uint8_t *buf, long n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, (size_t)n, f) == (size_t)n, "write %s", path);
+    if (f) fclose(f);
+}
+
+static void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* PNG's chunk CRC (ISO 3309, reflected 0xEDB88320), bit by bit */
+static uint32_t png_crc(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xFFFFFFFFu;
 }
 
 /* the expected 12x12 image: crop (x0, y0, 24x24) of src (w wide, c channels), 2x2 means */
@@ -134,6 +178,55 @@ int main(void) {
     CHECK(worst_grey <= 1, "an RGB file (R = G = B) for a grey model: off by %d", worst_grey);
     data_free(&ds);
     unlink(path), rmdir(cdir);
+
+    /* damaged files, each alone in a folder, each refused with its name: a truncated PNG
+     * and JPEG (libjpeg would fill the rest with grey), and headers declaring 20000 x 16000
+     * pixels (more than DATA_MAX_IMAGE_PIXELS; refused before any allocation) */
+    {
+        char ddir[] = "/tmp/sg_folder_XXXXXX";
+        CHECK(mkdtemp(ddir) != NULL, "mkdtemp");
+        static uint8_t bytes[1 << 16];
+        const char *names[4] = {"cut.png", "cut.jpg", "huge.png", "huge.jpg"};
+        const char *want_msg[4] = {"damaged PNG", "truncated", "20000x16000 pixels",
+                                   "20000x16000 pixels"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(path, sizeof path, "%s/%s", ddir, names[k]);
+            if (k % 2 == 0)
+                write_png(path, wide, 40, 24, 3);
+            else
+                write_jpeg(path, tall, 24, 40);
+            long n = slurp(path, bytes, sizeof bytes);
+            CHECK(n > 100 && n < (long)sizeof bytes, "%s: %ld bytes", names[k], n);
+            if (k < 2) {
+                n = k == 0 ? n * 2 / 3 : n - 48; /* into the image data (PNG: its IDAT; the
+                                                  * JPEG's q100 tables take most of it) */
+            } else if (k == 2) {
+                /* IHDR: length, "IHDR", width, height, ..., CRC over type and data */
+                CHECK(!memcmp(bytes + 12, "IHDR", 4), "huge.png: IHDR first");
+                put_be32(bytes + 16, 20000), put_be32(bytes + 20, 16000);
+                put_be32(bytes + 29, png_crc(bytes + 12, 17));
+            } else {
+                long sof = 2; /* SOF0: FF C0, length, precision, height, width */
+                while (sof + 9 < n && !(bytes[sof] == 0xFF && bytes[sof + 1] == 0xC0)) sof++;
+                CHECK(sof + 9 < n, "huge.jpg: no SOF0 marker");
+                bytes[sof + 5] = 16000 >> 8, bytes[sof + 6] = 16000 & 255;
+                bytes[sof + 7] = 20000 >> 8, bytes[sof + 8] = 20000 & 255;
+            }
+            spill(path, bytes, n);
+            CHECK(k >= 2 || file_size(path) == n, "%s truncated", names[k]);
+            double t0 = now_ms();
+            int rc = data_load_folder(&ds, ddir, 12, 3);
+            CHECK(rc == SG_ERR && strstr(sg_last_error(), names[k]) &&
+                      strstr(sg_last_error(), want_msg[k]) && ds.pixels == NULL,
+                  "%s refused with its name and \"%s\": %s", names[k], want_msg[k],
+                  rc ? sg_last_error() : "(accepted)");
+            CHECK(k < 2 || now_ms() - t0 < 2000, "%s refused from its header (%.0f ms)", names[k],
+                  now_ms() - t0);
+            data_free(&ds);
+            unlink(path);
+        }
+        rmdir(ddir);
+    }
 
     /* an unreadable image is named; an empty folder and a missing one are errors */
     snprintf(path, sizeof path, "%s/zz.png", gdir);
