@@ -51,6 +51,18 @@ int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split);
  * An unreadable image is an error naming the file (data/image_folder.c), and so are a
  * truncated one and one of more than DATA_MAX_IMAGE_PIXELS pixels. */
 #define DATA_MAX_IMAGE_PIXELS ((int64_t)1 << 28) /* 16384 x 16384 */
+/* The images are decoded on threads: as many as the CPUs this process may run on, at most
+ * DATA_MAX_THREADS (each holds one decoded image), or n (> 0) set here; 0 restores the
+ * default. The pixels do not depend on it. */
+#define DATA_MAX_THREADS 16
+void data_set_threads(int n);
+/* A long load's progress (data_load_folder): fn(ctx, done, total, 0) with done of total images
+ * decoded, called by the loading thread once the load has run after_s seconds, then at most
+ * every every_s seconds; and when it was called, once more at the end, final = 1 (done ==
+ * total, or fewer where a failure stopped the load); fn NULL: none (the default). For a
+ * progress line; nothing here prints. */
+typedef void (*data_progress_fn)(void *ctx, int64_t done, int64_t total, int final);
+void data_set_progress(data_progress_fn fn, void *ctx, double after_s, double every_s);
 int data_load_folder(sg_dataset *ds, const char *dir, int size, int c);
 
 /* n procedural images of h x w x c: one shape per image (disc, ring, square, diamond, or a

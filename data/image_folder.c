@@ -10,10 +10,14 @@
  * unchanged. An unreadable image is an error naming the file; so is a truncated one (libjpeg
  * would fill the missing rows with grey and only warn; libpng refuses it itself), and one of
  * more than DATA_MAX_IMAGE_PIXELS pixels, refused from its header before anything is
- * allocated (a small file can declare a huge image: a decompression bomb).
+ * allocated (a small file can declare a huge image: a decompression bomb). The images are
+ * decoded on as many threads as the process may use CPUs (at most DATA_MAX_THREADS), each into
+ * its own slot: the pixels and the error reported are those of one thread.
  */
 #include <dirent.h>
 #include <png.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,8 @@
 #include <jerror.h>
 #include <setjmp.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 
@@ -171,19 +177,121 @@ static int list_images(const char *dir, char ***out, int64_t *n) {
     char **names = NULL;
     int64_t cap = 0;
     *n = 0;
-    for (struct dirent *de; (de = readdir(d));) {
+    int oom = 0;
+    for (struct dirent *de; !oom && (de = readdir(d));) {
         if (de->d_name[0] == '.' || !is_image(de->d_name)) continue;
         if (*n == cap) {
             char **nn = realloc(names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 256));
-            if (!nn) break;
-            names = nn;
+            if (!(oom = !nn)) names = nn;
         }
-        if (!(names[*n] = strdup(de->d_name))) break;
-        (*n)++;
+        if (!oom && !(oom = !(names[*n] = strdup(de->d_name)))) (*n)++;
     }
     closedir(d);
     if (*n) qsort(names, (size_t)*n, sizeof(char *), cmp_names);
     *out = names;
+    return oom ? sg_set_error("data: folder:%s: out of memory listing its files", dir) : SG_OK;
+}
+
+/* ---- the decoding, shared out over threads: each image is decoded into its own slot, so
+ * the pixels do not depend on the threads; the error reported is the first failing image's in
+ * name order, as one thread would report it */
+static int folder_threads = 0; /* data_set_threads; 0: the CPUs this process may run on */
+static data_progress_fn progress_fn;
+static void *progress_ctx;
+static double progress_after, progress_every;
+
+void data_set_threads(int n) {
+    folder_threads = n > 0 ? n : 0;
+}
+
+void data_set_progress(data_progress_fn fn, void *ctx, double after_s, double every_s) {
+    progress_fn = fn, progress_ctx = ctx, progress_after = after_s, progress_every = every_s;
+}
+
+typedef struct {
+    const char *dir;
+    char *const *names;
+    int64_t n;
+    int size, c;
+    uint8_t *pixels;
+    int64_t next, done, err_at; /* err_at: the lowest failing index so far (n: none) */
+    pthread_mutex_t mu;
+    char err[1024];
+    double t0, last; /* progress: start and last report, seconds */
+    int reported;
+} folder_job;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int decode_one(const folder_job *j, int64_t i) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", j->dir, j->names[i]);
+    const char *dot = strrchr(j->names[i], '.');
+    decoded d = {0};
+    int rc = !strcasecmp(dot, ".png") ? decode_png(path, j->c, &d) : decode_jpeg(path, j->c, &d);
+    if (!rc && (d.h < 1 || d.w < 1)) rc = sg_set_error("data: %s: empty image", path);
+    if (!rc) crop_resize(&d, j->c, j->size, j->pixels + (size_t)j->size * j->size * j->c * i);
+    free(d.px);
+    return rc;
+}
+
+/* Claim images in index order until none is left, or none below the first failure; every
+ * index below a failure is still decoded, so the failure kept is the lowest. The loading
+ * thread (report) also reports progress. */
+static void folder_work(folder_job *j, int report) {
+    for (;;) {
+        const int64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (i >= j->n || i > __atomic_load_n(&j->err_at, __ATOMIC_RELAXED)) break;
+        if (decode_one(j, i)) {
+            pthread_mutex_lock(&j->mu);
+            if (i < j->err_at) {
+                snprintf(j->err, sizeof j->err, "%s", sg_last_error());
+                __atomic_store_n(&j->err_at, i, __ATOMIC_RELAXED);
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+        const int64_t done = __atomic_add_fetch(&j->done, 1, __ATOMIC_RELAXED);
+        if (report && progress_fn) {
+            const double t = now_s();
+            if (t - j->t0 >= progress_after && (!j->reported || t - j->last >= progress_every)) {
+                j->last = t, j->reported = 1;
+                progress_fn(progress_ctx, done, j->n, 0);
+            }
+        }
+    }
+}
+
+static void *folder_worker(void *arg) {
+    folder_work(arg, 0);
+    return NULL;
+}
+
+static int cpus_allowed(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int decode_all(folder_job *j) {
+    int nt = folder_threads ? folder_threads : cpus_allowed();
+    if (nt > DATA_MAX_THREADS) nt = DATA_MAX_THREADS;
+    if (nt > j->n) nt = (int)j->n;
+    pthread_t tid[DATA_MAX_THREADS];
+    int started = 0;
+    j->err_at = j->n, j->t0 = j->last = now_s();
+    pthread_mutex_init(&j->mu, NULL);
+    /* a thread that cannot be started leaves its share to the others */
+    while (started < nt - 1 && !pthread_create(&tid[started], NULL, folder_worker, j)) started++;
+    folder_work(j, 1);
+    for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    pthread_mutex_destroy(&j->mu);
+    if (progress_fn && j->reported) progress_fn(progress_ctx, j->done, j->n, 1);
+    if (j->err_at < j->n) return sg_set_error("%s", j->err);
     return SG_OK;
 }
 
@@ -201,15 +309,10 @@ int data_load_folder(sg_dataset *ds, const char *dir, int size, int c) {
     size_t per = (size_t)size * size * (size_t)c;
     if (!rc && !(ds->pixels = malloc(per * (size_t)n)))
         rc = sg_set_error("data: folder:%s: out of memory for %lld images", dir, (long long)n);
-    for (int64_t i = 0; i < n && !rc; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        const char *dot = strrchr(names[i], '.');
-        decoded d = {0};
-        rc = !strcasecmp(dot, ".png") ? decode_png(path, c, &d) : decode_jpeg(path, c, &d);
-        if (!rc && (d.h < 1 || d.w < 1)) rc = sg_set_error("data: %s: empty image", path);
-        if (!rc) crop_resize(&d, c, size, ds->pixels + per * (size_t)i);
-        free(d.px);
+    if (!rc) {
+        folder_job j = {.dir = dir, .names = names, .n = n, .size = size, .c = c};
+        j.pixels = ds->pixels;
+        rc = decode_all(&j);
     }
     for (int64_t i = 0; i < n; i++) free(names[i]);
     free(names);

@@ -52,6 +52,19 @@ static void write_jpeg(const char *path, const uint8_t *px, int w, int h) {
     fclose(f);
 }
 
+typedef struct {
+    int calls, finals, monotonic;
+    int64_t last_done, total;
+} progress_seen;
+
+static void on_progress(void *ctx, int64_t done, int64_t total, int final) {
+    progress_seen *p = ctx;
+    if (!p->calls) p->monotonic = 1;
+    p->monotonic &= done >= p->last_done && done <= total;
+    p->calls++, p->finals += final != 0;
+    p->last_done = done, p->total = total;
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -226,6 +239,68 @@ int main(void) {
             unlink(path);
         }
         rmdir(ddir);
+    }
+
+    /* threads: 37 images of varied sizes decoded on 1, 3 and 8 threads give the same pixels;
+     * with images 20 and 30 damaged, the error names image 20 whatever the threads (the
+     * first in name order, as one thread finds it); the progress calls count up to the end,
+     * and end with one final call */
+    {
+        char mdir[] = "/tmp/sg_folder_XXXXXX";
+        CHECK(mkdtemp(mdir) != NULL, "mkdtemp");
+        enum { M = 37 };
+        static uint8_t img[40 * 40];
+        for (int i = 0; i < M; i++) {
+            const int w = 12 + i % 29, h = 12 + (i * 7) % 29;
+            for (int k = 0; k < w * h; k++) img[k] = (uint8_t)(sg_test_next(&seed) >> 56);
+            snprintf(path, sizeof path, "%s/m%02d.png", mdir, i);
+            write_png(path, img, w, h, 1);
+        }
+        uint8_t *ref = NULL;
+        const int threads[3] = {1, 3, 8};
+        for (int k = 0; k < 3; k++) {
+            data_set_threads(threads[k]);
+            progress_seen p = {0};
+            data_set_progress(on_progress, &p, 0, 0);
+            int rc = data_load_folder(&ds, mdir, 12, 1);
+            data_set_progress(NULL, NULL, 0, 0);
+            CHECK(rc == SG_OK && ds.n == M, "%d threads: %s", threads[k], sg_last_error());
+            /* the loading thread reports after each image it decodes (one thread: all), then
+             * once at the end */
+            CHECK((threads[k] > 1 || p.calls == M + 1) &&
+                      (p.calls == 0 || (p.finals == 1 && p.last_done == M && p.total == M)) &&
+                      (p.calls == 0 || p.monotonic),
+                  "%d threads: progress %d calls (%d final), last %lld of %lld, monotonic %d",
+                  threads[k], p.calls, p.finals, (long long)p.last_done, (long long)p.total,
+                  p.monotonic);
+            if (rc == SG_OK && !ref) {
+                ref = malloc((size_t)M * 144);
+                memcpy(ref, ds.pixels, (size_t)M * 144);
+            } else if (rc == SG_OK) {
+                CHECK(!memcmp(ref, ds.pixels, (size_t)M * 144), "%d threads: the 1-thread pixels",
+                      threads[k]);
+            }
+            data_free(&ds);
+        }
+        free(ref);
+        for (int broken = 20; broken <= 30; broken += 10) {
+            snprintf(path, sizeof path, "%s/m%02d.png", mdir, broken);
+            f = fopen(path, "w");
+            fputs("not a PNG", f), fclose(f);
+        }
+        for (int rep = 0; rep < 4; rep++)
+            for (int k = 0; k < 3; k++) {
+                data_set_threads(threads[k]);
+                CHECK(data_load_folder(&ds, mdir, 12, 1) == SG_ERR &&
+                          strstr(sg_last_error(), "m20.png") && ds.pixels == NULL,
+                      "%d threads: the first damaged image named: %s", threads[k], sg_last_error());
+            }
+        data_set_threads(0);
+        for (int i = 0; i < M; i++) {
+            snprintf(path, sizeof path, "%s/m%02d.png", mdir, i);
+            unlink(path);
+        }
+        rmdir(mdir);
     }
 
     /* an unreadable image is named; an empty folder and a missing one are errors */

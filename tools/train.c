@@ -933,12 +933,45 @@ static int setup_config(train_run *r) {
     return setup_engine_table(r);
 }
 
+/* A folder's decoding, on stderr once it has taken a second: a line rewritten in place on a
+ * terminal, else a line at each tenth; then what it took. */
+typedef struct {
+    double t0;
+    int tty, tenth;
+    const char *dir;
+} load_progress;
+
+static void on_load_progress(void *ctx, int64_t done, int64_t total, int final) {
+    load_progress *p = ctx;
+    const double el = cli_now_ms() / 1e3 - p->t0;
+    char t[16];
+    if (final) {
+        fprintf(stderr, "%sdata: decoded %lld of %lld images from %s (%s)%s\n", p->tty ? "\r" : "",
+                (long long)done, (long long)total, p->dir, cli_fmt_duration(el, t),
+                p->tty ? "\033[K" : "");
+        return;
+    }
+    const int tenth = (int)(10 * done / total);
+    if (!p->tty && tenth == p->tenth) return;
+    p->tenth = tenth;
+    fprintf(stderr, "%sdata: decoding %s: %lld/%lld images (%d%%), ETA %s%s", p->tty ? "\r" : "",
+            p->dir, (long long)done, (long long)total, (int)(100 * done / total),
+            cli_fmt_duration(el * (double)(total - done) / (double)(done ? done : 1), t),
+            p->tty ? "\033[K" : "\n");
+}
+
 /* The data for the model: folder:DIR is decoded to the model's size and channels, and
  * synthetic or synthetic:N draws images of the model's shape; every other spec as it is. */
 static int load_data(train_run *r) {
     const char *spec = r->a.data;
     const sg_model_cfg *c = &r->cfg;
-    if (!strncmp(spec, "folder:", 7)) return data_load_folder(&r->ds, spec + 7, c->img, c->in_ch);
+    if (!strncmp(spec, "folder:", 7)) {
+        load_progress p = {.t0 = cli_now_ms() / 1e3, .tty = isatty(2), .dir = spec + 7};
+        if (r->root) data_set_progress(on_load_progress, &p, 1.0, p.tty ? 0.25 : 0.0);
+        const int rc = data_load_folder(&r->ds, spec + 7, c->img, c->in_ch);
+        data_set_progress(NULL, NULL, 0, 0);
+        return rc;
+    }
     int64_t n = 1024;
     if (!strcmp(spec, "synthetic")) return data_synthetic(&r->ds, n, c->img, c->img, c->in_ch);
     /* synthetic:N: N images of the model's shape (a bad N said so, not as another shape's) */
