@@ -19,3 +19,15 @@ if(TARGET sg_graph AND TARGET train AND TARGET ckpt AND TARGET sample)
                    ${CMAKE_SOURCE_DIR})
   set_tests_properties(diffusers_interop PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()
+
+# Replay of the weights fuzz corpus (tests/fuzz/README.md): a diffusers folder -> its config
+# -> a forward plan -> every parameter from its safetensors file (also under ASan).
+if(TARGET sg_graph)
+  add_executable(test_weights_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
+                                     ${CMAKE_SOURCE_DIR}/tests/fuzz/weights_fuzz_target.c)
+  target_compile_definitions(test_weights_corpus PRIVATE FUZZ_ONE=weights_fuzz_one)
+  target_link_libraries(test_weights_corpus PRIVATE sg_graph)
+  add_test(NAME test_weights_corpus COMMAND test_weights_corpus
+                                            ${CMAKE_SOURCE_DIR}/tests/fuzz/weights_corpus)
+  set_tests_properties(test_weights_corpus PROPERTIES LABELS asan TIMEOUT 300)
+endif()
