@@ -30,12 +30,8 @@ add_test(NAME ckpt_export_check
 set_tests_properties(ckpt_export_check PROPERTIES FIXTURES_REQUIRED ckpt_fixture
                      SKIP_RETURN_CODE 77 TIMEOUT 120)
 
-# Replay of the fuzz corpus (fuzzing itself runs by hand: tests/fuzz/README.md).
-add_executable(test_ckpt_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
-                                ${CMAKE_SOURCE_DIR}/tests/fuzz/ckpt_fuzz_target.c)
-target_link_libraries(test_ckpt_corpus PRIVATE sg_ckpt)
-add_test(NAME test_ckpt_corpus COMMAND test_ckpt_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus)
-set_tests_properties(test_ckpt_corpus PROPERTIES TIMEOUT 120)
+# Replay of the checkpoint fuzz corpus: the reader, the metadata JSON.
+sg_corpus_test(test_ckpt_corpus ckpt_fuzz_one ckpt_fuzz_target.c corpus sg_ckpt)
 
 # ckpt_bench's JSON report with user text in it (tests/test_ckpt_bench.sh)
 if(TARGET ckpt_bench)

@@ -14,11 +14,5 @@ add_test(NAME launchers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_launchers.sh
 set_tests_properties(launchers PROPERTIES SKIP_RETURN_CODE 77)
 # Replay of the config fuzz corpus (tests/fuzz/README.md): flags -> build -> plan -> verify.
 if(TARGET sg_cli)
-  add_executable(test_config_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
-                                    ${CMAKE_SOURCE_DIR}/tests/fuzz/config_fuzz_target.c)
-  target_compile_definitions(test_config_corpus PRIVATE FUZZ_ONE=config_fuzz_one)
-  target_link_libraries(test_config_corpus PRIVATE sg_cli)
-  add_test(NAME test_config_corpus COMMAND test_config_corpus
-                                           ${CMAKE_SOURCE_DIR}/tests/fuzz/config_corpus)
-  set_tests_properties(test_config_corpus PROPERTIES TIMEOUT 300)
+  sg_corpus_test(test_config_corpus config_fuzz_one config_fuzz_target.c config_corpus sg_cli)
 endif()

@@ -23,11 +23,5 @@ endif()
 # Replay of the weights fuzz corpus (tests/fuzz/README.md): a diffusers folder -> its config
 # -> a forward plan -> every parameter from its safetensors file (also under ASan).
 if(TARGET sg_graph)
-  add_executable(test_weights_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
-                                     ${CMAKE_SOURCE_DIR}/tests/fuzz/weights_fuzz_target.c)
-  target_compile_definitions(test_weights_corpus PRIVATE FUZZ_ONE=weights_fuzz_one)
-  target_link_libraries(test_weights_corpus PRIVATE sg_graph)
-  add_test(NAME test_weights_corpus COMMAND test_weights_corpus
-                                            ${CMAKE_SOURCE_DIR}/tests/fuzz/weights_corpus)
-  set_tests_properties(test_weights_corpus PROPERTIES LABELS asan TIMEOUT 300)
+  sg_corpus_test(test_weights_corpus weights_fuzz_one weights_fuzz_target.c weights_corpus sg_graph)
 endif()

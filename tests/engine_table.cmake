@@ -7,13 +7,8 @@ if(TARGET sg_graph)
   set_tests_properties(engine_table PROPERTIES LABELS "asan")
   # Replay of the engine table fuzz corpus (tests/fuzz/README.md): parse -> JSON round trip ->
   # the check against the named model's plan
-  add_executable(test_engine_table_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
-                                          ${CMAKE_SOURCE_DIR}/tests/fuzz/engine_table_fuzz_target.c)
-  target_compile_definitions(test_engine_table_corpus PRIVATE FUZZ_ONE=engine_table_fuzz_one)
-  target_link_libraries(test_engine_table_corpus PRIVATE sg_graph)
-  add_test(NAME test_engine_table_corpus COMMAND test_engine_table_corpus
-                                                 ${CMAKE_SOURCE_DIR}/tests/fuzz/engine_table_corpus)
-  set_tests_properties(test_engine_table_corpus PROPERTIES LABELS asan TIMEOUT 300)
+  sg_corpus_test(test_engine_table_corpus engine_table_fuzz_one engine_table_fuzz_target.c
+                 engine_table_corpus sg_graph)
 endif()
 if(TARGET sg_graph_cuda_host)
   add_executable(test_engine_table_cuda_host ${CMAKE_SOURCE_DIR}/tests/test_engine_table.c)

@@ -22,9 +22,4 @@ target_link_libraries(test_image_folder PRIVATE sg_data sg_common PkgConfig::PNG
 add_test(NAME test_image_folder COMMAND test_image_folder)
 # Replay of the data fuzz corpus (tests/fuzz/README.md): each input as IDX images, a PNG and a
 # JPEG (also under ASan).
-add_executable(test_data_corpus ${CMAKE_SOURCE_DIR}/tests/test_ckpt_corpus.c
-                                ${CMAKE_SOURCE_DIR}/tests/fuzz/data_fuzz_target.c)
-target_compile_definitions(test_data_corpus PRIVATE FUZZ_ONE=data_fuzz_one)
-target_link_libraries(test_data_corpus PRIVATE sg_data sg_common)
-add_test(NAME test_data_corpus COMMAND test_data_corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/data_corpus)
-set_tests_properties(test_data_corpus PROPERTIES LABELS asan TIMEOUT 300)
+sg_corpus_test(test_data_corpus data_fuzz_one data_fuzz_target.c data_corpus sg_data sg_common)

@@ -1,7 +1,9 @@
-/* test_ckpt_corpus.c — replays the saved fuzz corpus (tests/fuzz/corpus/: inputs that found
- * new coverage, and any input that once crashed, kept as regression tests) through the fuzz
- * target (tests/fuzz/ckpt_fuzz_target.c). Passing means no input crashes; run it in the
- * sanitizer build (-DSG_SANITIZE=ON) to also catch out-of-bounds reads and leaks.
+/* test_ckpt_corpus.c — replays a saved fuzz corpus (tests/fuzz/corpus/ and the others: inputs
+ * that found new coverage, and any input that once crashed, kept as regression tests) through
+ * its fuzz target (tests/fuzz/ckpt_fuzz_target.c, or the one FUZZ_ONE names: sg_corpus_test in
+ * tests/CMakeLists.txt builds one replay per target). Passing means no input crashes nor
+ * breaks a property the target checks; the sanitizer build (-DSG_SANITIZE=ON) also catches
+ * out-of-bounds reads and leaks.
  * usage: test_ckpt_corpus DIR...
  */
 #include <dirent.h>
@@ -9,8 +11,8 @@
 
 #include "tests/sg_test.h"
 
-/* the fuzz target replayed: the checkpoint reader, or (-DFUZZ_ONE=config_fuzz_one, as
- * test_config_corpus) the model configurations */
+/* the fuzz target replayed: the checkpoint reader, or another (-DFUZZ_ONE=config_fuzz_one,
+ * weights_fuzz_one, engine_table_fuzz_one, data_fuzz_one) */
 #ifndef FUZZ_ONE
 #define FUZZ_ONE ckpt_fuzz_one
 #endif
