@@ -90,6 +90,9 @@ int ckpt_write(const char *path, const char *meta_json, const ckpt_tensor_desc *
 /* Write n bytes to path with the same temp + fsync + rename + fsync-dir protocol. */
 int ckpt_write_file_atomic(const char *path, const void *data, int64_t n,
                            const ckpt_write_opts *opts);
+/* The same for the concatenation of n_parts buffers (e.g. a header, an array, a trailer). */
+int ckpt_write_parts_atomic(const char *path, const void *const *parts, const int64_t *sizes,
+                            int n_parts, const ckpt_write_opts *opts);
 
 /* ---------------------------------------------------------------------------------------
  * Rotation: dir/ckpt_<step, at least 8 digits>.sgck plus dir/latest, a one-line text file

@@ -289,14 +289,22 @@ fail:
     return SG_ERR;
 }
 
-int ckpt_write_file_atomic(const char *path, const void *data, int64_t n,
-                           const ckpt_write_opts *opts) {
-    if (n < 0 || (n > 0 && !data)) return sg_set_error("checkpoint: bad buffer for %s", path);
+int ckpt_write_parts_atomic(const char *path, const void *const *parts, const int64_t *sizes,
+                            int n_parts, const ckpt_write_opts *opts) {
+    for (int i = 0; i < n_parts; i++)
+        if (sizes[i] < 0 || (sizes[i] > 0 && !parts[i]))
+            return sg_set_error("checkpoint: bad buffer for %s", path);
     ckpt_atomic a;
     if (ckpt_atomic_begin(&a, path, opts)) return SG_ERR;
-    if (ckpt_atomic_write(&a, data, (size_t)n)) {
-        ckpt_atomic_abort(&a);
-        return SG_ERR;
-    }
+    for (int i = 0; i < n_parts; i++)
+        if (ckpt_atomic_write(&a, parts[i], (size_t)sizes[i])) {
+            ckpt_atomic_abort(&a);
+            return SG_ERR;
+        }
     return ckpt_atomic_commit(&a);
+}
+
+int ckpt_write_file_atomic(const char *path, const void *data, int64_t n,
+                           const ckpt_write_opts *opts) {
+    return ckpt_write_parts_atomic(path, &data, &n, 1, opts);
 }

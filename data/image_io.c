@@ -100,6 +100,64 @@ static int write_grid(const char *path, const float *xf, const uint8_t *xu, int 
     return rc;
 }
 
+void img_f32_to_u8(const float *x, int64_t n, uint8_t *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = to_u8(x[i]);
+}
+
+/* ---- single images ------------------------------------------------------------------------ */
+
+static int check_image(const char *path, int h, int w, int c) {
+    if (h < 1 || w < 1 || h > 65535 || w > 65535 || (c != 1 && c != 3))
+        return sg_set_error("image: %s: bad image of %dx%dx%d (need 1..65535 pixels a side, c = "
+                            "1 or 3)",
+                            path, h, w, c);
+    return SG_OK;
+}
+
+int img_write_png(const char *path, const uint8_t *x, int h, int w, int c) {
+    if (check_image(path, h, w, c)) return SG_ERR;
+    return png_write(path, x, w, h, c);
+}
+
+/* The file ends with the IEND chunk (length 0, its fixed CRC): libpng reads the pixels without
+ * it, so a file cut in its last bytes would pass for whole. */
+static int ends_whole(const char *path) {
+    static const uint8_t iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    uint8_t tail[12];
+    FILE *f = fopen(path, "rb");
+    int ok =
+        f && !fseek(f, -12, SEEK_END) && fread(tail, 1, 12, f) == 12 && !memcmp(tail, iend, 12);
+    if (f) fclose(f);
+    return ok;
+}
+
+int img_read_png(const char *path, int h, int w, int c, uint8_t *out) {
+    if (check_image(path, h, w, c)) return SG_ERR;
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&im, path))
+        return sg_set_error("image: %s: not a readable PNG (%s)", path, im.message);
+    const int color = (im.format & PNG_FORMAT_FLAG_COLOR) != 0;
+    if ((int)im.width != w || (int)im.height != h || color != (c == 3) ||
+        (im.format & (PNG_FORMAT_FLAG_ALPHA | PNG_FORMAT_FLAG_LINEAR))) {
+        sg_set_error("image: %s: a %ux%u %s%s PNG, not the %dx%d 8-bit %s one expected", path,
+                     im.width, im.height, im.format & PNG_FORMAT_FLAG_LINEAR ? "16-bit " : "",
+                     im.format & PNG_FORMAT_FLAG_ALPHA ? "RGBA or grey + alpha"
+                     : color                           ? "RGB"
+                                                       : "grey",
+                     w, h, c == 3 ? "RGB" : "grey");
+        png_image_free(&im);
+        return SG_ERR;
+    }
+    im.format = c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    if (!png_image_finish_read(&im, NULL, out, 0, NULL))
+        return sg_set_error("image: %s: damaged PNG (%s)", path, im.message);
+    if (!ends_whole(path))
+        return sg_set_error("image: %s: truncated PNG (no IEND at its end)", path);
+    return SG_OK;
+}
+
 int img_write_grid_png(const char *path, const float *x, int n, int h, int w, int c, int cols,
                        int scale) {
     return write_grid(path, x, NULL, n, h, w, c, cols, scale, NULL);

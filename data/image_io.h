@@ -1,5 +1,6 @@
-/* image_io.h — PNG output for people: grids of images (samples, dataset previews) and line
- * charts (loss curves), written with libpng. Nothing here is on the training path.
+/* image_io.h — PNG output for people: grids of images (samples, dataset previews), single
+ * images (sample --out-dir) and line charts (loss curves), written with libpng. Nothing here is
+ * on the training path.
  *
  * Both return SG_OK or SG_ERR with a one-line sg_last_error() (file and reason); a failed
  * write removes the partial file.
@@ -26,6 +27,17 @@ int img_write_grid_captioned_png(const char *path, const float *x, int n, int h,
 /* The same for uint8 pixels (a dataset preview: data/dataset.h's layout). */
 int img_write_grid_u8_png(const char *path, const uint8_t *x, int n, int h, int w, int c, int cols,
                           int scale);
+
+/* x[i] in [-1, 1] to 0..255 as the grids do: (x + 1) * 127.5 rounded half up, values outside
+ * clamped, NaN 0. */
+void img_f32_to_u8(const float *x, int64_t n, uint8_t *out);
+
+/* One image x[h][w][c] (c = 1 grey, c = 3 RGB), 8 bits, no frame. */
+int img_write_png(const char *path, const uint8_t *x, int h, int w, int c);
+/* Read back a PNG that must be exactly h x w, 8-bit, with c channels (grey or RGB, no alpha)
+ * into out[h][w][c]: anything else, a truncated or damaged file included, is an error naming
+ * the file. */
+int img_read_png(const char *path, int h, int w, int c, uint8_t *out);
 
 /* A line chart of ys against xs (n points, any n >= 0), IMG_PLOT_W x IMG_PLOT_H RGB: white
  * background, axes with "nice" tick values and light grid lines, tick labels and the title and

@@ -1,12 +1,16 @@
 /* test_image_io.c — data/image_io.c: grids and charts are written, read back with libpng, and
  * checked pixel by pixel where the layout is specified (grid tiles, gaps, clamping, upscaling)
  * and by structure where it is not (chart size, white margins, the axis, the curve's colour,
- * text in the title band). Failures (bad path, bad shapes) must return SG_ERR. */
+ * text in the title band). Failures (bad path, bad shapes) must return SG_ERR. Single images
+ * round-trip through img_write_png / img_read_png, which refuses every other size, kind and a
+ * damaged file; data/npz.c's archives are read back by numpy itself (/usr/bin/python3). */
 #include <png.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "data/image_io.h"
+#include "data/npz.h"
 #include "tests/sg_test.h"
 
 static char tmpdir[64];
@@ -227,6 +231,191 @@ static void test_plot(void) {
     CHECK(img_plot_curve_png(path, xs3, xs3, -1, "t", "x", "y", 0) == SG_ERR, "n<0 accepted");
 }
 
+/* ---- single images */
+static void test_single_png(void) {
+    /* the grids' conversion, exposed */
+    const float f[] = {-1, 0, 1, 0.25f, -7, 3, NAN, -0.5f, 0.5f};
+    const uint8_t want[] = {0, 128, 255, 159, 0, 255, 0, 64, 191};
+    uint8_t got[9];
+    img_f32_to_u8(f, 9, got);
+    CHECK(!memcmp(got, want, 9), "img_f32_to_u8 differs from the grids' values");
+
+    enum { H = 5, W = 7 };
+    char path[128], bad[160];
+    for (int c = 1; c <= 3; c += 2) {
+        uint8_t x[H * W * 3], y[H * W * 3];
+        for (int i = 0; i < H * W * c; i++) x[i] = (uint8_t)(i * 37 + c);
+        snprintf(path, sizeof path, "%s/one%d.png", tmpdir, c);
+        CHECK(img_write_png(path, x, H, W, c) == SG_OK, "write: %s", sg_last_error());
+        image im = read_png(path);
+        CHECK(im.pix && im.w == W && im.h == H && im.channels == c &&
+                  !memcmp(im.pix, x, (size_t)(H * W * c)),
+              "c=%d: the PNG is not the image (no frame, no scaling)", c);
+        free(im.pix);
+        memset(y, 0, sizeof y);
+        CHECK(img_read_png(path, H, W, c, y) == SG_OK && !memcmp(x, y, (size_t)(H * W * c)),
+              "c=%d: read back: %s", c, sg_last_error());
+        /* anything but the asked size and kind is refused, naming the file */
+        CHECK(img_read_png(path, H, W + 1, c, y) == SG_ERR && strstr(sg_last_error(), path),
+              "c=%d: another width accepted", c);
+        CHECK(img_read_png(path, H + 1, W, c, y) == SG_ERR, "c=%d: another height accepted", c);
+        CHECK(img_read_png(path, H, W, 4 - c, y) == SG_ERR, "c=%d: other channels accepted", c);
+        /* a truncated file: every cut refused */
+        FILE *in = fopen(path, "rb");
+        uint8_t bytes[4096];
+        size_t n = in ? fread(bytes, 1, sizeof bytes, in) : 0;
+        if (in) fclose(in);
+        snprintf(bad, sizeof bad, "%s/cut.png", tmpdir);
+        int accepted = 0;
+        for (size_t cut = 0; cut < n; cut += 7) {
+            FILE *o = fopen(bad, "wb");
+            fwrite(bytes, 1, cut, o);
+            fclose(o);
+            accepted += img_read_png(bad, H, W, c, y) == SG_OK;
+        }
+        CHECK(n > 40 && accepted == 0, "c=%d: %d truncated files accepted", c, accepted);
+        remove(bad);
+    }
+    /* alpha and 16 bits are not what sample writes: refused */
+    uint8_t rgba[H * W * 4] = {0};
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION, pi.width = W, pi.height = H, pi.format = PNG_FORMAT_RGBA;
+    snprintf(bad, sizeof bad, "%s/rgba.png", tmpdir);
+    CHECK(png_image_write_to_file(&pi, bad, 0, rgba, 0, NULL), "RGBA written");
+    uint8_t y[H * W * 3];
+    CHECK(img_read_png(bad, H, W, 3, y) == SG_ERR && strstr(sg_last_error(), "RGBA"),
+          "an RGBA PNG accepted: %s", sg_last_error());
+    remove(bad);
+    uint16_t deep[H * W * 3] = {0};
+    pi.format = PNG_FORMAT_LINEAR_RGB;
+    snprintf(bad, sizeof bad, "%s/deep.png", tmpdir);
+    CHECK(png_image_write_to_file(&pi, bad, 0, deep, 0, NULL), "16-bit written");
+    CHECK(img_read_png(bad, H, W, 3, y) == SG_ERR && strstr(sg_last_error(), "16-bit"),
+          "a 16-bit PNG accepted: %s", sg_last_error());
+    remove(bad);
+    snprintf(bad, sizeof bad, "%s/missing.png", tmpdir);
+    CHECK(img_read_png(bad, H, W, 3, y) == SG_ERR && strstr(sg_last_error(), bad),
+          "a missing file: %s", sg_last_error());
+    CHECK(img_write_png(bad, y, 0, W, 3) == SG_ERR && img_write_png(bad, y, H, W, 2) == SG_ERR,
+          "bad shapes written");
+    CHECK(access(bad, F_OK) != 0, "a refused image left a file");
+}
+
+/* ---- npz: arrays framed by data/npz.c and loaded by numpy */
+static uint8_t npz_value(int64_t i) {
+    return (uint8_t)(i * 7 + 3);
+}
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p) {
+    return le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static void test_npz(void) {
+    static const struct {
+        int ndim;
+        int64_t shape[4];
+    } cases[] = {{1, {5}},          {2, {2, 3}},       {2, {0, 4}},
+                 {4, {3, 4, 5, 2}}, {4, {1, 1, 1, 1}}, {3, {7, 11, 13}}};
+    char path[160], py[4096];
+    int k = snprintf(py, sizeof py,
+                     "import numpy as np, zipfile\n"
+                     "for p, shape, z64 in [");
+    for (int i = 0; i < SG_ARRAY_LEN(cases); i++)
+        for (int zip64 = 0; zip64 < 2; zip64++) {
+            int64_t n = 1;
+            for (int d = 0; d < cases[i].ndim; d++) n *= cases[i].shape[d];
+            uint8_t *x = malloc((size_t)n + 1);
+            for (int64_t j = 0; j < n; j++) x[j] = npz_value(j);
+            npz_frame f;
+            CHECK(npz_u8_frame("arr_0", x, cases[i].shape, cases[i].ndim, zip64, &f) == SG_OK,
+                  "frame: %s", sg_last_error());
+            /* the data starts 64-byte aligned within the .npy member, as numpy writes it */
+            const size_t local = 30 + strlen("arr_0.npy") + (zip64 ? 20 : 0);
+            CHECK((f.head_n - local) % 64 == 0, "npy header of %zu bytes", f.head_n - local);
+            /* the local header's CRC-32 and sizes are the central directory's (zipfile, and so
+             * numpy, reads only the latter) and the member's */
+            uLong crc = crc32(0L, f.head + local, (uInt)(f.head_n - local));
+            crc = crc32(crc, x, (uInt)n);
+            CHECK(le32(f.head + 14) == crc && le32(f.tail + 16) == crc,
+                  "CRC-32 %08x / %08x, not %08lx", le32(f.head + 14), le32(f.tail + 16), crc);
+            CHECK(le32(f.head + 18) == le32(f.tail + 20) &&
+                      le32(f.head + 22) == le32(f.tail + 24) &&
+                      le32(f.head + 18) == (zip64 ? 0xFFFFFFFFu : (uint32_t)(f.head_n - local + n)),
+                  "sizes: local %u %u, central %u %u", le32(f.head + 18), le32(f.head + 22),
+                  le32(f.tail + 20), le32(f.tail + 24));
+            /* the offsets: the central directory right after the member, the zip64 end
+             * record where the locator says (zipfile does not read the locator's offset) */
+            const uint64_t cd = f.head_n + (uint64_t)n,
+                           cd_n = 46 + strlen("arr_0.npy") + (zip64 ? 20 : 0);
+            const uint8_t *end = f.tail + f.tail_n - 22;
+            CHECK(le32(f.tail) == 0x02014b50 && le32(end) == 0x06054b50, "records");
+            CHECK(le32(end + 12) == cd_n && le32(end + 16) == (zip64 ? 0xFFFFFFFFu : cd),
+                  "end record: central directory %u bytes at %u", le32(end + 12), le32(end + 16));
+            if (zip64) {
+                const uint8_t *e64 = f.tail + cd_n, *loc = end - 20;
+                CHECK(le32(e64) == 0x06064b50 && le32(loc) == 0x07064b50 &&
+                          le64(loc + 8) == cd + cd_n && le64(e64 + 40) == cd_n &&
+                          le64(e64 + 48) == cd && loc == e64 + 56,
+                      "zip64 records: end record at %llu (%llu), directory %llu at %llu",
+                      (unsigned long long)le64(loc + 8), (unsigned long long)(cd + cd_n),
+                      (unsigned long long)le64(e64 + 40), (unsigned long long)le64(e64 + 48));
+            }
+            snprintf(path, sizeof path, "%s/a%d_%d.npz", tmpdir, i, zip64);
+            FILE *o = fopen(path, "wb");
+            CHECK(o && fwrite(f.head, 1, f.head_n, o) == f.head_n &&
+                      fwrite(x, 1, (size_t)n, o) == (size_t)n &&
+                      fwrite(f.tail, 1, f.tail_n, o) == f.tail_n && !fclose(o),
+                  "write %s", path);
+            free(x);
+            k += snprintf(py + k, sizeof py - (size_t)k, "('%s', (", path);
+            for (int d = 0; d < cases[i].ndim; d++)
+                k += snprintf(py + k, sizeof py - (size_t)k, "%lld,", (long long)cases[i].shape[d]);
+            k += snprintf(py + k, sizeof py - (size_t)k, "), %d), ", zip64);
+        }
+    snprintf(py + k, sizeof py - (size_t)k,
+             "]:\n"
+             "    z = zipfile.ZipFile(p)\n"
+             "    assert z.testzip() is None and z.namelist() == ['arr_0.npy'], p\n"
+             "    assert (z.infolist()[0].extract_version >= 45) == bool(z64), p\n"
+             "    a = np.load(p)['arr_0']\n"
+             "    want = ((np.arange(a.size, dtype=np.int64) * 7 + 3) %% 256).astype(np.uint8)\n"
+             "    assert a.dtype == np.uint8 and a.shape == shape, (p, a.dtype, a.shape)\n"
+             "    assert a.flags.c_contiguous and (a.ravel() == want).all(), p\n"
+             "print('numpy read %d archives')\n",
+             2 * SG_ARRAY_LEN(cases));
+    snprintf(path, sizeof path, "%s/check.py", tmpdir);
+    FILE *o = fopen(path, "w");
+    CHECK(o && fputs(py, o) >= 0 && !fclose(o), "write %s", path);
+    if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+        printf("npz: /usr/bin/python3 has no numpy: numpy's check skipped\n");
+    } else {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s'", path);
+        CHECK(system(cmd) == 0, "numpy refused or misread an archive (%s)", path);
+    }
+    /* the same array gives the same bytes (a fixed timestamp) */
+    const int64_t shape[2] = {2, 3};
+    const uint8_t x[6] = {1, 2, 3, 4, 5, 6};
+    npz_frame a, b;
+    CHECK(npz_u8_frame("arr_0", x, shape, 2, 0, &a) == SG_OK &&
+              npz_u8_frame("arr_0", x, shape, 2, 0, &b) == SG_OK && a.head_n == b.head_n &&
+              a.tail_n == b.tail_n && !memcmp(a.head, b.head, a.head_n) &&
+              !memcmp(a.tail, b.tail, a.tail_n),
+          "the same array framed twice differs");
+    /* bad arguments */
+    const int64_t neg[2] = {2, -1};
+    CHECK(npz_u8_frame("a.b", x, shape, 2, 0, &a) == SG_ERR, "bad name accepted");
+    CHECK(npz_u8_frame("", x, shape, 2, 0, &a) == SG_ERR, "empty name accepted");
+    CHECK(npz_u8_frame("arr_0", x, shape, 0, 0, &a) == SG_ERR, "0 dimensions accepted");
+    CHECK(npz_u8_frame("arr_0", x, neg, 2, 0, &a) == SG_ERR, "a negative dimension accepted");
+    CHECK(npz_u8_frame("arr_0", NULL, shape, 2, 0, &a) == SG_ERR, "no data accepted");
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/sg_test_img_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -238,8 +427,13 @@ int main(void) {
     test_grid_captioned();
     test_grid_errors();
     test_plot();
-    const char *names[] = {"grid.png",  "rgb.png",   "u8.png",    "cap3.png", "cap4.png",
-                           "plain.png", "plot0.png", "plot1.png", "empty.png"};
+    test_single_png();
+    test_npz();
+    const char *names[] = {"grid.png",  "rgb.png",   "u8.png",    "cap3.png",  "cap4.png",
+                           "plain.png", "plot0.png", "plot1.png", "empty.png", "one1.png",
+                           "one3.png",  "check.py",  "a0_0.npz",  "a0_1.npz",  "a1_0.npz",
+                           "a1_1.npz",  "a2_0.npz",  "a2_1.npz",  "a3_0.npz",  "a3_1.npz",
+                           "a4_0.npz",  "a4_1.npz",  "a5_0.npz",  "a5_1.npz"};
     char path[128];
     int keep = getenv("SG_KEEP_TEST_IMAGES") != NULL; /* to look at them */
     for (int i = 0; i < SG_ARRAY_LEN(names) && !keep; i++) {
