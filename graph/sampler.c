@@ -125,6 +125,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     int64_t per = (int64_t)c->img * c->img * c->in_ch, count = B * per;
     if (check_plan(p, count)) return SG_ERR;
     if (n_images < 1) return sg_set_error("nothing to sample: %d images", n_images);
+    if (!out && !opts->on_batch) return sg_set_error("sampling: nowhere to put the images");
     int S = opts->ddim_steps;
     if (S < 0 || S > c->T)
         return sg_set_error("DDIM steps must be in [1, %d] (the schedule's T), or 0 for DDPM; "
@@ -147,9 +148,12 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     }
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {
         int nb = n_images - b0 < B ? n_images - b0 : B;
+        if (opts->skip && opts->skip(opts->batch_ctx, b0, nb)) continue;
         rc = sample_batch(e, seed, b0, nb, n_images, ts, n_steps, opts, x);
         for (int64_t i = 0; i < nb * per && !rc; i++)
-            out[b0 * per + i] = isfinite(x[i]) ? (float)sg_sample_clamp1((double)x[i]) : x[i];
+            x[i] = isfinite(x[i]) ? (float)sg_sample_clamp1((double)x[i]) : x[i];
+        if (!rc && out) memcpy(out + b0 * per, x, sizeof(float) * (size_t)(nb * per));
+        if (!rc && opts->on_batch) rc = opts->on_batch(opts->batch_ctx, b0, nb, x);
     }
     free(x), free(ts), free(rows);
     return rc;

@@ -90,6 +90,14 @@ typedef struct {
     /* may be NULL; when it becomes non-zero (a signal handler sets it) sampling issues no
      * further step and returns SG_ERR "sampling interrupted" */
     const volatile sig_atomic_t *cancel;
+    /* Per batch of the plan's size (images first .. first + count - 1 of the run), both may be
+     * NULL: skip(ctx, first, count) != 0 leaves the batch out (nothing runs for it: e.g. its
+     * images are already on disk; the others are the same bits, each image's noise being keyed
+     * by its number); on_batch(ctx, first, count, x) receives each batch that ran, x as `out`
+     * would hold it, and a non-zero return stops sampling with SG_ERR (its sg_set_error). */
+    int (*skip)(void *ctx, int first, int count);
+    int (*on_batch)(void *ctx, int first, int count, const float *x);
+    void *batch_ctx;
 } sg_sample_opts;
 
 /* Draw n_images samples with the sampling executor e (plan built with train = 0, weights
@@ -97,8 +105,9 @@ typedef struct {
  * above: on CUDA the step is captured once into a graph and replayed for every later step), in
  * batches of the plan's batch size (a last partial batch runs full, extra slots discarded). out:
  * [n_images, img, img, in_ch] fp32, clamped to [-1, 1] (NaN and Inf pass through, so broken weights
- * show). Same seed, same weights, same backend: same bits. Returns SG_ERR (sg_last_error) on bad
- * arguments or a backend failure. */
+ * show); it may be NULL when opts->on_batch takes the images, and a skipped batch's slots are
+ * left as they were. Same seed, same weights, same backend and batch size: same bits. Returns
+ * SG_ERR (sg_last_error) on bad arguments, a backend failure, a cancel or on_batch's refusal. */
 int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *opts, float *out);
 
 /* sg_sample_ex with the default clipping for the chosen sampler. */

@@ -8,7 +8,7 @@
 #   sampler_gpu       the same on a GPU (label gpu; exit 77 where none exists)
 if(TARGET sg_graph)
   add_executable(test_sampler ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
-  target_link_libraries(test_sampler PRIVATE sg_graph)
+  target_link_libraries(test_sampler PRIVATE sg_graph sg_data)
   if(SG_NO_CUDA)
     # the sample CLI's check of the reason graph/backend_nocuda.c gives
     target_compile_definitions(test_sampler PRIVATE SG_NO_CUDA_BY_OPTION=1)
@@ -22,7 +22,7 @@ if(TARGET sg_graph)
   endif()
   if(TARGET sg_graph_cuda_host)
     add_executable(test_sampler_host ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
-    target_link_libraries(test_sampler_host PRIVATE sg_graph_cuda_host)
+    target_link_libraries(test_sampler_host PRIVATE sg_graph_cuda_host sg_data)
     add_test(NAME sampler_cuda_host COMMAND test_sampler_host --cuda)
     set_tests_properties(sampler_cuda_host PROPERTIES ENVIRONMENT
                          "SG_SIM_ORDER=forward;SG_SIM_BLOCK_CHECK=1" LABELS cuda_host TIMEOUT 600)

@@ -12,7 +12,10 @@
  * same seed => same bits, other seed => other bits, the documented Philox keying (a loop
  * rebuilt here gives the same bits), an image independent of its batch's size and a partial
  * last batch; (d) the CLI: a PNG of the right size, reproducible, EMA vs raw weights, and a
- * one-line error with the right exit code for every bad input; (e) the device-resident loop:
+ * one-line error with the right exit code for every bad input; (d') --out-dir and --npz: the
+ * PNGs, the npz and a grid hold the same pixels, a continued run (files missing, damaged, a
+ * killed run's temporary file, Ctrl-C) ends with the files of one run from scratch byte for
+ * byte, and a change of what made them is refused naming it; (e) the device-resident loop:
  * its step (sg_sample_table + cpu_sample_step, what both backends run) against sg_ddpm_step /
  * sg_ddim_step bit for bit at every step, and sg_sample_ex against the host loop it replaced
  * (rebuilt here) bit for bit; (f) with --cuda: the CUDA backend's sampling, graph replay vs
@@ -25,6 +28,7 @@
 
 #include "checkpoints/ckpt.h"
 #include "common/philox.h"
+#include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -382,6 +386,26 @@ static void count_progress(void *ctx, int done, int nb, int n, int step, int nst
     progress_calls++;
 }
 
+/* sg_sample_opts' per-batch callbacks, recorded */
+typedef struct {
+    int64_t per;
+    int skip_first; /* the batch starting at this image is skipped (-1: none) */
+    int refuse;     /* on_batch refuses the first batch */
+    float *x;       /* the images, at their place */
+    int calls, firsts[8], counts[8];
+} batch_log;
+static int log_skip(void *ctx, int first, int count) {
+    (void)count;
+    return first == ((batch_log *)ctx)->skip_first;
+}
+static int log_batch(void *ctx, int first, int count, const float *x) {
+    batch_log *l = ctx;
+    if (l->calls < 8) l->firsts[l->calls] = first, l->counts[l->calls] = count;
+    l->calls++;
+    memcpy(l->x + first * l->per, x, sizeof(float) * (size_t)(count * l->per));
+    return l->refuse ? sg_set_error("refused here") : SG_OK;
+}
+
 static void test_end_to_end(void) {
     sg_model_cfg c;
     tiny_cfg(&c, 2, DT_F32);
@@ -412,6 +436,31 @@ static void test_end_to_end(void) {
     CHECK(sg_sample(&e, 3, 42, 5, b, NULL, NULL) == SG_OK, "3 images, batch 2");
     CHECK(all_finite_in_range(b, 3 * per), "every value of the partial batch written");
     CHECK(!memcmp(a, b, (size_t)(2 * per) * 4), "first batch changed by a third image");
+    /* per batch: skip() leaves a batch out (nothing runs for it), on_batch() gets the others as
+     * `out` holds them, and a refusal from it stops sampling */
+    batch_log log = {.per = per, .skip_first = 0};
+    for (int64_t i = 0; i < 3 * per; i++) m[i] = NAN;
+    sg_sample_opts bo = {.ddim_steps = 5,
+                         .clip = -1,
+                         .skip = log_skip,
+                         .on_batch = log_batch,
+                         .batch_ctx = &log,
+                         .progress = count_progress};
+    progress_calls = 0;
+    log.x = m;
+    CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_OK, "batches to a callback: %s",
+          sg_last_error());
+    CHECK(log.calls == 1 && log.firsts[0] == 2 && log.counts[0] == 1 && progress_calls == 5,
+          "skip batch 0: %d on_batch calls (first %d, %d images), %d steps", log.calls,
+          log.firsts[0], log.counts[0], progress_calls);
+    CHECK(isnan(m[0]) && !memcmp(m + 2 * per, b + 2 * per, (size_t)per * 4),
+          "the batch drawn alone differs from the same batch in a full run");
+    log = (batch_log){.per = per, .skip_first = -1, .x = m, .refuse = 1};
+    CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_ERR && log.calls == 1 &&
+              strstr(sg_last_error(), "refused here"),
+          "on_batch's refusal did not stop sampling (%d calls): %s", log.calls, sg_last_error());
+    bo.on_batch = NULL;
+    CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_ERR, "sampled to nowhere");
     sg_exec_free(&e);
 
     /* the same images from a batch-3 plan: noise keyed by image, not by batch slot (the conv
@@ -638,7 +687,7 @@ static const char *sample_bin;
 
 /* run `sample ARGS`, stdout and stderr to files; returns the exit status (-1: signal) */
 static int run_cli(const char *args) {
-    char cmd[2048];
+    char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s >'%s/stdout' 2>'%s/stderr'", sample_bin, args, tmpdir,
              tmpdir);
     int st = system(cmd);
@@ -697,6 +746,222 @@ static int same_file(const char *a, const char *b) {
     static char x[1 << 20], y[1 << 20];
     long na = read_file(a, x, sizeof x), nb = read_file(b, y, sizeof y);
     return na > 0 && na == nb && !memcmp(x, y, (size_t)na);
+}
+
+/* ---- (d') --out-dir and --npz: every image a PNG written as its batch finishes, a run that
+ * continues where it was with the same bits, one npz */
+
+/* the arr_0 bytes of an npz that sample wrote, found through the zip's local header and the
+ * .npy header; NULL unless the file holds exactly `bytes` of them before its trailer */
+static uint8_t *npz_array(const char *path, int64_t bytes) {
+    struct stat st;
+    if (stat(path, &st)) return NULL;
+    uint8_t *b = malloc((size_t)st.st_size + 1), *arr = NULL;
+    long n = read_file(path, (char *)b, (long)st.st_size + 1);
+    if (n > 40 && !memcmp(b, "PK\3\4", 4)) {
+        long npy = 30 + (b[26] | b[27] << 8) + (b[28] | b[29] << 8);
+        if (npy + 10 < n && !memcmp(b + npy, "\x93NUMPY", 6)) {
+            long data = npy + 10 + (b[npy + 8] | b[npy + 9] << 8);
+            /* the central directory (46 + 9 bytes) and the end record (22) follow */
+            if (data + bytes + 46 + 9 + 22 == n && !memcmp(b + data + bytes, "PK\1\2", 4)) {
+                arr = malloc((size_t)bytes);
+                memcpy(arr, b + data, (size_t)bytes);
+            }
+        }
+    }
+    free(b);
+    return arr;
+}
+
+/* entries of dir: those not starting with '.', and the others (temporary files left) */
+static int dir_entries(const char *dir, int *hidden) {
+    char cmd[600], out[64];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c -v '^\\.' > '%s/count'", dir, tmpdir);
+    if (system(cmd) < 0) return -1;
+    snprintf(cmd, sizeof cmd, "%s/count", tmpdir);
+    read_file(cmd, out, sizeof out);
+    int n = atoi(out);
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^\\.' > '%s/count'", dir, tmpdir);
+    if (system(cmd) < 0) return -1;
+    snprintf(cmd, sizeof cmd, "%s/count", tmpdir);
+    read_file(cmd, out, sizeof out);
+    *hidden = atoi(out);
+    return n;
+}
+
+/* every image file i < n of two folders has the same bytes */
+static int same_images(const char *a, const char *b, int n) {
+    char pa[512], pb[512];
+    for (int i = 0; i < n; i++) {
+        snprintf(pa, sizeof pa, "%s/%06d.png", a, i);
+        snprintf(pb, sizeof pb, "%s/%06d.png", b, i);
+        if (!same_file(pa, pb)) return 0;
+    }
+    return 1;
+}
+
+static void test_cli_out_dir(const char *ck) {
+    enum { PER = 16 * 16 * 3, N = 7 };
+    char d1[256], d2[256], d3[256], n1[256], n2[256], g[256], args[2048], err[4096], out[4096];
+    char path[512];
+    snprintf(d1, sizeof d1, "%s/outs/d1", tmpdir); /* its parent is made too */
+    snprintf(d2, sizeof d2, "%s/d2", tmpdir);
+    snprintf(d3, sizeof d3, "%s/d3", tmpdir);
+    snprintf(n1, sizeof n1, "%s/n1.npz", tmpdir);
+    snprintf(n2, sizeof n2, "%s/n2.npz", tmpdir);
+    snprintf(g, sizeof g, "%s/g.png", tmpdir);
+    const char *common = "--ddim-steps 3 --backend cpu --batch 2";
+
+    /* 7 images: 7 PNGs and samples.json, no temporary file left, the npz holds the same pixels,
+     * and so does a grid of the same images */
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n %d --out-dir '%s' --npz '%s'", ck, common, N,
+             d1, n1);
+    int rc = run_cli(args);
+    stderr_lines(err, sizeof err);
+    CHECK(rc == 0, "--out-dir --npz: exit %d: %s", rc, err);
+    int hidden = -1, files = dir_entries(d1, &hidden);
+    CHECK(files == N + 1 && hidden == 0, "%s: %d files and %d hidden ones, expected %d and 0", d1,
+          files, hidden, N + 1);
+    static uint8_t img[N][PER];
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof path, "%s/%06d.png", d1, i);
+        CHECK(img_read_png(path, 16, 16, 3, img[i]) == SG_OK, "%s", sg_last_error());
+    }
+    uint8_t *arr = npz_array(n1, (int64_t)N * PER);
+    CHECK(arr && !memcmp(arr, img, sizeof img), "the npz is not the PNGs' pixels");
+    free(arr);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n %d --out '%s' --cols %d", ck, common, N, g, N);
+    CHECK(run_cli(args) == 0, "the grid of the same images");
+    enum { GW = N * 17 + 1, GH = 18 };
+    static uint8_t grid[GH * GW * 3];
+    CHECK(img_read_png(g, GH, GW, 3, grid) == SG_OK, "grid: %s", sg_last_error());
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < 16 * 3; x++)
+                bad += grid[((1 + y) * GW + 1 + i * 17) * 3 + x] != img[i][y * 16 * 3 + x];
+    CHECK(bad == 0, "%d grid values differ from the PNGs'", bad);
+
+    /* a second run continues: the files of whole batches are kept, a missing file's and a
+     * damaged file's batches drawn again (named), and --n may grow; the result is the files of
+     * one run from scratch, byte for byte, and its npz */
+    snprintf(path, sizeof path, "%s/000003.png", d1);
+    remove(path);
+    snprintf(path, sizeof path, "%s/000005.png", d1);
+    CHECK(truncate(path, 60) == 0, "truncate");
+    snprintf(path, sizeof path, "%s/.000007.png.tmp.12345", d1); /* a killed run's, removed */
+    FILE *stale = fopen(path, "w");
+    CHECK(stale && fclose(stale) == 0, "%s", path);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 9 --out-dir '%s' --npz '%s'", ck, common, d1,
+             n1);
+    rc = run_cli(args);
+    stderr_lines(err, sizeof err);
+    snprintf(path, sizeof path, "%s/stdout", tmpdir);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "; 2 of them were there already"), "continued: exit %d: %s%s", rc,
+          out, err);
+    CHECK(strstr(err, "000005.png") && strstr(err, "drawn again") &&
+              strstr(err, "holds 2 of the 9 images already"),
+          "the damaged file or the count not said: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 9 --out-dir '%s' --npz '%s'", ck, common, d2,
+             n2);
+    CHECK(run_cli(args) == 0, "9 images from scratch");
+    CHECK(same_images(d1, d2, 9) && same_file(n1, n2),
+          "a continued run differs from one run from scratch");
+    files = dir_entries(d1, &hidden);
+    CHECK(files == 10 && hidden == 0, "%s: %d files, %d hidden", d1, files, hidden);
+    /* every batch there: nothing drawn, the npz of the first 3 */
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 3 --out-dir '%s' --npz '%s'", ck, common, d1,
+             n1);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    arr = npz_array(n1, 3 * PER);
+    CHECK(rc == 0 && strstr(out, "; 3 of them were there already") && arr &&
+              !memcmp(arr, img, 3 * PER),
+          "all there: exit %d, %s", rc, out);
+    free(arr);
+
+    /* what made the images must not change: one line naming the first difference */
+    static const char *const changes[][2] = {
+        {"--seed 1", "seed"},        {"--batch 3", "batch"}, {"--no-ema", "weights_used"},
+        {"--ddim-steps 4", "steps"}, {"--clip", "clip"},     {"--precision bf16", "precision"}};
+    for (int i = 0; i < SG_ARRAY_LEN(changes); i++) {
+        snprintf(args, sizeof args, "--ckpt '%s' %s --n 9 --out-dir '%s' %s", ck, common, d1,
+                 changes[i][0]);
+        expect_error(args, 1);
+        stderr_lines(err, sizeof err);
+        char want[64];
+        snprintf(want, sizeof want, "made with %s ", changes[i][1]);
+        CHECK(strstr(err, want) != NULL, "%s: %s", changes[i][0], err);
+    }
+    /* other weights: another checkpoint's bytes */
+    char ck2[300];
+    snprintf(ck2, sizeof ck2, "%s/other.sgck", tmpdir);
+    snprintf(args, sizeof args, "cp '%s' '%s' && printf x >> '%s'", ck, ck2, ck2);
+    CHECK(system(args) == 0, "copy");
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 9 --out-dir '%s'", ck2, common, d1);
+    rc = run_cli(args);
+    stderr_lines(err, sizeof err);
+    CHECK(rc == 1 && (strstr(err, "weights_xxh64") || strstr(err, ck2)),
+          "other weights: exit %d: %s", rc, err);
+    /* a diffusers folder's weights: its safetensors file is what is hashed */
+    char dif[300], d6[300];
+    snprintf(dif, sizeof dif, "%s/dif", tmpdir);
+    snprintf(d6, sizeof d6, "%s/d6", tmpdir);
+    ckpt_file *cf = ckpt_open(ck);
+    CHECK(cf && ckpt_export_diffusers(cf, dif, 1) == SG_OK, "export: %s", sg_last_error());
+    if (cf) ckpt_close(cf);
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--weights '%s' %s --n 2 --out-dir '%s'", dif, common, d6);
+        rc = run_cli(args);
+        read_file(path, out, sizeof out);
+        CHECK(rc == 0 && (!k || strstr(out, "; 2 of them were there already")),
+              "a diffusers folder, run %d: exit %d: %s", k, rc, out);
+    }
+    /* a folder that is not sample's: other files, a file, a foreign samples.json */
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 2 --out-dir '%s'", ck, common, tmpdir);
+    expect_error(args, 1);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "holds other files"), "a folder of other files: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 2 --out-dir '%s'", ck, common, ck);
+    expect_error(args, 1);
+    snprintf(args, sizeof args, "mkdir '%s' && echo '{\"n\": 3}' > '%s/samples.json'", d3, d3);
+    CHECK(system(args) == 0, "d3");
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 2 --out-dir '%s'", ck, common, d3);
+    expect_error(args, 1);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "not a samples.json that sample wrote"), "a foreign samples.json: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --n 1000001 --out-dir '%s'", ck, common, d2);
+    expect_error(args, 2);
+
+    /* Ctrl-C: the finished batches stay, exit 130, and the same command finishes the run with
+     * the bits of one uninterrupted run (DDPM over T = 12: 12 steps a batch) */
+    char d4[256], d5[256], first[512], cmd[4096];
+    snprintf(d4, sizeof d4, "%s/d4", tmpdir);
+    snprintf(d5, sizeof d5, "%s/d5", tmpdir);
+    snprintf(first, sizeof first, "%s/000001.png", d4);
+    const char *ddpm = "--backend cpu --batch 2 --n 60";
+    snprintf(cmd, sizeof cmd,
+             "'%s' --ckpt '%s' %s --out-dir '%s' >'%s/stdout' 2>'%s/stderr' & p=$!; i=0; "
+             "while [ ! -e '%s' ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; "
+             "kill -INT $p; wait $p",
+             sample_bin, ck, ddpm, d4, tmpdir, tmpdir, first);
+    int st = system(cmd);
+    rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    stderr_lines(err, sizeof err);
+    CHECK(rc == 130 && strstr(err, "sample: interrupted: ") && strstr(err, "the same command"),
+          "SIGINT: exit %d: %s", rc, err);
+    files = dir_entries(d4, &hidden);
+    CHECK(files >= 3 && files < 61 && hidden == 0, "interrupted: %d files, %d hidden", files,
+          hidden);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --out-dir '%s'", ck, ddpm, d4);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "of them were there already"), "after SIGINT: exit %d: %s", rc,
+          out);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --out-dir '%s'", ck, ddpm, d5);
+    CHECK(run_cli(args) == 0, "60 images in one run");
+    CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
 static void test_cli(void) {
@@ -817,9 +1082,9 @@ static void test_cli(void) {
     snprintf(bad, sizeof bad, "%s/stdout", tmpdir);
     char help[8192];
     read_file(bad, help, sizeof help);
-    const char *flags[] = {"--ckpt", "--n",       "--seed",  "--ddim-steps",
-                           "--out",  "--backend", "--batch", "--no-ema",
-                           "--cols", "--scale",   "--clip",  "--precision"};
+    const char *flags[] = {"--ckpt",    "--n",         "--seed",    "--ddim-steps", "--out",
+                           "--backend", "--batch",     "--no-ema",  "--cols",       "--scale",
+                           "--clip",    "--precision", "--out-dir", "--npz"};
     for (int i = 0; i < SG_ARRAY_LEN(flags); i++)
         CHECK(strstr(help, flags[i]) != NULL, "--help does not mention %s", flags[i]);
 
@@ -906,6 +1171,8 @@ static void test_cli(void) {
     /* the check leaves a new path free for the PNG writer */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s", ck, stray, common);
     CHECK(run_cli(args) == 0 && png_size(stray, &w, &h) == 0, "sample to a new file");
+
+    test_cli_out_dir(ck);
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "graph/backend.h"
@@ -472,4 +473,22 @@ int cli_is_run_config(const char *dir) {
                      json_is_array(json_object_get(j, "resumes"));
     json_decref(j);
     return runs;
+}
+
+int cli_make_dirs(const char *path) {
+    char p[4096];
+    if (!*path) return sg_set_error("an empty directory path");
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return sg_set_error("path too long: %s", path);
+    for (char *s = p + 1;; s++) {
+        int end = !*s;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0755) && errno != EEXIST)
+                return sg_set_error("cannot create %s: %s", p, strerror(errno));
+            if (end) break;
+            *s = '/';
+        }
+    }
+    return SG_OK;
 }

@@ -125,5 +125,7 @@ int cli_is_run_file(const char *name);
 /* dir/config.json is a run's (train's: an object with "model" and a "resumes" array), not
  * another tool's file of that name (a diffusers export's); 0 when it is absent. */
 int cli_is_run_config(const char *dir);
+/* mkdir -p path (mode 0755); SG_ERR naming the part that could not be made */
+int cli_make_dirs(const char *path);
 
 #endif

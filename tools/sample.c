@@ -1,26 +1,48 @@
-/* sample — draw images from a checkpoint with DDPM ancestral or DDIM sampling, to a PNG grid.
+/* sample — draw images from a checkpoint with DDPM ancestral or DDIM sampling, to a PNG grid,
+ * one PNG per image (--out-dir) and/or one numpy .npz (--npz: the array FID tools read).
  *
  *   build/sample --ckpt run/ckpt_00100000.sgck [--n 64] [--ddim-steps 50] [--out samples.png]
+ *   build/sample run --n 50000 --batch 256 --ddim-steps 100 --out-dir fid/ --npz fid.npz
  *
  * A thin program over graph/ (executor, sampler), checkpoints/ (the metadata carries the model
- * config, so no model flags are repeated) and data/ (the PNG grid). The EMA weights are used
- * unless --no-ema. The math and the random-number keying are documented in graph/sampler.h.
+ * config, so no model flags are repeated; the atomic writer) and data/ (PNG, npz). The EMA
+ * weights are used unless --no-ema. The math and the random-number keying are documented in
+ * graph/sampler.h.
+ *
+ * --out-dir loses no work: each batch's images are written as it finishes (each file under a
+ * hidden temporary name, then renamed), so a run stopped by Ctrl-C, a crash or a lost machine
+ * continues where it was when the same command is given again. DIR/samples.json records what
+ * made the images (the weights' content hash, seed, sampler, batch, backend, precision); a
+ * continuation must match it (every image's noise is keyed by its number, so with the same
+ * batch size and backend the images drawn later are the bits an unbroken run draws). A batch
+ * counts as done when every one of its files decodes as an image of the right size: a file
+ * damaged by a crash (no fsync per image: that would cost more than the sampling at small
+ * images) is found there and its batch drawn again.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoints/ckpt.h"
+#include "checkpoints/ckpt_hash.h"
 #include "checkpoints/ckpt_json.h"
 #include "data/image_io.h"
+#include "data/npz.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
 #include "graph/weights.h"
 #include "tools/cli.h"
 
 #define DEFAULT_BATCH 16
+enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130 };
+#define MANIFEST "samples.json"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -44,17 +66,29 @@ static void usage(FILE *f) {
             "                       sampling over all T steps\n"
             "  --clip / --no-clip   clamp the predicted x0 to [-1, 1] at every step (default:\n"
             "                       on for DDPM, off for DDIM)\n"
-            "  --out PATH           output PNG (default samples.png)\n"
+            "  --out PATH           the PNG grid (default samples.png, unless --out-dir or\n"
+            "                       --npz is given: then only where asked)\n"
+            "  --out-dir DIR        also each image as DIR/NNNNNN.png (numbered from 000000),\n"
+            "                       written as its batch finishes; stopped (Ctrl-C, a crash),\n"
+            "                       the same command continues where it was, with the same\n"
+            "                       bits (DIR/samples.json must match: weights, seed, sampler,\n"
+            "                       batch, backend, precision; --n may grow); at most %d\n"
+            "  --npz FILE           also all images as one numpy .npz: arr_0, uint8\n"
+            "                       [N, H, W, C] (what FID evaluators such as ADM's read),\n"
+            "                       written at the end\n"
             "  --backend B          cpu | cuda (default: cuda when a GPU is usable, else cpu)\n"
-            "  --batch B            images per forward pass (default %d; at most --n)\n"
+            "  --batch B            images per forward pass (default %d; at most --n, but\n"
+            "                       with --out-dir as given)\n"
             "  --precision P        fp32 | bf16 activations (default: the checkpoint's)\n"
             "  --no-ema             a checkpoint's raw parameters instead of its EMA weights\n"
             "  --cols C             images per grid row (default: about square)\n"
             "  --scale S            upscale each pixel to an SxS block, 1..64 (default 1)\n"
             "  --help               this text\n\n"
+            "Pixels: (x + 1) * 127.5 rounded, clamped to 0..255.\n"
             "Progress (step, images done, ETA) goes to stderr; the summary to stdout.\n"
-            "Exit status: 0 ok, 1 failure (checkpoint, backend, non-finite samples), 2 usage.\n",
-            DEFAULT_BATCH);
+            "Exit status: 0 ok, 1 failure (checkpoint, backend, non-finite samples), 2 usage,\n"
+            "130 interrupted (SIGINT/SIGTERM: --out-dir keeps every finished batch).\n",
+            MAX_DIR_IMAGES, DEFAULT_BATCH);
 }
 
 static double now_s(void) {
@@ -82,7 +116,8 @@ static int sample_config(const char *weights, const char *model, sg_model_cfg *c
  * per finished batch so logs stay short */
 typedef struct {
     double t0, last;
-    int tty, batches, batch_size;
+    int tty, batch, batches, runs; /* batch size, batches to run, batches run so far */
+    int images;                    /* images there so far: found in --out-dir, and drawn */
     const char *what;
 } progress_state;
 
@@ -95,15 +130,15 @@ static void fmt_time(double s, char *buf, size_t cap) {
         snprintf(buf, cap, "%ld:%02ld", v / 60, v % 60);
 }
 
-static void on_progress(void *ctx, int images_done, int batch_images, int n_images, int step,
-                        int n_steps, int t) {
+static void on_progress(void *ctx, int first, int batch_images, int n_images, int step, int n_steps,
+                        int t) {
     progress_state *ps = ctx;
+    (void)first;
     double now = now_s();
     int batch_end = step == n_steps;
     if (ps->tty ? (!batch_end && now - ps->last < 0.1) : !batch_end) return;
     ps->last = now;
-    int batch_index = images_done / ps->batch_size;
-    double done = (double)batch_index * n_steps + step, total = (double)ps->batches * n_steps;
+    double done = (double)ps->runs * n_steps + step, total = (double)ps->batches * n_steps;
     double el = now - ps->t0, eta = el / done * (total - done);
     char e1[32], e2[32];
     fmt_time(el, e1, sizeof e1);
@@ -112,13 +147,14 @@ static void on_progress(void *ctx, int images_done, int batch_images, int n_imag
             "%ssample: %s step %d/%d (t=%d) | images %d/%d | %.1f steps/s | elapsed %s | "
             "ETA %s%s",
             ps->tty ? "\r" : "", ps->what, step, n_steps, t,
-            images_done + (batch_end ? batch_images : 0), n_images, done / (el > 0 ? el : 1e-9), e1,
+            ps->images + (batch_end ? batch_images : 0), n_images, done / (el > 0 ? el : 1e-9), e1,
             e2, ps->tty ? "\033[K" : "\n");
     fflush(stderr);
 }
 
 typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
+    const char *out_dir, *npz; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
     uint64_t seed;
 } sample_args;
@@ -145,6 +181,12 @@ static int parse_args(int argc, char **argv, sample_args *a) {
         else if (cli_is(&c, "--out"))
             bad = !(a->out_path = cli_value(&c)) ||
                   (!*a->out_path && fprintf(stderr, "sample: --out expects a path\n"));
+        else if (cli_is(&c, "--out-dir"))
+            bad = !(a->out_dir = cli_value(&c)) ||
+                  (!*a->out_dir && fprintf(stderr, "sample: --out-dir expects a directory\n"));
+        else if (cli_is(&c, "--npz"))
+            bad = !(a->npz = cli_value(&c)) ||
+                  (!*a->npz && fprintf(stderr, "sample: --npz expects a path\n"));
         else if (cli_is(&c, "--backend"))
             bad = !(a->backend = cli_value(&c)) || cli_check_backend("sample", a->backend);
         else if (cli_is(&c, "--precision"))
@@ -179,6 +221,16 @@ static int parse_args(int argc, char **argv, sample_args *a) {
         return 2;
     }
     if (!a->weights) a->weights = a->ckpt_path;
+    if (!a->out_path && !a->out_dir && !a->npz) a->out_path = "samples.png";
+    if (a->out_dir && a->n > MAX_DIR_IMAGES) {
+        fprintf(stderr, "sample: --out-dir holds at most %d images (six-digit names); got --n %d\n",
+                MAX_DIR_IMAGES, a->n);
+        return 2;
+    }
+    if (a->out_dir && strlen(a->out_dir) > DIR_MAX) {
+        fprintf(stderr, "sample: --out-dir path too long\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -191,27 +243,37 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 cfg->T);
         return 2;
     }
-    if (cfg->in_ch != 1 && cfg->in_ch != 3) {
-        fprintf(stderr, "sample: a PNG grid needs 1 or 3 channels; the model has %d\n", cfg->in_ch);
+    if (cfg->in_ch != 1 && cfg->in_ch != 3 && (a->out_path || a->out_dir)) {
+        fprintf(stderr,
+                "sample: a PNG needs 1 or 3 channels; the model has %d (--npz alone takes "
+                "any)\n",
+                cfg->in_ch);
         return 1;
     }
     int n = a->n, eff_cols = a->cols > 0 ? (a->cols < n ? a->cols : n) : (int)ceil(sqrt(n));
     int64_t tile = (int64_t)cfg->img * a->scale + 1;
     int64_t gw = eff_cols * tile + 1, gh = (int64_t)((n + eff_cols - 1) / eff_cols) * tile + 1;
-    if (gw > 65535 || gh > 65535) {
+    if (a->out_path && (gw > 65535 || gh > 65535)) {
         fprintf(stderr,
                 "sample: a %lldx%lld grid is larger than PNG allows here (65535); use "
-                "fewer images, a smaller --scale or other --cols\n",
-                (long long)gw, (long long)gh);
+                "fewer images, a smaller --scale or other --cols%s\n",
+                (long long)gw, (long long)gh,
+                a->out_dir || a->npz ? ", or leave --out out" : ", or --out-dir / --npz");
         return 2;
     }
-    /* the grid's file: before sampling, not after (sg_probe_writable) */
-    if (sg_probe_writable(a->out_path)) {
+    /* the output files: before sampling, not after (sg_probe_writable) */
+    if (a->out_path && sg_probe_writable(a->out_path)) {
         fprintf(stderr, "sample: cannot write --out %s: %s\n", a->out_path, sg_last_error());
         return 1;
     }
+    if (a->npz && sg_probe_writable(a->npz)) {
+        fprintf(stderr, "sample: cannot write --npz %s: %s\n", a->npz, sg_last_error());
+        return 1;
+    }
+    /* the batch as asked with --out-dir, however few images: a later run that draws more
+     * continues with the same batch size, so with the same bits */
     int batch = a->batch ? a->batch : DEFAULT_BATCH;
-    cfg->batch = batch < n ? batch : n;
+    cfg->batch = batch < n || a->out_dir ? batch : n;
     return 0;
 }
 
@@ -221,46 +283,323 @@ static sg_backend *make_backend(const char *name, int *use_cuda) {
     return *use_cuda ? sg_backend_cuda_create(0, 1) : sg_backend_cpu_create();
 }
 
-/* Sample into a grid; 0 or the exit code (the message printed). */
+/* ---- --out-dir: what made the images (DIR/samples.json), the images already there */
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* The weights' identity: XXH64 over the model's config (architecture and schedule) and the
+ * weights file's bytes (a diffusers folder's safetensors file). */
+static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *out) {
+    char js[8192], file[4200];
+    if (sg_model_json(cfg, js, sizeof js) < 0) return sg_set_error("model config too long");
+    ckpt_xxh64_state h;
+    ckpt_xxh64_init(&h, 0);
+    ckpt_xxh64_update(&h, js, strlen(js));
+    struct stat st;
+    snprintf(file, sizeof file, "%s", path);
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
+        snprintf(file, sizeof file, "%s/diffusion_pytorch_model.safetensors", path);
+        if (stat(file, &st))
+            snprintf(file, sizeof file, "%s/unet/diffusion_pytorch_model.safetensors", path);
+    }
+    FILE *f = fopen(file, "rb");
+    uint8_t *buf = malloc(1 << 20);
+    if (!f || !buf) {
+        int e = errno;
+        if (f) fclose(f);
+        free(buf);
+        return sg_set_error("%s: cannot read: %s", file, strerror(e));
+    }
+    size_t k;
+    while ((k = fread(buf, 1, 1 << 20, f)) > 0) ckpt_xxh64_update(&h, buf, k);
+    int err = ferror(f);
+    fclose(f);
+    free(buf);
+    if (err) return sg_set_error("%s: read error", file);
+    *out = ckpt_xxh64_digest(&h);
+    return SG_OK;
+}
+
+/* The fields a continuation must match, in the order a difference is reported, then "n" and
+ * the weights' path (which may change: the folder moved), both informational. */
+static const char *const manifest_keys[] = {"image",   "weights_xxh64", "weights_used", "sampler",
+                                            "steps",   "clip",          "seed",         "batch",
+                                            "backend", "precision"};
+
+static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
+                             int use_cuda) {
+    char hex[17], seed[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)a->seed);
+    const int ddim = a->ddim_steps > 0, clip = a->clip < 0 ? !ddim : a->clip;
+    const char *used = !sg_weights_has_ema(a->weights) ? "as stored" : a->ema ? "EMA" : "raw";
+    json_t *j = json_object();
+    json_object_set_new(j, "made_by", json_string("stepgraph sample"));
+    json_object_set_new(j, "image", json_pack("[iii]", cfg->img, cfg->img, cfg->in_ch));
+    json_object_set_new(j, "weights_xxh64", json_string(hex));
+    json_object_set_new(j, "weights_used", json_string(used));
+    json_object_set_new(j, "sampler", json_string(ddim ? "DDIM" : "DDPM"));
+    json_object_set_new(j, "steps", json_integer(ddim ? a->ddim_steps : cfg->T));
+    json_object_set_new(j, "clip", json_boolean(clip));
+    json_object_set_new(j, "seed", json_string(seed));
+    json_object_set_new(j, "batch", json_integer(cfg->batch));
+    json_object_set_new(j, "backend", json_string(use_cuda ? "cuda" : "cpu"));
+    json_object_set_new(j, "precision", json_string(cfg->act_dt == DT_BF16 ? "bf16" : "fp32"));
+    json_object_set_new(j, "n", json_integer(a->n));
+    json_object_set_new(j, "weights", cli_json_text(a->weights));
+    return j;
+}
+
+/* A run killed while writing an image leaves its hidden temporary file (image_path): gone once
+ * the folder is known to be sample's. */
+static void remove_stale_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[DIR_MAX + 300];
+    while (d && (de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (nm[0] == '.' && strspn(nm + 1, "0123456789") == 6 && !strncmp(nm + 7, ".png.tmp.", 9)) {
+            snprintf(path, sizeof path, "%s/%s", dir, nm);
+            remove(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* DIR made or checked: a new or empty directory gets samples.json; one that has it must match
+ * it (the first difference is named); anything else is refused. 0, or the exit code (the
+ * message printed). */
+static int claim_out_dir(const char *dir, json_t *want) {
+    char path[DIR_MAX + 64];
+    snprintf(path, sizeof path, "%s/" MANIFEST, dir);
+    struct stat st;
+    if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sample: --out-dir %s is not a directory\n", dir);
+        return 1;
+    }
+    if (cli_make_dirs(dir)) {
+        fprintf(stderr, "sample: --out-dir: %s\n", sg_last_error());
+        return 1;
+    }
+    if (!stat(path, &st)) {
+        json_error_t jerr;
+        json_t *have = json_load_file(path, 0, &jerr);
+        const char *made = json_string_value(json_object_get(have, "made_by"));
+        if (!made || strcmp(made, "stepgraph sample")) {
+            fprintf(stderr, "sample: %s is not a samples.json that sample wrote (%s)\n", path,
+                    have ? "no \"made_by\": \"stepgraph sample\"" : jerr.text);
+            json_decref(have);
+            return 1;
+        }
+        for (int i = 0; i < SG_ARRAY_LEN(manifest_keys); i++) {
+            json_t *x = json_object_get(have, manifest_keys[i]);
+            json_t *y = json_object_get(want, manifest_keys[i]);
+            if (json_equal(x, y)) continue;
+            char *xs = x ? json_dumps(x, JSON_ENCODE_ANY) : NULL;
+            char *ys = json_dumps(y, JSON_ENCODE_ANY);
+            fprintf(stderr,
+                    "sample: %s holds images made with %s %s (%s); this run's is %s: continue "
+                    "with the same, or use another --out-dir\n",
+                    dir, manifest_keys[i], xs ? xs : "(none)", path, ys ? ys : "?");
+            free(xs), free(ys);
+            json_decref(have);
+            return 1;
+        }
+        json_decref(have);
+        remove_stale_tmp(dir);
+    } else {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int other = 0;
+        while (d && (de = readdir(d))) other += de->d_name[0] != '.';
+        if (d) closedir(d);
+        if (other) {
+            fprintf(stderr,
+                    "sample: --out-dir %s holds other files and no " MANIFEST
+                    ": give a new or empty directory\n",
+                    dir);
+            return 1;
+        }
+    }
+    char *text = json_dumps(want, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    char *line = text ? realloc(text, strlen(text) + 2) : NULL;
+    if (line) strcat(line, "\n"), text = line;
+    int rc = line ? ckpt_write_file_atomic(path, text, (int64_t)strlen(text), NULL) : SG_ERR;
+    free(text);
+    if (rc) {
+        fprintf(stderr, "sample: cannot write %s: %s\n", path, sg_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the images: each batch as it finishes */
+typedef struct {
+    const sample_args *a;
+    int64_t per;   /* values per image */
+    int img, ch;   /* image side, channels */
+    uint8_t *u8;   /* every image, for the grid and the npz; NULL when neither is asked */
+    uint8_t *one;  /* one image (--out-dir without them) */
+    uint8_t *done; /* per batch: its images were in --out-dir already */
+    int64_t bad;   /* non-finite values among the images drawn */
+    int found;     /* images found in --out-dir */
+    progress_state *ps;
+} sink;
+
+static void image_path(const sink *k, int i, char *buf, size_t cap, int tmp) {
+    if (tmp)
+        snprintf(buf, cap, "%s/.%06d.png.tmp.%ld", k->a->out_dir, i, (long)getpid());
+    else
+        snprintf(buf, cap, "%s/%06d.png", k->a->out_dir, i);
+}
+
+/* Which batches --out-dir holds whole, each file decoding to an image of the right size (kept
+ * in u8 when that is asked); a damaged file is named and its batch drawn again. */
+static int scan_out_dir(sink *k, int n, int B) {
+    char path[DIR_MAX + 64];
+    for (int b0 = 0, b = 0; b0 < n; b0 += B, b++) {
+        int nb = n - b0 < B ? n - b0 : B, ok = 1;
+        for (int i = b0; i < b0 + nb && ok; i++) {
+            image_path(k, i, path, sizeof path, 0);
+            if (access(path, F_OK)) {
+                ok = 0;
+                break;
+            }
+            uint8_t *dst = k->u8 ? k->u8 + (int64_t)i * k->per : k->one;
+            if (img_read_png(path, k->img, k->img, k->ch, dst)) {
+                fprintf(stderr, "sample: %s: its batch is drawn again\n", sg_last_error());
+                ok = 0;
+            }
+        }
+        k->done[b] = (uint8_t)ok;
+        k->found += ok ? nb : 0;
+    }
+    return SG_OK;
+}
+
+static int skip_batch(void *ctx, int first, int count) {
+    const sink *k = ctx;
+    (void)count;
+    return k->done && k->done[first / k->ps->batch];
+}
+
+static int on_batch(void *ctx, int first, int count, const float *x) {
+    sink *k = ctx;
+    char path[DIR_MAX + 64], tmp[DIR_MAX + 64];
+    for (int i = 0; i < count; i++) {
+        const float *src = x + (int64_t)i * k->per;
+        for (int64_t v = 0; v < k->per; v++) k->bad += !isfinite(src[v]);
+        uint8_t *dst = k->u8 ? k->u8 + (int64_t)(first + i) * k->per : k->one;
+        img_f32_to_u8(src, k->per, dst);
+        if (!k->a->out_dir) continue;
+        image_path(k, first + i, path, sizeof path, 0);
+        image_path(k, first + i, tmp, sizeof tmp, 1);
+        if (img_write_png(tmp, dst, k->img, k->img, k->ch)) return SG_ERR;
+        if (rename(tmp, path)) {
+            int e = errno;
+            remove(tmp);
+            return sg_set_error("cannot rename %s to %s: %s", tmp, path, strerror(e));
+        }
+    }
+    k->ps->runs++;
+    k->ps->images += count;
+    return SG_OK;
+}
+
+static int write_npz(const char *path, const uint8_t *x, int n, int img, int ch) {
+    const int64_t shape[4] = {n, img, img, ch};
+    npz_frame f;
+    if (npz_u8_frame("arr_0", x, shape, 4, 0, &f)) return SG_ERR;
+    const void *parts[3] = {f.head, x, f.tail};
+    const int64_t sizes[3] = {(int64_t)f.head_n, (int64_t)n * img * img * ch, (int64_t)f.tail_n};
+    return ckpt_write_parts_atomic(path, parts, sizes, 3, NULL);
+}
+
+/* Sample to the grid, --out-dir and --npz; 0 or the exit code (the message printed). */
 static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int use_cuda) {
-    int n = a->n;
-    int64_t per = (int64_t)cfg->img * cfg->img * cfg->in_ch;
-    float *out = malloc((size_t)(n * per) * sizeof(float));
-    if (!out) return fprintf(stderr, "sample: out of host memory for %d images\n", n), 1;
+    int n = a->n, B = cfg->batch;
     char what[64];
     if (a->ddim_steps)
         snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d", cfg->T);
-    progress_state ps = {.t0 = now_s(),
-                         .tty = isatty(2),
-                         .batches = (n + cfg->batch - 1) / cfg->batch,
-                         .batch_size = cfg->batch,
-                         .what = what};
-    sg_sample_opts opts = {
-        .ddim_steps = a->ddim_steps, .clip = a->clip, .progress = on_progress, .progress_ctx = &ps};
-    int rc = sg_sample_ex(e, n, a->seed, &opts, out);
-    if (ps.tty) fputc('\n', stderr);
+    progress_state ps = {.tty = isatty(2), .batch = B, .what = what};
+    sink k = {.a = a,
+              .per = (int64_t)cfg->img * cfg->img * cfg->in_ch,
+              .img = cfg->img,
+              .ch = cfg->in_ch,
+              .ps = &ps};
+    const int batches = (n + B - 1) / B;
+    if (a->out_path || a->npz) k.u8 = malloc((size_t)(n * k.per));
+    k.one = malloc((size_t)k.per);
+    if (a->out_dir) k.done = calloc((size_t)batches, 1);
+    if ((!k.u8 && (a->out_path || a->npz)) || !k.one || (a->out_dir && !k.done)) {
+        free(k.u8), free(k.one), free(k.done);
+        return fprintf(stderr, "sample: out of host memory for %d images\n", n), 1;
+    }
+    if (a->out_dir) {
+        scan_out_dir(&k, n, B);
+        if (k.found)
+            fprintf(stderr, "sample: %s holds %d of the %d images already: drawing the other %d\n",
+                    a->out_dir, k.found, n, n - k.found);
+    }
+    ps.batches = batches;
+    for (int b = 0; k.done && b < batches; b++) ps.batches -= k.done[b];
+    ps.images = k.found;
+    ps.t0 = now_s();
+    sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
+                           .clip = a->clip,
+                           .progress = on_progress,
+                           .progress_ctx = &ps,
+                           .cancel = &stop_requested,
+                           .skip = skip_batch,
+                           .on_batch = on_batch,
+                           .batch_ctx = &k};
+    int rc = ps.batches ? sg_sample_ex(e, n, a->seed, &opts, NULL) : SG_OK;
+    if (ps.tty && ps.batches) fputc('\n', stderr);
     double secs = now_s() - ps.t0;
-    if (!rc)
-        rc = img_write_grid_png(a->out_path, out, n, cfg->img, cfg->img, cfg->in_ch, a->cols,
-                                a->scale);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n * per && !rc; i++) bad += !isfinite(out[i]);
-    free(out);
+    if (rc && stop_requested) {
+        if (a->out_dir)
+            fprintf(stderr,
+                    "sample: interrupted: %d of the %d images are in %s; the same command "
+                    "continues from there\n",
+                    ps.images, n, a->out_dir);
+        else
+            fprintf(stderr, "sample: interrupted: nothing written (--out-dir keeps finished "
+                            "batches)\n");
+        free(k.u8), free(k.one), free(k.done);
+        return EXIT_SIGNAL;
+    }
+    if (!rc && a->out_path)
+        rc = img_write_grid_u8_png(a->out_path, k.u8, n, cfg->img, cfg->img, cfg->in_ch, a->cols,
+                                   a->scale);
+    if (!rc && a->npz && write_npz(a->npz, k.u8, n, cfg->img, cfg->in_ch))
+        rc = sg_set_error("--npz %s: %s", a->npz, sg_last_error());
+    free(k.u8), free(k.one), free(k.done);
     if (rc) return cli_fail("sample", 1);
-    if (bad) {
+    char wrote[3 * 4200];
+    snprintf(wrote, sizeof wrote, "%s%s%s%s%s%s", a->out_path ? a->out_path : "",
+             a->out_path && (a->out_dir || a->npz) ? ", " : "", a->out_dir ? a->out_dir : "",
+             a->out_dir ? "/" : "", a->out_dir && a->npz ? ", " : "", a->npz ? a->npz : "");
+    if (k.bad) {
         fprintf(stderr,
                 "sample: %lld of %lld sample values are NaN or Inf (the weights in %s are "
                 "broken?); wrote %s anyway\n",
-                (long long)bad, (long long)(n * per), a->weights, a->out_path);
+                (long long)k.bad, (long long)(n - k.found) * k.per, a->weights, wrote);
         return 1;
     }
     /* a checkpoint's EMA or raw weights; another source's weights as they are */
     const char *kind = !sg_weights_has_ema(a->weights) ? "" : a->ema ? "EMA " : "raw ";
-    printf("sample: wrote %s: %d images (%s, %sweights from %s, seed %llu, %s backend) in %.1f s\n",
-           a->out_path, n, what, kind, a->weights, (unsigned long long)a->seed,
-           use_cuda ? "cuda" : "cpu", secs);
+    char found[64] = "";
+    if (k.found) snprintf(found, sizeof found, "; %d of them were there already", k.found);
+    printf("sample: wrote %s: %d images (%s, %sweights from %s, seed %llu, %s backend) in %.1f "
+           "s%s\n",
+           wrote, n, what, kind, a->weights, (unsigned long long)a->seed, use_cuda ? "cuda" : "cpu",
+           secs, found);
     return 0;
 }
 
@@ -275,7 +614,7 @@ static int weights_failed(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    sample_args a = {.out_path = "samples.png", .n = 64, .scale = 1, .ema = 1, .clip = -1};
+    sample_args a = {.n = 64, .scale = 1, .ema = 1, .clip = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     /* a training run's folder stands for its checkpoint, named from here on */
@@ -295,7 +634,20 @@ int main(int argc, char **argv) {
                 a.weights);
         return 2;
     }
+    uint64_t digest = 0;
+    if (a.out_dir && weights_digest(a.weights, &cfg, &digest)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;
+    if (a.out_dir) {
+        json_t *m = manifest_json(&a, &cfg, digest, !strcmp(cli_backend_name(a.backend), "cuda"));
+        rc = m ? claim_out_dir(a.out_dir, m) : 1;
+        json_decref(m);
+        if (rc) return rc;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     int use_cuda;
     sg_backend *be = make_backend(a.backend, &use_cuda);
     if (!be) return cli_fail("sample", 1);

@@ -270,23 +270,6 @@ static int parse_args(int argc, char **argv, train_args *a, sg_model_cfg *cfg) {
 
 /* ---- the run directory */
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char p[OUT_MAX + 1];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1;; s++) {
-        int end = !*s;
-        if (*s == '/' || end) {
-            *s = 0;
-            if (mkdir(p, 0755) && errno != EEXIST)
-                return sg_set_error("cannot create %s: %s", p, strerror(errno));
-            if (end) break;
-            *s = '/';
-        }
-    }
-    return SG_OK;
-}
-
 /* A fresh run: refuse a directory that holds another run, or (overwrite) delete that run's
  * files — only the files a run writes, nothing else in the directory. A config.json that is
  * not a run's is refused either way: --overwrite must not delete another tool's file. */
@@ -1054,7 +1037,7 @@ static int setup_dir(train_run *r, int argc, char **argv) {
             return sg_set_error("cannot open /dev/null: %s", strerror(errno));
         return 0;
     }
-    if (make_dirs(r->out)) return 1;
+    if (cli_make_dirs(r->out)) return 1;
     if ((r->lock_fd = lock_dir(r->out)) < 0) return 1;
     if (r->resume_path[0] ? trim_metrics(r->out, r->step) : claim_fresh_dir(r->out, r->a.overwrite))
         return 1;
