@@ -56,8 +56,8 @@ static void cleanup(void) {
     }
 }
 
-static int make_dirs(void) {
-    if (*dir) return 0;
+static void make_dirs(void) {
+    if (*dir) return;
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%.40s/sg_wfuzz_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     snprintf(dir2, sizeof dir2, "%.40s/sg_wfuzz_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -66,7 +66,6 @@ static int make_dirs(void) {
         abort();
     }
     atexit(cleanup);
-    return 0;
 }
 
 /* write (or, with len < 0, remove) base/name */
