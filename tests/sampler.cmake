@@ -1,7 +1,7 @@
 # sampler.cmake — tests of the DDPM / DDIM sampler (graph/sampler.c) and the `sample` CLI.
 #   sampler           the math, the device step against the host reference, the device loop
 #                     against the host loop, end to end (CPU backend)
-#   sample_cli        the CLI
+#   sample_cli        the CLI (also under ASan: its files, folders and callbacks)
 #   sampler_cuda_host the CUDA backend's sampling (graph replay, eager, CPU) executed on the
 #                     host (tests/cuda_host's sg_graph_cuda_host; label cuda_host), every
 #                     launch forward and then in reverse from the same memory (SG_SIM_BLOCK_CHECK)
@@ -18,7 +18,7 @@ if(TARGET sg_graph)
   if(TARGET sample)
     add_dependencies(test_sampler sample)
     add_test(NAME sample_cli COMMAND test_sampler --cli $<TARGET_FILE:sample>)
-    set_tests_properties(sample_cli PROPERTIES TIMEOUT 60)
+    set_tests_properties(sample_cli PROPERTIES TIMEOUT 60 LABELS asan)
   endif()
   if(TARGET sg_graph_cuda_host)
     add_executable(test_sampler_host ${CMAKE_SOURCE_DIR}/tests/test_sampler.c)
