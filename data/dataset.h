@@ -46,11 +46,14 @@ void data_free(sg_dataset *ds);
 /* The individual loaders behind data_load, same contract. */
 int data_load_idx(sg_dataset *ds, const char *path);
 int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split);
-/* Your own images: every .png, .jpg and .jpeg in dir (sorted by name), converted to c = 1
+/* Your own images: every .png, .jpg and .jpeg in dir and its subfolders, at most
+ * DATA_MAX_FOLDER_DEPTH deep (sorted by their paths relative to dir; names starting with '.'
+ * skipped; symbolic links followed), converted to c = 1
  * (grey) or 3 (RGB) channels, centre-cropped to a square and box-resized to size x size.
  * An unreadable image is an error naming the file (data/image_folder.c), and so are a
  * truncated one and one of more than DATA_MAX_IMAGE_PIXELS pixels. */
 #define DATA_MAX_IMAGE_PIXELS ((int64_t)1 << 28) /* 16384 x 16384 */
+#define DATA_MAX_FOLDER_DEPTH 16
 /* The images are decoded on threads: as many as the CPUs this process may run on, at most
  * DATA_MAX_THREADS (each holds one decoded image), or n (> 0) set here; 0 restores the
  * default. The pixels do not depend on it. */

@@ -1,7 +1,9 @@
-/* image_folder.c — your own images: every PNG and JPEG in a folder (dataset.h,
- * data_load_folder).
+/* image_folder.c — your own images: every PNG and JPEG in a folder and its subfolders
+ * (dataset.h, data_load_folder): flat folders, class folders (torchvision's ImageFolder), FFHQ's
+ * numbered ones.
  *
- * Files are taken in byte order of their names (the same order on every machine), decoded
+ * Files are taken in byte order of their paths relative to the folder (the same order on every
+ * machine; in a flat folder, of their names), decoded
  * (libpng's simplified API; libjpeg-turbo), converted to RGB or grey as the model asks,
  * centre-cropped to a square (the shorter side) and resized to size x size with a box filter
  * (each output pixel the mean of the source pixels its footprint covers; a footprint smaller
@@ -27,6 +29,7 @@
 #include <jerror.h>
 #include <setjmp.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,27 +172,76 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* the image file names in dir, sorted: *n of them (malloc'ed array of malloc'ed names) */
-static int list_images(const char *dir, char ***out, int64_t *n) {
-    *out = NULL, *n = 0;
+/* A growing list of malloc'ed names. */
+typedef struct {
+    char **names;
+    int64_t n, cap;
+} name_list;
+
+static int add_name(name_list *l, const char *rel, const char *name) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 256;
+        char **nn = realloc(l->names, sizeof(char *) * (size_t)cap);
+        if (!nn) return SG_ERR;
+        l->names = nn, l->cap = cap;
+    }
+    size_t a = strlen(rel), b = strlen(name);
+    char *s = malloc(a + b + 2);
+    if (!s) return SG_ERR;
+    if (a) memcpy(s, rel, a), s[a] = '/';
+    memcpy(s + (a ? a + 1 : 0), name, b + 1);
+    l->names[l->n++] = s;
+    return SG_OK;
+}
+
+/* The images under root/rel (rel "" for root itself) and, to DATA_MAX_FOLDER_DEPTH levels, in its
+ * subfolders (symbolic links followed: the depth limit ends a loop), as paths relative to root;
+ * names starting with '.' are skipped. */
+static int walk_images(const char *root, const char *rel, int depth, name_list *l) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s%s%s", root, *rel ? "/" : "", rel) >= (int)sizeof dir)
+        return sg_set_error("data: folder:%s: a path under it is too long: %s", root, rel);
     DIR *d = opendir(dir);
-    if (!d) return sg_set_error("data: folder:%s: cannot open the folder", dir);
-    char **names = NULL;
-    int64_t cap = 0;
-    *n = 0;
-    int oom = 0;
-    for (struct dirent *de; !oom && (de = readdir(d));) {
-        if (de->d_name[0] == '.' || !is_image(de->d_name)) continue;
-        if (*n == cap) {
-            char **nn = realloc(names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 256));
-            if (!(oom = !nn)) names = nn;
+    if (!d)
+        return *rel ? sg_set_error("data: folder:%s: cannot open its subfolder %s", root, rel)
+                    : sg_set_error("data: folder:%s: cannot open the folder", root);
+    int rc = SG_OK;
+    for (struct dirent *de; !rc && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        if (is_image(de->d_name)) {
+            if (add_name(l, rel, de->d_name))
+                rc = sg_set_error("data: folder:%s: out of memory listing its files", root);
+            continue;
         }
-        if (!oom && !(oom = !(names[*n] = strdup(de->d_name)))) (*n)++;
+        struct stat st;
+        char path[4096], sub[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path ||
+            snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
+                (int)sizeof sub) {
+            rc = sg_set_error("data: folder:%s: a path under it is too long: %s/%s", root, rel,
+                              de->d_name);
+            break;
+        }
+        if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue;
+        if (depth >= DATA_MAX_FOLDER_DEPTH)
+            rc = sg_set_error("data: folder:%s: %s is more than %d folders deep (a symbolic link "
+                              "to a folder above it?)",
+                              root, sub, DATA_MAX_FOLDER_DEPTH);
+        else
+            rc = walk_images(root, sub, depth + 1, l);
     }
     closedir(d);
-    if (*n) qsort(names, (size_t)*n, sizeof(char *), cmp_names);
-    *out = names;
-    return oom ? sg_set_error("data: folder:%s: out of memory listing its files", dir) : SG_OK;
+    return rc;
+}
+
+/* the image files under dir (walk_images), sorted by their relative paths' bytes: *n of them
+ * (malloc'ed array of malloc'ed names) */
+static int list_images(const char *dir, char ***out, int64_t *n) {
+    name_list l = {0};
+    int rc = walk_images(dir, "", 0, &l);
+    if (l.n) qsort(l.names, (size_t)l.n, sizeof(char *), cmp_names);
+    *out = l.names, *n = l.n;
+    return rc;
 }
 
 /* ---- the decoding, shared out over threads: each image is decoded into its own slot, so
@@ -305,7 +357,8 @@ int data_load_folder(sg_dataset *ds, const char *dir, int size, int c) {
     char **names;
     int rc = list_images(dir, &names, &n);
     if (!rc && n == 0)
-        rc = sg_set_error("data: folder:%s: no .png, .jpg or .jpeg files in it", dir);
+        rc = sg_set_error("data: folder:%s: no .png, .jpg or .jpeg files in it or its subfolders",
+                          dir);
     size_t per = (size_t)size * size * (size_t)c;
     if (!rc && !(ds->pixels = malloc(per * (size_t)n)))
         rc = sg_set_error("data: folder:%s: out of memory for %lld images", dir, (long long)n);

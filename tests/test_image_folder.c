@@ -1,6 +1,6 @@
 /* test_image_folder.c — data_load_folder (data/image_folder.c): PNG and JPEG files in a folder
- * become size x size images, centre-cropped and box-filtered, in name order; other files are
- * ignored; an unreadable image is an error naming it.
+ * and its subfolders become size x size images, centre-cropped and box-filtered, in the order of
+ * their relative paths; other files are ignored; an unreadable image is an error naming it.
  *
  * Oracle: the crop is written out by hand (a 40x24 image keeps columns 8..31) and the resize
  * is an exact 2x2 mean (24 -> 12), computed here independently of the loader's general box
@@ -301,6 +301,54 @@ int main(void) {
             unlink(path);
         }
         rmdir(mdir);
+    }
+
+    /* subfolders (class folders, FFHQ's numbered ones): every image under the folder, in the
+     * byte order of the paths relative to it; names starting with '.' skipped; a symbolic link
+     * loop ends at the depth limit, named */
+    {
+        char tdir[] = "/tmp/sg_folder_XXXXXX", cmd[512];
+        CHECK(mkdtemp(tdir) != NULL, "mkdtemp");
+        static const struct {
+            const char *rel;
+            int value; /* 0: must be skipped */
+        } files[] = {{"c.png", 4},        {"a/1.png", 1},       {"a/b/2.png", 2},
+                     {"a.png", 0x80 | 1}, {".hidden/9.png", 0}, {"a/.x.png", 0},
+                     {"a/b/c/d/3.png", 3}};
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/a/b/c/d' '%s/.hidden' '%s/empty' '%s/z'", tdir,
+                 tdir, tdir, tdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        uint8_t px[8 * 8];
+        for (int i = 0; i < SG_ARRAY_LEN(files); i++) {
+            memset(px, files[i].value ? files[i].value : 99, sizeof px);
+            snprintf(path, sizeof path, "%s/%s", tdir, files[i].rel);
+            write_png(path, px, 8, 8, 1);
+        }
+        snprintf(path, sizeof path, "%s/z/notes.txt", tdir);
+        f = fopen(path, "w");
+        fputs("not an image\n", f), fclose(f);
+        /* "a.png" < "a/1.png" < "a/b/2.png" < "a/b/c/d/3.png" < "c.png" ('.' < '/') */
+        static const int order[] = {0x81, 1, 2, 3, 4};
+        CHECK(data_load_folder(&ds, tdir, 8, 1) == SG_OK, "nested: %s", sg_last_error());
+        int wrong = ds.n != SG_ARRAY_LEN(order);
+        for (int i = 0; !wrong && i < SG_ARRAY_LEN(order); i++)
+            for (int k = 0; k < 64; k++) wrong += ds.pixels[i * 64 + k] != order[i];
+        CHECK(!wrong, "nested: %lld images, or not in path order", (long long)ds.n);
+        data_free(&ds);
+        /* a link to a folder above: refused at the depth limit, naming the path */
+        snprintf(cmd, sizeof cmd, "ln -s .. '%s/a/b/up'", tdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        CHECK(data_load_folder(&ds, tdir, 8, 1) == SG_ERR &&
+                  strstr(sg_last_error(), "folders deep") && strstr(sg_last_error(), "a/b/up/") &&
+                  ds.pixels == NULL,
+              "a link loop: %s", sg_last_error());
+        /* a damaged image in a subfolder is named by its path under the folder */
+        snprintf(cmd, sizeof cmd, "rm '%s/a/b/up' && echo garbage > '%s/a/b/bad.png'", tdir, tdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        CHECK(data_load_folder(&ds, tdir, 8, 1) == SG_ERR && strstr(sg_last_error(), "a/b/bad.png"),
+              "a damaged image in a subfolder: %s", sg_last_error());
+        snprintf(cmd, sizeof cmd, "rm -r '%s'", tdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
     }
 
     /* an unreadable image is named; an empty folder and a missing one are errors */

@@ -28,6 +28,7 @@
 
 #include "checkpoints/ckpt.h"
 #include "common/philox.h"
+#include "data/dataset.h"
 #include "data/image_io.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
@@ -830,6 +831,12 @@ static void test_cli_out_dir(const char *ck) {
     uint8_t *arr = npz_array(n1, (int64_t)N * PER);
     CHECK(arr && !memcmp(arr, img, sizeof img), "the npz is not the PNGs' pixels");
     free(arr);
+    /* the folder is a dataset train reads (--data folder:DIR): the same pixels */
+    sg_dataset ds;
+    CHECK(data_load_folder(&ds, d1, 16, 3) == SG_OK && ds.n == N &&
+              !memcmp(ds.pixels, img, sizeof img),
+          "--data folder:%s does not read the images back: %s", d1, sg_last_error());
+    data_free(&ds);
     snprintf(args, sizeof args, "--ckpt '%s' %s --n %d --out '%s' --cols %d", ck, common, N, g, N);
     CHECK(run_cli(args) == 0, "the grid of the same images");
     enum { GW = N * 17 + 1, GH = 18 };
