@@ -355,17 +355,23 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
 }
 
 /* A run killed while writing an image leaves its hidden temporary file (image_path): gone once
- * the folder is known to be sample's. */
+ * the folder is known to be sample's, unless the process that named it still runs here (two
+ * runs into one folder write the same bits, each under its own names). */
 static void remove_stale_tmp(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *de;
     char path[DIR_MAX + 300];
     while (d && (de = readdir(d))) {
         const char *nm = de->d_name;
-        if (nm[0] == '.' && strspn(nm + 1, "0123456789") == 6 && !strncmp(nm + 7, ".png.tmp.", 9)) {
-            snprintf(path, sizeof path, "%s/%s", dir, nm);
-            remove(path);
-        }
+        if (nm[0] != '.' || strspn(nm + 1, "0123456789") != 6 || strncmp(nm + 7, ".png.tmp.", 9))
+            continue;
+        char *end;
+        long pid = strtol(nm + 16, &end, 10);
+        if (*end == 0 && pid > 0 && pid <= INT32_MAX &&
+            (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            continue; /* its writer is alive */
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        remove(path);
     }
     if (d) closedir(d);
 }
