@@ -92,6 +92,15 @@ static int check_plan(const sg_plan *p, int64_t count) {
     return SG_OK;
 }
 
+/* The state x after step k (-1: x_T) to opts->on_snap where opts->snap_at asks for it. */
+static int snapshot(sg_exec *e, int b0, int nb, int k, int n_steps, const sg_sample_opts *opts,
+                    float *x) {
+    if (!opts->snap_at || !opts->on_snap || !opts->snap_at(opts->batch_ctx, b0, k, n_steps))
+        return SG_OK;
+    if (sg_exec_read(e, e->plan.io.sample_x, x)) return SG_ERR;
+    return opts->on_snap(opts->batch_ctx, b0, nb, k, x);
+}
+
 /* One batch of the plan's size: k = -1 and the key, the sampler nodes once (x = x_T, x_t, t
  * for the first step, k = 0), then n_steps runs of the whole plan (on CUDA: replays of its
  * graph), then x read back once. Returns SG_ERR on a failure or a cancel. */
@@ -105,12 +114,14 @@ static int sample_batch(sg_exec *e, uint64_t seed, int b0, int nb, int n_images,
         sg_exec_run_nodes(e, io->sample_node, p->g.nn))
         return SG_ERR;
     int watched = opts->progress || opts->cancel;
+    if (snapshot(e, b0, nb, -1, n_steps, opts, x)) return SG_ERR;
     for (int k = 0; k < n_steps; k++) {
         /* the whole plan: the forward pass at ts[k], the update, k += 1. On the CUDA backend the
          * first call runs it eagerly and captures it into a graph; every later one replays it */
         if (sg_exec_step(e)) return SG_ERR;
         if (watched && ((k + 1) % SAMPLE_IN_FLIGHT == 0 || k + 1 == n_steps) && e->be->sync(e->be))
             return SG_ERR;
+        if (snapshot(e, b0, nb, k, n_steps, opts, x)) return SG_ERR;
         if (opts->progress)
             opts->progress(opts->progress_ctx, b0, nb, n_images, k + 1, n_steps, ts[k]);
         if (opts->cancel && *opts->cancel) return sg_set_error("sampling interrupted");

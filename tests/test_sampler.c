@@ -407,6 +407,24 @@ static int log_batch(void *ctx, int first, int count, const float *x) {
     return l->refuse ? sg_set_error("refused here") : SG_OK;
 }
 
+/* sg_sample_opts' snapshots of the first batch, recorded */
+typedef struct {
+    int64_t per;
+    int calls, ks[16], firsts[16];
+    float x_T[2 * 16 * 16 * 3], last[2 * 16 * 16 * 3];
+} snap_log;
+static int snap_first_batch(void *ctx, int first, int k, int n_steps) {
+    (void)ctx, (void)k, (void)n_steps;
+    return first == 0;
+}
+static int log_snap(void *ctx, int first, int count, int k, const float *x) {
+    snap_log *l = ctx;
+    if (l->calls < 16) l->ks[l->calls] = k, l->firsts[l->calls] = first;
+    l->calls++;
+    memcpy(k < 0 ? l->x_T : l->last, x, sizeof(float) * (size_t)(count * l->per));
+    return SG_OK;
+}
+
 static void test_end_to_end(void) {
     sg_model_cfg c;
     tiny_cfg(&c, 2, DT_F32);
@@ -460,6 +478,28 @@ static void test_end_to_end(void) {
     CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_ERR && log.calls == 1 &&
               strstr(sg_last_error(), "refused here"),
           "on_batch's refusal did not stop sampling (%d calls): %s", log.calls, sg_last_error());
+    /* snapshots of batch 0: x_T (k = -1, standard normal), then the state after every step;
+     * the last is the image before clamping */
+    snap_log sl = {.per = per};
+    sg_sample_opts so = {.ddim_steps = 5,
+                         .clip = -1,
+                         .snap_at = snap_first_batch,
+                         .on_snap = log_snap,
+                         .batch_ctx = &sl};
+    CHECK(sg_sample_ex(&e, 3, 42, &so, b) == SG_OK, "snapshots: %s", sg_last_error());
+    int ks_ok = sl.calls == 6;
+    for (int i = 0; ks_ok && i < 6; i++) ks_ok = sl.ks[i] == i - 1 && sl.firsts[i] == 0;
+    CHECK(ks_ok, "snapshots: %d calls, not k = -1 .. 4 of batch 0", sl.calls);
+    int xT_bad = 0;
+    for (int64_t i = 0; i < 2 * per; i++)
+        xT_bad += sl.x_T[i] != sg_rng_normal(42, e.plan.cfg.T, SG_RNG_SAMPLE, (uint64_t)i);
+    CHECK(xT_bad == 0, "the k = -1 snapshot is not x_T (graph/sampler.h's keying) in %d values",
+          xT_bad);
+    int clamp_bad = 0;
+    for (int64_t i = 0; i < 2 * per; i++)
+        clamp_bad += (float)sg_sample_clamp1((double)sl.last[i]) != a[i];
+    CHECK(clamp_bad == 0, "the last snapshot, clamped, differs from the image in %d values",
+          clamp_bad);
     bo.on_batch = NULL;
     CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_ERR, "sampled to nowhere");
     sg_exec_free(&e);
@@ -896,6 +936,46 @@ static void test_cli_out_dir(const char *ck) {
           "all there: exit %d, %s", rc, out);
     free(arr);
 
+    /* --trajectory: rows are the first batch's images, x_T at the left, the images at the
+     * right (DDIM 3: 4 columns); a continued run draws that batch again, with the same bits */
+    char t1[300], t2[300], d7[300];
+    snprintf(t1, sizeof t1, "%s/t1.png", tmpdir);
+    snprintf(t2, sizeof t2, "%s/t2.png", tmpdir);
+    snprintf(d7, sizeof d7, "%s/d7", tmpdir);
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--ckpt '%s' %s --n 3 --out-dir '%s' --trajectory '%s'", ck,
+                 common, d7, k ? t2 : t1);
+        rc = run_cli(args);
+        stderr_lines(err, sizeof err);
+        CHECK(rc == 0, "--trajectory, run %d: exit %d: %s", k, rc, err);
+    }
+    CHECK(same_file(t1, t2), "the trajectory of a continued run differs");
+    enum { TW = 4 * 17 + 1, TH = 15 + 2 * 17 + 1 };
+    static uint8_t traj[TH * TW * 3], im0[PER];
+    CHECK(img_read_png(t1, TH, TW, 3, traj) == SG_OK, "trajectory: %s", sg_last_error());
+    int last_bad = 0, first_bad = 0;
+    for (int r = 0; r < 2; r++) {
+        char ip[512];
+        snprintf(ip, sizeof ip, "%s/%06d.png", d7, r);
+        CHECK(img_read_png(ip, 16, 16, 3, im0) == SG_OK, "%s", sg_last_error());
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < 16 * 3; x++) {
+                const int row = (15 + 1 + r * 17 + y) * TW * 3;
+                last_bad += traj[row + (1 + 3 * 17) * 3 + x] != im0[y * 48 + x];
+                /* x_T: seed 0's noise at step T = 12, keyed by the value's place in the run */
+                float v = sg_rng_normal(0, 12, SG_RNG_SAMPLE, (uint64_t)(r * PER + y * 48 + x));
+                uint8_t u;
+                img_f32_to_u8(&v, 1, &u);
+                first_bad += traj[row + 3 + x] != u;
+            }
+    }
+    CHECK(last_bad == 0, "the trajectory's last column differs from the images in %d values",
+          last_bad);
+    CHECK(first_bad == 0, "the trajectory's first column is not x_T in %d values", first_bad);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' %s --n 3 --out-dir '%s' --trajectory /nonexistent/t.png", ck, common, d7);
+    expect_error(args, 1);
+
     /* what made the images must not change: one line naming the first difference */
     static const char *const changes[][2] = {
         {"--seed 1", "seed"},        {"--batch 3", "batch"}, {"--no-ema", "weights_used"},
@@ -1099,7 +1179,7 @@ static void test_cli(void) {
     read_file(bad, help, sizeof help);
     const char *flags[] = {"--ckpt",    "--n",         "--seed",    "--ddim-steps", "--out",
                            "--backend", "--batch",     "--no-ema",  "--cols",       "--scale",
-                           "--clip",    "--precision", "--out-dir", "--npz"};
+                           "--clip",    "--precision", "--out-dir", "--npz",        "--trajectory"};
     for (int i = 0; i < SG_ARRAY_LEN(flags); i++)
         CHECK(strstr(help, flags[i]) != NULL, "--help does not mention %s", flags[i]);
 

@@ -41,7 +41,7 @@
 #include "tools/cli.h"
 
 #define DEFAULT_BATCH 16
-enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130 };
+enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130, TRAJ_ROWS = 8, TRAJ_COLS = 10 };
 #define MANIFEST "samples.json"
 
 static void usage(FILE *f) {
@@ -76,6 +76,9 @@ static void usage(FILE *f) {
             "  --npz FILE           also all images as one numpy .npz: arr_0, uint8\n"
             "                       [N, H, W, C] (what FID evaluators such as ADM's read),\n"
             "                       written at the end\n"
+            "  --trajectory FILE    also a picture of the denoising: the first batch's first\n"
+            "                       images (at most 8) as rows, x_T at the left, then the\n"
+            "                       state after evenly spaced steps, the image at the right\n"
             "  --backend B          cpu | cuda (default: cuda when a GPU is usable, else cpu)\n"
             "  --batch B            images per forward pass (default %d; at most --n, but\n"
             "                       with --out-dir as given)\n"
@@ -154,7 +157,7 @@ static void on_progress(void *ctx, int first, int batch_images, int n_images, in
 
 typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
-    const char *out_dir, *npz; /* NULL: not asked */
+    const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
     uint64_t seed;
 } sample_args;
@@ -184,6 +187,9 @@ static int parse_args(int argc, char **argv, sample_args *a) {
         else if (cli_is(&c, "--out-dir"))
             bad = !(a->out_dir = cli_value(&c)) ||
                   (!*a->out_dir && fprintf(stderr, "sample: --out-dir expects a directory\n"));
+        else if (cli_is(&c, "--trajectory"))
+            bad = !(a->trajectory = cli_value(&c)) ||
+                  (!*a->trajectory && fprintf(stderr, "sample: --trajectory expects a path\n"));
         else if (cli_is(&c, "--npz"))
             bad = !(a->npz = cli_value(&c)) ||
                   (!*a->npz && fprintf(stderr, "sample: --npz expects a path\n"));
@@ -221,7 +227,7 @@ static int parse_args(int argc, char **argv, sample_args *a) {
         return 2;
     }
     if (!a->weights) a->weights = a->ckpt_path;
-    if (!a->out_path && !a->out_dir && !a->npz) a->out_path = "samples.png";
+    if (!a->out_path && !a->out_dir && !a->npz && !a->trajectory) a->out_path = "samples.png";
     if (a->out_dir && a->n > MAX_DIR_IMAGES) {
         fprintf(stderr, "sample: --out-dir holds at most %d images (six-digit names); got --n %d\n",
                 MAX_DIR_IMAGES, a->n);
@@ -243,7 +249,7 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 cfg->T);
         return 2;
     }
-    if (cfg->in_ch != 1 && cfg->in_ch != 3 && (a->out_path || a->out_dir)) {
+    if (cfg->in_ch != 1 && cfg->in_ch != 3 && (a->out_path || a->out_dir || a->trajectory)) {
         fprintf(stderr,
                 "sample: a PNG needs 1 or 3 channels; the model has %d (--npz alone takes "
                 "any)\n",
@@ -268,6 +274,11 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
     }
     if (a->npz && sg_probe_writable(a->npz)) {
         fprintf(stderr, "sample: cannot write --npz %s: %s\n", a->npz, sg_last_error());
+        return 1;
+    }
+    if (a->trajectory && sg_probe_writable(a->trajectory)) {
+        fprintf(stderr, "sample: cannot write --trajectory %s: %s\n", a->trajectory,
+                sg_last_error());
         return 1;
     }
     /* the batch as asked with --out-dir, however few images: a later run that draws more
@@ -451,8 +462,12 @@ typedef struct {
     uint8_t *u8;   /* every image, for the grid and the npz; NULL when neither is asked */
     uint8_t *one;  /* one image (--out-dir without them) */
     uint8_t *done; /* per batch: its images were in --out-dir already */
-    int64_t bad;   /* non-finite values among the images drawn */
-    int found;     /* images found in --out-dir */
+    /* --trajectory: the first TRAJ_ROWS images of the first batch at traj_cols points of the
+     * denoising (traj_k: -1 is x_T), traj[(row * traj_cols + col) * per] */
+    int traj_rows, traj_cols, traj_k[TRAJ_COLS];
+    float *traj;
+    int64_t bad; /* non-finite values among the images drawn */
+    int found;   /* images found in --out-dir */
     progress_state *ps;
 } sink;
 
@@ -490,7 +505,38 @@ static int scan_out_dir(sink *k, int n, int B) {
 static int skip_batch(void *ctx, int first, int count) {
     const sink *k = ctx;
     (void)count;
-    return k->done && k->done[first / k->ps->batch];
+    /* the trajectory's batch runs again (its files are written again with the same bits) */
+    return k->done && k->done[first / k->ps->batch] && !(first == 0 && k->traj);
+}
+
+/* the trajectory's columns: x_T, then evenly spaced steps to the last (distinct: at most
+ * n_steps + 1 of them) */
+static void traj_columns(sink *k, int n_steps) {
+    k->traj_cols = n_steps + 1 < TRAJ_COLS ? n_steps + 1 : TRAJ_COLS;
+    for (int j = 0; j < k->traj_cols; j++)
+        k->traj_k[j] = -1 + (int)lround((double)j * n_steps / (k->traj_cols - 1));
+}
+
+static int traj_col(const sink *k, int step) {
+    for (int j = 0; j < k->traj_cols; j++)
+        if (k->traj_k[j] == step) return j;
+    return -1;
+}
+
+static int snap_at(void *ctx, int first, int step, int n_steps) {
+    (void)n_steps;
+    const sink *k = ctx;
+    return k->traj && first == 0 && traj_col(k, step) >= 0;
+}
+
+static int on_snap(void *ctx, int first, int count, int step, const float *x) {
+    sink *k = ctx;
+    (void)first, (void)count;
+    const int j = traj_col(k, step);
+    for (int r = 0; r < k->traj_rows; r++)
+        memcpy(k->traj + ((int64_t)r * k->traj_cols + j) * k->per, x + r * k->per,
+               sizeof(float) * (size_t)k->per);
+    return SG_OK;
 }
 
 static int on_batch(void *ctx, int first, int count, const float *x) {
@@ -543,8 +589,15 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     if (a->out_path || a->npz) k.u8 = malloc((size_t)(n * k.per));
     k.one = malloc((size_t)k.per);
     if (a->out_dir) k.done = calloc((size_t)batches, 1);
-    if ((!k.u8 && (a->out_path || a->npz)) || !k.one || (a->out_dir && !k.done)) {
-        free(k.u8), free(k.one), free(k.done);
+    if (a->trajectory) {
+        k.traj_rows = n < B ? n : B;
+        k.traj_rows = k.traj_rows < TRAJ_ROWS ? k.traj_rows : TRAJ_ROWS;
+        traj_columns(&k, a->ddim_steps ? a->ddim_steps : cfg->T);
+        k.traj = malloc(sizeof(float) * (size_t)(k.traj_rows * k.traj_cols * k.per));
+    }
+    if ((!k.u8 && (a->out_path || a->npz)) || !k.one || (a->out_dir && !k.done) ||
+        (a->trajectory && !k.traj)) {
+        free(k.u8), free(k.one), free(k.done), free(k.traj);
         return fprintf(stderr, "sample: out of host memory for %d images\n", n), 1;
     }
     if (a->out_dir) {
@@ -554,7 +607,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                     a->out_dir, k.found, n, n - k.found);
     }
     ps.batches = batches;
-    for (int b = 0; k.done && b < batches; b++) ps.batches -= k.done[b];
+    for (int b = 0; k.done && b < batches; b++) ps.batches -= k.done[b] && !(b == 0 && k.traj);
     ps.images = k.found;
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
@@ -564,6 +617,8 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                            .cancel = &stop_requested,
                            .skip = skip_batch,
                            .on_batch = on_batch,
+                           .snap_at = snap_at,
+                           .on_snap = on_snap,
                            .batch_ctx = &k};
     int rc = ps.batches ? sg_sample_ex(e, n, a->seed, &opts, NULL) : SG_OK;
     if (ps.tty && ps.batches) fputc('\n', stderr);
@@ -577,7 +632,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         else
             fprintf(stderr, "sample: interrupted: nothing written (--out-dir keeps finished "
                             "batches)\n");
-        free(k.u8), free(k.one), free(k.done);
+        free(k.u8), free(k.one), free(k.done), free(k.traj);
         return EXIT_SIGNAL;
     }
     if (!rc && a->out_path)
@@ -585,12 +640,22 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                                    a->scale);
     if (!rc && a->npz && write_npz(a->npz, k.u8, n, cfg->img, cfg->in_ch))
         rc = sg_set_error("--npz %s: %s", a->npz, sg_last_error());
-    free(k.u8), free(k.one), free(k.done);
+    if (!rc && a->trajectory) {
+        char caption[96];
+        snprintf(caption, sizeof caption, "%s: x_T to x_0", what);
+        rc =
+            img_write_grid_captioned_png(a->trajectory, k.traj, k.traj_rows * k.traj_cols, cfg->img,
+                                         cfg->img, cfg->in_ch, k.traj_cols, a->scale, caption);
+    }
+    free(k.u8), free(k.one), free(k.done), free(k.traj);
     if (rc) return cli_fail("sample", 1);
-    char wrote[3 * 4200];
-    snprintf(wrote, sizeof wrote, "%s%s%s%s%s%s", a->out_path ? a->out_path : "",
-             a->out_path && (a->out_dir || a->npz) ? ", " : "", a->out_dir ? a->out_dir : "",
-             a->out_dir ? "/" : "", a->out_dir && a->npz ? ", " : "", a->npz ? a->npz : "");
+    /* what was written, in the order of the flags' help */
+    char wrote[5 * 4200] = "";
+    const char *outs[4] = {a->out_path, a->out_dir, a->npz, a->trajectory};
+    for (int i = 0, w = 0; i < 4; i++)
+        if (outs[i])
+            w += snprintf(wrote + w, sizeof wrote - (size_t)w, "%s%s%s", w ? ", " : "", outs[i],
+                          i == 1 ? "/" : "");
     if (k.bad) {
         fprintf(stderr,
                 "sample: %lld of %lld sample values are NaN or Inf (the weights in %s are "
