@@ -81,6 +81,15 @@ SG_HD double sg_sample_clamp1(double v) {
     return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;
 }
 
+/* The x0 a step predicts from x (its input) and eps: (x - sqrt_1m_abar eps) / sqrt_abar,
+ * clamped by the clipping kinds (every kind's row holds both roots); what the update below uses,
+ * and what a picture of the denoising shows. */
+SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double e) {
+    const double x0 = SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar);
+    return r->kind == SG_SAMPLE_DDPM_CLIP || r->kind == SG_SAMPLE_DDIM_CLIP ? sg_sample_clamp1(x0)
+                                                                            : x0;
+}
+
 /* One element: x (fp32 state), eps (the prediction), z (standard normal; read only where
  * sg_sample_row_noise) -> the next x, computed in double and rounded once. */
 SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float zf) {
@@ -91,13 +100,12 @@ SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float z
         mu = SG_DMUL(r->inv_sqrt_alpha, SG_DSUB(x, SG_DMUL(r->k_eps, e)));
         break;
     case SG_SAMPLE_DDPM_CLIP:
-        x0 = sg_sample_clamp1(SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar));
+        x0 = sg_sample_x0(r, x, e);
         mu = SG_DADD(SG_DMUL(r->c_x0, x0), SG_DMUL(r->c_xt, x));
         break;
     case SG_SAMPLE_DDIM:
     case SG_SAMPLE_DDIM_CLIP:
-        x0 = SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar);
-        if (r->kind == SG_SAMPLE_DDIM_CLIP) x0 = sg_sample_clamp1(x0);
+        x0 = sg_sample_x0(r, x, e);
         return (float)SG_DADD(SG_DMUL(r->sqrt_abar_prev, x0), SG_DMUL(r->sqrt_1m_abar_prev, e));
     default:
         return xf;

@@ -92,20 +92,42 @@ static int check_plan(const sg_plan *p, int64_t count) {
     return SG_OK;
 }
 
-/* The state x after step k (-1: x_T) to opts->on_snap where opts->snap_at asks for it. */
-static int snapshot(sg_exec *e, int b0, int nb, int k, int n_steps, const sg_sample_opts *opts,
-                    float *x) {
-    if (!opts->snap_at || !opts->on_snap || !opts->snap_at(opts->batch_ctx, b0, k, n_steps))
-        return SG_OK;
-    if (sg_exec_read(e, e->plan.io.sample_x, x)) return SG_ERR;
-    return opts->on_snap(opts->batch_ctx, b0, nb, k, x);
+/* Snapshot buffers: the state before the step (then its x0), the prediction eps (fp32), and
+ * the bf16 prediction as read where the model runs in bf16. */
+typedef struct {
+    float *xin, *eps;
+    sg_bf16 *h;
+} snap_bufs;
+
+static int want_snap(const sg_sample_opts *opts, int b0, int k, int n_steps) {
+    return opts->snap_at && opts->on_snap && opts->snap_at(opts->batch_ctx, b0, k, n_steps);
+}
+
+/* After step k (row; -1: x_T, row NULL) with its input state in sb->xin: the state x, and the
+ * x0 the step predicted, to opts->on_snap. */
+static int snapshot(sg_exec *e, int b0, int nb, int k, const sg_sample_row *row,
+                    const sg_sample_opts *opts, float *x, snap_bufs *sb) {
+    const sg_step_io *io = &e->plan.io;
+    if (sg_exec_read(e, io->sample_x, x)) return SG_ERR;
+    if (!row) return opts->on_snap(opts->batch_ctx, b0, nb, k, x, NULL);
+    const int64_t count = sg_numel(&e->plan.g.t[io->pred]);
+    if (e->plan.g.t[io->pred].dtype == DT_BF16) {
+        if (sg_exec_read(e, io->pred, sb->h)) return SG_ERR;
+        for (int64_t i = 0; i < count; i++) sb->eps[i] = sg_bf16_to_f32(sb->h[i]);
+    } else if (sg_exec_read(e, io->pred, sb->eps)) {
+        return SG_ERR;
+    }
+    for (int64_t i = 0; i < count; i++)
+        sb->xin[i] = (float)sg_sample_x0(row, (double)sb->xin[i], (double)sb->eps[i]);
+    return opts->on_snap(opts->batch_ctx, b0, nb, k, x, sb->xin);
 }
 
 /* One batch of the plan's size: k = -1 and the key, the sampler nodes once (x = x_T, x_t, t
  * for the first step, k = 0), then n_steps runs of the whole plan (on CUDA: replays of its
  * graph), then x read back once. Returns SG_ERR on a failure or a cancel. */
 static int sample_batch(sg_exec *e, uint64_t seed, int b0, int nb, int n_images, const int *ts,
-                        int n_steps, const sg_sample_opts *opts, float *x) {
+                        const sg_sample_row *rows, int n_steps, const sg_sample_opts *opts,
+                        float *x, snap_bufs *sb) {
     const sg_plan *p = &e->plan;
     const sg_step_io *io = &p->io;
     int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch, k0 = -1;
@@ -114,14 +136,17 @@ static int sample_batch(sg_exec *e, uint64_t seed, int b0, int nb, int n_images,
         sg_exec_run_nodes(e, io->sample_node, p->g.nn))
         return SG_ERR;
     int watched = opts->progress || opts->cancel;
-    if (snapshot(e, b0, nb, -1, n_steps, opts, x)) return SG_ERR;
+    if (want_snap(opts, b0, -1, n_steps) && snapshot(e, b0, nb, -1, NULL, opts, x, sb))
+        return SG_ERR;
     for (int k = 0; k < n_steps; k++) {
+        const int snap = want_snap(opts, b0, k, n_steps);
+        if (snap && sg_exec_read(e, io->sample_x, sb->xin)) return SG_ERR; /* the step's input */
         /* the whole plan: the forward pass at ts[k], the update, k += 1. On the CUDA backend the
          * first call runs it eagerly and captures it into a graph; every later one replays it */
         if (sg_exec_step(e)) return SG_ERR;
         if (watched && ((k + 1) % SAMPLE_IN_FLIGHT == 0 || k + 1 == n_steps) && e->be->sync(e->be))
             return SG_ERR;
-        if (snapshot(e, b0, nb, k, n_steps, opts, x)) return SG_ERR;
+        if (snap && snapshot(e, b0, nb, k, &rows[k], opts, x, sb)) return SG_ERR;
         if (opts->progress)
             opts->progress(opts->progress_ctx, b0, nb, n_images, k + 1, n_steps, ts[k]);
         if (opts->cancel && *opts->cancel) return sg_set_error("sampling interrupted");
@@ -148,8 +173,15 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
     sg_sample_row *rows = malloc((size_t)c->T * sizeof(sg_sample_row));
+    snap_bufs sb = {0};
+    if (opts->snap_at && opts->on_snap) {
+        sb.xin = malloc((size_t)count * sizeof(float));
+        sb.eps = malloc((size_t)count * sizeof(float));
+        sb.h = malloc((size_t)count * sizeof(sg_bf16));
+    }
     int rc = SG_OK;
-    if (!x || !ts || !rows) rc = sg_set_error("out of host memory for a sampling batch of %d", B);
+    if (!x || !ts || !rows || (opts->snap_at && opts->on_snap && (!sb.xin || !sb.eps || !sb.h)))
+        rc = sg_set_error("out of host memory for a sampling batch of %d", B);
     if (!rc && ddim) rc = sg_ddim_timesteps(S, c->T, ts);
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
@@ -160,13 +192,13 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {
         int nb = n_images - b0 < B ? n_images - b0 : B;
         if (opts->skip && opts->skip(opts->batch_ctx, b0, nb)) continue;
-        rc = sample_batch(e, seed, b0, nb, n_images, ts, n_steps, opts, x);
+        rc = sample_batch(e, seed, b0, nb, n_images, ts, rows, n_steps, opts, x, &sb);
         for (int64_t i = 0; i < nb * per && !rc; i++)
             x[i] = isfinite(x[i]) ? (float)sg_sample_clamp1((double)x[i]) : x[i];
         if (!rc && out) memcpy(out + b0 * per, x, sizeof(float) * (size_t)(nb * per));
         if (!rc && opts->on_batch) rc = opts->on_batch(opts->batch_ctx, b0, nb, x);
     }
-    free(x), free(ts), free(rows);
+    free(x), free(ts), free(rows), free(sb.xin), free(sb.eps), free(sb.h);
     return rc;
 }
 

@@ -100,10 +100,12 @@ typedef struct {
     /* Snapshots of the denoising (both may be NULL): for k = -1 (x_T, before the first step) and
      * after each step k = 0 .. n_steps - 1 of the batch starting at image `first`, when
      * snap_at(ctx, first, k, n_steps) != 0, the batch's fp32 state x (the next step's x_t; after
-     * the last step the image, not yet clamped) is read back, a wait for the device, and handed
-     * to on_snap(ctx, first, count, k, x); a non-zero return stops sampling with SG_ERR. */
+     * the last step the image, not yet clamped) and x0, the step's prediction of the image
+     * (common/sg_sample_step.h's sg_sample_x0 from the step's input and eps, the value its
+     * update used; NULL at k = -1), are read back, a wait for the device, and handed to
+     * on_snap(ctx, first, count, k, x, x0); a non-zero return stops sampling with SG_ERR. */
     int (*snap_at)(void *ctx, int first, int k, int n_steps);
-    int (*on_snap)(void *ctx, int first, int count, int k, const float *x);
+    int (*on_snap)(void *ctx, int first, int count, int k, const float *x, const float *x0);
     void *batch_ctx;
 } sg_sample_opts;
 

@@ -411,17 +411,20 @@ static int log_batch(void *ctx, int first, int count, const float *x) {
 typedef struct {
     int64_t per;
     int calls, ks[16], firsts[16];
-    float x_T[2 * 16 * 16 * 3], last[2 * 16 * 16 * 3];
+    int x0_null;
+    float x_T[2 * 16 * 16 * 3], last[2 * 16 * 16 * 3], last_x0[2 * 16 * 16 * 3];
 } snap_log;
 static int snap_first_batch(void *ctx, int first, int k, int n_steps) {
     (void)ctx, (void)k, (void)n_steps;
     return first == 0;
 }
-static int log_snap(void *ctx, int first, int count, int k, const float *x) {
+static int log_snap(void *ctx, int first, int count, int k, const float *x, const float *x0) {
     snap_log *l = ctx;
     if (l->calls < 16) l->ks[l->calls] = k, l->firsts[l->calls] = first;
     l->calls++;
+    l->x0_null += (x0 == NULL) != (k < 0);
     memcpy(k < 0 ? l->x_T : l->last, x, sizeof(float) * (size_t)(count * l->per));
+    if (x0) memcpy(l->last_x0, x0, sizeof(float) * (size_t)(count * l->per));
     return SG_OK;
 }
 
@@ -500,6 +503,11 @@ static void test_end_to_end(void) {
         clamp_bad += (float)sg_sample_clamp1((double)sl.last[i]) != a[i];
     CHECK(clamp_bad == 0, "the last snapshot, clamped, differs from the image in %d values",
           clamp_bad);
+    /* the x0 each step predicts: none for x_T; DDIM's last step goes to abar = 1, so its image
+     * is its x0 exactly */
+    CHECK(sl.x0_null == 0, "x0 given at x_T or missing after a step (%d)", sl.x0_null);
+    CHECK(!memcmp(sl.last_x0, sl.last, sizeof(float) * (size_t)(2 * per)),
+          "the last step's predicted x0 is not the image it wrote");
     bo.on_batch = NULL;
     CHECK(sg_sample_ex(&e, 3, 42, &bo, NULL) == SG_ERR, "sampled to nowhere");
     sg_exec_free(&e);
@@ -936,8 +944,9 @@ static void test_cli_out_dir(const char *ck) {
           "all there: exit %d, %s", rc, out);
     free(arr);
 
-    /* --trajectory: rows are the first batch's images, x_T at the left, the images at the
-     * right (DDIM 3: 4 columns); a continued run draws that batch again, with the same bits */
+    /* --trajectory: two rows for each of the first batch's images (x_t, the predicted x0), the
+     * images at the right (DDIM 3: 3 columns); a continued run draws that batch again, with the
+     * same bits */
     char t1[300], t2[300], d7[300];
     snprintf(t1, sizeof t1, "%s/t1.png", tmpdir);
     snprintf(t2, sizeof t2, "%s/t2.png", tmpdir);
@@ -950,28 +959,21 @@ static void test_cli_out_dir(const char *ck) {
         CHECK(rc == 0, "--trajectory, run %d: exit %d: %s", k, rc, err);
     }
     CHECK(same_file(t1, t2), "the trajectory of a continued run differs");
-    enum { TW = 4 * 17 + 1, TH = 15 + 2 * 17 + 1 };
+    enum { TW = 3 * 17 + 1, TH = 15 + 4 * 17 + 1 };
     static uint8_t traj[TH * TW * 3], im0[PER];
     CHECK(img_read_png(t1, TH, TW, 3, traj) == SG_OK, "trajectory: %s", sg_last_error());
-    int last_bad = 0, first_bad = 0;
-    for (int r = 0; r < 2; r++) {
+    int last_bad = 0;
+    for (int r = 0; r < 4; r++) { /* x_t and x0 of image 0, then of image 1 */
         char ip[512];
-        snprintf(ip, sizeof ip, "%s/%06d.png", d7, r);
+        snprintf(ip, sizeof ip, "%s/%06d.png", d7, r / 2);
         CHECK(img_read_png(ip, 16, 16, 3, im0) == SG_OK, "%s", sg_last_error());
         for (int y = 0; y < 16; y++)
-            for (int x = 0; x < 16 * 3; x++) {
-                const int row = (15 + 1 + r * 17 + y) * TW * 3;
-                last_bad += traj[row + (1 + 3 * 17) * 3 + x] != im0[y * 48 + x];
-                /* x_T: seed 0's noise at step T = 12, keyed by the value's place in the run */
-                float v = sg_rng_normal(0, 12, SG_RNG_SAMPLE, (uint64_t)(r * PER + y * 48 + x));
-                uint8_t u;
-                img_f32_to_u8(&v, 1, &u);
-                first_bad += traj[row + 3 + x] != u;
-            }
+            for (int x = 0; x < 16 * 3; x++)
+                last_bad +=
+                    traj[(15 + 1 + r * 17 + y) * TW * 3 + (1 + 2 * 17) * 3 + x] != im0[y * 48 + x];
     }
     CHECK(last_bad == 0, "the trajectory's last column differs from the images in %d values",
           last_bad);
-    CHECK(first_bad == 0, "the trajectory's first column is not x_T in %d values", first_bad);
     snprintf(args, sizeof args,
              "--ckpt '%s' %s --n 3 --out-dir '%s' --trajectory /nonexistent/t.png", ck, common, d7);
     expect_error(args, 1);

@@ -76,9 +76,9 @@ static void usage(FILE *f) {
             "  --npz FILE           also all images as one numpy .npz: arr_0, uint8\n"
             "                       [N, H, W, C] (what FID evaluators such as ADM's read),\n"
             "                       written at the end\n"
-            "  --trajectory FILE    also a picture of the denoising: the first batch's first\n"
-            "                       images (at most 8) as rows, x_T at the left, then the\n"
-            "                       state after evenly spaced steps, the image at the right\n"
+            "  --trajectory FILE    also a picture of the denoising: for the first batch's\n"
+            "                       first images (at most 8), x_t and the x_0 the model\n"
+            "                       predicts, after 10 evenly spaced steps (first to last)\n"
             "  --backend B          cpu | cuda (default: cuda when a GPU is usable, else cpu)\n"
             "  --batch B            images per forward pass (default %d; at most --n, but\n"
             "                       with --out-dir as given)\n"
@@ -462,8 +462,9 @@ typedef struct {
     uint8_t *u8;   /* every image, for the grid and the npz; NULL when neither is asked */
     uint8_t *one;  /* one image (--out-dir without them) */
     uint8_t *done; /* per batch: its images were in --out-dir already */
-    /* --trajectory: the first TRAJ_ROWS images of the first batch at traj_cols points of the
-     * denoising (traj_k: -1 is x_T), traj[(row * traj_cols + col) * per] */
+    /* --trajectory: the first TRAJ_ROWS images of the first batch after traj_cols of the steps
+     * (traj_k), two grid rows an image (the state x_t, the predicted x0),
+     * traj[(row * traj_cols + col) * per] */
     int traj_rows, traj_cols, traj_k[TRAJ_COLS];
     float *traj;
     int64_t bad; /* non-finite values among the images drawn */
@@ -509,12 +510,13 @@ static int skip_batch(void *ctx, int first, int count) {
     return k->done && k->done[first / k->ps->batch] && !(first == 0 && k->traj);
 }
 
-/* the trajectory's columns: x_T, then evenly spaced steps to the last (distinct: at most
- * n_steps + 1 of them) */
+/* the trajectory's columns: evenly spaced steps from the first to the last (distinct: at most
+ * n_steps of them) */
 static void traj_columns(sink *k, int n_steps) {
-    k->traj_cols = n_steps + 1 < TRAJ_COLS ? n_steps + 1 : TRAJ_COLS;
+    k->traj_cols = n_steps < TRAJ_COLS ? n_steps : TRAJ_COLS;
     for (int j = 0; j < k->traj_cols; j++)
-        k->traj_k[j] = -1 + (int)lround((double)j * n_steps / (k->traj_cols - 1));
+        k->traj_k[j] =
+            k->traj_cols > 1 ? (int)lround((double)j * (n_steps - 1) / (k->traj_cols - 1)) : 0;
 }
 
 static int traj_col(const sink *k, int step) {
@@ -529,13 +531,16 @@ static int snap_at(void *ctx, int first, int step, int n_steps) {
     return k->traj && first == 0 && traj_col(k, step) >= 0;
 }
 
-static int on_snap(void *ctx, int first, int count, int step, const float *x) {
+static int on_snap(void *ctx, int first, int count, int step, const float *x, const float *x0) {
     sink *k = ctx;
     (void)first, (void)count;
     const int j = traj_col(k, step);
-    for (int r = 0; r < k->traj_rows; r++)
-        memcpy(k->traj + ((int64_t)r * k->traj_cols + j) * k->per, x + r * k->per,
-               sizeof(float) * (size_t)k->per);
+    const size_t bytes = sizeof(float) * (size_t)k->per;
+    for (int r = 0; r < k->traj_rows; r++) {
+        memcpy(k->traj + ((int64_t)2 * r * k->traj_cols + j) * k->per, x + r * k->per, bytes);
+        memcpy(k->traj + ((int64_t)(2 * r + 1) * k->traj_cols + j) * k->per, x0 + r * k->per,
+               bytes);
+    }
     return SG_OK;
 }
 
@@ -593,7 +598,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         k.traj_rows = n < B ? n : B;
         k.traj_rows = k.traj_rows < TRAJ_ROWS ? k.traj_rows : TRAJ_ROWS;
         traj_columns(&k, a->ddim_steps ? a->ddim_steps : cfg->T);
-        k.traj = malloc(sizeof(float) * (size_t)(k.traj_rows * k.traj_cols * k.per));
+        k.traj = malloc(sizeof(float) * (size_t)(2 * k.traj_rows * k.traj_cols * k.per));
     }
     if ((!k.u8 && (a->out_path || a->npz)) || !k.one || (a->out_dir && !k.done) ||
         (a->trajectory && !k.traj)) {
@@ -641,11 +646,11 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     if (!rc && a->npz && write_npz(a->npz, k.u8, n, cfg->img, cfg->in_ch))
         rc = sg_set_error("--npz %s: %s", a->npz, sg_last_error());
     if (!rc && a->trajectory) {
-        char caption[96];
-        snprintf(caption, sizeof caption, "%s: x_T to x_0", what);
-        rc =
-            img_write_grid_captioned_png(a->trajectory, k.traj, k.traj_rows * k.traj_cols, cfg->img,
-                                         cfg->img, cfg->in_ch, k.traj_cols, a->scale, caption);
+        char caption[160];
+        snprintf(caption, sizeof caption, "%s: x_t above, the predicted x_0 below", what);
+        rc = img_write_grid_captioned_png(a->trajectory, k.traj, 2 * k.traj_rows * k.traj_cols,
+                                          cfg->img, cfg->img, cfg->in_ch, k.traj_cols, a->scale,
+                                          caption);
     }
     free(k.u8), free(k.one), free(k.done), free(k.traj);
     if (rc) return cli_fail("sample", 1);
