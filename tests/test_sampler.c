@@ -713,6 +713,26 @@ static void cuda_case(sg_dtype dt, int n_img, double tol) {
     /* the same sampler twice on one (captured) executor: the same bits */
     CHECK(!ok || !memcmp(buf[1][0], buf[1][2], sizeof(float) * (size_t)nv),
           "%s: DDIM 2 twice on one executor differs", nm);
+    /* snapshots between the replays (reads of the state and the prediction) change no bit, and
+     * the last step's x0 is the image (DDIM) */
+    sg_exec e;
+    if (ok && open_on(&e, &c, 11, make_backend(1)) == SG_OK) {
+        snap_log sl = {.per = per};
+        sg_sample_opts so = {.ddim_steps = 2,
+                             .clip = -1,
+                             .snap_at = snap_first_batch,
+                             .on_snap = log_snap,
+                             .batch_ctx = &sl};
+        CHECK(sg_sample_ex(&e, n_img, 9, &so, buf[2][1]) == SG_OK, "%s snapshots: %s", nm,
+              sg_last_error());
+        CHECK(!memcmp(buf[2][1], buf[1][0], sizeof(float) * (size_t)nv) && sl.calls == 3,
+              "%s: sampling with snapshots differs from without (%d snapshots)", nm, sl.calls);
+        CHECK(!memcmp(sl.last_x0, sl.last, sizeof(float) * (size_t)(2 * per)),
+              "%s: the last x0 is not the image", nm);
+        sg_exec_free(&e);
+    } else {
+        CHECK(0, "%s: a CUDA executor for the snapshots: %s", nm, sg_last_error());
+    }
     for (int b = 0; b < 3; b++)
         for (int r = 0; r < RUNS; r++) free(buf[b][r]);
 }
