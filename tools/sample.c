@@ -47,7 +47,8 @@ enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130, TRAJ_ROWS = 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: sample [--ckpt] PATH | --weights PATH [options]\n"
-            "Draw images from a stepgraph checkpoint and write them as one PNG grid.\n"
+            "Draw images from a stepgraph checkpoint: a PNG grid, one PNG per image, an npz,\n"
+            "a picture of the denoising.\n"
             "The model configuration (architecture, T, betas) is read from the checkpoint.\n\n"
             "  --ckpt PATH          checkpoint (.sgck) written by train, or the run folder it\n"
             "                       writes them to (train --out: the checkpoint its `latest`\n"
@@ -506,8 +507,7 @@ static int scan_out_dir(sink *k, int n, int B) {
 static int skip_batch(void *ctx, int first, int count) {
     const sink *k = ctx;
     (void)count;
-    /* the trajectory's batch runs again (its files are written again with the same bits) */
-    return k->done && k->done[first / k->ps->batch] && !(first == 0 && k->traj);
+    return k->done && k->done[first / k->ps->batch];
 }
 
 /* the trajectory's columns: evenly spaced steps from the first to the last (distinct: at most
@@ -607,12 +607,16 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     }
     if (a->out_dir) {
         scan_out_dir(&k, n, B);
+        if (k.traj && k.done[0]) { /* the trajectory's batch runs again (the same bits) */
+            k.done[0] = 0;
+            k.found -= n < B ? n : B;
+        }
         if (k.found)
             fprintf(stderr, "sample: %s holds %d of the %d images already: drawing the other %d\n",
                     a->out_dir, k.found, n, n - k.found);
     }
     ps.batches = batches;
-    for (int b = 0; k.done && b < batches; b++) ps.batches -= k.done[b] && !(b == 0 && k.traj);
+    for (int b = 0; k.done && b < batches; b++) ps.batches -= k.done[b];
     ps.images = k.found;
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
