@@ -2,14 +2,13 @@
  *
  * A stepgraph model config is the "config" object of the checkpoint metadata (sg_model_json's
  * fields: img, in_ch, ch, ch_mult, nrb, attn_res, heads, head_ch, groups, dropout,
- * resample_conv, down_pad, T, beta1, betaT). diffusers' UNet2DModel computes the same function
- * (docs/model.md) when its config.json says:
- *   sample_size img, in/out_channels in_ch, block_out_channels ch*ch_mult[i],
- *   layers_per_block nrb, (Attn)DownBlock2D / (Attn)UpBlock2D where the level's resolution is
- *   in attn_res (up blocks listed from the lowest resolution), norm_num_groups groups,
- *   norm_eps 1e-6, act_fn silu, time_embedding_type positional with flip_sin_to_cos false and
- *   freq_shift 1 ([sin, cos] with frequencies exp(-ln(1e4) i / (half - 1))),
- *   downsample_padding 0 (same: diffusers pads (0,1,0,1) then convolves unpadded) or 1
+ * resample_conv, down_pad, T, beta1, betaT, beta_schedule). diffusers' UNet2DModel computes the
+ * same function (docs/model.md) when its config.json says: sample_size img, in/out_channels in_ch,
+ * block_out_channels ch*ch_mult[i], layers_per_block nrb, (Attn)DownBlock2D / (Attn)UpBlock2D where
+ * the level's resolution is in attn_res (up blocks listed from the lowest resolution),
+ * norm_num_groups groups, norm_eps 1e-6, act_fn silu, time_embedding_type positional with
+ * flip_sin_to_cos false and freq_shift 1 ([sin, cos] with frequencies exp(-ln(1e4) i / (half -
+ * 1))), downsample_padding 0 (same: diffusers pads (0,1,0,1) then convolves unpadded) or 1
  *   (symmetric), attention_head_dim null (one head of C channels) or the channels per head,
  *   mid_block_scale_factor 1, conv resampling, no class embedding.
  * Anything else either way is refused with the field that has no counterpart.
@@ -39,7 +38,7 @@ typedef struct {
     int img, in_ch, ch, nlevels, ch_mult[MAX_LEVELS], nrb, nattn, attn_res[MAX_LEVELS];
     int heads, head_ch, groups, resample_conv, same_pad;
     double dropout;
-    int T;
+    int T, cosine; /* cosine: beta_schedule "cosine" (absent: linear from beta1 to betaT) */
     double beta1, betaT;
 } arch;
 
@@ -93,6 +92,13 @@ static int arch_decode(const ckpt_json *j, int node, arch *a, const char *what) 
         snprintf(pad, sizeof pad, "%s", s);
     }
     a->same_pad = !strcmp(pad, "same");
+    c = ckpt_json_find(j, node, "beta_schedule");
+    if (c >= 0) {
+        const char *s = ckpt_json_string(j, c);
+        if (!s || (strcmp(s, "linear") && strcmp(s, "cosine")))
+            return sg_set_error("%s: \"beta_schedule\" is not \"linear\" or \"cosine\"", what);
+        a->cosine = !strcmp(s, "cosine");
+    }
     if (get_int(j, node, "img", 1, 1 << 14, &a->img, what) ||
         get_int(j, node, "in_ch", 1, 64, &a->in_ch, what) ||
         get_int(j, node, "ch", 1, 1 << 14, &a->ch, what) ||
@@ -209,7 +215,8 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
     return SG_OK;
 }
 
-/* DDPMScheduler's config for the training schedule of config_json. */
+/* DDPMScheduler's config for the training schedule of config_json (cosine: diffusers'
+ * "squaredcos_cap_v2", which has no beta_start / beta_end: DDPM's are written, unused). */
 static int scheduler_config(const char *config_json, char *buf, size_t cap) {
     arch a;
     if (decode_config(config_json, &a)) return SG_ERR;
@@ -220,7 +227,7 @@ static int scheduler_config(const char *config_json, char *buf, size_t cap) {
                      "  \"num_train_timesteps\": %d,\n"
                      "  \"beta_start\": %.9g,\n"
                      "  \"beta_end\": %.9g,\n"
-                     "  \"beta_schedule\": \"linear\",\n"
+                     "  \"beta_schedule\": \"%s\",\n"
                      "  \"trained_betas\": null,\n"
                      "  \"variance_type\": \"fixed_small\",\n"
                      "  \"clip_sample\": true,\n"
@@ -230,7 +237,8 @@ static int scheduler_config(const char *config_json, char *buf, size_t cap) {
                      "  \"timestep_spacing\": \"leading\",\n"
                      "  \"steps_offset\": 0\n"
                      "}\n",
-                     a.T, a.beta1, a.betaT);
+                     a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,
+                     a.cosine ? "squaredcos_cap_v2" : "linear");
     if (n < 0 || (size_t)n >= cap) return sg_set_error("scheduler config does not fit");
     return SG_OK;
 }
@@ -406,21 +414,34 @@ static int check_fixed(const ckpt_json *j, const char *path) {
 }
 
 /* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
- * betas 1e-4 .. 0.02); only what stepgraph trains is accepted. */
-static int read_scheduler(const char *dir, int *T, double *b1, double *bT) {
+ * betas 1e-4 .. 0.02); only what stepgraph trains is accepted: linear betas, or cosine
+ * ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read here). */
+static int read_scheduler(const char *dir, int *T, int *cosine, double *b1, double *bT) {
     char spath[4096];
     char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
     if (!st) return SG_OK;
     ckpt_json *s = ckpt_json_parse(st, strlen(st));
     free(st);
     if (!s) return SG_ERR;
-    int rc = want(s, 0, "beta_schedule", "\"linear\"", "\"linear\"", spath) ||
-             want(s, 0, "trained_betas", "null", "null", spath) ||
-             want(s, 0, "prediction_type", "\"epsilon\"", "\"epsilon\"", spath) ||
-             (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
-              get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
-             (ckpt_json_find(s, 0, "beta_start") >= 0 && get_num(s, 0, "beta_start", b1, spath)) ||
-             (ckpt_json_find(s, 0, "beta_end") >= 0 && get_num(s, 0, "beta_end", bT, spath));
+    const int c = ckpt_json_find(s, 0, "beta_schedule");
+    const char *name = c >= 0 ? ckpt_json_string(s, c) : "linear";
+    *cosine = name && !strcmp(name, "squaredcos_cap_v2");
+    if (!name || (!*cosine && strcmp(name, "linear"))) {
+        char got[64] = "";
+        ckpt_json_render(s, c, got, sizeof got);
+        ckpt_json_free(s);
+        return sg_set_error("%s: \"beta_schedule\" is %s; stepgraph trains \"linear\" and "
+                            "\"squaredcos_cap_v2\" (cosine) betas",
+                            spath, got);
+    }
+    int rc =
+        want(s, 0, "trained_betas", "null", "null", spath) ||
+        want(s, 0, "prediction_type", "\"epsilon\"", "\"epsilon\"", spath) ||
+        (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
+         get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
+        (!*cosine && ckpt_json_find(s, 0, "beta_start") >= 0 &&
+         get_num(s, 0, "beta_start", b1, spath)) ||
+        (!*cosine && ckpt_json_find(s, 0, "beta_end") >= 0 && get_num(s, 0, "beta_end", bT, spath));
     ckpt_json_free(s);
     return rc ? SG_ERR : SG_OK;
 }
@@ -550,16 +571,17 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     int heads = 1, head_ch = 0;
     if (decode_blocks(j, path, nl, boc, img, dim, mult, attn, &heads, &head_ch)) goto out;
     /* the schedule */
-    int T = 1000;
+    int T = 1000, cosine = 0;
     double b1 = 1e-4, bT = 0.02;
-    if (read_scheduler(dir, &T, &b1, &bT)) goto out;
+    if (read_scheduler(dir, &T, &cosine, &b1, &bT)) goto out;
     int n = snprintf(buf, cap,
                      "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                      "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
                      "\"dropout\":%.9g,\"resample_conv\":1,\"down_pad\":\"%s\","
-                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g}",
+                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s}",
                      img, in_ch, boc[0], mult, nrb, attn, heads, head_ch, groups, dropout,
-                     pad ? "symmetric" : "same", T, b1, bT);
+                     pad ? "symmetric" : "same", T, b1, bT,
+                     cosine ? ",\"beta_schedule\":\"cosine\"" : "");
     if (n < 0 || (size_t)n >= cap) {
         sg_set_error("config does not fit");
         goto out;

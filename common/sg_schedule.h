@@ -46,6 +46,19 @@ typedef struct {
     double inv_gamma, power;
 } sg_ema_sched;
 
+/* The noise schedule: T steps of betas beta_0 .. beta_{T-1}, abar_t = prod_{i<=t} (1 - beta_i)
+ * (kernels/cpu/cpu_kernels.h: sg_ddpm_abar, sg_ddpm_beta; docs/model.md):
+ *   linear (DDPM, Ho et al. 2020):   beta_i = beta1 + (betaT - beta1) i / (T - 1)
+ *   cosine (Nichol & Dhariwal 2021): beta_i = min(1 - f(i + 1) / f(i), 0.999),
+ *                                    f(i) = cos((i / T + 0.008) / 1.008 * pi / 2)^2
+ * cosine is improved-diffusion's get_named_beta_schedule("cosine") and diffusers'
+ * "squaredcos_cap_v2"; it has no beta1 / betaT (they are kept, unused). */
+enum { SG_BETA_LINEAR = 0, SG_BETA_COSINE = 1 };
+typedef struct {
+    int32_t T, schedule; /* SG_BETA_* */
+    double beta1, betaT; /* linear: the first and last beta */
+} sg_betas;
+
 /* The DDPM noising coefficients of timestep t: x_t = sqrt_abar x0 + sqrt_1m_abar eps, with
  * abar_t = prod_{i<=t} (1 - beta_i) (kernels/cpu/cpu_kernels.h: sg_ddpm_abar). The training
  * step's table, u8 [T][SG_DDPM_ROW_BYTES] (the plan's "ddpm_table"), holds row t for every

@@ -27,7 +27,9 @@ static int write_ddpm_table(sg_exec *e) {
     const sg_tensor *t = &p->g.t[p->io.ddpm_table];
     sg_ddpm_row *rows = malloc((size_t)t->bytes);
     if (!rows) return sg_set_error("out of host memory for the noising table");
-    cpu_ddpm_table(rows, (int)t->shape[0], p->cfg.beta1, p->cfg.betaT);
+    const sg_betas b = sg_model_betas(&p->cfg);
+    SG_ASSERT(t->shape[0] == b.T);
+    cpu_ddpm_table(rows, &b);
     const int rc = sg_exec_write(e, p->io.ddpm_table, rows);
     free(rows);
     return rc;

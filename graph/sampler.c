@@ -18,10 +18,10 @@ static double clamp1(double v) {
 }
 
 void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
-                  int t, int T, double beta1, double betaT, int clip) {
-    double beta = sg_ddpm_beta(t, T, beta1, betaT), alpha = 1.0 - beta;
-    double abar = sg_ddpm_abar(t, T, beta1, betaT);
-    double abar_prev = t > 0 ? sg_ddpm_abar(t - 1, T, beta1, betaT) : 1.0;
+                  int t, const sg_betas *b, int clip) {
+    double beta = sg_ddpm_beta(b, t), alpha = 1.0 - beta;
+    double abar = sg_ddpm_abar(b, t);
+    double abar_prev = t > 0 ? sg_ddpm_abar(b, t - 1) : 1.0;
     /* posterior variance beta~_t; exactly 0 at t = 0 (abar_prev = 1) */
     double sigma = sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
     int noise = t > 0 && z != NULL;
@@ -47,9 +47,9 @@ void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float
 }
 
 void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
-                  int T, double beta1, double betaT, int clip) {
-    double abar = sg_ddpm_abar(t, T, beta1, betaT);
-    double abar_prev = t_prev >= 0 ? sg_ddpm_abar(t_prev, T, beta1, betaT) : 1.0;
+                  const sg_betas *b, int clip) {
+    double abar = sg_ddpm_abar(b, t);
+    double abar_prev = t_prev >= 0 ? sg_ddpm_abar(b, t_prev) : 1.0;
     double sqrt_abar = sqrt(abar), sqrt_1m_abar = sqrt(1.0 - abar);
     double sqrt_abar_prev = sqrt(abar_prev), sqrt_1m_abar_prev = sqrt(1.0 - abar_prev);
     for (int64_t i = 0; i < n; i++) {
@@ -186,8 +186,9 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */
-        sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, c->T, c->beta1, c->betaT);
-        rc = sg_exec_write(e, p->io.sample_table, rows);
+        const sg_betas betas = sg_model_betas(c);
+        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, &betas);
+        if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);
     }
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {
         int nb = n_images - b0 < B ? n_images - b0 : B;

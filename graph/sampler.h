@@ -2,11 +2,12 @@
  * reference), and the loop that runs it on the device with a sampling plan (sg_exec_init with
  * train = 0).
  *
- * Indexing follows training (docs/model.md): timesteps are 0-based, t in [0, T), linear betas
- * beta_t = beta1 + (betaT - beta1) t / (T - 1), abar_t = prod_{i<=t} (1 - beta_i) (double,
- * sg_ddpm_abar), x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps. The sampler starts from
- * x ~ N(0, I) at t = T - 1 and ends with x_{-1} = the image (abar_{-1} = 1). Coefficients are
- * computed in double from sg_ddpm_abar; each element is updated in double and stored as fp32.
+ * Indexing follows training (docs/model.md): timesteps are 0-based, t in [0, T), the betas of
+ * the model's schedule (linear, beta_t = beta1 + (betaT - beta1) t / (T - 1), or cosine:
+ * common/sg_schedule.h), abar_t = prod_{i<=t} (1 - beta_i) (double, sg_ddpm_abar), x_t =
+ * sqrt(abar_t) x0 + sqrt(1 - abar_t) eps. The sampler starts from x ~ N(0, I) at t = T - 1 and ends
+ * with x_{-1} = the image (abar_{-1} = 1). Coefficients are computed in double from sg_ddpm_abar;
+ * each element is updated in double and stored as fp32.
  *
  * DDPM (Ho et al. 2020, Algorithm 2), one step t -> t-1:
  *   x_{t-1} = 1/sqrt(alpha_t) (x_t - beta_t / sqrt(1 - abar_t) eps) + sigma_t z,
@@ -65,12 +66,12 @@
 /* One DDPM ancestral step from x_t (timestep t) to x_{t-1}, n values. eps is the predicted
  * noise, z standard normal noise (unused at t = 0, may then be NULL). x_prev may alias x_t. */
 void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
-                  int t, int T, double beta1, double betaT, int clip);
+                  int t, const sg_betas *b, int clip);
 
 /* One DDIM (eta = 0) step from x_t (timestep t) to timestep t_prev (< t; negative: the final
  * image, abar = 1), n values. x_prev may alias x_t. */
 void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
-                  int T, double beta1, double betaT, int clip);
+                  const sg_betas *b, int clip);
 
 /* The S DDIM timesteps in the order visited (decreasing): ts[0] = T-1, ..., see the top.
  * Returns SG_ERR unless 1 <= S <= T. */

@@ -141,7 +141,7 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                 {"groups", &c->groups, 1, 1 << 14},
                 {"resample_conv", &c->resample_conv, 0, 1},
                 {"batch", &c->batch, 1, 1 << 16},
-                {"T", &c->T, 1, 1 << 20},
+                {"T", &c->T, 1, SG_MAX_T},
                 {"warmup", &c->warmup, 0, 1 << 30},
                 {"flip", &c->flip, 0, 1},
                 {"ema_warmup", &c->ema_warmup, 0, 1},
@@ -171,6 +171,10 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
         if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
     /* the schedules: absent in configs from before them, or when they are the defaults */
+    const json_t *bs = json_object_get(config, "beta_schedule");
+    if (bs && (!json_is_string(bs) ||
+               (c->beta_schedule = sg_beta_schedule_parse(json_string_value(bs))) < 0))
+        return sg_set_error("config: beta_schedule must be \"linear\" or \"cosine\"");
     const json_t *sched = json_object_get(config, "lr_schedule");
     if (sched && (!json_is_string(sched) ||
                   (c->lr_schedule = sg_lr_schedule_parse(json_string_value(sched))) < 0))
@@ -182,7 +186,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     if (json_list_field(config, "ch_mult", c->ch_mult, &c->nlevels) ||
         json_list_field(config, "attn_res", c->attn_res, &c->nattn))
         return SG_ERR;
-    if (!(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
+    if (c->beta_schedule == SG_BETA_LINEAR &&
+        !(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
         return sg_set_error("config: betas %g .. %g are not a schedule (0 < beta1 <= "
                             "betaT < 1)",
                             (double)c->beta1, (double)c->betaT);

@@ -47,8 +47,9 @@ typedef struct {
     int N, T; /* N timesteps drawn from [0, T), at the node's slice x N */
 } sg_sample_t_args;
 typedef struct {
-    int T;              /* diffusion steps of the linear beta schedule */
-    float beta1, betaT; /* its first and last beta */
+    int T;              /* diffusion steps */
+    int schedule;       /* the betas: SG_BETA_LINEAR / SG_BETA_COSINE (common/sg_schedule.h) */
+    float beta1, betaT; /* linear: the first and last beta */
     sg_dtype out_dt;    /* x_t's dtype */
 } sg_ddpm_args;
 typedef struct {

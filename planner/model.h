@@ -16,6 +16,12 @@
 /* The step is unrolled: K micro-batches are K copies of the forward and backward nodes, so the
  * plan's size (and the planner's time) grows with K; 64 keeps unet_cifar's plan in seconds. */
 #define SG_MAX_GRAD_ACCUM 64
+/* diffusion steps: the tables are O(T), the CPU noising O(T) per sample (improved-diffusion
+ * trained with 4000) */
+#define SG_MAX_T (1 << 16)
+/* the linear schedule's default betas (DDPM's); a cosine config keeps them, unused */
+#define SG_BETA1_DEFAULT 1e-4f
+#define SG_BETAT_DEFAULT 0.02f
 
 /* The padding of the stride-2 3x3 downsampling conv, as its top/left padding (the
  * bottom/right padding follows from the output size H/2, see OP_CONV2D):
@@ -86,7 +92,10 @@ typedef struct {
     int data_h, data_w;
     int flip;
     /* objective and optimizer */
+    /* the noise schedule (common/sg_schedule.h: sg_betas): T steps, SG_BETA_LINEAR from beta1
+     * to betaT or SG_BETA_COSINE (beta1, betaT then at their defaults, unused) */
     int T;
+    int beta_schedule;
     float beta1, betaT;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
@@ -114,6 +123,11 @@ extern const char *const sg_model_flags_help;
 /* "constant" / "cosine" / "linear" <-> SG_LR_*; parse returns -1 for anything else. */
 const char *sg_lr_schedule_name(int schedule);
 int sg_lr_schedule_parse(const char *s);
+/* "linear" / "cosine" <-> SG_BETA_*; parse returns -1 for anything else. */
+const char *sg_beta_schedule_name(int schedule);
+int sg_beta_schedule_parse(const char *s);
+/* the config's noise schedule, as the kernels take it */
+sg_betas sg_model_betas(const sg_model_cfg *cfg);
 /* The batch splits: over the ranks, and each rank's share into grad_accum micro-batches
  * (part of sg_model_validate; train checks it as soon as it knows the rank count). */
 int sg_model_check_batch(const sg_model_cfg *cfg);

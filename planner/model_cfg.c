@@ -22,8 +22,9 @@ const char *const sg_model_descriptions[] = {
 
 static void set_training_defaults(sg_model_cfg *c) {
     c->T = 1000;
-    c->beta1 = 1e-4f;
-    c->betaT = 0.02f;
+    c->beta_schedule = SG_BETA_LINEAR;
+    c->beta1 = SG_BETA1_DEFAULT;
+    c->betaT = SG_BETAT_DEFAULT;
     c->lr = 2e-4f;
     c->b1 = 0.9f;
     c->b2 = 0.999f;
@@ -129,6 +130,11 @@ const char *const sg_model_flags_help =
     "  --dropout P          dropout probability\n"
     "  --down-pad P         same | symmetric: padding of the stride-2 downsampling conv\n"
     "                       (same: 0 top/left, 1 bottom/right, as DDPM; symmetric: 1 all round)\n"
+    "  --timesteps N        diffusion steps T (default 1000)\n"
+    "  --beta-schedule S    linear (DDPM; the default) | cosine (Nichol & Dhariwal 2021,\n"
+    "                       diffusers' squaredcos_cap_v2)\n"
+    "  --beta-start X       linear: the first beta (default 1e-4); --beta-end X the last\n"
+    "                       (default 0.02)\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
 const char *sg_down_pad_name(int down_pad) {
@@ -195,7 +201,22 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--fuse", fuse, 0, 1)
     INTFLAG("--store-norm", store_norm, 0, 1)
     INTFLAG("--store-attn", store_attn, 0, 1)
+    INTFLAG("--timesteps", T, 1, SG_MAX_T)
 #undef INTFLAG
+    if (!strcmp(f, "--beta-schedule")) {
+        int b = sg_beta_schedule_parse(v);
+        if (b < 0) return sg_set_error("--beta-schedule expects linear or cosine, got '%s'", v), -1;
+        c->beta_schedule = b;
+        return 1;
+    }
+    if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
+        char *end;
+        double b = strtod(v, &end);
+        if (!*v || *end || !(b > 0 && b < 1))
+            return sg_set_error("%s expects a beta in (0, 1), got '%s'", f, v), -1;
+        *(!strcmp(f, "--beta-start") ? &c->beta1 : &c->betaT) = (float)b;
+        return 1;
+    }
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
         c->heads = x, c->head_ch = 0;
@@ -267,8 +288,38 @@ int sg_lr_schedule_parse(const char *s) {
     return -1;
 }
 
+const char *sg_beta_schedule_name(int schedule) {
+    return schedule == SG_BETA_LINEAR ? "linear" : schedule == SG_BETA_COSINE ? "cosine" : "?";
+}
+
+int sg_beta_schedule_parse(const char *s) {
+    if (!strcmp(s, "linear")) return SG_BETA_LINEAR;
+    if (!strcmp(s, "cosine")) return SG_BETA_COSINE;
+    return -1;
+}
+
+sg_betas sg_model_betas(const sg_model_cfg *c) {
+    const sg_betas b = {
+        .T = c->T, .schedule = c->beta_schedule, .beta1 = c->beta1, .betaT = c->betaT};
+    return b;
+}
+
 /* the schedules' fields: each one in its range */
 static int validate_schedules(const sg_model_cfg *c) {
+    if (c->T < 1 || c->T > SG_MAX_T)
+        return sg_set_error("T = %d diffusion steps (1 to %d)", c->T, SG_MAX_T);
+    if (c->beta_schedule != SG_BETA_LINEAR && c->beta_schedule != SG_BETA_COSINE)
+        return sg_set_error("beta schedule %d is neither linear nor cosine", c->beta_schedule);
+    if (c->beta_schedule == SG_BETA_LINEAR &&
+        !(c->beta1 > 0 && c->betaT >= c->beta1 && c->betaT < 1))
+        return sg_set_error("linear betas %g .. %g are not a schedule (0 < beta start <= beta end "
+                            "< 1)",
+                            (double)c->beta1, (double)c->betaT);
+    /* the cosine betas come from T alone: other start/end values would be recorded and unused */
+    if (c->beta_schedule == SG_BETA_COSINE &&
+        (c->beta1 != SG_BETA1_DEFAULT || c->betaT != SG_BETAT_DEFAULT))
+        return sg_set_error("the cosine beta schedule has no start or end beta (--beta-start / "
+                            "--beta-end set the linear one's)");
     if (c->lr_schedule < SG_LR_CONSTANT || c->lr_schedule > SG_LR_LINEAR)
         return sg_set_error("lr schedule %d is not constant, cosine or linear", c->lr_schedule);
     if (!(c->lr_min >= 0 && c->lr_min <= 1))
@@ -410,11 +461,15 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->engines)
         snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks),
                  ",\"engine_table\":\"%016llx\"", (unsigned long long)c->engines->hash);
-    /* the schedules only when not the defaults (constant lr, fixed EMA decay): configs and
+    /* the schedules only when not the defaults (linear betas, constant lr, fixed EMA decay):
+     * configs and
      * checkpoints from before them read as they always did */
-    char sched[160] = "";
+    char sched[192] = "";
+    if (c->beta_schedule != SG_BETA_LINEAR)
+        snprintf(sched, sizeof sched, ",\"beta_schedule\":\"%s\"",
+                 sg_beta_schedule_name(c->beta_schedule));
     if (c->lr_schedule != SG_LR_CONSTANT)
-        snprintf(sched, sizeof sched,
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"lr_schedule\":\"%s\",\"lr_min\":%.9g,\"lr_decay_steps\":%lld",
                  sg_lr_schedule_name(c->lr_schedule), c->lr_min, (long long)c->lr_decay_steps);
     if (c->ema_warmup)

@@ -202,8 +202,11 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->ddpm_table = sg_tensor_new(g, "ddpm_table", DT_U8, ROLE_INPUT, 2, tab);
     if (io->ddpm_table < 0) return SG_ERR;
     int in4[4] = {io->x0, io->eps, io->t, io->ddpm_table};
-    sg_op_args da = {
-        .ddpm = {.T = c->T, .beta1 = c->beta1, .betaT = c->betaT, .out_dt = c->act_dt}};
+    sg_op_args da = {.ddpm = {.T = c->T,
+                              .schedule = c->beta_schedule,
+                              .beta1 = c->beta1,
+                              .betaT = c->betaT,
+                              .out_dt = c->act_dt}};
     io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in4, 4, &da, "x_t", 0);
     io->pred = sg_unet(&b, io->xt, io->t);
     if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;

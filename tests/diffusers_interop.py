@@ -16,6 +16,12 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    parameters and its EMA bit for bit.
 3. DDPMPipeline.from_pretrained on an exported folder draws images (3 inference steps), and
    `sample --weights` on it draws what `sample --ckpt` draws from the checkpoint, bit for bit.
+4. The cosine noise schedule (train --beta-schedule cosine --timesteps 400): the export's
+   scheduler says squaredcos_cap_v2 over 400 steps; DDPMScheduler.from_pretrained's
+   alphas_cumprod (diffusers computes them in fp32) equals stepgraph's abar (float64, from the
+   checkpoint and from the exported folder alike, bit for bit) to 2e-6, and the float64 formula
+   of improved-diffusion written out here to 1e-13 relative; DDPMPipeline draws images with it;
+   a scheduler stepgraph does not train (scaled_linear) is refused, naming beta_schedule.
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -114,11 +120,12 @@ def inputs(cfg, seed):
     return x, torch.tensor([999, int(torch.randint(0, 999, (1,), generator=g))], dtype=torch.int32)
 
 
-def trained_export(tmp, name, data):
-    run_dir, exp = os.path.join(tmp, name + "_run"), os.path.join(tmp, name + "_diffusers")
+def trained_export(tmp, name, data, extra=(), tag=""):
+    run_dir = os.path.join(tmp, name + tag + "_run")
+    exp = os.path.join(tmp, name + tag + "_diffusers")
     run([TRAIN, "--model", name, "--data", data, "--steps", "2", "--batch", "2", "--backend",
          "cpu", "--out", run_dir, "--samples", "1", "--ddim-steps", "1", "--log-every", "1",
-         "--lr", "1e-3", "--warmup", "1", "--ema-decay", "0.5"])
+         "--lr", "1e-3", "--warmup", "1", "--ema-decay", "0.5"] + list(extra))
     ckpt = os.path.join(run_dir, "ckpt_00000002.sgck")
     run([CKPT, "export", ckpt, "--diffusers", exp])
     return ckpt, exp
@@ -269,6 +276,58 @@ def pipeline(exp, cfg):
                                                                       out.max()))
 
 
+def stepgraph_abar(weights, tmp):
+    out = os.path.join(tmp, "abar.f64")
+    run([FWD, "--abar", weights, out])
+    return np.fromfile(out, dtype="<f8")
+
+
+def cosine_schedule(tmp):
+    T = 400
+    ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
+                               ["--beta-schedule", "cosine", "--timesteps", str(T)], "_cosine")
+    with open(os.path.join(exp, "scheduler_config.json")) as f:
+        sc = json.load(f)
+    check(sc["beta_schedule"] == "squaredcos_cap_v2" and sc["num_train_timesteps"] == T,
+          "cosine: the exported scheduler is squaredcos_cap_v2 over %d steps: %s, %s"
+          % (T, sc["beta_schedule"], sc["num_train_timesteps"]))
+    ours = stepgraph_abar(ckpt, tmp)
+    back = stepgraph_abar(exp, tmp)
+    check(ours.shape == (T,) and np.array_equal(ours, back),
+          "cosine: the schedule read back from the exported folder is the checkpoint's, bit for "
+          "bit")
+    sched = DDPMScheduler.from_pretrained(exp)
+    theirs = sched.alphas_cumprod.double().numpy()
+    d = float(np.abs(ours - theirs).max())
+    check(d <= 2e-6, "cosine: diffusers' alphas_cumprod (fp32) vs stepgraph's abar (float64): "
+          "max|d| %.2e (tol 2e-6)" % d)
+
+    def f(u):  # improved-diffusion's alpha_bar, in float64
+        return math.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+    betas = np.array([min(1 - f((i + 1) / T) / f(i / T), 0.999) for i in range(T)])
+    ref = np.cumprod(1 - betas)
+    r = float((np.abs(ours - ref) / ref).max())
+    check(r <= 1e-13, "cosine: stepgraph's abar vs improved-diffusion's float64 formula: max "
+          "relative %.2e (tol 1e-13)" % r)
+    lin = stepgraph_abar(os.path.join(tmp, "unet_tiny_run", "ckpt_00000002.sgck"), tmp)
+    check(lin.shape == (1000,) and abs(lin[399] - ours[200]) > 0.1,
+          "(the linear run's schedule is another: the comparison can tell)")
+    pipe = DDPMPipeline.from_pretrained(exp)
+    pipe.set_progress_bar_config(disable=True)
+    out = pipe(batch_size=1, num_inference_steps=3, generator=torch.manual_seed(0),
+               output_type="np").images
+    check(out.shape == (1, 16, 16, 3) and np.isfinite(out).all(),
+          "cosine: DDPMPipeline draws images: shape %s" % (out.shape,))
+    # a schedule stepgraph does not train: refused by sample --weights, naming it
+    sc["beta_schedule"] = "scaled_linear"
+    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
+        json.dump(sc, fo)
+    r = run([SAMPLE, "--weights", exp, "--n", "1", "--ddim-steps", "1", "--backend", "cpu",
+             "--out", os.path.join(tmp, "refused.png")], expect_ok=False)
+    check(r.returncode == 1 and "beta_schedule" in r.stdout and "scaled_linear" in r.stdout,
+          "scaled_linear is refused naming beta_schedule: %r" % r.stdout.strip()[-200:])
+
+
 def main():
     print("torch %s, diffusers %s" % (torch.__version__, __import__("diffusers").__version__))
     tmp = tempfile.mkdtemp(prefix="sg_diffusers_")
@@ -285,6 +344,7 @@ def main():
               cfg["freq_shift"] == 1 and cfg["norm_eps"] == 1e-6,
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
+        cosine_schedule(tmp)
         init_from_checkpoint(tmp, ckpt)
         diffusers_to_stepgraph(tmp, exp, cfg)
         _, _, ccfg = export_to_diffusers(tmp, "unet_cifar", "synthetic:8:32x32x3", 2)

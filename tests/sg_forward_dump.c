@@ -8,6 +8,11 @@
  * the weights (graph/weights.h). XT.f32: x_t as raw little-endian fp32, NHWC [N][img][img][C];
  * T.i32: N raw int32 timesteps (N is its size / 4). Writes the predicted noise, NHWC fp32.
  * fp32 activations, the CPU backend, dropout off: the function the weights compute.
+ *
+ *   sg_forward_dump --abar WEIGHTS OUT.f64
+ *
+ * instead writes the noise schedule of the weights' config: abar_t for t < T, raw
+ * little-endian float64 (kernels/cpu: sg_ddpm_abars), the values training and sampling use.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +20,7 @@
 
 #include "graph/exec.h"
 #include "graph/weights.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 static void *slurp(const char *path, long *size) {
     FILE *f = fopen(path, "rb");
@@ -28,7 +34,26 @@ static void *slurp(const char *path, long *size) {
     return buf;
 }
 
+static int dump_abar(const char *weights, const char *out) {
+    sg_model_cfg cfg;
+    char json[8192];
+    if (sg_weights_config(weights, json, sizeof json) || sg_model_cfg_from_json(json, &cfg) ||
+        sg_model_validate(&cfg))
+        return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
+    const sg_betas b = sg_model_betas(&cfg);
+    double *abar = malloc(sizeof(double) * (size_t)b.T);
+    FILE *f = fopen(out, "wb");
+    int ok = abar && f;
+    if (ok) sg_ddpm_abars(&b, abar);
+    ok = ok && fwrite(abar, sizeof(double), (size_t)b.T, f) == (size_t)b.T;
+    ok = f && !fclose(f) && ok;
+    free(abar);
+    if (!ok) return fprintf(stderr, "sg_forward_dump: cannot write %s\n", out), 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--abar")) return dump_abar(argv[2], argv[3]);
     if (argc != 5 && argc != 6) {
         fprintf(stderr, "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n");
         return 2;

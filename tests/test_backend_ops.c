@@ -209,12 +209,13 @@ typedef struct {
                  loss factor */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
-    int micro; /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
-                  BO_MICROS (gradient accumulation), so its samples and random draws start at
-                  that slice of the batch (sg_node_slice) */
-    int fused; /* conv, conv weight gradient: the input x is the virtual normalised output of a
-                  norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
-                  dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
+    int micro;  /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
+                   BO_MICROS (gradient accumulation), so its samples and random draws start at
+                   that slice of the batch (sg_node_slice) */
+    int cosine; /* ddpm noise, sample step: the cosine betas (common/sg_schedule.h), else linear */
+    int fused;  /* conv, conv weight gradient: the input x is the virtual normalised output of a
+                   norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
+                   dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
 } bo_args;
 
 typedef int (*bo_builder)(bo_case *c, const bo_args *a, sg_dtype dt);
@@ -400,7 +401,11 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
      * kernel reads them) */
     sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)a->T);
     if (!rows) return SG_ERR;
-    cpu_ddpm_table(rows, a->T, 1e-4f, 0.02f);
+    const sg_betas betas = {.T = a->T,
+                            .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                            .beta1 = 1e-4f,
+                            .betaT = 0.02f};
+    cpu_ddpm_table(rows, &betas);
     int in[4] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
                  act4(c, "eps", DT_F32, a->N, a->H, a->W, a->C, -3, 3, 0),
                  tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1),
@@ -408,7 +413,9 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
                        sizeof(sg_ddpm_row) * (size_t)a->T)};
     free(rows);
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {.ddpm = {.T = a->T, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
+    sg_op_args args = {
+        .ddpm = {
+            .T = a->T, .schedule = betas.schedule, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
     return node(c, OP_DDPM_NOISE, in, 4, out, &args, 0) < 0;
 }
 
@@ -1052,7 +1059,11 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
     else
         for (int k = 0; k < n; k++) ts[k] = a->T - 1 - k;
     sg_sample_row rows[BO_MAX_STEPS];
-    sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->T, 1e-4, 0.02);
+    const sg_betas betas = {.T = a->T,
+                            .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                            .beta1 = 1e-4,
+                            .betaT = 0.02};
+    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, &betas)) return SG_ERR;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
     int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
     int in[5] = {
@@ -1153,6 +1164,8 @@ static const bo_entry entries[] = {
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000, .cosine = 1}},
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 3, .W = 3, .C = 3, .T = 4000, .cosine = 1}},
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},
@@ -1305,6 +1318,9 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10}},   /* DDPM, z */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .step = 49}},   /* t = 0 */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 0, .cosine = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1, .cosine = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 0, .cosine = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},

@@ -276,10 +276,28 @@ static void test_configs(void) {
     CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK && strstr(back, "\"T\":500") &&
               strstr(back, "\"beta1\":0.001"),
           "schedule: %s", back);
-    write_file(path, "{\"beta_schedule\": \"squaredcos_cap_v2\"}");
+    /* cosine (diffusers' squaredcos_cap_v2): T from the file, its beta_start / beta_end (which
+     * diffusers does not read for it) not taken: the config's betas stay DDPM's, unused */
+    write_file(path, "{\"beta_schedule\": \"squaredcos_cap_v2\", \"num_train_timesteps\": 4000, "
+                     "\"beta_start\": 0.005, \"beta_end\": 0.05}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK &&
+              strstr(back, "\"beta_schedule\":\"cosine\"") && strstr(back, "\"T\":4000") &&
+              strstr(back, "\"beta1\":0.0001,") && strstr(back, "\"betaT\":0.02"),
+          "cosine schedule: %s (%s)", back, sg_last_error());
+    write_file(path, "{\"beta_schedule\": \"linear\"}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK &&
+              !strstr(back, "beta_schedule"),
+          "linear: no beta_schedule key (the default): %s", back);
+    /* what stepgraph does not train is refused, naming the field and what it takes */
+    write_file(path, "{\"beta_schedule\": \"scaled_linear\"}");
     CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
-              strstr(sg_last_error(), "beta_schedule"),
-          "cosine schedule refused: %s", sg_last_error());
+              strstr(sg_last_error(), "\"beta_schedule\" is \"scaled_linear\"") &&
+              strstr(sg_last_error(), "squaredcos_cap_v2"),
+          "scaled_linear refused: %s", sg_last_error());
+    write_file(path, "{\"beta_schedule\": 3}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
+              strstr(sg_last_error(), "\"beta_schedule\" is 3"),
+          "a number refused: %s", sg_last_error());
     unlink(path);
 
     /* each field stepgraph does not compute is named (absent keys: diffusers' defaults) */

@@ -1171,21 +1171,68 @@ static void test_embedding(void) {
     /* abar vs an independent formulation: exp(sum log(1 - beta_i)) */
     int T = 1000;
     double b1 = 1e-4, bT = 0.02;
+    const sg_betas lin = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = b1, .betaT = bT};
     int ts[4] = {0, 1, 500, 999};
     for (int k = 0; k < 4; k++) {
         double ls = 0;
         for (int i = 0; i <= ts[k]; i++) ls += log1p(-(b1 + (bT - b1) * i / (T - 1)));
-        double want = exp(ls), got = sg_ddpm_abar(ts[k], T, b1, bT);
+        double want = exp(ls), got = sg_ddpm_abar(&lin, ts[k]);
         CHECK(fabs(got - want) <= 1e-12 * want, "abar(%d) = %.17g, want %.17g", ts[k], got, want);
     }
-    CHECK(sg_ddpm_abar(0, T, b1, bT) == 1.0 - b1, "abar(0) = 1 - beta1");
+    CHECK(sg_ddpm_abar(&lin, 0) == 1.0 - b1, "abar(0) = 1 - beta1");
+
+    /* the cosine schedule (Nichol & Dhariwal 2021, eq. 17): abar_t = f(t+1) / f(0) with
+     * f(u) = cos((u/T + s) / (1 + s) pi/2)^2, s = 0.008 (the product of the ratios telescopes:
+     * 0-based t is their t + 1), wherever no beta is clipped at 0.999; clipped only at the last
+     * step (f(T) = 0), where beta is 0.999 exactly. Several T: improved-diffusion's 4000 too. */
+    const int cT[3] = {1000, 4000, 7};
+    for (int c = 0; c < 3; c++) {
+        const sg_betas cb = {.T = cT[c], .schedule = SG_BETA_COSINE, .beta1 = b1, .betaT = bT};
+        const double pi = acos(-1.0);
+        double worst = 0;
+        int at = -1;
+        for (int k = 0; k < cT[c] - 1; k++) {
+            const double u = cos(((double)(k + 1) / cT[c] + 0.008) / 1.008 * pi / 2),
+                         u0 = cos(0.008 / 1.008 * pi / 2);
+            const double want = (u * u) / (u0 * u0), got = sg_ddpm_abar(&cb, k);
+            if (fabs(got - want) > worst * want) worst = fabs(got - want) / want, at = k;
+        }
+        CHECK(worst <= 1e-9, "cosine T=%d: abar(%d) is %.3g off the closed form (relative)", cT[c],
+              at, worst);
+        CHECK(sg_ddpm_beta(&cb, cT[c] - 1) == 0.999 && sg_ddpm_beta(&cb, cT[c] - 2) < 0.999,
+              "cosine T=%d: only the last beta is clipped at 0.999 (%.17g, %.17g)", cT[c],
+              sg_ddpm_beta(&cb, cT[c] - 1), sg_ddpm_beta(&cb, cT[c] - 2));
+        CHECK(sg_ddpm_abar(&cb, cT[c] - 1) == sg_ddpm_abar(&cb, cT[c] - 2) * (1.0 - 0.999),
+              "cosine T=%d: abar(T-1) = abar(T-2) (1 - 0.999)", cT[c]);
+    }
+    /* the two schedules differ where they should: cosine keeps more signal in the middle */
+    const sg_betas cos1k = {.T = T, .schedule = SG_BETA_COSINE, .beta1 = b1, .betaT = bT};
+    CHECK(sg_ddpm_abar(&cos1k, 500) > 4 * sg_ddpm_abar(&lin, 500),
+          "cosine abar(500) %.4g against linear %.4g", sg_ddpm_abar(&cos1k, 500),
+          sg_ddpm_abar(&lin, 500));
+
+    /* every abar at once (the sampler's table) is sg_ddpm_abar's bits, both schedules */
+    double *abars = malloc(sizeof(double) * (size_t)T);
+    for (int c = 0; c < 2; c++) {
+        const sg_betas *sb = c ? &cos1k : &lin;
+        sg_ddpm_abars(sb, abars);
+        int off = -1;
+        for (int k = 0; k < T && off < 0; k++) {
+            const double a = sg_ddpm_abar(sb, k);
+            if (memcmp(&abars[k], &a, 8)) off = k;
+        }
+        CHECK(off < 0, "%s: sg_ddpm_abars[%d] is not sg_ddpm_abar's", c ? "cosine" : "linear", off);
+    }
+    free(abars);
 
     int N = 4, per = 13;
     int32_t tt[4] = {0, 999, 250, 7};
     float *x0 = new_rand((int64_t)N * per, -1, 1), *eps = new_rand((int64_t)N * per, -3, 3);
     float *xt = new_nan((int64_t)N * per), *xt2 = new_nan((int64_t)N * per);
     double *ref = new_zero_d((int64_t)N * per);
-    cpu_ddpm_noise(xt, x0, eps, tt, N, per, T, (float)b1, (float)bT);
+    const sg_betas linf = {
+        .T = T, .schedule = SG_BETA_LINEAR, .beta1 = (float)b1, .betaT = (float)bT};
+    cpu_ddpm_noise(xt, x0, eps, tt, N, per, &linf);
     for (int n = 0; n < N; n++) {
         double ls = 0;
         for (int i = 0; i <= tt[n]; i++)
@@ -1197,20 +1244,34 @@ static void test_embedding(void) {
     CHECK_CLOSE("ddpm noise", xt, ref, (int64_t)N * per, TOL_FWD);
     float *o1[1] = {xt}, *o2[1] = {xt2};
     int64_t sz[1] = {(int64_t)N * per};
-    CHECK_TWICE("ddpm noise", o1, o2, sz, 1,
-                cpu_ddpm_noise(o1[0], x0, eps, tt, N, per, T, (float)b1, (float)bT),
-                cpu_ddpm_noise(o2[0], x0, eps, tt, N, per, T, (float)b1, (float)bT));
+    CHECK_TWICE("ddpm noise", o1, o2, sz, 1, cpu_ddpm_noise(o1[0], x0, eps, tt, N, per, &linf),
+                cpu_ddpm_noise(o2[0], x0, eps, tt, N, per, &linf));
     /* the table (what the CUDA noising reads): row t = {sqrt(abar_t), sqrt(1 - abar_t)} of the
-     * same product, bit for bit, for every t */
+     * same product, bit for bit, for every t, both schedules; and the noising multiplies it */
     sg_ddpm_row *rows = malloc(sizeof(sg_ddpm_row) * (size_t)T);
-    cpu_ddpm_table(rows, T, (float)b1, (float)bT);
-    int bad = -1;
-    for (int k = 0; k < T && bad < 0; k++) {
-        const double ab = sg_ddpm_abar(k, T, (float)b1, (float)bT);
-        const double a = sqrt(ab), s = sqrt(1.0 - ab);
-        if (memcmp(&rows[k].sqrt_abar, &a, 8) || memcmp(&rows[k].sqrt_1m_abar, &s, 8)) bad = k;
+    for (int c = 0; c < 2; c++) {
+        const sg_betas *sb = c ? &cos1k : &linf;
+        cpu_ddpm_table(rows, sb);
+        int bad = -1;
+        for (int k = 0; k < T && bad < 0; k++) {
+            const double ab = sg_ddpm_abar(sb, k);
+            const double a = sqrt(ab), s = sqrt(1.0 - ab);
+            if (memcmp(&rows[k].sqrt_abar, &a, 8) || memcmp(&rows[k].sqrt_1m_abar, &s, 8)) bad = k;
+        }
+        CHECK(bad < 0, "%s: ddpm table row %d is not sqrt(abar), sqrt(1 - abar)",
+              c ? "cosine" : "linear", bad);
+        cpu_ddpm_noise(xt, x0, eps, tt, N, per, sb);
+        for (int n = 0, i = 0; n < N; n++)
+            for (int j = 0; j < per; j++, i++) {
+                const sg_ddpm_row r = rows[tt[n]];
+                ref[i] = (float)(r.sqrt_abar * x0[i] + r.sqrt_1m_abar * eps[i]);
+            }
+        int diff = -1;
+        for (int i = 0; i < N * per && diff < 0; i++)
+            if (xt[i] != (float)ref[i]) diff = i;
+        CHECK(diff < 0, "%s: ddpm noise element %d is not the table's", c ? "cosine" : "linear",
+              diff);
     }
-    CHECK(bad < 0, "ddpm table row %d is not sqrt(abar), sqrt(1 - abar)", bad);
     free(rows);
     free(x0), free(eps), free(xt), free(xt2), free(ref);
 }

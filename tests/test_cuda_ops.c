@@ -3397,10 +3397,12 @@ static void test_resample(int N, int H, int W, int C, int dt, int accum) {
 /* ======================= embeddings ======================= */
 
 /* The noising: every timestep of the schedule once (and both ends again), bit for bit
- * cpu_ddpm_noise, which recomputes the product the table holds. */
-static void test_embedding(int dt) {
+ * cpu_ddpm_noise, which recomputes the product the table holds; linear and cosine betas (the
+ * kernel reads whichever table it is given). */
+static void test_embedding(int dt, int schedule) {
     char ctx[96];
-    snprintf(ctx, sizeof ctx, "embedding %s", dtn(dt));
+    snprintf(ctx, sizeof ctx, "embedding %s %s betas", dtn(dt),
+             schedule == SG_BETA_COSINE ? "cosine" : "linear");
     case_begin();
     const int T = 1000, N = T + 2, dim = 32, per = 5;
     int32_t t[1002];
@@ -3410,8 +3412,9 @@ static void test_embedding(int dt) {
     float *emb = fbuf((int64_t)N * dim), *xt = fbuf((int64_t)N * per);
     sg_ddpm_row *rows = (sg_ddpm_row *)halloc(sizeof(sg_ddpm_row) * T);
     cpu_timestep_emb(emb, t, N, dim);
-    cpu_ddpm_noise(xt, x0, eps, t, N, per, T, 1e-4f, 0.02f);
-    cpu_ddpm_table(rows, T, 1e-4f, 0.02f);
+    const sg_betas betas = {.T = T, .schedule = schedule, .beta1 = 1e-4f, .betaT = 0.02f};
+    cpu_ddpm_noise(xt, x0, eps, t, N, per, &betas);
+    cpu_ddpm_table(rows, &betas);
     tbuf *dt_ = tb_raw("t", t, sizeof t), *dtab = tb_raw("table", rows, sizeof(sg_ddpm_row) * T);
     tbuf *dx0 = tb_in("x0", x0, (int64_t)N * per, DT_F32),
          *deps = tb_in("eps", eps, (int64_t)N * per, DT_F32);
@@ -3824,10 +3827,11 @@ static void test_sample_step(int dt) {
                  cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, (long long)cases[ci].k);
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
+        const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
         if (cases[ci].ddim)
-            sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, T, 1e-4, 0.02);
+            CHECK(!sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, &betas), "table");
         else
-            sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, T, 1e-4, 0.02);
+            CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, &betas), "table");
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;
         float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(n, -2.0f, 2.0f, dt);
@@ -4616,7 +4620,8 @@ int main(void) {
         /* 16-byte vectors: 2 (bf16) / 4 (fp32) of them a pixel, overwriting and accumulating */
         test_resample(2, 4, 6, 16, dt, 0);
         test_resample(1, 6, 4, 24, dt, 1);
-        test_embedding(dt);
+        test_embedding(dt, SG_BETA_LINEAR);
+        test_embedding(dt, SG_BETA_COSINE);
         test_rng(dt);
         test_sample_step(dt);
     }

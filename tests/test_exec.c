@@ -110,7 +110,9 @@ static void check_ddpm_table(sg_exec *e, const char *name) {
     const int T = p->cfg.T;
     sg_ddpm_row *want = malloc(sizeof(sg_ddpm_row) * (size_t)T);
     sg_ddpm_row *got = malloc(sizeof(sg_ddpm_row) * (size_t)T);
-    cpu_ddpm_table(want, T, p->cfg.beta1, p->cfg.betaT);
+    const sg_betas betas = {
+        .T = T, .schedule = p->cfg.beta_schedule, .beta1 = p->cfg.beta1, .betaT = p->cfg.betaT};
+    cpu_ddpm_table(want, &betas);
     CHECK(p->g.t[p->io.ddpm_table].bytes == (int64_t)sizeof(sg_ddpm_row) * T &&
               sg_exec_read(e, p->io.ddpm_table, got) == SG_OK &&
               !memcmp(got, want, sizeof(sg_ddpm_row) * (size_t)T),

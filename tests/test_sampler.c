@@ -38,13 +38,23 @@
 enum { TT = 1000 };
 static const double B1 = 1e-4, BT = 0.02;
 
-/* the schedule, independently: alpha_i = 1 - beta_i, abar_t = prod alpha_i, long double */
-static long double ref_beta(int i, int T, double b1, double bT) {
-    return (long double)b1 + ((long double)bT - (long double)b1) * i / (long double)(T - 1);
+/* the schedule, independently: alpha_i = 1 - beta_i, abar_t = prod alpha_i, long double;
+ * linear from B1 to BT, or cosine (Nichol & Dhariwal 2021: 1 - f(i+1)/f(i) capped at 0.999,
+ * f(u) = cos((u/T + 0.008) / 1.008 pi/2)^2) */
+static long double ref_cos_f(int i, int T) {
+    const long double c = cosl(((long double)i / T + 0.008L) / 1.008L * acosl(-1.0L) / 2);
+    return c * c;
 }
-static long double ref_abar(int t, int T, double b1, double bT) {
+static long double ref_beta(int i, int T, int schedule) {
+    if (schedule == SG_BETA_COSINE) {
+        const long double b = 1 - ref_cos_f(i + 1, T) / ref_cos_f(i, T);
+        return b < 0.999L ? b : 0.999L;
+    }
+    return (long double)B1 + ((long double)BT - (long double)B1) * i / (long double)(T - 1);
+}
+static long double ref_abar(int t, int T, int schedule) {
     long double a = 1.0L;
-    for (int i = 0; i <= t; i++) a *= 1.0L - ref_beta(i, T, b1, bT);
+    for (int i = 0; i <= t; i++) a *= 1.0L - ref_beta(i, T, schedule);
     return t < 0 ? 1.0L : a;
 }
 static long double ref_clamp(long double v) {
@@ -68,33 +78,36 @@ static double worst(const float *got, const long double *want, int n, double rel
 
 enum { NV = 4096 };
 
-/* (a) one step of each sampler against the formulas written out in long double */
-static void test_step_math(void) {
+/* (a) one step of each sampler against the formulas written out in long double, for the
+ * schedule's betas */
+static void test_step_math(int schedule) {
     static float x[NV], eps[NV], z[NV], out[NV], out2[NV];
     static long double want[NV];
+    const sg_betas BB = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
+    const char *sn = schedule == SG_BETA_COSINE ? "cosine" : "linear";
     const int ts[] = {0, 1, 2, 10, 500, TT - 2, TT - 1};
     for (int k = 0; k < SG_ARRAY_LEN(ts); k++) {
         int t = ts[k];
         fill_normal(x, NV, 100 + (uint64_t)t);
         fill_normal(eps, NV, 200 + (uint64_t)t);
         fill_normal(z, NV, 300 + (uint64_t)t);
-        long double beta = ref_beta(t, TT, B1, BT), alpha = 1 - beta;
-        long double abar = ref_abar(t, TT, B1, BT), abar_prev = ref_abar(t - 1, TT, B1, BT);
+        long double beta = ref_beta(t, TT, schedule), alpha = 1 - beta;
+        long double abar = ref_abar(t, TT, schedule), abar_prev = ref_abar(t - 1, TT, schedule);
         long double sigma = t > 0 ? sqrtl(beta * (1 - abar_prev) / (1 - abar)) : 0;
         /* Algorithm 2, no clipping */
         for (int i = 0; i < NV; i++)
             want[i] = (x[i] - beta / sqrtl(1 - abar) * eps[i]) / sqrtl(alpha) + sigma * z[i];
         for (int i = 0; i < NV; i++) out[i] = NAN;
-        sg_ddpm_step(out, x, eps, z, NV, t, TT, B1, BT, 0);
+        sg_ddpm_step(out, x, eps, z, NV, t, &BB, 0);
         double w = worst(out, want, NV, 1e-6, 1e-6);
-        CHECK(w <= 1, "DDPM t=%d: error %.3g x tolerance", t, w);
+        CHECK(w <= 1, "%s DDPM t=%d: error %.3g x tolerance", sn, t, w);
         /* in place gives the same bits */
         memcpy(out2, x, sizeof x);
-        sg_ddpm_step(out2, out2, eps, z, NV, t, TT, B1, BT, 0);
-        CHECK(!memcmp(out, out2, sizeof out), "DDPM t=%d: in place differs", t);
+        sg_ddpm_step(out2, out2, eps, z, NV, t, &BB, 0);
+        CHECK(!memcmp(out, out2, sizeof out), "%s DDPM t=%d: in place differs", sn, t);
         /* t = 0 takes no noise: z is ignored (and may be NULL) */
         if (t == 0) {
-            sg_ddpm_step(out2, x, eps, NULL, NV, t, TT, B1, BT, 0);
+            sg_ddpm_step(out2, x, eps, NULL, NV, t, &BB, 0);
             CHECK(!memcmp(out, out2, sizeof out), "DDPM t=0 used z");
         }
         /* clipped: the x0-parameterised posterior mean with x0_pred clamped */
@@ -106,9 +119,9 @@ static void test_step_math(void) {
             want[i] = sqrtl(abar_prev) * beta / (1 - abar) * x0 +
                       sqrtl(alpha) * (1 - abar_prev) / (1 - abar) * x[i] + sigma * z[i];
         }
-        sg_ddpm_step(out, x, eps, z, NV, t, TT, B1, BT, 1);
+        sg_ddpm_step(out, x, eps, z, NV, t, &BB, 1);
         w = worst(out, want, NV, 1e-6, 1e-6);
-        CHECK(w <= 1, "DDPM clip t=%d: error %.3g x tolerance", t, w);
+        CHECK(w <= 1, "%s DDPM clip t=%d: error %.3g x tolerance", sn, t, w);
         CHECK(t < 10 || nclamped > NV / 4, "t=%d: random eps should clamp often (%d)", t, nclamped);
 
         /* DDIM from t to a few earlier timesteps, -1 included */
@@ -116,7 +129,7 @@ static void test_step_math(void) {
         for (int m = 0; m < 3; m++) {
             int tp = tps[m];
             if (tp >= t || (m > 0 && tp < 0)) continue;
-            long double ap = ref_abar(tp, TT, B1, BT);
+            long double ap = ref_abar(tp, TT, schedule);
             for (int clip = 0; clip < 2; clip++) {
                 for (int i = 0; i < NV; i++) {
                     long double x0 = (x[i] - sqrtl(1 - abar) * eps[i]) / sqrtl(abar);
@@ -124,18 +137,21 @@ static void test_step_math(void) {
                     want[i] = sqrtl(ap) * x0 + sqrtl(1 - ap) * eps[i];
                 }
                 for (int i = 0; i < NV; i++) out[i] = NAN;
-                sg_ddim_step(out, x, eps, NV, t, tp, TT, B1, BT, clip);
+                sg_ddim_step(out, x, eps, NV, t, tp, &BB, clip);
                 w = worst(out, want, NV, 1e-6, 1e-6);
-                CHECK(w <= 1, "DDIM t=%d -> %d clip %d: error %.3g x tolerance", t, tp, clip, w);
+                CHECK(w <= 1, "%s DDIM t=%d -> %d clip %d: error %.3g x tolerance", sn, t, tp, clip,
+                      w);
             }
         }
     }
+    if (schedule != SG_BETA_LINEAR) return;
     /* T = 1: one step, beta = beta1 */
+    const sg_betas B_1 = {.T = 1, .schedule = SG_BETA_LINEAR, .beta1 = B1, .betaT = BT};
     fill_normal(x, NV, 7);
     fill_normal(eps, NV, 8);
     long double abar1 = 1 - (long double)B1;
     for (int i = 0; i < NV; i++) want[i] = (x[i] - sqrtl(1 - abar1) * eps[i]) / sqrtl(abar1);
-    sg_ddpm_step(out, x, eps, NULL, NV, 0, 1, B1, BT, 0);
+    sg_ddpm_step(out, x, eps, NULL, NV, 0, &B_1, 0);
     CHECK(worst(out, want, NV, 1e-6, 1e-6) <= 1, "DDPM with T = 1");
 }
 
@@ -169,23 +185,25 @@ static void test_ddim_timesteps(void) {
 }
 
 /* (b) the oracle eps: x_t = sqrt(abar) x0 + sqrt(1 - abar) eps from a known x0 */
-static void test_oracle(void) {
+static void test_oracle(int schedule) {
     static float x0[NV], eps[NV], xt[NV], out[NV], zero[NV];
     static long double want[NV];
+    const sg_betas BB = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
     for (int i = 0; i < NV; i++)
         x0[i] = 2 * sg_rng_uniform(5, 0, SG_RNG_SAMPLE, (uint64_t)i) - 1; /* in (-1, 1) */
     fill_normal(eps, NV, 6);
     const int ts[] = {0, 1, 10, 250, 500, TT - 1};
     for (int k = 0; k < SG_ARRAY_LEN(ts); k++) {
         int t = ts[k];
-        long double abar = ref_abar(t, TT, B1, BT), abar_prev = ref_abar(t - 1, TT, B1, BT);
-        long double beta = ref_beta(t, TT, B1, BT);
+        long double abar = ref_abar(t, TT, BB.schedule),
+                    abar_prev = ref_abar(t - 1, TT, BB.schedule);
+        long double beta = ref_beta(t, TT, BB.schedule);
         for (int i = 0; i < NV; i++)
             xt[i] = (float)(sqrtl(abar) * x0[i] + sqrtl(1 - abar) * eps[i]);
         /* DDIM t -> -1 with the true eps returns x0: the only error is x_t's fp32 rounding,
          * magnified by 1/sqrt(abar) */
         for (int clip = 0; clip < 2; clip++) {
-            sg_ddim_step(out, xt, eps, NV, t, -1, TT, B1, BT, clip);
+            sg_ddim_step(out, xt, eps, NV, t, -1, &BB, clip);
             double maxerr = 0, bound = 0;
             for (int i = 0; i < NV; i++) {
                 maxerr = fmax(maxerr, fabs((double)out[i] - x0[i]));
@@ -201,7 +219,7 @@ static void test_oracle(void) {
             want[i] = sqrtl(abar_prev) * beta / (1 - abar) * x0[i] +
                       sqrtl(1 - beta) * (1 - abar_prev) / (1 - abar) * xt[i];
         for (int clip = 0; clip < 2; clip++) {
-            sg_ddpm_step(out, xt, eps, zero, NV, t, TT, B1, BT, clip);
+            sg_ddpm_step(out, xt, eps, zero, NV, t, &BB, clip);
             double w = worst(out, want, NV, 1e-5, 1e-5 / sqrt((double)abar));
             CHECK(w <= 1, "DDPM oracle t=%d clip %d: posterior mean off by %.3g x tolerance", t,
                   clip, w);
@@ -210,13 +228,19 @@ static void test_oracle(void) {
     /* a DDIM chain over 10 steps with the true eps stays on x0's trajectory and lands on it */
     int ts10[10];
     sg_ddim_timesteps(10, TT, ts10);
-    long double a = ref_abar(ts10[0], TT, B1, BT);
+    long double a = ref_abar(ts10[0], TT, BB.schedule);
     for (int i = 0; i < NV; i++) xt[i] = (float)(sqrtl(a) * x0[i] + sqrtl(1 - a) * eps[i]);
     for (int j = 0; j < 10; j++)
-        sg_ddim_step(xt, xt, eps, NV, ts10[j], j + 1 < 10 ? ts10[j + 1] : -1, TT, B1, BT, 0);
-    double maxerr = 0;
-    for (int i = 0; i < NV; i++) maxerr = fmax(maxerr, fabs((double)xt[i] - x0[i]));
-    CHECK(maxerr < 2e-4, "DDIM 10-step chain with the true eps: |x0 error| %.3g", maxerr);
+        sg_ddim_step(xt, xt, eps, NV, ts10[j], j + 1 < 10 ? ts10[j + 1] : -1, &BB, 0);
+    /* the first step's x0 carries x_T's fp32 rounding over sqrt(abar): 2.4e-9 at cosine's
+     * T - 1, where that bound is the larger */
+    double maxerr = 0, bound = 2e-4;
+    for (int i = 0; i < NV; i++) {
+        maxerr = fmax(maxerr, fabs((double)xt[i] - x0[i]));
+        bound = fmax(bound, 2 * FLT_EPSILON * (fabs(x0[i]) + fabs(eps[i]) + 1) / sqrtl(a));
+    }
+    CHECK(maxerr < bound, "%s DDIM 10-step chain with the true eps: |x0 error| %.3g > %.3g",
+          schedule == SG_BETA_COSINE ? "cosine" : "linear", maxerr, bound);
 }
 
 /* Whole chains with the exact eps of Gaussian data x0 ~ N(0, s^2 I): x_t ~ N(0, v_t) with
@@ -228,8 +252,9 @@ static void test_oracle(void) {
  * so its sample mean and variance must follow the recursion from x_T's own to rounding; DDPM
  * must match it to sampling error (NV values: about 2.2% on a variance). A wrong
  * coefficient or noise scale anywhere in the chain moves the result. */
-static void gaussian_chain(int ddim_steps, double s) {
+static void gaussian_chain(int ddim_steps, double s, int schedule) {
     static float x[NV], eps[NV], z[NV];
+    const sg_betas BB = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
     int ts[TT], n = ddim_steps ? ddim_steps : TT;
     if (ddim_steps)
         sg_ddim_timesteps(ddim_steps, TT, ts);
@@ -243,17 +268,17 @@ static void gaussian_chain(int ddim_steps, double s) {
     long double pm = m0, pv = ddim_steps ? q0 / NV - m0 * m0 : 1.0L;
     for (int k = 0; k < n; k++) {
         int t = ts[k], tp = ddim_steps ? (k + 1 < n ? ts[k + 1] : -1) : t - 1;
-        long double abar = ref_abar(t, TT, B1, BT), ap = ref_abar(tp, TT, B1, BT);
+        long double abar = ref_abar(t, TT, BB.schedule), ap = ref_abar(tp, TT, BB.schedule);
         long double v = abar * s * s + 1 - abar, e = sqrtl(1 - abar) / v;
         for (int i = 0; i < NV; i++) eps[i] = (float)(e * x[i]);
         long double g, sig2 = 0;
         if (ddim_steps) {
-            sg_ddim_step(x, x, eps, NV, t, tp, TT, B1, BT, 0);
+            sg_ddim_step(x, x, eps, NV, t, tp, &BB, 0);
             g = sqrtl(ap) * (1 - sqrtl(1 - abar) * e) / sqrtl(abar) + sqrtl(1 - ap) * e;
         } else {
             for (int i = 0; i < NV; i++) z[i] = sg_rng_normal(9, t, SG_RNG_SAMPLE, (uint64_t)i);
-            sg_ddpm_step(x, x, eps, z, NV, t, TT, B1, BT, 0);
-            long double beta = ref_beta(t, TT, B1, BT);
+            sg_ddpm_step(x, x, eps, z, NV, t, &BB, 0);
+            long double beta = ref_beta(t, TT, BB.schedule);
             g = (1 - beta / v) / sqrtl(1 - beta);
             sig2 = beta * (1 - ap) / (1 - abar);
         }
@@ -264,9 +289,10 @@ static void gaussian_chain(int ddim_steps, double s) {
     for (int i = 0; i < NV; i++) m += x[i], q += (double)x[i] * x[i];
     m /= NV;
     double var = q / NV - m * m;
-    printf("Gaussian data, s^2 = %.3f: %s %4d steps: sample mean %+.5f variance %.5f; "
+    printf("Gaussian data, s^2 = %.3f, %s betas: %s %4d steps: sample mean %+.5f variance %.5f; "
            "recursion mean %+.5f variance %.5f\n",
-           s * s, ddim_steps ? "DDIM" : "DDPM", n, m, var, (double)pm, (double)pv);
+           s * s, schedule == SG_BETA_COSINE ? "cosine" : "linear", ddim_steps ? "DDIM" : "DDPM", n,
+           m, var, (double)pm, (double)pv);
     if (ddim_steps) {
         CHECK(fabs(m - (double)pm) < 1e-4 && fabs(var / (double)pv - 1) < 1e-4,
               "DDIM %d: sample N(%.6f, %.6f), the recursion says N(%.6f, %.6f)", n, m, var,
@@ -279,10 +305,12 @@ static void gaussian_chain(int ddim_steps, double s) {
 }
 
 static void test_gaussian_chains(void) {
-    gaussian_chain(0, 0.5);
-    gaussian_chain(50, 0.5);
-    gaussian_chain(10, 0.5);
-    gaussian_chain(TT, 0.5);
+    for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++) {
+        gaussian_chain(0, 0.5, sc);
+        gaussian_chain(50, 0.5, sc);
+        gaussian_chain(10, 0.5, sc);
+        gaussian_chain(TT, 0.5, sc);
+    }
 }
 
 /* ---- (c) end to end on a tiny random UNet */
@@ -333,6 +361,7 @@ static int all_finite_in_range(const float *x, int64_t n) {
 static void host_loop_sample(sg_exec *e, int n_images, uint64_t seed, int S, int clip, float *out) {
     const sg_plan *p = &e->plan;
     int B = p->cfg.batch, T = p->cfg.T, n_steps = S ? S : T;
+    const sg_betas pb = sg_model_betas(&p->cfg);
     int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch, count = B * per;
     const sg_tensor *xt = &p->g.t[p->io.xt];
     float *x = malloc((size_t)count * 4), *eps = malloc((size_t)count * 4),
@@ -366,13 +395,11 @@ static void host_loop_sample(sg_exec *e, int n_images, uint64_t seed, int S, int
                 sg_exec_read(e, p->io.pred, eps);
             }
             if (S) {
-                sg_ddim_step(x, x, eps, count, t, k + 1 < n_steps ? ts[k + 1] : -1, T, p->cfg.beta1,
-                             p->cfg.betaT, clip);
+                sg_ddim_step(x, x, eps, count, t, k + 1 < n_steps ? ts[k + 1] : -1, &pb, clip);
             } else {
                 for (int64_t i = 0; i < count && t > 0; i++)
                     z[i] = sg_rng_normal(seed, t, SG_RNG_SAMPLE, first + (uint64_t)i);
-                sg_ddpm_step(x, x, eps, t > 0 ? z : NULL, count, t, T, p->cfg.beta1, p->cfg.betaT,
-                             clip);
+                sg_ddpm_step(x, x, eps, t > 0 ? z : NULL, count, t, &pb, clip);
             }
         }
         for (int64_t i = 0; i < (n_images - b0 < B ? n_images - b0 : B) * per; i++)
@@ -562,7 +589,8 @@ static void test_end_to_end(void) {
  * step: the start (k = -1: x_T from Philox at step T), then every step k on fresh x and eps,
  * with z drawn by the test from Philox at step t; x_t = x and t = the next step's timestep
  * after each (unchanged after the last); past the run, x stays. */
-static void device_step_run(int T, int S, int clip) {
+static void device_step_run(int T, int S, int clip, int schedule) {
+    const sg_betas bb = {.T = T, .schedule = schedule, .beta1 = B1, .betaT = BT};
     enum { N = 4, PER = 128, NS = N * PER };
     static float x[NS], eps[NS], z[NS], ref[NS], xt[NS];
     static int ts[TT];
@@ -574,7 +602,7 @@ static void device_step_run(int T, int S, int clip) {
     else
         for (int k = 0; k < T; k++) ts[k] = T - 1 - k;
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)T);
-    sg_sample_table(rows, T, ts, n, S > 0, clip, T, B1, BT);
+    CHECK(sg_sample_table(rows, T, ts, n, S > 0, clip, &bb) == SG_OK, "the step table");
     for (int k = -1; k < n; k++) {
         if (k >= 0) {
             fill_normal(x, NS, 300 + (uint64_t)k);
@@ -585,11 +613,11 @@ static void device_step_run(int T, int S, int clip) {
             for (int i = 0; i < NS; i++)
                 ref[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + (uint64_t)i);
         } else if (S) {
-            sg_ddim_step(ref, x, eps, NS, tk, k + 1 < n ? ts[k + 1] : -1, T, B1, BT, clip);
+            sg_ddim_step(ref, x, eps, NS, tk, k + 1 < n ? ts[k + 1] : -1, &bb, clip);
         } else {
             for (int i = 0; i < NS; i++)
                 z[i] = sg_rng_normal(seed, tk, SG_RNG_SAMPLE, first + (uint64_t)i);
-            sg_ddpm_step(ref, x, eps, tk > 0 ? z : NULL, NS, tk, T, B1, BT, clip);
+            sg_ddpm_step(ref, x, eps, tk > 0 ? z : NULL, NS, tk, &bb, clip);
         }
         for (int j = 0; j < N; j++) t[j] = -7;
         cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
@@ -614,14 +642,15 @@ static void device_step_run(int T, int S, int clip) {
 }
 
 static void test_device_step(void) {
-    for (int clip = 0; clip < 2; clip++) {
-        device_step_run(TT, 0, clip);
-        device_step_run(12, 0, clip);
-        device_step_run(1, 0, clip);
-        const int ss[] = {1, 3, 7, 50, TT};
-        for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip);
-        device_step_run(12, 5, clip);
-    }
+    for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++)
+        for (int clip = 0; clip < 2; clip++) {
+            device_step_run(TT, 0, clip, sc);
+            device_step_run(12, 0, clip, sc);
+            device_step_run(1, 0, clip, sc);
+            const int ss[] = {1, 3, 7, 50, TT};
+            for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip, sc);
+            device_step_run(12, 5, clip, sc);
+        }
 }
 
 /* sg_sample_ex (the device-resident loop on the CPU backend) against host_loop_sample (the host
@@ -1309,9 +1338,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_sampler [--cli PATH_TO_SAMPLE | --cuda]\n");
         return 2;
     }
-    test_step_math();
+    test_step_math(SG_BETA_LINEAR);
+    test_step_math(SG_BETA_COSINE);
     test_ddim_timesteps();
-    test_oracle();
+    test_oracle(SG_BETA_LINEAR);
+    test_oracle(SG_BETA_COSINE);
     test_gaussian_chains();
     test_end_to_end();
     test_device_step();

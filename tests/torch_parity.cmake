@@ -6,7 +6,11 @@ if(TARGET sg_graph)
   target_link_libraries(test_torch_parity PRIVATE sg_graph)
   add_test(NAME torch_parity_tiny COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR})
   add_test(NAME torch_parity_cifar COMMAND test_torch_parity unet_cifar 2 ${CMAKE_SOURCE_DIR})
-  set_tests_properties(torch_parity_tiny torch_parity_cifar PROPERTIES SKIP_RETURN_CODE 77)
+  # the cosine noise schedule (T 4000): the oracle's own betas, x_t and the whole step
+  add_test(NAME torch_parity_tiny_cosine
+           COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 cosine)
+  set_tests_properties(torch_parity_tiny torch_parity_cifar torch_parity_tiny_cosine
+                       PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
   # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and
   # bf16, with PyTorch's own step on the GPU printed beside it (issue 11: GPU parity)

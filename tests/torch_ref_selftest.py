@@ -398,7 +398,8 @@ def test_finite_differences():
             with torch.no_grad():
                 for n, p in model.named_parameters():
                     p.copy_(M.from_stepgraph(n, psg[n], p))
-                ca, cb = O.ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"])
+                ca, cb = O.ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"],
+                                       train["beta_schedule"])
                 x0t = O.nhwc_to_nchw(torch.from_numpy(x0).double())
                 et = O.nhwc_to_nchw(torch.from_numpy(eps).double())
                 xt = (torch.from_numpy(ca).view(-1, 1, 1, 1) * x0t +

@@ -1099,14 +1099,19 @@ int main(int argc, char **argv) {
         snprintf(threads, sizeof threads, " (%d thread%s%s)", nt, nt == 1 ? "" : "s",
                  r.cfg.ranks > 0 ? " per rank" : "");
     }
+    /* the noise schedule where it is not DDPM's (linear betas over 1000 steps) */
+    char noise[64] = "";
+    if (r.cfg.beta_schedule != SG_BETA_LINEAR || r.cfg.T != 1000)
+        snprintf(noise, sizeof noise, ", %s betas over T = %d",
+                 sg_beta_schedule_name(r.cfg.beta_schedule), r.cfg.T);
     if (r.root)
         fprintf(stderr,
-                "train: %s on %s (%lld images), %s backend%s, batch %d%s, %s, %lld parameters, "
+                "train: %s on %s (%lld images), %s backend%s, batch %d%s, %s%s, %lld parameters, "
                 "arena %.1f MiB; steps %lld -> %lld; out %s (setup %.1fs)\n",
                 r.cfg.name, r.a.data, (long long)r.cfg.data_n, r.backend, threads, r.cfg.batch,
-                micro, r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", (long long)r.e.plan.io.n_params,
-                r.e.plan.arena_bytes / 1048576.0, (long long)r.step, (long long)r.a.steps, r.out,
-                (cli_now_ms() - t0) / 1e3);
+                micro, r.cfg.act_dt == DT_BF16 ? "bf16" : "fp32", noise,
+                (long long)r.e.plan.io.n_params, r.e.plan.arena_bytes / 1048576.0,
+                (long long)r.step, (long long)r.a.steps, r.out, (cli_now_ms() - t0) / 1e3);
     rc = train_loop(&r);
     if (!rc && r.root && !stop_requested) sample_grid(&r);
     char took[16];

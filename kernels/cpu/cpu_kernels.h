@@ -138,27 +138,30 @@ void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C
 void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N, int L,
                        int C, int heads);
 
-/* ---- DDPM: linear betas beta_i = beta1 + (betaT - beta1) * i / (T-1), i in [0,T);
+/* ---- DDPM: the betas of the schedule b (common/sg_schedule.h: linear or cosine), i in [0,T);
  * abar_t = prod_{i<=t} (1 - beta_i), accumulated in double in increasing i.
  * x_t[n] = sqrt(abar_t) x0[n] + sqrt(1 - abar_t) eps[n]; each sample has `per` values. */
-double sg_ddpm_abar(int t, int T, double beta1, double betaT);
+double sg_ddpm_abar(const sg_betas *b, int t);
 /* beta_t (t in [0, T)): the expression sg_ddpm_abar multiplies, so alpha_t and abar_t agree to
  * the bit. */
-double sg_ddpm_beta(int t, int T, double beta1, double betaT);
+double sg_ddpm_beta(const sg_betas *b, int t);
+/* abar[t] = sg_ddpm_abar(b, t) for every t < b->T, the same bits, in O(T) */
+void sg_ddpm_abars(const sg_betas *b, double *abar);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
-                    int T, float beta1, float betaT);
+                    const sg_betas *b);
 /* The noising table (common/sg_schedule.h): rows[t] = {sqrt(abar_t), sqrt(1 - abar_t)} for
- * t < T, the values cpu_ddpm_noise multiplies, bit for bit. */
-void cpu_ddpm_table(sg_ddpm_row *rows, int T, float beta1, float betaT);
+ * t < b->T, the values cpu_ddpm_noise multiplies, bit for bit. */
+void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b);
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
  * rows[k] = step k, rows[n .. cap) zeroed (SG_SAMPLE_NONE). ddim: DDIM from ts[k] to ts[k+1]
  * (-1 after the last); else DDPM from ts[k] to ts[k] - 1. clip: x0_pred clamped to [-1, 1].
  * Coefficients by the expressions of sg_ddpm_step / sg_ddim_step, so the steps agree bit for
- * bit with those functions. A host helper (both backends' tables come from it). */
-void sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip, int T,
-                     double beta1, double betaT);
+ * bit with those functions. A host helper (both backends' tables come from it); SG_ERR only
+ * when out of host memory. */
+int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
+                    const sg_betas *b);
 /* One step of a batch of N images of `per` values, chosen by the step counter k:
  *   k = -1        start: x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i) (x_T);
  *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update(rows[k], x[i], eps[i], z[i]),

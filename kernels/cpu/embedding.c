@@ -8,9 +8,15 @@
  * Computed in double and rounded once: t f_i reaches ~1000 rad, where an fp32 argument would
  * already be off by ~6e-5, and the reference should be the exact value.
  *
- * DDPM (Ho et al. 2020) with linear betas over T steps:
- *   beta_i = beta1 + (betaT - beta1) * i / (T-1),  abar_t = prod_{i<=t} (1 - beta_i),
- *   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
+ * DDPM (Ho et al. 2020) over T steps, with the betas of the schedule (common/sg_schedule.h):
+ *   linear: beta_i = beta1 + (betaT - beta1) * i / (T-1)
+ *   cosine: beta_i = min(1 - f(i+1) / f(i), 0.999), f(i) = cos((i/T + 0.008) / 1.008 * pi/2)^2
+ *   abar_t = prod_{i<=t} (1 - beta_i),  x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
+ * The cosine betas are improved-diffusion's (betas_for_alpha_bar) operation for operation in
+ * double, but for the square: c * c here (exact, then rounded once), Python's c ** 2 is libm's
+ * pow, which can be an ulp away; abar agrees with its np.cumprod(1 - betas) to ~1e-15
+ * (tests/test_cpu_kernels.c against the closed form; tools/torch_ref/oracle.py and
+ * tests/diffusers_interop.py against numpy and diffusers).
  * The CUDA noising reads the coefficients from a table of every timestep's (cpu_ddpm_table,
  * written once per run by the executor) instead of recomputing the product: the same values.
  */
@@ -33,39 +39,59 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim) {
     }
 }
 
-/* The product runs in increasing i in double, as the contract fixes, so every caller (this
- * noising, the sampler's coefficients in graph/sampler.c) gets the same value; the CUDA
- * noising kernel (kernels/cuda/embedding.cu) runs the same product on the device, operation
- * for operation. */
-double sg_ddpm_abar(int t, int T, double beta1, double betaT) {
-    SG_ASSERT(T >= 1 && t >= 0 && t < T);
-    double abar = 1.0;
-    for (int i = 0; i <= t; i++) {
-        double beta = T > 1 ? beta1 + (betaT - beta1) * i / (T - 1) : beta1;
-        abar *= 1.0 - beta;
+/* the cosine schedule's f(i) = alpha_bar(i / T), written as improved-diffusion's lambda */
+static double cosine_f(int i, int T) {
+    const double pi = 3.14159265358979323846;
+    const double c = cos(((double)i / T + 0.008) / 1.008 * pi / 2);
+    return c * c;
+}
+
+double sg_ddpm_beta(const sg_betas *b, int t) {
+    SG_ASSERT(b->T >= 1 && t >= 0 && t < b->T);
+    if (b->schedule == SG_BETA_COSINE) {
+        const double beta = 1.0 - cosine_f(t + 1, b->T) / cosine_f(t, b->T);
+        return beta < 0.999 ? beta : 0.999;
     }
+    SG_ASSERT(b->schedule == SG_BETA_LINEAR);
+    return b->T > 1 ? b->beta1 + (b->betaT - b->beta1) * t / (b->T - 1) : b->beta1;
+}
+
+/* The product runs in increasing i in double, as the contract fixes, so every caller (this
+ * noising, the sampler's coefficients in graph/sampler.c and kernels/cpu/sample_step.c, the
+ * CUDA noising's table) gets the same value. */
+double sg_ddpm_abar(const sg_betas *b, int t) {
+    SG_ASSERT(b->T >= 1 && t >= 0 && t < b->T);
+    double abar = 1.0;
+    for (int i = 0; i <= t; i++) abar *= 1.0 - sg_ddpm_beta(b, i);
     return abar;
 }
 
-double sg_ddpm_beta(int t, int T, double beta1, double betaT) {
-    return T > 1 ? beta1 + (betaT - beta1) * t / (T - 1) : beta1;
+/* every abar_t at once: the running product is sg_ddpm_abar's, step for step, so the same bits
+ * in O(T) */
+void sg_ddpm_abars(const sg_betas *b, double *abar) {
+    double p = 1.0;
+    for (int t = 0; t < b->T; t++) abar[t] = p *= 1.0 - sg_ddpm_beta(b, t);
 }
 
-/* timestep t's coefficients: the one expression cpu_ddpm_noise and cpu_ddpm_table share */
-static sg_ddpm_row ddpm_row(int t, int T, float beta1, float betaT) {
-    const double abar = sg_ddpm_abar(t, T, beta1, betaT);
+/* timestep t's coefficients, by cpu_ddpm_table's expression */
+static sg_ddpm_row ddpm_row(const sg_betas *b, int t) {
+    const double abar = sg_ddpm_abar(b, t);
     const sg_ddpm_row r = {sqrt(abar), sqrt(1.0 - abar)};
     return r;
 }
 
-void cpu_ddpm_table(sg_ddpm_row *rows, int T, float beta1, float betaT) {
-    for (int t = 0; t < T; t++) rows[t] = ddpm_row(t, T, beta1, betaT);
+void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b) {
+    double abar = 1.0; /* sg_ddpm_abar's running product: the same bits in O(T) */
+    for (int t = 0; t < b->T; t++) {
+        abar *= 1.0 - sg_ddpm_beta(b, t);
+        rows[t] = (sg_ddpm_row){sqrt(abar), sqrt(1.0 - abar)};
+    }
 }
 
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
-                    int T, float beta1, float betaT) {
+                    const sg_betas *b) {
     for (int n = 0; n < N; n++) {
-        const sg_ddpm_row r = ddpm_row(t[n], T, beta1, betaT);
+        const sg_ddpm_row r = ddpm_row(b, t[n]);
         const double a = r.sqrt_abar, s = r.sqrt_1m_abar;
         int64_t off = (int64_t)n * per;
         for (int i = 0; i < per; i++) xt[off + i] = (float)(a * x0[off + i] + s * eps[off + i]);

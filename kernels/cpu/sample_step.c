@@ -8,6 +8,7 @@
  * x_T at step T, the DDPM noise of the step from t at step t (graph/sampler.h).
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -15,11 +16,11 @@
 /* The coefficients of one step, by the expressions of graph/sampler.c's sg_ddpm_step and
  * sg_ddim_step (kept there as the reference; tests/test_sampler.c compares bit for bit): the
  * same doubles, so sg_sample_update reproduces their loops exactly. */
-static sg_sample_row ddpm_row(int t, int T, double beta1, double betaT, int clip) {
+static sg_sample_row ddpm_row(const sg_betas *b, const double *ab, int t, int clip) {
     sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDPM_CLIP : SG_SAMPLE_DDPM, .t = t};
-    double beta = sg_ddpm_beta(t, T, beta1, betaT), alpha = 1.0 - beta;
-    double abar = sg_ddpm_abar(t, T, beta1, betaT);
-    double abar_prev = t > 0 ? sg_ddpm_abar(t - 1, T, beta1, betaT) : 1.0;
+    double beta = sg_ddpm_beta(b, t), alpha = 1.0 - beta;
+    double abar = ab[t];
+    double abar_prev = t > 0 ? ab[t - 1] : 1.0;
     r.sigma = sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
     r.inv_sqrt_alpha = 1.0 / sqrt(alpha);
     r.k_eps = beta / sqrt(1.0 - abar);
@@ -30,10 +31,10 @@ static sg_sample_row ddpm_row(int t, int T, double beta1, double betaT, int clip
     return r;
 }
 
-static sg_sample_row ddim_row(int t, int t_prev, int T, double beta1, double betaT, int clip) {
+static sg_sample_row ddim_row(const double *ab, int t, int t_prev, int clip) {
     sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDIM_CLIP : SG_SAMPLE_DDIM, .t = t};
-    double abar = sg_ddpm_abar(t, T, beta1, betaT);
-    double abar_prev = t_prev >= 0 ? sg_ddpm_abar(t_prev, T, beta1, betaT) : 1.0;
+    double abar = ab[t];
+    double abar_prev = t_prev >= 0 ? ab[t_prev] : 1.0;
     r.sqrt_abar = sqrt(abar);
     r.sqrt_1m_abar = sqrt(1.0 - abar);
     r.sqrt_abar_prev = sqrt(abar_prev);
@@ -41,17 +42,23 @@ static sg_sample_row ddim_row(int t, int t_prev, int T, double beta1, double bet
     return r;
 }
 
-void sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip, int T,
-                     double beta1, double betaT) {
+int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
+                    const sg_betas *b) {
+    const int T = b->T;
     SG_ASSERT(n >= 1 && n <= cap && T >= 1);
+    double *ab = malloc((size_t)T * sizeof(double)); /* sg_ddpm_abar of every t, in O(T) */
+    if (!ab) return sg_set_error("out of host memory for the %d-step schedule", T);
+    sg_ddpm_abars(b, ab);
     memset(rows, 0, sizeof(sg_sample_row) * (size_t)cap); /* rows n .. cap: SG_SAMPLE_NONE */
     for (int k = 0; k < n; k++) {
         SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
         if (ddim)
-            rows[k] = ddim_row(ts[k], k + 1 < n ? ts[k + 1] : -1, T, beta1, betaT, clip);
+            rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip);
         else
-            rows[k] = ddpm_row(ts[k], T, beta1, betaT, clip);
+            rows[k] = ddpm_row(b, ab, ts[k], clip);
     }
+    free(ab);
+    return SG_OK;
 }
 
 /* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE

@@ -6,8 +6,8 @@
  *   y[n] = [sin(t f_0) .. sin(t f_{half-1}), cos(t f_0) .. cos(t f_{half-1})],
  * in double and rounded once, as the CPU reference (the argument reaches ~1000 rad).
  *
- * DDPM noising: abar_t = prod_{i<=t} (1 - beta_i), beta_i = beta1 + (betaT - beta1) i / (T-1),
- *   xt = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
+ * DDPM noising: abar_t = prod_{i<=t} (1 - beta_i), the betas of the model's schedule (linear or
+ * cosine: common/sg_schedule.h), xt = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.
  * t lives on the device; the coefficients of every timestep come from the plan's table
  * (common/sg_schedule.h: sg_ddpm_row, written once per run by the executor from the CPU
  * reference, cpu_ddpm_table), so no thread recomputes the T-long product. The element's

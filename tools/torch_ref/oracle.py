@@ -6,7 +6,8 @@ DIR holds:
                      heads | head_ch, groups, dropout, resample_conv, down_pad ("same" |
                      "symmetric", absent: symmetric); or "model": a named
                      config, whose fields the file's own fields override) and training fields
-                     T, beta1, betaT, lr, b1, b2, eps, wd, warmup, clip, ema_decay, step
+                     T, beta1, betaT, beta_schedule ("linear" | "cosine"), lr, b1, b2, eps, wd,
+                     warmup, clip, ema_decay, step
                      (0-based number of this update). Missing training fields take the
                      defaults of docs/model.md (a note goes to stderr).
   params/<name>.npy  parameters in stepgraph layouts (conv [Co][K][K][Ci], linear [out][in])
@@ -22,7 +23,8 @@ writes such a folder with random contents. `--grads-from GDIR` runs the clip/Ada
 external gradients (e.g. the C backend's), so the optimizer can be checked to float rounding.
 
 It computes (dropout off, i.e. identity):
-  x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps   (abar in float64, linear betas)
+  x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps   (abar in float64; linear betas, or cosine:
+        improved-diffusion's betas_for_alpha_bar, capped at 0.999)
   pred = model(x_t, t); loss = mean((pred - eps)^2); backward
   norm = sqrt(sum g^2) over all gradients (accumulated in float64);
   scale = min(1, clip / (norm + 1e-6))
@@ -49,7 +51,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
-TRAIN_FIELDS = ("T", "beta1", "betaT", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
 
 
@@ -63,7 +65,8 @@ def read_config(d, quiet=False):
             train[k] = cfg[k]
         else:
             train[k] = M.TRAIN_DEFAULTS[k]
-            missing.append(k)
+            if k != "beta_schedule":  # stepgraph writes it only when not linear
+                missing.append(k)
     if missing and not quiet:
         print("oracle: config.json lacks %s; using docs/model.md defaults" % ",".join(missing),
               file=sys.stderr)
@@ -76,16 +79,30 @@ def read_config(d, quiet=False):
     return M.normalize_config(model_cfg), train
 
 
-def ddpm_abar(T, beta1, betaT):
-    """abar[t] = prod_{i<=t} (1 - beta_i), beta_i = beta1 + (betaT-beta1) i/(T-1), float64,
-    multiplied in increasing i."""
-    i = np.arange(T, dtype=np.float64)
-    betas = beta1 + (betaT - beta1) * i / (T - 1)
+def cosine_betas(T, max_beta=0.999):
+    """Nichol & Dhariwal 2021 (improved-diffusion's get_named_beta_schedule("cosine")):
+    beta_i = min(1 - f((i+1)/T) / f(i/T), 0.999), f(u) = cos((u + 0.008) / 1.008 * pi / 2)^2."""
+    def f(u):
+        return math.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+    return np.array([min(1 - f((i + 1) / T) / f(i / T), max_beta) for i in range(T)],
+                    dtype=np.float64)
+
+
+def ddpm_abar(T, beta1, betaT, schedule="linear"):
+    """abar[t] = prod_{i<=t} (1 - beta_i), float64, multiplied in increasing i; linear betas
+    beta_i = beta1 + (betaT-beta1) i/(T-1), or cosine (cosine_betas)."""
+    if schedule == "cosine":
+        betas = cosine_betas(T)
+    elif schedule == "linear":
+        i = np.arange(T, dtype=np.float64)
+        betas = beta1 + (betaT - beta1) * i / (T - 1)
+    else:
+        raise ValueError("unknown beta_schedule %r (linear or cosine)" % schedule)
     return np.cumprod(1.0 - betas)
 
 
-def ddpm_coeffs(t, T, beta1, betaT):
-    abar = ddpm_abar(T, beta1, betaT)
+def ddpm_coeffs(t, T, beta1, betaT, schedule="linear"):
+    abar = ddpm_abar(T, beta1, betaT, schedule)
     t = np.asarray(t, dtype=np.int64)
     if t.min() < 0 or t.max() >= T:
         raise ValueError("timestep out of [0, %d)" % T)
@@ -160,7 +177,7 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
     eps_t = nhwc_to_nchw(torch.from_numpy(np.ascontiguousarray(eps))).to(device=device,
                                                                          dtype=dtype)
     t_t = torch.from_numpy(t).to(device=device)
-    ca, cb = ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"])
+    ca, cb = ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"], train["beta_schedule"])
     ca = torch.from_numpy(ca).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     cb = torch.from_numpy(cb).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     xt = ca * x0_t + cb * eps_t
