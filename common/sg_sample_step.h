@@ -31,8 +31,8 @@ enum {
     SG_SAMPLE_NONE = 0,
     SG_SAMPLE_DDPM = 1,      /* ancestral, Algorithm 2's mean */
     SG_SAMPLE_DDPM_CLIP = 2, /* ancestral, posterior mean of the clamped x0_pred */
-    SG_SAMPLE_DDIM = 3,      /* eta = 0 */
-    SG_SAMPLE_DDIM_CLIP = 4  /* eta = 0, x0_pred clamped */
+    SG_SAMPLE_DDIM = 3,      /* sigma = 0 where eta = 0 */
+    SG_SAMPLE_DDIM_CLIP = 4  /* x0_pred clamped */
 };
 
 /* One step's coefficients, in double, as sg_ddpm_step / sg_ddim_step compute them for it. */
@@ -45,9 +45,11 @@ typedef struct {
     double inv_sqrt_alpha, k_eps;
     /* DDPM clip: mu = c_x0 x0_pred + c_xt x */
     double c_x0, c_xt;
-    /* DDIM: x_prev = sqrt_abar_prev x0_pred + sqrt_1m_abar_prev eps */
+    /* DDIM: x_prev = sqrt_abar_prev x0_pred + sqrt_1m_abar_prev eps (+ sigma z where sigma > 0);
+     * with eta > 0 the second root is sqrt(1 - abar_prev - sigma^2) */
     double sqrt_abar_prev, sqrt_1m_abar_prev;
-    /* DDPM: x_prev = mu + sigma z where t > 0 (z: Philox(seed, t, SG_RNG_SAMPLE, index)) */
+    /* DDPM: x_prev = mu + sigma z where t > 0; DDIM: + sigma z where sigma > 0 (eta > 0)
+     * (z: Philox(seed, t, SG_RNG_SAMPLE, index) in both) */
     double sigma;
 } sg_sample_row;
 
@@ -71,8 +73,10 @@ _Static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layo
 #define SG_DDIV(a, b) ((a) / (b))
 #endif
 
-/* Does step `r` draw the DDPM noise z? (posterior variance beta~_0 = 0: never at t = 0) */
+/* Does step `r` draw the noise z? DDPM: not at t = 0 (posterior variance beta~_0 = 0); DDIM:
+ * only with eta > 0, and never at its last step (abar_prev = 1 makes sigma 0) */
 SG_HD int sg_sample_row_noise(const sg_sample_row *r) {
+    if (r->kind == SG_SAMPLE_DDIM || r->kind == SG_SAMPLE_DDIM_CLIP) return r->sigma > 0.0;
     return (r->kind == SG_SAMPLE_DDPM || r->kind == SG_SAMPLE_DDPM_CLIP) && r->t > 0;
 }
 
@@ -106,7 +110,8 @@ SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float z
     case SG_SAMPLE_DDIM:
     case SG_SAMPLE_DDIM_CLIP:
         x0 = sg_sample_x0(r, x, e);
-        return (float)SG_DADD(SG_DMUL(r->sqrt_abar_prev, x0), SG_DMUL(r->sqrt_1m_abar_prev, e));
+        mu = SG_DADD(SG_DMUL(r->sqrt_abar_prev, x0), SG_DMUL(r->sqrt_1m_abar_prev, e));
+        break;
     default:
         return xf;
     }

@@ -46,18 +46,27 @@ void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float
     }
 }
 
-void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
-                  const sg_betas *b, int clip) {
+void sg_ddim_step_eta(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
+                      int t, int t_prev, const sg_betas *b, double eta, int clip) {
     double abar = sg_ddpm_abar(b, t);
     double abar_prev = t_prev >= 0 ? sg_ddpm_abar(b, t_prev) : 1.0;
     double sqrt_abar = sqrt(abar), sqrt_1m_abar = sqrt(1.0 - abar);
-    double sqrt_abar_prev = sqrt(abar_prev), sqrt_1m_abar_prev = sqrt(1.0 - abar_prev);
+    double sigma = eta * sqrt((1.0 - abar_prev) / (1.0 - abar) * (1.0 - abar / abar_prev));
+    double sqrt_abar_prev = sqrt(abar_prev),
+           sqrt_1m_abar_prev = sqrt(1.0 - abar_prev - sigma * sigma);
+    int noise = sigma > 0.0 && z != NULL;
     for (int64_t i = 0; i < n; i++) {
         double e = eps[i];
         double x0 = ((double)x_t[i] - sqrt_1m_abar * e) / sqrt_abar;
         if (clip) x0 = clamp1(x0);
-        x_prev[i] = (float)(sqrt_abar_prev * x0 + sqrt_1m_abar_prev * e);
+        double xp = sqrt_abar_prev * x0 + sqrt_1m_abar_prev * e;
+        x_prev[i] = (float)(noise ? xp + sigma * (double)z[i] : xp);
     }
+}
+
+void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
+                  const sg_betas *b, int clip) {
+    sg_ddim_step_eta(x_prev, x_t, eps, NULL, n, t, t_prev, b, 0.0, clip);
 }
 
 int sg_ddim_timesteps(int S, int T, int *ts) {
@@ -169,6 +178,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
                             c->T, S);
     int ddim = S > 0, n_steps = ddim ? S : c->T;
     int clip = opts->clip < 0 ? !ddim : opts->clip != 0;
+    if (!(opts->eta >= 0.0 && opts->eta <= 1.0) || (!ddim && opts->eta != 0.0))
+        return sg_set_error("eta %g: DDIM takes an eta in [0, 1]; DDPM none", opts->eta);
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -187,7 +198,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */
         const sg_betas betas = sg_model_betas(c);
-        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, &betas);
+        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, &betas);
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);
     }
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {

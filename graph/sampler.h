@@ -26,6 +26,9 @@
  *   x0_pred = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)   (clamped to [-1, 1] with clip)
  *   x_prev  = sqrt(abar_prev) x0_pred + sqrt(1 - abar_prev) eps,  abar_prev = 1 if t_prev < 0
  * eps is the model's even when x0_pred was clamped (diffusers' use_clipped_model_output=False).
+ * With eta > 0 (sg_ddim_step_eta) the step is stochastic: the eps coefficient becomes
+ * sqrt(1 - abar_prev - sigma^2) and sigma z is added, sigma = eta sqrt((1 - abar_prev) /
+ * (1 - abar)) sqrt(1 - abar / abar_prev), z keyed as the DDPM noise of step t (below).
  * No clipping is the default for DDIM, as in the DDIM paper's code (ermongroup/ddim): the
  * sampler is then the deterministic ODE-like map that inverts the forward process.
  *
@@ -72,6 +75,13 @@ void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float
  * image, abar = 1), n values. x_prev may alias x_t. */
 void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
                   const sg_betas *b, int clip);
+/* The same with eta in [0, 1] (Song et al. 2021, eq. 12 and 16; diffusers' DDIMScheduler eta):
+ *   sigma = eta sqrt((1 - abar_prev) / (1 - abar)) sqrt(1 - abar / abar_prev),
+ *   x_prev = sqrt(abar_prev) x0_pred + sqrt(1 - abar_prev - sigma^2) eps + sigma z
+ * (eta 1: the DDPM posterior's variance; sigma = 0 at the last step). z is read where sigma > 0
+ * (NULL: no noise); eta = 0 is sg_ddim_step, bit for bit. */
+void sg_ddim_step_eta(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
+                      int t, int t_prev, const sg_betas *b, double eta, int clip);
 
 /* The S DDIM timesteps in the order visited (decreasing): ts[0] = T-1, ..., see the top.
  * Returns SG_ERR unless 1 <= S <= T. */
@@ -85,6 +95,7 @@ typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_imag
 
 typedef struct {
     int ddim_steps; /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
+    double eta;     /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */
     int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
     sg_sample_progress_fn progress; /* may be NULL */
     void *progress_ctx;

@@ -206,7 +206,7 @@ typedef struct {
     int same; /* conv: DDPM's TensorFlow SAME padding (0 at the top/left), else K/2 all round */
     int act;  /* norm_act: SG_ACT_NONE or SG_ACT_SILU */
     float f;  /* dropout p; clip max_norm; EMA decay; mse's loss scale (0: 1); allreduce's
-                 loss factor */
+                 loss factor; the DDIM sampler's eta */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
     int micro;  /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
@@ -1063,7 +1063,8 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
                             .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
                             .beta1 = 1e-4,
                             .betaT = 0.02};
-    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, &betas)) return SG_ERR;
+    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, &betas))
+        return SG_ERR;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
     int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
     int in[5] = {
@@ -1314,13 +1315,15 @@ static const bo_entry entries[] = {
     {OP_LOSS_WATCH, F32, 0, {.v = INFINITY, .step = 12, .ndata = 5}},     /* the first one kept */
     {OP_ALLREDUCE, F32, 0, {.N = 10001, .f = 1.0f}},
     {OP_ALLREDUCE, F32, 0, {.N = 257, .f = 0.5f}},
-    /* the sampler's step (T: the schedule; K: DDIM steps, 0 = DDPM; flip: clip; step: k) */
+    /* the sampler's step (T: the schedule; K: DDIM steps, 0 = DDPM; flip: clip; f: eta; step: k) */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10}},   /* DDPM, z */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .step = 49}},   /* t = 0 */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 0, .cosine = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1, .cosine = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 0, .cosine = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 2, .f = 1}}, /* eta */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 4, .flip = 1, .f = 0.5f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},

@@ -3819,19 +3819,23 @@ static void test_sample_step(int dt) {
     const struct {
         int ddim, clip;
         int64_t k;
-    } cases[] = {{0, 0, 7}, {0, 1, 20}, {0, 1, T - 1}, {0, 0, -1},
-                 {1, 0, 2}, {1, 1, 5},  {1, 0, 6},     {0, 0, T + 3}};
+        double eta; /* DDIM: > 0 draws noise (not at the last step) */
+    } cases[] = {{0, 0, 7, 0}, {0, 1, 20, 0},  {0, 1, T - 1, 0}, {0, 0, -1, 0},
+                 {1, 0, 2, 0}, {1, 1, 5, 0},   {1, 0, 6, 0},     {0, 0, T + 3, 0},
+                 {1, 0, 2, 1}, {1, 1, 3, 0.5}, {1, 0, 5, 1}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
-        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d k %lld", dtn(dt),
-                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, (long long)cases[ci].k);
+        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g k %lld", dtn(dt),
+                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
+                 (long long)cases[ci].k);
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
         const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
         if (cases[ci].ddim)
-            CHECK(!sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, &betas), "table");
+            CHECK(!sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, cases[ci].eta, &betas),
+                  "table");
         else
-            CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, &betas), "table");
+            CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, 0.0, &betas), "table");
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;
         float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(n, -2.0f, 2.0f, dt);
@@ -3844,6 +3848,9 @@ static void test_sample_step(int dt) {
         for (int i = 0; i < N; i++) t_ref[i] = (float)t_cpu[i];
         const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
         const int normals = k == -1 || (row && sg_sample_row_noise(row));
+        /* eta > 0 draws noise except at DDIM's last step (sigma 0 there) */
+        CHECK(!row || !cases[ci].ddim || sg_sample_row_noise(row) == (cases[ci].eta > 0 && k < 5),
+              "%s: DDIM draws noise exactly where sigma > 0", ctx);
 #ifdef SG_CUDA_HOST
         const double tol = TOL_EXACT;
 #else

@@ -141,6 +141,30 @@ static void test_step_math(int schedule) {
                 w = worst(out, want, NV, 1e-6, 1e-6);
                 CHECK(w <= 1, "%s DDIM t=%d -> %d clip %d: error %.3g x tolerance", sn, t, tp, clip,
                       w);
+                /* eta = 0 with noise given: the same bits (no noise is added) */
+                sg_ddim_step_eta(out2, x, eps, z, NV, t, tp, &BB, 0.0, clip);
+                CHECK(!memcmp(out, out2, sizeof out), "%s DDIM eta 0 t=%d -> %d differs", sn, t,
+                      tp);
+                /* eta > 0 (Song et al. 2021, eq. 12 with eq. 16's sigma, written out) */
+                const double etas[] = {0.5, 1.0};
+                for (int ei = 0; ei < 2; ei++) {
+                    const long double sg =
+                        etas[ei] * sqrtl((1 - ap) / (1 - abar)) * sqrtl(1 - abar / ap);
+                    for (int i = 0; i < NV; i++) {
+                        long double x0 = (x[i] - sqrtl(1 - abar) * eps[i]) / sqrtl(abar);
+                        if (clip) x0 = ref_clamp(x0);
+                        want[i] = sqrtl(ap) * x0 + sqrtl(1 - ap - sg * sg) * eps[i] + sg * z[i];
+                    }
+                    sg_ddim_step_eta(out, x, eps, z, NV, t, tp, &BB, etas[ei], clip);
+                    w = worst(out, want, NV, 1e-6, 1e-6);
+                    CHECK(w <= 1, "%s DDIM eta %g t=%d -> %d clip %d: error %.3g x tolerance", sn,
+                          etas[ei], t, tp, clip, w);
+                    /* eta 1 at a one-step gap is the DDPM posterior's variance */
+                    if (etas[ei] == 1.0 && tp == t - 1 && t > 0)
+                        CHECK(fabsl(sg * sg - beta * (1 - abar_prev) / (1 - abar)) <=
+                                  1e-15L + 1e-12L * sg * sg,
+                              "%s: eta 1 from t=%d to t-1 is beta~", sn, t);
+                }
             }
         }
     }
@@ -252,7 +276,7 @@ static void test_oracle(int schedule) {
  * so its sample mean and variance must follow the recursion from x_T's own to rounding; DDPM
  * must match it to sampling error (NV values: about 2.2% on a variance). A wrong
  * coefficient or noise scale anywhere in the chain moves the result. */
-static void gaussian_chain(int ddim_steps, double s, int schedule) {
+static void gaussian_chain(int ddim_steps, double s, int schedule, double eta) {
     static float x[NV], eps[NV], z[NV];
     const sg_betas BB = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
     int ts[TT], n = ddim_steps ? ddim_steps : TT;
@@ -265,16 +289,22 @@ static void gaussian_chain(int ddim_steps, double s, int schedule) {
     for (int i = 0; i < NV; i++) m0 += x[i], q0 += (long double)x[i] * x[i];
     m0 /= NV;
     /* predicted: DDIM from the sample's own moments; DDPM from N(0, 1) */
-    long double pm = m0, pv = ddim_steps ? q0 / NV - m0 * m0 : 1.0L;
+    const int exact = ddim_steps && eta == 0; /* deterministic: the recursion to rounding */
+    long double pm = m0, pv = exact ? q0 / NV - m0 * m0 : 1.0L;
     for (int k = 0; k < n; k++) {
         int t = ts[k], tp = ddim_steps ? (k + 1 < n ? ts[k + 1] : -1) : t - 1;
         long double abar = ref_abar(t, TT, BB.schedule), ap = ref_abar(tp, TT, BB.schedule);
         long double v = abar * s * s + 1 - abar, e = sqrtl(1 - abar) / v;
         for (int i = 0; i < NV; i++) eps[i] = (float)(e * x[i]);
         long double g, sig2 = 0;
-        if (ddim_steps) {
+        if (ddim_steps && eta == 0) {
             sg_ddim_step(x, x, eps, NV, t, tp, &BB, 0);
             g = sqrtl(ap) * (1 - sqrtl(1 - abar) * e) / sqrtl(abar) + sqrtl(1 - ap) * e;
+        } else if (ddim_steps) {
+            for (int i = 0; i < NV; i++) z[i] = sg_rng_normal(9, t, SG_RNG_SAMPLE, (uint64_t)i);
+            sg_ddim_step_eta(x, x, eps, z, NV, t, tp, &BB, eta, 0);
+            sig2 = eta * eta * (1 - ap) / (1 - abar) * (1 - abar / ap);
+            g = sqrtl(ap) * (1 - sqrtl(1 - abar) * e) / sqrtl(abar) + sqrtl(1 - ap - sig2) * e;
         } else {
             for (int i = 0; i < NV; i++) z[i] = sg_rng_normal(9, t, SG_RNG_SAMPLE, (uint64_t)i);
             sg_ddpm_step(x, x, eps, z, NV, t, &BB, 0);
@@ -289,27 +319,33 @@ static void gaussian_chain(int ddim_steps, double s, int schedule) {
     for (int i = 0; i < NV; i++) m += x[i], q += (double)x[i] * x[i];
     m /= NV;
     double var = q / NV - m * m;
-    printf("Gaussian data, s^2 = %.3f, %s betas: %s %4d steps: sample mean %+.5f variance %.5f; "
-           "recursion mean %+.5f variance %.5f\n",
-           s * s, schedule == SG_BETA_COSINE ? "cosine" : "linear", ddim_steps ? "DDIM" : "DDPM", n,
-           m, var, (double)pm, (double)pv);
-    if (ddim_steps) {
+    printf("Gaussian data, s^2 = %.3f, %s betas: %s%s %4d steps: sample mean %+.5f variance "
+           "%.5f; recursion mean %+.5f variance %.5f\n",
+           s * s, schedule == SG_BETA_COSINE ? "cosine" : "linear", ddim_steps ? "DDIM" : "DDPM",
+           eta > 0 ? (eta == 1 ? " eta 1" : " eta .5") : "", n, m, var, (double)pm, (double)pv);
+    if (exact) {
         CHECK(fabs(m - (double)pm) < 1e-4 && fabs(var / (double)pv - 1) < 1e-4,
               "DDIM %d: sample N(%.6f, %.6f), the recursion says N(%.6f, %.6f)", n, m, var,
               (double)pm, (double)pv);
     } else {
-        CHECK(fabs(m) < 0.05 && fabs(var / (double)pv - 1) < 0.08 && fabs(var / (s * s) - 1) < 0.08,
-              "DDPM: sample N(%.4f, %.4f), the recursion says variance %.4f, the data %.4f", m, var,
-              (double)pv, s * s);
+        /* DDPM's 1000 steps also land on the data's variance; 50 stochastic DDIM steps keep a
+         * discretisation gap the recursion carries (eta 1: 0.197 against the data's 0.25) */
+        CHECK(fabs(m) < 0.05 && fabs(var / (double)pv - 1) < 0.08 &&
+                  (ddim_steps || fabs(var / (s * s) - 1) < 0.08),
+              "%s eta %g: sample N(%.4f, %.4f), the recursion says variance %.4f, the data %.4f",
+              ddim_steps ? "DDIM" : "DDPM", eta, m, var, (double)pv, s * s);
     }
 }
 
 static void test_gaussian_chains(void) {
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++) {
-        gaussian_chain(0, 0.5, sc);
-        gaussian_chain(50, 0.5, sc);
-        gaussian_chain(10, 0.5, sc);
-        gaussian_chain(TT, 0.5, sc);
+        gaussian_chain(0, 0.5, sc, 0);
+        gaussian_chain(50, 0.5, sc, 0);
+        gaussian_chain(10, 0.5, sc, 0);
+        gaussian_chain(TT, 0.5, sc, 0);
+        /* stochastic DDIM: the data's variance to sampling error, like DDPM */
+        gaussian_chain(50, 0.5, sc, 1.0);
+        gaussian_chain(50, 0.5, sc, 0.5);
     }
 }
 
@@ -589,7 +625,7 @@ static void test_end_to_end(void) {
  * step: the start (k = -1: x_T from Philox at step T), then every step k on fresh x and eps,
  * with z drawn by the test from Philox at step t; x_t = x and t = the next step's timestep
  * after each (unchanged after the last); past the run, x stays. */
-static void device_step_run(int T, int S, int clip, int schedule) {
+static void device_step_run(int T, int S, int clip, int schedule, double eta) {
     const sg_betas bb = {.T = T, .schedule = schedule, .beta1 = B1, .betaT = BT};
     enum { N = 4, PER = 128, NS = N * PER };
     static float x[NS], eps[NS], z[NS], ref[NS], xt[NS];
@@ -602,7 +638,7 @@ static void device_step_run(int T, int S, int clip, int schedule) {
     else
         for (int k = 0; k < T; k++) ts[k] = T - 1 - k;
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)T);
-    CHECK(sg_sample_table(rows, T, ts, n, S > 0, clip, &bb) == SG_OK, "the step table");
+    CHECK(sg_sample_table(rows, T, ts, n, S > 0, clip, eta, &bb) == SG_OK, "the step table");
     for (int k = -1; k < n; k++) {
         if (k >= 0) {
             fill_normal(x, NS, 300 + (uint64_t)k);
@@ -613,7 +649,9 @@ static void device_step_run(int T, int S, int clip, int schedule) {
             for (int i = 0; i < NS; i++)
                 ref[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + (uint64_t)i);
         } else if (S) {
-            sg_ddim_step(ref, x, eps, NS, tk, k + 1 < n ? ts[k + 1] : -1, &bb, clip);
+            for (int i = 0; i < NS; i++)
+                z[i] = sg_rng_normal(seed, tk, SG_RNG_SAMPLE, first + (uint64_t)i);
+            sg_ddim_step_eta(ref, x, eps, z, NS, tk, k + 1 < n ? ts[k + 1] : -1, &bb, eta, clip);
         } else {
             for (int i = 0; i < NS; i++)
                 z[i] = sg_rng_normal(seed, tk, SG_RNG_SAMPLE, first + (uint64_t)i);
@@ -628,9 +666,9 @@ static void device_step_run(int T, int S, int clip, int schedule) {
         if (bx && first_bad == -2) first_bad = k;
     }
     CHECK(bad_x == 0 && bad_xt == 0 && bad_t == 0,
-          "T %d %s %d clip %d: the device step differs from the host reference at %d step(s) "
-          "(first k = %d), x_t at %d, t at %d",
-          T, S ? "DDIM" : "DDPM", n, clip, bad_x, first_bad, bad_xt, bad_t);
+          "T %d %s %d clip %d eta %g: the device step differs from the host reference at %d "
+          "step(s) (first k = %d), x_t at %d, t at %d",
+          T, S ? "DDIM" : "DDPM", n, clip, eta, bad_x, first_bad, bad_xt, bad_t);
     /* past the run (a NONE row where n < T, then past the table): x stays, x_t = x */
     memcpy(ref, x, sizeof x);
     for (int k = n; k <= T; k += (T - n > 1 ? T - n : 1)) {
@@ -644,12 +682,16 @@ static void device_step_run(int T, int S, int clip, int schedule) {
 static void test_device_step(void) {
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++)
         for (int clip = 0; clip < 2; clip++) {
-            device_step_run(TT, 0, clip, sc);
-            device_step_run(12, 0, clip, sc);
-            device_step_run(1, 0, clip, sc);
+            device_step_run(TT, 0, clip, sc, 0);
+            device_step_run(12, 0, clip, sc, 0);
+            device_step_run(1, 0, clip, sc, 0);
             const int ss[] = {1, 3, 7, 50, TT};
-            for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip, sc);
-            device_step_run(12, 5, clip, sc);
+            for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip, sc, 0);
+            device_step_run(12, 5, clip, sc, 0);
+            /* DDIM with eta: noise where sigma > 0, keyed as DDPM's */
+            device_step_run(TT, 7, clip, sc, 1.0);
+            device_step_run(TT, 50, clip, sc, 0.5);
+            device_step_run(12, 5, clip, sc, 0.3);
         }
 }
 
@@ -693,9 +735,9 @@ static sg_backend *make_backend(int which) {
 }
 
 /* `runs` samplings of n images on one executor of backend `which` (0 cpu, 1 cuda graph, 2 cuda
- * eager), each with its own sampler (S, clip), into out[run] */
+ * eager), each with its own sampler (S, clip, eta), into out[run] */
 static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, const int *clip,
-                       int runs, float **out) {
+                       const double *eta, int runs, float **out) {
     sg_exec e;
     if (open_on(&e, c, 11, make_backend(which))) {
         fprintf(stderr, "executor: %s\n", sg_last_error());
@@ -703,7 +745,7 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
     }
     int rc = SG_OK;
     for (int r = 0; r < runs && !rc; r++) {
-        sg_sample_opts o = {.ddim_steps = S[r], .clip = clip[r]};
+        sg_sample_opts o = {.ddim_steps = S[r], .clip = clip[r], .eta = eta[r]};
         rc = sg_sample_ex(&e, n, 9, &o, out[r]);
         if (rc) fprintf(stderr, "sample: %s\n", sg_last_error());
     }
@@ -713,11 +755,12 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
 
 /* Kept small for the host execution, where every GPU thread is a fiber: small_cfg, DDIM 2
  * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
- * replayed for a second table, then the first again); n_img images (3: two batches, the second
- * partial) */
+ * replayed for a second table, then the first again), DDIM 2 with eta 1 (noise drawn in the
+ * DDIM update); n_img images (3: two batches, the second partial) */
 static void cuda_case(sg_dtype dt, int n_img, double tol) {
-    enum { RUNS = 3 };
-    const int S[RUNS] = {2, 0, 2}, clip[RUNS] = {-1, -1, -1};
+    enum { RUNS = 4 };
+    const int S[RUNS] = {2, 0, 2, 2}, clip[RUNS] = {-1, -1, -1, -1};
+    const double eta[RUNS] = {0, 0, 0, 1};
     sg_model_cfg c;
     small_cfg(&c, dt);
     c.T = 3;
@@ -726,12 +769,12 @@ static void cuda_case(sg_dtype dt, int n_img, double tol) {
     for (int b = 0; b < 3; b++)
         for (int r = 0; r < RUNS; r++) buf[b][r] = malloc(sizeof(float) * (size_t)nv);
     const char *nm = dt == DT_BF16 ? "bf16" : "fp32";
-    int ok = !sample_runs(0, &c, n_img, S, clip, RUNS, buf[0]) &&
-             !sample_runs(1, &c, n_img, S, clip, RUNS, buf[1]) &&
-             !sample_runs(2, &c, n_img, S, clip, RUNS, buf[2]);
+    int ok = !sample_runs(0, &c, n_img, S, clip, eta, RUNS, buf[0]) &&
+             !sample_runs(1, &c, n_img, S, clip, eta, RUNS, buf[1]) &&
+             !sample_runs(2, &c, n_img, S, clip, eta, RUNS, buf[2]);
     CHECK(ok, "%s: sampling failed", nm);
     for (int r = 0; ok && r < RUNS; r++) {
-        const char *what = S[r] ? "DDIM 2" : "DDPM 3";
+        const char *what = !S[r] ? "DDPM 3" : eta[r] > 0 ? "DDIM 2 eta 1" : "DDIM 2";
         CHECK(all_finite_in_range(buf[1][r], nv), "%s %s: CUDA samples not finite", nm, what);
         CHECK(!memcmp(buf[1][r], buf[2][r], sizeof(float) * (size_t)nv),
               "%s %s: graph replay and eager differ", nm, what);
@@ -742,6 +785,9 @@ static void cuda_case(sg_dtype dt, int n_img, double tol) {
     /* the same sampler twice on one (captured) executor: the same bits */
     CHECK(!ok || !memcmp(buf[1][0], buf[1][2], sizeof(float) * (size_t)nv),
           "%s: DDIM 2 twice on one executor differs", nm);
+    CHECK(!ok || sg_test_rel_err(buf[1][3], buf[1][0], nv) > 1e-3,
+          "%s: DDIM 2 with eta 1 drew no noise (%.3g from eta 0)", nm,
+          sg_test_rel_err(buf[1][3], buf[1][0], nv));
     /* snapshots between the replays (reads of the state and the prediction) change no bit, and
      * the last step's x0 is the image (DDIM) */
     sg_exec e;
@@ -1032,7 +1078,8 @@ static void test_cli_out_dir(const char *ck) {
     /* what made the images must not change: one line naming the first difference */
     static const char *const changes[][2] = {
         {"--seed 1", "seed"},        {"--batch 3", "batch"}, {"--no-ema", "weights_used"},
-        {"--ddim-steps 4", "steps"}, {"--clip", "clip"},     {"--precision bf16", "precision"}};
+        {"--ddim-steps 4", "steps"}, {"--clip", "clip"},     {"--precision bf16", "precision"},
+        {"--eta 0.5", "eta"}};
     for (int i = 0; i < SG_ARRAY_LEN(changes); i++) {
         snprintf(args, sizeof args, "--ckpt '%s' %s --n 9 --out-dir '%s' %s", ck, common, d1,
                  changes[i][0]);
@@ -1202,6 +1249,21 @@ static void test_cli(void) {
     snprintf(want, sizeof want, " weights from %s,", sf);
     CHECK(rc == 0 && strstr(out, want) != NULL && !strstr(out, "EMA"),
           "a safetensors file: the summary does not say '%s' alone: %s", want, out);
+    /* DDIM's eta: stochastic (another image than eta 0, the same bits twice); not for DDPM */
+    char pe[300], pe2[300];
+    snprintf(pe, sizeof pe, "%s/eta.png", tmpdir);
+    snprintf(pe2, sizeof pe2, "%s/eta2.png", tmpdir);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --eta 1", ck, pe, common);
+    rc = run_cli(args);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --eta 1", ck, pe2, common);
+    rc |= run_cli(args);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && same_file(pe, pe2) && !same_file(pe, pa) && strstr(out, "(DDIM 3 eta 1,"),
+          "--eta 1: exit %d, the same bits twice, another image than eta 0: %s", rc, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 2 --eta 0.5", ck, pe);
+    expect_error(args, 2);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "--eta is DDIM's"), "--eta with DDPM: %s", err);
     /* --no-ema where there is no EMA apart (it did nothing, without a word): refused */
     snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s --no-ema", sf, pd,
              common);

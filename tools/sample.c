@@ -62,9 +62,11 @@ static void usage(FILE *f) {
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
             "                       seed, checkpoint and backend give the same bits\n"
-            "  --ddim-steps N       DDIM (eta = 0) with N steps in 1..T (trailing spacing,\n"
-            "                       first step T-1); without it (or 0): DDPM ancestral\n"
-            "                       sampling over all T steps\n"
+            "  --ddim-steps N       DDIM with N steps in 1..T (trailing spacing, first step\n"
+            "                       T-1); without it (or 0): DDPM ancestral sampling over\n"
+            "                       all T steps\n"
+            "  --eta E              DDIM's eta in [0, 1] (default 0: deterministic; 1: the\n"
+            "                       DDPM posterior's variance at each step's gap)\n"
             "  --clip / --no-clip   clamp the predicted x0 to [-1, 1] at every step (default:\n"
             "                       on for DDPM, off for DDIM)\n"
             "  --out PATH           the PNG grid (default samples.png, unless --out-dir or\n"
@@ -160,6 +162,7 @@ typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
+    float eta;
     uint64_t seed;
 } sample_args;
 
@@ -207,6 +210,8 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_u64(&c, &a->seed);
         else if (cli_is(&c, "--ddim-steps"))
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
+        else if (cli_is(&c, "--eta"))
+            bad = cli_float(&c, 0.0, 1.0, &a->eta);
         else if (cli_is(&c, "--batch"))
             bad = cli_int(&c, 1, 1 << 16, &a->batch);
         else if (cli_is(&c, "--cols"))
@@ -225,6 +230,11 @@ static int parse_args(int argc, char **argv, sample_args *a) {
     if (!a->ckpt_path && !a->weights) {
         fprintf(stderr, "sample: one of --ckpt PATH, --weights PATH is required (see sample "
                         "--help)\n");
+        return 2;
+    }
+    if (a->eta > 0 && !a->ddim_steps) {
+        fprintf(stderr, "sample: --eta is DDIM's: give --ddim-steps N too (DDPM's variance is "
+                        "fixed)\n");
         return 2;
     }
     if (!a->weights) a->weights = a->ckpt_path;
@@ -338,9 +348,9 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
 
 /* The fields a continuation must match, in the order a difference is reported, then "n" and
  * the weights' path (which may change: the folder moved), both informational. */
-static const char *const manifest_keys[] = {"image",   "weights_xxh64", "weights_used", "sampler",
-                                            "steps",   "clip",          "seed",         "batch",
-                                            "backend", "precision"};
+static const char *const manifest_keys[] = {"image", "weights_xxh64", "weights_used", "sampler",
+                                            "steps", "eta",           "clip",         "seed",
+                                            "batch", "backend",       "precision"};
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
                              int use_cuda) {
@@ -356,6 +366,8 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     json_object_set_new(j, "weights_used", json_string(used));
     json_object_set_new(j, "sampler", json_string(ddim ? "DDIM" : "DDPM"));
     json_object_set_new(j, "steps", json_integer(ddim ? a->ddim_steps : cfg->T));
+    /* only when stochastic: a folder from before --eta reads as eta 0 */
+    if (a->eta > 0) json_object_set_new(j, "eta", json_real(a->eta));
     json_object_set_new(j, "clip", json_boolean(clip));
     json_object_set_new(j, "seed", json_string(seed));
     json_object_set_new(j, "batch", json_integer(cfg->batch));
@@ -416,13 +428,13 @@ static int claim_out_dir(const char *dir, json_t *want) {
         for (int i = 0; i < SG_ARRAY_LEN(manifest_keys); i++) {
             json_t *x = json_object_get(have, manifest_keys[i]);
             json_t *y = json_object_get(want, manifest_keys[i]);
-            if (json_equal(x, y)) continue;
+            if ((!x && !y) || json_equal(x, y)) continue; /* absent in both: eta 0 */
             char *xs = x ? json_dumps(x, JSON_ENCODE_ANY) : NULL;
-            char *ys = json_dumps(y, JSON_ENCODE_ANY);
+            char *ys = y ? json_dumps(y, JSON_ENCODE_ANY) : NULL;
             fprintf(stderr,
                     "sample: %s holds images made with %s %s (%s); this run's is %s: continue "
                     "with the same, or use another --out-dir\n",
-                    dir, manifest_keys[i], xs ? xs : "(none)", path, ys ? ys : "?");
+                    dir, manifest_keys[i], xs ? xs : "(none)", path, ys ? ys : "(none)");
             free(xs), free(ys);
             json_decref(have);
             return 1;
@@ -580,7 +592,9 @@ static int write_npz(const char *path, const uint8_t *x, int n, int img, int ch)
 static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int use_cuda) {
     int n = a->n, B = cfg->batch;
     char what[64];
-    if (a->ddim_steps)
+    if (a->ddim_steps && a->eta > 0)
+        snprintf(what, sizeof what, "DDIM %d eta %g", a->ddim_steps, (double)a->eta);
+    else if (a->ddim_steps)
         snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d", cfg->T);
@@ -620,6 +634,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     ps.images = k.found;
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
+                           .eta = a->eta,
                            .clip = a->clip,
                            .progress = on_progress,
                            .progress_ctx = &ps,

@@ -31,21 +31,22 @@ static sg_sample_row ddpm_row(const sg_betas *b, const double *ab, int t, int cl
     return r;
 }
 
-static sg_sample_row ddim_row(const double *ab, int t, int t_prev, int clip) {
+static sg_sample_row ddim_row(const double *ab, int t, int t_prev, int clip, double eta) {
     sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDIM_CLIP : SG_SAMPLE_DDIM, .t = t};
     double abar = ab[t];
     double abar_prev = t_prev >= 0 ? ab[t_prev] : 1.0;
     r.sqrt_abar = sqrt(abar);
     r.sqrt_1m_abar = sqrt(1.0 - abar);
+    r.sigma = eta * sqrt((1.0 - abar_prev) / (1.0 - abar) * (1.0 - abar / abar_prev));
     r.sqrt_abar_prev = sqrt(abar_prev);
-    r.sqrt_1m_abar_prev = sqrt(1.0 - abar_prev);
+    r.sqrt_1m_abar_prev = sqrt(1.0 - abar_prev - r.sigma * r.sigma);
     return r;
 }
 
 int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
-                    const sg_betas *b) {
+                    double eta, const sg_betas *b) {
     const int T = b->T;
-    SG_ASSERT(n >= 1 && n <= cap && T >= 1);
+    SG_ASSERT(n >= 1 && n <= cap && T >= 1 && eta >= 0.0 && eta <= 1.0 && (ddim || eta == 0.0));
     double *ab = malloc((size_t)T * sizeof(double)); /* sg_ddpm_abar of every t, in O(T) */
     if (!ab) return sg_set_error("out of host memory for the %d-step schedule", T);
     sg_ddpm_abars(b, ab);
@@ -53,7 +54,7 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
     for (int k = 0; k < n; k++) {
         SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
         if (ddim)
-            rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip);
+            rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip, eta);
         else
             rows[k] = ddpm_row(b, ab, ts[k], clip);
     }
