@@ -39,6 +39,7 @@ typedef struct {
     int heads, head_ch, groups, resample_conv, same_pad;
     double dropout;
     int T, cosine; /* cosine: beta_schedule "cosine" (absent: linear from beta1 to betaT) */
+    int vpred;     /* prediction "v" (absent: eps) */
     double beta1, betaT;
 } arch;
 
@@ -98,6 +99,13 @@ static int arch_decode(const ckpt_json *j, int node, arch *a, const char *what) 
         if (!s || (strcmp(s, "linear") && strcmp(s, "cosine")))
             return sg_set_error("%s: \"beta_schedule\" is not \"linear\" or \"cosine\"", what);
         a->cosine = !strcmp(s, "cosine");
+    }
+    c = ckpt_json_find(j, node, "prediction");
+    if (c >= 0) {
+        const char *s = ckpt_json_string(j, c);
+        if (!s || (strcmp(s, "eps") && strcmp(s, "v")))
+            return sg_set_error("%s: \"prediction\" is not \"eps\" or \"v\"", what);
+        a->vpred = !strcmp(s, "v");
     }
     if (get_int(j, node, "img", 1, 1 << 14, &a->img, what) ||
         get_int(j, node, "in_ch", 1, 64, &a->in_ch, what) ||
@@ -220,25 +228,26 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
 static int scheduler_config(const char *config_json, char *buf, size_t cap) {
     arch a;
     if (decode_config(config_json, &a)) return SG_ERR;
-    int n = snprintf(buf, cap,
-                     "{\n"
-                     "  \"_class_name\": \"DDPMScheduler\",\n"
-                     "  \"_diffusers_version\": \"" DIFFUSERS_VERSION "\",\n"
-                     "  \"num_train_timesteps\": %d,\n"
-                     "  \"beta_start\": %.9g,\n"
-                     "  \"beta_end\": %.9g,\n"
-                     "  \"beta_schedule\": \"%s\",\n"
-                     "  \"trained_betas\": null,\n"
-                     "  \"variance_type\": \"fixed_small\",\n"
-                     "  \"clip_sample\": true,\n"
-                     "  \"clip_sample_range\": 1.0,\n"
-                     "  \"prediction_type\": \"epsilon\",\n"
-                     "  \"thresholding\": false,\n"
-                     "  \"timestep_spacing\": \"leading\",\n"
-                     "  \"steps_offset\": 0\n"
-                     "}\n",
-                     a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,
-                     a.cosine ? "squaredcos_cap_v2" : "linear");
+    int n =
+        snprintf(buf, cap,
+                 "{\n"
+                 "  \"_class_name\": \"DDPMScheduler\",\n"
+                 "  \"_diffusers_version\": \"" DIFFUSERS_VERSION "\",\n"
+                 "  \"num_train_timesteps\": %d,\n"
+                 "  \"beta_start\": %.9g,\n"
+                 "  \"beta_end\": %.9g,\n"
+                 "  \"beta_schedule\": \"%s\",\n"
+                 "  \"trained_betas\": null,\n"
+                 "  \"variance_type\": \"fixed_small\",\n"
+                 "  \"clip_sample\": true,\n"
+                 "  \"clip_sample_range\": 1.0,\n"
+                 "  \"prediction_type\": \"%s\",\n"
+                 "  \"thresholding\": false,\n"
+                 "  \"timestep_spacing\": \"leading\",\n"
+                 "  \"steps_offset\": 0\n"
+                 "}\n",
+                 a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,
+                 a.cosine ? "squaredcos_cap_v2" : "linear", a.vpred ? "v_prediction" : "epsilon");
     if (n < 0 || (size_t)n >= cap) return sg_set_error("scheduler config does not fit");
     return SG_OK;
 }
@@ -414,9 +423,11 @@ static int check_fixed(const ckpt_json *j, const char *path) {
 }
 
 /* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
- * betas 1e-4 .. 0.02); only what stepgraph trains is accepted: linear betas, or cosine
- * ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read here). */
-static int read_scheduler(const char *dir, int *T, int *cosine, double *b1, double *bT) {
+ * betas 1e-4 .. 0.02, eps prediction); only what stepgraph trains is accepted: linear betas, or
+ * cosine ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read
+ * here); prediction_type "epsilon" or "v_prediction". */
+static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, double *b1,
+                          double *bT) {
     char spath[4096];
     char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
     if (!st) return SG_OK;
@@ -434,9 +445,19 @@ static int read_scheduler(const char *dir, int *T, int *cosine, double *b1, doub
                             "\"squaredcos_cap_v2\" (cosine) betas",
                             spath, got);
     }
+    const int pc = ckpt_json_find(s, 0, "prediction_type");
+    const char *pred = pc >= 0 ? ckpt_json_string(s, pc) : "epsilon";
+    *vpred = pred && !strcmp(pred, "v_prediction");
+    if (!pred || (!*vpred && strcmp(pred, "epsilon"))) {
+        char got[64] = "";
+        ckpt_json_render(s, pc, got, sizeof got);
+        ckpt_json_free(s);
+        return sg_set_error("%s: \"prediction_type\" is %s; stepgraph trains \"epsilon\" and "
+                            "\"v_prediction\"",
+                            spath, got);
+    }
     int rc =
         want(s, 0, "trained_betas", "null", "null", spath) ||
-        want(s, 0, "prediction_type", "\"epsilon\"", "\"epsilon\"", spath) ||
         (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
          get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
         (!*cosine && ckpt_json_find(s, 0, "beta_start") >= 0 &&
@@ -571,17 +592,18 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     int heads = 1, head_ch = 0;
     if (decode_blocks(j, path, nl, boc, img, dim, mult, attn, &heads, &head_ch)) goto out;
     /* the schedule */
-    int T = 1000, cosine = 0;
+    int T = 1000, cosine = 0, vpred = 0;
     double b1 = 1e-4, bT = 0.02;
-    if (read_scheduler(dir, &T, &cosine, &b1, &bT)) goto out;
+    if (read_scheduler(dir, &T, &cosine, &vpred, &b1, &bT)) goto out;
     int n = snprintf(buf, cap,
                      "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                      "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
                      "\"dropout\":%.9g,\"resample_conv\":1,\"down_pad\":\"%s\","
-                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s}",
+                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s%s}",
                      img, in_ch, boc[0], mult, nrb, attn, heads, head_ch, groups, dropout,
                      pad ? "symmetric" : "same", T, b1, bT,
-                     cosine ? ",\"beta_schedule\":\"cosine\"" : "");
+                     cosine ? ",\"beta_schedule\":\"cosine\"" : "",
+                     vpred ? ",\"prediction\":\"v\"" : "");
     if (n < 0 || (size_t)n >= cap) {
         sg_set_error("config does not fit");
         goto out;

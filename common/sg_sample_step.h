@@ -39,6 +39,9 @@ enum {
 typedef struct {
     int32_t kind; /* SG_SAMPLE_* */
     int32_t t;    /* the timestep this step evaluates: the model's t, and the DDPM noise key */
+    /* 1: the model predicts v; its eps is sqrt_abar v + sqrt_1m_abar x (sg_sample_eps) */
+    int32_t v_pred;
+    int32_t unused; /* 0: the padding is a field */
     /* x0_pred = (x - sqrt_1m_abar eps) / sqrt_abar (DDPM clip, DDIM) */
     double sqrt_abar, sqrt_1m_abar;
     /* DDPM: mu = inv_sqrt_alpha (x - k_eps eps) */
@@ -54,7 +57,7 @@ typedef struct {
 } sg_sample_row;
 
 /* The row's size in the table tensor (planner: u8 [rows][SG_SAMPLE_ROW_BYTES]). */
-#define SG_SAMPLE_ROW_BYTES 80
+#define SG_SAMPLE_ROW_BYTES 88
 #ifdef __cplusplus
 static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layout");
 #else
@@ -94,10 +97,18 @@ SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double e) {
                                                                             : x0;
 }
 
-/* One element: x (fp32 state), eps (the prediction), z (standard normal; read only where
- * sg_sample_row_noise) -> the next x, computed in double and rounded once. */
+/* The eps of the model's prediction p at the state x: p itself, or from a v prediction
+ * (v = sqrt(abar) eps - sqrt(1 - abar) x0 with x = sqrt(abar) x0 + sqrt(1 - abar) eps gives
+ * eps = sqrt(abar) v + sqrt(1 - abar) x, as diffusers converts it), in double, not rounded. */
+SG_HD double sg_sample_eps(const sg_sample_row *r, double x, float pf) {
+    const double p = (double)pf;
+    return r->v_pred ? SG_DADD(SG_DMUL(r->sqrt_abar, p), SG_DMUL(r->sqrt_1m_abar, x)) : p;
+}
+
+/* One element: x (fp32 state), the prediction (eps, or v: sg_sample_eps), z (standard normal;
+ * read only where sg_sample_row_noise) -> the next x, computed in double and rounded once. */
 SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float zf) {
-    const double x = (double)xf, e = (double)ef;
+    const double x = (double)xf, e = sg_sample_eps(r, x, ef);
     double mu = 0.0, x0 = 0.0;
     switch (r->kind) {
     case SG_SAMPLE_DDPM:

@@ -30,7 +30,12 @@ static int write_ddpm_table(sg_exec *e) {
     const sg_betas b = sg_model_betas(&p->cfg);
     SG_ASSERT(t->shape[0] == b.T);
     cpu_ddpm_table(rows, &b);
-    const int rc = sg_exec_write(e, p->io.ddpm_table, rows);
+    int rc = sg_exec_write(e, p->io.ddpm_table, rows);
+    /* v prediction's target coefficients: {sqrt(abar), -sqrt(1 - abar)} (an exact negation) */
+    if (!rc && p->io.v_table >= 0) {
+        for (int k = 0; k < b.T; k++) rows[k].sqrt_1m_abar = -rows[k].sqrt_1m_abar;
+        rc = sg_exec_write(e, p->io.v_table, rows);
+    }
     free(rows);
     return rc;
 }

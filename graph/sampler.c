@@ -126,8 +126,10 @@ static int snapshot(sg_exec *e, int b0, int nb, int k, const sg_sample_row *row,
     } else if (sg_exec_read(e, io->pred, sb->eps)) {
         return SG_ERR;
     }
-    for (int64_t i = 0; i < count; i++)
-        sb->xin[i] = (float)sg_sample_x0(row, (double)sb->xin[i], (double)sb->eps[i]);
+    for (int64_t i = 0; i < count; i++) {
+        const double xi = (double)sb->xin[i];
+        sb->xin[i] = (float)sg_sample_x0(row, xi, sg_sample_eps(row, xi, sb->eps[i]));
+    }
     return opts->on_snap(opts->batch_ctx, b0, nb, k, x, sb->xin);
 }
 
@@ -199,6 +201,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         /* the step table, written once: every batch runs the same steps */
         const sg_betas betas = sg_model_betas(c);
         rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, &betas);
+        /* a v-prediction model: every step converts its prediction to eps (sg_sample_eps) */
+        for (int k = 0; !rc && k < n_steps; k++) rows[k].v_pred = c->prediction == SG_PRED_V;
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);
     }
     for (int b0 = 0; b0 < n_images && !rc; b0 += B) {

@@ -175,6 +175,10 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
     if (bs && (!json_is_string(bs) ||
                (c->beta_schedule = sg_beta_schedule_parse(json_string_value(bs))) < 0))
         return sg_set_error("config: beta_schedule must be \"linear\" or \"cosine\"");
+    const json_t *pr = json_object_get(config, "prediction");
+    if (pr &&
+        (!json_is_string(pr) || (c->prediction = sg_prediction_parse(json_string_value(pr))) < 0))
+        return sg_set_error("config: prediction must be \"eps\" or \"v\"");
     const json_t *sched = json_object_get(config, "lr_schedule");
     if (sched && (!json_is_string(sched) ||
                   (c->lr_schedule = sg_lr_schedule_parse(json_string_value(sched))) < 0))

@@ -51,6 +51,9 @@ typedef struct {
     int schedule;       /* the betas: SG_BETA_LINEAR / SG_BETA_COSINE (common/sg_schedule.h) */
     float beta1, betaT; /* linear: the first and last beta */
     sg_dtype out_dt;    /* x_t's dtype */
+    /* 1: the v target instead of x_t, from inputs (eps, x0, t, table): sqrt(abar) eps -
+     * sqrt(1 - abar) x0, the table's rows {sqrt(abar), -sqrt(1 - abar)} (the plan's v_table) */
+    int v_target;
 } sg_ddpm_args;
 typedef struct {
     int dim;         /* embedding width (even) */

@@ -22,6 +22,7 @@
 /* the linear schedule's default betas (DDPM's); a cosine config keeps them, unused */
 #define SG_BETA1_DEFAULT 1e-4f
 #define SG_BETAT_DEFAULT 0.02f
+enum { SG_PRED_EPS = 0, SG_PRED_V = 1 };
 
 /* The padding of the stride-2 3x3 downsampling conv, as its top/left padding (the
  * bottom/right padding follows from the output size H/2, see OP_CONV2D):
@@ -97,6 +98,9 @@ typedef struct {
     int T;
     int beta_schedule;
     float beta1, betaT;
+    /* what the network predicts: SG_PRED_EPS, the noise (DDPM), or SG_PRED_V, the velocity
+     * v = sqrt(abar) eps - sqrt(1 - abar) x0 (Salimans & Ho 2022; diffusers' v_prediction) */
+    int prediction;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
     /* the schedules (common/sg_schedule.h): lr after its warm-up — SG_LR_CONSTANT / COSINE /
@@ -123,6 +127,9 @@ extern const char *const sg_model_flags_help;
 /* "constant" / "cosine" / "linear" <-> SG_LR_*; parse returns -1 for anything else. */
 const char *sg_lr_schedule_name(int schedule);
 int sg_lr_schedule_parse(const char *s);
+/* "eps" / "v" <-> SG_PRED_*; parse returns -1 for anything else. */
+const char *sg_prediction_name(int prediction);
+int sg_prediction_parse(const char *s);
 /* "linear" / "cosine" <-> SG_BETA_*; parse returns -1 for anything else. */
 const char *sg_beta_schedule_name(int schedule);
 int sg_beta_schedule_parse(const char *s);
@@ -142,6 +149,7 @@ typedef struct {
     int watch, loss_sum; /* the trainer's: first non-finite step + 1 (0: none), sum of losses */
     int x0, t, eps, xt, pred;
     int ddpm_table; /* the noising coefficients of every timestep (written by sg_exec_init) */
+    int v_table, v; /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int params_bf16;  /* bf16 runs: the region of the parameters' bf16 copy (ROLE_PARAM_BF16,
                          element j = round(params element j)); -1 in fp32 runs */

@@ -23,6 +23,7 @@ const char *const sg_model_descriptions[] = {
 static void set_training_defaults(sg_model_cfg *c) {
     c->T = 1000;
     c->beta_schedule = SG_BETA_LINEAR;
+    c->prediction = SG_PRED_EPS;
     c->beta1 = SG_BETA1_DEFAULT;
     c->betaT = SG_BETAT_DEFAULT;
     c->lr = 2e-4f;
@@ -135,6 +136,8 @@ const char *const sg_model_flags_help =
     "                       diffusers' squaredcos_cap_v2)\n"
     "  --beta-start X       linear: the first beta (default 1e-4); --beta-end X the last\n"
     "                       (default 0.02)\n"
+    "  --prediction P       eps (the noise, DDPM; the default) | v (the velocity\n"
+    "                       sqrt(abar) eps - sqrt(1 - abar) x0: diffusers' v_prediction)\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
 const char *sg_down_pad_name(int down_pad) {
@@ -207,6 +210,12 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         int b = sg_beta_schedule_parse(v);
         if (b < 0) return sg_set_error("--beta-schedule expects linear or cosine, got '%s'", v), -1;
         c->beta_schedule = b;
+        return 1;
+    }
+    if (!strcmp(f, "--prediction")) {
+        int p = sg_prediction_parse(v);
+        if (p < 0) return sg_set_error("--prediction expects eps or v, got '%s'", v), -1;
+        c->prediction = p;
         return 1;
     }
     if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
@@ -288,6 +297,16 @@ int sg_lr_schedule_parse(const char *s) {
     return -1;
 }
 
+const char *sg_prediction_name(int prediction) {
+    return prediction == SG_PRED_EPS ? "eps" : prediction == SG_PRED_V ? "v" : "?";
+}
+
+int sg_prediction_parse(const char *s) {
+    if (!strcmp(s, "eps")) return SG_PRED_EPS;
+    if (!strcmp(s, "v")) return SG_PRED_V;
+    return -1;
+}
+
 const char *sg_beta_schedule_name(int schedule) {
     return schedule == SG_BETA_LINEAR ? "linear" : schedule == SG_BETA_COSINE ? "cosine" : "?";
 }
@@ -308,6 +327,8 @@ sg_betas sg_model_betas(const sg_model_cfg *c) {
 static int validate_schedules(const sg_model_cfg *c) {
     if (c->T < 1 || c->T > SG_MAX_T)
         return sg_set_error("T = %d diffusion steps (1 to %d)", c->T, SG_MAX_T);
+    if (c->prediction != SG_PRED_EPS && c->prediction != SG_PRED_V)
+        return sg_set_error("prediction %d is neither eps nor v", c->prediction);
     if (c->beta_schedule != SG_BETA_LINEAR && c->beta_schedule != SG_BETA_COSINE)
         return sg_set_error("beta schedule %d is neither linear nor cosine", c->beta_schedule);
     if (c->beta_schedule == SG_BETA_LINEAR &&
@@ -464,10 +485,13 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     /* the schedules only when not the defaults (linear betas, constant lr, fixed EMA decay):
      * configs and
      * checkpoints from before them read as they always did */
-    char sched[192] = "";
+    char sched[256] = "";
     if (c->beta_schedule != SG_BETA_LINEAR)
         snprintf(sched, sizeof sched, ",\"beta_schedule\":\"%s\"",
                  sg_beta_schedule_name(c->beta_schedule));
+    if (c->prediction != SG_PRED_EPS)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"prediction\":\"%s\"",
+                 sg_prediction_name(c->prediction));
     if (c->lr_schedule != SG_LR_CONSTANT)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"lr_schedule\":\"%s\",\"lr_min\":%.9g,\"lr_decay_steps\":%lld",

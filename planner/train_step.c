@@ -208,12 +208,23 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
                               .betaT = c->betaT,
                               .out_dt = c->act_dt}};
     io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in4, 4, &da, "x_t", 0);
+    /* v prediction: the target v = sqrt(abar) eps - sqrt(1 - abar) x0, fp32 as eps, by the
+     * noising op on (eps, x0) with the coefficients {sqrt(abar), -sqrt(1 - abar)} */
+    int target = io->eps;
+    if (c->prediction == SG_PRED_V) {
+        io->v_table = sg_tensor_new(g, "v_table", DT_U8, ROLE_INPUT, 2, tab);
+        if (io->v_table < 0) return SG_ERR;
+        int vin[4] = {io->eps, io->x0, io->t, io->v_table};
+        sg_op_args va = da;
+        va.ddpm.out_dt = DT_F32, va.ddpm.v_target = 1;
+        target = io->v = sg_builder_node(&b, OP_DDPM_NOISE, vin, 4, &va, "v", 0);
+    }
     io->pred = sg_unet(&b, io->xt, io->t);
     if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;
     /* the loss scale: the gradient of the loss is 1/(ranks K), so the sum of the K
      * micro-batches' gradients and the all-reduce SUM of the ranks' is the gradient of the
      * global batch's mean loss (1/1 = 1 in one process without accumulation) */
-    int mse_in[2] = {io->pred, io->eps}, mse_out[SG_MAX_OUT] = {io->loss};
+    int mse_in[2] = {io->pred, target}, mse_out[SG_MAX_OUT] = {io->loss};
     const double parts = (double)(c->ranks > 0 ? c->ranks : 1) * K;
     sg_op_args ma = {.mse = {.loss_scale = (float)(1.0 / parts), .micro_batches = K}};
     if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, &ma, "mse") < 0) return SG_ERR;

@@ -22,6 +22,9 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    checkpoint and from the exported folder alike, bit for bit) to 2e-6, and the float64 formula
    of improved-diffusion written out here to 1e-13 relative; DDPMPipeline draws images with it;
    a scheduler stepgraph does not train (scaled_linear) is refused, naming beta_schedule.
+5. v prediction (train --prediction v): the export's scheduler says v_prediction, and
+   `sample --weights` on the folder draws what `sample --ckpt` draws, bit for bit (the folder's
+   prediction type read back); DDPMPipeline draws images with it.
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -328,6 +331,36 @@ def cosine_schedule(tmp):
           "scaled_linear is refused naming beta_schedule: %r" % r.stdout.strip()[-200:])
 
 
+def v_prediction(tmp):
+    ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
+                               ["--prediction", "v"], "_v")
+    with open(os.path.join(exp, "scheduler_config.json")) as f:
+        sc = json.load(f)
+    check(sc["prediction_type"] == "v_prediction",
+          "v: the exported scheduler predicts v: %s" % sc["prediction_type"])
+    pngs = [os.path.join(tmp, n) for n in ("v_folder.png", "v_ckpt.png", "v_as_eps.png")]
+    for src, png in zip((["--weights", exp], ["--ckpt", ckpt]), pngs):
+        run([SAMPLE] + src + ["--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out", png])
+    check(open(pngs[0], "rb").read() == open(pngs[1], "rb").read(),
+          "v: sample --weights (exported folder) == sample --ckpt, bit for bit")
+    sc["prediction_type"] = "epsilon"  # the same weights read as an eps model: other images
+    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
+        json.dump(sc, fo)
+    run([SAMPLE, "--weights", exp, "--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out",
+         pngs[2]])
+    check(open(pngs[2], "rb").read() != open(pngs[1], "rb").read(),
+          "(read as epsilon, the folder draws other images: the comparison can tell)")
+    sc["prediction_type"] = "v_prediction"
+    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
+        json.dump(sc, fo)
+    pipe = DDPMPipeline.from_pretrained(exp)
+    pipe.set_progress_bar_config(disable=True)
+    out = pipe(batch_size=1, num_inference_steps=3, generator=torch.manual_seed(0),
+               output_type="np").images
+    check(out.shape == (1, 16, 16, 3) and np.isfinite(out).all(),
+          "v: DDPMPipeline draws images: shape %s" % (out.shape,))
+
+
 def main():
     print("torch %s, diffusers %s" % (torch.__version__, __import__("diffusers").__version__))
     tmp = tempfile.mkdtemp(prefix="sg_diffusers_")
@@ -345,6 +378,7 @@ def main():
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
         cosine_schedule(tmp)
+        v_prediction(tmp)
         init_from_checkpoint(tmp, ckpt)
         diffusers_to_stepgraph(tmp, exp, cfg)
         _, _, ccfg = export_to_diffusers(tmp, "unet_cifar", "synthetic:8:32x32x3", 2)

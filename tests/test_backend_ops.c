@@ -213,6 +213,8 @@ typedef struct {
                    BO_MICROS (gradient accumulation), so its samples and random draws start at
                    that slice of the batch (sg_node_slice) */
     int cosine; /* ddpm noise, sample step: the cosine betas (common/sg_schedule.h), else linear */
+    int vpred;  /* ddpm noise: the v target (inputs as eps, x0 -> v, fp32); sample step: v
+                   prediction */
     int fused;  /* conv, conv weight gradient: the input x is the virtual normalised output of a
                    norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
                    dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
@@ -406,6 +408,8 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
                             .beta1 = 1e-4f,
                             .betaT = 0.02f};
     cpu_ddpm_table(rows, &betas);
+    if (a->vpred) /* the v target's rows, as the executor writes them */
+        for (int k = 0; k < a->T; k++) rows[k].sqrt_1m_abar = -rows[k].sqrt_1m_abar;
     int in[4] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0),
                  act4(c, "eps", DT_F32, a->N, a->H, a->W, a->C, -3, 3, 0),
                  tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1),
@@ -413,9 +417,12 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
                        sizeof(sg_ddpm_row) * (size_t)a->T)};
     free(rows);
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {
-        .ddpm = {
-            .T = a->T, .schedule = betas.schedule, .beta1 = 1e-4f, .betaT = 0.02f, .out_dt = dt}};
+    sg_op_args args = {.ddpm = {.T = a->T,
+                                .schedule = betas.schedule,
+                                .beta1 = 1e-4f,
+                                .betaT = 0.02f,
+                                .out_dt = a->vpred ? DT_F32 : dt,
+                                .v_target = a->vpred}};
     return node(c, OP_DDPM_NOISE, in, 4, out, &args, 0) < 0;
 }
 
@@ -1065,6 +1072,7 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
                             .betaT = 0.02};
     if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, &betas))
         return SG_ERR;
+    for (int k = 0; k < n; k++) rows[k].v_pred = a->vpred;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
     int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
     int in[5] = {
@@ -1167,6 +1175,8 @@ static const bo_entry entries[] = {
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000, .cosine = 1}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 3, .W = 3, .C = 3, .T = 4000, .cosine = 1}},
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000, .vpred = 1}}, /* v target */
+    {OP_DDPM_NOISE, F32, 0, {.N = 5, .H = 4, .W = 4, .C = 3, .T = 400, .cosine = 1, .vpred = 1}},
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},
@@ -1323,6 +1333,8 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 20, .flip = 1, .cosine = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 0, .cosine = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 2, .f = 1}}, /* eta */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10, .vpred = 1}}, /* v */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3, .flip = 1, .vpred = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 4, .flip = 1, .f = 0.5f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},

@@ -294,6 +294,16 @@ static void test_configs(void) {
               strstr(sg_last_error(), "\"beta_schedule\" is \"scaled_linear\"") &&
               strstr(sg_last_error(), "squaredcos_cap_v2"),
           "scaled_linear refused: %s", sg_last_error());
+    /* v prediction comes back; other prediction types are refused, named */
+    write_file(path, "{\"prediction_type\": \"v_prediction\"}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK &&
+              strstr(back, "\"prediction\":\"v\""),
+          "v_prediction: %s (%s)", back, sg_last_error());
+    write_file(path, "{\"prediction_type\": \"sample\"}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
+              strstr(sg_last_error(), "\"prediction_type\" is \"sample\"") &&
+              strstr(sg_last_error(), "v_prediction"),
+          "prediction_type sample refused: %s", sg_last_error());
     write_file(path, "{\"beta_schedule\": 3}");
     CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
               strstr(sg_last_error(), "\"beta_schedule\" is 3"),

@@ -3399,10 +3399,10 @@ static void test_resample(int N, int H, int W, int C, int dt, int accum) {
 /* The noising: every timestep of the schedule once (and both ends again), bit for bit
  * cpu_ddpm_noise, which recomputes the product the table holds; linear and cosine betas (the
  * kernel reads whichever table it is given). */
-static void test_embedding(int dt, int schedule) {
+static void test_embedding(int dt, int schedule, int vpred) {
     char ctx[96];
-    snprintf(ctx, sizeof ctx, "embedding %s %s betas", dtn(dt),
-             schedule == SG_BETA_COSINE ? "cosine" : "linear");
+    snprintf(ctx, sizeof ctx, "embedding %s %s betas%s", dtn(dt),
+             schedule == SG_BETA_COSINE ? "cosine" : "linear", vpred ? ", the v target" : "");
     case_begin();
     const int T = 1000, N = T + 2, dim = 32, per = 5;
     int32_t t[1002];
@@ -3413,8 +3413,13 @@ static void test_embedding(int dt, int schedule) {
     sg_ddpm_row *rows = (sg_ddpm_row *)halloc(sizeof(sg_ddpm_row) * T);
     cpu_timestep_emb(emb, t, N, dim);
     const sg_betas betas = {.T = T, .schedule = schedule, .beta1 = 1e-4f, .betaT = 0.02f};
-    cpu_ddpm_noise(xt, x0, eps, t, N, per, &betas);
     cpu_ddpm_table(rows, &betas);
+    if (vpred) { /* the kernel on (eps, x0) with {sqrt(abar), -sqrt(1 - abar)}: v */
+        cpu_ddpm_v(xt, x0, eps, t, N, per, &betas);
+        for (int k = 0; k < T; k++) rows[k].sqrt_1m_abar = -rows[k].sqrt_1m_abar;
+    } else {
+        cpu_ddpm_noise(xt, x0, eps, t, N, per, &betas);
+    }
     tbuf *dt_ = tb_raw("t", t, sizeof t), *dtab = tb_raw("table", rows, sizeof(sg_ddpm_row) * T);
     tbuf *dx0 = tb_in("x0", x0, (int64_t)N * per, DT_F32),
          *deps = tb_in("eps", eps, (int64_t)N * per, DT_F32);
@@ -3426,8 +3431,9 @@ static void test_embedding(int dt, int schedule) {
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
         CALL(cuda_timestep_emb, g_st, y->d, (const int32_t *)dt_->d, N, dim, dt);
-        CALL(cuda_ddpm_noise, g_st, dxt->d, (const float *)dx0->d, (const float *)deps->d,
-             (const int32_t *)dt_->d, dtab->d, N, per, T, dt);
+        CALL(cuda_ddpm_noise, g_st, dxt->d, (const float *)(vpred ? deps : dx0)->d,
+             (const float *)(vpred ? dx0 : deps)->d, (const int32_t *)dt_->d, dtab->d, N, per, T,
+             dt);
         sync_stream();
         tb_check(y, r_emb, tol, rep, ctx);
         tb_check(dxt, r_xt, TOL_EXACT, rep, ctx);
@@ -3820,14 +3826,16 @@ static void test_sample_step(int dt) {
         int ddim, clip;
         int64_t k;
         double eta; /* DDIM: > 0 draws noise (not at the last step) */
-    } cases[] = {{0, 0, 7, 0}, {0, 1, 20, 0},  {0, 1, T - 1, 0}, {0, 0, -1, 0},
-                 {1, 0, 2, 0}, {1, 1, 5, 0},   {1, 0, 6, 0},     {0, 0, T + 3, 0},
-                 {1, 0, 2, 1}, {1, 1, 3, 0.5}, {1, 0, 5, 1}};
+        int vpred;  /* the prediction is v (converted to eps in the update) */
+    } cases[] = {{0, 0, 7, 0, 0},  {0, 1, 20, 0, 0},  {0, 1, T - 1, 0, 0}, {0, 0, -1, 0, 0},
+                 {1, 0, 2, 0, 0},  {1, 1, 5, 0, 0},   {1, 0, 6, 0, 0},     {0, 0, T + 3, 0, 0},
+                 {1, 0, 2, 1, 0},  {1, 1, 3, 0.5, 0}, {1, 0, 5, 1, 0},     {0, 0, 7, 0, 1},
+                 {0, 1, 20, 0, 1}, {1, 1, 3, 0.5, 1}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
-        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g k %lld", dtn(dt),
+        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s k %lld", dtn(dt),
                  cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
-                 (long long)cases[ci].k);
+                 cases[ci].vpred ? " v" : "", (long long)cases[ci].k);
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
         const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
@@ -3836,6 +3844,7 @@ static void test_sample_step(int dt) {
                   "table");
         else
             CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, 0.0, &betas), "table");
+        for (int r = 0; r < T; r++) rows[r].v_pred = cases[ci].vpred;
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;
         float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(n, -2.0f, 2.0f, dt);
@@ -4627,8 +4636,9 @@ int main(void) {
         /* 16-byte vectors: 2 (bf16) / 4 (fp32) of them a pixel, overwriting and accumulating */
         test_resample(2, 4, 6, 16, dt, 0);
         test_resample(1, 6, 4, 24, dt, 1);
-        test_embedding(dt, SG_BETA_LINEAR);
-        test_embedding(dt, SG_BETA_COSINE);
+        test_embedding(dt, SG_BETA_LINEAR, 0);
+        test_embedding(dt, SG_BETA_COSINE, 0);
+        test_embedding(dt, SG_BETA_LINEAR, 1);
         test_rng(dt);
         test_sample_step(dt);
     }

@@ -267,6 +267,55 @@ static void test_oracle(int schedule) {
           schedule == SG_BETA_COSINE ? "cosine" : "linear", maxerr, bound);
 }
 
+/* (b') v prediction: with the true v = sqrt(abar) eps - sqrt(1 - abar) x0 of a known x0, the
+ * device update (a row with v_pred, sg_sample_update) recovers x0 by DDIM to -1 and takes the
+ * posterior mean by DDPM with z = 0, as the true eps does (graph/sampler.h's conversion
+ * eps = sqrt(abar) v + sqrt(1 - abar) x_t); and a v row on an eps prediction is another step */
+static void test_v_oracle(int schedule) {
+    static float x0[NV], eps[NV], v[NV], xt[NV];
+    const sg_betas BB = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
+    for (int i = 0; i < NV; i++) x0[i] = 2 * sg_rng_uniform(5, 0, SG_RNG_SAMPLE, (uint64_t)i) - 1;
+    fill_normal(eps, NV, 6);
+    const int ts[] = {0, 1, 10, 250, 500, TT - 1};
+    for (int k = 0; k < SG_ARRAY_LEN(ts); k++) {
+        const int t = ts[k];
+        const long double abar = ref_abar(t, TT, schedule),
+                          abar_prev = ref_abar(t - 1, TT, schedule);
+        const long double beta = ref_beta(t, TT, schedule);
+        for (int i = 0; i < NV; i++) {
+            xt[i] = (float)(sqrtl(abar) * x0[i] + sqrtl(1 - abar) * eps[i]);
+            v[i] = (float)(sqrtl(abar) * eps[i] - sqrtl(1 - abar) * x0[i]);
+        }
+        sg_sample_row r[1];
+        const int one[1] = {t};
+        /* DDIM t -> -1: x0, up to x_t's and v's fp32 rounding over sqrt(abar) */
+        CHECK(sg_sample_table(r, 1, one, 1, 1, 0, 0.0, &BB) == SG_OK, "table");
+        r[0].v_pred = 1;
+        double maxerr = 0, bound = 0, other = 0;
+        for (int i = 0; i < NV; i++) {
+            maxerr = fmax(maxerr, fabs((double)sg_sample_update(r, xt[i], v[i], 0) - x0[i]));
+            bound = fmax(bound, 4 * FLT_EPSILON * (fabs(xt[i]) + fabs(v[i]) + 1) / sqrtl(abar));
+        }
+        r[0].v_pred = 0; /* the same numbers read as eps: far off */
+        for (int i = 0; i < NV; i++)
+            other = fmax(other, fabs((double)sg_sample_update(r, xt[i], v[i], 0) - x0[i]));
+        CHECK(maxerr <= bound && (t < 10 || other > 100 * bound), /* at t < 10 s is ~1e-2 */
+              "v DDIM oracle t=%d: |x0 - recovered| %.3g > %.3g (as eps: %.3g)", t, maxerr, bound,
+              other);
+        /* DDPM t -> t-1 with z = 0: the posterior mean mu~(x_t, x0) */
+        CHECK(sg_sample_table(r, 1, one, 1, 0, 0, 0.0, &BB) == SG_OK, "table");
+        r[0].v_pred = 1;
+        double w = 0;
+        for (int i = 0; i < NV; i++) {
+            const long double want = sqrtl(abar_prev) * beta / (1 - abar) * x0[i] +
+                                     sqrtl(1 - beta) * (1 - abar_prev) / (1 - abar) * xt[i];
+            const double err = fabsl(sg_sample_update(r, xt[i], v[i], 0) - want);
+            w = fmax(w, err / (1e-5 * fabsl(want) + 1e-5 / sqrt((double)abar)));
+        }
+        CHECK(w <= 1, "v DDPM oracle t=%d: posterior mean off by %.3g x tolerance", t, w);
+    }
+}
+
 /* Whole chains with the exact eps of Gaussian data x0 ~ N(0, s^2 I): x_t ~ N(0, v_t) with
  * v_t = abar s^2 + 1 - abar, and E[eps | x_t] = sqrt(1 - abar) x_t / v_t. Every step is then
  * linear, x_prev = g_t x_t + sigma_t z, and the variance follows the recursion
@@ -757,18 +806,19 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
  * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
  * replayed for a second table, then the first again), DDIM 2 with eta 1 (noise drawn in the
  * DDIM update); n_img images (3: two batches, the second partial) */
-static void cuda_case(sg_dtype dt, int n_img, double tol) {
+static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred) {
     enum { RUNS = 4 };
     const int S[RUNS] = {2, 0, 2, 2}, clip[RUNS] = {-1, -1, -1, -1};
     const double eta[RUNS] = {0, 0, 0, 1};
     sg_model_cfg c;
     small_cfg(&c, dt);
     c.T = 3;
+    c.prediction = vpred ? SG_PRED_V : SG_PRED_EPS;
     int64_t per = 8 * 8 * 3, nv = n_img * per;
     float *buf[3][RUNS];
     for (int b = 0; b < 3; b++)
         for (int r = 0; r < RUNS; r++) buf[b][r] = malloc(sizeof(float) * (size_t)nv);
-    const char *nm = dt == DT_BF16 ? "bf16" : "fp32";
+    const char *nm = vpred ? "fp32 v" : dt == DT_BF16 ? "bf16" : "fp32";
     int ok = !sample_runs(0, &c, n_img, S, clip, eta, RUNS, buf[0]) &&
              !sample_runs(1, &c, n_img, S, clip, eta, RUNS, buf[1]) &&
              !sample_runs(2, &c, n_img, S, clip, eta, RUNS, buf[2]);
@@ -819,8 +869,9 @@ static int test_cuda(void) {
     }
     /* fp32: the same network on both (~2e-7 on the host execution, GEMM orders); bf16: the
      * GPU's GEMMs take bf16 copies of the weights, the CPU reference fp32 ones (~3e-3) */
-    cuda_case(DT_F32, 3, 1e-4);
-    cuda_case(DT_BF16, 2, 2e-2);
+    cuda_case(DT_F32, 3, 1e-4, 0);
+    cuda_case(DT_BF16, 2, 2e-2, 0);
+    cuda_case(DT_F32, 2, 1e-4, 1); /* a v-prediction model: the update converts to eps */
     return sg_test_end();
 }
 
@@ -1405,6 +1456,8 @@ int main(int argc, char **argv) {
     test_ddim_timesteps();
     test_oracle(SG_BETA_LINEAR);
     test_oracle(SG_BETA_COSINE);
+    test_v_oracle(SG_BETA_LINEAR);
+    test_v_oracle(SG_BETA_COSINE);
     test_gaussian_chains();
     test_end_to_end();
     test_device_step();

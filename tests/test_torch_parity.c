@@ -15,8 +15,10 @@
  * sensitivity to the gradient error: at step 0 the update is ~lr·sign(g), so a gradient that
  * is nearly zero can legitimately flip — a flat tolerance would be wrong there.
  *
- * Usage: test_torch_parity MODEL BATCH REPO_DIR [cpu|cuda [fp32|bf16 [linear|cosine]]]; cosine:
- * the cosine betas over T = 4000 steps (the oracle computes them itself). Exit 77 (skip) when
+ * Usage: test_torch_parity MODEL BATCH REPO_DIR [cpu|cuda [fp32|bf16 [OBJECTIVE]]]; OBJECTIVE is
+ * linear (the default), cosine (the cosine betas over T = 4000 steps: the oracle computes them
+ * itself), v (v prediction: the loss's target v = sqrt(abar) eps - sqrt(1 - abar) x0) or
+ * cosine,v. Exit 77 (skip) when
  * PyTorch is absent, or for cuda when there is no GPU. bf16 (bf16 activations, the oracle still
  * float64) is held to compare.py's bf16 tolerances (--bf16). On cuda, PyTorch's own step
  * on the same GPU from the same case folder (tools/torch_ref/bench.py --parity) is compared with
@@ -111,17 +113,19 @@ static const char *find_python(void) {
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 7)
         return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16 "
-                               "[linear|cosine]]]\n"),
+                               "[linear|cosine|v|cosine,v]]]\n"),
                2;
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    const int cosine = argc > 6 && !strcmp(argv[6], "cosine");
+    const char *obj = argc > 6 ? argv[6] : "linear";
+    const int cosine = !strcmp(obj, "cosine") || !strcmp(obj, "cosine,v");
+    const int vpred = !strcmp(obj, "v") || !strcmp(obj, "cosine,v");
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
         (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) ||
-        (argc > 6 && !cosine && strcmp(argv[6], "linear")))
-        return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, betas "
-                               "linear|cosine\n"),
+        (!cosine && !vpred && strcmp(obj, "linear")))
+        return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
+                               "objective linear|cosine|v|cosine,v\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -140,6 +144,7 @@ int main(int argc, char **argv) {
     c.data_n = 8, c.data_h = c.img - 4, c.data_w = c.img - 4; /* padding exercised too */
     c.warmup = 10; /* a visible learning rate at step 0 */
     if (cosine) c.beta_schedule = SG_BETA_COSINE, c.T = 4000;
+    if (vpred) c.prediction = SG_PRED_V;
 
     sg_exec e;
     if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
@@ -213,8 +218,9 @@ int main(int argc, char **argv) {
     /* the oracle in float64, then the comparison */
     char cmd[3072];
     const char *tol = bf16 ? "--bf16" : "";
-    printf("stepgraph (%s, %s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
-           bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "");
+    printf("stepgraph (%s, %s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+           bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
+           vpred ? ", v prediction" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

@@ -478,6 +478,18 @@ ok "stop/resume under the cosine schedule is bit-exact" '[ $rc -eq 0 ] && "$ckpt
 ok "the schedule cannot change on resume" '[ $rc -eq 2 ] && grep -q "timesteps cannot change on --resume" err.txt'
 "${T[@]}" --steps 4 --beta-schedule cosine --log-every 1 --out cos1k >/dev/null 2>&1
 "${T[@]}" --steps 4 --log-every 1 --out lin1k >/dev/null 2>&1
+usage_err "--prediction x0" --steps 2 --prediction x0
+"${T[@]}" --steps 4 --prediction v --log-every 1 --ckpt-every 2 --out vp >/dev/null 2>err.txt; rc=$?
+ok "a v-prediction run says so, and records it" '[ $rc -eq 0 ] && grep -q "fp32, v prediction," err.txt && "$ckpt" info vp/ckpt_00000004.sgck | grep -q "\"prediction\":\"v\""'
+"${T[@]}" --steps 2 --prediction v --ckpt-every 2 --out vp_stop >/dev/null 2>&1
+"$train" --resume vp_stop --steps 4 >/dev/null 2>&1; rc=$?
+ok "stop/resume of a v-prediction run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff vp/ckpt_00000004.sgck vp_stop/ckpt_00000004.sgck --ignore-meta >/dev/null'
+"$train" --resume vp --steps 6 --prediction eps >/dev/null 2>err.txt; rc=$?
+ok "the prediction cannot change on resume" '[ $rc -eq 2 ] && grep -q "prediction cannot change on --resume" err.txt'
+ok "v prediction trains another objective (the same x_t: another loss)" 'python3 -c "
+import json
+a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"vp\", \"lin1k\"))
+assert len(a) == len(b) == 4 and all(x != y for x, y in zip(a, b)), (a, b)"'
 ok "the schedule changes the training (the same data, t and noise: another x_t, another loss)" 'python3 -c "
 import json
 a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"cos1k\", \"lin1k\"))

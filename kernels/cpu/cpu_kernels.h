@@ -149,6 +149,10 @@ double sg_ddpm_beta(const sg_betas *b, int t);
 void sg_ddpm_abars(const sg_betas *b, double *abar);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     const sg_betas *b);
+/* v prediction's target: v[n] = sqrt(abar_t) eps[n] - sqrt(1 - abar_t) x0[n] (Salimans & Ho
+ * 2022), by the same rows and rounding as cpu_ddpm_noise */
+void cpu_ddpm_v(float *v, const float *x0, const float *eps, const int32_t *t, int N, int per,
+                const sg_betas *b);
 /* The noising table (common/sg_schedule.h): rows[t] = {sqrt(abar_t), sqrt(1 - abar_t)} for
  * t < b->T, the values cpu_ddpm_noise multiplies, bit for bit. */
 void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b);

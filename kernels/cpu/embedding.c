@@ -88,6 +88,18 @@ void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b) {
     }
 }
 
+/* the CUDA kernel computes a eps + (-s) x0 from the negated table: the same bits as a eps - s x0
+ * (IEEE negation and subtraction are exact) */
+void cpu_ddpm_v(float *v, const float *x0, const float *eps, const int32_t *t, int N, int per,
+                const sg_betas *b) {
+    for (int n = 0; n < N; n++) {
+        const sg_ddpm_row r = ddpm_row(b, t[n]);
+        const double a = r.sqrt_abar, s = r.sqrt_1m_abar;
+        int64_t off = (int64_t)n * per;
+        for (int i = 0; i < per; i++) v[off + i] = (float)(a * eps[off + i] - s * x0[off + i]);
+    }
+}
+
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     const sg_betas *b) {
     for (int n = 0; n < N; n++) {

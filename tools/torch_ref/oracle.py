@@ -6,8 +6,8 @@ DIR holds:
                      heads | head_ch, groups, dropout, resample_conv, down_pad ("same" |
                      "symmetric", absent: symmetric); or "model": a named
                      config, whose fields the file's own fields override) and training fields
-                     T, beta1, betaT, beta_schedule ("linear" | "cosine"), lr, b1, b2, eps, wd,
-                     warmup, clip, ema_decay, step
+                     T, beta1, betaT, beta_schedule ("linear" | "cosine"), prediction ("eps" |
+                     "v"), lr, b1, b2, eps, wd, warmup, clip, ema_decay, step
                      (0-based number of this update). Missing training fields take the
                      defaults of docs/model.md (a note goes to stderr).
   params/<name>.npy  parameters in stepgraph layouts (conv [Co][K][K][Ci], linear [out][in])
@@ -25,7 +25,8 @@ external gradients (e.g. the C backend's), so the optimizer can be checked to fl
 It computes (dropout off, i.e. identity):
   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps   (abar in float64; linear betas, or cosine:
         improved-diffusion's betas_for_alpha_bar, capped at 0.999)
-  pred = model(x_t, t); loss = mean((pred - eps)^2); backward
+  pred = model(x_t, t); loss = mean((pred - target)^2), target = eps, or with prediction "v"
+  v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (Salimans & Ho 2022); backward
   norm = sqrt(sum g^2) over all gradients (accumulated in float64);
   scale = min(1, clip / (norm + 1e-6))
   AdamW by hand (cpu_kernels.h): lr_t = lr min(1, (step+1)/warmup); g = grad*scale;
@@ -51,7 +52,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
-TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "prediction", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
 
 
@@ -65,7 +66,7 @@ def read_config(d, quiet=False):
             train[k] = cfg[k]
         else:
             train[k] = M.TRAIN_DEFAULTS[k]
-            if k != "beta_schedule":  # stepgraph writes it only when not linear
+            if k not in ("beta_schedule", "prediction"):  # written only when not the default
                 missing.append(k)
     if missing and not quiet:
         print("oracle: config.json lacks %s; using docs/model.md defaults" % ",".join(missing),
@@ -191,7 +192,13 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
         pred = pred.to(dtype)
     else:
         pred = model(xt, t_t)
-    loss = torch.mean((pred - eps_t) ** 2)
+    if train["prediction"] == "v":
+        target = ca * eps_t - cb * x0_t
+    elif train["prediction"] == "eps":
+        target = eps_t
+    else:
+        raise ValueError("unknown prediction %r (eps or v)" % train["prediction"])
+    loss = torch.mean((pred - target) ** 2)
     loss.backward()
 
     grads = {n: p.grad.detach().clone() for n, p in params.items()}
