@@ -422,6 +422,20 @@ static int check_fixed(const ckpt_json *j, const char *path) {
            want(j, 0, "num_class_embeds", "null", "null", path);
 }
 
+/* A scheduler field that names one of two choices (absent: the first): *second set, or SG_ERR
+ * naming the field, what it says and the two choices. */
+static int one_of(const ckpt_json *s, const char *key, const char *first, const char *second,
+                  const char *spath, int *is_second) {
+    const int c = ckpt_json_find(s, 0, key);
+    const char *v = c >= 0 ? ckpt_json_string(s, c) : first;
+    *is_second = v && !strcmp(v, second);
+    if (v && (*is_second || !strcmp(v, first))) return SG_OK;
+    char got[64] = "";
+    ckpt_json_render(s, c, got, sizeof got);
+    return sg_set_error("%s: \"%s\" is %s; stepgraph trains \"%s\" and \"%s\"", spath, key, got,
+                        first, second);
+}
+
 /* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
  * betas 1e-4 .. 0.02, eps prediction); only what stepgraph trains is accepted: linear betas, or
  * cosine ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read
@@ -434,27 +448,10 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, doub
     ckpt_json *s = ckpt_json_parse(st, strlen(st));
     free(st);
     if (!s) return SG_ERR;
-    const int c = ckpt_json_find(s, 0, "beta_schedule");
-    const char *name = c >= 0 ? ckpt_json_string(s, c) : "linear";
-    *cosine = name && !strcmp(name, "squaredcos_cap_v2");
-    if (!name || (!*cosine && strcmp(name, "linear"))) {
-        char got[64] = "";
-        ckpt_json_render(s, c, got, sizeof got);
+    if (one_of(s, "beta_schedule", "linear", "squaredcos_cap_v2", spath, cosine) ||
+        one_of(s, "prediction_type", "epsilon", "v_prediction", spath, vpred)) {
         ckpt_json_free(s);
-        return sg_set_error("%s: \"beta_schedule\" is %s; stepgraph trains \"linear\" and "
-                            "\"squaredcos_cap_v2\" (cosine) betas",
-                            spath, got);
-    }
-    const int pc = ckpt_json_find(s, 0, "prediction_type");
-    const char *pred = pc >= 0 ? ckpt_json_string(s, pc) : "epsilon";
-    *vpred = pred && !strcmp(pred, "v_prediction");
-    if (!pred || (!*vpred && strcmp(pred, "epsilon"))) {
-        char got[64] = "";
-        ckpt_json_render(s, pc, got, sizeof got);
-        ckpt_json_free(s);
-        return sg_set_error("%s: \"prediction_type\" is %s; stepgraph trains \"epsilon\" and "
-                            "\"v_prediction\"",
-                            spath, got);
+        return SG_ERR;
     }
     int rc =
         want(s, 0, "trained_betas", "null", "null", spath) ||

@@ -88,24 +88,25 @@ void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b) {
     }
 }
 
-/* the CUDA kernel computes a eps + (-s) x0 from the negated table: the same bits as a eps - s x0
- * (IEEE negation and subtraction are exact) */
-void cpu_ddpm_v(float *v, const float *x0, const float *eps, const int32_t *t, int N, int per,
-                const sg_betas *b) {
+/* out = sqrt(abar_t) p + sign sqrt(1 - abar_t) q per sample: the CUDA kernel's expression with
+ * its table's second column (negated for v: a eps + (-s) x0 is a eps - s x0 to the bit, IEEE
+ * negation being exact) */
+static void ddpm_mix(float *out, const float *p, const float *q, const int32_t *t, int N, int per,
+                     const sg_betas *b, double sign) {
     for (int n = 0; n < N; n++) {
         const sg_ddpm_row r = ddpm_row(b, t[n]);
-        const double a = r.sqrt_abar, s = r.sqrt_1m_abar;
+        const double a = r.sqrt_abar, s = sign * r.sqrt_1m_abar;
         int64_t off = (int64_t)n * per;
-        for (int i = 0; i < per; i++) v[off + i] = (float)(a * eps[off + i] - s * x0[off + i]);
+        for (int i = 0; i < per; i++) out[off + i] = (float)(a * p[off + i] + s * q[off + i]);
     }
+}
+
+void cpu_ddpm_v(float *v, const float *x0, const float *eps, const int32_t *t, int N, int per,
+                const sg_betas *b) {
+    ddpm_mix(v, eps, x0, t, N, per, b, -1.0);
 }
 
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,
                     const sg_betas *b) {
-    for (int n = 0; n < N; n++) {
-        const sg_ddpm_row r = ddpm_row(b, t[n]);
-        const double a = r.sqrt_abar, s = r.sqrt_1m_abar;
-        int64_t off = (int64_t)n * per;
-        for (int i = 0; i < per; i++) xt[off + i] = (float)(a * x0[off + i] + s * eps[off + i]);
-    }
+    ddpm_mix(xt, x0, eps, t, N, per, b, 1.0);
 }
