@@ -486,6 +486,13 @@ ok "a v-prediction run says so, and records it" '[ $rc -eq 0 ] && grep -q "fp32,
 ok "stop/resume of a v-prediction run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff vp/ckpt_00000004.sgck vp_stop/ckpt_00000004.sgck --ignore-meta >/dev/null'
 "$train" --resume vp --steps 6 --prediction eps >/dev/null 2>err.txt; rc=$?
 ok "the prediction cannot change on resume" '[ $rc -eq 2 ] && grep -q "prediction cannot change on --resume" err.txt'
+# --init-from weights of another objective: a fresh run of this one, saying so
+"${T[@]}" --steps 1 --init-from vp --out from_v >out.txt 2>&1; rc=$?
+ok "--init-from a v run into an eps run is named" '[ $rc -eq 0 ] && grep -q "trained to predict v; this run trains eps (--prediction)" out.txt && ! grep -q "betas over" out.txt'
+"${T[@]}" --steps 1 --init-from cos --prediction v --out from_cos >out.txt 2>&1; rc=$?
+ok "... and another schedule too" '[ $rc -eq 0 ] && grep -q "trained with cosine betas over T = 300; this run uses linear over T = 1000" out.txt && grep -q "to predict eps; this run trains v" out.txt'
+"${T[@]}" --steps 1 --init-from lin --out from_lin >out.txt 2>&1; rc=$?
+ok "... and nothing where they agree" '[ $rc -eq 0 ] && ! grep -q "note:" out.txt'
 ok "v prediction trains another objective (the same x_t: another loss)" 'python3 -c "
 import json
 a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"vp\", \"lin1k\"))

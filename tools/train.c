@@ -72,6 +72,22 @@ static int init_from(sg_exec *e, const char *path, uint64_t seed) {
     if (sg_exec_init_state(e, seed) || sg_exec_load_weights(e, path, SG_WEIGHTS_SET_EMA))
         return SG_ERR;
     printf("train: parameters and EMA from %s (a fresh run: step 0, AdamW state zero)\n", path);
+    /* the architecture must match (checked by the load); the objective may differ, on purpose
+     * or not: say so (a bare .safetensors file records none) */
+    char json[8192];
+    sg_model_cfg w;
+    const sg_model_cfg *r = &e->plan.cfg;
+    if (sg_weights_config(path, json, sizeof json) || sg_model_cfg_from_json(json, &w))
+        return SG_OK;
+    if (w.prediction != r->prediction)
+        printf("train: note: those weights were trained to predict %s; this run trains %s "
+               "(--prediction)\n",
+               sg_prediction_name(w.prediction), sg_prediction_name(r->prediction));
+    if (w.beta_schedule != r->beta_schedule || w.T != r->T)
+        printf("train: note: those weights were trained with %s betas over T = %d; this run uses "
+               "%s over T = %d (--beta-schedule, --timesteps)\n",
+               sg_beta_schedule_name(w.beta_schedule), w.T, sg_beta_schedule_name(r->beta_schedule),
+               r->T);
     return SG_OK;
 }
 
