@@ -279,6 +279,31 @@ def pipeline(exp, cfg):
                                                                       out.max()))
 
 
+def scheduler_config(exp, sc=None):
+    """The folder's scheduler_config.json: read it, or (sc given) replace it."""
+    path = os.path.join(exp, "scheduler_config.json")
+    if sc is None:
+        with open(path) as f:
+            return json.load(f)
+    with open(path, "w") as f:
+        json.dump(sc, f)
+
+
+def pipeline_draws(exp, what):
+    pipe = DDPMPipeline.from_pretrained(exp)
+    pipe.set_progress_bar_config(disable=True)
+    out = pipe(batch_size=1, num_inference_steps=3, generator=torch.manual_seed(0),
+               output_type="np").images
+    check(out.shape == (1, 16, 16, 3) and np.isfinite(out).all(),
+          "%s: DDPMPipeline draws images: shape %s" % (what, out.shape))
+
+
+def sample_png(src, png):
+    run([SAMPLE] + src + ["--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out", png])
+    with open(png, "rb") as f:
+        return f.read()
+
+
 def stepgraph_abar(weights, tmp):
     out = os.path.join(tmp, "abar.f64")
     run([FWD, "--abar", weights, out])
@@ -289,8 +314,7 @@ def cosine_schedule(tmp):
     T = 400
     ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
                                ["--beta-schedule", "cosine", "--timesteps", str(T)], "_cosine")
-    with open(os.path.join(exp, "scheduler_config.json")) as f:
-        sc = json.load(f)
+    sc = scheduler_config(exp)
     check(sc["beta_schedule"] == "squaredcos_cap_v2" and sc["num_train_timesteps"] == T,
           "cosine: the exported scheduler is squaredcos_cap_v2 over %d steps: %s, %s"
           % (T, sc["beta_schedule"], sc["num_train_timesteps"]))
@@ -315,16 +339,9 @@ def cosine_schedule(tmp):
     lin = stepgraph_abar(os.path.join(tmp, "unet_tiny_run", "ckpt_00000002.sgck"), tmp)
     check(lin.shape == (1000,) and abs(lin[399] - ours[200]) > 0.1,
           "(the linear run's schedule is another: the comparison can tell)")
-    pipe = DDPMPipeline.from_pretrained(exp)
-    pipe.set_progress_bar_config(disable=True)
-    out = pipe(batch_size=1, num_inference_steps=3, generator=torch.manual_seed(0),
-               output_type="np").images
-    check(out.shape == (1, 16, 16, 3) and np.isfinite(out).all(),
-          "cosine: DDPMPipeline draws images: shape %s" % (out.shape,))
+    pipeline_draws(exp, "cosine")
     # a schedule stepgraph does not train: refused by sample --weights, naming it
-    sc["beta_schedule"] = "scaled_linear"
-    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
-        json.dump(sc, fo)
+    scheduler_config(exp, dict(sc, beta_schedule="scaled_linear"))
     r = run([SAMPLE, "--weights", exp, "--n", "1", "--ddim-steps", "1", "--backend", "cpu",
              "--out", os.path.join(tmp, "refused.png")], expect_ok=False)
     check(r.returncode == 1 and "beta_schedule" in r.stdout and "scaled_linear" in r.stdout,
@@ -334,31 +351,18 @@ def cosine_schedule(tmp):
 def v_prediction(tmp):
     ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
                                ["--prediction", "v"], "_v")
-    with open(os.path.join(exp, "scheduler_config.json")) as f:
-        sc = json.load(f)
+    sc = scheduler_config(exp)
     check(sc["prediction_type"] == "v_prediction",
           "v: the exported scheduler predicts v: %s" % sc["prediction_type"])
-    pngs = [os.path.join(tmp, n) for n in ("v_folder.png", "v_ckpt.png", "v_as_eps.png")]
-    for src, png in zip((["--weights", exp], ["--ckpt", ckpt]), pngs):
-        run([SAMPLE] + src + ["--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out", png])
-    check(open(pngs[0], "rb").read() == open(pngs[1], "rb").read(),
-          "v: sample --weights (exported folder) == sample --ckpt, bit for bit")
-    sc["prediction_type"] = "epsilon"  # the same weights read as an eps model: other images
-    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
-        json.dump(sc, fo)
-    run([SAMPLE, "--weights", exp, "--n", "2", "--ddim-steps", "3", "--backend", "cpu", "--out",
-         pngs[2]])
-    check(open(pngs[2], "rb").read() != open(pngs[1], "rb").read(),
+    folder = sample_png(["--weights", exp], os.path.join(tmp, "v_folder.png"))
+    from_ckpt = sample_png(["--ckpt", ckpt], os.path.join(tmp, "v_ckpt.png"))
+    check(folder == from_ckpt, "v: sample --weights (exported folder) == sample --ckpt, bit for bit")
+    # the same weights read as an eps model: other images
+    scheduler_config(exp, dict(sc, prediction_type="epsilon"))
+    check(sample_png(["--weights", exp], os.path.join(tmp, "v_as_eps.png")) != from_ckpt,
           "(read as epsilon, the folder draws other images: the comparison can tell)")
-    sc["prediction_type"] = "v_prediction"
-    with open(os.path.join(exp, "scheduler_config.json"), "w") as fo:
-        json.dump(sc, fo)
-    pipe = DDPMPipeline.from_pretrained(exp)
-    pipe.set_progress_bar_config(disable=True)
-    out = pipe(batch_size=1, num_inference_steps=3, generator=torch.manual_seed(0),
-               output_type="np").images
-    check(out.shape == (1, 16, 16, 3) and np.isfinite(out).all(),
-          "v: DDPMPipeline draws images: shape %s" % (out.shape,))
+    scheduler_config(exp, sc)
+    pipeline_draws(exp, "v")
 
 
 def main():
