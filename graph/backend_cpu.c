@@ -567,6 +567,16 @@ CPU_RUN(mse) {
 CPU_RUN(mse_bwd) {
     cpu_mse_bwd(k->out[0], k->in[0], k->in[1], k->n0, k->a->mse.loss_scale);
 }
+/* mse_w: in[2] the samples' timesteps, in[3] the weight table */
+CPU_RUN(mse_w) {
+    cpu_mse_w_fwd(k->out[0], k->in[0], k->in[1], sg_in_numel(k->g, k->nd, 0),
+                  k->a->mse.micro_batches, (const int32_t *)k->raw_in[2], k->in[3],
+                  (int)sg_in_numel(k->g, k->nd, 2));
+}
+CPU_RUN(mse_w_bwd) {
+    cpu_mse_w_bwd(k->out[0], k->in[0], k->in[1], k->n0, k->a->mse.loss_scale,
+                  (const int32_t *)k->raw_in[2], k->in[3], (int)sg_in_numel(k->g, k->nd, 2));
+}
 CPU_RUN(accum) {
     if (k->out[0] != k->in[0]) cpu_copy(k->out[0], k->in[0], k->n0); /* in place: nothing to do */
 }

@@ -84,7 +84,7 @@ static int check_accum(const sg_graph *g) {
                 why = "the two halves of a concatenated output differ in accumulation";
         }
         /* the loss is the one forward output that accumulates: over the micro-batches */
-        if (!why && nd->accum && nd->op != OP_MSE &&
+        if (!why && nd->accum && !sg_op_is_loss(nd->op) &&
             (sg_op_is_forward(nd->op) || sg_op_is_optimizer(nd->op)))
             why = "a forward or optimizer op accumulates";
         if (!why &&

@@ -779,15 +779,35 @@ CUDA_RUN(dropout_bwd) {
                             k->slice * (uint64_t)k->n0, k->dt, kacc(k, 0));
 }
 
-CUDA_RUN(mse) {
+/* mse and mse_w (in[2] the samples' timesteps, in[3] the weight table), and their backwards */
+static sg_loss_weights loss_weights(const cuda_call *k) {
+    const sg_loss_weights w = {(const int32_t *)kin(k, 2), (const float *)kin(k, 3),
+                               (int)sg_in_numel(k->g, k->nd, 2)};
+    return w;
+}
+static int run_mse(const cuda_call *k, const sg_loss_weights *w) {
     const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
     return cuda_mse_fwd(k->st, kout(k, 0), kin(k, 0), pred->dtype, kin(k, 1), tgt->dtype,
-                        sg_numel(pred), k->a->mse.micro_batches, kacc(k, 0), k->ws, k->wsb);
+                        sg_numel(pred), k->a->mse.micro_batches, kacc(k, 0), w, k->ws, k->wsb);
 }
-CUDA_RUN(mse_bwd) {
+static int run_mse_bwd(const cuda_call *k, const sg_loss_weights *w) {
     const sg_tensor *pred = &k->g->t[k->nd->in[0]], *tgt = &k->g->t[k->nd->in[1]];
     return cuda_mse_bwd(k->st, kout(k, 0), kin(k, 0), pred->dtype, kin(k, 1), tgt->dtype, k->n0,
-                        k->a->mse.loss_scale, kacc(k, 0));
+                        k->a->mse.loss_scale, kacc(k, 0), w);
+}
+CUDA_RUN(mse) {
+    return run_mse(k, NULL);
+}
+CUDA_RUN(mse_bwd) {
+    return run_mse_bwd(k, NULL);
+}
+CUDA_RUN(mse_w) {
+    const sg_loss_weights w = loss_weights(k);
+    return run_mse(k, &w);
+}
+CUDA_RUN(mse_w_bwd) {
+    const sg_loss_weights w = loss_weights(k);
+    return run_mse_bwd(k, &w);
 }
 CUDA_RUN(accum) {
     /* in place (the planner merged the buffers) and not accumulating: nothing to move */

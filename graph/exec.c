@@ -20,7 +20,8 @@
 #endif
 
 /* The training step's noising table: every timestep's coefficients, from the CPU reference,
- * once per executor (a function of the config alone: no checkpoint carries it). */
+ * once per executor (a function of the config alone: no checkpoint carries it); and the loss
+ * weights where the step has them. */
 static int write_ddpm_table(sg_exec *e) {
     const sg_plan *p = &e->plan;
     if (p->io.ddpm_table < 0) return SG_OK;
@@ -37,6 +38,14 @@ static int write_ddpm_table(sg_exec *e) {
         rc = sg_exec_write(e, p->io.v_table, rows);
     }
     free(rows);
+    /* min-SNR: every timestep's loss weight */
+    if (!rc && p->io.loss_weight >= 0) {
+        float *w = malloc((size_t)b.T * sizeof *w);
+        if (!w) return sg_set_error("out of host memory for the loss weights");
+        cpu_loss_weight_table(w, &b, p->cfg.snr_gamma, p->cfg.prediction == SG_PRED_V);
+        rc = sg_exec_write(e, p->io.loss_weight, w);
+        free(w);
+    }
     return rc;
 }
 

@@ -167,7 +167,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                {"ema_decay", &c->ema_decay},
                {"lr_min", &c->lr_min},
                {"ema_inv_gamma", &c->ema_inv_gamma},
-               {"ema_power", &c->ema_power}};
+               {"ema_power", &c->ema_power},
+               {"snr_gamma", &c->snr_gamma}};
     for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
         if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
     /* the schedules: absent in configs from before them, or when they are the defaults */

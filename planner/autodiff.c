@@ -145,7 +145,7 @@ int ad_backward(sg_graph *g, int loss) {
         const sg_op_info *info = &sg_ops[nd->op];
         if (!info->backward) continue;
         int y = nd->out[0];
-        if (!g->t[y].needs_grad && nd->op != OP_MSE) continue;
+        if (!g->t[y].needs_grad && !sg_op_is_loss(nd->op)) continue;
         if (g->t[y].grad < 0 || (!g->t[g->t[y].grad].has_contrib && y != loss)) continue;
         if (info->backward(g, i)) {
             char msg[512];

@@ -282,6 +282,10 @@ double sg_graph_bytes(const sg_graph *g);
 static inline int sg_op_is_forward(sg_op op) {
     return sg_ops[op].kind == SG_OPK_FWD;
 }
+/* The training loss: mse, or mse_w (weighted per sample: min-SNR). */
+static inline int sg_op_is_loss(sg_op op) {
+    return op == OP_MSE || op == OP_MSE_W;
+}
 /* Gradient norm, clip, AdamW, EMA, step counter; the sampler's update after a forward pass. */
 static inline int sg_op_is_optimizer(sg_op op) {
     return sg_ops[op].kind == SG_OPK_OPT;

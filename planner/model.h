@@ -101,6 +101,10 @@ typedef struct {
     /* what the network predicts: SG_PRED_EPS, the noise (DDPM), or SG_PRED_V, the velocity
      * v = sqrt(abar) eps - sqrt(1 - abar) x0 (Salimans & Ho 2022; diffusers' v_prediction) */
     int prediction;
+    /* min-SNR-gamma loss weighting (Hang et al. 2023; diffusers' --snr_gamma): each sample's
+     * squared error weighted by min(SNR_t, gamma) / SNR_t (eps) or / (SNR_t + 1) (v), with
+     * SNR_t = abar_t / (1 - abar_t); 0: off, the plain mean (DDPM) */
+    float snr_gamma;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
     /* the schedules (common/sg_schedule.h): lr after its warm-up — SG_LR_CONSTANT / COSINE /
@@ -148,8 +152,9 @@ typedef struct {
     int dataset, step, seed, lr, loss, grad_sumsq, clip_scale;
     int watch, loss_sum; /* the trainer's: first non-finite step + 1 (0: none), sum of losses */
     int x0, t, eps, xt, pred;
-    int ddpm_table; /* the noising coefficients of every timestep (written by sg_exec_init) */
-    int v_table, v; /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
+    int ddpm_table;  /* the noising coefficients of every timestep (written by sg_exec_init) */
+    int v_table, v;  /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
+    int loss_weight; /* min-SNR weighting: f32[T], every timestep's weight (sg_exec_init) */
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int params_bf16;  /* bf16 runs: the region of the parameters' bf16 copy (ROLE_PARAM_BF16,
                          element j = round(params element j)); -1 in fp32 runs */

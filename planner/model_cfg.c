@@ -7,6 +7,7 @@
 #include "planner/engine_table.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->T = 1000;
     c->beta_schedule = SG_BETA_LINEAR;
     c->prediction = SG_PRED_EPS;
+    c->snr_gamma = 0.0f;
     c->beta1 = SG_BETA1_DEFAULT;
     c->betaT = SG_BETAT_DEFAULT;
     c->lr = 2e-4f;
@@ -138,6 +140,10 @@ const char *const sg_model_flags_help =
     "                       (default 0.02)\n"
     "  --prediction P       eps (the noise, DDPM; the default) | v (the velocity\n"
     "                       sqrt(abar) eps - sqrt(1 - abar) x0: diffusers' v_prediction)\n"
+    "  --snr-gamma G        min-SNR-gamma loss weighting (Hang et al. 2023; diffusers'\n"
+    "                       --snr_gamma, 5 is usual): each sample's squared error times\n"
+    "                       min(SNR, G)/SNR (eps) or min(SNR, G)/(SNR + 1) (v), SNR =\n"
+    "                       abar/(1 - abar) at its timestep (default 0: off, the plain mean)\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
 const char *sg_down_pad_name(int down_pad) {
@@ -216,6 +222,14 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         int p = sg_prediction_parse(v);
         if (p < 0) return sg_set_error("--prediction expects eps or v, got '%s'", v), -1;
         c->prediction = p;
+        return 1;
+    }
+    if (!strcmp(f, "--snr-gamma")) {
+        char *end;
+        double g = strtod(v, &end);
+        if (!*v || *end || !(g >= 0 && g <= FLT_MAX))
+            return sg_set_error("--snr-gamma expects a number >= 0 (0: off), got '%s'", v), -1;
+        c->snr_gamma = (float)g;
         return 1;
     }
     if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
@@ -341,6 +355,9 @@ static int validate_schedules(const sg_model_cfg *c) {
         (c->beta1 != SG_BETA1_DEFAULT || c->betaT != SG_BETAT_DEFAULT))
         return sg_set_error("the cosine beta schedule has no start or end beta (--beta-start / "
                             "--beta-end set the linear one's)");
+    if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
+        return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
+                            (double)c->snr_gamma);
     if (c->lr_schedule < SG_LR_CONSTANT || c->lr_schedule > SG_LR_LINEAR)
         return sg_set_error("lr schedule %d is not constant, cosine or linear", c->lr_schedule);
     if (!(c->lr_min >= 0 && c->lr_min <= 1))
@@ -492,6 +509,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->prediction != SG_PRED_EPS)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"prediction\":\"%s\"",
                  sg_prediction_name(c->prediction));
+    if (c->snr_gamma > 0)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"snr_gamma\":%.9g",
+                 (double)c->snr_gamma);
     if (c->lr_schedule != SG_LR_CONSTANT)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"lr_schedule\":\"%s\",\"lr_min\":%.9g,\"lr_decay_steps\":%lld",

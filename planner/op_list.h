@@ -55,6 +55,8 @@
  *                   the backward pass: the same kernels as the forward's, same bits)
  *   dropout         x, seed, step -> y                                  args.dropout
  *   mse             pred, target -> loss
+ *   mse_w           pred, target, t, weights -> loss (weights: f32[T], the min-SNR weight of
+ *                   every timestep, written once by the executor)   args.mse
  *   *_bwd           dy and what the forward op saved -> gradient contributions
  *   accum           g -> y (y = g, or y += g: gradient fan-in)
  *   grad_sumsq      grads -> sumsq
@@ -174,7 +176,11 @@
      * scores and softmax again, without P v; not kept from the forward pass: 160 MiB of         \
      * unet_cifar's peak at batch 128). mm 0: its GEMM is work the step does (FLOPs / step), not \
      * the model's, so MFU (matmul FLOPs over time) does not count it twice */ \
-    X(OP_ATTENTION_P,       attention_p,       BWD, 1, 1, 0, 0, shape_attn_p,     flops_attn,   0,            0,             -1, -1)
+    X(OP_ATTENTION_P,       attention_p,       BWD, 1, 1, 0, 0, shape_attn_p,     flops_attn,   0,            0,             -1, -1) \
+    /* the loss weighted per sample (min-SNR: --snr-gamma): mse with each sample's terms times  \
+     * its timestep's entry of a weight table; and its backward */ \
+    X(OP_MSE_W,             mse_w,             FWD, 4, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1, -1) \
+    X(OP_MSE_W_BWD,         mse_w_bwd,         BWD, 4, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1)
 /* clang-format on */
 
 #endif

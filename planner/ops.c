@@ -391,6 +391,12 @@ static int shape_mse(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     /* no default: a forgotten 0 would silently zero every gradient */
     if (!(nd->a.mse.loss_scale > 0.0f)) return sg_set_error("mse needs a loss scale > 0");
     if (nd->a.mse.micro_batches < 1) return sg_set_error("mse needs micro_batches >= 1");
+    /* mse_w: t i32[N] with N dividing pred's size, the weights f32[T] */
+    if (nd->nin == 4 && (T(2)->dtype != DT_I32 || T(2)->ndim != 1 || T(2)->shape[0] < 1 ||
+                         sg_numel(T(0)) % T(2)->shape[0] || T(3)->dtype != DT_F32 ||
+                         T(3)->ndim != 1 || T(3)->shape[0] < 1))
+        return sg_set_error("mse_w needs t i32[N] (N dividing the prediction's size) and a "
+                            "weight per timestep f32[T]");
     set1(o, DT_F32, 1);
     return SG_OK;
 }
@@ -716,9 +722,11 @@ static int bwd_dropout(sg_graph *g, int i) {
 }
 static int bwd_mse(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
-    int in[2] = {FIN(0), FIN(1)}, go[1] = {FIN(0)};
+    const int w = FN->op == OP_MSE_W; /* mse_w: t and the weights travel along */
+    int in[4] = {FIN(0), FIN(1), w ? FIN(2) : -1, w ? FIN(3) : -1}, go[1] = {FIN(0)};
     /* the loss scale travels along: it is the backward's dloss */
-    return ad_emit(g, OP_MSE_BWD, in, 2, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
+    return ad_emit(g, w ? OP_MSE_W_BWD : OP_MSE_BWD, in, w ? 4 : 2, go, &FN->a,
+                   bname(g, i, "bwd", nm), i) < 0;
 }
 
 /* ---- workspace rules: the bytes each CUDA launcher takes (common/sg_workspace.h, the rules

@@ -224,10 +224,18 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     /* the loss scale: the gradient of the loss is 1/(ranks K), so the sum of the K
      * micro-batches' gradients and the all-reduce SUM of the ranks' is the gradient of the
      * global batch's mean loss (1/1 = 1 in one process without accumulation) */
-    int mse_in[2] = {io->pred, target}, mse_out[SG_MAX_OUT] = {io->loss};
+    int mse_in[4] = {io->pred, target, io->t, -1}, mse_out[SG_MAX_OUT] = {io->loss};
     const double parts = (double)(c->ranks > 0 ? c->ranks : 1) * K;
     sg_op_args ma = {.mse = {.loss_scale = (float)(1.0 / parts), .micro_batches = K}};
-    if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, &ma, "mse") < 0) return SG_ERR;
+    /* min-SNR (--snr-gamma): each sample's squared error times its timestep's weight */
+    if (c->snr_gamma > 0) {
+        int64_t wt[1] = {c->T};
+        mse_in[3] = io->loss_weight = sg_tensor_new(g, "loss_weight", DT_F32, ROLE_INPUT, 1, wt);
+        if (io->loss_weight < 0 || sg_node_add(g, OP_MSE_W, mse_in, 4, mse_out, &ma, "mse") < 0)
+            return SG_ERR;
+    } else {
+        if (sg_node_add(g, OP_MSE, mse_in, 2, mse_out, &ma, "mse") < 0) return SG_ERR;
+    }
     io->n_params = b.n_params;
 
     if (ad_backward(g, io->loss)) return SG_ERR;

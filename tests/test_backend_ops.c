@@ -113,6 +113,8 @@ static const bo_props props[OP_COUNT] = {
     [OP_DROPOUT] = {1, 0, 0, TOL_EXACT},
     [OP_MSE] = {1, 1, 0, TOL_TIGHT},
     [OP_MSE_BWD] = {1, 1, 0, TOL_EXACT},
+    [OP_MSE_W] = {1, 1, 0, TOL_TIGHT},
+    [OP_MSE_W_BWD] = {1, 1, 0, TOL_EXACT},
     [OP_LINEAR_BWD_DATA] = {1, 1, 0, TOL_F32},
     [OP_LINEAR_BWD_WEIGHT] = {1, 1, 0, TOL_F32},
     [OP_CONV2D_BWD_DATA] = {1, 1, 1, TOL_F32},
@@ -566,23 +568,45 @@ static int b_dropout(bo_case *c, const bo_args *a, sg_dtype dt) {
     return micro_node(c, node(c, OP_DROPOUT, in, 3, out, &args, 0), a) < 0;
 }
 
+/* pred in dt; target in dt, or fp32 (the step's eps) when mixed. T > 0: weighted (mse_w), the
+ * samples' timesteps and the min-SNR table (gamma 5) of T linear or cosine betas for an eps or a v
+ * model (vpred), as the executor writes it. Returns the input count. */
+static int mse_inputs(bo_case *c, const bo_args *a, sg_dtype dt, int *in) {
+    in[0] = act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0);
+    in[1] = act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0);
+    if (!a->T) return 2;
+    float *w = malloc(sizeof(float) * (size_t)a->T);
+    if (!w) return -1;
+    const sg_betas betas = {.T = a->T,
+                            .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                            .beta1 = 1e-4f,
+                            .betaT = 0.02f};
+    cpu_loss_weight_table(w, &betas, 5.0, a->vpred);
+    in[2] = tensor(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->T - 1);
+    in[3] =
+        raw_t(c, "loss_weight", DT_F32, ROLE_INPUT, 1, a->T, 0, w, sizeof(float) * (size_t)a->T);
+    free(w);
+    return 4;
+}
+
 static int b_mse(bo_case *c, const bo_args *a, sg_dtype dt) {
-    /* pred in dt; target in dt, or fp32 (the step's eps) when mixed; acc: the loss as one of
-     * BO_MICROS micro-batches' share of their mean, added to the loss there (accumulation) */
-    int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
-                 act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
+    /* acc: the loss as one of BO_MICROS micro-batches' share of their mean, added to the loss
+     * there (accumulation) */
+    int in[4], nin = mse_inputs(c, a, dt, in);
     int out[SG_MAX_OUT] = {a->acc ? out_t(c, "loss", DT_F32, ROLE_STATE, 1, 1, 0, 0, 0, 1) : -1};
     sg_op_args args = {
         .mse = {.loss_scale = a->f > 0 ? a->f : 1.0f, .micro_batches = a->acc ? BO_MICROS : 1}};
-    return node(c, OP_MSE, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
+    if (nin < 0) return SG_ERR;
+    return node(c, nin == 4 ? OP_MSE_W : OP_MSE, in, nin, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_mse_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
-    int in[2] = {act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
-                 act4(c, "target", a->mixed ? DT_F32 : dt, a->N, a->H, a->W, a->C, -2, 2, 0)};
+    int in[4], nin = mse_inputs(c, a, dt, in);
     int out[SG_MAX_OUT] = {act_out(c, "dpred", dt, a->N, a->H, a->W, a->C, 0, a->acc, a->acc)};
     sg_op_args args = {.mse = {.loss_scale = a->f > 0 ? a->f : 1.0f, .micro_batches = 1}};
-    return node(c, OP_MSE_BWD, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
+    if (nin < 0) return SG_ERR;
+    return node(c, nin == 4 ? OP_MSE_W_BWD : OP_MSE_BWD, in, nin, out, &args, acc_bits(0, a->acc)) <
+           0;
 }
 
 static int b_linear_bwd_data(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -1106,6 +1130,8 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_DROPOUT] = b_dropout,
     [OP_MSE] = b_mse,
     [OP_MSE_BWD] = b_mse_bwd,
+    [OP_MSE_W] = b_mse,
+    [OP_MSE_W_BWD] = b_mse_bwd,
     [OP_LINEAR_BWD_DATA] = b_linear_bwd_data,
     [OP_LINEAR_BWD_WEIGHT] = b_linear_bwd_weight,
     [OP_CONV2D_BWD_DATA] = b_conv_bwd_data,
@@ -1237,6 +1263,13 @@ static const bo_entry entries[] = {
     {OP_MSE_BWD, BOTH, 0, {.N = 1, .H = 1, .W = 1, .C = 10007}},
     {OP_MSE_BWD, BOTH, 0, {.N = 4, .H = 16, .W = 16, .C = 3, .mixed = 1, .acc = 1}},
     {OP_MSE_BWD, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .f = 0.5f}}, /* data parallel's 1/ranks */
+    /* min-SNR: the weights of linear and cosine betas for eps and v models, a micro-batch */
+    {OP_MSE_W, BOTH, 0, {.N = 9, .H = 8, .W = 8, .C = 3, .T = 1000, .mixed = 1}},
+    {OP_MSE_W, BOTH, 0, {.N = 6, .H = 5, .W = 7, .C = 3, .T = 1000, .cosine = 1, .vpred = 1}},
+    {OP_MSE_W, F32, 0, {.N = 4, .H = 16, .W = 16, .C = 3, .T = 50, .mixed = 1, .acc = 1}},
+    {OP_MSE_W_BWD, BOTH, 0, {.N = 9, .H = 8, .W = 8, .C = 3, .T = 1000, .mixed = 1}},
+    {OP_MSE_W_BWD, BOTH, 0, {.N = 6, .H = 5, .W = 7, .C = 3, .T = 4000, .cosine = 1, .vpred = 1, .acc = 1}},
+    {OP_MSE_W_BWD, F32, 0, {.N = 4, .H = 4, .W = 4, .C = 3, .T = 10, .f = 0.25f}},
     {OP_LINEAR_BWD_DATA, BOTH, 0, {.N = 5, .C = 37, .Co = 70}},
     {OP_LINEAR_BWD_DATA, BOTH, 0, {.N = 3, .C = 128, .Co = 64, .acc = 1}},
     {OP_LINEAR_BWD_WEIGHT, BOTH, 0, {.N = 5, .C = 37, .Co = 70}},

@@ -1282,12 +1282,15 @@ typedef struct {
     float *pred, *target;
     int64_t n;
     float dloss;
+    const int32_t *t; /* weighted (mse_w): the samples' timesteps, the table, the sample count */
+    const float *wtab;
+    int N;
 } mse_ctx;
 
 static double mse_loss(void *p) {
     mse_ctx *c = p;
     float l;
-    cpu_mse_fwd(&l, c->pred, c->target, c->n, 1);
+    cpu_mse_w_fwd(&l, c->pred, c->target, c->n, 1, c->t, c->wtab, c->N);
     return (double)c->dloss * l;
 }
 
@@ -1323,7 +1326,7 @@ static void test_loss(void) {
         cpu_mse_bwd(dp, pred, target, n, 0.75f);
         if (k == 0) {
             /* L = dloss * mse is quadratic in pred: central differences are exact */
-            mse_ctx c = {pred, target, n, 0.75f};
+            mse_ctx c = {pred, target, n, 0.75f, NULL, NULL, 1};
             check_fd("mse dpred", pred, n, dp, mse_loss, &c, H_LINEAR, TOL_FD_LINEAR);
         }
         double *ref = new_zero_d(n);
@@ -1335,6 +1338,82 @@ static void test_loss(void) {
                     cpu_mse_bwd(o2[0], pred, target, n, 0.75f));
         free(pred), free(target), free(dp), free(ref), free(o2[0]);
     }
+}
+
+/* min-SNR-gamma: the table against the weights' other closed forms, and the weighted loss */
+static void test_loss_weighted(void) {
+    /* SNR = abar / (1 - abar). eps: min(SNR, g) / SNR = min(1, g (1 - abar) / abar); v:
+     * min(SNR, g) / (SNR + 1) = min(abar, g (1 - abar)) (SNR / (SNR + 1) is abar) */
+    const int Ts[2] = {1000, 4000};
+    const double gammas[3] = {5.0, 1.0, 0.05};
+    for (int sch = 0; sch < 2; sch++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int vpred = 0; vpred < 2; vpred++) {
+                const sg_betas b = {.T = Ts[sch],
+                                    .schedule = sch ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                                    .beta1 = 1e-4f,
+                                    .betaT = 0.02f};
+                const double g = gammas[gi];
+                float *w = malloc(sizeof(float) * (size_t)b.T);
+                cpu_loss_weight_table(w, &b, g, vpred);
+                double worst = 0;
+                int unit = 1, mono = 1;
+                for (int t = 0; t < b.T; t++) {
+                    const double a = sg_ddpm_abar(&b, t);
+                    const double want = vpred ? fmin(a, g * (1 - a)) : fmin(1.0, g * (1 - a) / a);
+                    worst = fmax(worst, fabs(w[t] - want) / want);
+                    if (!vpred && a / (1 - a) <= g) unit &= w[t] == 1.0f;
+                    if (!vpred && t) mono &= w[t] >= w[t - 1]; /* SNR falls as t grows */
+                }
+                CHECK(worst <= 1e-6,
+                      "min-SNR %s T %d gamma %g %s: a weight %.3g off its closed "
+                      "form (relative)",
+                      sch ? "cosine" : "linear", b.T, g, vpred ? "v" : "eps", worst);
+                CHECK(unit && mono,
+                      "min-SNR eps weights: 1 where SNR <= gamma (%d), rising in t "
+                      "(%d)",
+                      unit, mono);
+                free(w);
+            }
+    /* the weighted loss: against the formula, all-ones weights = the unweighted bits, micro-
+     * batch shares, finite differences; N samples of `per` values, n past one sum block */
+    const int N = 6, T = 50;
+    const int64_t per = 1031, n = N * per;
+    float *pred = new_rand(n, -2, 2), *target = new_rand(n, -2, 2), *dp = new_nan(n);
+    float *wtab = new_rand(T, 0.01f, 2.0f), *ones = new_fill(T, 1.0f);
+    int32_t t[6] = {49, 0, 7, 7, 31, 12};
+    double want = 0;
+    for (int64_t i = 0; i < n; i++)
+        want += wtab[t[i / per]] * ((double)pred[i] - target[i]) * (pred[i] - target[i]);
+    want /= (double)n;
+    float loss = NAN, l1 = NAN, l0 = NAN;
+    cpu_mse_w_fwd(&loss, pred, target, n, 1, t, wtab, N);
+    CHECK(fabs(loss - want) <= 1e-6 * want, "weighted mse %.9g want %.9g", loss, want);
+    cpu_mse_w_fwd(&l1, pred, target, n, 1, t, ones, N);
+    cpu_mse_fwd(&l0, pred, target, n, 1);
+    CHECK(memcmp(&l1, &l0, 4) == 0, "weights of 1: %.9g, unweighted %.9g", l1, l0);
+    float sum2 = 0, share = NAN; /* two micro-batches of 3 samples */
+    for (int part = 0; part < 2; part++) {
+        cpu_mse_w_fwd(&share, pred + part * 3 * per, target + part * 3 * per, 3 * per, 2,
+                      t + part * 3, wtab, 3);
+        sum2 += share;
+    }
+    CHECK(fabs(sum2 - want) <= 1e-6 * want, "weighted micro-batch shares %.9g want %.9g",
+          (double)sum2, want);
+    cpu_mse_w_bwd(dp, pred, target, n, 0.75f, t, wtab, N);
+    double *ref = new_zero_d(n);
+    for (int64_t i = 0; i < n; i++)
+        ref[i] = 0.75 * 2.0 * wtab[t[i / per]] * ((double)pred[i] - target[i]) / n;
+    CHECK_CLOSE("weighted mse bwd vs formula", dp, ref, n, TOL_FWD);
+    float *d1 = new_nan(n), *d0 = new_nan(n);
+    cpu_mse_w_bwd(d1, pred, target, n, 0.75f, t, ones, N);
+    cpu_mse_bwd(d0, pred, target, n, 0.75f);
+    CHECK(memcmp(d1, d0, sizeof(float) * (size_t)n) == 0, "weights of 1: not the unweighted bits");
+    /* finite differences on 3 samples of 12 values (the gradients' scale of the unweighted case) */
+    mse_ctx c = {pred, target, 36, 0.75f, t, wtab, 3};
+    cpu_mse_w_bwd(dp, pred, target, 36, 0.75f, t, wtab, 3);
+    check_fd("weighted mse dpred", pred, 36, dp, mse_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    free(pred), free(target), free(dp), free(wtab), free(ones), free(ref), free(d1), free(d0);
 }
 
 /* ---- optimizer ---------------------------------------------------------------------------- */
@@ -1648,6 +1727,7 @@ int main(void) {
     test_attention();
     test_embedding();
     test_loss();
+    test_loss_weighted();
     test_optim();
     test_adamw_ema();
     test_thread_invariance();

@@ -3574,18 +3574,25 @@ static void test_attentions(void) {
 /* ======================= loss ======================= */
 
 /* accum: both outputs accumulate, the loss as one of `parts` micro-batches' share of the mean
- * (gradient accumulation), onto a non-zero loss already there */
-static void test_loss(int64_t n, int pdt, int tdt, int accum, int parts) {
-    char ctx[128];
-    snprintf(ctx, sizeof ctx, "mse n%lld pred %s target %s%s parts %d", (long long)n, dtn(pdt),
-             dtn(tdt), accum ? " accum" : "", parts);
+ * (gradient accumulation), onto a non-zero loss already there. N > 0: weighted (min-SNR), N
+ * samples with random timesteps below T and a random weight table (the kernels' lookups; the
+ * real table's values are kernels/cpu's, tested in test_cpu_kernels) */
+static void test_loss(int64_t n, int pdt, int tdt, int accum, int parts, int N, int T) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "mse n%lld pred %s target %s%s parts %d%s", (long long)n, dtn(pdt),
+             dtn(tdt), accum ? " accum" : "", parts, N ? " weighted" : "");
     case_begin();
     float *pred = rnd_dt(n, -2, 2, pdt), *tgt = rnd_dt(n, -2, 2, tdt);
     float loss = 0.0f, *grad = fbuf(n);
     const float dloss = 0.5f;
-    cpu_mse_fwd(&loss, pred, tgt, n, parts);
-    cpu_mse_bwd(grad, pred, tgt, n, dloss);
+    int32_t *t = N ? (int32_t *)halloc(sizeof(int32_t) * (size_t)N) : NULL;
+    float *wtab = N ? rnd(T, 0.01f, 2.0f) : NULL;
+    for (int b = 0; b < N; b++) t[b] = (int32_t)(sg_test_next(&g_rng) % (uint64_t)T);
+    cpu_mse_w_fwd(&loss, pred, tgt, n, parts, t, wtab, N);
+    cpu_mse_w_bwd(grad, pred, tgt, n, dloss, t, wtab, N);
     tbuf *dp = tb_in("pred", pred, n, pdt), *dtg = tb_in("target", tgt, n, tdt);
+    tbuf *dt = N ? tb_raw("t", t, sizeof(int32_t) * (size_t)N) : NULL;
+    tbuf *dw = N ? tb_in("weights", wtab, T, DT_F32) : NULL;
     float *old = old_for(accum, n, pdt), *r_grad = ref_acc(grad, old, n, pdt);
     float *old_l = old_for(accum, 1, DT_F32), *r_loss = ref_acc(&loss, old_l, 1, DT_F32);
     tbuf *l = tb_out("loss", 1, DT_F32, old_l), *g = tb_out("dpred", n, pdt, old);
@@ -3593,9 +3600,11 @@ static void test_loss(int64_t n, int pdt, int tdt, int accum, int parts) {
     tbuf *ws = tb_ws(wsb);
     for (int rep = 0; rep < 2; rep++) {
         reset_all();
-        CALL(cuda_mse_fwd, g_st, (float *)l->d, dp->d, pdt, dtg->d, tdt, n, parts, accum, ws->d,
-             wsb);
-        CALL(cuda_mse_bwd, g_st, g->d, dp->d, pdt, dtg->d, tdt, n, dloss, accum);
+        const sg_loss_weights w = {N ? (const int32_t *)dt->d : NULL,
+                                   N ? (const float *)dw->d : NULL, N};
+        CALL(cuda_mse_fwd, g_st, (float *)l->d, dp->d, pdt, dtg->d, tdt, n, parts, accum,
+             N ? &w : NULL, ws->d, wsb);
+        CALL(cuda_mse_bwd, g_st, g->d, dp->d, pdt, dtg->d, tdt, n, dloss, accum, N ? &w : NULL);
         sync_stream();
         tb_check(l, r_loss, TOL_TIGHT, rep, ctx);
         tb_check(g, r_grad, TOL_EXACT, rep, ctx);
@@ -4021,7 +4030,7 @@ static void test_graph(void) {
         CALL(cuda_dropout_fwd, g_st, yd->d, y3->d, rows *Co, 0.1f, sp, tp, SG_RNG_DROPOUT_BASE, 0, \
              DT_F32);                                                                              \
         CALL(cuda_mse_fwd, g_st, (float *)loss->d, yd->d, DT_F32, eps->d, DT_F32, rows *Co, 1, 0,  \
-             ws->d, wsb);                                                                          \
+             NULL, ws->d, wsb);                                                                    \
         CALL(cuda_sumsq, g_st, (float *)ss->d, (const float *)grad->d, nw, ws->d, wsb);            \
         CALL(cuda_clip_scale, g_st, (float *)sc->d, (const float *)ss->d, 1.0f);                   \
         CALL(cuda_adamw, g_st, (float *)p->d, (float *)m->d, (float *)v->d,                        \
@@ -4643,11 +4652,16 @@ int main(void) {
         test_sample_step(dt);
     }
     test_attentions();
-    test_loss(10007, DT_F32, DT_F32, 0, 1);
-    test_loss(10007, DT_BF16, DT_F32, 1, 1);
-    test_loss(10007, DT_F32, DT_F32, 1, 3);         /* a micro-batch's share, accumulated */
-    test_loss(3000001, DT_F32, DT_BF16, 0, 1);      /* more values than the capped partial grid */
-    test_optim(10001, 6, 10, 1, SG_LR_CONSTANT, 0); /* inside the warmup, clipped */
+    test_loss(10007, DT_F32, DT_F32, 0, 1, 0, 0);
+    test_loss(10007, DT_BF16, DT_F32, 1, 1, 0, 0);
+    test_loss(10007, DT_F32, DT_F32, 1, 3, 0, 0);    /* a micro-batch's share, accumulated */
+    test_loss(3000001, DT_F32, DT_BF16, 0, 1, 0, 0); /* more values than the capped partial grid */
+    /* weighted (min-SNR): 7 samples of 1429 values, bf16 accumulated as a micro-batch's share,
+     * and samples past the capped partial grid (a thread's elements in several samples) */
+    test_loss(10003, DT_F32, DT_F32, 0, 1, 7, 1000);
+    test_loss(10003, DT_BF16, DT_F32, 1, 2, 7, 4000);
+    test_loss(3000000, DT_F32, DT_F32, 0, 1, 40, 1000);
+    test_optim(10001, 6, 10, 1, SG_LR_CONSTANT, 0);    /* inside the warmup, clipped */
     test_optim(3000001, 20, 10, 0, SG_LR_CONSTANT, 0); /* after the warmup, no clip scale */
     /* the schedules and the EMA warm-up, computed on the device from the step */
     test_optim(10001, 34, 10, 1, SG_LR_COSINE, 1);

@@ -4,7 +4,7 @@
 #   (a) K = 2 micro-batches of 2 against K = 1 at batch 4 after 5 steps: every parameter, AdamW
 #       moment and EMA within 1e-5 normwise (dp_compare), the logged loss and gradient norm
 #       within 2e-5 at every step, and the two not bit-identical (the sum order differs);
-#       K = 4 micro-batches of 1 likewise;
+#       K = 4 micro-batches of 1 likewise; and K = 2 with min-SNR loss weighting;
 #   (b) the K = 2 run twice: bit-identical checkpoints;
 #   (c) stop after 2 steps and resume to 5 with K = 2: bit-identical to the straight run; the
 #       resume keeps K (config.json and the checkpoint record it) and refuses another;
@@ -54,6 +54,18 @@ for K in 2 4; do
     ok "K=$K vs K=1: not the same bits (another summation order, so the compare saw something)" \
         '! $ckpt diff "$tmp/k$K/$ck" "$tmp/one/$ck" --ignore-meta >/dev/null 2>&1'
 done
+
+# min-SNR weighting (each micro-batch weighs its own samples by their timesteps; v: no weight
+# is 1): K = 2 against K = 1 likewise
+$train $args --steps 5 --out "$tmp/snr1" --snr-gamma 1 --prediction v >/dev/null 2>&1; rc1=$?
+$train $args --steps 5 --out "$tmp/snr2" --snr-gamma 1 --prediction v --grad-accum 2 \
+    >/dev/null 2>&1; rc2=$?
+$compare "$tmp/snr2/$ck" "$tmp/snr1/$ck" 1e-5 >"$tmp/cmp_snr.txt" 2>&1; rc=$?
+cat "$tmp/cmp_snr.txt"
+ok "min-SNR, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
+    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
+ok "min-SNR, K=2 vs K=1: loss and grad norm per step within 2e-5" \
+    'metrics_close "$tmp/snr2/metrics.jsonl" "$tmp/snr1/metrics.jsonl"'
 
 # (b) twice
 $train $args --steps 5 --out "$tmp/k2b" --grad-accum 2 >/dev/null 2>&1

@@ -17,8 +17,9 @@
  *
  * Usage: test_torch_parity MODEL BATCH REPO_DIR [cpu|cuda [fp32|bf16 [OBJECTIVE]]]; OBJECTIVE is
  * linear (the default), cosine (the cosine betas over T = 4000 steps: the oracle computes them
- * itself), v (v prediction: the loss's target v = sqrt(abar) eps - sqrt(1 - abar) x0) or
- * cosine,v. Exit 77 (skip) when
+ * itself), v (v prediction: the loss's target v = sqrt(abar) eps - sqrt(1 - abar) x0), snr
+ * (min-SNR-gamma loss weighting, gamma 2.5: the oracle computes the weights as diffusers'
+ * training scripts do), or a comma list of the last three. Exit 77 (skip) when
  * PyTorch is absent, or for cuda when there is no GPU. bf16 (bf16 activations, the oracle still
  * float64) is held to compare.py's bf16 tolerances (--bf16). On cuda, PyTorch's own step
  * on the same GPU from the same case folder (tools/torch_ref/bench.py --parity) is compared with
@@ -113,19 +114,26 @@ static const char *find_python(void) {
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 7)
         return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16 "
-                               "[linear|cosine|v|cosine,v]]]\n"),
+                               "[OBJECTIVE]]]\n(OBJECTIVE: linear, or a comma list of cosine, "
+                               "v, snr)\n"),
                2;
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    const char *obj = argc > 6 ? argv[6] : "linear";
-    const int cosine = !strcmp(obj, "cosine") || !strcmp(obj, "cosine,v");
-    const int vpred = !strcmp(obj, "v") || !strcmp(obj, "cosine,v");
+    int cosine = 0, vpred = 0, snr = 0, bad_obj = 0;
+    if (argc > 6 && strcmp(argv[6], "linear")) {
+        char obj[64];
+        snprintf(obj, sizeof obj, "%s", argv[6]);
+        for (char *tok = strtok(obj, ","); tok; tok = strtok(NULL, ","))
+            *(!strcmp(tok, "cosine") ? &cosine
+              : !strcmp(tok, "v")    ? &vpred
+              : !strcmp(tok, "snr")  ? &snr
+                                     : &bad_obj) = 1;
+    }
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
-        (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) ||
-        (!cosine && !vpred && strcmp(obj, "linear")))
+        (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) || bad_obj)
         return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
-                               "objective linear|cosine|v|cosine,v\n"),
+                               "objective linear or a comma list of cosine, v, snr\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -145,6 +153,7 @@ int main(int argc, char **argv) {
     c.warmup = 10; /* a visible learning rate at step 0 */
     if (cosine) c.beta_schedule = SG_BETA_COSINE, c.T = 4000;
     if (vpred) c.prediction = SG_PRED_V;
+    if (snr) c.snr_gamma = 2.5f; /* within the SNRs a batch of 2 meets: some weights below 1 */
 
     sg_exec e;
     if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
@@ -170,6 +179,19 @@ int main(int argc, char **argv) {
     CHECK(dump_role(&e, ROLE_PARAM, sub) == SG_OK, "dump params");
     CHECK(dump_tensor(&e, io->x0, dir, "x0") == SG_OK, "x0");
     CHECK(dump_tensor(&e, io->t, dir, "t") == SG_OK, "t");
+    if (snr) { /* the case must weigh: some sample's weight below 1 */
+        int32_t tv[64];
+        float *w = malloc(sizeof(float) * (size_t)c.T), lo = 1.0f;
+        CHECK(w && c.batch <= 64 && sg_exec_read(&e, io->t, tv) == SG_OK &&
+                  sg_exec_read(&e, io->loss_weight, w) == SG_OK,
+              "read t and the loss weights");
+        for (int i = 0; i < c.batch; i++) {
+            lo = w[tv[i]] < lo ? w[tv[i]] : lo;
+            printf("sample %d: t %d, loss weight %.6g\n", i, tv[i], (double)w[tv[i]]);
+        }
+        free(w);
+        CHECK(lo < 0.99f, "no sample's loss weight is below 1: the case does not test weighting");
+    }
     CHECK(dump_tensor(&e, io->eps, dir, "eps") == SG_OK, "eps");
     snprintf(sub, sizeof sub, "%s/out_c", dir);
     mkdir(sub, 0755);
@@ -218,9 +240,9 @@ int main(int argc, char **argv) {
     /* the oracle in float64, then the comparison */
     char cmd[3072];
     const char *tol = bf16 ? "--bf16" : "";
-    printf("stepgraph (%s, %s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+    printf("stepgraph (%s, %s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
            bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
-           vpred ? ", v prediction" : "");
+           vpred ? ", v prediction" : "", snr ? ", min-SNR weighting (gamma 2.5)" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

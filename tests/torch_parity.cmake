@@ -7,14 +7,20 @@ if(TARGET sg_graph)
   add_test(NAME torch_parity_tiny COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR})
   add_test(NAME torch_parity_cifar COMMAND test_torch_parity unet_cifar 2 ${CMAKE_SOURCE_DIR})
   # the cosine noise schedule (T 4000): the oracle's own betas, x_t and the whole step; v
-  # prediction (the loss's target), alone and with cosine
+  # prediction (the loss's target), alone and with cosine; min-SNR loss weighting (the oracle's
+  # weights written as diffusers' training scripts compute them), for eps and for v
   add_test(NAME torch_parity_tiny_cosine
            COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 cosine)
   add_test(NAME torch_parity_tiny_v COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 v)
   add_test(NAME torch_parity_tiny_cosine_v
            COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 cosine,v)
+  add_test(NAME torch_parity_tiny_snr
+           COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 snr)
+  add_test(NAME torch_parity_tiny_cosine_v_snr
+           COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 cosine,v,snr)
   set_tests_properties(torch_parity_tiny torch_parity_cifar torch_parity_tiny_cosine
-                       torch_parity_tiny_v torch_parity_tiny_cosine_v PROPERTIES SKIP_RETURN_CODE 77)
+                       torch_parity_tiny_v torch_parity_tiny_cosine_v torch_parity_tiny_snr
+                       torch_parity_tiny_cosine_v_snr PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
   # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and
   # bf16, with PyTorch's own step on the GPU printed beside it (issue 11: GPU parity)
@@ -33,11 +39,12 @@ if(TARGET sg_graph)
              COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda)
     add_test(NAME torch_parity_cuda_host_bf16
              COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda bf16)
-    # the v target and the cosine table on the CUDA noising kernel
-    add_test(NAME torch_parity_cuda_host_cosine_v
-             COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda fp32 cosine,v)
+    # the v target and the cosine table on the CUDA noising kernel, the min-SNR weights on the
+    # CUDA loss kernels
+    add_test(NAME torch_parity_cuda_host_cosine_v_snr
+             COMMAND test_torch_parity_host unet_tiny 2 ${CMAKE_SOURCE_DIR} cuda fp32 cosine,v,snr)
     set_tests_properties(torch_parity_cuda_host torch_parity_cuda_host_bf16
-                         torch_parity_cuda_host_cosine_v
+                         torch_parity_cuda_host_cosine_v_snr
                          PROPERTIES LABELS cuda_host SKIP_RETURN_CODE 77 TIMEOUT 600
                                     ENVIRONMENT SG_SIM_ORDER=forward)
   endif()

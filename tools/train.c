@@ -1116,12 +1116,15 @@ int main(int argc, char **argv) {
                  r.cfg.ranks > 0 ? " per rank" : "");
     }
     /* the objective where it is not DDPM's (eps, linear betas over 1000 steps) */
-    char noise[80] = "";
+    char noise[128] = "";
     if (r.cfg.beta_schedule != SG_BETA_LINEAR || r.cfg.T != 1000)
         snprintf(noise, sizeof noise, ", %s betas over T = %d",
                  sg_beta_schedule_name(r.cfg.beta_schedule), r.cfg.T);
     if (r.cfg.prediction == SG_PRED_V)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", v prediction");
+    if (r.cfg.snr_gamma > 0)
+        snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
+                 ", min-SNR loss weighting (gamma %g)", (double)r.cfg.snr_gamma);
     if (r.root)
         fprintf(stderr,
                 "train: %s on %s (%lld images), %s backend%s, batch %d%s, %s%s, %lld parameters, "

@@ -156,6 +156,12 @@ void cpu_ddpm_v(float *v, const float *x0, const float *eps, const int32_t *t, i
 /* The noising table (common/sg_schedule.h): rows[t] = {sqrt(abar_t), sqrt(1 - abar_t)} for
  * t < b->T, the values cpu_ddpm_noise multiplies, bit for bit. */
 void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b);
+/* min-SNR-gamma loss weighting (Hang et al. 2023, as diffusers' training scripts compute it):
+ * SNR = abar / (1 - abar), the weight min(SNR, gamma) / SNR for an eps model, min(SNR, gamma) /
+ * (SNR + 1) for a v model (vpred 1), in double. The table: w[t] for every t < b->T, rounded to
+ * fp32 (the training step's "loss_weight", written once by the executor). */
+double sg_min_snr_weight(double abar, double gamma, int vpred);
+void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred);
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
@@ -186,6 +192,15 @@ void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg
  * dpred = scale * 2 (pred - target) / n, scale = dloss. */
 void cpu_mse_fwd(float *loss, const float *pred, const float *target, int64_t n, int parts);
 void cpu_mse_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
+/* The weighted loss (min-SNR): the N samples of n/N consecutive values each, sample b's squared
+ * errors times w_b = wtab[t[b]] (double from fp32):
+ *   loss = (1/(n parts)) sum_i w_b(i) (pred_i - target_i)^2,  dpred_i = k_b (pred_i - target_i)
+ * with k_b = fp32(2 dloss w_b / n). The same blocked sum and order as cpu_mse_fwd; with every
+ * w_b = 1 the same bits as the unweighted pair. */
+void cpu_mse_w_fwd(float *loss, const float *pred, const float *target, int64_t n, int parts,
+                   const int32_t *t, const float *wtab, int N);
+void cpu_mse_w_bwd(float *dpred, const float *pred, const float *target, int64_t n, float dloss,
+                   const int32_t *t, const float *wtab, int N);
 
 /* ---- optimizer, over flat regions of n fp32 values.
  * sumsq: out[0] = sum of g^2 in a fixed blocked order (the global grad norm is its sqrt). */

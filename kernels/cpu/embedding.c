@@ -73,6 +73,19 @@ void sg_ddpm_abars(const sg_betas *b, double *abar) {
     for (int t = 0; t < b->T; t++) abar[t] = p *= 1.0 - sg_ddpm_beta(b, t);
 }
 
+double sg_min_snr_weight(double abar, double gamma, int vpred) {
+    const double snr = abar / (1.0 - abar);
+    return (snr < gamma ? snr : gamma) / (vpred ? snr + 1.0 : snr);
+}
+
+void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred) {
+    double abar = 1.0; /* sg_ddpm_abars' running product */
+    for (int t = 0; t < b->T; t++) {
+        abar *= 1.0 - sg_ddpm_beta(b, t);
+        w[t] = (float)sg_min_snr_weight(abar, gamma, vpred);
+    }
+}
+
 /* timestep t's coefficients, by cpu_ddpm_table's expression */
 static sg_ddpm_row ddpm_row(const sg_betas *b, int t) {
     const double abar = sg_ddpm_abar(b, t);

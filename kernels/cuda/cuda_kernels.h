@@ -681,14 +681,22 @@ int cuda_attention_fused_bwd(cudaStream_t st, sg_blas *blas, void *dqkv, const v
 /* launches of the fp32 fused kernels since the process started (tests: which path ran) */
 long cuda_attention_f32_launches(void);
 
-/* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory. */
-/* [ws] loss[0] (+= with accum) sum (pred - target)^2 / (n parts): parts > 1 is one of that many
+/* ---- loss (loss.cu): pred has dtype pdt, target tdt; loss[0] fp32 in device memory.
+ * Weighted (min-SNR; w not NULL): the N samples of n/N values each, sample b's terms times
+ * w_b = table[t[b]] (kernels/cpu/cpu_kernels.h: cpu_mse_w_fwd / cpu_mse_w_bwd, the reference). */
+typedef struct {
+    const int32_t *t;   /* [N] the samples' timesteps (device) */
+    const float *table; /* [T] every timestep's weight (device) */
+    int N;
+} sg_loss_weights;
+/* [ws] loss[0] (+= with accum) sum w (pred - target)^2 / (n parts): parts > 1 is one of that many
  * micro-batches' share of their mean. */
 int cuda_mse_fwd(cudaStream_t st, float *loss, const void *pred, int pdt, const void *target,
-                 int tdt, int64_t n, int parts, int accum, void *ws, int64_t ws_bytes);
-/* dpred (pdt) = dloss * 2 (pred - target) / n; dloss is a constant of the plan. */
+                 int tdt, int64_t n, int parts, int accum, const sg_loss_weights *w, void *ws,
+                 int64_t ws_bytes);
+/* dpred (pdt) = dloss * 2 w (pred - target) / n; dloss is a constant of the plan. */
 int cuda_mse_bwd(cudaStream_t st, void *dpred, const void *pred, int pdt, const void *target,
-                 int tdt, int64_t n, float dloss, int accum);
+                 int tdt, int64_t n, float dloss, int accum, const sg_loss_weights *w);
 
 /* ---- optimizer (optim.cu): flat fp32 regions of n values; scalars in device memory. */
 /* [ws] out[0] = sum of g^2. */

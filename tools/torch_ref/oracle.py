@@ -7,7 +7,7 @@ DIR holds:
                      "symmetric", absent: symmetric); or "model": a named
                      config, whose fields the file's own fields override) and training fields
                      T, beta1, betaT, beta_schedule ("linear" | "cosine"), prediction ("eps" |
-                     "v"), lr, b1, b2, eps, wd, warmup, clip, ema_decay, step
+                     "v"), snr_gamma (0: off), lr, b1, b2, eps, wd, warmup, clip, ema_decay, step
                      (0-based number of this update). Missing training fields take the
                      defaults of docs/model.md (a note goes to stderr).
   params/<name>.npy  parameters in stepgraph layouts (conv [Co][K][K][Ci], linear [out][in])
@@ -26,7 +26,9 @@ It computes (dropout off, i.e. identity):
   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps   (abar in float64; linear betas, or cosine:
         improved-diffusion's betas_for_alpha_bar, capped at 0.999)
   pred = model(x_t, t); loss = mean((pred - target)^2), target = eps, or with prediction "v"
-  v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (Salimans & Ho 2022); backward
+  v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (Salimans & Ho 2022); with snr_gamma > 0 each
+  sample's mean squared error times min(SNR, gamma) / SNR (eps) or / (SNR + 1) (v), SNR =
+  abar / (1 - abar) (min-SNR-gamma, as diffusers' training scripts); backward
   norm = sqrt(sum g^2) over all gradients (accumulated in float64);
   scale = min(1, clip / (norm + 1e-6))
   AdamW by hand (cpu_kernels.h): lr_t = lr min(1, (step+1)/warmup); g = grad*scale;
@@ -52,7 +54,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
-TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "prediction", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "prediction", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
 
 
@@ -66,7 +68,7 @@ def read_config(d, quiet=False):
             train[k] = cfg[k]
         else:
             train[k] = M.TRAIN_DEFAULTS[k]
-            if k not in ("beta_schedule", "prediction"):  # written only when not the default
+            if k not in ("beta_schedule", "prediction", "snr_gamma"):  # only when not the default
                 missing.append(k)
     if missing and not quiet:
         print("oracle: config.json lacks %s; using docs/model.md defaults" % ",".join(missing),
@@ -74,7 +76,7 @@ def read_config(d, quiet=False):
     train["T"] = int(train["T"])
     train["warmup"] = int(train["warmup"])
     train["step"] = int(train["step"])
-    for k in ("beta1", "betaT", "lr", "b1", "b2", "eps", "wd", "clip", "ema_decay"):
+    for k in ("beta1", "betaT", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "clip", "ema_decay"):
         train[k] = float(train[k])
     model_cfg = {k: v for k, v in cfg.items() if k not in TRAIN_FIELDS}
     return M.normalize_config(model_cfg), train
@@ -198,7 +200,18 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
         target = eps_t
     else:
         raise ValueError("unknown prediction %r (eps or v)" % train["prediction"])
-    loss = torch.mean((pred - target) ** 2)
+    if train["snr_gamma"] > 0:
+        # min-SNR-gamma (Hang et al. 2023), as diffusers' training scripts write it: SNR from
+        # alphas_cumprod, the weights min(SNR, gamma) / SNR (epsilon) or / (SNR + 1) (v), each
+        # sample's mean squared error times its weight, then the mean over the batch
+        abar = torch.from_numpy(ddpm_abar(train["T"], train["beta1"], train["betaT"],
+                                          train["beta_schedule"])[t]).to(device=device, dtype=dtype)
+        snr = abar / (1 - abar)
+        w = torch.stack([snr, train["snr_gamma"] * torch.ones_like(snr)], dim=1).min(dim=1)[0]
+        w = w / snr if train["prediction"] == "eps" else w / (snr + 1)
+        loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
+    else:
+        loss = torch.mean((pred - target) ** 2)
     loss.backward()
 
     grads = {n: p.grad.detach().clone() for n, p in params.items()}
