@@ -224,7 +224,10 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
 }
 
 /* DDPMScheduler's config for the training schedule of config_json (cosine: diffusers'
- * "squaredcos_cap_v2", which has no beta_start / beta_end: DDPM's are written, unused). */
+ * "squaredcos_cap_v2", which has no beta_start / beta_end: DDPM's are written, unused).
+ * timestep_spacing "trailing" is `sample --ddim-steps`'s spacing (graph/sampler.h:
+ * sg_ddim_timesteps), so a DDIMScheduler made from this config visits the same timesteps; all T
+ * steps (DDPM) are the same under every spacing. */
 static int scheduler_config(const char *config_json, char *buf, size_t cap) {
     arch a;
     if (decode_config(config_json, &a)) return SG_ERR;
@@ -243,7 +246,7 @@ static int scheduler_config(const char *config_json, char *buf, size_t cap) {
                  "  \"clip_sample_range\": 1.0,\n"
                  "  \"prediction_type\": \"%s\",\n"
                  "  \"thresholding\": false,\n"
-                 "  \"timestep_spacing\": \"leading\",\n"
+                 "  \"timestep_spacing\": \"trailing\",\n"
                  "  \"steps_offset\": 0\n"
                  "}\n",
                  a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,

@@ -25,6 +25,12 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
 5. v prediction (train --prediction v): the export's scheduler says v_prediction, and
    `sample --weights` on the folder draws what `sample --ckpt` draws, bit for bit (the folder's
    prediction type read back); DDPMPipeline draws images with it.
+6. DDIM (eps and v models): DDIMScheduler.from_config of the exported scheduler config visits
+   the timesteps `sample --ddim-steps S` visits (trailing spacing), and its loop (float64, eta 0,
+   clip_sample as exported and off) from a given x_T ends where stepgraph's sampler does from
+   the same x_T (tests/sg_forward_dump --ddim: the sampler's table and update, fp32), for S
+   dividing T (for other S, diffusers' last step goes to t = 0 instead of x_0: T // S steps
+   back from the last timestep, not to the next one in its list).
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -52,13 +58,14 @@ import torch
 # With huggingface_hub 0.26 on this torch, nothing imports safetensors.torch before diffusers
 # calls safetensors.torch.load_file; import it first.
 import safetensors.torch  # noqa: F401,E402
-from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
+from diffusers import DDIMScheduler, DDPMPipeline, DDPMScheduler, UNet2DModel  # noqa: E402
 
 BUILD, REPO = sys.argv[1], sys.argv[2]
 TRAIN, CKPT = os.path.join(BUILD, "train"), os.path.join(BUILD, "ckpt")
 SAMPLE = os.path.join(BUILD, "sample")
 FWD = os.path.join(BUILD, "tests", "sg_forward_dump")
 TOL, TOL_FP32 = 1e-4, 1e-4
+TOL_DDIM = 1e-3
 failures = 0
 
 
@@ -348,6 +355,45 @@ def cosine_schedule(tmp):
           "scaled_linear is refused naming beta_schedule: %r" % r.stdout.strip()[-200:])
 
 
+def ddim(tmp, exp, what):
+    """diffusers' DDIM from the exported scheduler config against stepgraph's DDIM sampler."""
+    model = UNet2DModel.from_pretrained(exp)
+    model.eval()
+    sc = scheduler_config(exp)
+    x_T = torch.randn(2, model.config.in_channels, model.config.sample_size,
+                      model.config.sample_size, generator=torch.Generator().manual_seed(5))
+    xp, yp = os.path.join(tmp, "xT.f32"), os.path.join(tmp, "x0.f32")
+    ts_by_s = {}
+    x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+    for S in (4, 10):
+        for clip in (True, False):
+            sched = DDIMScheduler.from_config(dict(sc, clip_sample=clip))
+            sched.set_timesteps(S)
+            r = run([FWD, "--ddim", exp, xp, str(S), "1" if clip else "0", yp])
+            line = [ln for ln in r.stdout.splitlines() if ln.startswith("timesteps ")][0]
+            ours_ts = [int(v) for v in line.split()[1:]]
+            ts_by_s[S] = ours_ts
+            check(sched.timesteps.tolist() == ours_ts,
+                  "%s DDIM %d: diffusers' timesteps (the exported trailing spacing) are "
+                  "stepgraph's: %s vs %s" % (what, S, sched.timesteps.tolist(), ours_ts))
+            x = x_T.double()
+            for t in sched.timesteps:
+                eps = diffusers_fwd(model, x, t.reshape(1).repeat(x.shape[0]), exact=True)
+                x = sched.step(eps, t, x, eta=0.0).prev_sample
+            ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(
+                x.shape[0], x.shape[2], x.shape[3], x.shape[1])).permute(0, 3, 1, 2).double()
+            e = rel_err(ours, x)
+            check(e <= TOL_DDIM, "%s DDIM %d steps, clip_sample %s: stepgraph's sampler vs "
+                  "diffusers' DDIMScheduler loop (float64) from the same x_T: max|d|/max|ref| "
+                  "%.3e (tol %.0e)" % (what, S, clip, e, TOL_DDIM))
+    # the spacing diffusers defaults to (leading) visits other timesteps: the check can tell
+    lead = DDIMScheduler.from_config(dict(sc, timestep_spacing="leading"))
+    lead.set_timesteps(4)
+    check(lead.timesteps.tolist() != ts_by_s[4],
+          "(leading spacing visits %s, not %s: the check can tell)" % (lead.timesteps.tolist(),
+                                                                        ts_by_s[4]))
+
+
 def v_prediction(tmp):
     ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
                                ["--prediction", "v"], "_v")
@@ -363,6 +409,7 @@ def v_prediction(tmp):
           "(read as epsilon, the folder draws other images: the comparison can tell)")
     scheduler_config(exp, sc)
     pipeline_draws(exp, "v")
+    ddim(tmp, exp, "v")
 
 
 def main():
@@ -381,6 +428,7 @@ def main():
               cfg["freq_shift"] == 1 and cfg["norm_eps"] == 1e-6,
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
+        ddim(tmp, exp, "eps")
         cosine_schedule(tmp)
         v_prediction(tmp)
         init_from_checkpoint(tmp, ckpt)

@@ -13,12 +13,21 @@
  *
  * instead writes the noise schedule of the weights' config: abar_t for t < T, raw
  * little-endian float64 (kernels/cpu: sg_ddpm_abars), the values training and sampling use.
+ *
+ *   sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32
+ *
+ * instead runs `sample --ddim-steps S` (eta 0; CLIP 1: --clip) from the given x_T (NHWC fp32,
+ * N images) rather than from the sampler's own noise: the sampler's timesteps and step table
+ * (graph/sampler.h: sg_ddim_timesteps; sg_sample_table) and its update (cpu_sample_step, what the
+ * CPU backend's sampler node runs), the forward as above; prints the timesteps and writes the
+ * final x (NHWC fp32).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/exec.h"
+#include "graph/sampler.h"
 #include "graph/weights.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -52,23 +61,83 @@ static int dump_abar(const char *weights, const char *out) {
     return 0;
 }
 
+/* The weights' config (MODEL: a preset for a bare .safetensors file) with fp32 activations. */
+static int weights_cfg(const char *weights, const char *model, sg_model_cfg *cfg) {
+    char json[8192];
+    if (model) {
+        if (sg_model_preset(cfg, model)) return fprintf(stderr, "%s\n", sg_last_error()), 1;
+        cfg->data_n = 1, cfg->data_h = cfg->data_w = cfg->img;
+    } else if (sg_weights_config(weights, json, sizeof json) || sg_model_cfg_from_json(json, cfg)) {
+        return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
+    }
+    cfg->act_dt = DT_F32;
+    return 0;
+}
+
+/* The UNet alone on x (N images) at the timesteps t: pred. */
+static int forward(sg_exec *e, const float *x, const int32_t *t, float *pred) {
+    return sg_exec_write(e, e->plan.io.xt, x) || sg_exec_write(e, e->plan.io.t, t) ||
+           sg_exec_run_nodes(e, 0, e->plan.g.n_forward) || sg_exec_read(e, e->plan.io.pred, pred);
+}
+
+static int write_file(const char *path, const void *data, size_t bytes) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f))
+        return fprintf(stderr, "cannot write %s\n", path), 1;
+    return 0;
+}
+
+static int run_ddim(const char *weights, const char *xt_path, int S, int clip, const char *out) {
+    sg_model_cfg cfg;
+    if (weights_cfg(weights, NULL, &cfg)) return 1;
+    long xs;
+    float *x = slurp(xt_path, &xs);
+    const long per = (long)cfg.img * cfg.img * cfg.in_ch;
+    if (!x || xs <= 0 || xs % (per * 4))
+        return fprintf(stderr, "x_T must be whole %dx%dx%d fp32 images\n", cfg.img, cfg.img,
+                       cfg.in_ch),
+               1;
+    cfg.batch = (int)(xs / (per * 4));
+    int *ts = malloc(sizeof(int) * (size_t)(S > 0 ? S : 1));
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)(S > 0 ? S : 1));
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)cfg.batch);
+    float *pred = malloc((size_t)xs);
+    const sg_betas b = sg_model_betas(&cfg);
+    sg_exec e;
+    int rc = !ts || !rows || !t || !pred || sg_ddim_timesteps(S, cfg.T, ts) ||
+             sg_sample_table(rows, S, ts, S, 1, clip, 0.0, &b) ||
+             sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
+    if (rc) return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
+    for (int k = 0; k < S; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
+    rc = sg_exec_load_weights(&e, weights, SG_WEIGHTS_FROM_EMA);
+    printf("timesteps");
+    for (int k = 0; k < S; k++) printf(" %d", ts[k]);
+    printf("\n");
+    for (int k = 0; k < S && !rc; k++) {
+        for (int i = 0; i < cfg.batch; i++) t[i] = rows[k].t;
+        rc = forward(&e, x, t, pred);
+        if (!rc) cpu_sample_step(x, x, t, pred, rows, S, k, 0, 0, cfg.batch, per, cfg.T);
+    }
+    if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
+    sg_exec_free(&e);
+    rc = rc || write_file(out, x, (size_t)xs);
+    free(x), free(ts), free(rows), free(t), free(pred);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--abar")) return dump_abar(argv[2], argv[3]);
+    if (argc == 7 && !strcmp(argv[1], "--ddim"))
+        return run_ddim(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argv[6]);
     if (argc != 5 && argc != 6) {
-        fprintf(stderr, "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n");
+        fprintf(stderr, "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
+                        "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
+                        "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32\n");
         return 2;
     }
     const char *weights = argv[1];
     sg_model_cfg cfg;
-    char json[8192];
-    if (argc == 6) {
-        if (sg_model_preset(&cfg, argv[5])) return fprintf(stderr, "%s\n", sg_last_error()), 1;
-        cfg.data_n = 1, cfg.data_h = cfg.data_w = cfg.img;
-    } else if (sg_weights_config(weights, json, sizeof json) ||
-               sg_model_cfg_from_json(json, &cfg)) {
-        return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
-    }
-    cfg.act_dt = DT_F32;
+    if (weights_cfg(weights, argc == 6 ? argv[5] : NULL, &cfg)) return 1;
     long xs, ts;
     float *x = slurp(argv[2], &xs);
     int32_t *t = slurp(argv[3], &ts);
@@ -83,18 +152,14 @@ int main(int argc, char **argv) {
     float *y = malloc((size_t)xs);
     int rc = sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (!rc) rc = sg_exec_load_weights(&e, weights, SG_WEIGHTS_FROM_EMA);
-    if (!rc) rc = sg_exec_write(&e, e.plan.io.xt, x) || sg_exec_write(&e, e.plan.io.t, t);
-    if (!rc) rc = sg_exec_run_nodes(&e, 0, e.plan.g.n_forward); /* the UNet alone */
-    if (!rc) rc = sg_exec_read(&e, e.plan.io.pred, y);
+    if (!rc) rc = forward(&e, x, t, y);
     if (rc) {
         fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
         sg_exec_free(&e);
         return 1;
     }
     sg_exec_free(&e);
-    FILE *f = fopen(argv[4], "wb");
-    if (!f || fwrite(y, 1, (size_t)xs, f) != (size_t)xs || fclose(f))
-        return fprintf(stderr, "cannot write %s\n", argv[4]), 1;
+    if (write_file(argv[4], y, (size_t)xs)) return 1;
     printf("sg_forward_dump: %s (%s, %d x %dx%dx%d) -> %s\n", weights, cfg.name, cfg.batch, cfg.img,
            cfg.img, cfg.in_ch, argv[4]);
     free(x), free(t), free(y);
