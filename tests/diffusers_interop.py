@@ -31,6 +31,10 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    the same x_T (tests/sg_forward_dump --ddim: the sampler's table and update, fp32), for S
    dividing T (for other S, diffusers' last step goes to t = 0 instead of x_0: T // S steps
    back from the last timestep, not to the next one in its list).
+7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
+   the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
+   randn_tensor hands it over), from the same x_T, clip_sample on and off: the same timesteps,
+   noise at every step but the last, and the same images (tolerance TOL_DDIM).
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -394,6 +398,46 @@ def ddim(tmp, exp, what):
                                                                         ts_by_s[4]))
 
 
+def ddpm(tmp):
+    """diffusers' DDPMScheduler loop against stepgraph's DDPM sampler, the same x_T and noise."""
+    import diffusers.schedulers.scheduling_ddpm as scheduling_ddpm
+    T, N = 50, 2
+    _, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3", ["--timesteps", str(T)],
+                            "_t50")
+    model = UNet2DModel.from_pretrained(exp)
+    model.eval()
+    sc = scheduler_config(exp)
+    C, S = model.config.in_channels, model.config.sample_size
+    x_T = torch.randn(N, C, S, S, generator=torch.Generator().manual_seed(6))
+    xp, yp, zp = (os.path.join(tmp, n) for n in ("xT.f32", "x0.f32", "z.f32"))
+    x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+    for clip in (True, False):
+        run([FWD, "--ddpm", exp, xp, "1" if clip else "0", yp, zp])
+        z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(T - 1, N, S, S, C))
+        noise = iter(z.permute(0, 1, 4, 2, 3).double())  # stepgraph's z of steps T-1 .. 1
+        sched = DDPMScheduler.from_config(dict(sc, clip_sample=clip))
+        sched.set_timesteps(T)
+        saved = scheduling_ddpm.randn_tensor
+        # diffusers draws each step's noise with randn_tensor: hand it stepgraph's instead
+        scheduling_ddpm.randn_tensor = lambda shape, **kw: next(noise)
+        try:
+            x = x_T.double()
+            for t in sched.timesteps:
+                eps = diffusers_fwd(model, x, t.reshape(1).repeat(N), exact=True)
+                x = sched.step(eps, t, x).prev_sample
+        finally:
+            scheduling_ddpm.randn_tensor = saved
+        check(next(noise, None) is None and sched.timesteps.tolist() == list(range(T - 1, -1, -1)),
+              "DDPM: diffusers' loop visits t = %d .. 0 and draws noise at every step but the "
+              "last, as stepgraph's" % (T - 1))
+        ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(N, S, S, C)).permute(
+            0, 3, 1, 2).double()
+        e = rel_err(ours, x)
+        check(e <= TOL_DDIM, "DDPM %d steps, clip_sample %s: stepgraph's sampler vs diffusers' "
+              "DDPMScheduler loop (float64) from the same x_T and noise: max|d|/max|ref| %.3e "
+              "(tol %.0e)" % (T, clip, e, TOL_DDIM))
+
+
 def v_prediction(tmp):
     ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
                                ["--prediction", "v"], "_v")
@@ -429,6 +473,7 @@ def main():
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
         ddim(tmp, exp, "eps")
+        ddpm(tmp)
         cosine_schedule(tmp)
         v_prediction(tmp)
         init_from_checkpoint(tmp, ckpt)

@@ -21,11 +21,18 @@
  * (graph/sampler.h: sg_ddim_timesteps; sg_sample_table) and its update (cpu_sample_step, what the
  * CPU backend's sampler node runs), the forward as above; prints the timesteps and writes the
  * final x (NHWC fp32).
+ *
+ *   sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32
+ *
+ * likewise `sample` without --ddim-steps (DDPM over all T steps; CLIP 0: --no-clip), also
+ * writing the noise z its steps drew (seed 0, the first batch: Philox's keys), step after step,
+ * each NHWC fp32, for a sampler elsewhere to add the same noise.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/philox.h"
 #include "graph/exec.h"
 #include "graph/sampler.h"
 #include "graph/weights.h"
@@ -87,7 +94,9 @@ static int write_file(const char *path, const void *data, size_t bytes) {
     return 0;
 }
 
-static int run_ddim(const char *weights, const char *xt_path, int S, int clip, const char *out) {
+/* ddim: DDIM with S steps; else DDPM over all T steps, writing its noise to zpath */
+static int run_sampler(const char *weights, const char *xt_path, int ddim, int S, int clip,
+                       const char *out, const char *zpath) {
     sg_model_cfg cfg;
     if (weights_cfg(weights, NULL, &cfg)) return 1;
     long xs;
@@ -98,41 +107,57 @@ static int run_ddim(const char *weights, const char *xt_path, int S, int clip, c
                        cfg.in_ch),
                1;
     cfg.batch = (int)(xs / (per * 4));
-    int *ts = malloc(sizeof(int) * (size_t)(S > 0 ? S : 1));
-    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)(S > 0 ? S : 1));
+    const int n = ddim ? (S > 0 ? S : 1) : cfg.T;
+    const int64_t nx = (int64_t)cfg.batch * per;
+    int *ts = malloc(sizeof(int) * (size_t)n);
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)n);
     int32_t *t = malloc(sizeof(int32_t) * (size_t)cfg.batch);
-    float *pred = malloc((size_t)xs);
+    float *pred = malloc((size_t)xs), *z = malloc((size_t)xs);
+    FILE *zf = zpath ? fopen(zpath, "wb") : NULL;
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
-    int rc = !ts || !rows || !t || !pred || sg_ddim_timesteps(S, cfg.T, ts) ||
-             sg_sample_table(rows, S, ts, S, 1, clip, 0.0, &b) ||
-             sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
+    int rc = !ts || !rows || !t || !pred || !z || (zpath && !zf);
+    if (!rc && ddim) rc = sg_ddim_timesteps(S, cfg.T, ts);
+    for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
+    rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, 0.0, &b) ||
+         sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (rc) return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
-    for (int k = 0; k < S; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
+    for (int k = 0; k < n; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
     rc = sg_exec_load_weights(&e, weights, SG_WEIGHTS_FROM_EMA);
     printf("timesteps");
-    for (int k = 0; k < S; k++) printf(" %d", ts[k]);
+    for (int k = 0; k < n; k++) printf(" %d", ts[k]);
     printf("\n");
-    for (int k = 0; k < S && !rc; k++) {
+    for (int k = 0; k < n && !rc; k++) {
         for (int i = 0; i < cfg.batch; i++) t[i] = rows[k].t;
         rc = forward(&e, x, t, pred);
-        if (!rc) cpu_sample_step(x, x, t, pred, rows, S, k, 0, 0, cfg.batch, per, cfg.T);
+        if (rc) break;
+        /* the noise the step draws (seed 0, first element 0), written for the other sampler */
+        if (zf && sg_sample_row_noise(&rows[k])) {
+            for (int64_t i = 0; i < nx; i++)
+                z[i] = sg_rng_normal(0, rows[k].t, SG_RNG_SAMPLE, (uint64_t)i);
+            rc = fwrite(z, sizeof(float), (size_t)nx, zf) != (size_t)nx;
+            if (rc) sg_set_error("cannot write %s", zpath);
+        }
+        if (!rc) cpu_sample_step(x, x, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T);
     }
     if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
     sg_exec_free(&e);
-    rc = rc || write_file(out, x, (size_t)xs);
-    free(x), free(ts), free(rows), free(t), free(pred);
+    rc = (zf && fclose(zf)) || rc || write_file(out, x, (size_t)xs);
+    free(x), free(ts), free(rows), free(t), free(pred), free(z);
     return rc;
 }
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--abar")) return dump_abar(argv[2], argv[3]);
     if (argc == 7 && !strcmp(argv[1], "--ddim"))
-        return run_ddim(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argv[6]);
+        return run_sampler(argv[2], argv[3], 1, atoi(argv[4]), atoi(argv[5]), argv[6], NULL);
+    if (argc == 7 && !strcmp(argv[1], "--ddpm"))
+        return run_sampler(argv[2], argv[3], 0, 0, atoi(argv[4]), argv[5], argv[6]);
     if (argc != 5 && argc != 6) {
         fprintf(stderr, "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
                         "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
-                        "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32\n");
+                        "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32\n"
+                        "       sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32\n");
         return 2;
     }
     const char *weights = argv[1];
