@@ -29,7 +29,7 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    the timesteps `sample --ddim-steps S` visits (trailing spacing), and its loop (float64, eta 0,
    clip_sample as exported and off) from a given x_T ends where stepgraph's sampler does from
    the same x_T (tests/sg_forward_dump --ddim: the sampler's table and update, fp32), for S
-   dividing T (for other S, diffusers' last step goes to t = 0 instead of x_0: T // S steps
+   dividing T; and with eta 1, diffusers handed the noise stepgraph's steps draw (for other S, diffusers' last step goes to t = 0 instead of x_0: T // S steps
    back from the last timestep, not to the next one in its list).
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
@@ -396,6 +396,31 @@ def ddim(tmp, exp, what):
     check(lead.timesteps.tolist() != ts_by_s[4],
           "(leading spacing visits %s, not %s: the check can tell)" % (lead.timesteps.tolist(),
                                                                         ts_by_s[4]))
+    # eta 1 (sample --eta 1): diffusers' loop with the noise stepgraph's steps draw (none at the
+    # last step, where both multiply it by sigma = 0)
+    import diffusers.schedulers.scheduling_ddim as scheduling_ddim
+    S, zp = 10, os.path.join(tmp, "z.f32")
+    run([FWD, "--ddim", exp, xp, str(S), "0", yp, "1", zp])
+    z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(
+        S - 1, x_T.shape[0], x_T.shape[2], x_T.shape[3], x_T.shape[1]))
+    noise = iter(z.permute(0, 1, 4, 2, 3).double())
+    sched = DDIMScheduler.from_config(dict(sc, clip_sample=False))
+    sched.set_timesteps(S)
+    saved = scheduling_ddim.randn_tensor
+    scheduling_ddim.randn_tensor = lambda shape, **kw: next(noise, torch.zeros(shape).double())
+    try:
+        x = x_T.double()
+        for t in sched.timesteps:
+            eps = diffusers_fwd(model, x, t.reshape(1).repeat(x.shape[0]), exact=True)
+            x = sched.step(eps, t, x, eta=1.0).prev_sample
+    finally:
+        scheduling_ddim.randn_tensor = saved
+    ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(
+        x.shape[0], x.shape[2], x.shape[3], x.shape[1])).permute(0, 3, 1, 2).double()
+    e = rel_err(ours, x)
+    check(e <= TOL_DDIM, "%s DDIM %d steps, eta 1: stepgraph's sampler vs diffusers' loop "
+          "(float64) from the same x_T and noise: max|d|/max|ref| %.3e (tol %.0e)"
+          % (what, S, e, TOL_DDIM))
 
 
 def ddpm(tmp):
