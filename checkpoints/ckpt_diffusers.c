@@ -394,8 +394,7 @@ static int want(const ckpt_json *j, int node, const char *key, const char *expec
     ckpt_json_free(e);
     ckpt_json_free(d);
     if (differs)
-        return sg_set_error("%s: \"%s\" is %s; stepgraph's UNet computes only %s", file, key, got,
-                            expect);
+        return sg_set_error("%s: \"%s\" is %s; stepgraph computes only %s", file, key, got, expect);
     return SG_OK;
 }
 
@@ -442,7 +441,9 @@ static int one_of(const ckpt_json *s, const char *key, const char *first, const 
 /* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
  * betas 1e-4 .. 0.02, eps prediction); only what stepgraph trains is accepted: linear betas, or
  * cosine ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read
- * here); prediction_type "epsilon" or "v_prediction". */
+ * here); prediction_type "epsilon" or "v_prediction"; no trained_betas, no zero-terminal-SNR
+ * rescaling. The sampling options (timestep_spacing, clip_sample, variance_type, ...) are not the
+ * model's and not read. */
 static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, double *b1,
                           double *bT) {
     char spath[4096];
@@ -458,6 +459,8 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, doub
     }
     int rc =
         want(s, 0, "trained_betas", "null", "null", spath) ||
+        /* zero terminal SNR (Lin et al. 2024) rescales the betas: another schedule */
+        want(s, 0, "rescale_betas_zero_snr", "false", "false", spath) ||
         (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
          get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
         (!*cosine && ckpt_json_find(s, 0, "beta_start") >= 0 &&
