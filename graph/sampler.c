@@ -17,13 +17,14 @@ static double clamp1(double v) {
     return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;
 }
 
-void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
-                  int t, const sg_betas *b, int clip) {
+void sg_ddpm_step_var(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
+                      int t, const sg_betas *b, int clip, int large) {
     double beta = sg_ddpm_beta(b, t), alpha = 1.0 - beta;
     double abar = sg_ddpm_abar(b, t);
     double abar_prev = t > 0 ? sg_ddpm_abar(b, t - 1) : 1.0;
-    /* posterior variance beta~_t; exactly 0 at t = 0 (abar_prev = 1) */
-    double sigma = sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
+    /* posterior variance beta~_t (exactly 0 at t = 0: abar_prev = 1), or beta_t (large; unused
+     * at t = 0, where no noise is added) */
+    double sigma = large ? sqrt(beta) : sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
     int noise = t > 0 && z != NULL;
     if (!clip) {
         /* Algorithm 2: 1/sqrt(alpha_t) (x_t - beta_t / sqrt(1 - abar_t) eps) + sigma_t z */
@@ -62,6 +63,11 @@ void sg_ddim_step_eta(float *x_prev, const float *x_t, const float *eps, const f
         double xp = sqrt_abar_prev * x0 + sqrt_1m_abar_prev * e;
         x_prev[i] = (float)(noise ? xp + sigma * (double)z[i] : xp);
     }
+}
+
+void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
+                  int t, const sg_betas *b, int clip) {
+    sg_ddpm_step_var(x_prev, x_t, eps, z, n, t, b, clip, 0);
 }
 
 void sg_ddim_step(float *x_prev, const float *x_t, const float *eps, int64_t n, int t, int t_prev,
@@ -182,6 +188,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     int clip = opts->clip < 0 ? !ddim : opts->clip != 0;
     if (!(opts->eta >= 0.0 && opts->eta <= 1.0) || (!ddim && opts->eta != 0.0))
         return sg_set_error("eta %g: DDIM takes an eta in [0, 1]; DDPM none", opts->eta);
+    if ((opts->var_large != 0 && opts->var_large != 1) || (ddim && opts->var_large))
+        return sg_set_error("the variance choice is DDPM's (beta~_t or beta_t), not DDIM's");
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -200,7 +208,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */
         const sg_betas betas = sg_model_betas(c);
-        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, &betas);
+        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, opts->var_large,
+                             &betas);
         /* a v-prediction model: every step converts its prediction to eps (sg_sample_eps) */
         for (int k = 0; !rc && k < n_steps; k++) rows[k].v_pred = c->prediction == SG_PRED_V;
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);

@@ -70,6 +70,11 @@
  * noise, z standard normal noise (unused at t = 0, may then be NULL). x_prev may alias x_t. */
 void sg_ddpm_step(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
                   int t, const sg_betas *b, int clip);
+/* ... with the variance sigma_t^2 = beta~_t (large 0: the posterior's, as sg_ddpm_step; diffusers'
+ * fixed_small) or beta_t (large 1: diffusers' fixed_large, DDPM's CIFAR-10 samples); the DDPM
+ * paper finds the two alike */
+void sg_ddpm_step_var(float *x_prev, const float *x_t, const float *eps, const float *z, int64_t n,
+                      int t, const sg_betas *b, int clip, int large);
 
 /* One DDIM (eta = 0) step from x_t (timestep t) to timestep t_prev (< t; negative: the final
  * image, abar = 1), n values. x_prev may alias x_t. */
@@ -96,6 +101,7 @@ typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_imag
 typedef struct {
     int ddim_steps; /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
     double eta;     /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */
+    int var_large;  /* DDPM's variance: 0 beta~_t, 1 beta_t (sg_ddpm_step_var); DDIM: 0 */
     int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
     sg_sample_progress_fn progress; /* may be NULL */
     void *progress_ctx;

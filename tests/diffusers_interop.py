@@ -33,7 +33,8 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    back from the last timestep, not to the next one in its list).
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
-   randn_tensor hands it over), from the same x_T, clip_sample on and off: the same timesteps,
+   randn_tensor hands it over), from the same x_T, clip_sample on and off, variance_type
+   fixed_small and fixed_large (sample --variance large): the same timesteps,
    noise at every step but the last, and the same images (tolerance TOL_DDIM).
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
@@ -436,11 +437,12 @@ def ddpm(tmp):
     x_T = torch.randn(N, C, S, S, generator=torch.Generator().manual_seed(6))
     xp, yp, zp = (os.path.join(tmp, n) for n in ("xT.f32", "x0.f32", "z.f32"))
     x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
-    for clip in (True, False):
-        run([FWD, "--ddpm", exp, xp, "1" if clip else "0", yp, zp])
+    for clip, large in ((True, False), (False, False), (True, True)):
+        run([FWD, "--ddpm", exp, xp, "1" if clip else "0", yp, zp] + (["large"] if large else []))
         z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(T - 1, N, S, S, C))
         noise = iter(z.permute(0, 1, 4, 2, 3).double())  # stepgraph's z of steps T-1 .. 1
-        sched = DDPMScheduler.from_config(dict(sc, clip_sample=clip))
+        sched = DDPMScheduler.from_config(dict(sc, clip_sample=clip, variance_type="fixed_large"
+                                               if large else "fixed_small"))
         sched.set_timesteps(T)
         saved = scheduling_ddpm.randn_tensor
         # diffusers draws each step's noise with randn_tensor: hand it stepgraph's instead
@@ -458,9 +460,10 @@ def ddpm(tmp):
         ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(N, S, S, C)).permute(
             0, 3, 1, 2).double()
         e = rel_err(ours, x)
-        check(e <= TOL_DDIM, "DDPM %d steps, clip_sample %s: stepgraph's sampler vs diffusers' "
-              "DDPMScheduler loop (float64) from the same x_T and noise: max|d|/max|ref| %.3e "
-              "(tol %.0e)" % (T, clip, e, TOL_DDIM))
+        check(e <= TOL_DDIM, "DDPM %d steps, clip_sample %s, %s: stepgraph's sampler vs "
+              "diffusers' DDPMScheduler loop (float64) from the same x_T and noise: max|d|/max|ref| "
+              "%.3e (tol %.0e)" % (T, clip, "fixed_large (--variance large)" if large else
+                                   "fixed_small", e, TOL_DDIM))
 
 
 def v_prediction(tmp):

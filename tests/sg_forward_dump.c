@@ -23,9 +23,10 @@
  * CPU backend's sampler node runs), the forward as above; prints the timesteps and writes the
  * final x (NHWC fp32).
  *
- *   sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32
+ *   sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32 [large]
  *
- * likewise `sample` without --ddim-steps (DDPM over all T steps; CLIP 0: --no-clip), also
+ * likewise `sample` without --ddim-steps (DDPM over all T steps; CLIP 0: --no-clip; large:
+ * --variance large), also
  * writing the noise z its steps drew (seed 0, the first batch: Philox's keys), step after step,
  * each NHWC fp32, for a sampler elsewhere to add the same noise.
  */
@@ -97,7 +98,7 @@ static int write_file(const char *path, const void *data, size_t bytes) {
 
 /* ddim: DDIM with S steps and eta; else DDPM over all T steps; the noise drawn to zpath */
 static int run_sampler(const char *weights, const char *xt_path, int ddim, int S, int clip,
-                       double eta, const char *out, const char *zpath) {
+                       double eta, int var_large, const char *out, const char *zpath) {
     sg_model_cfg cfg;
     if (weights_cfg(weights, NULL, &cfg)) return 1;
     long xs;
@@ -120,7 +121,7 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     int rc = !ts || !rows || !t || !pred || !z || (zpath && !zf);
     if (!rc && ddim) rc = sg_ddim_timesteps(S, cfg.T, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
-    rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, eta, &b) ||
+    rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, eta, var_large, &b) ||
          sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (rc) return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
     for (int k = 0; k < n; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
@@ -152,14 +153,16 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--abar")) return dump_abar(argv[2], argv[3]);
     if ((argc == 7 || argc == 9) && !strcmp(argv[1], "--ddim"))
         return run_sampler(argv[2], argv[3], 1, atoi(argv[4]), atoi(argv[5]),
-                           argc == 9 ? atof(argv[7]) : 0.0, argv[6], argc == 9 ? argv[8] : NULL);
-    if (argc == 7 && !strcmp(argv[1], "--ddpm"))
-        return run_sampler(argv[2], argv[3], 0, 0, atoi(argv[4]), 0.0, argv[5], argv[6]);
+                           argc == 9 ? atof(argv[7]) : 0.0, 0, argv[6], argc == 9 ? argv[8] : NULL);
+    if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--ddpm"))
+        return run_sampler(argv[2], argv[3], 0, 0, atoi(argv[4]), 0.0,
+                           argc == 8 && !strcmp(argv[7], "large"), argv[5], argv[6]);
     if (argc != 5 && argc != 6) {
-        fprintf(stderr, "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
-                        "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
-                        "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32 [ETA Z.f32]\n"
-                        "       sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32\n");
+        fprintf(stderr,
+                "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
+                "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
+                "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32 [ETA Z.f32]\n"
+                "       sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32 [large]\n");
         return 2;
     }
     const char *weights = argv[1];

@@ -1094,7 +1094,7 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
                             .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
                             .beta1 = 1e-4,
                             .betaT = 0.02};
-    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, &betas))
+    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, 0, &betas))
         return SG_ERR;
     for (int k = 0; k < n; k++) rows[k].v_pred = a->vpred;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */

@@ -3836,23 +3836,29 @@ static void test_sample_step(int dt) {
         int64_t k;
         double eta; /* DDIM: > 0 draws noise (not at the last step) */
         int vpred;  /* the prediction is v (converted to eps in the update) */
-    } cases[] = {{0, 0, 7, 0, 0},  {0, 1, 20, 0, 0},  {0, 1, T - 1, 0, 0}, {0, 0, -1, 0, 0},
-                 {1, 0, 2, 0, 0},  {1, 1, 5, 0, 0},   {1, 0, 6, 0, 0},     {0, 0, T + 3, 0, 0},
-                 {1, 0, 2, 1, 0},  {1, 1, 3, 0.5, 0}, {1, 0, 5, 1, 0},     {0, 0, 7, 0, 1},
-                 {0, 1, 20, 0, 1}, {1, 1, 3, 0.5, 1}};
+        int large;  /* DDPM with the variance beta_t (--variance large) */
+    } cases[] = {
+        {0, 0, 7, 0, 0, 0},  {0, 1, 20, 0, 0, 0},  {0, 1, T - 1, 0, 0, 0}, {0, 0, -1, 0, 0, 0},
+        {1, 0, 2, 0, 0, 0},  {1, 1, 5, 0, 0, 0},   {1, 0, 6, 0, 0, 0},     {0, 0, T + 3, 0, 0, 0},
+        {1, 0, 2, 1, 0, 0},  {1, 1, 3, 0.5, 0, 0}, {1, 0, 5, 1, 0, 0},     {0, 0, 7, 0, 1, 0},
+        {0, 1, 20, 0, 1, 0}, {1, 1, 3, 0.5, 1, 0}, {0, 0, 7, 0, 0, 1},     {0, 1, 33, 0, 1, 1}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
-        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s k %lld", dtn(dt),
+        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s%s k %lld", dtn(dt),
                  cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
-                 cases[ci].vpred ? " v" : "", (long long)cases[ci].k);
+                 cases[ci].vpred ? " v" : "", cases[ci].large ? " large variance" : "",
+                 (long long)cases[ci].k);
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
         const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
         if (cases[ci].ddim)
-            CHECK(!sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, cases[ci].eta, &betas),
-                  "table");
+            CHECK(
+                !sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, cases[ci].eta, 0, &betas),
+                "table");
         else
-            CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, 0.0, &betas), "table");
+            CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, 0.0, cases[ci].large,
+                                   &betas),
+                  "table");
         for (int r = 0; r < T; r++) rows[r].v_pred = cases[ci].vpred;
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;

@@ -105,6 +105,20 @@ static void test_step_math(int schedule) {
         memcpy(out2, x, sizeof x);
         sg_ddpm_step(out2, out2, eps, z, NV, t, &BB, 0);
         CHECK(!memcmp(out, out2, sizeof out), "%s DDPM t=%d: in place differs", sn, t);
+        /* the variance beta_t (large), clipped or not: the same mean, sqrt(beta_t) z */
+        for (int clip = 0; clip < 2; clip++) {
+            for (int i = 0; i < NV; i++) {
+                long double x0 = ref_clamp((x[i] - sqrtl(1 - abar) * eps[i]) / sqrtl(abar));
+                long double mu = clip ? sqrtl(abar_prev) * beta / (1 - abar) * x0 +
+                                            sqrtl(alpha) * (1 - abar_prev) / (1 - abar) * x[i]
+                                      : (x[i] - beta / sqrtl(1 - abar) * eps[i]) / sqrtl(alpha);
+                want[i] = mu + (t > 0 ? sqrtl(beta) * z[i] : 0);
+            }
+            sg_ddpm_step_var(out2, x, eps, z, NV, t, &BB, clip, 1);
+            w = worst(out2, want, NV, 1e-6, 1e-6);
+            CHECK(w <= 1, "%s DDPM large variance clip %d t=%d: error %.3g x tolerance", sn, clip,
+                  t, w);
+        }
         /* t = 0 takes no noise: z is ignored (and may be NULL) */
         if (t == 0) {
             sg_ddpm_step(out2, x, eps, NULL, NV, t, &BB, 0);
@@ -289,7 +303,7 @@ static void test_v_oracle(int schedule) {
         sg_sample_row r[1];
         const int one[1] = {t};
         /* DDIM t -> -1: x0, up to x_t's and v's fp32 rounding over sqrt(abar) */
-        CHECK(sg_sample_table(r, 1, one, 1, 1, 0, 0.0, &BB) == SG_OK, "table");
+        CHECK(sg_sample_table(r, 1, one, 1, 1, 0, 0.0, 0, &BB) == SG_OK, "table");
         r[0].v_pred = 1;
         double maxerr = 0, bound = 0, other = 0;
         for (int i = 0; i < NV; i++) {
@@ -303,7 +317,7 @@ static void test_v_oracle(int schedule) {
               "v DDIM oracle t=%d: |x0 - recovered| %.3g > %.3g (as eps: %.3g)", t, maxerr, bound,
               other);
         /* DDPM t -> t-1 with z = 0: the posterior mean mu~(x_t, x0) */
-        CHECK(sg_sample_table(r, 1, one, 1, 0, 0, 0.0, &BB) == SG_OK, "table");
+        CHECK(sg_sample_table(r, 1, one, 1, 0, 0, 0.0, 0, &BB) == SG_OK, "table");
         r[0].v_pred = 1;
         double w = 0;
         for (int i = 0; i < NV; i++) {
@@ -674,7 +688,7 @@ static void test_end_to_end(void) {
  * step: the start (k = -1: x_T from Philox at step T), then every step k on fresh x and eps,
  * with z drawn by the test from Philox at step t; x_t = x and t = the next step's timestep
  * after each (unchanged after the last); past the run, x stays. */
-static void device_step_run(int T, int S, int clip, int schedule, double eta) {
+static void device_step_run(int T, int S, int clip, int schedule, double eta, int large) {
     const sg_betas bb = {.T = T, .schedule = schedule, .beta1 = B1, .betaT = BT};
     enum { N = 4, PER = 128, NS = N * PER };
     static float x[NS], eps[NS], z[NS], ref[NS], xt[NS];
@@ -687,7 +701,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta) {
     else
         for (int k = 0; k < T; k++) ts[k] = T - 1 - k;
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)T);
-    CHECK(sg_sample_table(rows, T, ts, n, S > 0, clip, eta, &bb) == SG_OK, "the step table");
+    CHECK(sg_sample_table(rows, T, ts, n, S > 0, clip, eta, large, &bb) == SG_OK, "the step table");
     for (int k = -1; k < n; k++) {
         if (k >= 0) {
             fill_normal(x, NS, 300 + (uint64_t)k);
@@ -704,7 +718,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta) {
         } else {
             for (int i = 0; i < NS; i++)
                 z[i] = sg_rng_normal(seed, tk, SG_RNG_SAMPLE, first + (uint64_t)i);
-            sg_ddpm_step(ref, x, eps, tk > 0 ? z : NULL, NS, tk, &bb, clip);
+            sg_ddpm_step_var(ref, x, eps, tk > 0 ? z : NULL, NS, tk, &bb, clip, large);
         }
         for (int j = 0; j < N; j++) t[j] = -7;
         cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
@@ -715,9 +729,10 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta) {
         if (bx && first_bad == -2) first_bad = k;
     }
     CHECK(bad_x == 0 && bad_xt == 0 && bad_t == 0,
-          "T %d %s %d clip %d eta %g: the device step differs from the host reference at %d "
+          "T %d %s %d clip %d eta %g%s: the device step differs from the host reference at %d "
           "step(s) (first k = %d), x_t at %d, t at %d",
-          T, S ? "DDIM" : "DDPM", n, clip, eta, bad_x, first_bad, bad_xt, bad_t);
+          T, S ? "DDIM" : "DDPM", n, clip, eta, large ? " large variance" : "", bad_x, first_bad,
+          bad_xt, bad_t);
     /* past the run (a NONE row where n < T, then past the table): x stays, x_t = x */
     memcpy(ref, x, sizeof x);
     for (int k = n; k <= T; k += (T - n > 1 ? T - n : 1)) {
@@ -731,16 +746,19 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta) {
 static void test_device_step(void) {
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++)
         for (int clip = 0; clip < 2; clip++) {
-            device_step_run(TT, 0, clip, sc, 0);
-            device_step_run(12, 0, clip, sc, 0);
-            device_step_run(1, 0, clip, sc, 0);
+            device_step_run(TT, 0, clip, sc, 0, 0);
+            device_step_run(12, 0, clip, sc, 0, 0);
+            device_step_run(1, 0, clip, sc, 0, 0);
             const int ss[] = {1, 3, 7, 50, TT};
-            for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip, sc, 0);
-            device_step_run(12, 5, clip, sc, 0);
+            for (int i = 0; i < SG_ARRAY_LEN(ss); i++) device_step_run(TT, ss[i], clip, sc, 0, 0);
+            device_step_run(12, 5, clip, sc, 0, 0);
             /* DDIM with eta: noise where sigma > 0, keyed as DDPM's */
-            device_step_run(TT, 7, clip, sc, 1.0);
-            device_step_run(TT, 50, clip, sc, 0.5);
-            device_step_run(12, 5, clip, sc, 0.3);
+            device_step_run(TT, 7, clip, sc, 1.0, 0);
+            device_step_run(TT, 50, clip, sc, 0.5, 0);
+            device_step_run(12, 5, clip, sc, 0.3, 0);
+            /* DDPM with the variance beta_t (--variance large): another sigma in the row */
+            device_step_run(TT, 0, clip, sc, 0, 1);
+            device_step_run(12, 0, clip, sc, 0, 1);
         }
 }
 
@@ -1315,6 +1333,36 @@ static void test_cli(void) {
     expect_error(args, 2);
     stderr_lines(err, sizeof err);
     CHECK(strstr(err, "--eta is DDIM's"), "--eta with DDPM: %s", err);
+    /* DDPM's variance beta_t: the same bits twice, another image than beta~_t, named in the
+     * summary and in --out-dir's samples.json; not for DDIM, no other value */
+    char pv[300], pv2[300], ps[300], dv[300];
+    snprintf(pv, sizeof pv, "%s/var.png", tmpdir);
+    snprintf(pv2, sizeof pv2, "%s/var2.png", tmpdir);
+    snprintf(ps, sizeof ps, "%s/var_small.png", tmpdir);
+    snprintf(dv, sizeof dv, "%s/var_dir", tmpdir);
+    const char *ddpm = "--n 2 --backend cpu --batch 2";
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance large", ck, pv, ddpm);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DDPM 12 large variance,"), "--variance large: exit %d: %s", rc,
+          out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance large --out-dir '%s'", ck,
+             pv2, ddpm, dv);
+    rc = run_cli(args);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance small", ck, ps, ddpm);
+    rc |= run_cli(args);
+    CHECK(rc == 0 && same_file(pv, pv2) && !same_file(pv, ps),
+          "--variance large: exit %d, the same bits twice, another image than small", rc);
+    snprintf(args, sizeof args, "--ckpt '%s' %s --out-dir '%s'", ck, ddpm, dv);
+    expect_error(args, 1);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "made with variance \"large\""), "--out-dir of large, then small: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance large", ck, pv, common);
+    expect_error(args, 2);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, "--variance is DDPM's"), "--variance with DDIM: %s", err);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance huge", ck, pv, ddpm);
+    expect_error(args, 2);
     /* --no-ema where there is no EMA apart (it did nothing, without a word): refused */
     snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s --no-ema", sf, pd,
              common);

@@ -65,6 +65,9 @@ static void usage(FILE *f) {
             "  --ddim-steps N       DDIM with N steps in 1..T (trailing spacing, first step\n"
             "                       T-1); without it (or 0): DDPM ancestral sampling over\n"
             "                       all T steps\n"
+            "  --variance V         DDPM's noise: small (sigma^2 = the posterior's beta~_t;\n"
+            "                       diffusers' fixed_small; the default) | large (beta_t:\n"
+            "                       fixed_large, the DDPM CIFAR-10 model's setting)\n"
             "  --eta E              DDIM's eta in [0, 1] (default 0: deterministic; 1: the\n"
             "                       DDPM posterior's variance at each step's gap)\n"
             "  --clip / --no-clip   clamp the predicted x0 to [-1, 1] at every step (default:\n"
@@ -162,6 +165,7 @@ typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
+    int var_large; /* --variance large: DDPM's sigma^2 = beta_t */
     float eta;
     uint64_t seed;
 } sample_args;
@@ -212,7 +216,13 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
         else if (cli_is(&c, "--eta"))
             bad = cli_float(&c, 0.0, 1.0, &a->eta);
-        else if (cli_is(&c, "--batch"))
+        else if (cli_is(&c, "--variance")) {
+            const char *v = cli_value(&c);
+            bad =
+                !v || (strcmp(v, "small") && strcmp(v, "large") &&
+                       fprintf(stderr, "sample: --variance expects small or large, got '%s'\n", v));
+            if (!bad) a->var_large = !strcmp(v, "large");
+        } else if (cli_is(&c, "--batch"))
             bad = cli_int(&c, 1, 1 << 16, &a->batch);
         else if (cli_is(&c, "--cols"))
             bad = cli_int(&c, 1, 1 << 16, &a->cols);
@@ -235,6 +245,10 @@ static int parse_args(int argc, char **argv, sample_args *a) {
     if (a->eta > 0 && !a->ddim_steps) {
         fprintf(stderr, "sample: --eta is DDIM's: give --ddim-steps N too (DDPM's variance is "
                         "fixed)\n");
+        return 2;
+    }
+    if (a->var_large && a->ddim_steps) {
+        fprintf(stderr, "sample: --variance is DDPM's: DDIM's noise is --eta\n");
         return 2;
     }
     if (!a->weights) a->weights = a->ckpt_path;
@@ -349,8 +363,8 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
 /* The fields a continuation must match, in the order a difference is reported, then "n" and
  * the weights' path (which may change: the folder moved), both informational. */
 static const char *const manifest_keys[] = {"image", "weights_xxh64", "weights_used", "sampler",
-                                            "steps", "eta",           "clip",         "seed",
-                                            "batch", "backend",       "precision"};
+                                            "steps", "eta",           "variance",     "clip",
+                                            "seed",  "batch",         "backend",      "precision"};
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
                              int use_cuda) {
@@ -368,6 +382,8 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     json_object_set_new(j, "steps", json_integer(ddim ? a->ddim_steps : cfg->T));
     /* only when stochastic: a folder from before --eta reads as eta 0 */
     if (a->eta > 0) json_object_set_new(j, "eta", json_real(a->eta));
+    /* only when not the default (beta~_t): a folder from before --variance reads as small */
+    if (a->var_large) json_object_set_new(j, "variance", json_string("large"));
     json_object_set_new(j, "clip", json_boolean(clip));
     json_object_set_new(j, "seed", json_string(seed));
     json_object_set_new(j, "batch", json_integer(cfg->batch));
@@ -597,7 +613,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     else if (a->ddim_steps)
         snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
-        snprintf(what, sizeof what, "DDPM %d", cfg->T);
+        snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
     progress_state ps = {.tty = isatty(2), .batch = B, .what = what};
     sink k = {.a = a,
               .per = (int64_t)cfg->img * cfg->img * cfg->in_ch,
@@ -635,6 +651,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
                            .eta = a->eta,
+                           .var_large = a->var_large,
                            .clip = a->clip,
                            .progress = on_progress,
                            .progress_ctx = &ps,

@@ -166,13 +166,13 @@ void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred)
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
  * rows[k] = step k, rows[n .. cap) zeroed (SG_SAMPLE_NONE). ddim: DDIM from ts[k] to ts[k+1]
- * (-1 after the last) with eta in [0, 1]; else DDPM from ts[k] to ts[k] - 1 (eta 0). clip:
- * x0_pred clamped to [-1, 1]. Coefficients by the expressions of sg_ddpm_step /
- * sg_ddim_step_eta (graph/sampler.h), so the steps agree bit for
- * bit with those functions. A host helper (both backends' tables come from it); SG_ERR only
- * when out of host memory. */
+ * (-1 after the last) with eta in [0, 1]; else DDPM from ts[k] to ts[k] - 1 (eta 0), with the
+ * variance var_large 0: beta~_t (the posterior's), 1: beta_t (DDIM: 0). clip: x0_pred clamped
+ * to [-1, 1]. Coefficients by the expressions of sg_ddpm_step_var / sg_ddim_step_eta
+ * (graph/sampler.h), so the steps agree bit for bit with those functions. A host helper (both
+ * backends' tables come from it); SG_ERR only when out of host memory. */
 int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
-                    double eta, const sg_betas *b);
+                    double eta, int var_large, const sg_betas *b);
 /* One step of a batch of N images of `per` values, chosen by the step counter k:
  *   k = -1        start: x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i) (x_T);
  *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update(rows[k], x[i], eps[i], z[i]),
