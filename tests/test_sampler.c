@@ -934,6 +934,14 @@ static void expect_error(const char *args, int want) {
     CHECK(lines == 1 && strlen(err) > 10, "sample %s: %d stderr lines: %s", args, lines, err);
 }
 
+/* expect_error, and its one line says `says` */
+static void expect_error_saying(const char *args, int want, const char *says) {
+    char err[4096];
+    expect_error(args, want);
+    stderr_lines(err, sizeof err);
+    CHECK(strstr(err, says) != NULL, "sample %s: the error does not say '%s': %s", args, says, err);
+}
+
 /* the last run's stderr names path exactly once (a message that repeats the path reads badly) */
 static void expect_path_once(const char *path) {
     char err[4096];
@@ -1330,9 +1338,7 @@ static void test_cli(void) {
     CHECK(rc == 0 && same_file(pe, pe2) && !same_file(pe, pa) && strstr(out, "(DDIM 3 eta 1,"),
           "--eta 1: exit %d, the same bits twice, another image than eta 0: %s", rc, out);
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 2 --eta 0.5", ck, pe);
-    expect_error(args, 2);
-    stderr_lines(err, sizeof err);
-    CHECK(strstr(err, "--eta is DDIM's"), "--eta with DDPM: %s", err);
+    expect_error_saying(args, 2, "--eta is DDIM's");
     /* DDPM's variance beta_t: the same bits twice, another image than beta~_t, named in the
      * summary and in --out-dir's samples.json; not for DDIM, no other value */
     char pv[300], pv2[300], ps[300], dv[300];
@@ -1354,15 +1360,11 @@ static void test_cli(void) {
     CHECK(rc == 0 && same_file(pv, pv2) && !same_file(pv, ps),
           "--variance large: exit %d, the same bits twice, another image than small", rc);
     snprintf(args, sizeof args, "--ckpt '%s' %s --out-dir '%s'", ck, ddpm, dv);
-    expect_error(args, 1);
-    stderr_lines(err, sizeof err);
-    CHECK(strstr(err, "made with variance \"large\""), "--out-dir of large, then small: %s", err);
+    expect_error_saying(args, 1, "made with variance \"large\"");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance large", ck, pv, common);
-    expect_error(args, 2);
-    stderr_lines(err, sizeof err);
-    CHECK(strstr(err, "--variance is DDPM's"), "--variance with DDIM: %s", err);
+    expect_error_saying(args, 2, "--variance is DDPM's");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance huge", ck, pv, ddpm);
-    expect_error(args, 2);
+    expect_error_saying(args, 2, "--variance expects small or large");
     /* --no-ema where there is no EMA apart (it did nothing, without a word): refused */
     snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s --no-ema", sf, pd,
              common);
