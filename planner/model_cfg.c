@@ -502,7 +502,7 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     /* the schedules only when not the defaults (linear betas, constant lr, fixed EMA decay):
      * configs and
      * checkpoints from before them read as they always did */
-    char sched[256] = "";
+    char sched[512] = ""; /* every optional key at its longest: under 256 */
     if (c->beta_schedule != SG_BETA_LINEAR)
         snprintf(sched, sizeof sched, ",\"beta_schedule\":\"%s\"",
                  sg_beta_schedule_name(c->beta_schedule));

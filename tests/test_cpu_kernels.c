@@ -1375,6 +1375,10 @@ static void test_loss_weighted(void) {
                       unit, mono);
                 free(w);
             }
+    /* abar 0 (an underflowed product): SNR's limits, not 0 / 0 */
+    CHECK(sg_min_snr_weight(0.0, 5.0, 0) == 1.0 && sg_min_snr_weight(0.0, 5.0, 1) == 0.0,
+          "min-SNR at abar 0: eps %g (want 1), v %g (want 0)", sg_min_snr_weight(0.0, 5.0, 0),
+          sg_min_snr_weight(0.0, 5.0, 1));
     /* the weighted loss: against the formula, all-ones weights = the unweighted bits, micro-
      * batch shares, finite differences; N samples of `per` values, n past one sum block */
     const int N = 6, T = 50;

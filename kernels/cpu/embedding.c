@@ -75,6 +75,8 @@ void sg_ddpm_abars(const sg_betas *b, double *abar) {
 
 double sg_min_snr_weight(double abar, double gamma, int vpred) {
     const double snr = abar / (1.0 - abar);
+    /* abar 0 (a product of many large betas underflows): the limits as SNR -> 0, not 0 / 0 */
+    if (!(snr > 0)) return vpred ? 0.0 : 1.0;
     return (snr < gamma ? snr : gamma) / (vpred ? snr + 1.0 : snr);
 }
 
