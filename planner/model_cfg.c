@@ -170,6 +170,14 @@ static int parse_int(const char *v, int lo, int hi, int *out) {
     return 0;
 }
 
+/* A whole decimal number (strtod's forms) into *out; -1 for an empty or partly read value. The
+ * caller checks the range (NaN fails every comparison). */
+static int parse_real(const char *v, double *out) {
+    char *end;
+    *out = strtod(v, &end);
+    return !*v || *end ? -1 : 0;
+}
+
 /* A comma-separated list of integers in [1, 2^20]; "" is the empty list, and an empty
  * element ("1,,2", "1,", ",1") is an error (strtok skipped them silently). */
 static int parse_list(const char *v, int *out, int max, int *n) {
@@ -225,17 +233,15 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         return 1;
     }
     if (!strcmp(f, "--snr-gamma")) {
-        char *end;
-        double g = strtod(v, &end);
-        if (!*v || *end || !(g >= 0 && g <= FLT_MAX))
+        double g;
+        if (parse_real(v, &g) || !(g >= 0 && g <= FLT_MAX))
             return sg_set_error("--snr-gamma expects a number >= 0 (0: off), got '%s'", v), -1;
         c->snr_gamma = (float)g;
         return 1;
     }
     if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
-        char *end;
-        double b = strtod(v, &end);
-        if (!*v || *end || !(b > 0 && b < 1))
+        double b;
+        if (parse_real(v, &b) || !(b > 0 && b < 1))
             return sg_set_error("%s expects a beta in (0, 1), got '%s'", f, v), -1;
         *(!strcmp(f, "--beta-start") ? &c->beta1 : &c->betaT) = (float)b;
         return 1;
@@ -287,9 +293,8 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         return 1;
     }
     if (!strcmp(f, "--dropout")) {
-        char *end;
-        double p = strtod(v, &end);
-        if (!*v || *end || !(p >= 0 && p < 1)) /* NaN fails every comparison */
+        double p;
+        if (parse_real(v, &p) || !(p >= 0 && p < 1))
             return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
         c->dropout = (float)p;
         return 1;
