@@ -35,13 +35,14 @@
 /* Purposes: the fourth counter word. Dropout node d uses SG_RNG_DROPOUT_BASE + d, d < 2^16;
  * every other purpose stays below SG_RNG_DROPOUT_BASE so the two ranges never meet. */
 enum {
-    SG_RNG_INIT = 1,      /* parameter initialisation (index = element of the parameter arena) */
-    SG_RNG_TIMESTEP = 2,  /* diffusion timestep per sample */
-    SG_RNG_NOISE = 3,     /* training noise eps */
-    SG_RNG_FLIP = 4,      /* horizontal flip per sample */
-    SG_RNG_PERM = 5,      /* the per-epoch data permutation (sg_perm's round function) */
-    SG_RNG_SAMPLE = 6,    /* sampler noise (DDPM ancestral / initial x_T) */
-    SG_RNG_SYNTHETIC = 7, /* the procedural "synthetic" dataset */
+    SG_RNG_INIT = 1,       /* parameter initialisation (index = element of the parameter arena) */
+    SG_RNG_TIMESTEP = 2,   /* diffusion timestep per sample */
+    SG_RNG_NOISE = 3,      /* training noise eps */
+    SG_RNG_FLIP = 4,       /* horizontal flip per sample */
+    SG_RNG_PERM = 5,       /* the per-epoch data permutation (sg_perm's round function) */
+    SG_RNG_SAMPLE = 6,     /* sampler noise (DDPM ancestral / initial x_T) */
+    SG_RNG_SYNTHETIC = 7,  /* the procedural "synthetic" dataset */
+    SG_RNG_CLASS_DROP = 8, /* a sample's class label dropped (classifier-free guidance) */
     SG_RNG_DROPOUT_BASE = 0x10000
 };
 #define SG_RNG_DROPOUT_MAX 0x10000 /* dropout nodes d in [0, SG_RNG_DROPOUT_MAX) */
@@ -276,6 +277,13 @@ SG_HD int64_t sg_perm(uint64_t seed, int64_t epoch, int64_t pos, int64_t n) {
         x = sg_perm_feistel(x, bits / 2, seed, (uint32_t)(uint64_t)epoch);
     } while (x >= (uint64_t)n);
     return (int64_t)x;
+}
+
+/* The dataset item sample g of the run reads (g = step x the global batch + its place in it):
+ * epoch g / n in the order of sg_perm. gather_batch and gather_labels both call it, so an
+ * image and its label are always the same item's. */
+SG_HD int64_t sg_batch_item(uint64_t seed, int64_t g, int64_t n) {
+    return sg_perm(seed, g / n, g % n, n);
 }
 
 #endif

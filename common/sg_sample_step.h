@@ -100,15 +100,24 @@ SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double e) {
 /* The eps of the model's prediction p at the state x: p itself, or from a v prediction
  * (v = sqrt(abar) eps - sqrt(1 - abar) x0 with x = sqrt(abar) x0 + sqrt(1 - abar) eps gives
  * eps = sqrt(abar) v + sqrt(1 - abar) x, as diffusers converts it), in double, not rounded. */
-SG_HD double sg_sample_eps(const sg_sample_row *r, double x, float pf) {
-    const double p = (double)pf;
+SG_HD double sg_sample_eps(const sg_sample_row *r, double x, double p) {
     return r->v_pred ? SG_DADD(SG_DMUL(r->sqrt_abar, p), SG_DMUL(r->sqrt_1m_abar, x)) : p;
 }
 
-/* One element: x (fp32 state), the prediction (eps, or v: sg_sample_eps), z (standard normal;
- * read only where sg_sample_row_noise) -> the next x, computed in double and rounded once. */
-SG_HD float sg_sample_update(const sg_sample_row *r, float xf, float ef, float zf) {
-    const double x = (double)xf, e = sg_sample_eps(r, x, ef);
+/* Classifier-free guidance (Ho & Salimans 2022; diffusers' guidance_scale): the prediction a
+ * guided step uses, pu + w (pc - pu), from the model's conditional (pc) and unconditional (pu,
+ * the null class) predictions of the same x_t, in double, not rounded. As diffusers, it mixes
+ * the model's outputs (eps or v: the conversion to eps is linear, so either way is the same). */
+SG_HD double sg_sample_guide(double w, float pc, float pu) {
+    const double u = (double)pu;
+    return SG_DADD(u, SG_DMUL(w, SG_DSUB((double)pc, u)));
+}
+
+/* One element: x (fp32 state), the prediction p (eps, or v: sg_sample_eps; a float widened, or
+ * sg_sample_guide's), z (standard normal; read only where sg_sample_row_noise) -> the next x,
+ * computed in double and rounded once. */
+SG_HD float sg_sample_update(const sg_sample_row *r, float xf, double p, float zf) {
+    const double x = (double)xf, e = sg_sample_eps(r, x, p);
     double mu = 0.0, x0 = 0.0;
     switch (r->kind) {
     case SG_SAMPLE_DDPM:

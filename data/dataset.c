@@ -28,6 +28,7 @@ static const char CIFAR_HINT[] =
 void data_free(sg_dataset *ds) {
     if (!ds) return;
     free(ds->pixels);
+    free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -170,13 +171,51 @@ int data_load_idx(sg_dataset *ds, const char *path) {
     return rc;
 }
 
+/* An IDX1 label file (magic 0x00000801, raw or gzipped) of exactly n labels, each below
+ * `classes`, into ds->labels; ds->nclasses = classes. */
+static int idx_read_labels(sg_dataset *ds, const char *path, int classes) {
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) return sg_set_error("data: %s: cannot open: %s", path, strerror(errno));
+    uint8_t hdr[8];
+    int64_t got = gz_read_full(gz, hdr, 8);
+    int rc = SG_OK;
+    if (got != 8) {
+        rc = idx_read_error(path, gz, got, 8, "IDX1 label header");
+    } else if (be32(hdr) != 0x00000801) {
+        rc = sg_set_error("data: %s: wrong magic 0x%08x, expected 0x00000801 (IDX1 labels)", path,
+                          be32(hdr));
+    } else if ((int64_t)be32(hdr + 4) != ds->n) {
+        rc = sg_set_error("data: %s: %lld labels for %lld images", path, (long long)be32(hdr + 4),
+                          (long long)ds->n);
+    }
+    uint8_t *raw = rc ? NULL : malloc((size_t)ds->n + 1);
+    ds->labels = raw ? malloc(sizeof(int32_t) * (size_t)ds->n) : NULL;
+    if (!rc && !ds->labels) rc = sg_set_error("data: %s: out of memory for the labels", path);
+    if (!rc && (got = gz_read_full(gz, raw, ds->n + 1)) != ds->n)
+        rc = got > ds->n ? sg_set_error("data: %s: more than the %lld labels its header announces",
+                                        path, (long long)ds->n)
+                         : idx_read_error(path, gz, got, ds->n, "labels");
+    for (int64_t i = 0; !rc && i < ds->n; i++) {
+        if (raw[i] >= classes)
+            rc = sg_set_error("data: %s: label %d of image %lld, expected 0..%d", path, raw[i],
+                              (long long)i, classes - 1);
+        else
+            ds->labels[i] = raw[i];
+    }
+    gzclose(gz);
+    free(raw);
+    if (rc) free(ds->labels), ds->labels = NULL;
+    ds->nclasses = rc ? 0 : classes;
+    return rc;
+}
+
 /* ---- CIFAR-10 ----------------------------------------------------------------------------- */
 
 enum { CIFAR_SIDE = 32, CIFAR_PLANE = 32 * 32, CIFAR_RECORD = 1 + 3 * 32 * 32, CIFAR_PER = 10000 };
 
 /* One batch file: 10000 records of a label byte then the R, G and B planes (row-major 32x32
  * each); converted to HWC so pixel (y, x) keeps its three channels together. */
-static int cifar_read_file(uint8_t *dst, const char *path, uint8_t *record_buf) {
+static int cifar_read_file(uint8_t *dst, int32_t *labels, const char *path, uint8_t *record_buf) {
     struct stat st;
     if (stat(path, &st) != 0)
         return sg_set_error("data: %s: %s (expected a CIFAR-10 batch file; %s)", path,
@@ -199,6 +238,7 @@ static int cifar_read_file(uint8_t *dst, const char *path, uint8_t *record_buf) 
             return sg_set_error("data: %s: record %d has label %d, expected 0..9 (not a CIFAR-10 "
                                 "binary batch; CIFAR-100 records have 2 label bytes)",
                                 path, r, rec[0]);
+        labels[r] = rec[0];
         uint8_t *out = dst + (int64_t)r * 3 * CIFAR_PLANE;
         for (int p = 0; p < CIFAR_PLANE; p++)
             for (int ch = 0; ch < 3; ch++) out[p * 3 + ch] = rec[1 + ch * CIFAR_PLANE + p];
@@ -225,9 +265,11 @@ int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split) {
     const int64_t image = 3 * CIFAR_PLANE;
     uint8_t *pixels = malloc((size_t)(files * CIFAR_PER * image));
     uint8_t *record_buf = malloc((size_t)CIFAR_PER * CIFAR_RECORD);
-    if (!pixels || !record_buf) {
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)(files * CIFAR_PER));
+    if (!pixels || !record_buf || !labels) {
         free(pixels);
         free(record_buf);
+        free(labels);
         return sg_set_error("data: cifar10: out of memory (%lld bytes)",
                             (long long)(files * CIFAR_PER * image));
     }
@@ -236,14 +278,18 @@ int data_load_cifar10(sg_dataset *ds, const char *dir, int test_split) {
             snprintf(path, sizeof path, "%s/test_batch.bin", base);
         else
             snprintf(path, sizeof path, "%s/data_batch_%d.bin", base, f + 1);
-        if (cifar_read_file(pixels + (int64_t)f * CIFAR_PER * image, path, record_buf) != SG_OK) {
+        if (cifar_read_file(pixels + (int64_t)f * CIFAR_PER * image, labels + f * CIFAR_PER, path,
+                            record_buf) != SG_OK) {
             free(pixels);
             free(record_buf);
+            free(labels);
             return SG_ERR;
         }
     }
     free(record_buf);
     ds->pixels = pixels;
+    ds->labels = labels;
+    ds->nclasses = 10;
     ds->n = (int64_t)files * CIFAR_PER;
     ds->h = ds->w = CIFAR_SIDE;
     ds->c = 3;
@@ -295,9 +341,12 @@ int data_synthetic(sg_dataset *ds, int64_t n, int h, int w, int c) {
                             "4..4096, 1..4 channels)",
                             (long long)n, h, w, c);
     uint8_t *pixels = malloc((size_t)(n * h * w * c));
-    if (!pixels)
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)n);
+    if (!pixels || !labels) {
+        free(pixels), free(labels);
         return sg_set_error("data: synthetic: out of memory (%lld bytes)",
                             (long long)(n * h * w * c));
+    }
     /* 4x4 samples per pixel, sample centres at odd multiples of 1/8 pixel: U = 8 units per
      * pixel, so every coordinate is an integer and the bytes are the same on every machine */
     enum { S = 4, U = 2 * S };
@@ -306,6 +355,7 @@ int data_synthetic(sg_dataset *ds, int64_t n, int h, int w, int c) {
         sg_u32x4 a = sg_rng_u32x4(DATA_SYNTH_SEED, 0, SG_RNG_SYNTHETIC, 2 * (uint64_t)k);
         sg_u32x4 b = sg_rng_u32x4(DATA_SYNTH_SEED, 0, SG_RNG_SYNTHETIC, 2 * (uint64_t)k + 1);
         int shape = (int)(a.v[0] % SHAPE_COUNT);
+        labels[k] = shape;                                                   /* the image's class */
         int64_t r = (int64_t)side * U * (15 + (int64_t)(a.v[1] % 21)) / 100; /* 15..35% */
         int64_t cx = (int64_t)w * U * (30 + (int64_t)(a.v[2] % 41)) / 100;   /* 30..70% */
         int64_t cy = (int64_t)h * U * (30 + (int64_t)(a.v[3] % 41)) / 100;
@@ -334,6 +384,8 @@ int data_synthetic(sg_dataset *ds, int64_t n, int h, int w, int c) {
             }
     }
     ds->pixels = pixels;
+    ds->labels = labels;
+    ds->nclasses = SHAPE_COUNT;
     ds->n = n;
     ds->h = h;
     ds->w = w;
@@ -399,6 +451,12 @@ static int load_fmnist(sg_dataset *ds, int test_split) {
                             "again?)",
                             path, h, w, c, FMNIST_HINT);
     }
+    /* the labels, where their file lies beside the images (the package installs both) */
+    const char *lstem = test_split ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte";
+    snprintf(gz, sizeof gz, "%s/%s.gz", DATA_FMNIST_DIR, lstem);
+    snprintf(raw, sizeof raw, "%s/%s", DATA_FMNIST_DIR, lstem);
+    const char *lpath = is_file(gz) ? gz : is_file(raw) ? raw : NULL;
+    if (lpath && idx_read_labels(ds, lpath, 10)) return data_free(ds), SG_ERR;
     return SG_OK;
 }
 

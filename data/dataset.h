@@ -1,9 +1,10 @@
 /* dataset.h — loading training images into host memory, ready to be uploaded into the arena.
  *
  * Every loader produces the same thing: n images of h x w x c uint8 pixels, NHWC, contiguous
- * (pixels[((i*h + y)*w + x)*c + ch]). Labels are not kept: diffusion training is
- * unconditional. Normalisation to [-1, 1], padding and flips happen later, inside the step
- * (cpu_gather_batch and its CUDA twin), so the uploaded dataset stays 1 byte per value.
+ * (pixels[((i*h + y)*w + x)*c + ch]), and, where the source names them, each image's class label
+ * (a class-conditional model trains on them: --classes). Normalisation to [-1, 1], padding and
+ * flips happen later, inside the step (cpu_gather_batch and its CUDA twin), so the uploaded dataset
+ * stays 1 byte per value.
  *
  * Errors: SG_ERR with a one-line sg_last_error() naming the file, what was expected and what
  * was found, and how to get the data. Nothing here exits or prints.
@@ -22,8 +23,16 @@ typedef struct {
     uint8_t *pixels; /* [n][h][w][c], owned; NULL when empty */
     int64_t n;
     int h, w, c;
+    /* the class of each image, 0 <= labels[i] < nclasses, or NULL (and nclasses 0) where the
+     * source has none: CIFAR-10's label byte; Fashion-MNIST's label file (where it lies beside
+     * the images); the synthetic set's shape (6 classes); a folder's top-level subfolder, in
+     * byte order of their names (when every image lies in one); an idx:FILE has none */
+    int32_t *labels;
+    int nclasses;
     char source[512]; /* where the images came from: a path, or the synthetic spec */
 } sg_dataset;
+/* the most classes a dataset (and a class-conditional model) may have */
+#define DATA_MAX_CLASSES 4096
 
 /* Loads the dataset named by spec into *ds (overwritten; zeroed on failure):
  *   "fmnist"             Fashion-MNIST training images, 60000 x 28x28x1 (DATA_FMNIST_DIR)
@@ -40,7 +49,7 @@ int data_load(sg_dataset *ds, const char *spec);
  * your PNG/JPEG images decoded to size x size x c, the model's image size and channels). */
 int data_load_for_model(sg_dataset *ds, const char *spec, int size, int c);
 
-/* Frees the pixels and zeroes *ds; safe on a zeroed or already freed dataset. */
+/* Frees the pixels and labels and zeroes *ds; safe on a zeroed or already freed dataset. */
 void data_free(sg_dataset *ds);
 
 /* The individual loaders behind data_load, same contract. */

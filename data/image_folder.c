@@ -347,6 +347,27 @@ static int decode_all(folder_job *j) {
     return SG_OK;
 }
 
+/* Class folders (torchvision's ImageFolder): where every image lies in a subfolder, image i's
+ * label is the index of its top-level subfolder among them in byte order (names sorted: each
+ * class's images follow one another); an image directly in dir: no labels. */
+static int folder_labels(sg_dataset *ds, const char *dir, char *const *names, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!strchr(names[i], '/')) return SG_OK;
+    if (!(ds->labels = malloc(sizeof(int32_t) * (size_t)n)))
+        return sg_set_error("data: folder:%s: out of memory for the labels", dir);
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const size_t len = (size_t)(strchr(names[i], '/') - names[i]);
+        if (i && (strncmp(names[i], names[i - 1], len) || names[i - 1][len] != '/')) k++;
+        if (k >= DATA_MAX_CLASSES)
+            return sg_set_error("data: folder:%s: more than %d class folders", dir,
+                                DATA_MAX_CLASSES);
+        ds->labels[i] = k;
+    }
+    ds->nclasses = k + 1;
+    return SG_OK;
+}
+
 int data_load_folder(sg_dataset *ds, const char *dir, int size, int c) {
     memset(ds, 0, sizeof *ds);
     if (size < 4 || size > 4096 || (c != 1 && c != 3))
@@ -367,6 +388,7 @@ int data_load_folder(sg_dataset *ds, const char *dir, int size, int c) {
         j.pixels = ds->pixels;
         rc = decode_all(&j);
     }
+    if (!rc) rc = folder_labels(ds, dir, names, n);
     for (int64_t i = 0; i < n; i++) free(names[i]);
     free(names);
     if (rc) return data_free(ds), SG_ERR;

@@ -349,6 +349,12 @@ CPU_RUN(gather_batch) {
                      (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, k->seed, k->step,
                      a->flip, a->batch, (int64_t)k->slice * a->N);
 }
+CPU_RUN(gather_labels) {
+    const sg_labels_args *a = &k->a->labels;
+    cpu_gather_labels((int32_t *)k->raw_out[0], (const int32_t *)k->raw_in[0],
+                      k->g->t[k->nd->in[0]].shape[0], a->N, a->classes, a->p, k->seed, k->step,
+                      a->batch, (int64_t)k->slice * a->N);
+}
 CPU_RUN(sample_t) {
     cpu_sample_timesteps((int32_t *)k->raw_out[0], k->a->sample_t.N, k->a->sample_t.T,
                          *(uint64_t *)k->raw_in[0], *(int64_t *)k->raw_in[1],
@@ -373,6 +379,17 @@ CPU_RUN(ddpm_noise) {
 CPU_RUN(timestep_emb) {
     cpu_timestep_emb(k->out[0], (const int32_t *)k->raw_in[0], (int)k->g->t[k->nd->in[0]].shape[0],
                      k->a->temb.dim);
+}
+/* class_emb: in[0] the labels, in[1] the table */
+CPU_RUN(class_emb) {
+    const sg_tensor *tab = &k->g->t[k->nd->in[1]];
+    cpu_class_emb_fwd(k->out[0], (const int32_t *)k->raw_in[0], k->in[1],
+                      (int)k->g->t[k->nd->in[0]].shape[0], (int)tab->shape[1]);
+}
+CPU_RUN(class_emb_bwd) {
+    const sg_tensor *dy = &k->g->t[k->nd->in[0]];
+    cpu_class_emb_bwd(k->out[0], k->in[0], (const int32_t *)k->raw_in[1], (int)dy->shape[0],
+                      (int)dy->shape[1], k->a->cemb.rows);
 }
 
 CPU_RUN(linear) {
@@ -639,7 +656,7 @@ CPU_RUN(sample_step) {
     cpu_sample_step(k->out[0], k->out[1], (int32_t *)k->raw_out[2], k->in[1],
                     (const sg_sample_row *)k->raw_in[2], (int)table->shape[0],
                     *(const int64_t *)k->raw_in[3], key[0], key[1], N, sg_numel(x) / N,
-                    k->a->sampler.T);
+                    k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance);
 }
 
 /* every op's function, from the op list: an op without a cpu_run_<id> does not compile */

@@ -34,6 +34,12 @@ CUDA_RUN(gather_batch) {
                              (int)ds->shape[2], (int)ds->shape[3], a->N, a->img, a->img, kin(k, 1),
                              kin(k, 2), a->flip, a->batch, (int64_t)k->slice * a->N);
 }
+CUDA_RUN(gather_labels) {
+    const sg_labels_args *a = &k->a->labels;
+    return cuda_gather_labels(k->st, kout(k, 0), kin(k, 0), k->g->t[k->nd->in[0]].shape[0], a->N,
+                              a->classes, a->p, kin(k, 1), kin(k, 2), a->batch,
+                              (int64_t)k->slice * a->N);
+}
 CUDA_RUN(sample_t) {
     return cuda_sample_timesteps(k->st, kout(k, 0), k->a->sample_t.N, k->a->sample_t.T, kin(k, 0),
                                  kin(k, 1), k->slice * (uint64_t)k->a->sample_t.N);
@@ -51,6 +57,18 @@ CUDA_RUN(ddpm_noise) {
 CUDA_RUN(timestep_emb) {
     return cuda_timestep_emb(k->st, kout(k, 0), kin(k, 0), (int)k->g->t[k->nd->in[0]].shape[0],
                              k->a->temb.dim, k->dt);
+}
+/* class_emb: in[0] the labels, in[1] the table; the backward: in[0] de, in[1] the labels */
+CUDA_RUN(class_emb) {
+    const sg_tensor *tab = &k->g->t[k->nd->in[1]];
+    return cuda_class_emb_fwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1),
+                              (int)k->g->t[k->nd->in[0]].shape[0], (int)tab->shape[1],
+                              (int)tab->shape[0], k->dt);
+}
+CUDA_RUN(class_emb_bwd) {
+    const sg_tensor *dy = &k->g->t[k->nd->in[0]];
+    return cuda_class_emb_bwd(k->st, kout(k, 0), kin(k, 0), kin(k, 1), (int)dy->shape[0],
+                              (int)dy->shape[1], k->a->cemb.rows, k->dy_dt, kacc(k, 0));
 }
 
 /* conv / linear forward and backward-data: the weights (input 1) come in the activations' dtype
@@ -889,7 +907,7 @@ CUDA_RUN(sample_step) {
     return cuda_sample_step(k->st, kout(k, 0), kout(k, 1), (int)k->g->t[k->nd->out[1]].dtype,
                             kout(k, 2), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype, kin(k, 2),
                             (int)table->shape[0], kin(k, 3), kin(k, 4), N, sg_numel(x) / N,
-                            k->a->sampler.T);
+                            k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance);
 }
 
 /* every op's function, from the op list: an op without a cuda_run_<id> does not compile */

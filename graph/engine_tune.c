@@ -65,7 +65,7 @@ static int warm_exec(const sg_model_cfg *cfg, const sg_engine_tune_opts *o, sg_b
                      int steps, sg_exec *e) {
     be->conv_engine = SG_CONV_ENGINE_AUTO;
     int rc = sg_exec_init(e, cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(e, o->pixels, o->pixel_bytes);
+    if (!rc) rc = sg_exec_upload_dataset(e, o->pixels, o->pixel_bytes, o->labels);
     if (!rc) rc = sg_exec_init_state(e, o->seed);
     for (int i = 0; i < steps && !rc; i++) rc = be->run_step(be, &e->plan);
     return rc;

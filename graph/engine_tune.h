@@ -44,7 +44,8 @@ typedef struct {
     const void *ctx;
     const uint8_t *pixels; /* the dataset cfg's data_n/h/w describe, uploaded to each plan */
     int64_t pixel_bytes;
-    int warmup, iters; /* untimed steps first; per-node timing passes (median), >= 1 */
+    const int32_t *labels; /* its labels (a class-conditional cfg), or NULL */
+    int warmup, iters;     /* untimed steps first; per-node timing passes (median), >= 1 */
     /* the cuDNN alternative's engines chosen by timing, this many runs per candidate
      * (sg_backend.cudnn_time_reps), recorded per layer and pass in the table; 0: the
      * heuristics' first, recorded as none */

@@ -137,13 +137,29 @@ int sg_exec_init_state(sg_exec *e, uint64_t seed) {
     return SG_OK;
 }
 
-int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes) {
+int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes,
+                           const int32_t *labels) {
     const sg_tensor *d = &e->plan.g.t[e->plan.io.dataset];
     if (bytes != d->bytes)
         return sg_set_error("dataset is %lld bytes, the plan reserved %lld (%lldx%lldx%lldx%lld)",
                             (long long)bytes, (long long)d->bytes, (long long)d->shape[0],
                             (long long)d->shape[1], (long long)d->shape[2], (long long)d->shape[3]);
-    return e->be->upload(e->be, d->offset, pixels, bytes);
+    const int lt = e->plan.io.labels, K = e->plan.cfg.classes;
+    if (lt >= 0) {
+        if (!labels)
+            return sg_set_error("the model is class-conditional (--classes %d) and this dataset "
+                                "has no labels (cifar10, fmnist, synthetic and class subfolders "
+                                "have them; idx:FILE and a flat folder do not)",
+                                K);
+        const int64_t n = d->shape[0];
+        for (int64_t i = 0; i < n; i++)
+            if (labels[i] < 0 || labels[i] >= K)
+                return sg_set_error("image %lld of the dataset has label %d: the model has %d "
+                                    "classes (--classes %d takes labels 0..%d)",
+                                    (long long)i, labels[i], K, K, K - 1);
+    }
+    if (e->be->upload(e->be, d->offset, pixels, bytes)) return SG_ERR;
+    return lt < 0 ? SG_OK : sg_exec_write(e, lt, labels);
 }
 
 int sg_exec_step(sg_exec *e) {

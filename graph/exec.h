@@ -2,7 +2,7 @@
  *
  * Typical use (tools/train.c):
  *   sg_exec e; sg_exec_init(&e, &cfg, 1, backend);
- *   sg_exec_upload_dataset(&e, pixels, bytes);
+ *   sg_exec_upload_dataset(&e, pixels, bytes, labels);
  *   sg_exec_init_state(&e, seed)  or  sg_exec_load(&e, path, ...);
  *   for (...) sg_exec_step(&e);
  *   sg_exec_save(&e, path, ...);
@@ -44,8 +44,10 @@ int sg_exec_init_state(sg_exec *e, uint64_t seed);
 /* Initial parameter values on the host (every ROLE_PARAM tensor at its offset relative to
  * the parameter region); params must hold role_bytes[ROLE_PARAM] bytes. */
 void sg_exec_param_init_values(const sg_plan *p, uint64_t seed, float *params);
-/* Upload the dataset (uint8 NHWC, plan's data_n x data_h x data_w x in_ch). */
-int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes);
+/* Upload the dataset (uint8 NHWC, plan's data_n x data_h x data_w x in_ch) and, for a
+ * class-conditional plan, its labels (data_n of them, each in [0, classes)); labels NULL: the
+ * dataset has none (an error for a class-conditional plan, ignored by any other). */
+int sg_exec_upload_dataset(sg_exec *e, const uint8_t *pixels, int64_t bytes, const int32_t *labels);
 
 /* One training step (the whole schedule). */
 int sg_exec_step(sg_exec *e);

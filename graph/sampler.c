@@ -97,13 +97,17 @@ static int check_plan(const sg_plan *p, int64_t count) {
         return sg_set_error("sampling needs a sampling plan (sg_exec_init with train = 0)");
     const sg_tensor *xt = &p->g.t[io->xt], *pred = &p->g.t[io->pred], *tt = &p->g.t[io->t];
     const sg_tensor *x = &p->g.t[io->sample_x], *tab = &p->g.t[io->sample_table];
-    if (sg_numel(xt) != count || sg_numel(pred) != count || sg_numel(x) != count ||
-        x->dtype != DT_F32 || sg_numel(tt) != c->batch || tt->dtype != DT_I32 ||
-        tab->shape[0] != c->T || (xt->dtype != DT_F32 && xt->dtype != DT_BF16))
-        return sg_set_error("the plan's x_t / t / pred / sample_x / sample_table tensors are not "
-                            "[%d,%d,%d,%d] / i32[%d] / x_t's dtype / fp32 / %d rows as sampling "
-                            "expects",
-                            c->batch, c->img, c->img, c->in_ch, c->batch, c->T);
+    const int copies = sg_model_guided(c) ? 2 : 1; /* the forward pass's images per image */
+    if (sg_numel(xt) != copies * count || sg_numel(pred) != copies * count ||
+        sg_numel(x) != count || x->dtype != DT_F32 || sg_numel(tt) != copies * c->batch ||
+        tt->dtype != DT_I32 || tab->shape[0] != c->T ||
+        (xt->dtype != DT_F32 && xt->dtype != DT_BF16) ||
+        (c->classes > 0) != (io->class_labels >= 0) ||
+        (io->class_labels >= 0 && sg_numel(&p->g.t[io->class_labels]) != copies * c->batch))
+        return sg_set_error("the plan's x_t / t / pred / sample_x / sample_table / class_labels "
+                            "tensors are not %d x [%d,%d,%d,%d] / i32[%d] / x_t's dtype / fp32 / "
+                            "%d rows / i32 as sampling expects",
+                            copies, c->batch, c->img, c->img, c->in_ch, copies * c->batch, c->T);
     return SG_OK;
 }
 
@@ -112,6 +116,7 @@ static int check_plan(const sg_plan *p, int64_t count) {
 typedef struct {
     float *xin, *eps;
     sg_bf16 *h;
+    int32_t *labels; /* a class-conditional plan's labels of one forward pass */
 } snap_bufs;
 
 static int want_snap(const sg_sample_opts *opts, int b0, int k, int n_steps) {
@@ -125,16 +130,21 @@ static int snapshot(sg_exec *e, int b0, int nb, int k, const sg_sample_row *row,
     const sg_step_io *io = &e->plan.io;
     if (sg_exec_read(e, io->sample_x, x)) return SG_ERR;
     if (!row) return opts->on_snap(opts->batch_ctx, b0, nb, k, x, NULL);
-    const int64_t count = sg_numel(&e->plan.g.t[io->pred]);
+    const int64_t all = sg_numel(&e->plan.g.t[io->pred]),
+                  count = sg_numel(&e->plan.g.t[io->sample_x]);
     if (e->plan.g.t[io->pred].dtype == DT_BF16) {
         if (sg_exec_read(e, io->pred, sb->h)) return SG_ERR;
-        for (int64_t i = 0; i < count; i++) sb->eps[i] = sg_bf16_to_f32(sb->h[i]);
+        for (int64_t i = 0; i < all; i++) sb->eps[i] = sg_bf16_to_f32(sb->h[i]);
     } else if (sg_exec_read(e, io->pred, sb->eps)) {
         return SG_ERR;
     }
+    /* the prediction the update used: guided, the mix of each image's two (sg_sample_guide) */
+    const int guided = sg_model_guided(&e->plan.cfg);
+    const double w = (double)e->plan.cfg.guidance;
     for (int64_t i = 0; i < count; i++) {
         const double xi = (double)sb->xin[i];
-        sb->xin[i] = (float)sg_sample_x0(row, xi, sg_sample_eps(row, xi, sb->eps[i]));
+        const double pi = guided ? sg_sample_guide(w, sb->eps[i], sb->eps[count + i]) : sb->eps[i];
+        sb->xin[i] = (float)sg_sample_x0(row, xi, sg_sample_eps(row, xi, pi));
     }
     return opts->on_snap(opts->batch_ctx, b0, nb, k, x, sb->xin);
 }
@@ -149,6 +159,14 @@ static int sample_batch(sg_exec *e, uint64_t seed, int b0, int nb, int n_images,
     const sg_step_io *io = &p->io;
     int64_t per = (int64_t)p->cfg.img * p->cfg.img * p->cfg.in_ch, k0 = -1;
     uint64_t key[2] = {seed, (uint64_t)b0 * (uint64_t)per};
+    if (io->class_labels >= 0) {
+        /* the batch's classes (slots past the last image: the null class; discarded), then,
+         * guided, the null class for every image's unconditional copy */
+        const int B = p->cfg.batch, K = p->cfg.classes;
+        for (int j = 0; j < B; j++) sb->labels[j] = j < nb ? opts->labels[b0 + j] : K;
+        for (int j = B; j < (sg_model_guided(&p->cfg) ? 2 * B : B); j++) sb->labels[j] = K;
+        if (sg_exec_write(e, io->class_labels, sb->labels)) return SG_ERR;
+    }
     if (sg_exec_write(e, io->sample_key, key) || sg_exec_write(e, io->sample_k, &k0) ||
         sg_exec_run_nodes(e, io->sample_node, p->g.nn))
         return SG_ERR;
@@ -195,14 +213,25 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     int *ts = malloc((size_t)n_steps * sizeof(int));
     sg_sample_row *rows = malloc((size_t)c->T * sizeof(sg_sample_row));
     snap_bufs sb = {0};
+    const int copies = sg_model_guided(c) ? 2 : 1; /* predictions per image */
     if (opts->snap_at && opts->on_snap) {
         sb.xin = malloc((size_t)count * sizeof(float));
-        sb.eps = malloc((size_t)count * sizeof(float));
-        sb.h = malloc((size_t)count * sizeof(sg_bf16));
+        sb.eps = malloc((size_t)(copies * count) * sizeof(float));
+        sb.h = malloc((size_t)(copies * count) * sizeof(sg_bf16));
     }
+    if (c->classes > 0) sb.labels = malloc(sizeof(int32_t) * (size_t)(copies * B));
     int rc = SG_OK;
-    if (!x || !ts || !rows || (opts->snap_at && opts->on_snap && (!sb.xin || !sb.eps || !sb.h)))
+    if (!x || !ts || !rows || (opts->snap_at && opts->on_snap && (!sb.xin || !sb.eps || !sb.h)) ||
+        (c->classes > 0 && !sb.labels))
         rc = sg_set_error("out of host memory for a sampling batch of %d", B);
+    if (!rc && (c->classes > 0) != (opts->labels != NULL))
+        rc = sg_set_error(c->classes > 0 ? "the model is class-conditional: sampling needs each "
+                                           "image's class"
+                                         : "the model is unconditional: it takes no classes");
+    for (int i = 0; !rc && opts->labels && i < n_images; i++)
+        if (opts->labels[i] < 0 || opts->labels[i] > c->classes)
+            rc = sg_set_error("image %d's class %d is not one of the model's 0..%d (%d: none)", i,
+                              opts->labels[i], c->classes, c->classes);
     if (!rc && ddim) rc = sg_ddim_timesteps(S, c->T, ts);
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
@@ -223,7 +252,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         if (!rc && out) memcpy(out + b0 * per, x, sizeof(float) * (size_t)(nb * per));
         if (!rc && opts->on_batch) rc = opts->on_batch(opts->batch_ctx, b0, nb, x);
     }
-    free(x), free(ts), free(rows), free(sb.xin), free(sb.eps), free(sb.h);
+    free(x), free(ts), free(rows), free(sb.xin), free(sb.eps), free(sb.h), free(sb.labels);
     return rc;
 }
 

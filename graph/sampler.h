@@ -54,7 +54,9 @@
  * functions driven from the host (tests/test_sampler.c checks it). Per batch the host writes
  * the key {seed, first image x per} and k = -1 and runs the update once (it then draws x_T on
  * the device and sets x_t, t for the first step), runs the plan n_steps times, and reads x
- * once. Between runs it only calls the progress callback and reads the cancel flag; when
+ * once (a class-conditional plan: the batch's labels are written with the key; guided, each image
+ * twice, the second time with the null class). Between runs it only calls the progress callback
+ * and reads the cancel flag; when
  * either is given it waits for the device (no transfer) every few steps, so that both stay
  * within a few steps of it.
  */
@@ -103,6 +105,11 @@ typedef struct {
     double eta;     /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */
     int var_large;  /* DDPM's variance: 0 beta~_t, 1 beta_t (sg_ddpm_step_var); DDIM: 0 */
     int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
+    /* a class-conditional model's: image i's class labels[i] (n_images of them, each in
+     * [0, classes]: the value `classes` is the null class, an unconditional image); the plan's
+     * guidance scale (its config's, sg_model_guided) mixes in the null class's prediction.
+     * Must be NULL for an unconditional model and given for a conditional one. */
+    const int32_t *labels;
     sg_sample_progress_fn progress; /* may be NULL */
     void *progress_ctx;
     /* may be NULL; when it becomes non-zero (a signal handler sets it) sampling issues no

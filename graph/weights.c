@@ -148,7 +148,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                 {"grad_accum", &c->grad_accum, 1, SG_MAX_GRAD_ACCUM},
                 {"fuse", &c->fuse, 0, SG_FUSE_BITWISE},
                 {"store_norm", &c->store_norm, 0, 1},
-                {"store_attn", &c->store_attn, 0, 1}};
+                {"store_attn", &c->store_attn, 0, 1},
+                {"classes", &c->classes, 0, SG_MAX_CLASSES}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;
@@ -168,7 +169,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                {"lr_min", &c->lr_min},
                {"ema_inv_gamma", &c->ema_inv_gamma},
                {"ema_power", &c->ema_power},
-               {"snr_gamma", &c->snr_gamma}};
+               {"snr_gamma", &c->snr_gamma},
+               {"class_dropout", &c->class_dropout}};
     for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
         if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;
     /* the schedules: absent in configs from before them, or when they are the defaults */

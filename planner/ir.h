@@ -46,6 +46,19 @@ typedef struct {
 typedef struct {
     int N, T; /* N timesteps drawn from [0, T), at the node's slice x N */
 } sg_sample_t_args;
+/* gather_labels: the class labels of the images gather_batch takes (the same items), each
+ * replaced by the null class `classes` with probability p (classifier-free guidance's label
+ * dropout, drawn at the sample's global index) */
+typedef struct {
+    int N, batch; /* as sg_gather_args */
+    int classes;  /* the dataset's labels lie in [0, classes); `classes` is the null class */
+    float p;      /* drop probability in [0, 1] */
+} sg_labels_args;
+/* class_emb and its backward: rows of a [rows, dim] fp32 table picked by each sample's label */
+typedef struct {
+    int rows;        /* the table's rows: the classes and the null class */
+    sg_dtype out_dt; /* the embedding's dtype (the activations') */
+} sg_class_emb_args;
 typedef struct {
     int T;              /* diffusion steps */
     int schedule;       /* the betas: SG_BETA_LINEAR / SG_BETA_COSINE (common/sg_schedule.h) */
@@ -113,6 +126,10 @@ typedef struct {
 typedef struct {
     int T;          /* the schedule's T: x_T is drawn at Philox step T (graph/sampler.h) */
     sg_dtype xt_dt; /* the model input x_t's dtype */
+    /* 1: classifier-free guidance with scale `guidance` (cpu_sample_step): the forward pass
+     * holds each image twice (conditional, then unconditional); 0: none */
+    int guided;
+    float guidance;
 } sg_sampler_args;
 typedef struct {
     float decay;            /* fixed decay, or the warm-up's maximum */
@@ -131,6 +148,8 @@ typedef struct {
 typedef union {
     sg_gather_args gather;
     sg_sample_t_args sample_t;
+    sg_labels_args labels;
+    sg_class_emb_args cemb;
     sg_ddpm_args ddpm;
     sg_temb_args temb;
     sg_conv_args conv;

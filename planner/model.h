@@ -19,6 +19,8 @@
 /* diffusion steps: the tables are O(T), the CPU noising O(T) per sample (improved-diffusion
  * trained with 4000) */
 #define SG_MAX_T (1 << 16)
+/* class-conditional models: the most classes (data/dataset.h's DATA_MAX_CLASSES) */
+#define SG_MAX_CLASSES 4096
 /* the linear schedule's default betas (DDPM's); a cosine config keeps them, unused */
 #define SG_BETA1_DEFAULT 1e-4f
 #define SG_BETAT_DEFAULT 0.02f
@@ -105,6 +107,19 @@ typedef struct {
      * squared error weighted by min(SNR_t, gamma) / SNR_t (eps) or / (SNR_t + 1) (v), with
      * SNR_t = abar_t / (1 - abar_t); 0: off, the plain mean (DDPM) */
     float snr_gamma;
+    /* class conditioning (--classes K; docs/model.md): 0, an unconditional model (DDPM); K > 0,
+     * a table class_embedding.weight of K + 1 rows (the K classes and the null class K, which
+     * an unconditional prediction takes) whose row for each sample's label is added to the time
+     * embedding (diffusers' UNet2DModel with num_class_embeds = K + 1). Training replaces each
+     * label by the null class with probability class_dropout (classifier-free guidance, Ho &
+     * Salimans 2022), so one model predicts both and `sample --guidance` can mix them. */
+    int classes;
+    float class_dropout;
+    /* sampling plans only (never recorded): the classifier-free guidance scale w of a
+     * class-conditional model (sample --guidance), eps = eps_null + w (eps_class - eps_null);
+     * 1 (the default): the conditional prediction alone. Guided (sg_model_guided), the forward
+     * pass holds every image twice, with its class and with the null class. */
+    float guidance;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
     /* the schedules (common/sg_schedule.h): lr after its warm-up — SG_LR_CONSTANT / COSINE /
@@ -155,6 +170,10 @@ typedef struct {
     int ddpm_table;  /* the noising coefficients of every timestep (written by sg_exec_init) */
     int v_table, v;  /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
     int loss_weight; /* min-SNR weighting: f32[T], every timestep's weight (sg_exec_init) */
+    /* class-conditional models: the dataset's labels (i32[data_n], uploaded with it), and the
+     * labels the network reads (i32[N]: the training step's gather_labels; the forward plan's
+     * input class_labels) */
+    int labels, class_labels;
     int params, grads, adam_m, adam_v, ema; /* region tensors */
     int params_bf16;  /* bf16 runs: the region of the parameters' bf16 copy (ROLE_PARAM_BF16,
                          element j = round(params element j)); -1 in fp32 runs */
@@ -176,6 +195,11 @@ static inline int sg_model_rank_batch(const sg_model_cfg *c) {
 static inline int sg_model_fuse(const sg_model_cfg *c) {
     return c->fuse == SG_FUSE_AUTO ? c->engines != NULL && c->act_dt == DT_BF16 : c->fuse != 0;
 }
+/* Does a sampling plan of this config guide (classifier-free guidance: two predictions per
+ * image)? */
+static inline int sg_model_guided(const sg_model_cfg *c) {
+    return c->classes > 0 && c->guidance != 1.0f;
+}
 /* Micro-batches per step (grad_accum, at least 1). */
 static inline int sg_model_micro_batches(const sg_model_cfg *c) {
     return c->grad_accum > 1 ? c->grad_accum : 1;
@@ -186,8 +210,10 @@ static inline int sg_model_micro_batch(const sg_model_cfg *c) {
 }
 
 int sg_build_train_step(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
-/* The UNet alone: inputs x_t (INPUT role, act dtype) and t (INPUT role, i32[batch]);
- * io->xt, io->t, io->pred, io->n_params are set; parameters are ROLE_PARAM tensors. */
+/* The UNet alone: inputs x_t (INPUT role, act dtype), t (INPUT role, i32[batch]) and, in a
+ * class-conditional model, class_labels (INPUT, i32[batch]); io->xt, io->t, io->class_labels,
+ * io->pred, io->n_params are set; parameters are ROLE_PARAM tensors. A guided config
+ * (sg_model_guided) holds 2 x batch images: each image with its class, then with the null one. */
 int sg_build_forward(sg_graph *g, const sg_model_cfg *cfg, sg_step_io *io);
 /* Append one denoising step to a forward graph (planner/sample_graph.c): after the UNet, the
  * update (OP_SAMPLE_STEP: x, pred -> x, and x_t, t for the next forward pass) and the step

@@ -26,6 +26,9 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->beta_schedule = SG_BETA_LINEAR;
     c->prediction = SG_PRED_EPS;
     c->snr_gamma = 0.0f;
+    c->classes = 0;
+    c->class_dropout = 0.1f; /* Ho & Salimans' p_uncond (used only with classes) */
+    c->guidance = 1.0f;
     c->beta1 = SG_BETA1_DEFAULT;
     c->betaT = SG_BETAT_DEFAULT;
     c->lr = 2e-4f;
@@ -144,6 +147,14 @@ const char *const sg_model_flags_help =
     "                       --snr_gamma, 5 is usual): each sample's squared error times\n"
     "                       min(SNR, G)/SNR (eps) or min(SNR, G)/(SNR + 1) (v), SNR =\n"
     "                       abar/(1 - abar) at its timestep (default 0: off, the plain mean)\n"
+    "  --classes K          class-conditional: the data's labels 0..K-1 pick a learned\n"
+    "                       embedding added to the time embedding (diffusers'\n"
+    "                       num_class_embeds = K + 1: row K is the null class); the\n"
+    "                       dataset must have labels (cifar10, fmnist, synthetic: 6\n"
+    "                       shapes, folder: its class subfolders); default 0: unconditional\n"
+    "  --class-dropout P    with --classes: each label replaced by the null class with\n"
+    "                       probability P, so the model also learns the unconditional\n"
+    "                       prediction that sample --guidance mixes in (default 0.1)\n"
     "  --data-n N           dataset images the plan reserves (train sets it from the data)\n";
 
 const char *sg_down_pad_name(int down_pad) {
@@ -219,6 +230,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--store-norm", store_norm, 0, 1)
     INTFLAG("--store-attn", store_attn, 0, 1)
     INTFLAG("--timesteps", T, 1, SG_MAX_T)
+    INTFLAG("--classes", classes, 0, SG_MAX_CLASSES)
 #undef INTFLAG
     if (!strcmp(f, "--beta-schedule")) {
         int b = sg_beta_schedule_parse(v);
@@ -237,6 +249,13 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         if (parse_real(v, &g) || !(g >= 0 && g <= FLT_MAX))
             return sg_set_error("--snr-gamma expects a number >= 0 (0: off), got '%s'", v), -1;
         c->snr_gamma = (float)g;
+        return 1;
+    }
+    if (!strcmp(f, "--class-dropout")) {
+        double p;
+        if (parse_real(v, &p) || !(p >= 0 && p <= 1))
+            return sg_set_error("--class-dropout expects a probability in [0, 1], got '%s'", v), -1;
+        c->class_dropout = (float)p;
         return 1;
     }
     if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
@@ -363,6 +382,16 @@ static int validate_schedules(const sg_model_cfg *c) {
     if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
         return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
                             (double)c->snr_gamma);
+    if (c->classes < 0 || c->classes > SG_MAX_CLASSES)
+        return sg_set_error("classes %d: 0 (unconditional) to %d", c->classes, SG_MAX_CLASSES);
+    if (!(c->guidance >= 0 && c->guidance <= 1000))
+        return sg_set_error("guidance %g is not a scale in [0, 1000]", (double)c->guidance);
+    if (c->guidance != 1.0f && c->classes == 0)
+        return sg_set_error("guidance %g needs a class-conditional model (--classes)",
+                            (double)c->guidance);
+    if (!(c->class_dropout >= 0 && c->class_dropout <= 1))
+        return sg_set_error("class_dropout %g is not a probability in [0, 1]",
+                            (double)c->class_dropout);
     if (c->lr_schedule < SG_LR_CONSTANT || c->lr_schedule > SG_LR_LINEAR)
         return sg_set_error("lr schedule %d is not constant, cosine or linear", c->lr_schedule);
     if (!(c->lr_min >= 0 && c->lr_min <= 1))
@@ -517,6 +546,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->snr_gamma > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"snr_gamma\":%.9g",
                  (double)c->snr_gamma);
+    if (c->classes > 0)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
+                 ",\"classes\":%d,\"class_dropout\":%.9g", c->classes, (double)c->class_dropout);
     if (c->lr_schedule != SG_LR_CONSTANT)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"lr_schedule\":\"%s\",\"lr_min\":%.9g,\"lr_decay_steps\":%lld",

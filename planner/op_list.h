@@ -36,6 +36,12 @@
  * Operands (inputs -> outputs) and the sg_op_args member each op reads:
  *   gather_batch    dataset, seed, step -> x0                           args.gather
  *   sample_t        seed, step -> t (i32[N])                            args.sample_t
+ *   gather_labels   labels (i32[ndata]), seed, step -> y (i32[N]): the labels of gather_batch's
+ *                   items, each the null class with probability p        args.labels
+ *   class_emb       y (i32[N]), table (f32[rows, dim]) -> e[N, dim]: row y[n] per sample
+ *                                                                       args.cemb
+ *   class_emb_bwd   de, y -> dtable (f32[rows, dim]): each row the sum of its samples' de in
+ *                   sample order (0 for a row no sample picked)          args.cemb
  *   noise           x0, seed, step -> eps
  *   ddpm_noise      x0, eps, t, table -> x_t (table: u8 [T][16], every timestep's sg_ddpm_row,
  *                   written once by the executor; the CPU reference recomputes them from the
@@ -180,7 +186,12 @@
     /* the loss weighted per sample (min-SNR: --snr-gamma): mse with each sample's terms times  \
      * its timestep's entry of a weight table; and its backward */ \
     X(OP_MSE_W,             mse_w,             FWD, 4, 1, 0, 0, shape_mse,        flops_mse,    ws_reduce,    bwd_mse,       -1, -1) \
-    X(OP_MSE_W_BWD,         mse_w_bwd,         BWD, 4, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1)
+    X(OP_MSE_W_BWD,         mse_w_bwd,         BWD, 4, 1, 0, 0, shape_like0,      numel_out0,   0,            0,             -1, -1) \
+    /* class-conditional models (--classes): the batch's labels (with the label dropout of      \
+     * classifier-free guidance), the class embedding added to the time embedding, its backward */ \
+    X(OP_GATHER_LABELS,     gather_labels,     FWD, 3, 1, 0, 0, shape_labels,     numel_out0,   0,            0,             -1, -1) \
+    X(OP_CLASS_EMB,         class_emb,         FWD, 2, 1, 0, 0, shape_class_emb,  numel_out0,   0,            bwd_class_emb, -1, -1) \
+    X(OP_CLASS_EMB_BWD,     class_emb_bwd,     BWD, 2, 1, 0, 0, shape_class_emb_bwd, flops_in0, 0,            0,             -1, -1)
 /* clang-format on */
 
 #endif

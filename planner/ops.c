@@ -112,6 +112,18 @@ static int shape_sample_t(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     set1(o, DT_I32, a->N);
     return SG_OK;
 }
+static int shape_labels(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    const sg_labels_args *a = &nd->a.labels;
+    if (T(0)->dtype != DT_I32 || T(0)->ndim != 1 || DIM(0, 0) < 1)
+        return sg_set_error("gather_labels reads the dataset's labels, i32[ndata]");
+    if (a->N < 1 || a->batch < a->N || a->batch % a->N)
+        return sg_set_error("gather_labels: the global batch %d must be a multiple of the batch %d",
+                            a->batch, a->N);
+    if (a->classes < 1 || !(a->p >= 0.0f && a->p <= 1.0f))
+        return sg_set_error("gather_labels needs classes >= 1 and a drop probability in [0, 1]");
+    set1(o, DT_I32, a->N);
+    return SG_OK;
+}
 static int shape_like0(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     same(o, T(0));
     return SG_OK;
@@ -134,6 +146,25 @@ static int shape_temb(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     if (a->dim < 4 || a->dim % 2) return sg_set_error("embedding dim must be even >= 4");
     if (need_act_dt(a->out_dt)) return SG_ERR;
     set2(o, a->out_dt, DIM(0, 0), a->dim);
+    return SG_OK;
+}
+
+/* class_emb: labels i32[N], the table f32[rows, dim] -> [N, dim] */
+static int shape_class_emb(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    const sg_class_emb_args *a = &nd->a.cemb;
+    if (T(0)->dtype != DT_I32 || T(0)->ndim != 1 || T(1)->dtype != DT_F32 || T(1)->ndim != 2 ||
+        DIM(1, 0) != a->rows)
+        return sg_set_error("class_emb takes labels i32[N] and a table f32[%d, dim]", a->rows);
+    if (need_act_dt(a->out_dt)) return SG_ERR;
+    set2(o, a->out_dt, DIM(0, 0), DIM(1, 1));
+    return SG_OK;
+}
+/* class_emb_bwd: de [N, dim], labels i32[N] -> the table's gradient f32[rows, dim] */
+static int shape_class_emb_bwd(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
+    if (need_ndim(g, nd, 0, 2) || T(1)->dtype != DT_I32 || T(1)->ndim != 1 ||
+        DIM(1, 0) != DIM(0, 0) || nd->a.cemb.rows < 1)
+        return sg_set_error("class_emb_bwd takes de [N, dim] and labels i32[N]");
+    set2(o, DT_F32, nd->a.cemb.rows, DIM(0, 1));
     return SG_OK;
 }
 
@@ -529,13 +560,16 @@ static int shape_watch(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 
 /* x [N,H,W,C] fp32, pred like x (fp32 or bf16), table u8 [rows][SG_SAMPLE_ROW_BYTES], k i64[1],
- * key u64[2] -> x, x_t (like x, in the args' dtype), t i32[N] */
+ * key u64[2] -> x, x_t (like x, in the args' dtype), t i32[N]; guided: pred, x_t and t hold 2N
+ * images */
 static int shape_sample_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     const sg_sampler_args *a = &nd->a.sampler;
     if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 2, 2) || need_act_dt(a->xt_dt)) return SG_ERR;
-    if (T(0)->dtype != DT_F32 || sg_numel(T(1)) != sg_numel(T(0)) ||
-        (T(1)->dtype != DT_F32 && T(1)->dtype != DT_BF16))
-        return sg_set_error("sample_step: x must be fp32 and pred (fp32 or bf16) shaped like it");
+    const int copies = a->guided ? 2 : 1; /* guided: pred holds each image twice */
+    if (T(0)->dtype != DT_F32 || sg_numel(T(1)) != copies * sg_numel(T(0)) ||
+        (T(1)->dtype != DT_F32 && T(1)->dtype != DT_BF16) || (a->guided != 0 && a->guided != 1))
+        return sg_set_error("sample_step: x must be fp32 and pred (fp32 or bf16) shaped like it "
+                            "(twice as many images where guided)");
     if (T(2)->dtype != DT_U8 || DIM(2, 1) != SG_SAMPLE_ROW_BYTES || DIM(2, 0) < 1)
         return sg_set_error("sample_step: the table must be u8 [rows][%d]", SG_SAMPLE_ROW_BYTES);
     if (T(3)->dtype != DT_I64 || sg_numel(T(3)) != 1 || T(4)->dtype != DT_U64 ||
@@ -545,7 +579,8 @@ static int shape_sample_step(const sg_graph *g, const sg_node *nd, sg_tensor *o)
     same(&o[0], T(0));
     same(&o[1], T(0));
     o[1].dtype = a->xt_dt;
-    set1(&o[2], DT_I32, DIM(0, 0));
+    o[1].shape[0] *= copies;
+    set1(&o[2], DT_I32, copies * DIM(0, 0));
     return SG_OK;
 }
 
@@ -690,6 +725,13 @@ static int bwd_add(sg_graph *g, int i) {
     if (bwd_accum_into(g, i, 1, "db")) return SG_ERR;
     return bwd_accum_into(g, i, 0, "da");
 }
+/* class_emb: the table's gradient (the labels have none) */
+static int bwd_class_emb(sg_graph *g, int i) {
+    char nm[SG_NAME_MAX];
+    if (!NEEDS(1)) return SG_OK;
+    int in[2] = {g->t[FN->out[0]].grad, FIN(0)}, go[1] = {FIN(1)};
+    return ad_emit(g, OP_CLASS_EMB_BWD, in, 2, go, &FN->a, bname(g, i, "bwd", nm), i) < 0;
+}
 static int bwd_add_nc(sg_graph *g, int i) {
     char nm[SG_NAME_MAX];
     if (NEEDS(1)) {
@@ -819,7 +861,8 @@ int64_t sg_node_bytes(const sg_graph *g, int node) {
         return 0;
     bytes_seen s = {.n = 0};
     int64_t b = 0;
-    if (nd->op == OP_GATHER_BATCH) { /* the batch's pixels of the dataset, not all of it */
+    if (nd->op == OP_GATHER_BATCH || nd->op == OP_GATHER_LABELS) {
+        /* the batch's pixels (labels) of the dataset, not all of it */
         s.t[s.n++] = nd->in[0];
         b += (int64_t)numel_out0(g, nd) * sg_dtype_size(T(0)->dtype);
     }

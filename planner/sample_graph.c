@@ -12,6 +12,10 @@
  *   sample_key    u64[2]: {seed, first}: the run seed and the index of the batch's first value
  *                 in the run (its first image x the values per image)
  * Nodes: sample_step (x, pred, table, k, key -> x, x_t, t) then step_inc (k += 1).
+ * Classifier-free guidance (sg_model_guided): the forward pass holds each of the batch's images
+ * twice, the conditional copies first and the unconditional ones (the null class) after them
+ * (the host writes the labels); x stays one copy, the update mixes the two predictions and
+ * writes both copies of x_t and t.
  */
 #include "common/sg_sample_step.h"
 #include "planner/model.h"
@@ -29,7 +33,10 @@ int sg_build_sampler(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
         return SG_ERR;
     int in[5] = {io->sample_x, io->pred, io->sample_table, io->sample_k, io->sample_key};
     int out[SG_MAX_OUT] = {io->sample_x, io->xt, io->t, -1};
-    sg_op_args a = {.sampler = {.T = c->T, .xt_dt = g->t[io->xt].dtype}};
+    sg_op_args a = {.sampler = {.T = c->T,
+                                .xt_dt = g->t[io->xt].dtype,
+                                .guided = sg_model_guided(c),
+                                .guidance = c->guidance}};
     io->sample_node = sg_node_add(g, OP_SAMPLE_STEP, in, 5, out, &a, "sample_update");
     if (io->sample_node < 0) return SG_ERR;
     int k_in[1] = {io->sample_k}, k_out[SG_MAX_OUT] = {io->sample_k, -1, -1, -1};

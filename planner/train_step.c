@@ -192,6 +192,16 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     int in3[3] = {io->dataset, io->seed, io->step};
     sg_op_args ga = {.gather = {.N = N, .img = c->img, .flip = c->flip, .batch = c->batch}};
     io->x0 = sg_builder_node(&b, OP_GATHER_BATCH, in3, 3, &ga, "x0", 0);
+    if (c->classes > 0) {
+        /* the labels of the gathered images, some dropped to the null class */
+        int64_t ls[1] = {c->data_n};
+        io->labels = sg_tensor_new(g, "labels", DT_I32, ROLE_INPUT, 1, ls);
+        if (io->labels < 0) return SG_ERR;
+        int lin[3] = {io->labels, io->seed, io->step};
+        sg_op_args la = {
+            .labels = {.N = N, .batch = c->batch, .classes = c->classes, .p = c->class_dropout}};
+        io->class_labels = sg_builder_node(&b, OP_GATHER_LABELS, lin, 3, &la, "class_labels", 0);
+    }
     int in2[2] = {io->seed, io->step};
     sg_op_args ta = {.sample_t = {.N = N, .T = c->T}};
     io->t = sg_builder_node(&b, OP_SAMPLE_T, in2, 2, &ta, "t", 0);
@@ -219,7 +229,7 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
         va.ddpm.out_dt = DT_F32, va.ddpm.v_target = 1;
         target = io->v = sg_builder_node(&b, OP_DDPM_NOISE, vin, 4, &va, "v", 0);
     }
-    io->pred = sg_unet(&b, io->xt, io->t);
+    io->pred = sg_unet(&b, io->xt, io->t, io->class_labels);
     if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;
     /* the loss scale: the gradient of the loss is 1/(ranks K), so the sum of the K
      * micro-batches' gradients and the all-reduce SUM of the ranks' is the gradient of the
@@ -305,10 +315,15 @@ int sg_build_forward(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     sg_model_cfg fc = *c;
     fc.dropout = 0; /* sampling: the network in evaluation form */
     builder b = {.g = g, .c = &fc, .train = 0};
-    int64_t xs[4] = {c->batch, c->img, c->img, c->in_ch}, ts[1] = {c->batch};
+    /* guided: each image twice (planner/sample_graph.c) */
+    const int64_t fb = (sg_model_guided(c) ? 2 : 1) * (int64_t)c->batch;
+    int64_t xs[4] = {fb, c->img, c->img, c->in_ch}, ts[1] = {fb};
     io->xt = sg_tensor_new(g, "x_t", c->act_dt, ROLE_INPUT, 4, xs);
     io->t = sg_tensor_new(g, "t", DT_I32, ROLE_INPUT, 1, ts);
-    io->pred = sg_unet(&b, io->xt, io->t);
+    if (c->classes > 0 &&
+        (io->class_labels = sg_tensor_new(g, "class_labels", DT_I32, ROLE_INPUT, 1, ts)) < 0)
+        return SG_ERR;
+    io->pred = sg_unet(&b, io->xt, io->t, io->class_labels);
     if (b.err || bf16_weights(g, &io->params_bf16)) return SG_ERR;
     io->n_params = b.n_params;
     io->params = region(g, ROLE_PARAM, "params");

@@ -259,8 +259,21 @@ static int has_attn(const sg_model_cfg *c, int res) {
     return 0;
 }
 
-/* The UNet on x (act dtype) and t (i32[N]); returns the prediction (act dtype). */
-int sg_unet(builder *b, int x, int t) {
+/* A class-conditional model's class embedding of labels y (i32[N]): a table of classes + 1
+ * rows (the last the null class) initialised uniform with unit variance (PyTorch's
+ * nn.Embedding draws N(0, 1); the variance is the same) */
+static int class_embedding(builder *b, int y) {
+    const int D = 4 * b->c->ch, rows = b->c->classes + 1;
+    int64_t ts[2] = {rows, D};
+    int w = param(b, "class_embedding", "weight", 2, ts, SG_INIT_UNIFORM, sqrtf(3.0f));
+    int in[2] = {y, w};
+    sg_op_args a = {.cemb = {.rows = rows, .out_dt = b->c->act_dt}};
+    return sg_builder_node(b, OP_CLASS_EMB, in, 2, &a, "class_embedding", 0);
+}
+
+/* The UNet on x (act dtype), t (i32[N]) and, in a class-conditional model, the class labels y
+ * (i32[N]; -1 otherwise); returns the prediction (act dtype). */
+int sg_unet(builder *b, int x, int t, int y) {
     const sg_model_cfg *c = b->c;
     sg_dtype dt = c->act_dt;
     char nm[SG_NAME_MAX];
@@ -270,6 +283,9 @@ int sg_unet(builder *b, int x, int t) {
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_1");
     e = unary(b, OP_SILU, e, "time_embedding", "silu");
     e = linear(b, e, 4 * c->ch, "time_embedding.linear_2");
+    /* diffusers' UNet2DModel: emb = time_embedding(t) + class_embedding(y), before the SiLU every
+     * ResBlock applies */
+    if (c->classes > 0) e = binary(b, OP_ADD, e, class_embedding(b, y), "time_embedding", "class");
     b->st = unary(b, OP_SILU, e, "time_embedding", "silu_out");
     b->proj_at = b->g->nn; /* the blocks' time-embedding projections go here (resblock) */
 

@@ -22,9 +22,10 @@ typedef struct {
 /* Add one node; returns its output k (-1 and b->err set on failure). */
 int sg_builder_node(builder *b, sg_op op, const int *in, int nin, const sg_op_args *args,
                     const char *name, int k);
-/* The UNet on x_t {N, img, img, in_ch} and t (i32[N]): the prediction {N, img, img, in_ch}
- * in the activation dtype, or -1 with b->err set. */
-int sg_unet(builder *b, int x, int t);
+/* The UNet on x_t {N, img, img, in_ch}, t (i32[N]) and, in a class-conditional model, the
+ * labels y (i32[N]; -1 in an unconditional one): the prediction {N, img, img, in_ch} in the
+ * activation dtype, or -1 with b->err set. */
+int sg_unet(builder *b, int x, int t, int y);
 
 /* planner/fuse.c: the fusion decisions (sg_model_fuse). A convolution of Co output channels
  * and K x K taps on input x is one the fused kernels take: every part of x and Co multiples of

@@ -140,7 +140,7 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
             rc = fwrite(z, sizeof(float), (size_t)nx, zf) != (size_t)nx;
             if (rc) sg_set_error("cannot write %s", zpath);
         }
-        if (!rc) cpu_sample_step(x, x, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T);
+        if (!rc) cpu_sample_step(x, x, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T, 0, 1.0);
     }
     if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
     sg_exec_free(&e);

@@ -160,6 +160,10 @@ static const bo_props props[OP_COUNT] = {
      * (bf16 only on CUDA: its fp32 case is a refusal, which counts as fp32 coverage) */
     [OP_CONV2D_SC] = {1, 0, 1, TOL_F32, 1},
     [OP_ATTENTION_P] = {1, 0, 0, TOL_F32},
+    /* class conditioning: integer draws; a row copy; sums in sample order on both sides */
+    [OP_GATHER_LABELS] = {0, 0, 0, TOL_EXACT},
+    [OP_CLASS_EMB] = {1, 0, 0, TOL_EXACT},
+    [OP_CLASS_EMB_BWD] = {1, 1, 0, TOL_EXACT},
 };
 
 /* ---- a case: the plan, and how each tensor starts */
@@ -211,15 +215,16 @@ typedef struct {
                  loss factor; the DDIM sampler's eta */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
-    int micro;  /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
-                   BO_MICROS (gradient accumulation), so its samples and random draws start at
-                   that slice of the batch (sg_node_slice) */
-    int cosine; /* ddpm noise, sample step: the cosine betas (common/sg_schedule.h), else linear */
-    int vpred;  /* ddpm noise: the v target (inputs as eps, x0 -> v, fp32); sample step: v
-                   prediction */
-    int fused;  /* conv, conv weight gradient: the input x is the virtual normalised output of a
-                   norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
-                   dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
+    int micro;   /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
+                    BO_MICROS (gradient accumulation), so its samples and random draws start at
+                    that slice of the batch (sg_node_slice) */
+    int cosine;  /* ddpm noise, sample step: the cosine betas (common/sg_schedule.h), else linear */
+    int vpred;   /* ddpm noise: the v target (inputs as eps, x0 -> v, fp32); sample step: v
+                    prediction */
+    float guide; /* sample step: > 0, classifier-free guidance with that scale (pred twice) */
+    int fused;   /* conv, conv weight gradient: the input x is the virtual normalised output of a
+                    norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
+                    dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
 } bo_args;
 
 typedef int (*bo_builder)(bo_case *c, const bo_args *a, sg_dtype dt);
@@ -381,6 +386,17 @@ static int b_gather(bo_case *c, const bo_args *a, sg_dtype dt) {
     return micro_node(c, node(c, OP_GATHER_BATCH, in, 3, out, &args, 0), a) < 0;
 }
 
+static int b_gather_labels(bo_case *c, const bo_args *a, sg_dtype dt) {
+    (void)dt; /* ndata labels in [0, K); the node drops each to K with probability f */
+    int in[3] = {
+        tensor(c, "labels", DT_I32, ROLE_INPUT, 1, a->ndata, 0, 0, 0, FILL_INT, 0, a->K - 1),
+        seed_t(c), step_t(c, a->step)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    const int batch = a->micro ? BO_MICROS * a->N : a->N;
+    sg_op_args args = {.labels = {.N = a->N, .batch = batch, .classes = a->K, .p = a->f}};
+    return micro_node(c, node(c, OP_GATHER_LABELS, in, 3, out, &args, 0), a) < 0;
+}
+
 static int b_sample_t(bo_case *c, const bo_args *a, sg_dtype dt) {
     (void)dt;
     int in[2] = {seed_t(c), step_t(c, a->step)}, out[SG_MAX_OUT] = {-1, -1, -1, -1};
@@ -433,6 +449,23 @@ static int b_temb(bo_case *c, const bo_args *a, sg_dtype dt) {
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
     sg_op_args args = {.temb = {.dim = a->Co, .out_dt = dt}};
     return node(c, OP_TIMESTEP_EMB, in, 1, out, &args, 0) < 0;
+}
+
+/* the class embedding: labels in [0, K) of N samples pick rows of a [K, Co] table */
+static int b_class_emb(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[2] = {tensor(c, "labels", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->K - 1),
+                 tensor(c, "table", DT_F32, ROLE_PARAM, 2, a->K, a->Co, 0, 0, FILL_UNIFORM, -2, 2)};
+    int out[SG_MAX_OUT] = {-1, -1, -1, -1};
+    sg_op_args args = {.cemb = {.rows = a->K, .out_dt = dt}};
+    return node(c, OP_CLASS_EMB, in, 2, out, &args, 0) < 0;
+}
+static int b_class_emb_bwd(bo_case *c, const bo_args *a, sg_dtype dt) {
+    int in[2] = {tensor(c, "de", dt, ROLE_INPUT, 2, a->N, a->Co, 0, 0, FILL_UNIFORM, -1, 1),
+                 tensor(c, "labels", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, FILL_INT, 0, a->K - 1)};
+    int out[SG_MAX_OUT] = {out_t(c, "dtable", DT_F32, ROLE_GRAD, 2, a->K, a->Co, 0, 0, a->acc), -1,
+                           -1, -1};
+    sg_op_args args = {.cemb = {.rows = a->K, .out_dt = dt}};
+    return node(c, OP_CLASS_EMB_BWD, in, 2, out, &args, acc_bits(0, a->acc)) < 0;
 }
 
 static int b_linear(bo_case *c, const bo_args *a, sg_dtype dt) {
@@ -1099,15 +1132,16 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
     for (int k = 0; k < n; k++) rows[k].v_pred = a->vpred;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
     int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
+    const int g = a->guide > 0 ? 2 : 1; /* guided: each image's two predictions, two x_t, t */
     int in[5] = {
-        x, act4(c, "pred", dt, a->N, a->H, a->W, a->C, -2, 2, 0),
+        x, act4(c, "pred", dt, g * a->N, a->H, a->W, a->C, -2, 2, 0),
         raw_t(c, "sample_table", DT_U8, ROLE_INPUT, 2, a->T, SG_SAMPLE_ROW_BYTES, rows,
               sizeof(sg_sample_row) * (size_t)a->T),
         tensor(c, "sample_step", DT_I64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, (double)a->step, 0),
         raw_t(c, "sample_key", DT_U64, ROLE_STATE, 1, 2, 0, key, sizeof key)};
-    int out[SG_MAX_OUT] = {x, out_t(c, "x_t", dt, ROLE_INPUT, 4, a->N, a->H, a->W, a->C, 0),
-                           out_t(c, "t", DT_I32, ROLE_INPUT, 1, a->N, 0, 0, 0, 0), -1};
-    sg_op_args args = {.sampler = {.T = a->T, .xt_dt = dt}};
+    int out[SG_MAX_OUT] = {x, out_t(c, "x_t", dt, ROLE_INPUT, 4, g * a->N, a->H, a->W, a->C, 0),
+                           out_t(c, "t", DT_I32, ROLE_INPUT, 1, g * a->N, 0, 0, 0, 0), -1};
+    sg_op_args args = {.sampler = {.T = a->T, .xt_dt = dt, .guided = g == 2, .guidance = a->guide}};
     return node(c, OP_SAMPLE_STEP, in, 5, out, &args, 0) < 0;
 }
 
@@ -1170,6 +1204,9 @@ static const bo_builder builders[OP_COUNT] = {
     [OP_UPCONV2D_BWD_WEIGHT] = b_upconv_bwd_weight,
     [OP_CONV2D_SC] = b_conv_sc,
     [OP_ATTENTION_P] = b_attention_p,
+    [OP_GATHER_LABELS] = b_gather_labels,
+    [OP_CLASS_EMB] = b_class_emb,
+    [OP_CLASS_EMB_BWD] = b_class_emb_bwd,
     /* OP_CONCAT has no builder of its own: it is the first node of every concatenated case */
 };
 
@@ -1190,6 +1227,10 @@ static const bo_entry entries[] = {
     {OP_GATHER_BATCH, F32, 0, {.N = 5, .H = 12, .W = 9, .C = 3, .ndata = 7, .flip = 1, .step = 3}},
     {OP_GATHER_BATCH, F32, 0, {.N = 4, .H = 8, .W = 8, .C = 1, .ndata = 13, .flip = 0, .step = 100}},
     {OP_GATHER_BATCH, F32, 0, {.N = 3, .H = 8, .W = 6, .C = 3, .ndata = 11, .flip = 1, .step = 5, .micro = 2}},
+    {OP_GATHER_LABELS, F32, 0, {.N = 9, .ndata = 7, .K = 10, .f = 0.3f, .step = 3}},
+    {OP_GATHER_LABELS, F32, 0, {.N = 4, .ndata = 13, .K = 3, .f = 0.0f, .step = 100}},
+    {OP_GATHER_LABELS, F32, 0, {.N = 3, .ndata = 11, .K = 5, .f = 1.0f, .step = 5}},
+    {OP_GATHER_LABELS, F32, 0, {.N = 300, .ndata = 50000, .K = 10, .f = 0.1f, .step = 7, .micro = 2}},
     {OP_SAMPLE_T, F32, 0, {.N = 37, .T = 1000, .step = 5}},
     {OP_SAMPLE_T, F32, 0, {.N = 3, .T = 7, .step = 1 << 20}},
     {OP_SAMPLE_T, F32, 0, {.N = 5, .T = 1000, .step = 6, .micro = 1}},
@@ -1206,6 +1247,10 @@ static const bo_entry entries[] = {
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},
+    {OP_CLASS_EMB, BOTH, 0, {.N = 5, .K = 11, .Co = 6}},
+    {OP_CLASS_EMB, BOTH, 0, {.N = 33, .K = 3, .Co = 512}},
+    {OP_CLASS_EMB_BWD, BOTH, 0, {.N = 5, .K = 11, .Co = 6}},           /* rows nobody picked: 0 */
+    {OP_CLASS_EMB_BWD, BOTH, 0, {.N = 40, .K = 3, .Co = 300, .acc = 1}}, /* rows picked many times */
     {OP_LINEAR, BOTH, 0, {.N = 5, .C = 37, .Co = 70}},
     {OP_LINEAR, BOTH, 0, {.N = 3, .C = 128, .Co = 64}},
     {OP_LINEAR, BOTH, 0, {.N = 600, .C = 16, .Co = 33}},
@@ -1370,6 +1415,11 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3, .flip = 1, .vpred = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 4, .flip = 1, .f = 0.5f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
+    /* classifier-free guidance: each image predicted twice */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10, .guide = 3.0f}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .K = 7, .step = 2, .flip = 1, .vpred = 1, .guide = 1.5f}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1, .guide = 7.5f}},
+    {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9, .guide = 2.0f}}, /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9}},  /* done */

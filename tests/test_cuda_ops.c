@@ -3867,7 +3867,7 @@ static void test_sample_step(int dt) {
         float *x_ref = fbuf(n), *xt_ref = fbuf(n), t_ref[3];
         int32_t t_cpu[3] = {-1, -1, -1};
         memcpy(x_ref, x, sizeof(float) * (size_t)n);
-        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T);
+        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T, 0, 1.0);
         round_dt(xt_ref, n, dt);
         for (int i = 0; i < N; i++) t_ref[i] = (float)t_cpu[i];
         const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
@@ -3889,7 +3889,7 @@ static void test_sample_step(int dt) {
             reset_all();
             CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d, deps->d, dt,
                  (const sg_sample_row *)drows->d, T, (const int64_t *)dk->d,
-                 (const uint64_t *)dkey->d, N, per, T);
+                 (const uint64_t *)dkey->d, N, per, T, 0, 1.0);
             sync_stream();
             tb_check(dx, x_ref, tol, rep, ctx);
             tb_check(dxt, xt_ref, tol_xt, rep, ctx);

@@ -113,7 +113,7 @@ static int copy_is_rounded(sg_exec *e) {
  * and the error said */
 static int setup(sg_exec *e, const sg_model_cfg *c, const uint8_t *data, sg_backend *be) {
     if (sg_exec_init(e, c, 1, be) ||
-        sg_exec_upload_dataset(e, data, e->plan.g.t[e->plan.io.dataset].bytes) ||
+        sg_exec_upload_dataset(e, data, e->plan.g.t[e->plan.io.dataset].bytes, NULL) ||
         sg_exec_init_state(e, 11)) {
         fprintf(stderr, "setup: %s\n", sg_last_error());
         sg_exec_free(e);
@@ -219,12 +219,12 @@ static void check_resume(const sg_model_cfg *c, const uint8_t *data, int engine)
     memset(&e, 0, sizeof e); /* freed below even where the straight run failed before its init */
     int ok = !run(c, data, cuda_on(1, engine), 2, straight, &ss, &bs, NULL) &&
              !sg_exec_init(&e, c, 1, cuda_on(1, engine));
-    ok = ok && !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&
+    ok = ok && !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes, NULL) &&
          !sg_exec_init_state(&e, 11) && !sg_exec_step(&e) && !sg_exec_save(&e, path, NULL);
     if (ok) resumed[0] = sg_exec_loss(&e);
     sg_exec_free(&e);
     ok = ok && !sg_exec_init(&e, c, 1, cuda_on(1, engine)) &&
-         !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) &&
+         !sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes, NULL) &&
          !sg_test_poison_state(&e) && !sg_exec_load(&e, path, 0, 0);
     CHECK(ok, "%s: %s", nm, sg_last_error());
     if (ok) {

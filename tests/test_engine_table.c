@@ -1300,7 +1300,7 @@ static void check_tune(const uint8_t *data) {
         sg_backend *be = make_backend(NULL);
         be->conv_engine = SG_CONV_ENGINE_AUTO; /* as the tuning's: the table decides */
         int rc2 = sg_exec_init(&e, &ct, 1, be);
-        if (!rc2) rc2 = sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes);
+        if (!rc2) rc2 = sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes, NULL);
         if (!rc2) rc2 = sg_exec_init_state(&e, 5);
         if (!rc2) rc2 = sg_exec_step(&e);
         if (!rc2) e.be->describe(e.be, env, sizeof env);
@@ -1369,7 +1369,7 @@ static int run_env(const sg_model_cfg *c, const uint8_t *data, int steps, unsign
     sg_exec e;
     static const char *const may_differ[] = {"engine_table", NULL};
     int rc = sg_exec_init(&e, c, 1, make_backend(NULL)) ||
-             sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes) ||
+             sg_exec_upload_dataset(&e, data, e.plan.g.t[e.plan.io.dataset].bytes, NULL) ||
              (resume ? sg_exec_resume(&e, resume, may_differ) : sg_exec_init_state(&e, 11));
     for (int s = 0; s < steps && !rc; s++) rc = sg_exec_step(&e);
     if (!rc && save) rc = sg_exec_save(&e, save, NULL);

@@ -39,7 +39,7 @@ typedef struct {
 static int open_exec(sg_exec *e, const sg_model_cfg *c, const uint8_t *data) {
     if (sg_exec_init(e, c, 1, sg_backend_cpu_create())) return SG_ERR;
     const sg_tensor *d = &e->plan.g.t[e->plan.io.dataset];
-    return sg_exec_upload_dataset(e, data, d->bytes);
+    return sg_exec_upload_dataset(e, data, d->bytes, NULL);
 }
 
 static void snapshot(sg_exec *e, run_result *r) {
@@ -224,7 +224,7 @@ static int open_exec_engines(sg_exec *e, const sg_model_cfg *c, const uint8_t *d
     if (be && hook) be->node_engine = fake_node_engine, be->describe = fake_describe;
     if (sg_exec_init(e, c, 1, be)) return SG_ERR;
     const sg_tensor *d = &e->plan.g.t[e->plan.io.dataset];
-    return sg_exec_upload_dataset(e, data, d->bytes);
+    return sg_exec_upload_dataset(e, data, d->bytes, NULL);
 }
 
 static void test_conv_engine_record(void) {

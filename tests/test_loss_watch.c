@@ -16,7 +16,7 @@ static int open_exec(sg_exec *e, const sg_model_cfg *c, uint64_t seed) {
     uint8_t *data = malloc((size_t)d->bytes);
     uint64_t s = seed + 7;
     for (int64_t i = 0; i < d->bytes; i++) data[i] = (uint8_t)(sg_test_next(&s) >> 56);
-    int rc = sg_exec_upload_dataset(e, data, d->bytes) || sg_exec_init_state(e, seed);
+    int rc = sg_exec_upload_dataset(e, data, d->bytes, NULL) || sg_exec_init_state(e, seed);
     free(data);
     return rc;
 }

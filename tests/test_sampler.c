@@ -721,7 +721,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta, in
             sg_ddpm_step_var(ref, x, eps, tk > 0 ? z : NULL, NS, tk, &bb, clip, large);
         }
         for (int j = 0; j < N; j++) t[j] = -7;
-        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0);
         int bx = memcmp(x, ref, sizeof x) != 0;
         bad_x += bx;
         bad_xt += memcmp(xt, x, sizeof x) != 0;
@@ -736,7 +736,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta, in
     /* past the run (a NONE row where n < T, then past the table): x stays, x_t = x */
     memcpy(ref, x, sizeof x);
     for (int k = n; k <= T; k += (T - n > 1 ? T - n : 1)) {
-        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T);
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0);
         CHECK(!memcmp(x, ref, sizeof x) && !memcmp(xt, x, sizeof x),
               "T %d S %d: step %d past the run changed x", T, S, k);
     }

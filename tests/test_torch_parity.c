@@ -19,7 +19,8 @@
  * linear (the default), cosine (the cosine betas over T = 4000 steps: the oracle computes them
  * itself), v (v prediction: the loss's target v = sqrt(abar) eps - sqrt(1 - abar) x0), snr
  * (min-SNR-gamma loss weighting, gamma 2.5: the oracle computes the weights as diffusers'
- * training scripts do), or a comma list of the last three. Exit 77 (skip) when
+ * training scripts do), classes (a class-conditional model: 3 classes, label dropout 0.5, the
+ * gathered labels handed to the oracle), or a comma list of the last four. Exit 77 (skip) when
  * PyTorch is absent, or for cuda when there is no GPU. bf16 (bf16 activations, the oracle still
  * float64) is held to compare.py's bf16 tolerances (--bf16). On cuda, PyTorch's own step
  * on the same GPU from the same case folder (tools/torch_ref/bench.py --parity) is compared with
@@ -120,20 +121,21 @@ int main(int argc, char **argv) {
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    int cosine = 0, vpred = 0, snr = 0, bad_obj = 0;
+    int cosine = 0, vpred = 0, snr = 0, classes = 0, bad_obj = 0;
     if (argc > 6 && strcmp(argv[6], "linear")) {
         char obj[64];
         snprintf(obj, sizeof obj, "%s", argv[6]);
         for (char *tok = strtok(obj, ","); tok; tok = strtok(NULL, ","))
-            *(!strcmp(tok, "cosine") ? &cosine
-              : !strcmp(tok, "v")    ? &vpred
-              : !strcmp(tok, "snr")  ? &snr
-                                     : &bad_obj) = 1;
+            *(!strcmp(tok, "cosine")    ? &cosine
+              : !strcmp(tok, "v")       ? &vpred
+              : !strcmp(tok, "snr")     ? &snr
+              : !strcmp(tok, "classes") ? &classes
+                                        : &bad_obj) = 1;
     }
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
         (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) || bad_obj)
         return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
-                               "objective linear or a comma list of cosine, v, snr\n"),
+                               "objective linear or a comma list of cosine, v, snr, classes\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -154,6 +156,9 @@ int main(int argc, char **argv) {
     if (cosine) c.beta_schedule = SG_BETA_COSINE, c.T = 4000;
     if (vpred) c.prediction = SG_PRED_V;
     if (snr) c.snr_gamma = 2.5f; /* within the SNRs a batch of 2 meets: some weights below 1 */
+    /* class-conditional: 3 classes, half the labels dropped to the null class, so that a
+     * batch of 4 picks some rows twice, the null row, and leaves a row unpicked (checked) */
+    if (classes) c.classes = 3, c.class_dropout = 0.5f;
 
     sg_exec e;
     if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
@@ -162,7 +167,10 @@ int main(int argc, char **argv) {
     uint8_t *data = malloc((size_t)nd);
     uint64_t s = 5;
     for (int64_t i = 0; i < nd; i++) data[i] = (uint8_t)(sg_test_next(&s) >> 56);
-    CHECK(sg_exec_upload_dataset(&e, data, nd) == SG_OK, "upload");
+    int32_t labels[8];
+    for (int i = 0; i < 8; i++) labels[i] = i % 3;
+    CHECK(sg_exec_upload_dataset(&e, data, nd, classes ? labels : NULL) == SG_OK, "upload: %s",
+          sg_last_error());
     CHECK(sg_exec_init_state(&e, 3) == SG_OK, "init");
 
     char dir[] = "/tmp/sg_parity_XXXXXX";
@@ -191,6 +199,16 @@ int main(int argc, char **argv) {
         }
         free(w);
         CHECK(lo < 0.99f, "no sample's loss weight is below 1: the case does not test weighting");
+    }
+    if (classes) { /* the case uses the table: rows picked twice, and one left out */
+        int32_t y[64], seen[4] = {0};
+        CHECK(c.batch <= 64 && sg_exec_read(&e, io->class_labels, y) == SG_OK, "read labels");
+        for (int i = 0; i < c.batch; i++) seen[y[i]]++, printf("sample %d: class %d\n", i, y[i]);
+        int twice = 0, unpicked = 0;
+        for (int r = 0; r < 4; r++) twice |= seen[r] > 1, unpicked |= seen[r] == 0;
+        CHECK(twice && unpicked && seen[3],
+              "the labels do not pick a row twice, leave one out and drop one to the null class");
+        CHECK(dump_tensor(&e, io->class_labels, dir, "class_labels") == SG_OK, "class_labels");
     }
     CHECK(dump_tensor(&e, io->eps, dir, "eps") == SG_OK, "eps");
     snprintf(sub, sizeof sub, "%s/out_c", dir);
@@ -240,9 +258,10 @@ int main(int argc, char **argv) {
     /* the oracle in float64, then the comparison */
     char cmd[3072];
     const char *tol = bf16 ? "--bf16" : "";
-    printf("stepgraph (%s, %s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+    printf("stepgraph (%s, %s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
            bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
-           vpred ? ", v prediction" : "", snr ? ", min-SNR weighting (gamma 2.5)" : "");
+           vpred ? ", v prediction" : "", snr ? ", min-SNR weighting (gamma 2.5)" : "",
+           classes ? ", 3 classes" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

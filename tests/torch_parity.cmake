@@ -18,9 +18,13 @@ if(TARGET sg_graph)
            COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 snr)
   add_test(NAME torch_parity_tiny_cosine_v_snr
            COMMAND test_torch_parity unet_tiny 2 ${CMAKE_SOURCE_DIR} cpu fp32 cosine,v,snr)
+  # a class-conditional model: the class embedding's forward and its table's gradient
+  add_test(NAME torch_parity_tiny_classes
+           COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 classes)
   set_tests_properties(torch_parity_tiny torch_parity_cifar torch_parity_tiny_cosine
                        torch_parity_tiny_v torch_parity_tiny_cosine_v torch_parity_tiny_snr
-                       torch_parity_tiny_cosine_v_snr PROPERTIES SKIP_RETURN_CODE 77)
+                       torch_parity_tiny_cosine_v_snr torch_parity_tiny_classes
+                       PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
   # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and
   # bf16, with PyTorch's own step on the GPU printed beside it (issue 11: GPU parity)

@@ -1200,6 +1200,7 @@ static int tune_engines(const bench_args *a, const sg_model_cfg *cfg, const sg_d
                              .ctx = cli_backend_name(a->backend),
                              .pixels = ds->pixels,
                              .pixel_bytes = ds->n * ds->h * ds->w * ds->c,
+                             .labels = ds->labels,
                              .warmup = a->warmup,
                              .iters = a->iters,
                              .cudnn_time_reps = a->cudnn_time >= 0 ? a->cudnn_time : 10,
@@ -1308,7 +1309,7 @@ int main(int argc, char **argv) {
     be->conv_engine = a.conv_engine;
     sg_exec e;
     rc = sg_exec_init(&e, &cfg, 1, be);
-    if (!rc) rc = sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c);
+    if (!rc) rc = sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c, ds.labels);
     data_free(&ds);
     if (!rc) rc = sg_exec_init_state(&e, a.seed);
     r.setup_ms = cli_now_ms() - t_setup;

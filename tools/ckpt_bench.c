@@ -637,7 +637,7 @@ int main(int argc, char **argv) {
     if (!be) die("cpu backend");
     sg_exec e;
     if (sg_exec_init(&e, &cfg, 1, be)) die("sg_exec_init");
-    if (sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c)) die("dataset");
+    if (sg_exec_upload_dataset(&e, ds.pixels, ds.n * ds.h * ds.w * ds.c, ds.labels)) die("dataset");
     if (sg_exec_init_state(&e, seed)) die("init state");
     struct statfs sf;
     int tmpfs = statfs(b.dir, &sf) == 0 && (long)sf.f_type == TMPFS_MAGIC_NUM;

@@ -41,6 +41,8 @@
 #include "tools/cli.h"
 
 #define DEFAULT_BATCH 16
+/* --class all (image i is class i mod K) and none (the null class K) */
+enum { CLASS_ALL = -1, CLASS_NONE = -2 };
 enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130, TRAJ_ROWS = 8, TRAJ_COLS = 10 };
 #define MANIFEST "samples.json"
 
@@ -72,6 +74,14 @@ static void usage(FILE *f) {
             "                       DDPM posterior's variance at each step's gap)\n"
             "  --clip / --no-clip   clamp the predicted x0 to [-1, 1] at every step (default:\n"
             "                       on for DDPM, off for DDIM)\n"
+            "  --class C            a class-conditional model's (train --classes K) class:\n"
+            "                       all (the default: image i is class i mod K, and the grid\n"
+            "                       has K columns, one class each) | 0..K-1 | none (the null\n"
+            "                       class: the unconditional prediction)\n"
+            "  --guidance W         classifier-free guidance (Ho & Salimans 2022; diffusers'\n"
+            "                       guidance_scale): eps = eps_none + W (eps_class - eps_none),\n"
+            "                       each step predicting every image twice (default 1: the\n"
+            "                       class's prediction alone, one pass; 0: unconditional)\n"
             "  --out PATH           the PNG grid (default samples.png, unless --out-dir or\n"
             "                       --npz is given: then only where asked)\n"
             "  --out-dir DIR        also each image as DIR/NNNNNN.png (numbered from 000000),\n"
@@ -166,7 +176,8 @@ typedef struct {
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
     int var_large; /* --variance large: DDPM's sigma^2 = beta_t */
-    float eta;
+    int cls;       /* --class: CLASS_ALL, CLASS_NONE or a class */
+    float eta, guidance;
     uint64_t seed;
 } sample_args;
 
@@ -216,7 +227,20 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
         else if (cli_is(&c, "--eta"))
             bad = cli_float(&c, 0.0, 1.0, &a->eta);
-        else if (cli_is(&c, "--variance")) {
+        else if (cli_is(&c, "--guidance"))
+            bad = cli_float(&c, 0.0, 1000.0, &a->guidance);
+        else if (cli_is(&c, "--class")) {
+            const char *v = cli_value(&c);
+            char *end = NULL;
+            long x = v && *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
+            bad = !v || (strcmp(v, "all") && strcmp(v, "none") && (!end || *end || x > 65535) &&
+                         fprintf(stderr,
+                                 "sample: --class expects all, none or a class number, got "
+                                 "'%s'\n",
+                                 v));
+            if (!bad)
+                a->cls = !strcmp(v, "all") ? CLASS_ALL : !strcmp(v, "none") ? CLASS_NONE : (int)x;
+        } else if (cli_is(&c, "--variance")) {
             const char *v = cli_value(&c);
             bad =
                 !v || (strcmp(v, "small") && strcmp(v, "large") &&
@@ -269,6 +293,21 @@ static int parse_args(int argc, char **argv, sample_args *a) {
  * (the message printed). */
 static int check_request(const sample_args *a, sg_model_cfg *cfg) {
     if (a->precision) cfg->act_dt = strcmp(a->precision, "bf16") ? DT_F32 : DT_BF16;
+    if (!cfg->classes && (a->cls != CLASS_ALL || a->guidance != 1.0f)) {
+        fprintf(stderr,
+                "sample: --%s is a class-conditional model's (train --classes K); %s is "
+                "unconditional\n",
+                a->guidance != 1.0f ? "guidance" : "class", a->weights);
+        return 2;
+    }
+    if (a->cls >= cfg->classes) {
+        fprintf(stderr,
+                "sample: --class %d: the model has %d classes, 0..%d (none: the null "
+                "class)\n",
+                a->cls, cfg->classes, cfg->classes - 1);
+        return 2;
+    }
+    cfg->guidance = a->guidance;
     if (a->ddim_steps > cfg->T) {
         fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", a->ddim_steps,
                 cfg->T);
@@ -362,9 +401,9 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
 
 /* The fields a continuation must match, in the order a difference is reported, then "n" and
  * the weights' path (which may change: the folder moved), both informational. */
-static const char *const manifest_keys[] = {"image", "weights_xxh64", "weights_used", "sampler",
-                                            "steps", "eta",           "variance",     "clip",
-                                            "seed",  "batch",         "backend",      "precision"};
+static const char *const manifest_keys[] = {
+    "image", "weights_xxh64", "weights_used", "sampler", "steps", "eta",     "variance",
+    "clip",  "class",         "guidance",     "seed",    "batch", "backend", "precision"};
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
                              int use_cuda) {
@@ -385,6 +424,15 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     /* only when not the default (beta~_t): a folder from before --variance reads as small */
     if (a->var_large) json_object_set_new(j, "variance", json_string("large"));
     json_object_set_new(j, "clip", json_boolean(clip));
+    /* a class-conditional model's classes and guidance (an unconditional model's folder has
+     * neither, as every folder from before them) */
+    if (cfg->classes > 0) {
+        json_object_set_new(j, "class",
+                            a->cls == CLASS_ALL    ? json_string("all")
+                            : a->cls == CLASS_NONE ? json_string("none")
+                                                   : json_integer(a->cls));
+        json_object_set_new(j, "guidance", json_real(a->guidance));
+    }
     json_object_set_new(j, "seed", json_string(seed));
     json_object_set_new(j, "batch", json_integer(cfg->batch));
     json_object_set_new(j, "backend", json_string(use_cuda ? "cuda" : "cpu"));
@@ -614,6 +662,14 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
+    if (cfg->classes > 0 && a->cls >= 0)
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", class %d", a->cls);
+    if (cfg->classes > 0 && a->cls < 0)
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", class %s",
+                 a->cls == CLASS_ALL ? "i mod K" : "none");
+    if (cfg->guidance != 1.0f)
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", guidance %g",
+                 (double)cfg->guidance);
     progress_state ps = {.tty = isatty(2), .batch = B, .what = what};
     sink k = {.a = a,
               .per = (int64_t)cfg->img * cfg->img * cfg->in_ch,
@@ -621,6 +677,13 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
               .ch = cfg->in_ch,
               .ps = &ps};
     const int batches = (n + B - 1) / B;
+    int32_t *labels = NULL; /* a class-conditional model's: each image's class */
+    if (cfg->classes > 0 && (labels = malloc(sizeof(int32_t) * (size_t)n)))
+        for (int i = 0; i < n; i++)
+            labels[i] = a->cls == CLASS_ALL    ? i % cfg->classes
+                        : a->cls == CLASS_NONE ? cfg->classes
+                                               : a->cls;
+    if (cfg->classes > 0 && !labels) return fprintf(stderr, "sample: out of host memory\n"), 1;
     if (a->out_path || a->npz) k.u8 = malloc((size_t)(n * k.per));
     k.one = malloc((size_t)k.per);
     if (a->out_dir) k.done = calloc((size_t)batches, 1);
@@ -632,7 +695,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     }
     if ((!k.u8 && (a->out_path || a->npz)) || !k.one || (a->out_dir && !k.done) ||
         (a->trajectory && !k.traj)) {
-        free(k.u8), free(k.one), free(k.done), free(k.traj);
+        free(k.u8), free(k.one), free(k.done), free(k.traj), free(labels);
         return fprintf(stderr, "sample: out of host memory for %d images\n", n), 1;
     }
     if (a->out_dir) {
@@ -653,6 +716,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                            .eta = a->eta,
                            .var_large = a->var_large,
                            .clip = a->clip,
+                           .labels = labels,
                            .progress = on_progress,
                            .progress_ctx = &ps,
                            .cancel = &stop_requested,
@@ -662,6 +726,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
                            .on_snap = on_snap,
                            .batch_ctx = &k};
     int rc = ps.batches ? sg_sample_ex(e, n, a->seed, &opts, NULL) : SG_OK;
+    free(labels);
     if (ps.tty && ps.batches) fputc('\n', stderr);
     double secs = now_s() - ps.t0;
     if (rc && stop_requested) {
@@ -726,7 +791,7 @@ static int weights_failed(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    sample_args a = {.n = 64, .scale = 1, .ema = 1, .clip = -1};
+    sample_args a = {.n = 64, .scale = 1, .ema = 1, .clip = -1, .cls = CLASS_ALL, .guidance = 1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     /* a training run's folder stands for its checkpoint, named from here on */
@@ -746,6 +811,9 @@ int main(int argc, char **argv) {
                 a.weights);
         return 2;
     }
+    /* every class in a column of its own */
+    if (cfg.classes > 0 && a.cls == CLASS_ALL && !a.cols)
+        a.cols = cfg.classes < a.n ? cfg.classes : a.n;
     uint64_t digest = 0;
     if (a.out_dir && weights_digest(a.weights, &cfg, &digest)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;

@@ -698,20 +698,28 @@ static int write_samples(train_run *r) {
     int64_t per = (int64_t)c.img * c.img * c.in_ch;
     if (!rc && !(out = malloc(sizeof(float) * (size_t)(per * n))))
         rc = sg_set_error("out of memory");
+    /* a class-conditional model: image i is class i mod K, the grid a column per class (as
+     * sample's --class all), unguided */
+    int32_t *labels = c.classes > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+    if (!rc && c.classes > 0 && !labels) rc = sg_set_error("out of memory");
+    for (int i = 0; labels && i < n; i++) labels[i] = i % c.classes;
     /* clipped as the sample tool's --clip: what a grid during training should show */
     sg_sample_opts o = {.ddim_steps = r->a.ddim_steps,
                         .clip = 1,
+                        .labels = labels,
                         .progress = sample_progress,
                         .cancel = &stop_requested};
     if (!rc) rc = sg_sample_ex(&fe, n, r->e.seed, &o, out);
+    free(labels);
     if (isatty(2)) fprintf(stderr, "\r");
     char path[OUT_MAX + 64];
     snprintf(path, sizeof path, "%s/samples_%08lld.png", r->out, (long long)r->step);
     int cols = 1;
     while (cols * cols < n) cols++;
+    if (c.classes > 0) cols = c.classes < n ? c.classes : n;
     char caption[128];
-    snprintf(caption, sizeof caption, "step %lld  EMA  DDIM %d  clip", (long long)r->step,
-             r->a.ddim_steps);
+    snprintf(caption, sizeof caption, "step %lld  EMA  DDIM %d  clip%s", (long long)r->step,
+             r->a.ddim_steps, c.classes > 0 ? "  class per column" : "");
     if (!rc)
         rc = img_write_grid_captioned_png(path, out, n, c.img, c.img, c.in_ch, cols, 2, caption);
     if (!rc)
@@ -1026,7 +1034,8 @@ static int setup_exec(train_run *r) {
     be->conv_pins = NULL;
     free(pins);
     if (!init_rc && r->root) warn_table_change(r);
-    if (init_rc || sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c) ||
+    if (init_rc ||
+        sg_exec_upload_dataset(&r->e, ds->pixels, ds->n * ds->h * ds->w * ds->c, ds->labels) ||
         (r->resume_path[0] ? sg_exec_resume(&r->e, r->resume_path, may_differ)
          : r->a.init_from  ? init_from(&r->e, r->a.init_from, r->a.seed)
                            : sg_exec_init_state(&r->e, r->a.seed)))
@@ -1116,7 +1125,7 @@ int main(int argc, char **argv) {
                  r.cfg.ranks > 0 ? " per rank" : "");
     }
     /* the objective where it is not DDPM's (eps, linear betas over 1000 steps) */
-    char noise[128] = "";
+    char noise[256] = "";
     if (r.cfg.beta_schedule != SG_BETA_LINEAR || r.cfg.T != 1000)
         snprintf(noise, sizeof noise, ", %s betas over T = %d",
                  sg_beta_schedule_name(r.cfg.beta_schedule), r.cfg.T);
@@ -1125,6 +1134,10 @@ int main(int argc, char **argv) {
     if (r.cfg.snr_gamma > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
                  ", min-SNR loss weighting (gamma %g)", (double)r.cfg.snr_gamma);
+    if (r.cfg.classes > 0)
+        snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
+                 ", class-conditional (%d classes, label dropout %g)", r.cfg.classes,
+                 (double)r.cfg.class_dropout);
     if (r.root)
         fprintf(stderr,
                 "train: %s on %s (%lld images), %s backend%s, batch %d%s, %s%s, %lld parameters, "

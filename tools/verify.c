@@ -174,7 +174,7 @@ static int exec_open_pinned(verify_ctx *v, run_backend kind, sg_exec *e, const c
                             run_backend_names[kind], (unsigned long long)e->plan.hash,
                             (unsigned long long)v->plan.hash);
     const sg_dataset *d = &v->data;
-    return sg_exec_upload_dataset(e, d->pixels, d->n * d->h * d->w * d->c);
+    return sg_exec_upload_dataset(e, d->pixels, d->n * d->h * d->w * d->c, d->labels);
 }
 
 static int exec_open(verify_ctx *v, run_backend kind, sg_exec *e) {

@@ -128,6 +128,12 @@ void cpu_avgpool2x_bwd(float *dx, const float *dy, int N, int H, int W, int C);
 /* ---- sinusoidal timestep embedding (DDPM / diffusers flip_sin_to_cos=False, shift=1):
  * half = dim/2, f_i = exp(-ln(10000) * i / (half - 1)), y[n] = [sin(t f_0..), cos(t f_0..)]. */
 void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim);
+/* ---- the class embedding (diffusers' class_embedding, an nn.Embedding): y[n] = table[lab[n]]
+ * (table [rows, dim]); its backward dtable[r] = the sum over n with lab[n] = r of dy[n], in
+ * sample order (a row no sample picked: 0). Every label lies in [0, rows). */
+void cpu_class_emb_fwd(float *y, const int32_t *lab, const float *table, int N, int dim);
+void cpu_class_emb_bwd(float *dtable, const float *dy, const int32_t *lab, int N, int dim,
+                       int rows);
 
 /* ---- self-attention, `heads` heads of D = C/heads channels over L = H*W positions.
  * qkv[N,L,3C] holds q | k | v along channels (head h owns channels h*D .. h*D+D-1 of each).
@@ -181,10 +187,14 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
  *   otherwise     x unchanged.
  * Then xt = x (the backend rounds it to the model's dtype) and, where rows[k + 1] is a step,
  * t[0 .. N) = rows[k + 1].t (the next forward's timestep); else t is left as it is. x is
- * updated in place; xt may alias x. */
+ * updated in place; xt may alias x.
+ * guided (classifier-free guidance with scale w): the forward pass holds every image twice, the
+ * conditional copies first: eps[N per + i] is image i's unconditional prediction, the update
+ * reads sg_sample_guide(w, eps[i], eps[N per + i]), and xt (then 2 N per values, not aliasing
+ * x) and t (2 N) are written for both copies. */
 void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T);
+                     int T, int guided, double w);
 
 /* ---- loss: loss[0] = sum((pred - target)^2) / (n parts) over n values (blocked sum in a
  * fixed order): the mean with parts = 1; one of `parts` equal micro-batches' share of the
@@ -245,6 +255,11 @@ void cpu_loss_watch(const float *loss, const float *sumsq, const void *step, voi
  * mirrored left-right when flip != 0 and sg_rng_bit(seed, step, SG_RNG_FLIP, s0 + i) is set. */
 void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int W0, int C, int N,
                       int H, int W, uint64_t seed, int64_t step, int flip, int64_t B, int64_t s0);
+/* The labels of the items cpu_gather_batch takes (sg_batch_item of the same g): y[i] =
+ * labels[item], or the null class `classes` where sg_rng_uniform(seed, step, SG_RNG_CLASS_DROP,
+ * s0 + i) < p (classifier-free guidance's label dropout). */
+void cpu_gather_labels(int32_t *y, const int32_t *labels, int64_t ndata, int N, int classes,
+                       float p, uint64_t seed, int64_t step, int64_t B, int64_t s0);
 /* t[i] uniform in [0, T) from sg_rng_index(seed, step, SG_RNG_TIMESTEP, i0 + i, T). */
 void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step, uint64_t i0);
 /* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, purpose, i0 + i). */

@@ -1,4 +1,5 @@
-/* embedding.c — the sinusoidal timestep embedding and the DDPM forward-noising step.
+/* embedding.c — the sinusoidal timestep embedding, the class embedding and the DDPM
+ * forward-noising step.
  *
  * Shapes: t[N] (int32 timesteps), y[N,dim]; x0, eps, xt [N,per] (per = H*W*C values/sample).
  *
@@ -36,6 +37,20 @@ void cpu_timestep_emb(float *y, const int32_t *t, int N, int dim) {
             yn[i] = (float)sin(arg);
             yn[half + i] = (float)cos(arg);
         }
+    }
+}
+
+void cpu_class_emb_fwd(float *y, const int32_t *lab, const float *table, int N, int dim) {
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < dim; d++) y[(int64_t)n * dim + d] = table[(int64_t)lab[n] * dim + d];
+}
+
+void cpu_class_emb_bwd(float *dtable, const float *dy, const int32_t *lab, int N, int dim,
+                       int rows) {
+    for (int64_t i = 0; i < (int64_t)rows * dim; i++) dtable[i] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        SG_ASSERT(lab[n] >= 0 && lab[n] < rows);
+        for (int d = 0; d < dim; d++) dtable[(int64_t)lab[n] * dim + d] += dy[(int64_t)n * dim + d];
     }
 }
 

@@ -25,7 +25,7 @@ void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int
     const int64_t image = (int64_t)H0 * W0 * C;
     for (int i = 0; i < N; i++) {
         int64_t g = step * B + s0 + i;
-        int64_t item = sg_perm(seed, g / ndata, g % ndata, ndata);
+        int64_t item = sg_batch_item(seed, g, ndata);
         int mirror = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)(s0 + i));
         const uint8_t *src = data + item * image;
         float *dst = x0 + (int64_t)i * H * W * C;
@@ -45,6 +45,15 @@ void cpu_gather_batch(float *x0, const uint8_t *data, int64_t ndata, int H0, int
                 for (int c = 0; c < C; c++) d[c] = (float)s[c] / 127.5f - 1.0f;
             }
         }
+    }
+}
+
+void cpu_gather_labels(int32_t *y, const int32_t *labels, int64_t ndata, int N, int classes,
+                       float p, uint64_t seed, int64_t step, int64_t B, int64_t s0) {
+    for (int i = 0; i < N; i++) {
+        const int64_t item = sg_batch_item(seed, step * B + s0 + i, ndata);
+        const int drop = sg_rng_uniform(seed, step, SG_RNG_CLASS_DROP, (uint64_t)(s0 + i)) < p;
+        y[i] = drop ? classes : labels[item];
     }
 }
 

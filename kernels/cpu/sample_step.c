@@ -68,7 +68,7 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
  * follows (otherwise it keeps its value). */
 void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T) {
+                     int T, int guided, double w) {
     const int64_t n = (int64_t)N * per;
     const sg_sample_row *row = k >= 0 && k < n_rows ? &rows[k] : NULL;
     const sg_sample_row *next = k >= -1 && k + 1 < n_rows ? &rows[k + 1] : NULL;
@@ -78,10 +78,12 @@ void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg
         const int noise = sg_sample_row_noise(row);
         for (int64_t i = 0; i < n; i++) {
             float z = noise ? sg_rng_normal(seed, row->t, SG_RNG_SAMPLE, first + i) : 0.0f;
-            x[i] = sg_sample_update(row, x[i], eps[i], z);
+            const double p = guided ? sg_sample_guide(w, eps[i], eps[n + i]) : eps[i];
+            x[i] = sg_sample_update(row, x[i], p, z);
         }
     }
     if (xt != x) memcpy(xt, x, sizeof(float) * (size_t)n);
+    if (guided) memcpy(xt + n, x, sizeof(float) * (size_t)n);
     if (next && next->kind != SG_SAMPLE_NONE)
-        for (int i = 0; i < N; i++) t[i] = next->t;
+        for (int i = 0; i < (guided ? 2 * N : N); i++) t[i] = next->t;
 }

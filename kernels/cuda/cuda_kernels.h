@@ -649,6 +649,13 @@ int cuda_avgpool2x_bwd(cudaStream_t st, void *dx, const void *dy, int N, int H, 
 
 /* ---- embeddings (embedding.cu): t[N] int32 on the device. */
 int cuda_timestep_emb(cudaStream_t st, void *y, const int32_t *t, int N, int dim, int dt);
+/* y[N,dim] (dt) = table[lab[n]] (table [rows, dim] fp32, labels clamped to [0, rows)); the
+ * backward dtable (+)= the sum over the samples that picked each row of dy[n] (dt), in sample
+ * order (cpu_class_emb_bwd's bits). */
+int cuda_class_emb_fwd(cudaStream_t st, void *y, const int32_t *lab, const float *table, int N,
+                       int dim, int rows, int dt);
+int cuda_class_emb_bwd(cudaStream_t st, float *dtable, const void *dy, const int32_t *lab, int N,
+                       int dim, int rows, int dt, int accum);
 /* xt[N,per] (dt) = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps (x0, eps fp32), the coefficients of
  * t[n] (clamped to [0, T)) read from table: T rows of sg_ddpm_row (common/sg_schedule.h; the
  * CPU's are cpu_ddpm_table). */
@@ -734,6 +741,10 @@ int cuda_gather_batch(cudaStream_t st, float *x0, const uint8_t *data, int64_t n
                       int flip, int64_t B, int64_t s0);
 int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint64_t *seed,
                           const int64_t *step, uint64_t i0);
+/* cpu_gather_labels on the device */
+int cuda_gather_labels(cudaStream_t st, int32_t *y, const int32_t *labels, int64_t ndata, int N,
+                       int classes, float p, const uint64_t *seed, const int64_t *step, int64_t B,
+                       int64_t s0);
 int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, const int64_t *step,
                   uint32_t purpose, uint64_t i0);
 int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p,
@@ -745,10 +756,11 @@ int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float
 
 /* ---- the device-resident sampler (sample_step.cu): one denoising step of cpu_sample_step,
  * the step counter k (int64) and the key {seed, first} (uint64[2]) read from device memory;
- * rows[n_rows] is the step table in device memory. x fp32 in place, xt (xt_dt) = x, t[N]. */
+ * rows[n_rows] is the step table in device memory. x fp32 in place, xt (xt_dt) = x, t[N];
+ * guided: cpu_sample_step's classifier-free guidance with scale w (xt, eps, t twice as long). */
 int cuda_sample_step(cudaStream_t st, float *x, void *xt, int xt_dt, int32_t *t, const void *eps,
                      int eps_dt, const sg_sample_row *rows, int n_rows, const int64_t *k,
-                     const uint64_t *key, int N, int64_t per, int T);
+                     const uint64_t *key, int N, int64_t per, int T, int guided, double w);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@ __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndat
         const uint64_t seed = seedp[0];
         const int64_t step = stepp[0];
         const int64_t g = step * B + s0 + i;
-        item_s = sg_perm(seed, g / ndata, g % ndata, ndata);
+        item_s = sg_batch_item(seed, g, ndata);
         mirror_s = flip && sg_rng_bit(seed, step, SG_RNG_FLIP, (uint64_t)(s0 + i));
     }
     __syncthreads();
@@ -48,6 +48,21 @@ __global__ void gather_batch_kernel(float *x0, const uint8_t *data, int64_t ndat
         }
         if (mirror_s) sx = W0 - 1 - sx;
         dst[k] = (float)src[((int64_t)sy * W0 + sx) * C + c] / 127.5f - 1.0f;
+    }
+}
+
+/* threads stride over N: the label of sample i's item (sg_batch_item, as gather_batch_kernel),
+ * or the null class where its drop draw falls below p */
+__global__ void gather_labels_kernel(int32_t *y, const int32_t *labels, int64_t ndata, int N,
+                                     int classes, float p, const uint64_t *seedp,
+                                     const int64_t *stepp, int64_t B, int64_t s0) {
+    SG_PDL_ENTER();
+    SG_GRID_STRIDE(i, N) {
+        const uint64_t seed = seedp[0];
+        const int64_t step = stepp[0];
+        const int64_t item = sg_batch_item(seed, step * B + s0 + i, ndata);
+        const int drop = sg_rng_uniform(seed, step, SG_RNG_CLASS_DROP, (uint64_t)(s0 + i)) < p;
+        y[i] = drop ? classes : labels[item];
     }
 }
 
@@ -103,6 +118,18 @@ int cuda_sample_timesteps(cudaStream_t st, int32_t *t, int N, int T, const uint6
     SG_ARG_CHECK(seed && step, "cuda_sample_timesteps: seed and step must be device pointers");
     SG_LAUNCH(timesteps_kernel, sg_grid_for(N), SG_THREADS, 0, st, t, N, T, seed, step, i0);
     SG_LAUNCH_CHECK("timesteps_kernel");
+    return SG_OK;
+}
+
+int cuda_gather_labels(cudaStream_t st, int32_t *y, const int32_t *labels, int64_t ndata, int N,
+                       int classes, float p, const uint64_t *seed, const int64_t *step, int64_t B,
+                       int64_t s0) {
+    SG_ARG_CHECK(ndata > 0 && N > 0 && classes > 0, "cuda_gather_labels: bad shape");
+    SG_ARG_CHECK(s0 >= 0 && s0 + N <= B, "cuda_gather_labels: samples [s0, s0+N) outside [0, B)");
+    SG_ARG_CHECK(seed && step, "cuda_gather_labels: seed and step must be device pointers");
+    SG_LAUNCH(gather_labels_kernel, sg_grid_for(N), SG_THREADS, 0, st, y, labels, ndata, N, classes,
+              p, seed, step, B, s0);
+    SG_LAUNCH_CHECK("gather_labels_kernel");
     return SG_OK;
 }
 

@@ -3,7 +3,8 @@
  * graph/sampler.h's).
  *
  * Shapes: N images of `per` values (NHWC, flat): x[N*per] fp32 state, xt[N*per] the model's
- * input (fp32 or bf16), eps[N*per] the prediction (fp32 or bf16), t[N] int32.
+ * input (fp32 or bf16), eps[N*per] the prediction (fp32 or bf16), t[N] int32; guided
+ * (classifier-free guidance, cpu_sample_step): xt, eps and t hold every image twice.
  * Everything that changes per step is read from device memory: the step counter k picks the
  * table row, the key holds {seed, first} (first: the batch's first image of the run x per), so
  * a captured graph replayed S times runs the S steps. The update is sg_sample_update, whose
@@ -22,14 +23,14 @@
 __global__ void sample_step_kernel(float *x, void *xt, int xt_dt, int32_t *t, const void *eps,
                                    int eps_dt, const sg_sample_row *rows, int n_rows,
                                    const int64_t *kp, const uint64_t *key, int N, int64_t per,
-                                   int T) {
+                                   int T, int guided, double w) {
     SG_PDL_ENTER();
     const int64_t k = kp[0];
     const uint64_t seed = key[0], first = key[1];
     const int start = k == -1;
     const int step = k >= 0 && k < n_rows;
     const int has_next = k >= -1 && k + 1 < n_rows;
-    SG_GRID_STRIDE(i, (int64_t)N) {
+    SG_GRID_STRIDE(i, (int64_t)(guided ? 2 * N : N)) {
         if (has_next && rows[k + 1].kind != SG_SAMPLE_NONE) t[i] = rows[k + 1].t;
     }
     const sg_sample_row r = step ? rows[k] : sg_sample_row{};
@@ -43,10 +44,14 @@ __global__ void sample_step_kernel(float *x, void *xt, int xt_dt, int32_t *t, co
         } else if (step && r.kind != SG_SAMPLE_NONE) {
             const float z =
                 noise ? sg_rng_normal(seed, r.t, SG_RNG_SAMPLE, first + (uint64_t)i) : 0.0f;
-            v = sg_sample_update(&r, v, dev_ld(eps, i, eps_dt), z);
+            const double p =
+                guided ? sg_sample_guide(w, dev_ld(eps, i, eps_dt), dev_ld(eps, n + i, eps_dt))
+                       : (double)dev_ld(eps, i, eps_dt);
+            v = sg_sample_update(&r, v, p, z);
             x[i] = v;
         }
         dev_st(xt, i, v, xt_dt);
+        if (guided) dev_st(xt, n + i, v, xt_dt);
     }
 }
 
@@ -54,14 +59,14 @@ __global__ void sample_step_kernel(float *x, void *xt, int xt_dt, int32_t *t, co
 
 int cuda_sample_step(cudaStream_t st, float *x, void *xt, int xt_dt, int32_t *t, const void *eps,
                      int eps_dt, const sg_sample_row *rows, int n_rows, const int64_t *k,
-                     const uint64_t *key, int N, int64_t per, int T) {
+                     const uint64_t *key, int N, int64_t per, int T, int guided, double w) {
     SG_DT_CHECK(xt_dt, "cuda_sample_step");
     SG_DT_CHECK(eps_dt, "cuda_sample_step");
     SG_ARG_CHECK(N > 0 && per > 0 && n_rows > 0 && T >= 1, "cuda_sample_step: bad shape");
     SG_ARG_CHECK(x && xt && t && eps && rows && k && key,
                  "cuda_sample_step: every operand must be a device pointer");
     SG_LAUNCH(sample_step_kernel, sg_grid_for((int64_t)N * per), SG_THREADS, 0, st, x, xt, xt_dt, t,
-              eps, eps_dt, rows, n_rows, k, key, N, per, T);
+              eps, eps_dt, rows, n_rows, k, key, N, per, T, guided, w);
     SG_LAUNCH_CHECK("sample_step_kernel");
     return SG_OK;
 }

@@ -424,7 +424,8 @@ def parity(a, device):
     O.load_dropout_masks(model, a.parity, device, torch.float32)
     state = {k: {n: v.to(device) for n, v in d.items()} for k, d in state.items()}
     res = O.train_step(model, train, x0, t, eps, state, device=device, dtype=torch.float32,
-                       autocast_dtype=torch.bfloat16 if a.precision == "bf16" else None)
+                       autocast_dtype=torch.bfloat16 if a.precision == "bf16" else None,
+                       labels=O.load_labels(a.parity))
     out = a.out or os.path.join(a.parity, "out_torch_%s_%s" % (device.type, a.precision))
     O.write_outputs(out, res, train=train)
     r = dict(tool="torch_ref_parity", dir=a.parity, out=out, precision=a.precision, tf32=a.tf32,

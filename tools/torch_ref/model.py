@@ -104,6 +104,9 @@ def normalize_config(cfg):
     # at the top/left, 1 at the bottom/right) or "symmetric" (1 on every side). A config
     # without the field predates it and means "symmetric".
     out["down_pad"] = c.get("down_pad", "symmetric")
+    # class-conditional models (docs/model.md): a table of classes + 1 rows (the last the null
+    # class), its row for each sample's label added to the time embedding; 0: unconditional
+    out["classes"] = int(c.get("classes", 0) or 0)
     if out["down_pad"] not in ("same", "symmetric"):
         raise ValueError("down_pad must be 'same' or 'symmetric', got %r" % (out["down_pad"],))
     return out
@@ -268,6 +271,8 @@ class UNet(nn.Module):
         self.levels = levels
 
         self.time_embedding = TimestepEmbedding(ch, temb_ch)
+        if cfg["classes"] > 0:
+            self.class_embedding = nn.Embedding(cfg["classes"] + 1, temb_ch)
         self.conv_in = nn.Conv2d(cfg["in_ch"], ch, 3, padding=1)
 
         def attn(C):
@@ -337,8 +342,12 @@ class UNet(nn.Module):
                 m.weight.fill_(1.0)
                 m.bias.fill_(0.0)
 
-    def forward(self, x, t):
+    def forward(self, x, t, class_labels=None):
         temb = self.time_embedding(timestep_embedding(t, self.cfg["ch"], x.dtype))
+        if self.cfg["classes"] > 0:
+            if class_labels is None:
+                raise ValueError("a class-conditional model needs class_labels")
+            temb = temb + self.class_embedding(class_labels).to(temb.dtype)
         st = F.silu(temb)
         h = self.conv_in(x)
         hs = [h]

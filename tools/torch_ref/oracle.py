@@ -12,6 +12,9 @@ DIR holds:
                      defaults of docs/model.md (a note goes to stderr).
   params/<name>.npy  parameters in stepgraph layouts (conv [Co][K][K][Ci], linear [out][in])
   x0.npy             [N,H,W,C] float32, t.npy [N] int32, eps.npy [N,H,W,C] float32
+  class_labels.npy   [N] int32: a class-conditional model's labels (config "classes" > 0), as
+                     the step gathered them (after its label dropout: the null class is
+                     "classes")
   optional: adam_m/<name>.npy, adam_v/<name>.npy (default 0), ema/<name>.npy (default params)
   optional: dropout_masks/<resnet>.npy, e.g. dropout_masks/down_blocks.0.resnets.0.npy:
             [N,H,W,C] float32 multipliers (0 or 1/(1-p)) applied where the resblock's dropout
@@ -25,7 +28,7 @@ external gradients (e.g. the C backend's), so the optimizer can be checked to fl
 It computes (dropout off, i.e. identity):
   x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps   (abar in float64; linear betas, or cosine:
         improved-diffusion's betas_for_alpha_bar, capped at 0.999)
-  pred = model(x_t, t); loss = mean((pred - target)^2), target = eps, or with prediction "v"
+  pred = model(x_t, t[, class_labels]); loss = mean((pred - target)^2), target = eps, or with prediction "v"
   v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (Salimans & Ho 2022); with snr_gamma > 0 each
   sample's mean squared error times min(SNR, gamma) / SNR (eps) or / (SNR + 1) (v), SNR =
   abar / (1 - abar) (min-SNR-gamma, as diffusers' training scripts); backward
@@ -167,8 +170,14 @@ def load_inputs(d):
     return x0, t, eps
 
 
+def load_labels(d):
+    """class_labels.npy as int64 [N], or None where the case has none (unconditional)."""
+    f = os.path.join(d, "class_labels.npy")
+    return np.load(f).astype(np.int64).reshape(-1) if os.path.exists(f) else None
+
+
 def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.float32,
-               autocast_dtype=None, grads_override=None):
+               autocast_dtype=None, grads_override=None, labels=None):
     """One oracle step. `model` holds the parameters (dtype/device already set) and is
     updated in place to p_new. `state` may hold dicts "m", "v", "ema" of tensors (PyTorch
     layout); missing ones start as zeros / params. `grads_override` (name -> tensor, PyTorch
@@ -180,6 +189,7 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
     eps_t = nhwc_to_nchw(torch.from_numpy(np.ascontiguousarray(eps))).to(device=device,
                                                                          dtype=dtype)
     t_t = torch.from_numpy(t).to(device=device)
+    y_t = torch.from_numpy(labels).to(device=device) if labels is not None else None
     ca, cb = ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"], train["beta_schedule"])
     ca = torch.from_numpy(ca).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     cb = torch.from_numpy(cb).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
@@ -190,10 +200,10 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
     if autocast_dtype is not None:
         dev_type = torch.device(device).type
         with torch.autocast(device_type=dev_type, dtype=autocast_dtype):
-            pred = model(xt, t_t)
+            pred = model(xt, t_t, y_t)
         pred = pred.to(dtype)
     else:
-        pred = model(xt, t_t)
+        pred = model(xt, t_t, y_t)
     if train["prediction"] == "v":
         target = ca * eps_t - cb * x0_t
     elif train["prediction"] == "eps":
@@ -329,7 +339,7 @@ def run_dir(d, out=None, dtype="float32", device="cpu", keep_dtype=False, autoca
     load_dropout_masks(model, d, device, tdtype)
     go = M.load_tensors_dir(model, grads_from, strict=True) if grads_from else None
     res = train_step(model, train, x0, t, eps, state, device=device, dtype=tdtype,
-                     autocast_dtype=autocast_dtype, grads_override=go)
+                     autocast_dtype=autocast_dtype, grads_override=go, labels=load_labels(d))
     out = out or os.path.join(d, "out")
     np_dtype = np.float64 if (keep_dtype and tdtype == torch.float64) else np.float32
     write_outputs(out, res, np_dtype, train)
