@@ -1143,6 +1143,47 @@ static void test_attention(void) {
 
 /* ---- timestep embedding, DDPM noise ------------------------------------------------------- */
 
+/* ---- the class embedding: rows of a table by label; its backward by finite differences */
+
+typedef struct {
+    float *y, *table, *r;
+    const int32_t *lab;
+    int N, dim;
+} cemb_ctx;
+
+static double cemb_loss(void *p) {
+    cemb_ctx *c = p;
+    cpu_class_emb_fwd(c->y, c->lab, c->table, c->N, c->dim);
+    return dot_rf(c->r, c->y, (int64_t)c->N * c->dim);
+}
+
+static void test_class_emb(void) {
+    enum { N = 9, D = 5, R = 6 }; /* rows 0, 2 picked several times, row 4 never, 5 the null */
+    static const int32_t lab[N] = {2, 0, 5, 2, 1, 0, 3, 2, 5};
+    float *table = new_rand(R * D, -2, 2), *r = new_rand(N * D, -1, 1);
+    float *y = new_nan(N * D), *dt = new_nan(R * D), *dt2 = new_nan(R * D);
+    cpu_class_emb_fwd(y, lab, table, N, D);
+    int same = 1;
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++) same &= y[n * D + d] == table[lab[n] * D + d];
+    CHECK(same, "class emb: y[n] is not table[label[n]]");
+    cpu_class_emb_bwd(dt, r, lab, N, D, R);
+    cemb_ctx c = {y, table, r, lab, N, D};
+    check_fd("class emb dtable", table, R * D, dt, cemb_loss, &c, H_LINEAR, TOL_FD_LINEAR);
+    int zero = 1;
+    for (int d = 0; d < D; d++) zero &= dt[4 * D + d] == 0.0f;
+    CHECK(zero, "class emb: the row nobody picked has a gradient");
+    /* the sum in sample order: row 2's samples 0, 3, 7 summed left to right, in float */
+    for (int d = 0; d < D; d++)
+        CHECK(dt[2 * D + d] == (r[0 * D + d] + r[3 * D + d]) + r[7 * D + d],
+              "class emb: row 2 is not its samples' sum in sample order");
+    float *o1[1] = {dt}, *o2[1] = {dt2};
+    int64_t sz[1] = {R * D};
+    CHECK_TWICE("class emb bwd", o1, o2, sz, 1, cpu_class_emb_bwd(o1[0], r, lab, N, D, R),
+                cpu_class_emb_bwd(o2[0], r, lab, N, D, R));
+    free(table), free(r), free(y), free(dt), free(dt2);
+}
+
 static void test_embedding(void) {
     int32_t t[5] = {0, 1, 17, 500, 999};
     int dims[3] = {4, 32, 128};
@@ -1730,6 +1771,7 @@ int main(void) {
     test_upconv();
     test_attention();
     test_embedding();
+    test_class_emb();
     test_loss();
     test_loss_weighted();
     test_optim();

@@ -119,18 +119,28 @@ static void test_fmnist(void) {
                                       0,   0,   0,   193, 228, 218, 213, 198, 180, 212,
                                       210, 211, 213, 223, 220, 243, 202, 0};
     CHECK(memcmp(ds.pixels + 10 * 28, row10, 28) == 0, "row 10 of image 0 differs");
+    /* the labels, from the label file beside the images: 6000 of each of the 10 classes, the
+     * first image an ankle boot (9), the second a T-shirt (0) */
+    int count[10] = {0}, balanced = ds.labels && ds.nclasses == 10;
+    for (int64_t i = 0; balanced && i < ds.n; i++)
+        if (ds.labels[i] >= 0 && ds.labels[i] < 10) count[ds.labels[i]]++;
+    for (int k = 0; k < 10; k++) balanced &= count[k] == 6000;
+    CHECK(balanced && ds.labels[0] == 9 && ds.labels[1] == 0,
+          "fmnist labels: %d classes, not 6000 each, or not 9, 0 first", ds.nclasses);
     data_free(&ds);
     CHECK(ds.pixels == NULL && ds.n == 0, "data_free zeroes");
     data_free(&ds); /* twice is harmless */
     CHECK(data_load(&ds, "fmnist:test") == SG_OK, "fmnist:test: %s", sg_last_error());
     CHECK(ds.n == 10000 && fnv1a(ds.pixels, ds.n * 784) == 0x9dcd9631u, "test split n=%lld",
           (long long)ds.n);
+    CHECK(ds.labels && ds.nclasses == 10, "fmnist:test has no labels");
     data_free(&ds);
     /* the same file through idx: gives the same bytes as through fmnist */
     char spec[300];
     snprintf(spec, sizeof spec, "idx:%s", path);
     CHECK(data_load(&ds, spec) == SG_OK && ds.n == 60000, "idx:%s: %s", path, sg_last_error());
     CHECK(ds.pixels && fnv1a(ds.pixels, ds.n * 784) == 0xc0f66fc4u, "idx: fmnist hash");
+    CHECK(!ds.labels && !ds.nclasses, "idx:FILE has labels");
     data_free(&ds);
 }
 
@@ -327,6 +337,9 @@ static void test_cifar(void) {
     CHECK(data_load(&ds, spec) == SG_OK, "%s: %s", spec, sg_last_error());
     CHECK(ds.n == 50000 && ds.h == 32 && ds.w == 32 && ds.c == 3, "cifar train dims");
     if (ds.pixels) check_cifar_hwc(&ds, 50000, "train split");
+    int bad_label = !ds.labels || ds.nclasses != 10; /* each record's label byte: r % 10 */
+    for (int64_t i = 0; !bad_label && i < ds.n; i++) bad_label = ds.labels[i] != i % 10;
+    CHECK(!bad_label, "cifar labels are not the records' label bytes");
     data_free(&ds);
     for (int f = 1; f <= 5; f++) { /* 150 MB: remove now, not at exit */
         snprintf(path, sizeof path, "%s/data_batch_%d.bin", tmpdir, f);
@@ -362,10 +375,18 @@ static void test_synthetic(void) {
     mean /= 1024.0 * 1024;
     CHECK(flat == 0, "%d synthetic images lack a shape on a dark background", flat);
     CHECK(mean > 20 && mean < 100, "synthetic mean pixel %f", mean);
+    /* the labels: the shape of each image, 6 classes, each about a sixth of the set */
+    int per_shape[6] = {0}, in_range = a.labels && a.nclasses == 6;
+    for (int i = 0; in_range && i < 1024; i++)
+        if ((in_range = a.labels[i] >= 0 && a.labels[i] < 6)) per_shape[a.labels[i]]++;
+    for (int k = 0; k < 6; k++) in_range &= per_shape[k] > 120 && per_shape[k] < 220;
+    CHECK(in_range, "synthetic labels: not 6 shapes of about 170 images each");
     /* a prefix of a larger set is the smaller set (image k depends on k only) */
     data_free(&b);
     CHECK(data_load(&b, "synthetic:2000") == SG_OK && b.n == 2000, "synthetic:2000");
     CHECK(b.pixels && memcmp(a.pixels, b.pixels, 1024 * 32 * 32) == 0, "prefix property");
+    CHECK(a.labels && b.labels && !memcmp(a.labels, b.labels, 1024 * sizeof(int32_t)),
+          "prefix property of the labels");
     data_free(&a);
     data_free(&b);
     CHECK(data_load(&a, "synthetic:10:16x24x3") == SG_OK, "rgb: %s", sg_last_error());

@@ -334,7 +334,43 @@ int main(void) {
         for (int i = 0; !wrong && i < SG_ARRAY_LEN(order); i++)
             for (int k = 0; k < 64; k++) wrong += ds.pixels[i * 64 + k] != order[i];
         CHECK(!wrong, "nested: %lld images, or not in path order", (long long)ds.n);
+        /* images directly in the folder (a.png, c.png): no class labels */
+        CHECK(ds.labels == NULL && ds.nclasses == 0, "a folder with images at its top has labels");
         data_free(&ds);
+        /* class folders: every image in one; its label the folder's rank in path order ("a b"
+         * before "a": ' ' < '/'), deeper folders belonging to their top-level one */
+        {
+            char kdir[] = "/tmp/sg_folder_XXXXXX";
+            CHECK(mkdtemp(kdir) != NULL, "mkdtemp");
+            static const struct {
+                const char *rel;
+                int value, label;
+            } cls[] = {{"a/x.png", 10, 1},
+                       {"a b/y.png", 20, 0},
+                       {"a/deep/z.png", 30, 1},
+                       {"zeta/w.png", 40, 2},
+                       {"a/v.png", 50, 1}};
+            snprintf(cmd, sizeof cmd, "mkdir -p '%s/a/deep' '%s/a b' '%s/zeta' '%s/empty'", kdir,
+                     kdir, kdir, kdir);
+            CHECK(system(cmd) == 0, "%s", cmd);
+            for (int i = 0; i < SG_ARRAY_LEN(cls); i++) {
+                memset(px, cls[i].value, sizeof px);
+                snprintf(path, sizeof path, "%s/%s", kdir, cls[i].rel);
+                write_png(path, px, 8, 8, 1);
+            }
+            CHECK(data_load_folder(&ds, kdir, 8, 1) == SG_OK, "classes: %s", sg_last_error());
+            int mislabelled = ds.n != SG_ARRAY_LEN(cls) || !ds.labels || ds.nclasses != 3;
+            for (int64_t i = 0; !mislabelled && i < ds.n;
+                 i++) /* each image's label, by its value */
+                for (int k = 0; k < SG_ARRAY_LEN(cls); k++)
+                    if (ds.pixels[i * 64] == cls[k].value)
+                        mislabelled += ds.labels[i] != cls[k].label;
+            CHECK(!mislabelled, "class folders: %lld images, %d classes, or the wrong labels",
+                  (long long)ds.n, ds.nclasses);
+            data_free(&ds);
+            snprintf(cmd, sizeof cmd, "rm -r '%s'", kdir);
+            CHECK(system(cmd) == 0, "%s", cmd);
+        }
         /* a link to a folder above: refused at the depth limit, naming the path */
         snprintf(cmd, sizeof cmd, "ln -s .. '%s/a/b/up'", tdir);
         CHECK(system(cmd) == 0, "%s", cmd);

@@ -3,7 +3,8 @@
  * epoch), timesteps, Gaussian noise and dropout (masks of forward and backward agree, keep rate
  * ~ 1-p, the same call gives the same bits), and the data-parallel slicing: R ranks, each
  * drawing its slice at its global offset, together draw bit for bit what one call over the
- * whole batch draws (docs/data-parallel.md). Outputs are poisoned with NaN first so an
+ * whole batch draws (docs/data-parallel.md); the class labels of the gathered items and their
+ * dropout to the null class. Outputs are poisoned with NaN first so an
  * unwritten element fails. */
 #include "common/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -150,6 +151,45 @@ static void test_gather_epoch_coverage(void) {
         free(order);
         free(data);
     }
+}
+
+/* gather_labels: the labels of the very items gather_batch takes (the dataset encodes each
+ * item in its pixels), dropped to the null class K at rate ~p, keyed by the sample's global
+ * index (ranks and micro-batches draw what one call draws); p 0 and 1 never / always drop */
+static void test_gather_labels(void) {
+    enum { ND = 37, N = 4096, K = 7 };
+    uint8_t data[ND];
+    int32_t labels[ND];
+    for (int j = 0; j < ND; j++) data[j] = (uint8_t)j, labels[j] = (j * 5 + 3) % K;
+    float *x0 = malloc(sizeof(float) * N);
+    int32_t *y = malloc(sizeof(int32_t) * N), *y2 = malloc(sizeof(int32_t) * N);
+    const float ps[3] = {0.0f, 0.25f, 1.0f};
+    for (int k = 0; k < 3; k++) {
+        const float p = ps[k];
+        for (int64_t step = 0; step < 3; step++) {
+            poison(x0, N);
+            for (int i = 0; i < N; i++) y[i] = y2[i] = -9;
+            cpu_gather_batch(x0, data, ND, 1, 1, 1, N, 1, 1, 99, step, 0, N, 0);
+            cpu_gather_labels(y, labels, ND, N, K, p, 99, step, N, 0);
+            int wrong = 0, dropped = 0;
+            for (int i = 0; i < N; i++) {
+                const int item = (int)lrintf((x0[i] + 1.0f) * 127.5f);
+                dropped += y[i] == K;
+                wrong += y[i] != K && y[i] != labels[item];
+            }
+            CHECK(wrong == 0, "p %g step %lld: %d labels are not their images' items'", (double)p,
+                  (long long)step, wrong);
+            const double rate = (double)dropped / N; /* sd sqrt(p(1-p)/N) <= 0.008 */
+            CHECK(fabs(rate - p) < 0.04, "p %g: %.3f of the labels dropped", (double)p, rate);
+            /* four slices of N/4 at their global offsets draw what one call draws */
+            for (int r = 0; r < 4; r++)
+                cpu_gather_labels(y2 + r * (N / 4), labels, ND, N / 4, K, p, 99, step, N,
+                                  (int64_t)r * (N / 4));
+            CHECK(!memcmp(y, y2, sizeof(int32_t) * N), "p %g: 4 slices differ from one call",
+                  (double)p);
+        }
+    }
+    free(x0), free(y), free(y2);
 }
 
 static void test_timesteps(void) {
@@ -320,6 +360,7 @@ int main(void) {
     test_gather_channels_and_crop();
     test_gather_epoch_coverage();
     test_timesteps();
+    test_gather_labels();
     test_gaussian();
     test_dropout();
     return sg_test_end();

@@ -743,6 +743,59 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta, in
     free(rows);
 }
 
+/* Classifier-free guidance in the device step (cpu_sample_step, guided): the prediction the
+ * update reads is eps_none + w (eps_class - eps_none) of each image's two (the conditional
+ * copies first), in double: w = 1 gives the conditional step's bits, w = 0 the unconditional
+ * one's, and w = 3 the step on the mix computed here in long double; x_t and t are written for
+ * both copies. DDPM with noise, DDIM, and a v-prediction row. */
+static void test_guided_step(void) {
+    enum { N = 3, PER = 50, NS = N * PER };
+    static float x0[NS], x[NS], ref[NS], pred[2 * NS], xt[2 * NS];
+    int32_t t[2 * N];
+    const sg_betas bb = {.T = TT, .schedule = SG_BETA_LINEAR, .beta1 = B1, .betaT = BT};
+    int ts[TT];
+    sg_ddim_timesteps(7, TT, ts);
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * TT);
+    for (int kind = 0; kind < 3; kind++) {
+        const int ddim = kind > 0;
+        if (!ddim)
+            for (int k = 0; k < TT; k++) ts[k] = TT - 1 - k;
+        CHECK(sg_sample_table(rows, TT, ts, ddim ? 7 : TT, ddim, 1, 0.0, 0, &bb) == SG_OK,
+              "the step table");
+        for (int k = 0; k < TT; k++) rows[k].v_pred = kind == 2;
+        const int64_t k = 2;
+        fill_normal(x0, NS, 11);
+        fill_normal(pred, 2 * NS, 12);
+        const double ws[3] = {1.0, 0.0, 3.0};
+        for (int wi = 0; wi < 3; wi++) {
+            const double w = ws[wi];
+            for (int i = 0; i < NS; i++) {
+                const long double c = pred[i], u = pred[NS + i];
+                const double mix = (double)(u + (long double)w * (c - u));
+                const float z = sg_rng_normal(5, rows[k].t, SG_RNG_SAMPLE, 40 + (uint64_t)i);
+                ref[i] = wi == 0   ? sg_sample_update(&rows[k], x0[i], pred[i], z)
+                         : wi == 1 ? sg_sample_update(&rows[k], x0[i], pred[NS + i], z)
+                                   : sg_sample_update(&rows[k], x0[i], mix, z);
+            }
+            memcpy(x, x0, sizeof x);
+            for (int j = 0; j < 2 * N; j++) t[j] = -7;
+            cpu_sample_step(x, xt, t, pred, rows, TT, k, 5, 40, N, PER, TT, 1, w);
+            int bad_t = 0;
+            for (int j = 0; j < 2 * N; j++) bad_t += t[j] != rows[k + 1].t;
+            CHECK(!memcmp(x, ref, sizeof x) && !memcmp(xt, x, sizeof x) &&
+                      !memcmp(xt + NS, x, sizeof x) && !bad_t,
+                  "%s guided step, w %g: x %s the step on the mix, x_t's copies %s, t %d wrong",
+                  kind == 0   ? "DDPM"
+                  : kind == 1 ? "DDIM"
+                              : "DDIM v",
+                  w, memcmp(x, ref, sizeof x) ? "is not" : "is",
+                  memcmp(xt, x, sizeof x) || memcmp(xt + NS, x, sizeof x) ? "differ" : "agree",
+                  bad_t);
+        }
+    }
+    free(rows);
+}
+
 static void test_device_step(void) {
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++)
         for (int clip = 0; clip < 2; clip++) {
@@ -1511,6 +1564,7 @@ int main(int argc, char **argv) {
     test_gaussian_chains();
     test_end_to_end();
     test_device_step();
+    test_guided_step();
     test_device_vs_host_loop();
     return sg_test_end();
 }
