@@ -31,6 +31,8 @@
 #include "checkpoints/ckpt_json.h"
 
 #define DIFFUSERS_VERSION "0.31.0" /* the version the CI test pins and checks against */
+/* a class table's most rows: planner/model.h's SG_MAX_CLASSES and the null class */
+#define MAX_CLASS_ROWS 4097
 #define MAX_LEVELS 8
 
 /* The architecture fields of a stepgraph config, decoded. */
@@ -40,6 +42,7 @@ typedef struct {
     double dropout;
     int T, cosine; /* cosine: beta_schedule "cosine" (absent: linear from beta1 to betaT) */
     int vpred;     /* prediction "v" (absent: eps) */
+    int classes;   /* a class-conditional model's classes (absent: 0, unconditional) */
     double beta1, betaT;
 } arch;
 
@@ -121,6 +124,9 @@ static int arch_decode(const ckpt_json *j, int node, arch *a, const char *what) 
         get_int(j, node, "T", 1, 1 << 20, &a->T, what) ||
         get_num(j, node, "beta1", &a->beta1, what) || get_num(j, node, "betaT", &a->betaT, what))
         return SG_ERR;
+    if (ckpt_json_find(j, node, "classes") >= 0 &&
+        get_int(j, node, "classes", 0, 1 << 20, &a->classes, what))
+        return SG_ERR;
     if (a->nlevels < 1) return sg_set_error("%s: \"ch_mult\" is empty", what);
     if (!a->heads && !a->head_ch) return sg_set_error("%s: neither heads nor head_ch", what);
     return SG_OK;
@@ -175,7 +181,10 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
                             "resampling)");
     int dim = 0;
     if (attention_head_dim(&a, &dim)) return SG_ERR;
-    char boc[128] = "", down[512] = "", up[512] = "", head[32] = "null";
+    char boc[128] = "", down[512] = "", up[512] = "", head[32] = "null", cls[32] = "null";
+    /* a class-conditional model: its table's rows, the classes and the null class (the last:
+     * docs/model.md); diffusers' UNet2DModel makes the nn.Embedding the weights load into */
+    if (a.classes > 0) snprintf(cls, sizeof cls, "%d", a.classes + 1);
     for (int i = 0; i < a.nlevels; i++) {
         size_t n = strlen(boc), m = strlen(down), u = strlen(up);
         snprintf(boc + n, sizeof boc - n, "%s%d", i ? ", " : "", a.ch * a.ch_mult[i]);
@@ -214,11 +223,11 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
                      "  \"resnet_time_scale_shift\": \"default\",\n"
                      "  \"add_attention\": true,\n"
                      "  \"class_embed_type\": null,\n"
-                     "  \"num_class_embeds\": null,\n"
+                     "  \"num_class_embeds\": %s,\n"
                      "  \"num_train_timesteps\": null\n"
                      "}\n",
                      a.img, a.in_ch, a.in_ch, down, up, boc, a.nrb, a.same_pad ? 0 : 1, a.dropout,
-                     head, a.groups);
+                     head, a.groups, cls);
     if (n < 0 || (size_t)n >= cap) return sg_set_error("diffusers config does not fit");
     return SG_OK;
 }
@@ -420,8 +429,7 @@ static int check_fixed(const ckpt_json *j, const char *path) {
            want(j, 0, "downsample_type", "\"conv\"", "\"conv\"", path) ||
            want(j, 0, "upsample_type", "\"conv\"", "\"conv\"", path) ||
            want(j, 0, "add_attention", "true", "true", path) ||
-           want(j, 0, "class_embed_type", "null", "null", path) ||
-           want(j, 0, "num_class_embeds", "null", "null", path);
+           want(j, 0, "class_embed_type", "null", "null", path);
 }
 
 /* A scheduler field that names one of two choices (absent: the first): *second set, or SG_ERR
@@ -542,7 +550,7 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
         goto out;
     }
     if (check_fixed(j, path)) goto out;
-    int img, in_ch, out_ch, nrb, groups = 32, pad = 1, boc[MAX_LEVELS], nl, dim = 8;
+    int img, in_ch, out_ch, nrb, groups = 32, pad = 1, boc[MAX_LEVELS], nl, dim = 8, rows = 0;
     double dropout = 0;
     if (get_int(j, 0, "sample_size", 1, 1 << 14, &img, path) ||
         get_int(j, 0, "in_channels", 1, 64, &in_ch, path) ||
@@ -557,6 +565,16 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
         get_int(j, 0, "downsample_padding", 0, 1, &pad, path))
         goto out;
     if (ckpt_json_find(j, 0, "dropout") >= 0 && get_num(j, 0, "dropout", &dropout, path)) goto out;
+    /* class conditioning (class_embed_type null): num_class_embeds rows, the last the null
+     * class that stepgraph's guidance and label dropout use (docs/model.md) */
+    int ce = ckpt_json_find(j, 0, "num_class_embeds");
+    if (ce >= 0 && ckpt_json_type(j, ce) != CKPT_JSON_NULL &&
+        get_int(j, 0, "num_class_embeds", 2, MAX_CLASS_ROWS, &rows, path)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", sg_last_error());
+        sg_set_error("%s (stepgraph's class table: the classes, then the null class)", msg);
+        goto out;
+    }
     int hd = ckpt_json_find(j, 0, "attention_head_dim");
     if (hd >= 0 && ckpt_json_type(j, hd) == CKPT_JSON_NULL)
         dim = 0;
@@ -598,15 +616,17 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     int T = 1000, cosine = 0, vpred = 0;
     double b1 = 1e-4, bT = 0.02;
     if (read_scheduler(dir, &T, &cosine, &vpred, &b1, &bT)) goto out;
+    char cls_key[32] = "";
+    if (rows) snprintf(cls_key, sizeof cls_key, ",\"classes\":%d", rows - 1);
     int n = snprintf(buf, cap,
                      "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
                      "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
                      "\"dropout\":%.9g,\"resample_conv\":1,\"down_pad\":\"%s\","
-                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s%s}",
+                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s%s%s}",
                      img, in_ch, boc[0], mult, nrb, attn, heads, head_ch, groups, dropout,
                      pad ? "symmetric" : "same", T, b1, bT,
                      cosine ? ",\"beta_schedule\":\"cosine\"" : "",
-                     vpred ? ",\"prediction\":\"v\"" : "");
+                     vpred ? ",\"prediction\":\"v\"" : "", cls_key);
     if (n < 0 || (size_t)n >= cap) {
         sg_set_error("config does not fit");
         goto out;
@@ -639,6 +659,7 @@ int ckpt_config_check_arch(const char *expected_json, const char *got_json, cons
     SAME(nrb, "nrb (res blocks per level)")
     SAME(groups, "groups")
     SAME(resample_conv, "resample_conv")
+    SAME(classes, "classes (the class embedding's rows, less the null class)")
 #undef SAME
     if (x.resample_conv && x.same_pad != y.same_pad)
         return sg_set_error("%s is another architecture: down_pad is \"%s\" there, \"%s\" here "

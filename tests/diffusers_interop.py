@@ -37,6 +37,15 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    fixed_small and fixed_large (sample --variance large): the same timesteps,
    noise at every step but the last, and the same images (tolerance TOL_DDIM).
 
+8. Class conditioning (train --classes 6 on the synthetic shapes): the export says
+   num_class_embeds 7 (the classes and the null class), UNet2DModel.from_pretrained loads the
+   class_embedding, and its forward with class_labels equals stepgraph's (tests/sg_forward_dump
+   --labels); other labels give another prediction (the check can tell); classifier-free
+   guidance: diffusers' DDIM loop mixing its conditional and null-class predictions
+   (eps_null + w (eps_class - eps_null), w 3) from a given x_T ends where stepgraph's guided
+   sampler does (sg_forward_dump --labels --guidance --ddim); `sample --weights` on the folder
+   draws what `sample --ckpt` draws with --class and --guidance, bit for bit.
+
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
 layers of O(1e2..1e3)-term dot products stays near 1e-6 relative; 1e-4 leaves room). diffusers
@@ -104,23 +113,32 @@ class ExactTimesteps(torch.nn.Module):
         return torch.cat([emb[:, half:], emb[:, :half]], dim=-1) if self.flip else emb
 
 
-def diffusers_fwd(model, x, t, exact):
+def diffusers_fwd(model, x, t, exact, y=None):
     m = model.double() if exact else model.float()
     if exact:
         saved, m.time_proj = m.time_proj, ExactTimesteps(m.time_proj)
     with torch.no_grad():
-        y = m(x.double() if exact else x.float(), t).sample
+        y = m(x.double() if exact else x.float(), t, class_labels=y).sample
     if exact:
         m.time_proj = saved
     return y.double()
 
 
-def stepgraph_fwd(weights, x, t, tmp, model=None):
+def labels_file(tmp, labels):
+    """--labels Y.i32 for sg_forward_dump (a class-conditional model), or nothing."""
+    if labels is None:
+        return []
+    lp = os.path.join(tmp, "labels.i32")
+    np.asarray(labels, dtype="<i4").tofile(lp)
+    return ["--labels", lp]
+
+
+def stepgraph_fwd(weights, x, t, tmp, model=None, labels=None):
     """x [N,C,H,W] -> stepgraph's prediction [N,C,H,W] (float64 of the fp32 values)."""
     xp, tp, yp = (os.path.join(tmp, n) for n in ("x.f32", "t.i32", "y.f32"))
     x.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
     t.numpy().astype("<i4").tofile(tp)
-    run([FWD, weights, xp, tp, yp] + ([model] if model else []))
+    run([FWD] + labels_file(tmp, labels) + [weights, xp, tp, yp] + ([model] if model else []))
     y = np.fromfile(yp, dtype="<f4").reshape(x.shape[0], x.shape[2], x.shape[3], x.shape[1])
     return torch.from_numpy(y.astype(np.float64)).permute(0, 3, 1, 2)
 
@@ -484,6 +502,68 @@ def v_prediction(tmp):
     ddim(tmp, exp, "v")
 
 
+def classes(tmp):
+    """A class-conditional model: the export, the forward with class labels, guided DDIM."""
+    K, w = 6, 3.0
+    ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3", ["--classes", str(K)],
+                               "_classes")
+    with open(os.path.join(exp, "config.json")) as f:
+        cfg = json.load(f)
+    check(cfg["num_class_embeds"] == K + 1 and cfg["class_embed_type"] is None,
+          "classes: the export says num_class_embeds %d (the classes and the null class): %s"
+          % (K + 1, cfg["num_class_embeds"]))
+    model, info = UNet2DModel.from_pretrained(exp, output_loading_info=True)
+    check(not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys",
+                                         "error_msgs")) and model.class_embedding is not None,
+          "classes: from_pretrained loads the class embedding and every weight (%s)" % info)
+    model.eval()
+    x, t = inputs(cfg, 21)
+    for labels in ([1, 4], [K, 0]):
+        y = torch.tensor(labels)
+        e = rel_err(stepgraph_fwd(ckpt, x, t, tmp, labels=labels),
+                    diffusers_fwd(model, x, t, exact=True, y=y))
+        check(e <= TOL, "classes: diffusers' forward with class_labels %s (float64) vs "
+              "stepgraph's: max|d|/max|ref| %.3e (tol %.0e)" % (labels, e, TOL))
+    other = rel_err(stepgraph_fwd(ckpt, x, t, tmp, labels=[2, 5]),
+                    diffusers_fwd(model, x, t, exact=True, y=torch.tensor([1, 4])))
+    check(other > 100 * TOL, "(other labels, another prediction: %.3e apart; the check can tell)"
+          % other)
+    # classifier-free guidance in diffusers' loop against stepgraph's guided sampler
+    sc = scheduler_config(exp)
+    x_T = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(8))
+    xp, yp = os.path.join(tmp, "xT.f32"), os.path.join(tmp, "x0.f32")
+    x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+    labels, S = [3, 0], 4
+    run([FWD] + labels_file(tmp, labels) + ["--guidance", str(w), "--ddim", exp, xp, str(S), "0",
+                                            yp])
+    ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(2, 16, 16, 3)).permute(
+        0, 3, 1, 2).double()
+    sched = DDIMScheduler.from_config(dict(sc, clip_sample=False))
+    sched.set_timesteps(S)
+    xd = x_T.double()
+    yc, yu = torch.tensor(labels), torch.full((2,), K)
+    for tt in sched.timesteps:
+        tv = tt.reshape(1).repeat(2)
+        ec = diffusers_fwd(model, xd, tv, exact=True, y=yc)
+        eu = diffusers_fwd(model, xd, tv, exact=True, y=yu)
+        xd = sched.step(eu + w * (ec - eu), tt, xd, eta=0.0).prev_sample
+    e = rel_err(ours, xd)
+    check(e <= TOL_DDIM, "classes: guided DDIM %d steps (w %g): stepgraph's sampler vs "
+          "diffusers' loop mixing its two predictions (float64) from the same x_T: "
+          "max|d|/max|ref| %.3e (tol %.0e)" % (S, w, e, TOL_DDIM))
+    run([FWD] + labels_file(tmp, labels) + ["--ddim", exp, xp, str(S), "0", yp])
+    plain = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(2, 16, 16, 3)).permute(
+        0, 3, 1, 2).double()
+    check(rel_err(plain, xd) > 10 * TOL_DDIM, "(unguided, stepgraph ends elsewhere: %.3e apart; "
+          "the check can tell)" % rel_err(plain, xd))
+    # the folder samples as the checkpoint does, classes and guidance included
+    flags = ["--class", "2", "--guidance", "2.5"]
+    a = sample_png(["--weights", exp] + flags, os.path.join(tmp, "cls_folder.png"))
+    b = sample_png(["--ckpt", ckpt] + flags, os.path.join(tmp, "cls_ckpt.png"))
+    check(a == b, "classes: sample --weights (exported folder) == sample --ckpt with --class 2 "
+          "--guidance 2.5, bit for bit")
+
+
 def main():
     print("torch %s, diffusers %s" % (torch.__version__, __import__("diffusers").__version__))
     tmp = tempfile.mkdtemp(prefix="sg_diffusers_")
@@ -504,6 +584,7 @@ def main():
         ddpm(tmp)
         cosine_schedule(tmp)
         v_prediction(tmp)
+        classes(tmp)
         init_from_checkpoint(tmp, ckpt)
         diffusers_to_stepgraph(tmp, exp, cfg)
         _, _, ccfg = export_to_diffusers(tmp, "unet_cifar", "synthetic:8:32x32x3", 2)

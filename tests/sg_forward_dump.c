@@ -29,6 +29,11 @@
  * --variance large), also
  * writing the noise z its steps drew (seed 0, the first batch: Philox's keys), step after step,
  * each NHWC fp32, for a sampler elsewhere to add the same noise.
+ *
+ * A class-conditional model's labels come first: --labels Y.i32 (N raw int32 classes, the
+ * null class allowed) before any of the forms above, and for --ddim / --ddpm also --guidance W
+ * (classifier-free guidance: each step predicts every image with its class and with the null
+ * class and mixes them, as `sample --guidance W`).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +88,19 @@ static int weights_cfg(const char *weights, const char *model, sg_model_cfg *cfg
     return 0;
 }
 
-/* The UNet alone on x (N images) at the timesteps t: pred. */
-static int forward(sg_exec *e, const float *x, const int32_t *t, float *pred) {
+/* A class-conditional model's labels (--labels), the file's count (0: none given) */
+static int32_t *g_labels;
+static long g_nlabels;
+
+/* The UNet alone on x (the forward pass's images) at the timesteps t, with the classes y
+ * (NULL for an unconditional model): pred. */
+static int forward(sg_exec *e, const float *x, const int32_t *t, const int32_t *y, float *pred) {
+    if (e->plan.io.class_labels >= 0 && !y)
+        return sg_set_error("the model is class-conditional: give --labels Y.i32");
+    if (e->plan.io.class_labels < 0 && y)
+        return sg_set_error("the model is unconditional: it takes no --labels");
     return sg_exec_write(e, e->plan.io.xt, x) || sg_exec_write(e, e->plan.io.t, t) ||
+           (y && sg_exec_write(e, e->plan.io.class_labels, y)) ||
            sg_exec_run_nodes(e, 0, e->plan.g.n_forward) || sg_exec_read(e, e->plan.io.pred, pred);
 }
 
@@ -98,9 +113,10 @@ static int write_file(const char *path, const void *data, size_t bytes) {
 
 /* ddim: DDIM with S steps and eta; else DDPM over all T steps; the noise drawn to zpath */
 static int run_sampler(const char *weights, const char *xt_path, int ddim, int S, int clip,
-                       double eta, int var_large, const char *out, const char *zpath) {
+                       double eta, int var_large, const char *out, const char *zpath, float w) {
     sg_model_cfg cfg;
     if (weights_cfg(weights, NULL, &cfg)) return 1;
+    cfg.guidance = w;
     long xs;
     float *x = slurp(xt_path, &xs);
     const long per = (long)cfg.img * cfg.img * cfg.in_ch;
@@ -109,16 +125,22 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
                        cfg.in_ch),
                1;
     cfg.batch = (int)(xs / (per * 4));
+    if (g_labels && g_nlabels != cfg.batch)
+        return fprintf(stderr, "--labels has %ld classes for %d images\n", g_nlabels, cfg.batch), 1;
+    /* guided: the forward pass holds each image twice, its class then the null class */
+    const int copies = sg_model_guided(&cfg) ? 2 : 1, B2 = copies * cfg.batch;
     const int n = ddim ? (S > 0 ? S : 1) : cfg.T;
     const int64_t nx = (int64_t)cfg.batch * per;
     int *ts = malloc(sizeof(int) * (size_t)n);
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)n);
-    int32_t *t = malloc(sizeof(int32_t) * (size_t)cfg.batch);
-    float *pred = malloc((size_t)xs), *z = malloc((size_t)xs);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)B2), *y = malloc(sizeof(int32_t) * (size_t)B2);
+    float *pred = malloc((size_t)xs * copies), *z = malloc((size_t)xs);
+    float *xin = malloc((size_t)xs * copies);
+    for (int i = 0; y && i < B2; i++) y[i] = i < cfg.batch && g_labels ? g_labels[i] : cfg.classes;
     FILE *zf = zpath ? fopen(zpath, "wb") : NULL;
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
-    int rc = !ts || !rows || !t || !pred || !z || (zpath && !zf);
+    int rc = !ts || !rows || !t || !y || !pred || !z || !xin || (zpath && !zf);
     if (!rc && ddim) rc = sg_ddim_timesteps(S, cfg.T, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
     rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, eta, var_large, &b) ||
@@ -130,8 +152,9 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     for (int k = 0; k < n; k++) printf(" %d", ts[k]);
     printf("\n");
     for (int k = 0; k < n && !rc; k++) {
-        for (int i = 0; i < cfg.batch; i++) t[i] = rows[k].t;
-        rc = forward(&e, x, t, pred);
+        for (int i = 0; i < B2; i++) t[i] = rows[k].t;
+        for (int c = 0; c < copies; c++) memcpy(xin + c * nx, x, (size_t)xs);
+        rc = forward(&e, xin, t, g_labels ? y : NULL, pred);
         if (rc) break;
         /* the noise the step draws (seed 0, first element 0), written for the other sampler */
         if (zf && sg_sample_row_noise(&rows[k])) {
@@ -140,26 +163,43 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
             rc = fwrite(z, sizeof(float), (size_t)nx, zf) != (size_t)nx;
             if (rc) sg_set_error("cannot write %s", zpath);
         }
-        if (!rc) cpu_sample_step(x, x, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T, 0, 1.0);
+        if (!rc)
+            cpu_sample_step(x, xin, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T, copies == 2,
+                            (double)cfg.guidance);
     }
     if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
     sg_exec_free(&e);
     rc = (zf && fclose(zf)) || rc || write_file(out, x, (size_t)xs);
-    free(x), free(ts), free(rows), free(t), free(pred), free(z);
+    free(x), free(ts), free(rows), free(t), free(y), free(pred), free(z), free(xin);
     return rc;
 }
 
 int main(int argc, char **argv) {
+    float w = 1.0f;
+    for (;;) { /* the leading options: --labels Y.i32, --guidance W */
+        if (argc > 2 && !strcmp(argv[1], "--labels")) {
+            if (!(g_labels = slurp(argv[2], &g_nlabels)) || g_nlabels % 4)
+                return fprintf(stderr, "cannot read the labels %s\n", argv[2]), 1;
+            g_nlabels /= 4;
+        } else if (argc > 2 && !strcmp(argv[1], "--guidance")) {
+            w = (float)atof(argv[2]);
+        } else {
+            break;
+        }
+        argv[2] = argv[0], argv += 2, argc -= 2;
+    }
     if (argc == 4 && !strcmp(argv[1], "--abar")) return dump_abar(argv[2], argv[3]);
     if ((argc == 7 || argc == 9) && !strcmp(argv[1], "--ddim"))
         return run_sampler(argv[2], argv[3], 1, atoi(argv[4]), atoi(argv[5]),
-                           argc == 9 ? atof(argv[7]) : 0.0, 0, argv[6], argc == 9 ? argv[8] : NULL);
+                           argc == 9 ? atof(argv[7]) : 0.0, 0, argv[6], argc == 9 ? argv[8] : NULL,
+                           w);
     if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--ddpm"))
         return run_sampler(argv[2], argv[3], 0, 0, atoi(argv[4]), 0.0,
-                           argc == 8 && !strcmp(argv[7], "large"), argv[5], argv[6]);
+                           argc == 8 && !strcmp(argv[7], "large"), argv[5], argv[6], w);
     if (argc != 5 && argc != 6) {
         fprintf(stderr,
-                "usage: sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
+                "usage: [--labels Y.i32 [--guidance W]] then one of\n"
+                "       sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
                 "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
                 "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32 [ETA Z.f32]\n"
                 "       sg_forward_dump --ddpm WEIGHTS XT.f32 CLIP OUT.f32 Z.f32 [large]\n");
@@ -173,6 +213,8 @@ int main(int argc, char **argv) {
     int32_t *t = slurp(argv[3], &ts);
     if (!x || !t || ts < 4 || ts % 4) return fprintf(stderr, "cannot read x_t / t\n"), 1;
     cfg.batch = (int)(ts / 4);
+    if (g_labels && g_nlabels != cfg.batch)
+        return fprintf(stderr, "--labels has %ld classes for %d images\n", g_nlabels, cfg.batch), 1;
     long per = (long)cfg.img * cfg.img * cfg.in_ch;
     if (xs != (long)cfg.batch * per * 4)
         return fprintf(stderr, "x_t has %ld bytes, %d images of %dx%dx%d need %ld\n", xs, cfg.batch,
@@ -182,7 +224,7 @@ int main(int argc, char **argv) {
     float *y = malloc((size_t)xs);
     int rc = sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (!rc) rc = sg_exec_load_weights(&e, weights, SG_WEIGHTS_FROM_EMA);
-    if (!rc) rc = forward(&e, x, t, y);
+    if (!rc) rc = forward(&e, x, t, g_labels, y);
     if (rc) {
         fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
         sg_exec_free(&e);
