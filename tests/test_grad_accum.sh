@@ -4,7 +4,8 @@
 #   (a) K = 2 micro-batches of 2 against K = 1 at batch 4 after 5 steps: every parameter, AdamW
 #       moment and EMA within 1e-5 normwise (dp_compare), the logged loss and gradient norm
 #       within 2e-5 at every step, and the two not bit-identical (the sum order differs);
-#       K = 4 micro-batches of 1 likewise; and K = 2 with min-SNR loss weighting;
+#       K = 4 micro-batches of 1 likewise; and K = 2 with min-SNR loss weighting, and with a
+#       class-conditional model (labels and their dropout keyed by global index);
 #   (b) the K = 2 run twice: bit-identical checkpoints;
 #   (c) stop after 2 steps and resume to 5 with K = 2: bit-identical to the straight run; the
 #       resume keeps K (config.json and the checkpoint record it) and refuses another;
@@ -66,6 +67,18 @@ ok "min-SNR, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
     '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
 ok "min-SNR, K=2 vs K=1: loss and grad norm per step within 2e-5" \
     'metrics_close "$tmp/snr2/metrics.jsonl" "$tmp/snr1/metrics.jsonl"'
+
+# a class-conditional model (each micro-batch gathers its samples' labels and draws their
+# dropout at their global indices, as one pass over the batch): K = 2 against K = 1 likewise
+$train $args --steps 5 --out "$tmp/cls1" --classes 6 --class-dropout 0.5 >/dev/null 2>&1; rc1=$?
+$train $args --steps 5 --out "$tmp/cls2" --classes 6 --class-dropout 0.5 --grad-accum 2 \
+    >/dev/null 2>&1; rc2=$?
+$compare "$tmp/cls2/$ck" "$tmp/cls1/$ck" 1e-5 >"$tmp/cmp_cls.txt" 2>&1; rc=$?
+cat "$tmp/cmp_cls.txt"
+ok "classes, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
+    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
+ok "classes, K=2 vs K=1: loss and grad norm per step within 2e-5" \
+    'metrics_close "$tmp/cls2/metrics.jsonl" "$tmp/cls1/metrics.jsonl"'
 
 # (b) twice
 $train $args --steps 5 --out "$tmp/k2b" --grad-accum 2 >/dev/null 2>&1

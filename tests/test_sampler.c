@@ -856,6 +856,14 @@ static sg_backend *make_backend(int which) {
 
 /* `runs` samplings of n images on one executor of backend `which` (0 cpu, 1 cuda graph, 2 cuda
  * eager), each with its own sampler (S, clip, eta), into out[run] */
+/* a class-conditional config's labels for n <= 16 images: the classes and the null class in
+ * turn; NULL for an unconditional one */
+static const int32_t *case_labels(const sg_model_cfg *c) {
+    static int32_t lab[16];
+    for (int i = 0; i < 16; i++) lab[i] = c->classes > 0 ? i % (c->classes + 1) : 0;
+    return c->classes > 0 ? lab : NULL;
+}
+
 static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, const int *clip,
                        const double *eta, int runs, float **out) {
     sg_exec e;
@@ -865,7 +873,8 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
     }
     int rc = SG_OK;
     for (int r = 0; r < runs && !rc; r++) {
-        sg_sample_opts o = {.ddim_steps = S[r], .clip = clip[r], .eta = eta[r]};
+        sg_sample_opts o = {
+            .ddim_steps = S[r], .clip = clip[r], .eta = eta[r], .labels = case_labels(c)};
         rc = sg_sample_ex(&e, n, 9, &o, out[r]);
         if (rc) fprintf(stderr, "sample: %s\n", sg_last_error());
     }
@@ -877,7 +886,7 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
  * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
  * replayed for a second table, then the first again), DDIM 2 with eta 1 (noise drawn in the
  * DDIM update); n_img images (3: two batches, the second partial) */
-static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred) {
+static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guidance) {
     enum { RUNS = 4 };
     const int S[RUNS] = {2, 0, 2, 2}, clip[RUNS] = {-1, -1, -1, -1};
     const double eta[RUNS] = {0, 0, 0, 1};
@@ -885,11 +894,15 @@ static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred) {
     small_cfg(&c, dt);
     c.T = 3;
     c.prediction = vpred ? SG_PRED_V : SG_PRED_EPS;
+    if (guidance > 0) c.classes = 3, c.guidance = guidance; /* a class-conditional model */
     int64_t per = 8 * 8 * 3, nv = n_img * per;
     float *buf[3][RUNS];
     for (int b = 0; b < 3; b++)
         for (int r = 0; r < RUNS; r++) buf[b][r] = malloc(sizeof(float) * (size_t)nv);
-    const char *nm = vpred ? "fp32 v" : dt == DT_BF16 ? "bf16" : "fp32";
+    const char *nm = guidance > 0    ? "fp32 guided"
+                     : vpred         ? "fp32 v"
+                     : dt == DT_BF16 ? "bf16"
+                                     : "fp32";
     int ok = !sample_runs(0, &c, n_img, S, clip, eta, RUNS, buf[0]) &&
              !sample_runs(1, &c, n_img, S, clip, eta, RUNS, buf[1]) &&
              !sample_runs(2, &c, n_img, S, clip, eta, RUNS, buf[2]);
@@ -916,6 +929,7 @@ static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred) {
         snap_log sl = {.per = per};
         sg_sample_opts so = {.ddim_steps = 2,
                              .clip = -1,
+                             .labels = case_labels(&c),
                              .snap_at = snap_first_batch,
                              .on_snap = log_snap,
                              .batch_ctx = &sl};
@@ -940,9 +954,11 @@ static int test_cuda(void) {
     }
     /* fp32: the same network on both (~2e-7 on the host execution, GEMM orders); bf16: the
      * GPU's GEMMs take bf16 copies of the weights, the CPU reference fp32 ones (~3e-3) */
-    cuda_case(DT_F32, 3, 1e-4, 0);
-    cuda_case(DT_BF16, 2, 2e-2, 0);
-    cuda_case(DT_F32, 2, 1e-4, 1); /* a v-prediction model: the update converts to eps */
+    cuda_case(DT_F32, 3, 1e-4, 0, 0);
+    cuda_case(DT_BF16, 2, 2e-2, 0, 0);
+    cuda_case(DT_F32, 2, 1e-4, 1, 0); /* a v-prediction model: the update converts to eps */
+    /* a class-conditional model with classifier-free guidance: each image twice per step */
+    cuda_case(DT_F32, 3, 1e-4, 0, 2.5f);
     return sg_test_end();
 }
 
@@ -1289,6 +1305,67 @@ static void test_cli_out_dir(const char *ck) {
     CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
+/* A class-conditional model (3 classes): --class all (one column per class) / N / none and
+ * --guidance W draw, the same bits twice, each another image; the summary and --out-dir's
+ * samples.json say which, a continuation with another guidance is refused; an unconditional
+ * model refuses both flags, a class past the model's is refused. */
+static void test_cli_classes(const char *plain_ck) {
+    char ck[256], args[4096], p[6][300], dir[300], out[4096];
+    snprintf(ck, sizeof ck, "%s/classes.sgck", tmpdir);
+    sg_model_cfg c;
+    tiny_cfg(&c, 2, DT_F32);
+    c.T = 12, c.classes = 3;
+    sg_exec e;
+    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK &&
+              sg_exec_init_state(&e, 3) == SG_OK && sg_exec_save(&e, ck, NULL) == SG_OK,
+          "a class-conditional checkpoint: %s", sg_last_error());
+    sg_exec_free(&e);
+    for (int i = 0; i < 6; i++) snprintf(p[i], sizeof p[i], "%s/cls%d.png", tmpdir, i);
+    snprintf(dir, sizeof dir, "%s/cls_dir", tmpdir);
+    const char *common = "--n 6 --ddim-steps 3 --backend cpu --batch 4";
+    static const char *const flags[6] = {
+        "", "--class all", "--class 1", "--class none", "--guidance 3", "--class 1 --guidance 0"};
+    int rc = 0;
+    for (int i = 0; i < 6; i++) {
+        snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s %s", ck, p[i], common, flags[i]);
+        rc |= run_cli(args);
+    }
+    int w = 0, h = 0;
+    CHECK(rc == 0 && png_size(p[0], &w, &h) == 0 && w == 3 * 17 + 1 && h == 2 * 17 + 1,
+          "--class all: exit %d, a %dx%d grid, not 3 columns (a class each) of 2 rows", rc, w, h);
+    CHECK(same_file(p[0], p[1]) && !same_file(p[0], p[2]) && !same_file(p[2], p[3]) &&
+              !same_file(p[0], p[4]) && !same_file(p[2], p[5]),
+          "classes: all = the default; class 1, none and guidance 3 each another image");
+    /* guidance 0 is the null class's prediction alone: class 1 at w 0 draws what --class none
+     * draws, bit for bit (the guided pass holds 8 images, not 4: the CPU backend's bits of an
+     * image do not depend on the others in its batch) */
+    CHECK(same_file(p[3], p[5]), "--class 1 --guidance 0 is not --class none");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1 --guidance 3", ck, p[5],
+             common);
+    CHECK(run_cli(args) == 0 && !same_file(p[4], p[5]), "--class 1 --guidance 3 vs all");
+    snprintf(args, sizeof args, "%s/stdout", tmpdir);
+    read_file(args, out, sizeof out);
+    CHECK(strstr(out, "(DDIM 3, class 1, guidance 3,") != NULL, "the summary: %s", out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s' %s --guidance 2", ck, dir, common);
+    CHECK(run_cli(args) == 0, "--out-dir with --guidance");
+    snprintf(args, sizeof args, "%s/samples.json", dir);
+    read_file(args, out, sizeof out);
+    CHECK(strstr(out, "\"class\": \"all\"") && strstr(out, "\"guidance\": 2"),
+          "samples.json does not record the class and the guidance: %s", out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s' %s --guidance 3", ck, dir, common);
+    expect_error_saying(args, 1, "guidance");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 3", ck, p[5], common);
+    expect_error_saying(args, 2, "the model has 3 classes, 0..2");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class two", ck, p[5], common);
+    expect_error_saying(args, 2, "--class expects all, none or a class number");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance -1", ck, p[5], common);
+    expect_error(args, 2);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1", plain_ck, p[5], common);
+    expect_error_saying(args, 2, "--class is a class-conditional model's");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2", plain_ck, p[5], common);
+    expect_error_saying(args, 2, "--guidance is a class-conditional model's");
+}
+
 static void test_cli(void) {
     CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
     char ck[256], bad[512], args[1024], pa[256], pb[256], pc[256], pd[256];
@@ -1433,6 +1510,7 @@ static void test_cli(void) {
     stderr_lines(err, sizeof err);
     CHECK(strstr(err, "training run's folder with no checkpoint yet") != NULL,
           "--ckpt RUN without a checkpoint: %s", err);
+    test_cli_classes(ck);
     /* DDPM over the checkpoint's T = 12, grid about square, bf16 */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 4 --backend cpu --precision bf16", ck,
              pd);

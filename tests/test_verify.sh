@@ -4,7 +4,8 @@
 # run of check (a)) it exits 1 and names the step, the tensor and the index that was touched.
 #
 # With --cuda-host VERIFY (a verify built on the host emulation with the emulated cuDNN,
-# tests/cuda_host_bench.cmake), instead: the CUDA backend on the default engines, fp32 and bf16,
+# tests/cuda_host_bench.cmake), instead: the CUDA backend on the default engines, fp32 and bf16
+# (and a class-conditional fp32 model),
 # every check passing, and the stop/resume asking for every cuDNN engine the checkpoint
 # recorded and getting each one (sg_cudnn_prefer: the engine by index, its knobs).
 set -u
@@ -17,14 +18,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if [ $cuda_host = 1 ]; then
-    for prec in fp32 bf16; do
+    # fp32, bf16, and a class-conditional model (its labels gathered and embedded in the step)
+    for run in fp32 bf16 "fp32 --classes 6"; do
+        prec=${run%% *} extra=${run#"$prec"}
+        # shellcheck disable=SC2086 # extra: flags, split on purpose
         $verify --backend cuda --model unet_tiny --batch 2 --precision $prec --steps 3 \
-            --resume-at 1 >"$tmp/out.txt" 2>"$tmp/err.txt"
+            --resume-at 1 $extra >"$tmp/out.txt" 2>"$tmp/err.txt"
         rc=$?
         cat "$tmp/out.txt"
         grep "conv engines from the checkpoint" "$tmp/err.txt"
-        ok "cuda host $prec: every check passes" '[ $rc -eq 0 ] && grep -q "^overall: PASS (4 passed" "$tmp/out.txt"'
-        ok "cuda host $prec: the resume gets every recorded cuDNN engine" \
+        ok "cuda host $run: every check passes" '[ $rc -eq 0 ] && grep -q "^overall: PASS (4 passed" "$tmp/out.txt"'
+        ok "cuda host $run: the resume gets every recorded cuDNN engine" \
             'grep -Eq "conv engines from the checkpoint: .* [1-9][0-9]* node\(s\) asked for their cuDNN engine \(([0-9]+) descriptors: \1 had, 0 not" "$tmp/err.txt"'
     done
     echo "verify on the host's CUDA backend with cuDNN: $pass passed, $fail failed"
