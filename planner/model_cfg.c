@@ -392,6 +392,12 @@ static int validate_schedules(const sg_model_cfg *c) {
     if (!(c->class_dropout >= 0 && c->class_dropout <= 1))
         return sg_set_error("class_dropout %g is not a probability in [0, 1]",
                             (double)c->class_dropout);
+    /* the default where it is unused (unconditional configs do not record it): another value
+     * was asked for a model that has no labels to drop */
+    if (c->classes == 0 && c->class_dropout != 0.1f)
+        return sg_set_error("--class-dropout %g: only a class-conditional model drops labels "
+                            "(give --classes K)",
+                            (double)c->class_dropout);
     if (c->lr_schedule < SG_LR_CONSTANT || c->lr_schedule > SG_LR_LINEAR)
         return sg_set_error("lr schedule %d is not constant, cosine or linear", c->lr_schedule);
     if (!(c->lr_min >= 0 && c->lr_min <= 1))

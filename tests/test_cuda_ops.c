@@ -3969,6 +3969,61 @@ static void test_rng(int dt) {
     case_end();
 }
 
+/* Class conditioning: the gathered items' labels with their dropout to the null class (a
+ * rank's slice of a global batch), the class embedding's rows, and its backward accumulated
+ * into the table's gradient (rows picked many times, one never): exact against the CPU. */
+static void test_classes(int dt) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "classes %s", dtn(dt));
+    case_begin();
+    const uint64_t seed = 0x5eed0c1a55ull;
+    const int64_t step = 9;
+    const int ndata = 37, K = 7, N = 300, B = 3 * N, s0 = N;
+    const float p = 0.3f;
+    int32_t *labels = (int32_t *)halloc(sizeof(int32_t) * ndata),
+            *y = (int32_t *)halloc(sizeof(int32_t) * N);
+    for (int i = 0; i < ndata; i++) labels[i] = (int32_t)(sg_test_next(&g_rng) % K);
+    cpu_gather_labels(y, labels, ndata, N, K, p, seed, step, B, s0);
+    float *y_ref = fbuf(N);
+    int dropped = 0;
+    for (int i = 0; i < N; i++) y_ref[i] = (float)y[i], dropped += y[i] == K;
+    CHECK(dropped > 0 && dropped < N, "%s: %d of %d labels dropped", ctx, dropped, N);
+    /* the embedding: NE samples pick rows of a [R, D] table (row R - 1 never) */
+    const int NE = 40, R = 11, D = 96;
+    int32_t lab[40];
+    for (int i = 0; i < NE; i++) lab[i] = (int32_t)(sg_test_next(&g_rng) % (R - 1));
+    float *table = rnd((int64_t)R * D, -2, 2), *dy = rnd_dt((int64_t)NE * D, -1, 1, dt);
+    float *e = fbuf((int64_t)NE * D), *dtab = fbuf((int64_t)R * D);
+    cpu_class_emb_fwd(e, lab, table, NE, D);
+    cpu_class_emb_bwd(dtab, dy, lab, NE, D, R);
+    float *old = old_for(1, (int64_t)R * D, DT_F32);
+    float *r_e = ref_acc(e, NULL, (int64_t)NE * D, dt),
+          *r_dt = ref_acc(dtab, old, (int64_t)R * D, DT_F32);
+    tbuf *dseed = tb_raw("seed", &seed, 8), *dstep = tb_raw("step", &step, 8);
+    tbuf *dlabels = tb_raw("labels", labels, sizeof(int32_t) * ndata);
+    tbuf *dlab = tb_raw("lab", lab, sizeof lab),
+         *dtable = tb_in("table", table, (int64_t)R * D, DT_F32);
+    tbuf *ddy = tb_in("de", dy, (int64_t)NE * D, dt);
+    tbuf *gy = tb_out("gathered labels", N, DT_I32, NULL),
+         *ge = tb_out("emb", (int64_t)NE * D, dt, NULL);
+    tbuf *gd = tb_out("dtable accum", (int64_t)R * D, DT_F32, old);
+    for (int rep = 0; rep < 2; rep++) {
+        reset_all();
+        CALL(cuda_gather_labels, g_st, (int32_t *)gy->d, (const int32_t *)dlabels->d, ndata, N, K,
+             p, (const uint64_t *)dseed->d, (const int64_t *)dstep->d, B, s0);
+        CALL(cuda_class_emb_fwd, g_st, ge->d, (const int32_t *)dlab->d, (const float *)dtable->d,
+             NE, D, R, dt);
+        CALL(cuda_class_emb_bwd, g_st, (float *)gd->d, ddy->d, (const int32_t *)dlab->d, NE, D, R,
+             dt, 1);
+        sync_stream();
+        tb_check(gy, y_ref, TOL_EXACT, rep, ctx);
+        tb_check(ge, r_e, TOL_EXACT, rep, ctx);
+        tb_check(gd, r_dt, TOL_EXACT, rep, ctx);
+        guards_all(ctx);
+    }
+    case_end();
+}
+
 /* ======================= CUDA graph capture ======================= */
 
 /* A slice of a training step (cuBLASLt GEMMs, implicit-GEMM conv, GroupNorm, attention in bf16,
@@ -4655,6 +4710,7 @@ int main(void) {
         test_embedding(dt, SG_BETA_COSINE, 0);
         test_embedding(dt, SG_BETA_LINEAR, 1);
         test_rng(dt);
+        test_classes(dt);
         test_sample_step(dt);
     }
     test_attentions();

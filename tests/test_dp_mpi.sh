@@ -2,6 +2,7 @@
 # test_dp_mpi.sh — data parallel end to end (docs/data-parallel.md), unet_tiny on the CPU:
 #   (1) 2 ranks x batch 2 against 1 process x batch 4 after 5 steps: every parameter, AdamW
 #       moment and EMA within the fp32 tolerance argued in docs/data-parallel.md (dp_compare);
+#       and likewise for a class-conditional model (labels and their dropout by global index);
 #   (2) the ranks bit-identical to each other: train compares the XXH64 of every rank's state
 #       after every step (--check-every 1) and fails naming the rank; and the check can fail:
 #       one ulp injected on rank 1 stops the run with exit 4 naming rank 1;
@@ -56,6 +57,15 @@ ok "SG_CPU_THREADS sets the threads per rank" 'grep -q "cpu backend (3 threads p
 $compare "$tmp/two/$ck" "$tmp/one/$ck" 1e-5 >"$tmp/cmp.txt" 2>&1; rc=$?
 cat "$tmp/cmp.txt"
 ok "2 ranks vs 1 process within 1e-5 normwise" '[ $rc -eq 0 ]'
+# a class-conditional model: each rank gathers its samples' labels and draws their dropout at
+# their global indices, what the one process draws
+$train $args --steps 5 --classes 6 --class-dropout 0.5 --out "$tmp/cls_one" >/dev/null 2>&1; rc1=$?
+mpi 2 $train $args --steps 5 --classes 6 --class-dropout 0.5 --out "$tmp/cls_two" \
+    --check-every 1 >/dev/null 2>&1; rc2=$?
+$compare "$tmp/cls_two/$ck" "$tmp/cls_one/$ck" 1e-5 >"$tmp/cmp_cls.txt" 2>&1; rc=$?
+cat "$tmp/cmp_cls.txt"
+ok "class-conditional: 2 ranks vs 1 process within 1e-5 normwise, ranks identical" \
+    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
 # the logged loss and gradient norm (before the clip) agree step by step: a missing 1/N in the
 # loss scale doubles the norm, which the clip and Adam's scale invariance would hide from the
 # weights

@@ -526,6 +526,9 @@ assert len(a) == len(b) == 4 and a == b, (a, b)"'
 # ---- class-conditional (model flags): named, recorded, resumed bit-exact; labels checked
 usage_err "--classes -1" --steps 2 --classes -1
 usage_err "--class-dropout 1.5" --steps 2 --classes 6 --class-dropout 1.5
+"${T[@]}" --steps 2 --class-dropout 0.2 --out u >/dev/null 2>err.txt; rc=$?
+ok "--class-dropout without --classes is refused (exit 1, as the other contradictions of the model flags)" '[ $rc -eq 1 ] && grep -q "only a class-conditional model drops labels" err.txt && [ ! -e u ]'
+
 "${T[@]}" --steps 4 --classes 6 --log-every 1 --ckpt-every 2 --out cls >/dev/null 2>err.txt; rc=$?
 ok "a class-conditional run says so, and records it" '[ $rc -eq 0 ] && grep -q "class-conditional (6 classes, label dropout 0.1)" err.txt && "$ckpt" info cls/ckpt_00000004.sgck | grep -q "\"classes\":6,\"class_dropout\":0.1" && [ -s cls/samples_00000004.png ]'
 "${T[@]}" --steps 2 --classes 6 --ckpt-every 2 --out cls_stop >/dev/null 2>&1
