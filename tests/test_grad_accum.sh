@@ -56,29 +56,25 @@ for K in 2 4; do
         '! $ckpt diff "$tmp/k$K/$ck" "$tmp/one/$ck" --ignore-meta >/dev/null 2>&1'
 done
 
+# K = 2 against K = 1 with the model flags given (name, flags...): every parameter, moment and
+# EMA within 1e-5 normwise, the logged loss and gradient norm within 2e-5
+accum_pair() {
+    local name=$1; shift
+    $train $args --steps 5 --out "$tmp/${name}1" "$@" >/dev/null 2>&1; local rc1=$?
+    $train $args --steps 5 --out "$tmp/${name}2" --grad-accum 2 "$@" >/dev/null 2>&1; local rc2=$?
+    $compare "$tmp/${name}2/$ck" "$tmp/${name}1/$ck" 1e-5 >"$tmp/cmp_$name.txt" 2>&1; local rc=$?
+    cat "$tmp/cmp_$name.txt"
+    ok "$name, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
+        '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
+    ok "$name, K=2 vs K=1: loss and grad norm per step within 2e-5" \
+        'metrics_close "$tmp/${name}2/metrics.jsonl" "$tmp/${name}1/metrics.jsonl"'
+}
 # min-SNR weighting (each micro-batch weighs its own samples by their timesteps; v: no weight
-# is 1): K = 2 against K = 1 likewise
-$train $args --steps 5 --out "$tmp/snr1" --snr-gamma 1 --prediction v >/dev/null 2>&1; rc1=$?
-$train $args --steps 5 --out "$tmp/snr2" --snr-gamma 1 --prediction v --grad-accum 2 \
-    >/dev/null 2>&1; rc2=$?
-$compare "$tmp/snr2/$ck" "$tmp/snr1/$ck" 1e-5 >"$tmp/cmp_snr.txt" 2>&1; rc=$?
-cat "$tmp/cmp_snr.txt"
-ok "min-SNR, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
-    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
-ok "min-SNR, K=2 vs K=1: loss and grad norm per step within 2e-5" \
-    'metrics_close "$tmp/snr2/metrics.jsonl" "$tmp/snr1/metrics.jsonl"'
-
+# is 1)
+accum_pair snr --snr-gamma 1 --prediction v
 # a class-conditional model (each micro-batch gathers its samples' labels and draws their
-# dropout at their global indices, as one pass over the batch): K = 2 against K = 1 likewise
-$train $args --steps 5 --out "$tmp/cls1" --classes 6 --class-dropout 0.5 >/dev/null 2>&1; rc1=$?
-$train $args --steps 5 --out "$tmp/cls2" --classes 6 --class-dropout 0.5 --grad-accum 2 \
-    >/dev/null 2>&1; rc2=$?
-$compare "$tmp/cls2/$ck" "$tmp/cls1/$ck" 1e-5 >"$tmp/cmp_cls.txt" 2>&1; rc=$?
-cat "$tmp/cmp_cls.txt"
-ok "classes, K=2 vs K=1: params, m, v, EMA within 1e-5 normwise" \
-    '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]'
-ok "classes, K=2 vs K=1: loss and grad norm per step within 2e-5" \
-    'metrics_close "$tmp/cls2/metrics.jsonl" "$tmp/cls1/metrics.jsonl"'
+# dropout at their global indices, as one pass over the batch)
+accum_pair classes --classes 6 --class-dropout 0.5
 
 # (b) twice
 $train $args --steps 5 --out "$tmp/k2b" --grad-accum 2 >/dev/null 2>&1
