@@ -1354,6 +1354,23 @@ static void test_cli_classes(const char *plain_ck) {
           "samples.json does not record the class and the guidance: %s", out);
     snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s' %s --guidance 3", ck, dir, common);
     expect_error_saying(args, 1, "guidance");
+    /* a model trained without label dropout: guidance warns that the null class is untrained */
+    char ck0[300];
+    snprintf(ck0, sizeof ck0, "%s/classes_p0.sgck", tmpdir);
+    c.class_dropout = 0;
+    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK &&
+              sg_exec_init_state(&e, 3) == SG_OK && sg_exec_save(&e, ck0, NULL) == SG_OK,
+          "a class-conditional checkpoint without label dropout: %s", sg_last_error());
+    sg_exec_free(&e);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2", ck0, p[5], common);
+    rc = run_cli(args);
+    stderr_lines(out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "trained with --class-dropout 0: its null class"),
+          "--guidance on a model without label dropout: exit %d, no warning: %s", rc, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2", ck, p[5], common);
+    rc = run_cli(args);
+    stderr_lines(out, sizeof out);
+    CHECK(rc == 0 && !strstr(out, "warning"), "--guidance with label dropout warned: %s", out);
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 3", ck, p[5], common);
     expect_error_saying(args, 2, "the model has 3 classes, 0..2");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class two", ck, p[5], common);

@@ -308,6 +308,13 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
         return 2;
     }
     cfg->guidance = a->guidance;
+    /* the null class a guided or unconditional draw reads was never trained */
+    if (cfg->classes > 0 && cfg->class_dropout == 0.0f &&
+        (a->guidance != 1.0f || a->cls == CLASS_NONE))
+        fprintf(stderr,
+                "sample: warning: %s was trained with --class-dropout 0: its null class (the "
+                "unconditional prediction %s uses) never saw training\n",
+                a->weights, a->cls == CLASS_NONE ? "--class none" : "--guidance");
     if (a->ddim_steps > cfg->T) {
         fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", a->ddim_steps,
                 cfg->T);
