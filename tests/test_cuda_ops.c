@@ -3837,17 +3837,21 @@ static void test_sample_step(int dt) {
         double eta; /* DDIM: > 0 draws noise (not at the last step) */
         int vpred;  /* the prediction is v (converted to eps in the update) */
         int large;  /* DDPM with the variance beta_t (--variance large) */
-    } cases[] = {
-        {0, 0, 7, 0, 0, 0},  {0, 1, 20, 0, 0, 0},  {0, 1, T - 1, 0, 0, 0}, {0, 0, -1, 0, 0, 0},
-        {1, 0, 2, 0, 0, 0},  {1, 1, 5, 0, 0, 0},   {1, 0, 6, 0, 0, 0},     {0, 0, T + 3, 0, 0, 0},
-        {1, 0, 2, 1, 0, 0},  {1, 1, 3, 0.5, 0, 0}, {1, 0, 5, 1, 0, 0},     {0, 0, 7, 0, 1, 0},
-        {0, 1, 20, 0, 1, 0}, {1, 1, 3, 0.5, 1, 0}, {0, 0, 7, 0, 0, 1},     {0, 1, 33, 0, 1, 1}};
+        double w;   /* > 0: classifier-free guidance with that scale (each image predicted twice) */
+    } cases[] = {{0, 0, 7, 0, 0, 0, 0},   {0, 1, 20, 0, 0, 0, 0},    {0, 1, T - 1, 0, 0, 0, 0},
+                 {0, 0, -1, 0, 0, 0, 0},  {1, 0, 2, 0, 0, 0, 0},     {1, 1, 5, 0, 0, 0, 0},
+                 {1, 0, 6, 0, 0, 0, 0},   {0, 0, T + 3, 0, 0, 0, 0}, {1, 0, 2, 1, 0, 0, 0},
+                 {1, 1, 3, 0.5, 0, 0, 0}, {1, 0, 5, 1, 0, 0, 0},     {0, 0, 7, 0, 1, 0, 0},
+                 {0, 1, 20, 0, 1, 0, 0},  {1, 1, 3, 0.5, 1, 0, 0},   {0, 0, 7, 0, 0, 1, 0},
+                 {0, 1, 33, 0, 1, 1, 0},  {0, 1, 20, 0, 0, 0, 3},    {1, 0, 2, 1, 1, 0, 1.5},
+                 {0, 0, -1, 0, 0, 0, 7.5}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
-        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s%s k %lld", dtn(dt),
-                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
-                 cases[ci].vpred ? " v" : "", cases[ci].large ? " large variance" : "",
+        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s%s guidance %g k %lld",
+                 dtn(dt), cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
+                 cases[ci].vpred ? " v" : "", cases[ci].large ? " large variance" : "", cases[ci].w,
                  (long long)cases[ci].k);
+        const int g = cases[ci].w > 0 ? 2 : 1; /* guided: eps, x_t and t hold each image twice */
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
         const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
@@ -3862,14 +3866,15 @@ static void test_sample_step(int dt) {
         for (int r = 0; r < T; r++) rows[r].v_pred = cases[ci].vpred;
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;
-        float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(n, -2.0f, 2.0f, dt);
+        float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(g * n, -2.0f, 2.0f, dt);
         /* the reference: x in place, t from poison (-1) */
-        float *x_ref = fbuf(n), *xt_ref = fbuf(n), t_ref[3];
-        int32_t t_cpu[3] = {-1, -1, -1};
+        float *x_ref = fbuf(n), *xt_ref = fbuf(g * n), t_ref[6];
+        int32_t t_cpu[6] = {-1, -1, -1, -1, -1, -1};
         memcpy(x_ref, x, sizeof(float) * (size_t)n);
-        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T, 0, 1.0);
-        round_dt(xt_ref, n, dt);
-        for (int i = 0; i < N; i++) t_ref[i] = (float)t_cpu[i];
+        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T, g == 2,
+                        cases[ci].w);
+        round_dt(xt_ref, g * n, dt);
+        for (int i = 0; i < g * N; i++) t_ref[i] = (float)t_cpu[i];
         const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
         const int normals = k == -1 || (row && sg_sample_row_noise(row));
         /* eta > 0 draws noise except at DDIM's last step (sigma 0 there) */
@@ -3881,15 +3886,15 @@ static void test_sample_step(int dt) {
         const double tol = normals ? TOL_NORMAL : TOL_EXACT;
 #endif
         const double tol_xt = dt == DT_BF16 && tol > 0 ? TOL_BF16 : tol;
-        tbuf *dx = tb_in("x", x, n, DT_F32), *deps = tb_in("eps", eps, n, dt);
+        tbuf *dx = tb_in("x", x, n, DT_F32), *deps = tb_in("eps", eps, g * n, dt);
         tbuf *drows = tb_raw("rows", rows, sizeof(sg_sample_row) * (size_t)T);
         tbuf *dk = tb_raw("k", &k, 8), *dkey = tb_raw("key", key, sizeof key);
-        tbuf *dxt = tb_out("x_t", n, dt, NULL), *dt_ = tb_out("t", N, DT_I32, NULL);
+        tbuf *dxt = tb_out("x_t", g * n, dt, NULL), *dt_ = tb_out("t", g * N, DT_I32, NULL);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
             CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d, deps->d, dt,
                  (const sg_sample_row *)drows->d, T, (const int64_t *)dk->d,
-                 (const uint64_t *)dkey->d, N, per, T, 0, 1.0);
+                 (const uint64_t *)dkey->d, N, per, T, g == 2, cases[ci].w);
             sync_stream();
             tb_check(dx, x_ref, tol, rep, ctx);
             tb_check(dxt, xt_ref, tol_xt, rep, ctx);
