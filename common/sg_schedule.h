@@ -52,11 +52,16 @@ typedef struct {
  *   cosine (Nichol & Dhariwal 2021): beta_i = min(1 - f(i + 1) / f(i), 0.999),
  *                                    f(i) = cos((i / T + 0.008) / 1.008 * pi / 2)^2
  * cosine is improved-diffusion's get_named_beta_schedule("cosine") and diffusers'
- * "squaredcos_cap_v2"; it has no beta1 / betaT (they are kept, unused). */
+ * "squaredcos_cap_v2"; it has no beta1 / betaT (they are kept, unused).
+ * zero_snr rescales either to zero terminal SNR (Lin et al. 2024; diffusers'
+ * rescale_betas_zero_snr): sqrt(abar) shifted and scaled to end at 0 (so beta_{T-1} = 1 and
+ * x_{T-1} is pure noise) and to keep its start (kernels/cpu/embedding.c: the walk). */
 enum { SG_BETA_LINEAR = 0, SG_BETA_COSINE = 1 };
 typedef struct {
     int32_t T, schedule; /* SG_BETA_* */
     double beta1, betaT; /* linear: the first and last beta */
+    int32_t zero_snr;    /* 1: rescaled to zero terminal SNR (T >= 2) */
+    int32_t unused;      /* 0: the padding is a field */
 } sg_betas;
 
 /* The DDPM noising coefficients of timestep t: x_t = sqrt_abar x0 + sqrt_1m_abar eps, with

@@ -368,7 +368,11 @@ CPU_RUN(noise) {
 CPU_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;
     int N = (int)k->g->t[k->nd->in[0]].shape[0];
-    const sg_betas b = {.T = a->T, .schedule = a->schedule, .beta1 = a->beta1, .betaT = a->betaT};
+    const sg_betas b = {.T = a->T,
+                        .schedule = a->schedule,
+                        .beta1 = a->beta1,
+                        .betaT = a->betaT,
+                        .zero_snr = a->zero_snr};
     if (a->v_target) /* inputs (eps, x0, t, table) */
         cpu_ddpm_v(k->out[0], k->in[1], k->in[0], (const int32_t *)k->raw_in[2], N,
                    (int)(k->n0 / N), &b);

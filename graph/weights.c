@@ -149,7 +149,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                 {"fuse", &c->fuse, 0, SG_FUSE_BITWISE},
                 {"store_norm", &c->store_norm, 0, 1},
                 {"store_attn", &c->store_attn, 0, 1},
-                {"classes", &c->classes, 0, SG_MAX_CLASSES}};
+                {"classes", &c->classes, 0, SG_MAX_CLASSES},
+                {"zero_snr", &c->zero_snr, 0, 1}};
     for (int i = 0; i < SG_ARRAY_LEN(ints); i++)
         if (json_int_field(config, ints[i].key, ints[i].lo, ints[i].hi, ints[i].field))
             return SG_ERR;

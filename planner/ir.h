@@ -67,6 +67,7 @@ typedef struct {
     /* 1: the v target instead of x_t, from inputs (eps, x0, t, table): sqrt(abar) eps -
      * sqrt(1 - abar) x0, the table's rows {sqrt(abar), -sqrt(1 - abar)} (the plan's v_table) */
     int v_target;
+    int zero_snr; /* the betas rescaled to zero terminal SNR (common/sg_schedule.h) */
 } sg_ddpm_args;
 typedef struct {
     int dim;         /* embedding width (even) */

@@ -100,6 +100,10 @@ typedef struct {
     int T;
     int beta_schedule;
     float beta1, betaT;
+    /* 1: the betas rescaled to zero terminal SNR (Lin et al. 2024; diffusers'
+     * rescale_betas_zero_snr; common/sg_schedule.h): abar_{T-1} = 0, x_{T-1} pure noise, as the
+     * sampler's first step assumes. Needs v prediction (an eps model cannot see x0 there). */
+    int zero_snr;
     /* what the network predicts: SG_PRED_EPS, the noise (DDPM), or SG_PRED_V, the velocity
      * v = sqrt(abar) eps - sqrt(1 - abar) x0 (Salimans & Ho 2022; diffusers' v_prediction) */
     int prediction;

@@ -24,6 +24,7 @@ const char *const sg_model_descriptions[] = {
 static void set_training_defaults(sg_model_cfg *c) {
     c->T = 1000;
     c->beta_schedule = SG_BETA_LINEAR;
+    c->zero_snr = 0;
     c->prediction = SG_PRED_EPS;
     c->snr_gamma = 0.0f;
     c->classes = 0;
@@ -141,6 +142,10 @@ const char *const sg_model_flags_help =
     "                       diffusers' squaredcos_cap_v2)\n"
     "  --beta-start X       linear: the first beta (default 1e-4); --beta-end X the last\n"
     "                       (default 0.02)\n"
+    "  --zero-snr 0|1       1: either schedule rescaled to zero terminal SNR (Lin et al.\n"
+    "                       2024; diffusers' rescale_betas_zero_snr): the last step is pure\n"
+    "                       noise, as sampling's first step assumes; needs --prediction v\n"
+    "                       (default 0)\n"
     "  --prediction P       eps (the noise, DDPM; the default) | v (the velocity\n"
     "                       sqrt(abar) eps - sqrt(1 - abar) x0: diffusers' v_prediction)\n"
     "  --snr-gamma G        min-SNR-gamma loss weighting (Hang et al. 2023; diffusers'\n"
@@ -231,6 +236,7 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
     INTFLAG("--store-attn", store_attn, 0, 1)
     INTFLAG("--timesteps", T, 1, SG_MAX_T)
     INTFLAG("--classes", classes, 0, SG_MAX_CLASSES)
+    INTFLAG("--zero-snr", zero_snr, 0, 1)
 #undef INTFLAG
     if (!strcmp(f, "--beta-schedule")) {
         int b = sg_beta_schedule_parse(v);
@@ -356,8 +362,11 @@ int sg_beta_schedule_parse(const char *s) {
 }
 
 sg_betas sg_model_betas(const sg_model_cfg *c) {
-    const sg_betas b = {
-        .T = c->T, .schedule = c->beta_schedule, .beta1 = c->beta1, .betaT = c->betaT};
+    const sg_betas b = {.T = c->T,
+                        .schedule = c->beta_schedule,
+                        .beta1 = c->beta1,
+                        .betaT = c->betaT,
+                        .zero_snr = c->zero_snr};
     return b;
 }
 
@@ -379,6 +388,17 @@ static int validate_schedules(const sg_model_cfg *c) {
         (c->beta1 != SG_BETA1_DEFAULT || c->betaT != SG_BETAT_DEFAULT))
         return sg_set_error("the cosine beta schedule has no start or end beta (--beta-start / "
                             "--beta-end set the linear one's)");
+    if (c->zero_snr != 0 && c->zero_snr != 1)
+        return sg_set_error("zero_snr %d is neither 0 nor 1", c->zero_snr);
+    /* x_{T-1} holds nothing of x0: an eps model's x0 = (x - sqrt(1 - abar) eps) / sqrt(abar)
+     * divides by 0 there (diffusers warns; Lin et al. train v) */
+    if (c->zero_snr && c->prediction != SG_PRED_V)
+        return sg_set_error("zero terminal SNR (--zero-snr 1) needs v prediction (--prediction "
+                            "v): at the last step x_t is pure noise and an eps model's x0 "
+                            "divides by sqrt(abar) = 0");
+    if (c->zero_snr && c->T < 2)
+        return sg_set_error("zero terminal SNR needs T >= 2 steps (the rescaling keeps the first "
+                            "abar and zeroes the last)");
     if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
         return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
                             (double)c->snr_gamma);
@@ -546,6 +566,8 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->beta_schedule != SG_BETA_LINEAR)
         snprintf(sched, sizeof sched, ",\"beta_schedule\":\"%s\"",
                  sg_beta_schedule_name(c->beta_schedule));
+    if (c->zero_snr)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"zero_snr\":1");
     if (c->prediction != SG_PRED_EPS)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"prediction\":\"%s\"",
                  sg_prediction_name(c->prediction));

@@ -216,7 +216,8 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
                               .schedule = c->beta_schedule,
                               .beta1 = c->beta1,
                               .betaT = c->betaT,
-                              .out_dt = c->act_dt}};
+                              .out_dt = c->act_dt,
+                              .zero_snr = c->zero_snr}};
     io->xt = sg_builder_node(&b, OP_DDPM_NOISE, in4, 4, &da, "x_t", 0);
     /* v prediction: the target v = sqrt(abar) eps - sqrt(1 - abar) x0, fp32 as eps, by the
      * noising op on (eps, x0) with the coefficients {sqrt(abar), -sqrt(1 - abar)} */

@@ -1313,6 +1313,28 @@ static void test_embedding(void) {
         CHECK(diff < 0, "%s: ddpm noise element %d is not the table's", c ? "cosine" : "linear",
               diff);
     }
+    /* zero terminal SNR (tests/test_sampler.c checks the schedule against Lin et al.'s): the
+     * table is the rescaled product's, its last row {0, 1} exactly (x_{T-1} = eps, v = -x0) */
+    for (int c = 0; c < 2; c++) {
+        sg_betas zs = c ? cos1k : linf;
+        zs.zero_snr = 1;
+        cpu_ddpm_table(rows, &zs);
+        int bad = -1;
+        for (int k = 0; k < T && bad < 0; k++) {
+            const double ab = sg_ddpm_abar(&zs, k), a = sqrt(ab), s = sqrt(1.0 - ab);
+            if (memcmp(&rows[k].sqrt_abar, &a, 8) || memcmp(&rows[k].sqrt_1m_abar, &s, 8)) bad = k;
+        }
+        CHECK(bad < 0 && rows[T - 1].sqrt_abar == 0.0 && rows[T - 1].sqrt_1m_abar == 1.0 &&
+                  rows[T - 2].sqrt_abar > 0.0,
+              "%s zero-SNR: table row %d is not the product's; the last row {%.17g, %.17g}",
+              c ? "cosine" : "linear", bad, rows[T - 1].sqrt_abar, rows[T - 1].sqrt_1m_abar);
+        float *w = malloc(sizeof(float) * (size_t)T);
+        cpu_loss_weight_table(w, &zs, 5.0, 1);
+        CHECK(w[T - 1] == 0.0f && w[T - 2] > 0.0f && w[0] > 0.0f,
+              "%s zero-SNR min-SNR v weights: %g at T-1 (SNR 0: want 0), %g before it",
+              c ? "cosine" : "linear", (double)w[T - 1], (double)w[T - 2]);
+        free(w);
+    }
     free(rows);
     free(x0), free(eps), free(xt), free(xt2), free(ref);
 }

@@ -83,11 +83,11 @@ static int init_from(sg_exec *e, const char *path, uint64_t seed) {
         printf("train: note: those weights were trained to predict %s; this run trains %s "
                "(--prediction)\n",
                sg_prediction_name(w.prediction), sg_prediction_name(r->prediction));
-    if (w.beta_schedule != r->beta_schedule || w.T != r->T)
-        printf("train: note: those weights were trained with %s betas over T = %d; this run uses "
-               "%s over T = %d (--beta-schedule, --timesteps)\n",
-               sg_beta_schedule_name(w.beta_schedule), w.T, sg_beta_schedule_name(r->beta_schedule),
-               r->T);
+    if (w.beta_schedule != r->beta_schedule || w.T != r->T || w.zero_snr != r->zero_snr)
+        printf("train: note: those weights were trained with %s%s betas over T = %d; this run uses "
+               "%s%s over T = %d (--beta-schedule, --zero-snr, --timesteps)\n",
+               sg_beta_schedule_name(w.beta_schedule), w.zero_snr ? " zero-SNR" : "", w.T,
+               sg_beta_schedule_name(r->beta_schedule), r->zero_snr ? " zero-SNR" : "", r->T);
     return SG_OK;
 }
 
@@ -1126,9 +1126,10 @@ int main(int argc, char **argv) {
     }
     /* the objective where it is not DDPM's (eps, linear betas over 1000 steps) */
     char noise[256] = "";
-    if (r.cfg.beta_schedule != SG_BETA_LINEAR || r.cfg.T != 1000)
-        snprintf(noise, sizeof noise, ", %s betas over T = %d",
-                 sg_beta_schedule_name(r.cfg.beta_schedule), r.cfg.T);
+    if (r.cfg.beta_schedule != SG_BETA_LINEAR || r.cfg.T != 1000 || r.cfg.zero_snr)
+        snprintf(noise, sizeof noise, ", %s%s betas over T = %d",
+                 sg_beta_schedule_name(r.cfg.beta_schedule),
+                 r.cfg.zero_snr ? " zero-terminal-SNR" : "", r.cfg.T);
     if (r.cfg.prediction == SG_PRED_V)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", v prediction");
     if (r.cfg.snr_gamma > 0)

@@ -144,13 +144,17 @@ void cpu_attention_fwd(float *y, float *P, const float *qkv, int N, int L, int C
 void cpu_attention_bwd(float *dqkv, const float *dy, const float *qkv, const float *P, int N, int L,
                        int C, int heads);
 
-/* ---- DDPM: the betas of the schedule b (common/sg_schedule.h: linear or cosine), i in [0,T);
+/* ---- DDPM: the betas of the schedule b (common/sg_schedule.h: linear or cosine, either
+ * optionally rescaled to zero terminal SNR), i in [0,T);
  * abar_t = prod_{i<=t} (1 - beta_i), accumulated in double in increasing i.
  * x_t[n] = sqrt(abar_t) x0[n] + sqrt(1 - abar_t) eps[n]; each sample has `per` values. */
 double sg_ddpm_abar(const sg_betas *b, int t);
 /* beta_t (t in [0, T)): the expression sg_ddpm_abar multiplies, so alpha_t and abar_t agree to
  * the bit. */
 double sg_ddpm_beta(const sg_betas *b, int t);
+/* beta[t] = sg_ddpm_beta(b, t) for every t < b->T, the same bits, in O(T) (with zero_snr one
+ * sg_ddpm_beta is O(T) itself) */
+void sg_ddpm_betas(const sg_betas *b, double *beta);
 /* abar[t] = sg_ddpm_abar(b, t) for every t < b->T, the same bits, in O(T) */
 void sg_ddpm_abars(const sg_betas *b, double *abar);
 void cpu_ddpm_noise(float *xt, const float *x0, const float *eps, const int32_t *t, int N, int per,

@@ -61,8 +61,8 @@ static double cosine_f(int i, int T) {
     return c * c;
 }
 
-double sg_ddpm_beta(const sg_betas *b, int t) {
-    SG_ASSERT(b->T >= 1 && t >= 0 && t < b->T);
+/* the schedule's own beta_t, before any rescaling */
+static double base_beta(const sg_betas *b, int t) {
     if (b->schedule == SG_BETA_COSINE) {
         const double beta = 1.0 - cosine_f(t + 1, b->T) / cosine_f(t, b->T);
         return beta < 0.999 ? beta : 0.999;
@@ -71,21 +71,74 @@ double sg_ddpm_beta(const sg_betas *b, int t) {
     return b->T > 1 ? b->beta1 + (b->betaT - b->beta1) * t / (b->T - 1) : b->beta1;
 }
 
+/* The betas in order, t = 0, 1, ..., without storing them. With zero_snr the schedule's
+ * sqrt(abar) is shifted and scaled to end at 0 and keep its start (Lin et al. 2024, Algorithm 1;
+ * diffusers' rescale_zero_terminal_snr, here in double):
+ *   s_t = sqrt(prod_{i<=t} (1 - beta_i)),  s'_t = (s_t - s_{T-1}) s_0 / (s_0 - s_{T-1}),
+ *   a_t = s'_t^2,  beta'_0 = 1 - a_0,  beta'_t = 1 - a_t / a_{t-1}
+ * so beta'_{T-1} = 1 exactly (a_{T-1} = 0) and the abar of the rescaled betas ends at 0. The
+ * first pass finds s_{T-1}; the walk is O(T) in all. */
+typedef struct {
+    const sg_betas *b;
+    int t;         /* the next beta's index */
+    double p;      /* the schedule's running product (zero_snr) */
+    double s0, sT; /* its sqrt(abar) at 0 and T - 1 */
+    double a_prev; /* a_{t-1} */
+} beta_walk;
+
+static beta_walk walk_begin(const sg_betas *b) {
+    SG_ASSERT(b->T >= 1 && (!b->zero_snr || b->T >= 2));
+    beta_walk w = {.b = b, .p = 1.0};
+    if (b->zero_snr) {
+        double p = 1.0;
+        for (int i = 0; i < b->T; i++) p *= 1.0 - base_beta(b, i);
+        w.s0 = sqrt(1.0 - base_beta(b, 0)), w.sT = sqrt(p);
+    }
+    return w;
+}
+
+static double walk_next(beta_walk *w) {
+    const int t = w->t++;
+    SG_ASSERT(t < w->b->T);
+    if (!w->b->zero_snr) return base_beta(w->b, t);
+    w->p *= 1.0 - base_beta(w->b, t);
+    const double s = (sqrt(w->p) - w->sT) * (w->s0 / (w->s0 - w->sT)), a = s * s;
+    const double beta = 1.0 - (t ? a / w->a_prev : a);
+    w->a_prev = a;
+    return beta;
+}
+
+double sg_ddpm_beta(const sg_betas *b, int t) {
+    SG_ASSERT(b->T >= 1 && t >= 0 && t < b->T);
+    if (!b->zero_snr) return base_beta(b, t);
+    beta_walk w = walk_begin(b);
+    double beta = 0.0;
+    for (int i = 0; i <= t; i++) beta = walk_next(&w);
+    return beta;
+}
+
+void sg_ddpm_betas(const sg_betas *b, double *beta) {
+    beta_walk w = walk_begin(b);
+    for (int t = 0; t < b->T; t++) beta[t] = walk_next(&w);
+}
+
 /* The product runs in increasing i in double, as the contract fixes, so every caller (this
  * noising, the sampler's coefficients in graph/sampler.c and kernels/cpu/sample_step.c, the
  * CUDA noising's table) gets the same value. */
 double sg_ddpm_abar(const sg_betas *b, int t) {
     SG_ASSERT(b->T >= 1 && t >= 0 && t < b->T);
+    beta_walk w = walk_begin(b);
     double abar = 1.0;
-    for (int i = 0; i <= t; i++) abar *= 1.0 - sg_ddpm_beta(b, i);
+    for (int i = 0; i <= t; i++) abar *= 1.0 - walk_next(&w);
     return abar;
 }
 
 /* every abar_t at once: the running product is sg_ddpm_abar's, step for step, so the same bits
  * in O(T) */
 void sg_ddpm_abars(const sg_betas *b, double *abar) {
+    beta_walk w = walk_begin(b);
     double p = 1.0;
-    for (int t = 0; t < b->T; t++) abar[t] = p *= 1.0 - sg_ddpm_beta(b, t);
+    for (int t = 0; t < b->T; t++) abar[t] = p *= 1.0 - walk_next(&w);
 }
 
 double sg_min_snr_weight(double abar, double gamma, int vpred) {
@@ -96,9 +149,10 @@ double sg_min_snr_weight(double abar, double gamma, int vpred) {
 }
 
 void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred) {
+    beta_walk wk = walk_begin(b);
     double abar = 1.0; /* sg_ddpm_abars' running product */
     for (int t = 0; t < b->T; t++) {
-        abar *= 1.0 - sg_ddpm_beta(b, t);
+        abar *= 1.0 - walk_next(&wk);
         w[t] = (float)sg_min_snr_weight(abar, gamma, vpred);
     }
 }
@@ -111,9 +165,10 @@ static sg_ddpm_row ddpm_row(const sg_betas *b, int t) {
 }
 
 void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b) {
+    beta_walk w = walk_begin(b);
     double abar = 1.0; /* sg_ddpm_abar's running product: the same bits in O(T) */
     for (int t = 0; t < b->T; t++) {
-        abar *= 1.0 - sg_ddpm_beta(b, t);
+        abar *= 1.0 - walk_next(&w);
         rows[t] = (sg_ddpm_row){sqrt(abar), sqrt(1.0 - abar)};
     }
 }

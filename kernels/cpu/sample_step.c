@@ -16,9 +16,9 @@
 /* The coefficients of one step, by the expressions of graph/sampler.c's sg_ddpm_step and
  * sg_ddim_step (kept there as the reference; tests/test_sampler.c compares bit for bit): the
  * same doubles, so sg_sample_update reproduces their loops exactly. */
-static sg_sample_row ddpm_row(const sg_betas *b, const double *ab, int t, int clip, int large) {
+static sg_sample_row ddpm_row(const double *betas, const double *ab, int t, int clip, int large) {
     sg_sample_row r = {.kind = clip ? SG_SAMPLE_DDPM_CLIP : SG_SAMPLE_DDPM, .t = t};
-    double beta = sg_ddpm_beta(b, t), alpha = 1.0 - beta;
+    double beta = betas[t], alpha = 1.0 - beta;
     double abar = ab[t];
     double abar_prev = t > 0 ? ab[t - 1] : 1.0;
     r.sigma = large ? sqrt(beta) : sqrt(beta * (1.0 - abar_prev) / (1.0 - abar));
@@ -48,16 +48,18 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
     const int T = b->T;
     SG_ASSERT(n >= 1 && n <= cap && T >= 1 && eta >= 0.0 && eta <= 1.0 && (ddim || eta == 0.0) &&
               (!ddim || !var_large));
-    double *ab = malloc((size_t)T * sizeof(double)); /* sg_ddpm_abar of every t, in O(T) */
+    /* sg_ddpm_abar and sg_ddpm_beta of every t, in O(T) */
+    double *ab = malloc(2 * (size_t)T * sizeof(double)), *betas = ab + T;
     if (!ab) return sg_set_error("out of host memory for the %d-step schedule", T);
     sg_ddpm_abars(b, ab);
+    sg_ddpm_betas(b, betas);
     memset(rows, 0, sizeof(sg_sample_row) * (size_t)cap); /* rows n .. cap: SG_SAMPLE_NONE */
     for (int k = 0; k < n; k++) {
         SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
         if (ddim)
             rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip, eta);
         else
-            rows[k] = ddpm_row(b, ab, ts[k], clip, var_large);
+            rows[k] = ddpm_row(betas, ab, ts[k], clip, var_large);
     }
     free(ab);
     return SG_OK;
