@@ -39,10 +39,11 @@ enum {
 typedef struct {
     int32_t kind; /* SG_SAMPLE_* */
     int32_t t;    /* the timestep this step evaluates: the model's t, and the DDPM noise key */
-    /* 1: the model predicts v; its eps is sqrt_abar v + sqrt_1m_abar x (sg_sample_eps) */
+    /* 1: the model predicts v; its eps is sqrt_abar v + sqrt_1m_abar x (sg_sample_eps), its x0
+     * sqrt_abar x - sqrt_1m_abar v (sg_sample_x0) */
     int32_t v_pred;
     int32_t unused; /* 0: the padding is a field */
-    /* x0_pred = (x - sqrt_1m_abar eps) / sqrt_abar (DDPM clip, DDIM) */
+    /* x0_pred = (x - sqrt_1m_abar eps) / sqrt_abar (DDPM clip, DDIM; a v model: sg_sample_x0) */
     double sqrt_abar, sqrt_1m_abar;
     /* DDPM: mu = inv_sqrt_alpha (x - k_eps eps) */
     double inv_sqrt_alpha, k_eps;
@@ -88,11 +89,13 @@ SG_HD double sg_sample_clamp1(double v) {
     return v < -1.0 ? -1.0 : v > 1.0 ? 1.0 : v;
 }
 
-/* The x0 a step predicts from x (its input) and eps: (x - sqrt_1m_abar eps) / sqrt_abar,
- * clamped by the clipping kinds (every kind's row holds both roots); what the update below uses,
- * and what a picture of the denoising shows. */
-SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double e) {
-    const double x0 = SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, e)), r->sqrt_abar);
+/* The x0 a step predicts from x (its input) and the model's prediction p: from eps,
+ * (x - sqrt_1m_abar p) / sqrt_abar; from v, sqrt_abar x - sqrt_1m_abar p (diffusers' form,
+ * finite at abar = 0: zero terminal SNR); clamped by the clipping kinds (every kind's row holds
+ * both roots); what the update below uses, and what a picture of the denoising shows. */
+SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double p) {
+    const double x0 = r->v_pred ? SG_DSUB(SG_DMUL(r->sqrt_abar, x), SG_DMUL(r->sqrt_1m_abar, p))
+                                : SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, p)), r->sqrt_abar);
     return r->kind == SG_SAMPLE_DDPM_CLIP || r->kind == SG_SAMPLE_DDIM_CLIP ? sg_sample_clamp1(x0)
                                                                             : x0;
 }
@@ -115,21 +118,25 @@ SG_HD double sg_sample_guide(double w, float pc, float pu) {
 
 /* One element: x (fp32 state), the prediction p (eps, or v: sg_sample_eps; a float widened, or
  * sg_sample_guide's), z (standard normal; read only where sg_sample_row_noise) -> the next x,
- * computed in double and rounded once. */
+ * computed in double and rounded once. A v model's DDPM step always takes the posterior mean of
+ * its x0 (diffusers' DDPMScheduler does for every model): Algorithm 2's 1 / sqrt(alpha_t) is
+ * infinite where beta_t = 1 (zero terminal SNR's last beta). */
 SG_HD float sg_sample_update(const sg_sample_row *r, float xf, double p, float zf) {
     const double x = (double)xf, e = sg_sample_eps(r, x, p);
     double mu = 0.0, x0 = 0.0;
     switch (r->kind) {
     case SG_SAMPLE_DDPM:
-        mu = SG_DMUL(r->inv_sqrt_alpha, SG_DSUB(x, SG_DMUL(r->k_eps, e)));
-        break;
     case SG_SAMPLE_DDPM_CLIP:
-        x0 = sg_sample_x0(r, x, e);
+        if (r->kind == SG_SAMPLE_DDPM && !r->v_pred) {
+            mu = SG_DMUL(r->inv_sqrt_alpha, SG_DSUB(x, SG_DMUL(r->k_eps, e)));
+            break;
+        }
+        x0 = sg_sample_x0(r, x, p);
         mu = SG_DADD(SG_DMUL(r->c_x0, x0), SG_DMUL(r->c_xt, x));
         break;
     case SG_SAMPLE_DDIM:
     case SG_SAMPLE_DDIM_CLIP:
-        x0 = sg_sample_x0(r, x, e);
+        x0 = sg_sample_x0(r, x, p);
         mu = SG_DADD(SG_DMUL(r->sqrt_abar_prev, x0), SG_DMUL(r->sqrt_1m_abar_prev, e));
         break;
     default:

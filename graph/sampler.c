@@ -144,7 +144,7 @@ static int snapshot(sg_exec *e, int b0, int nb, int k, const sg_sample_row *row,
     for (int64_t i = 0; i < count; i++) {
         const double xi = (double)sb->xin[i];
         const double pi = guided ? sg_sample_guide(w, sb->eps[i], sb->eps[count + i]) : sb->eps[i];
-        sb->xin[i] = (float)sg_sample_x0(row, xi, sg_sample_eps(row, xi, pi));
+        sb->xin[i] = (float)sg_sample_x0(row, xi, pi);
     }
     return opts->on_snap(opts->batch_ctx, b0, nb, k, x, sb->xin);
 }
@@ -239,7 +239,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         const sg_betas betas = sg_model_betas(c);
         rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, opts->var_large,
                              &betas);
-        /* a v-prediction model: every step converts its prediction to eps (sg_sample_eps) */
+        /* a v-prediction model: every step reads its prediction as v (sg_sample_eps, _x0) */
         for (int k = 0; !rc && k < n_steps; k++) rows[k].v_pred = c->prediction == SG_PRED_V;
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);
     }

@@ -222,6 +222,7 @@ typedef struct {
     int vpred;   /* ddpm noise: the v target (inputs as eps, x0 -> v, fp32); sample step: v
                     prediction */
     float guide; /* sample step: > 0, classifier-free guidance with that scale (pred twice) */
+    int zsnr;    /* ddpm noise, sample step: the betas rescaled to zero terminal SNR */
     int fused;   /* conv, conv weight gradient: the input x is the virtual normalised output of a
                     norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
                     dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
@@ -424,7 +425,8 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     const sg_betas betas = {.T = a->T,
                             .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
                             .beta1 = 1e-4f,
-                            .betaT = 0.02f};
+                            .betaT = 0.02f,
+                            .zero_snr = a->zsnr};
     cpu_ddpm_table(rows, &betas);
     if (a->vpred) /* the v target's rows, as the executor writes them */
         for (int k = 0; k < a->T; k++) rows[k].sqrt_1m_abar = -rows[k].sqrt_1m_abar;
@@ -440,7 +442,8 @@ static int b_ddpm_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
                                 .beta1 = 1e-4f,
                                 .betaT = 0.02f,
                                 .out_dt = a->vpred ? DT_F32 : dt,
-                                .v_target = a->vpred}};
+                                .v_target = a->vpred,
+                                .zero_snr = a->zsnr}};
     return node(c, OP_DDPM_NOISE, in, 4, out, &args, 0) < 0;
 }
 
@@ -1126,7 +1129,8 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
     const sg_betas betas = {.T = a->T,
                             .schedule = a->cosine ? SG_BETA_COSINE : SG_BETA_LINEAR,
                             .beta1 = 1e-4,
-                            .betaT = 0.02};
+                            .betaT = 0.02,
+                            .zero_snr = a->zsnr};
     if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, 0, &betas))
         return SG_ERR;
     for (int k = 0; k < n; k++) rows[k].v_pred = a->vpred;
@@ -1244,6 +1248,9 @@ static const bo_entry entries[] = {
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 3, .W = 3, .C = 3, .T = 4000, .cosine = 1}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000, .vpred = 1}}, /* v target */
     {OP_DDPM_NOISE, F32, 0, {.N = 5, .H = 4, .W = 4, .C = 3, .T = 400, .cosine = 1, .vpred = 1}},
+    /* zero terminal SNR: t = 9 (x_t = eps, v = -x0) among the draws */
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 60, .H = 2, .W = 2, .C = 3, .T = 10, .zsnr = 1}},
+    {OP_DDPM_NOISE, BOTH, 0, {.N = 60, .H = 2, .W = 2, .C = 3, .T = 10, .vpred = 1, .zsnr = 1}},
     /* the model */
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 5, .Co = 6, .T = 1000}},
     {OP_TIMESTEP_EMB, BOTH, 0, {.N = 33, .Co = 128, .T = 1000}},
@@ -1415,6 +1422,10 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3, .flip = 1, .vpred = 1}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 4, .flip = 1, .f = 0.5f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1}},   /* x_T */
+    /* zero terminal SNR, v: the first step at abar = 0 (DDPM, DDIM clipped), then one after */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 0, .vpred = 1, .zsnr = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 0, .flip = 1, .vpred = 1, .zsnr = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 1, .cosine = 1, .vpred = 1, .zsnr = 1}},
     /* classifier-free guidance: each image predicted twice */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10, .guide = 3.0f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .K = 7, .step = 2, .flip = 1, .vpred = 1, .guide = 1.5f}},

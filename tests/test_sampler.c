@@ -400,6 +400,109 @@ static void gaussian_chain(int ddim_steps, double s, int schedule, double eta) {
     }
 }
 
+/* Zero terminal SNR (Lin et al. 2024; sg_betas.zero_snr), independently: sqrt(abar) of the
+ * schedule shifted and scaled in long double, s'_t = (s_t - s_{T-1}) s_0 / (s_0 - s_{T-1}),
+ * abar'_t = s'_t^2 (stepgraph takes the product of the rescaled betas instead: the same to
+ * rounding, and exactly 0 at T - 1). */
+static long double ref_zsnr_abar(int t, int schedule) {
+    if (t < 0) return 1.0L;
+    const long double s0 = sqrtl(ref_abar(0, TT, schedule)),
+                      sT = sqrtl(ref_abar(TT - 1, TT, schedule));
+    const long double s = (sqrtl(ref_abar(t, TT, schedule)) - sT) * s0 / (s0 - sT);
+    return s * s;
+}
+
+/* The rescaled schedule, and whole chains of the device update (sg_sample_update) on it with
+ * the exact v of Gaussian data x0 ~ N(0, s^2): E[v | x_t] = sqrt(abar (1 - abar)) (1 - s^2) x_t /
+ * v_t (v_t = abar s^2 + 1 - abar), so each step is linear, x_prev = g x_t + sigma z, with g from
+ * the v model's x0 = sqrt(abar) x - sqrt(1 - abar) v and eps = sqrt(abar) v + sqrt(1 - abar) x.
+ * The first step is at abar = 0 exactly: an update that divides by sqrt(abar) (x0 from eps)
+ * gives NaN there, and Algorithm 2's mean 1 / sqrt(alpha) (alpha = 0) too. DDIM is
+ * deterministic (the recursion to rounding); DDPM's 1000 steps land on the data's variance. */
+static void zero_snr_chains(int schedule) {
+    const sg_betas zs = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT, .zero_snr = 1};
+    const char *name = schedule == SG_BETA_COSINE ? "cosine" : "linear";
+    double *ab = malloc(sizeof(double) * TT), *be = malloc(sizeof(double) * TT);
+    sg_ddpm_abars(&zs, ab);
+    sg_ddpm_betas(&zs, be);
+    double off = 0;
+    int at = -1, same = 1;
+    for (int t = 0; t < TT; t++) {
+        const long double want = ref_zsnr_abar(t, schedule);
+        if (want > 0 && fabsl(ab[t] - want) / want > off)
+            off = (double)(fabsl(ab[t] - want) / want), at = t;
+        if (t % 97 == 0 || t >= TT - 2) {
+            const double a1 = sg_ddpm_abar(&zs, t), b1 = sg_ddpm_beta(&zs, t);
+            same &= !memcmp(&a1, &ab[t], 8) && !memcmp(&b1, &be[t], 8);
+        }
+    }
+    CHECK(off < 1e-11 && ab[TT - 1] == 0.0 && be[TT - 1] == 1.0 && ab[TT - 2] > 0 && same &&
+              fabs(ab[0] / (double)ref_abar(0, TT, schedule) - 1) < 1e-15,
+          "%s zero-SNR: abar %.3g off Lin et al.'s (relative, at t=%d); abar(T-1) %.17g beta(T-1) "
+          "%.17g (want 0, 1); abar(T-2) %.3g; abar(0) %.17g; sg_ddpm_abar / _beta %s the arrays",
+          name, off, at, ab[TT - 1], be[TT - 1], ab[TT - 2], ab[0], same ? "match" : "differ from");
+    free(ab), free(be);
+    static float x[NV];
+    const double s = 0.5;
+    const int steps[3] = {0, 10, 50};
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * TT);
+    for (int c = 0; c < 3; c++) {
+        const int ddim = steps[c], n = ddim ? ddim : TT;
+        int ts[TT];
+        if (ddim)
+            sg_ddim_timesteps(ddim, TT, ts);
+        else
+            for (int k = 0; k < TT; k++) ts[k] = TT - 1 - k;
+        CHECK(sg_sample_table(rows, TT, ts, n, ddim > 0, 0, 0.0, 0, &zs) == SG_OK, "the table");
+        for (int i = 0; i < NV; i++) x[i] = sg_rng_normal(9, TT, SG_RNG_SAMPLE, (uint64_t)i);
+        long double m0 = 0, q0 = 0;
+        for (int i = 0; i < NV; i++) m0 += x[i], q0 += (long double)x[i] * x[i];
+        m0 /= NV;
+        long double pm = m0, pv = ddim ? q0 / NV - m0 * m0 : 1.0L;
+        for (int k = 0; k < n; k++) {
+            rows[k].v_pred = 1;
+            const int t = ts[k], tp = ddim ? (k + 1 < n ? ts[k + 1] : -1) : t - 1;
+            const long double a = ref_zsnr_abar(t, schedule), ap = ref_zsnr_abar(tp, schedule);
+            const long double vt = a * s * s + 1 - a, cv = sqrtl(a * (1 - a)) * (1 - s * s) / vt;
+            const long double k0 = sqrtl(a) - sqrtl(1 - a) * cv, ke = sqrtl(a) * cv + sqrtl(1 - a);
+            long double g, sig2 = 0;
+            if (ddim) {
+                g = sqrtl(ap) * k0 + sqrtl(1 - ap) * ke;
+            } else {
+                const long double beta = 1 - a / ap;
+                g = sqrtl(ap) * beta / (1 - a) * k0 + sqrtl(1 - beta) * (1 - ap) / (1 - a);
+                sig2 = beta * (1 - ap) / (1 - a);
+            }
+            for (int i = 0; i < NV; i++) {
+                const float z = sg_sample_row_noise(&rows[k])
+                                    ? sg_rng_normal(9, t, SG_RNG_SAMPLE, (uint64_t)i)
+                                    : 0.0f;
+                x[i] = sg_sample_update(&rows[k], x[i], (double)(float)(cv * x[i]), z);
+            }
+            pm *= g;
+            pv = g * g * pv + sig2;
+        }
+        double m = 0, q = 0;
+        for (int i = 0; i < NV; i++) m += x[i], q += (double)x[i] * x[i];
+        m /= NV;
+        const double var = q / NV - m * m;
+        printf("Gaussian data, s^2 = %.3f, %s zero-SNR betas, v: %s %4d steps: sample mean %+.5f "
+               "variance %.5f; recursion mean %+.5f variance %.5f\n",
+               s * s, name, ddim ? "DDIM" : "DDPM", n, m, var, (double)pm, (double)pv);
+        if (ddim)
+            CHECK(fabs(m - (double)pm) < 1e-4 && fabs(var / (double)pv - 1) < 1e-4,
+                  "%s zero-SNR DDIM %d: sample N(%.6f, %.6f), the recursion says N(%.6f, %.6f)",
+                  name, n, m, var, (double)pm, (double)pv);
+        else
+            CHECK(fabs(m) < 0.05 && fabs(var / (double)pv - 1) < 0.08 &&
+                      fabs(var / (s * s) - 1) < 0.08,
+                  "%s zero-SNR DDPM: sample N(%.4f, %.4f), the recursion says variance %.4f, the "
+                  "data %.4f",
+                  name, m, var, (double)pv, s * s);
+    }
+    free(rows);
+}
+
 static void test_gaussian_chains(void) {
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++) {
         gaussian_chain(0, 0.5, sc, 0);
@@ -1657,6 +1760,8 @@ int main(int argc, char **argv) {
     test_v_oracle(SG_BETA_LINEAR);
     test_v_oracle(SG_BETA_COSINE);
     test_gaussian_chains();
+    zero_snr_chains(SG_BETA_LINEAR);
+    zero_snr_chains(SG_BETA_COSINE);
     test_end_to_end();
     test_device_step();
     test_guided_step();
