@@ -116,12 +116,12 @@ int main(int argc, char **argv) {
     if (argc < 4 || argc > 7)
         return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16 "
                                "[OBJECTIVE]]]\n(OBJECTIVE: linear, or a comma list of cosine, "
-                               "v, snr)\n"),
+                               "v, snr, classes, zsnr)\n"),
                2;
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    int cosine = 0, vpred = 0, snr = 0, classes = 0, bad_obj = 0;
+    int cosine = 0, vpred = 0, snr = 0, classes = 0, zsnr = 0, bad_obj = 0;
     if (argc > 6 && strcmp(argv[6], "linear")) {
         char obj[64];
         snprintf(obj, sizeof obj, "%s", argv[6]);
@@ -130,12 +130,14 @@ int main(int argc, char **argv) {
               : !strcmp(tok, "v")       ? &vpred
               : !strcmp(tok, "snr")     ? &snr
               : !strcmp(tok, "classes") ? &classes
+              : !strcmp(tok, "zsnr")    ? &zsnr
                                         : &bad_obj) = 1;
     }
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
         (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) || bad_obj)
         return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
-                               "objective linear or a comma list of cosine, v, snr, classes\n"),
+                               "objective linear or a comma list of cosine, v, snr, classes, "
+                               "zsnr\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -159,6 +161,9 @@ int main(int argc, char **argv) {
     /* class-conditional: 3 classes, half the labels dropped to the null class, so that a
      * batch of 4 picks some rows twice, the null row, and leaves a row unpicked (checked) */
     if (classes) c.classes = 3, c.class_dropout = 0.5f;
+    /* zero terminal SNR over T = 6, so that a batch of 4 meets the last step (abar = 0:
+     * x_t = eps, v = -x0, a min-SNR v weight of 0; checked below) */
+    if (zsnr) c.zero_snr = 1, c.T = 6;
 
     sg_exec e;
     if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
@@ -199,6 +204,13 @@ int main(int argc, char **argv) {
         }
         free(w);
         CHECK(lo < 0.99f, "no sample's loss weight is below 1: the case does not test weighting");
+    }
+    if (zsnr) { /* the case meets the last step */
+        int32_t tv[64];
+        int last = 0;
+        CHECK(c.batch <= 64 && sg_exec_read(&e, io->t, tv) == SG_OK, "read t");
+        for (int i = 0; i < c.batch; i++) last |= tv[i] == c.T - 1;
+        CHECK(last, "no sample is at t = T - 1: the case does not test zero terminal SNR");
     }
     if (classes) { /* the case uses the table: rows picked twice, and one left out */
         int32_t y[64], seen[4] = {0};
@@ -258,10 +270,10 @@ int main(int argc, char **argv) {
     /* the oracle in float64, then the comparison */
     char cmd[3072];
     const char *tol = bf16 ? "--bf16" : "";
-    printf("stepgraph (%s, %s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+    printf("stepgraph (%s, %s%s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
            bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
-           vpred ? ", v prediction" : "", snr ? ", min-SNR weighting (gamma 2.5)" : "",
-           classes ? ", 3 classes" : "");
+           zsnr ? ", zero-terminal-SNR betas, T 6" : "", vpred ? ", v prediction" : "",
+           snr ? ", min-SNR weighting (gamma 2.5)" : "", classes ? ", 3 classes" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

@@ -21,9 +21,13 @@ if(TARGET sg_graph)
   # a class-conditional model: the class embedding's forward and its table's gradient
   add_test(NAME torch_parity_tiny_classes
            COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 classes)
+  # zero terminal SNR (v, min-SNR weights): the oracle's rescaled betas, a sample at abar = 0
+  add_test(NAME torch_parity_tiny_v_snr_zsnr
+           COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 v,snr,zsnr)
   set_tests_properties(torch_parity_tiny torch_parity_cifar torch_parity_tiny_cosine
                        torch_parity_tiny_v torch_parity_tiny_cosine_v torch_parity_tiny_snr
                        torch_parity_tiny_cosine_v_snr torch_parity_tiny_classes
+                       torch_parity_tiny_v_snr_zsnr
                        PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
   # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and

@@ -57,7 +57,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
-TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "prediction", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "zero_snr", "prediction", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
 
 
@@ -71,7 +71,7 @@ def read_config(d, quiet=False):
             train[k] = cfg[k]
         else:
             train[k] = M.TRAIN_DEFAULTS[k]
-            if k not in ("beta_schedule", "prediction", "snr_gamma"):  # only when not the default
+            if k not in ("beta_schedule", "zero_snr", "prediction", "snr_gamma"):  # only when not the default
                 missing.append(k)
     if missing and not quiet:
         print("oracle: config.json lacks %s; using docs/model.md defaults" % ",".join(missing),
@@ -79,6 +79,7 @@ def read_config(d, quiet=False):
     train["T"] = int(train["T"])
     train["warmup"] = int(train["warmup"])
     train["step"] = int(train["step"])
+    train["zero_snr"] = int(train["zero_snr"])
     for k in ("beta1", "betaT", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "clip", "ema_decay"):
         train[k] = float(train[k])
     model_cfg = {k: v for k, v in cfg.items() if k not in TRAIN_FIELDS}
@@ -94,9 +95,20 @@ def cosine_betas(T, max_beta=0.999):
                     dtype=np.float64)
 
 
-def ddpm_abar(T, beta1, betaT, schedule="linear"):
+def rescale_zero_terminal_snr(betas):
+    """Lin et al. 2024, Algorithm 1 (as diffusers' rescale_zero_terminal_snr), float64:
+    sqrt(abar) shifted to end at 0 and scaled to keep its start; the betas of that abar."""
+    s = np.sqrt(np.cumprod(1.0 - betas))
+    s0, sT = s[0], s[-1]
+    s = (s - sT) * (s0 / (s0 - sT))
+    a = s * s
+    return 1.0 - np.concatenate([a[:1], a[1:] / a[:-1]])
+
+
+def ddpm_abar(T, beta1, betaT, schedule="linear", zero_snr=0):
     """abar[t] = prod_{i<=t} (1 - beta_i), float64, multiplied in increasing i; linear betas
-    beta_i = beta1 + (betaT-beta1) i/(T-1), or cosine (cosine_betas)."""
+    beta_i = beta1 + (betaT-beta1) i/(T-1), or cosine (cosine_betas); with zero_snr rescaled
+    (rescale_zero_terminal_snr)."""
     if schedule == "cosine":
         betas = cosine_betas(T)
     elif schedule == "linear":
@@ -104,11 +116,13 @@ def ddpm_abar(T, beta1, betaT, schedule="linear"):
         betas = beta1 + (betaT - beta1) * i / (T - 1)
     else:
         raise ValueError("unknown beta_schedule %r (linear or cosine)" % schedule)
+    if zero_snr:
+        betas = rescale_zero_terminal_snr(betas)
     return np.cumprod(1.0 - betas)
 
 
-def ddpm_coeffs(t, T, beta1, betaT, schedule="linear"):
-    abar = ddpm_abar(T, beta1, betaT, schedule)
+def ddpm_coeffs(t, T, beta1, betaT, schedule="linear", zero_snr=0):
+    abar = ddpm_abar(T, beta1, betaT, schedule, zero_snr)
     t = np.asarray(t, dtype=np.int64)
     if t.min() < 0 or t.max() >= T:
         raise ValueError("timestep out of [0, %d)" % T)
@@ -190,7 +204,8 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
                                                                          dtype=dtype)
     t_t = torch.from_numpy(t).to(device=device)
     y_t = torch.from_numpy(labels).to(device=device) if labels is not None else None
-    ca, cb = ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"], train["beta_schedule"])
+    ca, cb = ddpm_coeffs(t, train["T"], train["beta1"], train["betaT"], train["beta_schedule"],
+                         train["zero_snr"])
     ca = torch.from_numpy(ca).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     cb = torch.from_numpy(cb).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     xt = ca * x0_t + cb * eps_t
@@ -215,8 +230,9 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
         # alphas_cumprod, the weights min(SNR, gamma) / SNR (epsilon) or / (SNR + 1) (v), each
         # sample's mean squared error times its weight, then the mean over the batch
         abar = torch.from_numpy(ddpm_abar(train["T"], train["beta1"], train["betaT"],
-                                          train["beta_schedule"])[t]).to(device=device, dtype=dtype)
-        snr = abar / (1 - abar)
+                                          train["beta_schedule"], train["zero_snr"])[t]).to(
+                                              device=device, dtype=dtype)
+        snr = abar / (1 - abar)  # 0 at zero terminal SNR's last step: a v weight of 0
         w = torch.stack([snr, train["snr_gamma"] * torch.ones_like(snr)], dim=1).min(dim=1)[0]
         w = w / snr if train["prediction"] == "eps" else w / (snr + 1)
         loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
