@@ -42,6 +42,7 @@ typedef struct {
     double dropout;
     int T, cosine; /* cosine: beta_schedule "cosine" (absent: linear from beta1 to betaT) */
     int vpred;     /* prediction "v" (absent: eps) */
+    int zero_snr;  /* zero_snr 1 (absent: 0) */
     int classes;   /* a class-conditional model's classes (absent: 0, unconditional) */
     double beta1, betaT;
 } arch;
@@ -109,6 +110,12 @@ static int arch_decode(const ckpt_json *j, int node, arch *a, const char *what) 
         if (!s || (strcmp(s, "eps") && strcmp(s, "v")))
             return sg_set_error("%s: \"prediction\" is not \"eps\" or \"v\"", what);
         a->vpred = !strcmp(s, "v");
+    }
+    c = ckpt_json_find(j, node, "zero_snr");
+    if (c >= 0) {
+        if (!ckpt_json_is_integer(j, c) || (uint64_t)ckpt_json_integer(j, c) > 1)
+            return sg_set_error("%s: \"zero_snr\" is not 0 or 1", what);
+        a->zero_snr = (int)ckpt_json_integer(j, c);
     }
     if (get_int(j, node, "img", 1, 1 << 14, &a->img, what) ||
         get_int(j, node, "in_ch", 1, 64, &a->in_ch, what) ||
@@ -234,32 +241,34 @@ int ckpt_diffusers_unet_config(const char *config_json, char *buf, size_t cap) {
 
 /* DDPMScheduler's config for the training schedule of config_json (cosine: diffusers'
  * "squaredcos_cap_v2", which has no beta_start / beta_end: DDPM's are written, unused).
+ * rescale_betas_zero_snr says whether the betas are rescaled to zero terminal SNR.
  * timestep_spacing "trailing" is `sample --ddim-steps`'s spacing (graph/sampler.h:
  * sg_ddim_timesteps), so a DDIMScheduler made from this config visits the same timesteps; all T
  * steps (DDPM) are the same under every spacing. */
 static int scheduler_config(const char *config_json, char *buf, size_t cap) {
     arch a;
     if (decode_config(config_json, &a)) return SG_ERR;
-    int n =
-        snprintf(buf, cap,
-                 "{\n"
-                 "  \"_class_name\": \"DDPMScheduler\",\n"
-                 "  \"_diffusers_version\": \"" DIFFUSERS_VERSION "\",\n"
-                 "  \"num_train_timesteps\": %d,\n"
-                 "  \"beta_start\": %.9g,\n"
-                 "  \"beta_end\": %.9g,\n"
-                 "  \"beta_schedule\": \"%s\",\n"
-                 "  \"trained_betas\": null,\n"
-                 "  \"variance_type\": \"fixed_small\",\n"
-                 "  \"clip_sample\": true,\n"
-                 "  \"clip_sample_range\": 1.0,\n"
-                 "  \"prediction_type\": \"%s\",\n"
-                 "  \"thresholding\": false,\n"
-                 "  \"timestep_spacing\": \"trailing\",\n"
-                 "  \"steps_offset\": 0\n"
-                 "}\n",
-                 a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,
-                 a.cosine ? "squaredcos_cap_v2" : "linear", a.vpred ? "v_prediction" : "epsilon");
+    int n = snprintf(buf, cap,
+                     "{\n"
+                     "  \"_class_name\": \"DDPMScheduler\",\n"
+                     "  \"_diffusers_version\": \"" DIFFUSERS_VERSION "\",\n"
+                     "  \"num_train_timesteps\": %d,\n"
+                     "  \"beta_start\": %.9g,\n"
+                     "  \"beta_end\": %.9g,\n"
+                     "  \"beta_schedule\": \"%s\",\n"
+                     "  \"trained_betas\": null,\n"
+                     "  \"variance_type\": \"fixed_small\",\n"
+                     "  \"clip_sample\": true,\n"
+                     "  \"clip_sample_range\": 1.0,\n"
+                     "  \"prediction_type\": \"%s\",\n"
+                     "  \"rescale_betas_zero_snr\": %s,\n"
+                     "  \"thresholding\": false,\n"
+                     "  \"timestep_spacing\": \"trailing\",\n"
+                     "  \"steps_offset\": 0\n"
+                     "}\n",
+                     a.T, a.cosine ? 1e-4 : a.beta1, a.cosine ? 0.02 : a.betaT,
+                     a.cosine ? "squaredcos_cap_v2" : "linear",
+                     a.vpred ? "v_prediction" : "epsilon", a.zero_snr ? "true" : "false");
     if (n < 0 || (size_t)n >= cap) return sg_set_error("scheduler config does not fit");
     return SG_OK;
 }
@@ -446,14 +455,27 @@ static int one_of(const ckpt_json *s, const char *key, const char *first, const 
                         first, second);
 }
 
+/* A scheduler field that is true or false (absent: *out unchanged). */
+static int get_flag(const ckpt_json *s, const char *key, int *out, const char *spath) {
+    const int c = ckpt_json_find(s, 0, key);
+    if (c < 0) return SG_OK;
+    if (ckpt_json_type(s, c) == CKPT_JSON_BOOL) {
+        *out = ckpt_json_bool(s, c);
+        return SG_OK;
+    }
+    char got[64] = "";
+    ckpt_json_render(s, c, got, sizeof got);
+    return sg_set_error("%s: \"%s\" is %s, not a boolean (true or false)", spath, key, got);
+}
+
 /* The DDPM schedule of a folder's scheduler_config.json (absent: DDPM's, T = 1000, linear
  * betas 1e-4 .. 0.02, eps prediction); only what stepgraph trains is accepted: linear betas, or
  * cosine ("squaredcos_cap_v2", whose beta_start / beta_end diffusers does not read: not read
- * here); prediction_type "epsilon" or "v_prediction"; no trained_betas, no zero-terminal-SNR
- * rescaling. The sampling options (timestep_spacing, clip_sample, variance_type, ...) are not the
- * model's and not read. */
-static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, double *b1,
-                          double *bT) {
+ * here); prediction_type "epsilon" or "v_prediction"; rescale_betas_zero_snr (absent: false);
+ * no trained_betas. The sampling options (timestep_spacing, clip_sample, variance_type, ...) are
+ * not the model's and not read. */
+static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, int *zero_snr,
+                          double *b1, double *bT) {
     char spath[4096];
     char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
     if (!st) return SG_OK;
@@ -467,8 +489,8 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, doub
     }
     int rc =
         want(s, 0, "trained_betas", "null", "null", spath) ||
-        /* zero terminal SNR (Lin et al. 2024) rescales the betas: another schedule */
-        want(s, 0, "rescale_betas_zero_snr", "false", "false", spath) ||
+        /* zero terminal SNR (Lin et al. 2024): the betas rescaled (common/sg_schedule.h) */
+        get_flag(s, "rescale_betas_zero_snr", zero_snr, spath) ||
         (ckpt_json_find(s, 0, "num_train_timesteps") >= 0 &&
          get_int(s, 0, "num_train_timesteps", 1, 1 << 20, T, spath)) ||
         (!*cosine && ckpt_json_find(s, 0, "beta_start") >= 0 &&
@@ -613,20 +635,20 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap) {
     int heads = 1, head_ch = 0;
     if (decode_blocks(j, path, nl, boc, img, dim, mult, attn, &heads, &head_ch)) goto out;
     /* the schedule */
-    int T = 1000, cosine = 0, vpred = 0;
+    int T = 1000, cosine = 0, vpred = 0, zero_snr = 0;
     double b1 = 1e-4, bT = 0.02;
-    if (read_scheduler(dir, &T, &cosine, &vpred, &b1, &bT)) goto out;
+    if (read_scheduler(dir, &T, &cosine, &vpred, &zero_snr, &b1, &bT)) goto out;
     char cls_key[32] = "";
     if (rows) snprintf(cls_key, sizeof cls_key, ",\"classes\":%d", rows - 1);
-    int n = snprintf(buf, cap,
-                     "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
-                     "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
-                     "\"dropout\":%.9g,\"resample_conv\":1,\"down_pad\":\"%s\","
-                     "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s%s%s}",
-                     img, in_ch, boc[0], mult, nrb, attn, heads, head_ch, groups, dropout,
-                     pad ? "symmetric" : "same", T, b1, bT,
-                     cosine ? ",\"beta_schedule\":\"cosine\"" : "",
-                     vpred ? ",\"prediction\":\"v\"" : "", cls_key);
+    int n = snprintf(
+        buf, cap,
+        "{\"model\":\"diffusers\",\"img\":%d,\"in_ch\":%d,\"ch\":%d,\"ch_mult\":[%s],"
+        "\"nrb\":%d,\"attn_res\":[%s],\"heads\":%d,\"head_ch\":%d,\"groups\":%d,"
+        "\"dropout\":%.9g,\"resample_conv\":1,\"down_pad\":\"%s\","
+        "\"precision\":\"fp32\",\"T\":%d,\"beta1\":%.9g,\"betaT\":%.9g%s%s%s%s}",
+        img, in_ch, boc[0], mult, nrb, attn, heads, head_ch, groups, dropout,
+        pad ? "symmetric" : "same", T, b1, bT, cosine ? ",\"beta_schedule\":\"cosine\"" : "",
+        zero_snr ? ",\"zero_snr\":1" : "", vpred ? ",\"prediction\":\"v\"" : "", cls_key);
     if (n < 0 || (size_t)n >= cap) {
         sg_set_error("config does not fit");
         goto out;

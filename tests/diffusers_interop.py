@@ -45,6 +45,12 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    (eps_null + w (eps_class - eps_null), w 3) from a given x_T ends where stepgraph's guided
    sampler does (sg_forward_dump --labels --guidance --ddim); `sample --weights` on the folder
    draws what `sample --ckpt` draws with --class and --guidance, bit for bit.
+9. Zero terminal SNR (train --zero-snr 1 --prediction v, T = 40): the export says
+   rescale_betas_zero_snr; stepgraph's abar (from the checkpoint and the folder alike, bit for
+   bit, ending at 0 exactly) equals diffusers' alphas_cumprod (fp32) to 2e-6 and its
+   rescale_zero_terminal_snr in float64 to 1e-12 relative; `sample --weights` == `sample
+   --ckpt`; diffusers' DDIM loops (section 6) and DDPM loops (section 7) on the folder, whose
+   first step is at abar = 0, end where stepgraph's sampler does.
 
 Tolerance: max|stepgraph - diffusers| <= 1e-4 max|diffusers|, with diffusers run in float64
 as the truth and stepgraph in fp32 (as tests/test_torch_parity.c: fp32 rounding through ~40
@@ -442,15 +448,18 @@ def ddim(tmp, exp, what):
           % (what, S, e, TOL_DDIM))
 
 
-def ddpm(tmp):
-    """diffusers' DDPMScheduler loop against stepgraph's DDPM sampler, the same x_T and noise."""
+def ddpm(tmp, exp=None, what="eps"):
+    """diffusers' DDPMScheduler loop against stepgraph's DDPM sampler, the same x_T and noise
+    (an exported folder, or a T = 50 eps model trained here)."""
     import diffusers.schedulers.scheduling_ddpm as scheduling_ddpm
-    T, N = 50, 2
-    _, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3", ["--timesteps", str(T)],
-                            "_t50")
+    N = 2
+    if exp is None:
+        _, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3", ["--timesteps", "50"],
+                                "_t50")
     model = UNet2DModel.from_pretrained(exp)
     model.eval()
     sc = scheduler_config(exp)
+    T = sc["num_train_timesteps"]
     C, S = model.config.in_channels, model.config.sample_size
     x_T = torch.randn(N, C, S, S, generator=torch.Generator().manual_seed(6))
     xp, yp, zp = (os.path.join(tmp, n) for n in ("xT.f32", "x0.f32", "z.f32"))
@@ -473,14 +482,14 @@ def ddpm(tmp):
         finally:
             scheduling_ddpm.randn_tensor = saved
         check(next(noise, None) is None and sched.timesteps.tolist() == list(range(T - 1, -1, -1)),
-              "DDPM: diffusers' loop visits t = %d .. 0 and draws noise at every step but the "
-              "last, as stepgraph's" % (T - 1))
+              "%s DDPM: diffusers' loop visits t = %d .. 0 and draws noise at every step but the "
+              "last, as stepgraph's" % (what, T - 1))
         ours = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(N, S, S, C)).permute(
             0, 3, 1, 2).double()
         e = rel_err(ours, x)
-        check(e <= TOL_DDIM, "DDPM %d steps, clip_sample %s, %s: stepgraph's sampler vs "
+        check(e <= TOL_DDIM, "%s DDPM %d steps, clip_sample %s, %s: stepgraph's sampler vs "
               "diffusers' DDPMScheduler loop (float64) from the same x_T and noise: max|d|/max|ref| "
-              "%.3e (tol %.0e)" % (T, clip, "fixed_large (--variance large)" if large else
+              "%.3e (tol %.0e)" % (what, T, clip, "fixed_large (--variance large)" if large else
                                    "fixed_small", e, TOL_DDIM))
 
 
@@ -500,6 +509,44 @@ def v_prediction(tmp):
     scheduler_config(exp, sc)
     pipeline_draws(exp, "v")
     ddim(tmp, exp, "v")
+
+
+def zero_snr(tmp):
+    """Zero terminal SNR (train --zero-snr 1 --prediction v): the schedule, DDIM and DDPM."""
+    from diffusers.schedulers.scheduling_ddpm import rescale_zero_terminal_snr
+    T = 40  # divisible by DDIM's 4 and 10 steps; DDPM's 40 steps are quick
+    ckpt, exp = trained_export(tmp, "unet_tiny", "synthetic:16:16x16x3",
+                               ["--prediction", "v", "--zero-snr", "1", "--timesteps", str(T)],
+                               "_zsnr")
+    sc = scheduler_config(exp)
+    check(sc["rescale_betas_zero_snr"] is True and sc["prediction_type"] == "v_prediction",
+          "zero-SNR: the exported scheduler rescales its betas to zero terminal SNR and predicts "
+          "v: %s, %s" % (sc["rescale_betas_zero_snr"], sc["prediction_type"]))
+    ours = stepgraph_abar(ckpt, tmp)
+    back = stepgraph_abar(exp, tmp)
+    check(ours.shape == (T,) and np.array_equal(ours, back) and ours[-1] == 0 and ours[-2] > 0,
+          "zero-SNR: the folder's schedule is the checkpoint's, bit for bit, and ends at abar = 0 "
+          "exactly (%r, %r)" % (ours[-2:].tolist(), back[-2:].tolist()))
+    theirs = DDPMScheduler.from_pretrained(exp).alphas_cumprod.double().numpy()
+    d = float(np.abs(ours - theirs).max())
+    check(d <= 2e-6 and theirs[-1] == 0, "zero-SNR: diffusers' alphas_cumprod (fp32, rescaled) "
+          "vs stepgraph's abar (float64): max|d| %.2e (tol 2e-6), its last %r" % (d, theirs[-1]))
+    # diffusers' own rescaling in float64 on DDPM's betas (their ends as stepgraph's config
+    # holds them: fp32): the same schedule to rounding
+    b1, bT = float(np.float32(1e-4)), float(np.float32(0.02))
+    betas = rescale_zero_terminal_snr(torch.linspace(b1, bT, T, dtype=torch.float64))
+    ref = torch.cumprod(1 - betas, 0).numpy()
+    r = float((np.abs(ours[:-1] - ref[:-1]) / ref[:-1]).max())
+    check(r <= 1e-12 and ref[-1] == 0, "zero-SNR: stepgraph's abar vs diffusers' "
+          "rescale_zero_terminal_snr in float64: max relative %.2e (tol 1e-12)" % r)
+    plain = np.cumprod(1 - np.linspace(1e-4, 0.02, T))
+    check(plain[-1] > 0.5, "(without the rescaling abar ends at %.3f: the check can tell)"
+          % plain[-1])
+    folder = sample_png(["--weights", exp], os.path.join(tmp, "zsnr_folder.png"))
+    check(folder == sample_png(["--ckpt", ckpt], os.path.join(tmp, "zsnr_ckpt.png")),
+          "zero-SNR: sample --weights (exported folder) == sample --ckpt, bit for bit")
+    ddim(tmp, exp, "v zero-SNR")
+    ddpm(tmp, exp, "v zero-SNR")
 
 
 def classes(tmp):
@@ -584,6 +631,7 @@ def main():
         ddpm(tmp)
         cosine_schedule(tmp)
         v_prediction(tmp)
+        zero_snr(tmp)
         classes(tmp)
         init_from_checkpoint(tmp, ckpt)
         diffusers_to_stepgraph(tmp, exp, cfg)

@@ -294,14 +294,19 @@ static void test_configs(void) {
               strstr(sg_last_error(), "\"beta_schedule\" is \"scaled_linear\"") &&
               strstr(sg_last_error(), "squaredcos_cap_v2"),
           "scaled_linear refused: %s", sg_last_error());
-    /* zero terminal SNR rescales the betas: refused, named; false is DDPM's betas */
-    write_file(path, "{\"rescale_betas_zero_snr\": true}");
-    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
-              strstr(sg_last_error(), "\"rescale_betas_zero_snr\" is true"),
-          "rescale_betas_zero_snr refused: %s", sg_last_error());
+    /* zero terminal SNR: the betas rescaled (zero_snr 1); false is DDPM's betas; not a
+     * boolean: refused, named */
+    write_file(path, "{\"rescale_betas_zero_snr\": true, \"prediction_type\": \"v_prediction\"}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK &&
+              strstr(back, "\"zero_snr\":1") && strstr(back, "\"prediction\":\"v\""),
+          "rescale_betas_zero_snr true: %s (%s)", back, sg_last_error());
     write_file(path, "{\"rescale_betas_zero_snr\": false, \"timestep_spacing\": \"leading\"}");
-    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK,
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK && !strstr(back, "zero_snr"),
           "rescale_betas_zero_snr false and a spacing: read (%s)", sg_last_error());
+    write_file(path, "{\"rescale_betas_zero_snr\": \"yes\"}");
+    CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_ERR &&
+              strstr(sg_last_error(), "\"rescale_betas_zero_snr\" is \"yes\", not a boolean"),
+          "rescale_betas_zero_snr \"yes\" refused: %s", sg_last_error());
     /* v prediction comes back; other prediction types are refused, named */
     write_file(path, "{\"prediction_type\": \"v_prediction\"}");
     CHECK(ckpt_diffusers_to_config(sub, back, sizeof back) == SG_OK &&
