@@ -22,6 +22,7 @@
 #ifndef SG_SAMPLE_STEP_H
 #define SG_SAMPLE_STEP_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "sg_base.h"
@@ -70,11 +71,13 @@ _Static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layo
 #define SG_DSUB(a, b) __dsub_rn(a, b)
 #define SG_DMUL(a, b) __dmul_rn(a, b)
 #define SG_DDIV(a, b) __ddiv_rn(a, b)
+#define SG_DSQRT(a) __dsqrt_rn(a)
 #else
 #define SG_DADD(a, b) ((a) + (b))
 #define SG_DSUB(a, b) ((a) - (b))
 #define SG_DMUL(a, b) ((a) * (b))
 #define SG_DDIV(a, b) ((a) / (b))
+#define SG_DSQRT(a) sqrt(a)
 #endif
 
 /* Does step `r` draw the noise z? DDPM: not at t = 0 (posterior variance beta~_0 = 0); DDIM:
@@ -114,6 +117,40 @@ SG_HD double sg_sample_eps(const sg_sample_row *r, double x, double p) {
 SG_HD double sg_sample_guide(double w, float pc, float pu) {
     const double u = (double)pu;
     return SG_DADD(u, SG_DMUL(w, SG_DSUB((double)pc, u)));
+}
+
+/* Guidance rescale (Lin et al. 2024, section 3.4; diffusers' guidance_rescale, its
+ * rescale_noise_cfg): a guided image's prediction g (sg_sample_guide's) times
+ *   f = phi sigma_c / sigma_g + (1 - phi),
+ * sigma_c and sigma_g the standard deviations (unbiased, as torch.std) of the image's
+ * conditional prediction and of g over its `per` values, so that phi = 1 gives the guided
+ * prediction the conditional one's spread. The four sums run in one fixed order, the CUDA
+ * kernel's block reduction: SG_SAMPLE_LANES lanes, lane l summing values l, l + LANES, ... in
+ * increasing order, then a tree (lane l += lane l + h for h = LANES / 2, ..., 1); the CPU follows
+ * it, so both get the same bits. */
+#define SG_SAMPLE_LANES 256
+typedef struct {
+    double c, cc, g, gg; /* sums of c, c^2, g, g^2 */
+} sg_guide_sums;
+
+SG_HD void sg_guide_sums_add(sg_guide_sums *s, double c, double g) {
+    s->c = SG_DADD(s->c, c), s->cc = SG_DADD(s->cc, SG_DMUL(c, c));
+    s->g = SG_DADD(s->g, g), s->gg = SG_DADD(s->gg, SG_DMUL(g, g));
+}
+
+SG_HD void sg_guide_sums_merge(sg_guide_sums *s, const sg_guide_sums *o) {
+    s->c = SG_DADD(s->c, o->c), s->cc = SG_DADD(s->cc, o->cc);
+    s->g = SG_DADD(s->g, o->g), s->gg = SG_DADD(s->gg, o->gg);
+}
+
+/* f from an image's sums over n values; 1 where the guided prediction does not vary (sigma_g
+ * 0: diffusers would divide by 0) */
+SG_HD double sg_guide_rescale(double phi, const sg_guide_sums *s, int64_t n) {
+    const double dn = (double)n;
+    const double vc = SG_DDIV(SG_DSUB(s->cc, SG_DDIV(SG_DMUL(s->c, s->c), dn)), dn - 1.0);
+    const double vg = SG_DDIV(SG_DSUB(s->gg, SG_DDIV(SG_DMUL(s->g, s->g), dn)), dn - 1.0);
+    if (!(vg > 0.0) || !(vc >= 0.0) || n < 2) return 1.0;
+    return SG_DADD(SG_DMUL(phi, SG_DDIV(SG_DSQRT(vc), SG_DSQRT(vg))), 1.0 - phi);
 }
 
 /* One element: x (fp32 state), the prediction p (eps, or v: sg_sample_eps; a float widened, or

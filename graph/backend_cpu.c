@@ -660,7 +660,8 @@ CPU_RUN(sample_step) {
     cpu_sample_step(k->out[0], k->out[1], (int32_t *)k->raw_out[2], k->in[1],
                     (const sg_sample_row *)k->raw_in[2], (int)table->shape[0],
                     *(const int64_t *)k->raw_in[3], key[0], key[1], N, sg_numel(x) / N,
-                    k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance);
+                    k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance,
+                    (double)k->a->sampler.rescale);
 }
 
 /* every op's function, from the op list: an op without a cpu_run_<id> does not compile */

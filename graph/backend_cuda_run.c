@@ -907,7 +907,8 @@ CUDA_RUN(sample_step) {
     return cuda_sample_step(k->st, kout(k, 0), kout(k, 1), (int)k->g->t[k->nd->out[1]].dtype,
                             kout(k, 2), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype, kin(k, 2),
                             (int)table->shape[0], kin(k, 3), kin(k, 4), N, sg_numel(x) / N,
-                            k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance);
+                            k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance,
+                            (double)k->a->sampler.rescale);
 }
 
 /* every op's function, from the op list: an op without a cuda_run_<id> does not compile */

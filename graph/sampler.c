@@ -138,12 +138,18 @@ static int snapshot(sg_exec *e, int b0, int nb, int k, const sg_sample_row *row,
     } else if (sg_exec_read(e, io->pred, sb->eps)) {
         return SG_ERR;
     }
-    /* the prediction the update used: guided, the mix of each image's two (sg_sample_guide) */
+    /* the prediction the update used: guided, the mix of each image's two (sg_sample_guide),
+     * times its guidance-rescale factor where phi > 0 */
     const int guided = sg_model_guided(&e->plan.cfg);
-    const double w = (double)e->plan.cfg.guidance;
+    const double w = (double)e->plan.cfg.guidance, phi = (double)e->plan.cfg.guidance_rescale;
+    const int64_t per = count / e->plan.cfg.batch;
+    double f = 1.0;
     for (int64_t i = 0; i < count; i++) {
+        if (guided && phi > 0.0 && i % per == 0)
+            f = cpu_sample_rescale_factor(sb->eps, count, i, per, w, phi);
         const double xi = (double)sb->xin[i];
-        const double pi = guided ? sg_sample_guide(w, sb->eps[i], sb->eps[count + i]) : sb->eps[i];
+        double pi = guided ? sg_sample_guide(w, sb->eps[i], sb->eps[count + i]) : sb->eps[i];
+        if (guided && phi > 0.0) pi = SG_DMUL(pi, f);
         sb->xin[i] = (float)sg_sample_x0(row, xi, pi);
     }
     return opts->on_snap(opts->batch_ctx, b0, nb, k, x, sb->xin);

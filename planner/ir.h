@@ -131,6 +131,7 @@ typedef struct {
      * holds each image twice (conditional, then unconditional); 0: none */
     int guided;
     float guidance;
+    float rescale; /* guided: the guidance rescale phi in [0, 1] (0: none) */
 } sg_sampler_args;
 typedef struct {
     float decay;            /* fixed decay, or the warm-up's maximum */

@@ -124,6 +124,10 @@ typedef struct {
      * 1 (the default): the conditional prediction alone. Guided (sg_model_guided), the forward
      * pass holds every image twice, with its class and with the null class. */
     float guidance;
+    /* sampling plans only (never recorded): guided, Lin et al.'s guidance rescale phi in [0, 1]
+     * (sample --guidance-rescale; diffusers' guidance_rescale): each image's guided prediction
+     * scaled towards the conditional one's standard deviation; 0 (the default): none */
+    float guidance_rescale;
     float lr, b1, b2, eps, wd, clip, ema_decay;
     int warmup;
     /* the schedules (common/sg_schedule.h): lr after its warm-up — SG_LR_CONSTANT / COSINE /

@@ -30,6 +30,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->classes = 0;
     c->class_dropout = 0.1f; /* Ho & Salimans' p_uncond (used only with classes) */
     c->guidance = 1.0f;
+    c->guidance_rescale = 0.0f;
     c->beta1 = SG_BETA1_DEFAULT;
     c->betaT = SG_BETAT_DEFAULT;
     c->lr = 2e-4f;
@@ -409,6 +410,12 @@ static int validate_schedules(const sg_model_cfg *c) {
     if (c->guidance != 1.0f && c->classes == 0)
         return sg_set_error("guidance %g needs a class-conditional model (--classes)",
                             (double)c->guidance);
+    if (!(c->guidance_rescale >= 0 && c->guidance_rescale <= 1))
+        return sg_set_error("guidance rescale %g is not in [0, 1]", (double)c->guidance_rescale);
+    if (c->guidance_rescale > 0 && !sg_model_guided(c))
+        return sg_set_error("guidance rescale %g needs classifier-free guidance (a "
+                            "class-conditional model and a guidance scale other than 1)",
+                            (double)c->guidance_rescale);
     if (!(c->class_dropout >= 0 && c->class_dropout <= 1))
         return sg_set_error("class_dropout %g is not a probability in [0, 1]",
                             (double)c->class_dropout);

@@ -36,7 +36,8 @@ int sg_build_sampler(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     sg_op_args a = {.sampler = {.T = c->T,
                                 .xt_dt = g->t[io->xt].dtype,
                                 .guided = sg_model_guided(c),
-                                .guidance = c->guidance}};
+                                .guidance = c->guidance,
+                                .rescale = c->guidance_rescale}};
     io->sample_node = sg_node_add(g, OP_SAMPLE_STEP, in, 5, out, &a, "sample_update");
     if (io->sample_node < 0) return SG_ERR;
     int k_in[1] = {io->sample_k}, k_out[SG_MAX_OUT] = {io->sample_k, -1, -1, -1};

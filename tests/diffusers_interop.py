@@ -44,7 +44,9 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    guidance: diffusers' DDIM loop mixing its conditional and null-class predictions
    (eps_null + w (eps_class - eps_null), w 3) from a given x_T ends where stepgraph's guided
    sampler does (sg_forward_dump --labels --guidance --ddim); `sample --weights` on the folder
-   draws what `sample --ckpt` draws with --class and --guidance, bit for bit.
+   draws what `sample --ckpt` draws with --class and --guidance, bit for bit. Guidance rescale
+   (Lin et al. 2024; sample --guidance-rescale 0.7): diffusers' own rescale_noise_cfg (taken
+   from its source) on the mix in the same loop ends where stepgraph's sampler does.
 9. Zero terminal SNR (train --zero-snr 1 --prediction v, T = 40): the export says
    rescale_betas_zero_snr; stepgraph's abar (from the checkpoint and the folder alike, bit for
    bit, ending at 0 exactly) equals diffusers' alphas_cumprod (fp32) to 2e-6 and its
@@ -549,6 +551,20 @@ def zero_snr(tmp):
     ddpm(tmp, exp, "v zero-SNR")
 
 
+def diffusers_function(module_file, name):
+    """A function of diffusers' source, taken from its file alone (its module imports what the
+    test environment lacks, e.g. transformers): the definition compiled with torch at hand."""
+    import ast
+    import diffusers
+    path = os.path.join(os.path.dirname(diffusers.__file__), module_file)
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    ns = {"torch": torch}
+    exec(compile(ast.Module(body=fn, type_ignores=[]), path, "exec"), ns)
+    return ns[name]
+
+
 def classes(tmp):
     """A class-conditional model: the export, the forward with class labels, guided DDIM."""
     K, w = 6, 3.0
@@ -603,6 +619,27 @@ def classes(tmp):
         0, 3, 1, 2).double()
     check(rel_err(plain, xd) > 10 * TOL_DDIM, "(unguided, stepgraph ends elsewhere: %.3e apart; "
           "the check can tell)" % rel_err(plain, xd))
+    # guidance rescale (Lin et al. 2024): diffusers' own rescale_noise_cfg on the mix
+    phi, rescale_noise_cfg = 0.7, diffusers_function(
+        "pipelines/stable_diffusion/pipeline_stable_diffusion.py", "rescale_noise_cfg")
+    run([FWD] + labels_file(tmp, labels) + ["--guidance", str(w), "--guidance-rescale", str(phi),
+                                            "--ddim", exp, xp, str(S), "0", yp])
+    ours_r = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(2, 16, 16, 3)).permute(
+        0, 3, 1, 2).double()
+    sched.set_timesteps(S)
+    xr = x_T.double()
+    for tt in sched.timesteps:
+        tv = tt.reshape(1).repeat(2)
+        ec = diffusers_fwd(model, xr, tv, exact=True, y=yc)
+        eu = diffusers_fwd(model, xr, tv, exact=True, y=yu)
+        g = rescale_noise_cfg(eu + w * (ec - eu), ec, guidance_rescale=phi)
+        xr = sched.step(g, tt, xr, eta=0.0).prev_sample
+    e = rel_err(ours_r, xr)
+    check(e <= TOL_DDIM, "classes: guided DDIM %d steps (w %g) with guidance rescale %g: "
+          "stepgraph's sampler vs diffusers' loop with its rescale_noise_cfg (float64): "
+          "max|d|/max|ref| %.3e (tol %.0e)" % (S, w, phi, e, TOL_DDIM))
+    check(rel_err(ours, xr) > 10 * TOL_DDIM, "(without the rescale stepgraph ends elsewhere: "
+          "%.3e apart; the check can tell)" % rel_err(ours, xr))
     # the folder samples as the checkpoint does, classes and guidance included
     flags = ["--class", "2", "--guidance", "2.5"]
     a = sample_png(["--weights", exp] + flags, os.path.join(tmp, "cls_folder.png"))

@@ -33,7 +33,8 @@
  * A class-conditional model's labels come first: --labels Y.i32 (N raw int32 classes, the
  * null class allowed) before any of the forms above, and for --ddim / --ddpm also --guidance W
  * (classifier-free guidance: each step predicts every image with its class and with the null
- * class and mixes them, as `sample --guidance W`).
+ * class and mixes them, as `sample --guidance W`) and --guidance-rescale PHI (as `sample
+ * --guidance-rescale`).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,10 +114,12 @@ static int write_file(const char *path, const void *data, size_t bytes) {
 
 /* ddim: DDIM with S steps and eta; else DDPM over all T steps; the noise drawn to zpath */
 static int run_sampler(const char *weights, const char *xt_path, int ddim, int S, int clip,
-                       double eta, int var_large, const char *out, const char *zpath, float w) {
+                       double eta, int var_large, const char *out, const char *zpath, float w,
+                       float phi) {
     sg_model_cfg cfg;
     if (weights_cfg(weights, NULL, &cfg)) return 1;
     cfg.guidance = w;
+    cfg.guidance_rescale = phi;
     long xs;
     float *x = slurp(xt_path, &xs);
     const long per = (long)cfg.img * cfg.img * cfg.in_ch;
@@ -165,7 +168,7 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
         }
         if (!rc)
             cpu_sample_step(x, xin, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T, copies == 2,
-                            (double)cfg.guidance);
+                            (double)cfg.guidance, (double)cfg.guidance_rescale);
     }
     if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
     sg_exec_free(&e);
@@ -175,14 +178,16 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
 }
 
 int main(int argc, char **argv) {
-    float w = 1.0f;
-    for (;;) { /* the leading options: --labels Y.i32, --guidance W */
+    float w = 1.0f, phi = 0.0f;
+    for (;;) { /* the leading options: --labels Y.i32, --guidance W, --guidance-rescale PHI */
         if (argc > 2 && !strcmp(argv[1], "--labels")) {
             if (!(g_labels = slurp(argv[2], &g_nlabels)) || g_nlabels % 4)
                 return fprintf(stderr, "cannot read the labels %s\n", argv[2]), 1;
             g_nlabels /= 4;
         } else if (argc > 2 && !strcmp(argv[1], "--guidance")) {
             w = (float)atof(argv[2]);
+        } else if (argc > 2 && !strcmp(argv[1], "--guidance-rescale")) {
+            phi = (float)atof(argv[2]);
         } else {
             break;
         }
@@ -192,13 +197,13 @@ int main(int argc, char **argv) {
     if ((argc == 7 || argc == 9) && !strcmp(argv[1], "--ddim"))
         return run_sampler(argv[2], argv[3], 1, atoi(argv[4]), atoi(argv[5]),
                            argc == 9 ? atof(argv[7]) : 0.0, 0, argv[6], argc == 9 ? argv[8] : NULL,
-                           w);
+                           w, phi);
     if ((argc == 7 || argc == 8) && !strcmp(argv[1], "--ddpm"))
         return run_sampler(argv[2], argv[3], 0, 0, atoi(argv[4]), 0.0,
-                           argc == 8 && !strcmp(argv[7], "large"), argv[5], argv[6], w);
+                           argc == 8 && !strcmp(argv[7], "large"), argv[5], argv[6], w, phi);
     if (argc != 5 && argc != 6) {
         fprintf(stderr,
-                "usage: [--labels Y.i32 [--guidance W]] then one of\n"
+                "usage: [--labels Y.i32 [--guidance W [--guidance-rescale PHI]]] then one of\n"
                 "       sg_forward_dump WEIGHTS XT.f32 T.i32 OUT.f32 [MODEL]\n"
                 "       sg_forward_dump --abar WEIGHTS OUT.f64\n"
                 "       sg_forward_dump --ddim WEIGHTS XT.f32 S CLIP OUT.f32 [ETA Z.f32]\n"

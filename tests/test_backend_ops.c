@@ -223,9 +223,10 @@ typedef struct {
                     prediction */
     float guide; /* sample step: > 0, classifier-free guidance with that scale (pred twice) */
     int zsnr;    /* ddpm noise, sample step: the betas rescaled to zero terminal SNR */
-    int fused;   /* conv, conv weight gradient: the input x is the virtual normalised output of a
-                    norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
-                    dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
+    float grescale; /* sample step, guided: the guidance rescale phi */
+    int fused;      /* conv, conv weight gradient: the input x is the virtual normalised output of a
+                       norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
+                       dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
 } bo_args;
 
 typedef int (*bo_builder)(bo_case *c, const bo_args *a, sg_dtype dt);
@@ -1145,7 +1146,11 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
         raw_t(c, "sample_key", DT_U64, ROLE_STATE, 1, 2, 0, key, sizeof key)};
     int out[SG_MAX_OUT] = {x, out_t(c, "x_t", dt, ROLE_INPUT, 4, g * a->N, a->H, a->W, a->C, 0),
                            out_t(c, "t", DT_I32, ROLE_INPUT, 1, g * a->N, 0, 0, 0, 0), -1};
-    sg_op_args args = {.sampler = {.T = a->T, .xt_dt = dt, .guided = g == 2, .guidance = a->guide}};
+    sg_op_args args = {.sampler = {.T = a->T,
+                                   .xt_dt = dt,
+                                   .guided = g == 2,
+                                   .guidance = a->guide,
+                                   .rescale = a->grescale}};
     return node(c, OP_SAMPLE_STEP, in, 5, out, &args, 0) < 0;
 }
 
@@ -1430,6 +1435,10 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = 10, .guide = 3.0f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 4, .W = 4, .C = 1, .T = 50, .K = 7, .step = 2, .flip = 1, .vpred = 1, .guide = 1.5f}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1, .guide = 7.5f}},
+    /* guidance rescale (a block per image): 768 values an image, three in each lane */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 50, .step = 10, .guide = 3.0f, .grescale = 0.7f}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 9, .W = 9, .C = 3, .T = 50, .K = 7, .step = 2, .flip = 1, .vpred = 1, .guide = 1.5f, .grescale = 1.0f}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .step = -1, .guide = 7.5f, .grescale = 0.5f}},
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9, .guide = 2.0f}}, /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},

@@ -3838,19 +3838,37 @@ static void test_sample_step(int dt) {
         int vpred;  /* the prediction is v (converted to eps in the update) */
         int large;  /* DDPM with the variance beta_t (--variance large) */
         double w;   /* > 0: classifier-free guidance with that scale (each image predicted twice) */
-    } cases[] = {{0, 0, 7, 0, 0, 0, 0},   {0, 1, 20, 0, 0, 0, 0},    {0, 1, T - 1, 0, 0, 0, 0},
-                 {0, 0, -1, 0, 0, 0, 0},  {1, 0, 2, 0, 0, 0, 0},     {1, 1, 5, 0, 0, 0, 0},
-                 {1, 0, 6, 0, 0, 0, 0},   {0, 0, T + 3, 0, 0, 0, 0}, {1, 0, 2, 1, 0, 0, 0},
-                 {1, 1, 3, 0.5, 0, 0, 0}, {1, 0, 5, 1, 0, 0, 0},     {0, 0, 7, 0, 1, 0, 0},
-                 {0, 1, 20, 0, 1, 0, 0},  {1, 1, 3, 0.5, 1, 0, 0},   {0, 0, 7, 0, 0, 1, 0},
-                 {0, 1, 33, 0, 1, 1, 0},  {0, 1, 20, 0, 0, 0, 3},    {1, 0, 2, 1, 1, 0, 1.5},
-                 {0, 0, -1, 0, 0, 0, 7.5}};
+        double phi; /* guided: > 0, the guidance rescale (a block per image) */
+    } cases[] = {{0, 0, 7, 0, 0, 0, 0, 0},
+                 {0, 1, 20, 0, 0, 0, 0, 0},
+                 {0, 1, T - 1, 0, 0, 0, 0, 0},
+                 {0, 0, -1, 0, 0, 0, 0, 0},
+                 {1, 0, 2, 0, 0, 0, 0, 0},
+                 {1, 1, 5, 0, 0, 0, 0, 0},
+                 {1, 0, 6, 0, 0, 0, 0, 0},
+                 {0, 0, T + 3, 0, 0, 0, 0, 0},
+                 {1, 0, 2, 1, 0, 0, 0, 0},
+                 {1, 1, 3, 0.5, 0, 0, 0, 0},
+                 {1, 0, 5, 1, 0, 0, 0, 0},
+                 {0, 0, 7, 0, 1, 0, 0, 0},
+                 {0, 1, 20, 0, 1, 0, 0, 0},
+                 {1, 1, 3, 0.5, 1, 0, 0, 0},
+                 {0, 0, 7, 0, 0, 1, 0, 0},
+                 {0, 1, 33, 0, 1, 1, 0, 0},
+                 {0, 1, 20, 0, 0, 0, 3, 0},
+                 {1, 0, 2, 1, 1, 0, 1.5, 0},
+                 {0, 0, -1, 0, 0, 0, 7.5, 0},
+                 /* guidance rescale: DDPM clipped, DDIM eta with a v model, the start */
+                 {0, 1, 20, 0, 0, 0, 3, 0.7},
+                 {1, 1, 3, 0.5, 1, 0, 1.5, 1.0},
+                 {0, 0, -1, 0, 0, 0, 7.5, 0.5}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
-        snprintf(ctx, sizeof ctx, "sample_step %s %s clip %d eta %g%s%s guidance %g k %lld",
-                 dtn(dt), cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
+        snprintf(ctx, sizeof ctx,
+                 "sample_step %s %s clip %d eta %g%s%s guidance %g rescale %g k %lld", dtn(dt),
+                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
                  cases[ci].vpred ? " v" : "", cases[ci].large ? " large variance" : "", cases[ci].w,
-                 (long long)cases[ci].k);
+                 cases[ci].phi, (long long)cases[ci].k);
         const int g = cases[ci].w > 0 ? 2 : 1; /* guided: eps, x_t and t hold each image twice */
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
@@ -3872,7 +3890,7 @@ static void test_sample_step(int dt) {
         int32_t t_cpu[6] = {-1, -1, -1, -1, -1, -1};
         memcpy(x_ref, x, sizeof(float) * (size_t)n);
         cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T, g == 2,
-                        cases[ci].w);
+                        cases[ci].w, cases[ci].phi);
         round_dt(xt_ref, g * n, dt);
         for (int i = 0; i < g * N; i++) t_ref[i] = (float)t_cpu[i];
         const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
@@ -3894,7 +3912,7 @@ static void test_sample_step(int dt) {
             reset_all();
             CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d, deps->d, dt,
                  (const sg_sample_row *)drows->d, T, (const int64_t *)dk->d,
-                 (const uint64_t *)dkey->d, N, per, T, g == 2, cases[ci].w);
+                 (const uint64_t *)dkey->d, N, per, T, g == 2, cases[ci].w, cases[ci].phi);
             sync_stream();
             tb_check(dx, x_ref, tol, rep, ctx);
             tb_check(dxt, xt_ref, tol_xt, rep, ctx);

@@ -824,7 +824,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta, in
             sg_ddpm_step_var(ref, x, eps, tk > 0 ? z : NULL, NS, tk, &bb, clip, large);
         }
         for (int j = 0; j < N; j++) t[j] = -7;
-        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0);
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0, 0.0);
         int bx = memcmp(x, ref, sizeof x) != 0;
         bad_x += bx;
         bad_xt += memcmp(xt, x, sizeof x) != 0;
@@ -839,7 +839,7 @@ static void device_step_run(int T, int S, int clip, int schedule, double eta, in
     /* past the run (a NONE row where n < T, then past the table): x stays, x_t = x */
     memcpy(ref, x, sizeof x);
     for (int k = n; k <= T; k += (T - n > 1 ? T - n : 1)) {
-        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0);
+        cpu_sample_step(x, xt, t, eps, rows, T, k, seed, first, N, PER, T, 0, 1.0, 0.0);
         CHECK(!memcmp(x, ref, sizeof x) && !memcmp(xt, x, sizeof x),
               "T %d S %d: step %d past the run changed x", T, S, k);
     }
@@ -882,7 +882,7 @@ static void test_guided_step(void) {
             }
             memcpy(x, x0, sizeof x);
             for (int j = 0; j < 2 * N; j++) t[j] = -7;
-            cpu_sample_step(x, xt, t, pred, rows, TT, k, 5, 40, N, PER, TT, 1, w);
+            cpu_sample_step(x, xt, t, pred, rows, TT, k, 5, 40, N, PER, TT, 1, w, 0.0);
             int bad_t = 0;
             for (int j = 0; j < 2 * N; j++) bad_t += t[j] != rows[k + 1].t;
             CHECK(!memcmp(x, ref, sizeof x) && !memcmp(xt, x, sizeof x) &&
@@ -895,6 +895,67 @@ static void test_guided_step(void) {
                   memcmp(xt, x, sizeof x) || memcmp(xt + NS, x, sizeof x) ? "differ" : "agree",
                   bad_t);
         }
+    }
+    free(rows);
+}
+
+/* Guidance rescale (Lin et al. 2024; diffusers' rescale_noise_cfg) in the device step: each
+ * image's guided prediction g times f = phi std(c) / std(g) + 1 - phi, computed here in long
+ * double (two-pass standard deviations) and compared with cpu_sample_step; phi 1 gives every
+ * image's rescaled prediction its conditional prediction's spread; phi 0 is the plain guided
+ * step, bit for bit. 700 values per image: the lanes of the fixed-order sum hold several. */
+static void test_guidance_rescale(void) {
+    enum { N = 3, PER = 700, NS = N * PER };
+    static float x0[NS], x[NS], plain[NS], pred[2 * NS], xt[2 * NS];
+    static double got_p[NS];
+    int32_t t[2 * N];
+    const sg_betas bb = {.T = TT, .schedule = SG_BETA_LINEAR, .beta1 = B1, .betaT = BT};
+    int ts[TT];
+    sg_ddim_timesteps(10, TT, ts);
+    sg_sample_row *rows = malloc(sizeof(sg_sample_row) * TT);
+    CHECK(sg_sample_table(rows, TT, ts, 10, 1, 0, 0.0, 0, &bb) == SG_OK, "the step table");
+    fill_normal(x0, NS, 21);
+    fill_normal(pred, 2 * NS, 22);
+    for (int i = 0; i < NS; i++) pred[NS + i] = 0.4f * pred[NS + i] + 0.1f; /* another spread */
+    const double w = 4.0;
+    const int64_t k = 3;
+    memcpy(plain, x0, sizeof x0);
+    cpu_sample_step(plain, xt, t, pred, rows, TT, k, 5, 40, N, PER, TT, 1, w, 0.0);
+    const double phis[3] = {0.0, 0.7, 1.0};
+    for (int pi = 0; pi < 3; pi++) {
+        const double phi = phis[pi];
+        double worst = 0, spread = 0;
+        for (int b = 0; b < N; b++) {
+            long double mc = 0, mg = 0, vc = 0, vg = 0, g[PER];
+            for (int j = 0; j < PER; j++) {
+                const long double c = pred[b * PER + j], u = pred[NS + b * PER + j];
+                g[j] = u + (long double)w * (c - u);
+                mc += c, mg += g[j];
+            }
+            mc /= PER, mg /= PER;
+            for (int j = 0; j < PER; j++) {
+                const long double dc = pred[b * PER + j] - mc, dg = g[j] - mg;
+                vc += dc * dc, vg += dg * dg;
+            }
+            const long double f = phi * sqrtl(vc / vg) + 1 - phi;
+            long double m = 0, v = 0;
+            for (int j = 0; j < PER; j++) m += g[j] * f;
+            m /= PER;
+            for (int j = 0; j < PER; j++) v += (g[j] * f - m) * (g[j] * f - m);
+            if (phi == 1.0) spread = fmax(spread, fabs((double)(sqrtl(v / vc)) - 1));
+            for (int j = 0; j < PER; j++) got_p[b * PER + j] = (double)(g[j] * f);
+        }
+        memcpy(x, x0, sizeof x0);
+        cpu_sample_step(x, xt, t, pred, rows, TT, k, 5, 40, N, PER, TT, 1, w, phi);
+        for (int i = 0; i < NS; i++) {
+            const float want = sg_sample_update(&rows[k], x0[i], got_p[i], 0.0f);
+            worst = fmax(worst, fabs((double)x[i] - want) / (fabs((double)want) + 1));
+        }
+        CHECK(worst <= 1e-6 && spread <= 1e-12 && (phi > 0 || !memcmp(x, plain, sizeof x)) &&
+                  (phi == 0 || memcmp(x, plain, sizeof x)),
+              "guidance rescale phi %g: x %.3g off the long-double step (relative); phi 1's "
+              "spread %.3g off the conditional one's; phi 0 %s the plain guided step",
+              phi, worst, spread, memcmp(x, plain, sizeof x) ? "is not" : "is");
     }
     free(rows);
 }
@@ -989,7 +1050,7 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
  * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
  * replayed for a second table, then the first again), DDIM 2 with eta 1 (noise drawn in the
  * DDIM update); n_img images (3: two batches, the second partial) */
-static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guidance) {
+static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guidance, float phi) {
     enum { RUNS = 4 };
     const int S[RUNS] = {2, 0, 2, 2}, clip[RUNS] = {-1, -1, -1, -1};
     const double eta[RUNS] = {0, 0, 0, 1};
@@ -998,11 +1059,13 @@ static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guida
     c.T = 3;
     c.prediction = vpred ? SG_PRED_V : SG_PRED_EPS;
     if (guidance > 0) c.classes = 3, c.guidance = guidance; /* a class-conditional model */
+    c.guidance_rescale = phi;
     int64_t per = 8 * 8 * 3, nv = n_img * per;
     float *buf[3][RUNS];
     for (int b = 0; b < 3; b++)
         for (int r = 0; r < RUNS; r++) buf[b][r] = malloc(sizeof(float) * (size_t)nv);
-    const char *nm = guidance > 0    ? "fp32 guided"
+    const char *nm = phi > 0         ? "fp32 v guided, rescaled"
+                     : guidance > 0  ? "fp32 guided"
                      : vpred         ? "fp32 v"
                      : dt == DT_BF16 ? "bf16"
                                      : "fp32";
@@ -1057,11 +1120,13 @@ static int test_cuda(void) {
     }
     /* fp32: the same network on both (~2e-7 on the host execution, GEMM orders); bf16: the
      * GPU's GEMMs take bf16 copies of the weights, the CPU reference fp32 ones (~3e-3) */
-    cuda_case(DT_F32, 3, 1e-4, 0, 0);
-    cuda_case(DT_BF16, 2, 2e-2, 0, 0);
-    cuda_case(DT_F32, 2, 1e-4, 1, 0); /* a v-prediction model: the update converts to eps */
-    /* a class-conditional model with classifier-free guidance: each image twice per step */
-    cuda_case(DT_F32, 3, 1e-4, 0, 2.5f);
+    cuda_case(DT_F32, 3, 1e-4, 0, 0, 0);
+    cuda_case(DT_BF16, 2, 2e-2, 0, 0, 0);
+    cuda_case(DT_F32, 2, 1e-4, 1, 0, 0); /* a v-prediction model: x0 and eps from v */
+    /* a class-conditional model with classifier-free guidance: each image twice per step; and
+     * a v model's with guidance rescale (a block per image) */
+    cuda_case(DT_F32, 3, 1e-4, 0, 2.5f, 0);
+    cuda_case(DT_F32, 2, 1e-4, 1, 2.5f, 0.7f);
     return sg_test_end();
 }
 
@@ -1484,6 +1549,41 @@ static void test_cli_classes(const char *plain_ck) {
     expect_error_saying(args, 2, "--class is a class-conditional model's");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2", plain_ck, p[5], common);
     expect_error_saying(args, 2, "--guidance is a class-conditional model's");
+    /* guidance rescale: another image than the plain guided draw, named in the summary and
+     * samples.json; without guidance, or out of [0, 1], refused */
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1 --guidance 3", ck, p[5],
+             common);
+    CHECK(run_cli(args) == 0, "--class 1 --guidance 3");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --class 1 --guidance 3 "
+             "--guidance-rescale 0.7",
+             ck, p[2], common);
+    CHECK(run_cli(args) == 0 && !same_file(p[2], p[5]), "--guidance-rescale 0.7: another image");
+    snprintf(args, sizeof args, "%s/stdout", tmpdir);
+    read_file(args, out, sizeof out);
+    CHECK(strstr(out, "guidance 3 rescaled 0.7,") != NULL, "the summary: %s", out);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --class 1 --guidance 3 "
+             "--guidance-rescale 0",
+             ck, p[2], common);
+    CHECK(run_cli(args) == 0 && same_file(p[2], p[5]), "--guidance-rescale 0 is the guided draw");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out-dir '%s/r' %s --guidance 2 "
+             "--guidance-rescale 0.5",
+             ck, dir, common);
+    CHECK(run_cli(args) == 0, "--out-dir with --guidance-rescale");
+    snprintf(args, sizeof args, "%s/r/samples.json", dir);
+    read_file(args, out, sizeof out);
+    CHECK(strstr(out, "\"guidance_rescale\": 0.5") != NULL,
+          "samples.json does not record the guidance rescale: %s", out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s/r' %s --guidance 2", ck, dir, common);
+    expect_error_saying(args, 1, "guidance_rescale");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance-rescale 0.7", ck, p[5],
+             common);
+    expect_error_saying(args, 2, "--guidance-rescale 0.7 rescales a guided prediction");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2 --guidance-rescale 1.5", ck,
+             p[5], common);
+    expect_error(args, 2);
 }
 
 static void test_cli(void) {
@@ -1765,6 +1865,7 @@ int main(int argc, char **argv) {
     test_end_to_end();
     test_device_step();
     test_guided_step();
+    test_guidance_rescale();
     test_device_vs_host_loop();
     return sg_test_end();
 }

@@ -82,6 +82,10 @@ static void usage(FILE *f) {
             "                       guidance_scale): eps = eps_none + W (eps_class - eps_none),\n"
             "                       each step predicting every image twice (default 1: the\n"
             "                       class's prediction alone, one pass; 0: unconditional)\n"
+            "  --guidance-rescale F guided (--guidance W, W != 1): Lin et al. 2024's rescale\n"
+            "                       (diffusers' guidance_rescale), each image's guided\n"
+            "                       prediction times F std(class) / std(guided) + 1 - F;\n"
+            "                       F in [0, 1], 0.7 is theirs (default 0: none)\n"
             "  --out PATH           the PNG grid (default samples.png, unless --out-dir or\n"
             "                       --npz is given: then only where asked)\n"
             "  --out-dir DIR        also each image as DIR/NNNNNN.png (numbered from 000000),\n"
@@ -177,7 +181,7 @@ typedef struct {
     int n, ddim_steps, batch, cols, scale, ema, clip;
     int var_large; /* --variance large: DDPM's sigma^2 = beta_t */
     int cls;       /* --class: CLASS_ALL, CLASS_NONE or a class */
-    float eta, guidance;
+    float eta, guidance, rescale;
     uint64_t seed;
 } sample_args;
 
@@ -229,6 +233,8 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_float(&c, 0.0, 1.0, &a->eta);
         else if (cli_is(&c, "--guidance"))
             bad = cli_float(&c, 0.0, 1000.0, &a->guidance);
+        else if (cli_is(&c, "--guidance-rescale"))
+            bad = cli_float(&c, 0.0, 1.0, &a->rescale);
         else if (cli_is(&c, "--class")) {
             const char *v = cli_value(&c);
             char *end = NULL;
@@ -308,6 +314,14 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
         return 2;
     }
     cfg->guidance = a->guidance;
+    if (a->rescale > 0.0f && (a->guidance == 1.0f)) {
+        fprintf(stderr,
+                "sample: --guidance-rescale %g rescales a guided prediction: give "
+                "--guidance W (W != 1)\n",
+                (double)a->rescale);
+        return 2;
+    }
+    cfg->guidance_rescale = a->rescale;
     /* the null class a guided or unconditional draw reads was never trained */
     if (cfg->classes > 0 && cfg->class_dropout == 0.0f &&
         (a->guidance != 1.0f || a->cls == CLASS_NONE))
@@ -409,8 +423,8 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
 /* The fields a continuation must match, in the order a difference is reported, then "n" and
  * the weights' path (which may change: the folder moved), both informational. */
 static const char *const manifest_keys[] = {
-    "image", "weights_xxh64", "weights_used", "sampler", "steps", "eta",     "variance",
-    "clip",  "class",         "guidance",     "seed",    "batch", "backend", "precision"};
+    "image", "weights_xxh64", "weights_used",     "sampler", "steps", "eta",     "variance", "clip",
+    "class", "guidance",      "guidance_rescale", "seed",    "batch", "backend", "precision"};
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
                              int use_cuda) {
@@ -439,6 +453,8 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
                             : a->cls == CLASS_NONE ? json_string("none")
                                                    : json_integer(a->cls));
         json_object_set_new(j, "guidance", json_real(a->guidance));
+        /* only when on: a folder from before it reads as none */
+        if (a->rescale > 0) json_object_set_new(j, "guidance_rescale", json_real(a->rescale));
     }
     json_object_set_new(j, "seed", json_string(seed));
     json_object_set_new(j, "batch", json_integer(cfg->batch));
@@ -677,6 +693,9 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     if (cfg->guidance != 1.0f)
         snprintf(what + strlen(what), sizeof what - strlen(what), ", guidance %g",
                  (double)cfg->guidance);
+    if (cfg->guidance_rescale > 0.0f)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " rescaled %g",
+                 (double)cfg->guidance_rescale);
     progress_state ps = {.tty = isatty(2), .batch = B, .what = what};
     sink k = {.a = a,
               .per = (int64_t)cfg->img * cfg->img * cfg->in_ch,

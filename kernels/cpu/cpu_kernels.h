@@ -195,10 +195,15 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
  * guided (classifier-free guidance with scale w): the forward pass holds every image twice, the
  * conditional copies first: eps[N per + i] is image i's unconditional prediction, the update
  * reads sg_sample_guide(w, eps[i], eps[N per + i]), and xt (then 2 N per values, not aliasing
- * x) and t (2 N) are written for both copies. */
+ * x) and t (2 N) are written for both copies. phi > 0 (guided only): that prediction times its
+ * image's guidance-rescale factor (common/sg_sample_step.h: sg_guide_rescale). */
 void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T, int guided, double w);
+                     int T, int guided, double w, double phi);
+/* the guidance-rescale factor of the image whose values start at i0 (eps: a guided forward's
+ * 2 n predictions, the conditional ones first), in the header's fixed order */
+double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_t per, double w,
+                                 double phi);
 
 /* ---- loss: loss[0] = sum((pred - target)^2) / (n parts) over n values (blocked sum in a
  * fixed order): the mean with parts = 1; one of `parts` equal micro-batches' share of the

@@ -68,19 +68,34 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
 /* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE
  * row leaves x as it is), anything else nothing. x_t always ends as x; t is set where a step
  * follows (otherwise it keeps its value). */
+double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_t per, double w,
+                                 double phi) {
+    sg_guide_sums lane[SG_SAMPLE_LANES];
+    memset(lane, 0, sizeof lane);
+    for (int64_t j = 0; j < per; j++)
+        sg_guide_sums_add(&lane[j % SG_SAMPLE_LANES], eps[i0 + j],
+                          sg_sample_guide(w, eps[i0 + j], eps[n + i0 + j]));
+    for (int h = SG_SAMPLE_LANES / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) sg_guide_sums_merge(&lane[l], &lane[l + h]);
+    return sg_guide_rescale(phi, &lane[0], per);
+}
+
 void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T, int guided, double w) {
+                     int T, int guided, double w, double phi) {
     const int64_t n = (int64_t)N * per;
     const sg_sample_row *row = k >= 0 && k < n_rows ? &rows[k] : NULL;
     const sg_sample_row *next = k >= -1 && k + 1 < n_rows ? &rows[k + 1] : NULL;
     if (k == -1) {
         for (int64_t i = 0; i < n; i++) x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i);
     } else if (row) {
-        const int noise = sg_sample_row_noise(row);
+        const int noise = sg_sample_row_noise(row), rescale = guided && phi > 0.0;
+        double f = 1.0;
         for (int64_t i = 0; i < n; i++) {
+            if (rescale && i % per == 0) f = cpu_sample_rescale_factor(eps, n, i, per, w, phi);
             float z = noise ? sg_rng_normal(seed, row->t, SG_RNG_SAMPLE, first + i) : 0.0f;
-            const double p = guided ? sg_sample_guide(w, eps[i], eps[n + i]) : eps[i];
+            double p = guided ? sg_sample_guide(w, eps[i], eps[n + i]) : eps[i];
+            if (rescale) p = SG_DMUL(p, f);
             x[i] = sg_sample_update(row, x[i], p, z);
         }
     }
