@@ -21,6 +21,7 @@
  * (rebuilt here) bit for bit; (f) with --cuda: the CUDA backend's sampling, graph replay vs
  * eager bitwise, twice on one executor bitwise, against the CPU backend within tolerance.
  */
+#include <ctype.h>
 #include <float.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1542,13 +1543,37 @@ static void test_cli_classes(const char *plain_ck) {
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 3", ck, p[5], common);
     expect_error_saying(args, 2, "the model has 3 classes, 0..2");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class two", ck, p[5], common);
-    expect_error_saying(args, 2, "--class expects all, none or a class number");
+    expect_error_saying(args, 2, "--class expects all, none, a class number or a comma list");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance -1", ck, p[5], common);
     expect_error(args, 2);
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1", plain_ck, p[5], common);
     expect_error_saying(args, 2, "--class is a class-conditional model's");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --guidance 2", plain_ck, p[5], common);
     expect_error_saying(args, 2, "--guidance is a class-conditional model's");
+    /* a comma list of classes: 1,1 is class 1's draw, 1,2 another, named and recorded; a bad
+     * list refused */
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1 --cols 2", ck, p[2], common);
+    CHECK(run_cli(args) == 0, "--class 1 --cols 2");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1,1 --cols 2", ck, p[3], common);
+    CHECK(run_cli(args) == 0 && same_file(p[2], p[3]), "--class 1,1 is not --class 1");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1,2", ck, p[3], common);
+    CHECK(run_cli(args) == 0 && !same_file(p[2], p[3]), "--class 1,2 draws what --class 1 draws");
+    snprintf(args, sizeof args, "%s/stdout", tmpdir);
+    read_file(args, out, sizeof out);
+    CHECK(strstr(out, ", classes 1,2,") != NULL, "the summary of --class 1,2: %s", out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s/l' %s --class 2,0", ck, dir, common);
+    CHECK(run_cli(args) == 0, "--out-dir with --class 2,0");
+    snprintf(args, sizeof args, "%s/l/samples.json", dir);
+    read_file(args, out, sizeof out);
+    int o = 0; /* without the indentation's white space */
+    for (int i = 0; out[i]; i++)
+        if (!isspace((unsigned char)out[i])) out[o++] = out[i];
+    out[o] = 0;
+    CHECK(strstr(out, "\"class\":[2,0]") != NULL, "samples.json of --class 2,0: %s", out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1,5", ck, p[3], common);
+    expect_error_saying(args, 2, "--class 5: the model has 3 classes");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1,", ck, p[3], common);
+    expect_error_saying(args, 2, "a comma list of at most 64, got '1,'");
     /* guidance rescale: another image than the plain guided draw, named in the summary and
      * samples.json; without guidance, or out of [0, 1], refused */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1 --guidance 3", ck, p[5],

@@ -42,7 +42,8 @@
 
 #define DEFAULT_BATCH 16
 /* --class all (image i is class i mod K) and none (the null class K) */
-enum { CLASS_ALL = -1, CLASS_NONE = -2 };
+enum { CLASS_ALL = -1, CLASS_NONE = -2, CLASS_LIST = -3 };
+enum { CLASS_LIST_MAX = 64 }; /* --class A,B,...: at most this many */
 enum { DIR_MAX = 3800, MAX_DIR_IMAGES = 1000000, EXIT_SIGNAL = 130, TRAJ_ROWS = 8, TRAJ_COLS = 10 };
 #define MANIFEST "samples.json"
 
@@ -76,8 +77,10 @@ static void usage(FILE *f) {
             "                       on for DDPM, off for DDIM)\n"
             "  --class C            a class-conditional model's (train --classes K) class:\n"
             "                       all (the default: image i is class i mod K, and the grid\n"
-            "                       has K columns, one class each) | 0..K-1 | none (the null\n"
-            "                       class: the unconditional prediction)\n"
+            "                       has K columns, one class each) | 0..K-1 | a comma list\n"
+            "                       such as 3,5,7 (image i is its (i mod count)-th class, a\n"
+            "                       column each) | none (the null class: the unconditional\n"
+            "                       prediction)\n"
             "  --guidance W         classifier-free guidance (Ho & Salimans 2022; diffusers'\n"
             "                       guidance_scale): eps = eps_none + W (eps_class - eps_none),\n"
             "                       each step predicting every image twice (default 1: the\n"
@@ -179,13 +182,40 @@ typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
-    int var_large; /* --variance large: DDPM's sigma^2 = beta_t */
-    int cls;       /* --class: CLASS_ALL, CLASS_NONE or a class */
+    int var_large;                  /* --variance large: DDPM's sigma^2 = beta_t */
+    int cls;                        /* --class: CLASS_ALL, CLASS_NONE, CLASS_LIST or a class */
+    int ncls, list[CLASS_LIST_MAX]; /* CLASS_LIST: image i is class list[i mod ncls] */
     float eta, guidance, rescale;
     uint64_t seed;
 } sample_args;
 
 /* 0 parsed, 1 --help printed, 2 usage error (printed) */
+/* --class V: all, none, a class number, or a comma list of class numbers (two or more: image
+ * i is the (i mod count)-th); 0 or 1 (the message printed) */
+static int parse_class(const char *v, sample_args *a) {
+    if (!strcmp(v, "all") || !strcmp(v, "none")) {
+        a->cls = !strcmp(v, "all") ? CLASS_ALL : CLASS_NONE;
+        return 0;
+    }
+    int n = 0;
+    for (const char *s = v;; s++) {
+        char *end = NULL;
+        const long x = *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+        if (x < 0 || x > 65535 || n == CLASS_LIST_MAX || (*end && *end != ','))
+            return fprintf(stderr,
+                           "sample: --class expects all, none, a class number or a comma list "
+                           "of at most %d, got '%s'\n",
+                           CLASS_LIST_MAX, v),
+                   1;
+        a->list[n++] = (int)x;
+        if (!*end) break;
+        s = end;
+    }
+    a->ncls = n;
+    a->cls = n == 1 ? a->list[0] : CLASS_LIST;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, sample_args *a) {
     cli_args c;
     cli_args_init(&c, "sample", argc, argv);
@@ -237,15 +267,7 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_float(&c, 0.0, 1.0, &a->rescale);
         else if (cli_is(&c, "--class")) {
             const char *v = cli_value(&c);
-            char *end = NULL;
-            long x = v && *v >= '0' && *v <= '9' ? strtol(v, &end, 10) : -1;
-            bad = !v || (strcmp(v, "all") && strcmp(v, "none") && (!end || *end || x > 65535) &&
-                         fprintf(stderr,
-                                 "sample: --class expects all, none or a class number, got "
-                                 "'%s'\n",
-                                 v));
-            if (!bad)
-                a->cls = !strcmp(v, "all") ? CLASS_ALL : !strcmp(v, "none") ? CLASS_NONE : (int)x;
+            bad = !v || parse_class(v, a);
         } else if (cli_is(&c, "--variance")) {
             const char *v = cli_value(&c);
             bad =
@@ -306,12 +328,15 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 a->guidance != 1.0f ? "guidance" : "class", a->weights);
         return 2;
     }
-    if (a->cls >= cfg->classes) {
-        fprintf(stderr,
-                "sample: --class %d: the model has %d classes, 0..%d (none: the null "
-                "class)\n",
-                a->cls, cfg->classes, cfg->classes - 1);
-        return 2;
+    for (int i = 0; i < (a->cls == CLASS_LIST ? a->ncls : 1); i++) {
+        const int y = a->cls == CLASS_LIST ? a->list[i] : a->cls;
+        if (y >= cfg->classes) {
+            fprintf(stderr,
+                    "sample: --class %d: the model has %d classes, 0..%d (none: the null "
+                    "class)\n",
+                    y, cfg->classes, cfg->classes - 1);
+            return 2;
+        }
     }
     cfg->guidance = a->guidance;
     if (a->rescale > 0.0f && (a->guidance == 1.0f)) {
@@ -448,10 +473,15 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     /* a class-conditional model's classes and guidance (an unconditional model's folder has
      * neither, as every folder from before them) */
     if (cfg->classes > 0) {
+        json_t *list = json_array();
+        for (int i = 0; a->cls == CLASS_LIST && i < a->ncls; i++)
+            json_array_append_new(list, json_integer(a->list[i]));
         json_object_set_new(j, "class",
-                            a->cls == CLASS_ALL    ? json_string("all")
+                            a->cls == CLASS_LIST   ? list
+                            : a->cls == CLASS_ALL  ? json_string("all")
                             : a->cls == CLASS_NONE ? json_string("none")
                                                    : json_integer(a->cls));
+        if (a->cls != CLASS_LIST) json_decref(list);
         json_object_set_new(j, "guidance", json_real(a->guidance));
         /* only when on: a folder from before it reads as none */
         if (a->rescale > 0) json_object_set_new(j, "guidance_rescale", json_real(a->rescale));
@@ -678,7 +708,7 @@ static int write_npz(const char *path, const uint8_t *x, int n, int img, int ch)
 /* Sample to the grid, --out-dir and --npz; 0 or the exit code (the message printed). */
 static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int use_cuda) {
     int n = a->n, B = cfg->batch;
-    char what[64];
+    char what[512];
     if (a->ddim_steps && a->eta > 0)
         snprintf(what, sizeof what, "DDIM %d eta %g", a->ddim_steps, (double)a->eta);
     else if (a->ddim_steps)
@@ -687,9 +717,12 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
     if (cfg->classes > 0 && a->cls >= 0)
         snprintf(what + strlen(what), sizeof what - strlen(what), ", class %d", a->cls);
-    if (cfg->classes > 0 && a->cls < 0)
+    if (cfg->classes > 0 && (a->cls == CLASS_ALL || a->cls == CLASS_NONE))
         snprintf(what + strlen(what), sizeof what - strlen(what), ", class %s",
                  a->cls == CLASS_ALL ? "i mod K" : "none");
+    for (int i = 0; cfg->classes > 0 && a->cls == CLASS_LIST && i < a->ncls; i++)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d", i ? "," : ", classes ",
+                 a->list[i]);
     if (cfg->guidance != 1.0f)
         snprintf(what + strlen(what), sizeof what - strlen(what), ", guidance %g",
                  (double)cfg->guidance);
@@ -708,6 +741,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         for (int i = 0; i < n; i++)
             labels[i] = a->cls == CLASS_ALL    ? i % cfg->classes
                         : a->cls == CLASS_NONE ? cfg->classes
+                        : a->cls == CLASS_LIST ? a->list[i % a->ncls]
                                                : a->cls;
     if (cfg->classes > 0 && !labels) return fprintf(stderr, "sample: out of host memory\n"), 1;
     if (a->out_path || a->npz) k.u8 = malloc((size_t)(n * k.per));
@@ -840,6 +874,7 @@ int main(int argc, char **argv) {
     /* every class in a column of its own */
     if (cfg.classes > 0 && a.cls == CLASS_ALL && !a.cols)
         a.cols = cfg.classes < a.n ? cfg.classes : a.n;
+    if (cfg.classes > 0 && a.cls == CLASS_LIST && !a.cols) a.cols = a.ncls < a.n ? a.ncls : a.n;
     uint64_t digest = 0;
     if (a.out_dir && weights_digest(a.weights, &cfg, &digest)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;
