@@ -35,14 +35,15 @@
 /* Purposes: the fourth counter word. Dropout node d uses SG_RNG_DROPOUT_BASE + d, d < 2^16;
  * every other purpose stays below SG_RNG_DROPOUT_BASE so the two ranges never meet. */
 enum {
-    SG_RNG_INIT = 1,       /* parameter initialisation (index = element of the parameter arena) */
-    SG_RNG_TIMESTEP = 2,   /* diffusion timestep per sample */
-    SG_RNG_NOISE = 3,      /* training noise eps */
-    SG_RNG_FLIP = 4,       /* horizontal flip per sample */
-    SG_RNG_PERM = 5,       /* the per-epoch data permutation (sg_perm's round function) */
-    SG_RNG_SAMPLE = 6,     /* sampler noise (DDPM ancestral / initial x_T) */
-    SG_RNG_SYNTHETIC = 7,  /* the procedural "synthetic" dataset */
-    SG_RNG_CLASS_DROP = 8, /* a sample's class label dropped (classifier-free guidance) */
+    SG_RNG_INIT = 1,         /* parameter initialisation (index = element of the parameter arena) */
+    SG_RNG_TIMESTEP = 2,     /* diffusion timestep per sample */
+    SG_RNG_NOISE = 3,        /* training noise eps */
+    SG_RNG_FLIP = 4,         /* horizontal flip per sample */
+    SG_RNG_PERM = 5,         /* the per-epoch data permutation (sg_perm's round function) */
+    SG_RNG_SAMPLE = 6,       /* sampler noise (DDPM ancestral / initial x_T) */
+    SG_RNG_SYNTHETIC = 7,    /* the procedural "synthetic" dataset */
+    SG_RNG_CLASS_DROP = 8,   /* a sample's class label dropped (classifier-free guidance) */
+    SG_RNG_NOISE_OFFSET = 9, /* offset noise: one normal per (sample, channel) */
     SG_RNG_DROPOUT_BASE = 0x10000
 };
 #define SG_RNG_DROPOUT_MAX 0x10000 /* dropout nodes d in [0, SG_RNG_DROPOUT_MAX) */

@@ -361,7 +361,13 @@ CPU_RUN(sample_t) {
                          k->slice * (uint64_t)k->a->sample_t.N);
 }
 CPU_RUN(noise) {
-    cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
+    const sg_noise_args *a = &k->a->noise;
+    const int64_t N = k->g->t[k->nd->out[0]].shape[0];
+    if (a->offset > 0)
+        cpu_noise_offset(k->out[0], k->n0, k->n0 / N, a->C, a->offset, k->seed, k->step,
+                         k->slice * (uint64_t)k->n0, k->slice * (uint64_t)N);
+    else
+        cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
 }
 /* the reference recomputes the coefficients from the args (input 3, the table the CUDA kernel
  * reads, is not needed here: the two backends check each other) */

@@ -147,8 +147,16 @@ typedef struct {
 
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);
  * ops without arguments leave it zeroed. */
+/* noise: offset noise where offset > 0 (cpu_noise_offset), one normal per (sample, channel) of
+ * C channels times offset added to every value; 0: plain N(0, 1) */
+typedef struct {
+    int C;
+    float offset;
+} sg_noise_args;
+
 typedef union {
     sg_gather_args gather;
+    sg_noise_args noise;
     sg_sample_t_args sample_t;
     sg_labels_args labels;
     sg_class_emb_args cemb;

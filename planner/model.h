@@ -111,6 +111,9 @@ typedef struct {
      * squared error weighted by min(SNR_t, gamma) / SNR_t (eps) or / (SNR_t + 1) (v), with
      * SNR_t = abar_t / (1 - abar_t); 0: off, the plain mean (DDPM) */
     float snr_gamma;
+    /* offset noise (Guttenberg 2023; diffusers' --noise_offset): the training noise gets one
+     * N(0, offset^2) value per (sample, channel) added to it; 0: off (DDPM) */
+    float noise_offset;
     /* class conditioning (--classes K; docs/model.md): 0, an unconditional model (DDPM); K > 0,
      * a table class_embedding.weight of K + 1 rows (the K classes and the null class K, which
      * an unconditional prediction takes) whose row for each sample's label is added to the time

@@ -27,6 +27,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->zero_snr = 0;
     c->prediction = SG_PRED_EPS;
     c->snr_gamma = 0.0f;
+    c->noise_offset = 0.0f;
     c->classes = 0;
     c->class_dropout = 0.1f; /* Ho & Salimans' p_uncond (used only with classes) */
     c->guidance = 1.0f;
@@ -153,6 +154,10 @@ const char *const sg_model_flags_help =
     "                       --snr_gamma, 5 is usual): each sample's squared error times\n"
     "                       min(SNR, G)/SNR (eps) or min(SNR, G)/(SNR + 1) (v), SNR =\n"
     "                       abar/(1 - abar) at its timestep (default 0: off, the plain mean)\n"
+    "  --noise-offset S     offset noise (Guttenberg 2023; diffusers' --noise_offset, 0.1\n"
+    "                       is usual): the training noise plus S times one normal per\n"
+    "                       image and channel, so the model learns to change an image's\n"
+    "                       mean brightness (default 0: off)\n"
     "  --classes K          class-conditional: the data's labels 0..K-1 pick a learned\n"
     "                       embedding added to the time embedding (diffusers'\n"
     "                       num_class_embeds = K + 1: row K is the null class); the\n"
@@ -256,6 +261,14 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         if (parse_real(v, &g) || !(g >= 0 && g <= FLT_MAX))
             return sg_set_error("--snr-gamma expects a number >= 0 (0: off), got '%s'", v), -1;
         c->snr_gamma = (float)g;
+        return 1;
+    }
+    if (!strcmp(f, "--noise-offset")) {
+        double s;
+        if (parse_real(v, &s) || !(s >= 0 && s <= 10))
+            return sg_set_error("--noise-offset expects a number in [0, 10] (0: off), got '%s'", v),
+                   -1;
+        c->noise_offset = (float)s;
         return 1;
     }
     if (!strcmp(f, "--class-dropout")) {
@@ -400,6 +413,8 @@ static int validate_schedules(const sg_model_cfg *c) {
     if (c->zero_snr && c->T < 2)
         return sg_set_error("zero terminal SNR needs T >= 2 steps (the rescaling keeps the first "
                             "abar and zeroes the last)");
+    if (!(c->noise_offset >= 0 && c->noise_offset <= 10))
+        return sg_set_error("noise_offset %g is not in [0, 10] (0: off)", (double)c->noise_offset);
     if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
         return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
                             (double)c->snr_gamma);
@@ -581,6 +596,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->snr_gamma > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"snr_gamma\":%.9g",
                  (double)c->snr_gamma);
+    if (c->noise_offset > 0)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"noise_offset\":%.9g",
+                 (double)c->noise_offset);
     if (c->classes > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"classes\":%d,\"class_dropout\":%.9g", c->classes, (double)c->class_dropout);

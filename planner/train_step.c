@@ -206,7 +206,8 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     sg_op_args ta = {.sample_t = {.N = N, .T = c->T}};
     io->t = sg_builder_node(&b, OP_SAMPLE_T, in2, 2, &ta, "t", 0);
     int in3b[3] = {io->x0, io->seed, io->step};
-    io->eps = sg_builder_node(&b, OP_NOISE, in3b, 3, NULL, "eps", 0);
+    sg_op_args na = {.noise = {.C = c->in_ch, .offset = c->noise_offset}};
+    io->eps = sg_builder_node(&b, OP_NOISE, in3b, 3, c->noise_offset > 0 ? &na : NULL, "eps", 0);
     /* every timestep's noising coefficients, computed once (common/sg_schedule.h) */
     int64_t tab[2] = {c->T, SG_DDPM_ROW_BYTES};
     io->ddpm_table = sg_tensor_new(g, "ddpm_table", DT_U8, ROLE_INPUT, 2, tab);

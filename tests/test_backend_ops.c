@@ -211,8 +211,8 @@ typedef struct {
     int ndata, flip, warmup;
     int same; /* conv: DDPM's TensorFlow SAME padding (0 at the top/left), else K/2 all round */
     int act;  /* norm_act: SG_ACT_NONE or SG_ACT_SILU */
-    float f;  /* dropout p; clip max_norm; EMA decay; mse's loss scale (0: 1); allreduce's
-                 loss factor; the DDIM sampler's eta */
+    float f;  /* dropout p; noise offset; clip max_norm; EMA decay; mse's loss scale (0: 1);
+                 allreduce's loss factor; the DDIM sampler's eta */
     double v; /* clip: the sum of squares fed in */
     int64_t step;
     int micro;   /* gather, timesteps, noise, dropout: the node is micro-batch `micro` of
@@ -411,7 +411,8 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0), seed_t(c),
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    return micro_node(c, node(c, OP_NOISE, in, 3, out, NULL, 0), a) < 0;
+    sg_op_args args = {.noise = {.C = a->C, .offset = a->f}}; /* f > 0: offset noise */
+    return micro_node(c, node(c, OP_NOISE, in, 3, out, a->f > 0 ? &args : NULL, 0), a) < 0;
 }
 
 static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int ndim, int64_t d0,
@@ -1246,6 +1247,9 @@ static const bo_entry entries[] = {
     {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9}},
     {OP_NOISE, F32, 0, {.N = 3, .H = 33, .W = 31, .C = 1, .step = 0}},
     {OP_NOISE, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .step = 9, .micro = 2}},
+    /* offset noise: a normal per (sample, channel), keyed by the sample's global index */
+    {OP_NOISE, F32, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .step = 9, .f = 0.1f}},
+    {OP_NOISE, F32, 0, {.N = 4, .H = 4, .W = 4, .C = 4, .step = 2, .f = 0.5f, .micro = 2}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */

@@ -75,6 +75,8 @@ accum_pair snr --snr-gamma 1 --prediction v
 # a class-conditional model (each micro-batch gathers its samples' labels and draws their
 # dropout at their global indices, as one pass over the batch)
 accum_pair classes --classes 6 --class-dropout 0.5
+# offset noise (each micro-batch draws its samples' offsets at their global indices)
+accum_pair offset --noise-offset 0.5
 
 # (b) twice
 $train $args --steps 5 --out "$tmp/k2b" --grad-accum 2 >/dev/null 2>&1

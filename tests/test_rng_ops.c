@@ -242,6 +242,45 @@ static void test_gaussian(void) {
     free(b);
 }
 
+/* Offset noise: eps - z (z: the plain noise of the same key) is one value per (sample,
+ * channel), s times a standard normal (over 512 samples x 4 channels: mean ~0, variance ~s^2),
+ * the same for every pixel of the sample and channel, another for the next; four slices
+ * (q0, i0 at their samples) draw what one call draws. */
+static void test_noise_offset(void) {
+    enum { NS = 512, PER = 6 * 6 * 4, C = 4 };
+    const int64_t n = (int64_t)NS * PER;
+    const float s = 0.25f;
+    float *a = malloc(sizeof(float) * (size_t)n), *z = malloc(sizeof(float) * (size_t)n),
+          *b = malloc(sizeof(float) * (size_t)n);
+    poison(a, n);
+    cpu_noise_offset(a, n, PER, C, s, 77, 3, 0, 0);
+    cpu_gaussian(z, n, 77, 3, SG_RNG_NOISE, 0);
+    double m = 0, v = 0, worst = 0;
+    int spread = 0;
+    for (int q = 0; q < NS; q++)
+        for (int c = 0; c < C; c++) {
+            const double o = (double)a[(int64_t)q * PER + c] - z[(int64_t)q * PER + c];
+            for (int j = c; j < PER; j += C) {
+                const int64_t i = (int64_t)q * PER + j;
+                worst = fmax(worst, fabs((double)a[i] - z[i] - o));
+            }
+            m += o, v += o * o;
+            spread +=
+                q > 0 && o == (double)a[(int64_t)(q - 1) * PER + c] - z[(int64_t)(q - 1) * PER + c];
+        }
+    m /= NS * C, v = v / (NS * C) - m * m;
+    CHECK(worst < 1e-6 && spread == 0 && fabs(m) < 0.03 && fabs(v / (s * s) - 1) < 0.1,
+          "offset noise: eps - z varies %.3g within a (sample, channel); %d repeats across "
+          "samples; offsets mean %.4f, variance %.4f (want %.4f)",
+          worst, spread, m, v, (double)(s * s));
+    for (int k = 0; k < 4; k++)
+        cpu_noise_offset(b + (int64_t)k * (NS / 4) * PER, (int64_t)(NS / 4) * PER, PER, C, s, 77, 3,
+                         (uint64_t)k * (NS / 4) * PER, (uint64_t)k * (NS / 4));
+    CHECK(!memcmp(a, b, sizeof(float) * (size_t)n),
+          "offset noise: four slices differ from one call");
+    free(a), free(z), free(b);
+}
+
 static void test_dropout(void) {
     const int64_t n = 1 << 20;
     const float p = 0.1f, scale = 1.0f / (1.0f - p);
@@ -362,6 +401,7 @@ int main(void) {
     test_timesteps();
     test_gather_labels();
     test_gaussian();
+    test_noise_offset();
     test_dropout();
     return sg_test_end();
 }

@@ -1135,6 +1135,9 @@ int main(int argc, char **argv) {
     if (r.cfg.snr_gamma > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
                  ", min-SNR loss weighting (gamma %g)", (double)r.cfg.snr_gamma);
+    if (r.cfg.noise_offset > 0)
+        snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", offset noise %g",
+                 (double)r.cfg.noise_offset);
     if (r.cfg.classes > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
                  ", class-conditional (%d classes, label dropout %g)", r.cfg.classes,

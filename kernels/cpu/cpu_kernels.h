@@ -274,6 +274,13 @@ void cpu_sample_timesteps(int32_t *t, int N, int T, uint64_t seed, int64_t step,
 /* eps[i] ~ N(0, 1) = sg_rng_normal(seed, step, purpose, i0 + i). */
 void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t purpose,
                   uint64_t i0);
+/* Offset noise (Guttenberg 2023; diffusers' --noise_offset): eps[i] = z_i + s zo, z_i as
+ * cpu_gaussian (SG_RNG_NOISE at i0 + i) and zo = sg_rng_normal(seed, step, SG_RNG_NOISE_OFFSET,
+ * (q0 + i / per) C + i % C), one normal per (sample, channel) of samples of per values each,
+ * channels innermost (NHWC); q0 is the first sample's global index, so slices draw what one
+ * call draws. In float: z + s * zo, the product rounded first. */
+void cpu_noise_offset(float *eps, int64_t n, int64_t per, int C, float s, uint64_t seed,
+                      int64_t step, uint64_t i0, uint64_t q0);
 /* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0. The backward regenerates the same mask from the same key: nothing is stored. */
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,

@@ -68,6 +68,17 @@ void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t p
     for (int64_t i = 0; i < n; i++) eps[i] = sg_rng_normal(seed, step, purpose, i0 + (uint64_t)i);
 }
 
+void cpu_noise_offset(float *eps, int64_t n, int64_t per, int C, float s, uint64_t seed,
+                      int64_t step, uint64_t i0, uint64_t q0) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t q = q0 + (uint64_t)(i / per);
+        const float zo =
+            sg_rng_normal(seed, step, SG_RNG_NOISE_OFFSET, q * (uint64_t)C + (uint64_t)(i % C));
+        const float so = s * zo;
+        eps[i] = sg_rng_normal(seed, step, SG_RNG_NOISE, i0 + (uint64_t)i) + so;
+    }
+}
+
 /* elements per run of uniforms (sg_rng_dropout_run) */
 #define DROP_RUN 256
 

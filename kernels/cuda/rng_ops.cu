@@ -85,6 +85,20 @@ __global__ void gaussian_kernel(float *eps, int64_t n, const uint64_t *seed, con
     }
 }
 
+/* threads stride over n: cpu_noise_offset's eps[i] = z_i + s zo (the product rounded first) */
+__global__ void noise_offset_kernel(float *eps, int64_t n, int64_t per, int C, float s,
+                                    const uint64_t *seed, const int64_t *step, uint64_t i0,
+                                    uint64_t q0) {
+    SG_PDL_ENTER();
+    SG_GRID_STRIDE(i, n) {
+        const uint64_t q = q0 + (uint64_t)(i / per);
+        const float zo = sg_rng_normal(seed[0], step[0], SG_RNG_NOISE_OFFSET,
+                                       q * (uint64_t)C + (uint64_t)(i % C));
+        eps[i] = __fadd_rn(sg_rng_normal(seed[0], step[0], SG_RNG_NOISE, i0 + (uint64_t)i),
+                           __fmul_rn(s, zo));
+    }
+}
+
 /* threads stride over n: y (+)= x * scale where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0 (forward and backward alike: the mask is regenerated, never stored) */
 __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float scale,
@@ -139,6 +153,17 @@ int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, 
     if (n <= 0) return SG_OK;
     SG_LAUNCH(gaussian_kernel, sg_grid_for(n), SG_THREADS, 0, st, eps, n, seed, step, purpose, i0);
     SG_LAUNCH_CHECK("gaussian_kernel");
+    return SG_OK;
+}
+
+int cuda_noise_offset(cudaStream_t st, float *eps, int64_t n, int64_t per, int C, float s,
+                      const uint64_t *seed, const int64_t *step, uint64_t i0, uint64_t q0) {
+    SG_ARG_CHECK(seed && step, "cuda_noise_offset: seed and step must be device pointers");
+    SG_ARG_CHECK(per > 0 && C > 0 && per % C == 0, "cuda_noise_offset: bad shape");
+    if (n <= 0) return SG_OK;
+    SG_LAUNCH(noise_offset_kernel, sg_grid_for(n), SG_THREADS, 0, st, eps, n, per, C, s, seed, step,
+              i0, q0);
+    SG_LAUNCH_CHECK("noise_offset_kernel");
     return SG_OK;
 }
 
