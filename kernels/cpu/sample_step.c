@@ -65,9 +65,7 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
     return SG_OK;
 }
 
-/* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE
- * row leaves x as it is), anything else nothing. x_t always ends as x; t is set where a step
- * follows (otherwise it keeps its value). */
+/* the lanes in order, then the tree (common/sg_sample_step.h) */
 double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_t per, double w,
                                  double phi) {
     sg_guide_sums lane[SG_SAMPLE_LANES];
@@ -80,6 +78,9 @@ double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_
     return sg_guide_rescale(phi, &lane[0], per);
 }
 
+/* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE
+ * row leaves x as it is), anything else nothing. x_t always ends as x; t is set where a step
+ * follows (otherwise it keeps its value). */
 void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
                      int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
                      int T, int guided, double w, double phi) {
