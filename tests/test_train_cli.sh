@@ -20,6 +20,32 @@ usage_err() { # name, args...: exit 2, no run directory made
   "${T[@]}" --out u "$@" >/dev/null 2>err.txt; local rc=$?
   ok "$name: exit 2" '[ $rc -eq 2 ] && [ ! -e u ] && [ $(wc -l <err.txt) -eq 1 ]'
 }
+# A model flag's life (what ("a min-SNR"), dir, says, key, change, flags...): a 4-step run with the flags
+# names them in its first line (says) and records them in its checkpoint's config (key); 2
+# steps then a resume to 4 give the same bits; a resume with `change` is refused (exit 2)
+model_flag_life() {
+  local what=$1 dir=$2 says=$3 key=$4 change=$5; shift 5
+  "${T[@]}" --steps 4 "$@" --log-every 1 --ckpt-every 2 --out "$dir" >/dev/null 2>err.txt; local rc=$?
+  ok "$what run says so, and records it" '[ $rc -eq 0 ] && grep -qF -- "$says" err.txt && "$ckpt" info "$dir/ckpt_00000004.sgck" | grep -qF -- "$key"'
+  "${T[@]}" --steps 2 "$@" --ckpt-every 2 --out "${dir}_stop" >/dev/null 2>&1
+  "$train" --resume "${dir}_stop" --steps 4 >/dev/null 2>&1; rc=$?
+  ok "stop/resume of $what run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff "$dir/ckpt_00000004.sgck" "${dir}_stop/ckpt_00000004.sgck" --ignore-meta >/dev/null'
+  local flag=${change%% *}
+  # shellcheck disable=SC2086 # change is a flag and its value
+  "$train" --resume "$dir" --steps 6 $change >/dev/null 2>err.txt; rc=$?
+  ok "$flag cannot change on resume" '[ $rc -eq 2 ] && grep -qF -- "${flag#--} cannot change on --resume" err.txt'
+}
+# The logged losses of two 4-step runs (a, b, how): how = all (they differ at every step), any
+# (at some step) or same (bit for bit)
+losses() {
+  python3 -c "
+import json, sys
+a, b = ([json.loads(l)['loss'] for l in open(d + '/metrics.jsonl')] for d in sys.argv[1:3])
+how = sys.argv[3]
+assert len(a) == len(b) == 4, (a, b)
+assert (all(x != y for x, y in zip(a, b)) if how == 'all' else
+        any(x != y for x, y in zip(a, b)) if how == 'any' else a == b), (how, a, b)" "$@"
+}
 usage_err "--keep 4294967297" --steps 2 --keep 4294967297
 usage_err "--steps ' -1'" --steps " -1"
 usage_err "--steps -1" --steps -1
@@ -493,67 +519,34 @@ ok "--init-from a v run into an eps run is named" '[ $rc -eq 0 ] && grep -q "tra
 ok "... and another schedule too" '[ $rc -eq 0 ] && grep -q "trained with cosine betas over T = 300; this run uses linear over T = 1000" out.txt && grep -q "to predict eps; this run trains v" out.txt'
 "${T[@]}" --steps 1 --init-from lin --out from_lin >out.txt 2>&1; rc=$?
 ok "... and nothing where they agree" '[ $rc -eq 0 ] && ! grep -q "note:" out.txt'
-ok "v prediction trains another objective (the same x_t: another loss)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"vp\", \"lin1k\"))
-assert len(a) == len(b) == 4 and all(x != y for x, y in zip(a, b)), (a, b)"'
-ok "the schedule changes the training (the same data, t and noise: another x_t, another loss)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"cos1k\", \"lin1k\"))
-assert len(a) == len(b) == 4 and all(x != y for x, y in zip(a, b)), (a, b)"'
+ok "v prediction trains another objective (the same x_t: another loss)" 'losses vp lin1k all'
+ok "the schedule changes the training (the same data, t and noise: another x_t, another loss)" 'losses cos1k lin1k all'
 
 # ---- zero terminal SNR (a model flag, v only): named, recorded, resumed bit-exact, fixed
 usage_err "--zero-snr 2" --steps 2 --zero-snr 2 --prediction v
 "${T[@]}" --steps 2 --zero-snr 1 --out u >/dev/null 2>err.txt; rc=$?
 ok "--zero-snr 1 with eps prediction is refused, saying why (exit 1)" '[ $rc -eq 1 ] && grep -q "needs v prediction (--prediction v)" err.txt && [ ! -e u ]'
-"${T[@]}" --steps 4 --zero-snr 1 --prediction v --log-every 1 --ckpt-every 2 --out zs >/dev/null 2>err.txt; rc=$?
-ok "a zero-SNR run says so, and records it" '[ $rc -eq 0 ] && grep -q "fp32, linear zero-terminal-SNR betas over T = 1000, v prediction," err.txt && "$ckpt" info zs/ckpt_00000004.sgck | grep -q "\"zero_snr\":1"'
-"${T[@]}" --steps 2 --zero-snr 1 --prediction v --ckpt-every 2 --out zs_stop >/dev/null 2>&1
-"$train" --resume zs_stop --steps 4 >/dev/null 2>&1; rc=$?
-ok "stop/resume of a zero-SNR run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff zs/ckpt_00000004.sgck zs_stop/ckpt_00000004.sgck --ignore-meta >/dev/null'
-"$train" --resume zs --steps 6 --zero-snr 0 >/dev/null 2>err.txt; rc=$?
-ok "the rescaling cannot change on resume" '[ $rc -eq 2 ] && grep -q "zero-snr cannot change on --resume" err.txt'
+model_flag_life "a zero-SNR" zs "fp32, linear zero-terminal-SNR betas over T = 1000, v prediction," \
+  '"zero_snr":1' "--zero-snr 0" --zero-snr 1 --prediction v
 "${T[@]}" --steps 1 --init-from vp --zero-snr 1 --prediction v --out from_vp >out.txt 2>&1; rc=$?
 ok "--init-from a v run into a zero-SNR run is named" '[ $rc -eq 0 ] && grep -q "trained with linear betas over T = 1000; this run uses linear zero-SNR over T = 1000" out.txt'
-ok "zero terminal SNR trains another objective (the same data, t and noise: another loss)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"zs\", \"vp\"))
-assert len(a) == len(b) == 4 and any(x != y for x, y in zip(a, b)), (a, b)"'
+ok "zero terminal SNR trains another objective (the same data, t and noise: another loss)" 'losses zs vp any'
 
 # ---- offset noise (a model flag): named, recorded, resumed bit-exact, fixed
 usage_err "--noise-offset -0.1" --steps 2 --noise-offset -0.1
-"${T[@]}" --steps 4 --noise-offset 0.1 --log-every 1 --ckpt-every 2 --out off >/dev/null 2>err.txt; rc=$?
-ok "an offset-noise run says so, and records it" '[ $rc -eq 0 ] && grep -q "fp32, offset noise 0.1," err.txt && "$ckpt" info off/ckpt_00000004.sgck | grep -q "\"noise_offset\":0.1"'
-"${T[@]}" --steps 2 --noise-offset 0.1 --ckpt-every 2 --out off_stop >/dev/null 2>&1
-"$train" --resume off_stop --steps 4 >/dev/null 2>&1; rc=$?
-ok "stop/resume of an offset-noise run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff off/ckpt_00000004.sgck off_stop/ckpt_00000004.sgck --ignore-meta >/dev/null'
-"$train" --resume off --steps 6 --noise-offset 0 >/dev/null 2>err.txt; rc=$?
-ok "the offset cannot change on resume" '[ $rc -eq 2 ] && grep -q "noise-offset cannot change on --resume" err.txt'
-ok "offset noise trains another objective (the same data and t: another noise, another loss)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"off\", \"lin1k\"))
-assert len(a) == len(b) == 4 and all(x != y for x, y in zip(a, b)), (a, b)"'
+model_flag_life "an offset-noise" off "fp32, offset noise 0.1," '"noise_offset":0.1' "--noise-offset 0" \
+  --noise-offset 0.1
+ok "offset noise trains another objective (the same data and t: another noise, another loss)" 'losses off lin1k all'
 
 # ---- min-SNR-gamma loss weighting (a model flag): named, recorded, resumed bit-exact, fixed
 usage_err "--snr-gamma -1" --steps 2 --snr-gamma -1
 usage_err "--snr-gamma five" --steps 2 --snr-gamma five
-"${T[@]}" --steps 4 --snr-gamma 5 --log-every 1 --ckpt-every 2 --out snr >/dev/null 2>err.txt; rc=$?
-ok "a min-SNR run says so, and records it" '[ $rc -eq 0 ] && grep -q "fp32, min-SNR loss weighting (gamma 5)," err.txt && "$ckpt" info snr/ckpt_00000004.sgck | grep -q "\"snr_gamma\":5"'
-"${T[@]}" --steps 2 --snr-gamma 5 --ckpt-every 2 --out snr_stop >/dev/null 2>&1
-"$train" --resume snr_stop --steps 4 >/dev/null 2>&1; rc=$?
-ok "stop/resume of a min-SNR run is bit-exact" '[ $rc -eq 0 ] && "$ckpt" diff snr/ckpt_00000004.sgck snr_stop/ckpt_00000004.sgck --ignore-meta >/dev/null'
-"$train" --resume snr --steps 6 --snr-gamma 1 >/dev/null 2>err.txt; rc=$?
-ok "the weighting cannot change on resume" '[ $rc -eq 2 ] && grep -q "snr-gamma cannot change on --resume" err.txt'
+model_flag_life "a min-SNR" snr "fp32, min-SNR loss weighting (gamma 5)," '"snr_gamma":5' \
+  "--snr-gamma 1" --snr-gamma 5
 # gamma above every SNR (at most 1e4 here): every weight is SNR/SNR = 1, the unweighted bits
 "${T[@]}" --steps 4 --snr-gamma 1e9 --log-every 1 --out snr_big >/dev/null 2>&1
-ok "min-SNR weights the loss (the same data, t and noise: another loss)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"snr\", \"lin1k\"))
-assert len(a) == len(b) == 4 and any(x != y for x, y in zip(a, b)), (a, b)"'
-ok "... and with gamma above every SNR trains the unweighted run, bit for bit" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"snr_big\", \"lin1k\"))
-assert len(a) == len(b) == 4 and a == b, (a, b)"'
+ok "min-SNR weights the loss (the same data, t and noise: another loss)" 'losses snr lin1k any'
+ok "... and with gamma above every SNR trains the unweighted run, bit for bit" 'losses snr_big lin1k same'
 
 # ---- class-conditional (model flags): named, recorded, resumed bit-exact; labels checked
 usage_err "--classes -1" --steps 2 --classes -1
@@ -579,10 +572,7 @@ ok "a dataset without labels is refused for a class-conditional model" '[ $rc -e
 ok "... and trains an unconditional one" '[ $rc -eq 0 ]'
 "${T[@]}" --steps 4 --classes 6 --class-dropout 1 --log-every 1 --out cls_drop >/dev/null 2>&1
 "${T[@]}" --steps 4 --classes 6 --class-dropout 0 --log-every 1 --out cls_keep >/dev/null 2>&1
-ok "the labels enter the loss (every label dropped: another loss than none)" 'python3 -c "
-import json
-a, b = ([json.loads(l)[\"loss\"] for l in open(d + \"/metrics.jsonl\")] for d in (\"cls_drop\", \"cls_keep\"))
-assert len(a) == len(b) == 4 and any(x != y for x, y in zip(a, b)), (a, b)"'
+ok "the labels enter the loss (every label dropped: another loss than none)" 'losses cls_drop cls_keep any'
 "$train" --model unet_tiny --data synthetic:64:16x16x3 --steps 1 --init-from cls --out cls_init >/dev/null 2>err.txt; rc=$?
 ok "--init-from a class-conditional run into an unconditional model is refused" '[ $rc -ne 0 ] && grep -q "classes" err.txt'
 
