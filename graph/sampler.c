@@ -84,6 +84,44 @@ int sg_ddim_timesteps(int S, int T, int *ts) {
     return SG_OK;
 }
 
+static const char *const spacing_names[] = {"trailing", "leading", "linspace"};
+
+const char *sg_spacing_name(int spacing) {
+    return spacing >= 0 && spacing < SG_ARRAY_LEN(spacing_names) ? spacing_names[spacing] : NULL;
+}
+
+int sg_spacing_parse(const char *name) {
+    for (int i = 0; name && i < SG_ARRAY_LEN(spacing_names); i++)
+        if (!strcmp(name, spacing_names[i])) return i;
+    return -1;
+}
+
+int sg_ddim_timesteps_spaced(int S, int T, int spacing, int offset, int *ts) {
+    if (!sg_spacing_name(spacing)) return sg_set_error("unknown DDIM spacing %d", spacing);
+    if (offset != 0 && spacing != SG_SPACING_LEADING)
+        return sg_set_error("a steps offset (%d) shifts leading spacing only, not %s", offset,
+                            sg_spacing_name(spacing));
+    if (spacing == SG_SPACING_TRAILING) return sg_ddim_timesteps(S, T, ts);
+    if (T < 1 || S < 1 || S > T)
+        return sg_set_error("DDIM steps must be in [1, %d] (the schedule's T), got %d", T, S);
+    if (spacing == SG_SPACING_LEADING) {
+        /* (np.arange(0, S) * (T // S)).round()[::-1] + steps_offset */
+        const int r = T / S, first = (S - 1) * r;
+        if (offset < 0 || offset > T - 1 - first)
+            return sg_set_error("leading spacing's steps offset %d: its %d steps of %d start at "
+                                "t = %d + offset, which must stay in [0, %d] (an offset in "
+                                "[0, %d])",
+                                offset, S, T, first, T - 1, T - 1 - first);
+        for (int j = 0; j < S; j++) ts[j] = (S - 1 - j) * r + offset;
+        return SG_OK;
+    }
+    /* np.linspace(0, T - 1, S).round()[::-1]: element i = i * ((T - 1) / (S - 1)), the last
+     * exactly T - 1, rounded half to even; S = 1: [0] */
+    const double step = S > 1 ? (double)(T - 1) / (S - 1) : 0.0;
+    for (int i = 0; i < S; i++) ts[S - 1 - i] = i == S - 1 && S > 1 ? T - 1 : (int)rint(i * step);
+    return SG_OK;
+}
+
 /* The host waits for the device (a stream sync: no transfer) every SAMPLE_IN_FLIGHT steps when
  * someone watches (a progress callback or a cancel flag), so that progress and cancellation
  * stay within that many steps of the device; without a watcher it never waits until the end. */
@@ -214,6 +252,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         return sg_set_error("eta %g: DDIM takes an eta in [0, 1]; DDPM none", opts->eta);
     if ((opts->var_large != 0 && opts->var_large != 1) || (ddim && opts->var_large))
         return sg_set_error("the variance choice is DDPM's (beta~_t or beta_t), not DDIM's");
+    if (!ddim && (opts->spacing != SG_SPACING_TRAILING || opts->steps_offset != 0))
+        return sg_set_error("the timestep spacing is DDIM's: DDPM visits all T steps");
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -238,7 +278,7 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         if (opts->labels[i] < 0 || opts->labels[i] > c->classes)
             rc = sg_set_error("image %d's class %d is not one of the model's 0..%d (%d: none)", i,
                               opts->labels[i], c->classes, c->classes);
-    if (!rc && ddim) rc = sg_ddim_timesteps(S, c->T, ts);
+    if (!rc && ddim) rc = sg_ddim_timesteps_spaced(S, c->T, opts->spacing, opts->steps_offset, ts);
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */

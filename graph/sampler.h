@@ -38,6 +38,18 @@
  * x ~ N(0, I) is the right assumption) and S = T visits every timestep. When S divides T
  * these are T-1, T-1-T/S, ..., T/S - 1.
  *
+ * Other spacings (sg_ddim_timesteps_spaced; `sample --spacing`, Lin et al. 2024's Table 2 and
+ * diffusers' DDIMScheduler.set_timesteps, whose numpy expressions these are):
+ *   leading:  t_j = (S - 1 - j) floor(T / S) + offset (diffusers' default, with its steps_offset;
+ *             DDIM's own "uniform" sequence at offset 0): 4 of 1000 visit 750, 500, 250, 0;
+ *   linspace: t_j = rint((S - 1 - j) (T - 1) / (S - 1)) (np.linspace(0, T - 1, S).round()): 4 of
+ *             1000 visit 999, 666, 333, 0; S = 1 visits 0.
+ * Every spacing's step goes from t_j to the next visited t_{j+1}, and the last to x0 (abar 1).
+ * That is diffusers' DDIMScheduler (prev = t - T // S) for leading and for trailing where S
+ * divides T. For linspace its DDIMScheduler and DDPMScheduler step to t - T // S instead, not a
+ * visited timestep (4 of 1000: from 999 to 749, then the model is asked at 666); DDIM's
+ * definition, and DDPMScheduler given the timesteps as a list, step to the next one visited.
+ *
  * Random numbers: Philox (common/philox.h) with purpose SG_RNG_SAMPLE, keyed by the seed;
  * x_T uses step = T, the DDPM noise z of the step from t uses step = t (t >= 1; t = 0 draws
  * none); the index is image * (img*img*in_ch) + element, with `image` the position in the
@@ -94,6 +106,21 @@ void sg_ddim_step_eta(float *x_prev, const float *x_t, const float *eps, const f
  * Returns SG_ERR unless 1 <= S <= T. */
 int sg_ddim_timesteps(int S, int T, int *ts);
 
+/* The DDIM timesteps' spacings (see the top; diffusers' timestep_spacing) */
+typedef enum {
+    SG_SPACING_TRAILING = 0,
+    SG_SPACING_LEADING = 1,
+    SG_SPACING_LINSPACE = 2
+} sg_spacing;
+/* "trailing", "leading", "linspace"; NULL for another value */
+const char *sg_spacing_name(int spacing);
+/* the spacing a name says, or -1 */
+int sg_spacing_parse(const char *name);
+/* The S timesteps of a spacing, decreasing, in [0, T). offset (diffusers' steps_offset) shifts
+ * leading's and must be 0 for the others. SG_ERR (the reason set) unless 1 <= S <= T, the spacing
+ * is known and the offset keeps every step below T. */
+int sg_ddim_timesteps_spaced(int S, int T, int spacing, int offset, int *ts);
+
 /* Progress: called after each denoising step is issued (at most a few steps ahead of the
  * device). images_done counts images finished before this batch; batch_images is how many this
  * batch holds; step is 1-based within the batch's n_steps; t the timestep evaluated. */
@@ -101,10 +128,12 @@ typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_imag
                                       int step, int n_steps, int t);
 
 typedef struct {
-    int ddim_steps; /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
-    double eta;     /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */
-    int var_large;  /* DDPM's variance: 0 beta~_t, 1 beta_t (sg_ddpm_step_var); DDIM: 0 */
-    int clip;       /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
+    int ddim_steps;   /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
+    int spacing;      /* DDIM's timesteps (sg_spacing; 0: trailing); DDPM: 0 */
+    int steps_offset; /* leading's offset (sg_ddim_timesteps_spaced); otherwise 0 */
+    double eta;       /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */
+    int var_large;    /* DDPM's variance: 0 beta~_t, 1 beta_t (sg_ddpm_step_var); DDIM: 0 */
+    int clip;         /* clamp x0_pred to [-1, 1]; -1: the default (DDPM on, DDIM off) */
     /* a class-conditional model's: image i's class labels[i] (n_images of them, each in
      * [0, classes]: the value `classes` is the null class, an unconditional image); the plan's
      * guidance scale (its config's, sg_model_guided) mixes in the null class's prediction.

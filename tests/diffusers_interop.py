@@ -31,6 +31,11 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    the same x_T (tests/sg_forward_dump --ddim: the sampler's table and update, fp32), for S
    dividing T; and with eta 1, diffusers handed the noise stepgraph's steps draw (for other S, diffusers' last step goes to t = 0 instead of x_0: T // S steps
    back from the last timestep, not to the next one in its list).
+   Spacings (sample --spacing): leading (S 4, 7, 10; steps_offset 0 and 1) visits
+   DDIMScheduler's leading timesteps and its loop ends where stepgraph's does; linspace (S 10)
+   visits DDIMScheduler's linspace timesteps, and DDIM with eta 1 on them ends where
+   DDPMScheduler given those timesteps as a list does, handed the same noise (diffusers' own
+   linspace loops step to t - T // S, not to the next visited timestep: graph/sampler.h).
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
    randn_tensor hands it over), from the same x_T, clip_sample on and off, variance_type
@@ -450,6 +455,78 @@ def ddim(tmp, exp, what):
           % (what, S, e, TOL_DDIM))
 
 
+def spacings(tmp, exp):
+    """sample --spacing leading / linspace (--steps-offset) against diffusers' timestep_spacing:
+    the timesteps DDIMScheduler.set_timesteps makes, and the loops."""
+    import diffusers.schedulers.scheduling_ddpm as scheduling_ddpm
+    model = UNet2DModel.from_pretrained(exp)
+    model.eval()
+    sc = dict(scheduler_config(exp), clip_sample=False)
+    N, C, R = 2, model.config.in_channels, model.config.sample_size
+    x_T = torch.randn(N, C, R, R, generator=torch.Generator().manual_seed(7))
+    xp, yp, zp = (os.path.join(tmp, n) for n in ("xT.f32", "x0.f32", "z.f32"))
+    x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+
+    def ours(S, spacing, offset=0, z=False):
+        r = run([FWD, "--spacing", spacing, "--steps-offset", str(offset), "--ddim", exp, xp,
+                 str(S), "0", yp] + (["1", zp] if z else []))
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("timesteps ")][0]
+        y = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(N, R, R, C))
+        return [int(v) for v in line.split()[1:]], y.permute(0, 3, 1, 2).double()
+
+    def loop(sched, **kw):
+        x = x_T.double()
+        for t in sched.timesteps:
+            eps = diffusers_fwd(model, x, t.reshape(1).repeat(N), exact=True)
+            x = sched.step(eps, t, x, **kw).prev_sample
+        return x
+    # leading, with and without diffusers' steps_offset (S = 7 does not divide T): DDIMScheduler
+    # steps to t - T // S, the next timestep visited, so its loop is stepgraph's
+    for S, off in ((4, 0), (7, 0), (10, 1)):
+        sched = DDIMScheduler.from_config(dict(sc, timestep_spacing="leading", steps_offset=off))
+        sched.set_timesteps(S)
+        ts, y = ours(S, "leading", off)
+        check(sched.timesteps.tolist() == ts, "leading %d, steps_offset %d: diffusers' timesteps "
+              "are stepgraph's: %s vs %s" % (S, off, sched.timesteps.tolist(), ts))
+        e = rel_err(y, loop(sched, eta=0.0))
+        check(e <= TOL_DDIM, "leading %d, steps_offset %d: stepgraph's DDIM vs diffusers' "
+              "DDIMScheduler loop (float64) from the same x_T: max|d|/max|ref| %.3e (tol %.0e)"
+              % (S, off, e, TOL_DDIM))
+    ts_lead = ts
+    # linspace: diffusers' timesteps; its schedulers step to t - T // S, not the next visited
+    # timestep, so the loop is checked against DDPMScheduler given the timesteps as a list (it
+    # then steps between them, as DDIM's definition), which is DDIM with eta 1: the same noise
+    S = 10
+    sched = DDIMScheduler.from_config(dict(sc, timestep_spacing="linspace"))
+    sched.set_timesteps(S)
+    ts, y = ours(S, "linspace", z=True)
+    check(sched.timesteps.tolist() == ts and ts != ts_lead,
+          "linspace %d: diffusers' timesteps are stepgraph's: %s vs %s" % (S, sched.timesteps
+                                                                           .tolist(), ts))
+    z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(S - 1, N, R, R, C))
+    noise = iter(z.permute(0, 1, 4, 2, 3).double())
+    ddpm_s = DDPMScheduler.from_config(sc)
+    ddpm_s.set_timesteps(timesteps=ts)
+    saved = scheduling_ddpm.randn_tensor
+    scheduling_ddpm.randn_tensor = lambda shape, **kw: next(noise)
+    try:
+        x = loop(ddpm_s)
+    finally:
+        scheduling_ddpm.randn_tensor = saved
+    e = rel_err(y, x)
+    check(next(noise, None) is None and e <= TOL_DDIM,
+          "linspace %d, eta 1: stepgraph's DDIM vs diffusers' DDPMScheduler loop on the same "
+          "timesteps (float64), the same x_T and noise: max|d|/max|ref| %.3e (tol %.0e)"
+          % (S, e, TOL_DDIM))
+    # the folder through sample: leading with an offset that puts the first step past T - 1 is
+    # refused, naming the offsets that fit
+    r = run([SAMPLE, "--weights", exp, "--n", "1", "--ddim-steps", "4", "--spacing", "leading",
+             "--steps-offset", "250", "--backend", "cpu", "--out", os.path.join(tmp, "no.png")],
+            expect_ok=False)
+    check(r.returncode == 2 and "an offset in [0, 249]" in r.stdout,
+          "leading 4 with steps_offset 250 is refused: %r" % r.stdout.strip()[-200:])
+
+
 def ddpm(tmp, exp=None, what="eps"):
     """diffusers' DDPMScheduler loop against stepgraph's DDPM sampler, the same x_T and noise
     (an exported folder, or a T = 50 eps model trained here)."""
@@ -665,6 +742,7 @@ def main():
               "unet_tiny's config: downsample_padding 0 (SAME), [sin, cos], shift 1, eps 1e-6")
         pipeline(exp, cfg)
         ddim(tmp, exp, "eps")
+        spacings(tmp, exp)
         ddpm(tmp)
         cosine_schedule(tmp)
         v_prediction(tmp)

@@ -34,7 +34,8 @@
  * null class allowed) before any of the forms above, and for --ddim / --ddpm also --guidance W
  * (classifier-free guidance: each step predicts every image with its class and with the null
  * class and mixes them, as `sample --guidance W`) and --guidance-rescale PHI (as `sample
- * --guidance-rescale`).
+ * --guidance-rescale`). --spacing NAME and --steps-offset K, also before --ddim, are `sample
+ * --spacing`'s and `--steps-offset`'s (graph/sampler.h: sg_ddim_timesteps_spaced).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,8 @@ static int weights_cfg(const char *weights, const char *model, sg_model_cfg *cfg
 /* A class-conditional model's labels (--labels), the file's count (0: none given) */
 static int32_t *g_labels;
 static long g_nlabels;
+/* DDIM's timesteps (--spacing, --steps-offset) */
+static int g_spacing, g_offset;
 
 /* The UNet alone on x (the forward pass's images) at the timesteps t, with the classes y
  * (NULL for an unconditional model): pred. */
@@ -144,7 +147,7 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
     int rc = !ts || !rows || !t || !y || !pred || !z || !xin || (zpath && !zf);
-    if (!rc && ddim) rc = sg_ddim_timesteps(S, cfg.T, ts);
+    if (!rc && ddim) rc = sg_ddim_timesteps_spaced(S, cfg.T, g_spacing, g_offset, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
     rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, eta, var_large, &b) ||
          sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
@@ -179,7 +182,8 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
 
 int main(int argc, char **argv) {
     float w = 1.0f, phi = 0.0f;
-    for (;;) { /* the leading options: --labels Y.i32, --guidance W, --guidance-rescale PHI */
+    for (;;) { /* the leading options: --labels Y.i32, --guidance W, --guidance-rescale PHI,
+                * --spacing NAME, --steps-offset K */
         if (argc > 2 && !strcmp(argv[1], "--labels")) {
             if (!(g_labels = slurp(argv[2], &g_nlabels)) || g_nlabels % 4)
                 return fprintf(stderr, "cannot read the labels %s\n", argv[2]), 1;
@@ -188,6 +192,11 @@ int main(int argc, char **argv) {
             w = (float)atof(argv[2]);
         } else if (argc > 2 && !strcmp(argv[1], "--guidance-rescale")) {
             phi = (float)atof(argv[2]);
+        } else if (argc > 2 && !strcmp(argv[1], "--spacing")) {
+            if ((g_spacing = sg_spacing_parse(argv[2])) < 0)
+                return fprintf(stderr, "unknown spacing %s\n", argv[2]), 1;
+        } else if (argc > 2 && !strcmp(argv[1], "--steps-offset")) {
+            g_offset = atoi(argv[2]);
         } else {
             break;
         }

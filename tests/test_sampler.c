@@ -223,6 +223,68 @@ static void test_ddim_timesteps(void) {
     CHECK(ok, "every S in [1, T] gives distinct decreasing timesteps in [0, T)");
 }
 
+/* The other spacings against diffusers' DDIMScheduler.set_timesteps (numpy 1.24's values) */
+static void test_spacings(void) {
+    int ts[TT];
+    const int L = SG_SPACING_LEADING, LIN = SG_SPACING_LINSPACE;
+    /* (np.arange(0, S) * (1000 // S)).round()[::-1] (+ steps_offset) */
+    const int l4[4] = {750, 500, 250, 0}, l7[7] = {852, 710, 568, 426, 284, 142, 0};
+    const int l4o[4] = {751, 501, 251, 1};
+    CHECK(sg_ddim_timesteps_spaced(4, TT, L, 0, ts) == SG_OK && !memcmp(ts, l4, sizeof l4),
+          "leading 4: %d %d %d %d", ts[0], ts[1], ts[2], ts[3]);
+    CHECK(sg_ddim_timesteps_spaced(7, TT, L, 0, ts) == SG_OK && !memcmp(ts, l7, sizeof l7),
+          "leading 7: %d .. %d", ts[0], ts[6]);
+    CHECK(sg_ddim_timesteps_spaced(4, TT, L, 1, ts) == SG_OK && !memcmp(ts, l4o, sizeof l4o),
+          "leading 4, offset 1: %d .. %d", ts[0], ts[3]);
+    /* the largest offset keeps the first step at T - 1; one more is refused, saying why */
+    CHECK(sg_ddim_timesteps_spaced(4, TT, L, 249, ts) == SG_OK && ts[0] == TT - 1,
+          "leading 4, offset 249: %d", ts[0]);
+    CHECK(sg_ddim_timesteps_spaced(4, TT, L, 250, ts) == SG_ERR &&
+              strstr(sg_last_error(), "an offset in [0, 249]"),
+          "leading 4, offset 250 refused: %s", sg_last_error());
+    CHECK(sg_ddim_timesteps_spaced(7, TT, L, 148, ts) == SG_ERR, "leading 7, offset 148 refused");
+    /* np.linspace(0, 999, S).round()[::-1]: halves to even (166.5, 499.5, 832.5) */
+    const int n4[4] = {999, 666, 333, 0}, n7[7] = {999, 832, 666, 500, 333, 166, 0};
+    const int n30[30] = {99, 96, 92, 89, 85, 82, 79, 75, 72, 68, 65, 61, 58, 55, 51,
+                         48, 44, 41, 38, 34, 31, 27, 24, 20, 17, 14, 10, 7,  3,  0};
+    CHECK(sg_ddim_timesteps_spaced(4, TT, LIN, 0, ts) == SG_OK && !memcmp(ts, n4, sizeof n4),
+          "linspace 4: %d %d %d %d", ts[0], ts[1], ts[2], ts[3]);
+    CHECK(sg_ddim_timesteps_spaced(7, TT, LIN, 0, ts) == SG_OK && !memcmp(ts, n7, sizeof n7),
+          "linspace 7: %d %d %d %d %d %d %d", ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6]);
+    CHECK(sg_ddim_timesteps_spaced(30, 100, LIN, 0, ts) == SG_OK && !memcmp(ts, n30, sizeof n30),
+          "linspace 30 of 100");
+    CHECK(sg_ddim_timesteps_spaced(1, TT, LIN, 0, ts) == SG_OK && ts[0] == 0, "linspace 1: 0");
+    /* trailing is sg_ddim_timesteps; an offset is leading's alone; unknown spacings, S out of
+     * range: refused */
+    int tr[7];
+    sg_ddim_timesteps(7, TT, tr);
+    CHECK(sg_ddim_timesteps_spaced(7, TT, SG_SPACING_TRAILING, 0, ts) == SG_OK &&
+              !memcmp(ts, tr, sizeof tr),
+          "trailing 7 = sg_ddim_timesteps");
+    CHECK(sg_ddim_timesteps_spaced(4, TT, LIN, 1, ts) == SG_ERR &&
+              strstr(sg_last_error(), "leading spacing only"),
+          "an offset on linspace refused: %s", sg_last_error());
+    CHECK(sg_ddim_timesteps_spaced(4, TT, 3, 0, ts) == SG_ERR, "spacing 3 refused");
+    CHECK(sg_ddim_timesteps_spaced(0, TT, L, 0, ts) == SG_ERR &&
+              sg_ddim_timesteps_spaced(TT + 1, TT, LIN, 0, ts) == SG_ERR,
+          "S out of [1, T] refused");
+    CHECK(sg_spacing_parse("leading") == L && sg_spacing_parse("linspace") == LIN &&
+              sg_spacing_parse("trailing") == SG_SPACING_TRAILING &&
+              sg_spacing_parse("Leading") == -1 && !strcmp(sg_spacing_name(LIN), "linspace") &&
+              !sg_spacing_name(3),
+          "spacing names");
+    /* every S of both (and leading's largest offset): distinct, decreasing, in [0, T) */
+    int ok = 1;
+    for (int S = 1; S <= TT; S++)
+        for (int k = 0; k < 3; k++) {
+            const int sp = k == 1 ? LIN : L, off = k == 2 ? TT - 1 - (S - 1) * (TT / S) : 0;
+            ok &= sg_ddim_timesteps_spaced(S, TT, sp, off, ts) == SG_OK && ts[0] < TT &&
+                  ts[S - 1] >= 0 && (k != 2 || ts[0] == TT - 1);
+            for (int j = 1; j < S; j++) ok &= ts[j] < ts[j - 1];
+        }
+    CHECK(ok, "every S in [1, T], leading and linspace: distinct decreasing timesteps in [0, T)");
+}
+
 /* (b) the oracle eps: x_t = sqrt(abar) x0 + sqrt(1 - abar) eps from a known x0 */
 static void test_oracle(int schedule) {
     static float x0[NV], eps[NV], xt[NV], out[NV], zero[NV];
@@ -1740,6 +1802,61 @@ static void test_cli(void) {
     expect_error_saying(args, 2, "--variance is DDPM's");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --variance huge", ck, pv, ddpm);
     expect_error_saying(args, 2, "--variance expects small or large");
+    /* DDIM's spacings at T = 12, 3 steps: trailing 11, 7, 3 (pa); leading 8, 4, 0, and with
+     * offset 3 the trailing steps (the same bits as pa); linspace 11, 6, 0. Named in the summary
+     * and --out-dir's samples.json; refused without DDIM, an offset without leading, or one that
+     * puts the first step past T - 1 */
+    char pl[300], plo[300], pn[300], dl[300];
+    snprintf(pl, sizeof pl, "%s/leading.png", tmpdir);
+    snprintf(plo, sizeof plo, "%s/leading3.png", tmpdir);
+    snprintf(pn, sizeof pn, "%s/linspace.png", tmpdir);
+    snprintf(dl, sizeof dl, "%s/leading_dir", tmpdir);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading", ck, pl, common);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DDIM 3 leading spacing,") && !same_file(pl, pa),
+          "--spacing leading: exit %d, another image than trailing: %s", rc, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading --steps-offset 3", ck,
+             plo, common);
+    rc = run_cli(args);
+    read_file(path, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DDIM 3 leading spacing, steps offset 3,") && same_file(plo, pa),
+          "--spacing leading --steps-offset 3 (trailing's timesteps): exit %d, trailing's bits: "
+          "%s",
+          rc, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing linspace", ck, pn, common);
+    rc = run_cli(args);
+    CHECK(rc == 0 && !same_file(pn, pa) && !same_file(pn, pl),
+          "--spacing linspace: exit %d, an image of its own", rc);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
+             "--spacing leading --steps-offset 1 --out-dir '%s'",
+             ck, dl);
+    CHECK(run_cli(args) == 0, "--spacing leading --out-dir");
+    snprintf(path, sizeof path, "%s/samples.json", dl);
+    read_file(path, out, sizeof out);
+    CHECK(strstr(out, "\"spacing\": \"leading\"") && strstr(out, "\"steps_offset\": 1"),
+          "samples.json records the spacing and offset: %s", out);
+    snprintf(path, sizeof path, "%s/stdout", tmpdir);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
+             "--spacing leading --out-dir '%s'",
+             ck, dl);
+    expect_error_saying(args, 1, "made with steps_offset 1");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
+             "--out-dir '%s'",
+             ck, dl);
+    expect_error_saying(args, 1, "made with spacing \"leading\"");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading", ck, pl, ddpm);
+    expect_error_saying(args, 2, "--spacing is DDIM's");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps-offset 1", ck, pl, common);
+    expect_error_saying(args, 2, "--steps-offset shifts leading spacing only");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading --steps-offset 4", ck,
+             pl, common);
+    expect_error_saying(args, 2, "an offset in [0, 3]");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing uniform", ck, pl, common);
+    expect_error_saying(args, 2, "--spacing expects trailing, leading or linspace");
     /* --no-ema where there is no EMA apart (it did nothing, without a word): refused */
     snprintf(args, sizeof args, "--weights '%s' --model unet_tiny --out '%s' %s --no-ema", sf, pd,
              common);
@@ -1880,6 +1997,7 @@ int main(int argc, char **argv) {
     test_step_math(SG_BETA_LINEAR);
     test_step_math(SG_BETA_COSINE);
     test_ddim_timesteps();
+    test_spacings();
     test_oracle(SG_BETA_LINEAR);
     test_oracle(SG_BETA_COSINE);
     test_v_oracle(SG_BETA_LINEAR);

@@ -65,9 +65,16 @@ static void usage(FILE *f) {
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
             "                       seed, checkpoint and backend give the same bits\n"
-            "  --ddim-steps N       DDIM with N steps in 1..T (trailing spacing, first step\n"
-            "                       T-1); without it (or 0): DDPM ancestral sampling over\n"
+            "  --ddim-steps N       DDIM with N steps in 1..T (at the timesteps --spacing\n"
+            "                       says); without it (or 0): DDPM ancestral sampling over\n"
             "                       all T steps\n"
+            "  --spacing S          DDIM's timesteps (diffusers' timestep_spacing; Lin et\n"
+            "                       al. 2024's Table 2): trailing (the default: first step\n"
+            "                       T-1) | leading (t = j floor(T/N) + offset, diffusers'\n"
+            "                       default and DDIM's uniform: 4 of 1000 visit 750, 500,\n"
+            "                       250, 0) | linspace (rounded linspace(0, T-1, N))\n"
+            "  --steps-offset K     leading spacing's offset (diffusers' steps_offset,\n"
+            "                       default 0)\n"
             "  --variance V         DDPM's noise: small (sigma^2 = the posterior's beta~_t;\n"
             "                       diffusers' fixed_small; the default) | large (beta_t:\n"
             "                       fixed_large, the DDPM CIFAR-10 model's setting)\n"
@@ -182,6 +189,7 @@ typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
+    int spacing, steps_offset;      /* --spacing (sg_spacing), --steps-offset */
     int var_large;                  /* --variance large: DDPM's sigma^2 = beta_t */
     int cls;                        /* --class: CLASS_ALL, CLASS_NONE, CLASS_LIST or a class */
     int ncls, list[CLASS_LIST_MAX]; /* CLASS_LIST: image i is class list[i mod ncls] */
@@ -259,6 +267,15 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_u64(&c, &a->seed);
         else if (cli_is(&c, "--ddim-steps"))
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
+        else if (cli_is(&c, "--spacing")) {
+            const char *v = cli_value(&c);
+            bad = !v || ((a->spacing = sg_spacing_parse(v)) < 0 &&
+                         fprintf(stderr,
+                                 "sample: --spacing expects trailing, leading or linspace, got "
+                                 "'%s'\n",
+                                 v));
+        } else if (cli_is(&c, "--steps-offset"))
+            bad = cli_int(&c, 0, 1 << 20, &a->steps_offset);
         else if (cli_is(&c, "--eta"))
             bad = cli_float(&c, 0.0, 1.0, &a->eta);
         else if (cli_is(&c, "--guidance"))
@@ -297,6 +314,18 @@ static int parse_args(int argc, char **argv, sample_args *a) {
     if (a->eta > 0 && !a->ddim_steps) {
         fprintf(stderr, "sample: --eta is DDIM's: give --ddim-steps N too (DDPM's variance is "
                         "fixed)\n");
+        return 2;
+    }
+    if ((a->spacing != SG_SPACING_TRAILING || a->steps_offset) && !a->ddim_steps) {
+        fprintf(stderr,
+                "sample: --%s is DDIM's: give --ddim-steps N too (DDPM visits all T "
+                "steps)\n",
+                a->steps_offset ? "steps-offset" : "spacing");
+        return 2;
+    }
+    if (a->steps_offset && a->spacing != SG_SPACING_LEADING) {
+        fprintf(stderr, "sample: --steps-offset shifts leading spacing only: give --spacing "
+                        "leading\n");
         return 2;
     }
     if (a->var_large && a->ddim_steps) {
@@ -358,6 +387,13 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
         fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", a->ddim_steps,
                 cfg->T);
         return 2;
+    }
+    if (a->ddim_steps) { /* the spacing's timesteps fit the checkpoint's T */
+        int *ts = malloc(sizeof(int) * (size_t)a->ddim_steps);
+        const int bad =
+            !ts || sg_ddim_timesteps_spaced(a->ddim_steps, cfg->T, a->spacing, a->steps_offset, ts);
+        free(ts);
+        if (bad) return fprintf(stderr, "sample: %s\n", ts ? sg_last_error() : "out of memory"), 2;
     }
     if (cfg->in_ch != 1 && cfg->in_ch != 3 && (a->out_path || a->out_dir || a->trajectory)) {
         fprintf(stderr,
@@ -447,9 +483,12 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
 
 /* The fields a continuation must match, in the order a difference is reported, then "n" and
  * the weights' path (which may change: the folder moved), both informational. */
+/* clang-format off */
 static const char *const manifest_keys[] = {
-    "image", "weights_xxh64", "weights_used",     "sampler", "steps", "eta",     "variance", "clip",
-    "class", "guidance",      "guidance_rescale", "seed",    "batch", "backend", "precision"};
+    "image", "weights_xxh64", "weights_used", "sampler", "steps", "spacing", "steps_offset", "eta",
+    "variance", "clip", "class", "guidance", "guidance_rescale", "seed", "batch", "backend",
+    "precision"};
+/* clang-format on */
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
                              int use_cuda) {
@@ -465,6 +504,10 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     json_object_set_new(j, "weights_used", json_string(used));
     json_object_set_new(j, "sampler", json_string(ddim ? "DDIM" : "DDPM"));
     json_object_set_new(j, "steps", json_integer(ddim ? a->ddim_steps : cfg->T));
+    /* only when not trailing: a folder from before --spacing reads as trailing */
+    if (a->spacing != SG_SPACING_TRAILING)
+        json_object_set_new(j, "spacing", json_string(sg_spacing_name(a->spacing)));
+    if (a->steps_offset) json_object_set_new(j, "steps_offset", json_integer(a->steps_offset));
     /* only when stochastic: a folder from before --eta reads as eta 0 */
     if (a->eta > 0) json_object_set_new(j, "eta", json_real(a->eta));
     /* only when not the default (beta~_t): a folder from before --variance reads as small */
@@ -715,6 +758,12 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
+    if (a->spacing != SG_SPACING_TRAILING)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " %s spacing",
+                 sg_spacing_name(a->spacing));
+    if (a->steps_offset)
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", steps offset %d",
+                 a->steps_offset);
     if (cfg->classes > 0 && a->cls >= 0)
         snprintf(what + strlen(what), sizeof what - strlen(what), ", class %d", a->cls);
     if (cfg->classes > 0 && (a->cls == CLASS_ALL || a->cls == CLASS_NONE))
@@ -773,6 +822,8 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     ps.images = k.found;
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
+                           .spacing = a->spacing,
+                           .steps_offset = a->steps_offset,
                            .eta = a->eta,
                            .var_large = a->var_large,
                            .clip = a->clip,
