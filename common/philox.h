@@ -44,6 +44,7 @@ enum {
     SG_RNG_SYNTHETIC = 7,    /* the procedural "synthetic" dataset */
     SG_RNG_CLASS_DROP = 8,   /* a sample's class label dropped (classifier-free guidance) */
     SG_RNG_NOISE_OFFSET = 9, /* offset noise: one normal per (sample, channel) */
+    SG_RNG_PERTURB = 10,     /* input perturbation: a second normal per element of the noise */
     SG_RNG_DROPOUT_BASE = 0x10000
 };
 #define SG_RNG_DROPOUT_MAX 0x10000 /* dropout nodes d in [0, SG_RNG_DROPOUT_MAX) */

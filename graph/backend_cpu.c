@@ -368,6 +368,9 @@ CPU_RUN(noise) {
                          k->slice * (uint64_t)k->n0, k->slice * (uint64_t)N);
     else
         cpu_gaussian(k->out[0], k->n0, k->seed, k->step, SG_RNG_NOISE, k->slice * (uint64_t)k->n0);
+    if (a->perturb > 0)
+        cpu_noise_perturb(k->out[0], k->n0, a->perturb, k->seed, k->step,
+                          k->slice * (uint64_t)k->n0);
 }
 /* the reference recomputes the coefficients from the args (input 3, the table the CUDA kernel
  * reads, is not needed here: the two backends check each other) */

@@ -47,11 +47,14 @@ CUDA_RUN(sample_t) {
 CUDA_RUN(noise) {
     const sg_noise_args *a = &k->a->noise;
     const int64_t N = k->g->t[k->nd->out[0]].shape[0];
-    if (a->offset > 0)
-        return cuda_noise_offset(k->st, kout(k, 0), k->n0, k->n0 / N, a->C, a->offset, kin(k, 1),
-                                 kin(k, 2), k->slice * (uint64_t)k->n0, k->slice * (uint64_t)N);
-    return cuda_gaussian(k->st, kout(k, 0), k->n0, kin(k, 1), kin(k, 2), SG_RNG_NOISE,
-                         k->slice * (uint64_t)k->n0);
+    const uint64_t i0 = k->slice * (uint64_t)k->n0;
+    const int rc =
+        a->offset > 0
+            ? cuda_noise_offset(k->st, kout(k, 0), k->n0, k->n0 / N, a->C, a->offset, kin(k, 1),
+                                kin(k, 2), i0, k->slice * (uint64_t)N)
+            : cuda_gaussian(k->st, kout(k, 0), k->n0, kin(k, 1), kin(k, 2), SG_RNG_NOISE, i0);
+    if (rc || !(a->perturb > 0)) return rc;
+    return cuda_noise_perturb(k->st, kout(k, 0), k->n0, a->perturb, kin(k, 1), kin(k, 2), i0);
 }
 CUDA_RUN(ddpm_noise) {
     const sg_ddpm_args *a = &k->a->ddpm;

@@ -172,6 +172,7 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                {"ema_power", &c->ema_power},
                {"snr_gamma", &c->snr_gamma},
                {"noise_offset", &c->noise_offset},
+               {"input_perturbation", &c->input_perturbation},
                {"class_dropout", &c->class_dropout}};
     for (int i = 0; i < SG_ARRAY_LEN(fls); i++)
         if (json_float_field(config, fls[i].key, fls[i].field)) return SG_ERR;

@@ -148,10 +148,12 @@ typedef struct {
 /* The arguments of one node: the member named after its op family (the ir.h enum says which);
  * ops without arguments leave it zeroed. */
 /* noise: offset noise where offset > 0 (cpu_noise_offset), one normal per (sample, channel) of
- * C channels times offset added to every value; 0: plain N(0, 1) */
+ * C channels times offset added to every value; 0: plain N(0, 1). perturb > 0: the same noise
+ * plus perturb times a second normal per element (cpu_noise_perturb: input perturbation, the
+ * noise x_t is made with) */
 typedef struct {
     int C;
-    float offset;
+    float offset, perturb;
 } sg_noise_args;
 
 typedef union {

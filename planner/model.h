@@ -114,6 +114,10 @@ typedef struct {
     /* offset noise (Guttenberg 2023; diffusers' --noise_offset): the training noise gets one
      * N(0, offset^2) value per (sample, channel) added to it; 0: off (DDPM) */
     float noise_offset;
+    /* input perturbation (Ning et al. 2023; diffusers' --input_perturbation): x_t is made with
+     * the noise plus input_perturbation times a second normal per element, while the target
+     * stays the noise (or v) without it; 0: off (DDPM) */
+    float input_perturbation;
     /* class conditioning (--classes K; docs/model.md): 0, an unconditional model (DDPM); K > 0,
      * a table class_embedding.weight of K + 1 rows (the K classes and the null class K, which
      * an unconditional prediction takes) whose row for each sample's label is added to the time
@@ -178,6 +182,7 @@ typedef struct {
     int dataset, step, seed, lr, loss, grad_sumsq, clip_scale;
     int watch, loss_sum; /* the trainer's: first non-finite step + 1 (0: none), sum of losses */
     int x0, t, eps, xt, pred;
+    int eps_in;      /* the noise x_t is made with: eps plus input perturbation, else eps itself */
     int ddpm_table;  /* the noising coefficients of every timestep (written by sg_exec_init) */
     int v_table, v;  /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
     int loss_weight; /* min-SNR weighting: f32[T], every timestep's weight (sg_exec_init) */

@@ -28,6 +28,7 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->prediction = SG_PRED_EPS;
     c->snr_gamma = 0.0f;
     c->noise_offset = 0.0f;
+    c->input_perturbation = 0.0f;
     c->classes = 0;
     c->class_dropout = 0.1f; /* Ho & Salimans' p_uncond (used only with classes) */
     c->guidance = 1.0f;
@@ -158,6 +159,12 @@ const char *const sg_model_flags_help =
     "                       is usual): the training noise plus S times one normal per\n"
     "                       image and channel, so the model learns to change an image's\n"
     "                       mean brightness (default 0: off)\n"
+    "  --input-perturbation G\n"
+    "                       input perturbation (Ning et al. 2023; diffusers'\n"
+    "                       --input_perturbation, 0.1 is theirs): x_t is made with the\n"
+    "                       noise plus G times a second normal per value, the target is\n"
+    "                       the noise without it, so training sees the kind of error\n"
+    "                       sampling feeds back (exposure bias; default 0: off)\n"
     "  --classes K          class-conditional: the data's labels 0..K-1 pick a learned\n"
     "                       embedding added to the time embedding (diffusers'\n"
     "                       num_class_embeds = K + 1: row K is the null class); the\n"
@@ -269,6 +276,16 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
             return sg_set_error("--noise-offset expects a number in [0, 10] (0: off), got '%s'", v),
                    -1;
         c->noise_offset = (float)s;
+        return 1;
+    }
+    if (!strcmp(f, "--input-perturbation")) {
+        double g;
+        if (parse_real(v, &g) || !(g >= 0 && g <= 10))
+            return sg_set_error("--input-perturbation expects a number in [0, 10] (0: off), got "
+                                "'%s'",
+                                v),
+                   -1;
+        c->input_perturbation = (float)g;
         return 1;
     }
     if (!strcmp(f, "--class-dropout")) {
@@ -415,6 +432,9 @@ static int validate_schedules(const sg_model_cfg *c) {
                             "abar and zeroes the last)");
     if (!(c->noise_offset >= 0 && c->noise_offset <= 10))
         return sg_set_error("noise_offset %g is not in [0, 10] (0: off)", (double)c->noise_offset);
+    if (!(c->input_perturbation >= 0 && c->input_perturbation <= 10))
+        return sg_set_error("input_perturbation %g is not in [0, 10] (0: off)",
+                            (double)c->input_perturbation);
     if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
         return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
                             (double)c->snr_gamma);
@@ -599,6 +619,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->noise_offset > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"noise_offset\":%.9g",
                  (double)c->noise_offset);
+    if (c->input_perturbation > 0)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
+                 ",\"input_perturbation\":%.9g", (double)c->input_perturbation);
     if (c->classes > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
                  ",\"classes\":%d,\"class_dropout\":%.9g", c->classes, (double)c->class_dropout);

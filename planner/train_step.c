@@ -208,11 +208,19 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     int in3b[3] = {io->x0, io->seed, io->step};
     sg_op_args na = {.noise = {.C = c->in_ch, .offset = c->noise_offset}};
     io->eps = sg_builder_node(&b, OP_NOISE, in3b, 3, c->noise_offset > 0 ? &na : NULL, "eps", 0);
+    /* input perturbation: x_t from the same noise (drawn again, the same bits) plus a second
+     * normal per value; the target below stays eps (or v from eps) */
+    io->eps_in = io->eps;
+    if (c->input_perturbation > 0) {
+        sg_op_args pa = na;
+        pa.noise.perturb = c->input_perturbation;
+        io->eps_in = sg_builder_node(&b, OP_NOISE, in3b, 3, &pa, "eps_in", 0);
+    }
     /* every timestep's noising coefficients, computed once (common/sg_schedule.h) */
     int64_t tab[2] = {c->T, SG_DDPM_ROW_BYTES};
     io->ddpm_table = sg_tensor_new(g, "ddpm_table", DT_U8, ROLE_INPUT, 2, tab);
     if (io->ddpm_table < 0) return SG_ERR;
-    int in4[4] = {io->x0, io->eps, io->t, io->ddpm_table};
+    int in4[4] = {io->x0, io->eps_in, io->t, io->ddpm_table};
     sg_op_args da = {.ddpm = {.T = c->T,
                               .schedule = c->beta_schedule,
                               .beta1 = c->beta1,

@@ -224,6 +224,7 @@ typedef struct {
     float guide; /* sample step: > 0, classifier-free guidance with that scale (pred twice) */
     int zsnr;    /* ddpm noise, sample step: the betas rescaled to zero terminal SNR */
     float grescale; /* sample step, guided: the guidance rescale phi */
+    float perturb;  /* noise: > 0, input perturbation with that scale (after any offset f) */
     int fused;      /* conv, conv weight gradient: the input x is the virtual normalised output of a
                        norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
                        dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
@@ -411,8 +412,10 @@ static int b_noise(bo_case *c, const bo_args *a, sg_dtype dt) {
     int in[3] = {act4(c, "x0", DT_F32, a->N, a->H, a->W, a->C, -1, 1, 0), seed_t(c),
                  step_t(c, a->step)};
     int out[SG_MAX_OUT] = {-1, -1, -1, -1};
-    sg_op_args args = {.noise = {.C = a->C, .offset = a->f}}; /* f > 0: offset noise */
-    return micro_node(c, node(c, OP_NOISE, in, 3, out, a->f > 0 ? &args : NULL, 0), a) < 0;
+    /* f > 0: offset noise; perturb > 0: input perturbation */
+    sg_op_args args = {.noise = {.C = a->C, .offset = a->f, .perturb = a->perturb}};
+    const int plain = !(a->f > 0) && !(a->perturb > 0);
+    return micro_node(c, node(c, OP_NOISE, in, 3, out, plain ? NULL : &args, 0), a) < 0;
 }
 
 static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int ndim, int64_t d0,
@@ -1250,6 +1253,10 @@ static const bo_entry entries[] = {
     /* offset noise: a normal per (sample, channel), keyed by the sample's global index */
     {OP_NOISE, F32, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .step = 9, .f = 0.1f}},
     {OP_NOISE, F32, 0, {.N = 4, .H = 4, .W = 4, .C = 4, .step = 2, .f = 0.5f, .micro = 2}},
+    /* input perturbation: a second normal per value at its global index; with an offset */
+    {OP_NOISE, F32, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .step = 9, .perturb = 0.1f}},
+    {OP_NOISE, F32, 0, {.N = 4, .H = 4, .W = 4, .C = 4, .step = 2, .perturb = 0.3f, .micro = 2}},
+    {OP_NOISE, F32, 0, {.N = 4, .H = 4, .W = 4, .C = 4, .step = 5, .f = 0.5f, .perturb = 0.2f}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 3, .H = 5, .W = 7, .C = 3, .T = 1000}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 7, .H = 16, .W = 16, .C = 1, .T = 10}},
     {OP_DDPM_NOISE, BOTH, 0, {.N = 300, .H = 2, .W = 2, .C = 3, .T = 1000}}, /* many timesteps */

@@ -3960,6 +3960,10 @@ static void test_rng(int dt) {
     const int64_t per_o = 7 * 7 * 3, n_o = 7 * per_o;
     float *eps_o = fbuf(n_o);
     cpu_noise_offset(eps_o, n_o, per_o, 3, 0.3f, seed, step, 11 * per_o, 11);
+    /* input perturbation, in place on the noise above */
+    float *eps_p = fbuf(n);
+    memcpy(eps_p, eps, sizeof(float) * (size_t)n);
+    cpu_noise_perturb(eps_p, n, 0.1f, seed, step, I0);
     cpu_dropout_fwd(yd, x, n, p, seed, step, purpose, I0);
     cpu_dropout_bwd(gd, dy, n, p, seed, step, purpose, I0);
 
@@ -3972,6 +3976,7 @@ static void test_rng(int dt) {
     tbuf *gb = tb_out("batch 4x4", (int64_t)N * 4 * 4 * C, DT_F32, NULL);
     tbuf *dt_ = tb_out("timesteps", NT, DT_I32, NULL), *de = tb_out("eps", n, DT_F32, NULL);
     tbuf *deo = tb_out("offset noise", n_o, DT_F32, NULL);
+    tbuf *dep = tb_out("perturbed noise", n, DT_F32, eps);
     tbuf *y = tb_out("dropout y", n, dt, NULL), *g = tb_out("dropout dx accum", n, dt, old);
     const uint64_t *sp = (const uint64_t *)dseed->d;
     const int64_t *tp = (const int64_t *)dstep->d;
@@ -3985,6 +3990,7 @@ static void test_rng(int dt) {
         CALL(cuda_gaussian, g_st, (float *)de->d, n, sp, tp, SG_RNG_NOISE, I0);
         CALL(cuda_noise_offset, g_st, (float *)deo->d, n_o, per_o, 3, 0.3f, sp, tp, 11 * per_o,
              (uint64_t)11);
+        CALL(cuda_noise_perturb, g_st, (float *)dep->d, n, 0.1f, sp, tp, I0);
         CALL(cuda_dropout_fwd, g_st, y->d, dx_->d, n, p, sp, tp, purpose, I0, dt);
         CALL(cuda_dropout_bwd, g_st, g->d, ddy->d, n, p, sp, tp, purpose, I0, dt, 1);
         sync_stream();
@@ -3993,6 +3999,7 @@ static void test_rng(int dt) {
         tb_check(dt_, t_ref, TOL_EXACT, rep, ctx);
         tb_check(de, eps, TOL_NORMAL, rep, ctx);
         tb_check(deo, eps_o, TOL_NORMAL, rep, ctx);
+        tb_check(dep, eps_p, TOL_NORMAL, rep, ctx);
         tb_check(y, r_y, TOL_EXACT, rep, ctx);
         tb_check(g, r_g, TOL_EXACT, rep, ctx);
         guards_all(ctx);

@@ -58,7 +58,7 @@ ok "configure failure: report named after the GPU" '[ "$(basename "$md")" = "$(d
 ok "configure failure: overall FAIL" 'has "^\*\*Overall: FAIL\*\*"'
 ok "configure failure: configure FAIL with the error" 'has "^\| configure \| FAIL \| exit 1.*CMake Error: fake configure failure"'
 ok "configure failure: gpu stage passed (fake GPU)" 'has "^\| gpu \| PASS \|"'
-for s in cuda_backend build gpu_tests verify_cuda verify_cuda_own train_short verify_cuda_cifar cpu_tests; do
+for s in cuda_backend build gpu_tests verify_cuda verify_cuda_own verify_cuda_features train_short verify_cuda_cifar cpu_tests; do
     ok "configure failure: $s NOT RUN" 'has "^\| $s \| NOT RUN \| configure failed \|"'
 done
 ok "configure failure: nothing reads as passed after it" '! grep -Eq "^\| (build|gpu_tests|cpu_tests|verify_cuda) \| PASS" "$md"'
@@ -84,7 +84,7 @@ ok "skipped GPU test: gpu_tests FAIL" '[ $rc -ne 0 ] && has "^\| gpu_tests \| FA
 run green gpu cmake_ok ctest_ok
 ok "all green: exit 0, overall PASS" '[ $rc -eq 0 ] && has "^\*\*Overall: PASS\*\*"'
 order=$(grep -oE "^\| [a-z_]+ \| PASS" "$md" | awk '{print $2}' | tr '\n' ' ')
-ok "all green: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend build gpu_tests verify_cuda verify_cuda_own train_short verify_cuda_cifar cpu_tests " ]'
+ok "all green: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend build gpu_tests verify_cuda verify_cuda_own verify_cuda_features train_short verify_cuda_cifar cpu_tests " ]'
 
 # 6. the deadline: a hanging configure is cut, the run still reports, quickly
 t0=$SECONDS
@@ -164,7 +164,7 @@ ok "prebuilt: build PASS without compiling" 'has "^\| build \| PASS \| the prebu
 ok "prebuilt: its binaries are in the build folder" 'grep -q "prebuilt tests/test_cuda_step" "$tmp/pb_good/build/tests/test_cuda_step"'
 ok "prebuilt: its stamp beside them, for bench.sh" '[ "$(cat "$tmp/pb_good/build/prebuilt.stamp")" = "$stamp" ]'
 order=$(grep -oE "^\| [a-z_]+ \| PASS" "$md" | awk '{print $2}' | tr '\n' ' ')
-ok "prebuilt: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend prebuilt build gpu_tests verify_cuda verify_cuda_own train_short verify_cuda_cifar cpu_tests " ]'
+ok "prebuilt: stage order ($order)" '[ "$order" = "environment gpu configure cuda_backend prebuilt build gpu_tests verify_cuda verify_cuda_own verify_cuda_features train_short verify_cuda_cifar cpu_tests " ]'
 mkpb stale "sources 0000; other" && pack
 run pb_stale gpu cmake_count ctest_ok -- GPU_CHECK_PREBUILT="$pbd" GPU_CHECK_TARGETS="$targets" \
     GPU_CHECK_LDD="$fk/ldd_ok/ldd"

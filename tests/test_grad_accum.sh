@@ -77,6 +77,8 @@ accum_pair snr --snr-gamma 1 --prediction v
 accum_pair classes --classes 6 --class-dropout 0.5
 # offset noise (each micro-batch draws its samples' offsets at their global indices)
 accum_pair offset --noise-offset 0.5
+# input perturbation (each micro-batch draws its values' perturbation at their global indices)
+accum_pair perturb --input-perturbation 0.3
 
 # (b) twice
 $train $args --steps 5 --out "$tmp/k2b" --grad-accum 2 >/dev/null 2>&1

@@ -281,6 +281,38 @@ static void test_noise_offset(void) {
     free(a), free(z), free(b);
 }
 
+/* Input perturbation: on noise z (cpu_gaussian), eps - z is g times a standard normal per
+ * element from its own stream (mean ~0, variance ~g^2, uncorrelated with z), each eps the float
+ * z + g * xi with the product rounded first; four slices at their global offsets draw what one
+ * call draws. */
+static void test_noise_perturb(void) {
+    enum { N = 1 << 18 };
+    const float g = 0.1f;
+    float *a = malloc(sizeof(float) * N), *z = malloc(sizeof(float) * N),
+          *b = malloc(sizeof(float) * N);
+    cpu_gaussian(z, N, 77, 3, SG_RNG_NOISE, 0);
+    memcpy(a, z, sizeof(float) * N);
+    cpu_noise_perturb(a, N, g, 77, 3, 0);
+    double m = 0, v = 0, cz = 0;
+    int64_t exact = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const double d = (double)a[i] - z[i];
+        m += d, v += d * d, cz += d * z[i];
+        const float gx = g * sg_rng_normal(77, 3, SG_RNG_PERTURB, (uint64_t)i);
+        exact += a[i] == z[i] + gx;
+    }
+    m /= N, v = v / N - m * m, cz /= N * (double)g;
+    CHECK(exact == N && fabs(m) < 1e-3 && fabs(v / (g * g) - 1) < 0.02 && fabs(cz) < 0.01,
+          "input perturbation: %lld of %d values are z + g xi; eps - z mean %.2e, variance %.4g "
+          "(want %.4g), correlation with z %.4f",
+          (long long)exact, N, m, v, (double)(g * g), cz);
+    memcpy(b, z, sizeof(float) * N);
+    for (int k = 0; k < 4; k++)
+        cpu_noise_perturb(b + k * (N / 4), N / 4, g, 77, 3, (uint64_t)k * (N / 4));
+    CHECK(!memcmp(a, b, sizeof(float) * N), "input perturbation: four slices differ from one call");
+    free(a), free(z), free(b);
+}
+
 static void test_dropout(void) {
     const int64_t n = 1 << 20;
     const float p = 0.1f, scale = 1.0f / (1.0f - p);
@@ -402,6 +434,7 @@ int main(void) {
     test_gather_labels();
     test_gaussian();
     test_noise_offset();
+    test_noise_perturb();
     test_dropout();
     return sg_test_end();
 }

@@ -29,6 +29,7 @@
  * Python: $SG_PYTHON, else /usr/bin/python3 (Debian's PyTorch), else python3 on PATH (the GPU
  * machine's environment), the first that imports torch.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,12 +117,12 @@ int main(int argc, char **argv) {
     if (argc < 4 || argc > 7)
         return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16 "
                                "[OBJECTIVE]]]\n(OBJECTIVE: linear, or a comma list of cosine, "
-                               "v, snr, classes, zsnr)\n"),
+                               "v, snr, classes, zsnr, perturb)\n"),
                2;
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    int cosine = 0, vpred = 0, snr = 0, classes = 0, zsnr = 0, bad_obj = 0;
+    int cosine = 0, vpred = 0, snr = 0, classes = 0, zsnr = 0, perturb = 0, bad_obj = 0;
     if (argc > 6 && strcmp(argv[6], "linear")) {
         char obj[64];
         snprintf(obj, sizeof obj, "%s", argv[6]);
@@ -131,13 +132,14 @@ int main(int argc, char **argv) {
               : !strcmp(tok, "snr")     ? &snr
               : !strcmp(tok, "classes") ? &classes
               : !strcmp(tok, "zsnr")    ? &zsnr
+              : !strcmp(tok, "perturb") ? &perturb
                                         : &bad_obj) = 1;
     }
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
         (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) || bad_obj)
         return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
                                "objective linear or a comma list of cosine, v, snr, classes, "
-                               "zsnr\n"),
+                               "zsnr, perturb\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -164,6 +166,8 @@ int main(int argc, char **argv) {
     /* zero terminal SNR over T = 6, so that a batch of 4 meets the last step (abar = 0:
      * x_t = eps, v = -x0, a min-SNR v weight of 0; checked below) */
     if (zsnr) c.zero_snr = 1, c.T = 6;
+    /* input perturbation: x_t from eps_in (dumped), the target from eps */
+    if (perturb) c.input_perturbation = 0.1f;
 
     sg_exec e;
     if (sg_exec_init(&e, &c, 1, cuda ? sg_backend_cuda_create(0, 0) : sg_backend_cpu_create()))
@@ -223,6 +227,21 @@ int main(int argc, char **argv) {
         CHECK(dump_tensor(&e, io->class_labels, dir, "class_labels") == SG_OK, "class_labels");
     }
     CHECK(dump_tensor(&e, io->eps, dir, "eps") == SG_OK, "eps");
+    if (perturb) { /* eps_in - eps: the perturbation's normals times 0.1 */
+        const int64_t n = (int64_t)c.batch * c.img * c.img * c.in_ch;
+        float *a = malloc(sizeof(float) * (size_t)(2 * n)), *b2 = a ? a + n : NULL;
+        CHECK(a && sg_exec_read(&e, io->eps, a) == SG_OK &&
+                  sg_exec_read(&e, io->eps_in, b2) == SG_OK,
+              "read eps and eps_in");
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += ((double)b2[i] - a[i]) * ((double)b2[i] - a[i]);
+        free(a);
+        const double sd = sqrt(ss / (double)n);
+        printf("input perturbation: rms(eps_in - eps) %.4f over %lld values (0.1 expected)\n", sd,
+               (long long)n);
+        CHECK(sd > 0.09 && sd < 0.11, "eps_in - eps has rms %.4f, not about 0.1", sd);
+        CHECK(dump_tensor(&e, io->eps_in, dir, "eps_in") == SG_OK, "eps_in");
+    }
     snprintf(sub, sizeof sub, "%s/out_c", dir);
     mkdir(sub, 0755);
     CHECK(dump_tensor(&e, io->xt, sub, "xt") == SG_OK, "xt");
@@ -270,10 +289,11 @@ int main(int argc, char **argv) {
     /* the oracle in float64, then the comparison */
     char cmd[3072];
     const char *tol = bf16 ? "--bf16" : "";
-    printf("stepgraph (%s, %s%s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
+    printf("stepgraph (%s, %s%s%s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
            bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
            zsnr ? ", zero-terminal-SNR betas, T 6" : "", vpred ? ", v prediction" : "",
-           snr ? ", min-SNR weighting (gamma 2.5)" : "", classes ? ", 3 classes" : "");
+           snr ? ", min-SNR weighting (gamma 2.5)" : "", classes ? ", 3 classes" : "",
+           perturb ? ", input perturbation 0.1" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

@@ -538,6 +538,12 @@ model_flag_life "an offset-noise" off "fp32, offset noise 0.1," '"noise_offset":
   --noise-offset 0.1
 ok "offset noise trains another objective (the same data and t: another noise, another loss)" 'losses off lin1k all'
 
+# ---- input perturbation (a model flag): named, recorded, resumed bit-exact, fixed
+usage_err "--input-perturbation 11" --steps 2 --input-perturbation 11
+model_flag_life "an input-perturbation" ip "fp32, input perturbation 0.1," \
+  '"input_perturbation":0.1' "--input-perturbation 0" --input-perturbation 0.1
+ok "input perturbation trains another objective (the same data, t and target: another x_t)" 'losses ip lin1k all'
+
 # ---- min-SNR-gamma loss weighting (a model flag): named, recorded, resumed bit-exact, fixed
 usage_err "--snr-gamma -1" --steps 2 --snr-gamma -1
 usage_err "--snr-gamma five" --steps 2 --snr-gamma five

@@ -9,8 +9,9 @@
 # OUTDIR defaults to $OUT, else ./gpu_check_out. Stages, fast and decisive first:
 #   check:      environment, gpu, configure, cuda_backend, cudnn (which cuDNN is built in;
 #               SKIP without one), [prebuilt,] build, gpu_tests, verify_cuda (unet_tiny, the default conv
-#               engine: cuDNN where built), verify_cuda_own (the own conv kernels), train_short
-#               (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
+#               engine: cuDNN where built), verify_cuda_own (the own conv kernels),
+#               verify_cuda_features (unet_tiny with every optional training feature on),
+#               train_short (unet_cifar bf16 on the replayed graph), verify_cuda_cifar, cpu_tests
 #   sanitizers: environment, gpu, compute_sanitizer, configure, cuda_backend, build,
 #               memcheck / racecheck / initcheck / synccheck over test_cuda_ops, memcheck over
 #               test_cuda_step (each a SKIP, with the reason, where compute-sanitizer is missing)
@@ -329,6 +330,12 @@ if [ $mode = check ]; then
     stage verify_cuda 120 "$bdir/verify" --backend cuda --model unet_tiny --steps 8
     stage verify_cuda_own 120 "$bdir/verify" --backend cuda --conv-engine own --model unet_tiny \
         --steps 8
+    # every optional training feature at once: class conditioning (its label dropout's draws),
+    # v prediction at zero terminal SNR, min-SNR weighting, offset noise, input perturbation,
+    # two micro-batches
+    stage verify_cuda_features 120 "$bdir/verify" --backend cuda --model unet_tiny --steps 8 \
+        --classes 6 --prediction v --zero-snr 1 --snr-gamma 5 --noise-offset 0.1 \
+        --input-perturbation 0.1 --grad-accum 2
     stage train_short 180 "$bdir/train" --model unet_cifar --data synthetic:2048:32x32x3 \
         --backend cuda --precision bf16 --steps 30 --log-every 10 --ckpt-every 0 --warmup 10 \
         --samples 4 --ddim-steps 10 --out "$tmp/cifar"

@@ -1138,6 +1138,9 @@ int main(int argc, char **argv) {
     if (r.cfg.noise_offset > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", offset noise %g",
                  (double)r.cfg.noise_offset);
+    if (r.cfg.input_perturbation > 0)
+        snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", input perturbation %g",
+                 (double)r.cfg.input_perturbation);
     if (r.cfg.classes > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
                  ", class-conditional (%d classes, label dropout %g)", r.cfg.classes,

@@ -281,6 +281,10 @@ void cpu_gaussian(float *eps, int64_t n, uint64_t seed, int64_t step, uint32_t p
  * call draws. In float: z + s * zo, the product rounded first. */
 void cpu_noise_offset(float *eps, int64_t n, int64_t per, int C, float s, uint64_t seed,
                       int64_t step, uint64_t i0, uint64_t q0);
+/* Input perturbation (Ning et al. 2023; diffusers' --input_perturbation), in place on noise eps
+ * already drawn: eps[i] += g xi_i, xi_i = sg_rng_normal(seed, step, SG_RNG_PERTURB, i0 + i). In
+ * float: eps + g * xi, the product rounded first. */
+void cpu_noise_perturb(float *eps, int64_t n, float g, uint64_t seed, int64_t step, uint64_t i0);
 /* Inverted dropout: keep x[i] * 1/(1-p) where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0. The backward regenerates the same mask from the same key: nothing is stored. */
 void cpu_dropout_fwd(float *y, const float *x, int64_t n, float p, uint64_t seed, int64_t step,

@@ -79,6 +79,13 @@ void cpu_noise_offset(float *eps, int64_t n, int64_t per, int C, float s, uint64
     }
 }
 
+void cpu_noise_perturb(float *eps, int64_t n, float g, uint64_t seed, int64_t step, uint64_t i0) {
+    for (int64_t i = 0; i < n; i++) {
+        const float gx = g * sg_rng_normal(seed, step, SG_RNG_PERTURB, i0 + (uint64_t)i);
+        eps[i] = eps[i] + gx;
+    }
+}
+
 /* elements per run of uniforms (sg_rng_dropout_run) */
 #define DROP_RUN 256
 

@@ -750,6 +750,9 @@ int cuda_gaussian(cudaStream_t st, float *eps, int64_t n, const uint64_t *seed, 
 /* cpu_noise_offset on the device */
 int cuda_noise_offset(cudaStream_t st, float *eps, int64_t n, int64_t per, int C, float s,
                       const uint64_t *seed, const int64_t *step, uint64_t i0, uint64_t q0);
+/* cpu_noise_perturb on the device (in place) */
+int cuda_noise_perturb(cudaStream_t st, float *eps, int64_t n, float g, const uint64_t *seed,
+                       const int64_t *step, uint64_t i0);
 int cuda_dropout_fwd(cudaStream_t st, void *y, const void *x, int64_t n, float p,
                      const uint64_t *seed, const int64_t *step, uint32_t purpose, uint64_t i0,
                      int dt);

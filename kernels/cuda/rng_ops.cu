@@ -99,6 +99,16 @@ __global__ void noise_offset_kernel(float *eps, int64_t n, int64_t per, int C, f
     }
 }
 
+/* threads stride over n: cpu_noise_perturb's eps[i] += g xi_i (the product rounded first) */
+__global__ void noise_perturb_kernel(float *eps, int64_t n, float g, const uint64_t *seed,
+                                     const int64_t *step, uint64_t i0) {
+    SG_PDL_ENTER();
+    SG_GRID_STRIDE(i, n) {
+        const float xi = sg_rng_normal(seed[0], step[0], SG_RNG_PERTURB, i0 + (uint64_t)i);
+        eps[i] = __fadd_rn(eps[i], __fmul_rn(g, xi));
+    }
+}
+
 /* threads stride over n: y (+)= x * scale where sg_rng_dropout(seed, step, purpose, i0 + i) >= p,
  * else 0 (forward and backward alike: the mask is regenerated, never stored) */
 __global__ void dropout_kernel(void *y, const void *x, int64_t n, float p, float scale,
@@ -164,6 +174,15 @@ int cuda_noise_offset(cudaStream_t st, float *eps, int64_t n, int64_t per, int C
     SG_LAUNCH(noise_offset_kernel, sg_grid_for(n), SG_THREADS, 0, st, eps, n, per, C, s, seed, step,
               i0, q0);
     SG_LAUNCH_CHECK("noise_offset_kernel");
+    return SG_OK;
+}
+
+int cuda_noise_perturb(cudaStream_t st, float *eps, int64_t n, float g, const uint64_t *seed,
+                       const int64_t *step, uint64_t i0) {
+    SG_ARG_CHECK(seed && step, "cuda_noise_perturb: seed and step must be device pointers");
+    if (n <= 0) return SG_OK;
+    SG_LAUNCH(noise_perturb_kernel, sg_grid_for(n), SG_THREADS, 0, st, eps, n, g, seed, step, i0);
+    SG_LAUNCH_CHECK("noise_perturb_kernel");
     return SG_OK;
 }
 

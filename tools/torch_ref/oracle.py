@@ -57,8 +57,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
-TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "zero_snr", "prediction", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "zero_snr", "prediction", "snr_gamma",
+                "input_perturbation", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
+# only in config.json when not the default
+OPTIONAL_FIELDS = ("beta_schedule", "zero_snr", "prediction", "snr_gamma", "input_perturbation")
 
 
 def read_config(d, quiet=False):
@@ -71,7 +74,7 @@ def read_config(d, quiet=False):
             train[k] = cfg[k]
         else:
             train[k] = M.TRAIN_DEFAULTS[k]
-            if k not in ("beta_schedule", "zero_snr", "prediction", "snr_gamma"):  # only when not the default
+            if k not in OPTIONAL_FIELDS:
                 missing.append(k)
     if missing and not quiet:
         print("oracle: config.json lacks %s; using docs/model.md defaults" % ",".join(missing),
@@ -80,7 +83,8 @@ def read_config(d, quiet=False):
     train["warmup"] = int(train["warmup"])
     train["step"] = int(train["step"])
     train["zero_snr"] = int(train["zero_snr"])
-    for k in ("beta1", "betaT", "snr_gamma", "lr", "b1", "b2", "eps", "wd", "clip", "ema_decay"):
+    for k in ("beta1", "betaT", "snr_gamma", "input_perturbation", "lr", "b1", "b2", "eps", "wd",
+              "clip", "ema_decay"):
         train[k] = float(train[k])
     model_cfg = {k: v for k, v in cfg.items() if k not in TRAIN_FIELDS}
     return M.normalize_config(model_cfg), train
@@ -184,6 +188,13 @@ def load_inputs(d):
     return x0, t, eps
 
 
+def load_eps_in(d):
+    """eps_in.npy, the noise x_t is made with under input perturbation (eps plus the
+    perturbation's normals, drawn by stepgraph), or None where the case has none."""
+    f = os.path.join(d, "eps_in.npy")
+    return np.load(f) if os.path.exists(f) else None
+
+
 def load_labels(d):
     """class_labels.npy as int64 [N], or None where the case has none (unconditional)."""
     f = os.path.join(d, "class_labels.npy")
@@ -191,12 +202,14 @@ def load_labels(d):
 
 
 def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.float32,
-               autocast_dtype=None, grads_override=None, labels=None):
+               autocast_dtype=None, grads_override=None, labels=None, eps_in=None):
     """One oracle step. `model` holds the parameters (dtype/device already set) and is
     updated in place to p_new. `state` may hold dicts "m", "v", "ema" of tensors (PyTorch
     layout); missing ones start as zeros / params. `grads_override` (name -> tensor, PyTorch
     layout) replaces the autograd gradients in the clip/AdamW/EMA part (the forward, loss and
-    the written grads are still the oracle's own). Returns a dict of results (tensors)."""
+    the written grads are still the oracle's own). `eps_in` (input perturbation, Ning et al.
+    2023, as diffusers' --input_perturbation): the noise x_t is made with, while the target
+    stays eps (or v from eps). Returns a dict of results (tensors)."""
     state = state or {}
     params = dict(model.named_parameters())
     x0_t = nhwc_to_nchw(torch.from_numpy(np.ascontiguousarray(x0))).to(device=device, dtype=dtype)
@@ -208,7 +221,12 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
                          train["zero_snr"])
     ca = torch.from_numpy(ca).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
     cb = torch.from_numpy(cb).to(device=device, dtype=dtype).view(-1, 1, 1, 1)
-    xt = ca * x0_t + cb * eps_t
+    if (eps_in is not None) != (train["input_perturbation"] > 0):
+        raise ValueError("input_perturbation %g needs eps_in.npy (and only it)" %
+                         train["input_perturbation"])
+    noise_in = eps_t if eps_in is None else nhwc_to_nchw(torch.from_numpy(
+        np.ascontiguousarray(eps_in))).to(device=device, dtype=dtype)
+    xt = ca * x0_t + cb * noise_in
 
     model.eval()  # dropout = identity; nothing else in the model depends on the mode
     model.zero_grad(set_to_none=True)
@@ -355,7 +373,8 @@ def run_dir(d, out=None, dtype="float32", device="cpu", keep_dtype=False, autoca
     load_dropout_masks(model, d, device, tdtype)
     go = M.load_tensors_dir(model, grads_from, strict=True) if grads_from else None
     res = train_step(model, train, x0, t, eps, state, device=device, dtype=tdtype,
-                     autocast_dtype=autocast_dtype, grads_override=go, labels=load_labels(d))
+                     autocast_dtype=autocast_dtype, grads_override=go, labels=load_labels(d),
+                     eps_in=load_eps_in(d))
     out = out or os.path.join(d, "out")
     np_dtype = np.float64 if (keep_dtype and tdtype == torch.float64) else np.float32
     write_outputs(out, res, np_dtype, train)
