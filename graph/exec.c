@@ -42,7 +42,11 @@ static int write_ddpm_table(sg_exec *e) {
     if (!rc && p->io.loss_weight >= 0) {
         float *w = malloc((size_t)b.T * sizeof *w);
         if (!w) return sg_set_error("out of host memory for the loss weights");
-        cpu_loss_weight_table(w, &b, p->cfg.snr_gamma, p->cfg.prediction == SG_PRED_V);
+        const int vpred = p->cfg.prediction == SG_PRED_V;
+        if (p->cfg.p2_gamma > 0)
+            cpu_p2_weight_table(w, &b, p->cfg.p2_gamma, p->cfg.p2_k, vpred);
+        else
+            cpu_loss_weight_table(w, &b, p->cfg.snr_gamma, vpred);
         rc = sg_exec_write(e, p->io.loss_weight, w);
         free(w);
     }

@@ -171,6 +171,8 @@ int sg_model_cfg_from_config(const json_t *config, int any_name, sg_model_cfg *c
                {"ema_inv_gamma", &c->ema_inv_gamma},
                {"ema_power", &c->ema_power},
                {"snr_gamma", &c->snr_gamma},
+               {"p2_gamma", &c->p2_gamma},
+               {"p2_k", &c->p2_k},
                {"noise_offset", &c->noise_offset},
                {"input_perturbation", &c->input_perturbation},
                {"class_dropout", &c->class_dropout}};

@@ -111,6 +111,11 @@ typedef struct {
      * squared error weighted by min(SNR_t, gamma) / SNR_t (eps) or / (SNR_t + 1) (v), with
      * SNR_t = abar_t / (1 - abar_t); 0: off, the plain mean (DDPM) */
     float snr_gamma;
+    /* P2 loss weighting (Choi et al. 2022, "Perception Prioritized Training of Diffusion
+     * Models"): each sample's squared error weighted by (p2_k + SNR_t)^-p2_gamma (eps), times
+     * SNR_t / (SNR_t + 1) for v (the same objective: an eps error is sqrt(abar) times a v
+     * error); p2_gamma 0: off. Not together with snr_gamma. */
+    float p2_gamma, p2_k;
     /* offset noise (Guttenberg 2023; diffusers' --noise_offset): the training noise gets one
      * N(0, offset^2) value per (sample, channel) added to it; 0: off (DDPM) */
     float noise_offset;

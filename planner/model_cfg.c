@@ -27,6 +27,8 @@ static void set_training_defaults(sg_model_cfg *c) {
     c->zero_snr = 0;
     c->prediction = SG_PRED_EPS;
     c->snr_gamma = 0.0f;
+    c->p2_gamma = 0.0f;
+    c->p2_k = 1.0f; /* Choi et al.'s */
     c->noise_offset = 0.0f;
     c->input_perturbation = 0.0f;
     c->classes = 0;
@@ -155,6 +157,10 @@ const char *const sg_model_flags_help =
     "                       --snr_gamma, 5 is usual): each sample's squared error times\n"
     "                       min(SNR, G)/SNR (eps) or min(SNR, G)/(SNR + 1) (v), SNR =\n"
     "                       abar/(1 - abar) at its timestep (default 0: off, the plain mean)\n"
+    "  --p2-gamma G         P2 loss weighting (Choi et al. 2022; 1 theirs): each sample's\n"
+    "                       squared error times (K + SNR)^-G (eps), times SNR/(SNR + 1)\n"
+    "                       for v (default 0: off; not with --snr-gamma)\n"
+    "  --p2-k K             P2's K, > 0 (default 1)\n"
     "  --noise-offset S     offset noise (Guttenberg 2023; diffusers' --noise_offset, 0.1\n"
     "                       is usual): the training noise plus S times one normal per\n"
     "                       image and channel, so the model learns to change an image's\n"
@@ -261,6 +267,17 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         int p = sg_prediction_parse(v);
         if (p < 0) return sg_set_error("--prediction expects eps or v, got '%s'", v), -1;
         c->prediction = p;
+        return 1;
+    }
+    if (!strcmp(f, "--p2-gamma") || !strcmp(f, "--p2-k")) {
+        const int k = !strcmp(f, "--p2-k");
+        double g;
+        if (parse_real(v, &g) || !(k ? g > 0 && g <= 1e6 : g >= 0 && g <= 10))
+            return sg_set_error(k ? "--p2-k expects a number in (0, 1e6], got '%s'"
+                                  : "--p2-gamma expects a number in [0, 10] (0: off), got '%s'",
+                                v),
+                   -1;
+        *(k ? &c->p2_k : &c->p2_gamma) = (float)g;
         return 1;
     }
     if (!strcmp(f, "--snr-gamma")) {
@@ -438,6 +455,15 @@ static int validate_schedules(const sg_model_cfg *c) {
     if (!(c->snr_gamma >= 0 && isfinite(c->snr_gamma)))
         return sg_set_error("snr_gamma %g is not a finite number >= 0 (0: no loss weighting)",
                             (double)c->snr_gamma);
+    if (!(c->p2_gamma >= 0 && c->p2_gamma <= 10) || !(c->p2_k > 0 && c->p2_k <= 1e6))
+        return sg_set_error("p2_gamma %g, p2_k %g: gamma in [0, 10] (0: off), k in (0, 1e6]",
+                            (double)c->p2_gamma, (double)c->p2_k);
+    if (c->p2_gamma == 0 && c->p2_k != 1.0f)
+        return sg_set_error("p2_k %g without P2 weighting: give --p2-gamma G too", (double)c->p2_k);
+    if (c->p2_gamma > 0 && c->snr_gamma > 0)
+        return sg_set_error("two loss weightings: min-SNR (--snr-gamma %g) and P2 (--p2-gamma "
+                            "%g); give one of them",
+                            (double)c->snr_gamma, (double)c->p2_gamma);
     if (c->classes < 0 || c->classes > SG_MAX_CLASSES)
         return sg_set_error("classes %d: 0 (unconditional) to %d", c->classes, SG_MAX_CLASSES);
     if (!(c->guidance >= 0 && c->guidance <= 1000))
@@ -616,6 +642,9 @@ int sg_model_json(const sg_model_cfg *c, char *buf, int cap) {
     if (c->snr_gamma > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"snr_gamma\":%.9g",
                  (double)c->snr_gamma);
+    if (c->p2_gamma > 0)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched),
+                 ",\"p2_gamma\":%.9g,\"p2_k\":%.9g", (double)c->p2_gamma, (double)c->p2_k);
     if (c->noise_offset > 0)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), ",\"noise_offset\":%.9g",
                  (double)c->noise_offset);

@@ -248,7 +248,7 @@ int sg_build_train_step(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     const double parts = (double)(c->ranks > 0 ? c->ranks : 1) * K;
     sg_op_args ma = {.mse = {.loss_scale = (float)(1.0 / parts), .micro_batches = K}};
     /* min-SNR (--snr-gamma): each sample's squared error times its timestep's weight */
-    if (c->snr_gamma > 0) {
+    if (c->snr_gamma > 0 || c->p2_gamma > 0) {
         int64_t wt[1] = {c->T};
         mse_in[3] = io->loss_weight = sg_tensor_new(g, "loss_weight", DT_F32, ROLE_INPUT, 1, wt);
         if (io->loss_weight < 0 || sg_node_add(g, OP_MSE_W, mse_in, 4, mse_out, &ma, "mse") < 0)

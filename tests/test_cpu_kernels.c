@@ -1442,6 +1442,39 @@ static void test_loss_weighted(void) {
     CHECK(sg_min_snr_weight(0.0, 5.0, 0) == 1.0 && sg_min_snr_weight(0.0, 5.0, 1) == 0.0,
           "min-SNR at abar 0: eps %g (want 1), v %g (want 0)", sg_min_snr_weight(0.0, 5.0, 0),
           sg_min_snr_weight(0.0, 5.0, 1));
+    /* P2 (Choi et al. 2022): (k + SNR)^-g = ((1 - abar) / (k (1 - abar) + abar))^g for eps, times
+     * SNR / (SNR + 1) = abar for v; eps weights rise in t (SNR falls), all below k^-g */
+    const double p2[3][2] = {{1.0, 1.0}, {0.5, 1.0}, {1.0, 5.0}};
+    for (int sch = 0; sch < 2; sch++)
+        for (int pi = 0; pi < 3; pi++)
+            for (int vpred = 0; vpred < 2; vpred++) {
+                const sg_betas b = {.T = Ts[sch],
+                                    .schedule = sch ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                                    .beta1 = 1e-4f,
+                                    .betaT = 0.02f};
+                const double g = p2[pi][0], k = p2[pi][1];
+                float *w = malloc(sizeof(float) * (size_t)b.T);
+                cpu_p2_weight_table(w, &b, g, k, vpred);
+                double worst = 0;
+                int mono = 1, below = 1;
+                for (int t = 0; t < b.T; t++) {
+                    const long double a = sg_ddpm_abar(&b, t);
+                    const long double want = powl((1 - a) / (k * (1 - a) + a), g) * (vpred ? a : 1);
+                    worst = fmax(worst, (double)(fabsl(w[t] - want) / want));
+                    if (!vpred && t) mono &= w[t] >= w[t - 1];
+                    below &= w[t] <= (float)pow(k, -g);
+                }
+                CHECK(worst <= 1e-6 && mono && below,
+                      "P2 %s T %d gamma %g k %g %s: a weight %.3g off its closed form (relative); "
+                      "eps rising in t %d, all at most k^-gamma %d",
+                      sch ? "cosine" : "linear", b.T, g, k, vpred ? "v" : "eps", worst, mono,
+                      below);
+                free(w);
+            }
+    /* abar 0 (zero terminal SNR's last step): SNR 0, eps k^-g, v 0 */
+    CHECK(sg_p2_weight(0.0, 1.0, 5.0, 0) == 0.2 && sg_p2_weight(0.0, 1.0, 5.0, 1) == 0.0,
+          "P2 at abar 0: eps %g (want 0.2), v %g (want 0)", sg_p2_weight(0.0, 1.0, 5.0, 0),
+          sg_p2_weight(0.0, 1.0, 5.0, 1));
     /* the weighted loss: against the formula, all-ones weights = the unweighted bits, micro-
      * batch shares, finite differences; N samples of `per` values, n past one sum block */
     const int N = 6, T = 50;

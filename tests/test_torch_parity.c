@@ -117,12 +117,12 @@ int main(int argc, char **argv) {
     if (argc < 4 || argc > 7)
         return fprintf(stderr, "usage: test_torch_parity MODEL BATCH REPO [cpu|cuda [fp32|bf16 "
                                "[OBJECTIVE]]]\n(OBJECTIVE: linear, or a comma list of cosine, "
-                               "v, snr, classes, zsnr, perturb)\n"),
+                               "v, snr, p2, classes, zsnr, perturb)\n"),
                2;
     const char *repo = argv[3];
     const int cuda = argc > 4 && !strcmp(argv[4], "cuda");
     const int bf16 = argc > 5 && !strcmp(argv[5], "bf16");
-    int cosine = 0, vpred = 0, snr = 0, classes = 0, zsnr = 0, perturb = 0, bad_obj = 0;
+    int cosine = 0, vpred = 0, snr = 0, p2 = 0, classes = 0, zsnr = 0, perturb = 0, bad_obj = 0;
     if (argc > 6 && strcmp(argv[6], "linear")) {
         char obj[64];
         snprintf(obj, sizeof obj, "%s", argv[6]);
@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
             *(!strcmp(tok, "cosine")    ? &cosine
               : !strcmp(tok, "v")       ? &vpred
               : !strcmp(tok, "snr")     ? &snr
+              : !strcmp(tok, "p2")      ? &p2
               : !strcmp(tok, "classes") ? &classes
               : !strcmp(tok, "zsnr")    ? &zsnr
               : !strcmp(tok, "perturb") ? &perturb
@@ -138,8 +139,8 @@ int main(int argc, char **argv) {
     if ((argc > 4 && !cuda && strcmp(argv[4], "cpu")) ||
         (argc > 5 && !bf16 && strcmp(argv[5], "fp32")) || bad_obj)
         return fprintf(stderr, "test_torch_parity: backend cpu|cuda, precision fp32|bf16, "
-                               "objective linear or a comma list of cosine, v, snr, classes, "
-                               "zsnr, perturb\n"),
+                               "objective linear or a comma list of cosine, v, snr, p2, "
+                               "classes, zsnr, perturb\n"),
                2;
     const char *py = find_python();
     if (!py) {
@@ -160,6 +161,7 @@ int main(int argc, char **argv) {
     if (cosine) c.beta_schedule = SG_BETA_COSINE, c.T = 4000;
     if (vpred) c.prediction = SG_PRED_V;
     if (snr) c.snr_gamma = 2.5f; /* within the SNRs a batch of 2 meets: some weights below 1 */
+    if (p2) c.p2_gamma = 1.0f, c.p2_k = 1.0f; /* Choi et al.'s */
     /* class-conditional: 3 classes, half the labels dropped to the null class, so that a
      * batch of 4 picks some rows twice, the null row, and leaves a row unpicked (checked) */
     if (classes) c.classes = 3, c.class_dropout = 0.5f;
@@ -196,7 +198,7 @@ int main(int argc, char **argv) {
     CHECK(dump_role(&e, ROLE_PARAM, sub) == SG_OK, "dump params");
     CHECK(dump_tensor(&e, io->x0, dir, "x0") == SG_OK, "x0");
     CHECK(dump_tensor(&e, io->t, dir, "t") == SG_OK, "t");
-    if (snr) { /* the case must weigh: some sample's weight below 1 */
+    if (snr || p2) { /* the case must weigh: some sample's weight below 1 */
         int32_t tv[64];
         float *w = malloc(sizeof(float) * (size_t)c.T), lo = 1.0f;
         CHECK(w && c.batch <= 64 && sg_exec_read(&e, io->t, tv) == SG_OK &&
@@ -292,8 +294,10 @@ int main(int argc, char **argv) {
     printf("stepgraph (%s, %s%s%s%s%s%s%s) against the float64 oracle:\n", cuda ? "cuda" : "cpu",
            bf16 ? "bf16" : "fp32", cosine ? ", cosine betas, T 4000" : "",
            zsnr ? ", zero-terminal-SNR betas, T 6" : "", vpred ? ", v prediction" : "",
-           snr ? ", min-SNR weighting (gamma 2.5)" : "", classes ? ", 3 classes" : "",
-           perturb ? ", input perturbation 0.1" : "");
+           snr  ? ", min-SNR weighting (gamma 2.5)"
+           : p2 ? ", P2 weighting (gamma 1, k 1)"
+                : "",
+           classes ? ", 3 classes" : "", perturb ? ", input perturbation 0.1" : "");
     fflush(stdout);
     snprintf(cmd, sizeof cmd,
              "%s %s/tools/torch_ref/oracle.py %s --dtype float64 -q && "

@@ -554,6 +554,17 @@ model_flag_life "a min-SNR" snr "fp32, min-SNR loss weighting (gamma 5)," '"snr_
 ok "min-SNR weights the loss (the same data, t and noise: another loss)" 'losses snr lin1k any'
 ok "... and with gamma above every SNR trains the unweighted run, bit for bit" 'losses snr_big lin1k same'
 
+# ---- P2 loss weighting (a model flag): named, recorded, resumed bit-exact, fixed; not with min-SNR
+usage_err "--p2-k 0" --steps 2 --p2-gamma 1 --p2-k 0
+usage_err "--p2-gamma 11" --steps 2 --p2-gamma 11
+"${T[@]}" --steps 2 --p2-k 5 --out u >/dev/null 2>err.txt; rc=$?
+ok "--p2-k without --p2-gamma is refused (exit 1)" '[ $rc -eq 1 ] && grep -q "p2_k 5 without P2 weighting: give --p2-gamma G too" err.txt && [ ! -e u ]'
+"${T[@]}" --steps 2 --snr-gamma 5 --p2-gamma 1 --out u >/dev/null 2>err.txt; rc=$?
+ok "min-SNR and P2 together are refused, naming both (exit 1)" '[ $rc -eq 1 ] && grep -q "two loss weightings: min-SNR (--snr-gamma 5) and P2 (--p2-gamma 1)" err.txt && [ ! -e u ]'
+model_flag_life "a P2" p2 "fp32, P2 loss weighting (gamma 1, k 2)," '"p2_gamma":1,"p2_k":2' \
+  "--p2-k 1" --p2-gamma 1 --p2-k 2
+ok "P2 weights the loss (the same data, t and noise: another loss at every step)" 'losses p2 lin1k all'
+
 # ---- class-conditional (model flags): named, recorded, resumed bit-exact; labels checked
 usage_err "--classes -1" --steps 2 --classes -1
 usage_err "--class-dropout 1.5" --steps 2 --classes 6 --class-dropout 1.5

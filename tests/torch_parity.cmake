@@ -24,6 +24,11 @@ if(TARGET sg_graph)
   # zero terminal SNR (v, min-SNR weights): the oracle's rescaled betas, a sample at abar = 0
   add_test(NAME torch_parity_tiny_v_snr_zsnr
            COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 v,snr,zsnr)
+  # P2 loss weighting (eps and v): the oracle's weights from Choi et al.'s formula
+  add_test(NAME torch_parity_tiny_p2
+           COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 p2)
+  add_test(NAME torch_parity_tiny_v_p2
+           COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 v,p2)
   # input perturbation (v): x_t from the perturbed noise (dumped), the target v from eps
   add_test(NAME torch_parity_tiny_v_perturb
            COMMAND test_torch_parity unet_tiny 4 ${CMAKE_SOURCE_DIR} cpu fp32 v,perturb)
@@ -31,6 +36,7 @@ if(TARGET sg_graph)
                        torch_parity_tiny_v torch_parity_tiny_cosine_v torch_parity_tiny_snr
                        torch_parity_tiny_cosine_v_snr torch_parity_tiny_classes
                        torch_parity_tiny_v_snr_zsnr torch_parity_tiny_v_perturb
+                       torch_parity_tiny_p2 torch_parity_tiny_v_p2
                        PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(torch_parity_cifar PROPERTIES TIMEOUT 900)
   # on a GPU (label gpu): the CUDA backend's step against the same float64 oracle, fp32 and

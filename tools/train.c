@@ -1135,6 +1135,10 @@ int main(int argc, char **argv) {
     if (r.cfg.snr_gamma > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
                  ", min-SNR loss weighting (gamma %g)", (double)r.cfg.snr_gamma);
+    if (r.cfg.p2_gamma > 0)
+        snprintf(noise + strlen(noise), sizeof noise - strlen(noise),
+                 ", P2 loss weighting (gamma %g, k %g)", (double)r.cfg.p2_gamma,
+                 (double)r.cfg.p2_k);
     if (r.cfg.noise_offset > 0)
         snprintf(noise + strlen(noise), sizeof noise - strlen(noise), ", offset noise %g",
                  (double)r.cfg.noise_offset);

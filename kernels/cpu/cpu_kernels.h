@@ -172,6 +172,10 @@ void cpu_ddpm_table(sg_ddpm_row *rows, const sg_betas *b);
  * fp32 (the training step's "loss_weight", written once by the executor). */
 double sg_min_snr_weight(double abar, double gamma, int vpred);
 void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred);
+/* P2 (Choi et al. 2022): (k + SNR)^-gamma for an eps model, times SNR / (SNR + 1) for v (0 at
+ * abar 0), SNR = abar / (1 - abar); the table of every timestep's, as cpu_loss_weight_table */
+double sg_p2_weight(double abar, double gamma, double k, int vpred);
+void cpu_p2_weight_table(float *w, const sg_betas *b, double gamma, double k, int vpred);
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):

@@ -148,13 +148,28 @@ double sg_min_snr_weight(double abar, double gamma, int vpred) {
     return (snr < gamma ? snr : gamma) / (vpred ? snr + 1.0 : snr);
 }
 
-void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred) {
+double sg_p2_weight(double abar, double gamma, double k, int vpred) {
+    const double snr = abar / (1.0 - abar), w = pow(k + snr, -gamma);
+    return vpred ? w * (snr / (snr + 1.0)) : w;
+}
+
+/* every timestep's min-SNR (p2 0) or P2 (p2 1) weight */
+static void weight_table(float *w, const sg_betas *b, int p2, double gamma, double k, int vpred) {
     beta_walk wk = walk_begin(b);
     double abar = 1.0; /* sg_ddpm_abars' running product */
     for (int t = 0; t < b->T; t++) {
         abar *= 1.0 - walk_next(&wk);
-        w[t] = (float)sg_min_snr_weight(abar, gamma, vpred);
+        w[t] = (float)(p2 ? sg_p2_weight(abar, gamma, k, vpred)
+                          : sg_min_snr_weight(abar, gamma, vpred));
     }
+}
+
+void cpu_loss_weight_table(float *w, const sg_betas *b, double gamma, int vpred) {
+    weight_table(w, b, 0, gamma, 0.0, vpred);
+}
+
+void cpu_p2_weight_table(float *w, const sg_betas *b, double gamma, double k, int vpred) {
+    weight_table(w, b, 1, gamma, k, vpred);
 }
 
 /* timestep t's coefficients, by cpu_ddpm_table's expression */

@@ -41,7 +41,8 @@ CONFIGS = {
 
 # Training defaults of docs/model.md ("Training objective").
 TRAIN_DEFAULTS = dict(T=1000, beta1=1e-4, betaT=0.02, beta_schedule="linear", prediction="eps",
-                      snr_gamma=0.0, zero_snr=0, input_perturbation=0.0,
+                      snr_gamma=0.0, p2_gamma=0.0, p2_k=1.0, zero_snr=0,
+                      input_perturbation=0.0,
                       lr=2e-4, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, warmup=5000, clip=1.0,
                       ema_decay=0.9999, step=0)
 

@@ -58,10 +58,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model as M  # noqa: E402
 
 TRAIN_FIELDS = ("T", "beta1", "betaT", "beta_schedule", "zero_snr", "prediction", "snr_gamma",
-                "input_perturbation", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
+                "p2_gamma", "p2_k", "input_perturbation", "lr", "b1", "b2", "eps", "wd", "warmup", "clip",
                 "ema_decay", "step")
 # only in config.json when not the default
-OPTIONAL_FIELDS = ("beta_schedule", "zero_snr", "prediction", "snr_gamma", "input_perturbation")
+OPTIONAL_FIELDS = ("beta_schedule", "zero_snr", "prediction", "snr_gamma", "p2_gamma", "p2_k",
+                   "input_perturbation")
 
 
 def read_config(d, quiet=False):
@@ -83,7 +84,7 @@ def read_config(d, quiet=False):
     train["warmup"] = int(train["warmup"])
     train["step"] = int(train["step"])
     train["zero_snr"] = int(train["zero_snr"])
-    for k in ("beta1", "betaT", "snr_gamma", "input_perturbation", "lr", "b1", "b2", "eps", "wd",
+    for k in ("beta1", "betaT", "snr_gamma", "p2_gamma", "p2_k", "input_perturbation", "lr", "b1", "b2", "eps", "wd",
               "clip", "ema_decay"):
         train[k] = float(train[k])
     model_cfg = {k: v for k, v in cfg.items() if k not in TRAIN_FIELDS}
@@ -253,6 +254,17 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
         snr = abar / (1 - abar)  # 0 at zero terminal SNR's last step: a v weight of 0
         w = torch.stack([snr, train["snr_gamma"] * torch.ones_like(snr)], dim=1).min(dim=1)[0]
         w = w / snr if train["prediction"] == "eps" else w / (snr + 1)
+        loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
+    elif train["p2_gamma"] > 0:
+        # P2 (Choi et al. 2022; their gaussian_diffusion.py: p2_loss_weight = (k + alphas_cumprod
+        # / (1 - alphas_cumprod)) ** -gamma on the eps loss); for v the same objective: an eps
+        # error is sqrt(abar) times a v error, so times abar = SNR / (SNR + 1)
+        abar = torch.from_numpy(ddpm_abar(train["T"], train["beta1"], train["betaT"],
+                                          train["beta_schedule"], train["zero_snr"])[t]).to(
+                                              device=device, dtype=dtype)
+        w = (train["p2_k"] + abar / (1 - abar)) ** -train["p2_gamma"]
+        if train["prediction"] == "v":
+            w = w * abar
         loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
     else:
         loss = torch.mean((pred - target) ** 2)
