@@ -500,6 +500,30 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, int 
     return rc ? SG_ERR : SG_OK;
 }
 
+int ckpt_diffusers_sampling(const char *dir, char *spacing, size_t cap, int *steps_offset,
+                            int *var_large) {
+    char spath[4096];
+    spacing[0] = 0, *steps_offset = 0, *var_large = 0;
+    char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
+    if (!st) return SG_OK;
+    ckpt_json *s = ckpt_json_parse(st, strlen(st));
+    free(st);
+    if (!s) return SG_ERR;
+    int c = ckpt_json_find(s, 0, "timestep_spacing");
+    const char *sp = c >= 0 ? ckpt_json_string(s, c) : "leading";
+    c = ckpt_json_find(s, 0, "variance_type");
+    const char *var = c >= 0 ? ckpt_json_string(s, c) : NULL;
+    int rc = !sp ? sg_set_error("%s: \"timestep_spacing\" is not a string", spath) : SG_OK;
+    if (!rc && ckpt_json_find(s, 0, "steps_offset") >= 0)
+        rc = get_int(s, 0, "steps_offset", 0, 1 << 20, steps_offset, spath);
+    if (!rc) {
+        snprintf(spacing, cap, "%s", sp);
+        *var_large = var && !strcmp(var, "fixed_large");
+    }
+    ckpt_json_free(s);
+    return rc;
+}
+
 /* The level structure of a diffusers config: block types (attention on both paths or neither),
  * block_out_channels as multiples of the first (-> "mult", "1,2,2,2"), the attention
  * resolutions (-> "attn", "16"), and the heads from attention_head_dim (dim 0: null = one head

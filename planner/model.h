@@ -190,7 +190,7 @@ typedef struct {
     int eps_in;      /* the noise x_t is made with: eps plus input perturbation, else eps itself */
     int ddpm_table;  /* the noising coefficients of every timestep (written by sg_exec_init) */
     int v_table, v;  /* v prediction: {sqrt(abar), -sqrt(1 - abar)} per timestep, the target */
-    int loss_weight; /* min-SNR weighting: f32[T], every timestep's weight (sg_exec_init) */
+    int loss_weight; /* min-SNR or P2 weighting: f32[T], every timestep's weight (sg_exec_init) */
     /* class-conditional models: the dataset's labels (i32[data_n], uploaded with it), and the
      * labels the network reads (i32[N]: the training step's gather_labels; the forward plan's
      * input class_labels) */

@@ -36,6 +36,8 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    visits DDIMScheduler's linspace timesteps, and DDIM with eta 1 on them ends where
    DDPMScheduler given those timesteps as a list does, handed the same noise (diffusers' own
    linspace loops step to t - T // S, not to the next visited timestep: graph/sampler.h).
+   `sample --weights` notes a folder whose scheduler says another spacing (absent: leading) or
+   fixed_large, naming the flags, and says nothing where the run follows it or a flag chose.
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
    randn_tensor hands it over), from the same x_T, clip_sample on and off, variance_type
@@ -525,6 +527,33 @@ def spacings(tmp, exp):
             expect_ok=False)
     check(r.returncode == 2 and "an offset in [0, 249]" in r.stdout,
           "leading 4 with steps_offset 250 is refused: %r" % r.stdout.strip()[-200:])
+    # sample reads no scheduler options, but says where the folder's differ from the run's
+    png, saved_sc = os.path.join(tmp, "note.png"), scheduler_config(exp)
+
+    def note(flags, sc):
+        scheduler_config(exp, sc)
+        r = run([SAMPLE, "--weights", exp, "--n", "1", "--backend", "cpu", "--out", png] + flags)
+        return [ln for ln in r.stdout.splitlines() if "sample: note:" in ln]
+    try:
+        n = note(["--ddim-steps", "2"], saved_sc)
+        check(n == [], "the exported folder (trailing) samples as its scheduler says: no note %r"
+              % n)
+        lead = dict(saved_sc, timestep_spacing="leading", steps_offset=1)
+        n = note(["--ddim-steps", "2"], lead)
+        check(len(n) == 1 and 'timestep_spacing "leading", steps_offset 1' in n[0] and
+              "add --spacing leading --steps-offset 1 to sample as diffusers would" in n[0],
+              "a leading folder: the note names its spacing and offset and the flags: %r" % n)
+        n = note(["--ddim-steps", "2", "--spacing", "trailing"], lead)
+        check(n == [], "... and says nothing when --spacing chose: %r" % n)
+        default = {k: v for k, v in saved_sc.items() if k != "timestep_spacing"}
+        n = note(["--ddim-steps", "2"], dict(default, variance_type="fixed_large"))
+        check(len(n) == 1 and "--spacing leading to sample" in n[0],
+              "no timestep_spacing is diffusers' default, leading: %r" % n)
+        n = note([], dict(saved_sc, variance_type="fixed_large", num_train_timesteps=20))
+        check(len(n) == 1 and 'variance_type "fixed_large"' in n[0] and "--variance large" in n[0],
+              "DDPM on a fixed_large folder: the note names --variance large: %r" % n)
+    finally:
+        scheduler_config(exp, saved_sc)
 
 
 def ddpm(tmp, exp=None, what="eps"):

@@ -190,6 +190,7 @@ typedef struct {
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
     int spacing, steps_offset;      /* --spacing (sg_spacing), --steps-offset */
+    int spacing_set, var_set;       /* --spacing / --steps-offset, --variance given */
     int var_large;                  /* --variance large: DDPM's sigma^2 = beta_t */
     int cls;                        /* --class: CLASS_ALL, CLASS_NONE, CLASS_LIST or a class */
     int ncls, list[CLASS_LIST_MAX]; /* CLASS_LIST: image i is class list[i mod ncls] */
@@ -269,13 +270,14 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
         else if (cli_is(&c, "--spacing")) {
             const char *v = cli_value(&c);
+            a->spacing_set = 1;
             bad = !v || ((a->spacing = sg_spacing_parse(v)) < 0 &&
                          fprintf(stderr,
                                  "sample: --spacing expects trailing, leading or linspace, got "
                                  "'%s'\n",
                                  v));
         } else if (cli_is(&c, "--steps-offset"))
-            bad = cli_int(&c, 0, 1 << 20, &a->steps_offset);
+            bad = cli_int(&c, 0, 1 << 20, &a->steps_offset), a->spacing_set = 1;
         else if (cli_is(&c, "--eta"))
             bad = cli_float(&c, 0.0, 1.0, &a->eta);
         else if (cli_is(&c, "--guidance"))
@@ -290,7 +292,7 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad =
                 !v || (strcmp(v, "small") && strcmp(v, "large") &&
                        fprintf(stderr, "sample: --variance expects small or large, got '%s'\n", v));
-            if (!bad) a->var_large = !strcmp(v, "large");
+            if (!bad) a->var_large = !strcmp(v, "large"), a->var_set = 1;
         } else if (cli_is(&c, "--batch"))
             bad = cli_int(&c, 1, 1 << 16, &a->batch);
         else if (cli_is(&c, "--cols"))
@@ -901,6 +903,39 @@ static int weights_failed(const char *path) {
     return 1;
 }
 
+/* A diffusers folder whose scheduler_config.json samples otherwise than this run (its
+ * timestep_spacing for DDIM, its variance_type for DDPM) and no flag chose: a note on stderr
+ * naming the flags that follow it (sample does not read the scheduler's sampling options:
+ * docs/diffusers.md). */
+static void scheduler_note(const sample_args *a) {
+    struct stat st;
+    char sp[32];
+    int off, large;
+    if (stat(a->weights, &st) || !S_ISDIR(st.st_mode) ||
+        ckpt_diffusers_sampling(a->weights, sp, sizeof sp, &off, &large) || !*sp)
+        return;
+    const int want = sg_spacing_parse(sp);
+    off = want == SG_SPACING_LEADING ? off : 0; /* diffusers shifts leading's steps only */
+    char says[96] = "", flags[64] = "";
+    if (a->ddim_steps && !a->spacing_set && want >= 0 && (want != a->spacing || off)) {
+        snprintf(says, sizeof says, "timestep_spacing \"%s\"", sp);
+        snprintf(flags, sizeof flags, "--spacing %s", sp);
+        if (off) {
+            snprintf(says + strlen(says), sizeof says - strlen(says), ", steps_offset %d", off);
+            snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " --steps-offset %d",
+                     off);
+        }
+    } else if (!a->ddim_steps && !a->var_set && large) {
+        snprintf(says, sizeof says, "variance_type \"fixed_large\"");
+        snprintf(flags, sizeof flags, "--variance large");
+    }
+    if (*flags)
+        fprintf(stderr,
+                "sample: note: %s's scheduler_config.json says %s, which this run does not follow "
+                "(sample reads no scheduler options): add %s to sample as diffusers would\n",
+                a->weights, says, flags);
+}
+
 int main(int argc, char **argv) {
     sample_args a = {.n = 64, .scale = 1, .ema = 1, .clip = -1, .cls = CLASS_ALL, .guidance = 1};
     int rc = parse_args(argc, argv, &a);
@@ -929,6 +964,7 @@ int main(int argc, char **argv) {
     uint64_t digest = 0;
     if (a.out_dir && weights_digest(a.weights, &cfg, &digest)) return weights_failed(a.weights);
     if ((rc = check_request(&a, &cfg))) return rc;
+    scheduler_note(&a);
     if (a.out_dir) {
         json_t *m = manifest_json(&a, &cfg, digest, !strcmp(cli_backend_name(a.backend), "cuda"));
         rc = m ? claim_out_dir(a.out_dir, m) : 1;
