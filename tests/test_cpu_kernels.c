@@ -1403,19 +1403,24 @@ static void test_loss(void) {
     }
 }
 
+/* the loss weights' schedules: linear over 1000 steps (sch 0), cosine over 4000 (1) */
+static sg_betas weight_betas(int sch) {
+    const sg_betas b = {.T = sch ? 4000 : 1000,
+                        .schedule = sch ? SG_BETA_COSINE : SG_BETA_LINEAR,
+                        .beta1 = 1e-4f,
+                        .betaT = 0.02f};
+    return b;
+}
+
 /* min-SNR-gamma: the table against the weights' other closed forms, and the weighted loss */
 static void test_loss_weighted(void) {
     /* SNR = abar / (1 - abar). eps: min(SNR, g) / SNR = min(1, g (1 - abar) / abar); v:
      * min(SNR, g) / (SNR + 1) = min(abar, g (1 - abar)) (SNR / (SNR + 1) is abar) */
-    const int Ts[2] = {1000, 4000};
     const double gammas[3] = {5.0, 1.0, 0.05};
     for (int sch = 0; sch < 2; sch++)
         for (int gi = 0; gi < 3; gi++)
             for (int vpred = 0; vpred < 2; vpred++) {
-                const sg_betas b = {.T = Ts[sch],
-                                    .schedule = sch ? SG_BETA_COSINE : SG_BETA_LINEAR,
-                                    .beta1 = 1e-4f,
-                                    .betaT = 0.02f};
+                const sg_betas b = weight_betas(sch);
                 const double g = gammas[gi];
                 float *w = malloc(sizeof(float) * (size_t)b.T);
                 cpu_loss_weight_table(w, &b, g, vpred);
@@ -1448,10 +1453,7 @@ static void test_loss_weighted(void) {
     for (int sch = 0; sch < 2; sch++)
         for (int pi = 0; pi < 3; pi++)
             for (int vpred = 0; vpred < 2; vpred++) {
-                const sg_betas b = {.T = Ts[sch],
-                                    .schedule = sch ? SG_BETA_COSINE : SG_BETA_LINEAR,
-                                    .beta1 = 1e-4f,
-                                    .betaT = 0.02f};
+                const sg_betas b = weight_betas(sch);
                 const double g = p2[pi][0], k = p2[pi][1];
                 float *w = malloc(sizeof(float) * (size_t)b.T);
                 cpu_p2_weight_table(w, &b, g, k, vpred);
