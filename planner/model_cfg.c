@@ -269,56 +269,26 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         c->prediction = p;
         return 1;
     }
-    if (!strcmp(f, "--p2-gamma") || !strcmp(f, "--p2-k")) {
-        const int k = !strcmp(f, "--p2-k");
-        double g;
-        if (parse_real(v, &g) || !(k ? g > 0 && g <= 1e6 : g >= 0 && g <= 10))
-            return sg_set_error(k ? "--p2-k expects a number in (0, 1e6], got '%s'"
-                                  : "--p2-gamma expects a number in [0, 10] (0: off), got '%s'",
-                                v),
-                   -1;
-        *(k ? &c->p2_k : &c->p2_gamma) = (float)g;
-        return 1;
+/* a real-valued flag: FIELD = g, the value read, where OK (an expression of g) holds */
+#define REALFLAG(NAME, FIELD, OK, WHAT)                                                            \
+    if (!strcmp(f, NAME)) {                                                                        \
+        double g;                                                                                  \
+        if (parse_real(v, &g) || !(OK))                                                            \
+            return sg_set_error("%s expects %s, got '%s'", NAME, WHAT, v), -1;                     \
+        c->FIELD = (float)g;                                                                       \
+        return 1;                                                                                  \
     }
-    if (!strcmp(f, "--snr-gamma")) {
-        double g;
-        if (parse_real(v, &g) || !(g >= 0 && g <= FLT_MAX))
-            return sg_set_error("--snr-gamma expects a number >= 0 (0: off), got '%s'", v), -1;
-        c->snr_gamma = (float)g;
-        return 1;
-    }
-    if (!strcmp(f, "--noise-offset")) {
-        double s;
-        if (parse_real(v, &s) || !(s >= 0 && s <= 10))
-            return sg_set_error("--noise-offset expects a number in [0, 10] (0: off), got '%s'", v),
-                   -1;
-        c->noise_offset = (float)s;
-        return 1;
-    }
-    if (!strcmp(f, "--input-perturbation")) {
-        double g;
-        if (parse_real(v, &g) || !(g >= 0 && g <= 10))
-            return sg_set_error("--input-perturbation expects a number in [0, 10] (0: off), got "
-                                "'%s'",
-                                v),
-                   -1;
-        c->input_perturbation = (float)g;
-        return 1;
-    }
-    if (!strcmp(f, "--class-dropout")) {
-        double p;
-        if (parse_real(v, &p) || !(p >= 0 && p <= 1))
-            return sg_set_error("--class-dropout expects a probability in [0, 1], got '%s'", v), -1;
-        c->class_dropout = (float)p;
-        return 1;
-    }
-    if (!strcmp(f, "--beta-start") || !strcmp(f, "--beta-end")) {
-        double b;
-        if (parse_real(v, &b) || !(b > 0 && b < 1))
-            return sg_set_error("%s expects a beta in (0, 1), got '%s'", f, v), -1;
-        *(!strcmp(f, "--beta-start") ? &c->beta1 : &c->betaT) = (float)b;
-        return 1;
-    }
+    REALFLAG("--snr-gamma", snr_gamma, g >= 0 && g <= FLT_MAX, "a number >= 0 (0: off)")
+    REALFLAG("--p2-gamma", p2_gamma, g >= 0 && g <= 10, "a number in [0, 10] (0: off)")
+    REALFLAG("--p2-k", p2_k, g > 0 && g <= 1e6, "a number in (0, 1e6]")
+    REALFLAG("--noise-offset", noise_offset, g >= 0 && g <= 10, "a number in [0, 10] (0: off)")
+    REALFLAG("--input-perturbation", input_perturbation, g >= 0 && g <= 10,
+             "a number in [0, 10] (0: off)")
+    REALFLAG("--class-dropout", class_dropout, g >= 0 && g <= 1, "a probability in [0, 1]")
+    REALFLAG("--dropout", dropout, g >= 0 && g < 1, "a probability in [0, 1)")
+    REALFLAG("--beta-start", beta1, g > 0 && g < 1, "a beta in (0, 1)")
+    REALFLAG("--beta-end", betaT, g > 0 && g < 1, "a beta in (0, 1)")
+#undef REALFLAG
     if (!strcmp(f, "--heads")) {
         if (parse_int(v, 1, 1024, &x)) return sg_set_error("--heads expects a count"), -1;
         c->heads = x, c->head_ch = 0;
@@ -363,13 +333,6 @@ int sg_model_flag(sg_model_cfg *c, const char *f, const char *v) {
         int p = sg_down_pad_parse(v);
         if (p < 0) return sg_set_error("--down-pad expects same or symmetric, got '%s'", v), -1;
         c->down_pad = p;
-        return 1;
-    }
-    if (!strcmp(f, "--dropout")) {
-        double p;
-        if (parse_real(v, &p) || !(p >= 0 && p < 1))
-            return sg_set_error("--dropout expects a probability in [0, 1)"), -1;
-        c->dropout = (float)p;
         return 1;
     }
     return 0;

@@ -1216,6 +1216,13 @@ static long read_file(const char *path, char *buf, long cap) {
     return n;
 }
 
+/* the last run's stdout (its summary line) */
+static long read_stdout(char *buf, long cap) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/stdout", tmpdir);
+    return read_file(path, buf, cap);
+}
+
 static int stderr_lines(char *text, long cap) {
     char p[512];
     snprintf(p, sizeof p, "%s/stderr", tmpdir);
@@ -1574,8 +1581,7 @@ static void test_cli_classes(const char *plain_ck) {
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1 --guidance 3", ck, p[5],
              common);
     CHECK(run_cli(args) == 0 && !same_file(p[4], p[5]), "--class 1 --guidance 3 vs all");
-    snprintf(args, sizeof args, "%s/stdout", tmpdir);
-    read_file(args, out, sizeof out);
+    read_stdout(out, sizeof out);
     CHECK(strstr(out, "(DDIM 3, class 1, guidance 3,") != NULL, "the summary: %s", out);
     snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s' %s --guidance 2", ck, dir, common);
     CHECK(run_cli(args) == 0, "--out-dir with --guidance");
@@ -1620,8 +1626,7 @@ static void test_cli_classes(const char *plain_ck) {
     CHECK(run_cli(args) == 0 && same_file(p[2], p[3]), "--class 1,1 is not --class 1");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --class 1,2", ck, p[3], common);
     CHECK(run_cli(args) == 0 && !same_file(p[2], p[3]), "--class 1,2 draws what --class 1 draws");
-    snprintf(args, sizeof args, "%s/stdout", tmpdir);
-    read_file(args, out, sizeof out);
+    read_stdout(out, sizeof out);
     CHECK(strstr(out, ", classes 1,2,") != NULL, "the summary of --class 1,2: %s", out);
     snprintf(args, sizeof args, "--ckpt '%s' --out-dir '%s/l' %s --class 2,0", ck, dir, common);
     CHECK(run_cli(args) == 0, "--out-dir with --class 2,0");
@@ -1646,8 +1651,7 @@ static void test_cli_classes(const char *plain_ck) {
              "--guidance-rescale 0.7",
              ck, p[2], common);
     CHECK(run_cli(args) == 0 && !same_file(p[2], p[5]), "--guidance-rescale 0.7: another image");
-    snprintf(args, sizeof args, "%s/stdout", tmpdir);
-    read_file(args, out, sizeof out);
+    read_stdout(out, sizeof out);
     CHECK(strstr(out, "guidance 3 rescaled 0.7,") != NULL, "the summary: %s", out);
     snprintf(args, sizeof args,
              "--ckpt '%s' --out '%s' %s --class 1 --guidance 3 "
