@@ -35,7 +35,9 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    DDIMScheduler's leading timesteps and its loop ends where stepgraph's does; linspace (S 10)
    visits DDIMScheduler's linspace timesteps, and DDIM with eta 1 on them ends where
    DDPMScheduler given those timesteps as a list does, handed the same noise (diffusers' own
-   linspace loops step to t - T // S, not to the next visited timestep: graph/sampler.h).
+   linspace loops step to t - T // S, not to the next visited timestep: graph/sampler.h); and
+   DDPMScheduler over 10 of its T steps at its default leading spacing (DDPMPipeline's
+   num_inference_steps) ends where `sample --ddim-steps 10 --eta 1 --spacing leading` does.
    `sample --weights` notes a folder whose scheduler says another spacing (absent: leading) or
    fixed_large, naming the flags, and says nothing where the run follows it or a flag chose.
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
@@ -495,31 +497,51 @@ def spacings(tmp, exp):
               "DDIMScheduler loop (float64) from the same x_T: max|d|/max|ref| %.3e (tol %.0e)"
               % (S, off, e, TOL_DDIM))
     ts_lead = ts
+    def ddpm_loop(S, spacing, listed):
+        """stepgraph's DDIM with eta 1 over S steps at a spacing, and diffusers' DDPMScheduler
+        handed the noise it drew: given stepgraph's timesteps as a list (listed), else its own
+        set_timesteps(S) at that spacing (what DDPMPipeline's num_inference_steps does). Returns
+        (stepgraph's timesteps, its image, diffusers' timesteps, image, whether every noise draw
+        was used)."""
+        ts, y = ours(S, spacing, z=True)
+        z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(S - 1, N, R, R, C))
+        noise = iter(z.permute(0, 1, 4, 2, 3).double())
+        ddpm_s = DDPMScheduler.from_config(dict(sc, timestep_spacing=spacing))
+        if listed:
+            ddpm_s.set_timesteps(timesteps=ts)
+        else:
+            ddpm_s.set_timesteps(S)
+        saved = scheduling_ddpm.randn_tensor
+        scheduling_ddpm.randn_tensor = lambda shape, **kw: next(noise)
+        try:
+            x = loop(ddpm_s)
+        finally:
+            scheduling_ddpm.randn_tensor = saved
+        return ts, y, ddpm_s.timesteps.tolist(), x, next(noise, None) is None
     # linspace: diffusers' timesteps; its schedulers step to t - T // S, not the next visited
     # timestep, so the loop is checked against DDPMScheduler given the timesteps as a list (it
     # then steps between them, as DDIM's definition), which is DDIM with eta 1: the same noise
     S = 10
     sched = DDIMScheduler.from_config(dict(sc, timestep_spacing="linspace"))
     sched.set_timesteps(S)
-    ts, y = ours(S, "linspace", z=True)
+    ts, y, _, x, used = ddpm_loop(S, "linspace", True)
     check(sched.timesteps.tolist() == ts and ts != ts_lead,
           "linspace %d: diffusers' timesteps are stepgraph's: %s vs %s" % (S, sched.timesteps
                                                                            .tolist(), ts))
-    z = torch.from_numpy(np.fromfile(zp, dtype="<f4").reshape(S - 1, N, R, R, C))
-    noise = iter(z.permute(0, 1, 4, 2, 3).double())
-    ddpm_s = DDPMScheduler.from_config(sc)
-    ddpm_s.set_timesteps(timesteps=ts)
-    saved = scheduling_ddpm.randn_tensor
-    scheduling_ddpm.randn_tensor = lambda shape, **kw: next(noise)
-    try:
-        x = loop(ddpm_s)
-    finally:
-        scheduling_ddpm.randn_tensor = saved
     e = rel_err(y, x)
-    check(next(noise, None) is None and e <= TOL_DDIM,
+    check(used and e <= TOL_DDIM,
           "linspace %d, eta 1: stepgraph's DDIM vs diffusers' DDPMScheduler loop on the same "
           "timesteps (float64), the same x_T and noise: max|d|/max|ref| %.3e (tol %.0e)"
           % (S, e, TOL_DDIM))
+    # diffusers' DDPM over fewer steps (DDPMPipeline's num_inference_steps; leading, its
+    # default): each step to t - T // S, the next visited, with the posterior variance of that
+    # gap, which is DDIM with eta 1 at leading spacing
+    ts, y, theirs, x, used = ddpm_loop(S, "leading", False)
+    e = rel_err(y, x)
+    check(theirs == ts and used and e <= TOL_DDIM,
+          "DDPMScheduler over %d of %d steps (leading) = sample --ddim-steps %d --eta 1 "
+          "--spacing leading: timesteps %s vs %s, max|d|/max|ref| %.3e (tol %.0e)"
+          % (S, sc["num_train_timesteps"], S, theirs, ts, e, TOL_DDIM))
     # the folder through sample: leading with an offset that puts the first step past T - 1 is
     # refused, naming the offsets that fit
     r = run([SAMPLE, "--weights", exp, "--n", "1", "--ddim-steps", "4", "--spacing", "leading",
