@@ -33,8 +33,13 @@ enum {
     SG_SAMPLE_DDPM = 1,      /* ancestral, Algorithm 2's mean */
     SG_SAMPLE_DDPM_CLIP = 2, /* ancestral, posterior mean of the clamped x0_pred */
     SG_SAMPLE_DDIM = 3,      /* sigma = 0 where eta = 0 */
-    SG_SAMPLE_DDIM_CLIP = 4  /* x0_pred clamped */
+    SG_SAMPLE_DDIM_CLIP = 4, /* x0_pred clamped */
+    SG_SAMPLE_DPM2M = 5,     /* DPM-Solver++(2M): sg_sample_update_x0h, with the previous x0 */
+    SG_SAMPLE_DPM2M_CLIP = 6 /* x0_pred clamped (diffusers' thresholding at ratio 1, max 1) */
 };
+
+/* The sampler a table is made for (sg_sample_table's `sampler`) */
+enum { SG_TABLE_DDPM = 0, SG_TABLE_DDIM = 1, SG_TABLE_DPM2M = 2 };
 
 /* One step's coefficients, in double, as sg_ddpm_step / sg_ddim_step compute them for it. */
 typedef struct {
@@ -43,13 +48,14 @@ typedef struct {
     /* 1: the model predicts v; its eps is sqrt_abar v + sqrt_1m_abar x (sg_sample_eps), its x0
      * sqrt_abar x - sqrt_1m_abar v (sg_sample_x0) */
     int32_t v_pred;
-    int32_t unused; /* 0: the padding is a field */
+    int32_t order; /* DPM-Solver++(2M): 1 (the first and last steps) or 2; otherwise 0 */
     /* x0_pred = (x - sqrt_1m_abar eps) / sqrt_abar (DDPM clip, DDIM; a v model: sg_sample_x0) */
     double sqrt_abar, sqrt_1m_abar;
     /* DDPM: mu = inv_sqrt_alpha (x - k_eps eps) */
     double inv_sqrt_alpha, k_eps;
-    /* DDPM clip: mu = c_x0 x0_pred + c_xt x */
-    double c_x0, c_xt;
+    /* DDPM clip: mu = c_x0 x0_pred + c_xt x; DPM-Solver++(2M):
+     * x_prev = c_xt x + c_x0 x0_pred + c_x0_prev x0_pred of the step before (order 2) */
+    double c_x0, c_xt, c_x0_prev;
     /* DDIM: x_prev = sqrt_abar_prev x0_pred + sqrt_1m_abar_prev eps (+ sigma z where sigma > 0);
      * with eta > 0 the second root is sqrt(1 - abar_prev - sigma^2) */
     double sqrt_abar_prev, sqrt_1m_abar_prev;
@@ -59,7 +65,7 @@ typedef struct {
 } sg_sample_row;
 
 /* The row's size in the table tensor (planner: u8 [rows][SG_SAMPLE_ROW_BYTES]). */
-#define SG_SAMPLE_ROW_BYTES 88
+#define SG_SAMPLE_ROW_BYTES 96
 #ifdef __cplusplus
 static_assert(sizeof(sg_sample_row) == SG_SAMPLE_ROW_BYTES, "sg_sample_row layout");
 #else
@@ -99,8 +105,10 @@ SG_HD double sg_sample_clamp1(double v) {
 SG_HD double sg_sample_x0(const sg_sample_row *r, double x, double p) {
     const double x0 = r->v_pred ? SG_DSUB(SG_DMUL(r->sqrt_abar, x), SG_DMUL(r->sqrt_1m_abar, p))
                                 : SG_DDIV(SG_DSUB(x, SG_DMUL(r->sqrt_1m_abar, p)), r->sqrt_abar);
-    return r->kind == SG_SAMPLE_DDPM_CLIP || r->kind == SG_SAMPLE_DDIM_CLIP ? sg_sample_clamp1(x0)
-                                                                            : x0;
+    return r->kind == SG_SAMPLE_DDPM_CLIP || r->kind == SG_SAMPLE_DDIM_CLIP ||
+                   r->kind == SG_SAMPLE_DPM2M_CLIP
+               ? sg_sample_clamp1(x0)
+               : x0;
 }
 
 /* The eps of the model's prediction p at the state x: p itself, or from a v prediction
@@ -180,6 +188,21 @@ SG_HD float sg_sample_update(const sg_sample_row *r, float xf, double p, float z
         return xf;
     }
     return (float)(sg_sample_row_noise(r) ? SG_DADD(mu, SG_DMUL(r->sigma, (double)zf)) : mu);
+}
+
+/* sg_sample_update for every kind, x0h[0] the element's x0 history: a DPM-Solver++(2M) step
+ * (Lu et al. 2022, Algorithm 2's data-prediction multistep; diffusers' DPMSolverMultistep
+ * Scheduler, midpoint form) reads the x0 its previous step predicted from it (order 2 only:
+ * the first step has none) and leaves its own there, rounded to fp32 as the state is; the
+ * other kinds neither read nor write it. Deterministic: no noise. */
+SG_HD float sg_sample_update_x0h(const sg_sample_row *r, float xf, double p, float zf, float *x0h) {
+    if (r->kind != SG_SAMPLE_DPM2M && r->kind != SG_SAMPLE_DPM2M_CLIP)
+        return sg_sample_update(r, xf, p, zf);
+    const double x = (double)xf, x0 = sg_sample_x0(r, x, p);
+    double mu = SG_DADD(SG_DMUL(r->c_xt, x), SG_DMUL(r->c_x0, x0));
+    if (r->order == 2) mu = SG_DADD(mu, SG_DMUL(r->c_x0_prev, (double)x0h[0]));
+    x0h[0] = (float)x0;
+    return (float)mu;
 }
 
 #endif

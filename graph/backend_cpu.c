@@ -661,12 +661,13 @@ CPU_RUN(allreduce) {
     if (cpu_allreduce(k->be, k->g, k->nd, k->out[0], k->out[1])) *k->rc = SG_ERR;
 }
 
-/* x, pred, table, k, key -> x (in place: in[0] and out[0] are the same fp32 tensor), x_t, t */
+/* x, pred, table, k, key, x0h -> x (in place: in[0] and out[0] are the same fp32 tensor), x_t,
+ * t, x0h (in place) */
 CPU_RUN(sample_step) {
     const sg_tensor *x = &k->g->t[k->nd->in[0]], *table = &k->g->t[k->nd->in[2]];
     const uint64_t *key = (const uint64_t *)k->raw_in[4];
     const int N = (int)x->shape[0];
-    cpu_sample_step(k->out[0], k->out[1], (int32_t *)k->raw_out[2], k->in[1],
+    cpu_sample_step(k->out[0], k->out[1], (int32_t *)k->raw_out[2], k->out[3], k->in[1],
                     (const sg_sample_row *)k->raw_in[2], (int)table->shape[0],
                     *(const int64_t *)k->raw_in[3], key[0], key[1], N, sg_numel(x) / N,
                     k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance,

@@ -908,15 +908,15 @@ CUDA_RUN(allreduce) {
     return cuda_scale(k->st, loss, loss, k->a->allreduce.loss_factor, 1, DT_F32, 0);
 }
 
-/* x, pred, table, k, key -> x (in place), x_t, t */
+/* x, pred, table, k, key, x0h -> x (in place), x_t, t, x0h (in place) */
 CUDA_RUN(sample_step) {
     const sg_tensor *x = &k->g->t[k->nd->in[0]], *table = &k->g->t[k->nd->in[2]];
     const int N = (int)x->shape[0];
     return cuda_sample_step(k->st, kout(k, 0), kout(k, 1), (int)k->g->t[k->nd->out[1]].dtype,
-                            kout(k, 2), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype, kin(k, 2),
-                            (int)table->shape[0], kin(k, 3), kin(k, 4), N, sg_numel(x) / N,
-                            k->a->sampler.T, k->a->sampler.guided, (double)k->a->sampler.guidance,
-                            (double)k->a->sampler.rescale);
+                            kout(k, 2), kout(k, 3), kin(k, 1), (int)k->g->t[k->nd->in[1]].dtype,
+                            kin(k, 2), (int)table->shape[0], kin(k, 3), kin(k, 4), N,
+                            sg_numel(x) / N, k->a->sampler.T, k->a->sampler.guided,
+                            (double)k->a->sampler.guidance, (double)k->a->sampler.rescale);
 }
 
 /* every op's function, from the op list: an op without a cuda_run_<id> does not compile */

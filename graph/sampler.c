@@ -85,15 +85,29 @@ int sg_ddim_timesteps(int S, int T, int *ts) {
 }
 
 static const char *const spacing_names[] = {"trailing", "leading", "linspace"};
+static const char *const solver_names[] = {"ddim", "dpm++2m"};
 
-const char *sg_spacing_name(int spacing) {
-    return spacing >= 0 && spacing < SG_ARRAY_LEN(spacing_names) ? spacing_names[spacing] : NULL;
+/* names[i] for i in [0, n), else NULL; and back, -1 for a name not there */
+static const char *enum_name(const char *const *names, int n, int i) {
+    return i >= 0 && i < n ? names[i] : NULL;
+}
+static int enum_parse(const char *const *names, int n, const char *name) {
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
 }
 
+const char *sg_spacing_name(int spacing) {
+    return enum_name(spacing_names, SG_ARRAY_LEN(spacing_names), spacing);
+}
 int sg_spacing_parse(const char *name) {
-    for (int i = 0; name && i < SG_ARRAY_LEN(spacing_names); i++)
-        if (!strcmp(name, spacing_names[i])) return i;
-    return -1;
+    return enum_parse(spacing_names, SG_ARRAY_LEN(spacing_names), name);
+}
+const char *sg_solver_name(int solver) {
+    return enum_name(solver_names, SG_ARRAY_LEN(solver_names), solver);
+}
+int sg_solver_parse(const char *name) {
+    return enum_parse(solver_names, SG_ARRAY_LEN(solver_names), name);
 }
 
 int sg_ddim_timesteps_spaced(int S, int T, int spacing, int offset, int *ts) {
@@ -135,16 +149,17 @@ static int check_plan(const sg_plan *p, int64_t count) {
         return sg_set_error("sampling needs a sampling plan (sg_exec_init with train = 0)");
     const sg_tensor *xt = &p->g.t[io->xt], *pred = &p->g.t[io->pred], *tt = &p->g.t[io->t];
     const sg_tensor *x = &p->g.t[io->sample_x], *tab = &p->g.t[io->sample_table];
+    const sg_tensor *x0h = &p->g.t[io->sample_x0h];
     const int copies = sg_model_guided(c) ? 2 : 1; /* the forward pass's images per image */
     if (sg_numel(xt) != copies * count || sg_numel(pred) != copies * count ||
-        sg_numel(x) != count || x->dtype != DT_F32 || sg_numel(tt) != copies * c->batch ||
-        tt->dtype != DT_I32 || tab->shape[0] != c->T ||
-        (xt->dtype != DT_F32 && xt->dtype != DT_BF16) ||
+        sg_numel(x) != count || x->dtype != DT_F32 || sg_numel(x0h) != count ||
+        x0h->dtype != DT_F32 || sg_numel(tt) != copies * c->batch || tt->dtype != DT_I32 ||
+        tab->shape[0] != c->T || (xt->dtype != DT_F32 && xt->dtype != DT_BF16) ||
         (c->classes > 0) != (io->class_labels >= 0) ||
         (io->class_labels >= 0 && sg_numel(&p->g.t[io->class_labels]) != copies * c->batch))
-        return sg_set_error("the plan's x_t / t / pred / sample_x / sample_table / class_labels "
-                            "tensors are not %d x [%d,%d,%d,%d] / i32[%d] / x_t's dtype / fp32 / "
-                            "%d rows / i32 as sampling expects",
+        return sg_set_error("the plan's x_t / t / pred / sample_x and sample_x0h / sample_table / "
+                            "class_labels tensors are not %d x [%d,%d,%d,%d] / i32[%d] / x_t's "
+                            "dtype / fp32 / %d rows / i32 as sampling expects",
                             copies, c->batch, c->img, c->img, c->in_ch, copies * c->batch, c->T);
     return SG_OK;
 }
@@ -254,6 +269,14 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         return sg_set_error("the variance choice is DDPM's (beta~_t or beta_t), not DDIM's");
     if (!ddim && (opts->spacing != SG_SPACING_TRAILING || opts->steps_offset != 0))
         return sg_set_error("the timestep spacing is DDIM's: DDPM visits all T steps");
+    const int dpm = opts->solver == SG_SOLVER_DPMPP_2M;
+    if (!sg_solver_name(opts->solver) || (!ddim && dpm))
+        return sg_set_error("solver %d: DDIM's timesteps take ddim (0) or dpm++2m (1); DDPM none",
+                            opts->solver);
+    if (dpm && (opts->eta != 0.0 || opts->spacing != SG_SPACING_TRAILING))
+        return sg_set_error("DPM-Solver++(2M) is deterministic (eta 0) and visits trailing "
+                            "timesteps here (diffusers' DPMSolverMultistepScheduler spaces "
+                            "leading and linspace its own way)");
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -283,8 +306,11 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */
         const sg_betas betas = sg_model_betas(c);
-        rc = sg_sample_table(rows, c->T, ts, n_steps, ddim, clip, opts->eta, opts->var_large,
-                             &betas);
+        rc = sg_sample_table(rows, c->T, ts, n_steps,
+                             dpm    ? SG_TABLE_DPM2M
+                             : ddim ? SG_TABLE_DDIM
+                                    : SG_TABLE_DDPM,
+                             clip, opts->eta, opts->var_large, &betas);
         /* a v-prediction model: every step reads its prediction as v (sg_sample_eps, _x0) */
         for (int k = 0; !rc && k < n_steps; k++) rows[k].v_pred = c->prediction == SG_PRED_V;
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);

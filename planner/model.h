@@ -201,9 +201,9 @@ typedef struct {
     int64_t n_params; /* parameter count (scalars) */
     int allreduce;    /* the all-reduce node, -1 without ranks */
     /* the sampling plan (sg_build_sampler): the fp32 state x, the step table, the step
-     * counter, the key {seed, first}, and the first sampler node (its update; the counter's
-     * increment follows) */
-    int sample_x, sample_table, sample_k, sample_key, sample_node;
+     * counter, the key {seed, first}, the x0 history (DPM-Solver++(2M)), and the first sampler
+     * node (its update; the counter's increment follows) */
+    int sample_x, sample_table, sample_k, sample_key, sample_x0h, sample_node;
 } sg_step_io;
 
 /* Samples one rank's step holds: batch / ranks (batch when ranks is 0). */

@@ -81,9 +81,10 @@
  *   allreduce       grads, loss -> grads summed, loss averaged over the ranks (in place; data
  *                   parallel: after the backward pass, before the optimizer's first op)
  *                                                                       args.allreduce
- *   sample_step     x, pred, table, k, key -> x, x_t, t: one denoising step of the sampling
- *                   plan (x fp32 in place; x_t, t: the next forward's input; k the step
- *                   counter picking the table row; key {seed, first}; graph/sampler.h)
+ *   sample_step     x, pred, table, k, key, x0h -> x, x_t, t, x0h: one denoising step of the
+ *                   sampling plan (x fp32 in place; x_t, t: the next forward's input; k the
+ *                   step counter picking the table row; key {seed, first}; x0h fp32 in place,
+ *                   DPM-Solver++(2M)'s x0 history; graph/sampler.h)
  *                                                                       args.sampler
  *   norm_act        x, gamma, beta -> y, mean, rstd: act(group_norm(x))  args.gn
  *   norm_act_temb   x, v, gamma, beta, seed, step -> y, mean, rstd: dropout(act(group_norm(
@@ -159,7 +160,7 @@
     X(OP_SILU_MUL_BWD,      silu_mul_bwd,      BWD, 3, 2, 0, 0, shape_grads,      numel_out0,   0,            0,             -1, -1) \
     X(OP_LOSS_WATCH,        loss_watch,        OPT, 5, 2, 0, 0, shape_watch,      no_flops,     0,            0,             -1, -1) \
     X(OP_ALLREDUCE,         allreduce,         OPT, 2, 2, 0, 0, shape_allreduce,  flops_in0,    0,            0,             -1, -1) \
-    X(OP_SAMPLE_STEP,       sample_step,       OPT, 5, 3, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1, -1) \
+    X(OP_SAMPLE_STEP,       sample_step,       OPT, 6, 4, 0, 0, shape_sample_step, numel_out0,  0,            0,             -1, -1) \
     X(OP_NORM_ACT,          norm_act,          FWD, 3, 3, 0, 0, shape_norm_act,   flops_norm,   ws_norm,      bwd_norm_act,  -1, OP_NORM_ACT_APPLY) \
     X(OP_NORM_ACT_TEMB,     norm_act_temb,     FWD, 6, 3, 0, 0, shape_norm_act,   flops_norm,   ws_norm,      bwd_norm_act,  -1, OP_NORM_ACT_TEMB_APPLY) \
     X(OP_NORM_ACT_APPLY,    norm_act_apply,    BWD, 5, 1, 0, 0, shape_norm_apply, flops_norm,   0,            0,             -1, -1) \

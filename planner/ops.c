@@ -560,8 +560,8 @@ static int shape_watch(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
 }
 
 /* x [N,H,W,C] fp32, pred like x (fp32 or bf16), table u8 [rows][SG_SAMPLE_ROW_BYTES], k i64[1],
- * key u64[2] -> x, x_t (like x, in the args' dtype), t i32[N]; guided: pred, x_t and t hold 2N
- * images */
+ * key u64[2], x0h fp32 like x -> x, x_t (like x, in the args' dtype), t i32[N], x0h; guided:
+ * pred, x_t and t hold 2N images */
 static int shape_sample_step(const sg_graph *g, const sg_node *nd, sg_tensor *o) {
     const sg_sampler_args *a = &nd->a.sampler;
     if (need_ndim(g, nd, 0, 4) || need_ndim(g, nd, 2, 2) || need_act_dt(a->xt_dt)) return SG_ERR;
@@ -575,12 +575,15 @@ static int shape_sample_step(const sg_graph *g, const sg_node *nd, sg_tensor *o)
     if (T(3)->dtype != DT_I64 || sg_numel(T(3)) != 1 || T(4)->dtype != DT_U64 ||
         sg_numel(T(4)) != 2)
         return sg_set_error("sample_step: expects an i64 step counter and a u64[2] key");
+    if (T(5)->dtype != DT_F32 || sg_numel(T(5)) != sg_numel(T(0)))
+        return sg_set_error("sample_step: the x0 history must be fp32 shaped like x");
     if (a->T < 1) return sg_set_error("sample_step: need T >= 1");
     same(&o[0], T(0));
     same(&o[1], T(0));
     o[1].dtype = a->xt_dt;
     o[1].shape[0] *= copies;
     set1(&o[2], DT_I32, copies * DIM(0, 0));
+    same(&o[3], T(5));
     return SG_OK;
 }
 

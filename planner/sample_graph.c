@@ -11,7 +11,11 @@
  *   sample_step   i64: the step counter k (-1 before the first step: the update then draws x_T)
  *   sample_key    u64[2]: {seed, first}: the run seed and the index of the batch's first value
  *                 in the run (its first image x the values per image)
- * Nodes: sample_step (x, pred, table, k, key -> x, x_t, t) then step_inc (k += 1).
+ *   sample_x0h    fp32 like sample_x: the x0 the previous step predicted, which a multistep
+ *                 solver's step reads (DPM-Solver++(2M); zeroed with x_T, untouched by DDPM
+ *                 and DDIM rows): one more image batch of fp32, whichever sampler runs, so one
+ *                 plan serves them all
+ * Nodes: sample_step (x, pred, table, k, key, x0h -> x, x_t, t, x0h) then step_inc (k += 1).
  * Classifier-free guidance (sg_model_guided): the forward pass holds each of the batch's images
  * twice, the conditional copies first and the unconditional ones (the null class) after them
  * (the host writes the labels); x stays one copy, the update mixes the two predictions and
@@ -29,16 +33,19 @@ int sg_build_sampler(sg_graph *g, const sg_model_cfg *c, sg_step_io *io) {
     io->sample_table = sg_tensor_new(g, "sample_table", DT_U8, ROLE_INPUT, 2, tab);
     io->sample_k = sg_tensor_new(g, "sample_step", DT_I64, ROLE_STATE, 1, one);
     io->sample_key = sg_tensor_new(g, "sample_key", DT_U64, ROLE_STATE, 1, two);
-    if (io->sample_x < 0 || io->sample_table < 0 || io->sample_k < 0 || io->sample_key < 0)
+    io->sample_x0h = sg_tensor_new(g, "sample_x0h", DT_F32, ROLE_INPUT, 4, xs);
+    if (io->sample_x < 0 || io->sample_table < 0 || io->sample_k < 0 || io->sample_key < 0 ||
+        io->sample_x0h < 0)
         return SG_ERR;
-    int in[5] = {io->sample_x, io->pred, io->sample_table, io->sample_k, io->sample_key};
-    int out[SG_MAX_OUT] = {io->sample_x, io->xt, io->t, -1};
+    int in[6] = {io->sample_x, io->pred,       io->sample_table,
+                 io->sample_k, io->sample_key, io->sample_x0h};
+    int out[SG_MAX_OUT] = {io->sample_x, io->xt, io->t, io->sample_x0h};
     sg_op_args a = {.sampler = {.T = c->T,
                                 .xt_dt = g->t[io->xt].dtype,
                                 .guided = sg_model_guided(c),
                                 .guidance = c->guidance,
                                 .rescale = c->guidance_rescale}};
-    io->sample_node = sg_node_add(g, OP_SAMPLE_STEP, in, 5, out, &a, "sample_update");
+    io->sample_node = sg_node_add(g, OP_SAMPLE_STEP, in, 6, out, &a, "sample_update");
     if (io->sample_node < 0) return SG_ERR;
     int k_in[1] = {io->sample_k}, k_out[SG_MAX_OUT] = {io->sample_k, -1, -1, -1};
     if (sg_node_add(g, OP_STEP_INC, k_in, 1, k_out, NULL, "sample_step_inc") < 0) return SG_ERR;

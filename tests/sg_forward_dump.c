@@ -35,7 +35,8 @@
  * (classifier-free guidance: each step predicts every image with its class and with the null
  * class and mixes them, as `sample --guidance W`) and --guidance-rescale PHI (as `sample
  * --guidance-rescale`). --spacing NAME and --steps-offset K, also before --ddim, are `sample
- * --spacing`'s and `--steps-offset`'s (graph/sampler.h: sg_ddim_timesteps_spaced).
+ * --spacing`'s and `--steps-offset`'s (graph/sampler.h: sg_ddim_timesteps_spaced); --solver
+ * NAME, before --ddim, is `sample --solver` (dpm++2m: DPM-Solver++(2M) at --ddim's timesteps).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,8 +94,8 @@ static int weights_cfg(const char *weights, const char *model, sg_model_cfg *cfg
 /* A class-conditional model's labels (--labels), the file's count (0: none given) */
 static int32_t *g_labels;
 static long g_nlabels;
-/* DDIM's timesteps (--spacing, --steps-offset) */
-static int g_spacing, g_offset;
+/* DDIM's timesteps (--spacing, --steps-offset) and solver (--solver) */
+static int g_spacing, g_offset, g_solver;
 
 /* The UNet alone on x (the forward pass's images) at the timesteps t, with the classes y
  * (NULL for an unconditional model): pred. */
@@ -141,15 +142,18 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * (size_t)n);
     int32_t *t = malloc(sizeof(int32_t) * (size_t)B2), *y = malloc(sizeof(int32_t) * (size_t)B2);
     float *pred = malloc((size_t)xs * copies), *z = malloc((size_t)xs);
-    float *xin = malloc((size_t)xs * copies);
+    float *xin = malloc((size_t)xs * copies), *x0h = calloc((size_t)xs, 1);
     for (int i = 0; y && i < B2; i++) y[i] = i < cfg.batch && g_labels ? g_labels[i] : cfg.classes;
     FILE *zf = zpath ? fopen(zpath, "wb") : NULL;
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
-    int rc = !ts || !rows || !t || !y || !pred || !z || !xin || (zpath && !zf);
+    int rc = !ts || !rows || !t || !y || !pred || !z || !xin || !x0h || (zpath && !zf);
     if (!rc && ddim) rc = sg_ddim_timesteps_spaced(S, cfg.T, g_spacing, g_offset, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
-    rc = rc || sg_sample_table(rows, n, ts, n, ddim, clip, eta, var_large, &b) ||
+    const int sampler = !ddim                            ? SG_TABLE_DDPM
+                        : g_solver == SG_SOLVER_DPMPP_2M ? SG_TABLE_DPM2M
+                                                         : SG_TABLE_DDIM;
+    rc = rc || sg_sample_table(rows, n, ts, n, sampler, clip, eta, var_large, &b) ||
          sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (rc) return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
     for (int k = 0; k < n; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
@@ -170,20 +174,20 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
             if (rc) sg_set_error("cannot write %s", zpath);
         }
         if (!rc)
-            cpu_sample_step(x, xin, t, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T, copies == 2,
-                            (double)cfg.guidance, (double)cfg.guidance_rescale);
+            cpu_sample_step(x, xin, t, x0h, pred, rows, n, k, 0, 0, cfg.batch, per, cfg.T,
+                            copies == 2, (double)cfg.guidance, (double)cfg.guidance_rescale);
     }
     if (rc) fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error());
     sg_exec_free(&e);
     rc = (zf && fclose(zf)) || rc || write_file(out, x, (size_t)xs);
-    free(x), free(ts), free(rows), free(t), free(y), free(pred), free(z), free(xin);
+    free(x), free(ts), free(rows), free(t), free(y), free(pred), free(z), free(xin), free(x0h);
     return rc;
 }
 
 int main(int argc, char **argv) {
     float w = 1.0f, phi = 0.0f;
     for (;;) { /* the leading options: --labels Y.i32, --guidance W, --guidance-rescale PHI,
-                * --spacing NAME, --steps-offset K */
+                * --spacing NAME, --steps-offset K, --solver NAME */
         if (argc > 2 && !strcmp(argv[1], "--labels")) {
             if (!(g_labels = slurp(argv[2], &g_nlabels)) || g_nlabels % 4)
                 return fprintf(stderr, "cannot read the labels %s\n", argv[2]), 1;
@@ -195,6 +199,9 @@ int main(int argc, char **argv) {
         } else if (argc > 2 && !strcmp(argv[1], "--spacing")) {
             if ((g_spacing = sg_spacing_parse(argv[2])) < 0)
                 return fprintf(stderr, "unknown spacing %s\n", argv[2]), 1;
+        } else if (argc > 2 && !strcmp(argv[1], "--solver")) {
+            if ((g_solver = sg_solver_parse(argv[2])) < 0)
+                return fprintf(stderr, "unknown solver %s\n", argv[2]), 1;
         } else if (argc > 2 && !strcmp(argv[1], "--steps-offset")) {
             g_offset = atoi(argv[2]);
         } else {

@@ -225,6 +225,7 @@ typedef struct {
     int zsnr;    /* ddpm noise, sample step: the betas rescaled to zero terminal SNR */
     float grescale; /* sample step, guided: the guidance rescale phi */
     float perturb;  /* noise: > 0, input perturbation with that scale (after any offset f) */
+    int dpm;        /* sample step: DPM-Solver++(2M)'s table over the K steps (x0 history read) */
     int fused;      /* conv, conv weight gradient: the input x is the virtual normalised output of a
                        norm_act node (1; act: its activation) or of a norm_act_temb node (2, with
                        dropout p = f) on [N,H,W,C+C2] values, G groups (planner/fuse.c) */
@@ -1123,7 +1124,8 @@ static int raw_t(bo_case *c, const char *name, sg_dtype dt, sg_role role, int nd
 
 static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
     /* x fp32 (in place), pred and x_t in dt, the table of a run over T timesteps: DDPM (K = 0)
-     * or DDIM with K steps, x0 clipped when flip; step: the counter k (-1: the start, x_T) */
+     * or DDIM (DPM-Solver++(2M) with dpm) with K steps, x0 clipped when flip; step: the counter
+     * k (-1: the start, x_T); the x0 history fp32 (in place) from random values */
     int ts[BO_MAX_STEPS], n = a->K ? a->K : a->T;
     if (a->T > BO_MAX_STEPS || n > a->T) return SG_ERR;
     if (a->K)
@@ -1136,26 +1138,29 @@ static int b_sample_step(bo_case *c, const bo_args *a, sg_dtype dt) {
                             .beta1 = 1e-4,
                             .betaT = 0.02,
                             .zero_snr = a->zsnr};
-    if (sg_sample_table(rows, a->T, ts, n, a->K > 0, a->flip, a->K ? a->f : 0.0, 0, &betas))
+    const int sampler = a->dpm ? SG_TABLE_DPM2M : a->K ? SG_TABLE_DDIM : SG_TABLE_DDPM;
+    if (sg_sample_table(rows, a->T, ts, n, sampler, a->flip, a->K ? a->f : 0.0, 0, &betas))
         return SG_ERR;
     for (int k = 0; k < n; k++) rows[k].v_pred = a->vpred;
     uint64_t key[2] = {c->seed & 0xffffffffffull, 1000003}; /* {seed, first} */
     int x = act4(c, "sample_x", DT_F32, a->N, a->H, a->W, a->C, -1.5f, 1.5f, 0);
     const int g = a->guide > 0 ? 2 : 1; /* guided: each image's two predictions, two x_t, t */
-    int in[5] = {
-        x, act4(c, "pred", dt, g * a->N, a->H, a->W, a->C, -2, 2, 0),
+    int in[6] = {
+        x,
+        act4(c, "pred", dt, g * a->N, a->H, a->W, a->C, -2, 2, 0),
         raw_t(c, "sample_table", DT_U8, ROLE_INPUT, 2, a->T, SG_SAMPLE_ROW_BYTES, rows,
               sizeof(sg_sample_row) * (size_t)a->T),
         tensor(c, "sample_step", DT_I64, ROLE_STATE, 1, 1, 0, 0, 0, FILL_CONST, (double)a->step, 0),
-        raw_t(c, "sample_key", DT_U64, ROLE_STATE, 1, 2, 0, key, sizeof key)};
+        raw_t(c, "sample_key", DT_U64, ROLE_STATE, 1, 2, 0, key, sizeof key),
+        act4(c, "sample_x0h", DT_F32, a->N, a->H, a->W, a->C, -1.0f, 1.0f, 0)};
     int out[SG_MAX_OUT] = {x, out_t(c, "x_t", dt, ROLE_INPUT, 4, g * a->N, a->H, a->W, a->C, 0),
-                           out_t(c, "t", DT_I32, ROLE_INPUT, 1, g * a->N, 0, 0, 0, 0), -1};
+                           out_t(c, "t", DT_I32, ROLE_INPUT, 1, g * a->N, 0, 0, 0, 0), in[5]};
     sg_op_args args = {.sampler = {.T = a->T,
                                    .xt_dt = dt,
                                    .guided = g == 2,
                                    .guidance = a->guide,
                                    .rescale = a->grescale}};
-    return node(c, OP_SAMPLE_STEP, in, 5, out, &args, 0) < 0;
+    return node(c, OP_SAMPLE_STEP, in, 6, out, &args, 0) < 0;
 }
 
 static const bo_builder builders[OP_COUNT] = {
@@ -1453,6 +1458,11 @@ static const bo_entry entries[] = {
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9, .guide = 2.0f}}, /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3}},
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1}},
+    /* DPM-Solver++(2M): order 1 (the first and last steps), order 2 reading the history */
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 0, .dpm = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 3, .dpm = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 6, .flip = 1, .vpred = 1, .dpm = 1}},
+    {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 50, .K = 7, .step = 2, .cosine = 1, .vpred = 1, .zsnr = 1, .guide = 3.0f, .grescale = 0.7f, .dpm = 1}},
     {OP_SAMPLE_STEP, F32, 0, {.N = 2, .H = 5, .W = 7, .C = 3, .T = 50, .K = 7, .step = 9}},  /* done */
     {OP_SAMPLE_STEP, BOTH, 0, {.N = 3, .H = 16, .W = 16, .C = 3, .T = 500, .step = 250}}, /* 3 blocks */
     /* norm_act: 16-byte vectors (C a multiple of 8) and single elements (C = 20, or a part of 12

@@ -3820,11 +3820,13 @@ static void test_loss_watch(void) {
 
 /* One denoising step (cuda_sample_step) against cpu_sample_step on the same table
  * (sg_sample_table) and inputs: DDPM with and without clipping (noise drawn), DDPM's last step
- * (t = 0: no noise, no next t), DDIM with and without clipping, the start (k = -1: x_T drawn),
- * a finished run (a NONE row) and a counter past the table. x_t in dt, the prediction in dt,
- * x fp32 in place. The double math is the CPU's operation for operation, so x is exact where no
- * normal is drawn; where one is (x_T, DDPM's z) exact on the host execution (the same libm),
- * on a GPU within TOL_NORMAL (device logf/cosf). t is exact (poisoned where no step follows). */
+ * (t = 0: no noise, no next t), DDIM with and without clipping, DPM-Solver++(2M)'s steps of
+ * order 1 and 2 (its x0 history, fp32 in place, read and written; zeroed at the start), the
+ * start (k = -1: x_T drawn), a finished run (a NONE row) and a counter past the table. x_t in
+ * dt, the prediction in dt, x fp32 in place. The double math is the CPU's operation for operation,
+ * so x is exact where no normal is drawn; where one is (x_T, DDPM's z) exact on the host execution
+ * (the same libm), on a GPU within TOL_NORMAL (device logf/cosf). t is exact (poisoned where no
+ * step follows). */
 static void test_sample_step(int dt) {
     const int N = 3, per = 75, T = 40; /* 225 values: a partial block */
     const int64_t n = (int64_t)N * per;
@@ -3832,7 +3834,7 @@ static void test_sample_step(int dt) {
     int ts_ddpm[40], ts_ddim[6] = {39, 32, 26, 19, 12, 6};
     for (int k = 0; k < T; k++) ts_ddpm[k] = T - 1 - k;
     const struct {
-        int ddim, clip;
+        int ddim, clip; /* ddim: 0 DDPM, 1 DDIM, 2 DPM-Solver++(2M) (its 6 steps) */
         int64_t k;
         double eta; /* DDIM: > 0 draws noise (not at the last step) */
         int vpred;  /* the prediction is v (converted to eps in the update) */
@@ -3861,22 +3863,33 @@ static void test_sample_step(int dt) {
                  /* guidance rescale: DDPM clipped, DDIM eta with a v model, the start */
                  {0, 1, 20, 0, 0, 0, 3, 0.7},
                  {1, 1, 3, 0.5, 1, 0, 1.5, 1.0},
-                 {0, 0, -1, 0, 0, 0, 7.5, 0.5}};
+                 {0, 0, -1, 0, 0, 0, 7.5, 0.5},
+                 /* DPM-Solver++(2M): order 1 (first, last), 2; clipped, v, guided, rescaled */
+                 {2, 0, 0, 0, 0, 0, 0, 0},
+                 {2, 0, 2, 0, 0, 0, 0, 0},
+                 {2, 1, 3, 0, 1, 0, 0, 0},
+                 {2, 0, 5, 0, 0, 0, 0, 0},
+                 {2, 0, 4, 0, 1, 0, 1.5, 0},
+                 {2, 1, 1, 0, 0, 0, 3, 0.7},
+                 {2, 0, -1, 0, 0, 0, 0, 0}};
     for (int ci = 0; ci < SG_ARRAY_LEN(cases); ci++) {
         char ctx[128];
         snprintf(ctx, sizeof ctx,
                  "sample_step %s %s clip %d eta %g%s%s guidance %g rescale %g k %lld", dtn(dt),
-                 cases[ci].ddim ? "DDIM 6" : "DDPM", cases[ci].clip, cases[ci].eta,
-                 cases[ci].vpred ? " v" : "", cases[ci].large ? " large variance" : "", cases[ci].w,
-                 cases[ci].phi, (long long)cases[ci].k);
+                 cases[ci].ddim == 2 ? "DPM++2M 6"
+                 : cases[ci].ddim    ? "DDIM 6"
+                                     : "DDPM",
+                 cases[ci].clip, cases[ci].eta, cases[ci].vpred ? " v" : "",
+                 cases[ci].large ? " large variance" : "", cases[ci].w, cases[ci].phi,
+                 (long long)cases[ci].k);
         const int g = cases[ci].w > 0 ? 2 : 1; /* guided: eps, x_t and t hold each image twice */
         case_begin();
         sg_sample_row *rows = (sg_sample_row *)halloc(sizeof(sg_sample_row) * (size_t)T);
         const sg_betas betas = {.T = T, .schedule = SG_BETA_LINEAR, .beta1 = 1e-4, .betaT = 0.02};
         if (cases[ci].ddim)
-            CHECK(
-                !sg_sample_table(rows, T, ts_ddim, 6, 1, cases[ci].clip, cases[ci].eta, 0, &betas),
-                "table");
+            CHECK(!sg_sample_table(rows, T, ts_ddim, 6, cases[ci].ddim, cases[ci].clip,
+                                   cases[ci].eta, 0, &betas),
+                  "table");
         else
             CHECK(!sg_sample_table(rows, T, ts_ddpm, T, 0, cases[ci].clip, 0.0, cases[ci].large,
                                    &betas),
@@ -3885,12 +3898,14 @@ static void test_sample_step(int dt) {
         const uint64_t key[2] = {0x9e3779b97f4a7c15ull, 123457};
         const int64_t k = cases[ci].k;
         float *x = rnd(n, -1.5f, 1.5f), *eps = rnd_dt(g * n, -2.0f, 2.0f, dt);
-        /* the reference: x in place, t from poison (-1) */
-        float *x_ref = fbuf(n), *xt_ref = fbuf(g * n), t_ref[6];
+        float *x0h = rnd(n, -1.0f, 1.0f); /* the previous step's x0 */
+        /* the reference: x and x0h in place, t from poison (-1) */
+        float *x_ref = fbuf(n), *xt_ref = fbuf(g * n), *x0h_ref = fbuf(n), t_ref[6];
         int32_t t_cpu[6] = {-1, -1, -1, -1, -1, -1};
         memcpy(x_ref, x, sizeof(float) * (size_t)n);
-        cpu_sample_step(x_ref, xt_ref, t_cpu, eps, rows, T, k, key[0], key[1], N, per, T, g == 2,
-                        cases[ci].w, cases[ci].phi);
+        memcpy(x0h_ref, x0h, sizeof(float) * (size_t)n);
+        cpu_sample_step(x_ref, xt_ref, t_cpu, x0h_ref, eps, rows, T, k, key[0], key[1], N, per, T,
+                        g == 2, cases[ci].w, cases[ci].phi);
         round_dt(xt_ref, g * n, dt);
         for (int i = 0; i < g * N; i++) t_ref[i] = (float)t_cpu[i];
         const sg_sample_row *row = k >= 0 && k < T ? &rows[k] : NULL;
@@ -3905,24 +3920,32 @@ static void test_sample_step(int dt) {
 #endif
         const double tol_xt = dt == DT_BF16 && tol > 0 ? TOL_BF16 : tol;
         tbuf *dx = tb_in("x", x, n, DT_F32), *deps = tb_in("eps", eps, g * n, dt);
+        tbuf *dx0h = tb_in("x0h", x0h, n, DT_F32);
         tbuf *drows = tb_raw("rows", rows, sizeof(sg_sample_row) * (size_t)T);
         tbuf *dk = tb_raw("k", &k, 8), *dkey = tb_raw("key", key, sizeof key);
         tbuf *dxt = tb_out("x_t", g * n, dt, NULL), *dt_ = tb_out("t", g * N, DT_I32, NULL);
         for (int rep = 0; rep < 2; rep++) {
             reset_all();
-            CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d, deps->d, dt,
-                 (const sg_sample_row *)drows->d, T, (const int64_t *)dk->d,
-                 (const uint64_t *)dkey->d, N, per, T, g == 2, cases[ci].w, cases[ci].phi);
+            CALL(cuda_sample_step, g_st, (float *)dx->d, dxt->d, dt, (int32_t *)dt_->d,
+                 (float *)dx0h->d, deps->d, dt, (const sg_sample_row *)drows->d, T,
+                 (const int64_t *)dk->d, (const uint64_t *)dkey->d, N, per, T, g == 2, cases[ci].w,
+                 cases[ci].phi);
             sync_stream();
             tb_check(dx, x_ref, tol, rep, ctx);
             tb_check(dxt, xt_ref, tol_xt, rep, ctx);
             tb_check(dt_, t_ref, TOL_EXACT, rep, ctx);
+            tb_check(dx0h, x0h_ref, tol, rep, ctx);
             guards_all(ctx);
         }
         /* the case does what it says: x moves unless the run is over */
         const int moves = k == -1 || (row && row->kind != SG_SAMPLE_NONE);
         const double moved = sg_test_rel_err(x_ref, x, n);
         CHECK((moved > 0) == moves, "%s: x moved by %.3g", ctx, moved);
+        /* DPM's steps leave their x0 in the history, the start zeroes it, nothing else moves it */
+        const int dpm = row && (row->kind == SG_SAMPLE_DPM2M || row->kind == SG_SAMPLE_DPM2M_CLIP);
+        CHECK((sg_test_rel_err(x0h_ref, x0h, n) > 0) == (dpm || k == -1),
+              "%s: the x0 history moved where it should not, or stayed", ctx);
+        CHECK(!dpm || row->order == (k == 0 || k == 5 ? 1 : 2), "%s: order %d", ctx, row->order);
         (void)normals;
         case_end();
     }

@@ -179,17 +179,21 @@ void cpu_p2_weight_table(float *w, const sg_betas *b, double gamma, double k, in
 
 /* ---- the device-resident sampler (common/sg_sample_step.h; the math is graph/sampler.h's).
  * The step table for a run visiting the timesteps ts[0 .. n) (decreasing, ts[0] = T - 1):
- * rows[k] = step k, rows[n .. cap) zeroed (SG_SAMPLE_NONE). ddim: DDIM from ts[k] to ts[k+1]
- * (-1 after the last) with eta in [0, 1]; else DDPM from ts[k] to ts[k] - 1 (eta 0), with the
- * variance var_large 0: beta~_t (the posterior's), 1: beta_t (DDIM: 0). clip: x0_pred clamped
- * to [-1, 1]. Coefficients by the expressions of sg_ddpm_step_var / sg_ddim_step_eta
- * (graph/sampler.h), so the steps agree bit for bit with those functions. A host helper (both
- * backends' tables come from it); SG_ERR only when out of host memory. */
-int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
+ * rows[k] = step k, rows[n .. cap) zeroed (SG_SAMPLE_NONE). sampler (SG_TABLE_*): DDIM from ts[k]
+ * to ts[k+1] (-1 after the last) with eta in [0, 1]; DPM-Solver++(2M) between the same
+ * timesteps (eta 0; order 1 at the first and the last step, as diffusers' lower_order_final with
+ * final_sigmas_type "zero"); else DDPM from ts[k] to ts[k] - 1 (eta 0), with the variance
+ * var_large 0: beta~_t (the posterior's), 1: beta_t (DDIM, DPM: 0). clip: x0_pred clamped to
+ * [-1, 1]. DDPM and DDIM coefficients by the expressions of sg_ddpm_step_var / sg_ddim_step_eta
+ * (graph/sampler.h), so the steps agree bit for bit with those functions; DPM's are written out
+ * at dpm_row (kernels/cpu/sample_step.c). A host helper (both backends' tables come from it);
+ * SG_ERR only when out of host memory. */
+int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int sampler, int clip,
                     double eta, int var_large, const sg_betas *b);
 /* One step of a batch of N images of `per` values, chosen by the step counter k:
  *   k = -1        start: x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i) (x_T);
- *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update(rows[k], x[i], eps[i], z[i]),
+ *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update_x0h(rows[k], x[i], eps[i], z[i],
+ *                 &x0h[i]),
  *                 z[i] = sg_rng_normal(seed, rows[k].t, SG_RNG_SAMPLE, first + i) where the
  *                 row draws noise (DDPM, t > 0);
  *   otherwise     x unchanged.
@@ -200,10 +204,12 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
  * conditional copies first: eps[N per + i] is image i's unconditional prediction, the update
  * reads sg_sample_guide(w, eps[i], eps[N per + i]), and xt (then 2 N per values, not aliasing
  * x) and t (2 N) are written for both copies. phi > 0 (guided only): that prediction times its
- * image's guidance-rescale factor (common/sg_sample_step.h: sg_guide_rescale). */
-void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
-                     int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T, int guided, double w, double phi);
+ * image's guidance-rescale factor (common/sg_sample_step.h: sg_guide_rescale).
+ * x0h[N per] (fp32) is DPM-Solver++(2M)'s x0 history: zeroed at the start (k = -1), read and
+ * written by its rows only. */
+void cpu_sample_step(float *x, float *xt, int32_t *t, float *x0h, const float *eps,
+                     const sg_sample_row *rows, int n_rows, int64_t k, uint64_t seed,
+                     uint64_t first, int N, int64_t per, int T, int guided, double w, double phi);
 /* the guidance-rescale factor of the image whose values start at i0 (eps: a guided forward's
  * 2 n predictions, the conditional ones first), in the header's fixed order */
 double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_t per, double w,

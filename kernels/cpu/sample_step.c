@@ -43,11 +43,45 @@ static sg_sample_row ddim_row(const double *ab, int t, int t_prev, int clip, dou
     return r;
 }
 
-int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim, int clip,
+/* lambda = log(alpha / sigma) = log(sqrt(abar) / sqrt(1 - abar)), DPM-Solver's half log-SNR;
+ * -inf at abar = 0 (zero terminal SNR), +inf at abar = 1 (after the last step) */
+static double dpm_lambda(double abar) {
+    return 0.5 * (log(abar) - log1p(-abar));
+}
+
+/* DPM-Solver++(2M) from ts[k] = s to t (-1: x0, abar 1), s1 the step before s (order 2), as
+ * diffusers' DPMSolverMultistepScheduler (midpoint; final_sigmas_type "zero"):
+ *   h = lambda_t - lambda_s, phi = alpha_t (1 - e^-h),
+ *   order 1: x_t = (sigma_t / sigma_s) x + phi x0                         (= DDIM, eta 0)
+ *   order 2: x_t = (sigma_t / sigma_s) x + phi (1 + d) x0 - phi d x0_prev,
+ *            d = 1 / (2 r0) = h / (2 (lambda_s - lambda_s1)).
+ * Infinities only where their limits are meant: alpha_s = 0 (lambda_s = -inf) gives h = +inf,
+ * phi = alpha_t, and at the next step d = h / inf = 0; the last step (lambda_t = +inf) is order
+ * 1, phi = 1, sigma_t = 0: x_t = x0. */
+static sg_sample_row dpm_row(const double *ab, int s1, int s, int t, int clip, int order) {
+    sg_sample_row r = {.kind = clip ? SG_SAMPLE_DPM2M_CLIP : SG_SAMPLE_DPM2M, .t = s};
+    const double abar_s = ab[s], abar_t = t >= 0 ? ab[t] : 1.0;
+    r.order = order;
+    r.sqrt_abar = sqrt(abar_s);
+    r.sqrt_1m_abar = sqrt(1.0 - abar_s);
+    const double h = dpm_lambda(abar_t) - dpm_lambda(abar_s);
+    const double phi = sqrt(abar_t) * -expm1(-h);
+    r.c_xt = sqrt(1.0 - abar_t) / r.sqrt_1m_abar;
+    r.c_x0 = phi;
+    if (order == 2) {
+        const double d = h / (2.0 * (dpm_lambda(abar_s) - dpm_lambda(ab[s1])));
+        r.c_x0 = phi * (1.0 + d);
+        r.c_x0_prev = -phi * d;
+    }
+    return r;
+}
+
+int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int sampler, int clip,
                     double eta, int var_large, const sg_betas *b) {
-    const int T = b->T;
+    const int T = b->T, ddim = sampler == SG_TABLE_DDIM;
     SG_ASSERT(n >= 1 && n <= cap && T >= 1 && eta >= 0.0 && eta <= 1.0 && (ddim || eta == 0.0) &&
-              (!ddim || !var_large));
+              (sampler == SG_TABLE_DDPM || !var_large) && sampler >= SG_TABLE_DDPM &&
+              sampler <= SG_TABLE_DPM2M);
     /* sg_ddpm_abar and sg_ddpm_beta of every t, in O(T) */
     double *ab = malloc(2 * (size_t)T * sizeof(double)), *betas = ab + T;
     if (!ab) return sg_set_error("out of host memory for the %d-step schedule", T);
@@ -56,7 +90,10 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int ddim
     memset(rows, 0, sizeof(sg_sample_row) * (size_t)cap); /* rows n .. cap: SG_SAMPLE_NONE */
     for (int k = 0; k < n; k++) {
         SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
-        if (ddim)
+        if (sampler == SG_TABLE_DPM2M)
+            rows[k] = dpm_row(ab, k > 0 ? ts[k - 1] : -1, ts[k], k + 1 < n ? ts[k + 1] : -1, clip,
+                              k == 0 || k + 1 == n ? 1 : 2);
+        else if (ddim)
             rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip, eta);
         else
             rows[k] = ddpm_row(betas, ab, ts[k], clip, var_large);
@@ -81,14 +118,15 @@ double cpu_sample_rescale_factor(const float *eps, int64_t n, int64_t i0, int64_
 /* The step is picked by k: -1 starts the run (x = x_T), 0 .. rows-1 a denoising step (a NONE
  * row leaves x as it is), anything else nothing. x_t always ends as x; t is set where a step
  * follows (otherwise it keeps its value). */
-void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg_sample_row *rows,
-                     int n_rows, int64_t k, uint64_t seed, uint64_t first, int N, int64_t per,
-                     int T, int guided, double w, double phi) {
+void cpu_sample_step(float *x, float *xt, int32_t *t, float *x0h, const float *eps,
+                     const sg_sample_row *rows, int n_rows, int64_t k, uint64_t seed,
+                     uint64_t first, int N, int64_t per, int T, int guided, double w, double phi) {
     const int64_t n = (int64_t)N * per;
     const sg_sample_row *row = k >= 0 && k < n_rows ? &rows[k] : NULL;
     const sg_sample_row *next = k >= -1 && k + 1 < n_rows ? &rows[k + 1] : NULL;
     if (k == -1) {
         for (int64_t i = 0; i < n; i++) x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i);
+        memset(x0h, 0, sizeof(float) * (size_t)n);
     } else if (row) {
         const int noise = sg_sample_row_noise(row), rescale = guided && phi > 0.0;
         double f = 1.0;
@@ -97,7 +135,7 @@ void cpu_sample_step(float *x, float *xt, int32_t *t, const float *eps, const sg
             float z = noise ? sg_rng_normal(seed, row->t, SG_RNG_SAMPLE, first + i) : 0.0f;
             double p = guided ? sg_sample_guide(w, eps[i], eps[n + i]) : eps[i];
             if (rescale) p = SG_DMUL(p, f);
-            x[i] = sg_sample_update(row, x[i], p, z);
+            x[i] = sg_sample_update_x0h(row, x[i], p, z, &x0h[i]);
         }
     }
     if (xt != x) memcpy(xt, x, sizeof(float) * (size_t)n);

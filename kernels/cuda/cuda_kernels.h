@@ -762,13 +762,14 @@ int cuda_dropout_bwd(cudaStream_t st, void *dx, const void *dy, int64_t n, float
 
 /* ---- the device-resident sampler (sample_step.cu): one denoising step of cpu_sample_step,
  * the step counter k (int64) and the key {seed, first} (uint64[2]) read from device memory;
- * rows[n_rows] is the step table in device memory. x fp32 in place, xt (xt_dt) = x, t[N];
- * guided: cpu_sample_step's classifier-free guidance with scale w (xt, eps, t twice as long);
- * phi > 0 (guided only): its guidance rescale, a block per image. */
-int cuda_sample_step(cudaStream_t st, float *x, void *xt, int xt_dt, int32_t *t, const void *eps,
-                     int eps_dt, const sg_sample_row *rows, int n_rows, const int64_t *k,
-                     const uint64_t *key, int N, int64_t per, int T, int guided, double w,
-                     double phi);
+ * rows[n_rows] is the step table in device memory. x fp32 in place, xt (xt_dt) = x, t[N],
+ * x0h fp32 in place (DPM-Solver++(2M)'s x0 history); guided: cpu_sample_step's classifier-free
+ * guidance with scale w (xt, eps, t twice as long); phi > 0 (guided only): its guidance rescale, a
+ * block per image. */
+int cuda_sample_step(cudaStream_t st, float *x, void *xt, int xt_dt, int32_t *t, float *x0h,
+                     const void *eps, int eps_dt, const sg_sample_row *rows, int n_rows,
+                     const int64_t *k, const uint64_t *key, int N, int64_t per, int T, int guided,
+                     double w, double phi);
 
 #ifdef __cplusplus
 }
