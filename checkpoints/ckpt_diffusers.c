@@ -500,17 +500,26 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, int 
     return rc ? SG_ERR : SG_OK;
 }
 
-int ckpt_diffusers_sampling(const char *dir, char *spacing, size_t cap, int *steps_offset,
-                            int *var_large) {
+int ckpt_diffusers_sampling(const char *dir, char *scheduler, char *spacing, size_t cap,
+                            int *steps_offset, int *var_large) {
     char spath[4096];
-    spacing[0] = 0, *steps_offset = 0, *var_large = 0;
+    scheduler[0] = spacing[0] = 0, *steps_offset = 0, *var_large = 0;
     char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
     if (!st) return SG_OK;
     ckpt_json *s = ckpt_json_parse(st, strlen(st));
     free(st);
     if (!s) return SG_ERR;
-    int c = ckpt_json_find(s, 0, "timestep_spacing");
-    const char *sp = c >= 0 ? ckpt_json_string(s, c) : "leading";
+    int c = ckpt_json_find(s, 0, "_class_name");
+    const char *cls = c >= 0 ? ckpt_json_string(s, c) : "";
+    if (!cls) {
+        ckpt_json_free(s);
+        return sg_set_error("%s: \"_class_name\" is not a string", spath);
+    }
+    snprintf(scheduler, cap, "%s", cls);
+    c = ckpt_json_find(s, 0, "timestep_spacing");
+    const char *sp = c >= 0                                        ? ckpt_json_string(s, c)
+                     : !strcmp(cls, "DPMSolverMultistepScheduler") ? "linspace"
+                                                                   : "leading";
     c = ckpt_json_find(s, 0, "variance_type");
     const char *var = c >= 0 ? ckpt_json_string(s, c) : NULL;
     int rc = !sp ? sg_set_error("%s: \"timestep_spacing\" is not a string", spath) : SG_OK;

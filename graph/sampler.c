@@ -136,6 +136,37 @@ int sg_ddim_timesteps_spaced(int S, int T, int spacing, int offset, int *ts) {
     return SG_OK;
 }
 
+int sg_solver_timesteps(int solver, int S, int T, int spacing, int offset, int *ts) {
+    if (!sg_solver_name(solver)) return sg_set_error("unknown solver %d", solver);
+    if (solver == SG_SOLVER_DDIM || spacing == SG_SPACING_TRAILING)
+        return sg_ddim_timesteps_spaced(S, T, spacing, offset, ts);
+    /* DPMSolverMultistepScheduler.set_timesteps: S + 1 points, the last (0) dropped */
+    if (!sg_spacing_name(spacing)) return sg_set_error("unknown spacing %d", spacing);
+    if (offset != 0 && spacing != SG_SPACING_LEADING)
+        return sg_set_error("a steps offset (%d) shifts leading spacing only, not %s", offset,
+                            sg_spacing_name(spacing));
+    if (T < 2 || S < 1 || S > T - 1)
+        return sg_set_error("DPM-Solver++(2M) at %s spacing takes steps in [1, %d] (the "
+                            "schedule's T - 1: S + 1 distinct points), got %d",
+                            sg_spacing_name(spacing), T - 1, S);
+    if (spacing == SG_SPACING_LEADING) {
+        /* (np.arange(0, S + 1) * (T // (S + 1))).round()[::-1][:-1] + steps_offset */
+        const int r = T / (S + 1), first = S * r;
+        if (offset < 0 || offset > T - 1 - first)
+            return sg_set_error("leading spacing's steps offset %d: DPM-Solver++(2M)'s %d steps "
+                                "of %d start at t = %d + offset, which must stay in [0, %d] (an "
+                                "offset in [0, %d])",
+                                offset, S, T, first, T - 1, T - 1 - first);
+        for (int j = 0; j < S; j++) ts[j] = (S - j) * r + offset;
+        return SG_OK;
+    }
+    /* np.linspace(0, T - 1, S + 1).round()[::-1][:-1]: element i = i * ((T - 1) / S), the last
+     * exactly T - 1, rounded half to even */
+    const double step = (double)(T - 1) / S;
+    for (int j = 0; j < S; j++) ts[j] = j == 0 ? T - 1 : (int)rint((S - j) * step);
+    return SG_OK;
+}
+
 /* The host waits for the device (a stream sync: no transfer) every SAMPLE_IN_FLIGHT steps when
  * someone watches (a progress callback or a cancel flag), so that progress and cancellation
  * stay within that many steps of the device; without a watcher it never waits until the end. */
@@ -273,10 +304,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
     if (!sg_solver_name(opts->solver) || (!ddim && dpm))
         return sg_set_error("solver %d: DDIM's timesteps take ddim (0) or dpm++2m (1); DDPM none",
                             opts->solver);
-    if (dpm && (opts->eta != 0.0 || opts->spacing != SG_SPACING_TRAILING))
-        return sg_set_error("DPM-Solver++(2M) is deterministic (eta 0) and visits trailing "
-                            "timesteps here (diffusers' DPMSolverMultistepScheduler spaces "
-                            "leading and linspace its own way)");
+    if (dpm && opts->eta != 0.0)
+        return sg_set_error("DPM-Solver++(2M) is deterministic: eta %g is DDIM's", opts->eta);
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -301,7 +330,8 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         if (opts->labels[i] < 0 || opts->labels[i] > c->classes)
             rc = sg_set_error("image %d's class %d is not one of the model's 0..%d (%d: none)", i,
                               opts->labels[i], c->classes, c->classes);
-    if (!rc && ddim) rc = sg_ddim_timesteps_spaced(S, c->T, opts->spacing, opts->steps_offset, ts);
+    if (!rc && ddim)
+        rc = sg_solver_timesteps(opts->solver, S, c->T, opts->spacing, opts->steps_offset, ts);
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */

@@ -52,16 +52,18 @@
  *
  * DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2; diffusers'
  * DPMSolverMultistepScheduler with its defaults: dpmsolver++, solver_order 2, midpoint,
- * lower_order_final, final_sigmas_type "zero"), sg_sample_opts.solver, over DDIM's trailing
- * timesteps. With alpha = sqrt(abar), sigma = sqrt(1 - abar), lambda = log(alpha / sigma), one
- * step from s to t (t = -1 after the last: alpha 1, sigma 0) with h = lambda_t - lambda_s:
- *   x_t = (sigma_t / sigma_s) x_s + alpha_t (1 - e^-h) D,
- *   D = x0_pred (order 1: the first step, and the last, which lands on x0_pred itself) or
- *   D = (1 + 1 / (2 r)) x0_pred - 1 / (2 r) x0_pred of the previous step (order 2), r = h' / h,
- *   h' the previous step's h.
- * Order 1 is DDIM with eta 0 (the same map, other roundings). x0_pred as DDIM's (a v model's
- * from v; clamped with clip, which is diffusers' thresholding with ratio 1 and maximum 1).
- * Deterministic (no noise); the previous x0_pred is kept per element in the plan's x0 history.
+ * lower_order_final, final_sigmas_type "zero"), sg_sample_opts.solver, at the timesteps that
+ * scheduler's set_timesteps makes (sg_solver_timesteps): trailing as DDIM's; leading
+ * t_j = (S - j) floor(T / (S + 1)) + offset and linspace t_j = rint((S - j) (T - 1) / S), each
+ * S + 1 points of which the last (0) is dropped, so at 20 of 1000 linspace visits 999, 949, ...,
+ * 50 where trailing visits 999, 949, ..., 49. With alpha = sqrt(abar), sigma = sqrt(1 - abar),
+ * lambda = log(alpha / sigma), one step from s to t (t = -1 after the last: alpha 1, sigma 0) with
+ * h = lambda_t - lambda_s: x_t = (sigma_t / sigma_s) x_s + alpha_t (1 - e^-h) D, D = x0_pred (order
+ * 1: the first step, and the last, which lands on x0_pred itself) or D = (1 + 1 / (2 r)) x0_pred -
+ * 1 / (2 r) x0_pred of the previous step (order 2), r = h' / h, h' the previous step's h. Order 1
+ * is DDIM with eta 0 (the same map, other roundings). x0_pred as DDIM's (a v model's from v;
+ * clamped with clip, which is diffusers' thresholding with ratio 1 and maximum 1). Deterministic
+ * (no noise); the previous x0_pred is kept per element in the plan's x0 history.
  *
  * Random numbers: Philox (common/philox.h) with purpose SG_RNG_SAMPLE, keyed by the seed;
  * x_T uses step = T, the DDPM noise z of the step from t uses step = t (t >= 1; t = 0 draws
@@ -140,6 +142,11 @@ typedef enum { SG_SOLVER_DDIM = 0, SG_SOLVER_DPMPP_2M = 1 } sg_solver;
 const char *sg_solver_name(int solver);
 /* the solver a name says, or -1 */
 int sg_solver_parse(const char *name);
+/* The S timesteps a solver visits at a spacing (decreasing, in [0, T)): DDIM's are
+ * sg_ddim_timesteps_spaced's; DPM-Solver++(2M)'s are diffusers' DPMSolverMultistepScheduler's,
+ * the same at trailing, but S + 1 points with the last (0) dropped at the others (see the top).
+ * SG_ERR (the reason set) where the solver's spacing cannot make S distinct steps. */
+int sg_solver_timesteps(int solver, int S, int T, int spacing, int offset, int *ts);
 
 /* Progress: called after each denoising step is issued (at most a few steps ahead of the
  * device). images_done counts images finished before this batch; batch_images is how many this
@@ -149,7 +156,7 @@ typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_imag
 
 typedef struct {
     int ddim_steps;   /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
-    int solver;       /* with ddim_steps: sg_solver (0: DDIM; DPM-Solver++(2M): eta 0, trailing) */
+    int solver;       /* with ddim_steps: sg_solver (0: DDIM; DPM-Solver++(2M): eta 0) */
     int spacing;      /* DDIM's timesteps (sg_spacing; 0: trailing); DDPM: 0 */
     int steps_offset; /* leading's offset (sg_ddim_timesteps_spaced); otherwise 0 */
     double eta;       /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */

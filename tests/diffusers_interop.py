@@ -39,7 +39,14 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    DDPMScheduler over 10 of its T steps at its default leading spacing (DDPMPipeline's
    num_inference_steps) ends where `sample --ddim-steps 10 --eta 1 --spacing leading` does.
    `sample --weights` notes a folder whose scheduler says another spacing (absent: leading) or
-   fixed_large, naming the flags, and says nothing where the run follows it or a flag chose.
+   fixed_large, or is DPMSolverMultistepScheduler (absent spacing: linspace), naming the flags,
+   and says nothing where the run follows it or a flag chose.
+   DPM-Solver++(2M) (sample --solver dpm++2m; eps and v models): DPMSolverMultistepScheduler
+   with its defaults, from the exported config at each spacing (trailing 1, 2, 4 clipped and 10
+   steps; linspace 10 and 20; leading 7 with steps_offset 1), visits stepgraph's timesteps, and
+   its loop (float32 steps) from a given x_T ends where stepgraph's sampler does; clipped is
+   diffusers' thresholding at ratio 1 and maximum 1 (a clamp of x0) against CLIP 1. DDIM over
+   the same timesteps ends elsewhere (the check can tell).
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
    randn_tensor hands it over), from the same x_T, clip_sample on and off, variance_type
@@ -574,8 +581,89 @@ def spacings(tmp, exp):
         n = note([], dict(saved_sc, variance_type="fixed_large", num_train_timesteps=20))
         check(len(n) == 1 and 'variance_type "fixed_large"' in n[0] and "--variance large" in n[0],
               "DDPM on a fixed_large folder: the note names --variance large: %r" % n)
+        # a DPMSolverMultistepScheduler folder: its solver, and its default spacing (linspace)
+        dpm = dict(default, _class_name="DPMSolverMultistepScheduler")
+        n = note(["--ddim-steps", "2"], dpm)
+        check(len(n) == 1 and '_class_name "DPMSolverMultistepScheduler", timestep_spacing '
+              '"linspace"' in n[0] and "add --solver dpm++2m --spacing linspace to" in n[0],
+              "a DPMSolverMultistepScheduler folder: the note names the solver and its default "
+              "spacing, linspace: %r" % n)
+        n = note([], dict(dpm, num_train_timesteps=20))
+        check(len(n) == 1 and "add --solver dpm++2m --steps N --spacing linspace to" in n[0],
+              "... and on a DDPM run, the steps too: %r" % n)
+        n = note(["--solver", "dpm++2m", "--steps", "2", "--spacing", "linspace"], dpm)
+        check(n == [], "... and nothing when the run follows it: %r" % n)
+        n = note(["--solver", "ddim", "--steps", "2"], dpm)
+        check(n == [], "... or when --solver chose: %r" % n)
     finally:
         scheduler_config(exp, saved_sc)
+
+
+def dpm_solver(tmp, exp, what, cases):
+    """sample --solver dpm++2m against diffusers' DPMSolverMultistepScheduler with its defaults
+    (dpmsolver++, order 2, midpoint, lower_order_final, final sigma zero) from the exported
+    scheduler config: the timesteps its set_timesteps makes at a spacing (S + 1 points, the
+    last dropped, where DDIMScheduler's differ), and its loop from the same x_T (diffusers steps
+    in float32: it upcasts the sample to float32, not float64). cases: (spacing, S,
+    steps_offset, clipped), clipped being thresholding at ratio 1 and maximum 1 (a clamp of x0
+    to [-1, 1]) against sample --clip. Returns stepgraph's images by case."""
+    from diffusers import DPMSolverMultistepScheduler
+    model = UNet2DModel.from_pretrained(exp)
+    model.eval()
+    sc = scheduler_config(exp)
+    N, C, R = 2, model.config.in_channels, model.config.sample_size
+    x_T = torch.randn(N, C, R, R, generator=torch.Generator().manual_seed(11))
+    xp, yp = os.path.join(tmp, "xT.f32"), os.path.join(tmp, "x0.f32")
+    x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
+    images = {}
+    for spacing, S, off, clipped in cases:
+        cfg = dict(sc, timestep_spacing=spacing, steps_offset=off)
+        if clipped:
+            cfg.update(thresholding=True, dynamic_thresholding_ratio=1.0, sample_max_value=1.0)
+        sched = DPMSolverMultistepScheduler.from_config(cfg)
+        c = sched.config
+        check(c.algorithm_type == "dpmsolver++" and c.solver_order == 2 and
+              c.solver_type == "midpoint" and c.lower_order_final and
+              c.final_sigmas_type == "zero" and not c.use_karras_sigmas,
+              "%s: DPMSolverMultistepScheduler's defaults are the solver stepgraph runs" % what)
+        sched.set_timesteps(S)
+        r = run([FWD, "--solver", "dpm++2m", "--spacing", spacing, "--steps-offset", str(off),
+                 "--ddim", exp, xp, str(S), "1" if clipped else "0", yp])
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("timesteps ")][0]
+        ts = [int(v) for v in line.split()[1:]]
+        check(sched.timesteps.tolist() == ts, "%s DPM-Solver++(2M) %s %d, steps_offset %d: "
+              "diffusers' timesteps are stepgraph's: %s vs %s"
+              % (what, spacing, S, off, sched.timesteps.tolist(), ts))
+        x = x_T.double()
+        for t in sched.timesteps:
+            eps = diffusers_fwd(model, x, t.reshape(1).repeat(N), exact=True)
+            x = sched.step(eps, t, x).prev_sample
+        y = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(N, R, R, C))
+        y = y.permute(0, 3, 1, 2).double()
+        e = rel_err(y, x)
+        check(e <= TOL_DDIM, "%s DPM-Solver++(2M) %s %d%s: stepgraph's sampler vs diffusers' "
+              "DPMSolverMultistepScheduler loop from the same x_T: max|d|/max|ref| %.3e (tol "
+              "%.0e)" % (what, spacing, S, ", clipped" if clipped else "", e, TOL_DDIM))
+        images[(spacing, S, off, clipped)] = (y, x)
+    return images
+
+
+def dpm_solvers(tmp, exp):
+    """Section 6's DPM-Solver++(2M) part on the eps model: every spacing (linspace is
+    diffusers' default), clipped, and 1, 2 and 20 steps; the check can tell it from DDIM."""
+    cases = (("trailing", 10, 0, False), ("linspace", 10, 0, False), ("leading", 7, 1, False),
+             ("trailing", 4, 0, True), ("linspace", 20, 0, False), ("trailing", 2, 0, False),
+             ("trailing", 1, 0, False))
+    images = dpm_solver(tmp, exp, "eps", cases)
+    # DDIM from the same x_T over the same 10 timesteps ends elsewhere: the check can tell
+    xp, yp = os.path.join(tmp, "xT.f32"), os.path.join(tmp, "x0.f32")
+    run([FWD, "--ddim", exp, xp, "10", "0", yp])
+    dpm, theirs = images[("trailing", 10, 0, False)]
+    ddim_y = torch.from_numpy(np.fromfile(yp, dtype="<f4").reshape(
+        dpm.shape[0], dpm.shape[2], dpm.shape[3], dpm.shape[1])).permute(0, 3, 1, 2).double()
+    e = rel_err(ddim_y, theirs)
+    check(e > 10 * TOL_DDIM, "(DDIM 10 ends %.3e from diffusers' DPM-Solver++(2M) 10: the check "
+          "can tell)" % e)
 
 
 def ddpm(tmp, exp=None, what="eps"):
@@ -639,6 +727,7 @@ def v_prediction(tmp):
     scheduler_config(exp, sc)
     pipeline_draws(exp, "v")
     ddim(tmp, exp, "v")
+    dpm_solver(tmp, exp, "v", (("linspace", 10, 0, False), ("trailing", 5, 0, True)))
 
 
 def zero_snr(tmp):
@@ -794,6 +883,7 @@ def main():
         pipeline(exp, cfg)
         ddim(tmp, exp, "eps")
         spacings(tmp, exp)
+        dpm_solvers(tmp, exp)
         ddpm(tmp)
         cosine_schedule(tmp)
         v_prediction(tmp)

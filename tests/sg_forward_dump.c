@@ -148,7 +148,7 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
     int rc = !ts || !rows || !t || !y || !pred || !z || !xin || !x0h || (zpath && !zf);
-    if (!rc && ddim) rc = sg_ddim_timesteps_spaced(S, cfg.T, g_spacing, g_offset, ts);
+    if (!rc && ddim) rc = sg_solver_timesteps(g_solver, S, cfg.T, g_spacing, g_offset, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
     const int sampler = !ddim                            ? SG_TABLE_DDPM
                         : g_solver == SG_SOLVER_DPMPP_2M ? SG_TABLE_DPM2M

@@ -1236,8 +1236,8 @@ static const int32_t *case_labels(const sg_model_cfg *c) {
     return c->classes > 0 ? lab : NULL;
 }
 
-static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, const int *clip,
-                       const double *eta, int runs, float **out) {
+static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, const int *solver,
+                       const int *clip, const double *eta, int runs, float **out) {
     sg_exec e;
     if (open_on(&e, c, 11, make_backend(which))) {
         fprintf(stderr, "executor: %s\n", sg_last_error());
@@ -1245,8 +1245,11 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
     }
     int rc = SG_OK;
     for (int r = 0; r < runs && !rc; r++) {
-        sg_sample_opts o = {
-            .ddim_steps = S[r], .clip = clip[r], .eta = eta[r], .labels = case_labels(c)};
+        sg_sample_opts o = {.ddim_steps = S[r],
+                            .solver = solver[r],
+                            .clip = clip[r],
+                            .eta = eta[r],
+                            .labels = case_labels(c)};
         rc = sg_sample_ex(&e, n, 9, &o, out[r]);
         if (rc) fprintf(stderr, "sample: %s\n", sg_last_error());
     }
@@ -1257,11 +1260,13 @@ static int sample_runs(int which, const sg_model_cfg *c, int n, const int *S, co
 /* Kept small for the host execution, where every GPU thread is a fiber: small_cfg, DDIM 2
  * steps, DDPM over T = 3 (clipped: its default), DDIM 2 again on one executor (the graph
  * replayed for a second table, then the first again), DDIM 2 with eta 1 (noise drawn in the
- * DDIM update); n_img images (3: two batches, the second partial) */
+ * DDIM update), DPM-Solver++(2M) 3 (orders 1, 2, 1: the x0 history across replays); n_img
+ * images (3: two batches, the second partial) */
 static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guidance, float phi) {
-    enum { RUNS = 4 };
-    const int S[RUNS] = {2, 0, 2, 2}, clip[RUNS] = {-1, -1, -1, -1};
-    const double eta[RUNS] = {0, 0, 0, 1};
+    enum { RUNS = 5 };
+    const int S[RUNS] = {2, 0, 2, 2, 3}, clip[RUNS] = {-1, -1, -1, -1, -1};
+    const int solver[RUNS] = {0, 0, 0, 0, SG_SOLVER_DPMPP_2M};
+    const double eta[RUNS] = {0, 0, 0, 1, 0};
     sg_model_cfg c;
     small_cfg(&c, dt);
     c.T = 3;
@@ -1277,12 +1282,15 @@ static void cuda_case(sg_dtype dt, int n_img, double tol, int vpred, float guida
                      : vpred         ? "fp32 v"
                      : dt == DT_BF16 ? "bf16"
                                      : "fp32";
-    int ok = !sample_runs(0, &c, n_img, S, clip, eta, RUNS, buf[0]) &&
-             !sample_runs(1, &c, n_img, S, clip, eta, RUNS, buf[1]) &&
-             !sample_runs(2, &c, n_img, S, clip, eta, RUNS, buf[2]);
+    int ok = !sample_runs(0, &c, n_img, S, solver, clip, eta, RUNS, buf[0]) &&
+             !sample_runs(1, &c, n_img, S, solver, clip, eta, RUNS, buf[1]) &&
+             !sample_runs(2, &c, n_img, S, solver, clip, eta, RUNS, buf[2]);
     CHECK(ok, "%s: sampling failed", nm);
     for (int r = 0; ok && r < RUNS; r++) {
-        const char *what = !S[r] ? "DDPM 3" : eta[r] > 0 ? "DDIM 2 eta 1" : "DDIM 2";
+        const char *what = !S[r]        ? "DDPM 3"
+                           : solver[r]  ? "DPM-Solver++(2M) 3"
+                           : eta[r] > 0 ? "DDIM 2 eta 1"
+                                        : "DDIM 2";
         CHECK(all_finite_in_range(buf[1][r], nv), "%s %s: CUDA samples not finite", nm, what);
         CHECK(!memcmp(buf[1][r], buf[2][r], sizeof(float) * (size_t)nv),
               "%s %s: graph replay and eager differ", nm, what);
@@ -1688,6 +1696,84 @@ static void test_cli_out_dir(const char *ck) {
     CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
+/* sample --solver dpm++2m --steps N at T = 12: the same bits twice, another image than DDIM's
+ * (but DDIM's at one step: both land on x0_pred, exactly); its spacings (DPMSolverMultistep
+ * Scheduler's: linspace 11, 7, 4 and leading 9, 6, 3 where trailing visits 11, 7, 3), each an
+ * image of its own; the summary and --out-dir's samples.json name it and a continuation with
+ * DDIM is refused; refused without --steps, with --eta, at leading with too many steps or too
+ * large an offset, and a solver it does not know. */
+static void test_cli_dpm(const char *ck) {
+    const char *common = "--n 3 --backend cpu --batch 2";
+    char p[6][300], d[300], args[2048], out[4096];
+    const char *names[6] = {"dpm3", "dpm3b", "ddim3", "dpm1", "ddim1", "dpm3lin"};
+    for (int i = 0; i < 6; i++) snprintf(p[i], sizeof p[i], "%s/%s.png", tmpdir, names[i]);
+    snprintf(d, sizeof d, "%s/dpm_dir", tmpdir);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3", ck, p[0],
+             common);
+    int rc = run_cli(args);
+    read_stdout(out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DPM-Solver++(2M) 3,"), "--solver dpm++2m: exit %d: %s", rc, out);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --ddim-steps 3", ck,
+             p[1], common);
+    rc = run_cli(args);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --ddim-steps 3", ck, p[2], common);
+    rc |= run_cli(args);
+    CHECK(rc == 0 && same_file(p[0], p[1]) && !same_file(p[0], p[2]),
+          "dpm++2m 3: exit %d, the same bits twice, another image than DDIM 3", rc);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 1", ck, p[3],
+             common);
+    rc = run_cli(args);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps 1 --solver ddim", ck, p[4],
+             common);
+    rc |= run_cli(args);
+    CHECK(rc == 0 && same_file(p[3], p[4]), "one step: exit %d, dpm++2m's bits are not DDIM's", rc);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --spacing "
+             "linspace",
+             ck, p[5], common);
+    rc = run_cli(args);
+    read_stdout(out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DPM-Solver++(2M) 3 linspace spacing,") && !same_file(p[5], p[0]),
+          "dpm++2m linspace: exit %d, an image of its own: %s", rc, out);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --spacing "
+             "leading",
+             ck, p[1], common);
+    rc = run_cli(args);
+    CHECK(rc == 0 && !same_file(p[1], p[0]) && !same_file(p[1], p[5]),
+          "dpm++2m leading: exit %d, an image of its own", rc);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --backend cpu --batch 2 --out-dir '%s'",
+             ck, d);
+    CHECK(run_cli(args) == 0, "dpm++2m --out-dir");
+    char path[400];
+    snprintf(path, sizeof path, "%s/samples.json", d);
+    read_file(path, out, sizeof out);
+    CHECK(strstr(out, "\"sampler\": \"DPM-Solver++(2M)\"") != NULL,
+          "samples.json names the solver: %s", out);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --steps 3 --backend cpu --batch 2 --out-dir '%s'", ck, d);
+    expect_error_saying(args, 1, "made with sampler \"DPM-Solver++(2M)\"");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m", ck, p[1], common);
+    expect_error_saying(args, 2, "--solver dpm++2m needs its number of steps");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --eta 0.5",
+             ck, p[1], common);
+    expect_error_saying(args, 2, "DPM-Solver++(2M) is deterministic");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 12 "
+             "--spacing linspace",
+             ck, p[1], common);
+    expect_error_saying(args, 2, "takes steps in [1, 11]");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 "
+             "--spacing leading --steps-offset 3",
+             ck, p[1], common);
+    expect_error_saying(args, 2, "an offset in [0, 2]");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver euler --steps 3", ck, p[1],
+             common);
+    expect_error_saying(args, 2, "--solver expects ddim or dpm++2m");
+}
+
 /* A class-conditional model (3 classes): --class all (one column per class) / N / none and
  * --guidance W draw, the same bits twice, each another image; the summary and --out-dir's
  * samples.json say which, a continuation with another guidance is refused; an unconditional
@@ -1998,7 +2084,7 @@ static void test_cli(void) {
              ck, dl);
     expect_error_saying(args, 1, "made with spacing \"leading\"");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading", ck, pl, ddpm);
-    expect_error_saying(args, 2, "--spacing is DDIM's");
+    expect_error_saying(args, 2, "--spacing is for --steps N");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps-offset 1", ck, pl, common);
     expect_error_saying(args, 2, "--steps-offset shifts leading spacing only");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading --steps-offset 4", ck,
@@ -2022,6 +2108,7 @@ static void test_cli(void) {
     CHECK(strstr(err, "training run's folder with no checkpoint yet") != NULL,
           "--ckpt RUN without a checkpoint: %s", err);
     test_cli_classes(ck);
+    test_cli_dpm(ck);
     /* DDPM over the checkpoint's T = 12, grid about square, bf16 */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' --n 4 --backend cpu --precision bf16", ck,
              pd);
@@ -2037,7 +2124,8 @@ static void test_cli(void) {
     read_file(bad, help, sizeof help);
     const char *flags[] = {"--ckpt",    "--n",         "--seed",    "--ddim-steps", "--out",
                            "--backend", "--batch",     "--no-ema",  "--cols",       "--scale",
-                           "--clip",    "--precision", "--out-dir", "--npz",        "--trajectory"};
+                           "--clip",    "--precision", "--out-dir", "--npz",        "--trajectory",
+                           "--steps",   "--solver"};
     for (int i = 0; i < SG_ARRAY_LEN(flags); i++)
         CHECK(strstr(help, flags[i]) != NULL, "--help does not mention %s", flags[i]);
 

@@ -65,14 +65,20 @@ static void usage(FILE *f) {
             "  --n N                images to draw (default 64)\n"
             "  --seed S             sampler seed, an unsigned integer (default 0); the same\n"
             "                       seed, checkpoint and backend give the same bits\n"
-            "  --ddim-steps N       DDIM with N steps in 1..T (at the timesteps --spacing\n"
-            "                       says); without it (or 0): DDPM ancestral sampling over\n"
-            "                       all T steps\n"
-            "  --spacing S          DDIM's timesteps (diffusers' timestep_spacing; Lin et\n"
-            "                       al. 2024's Table 2): trailing (the default: first step\n"
-            "                       T-1) | leading (t = j floor(T/N) + offset, diffusers'\n"
+            "  --steps N            N steps of --solver (DDIM by default) in 1..T, at the\n"
+            "                       timesteps --spacing says; without it (or 0): DDPM\n"
+            "                       ancestral sampling over all T steps\n"
+            "  --ddim-steps N       the same as --steps N\n"
+            "  --solver S           the N steps' solver: ddim (the default) | dpm++2m\n"
+            "                       (DPM-Solver++(2M), Lu et al. 2022; diffusers'\n"
+            "                       DPMSolverMultistepScheduler: deterministic, its error\n"
+            "                       falling as 1/N^2 where DDIM's falls as 1/N)\n"
+            "  --spacing S          the N steps' timesteps (diffusers' timestep_spacing; Lin\n"
+            "                       et al. 2024's Table 2): trailing (the default: first step\n"
+            "                       T-1) | leading (DDIM: t = j floor(T/N) + offset, diffusers'\n"
             "                       default and DDIM's uniform: 4 of 1000 visit 750, 500,\n"
-            "                       250, 0) | linspace (rounded linspace(0, T-1, N))\n"
+            "                       250, 0) | linspace (DDIM: rounded linspace(0, T-1, N));\n"
+            "                       dpm++2m: N+1 points, the last dropped, as diffusers\n"
             "  --steps-offset K     leading spacing's offset (diffusers' steps_offset,\n"
             "                       default 0)\n"
             "  --variance V         DDPM's noise: small (sigma^2 = the posterior's beta~_t;\n"
@@ -81,7 +87,7 @@ static void usage(FILE *f) {
             "  --eta E              DDIM's eta in [0, 1] (default 0: deterministic; 1: the\n"
             "                       DDPM posterior's variance at each step's gap)\n"
             "  --clip / --no-clip   clamp the predicted x0 to [-1, 1] at every step (default:\n"
-            "                       on for DDPM, off for DDIM)\n"
+            "                       on for DDPM, off for DDIM and dpm++2m)\n"
             "  --class C            a class-conditional model's (train --classes K) class:\n"
             "                       all (the default: image i is class i mod K, and the grid\n"
             "                       has K columns, one class each) | 0..K-1 | a comma list\n"
@@ -189,6 +195,7 @@ typedef struct {
     const char *ckpt_path, *weights, *model, *out_path, *backend, *precision;
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
+    int solver, solver_set;         /* --solver (sg_solver), given */
     int spacing, steps_offset;      /* --spacing (sg_spacing), --steps-offset */
     int spacing_set, var_set;       /* --spacing / --steps-offset, --variance given */
     int var_large;                  /* --variance large: DDPM's sigma^2 = beta_t */
@@ -266,9 +273,15 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_int(&c, 1, 1 << 20, &a->n);
         else if (cli_is(&c, "--seed"))
             bad = cli_u64(&c, &a->seed);
-        else if (cli_is(&c, "--ddim-steps"))
+        else if (cli_is(&c, "--ddim-steps") || cli_is(&c, "--steps"))
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
-        else if (cli_is(&c, "--spacing")) {
+        else if (cli_is(&c, "--solver")) {
+            const char *v = cli_value(&c);
+            a->solver_set = 1;
+            bad =
+                !v || ((a->solver = sg_solver_parse(v)) < 0 &&
+                       fprintf(stderr, "sample: --solver expects ddim or dpm++2m, got '%s'\n", v));
+        } else if (cli_is(&c, "--spacing")) {
             const char *v = cli_value(&c);
             a->spacing_set = 1;
             bad = !v || ((a->spacing = sg_spacing_parse(v)) < 0 &&
@@ -313,6 +326,15 @@ static int parse_args(int argc, char **argv, sample_args *a) {
                         "--help)\n");
         return 2;
     }
+    if (a->solver == SG_SOLVER_DPMPP_2M && !a->ddim_steps) {
+        fprintf(stderr, "sample: --solver dpm++2m needs its number of steps: give --steps N (20 "
+                        "is common)\n");
+        return 2;
+    }
+    if (a->solver == SG_SOLVER_DPMPP_2M && a->eta > 0) {
+        fprintf(stderr, "sample: --eta is DDIM's: DPM-Solver++(2M) is deterministic\n");
+        return 2;
+    }
     if (a->eta > 0 && !a->ddim_steps) {
         fprintf(stderr, "sample: --eta is DDIM's: give --ddim-steps N too (DDPM's variance is "
                         "fixed)\n");
@@ -320,8 +342,8 @@ static int parse_args(int argc, char **argv, sample_args *a) {
     }
     if ((a->spacing != SG_SPACING_TRAILING || a->steps_offset) && !a->ddim_steps) {
         fprintf(stderr,
-                "sample: --%s is DDIM's: give --ddim-steps N too (DDPM visits all T "
-                "steps)\n",
+                "sample: --%s is for --steps N (DDIM, DPM-Solver++): give --steps N too "
+                "(DDPM visits all T steps)\n",
                 a->steps_offset ? "steps-offset" : "spacing");
         return 2;
     }
@@ -392,8 +414,8 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
     }
     if (a->ddim_steps) { /* the spacing's timesteps fit the checkpoint's T */
         int *ts = malloc(sizeof(int) * (size_t)a->ddim_steps);
-        const int bad =
-            !ts || sg_ddim_timesteps_spaced(a->ddim_steps, cfg->T, a->spacing, a->steps_offset, ts);
+        const int bad = !ts || sg_solver_timesteps(a->solver, a->ddim_steps, cfg->T, a->spacing,
+                                                   a->steps_offset, ts);
         free(ts);
         if (bad) return fprintf(stderr, "sample: %s\n", ts ? sg_last_error() : "out of memory"), 2;
     }
@@ -504,7 +526,10 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     json_object_set_new(j, "image", json_pack("[iii]", cfg->img, cfg->img, cfg->in_ch));
     json_object_set_new(j, "weights_xxh64", json_string(hex));
     json_object_set_new(j, "weights_used", json_string(used));
-    json_object_set_new(j, "sampler", json_string(ddim ? "DDIM" : "DDPM"));
+    json_object_set_new(j, "sampler",
+                        json_string(!ddim                             ? "DDPM"
+                                    : a->solver == SG_SOLVER_DPMPP_2M ? "DPM-Solver++(2M)"
+                                                                      : "DDIM"));
     json_object_set_new(j, "steps", json_integer(ddim ? a->ddim_steps : cfg->T));
     /* only when not trailing: a folder from before --spacing reads as trailing */
     if (a->spacing != SG_SPACING_TRAILING)
@@ -757,7 +782,8 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     if (a->ddim_steps && a->eta > 0)
         snprintf(what, sizeof what, "DDIM %d eta %g", a->ddim_steps, (double)a->eta);
     else if (a->ddim_steps)
-        snprintf(what, sizeof what, "DDIM %d", a->ddim_steps);
+        snprintf(what, sizeof what, "%s %d",
+                 a->solver == SG_SOLVER_DPMPP_2M ? "DPM-Solver++(2M)" : "DDIM", a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
     if (a->spacing != SG_SPACING_TRAILING)
@@ -824,6 +850,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     ps.images = k.found;
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
+                           .solver = a->solver,
                            .spacing = a->spacing,
                            .steps_offset = a->steps_offset,
                            .eta = a->eta,
@@ -903,32 +930,42 @@ static int weights_failed(const char *path) {
     return 1;
 }
 
-/* A diffusers folder whose scheduler_config.json samples otherwise than this run (its
- * timestep_spacing for DDIM, its variance_type for DDPM) and no flag chose: a note on stderr
- * naming the flags that follow it (sample does not read the scheduler's sampling options:
- * docs/diffusers.md). */
+/* A diffusers folder whose scheduler_config.json samples otherwise than this run (its scheduler
+ * DPMSolverMultistepScheduler where no --solver chose; its timestep_spacing for the run's
+ * solver, when the folder's scheduler is that solver's; its variance_type for DDPM) and no flag
+ * chose: a note on stderr naming the flags that follow it (sample does not read the
+ * scheduler's sampling options: docs/diffusers.md). */
 static void scheduler_note(const sample_args *a) {
     struct stat st;
-    char sp[32];
+    char cls[64], sp[64];
     int off, large;
     if (stat(a->weights, &st) || !S_ISDIR(st.st_mode) ||
-        ckpt_diffusers_sampling(a->weights, sp, sizeof sp, &off, &large) || !*sp)
+        ckpt_diffusers_sampling(a->weights, cls, sp, sizeof sp, &off, &large) || !*sp)
         return;
-    const int want = sg_spacing_parse(sp);
+    const int want = sg_spacing_parse(sp), dpm = a->solver == SG_SOLVER_DPMPP_2M;
+    const int dpm_folder = !strcmp(cls, "DPMSolverMultistepScheduler");
     off = want == SG_SPACING_LEADING ? off : 0; /* diffusers shifts leading's steps only */
-    char says[96] = "", flags[64] = "";
-    if (a->ddim_steps && !a->spacing_set && want >= 0 && (want != a->spacing || off)) {
-        snprintf(says, sizeof says, "timestep_spacing \"%s\"", sp);
-        snprintf(flags, sizeof flags, "--spacing %s", sp);
-        if (off) {
-            snprintf(says + strlen(says), sizeof says - strlen(says), ", steps_offset %d", off);
-            snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " --steps-offset %d",
-                     off);
-        }
-    } else if (!a->ddim_steps && !a->var_set && large) {
-        snprintf(says, sizeof says, "variance_type \"fixed_large\"");
-        snprintf(flags, sizeof flags, "--variance large");
+    char says[160] = "", flags[96] = "";
+#define NOTE_ADD(buf, ...) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), __VA_ARGS__)
+    if (dpm_folder && !a->solver_set) {
+        NOTE_ADD(says, "_class_name \"%s\"", cls);
+        NOTE_ADD(flags, "--solver dpm++2m%s", a->ddim_steps ? "" : " --steps N");
     }
+    /* the spacing where the run's solver is the folder's (or will be, by the note) */
+    const int same = dpm_folder ? dpm || !a->solver_set : !dpm;
+    if ((a->ddim_steps || *flags) && same && !a->spacing_set && want >= 0 &&
+        (want != a->spacing || off)) {
+        NOTE_ADD(says, "%stimestep_spacing \"%s\"", *says ? ", " : "", sp);
+        NOTE_ADD(flags, "%s--spacing %s", *flags ? " " : "", sp);
+        if (off) {
+            NOTE_ADD(says, ", steps_offset %d", off);
+            NOTE_ADD(flags, " --steps-offset %d", off);
+        }
+    } else if (!dpm_folder && !a->ddim_steps && !a->var_set && large) {
+        NOTE_ADD(says, "variance_type \"fixed_large\"");
+        NOTE_ADD(flags, "--variance large");
+    }
+#undef NOTE_ADD
     if (*flags)
         fprintf(stderr,
                 "sample: note: %s's scheduler_config.json says %s, which this run does not follow "
