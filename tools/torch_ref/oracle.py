@@ -244,27 +244,26 @@ def train_step(model, train, x0, t, eps, state=None, device="cpu", dtype=torch.f
         target = eps_t
     else:
         raise ValueError("unknown prediction %r (eps or v)" % train["prediction"])
-    if train["snr_gamma"] > 0:
-        # min-SNR-gamma (Hang et al. 2023), as diffusers' training scripts write it: SNR from
-        # alphas_cumprod, the weights min(SNR, gamma) / SNR (epsilon) or / (SNR + 1) (v), each
-        # sample's mean squared error times its weight, then the mean over the batch
+    weighted = train["snr_gamma"] > 0 or train["p2_gamma"] > 0
+    if weighted:
         abar = torch.from_numpy(ddpm_abar(train["T"], train["beta1"], train["betaT"],
                                           train["beta_schedule"], train["zero_snr"])[t]).to(
                                               device=device, dtype=dtype)
+    if train["snr_gamma"] > 0:
+        # min-SNR-gamma (Hang et al. 2023), as diffusers' training scripts write it: SNR from
+        # alphas_cumprod, the weights min(SNR, gamma) / SNR (epsilon) or / (SNR + 1) (v)
         snr = abar / (1 - abar)  # 0 at zero terminal SNR's last step: a v weight of 0
         w = torch.stack([snr, train["snr_gamma"] * torch.ones_like(snr)], dim=1).min(dim=1)[0]
         w = w / snr if train["prediction"] == "eps" else w / (snr + 1)
-        loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
     elif train["p2_gamma"] > 0:
         # P2 (Choi et al. 2022; their gaussian_diffusion.py: p2_loss_weight = (k + alphas_cumprod
         # / (1 - alphas_cumprod)) ** -gamma on the eps loss); for v the same objective: an eps
         # error is sqrt(abar) times a v error, so times abar = SNR / (SNR + 1)
-        abar = torch.from_numpy(ddpm_abar(train["T"], train["beta1"], train["betaT"],
-                                          train["beta_schedule"], train["zero_snr"])[t]).to(
-                                              device=device, dtype=dtype)
         w = (train["p2_k"] + abar / (1 - abar)) ** -train["p2_gamma"]
         if train["prediction"] == "v":
             w = w * abar
+    if weighted:
+        # each sample's mean squared error times its weight, then the mean over the batch
         loss = (((pred - target) ** 2).mean(dim=(1, 2, 3)) * w).mean()
     else:
         loss = torch.mean((pred - target) ** 2)
