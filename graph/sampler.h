@@ -52,18 +52,21 @@
  *
  * DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2; diffusers'
  * DPMSolverMultistepScheduler with its defaults: dpmsolver++, solver_order 2, midpoint,
- * lower_order_final, final_sigmas_type "zero"), sg_sample_opts.solver, at the timesteps that
- * scheduler's set_timesteps makes (sg_solver_timesteps): trailing as DDIM's; leading
- * t_j = (S - j) floor(T / (S + 1)) + offset and linspace t_j = rint((S - j) (T - 1) / S), each
- * S + 1 points of which the last (0) is dropped, so at 20 of 1000 linspace visits 999, 949, ...,
- * 50 where trailing visits 999, 949, ..., 49. With alpha = sqrt(abar), sigma = sqrt(1 - abar),
- * lambda = log(alpha / sigma), one step from s to t (t = -1 after the last: alpha 1, sigma 0) with
- * h = lambda_t - lambda_s: x_t = (sigma_t / sigma_s) x_s + alpha_t (1 - e^-h) D, D = x0_pred (order
- * 1: the first step, and the last, which lands on x0_pred itself) or D = (1 + 1 / (2 r)) x0_pred -
- * 1 / (2 r) x0_pred of the previous step (order 2), r = h' / h, h' the previous step's h. Order 1
- * is DDIM with eta 0 (the same map, other roundings). x0_pred as DDIM's (a v model's from v;
- * clamped with clip, which is diffusers' thresholding with ratio 1 and maximum 1). Deterministic
- * (no noise); the previous x0_pred is kept per element in the plan's x0 history.
+ * lower_order_final, final_sigmas_type "zero"; sg_sample_opts.solver). With alpha = sqrt(abar),
+ * sigma = sqrt(1 - abar), lambda = log(alpha / sigma), one step from s to t (t = -1 after the
+ * last: alpha 1, sigma 0), h = lambda_t - lambda_s:
+ *   x_t = (sigma_t / sigma_s) x_s + alpha_t (1 - e^-h) D
+ *   D   = x0_pred                                         (order 1: the first and the last step)
+ *   D   = (1 + 1 / (2 r)) x0_pred - 1 / (2 r) x0_prev     (order 2: between; r = h' / h)
+ * x0_prev is the x0_pred of the step before, h' that step's h. The last step lands on x0_pred
+ * itself; order 1 is DDIM with eta 0 (the same map, other roundings). x0_pred is DDIM's (a v
+ * model's from v; clamped with clip, which is diffusers' thresholding at ratio 1, maximum 1).
+ * Deterministic (no noise); x0_prev is kept per element in the plan's x0 history. Timesteps
+ * (sg_solver_timesteps) are that scheduler's set_timesteps': trailing as DDIM's; leading and
+ * linspace from S + 1 points with the last (0) dropped:
+ *   leading:  t_j = (S - j) floor(T / (S + 1)) + offset
+ *   linspace: t_j = rint((S - j) (T - 1) / S)   (20 of 1000: 999, 949, ..., 50; trailing's end
+ *             at 49)
  *
  * Random numbers: Philox (common/philox.h) with purpose SG_RNG_SAMPLE, keyed by the seed;
  * x_T uses step = T, the DDPM noise z of the step from t uses step = t (t >= 1; t = 0 draws

@@ -828,6 +828,20 @@ static void test_end_to_end(void) {
     CHECK(memcmp(a, b, (size_t)(2 * per) * 4), "DDPM and DDIM gave the same images");
     CHECK(sg_sample(&e, 2, 42, 13, b, NULL, NULL) == SG_ERR, "DDIM steps > T accepted");
     CHECK(sg_sample(&e, 0, 42, 5, b, NULL, NULL) == SG_ERR, "0 images accepted");
+    /* DPM-Solver++(2M): 12 steps at trailing, not at linspace (S + 1 points need T > S), not
+     * with eta, not without steps (DDPM), not a solver that does not exist */
+    sg_sample_opts dpm = {.ddim_steps = 12, .solver = SG_SOLVER_DPMPP_2M, .clip = -1};
+    CHECK(sg_sample_ex(&e, 2, 42, &dpm, b) == SG_OK && all_finite_in_range(b, 2 * per),
+          "DPM-Solver++(2M) 12: %s", sg_last_error());
+    const sg_sample_opts refused[4] = {
+        {.ddim_steps = 12, .solver = SG_SOLVER_DPMPP_2M, .spacing = SG_SPACING_LINSPACE},
+        {.ddim_steps = 4, .solver = SG_SOLVER_DPMPP_2M, .eta = 0.5},
+        {.ddim_steps = 0, .solver = SG_SOLVER_DPMPP_2M},
+        {.ddim_steps = 4, .solver = 2}};
+    const char *says[4] = {"takes steps in [1, 11]", "deterministic", "DDPM none", "solver 2"};
+    for (int i = 0; i < 4; i++)
+        CHECK(sg_sample_ex(&e, 2, 42, &refused[i], b) == SG_ERR && strstr(sg_last_error(), says[i]),
+              "refused DPM-Solver++(2M) case %d: %s", i, sg_last_error());
     sg_exec_free(&e);
 
     /* bf16 activations: the x_t written as bf16 */
