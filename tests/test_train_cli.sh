@@ -122,25 +122,11 @@ w, h = struct.unpack(">II", b[16:24])
 assert (w, h) == (800, 1500), (w, h)
 PY'
 
-# ---- --sample-every on a step that is neither a log nor a checkpoint step; grids captioned
-"${T[@]}" --steps 4 --log-every 2 --ckpt-every 0 --sample-every 3 --out se >/dev/null 2>&1; rc=$?
-ok "--sample-every 3 samples at step 3 (not a log step)" '[ $rc -eq 0 ] && [ -s se/samples_00000003.png ] && [ -s se/samples_00000004.png ]'
-ok "sample grids carry a caption strip (RGB, 15 px above the 2x2 grid)" 'python3 - se/samples_00000003.png <<PY
-import struct, sys
-b = open(sys.argv[1], "rb").read()
-w, h = struct.unpack(">II", b[16:24])
-assert (w, h, b[25]) == (67, 15 + 67, 2), (w, h, b[25])
-PY'
-
-# ---- the training grid is what `sample --clip --scale 2` draws from the checkpoint's EMA
-# weights (the same seed, the same images), and clipping matters at 2 DDIM steps of an
-# untrained model (planted: the grid drawn unclipped is caught)
-sample=$(dirname "$train")/sample
-"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 --clip --backend cpu \
-    --out se/clip.png >/dev/null 2>&1
-"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 \
-    --no-clip --backend cpu --out se/noclip.png >/dev/null 2>&1
-ok "a training grid is sample --clip of its checkpoint (EMA, same seed), not --no-clip" 'python3 - se/samples_00000004.png se/clip.png se/noclip.png <<PY
+# grid_is_sample NAME GRID SAMPLE OTHER: the training grid GRID (below its caption strip) has
+# SAMPLE's pixels, and OTHER's differ (the check can tell)
+grid_is_sample() {
+  local name=$1 grid=$2 want=$3 other=$4
+  ok "$name" 'python3 - "$grid" "$want" "$other" <<PY
 import struct, sys, zlib
 def rows(path):  # a non-interlaced 8-bit PNG: its scanlines, unfiltered
     b = open(path, "rb").read()
@@ -168,14 +154,54 @@ clip, _ = rows(sys.argv[2])
 noclip, _ = rows(sys.argv[3])
 grid = grid[15:]  # below the caption strip
 assert len(grid) == len(clip) and grid == clip, "the training grid differs from sample --clip"
-assert clip != noclip, "clipping changed nothing: the check would not see it"
+assert clip != noclip, "the other image is the same: the check would not see it"
 PY'
+}
+
+# ---- --sample-every on a step that is neither a log nor a checkpoint step; grids captioned
+"${T[@]}" --steps 4 --log-every 2 --ckpt-every 0 --sample-every 3 --out se >/dev/null 2>&1; rc=$?
+ok "--sample-every 3 samples at step 3 (not a log step)" '[ $rc -eq 0 ] && [ -s se/samples_00000003.png ] && [ -s se/samples_00000004.png ]'
+ok "sample grids carry a caption strip (RGB, 15 px above the 2x2 grid)" 'python3 - se/samples_00000003.png <<PY
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+w, h = struct.unpack(">II", b[16:24])
+assert (w, h, b[25]) == (67, 15 + 67, 2), (w, h, b[25])
+PY'
+
+# ---- the training grid is what `sample --clip --scale 2` draws from the checkpoint's EMA
+# weights (the same seed, the same images), and clipping matters at 2 DDIM steps of an
+# untrained model (planted: the grid drawn unclipped is caught)
+sample=$(dirname "$train")/sample
+"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 --clip --backend cpu \
+    --out se/clip.png >/dev/null 2>&1
+"$sample" --ckpt se/ckpt_00000004.sgck --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 \
+    --no-clip --backend cpu --out se/noclip.png >/dev/null 2>&1
+grid_is_sample "a training grid is sample --clip of its checkpoint (EMA, same seed), not --no-clip" \
+  se/samples_00000004.png se/clip.png se/noclip.png
 # a bare PATH is --ckpt PATH (the run folder here: its latest, step 4's); a second one is refused
 "$sample" se --n 4 --ddim-steps 2 --seed 0 --cols 2 --scale 2 --clip --backend cpu \
     --out se/bare.png >/dev/null 2>&1; rc=$?
 ok "sample PATH draws what sample --ckpt PATH draws" '[ $rc -eq 0 ] && cmp -s se/bare.png se/clip.png'
 "$sample" se se --n 1 --backend cpu --out se/two.png >/dev/null 2>err.txt; rc=$?
 ok "sample with two bare PATHs is refused" '[ $rc -eq 2 ] && grep -q "unexpected argument .se." err.txt && [ ! -e se/two.png ]'
+
+# ---- --sample-solver dpm++2m: the grids by DPM-Solver++(2M) (what sample --solver dpm++2m
+# --clip draws from the checkpoint, not DDIM's), said on stderr; a resume keeps it (the
+# checkpoint records it), --sample-solver ddim on a resume changes it; an unknown one refused
+"${T[@]}" --steps 2 --ddim-steps 3 --sample-solver dpm++2m --out sdpm >/dev/null 2>err.txt; rc=$?
+ok "--sample-solver dpm++2m: a grid, said on stderr" '[ $rc -eq 0 ] && [ -s sdpm/samples_00000002.png ] && grep -q "DPM-Solver++(2M) 3 steps" err.txt'
+for s in "--solver dpm++2m" "--solver ddim"; do
+  # shellcheck disable=SC2086 # the solver flag and its value, split on purpose
+  "$sample" --ckpt sdpm/ckpt_00000002.sgck --n 4 --steps 3 $s --seed 0 --cols 2 --scale 2 \
+      --clip --backend cpu --out "sdpm/${s##* }.png" >/dev/null 2>&1
+done
+grid_is_sample "the grid is sample --solver dpm++2m --clip of its checkpoint, not DDIM's" \
+  sdpm/samples_00000002.png sdpm/dpm++2m.png sdpm/ddim.png
+"$train" --resume sdpm --steps 3 >/dev/null 2>err.txt; rc=$?
+ok "a resume keeps the grids' solver" '[ $rc -eq 0 ] && grep -q "DPM-Solver++(2M) 3 steps" err.txt'
+"$train" --resume sdpm --steps 4 --sample-solver ddim >/dev/null 2>err.txt; rc=$?
+ok "--sample-solver ddim on a resume changes it" '[ $rc -eq 0 ] && grep -q "DDIM 3 steps" err.txt'
+usage_err "--sample-solver euler" --steps 2 --sample-solver euler
 
 # ---- a sample grid that cannot be written (here a directory in its place) loses no training:
 # a warning naming it, the run goes on to its checkpoint and final grid, and exits 1 (it exited 0)

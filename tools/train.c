@@ -57,6 +57,7 @@ typedef struct {
     sg_engine_table engine_table;
     uint64_t seed;
     int seed_set, steps_set, samples_set, ddim_set, cadence_set[4]; /* log, ckpt, sample, keep */
+    int sample_solver, sample_solver_set; /* --sample-solver (sg_solver), given */
     /* safe to change on resume: the learning rate, its warm-up and schedule, the EMA decay and
      * its warm-up */
     float lr, ema_decay, lr_min, ema_inv_gamma, ema_power;
@@ -125,6 +126,9 @@ static void usage(FILE *f) {
         "  --keep N             checkpoints kept (default 3; 0 keeps all)\n"
         "  --sample-every N     sample grid every N steps (default 0: only at the end)\n"
         "  --samples N          images per grid (default 16); --ddim-steps N (default 50)\n"
+        "  --sample-solver S    the grids' solver over those steps: ddim (the default) |\n"
+        "                       dpm++2m (DPM-Solver++(2M), as sample --solver: second\n"
+        "                       order, so fewer steps, e.g. --ddim-steps 20)\n"
         "  --log-every N        metrics/progress every N steps (default 10)\n"
         "  --resume DIR|CKPT    continue a run: model, data, run directory and step target\n"
         "                       come from the checkpoint (a directory: the one `latest`\n"
@@ -211,7 +215,13 @@ static int train_flag(cli_args *c, train_args *a, sg_model_cfg *cfg) {
         bad = cli_int(c, 1, 1024, &a->n_samples), a->samples_set = 1;
     else if (cli_is(c, "--ddim-steps"))
         bad = cli_int(c, 1, 100000, &a->ddim_steps), a->ddim_set = 1;
-    else if (cli_is(c, "--lr"))
+    else if (cli_is(c, "--sample-solver")) {
+        const char *v = cli_value(c);
+        a->sample_solver_set = 1;
+        bad = !v ||
+              ((a->sample_solver = sg_solver_parse(v)) < 0 &&
+               fprintf(stderr, "train: --sample-solver expects ddim or dpm++2m, got '%s'\n", v));
+    } else if (cli_is(c, "--lr"))
         bad = cli_float(c, 0, 10, &a->lr), a->lr_set = 1;
     else if (cli_is(c, "--ema-decay"))
         bad = cli_float(c, 0, 1, &a->ema_decay), a->ema_set = 1;
@@ -494,6 +504,12 @@ static int resume_setup(train_args *a, sg_model_cfg *cfg, const char *ckpt_path,
     if (!a->cadence_set[3]) a->keep = (int)meta_int(run, "keep", a->keep);
     if (!a->samples_set) a->n_samples = (int)meta_int(run, "samples", a->n_samples);
     if (!a->ddim_set) a->ddim_steps = (int)meta_int(run, "ddim_steps", a->ddim_steps);
+    /* the grids' solver: absent is DDIM (a run from before --sample-solver) */
+    const json_t *sv = json_object_get(run, "sample_solver");
+    if (!rc && sv && (!json_is_string(sv) || sg_solver_parse(json_string_value(sv)) < 0))
+        rc = sg_set_error("%s: its run.sample_solver is not ddim or dpm++2m", ckpt_path);
+    if (!rc && sv && !a->sample_solver_set)
+        a->sample_solver = sg_solver_parse(json_string_value(sv));
     const char *cad[] = {"log_every", "ckpt_every", "sample_every", "keep"};
     int64_t val[] = {a->log_every, a->ckpt_every, a->sample_every, a->keep};
     for (int i = 0; i < 4; i++)
@@ -585,6 +601,10 @@ static int make_extra_json(train_run *r) {
                           (json_int_t)a->steps, "log_every", (json_int_t)a->log_every, "ckpt_every",
                           (json_int_t)a->ckpt_every, "sample_every", (json_int_t)a->sample_every,
                           "keep", a->keep, "samples", a->n_samples, "ddim_steps", a->ddim_steps);
+    /* only when not DDIM: a run from before reads as DDIM */
+    if (j && a->sample_solver != SG_SOLVER_DDIM)
+        json_object_set_new(json_object_get(j, "run"), "sample_solver",
+                            json_string(sg_solver_name(a->sample_solver)));
     char *s = j ? cli_json_string(j) : NULL;
     if (!s) return sg_set_error("cannot describe the data source %s as JSON", r->a.data);
     /* sg_exec_save merges members: drop the outer braces */
@@ -705,6 +725,7 @@ static int write_samples(train_run *r) {
     for (int i = 0; labels && i < n; i++) labels[i] = i % c.classes;
     /* clipped as the sample tool's --clip: what a grid during training should show */
     sg_sample_opts o = {.ddim_steps = r->a.ddim_steps,
+                        .solver = r->a.sample_solver,
                         .clip = 1,
                         .labels = labels,
                         .progress = sample_progress,
@@ -718,12 +739,13 @@ static int write_samples(train_run *r) {
     while (cols * cols < n) cols++;
     if (c.classes > 0) cols = c.classes < n ? c.classes : n;
     char caption[128];
-    snprintf(caption, sizeof caption, "step %lld  EMA  DDIM %d  clip%s", (long long)r->step,
+    const char *solver = r->a.sample_solver == SG_SOLVER_DPMPP_2M ? "DPM-Solver++(2M)" : "DDIM";
+    snprintf(caption, sizeof caption, "step %lld  EMA  %s %d  clip%s", (long long)r->step, solver,
              r->a.ddim_steps, c.classes > 0 ? "  class per column" : "");
     if (!rc)
         rc = img_write_grid_captioned_png(path, out, n, c.img, c.img, c.in_ch, cols, 2, caption);
     if (!rc)
-        fprintf(stderr, "  samples: %s (EMA weights, DDIM %d steps, x0 clipped)\n", path,
+        fprintf(stderr, "  samples: %s (EMA weights, %s %d steps, x0 clipped)\n", path, solver,
                 r->a.ddim_steps);
     free(out);
     free(ema);
