@@ -243,10 +243,11 @@ int ckpt_diffusers_to_config(const char *dir, char *buf, size_t cap);
  * ckpt_diffusers_to_config does not read it): its _class_name into scheduler (absent: ""),
  * timestep_spacing into spacing (absent: that scheduler's default, "linspace" for
  * DPMSolverMultistepScheduler and "leading" for the others; "" when the folder has no scheduler
- * config), steps_offset (absent: 0), variance_type "fixed_large" (*var_large 1; else 0). Each
- * string is cut to its buffer's cap. SG_ERR where a field has the wrong type. */
+ * config), steps_offset (absent: 0), variance_type "fixed_large" (*var_large 1; else 0),
+ * use_karras_sigmas true (*karras 1; else 0). Each string is cut to its buffer's cap. SG_ERR
+ * where a field has the wrong type. */
 int ckpt_diffusers_sampling(const char *dir, char *scheduler, char *spacing, size_t cap,
-                            int *steps_offset, int *var_large);
+                            int *steps_offset, int *var_large, int *karras);
 /* Do two stepgraph config objects describe the same network (img, channels, levels, res
  * blocks, groups, resampling, down_pad, attention placement and heads; training fields are
  * ignored)? SG_ERR naming the first difference, "<source> is another architecture: ...". */

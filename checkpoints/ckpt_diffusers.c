@@ -501,9 +501,9 @@ static int read_scheduler(const char *dir, int *T, int *cosine, int *vpred, int 
 }
 
 int ckpt_diffusers_sampling(const char *dir, char *scheduler, char *spacing, size_t cap,
-                            int *steps_offset, int *var_large) {
+                            int *steps_offset, int *var_large, int *karras) {
     char spath[4096];
-    scheduler[0] = spacing[0] = 0, *steps_offset = 0, *var_large = 0;
+    scheduler[0] = spacing[0] = 0, *steps_offset = 0, *var_large = 0, *karras = 0;
     char *st = find_config(dir, "scheduler", "scheduler_config.json", spath);
     if (!st) return SG_OK;
     ckpt_json *s = ckpt_json_parse(st, strlen(st));
@@ -525,6 +525,7 @@ int ckpt_diffusers_sampling(const char *dir, char *scheduler, char *spacing, siz
     int rc = !sp ? sg_set_error("%s: \"timestep_spacing\" is not a string", spath) : SG_OK;
     if (!rc && ckpt_json_find(s, 0, "steps_offset") >= 0)
         rc = get_int(s, 0, "steps_offset", 0, 1 << 20, steps_offset, spath);
+    if (!rc) rc = get_flag(s, "use_karras_sigmas", karras, spath);
     if (!rc) {
         snprintf(spacing, cap, "%s", sp);
         *var_large = var && !strcmp(var, "fixed_large");

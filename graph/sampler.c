@@ -306,6 +306,9 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
                             opts->solver);
     if (dpm && opts->eta != 0.0)
         return sg_set_error("DPM-Solver++(2M) is deterministic: eta %g is DDIM's", opts->eta);
+    if (opts->karras && (!dpm || opts->spacing != SG_SPACING_TRAILING || opts->steps_offset))
+        return sg_set_error("Karras sigmas are DPM-Solver++(2M)'s here, and place its steps "
+                            "themselves (no spacing)");
 
     float *x = malloc((size_t)count * sizeof(float));
     int *ts = malloc((size_t)n_steps * sizeof(int));
@@ -330,17 +333,18 @@ int sg_sample_ex(sg_exec *e, int n_images, uint64_t seed, const sg_sample_opts *
         if (opts->labels[i] < 0 || opts->labels[i] > c->classes)
             rc = sg_set_error("image %d's class %d is not one of the model's 0..%d (%d: none)", i,
                               opts->labels[i], c->classes, c->classes);
-    if (!rc && ddim)
+    if (!rc && ddim && !opts->karras)
         rc = sg_solver_timesteps(opts->solver, S, c->T, opts->spacing, opts->steps_offset, ts);
     for (int k = 0; k < n_steps && !rc && !ddim; k++) ts[k] = c->T - 1 - k;
     if (!rc) {
         /* the step table, written once: every batch runs the same steps */
         const sg_betas betas = sg_model_betas(c);
-        rc = sg_sample_table(rows, c->T, ts, n_steps,
-                             dpm    ? SG_TABLE_DPM2M
-                             : ddim ? SG_TABLE_DDIM
-                                    : SG_TABLE_DDPM,
-                             clip, opts->eta, opts->var_large, &betas);
+        rc = opts->karras ? sg_sample_table_karras(rows, c->T, ts, n_steps, clip, &betas)
+                          : sg_sample_table(rows, c->T, ts, n_steps,
+                                            dpm    ? SG_TABLE_DPM2M
+                                            : ddim ? SG_TABLE_DDIM
+                                                   : SG_TABLE_DDPM,
+                                            clip, opts->eta, opts->var_large, &betas);
         /* a v-prediction model: every step reads its prediction as v (sg_sample_eps, _x0) */
         for (int k = 0; !rc && k < n_steps; k++) rows[k].v_pred = c->prediction == SG_PRED_V;
         if (!rc) rc = sg_exec_write(e, p->io.sample_table, rows);

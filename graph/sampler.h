@@ -67,6 +67,12 @@
  *   leading:  t_j = (S - j) floor(T / (S + 1)) + offset
  *   linspace: t_j = rint((S - j) (T - 1) / S)   (20 of 1000: 999, 949, ..., 50; trailing's end
  *             at 49)
+ * Or (karras; diffusers' use_karras_sigmas) its steps go between Karras et al. 2022's sigmas,
+ * sigma_j = (smax^(1/7) + j / (S - 1) (smin^(1/7) - smax^(1/7)))^7 with sigma_t = sqrt((1 - abar_t)
+ * / abar_t), smax and smin those at T - 1 and 0: every coefficient (x0_pred's too) from those
+ * sigmas (abar = 1 / (sigma^2 + 1)), the model asked at the timestep each sigma's falls at
+ * (interpolated in log sigma, rounded; kernels/cpu: sg_karras_timesteps). Not with zero terminal
+ * SNR (smax infinite).
  *
  * Random numbers: Philox (common/philox.h) with purpose SG_RNG_SAMPLE, keyed by the seed;
  * x_T uses step = T, the DDPM noise z of the step from t uses step = t (t >= 1; t = 0 draws
@@ -160,6 +166,8 @@ typedef void (*sg_sample_progress_fn)(void *ctx, int images_done, int batch_imag
 typedef struct {
     int ddim_steps;   /* 0: DDPM with all T steps; else DDIM with this many (1 .. T) */
     int solver;       /* with ddim_steps: sg_solver (0: DDIM; DPM-Solver++(2M): eta 0) */
+    int karras;       /* DPM-Solver++(2M): 1 steps between Karras et al.'s sigmas (see the top);
+                         then the spacing must be trailing and the offset 0 */
     int spacing;      /* DDIM's timesteps (sg_spacing; 0: trailing); DDPM: 0 */
     int steps_offset; /* leading's offset (sg_ddim_timesteps_spaced); otherwise 0 */
     double eta;       /* DDIM's eta in [0, 1] (sg_ddim_step_eta; 0: deterministic); DDPM: 0 */

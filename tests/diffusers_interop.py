@@ -40,13 +40,14 @@ tests/diffusers_interop.sh in a venv with the pinned diffusers and safetensors).
    num_inference_steps) ends where `sample --ddim-steps 10 --eta 1 --spacing leading` does.
    `sample --weights` notes a folder whose scheduler says another spacing (absent: leading) or
    fixed_large, or is DPMSolverMultistepScheduler (absent spacing: linspace), naming the flags,
-   and says nothing where the run follows it or a flag chose.
+   or use_karras_sigmas (--karras), and says nothing where the run follows it or a flag chose.
    DPM-Solver++(2M) (sample --solver dpm++2m; eps and v models): DPMSolverMultistepScheduler
    with its defaults, from the exported config at each spacing (trailing 1, 2, 4 clipped and 10
    steps; linspace 10 and 20; leading 7 with steps_offset 1), visits stepgraph's timesteps, and
    its loop (float32 steps) from a given x_T ends where stepgraph's sampler does; clipped is
    diffusers' thresholding at ratio 1 and maximum 1 (a clamp of x0) against CLIP 1. DDIM over
-   the same timesteps ends elsewhere (the check can tell).
+   the same timesteps ends elsewhere (the check can tell). use_karras_sigmas (10 steps, and 50
+   clipped; sample --karras): the same timesteps (each Karras sigma's, rounded) and loop.
 7. DDPM (T = 50): DDPMScheduler.from_config of the exported config, its loop in float64 with
    the noise stepgraph's sampler draws (sg_forward_dump --ddpm writes it; diffusers'
    randn_tensor hands it over), from the same x_T, clip_sample on and off, variance_type
@@ -595,6 +596,13 @@ def spacings(tmp, exp):
         check(n == [], "... and nothing when the run follows it: %r" % n)
         n = note(["--solver", "ddim", "--steps", "2"], dpm)
         check(n == [], "... or when --solver chose: %r" % n)
+        kar = dict(dpm, use_karras_sigmas=True)
+        n = note(["--solver", "dpm++2m", "--steps", "2"], kar)
+        check(len(n) == 1 and "says use_karras_sigmas true" in n[0] and "add --karras to" in n[0],
+              "a Karras DPMSolverMultistepScheduler folder: the note names --karras (not the "
+              "spacing it replaces): %r" % n)
+        n = note(["--solver", "dpm++2m", "--steps", "2", "--karras"], kar)
+        check(n == [], "... and nothing with --karras: %r" % n)
     finally:
         scheduler_config(exp, saved_sc)
 
@@ -606,7 +614,8 @@ def dpm_solver(tmp, exp, what, cases):
     last dropped, where DDIMScheduler's differ), and its loop from the same x_T (diffusers steps
     in float32: it upcasts the sample to float32, not float64). cases: (spacing, S,
     steps_offset, clipped), clipped being thresholding at ratio 1 and maximum 1 (a clamp of x0
-    to [-1, 1]) against sample --clip. Returns stepgraph's images by case."""
+    to [-1, 1]) against sample --clip, and the spacing "karras" its use_karras_sigmas against
+    sample --karras. Returns stepgraph's images by case."""
     from diffusers import DPMSolverMultistepScheduler
     model = UNet2DModel.from_pretrained(exp)
     model.eval()
@@ -617,18 +626,21 @@ def dpm_solver(tmp, exp, what, cases):
     x_T.permute(0, 2, 3, 1).contiguous().numpy().astype("<f4").tofile(xp)
     images = {}
     for spacing, S, off, clipped in cases:
-        cfg = dict(sc, timestep_spacing=spacing, steps_offset=off)
+        karras = spacing == "karras"
+        cfg = dict(sc, timestep_spacing="trailing" if karras else spacing, steps_offset=off,
+                   use_karras_sigmas=karras)
         if clipped:
             cfg.update(thresholding=True, dynamic_thresholding_ratio=1.0, sample_max_value=1.0)
         sched = DPMSolverMultistepScheduler.from_config(cfg)
         c = sched.config
         check(c.algorithm_type == "dpmsolver++" and c.solver_order == 2 and
               c.solver_type == "midpoint" and c.lower_order_final and
-              c.final_sigmas_type == "zero" and not c.use_karras_sigmas,
+              c.final_sigmas_type == "zero" and c.use_karras_sigmas == karras,
               "%s: DPMSolverMultistepScheduler's defaults are the solver stepgraph runs" % what)
         sched.set_timesteps(S)
-        r = run([FWD, "--solver", "dpm++2m", "--spacing", spacing, "--steps-offset", str(off),
-                 "--ddim", exp, xp, str(S), "1" if clipped else "0", yp])
+        flags = ["--karras"] if karras else ["--spacing", spacing, "--steps-offset", str(off)]
+        r = run([FWD, "--solver", "dpm++2m"] + flags + ["--ddim", exp, xp, str(S),
+                                                         "1" if clipped else "0", yp])
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("timesteps ")][0]
         ts = [int(v) for v in line.split()[1:]]
         check(sched.timesteps.tolist() == ts, "%s DPM-Solver++(2M) %s %d, steps_offset %d: "
@@ -653,7 +665,7 @@ def dpm_solvers(tmp, exp):
     diffusers' default), clipped, and 1, 2 and 20 steps; the check can tell it from DDIM."""
     cases = (("trailing", 10, 0, False), ("linspace", 10, 0, False), ("leading", 7, 1, False),
              ("trailing", 4, 0, True), ("linspace", 20, 0, False), ("trailing", 2, 0, False),
-             ("trailing", 1, 0, False))
+             ("trailing", 1, 0, False), ("karras", 10, 0, False), ("karras", 50, 0, True))
     images = dpm_solver(tmp, exp, "eps", cases)
     # DDIM from the same x_T over the same 10 timesteps ends elsewhere: the check can tell
     xp, yp = os.path.join(tmp, "xT.f32"), os.path.join(tmp, "x0.f32")
@@ -727,7 +739,8 @@ def v_prediction(tmp):
     scheduler_config(exp, sc)
     pipeline_draws(exp, "v")
     ddim(tmp, exp, "v")
-    dpm_solver(tmp, exp, "v", (("linspace", 10, 0, False), ("trailing", 5, 0, True)))
+    dpm_solver(tmp, exp, "v", (("linspace", 10, 0, False), ("trailing", 5, 0, True),
+                               ("karras", 10, 0, False)))
 
 
 def zero_snr(tmp):

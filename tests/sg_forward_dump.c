@@ -36,7 +36,8 @@
  * class and mixes them, as `sample --guidance W`) and --guidance-rescale PHI (as `sample
  * --guidance-rescale`). --spacing NAME and --steps-offset K, also before --ddim, are `sample
  * --spacing`'s and `--steps-offset`'s (graph/sampler.h: sg_ddim_timesteps_spaced); --solver
- * NAME, before --ddim, is `sample --solver` (dpm++2m: DPM-Solver++(2M) at --ddim's timesteps).
+ * NAME, before --ddim, is `sample --solver` (dpm++2m: DPM-Solver++(2M) at --ddim's timesteps),
+ * and --karras (no value) `sample --karras` (its steps between Karras sigmas).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,8 +95,8 @@ static int weights_cfg(const char *weights, const char *model, sg_model_cfg *cfg
 /* A class-conditional model's labels (--labels), the file's count (0: none given) */
 static int32_t *g_labels;
 static long g_nlabels;
-/* DDIM's timesteps (--spacing, --steps-offset) and solver (--solver) */
-static int g_spacing, g_offset, g_solver;
+/* DDIM's timesteps (--spacing, --steps-offset), solver (--solver) and Karras sigmas (--karras) */
+static int g_spacing, g_offset, g_solver, g_karras;
 
 /* The UNet alone on x (the forward pass's images) at the timesteps t, with the classes y
  * (NULL for an unconditional model): pred. */
@@ -148,12 +149,15 @@ static int run_sampler(const char *weights, const char *xt_path, int ddim, int S
     const sg_betas b = sg_model_betas(&cfg);
     sg_exec e;
     int rc = !ts || !rows || !t || !y || !pred || !z || !xin || !x0h || (zpath && !zf);
-    if (!rc && ddim) rc = sg_solver_timesteps(g_solver, S, cfg.T, g_spacing, g_offset, ts);
+    if (!rc && ddim && !g_karras)
+        rc = sg_solver_timesteps(g_solver, S, cfg.T, g_spacing, g_offset, ts);
     for (int k = 0; !rc && !ddim && k < n; k++) ts[k] = cfg.T - 1 - k; /* as the sampler */
     const int sampler = !ddim                            ? SG_TABLE_DDPM
                         : g_solver == SG_SOLVER_DPMPP_2M ? SG_TABLE_DPM2M
                                                          : SG_TABLE_DDIM;
-    rc = rc || sg_sample_table(rows, n, ts, n, sampler, clip, eta, var_large, &b) ||
+    rc = rc ||
+         (g_karras ? sg_sample_table_karras(rows, n, ts, n, clip, &b)
+                   : sg_sample_table(rows, n, ts, n, sampler, clip, eta, var_large, &b)) ||
          sg_exec_init(&e, &cfg, 0, sg_backend_cpu_create());
     if (rc) return fprintf(stderr, "sg_forward_dump: %s\n", sg_last_error()), 1;
     for (int k = 0; k < n; k++) rows[k].v_pred = cfg.prediction == SG_PRED_V; /* as the sampler */
@@ -199,6 +203,10 @@ int main(int argc, char **argv) {
         } else if (argc > 2 && !strcmp(argv[1], "--spacing")) {
             if ((g_spacing = sg_spacing_parse(argv[2])) < 0)
                 return fprintf(stderr, "unknown spacing %s\n", argv[2]), 1;
+        } else if (argc > 1 && !strcmp(argv[1], "--karras")) {
+            g_karras = 1;
+            argv[1] = argv[0], argv++, argc--;
+            continue;
         } else if (argc > 2 && !strcmp(argv[1], "--solver")) {
             if ((g_solver = sg_solver_parse(argv[2])) < 0)
                 return fprintf(stderr, "unknown solver %s\n", argv[2]), 1;

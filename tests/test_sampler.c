@@ -1065,15 +1065,31 @@ static void test_device_step(void) {
  * (e^-h - 1) (D0 + D1 / 2), first order (D1 = 0) at the first and the last step. Against the
  * device step's CPU reference (cpu_sample_step over sg_sample_table's DPM rows) on a chain of S
  * steps from x_T, the prediction of each step fresh normals (eps or v), clipped or not. */
-static void dpm_chain(int schedule, int S, int vpred, int clip) {
+static void dpm_chain(int schedule, int S, int vpred, int clip, int karras) {
     enum { N = 2, PER = 64, NS = N * PER };
     static float x[NS], xt[NS], x0h[NS], p[NS];
-    static long double ref[NS], mprev[NS];
+    static long double ref[NS], mprev[NS], ve[TT + 1];
     const sg_betas bb = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
     int ts[TT], tt[N];
-    sg_ddim_timesteps(S, TT, ts);
     sg_sample_row *rows = malloc(sizeof(sg_sample_row) * TT);
-    CHECK(sg_sample_table(rows, TT, ts, S, SG_TABLE_DPM2M, clip, 0.0, 0, &bb) == SG_OK, "table");
+    if (karras) {
+        /* Karras et al. 2022 (rho 7) between the VE sigmas at T - 1 and at 0 */
+        CHECK(sg_sample_table_karras(rows, TT, ts, S, clip, &bb) == SG_OK, "table");
+        const long double a0 = ref_abar(0, TT, schedule), a1 = ref_abar(TT - 1, TT, schedule);
+        const long double lo = powl(sqrtl((1 - a0) / a0), 1.0L / 7),
+                          hi = powl(sqrtl((1 - a1) / a1), 1.0L / 7);
+        for (int k = 0; k < S; k++)
+            ve[k] = powl(hi + (S > 1 ? (long double)k / (S - 1) : 0) * (lo - hi), 7);
+    } else {
+        sg_ddim_timesteps(S, TT, ts);
+        CHECK(sg_sample_table(rows, TT, ts, S, SG_TABLE_DPM2M, clip, 0.0, 0, &bb) == SG_OK,
+              "table");
+        for (int k = 0; k < S; k++) {
+            const long double ab = ref_abar(ts[k], TT, schedule);
+            ve[k] = sqrtl((1 - ab) / ab);
+        }
+    }
+    ve[S] = 0; /* after the last step */
     for (int k = 0; k < TT; k++) rows[k].v_pred = vpred;
     cpu_sample_step(x, xt, tt, x0h, p, rows, TT, -1, 3, 0, N, PER, TT, 0, 1.0, 0.0); /* x_T */
     for (int i = 0; i < NS; i++) ref[i] = x[i];
@@ -1081,15 +1097,9 @@ static void dpm_chain(int schedule, int S, int vpred, int clip) {
     for (int k = 0; k < S; k++) {
         fill_normal(p, NS, 900 + (uint64_t)k);
         cpu_sample_step(x, xt, tt, x0h, p, rows, TT, k, 3, 0, N, PER, TT, 0, 1.0, 0.0);
-        const long double ab_s = ref_abar(ts[k], TT, schedule);
-        const long double ve_s = sqrtl((1 - ab_s) / ab_s), al_s = 1 / sqrtl(ve_s * ve_s + 1);
-        const long double sg_s = ve_s * al_s, lam_s = logl(al_s) - logl(sg_s);
-        long double al_t = 1, sg_t = 0;
-        if (k + 1 < S) {
-            const long double ab_t = ref_abar(ts[k + 1], TT, schedule);
-            const long double ve_t = sqrtl((1 - ab_t) / ab_t);
-            al_t = 1 / sqrtl(ve_t * ve_t + 1), sg_t = ve_t * al_t;
-        }
+        const long double al_s = 1 / sqrtl(ve[k] * ve[k] + 1), sg_s = ve[k] * al_s;
+        const long double lam_s = logl(al_s) - logl(sg_s);
+        const long double al_t = 1 / sqrtl(ve[k + 1] * ve[k + 1] + 1), sg_t = ve[k + 1] * al_t;
         const long double h = logl(al_t) - logl(sg_t) - lam_s, em1 = expl(-h) - 1;
         const int second = k > 0 && k + 1 < S;
         for (int i = 0; i < NS; i++) {
@@ -1105,11 +1115,58 @@ static void dpm_chain(int schedule, int S, int vpred, int clip) {
     for (int i = 0; i < NS; i++) scale = fmaxl(scale, fabsl(ref[i]));
     const double w = worst(x, ref, NS, 0, 1e-5 * (double)scale);
     CHECK(w <= 1,
-          "DPM-Solver++(2M) %d steps, %s betas%s%s: the device step's chain vs "
+          "DPM-Solver++(2M) %d steps%s, %s betas%s%s: the device step's chain vs "
           "diffusers' form in long double: %.3g of the tolerance (1e-5 of max %.3Lg)",
-          S, schedule == SG_BETA_COSINE ? "cosine" : "linear", vpred ? ", v" : "",
-          clip ? ", clipped" : "", w, scale);
+          S, karras ? " (Karras sigmas)" : "", schedule == SG_BETA_COSINE ? "cosine" : "linear",
+          vpred ? ", v" : "", clip ? ", clipped" : "", w, scale);
     free(rows);
+}
+
+/* sg_karras_timesteps: the sigmas against Karras et al.'s formula in long double (rho 7, from
+ * the sigma at T - 1 to the one at 0), the timesteps the first T - 1 and the last 0, never
+ * increasing, each the rounded log-sigma interpolation of its sigma; refused at zero terminal
+ * SNR (an infinite sigma). */
+static void karras_timesteps(int schedule) {
+    const sg_betas bb = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT};
+    static double ab[TT], sig[TT];
+    static int ts[TT];
+    sg_ddpm_abars(&bb, ab);
+    const int steps[3] = {1, 10, 200};
+    for (int si = 0; si < 3; si++) {
+        const int S = steps[si];
+        CHECK(sg_karras_timesteps(S, ab, TT, sig, ts) == SG_OK, "karras %d: %s", S,
+              sg_last_error());
+        const long double lo = powl(sqrtl((1 - (long double)ab[0]) / ab[0]), 1.0L / 7),
+                          hi = powl(sqrtl((1 - (long double)ab[TT - 1]) / ab[TT - 1]), 1.0L / 7);
+        double worst_sig = 0;
+        int bad_t = 0;
+        for (int j = 0; j < S; j++) {
+            const long double want =
+                powl(hi + (S > 1 ? (long double)j / (S - 1) : 0) * (lo - hi), 7);
+            worst_sig = fmax(worst_sig, (double)fabsl(sig[j] / want - 1));
+            /* the t of the formula's sigma, linear in log sigma between the two timesteps
+             * whose sigmas bracket it, rounded */
+            const long double l = logl(want);
+            int i = 0;
+            while (i + 1 < TT - 1 && logl(sqrtl((1 - (long double)ab[i + 1]) / ab[i + 1])) <= l)
+                i++;
+            const long double l0 = logl(sqrtl((1 - (long double)ab[i]) / ab[i]));
+            const long double l1 = logl(sqrtl((1 - (long double)ab[i + 1]) / ab[i + 1]));
+            const long double w = fminl(fmaxl((l0 - l) / (l0 - l1), 0), 1);
+            const int t = ts[j];
+            bad_t += t != (int)rintl(i + w) || (j > 0 && t > ts[j - 1]);
+        }
+        CHECK(worst_sig <= 1e-12 && !bad_t && ts[0] == TT - 1 && (S == 1 || ts[S - 1] == 0),
+              "%s betas, Karras %d: sigmas %.3g off the formula (relative), %d timesteps not the "
+              "interpolation's or out of order, first %d, last %d",
+              schedule == SG_BETA_COSINE ? "cosine" : "linear", S, worst_sig, bad_t, ts[0],
+              ts[S - 1]);
+    }
+    const sg_betas zs = {.T = TT, .schedule = schedule, .beta1 = B1, .betaT = BT, .zero_snr = 1};
+    sg_ddpm_abars(&zs, ab);
+    CHECK(sg_karras_timesteps(10, ab, TT, sig, ts) == SG_ERR &&
+              strstr(sg_last_error(), "zero terminal SNR"),
+          "Karras sigmas at zero terminal SNR: %s", sg_last_error());
 }
 
 /* On Gaussian data (x0 ~ N(0, s^2)) the best eps prediction is linear, eps* = sqrt(1 - abar)
@@ -1194,10 +1251,13 @@ static void test_dpm(void) {
     dpm_rows();
     for (int sc = SG_BETA_LINEAR; sc <= SG_BETA_COSINE; sc++) {
         dpm_gaussian(sc);
-        dpm_chain(sc, 10, 0, 0);
-        dpm_chain(sc, 7, 1, 0);
-        dpm_chain(sc, 6, 0, 1);
-        dpm_chain(sc, 2, 1, 1);
+        dpm_chain(sc, 10, 0, 0, 0);
+        dpm_chain(sc, 7, 1, 0, 0);
+        dpm_chain(sc, 6, 0, 1, 0);
+        dpm_chain(sc, 2, 1, 1, 0);
+        dpm_chain(sc, 10, 0, 0, 1);
+        dpm_chain(sc, 25, 1, 1, 1);
+        karras_timesteps(sc);
     }
 }
 
@@ -1786,6 +1846,34 @@ static void test_cli_dpm(const char *ck) {
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver euler --steps 3", ck, p[1],
              common);
     expect_error_saying(args, 2, "--solver expects ddim or dpm++2m");
+    /* --karras: its own image, named in the summary and samples.json (a continuation without it
+     * refused); not without dpm++2m, not with a spacing */
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras", ck,
+             p[1], common);
+    rc = run_cli(args);
+    read_stdout(out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "(DPM-Solver++(2M) Karras 3,") && !same_file(p[1], p[0]) &&
+              !same_file(p[1], p[5]),
+          "--karras: exit %d, an image of its own: %s", rc, out);
+    snprintf(d, sizeof d, "%s/karras_dir", tmpdir);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --karras --backend cpu --batch 2 "
+             "--out-dir '%s'",
+             ck, d);
+    CHECK(run_cli(args) == 0, "--karras --out-dir");
+    snprintf(path, sizeof path, "%s/samples.json", d);
+    read_file(path, out, sizeof out);
+    CHECK(strstr(out, "\"karras\": true") != NULL, "samples.json records --karras: %s", out);
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --backend cpu --batch 2 --out-dir '%s'",
+             ck, d);
+    expect_error_saying(args, 1, "made with karras");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps 3 --karras", ck, p[1], common);
+    expect_error_saying(args, 2, "--karras places DPM-Solver++(2M)'s steps");
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras --spacing linspace", ck,
+             p[1], common);
+    expect_error_saying(args, 2, "no --spacing");
 }
 
 /* A class-conditional model (3 classes): --class all (one column per class) / N / none and

@@ -79,6 +79,9 @@ static void usage(FILE *f) {
             "                       default and DDIM's uniform: 4 of 1000 visit 750, 500,\n"
             "                       250, 0) | linspace (DDIM: rounded linspace(0, T-1, N));\n"
             "                       dpm++2m: N+1 points, the last dropped, as diffusers\n"
+            "  --karras             dpm++2m's steps between Karras et al. 2022's sigmas\n"
+            "                       (diffusers' use_karras_sigmas; instead of --spacing): the\n"
+            "                       \"DPM++ 2M Karras\" sampler\n"
             "  --steps-offset K     leading spacing's offset (diffusers' steps_offset,\n"
             "                       default 0)\n"
             "  --variance V         DDPM's noise: small (sigma^2 = the posterior's beta~_t;\n"
@@ -196,6 +199,7 @@ typedef struct {
     const char *out_dir, *npz, *trajectory; /* NULL: not asked */
     int n, ddim_steps, batch, cols, scale, ema, clip;
     int solver, solver_set;         /* --solver (sg_solver), given */
+    int karras;                     /* --karras: DPM-Solver++(2M) between Karras sigmas */
     int spacing, steps_offset;      /* --spacing (sg_spacing), --steps-offset */
     int spacing_set, var_set;       /* --spacing / --steps-offset, --variance given */
     int var_large;                  /* --variance large: DDPM's sigma^2 = beta_t */
@@ -275,6 +279,8 @@ static int parse_args(int argc, char **argv, sample_args *a) {
             bad = cli_u64(&c, &a->seed);
         else if (cli_is(&c, "--ddim-steps") || cli_is(&c, "--steps"))
             bad = cli_int(&c, 0, 1 << 20, &a->ddim_steps);
+        else if (cli_is(&c, "--karras"))
+            a->karras = 1;
         else if (cli_is(&c, "--solver")) {
             const char *v = cli_value(&c);
             a->solver_set = 1;
@@ -329,6 +335,11 @@ static int parse_args(int argc, char **argv, sample_args *a) {
     if (a->solver == SG_SOLVER_DPMPP_2M && !a->ddim_steps) {
         fprintf(stderr, "sample: --solver dpm++2m needs its number of steps: give --steps N (20 "
                         "is common)\n");
+        return 2;
+    }
+    if (a->karras && (a->solver != SG_SOLVER_DPMPP_2M || a->spacing_set)) {
+        fprintf(stderr, "sample: --karras places DPM-Solver++(2M)'s steps: give --solver dpm++2m, "
+                        "and no --spacing or --steps-offset\n");
         return 2;
     }
     if (a->solver == SG_SOLVER_DPMPP_2M && a->eta > 0) {
@@ -407,6 +418,13 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 "sample: warning: %s was trained with --class-dropout 0: its null class (the "
                 "unconditional prediction %s uses) never saw training\n",
                 a->weights, a->cls == CLASS_NONE ? "--class none" : "--guidance");
+    if (a->karras && cfg->zero_snr) {
+        fprintf(stderr,
+                "sample: --karras needs a finite largest sigma, and %s was trained at "
+                "zero terminal SNR (abar 0 at T - 1): drop --karras\n",
+                a->weights);
+        return 2;
+    }
     if (a->ddim_steps > cfg->T) {
         fprintf(stderr, "sample: --ddim-steps %d exceeds the checkpoint's T = %d\n", a->ddim_steps,
                 cfg->T);
@@ -414,8 +432,8 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
     }
     if (a->ddim_steps) { /* the spacing's timesteps fit the checkpoint's T */
         int *ts = malloc(sizeof(int) * (size_t)a->ddim_steps);
-        const int bad = !ts || sg_solver_timesteps(a->solver, a->ddim_steps, cfg->T, a->spacing,
-                                                   a->steps_offset, ts);
+        const int bad = !ts || (!a->karras && sg_solver_timesteps(a->solver, a->ddim_steps, cfg->T,
+                                                                  a->spacing, a->steps_offset, ts));
         free(ts);
         if (bad) return fprintf(stderr, "sample: %s\n", ts ? sg_last_error() : "out of memory"), 2;
     }
@@ -509,9 +527,9 @@ static int weights_digest(const char *path, const sg_model_cfg *cfg, uint64_t *o
  * the weights' path (which may change: the folder moved), both informational. */
 /* clang-format off */
 static const char *const manifest_keys[] = {
-    "image", "weights_xxh64", "weights_used", "sampler", "steps", "spacing", "steps_offset", "eta",
-    "variance", "clip", "class", "guidance", "guidance_rescale", "seed", "batch", "backend",
-    "precision"};
+    "image", "weights_xxh64", "weights_used", "sampler", "steps", "spacing", "steps_offset",
+    "karras", "eta", "variance", "clip", "class", "guidance", "guidance_rescale", "seed", "batch",
+    "backend", "precision"};
 /* clang-format on */
 
 static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint64_t digest,
@@ -535,6 +553,7 @@ static json_t *manifest_json(const sample_args *a, const sg_model_cfg *cfg, uint
     if (a->spacing != SG_SPACING_TRAILING)
         json_object_set_new(j, "spacing", json_string(sg_spacing_name(a->spacing)));
     if (a->steps_offset) json_object_set_new(j, "steps_offset", json_integer(a->steps_offset));
+    if (a->karras) json_object_set_new(j, "karras", json_true());
     /* only when stochastic: a folder from before --eta reads as eta 0 */
     if (a->eta > 0) json_object_set_new(j, "eta", json_real(a->eta));
     /* only when not the default (beta~_t): a folder from before --variance reads as small */
@@ -783,7 +802,10 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
         snprintf(what, sizeof what, "DDIM %d eta %g", a->ddim_steps, (double)a->eta);
     else if (a->ddim_steps)
         snprintf(what, sizeof what, "%s %d",
-                 a->solver == SG_SOLVER_DPMPP_2M ? "DPM-Solver++(2M)" : "DDIM", a->ddim_steps);
+                 a->solver != SG_SOLVER_DPMPP_2M ? "DDIM"
+                 : a->karras                     ? "DPM-Solver++(2M) Karras"
+                                                 : "DPM-Solver++(2M)",
+                 a->ddim_steps);
     else
         snprintf(what, sizeof what, "DDPM %d%s", cfg->T, a->var_large ? " large variance" : "");
     if (a->spacing != SG_SPACING_TRAILING)
@@ -851,6 +873,7 @@ static int draw(const sample_args *a, const sg_model_cfg *cfg, sg_exec *e, int u
     ps.t0 = now_s();
     sg_sample_opts opts = {.ddim_steps = a->ddim_steps,
                            .solver = a->solver,
+                           .karras = a->karras,
                            .spacing = a->spacing,
                            .steps_offset = a->steps_offset,
                            .eta = a->eta,
@@ -938,9 +961,9 @@ static int weights_failed(const char *path) {
 static void scheduler_note(const sample_args *a) {
     struct stat st;
     char cls[64], sp[64];
-    int off, large;
+    int off, large, karras;
     if (stat(a->weights, &st) || !S_ISDIR(st.st_mode) ||
-        ckpt_diffusers_sampling(a->weights, cls, sp, sizeof sp, &off, &large) || !*sp)
+        ckpt_diffusers_sampling(a->weights, cls, sp, sizeof sp, &off, &large, &karras) || !*sp)
         return;
     const int want = sg_spacing_parse(sp), dpm = a->solver == SG_SOLVER_DPMPP_2M;
     const int dpm_folder = !strcmp(cls, "DPMSolverMultistepScheduler");
@@ -951,10 +974,15 @@ static void scheduler_note(const sample_args *a) {
         NOTE_ADD(says, "_class_name \"%s\"", cls);
         NOTE_ADD(flags, "--solver dpm++2m%s", a->ddim_steps ? "" : " --steps N");
     }
-    /* the spacing where the run's solver is the folder's (or will be, by the note) */
+    /* the spacing (or the Karras sigmas, which replace it) where the run's solver is the
+     * folder's, or will be by the note */
     const int same = dpm_folder ? dpm || !a->solver_set : !dpm;
-    if ((a->ddim_steps || *flags) && same && !a->spacing_set && want >= 0 &&
-        (want != a->spacing || off)) {
+    karras = karras && dpm_folder;
+    if (same && karras && !a->karras && !a->spacing_set) {
+        NOTE_ADD(says, "%suse_karras_sigmas true", *says ? ", " : "");
+        NOTE_ADD(flags, "%s--karras", *flags ? " " : "");
+    } else if ((a->ddim_steps || *flags) && same && !karras && !a->karras && !a->spacing_set &&
+               want >= 0 && (want != a->spacing || off)) {
         NOTE_ADD(says, "%stimestep_spacing \"%s\"", *says ? ", " : "", sp);
         NOTE_ADD(flags, "%s--spacing %s", *flags ? " " : "", sp);
         if (off) {

@@ -190,6 +190,18 @@ void cpu_p2_weight_table(float *w, const sg_betas *b, double gamma, double k, in
  * SG_ERR only when out of host memory. */
 int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int sampler, int clip,
                     double eta, int var_large, const sg_betas *b);
+/* Karras et al. 2022's sigmas for S steps (rho 7, from sigma at T - 1 down to sigma at 0,
+ * sigma_t = sqrt((1 - abar_t) / abar_t)) into sig, and the timesteps the model is asked at into
+ * ts: each sigma's t interpolated in log sigma and rounded (diffusers' _convert_to_karras and
+ * _sigma_to_t, its use_karras_sigmas); ts may repeat near 0. SG_ERR where abar at T - 1 is 0
+ * (zero terminal SNR: an infinite sigma). ab: the T abars. */
+int sg_karras_timesteps(int S, const double *ab, int T, double *sig, int *ts);
+/* The step table of DPM-Solver++(2M) over n Karras sigmas (sg_karras_timesteps; diffusers'
+ * DPMSolverMultistepScheduler with use_karras_sigmas): each step between two sigmas, its
+ * coefficients and x0 conversion from those sigmas (abar = 1 / (sigma^2 + 1)), the model asked at
+ * the rounded timestep ts[k] (written here). SG_ERR as sg_karras_timesteps, or out of memory. */
+int sg_sample_table_karras(sg_sample_row *rows, int cap, int *ts, int n, int clip,
+                           const sg_betas *b);
 /* One step of a batch of N images of `per` values, chosen by the step counter k:
  *   k = -1        start: x[i] = sg_rng_normal(seed, T, SG_RNG_SAMPLE, first + i) (x_T);
  *   0 <= k < n_rows   denoising step k: x[i] = sg_sample_update_x0h(rows[k], x[i], eps[i], z[i],

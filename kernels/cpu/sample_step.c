@@ -49,8 +49,9 @@ static double dpm_lambda(double abar) {
     return 0.5 * (log(abar) - log1p(-abar));
 }
 
-/* DPM-Solver++(2M) from ts[k] = s to t (-1: x0, abar 1), s1 the step before s (order 2), as
- * diffusers' DPMSolverMultistepScheduler (midpoint; final_sigmas_type "zero"):
+/* DPM-Solver++(2M) from abar_s (the model asked at timestep t_model) to abar_t (1 after the last
+ * step: x0), abar_s1 the step before's (order 2), as diffusers' DPMSolverMultistepScheduler
+ * (midpoint; final_sigmas_type "zero"):
  *   h = lambda_t - lambda_s, phi = alpha_t (1 - e^-h),
  *   order 1: x_t = (sigma_t / sigma_s) x + phi x0                         (= DDIM, eta 0)
  *   order 2: x_t = (sigma_t / sigma_s) x + phi (1 + d) x0 - phi d x0_prev,
@@ -58,9 +59,9 @@ static double dpm_lambda(double abar) {
  * Infinities only where their limits are meant: alpha_s = 0 (lambda_s = -inf) gives h = +inf,
  * phi = alpha_t, and at the next step d = h / inf = 0; the last step (lambda_t = +inf) is order
  * 1, phi = 1, sigma_t = 0: x_t = x0. */
-static sg_sample_row dpm_row(const double *ab, int s1, int s, int t, int clip, int order) {
-    sg_sample_row r = {.kind = clip ? SG_SAMPLE_DPM2M_CLIP : SG_SAMPLE_DPM2M, .t = s};
-    const double abar_s = ab[s], abar_t = t >= 0 ? ab[t] : 1.0;
+static sg_sample_row dpm_row(double abar_s1, double abar_s, double abar_t, int t_model, int clip,
+                             int order) {
+    sg_sample_row r = {.kind = clip ? SG_SAMPLE_DPM2M_CLIP : SG_SAMPLE_DPM2M, .t = t_model};
     r.order = order;
     r.sqrt_abar = sqrt(abar_s);
     r.sqrt_1m_abar = sqrt(1.0 - abar_s);
@@ -69,7 +70,7 @@ static sg_sample_row dpm_row(const double *ab, int s1, int s, int t, int clip, i
     r.c_xt = sqrt(1.0 - abar_t) / r.sqrt_1m_abar;
     r.c_x0 = phi;
     if (order == 2) {
-        const double d = h / (2.0 * (dpm_lambda(abar_s) - dpm_lambda(ab[s1])));
+        const double d = h / (2.0 * (dpm_lambda(abar_s) - dpm_lambda(abar_s1)));
         r.c_x0 = phi * (1.0 + d);
         r.c_x0_prev = -phi * d;
     }
@@ -91,8 +92,9 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int samp
     for (int k = 0; k < n; k++) {
         SG_ASSERT(ts[k] >= 0 && ts[k] < T && (k == 0 || ts[k] < ts[k - 1]));
         if (sampler == SG_TABLE_DPM2M)
-            rows[k] = dpm_row(ab, k > 0 ? ts[k - 1] : -1, ts[k], k + 1 < n ? ts[k + 1] : -1, clip,
-                              k == 0 || k + 1 == n ? 1 : 2);
+            rows[k] =
+                dpm_row(k > 0 ? ab[ts[k - 1]] : 0.0, ab[ts[k]], k + 1 < n ? ab[ts[k + 1]] : 1.0,
+                        ts[k], clip, k == 0 || k + 1 == n ? 1 : 2);
         else if (ddim)
             rows[k] = ddim_row(ab, ts[k], k + 1 < n ? ts[k + 1] : -1, clip, eta);
         else
@@ -100,6 +102,54 @@ int sg_sample_table(sg_sample_row *rows, int cap, const int *ts, int n, int samp
     }
     free(ab);
     return SG_OK;
+}
+
+int sg_karras_timesteps(int S, const double *ab, int T, double *sig, int *ts) {
+    if (S < 1 || T < 2 || !(ab[T - 1] > 0.0))
+        return sg_set_error("Karras sigmas need S >= 1 and T >= 2 and a finite largest sigma "
+                            "(abar > 0 at T - 1: not zero terminal SNR)");
+    /* sigma_t = sqrt((1 - abar) / abar), increasing in t; its logs for the interpolation */
+    double *ls = malloc(sizeof(double) * (size_t)T);
+    if (!ls) return sg_set_error("out of host memory for the %d-step schedule", T);
+    for (int t = 0; t < T; t++) ls[t] = log(sqrt((1.0 - ab[t]) / ab[t]));
+    const double rho = 7.0, lo = pow(exp(ls[0]), 1.0 / rho), hi = pow(exp(ls[T - 1]), 1.0 / rho);
+    for (int j = 0; j < S; j++) {
+        const double ramp = S > 1 ? j * (1.0 / (S - 1)) : 0.0; /* np.linspace(0, 1, S) */
+        sig[j] = pow(hi + ramp * (lo - hi), rho);
+        /* _sigma_to_t: the last t whose log sigma is at most this one's (at most T - 2), then
+         * linear in log sigma to the next, rounded half to even */
+        const double l = log(fmax(sig[j], 1e-10));
+        int i = 0;
+        for (int q = 0; q < T; q++)
+            if (l - ls[q] >= 0.0) i = q;
+        i = i < T - 2 ? i : T - 2;
+        double w = (ls[i] - l) / (ls[i] - ls[i + 1]);
+        w = w < 0.0 ? 0.0 : w > 1.0 ? 1.0 : w;
+        ts[j] = (int)rint((1.0 - w) * i + w * (i + 1));
+    }
+    free(ls);
+    return SG_OK;
+}
+
+int sg_sample_table_karras(sg_sample_row *rows, int cap, int *ts, int n, int clip,
+                           const sg_betas *b) {
+    const int T = b->T;
+    SG_ASSERT(n >= 1 && n <= cap && T >= 1);
+    double *ab = malloc(2 * (size_t)T * sizeof(double)), *sig = malloc(sizeof(double) * (size_t)n);
+    int rc = !ab || !sig ? sg_set_error("out of host memory for the %d-step schedule", T) : SG_OK;
+    if (!rc) sg_ddpm_abars(b, ab);
+    if (!rc) rc = sg_karras_timesteps(n, ab, T, sig, ts);
+    if (!rc) {
+        memset(rows, 0, sizeof(sg_sample_row) * (size_t)cap); /* rows n .. cap: SG_SAMPLE_NONE */
+        /* abar = alpha^2 = 1 / (sigma^2 + 1), diffusers' _sigma_to_alpha_sigma_t */
+        for (int k = 0; k < n; k++)
+            rows[k] = dpm_row(k > 0 ? 1.0 / (sig[k - 1] * sig[k - 1] + 1.0) : 0.0,
+                              1.0 / (sig[k] * sig[k] + 1.0),
+                              k + 1 < n ? 1.0 / (sig[k + 1] * sig[k + 1] + 1.0) : 1.0, ts[k], clip,
+                              k == 0 || k + 1 == n ? 1 : 2);
+    }
+    free(ab), free(sig);
+    return rc;
 }
 
 /* the lanes in order, then the tree (common/sg_sample_step.h) */
