@@ -1770,6 +1770,26 @@ static void test_cli_out_dir(const char *ck) {
     CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
+/* A checkpoint of a tiny model at T = 12 whose EMA differs from its parameters; zsnr: a v model
+ * at zero terminal SNR */
+static void write_tiny_ckpt(const char *ck, int zsnr) {
+    sg_model_cfg c;
+    tiny_cfg(&c, 2, DT_F32);
+    c.T = 12;
+    if (zsnr) c.zero_snr = 1, c.prediction = SG_PRED_V;
+    sg_exec e;
+    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK, "train exec: %s",
+          sg_last_error());
+    CHECK(sg_exec_init_state(&e, 3) == SG_OK, "init state");
+    int64_t pbytes = e.plan.role_bytes[ROLE_PARAM];
+    float *buf = malloc((size_t)pbytes);
+    sg_exec_param_init_values(&e.plan, 4, buf);
+    CHECK(e.be->upload(e.be, e.plan.g.t[e.plan.io.ema].offset, buf, pbytes) == SG_OK, "EMA");
+    free(buf);
+    CHECK(sg_exec_save(&e, ck, NULL) == SG_OK, "save: %s", sg_last_error());
+    sg_exec_free(&e);
+}
+
 /* sample --solver dpm++2m --steps N at T = 12: the same bits twice, another image than DDIM's
  * (but DDIM's at one step: both land on x0_pred, exactly); its spacings (DPMSolverMultistep
  * Scheduler's: linspace 11, 7, 4 and leading 9, 6, 3 where trailing visits 11, 7, 3), each an
@@ -1874,6 +1894,15 @@ static void test_cli_dpm(const char *ck) {
              "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras --spacing linspace", ck,
              p[1], common);
     expect_error_saying(args, 2, "no --spacing");
+    char zs[300];
+    snprintf(zs, sizeof zs, "%s/zsnr.sgck", tmpdir);
+    write_tiny_ckpt(zs, 1);
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3", zs, p[1],
+             common);
+    CHECK(run_cli(args) == 0, "DPM-Solver++(2M) on a zero-SNR v model");
+    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras", zs,
+             p[1], common);
+    expect_error_saying(args, 2, "--karras needs a finite largest sigma");
 }
 
 /* A class-conditional model (3 classes): --class all (one column per class) / N / none and
@@ -2017,20 +2046,7 @@ static void test_cli(void) {
 
     /* a checkpoint of a tiny model (T = 12 so DDPM is quick) whose EMA differs from the
      * parameters */
-    sg_model_cfg c;
-    tiny_cfg(&c, 2, DT_F32);
-    c.T = 12;
-    sg_exec e;
-    CHECK(sg_exec_init(&e, &c, 1, sg_backend_cpu_create()) == SG_OK, "train exec: %s",
-          sg_last_error());
-    CHECK(sg_exec_init_state(&e, 3) == SG_OK, "init state");
-    int64_t pbytes = e.plan.role_bytes[ROLE_PARAM];
-    float *buf = malloc((size_t)pbytes);
-    sg_exec_param_init_values(&e.plan, 4, buf);
-    CHECK(e.be->upload(e.be, e.plan.g.t[e.plan.io.ema].offset, buf, pbytes) == SG_OK, "EMA");
-    free(buf);
-    CHECK(sg_exec_save(&e, ck, NULL) == SG_OK, "save: %s", sg_last_error());
-    sg_exec_free(&e);
+    write_tiny_ckpt(ck, 0);
 
     snprintf(pa, sizeof pa, "%s/a.png", tmpdir);
     snprintf(pb, sizeof pb, "%s/b.png", tmpdir);
