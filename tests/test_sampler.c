@@ -1770,6 +1770,16 @@ static void test_cli_out_dir(const char *ck) {
     CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
+/* sample --ckpt CK --out (a scratch path) --n 3 --backend cpu --batch 2 FLAGS: refused, exit 2,
+ * one line saying `says` */
+static void refused(const char *ck, const char *flags, const char *says) {
+    char args[2048];
+    snprintf(args, sizeof args,
+             "--ckpt '%s' --out '%s/refused.png' --n 3 --backend cpu --batch 2 %s", ck, tmpdir,
+             flags);
+    expect_error_saying(args, 2, says);
+}
+
 /* A checkpoint of a tiny model at T = 12 whose EMA differs from its parameters; zsnr: a v model
  * at zero terminal SNR */
 static void write_tiny_ckpt(const char *ck, int zsnr) {
@@ -1848,24 +1858,12 @@ static void test_cli_dpm(const char *ck) {
     snprintf(args, sizeof args,
              "--ckpt '%s' --n 2 --steps 3 --backend cpu --batch 2 --out-dir '%s'", ck, d);
     expect_error_saying(args, 1, "made with sampler \"DPM-Solver++(2M)\"");
-    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m", ck, p[1], common);
-    expect_error_saying(args, 2, "--solver dpm++2m needs its number of steps");
-    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --eta 0.5",
-             ck, p[1], common);
-    expect_error_saying(args, 2, "DPM-Solver++(2M) is deterministic");
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 12 "
-             "--spacing linspace",
-             ck, p[1], common);
-    expect_error_saying(args, 2, "takes steps in [1, 11]");
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 "
-             "--spacing leading --steps-offset 3",
-             ck, p[1], common);
-    expect_error_saying(args, 2, "an offset in [0, 2]");
-    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver euler --steps 3", ck, p[1],
-             common);
-    expect_error_saying(args, 2, "--solver expects ddim or dpm++2m");
+    refused(ck, "--solver dpm++2m", "--solver dpm++2m needs its number of steps");
+    refused(ck, "--solver dpm++2m --steps 3 --eta 0.5", "DPM-Solver++(2M) is deterministic");
+    refused(ck, "--solver dpm++2m --steps 12 --spacing linspace", "takes steps in [1, 11]");
+    refused(ck, "--solver dpm++2m --steps 3 --spacing leading --steps-offset 3",
+            "an offset in [0, 2]");
+    refused(ck, "--solver euler --steps 3", "--solver expects ddim or dpm++2m");
     /* --karras: its own image, named in the summary and samples.json (a continuation without it
      * refused); not without dpm++2m, not with a spacing */
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras", ck,
@@ -1888,21 +1886,15 @@ static void test_cli_dpm(const char *ck) {
              "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --backend cpu --batch 2 --out-dir '%s'",
              ck, d);
     expect_error_saying(args, 1, "made with karras");
-    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps 3 --karras", ck, p[1], common);
-    expect_error_saying(args, 2, "--karras places DPM-Solver++(2M)'s steps");
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras --spacing linspace", ck,
-             p[1], common);
-    expect_error_saying(args, 2, "no --spacing");
+    refused(ck, "--steps 3 --karras", "--karras places DPM-Solver++(2M)'s steps");
+    refused(ck, "--solver dpm++2m --steps 3 --karras --spacing linspace", "no --spacing");
     char zs[300];
     snprintf(zs, sizeof zs, "%s/zsnr.sgck", tmpdir);
     write_tiny_ckpt(zs, 1);
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3", zs, p[1],
              common);
     CHECK(run_cli(args) == 0, "DPM-Solver++(2M) on a zero-SNR v model");
-    snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --solver dpm++2m --steps 3 --karras", zs,
-             p[1], common);
-    expect_error_saying(args, 2, "--karras needs a finite largest sigma");
+    refused(zs, "--solver dpm++2m --steps 3 --karras", "--karras needs a finite largest sigma");
 }
 
 /* A class-conditional model (3 classes): --class all (one column per class) / N / none and
