@@ -1770,6 +1770,26 @@ static void test_cli_out_dir(const char *ck) {
     CHECK(same_images(d4, d5, 60), "interrupted and continued differs from one run");
 }
 
+/* sample --ckpt CK --n 2 --backend cpu --batch 2 FLAGS --out-dir DIR: its exit status, and
+ * DIR/samples.json into out (empty where there is none) */
+static int out_dir_run(const char *ck, const char *dir, const char *flags, char *out, long cap) {
+    char args[2048], path[1024];
+    snprintf(args, sizeof args, "--ckpt '%s' --n 2 --backend cpu --batch 2 %s --out-dir '%s'", ck,
+             flags, dir);
+    const int rc = run_cli(args);
+    snprintf(path, sizeof path, "%s/samples.json", dir);
+    if (read_file(path, out, cap) < 0) out[0] = 0;
+    return rc;
+}
+
+/* the same continuing DIR with other FLAGS: refused (exit 1) saying `says` */
+static void out_dir_refused(const char *ck, const char *dir, const char *flags, const char *says) {
+    char args[2048];
+    snprintf(args, sizeof args, "--ckpt '%s' --n 2 --backend cpu --batch 2 %s --out-dir '%s'", ck,
+             flags, dir);
+    expect_error_saying(args, 1, says);
+}
+
 /* sample --ckpt CK --out (a scratch path) --n 3 --backend cpu --batch 2 FLAGS: refused, exit 2,
  * one line saying `says` */
 static void refused(const char *ck, const char *flags, const char *says) {
@@ -1846,18 +1866,10 @@ static void test_cli_dpm(const char *ck) {
     rc = run_cli(args);
     CHECK(rc == 0 && !same_file(p[1], p[0]) && !same_file(p[1], p[5]),
           "dpm++2m leading: exit %d, an image of its own", rc);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --backend cpu --batch 2 --out-dir '%s'",
-             ck, d);
-    CHECK(run_cli(args) == 0, "dpm++2m --out-dir");
-    char path[400];
-    snprintf(path, sizeof path, "%s/samples.json", d);
-    read_file(path, out, sizeof out);
-    CHECK(strstr(out, "\"sampler\": \"DPM-Solver++(2M)\"") != NULL,
-          "samples.json names the solver: %s", out);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --steps 3 --backend cpu --batch 2 --out-dir '%s'", ck, d);
-    expect_error_saying(args, 1, "made with sampler \"DPM-Solver++(2M)\"");
+    CHECK(out_dir_run(ck, d, "--steps 3 --solver dpm++2m", out, sizeof out) == 0 &&
+              strstr(out, "\"sampler\": \"DPM-Solver++(2M)\""),
+          "dpm++2m --out-dir: samples.json names the solver: %s", out);
+    out_dir_refused(ck, d, "--steps 3", "made with sampler \"DPM-Solver++(2M)\"");
     refused(ck, "--solver dpm++2m", "--solver dpm++2m needs its number of steps");
     refused(ck, "--solver dpm++2m --steps 3 --eta 0.5", "DPM-Solver++(2M) is deterministic");
     refused(ck, "--solver dpm++2m --steps 12 --spacing linspace", "takes steps in [1, 11]");
@@ -1874,18 +1886,10 @@ static void test_cli_dpm(const char *ck) {
               !same_file(p[1], p[5]),
           "--karras: exit %d, an image of its own: %s", rc, out);
     snprintf(d, sizeof d, "%s/karras_dir", tmpdir);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --karras --backend cpu --batch 2 "
-             "--out-dir '%s'",
-             ck, d);
-    CHECK(run_cli(args) == 0, "--karras --out-dir");
-    snprintf(path, sizeof path, "%s/samples.json", d);
-    read_file(path, out, sizeof out);
-    CHECK(strstr(out, "\"karras\": true") != NULL, "samples.json records --karras: %s", out);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --steps 3 --solver dpm++2m --backend cpu --batch 2 --out-dir '%s'",
-             ck, d);
-    expect_error_saying(args, 1, "made with karras");
+    CHECK(out_dir_run(ck, d, "--steps 3 --solver dpm++2m --karras", out, sizeof out) == 0 &&
+              strstr(out, "\"karras\": true"),
+          "--karras --out-dir: samples.json records it: %s", out);
+    out_dir_refused(ck, d, "--steps 3 --solver dpm++2m", "made with karras");
     refused(ck, "--steps 3 --karras", "--karras places DPM-Solver++(2M)'s steps");
     refused(ck, "--solver dpm++2m --steps 3 --karras --spacing linspace", "no --spacing");
     char zs[300];
@@ -2173,26 +2177,13 @@ static void test_cli(void) {
     rc = run_cli(args);
     CHECK(rc == 0 && !same_file(pn, pa) && !same_file(pn, pl),
           "--spacing linspace: exit %d, an image of its own", rc);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
-             "--spacing leading --steps-offset 1 --out-dir '%s'",
-             ck, dl);
-    CHECK(run_cli(args) == 0, "--spacing leading --out-dir");
-    snprintf(path, sizeof path, "%s/samples.json", dl);
-    read_file(path, out, sizeof out);
-    CHECK(strstr(out, "\"spacing\": \"leading\"") && strstr(out, "\"steps_offset\": 1"),
-          "samples.json records the spacing and offset: %s", out);
+    CHECK(out_dir_run(ck, dl, "--ddim-steps 3 --spacing leading --steps-offset 1", out,
+                      sizeof out) == 0 &&
+              strstr(out, "\"spacing\": \"leading\"") && strstr(out, "\"steps_offset\": 1"),
+          "--spacing leading --out-dir: samples.json records the spacing and offset: %s", out);
     snprintf(path, sizeof path, "%s/stdout", tmpdir);
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
-             "--spacing leading --out-dir '%s'",
-             ck, dl);
-    expect_error_saying(args, 1, "made with steps_offset 1");
-    snprintf(args, sizeof args,
-             "--ckpt '%s' --n 2 --ddim-steps 3 --backend cpu --batch 2 "
-             "--out-dir '%s'",
-             ck, dl);
-    expect_error_saying(args, 1, "made with spacing \"leading\"");
+    out_dir_refused(ck, dl, "--ddim-steps 3 --spacing leading", "made with steps_offset 1");
+    out_dir_refused(ck, dl, "--ddim-steps 3", "made with spacing \"leading\"");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --spacing leading", ck, pl, ddpm);
     expect_error_saying(args, 2, "--spacing is for --steps N");
     snprintf(args, sizeof args, "--ckpt '%s' --out '%s' %s --steps-offset 1", ck, pl, common);
