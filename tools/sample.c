@@ -430,10 +430,10 @@ static int check_request(const sample_args *a, sg_model_cfg *cfg) {
                 cfg->T);
         return 2;
     }
-    if (a->ddim_steps) { /* the spacing's timesteps fit the checkpoint's T */
+    if (a->ddim_steps && !a->karras) { /* the spacing's timesteps fit the checkpoint's T */
         int *ts = malloc(sizeof(int) * (size_t)a->ddim_steps);
-        const int bad = !ts || (!a->karras && sg_solver_timesteps(a->solver, a->ddim_steps, cfg->T,
-                                                                  a->spacing, a->steps_offset, ts));
+        const int bad = !ts || sg_solver_timesteps(a->solver, a->ddim_steps, cfg->T, a->spacing,
+                                                   a->steps_offset, ts);
         free(ts);
         if (bad) return fprintf(stderr, "sample: %s\n", ts ? sg_last_error() : "out of memory"), 2;
     }
